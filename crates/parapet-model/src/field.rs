@@ -1,0 +1,291 @@
+//! The dimensions a rule can constrain.
+//!
+//! Every field is an unsigned integer of a fixed width, so a rule is a box in
+//! a d-dimensional space and every classifier sees one uniform problem.
+//! Fields that are not numbers in the packet are made into numbers here:
+//! interface names are their 16 bytes read big-endian (so `eth+` is a prefix,
+//! like an address), conntrack state is a small enum, set membership is one
+//! bit per referenced set.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// One dimension of the classification space.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Field {
+    /// Address family: 4 or 6.
+    Family,
+    /// Source address. IPv4 addresses are their 32-bit value, IPv6 their
+    /// 128-bit value; the family field tells them apart.
+    SrcAddr,
+    /// Destination address, as [`Field::SrcAddr`].
+    DstAddr,
+    /// Transport protocol number (IPv6: after extension headers).
+    Proto,
+    /// Source port (TCP, UDP, SCTP, UDP-Lite; 0 otherwise).
+    SrcPort,
+    /// Destination port.
+    DstPort,
+    /// ICMP or ICMPv6 `type << 8 | code`, so `--icmp-type 3` is `[0x300, 0x3ff]`.
+    IcmpTypeCode,
+    /// The TCP flags byte (FIN = 0x01 … CWR = 0x80).
+    TcpFlags,
+    /// Input interface name as a big-endian 128-bit number ([`IfName`]).
+    InIface,
+    /// Output interface name.
+    OutIface,
+    /// Conntrack state ([`CtState`] as a number).
+    CtState,
+    /// 1 for non-first IPv4/IPv6 fragments, 0 otherwise.
+    Fragment,
+    /// Membership of the packet's key in the ruleset's set reference `n`
+    /// ([`crate::SetRef`]): 1 when the set holds it.
+    Set(u16),
+}
+
+impl Field {
+    /// The fixed fields, in the order engines lay them out.
+    pub const FIXED: [Field; 12] = [
+        Field::Family,
+        Field::SrcAddr,
+        Field::DstAddr,
+        Field::Proto,
+        Field::SrcPort,
+        Field::DstPort,
+        Field::IcmpTypeCode,
+        Field::TcpFlags,
+        Field::InIface,
+        Field::OutIface,
+        Field::CtState,
+        Field::Fragment,
+    ];
+
+    /// Width of the field in bits.
+    pub fn width(self) -> u32 {
+        match self {
+            Field::SrcAddr | Field::DstAddr | Field::InIface | Field::OutIface => 128,
+            Field::SrcPort | Field::DstPort | Field::IcmpTypeCode => 16,
+            Field::Family | Field::Proto | Field::TcpFlags | Field::CtState => 8,
+            Field::Fragment | Field::Set(_) => 1,
+        }
+    }
+
+    /// Largest value of the field.
+    pub fn max_value(self) -> u128 {
+        crate::interval::width_mask(self.width())
+    }
+
+    /// A short lowercase name, used in listings and explanations.
+    pub fn name(self) -> String {
+        match self {
+            Field::Family => "family".into(),
+            Field::SrcAddr => "saddr".into(),
+            Field::DstAddr => "daddr".into(),
+            Field::Proto => "proto".into(),
+            Field::SrcPort => "sport".into(),
+            Field::DstPort => "dport".into(),
+            Field::IcmpTypeCode => "icmp".into(),
+            Field::TcpFlags => "tcpflags".into(),
+            Field::InIface => "iif".into(),
+            Field::OutIface => "oif".into(),
+            Field::CtState => "ctstate".into(),
+            Field::Fragment => "fragment".into(),
+            Field::Set(n) => format!("set{n}"),
+        }
+    }
+}
+
+impl fmt::Display for Field {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
+/// Address family of a packet or rule.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Family {
+    /// IPv4.
+    V4,
+    /// IPv6.
+    V6,
+}
+
+impl Family {
+    /// The value of [`Field::Family`] for this family.
+    pub fn value(self) -> u128 {
+        match self {
+            Family::V4 => 4,
+            Family::V6 => 6,
+        }
+    }
+
+    /// Address width in bits.
+    pub fn addr_bits(self) -> u32 {
+        match self {
+            Family::V4 => 32,
+            Family::V6 => 128,
+        }
+    }
+}
+
+/// Conntrack state of a packet, as the kernel's conntrack reports it.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[repr(u8)]
+pub enum CtState {
+    /// Not part of a valid connection.
+    Invalid = 0,
+    /// First packet of a connection.
+    New = 1,
+    /// Part of a connection seen in both directions.
+    Established = 2,
+    /// Starts a connection related to an existing one (FTP data, ICMP errors).
+    Related = 3,
+    /// Exempted from tracking (`-j CT --notrack`).
+    Untracked = 4,
+}
+
+impl CtState {
+    /// All states, in value order.
+    pub const ALL: [CtState; 5] = [
+        CtState::Invalid,
+        CtState::New,
+        CtState::Established,
+        CtState::Related,
+        CtState::Untracked,
+    ];
+
+    /// iptables' upper-case spelling (`ESTABLISHED`).
+    pub fn iptables_name(self) -> &'static str {
+        match self {
+            CtState::Invalid => "INVALID",
+            CtState::New => "NEW",
+            CtState::Established => "ESTABLISHED",
+            CtState::Related => "RELATED",
+            CtState::Untracked => "UNTRACKED",
+        }
+    }
+
+    /// Parses either spelling, case-insensitively.
+    pub fn from_name(s: &str) -> Option<CtState> {
+        CtState::ALL
+            .into_iter()
+            .find(|c| c.iptables_name().eq_ignore_ascii_case(s))
+    }
+}
+
+/// TCP flag bits as they sit in the header's flags byte.
+pub mod tcp_flags {
+    /// FIN.
+    pub const FIN: u8 = 0x01;
+    /// SYN.
+    pub const SYN: u8 = 0x02;
+    /// RST.
+    pub const RST: u8 = 0x04;
+    /// PSH.
+    pub const PSH: u8 = 0x08;
+    /// ACK.
+    pub const ACK: u8 = 0x10;
+    /// URG.
+    pub const URG: u8 = 0x20;
+    /// ECE.
+    pub const ECE: u8 = 0x40;
+    /// CWR.
+    pub const CWR: u8 = 0x80;
+    /// Names in iptables order, with their bits.
+    pub const NAMES: [(&str, u8); 8] = [
+        ("FIN", FIN),
+        ("SYN", SYN),
+        ("RST", RST),
+        ("PSH", PSH),
+        ("ACK", ACK),
+        ("URG", URG),
+        ("ECE", ECE),
+        ("CWR", CWR),
+    ];
+
+    /// Parses `SYN,ACK`, `ALL` or `NONE` into a bit mask.
+    pub fn parse_list(s: &str) -> Option<u8> {
+        match s.to_ascii_uppercase().as_str() {
+            "ALL" => return Some(0xff),
+            "NONE" => return Some(0),
+            _ => {}
+        }
+        let mut bits = 0u8;
+        for part in s.split(',') {
+            let (_, bit) = NAMES.iter().find(|(n, _)| n.eq_ignore_ascii_case(part))?;
+            bits |= bit;
+        }
+        Some(bits)
+    }
+
+    /// Formats a mask as `SYN,ACK` (`NONE` when empty).
+    pub fn format_list(bits: u8) -> String {
+        if bits == 0 {
+            return "NONE".into();
+        }
+        let names: Vec<&str> = NAMES
+            .iter()
+            .filter(|(_, b)| bits & b != 0)
+            .map(|(n, _)| *n)
+            .collect();
+        names.join(",")
+    }
+}
+
+/// An interface name packed into a `u128`: its bytes big-endian, zero padded.
+///
+/// Ordering of the numbers is the ordering of the names, so iptables' `eth+`
+/// (every name starting with `eth`) is one interval, just like a prefix.
+///
+/// ```
+/// use parapet_model::IfName;
+/// let eth0 = IfName::new("eth0").unwrap();
+/// let (lo, hi) = IfName::wildcard_range("eth");
+/// assert!(lo <= eth0.0 && eth0.0 <= hi);
+/// assert_eq!(eth0.to_string(), "eth0");
+/// ```
+#[derive(
+    Copy, Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
+pub struct IfName(pub u128);
+
+impl IfName {
+    /// Longest name the kernel allows (IFNAMSIZ less the NUL).
+    pub const MAX_LEN: usize = 15;
+
+    /// Packs a name; `None` when it is longer than [`IfName::MAX_LEN`] or
+    /// holds a NUL byte.
+    pub fn new(name: &str) -> Option<IfName> {
+        let bytes = name.as_bytes();
+        if bytes.len() > Self::MAX_LEN || bytes.contains(&0) {
+            return None;
+        }
+        let mut buf = [0u8; 16];
+        buf[..bytes.len()].copy_from_slice(bytes);
+        Some(IfName(u128::from_be_bytes(buf)))
+    }
+
+    /// The interval of every name that starts with `prefix`.
+    pub fn wildcard_range(prefix: &str) -> (u128, u128) {
+        let bytes = prefix.as_bytes();
+        let len = bytes.len().min(16);
+        let mut lo = [0u8; 16];
+        lo[..len].copy_from_slice(&bytes[..len]);
+        let mut hi = [0xffu8; 16];
+        hi[..len].copy_from_slice(&bytes[..len]);
+        (u128::from_be_bytes(lo), u128::from_be_bytes(hi))
+    }
+
+    /// The name as bytes without padding.
+    pub fn as_bytes(&self) -> Vec<u8> {
+        let b = self.0.to_be_bytes();
+        let end = b.iter().position(|&c| c == 0).unwrap_or(16);
+        b[..end].to_vec()
+    }
+}
+
+impl fmt::Display for IfName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&String::from_utf8_lossy(&self.as_bytes()))
+    }
+}

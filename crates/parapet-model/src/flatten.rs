@@ -1,0 +1,291 @@
+//! Flattening: chains, jumps, gotos and RETURNs into one ordered decision
+//! list per base chain.
+//!
+//! A jump is inlined: the target chain's rules are copied in place, each
+//! conjoined with the jump rule's matches (empty conjunctions are dropped —
+//! they can never match). `RETURN` cannot be a conjunction — the rules after
+//! it apply only to packets it did *not* match — so it stays an entry that,
+//! when it matches, resumes the scan at the end of its inlined block. A goto
+//! is a jump followed by a RETURN with the same matches: when the target
+//! chain ends, the rest of the calling chain is skipped.
+//!
+//! Semantics of a [`DecisionList`]: scan entries in order; at the first
+//! matching `Decide`, stop; a matching `Return` moves the scan to its
+//! `resume` index; every other matching entry is recorded and the scan goes
+//! on; at the end the policy decides. This is exactly what
+//! [`crate::LinearEngine`] computes, which the tests check.
+
+use crate::linear::{Decision, EvalError, SetLookup, MAX_DEPTH};
+use crate::packet::Packet;
+use crate::rule::{Action, ChainId, Matches, Ruleset, Verdict};
+use serde::{Deserialize, Serialize};
+
+/// What a decision-list entry does when it matches.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum EntryKind {
+    /// Terminal: the packet's fate.
+    Decide(Verdict),
+    /// Non-terminal LOG.
+    Log,
+    /// Non-terminal counter-only rule.
+    Count,
+    /// Non-terminal marker that a jump or goto rule matched (for its counters).
+    Jump,
+    /// Skip to entry `resume` (the end of the enclosing inlined chain).
+    /// `counted` is false for the RETURN a goto implies, which is not a rule
+    /// of its own.
+    Return {
+        /// Index of the entry to continue from.
+        resume: u32,
+        /// Whether the match is reported as a non-terminal rule.
+        counted: bool,
+    },
+}
+
+impl EntryKind {
+    /// True for entries that end the scan.
+    pub fn is_terminal(&self) -> bool {
+        matches!(self, EntryKind::Decide(_))
+    }
+}
+
+/// One entry of a decision list.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Entry {
+    /// The rule this entry came from (several entries may share one when a
+    /// chain is jumped to from several places).
+    pub rule_id: u32,
+    /// The conjunction of the rule's matches and of every jump leading to it.
+    pub matches: Matches,
+    /// What it does.
+    pub kind: EntryKind,
+}
+
+/// A base chain flattened into a first-match list.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DecisionList {
+    /// Entries in evaluation order.
+    pub entries: Vec<Entry>,
+    /// The chain policy.
+    pub policy: Verdict,
+    /// Number of set references the entries may use (`Field::Set(n)`, n < this).
+    pub set_ref_count: usize,
+}
+
+/// Why a chain could not be flattened.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FlattenError {
+    /// As for the linear engine.
+    Eval(EvalError),
+    /// The chains call each other in a loop.
+    Loop(Vec<String>),
+    /// Inlining would produce more than the allowed number of entries
+    /// (chains jumped to from many places, nested).
+    TooLarge {
+        /// The configured bound.
+        limit: usize,
+    },
+}
+
+impl std::fmt::Display for FlattenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FlattenError::Eval(e) => e.fmt(f),
+            FlattenError::Loop(path) => write!(f, "chains jump in a loop: {}", path.join(" -> ")),
+            FlattenError::TooLarge { limit } => write!(
+                f,
+                "inlining the chains' jumps gives more than {limit} entries"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for FlattenError {}
+
+/// Default bound on the entries a flattened chain may have.
+pub const DEFAULT_MAX_ENTRIES: usize = 4_000_000;
+
+/// Flattens base chain `start` of `ruleset`.
+pub fn flatten(ruleset: &Ruleset, start: ChainId) -> Result<DecisionList, FlattenError> {
+    flatten_with_limit(ruleset, start, DEFAULT_MAX_ENTRIES)
+}
+
+/// As [`flatten`], with an explicit bound on the number of entries.
+pub fn flatten_with_limit(
+    ruleset: &Ruleset,
+    start: ChainId,
+    max_entries: usize,
+) -> Result<DecisionList, FlattenError> {
+    let chain = ruleset.chain(start);
+    let policy = chain
+        .base
+        .as_ref()
+        .map(|b| b.policy.clone())
+        .ok_or_else(|| FlattenError::Eval(EvalError::NotABaseChain(chain.name.clone())))?;
+    let mut f = Flattener {
+        ruleset,
+        table: start.table,
+        entries: Vec::new(),
+        path: Vec::new(),
+        max_entries,
+    };
+    f.emit_chain(start.chain, &Matches::any())?;
+    Ok(DecisionList {
+        entries: f.entries,
+        policy,
+        set_ref_count: ruleset.set_refs.len(),
+    })
+}
+
+struct Flattener<'a> {
+    ruleset: &'a Ruleset,
+    table: usize,
+    entries: Vec<Entry>,
+    /// Chains being inlined, outermost first, to detect loops.
+    path: Vec<usize>,
+    max_entries: usize,
+}
+
+impl Flattener<'_> {
+    fn push(&mut self, entry: Entry) -> Result<(), FlattenError> {
+        if self.entries.len() >= self.max_entries {
+            return Err(FlattenError::TooLarge {
+                limit: self.max_entries,
+            });
+        }
+        self.entries.push(entry);
+        Ok(())
+    }
+
+    fn emit_chain(&mut self, chain_index: usize, context: &Matches) -> Result<(), FlattenError> {
+        let table = &self.ruleset.tables[self.table];
+        if self.path.contains(&chain_index) {
+            let mut names: Vec<String> = self
+                .path
+                .iter()
+                .map(|&c| table.chains[c].name.clone())
+                .collect();
+            names.push(table.chains[chain_index].name.clone());
+            return Err(FlattenError::Loop(names));
+        }
+        if self.path.len() >= MAX_DEPTH {
+            return Err(FlattenError::Eval(EvalError::TooDeep));
+        }
+        self.path.push(chain_index);
+        // RETURNs of this block, patched to the block's end once known.
+        let mut returns = Vec::new();
+        for rule in &table.chains[chain_index].rules {
+            let matches = context.and(&rule.matches);
+            if matches.is_unsatisfiable() {
+                continue;
+            }
+            let entry = |kind| Entry {
+                rule_id: rule.id,
+                matches: matches.clone(),
+                kind,
+            };
+            match &rule.action {
+                Action::Verdict(v) => self.push(entry(EntryKind::Decide(v.clone())))?,
+                Action::Log(_) => self.push(entry(EntryKind::Log))?,
+                Action::Count => self.push(entry(EntryKind::Count))?,
+                Action::Return => {
+                    returns.push(self.entries.len());
+                    self.push(entry(EntryKind::Return {
+                        resume: 0,
+                        counted: true,
+                    }))?;
+                }
+                Action::Jump(target) | Action::Goto(target) => {
+                    let target_index = table
+                        .chains
+                        .iter()
+                        .position(|c| &c.name == target)
+                        .ok_or_else(|| {
+                            FlattenError::Eval(EvalError::UnknownChain(target.clone()))
+                        })?;
+                    self.push(entry(EntryKind::Jump))?;
+                    self.emit_chain(target_index, &matches)?;
+                    if matches!(rule.action, Action::Goto(_)) {
+                        returns.push(self.entries.len());
+                        self.push(entry(EntryKind::Return {
+                            resume: 0,
+                            counted: false,
+                        }))?;
+                    }
+                }
+            }
+        }
+        let end = self.entries.len() as u32;
+        for i in returns {
+            if let EntryKind::Return { resume, .. } = &mut self.entries[i].kind {
+                *resume = end;
+            }
+        }
+        self.path.pop();
+        Ok(())
+    }
+}
+
+impl DecisionList {
+    /// Classifies by scanning every entry: the flat linear engine. Correct
+    /// by construction, O(entries) per packet; the baseline the compiled
+    /// engines are measured against.
+    pub fn classify(&self, pkt: &Packet, set_bits: &[bool]) -> Decision {
+        self.classify_from(0, pkt, set_bits)
+    }
+
+    /// As [`DecisionList::classify`], with membership answered by `sets`.
+    pub fn classify_with_sets(
+        &self,
+        ruleset: &Ruleset,
+        pkt: &Packet,
+        sets: &dyn SetLookup,
+    ) -> Decision {
+        let bits: Vec<bool> = ruleset
+            .set_refs
+            .iter()
+            .map(|r| sets.contains(r, pkt))
+            .collect();
+        self.classify(pkt, &bits)
+    }
+
+    fn classify_from(&self, start: usize, pkt: &Packet, set_bits: &[bool]) -> Decision {
+        let mut nonterminal = Vec::new();
+        let mut i = start;
+        let mut set_bit = |n: u16| set_bits[n as usize];
+        while let Some(e) = self.entries.get(i) {
+            i += 1;
+            if !e.matches.matches(pkt, &mut set_bit) {
+                continue;
+            }
+            match &e.kind {
+                EntryKind::Decide(v) => {
+                    return Decision {
+                        rule_id: e.rule_id,
+                        verdict: v.clone(),
+                        nonterminal,
+                    }
+                }
+                EntryKind::Log | EntryKind::Count | EntryKind::Jump => nonterminal.push(e.rule_id),
+                EntryKind::Return { resume, counted } => {
+                    if *counted {
+                        nonterminal.push(e.rule_id);
+                    }
+                    i = *resume as usize;
+                }
+            }
+        }
+        Decision {
+            rule_id: 0,
+            verdict: self.policy.clone(),
+            nonterminal,
+        }
+    }
+
+    /// True when every entry is a terminal decision: no LOG, counter-only
+    /// rule, jump or RETURN. Engines that find only the first match are
+    /// exact on such lists.
+    pub fn is_pure_first_match(&self) -> bool {
+        self.entries.iter().all(|e| e.kind.is_terminal())
+    }
+}

@@ -1,0 +1,290 @@
+//! Sorted sets of closed intervals: the one shape every match lowers to.
+//!
+//! A prefix is one interval, `--dport 1000:2000` is one, `multiport 22,80,443`
+//! is three, `! -s 10.0.0.0/8` is two. Keeping the set normalized (sorted,
+//! disjoint, never adjacent) makes equality structural, so two rulesets that
+//! mean the same thing compare equal after a round trip through any format.
+
+use serde::{Deserialize, Serialize};
+
+/// A normalized set of closed intervals `[lo, hi]` over `u128`.
+///
+/// ```
+/// use parapet_model::IntervalSet;
+/// let ports = IntervalSet::from_ranges([(80, 80), (22, 22), (23, 30)]);
+/// assert_eq!(ports.ranges(), &[(22, 30), (80, 80)]);
+/// assert!(ports.contains(25) && !ports.contains(31));
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct IntervalSet {
+    ranges: Vec<(u128, u128)>,
+}
+
+impl IntervalSet {
+    /// The set containing nothing.
+    pub fn empty() -> Self {
+        IntervalSet { ranges: Vec::new() }
+    }
+
+    /// Every value from 0 to `max` inclusive.
+    pub fn full(max: u128) -> Self {
+        IntervalSet::range(0, max)
+    }
+
+    /// A single value.
+    pub fn point(v: u128) -> Self {
+        IntervalSet::range(v, v)
+    }
+
+    /// The closed interval `[lo, hi]`; empty when `lo > hi`.
+    pub fn range(lo: u128, hi: u128) -> Self {
+        if lo > hi {
+            return IntervalSet::empty();
+        }
+        IntervalSet {
+            ranges: vec![(lo, hi)],
+        }
+    }
+
+    /// The values of a `width`-bit field whose top `len` bits equal `value`'s.
+    ///
+    /// Bits of `value` below the prefix are ignored, as iptables does for
+    /// `-s 10.1.2.3/8`.
+    pub fn prefix(value: u128, len: u32, width: u32) -> Self {
+        debug_assert!(len <= width && width <= 128);
+        let host_bits = width - len;
+        let host_mask = if host_bits >= 128 {
+            u128::MAX
+        } else {
+            (1u128 << host_bits) - 1
+        };
+        let lo = value & !host_mask & width_mask(width);
+        IntervalSet::range(lo, lo | host_mask)
+    }
+
+    /// Builds a normalized set from intervals in any order, overlapping or not.
+    /// Intervals with `lo > hi` are ignored.
+    pub fn from_ranges<I: IntoIterator<Item = (u128, u128)>>(iter: I) -> Self {
+        let mut ranges: Vec<(u128, u128)> = iter.into_iter().filter(|(lo, hi)| lo <= hi).collect();
+        ranges.sort_unstable();
+        let mut out: Vec<(u128, u128)> = Vec::with_capacity(ranges.len());
+        for (lo, hi) in ranges {
+            match out.last_mut() {
+                // Merge when overlapping or adjacent; `last.1 + 1` cannot
+                // overflow once we know last.1 < lo.
+                Some(last) if lo <= last.1 || lo == last.1 + 1 => last.1 = last.1.max(hi),
+                _ => out.push((lo, hi)),
+            }
+        }
+        IntervalSet { ranges: out }
+    }
+
+    /// The intervals, sorted, disjoint and non-adjacent.
+    pub fn ranges(&self) -> &[(u128, u128)] {
+        &self.ranges
+    }
+
+    /// True when the set holds no value.
+    pub fn is_empty(&self) -> bool {
+        self.ranges.is_empty()
+    }
+
+    /// True when the set is exactly `[0, max]`.
+    pub fn is_full(&self, max: u128) -> bool {
+        self.ranges == [(0, max)]
+    }
+
+    /// Membership test, O(log n) in the number of intervals.
+    pub fn contains(&self, v: u128) -> bool {
+        // Most sets hold one to three intervals; a scan beats the branchy
+        // binary search there.
+        if self.ranges.len() <= 4 {
+            return self.ranges.iter().any(|&(lo, hi)| lo <= v && v <= hi);
+        }
+        let i = self.ranges.partition_point(|&(_, hi)| hi < v);
+        i < self.ranges.len() && self.ranges[i].0 <= v
+    }
+
+    /// Values in both sets.
+    pub fn intersect(&self, other: &IntervalSet) -> IntervalSet {
+        let (a, b) = (&self.ranges, &other.ranges);
+        let (mut i, mut j) = (0, 0);
+        let mut out = Vec::new();
+        while i < a.len() && j < b.len() {
+            let lo = a[i].0.max(b[j].0);
+            let hi = a[i].1.min(b[j].1);
+            if lo <= hi {
+                out.push((lo, hi));
+            }
+            if a[i].1 < b[j].1 {
+                i += 1;
+            } else {
+                j += 1;
+            }
+        }
+        // Pieces of two normalized sets are already sorted and disjoint, but
+        // they may touch; from_ranges re-merges them.
+        IntervalSet::from_ranges(out)
+    }
+
+    /// Values in either set.
+    pub fn union(&self, other: &IntervalSet) -> IntervalSet {
+        IntervalSet::from_ranges(self.ranges.iter().chain(other.ranges.iter()).copied())
+    }
+
+    /// Values in `[0, max]` not in the set.
+    pub fn complement(&self, max: u128) -> IntervalSet {
+        let mut out = Vec::with_capacity(self.ranges.len() + 1);
+        let mut next: Option<u128> = Some(0);
+        for &(lo, hi) in &self.ranges {
+            if lo > max {
+                break;
+            }
+            if let Some(n) = next {
+                if lo > n {
+                    out.push((n, lo - 1));
+                }
+            }
+            next = hi.checked_add(1);
+        }
+        if let Some(n) = next {
+            if n <= max {
+                out.push((n, max));
+            }
+        }
+        IntervalSet { ranges: out }
+    }
+
+    /// True when every value of `self` is in `other`.
+    pub fn is_subset(&self, other: &IntervalSet) -> bool {
+        self.intersect(other) == *self
+    }
+
+    /// The number of values in the set, saturating at `u128::MAX`.
+    pub fn cardinality(&self) -> u128 {
+        self.ranges.iter().fold(0u128, |acc, &(lo, hi)| {
+            acc.saturating_add(hi - lo).saturating_add(1)
+        })
+    }
+
+    /// Splits each interval into maximal aligned prefixes of a `width`-bit
+    /// field: `(value, prefix_len)` pairs, as iptables and tries need them.
+    pub fn to_prefixes(&self, width: u32) -> Vec<(u128, u32)> {
+        let mut out = Vec::new();
+        for &(lo, hi) in &self.ranges {
+            range_to_prefixes(lo, hi, width, &mut out);
+        }
+        out
+    }
+}
+
+/// All-ones mask of the low `width` bits.
+pub fn width_mask(width: u32) -> u128 {
+    if width >= 128 {
+        u128::MAX
+    } else {
+        (1u128 << width) - 1
+    }
+}
+
+fn range_to_prefixes(mut lo: u128, hi: u128, width: u32, out: &mut Vec<(u128, u32)>) {
+    loop {
+        // Largest block aligned at `lo` that does not pass `hi`.
+        let align = if lo == 0 {
+            width
+        } else {
+            lo.trailing_zeros().min(width)
+        };
+        let mut size_bits = align;
+        while size_bits > 0 {
+            let span = if size_bits >= 128 {
+                u128::MAX
+            } else {
+                (1u128 << size_bits) - 1
+            };
+            if lo.checked_add(span).is_some_and(|end| end <= hi) {
+                break;
+            }
+            size_bits -= 1;
+        }
+        out.push((lo, width - size_bits));
+        let span = if size_bits >= 128 {
+            u128::MAX
+        } else {
+            (1u128 << size_bits) - 1
+        };
+        match lo.checked_add(span).and_then(|e| e.checked_add(1)) {
+            Some(next) if next <= hi => lo = next,
+            _ => return,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn naive(set: &[(u128, u128)], v: u128) -> bool {
+        set.iter().any(|&(lo, hi)| lo <= v && v <= hi)
+    }
+
+    #[test]
+    fn prefix_ignores_host_bits() {
+        let s = IntervalSet::prefix(0x0a01_0203, 8, 32);
+        assert_eq!(s.ranges(), &[(0x0a00_0000, 0x0aff_ffff)]);
+        assert_eq!(IntervalSet::prefix(5, 0, 32).ranges(), &[(0, 0xffff_ffff)]);
+        assert_eq!(
+            IntervalSet::prefix(u128::MAX, 0, 128).ranges(),
+            &[(0, u128::MAX)]
+        );
+    }
+
+    #[test]
+    fn complement_of_prefix_is_two_ranges() {
+        let s = IntervalSet::prefix(0x0a00_0000, 8, 32).complement(0xffff_ffff);
+        assert_eq!(s.ranges(), &[(0, 0x09ff_ffff), (0x0b00_0000, 0xffff_ffff)]);
+        assert!(IntervalSet::full(u128::MAX)
+            .complement(u128::MAX)
+            .is_empty());
+    }
+
+    #[test]
+    fn prefixes_cover_exactly() {
+        let s = IntervalSet::range(1, 14);
+        let p = s.to_prefixes(4);
+        assert_eq!(p, vec![(1, 4), (2, 3), (4, 2), (8, 2), (12, 3), (14, 4)]);
+        assert_eq!(IntervalSet::full(u128::MAX).to_prefixes(128), vec![(0, 0)]);
+    }
+
+    proptest! {
+        #[test]
+        fn ops_agree_with_naive(
+            a in prop::collection::vec((0u128..64, 0u128..64), 0..6),
+            b in prop::collection::vec((0u128..64, 0u128..64), 0..6),
+        ) {
+            let sa = IntervalSet::from_ranges(a.clone());
+            let sb = IntervalSet::from_ranges(b.clone());
+            let inter = sa.intersect(&sb);
+            let uni = sa.union(&sb);
+            let comp = sa.complement(63);
+            for v in 0..64u128 {
+                prop_assert_eq!(sa.contains(v), naive(&a, v));
+                prop_assert_eq!(inter.contains(v), naive(&a, v) && naive(&b, v));
+                prop_assert_eq!(uni.contains(v), naive(&a, v) || naive(&b, v));
+                prop_assert_eq!(comp.contains(v), !naive(&a, v));
+            }
+            // Normal form: sorted, disjoint, non-adjacent.
+            for w in inter.ranges().windows(2) {
+                prop_assert!(w[0].1 + 1 < w[1].0);
+            }
+            let mut count = 0u128;
+            for (value, len) in sa.to_prefixes(6) {
+                let p = IntervalSet::prefix(value, len, 6);
+                prop_assert!(p.is_subset(&sa));
+                count += p.cardinality();
+            }
+            prop_assert_eq!(count, sa.cardinality());
+        }
+    }
+}

@@ -1,0 +1,39 @@
+//! # parapet-model
+//!
+//! The rule model every parapet stage shares, and the linear engine that
+//! defines what a ruleset means.
+//!
+//! The data path is parse → **model** → flatten → compile → engine. This
+//! crate holds the middle of it:
+//!
+//! - [`IntervalSet`] and [`Field`]: every match of every frontend lowers to,
+//!   per field, a sorted set of closed intervals. Classifiers then see one
+//!   problem: first match over d-dimensional boxes.
+//! - [`Ruleset`], [`Table`], [`Chain`], [`Rule`]: iptables semantics —
+//!   chains, jumps, goto, RETURN, policies, non-terminal LOG.
+//! - [`LinearEngine`]: evaluates a ruleset exactly as iptables does. It is
+//!   the specification; every other engine is tested against it.
+//! - [`flatten`]: one [`DecisionList`] per base chain, the input of the
+//!   compiled engines.
+//! - [`Packet`]: the header fields a classifier reads.
+
+mod field;
+mod flatten;
+mod interval;
+mod linear;
+mod packet;
+mod rule;
+
+pub use field::{tcp_flags, CtState, Family, Field, IfName};
+pub use flatten::{
+    flatten, flatten_with_limit, DecisionList, Entry, EntryKind, FlattenError, DEFAULT_MAX_ENTRIES,
+};
+pub use interval::{width_mask, IntervalSet};
+pub use linear::{Decision, EvalError, LinearEngine, NoSets, SetLookup, MAX_DEPTH};
+pub use packet::{
+    from_ip, protocol_name, protocol_number, to_ip, Packet, PacketSpecError, PROTOCOLS,
+};
+pub use rule::{
+    Action, BaseChain, Chain, ChainId, Counters, Dir, Hook, Limit, LogSpec, Matches, Origin, Rule,
+    Ruleset, SetKeySpec, SetRef, Table, TableFamily, TimeUnit, Verdict,
+};

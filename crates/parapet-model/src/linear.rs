@@ -1,0 +1,198 @@
+//! The linear engine: the specification.
+//!
+//! It walks the chains the way iptables does — first terminal match wins,
+//! `RETURN` pops, `goto` does not push, the policy decides last, LOG and
+//! counter-only rules do not stop evaluation — directly over the parsed
+//! [`Ruleset`], with no preprocessing that could hide a bug. Every other
+//! engine is tested against it.
+
+use crate::packet::Packet;
+use crate::rule::{Action, ChainId, Ruleset, SetRef, Verdict};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+
+/// Answers "is the packet's key in this set?" for rules that reference sets.
+pub trait SetLookup {
+    /// Membership of `pkt`'s key, built as `set_ref` says, in the set.
+    fn contains(&self, set_ref: &SetRef, pkt: &Packet) -> bool;
+}
+
+/// No sets: every membership test is false. For rulesets without sets.
+#[derive(Copy, Clone, Debug, Default)]
+pub struct NoSets;
+
+impl SetLookup for NoSets {
+    fn contains(&self, _: &SetRef, _: &Packet) -> bool {
+        false
+    }
+}
+
+/// The outcome of classifying one packet.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Decision {
+    /// Id of the rule that decided; 0 when the chain policy did.
+    pub rule_id: u32,
+    /// What happens to the packet.
+    pub verdict: Verdict,
+    /// Ids of the non-terminal rules that matched on the way (LOG, counters,
+    /// jumps, gotos, RETURNs), in evaluation order.
+    pub nonterminal: Vec<u32>,
+}
+
+/// Why evaluation could not finish.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EvalError {
+    /// A jump or goto names a chain the table does not have.
+    UnknownChain(String),
+    /// Jumps nested deeper than [`MAX_DEPTH`] (iptables rejects loops at
+    /// load time; this catches them at run time).
+    TooDeep,
+    /// The chain has no policy (it is not a base chain).
+    NotABaseChain(String),
+}
+
+impl std::fmt::Display for EvalError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EvalError::UnknownChain(c) => write!(f, "jump to unknown chain '{c}'"),
+            EvalError::TooDeep => write!(f, "chain jumps nest deeper than {MAX_DEPTH}"),
+            EvalError::NotABaseChain(c) => {
+                write!(f, "chain '{c}' is not a base chain and has no policy")
+            }
+        }
+    }
+}
+
+impl std::error::Error for EvalError {}
+
+/// Deepest jump nesting evaluated.
+pub const MAX_DEPTH: usize = 64;
+
+/// The linear reference engine over one base chain of a ruleset.
+///
+/// ```
+/// use parapet_model::*;
+/// let mut m = Matches::any();
+/// m.constrain(Field::DstPort, IntervalSet::point(22));
+/// let rs = Ruleset {
+///     tables: vec![Table {
+///         name: "filter".into(),
+///         family: TableFamily::Ip,
+///         chains: vec![Chain {
+///             name: "INPUT".into(),
+///             base: Some(BaseChain { hook: Hook::Input, priority: 0, policy: Verdict::Drop, counters: Counters::default() }),
+///             rules: vec![Rule::new(1, m, Action::Verdict(Verdict::Accept))],
+///         }],
+///     }],
+///     set_refs: vec![],
+/// };
+/// let engine = LinearEngine::new(&rs, rs.select_chain(None).unwrap()).unwrap();
+/// let d = engine.classify(&Packet::v4(1, 2, 6, 1000, 22), &NoSets).unwrap();
+/// assert_eq!((d.rule_id, d.verdict), (1, Verdict::Accept));
+/// ```
+pub struct LinearEngine<'a> {
+    ruleset: &'a Ruleset,
+    start: ChainId,
+    policy: Verdict,
+    /// Per table: chain name → chain index.
+    chains_by_name: Vec<HashMap<&'a str, usize>>,
+}
+
+impl<'a> LinearEngine<'a> {
+    /// Prepares evaluation of base chain `start`.
+    pub fn new(ruleset: &'a Ruleset, start: ChainId) -> Result<Self, EvalError> {
+        let chain = ruleset.chain(start);
+        let policy = chain
+            .base
+            .as_ref()
+            .map(|b| b.policy.clone())
+            .ok_or_else(|| EvalError::NotABaseChain(chain.name.clone()))?;
+        let chains_by_name = ruleset
+            .tables
+            .iter()
+            .map(|t| {
+                t.chains
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| (c.name.as_str(), i))
+                    .collect()
+            })
+            .collect();
+        Ok(LinearEngine {
+            ruleset,
+            start,
+            policy,
+            chains_by_name,
+        })
+    }
+
+    /// Classifies one packet.
+    pub fn classify(&self, pkt: &Packet, sets: &dyn SetLookup) -> Result<Decision, EvalError> {
+        let table = &self.ruleset.tables[self.start.table];
+        // Membership is looked up at most once per set reference per packet.
+        let mut set_cache: Vec<Option<bool>> = vec![None; self.ruleset.set_refs.len()];
+        let mut set_bit = |n: u16| {
+            let slot = &mut set_cache[n as usize];
+            *slot.get_or_insert_with(|| sets.contains(&self.ruleset.set_refs[n as usize], pkt))
+        };
+        let mut nonterminal = Vec::new();
+        // Return addresses: (chain index, index of the next rule).
+        let mut stack: Vec<(usize, usize)> = Vec::new();
+        let (mut chain, mut next) = (self.start.chain, 0usize);
+        loop {
+            let rules = &table.chains[chain].rules;
+            let Some(rule) = rules.get(next) else {
+                // Fell off the end of a chain: back to the caller, or the policy.
+                match stack.pop() {
+                    Some((c, n)) => {
+                        (chain, next) = (c, n);
+                        continue;
+                    }
+                    None => return Ok(self.policy_decision(nonterminal)),
+                }
+            };
+            next += 1;
+            if !rule.matches.matches(pkt, &mut set_bit) {
+                continue;
+            }
+            match &rule.action {
+                Action::Verdict(v) => {
+                    return Ok(Decision {
+                        rule_id: rule.id,
+                        verdict: v.clone(),
+                        nonterminal,
+                    });
+                }
+                Action::Log(_) | Action::Count => nonterminal.push(rule.id),
+                Action::Return => {
+                    nonterminal.push(rule.id);
+                    match stack.pop() {
+                        Some((c, n)) => (chain, next) = (c, n),
+                        None => return Ok(self.policy_decision(nonterminal)),
+                    }
+                }
+                Action::Jump(target) | Action::Goto(target) => {
+                    nonterminal.push(rule.id);
+                    let target_index = *self.chains_by_name[self.start.table]
+                        .get(target.as_str())
+                        .ok_or_else(|| EvalError::UnknownChain(target.clone()))?;
+                    if matches!(rule.action, Action::Jump(_)) {
+                        if stack.len() >= MAX_DEPTH {
+                            return Err(EvalError::TooDeep);
+                        }
+                        stack.push((chain, next));
+                    }
+                    (chain, next) = (target_index, 0);
+                }
+            }
+        }
+    }
+
+    fn policy_decision(&self, nonterminal: Vec<u32>) -> Decision {
+        Decision {
+            rule_id: 0,
+            verdict: self.policy.clone(),
+            nonterminal,
+        }
+    }
+}

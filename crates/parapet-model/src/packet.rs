@@ -1,0 +1,388 @@
+//! The packet header fields a classifier looks at.
+
+use crate::field::{tcp_flags, CtState, Family, Field, IfName};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::str::FromStr;
+
+/// The header fields of one packet, already parsed.
+///
+/// Traces and `--packet` strings describe the first packet of a new flow, so
+/// the defaults are conntrack state NEW and, for TCP, the SYN flag alone.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Packet {
+    /// Address family.
+    pub family: Family,
+    /// Source address (IPv4: the 32-bit value).
+    pub src: u128,
+    /// Destination address.
+    pub dst: u128,
+    /// Transport protocol number.
+    pub proto: u8,
+    /// Source port; 0 when the protocol has none.
+    pub sport: u16,
+    /// Destination port.
+    pub dport: u16,
+    /// ICMP/ICMPv6 type.
+    pub icmp_type: u8,
+    /// ICMP/ICMPv6 code.
+    pub icmp_code: u8,
+    /// TCP flags byte.
+    pub tcp_flags: u8,
+    /// Input interface.
+    pub iif: IfName,
+    /// Output interface.
+    pub oif: IfName,
+    /// Conntrack state.
+    pub ct_state: CtState,
+    /// Non-first fragment.
+    pub fragment: bool,
+    /// Length in bytes, for byte counters.
+    pub len: u32,
+}
+
+impl Packet {
+    /// A packet of the given family and 5-tuple with every other field at its
+    /// default.
+    pub fn new(family: Family, src: u128, dst: u128, proto: u8, sport: u16, dport: u16) -> Self {
+        Packet {
+            family,
+            src,
+            dst,
+            proto,
+            sport,
+            dport,
+            icmp_type: 0,
+            icmp_code: 0,
+            tcp_flags: if proto == 6 { tcp_flags::SYN } else { 0 },
+            iif: IfName::default(),
+            oif: IfName::default(),
+            ct_state: CtState::New,
+            fragment: false,
+            len: 64,
+        }
+    }
+
+    /// An IPv4 5-tuple, addresses as 32-bit numbers (the trace format).
+    pub fn v4(src: u32, dst: u32, proto: u8, sport: u16, dport: u16) -> Self {
+        Packet::new(Family::V4, src as u128, dst as u128, proto, sport, dport)
+    }
+
+    /// The packet's value in a fixed field. Set membership is not a header
+    /// field and must come from the sets; asking for it here panics.
+    #[inline]
+    pub fn value(&self, field: Field) -> u128 {
+        match field {
+            Field::Family => self.family.value(),
+            Field::SrcAddr => self.src,
+            Field::DstAddr => self.dst,
+            Field::Proto => self.proto as u128,
+            Field::SrcPort => self.sport as u128,
+            Field::DstPort => self.dport as u128,
+            Field::IcmpTypeCode => ((self.icmp_type as u128) << 8) | self.icmp_code as u128,
+            Field::TcpFlags => self.tcp_flags as u128,
+            Field::InIface => self.iif.0,
+            Field::OutIface => self.oif.0,
+            Field::CtState => self.ct_state as u128,
+            Field::Fragment => self.fragment as u128,
+            Field::Set(_) => panic!("set membership is not a header field"),
+        }
+    }
+
+    /// Source address as an `IpAddr`.
+    pub fn src_ip(&self) -> IpAddr {
+        to_ip(self.family, self.src)
+    }
+
+    /// Destination address as an `IpAddr`.
+    pub fn dst_ip(&self) -> IpAddr {
+        to_ip(self.family, self.dst)
+    }
+}
+
+/// Converts a field value back to an address of the family.
+pub fn to_ip(family: Family, v: u128) -> IpAddr {
+    match family {
+        Family::V4 => IpAddr::V4(Ipv4Addr::from(v as u32)),
+        Family::V6 => IpAddr::V6(Ipv6Addr::from(v)),
+    }
+}
+
+/// Splits an `IpAddr` into family and field value.
+pub fn from_ip(ip: IpAddr) -> (Family, u128) {
+    match ip {
+        IpAddr::V4(a) => (Family::V4, u32::from(a) as u128),
+        IpAddr::V6(a) => (Family::V6, u128::from(a)),
+    }
+}
+
+/// Protocol names iptables and nft accept, with their numbers.
+pub const PROTOCOLS: [(&str, u8); 9] = [
+    ("icmp", 1),
+    ("igmp", 2),
+    ("tcp", 6),
+    ("udp", 17),
+    ("gre", 47),
+    ("esp", 50),
+    ("ah", 51),
+    ("icmpv6", 58),
+    ("sctp", 132),
+];
+
+/// Looks up a protocol by name (`tcp`, `ipv6-icmp`) or number.
+pub fn protocol_number(s: &str) -> Option<u8> {
+    let lower = s.to_ascii_lowercase();
+    let name = match lower.as_str() {
+        "ipv6-icmp" | "icmp6" => "icmpv6",
+        "udplite" => return Some(136),
+        other => other,
+    };
+    PROTOCOLS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, p)| *p)
+        .or_else(|| s.parse().ok())
+}
+
+/// The name of a protocol number, if it has a common one.
+pub fn protocol_name(p: u8) -> Option<&'static str> {
+    PROTOCOLS
+        .iter()
+        .find(|(_, n)| *n == p)
+        .map(|(name, _)| *name)
+}
+
+/// A `--packet` description that did not parse.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PacketSpecError {
+    /// 1-based column of the offending word.
+    pub column: usize,
+    /// What was expected there.
+    pub message: String,
+}
+
+impl fmt::Display for PacketSpecError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "column {}: {}", self.column, self.message)
+    }
+}
+
+impl std::error::Error for PacketSpecError {}
+
+impl FromStr for Packet {
+    type Err = PacketSpecError;
+
+    /// Parses `PROTO SRC[:PORT] > DST[:PORT] [iif IF] [oif IF] [ct STATE]
+    /// [flags F,F] [type T] [code C] [len N] [frag]`.
+    ///
+    /// IPv6 addresses with ports are written `[2001:db8::1]:80`.
+    ///
+    /// ```
+    /// use parapet_model::Packet;
+    /// let p: Packet = "tcp 10.0.0.1:1234 > 10.0.0.2:22 iif eth0 ct new".parse().unwrap();
+    /// assert_eq!((p.proto, p.sport, p.dport), (6, 1234, 22));
+    /// assert_eq!(p.iif.to_string(), "eth0");
+    /// ```
+    fn from_str(s: &str) -> Result<Packet, PacketSpecError> {
+        let words = split_words(s);
+        let err = |i: usize, m: &str| PacketSpecError {
+            column: words.get(i).map_or(s.len() + 1, |w| w.0 + 1),
+            message: m.to_string(),
+        };
+        let word = |i: usize| words.get(i).map(|w| w.1);
+        let proto_word =
+            word(0).ok_or_else(|| err(0, "expected a protocol (tcp, udp, icmp, …)"))?;
+        let proto = protocol_number(proto_word)
+            .ok_or_else(|| err(0, "expected a protocol name or number"))?;
+        let (src, sport) = parse_endpoint(word(1).unwrap_or(""))
+            .ok_or_else(|| err(1, "expected a source address, optionally with :port"))?;
+        if word(2) != Some(">") {
+            return Err(err(2, "expected '>' between source and destination"));
+        }
+        let (dst, dport) = parse_endpoint(word(3).unwrap_or(""))
+            .ok_or_else(|| err(3, "expected a destination address, optionally with :port"))?;
+        let (family, src) = from_ip(src);
+        let (dfamily, dst) = from_ip(dst);
+        if family != dfamily {
+            return Err(err(3, "source and destination must be of the same family"));
+        }
+        let mut p = Packet::new(
+            family,
+            src,
+            dst,
+            proto,
+            sport.unwrap_or(0),
+            dport.unwrap_or(0),
+        );
+        let mut i = 4;
+        while let Some(key) = word(i) {
+            let val = word(i + 1);
+            let need = |m: &str| val.ok_or_else(|| err(i + 1, m));
+            match key {
+                "iif" | "oif" => {
+                    let name = IfName::new(need("expected an interface name")?)
+                        .ok_or_else(|| err(i + 1, "interface names have at most 15 bytes"))?;
+                    if key == "iif" {
+                        p.iif = name
+                    } else {
+                        p.oif = name
+                    }
+                }
+                "ct" => {
+                    p.ct_state = CtState::from_name(need("expected a conntrack state")?)
+                        .ok_or_else(|| {
+                            err(
+                                i + 1,
+                                "expected new, established, related, invalid or untracked",
+                            )
+                        })?
+                }
+                "flags" => {
+                    p.tcp_flags = tcp_flags::parse_list(need("expected TCP flags like SYN,ACK")?)
+                        .ok_or_else(|| err(i + 1, "expected TCP flags like SYN,ACK"))?
+                }
+                "type" => {
+                    p.icmp_type = need("expected an ICMP type")?
+                        .parse()
+                        .map_err(|_| err(i + 1, "expected an ICMP type 0-255"))?
+                }
+                "code" => {
+                    p.icmp_code = need("expected an ICMP code")?
+                        .parse()
+                        .map_err(|_| err(i + 1, "expected an ICMP code 0-255"))?
+                }
+                "len" => {
+                    p.len = need("expected a length")?
+                        .parse()
+                        .map_err(|_| err(i + 1, "expected a length in bytes"))?
+                }
+                "frag" => {
+                    p.fragment = true;
+                    i += 1;
+                    continue;
+                }
+                _ => {
+                    return Err(err(
+                        i,
+                        "expected iif, oif, ct, flags, type, code, len or frag",
+                    ))
+                }
+            }
+            i += 2;
+        }
+        Ok(p)
+    }
+}
+
+fn split_words(s: &str) -> Vec<(usize, &str)> {
+    let mut out = Vec::new();
+    let mut start = None;
+    for (i, c) in s.char_indices() {
+        match (c.is_whitespace(), start) {
+            (true, Some(st)) => {
+                out.push((st, &s[st..i]));
+                start = None;
+            }
+            (false, None) => start = Some(i),
+            _ => {}
+        }
+    }
+    if let Some(st) = start {
+        out.push((st, &s[st..]));
+    }
+    out
+}
+
+fn parse_endpoint(s: &str) -> Option<(IpAddr, Option<u16>)> {
+    if let Some(rest) = s.strip_prefix('[') {
+        let (addr, after) = rest.split_once(']')?;
+        let port = match after.strip_prefix(':') {
+            Some(p) => Some(p.parse().ok()?),
+            None if after.is_empty() => None,
+            None => return None,
+        };
+        return Some((IpAddr::V6(addr.parse().ok()?), port));
+    }
+    if let Ok(ip) = s.parse::<IpAddr>() {
+        return Some((ip, None));
+    }
+    let (addr, port) = s.rsplit_once(':')?;
+    Some((IpAddr::V4(addr.parse().ok()?), Some(port.parse().ok()?)))
+}
+
+impl fmt::Display for Packet {
+    /// Formats in the `--packet` syntax, so display then parse round-trips.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let proto = protocol_name(self.proto)
+            .map(str::to_string)
+            .unwrap_or_else(|| self.proto.to_string());
+        let ep = |ip: IpAddr, port: u16| match ip {
+            IpAddr::V4(a) => format!("{a}:{port}"),
+            IpAddr::V6(a) => format!("[{a}]:{port}"),
+        };
+        write!(
+            f,
+            "{proto} {} > {}",
+            ep(self.src_ip(), self.sport),
+            ep(self.dst_ip(), self.dport)
+        )?;
+        if self.iif != IfName::default() {
+            write!(f, " iif {}", self.iif)?;
+        }
+        if self.oif != IfName::default() {
+            write!(f, " oif {}", self.oif)?;
+        }
+        write!(
+            f,
+            " ct {}",
+            self.ct_state.iptables_name().to_ascii_lowercase()
+        )?;
+        write!(f, " flags {}", tcp_flags::format_list(self.tcp_flags))?;
+        if self.icmp_type != 0 || self.icmp_code != 0 {
+            write!(f, " type {} code {}", self.icmp_type, self.icmp_code)?;
+        }
+        if self.fragment {
+            f.write_str(" frag")?;
+        }
+        write!(f, " len {}", self.len)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_v6_and_options() {
+        let p: Packet = "udp [2001:db8::1]:53 > [2001:db8::2]:5353 oif wg0 ct established len 100"
+            .parse()
+            .unwrap();
+        assert_eq!(p.family, Family::V6);
+        assert_eq!((p.sport, p.dport, p.len), (53, 5353, 100));
+        assert_eq!(p.ct_state, CtState::Established);
+        assert_eq!(p.oif.to_string(), "wg0");
+    }
+
+    #[test]
+    fn display_round_trips() {
+        for s in [
+            "tcp 10.0.0.1:1 > 10.0.0.2:22 iif eth0 flags SYN,ACK frag",
+            "icmp 1.2.3.4 > 5.6.7.8 type 8 code 0",
+            "udp [::1]:1 > [::2]:2",
+        ] {
+            let p: Packet = s.parse().unwrap();
+            let again: Packet = p.to_string().parse().unwrap();
+            assert_eq!(p, again, "{s}");
+        }
+    }
+
+    #[test]
+    fn errors_name_the_column() {
+        let e = "tcp 10.0.0.1:1 < 10.0.0.2:2".parse::<Packet>().unwrap_err();
+        assert_eq!(e.column, 16);
+        let e = "tcp 10.0.0.1 > ::1".parse::<Packet>().unwrap_err();
+        assert!(e.message.contains("same family"));
+        assert!("bogus 1.1.1.1 > 2.2.2.2".parse::<Packet>().is_err());
+    }
+}

@@ -1,0 +1,525 @@
+//! Rules, chains, tables and rulesets, with iptables' semantics.
+
+use crate::field::Field;
+use crate::interval::IntervalSet;
+use crate::packet::Packet;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// What a terminal rule or a chain policy does with a packet.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Verdict {
+    /// Let the packet through.
+    Accept,
+    /// Discard silently.
+    Drop,
+    /// Discard and tell the sender: `with` is iptables' `--reject-with` type
+    /// (`icmp-port-unreachable`, `tcp-reset`, …); `None` means the default
+    /// for the family.
+    Reject {
+        /// The `--reject-with` type, as written.
+        with: Option<String>,
+    },
+}
+
+impl Verdict {
+    /// Upper-case name as iptables writes it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Verdict::Accept => "ACCEPT",
+            Verdict::Drop => "DROP",
+            Verdict::Reject { .. } => "REJECT",
+        }
+    }
+
+    /// True for verdicts that let the packet pass.
+    pub fn passes(&self) -> bool {
+        matches!(self, Verdict::Accept)
+    }
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Parameters of a LOG rule.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct LogSpec {
+    /// `--log-prefix`.
+    pub prefix: Option<String>,
+    /// `--log-level`, syslog 0-7.
+    pub level: Option<u8>,
+}
+
+/// What a rule does when it matches.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Action {
+    /// Decide and stop.
+    Verdict(Verdict),
+    /// Log and go on (non-terminal).
+    Log(LogSpec),
+    /// No target: count and go on (non-terminal).
+    Count,
+    /// Leave the current chain; in a base chain, the policy decides.
+    Return,
+    /// Evaluate the named chain, then come back (unless it decides).
+    Jump(String),
+    /// Continue in the named chain without coming back here: when it ends,
+    /// evaluation resumes after the rule that jumped to the current chain.
+    Goto(String),
+}
+
+impl Action {
+    /// True for actions that end evaluation when they match.
+    pub fn is_terminal(&self) -> bool {
+        matches!(self, Action::Verdict(_))
+    }
+}
+
+/// `-m limit` / nft `limit rate`: a token bucket. Offline engines assume the
+/// bucket never runs dry; the dataplane enforces it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Limit {
+    /// Tokens added per `per`.
+    pub rate: u32,
+    /// The time unit of the rate.
+    pub per: TimeUnit,
+    /// Bucket size.
+    pub burst: u32,
+}
+
+/// Time units of a rate.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum TimeUnit {
+    /// Per second.
+    Second,
+    /// Per minute.
+    Minute,
+    /// Per hour.
+    Hour,
+    /// Per day.
+    Day,
+}
+
+impl TimeUnit {
+    /// Length of the unit in seconds.
+    pub fn seconds(self) -> u32 {
+        match self {
+            TimeUnit::Second => 1,
+            TimeUnit::Minute => 60,
+            TimeUnit::Hour => 3600,
+            TimeUnit::Day => 86400,
+        }
+    }
+
+    /// iptables' spelling (`second`, `minute`, …).
+    pub fn name(self) -> &'static str {
+        match self {
+            TimeUnit::Second => "second",
+            TimeUnit::Minute => "minute",
+            TimeUnit::Hour => "hour",
+            TimeUnit::Day => "day",
+        }
+    }
+}
+
+/// Packet and byte counters.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Counters {
+    /// Packets.
+    pub packets: u64,
+    /// Bytes.
+    pub bytes: u64,
+}
+
+/// Which address, port or interface of the packet a set key part reads.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Dir {
+    /// The source.
+    Src,
+    /// The destination.
+    Dst,
+}
+
+/// A named set a rule refers to, and how the packet's key is built for it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SetRef {
+    /// The set's name.
+    pub name: String,
+    /// How to build the lookup key from the packet.
+    pub key: SetKeySpec,
+}
+
+/// How a set's lookup key is built from the packet.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum SetKeySpec {
+    /// iptables' `--match-set NAME src,dst`: one direction flag per key
+    /// dimension; what each dimension is (address, port, interface) is up to
+    /// the set's type.
+    Flags(Vec<Dir>),
+    /// nft's `ip saddr . tcp dport @NAME`: the packet fields themselves.
+    Fields(Vec<Field>),
+}
+
+/// The constraints of one rule: per field, the values it accepts. A field
+/// that is not listed accepts every value. Kept sorted by field.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Matches(Vec<(Field, IntervalSet)>);
+
+impl Matches {
+    /// No constraint: matches every packet.
+    pub fn any() -> Self {
+        Matches(Vec::new())
+    }
+
+    /// Adds a constraint; a second constraint on the same field intersects
+    /// with the first (`-p tcp` and `meta l4proto tcp` agree, `--dport 22
+    /// --dport 80` matches nothing).
+    pub fn constrain(&mut self, field: Field, values: IntervalSet) {
+        match self.0.binary_search_by_key(&field, |(f, _)| *f) {
+            Ok(i) => self.0[i].1 = self.0[i].1.intersect(&values),
+            Err(i) => {
+                if values.is_full(field.max_value()) {
+                    return;
+                }
+                self.0.insert(i, (field, values))
+            }
+        }
+    }
+
+    /// The conjunction of both.
+    pub fn and(&self, other: &Matches) -> Matches {
+        let mut out = self.clone();
+        for (f, v) in &other.0 {
+            out.constrain(*f, v.clone());
+        }
+        out
+    }
+
+    /// The constraint on `field`, if any.
+    pub fn get(&self, field: Field) -> Option<&IntervalSet> {
+        self.0.iter().find(|(f, _)| *f == field).map(|(_, v)| v)
+    }
+
+    /// All constraints, sorted by field.
+    pub fn iter(&self) -> impl Iterator<Item = &(Field, IntervalSet)> {
+        self.0.iter()
+    }
+
+    /// True when some field accepts no value, so no packet can match.
+    pub fn is_unsatisfiable(&self) -> bool {
+        self.0.iter().any(|(_, v)| v.is_empty())
+    }
+
+    /// Number of constrained fields.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// True when nothing is constrained.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Does the packet satisfy every constraint? `set_bit(n)` answers
+    /// membership for [`Field::Set`] constraints.
+    #[inline]
+    pub fn matches(&self, pkt: &Packet, set_bit: &mut dyn FnMut(u16) -> bool) -> bool {
+        self.0.iter().all(|(f, v)| match f {
+            Field::Set(n) => v.contains(set_bit(*n) as u128),
+            _ => v.contains(pkt.value(*f)),
+        })
+    }
+}
+
+/// Where a rule came from, for messages.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Origin {
+    /// 1-based line in the source file; 0 when not from a file.
+    pub line: u32,
+}
+
+/// One rule: constraints, an action, and what rides along.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rule {
+    /// 1-based position among all rules of the ruleset, in file order.
+    pub id: u32,
+    /// What the rule matches.
+    pub matches: Matches,
+    /// What it does when it matches.
+    pub action: Action,
+    /// `-m comment --comment` / nft `comment`.
+    pub comment: Option<String>,
+    /// `-m limit`, kept for the dataplane.
+    pub limit: Option<Limit>,
+    /// Counters as read from the file (`[p:b]`, nft `counter packets … bytes …`).
+    pub counters: Counters,
+    /// Where the rule came from.
+    pub origin: Origin,
+}
+
+impl Rule {
+    /// A rule with no comment, limit or counters.
+    pub fn new(id: u32, matches: Matches, action: Action) -> Self {
+        Rule {
+            id,
+            matches,
+            action,
+            comment: None,
+            limit: None,
+            counters: Counters::default(),
+            origin: Origin::default(),
+        }
+    }
+}
+
+/// Where in the stack a base chain is attached.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Hook {
+    /// Before routing.
+    Prerouting,
+    /// Packets for this host.
+    Input,
+    /// Packets routed through.
+    Forward,
+    /// Packets from this host.
+    Output,
+    /// After routing.
+    Postrouting,
+    /// nft `ingress` / XDP.
+    Ingress,
+}
+
+impl Hook {
+    /// The iptables built-in chain on this hook (`INPUT`).
+    pub fn iptables_chain(self) -> &'static str {
+        match self {
+            Hook::Prerouting => "PREROUTING",
+            Hook::Input => "INPUT",
+            Hook::Forward => "FORWARD",
+            Hook::Output => "OUTPUT",
+            Hook::Postrouting => "POSTROUTING",
+            Hook::Ingress => "INGRESS",
+        }
+    }
+
+    /// nft's lower-case name (`input`).
+    pub fn nft_name(self) -> &'static str {
+        match self {
+            Hook::Prerouting => "prerouting",
+            Hook::Input => "input",
+            Hook::Forward => "forward",
+            Hook::Output => "output",
+            Hook::Postrouting => "postrouting",
+            Hook::Ingress => "ingress",
+        }
+    }
+
+    /// Parses either spelling.
+    pub fn from_name(s: &str) -> Option<Hook> {
+        [
+            Hook::Prerouting,
+            Hook::Input,
+            Hook::Forward,
+            Hook::Output,
+            Hook::Postrouting,
+            Hook::Ingress,
+        ]
+        .into_iter()
+        .find(|h| h.nft_name().eq_ignore_ascii_case(s))
+    }
+}
+
+/// A base chain's attachment: where, in what order, and the default verdict.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BaseChain {
+    /// The hook.
+    pub hook: Hook,
+    /// nft priority; 0 for iptables.
+    pub priority: i32,
+    /// What happens to packets no rule decides.
+    pub policy: Verdict,
+    /// Policy counters.
+    pub counters: Counters,
+}
+
+/// A named list of rules.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Chain {
+    /// The chain's name.
+    pub name: String,
+    /// Set for base chains (built-in chains, nft chains with a hook).
+    pub base: Option<BaseChain>,
+    /// The rules, in order.
+    pub rules: Vec<Rule>,
+}
+
+/// Which families a table's rules apply to.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum TableFamily {
+    /// iptables / nft `ip`.
+    Ip,
+    /// ip6tables / nft `ip6`.
+    Ip6,
+    /// nft `inet`: both.
+    Inet,
+}
+
+impl TableFamily {
+    /// nft's name for the family.
+    pub fn nft_name(self) -> &'static str {
+        match self {
+            TableFamily::Ip => "ip",
+            TableFamily::Ip6 => "ip6",
+            TableFamily::Inet => "inet",
+        }
+    }
+}
+
+/// A table of chains.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Table {
+    /// The table's name (`filter`).
+    pub name: String,
+    /// Which packets its rules see.
+    pub family: TableFamily,
+    /// The chains, in file order.
+    pub chains: Vec<Chain>,
+}
+
+/// A whole ruleset, as parsed from one file.
+///
+/// Rule constraints already include their family (an iptables-save rule
+/// carries `family == 4`), so tables of different families can be evaluated
+/// side by side.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ruleset {
+    /// Tables in file order.
+    pub tables: Vec<Table>,
+    /// Set references; [`Field::Set`]`(n)` refers to `set_refs[n]`.
+    pub set_refs: Vec<SetRef>,
+}
+
+/// Identifies a chain inside a ruleset.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ChainId {
+    /// Index into [`Ruleset::tables`].
+    pub table: usize,
+    /// Index into the table's chains.
+    pub chain: usize,
+}
+
+impl Ruleset {
+    /// Returns the index of a set reference, adding it if new.
+    pub fn intern_set_ref(&mut self, set_ref: SetRef) -> u16 {
+        if let Some(i) = self.set_refs.iter().position(|s| *s == set_ref) {
+            return i as u16;
+        }
+        self.set_refs.push(set_ref);
+        (self.set_refs.len() - 1) as u16
+    }
+
+    /// Every rule, in id order.
+    pub fn rules(&self) -> impl Iterator<Item = &Rule> {
+        self.tables
+            .iter()
+            .flat_map(|t| t.chains.iter().flat_map(|c| c.rules.iter()))
+    }
+
+    /// Number of rules.
+    pub fn rule_count(&self) -> usize {
+        self.rules().count()
+    }
+
+    /// The chain called `name` in table `table`.
+    pub fn find_chain(&self, table: &str, name: &str) -> Option<ChainId> {
+        self.tables.iter().enumerate().find_map(|(ti, t)| {
+            if t.name != table {
+                return None;
+            }
+            t.chains
+                .iter()
+                .position(|c| c.name == name)
+                .map(|ci| ChainId {
+                    table: ti,
+                    chain: ci,
+                })
+        })
+    }
+
+    /// Resolves a `--chain` argument: `TABLE/CHAIN`, `CHAIN` (table
+    /// `filter`), or, when neither names a chain, the one base chain on the
+    /// input hook. `None` when nothing or more than one chain fits.
+    pub fn select_chain(&self, spec: Option<&str>) -> Result<ChainId, String> {
+        if let Some(spec) = spec {
+            let (table, chain) = spec.split_once('/').unwrap_or(("filter", spec));
+            if let Some(id) = self.find_chain(table, chain) {
+                return Ok(id);
+            }
+            // nft chains are lower-case (`input`); accept `INPUT` for them.
+            let matching: Vec<ChainId> = self
+                .chain_ids()
+                .filter(|id| {
+                    let (t, c) = (
+                        &self.tables[id.table],
+                        &self.tables[id.table].chains[id.chain],
+                    );
+                    (!spec.contains('/') || t.name == table) && c.name.eq_ignore_ascii_case(chain)
+                })
+                .collect();
+            return match matching.as_slice() {
+                [one] => Ok(*one),
+                [] => Err(format!("no chain '{spec}' in the ruleset")),
+                _ => Err(format!(
+                    "chain name '{spec}' is ambiguous; write TABLE/CHAIN"
+                )),
+            };
+        }
+        if let Some(id) = self.find_chain("filter", "INPUT") {
+            return Ok(id);
+        }
+        let inputs: Vec<ChainId> = self
+            .chain_ids()
+            .filter(|id| {
+                self.chain(*id)
+                    .base
+                    .as_ref()
+                    .is_some_and(|b| b.hook == Hook::Input)
+            })
+            .collect();
+        match inputs.as_slice() {
+            [one] => Ok(*one),
+            [] => Err("the ruleset has no filter/INPUT chain and no base chain on the input hook; name one with --chain".into()),
+            _ => Err("several base chains hook input; name one with --chain TABLE/CHAIN".into()),
+        }
+    }
+
+    fn chain_ids(&self) -> impl Iterator<Item = ChainId> + '_ {
+        self.tables.iter().enumerate().flat_map(|(ti, t)| {
+            (0..t.chains.len()).map(move |ci| ChainId {
+                table: ti,
+                chain: ci,
+            })
+        })
+    }
+
+    /// The chain with this id.
+    pub fn chain(&self, id: ChainId) -> &Chain {
+        &self.tables[id.table].chains[id.chain]
+    }
+
+    /// Gives rules ids 1..=n in file order (tables, then chains, then rules).
+    pub fn renumber(&mut self) {
+        let mut next = 1;
+        for t in &mut self.tables {
+            for c in &mut t.chains {
+                for r in &mut c.rules {
+                    r.id = next;
+                    next += 1;
+                }
+            }
+        }
+    }
+}
