@@ -408,6 +408,10 @@ impl Dataplane {
         };
         match self.lite.remove(&k) {
             Ok(()) | Err(MapError::KeyNotFound) => Ok(()),
+            // aya reports a missing key on delete as the raw ENOENT
+            Err(MapError::SyscallError(e)) if e.io_error.raw_os_error() == Some(libc::ENOENT) => {
+                Ok(())
+            }
             Err(e) => Err(e.into()),
         }
     }
