@@ -574,7 +574,7 @@ fn random_frames_kernel_and_rust_parsers_agree() {
     let Some(dp) = debug_dp("random_frames_kernel_and_rust_parsers_agree") else {
         return;
     };
-    let mut rng = Rng::new(0x5eed_0f_9a4a_9e7);
+    let mut rng = Rng::new(0x5eed_f00d_9a4a_09e7);
     let mut seen = std::collections::HashMap::new();
     for i in 0..3000 {
         let frame = random_frame(&mut rng);
