@@ -9,7 +9,7 @@ use crate::signal;
 use crate::stats::{si, Summary};
 use crate::testbed::{Side, Testbed};
 use crate::{Error, Result};
-use std::io::Write;
+use std::io::{Seek, Write};
 use std::net::Ipv4Addr;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -208,7 +208,7 @@ fn nft_setup(kind: NftSetKind) -> Result<()> {
         NftSetKind::Interval => " flags interval;",
     };
     let text = format!(
-        "table ip ppbans {{ set s {{ type ipv4_addr;{flags} }}\n chain input {{ type filter hook input priority filter; policy accept; ip saddr @s drop }} }}\n"
+        "table ip ppbans {{\n  set s {{ type ipv4_addr;{flags} }}\n  chain input {{\n    type filter hook input priority filter; policy accept;\n    ip saddr @s drop\n  }}\n}}\n"
     );
     cmd::run("nft", &["-f", "-"], Some(text.as_bytes())).map(|_| ())
 }
@@ -264,6 +264,11 @@ impl BanMethod for NftBatch {
 /// Writes `+ADDR` to `/proc/net/xt_recent/ppbans` through one open file,
 /// one write per address (the kernel parses one command per write). Needs
 /// an `-m recent --name ppbans` rule, which setup creates.
+///
+/// xt_recent keeps at most `ip_list_tot` entries per table (module
+/// parameter, default 100, read-only without reloading the module): further
+/// additions evict the oldest, so this measures the insertion path, not a
+/// table that ends up holding every address.
 pub struct XtRecentFile;
 
 impl BanMethod for XtRecentFile {
@@ -296,6 +301,9 @@ impl BanMethod for XtRecentFile {
             }
             buf.clear();
             writeln!(buf, "+{a}")?;
+            // xt_recent accepts a command only at offset 0 (else ESPIPE),
+            // and pwrite is refused too: rewind before every write.
+            f.seek(std::io::SeekFrom::Start(0))?;
             f.write_all(&buf)?;
         }
         Ok(addrs.len())
