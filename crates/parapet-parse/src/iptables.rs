@@ -637,6 +637,11 @@ impl RuleParser<'_> {
         } else {
             set
         };
+        // `-s 0.0.0.0/0` constrains nothing once the family is fixed; keep
+        // the model in the form iptables-save (which omits it) reads back to.
+        if set.is_full(max) {
+            return;
+        }
         self.matches.constrain(field, set);
     }
 

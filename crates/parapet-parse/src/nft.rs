@@ -999,7 +999,10 @@ impl RuleParser<'_> {
         if neg {
             set = set.complement(max);
         }
-        self.matches.constrain(s.field, set);
+        // `ip saddr 0.0.0.0/0` says no more than the family does.
+        if !set.is_full(max) {
+            self.matches.constrain(s.field, set);
+        }
         Ok(())
     }
 
