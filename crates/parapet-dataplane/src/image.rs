@@ -46,7 +46,7 @@ pub fn checksum(words: &[u32]) -> u32 {
 
 /// Little-endian words of an image.
 pub fn words(bytes: &[u8]) -> Result<Vec<u32>, BadImage> {
-    if bytes.len() % 4 != 0 {
+    if !bytes.len().is_multiple_of(4) {
         return Err(BadImage("length is not a multiple of 4".into()));
     }
     Ok(bytes

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod image;
+
 use parapet_dataplane::{Dataplane, LoadOptions};
 
 /// Load the dataplane, or print "skipped: <reason>" and return `None` when

@@ -1,0 +1,545 @@
+//! The BPF classifier-image walker against the spec: the worked example of
+//! docs/image-format.md, random images (trees, partitions, every entry kind,
+//! narrow/wide ranges, sets) checked packet by packet against a linear scan
+//! of the decision list, non-terminal counting and logging, and images the
+//! walker must refuse without harm.
+
+mod common;
+
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use common::image::*;
+use common::{load_or_skip, Rng};
+use parapet_dataplane::image::key_words;
+use parapet_dataplane::packet::{Frame, L4};
+use parapet_dataplane::parse::parse_frame;
+use parapet_dataplane::{Dataplane, Hook, LoadOptions, Stat, Verdict};
+
+const LO: u32 = 1;
+
+fn dp(test: &str) -> Option<Dataplane> {
+    let mut dp = load_or_skip(
+        test,
+        &LoadOptions {
+            debug: true,
+            slot_pages: 16,
+            ..LoadOptions::default()
+        },
+    )?;
+    dp.set_ifname(LO, "lo").unwrap();
+    Some(dp)
+}
+
+fn verdict_of(code: u32) -> Verdict {
+    match code {
+        0 => Verdict::Accept,
+        1 => Verdict::Drop,
+        _ => Verdict::Reject,
+    }
+}
+
+fn install(dp: &mut Dataplane, spec: &ImageSpec) {
+    dp.write_image(&to_bytes(&assemble(spec))).unwrap();
+    dp.swap().unwrap();
+}
+
+/// Run `frame` at `hook`; return (rule id, verdict, non-terminal ids).
+fn classify(dp: &Dataplane, hook: Hook, frame: &[u8]) -> (u32, Verdict, Vec<u32>) {
+    let out = dp.test_run(hook, frame, LO, 1).unwrap();
+    let d = dp.last_decision().unwrap().unwrap();
+    assert!(d.by_image, "the image must decide");
+    assert_eq!(out.passed, d.verdict == Verdict::Accept);
+    (d.rule_id, d.verdict, d.nonterminal)
+}
+
+fn expect(spec: &ImageSpec, frame: &[u8]) -> (u32, Verdict, Vec<u32>) {
+    let (_, key) = parse_frame(frame, frame.len() as u32, LO);
+    let (rule, code, nonterm) = reference(spec, &key_words(&key, Some("lo")));
+    (rule, verdict_of(code), nonterm)
+}
+
+fn narrow(field: u32, ranges: &[(u128, u128)]) -> Constraint {
+    Constraint::Ranges {
+        field,
+        wide: false,
+        ranges: ranges.to_vec(),
+    }
+}
+
+fn decide(rule_id: u32, verdict: u32, constraints: Vec<Constraint>) -> Entry {
+    Entry {
+        rule_id,
+        kind: KIND_DECIDE,
+        counted: false,
+        verdict,
+        resume: 0,
+        constraints,
+    }
+}
+
+#[test]
+fn worked_example_of_the_spec() {
+    let Some(mut dp) = dp("worked_example_of_the_spec") else {
+        return;
+    };
+    // 1: tcp dport 22 ACCEPT; 2: saddr 10.0.0.0/8 DROP; policy DROP.
+    let spec = ImageSpec {
+        entries: vec![
+            decide(1, 0, vec![narrow(3, &[(6, 6)]), narrow(5, &[(22, 22)])]),
+            decide(2, 1, vec![narrow(1, &[(0x0a00_0000, 0x0aff_ffff)])]),
+        ],
+        verdicts: vec![0, 1],
+        policy: 1,
+        partitions: vec![Tree::Leaf(vec![0, 1])],
+    };
+    install(&mut dp, &spec);
+    let a = Ipv4Addr::new(10, 1, 2, 3);
+    let b = Ipv4Addr::new(192, 0, 2, 1);
+    for hook in [Hook::Xdp, Hook::Tc] {
+        let ssh = Frame::ipv4(a, b).tcp(5000, 22, 0x02).build();
+        assert_eq!(classify(&dp, hook, &ssh), (1, Verdict::Accept, vec![]));
+        let dns = Frame::ipv4(a, b).udp(5000, 53).build();
+        assert_eq!(classify(&dp, hook, &dns), (2, Verdict::Drop, vec![]));
+        let other = Frame::ipv4(b, a).udp(5000, 53).build();
+        assert_eq!(classify(&dp, hook, &other), (0, Verdict::Drop, vec![]));
+    }
+    assert_eq!(dp.counter(1).unwrap().packets, 2);
+    assert_eq!(dp.counter(2).unwrap().packets, 2);
+    assert_eq!(dp.counter(0).unwrap().packets, 2);
+    assert_eq!(dp.stats().unwrap().get(Stat::Image), 6);
+}
+
+/// Packet descriptors drawn from small pools, so random rules hit often.
+#[derive(Clone, Debug)]
+struct Pkt {
+    v6: bool,
+    src: usize,
+    dst: usize,
+    proto: u8,
+    sport: u16,
+    dport: u16,
+    flags: u8,
+    icmp: (u8, u8),
+    later_fragment: bool,
+}
+
+const V4: [Ipv4Addr; 5] = [
+    Ipv4Addr::new(10, 0, 0, 1),
+    Ipv4Addr::new(10, 0, 0, 200),
+    Ipv4Addr::new(10, 1, 2, 3),
+    Ipv4Addr::new(192, 0, 2, 9),
+    Ipv4Addr::new(198, 51, 100, 1),
+];
+const V6: [Ipv6Addr; 4] = [
+    Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1),
+    Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 0xff),
+    Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, 5),
+    Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 1),
+];
+const PORTS: [u16; 8] = [0, 22, 53, 80, 443, 1024, 8080, 65535];
+
+impl Pkt {
+    fn random(rng: &mut Rng) -> Pkt {
+        let v6 = rng.chance(30);
+        let n = if v6 { V6.len() } else { V4.len() } as u64;
+        let protos: &[u8] = if v6 {
+            &[6, 17, 58, 47]
+        } else {
+            &[6, 17, 1, 47]
+        };
+        let icmps = [(8, 0), (0, 0), (3, 1), (128, 0)];
+        Pkt {
+            v6,
+            src: rng.below(n) as usize,
+            dst: rng.below(n) as usize,
+            proto: protos[rng.below(protos.len() as u64) as usize],
+            sport: PORTS[rng.below(8) as usize],
+            dport: PORTS[rng.below(8) as usize],
+            flags: [0x02, 0x10, 0x12, 0x11][rng.below(4) as usize],
+            icmp: icmps[rng.below(4) as usize],
+            later_fragment: rng.chance(10),
+        }
+    }
+
+    fn frame(&self) -> Vec<u8> {
+        let f = if self.v6 {
+            let f = Frame::ipv6(V6[self.src], V6[self.dst]);
+            if self.later_fragment {
+                f.ext(parapet_dataplane::packet::Ext::Fragment {
+                    offset: 8,
+                    more: false,
+                })
+            } else {
+                f
+            }
+        } else {
+            let f = Frame::ipv4(V4[self.src], V4[self.dst]);
+            if self.later_fragment {
+                f.ipv4_frag(8, false)
+            } else {
+                f
+            }
+        };
+        let f = match self.proto {
+            6 => f.tcp(self.sport, self.dport, self.flags),
+            17 => f.udp(self.sport, self.dport),
+            1 => f.l4(L4::Icmp {
+                ty: self.icmp.0,
+                code: self.icmp.1,
+            }),
+            58 => f.l4(L4::Icmpv6 {
+                ty: self.icmp.0,
+                code: self.icmp.1,
+            }),
+            p => f.l4(L4::Raw {
+                proto: p,
+                header: vec![0; 4],
+            }),
+        };
+        f.payload(8).build()
+    }
+
+    fn key(&self) -> [u32; 26] {
+        let frame = self.frame();
+        let (_, key) = parse_frame(&frame, frame.len() as u32, LO);
+        key_words(&key, Some("lo"))
+    }
+}
+
+/// Sorted, disjoint closed ranges around values seen in the pool.
+fn random_ranges(rng: &mut Rng, pool: &[[u32; 26]], field: u32, wide: bool) -> Vec<(u128, u128)> {
+    let cap: u128 = if wide {
+        u128::MAX
+    } else {
+        u128::from(u32::MAX)
+    };
+    let mut raw: Vec<(u128, u128)> = (0..1 + rng.below(4))
+        .map(|_| {
+            let v = key_value(&pool[rng.below(pool.len() as u64) as usize], field).min(cap);
+            let below = if rng.chance(50) {
+                0
+            } else {
+                u128::from(rng.below(300))
+            };
+            let above = if rng.chance(50) {
+                0
+            } else {
+                u128::from(rng.below(300))
+            };
+            (v.saturating_sub(below), v.saturating_add(above).min(cap))
+        })
+        .collect();
+    raw.sort();
+    let mut out: Vec<(u128, u128)> = Vec::new();
+    for (lo, hi) in raw {
+        match out.last_mut() {
+            // merge overlapping and adjacent ranges: the format wants them
+            // disjoint
+            Some(last) if lo <= last.1.saturating_add(1) => last.1 = last.1.max(hi),
+            _ => out.push((lo, hi)),
+        }
+    }
+    out
+}
+
+fn random_constraint(rng: &mut Rng, pool: &[[u32; 26]], field: u32) -> Constraint {
+    if field == 12 {
+        let mask = rng.next();
+        let want = if rng.chance(70) {
+            0
+        } else {
+            (mask & rng.next()) | (1 & mask)
+        };
+        return Constraint::Sets { mask, want };
+    }
+    let (_, is128) = field_layout(field);
+    // 128-bit fields may still use narrow ranges (IPv4 values); IPv6
+    // values then simply never match, which is part of what we test.
+    let wide = is128 && rng.chance(60);
+    let ranges = if rng.chance(3) {
+        Vec::new() // r = 0: never matches
+    } else if field == 8 {
+        let lo = key_value(&pool[0], 8);
+        if rng.chance(70) {
+            vec![(lo, lo)]
+        } else {
+            vec![(lo + 1, lo + 1000)]
+        }
+    } else {
+        random_ranges(rng, pool, field, wide)
+    };
+    Constraint::Ranges {
+        field,
+        wide: wide || field == 8 || field == 9,
+        ranges,
+    }
+}
+
+fn random_tree(
+    rng: &mut Rng,
+    pool: &[[u32; 26]],
+    spec: &[Entry],
+    list: Vec<u32>,
+    depth: u32,
+) -> Tree {
+    if list.len() <= 1 || depth >= 6 || rng.chance(20) {
+        return Tree::Leaf(list);
+    }
+    let field = rng.below(12) as u32;
+    let v = key_value(&pool[rng.below(pool.len() as u64) as usize], field);
+    let cut = match rng.below(3) {
+        0 => v.saturating_sub(1),
+        1 => v,
+        _ => v.saturating_add(1),
+    };
+    // The compiler's invariant: an entry that can match a packet is in the
+    // leaf that packet reaches.
+    let side = |left: bool| -> Vec<u32> {
+        list.iter()
+            .copied()
+            .filter(|&i| {
+                spec[i as usize]
+                    .constraints
+                    .iter()
+                    .all(|c| c.could(field, cut, left))
+            })
+            .collect()
+    };
+    let (l, r) = (side(true), side(false));
+    Tree::Node {
+        field,
+        cut,
+        le: Box::new(random_tree(rng, pool, spec, l, depth + 1)),
+        gt: Box::new(random_tree(rng, pool, spec, r, depth + 1)),
+    }
+}
+
+fn random_spec(rng: &mut Rng, pool: &[[u32; 26]]) -> ImageSpec {
+    let n = 1 + rng.below(40) as usize;
+    let mut entries = Vec::new();
+    for i in 0..n {
+        let kind = match rng.below(20) {
+            0..=12 => KIND_DECIDE,
+            13 | 14 => KIND_LOG,
+            15 => KIND_COUNT,
+            16 => KIND_JUMP,
+            _ => KIND_RETURN,
+        };
+        let mut fields: Vec<u32> = (0..13).collect();
+        let mut constraints = Vec::new();
+        for _ in 0..rng.below(4) {
+            let f = fields.remove(rng.below(fields.len() as u64) as usize);
+            constraints.push(random_constraint(rng, pool, f));
+        }
+        entries.push(Entry {
+            rule_id: i as u32 + 1,
+            kind,
+            counted: kind == KIND_RETURN && rng.chance(50),
+            verdict: if kind == KIND_DECIDE {
+                rng.below(3) as u32
+            } else {
+                0
+            },
+            resume: if kind == KIND_RETURN {
+                (i as u64 + 1 + rng.below((n - i) as u64)) as u32
+            } else {
+                0
+            },
+            constraints,
+        });
+    }
+    let parts = 1 + rng.below(3) as usize;
+    let mut lists = vec![Vec::new(); parts];
+    for i in 0..n {
+        lists[rng.below(parts as u64) as usize].push(i as u32);
+    }
+    let partitions = lists
+        .into_iter()
+        .map(|l| random_tree(rng, pool, &entries, l, 0))
+        .collect();
+    ImageSpec {
+        entries,
+        verdicts: vec![0, 1, 2],
+        policy: rng.below(3) as u32,
+        partitions,
+    }
+}
+
+#[test]
+fn random_images_match_the_linear_reference() {
+    let Some(mut dp) = dp("random_images_match_the_linear_reference") else {
+        return;
+    };
+    let mut rng = Rng::new(0x0bad_cafe_f00d_1234);
+    let mut decided_by_rule = 0;
+    let mut with_nonterm = 0;
+    let mut truncated = 0u64;
+    let mut checks = 0;
+    for round in 0..60 {
+        let pkts: Vec<Pkt> = (0..12).map(|_| Pkt::random(&mut rng)).collect();
+        let pool: Vec<[u32; 26]> = pkts.iter().map(Pkt::key).collect();
+        let spec = random_spec(&mut rng, &pool);
+        install(&mut dp, &spec);
+        for (j, p) in pkts.iter().enumerate() {
+            let frame = p.frame();
+            let (rule, verdict, mut nonterm) = expect(&spec, &frame);
+            if nonterm.len() > 16 {
+                nonterm.truncate(16);
+                truncated += 1;
+            }
+            let hook = if j % 2 == 0 { Hook::Xdp } else { Hook::Tc };
+            let got = classify(&dp, hook, &frame);
+            assert_eq!(
+                got,
+                (rule, verdict, nonterm.clone()),
+                "round {round} packet {j} {p:?}\nimage {:?}",
+                spec.entries
+            );
+            decided_by_rule += usize::from(rule != 0);
+            with_nonterm += usize::from(!nonterm.is_empty());
+            checks += 1;
+        }
+    }
+    assert_eq!(
+        dp.stats().unwrap().get(Stat::NontermTruncated),
+        truncated,
+        "truncation is reported"
+    );
+    assert_eq!(dp.stats().unwrap().get(Stat::ImageError), 0);
+    // The generator must exercise rules, policies and non-terminals.
+    assert!(decided_by_rule > checks / 4, "{decided_by_rule}/{checks}");
+    assert!(decided_by_rule < checks, "policy never decided");
+    assert!(with_nonterm > 20, "{with_nonterm}/{checks}");
+}
+
+#[test]
+fn nonterminal_entries_are_counted_and_logged() {
+    let Some(mut dp) = dp("nonterminal_entries_are_counted_and_logged") else {
+        return;
+    };
+    // 1: LOG udp; 2: counter dport 53; 3: udp dport 53 DROP; policy ACCEPT.
+    let udp = narrow(3, &[(17, 17)]);
+    let spec = ImageSpec {
+        entries: vec![
+            Entry {
+                kind: KIND_LOG,
+                ..decide(1, 0, vec![udp.clone()])
+            },
+            Entry {
+                kind: KIND_COUNT,
+                ..decide(2, 0, vec![narrow(5, &[(53, 53)])])
+            },
+            decide(3, 1, vec![udp, narrow(5, &[(53, 53)])]),
+        ],
+        verdicts: vec![0, 1],
+        policy: 0,
+        partitions: vec![Tree::Leaf(vec![0, 1, 2])],
+    };
+    install(&mut dp, &spec);
+    dp.set_log_rate(1, 100, 10).unwrap();
+    let a = Ipv4Addr::new(10, 0, 0, 1);
+    let dns = Frame::ipv4(a, a).udp(1, 53).payload(10).build();
+    let ntp = Frame::ipv4(a, a).udp(1, 123).build();
+    assert_eq!(
+        classify(&dp, Hook::Xdp, &dns),
+        (3, Verdict::Drop, vec![1, 2])
+    );
+    assert_eq!(classify(&dp, Hook::Tc, &ntp), (0, Verdict::Accept, vec![1]));
+    for (rule, packets, bytes) in [(1, 2, 38 + 28), (2, 1, 38), (3, 1, 38), (0, 1, 28)] {
+        let c = dp.counter(rule).unwrap();
+        assert_eq!((c.packets, c.bytes), (packets, bytes), "rule {rule}");
+    }
+    let ev = dp.poll_log(10);
+    assert_eq!(ev.len(), 2);
+    assert_eq!(
+        (ev[0].rule_id, ev[0].verdict, ev[0].key.dport),
+        (1, Verdict::Drop, 53)
+    );
+    assert_eq!(
+        (ev[1].rule_id, ev[1].verdict, ev[1].key.dport),
+        (1, Verdict::Accept, 123)
+    );
+}
+
+#[test]
+fn broken_images_fall_back_without_harm() {
+    let Some(mut dp) = dp("broken_images_fall_back_without_harm") else {
+        return;
+    };
+    dp.set_policy(Verdict::Drop).unwrap(); // interim classifier: drop all
+    let tree = Tree::Node {
+        field: 5,
+        cut: 100,
+        le: Box::new(Tree::Leaf(vec![0])),
+        gt: Box::new(Tree::Leaf(vec![0])),
+    };
+    let spec = ImageSpec {
+        entries: vec![decide(1, 0, vec![])],
+        verdicts: vec![0],
+        policy: 0,
+        partitions: vec![tree],
+    };
+    let good = assemble(&spec);
+    let pkt = Frame::ipv4(V4[0], V4[1]).udp(1, 53).build();
+    type Breaker = fn(&mut Vec<u32>);
+    let breakers: Vec<(&str, Breaker)> = vec![
+        ("node child points back to itself", |w| {
+            let n = w[14] as usize;
+            w[n + 1] = 0;
+        }),
+        ("leaf count beyond the slot", |w| {
+            let l = w[16] as usize;
+            w[l] = 0x7fff_ffff;
+        }),
+        ("entry index beyond n_entries", |w| {
+            let l = w[16] as usize;
+            w[l + 1] = 5;
+        }),
+        ("root node index out of range", |w| {
+            let p = w[13] as usize;
+            w[p] = 77;
+        }),
+        ("too many constraints", |w| {
+            let e = w[19] as usize;
+            w[e + 1] |= 200 << 16;
+        }),
+        ("record offset far outside the slot", |w| {
+            let t = w[18] as usize;
+            w[t] = 0x00ff_ffff;
+        }),
+        ("verdict index out of range", |w| {
+            let e = w[19] as usize;
+            w[e + 1] |= 9 << 8;
+        }),
+        ("zero partitions", |w| w[7] = 0),
+        ("unknown version", |w| w[1] = 2),
+    ];
+    for (i, (what, br)) in breakers.iter().enumerate() {
+        let mut w = good.clone();
+        br(&mut w);
+        reseal(&mut w);
+        if what.contains("version") {
+            // the header check refuses it before it reaches a slot
+            assert!(dp.write_image(&to_bytes(&w)).is_err());
+            dp.write_image_unchecked(&to_bytes(&w)).unwrap();
+        } else {
+            dp.write_image(&to_bytes(&w)).unwrap();
+        }
+        dp.swap().unwrap();
+        for hook in [Hook::Xdp, Hook::Tc] {
+            let out = dp.test_run(hook, &pkt, LO, 1).unwrap();
+            let d = dp.last_decision().unwrap().unwrap();
+            assert!(!d.by_image, "{what}: walker accepted a broken image");
+            assert!(!out.passed, "{what}: fallback is the interim classifier");
+        }
+        assert_eq!(
+            dp.stats().unwrap().get(Stat::ImageError),
+            2 * (i as u64 + 1),
+            "{what}"
+        );
+    }
+    // And the intact image works.
+    dp.write_image(&to_bytes(&good)).unwrap();
+    dp.swap().unwrap();
+    assert_eq!(classify(&dp, Hook::Xdp, &pkt), (1, Verdict::Accept, vec![]));
+}
