@@ -44,6 +44,11 @@ pub struct CompileOptions {
     /// the entry count (plus a constant). Bounds build time on adversarial
     /// lists deterministically.
     pub work_factor: u64,
+    /// Space factor of multi-way cuts (HiCuts' `spfac`): a node may cut a
+    /// field into up to 256 equal parts as long as the children hold at most
+    /// `spfac × n` entries in total. 0 disables multi-way cuts (binary range
+    /// cuts only).
+    pub spfac: f64,
 }
 
 impl Default for CompileOptions {
@@ -55,6 +60,7 @@ impl Default for CompileOptions {
             partition: true,
             max_depth: 48,
             work_factor: 2_000,
+            spfac: 4.0,
         }
     }
 }
@@ -257,6 +263,8 @@ fn skippable(list: &DecisionList) -> Vec<bool> {
 #[derive(Default)]
 struct Tree {
     nodes: Vec<[u32; image::NODE_WORDS]>,
+    /// Child refs of multi-way nodes (tree-local refs, fixed at layout).
+    fanout: Vec<u32>,
     /// Leaves, referenced by `leaf index | LEAF_BIT` until layout.
     leaves: Vec<Vec<u32>>,
     depth: usize,
@@ -354,6 +362,143 @@ impl Builder<'_> {
         best.map(|(_, f, c, l, r)| (f, c, l * step, r * step))
     }
 
+    /// Best equal-width multi-way cut: (field, fanout bits, shift, largest
+    /// child) over fields whose region spans at most 2^32 values, so the
+    /// walker's index is a 32-bit subtract and shift.
+    fn choose_multi(
+        &mut self,
+        list: &[u32],
+        region: &[(u128, u128); FIELDS],
+    ) -> Option<(usize, u32, u32, usize)> {
+        if self.opts.spfac <= 0.0 {
+            return None;
+        }
+        let n = list.len();
+        let step = (n / 4096).max(1);
+        let sample: Vec<u32> = list.iter().step_by(step).copied().collect();
+        let m = sample.len();
+        let mut best: Option<(usize, usize, usize, u32, u32)> = None;
+        let mut diff = vec![0i64; (1 << image::MAX_FANOUT_BITS) + 1];
+        for f in 0..FIELDS {
+            let (rlo, rhi) = region[f];
+            let span = rhi - rlo;
+            if span == 0 || span > u32::MAX as u128 {
+                continue;
+            }
+            if sample.iter().all(|&i| {
+                let (lo, hi) = self.entries[i as usize].hull[f];
+                lo <= rlo && hi >= rhi
+            }) {
+                continue;
+            }
+            let width = 128 - span.leading_zeros();
+            for bits in 1..=image::MAX_FANOUT_BITS.min(width) {
+                let shift = width - bits;
+                let c = 1usize << bits;
+                diff[..=c].iter_mut().for_each(|d| *d = 0);
+                for &i in &sample {
+                    let (lo, hi) = self.entries[i as usize].hull[f];
+                    let (lo, hi) = (lo.max(rlo), hi.min(rhi));
+                    if lo > hi {
+                        continue;
+                    }
+                    diff[((lo - rlo) >> shift) as usize] += 1;
+                    diff[((hi - rlo) >> shift) as usize + 1] -= 1;
+                }
+                self.work_left = self.work_left.saturating_sub(m as u64);
+                let (mut acc, mut total, mut maxc) = (0i64, 0usize, 0usize);
+                for d in &diff[..c] {
+                    acc += d;
+                    total += acc as usize;
+                    maxc = maxc.max(acc as usize);
+                }
+                // HiCuts' space rule; more bits only copy more.
+                if total as f64 > self.opts.spfac * m as f64 + c as f64 {
+                    break;
+                }
+                if best.map_or(true, |b| (maxc, total) < (b.1, b.2)) {
+                    best = Some((f, maxc, total, bits, shift));
+                }
+            }
+        }
+        best.map(|(f, maxc, _, bits, shift)| (f, bits, shift, maxc * step))
+    }
+
+    /// Emits a multi-way node cutting field `f` of `region` into `1 <<
+    /// bits` parts of `1 << shift` values each; `None` when the cut makes no
+    /// progress or would exceed the budget.
+    #[allow(clippy::too_many_arguments)]
+    fn build_multi(
+        &mut self,
+        tree: &mut Tree,
+        list: &[u32],
+        region: &[(u128, u128); FIELDS],
+        depth: usize,
+        f: usize,
+        bits: u32,
+        shift: u32,
+    ) -> Option<u32> {
+        let (rlo, rhi) = region[f];
+        let c = 1usize << bits;
+        let mut children: Vec<Vec<u32>> = vec![Vec::new(); c];
+        let whole = [(rlo, rhi)];
+        for &i in list {
+            let e = &self.entries[i as usize];
+            let ranges: &[(u128, u128)] = e.ranges[f].as_deref().unwrap_or(&whole);
+            for &(a, b) in ranges {
+                let (a, b) = (a.max(rlo), b.min(rhi));
+                if a > b {
+                    continue;
+                }
+                for child in &mut children[((a - rlo) >> shift) as usize..=((b - rlo) >> shift) as usize] {
+                    if child.last() != Some(&i) {
+                        child.push(i);
+                    }
+                }
+            }
+        }
+        let n = list.len();
+        let total: usize = children.iter().map(Vec::len).sum();
+        if children.iter().all(|ch| ch.len() >= n) {
+            return None;
+        }
+        let grow = image::NODE_WORDS + 2 * c + total.saturating_sub(n);
+        if self.used + grow > self.budget {
+            self.memory_limited = true;
+            return None;
+        }
+        self.used += grow;
+        let id = tree.nodes.len();
+        tree.nodes.push([0; image::NODE_WORDS]);
+        let mut refs = Vec::with_capacity(c);
+        for (j, child) in children.into_iter().enumerate() {
+            let lo = rlo + ((j as u128) << shift);
+            let hi = (lo + ((1u128 << shift) - 1)).min(rhi);
+            if lo > rhi {
+                // Past the region: no packet gets here.
+                tree.leaves.push(Vec::new());
+                refs.push(image::LEAF_BIT | (tree.leaves.len() - 1) as u32);
+                continue;
+            }
+            let mut sub = *region;
+            sub[f] = (lo, hi);
+            refs.push(self.build(tree, child, sub, depth + 1));
+        }
+        let off = tree.fanout.len() as u32;
+        tree.fanout.extend(refs);
+        tree.nodes[id] = [
+            f as u32 | (image::NODE_MULTI << 8),
+            off,
+            bits | (shift << 8),
+            rlo as u32,
+            0,
+            0,
+            0,
+            0,
+        ];
+        Some(id as u32)
+    }
+
     /// Builds the subtree for `list` in `region`; returns its child ref
     /// (leaves as `LEAF_BIT | leaf number`).
     fn build(
@@ -376,7 +521,23 @@ impl Builder<'_> {
             self.work_limited = true;
             return leaf(tree, list);
         }
-        let Some((f, cut, _, _)) = self.choose_cut(&list, &region) else {
+        let binary = self.choose_cut(&list, &region);
+        if let Some((f, bits, shift, maxc)) = self.choose_multi(&list, &region) {
+            // One multi-way node costs about two dependent loads (node and
+            // fanout word), a binary node one: take the multi-way cut when
+            // it shrinks the largest child well beyond what a binary cut
+            // does in that many loads.
+            let n = list.len() as f64;
+            let bin_max = binary.map_or(n, |(_, _, l, r)| l.max(r) as f64);
+            let gain_multi = (n / maxc.max(1) as f64).ln();
+            let gain_bin = (n / bin_max.max(1.0)).ln();
+            if gain_multi > 1.6 * gain_bin {
+                if let Some(r) = self.build_multi(tree, &list, &region, depth, f, bits, shift) {
+                    return r;
+                }
+            }
+        }
+        let Some((f, cut, _, _)) = binary else {
             return leaf(tree, list);
         };
         let (rlo, rhi) = region[f];
@@ -584,6 +745,9 @@ pub fn compile(
                 groups.push((GROUP_NAMES[k].into(), list));
             }
         }
+        // Walk the partition holding the earliest rules first: its match
+        // lets the walker skip partitions whose rules all come later.
+        groups.sort_by_key(|(_, l)| l.first().copied());
         if groups.is_empty() {
             groups.push(("all entries".into(), Vec::new()));
         }
@@ -649,6 +813,7 @@ pub fn compile(
     // when identical (HyperSplit trees repeat the same short lists often).
     let mut nodes: Vec<u32> = Vec::new();
     let mut pool: Vec<u32> = Vec::new();
+    let mut fanout: Vec<u32> = Vec::new();
     let mut pool_index: HashMap<Vec<u32>, u32> = HashMap::new();
     let mut part_words: Vec<u32> = Vec::new();
     let mut max_depth = 0usize;
@@ -676,13 +841,27 @@ pub fn compile(
                 r + base
             }
         };
+        let fanout_base = fanout.len() as u32;
+        fanout.extend(tree.fanout.iter().map(|&r| fix(r)));
         for node in &tree.nodes {
-            nodes.extend([node[0], fix(node[1]), fix(node[2]), 0]);
-            nodes.extend_from_slice(&node[4..8]);
+            if (node[0] >> 8) == image::NODE_MULTI {
+                nodes.extend([node[0], node[1] + fanout_base]);
+                nodes.extend_from_slice(&node[2..8]);
+            } else {
+                nodes.extend([node[0], fix(node[1]), fix(node[2]), 0]);
+                nodes.extend_from_slice(&node[4..8]);
+            }
         }
         max_depth = max_depth.max(tree.depth);
-        let leaf_total: usize = tree.leaves.iter().map(|l| l.len()).sum();
-        part_words.extend([fix(*root), tree.depth as u32, ps.nodes as u32, leaf_total as u32]);
+        // Word 3: the partition's smallest entry index, so the fast path can
+        // skip a partition that cannot beat the match it already has.
+        let min_entry = tree.leaves.iter().filter_map(|l| l.first()).min().copied();
+        part_words.extend([
+            fix(*root),
+            tree.depth as u32,
+            ps.nodes as u32,
+            min_entry.unwrap_or(u32::MAX),
+        ]);
     }
 
     // Verdict strings.
@@ -711,6 +890,8 @@ pub fn compile(
     };
     put(&mut w, hw::PARTITIONS_OFF, &part_words);
     put(&mut w, hw::NODES_OFF, &nodes);
+    put(&mut w, hw::FANOUT_OFF, &fanout);
+    w[hw::FANOUT_WORDS] = fanout.len() as u32;
     put(&mut w, hw::LEAVES_OFF, &pool);
     put(&mut w, hw::ENTRY_TABLE_OFF, &entry_table);
     put(&mut w, hw::ENTRIES_OFF, &records);

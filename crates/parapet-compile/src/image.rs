@@ -41,6 +41,12 @@ pub const LEAF_BIT: u32 = 0x8000_0000;
 pub const WIDE_BIT: u32 = 0x8000;
 /// Field id of the set-membership constraint.
 pub const SET_FIELD: u32 = 12;
+/// Node kind (bits 8..=15 of node word 0): binary range cut.
+pub const NODE_BINARY: u32 = 0;
+/// Node kind: equal-width multi-way cut over a ≤ 32-bit span.
+pub const NODE_MULTI: u32 = 1;
+/// Most children of a multi-way node, as a power of two.
+pub const MAX_FANOUT_BITS: u32 = 8;
 /// Header flag: every entry is a Decide entry.
 pub const FLAG_PURE_FIRST_MATCH: u32 = 1;
 
@@ -97,6 +103,8 @@ pub mod hw {
     pub const N_VERDICTS: usize = 22;
     pub const STRINGS_OFF: usize = 23;
     pub const STRINGS_BYTES: usize = 24;
+    pub const FANOUT_OFF: usize = 25;
+    pub const FANOUT_WORDS: usize = 26;
 }
 
 /// FNV-1a over the image's bytes with the checksum word read as zero.
@@ -252,6 +260,7 @@ fn validate(w: &[u32]) -> Result<(), ImageError> {
         n_verdicts.saturating_mul(VERDICT_WORDS),
         "verdict",
     )?;
+    region(w, h(hw::FANOUT_OFF), h(hw::FANOUT_WORDS), "fanout")?;
     region(
         w,
         h(hw::STRINGS_OFF),
@@ -377,6 +386,7 @@ fn validate(w: &[u32]) -> Result<(), ImageError> {
             return bad("partition root out of range");
         }
     }
+    let fanout = &w[h(hw::FANOUT_OFF)..][..h(hw::FANOUT_WORDS)];
     for i in 0..n_nodes {
         let node = &nodes[i * NODE_WORDS..][..NODE_WORDS];
         if !reached[i] {
@@ -385,10 +395,26 @@ fn validate(w: &[u32]) -> Result<(), ImageError> {
         if depth[i] as usize > h(hw::MAX_DEPTH) {
             return bad("a path is deeper than max_depth");
         }
-        if node[0] >= SET_FIELD {
+        if node[0] & 0xff >= SET_FIELD {
             return bad(format!("node {i} cuts an unknown field"));
         }
-        for &child in &node[1..3] {
+        let children: &[u32] = match (node[0] >> 8) & 0xff {
+            NODE_BINARY => &node[1..3],
+            NODE_MULTI => {
+                let bits = node[2] & 0xff;
+                let shift = (node[2] >> 8) & 0xff;
+                if bits == 0 || bits > MAX_FANOUT_BITS || bits + shift > 32 {
+                    return bad(format!("node {i} has a bad fanout"));
+                }
+                let off = node[1] as usize;
+                match fanout.get(off..off + (1usize << bits)) {
+                    Some(c) => c,
+                    None => return bad(format!("node {i} fanout out of bounds")),
+                }
+            }
+            _ => return bad(format!("node {i} has an unknown kind")),
+        };
+        for &child in children {
             if child & LEAF_BIT != 0 {
                 check_leaf((child & !LEAF_BIT) as usize)?;
             } else {

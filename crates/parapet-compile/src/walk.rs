@@ -61,7 +61,10 @@ impl Key {
 pub struct Walker {
     image: Image,
     roots: Vec<u32>,
+    /// Per partition: its smallest entry index.
+    min_entry: Vec<u32>,
     nodes_off: usize,
+    fanout_off: usize,
     leaves_off: usize,
     table_off: usize,
     entries_off: usize,
@@ -92,6 +95,9 @@ impl Walker {
         let roots = (0..h(hw::N_PARTITIONS))
             .map(|p| w[h(hw::PARTITIONS_OFF) + p * image::PARTITION_WORDS])
             .collect();
+        let min_entry = (0..h(hw::N_PARTITIONS))
+            .map(|p| w[h(hw::PARTITIONS_OFF) + p * image::PARTITION_WORDS + 3])
+            .collect();
         let strings_off = h(hw::STRINGS_OFF);
         let string_bytes: Vec<u8> = w[strings_off..strings_off + h(hw::STRINGS_BYTES).div_ceil(4)]
             .iter()
@@ -117,7 +123,9 @@ impl Walker {
             .collect();
         Walker {
             roots,
+            min_entry,
             nodes_off: h(hw::NODES_OFF),
+            fanout_off: h(hw::FANOUT_OFF),
             leaves_off: h(hw::LEAVES_OFF),
             table_off: h(hw::ENTRY_TABLE_OFF),
             entries_off: h(hw::ENTRIES_OFF),
@@ -142,18 +150,33 @@ impl Walker {
         self.roots.len()
     }
 
+    /// One step down the tree from node `r`.
+    #[inline(always)]
+    fn step(&self, w: &[u32], r: u32, key: &Key) -> u32 {
+        let n = &w[self.nodes_off + r as usize * image::NODE_WORDS..][..image::NODE_WORDS];
+        let v = key.v[(n[0] & 0xff) as usize];
+        if n[0] >> 8 == image::NODE_BINARY {
+            // Index, not branch: the direction is data, so random traffic
+            // costs no branch mispredictions.
+            n[1 + (v > u128_at(&n[4..8])) as usize]
+        } else {
+            // Equal-width cut over a ≤ 2^32 span: the offset from the
+            // region's low end fits 32 bits, so wrapping 32-bit arithmetic
+            // on the low words is exact. The clamp keeps a corrupt image
+            // inside the fanout (the BPF verifier needs it too).
+            let bits = n[2] & 0xff;
+            let shift = (n[2] >> 8) & 0xff;
+            let idx = ((v as u32).wrapping_sub(n[3]) >> shift).min((1 << bits) - 1);
+            w[self.fanout_off + n[1] as usize + idx as usize]
+        }
+    }
+
     /// Word index of the leaf partition `p`'s tree sends `key` to.
     #[inline]
     fn leaf_of(&self, w: &[u32], p: usize, key: &Key) -> usize {
         let mut r = self.roots[p];
         while r & image::LEAF_BIT == 0 {
-            let n = &w[self.nodes_off + r as usize * image::NODE_WORDS..][..image::NODE_WORDS];
-            let cut = u128_at(&n[4..8]);
-            r = if key.v[n[0] as usize] <= cut {
-                n[1]
-            } else {
-                n[2]
-            };
+            r = self.step(w, r, key);
         }
         self.leaves_off + (r & !image::LEAF_BIT) as usize
     }
@@ -213,6 +236,9 @@ impl Walker {
         let w = self.image.words();
         let mut best = u32::MAX;
         for p in 0..self.roots.len() {
+            if self.min_entry[p] >= best {
+                continue;
+            }
             let leaf = self.leaf_of(w, p, key);
             let count = w[leaf] as usize;
             for &i in &w[leaf + 1..leaf + 1 + count] {
@@ -290,6 +316,36 @@ impl Walker {
         }
     }
 
+    /// Work of one first-match lookup, for `explain` and tuning: (nodes
+    /// visited, candidate entries checked) summed over partitions.
+    pub fn lookup_cost(&self, key: &Key) -> (usize, usize) {
+        let w = self.image.words();
+        let (mut nodes, mut checked) = (0, 0);
+        let mut best = u32::MAX;
+        for p in 0..self.roots.len() {
+            let mut r = self.roots[p];
+            if self.min_entry[p] >= best {
+                continue;
+            }
+            while r & image::LEAF_BIT == 0 {
+                r = self.step(w, r, key);
+                nodes += 1;
+            }
+            let leaf = self.leaves_off + (r & !image::LEAF_BIT) as usize;
+            for &i in &w[leaf + 1..leaf + 1 + w[leaf] as usize] {
+                if i >= best {
+                    break;
+                }
+                checked += 1;
+                if self.matches(w, self.record(w, i), key) {
+                    best = i;
+                    break;
+                }
+            }
+        }
+        (nodes, checked)
+    }
+
     /// Rule id of entry `i`.
     #[inline]
     pub fn rule_id(&self, i: u32) -> u32 {
@@ -344,6 +400,12 @@ impl Walker {
             let mut best = [u32::MAX; LANES];
             for p in 0..self.roots.len() {
                 let mut refs = [self.roots[p]; LANES];
+                // Lanes that already beat this partition's rules skip it.
+                for l in 0..n {
+                    if self.min_entry[p] >= best[l] {
+                        refs[l] = image::LEAF_BIT | u32::MAX >> 1;
+                    }
+                }
                 // Step every lane that is still at a node; stop when all
                 // have reached leaves.
                 loop {
@@ -351,14 +413,7 @@ impl Walker {
                     for l in 0..n {
                         let r = refs[l];
                         if r & image::LEAF_BIT == 0 {
-                            let nd = &w[self.nodes_off + r as usize * image::NODE_WORDS..]
-                                [..image::NODE_WORDS];
-                            let cut = u128_at(&nd[4..8]);
-                            refs[l] = if keys[l].v[nd[0] as usize] <= cut {
-                                nd[1]
-                            } else {
-                                nd[2]
-                            };
+                            refs[l] = self.step(w, r, &keys[l]);
                             active = true;
                         }
                     }
@@ -367,6 +422,9 @@ impl Walker {
                     }
                 }
                 for l in 0..n {
+                    if refs[l] == image::LEAF_BIT | u32::MAX >> 1 {
+                        continue;
+                    }
                     let leaf = self.leaves_off + (refs[l] & !image::LEAF_BIT) as usize;
                     let count = w[leaf] as usize;
                     for &i in &w[leaf + 1..leaf + 1 + count] {

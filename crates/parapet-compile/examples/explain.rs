@@ -1,0 +1,37 @@
+//! Builds a classifier for a ClassBench file and prints `explain()` plus
+//! the average lookup work over its trace.
+//!
+//! `cargo run --release -p parapet-compile --example explain -- FILTERS [TRACE] [leaf_size]`
+
+#[path = "../tests/common.rs"]
+mod common;
+
+use parapet_compile::*;
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let text = common::read_maybe_gz(args[0].as_ref()).expect("filters");
+    let list = common::classbench_list(&text);
+    let opts = BuildOptions {
+        leaf_size: args.get(2).and_then(|s| s.parse().ok()),
+        ..Default::default()
+    };
+    let c = Classifier::build(&list, &opts).unwrap();
+    print!("{}", c.explain());
+    if let Some(t) = args.get(1).and_then(|p| common::read_maybe_gz(p.as_ref())) {
+        let packets = common::classbench_trace(&t);
+        let (mut nodes, mut checked) = (0usize, 0usize);
+        for p in &packets {
+            let (n, k) = c.walker().lookup_cost(&Key::new(p, 0));
+            nodes += n;
+            checked += k;
+        }
+        let n = packets.len().max(1) as f64;
+        println!(
+            "  trace: {} packets, {:.1} nodes and {:.1} entry checks per lookup",
+            packets.len(),
+            nodes as f64 / n,
+            checked as f64 / n
+        );
+    }
+}
