@@ -77,50 +77,79 @@ fn parse_line(line: &str) -> Result<Matches, (u32, String)> {
     let at = |i: usize| f.get(i).map_or(end, |x| x.0);
     let mut m = Matches::any();
     m.constrain(Field::Family, IntervalSet::point(4));
-    let first = f.first().ok_or((1, "expected a filter line '@SRC/LEN …'".to_string()))?;
+    let first = f
+        .first()
+        .ok_or((1, "expected a filter line '@SRC/LEN …'".to_string()))?;
     let Some(src) = first.1.strip_prefix('@') else {
-        return Err((first.0, format!("expected '@' and a source prefix, found '{}'", first.1)));
+        return Err((
+            first.0,
+            format!("expected '@' and a source prefix, found '{}'", first.1),
+        ));
     };
-    let src = parse_cidr(src, Some(Family::V4)).map_err(|e| (first.0 + 1, e))?.1;
+    let src = parse_cidr(src, Some(Family::V4))
+        .map_err(|e| (first.0 + 1, e))?
+        .1;
     m.constrain(Field::SrcAddr, src);
     let dst = f
         .get(1)
         .ok_or((at(1), "expected a destination prefix".to_string()))?;
     m.constrain(
         Field::DstAddr,
-        parse_cidr(dst.1, Some(Family::V4)).map_err(|e| (dst.0, e))?.1,
+        parse_cidr(dst.1, Some(Family::V4))
+            .map_err(|e| (dst.0, e))?
+            .1,
     );
     // Port ranges are three words each: LO ':' HI.
     for (k, field) in [(2usize, Field::SrcPort), (5, Field::DstPort)] {
         let word = |i: usize, what: &str| -> Result<&str, (u32, String)> {
-            f.get(i).map(|x| x.1).ok_or((at(i), format!("expected {what}")))
+            f.get(i)
+                .map(|x| x.1)
+                .ok_or((at(i), format!("expected {what}")))
         };
         let lo = word(k, "a port range 'LO : HI'")?;
         let lo = parse_port(lo).map_err(|e| (at(k), e))?;
         if word(k + 1, "':' in the port range")? != ":" {
-            return Err((at(k + 1), format!("expected ':' between the ports, found '{}'", f[k + 1].1)));
+            return Err((
+                at(k + 1),
+                format!("expected ':' between the ports, found '{}'", f[k + 1].1),
+            ));
         }
         let hi = parse_port(word(k + 2, "the upper port")?).map_err(|e| (at(k + 2), e))?;
         if lo > hi {
-            return Err((at(k), format!("port range {lo} : {hi} is empty (start after end)")));
+            return Err((
+                at(k),
+                format!("port range {lo} : {hi} is empty (start after end)"),
+            ));
         }
         m.constrain(field, IntervalSet::range(lo, hi));
     }
-    let proto = f
-        .get(8)
-        .ok_or((at(8), "expected a protocol VALUE/MASK like 0x06/0xFF".to_string()))?;
-    let (value, mask) = parse_value_mask(proto.1, 0xff)
-        .ok_or((proto.0, format!("expected a protocol VALUE/MASK like 0x06/0xFF, found '{}'", proto.1)))?;
+    let proto = f.get(8).ok_or((
+        at(8),
+        "expected a protocol VALUE/MASK like 0x06/0xFF".to_string(),
+    ))?;
+    let (value, mask) = parse_value_mask(proto.1, 0xff).ok_or((
+        proto.0,
+        format!(
+            "expected a protocol VALUE/MASK like 0x06/0xFF, found '{}'",
+            proto.1
+        ),
+    ))?;
     m.constrain(Field::Proto, masked_byte_set(value as u8, mask as u8));
     if let Some(flags) = f.get(9) {
         // Parsed so a malformed file is caught, then ignored (5-tuple semantics).
         parse_value_mask(flags.1, 0xffff).ok_or((
             flags.0,
-            format!("expected TCP flags VALUE/MASK like 0x1000/0x1000, found '{}'", flags.1),
+            format!(
+                "expected TCP flags VALUE/MASK like 0x1000/0x1000, found '{}'",
+                flags.1
+            ),
         ))?;
     }
     if let Some(extra) = f.get(10) {
-        return Err((extra.0, format!("expected the end of the filter, found '{}'", extra.1)));
+        return Err((
+            extra.0,
+            format!("expected the end of the filter, found '{}'", extra.1),
+        ));
     }
     Ok(m)
 }

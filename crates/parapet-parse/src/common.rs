@@ -40,7 +40,10 @@ pub(crate) fn shell_words(line: &str) -> Result<Vec<Word>, (u32, String)> {
                     loop {
                         match chars.get(i) {
                             None => {
-                                return Err((open as u32 + 1, "unterminated \"-quoted string".into()))
+                                return Err((
+                                    open as u32 + 1,
+                                    "unterminated \"-quoted string".into(),
+                                ))
                             }
                             Some('"') => break,
                             Some('\\') if matches!(chars.get(i + 1), Some('"' | '\\')) => {
@@ -60,7 +63,10 @@ pub(crate) fn shell_words(line: &str) -> Result<Vec<Word>, (u32, String)> {
                     loop {
                         match chars.get(i) {
                             None => {
-                                return Err((open as u32 + 1, "unterminated '-quoted string".into()))
+                                return Err((
+                                    open as u32 + 1,
+                                    "unterminated '-quoted string".into(),
+                                ))
                             }
                             Some('\'') => break,
                             Some(c) => text.push(*c),
@@ -88,8 +94,7 @@ pub(crate) fn shell_words(line: &str) -> Result<Vec<Word>, (u32, String)> {
 /// alter it.
 pub(crate) fn shell_quote(s: &str) -> String {
     if !s.is_empty()
-        && s
-            .chars()
+        && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || "-_.:/+,=@%".contains(c))
     {
         return s.to_string();
@@ -146,7 +151,9 @@ pub(crate) fn parse_cidr(s: &str, family: Option<Family>) -> Result<(Family, Int
                 }
                 ones
             } else {
-                return Err(format!("expected a prefix length or mask after '/', found '{l}'"));
+                return Err(format!(
+                    "expected a prefix length or mask after '/', found '{l}'"
+                ));
             }
         }
     };
@@ -154,13 +161,17 @@ pub(crate) fn parse_cidr(s: &str, family: Option<Family>) -> Result<(Family, Int
 }
 
 /// Parses `A-B` (an address range, inclusive).
-pub(crate) fn parse_ip_range(s: &str, family: Option<Family>) -> Result<(Family, IntervalSet), String> {
+pub(crate) fn parse_ip_range(
+    s: &str,
+    family: Option<Family>,
+) -> Result<(Family, IntervalSet), String> {
     let (a, b) = s
         .split_once('-')
         .ok_or_else(|| format!("expected an address range FROM-TO, found '{s}'"))?;
-    let (fa, lo) = parse_ip(a, family).ok_or_else(|| format!("expected an address, found '{a}'"))?;
-    let (_, hi) =
-        parse_ip(b, Some(fa)).ok_or_else(|| format!("expected an address of the same family, found '{b}'"))?;
+    let (fa, lo) =
+        parse_ip(a, family).ok_or_else(|| format!("expected an address, found '{a}'"))?;
+    let (_, hi) = parse_ip(b, Some(fa))
+        .ok_or_else(|| format!("expected an address of the same family, found '{b}'"))?;
     if lo > hi {
         return Err(format!("range '{s}' is empty (start after end)"));
     }
@@ -292,9 +303,9 @@ pub(crate) fn parse_icmp_type(s: &str, v6: bool) -> Result<IntervalSet, String> 
         Some((t, c)) => (t, Some(c)),
         None => (s, None),
     };
-    let t: u8 = t
-        .parse()
-        .map_err(|_| format!("expected an ICMP type name or number (like echo-request or 8/0), found '{s}'"))?;
+    let t: u8 = t.parse().map_err(|_| {
+        format!("expected an ICMP type name or number (like echo-request or 8/0), found '{s}'")
+    })?;
     let c = match c {
         Some(c) => Some(
             c.parse::<u8>()
@@ -356,7 +367,8 @@ pub(crate) fn report_loops(names: &[&str], edges: &[Vec<(usize, u32, u32)>], err
                     }
                     1 => {
                         let from = stack.iter().position(|(s, _)| *s == target).unwrap_or(0);
-                        let mut path: Vec<&str> = stack[from..].iter().map(|(s, _)| names[*s]).collect();
+                        let mut path: Vec<&str> =
+                            stack[from..].iter().map(|(s, _)| names[*s]).collect();
                         path.push(names[target]);
                         errs.push(line, col, format!("chain loop: {}", path.join(" -> ")));
                     }

@@ -32,10 +32,39 @@ const SUPPORTED_TARGETS: &str = "ACCEPT, DROP, REJECT, LOG, RETURN, or a user ch
 /// Targets of iptables extensions we recognize by name, to say "not
 /// supported" instead of "unknown chain".
 const KNOWN_UNSUPPORTED_TARGETS: &[&str] = &[
-    "MARK", "CONNMARK", "DNAT", "SNAT", "MASQUERADE", "REDIRECT", "NETMAP", "CT", "NOTRACK",
-    "NFLOG", "NFQUEUE", "QUEUE", "TCPMSS", "TOS", "DSCP", "TTL", "HL", "TEE", "TPROXY", "CLASSIFY",
-    "SET", "AUDIT", "CHECKSUM", "CONNSECMARK", "SECMARK", "TRACE", "ULOG", "LED", "IDLETIMER",
-    "RATEEST", "SYNPROXY", "HMARK", "CLUSTERIP",
+    "MARK",
+    "CONNMARK",
+    "DNAT",
+    "SNAT",
+    "MASQUERADE",
+    "REDIRECT",
+    "NETMAP",
+    "CT",
+    "NOTRACK",
+    "NFLOG",
+    "NFQUEUE",
+    "QUEUE",
+    "TCPMSS",
+    "TOS",
+    "DSCP",
+    "TTL",
+    "HL",
+    "TEE",
+    "TPROXY",
+    "CLASSIFY",
+    "SET",
+    "AUDIT",
+    "CHECKSUM",
+    "CONNSECMARK",
+    "SECMARK",
+    "TRACE",
+    "ULOG",
+    "LED",
+    "IDLETIMER",
+    "RATEEST",
+    "SYNPROXY",
+    "HMARK",
+    "CLUSTERIP",
 ];
 
 /// Guesses the family of an iptables-save text: ip6tables-save says so in
@@ -54,9 +83,7 @@ pub(crate) fn detect_family(text: &str) -> Family {
             for w in words.windows(2) {
                 let opt = w[0].text.as_str();
                 let val = w[1].text.as_str();
-                if matches!(opt, "-s" | "-d" | "--source" | "--destination")
-                    && val.contains(':')
-                {
+                if matches!(opt, "-s" | "-d" | "--source" | "--destination") && val.contains(':') {
                     return Family::V6;
                 }
                 if matches!(opt, "-p" | "--protocol")
@@ -130,7 +157,10 @@ pub(crate) fn parse(
                 errs.push(
                     ln,
                     indent + 1,
-                    format!("expected COMMIT for table '{}' (opened at line {}) before a new table", t.name, t.line),
+                    format!(
+                        "expected COMMIT for table '{}' (opened at line {}) before a new table",
+                        t.name, t.line
+                    ),
                 );
             }
             let name = name.trim().to_string();
@@ -153,7 +183,9 @@ pub(crate) fn parse(
                     errs.push(
                         ln,
                         indent + 2,
-                        format!("table '{name}' is not supported ({why}supported: {SUPPORTED_TABLES})"),
+                        format!(
+                            "table '{name}' is not supported ({why}supported: {SUPPORTED_TABLES})"
+                        ),
                     );
                     TableState {
                         name,
@@ -172,7 +204,11 @@ pub(crate) fn parse(
             match table.take() {
                 Some(t) if t.skip => {}
                 Some(t) => finish_table(t, family, &mut rs, &mut errs),
-                None => errs.push(ln, indent + 1, "COMMIT outside a table (expected '*filter' before it)"),
+                None => errs.push(
+                    ln,
+                    indent + 1,
+                    "COMMIT outside a table (expected '*filter' before it)",
+                ),
             }
             continue;
         }
@@ -321,7 +357,11 @@ fn chain_header(words: &[Word], ln: u32, t: &mut TableState, errs: &mut Errors) 
         return;
     }
     if t.chains.iter().any(|c| c.name == name) {
-        errs.push(ln, name_word.col + 1, format!("chain '{name}' is declared twice"));
+        errs.push(
+            ln,
+            name_word.col + 1,
+            format!("chain '{name}' is declared twice"),
+        );
         return;
     }
     let Some(policy_word) = words.get(1) else {
@@ -507,7 +547,10 @@ impl RuleParser<'_> {
                 continue;
             }
             if !opt.starts_with('-') || word.quoted {
-                self.err(word.col, format!("expected an option (like -s, -p, -m, -j), found '{opt}'"));
+                self.err(
+                    word.col,
+                    format!("expected an option (like -s, -p, -m, -j), found '{opt}'"),
+                );
                 return false;
             }
             // Number of values the option takes.
@@ -528,8 +571,16 @@ impl RuleParser<'_> {
             }
             let vals: Vec<&Word> = w[j.min(w.len())..].iter().take(arity).collect();
             if vals.len() < arity {
-                let col = w.last().map_or(self.end_col, |l| l.col + l.text.chars().count() as u32 + 1);
-                self.err(col, format!("expected a value after {opt}{}", if arity == 2 { " (two values)" } else { "" }));
+                let col = w
+                    .last()
+                    .map_or(self.end_col, |l| l.col + l.text.chars().count() as u32 + 1);
+                self.err(
+                    col,
+                    format!(
+                        "expected a value after {opt}{}",
+                        if arity == 2 { " (two values)" } else { "" }
+                    ),
+                );
                 return false;
             }
             let negated = neg.take();
@@ -565,8 +616,20 @@ impl RuleParser<'_> {
 
     fn module(&mut self, name: &Word) {
         const SUPPORTED: &[&str] = &[
-            "tcp", "udp", "sctp", "udplite", "icmp", "icmp6", "icmpv6", "multiport", "iprange",
-            "conntrack", "state", "set", "comment", "limit",
+            "tcp",
+            "udp",
+            "sctp",
+            "udplite",
+            "icmp",
+            "icmp6",
+            "icmpv6",
+            "multiport",
+            "iprange",
+            "conntrack",
+            "state",
+            "set",
+            "comment",
+            "limit",
         ];
         let n = name.text.as_str();
         if !SUPPORTED.contains(&n) {
@@ -626,7 +689,10 @@ impl RuleParser<'_> {
                         p => protocol_name(*p).map_or(p.to_string(), str::to_string),
                     })
                     .collect();
-                self.err(n.col, format!("{} needs -p {} before it", n.what, names.join("|")));
+                self.err(
+                    n.col,
+                    format!("{} needs -p {} before it", n.what, names.join("|")),
+                );
             }
         }
     }
@@ -653,7 +719,10 @@ impl RuleParser<'_> {
             if !self.has_module(mods) {
                 self.err(
                     col,
-                    format!("option {opt} needs -m {} (or the matching -p) before it", mods.join("|")),
+                    format!(
+                        "option {opt} needs -m {} (or the matching -p) before it",
+                        mods.join("|")
+                    ),
                 );
                 return;
             }
@@ -874,7 +943,11 @@ impl RuleParser<'_> {
             let o = &rest[k];
             let flag = matches!(
                 o.text.as_str(),
-                "--log-tcp-sequence" | "--log-tcp-options" | "--log-ip-options" | "--log-uid" | "--log-macdecode"
+                "--log-tcp-sequence"
+                    | "--log-tcp-options"
+                    | "--log-ip-options"
+                    | "--log-uid"
+                    | "--log-macdecode"
             );
             if flag {
                 opts.push((o, None));
@@ -908,10 +981,18 @@ impl RuleParser<'_> {
                     match (o.text.as_str(), v) {
                         ("--reject-with", Some(v)) => with = Some(v.text.clone()),
                         ("--reject-with", None) => {
-                            return self.err(o.col, "expected a type after --reject-with (like icmp-port-unreachable)")
+                            return self.err(
+                                o.col,
+                                "expected a type after --reject-with (like icmp-port-unreachable)",
+                            )
                         }
                         (other, _) => {
-                            return self.err(o.col, format!("unknown REJECT option '{other}' (supported: --reject-with)"))
+                            return self.err(
+                                o.col,
+                                format!(
+                                    "unknown REJECT option '{other}' (supported: --reject-with)"
+                                ),
+                            )
                         }
                     }
                 }
@@ -945,7 +1026,14 @@ impl RuleParser<'_> {
                     } else {
                         format!("a jump to chain '{t}' takes no options, found '{}'", o.text)
                     };
-                    return self.err(if KNOWN_UNSUPPORTED_TARGETS.contains(&t) { name.col } else { o.col }, msg);
+                    return self.err(
+                        if KNOWN_UNSUPPORTED_TARGETS.contains(&t) {
+                            name.col
+                        } else {
+                            o.col
+                        },
+                        msg,
+                    );
                 }
                 self.target = Some((Action::Jump(t.to_string()), Some((t.to_string(), name.col))));
                 return;
@@ -959,14 +1047,22 @@ impl RuleParser<'_> {
 pub(crate) fn iface_set(v: &str) -> Result<IntervalSet, String> {
     if let Some(prefix) = v.strip_suffix('+') {
         if prefix.len() > IfName::MAX_LEN {
-            return Err(format!("interface name '{v}' is longer than {} bytes", IfName::MAX_LEN));
+            return Err(format!(
+                "interface name '{v}' is longer than {} bytes",
+                IfName::MAX_LEN
+            ));
         }
         let (lo, hi) = IfName::wildcard_range(prefix);
         return Ok(IntervalSet::range(lo, hi));
     }
     IfName::new(v)
         .map(|n| IntervalSet::point(n.0))
-        .ok_or_else(|| format!("interface name '{v}' is longer than {} bytes", IfName::MAX_LEN))
+        .ok_or_else(|| {
+            format!(
+                "interface name '{v}' is longer than {} bytes",
+                IfName::MAX_LEN
+            )
+        })
 }
 
 /// `5/min`, `10/second`, `3/h`: iptables accepts any prefix of the unit.

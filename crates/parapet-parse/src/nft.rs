@@ -184,7 +184,11 @@ struct Jump {
     col: u32,
 }
 
+/// An error at `(line, column)` with its message.
 type Res<T> = Result<T, (u32, u32, String)>;
+
+/// A jump target and where it is written.
+type JumpAt = (String, u32, u32);
 
 pub(crate) fn parse(text: &str, file: &str) -> Result<(Ruleset, Vec<SetBlock>), Vec<ParseError>> {
     let mut errs = Errors::new(file);
@@ -296,7 +300,9 @@ impl Parser<'_> {
     fn file(&mut self) {
         loop {
             self.skip_separators();
-            let Some(t) = self.peek().cloned() else { return };
+            let Some(t) = self.peek().cloned() else {
+                return;
+            };
             match t.word() {
                 Some("table") => {
                     self.pos += 1;
@@ -390,13 +396,30 @@ impl Parser<'_> {
                     });
                 }
                 (_, Some("flags" | "comment")) => self.skip_line(),
-                (_, Some(other @ ("map" | "flowtable" | "counter" | "quota" | "ct" | "limit" | "secmark" | "synproxy"))) => {
-                    self.errs.push(t.line, t.col, format!("table object '{other}' is not supported (supported: chain, set)"));
+                (
+                    _,
+                    Some(
+                        other @ ("map" | "flowtable" | "counter" | "quota" | "ct" | "limit"
+                        | "secmark" | "synproxy"),
+                    ),
+                ) => {
+                    self.errs.push(
+                        t.line,
+                        t.col,
+                        format!("table object '{other}' is not supported (supported: chain, set)"),
+                    );
                     self.pos += 1;
                     self.skip_line();
                 }
                 _ => {
-                    self.errs.push(t.line, t.col, format!("expected 'chain NAME {{', 'set NAME {{' or '}}', found '{}'", t.show()));
+                    self.errs.push(
+                        t.line,
+                        t.col,
+                        format!(
+                            "expected 'chain NAME {{', 'set NAME {{' or '}}', found '{}'",
+                            t.show()
+                        ),
+                    );
                     self.skip_line();
                 }
             }
@@ -405,14 +428,19 @@ impl Parser<'_> {
         let mut edges: Vec<Vec<(usize, u32, u32)>> = vec![Vec::new(); chains.len()];
         for j in &jumps {
             match chains.iter().position(|c| c.name == j.target) {
-                Some(t) if chains[t].base.is_some() => {
-                    self.errs.push(j.line, j.col, format!("cannot jump to base chain '{}'", j.target))
-                }
+                Some(t) if chains[t].base.is_some() => self.errs.push(
+                    j.line,
+                    j.col,
+                    format!("cannot jump to base chain '{}'", j.target),
+                ),
                 Some(t) => edges[j.chain].push((t, j.line, j.col)),
                 None => self.errs.push(
                     j.line,
                     j.col,
-                    format!("jump to unknown chain '{}' (no 'chain {}' in table '{}')", j.target, j.target, name),
+                    format!(
+                        "jump to unknown chain '{}' (no 'chain {}' in table '{}')",
+                        j.target, j.target, name
+                    ),
                 ),
             }
         }
@@ -439,7 +467,11 @@ impl Parser<'_> {
             _ => unreachable!(),
         };
         if chains.iter().any(|c| c.name == name) {
-            return Err((name_tok.line, name_tok.col, format!("chain '{name}' is defined twice in table '{table}'")));
+            return Err((
+                name_tok.line,
+                name_tok.col,
+                format!("chain '{name}' is defined twice in table '{table}'"),
+            ));
         }
         self.expect(Tok::Open, "'{' after the chain name")?;
         let ci = chains.len();
@@ -483,13 +515,21 @@ impl Parser<'_> {
                         Some("accept") => Verdict::Accept,
                         Some("drop") => Verdict::Drop,
                         _ => {
-                            self.errs.push(p.line, p.col, format!("expected a policy accept or drop, found '{}'", p.show()));
+                            self.errs.push(
+                                p.line,
+                                p.col,
+                                format!("expected a policy accept or drop, found '{}'", p.show()),
+                            );
                             continue;
                         }
                     };
                     match chains[ci].base.as_mut() {
                         Some(b) => b.policy = v,
-                        None => self.errs.push(t.line, t.col, "a policy needs a base chain ('type filter hook … priority …;' first)"),
+                        None => self.errs.push(
+                            t.line,
+                            t.col,
+                            "a policy needs a base chain ('type filter hook … priority …;' first)",
+                        ),
                     }
                 }
                 (_, Some("comment")) => self.skip_line(),
@@ -499,7 +539,12 @@ impl Parser<'_> {
                     match self.rule(family, id) {
                         Ok((rule, jump)) => {
                             if let Some((target, line, col)) = jump {
-                                jumps.push(Jump { chain: ci, target, line, col });
+                                jumps.push(Jump {
+                                    chain: ci,
+                                    target,
+                                    line,
+                                    col,
+                                });
                             }
                             chains[ci].rules.push(rule);
                         }
@@ -521,16 +566,27 @@ impl Parser<'_> {
         }
         let hk = self.expect_word("'hook'")?;
         if hk.word() != Some("hook") {
-            return Err((hk.line, hk.col, format!("expected 'hook', found '{}'", hk.show())));
+            return Err((
+                hk.line,
+                hk.col,
+                format!("expected 'hook', found '{}'", hk.show()),
+            ));
         }
-        let h = self.expect_word("a hook name (input, forward, output, prerouting, postrouting)")?;
+        let h =
+            self.expect_word("a hook name (input, forward, output, prerouting, postrouting)")?;
         let hook = h.word().and_then(Hook::from_name).ok_or((h.line, h.col, format!("expected a hook name (input, forward, output, prerouting, postrouting, ingress), found '{}'", h.show())))?;
-        if self.peek().and_then(|t| t.word()) == Some("device") || self.peek().and_then(|t| t.word()) == Some("devices") {
+        if self.peek().and_then(|t| t.word()) == Some("device")
+            || self.peek().and_then(|t| t.word()) == Some("devices")
+        {
             return self.fail("ingress devices are not supported");
         }
         let pr = self.expect_word("'priority'")?;
         if pr.word() != Some("priority") {
-            return Err((pr.line, pr.col, format!("expected 'priority', found '{}'", pr.show())));
+            return Err((
+                pr.line,
+                pr.col,
+                format!("expected 'priority', found '{}'", pr.show()),
+            ));
         }
         let v = self.expect_word("a priority (a number or filter, raw, mangle, security)")?;
         let w = v.word().unwrap_or("");
@@ -544,10 +600,19 @@ impl Parser<'_> {
             n => n.parse().map_err(|_| (v.line, v.col, format!("expected a priority (a number or filter, raw, mangle, security), found '{n}'")))?,
         };
         // `filter + 10`, `filter - 5`.
-        if let Some(op) = self.peek().and_then(|t| t.word()).filter(|w| *w == "+" || *w == "-").map(str::to_string) {
+        if let Some(op) = self
+            .peek()
+            .and_then(|t| t.word())
+            .filter(|w| *w == "+" || *w == "-")
+            .map(str::to_string)
+        {
             self.pos += 1;
             let n = self.expect_word("a number")?;
-            let k: i32 = n.word().and_then(|w| w.parse().ok()).ok_or((n.line, n.col, format!("expected a number, found '{}'", n.show())))?;
+            let k: i32 = n.word().and_then(|w| w.parse().ok()).ok_or((
+                n.line,
+                n.col,
+                format!("expected a number, found '{}'", n.show()),
+            ))?;
             priority += if op == "+" { k } else { -k };
         }
         Ok(BaseChain {
@@ -580,7 +645,7 @@ impl Parser<'_> {
         out
     }
 
-    fn rule(&mut self, family: TableFamily, id: u32) -> Res<(Rule, Option<(String, u32, u32)>)> {
+    fn rule(&mut self, family: TableFamily, id: u32) -> Res<(Rule, Option<JumpAt>)> {
         let toks = self.rule_tokens();
         let first_line = toks.first().map_or(0, |t| t.line);
         let mut rp = RuleParser {
@@ -635,7 +700,7 @@ struct RuleParser<'a> {
     matches: Matches,
     rule: Rule,
     action: Option<Action>,
-    jump: Option<(String, u32, u32)>,
+    jump: Option<JumpAt>,
 }
 
 const SUPPORTED_EXPRS: &str = "ip/ip6 saddr|daddr|protocol|nexthdr, tcp/udp/sctp/udplite sport|dport, tcp flags, meta l4proto|nfproto|iifname|oifname, iifname, oifname, ct state, icmp/icmpv6 type|code, counter, log, limit, comment, accept, drop, reject, jump, goto, return";
@@ -652,7 +717,10 @@ impl RuleParser<'_> {
     fn at_end_pos(&self) -> (u32, u32) {
         match self.peek() {
             Some(t) => (t.line, t.col),
-            None => self.toks.last().map_or((0, 1), |t| (t.line, t.col + (t.end - t.start) as u32)),
+            None => self
+                .toks
+                .last()
+                .map_or((0, 1), |t| (t.line, t.col + (t.end - t.start) as u32)),
         }
     }
 
@@ -681,10 +749,24 @@ impl RuleParser<'_> {
                     self.comment()?;
                     continue;
                 }
-                return Err((t.line, t.col, format!("expected the end of the rule after the verdict, found '{}'", t.show())));
+                return Err((
+                    t.line,
+                    t.col,
+                    format!(
+                        "expected the end of the rule after the verdict, found '{}'",
+                        t.show()
+                    ),
+                ));
             }
             let Some(w) = t.word() else {
-                return Err((t.line, t.col, format!("expected an expression or a statement, found '{}'", t.show())));
+                return Err((
+                    t.line,
+                    t.col,
+                    format!(
+                        "expected an expression or a statement, found '{}'",
+                        t.show()
+                    ),
+                ));
             };
             match w {
                 "counter" => {
@@ -694,10 +776,17 @@ impl RuleParser<'_> {
                         let p = self.number("a packet count")?;
                         let b = self.next_word("'bytes'")?;
                         if b.word() != Some("bytes") {
-                            return Err((b.line, b.col, format!("expected 'bytes', found '{}'", b.show())));
+                            return Err((
+                                b.line,
+                                b.col,
+                                format!("expected 'bytes', found '{}'", b.show()),
+                            ));
                         }
                         let n = self.number("a byte count")?;
-                        self.rule.counters = Counters { packets: p, bytes: n };
+                        self.rule.counters = Counters {
+                            packets: p,
+                            bytes: n,
+                        };
                     }
                 }
                 "log" => {
@@ -732,7 +821,11 @@ impl RuleParser<'_> {
                         _ => unreachable!(),
                     };
                     self.jump = Some((name.clone(), target.line, target.col));
-                    self.action = Some(if w == "jump" { Action::Jump(name) } else { Action::Goto(name) });
+                    self.action = Some(if w == "jump" {
+                        Action::Jump(name)
+                    } else {
+                        Action::Goto(name)
+                    });
                 }
                 _ => self.match_expr()?,
             }
@@ -742,9 +835,11 @@ impl RuleParser<'_> {
 
     fn number(&mut self, what: &str) -> Res<u64> {
         let t = self.next_word(what)?;
-        t.word()
-            .and_then(|w| w.parse().ok())
-            .ok_or((t.line, t.col, format!("expected {what}, found '{}'", t.show())))
+        t.word().and_then(|w| w.parse().ok()).ok_or((
+            t.line,
+            t.col,
+            format!("expected {what}, found '{}'", t.show()),
+        ))
     }
 
     fn string(&mut self, what: &str) -> Res<String> {
@@ -774,7 +869,9 @@ impl RuleParser<'_> {
                     spec.level = Some(t.word().and_then(parse_log_level).ok_or((t.line, t.col, format!("expected a log level (emerg, alert, crit, err, warn, notice, info, debug), found '{}'", t.show())))?);
                 }
                 "group" | "flags" | "snaplen" | "queue-threshold" => {
-                    return self.fail(format!("log option '{w}' is not supported (supported: prefix, level)"))
+                    return self.fail(format!(
+                        "log option '{w}' is not supported (supported: prefix, level)"
+                    ))
                 }
                 _ => break,
             }
@@ -786,17 +883,26 @@ impl RuleParser<'_> {
     fn limit(&mut self) -> Res<()> {
         let r = self.next_word("'rate'")?;
         if r.word() != Some("rate") {
-            return Err((r.line, r.col, format!("expected 'rate', found '{}'", r.show())));
+            return Err((
+                r.line,
+                r.col,
+                format!("expected 'rate', found '{}'", r.show()),
+            ));
         }
         if self.peek_word() == Some("over") {
-            return self.fail("'limit rate over' is not supported (a limit matches while under the rate)");
+            return self
+                .fail("'limit rate over' is not supported (a limit matches while under the rate)");
         }
         let v = self.next_word("a rate like 10/second")?;
         let (rate, per) = v
             .word()
             .filter(|w| w.contains('/'))
             .and_then(parse_rate)
-            .ok_or((v.line, v.col, format!("expected a rate like 10/second, found '{}'", v.show())))?;
+            .ok_or((
+                v.line,
+                v.col,
+                format!("expected a rate like 10/second, found '{}'", v.show()),
+            ))?;
         let mut burst = 5;
         if self.peek_word() == Some("burst") {
             self.i += 1;
@@ -823,12 +929,32 @@ impl RuleParser<'_> {
                     let t = self.next_word("a reject type")?;
                     let t = t.word().unwrap_or("").to_string();
                     match k {
-                        "icmp" => format!("icmp-{}", if t == "prot-unreachable" { "proto-unreachable" } else { &t }),
-                        "icmpv6" => format!("icmp6-{}", if t == "admin-prohibited" { "adm-prohibited" } else { &t }),
+                        "icmp" => format!(
+                            "icmp-{}",
+                            if t == "prot-unreachable" {
+                                "proto-unreachable"
+                            } else {
+                                &t
+                            }
+                        ),
+                        "icmpv6" => format!(
+                            "icmp6-{}",
+                            if t == "admin-prohibited" {
+                                "adm-prohibited"
+                            } else {
+                                &t
+                            }
+                        ),
                         _ => format!("icmpx-{t}"),
                     }
                 }
-                _ => return Err((a.line, a.col, "expected 'with tcp reset' or 'with icmp|icmpv6|icmpx type TYPE'".into())),
+                _ => {
+                    return Err((
+                        a.line,
+                        a.col,
+                        "expected 'with tcp reset' or 'with icmp|icmpv6|icmpx type TYPE'".into(),
+                    ))
+                }
             });
         }
         self.action = Some(Action::Verdict(Verdict::Reject { with }));
@@ -841,13 +967,31 @@ impl RuleParser<'_> {
         let w = t.word().unwrap_or("").to_string();
         let (l, c) = (t.line, t.col);
         let fam_pt = |f: Family| (Field::Family, IntervalSet::point(f.value()));
-        let sel = |field, kind, implied| Ok(Selector { field, kind, implied });
-        let sub = |p: &mut Self, what: &str| -> Res<String> { p.next_word(what).map(|t| t.word().unwrap_or("").to_string()) };
+        let sel = |field, kind, implied| {
+            Ok(Selector {
+                field,
+                kind,
+                implied,
+            })
+        };
+        let sub = |p: &mut Self, what: &str| -> Res<String> {
+            p.next_word(what)
+                .map(|t| t.word().unwrap_or("").to_string())
+        };
         match w.as_str() {
             "ip" | "ip6" => {
                 let f = if w == "ip" { Family::V4 } else { Family::V6 };
-                if (self.family == TableFamily::Ip && f == Family::V6) || (self.family == TableFamily::Ip6 && f == Family::V4) {
-                    return Err((l, c, format!("'{w}' matches cannot appear in a {} table", self.family.nft_name())));
+                if (self.family == TableFamily::Ip && f == Family::V6)
+                    || (self.family == TableFamily::Ip6 && f == Family::V4)
+                {
+                    return Err((
+                        l,
+                        c,
+                        format!(
+                            "'{w}' matches cannot appear in a {} table",
+                            self.family.nft_name()
+                        ),
+                    ));
                 }
                 let k = sub(self, "saddr, daddr or protocol")?;
                 match k.as_str() {
@@ -886,18 +1030,32 @@ impl RuleParser<'_> {
                         self.matches.constrain(proto.0, proto.1);
                         Err((0, 0, String::new()))
                     }
-                    other => Err((l, c, format!("'{w} {other}' is not supported (supported: {w} sport, {w} dport{})", if w == "tcp" { ", tcp flags" } else { "" }))),
+                    other => Err((
+                        l,
+                        c,
+                        format!(
+                            "'{w} {other}' is not supported (supported: {w} sport, {w} dport{})",
+                            if w == "tcp" { ", tcp flags" } else { "" }
+                        ),
+                    )),
                 }
             }
             "icmp" | "icmpv6" => {
                 let v6 = w == "icmpv6";
                 let f = if v6 { Family::V6 } else { Family::V4 };
-                let implied = vec![fam_pt(f), (Field::Proto, IntervalSet::point(if v6 { 58 } else { 1 }))];
+                let implied = vec![
+                    fam_pt(f),
+                    (Field::Proto, IntervalSet::point(if v6 { 58 } else { 1 })),
+                ];
                 let k = sub(self, "type or code")?;
                 match k.as_str() {
                     "type" => sel(Field::IcmpTypeCode, Kind::IcmpType(v6), implied),
                     "code" => sel(Field::IcmpTypeCode, Kind::IcmpCode, implied),
-                    other => Err((l, c, format!("'{w} {other}' is not supported (supported: {w} type, {w} code)"))),
+                    other => Err((
+                        l,
+                        c,
+                        format!("'{w} {other}' is not supported (supported: {w} type, {w} code)"),
+                    )),
                 }
             }
             "meta" => {
@@ -916,10 +1074,18 @@ impl RuleParser<'_> {
                 let k = sub(self, "state")?;
                 match k.as_str() {
                     "state" => sel(Field::CtState, Kind::Ct, vec![]),
-                    other => Err((l, c, format!("'ct {other}' is not supported (supported: ct state)"))),
+                    other => Err((
+                        l,
+                        c,
+                        format!("'ct {other}' is not supported (supported: ct state)"),
+                    )),
                 }
             }
-            other => Err((l, c, format!("unknown expression '{other}' (supported: {SUPPORTED_EXPRS})"))),
+            other => Err((
+                l,
+                c,
+                format!("unknown expression '{other}' (supported: {SUPPORTED_EXPRS})"),
+            )),
         }
     }
 
@@ -957,7 +1123,11 @@ impl RuleParser<'_> {
                 self.matches.constrain(*f, v.clone());
             }
         }
-        if let Some(name) = self.peek_word().and_then(|w| w.strip_prefix('@')).map(str::to_string) {
+        if let Some(name) = self
+            .peek_word()
+            .and_then(|w| w.strip_prefix('@'))
+            .map(str::to_string)
+        {
             self.i += 1;
             let set_ref = SetRef {
                 name,
@@ -970,7 +1140,10 @@ impl RuleParser<'_> {
                     self.set_refs.len() - 1
                 }
             };
-            self.matches.constrain(Field::Set(n as u16), IntervalSet::point(if neg { 0 } else { 1 }));
+            self.matches.constrain(
+                Field::Set(n as u16),
+                IntervalSet::point(if neg { 0 } else { 1 }),
+            );
             return Ok(());
         }
         if sels.len() > 1 {
@@ -1120,7 +1293,13 @@ impl RuleParser<'_> {
                 } else {
                     tcp_flags::parse_list(if w == "ecn" { "ECE" } else { w })
                 };
-                bits |= b.ok_or((t.line, t.col, format!("expected a TCP flag (fin, syn, rst, psh, ack, urg, ecn, cwr), found '{w}'")))?;
+                bits |= b.ok_or((
+                    t.line,
+                    t.col,
+                    format!(
+                        "expected a TCP flag (fin, syn, rst, psh, ack, urg, ecn, cwr), found '{w}'"
+                    ),
+                ))?;
                 match p.peek().map(|t| &t.tok) {
                     Some(Tok::Pipe | Tok::Comma) => p.i += 1,
                     _ => break,
@@ -1154,7 +1333,8 @@ impl RuleParser<'_> {
                 Some("==") => {
                     self.i += 1;
                     let v = flags_word(self)?;
-                    self.matches.constrain(Field::TcpFlags, tcp_flags_set(0xff, v));
+                    self.matches
+                        .constrain(Field::TcpFlags, tcp_flags_set(0xff, v));
                     return Ok(());
                 }
                 _ => false,
@@ -1173,7 +1353,10 @@ impl RuleParser<'_> {
             }
         };
         let set = tcp_flags_set(mask, comp);
-        self.matches.constrain(Field::TcpFlags, if neg { set.complement(0xff) } else { set });
+        self.matches.constrain(
+            Field::TcpFlags,
+            if neg { set.complement(0xff) } else { set },
+        );
         Ok(())
     }
 }

@@ -77,9 +77,18 @@ fn spell<T>(
     let comp = set.complement(max);
     let neg = f(&comp);
     match (pos, neg) {
-        (Some((a, p)), Some((b, _))) if a <= b => Some(Spelled { neg: false, items: p }),
-        (_, Some((_, n))) => Some(Spelled { neg: true, items: n }),
-        (Some((_, p)), None) => Some(Spelled { neg: false, items: p }),
+        (Some((a, p)), Some((b, _))) if a <= b => Some(Spelled {
+            neg: false,
+            items: p,
+        }),
+        (_, Some((_, n))) => Some(Spelled {
+            neg: true,
+            items: n,
+        }),
+        (Some((_, p)), None) => Some(Spelled {
+            neg: false,
+            items: p,
+        }),
         (None, None) => None,
     }
 }
@@ -137,17 +146,28 @@ pub fn iptables_save(rs: &Ruleset) -> Result<String, RenderError> {
             ));
         }
         if !matches!(t.name.as_str(), "filter" | "raw" | "mangle" | "security") {
-            return Err(rerr(0, format!("table '{}' is not an iptables table (filter, raw, mangle, security)", t.name)));
+            return Err(rerr(
+                0,
+                format!(
+                    "table '{}' is not an iptables table (filter, raw, mangle, security)",
+                    t.name
+                ),
+            ));
         }
         let _ = writeln!(out, "*{}", t.name);
         for c in &t.chains {
             match &c.base {
                 Some(b) => {
                     if b.hook.iptables_chain() != c.name {
-                        return Err(rerr(0, format!(
-                            "base chain '{}' on hook {} must be called {} in iptables",
-                            c.name, b.hook.nft_name(), b.hook.iptables_chain()
-                        )));
+                        return Err(rerr(
+                            0,
+                            format!(
+                                "base chain '{}' on hook {} must be called {} in iptables",
+                                c.name,
+                                b.hook.nft_name(),
+                                b.hook.iptables_chain()
+                            ),
+                        ));
                     }
                     let _ = writeln!(
                         out,
@@ -259,7 +279,11 @@ fn ipt_addr(set: &IntervalSet, bits: u32) -> Option<(Option<Atom>, Option<Atom>)
 /// A port set as `P`, `A:B` or a multiport list of at most 15 items.
 fn ipt_ports(set: &IntervalSet) -> Option<(bool, Vec<(u128, u128)>)> {
     let s = spell(set, 0xffff, |s| {
-        let items: usize = s.ranges().iter().map(|(lo, hi)| if lo == hi { 1 } else { 2 }).sum();
+        let items: usize = s
+            .ranges()
+            .iter()
+            .map(|(lo, hi)| if lo == hi { 1 } else { 2 })
+            .sum();
         (!s.is_empty() && items <= 15).then(|| (items, s.ranges().to_vec()))
     })?;
     Some((s.neg, s.items))
@@ -268,7 +292,13 @@ fn ipt_ports(set: &IntervalSet) -> Option<(bool, Vec<(u128, u128)>)> {
 fn port_list(items: &[(u128, u128)], sep: char) -> String {
     items
         .iter()
-        .map(|(lo, hi)| if lo == hi { lo.to_string() } else { format!("{lo}{sep}{hi}") })
+        .map(|(lo, hi)| {
+            if lo == hi {
+                lo.to_string()
+            } else {
+                format!("{lo}{sep}{hi}")
+            }
+        })
         .collect::<Vec<_>>()
         .join(",")
 }
@@ -276,7 +306,9 @@ fn port_list(items: &[(u128, u128)], sep: char) -> String {
 /// An interface set as one name or one `prefix+` wildcard. The string is the
 /// iptables spelling; `wild` says it is a wildcard.
 fn iface_atom(set: &IntervalSet) -> Option<(String, bool)> {
-    let [(lo, hi)] = set.ranges() else { return None };
+    let [(lo, hi)] = set.ranges() else {
+        return None;
+    };
     let name = IfName(*lo);
     let bytes = name.as_bytes();
     let text = String::from_utf8(bytes.clone()).ok()?;
@@ -285,7 +317,8 @@ fn iface_atom(set: &IntervalSet) -> Option<(String, bool)> {
         return None;
     }
     if lo == hi {
-        return (!text.is_empty() && !text.ends_with('+') && !text.ends_with('*')).then_some((text, false));
+        return (!text.is_empty() && !text.ends_with('+') && !text.ends_with('*'))
+            .then_some((text, false));
     }
     (IfName::wildcard_range(&text) == (*lo, *hi) && !text.is_empty()).then_some((text, true))
 }
@@ -318,8 +351,13 @@ fn single_proto(r: &Rule) -> Option<u8> {
 fn ct_states(set: &IntervalSet) -> Option<(bool, Vec<CtState>)> {
     let known = IntervalSet::range(0, CtState::ALL.len() as u128 - 1);
     let names = |s: &IntervalSet| -> Option<Vec<CtState>> {
-        (s.is_subset(&known) && !s.is_empty())
-            .then(|| CtState::ALL.iter().copied().filter(|c| s.contains(*c as u128)).collect())
+        (s.is_subset(&known) && !s.is_empty()).then(|| {
+            CtState::ALL
+                .iter()
+                .copied()
+                .filter(|c| s.contains(*c as u128))
+                .collect()
+        })
     };
     if let Some(n) = names(set) {
         return Some((false, n));
@@ -332,12 +370,18 @@ fn ipt_rule(rs: &Ruleset, r: &Rule, family: Family) -> Result<String, RenderErro
     let mut out = String::new();
     let bits = family.addr_bits();
     if r.matches.is_unsatisfiable() {
-        return Err(rerr(id, "the rule matches nothing (an empty constraint), which iptables cannot write"));
+        return Err(rerr(
+            id,
+            "the rule matches nothing (an empty constraint), which iptables cannot write",
+        ));
     }
     if rule_family(r) != Some(family) {
         return Err(rerr(
             id,
-            format!("the rule is not restricted to IPv{}, which every rule of this file is", family.value()),
+            format!(
+                "the rule is not restricted to IPv{}, which every rule of this file is",
+                family.value()
+            ),
         ));
     }
     let mut ranges = Vec::new();
@@ -347,20 +391,36 @@ fn ipt_rule(rs: &Ruleset, r: &Rule, family: Family) -> Result<String, RenderErro
     ] {
         if let Some(set) = r.matches.get(field) {
             let (p, q) = ipt_addr(set, bits).ok_or_else(|| {
-                rerr(id, format!("{} {:?} is neither a prefix nor a range, nor their conjunction", field, set.ranges()))
+                rerr(
+                    id,
+                    format!(
+                        "{} {:?} is neither a prefix nor a range, nor their conjunction",
+                        field,
+                        set.ranges()
+                    ),
+                )
             })?;
             if let Some(Atom::Prefix(neg, v, len)) = p {
                 let _ = write!(out, " {}{opt} {}/{len}", neg_str(neg), fmt_ip(family, v));
             }
             if let Some(Atom::Range(neg, lo, hi)) = q {
-                ranges.push(format!("{}{ropt} {}-{}", neg_str(neg), fmt_ip(family, lo), fmt_ip(family, hi)));
+                ranges.push(format!(
+                    "{}{ropt} {}-{}",
+                    neg_str(neg),
+                    fmt_ip(family, lo),
+                    fmt_ip(family, hi)
+                ));
             }
         }
     }
     for (field, opt) in [(Field::InIface, "-i"), (Field::OutIface, "-o")] {
         if let Some(set) = r.matches.get(field) {
-            let s = spell(set, u128::MAX, |s| iface_atom(s).map(|a| (1, a)))
-                .ok_or_else(|| rerr(id, format!("{field} is not one interface name or one 'prefix+' wildcard")))?;
+            let s = spell(set, u128::MAX, |s| iface_atom(s).map(|a| (1, a))).ok_or_else(|| {
+                rerr(
+                    id,
+                    format!("{field} is not one interface name or one 'prefix+' wildcard"),
+                )
+            })?;
             let (name, wild) = s.items;
             let name = if wild { format!("{name}+") } else { name };
             let _ = write!(out, " {}{opt} {}", neg_str(s.neg), shell_quote(&name));
@@ -375,7 +435,12 @@ fn ipt_rule(rs: &Ruleset, r: &Rule, family: Family) -> Result<String, RenderErro
             (None, [(a, b)]) if a == b => {
                 let _ = write!(out, " ! -p {}", proto_word(*a as u8, family));
             }
-            _ => return Err(rerr(id, "the protocol is neither one protocol nor all but one")),
+            _ => {
+                return Err(rerr(
+                    id,
+                    "the protocol is neither one protocol nor all but one",
+                ))
+            }
         }
     }
     if let Some(set) = r.matches.get(Field::Fragment) {
@@ -404,12 +469,26 @@ fn ipt_rule(rs: &Ruleset, r: &Rule, family: Family) -> Result<String, RenderErro
             if port_mod.is_none() {
                 return Err(rerr(id, format!("{field} needs the rule to be restricted to one of tcp, udp, sctp, udplite (iptables needs -p)")));
             }
-            let (neg, items) = ipt_ports(set).ok_or_else(|| rerr(id, format!("{field} has more than 15 ports or ranges (multiport's limit)")))?;
+            let (neg, items) = ipt_ports(set).ok_or_else(|| {
+                rerr(
+                    id,
+                    format!("{field} has more than 15 ports or ranges (multiport's limit)"),
+                )
+            })?;
             if let [(lo, hi)] = items.as_slice() {
-                let v = if lo == hi { lo.to_string() } else { format!("{lo}:{hi}") };
+                let v = if lo == hi {
+                    lo.to_string()
+                } else {
+                    format!("{lo}:{hi}")
+                };
                 let _ = write!(proto_opts, " {}{opt} {v}", neg_str(neg));
             } else {
-                let _ = write!(multi, " -m multiport {}{mopt} {}", neg_str(neg), port_list(&items, ':'));
+                let _ = write!(
+                    multi,
+                    " -m multiport {}{mopt} {}",
+                    neg_str(neg),
+                    port_list(&items, ':')
+                );
             }
         }
     }
@@ -417,8 +496,12 @@ fn ipt_rule(rs: &Ruleset, r: &Rule, family: Family) -> Result<String, RenderErro
         if proto != Some(6) {
             return Err(rerr(id, "TCP flags need the rule to be restricted to tcp"));
         }
-        let s = spell(set, 0xff, |s| tcp_flags_mask(s).map(|m| (1, m)))
-            .ok_or_else(|| rerr(id, "the TCP flags set is not 'flags & MASK == COMP' nor its negation"))?;
+        let s = spell(set, 0xff, |s| tcp_flags_mask(s).map(|m| (1, m))).ok_or_else(|| {
+            rerr(
+                id,
+                "the TCP flags set is not 'flags & MASK == COMP' nor its negation",
+            )
+        })?;
         let (mask, comp) = s.items;
         let _ = write!(
             proto_opts,
@@ -439,17 +522,33 @@ fn ipt_rule(rs: &Ruleset, r: &Rule, family: Family) -> Result<String, RenderErro
             Family::V6 => (58, "icmp6", "--icmpv6-type"),
         };
         if proto != Some(want) {
-            return Err(rerr(id, format!("an ICMP type needs the rule to be restricted to {}", proto_word(want, family))));
+            return Err(rerr(
+                id,
+                format!(
+                    "an ICMP type needs the rule to be restricted to {}",
+                    proto_word(want, family)
+                ),
+            ));
         }
-        let s = spell(set, 0xffff, |s| icmp_atom(s).map(|a| (1, a)))
-            .ok_or_else(|| rerr(id, "the ICMP types are not one type or one type/code (nor its negation)"))?;
+        let s = spell(set, 0xffff, |s| icmp_atom(s).map(|a| (1, a))).ok_or_else(|| {
+            rerr(
+                id,
+                "the ICMP types are not one type or one type/code (nor its negation)",
+            )
+        })?;
         let _ = write!(out, " -m {module} {}{opt} {}", neg_str(s.neg), s.items);
     }
     out.push_str(&multi);
     if let Some(set) = r.matches.get(Field::CtState) {
-        let (neg, states) = ct_states(set).ok_or_else(|| rerr(id, "ct state set holds values that are no state"))?;
+        let (neg, states) = ct_states(set)
+            .ok_or_else(|| rerr(id, "ct state set holds values that are no state"))?;
         let names: Vec<&str> = states.iter().map(|s| s.iptables_name()).collect();
-        let _ = write!(out, " -m conntrack {}--ctstate {}", neg_str(neg), names.join(","));
+        let _ = write!(
+            out,
+            " -m conntrack {}--ctstate {}",
+            neg_str(neg),
+            names.join(",")
+        );
     }
     for (field, set) in r.matches.iter() {
         if let Field::Set(n) = field {
@@ -460,9 +559,18 @@ fn ipt_rule(rs: &Ruleset, r: &Rule, family: Family) -> Result<String, RenderErro
             let SetKeySpec::Flags(dirs) = &sr.key else {
                 return Err(rerr(id, format!("set '{}' is keyed by packet fields (nft style), which iptables cannot write", sr.name)));
             };
-            let flags: Vec<&str> = dirs.iter().map(|d| if *d == Dir::Src { "src" } else { "dst" }).collect();
+            let flags: Vec<&str> = dirs
+                .iter()
+                .map(|d| if *d == Dir::Src { "src" } else { "dst" })
+                .collect();
             let neg = set.ranges() == [(0, 0)];
-            let _ = write!(out, " -m set {}--match-set {} {}", neg_str(neg), shell_quote(&sr.name), flags.join(","));
+            let _ = write!(
+                out,
+                " -m set {}--match-set {} {}",
+                neg_str(neg),
+                shell_quote(&sr.name),
+                flags.join(",")
+            );
         }
     }
     if let Some(c) = &r.comment {
@@ -475,7 +583,11 @@ fn ipt_rule(rs: &Ruleset, r: &Rule, family: Family) -> Result<String, RenderErro
             TimeUnit::Hour => "hour",
             TimeUnit::Day => "day",
         };
-        let _ = write!(out, " -m limit --limit {}/{unit} --limit-burst {}", l.rate, l.burst);
+        let _ = write!(
+            out,
+            " -m limit --limit {}/{unit} --limit-burst {}",
+            l.rate, l.burst
+        );
     }
     match &r.action {
         Action::Verdict(Verdict::Reject { with: Some(w) }) => {
@@ -517,7 +629,9 @@ fn quote_always(s: &str) -> String {
 
 /// One ICMP type (all codes) or one type/code, in iptables' `T` / `T/C`.
 fn icmp_atom(set: &IntervalSet) -> Option<String> {
-    let [(lo, hi)] = set.ranges() else { return None };
+    let [(lo, hi)] = set.ranges() else {
+        return None;
+    };
     let (t, c) = (lo >> 8, lo & 0xff);
     if lo == hi {
         Some(format!("{t}/{c}"))
@@ -562,7 +676,10 @@ pub fn nft(rs: &Ruleset) -> Result<String, RenderError> {
                     b.policy.name().to_ascii_lowercase()
                 );
                 if !matches!(b.policy, Verdict::Accept | Verdict::Drop) {
-                    return Err(rerr(0, format!("chain '{}': nft policies are accept or drop", c.name)));
+                    return Err(rerr(
+                        0,
+                        format!("chain '{}': nft policies are accept or drop", c.name),
+                    ));
                 }
             }
             for r in &c.rules {
@@ -642,27 +759,53 @@ fn nft_rule(rs: &Ruleset, tfam: TableFamily, r: &Rule) -> Result<String, RenderE
         TableFamily::Inet => None,
     };
     if table_fam.is_some() && family != table_fam {
-        return Err(rerr(id, format!("the rule is not restricted to the {} table's family", tfam.nft_name())));
+        return Err(rerr(
+            id,
+            format!(
+                "the rule is not restricted to the {} table's family",
+                tfam.nft_name()
+            ),
+        ));
     }
     if r.matches.get(Field::Family).is_some() && family.is_none() {
         return Err(rerr(id, "the family constraint is neither IPv4 nor IPv6"));
     }
     let ipk = |f: Family| if f == Family::V4 { "ip" } else { "ip6" };
-    let has_addr = r.matches.get(Field::SrcAddr).is_some() || r.matches.get(Field::DstAddr).is_some();
+    let has_addr =
+        r.matches.get(Field::SrcAddr).is_some() || r.matches.get(Field::DstAddr).is_some();
     if let (TableFamily::Inet, Some(f), false) = (tfam, family, has_addr) {
-        parts.push(format!("meta nfproto {}", if f == Family::V4 { "ipv4" } else { "ipv6" }));
+        parts.push(format!(
+            "meta nfproto {}",
+            if f == Family::V4 { "ipv4" } else { "ipv6" }
+        ));
     }
     for (field, key) in [(Field::SrcAddr, "saddr"), (Field::DstAddr, "daddr")] {
         if let Some(set) = r.matches.get(field) {
-            let f = family.ok_or_else(|| rerr(id, "an address match needs the rule to be restricted to one family"))?;
+            let f = family.ok_or_else(|| {
+                rerr(
+                    id,
+                    "an address match needs the rule to be restricted to one family",
+                )
+            })?;
             let max = width_mask(f.addr_bits());
-            let s = spell(set, max, |s| (!s.is_empty()).then(|| (s.ranges().len(), nft_addr_items(s, f)))).expect("addresses are always spellable");
-            parts.push(format!("{} {key} {}{}", ipk(f), nft_op(s.neg), nft_set(&s.items)));
+            let s = spell(set, max, |s| {
+                (!s.is_empty()).then(|| (s.ranges().len(), nft_addr_items(s, f)))
+            })
+            .expect("addresses are always spellable");
+            parts.push(format!(
+                "{} {key} {}{}",
+                ipk(f),
+                nft_op(s.neg),
+                nft_set(&s.items)
+            ));
         }
     }
     if let Some(set) = r.matches.get(Field::Fragment) {
         if family != Some(Family::V4) {
-            return Err(rerr(id, "fragment matching is written only for IPv4 rules in nft (ip frag-off)"));
+            return Err(rerr(
+                id,
+                "fragment matching is written only for IPv4 rules in nft (ip frag-off)",
+            ));
         }
         let op = if set.ranges() == [(1, 1)] { "!=" } else { "==" };
         parts.push(format!("ip frag-off & 0x1fff {op} 0"));
@@ -675,9 +818,14 @@ fn nft_rule(rs: &Ruleset, tfam: TableFamily, r: &Rule) -> Result<String, RenderE
                     let (name, wild) = iface_atom(&IntervalSet::range(lo, hi))?;
                     items.push(format!("\"{}{}\"", name, if wild { "*" } else { "" }));
                 }
-                (!items.is_empty()).then(|| (items.len(), items))
+                (!items.is_empty()).then_some((items.len(), items))
             })
-            .ok_or_else(|| rerr(id, format!("{field} is not a list of interface names and 'prefix*' wildcards")))?;
+            .ok_or_else(|| {
+                rerr(
+                    id,
+                    format!("{field} is not a list of interface names and 'prefix*' wildcards"),
+                )
+            })?;
             parts.push(format!("{key} {}{}", nft_op(s.neg), nft_set(&s.items)));
         }
     }
@@ -694,7 +842,8 @@ fn nft_rule(rs: &Ruleset, tfam: TableFamily, r: &Rule) -> Result<String, RenderE
         (Some(58), Some(Family::V6)) => Some("icmpv6"),
         _ => None,
     };
-    let has_ports = r.matches.get(Field::SrcPort).is_some() || r.matches.get(Field::DstPort).is_some();
+    let has_ports =
+        r.matches.get(Field::SrcPort).is_some() || r.matches.get(Field::DstPort).is_some();
     let has_flags = r.matches.get(Field::TcpFlags).is_some();
     let has_icmp = r.matches.get(Field::IcmpTypeCode).is_some();
     let has_set_port = r.matches.iter().any(|(f, _)| match f {
@@ -702,7 +851,8 @@ fn nft_rule(rs: &Ruleset, tfam: TableFamily, r: &Rule) -> Result<String, RenderE
         _ => false,
     });
     // The protocol goes unsaid when a port, flags or ICMP match implies it.
-    let implied = (port_key.is_some() && (has_ports || has_flags || has_set_port)) || (icmp_key.is_some() && has_icmp);
+    let implied = (port_key.is_some() && (has_ports || has_flags || has_set_port))
+        || (icmp_key.is_some() && has_icmp);
     if let Some(set) = r.matches.get(Field::Proto) {
         if !implied {
             let fam = family.unwrap_or(Family::V4);
@@ -713,17 +863,41 @@ fn nft_rule(rs: &Ruleset, tfam: TableFamily, r: &Rule) -> Result<String, RenderE
                     .flat_map(|&(lo, hi)| lo..=hi)
                     .map(|p| nft_proto_word(p as u8, fam))
                     .collect();
-                (!items.is_empty() && items.len() <= 32).then(|| (items.len(), items))
+                (!items.is_empty() && items.len() <= 32).then_some((items.len(), items))
             })
             .ok_or_else(|| rerr(id, "the protocol set is too large to list"))?;
-            parts.push(format!("meta l4proto {}{}", nft_op(s.neg), nft_set(&s.items)));
+            parts.push(format!(
+                "meta l4proto {}{}",
+                nft_op(s.neg),
+                nft_set(&s.items)
+            ));
         }
     }
     for (field, key) in [(Field::SrcPort, "sport"), (Field::DstPort, "dport")] {
         if let Some(set) = r.matches.get(field) {
-            let pk = port_key.ok_or_else(|| rerr(id, format!("{field} needs the rule to be restricted to one of tcp, udp, sctp, udplite")))?;
-            let s = spell(set, 0xffff, |s| (!s.is_empty()).then(|| (s.ranges().len(), s.ranges().to_vec()))).expect("non-empty");
-            let items: Vec<String> = s.items.iter().map(|(lo, hi)| if lo == hi { lo.to_string() } else { format!("{lo}-{hi}") }).collect();
+            let pk = port_key.ok_or_else(|| {
+                rerr(
+                    id,
+                    format!(
+                        "{field} needs the rule to be restricted to one of tcp, udp, sctp, udplite"
+                    ),
+                )
+            })?;
+            let s = spell(set, 0xffff, |s| {
+                (!s.is_empty()).then(|| (s.ranges().len(), s.ranges().to_vec()))
+            })
+            .expect("non-empty");
+            let items: Vec<String> = s
+                .items
+                .iter()
+                .map(|(lo, hi)| {
+                    if lo == hi {
+                        lo.to_string()
+                    } else {
+                        format!("{lo}-{hi}")
+                    }
+                })
+                .collect();
             parts.push(format!("{pk} {key} {}{}", nft_op(s.neg), nft_set(&items)));
         }
     }
@@ -731,14 +905,27 @@ fn nft_rule(rs: &Ruleset, tfam: TableFamily, r: &Rule) -> Result<String, RenderE
         if proto != Some(6) {
             return Err(rerr(id, "TCP flags need the rule to be restricted to tcp"));
         }
-        let s = spell(set, 0xff, |s| tcp_flags_mask(s).map(|m| (1, m)))
-            .ok_or_else(|| rerr(id, "the TCP flags set is not 'flags & MASK == COMP' nor its negation"))?;
+        let s = spell(set, 0xff, |s| tcp_flags_mask(s).map(|m| (1, m))).ok_or_else(|| {
+            rerr(
+                id,
+                "the TCP flags set is not 'flags & MASK == COMP' nor its negation",
+            )
+        })?;
         let (mask, comp) = s.items;
         let op = if s.neg { "!=" } else { "==" };
-        parts.push(format!("tcp flags & ({}) {op} {}", nft_flags(mask, "|"), nft_flags(comp, "|")));
+        parts.push(format!(
+            "tcp flags & ({}) {op} {}",
+            nft_flags(mask, "|"),
+            nft_flags(comp, "|")
+        ));
     }
     if let Some(set) = r.matches.get(Field::IcmpTypeCode) {
-        let key = icmp_key.ok_or_else(|| rerr(id, "an ICMP type needs the rule to be restricted to icmp (IPv4) or icmpv6 (IPv6)"))?;
+        let key = icmp_key.ok_or_else(|| {
+            rerr(
+                id,
+                "an ICMP type needs the rule to be restricted to icmp (IPv4) or icmpv6 (IPv6)",
+            )
+        })?;
         let s = spell(set, 0xffff, |s| {
             // One type/code is `icmp type T icmp code C`; whole types list
             // as `icmp type { … }`.
@@ -754,13 +941,21 @@ fn nft_rule(rs: &Ruleset, tfam: TableFamily, r: &Rule) -> Result<String, RenderE
                 }
                 types.extend(((lo >> 8)..=(hi >> 8)).map(|t| t as u8));
             }
-            (!types.is_empty() && types.len() <= 64).then(|| (types.len(), Icmp::Types(types)))
+            (!types.is_empty() && types.len() <= 64).then_some((types.len(), Icmp::Types(types)))
         })
-        .ok_or_else(|| rerr(id, "the ICMP types are neither whole types nor one type/code"))?;
+        .ok_or_else(|| {
+            rerr(
+                id,
+                "the ICMP types are neither whole types nor one type/code",
+            )
+        })?;
         match (s.neg, s.items) {
             (false, Icmp::TypeCode(t, c)) => parts.push(format!("{key} type {t} {key} code {c}")),
             (true, Icmp::TypeCode(..)) => {
-                return Err(rerr(id, "all but one ICMP type/code cannot be written in nft"))
+                return Err(rerr(
+                    id,
+                    "all but one ICMP type/code cannot be written in nft",
+                ))
             }
             (neg, Icmp::Types(types)) => {
                 let items: Vec<String> = types.iter().map(|t| t.to_string()).collect();
@@ -769,14 +964,21 @@ fn nft_rule(rs: &Ruleset, tfam: TableFamily, r: &Rule) -> Result<String, RenderE
         }
     }
     if let Some(set) = r.matches.get(Field::CtState) {
-        let (neg, states) = ct_states(set).ok_or_else(|| rerr(id, "ct state set holds values that are no state"))?;
-        let names: Vec<String> = states.iter().map(|s| s.iptables_name().to_ascii_lowercase()).collect();
+        let (neg, states) = ct_states(set)
+            .ok_or_else(|| rerr(id, "ct state set holds values that are no state"))?;
+        let names: Vec<String> = states
+            .iter()
+            .map(|s| s.iptables_name().to_ascii_lowercase())
+            .collect();
         // nft prints a ct state list comma-separated (a bitmask), not as a set.
         parts.push(format!("ct state {}{}", nft_op(neg), names.join(",")));
     }
     for (field, set) in r.matches.iter() {
         if let Field::Set(n) = field {
-            let sr = rs.set_refs.get(*n as usize).ok_or_else(|| rerr(id, format!("set reference {n} does not exist")))?;
+            let sr = rs
+                .set_refs
+                .get(*n as usize)
+                .ok_or_else(|| rerr(id, format!("set reference {n} does not exist")))?;
             let SetKeySpec::Fields(fields) = &sr.key else {
                 return Err(rerr(id, format!("set '{}' is an iptables --match-set (direction flags), which nft cannot write", sr.name)));
             };
@@ -784,17 +986,40 @@ fn nft_rule(rs: &Ruleset, tfam: TableFamily, r: &Rule) -> Result<String, RenderE
             for f in fields {
                 keys.push(match f {
                     Field::SrcAddr | Field::DstAddr => {
-                        let fam = family.ok_or_else(|| rerr(id, "an address set key needs one family"))?;
-                        format!("{} {}", ipk(fam), if *f == Field::SrcAddr { "saddr" } else { "daddr" })
+                        let fam = family
+                            .ok_or_else(|| rerr(id, "an address set key needs one family"))?;
+                        format!(
+                            "{} {}",
+                            ipk(fam),
+                            if *f == Field::SrcAddr {
+                                "saddr"
+                            } else {
+                                "daddr"
+                            }
+                        )
                     }
                     Field::SrcPort | Field::DstPort => {
-                        let pk = port_key.ok_or_else(|| rerr(id, "a port set key needs one of tcp, udp, sctp, udplite"))?;
-                        format!("{pk} {}", if *f == Field::SrcPort { "sport" } else { "dport" })
+                        let pk = port_key.ok_or_else(|| {
+                            rerr(id, "a port set key needs one of tcp, udp, sctp, udplite")
+                        })?;
+                        format!(
+                            "{pk} {}",
+                            if *f == Field::SrcPort {
+                                "sport"
+                            } else {
+                                "dport"
+                            }
+                        )
                     }
                     Field::Proto => "meta l4proto".into(),
                     Field::InIface => "iifname".into(),
                     Field::OutIface => "oifname".into(),
-                    other => return Err(rerr(id, format!("field {other} cannot be a set key in nft"))),
+                    other => {
+                        return Err(rerr(
+                            id,
+                            format!("field {other} cannot be a set key in nft"),
+                        ))
+                    }
                 });
             }
             let neg = set.ranges() == [(0, 0)];
@@ -809,14 +1034,18 @@ fn nft_rule(rs: &Ruleset, tfam: TableFamily, r: &Rule) -> Result<String, RenderE
         parts.push(s);
     }
     if r.counters != Counters::default() || r.action == Action::Count {
-        parts.push(format!("counter packets {} bytes {}", r.counters.packets, r.counters.bytes));
+        parts.push(format!(
+            "counter packets {} bytes {}",
+            r.counters.packets, r.counters.bytes
+        ));
     }
     match &r.action {
         Action::Verdict(Verdict::Accept) => parts.push("accept".into()),
         Action::Verdict(Verdict::Drop) => parts.push("drop".into()),
         Action::Verdict(Verdict::Reject { with: None }) => parts.push("reject".into()),
         Action::Verdict(Verdict::Reject { with: Some(w) }) => {
-            let s = nft_reject(w).ok_or_else(|| rerr(id, format!("reject type '{w}' has no nft spelling")))?;
+            let s = nft_reject(w)
+                .ok_or_else(|| rerr(id, format!("reject type '{w}' has no nft spelling")))?;
             parts.push(format!("reject {s}"));
         }
         Action::Log(spec) => {

@@ -54,7 +54,12 @@ impl<R: BufRead> Iterator for TraceReader<R> {
                 Ok(0) => return None,
                 Ok(_) => {}
                 Err(e) => {
-                    return Some(Err(ParseError::new(&self.file, self.line, 1, format!("read error: {e}"))))
+                    return Some(Err(ParseError::new(
+                        &self.file,
+                        self.line,
+                        1,
+                        format!("read error: {e}"),
+                    )))
                 }
             }
             let t = self.buf.trim();
@@ -62,7 +67,8 @@ impl<R: BufRead> Iterator for TraceReader<R> {
                 continue;
             }
             return Some(
-                parse_line(&self.buf).map_err(|(col, m)| ParseError::new(&self.file, self.line, col, m)),
+                parse_line(&self.buf)
+                    .map_err(|(col, m)| ParseError::new(&self.file, self.line, col, m)),
             );
         }
     }
@@ -113,7 +119,10 @@ pub fn parse_line(line: &str) -> Result<Packet, (u32, String)> {
     let (f1, src) = addr(0)?;
     let (f2, dst) = addr(1)?;
     if f1 != f2 {
-        return Err((cols[1].0, "source and destination must be of the same family".into()));
+        return Err((
+            cols[1].0,
+            "source and destination must be of the same family".into(),
+        ));
     }
     let num = |i: usize, max: u32, what: &str| -> Result<u32, (u32, String)> {
         let (col, s) = cols[i];

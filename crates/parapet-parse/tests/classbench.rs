@@ -82,7 +82,11 @@ fn traces_first_match_at_or_before_the_generating_filter() {
         let engine = LinearEngine::new(&rs, rs.select_chain(None).unwrap()).unwrap();
         let raw = read_maybe_gz(&trace);
         let mut checked = 0;
-        for (line, pkt) in raw.lines().zip(TraceReader::new(raw.as_bytes(), &tname)).take(PER_TRACE) {
+        for (line, pkt) in raw
+            .lines()
+            .zip(TraceReader::new(raw.as_bytes(), &tname))
+            .take(PER_TRACE)
+        {
             let pkt = pkt.unwrap();
             let generator: usize = line.split_whitespace().last().unwrap().parse().unwrap();
             let gen_rule = rules[generator];
@@ -111,15 +115,24 @@ fn proto_masks_enumerate_values() {
     let r = rs.rules().next().unwrap();
     assert!(r.matches.get(Field::Proto).is_none());
     assert!(r.matches.get(Field::SrcPort).is_none());
-    assert_eq!(r.matches.get(Field::SrcAddr).unwrap().ranges(), &[(0x0102_0300, 0x0102_03ff)]);
+    assert_eq!(
+        r.matches.get(Field::SrcAddr).unwrap().ranges(),
+        &[(0x0102_0300, 0x0102_03ff)]
+    );
     assert_eq!(r.action, Action::Verdict(Verdict::Accept));
-    assert_eq!(rs.tables[0].chains[0].base.as_ref().unwrap().policy, Verdict::Drop);
+    assert_eq!(
+        rs.tables[0].chains[0].base.as_ref().unwrap().policy,
+        Verdict::Drop
+    );
     // An odd mask: value 0x06 under mask 0xFE is {6, 7}.
     let odd = "@0.0.0.0/0 0.0.0.0/0 0 : 65535 1024 : 2048 0x06/0xFE\n";
     let rs = parse(odd, "b", Format::Classbench).unwrap().ruleset;
     let r = rs.rules().next().unwrap();
     assert_eq!(r.matches.get(Field::Proto).unwrap().ranges(), &[(6, 7)]);
-    assert_eq!(r.matches.get(Field::DstPort).unwrap().ranges(), &[(1024, 2048)]);
+    assert_eq!(
+        r.matches.get(Field::DstPort).unwrap().ranges(),
+        &[(1024, 2048)]
+    );
 }
 
 #[test]

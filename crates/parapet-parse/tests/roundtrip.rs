@@ -17,8 +17,7 @@ fn make_expressible(rs: &mut Ruleset) {
     for t in &mut rs.tables {
         for c in &mut t.chains {
             for r in &mut c.rules {
-                let single_proto =
-                    matches!(r.matches.get(Field::Proto).map(|s| s.ranges()), Some([(a, b)]) if a == b);
+                let single_proto = matches!(r.matches.get(Field::Proto).map(|s| s.ranges()), Some([(a, b)]) if a == b);
                 if r.matches.is_unsatisfiable() {
                     r.matches = Matches::any();
                     r.matches.constrain(Field::Family, IntervalSet::point(4));
@@ -27,10 +26,14 @@ fn make_expressible(rs: &mut Ruleset) {
                 }
                 let mut m = Matches::any();
                 for (f, v) in r.matches.iter() {
-                    let port_like = matches!(f, Field::SrcPort | Field::DstPort | Field::IcmpTypeCode | Field::TcpFlags);
+                    let port_like = matches!(
+                        f,
+                        Field::SrcPort | Field::DstPort | Field::IcmpTypeCode | Field::TcpFlags
+                    );
                     // A /0 prefix is no constraint for an IPv4 rule; iptables-save omits it.
-                    let whole_v4 = matches!(f, Field::SrcAddr | Field::DstAddr) && v.is_full(0xffff_ffff);
-                    if !(port_like && !single_proto) && !whole_v4 {
+                    let whole_v4 =
+                        matches!(f, Field::SrcAddr | Field::DstAddr) && v.is_full(0xffff_ffff);
+                    if (!port_like || single_proto) && !whole_v4 {
                         m.constrain(*f, v.clone());
                     }
                 }
@@ -80,8 +83,15 @@ proptest! {
 fn the_fixup_is_needed_and_renders_refuse_honestly() {
     // Without the fix-up some generated rule is unwritable; the renderer
     // must say which one instead of writing something else.
-    let spec = RandomSpec { rules: 60, user_chains: 0, ipv6: false, set_refs: 0, control_flow: false };
-    let refused = (0..40u64).find_map(|seed| render::iptables_save(&random_ruleset(seed, &spec)).err());
+    let spec = RandomSpec {
+        rules: 60,
+        user_chains: 0,
+        ipv6: false,
+        set_refs: 0,
+        control_flow: false,
+    };
+    let refused =
+        (0..40u64).find_map(|seed| render::iptables_save(&random_ruleset(seed, &spec)).err());
     let e = refused.expect("some random ruleset has an unwritable rule");
     assert!(e.rule_id > 0, "{e}");
 }
@@ -92,11 +102,16 @@ fn ipv6_rulesets_survive_ip6tables_save() {
     rs.tables[0].family = TableFamily::Ip6;
     let mut m = Matches::any();
     m.constrain(Field::Family, IntervalSet::point(6));
-    m.constrain(Field::SrcAddr, IntervalSet::prefix(0x2001_0db8 << 96, 32, 128).complement(u128::MAX));
+    m.constrain(
+        Field::SrcAddr,
+        IntervalSet::prefix(0x2001_0db8 << 96, 32, 128).complement(u128::MAX),
+    );
     m.constrain(Field::DstAddr, IntervalSet::range(1, 1000));
     m.constrain(Field::Proto, IntervalSet::point(58));
     m.constrain(Field::IcmpTypeCode, IntervalSet::point(0x8000));
-    rs.tables[0].chains[0].rules.push(Rule::new(1, m, Action::Verdict(Verdict::Accept)));
+    rs.tables[0].chains[0]
+        .rules
+        .push(Rule::new(1, m, Action::Verdict(Verdict::Accept)));
     let text = render::iptables_save(&rs).unwrap();
     assert!(text.contains("! -s 2001:db8::/32"), "{text}");
     assert!(text.contains("--dst-range ::1-::3e8"), "{text}");

@@ -6,10 +6,15 @@ use parapet_parse::trace::{self, TraceReader};
 #[test]
 fn reads_v4_decimal_and_v6_text() {
     let text = "# comment\n3660722196\t2190693700\t65535\t20\t6\t4294967295\t21160\n\n2001:db8::1 2001:db8::2 53 5353 17\n";
-    let pkts: Vec<_> = TraceReader::new(text.as_bytes(), "t").collect::<Result<_, _>>().unwrap();
+    let pkts: Vec<_> = TraceReader::new(text.as_bytes(), "t")
+        .collect::<Result<_, _>>()
+        .unwrap();
     assert_eq!(pkts.len(), 2);
     assert_eq!(pkts[0].src, 3660722196);
-    assert_eq!((pkts[0].sport, pkts[0].dport, pkts[0].proto), (65535, 20, 6));
+    assert_eq!(
+        (pkts[0].sport, pkts[0].dport, pkts[0].proto),
+        (65535, 20, 6)
+    );
     assert_eq!(pkts[1].family, Family::V6);
     assert_eq!(pkts[1].dst, 0x2001_0db8_0000_0000_0000_0000_0000_0002);
 }
@@ -34,5 +39,9 @@ fn errors_carry_line_and_column() {
 #[test]
 fn read_reports_missing_files() {
     let e = trace::read("/nonexistent/trace").unwrap_err();
-    assert!(e.to_string().starts_with("/nonexistent/trace:0:0: cannot open"), "{e}");
+    assert!(
+        e.to_string()
+            .starts_with("/nonexistent/trace:0:0: cannot open"),
+        "{e}"
+    );
 }

@@ -1,0 +1,527 @@
+//! One construct at a time: how each lowers to fields, and its errors.
+
+use parapet_model::*;
+use parapet_parse::*;
+
+/// Parses one iptables rule in a filter table and returns its matches.
+fn ipt(rule: &str) -> Rule {
+    let text = format!("*filter\n:INPUT ACCEPT [0:0]\n:X - [0:0]\n-A INPUT {rule}\nCOMMIT\n");
+    let rs = parse(&text, "t", Format::IptablesSave)
+        .unwrap_or_else(|e| panic!("{rule}: {}", e[0]))
+        .ruleset;
+    let rule = rs.rules().next().unwrap().clone();
+    rule
+}
+
+fn ipt_err(rule: &str) -> String {
+    let text = format!("*filter\n:INPUT ACCEPT [0:0]\n:X - [0:0]\n-A INPUT {rule}\nCOMMIT\n");
+    match parse(&text, "t", Format::IptablesSave) {
+        Ok(_) => panic!("{rule} parsed"),
+        Err(e) => e[0].to_string(),
+    }
+}
+
+fn get(r: &Rule, f: Field) -> Vec<(u128, u128)> {
+    r.matches
+        .get(f)
+        .map(|s| s.ranges().to_vec())
+        .unwrap_or_default()
+}
+
+#[test]
+fn negation_before_and_after_the_option() {
+    let a = ipt("! -s 10.0.0.0/8 -j ACCEPT");
+    let b = ipt("-s ! 10.0.0.0/8 -j ACCEPT");
+    assert_eq!(a.matches, b.matches);
+    assert_eq!(
+        get(&a, Field::SrcAddr),
+        [(0, 0x09ff_ffff), (0x0b00_0000, 0xffff_ffff)]
+    );
+    assert!(ipt_err("! ! -s 1.2.3.4 -j ACCEPT").contains("another '!'"));
+}
+
+#[test]
+fn addresses_lists_and_masks() {
+    let r = ipt("-d 10.0.0.1,10.0.0.2/31,192.168.0.0/255.255.0.0 -j ACCEPT");
+    assert_eq!(
+        get(&r, Field::DstAddr),
+        [(0x0a00_0001, 0x0a00_0003), (0xc0a8_0000, 0xc0a8_ffff)]
+    );
+    assert!(ipt_err("-s 10.0.0.0/255.0.255.0 -j ACCEPT").contains("not contiguous"));
+    // An IPv6 address makes the file ip6tables-save; an IPv4 one is then wrong.
+    assert!(ipt_err("-s ::1 -d 1.2.3.4 -j ACCEPT").starts_with("t:4:20: expected an IPv6 address"));
+    assert!(ipt_err("-s example.com -j ACCEPT")
+        .contains("expected an IPv4 address, found 'example.com'"));
+}
+
+#[test]
+fn protocols_and_ports() {
+    assert!(ipt("-p all -j ACCEPT").matches.get(Field::Proto).is_none());
+    assert_eq!(
+        get(&ipt("! -p udp -j ACCEPT"), Field::Proto),
+        [(0, 16), (18, 255)]
+    );
+    assert_eq!(get(&ipt("-p 47 -j ACCEPT"), Field::Proto), [(47, 47)]);
+    let r = ipt("-p udp --sport :1023 --dport 1024: -j ACCEPT");
+    assert_eq!(get(&r, Field::SrcPort), [(0, 1023)]);
+    assert_eq!(get(&r, Field::DstPort), [(1024, 65535)]);
+    let r = ipt("-p tcp -m tcp ! --dport 22 -j ACCEPT");
+    assert_eq!(get(&r, Field::DstPort), [(0, 21), (23, 65535)]);
+    // `! --ports` (neither port in the list) is one box; `--ports` is not.
+    let r = ipt("-p tcp -m multiport ! --ports 22,80 -j ACCEPT");
+    assert_eq!(get(&r, Field::SrcPort), get(&r, Field::DstPort));
+    assert_eq!(get(&r, Field::SrcPort), [(0, 21), (23, 79), (81, 65535)]);
+    assert!(ipt_err("-p icmp --dport 22 -j ACCEPT")
+        .contains("option --dport needs -m tcp|udp|sctp|udplite"));
+    assert!(ipt_err("-p tcp --dport 99999 -j ACCEPT")
+        .contains("expected a port number 0-65535, found '99999'"));
+    assert!(ipt_err("-p tcp --dport 30:20 -j ACCEPT").contains("empty"));
+    assert!(ipt_err("-m multiport --dports 1,2 -j ACCEPT")
+        .contains("-m multiport needs -p tcp|udp|sctp|udplite"));
+}
+
+#[test]
+fn interfaces_fragments_icmp_flags() {
+    let (lo, hi) = IfName::wildcard_range("veth");
+    assert_eq!(get(&ipt("-o veth+ -j ACCEPT"), Field::OutIface), [(lo, hi)]);
+    assert!(ipt("-i + -j ACCEPT").matches.get(Field::InIface).is_none());
+    assert!(ipt_err("-i averyveryverylongname -j ACCEPT").contains("longer than 15"));
+    assert_eq!(get(&ipt("! -f -j ACCEPT"), Field::Fragment), [(0, 0)]);
+    assert_eq!(
+        get(
+            &ipt("-p icmp --icmp-type echo-request -j ACCEPT"),
+            Field::IcmpTypeCode
+        ),
+        [(0x800, 0x8ff)]
+    );
+    assert_eq!(
+        get(
+            &ipt("-p icmp --icmp-type port-unreachable -j ACCEPT"),
+            Field::IcmpTypeCode
+        ),
+        [(0x303, 0x303)]
+    );
+    assert!(ipt("-p icmp --icmp-type any -j ACCEPT")
+        .matches
+        .get(Field::IcmpTypeCode)
+        .is_none());
+    assert!(ipt_err("-p icmp --icmp-type bogus -j ACCEPT")
+        .contains("expected an ICMP type name or number"));
+    let r = ipt("-p tcp --tcp-flags SYN,ACK NONE -j ACCEPT");
+    let flags = r.matches.get(Field::TcpFlags).unwrap();
+    assert!(flags.contains(0x01) && !flags.contains(0x02) && !flags.contains(0x10));
+    assert!(ipt_err("-p udp --syn -j ACCEPT").contains("option --syn needs -m tcp"));
+}
+
+#[test]
+fn conntrack_sets_comments_limits() {
+    assert_eq!(
+        get(
+            &ipt("-m state --state NEW,UNTRACKED -j ACCEPT"),
+            Field::CtState
+        ),
+        [(1, 1), (4, 4)]
+    );
+    assert_eq!(
+        get(
+            &ipt("-m conntrack ! --ctstate INVALID -j ACCEPT"),
+            Field::CtState
+        ),
+        [(1, 255)]
+    );
+    assert!(ipt_err("-m conntrack --ctstate SNAT -j ACCEPT").contains("expected conntrack states"));
+    let r = ipt("-m comment --comment 'single quoted \"x\"' -j ACCEPT");
+    assert_eq!(r.comment.as_deref(), Some("single quoted \"x\""));
+    let r = ipt(r#"-m comment --comment "esc \"q\" \\ ok" -j ACCEPT"#);
+    assert_eq!(r.comment.as_deref(), Some(r#"esc "q" \ ok"#));
+    let r = ipt("-m limit --limit-burst 7 -j ACCEPT");
+    assert_eq!(
+        r.limit,
+        Some(Limit {
+            rate: 3,
+            per: TimeUnit::Hour,
+            burst: 7
+        })
+    );
+    assert_eq!(
+        ipt("-m limit --limit 10/day -j ACCEPT").limit.unwrap().per,
+        TimeUnit::Day
+    );
+    assert!(
+        ipt_err("-m limit --limit 10/fortnight -j ACCEPT").contains("expected a rate like 5/min")
+    );
+    assert!(ipt_err("--comment x -j ACCEPT").contains("needs -m comment"));
+    assert!(ipt_err("-m set --match-set s sideways -j ACCEPT").contains("expected src or dst"));
+}
+
+#[test]
+fn targets() {
+    assert_eq!(ipt("-g X").action, Action::Goto("X".into()));
+    assert_eq!(ipt("-j X").action, Action::Jump("X".into()));
+    assert_eq!(ipt("-s 1.2.3.4").action, Action::Count);
+    assert_eq!(
+        ipt("-j LOG --log-level info").action,
+        Action::Log(LogSpec {
+            prefix: None,
+            level: Some(6)
+        })
+    );
+    assert!(ipt_err("-j INPUT").contains("cannot jump to built-in chain 'INPUT'"));
+    assert!(ipt_err("-j DNAT --to-destination 1.2.3.4").contains("target 'DNAT' is not supported"));
+    assert!(ipt_err("-j CT --notrack").contains("target 'CT' is not supported"));
+    assert!(ipt_err("-j NFQUEUE").contains("target 'NFQUEUE' is not supported"));
+    assert!(ipt_err("-j ACCEPT --reject-with tcp-reset").contains("ACCEPT takes no options"));
+    assert!(ipt_err("-j LOG --log-uid").contains("LOG option '--log-uid' is not supported"));
+    assert!(ipt_err("-j").starts_with("t:4:13: expected a value after -j"));
+}
+
+#[test]
+fn file_structure_errors() {
+    let cases: &[(&str, &str)] = &[
+        (
+            "-A INPUT -j ACCEPT\n",
+            "1:1: expected '*TABLE' (like *filter)",
+        ),
+        (
+            "*filter\n:INPUT ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\nCOMMIT\n",
+            "3:2: chain 'INPUT' is declared twice",
+        ),
+        (
+            "*filter\n:X ACCEPT [0:0]\nCOMMIT\n",
+            "2:4: 'X' is not a built-in chain of table 'filter'",
+        ),
+        (
+            "*filter\n:INPUT - [0:0]\nCOMMIT\n",
+            "2:8: built-in chain 'INPUT' needs a policy ACCEPT or DROP",
+        ),
+        (
+            "*filter\n:INPUT ACCEPT [x:0]\nCOMMIT\n",
+            "2:15: expected counters [PACKETS:BYTES]",
+        ),
+        ("COMMIT\n", "1:1: COMMIT outside a table"),
+        (
+            "*filter\n-I INPUT -j ACCEPT\nCOMMIT\n",
+            "2:1: expected '-A CHAIN …'",
+        ),
+        (
+            "*mangle\n:PREROUTING ACCEPT [0:0]\n-A PREROUTING -j MARK --set-mark 1\nCOMMIT\n",
+            "3:18: target 'MARK' is not supported",
+        ),
+        (
+            "*filter\n*filter\nCOMMIT\n",
+            "2:1: expected COMMIT for table 'filter'",
+        ),
+        ("*broute\nCOMMIT\n", "1:2: table 'broute' is not supported"),
+    ];
+    for (text, want) in cases {
+        let errs = parse(text, "f", Format::IptablesSave).unwrap_err();
+        let got = errs[0].to_string();
+        assert!(
+            got.starts_with(&format!("f:{want}")),
+            "{text:?}: got {got}, want {want}"
+        );
+    }
+}
+
+#[test]
+fn all_errors_of_a_file_and_no_partial_ruleset() {
+    let text = "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -s bad -j ACCEPT\n-A INPUT -p tcp -j ACCEPT\n-A INPUT -m nope -j ACCEPT\nCOMMIT\n";
+    let errs = parse(text, "f", Format::IptablesSave).unwrap_err();
+    assert_eq!(errs.len(), 2);
+    assert_eq!((errs[0].line, errs[1].line), (3, 5));
+}
+
+#[test]
+fn ids_follow_file_order_across_tables_and_chains() {
+    let text = "*raw\n:PREROUTING ACCEPT [0:0]\n-A PREROUTING -j ACCEPT\nCOMMIT\n*filter\n:INPUT ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n-A OUTPUT -j ACCEPT\n-A INPUT -j DROP\nCOMMIT\n";
+    let rs = parse(text, "f", Format::IptablesSave).unwrap().ruleset;
+    let input = &rs.tables[1].chains[0];
+    let output = &rs.tables[1].chains[1];
+    assert_eq!((input.rules[0].id, output.rules[0].id), (3, 2));
+    // Rendering keeps file order, so the ids survive.
+    let out = render::iptables_save(&rs).unwrap();
+    let again = parse(&out, "g", Format::IptablesSave).unwrap().ruleset;
+    assert_eq!(without_origins(&again), without_origins(&rs));
+}
+
+/// One nft rule in an inet (or given family) table.
+fn nft_in(family: &str, rule: &str) -> Result<Rule, String> {
+    let text = format!(
+        "table {family} t {{\n\tchain c {{\n\t\ttype filter hook input priority 0; policy accept;\n\t\t{rule}\n\t}}\n\tchain other {{\n\t}}\n}}\n"
+    );
+    parse(&text, "n", Format::Nft)
+        .map(|p| p.ruleset.rules().next().unwrap().clone())
+        .map_err(|e| e[0].to_string())
+}
+
+fn nft(rule: &str) -> Rule {
+    nft_in("inet", rule).unwrap_or_else(|e| panic!("{rule}: {e}"))
+}
+
+#[test]
+fn nft_expressions() {
+    let r = nft("ip saddr { 10.0.0.0/8, 192.168.1.1-192.168.1.9 } ip daddr != 1.2.3.4 accept");
+    assert_eq!(get(&r, Field::Family), [(4, 4)]);
+    assert_eq!(
+        get(&r, Field::SrcAddr),
+        [(0x0a00_0000, 0x0aff_ffff), (0xc0a8_0101, 0xc0a8_0109)]
+    );
+    assert_eq!(
+        get(&r, Field::DstAddr),
+        [(0, 0x0102_0303), (0x0102_0305, 0xffff_ffff)]
+    );
+    let r = nft("ip6 saddr 2001:db8::/32 drop");
+    assert_eq!(get(&r, Field::Family), [(6, 6)]);
+    let r = nft("udp dport != { 53, 123 } accept");
+    assert_eq!(get(&r, Field::Proto), [(17, 17)]);
+    assert_eq!(get(&r, Field::DstPort), [(0, 52), (54, 122), (124, 65535)]);
+    assert_eq!(
+        get(&nft("tcp dport < 1024 accept"), Field::DstPort),
+        [(0, 1023)]
+    );
+    assert_eq!(
+        get(&nft("tcp sport >= 1024 accept"), Field::SrcPort),
+        [(1024, 65535)]
+    );
+    assert_eq!(
+        get(&nft("tcp dport ssh accept"), Field::DstPort),
+        [(22, 22)]
+    );
+    assert_eq!(
+        get(&nft("meta l4proto { tcp, udp } accept"), Field::Proto),
+        [(6, 6), (17, 17)]
+    );
+    let r = nft("ip protocol icmp accept");
+    assert_eq!(
+        (get(&r, Field::Proto), get(&r, Field::Family)),
+        (vec![(1, 1)], vec![(4, 4)])
+    );
+    assert_eq!(
+        get(&nft("meta nfproto ipv6 accept"), Field::Family),
+        [(6, 6)]
+    );
+    let (lo, hi) = IfName::wildcard_range("eth");
+    assert_eq!(
+        get(&nft("iifname \"eth*\" accept"), Field::InIface),
+        [(lo, hi)]
+    );
+    let lo0 = IfName::new("lo").unwrap().0;
+    assert_eq!(
+        get(&nft("oifname { \"lo\" } accept"), Field::OutIface),
+        [(lo0, lo0)]
+    );
+    assert_eq!(
+        get(&nft("ct state { new, untracked } accept"), Field::CtState),
+        [(1, 1), (4, 4)]
+    );
+    assert_eq!(
+        get(&nft("ct state != established accept"), Field::CtState),
+        [(0, 1), (3, 255)]
+    );
+    let r = nft("icmp type destination-unreachable icmp code 4 accept");
+    assert_eq!(get(&r, Field::IcmpTypeCode), [(0x304, 0x304)]);
+    assert_eq!(get(&r, Field::Proto), [(1, 1)]);
+    assert_eq!(
+        get(&nft("ip frag-off & 0x1fff != 0 drop"), Field::Fragment),
+        [(1, 1)]
+    );
+}
+
+#[test]
+fn nft_tcp_flags_forms() {
+    let classic = nft("tcp flags & (fin|syn|rst|ack) == syn accept");
+    let slash = nft("tcp flags syn / fin,syn,rst,ack accept");
+    assert_eq!(classic.matches, slash.matches);
+    let syn_ack = ipt("-p tcp --tcp-flags FIN,SYN,RST,ACK SYN -j ACCEPT");
+    assert_eq!(
+        get(&classic, Field::TcpFlags),
+        get(&syn_ack, Field::TcpFlags)
+    );
+    let not = nft("tcp flags & (syn|ack) != syn accept");
+    assert_eq!(
+        not.matches.get(Field::TcpFlags).unwrap().complement(0xff),
+        *nft("tcp flags & (syn|ack) == syn accept")
+            .matches
+            .get(Field::TcpFlags)
+            .unwrap()
+    );
+    // A bare flag: any of them set.
+    let any = nft("tcp flags syn accept");
+    let f = any.matches.get(Field::TcpFlags).unwrap();
+    assert!(f.contains(0x12) && !f.contains(0x10));
+}
+
+#[test]
+fn nft_statements_and_verdicts() {
+    let r = nft("counter packets 5 bytes 300 log prefix \"p \" level crit comment \"c\"");
+    assert_eq!(
+        r.counters,
+        Counters {
+            packets: 5,
+            bytes: 300
+        }
+    );
+    assert_eq!(
+        r.action,
+        Action::Log(LogSpec {
+            prefix: Some("p ".into()),
+            level: Some(2)
+        })
+    );
+    assert_eq!(r.comment.as_deref(), Some("c"));
+    for (text, with) in [
+        ("reject", None),
+        ("reject with tcp reset", Some("tcp-reset")),
+        (
+            "reject with icmp type host-prohibited",
+            Some("icmp-host-prohibited"),
+        ),
+        (
+            "reject with icmp type prot-unreachable",
+            Some("icmp-proto-unreachable"),
+        ),
+        (
+            "reject with icmpv6 type admin-prohibited",
+            Some("icmp6-adm-prohibited"),
+        ),
+        (
+            "reject with icmpx type port-unreachable",
+            Some("icmpx-port-unreachable"),
+        ),
+    ] {
+        assert_eq!(
+            nft(text).action,
+            Action::Verdict(Verdict::Reject {
+                with: with.map(str::to_string)
+            }),
+            "{text}"
+        );
+    }
+    assert_eq!(nft("goto other").action, Action::Goto("other".into()));
+    assert_eq!(
+        nft("limit rate 10/minute accept").limit,
+        Some(Limit {
+            rate: 10,
+            per: TimeUnit::Minute,
+            burst: 5
+        })
+    );
+}
+
+#[test]
+fn nft_families_and_errors() {
+    assert_eq!(
+        get(&nft_in("ip", "tcp dport 22 accept").unwrap(), Field::Family),
+        [(4, 4)]
+    );
+    assert_eq!(
+        get(
+            &nft_in("ip6", "tcp dport 22 accept").unwrap(),
+            Field::Family
+        ),
+        [(6, 6)]
+    );
+    assert!(nft_in("ip6", "ip saddr 1.2.3.4 accept")
+        .unwrap_err()
+        .contains("'ip' matches cannot appear in a ip6 table"));
+    assert!(nft_in("inet", "limit rate over 10/second drop")
+        .unwrap_err()
+        .contains("'limit rate over' is not supported"));
+    assert!(nft_in("inet", "accept drop")
+        .unwrap_err()
+        .starts_with("n:4:10: expected the end of the rule after the verdict"));
+    assert!(nft_in("inet", "queue num 1")
+        .unwrap_err()
+        .contains("unknown expression 'queue'"));
+    assert!(nft_in("inet", "jump c")
+        .unwrap_err()
+        .contains("cannot jump to base chain 'c'"));
+    let nat = "table ip nat {\n\tchain pre {\n\t\ttype nat hook prerouting priority dstnat; policy accept;\n\t}\n}\n";
+    let e = parse(nat, "n", Format::Nft).unwrap_err();
+    assert!(
+        e[0].to_string()
+            .starts_with("n:3:8: chain type 'nat' is not supported"),
+        "{}",
+        e[0]
+    );
+    let loop_ = "table inet t {\n\tchain a {\n\t\tjump b\n\t}\n\tchain b {\n\t\tgoto a\n\t}\n}\n";
+    let e = parse(loop_, "n", Format::Nft).unwrap_err();
+    assert_eq!(e[0].to_string(), "n:6:8: chain loop: a -> b -> a");
+}
+
+#[test]
+fn detection_and_format_names() {
+    assert_eq!(
+        detect("*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -s 2001:db8::1 -j DROP\nCOMMIT\n"),
+        Format::Ip6tablesSave
+    );
+    assert_eq!(detect("\n# hand-written\n*filter\n"), Format::IptablesSave);
+    assert_eq!(detect("flush ruleset\ntable ip f {\n}\n"), Format::Nft);
+    assert_eq!(
+        detect("create blocklist hash:net family inet hashsize 1024 maxelem 65536\n"),
+        Format::Ipset
+    );
+    let e = parse("what is this", "x", Format::Auto).unwrap_err();
+    assert!(e[0]
+        .to_string()
+        .starts_with("x:1:1: cannot tell the format"));
+    let e = parse("create s hash:ip\n", "x", Format::Auto).unwrap_err();
+    assert!(e[0].message.contains("ipset save file"));
+    for f in [
+        Format::Auto,
+        Format::IptablesSave,
+        Format::Ip6tablesSave,
+        Format::Classbench,
+        Format::Nft,
+        Format::Ipset,
+    ] {
+        assert_eq!(f.name().parse::<Format>(), Ok(f));
+    }
+}
+
+#[test]
+fn json_is_the_model() {
+    let text = "*filter\n:INPUT DROP [0:0]\n-A INPUT -p tcp --dport 22 -j ACCEPT\nCOMMIT\n";
+    let rs = parse(text, "f", Format::IptablesSave).unwrap().ruleset;
+    let json = render::json(&rs);
+    let back: Ruleset = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, rs);
+}
+
+#[test]
+fn render_refuses_what_it_cannot_say() {
+    // Two disjoint port sets of 16 items exceed multiport in both spellings.
+    let mut m = Matches::any();
+    m.constrain(Field::Family, IntervalSet::point(4));
+    m.constrain(Field::Proto, IntervalSet::point(6));
+    m.constrain(
+        Field::DstPort,
+        IntervalSet::from_ranges((0..16u128).map(|i| (i * 100, i * 100))),
+    );
+    let rs = parapet_gen::one_chain(
+        vec![Rule::new(0, m, Action::Verdict(Verdict::Drop))],
+        Verdict::Accept,
+    );
+    let e = render::iptables_save(&rs).unwrap_err();
+    assert_eq!(e.rule_id, 1);
+    assert!(e.to_string().contains("more than 15"), "{e}");
+    // nft lists them in an anonymous set.
+    let out = render::nft(&rs).unwrap();
+    let again = parse(&out, "n", Format::Nft).unwrap().ruleset;
+    assert_eq!(without_origins(&again), without_origins(&rs));
+    // Addresses that are neither prefix nor range nor their conjunction.
+    let mut m = Matches::any();
+    m.constrain(Field::Family, IntervalSet::point(4));
+    m.constrain(
+        Field::SrcAddr,
+        IntervalSet::from_ranges([(1, 1), (5, 5), (9, 9)]),
+    );
+    let rs = parapet_gen::one_chain(
+        vec![Rule::new(0, m, Action::Verdict(Verdict::Drop))],
+        Verdict::Accept,
+    );
+    assert!(render::iptables_save(&rs)
+        .unwrap_err()
+        .to_string()
+        .starts_with("rule 1: saddr"));
+}
