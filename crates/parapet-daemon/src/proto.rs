@@ -287,6 +287,14 @@ impl Reply {
     }
 }
 
+impl std::ops::Index<&str> for Reply {
+    type Output = Value;
+    /// A field of the reply, `null` when absent.
+    fn index(&self, k: &str) -> &Value {
+        self.body.get(k).unwrap_or(&Value::Null)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

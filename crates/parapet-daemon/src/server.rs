@@ -400,6 +400,8 @@ fn serve_client(shared: &Shared, mut stream: UnixStream) -> io::Result<()> {
             let line = &buf[start..end];
             if discarding {
                 discarding = false;
+            } else if line.len() > MAX_LINE {
+                replies.push((None, Err(ErrorReply::new(code::TOO_LONG, format!("request line longer than {MAX_LINE} bytes; skipped"))), None));
             } else if !line.iter().all(u8::is_ascii_whitespace) {
                 replies.push(handle_line(shared, line));
             }
