@@ -107,7 +107,7 @@ impl Config {
             runs: 5,
             window: Duration::from_millis(1000),
             warmup: Duration::from_millis(300),
-            generator: GeneratorKind::PacketMmap,
+            generator: GeneratorKind::XdpLive,
             experiments: Experiment::ALL.to_vec(),
             ban_counts: vec![7990, 1_000_000],
             ban_methods: bans::ALL_METHODS.iter().map(|s| s.to_string()).collect(),
@@ -127,7 +127,7 @@ impl Config {
             window: Duration::from_millis(400),
             warmup: Duration::from_millis(150),
             ban_cap: Duration::from_secs(2),
-            latency_probes: 15,
+            latency_probes: 10,
             ..Config::full()
         }
     }
@@ -206,6 +206,8 @@ pub struct Results {
     pub records: Vec<Record>,
     /// Skipped filters/methods/points.
     pub skipped: Vec<Skipped>,
+    /// Generator actually used (after a fallback, if any).
+    pub generator: Option<GeneratorKind>,
 }
 
 /// Progress display on stderr: step counter, elapsed time, last result.
@@ -273,13 +275,30 @@ pub fn measure_once(
     warmup: Duration,
     window: Duration,
 ) -> Result<Sample> {
-    let run = gen::start(bed, kind, frame, warmup + window + Duration::from_secs(2))?;
+    let mut run = gen::start(bed, kind, frame, warmup + window + Duration::from_secs(5))?;
     sleep_bounded(warmup)?;
-    let c0 = bed.counters()?;
+    // External generators (trafgen) may need longer than the warm-up to
+    // start on a loaded machine: open the window only once frames flow.
+    let mut c0 = bed.counters()?;
+    let wait_end = Instant::now() + Duration::from_secs(3);
+    loop {
+        sleep_bounded(Duration::from_millis(20))?;
+        run.check_alive()?;
+        let c = bed.counters()?;
+        let flowing = c.gen_tx != c0.gen_tx;
+        c0 = c;
+        if flowing {
+            break;
+        }
+        if Instant::now() > wait_end {
+            return Err(Error(format!("{} sent nothing within 3 s", kind.name())));
+        }
+    }
     let t0 = Instant::now();
     sleep_bounded(window)?;
     let c1 = bed.counters()?;
     let dt = t0.elapsed().as_secs_f64();
+    run.check_alive()?;
     run.stop()?;
     let d = c1.since(&c0);
     Ok(Sample {
@@ -354,6 +373,22 @@ fn usable_filters(names: &[String], res: &mut Results) -> Result<Vec<Box<dyn Fil
 pub fn run(cfg: &Config) -> Result<Results> {
     crate::testbed::ensure_root()?;
     let mut res = Results::default();
+    let mut cfg = cfg.clone();
+    if let Err(e) = probe_generator(&cfg) {
+        let fallback = GeneratorKind::PacketMmap;
+        eprintln!(
+            "generator {} unusable here ({e}); falling back to {}",
+            cfg.generator.name(),
+            fallback.name()
+        );
+        res.skipped.push(Skipped {
+            what: format!("generator {}", cfg.generator.name()),
+            reason: format!("{e}; used {} instead", fallback.name()),
+        });
+        cfg.generator = fallback;
+    }
+    let cfg = &cfg;
+    res.generator = Some(cfg.generator);
     let filters = usable_filters(&cfg.filters, &mut res)?;
     let has = |e: Experiment| cfg.experiments.contains(&e);
     let mut total = 0;
@@ -381,7 +416,10 @@ pub fn run(cfg: &Config) -> Result<Results> {
         total += cfg.ban_methods.len() * cfg.ban_counts.len();
     }
     if has(Experiment::Latency) {
-        total += filters.len() * 2;
+        let sizes = if cfg.rules.len() > 1 { 2 } else { 1 };
+        for f in &filters {
+            total += 2 * if f.name() == "none" { 1 } else { sizes };
+        }
     }
     let mut p = Progress::new(total);
     for e in &cfg.experiments {
@@ -411,6 +449,19 @@ pub fn run(cfg: &Config) -> Result<Results> {
     Ok(res)
 }
 
+/// Checks that the configured generator gets frames onto the wire here.
+fn probe_generator(cfg: &Config) -> Result<()> {
+    let bed = Testbed::create(cfg.bed)?;
+    measure_once(
+        &bed,
+        cfg.generator,
+        64,
+        Duration::from_millis(50),
+        Duration::from_millis(100),
+    )
+    .map(|_| ())
+}
+
 fn generators(cfg: &Config, res: &mut Results, p: &mut Progress) -> Result<()> {
     let bed = Testbed::create(cfg.bed)?;
     for frame in [64, 1518] {
@@ -419,9 +470,10 @@ fn generators(cfg: &Config, res: &mut Results, p: &mut Progress) -> Result<()> {
             match measure_point(cfg, &bed, kind, frame) {
                 Ok(s) => {
                     p.step(&format!(
-                        "generator {:<11} {frame:>4} B: offered {}pps, delivered {}pps",
+                        "generator {:<11} {frame:>4} B: offered {}pps, at flt0 {}pps, delivered {}pps",
                         kind.name(),
                         si(s.1.median),
+                        si(s.2.median),
                         si(s.0.median)
                     ));
                     res.records

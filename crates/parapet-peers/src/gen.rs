@@ -10,6 +10,20 @@
 //!   packet.
 //! * [`GeneratorKind::Trafgen`] — netsniff-ng's `trafgen` (also PACKET_MMAP)
 //!   as an external reference.
+//! * [`GeneratorKind::XdpLive`] — an in-kernel generator: a two-instruction
+//!   XDP program (`return XDP_TX`) run with `BPF_PROG_TEST_RUN` in
+//!   live-frames mode (`BPF_F_TEST_XDP_LIVE_FRAMES`, Linux ≥ 5.18) on gen0.
+//!   Each repetition transmits the frame out of gen0 through
+//!   `ndo_xdp_xmit`, with no skb and no socket on the sending side. veth
+//!   accepts such frames only when the peer runs NAPI, so the bed turns GRO
+//!   on for flt0 (UDP datagrams are not merged by GRO without a UDP_GRO
+//!   socket, so every frame is still filtered on its own).
+//!
+//! The socket-based generators are closed-loop: veth keeps the sending
+//! socket's reference on each skb until the receiver frees it, so the
+//! TX ring / socket buffer throttles the sender to the receiver's pace. The
+//! XDP generator is open-loop: it offers as much as it can and the receiver
+//! drops what it cannot take (at the veth ring or the RPS backlog).
 //!
 //! Frame sizes are nominal Ethernet sizes including the 4-byte FCS, as in
 //! RFC 2544; veth carries no FCS, so a "64-byte" frame is 60 bytes on veth.
@@ -35,14 +49,17 @@ pub enum GeneratorKind {
     Sendmmsg,
     /// netsniff-ng trafgen (external).
     Trafgen,
+    /// XDP program in BPF_PROG_TEST_RUN live-frames mode (built in).
+    XdpLive,
 }
 
 impl GeneratorKind {
     /// All kinds, in the order the generator comparison shows them.
-    pub const ALL: [GeneratorKind; 3] = [
+    pub const ALL: [GeneratorKind; 4] = [
         GeneratorKind::PacketMmap,
         GeneratorKind::Sendmmsg,
         GeneratorKind::Trafgen,
+        GeneratorKind::XdpLive,
     ];
 
     /// Command-line / report name.
@@ -51,6 +68,7 @@ impl GeneratorKind {
             GeneratorKind::PacketMmap => "packet-mmap",
             GeneratorKind::Sendmmsg => "sendmmsg",
             GeneratorKind::Trafgen => "trafgen",
+            GeneratorKind::XdpLive => "xdp-live",
         }
     }
 
@@ -121,9 +139,34 @@ pub struct Running {
     stop: Arc<AtomicBool>,
     handle: Option<std::thread::JoinHandle<Result<u64>>>,
     child: Option<std::process::Child>,
+    stderr_path: Option<std::path::PathBuf>,
 }
 
 impl Running {
+    /// `Err` with the reason if the generator has already ended on its own
+    /// (an external tool that failed, a thread that hit an error).
+    pub fn check_alive(&mut self) -> Result<()> {
+        if let Some(c) = self.child.as_mut() {
+            if let Some(st) = c.try_wait()? {
+                let msg = self
+                    .stderr_path
+                    .as_ref()
+                    .and_then(|p| std::fs::read_to_string(p).ok())
+                    .map(|t| t.trim().lines().last().unwrap_or("").to_string())
+                    .unwrap_or_default();
+                self.child = None;
+                return Err(Error(format!("generator exited ({st}): {msg}")));
+            }
+        }
+        if self.handle.as_ref().is_some_and(|h| h.is_finished()) {
+            return match self.handle.take().map(|h| h.join()) {
+                Some(Ok(Err(e))) => Err(e),
+                _ => Err(Error::msg("generator stopped early")),
+            };
+        }
+        Ok(())
+    }
+
     /// Stops the generator and waits for it.
     pub fn stop(mut self) -> Result<u64> {
         self.finish()
@@ -174,7 +217,7 @@ pub fn start(bed: &Testbed, kind: GeneratorKind, frame: usize, max: Duration) ->
     let cpu = bed.options().gen_cpu;
     match kind {
         GeneratorKind::Trafgen => start_trafgen(bed, frame, max, stop),
-        GeneratorKind::PacketMmap | GeneratorKind::Sendmmsg => {
+        GeneratorKind::PacketMmap | GeneratorKind::Sendmmsg | GeneratorKind::XdpLive => {
             let ns = format!("/run/netns/{}", bed.ns(Side::Gen));
             let file = std::fs::File::open(&ns)?;
             let ifindex = bed.gen_ifindex();
@@ -200,6 +243,7 @@ pub fn start(bed: &Testbed, kind: GeneratorKind, frame: usize, max: Duration) ->
                     GeneratorKind::PacketMmap => {
                         run_packet_mmap(ifindex, frame, &s2, deadline, ready_tx)
                     }
+                    GeneratorKind::XdpLive => run_xdp_live(ifindex, frame, &s2, deadline, ready_tx),
                     _ => run_sendmmsg(frame, &s2, deadline, ready_tx),
                 }
             });
@@ -222,6 +266,7 @@ pub fn start(bed: &Testbed, kind: GeneratorKind, frame: usize, max: Duration) ->
                 stop,
                 handle: Some(handle),
                 child: None,
+                stderr_path: None,
             })
         }
     }
@@ -472,6 +517,8 @@ fn start_trafgen(
     let path_s = path.to_string_lossy().into_owned();
     let cpu = bed.options().gen_cpu.to_string();
     let secs = max.as_secs().max(1).to_string();
+    let err_path = dir.join(format!("trafgen-{nominal}.err"));
+    let err_file = std::fs::File::create(&err_path)?;
     let child = bed.in_ns(Side::Gen, move || {
         std::process::Command::new("timeout")
             .args([
@@ -494,14 +541,174 @@ fn start_trafgen(
                 "--no-cpu-stats",
             ])
             .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
+            .stderr(err_file)
             .spawn()
     })??;
     Ok(Running {
         stop,
         handle: None,
         child: Some(child),
+        stderr_path: Some(err_path),
     })
+}
+
+// bpf(2) commands, program type and flags from <linux/bpf.h>.
+const BPF_PROG_LOAD: libc::c_long = 5;
+const BPF_PROG_TEST_RUN: libc::c_long = 10;
+const BPF_PROG_TYPE_XDP: u32 = 6;
+const BPF_F_TEST_XDP_LIVE_FRAMES: u32 = 1 << 1;
+/// Frames per test-run call: about 30-100 ms of sending, so stop requests
+/// are honoured promptly.
+const XDP_REPEAT: u32 = 1 << 16;
+
+/// The leading fields of `union bpf_attr` for BPF_PROG_LOAD; the kernel
+/// treats the missing tail as zero.
+#[repr(C)]
+#[derive(Default)]
+struct ProgLoadAttr {
+    prog_type: u32,
+    insn_cnt: u32,
+    insns: u64,
+    license: u64,
+    log_level: u32,
+    log_size: u32,
+    log_buf: u64,
+    kern_version: u32,
+    prog_flags: u32,
+    prog_name: [u8; 16],
+    prog_ifindex: u32,
+    expected_attach_type: u32,
+}
+
+/// The `test` member of `union bpf_attr` (BPF_PROG_TEST_RUN).
+#[repr(C)]
+#[derive(Default)]
+struct TestRunAttr {
+    prog_fd: u32,
+    retval: u32,
+    data_size_in: u32,
+    data_size_out: u32,
+    data_in: u64,
+    data_out: u64,
+    repeat: u32,
+    duration: u32,
+    ctx_size_in: u32,
+    ctx_size_out: u32,
+    ctx_in: u64,
+    ctx_out: u64,
+    flags: u32,
+    cpu: u32,
+    batch_size: u32,
+    pad: u32,
+}
+
+/// `struct xdp_md`, the XDP context passed to the test run.
+#[repr(C)]
+#[derive(Default)]
+struct XdpMd {
+    data: u32,
+    data_end: u32,
+    data_meta: u32,
+    ingress_ifindex: u32,
+    rx_queue_index: u32,
+    egress_ifindex: u32,
+}
+
+fn bpf<T>(cmd: libc::c_long, attr: &mut T) -> libc::c_long {
+    // SAFETY: attr is a live, properly laid out prefix of union bpf_attr and
+    // we pass its exact size.
+    unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            cmd,
+            attr as *mut T as *mut libc::c_void,
+            std::mem::size_of::<T>(),
+        )
+    }
+}
+
+/// Loads `r0 = XDP_TX; exit` and returns its fd.
+fn load_xdp_tx() -> Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // Two eBPF instructions, 8 bytes each: `mov64 r0, 3` (opcode 0xb7,
+    // imm 3 = XDP_TX) and `exit` (0x95).
+    let insns: [u64; 2] = [
+        u64::from_le_bytes([0xb7, 0, 0, 0, 3, 0, 0, 0]),
+        u64::from_le_bytes([0x95, 0, 0, 0, 0, 0, 0, 0]),
+    ];
+    let license = b"GPL\0";
+    let mut name = [0u8; 16];
+    name[..10].copy_from_slice(b"ppbench_tx");
+    let mut attr = ProgLoadAttr {
+        prog_type: BPF_PROG_TYPE_XDP,
+        insn_cnt: 2,
+        insns: insns.as_ptr() as u64,
+        license: license.as_ptr() as u64,
+        prog_name: name,
+        ..Default::default()
+    };
+    let fd = bpf(BPF_PROG_LOAD, &mut attr);
+    if fd < 0 {
+        return Err(last_err("bpf(BPF_PROG_LOAD)"));
+    }
+    // SAFETY: the kernel returned a fresh fd we now own.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) })
+}
+
+fn run_xdp_live(
+    ifindex: i32,
+    nominal: usize,
+    stop: &AtomicBool,
+    deadline: Instant,
+    ready: std::sync::mpsc::Sender<Result<()>>,
+) -> Result<u64> {
+    let prog = match load_xdp_tx() {
+        Ok(p) => p,
+        Err(e) => {
+            let _ = ready.send(Err(e.clone()));
+            return Err(e);
+        }
+    };
+    let frame = build_frame(nominal);
+    let mut sent = 0u64;
+    let mut first = true;
+    while keep_going(stop, deadline) {
+        // The context names the device whose receive queue the frames
+        // pretend to arrive on; XDP_TX sends them back out of it.
+        let mut ctx = XdpMd {
+            data_end: frame.len() as u32,
+            ingress_ifindex: ifindex as u32,
+            ..Default::default()
+        };
+        let mut attr = TestRunAttr {
+            prog_fd: prog.as_raw_fd() as u32,
+            data_size_in: frame.len() as u32,
+            data_in: frame.as_ptr() as u64,
+            repeat: XDP_REPEAT,
+            ctx_size_in: std::mem::size_of::<XdpMd>() as u32,
+            ctx_in: &mut ctx as *mut XdpMd as u64,
+            flags: BPF_F_TEST_XDP_LIVE_FRAMES,
+            batch_size: 64,
+            ..Default::default()
+        };
+        let rc = bpf(BPF_PROG_TEST_RUN, &mut attr);
+        if rc < 0 {
+            let e = last_err("bpf(BPF_PROG_TEST_RUN, live frames)");
+            if first {
+                let _ = ready.send(Err(e.clone()));
+            }
+            return Err(e);
+        }
+        if first {
+            first = false;
+            let _ = ready.send(Ok(()));
+        }
+        sent += u64::from(XDP_REPEAT);
+    }
+    if first {
+        let _ = ready.send(Ok(()));
+    }
+    Ok(sent)
 }
 
 /// The generator's own address, for documentation and tests.

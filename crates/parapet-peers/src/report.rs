@@ -142,7 +142,7 @@ pub fn write_markdown(
          (min–max). Throughput counts datagrams that passed INPUT and reached the UDP \
          layer of the filter namespace. Frame sizes are nominal Ethernet sizes with FCS; \
          Mbit/s = pps × frame size × 8.\n",
-        cfg.generator.name(),
+        res.generator.unwrap_or(cfg.generator).name(),
         cfg.bed.gen_cpu,
         cfg.bed
             .filter_cpu

@@ -219,6 +219,18 @@ impl Testbed {
             )
             .context("enabling RPS on the filter side")?;
         }
+        // GRO on flt0 makes veth run NAPI for it, which the XDP generator
+        // needs (veth refuses XDP frames for a peer without NAPI). Frames
+        // from sockets are unaffected: veth only uses NAPI for them when
+        // gen0 has no TSO, and UDP is not merged without a UDP_GRO socket.
+        if cmd::have("ethtool") {
+            cmd::run(
+                "ip",
+                &["netns", "exec", &f, "ethtool", "-K", FLT_IF, "gro", "on"],
+                None,
+            )
+            .context("enabling GRO on the filter side")?;
+        }
         bed.gen_ifindex = bed.in_ns(Side::Gen, || ifindex(GEN_IF))??;
         let sink = bed.in_ns(Side::Filter, || -> Result<UdpSocket> {
             let s = UdpSocket::bind((FLT_IP, SINK_PORT))?;
