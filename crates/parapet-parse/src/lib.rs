@@ -226,17 +226,24 @@ pub fn without_origins(rs: &Ruleset) -> Ruleset {
     rs
 }
 
-/// Reads and parses a file (`-` is stdin). ClassBench files ending in `.gz`
-/// are not decompressed here; pass the text to [`parse`].
+/// Reads and parses a file (`-` is stdin). Files whose name ends in `.gz`
+/// are decompressed first (the ClassBench sets ship gzipped).
 pub fn parse_file(path: &str, format: Format) -> Result<Parsed, Vec<ParseError>> {
-    let text = if path == "-" {
-        let mut s = String::new();
-        std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
-            .map(|_| s)
-            .map_err(|e| vec![ParseError::new(path, 0, 0, format!("cannot read: {e}"))])?
-    } else {
-        std::fs::read_to_string(path)
-            .map_err(|e| vec![ParseError::new(path, 0, 0, format!("cannot read: {e}"))])?
-    };
+    let text = read_text(path)
+        .map_err(|e| vec![ParseError::new(path, 0, 0, format!("cannot read: {e}"))])?;
     parse(&text, path, format)
+}
+
+/// The text of a file, `-` for stdin, gunzipped when the name ends in `.gz`.
+pub fn read_text(path: &str) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut s = String::new();
+    if path == "-" {
+        std::io::stdin().read_to_string(&mut s)?;
+    } else if path.ends_with(".gz") {
+        flate2::read::GzDecoder::new(std::fs::File::open(path)?).read_to_string(&mut s)?;
+    } else {
+        s = std::fs::read_to_string(path)?;
+    }
+    Ok(s)
 }

@@ -1043,6 +1043,18 @@ impl RuleParser<'_> {
             "icmp" | "icmpv6" => {
                 let v6 = w == "icmpv6";
                 let f = if v6 { Family::V6 } else { Family::V4 };
+                if (self.family == TableFamily::Ip && v6)
+                    || (self.family == TableFamily::Ip6 && !v6)
+                {
+                    return Err((
+                        l,
+                        c,
+                        format!(
+                            "'{w}' matches cannot appear in a {} table",
+                            self.family.nft_name()
+                        ),
+                    ));
+                }
                 let implied = vec![
                     fam_pt(f),
                     (Field::Proto, IntervalSet::point(if v6 { 58 } else { 1 })),

@@ -137,14 +137,24 @@ pub fn parse_line(line: &str) -> Result<Packet, (u32, String)> {
     Ok(Packet::new(f1, src, dst, proto, sport, dport))
 }
 
-/// Reads a whole trace file (`-` is stdin).
-pub fn read(path: &str) -> Result<Vec<Packet>, ParseError> {
+/// Opens a trace for streaming: `-` is stdin, a name ending in `.gz` is
+/// gunzipped on the fly.
+pub fn open(path: &str) -> Result<TraceReader<Box<dyn BufRead>>, ParseError> {
     let reader: Box<dyn BufRead> = if path == "-" {
         Box::new(std::io::BufReader::new(std::io::stdin()))
     } else {
         let f = std::fs::File::open(path)
             .map_err(|e| ParseError::new(path, 0, 0, format!("cannot open: {e}")))?;
-        Box::new(std::io::BufReader::new(f))
+        if path.ends_with(".gz") {
+            Box::new(std::io::BufReader::new(flate2::read::GzDecoder::new(f)))
+        } else {
+            Box::new(std::io::BufReader::new(f))
+        }
     };
-    TraceReader::new(reader, path).collect()
+    Ok(TraceReader::new(reader, path))
+}
+
+/// Reads a whole trace file (see [`open`]); the first error stops it.
+pub fn read(path: &str) -> Result<Vec<Packet>, ParseError> {
+    open(path)?.collect()
 }

@@ -45,3 +45,19 @@ fn read_reports_missing_files() {
         "{e}"
     );
 }
+
+#[test]
+fn reads_gzipped_traces() {
+    let path = "/work/shared/data/classbench/acl1_10k_trace.gz";
+    if !std::path::Path::new(path).exists() {
+        eprintln!("skipping: {path} is absent");
+        return;
+    }
+    let first: Vec<_> = trace::open(path)
+        .unwrap()
+        .take(3)
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(first.len(), 3);
+    assert_eq!(first[0].src, 1603215871);
+}
