@@ -239,6 +239,8 @@ static long bsearch_step(__u32 i, void *ctx)
 }
 
 /* Evaluate one constraint at w->cpos; clear w->cmatch if it fails. */
+#define PARAPET_IMG_SHORT_RANGES 4
+
 static long constraint_cb(__u32 i, void *ctx)
 {
 	struct parapet_walk *w = walk_state(ctx);
@@ -277,9 +279,29 @@ static long constraint_cb(__u32 i, void *ctx)
 		w->cmatch = 0;
 		return 1;
 	}
-	/* Ranges are sorted and disjoint: the only candidate is the last one
-	 * whose lower bound is <= the value. */
-	bpf_loop(PARAPET_IMG_BSEARCH_STEPS, bsearch_step, ctx, 0);
+	/* Few ranges (the usual case): scan them here, cheaper than a
+	 * nested bpf_loop.  Sorted: stop at the first lower bound above v. */
+	if (r <= PARAPET_IMG_SHORT_RANGES) {
+		int j;
+
+#pragma unroll
+		for (j = 0; j < PARAPET_IMG_SHORT_RANGES; j++) {
+			if (j >= r)
+				break;
+			at = w->base + j * w->stride;
+			b[0] = rd(w, at);
+			b[1] = w->wide ? rd(w, at + 1) : 0;
+			b[2] = w->wide ? rd(w, at + 2) : 0;
+			b[3] = w->wide ? rd(w, at + 3) : 0;
+			if (cmp128(b, w->val) > 0)
+				break;
+			w->lo = j + 1;
+		}
+	} else {
+		/* Ranges are sorted and disjoint: the only candidate is the
+		 * last one whose lower bound is <= the value. */
+		bpf_loop(PARAPET_IMG_BSEARCH_STEPS, bsearch_step, ctx, 0);
+	}
 	w = walk_state(ctx);
 	if (!w || w->err)
 		return 1;

@@ -213,22 +213,30 @@ fn random_ranges(rng: &mut Rng, pool: &[[u32; 26]], field: u32, wide: bool) -> V
     } else {
         u128::from(u32::MAX)
     };
-    let mut raw: Vec<(u128, u128)> = (0..1 + rng.below(4))
+    // Mostly a few ranges (the walker scans up to 4 directly), sometimes
+    // many (it binary-searches those): add ranges at random values too.
+    let many = rng.chance(25);
+    let extra = if many { 5 + rng.below(20) } else { 0 };
+    let mut raw: Vec<(u128, u128)> = (0..extra)
         .map(|_| {
-            let v = key_value(&pool[rng.below(pool.len() as u64) as usize], field).min(cap);
-            let below = if rng.chance(50) {
-                0
-            } else {
-                u128::from(rng.below(300))
-            };
-            let above = if rng.chance(50) {
-                0
-            } else {
-                u128::from(rng.below(300))
-            };
-            (v.saturating_sub(below), v.saturating_add(above).min(cap))
+            let v = u128::from(rng.next()) * u128::from(rng.next()) % cap;
+            (v, v.saturating_add(u128::from(rng.below(1000))).min(cap))
         })
         .collect();
+    raw.extend((0..1 + rng.below(4)).map(|_| {
+        let v = key_value(&pool[rng.below(pool.len() as u64) as usize], field).min(cap);
+        let below = if rng.chance(50) {
+            0
+        } else {
+            u128::from(rng.below(300))
+        };
+        let above = if rng.chance(50) {
+            0
+        } else {
+            u128::from(rng.below(300))
+        };
+        (v.saturating_sub(below), v.saturating_add(above).min(cap))
+    }));
     raw.sort();
     let mut out: Vec<(u128, u128)> = Vec::new();
     for (lo, hi) in raw {
@@ -375,10 +383,17 @@ fn random_images_match_the_linear_reference() {
     let mut with_nonterm = 0;
     let mut truncated = 0u64;
     let mut checks = 0;
+    let mut many_ranges = 0;
     for round in 0..60 {
         let pkts: Vec<Pkt> = (0..12).map(|_| Pkt::random(&mut rng)).collect();
         let pool: Vec<[u32; 26]> = pkts.iter().map(Pkt::key).collect();
         let spec = random_spec(&mut rng, &pool);
+        many_ranges += spec
+            .entries
+            .iter()
+            .flat_map(|e| &e.constraints)
+            .filter(|c| matches!(c, Constraint::Ranges { ranges, .. } if ranges.len() > 4))
+            .count();
         install(&mut dp, &spec);
         for (j, p) in pkts.iter().enumerate() {
             let frame = p.frame();
@@ -410,6 +425,10 @@ fn random_images_match_the_linear_reference() {
     assert!(decided_by_rule > checks / 4, "{decided_by_rule}/{checks}");
     assert!(decided_by_rule < checks, "policy never decided");
     assert!(with_nonterm > 20, "{with_nonterm}/{checks}");
+    assert!(
+        many_ranges > 20,
+        "binary-search path barely used: {many_ranges}"
+    );
 }
 
 #[test]

@@ -1,0 +1,144 @@
+//! Kernel-side cost per packet of the real BPF program, measured with
+//! BPF_PROG_TEST_RUN (`repeat` runs, kernel-timed, JIT on), for the interim
+//! classifier and for classifier images of growing size (linear scans and
+//! balanced dport trees). Needs root.
+//!
+//! `cargo run -p parapet-dataplane --example bench_testrun [repeat]`
+//!
+//! The numbers include parsing, counters and the verdict, not the driver.
+
+#[path = "../tests/common/image.rs"]
+mod image;
+
+use std::net::Ipv4Addr;
+use std::time::Instant;
+
+use image::{assemble, to_bytes, Constraint, Entry, ImageSpec, Tree, KIND_DECIDE};
+use parapet_dataplane::packet::Frame;
+use parapet_dataplane::{Dataplane, Hook, LoadOptions, Verdict};
+
+fn entry(i: u32, port: u16) -> Entry {
+    Entry {
+        rule_id: i + 1,
+        kind: KIND_DECIDE,
+        counted: false,
+        verdict: 1,
+        resume: 0,
+        constraints: vec![
+            Constraint::Ranges {
+                field: 3,
+                wide: false,
+                ranges: vec![(17, 17)],
+            },
+            Constraint::Ranges {
+                field: 5,
+                wide: false,
+                ranges: vec![(u128::from(port), u128::from(port))],
+            },
+        ],
+    }
+}
+
+/// A balanced tree on dport over entries `lo..hi` (entry i matches port
+/// 1000 + i), leaves of at most 4 entries.
+fn tree(lo: u32, hi: u32) -> Tree {
+    if hi - lo <= 4 {
+        return Tree::Leaf((lo..hi).collect());
+    }
+    let mid = (lo + hi) / 2;
+    Tree::Node {
+        field: 5,
+        cut: u128::from(1000 + mid - 1),
+        le: Box::new(tree(lo, mid)),
+        gt: Box::new(tree(mid, hi)),
+    }
+}
+
+fn ns_per_packet(dp: &Dataplane, hook: Hook, frame: &[u8], repeat: u32) -> f64 {
+    // median of 5 kernel-timed batches
+    let mut v: Vec<f64> = (0..5)
+        .map(|_| {
+            let r = dp.test_run(hook, frame, 0, repeat).expect("test run");
+            r.duration.as_nanos() as f64
+        })
+        .collect();
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[2]
+}
+
+fn main() {
+    let repeat: u32 = std::env::args()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(100_000);
+    let t0 = Instant::now();
+    let mut dp = match Dataplane::load(&LoadOptions {
+        slot_pages: 256,
+        ..LoadOptions::default()
+    }) {
+        Ok(dp) => dp,
+        Err(e) => {
+            eprintln!("skipped: cannot load the BPF dataplane ({e}); run as root");
+            return;
+        }
+    };
+    println!(
+        "load + verify both programs: {:.1} ms",
+        t0.elapsed().as_secs_f64() * 1e3
+    );
+    let a = Ipv4Addr::new(10, 0, 0, 1);
+    let b = Ipv4Addr::new(10, 0, 0, 2);
+
+    dp.set_action(1, Verdict::Drop, false).unwrap();
+    dp.set_lite_rule(17, 53, 1).unwrap();
+    let dns = Frame::ipv4(a, b).udp(4000, 53).payload(32).build();
+    for hook in [Hook::Xdp, Hook::Tc] {
+        println!(
+            "interim classifier, udp/53, {hook:?}: {:.1} ns/packet",
+            ns_per_packet(&dp, hook, &dns, repeat)
+        );
+    }
+
+    for n in [10u32, 100, 1000] {
+        let entries: Vec<Entry> = (0..n).map(|i| entry(i, (1000 + i) as u16)).collect();
+        let last = Frame::ipv4(a, b)
+            .udp(4000, (1000 + n - 1) as u16)
+            .payload(32)
+            .build();
+        let linear = ImageSpec {
+            entries: entries.clone(),
+            verdicts: vec![0, 1],
+            policy: 0,
+            partitions: vec![Tree::Leaf((0..n).collect())],
+        };
+        let t = ImageSpec {
+            partitions: vec![tree(0, n)],
+            ..linear.clone_spec()
+        };
+        for (what, spec) in [("linear", &linear), ("tree", &t)] {
+            let bytes = to_bytes(&assemble(spec));
+            dp.write_image(&bytes).unwrap();
+            dp.swap().unwrap();
+            let ns = ns_per_packet(&dp, Hook::Xdp, &last, repeat.min(20_000));
+            println!(
+                "image {what:6} {n:5} rules ({} bytes), last rule matches, XDP: {ns:.1} ns/packet",
+                bytes.len()
+            );
+        }
+    }
+}
+
+trait CloneSpec {
+    fn clone_spec(&self) -> ImageSpec;
+}
+
+impl CloneSpec for ImageSpec {
+    fn clone_spec(&self) -> ImageSpec {
+        ImageSpec {
+            entries: self.entries.clone(),
+            verdicts: self.verdicts.clone(),
+            policy: self.policy,
+            partitions: self.partitions.clone(),
+        }
+    }
+}
