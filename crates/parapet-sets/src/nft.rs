@@ -665,11 +665,10 @@ pub(crate) fn save(store: &SetStore, only: Option<&str>, now: u64) -> String {
                 }
                 let key: Vec<String> = el.ranges().iter().zip(&d.dims).map(|(&(l, h), &k)| fmt_range(k, l, h)).collect();
                 out.push_str(&key.join(" . "));
+                if let Some(t) = el.timeout {
+                    let _ = write!(out, " timeout {}", format_duration(t));
+                }
                 if let Some(r) = se.remaining {
-                    let t = if d.default_timeout >= r { d.default_timeout } else { r };
-                    if t != d.default_timeout {
-                        let _ = write!(out, " timeout {}", format_duration(t));
-                    }
                     let _ = write!(out, " expires {}", format_duration(r));
                 }
                 if let Some(c) = &el.comment {

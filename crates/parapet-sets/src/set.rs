@@ -329,6 +329,8 @@ pub(crate) struct Extra {
     pub packets: u64,
     pub bytes: u64,
     pub comment: Option<Box<str>>,
+    /// The element's own timeout (ms) when it differs from the set default.
+    pub timeout: Option<u64>,
 }
 
 #[derive(Clone)]
@@ -374,7 +376,8 @@ macro_rules! typed {
 /// An element as stored, with its remaining lifetime.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StoredElement {
-    /// The element (`timeout` = remaining ms when it expires; `expires` unset).
+    /// The element; `timeout` is set only when the element's own timeout
+    /// differs from the set default; `expires` is unset.
     pub element: Element,
     /// Remaining ms until expiry; None = permanent.
     pub remaining: Option<u64>,
@@ -519,7 +522,8 @@ type Undo<K> = Vec<(K, K, Option<u64>)>;
 impl<K: Word> Typed<K> {
     /// Inserts one element (expanding ranges for exact backends).
     #[allow(clippy::too_many_arguments)]
-    fn insert(&mut self, el: &Element, exp: u64, maxelem: usize, now: u64, extra: bool, undo: Option<&mut Undo<K>>) -> Result<usize, (BErr, usize)> {
+    #[allow(clippy::too_many_arguments)]
+    fn insert(&mut self, el: &Element, exp: u64, maxelem: usize, now: u64, extra: bool, custom: Option<u64>, undo: Option<&mut Undo<K>>) -> Result<usize, (BErr, usize)> {
         let mut undo = undo;
         let mut added = 0usize;
         let mut one = |t: &mut Self, lo: K, hi: K| -> Result<(), BErr> {
@@ -538,7 +542,7 @@ impl<K: Word> Typed<K> {
                     if ins == Ins::New {
                         added += 1;
                     }
-                    if extra {
+                    if extra || custom.is_some() || !t.extras.is_empty() {
                         let x = t.extras.entry((lo, hi)).or_default();
                         if ins == Ins::New {
                             *x = Extra::default();
@@ -549,6 +553,10 @@ impl<K: Word> Typed<K> {
                         if let Some((p, b)) = el.counters {
                             x.packets = p;
                             x.bytes = b;
+                        }
+                        x.timeout = custom;
+                        if !extra && custom.is_none() {
+                            t.extras.remove(&(lo, hi));
                         }
                     }
                     Ok(())
@@ -671,7 +679,7 @@ impl<K: Word> Typed<K> {
         }
     }
 
-    fn elements(&self, now: u64, timeouts: bool) -> Vec<StoredElement> {
+    fn elements(&self, now: u64, timeouts: bool, extra_counters: bool) -> Vec<StoredElement> {
         let d = self.layout.dims.len();
         let mut out = Vec::with_capacity(self.backend.len());
         self.backend.for_each(&mut |lo, hi, exp| {
@@ -684,12 +692,14 @@ impl<K: Word> Typed<K> {
             }
             let remaining = if exp == NEVER { None } else { Some(exp - now) };
             let mut el = Element { ranges, dims: d as u8, timeout: None, expires: None, comment: None, counters: None };
-            if timeouts {
-                el.timeout = Some(remaining.unwrap_or(0));
-            }
             if let Some(x) = self.extras.get(&(lo, hi)) {
                 el.comment = x.comment.as_ref().map(|c| c.to_string());
-                el.counters = Some((x.packets, x.bytes));
+                if extra_counters {
+                    el.counters = Some((x.packets, x.bytes));
+                }
+                if timeouts {
+                    el.timeout = x.timeout;
+                }
             }
             out.push(StoredElement { element: el, remaining });
         });
@@ -851,6 +861,13 @@ impl Set {
         Ok(())
     }
 
+    fn custom_timeout(&self, el: &Element) -> Option<u64> {
+        match el.timeout {
+            Some(t) if self.desc.timeouts && t != self.desc.default_timeout => Some(t),
+            _ => None,
+        }
+    }
+
     fn stamp(&self, el: &Element, now: u64) -> u64 {
         if !self.desc.timeouts {
             return NEVER;
@@ -882,6 +899,7 @@ impl Set {
             return self.add_many(std::slice::from_ref(el), now);
         }
         let exp = self.stamp(el, now);
+        let custom = self.custom_timeout(el);
         let maxe = self.maxelem();
         let extra = self.desc.counters || self.desc.comment;
         let timeouts = self.desc.timeouts;
@@ -889,7 +907,7 @@ impl Set {
             if timeouts {
                 t.reap(now, 2);
             }
-            t.insert(el, exp, maxe, now, extra, None)
+            t.insert(el, exp, maxe, now, extra, custom, None)
         });
         r.map_err(|(e, _)| self.map_err(e, el))
     }
@@ -905,6 +923,7 @@ impl Set {
         let timeouts = self.desc.timeouts;
         let bulk = els.len() >= 64 && els.len() * 4 >= self.len();
         let stamps: Vec<u64> = els.iter().map(|e| self.stamp(e, now)).collect();
+        let customs: Vec<Option<u64>> = els.iter().map(|e| self.custom_timeout(e)).collect();
         let mut failed: Option<(BErr, usize)> = None;
         let mut added = 0;
         typed!(&mut self.inner, t => {
@@ -916,7 +935,7 @@ impl Set {
             }
             let mut undo = Vec::new();
             for (i, el) in els.iter().enumerate() {
-                match t.insert(el, stamps[i], maxe, now, extra, Some(&mut undo)) {
+                match t.insert(el, stamps[i], maxe, now, extra, customs[i], Some(&mut undo)) {
                     Ok(n) => added += n,
                     Err((e, _)) => {
                         failed = Some((e, i));
@@ -943,7 +962,8 @@ impl Set {
         let exp = self.stamp(el, now);
         let maxe = self.maxelem();
         let extra = self.desc.counters || self.desc.comment;
-        let r = typed!(&mut self.inner, t => t.insert(el, exp, maxe, now, extra, None));
+        let custom = self.custom_timeout(el);
+        let r = typed!(&mut self.inner, t => t.insert(el, exp, maxe, now, extra, custom, None));
         r.map_err(|(e, _)| self.map_err(e, el))
     }
 
@@ -1014,7 +1034,8 @@ impl Set {
     /// Live elements at `now`, in key order.
     pub fn elements(&self, now: u64) -> Vec<StoredElement> {
         let to = self.desc.timeouts;
-        typed!(&self.inner, t => t.elements(now, to))
+        let c = self.desc.counters;
+        typed!(&self.inner, t => t.elements(now, to, c))
     }
 
     /// Whether an element equal to `el` is stored and live.
