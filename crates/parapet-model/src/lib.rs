@@ -17,6 +17,7 @@
 //!   compiled engines.
 //! - [`Packet`]: the header fields a classifier reads.
 
+mod display;
 mod field;
 mod flatten;
 mod interval;
@@ -29,7 +30,8 @@ pub use flatten::{
     flatten, flatten_with_limit, DecisionList, Entry, EntryKind, FlattenError, DEFAULT_MAX_ENTRIES,
 };
 pub use interval::{width_mask, IntervalSet};
-pub use linear::{Decision, EvalError, LinearEngine, NoSets, SetLookup, MAX_DEPTH};
+pub use linear::{Decision, EvalError, LinearEngine, NoSets, SetLookup, TraceStep, MAX_DEPTH};
+pub use display::{format_set, format_value};
 pub use packet::{
     from_ip, protocol_name, protocol_number, to_ip, Packet, PacketSpecError, PROTOCOLS,
 };
