@@ -16,7 +16,9 @@ use crate::packet::{protocol_name, to_ip};
 pub fn format_value(field: Field, v: u128, family: Family) -> String {
     match field {
         Field::SrcAddr | Field::DstAddr => to_ip(family, v).to_string(),
-        Field::Proto => protocol_name(v as u8).map(str::to_string).unwrap_or_else(|| v.to_string()),
+        Field::Proto => protocol_name(v as u8)
+            .map(str::to_string)
+            .unwrap_or_else(|| v.to_string()),
         Field::InIface | Field::OutIface => {
             let name = IfName(v).to_string();
             if name.is_empty() {
@@ -55,12 +57,22 @@ pub fn format_set(field: Field, set: &IntervalSet, family: Family) -> String {
             }
             if matches!(field, Field::InIface | Field::OutIface) {
                 let (lo_b, hi_b) = (lo.to_be_bytes(), hi.to_be_bytes());
-                let common = lo_b.iter().zip(hi_b.iter()).take_while(|(a, b)| a == b).count();
-                if lo_b[common..].iter().all(|&b| b == 0) && hi_b[common..].iter().all(|&b| b == 0xff) {
+                let common = lo_b
+                    .iter()
+                    .zip(hi_b.iter())
+                    .take_while(|(a, b)| a == b)
+                    .count();
+                if lo_b[common..].iter().all(|&b| b == 0)
+                    && hi_b[common..].iter().all(|&b| b == 0xff)
+                {
                     return format!("{}+", String::from_utf8_lossy(&lo_b[..common]));
                 }
             }
-            format!("{}-{}", format_value(field, lo, family), format_value(field, hi, family))
+            format!(
+                "{}-{}",
+                format_value(field, lo, family),
+                format_value(field, hi, family)
+            )
         })
         .collect();
     if parts.is_empty() {

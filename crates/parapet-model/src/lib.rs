@@ -25,13 +25,13 @@ mod linear;
 mod packet;
 mod rule;
 
+pub use display::{format_set, format_value};
 pub use field::{tcp_flags, CtState, Family, Field, IfName};
 pub use flatten::{
     flatten, flatten_with_limit, DecisionList, Entry, EntryKind, FlattenError, DEFAULT_MAX_ENTRIES,
 };
 pub use interval::{width_mask, IntervalSet};
 pub use linear::{Decision, EvalError, LinearEngine, NoSets, SetLookup, TraceStep, MAX_DEPTH};
-pub use display::{format_set, format_value};
 pub use packet::{
     from_ip, protocol_name, protocol_number, to_ip, Packet, PacketSpecError, PROTOCOLS,
 };

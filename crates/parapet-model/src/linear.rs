@@ -149,13 +149,22 @@ impl<'a> LinearEngine<'a> {
     /// Classifies one packet and reports every rule it was checked against,
     /// in order: the debugger behind `parapet trace`. Uses the same walk as
     /// [`LinearEngine::classify`], so the two cannot disagree.
-    pub fn trace(&self, pkt: &Packet, sets: &dyn SetLookup) -> Result<(Decision, Vec<TraceStep>), EvalError> {
+    pub fn trace(
+        &self,
+        pkt: &Packet,
+        sets: &dyn SetLookup,
+    ) -> Result<(Decision, Vec<TraceStep>), EvalError> {
         let mut steps = Vec::new();
         let d = self.walk(pkt, sets, &mut |s| steps.push(s))?;
         Ok((d, steps))
     }
 
-    fn walk(&self, pkt: &Packet, sets: &dyn SetLookup, observe: &mut dyn FnMut(TraceStep)) -> Result<Decision, EvalError> {
+    fn walk(
+        &self,
+        pkt: &Packet,
+        sets: &dyn SetLookup,
+        observe: &mut dyn FnMut(TraceStep),
+    ) -> Result<Decision, EvalError> {
         let table = &self.ruleset.tables[self.start.table];
         // Membership is looked up at most once per set reference per packet.
         let mut set_cache: Vec<Option<bool>> = vec![None; self.ruleset.set_refs.len()];
