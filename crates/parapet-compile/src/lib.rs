@@ -1,0 +1,43 @@
+//! # parapet-compile
+//!
+//! The compile stage of parapet: a flattened [`parapet_model::DecisionList`]
+//! becomes a **classifier image** — flat little-endian `u32` words, no
+//! pointers, bounded depth and leaf length (`docs/image-format.md`) — that
+//! the Rust [`Walker`] here and the BPF walker both interpret.
+//!
+//! - [`compile`]: decision list → image. Rules are partitioned by which
+//!   address fields are specific, then each partition becomes a binary
+//!   range-cut tree (HyperSplit-style) whose leaves are short sorted lists of
+//!   entry indices checked in full. Memory and build work are budgeted: an
+//!   adversarial list gets longer leaves, never an out-of-memory.
+//! - [`Walker`]: classifies a [`Key`] (a packet plus set-membership bits)
+//!   exactly as [`parapet_model::DecisionList::classify`] does — deciding
+//!   rule, verdict, and non-terminal rules (LOG, counters, jumps, RETURNs).
+//! - [`Classifier`]: the meta-engine. `Classifier::build(list, &opts)` picks
+//!   linear or tree from the list and the [`Policy`], and
+//!   [`Classifier::explain`] says why and what it built.
+//! - [`bench_lookups`]: the lookup-rate measurement behind
+//!   `parapet bench classify`.
+//!
+//! ```
+//! use parapet_model::*;
+//! use parapet_compile::{BuildOptions, Classifier};
+//! let rs = parapet_gen::worst_case(100);
+//! let list = flatten(&rs, rs.select_chain(None).unwrap()).unwrap();
+//! let c = Classifier::build(&list, &BuildOptions::default()).unwrap();
+//! let d = c.classify(&parapet_gen::worst_case_packet(), &[]);
+//! assert_eq!(d, list.classify(&parapet_gen::worst_case_packet(), &[]));
+//! assert_eq!(d.rule_id, 101);
+//! ```
+
+pub mod bench;
+mod compile;
+pub mod image;
+mod meta;
+mod walk;
+
+pub use bench::{bench_lookups, bench_lookups_for, BenchReport};
+pub use compile::{compile, CompileError, CompileOptions, CompileStats, PartitionStats};
+pub use image::{Backend, Image, ImageError};
+pub use meta::{BuildOptions, Classifier, Engine, Policy, LINEAR_CROSSOVER};
+pub use walk::{Key, RawDecision, Walker};

@@ -1,0 +1,319 @@
+//! The meta-engine: picks a backend for a decision list and says why.
+
+use crate::compile::{compile, CompileError, CompileOptions, CompileStats};
+use crate::image::{Backend, Image, ImageError};
+use crate::walk::{Key, Walker};
+use parapet_model::{Decision, DecisionList, Packet};
+use std::fmt::Write as _;
+use std::str::FromStr;
+
+/// Which engine `--engine` asks for.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Engine {
+    /// Let the meta-engine choose from the list's size and the policy.
+    Auto,
+    /// The flat scan: every entry checked in order. O(n) per lookup, O(n)
+    /// space.
+    Linear,
+    /// Range-cut decision trees over rule partitions. O(depth + leaf) per
+    /// lookup (depth ≤ 64, leaf ≤ a few entries unless the budget forced
+    /// longer ones); space O(n × replication), capped by the budget.
+    Tree,
+}
+
+impl Engine {
+    /// The `--engine` names.
+    pub const NAMES: [&'static str; 3] = ["auto", "linear", "tree"];
+
+    /// The `--engine` name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Engine::Auto => "auto",
+            Engine::Linear => "linear",
+            Engine::Tree => "tree",
+        }
+    }
+}
+
+impl FromStr for Engine {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Engine, String> {
+        match s {
+            "auto" => Ok(Engine::Auto),
+            "linear" => Ok(Engine::Linear),
+            "tree" | "hypersplit" => Ok(Engine::Tree),
+            _ => Err(format!(
+                "unknown engine '{s}' (expected one of: {})",
+                Engine::NAMES.join(", ")
+            )),
+        }
+    }
+}
+
+/// What the meta-engine optimizes.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Policy {
+    /// Fastest lookups within the memory budget.
+    #[default]
+    Performance,
+    /// Smallest image that still avoids a full linear scan on big lists.
+    Memory,
+}
+
+/// Inputs of [`Classifier::build`].
+#[derive(Clone, Debug)]
+pub struct BuildOptions {
+    /// Engine to use (`Auto` lets the meta-engine choose).
+    pub engine: Engine,
+    /// Performance or memory.
+    pub policy: Policy,
+    /// Bytes the image may take (the rule records are a floor).
+    pub max_memory: usize,
+    /// Override the leaf size the policy would pick.
+    pub leaf_size: Option<usize>,
+    /// Split rules into partitions by address specificity (on by default;
+    /// off only for experiments).
+    pub partition: bool,
+}
+
+impl Default for BuildOptions {
+    fn default() -> Self {
+        BuildOptions {
+            engine: Engine::Auto,
+            policy: Policy::Performance,
+            max_memory: 256 << 20,
+            leaf_size: None,
+            partition: true,
+        }
+    }
+}
+
+/// Lists with at most this many entries are scanned linearly under `auto`:
+/// below it a scan of compact records is as fast as walking a tree (see
+/// `docs/classifier.md` for the measurement).
+pub const LINEAR_CROSSOVER: usize = 12;
+
+/// A compiled classifier: an image, its walker, and how it was chosen.
+#[derive(Clone, Debug)]
+pub struct Classifier {
+    walker: Walker,
+    engine: Engine,
+    stats: CompileStats,
+    reasons: Vec<String>,
+    entries: usize,
+}
+
+impl Classifier {
+    /// Compiles `list` with the engine the options ask for (or the one the
+    /// meta-engine picks).
+    pub fn build(list: &DecisionList, opts: &BuildOptions) -> Result<Classifier, CompileError> {
+        let n = list.entries.len();
+        let mut reasons = Vec::new();
+        let engine = match opts.engine {
+            Engine::Auto if n <= LINEAR_CROSSOVER => {
+                reasons.push(format!(
+                    "{n} entries ≤ {LINEAR_CROSSOVER}: a scan of compact records beats a tree walk"
+                ));
+                Engine::Linear
+            }
+            Engine::Auto => {
+                reasons.push(format!(
+                    "{n} entries > {LINEAR_CROSSOVER}: a tree makes lookups independent of the rule count"
+                ));
+                Engine::Tree
+            }
+            e => {
+                reasons.push(format!("engine '{}' requested", e.name()));
+                e
+            }
+        };
+        let leaf_size = opts.leaf_size.unwrap_or(match opts.policy {
+            Policy::Performance => 8,
+            Policy::Memory => 32,
+        });
+        let max_memory = match opts.policy {
+            Policy::Performance => opts.max_memory,
+            Policy::Memory => {
+                // About twice the records: the trees may add as much again
+                // as the rules themselves take, no more.
+                let floor = 64 * n + (64 << 10);
+                reasons.push(format!(
+                    "policy memory: leaves of up to {leaf_size} entries, tree budget ~{} KiB",
+                    floor / 1024 * 2
+                ));
+                opts.max_memory.min(2 * floor)
+            }
+        };
+        let copts = CompileOptions {
+            backend: match engine {
+                Engine::Linear => Backend::Linear,
+                _ => Backend::Tree,
+            },
+            max_memory,
+            leaf_size,
+            partition: opts.partition,
+            ..CompileOptions::default()
+        };
+        let (image, stats) = compile(list, &copts)?;
+        if stats.memory_limited {
+            reasons.push(format!(
+                "memory budget of {} bytes reached: some subtrees stopped cutting and use longer leaves",
+                max_memory
+            ));
+        }
+        if stats.work_limited {
+            reasons.push(
+                "build work budget reached: some subtrees stopped cutting and use longer leaves"
+                    .into(),
+            );
+        }
+        Ok(Classifier {
+            walker: Walker::new(image),
+            engine,
+            stats,
+            reasons,
+            entries: n,
+        })
+    }
+
+    /// A classifier over an image loaded from elsewhere (a file, a map).
+    pub fn from_image(image: Image) -> Classifier {
+        let entries = image.header(crate::image::hw::N_ENTRIES) as usize;
+        let engine = match image.backend() {
+            Backend::Linear => Engine::Linear,
+            Backend::Tree => Engine::Tree,
+        };
+        Classifier {
+            walker: Walker::new(image),
+            engine,
+            stats: CompileStats::default(),
+            reasons: vec!["loaded from an image".into()],
+            entries,
+        }
+    }
+
+    /// Parses, validates and wraps image bytes.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Classifier, ImageError> {
+        Image::from_bytes(bytes).map(Classifier::from_image)
+    }
+
+    /// The engine in use (never `Auto`).
+    pub fn engine(&self) -> Engine {
+        self.engine
+    }
+
+    /// The image.
+    pub fn image(&self) -> &Image {
+        self.walker.image()
+    }
+
+    /// The walker.
+    pub fn walker(&self) -> &Walker {
+        &self.walker
+    }
+
+    /// What the compiler did.
+    pub fn stats(&self) -> &CompileStats {
+        &self.stats
+    }
+
+    /// Image size in bytes.
+    pub fn memory_bytes(&self) -> usize {
+        self.image().len_bytes()
+    }
+
+    /// Entries of the compiled list.
+    pub fn entries(&self) -> usize {
+        self.entries
+    }
+
+    /// Classifies a packet; `set_bits[n]` is membership in set reference
+    /// `n`, as for `DecisionList::classify`.
+    pub fn classify(&self, pkt: &Packet, set_bits: &[bool]) -> Decision {
+        self.walker.decide(&Key::from_bits(pkt, set_bits))
+    }
+
+    /// Classifies a key.
+    pub fn classify_key(&self, key: &Key) -> Decision {
+        self.walker.decide(key)
+    }
+
+    /// Deciding rule id (0 = policy) of one key.
+    pub fn classify_id(&self, key: &Key) -> u32 {
+        if self.walker.is_pure() {
+            self.walker
+                .first_match(key)
+                .map_or(0, |i| self.walker.rule_id(i))
+        } else {
+            self.walker
+                .lookup(key)
+                .entry
+                .map_or(0, |i| self.walker.rule_id(i))
+        }
+    }
+
+    /// Full decisions for many keys.
+    pub fn classify_batch(&self, keys: &[Key], out: &mut [Decision]) {
+        assert_eq!(keys.len(), out.len(), "one output per key");
+        for (k, o) in keys.iter().zip(out.iter_mut()) {
+            *o = self.walker.decide(k);
+        }
+    }
+
+    /// Deciding rule ids for many keys, lock-stepping 16 lookups at a time
+    /// on pure first-match lists to overlap their memory latency.
+    pub fn classify_batch_ids(&self, keys: &[Key], out: &mut [u32]) {
+        self.walker.first_match_ids(keys, out)
+    }
+
+    /// Why this engine, and what it built.
+    pub fn explain(&self) -> String {
+        let mut s = String::new();
+        let s_ = &self.stats;
+        let _ = writeln!(
+            s,
+            "engine: {} ({} entries, {} partition(s))",
+            self.engine.name(),
+            self.entries,
+            self.walker.partitions()
+        );
+        for r in &self.reasons {
+            let _ = writeln!(s, "  because: {r}");
+        }
+        let _ = writeln!(
+            s,
+            "  complexity: {}",
+            match self.engine {
+                Engine::Linear => "lookup O(n) entry checks; space O(n)",
+                _ => "lookup O(partitions × (depth + leaf)) — independent of n for a fixed depth cap; space O(n × replication) ≤ budget",
+            }
+        );
+        let mut worst_lines = 0usize;
+        let rec_lines = s_.max_record_words.div_ceil(16).max(1);
+        for p in &s_.partitions {
+            let _ = writeln!(
+                s,
+                "  partition '{}': {} entries, depth {}, {} nodes, {} leaves, longest leaf {}, replication {:.2}",
+                p.name, p.entries, p.depth, p.nodes, p.leaves, p.max_leaf, p.replication
+            );
+            // One cache line per node, then per leaf entry the entry-table
+            // word and its record.
+            worst_lines += p.depth + 1 + p.max_leaf * (1 + rec_lines);
+        }
+        if !s_.partitions.is_empty() {
+            let _ = writeln!(
+                s,
+                "  worst case per lookup: ≤ {worst_lines} memory accesses (cache lines: nodes on the deepest paths, leaf words, entry records)"
+            );
+        }
+        let _ = writeln!(
+            s,
+            "  memory: {} bytes ({} bytes of rule records)",
+            self.memory_bytes(),
+            s_.entry_words * 4
+        );
+        let _ = writeln!(s, "  build: {:.1} ms", s_.build_ms);
+        s
+    }
+}

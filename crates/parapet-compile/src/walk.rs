@@ -1,0 +1,392 @@
+//! The Rust walker of the classifier image.
+//!
+//! It reads the image words directly — the same words the BPF walker reads
+//! from its maps — so a difference between the two walkers is a bug in one
+//! of them, never a difference of data.
+
+use crate::image::{self, hw, kind, Image};
+use parapet_model::{Decision, Field, Packet, Verdict};
+
+/// A packet as the walkers see it: every fixed field as a number (field
+/// ids 0..=11 of the image format) and the set-membership bitmask.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Key {
+    /// Field values, indexed by image field id.
+    pub v: [u128; 12],
+    /// Bit `n`: the packet's key is in set reference `n`.
+    pub sets: u64,
+}
+
+impl Key {
+    /// The key of a packet with membership bitmask `sets`.
+    #[inline]
+    pub fn new(pkt: &Packet, sets: u64) -> Key {
+        Key {
+            v: std::array::from_fn(|f| pkt.value(Field::FIXED[f])),
+            sets,
+        }
+    }
+
+    /// The key of a packet with membership as `DecisionList::classify`
+    /// takes it (bit `n` = `set_bits[n]`; at most 64).
+    pub fn from_bits(pkt: &Packet, set_bits: &[bool]) -> Key {
+        let sets = set_bits
+            .iter()
+            .take(image::MAX_SET_REFS)
+            .enumerate()
+            .fold(0u64, |m, (i, &b)| m | ((b as u64) << i));
+        Key::new(pkt, sets)
+    }
+
+    /// The key as the 26 words of `docs/image-format.md`, for the BPF walker
+    /// and its tests.
+    pub fn to_words(&self) -> [u32; image::KEY_WORDS] {
+        let mut out = [0u32; image::KEY_WORDS];
+        let mut at = 0;
+        for (f, &v) in self.v.iter().enumerate() {
+            let words = if Field::FIXED[f].width() == 128 { 4 } else { 1 };
+            for k in 0..words {
+                out[at + k] = (v >> (32 * k)) as u32;
+            }
+            at += words;
+        }
+        out[24] = self.sets as u32;
+        out[25] = (self.sets >> 32) as u32;
+        out
+    }
+}
+
+/// The walker: a validated image and the offsets it reads, cached.
+#[derive(Clone, Debug)]
+pub struct Walker {
+    image: Image,
+    roots: Vec<u32>,
+    nodes_off: usize,
+    leaves_off: usize,
+    table_off: usize,
+    entries_off: usize,
+    pure: bool,
+    verdicts: Vec<Verdict>,
+}
+
+/// One lookup's raw answer: the deciding entry (if any) and the
+/// non-terminal entries that matched, as entry indices.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RawDecision {
+    /// Index of the deciding entry; `None` when the policy decides.
+    pub entry: Option<u32>,
+    /// Indices of the matched non-terminal entries, in evaluation order.
+    pub nonterminal: Vec<u32>,
+}
+
+#[inline(always)]
+fn u128_at(w: &[u32]) -> u128 {
+    (w[0] as u128) | (w[1] as u128) << 32 | (w[2] as u128) << 64 | (w[3] as u128) << 96
+}
+
+impl Walker {
+    /// Prepares to walk `image`.
+    pub fn new(image: Image) -> Walker {
+        let w = image.words();
+        let h = |i: usize| w[i] as usize;
+        let roots = (0..h(hw::N_PARTITIONS))
+            .map(|p| w[h(hw::PARTITIONS_OFF) + p * image::PARTITION_WORDS])
+            .collect();
+        let strings_off = h(hw::STRINGS_OFF);
+        let string_bytes: Vec<u8> = w[strings_off..strings_off + h(hw::STRINGS_BYTES).div_ceil(4)]
+            .iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect();
+        let verdicts = (0..h(hw::N_VERDICTS))
+            .map(|v| {
+                let row = &w[h(hw::VERDICTS_OFF) + v * image::VERDICT_WORDS..];
+                match row[0] {
+                    0 => Verdict::Accept,
+                    1 => Verdict::Drop,
+                    2 => Verdict::Reject { with: None },
+                    _ => {
+                        let (off, len) = (row[1] as usize, row[2] as usize);
+                        Verdict::Reject {
+                            with: Some(
+                                String::from_utf8_lossy(&string_bytes[off..off + len]).into(),
+                            ),
+                        }
+                    }
+                }
+            })
+            .collect();
+        Walker {
+            roots,
+            nodes_off: h(hw::NODES_OFF),
+            leaves_off: h(hw::LEAVES_OFF),
+            table_off: h(hw::ENTRY_TABLE_OFF),
+            entries_off: h(hw::ENTRIES_OFF),
+            pure: w[hw::FLAGS] & image::FLAG_PURE_FIRST_MATCH != 0,
+            verdicts,
+            image,
+        }
+    }
+
+    /// The image walked.
+    pub fn image(&self) -> &Image {
+        &self.image
+    }
+
+    /// True when the image's list is pure first-match (the fast path).
+    pub fn is_pure(&self) -> bool {
+        self.pure
+    }
+
+    /// Number of partitions (trees walked per lookup).
+    pub fn partitions(&self) -> usize {
+        self.roots.len()
+    }
+
+    /// Word index of the leaf partition `p`'s tree sends `key` to.
+    #[inline]
+    fn leaf_of(&self, w: &[u32], p: usize, key: &Key) -> usize {
+        let mut r = self.roots[p];
+        while r & image::LEAF_BIT == 0 {
+            let n = &w[self.nodes_off + r as usize * image::NODE_WORDS..][..image::NODE_WORDS];
+            let cut = u128_at(&n[4..8]);
+            r = if key.v[n[0] as usize] <= cut {
+                n[1]
+            } else {
+                n[2]
+            };
+        }
+        self.leaves_off + (r & !image::LEAF_BIT) as usize
+    }
+
+    /// Offset of entry `i`'s record.
+    #[inline(always)]
+    fn record(&self, w: &[u32], i: u32) -> usize {
+        self.entries_off + w[self.table_off + i as usize] as usize
+    }
+
+    /// Does the record at word `rec` match `key`?
+    #[inline]
+    fn matches(&self, w: &[u32], rec: usize, key: &Key) -> bool {
+        let nc = (w[rec + 1] >> 16) & 0xff;
+        let mut p = rec + image::RECORD_HEADER_WORDS;
+        for _ in 0..nc {
+            let c = w[p];
+            let field = (c & 0xff) as usize;
+            let r = (c >> 16) as usize;
+            p += 1;
+            if field == image::SET_FIELD as usize {
+                let mask = (w[p] as u64) | (w[p + 1] as u64) << 32;
+                let want = (w[p + 2] as u64) | (w[p + 3] as u64) << 32;
+                if key.sets & mask != want {
+                    return false;
+                }
+                p += 4;
+                continue;
+            }
+            let v = key.v[field];
+            let hit = if c & image::WIDE_BIT == 0 {
+                let ranges = &w[p..p + 2 * r];
+                p += 2 * r;
+                // Narrow ranges hold 32-bit bounds: a wider value is outside.
+                v <= u32::MAX as u128 && {
+                    let v = v as u32;
+                    ranges.chunks_exact(2).any(|x| x[0] <= v && v <= x[1])
+                }
+            } else {
+                let ranges = &w[p..p + 8 * r];
+                p += 8 * r;
+                ranges
+                    .chunks_exact(8)
+                    .any(|x| u128_at(&x[0..4]) <= v && v <= u128_at(&x[4..8]))
+            };
+            if !hit {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// First-match lookup: the index of the first matching entry, ignoring
+    /// entry kinds. Exact for pure first-match lists (every entry decides).
+    #[inline]
+    pub fn first_match(&self, key: &Key) -> Option<u32> {
+        let w = self.image.words();
+        let mut best = u32::MAX;
+        for p in 0..self.roots.len() {
+            let leaf = self.leaf_of(w, p, key);
+            let count = w[leaf] as usize;
+            for &i in &w[leaf + 1..leaf + 1 + count] {
+                // Leaves are sorted: nothing further can beat `best`.
+                if i >= best {
+                    break;
+                }
+                if self.matches(w, self.record(w, i), key) {
+                    best = i;
+                    break;
+                }
+            }
+        }
+        (best != u32::MAX).then_some(best)
+    }
+
+    /// Full lookup with non-terminal entries and RETURNs: the merge scan of
+    /// the doc's "General path".
+    pub fn lookup(&self, key: &Key) -> RawDecision {
+        if self.pure {
+            return RawDecision {
+                entry: self.first_match(key),
+                nonterminal: Vec::new(),
+            };
+        }
+        let w = self.image.words();
+        // Cursors into each partition's leaf: [next word, end word).
+        let mut cur: Vec<(usize, usize)> = (0..self.roots.len())
+            .map(|p| {
+                let leaf = self.leaf_of(w, p, key);
+                (leaf + 1, leaf + 1 + w[leaf] as usize)
+            })
+            .collect();
+        let mut pos = 0u32;
+        let mut nonterminal = Vec::new();
+        loop {
+            // The smallest candidate index ≥ pos over all partitions.
+            let mut next: Option<(u32, usize)> = None;
+            for (p, c) in cur.iter_mut().enumerate() {
+                while c.0 < c.1 && w[c.0] < pos {
+                    c.0 += 1;
+                }
+                if c.0 < c.1 && next.map_or(true, |(i, _)| w[c.0] < i) {
+                    next = Some((w[c.0], p));
+                }
+            }
+            let Some((i, p)) = next else {
+                return RawDecision {
+                    entry: None,
+                    nonterminal,
+                };
+            };
+            cur[p].0 += 1;
+            pos = i + 1;
+            let rec = self.record(w, i);
+            if !self.matches(w, rec, key) {
+                continue;
+            }
+            let k = w[rec + 1];
+            match k & 0xf {
+                kind::DECIDE => {
+                    return RawDecision {
+                        entry: Some(i),
+                        nonterminal,
+                    }
+                }
+                kind::RETURN => {
+                    if k & kind::COUNTED_BIT != 0 {
+                        nonterminal.push(i);
+                    }
+                    pos = w[rec + 2];
+                }
+                _ => nonterminal.push(i),
+            }
+        }
+    }
+
+    /// Rule id of entry `i`.
+    #[inline]
+    pub fn rule_id(&self, i: u32) -> u32 {
+        let w = self.image.words();
+        w[self.record(w, i)]
+    }
+
+    /// Verdict of Decide entry `i`.
+    pub fn verdict(&self, i: u32) -> &Verdict {
+        let w = self.image.words();
+        let k = w[self.record(w, i) + 1];
+        &self.verdicts[((k >> 8) & 0xff) as usize]
+    }
+
+    /// The chain policy.
+    pub fn policy(&self) -> &Verdict {
+        &self.verdicts[self.image.header(hw::POLICY) as usize]
+    }
+
+    /// The full decision for a key, as `DecisionList::classify` gives it.
+    pub fn decide(&self, key: &Key) -> Decision {
+        let raw = self.lookup(key);
+        Decision {
+            rule_id: raw.entry.map_or(0, |i| self.rule_id(i)),
+            verdict: raw
+                .entry
+                .map_or_else(|| self.policy().clone(), |i| self.verdict(i).clone()),
+            nonterminal: raw
+                .nonterminal
+                .iter()
+                .map(|&i| self.rule_id(i))
+                .collect(),
+        }
+    }
+
+    /// Deciding rule id (0 for the policy) of each key, walking `LANES`
+    /// packets in lock-step through each tree so their independent memory
+    /// loads overlap. Pure first-match images only use the fast path; the
+    /// others fall back to [`Walker::lookup`] per key.
+    pub fn first_match_ids(&self, keys: &[Key], out: &mut [u32]) {
+        assert_eq!(keys.len(), out.len(), "one output per key");
+        if !self.pure {
+            for (k, o) in keys.iter().zip(out.iter_mut()) {
+                *o = self.lookup(k).entry.map_or(0, |i| self.rule_id(i));
+            }
+            return;
+        }
+        const LANES: usize = 16;
+        let w = self.image.words();
+        for (keys, out) in keys.chunks(LANES).zip(out.chunks_mut(LANES)) {
+            let n = keys.len();
+            let mut best = [u32::MAX; LANES];
+            for p in 0..self.roots.len() {
+                let mut refs = [self.roots[p]; LANES];
+                // Step every lane that is still at a node; stop when all
+                // have reached leaves.
+                loop {
+                    let mut active = false;
+                    for l in 0..n {
+                        let r = refs[l];
+                        if r & image::LEAF_BIT == 0 {
+                            let nd = &w[self.nodes_off + r as usize * image::NODE_WORDS..]
+                                [..image::NODE_WORDS];
+                            let cut = u128_at(&nd[4..8]);
+                            refs[l] = if keys[l].v[nd[0] as usize] <= cut {
+                                nd[1]
+                            } else {
+                                nd[2]
+                            };
+                            active = true;
+                        }
+                    }
+                    if !active {
+                        break;
+                    }
+                }
+                for l in 0..n {
+                    let leaf = self.leaves_off + (refs[l] & !image::LEAF_BIT) as usize;
+                    let count = w[leaf] as usize;
+                    for &i in &w[leaf + 1..leaf + 1 + count] {
+                        if i >= best[l] {
+                            break;
+                        }
+                        if self.matches(w, self.record(w, i), &keys[l]) {
+                            best[l] = i;
+                            break;
+                        }
+                    }
+                }
+            }
+            for l in 0..n {
+                out[l] = if best[l] == u32::MAX {
+                    0
+                } else {
+                    self.rule_id(best[l])
+                };
+            }
+        }
+    }
+}

@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: MIT OR Apache-2.0 */
+/*
+ * Host program run by build.rs: prints the C layout of every struct in
+ * parapet.h as a Rust table, so tests can compare it with the #[repr(C)]
+ * mirror without retyping numbers by hand.  BPF and x86_64/aarch64 agree on
+ * the layout of these fixed-width structs (all naturally aligned).
+ */
+#include <stddef.h>
+#include <stdio.h>
+#include "parapet.h"
+
+#define S(t) printf("    (\"%s\", \"\", %zu),\n", #t, sizeof(struct t))
+#define F(t, f) printf("    (\"%s\", \"%s\", %zu),\n", #t, #f, offsetof(struct t, f))
+
+int main(void)
+{
+	printf("/// (struct, field, offset) from parapet.h; field \"\" = sizeof.\n");
+	printf("pub const C_LAYOUT: &[(&str, &str, usize)] = &[\n");
+	S(parapet_key);
+	F(parapet_key, src);
+	F(parapet_key, dst);
+	F(parapet_key, ifindex);
+	F(parapet_key, pkt_len);
+	F(parapet_key, sport);
+	F(parapet_key, dport);
+	F(parapet_key, vlan_id);
+	F(parapet_key, family);
+	F(parapet_key, proto);
+	F(parapet_key, icmp_type);
+	F(parapet_key, icmp_code);
+	F(parapet_key, tcp_flags);
+	F(parapet_key, frag);
+	F(parapet_key, flags);
+	S(parapet_action);
+	F(parapet_action, verdict);
+	F(parapet_action, flags);
+	S(parapet_counter);
+	F(parapet_counter, packets);
+	F(parapet_counter, bytes);
+	S(parapet_lite_key);
+	F(parapet_lite_key, proto);
+	F(parapet_lite_key, dport);
+	S(parapet_log_limit);
+	F(parapet_log_limit, interval_ns);
+	F(parapet_log_limit, tolerance_ns);
+	F(parapet_log_limit, tat_ns);
+	S(parapet_log_event);
+	F(parapet_log_event, ts_ns);
+	F(parapet_log_event, rule_id);
+	F(parapet_log_event, verdict);
+	F(parapet_log_event, hook);
+	F(parapet_log_event, key);
+	S(parapet_debug_rec);
+	F(parapet_debug_rec, key);
+	F(parapet_debug_rec, status);
+	F(parapet_debug_rec, rule_id);
+	F(parapet_debug_rec, verdict);
+	F(parapet_debug_rec, seq);
+	S(parapet_image_page);
+	printf("];\n");
+	printf("/// Constants from parapet.h.\n");
+	printf("pub const C_CONSTS: &[(&str, u64)] = &[\n");
+#define C(n) printf("    (\"%s\", %llu),\n", #n, (unsigned long long)(n))
+	C(PARAPET_ABI_VERSION);
+	C(PARAPET_FAMILY_IPV4);
+	C(PARAPET_FAMILY_IPV6);
+	C(PARAPET_FRAG_FRAGMENT);
+	C(PARAPET_FRAG_LATER);
+	C(PARAPET_KEY_F_VLAN);
+	C(PARAPET_PARSE_OK);
+	C(PARAPET_PARSE_NOT_IP);
+	C(PARAPET_PARSE_TRUNCATED);
+	C(PARAPET_PARSE_MALFORMED);
+	C(PARAPET_PARSE_EXT_LIMIT);
+	C(PARAPET_MAX_VLAN_TAGS);
+	C(PARAPET_MAX_EXT_HDRS);
+	C(PARAPET_MAX_OFF);
+	C(PARAPET_VERDICT_ACCEPT);
+	C(PARAPET_VERDICT_DROP);
+	C(PARAPET_VERDICT_REJECT);
+	C(PARAPET_ACTION_F_LOG);
+	C(PARAPET_HOOK_XDP);
+	C(PARAPET_HOOK_TC);
+	C(PARAPET_STAT_MAX);
+	C(PARAPET_IMAGE_PAGE_BYTES);
+	C(PARAPET_IMAGE_DEFAULT_SLOT_PAGES);
+	printf("];\n");
+	return 0;
+}

@@ -1,0 +1,185 @@
+/* SPDX-License-Identifier: MIT OR Apache-2.0 */
+/*
+ * parapet.h - the ABI shared by the BPF program (parapet.bpf.c), the host
+ * layout probe (layout_probe.c, run by build.rs) and the Rust mirror in
+ * src/abi.rs.  Every struct here crosses the kernel/user boundary through a
+ * BPF map, so its layout is part of the ABI: fields are ordered largest
+ * first, padding is explicit, and a test compares the C offsets (printed by
+ * the layout probe) with the Rust `offset_of!` values.
+ *
+ * Bump PARAPET_ABI_VERSION whenever a layout or a constant here changes.
+ */
+#ifndef PARAPET_H
+#define PARAPET_H
+
+#include <linux/types.h>
+
+#define PARAPET_ABI_VERSION 1
+
+/* ---- parsed packet key ------------------------------------------------- */
+
+/* parapet_key.family */
+#define PARAPET_FAMILY_NONE 0 /* not IP (ARP, LLDP, ...) */
+#define PARAPET_FAMILY_IPV4 4
+#define PARAPET_FAMILY_IPV6 6
+
+/* parapet_key.frag bits */
+#define PARAPET_FRAG_FRAGMENT 0x01 /* part of a fragmented datagram */
+#define PARAPET_FRAG_LATER 0x02	   /* non-first fragment: no L4 header, ports 0 */
+
+/* parapet_key.flags bits */
+#define PARAPET_KEY_F_VLAN 0x01 /* an 802.1Q/802.1ad tag was present */
+
+/*
+ * The classifier input.  Addresses are in network byte order exactly as on
+ * the wire; an IPv4 address sits in the LAST 4 bytes of the 16-byte field and
+ * the first 12 bytes are zero (not ::ffff:-mapped: `family` already says
+ * which it is).  Ports, vlan_id, ifindex and pkt_len are host byte order.
+ * pkt_len is the L3 length (IPv4 total length / 40 + IPv6 payload length),
+ * which is what iptables byte counters count; for non-IP frames it is the
+ * frame length.
+ */
+struct parapet_key {
+	__u8 src[16];
+	__u8 dst[16];
+	__u32 ifindex;	 /* ingress interface index */
+	__u32 pkt_len;	 /* see above */
+	__u16 sport;	 /* TCP/UDP/UDP-Lite/SCTP/DCCP source port, else 0 */
+	__u16 dport;	 /* destination port, else 0 */
+	__u16 vlan_id;	 /* VID of the outer tag when flags & VLAN, else 0 */
+	__u8 family;	 /* PARAPET_FAMILY_* */
+	__u8 proto;	 /* transport protocol after the IPv6 extension chain */
+	__u8 icmp_type;	 /* ICMP (v4) or ICMPv6 type, else 0 */
+	__u8 icmp_code;	 /* ICMP code, else 0 */
+	__u8 tcp_flags;	 /* TCP flags byte (CWR..FIN), else 0 */
+	__u8 frag;	 /* PARAPET_FRAG_* bits */
+	__u8 flags;	 /* PARAPET_KEY_F_* bits */
+	__u8 _pad[3];	 /* always zero */
+};
+
+/* ---- parser outcome ---------------------------------------------------- */
+
+enum parapet_parse_status {
+	PARAPET_PARSE_OK = 0,
+	PARAPET_PARSE_NOT_IP = 1,    /* non-IP ethertype: passed, not classified */
+	PARAPET_PARSE_TRUNCATED = 2, /* a header runs past the end of the data */
+	PARAPET_PARSE_MALFORMED = 3, /* bad version, IHL, length or data offset */
+	PARAPET_PARSE_EXT_LIMIT = 4, /* IPv6 extension chain or VLAN stack too long */
+};
+
+/* Bounded walks: the verifier needs them and they bound the worst case. */
+#define PARAPET_MAX_VLAN_TAGS 2
+#define PARAPET_MAX_EXT_HDRS 8
+/*
+ * Largest header offset ever dereferenced.  Bounding offsets keeps the
+ * verifier's range tracking simple (pointer + bounded scalar), and no sane
+ * packet has its transport header this deep; deeper headers are reported as
+ * truncated (dropped).
+ */
+#define PARAPET_MAX_OFF 1024
+
+/* ---- verdicts and rule actions ----------------------------------------- */
+
+#define PARAPET_VERDICT_ACCEPT 0
+#define PARAPET_VERDICT_DROP 1
+#define PARAPET_VERDICT_REJECT 2 /* dropped: XDP and tc cannot answer */
+
+/* parapet_action.flags bits */
+#define PARAPET_ACTION_F_LOG 0x01
+
+/* One entry per rule id; entry 0 is the chain policy. */
+struct parapet_action {
+	__u8 verdict; /* PARAPET_VERDICT_* */
+	__u8 flags;   /* PARAPET_ACTION_F_* */
+	__u16 _pad;
+};
+
+/* Per rule id, per CPU. */
+struct parapet_counter {
+	__u64 packets;
+	__u64 bytes; /* sum of parapet_key.pkt_len */
+};
+
+/*
+ * Key of the interim classifier (hash map parapet_lite): (proto, dport) ->
+ * rule id.  dport 0 means "any port" of that protocol, proto 0 with dport 0
+ * means "anything".  This stands in until the image walker lands.
+ */
+struct parapet_lite_key {
+	__u8 proto;
+	__u8 _pad;
+	__u16 dport;
+};
+
+/* ---- logging ----------------------------------------------------------- */
+
+/*
+ * Per-rule log rate limit, a GCRA (virtual scheduling) token bucket.  User
+ * space writes interval_ns = 1e9 / rate and tolerance_ns = interval_ns *
+ * (burst - 1); the BPF side owns tat_ns and advances it with a
+ * compare-and-swap, so concurrent CPUs never emit more than the limit.
+ * interval_ns == 0 disables logging for that rule.
+ */
+struct parapet_log_limit {
+	__u64 interval_ns;
+	__u64 tolerance_ns;
+	__u64 tat_ns; /* theoretical arrival time */
+};
+
+#define PARAPET_HOOK_XDP 1
+#define PARAPET_HOOK_TC 2
+
+/* One ring-buffer record per logged packet. */
+struct parapet_log_event {
+	__u64 ts_ns; /* bpf_ktime_get_ns(), CLOCK_MONOTONIC */
+	__u32 rule_id;
+	__u8 verdict; /* PARAPET_VERDICT_* */
+	__u8 hook;    /* PARAPET_HOOK_* */
+	__u16 _pad;
+	struct parapet_key key;
+};
+
+/* ---- statistics (per-CPU array parapet_stats, indexed by these) -------- */
+
+enum parapet_stat {
+	PARAPET_STAT_PACKETS = 0,	  /* every packet seen */
+	PARAPET_STAT_NOT_IP = 1,	  /* passed unclassified */
+	PARAPET_STAT_TRUNCATED = 2,	  /* dropped */
+	PARAPET_STAT_MALFORMED = 3,	  /* dropped */
+	PARAPET_STAT_EXT_LIMIT = 4,	  /* dropped */
+	PARAPET_STAT_LOG_EMITTED = 5,	  /* ring buffer records written */
+	PARAPET_STAT_LOG_RATE_LIMITED = 6, /* suppressed by the token bucket */
+	PARAPET_STAT_LOG_RING_FULL = 7,	  /* ring buffer had no room */
+	PARAPET_STAT_NO_ACTION = 8,	  /* rule id without action: dropped */
+	PARAPET_STAT_IMAGE = 9,		  /* classified by the image walker */
+	PARAPET_STAT_MAX = 10,
+};
+
+/* ---- debug record (test mode only) ------------------------------------- */
+
+/* Written to parapet_debug[0] for every packet when parapet_debug_mode != 0. */
+struct parapet_debug_rec {
+	struct parapet_key key;
+	__u32 status;  /* enum parapet_parse_status */
+	__u32 rule_id; /* rule that decided, 0 = policy */
+	__u32 verdict; /* PARAPET_VERDICT_* */
+	__u32 seq;     /* incremented per packet, to detect stale reads */
+};
+
+/* ---- classifier image slots -------------------------------------------- */
+
+/*
+ * Two image slots live in one array map of 4 KiB pages: slot s is pages
+ * [s * slot_pages, (s + 1) * slot_pages).  parapet_gen[0] holds the
+ * generation g: 0 = no image (interim classifier), otherwise slot g & 1 is
+ * active.  A swap writes slot (g + 1) & 1 and then stores g + 1: one u32.
+ */
+#define PARAPET_IMAGE_PAGE_BYTES 4096
+#define PARAPET_IMAGE_PAGE_WORDS (PARAPET_IMAGE_PAGE_BYTES / 4)
+#define PARAPET_IMAGE_DEFAULT_SLOT_PAGES 256 /* 1 MiB per slot */
+
+struct parapet_image_page {
+	__u32 w[PARAPET_IMAGE_PAGE_WORDS];
+};
+
+#endif /* PARAPET_H */

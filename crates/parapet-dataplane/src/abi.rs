@@ -1,0 +1,384 @@
+//! `#[repr(C)]` mirrors of the structs and constants in `bpf/parapet.h`.
+//!
+//! These cross the kernel/user boundary through BPF maps, so their layout is
+//! an ABI. The `layout` tests compare every size and offset here with the
+//! numbers a C program prints from the header itself (see `build.rs`).
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+/// Version of the ABI in `parapet.h`; bumped whenever a layout changes.
+pub const ABI_VERSION: u32 = 1;
+
+/// `parapet_key.family` of a frame that is not IP.
+pub const FAMILY_NONE: u8 = 0;
+/// `parapet_key.family` of an IPv4 packet.
+pub const FAMILY_IPV4: u8 = 4;
+/// `parapet_key.family` of an IPv6 packet.
+pub const FAMILY_IPV6: u8 = 6;
+
+/// `frag` bit: the packet is part of a fragmented datagram.
+pub const FRAG_FRAGMENT: u8 = 0x01;
+/// `frag` bit: a non-first fragment; it has no transport header and ports 0.
+pub const FRAG_LATER: u8 = 0x02;
+
+/// `flags` bit: an 802.1Q/802.1ad tag was present (`vlan_id` is valid).
+pub const KEY_F_VLAN: u8 = 0x01;
+
+/// Most VLAN tags the parser walks; a frame with more is refused.
+pub const MAX_VLAN_TAGS: usize = 2;
+/// Most IPv6 extension headers the parser walks; a longer chain is refused.
+pub const MAX_EXT_HDRS: usize = 8;
+
+/// Largest header offset the BPF parser dereferences (`PARAPET_MAX_OFF`).
+pub const MAX_HDR_OFFSET: usize = 1024;
+
+/// `parapet_action.flags` bit: emit a log event (rate-limited) on match.
+pub const ACTION_F_LOG: u8 = 0x01;
+
+/// Bytes per page of the classifier-image map.
+pub const IMAGE_PAGE_BYTES: usize = 4096;
+/// Default pages per image slot (1 MiB).
+pub const IMAGE_DEFAULT_SLOT_PAGES: u32 = 256;
+
+/// Number of entries of the `parapet_stats` map.
+pub const STAT_MAX: u32 = 10;
+
+/// The classifier input that the BPF parser produces (`struct parapet_key`).
+///
+/// Addresses are network byte order as on the wire; an IPv4 address is in
+/// the **last** four bytes and the first twelve are zero (not `::ffff:`
+/// mapped — `family` tells which it is). Ports, `vlan_id`, `ifindex` and
+/// `pkt_len` are host byte order. `pkt_len` is the L3 length the IP header
+/// states (what iptables byte counters count); for non-IP frames, the frame
+/// length.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct PacketKey {
+    /// Source address.
+    pub src: [u8; 16],
+    /// Destination address.
+    pub dst: [u8; 16],
+    /// Ingress interface index.
+    pub ifindex: u32,
+    /// L3 length (see the type docs).
+    pub pkt_len: u32,
+    /// Source port (TCP, UDP, UDP-Lite, SCTP, DCCP), else 0.
+    pub sport: u16,
+    /// Destination port, else 0.
+    pub dport: u16,
+    /// VID of the outer VLAN tag when `flags & KEY_F_VLAN`, else 0.
+    pub vlan_id: u16,
+    /// [`FAMILY_NONE`], [`FAMILY_IPV4`] or [`FAMILY_IPV6`].
+    pub family: u8,
+    /// Transport protocol (after the IPv6 extension chain).
+    pub proto: u8,
+    /// ICMP or ICMPv6 type, else 0.
+    pub icmp_type: u8,
+    /// ICMP or ICMPv6 code, else 0.
+    pub icmp_code: u8,
+    /// TCP flags byte (CWR..FIN), else 0.
+    pub tcp_flags: u8,
+    /// [`FRAG_FRAGMENT`] / [`FRAG_LATER`] bits.
+    pub frag: u8,
+    /// [`KEY_F_VLAN`] bit.
+    pub flags: u8,
+    /// Always zero.
+    pub _pad: [u8; 3],
+}
+
+impl PacketKey {
+    /// The source address as an [`IpAddr`], `None` for non-IP.
+    pub fn src_ip(&self) -> Option<IpAddr> {
+        addr(self.family, &self.src)
+    }
+
+    /// The destination address as an [`IpAddr`], `None` for non-IP.
+    pub fn dst_ip(&self) -> Option<IpAddr> {
+        addr(self.family, &self.dst)
+    }
+}
+
+fn addr(family: u8, b: &[u8; 16]) -> Option<IpAddr> {
+    match family {
+        FAMILY_IPV4 => Some(IpAddr::V4(Ipv4Addr::new(b[12], b[13], b[14], b[15]))),
+        FAMILY_IPV6 => Some(IpAddr::V6(Ipv6Addr::from(*b))),
+        _ => None,
+    }
+}
+
+/// What the parser made of a frame (`enum parapet_parse_status`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u32)]
+pub enum ParseStatus {
+    /// Parsed; the key is complete.
+    Ok = 0,
+    /// Not IP (ARP, LLDP, ...): passed without classification.
+    NotIp = 1,
+    /// A header runs past the end of the data or the datagram: dropped.
+    Truncated = 2,
+    /// Bad IP version, IHL, length or TCP data offset: dropped.
+    Malformed = 3,
+    /// More VLAN tags or IPv6 extension headers than the parser walks:
+    /// dropped.
+    ExtLimit = 4,
+}
+
+impl ParseStatus {
+    /// From the raw value the BPF side writes; unknown values map to `None`.
+    pub fn from_raw(v: u32) -> Option<Self> {
+        Some(match v {
+            0 => Self::Ok,
+            1 => Self::NotIp,
+            2 => Self::Truncated,
+            3 => Self::Malformed,
+            4 => Self::ExtLimit,
+            _ => return None,
+        })
+    }
+}
+
+/// A rule's verdict as the dataplane applies it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Verdict {
+    /// XDP_PASS / TC_ACT_OK.
+    #[default]
+    Accept = 0,
+    /// XDP_DROP / TC_ACT_SHOT.
+    Drop = 1,
+    /// Dropped too: neither hook can send the ICMP/RST answer.
+    Reject = 2,
+}
+
+impl Verdict {
+    /// From the raw value; unknown values map to `None`.
+    pub fn from_raw(v: u32) -> Option<Self> {
+        Some(match v {
+            0 => Self::Accept,
+            1 => Self::Drop,
+            2 => Self::Reject,
+            _ => return None,
+        })
+    }
+}
+
+/// `struct parapet_action`: one per rule id, entry 0 is the policy.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RawAction {
+    /// `Verdict as u8`.
+    pub verdict: u8,
+    /// [`ACTION_F_LOG`] bit.
+    pub flags: u8,
+    /// Zero.
+    pub _pad: u16,
+}
+
+/// `struct parapet_counter`: packets and L3 bytes of one rule on one CPU.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counter {
+    /// Packets that this rule decided.
+    pub packets: u64,
+    /// Sum of their `pkt_len`.
+    pub bytes: u64,
+}
+
+/// `struct parapet_lite_key`: key of the interim (proto, dport) classifier.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct LiteKey {
+    /// Protocol; 0 with `dport` 0 matches anything.
+    pub proto: u8,
+    /// Zero.
+    pub _pad: u8,
+    /// Destination port; 0 matches any port of `proto`.
+    pub dport: u16,
+}
+
+/// `struct parapet_log_limit`: GCRA state of one rule's log rate limit.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LogLimit {
+    /// 1e9 / rate; 0 disables logging for the rule.
+    pub interval_ns: u64,
+    /// interval_ns * (burst - 1).
+    pub tolerance_ns: u64,
+    /// Theoretical arrival time, owned by the BPF side.
+    pub tat_ns: u64,
+}
+
+/// `PARAPET_HOOK_XDP`.
+pub const HOOK_XDP: u8 = 1;
+/// `PARAPET_HOOK_TC`.
+pub const HOOK_TC: u8 = 2;
+
+/// `struct parapet_log_event`: one ring-buffer record.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RawLogEvent {
+    /// CLOCK_MONOTONIC nanoseconds.
+    pub ts_ns: u64,
+    /// Rule that matched.
+    pub rule_id: u32,
+    /// `Verdict as u8`.
+    pub verdict: u8,
+    /// [`HOOK_XDP`] or [`HOOK_TC`].
+    pub hook: u8,
+    /// Zero.
+    pub _pad: u16,
+    /// The packet.
+    pub key: PacketKey,
+}
+
+/// `struct parapet_debug_rec`: the last packet's key and decision (test mode).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DebugRec {
+    /// The parsed key.
+    pub key: PacketKey,
+    /// Raw [`ParseStatus`].
+    pub status: u32,
+    /// Deciding rule id (0 = policy).
+    pub rule_id: u32,
+    /// Raw [`Verdict`].
+    pub verdict: u32,
+    /// Incremented per packet.
+    pub seq: u32,
+}
+
+/// Indices of the `parapet_stats` per-CPU array (`enum parapet_stat`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum Stat {
+    /// Every packet seen.
+    Packets = 0,
+    /// Non-IP frames passed unclassified.
+    NotIp = 1,
+    /// Truncated packets dropped.
+    Truncated = 2,
+    /// Malformed packets dropped.
+    Malformed = 3,
+    /// Packets with too many VLAN tags / IPv6 extension headers dropped.
+    ExtLimit = 4,
+    /// Log events written to the ring buffer.
+    LogEmitted = 5,
+    /// Log events suppressed by the rate limit.
+    LogRateLimited = 6,
+    /// Log events lost because the ring buffer was full.
+    LogRingFull = 7,
+    /// Rule ids without an action entry (dropped).
+    NoAction = 8,
+    /// Packets classified by the image walker.
+    Image = 9,
+}
+
+// SAFETY: all of these are #[repr(C)] plain integers/arrays with explicit
+// padding fields, so every bit pattern is valid and there are no
+// uninitialised bytes.
+unsafe impl aya::Pod for PacketKey {}
+// SAFETY: as above.
+unsafe impl aya::Pod for RawAction {}
+// SAFETY: as above.
+unsafe impl aya::Pod for Counter {}
+// SAFETY: as above.
+unsafe impl aya::Pod for LiteKey {}
+// SAFETY: as above.
+unsafe impl aya::Pod for LogLimit {}
+// SAFETY: as above.
+unsafe impl aya::Pod for DebugRec {}
+
+#[cfg(test)]
+mod layout {
+    use super::*;
+    use std::mem::{offset_of, size_of};
+
+    include!(concat!(env!("OUT_DIR"), "/c_layout.rs"));
+
+    fn rust_layout(s: &str, f: &str) -> usize {
+        macro_rules! table {
+            ($($cs:literal => $ty:ty { $($cf:literal => $rf:ident),* }),* $(,)?) => {
+                match (s, f) {
+                    $(
+                        ($cs, "") => size_of::<$ty>(),
+                        $(($cs, $cf) => offset_of!($ty, $rf),)*
+                    )*
+                    _ => panic!("no Rust mirror for {s}.{f}"),
+                }
+            };
+        }
+        table! {
+            "parapet_key" => PacketKey {
+                "src" => src, "dst" => dst, "ifindex" => ifindex, "pkt_len" => pkt_len,
+                "sport" => sport, "dport" => dport, "vlan_id" => vlan_id,
+                "family" => family, "proto" => proto, "icmp_type" => icmp_type,
+                "icmp_code" => icmp_code, "tcp_flags" => tcp_flags, "frag" => frag,
+                "flags" => flags
+            },
+            "parapet_action" => RawAction { "verdict" => verdict, "flags" => flags },
+            "parapet_counter" => Counter { "packets" => packets, "bytes" => bytes },
+            "parapet_lite_key" => LiteKey { "proto" => proto, "dport" => dport },
+            "parapet_log_limit" => LogLimit {
+                "interval_ns" => interval_ns, "tolerance_ns" => tolerance_ns, "tat_ns" => tat_ns
+            },
+            "parapet_log_event" => RawLogEvent {
+                "ts_ns" => ts_ns, "rule_id" => rule_id, "verdict" => verdict,
+                "hook" => hook, "key" => key
+            },
+            "parapet_debug_rec" => DebugRec {
+                "key" => key, "status" => status, "rule_id" => rule_id,
+                "verdict" => verdict, "seq" => seq
+            },
+            "parapet_image_page" => [u8; IMAGE_PAGE_BYTES] {},
+        }
+    }
+
+    #[test]
+    fn c_and_rust_layouts_agree() {
+        assert!(C_LAYOUT.len() > 30, "layout probe printed too little");
+        for &(s, f, c) in C_LAYOUT {
+            assert_eq!(rust_layout(s, f), c, "{s}.{f}: Rust differs from C");
+        }
+    }
+
+    #[test]
+    fn c_and_rust_constants_agree() {
+        let rust: &[(&str, u64)] = &[
+            ("PARAPET_ABI_VERSION", ABI_VERSION.into()),
+            ("PARAPET_FAMILY_IPV4", FAMILY_IPV4.into()),
+            ("PARAPET_FAMILY_IPV6", FAMILY_IPV6.into()),
+            ("PARAPET_FRAG_FRAGMENT", FRAG_FRAGMENT.into()),
+            ("PARAPET_FRAG_LATER", FRAG_LATER.into()),
+            ("PARAPET_KEY_F_VLAN", KEY_F_VLAN.into()),
+            ("PARAPET_PARSE_OK", ParseStatus::Ok as u64),
+            ("PARAPET_PARSE_NOT_IP", ParseStatus::NotIp as u64),
+            ("PARAPET_PARSE_TRUNCATED", ParseStatus::Truncated as u64),
+            ("PARAPET_PARSE_MALFORMED", ParseStatus::Malformed as u64),
+            ("PARAPET_PARSE_EXT_LIMIT", ParseStatus::ExtLimit as u64),
+            ("PARAPET_MAX_VLAN_TAGS", MAX_VLAN_TAGS as u64),
+            ("PARAPET_MAX_EXT_HDRS", MAX_EXT_HDRS as u64),
+            ("PARAPET_MAX_OFF", MAX_HDR_OFFSET as u64),
+            ("PARAPET_VERDICT_ACCEPT", Verdict::Accept as u64),
+            ("PARAPET_VERDICT_DROP", Verdict::Drop as u64),
+            ("PARAPET_VERDICT_REJECT", Verdict::Reject as u64),
+            ("PARAPET_ACTION_F_LOG", ACTION_F_LOG.into()),
+            ("PARAPET_HOOK_XDP", HOOK_XDP.into()),
+            ("PARAPET_HOOK_TC", HOOK_TC.into()),
+            ("PARAPET_STAT_MAX", STAT_MAX.into()),
+            ("PARAPET_IMAGE_PAGE_BYTES", IMAGE_PAGE_BYTES as u64),
+            (
+                "PARAPET_IMAGE_DEFAULT_SLOT_PAGES",
+                IMAGE_DEFAULT_SLOT_PAGES.into(),
+            ),
+        ];
+        assert_eq!(
+            rust.len(),
+            C_CONSTS.len(),
+            "constant lists differ in length"
+        );
+        for (&(cn, cv), &(rn, rv)) in C_CONSTS.iter().zip(rust) {
+            assert_eq!(cn, rn, "constant order differs");
+            assert_eq!(cv, rv, "{cn}: Rust differs from C");
+        }
+    }
+}

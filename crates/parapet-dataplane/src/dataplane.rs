@@ -1,0 +1,625 @@
+//! The [`Dataplane`]: loads the embedded BPF object with aya, attaches it at
+//! XDP or tc, and exposes the control surface (rule actions, the interim
+//! classifier, image slots with a generation flip, counters, statistics,
+//! rate-limited log events, and `BPF_PROG_TEST_RUN`).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use aya::maps::{Array, HashMap as BpfHashMap, MapData, MapError, PerCpuArray, RingBuf};
+use aya::programs::tc::{SchedClassifierLinkId, TcAttachType};
+use aya::programs::xdp::XdpLinkId;
+use aya::programs::{ProgramError, SchedClassifier, TestRun, TestRunOptions, Xdp, XdpMode};
+use aya::{Ebpf, EbpfLoader};
+
+use crate::abi::{
+    Counter, DebugRec, LiteKey, LogLimit, PacketKey, ParseStatus, RawAction, RawLogEvent, Stat,
+    Verdict, ACTION_F_LOG, HOOK_TC, IMAGE_DEFAULT_SLOT_PAGES, IMAGE_PAGE_BYTES, STAT_MAX,
+};
+
+/// The compiled BPF object (`bpf/parapet.bpf.c`, built by `build.rs`).
+pub static BPF_OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/parapet.bpf.o"));
+
+const PROG_XDP: &str = "parapet_xdp";
+const PROG_TC: &str = "parapet_tc";
+
+/// Where the program runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Hook {
+    /// eXpress Data Path, before the kernel allocates an skb.
+    Xdp,
+    /// tc ingress (TCX on kernels >= 6.6).
+    Tc,
+}
+
+/// XDP attach mode. Ignored for [`Hook::Tc`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Mode {
+    /// In the driver; falls back to [`Mode::Skb`] (with a note) if the
+    /// driver has no XDP support.
+    Native,
+    /// Generic XDP, run by the kernel stack after skb allocation.
+    Skb,
+}
+
+/// Load-time sizing and options.
+#[derive(Clone, Debug)]
+pub struct LoadOptions {
+    /// Largest rule id; the action, counter and log-limit maps get
+    /// `max_rules + 1` entries (entry 0 is the policy).
+    pub max_rules: u32,
+    /// 4 KiB pages per image slot (two slots are allocated).
+    pub slot_pages: u32,
+    /// Record every packet's key and decision in the debug map (tests; costs
+    /// a map write per packet, compiled out by the verifier otherwise).
+    pub debug: bool,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        LoadOptions {
+            max_rules: 4095,
+            slot_pages: IMAGE_DEFAULT_SLOT_PAGES,
+            debug: false,
+        }
+    }
+}
+
+/// Errors of the dataplane API.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Loading the object or creating its maps failed.
+    #[error("loading the BPF object: {0}")]
+    Load(#[from] aya::EbpfError),
+    /// Verifying, attaching, detaching or test-running a program failed.
+    #[error("BPF program: {0}")]
+    Program(#[from] ProgramError),
+    /// A map operation failed.
+    #[error("BPF map: {0}")]
+    Map(#[from] MapError),
+    /// The object lacks a map or program this code expects (build mismatch).
+    #[error("BPF object has no {0}")]
+    Missing(&'static str),
+    /// A rule id beyond `LoadOptions::max_rules`.
+    #[error("rule id {rule} out of range (max {max})")]
+    RuleOutOfRange {
+        /// The id.
+        rule: u32,
+        /// The largest valid id.
+        max: u32,
+    },
+    /// An image larger than a slot.
+    #[error("image of {len} bytes exceeds the slot size of {cap} bytes")]
+    ImageTooLarge {
+        /// Image size.
+        len: usize,
+        /// Slot size.
+        cap: usize,
+    },
+    /// `swap` without a preceding `write_image`.
+    #[error("no image written since the last swap")]
+    NothingToSwap,
+    /// A detach of an attachment this dataplane does not know.
+    #[error("unknown attachment {0}")]
+    UnknownAttachment(u64),
+    /// Frames shorter than an Ethernet header cannot be test-run.
+    #[error("BPF_PROG_TEST_RUN needs at least 14 bytes, got {0}")]
+    FrameTooShort(usize),
+}
+
+/// Result alias.
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// A live attachment, returned by [`Dataplane::attach`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Attached {
+    /// Handle for [`Dataplane::detach`].
+    pub id: u64,
+    /// Interface name.
+    pub iface: String,
+    /// Hook.
+    pub hook: Hook,
+    /// XDP mode actually used (`None` for tc).
+    pub mode: Option<Mode>,
+    /// Set when the request could not be met exactly (e.g. native XDP
+    /// unsupported, fell back to skb mode).
+    pub note: Option<String>,
+}
+
+enum LinkId {
+    Xdp(XdpLinkId),
+    Tc(SchedClassifierLinkId),
+}
+
+/// One ring-buffer log event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LogEvent {
+    /// CLOCK_MONOTONIC nanoseconds at the hook.
+    pub ts_ns: u64,
+    /// Rule that matched (0 = policy).
+    pub rule_id: u32,
+    /// Its verdict.
+    pub verdict: Verdict,
+    /// Hook that saw the packet.
+    pub hook: Hook,
+    /// The packet.
+    pub key: PacketKey,
+}
+
+/// Dataplane-wide statistics, summed over CPUs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats(pub Vec<u64>);
+
+impl Stats {
+    /// One statistic.
+    pub fn get(&self, s: Stat) -> u64 {
+        self.0.get(s as usize).copied().unwrap_or(0)
+    }
+}
+
+/// Outcome of one `BPF_PROG_TEST_RUN`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TestRunOutcome {
+    /// Raw program return code (XDP_* or TC_ACT_*).
+    pub retval: u32,
+    /// `true` when the code lets the packet through (XDP_PASS / TC_ACT_OK).
+    pub passed: bool,
+    /// Kernel-measured time per run (averaged over `repeat`).
+    pub duration: Duration,
+}
+
+/// The debug record decoded (test mode, see [`LoadOptions::debug`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Decision {
+    /// Parsed key.
+    pub key: PacketKey,
+    /// Parser outcome.
+    pub status: ParseStatus,
+    /// Deciding rule (0 = policy, also for unparsed packets).
+    pub rule_id: u32,
+    /// Applied verdict.
+    pub verdict: Verdict,
+    /// Packets recorded so far.
+    pub seq: u32,
+}
+
+/// XDP_DROP / XDP_PASS and TC_ACT_OK / TC_ACT_SHOT, from linux/bpf.h and
+/// linux/pkt_cls.h.
+const XDP_PASS: u32 = 2;
+const TC_ACT_OK: u32 = 0;
+
+/// The loaded BPF dataplane and its maps.
+pub struct Dataplane {
+    ebpf: Ebpf,
+    max_rules: u32,
+    slot_pages: u32,
+    generation: u32,
+    staged: bool,
+    next_id: u64,
+    links: HashMap<u64, LinkId>,
+    actions: Array<MapData, RawAction>,
+    counters: PerCpuArray<MapData, Counter>,
+    log_limits: Array<MapData, LogLimit>,
+    stats: PerCpuArray<MapData, u64>,
+    lite: BpfHashMap<MapData, LiteKey, u32>,
+    image: Array<MapData, [u8; IMAGE_PAGE_BYTES]>,
+    gen: Array<MapData, u32>,
+    debug: Array<MapData, DebugRec>,
+    log: RingBuf<MapData>,
+}
+
+impl std::fmt::Debug for Dataplane {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dataplane")
+            .field("max_rules", &self.max_rules)
+            .field("slot_pages", &self.slot_pages)
+            .field("generation", &self.generation)
+            .field("attachments", &self.links.len())
+            .finish_non_exhaustive()
+    }
+}
+
+fn take(ebpf: &mut Ebpf, name: &'static str) -> Result<aya::maps::Map> {
+    ebpf.take_map(name).ok_or(Error::Missing(name))
+}
+
+impl Dataplane {
+    /// Load and verify both programs and create the maps. Needs
+    /// `CAP_BPF` + `CAP_NET_ADMIN` (or root). Nothing is attached yet; the
+    /// policy is ACCEPT and the interim classifier is empty.
+    pub fn load(opts: &LoadOptions) -> Result<Self> {
+        let entries = opts.max_rules.saturating_add(1);
+        let slot_pages = opts.slot_pages.max(1);
+        let debug_mode: u32 = opts.debug.into();
+        let mut ebpf = EbpfLoader::new()
+            .map_max_entries("parapet_actions", entries)
+            .map_max_entries("parapet_counters", entries)
+            .map_max_entries("parapet_log_limits", entries)
+            .map_max_entries("parapet_image", slot_pages.saturating_mul(2))
+            .override_global("parapet_debug_mode", &debug_mode, true)
+            .override_global("parapet_slot_pages", &slot_pages, true)
+            .load(BPF_OBJECT)?;
+        for name in [PROG_XDP, PROG_TC] {
+            let prog = ebpf.program_mut(name).ok_or(Error::Missing("program"))?;
+            match name {
+                PROG_XDP => <&mut Xdp>::try_from(prog)?.load()?,
+                _ => <&mut SchedClassifier>::try_from(prog)?.load()?,
+            }
+        }
+        let actions = Array::try_from(take(&mut ebpf, "parapet_actions")?)?;
+        let counters = PerCpuArray::try_from(take(&mut ebpf, "parapet_counters")?)?;
+        let log_limits = Array::try_from(take(&mut ebpf, "parapet_log_limits")?)?;
+        let stats = PerCpuArray::try_from(take(&mut ebpf, "parapet_stats")?)?;
+        let lite = BpfHashMap::try_from(take(&mut ebpf, "parapet_lite")?)?;
+        let image = Array::try_from(take(&mut ebpf, "parapet_image")?)?;
+        let gen = Array::try_from(take(&mut ebpf, "parapet_gen")?)?;
+        let debug = Array::try_from(take(&mut ebpf, "parapet_debug")?)?;
+        let log = RingBuf::try_from(take(&mut ebpf, "parapet_log")?)?;
+        Ok(Dataplane {
+            ebpf,
+            max_rules: opts.max_rules,
+            slot_pages,
+            generation: 0,
+            staged: false,
+            next_id: 1,
+            links: HashMap::new(),
+            actions,
+            counters,
+            log_limits,
+            stats,
+            lite,
+            image,
+            gen,
+            debug,
+            log,
+        })
+    }
+
+    /// Largest valid rule id.
+    pub fn max_rules(&self) -> u32 {
+        self.max_rules
+    }
+
+    /// Attach to `iface` (resolved in the calling thread's network
+    /// namespace). At XDP, [`Mode::Native`] falls back to [`Mode::Skb`] when
+    /// the driver refuses, and the returned [`Attached::note`] says so.
+    pub fn attach(&mut self, iface: &str, hook: Hook, mode: Mode) -> Result<Attached> {
+        let (link, used, note) = match hook {
+            Hook::Xdp => {
+                let prog = self
+                    .ebpf
+                    .program_mut(PROG_XDP)
+                    .ok_or(Error::Missing("program"))?;
+                let prog = <&mut Xdp>::try_from(prog)?;
+                match mode {
+                    Mode::Skb => (
+                        LinkId::Xdp(prog.attach(iface, XdpMode::Skb)?),
+                        Mode::Skb,
+                        None,
+                    ),
+                    Mode::Native => match prog.attach(iface, XdpMode::Driver) {
+                        Ok(id) => (LinkId::Xdp(id), Mode::Native, None),
+                        // An unknown interface fails the same way in both
+                        // modes; do not hide it behind a fallback.
+                        Err(e @ ProgramError::UnknownInterface { .. }) => return Err(e.into()),
+                        Err(native) => {
+                            let id = prog.attach(iface, XdpMode::Skb)?;
+                            let note = format!(
+                                "native XDP unavailable on {iface} ({native}); \
+                                 attached in generic (skb) mode"
+                            );
+                            (LinkId::Xdp(id), Mode::Skb, Some(note))
+                        }
+                    },
+                }
+            }
+            Hook::Tc => {
+                let prog = self
+                    .ebpf
+                    .program_mut(PROG_TC)
+                    .ok_or(Error::Missing("program"))?;
+                let prog = <&mut SchedClassifier>::try_from(prog)?;
+                let id = prog.attach(iface, TcAttachType::Ingress)?;
+                (LinkId::Tc(id), mode, None)
+            }
+        };
+        let id = self.next_id;
+        self.next_id += 1;
+        self.links.insert(id, link);
+        Ok(Attached {
+            id,
+            iface: iface.to_string(),
+            hook,
+            mode: (hook == Hook::Xdp).then_some(used),
+            note,
+        })
+    }
+
+    /// Detach one attachment. (Dropping the `Dataplane` detaches all.)
+    pub fn detach(&mut self, id: u64) -> Result<()> {
+        match self.links.remove(&id) {
+            Some(LinkId::Xdp(l)) => {
+                let prog = self
+                    .ebpf
+                    .program_mut(PROG_XDP)
+                    .ok_or(Error::Missing("program"))?;
+                <&mut Xdp>::try_from(prog)?.detach(l)?;
+            }
+            Some(LinkId::Tc(l)) => {
+                let prog = self
+                    .ebpf
+                    .program_mut(PROG_TC)
+                    .ok_or(Error::Missing("program"))?;
+                <&mut SchedClassifier>::try_from(prog)?.detach(l)?;
+            }
+            None => return Err(Error::UnknownAttachment(id)),
+        }
+        Ok(())
+    }
+
+    fn check_rule(&self, rule: u32) -> Result<()> {
+        if rule > self.max_rules {
+            return Err(Error::RuleOutOfRange {
+                rule,
+                max: self.max_rules,
+            });
+        }
+        Ok(())
+    }
+
+    /// Set what rule `rule` does when it decides a packet (0 = the policy).
+    pub fn set_action(&mut self, rule: u32, verdict: Verdict, log: bool) -> Result<()> {
+        self.check_rule(rule)?;
+        let a = RawAction {
+            verdict: verdict as u8,
+            flags: if log { ACTION_F_LOG } else { 0 },
+            _pad: 0,
+        };
+        self.actions.set(rule, a, 0)?;
+        Ok(())
+    }
+
+    /// The policy: what happens when no rule matches.
+    pub fn set_policy(&mut self, verdict: Verdict) -> Result<()> {
+        self.set_action(0, verdict, false)
+    }
+
+    /// Interim classifier: packets of `proto` to `dport` are decided by
+    /// `rule` (`dport` 0 = any port of `proto`; `proto` 0 and `dport` 0 =
+    /// anything). Lookup order: exact, then any-port, then anything, then
+    /// the policy. Replaced by the image walker once it lands.
+    pub fn set_lite_rule(&mut self, proto: u8, dport: u16, rule: u32) -> Result<()> {
+        self.check_rule(rule)?;
+        let k = LiteKey {
+            proto,
+            _pad: 0,
+            dport,
+        };
+        self.lite.insert(k, rule, 0)?;
+        Ok(())
+    }
+
+    /// Remove an interim-classifier entry (absent entries are fine).
+    pub fn remove_lite_rule(&mut self, proto: u8, dport: u16) -> Result<()> {
+        let k = LiteKey {
+            proto,
+            _pad: 0,
+            dport,
+        };
+        match self.lite.remove(&k) {
+            Ok(()) | Err(MapError::KeyNotFound) => Ok(()),
+            // aya reports a missing key on delete as the raw ENOENT
+            Err(MapError::SyscallError(e)) if e.io_error.raw_os_error() == Some(libc::ENOENT) => {
+                Ok(())
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Bytes an image slot holds.
+    pub fn slot_capacity(&self) -> usize {
+        self.slot_pages as usize * IMAGE_PAGE_BYTES
+    }
+
+    /// The live generation: 0 before the first swap, otherwise slot
+    /// `generation & 1` is live.
+    pub fn generation(&self) -> u32 {
+        self.generation
+    }
+
+    /// Write a classifier image into the inactive slot. Packets keep using
+    /// the live slot until [`Dataplane::swap`]. A failed write changes
+    /// nothing that packets see.
+    pub fn write_image(&mut self, image: &[u8]) -> Result<()> {
+        if image.len() > self.slot_capacity() {
+            return Err(Error::ImageTooLarge {
+                len: image.len(),
+                cap: self.slot_capacity(),
+            });
+        }
+        let slot = self.generation.wrapping_add(1) & 1;
+        let base = slot * self.slot_pages;
+        for (i, chunk) in image.chunks(IMAGE_PAGE_BYTES).enumerate() {
+            let mut page = [0u8; IMAGE_PAGE_BYTES];
+            page[..chunk.len()].copy_from_slice(chunk);
+            self.image.set(base + i as u32, page, 0)?;
+        }
+        self.staged = true;
+        Ok(())
+    }
+
+    /// Make the last written image live by storing generation + 1: a single
+    /// u32 write, so each packet sees the old image or the new one, never a
+    /// mix. Returns the new generation.
+    pub fn swap(&mut self) -> Result<u32> {
+        if !self.staged {
+            return Err(Error::NothingToSwap);
+        }
+        let next = self.generation.wrapping_add(1).max(1);
+        self.gen.set(0, next, 0)?;
+        self.generation = next;
+        self.staged = false;
+        Ok(next)
+    }
+
+    /// Read back `len` bytes of the live image (for tests and diagnostics).
+    pub fn read_live_image(&self, len: usize) -> Result<Vec<u8>> {
+        let slot = self.generation & 1;
+        let mut out = Vec::with_capacity(len);
+        let mut page_no = slot * self.slot_pages;
+        while out.len() < len.min(self.slot_capacity()) {
+            let page = self.image.get(&page_no, 0)?;
+            let n = (len - out.len()).min(IMAGE_PAGE_BYTES);
+            out.extend_from_slice(&page[..n]);
+            page_no += 1;
+        }
+        Ok(out)
+    }
+
+    /// Packets and bytes rule `rule` decided, summed over CPUs.
+    pub fn counter(&self, rule: u32) -> Result<Counter> {
+        self.check_rule(rule)?;
+        let per_cpu = self.counters.get(&rule, 0)?;
+        Ok(per_cpu.iter().fold(Counter::default(), |a, c| Counter {
+            packets: a.packets + c.packets,
+            bytes: a.bytes + c.bytes,
+        }))
+    }
+
+    /// Dataplane statistics, summed over CPUs.
+    pub fn stats(&self) -> Result<Stats> {
+        let mut v = Vec::with_capacity(STAT_MAX as usize);
+        for i in 0..STAT_MAX {
+            v.push(self.stats.get(&i, 0)?.iter().sum());
+        }
+        Ok(Stats(v))
+    }
+
+    /// Limit log events of `rule` to `rate_per_sec` with bursts of `burst`.
+    /// `rate_per_sec` 0 disables logging for the rule. The limit holds
+    /// across all CPUs together.
+    pub fn set_log_rate(&mut self, rule: u32, rate_per_sec: u32, burst: u32) -> Result<()> {
+        self.check_rule(rule)?;
+        let lim = if rate_per_sec == 0 {
+            LogLimit::default()
+        } else {
+            let interval_ns = 1_000_000_000 / u64::from(rate_per_sec);
+            LogLimit {
+                interval_ns: interval_ns.max(1),
+                tolerance_ns: interval_ns * u64::from(burst.max(1) - 1),
+                tat_ns: 0,
+            }
+        };
+        self.log_limits.set(rule, lim, 0)?;
+        Ok(())
+    }
+
+    /// Take up to `max` pending log events without blocking. The ring
+    /// buffer's fd ([`Dataplane::log_fd`]) becomes readable when events wait.
+    pub fn poll_log(&mut self, max: usize) -> Vec<LogEvent> {
+        let mut out = Vec::new();
+        while out.len() < max {
+            let Some(item) = self.log.next() else { break };
+            if item.len() < std::mem::size_of::<RawLogEvent>() {
+                continue; // cannot happen with a matching object; skip
+            }
+            // SAFETY: the record is at least size_of::<RawLogEvent>() bytes
+            // and RawLogEvent is plain old data; read_unaligned makes no
+            // alignment assumption about the ring buffer memory.
+            let raw: RawLogEvent = unsafe { std::ptr::read_unaligned(item.as_ptr().cast()) };
+            out.push(LogEvent {
+                ts_ns: raw.ts_ns,
+                rule_id: raw.rule_id,
+                verdict: Verdict::from_raw(raw.verdict.into()).unwrap_or(Verdict::Drop),
+                hook: if raw.hook == HOOK_TC {
+                    Hook::Tc
+                } else {
+                    Hook::Xdp
+                },
+                key: raw.key,
+            });
+        }
+        out
+    }
+
+    /// The log ring buffer's fd, for epoll.
+    pub fn log_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self.log.as_fd()
+    }
+
+    /// Run the real program on `frame` with `BPF_PROG_TEST_RUN`, `repeat`
+    /// times (counters and logs see every run). `ifindex`, when non-zero,
+    /// is reported as the ingress interface and must exist in the caller's
+    /// namespace (1 = loopback always does).
+    pub fn test_run(
+        &self,
+        hook: Hook,
+        frame: &[u8],
+        ifindex: u32,
+        repeat: u32,
+    ) -> Result<TestRunOutcome> {
+        if frame.len() < 14 {
+            return Err(Error::FrameTooShort(frame.len()));
+        }
+        let name = match hook {
+            Hook::Xdp => PROG_XDP,
+            Hook::Tc => PROG_TC,
+        };
+        let prog = self.ebpf.program(name).ok_or(Error::Missing("program"))?;
+        let mut ctx = Vec::new();
+        if ifindex != 0 {
+            ctx = match hook {
+                // struct xdp_md: data, data_end, data_meta, ingress_ifindex,
+                // rx_queue_index, egress_ifindex; data_end must equal the
+                // frame length.
+                Hook::Xdp => [0, frame.len() as u32, 0, ifindex, 0, 0]
+                    .iter()
+                    .flat_map(|v| v.to_ne_bytes())
+                    .collect(),
+                // struct __sk_buff up to ingress_ifindex (offset 36); the
+                // kernel accepts a zero-padded prefix.
+                Hook::Tc => {
+                    let mut c = vec![0u8; 40];
+                    c[36..40].copy_from_slice(&ifindex.to_ne_bytes());
+                    c
+                }
+            };
+        }
+        let opts = TestRunOptions {
+            data_in: Some(frame),
+            ctx_in: (!ctx.is_empty()).then_some(&ctx[..]),
+            repeat: repeat.max(1),
+            ..TestRunOptions::default()
+        };
+        let r = match hook {
+            Hook::Xdp => <&Xdp>::try_from(prog)?.test_run(opts)?,
+            Hook::Tc => <&SchedClassifier>::try_from(prog)?.test_run(opts)?,
+        };
+        let passed = match hook {
+            Hook::Xdp => r.return_value == XDP_PASS,
+            Hook::Tc => r.return_value == TC_ACT_OK,
+        };
+        Ok(TestRunOutcome {
+            retval: r.return_value,
+            passed,
+            duration: r.duration,
+        })
+    }
+
+    /// The last packet's key and decision. Only filled when loaded with
+    /// [`LoadOptions::debug`]; `None` before the first packet.
+    pub fn last_decision(&self) -> Result<Option<Decision>> {
+        let d = self.debug.get(&0, 0)?;
+        if d.seq == 0 {
+            return Ok(None);
+        }
+        Ok(Some(Decision {
+            key: d.key,
+            status: ParseStatus::from_raw(d.status).unwrap_or(ParseStatus::Malformed),
+            rule_id: d.rule_id,
+            verdict: Verdict::from_raw(d.verdict).unwrap_or(Verdict::Drop),
+            seq: d.seq,
+        }))
+    }
+}

@@ -1,0 +1,244 @@
+//! Verdicts, counters, rate-limited logging and image slots, driven through
+//! BPF_PROG_TEST_RUN on the real program.
+
+mod common;
+
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use common::load_or_skip;
+use parapet_dataplane::abi::FRAG_LATER;
+use parapet_dataplane::packet::Frame;
+use parapet_dataplane::{Counter, Dataplane, Error, Hook, LoadOptions, Stat, Verdict};
+
+const SRC: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
+const DST: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 2);
+
+fn udp(dport: u16, payload: usize) -> Vec<u8> {
+    Frame::ipv4(SRC, DST)
+        .udp(40000, dport)
+        .payload(payload)
+        .build()
+}
+
+fn passes(dp: &Dataplane, hook: Hook, frame: &[u8]) -> bool {
+    dp.test_run(hook, frame, 0, 1).expect("test run").passed
+}
+
+fn small(test: &str) -> Option<Dataplane> {
+    load_or_skip(
+        test,
+        &LoadOptions {
+            max_rules: 15,
+            slot_pages: 2,
+            debug: true,
+        },
+    )
+}
+
+#[test]
+fn verdicts_and_return_codes_follow_the_rules() {
+    let Some(mut dp) = small("verdicts_and_return_codes_follow_the_rules") else {
+        return;
+    };
+    dp.set_policy(Verdict::Drop).unwrap();
+    dp.set_action(1, Verdict::Accept, false).unwrap();
+    dp.set_action(2, Verdict::Reject, false).unwrap();
+    dp.set_lite_rule(17, 53, 1).unwrap();
+    dp.set_lite_rule(17, 0, 2).unwrap();
+
+    // XDP: 2 = XDP_PASS, 1 = XDP_DROP; tc: 0 = TC_ACT_OK, 2 = TC_ACT_SHOT.
+    let r = dp.test_run(Hook::Xdp, &udp(53, 0), 0, 1).unwrap();
+    assert_eq!((r.retval, r.passed), (2, true));
+    let r = dp.test_run(Hook::Xdp, &udp(54, 0), 0, 1).unwrap();
+    assert_eq!((r.retval, r.passed), (1, false), "REJECT drops at XDP");
+    let r = dp.test_run(Hook::Tc, &udp(53, 0), 0, 1).unwrap();
+    assert_eq!((r.retval, r.passed), (0, true));
+    let r = dp.test_run(Hook::Tc, &udp(54, 0), 0, 1).unwrap();
+    assert_eq!((r.retval, r.passed), (2, false), "REJECT drops at tc");
+
+    let tcp = Frame::ipv4(SRC, DST).tcp(1, 53, 0x02).build();
+    assert!(
+        !passes(&dp, Hook::Xdp, &tcp),
+        "tcp/53 falls to the DROP policy"
+    );
+    let d = dp.last_decision().unwrap().unwrap();
+    assert_eq!((d.rule_id, d.verdict), (0, Verdict::Drop));
+
+    // The any-protocol entry catches what nothing more specific does.
+    dp.set_action(3, Verdict::Accept, false).unwrap();
+    dp.set_lite_rule(0, 0, 3).unwrap();
+    assert!(passes(&dp, Hook::Xdp, &tcp));
+    assert_eq!(dp.last_decision().unwrap().unwrap().rule_id, 3);
+    dp.remove_lite_rule(0, 0).unwrap();
+    dp.remove_lite_rule(0, 0).unwrap(); // removing twice is fine
+    assert!(!passes(&dp, Hook::Xdp, &tcp));
+
+    // A later fragment has no ports: the port rule cannot match it, the
+    // any-port rule does (iptables semantics).
+    let frag = Frame::ipv4(SRC, DST)
+        .ipv4_frag(10, false)
+        .udp(1, 53)
+        .payload(20)
+        .build();
+    assert!(!passes(&dp, Hook::Xdp, &frag));
+    let d = dp.last_decision().unwrap().unwrap();
+    assert_eq!(d.key.frag & FRAG_LATER, FRAG_LATER);
+    assert_eq!(d.rule_id, 2);
+
+    // Non-IP passes even under a DROP policy.
+    assert!(passes(
+        &dp,
+        Hook::Xdp,
+        &Frame::non_ip(0x0806).payload(28).build()
+    ));
+
+    // Rule ids are bounded by max_rules.
+    assert!(matches!(
+        dp.set_action(16, Verdict::Drop, false),
+        Err(Error::RuleOutOfRange { rule: 16, max: 15 })
+    ));
+    assert!(dp.set_lite_rule(6, 1, 99).is_err());
+}
+
+#[test]
+fn counters_sum_packets_and_l3_bytes_per_rule() {
+    let Some(mut dp) = small("counters_sum_packets_and_l3_bytes_per_rule") else {
+        return;
+    };
+    dp.set_action(4, Verdict::Drop, false).unwrap();
+    dp.set_lite_rule(17, 9999, 4).unwrap();
+    // 10 runs of a 100-byte-payload datagram (L3 length 128) and 7 runs of
+    // a 0-byte one (28), split across hooks; repeat runs count each time.
+    dp.test_run(Hook::Xdp, &udp(9999, 100), 0, 6).unwrap();
+    dp.test_run(Hook::Tc, &udp(9999, 100), 0, 4).unwrap();
+    dp.test_run(Hook::Xdp, &udp(9999, 0), 0, 7).unwrap();
+    dp.test_run(Hook::Xdp, &udp(80, 0), 0, 3).unwrap();
+    // An IPv6 packet is counted with its L3 length too (40 + 8 + 2).
+    let v6 = Frame::ipv6(Ipv6Addr::LOCALHOST, Ipv6Addr::LOCALHOST)
+        .udp(1, 9999)
+        .payload(2)
+        .build();
+    dp.test_run(Hook::Tc, &v6, 0, 1).unwrap();
+
+    assert_eq!(
+        dp.counter(4).unwrap(),
+        Counter {
+            packets: 18,
+            bytes: 10 * 128 + 7 * 28 + 50
+        }
+    );
+    assert_eq!(
+        dp.counter(0).unwrap(),
+        Counter {
+            packets: 3,
+            bytes: 3 * 28
+        }
+    );
+    assert_eq!(dp.counter(5).unwrap(), Counter::default());
+    let st = dp.stats().unwrap();
+    assert_eq!(st.get(Stat::Packets), 21);
+    assert_eq!(st.get(Stat::Truncated), 0);
+
+    // Malformed packets are dropped and counted in stats, not per rule.
+    let bad = Frame::ipv4(SRC, DST).ihl(3).udp(1, 9999).build();
+    assert!(!passes(&dp, Hook::Xdp, &bad));
+    assert_eq!(dp.stats().unwrap().get(Stat::Malformed), 1);
+    assert_eq!(dp.counter(4).unwrap().packets, 18);
+}
+
+#[test]
+fn logging_is_rate_limited_per_rule() {
+    let Some(mut dp) = small("logging_is_rate_limited_per_rule") else {
+        return;
+    };
+    dp.set_action(7, Verdict::Drop, true).unwrap();
+    dp.set_lite_rule(17, 514, 7).unwrap();
+    dp.set_action(8, Verdict::Accept, true).unwrap();
+    dp.set_lite_rule(6, 22, 8).unwrap();
+
+    // No rate configured: a LOG rule logs nothing.
+    dp.test_run(Hook::Xdp, &udp(514, 0), 0, 3).unwrap();
+    assert!(dp.poll_log(100).is_empty());
+    assert_eq!(dp.stats().unwrap().get(Stat::LogRateLimited), 3);
+
+    // 1 event/s with a burst of 5: a flood of 2000 packets, which takes far
+    // less than a second, yields the burst and at most one refill.
+    dp.set_log_rate(7, 1, 5).unwrap();
+    let t0 = std::time::Instant::now();
+    dp.test_run(Hook::Xdp, &udp(514, 0), 0, 2000).unwrap();
+    let elapsed = t0.elapsed();
+    let ev = dp.poll_log(10_000);
+    let allowed = 5 + elapsed.as_secs() as usize;
+    assert!(
+        (5..=allowed).contains(&ev.len()),
+        "{} events in {elapsed:?}",
+        ev.len()
+    );
+    for e in &ev {
+        assert_eq!(e.rule_id, 7);
+        assert_eq!(e.verdict, Verdict::Drop);
+        assert_eq!(e.hook, Hook::Xdp);
+        assert_eq!(e.key.dport, 514);
+        assert_eq!(e.key.dst_ip(), Some(DST.into()));
+    }
+    assert!(ev.windows(2).all(|w| w[0].ts_ns <= w[1].ts_ns));
+    let st = dp.stats().unwrap();
+    assert_eq!(st.get(Stat::LogEmitted), ev.len() as u64);
+    assert_eq!(st.get(Stat::LogRateLimited), 3 + 2000 - ev.len() as u64);
+
+    // Rule 8's bucket is its own: rule 7 being exhausted does not matter.
+    dp.set_log_rate(8, 1000, 2).unwrap();
+    let tcp = Frame::ipv4(SRC, DST).tcp(1, 22, 0x02).build();
+    dp.test_run(Hook::Tc, &tcp, 0, 1).unwrap();
+    let ev = dp.poll_log(10);
+    assert_eq!(ev.len(), 1);
+    assert_eq!((ev[0].rule_id, ev[0].hook), (8, Hook::Tc));
+    assert_eq!(ev[0].key.tcp_flags, 0x02);
+
+    // Rate 0 turns logging off again.
+    dp.set_log_rate(8, 0, 0).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    dp.test_run(Hook::Tc, &tcp, 0, 5).unwrap();
+    assert!(dp.poll_log(10).is_empty());
+}
+
+#[test]
+fn image_slots_swap_by_generation() {
+    let Some(mut dp) = small("image_slots_swap_by_generation") else {
+        return;
+    };
+    assert_eq!(dp.slot_capacity(), 2 * 4096);
+    assert_eq!(dp.generation(), 0);
+    assert!(matches!(dp.swap(), Err(Error::NothingToSwap)));
+
+    let a: Vec<u8> = (0..5000u32).map(|i| i as u8).collect();
+    let b: Vec<u8> = (0..300u32).map(|i| (i * 7) as u8).collect();
+    dp.write_image(&a).unwrap();
+    assert_eq!(dp.generation(), 0, "writing does not make an image live");
+    assert_eq!(dp.swap().unwrap(), 1);
+    assert_eq!(dp.read_live_image(a.len()).unwrap(), a);
+
+    dp.write_image(&b).unwrap();
+    assert_eq!(
+        dp.read_live_image(a.len()).unwrap(),
+        a,
+        "live slot untouched"
+    );
+    assert_eq!(dp.swap().unwrap(), 2);
+    assert_eq!(dp.read_live_image(b.len()).unwrap(), b);
+
+    let too_big = vec![0u8; 2 * 4096 + 1];
+    assert!(matches!(
+        dp.write_image(&too_big),
+        Err(Error::ImageTooLarge { .. })
+    ));
+    assert_eq!(dp.generation(), 2);
+    assert!(matches!(dp.swap(), Err(Error::NothingToSwap)));
+
+    // An image that is not a valid classifier falls back to the interim
+    // classifier; packets are still decided.
+    dp.set_action(1, Verdict::Drop, false).unwrap();
+    dp.set_lite_rule(17, 53, 1).unwrap();
+    assert!(!passes(&dp, Hook::Xdp, &udp(53, 0)));
+    assert!(passes(&dp, Hook::Xdp, &udp(54, 0)));
+}

@@ -1,0 +1,371 @@
+//! Pieces every frontend shares: words with positions, addresses, ports,
+//! ICMP names, TCP flag sets.
+
+use crate::error::Errors;
+use parapet_model::{width_mask, Family, IntervalSet};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+/// A word of a line and the 1-based column it starts at.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Word {
+    pub text: String,
+    pub col: u32,
+    /// True when any part of the word was quoted: a quoted `!` is a value,
+    /// not a negation.
+    pub quoted: bool,
+}
+
+/// Splits a line the way a POSIX shell would (iptables-restore does the
+/// same): whitespace separates words, `"…"` groups with `\"` and `\\`
+/// escapes, `'…'` groups literally. Errors carry the column of the opening
+/// quote.
+pub(crate) fn shell_words(line: &str) -> Result<Vec<Word>, (u32, String)> {
+    let mut out = Vec::new();
+    let chars: Vec<char> = line.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        if chars[i].is_whitespace() {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        let mut text = String::new();
+        let mut quoted = false;
+        while i < chars.len() && !chars[i].is_whitespace() {
+            match chars[i] {
+                '"' => {
+                    quoted = true;
+                    let open = i;
+                    i += 1;
+                    loop {
+                        match chars.get(i) {
+                            None => {
+                                return Err((open as u32 + 1, "unterminated \"-quoted string".into()))
+                            }
+                            Some('"') => break,
+                            Some('\\') if matches!(chars.get(i + 1), Some('"' | '\\')) => {
+                                text.push(chars[i + 1]);
+                                i += 1;
+                            }
+                            Some(c) => text.push(*c),
+                        }
+                        i += 1;
+                    }
+                    i += 1;
+                }
+                '\'' => {
+                    quoted = true;
+                    let open = i;
+                    i += 1;
+                    loop {
+                        match chars.get(i) {
+                            None => {
+                                return Err((open as u32 + 1, "unterminated '-quoted string".into()))
+                            }
+                            Some('\'') => break,
+                            Some(c) => text.push(*c),
+                        }
+                        i += 1;
+                    }
+                    i += 1;
+                }
+                c => {
+                    text.push(c);
+                    i += 1;
+                }
+            }
+        }
+        out.push(Word {
+            text,
+            col: start as u32 + 1,
+            quoted,
+        });
+    }
+    Ok(out)
+}
+
+/// Quotes a word for iptables-save output when the shell would split or
+/// alter it.
+pub(crate) fn shell_quote(s: &str) -> String {
+    if !s.is_empty()
+        && s
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.:/+,=@%".contains(c))
+    {
+        return s.to_string();
+    }
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        if c == '"' || c == '\\' {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('"');
+    out
+}
+
+/// Parses an address of `family` (either family when `None`).
+pub(crate) fn parse_ip(s: &str, family: Option<Family>) -> Option<(Family, u128)> {
+    match (s.parse::<IpAddr>().ok()?, family) {
+        (IpAddr::V4(a), None | Some(Family::V4)) => Some((Family::V4, u32::from(a) as u128)),
+        (IpAddr::V6(a), None | Some(Family::V6)) => Some((Family::V6, u128::from(a))),
+        _ => None,
+    }
+}
+
+/// Parses `ADDR`, `ADDR/LEN` or `ADDR/MASK` (dotted, contiguous) into an
+/// interval. The error names what was expected.
+pub(crate) fn parse_cidr(s: &str, family: Option<Family>) -> Result<(Family, IntervalSet), String> {
+    let (addr, len) = match s.split_once('/') {
+        Some((a, l)) => (a, Some(l)),
+        None => (s, None),
+    };
+    let (fam, value) = parse_ip(addr, family).ok_or_else(|| match family {
+        Some(Family::V4) => format!("expected an IPv4 address, found '{addr}'"),
+        Some(Family::V6) => format!("expected an IPv6 address, found '{addr}'"),
+        None => format!("expected an IP address, found '{addr}'"),
+    })?;
+    let bits = fam.addr_bits();
+    let len = match len {
+        None => bits,
+        Some(l) => {
+            if let Ok(n) = l.parse::<u32>() {
+                if n > bits {
+                    return Err(format!("prefix length {n} is longer than {bits}"));
+                }
+                n
+            } else if let Some((mfam, mask)) = parse_ip(l, Some(fam)) {
+                let _ = mfam;
+                // A mask is usable only when it is a prefix mask: ones, then zeros.
+                let ones = mask.leading_ones() - (128 - bits);
+                if mask != (width_mask(bits) & !width_mask(bits - ones)) {
+                    return Err(format!(
+                        "mask '{l}' is not contiguous; only prefix masks are supported"
+                    ));
+                }
+                ones
+            } else {
+                return Err(format!("expected a prefix length or mask after '/', found '{l}'"));
+            }
+        }
+    };
+    Ok((fam, IntervalSet::prefix(value, len, bits)))
+}
+
+/// Parses `A-B` (an address range, inclusive).
+pub(crate) fn parse_ip_range(s: &str, family: Option<Family>) -> Result<(Family, IntervalSet), String> {
+    let (a, b) = s
+        .split_once('-')
+        .ok_or_else(|| format!("expected an address range FROM-TO, found '{s}'"))?;
+    let (fa, lo) = parse_ip(a, family).ok_or_else(|| format!("expected an address, found '{a}'"))?;
+    let (_, hi) =
+        parse_ip(b, Some(fa)).ok_or_else(|| format!("expected an address of the same family, found '{b}'"))?;
+    if lo > hi {
+        return Err(format!("range '{s}' is empty (start after end)"));
+    }
+    Ok((fa, IntervalSet::range(lo, hi)))
+}
+
+/// Formats an address value of `family`.
+pub(crate) fn fmt_ip(family: Family, v: u128) -> String {
+    match family {
+        Family::V4 => Ipv4Addr::from(v as u32).to_string(),
+        Family::V6 => Ipv6Addr::from(v).to_string(),
+    }
+}
+
+/// The single prefix `[lo, hi]` is, if it is one.
+pub(crate) fn as_prefix(lo: u128, hi: u128, bits: u32) -> Option<u32> {
+    let p = IntervalSet::range(lo, hi).to_prefixes(bits);
+    match p.as_slice() {
+        [(_, len)] => Some(*len),
+        _ => None,
+    }
+}
+
+/// Parses a port number.
+pub(crate) fn parse_port(s: &str) -> Result<u128, String> {
+    s.parse::<u16>()
+        .map(u128::from)
+        .map_err(|_| format!("expected a port number 0-65535, found '{s}'"))
+}
+
+/// iptables' port range: `P`, `A:B`, `:B`, `A:`.
+pub(crate) fn parse_port_range(s: &str, sep: char) -> Result<(u128, u128), String> {
+    match s.split_once(sep) {
+        None => {
+            let p = parse_port(s)?;
+            Ok((p, p))
+        }
+        Some((a, b)) => {
+            let lo = if a.is_empty() { 0 } else { parse_port(a)? };
+            let hi = if b.is_empty() { 65535 } else { parse_port(b)? };
+            if lo > hi {
+                return Err(format!("port range '{s}' is empty (start after end)"));
+            }
+            Ok((lo, hi))
+        }
+    }
+}
+
+/// ICMP type names with `(type, code)`; `None` code means every code.
+pub(crate) const ICMP_NAMES: &[(&str, u8, Option<u8>)] = &[
+    ("echo-reply", 0, None),
+    ("destination-unreachable", 3, None),
+    ("network-unreachable", 3, Some(0)),
+    ("host-unreachable", 3, Some(1)),
+    ("protocol-unreachable", 3, Some(2)),
+    ("port-unreachable", 3, Some(3)),
+    ("fragmentation-needed", 3, Some(4)),
+    ("source-route-failed", 3, Some(5)),
+    ("network-prohibited", 3, Some(9)),
+    ("host-prohibited", 3, Some(10)),
+    ("communication-prohibited", 3, Some(13)),
+    ("source-quench", 4, None),
+    ("redirect", 5, None),
+    ("echo-request", 8, None),
+    ("router-advertisement", 9, None),
+    ("router-solicitation", 10, None),
+    ("time-exceeded", 11, None),
+    ("ttl-zero-during-transit", 11, Some(0)),
+    ("ttl-zero-during-reassembly", 11, Some(1)),
+    ("parameter-problem", 12, None),
+    ("timestamp-request", 13, None),
+    ("timestamp-reply", 14, None),
+    ("info-request", 15, None),
+    ("info-reply", 16, None),
+    ("address-mask-request", 17, None),
+    ("address-mask-reply", 18, None),
+];
+
+/// ICMPv6 type names.
+pub(crate) const ICMP6_NAMES: &[(&str, u8, Option<u8>)] = &[
+    ("destination-unreachable", 1, None),
+    ("no-route", 1, Some(0)),
+    ("communication-prohibited", 1, Some(1)),
+    ("address-unreachable", 1, Some(3)),
+    ("port-unreachable", 1, Some(4)),
+    ("packet-too-big", 2, None),
+    ("time-exceeded", 3, None),
+    ("parameter-problem", 4, None),
+    ("echo-request", 128, None),
+    ("echo-reply", 129, None),
+    ("mld-listener-query", 130, None),
+    ("mld-listener-report", 131, None),
+    ("mld-listener-done", 132, None),
+    ("nd-router-solicit", 133, None),
+    ("router-solicitation", 133, None),
+    ("nd-router-advert", 134, None),
+    ("router-advertisement", 134, None),
+    ("nd-neighbor-solicit", 135, None),
+    ("neighbour-solicitation", 135, None),
+    ("neighbor-solicitation", 135, None),
+    ("nd-neighbor-advert", 136, None),
+    ("neighbour-advertisement", 136, None),
+    ("neighbor-advertisement", 136, None),
+    ("nd-redirect", 137, None),
+    ("redirect", 137, None),
+    ("mld2-listener-report", 143, None),
+];
+
+/// The [`parapet_model::Field::IcmpTypeCode`] interval of an ICMP type and
+/// optional code.
+pub(crate) fn icmp_interval(t: u8, code: Option<u8>) -> IntervalSet {
+    let base = (t as u128) << 8;
+    match code {
+        Some(c) => IntervalSet::point(base | c as u128),
+        None => IntervalSet::range(base, base | 0xff),
+    }
+}
+
+/// Parses iptables' `--icmp-type` value: `any`, a name, `T` or `T/C`.
+pub(crate) fn parse_icmp_type(s: &str, v6: bool) -> Result<IntervalSet, String> {
+    if s == "any" {
+        return Ok(IntervalSet::full(0xffff));
+    }
+    let names = if v6 { ICMP6_NAMES } else { ICMP_NAMES };
+    if let Some((_, t, c)) = names.iter().find(|(n, _, _)| n.eq_ignore_ascii_case(s)) {
+        return Ok(icmp_interval(*t, *c));
+    }
+    let (t, c) = match s.split_once('/') {
+        Some((t, c)) => (t, Some(c)),
+        None => (s, None),
+    };
+    let t: u8 = t
+        .parse()
+        .map_err(|_| format!("expected an ICMP type name or number (like echo-request or 8/0), found '{s}'"))?;
+    let c = match c {
+        Some(c) => Some(
+            c.parse::<u8>()
+                .map_err(|_| format!("expected an ICMP code 0-255 after '/', found '{c}'"))?,
+        ),
+        None => None,
+    };
+    Ok(icmp_interval(t, c))
+}
+
+/// Packets whose TCP flags satisfy `flags & mask == comp`, as a set of the
+/// 256 flag-byte values.
+pub(crate) fn tcp_flags_set(mask: u8, comp: u8) -> IntervalSet {
+    IntervalSet::from_ranges(
+        (0u128..=255)
+            .filter(|v| (*v as u8) & mask == comp & mask)
+            .map(|v| (v, v)),
+    )
+}
+
+/// The `(mask, comp)` a flags set is, if it is one.
+pub(crate) fn tcp_flags_mask(set: &IntervalSet) -> Option<(u8, u8)> {
+    let values: Vec<u8> = (0u16..=255)
+        .filter(|v| set.contains(*v as u128))
+        .map(|v| v as u8)
+        .collect();
+    let first = *values.first()?;
+    // Bits that are the same in every member form the mask.
+    let varying = values.iter().fold(0u8, |acc, v| acc | (v ^ first));
+    let mask = !varying;
+    let comp = first & mask;
+    (tcp_flags_set(mask, comp) == *set).then_some((mask, comp))
+}
+
+/// Values of a small field (protocol) matching `value/mask`, as intervals.
+pub(crate) fn masked_byte_set(value: u8, mask: u8) -> IntervalSet {
+    tcp_flags_set(mask, value)
+}
+
+/// Reports every chain loop: `edges[c]` lists `(target, line, col)` of the
+/// jumps and gotos of chain `c`. A depth-first search finds the back edges,
+/// and the error sits on the rule that closes the loop.
+pub(crate) fn report_loops(names: &[&str], edges: &[Vec<(usize, u32, u32)>], errs: &mut Errors) {
+    let n = names.len();
+    let mut state = vec![0u8; n]; // 0 new, 1 on the stack, 2 done
+    for start in 0..n {
+        if state[start] != 0 {
+            continue;
+        }
+        let mut stack: Vec<(usize, usize)> = vec![(start, 0)];
+        state[start] = 1;
+        while let Some(&mut (c, ref mut i)) = stack.last_mut() {
+            if let Some(&(target, line, col)) = edges[c].get(*i) {
+                *i += 1;
+                match state[target] {
+                    0 => {
+                        state[target] = 1;
+                        stack.push((target, 0));
+                    }
+                    1 => {
+                        let from = stack.iter().position(|(s, _)| *s == target).unwrap_or(0);
+                        let mut path: Vec<&str> = stack[from..].iter().map(|(s, _)| names[*s]).collect();
+                        path.push(names[target]);
+                        errs.push(line, col, format!("chain loop: {}", path.join(" -> ")));
+                    }
+                    _ => {}
+                }
+            } else {
+                state[c] = 2;
+                stack.pop();
+            }
+        }
+    }
+}

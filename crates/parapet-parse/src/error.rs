@@ -1,0 +1,81 @@
+//! Parse errors: where (`FILE:LINE:COL`) and what was expected.
+
+use std::fmt;
+
+/// One error in an input file.
+///
+/// Displayed as `FILE:LINE:COL: message`, the shape compilers use, so editors
+/// and terminals can jump to it.
+///
+/// ```
+/// use parapet_parse::ParseError;
+/// let e = ParseError::new("rules.v4", 3, 7, "expected a chain name after -A");
+/// assert_eq!(e.to_string(), "rules.v4:3:7: expected a chain name after -A");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParseError {
+    /// The file name as given by the caller (may be `-` or `<string>`).
+    pub file: String,
+    /// 1-based line.
+    pub line: u32,
+    /// 1-based column, counted in characters.
+    pub column: u32,
+    /// What was wrong, naming what was expected.
+    pub message: String,
+}
+
+impl ParseError {
+    /// Builds an error.
+    pub fn new(file: &str, line: u32, column: u32, message: impl Into<String>) -> Self {
+        ParseError {
+            file: file.to_string(),
+            line,
+            column,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}:{}:{}: {}",
+            self.file, self.line, self.column, self.message
+        )
+    }
+}
+
+impl std::error::Error for ParseError {}
+
+/// Collects the errors of one file; parsers keep going after an error so a
+/// user sees every problem at once.
+#[derive(Debug)]
+pub(crate) struct Errors {
+    pub file: String,
+    pub list: Vec<ParseError>,
+}
+
+impl Errors {
+    pub fn new(file: &str) -> Self {
+        Errors {
+            file: file.to_string(),
+            list: Vec::new(),
+        }
+    }
+
+    pub fn push(&mut self, line: u32, column: u32, message: impl Into<String>) {
+        let e = ParseError::new(&self.file, line, column, message);
+        self.list.push(e);
+    }
+
+    /// All or nothing: the value only when no error was recorded.
+    pub fn finish<T>(mut self, value: T) -> Result<T, Vec<ParseError>> {
+        if self.list.is_empty() {
+            Ok(value)
+        } else {
+            self.list.sort_by_key(|e| (e.line, e.column));
+            Err(self.list)
+        }
+    }
+}

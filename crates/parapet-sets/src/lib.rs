@@ -1,0 +1,65 @@
+//! Typed sets for parapet: ipset / nft sets of addresses, networks, ports,
+//! protocols, interface names and their concatenations.
+//!
+//! * A set is described by a [`SetDesc`] (key type, `interval`/`timeout`
+//!   flags, expected `size`, `maxelem`, [`Policy`]); the description picks
+//!   the backend ([`BackendKind`]) as nftables does, and
+//!   [`Set::explain`] says which and why.
+//! * Timeouts are absolute expiry stamps (ms) checked on lookup; expired
+//!   elements are reaped in bounded steps, never by a full sweep on the hot
+//!   path. Time comes from a [`Clock`] (or an explicit `now`).
+//! * [`SetStore`] holds named sets and offers the small, stable membership
+//!   API the classifier uses: [`SetStore::lookup`] and [`SetStore::key_dims`].
+//! * Formats: `ipset save`/`restore` text and nft set syntax, in and out;
+//!   loads are all or nothing; parse errors are [`Error`]`{ line, column, message }`.
+//!
+//! ```
+//! use parapet_sets::{SetStore, Key, Family};
+//! let mut store = SetStore::new();
+//! store.load_nft("set ban { type ipv4_addr; flags interval; elements = { 10.0.0.0/8, 192.0.2.7 } }").unwrap();
+//! assert_eq!(store.lookup("ban", &Key::new().addr(Family::V4, 0x0a01_0101)), Some(true));
+//! assert_eq!(store.lookup("ban", &Key::new().ipv4("192.0.2.8".parse().unwrap())), Some(false));
+//! println!("{}", store.explain("ban").unwrap());
+//! ```
+
+mod backend;
+mod ipset;
+mod key;
+mod nft;
+mod set;
+mod store;
+mod word;
+
+pub use key::{Family, Key, KeyPart, KeyValue, MAX_DIMS};
+pub use nft::{format_duration, parse_duration};
+pub use set::{
+    choose_backend, BackendKind, Complexity, Element, Explain, IpsetInfo, Policy, Set, SetDesc, SetError, StoredElement, DEFAULT_MAXELEM,
+    FIXED_HASH_LIMIT, MAX_EXPAND,
+};
+pub use store::{Clock, LoadStats, ManualClock, SetStore, SystemClock};
+
+/// A parse or load error at a position of the input (1-based line and
+/// column). The caller prefixes the file name: `FILE:LINE:COL: message`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Error {
+    /// 1-based line.
+    pub line: usize,
+    /// 1-based column (in characters).
+    pub column: usize,
+    /// What was expected / what went wrong.
+    pub message: String,
+}
+
+impl Error {
+    pub(crate) fn new(line: usize, column: usize, message: impl Into<String>) -> Error {
+        Error { line, column, message: message.into() }
+    }
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}: {}", self.line, self.column, self.message)
+    }
+}
+
+impl std::error::Error for Error {}
