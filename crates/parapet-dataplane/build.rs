@@ -14,7 +14,13 @@ fn main() {
     let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets this"));
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets this"));
     let bpf_dir = manifest.join("bpf");
-    for f in ["parapet.bpf.c", "parapet.h", "layout_probe.c"] {
+    for f in [
+        "parapet.bpf.c",
+        "parapet.h",
+        "image.h",
+        "walker.bpf.h",
+        "layout_probe.c",
+    ] {
         println!("cargo:rerun-if-changed={}", bpf_dir.join(f).display());
     }
     println!("cargo:rerun-if-env-changed=CLANG");

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include "parapet.h"
+#include "image.h"
 
 #define S(t) printf("    (\"%s\", \"\", %zu),\n", #t, sizeof(struct t))
 #define F(t, f) printf("    (\"%s\", \"%s\", %zu),\n", #t, #f, offsetof(struct t, f))
@@ -56,6 +57,10 @@ int main(void)
 	F(parapet_debug_rec, rule_id);
 	F(parapet_debug_rec, verdict);
 	F(parapet_debug_rec, seq);
+	F(parapet_debug_rec, by_image);
+	F(parapet_debug_rec, n_nonterm);
+	F(parapet_debug_rec, nonterm);
+	S(parapet_ifname);
 	S(parapet_image_page);
 	printf("];\n");
 	printf("/// Constants from parapet.h.\n");
@@ -84,6 +89,14 @@ int main(void)
 	C(PARAPET_STAT_MAX);
 	C(PARAPET_IMAGE_PAGE_BYTES);
 	C(PARAPET_IMAGE_DEFAULT_SLOT_PAGES);
+	C(PARAPET_MAX_NONTERM);
+	C(PARAPET_IMG_MAGIC);
+	C(PARAPET_IMG_VERSION);
+	C(PARAPET_IMG_HEADER_WORDS);
+	C(PARAPET_IMG_KEY_WORDS);
+	C(PARAPET_HW_TOTAL_WORDS);
+	C(PARAPET_HW_CHECKSUM);
+	C(PARAPET_CT_UNTRACKED);
 	printf("];\n");
 	return 0;
 }

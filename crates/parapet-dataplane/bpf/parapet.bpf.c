@@ -4,10 +4,10 @@
  * struct parapet_key, classify it, count it, maybe log it, and turn the
  * rule's verdict into an XDP or tc return code.
  *
- * Classification today uses the interim (proto, dport) hash "lite"
- * classifier; the classifier-image walker plugs into parapet_classify()
- * (see PARAPET_IMAGE_WALKER below).  Everything else - parsing, counters,
- * rate-limited logging, image slots and the generation flip - is final.
+ * Classification: when a classifier image is live (parapet_gen != 0) the
+ * image walker (walker.bpf.h, docs/image-format.md) decides; otherwise, or
+ * if the walker refuses the image, the interim (proto, dport) "lite" hash
+ * classifier with the parapet_actions table does.
  *
  * Built by build.rs: clang -O2 -g -target bpf -mcpu=v3.
  */
@@ -336,7 +336,7 @@ static __always_inline int parse_ipv6(void *data, void *data_end, __u32 off,
  * frame's length (for tc it may exceed the linear data).  ifindex is set
  * by the caller.  Returns enum parapet_parse_status.
  */
-static __always_inline int parapet_parse(void *data, void *data_end,
+static __noinline int parapet_parse(void *data, void *data_end,
 					 __u32 frame_len,
 					 struct parapet_key *key)
 {
@@ -377,11 +377,9 @@ static __always_inline int parapet_parse(void *data, void *data_end,
 /* ---- classification ---------------------------------------------------- */
 
 /*
- * PARAPET_IMAGE_WALKER: the classifier-image walker goes here.  It reads
- * 32-bit words of the live slot with image_word() and returns the deciding
- * rule id (0 = policy), or a negative value if the image is unusable, in
- * which case the interim classifier decides.  Until the image format is
- * fixed (docs/image-format.md) it reports "no walker".
+ * Image access: 32-bit word `word` of image slot `slot`, or -1 when the word
+ * lies outside the slot.  Every image read of the walker goes through here,
+ * so an image can never make the program read outside its slot.
  */
 static __always_inline int image_word(__u32 slot, __u32 word, __u32 *out)
 {
@@ -393,18 +391,6 @@ static __always_inline int image_word(__u32 slot, __u32 word, __u32 *out)
 		return -1;
 	*out = pg->w[word & (PARAPET_IMAGE_PAGE_WORDS - 1)];
 	return 0;
-}
-
-static __always_inline long image_walk(__u32 slot, const struct parapet_key *key)
-{
-	__u32 header;
-
-	(void)key;
-	/* Touch word 0 so the slot access path is verified already. */
-	if (image_word(slot, 0, &header) < 0)
-		return -1;
-	(void)header;
-	return -1; /* no walker yet */
 }
 
 static __always_inline __u32 lite_classify(const struct parapet_key *key)
@@ -428,21 +414,6 @@ static __always_inline __u32 lite_classify(const struct parapet_key *key)
 	if (rule)
 		return *rule;
 	return 0; /* policy */
-}
-
-static __always_inline __u32 parapet_classify(const struct parapet_key *key)
-{
-	__u32 zero = 0;
-	__u32 *gen = bpf_map_lookup_elem(&parapet_gen, &zero);
-
-	if (gen && *gen) {
-		long r = image_walk(*gen & 1, key);
-		if (r >= 0) {
-			stat_inc(PARAPET_STAT_IMAGE);
-			return (__u32)r;
-		}
-	}
-	return lite_classify(key);
 }
 
 /* ---- logging ----------------------------------------------------------- */
@@ -491,14 +462,48 @@ static __always_inline void parapet_log_packet(__u32 rule_id, __u32 verdict,
 	stat_inc(PARAPET_STAT_LOG_EMITTED);
 }
 
+/* ---- the classifier image walker ---------------------------------------- */
+
+#include "walker.bpf.h"
+
 /* ---- the decision ------------------------------------------------------ */
 
+static __always_inline void count_rule(__u32 rule_id, __u32 bytes)
+{
+	struct parapet_counter *c =
+		bpf_map_lookup_elem(&parapet_counters, &rule_id);
+
+	if (c) {
+		/* per-CPU value: plain adds are race-free */
+		c->packets += 1;
+		c->bytes += bytes;
+	}
+}
+
+/* Count (and log, for LOG entries) one non-terminal match of the image. */
+static long nonterm_cb(__u32 i, void *ctx)
+{
+	struct parapet_walk *w = walk_state(ctx);
+	__u32 rule;
+
+	if (!w || i >= PARAPET_MAX_NONTERM)
+		return 1;
+	rule = w->nonterm_rule[i & (PARAPET_MAX_NONTERM - 1)];
+	count_rule(rule, w->pkey.pkt_len);
+	if (w->nonterm_kind[i & (PARAPET_MAX_NONTERM - 1)] == PARAPET_IMG_KIND_LOG)
+		parapet_log_packet(rule, w->verdict, w->hook, &w->pkey);
+	return 0;
+}
+
+/* w: the walk that decided, or NULL for the interim classifier. */
 static __always_inline void debug_record(const struct parapet_key *key,
 					 __u32 status, __u32 rule_id,
-					 __u32 verdict)
+					 __u32 verdict,
+					 const struct parapet_walk *w)
 {
 	__u32 zero = 0;
 	struct parapet_debug_rec *d;
+	int k;
 
 	if (!parapet_debug_mode)
 		return;
@@ -510,6 +515,36 @@ static __always_inline void debug_record(const struct parapet_key *key,
 	d->rule_id = rule_id;
 	d->verdict = verdict;
 	d->seq += 1;
+	d->by_image = w ? 1 : 0;
+	d->n_nonterm = w ? w->n_nonterm : 0;
+#pragma unroll
+	for (k = 0; k < PARAPET_MAX_NONTERM; k++)
+		d->nonterm[k] = w ? w->nonterm_rule[k] : 0;
+}
+
+/* Apply an image decision: count the deciding rule and every non-terminal
+ * match, log the LOG entries, return the verdict. */
+static __noinline __u32 image_finish(__u32 idx, __u32 rule_id,
+					  const struct parapet_key *key,
+					  int status, __u32 hook)
+{
+	struct walk_cb_ctx c = { .idx = idx };
+	struct parapet_walk *w = walk_state(&c);
+
+	if (!w)
+		return PARAPET_VERDICT_DROP;
+	stat_inc(PARAPET_STAT_IMAGE);
+	count_rule(rule_id, key->pkt_len);
+	if (w->nonterm_dropped)
+		stat_inc(PARAPET_STAT_NONTERM_TRUNC);
+	w->hook = hook;
+	__builtin_memcpy(&w->pkey, key, sizeof(*key));
+	bpf_loop(w->n_nonterm, nonterm_cb, &c, 0);
+	w = walk_state(&c);
+	if (!w)
+		return PARAPET_VERDICT_DROP;
+	debug_record(key, status, rule_id, w->verdict, w);
+	return w->verdict;
 }
 
 /*
@@ -518,13 +553,13 @@ static __always_inline void debug_record(const struct parapet_key *key,
  * malformed IP, and chains too long to walk, are dropped: the kernel would
  * drop most of them anyway, and the rest are evasion attempts.
  */
-static __always_inline __u32 parapet_decide(struct parapet_key *key,
+static __noinline __u32 parapet_decide(const struct parapet_key *key,
 					    int status, __u32 hook)
 {
 	stat_inc(PARAPET_STAT_PACKETS);
 	if (status == PARAPET_PARSE_NOT_IP) {
 		stat_inc(PARAPET_STAT_NOT_IP);
-		debug_record(key, status, 0, PARAPET_VERDICT_ACCEPT);
+		debug_record(key, status, 0, PARAPET_VERDICT_ACCEPT, 0);
 		return PARAPET_VERDICT_ACCEPT;
 	}
 	if (status != PARAPET_PARSE_OK) {
@@ -533,32 +568,36 @@ static __always_inline __u32 parapet_decide(struct parapet_key *key,
 			 status == PARAPET_PARSE_MALFORMED ?
 				 PARAPET_STAT_MALFORMED :
 				 PARAPET_STAT_EXT_LIMIT);
-		debug_record(key, status, 0, PARAPET_VERDICT_DROP);
+		debug_record(key, status, 0, PARAPET_VERDICT_DROP, 0);
 		return PARAPET_VERDICT_DROP;
 	}
 
-	__u32 rule_id = parapet_classify(key);
+	/* The live image decides when there is one and it is usable. */
+	__u32 zero = 0, idx = hook == PARAPET_HOOK_TC ? 1 : 0;
+	__u32 *gen = bpf_map_lookup_elem(&parapet_gen, &zero);
+	if (gen && *gen) {
+		long r = image_walk(idx, *gen & 1, key);
+		if (r >= 0)
+			return image_finish(idx, (__u32)r, key, status, hook);
+		stat_inc(PARAPET_STAT_IMAGE_ERROR);
+	}
+
+	__u32 rule_id = lite_classify(key);
 	struct parapet_action *act =
 		bpf_map_lookup_elem(&parapet_actions, &rule_id);
 	if (!act) {
 		/* rule id beyond the table: fail closed */
 		stat_inc(PARAPET_STAT_NO_ACTION);
-		debug_record(key, status, rule_id, PARAPET_VERDICT_DROP);
+		debug_record(key, status, rule_id, PARAPET_VERDICT_DROP, 0);
 		return PARAPET_VERDICT_DROP;
 	}
 	__u32 verdict = act->verdict;
 	__u8 flags = act->flags;
 
-	struct parapet_counter *c =
-		bpf_map_lookup_elem(&parapet_counters, &rule_id);
-	if (c) {
-		/* per-CPU value: plain adds are race-free */
-		c->packets += 1;
-		c->bytes += key->pkt_len;
-	}
+	count_rule(rule_id, key->pkt_len);
 	if (flags & PARAPET_ACTION_F_LOG)
 		parapet_log_packet(rule_id, verdict, hook, key);
-	debug_record(key, status, rule_id, verdict);
+	debug_record(key, status, rule_id, verdict, 0);
 	return verdict;
 }
 

@@ -152,18 +152,34 @@ enum parapet_stat {
 	PARAPET_STAT_LOG_RING_FULL = 7,	  /* ring buffer had no room */
 	PARAPET_STAT_NO_ACTION = 8,	  /* rule id without action: dropped */
 	PARAPET_STAT_IMAGE = 9,		  /* classified by the image walker */
-	PARAPET_STAT_MAX = 10,
+	PARAPET_STAT_IMAGE_ERROR = 10,	  /* walker refused the live image */
+	PARAPET_STAT_NONTERM_TRUNC = 11,  /* non-terminal matches beyond the cap */
+	PARAPET_STAT_MAX = 12,
 };
 
 /* ---- debug record (test mode only) ------------------------------------- */
 
+/* Non-terminal matches (LOG, counters, jumps) recorded per packet by the
+ * image walker; more are counted in PARAPET_STAT_NONTERM_TRUNC. */
+#define PARAPET_MAX_NONTERM 16
+
 /* Written to parapet_debug[0] for every packet when parapet_debug_mode != 0. */
 struct parapet_debug_rec {
 	struct parapet_key key;
-	__u32 status;  /* enum parapet_parse_status */
-	__u32 rule_id; /* rule that decided, 0 = policy */
-	__u32 verdict; /* PARAPET_VERDICT_* */
-	__u32 seq;     /* incremented per packet, to detect stale reads */
+	__u32 status;	 /* enum parapet_parse_status */
+	__u32 rule_id;	 /* rule that decided, 0 = policy */
+	__u32 verdict;	 /* PARAPET_VERDICT_* */
+	__u32 seq;	 /* incremented per packet, to detect stale reads */
+	__u32 by_image;	 /* 1: the image walker decided; 0: interim classifier */
+	__u32 n_nonterm; /* entries of nonterm[] in use */
+	__u32 nonterm[PARAPET_MAX_NONTERM]; /* rule ids, in evaluation order */
+};
+
+/* ---- interface names for the image key --------------------------------- */
+
+/* parapet_ifnames: ifindex -> NUL-padded name (the image key's iif). */
+struct parapet_ifname {
+	char name[16];
 };
 
 /* ---- classifier image slots -------------------------------------------- */

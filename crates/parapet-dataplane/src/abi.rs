@@ -41,7 +41,10 @@ pub const IMAGE_PAGE_BYTES: usize = 4096;
 pub const IMAGE_DEFAULT_SLOT_PAGES: u32 = 256;
 
 /// Number of entries of the `parapet_stats` map.
-pub const STAT_MAX: u32 = 10;
+pub const STAT_MAX: u32 = 12;
+
+/// Non-terminal matches the BPF walker records per packet.
+pub const MAX_NONTERM: usize = 16;
 
 /// The classifier input that the BPF parser produces (`struct parapet_key`).
 ///
@@ -245,6 +248,20 @@ pub struct DebugRec {
     pub verdict: u32,
     /// Incremented per packet.
     pub seq: u32,
+    /// 1 when the image walker decided, 0 for the interim classifier.
+    pub by_image: u32,
+    /// Entries of `nonterm` in use.
+    pub n_nonterm: u32,
+    /// Rule ids of non-terminal matches, in evaluation order.
+    pub nonterm: [u32; MAX_NONTERM],
+}
+
+/// `struct parapet_ifname`: NUL-padded interface name, the image key's iif.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IfName {
+    /// The name's bytes, NUL padded.
+    pub name: [u8; 16],
 }
 
 /// Indices of the `parapet_stats` per-CPU array (`enum parapet_stat`).
@@ -271,6 +288,12 @@ pub enum Stat {
     NoAction = 8,
     /// Packets classified by the image walker.
     Image = 9,
+    /// Packets for which the walker refused the live image (the interim
+    /// classifier decided instead).
+    ImageError = 10,
+    /// Packets with more than [`MAX_NONTERM`] non-terminal matches (the
+    /// rest were neither counted nor logged).
+    NontermTruncated = 11,
 }
 
 // SAFETY: all of these are #[repr(C)] plain integers/arrays with explicit
@@ -287,6 +310,8 @@ unsafe impl aya::Pod for LiteKey {}
 unsafe impl aya::Pod for LogLimit {}
 // SAFETY: as above.
 unsafe impl aya::Pod for DebugRec {}
+// SAFETY: as above.
+unsafe impl aya::Pod for IfName {}
 
 #[cfg(test)]
 mod layout {
@@ -327,8 +352,10 @@ mod layout {
             },
             "parapet_debug_rec" => DebugRec {
                 "key" => key, "status" => status, "rule_id" => rule_id,
-                "verdict" => verdict, "seq" => seq
+                "verdict" => verdict, "seq" => seq, "by_image" => by_image,
+                "n_nonterm" => n_nonterm, "nonterm" => nonterm
             },
+            "parapet_ifname" => IfName {},
             "parapet_image_page" => [u8; IMAGE_PAGE_BYTES] {},
         }
     }
@@ -370,6 +397,20 @@ mod layout {
                 "PARAPET_IMAGE_DEFAULT_SLOT_PAGES",
                 IMAGE_DEFAULT_SLOT_PAGES.into(),
             ),
+            ("PARAPET_MAX_NONTERM", MAX_NONTERM as u64),
+            ("PARAPET_IMG_MAGIC", crate::image::MAGIC.into()),
+            ("PARAPET_IMG_VERSION", crate::image::VERSION.into()),
+            (
+                "PARAPET_IMG_HEADER_WORDS",
+                crate::image::HEADER_WORDS as u64,
+            ),
+            ("PARAPET_IMG_KEY_WORDS", crate::image::KEY_WORDS as u64),
+            (
+                "PARAPET_HW_TOTAL_WORDS",
+                crate::image::HW_TOTAL_WORDS as u64,
+            ),
+            ("PARAPET_HW_CHECKSUM", crate::image::HW_CHECKSUM as u64),
+            ("PARAPET_CT_UNTRACKED", crate::image::CT_UNTRACKED.into()),
         ];
         assert_eq!(
             rust.len(),

@@ -13,8 +13,8 @@ use aya::programs::{ProgramError, SchedClassifier, TestRun, TestRunOptions, Xdp,
 use aya::{Ebpf, EbpfLoader};
 
 use crate::abi::{
-    Counter, DebugRec, LiteKey, LogLimit, PacketKey, ParseStatus, RawAction, RawLogEvent, Stat,
-    Verdict, ACTION_F_LOG, HOOK_TC, IMAGE_DEFAULT_SLOT_PAGES, IMAGE_PAGE_BYTES, STAT_MAX,
+    Counter, DebugRec, IfName, LiteKey, LogLimit, PacketKey, ParseStatus, RawAction, RawLogEvent,
+    Stat, Verdict, ACTION_F_LOG, HOOK_TC, IMAGE_DEFAULT_SLOT_PAGES, IMAGE_PAGE_BYTES, STAT_MAX,
 };
 
 /// The compiled BPF object (`bpf/parapet.bpf.c`, built by `build.rs`).
@@ -102,6 +102,9 @@ pub enum Error {
     /// A detach of an attachment this dataplane does not know.
     #[error("unknown attachment {0}")]
     UnknownAttachment(u64),
+    /// `write_image` refused the bytes.
+    #[error(transparent)]
+    BadImage(#[from] crate::image::BadImage),
     /// Frames shorter than an Ethernet header cannot be test-run.
     #[error("BPF_PROG_TEST_RUN needs at least 14 bytes, got {0}")]
     FrameTooShort(usize),
@@ -169,7 +172,7 @@ pub struct TestRunOutcome {
 }
 
 /// The debug record decoded (test mode, see [`LoadOptions::debug`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Decision {
     /// Parsed key.
     pub key: PacketKey,
@@ -181,6 +184,11 @@ pub struct Decision {
     pub verdict: Verdict,
     /// Packets recorded so far.
     pub seq: u32,
+    /// True when the classifier image decided (false: interim classifier).
+    pub by_image: bool,
+    /// Rule ids of the image's non-terminal matches (LOG, counters,
+    /// jumps, counted RETURNs), in evaluation order, at most 16.
+    pub nonterminal: Vec<u32>,
 }
 
 /// XDP_DROP / XDP_PASS and TC_ACT_OK / TC_ACT_SHOT, from linux/bpf.h and
@@ -205,6 +213,7 @@ pub struct Dataplane {
     image: Array<MapData, [u8; IMAGE_PAGE_BYTES]>,
     gen: Array<MapData, u32>,
     debug: Array<MapData, DebugRec>,
+    ifnames: BpfHashMap<MapData, u32, IfName>,
     log: RingBuf<MapData>,
 }
 
@@ -254,6 +263,7 @@ impl Dataplane {
         let image = Array::try_from(take(&mut ebpf, "parapet_image")?)?;
         let gen = Array::try_from(take(&mut ebpf, "parapet_gen")?)?;
         let debug = Array::try_from(take(&mut ebpf, "parapet_debug")?)?;
+        let ifnames = BpfHashMap::try_from(take(&mut ebpf, "parapet_ifnames")?)?;
         let log = RingBuf::try_from(take(&mut ebpf, "parapet_log")?)?;
         Ok(Dataplane {
             ebpf,
@@ -271,6 +281,7 @@ impl Dataplane {
             image,
             gen,
             debug,
+            ifnames,
             log,
         })
     }
@@ -326,6 +337,16 @@ impl Dataplane {
         let id = self.next_id;
         self.next_id += 1;
         self.links.insert(id, link);
+        // The image key carries the input interface by name; record it for
+        // the index the packets will arrive with (same namespace as the
+        // attach, so the same lookup).
+        if let Ok(c) = std::ffi::CString::new(iface) {
+            // SAFETY: c is a valid NUL-terminated string.
+            let ifindex = unsafe { libc::if_nametoindex(c.as_ptr()) };
+            if ifindex != 0 {
+                self.set_ifname(ifindex, iface)?;
+            }
+        }
         Ok(Attached {
             id,
             iface: iface.to_string(),
@@ -416,6 +437,17 @@ impl Dataplane {
         }
     }
 
+    /// Tell the image walker that `ifindex` is called `name` (the image key
+    /// matches input interfaces by name). [`Dataplane::attach`] does this for
+    /// the attached interface; names longer than 15 bytes are cut.
+    pub fn set_ifname(&mut self, ifindex: u32, name: &str) -> Result<()> {
+        let mut n = IfName::default();
+        let len = name.len().min(15);
+        n.name[..len].copy_from_slice(&name.as_bytes()[..len]);
+        self.ifnames.insert(ifindex, n, 0)?;
+        Ok(())
+    }
+
     /// Bytes an image slot holds.
     pub fn slot_capacity(&self) -> usize {
         self.slot_pages as usize * IMAGE_PAGE_BYTES
@@ -427,10 +459,20 @@ impl Dataplane {
         self.generation
     }
 
-    /// Write a classifier image into the inactive slot. Packets keep using
-    /// the live slot until [`Dataplane::swap`]. A failed write changes
-    /// nothing that packets see.
+    /// Write a classifier image (`docs/image-format.md`) into the inactive
+    /// slot. Packets keep using the live slot until [`Dataplane::swap`]. A
+    /// failed write changes nothing that packets see. The header, length and
+    /// checksum are checked here; the structure should have been validated
+    /// by `parapet_compile::Image` (the BPF walker survives a bad image but
+    /// then falls back to the interim classifier, see [`Stat::ImageError`]).
     pub fn write_image(&mut self, image: &[u8]) -> Result<()> {
+        crate::image::check_header(image)?;
+        self.write_image_unchecked(image)
+    }
+
+    /// [`Dataplane::write_image`] without the header checks: for tests and
+    /// for exercising the walker's own defences.
+    pub fn write_image_unchecked(&mut self, image: &[u8]) -> Result<()> {
         if image.len() > self.slot_capacity() {
             return Err(Error::ImageTooLarge {
                 len: image.len(),
@@ -620,6 +662,8 @@ impl Dataplane {
             rule_id: d.rule_id,
             verdict: Verdict::from_raw(d.verdict).unwrap_or(Verdict::Drop),
             seq: d.seq,
+            by_image: d.by_image != 0,
+            nonterminal: d.nonterm[..(d.n_nonterm as usize).min(d.nonterm.len())].to_vec(),
         }))
     }
 }

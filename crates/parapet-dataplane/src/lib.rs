@@ -11,14 +11,17 @@
 //!   differential tests against the kernel program.
 //! - [`packet`]: builders for crafted test frames.
 //! - [`dataplane`]: the aya-based loader and control API.
+//! - [`image`]: header checks and the image key of a packet, for the
+//!   classifier image the BPF walker reads.
 //!
-//! Classification currently uses an interim (proto, dport) table; the
-//! classifier-image walker slots into `parapet_classify()` in the BPF
-//! program and reads the image written with [`Dataplane::write_image`].
-//! See `docs/dataplane.md`.
+//! Classification: the BPF image walker (`bpf/walker.bpf.h`) reads the
+//! classifier image written with [`Dataplane::write_image`] and made live
+//! with [`Dataplane::swap`]; without a live image an interim (proto, dport)
+//! table decides. See `docs/dataplane.md`.
 
 pub mod abi;
 pub mod dataplane;
+pub mod image;
 pub mod packet;
 pub mod parse;
 

@@ -213,12 +213,12 @@ fn image_slots_swap_by_generation() {
 
     let a: Vec<u8> = (0..5000u32).map(|i| i as u8).collect();
     let b: Vec<u8> = (0..300u32).map(|i| (i * 7) as u8).collect();
-    dp.write_image(&a).unwrap();
+    dp.write_image_unchecked(&a).unwrap();
     assert_eq!(dp.generation(), 0, "writing does not make an image live");
     assert_eq!(dp.swap().unwrap(), 1);
     assert_eq!(dp.read_live_image(a.len()).unwrap(), a);
 
-    dp.write_image(&b).unwrap();
+    dp.write_image_unchecked(&b).unwrap();
     assert_eq!(
         dp.read_live_image(a.len()).unwrap(),
         a,
@@ -229,9 +229,10 @@ fn image_slots_swap_by_generation() {
 
     let too_big = vec![0u8; 2 * 4096 + 1];
     assert!(matches!(
-        dp.write_image(&too_big),
+        dp.write_image_unchecked(&too_big),
         Err(Error::ImageTooLarge { .. })
     ));
+    assert!(matches!(dp.write_image(&b), Err(Error::BadImage(_))));
     assert_eq!(dp.generation(), 2);
     assert!(matches!(dp.swap(), Err(Error::NothingToSwap)));
 
@@ -241,4 +242,12 @@ fn image_slots_swap_by_generation() {
     dp.set_lite_rule(17, 53, 1).unwrap();
     assert!(!passes(&dp, Hook::Xdp, &udp(53, 0)));
     assert!(passes(&dp, Hook::Xdp, &udp(54, 0)));
+    let st = dp.stats().unwrap();
+    assert_eq!(
+        st.get(Stat::ImageError),
+        2,
+        "the walker refused the garbage"
+    );
+    assert_eq!(st.get(Stat::Image), 0);
+    assert!(!dp.last_decision().unwrap().unwrap().by_image);
 }

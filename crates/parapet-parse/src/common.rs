@@ -138,7 +138,7 @@ pub(crate) fn parse_cidr(s: &str, family: Option<Family>) -> Result<(Family, Int
             } else if let Some((mfam, mask)) = parse_ip(l, Some(fam)) {
                 let _ = mfam;
                 // A mask is usable only when it is a prefix mask: ones, then zeros.
-                let ones = mask.leading_ones() - (128 - bits);
+                let ones = (mask << (128 - bits)).leading_ones().min(bits);
                 if mask != (width_mask(bits) & !width_mask(bits - ones)) {
                     return Err(format!(
                         "mask '{l}' is not contiguous; only prefix masks are supported"

@@ -288,12 +288,16 @@ pub(crate) fn parse(
         });
     }
     if let Some(t) = table {
+        let (line, name) = (t.line, t.name.clone());
+        if !t.skip {
+            // Still check its jumps, so the user sees every error at once.
+            finish_table(t, family, &mut rs, &mut errs);
+        }
         errs.push(
-            t.line,
+            line,
             1,
             format!(
-                "table '{}' has no COMMIT (expected 'COMMIT' before the end of the file at line {last_line})",
-                t.name
+                "table '{name}' has no COMMIT (expected 'COMMIT' before the end of the file at line {last_line})"
             ),
         );
     }
@@ -544,6 +548,11 @@ impl RuleParser<'_> {
                     self.module(vals[0]);
                 }
                 _ => self.option(opt, word.col, negated, &vals),
+            }
+            // One error per rule: later options often fail only because of
+            // the first problem.
+            if self.errs.list.len() > before {
+                return false;
             }
             i = j + arity;
         }

@@ -163,8 +163,16 @@ pub fn iptables_save(rs: &Ruleset) -> Result<String, RenderError> {
                 }
             }
         }
-        for c in &t.chains {
-            for r in &c.rules {
+        // Rules in id order, not chain order: ids are positions in the file,
+        // and a hand-written file may interleave chains.
+        let mut rules: Vec<(&Chain, &Rule)> = t
+            .chains
+            .iter()
+            .flat_map(|c| c.rules.iter().map(move |r| (c, r)))
+            .collect();
+        rules.sort_by_key(|(_, r)| r.id);
+        {
+            for (c, r) in rules {
                 if with_counters {
                     let _ = write!(out, "[{}:{}] ", r.counters.packets, r.counters.bytes);
                 }

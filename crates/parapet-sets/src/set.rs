@@ -877,6 +877,10 @@ impl Set {
     /// (0 when it only refreshed). A full set is an error, never a silent drop.
     pub fn add(&mut self, el: &Element, now: u64) -> Result<usize, SetError> {
         self.check_elem(el)?;
+        if self.kind != BackendKind::Interval && self.kind != BackendKind::TupleSpace && el.ranges().iter().any(|&(l, h)| l != h) {
+            // a range expands to many points: all or nothing
+            return self.add_many(std::slice::from_ref(el), now);
+        }
         let exp = self.stamp(el, now);
         let maxe = self.maxelem();
         let extra = self.desc.counters || self.desc.comment;

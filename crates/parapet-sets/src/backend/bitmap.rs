@@ -95,21 +95,36 @@ impl Bitmap {
             }
         }
     }
+    /// Examines up to `budget` stored elements (empty words are skipped; at
+    /// most one pass over the bitmap's words per call).
     pub fn reap(&mut self, now: u64, budget: usize, f: &mut dyn FnMut(u128)) -> usize {
         if self.exp.is_empty() || self.len == 0 {
             return 0;
         }
+        let words = self.bits.len();
         let mut n = 0;
-        for _ in 0..budget {
-            let i = self.cursor;
-            self.cursor = (self.cursor + 1) % self.size;
-            if self.bit(i) && self.exp[i] <= now {
-                self.bits[i >> 6] &= !(1 << (i & 63));
-                self.len -= 1;
-                f(self.base + i as u128);
-                n += 1;
+        let mut seen = 0;
+        let mut w = self.cursor / 64;
+        for _ in 0..=words {
+            let mut m = self.bits[w];
+            while m != 0 {
+                let b = m.trailing_zeros() as usize;
+                m &= m - 1;
+                let i = w * 64 + b;
+                seen += 1;
+                if self.exp[i] <= now {
+                    self.bits[w] &= !(1 << b);
+                    self.len -= 1;
+                    f(self.base + i as u128);
+                    n += 1;
+                }
+            }
+            w = (w + 1) % words;
+            if seen >= budget {
+                break;
             }
         }
+        self.cursor = w * 64;
         n
     }
     pub fn clear(&mut self) {

@@ -1,0 +1,648 @@
+//! The daemon: recovery from the state directory, the control socket, one
+//! thread per client, the expiry reaper, sd_notify and signals.
+//!
+//! Threads rather than an event loop: a client costs one mostly idle thread
+//! (connections are capped), and a blocking request — an `apply` compile, a
+//! slow reader — never holds up another client. State changes are
+//! serialized by one mutex; journal fsyncs are grouped (see
+//! [`crate::journal::Journal`]), so concurrent writers share them.
+
+use crate::journal::{self, read_file, Journal, Lsn, JOURNAL_MAGIC, SNAPSHOT_MAGIC};
+use crate::proto::{code, parse_request, write_reply, ErrorReply, Outcome, MAX_LINE};
+use crate::state::{Loader, State};
+use parapet_sets::{Clock, SystemClock};
+use serde_json::{json, Map, Value};
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::io::AsRawFd;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+/// Most elements one `set.add`/`set.del`/`ban` request may carry (bounds
+/// the per-request working memory; clients split bigger batches).
+pub const MAX_ELEMS: usize = 1 << 18;
+
+/// Daemon settings.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Control socket path.
+    pub socket: PathBuf,
+    /// State directory (journal, snapshot, lock).
+    pub state_dir: PathBuf,
+    /// Ruleset file applied at start and on SIGHUP.
+    pub config: Option<PathBuf>,
+    /// Socket file mode.
+    pub socket_mode: u32,
+    /// Group owning the socket (by name), if not the daemon's.
+    pub socket_group: Option<String>,
+    /// fdatasync the journal before acknowledging changes (off only for
+    /// throwaway state, e.g. benchmarks of everything but the disk).
+    pub fsync: bool,
+    /// Most concurrent clients.
+    pub max_clients: usize,
+    /// Journal size that triggers a snapshot.
+    pub snapshot_bytes: u64,
+    /// How often expired elements are reaped.
+    pub reap_interval: Duration,
+}
+
+impl Config {
+    /// Defaults with the given socket and state directory.
+    pub fn new(socket: impl Into<PathBuf>, state_dir: impl Into<PathBuf>) -> Config {
+        Config {
+            socket: socket.into(),
+            state_dir: state_dir.into(),
+            config: None,
+            socket_mode: 0o660,
+            socket_group: None,
+            fsync: true,
+            max_clients: 256,
+            snapshot_bytes: 64 << 20,
+            reap_interval: Duration::from_millis(250),
+        }
+    }
+}
+
+/// Counters for `stats`.
+#[derive(Default)]
+pub struct Stats {
+    /// Requests answered.
+    pub requests: AtomicU64,
+    /// Requests answered with an error.
+    pub errors: AtomicU64,
+    /// Connected clients.
+    pub clients: AtomicUsize,
+    /// Connections accepted since start.
+    pub connections: AtomicU64,
+    /// Snapshots written since start.
+    pub snapshots: AtomicU64,
+    /// Journal fsync batches.
+    pub syncs: AtomicU64,
+}
+
+/// What recovery found, for logs and `stats`.
+#[derive(Debug, Default, Clone)]
+pub struct Recovery {
+    /// Records replayed from the snapshot.
+    pub snapshot_records: u64,
+    /// Records replayed from the journal.
+    pub journal_records: u64,
+    /// Problems (corruption, truncation, records that no longer apply).
+    pub problems: Vec<String>,
+    /// Time taken.
+    pub millis: u64,
+}
+
+/// State shared by the daemon's threads.
+pub struct Shared {
+    /// Settings.
+    pub config: Config,
+    /// The state.
+    pub state: Mutex<State>,
+    /// The journal.
+    pub journal: Journal,
+    /// Ruleset loader.
+    pub loader: Box<dyn Loader>,
+    /// Counters.
+    pub stats: Stats,
+    /// Recovery report.
+    pub recovery: Recovery,
+    started: Instant,
+    shutdown: AtomicBool,
+    _lock: File,
+}
+
+fn now_clock() -> Arc<dyn Clock> {
+    Arc::new(SystemClock)
+}
+
+fn peek_epoch(path: &Path, magic: &[u8; 8]) -> Option<u64> {
+    let mut h = [0u8; 16];
+    let mut f = File::open(path).ok()?;
+    f.read_exact(&mut h).ok()?;
+    (&h[..8] == magic).then(|| u64::from_le_bytes(h[8..].try_into().unwrap()))
+}
+
+fn lock_state_dir(dir: &Path) -> io::Result<File> {
+    fs::create_dir_all(dir)?;
+    fs::set_permissions(dir, fs::Permissions::from_mode(0o700))?;
+    let f = OpenOptions::new().create(true).truncate(false).write(true).mode(0o600).open(dir.join("lock"))?;
+    // SAFETY: flock on a valid, owned descriptor.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        return Err(io::Error::new(io::ErrorKind::AddrInUse, format!("state directory {} is in use by another parapetd", dir.display())));
+    }
+    Ok(f)
+}
+
+/// Rebuilds the state from snapshot + journal and opens the journal for
+/// appending.
+fn recover(config: &Config, loader: &dyn Loader, clock: Arc<dyn Clock>) -> io::Result<(State, Journal, Recovery, bool)> {
+    let t0 = Instant::now();
+    let dir = &config.state_dir;
+    let mut st = State::new(clock);
+    let mut rec = Recovery::default();
+    let mut problems = Vec::new();
+    let snap = read_file(&dir.join("snapshot"), SNAPSHOT_MAGIC, |r| {
+        if let Err(p) = st.replay(r, loader) {
+            problems.push(format!("snapshot: {p}"));
+        }
+    })?;
+    let s_epoch = snap.as_ref().map_or(0, |s| s.epoch);
+    if let Some(s) = &snap {
+        rec.snapshot_records = s.records;
+        rec.problems.extend(s.problems.iter().cloned());
+    }
+    let jpath = dir.join("journal");
+    let j_epoch = peek_epoch(&jpath, JOURNAL_MAGIC);
+    let mut needs_compaction = false;
+    let journal = match j_epoch {
+        Some(e) if e >= s_epoch => {
+            let rep = read_file(&jpath, JOURNAL_MAGIC, |r| {
+                if let Err(p) = st.replay(r, loader) {
+                    problems.push(format!("journal: {p}"));
+                }
+            })?
+            .expect("journal exists");
+            rec.journal_records = rep.records;
+            if !rep.problems.is_empty() {
+                // Keep the damaged file for inspection, then start clean.
+                let keep = dir.join(format!("journal.corrupt-{}", st.now()));
+                fs::copy(&jpath, &keep)?;
+                rec.problems.extend(rep.problems);
+                rec.problems.push(format!("damaged journal kept as {}", keep.display()));
+                needs_compaction = true;
+            }
+            Journal::open(dir, e, Some(rep.good_bytes), config.fsync)?
+        }
+        found => {
+            if jpath.exists() && found.is_none() {
+                let keep = dir.join(format!("journal.corrupt-{}", st.now()));
+                fs::copy(&jpath, &keep)?;
+                rec.problems.push(format!("{}: bad header; kept as {} and ignored", jpath.display(), keep.display()));
+            }
+            // Missing, unreadable, or older than the snapshot (a crash right
+            // after a snapshot): everything in it is in the snapshot.
+            Journal::open(dir, s_epoch, None, config.fsync)?
+        }
+    };
+    if snap.as_ref().is_some_and(|s| !s.problems.is_empty()) {
+        needs_compaction = true;
+    }
+    rec.problems.extend(problems);
+    rec.millis = t0.elapsed().as_millis() as u64;
+    Ok((st, journal, rec, needs_compaction))
+}
+
+/// Writes a snapshot of `st` and starts a new journal epoch. Call with the
+/// state lock held.
+pub fn compact(shared: &Shared, st: &State) -> Result<(), String> {
+    shared.journal.sync_all()?;
+    let epoch = shared.journal.epoch() + 1;
+    journal::write_snapshot(&shared.config.state_dir, epoch, |emit| st.snapshot(emit)).map_err(|e| format!("snapshot failed: {e}"))?;
+    shared.journal.rotate(epoch).map_err(|e| format!("journal rotation failed: {e}"))?;
+    shared.stats.snapshots.fetch_add(1, Ordering::Relaxed);
+    Ok(())
+}
+
+/// A running daemon (its threads); dropping it shuts it down.
+pub struct Daemon {
+    /// Shared state (for in-process inspection and tests).
+    pub shared: Arc<Shared>,
+    acceptor: Option<JoinHandle<()>>,
+    reaper: Option<JoinHandle<()>>,
+}
+
+fn prepare_socket(config: &Config) -> io::Result<UnixListener> {
+    let path = &config.socket;
+    if let Some(parent) = path.parent() {
+        if !parent.as_os_str().is_empty() {
+            fs::create_dir_all(parent)?;
+        }
+    }
+    if path.exists() {
+        if UnixStream::connect(path).is_ok() {
+            return Err(io::Error::new(io::ErrorKind::AddrInUse, format!("another daemon is listening on {}", path.display())));
+        }
+        fs::remove_file(path)?; // stale socket of a dead daemon
+    }
+    // Bind with a restrictive umask so the socket is never briefly open to all.
+    // SAFETY: umask only changes this process's file creation mask.
+    let old = unsafe { libc::umask(0o177) };
+    let l = UnixListener::bind(path);
+    unsafe { libc::umask(old) };
+    let l = l?;
+    fs::set_permissions(path, fs::Permissions::from_mode(config.socket_mode))?;
+    if let Some(g) = &config.socket_group {
+        let cname = std::ffi::CString::new(g.as_str()).map_err(|_| io::Error::other("bad group name"))?;
+        // SAFETY: getgrnam returns a pointer into static storage or null.
+        let gr = unsafe { libc::getgrnam(cname.as_ptr()) };
+        if gr.is_null() {
+            return Err(io::Error::other(format!("no such group `{g}`")));
+        }
+        let gid = unsafe { (*gr).gr_gid };
+        let cpath = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).map_err(|_| io::Error::other("bad path"))?;
+        // SAFETY: valid C string; uid -1 leaves the owner unchanged.
+        if unsafe { libc::chown(cpath.as_ptr(), u32::MAX, gid) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(l)
+}
+
+impl Daemon {
+    /// Recovers state, binds the socket and starts serving.
+    pub fn start(config: Config, loader: Box<dyn Loader>) -> io::Result<Daemon> {
+        Self::start_with_clock(config, loader, now_clock())
+    }
+
+    /// As [`Daemon::start`] on a given clock (tests).
+    pub fn start_with_clock(config: Config, loader: Box<dyn Loader>, clock: Arc<dyn Clock>) -> io::Result<Daemon> {
+        let lock = lock_state_dir(&config.state_dir)?;
+        let (state, journal, recovery, needs_compaction) = recover(&config, &*loader, clock)?;
+        for p in &recovery.problems {
+            eprintln!("parapetd: recovery: {p}");
+        }
+        let listener = prepare_socket(&config)?;
+        let shared = Arc::new(Shared {
+            config,
+            state: Mutex::new(state),
+            journal,
+            loader,
+            stats: Stats::default(),
+            recovery,
+            started: Instant::now(),
+            shutdown: AtomicBool::new(false),
+            _lock: lock,
+        });
+        if needs_compaction {
+            let st = shared.state.lock().unwrap();
+            compact(&shared, &st).map_err(io::Error::other)?;
+        }
+        let s = shared.clone();
+        let acceptor = thread::Builder::new().name("accept".into()).spawn(move || accept_loop(s, listener))?;
+        let s = shared.clone();
+        let reaper = thread::Builder::new().name("reaper".into()).spawn(move || reap_loop(s))?;
+        Ok(Daemon { shared, acceptor: Some(acceptor), reaper: Some(reaper) })
+    }
+
+    /// Applies a ruleset file (start-up `--config`, SIGHUP).
+    pub fn apply_file(&self, path: &Path) -> Result<usize, Vec<String>> {
+        let text = fs::read_to_string(path).map_err(|e| vec![format!("{}: {e}", path.display())])?;
+        let name = path.display().to_string();
+        match do_apply(&self.shared, &name, &text, None, false) {
+            Ok(m) => Ok(m.get("rules").and_then(Value::as_u64).unwrap_or(0) as usize),
+            Err(e) => Err(match e.detail {
+                Some((_, Value::Array(v))) => v.into_iter().filter_map(|s| s.as_str().map(String::from)).collect(),
+                _ => vec![e.msg],
+            }),
+        }
+    }
+
+    /// Stops accepting, writes a final snapshot (so the next start replays
+    /// no journal), and waits for the service threads.
+    pub fn shutdown(&mut self) {
+        if self.shared.shutdown.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let _ = UnixStream::connect(&self.shared.config.socket); // wake accept()
+        if let Some(h) = self.acceptor.take() {
+            let _ = h.join();
+        }
+        if let Some(h) = self.reaper.take() {
+            let _ = h.join();
+        }
+        let st = self.shared.state.lock().unwrap();
+        if let Err(e) = compact(&self.shared, &st) {
+            eprintln!("parapetd: final snapshot: {e}");
+        }
+        let _ = fs::remove_file(&self.shared.config.socket);
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn accept_loop(shared: Arc<Shared>, listener: UnixListener) {
+    for conn in listener.incoming() {
+        if shared.shutdown.load(Ordering::SeqCst) {
+            break;
+        }
+        let Ok(mut stream) = conn else { continue };
+        shared.stats.connections.fetch_add(1, Ordering::Relaxed);
+        if shared.stats.clients.fetch_add(1, Ordering::SeqCst) >= shared.config.max_clients {
+            shared.stats.clients.fetch_sub(1, Ordering::SeqCst);
+            let mut out = Vec::new();
+            write_reply(&mut out, None, &Err(ErrorReply::new(code::BUSY, "too many clients")));
+            let _ = stream.write_all(&out);
+            continue;
+        }
+        let s = shared.clone();
+        let spawned = thread::Builder::new().name("client".into()).spawn(move || {
+            let _ = serve_client(&s, stream);
+            s.stats.clients.fetch_sub(1, Ordering::SeqCst);
+        });
+        if spawned.is_err() {
+            shared.stats.clients.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+fn reap_loop(shared: Arc<Shared>) {
+    while !shared.shutdown.load(Ordering::SeqCst) {
+        thread::sleep(shared.config.reap_interval);
+        // Bounded work per tick so the lock is held briefly.
+        shared.state.lock().unwrap().reap(1 << 14);
+    }
+}
+
+/// Serves one connection: reads whatever the client sent, answers every
+/// complete line in order, syncs the journal once for the whole batch, then
+/// writes the replies.
+fn serve_client(shared: &Shared, mut stream: UnixStream) -> io::Result<()> {
+    // Timeouts let the thread notice shutdown and drop dead peers.
+    stream.set_read_timeout(Some(Duration::from_millis(500)))?;
+    stream.set_write_timeout(Some(Duration::from_secs(60)))?;
+    const CHUNK: usize = 256 << 10;
+    let mut buf: Vec<u8> = Vec::with_capacity(CHUNK);
+    let mut discarding = false; // inside an over-long line
+    let mut scanned = 0; // bytes of buf known to hold no newline
+    let mut out = Vec::new();
+    loop {
+        if shared.shutdown.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        let len = buf.len();
+        buf.resize(len + CHUNK, 0);
+        let n = match stream.read(&mut buf[len..]) {
+            Ok(n) => n,
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted) => {
+                buf.truncate(len);
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        buf.truncate(len + n);
+        if n == 0 {
+            return Ok(()); // a final unterminated line is ignored
+        }
+        let mut replies: Vec<(Option<u64>, Outcome, Option<Lsn>)> = Vec::new();
+        let mut start = 0;
+        while let Some(pos) = memchr(b'\n', &buf[scanned..]) {
+            let end = scanned + pos;
+            let line = &buf[start..end];
+            if discarding {
+                discarding = false;
+            } else if !line.iter().all(u8::is_ascii_whitespace) {
+                replies.push(handle_line(shared, line));
+            }
+            start = end + 1;
+            scanned = start;
+        }
+        buf.drain(..start);
+        scanned = buf.len();
+        if buf.len() > MAX_LINE {
+            if !discarding {
+                replies.push((None, Err(ErrorReply::new(code::TOO_LONG, format!("request line longer than {MAX_LINE} bytes; skipped"))), None));
+            }
+            discarding = true;
+            buf.clear();
+            scanned = 0;
+        }
+        if replies.is_empty() {
+            continue;
+        }
+        // Group commit: one sync makes the whole batch durable.
+        if let Some(lsn) = replies.iter().filter_map(|r| r.2).max() {
+            shared.stats.syncs.fetch_add(1, Ordering::Relaxed);
+            if let Err(e) = shared.journal.sync(lsn) {
+                for r in replies.iter_mut().filter(|r| r.2.is_some()) {
+                    r.1 = Err(ErrorReply::new(code::IO, e.clone()));
+                }
+            }
+            if shared.journal.bytes() > shared.config.snapshot_bytes {
+                let st = shared.state.lock().unwrap();
+                if shared.journal.bytes() > shared.config.snapshot_bytes {
+                    if let Err(e) = compact(shared, &st) {
+                        eprintln!("parapetd: {e}");
+                    }
+                }
+            }
+        }
+        out.clear();
+        for (id, o, _) in &replies {
+            shared.stats.requests.fetch_add(1, Ordering::Relaxed);
+            if o.is_err() {
+                shared.stats.errors.fetch_add(1, Ordering::Relaxed);
+            }
+            write_reply(&mut out, *id, o);
+        }
+        stream.write_all(&out)?;
+        if out.capacity() > 16 << 20 {
+            out = Vec::new(); // do not keep a huge reply buffer per idle client
+        }
+        if buf.capacity() > 4 * CHUNK && buf.len() < CHUNK {
+            buf.shrink_to(2 * CHUNK);
+        }
+    }
+}
+
+fn memchr(needle: u8, hay: &[u8]) -> Option<usize> {
+    hay.iter().position(|&b| b == needle)
+}
+
+fn handle_line(shared: &Shared, line: &[u8]) -> (Option<u64>, Outcome, Option<Lsn>) {
+    let req = match parse_request(line) {
+        Ok(r) => r,
+        Err((id, e)) => return (id, Err(e), None),
+    };
+    if req.elems.len() > MAX_ELEMS {
+        return (req.id, Err(ErrorReply::new(code::INVALID, format!("more than {MAX_ELEMS} elements in one request; split it"))), None);
+    }
+    match &*req.cmd {
+        "apply" => {
+            let Some(text) = req.rules.as_deref() else {
+                return (req.id, Err(ErrorReply::new(code::INVALID, "missing field `rules`")), None);
+            };
+            let name = req.name.as_deref().unwrap_or("<rules>");
+            let r = do_apply_lsn(shared, name, text, req.format.as_deref(), req.check);
+            match r {
+                Ok((m, lsn)) => (req.id, Ok(m), lsn),
+                Err(e) => (req.id, Err(e), None),
+            }
+        }
+        "stats" => (req.id, Ok(stats(shared)), None),
+        _ => {
+            let mut st = shared.state.lock().unwrap();
+            let (o, lsn) = st.execute(&req, &shared.journal, &*shared.loader);
+            (req.id, o, lsn)
+        }
+    }
+}
+
+fn apply_error(errs: Vec<String>) -> ErrorReply {
+    let mut e = ErrorReply::new(code::APPLY, errs.first().cloned().unwrap_or_default());
+    if errs.len() > 1 {
+        e.msg = format!("{} (and {} more errors)", e.msg, errs.len() - 1);
+    }
+    e.detail = Some(("errors", Value::from(errs)));
+    e
+}
+
+/// Compiles aside (no lock held), then validates and swaps under the lock.
+fn do_apply_lsn(shared: &Shared, name: &str, text: &str, format: Option<&str>, check: bool) -> Result<(Map<String, Value>, Option<Lsn>), ErrorReply> {
+    let loaded = shared.loader.load(name, text, format).map_err(apply_error)?;
+    let mut st = shared.state.lock().unwrap();
+    st.check_loaded(name, &loaded).map_err(apply_error)?;
+    if check {
+        let rules = loaded.ruleset.rule_count();
+        return Ok((json!({"rules": rules, "format": loaded.format, "checked": true}).as_object().cloned().unwrap_or_default(), None));
+    }
+    let (m, lsn) = st.apply_loaded(name.to_string(), text.to_string(), loaded, &shared.journal);
+    Ok((m, Some(lsn)))
+}
+
+fn do_apply(shared: &Shared, name: &str, text: &str, format: Option<&str>, check: bool) -> Result<Map<String, Value>, ErrorReply> {
+    let (m, lsn) = do_apply_lsn(shared, name, text, format, check)?;
+    if let Some(l) = lsn {
+        shared.journal.sync(l).map_err(|e| ErrorReply::new(code::IO, e))?;
+    }
+    Ok(m)
+}
+
+fn stats(shared: &Shared) -> Map<String, Value> {
+    let st = shared.state.lock().unwrap();
+    let s = &shared.stats;
+    let names = st.sets.names();
+    let memory: usize = names.iter().filter_map(|n| st.sets.get(n)).map(|s| s.memory_bytes()).sum();
+    let v = json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "uptime_s": shared.started.elapsed().as_secs(),
+        "generation": st.generation,
+        "rules": st.active.as_ref().map_or(0, |a| a.ruleset.rule_count()),
+        "ruleset": st.active.as_ref().map(|a| a.name.clone()),
+        "sets": names.len(),
+        "elements": st.element_count(),
+        "set_memory_bytes": memory,
+        "requests": s.requests.load(Ordering::Relaxed),
+        "errors": s.errors.load(Ordering::Relaxed),
+        "clients": s.clients.load(Ordering::Relaxed),
+        "connections": s.connections.load(Ordering::Relaxed),
+        "journal_bytes": shared.journal.bytes(),
+        "journal_epoch": shared.journal.epoch(),
+        "journal_syncs": s.syncs.load(Ordering::Relaxed),
+        "snapshots": s.snapshots.load(Ordering::Relaxed),
+        "fsync": shared.config.fsync,
+        "recovery": {
+            "snapshot_records": shared.recovery.snapshot_records,
+            "journal_records": shared.recovery.journal_records,
+            "problems": shared.recovery.problems,
+            "millis": shared.recovery.millis,
+        },
+    });
+    v.as_object().cloned().unwrap_or_default()
+}
+
+/// Sends a state notification to systemd (`READY=1`, `RELOADING=1`,
+/// `STOPPING=1`, `STATUS=…`) when started with `Type=notify`: one datagram
+/// to the socket named by `$NOTIFY_SOCKET` (a leading `@` means the
+/// abstract namespace). Returns false when not under systemd.
+pub fn sd_notify(msg: &str) -> io::Result<bool> {
+    use std::os::unix::net::UnixDatagram;
+    let Some(path) = std::env::var_os("NOTIFY_SOCKET") else {
+        return Ok(false);
+    };
+    let sock = UnixDatagram::unbound()?;
+    let bytes = path.as_encoded_bytes();
+    if let Some(name) = bytes.strip_prefix(b"@") {
+        use std::os::linux::net::SocketAddrExt;
+        let addr = std::os::unix::net::SocketAddr::from_abstract_name(name)?;
+        sock.send_to_addr(msg.as_bytes(), &addr)?;
+    } else {
+        sock.send_to(msg.as_bytes(), Path::new(&path))?;
+    }
+    Ok(true)
+}
+
+static SIGNAL: AtomicUsize = AtomicUsize::new(0);
+
+extern "C" fn on_signal(sig: libc::c_int) {
+    SIGNAL.store(sig as usize, Ordering::SeqCst);
+}
+
+/// Runs the daemon in the foreground until SIGTERM/SIGINT; SIGHUP re-applies
+/// `config.config`. Used by the `parapetd` binary.
+pub fn run(config: Config, loader: Box<dyn Loader>) -> Result<(), String> {
+    // SAFETY: the handler only stores to an atomic.
+    unsafe {
+        for s in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+            libc::signal(s, on_signal as *const () as libc::sighandler_t);
+        }
+    }
+    let t0 = Instant::now();
+    let cfg_file = config.config.clone();
+    let mut d = Daemon::start(config, loader).map_err(|e| e.to_string())?;
+    if let Some(f) = &cfg_file {
+        match d.apply_file(f) {
+            Ok(n) => eprintln!("parapetd: applied {} ({n} rules)", f.display()),
+            Err(errs) => {
+                for e in &errs {
+                    eprintln!("{e}");
+                }
+                return Err(format!("cannot apply {}", f.display()));
+            }
+        }
+    }
+    let (elements, sets) = {
+        let st = d.shared.state.lock().unwrap();
+        (st.element_count(), st.sets.len())
+    };
+    eprintln!(
+        "parapetd: ready on {} ({} sets, {} elements, recovered in {} ms, ready in {} ms)",
+        d.shared.config.socket.display(),
+        sets,
+        elements,
+        d.shared.recovery.millis,
+        t0.elapsed().as_millis()
+    );
+    let _ = sd_notify(&format!("READY=1\nSTATUS=serving {sets} sets, {elements} elements"));
+    loop {
+        thread::sleep(Duration::from_millis(100));
+        match SIGNAL.swap(0, Ordering::SeqCst) as libc::c_int {
+            0 => {}
+            libc::SIGHUP => {
+                let _ = sd_notify("RELOADING=1");
+                if let Some(f) = &cfg_file {
+                    match d.apply_file(f) {
+                        Ok(n) => eprintln!("parapetd: reloaded {} ({n} rules)", f.display()),
+                        Err(errs) => {
+                            eprintln!("parapetd: reload failed, keeping the active ruleset:");
+                            for e in &errs {
+                                eprintln!("{e}");
+                            }
+                        }
+                    }
+                }
+                let _ = sd_notify("READY=1");
+            }
+            _ => {
+                let _ = sd_notify("STOPPING=1");
+                eprintln!("parapetd: shutting down");
+                d.shutdown();
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// The loader `parapetd` uses: the text frontends and the compiler.
+pub fn default_loader() -> Box<dyn Loader> {
+    Box::new(crate::loader::ParseLoader::default())
+}

@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: MIT OR Apache-2.0 */
+/*
+ * image.h - constants of the classifier image, version 1, as specified in
+ * docs/image-format.md (Rust: parapet_compile::image).  The BPF walker in
+ * walker.bpf.h reads images with these; the Rust side of this crate checks
+ * its copies against this header (src/image.rs tests).
+ */
+#ifndef PARAPET_IMAGE_H
+#define PARAPET_IMAGE_H
+
+#define PARAPET_IMG_MAGIC 0x54505250u /* "PRPT" little-endian */
+#define PARAPET_IMG_VERSION 1
+#define PARAPET_IMG_HEADER_WORDS 32
+#define PARAPET_IMG_KEY_WORDS 26
+#define PARAPET_IMG_NODE_WORDS 8
+#define PARAPET_IMG_PARTITION_WORDS 4
+#define PARAPET_IMG_VERDICT_WORDS 4
+#define PARAPET_IMG_RECORD_HEADER_WORDS 4
+
+/* Caps of the format (the walker's loop bounds). */
+#define PARAPET_IMG_MAX_DEPTH 64
+#define PARAPET_IMG_MAX_LEAF (1u << 23) /* also bpf_loop's limit */
+#define PARAPET_IMG_MAX_PARTITIONS 8
+/* The format allows 13 constraints per entry (12 fields + sets); 16 is the
+ * walker's cap, anything above is a corrupt image. */
+#define PARAPET_IMG_MAX_CONSTRAINTS 16
+/* Binary search over at most 65535 sorted ranges: 17 halvings suffice. */
+#define PARAPET_IMG_BSEARCH_STEPS 17
+
+#define PARAPET_IMG_LEAF_BIT 0x80000000u
+#define PARAPET_IMG_WIDE_BIT 0x8000u
+#define PARAPET_IMG_SET_FIELD 12
+#define PARAPET_IMG_FLAG_PURE_FIRST_MATCH 1u
+
+/* Entry kinds (record word 1, bits 0..3). */
+#define PARAPET_IMG_KIND_DECIDE 0
+#define PARAPET_IMG_KIND_LOG 1
+#define PARAPET_IMG_KIND_COUNT 2
+#define PARAPET_IMG_KIND_JUMP 3
+#define PARAPET_IMG_KIND_RETURN 4
+#define PARAPET_IMG_KIND_COUNTED_BIT 0x10u
+
+/* Header word indices. */
+#define PARAPET_HW_MAGIC 0
+#define PARAPET_HW_VERSION 1
+#define PARAPET_HW_BACKEND 2
+#define PARAPET_HW_FLAGS 3
+#define PARAPET_HW_TOTAL_WORDS 4
+#define PARAPET_HW_CHECKSUM 5
+#define PARAPET_HW_N_ENTRIES 6
+#define PARAPET_HW_N_PARTITIONS 7
+#define PARAPET_HW_POLICY 8
+#define PARAPET_HW_MAX_DEPTH 9
+#define PARAPET_HW_MAX_LEAF 10
+#define PARAPET_HW_MAX_RANGES 11
+#define PARAPET_HW_SET_REF_COUNT 12
+#define PARAPET_HW_PARTITIONS_OFF 13
+#define PARAPET_HW_NODES_OFF 14
+#define PARAPET_HW_N_NODES 15
+#define PARAPET_HW_LEAVES_OFF 16
+#define PARAPET_HW_LEAVES_WORDS 17
+#define PARAPET_HW_ENTRY_TABLE_OFF 18
+#define PARAPET_HW_ENTRIES_OFF 19
+#define PARAPET_HW_ENTRIES_WORDS 20
+#define PARAPET_HW_VERDICTS_OFF 21
+#define PARAPET_HW_N_VERDICTS 22
+#define PARAPET_HW_STRINGS_OFF 23
+#define PARAPET_HW_STRINGS_BYTES 24
+
+/* Key word layout (field id -> first key word). */
+#define PARAPET_KW_FAMILY 0
+#define PARAPET_KW_SADDR 1
+#define PARAPET_KW_DADDR 5
+#define PARAPET_KW_PROTO 9
+#define PARAPET_KW_SPORT 10
+#define PARAPET_KW_DPORT 11
+#define PARAPET_KW_ICMP 12
+#define PARAPET_KW_TCPFLAGS 13
+#define PARAPET_KW_IIF 14
+#define PARAPET_KW_OIF 18
+#define PARAPET_KW_CTSTATE 22
+#define PARAPET_KW_FRAGMENT 23
+#define PARAPET_KW_SETS 24
+
+/* ctstate values of the key. */
+#define PARAPET_CT_INVALID 0
+#define PARAPET_CT_NEW 1
+#define PARAPET_CT_ESTABLISHED 2
+#define PARAPET_CT_RELATED 3
+#define PARAPET_CT_UNTRACKED 4
+
+#endif /* PARAPET_IMAGE_H */

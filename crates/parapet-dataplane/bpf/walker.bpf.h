@@ -1,0 +1,491 @@
+/* SPDX-License-Identifier: MIT OR Apache-2.0 */
+/*
+ * walker.bpf.h - the BPF walker of the classifier image (docs/image-format.md),
+ * included by parapet.bpf.c after its maps and image_word().
+ *
+ * Verifier strategy: every loop is a bpf_loop() callback and all loop state
+ * lives in a per-CPU scratch map value, not in registers.  The verifier then
+ * checks each callback body once, with state it cannot predict, instead of
+ * unrolling nested bounded loops (tree depth 64 x partitions 8 x candidates
+ * x constraints x a range search would exceed its complexity budget).  The
+ * image itself is untrusted: every word read is bounds-checked against the
+ * slot, tree descent must move to strictly higher node indices, and loop
+ * counts are capped by the format's absolute limits.  Any inconsistency sets
+ * w->err and the walk is abandoned (the caller falls back).
+ *
+ * Algorithm: the general path of the spec, which is exact for every image
+ * (and equals the fast path on PURE_FIRST_MATCH images): walk each
+ * partition's tree to its leaf, then merge the leaves' sorted entry indices
+ * in increasing order, evaluating each candidate's record; the first
+ * matching Decide entry answers, Log/Count/Jump entries are recorded as
+ * non-terminal matches, Return entries skip ahead to their resume index.
+ */
+#ifndef PARAPET_WALKER_BPF_H
+#define PARAPET_WALKER_BPF_H
+
+#include "image.h"
+
+/* ctstate reported to the image: XDP and tc ingress run before conntrack,
+ * so the loader may override this default (UNTRACKED). */
+const volatile __u32 parapet_ctstate = PARAPET_CT_UNTRACKED;
+
+struct parapet_walk {
+	__u32 key[PARAPET_IMG_KEY_WORDS];
+	__u32 slot;
+	__u32 err;
+	/* header */
+	__u32 partitions_off;
+	__u32 nodes_off;
+	__u32 n_nodes;
+	__u32 leaves_off;
+	__u32 table_off;
+	__u32 n_entries;
+	__u32 entries_off;
+	__u32 verdicts_off;
+	__u32 n_verdicts;
+	__u32 policy;
+	__u32 n_parts;
+	/* leaf cursors: [cur, end) word indices per partition */
+	__u32 cur[PARAPET_IMG_MAX_PARTITIONS];
+	__u32 end[PARAPET_IMG_MAX_PARTITIONS];
+	__u32 total;
+	/* tree descent */
+	__u32 ref;
+	/* merge scan */
+	__u32 pos;
+	__u32 done;
+	__u32 entry_rec;
+	/* record matching */
+	__u32 cpos;
+	__u32 cmatch;
+	/* range search */
+	__u32 val[4];
+	__u32 base;
+	__u32 stride;
+	__u32 wide;
+	__u32 lo;
+	__u32 hi;
+	/* results */
+	__u32 verdict;
+	__u32 n_nonterm;
+	__u32 nonterm_rule[PARAPET_MAX_NONTERM];
+	__u32 nonterm_kind[PARAPET_MAX_NONTERM];
+	__u32 nonterm_dropped;
+	__u32 hook;
+	struct parapet_key pkey;
+};
+
+/* One scratch state per hook (0 = XDP, 1 = tc) and CPU. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, struct parapet_walk);
+} parapet_scratch SEC(".maps");
+
+/* ifindex -> name, for the key's iif field; filled by user space. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, struct parapet_ifname);
+} parapet_ifnames SEC(".maps");
+
+/* bpf_loop callback context: which scratch slot to use. */
+struct walk_cb_ctx {
+	__u32 idx;
+};
+
+static __always_inline struct parapet_walk *walk_state(void *ctx)
+{
+	__u32 idx = ((struct walk_cb_ctx *)ctx)->idx;
+
+	return bpf_map_lookup_elem(&parapet_scratch, &idx);
+}
+
+/* Image word `word` of the walk's slot; a failed read poisons the walk. */
+static __always_inline __u32 rd(struct parapet_walk *w, __u32 word)
+{
+	__u32 v = 0;
+
+	if (image_word(w->slot, word, &v) < 0)
+		w->err = 1;
+	return v;
+}
+
+/* Compare two 128-bit values stored least significant word first. */
+static __always_inline int cmp128(const __u32 *a, const __u32 *b)
+{
+	int k;
+
+#pragma unroll
+	for (k = 3; k >= 0; k--) {
+		if (a[k] < b[k])
+			return -1;
+		if (a[k] > b[k])
+			return 1;
+	}
+	return 0;
+}
+
+/* The key's value of `field` as 4 words (zero-extended); -1 if unknown. */
+static __always_inline int key_value(struct parapet_walk *w, __u32 field,
+				     __u32 *v)
+{
+	__u32 off, wide = 0;
+
+	switch (field) {
+	case 0: off = PARAPET_KW_FAMILY; break;
+	case 1: off = PARAPET_KW_SADDR; wide = 1; break;
+	case 2: off = PARAPET_KW_DADDR; wide = 1; break;
+	case 3: off = PARAPET_KW_PROTO; break;
+	case 4: off = PARAPET_KW_SPORT; break;
+	case 5: off = PARAPET_KW_DPORT; break;
+	case 6: off = PARAPET_KW_ICMP; break;
+	case 7: off = PARAPET_KW_TCPFLAGS; break;
+	case 8: off = PARAPET_KW_IIF; wide = 1; break;
+	case 9: off = PARAPET_KW_OIF; wide = 1; break;
+	case 10: off = PARAPET_KW_CTSTATE; break;
+	case 11: off = PARAPET_KW_FRAGMENT; break;
+	default: return -1;
+	}
+	v[0] = w->key[off];
+	v[1] = wide ? w->key[off + 1] : 0;
+	v[2] = wide ? w->key[off + 2] : 0;
+	v[3] = wide ? w->key[off + 3] : 0;
+	return 0;
+}
+
+/* One step down a tree: w->ref is a node; move to the chosen child. */
+static long descend_step(__u32 i, void *ctx)
+{
+	struct parapet_walk *w = walk_state(ctx);
+	__u32 v[4], cut[4], ref, node, next;
+	int k;
+
+	if (!w)
+		return 1;
+	ref = w->ref;
+	if (ref & PARAPET_IMG_LEAF_BIT)
+		return 1;
+	if (ref >= w->n_nodes) {
+		w->err = 2;
+		return 1;
+	}
+	node = w->nodes_off + ref * PARAPET_IMG_NODE_WORDS;
+	if (key_value(w, rd(w, node), v) < 0) {
+		w->err = 3;
+		return 1;
+	}
+#pragma unroll
+	for (k = 0; k < 4; k++)
+		cut[k] = rd(w, node + 4 + k);
+	next = rd(w, node + (cmp128(v, cut) <= 0 ? 1 : 2));
+	/* Children follow their parent: this also rules out cycles. */
+	if (!(next & PARAPET_IMG_LEAF_BIT) && next <= ref)
+		w->err = 4;
+	w->ref = next;
+	return w->err ? 1 : 0;
+}
+
+/* Walk partition p's tree and set up its leaf cursor. */
+static long partition_cb(__u32 p, void *ctx)
+{
+	struct parapet_walk *w = walk_state(ctx);
+	__u32 leaf, count;
+
+	if (!w || p >= PARAPET_IMG_MAX_PARTITIONS)
+		return 1;
+	w->ref = rd(w, w->partitions_off + p * PARAPET_IMG_PARTITION_WORDS);
+	bpf_loop(PARAPET_IMG_MAX_DEPTH, descend_step, ctx, 0);
+	w = walk_state(ctx);
+	if (!w)
+		return 1;
+	if (!w->err && !(w->ref & PARAPET_IMG_LEAF_BIT))
+		w->err = 5; /* deeper than the format allows */
+	if (w->err)
+		return 1;
+	leaf = w->leaves_off + (w->ref & ~PARAPET_IMG_LEAF_BIT);
+	count = rd(w, leaf);
+	if (count > PARAPET_IMG_MAX_LEAF) {
+		w->err = 6;
+		return 1;
+	}
+	w->cur[p & (PARAPET_IMG_MAX_PARTITIONS - 1)] = leaf + 1;
+	w->end[p & (PARAPET_IMG_MAX_PARTITIONS - 1)] = leaf + 1 + count;
+	w->total += count;
+	return w->err ? 1 : 0;
+}
+
+/* One halving of the search for the last range with lo <= value. */
+static long bsearch_step(__u32 i, void *ctx)
+{
+	struct parapet_walk *w = walk_state(ctx);
+	__u32 b[4], mid, at;
+
+	if (!w || w->lo >= w->hi)
+		return 1;
+	mid = w->lo + (w->hi - w->lo) / 2;
+	at = w->base + mid * w->stride;
+	b[0] = rd(w, at);
+	b[1] = w->wide ? rd(w, at + 1) : 0;
+	b[2] = w->wide ? rd(w, at + 2) : 0;
+	b[3] = w->wide ? rd(w, at + 3) : 0;
+	if (cmp128(b, w->val) <= 0)
+		w->lo = mid + 1;
+	else
+		w->hi = mid;
+	return w->err ? 1 : 0;
+}
+
+/* Evaluate one constraint at w->cpos; clear w->cmatch if it fails. */
+static long constraint_cb(__u32 i, void *ctx)
+{
+	struct parapet_walk *w = walk_state(ctx);
+	__u32 c, field, r, b[4], at;
+
+	if (!w)
+		return 1;
+	c = rd(w, w->cpos);
+	field = c & 0xff;
+	r = c >> 16;
+	w->cpos += 1;
+	if (field == PARAPET_IMG_SET_FIELD) {
+		__u32 mlo = rd(w, w->cpos), mhi = rd(w, w->cpos + 1);
+		__u32 wlo = rd(w, w->cpos + 2), whi = rd(w, w->cpos + 3);
+
+		w->cpos += 4;
+		if ((w->key[PARAPET_KW_SETS] & mlo) != wlo ||
+		    (w->key[PARAPET_KW_SETS + 1] & mhi) != whi) {
+			w->cmatch = 0;
+			return 1;
+		}
+		return w->err ? 1 : 0;
+	}
+	if (key_value(w, field, w->val) < 0) {
+		w->err = 7;
+		return 1;
+	}
+	w->wide = (c & PARAPET_IMG_WIDE_BIT) ? 1 : 0;
+	w->stride = w->wide ? 8 : 2;
+	w->base = w->cpos;
+	w->lo = 0;
+	w->hi = r;
+	w->cpos += r * w->stride;
+	/* Narrow ranges have 32-bit bounds: a wider value is outside. */
+	if (!w->wide && (w->val[1] | w->val[2] | w->val[3])) {
+		w->cmatch = 0;
+		return 1;
+	}
+	/* Ranges are sorted and disjoint: the only candidate is the last one
+	 * whose lower bound is <= the value. */
+	bpf_loop(PARAPET_IMG_BSEARCH_STEPS, bsearch_step, ctx, 0);
+	w = walk_state(ctx);
+	if (!w || w->err)
+		return 1;
+	if (w->lo == 0) {
+		w->cmatch = 0;
+		return 1;
+	}
+	at = w->base + (w->lo - 1) * w->stride + (w->wide ? 4 : 1);
+	b[0] = rd(w, at);
+	b[1] = w->wide ? rd(w, at + 1) : 0;
+	b[2] = w->wide ? rd(w, at + 2) : 0;
+	b[3] = w->wide ? rd(w, at + 3) : 0;
+	if (cmp128(w->val, b) > 0) {
+		w->cmatch = 0;
+		return 1;
+	}
+	return w->err ? 1 : 0;
+}
+
+static __always_inline void push_nonterm(struct parapet_walk *w, __u32 rec,
+					 __u32 kind)
+{
+	__u32 n = w->n_nonterm;
+
+	if (n >= PARAPET_MAX_NONTERM) {
+		w->nonterm_dropped += 1;
+		return;
+	}
+	w->nonterm_rule[n & (PARAPET_MAX_NONTERM - 1)] = rd(w, rec);
+	w->nonterm_kind[n & (PARAPET_MAX_NONTERM - 1)] = kind;
+	w->n_nonterm = n + 1;
+}
+
+/* One merge step: take the smallest candidate index over all leaves. */
+static long merge_cb(__u32 i, void *ctx)
+{
+	struct parapet_walk *w = walk_state(ctx);
+	__u32 best = 0xffffffff, bp = PARAPET_IMG_MAX_PARTITIONS;
+	__u32 p, rec, nc, k;
+
+	if (!w)
+		return 1;
+#pragma unroll
+	for (p = 0; p < PARAPET_IMG_MAX_PARTITIONS; p++) {
+		if (p < w->n_parts && w->cur[p] < w->end[p]) {
+			__u32 h = rd(w, w->cur[p]);
+
+			if (h < best) {
+				best = h;
+				bp = p;
+			}
+		}
+	}
+	if (bp >= PARAPET_IMG_MAX_PARTITIONS || w->err)
+		return 1; /* candidates exhausted: the policy decides */
+	w->cur[bp & (PARAPET_IMG_MAX_PARTITIONS - 1)] += 1;
+	if (best < w->pos)
+		return 0; /* skipped by a RETURN, or seen in another leaf */
+	w->pos = best + 1;
+	if (best >= w->n_entries) {
+		w->err = 8;
+		return 1;
+	}
+	rec = w->entries_off + rd(w, w->table_off + best);
+	k = rd(w, rec + 1);
+	nc = (k >> 16) & 0xff;
+	if (nc > PARAPET_IMG_MAX_CONSTRAINTS) {
+		w->err = 9;
+		return 1;
+	}
+	w->cpos = rec + PARAPET_IMG_RECORD_HEADER_WORDS;
+	w->cmatch = 1;
+	bpf_loop(nc, constraint_cb, ctx, 0);
+	w = walk_state(ctx);
+	if (!w || w->err)
+		return 1;
+	if (!w->cmatch)
+		return 0;
+	switch (k & 0xf) {
+	case PARAPET_IMG_KIND_DECIDE:
+		w->done = 1;
+		w->entry_rec = rec;
+		return 1;
+	case PARAPET_IMG_KIND_RETURN:
+		if (k & PARAPET_IMG_KIND_COUNTED_BIT)
+			push_nonterm(w, rec, PARAPET_IMG_KIND_RETURN);
+		w->pos = rd(w, rec + 2);
+		return w->err ? 1 : 0;
+	default:
+		push_nonterm(w, rec, k & 0xf);
+		return w->err ? 1 : 0;
+	}
+}
+
+/* Big-endian 4 bytes at p as a number (addresses and names are numbers
+ * whose first byte is the most significant). */
+static __always_inline __u32 be32_at(const __u8 *p)
+{
+	return ((__u32)p[0] << 24) | ((__u32)p[1] << 16) | ((__u32)p[2] << 8) |
+	       p[3];
+}
+
+/* The image key of docs/image-format.md from the parsed packet key. */
+static __always_inline void build_key(struct parapet_walk *w,
+				      const struct parapet_key *key)
+{
+	struct parapet_ifname *ifn;
+	int k;
+
+#pragma unroll
+	for (k = 0; k < 4; k++) {
+		/* word k holds bits 32k..32k+31: bytes 12-4k .. 15-4k */
+		w->key[PARAPET_KW_SADDR + k] = be32_at(&key->src[12 - 4 * k]);
+		w->key[PARAPET_KW_DADDR + k] = be32_at(&key->dst[12 - 4 * k]);
+		w->key[PARAPET_KW_IIF + k] = 0;
+		w->key[PARAPET_KW_OIF + k] = 0; /* ingress hooks: no oif */
+	}
+	w->key[PARAPET_KW_FAMILY] = key->family;
+	w->key[PARAPET_KW_PROTO] = key->proto;
+	w->key[PARAPET_KW_SPORT] = key->sport;
+	w->key[PARAPET_KW_DPORT] = key->dport;
+	w->key[PARAPET_KW_ICMP] = ((__u32)key->icmp_type << 8) | key->icmp_code;
+	w->key[PARAPET_KW_TCPFLAGS] = key->tcp_flags;
+	w->key[PARAPET_KW_CTSTATE] = parapet_ctstate;
+	w->key[PARAPET_KW_FRAGMENT] = (key->frag & PARAPET_FRAG_LATER) ? 1 : 0;
+	w->key[PARAPET_KW_SETS] = 0; /* no set membership in the kernel yet */
+	w->key[PARAPET_KW_SETS + 1] = 0;
+
+	__u32 ifindex = key->ifindex;
+	ifn = bpf_map_lookup_elem(&parapet_ifnames, &ifindex);
+	if (ifn) {
+#pragma unroll
+		for (k = 0; k < 4; k++)
+			w->key[PARAPET_KW_IIF + k] =
+				be32_at((const __u8 *)&ifn->name[12 - 4 * k]);
+	}
+}
+
+/*
+ * Classify `key` with the image in `slot`.  Returns the deciding rule id
+ * (0 = policy) and sets w->verdict and the non-terminal list in the
+ * scratch state, or returns -1 when the image is unusable.
+ */
+static __noinline long image_walk(__u32 idx, __u32 slot,
+				       const struct parapet_key *key)
+{
+	struct walk_cb_ctx c = { .idx = idx };
+	struct parapet_walk *w = walk_state(&c);
+	__u32 vi, code, rule;
+
+	if (!w)
+		return -1;
+	w->slot = slot;
+	w->err = 0;
+	if (rd(w, PARAPET_HW_MAGIC) != PARAPET_IMG_MAGIC ||
+	    rd(w, PARAPET_HW_VERSION) != PARAPET_IMG_VERSION || w->err)
+		return -1;
+	w->n_parts = rd(w, PARAPET_HW_N_PARTITIONS);
+	if (w->n_parts == 0 || w->n_parts > PARAPET_IMG_MAX_PARTITIONS)
+		return -1;
+	w->partitions_off = rd(w, PARAPET_HW_PARTITIONS_OFF);
+	w->nodes_off = rd(w, PARAPET_HW_NODES_OFF);
+	w->n_nodes = rd(w, PARAPET_HW_N_NODES);
+	w->leaves_off = rd(w, PARAPET_HW_LEAVES_OFF);
+	w->table_off = rd(w, PARAPET_HW_ENTRY_TABLE_OFF);
+	w->n_entries = rd(w, PARAPET_HW_N_ENTRIES);
+	w->entries_off = rd(w, PARAPET_HW_ENTRIES_OFF);
+	w->verdicts_off = rd(w, PARAPET_HW_VERDICTS_OFF);
+	w->n_verdicts = rd(w, PARAPET_HW_N_VERDICTS);
+	w->policy = rd(w, PARAPET_HW_POLICY);
+	w->total = 0;
+	w->pos = 0;
+	w->done = 0;
+	w->n_nonterm = 0;
+	w->nonterm_dropped = 0;
+	build_key(w, key);
+
+	bpf_loop(w->n_parts, partition_cb, &c, 0);
+	w = walk_state(&c);
+	if (!w || w->err)
+		return -1;
+	/* Each merge step consumes one leaf element. */
+	if (w->total > PARAPET_IMG_MAX_LEAF)
+		return -1;
+	bpf_loop(w->total + 1, merge_cb, &c, 0);
+	w = walk_state(&c);
+	if (!w || w->err)
+		return -1;
+
+	if (w->done) {
+		rule = rd(w, w->entry_rec);
+		vi = (rd(w, w->entry_rec + 1) >> 8) & 0xff;
+	} else {
+		rule = 0;
+		vi = w->policy;
+	}
+	if (vi >= w->n_verdicts)
+		return -1;
+	code = rd(w, w->verdicts_off + vi * PARAPET_IMG_VERDICT_WORDS);
+	if (w->err || code > 3)
+		return -1;
+	/* 2 = REJECT, 3 = REJECT with a type: both drop at these hooks. */
+	w->verdict = code == 0 ? PARAPET_VERDICT_ACCEPT :
+		     code == 1 ? PARAPET_VERDICT_DROP :
+				 PARAPET_VERDICT_REJECT;
+	return rule;
+}
+
+#endif /* PARAPET_WALKER_BPF_H */
