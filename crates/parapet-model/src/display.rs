@@ -41,6 +41,30 @@ pub fn format_value(field: Field, v: u128, family: Family) -> String {
 /// Formats an interval set of `field`: prefixes for address ranges that are
 /// prefixes, `lo-hi` otherwise, comma separated.
 pub fn format_set(field: Field, set: &IntervalSet, family: Family) -> String {
+    match field {
+        // Few values: list them by name (`RELATED,ESTABLISHED`).
+        Field::CtState | Field::Set(_) | Field::Fragment => {
+            let names: Vec<String> = set
+                .ranges()
+                .iter()
+                .flat_map(|&(lo, hi)| lo..=hi)
+                .map(|v| format_value(field, v, family))
+                .collect();
+            return names.join(",");
+        }
+        // A flags byte set is usually "these bits masked equal those":
+        // print it the way iptables' --tcp-flags reads.
+        Field::TcpFlags => {
+            if let Some((mask, comp)) = mask_form(set) {
+                return format!(
+                    "{}/{}",
+                    tcp_flags::format_list(mask),
+                    tcp_flags::format_list(comp)
+                );
+            }
+        }
+        _ => {}
+    }
     let addr = matches!(field, Field::SrcAddr | Field::DstAddr);
     let parts: Vec<String> = set
         .ranges()
@@ -79,5 +103,57 @@ pub fn format_set(field: Field, set: &IntervalSet, family: Family) -> String {
         "(nothing)".into()
     } else {
         parts.join(",")
+    }
+}
+
+/// `(mask, comp)` when the set is exactly `{v : v & mask == comp}` over a byte.
+fn mask_form(set: &IntervalSet) -> Option<(u8, u8)> {
+    let values: Vec<u8> = set
+        .ranges()
+        .iter()
+        .flat_map(|&(lo, hi)| lo..=hi)
+        .map(|v| v as u8)
+        .collect();
+    let first = *values.first()?;
+    let varying = values.iter().fold(0u8, |acc, v| acc | (v ^ first));
+    let mask = !varying;
+    let expected = 1usize << varying.count_ones();
+    (values.len() == expected).then_some((mask, first & mask))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_enums_and_flags_read_like_iptables() {
+        let st = IntervalSet::from_ranges([(2, 3)]);
+        assert_eq!(
+            format_set(Field::CtState, &st, Family::V4),
+            "ESTABLISHED,RELATED"
+        );
+        let syn =
+            IntervalSet::from_ranges((0u128..=255).filter(|v| v & 0x17 == 0x02).map(|v| (v, v)));
+        assert_eq!(
+            format_set(Field::TcpFlags, &syn, Family::V4),
+            "FIN,SYN,RST,ACK/SYN"
+        );
+        let eth = IfName::wildcard_range("eth");
+        assert_eq!(
+            format_set(
+                Field::InIface,
+                &IntervalSet::range(eth.0, eth.1),
+                Family::V4
+            ),
+            "eth+"
+        );
+        assert_eq!(
+            format_set(
+                Field::SrcAddr,
+                &IntervalSet::prefix(0x0a00_0000, 8, 32),
+                Family::V4
+            ),
+            "10.0.0.0/8"
+        );
     }
 }
