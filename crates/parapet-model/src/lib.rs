@@ -17,6 +17,7 @@
 //!   compiled engines.
 //! - [`Packet`]: the header fields a classifier reads.
 
+mod display;
 mod field;
 mod flatten;
 mod interval;
@@ -24,12 +25,13 @@ mod linear;
 mod packet;
 mod rule;
 
+pub use display::{format_set, format_value};
 pub use field::{tcp_flags, CtState, Family, Field, IfName};
 pub use flatten::{
     flatten, flatten_with_limit, DecisionList, Entry, EntryKind, FlattenError, DEFAULT_MAX_ENTRIES,
 };
 pub use interval::{width_mask, IntervalSet};
-pub use linear::{Decision, EvalError, LinearEngine, NoSets, SetLookup, MAX_DEPTH};
+pub use linear::{Decision, EvalError, LinearEngine, NoSets, SetLookup, TraceStep, MAX_DEPTH};
 pub use packet::{
     from_ip, protocol_name, protocol_number, to_ip, Packet, PacketSpecError, PROTOCOLS,
 };

@@ -6,6 +6,7 @@
 //! [`Ruleset`], with no preprocessing that could hide a bug. Every other
 //! engine is tested against it.
 
+use crate::field::Field;
 use crate::packet::Packet;
 use crate::rule::{Action, ChainId, Ruleset, SetRef, Verdict};
 use serde::{Deserialize, Serialize};
@@ -37,6 +38,20 @@ pub struct Decision {
     /// Ids of the non-terminal rules that matched on the way (LOG, counters,
     /// jumps, gotos, RETURNs), in evaluation order.
     pub nonterminal: Vec<u32>,
+}
+
+/// One rule a packet was checked against, for [`LinearEngine::trace`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TraceStep {
+    /// The rule.
+    pub rule_id: u32,
+    /// The chain it is in.
+    pub chain: String,
+    /// How many jumps deep the walk was.
+    pub depth: usize,
+    /// `None` when the rule matched; otherwise the first field (in field
+    /// order) whose constraint the packet fails.
+    pub failed_on: Option<Field>,
 }
 
 /// Why evaluation could not finish.
@@ -128,6 +143,28 @@ impl<'a> LinearEngine<'a> {
 
     /// Classifies one packet.
     pub fn classify(&self, pkt: &Packet, sets: &dyn SetLookup) -> Result<Decision, EvalError> {
+        self.walk(pkt, sets, &mut |_| {})
+    }
+
+    /// Classifies one packet and reports every rule it was checked against,
+    /// in order: the debugger behind `parapet trace`. Uses the same walk as
+    /// [`LinearEngine::classify`], so the two cannot disagree.
+    pub fn trace(
+        &self,
+        pkt: &Packet,
+        sets: &dyn SetLookup,
+    ) -> Result<(Decision, Vec<TraceStep>), EvalError> {
+        let mut steps = Vec::new();
+        let d = self.walk(pkt, sets, &mut |s| steps.push(s))?;
+        Ok((d, steps))
+    }
+
+    fn walk(
+        &self,
+        pkt: &Packet,
+        sets: &dyn SetLookup,
+        observe: &mut dyn FnMut(TraceStep),
+    ) -> Result<Decision, EvalError> {
         let table = &self.ruleset.tables[self.start.table];
         // Membership is looked up at most once per set reference per packet.
         let mut set_cache: Vec<Option<bool>> = vec![None; self.ruleset.set_refs.len()];
@@ -152,7 +189,17 @@ impl<'a> LinearEngine<'a> {
                 }
             };
             next += 1;
-            if !rule.matches.matches(pkt, &mut set_bit) {
+            let failed = rule.matches.iter().find(|(f, v)| match f {
+                Field::Set(n) => !v.contains(set_bit(*n) as u128),
+                _ => !v.contains(pkt.value(*f)),
+            });
+            observe(TraceStep {
+                rule_id: rule.id,
+                chain: table.chains[chain].name.clone(),
+                depth: stack.len(),
+                failed_on: failed.map(|(f, _)| *f),
+            });
+            if failed.is_some() {
                 continue;
             }
             match &rule.action {

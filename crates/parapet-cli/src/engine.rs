@@ -1,0 +1,184 @@
+//! Choosing and running an engine: the linear reference, the flat
+//! decision-list scan, or a compiled classifier (picked by the meta-engine
+//! under `auto`).
+
+use anyhow::{anyhow, bail, Result};
+use clap::Args;
+use parapet_compile::{BuildOptions, Classifier, Key, Policy};
+use parapet_model::{
+    flatten, ChainId, Decision, DecisionList, LinearEngine, NoSets, Packet, Ruleset, SetLookup,
+};
+use std::path::PathBuf;
+
+/// Options shared by the commands that classify.
+#[derive(Args, Clone, Debug)]
+pub struct EngineArgs {
+    /// Engine: auto (the meta-engine's choice), linear (the reference: walks chains as
+    /// iptables does), flat (decision-list scan), scan (compiled linear image), tree
+    /// (compiled decision trees).
+    #[arg(long, default_value = "auto")]
+    pub engine: String,
+    /// Ruleset format: auto, iptables-save, ip6tables-save, nft, classbench.
+    #[arg(long, default_value = "auto")]
+    pub format: String,
+    /// Base chain to evaluate: CHAIN (table filter) or TABLE/CHAIN. Default filter/INPUT,
+    /// or the one base chain on the input hook.
+    #[arg(long)]
+    pub chain: Option<String>,
+    /// Set definitions to load (ipset save or nft set text); repeatable.
+    #[arg(long = "sets", value_name = "FILE")]
+    pub sets: Vec<PathBuf>,
+    /// Meta-engine policy: performance or memory.
+    #[arg(long, default_value = "performance")]
+    pub policy: String,
+    /// Memory budget of the compiled classifier: bytes, or with K, M, G.
+    #[arg(long = "max-memory", value_name = "SIZE")]
+    pub max_memory: Option<String>,
+}
+
+/// A classifier ready to answer.
+pub enum Engine<'a> {
+    /// The specification: walks chains as iptables does.
+    Linear(LinearEngine<'a>),
+    /// The flattened decision list, scanned in order.
+    Flat(DecisionList),
+    /// A compiled image (scan or trees), chosen by the meta-engine or named.
+    Compiled(Box<Classifier>),
+}
+
+/// Parses `64M`, `1G`, `65536`.
+pub fn parse_size(s: &str) -> Result<usize> {
+    let s = s.trim();
+    let (digits, mult) = match s.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => (
+            &s[..i],
+            match c.to_ascii_uppercase() {
+                'K' => 1usize << 10,
+                'M' => 1 << 20,
+                'G' => 1 << 30,
+                _ => bail!("size '{s}': expected a number with an optional K, M or G suffix"),
+            },
+        ),
+        _ => (s, 1),
+    };
+    let n: usize = digits
+        .parse()
+        .map_err(|_| anyhow!("size '{s}': expected a number with an optional K, M or G suffix"))?;
+    n.checked_mul(mult)
+        .ok_or_else(|| anyhow!("size '{s}' is too large"))
+}
+
+impl<'a> Engine<'a> {
+    /// Builds the engine named in `args` over `chain` of `rs`.
+    pub fn build(rs: &'a Ruleset, chain: ChainId, args: &EngineArgs) -> Result<Engine<'a>> {
+        if args.engine == "linear" {
+            return Ok(Engine::Linear(
+                LinearEngine::new(rs, chain).map_err(|e| anyhow!("{e}"))?,
+            ));
+        }
+        let list = flatten(rs, chain).map_err(|e| anyhow!("{e}"))?;
+        let compiled = match args.engine.as_str() {
+            "flat" => return Ok(Engine::Flat(list)),
+            "auto" => parapet_compile::Engine::Auto,
+            "scan" => parapet_compile::Engine::Linear,
+            "tree" => parapet_compile::Engine::Tree,
+            other => bail!("unknown engine '{other}' (expected auto, linear, flat, scan or tree)"),
+        };
+        let policy = match args.policy.as_str() {
+            "performance" => Policy::Performance,
+            "memory" => Policy::Memory,
+            other => bail!("unknown policy '{other}' (expected performance or memory)"),
+        };
+        let mut opts = BuildOptions {
+            engine: compiled,
+            policy,
+            ..BuildOptions::default()
+        };
+        if let Some(m) = &args.max_memory {
+            opts.max_memory = parse_size(m)?;
+        }
+        let classifier = Classifier::build(&list, &opts).map_err(|e| anyhow!("{e}"))?;
+        Ok(Engine::Compiled(Box::new(classifier)))
+    }
+
+    /// The engine's name, as `--engine` spells it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Engine::Linear(_) => "linear",
+            Engine::Flat(_) => "flat",
+            Engine::Compiled(c) => match c.engine() {
+                parapet_compile::Engine::Linear => "scan",
+                parapet_compile::Engine::Tree => "tree",
+                parapet_compile::Engine::Auto => "auto",
+            },
+        }
+    }
+
+    /// Classifies one packet.
+    pub fn classify(&self, rs: &Ruleset, pkt: &Packet, sets: &dyn SetLookup) -> Result<Decision> {
+        match self {
+            Engine::Linear(e) => e.classify(pkt, sets).map_err(|e| anyhow!("{e}")),
+            Engine::Flat(list) => Ok(list.classify(pkt, &set_bits(rs, pkt, sets))),
+            Engine::Compiled(c) => Ok(c.classify(pkt, &set_bits(rs, pkt, sets))),
+        }
+    }
+
+    /// Memory held by the engine's data, in bytes (the image, for compiled engines).
+    pub fn memory_bytes(&self, rs: &Ruleset) -> usize {
+        let matches_bytes = |m: &parapet_model::Matches| {
+            m.iter()
+                .map(|(_, s)| 24 + s.ranges().len() * 32)
+                .sum::<usize>()
+                + 24
+        };
+        match self {
+            Engine::Linear(_) => rs.rules().map(|r| 64 + matches_bytes(&r.matches)).sum(),
+            Engine::Flat(list) => list
+                .entries
+                .iter()
+                .map(|e| 48 + matches_bytes(&e.matches))
+                .sum(),
+            Engine::Compiled(c) => c.memory_bytes(),
+        }
+    }
+
+    /// What the engine is, what it costs, and why it was chosen.
+    pub fn explain(&self, rs: &Ruleset) -> String {
+        match self {
+            Engine::Linear(_) => format!(
+                "engine: linear (the reference)\n  walks chains as iptables does; lookup O(rules), space O(rules)\n  rules: {}\n",
+                rs.rule_count()
+            ),
+            Engine::Flat(list) => format!(
+                "engine: flat (decision-list scan)\n  lookup O(entries), space O(entries)\n  entries after inlining jumps: {}\n  memory: {} bytes\n",
+                list.entries.len(),
+                self.memory_bytes(rs)
+            ),
+            Engine::Compiled(c) => c.explain(),
+        }
+    }
+}
+
+/// Membership bits of `pkt` for every set reference of `rs`.
+pub fn set_bits(rs: &Ruleset, pkt: &Packet, sets: &dyn SetLookup) -> Vec<bool> {
+    rs.set_refs.iter().map(|r| sets.contains(r, pkt)).collect()
+}
+
+/// The compiled walker's key of a packet.
+pub fn key(rs: &Ruleset, pkt: &Packet, sets: &dyn SetLookup) -> Key {
+    Key::from_bits(pkt, &set_bits(rs, pkt, sets))
+}
+
+/// Set membership for offline use.
+pub fn sets(args: &EngineArgs, rs: &Ruleset) -> Result<Box<dyn SetLookup>> {
+    if !args.sets.is_empty() {
+        bail!("--sets is not supported yet");
+    }
+    if let Some(r) = rs.set_refs.first() {
+        bail!(
+            "the ruleset uses set '{}'; load its definition with --sets FILE",
+            r.name
+        );
+    }
+    Ok(Box::new(NoSets))
+}

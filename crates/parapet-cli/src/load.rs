@@ -1,0 +1,81 @@
+//! Reading ruleset and trace files (plain or gzipped), with every error
+//! reported as `FILE:LINE:COL: message`.
+
+use anyhow::{anyhow, Context, Result};
+use parapet_model::{Packet, Ruleset};
+use parapet_parse::trace::TraceReader;
+use parapet_parse::{Format, ParseError};
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+
+/// Opens a file for reading, decompressing `.gz` files on the fly; `-` is stdin.
+fn open(path: &Path) -> Result<Box<dyn BufRead>> {
+    if path == Path::new("-") {
+        return Ok(Box::new(BufReader::new(std::io::stdin())));
+    }
+    let file =
+        std::fs::File::open(path).with_context(|| format!("{}: cannot open", path.display()))?;
+    if path.extension().is_some_and(|e| e == "gz") {
+        Ok(Box::new(BufReader::with_capacity(
+            1 << 16,
+            flate2::read::MultiGzDecoder::new(file),
+        )))
+    } else {
+        Ok(Box::new(BufReader::with_capacity(1 << 16, file)))
+    }
+}
+
+/// Parses a ruleset file. On failure, every error is printed to stderr and
+/// the returned error only counts them, so nothing is reported twice.
+pub fn ruleset(path: &Path, format: &str) -> Result<parapet_parse::Parsed> {
+    let format: Format = format.parse().map_err(|e: String| anyhow!(e))?;
+    let mut text = String::new();
+    open(path)?
+        .read_to_string(&mut text)
+        .with_context(|| format!("{}: cannot read", path.display()))?;
+    parapet_parse::parse(&text, &path.display().to_string(), format)
+        .map_err(|errors| report_errors(path, &errors))
+}
+
+fn report_errors(path: &Path, errors: &[ParseError]) -> anyhow::Error {
+    for e in errors {
+        eprintln!("{e}");
+    }
+    anyhow!(
+        "{}: {} error{}, nothing loaded",
+        path.display(),
+        errors.len(),
+        plural(errors.len())
+    )
+}
+
+/// Reads a trace file.
+pub fn trace(path: &Path) -> Result<Vec<Packet>> {
+    TraceReader::new(open(path)?, &path.display().to_string())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| anyhow!("{e}"))
+}
+
+/// A short description of a ruleset: tables, chains, rules, set references.
+pub fn summary(rs: &Ruleset) -> String {
+    let chains: usize = rs.tables.iter().map(|t| t.chains.len()).sum();
+    format!(
+        "{} table{}, {} chain{}, {} rule{}, {} set reference{}",
+        rs.tables.len(),
+        plural(rs.tables.len()),
+        chains,
+        plural(chains),
+        rs.rule_count(),
+        plural(rs.rule_count()),
+        rs.set_refs.len(),
+        plural(rs.set_refs.len())
+    )
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}

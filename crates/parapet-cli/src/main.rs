@@ -1,0 +1,149 @@
+//! `parapet`: check, list, classify, trace and benchmark rulesets, and drive
+//! the `parapetd` daemon.
+//!
+//! Offline commands read files and exit; they never need the daemon.
+
+mod engine;
+mod gen;
+mod load;
+mod report;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// A packet filter whose per-packet cost does not grow with its ruleset.
+#[derive(Parser)]
+#[command(name = "parapet", version, about, long_about = None)]
+struct Cli {
+    /// Control socket of parapetd, for the daemon commands.
+    #[arg(long, global = true, env = "PARAPET_SOCKET", value_name = "PATH")]
+    socket: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Validate ruleset files: exit 0 with a summary, or 1 with FILE:LINE:COL errors.
+    Check {
+        /// Ruleset files (iptables-save, nft, ClassBench, ipset save).
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Input format.
+        #[arg(long, default_value = "auto")]
+        format: String,
+    },
+    /// Print a ruleset normalized, or translated to another syntax.
+    List {
+        /// Ruleset file.
+        file: PathBuf,
+        /// Output syntax: iptables-save, nft or json.
+        #[arg(long = "format", default_value = "iptables-save")]
+        output: String,
+        /// Input format.
+        #[arg(long = "input-format", default_value = "auto")]
+        input: String,
+    },
+    /// Classify every packet of a trace: one line per packet, the deciding rule id (0 = policy).
+    Classify {
+        /// Ruleset file.
+        rules: PathBuf,
+        /// Trace file (`src dst sport dport proto` per line).
+        trace: PathBuf,
+        #[command(flatten)]
+        opts: engine::EngineArgs,
+        /// Add a tab and the verdict to each line.
+        #[arg(long)]
+        verdict: bool,
+    },
+    /// Show every rule a packet is checked against, why it did or did not match, and what decided.
+    Trace {
+        /// Ruleset file.
+        rules: PathBuf,
+        /// A packet: 'tcp 10.0.0.1:1234 > 10.0.0.2:22 iif eth0 ct new' (repeatable).
+        #[arg(long, required = true)]
+        packet: Vec<String>,
+        #[command(flatten)]
+        opts: engine::EngineArgs,
+    },
+    /// Explain which classifier the meta-engine picks for a ruleset, and why.
+    Explain {
+        /// Ruleset file.
+        rules: PathBuf,
+        #[command(flatten)]
+        opts: engine::EngineArgs,
+    },
+    /// Benchmarks.
+    #[command(subcommand)]
+    Bench(BenchCommand),
+    /// Generate benchmark rulesets (stdout) and traces (--trace FILE).
+    #[command(subcommand)]
+    Gen(gen::GenCommand),
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// Lookups per second of an engine on a ruleset and trace (median of runs).
+    Classify {
+        /// Ruleset file.
+        rules: PathBuf,
+        /// Trace file.
+        trace: PathBuf,
+        #[command(flatten)]
+        opts: engine::EngineArgs,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+        /// Timed runs (at least 5).
+        #[arg(long, default_value_t = 7)]
+        runs: usize,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let _ = &cli.socket;
+    let result = match cli.command {
+        Command::Check { files, format } => report::check(&files, &format),
+        Command::List {
+            file,
+            output,
+            input,
+        } => report::list(&file, &input, &output),
+        Command::Classify {
+            rules,
+            trace,
+            opts,
+            verdict,
+        } => report::classify(&rules, &trace, &opts, verdict),
+        Command::Trace {
+            rules,
+            packet,
+            opts,
+        } => report::trace(&rules, &packet, &opts),
+        Command::Explain { rules, opts } => report::explain(&rules, &opts),
+        Command::Gen(cmd) => gen::run(cmd),
+        Command::Bench(BenchCommand::Classify {
+            rules,
+            trace,
+            opts,
+            json,
+            runs,
+        }) => report::bench_classify(&rules, &trace, &opts, json, runs.max(5)),
+    };
+    finish(result)
+}
+
+/// Maps a command's outcome to the exit status: errors go to stderr, one
+/// per line, and exit 1.
+fn finish(result: Result<ExitCode>) -> ExitCode {
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("parapet: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,330 @@
+//! The offline commands: each reads files, prints, and returns an exit code.
+
+use crate::engine::{self, Engine, EngineArgs};
+use crate::load;
+use anyhow::{anyhow, bail, Context, Result};
+use parapet_model::{format_set, Decision, Family, Field, Matches, Packet};
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+/// `parapet check`: every file is parsed completely; all errors are printed.
+pub fn check(files: &[PathBuf], format: &str) -> Result<ExitCode> {
+    let mut failed = false;
+    for path in files {
+        match load::ruleset(path, format) {
+            Ok(parsed) => {
+                // A ruleset that parses may still not evaluate: unknown jump
+                // targets and loops are errors of the whole file.
+                if let Ok(chain) = parsed.ruleset.select_chain(None) {
+                    if let Err(e) = parapet_model::flatten(&parsed.ruleset, chain) {
+                        eprintln!("{}: {e}", path.display());
+                        failed = true;
+                        continue;
+                    }
+                }
+                println!(
+                    "{}: ok ({}): {}",
+                    path.display(),
+                    parsed.format,
+                    load::summary(&parsed.ruleset)
+                );
+            }
+            Err(e) => {
+                eprintln!("parapet: {e}");
+                failed = true;
+            }
+        }
+    }
+    Ok(if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// `parapet list`: the parsed model rendered in the requested syntax.
+pub fn list(file: &Path, input: &str, output: &str) -> Result<ExitCode> {
+    let parsed = load::ruleset(file, input)?;
+    let text = match output {
+        "iptables-save" | "iptables" => parapet_parse::render::iptables_save(&parsed.ruleset),
+        "nft" => parapet_parse::render::nft(&parsed.ruleset),
+        "json" => Ok(parapet_parse::render::json(&parsed.ruleset)),
+        other => bail!("unknown listing format '{other}' (expected iptables-save, nft or json)"),
+    }
+    .map_err(|e| anyhow!("{e}"))?;
+    print!("{text}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `parapet classify`: one line per trace packet.
+pub fn classify(
+    rules: &Path,
+    trace: &Path,
+    args: &EngineArgs,
+    with_verdict: bool,
+) -> Result<ExitCode> {
+    let parsed = load::ruleset(rules, &args.format)?;
+    let rs = &parsed.ruleset;
+    let chain = rs
+        .select_chain(args.chain.as_deref())
+        .map_err(|e| anyhow!(e))?;
+    let sets = engine::sets(args, rs)?;
+    let engine = Engine::build(rs, chain, args)?;
+    let packets = load::trace(trace)?;
+    let stdout = std::io::stdout();
+    let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
+    for pkt in &packets {
+        let d = engine.classify(rs, pkt, sets.as_ref())?;
+        if with_verdict {
+            writeln!(out, "{}\t{}", d.rule_id, d.verdict)?;
+        } else {
+            writeln!(out, "{}", d.rule_id)?;
+        }
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `parapet trace`: the linear engine's walk, rule by rule, and a check that
+/// the selected engine agrees with it.
+pub fn trace(rules: &Path, packets: &[String], args: &EngineArgs) -> Result<ExitCode> {
+    let parsed = load::ruleset(rules, &args.format)?;
+    let rs = &parsed.ruleset;
+    let chain = rs
+        .select_chain(args.chain.as_deref())
+        .map_err(|e| anyhow!(e))?;
+    let sets = engine::sets(args, rs)?;
+    let linear = parapet_model::LinearEngine::new(rs, chain).map_err(|e| anyhow!("{e}"))?;
+    let engine = Engine::build(rs, chain, args)?;
+    for spec in packets {
+        let pkt: Packet = spec
+            .parse()
+            .map_err(|e| anyhow!("--packet '{spec}': {e}"))?;
+        println!("packet: {pkt}");
+        let (decision, steps) = linear
+            .trace(&pkt, sets.as_ref())
+            .map_err(|e| anyhow!("{e}"))?;
+        for step in &steps {
+            let rule = rs
+                .rules()
+                .find(|r| r.id == step.rule_id)
+                .context("trace names a rule the ruleset lacks")?;
+            let indent = "  ".repeat(step.depth + 1);
+            let what = describe_matches(&rule.matches, pkt.family);
+            let action = describe_action(&rule.action);
+            match step.failed_on {
+                None => println!(
+                    "{indent}rule {:>4} {:<12} {what} -> {action}: matched",
+                    rule.id, step.chain
+                ),
+                Some(field) => {
+                    let set = rule.matches.get(field).cloned().unwrap_or_default();
+                    let value = match field {
+                        Field::Set(n) => format!("set {}", rs.set_refs[n as usize].name),
+                        _ => parapet_model::format_value(field, pkt.value(field), pkt.family),
+                    };
+                    println!(
+                        "{indent}rule {:>4} {:<12} {what} -> {action}: no match, {} {value} not in {}",
+                        rule.id,
+                        step.chain,
+                        field,
+                        format_set(field, &set, pkt.family)
+                    );
+                }
+            }
+        }
+        print_decision(&decision);
+        let other = engine.classify(rs, &pkt, sets.as_ref())?;
+        if other != decision {
+            bail!("engine '{}' disagrees with the linear engine: {:?} vs {:?} — please report this bug", engine.name(), other, decision);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_decision(d: &Decision) {
+    if d.rule_id == 0 {
+        println!("decided by the chain policy: {}", d.verdict);
+    } else {
+        println!("decided by rule {}: {}", d.rule_id, d.verdict);
+    }
+    if !d.nonterminal.is_empty() {
+        let ids: Vec<String> = d.nonterminal.iter().map(u32::to_string).collect();
+        println!("non-terminal rules matched on the way: {}", ids.join(", "));
+    }
+}
+
+/// `saddr 10.0.0.0/8 dport 22`: a rule's constraints in field order.
+fn describe_matches(m: &Matches, packet_family: Family) -> String {
+    let family = match m.get(Field::Family).map(|s| s.ranges().to_vec()) {
+        Some(r) if r == [(6, 6)] => Family::V6,
+        Some(r) if r == [(4, 4)] => Family::V4,
+        _ => packet_family,
+    };
+    if m.is_empty() {
+        return "(any)".into();
+    }
+    let parts: Vec<String> = m
+        .iter()
+        .filter(|(f, _)| *f != Field::Family)
+        .map(|(f, s)| format!("{f} {}", format_set(*f, s, family)))
+        .collect();
+    if parts.is_empty() {
+        format!("ipv{}", if family == Family::V6 { 6 } else { 4 })
+    } else {
+        parts.join(" ")
+    }
+}
+
+fn describe_action(a: &parapet_model::Action) -> String {
+    use parapet_model::Action;
+    match a {
+        Action::Verdict(v) => v.to_string(),
+        Action::Log(_) => "LOG".into(),
+        Action::Count => "count".into(),
+        Action::Return => "RETURN".into(),
+        Action::Jump(c) => format!("jump {c}"),
+        Action::Goto(c) => format!("goto {c}"),
+    }
+}
+
+/// `parapet explain`.
+pub fn explain(rules: &Path, args: &EngineArgs) -> Result<ExitCode> {
+    let parsed = load::ruleset(rules, &args.format)?;
+    let rs = &parsed.ruleset;
+    let chain = rs
+        .select_chain(args.chain.as_deref())
+        .map_err(|e| anyhow!(e))?;
+    let engine = Engine::build(rs, chain, args)?;
+    println!("ruleset: {}", load::summary(rs));
+    print!("{}", engine.explain(rs));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `parapet bench classify`: median lookups/s over timed runs.
+pub fn bench_classify(
+    rules: &Path,
+    trace: &Path,
+    args: &EngineArgs,
+    json: bool,
+    runs: usize,
+) -> Result<ExitCode> {
+    let parsed = load::ruleset(rules, &args.format)?;
+    let rs = &parsed.ruleset;
+    let chain = rs
+        .select_chain(args.chain.as_deref())
+        .map_err(|e| anyhow!(e))?;
+    let sets = engine::sets(args, rs)?;
+    let packets = load::trace(trace)?;
+    if packets.is_empty() {
+        bail!("{}: the trace has no packets", trace.display());
+    }
+    let start = Instant::now();
+    let engine = Engine::build(rs, chain, args)?;
+    let build_ms = start.elapsed().as_secs_f64() * 1e3;
+    let report = match &engine {
+        // Compiled engines are measured through the batch API, the path a
+        // dataplane uses.
+        Engine::Compiled(c) => {
+            let keys: Vec<_> = packets
+                .iter()
+                .map(|p| engine::key(rs, p, sets.as_ref()))
+                .collect();
+            let r = parapet_compile::bench_lookups(c, &keys, runs);
+            Report {
+                engine: engine.name(),
+                rules: rs.rule_count(),
+                build_ms,
+                memory_bytes: r.memory_bytes,
+                median: r.lookups_per_sec,
+                min: r.min_lookups_per_sec,
+                max: r.max_lookups_per_sec,
+                per_run: r.lookups_per_run,
+                runs,
+            }
+        }
+        _ => one_by_one(&engine, rs, &packets, sets.as_ref(), runs, build_ms)?,
+    };
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "engine": report.engine,
+                "rules": report.rules,
+                "build_ms": report.build_ms,
+                "memory_bytes": report.memory_bytes,
+                "lookups_per_sec": report.median,
+                "lookups_per_sec_min": report.min,
+                "lookups_per_sec_max": report.max,
+                "ns_per_lookup": 1e9 / report.median,
+                "lookups_per_run": report.per_run,
+                "runs": report.runs,
+            })
+        );
+    } else {
+        println!(
+            "{}: {} rules, built in {:.1} ms, {} bytes; {:.0} lookups/s median of {} runs (min {:.0}, max {:.0}), {:.1} ns/lookup",
+            report.engine, report.rules, report.build_ms, report.memory_bytes, report.median, report.runs, report.min, report.max, 1e9 / report.median
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One benchmark result.
+struct Report {
+    engine: &'static str,
+    rules: usize,
+    build_ms: f64,
+    memory_bytes: usize,
+    median: f64,
+    min: f64,
+    max: f64,
+    per_run: usize,
+    runs: usize,
+}
+
+/// Times packet-at-a-time lookups. Each run is sized to take about 0.2 s,
+/// so slow engines on big rulesets finish and fast ones are measured over
+/// many lookups.
+fn one_by_one(
+    engine: &Engine,
+    rs: &parapet_model::Ruleset,
+    packets: &[Packet],
+    sets: &dyn parapet_model::SetLookup,
+    runs: usize,
+    build_ms: f64,
+) -> Result<Report> {
+    let probe = Instant::now();
+    let mut n = 0usize;
+    while probe.elapsed().as_secs_f64() < 0.2 {
+        std::hint::black_box(engine.classify(rs, &packets[n % packets.len()], sets)?);
+        n += 1;
+    }
+    let mut rates = Vec::with_capacity(runs);
+    for r in 0..runs {
+        let offset = (r * n) % packets.len();
+        let t = Instant::now();
+        for i in 0..n {
+            std::hint::black_box(engine.classify(
+                rs,
+                &packets[(offset + i) % packets.len()],
+                sets,
+            )?);
+        }
+        rates.push(n as f64 / t.elapsed().as_secs_f64());
+    }
+    rates.sort_by(|a, b| a.total_cmp(b));
+    Ok(Report {
+        engine: engine.name(),
+        rules: rs.rule_count(),
+        build_ms,
+        memory_bytes: engine.memory_bytes(rs),
+        median: rates[rates.len() / 2],
+        min: rates[0],
+        max: rates[rates.len() - 1],
+        per_run: n,
+        runs,
+    })
+}

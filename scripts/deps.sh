@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs what parapet's build, tests and demo need on a fresh Debian machine.
+# Idempotent: skips apt when everything is already there.
+set -euo pipefail
+want="${1:-test}"
+pkgs=(clang llvm libbpf-dev linux-libc-dev pkg-config zlib1g-dev iproute2)
+if [ "$want" = test ]; then
+  pkgs+=(iptables nftables ipset fail2ban python3)
+fi
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  echo "deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+if ! command -v cargo >/dev/null 2>&1; then
+  [ -x "$HOME/.cargo/bin/cargo" ] || {
+    echo "deps: cargo not found; install Rust (rustup) first" >&2
+    exit 1
+  }
+fi
+rustup component list --installed 2>/dev/null | grep -q rustfmt || rustup component add rustfmt clippy >/dev/null 2>&1 || true
