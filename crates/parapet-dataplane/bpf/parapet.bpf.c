@@ -98,6 +98,27 @@ struct {
 	__type(value, __u32);
 } parapet_gen SEC(".maps");
 
+/*
+ * Never read by the programs.  User space stores parapet_gen in it after a
+ * generation flip: updating a map-in-map makes the kernel wait for an RCU
+ * grace period, so when the update returns, no program run that could have
+ * seen the old generation is still walking the old slot, and the slot may
+ * be overwritten.
+ */
+struct parapet_gen_inner {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__array(values, struct parapet_gen_inner);
+} parapet_rcu_barrier SEC(".maps");
+
 /* Test mode: the last packet's key and decision. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

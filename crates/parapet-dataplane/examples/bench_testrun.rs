@@ -117,8 +117,16 @@ fn main() {
         };
         for (what, spec) in [("linear", &linear), ("tree", &t)] {
             let bytes = to_bytes(&assemble(spec));
+            let t = Instant::now();
             dp.write_image(&bytes).unwrap();
+            let written = t.elapsed();
             dp.swap().unwrap();
+            let swapped = t.elapsed() - written;
+            println!(
+                "  write {:.2} ms, swap (flip + RCU grace period) {:.2} ms",
+                written.as_secs_f64() * 1e3,
+                swapped.as_secs_f64() * 1e3
+            );
             let ns = ns_per_packet(&dp, Hook::Xdp, &last, repeat.min(20_000));
             println!(
                 "image {what:6} {n:5} rules ({} bytes), last rule matches, XDP: {ns:.1} ns/packet",

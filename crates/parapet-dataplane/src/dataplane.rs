@@ -6,7 +6,9 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use aya::maps::{Array, HashMap as BpfHashMap, MapData, MapError, PerCpuArray, RingBuf};
+use aya::maps::{
+    Array, ArrayOfMaps, HashMap as BpfHashMap, MapData, MapError, PerCpuArray, RingBuf,
+};
 use aya::programs::tc::{SchedClassifierLinkId, TcAttachType};
 use aya::programs::xdp::XdpLinkId;
 use aya::programs::{ProgramError, SchedClassifier, TestRun, TestRunOptions, Xdp, XdpMode};
@@ -214,6 +216,7 @@ pub struct Dataplane {
     gen: Array<MapData, u32>,
     debug: Array<MapData, DebugRec>,
     ifnames: BpfHashMap<MapData, u32, IfName>,
+    rcu_barrier: ArrayOfMaps<MapData, Array<MapData, u32>>,
     log: RingBuf<MapData>,
 }
 
@@ -264,6 +267,7 @@ impl Dataplane {
         let gen = Array::try_from(take(&mut ebpf, "parapet_gen")?)?;
         let debug = Array::try_from(take(&mut ebpf, "parapet_debug")?)?;
         let ifnames = BpfHashMap::try_from(take(&mut ebpf, "parapet_ifnames")?)?;
+        let rcu_barrier = ArrayOfMaps::try_from(take(&mut ebpf, "parapet_rcu_barrier")?)?;
         let log = RingBuf::try_from(take(&mut ebpf, "parapet_log")?)?;
         Ok(Dataplane {
             ebpf,
@@ -282,6 +286,7 @@ impl Dataplane {
             gen,
             debug,
             ifnames,
+            rcu_barrier,
             log,
         })
     }
@@ -492,7 +497,9 @@ impl Dataplane {
 
     /// Make the last written image live by storing generation + 1: a single
     /// u32 write, so each packet sees the old image or the new one, never a
-    /// mix. Returns the new generation.
+    /// mix. Returns the new generation once no packet can still be walking
+    /// the old image (an RCU grace period, a few milliseconds), so the next
+    /// [`Dataplane::write_image`] may safely overwrite it.
     pub fn swap(&mut self) -> Result<u32> {
         if !self.staged {
             return Err(Error::NothingToSwap);
@@ -501,6 +508,9 @@ impl Dataplane {
         self.gen.set(0, next, 0)?;
         self.generation = next;
         self.staged = false;
+        // Any update of a map-in-map waits for synchronize_rcu() in the
+        // kernel; XDP and tc programs run inside RCU read-side sections.
+        self.rcu_barrier.set(0, &self.gen, 0)?;
         Ok(next)
     }
 
