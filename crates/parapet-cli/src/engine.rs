@@ -169,16 +169,19 @@ pub fn key(rs: &Ruleset, pkt: &Packet, sets: &dyn SetLookup) -> Key {
     Key::from_bits(pkt, &set_bits(rs, pkt, sets))
 }
 
-/// Set membership for offline use.
-pub fn sets(args: &EngineArgs, rs: &Ruleset) -> Result<Box<dyn SetLookup>> {
-    if !args.sets.is_empty() {
-        bail!("--sets is not supported yet");
+/// Set membership for offline use: the sets of `--sets` files and of the
+/// ruleset file's own nft `set` blocks.
+pub fn sets(args: &EngineArgs, parsed: &parapet_parse::Parsed) -> Result<Box<dyn SetLookup>> {
+    if args.sets.is_empty() && parsed.set_blocks.is_empty() {
+        if let Some(r) = parsed.ruleset.set_refs.first() {
+            bail!(
+                "the ruleset uses set '{}'; load its definition with --sets FILE",
+                r.name
+            );
+        }
+        return Ok(Box::new(NoSets));
     }
-    if let Some(r) = rs.set_refs.first() {
-        bail!(
-            "the ruleset uses set '{}'; load its definition with --sets FILE",
-            r.name
-        );
-    }
-    Ok(Box::new(NoSets))
+    Ok(Box::new(crate::sets::StoreLookup(crate::sets::load(
+        &args.sets, parsed,
+    )?)))
 }

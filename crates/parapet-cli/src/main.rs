@@ -7,6 +7,7 @@ mod engine;
 mod gen;
 mod load;
 mod report;
+mod sets;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};

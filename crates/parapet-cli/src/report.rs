@@ -70,7 +70,7 @@ pub fn classify(
     let chain = rs
         .select_chain(args.chain.as_deref())
         .map_err(|e| anyhow!(e))?;
-    let sets = engine::sets(args, rs)?;
+    let sets = engine::sets(args, &parsed)?;
     let engine = Engine::build(rs, chain, args)?;
     let packets = load::trace(trace)?;
     let stdout = std::io::stdout();
@@ -95,7 +95,7 @@ pub fn trace(rules: &Path, packets: &[String], args: &EngineArgs) -> Result<Exit
     let chain = rs
         .select_chain(args.chain.as_deref())
         .map_err(|e| anyhow!(e))?;
-    let sets = engine::sets(args, rs)?;
+    let sets = engine::sets(args, &parsed)?;
     let linear = parapet_model::LinearEngine::new(rs, chain).map_err(|e| anyhow!("{e}"))?;
     let engine = Engine::build(rs, chain, args)?;
     for spec in packets {
@@ -112,7 +112,7 @@ pub fn trace(rules: &Path, packets: &[String], args: &EngineArgs) -> Result<Exit
                 .find(|r| r.id == step.rule_id)
                 .context("trace names a rule the ruleset lacks")?;
             let indent = "  ".repeat(step.depth + 1);
-            let what = describe_matches(&rule.matches, pkt.family);
+            let what = describe_matches(rs, &rule.matches, pkt.family);
             let action = describe_action(&rule.action);
             match step.failed_on {
                 None => println!(
@@ -121,16 +121,24 @@ pub fn trace(rules: &Path, packets: &[String], args: &EngineArgs) -> Result<Exit
                 ),
                 Some(field) => {
                     let set = rule.matches.get(field).cloned().unwrap_or_default();
-                    let value = match field {
-                        Field::Set(n) => format!("set {}", rs.set_refs[n as usize].name),
-                        _ => parapet_model::format_value(field, pkt.value(field), pkt.family),
+                    let why = match field {
+                        Field::Set(n) => {
+                            let name = &rs.set_refs[n as usize].name;
+                            if set.contains(1) {
+                                format!("the packet is not in set {name}")
+                            } else {
+                                format!("the packet is in set {name}")
+                            }
+                        }
+                        _ => format!(
+                            "{field} {} not in {}",
+                            parapet_model::format_value(field, pkt.value(field), pkt.family),
+                            format_set(field, &set, pkt.family)
+                        ),
                     };
                     println!(
-                        "{indent}rule {:>4} {:<12} {what} -> {action}: no match, {} {value} not in {}",
-                        rule.id,
-                        step.chain,
-                        field,
-                        format_set(field, &set, pkt.family)
+                        "{indent}rule {:>4} {:<12} {what} -> {action}: no match, {why}",
+                        rule.id, step.chain
                     );
                 }
             }
@@ -157,7 +165,7 @@ fn print_decision(d: &Decision) {
 }
 
 /// `saddr 10.0.0.0/8 dport 22`: a rule's constraints in field order.
-fn describe_matches(m: &Matches, packet_family: Family) -> String {
+fn describe_matches(rs: &parapet_model::Ruleset, m: &Matches, packet_family: Family) -> String {
     let family = match m.get(Field::Family).map(|s| s.ranges().to_vec()) {
         Some(r) if r == [(6, 6)] => Family::V6,
         Some(r) if r == [(4, 4)] => Family::V4,
@@ -169,7 +177,14 @@ fn describe_matches(m: &Matches, packet_family: Family) -> String {
     let parts: Vec<String> = m
         .iter()
         .filter(|(f, _)| *f != Field::Family)
-        .map(|(f, s)| format!("{f} {}", format_set(*f, s, family)))
+        .map(|(f, s)| match f {
+            Field::Set(n) => format!(
+                "{}@{}",
+                if s.contains(1) { "" } else { "!" },
+                rs.set_refs[*n as usize].name
+            ),
+            _ => format!("{f} {}", format_set(*f, s, family)),
+        })
         .collect();
     if parts.is_empty() {
         format!("ipv{}", if family == Family::V6 { 6 } else { 4 })
@@ -216,7 +231,7 @@ pub fn bench_classify(
     let chain = rs
         .select_chain(args.chain.as_deref())
         .map_err(|e| anyhow!(e))?;
-    let sets = engine::sets(args, rs)?;
+    let sets = engine::sets(args, &parsed)?;
     let packets = load::trace(trace)?;
     if packets.is_empty() {
         bail!("{}: the trace has no packets", trace.display());

@@ -120,8 +120,15 @@ fn random_addr(rng: &mut SmallRng, pools: &Pools, family: Family) -> IntervalSet
     } else {
         IntervalSet::prefix(v, len, width)
     };
-    if rng.gen_bool(0.1) {
-        set.complement(width_mask(width))
+    maybe_negate(rng, set, width_mask(width))
+}
+
+/// Negates one time in ten — unless the complement is empty (`! -s
+/// 0.0.0.0/0` matches nothing, and iptables cannot write such a rule).
+fn maybe_negate(rng: &mut SmallRng, set: IntervalSet, max: u128) -> IntervalSet {
+    let negated = set.complement(max);
+    if !negated.is_empty() && rng.gen_bool(0.1) {
+        negated
     } else {
         set
     }
@@ -141,11 +148,7 @@ fn random_ports(rng: &mut SmallRng, pools: &Pools) -> IntervalSet {
         })),
         _ => IntervalSet::range(1024, 65535),
     };
-    if rng.gen_bool(0.1) {
-        set.complement(0xffff)
-    } else {
-        set
-    }
+    maybe_negate(rng, set, 0xffff)
 }
 
 fn random_matches(rng: &mut SmallRng, pools: &Pools, spec: &RandomSpec) -> Matches {
@@ -157,11 +160,16 @@ fn random_matches(rng: &mut SmallRng, pools: &Pools, spec: &RandomSpec) -> Match
     };
     if !spec.ipv6 || rng.gen_bool(0.9) {
         m.constrain(Field::Family, IntervalSet::point(family.value()));
-        if rng.gen_bool(0.7) {
-            m.constrain(Field::SrcAddr, random_addr(rng, pools, family));
-        }
-        if rng.gen_bool(0.7) {
-            m.constrain(Field::DstAddr, random_addr(rng, pools, family));
+        // A whole-family range (0.0.0.0/0) is no constraint at all; iptables
+        // never prints one, so neither do we.
+        let full = width_mask(family.addr_bits());
+        for field in [Field::SrcAddr, Field::DstAddr] {
+            if rng.gen_bool(0.7) {
+                let set = random_addr(rng, pools, family);
+                if !set.is_full(full) {
+                    m.constrain(field, set);
+                }
+            }
         }
     }
     let proto = match rng.gen_range(0..10) {
@@ -172,14 +180,16 @@ fn random_matches(rng: &mut SmallRng, pools: &Pools, spec: &RandomSpec) -> Match
     };
     if let Some(p) = proto {
         let set = IntervalSet::point(p as u128);
+        let negated = rng.gen_bool(0.05);
         m.constrain(
             Field::Proto,
-            if rng.gen_bool(0.05) {
-                set.complement(0xff)
-            } else {
-                set
-            },
+            if negated { set.complement(0xff) } else { set },
         );
+        // Ports, ICMP types and flags need a positive protocol (iptables
+        // refuses `! -p tcp --dport 22`).
+        if negated {
+            return m;
+        }
         if p == 6 || p == 17 {
             if rng.gen_bool(0.3) {
                 m.constrain(Field::SrcPort, random_ports(rng, pools));
@@ -228,11 +238,14 @@ fn random_matches(rng: &mut SmallRng, pools: &Pools, spec: &RandomSpec) -> Match
         );
     }
     if rng.gen_bool(0.15) {
-        let states: Vec<(u128, u128)> = CtState::ALL
+        let mut states: Vec<(u128, u128)> = CtState::ALL
             .iter()
             .filter(|_| rng.gen_bool(0.4))
             .map(|s| (*s as u128, *s as u128))
             .collect();
+        if states.is_empty() {
+            states.push((CtState::New as u128, CtState::New as u128));
+        }
         m.constrain(Field::CtState, IntervalSet::from_ranges(states));
     }
     if rng.gen_bool(0.03) {

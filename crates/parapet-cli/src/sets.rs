@@ -1,0 +1,128 @@
+//! Set membership for offline classification: rules' set references
+//! answered from a [`SetStore`] loaded from ipset-save or nft set files.
+
+use anyhow::{anyhow, bail, Context, Result};
+use parapet_model::{Dir, Family, Field, Packet, Ruleset, SetKeySpec, SetLookup, SetRef};
+use parapet_sets::{Key, KeyPart, KeyValue, SetStore};
+use std::path::Path;
+
+/// A [`SetStore`] seen through the model's [`SetLookup`].
+pub struct StoreLookup(pub SetStore);
+
+impl SetLookup for StoreLookup {
+    fn contains(&self, set_ref: &SetRef, pkt: &Packet) -> bool {
+        match key_for(&self.0, set_ref, pkt) {
+            Some(key) => self.0.lookup(&set_ref.name, &key).unwrap_or(false),
+            // A packet of the other family, or a key the set's type cannot
+            // hold, is not a member (ipset behaves the same way).
+            None => false,
+        }
+    }
+}
+
+/// Builds the lookup key of `pkt` for `set_ref` from the set's key type.
+pub fn key_for(store: &SetStore, set_ref: &SetRef, pkt: &Packet) -> Option<Key> {
+    let dims = store.key_dims(&set_ref.name);
+    let mut key = Key::new();
+    for (i, part) in dims.iter().enumerate() {
+        let value = match &set_ref.key {
+            SetKeySpec::Flags(dirs) => {
+                // iptables repeats the last flag when fewer are given than
+                // the set has dimensions.
+                let dir = *dirs.get(i).or(dirs.last())?;
+                from_dir(*part, dir, pkt)?
+            }
+            SetKeySpec::Fields(fields) => from_field(*part, *fields.get(i)?, pkt)?,
+        };
+        key = key.push(value);
+    }
+    Some(key)
+}
+
+fn addr(part: KeyPart, pkt: &Packet, a: u128) -> Option<KeyValue> {
+    let family = match (part, pkt.family) {
+        (KeyPart::Ipv4Addr, Family::V4) => parapet_sets::Family::V4,
+        (KeyPart::Ipv6Addr, Family::V6) => parapet_sets::Family::V6,
+        _ => return None,
+    };
+    Some(KeyValue::Addr { family, addr: a })
+}
+
+fn from_dir(part: KeyPart, dir: Dir, pkt: &Packet) -> Option<KeyValue> {
+    let src = dir == Dir::Src;
+    match part {
+        KeyPart::Ipv4Addr | KeyPart::Ipv6Addr => {
+            addr(part, pkt, if src { pkt.src } else { pkt.dst })
+        }
+        KeyPart::InetService => Some(KeyValue::Port(if src { pkt.sport } else { pkt.dport })),
+        KeyPart::InetProto => Some(KeyValue::Proto(pkt.proto)),
+        KeyPart::IfName => Some(KeyValue::Iface(
+            (if src { pkt.iif } else { pkt.oif }).0.to_be_bytes(),
+        )),
+    }
+}
+
+fn from_field(part: KeyPart, field: Field, pkt: &Packet) -> Option<KeyValue> {
+    match (part, field) {
+        (KeyPart::Ipv4Addr | KeyPart::Ipv6Addr, Field::SrcAddr) => addr(part, pkt, pkt.src),
+        (KeyPart::Ipv4Addr | KeyPart::Ipv6Addr, Field::DstAddr) => addr(part, pkt, pkt.dst),
+        (KeyPart::InetService, Field::SrcPort) => Some(KeyValue::Port(pkt.sport)),
+        (KeyPart::InetService, Field::DstPort) => Some(KeyValue::Port(pkt.dport)),
+        (KeyPart::InetProto, Field::Proto) => Some(KeyValue::Proto(pkt.proto)),
+        (KeyPart::IfName, Field::InIface) => Some(KeyValue::Iface(pkt.iif.0.to_be_bytes())),
+        (KeyPart::IfName, Field::OutIface) => Some(KeyValue::Iface(pkt.oif.0.to_be_bytes())),
+        _ => None,
+    }
+}
+
+/// Loads set files (ipset save or nft set text, detected from the content)
+/// plus the nft `set` blocks of the ruleset file itself, and checks that
+/// every set the rules use exists.
+pub fn load(files: &[std::path::PathBuf], parsed: &parapet_parse::Parsed) -> Result<SetStore> {
+    let mut store = SetStore::new();
+    for block in &parsed.set_blocks {
+        store
+            .load_nft(&block.text)
+            .map_err(|e| anyhow!("set '{}' at line {}: {e}", block.name, block.line))?;
+    }
+    for path in files {
+        load_file(&mut store, path)?;
+    }
+    check_refs(&store, &parsed.ruleset)?;
+    Ok(store)
+}
+
+fn load_file(store: &mut SetStore, path: &Path) -> Result<()> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("{}: cannot read", path.display()))?;
+    let result = match parapet_parse::detect(&text) {
+        parapet_parse::Format::Ipset => store.load_ipset(&text),
+        _ => store.load_nft(&text),
+    };
+    // The sets crate reports LINE:COL; the file name makes it FILE:LINE:COL.
+    result
+        .map(|_| ())
+        .map_err(|e| anyhow!("{}:{e}", path.display()))
+}
+
+fn check_refs(store: &SetStore, rs: &Ruleset) -> Result<()> {
+    for r in &rs.set_refs {
+        if store.get(&r.name).is_none() {
+            bail!(
+                "the ruleset uses set '{}', which no --sets file defines",
+                r.name
+            );
+        }
+        if let SetKeySpec::Flags(dirs) = &r.key {
+            let dims = store.key_dims(&r.name).len();
+            if dirs.len() > dims {
+                bail!(
+                    "--match-set {} has {} direction flags but the set's key has {dims} part(s)",
+                    r.name,
+                    dirs.len()
+                );
+            }
+        }
+    }
+    Ok(())
+}

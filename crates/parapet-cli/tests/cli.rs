@@ -1,0 +1,250 @@
+//! The `parapet` binary, driven as users and outside checks drive it.
+
+use parapet_model::{Family, LinearEngine, NoSets};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn parapet(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_parapet"))
+        .args(args)
+        .output()
+        .expect("run parapet")
+}
+
+fn stdout(o: &Output) -> String {
+    assert!(
+        o.status.success(),
+        "parapet failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout.clone()).unwrap()
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+#[test]
+fn check_reports_file_line_col_and_exits_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = write(
+        dir.path(),
+        "good.rules",
+        "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -p tcp --dport 22 -j ACCEPT\nCOMMIT\n",
+    );
+    let bad = write(dir.path(), "bad.rules", "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -p tcp --dport 22 -j ACCEPT\n-A INPUT -p tcp --dport 99999 -j DROP\nCOMMIT\n");
+    let ok = parapet(&["check", s(&good)]);
+    assert!(ok.status.success());
+    assert!(stdout(&ok).contains("1 rule"));
+    let o = parapet(&["check", s(&bad)]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains(&format!("{}:4:", bad.display())), "{err}");
+    // A bad file among good ones still fails the whole check.
+    assert_eq!(
+        parapet(&["check", s(&good), s(&bad)]).status.code(),
+        Some(1)
+    );
+}
+
+#[test]
+fn unknown_jump_target_and_loops_fail_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let looped = write(dir.path(), "loop.rules", "*filter\n:INPUT ACCEPT [0:0]\n:A - [0:0]\n:B - [0:0]\n-A INPUT -j A\n-A A -j B\n-A B -j A\nCOMMIT\n");
+    assert_eq!(parapet(&["check", s(&looped)]).status.code(), Some(1));
+}
+
+/// Every engine, through the text path a user takes (model → iptables-save
+/// → parse → engine), must give the linear engine's answer on the original
+/// model, packet for packet.
+#[test]
+fn engines_agree_with_the_linear_engine_through_iptables_save() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut packets_checked = 0;
+    for seed in 0..25u64 {
+        let spec = parapet_gen::RandomSpec {
+            rules: 20 + seed as usize * 8,
+            ipv6: false,
+            ..Default::default()
+        };
+        let rs = parapet_gen::random_ruleset(seed, &spec);
+        let text = parapet_parse::render::iptables_save(&rs).expect("render");
+        let rules = write(dir.path(), &format!("r{seed}.rules"), &text);
+        let pkts: Vec<_> = parapet_gen::packets_for(&rs, seed, 300)
+            .into_iter()
+            .filter(|p| p.family == Family::V4)
+            .collect();
+        let trace_text: String = pkts
+            .iter()
+            .map(|p| format!("{} {} {} {} {}\n", p.src, p.dst, p.sport, p.dport, p.proto))
+            .collect();
+        let trace = write(dir.path(), &format!("r{seed}.trace"), &trace_text);
+        // The trace carries the 5-tuple only: compare on packets as read back.
+        let read_back: Vec<_> = parapet_parse::trace::TraceReader::new(trace_text.as_bytes(), "t")
+            .map(Result::unwrap)
+            .collect();
+        let linear = LinearEngine::new(&rs, rs.select_chain(None).unwrap()).unwrap();
+        let want: String = read_back
+            .iter()
+            .map(|p| format!("{}\n", linear.classify(p, &NoSets).unwrap().rule_id))
+            .collect();
+        for engine in ["linear", "flat", "scan", "tree", "auto"] {
+            let got = stdout(&parapet(&[
+                "classify",
+                s(&rules),
+                s(&trace),
+                "--engine",
+                engine,
+            ]));
+            assert_eq!(got, want, "seed {seed}, engine {engine}");
+        }
+        packets_checked += read_back.len();
+    }
+    assert!(packets_checked > 5_000);
+}
+
+#[test]
+fn classbench_first_match_is_at_or_before_the_generating_filter() {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/classbench");
+    if !data.exists() {
+        eprintln!(
+            "skipped: {} not found (ClassBench data lives beside the repository)",
+            data.display()
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for set in ["acl1", "fw1", "ipc1"] {
+        let rules = data.join(format!("{set}_10k.gz"));
+        // The first 2,000 packets: enough to cover the set's shapes, few
+        // enough for the reference engine in a debug build.
+        let mut text = String::new();
+        std::io::Read::read_to_string(
+            &mut flate2::read::GzDecoder::new(
+                std::fs::File::open(data.join(format!("{set}_10k_trace.gz"))).unwrap(),
+            ),
+            &mut text,
+        )
+        .unwrap();
+        let head: String = text.lines().take(2000).map(|l| format!("{l}\n")).collect();
+        let trace = write(dir.path(), &format!("{set}.trace"), &head);
+        let linear = stdout(&parapet(&[
+            "classify",
+            s(&rules),
+            s(&trace),
+            "--engine",
+            "linear",
+        ]));
+        let auto = stdout(&parapet(&["classify", s(&rules), s(&trace)]));
+        assert_eq!(linear, auto, "{set}: auto differs from linear");
+        // The generating filter (last trace column, 0-based) must match, so
+        // the first match is at or before it (ids are 1-based).
+        let mut n = 0;
+        for (line, id) in head.lines().zip(linear.lines()) {
+            let generating: u32 = line.split_whitespace().last().unwrap().parse().unwrap();
+            let id: u32 = id.parse().unwrap();
+            assert!(
+                id >= 1 && id <= generating + 1,
+                "{set}: packet '{line}' decided by {id}"
+            );
+            n += 1;
+        }
+        assert_eq!(n, 2000, "{set}");
+    }
+}
+
+#[test]
+fn sets_from_ipset_files_and_nft_blocks() {
+    let dir = tempfile::tempdir().unwrap();
+    let ipset = write(
+        dir.path(),
+        "bl.ipset",
+        "create bl hash:net family inet\nadd bl 10.1.0.0/16\nadd bl 192.0.2.1\n",
+    );
+    let rules = write(dir.path(), "s.rules", "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -m set --match-set bl src -j DROP\n-A INPUT -m set ! --match-set bl dst -j REJECT\nCOMMIT\n");
+    // 10.1.0.1 -> 10.1.0.2: src in set; 10.2.0.1 -> 10.1.0.2: dst in set;
+    // 10.2.0.1 -> 10.2.0.2: neither.
+    let trace = write(
+        dir.path(),
+        "s.trace",
+        "167837697 167837698 1 1 6\n167903233 167837698 1 1 6\n167903233 167903234 1 1 6\n",
+    );
+    for engine in ["linear", "auto"] {
+        let out = stdout(&parapet(&[
+            "classify",
+            s(&rules),
+            s(&trace),
+            "--sets",
+            s(&ipset),
+            "--engine",
+            engine,
+            "--verdict",
+        ]));
+        assert_eq!(out, "1\tDROP\n0\tACCEPT\n2\tREJECT\n", "engine {engine}");
+    }
+    let missing = parapet(&["classify", s(&rules), s(&trace)]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("set 'bl'"));
+    let nft = write(
+        dir.path(),
+        "n.nft",
+        "table ip filter {\n\tset bl {\n\t\ttype ipv4_addr\n\t\tflags interval\n\t\telements = { 10.1.0.0/16 }\n\t}\n\tchain input {\n\t\ttype filter hook input priority 0; policy accept;\n\t\tip saddr @bl drop\n\t}\n}\n",
+    );
+    let out = stdout(&parapet(&["classify", s(&nft), s(&trace)]));
+    assert_eq!(out, "1\n0\n0\n");
+}
+
+#[test]
+fn trace_explains_each_rule() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = write(dir.path(), "t.rules", "*filter\n:INPUT DROP [0:0]\n:sub - [0:0]\n-A INPUT -i lo -j ACCEPT\n-A INPUT -p tcp -j sub\n-A sub -p tcp --dport 22 -j ACCEPT\n-A sub -j RETURN\nCOMMIT\n");
+    let out = stdout(&parapet(&[
+        "trace",
+        s(&rules),
+        "--packet",
+        "tcp 10.0.0.1:1000 > 10.0.0.2:80 iif eth0",
+    ]));
+    assert!(out.contains("rule    1"), "{out}");
+    assert!(out.contains("iif eth0 not in lo"), "{out}");
+    assert!(out.contains("dport 80 not in 22"), "{out}");
+    assert!(out.contains("decided by the chain policy: DROP"), "{out}");
+    assert!(
+        out.contains("non-terminal rules matched on the way: 2, 4"),
+        "{out}"
+    );
+    let bad = parapet(&["trace", s(&rules), "--packet", "tcp 10.0.0.1 <> 10.0.0.2"]);
+    assert_eq!(bad.status.code(), Some(1));
+}
+
+#[test]
+fn list_translates_between_syntaxes() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = write(dir.path(), "l.rules", "*filter\n:INPUT DROP [0:0]\n-A INPUT -s 10.0.0.0/8 -p tcp -m multiport --dports 22,80 -j ACCEPT\nCOMMIT\n");
+    let nft = stdout(&parapet(&["list", s(&rules), "--format", "nft"]));
+    let nft_file = write(dir.path(), "l.nft", &nft);
+    let back = stdout(&parapet(&["list", s(&nft_file), "--format", "json"]));
+    let orig = stdout(&parapet(&["list", s(&rules), "--format", "json"]));
+    // Same rules, whatever the syntax they went through.
+    let strip = |j: &str| -> serde_json::Value {
+        let v: serde_json::Value = serde_json::from_str(j).unwrap();
+        v["tables"][0]["chains"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|c| {
+                c["rules"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|r| r["matches"].clone())
+            })
+            .collect()
+    };
+    assert_eq!(strip(&back), strip(&orig), "nft listing:\n{nft}");
+}
