@@ -659,6 +659,12 @@ int parapet_tc(struct __sk_buff *skb)
 	__builtin_memset(&key, 0, sizeof(key));
 	key.ifindex = skb->ingress_ifindex;
 	int status = parapet_parse(data, data_end, skb->len, &key);
+	/* At tc the kernel has usually moved the outer tag out of the data
+	 * into skb->vlan_tci; it is the outer one, so it wins. */
+	if (skb->vlan_present) {
+		key.flags |= PARAPET_KEY_F_VLAN;
+		key.vlan_id = skb->vlan_tci & 0x0fff;
+	}
 	__u32 verdict = parapet_decide(&key, status, PARAPET_HOOK_TC);
 
 	return verdict == PARAPET_VERDICT_ACCEPT ? TC_ACT_OK : TC_ACT_SHOT;
