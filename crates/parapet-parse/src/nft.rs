@@ -749,6 +749,18 @@ impl RuleParser<'_> {
                     self.comment()?;
                     continue;
                 }
+                if matches!(self.action, Some(Action::Log(_)))
+                    && matches!(
+                        t.word(),
+                        Some("accept" | "drop" | "reject" | "jump" | "goto" | "return")
+                    )
+                {
+                    return Err((
+                        t.line,
+                        t.col,
+                        "'log' followed by a verdict in one rule is not supported (a rule has one action, and rule ids stay one per line): split it into a log rule and a verdict rule".into(),
+                    ));
+                }
                 return Err((
                     t.line,
                     t.col,
@@ -1115,6 +1127,9 @@ impl RuleParser<'_> {
                 continue;
             }
             break;
+        }
+        if self.peek_word() == Some("vmap") {
+            return self.fail("verdict maps (vmap) are not supported: write one rule per verdict");
         }
         let mut neg = false;
         let mut cmp: Option<String> = None;

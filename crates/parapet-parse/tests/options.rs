@@ -433,6 +433,12 @@ fn nft_families_and_errors() {
     assert!(nft_in("inet", "queue num 1")
         .unwrap_err()
         .contains("unknown expression 'queue'"));
+    assert!(nft_in("inet", "log prefix \"x\" drop")
+        .unwrap_err()
+        .starts_with("n:4:18: 'log' followed by a verdict"));
+    assert!(nft_in("inet", "ct state vmap { established : accept }")
+        .unwrap_err()
+        .starts_with("n:4:12: verdict maps (vmap)"));
     assert!(nft_in("inet", "jump c")
         .unwrap_err()
         .contains("cannot jump to base chain 'c'"));
