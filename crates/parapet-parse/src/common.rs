@@ -195,8 +195,29 @@ pub(crate) fn as_prefix(lo: u128, hi: u128, bits: u32) -> Option<u32> {
     }
 }
 
-/// Parses a port number.
+/// Well-known service names accepted for ports (hand-written files use
+/// them; iptables-save and nft print numbers). A fixed list, so parsing does
+/// not depend on the host's /etc/services.
+const SERVICES: [(&str, u16); 12] = [
+    ("ftp", 21),
+    ("ssh", 22),
+    ("telnet", 23),
+    ("smtp", 25),
+    ("domain", 53),
+    ("http", 80),
+    ("ntp", 123),
+    ("snmp", 161),
+    ("https", 443),
+    ("submission", 587),
+    ("imaps", 993),
+    ("www", 80),
+];
+
+/// Parses a port number or a well-known service name.
 pub(crate) fn parse_port(s: &str) -> Result<u128, String> {
+    if let Some((_, p)) = SERVICES.iter().find(|(n, _)| *n == s) {
+        return Ok(*p as u128);
+    }
     s.parse::<u16>()
         .map(u128::from)
         .map_err(|_| format!("expected a port number 0-65535, found '{s}'"))
@@ -342,7 +363,12 @@ pub(crate) fn tcp_flags_mask(set: &IntervalSet) -> Option<(u8, u8)> {
 
 /// Values of a small field (protocol) matching `value/mask`, as intervals.
 pub(crate) fn masked_byte_set(value: u8, mask: u8) -> IntervalSet {
-    tcp_flags_set(mask, value)
+    // The two masks ClassBench nearly always uses, without enumerating.
+    match mask {
+        0xff => IntervalSet::point(value as u128),
+        0 => IntervalSet::full(0xff),
+        _ => tcp_flags_set(mask, value),
+    }
 }
 
 /// Reports every chain loop: `edges[c]` lists `(target, line, col)` of the

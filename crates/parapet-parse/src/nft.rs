@@ -1259,9 +1259,9 @@ impl RuleParser<'_> {
             }
             Kind::Port => {
                 let (lo, hi) = match text.split_once('-') {
-                    Some((a, b)) => (port_name(a).map_err(err)?, port_name(b).map_err(err)?),
+                    Some((a, b)) => (parse_port(a).map_err(err)?, parse_port(b).map_err(err)?),
                     None => {
-                        let p = port_name(text).map_err(err)?;
+                        let p = parse_port(text).map_err(err)?;
                         (p, p)
                     }
                 };
@@ -1386,23 +1386,4 @@ impl RuleParser<'_> {
         );
         Ok(())
     }
-}
-
-fn port_name(s: &str) -> Result<u128, String> {
-    const SERVICES: [(&str, u128); 10] = [
-        ("ftp", 21),
-        ("ssh", 22),
-        ("telnet", 23),
-        ("smtp", 25),
-        ("domain", 53),
-        ("http", 80),
-        ("ntp", 123),
-        ("https", 443),
-        ("imaps", 993),
-        ("submission", 587),
-    ];
-    if let Some((_, p)) = SERVICES.iter().find(|(n, _)| *n == s) {
-        return Ok(*p);
-    }
-    parse_port(s)
 }
