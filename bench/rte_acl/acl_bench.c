@@ -469,6 +469,9 @@ int main(int argc, char **argv)
 	}
 	long long rt_total = log_value(logbuf, "total: ");
 	long long bld_mem = log_value(logbuf, "memory consumed: ");
+	int tries = 0; /* rte_acl splits big rule sets into several tries */
+	for (const char *q = logbuf; q && (q = strstr(q, "ACL: trie ")); q++)
+		tries++;
 	if (getenv("ACL_BENCH_LOG") && logbuf)
 		fputs(logbuf, stderr);
 	free(logbuf);
@@ -546,10 +549,11 @@ int main(int argc, char **argv)
 		       "\"packets\":%u,\"passes_per_run\":%u,\"batch\":%u,"
 		       "\"matched\":%u,\"mismatches_vs_scalar\":%u,"
 		       "\"acl_runtime_total_bytes\":%lld,\"acl_build_pool_bytes\":%lld,"
+		       "\"tries\":%d,"
 		       "\"dpdk\":", algos[a].name, nrules, build_ms, memory_bytes,
 		       med, lps[0], lps[runs - 1], runs, cmed, cps[0],
 		       cps[runs - 1], build_cpu_ms, npkts, passes, batch,
-		       matched, mismatches, rt_total, bld_mem);
+		       matched, mismatches, rt_total, bld_mem, tries);
 		json_str(rte_version());
 		printf(",\"rules_file\":");
 		json_str(rules_path);
