@@ -197,10 +197,19 @@ fn bpf_walker_agrees_with_the_rust_walker_on_compiled_rulesets() {
             }
         }
     }
-    assert!(by_rule > checked / 5, "{by_rule}/{checked} decided by a rule");
-    assert!(with_nonterm > 50, "{with_nonterm}/{checked} with non-terminals");
+    assert!(
+        by_rule > checked / 5,
+        "{by_rule}/{checked} decided by a rule"
+    );
+    assert!(
+        with_nonterm > 50,
+        "{with_nonterm}/{checked} with non-terminals"
+    );
     // Both node kinds of the format must have been walked.
-    assert!(multiway_nodes > 0 && binary_nodes > 0, "{multiway_nodes} multi-way, {binary_nodes} binary nodes");
+    assert!(
+        multiway_nodes > 0 && binary_nodes > 0,
+        "{multiway_nodes} multi-way, {binary_nodes} binary nodes"
+    );
     println!(
         "{checked} packets, {by_rule} decided by a rule, {with_nonterm} with non-terminals, \
          {multiway_nodes} multi-way and {binary_nodes} binary nodes"
