@@ -65,7 +65,10 @@ fn protocols_and_ports() {
     let r = ipt("-p udp --sport :1023 --dport 1024: -j ACCEPT");
     assert_eq!(get(&r, Field::SrcPort), [(0, 1023)]);
     assert_eq!(get(&r, Field::DstPort), [(1024, 65535)]);
-    assert_eq!(get(&ipt("-p tcp --dport ssh -j ACCEPT"), Field::DstPort), [(22, 22)]);
+    assert_eq!(
+        get(&ipt("-p tcp --dport ssh -j ACCEPT"), Field::DstPort),
+        [(22, 22)]
+    );
     let r = ipt("-p tcp -m tcp ! --dport 22 -j ACCEPT");
     assert_eq!(get(&r, Field::DstPort), [(0, 21), (23, 65535)]);
     // `! --ports` (neither port in the list) is one box; `--ports` is not.
