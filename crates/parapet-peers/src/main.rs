@@ -15,7 +15,7 @@ usage: parapet-peers [run] [OPTIONS]      run the benchmarks (needs root)
        parapet-peers cleanup               delete namespaces of dead runs
 
 options for run:
-  --quick                 short run (3 sizes, 64/1518 B, 3 runs, 2 s ban cap)
+  --quick                 short run (3 sizes, 64/1518 B, 3 runs, 1 s ban cap)
   --json FILE             one JSON record per (experiment, filter, rules, frame)
   --report DIR            write DIR/report.md and SVG plots
   --filters a,b,…         default: none,iptables-legacy,iptables-nft,nft,nft-set,
