@@ -32,6 +32,7 @@
 #include <string.h>
 #include <time.h>
 #include <arpa/inet.h>
+#include <sys/resource.h>
 
 #include <zlib.h>
 
@@ -476,6 +477,8 @@ int main(int argc, char **argv)
 		fputs(logbuf, stderr);
 	free(logbuf);
 	size_t memory_bytes = heap_after - heap_before;
+	struct rusage ru;
+	long peak_rss_kb = getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : -1;
 
 	/* Reference results from the scalar path. */
 	classify_all(ctx, keys, ref, npkts, batch, RTE_ACL_CLASSIFY_SCALAR);
@@ -549,11 +552,11 @@ int main(int argc, char **argv)
 		       "\"packets\":%u,\"passes_per_run\":%u,\"batch\":%u,"
 		       "\"matched\":%u,\"mismatches_vs_scalar\":%u,"
 		       "\"acl_runtime_total_bytes\":%lld,\"acl_build_pool_bytes\":%lld,"
-		       "\"tries\":%d,"
+		       "\"tries\":%d,\"peak_rss_kb_after_build\":%ld,"
 		       "\"dpdk\":", algos[a].name, nrules, build_ms, memory_bytes,
 		       med, lps[0], lps[runs - 1], runs, cmed, cps[0],
 		       cps[runs - 1], build_cpu_ms, npkts, passes, batch,
-		       matched, mismatches, rt_total, bld_mem, tries);
+		       matched, mismatches, rt_total, bld_mem, tries, peak_rss_kb);
 		json_str(rte_version());
 		printf(",\"rules_file\":");
 		json_str(rules_path);
