@@ -32,6 +32,7 @@
 #include <string.h>
 #include <time.h>
 #include <arpa/inet.h>
+#include <sys/resource.h>
 
 #include <zlib.h>
 
@@ -105,6 +106,15 @@ static double now_sec(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* CPU time of the calling thread: on a shared, oversubscribed machine this
+ * is much less sensitive to time-slicing than wall-clock time. */
+static double cpu_sec(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
 	return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
@@ -287,6 +297,8 @@ static void usage(FILE *f)
 "  --batch B      packets per rte_acl_classify call (default 64)\n"
 "  --mem MB       EAL memory (-m) in MB, no hugepages (default 2048)\n"
 "  --max-size B   rte_acl_config.max_size in bytes (default 0 = no limit)\n"
+"  --pin          keep the main thread pinned to one CPU by EAL (default:\n"
+"                 restore the original CPU affinity after EAL init)\n"
 "  --dump         no timing: print one line per trace packet with the\n"
 "                 matched filter's 0-based line index (-1 = no match),\n"
 "                 using the first algorithm of --algo (default scalar)\n");
@@ -294,7 +306,7 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-	int runs = 7, dump = 0;
+	int runs = 7, dump = 0, pin = 0;
 	unsigned batch = 64;
 	double min_run_ms = 200;
 	unsigned long mem_mb = 2048;
@@ -318,6 +330,7 @@ int main(int argc, char **argv)
 		{ "mem", required_argument, NULL, 'm' },
 		{ "max-size", required_argument, NULL, 's' },
 		{ "dump", no_argument, NULL, 'd' },
+		{ "pin", no_argument, NULL, 'p' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -331,6 +344,7 @@ int main(int argc, char **argv)
 		case 'm': mem_mb = strtoul(optarg, NULL, 10); break;
 		case 's': max_size = strtoull(optarg, NULL, 10); break;
 		case 'd': dump = 1; break;
+		case 'p': pin = 1; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -367,8 +381,8 @@ int main(int argc, char **argv)
 	/* EAL: no hugepages, no PCI, no shared files, one lcore on a CPU we
 	 * are allowed to run on, AVX-512 allowed for the x16/x32 paths. */
 	cpu_set_t cs;
-	int cpu = 0;
-	if (sched_getaffinity(0, sizeof(cs), &cs) == 0)
+	int cpu = 0, have_cs = 0;
+	if (sched_getaffinity(0, sizeof(cs), &cs) == 0 && (have_cs = 1))
 		for (int i = 0; i < CPU_SETSIZE; i++)
 			if (CPU_ISSET(i, &cs)) {
 				cpu = i;
@@ -392,6 +406,9 @@ int main(int argc, char **argv)
 	eal_argv[eal_argc] = NULL;
 	if (rte_eal_init(eal_argc, eal_argv) < 0)
 		die("rte_eal_init failed: %s", rte_strerror(rte_errno));
+	/* EAL pinned us to one CPU; on a shared box let the kernel place us. */
+	if (!pin && have_cs)
+		sched_setaffinity(0, sizeof(cs), &cs);
 
 	uint32_t nrules, npkts;
 	struct cb_rule *rules = read_rules(rules_path, &nrules);
@@ -436,9 +453,10 @@ int main(int argc, char **argv)
 		rte_log_set_level(RTE_LOGTYPE_ACL, RTE_LOG_DEBUG);
 	}
 	size_t heap_before = heap_alloc_bytes();
-	double t0 = now_sec();
+	double t0 = now_sec(), c0 = cpu_sec();
 	ret = rte_acl_build(ctx, &cfg);
 	double build_ms = (now_sec() - t0) * 1e3;
+	double build_cpu_ms = (cpu_sec() - c0) * 1e3;
 	size_t heap_after = heap_alloc_bytes();
 	if (logf) {
 		rte_log_set_level(RTE_LOGTYPE_ACL, old_level);
@@ -452,10 +470,15 @@ int main(int argc, char **argv)
 	}
 	long long rt_total = log_value(logbuf, "total: ");
 	long long bld_mem = log_value(logbuf, "memory consumed: ");
+	int tries = 0; /* rte_acl splits big rule sets into several tries */
+	for (const char *q = logbuf; q && (q = strstr(q, "ACL: trie ")); q++)
+		tries++;
 	if (getenv("ACL_BENCH_LOG") && logbuf)
 		fputs(logbuf, stderr);
 	free(logbuf);
 	size_t memory_bytes = heap_after - heap_before;
+	struct rusage ru;
+	long peak_rss_kb = getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : -1;
 
 	/* Reference results from the scalar path. */
 	classify_all(ctx, keys, ref, npkts, batch, RTE_ACL_CLASSIFY_SCALAR);
@@ -482,6 +505,7 @@ int main(int argc, char **argv)
 		matched += ref[i] != 0;
 
 	double *lps = malloc(runs * sizeof(double));
+	double *cps = malloc(runs * sizeof(double));
 	for (size_t a = 0; a < NUM_ALGOS; a++) {
 		if (!want[a])
 			continue;
@@ -505,24 +529,34 @@ int main(int argc, char **argv)
 		if (one > 0 && one * 1e3 < min_run_ms)
 			passes = (unsigned)(min_run_ms / (one * 1e3)) + 1;
 		for (int r = 0; r < runs; r++) {
+			double c = cpu_sec();
 			t = now_sec();
 			for (unsigned p = 0; p < passes; p++)
 				classify_all(ctx, keys, res, npkts, batch, algos[a].alg);
 			double el = now_sec() - t;
+			double cel = cpu_sec() - c;
 			lps[r] = (double)npkts * passes / el;
+			cps[r] = (double)npkts * passes / cel;
 		}
 		qsort(lps, runs, sizeof(double), cmp_double);
+		qsort(cps, runs, sizeof(double), cmp_double);
 		double med = runs % 2 ? lps[runs / 2]
 				      : (lps[runs / 2 - 1] + lps[runs / 2]) / 2;
+		double cmed = runs % 2 ? cps[runs / 2]
+				       : (cps[runs / 2 - 1] + cps[runs / 2]) / 2;
 		printf("{\"tool\":\"rte_acl\",\"algo\":\"%s\",\"rules\":%u,"
 		       "\"build_ms\":%.1f,\"memory_bytes\":%zu,"
 		       "\"lookups_per_sec_median\":%.0f,\"min\":%.0f,\"max\":%.0f,"
-		       "\"runs\":%d,\"packets\":%u,\"passes_per_run\":%u,\"batch\":%u,"
+		       "\"runs\":%d,\"cpu_lookups_per_sec_median\":%.0f,"
+		       "\"cpu_min\":%.0f,\"cpu_max\":%.0f,\"build_cpu_ms\":%.1f,"
+		       "\"packets\":%u,\"passes_per_run\":%u,\"batch\":%u,"
 		       "\"matched\":%u,\"mismatches_vs_scalar\":%u,"
 		       "\"acl_runtime_total_bytes\":%lld,\"acl_build_pool_bytes\":%lld,"
+		       "\"tries\":%d,\"peak_rss_kb_after_build\":%ld,"
 		       "\"dpdk\":", algos[a].name, nrules, build_ms, memory_bytes,
-		       med, lps[0], lps[runs - 1], runs, npkts, passes, batch,
-		       matched, mismatches, rt_total, bld_mem);
+		       med, lps[0], lps[runs - 1], runs, cmed, cps[0],
+		       cps[runs - 1], build_cpu_ms, npkts, passes, batch,
+		       matched, mismatches, rt_total, bld_mem, tries, peak_rss_kb);
 		json_str(rte_version());
 		printf(",\"rules_file\":");
 		json_str(rules_path);
@@ -532,6 +566,7 @@ int main(int argc, char **argv)
 		fflush(stdout);
 	}
 	free(lps);
+	free(cps);
 	rte_acl_free(ctx);
 	free(rules);
 	free(pkts);

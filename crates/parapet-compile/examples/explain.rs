@@ -14,6 +14,7 @@ fn main() {
     let list = common::classbench_list(&text);
     let opts = BuildOptions {
         leaf_size: args.get(2).and_then(|s| s.parse().ok()),
+        spfac: std::env::var("SPFAC").ok().and_then(|s| s.parse().ok()),
         ..Default::default()
     };
     let c = Classifier::build(&list, &opts).unwrap();
@@ -27,6 +28,10 @@ fn main() {
             checked += k;
         }
         let n = packets.len().max(1) as f64;
+        if std::env::var_os("BENCH").is_some() {
+            let keys: Vec<Key> = packets.iter().map(|p| Key::new(p, 0)).collect();
+            println!("{}", bench_lookups(&c, &keys, 5).to_json());
+        }
         println!(
             "  trace: {} packets, {:.1} nodes and {:.1} entry checks per lookup",
             packets.len(),

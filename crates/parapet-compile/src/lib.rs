@@ -32,6 +32,8 @@
 
 pub mod bench;
 mod compile;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod image;
 mod meta;
 mod walk;

@@ -75,6 +75,9 @@ pub struct BuildOptions {
     /// Split rules into partitions by address specificity (on by default;
     /// off only for experiments).
     pub partition: bool,
+    /// Override the multi-way space factor the policy would pick (0 = binary
+    /// cuts only).
+    pub spfac: Option<f64>,
 }
 
 impl Default for BuildOptions {
@@ -85,14 +88,16 @@ impl Default for BuildOptions {
             max_memory: 256 << 20,
             leaf_size: None,
             partition: true,
+            spfac: None,
         }
     }
 }
 
-/// Lists with at most this many entries are scanned linearly under `auto`:
-/// below it a scan of compact records is as fast as walking a tree (see
-/// `docs/classifier.md` for the measurement).
-pub const LINEAR_CROSSOVER: usize = 12;
+/// Lists with at most this many entries are scanned linearly under `auto`.
+/// The tree's leaves hold 2 entries, so below this the tree *is* a scan;
+/// at 25 entries the tree was already ~8× faster than the scan on the
+/// worst-case list (`docs/classifier.md`).
+pub const LINEAR_CROSSOVER: usize = 4;
 
 /// A compiled classifier: an image, its walker, and how it was chosen.
 #[derive(Clone, Debug)]
@@ -128,8 +133,10 @@ impl Classifier {
                 e
             }
         };
+        // Leaf size 2 measured best on ClassBench 10k (fewer record checks,
+        // which are the cache misses, for ~1.5 more nodes; docs/classifier.md).
         let leaf_size = opts.leaf_size.unwrap_or(match opts.policy {
-            Policy::Performance => 8,
+            Policy::Performance => 2,
             Policy::Memory => 32,
         });
         let max_memory = match opts.policy {
@@ -153,6 +160,10 @@ impl Classifier {
             max_memory,
             leaf_size,
             partition: opts.partition,
+            spfac: opts.spfac.unwrap_or(match opts.policy {
+                Policy::Performance => 4.0,
+                Policy::Memory => 1.5,
+            }),
             ..CompileOptions::default()
         };
         let (image, stats) = compile(list, &copts)?;

@@ -82,6 +82,23 @@ pub struct RawDecision {
     pub nonterminal: Vec<u32>,
 }
 
+/// Hints the CPU to start loading the cache line of `w[0]`.
+#[inline(always)]
+fn prefetch(w: &[u32]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: prefetching is a hint; it never faults, even on an
+        // invalid address, and here the address is a live slice's start.
+        #[allow(unused_unsafe)]
+        unsafe {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            _mm_prefetch::<_MM_HINT_T0>(w.as_ptr() as *const i8);
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = w;
+}
+
 #[inline(always)]
 fn u128_at(w: &[u32]) -> u128 {
     (w[0] as u128) | (w[1] as u128) << 32 | (w[2] as u128) << 64 | (w[3] as u128) << 96
@@ -207,6 +224,17 @@ impl Walker {
                 continue;
             }
             let v = key.v[field];
+            if c & image::WIDE_BIT == 0 && r == 1 {
+                // The common case (a prefix, a port range, a protocol): one
+                // narrow range, one unsigned compare. A value above 32 bits
+                // wraps to a huge difference and fails, as it must.
+                let (lo, hi) = (w[p], w[p + 1]);
+                p += 2;
+                if v.wrapping_sub(lo as u128) > (hi.wrapping_sub(lo)) as u128 {
+                    return false;
+                }
+                continue;
+            }
             let hit = if c & image::WIDE_BIT == 0 {
                 let ranges = &w[p..p + 2 * r];
                 p += 2 * r;
@@ -419,6 +447,19 @@ impl Walker {
                     }
                     if !active {
                         break;
+                    }
+                }
+                // Every lane's first candidates are likely cache misses
+                // (records are most of the image): request them all before
+                // checking any, so the misses overlap.
+                for l in 0..n {
+                    if refs[l] == image::LEAF_BIT | u32::MAX >> 1 {
+                        continue;
+                    }
+                    let leaf = self.leaves_off + (refs[l] & !image::LEAF_BIT) as usize;
+                    let count = w[leaf] as usize;
+                    for &i in w[leaf + 1..leaf + 1 + count].iter().take(2) {
+                        prefetch(&w[self.record(w, i)..]);
                     }
                 }
                 for l in 0..n {

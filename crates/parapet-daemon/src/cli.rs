@@ -210,6 +210,11 @@ fn read_elem_file(path: &Path) -> Result<Vec<FileElem>, String> {
         if l.is_empty() {
             continue;
         }
+        if !l.contains(char::is_whitespace) {
+            // The common case, one bare element: no tokenizing.
+            out.push(FileElem { line: i + 1, elem: l.to_string(), timeout: None });
+            continue;
+        }
         let mut timeout = None;
         let mut elem = l;
         let toks: Vec<&str> = l.split_whitespace().collect();
@@ -242,12 +247,21 @@ fn bulk(client: &mut Client, cmd: &str, set: &str, elems: &[FileElem], default_t
         while j < elems.len() && j - i < FILE_BATCH && elems[j].timeout.or(default_timeout) == t {
             j += 1;
         }
-        let batch: Vec<&str> = elems[i..j].iter().map(|e| e.elem.as_str()).collect();
-        let mut m = obj(json!({"cmd": cmd, "set": set, "elems": batch}));
-        if let Some(t) = t {
-            m.insert("timeout".into(), Value::from(t));
+        // Serialized straight from borrowed strings: no JSON tree per batch.
+        #[derive(serde::Serialize)]
+        struct Batch<'a> {
+            v: u64,
+            id: u64,
+            cmd: &'a str,
+            set: &'a str,
+            elems: Vec<&'a str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            timeout: Option<u64>,
         }
-        lines.push(client.encode(m).1);
+        let b = Batch { v: crate::proto::PROTO_VERSION, id: client.take_id(), cmd, set, elems: elems[i..j].iter().map(|e| e.elem.as_str()).collect(), timeout: t };
+        let mut line = serde_json::to_vec(&b).expect("batch serializes");
+        line.push(b'\n');
+        lines.push(line);
         spans.push((elems[i].line, elems[j - 1].line));
         i = j;
     }

@@ -371,7 +371,11 @@ fn serve_client(shared: &Shared, mut stream: UnixStream) -> io::Result<()> {
     stream.set_read_timeout(Some(Duration::from_millis(500)))?;
     stream.set_write_timeout(Some(Duration::from_secs(60)))?;
     const CHUNK: usize = 256 << 10;
-    let mut buf: Vec<u8> = Vec::with_capacity(CHUNK);
+    // `buf[..filled]` holds unprocessed input. The buffer is zeroed once
+    // and reused (reads go straight into it); it grows for long lines up to
+    // MAX_LINE plus a little, and shrinks back when idle.
+    let mut buf: Vec<u8> = vec![0; CHUNK];
+    let mut filled = 0;
     let mut discarding = false; // inside an over-long line
     let mut scanned = 0; // bytes of buf known to hold no newline
     let mut out = Vec::new();
@@ -379,23 +383,22 @@ fn serve_client(shared: &Shared, mut stream: UnixStream) -> io::Result<()> {
         if shared.shutdown.load(Ordering::SeqCst) {
             return Ok(());
         }
-        let len = buf.len();
-        buf.resize(len + CHUNK, 0);
-        let n = match stream.read(&mut buf[len..]) {
+        if filled == buf.len() {
+            let grown = (buf.len() * 2).min(MAX_LINE + 2 * CHUNK);
+            buf.resize(grown, 0);
+        }
+        let n = match stream.read(&mut buf[filled..]) {
             Ok(n) => n,
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted) => {
-                buf.truncate(len);
-                continue;
-            }
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted) => continue,
             Err(e) => return Err(e),
         };
-        buf.truncate(len + n);
         if n == 0 {
             return Ok(()); // a final unterminated line is ignored
         }
+        filled += n;
         let mut replies: Vec<(Option<u64>, Outcome, Option<Lsn>)> = Vec::new();
         let mut start = 0;
-        while let Some(pos) = memchr(b'\n', &buf[scanned..]) {
+        while let Some(pos) = memchr(b'\n', &buf[scanned..filled]) {
             let end = scanned + pos;
             let line = &buf[start..end];
             if discarding {
@@ -408,14 +411,15 @@ fn serve_client(shared: &Shared, mut stream: UnixStream) -> io::Result<()> {
             start = end + 1;
             scanned = start;
         }
-        buf.drain(..start);
-        scanned = buf.len();
-        if buf.len() > MAX_LINE {
+        buf.copy_within(start..filled, 0);
+        filled -= start;
+        scanned = filled;
+        if filled > MAX_LINE {
             if !discarding {
                 replies.push((None, Err(ErrorReply::new(code::TOO_LONG, format!("request line longer than {MAX_LINE} bytes; skipped"))), None));
             }
             discarding = true;
-            buf.clear();
+            filled = 0;
             scanned = 0;
         }
         if replies.is_empty() {
@@ -450,8 +454,9 @@ fn serve_client(shared: &Shared, mut stream: UnixStream) -> io::Result<()> {
         if out.capacity() > 16 << 20 {
             out = Vec::new(); // do not keep a huge reply buffer per idle client
         }
-        if buf.capacity() > 4 * CHUNK && buf.len() < CHUNK {
-            buf.shrink_to(2 * CHUNK);
+        if buf.len() > 4 * CHUNK && filled < CHUNK {
+            buf.truncate(2 * CHUNK);
+            buf.shrink_to_fit();
         }
     }
 }

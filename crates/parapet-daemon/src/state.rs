@@ -162,44 +162,6 @@ fn obj(v: Value) -> Map<String, Value> {
     }
 }
 
-/// Canonical element text for snapshots: numbers, not names, so that it
-/// re-parses whatever the name tables say.
-pub fn canonical_element(dims: &[KeyPart], el: &Element) -> String {
-    let mut out = String::new();
-    for (i, (&d, &(lo, hi))) in dims.iter().zip(el.ranges()).enumerate() {
-        if i > 0 {
-            out.push_str(" . ");
-        }
-        let one = |v: u128| match d {
-            KeyPart::Ipv4Addr => std::net::Ipv4Addr::from(v as u32).to_string(),
-            KeyPart::Ipv6Addr => std::net::Ipv6Addr::from(v).to_string(),
-            KeyPart::InetService | KeyPart::InetProto => v.to_string(),
-            KeyPart::IfName => {
-                let b = v.to_be_bytes();
-                let n = b.iter().position(|&c| c == 0).unwrap_or(16);
-                String::from_utf8_lossy(&b[..n]).into_owned()
-            }
-        };
-        if lo == hi {
-            out.push_str(&one(lo));
-            continue;
-        }
-        let span = hi - lo;
-        let aligned = span != u128::MAX && (span + 1).is_power_of_two() && lo & span == 0;
-        match d {
-            KeyPart::Ipv4Addr | KeyPart::Ipv6Addr if aligned || span == u128::MAX || (d == KeyPart::Ipv4Addr && span == u32::MAX as u128) => {
-                let host = if span == u128::MAX { 128 } else { (span + 1).trailing_zeros() };
-                out.push_str(&format!("{}/{}", one(lo), d.width() - host));
-            }
-            KeyPart::IfName if aligned && (span + 1).trailing_zeros() % 8 == 0 => {
-                out.push_str(&format!("{}*", one(lo)));
-            }
-            _ => out.push_str(&format!("{}-{}", one(lo), one(hi))),
-        }
-    }
-    out
-}
-
 impl State {
     /// An empty state on `clock` (ms since the Unix epoch).
     pub fn new(clock: Arc<dyn Clock>) -> State {
@@ -285,19 +247,29 @@ impl State {
     }
 
     /// Adds elements with an absolute expiry; all or nothing. Returns the
-    /// number of new elements.
-    fn add_elems(&mut self, name: &str, texts: &[&str], expiry: u64, now: u64) -> Result<usize, ErrorReply> {
+    /// number of new elements and the parsed elements (for the journal).
+    fn add_elems(&mut self, name: &str, texts: &[&str], expiry: u64, now: u64) -> Result<(usize, Vec<Element>), ErrorReply> {
         let dims = self.dims(name)?;
         let timeouts = self.sets.get(name).is_some_and(|s| s.desc().timeouts);
         let els = self.parse_elems(&dims, texts.iter().copied(), expiry, now, timeouts)?;
         let set = self.sets.get_mut(name).expect("checked");
-        set.add_many(&els, now).map_err(set_err)
+        let n = set.add_many(&els, now).map_err(set_err)?;
+        Ok((n, els))
     }
 
-    fn del_elems(&mut self, name: &str, texts: &[&str]) -> Result<usize, ErrorReply> {
+    fn del_elems(&mut self, name: &str, texts: &[&str]) -> Result<(usize, Vec<Element>), ErrorReply> {
         let dims = self.dims(name)?;
         let els = self.parse_elems(&dims, texts.iter().copied(), 0, 0, false)?;
-        self.sets.get_mut(name).expect("checked").del_many(&els).map_err(set_err)
+        let n = self.sets.get_mut(name).expect("checked").del_many(&els).map_err(set_err)?;
+        Ok((n, els))
+    }
+
+    fn check_widths(&self, name: &str, widths: &[u8]) -> Result<Vec<KeyPart>, String> {
+        let dims = self.dims(name).map_err(|e| e.msg)?;
+        if dims.iter().map(|d| crate::journal::dim_bytes(*d)).ne(widths.iter().copied()) {
+            return Err(format!("set {name}: record key widths {widths:?} do not match the set's type"));
+        }
+        Ok(dims)
     }
 
     /// Replays one journal or snapshot record. Returns a problem to report
@@ -314,23 +286,31 @@ impl State {
                 self.sets.destroy(&name);
                 Ok(())
             }
-            Record::SetAdd { name, elems } => {
+            Record::SetAdd { name, widths, elems } => {
                 // Expired elements are simply not restored; the others get
-                // their remaining lifetime. Grouped by expiry to add in bulk.
-                let mut by_exp: HashMap<u64, Vec<&str>> = HashMap::new();
-                for (e, exp) in &elems {
-                    if *exp == 0 || *exp > now {
-                        by_exp.entry(*exp).or_default().push(e);
-                    }
-                }
-                for (exp, texts) in by_exp {
-                    self.add_elems(&name, &texts, exp, now).map_err(|e| e.msg)?;
-                }
-                Ok(())
+                // their remaining lifetime.
+                self.check_widths(&name, &widths)?;
+                let timeouts = self.sets.get(&name).is_some_and(|s| s.desc().timeouts);
+                let els: Vec<Element> = elems
+                    .into_iter()
+                    .filter(|(_, exp)| *exp == 0 || *exp > now)
+                    .map(|(mut el, exp)| {
+                        if timeouts {
+                            if exp == 0 {
+                                el.timeout = Some(0);
+                            } else {
+                                el.expires = Some(exp - now);
+                            }
+                        }
+                        el
+                    })
+                    .collect();
+                let set = self.sets.get_mut(&name).expect("checked");
+                set.add_many(&els, now).map(|_| ()).map_err(|e| e.to_string())
             }
-            Record::SetDel { name, elems } => {
-                let texts: Vec<&str> = elems.iter().map(String::as_str).collect();
-                self.del_elems(&name, &texts).map(|_| ()).map_err(|e| e.msg)
+            Record::SetDel { name, widths, elems } => {
+                self.check_widths(&name, &widths)?;
+                self.sets.get_mut(&name).expect("checked").del_many(&elems).map(|_| ()).map_err(|e| e.to_string())
             }
             Record::SetFlush { name } => self.sets.flush(&name).map_err(|e| e.to_string()),
             Record::Apply { name, format, text } => {
@@ -366,11 +346,7 @@ impl State {
             let dims = set.key_dims().to_vec();
             let elems = set.elements(now);
             for chunk in elems.chunks(CHUNK) {
-                let texts: Vec<(String, u64)> = chunk
-                    .iter()
-                    .map(|se| (canonical_element(&dims, &se.element), se.remaining.map_or(0, |r| now + r.max(1))))
-                    .collect();
-                emit(&|b: &mut Vec<u8>| enc::add(b, name, texts.iter().map(|(t, e)| (t.as_str(), *e))))?;
+                emit(&|b: &mut Vec<u8>| enc::add(b, name, &dims, chunk.iter().map(|se| (&se.element, se.remaining.map_or(0, |r| now + r.max(1))))))?;
             }
         }
         if let Some(a) = &self.active {
@@ -433,8 +409,9 @@ impl State {
                 }
                 let exp = self.expiry(name, req.timeout, now)?;
                 let texts: Vec<&str> = req.elems.iter().map(|s| s.trim()).collect();
-                let added = self.add_elems(name, &texts, exp, now)?;
-                *lsn = Some(journal.append(|b| enc::add(b, name, texts.iter().map(|t| (*t, exp)))));
+                let (added, els) = self.add_elems(name, &texts, exp, now)?;
+                let dims = self.dims(name)?;
+                *lsn = Some(journal.append(|b| enc::add(b, name, &dims, els.iter().map(|e| (e, exp)))));
                 Ok(obj(json!({"added": added, "refreshed": texts.len() - added.min(texts.len())})))
             }
             "set.del" => {
@@ -443,8 +420,9 @@ impl State {
                     return Err(invalid("missing field `elems`"));
                 }
                 let texts: Vec<&str> = req.elems.iter().map(|s| s.trim()).collect();
-                let deleted = self.del_elems(name, &texts)?;
-                *lsn = Some(journal.append(|b| enc::del(b, name, texts.iter().copied())));
+                let (deleted, els) = self.del_elems(name, &texts)?;
+                let dims = self.dims(name)?;
+                *lsn = Some(journal.append(|b| enc::del(b, name, &dims, els.iter())));
                 Ok(obj(json!({"deleted": deleted})))
             }
             "set.flush" => {
@@ -541,8 +519,10 @@ impl State {
                 if self.sets.get(set).is_none() {
                     continue; // nothing was ever banned there
                 }
-                n += self.del_elems(set, addrs)?;
-                *lsn = Some(journal.append(|b| enc::del(b, set, addrs.iter().copied())));
+                let (k, els) = self.del_elems(set, addrs)?;
+                n += k;
+                let dims = self.dims(set)?;
+                *lsn = Some(journal.append(|b| enc::del(b, set, &dims, els.iter())));
                 continue;
             }
             if self.sets.get(set).is_none() {
@@ -559,8 +539,10 @@ impl State {
                 *lsn = Some(journal.append(|b| enc::create(b, set, &js)));
             }
             let exp = self.expiry(set, req.timeout, now)?;
-            n += self.add_elems(set, addrs, exp, now)?;
-            *lsn = Some(journal.append(|b| enc::add(b, set, addrs.iter().map(|a| (*a, exp)))));
+            let (k, els) = self.add_elems(set, addrs, exp, now)?;
+            n += k;
+            let dims = self.dims(set)?;
+            *lsn = Some(journal.append(|b| enc::add(b, set, &dims, els.iter().map(|e| (e, exp)))));
         }
         Ok(obj(if ban { json!({"banned": n}) } else { json!({"unbanned": n}) }))
     }

@@ -66,6 +66,13 @@
 #define PARAPET_HW_N_VERDICTS 22
 #define PARAPET_HW_STRINGS_OFF 23
 #define PARAPET_HW_STRINGS_BYTES 24
+#define PARAPET_HW_FANOUT_OFF 25
+#define PARAPET_HW_FANOUT_WORDS 26
+
+/* Node kinds (node word 0, bits 8..15). */
+#define PARAPET_IMG_NODE_BINARY 0   /* range cut: <= cut left, else right */
+#define PARAPET_IMG_NODE_MULTIWAY 1 /* 2^bits equal-width children */
+#define PARAPET_IMG_MAX_FANOUT_BITS 8
 
 /* Key word layout (field id -> first key word). */
 #define PARAPET_KW_FAMILY 0

@@ -60,6 +60,7 @@ int main(void)
 	F(parapet_debug_rec, by_image);
 	F(parapet_debug_rec, n_nonterm);
 	F(parapet_debug_rec, nonterm);
+	F(parapet_debug_rec, walk_err);
 	S(parapet_ifname);
 	S(parapet_image_page);
 	printf("];\n");

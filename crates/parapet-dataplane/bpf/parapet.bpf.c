@@ -520,7 +520,8 @@ static long nonterm_cb(__u32 i, void *ctx)
 static __always_inline void debug_record(const struct parapet_key *key,
 					 __u32 status, __u32 rule_id,
 					 __u32 verdict,
-					 const struct parapet_walk *w)
+					 const struct parapet_walk *w,
+					 __u32 walk_err)
 {
 	__u32 zero = 0;
 	struct parapet_debug_rec *d;
@@ -538,6 +539,7 @@ static __always_inline void debug_record(const struct parapet_key *key,
 	d->seq += 1;
 	d->by_image = w ? 1 : 0;
 	d->n_nonterm = w ? w->n_nonterm : 0;
+	d->walk_err = walk_err;
 #pragma unroll
 	for (k = 0; k < PARAPET_MAX_NONTERM; k++)
 		d->nonterm[k] = w ? w->nonterm_rule[k] : 0;
@@ -564,7 +566,7 @@ static __noinline __u32 image_finish(__u32 idx, __u32 rule_id,
 	w = walk_state(&c);
 	if (!w)
 		return PARAPET_VERDICT_DROP;
-	debug_record(key, status, rule_id, w->verdict, w);
+	debug_record(key, status, rule_id, w->verdict, w, 0);
 	return w->verdict;
 }
 
@@ -577,10 +579,12 @@ static __noinline __u32 image_finish(__u32 idx, __u32 rule_id,
 static __noinline __u32 parapet_decide(const struct parapet_key *key,
 					    int status, __u32 hook)
 {
+	__u32 walk_err = 0;
+
 	stat_inc(PARAPET_STAT_PACKETS);
 	if (status == PARAPET_PARSE_NOT_IP) {
 		stat_inc(PARAPET_STAT_NOT_IP);
-		debug_record(key, status, 0, PARAPET_VERDICT_ACCEPT, 0);
+		debug_record(key, status, 0, PARAPET_VERDICT_ACCEPT, 0, walk_err);
 		return PARAPET_VERDICT_ACCEPT;
 	}
 	if (status != PARAPET_PARSE_OK) {
@@ -589,7 +593,7 @@ static __noinline __u32 parapet_decide(const struct parapet_key *key,
 			 status == PARAPET_PARSE_MALFORMED ?
 				 PARAPET_STAT_MALFORMED :
 				 PARAPET_STAT_EXT_LIMIT);
-		debug_record(key, status, 0, PARAPET_VERDICT_DROP, 0);
+		debug_record(key, status, 0, PARAPET_VERDICT_DROP, 0, walk_err);
 		return PARAPET_VERDICT_DROP;
 	}
 
@@ -601,6 +605,9 @@ static __noinline __u32 parapet_decide(const struct parapet_key *key,
 		if (r >= 0)
 			return image_finish(idx, (__u32)r, key, status, hook);
 		stat_inc(PARAPET_STAT_IMAGE_ERROR);
+		struct walk_cb_ctx c = { .idx = idx };
+		struct parapet_walk *w = walk_state(&c);
+		walk_err = w ? w->err : 0xffff;
 	}
 
 	__u32 rule_id = lite_classify(key);
@@ -609,7 +616,7 @@ static __noinline __u32 parapet_decide(const struct parapet_key *key,
 	if (!act) {
 		/* rule id beyond the table: fail closed */
 		stat_inc(PARAPET_STAT_NO_ACTION);
-		debug_record(key, status, rule_id, PARAPET_VERDICT_DROP, 0);
+		debug_record(key, status, rule_id, PARAPET_VERDICT_DROP, 0, walk_err);
 		return PARAPET_VERDICT_DROP;
 	}
 	__u32 verdict = act->verdict;
@@ -618,7 +625,7 @@ static __noinline __u32 parapet_decide(const struct parapet_key *key,
 	count_rule(rule_id, key->pkt_len);
 	if (flags & PARAPET_ACTION_F_LOG)
 		parapet_log_packet(rule_id, verdict, hook, key);
-	debug_record(key, status, rule_id, verdict, 0);
+	debug_record(key, status, rule_id, verdict, 0, walk_err);
 	return verdict;
 }
 
@@ -659,6 +666,12 @@ int parapet_tc(struct __sk_buff *skb)
 	__builtin_memset(&key, 0, sizeof(key));
 	key.ifindex = skb->ingress_ifindex;
 	int status = parapet_parse(data, data_end, skb->len, &key);
+	/* At tc the kernel has usually moved the outer tag out of the data
+	 * into skb->vlan_tci; it is the outer one, so it wins. */
+	if (skb->vlan_present) {
+		key.flags |= PARAPET_KEY_F_VLAN;
+		key.vlan_id = skb->vlan_tci & 0x0fff;
+	}
 	__u32 verdict = parapet_decide(&key, status, PARAPET_HOOK_TC);
 
 	return verdict == PARAPET_VERDICT_ACCEPT ? TC_ACT_OK : TC_ACT_SHOT;

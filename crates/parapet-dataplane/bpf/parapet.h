@@ -173,6 +173,7 @@ struct parapet_debug_rec {
 	__u32 by_image;	 /* 1: the image walker decided; 0: interim classifier */
 	__u32 n_nonterm; /* entries of nonterm[] in use */
 	__u32 nonterm[PARAPET_MAX_NONTERM]; /* rule ids, in evaluation order */
+	__u32 walk_err;	 /* why the image walker gave up (0: it did not) */
 };
 
 /* ---- interface names for the image key --------------------------------- */

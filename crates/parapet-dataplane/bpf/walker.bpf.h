@@ -37,6 +37,7 @@ struct parapet_walk {
 	__u32 partitions_off;
 	__u32 nodes_off;
 	__u32 n_nodes;
+	__u32 fanout_off;
 	__u32 leaves_off;
 	__u32 table_off;
 	__u32 n_entries;
@@ -49,6 +50,8 @@ struct parapet_walk {
 	__u32 cur[PARAPET_IMG_MAX_PARTITIONS];
 	__u32 end[PARAPET_IMG_MAX_PARTITIONS];
 	__u32 total;
+	/* why the last walk was abandoned (0 = it was not); see the
+	 * assignments of err for the codes */
 	/* tree descent */
 	__u32 ref;
 	/* merge scan */
@@ -160,7 +163,7 @@ static __always_inline int key_value(struct parapet_walk *w, __u32 field,
 static long descend_step(__u32 i, void *ctx)
 {
 	struct parapet_walk *w = walk_state(ctx);
-	__u32 v[4], cut[4], ref, node, next;
+	__u32 v[4], cut[4], ref, node, next, w0;
 	int k;
 
 	if (!w)
@@ -173,14 +176,40 @@ static long descend_step(__u32 i, void *ctx)
 		return 1;
 	}
 	node = w->nodes_off + ref * PARAPET_IMG_NODE_WORDS;
-	if (key_value(w, rd(w, node), v) < 0) {
+	w0 = rd(w, node);
+	if (key_value(w, w0 & 0xff, v) < 0) {
 		w->err = 3;
 		return 1;
 	}
+	switch ((w0 >> 8) & 0xff) {
+	case PARAPET_IMG_NODE_BINARY:
 #pragma unroll
-	for (k = 0; k < 4; k++)
-		cut[k] = rd(w, node + 4 + k);
-	next = rd(w, node + (cmp128(v, cut) <= 0 ? 1 : 2));
+		for (k = 0; k < 4; k++)
+			cut[k] = rd(w, node + 4 + k);
+		next = rd(w, node + (cmp128(v, cut) <= 0 ? 1 : 2));
+		break;
+	case PARAPET_IMG_NODE_MULTIWAY: {
+		/* 2^bits equal-width children over the field's low word */
+		__u32 off = rd(w, node + 1), bs = rd(w, node + 2);
+		__u32 lo = rd(w, node + 3);
+		__u32 bits = bs & 0xff, shift = (bs >> 8) & 0xff, idx;
+
+		if (bits < 1 || bits > PARAPET_IMG_MAX_FANOUT_BITS ||
+		    bits + shift > 32) {
+			w->err = 15;
+			return 1;
+		}
+		idx = (v[0] - lo) >> (shift & 31);
+		/* a no-op on a correct image; bounds the fanout read */
+		if (idx > (1u << bits) - 1)
+			idx = (1u << bits) - 1;
+		next = rd(w, w->fanout_off + off + idx);
+		break;
+	}
+	default:
+		w->err = 16;
+		return 1;
+	}
 	/* Children follow their parent: this also rules out cycles. */
 	if (!(next & PARAPET_IMG_LEAF_BIT) && next <= ref)
 		w->err = 4;
@@ -457,14 +486,19 @@ static __noinline long image_walk(__u32 idx, __u32 slot,
 	w->slot = slot;
 	w->err = 0;
 	if (rd(w, PARAPET_HW_MAGIC) != PARAPET_IMG_MAGIC ||
-	    rd(w, PARAPET_HW_VERSION) != PARAPET_IMG_VERSION || w->err)
+	    rd(w, PARAPET_HW_VERSION) != PARAPET_IMG_VERSION || w->err) {
+		w->err = 10;
 		return -1;
+	}
 	w->n_parts = rd(w, PARAPET_HW_N_PARTITIONS);
-	if (w->n_parts == 0 || w->n_parts > PARAPET_IMG_MAX_PARTITIONS)
+	if (w->n_parts == 0 || w->n_parts > PARAPET_IMG_MAX_PARTITIONS) {
+		w->err = 11;
 		return -1;
+	}
 	w->partitions_off = rd(w, PARAPET_HW_PARTITIONS_OFF);
 	w->nodes_off = rd(w, PARAPET_HW_NODES_OFF);
 	w->n_nodes = rd(w, PARAPET_HW_N_NODES);
+	w->fanout_off = rd(w, PARAPET_HW_FANOUT_OFF);
 	w->leaves_off = rd(w, PARAPET_HW_LEAVES_OFF);
 	w->table_off = rd(w, PARAPET_HW_ENTRY_TABLE_OFF);
 	w->n_entries = rd(w, PARAPET_HW_N_ENTRIES);
@@ -484,8 +518,10 @@ static __noinline long image_walk(__u32 idx, __u32 slot,
 	if (!w || w->err)
 		return -1;
 	/* Each merge step consumes one leaf element. */
-	if (w->total > PARAPET_IMG_MAX_LEAF)
+	if (w->total > PARAPET_IMG_MAX_LEAF) {
+		w->err = 12;
 		return -1;
+	}
 	bpf_loop(w->total + 1, merge_cb, &c, 0);
 	w = walk_state(&c);
 	if (!w || w->err)
@@ -498,11 +534,15 @@ static __noinline long image_walk(__u32 idx, __u32 slot,
 		rule = 0;
 		vi = w->policy;
 	}
-	if (vi >= w->n_verdicts)
+	if (vi >= w->n_verdicts) {
+		w->err = 13;
 		return -1;
+	}
 	code = rd(w, w->verdicts_off + vi * PARAPET_IMG_VERDICT_WORDS);
-	if (w->err || code > 3)
+	if (w->err || code > 3) {
+		w->err = w->err ? w->err : 14;
 		return -1;
+	}
 	/* 2 = REJECT, 3 = REJECT with a type: both drop at these hooks. */
 	w->verdict = code == 0 ? PARAPET_VERDICT_ACCEPT :
 		     code == 1 ? PARAPET_VERDICT_DROP :

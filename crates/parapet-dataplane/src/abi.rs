@@ -254,6 +254,8 @@ pub struct DebugRec {
     pub n_nonterm: u32,
     /// Rule ids of non-terminal matches, in evaluation order.
     pub nonterm: [u32; MAX_NONTERM],
+    /// Why the image walker gave up on this packet (0: it did not).
+    pub walk_err: u32,
 }
 
 /// `struct parapet_ifname`: NUL-padded interface name, the image key's iif.
@@ -353,7 +355,7 @@ mod layout {
             "parapet_debug_rec" => DebugRec {
                 "key" => key, "status" => status, "rule_id" => rule_id,
                 "verdict" => verdict, "seq" => seq, "by_image" => by_image,
-                "n_nonterm" => n_nonterm, "nonterm" => nonterm
+                "n_nonterm" => n_nonterm, "nonterm" => nonterm, "walk_err" => walk_err
             },
             "parapet_ifname" => IfName {},
             "parapet_image_page" => [u8; IMAGE_PAGE_BYTES] {},

@@ -191,6 +191,9 @@ pub struct Decision {
     /// Rule ids of the image's non-terminal matches (LOG, counters,
     /// jumps, counted RETURNs), in evaluation order, at most 16.
     pub nonterminal: Vec<u32>,
+    /// Why the image walker gave up on this packet, 0 when it did not (the
+    /// codes are the `w->err` assignments in `bpf/walker.bpf.h`).
+    pub walk_err: u32,
 }
 
 /// XDP_DROP / XDP_PASS and TC_ACT_OK / TC_ACT_SHOT, from linux/bpf.h and
@@ -674,6 +677,7 @@ impl Dataplane {
             seq: d.seq,
             by_image: d.by_image != 0,
             nonterminal: d.nonterm[..(d.n_nonterm as usize).min(d.nonterm.len())].to_vec(),
+            walk_err: d.walk_err,
         }))
     }
 }

@@ -22,7 +22,7 @@ fn dp(test: &str) -> Option<Dataplane> {
         test,
         &LoadOptions {
             debug: true,
-            slot_pages: 16,
+            slot_pages: 64,
             ..LoadOptions::default()
         },
     )?;
@@ -293,6 +293,9 @@ fn random_tree(
     if list.len() <= 1 || depth >= 6 || rng.chance(20) {
         return Tree::Leaf(list);
     }
+    if depth < 3 && rng.chance(30) {
+        return random_multi(rng, pool, spec, list, depth);
+    }
     let field = rng.below(12) as u32;
     let v = key_value(&pool[rng.below(pool.len() as u64) as usize], field);
     let cut = match rng.below(3) {
@@ -319,6 +322,57 @@ fn random_tree(
         cut,
         le: Box::new(random_tree(rng, pool, spec, l, depth + 1)),
         gt: Box::new(random_tree(rng, pool, spec, r, depth + 1)),
+    }
+}
+
+/// A multi-way node on a one-word field, its region placed around pool
+/// values; each child holds exactly the entries that can match a value
+/// routed to it, so a wrong child index loses matches.
+fn random_multi(
+    rng: &mut Rng,
+    pool: &[[u32; 26]],
+    spec: &[Entry],
+    list: Vec<u32>,
+    depth: u32,
+) -> Tree {
+    // one-word fields whose values vary across the pool
+    const ONE_WORD: [u32; 5] = [3, 4, 5, 6, 7];
+    let field = ONE_WORD[rng.below(5) as usize];
+    let v = key_value(&pool[rng.below(pool.len() as u64) as usize], field) as u32;
+    let bits = 1 + rng.below(3) as u32;
+    let shift = rng.below(5) as u32;
+    // mostly inside the region, sometimes just past its end (clamped)
+    let lo = v.saturating_sub(rng.below(u64::from(5u32 << (bits + shift)) / 4) as u32);
+    let last = (1u32 << bits) - 1;
+    let children = (0..=last)
+        .map(|j| {
+            let a = u128::from(lo) + (u128::from(j) << shift);
+            let keep = |e: &Entry| {
+                e.constraints.iter().all(|c| {
+                    if j < last {
+                        c.could_in(field, a, a + (1u128 << shift) - 1)
+                    } else {
+                        // the last child also takes every value the
+                        // clamp sends it: above the region and below lo
+                        c.could_in(field, a, u128::from(u32::MAX))
+                            || (lo > 0 && c.could_in(field, 0, u128::from(lo) - 1))
+                    }
+                })
+            };
+            let sub: Vec<u32> = list
+                .iter()
+                .copied()
+                .filter(|&i| keep(&spec[i as usize]))
+                .collect();
+            random_tree(rng, pool, spec, sub, depth + 1)
+        })
+        .collect();
+    Tree::Multi {
+        field,
+        lo,
+        bits,
+        shift,
+        children,
     }
 }
 

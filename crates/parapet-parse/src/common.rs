@@ -195,8 +195,29 @@ pub(crate) fn as_prefix(lo: u128, hi: u128, bits: u32) -> Option<u32> {
     }
 }
 
-/// Parses a port number.
+/// Well-known service names accepted for ports (hand-written files use
+/// them; iptables-save and nft print numbers). A fixed list, so parsing does
+/// not depend on the host's /etc/services.
+const SERVICES: [(&str, u16); 12] = [
+    ("ftp", 21),
+    ("ssh", 22),
+    ("telnet", 23),
+    ("smtp", 25),
+    ("domain", 53),
+    ("http", 80),
+    ("ntp", 123),
+    ("snmp", 161),
+    ("https", 443),
+    ("submission", 587),
+    ("imaps", 993),
+    ("www", 80),
+];
+
+/// Parses a port number or a well-known service name.
 pub(crate) fn parse_port(s: &str) -> Result<u128, String> {
+    if let Some((_, p)) = SERVICES.iter().find(|(n, _)| *n == s) {
+        return Ok(*p as u128);
+    }
     s.parse::<u16>()
         .map(u128::from)
         .map_err(|_| format!("expected a port number 0-65535, found '{s}'"))
@@ -342,7 +363,12 @@ pub(crate) fn tcp_flags_mask(set: &IntervalSet) -> Option<(u8, u8)> {
 
 /// Values of a small field (protocol) matching `value/mask`, as intervals.
 pub(crate) fn masked_byte_set(value: u8, mask: u8) -> IntervalSet {
-    tcp_flags_set(mask, value)
+    // The two masks ClassBench nearly always uses, without enumerating.
+    match mask {
+        0xff => IntervalSet::point(value as u128),
+        0 => IntervalSet::full(0xff),
+        _ => tcp_flags_set(mask, value),
+    }
 }
 
 /// Reports every chain loop: `edges[c]` lists `(target, line, col)` of the
@@ -379,5 +405,77 @@ pub(crate) fn report_loops(names: &[&str], edges: &[Vec<(usize, u32, u32)>], err
                 stack.pop();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shell_words_quote_like_a_shell() {
+        let w = shell_words(r#"-A X -m comment --comment "a \"b\" c" 'd e' x"y"z"#).unwrap();
+        let texts: Vec<&str> = w.iter().map(|w| w.text.as_str()).collect();
+        assert_eq!(
+            texts,
+            [
+                "-A",
+                "X",
+                "-m",
+                "comment",
+                "--comment",
+                "a \"b\" c",
+                "d e",
+                "xyz"
+            ]
+        );
+        assert_eq!(w[5].col, 27);
+        assert!(w[5].quoted && !w[4].quoted);
+        assert_eq!(shell_words("a 'b").unwrap_err().0, 3);
+    }
+
+    #[test]
+    fn shell_quote_round_trips() {
+        for s in ["plain", "with space", "q\"uote", "back\\slash", ""] {
+            let w = shell_words(&shell_quote(s)).unwrap();
+            assert_eq!(w.len(), 1, "{s}");
+            assert_eq!(w[0].text, s);
+        }
+    }
+
+    #[test]
+    fn tcp_flag_masks_are_recovered() {
+        for (mask, comp) in [(0x17u8, 0x02u8), (0xff, 0), (0, 0), (0x12, 0x10)] {
+            let set = tcp_flags_set(mask, comp);
+            let (m, c) = tcp_flags_mask(&set).unwrap();
+            assert_eq!(tcp_flags_set(m, c), set);
+        }
+        // {1, 2} is not a mask/comp set.
+        assert_eq!(tcp_flags_mask(&IntervalSet::range(1, 2)), None);
+    }
+
+    #[test]
+    fn cidr_forms() {
+        assert_eq!(
+            parse_cidr("10.1.2.3/8", None).unwrap().1,
+            IntervalSet::range(0x0a00_0000, 0x0aff_ffff)
+        );
+        assert_eq!(
+            parse_cidr("10.0.0.0/255.255.255.0", None).unwrap().1,
+            IntervalSet::range(0x0a00_0000, 0x0a00_00ff)
+        );
+        assert_eq!(
+            parse_cidr("0.0.0.0/0.0.0.0", None).unwrap().1,
+            IntervalSet::full(0xffff_ffff)
+        );
+        let (f, s) = parse_cidr("2001:db8::/ffff:ffff::", None).unwrap();
+        assert_eq!(
+            (f, s.to_prefixes(128)),
+            (Family::V6, vec![(0x2001_0db8 << 96, 32)])
+        );
+        assert!(parse_cidr("1.2.3.4/33", None).is_err());
+        assert!(parse_ip_range("1.2.3.9-1.2.3.1", None)
+            .unwrap_err()
+            .contains("empty"));
     }
 }

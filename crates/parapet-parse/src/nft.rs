@@ -749,6 +749,18 @@ impl RuleParser<'_> {
                     self.comment()?;
                     continue;
                 }
+                if matches!(self.action, Some(Action::Log(_)))
+                    && matches!(
+                        t.word(),
+                        Some("accept" | "drop" | "reject" | "jump" | "goto" | "return")
+                    )
+                {
+                    return Err((
+                        t.line,
+                        t.col,
+                        "'log' followed by a verdict in one rule is not supported (a rule has one action, and rule ids stay one per line): split it into a log rule and a verdict rule".into(),
+                    ));
+                }
                 return Err((
                     t.line,
                     t.col,
@@ -1116,6 +1128,9 @@ impl RuleParser<'_> {
             }
             break;
         }
+        if self.peek_word() == Some("vmap") {
+            return self.fail("verdict maps (vmap) are not supported: write one rule per verdict");
+        }
         let mut neg = false;
         let mut cmp: Option<String> = None;
         match self.peek_word() {
@@ -1244,9 +1259,9 @@ impl RuleParser<'_> {
             }
             Kind::Port => {
                 let (lo, hi) = match text.split_once('-') {
-                    Some((a, b)) => (port_name(a).map_err(err)?, port_name(b).map_err(err)?),
+                    Some((a, b)) => (parse_port(a).map_err(err)?, parse_port(b).map_err(err)?),
                     None => {
-                        let p = port_name(text).map_err(err)?;
+                        let p = parse_port(text).map_err(err)?;
                         (p, p)
                     }
                 };
@@ -1371,23 +1386,4 @@ impl RuleParser<'_> {
         );
         Ok(())
     }
-}
-
-fn port_name(s: &str) -> Result<u128, String> {
-    const SERVICES: [(&str, u128); 10] = [
-        ("ftp", 21),
-        ("ssh", 22),
-        ("telnet", 23),
-        ("smtp", 25),
-        ("domain", 53),
-        ("http", 80),
-        ("ntp", 123),
-        ("https", 443),
-        ("imaps", 993),
-        ("submission", 587),
-    ];
-    if let Some((_, p)) = SERVICES.iter().find(|(n, _)| *n == s) {
-        return Ok(*p);
-    }
-    parse_port(s)
 }

@@ -70,7 +70,7 @@ fn traces_first_match_at_or_before_the_generating_filter() {
     assert!(!traces.is_empty());
     // A debug-build linear scan over 10k filters is slow; a prefix of each
     // trace checks the same property.
-    const PER_TRACE: usize = 1500;
+    const PER_TRACE: usize = 1000;
     for trace in traces {
         let tname = trace.file_name().unwrap().to_str().unwrap().to_string();
         let set = dir.join(tname.replace("_trace", ""));

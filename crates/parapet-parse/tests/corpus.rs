@@ -478,3 +478,41 @@ fn syntax_errors_name_line_and_column() {
         ],
     );
 }
+
+#[test]
+fn nft_ip_and_ip6_tables_with_handles() {
+    let p = load("multi.nft");
+    let rs = &p.ruleset;
+    assert_eq!(rs.tables.len(), 2);
+    assert_eq!(rs.rule_count(), 7);
+    // Every rule of an ip table is IPv4, of an ip6 table IPv6.
+    for (t, fam) in rs.tables.iter().zip([4u128, 6]) {
+        for r in t.chains.iter().flat_map(|c| &c.rules) {
+            assert_eq!(
+                r.matches.get(Field::Family).unwrap().ranges(),
+                &[(fam, fam)]
+            );
+        }
+    }
+    assert_eq!(
+        rule(rs, 1).counters,
+        Counters {
+            packets: 120,
+            bytes: 9000
+        }
+    );
+    assert_eq!(rs.tables[1].chains[0].base.as_ref().unwrap().priority, 10);
+    // Two base chains hook input: choose one.
+    assert!(rs.select_chain(None).is_ok(), "filter/INPUT exists");
+    let id = rs.select_chain(Some("filter6/input6")).unwrap();
+    let e = LinearEngine::new(rs, id).unwrap();
+    let d = e
+        .classify(&pkt("tcp [2001:db8::9]:1000 > [2001:db8::1]:22"), &NoSets)
+        .unwrap();
+    assert_eq!(d.rule_id, 7);
+    assert_eq!(
+        classify(rs, &pkt("tcp 198.51.100.3:1000 > 10.0.0.1:22"), &NoSets).0,
+        2
+    );
+    round_trips(rs, false);
+}

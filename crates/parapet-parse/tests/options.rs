@@ -65,6 +65,10 @@ fn protocols_and_ports() {
     let r = ipt("-p udp --sport :1023 --dport 1024: -j ACCEPT");
     assert_eq!(get(&r, Field::SrcPort), [(0, 1023)]);
     assert_eq!(get(&r, Field::DstPort), [(1024, 65535)]);
+    assert_eq!(
+        get(&ipt("-p tcp --dport ssh -j ACCEPT"), Field::DstPort),
+        [(22, 22)]
+    );
     let r = ipt("-p tcp -m tcp ! --dport 22 -j ACCEPT");
     assert_eq!(get(&r, Field::DstPort), [(0, 21), (23, 65535)]);
     // `! --ports` (neither port in the list) is one box; `--ports` is not.
@@ -433,6 +437,12 @@ fn nft_families_and_errors() {
     assert!(nft_in("inet", "queue num 1")
         .unwrap_err()
         .contains("unknown expression 'queue'"));
+    assert!(nft_in("inet", "log prefix \"x\" drop")
+        .unwrap_err()
+        .starts_with("n:4:18: 'log' followed by a verdict"));
+    assert!(nft_in("inet", "ct state vmap { established : accept }")
+        .unwrap_err()
+        .starts_with("n:4:12: verdict maps (vmap)"));
     assert!(nft_in("inet", "jump c")
         .unwrap_err()
         .contains("cannot jump to base chain 'c'"));

@@ -81,6 +81,8 @@ pub struct Config {
     pub generator: GeneratorKind,
     /// Experiments to run.
     pub experiments: Vec<Experiment>,
+    /// Frame sizes of the generator comparison.
+    pub generator_frames: Vec<usize>,
     /// Ban list sizes.
     pub ban_counts: Vec<usize>,
     /// Ban methods (see [`bans::by_name`]).
@@ -109,6 +111,7 @@ impl Config {
             warmup: Duration::from_millis(300),
             generator: GeneratorKind::XdpLive,
             experiments: Experiment::ALL.to_vec(),
+            generator_frames: vec![64, 1518],
             ban_counts: vec![7990, 1_000_000],
             ban_methods: bans::ALL_METHODS.iter().map(|s| s.to_string()).collect(),
             ban_cap: Duration::from_secs(15),
@@ -124,9 +127,10 @@ impl Config {
             rules: vec![25, 400, 6400],
             frames: vec![64, 1518],
             runs: 3,
-            window: Duration::from_millis(400),
-            warmup: Duration::from_millis(150),
-            ban_cap: Duration::from_secs(2),
+            window: Duration::from_millis(300),
+            warmup: Duration::from_millis(100),
+            generator_frames: vec![64],
+            ban_cap: Duration::from_secs(1),
             latency_probes: 10,
             ..Config::full()
         }
@@ -393,7 +397,7 @@ pub fn run(cfg: &Config) -> Result<Results> {
     let has = |e: Experiment| cfg.experiments.contains(&e);
     let mut total = 0;
     if has(Experiment::Generators) {
-        total += GeneratorKind::ALL.len() * 2;
+        total += GeneratorKind::ALL.len() * cfg.generator_frames.len();
     }
     if has(Experiment::Throughput) {
         for f in &filters {
@@ -464,7 +468,7 @@ fn probe_generator(cfg: &Config) -> Result<()> {
 
 fn generators(cfg: &Config, res: &mut Results, p: &mut Progress) -> Result<()> {
     let bed = Testbed::create(cfg.bed)?;
-    for frame in [64, 1518] {
+    for &frame in &cfg.generator_frames {
         for kind in GeneratorKind::ALL {
             signal::check()?;
             match measure_point(cfg, &bed, kind, frame) {

@@ -15,7 +15,7 @@ usage: parapet-peers [run] [OPTIONS]      run the benchmarks (needs root)
        parapet-peers cleanup               delete namespaces of dead runs
 
 options for run:
-  --quick                 ~2 minute run (3 sizes, 64/1518 B, 3 runs, 2 s ban cap)
+  --quick                 short run (3 sizes, 64/1518 B, 3 runs, 1 s ban cap)
   --json FILE             one JSON record per (experiment, filter, rules, frame)
   --report DIR            write DIR/report.md and SVG plots
   --filters a,b,…         default: none,iptables-legacy,iptables-nft,nft,nft-set,
@@ -24,11 +24,13 @@ options for run:
   --frames 64,128,…       nominal frame sizes incl. FCS (default 64,128,512,1518)
   --runs N                windows per point, median reported (default 5)
   --window-ms N           window length (default 1000)
-  --generator G           packet-mmap (default) | sendmmsg | trafgen
+  --generator G           xdp-live (default; falls back to packet-mmap) |
+                          packet-mmap | sendmmsg | trafgen
   --experiments a,b,…     generators,throughput,ipfw,bans,latency (default all)
   --ban-counts a,b        default 7990,1000000
   --ban-methods a,b,…     default all (see docs/peers.md)
   --ban-cap-s N           time cap per ban method and size (default 15)
+  --latency-probes N      TCP handshakes per latency point (default 50)
   --no-rps                keep receive work on the sender's CPU";
 
 fn list<T>(v: &str, f: impl Fn(&str) -> Option<T>, what: &str) -> Result<Vec<T>, String> {
@@ -92,6 +94,10 @@ fn parse_run(args: &[String]) -> Result<RunArgs, String> {
             "--ban-cap-s" => {
                 let s: u64 = val()?.parse().map_err(|_| "bad --ban-cap-s")?;
                 cfg.ban_cap = Duration::from_secs(s.clamp(1, 600));
+            }
+            "--latency-probes" => {
+                let n: usize = val()?.parse().map_err(|_| "bad --latency-probes")?;
+                cfg.latency_probes = n.clamp(1, 1000);
             }
             "--no-rps" => cfg.bed.filter_cpu = None,
             other => return Err(format!("unknown option {other}\n{USAGE}")),

@@ -536,7 +536,7 @@ fn plot_bans(path: &Path, rows: &[&Record], count: usize) -> Result<()> {
             format!("{}{}", r.filter, if projected { " *" } else { "" })
         })
         .collect();
-    let root = SVGBackend::new(path, (900, 90 + 34 * n as u32)).into_drawing_area();
+    let root = SVGBackend::new(path, (900, (90 + 34 * n as u32).max(300))).into_drawing_area();
     root.fill(&WHITE).map_err(plot_err)?;
     let mut chart = ChartBuilder::on(&root)
         .caption(
@@ -546,7 +546,11 @@ fn plot_bans(path: &Path, rows: &[&Record], count: usize) -> Result<()> {
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(280)
-        .build_cartesian_2d((xmin..xmax).log_scale(), (0..n).into_segmented())
+        // A segmented 0..k range has k + 1 segments (but 0..0 has none).
+        .build_cartesian_2d(
+            (xmin..xmax).log_scale(),
+            (if n > 1 { 0..n - 1 } else { 0..1 }).into_segmented(),
+        )
         .map_err(plot_err)?;
     let by_idx: BTreeMap<usize, String> = names.iter().cloned().enumerate().collect();
     chart

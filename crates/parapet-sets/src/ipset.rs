@@ -8,9 +8,9 @@ use std::collections::HashMap;
 use std::fmt::Write;
 
 /// Splits a line into tokens with 1-based columns; `"…"` is one token (quotes removed).
-fn tokens(line: &str, lno: usize) -> Result<Vec<(&str, usize)>, Error> {
+fn tokens<'a>(line: &'a str, lno: usize, out: &mut Vec<(&'a str, usize)>) -> Result<(), Error> {
     let b = line.as_bytes();
-    let mut out = Vec::with_capacity(6);
+    out.clear();
     let mut i = 0;
     while i < b.len() {
         if b[i].is_ascii_whitespace() {
@@ -39,7 +39,7 @@ fn tokens(line: &str, lno: usize) -> Result<Vec<(&str, usize)>, Error> {
             out.push((&line[start..i], start + 1));
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 fn num<T: std::str::FromStr>(tok: Option<&(&str, usize)>, lno: usize, eol: usize, what: &str) -> Result<T, Error> {
@@ -203,6 +203,7 @@ pub(crate) type Loaded = (HashMap<String, Set>, Vec<String>, LoadStats);
 pub(crate) fn load(store: &SetStore, text: &str, now: u64) -> Result<Loaded, Error> {
     let mut st = Staging::new(store);
     let mut stats = LoadStats::default();
+    let mut toks: Vec<(&str, usize)> = Vec::with_capacity(8);
     for (li, raw) in text.lines().enumerate() {
         let lno = li + 1;
         let line = raw.trim_end_matches('\r');
@@ -210,7 +211,8 @@ pub(crate) fn load(store: &SetStore, text: &str, now: u64) -> Result<Loaded, Err
         if trimmed.is_empty() || trimmed.starts_with('#') || trimmed == "COMMIT" {
             continue;
         }
-        let toks = tokens(line, lno)?;
+        tokens(line, lno, &mut toks)?;
+        let toks = &toks;
         let eol = line.len() + 1;
         let (cmd, ccol) = toks[0];
         let need = |i: usize, what: &str| -> Result<(&str, usize), Error> {
@@ -436,7 +438,7 @@ pub(crate) fn save(store: &SetStore, only: Option<&str>, now: u64) -> String {
             out.push_str(" comment");
         }
         out.push('\n');
-        for se in set.elements(now) {
+        set.for_each_element(now, &mut |se| {
             let el = &se.element;
             let _ = write!(adds, "add {name} {}", fmt_elem(&d.dims, el));
             if d.timeouts {
@@ -453,7 +455,7 @@ pub(crate) fn save(store: &SetStore, only: Option<&str>, now: u64) -> String {
                 }
             }
             adds.push('\n');
-        }
+        });
         out.push_str(&adds);
         adds.clear();
     }

@@ -217,6 +217,15 @@ impl Layout {
         }
         k
     }
+    /// Packs the low (`hi == false`) or high ends of per-dimension ranges.
+    #[inline]
+    pub fn pack_end<K: Word>(&self, r: &[(u128, u128)], hi: bool) -> K {
+        let mut k = K::default();
+        for i in 0..self.dims.len() {
+            k.put(self.offs[i], self.dims[i].width(), if hi { r[i].1 } else { r[i].0 });
+        }
+        k
+    }
     #[inline]
     pub fn unpack<K: Word>(&self, k: &K, i: usize) -> u128 {
         k.get(self.offs[i], self.dims[i].width())
@@ -428,7 +437,26 @@ pub(crate) fn parse_dim(part: KeyPart, s: &str) -> Result<(u128, u128), String> 
 }
 
 pub(crate) fn fmt_v4(v: u128) -> String {
-    Ipv4Addr::from(v as u32).to_string()
+    let mut s = String::with_capacity(15);
+    push_v4(&mut s, v as u32);
+    s
+}
+
+/// Appends dotted-quad text (fast path for saving large sets).
+pub(crate) fn push_v4(s: &mut String, v: u32) {
+    for (i, o) in v.to_be_bytes().iter().enumerate() {
+        if i > 0 {
+            s.push('.');
+        }
+        let o = *o;
+        if o >= 100 {
+            s.push((b'0' + o / 100) as char);
+        }
+        if o >= 10 {
+            s.push((b'0' + (o / 10) % 10) as char);
+        }
+        s.push((b'0' + o % 10) as char);
+    }
 }
 
 /// Formats one value of a dimension.

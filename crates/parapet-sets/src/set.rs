@@ -572,8 +572,8 @@ impl<K: Word> Typed<K> {
         let d = self.layout.dims.len();
         let r = el.ranges();
         if !self.exact || r.iter().all(|&(l, h)| l == h) {
-            let lo: K = self.layout.pack(&r.iter().map(|x| x.0).collect::<Vec<_>>()[..]);
-            let hi: K = if self.exact { lo } else { self.layout.pack(&r.iter().map(|x| x.1).collect::<Vec<_>>()[..]) };
+            let lo: K = self.layout.pack_end(r, false);
+            let hi: K = if self.exact { lo } else { self.layout.pack_end(r, true) };
             one(self, lo, hi).map_err(|e| (e, 0))?;
             return Ok(added);
         }
@@ -608,8 +608,8 @@ impl<K: Word> Typed<K> {
         let r = el.ranges();
         let mut v = Vec::new();
         if !self.exact || r.iter().all(|&(l, h)| l == h) {
-            let lo: K = self.layout.pack(&r.iter().map(|x| x.0).collect::<Vec<_>>()[..]);
-            let hi: K = if self.exact { lo } else { self.layout.pack(&r.iter().map(|x| x.1).collect::<Vec<_>>()[..]) };
+            let lo: K = self.layout.pack_end(r, false);
+            let hi: K = if self.exact { lo } else { self.layout.pack_end(r, true) };
             v.push((lo, hi));
         } else {
             let mut count: u128 = 1;
@@ -680,33 +680,44 @@ impl<K: Word> Typed<K> {
     }
 
     fn elements(&self, now: u64, timeouts: bool, extra_counters: bool) -> Vec<StoredElement> {
-        let d = self.layout.dims.len();
         let mut out = Vec::with_capacity(self.backend.len());
-        self.backend.for_each(&mut |lo, hi, exp| {
-            if exp <= now {
-                return;
-            }
-            let mut ranges = [(0u128, 0u128); MAX_DIMS];
-            for (i, r) in ranges.iter_mut().enumerate().take(d) {
-                *r = (self.layout.unpack(&lo, i), self.layout.unpack(&hi, i));
-            }
-            let remaining = if exp == NEVER { None } else { Some(exp - now) };
-            let mut el = Element { ranges, dims: d as u8, timeout: None, expires: None, comment: None, counters: None };
-            if let Some(x) = self.extras.get(&(lo, hi)) {
-                el.comment = x.comment.as_ref().map(|c| c.to_string());
-                if extra_counters {
-                    el.counters = Some((x.packets, x.bytes));
-                }
-                if timeouts {
-                    el.timeout = x.timeout;
-                }
-            }
-            out.push(StoredElement { element: el, remaining });
-        });
-        if self.exact {
-            out.sort_by(|a, b| a.element.ranges.cmp(&b.element.ranges));
-        }
+        self.each_element(now, timeouts, extra_counters, &mut |e| out.push(e));
         out
+    }
+
+    fn each_element(&self, now: u64, timeouts: bool, extra_counters: bool, f: &mut dyn FnMut(StoredElement)) {
+        let d = self.layout.dims.len();
+        let mut raw: Vec<(K, K, u64)> = Vec::with_capacity(self.backend.len());
+        self.backend.for_each(&mut |lo, hi, exp| {
+            if exp > now {
+                raw.push((lo, hi, exp));
+            }
+        });
+        // packed order = lexicographic order of the dimensions
+        raw.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+        let has_extras = !self.extras.is_empty();
+        raw.into_iter()
+            .map(|(lo, hi, exp)| {
+                let mut ranges = [(0u128, 0u128); MAX_DIMS];
+                for (i, r) in ranges.iter_mut().enumerate().take(d) {
+                    *r = (self.layout.unpack(&lo, i), self.layout.unpack(&hi, i));
+                }
+                let remaining = if exp == NEVER { None } else { Some(exp - now) };
+                let mut el = Element { ranges, dims: d as u8, timeout: None, expires: None, comment: None, counters: None };
+                if has_extras {
+                    if let Some(x) = self.extras.get(&(lo, hi)) {
+                        el.comment = x.comment.as_ref().map(|c| c.to_string());
+                        if extra_counters {
+                            el.counters = Some((x.packets, x.bytes));
+                        }
+                        if timeouts {
+                            el.timeout = x.timeout;
+                        }
+                    }
+                }
+                StoredElement { element: el, remaining }
+            })
+            .for_each(f)
     }
 
     #[inline]
@@ -863,7 +874,8 @@ impl Set {
 
     fn custom_timeout(&self, el: &Element) -> Option<u64> {
         match el.timeout {
-            Some(t) if self.desc.timeouts && t != self.desc.default_timeout => Some(t),
+            // ipset text carries remaining time, not the element's timeout: not kept
+            Some(t) if self.desc.timeouts && t != self.desc.default_timeout && self.desc.ipset.is_none() => Some(t),
             _ => None,
         }
     }
@@ -1036,6 +1048,14 @@ impl Set {
         let to = self.desc.timeouts;
         let c = self.desc.counters;
         typed!(&self.inner, t => t.elements(now, to, c))
+    }
+
+    /// Calls `f` on each live element at `now`, in key order, without
+    /// materialising them all.
+    pub fn for_each_element(&self, now: u64, f: &mut dyn FnMut(StoredElement)) {
+        let to = self.desc.timeouts;
+        let c = self.desc.counters;
+        typed!(&self.inner, t => t.each_element(now, to, c, f))
     }
 
     /// Whether an element equal to `el` is stored and live.

@@ -65,6 +65,16 @@ impl Constraint {
         }
     }
 
+    /// Could a value of `field` in `[a, b]` satisfy this?
+    pub fn could_in(&self, field: u32, a: u128, b: u128) -> bool {
+        match self {
+            Constraint::Ranges {
+                field: f, ranges, ..
+            } if *f == field => ranges.iter().any(|&(lo, hi)| lo <= b && hi >= a),
+            _ => true,
+        }
+    }
+
     /// Could a value <= cut (left) / > cut (right) of `field` satisfy this?
     pub fn could(&self, field: u32, cut: u128, left: bool) -> bool {
         match self {
@@ -102,6 +112,15 @@ pub enum Tree {
         cut: u128,
         le: Box<Tree>,
         gt: Box<Tree>,
+    },
+    /// Multi-way node: child `min((v - lo) mod 2^32 >> shift, 2^bits - 1)`
+    /// of the field's low word.
+    Multi {
+        field: u32,
+        lo: u32,
+        bits: u32,
+        shift: u32,
+        children: Vec<Tree>,
     },
 }
 
@@ -147,6 +166,7 @@ fn push128(out: &mut Vec<u32>, v: u128) {
 pub fn assemble(spec: &ImageSpec) -> Vec<u32> {
     // Nodes in preorder, so children always follow their parent.
     let mut nodes: Vec<[u32; 8]> = Vec::new();
+    let mut fanout: Vec<u32> = Vec::new();
     let mut leaves: Vec<u32> = Vec::new();
     let mut roots = Vec::new();
     let mut depths = Vec::new();
@@ -155,6 +175,7 @@ pub fn assemble(spec: &ImageSpec) -> Vec<u32> {
     fn emit(
         t: &Tree,
         nodes: &mut Vec<[u32; 8]>,
+        fanout: &mut Vec<u32>,
         leaves: &mut Vec<u32>,
         max_leaf: &mut u32,
         depth: u32,
@@ -172,8 +193,8 @@ pub fn assemble(spec: &ImageSpec) -> Vec<u32> {
                 *max_depth = (*max_depth).max(depth + 1);
                 let me = nodes.len();
                 nodes.push([0; 8]);
-                let l = emit(le, nodes, leaves, max_leaf, depth + 1, max_depth);
-                let r = emit(gt, nodes, leaves, max_leaf, depth + 1, max_depth);
+                let l = emit(le, nodes, fanout, leaves, max_leaf, depth + 1, max_depth);
+                let r = emit(gt, nodes, fanout, leaves, max_leaf, depth + 1, max_depth);
                 let mut n = [*field, l, r, 0, 0, 0, 0, 0];
                 for k in 0..4 {
                     n[4 + k] = (cut >> (32 * k)) as u32;
@@ -181,11 +202,48 @@ pub fn assemble(spec: &ImageSpec) -> Vec<u32> {
                 nodes[me] = n;
                 me as u32
             }
+            Tree::Multi {
+                field,
+                lo,
+                bits,
+                shift,
+                children,
+            } => {
+                assert_eq!(children.len(), 1 << bits);
+                *max_depth = (*max_depth).max(depth + 1);
+                let me = nodes.len();
+                nodes.push([0; 8]);
+                let off = fanout.len();
+                fanout.extend(std::iter::repeat_n(0, children.len()));
+                for (j, c) in children.iter().enumerate() {
+                    fanout[off + j] =
+                        emit(c, nodes, fanout, leaves, max_leaf, depth + 1, max_depth);
+                }
+                nodes[me] = [
+                    field | 1 << 8,
+                    off as u32,
+                    bits | shift << 8,
+                    *lo,
+                    0,
+                    0,
+                    0,
+                    0,
+                ];
+                me as u32
+            }
         }
     }
     for t in &spec.partitions {
         let mut d = 0;
-        roots.push(emit(t, &mut nodes, &mut leaves, &mut max_leaf, 0, &mut d));
+        roots.push(emit(
+            t,
+            &mut nodes,
+            &mut fanout,
+            &mut leaves,
+            &mut max_leaf,
+            0,
+            &mut d,
+        ));
         depths.push(d);
     }
 
@@ -251,6 +309,9 @@ pub fn assemble(spec: &ImageSpec) -> Vec<u32> {
     for n in &nodes {
         out.extend(n);
     }
+    out[25] = out.len() as u32;
+    out[26] = fanout.len() as u32;
+    out.extend(&fanout);
     out[16] = out.len() as u32;
     out[17] = leaves.len() as u32;
     out.extend(&leaves);

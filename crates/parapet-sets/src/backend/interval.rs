@@ -13,10 +13,11 @@
 //! with C non-empty span classes and k elements overlapping the changed
 //! range; bulk loads rebuild the index in one O(n log n) sweep.
 
-use super::{BErr, Ins, NEVER};
+use super::{BErr, Ins, Seeded, NEVER};
 use crate::word::Word;
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::btree_map::Entry;
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
 
 #[derive(Clone)]
 pub(crate) struct IntervalSet<K: Word> {
@@ -28,6 +29,9 @@ pub(crate) struct IntervalSet<K: Word> {
     heap: BinaryHeap<Reverse<(u64, K, K)>>,
     bulk: bool,
     dirty: bool,
+    /// Bulk mode: elements not yet merged into `classes` (merged in one
+    /// O(n) B-tree bulk build per class at the end of the bulk).
+    pending: HashMap<(K, K), u64, Seeded>,
 }
 
 /// Position with a carry bit so that `hi + 1` never overflows.
@@ -50,6 +54,23 @@ fn class_of(lo: u128, hi: u128) -> usize {
 /// Flattens `(lo, hi, exp)` items into disjoint `(lo, hi, max exp)` pieces.
 fn sweep(items: &mut [(u128, u128, u64)], out: &mut Vec<(u128, u128, u64)>) {
     if items.is_empty() {
+        return;
+    }
+    let e0 = items[0].2;
+    if items.iter().all(|x| x.2 == e0) {
+        // one expiry (e.g. no timeouts): plain union of intervals
+        items.sort_unstable_by_key(|x| x.0);
+        let (mut lo, mut hi) = (items[0].0, items[0].1);
+        for &(l, h, _) in &items[1..] {
+            if hi != u128::MAX && l > hi + 1 {
+                out.push((lo, hi, e0));
+                lo = l;
+                hi = h;
+            } else if h > hi {
+                hi = h;
+            }
+        }
+        out.push((lo, hi, e0));
         return;
     }
     let mut ev: Vec<(Pos, bool, u64)> = Vec::with_capacity(items.len() * 2);
@@ -99,6 +120,7 @@ impl<K: Word> IntervalSet<K> {
             heap: BinaryHeap::new(),
             bulk: false,
             dirty: false,
+            pending: HashMap::with_hasher(Seeded(super::random_seed())),
         }
     }
 
@@ -174,19 +196,60 @@ impl<K: Word> IntervalSet<K> {
         }
     }
 
+    /// Merges bulk-pending elements into the class maps.
+    fn merge_pending(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let mut v: Vec<(usize, K, K, u64)> = self.pending.drain().map(|((lo, hi), e)| (class_of(lo.to_u128(), hi.to_u128()), lo, hi, e)).collect();
+        v.sort_unstable_by_key(|x| (x.0, x.1, x.2));
+        let mut i = 0;
+        while i < v.len() {
+            let c = v[i].0;
+            let mut j = i;
+            while j < v.len() && v[j].0 == c {
+                j += 1;
+            }
+            let mut tmp: BTreeMap<(K, K), u64> = v[i..j].iter().map(|x| ((x.1, x.2), x.3)).collect();
+            if self.classes[c].is_empty() {
+                self.classes[c] = tmp;
+            } else {
+                self.classes[c].append(&mut tmp);
+            }
+            self.nonempty[c / 64] |= 1 << (c % 64);
+            i = j;
+        }
+    }
+
     pub fn insert(&mut self, lo: K, hi: K, exp: u64, maxelem: usize) -> Result<Ins, BErr> {
         let (l, h) = (lo.to_u128(), hi.to_u128());
         let c = class_of(l, h);
-        let r = match self.classes[c].get_mut(&(lo, hi)) {
-            Some(e) => {
-                *e = exp;
+        if self.bulk {
+            let known = self.pending.contains_key(&(lo, hi)) || self.classes[c].contains_key(&(lo, hi));
+            if !known && self.len >= maxelem {
+                return Err(BErr::Full);
+            }
+            self.pending.insert((lo, hi), exp);
+            if exp != NEVER {
+                self.heap.push(Reverse((exp, lo, hi)));
+            }
+            self.dirty = true;
+            if known {
+                return Ok(Ins::Refreshed);
+            }
+            self.len += 1;
+            return Ok(Ins::New);
+        }
+        let r = match self.classes[c].entry((lo, hi)) {
+            Entry::Occupied(mut o) => {
+                *o.get_mut() = exp;
                 Ins::Refreshed
             }
-            None => {
+            Entry::Vacant(v) => {
                 if self.len >= maxelem {
                     return Err(BErr::Full);
                 }
-                self.classes[c].insert((lo, hi), exp);
+                v.insert(exp);
                 self.nonempty[c / 64] |= 1 << (c % 64);
                 self.len += 1;
                 Ins::New
@@ -215,6 +278,7 @@ impl<K: Word> IntervalSet<K> {
     }
 
     pub fn remove(&mut self, lo: K, hi: K) -> bool {
+        self.merge_pending();
         let (l, h) = (lo.to_u128(), hi.to_u128());
         if l > h {
             return false;
@@ -244,6 +308,9 @@ impl<K: Word> IntervalSet<K> {
         if l > h {
             return None;
         }
+        if let Some(&e) = self.pending.get(&(lo, hi)) {
+            return Some(e);
+        }
         self.classes[class_of(l, h)].get(&(lo, hi)).copied()
     }
 
@@ -252,6 +319,7 @@ impl<K: Word> IntervalSet<K> {
     }
 
     pub fn for_each(&self, f: &mut dyn FnMut(K, K, u64)) {
+        debug_assert!(self.pending.is_empty(), "for_each during a bulk load");
         // in (lo, hi) order across classes
         let mut all: Vec<(K, K, u64)> = Vec::with_capacity(self.len);
         for c in &self.classes {
@@ -264,6 +332,7 @@ impl<K: Word> IntervalSet<K> {
     }
 
     pub fn reap(&mut self, now: u64, budget: usize, f: &mut dyn FnMut(K, K)) -> usize {
+        self.merge_pending();
         let mut n = 0;
         let mut steps = 0;
         while steps < budget {
@@ -290,6 +359,7 @@ impl<K: Word> IntervalSet<K> {
         self.len = 0;
         self.segs.clear();
         self.heap.clear();
+        self.pending.clear();
         self.dirty = false;
     }
 
@@ -299,6 +369,7 @@ impl<K: Word> IntervalSet<K> {
 
     pub fn end_bulk(&mut self) {
         self.bulk = false;
+        self.merge_pending();
         if self.dirty {
             self.dirty = false;
             let mut items = Vec::with_capacity(self.len);

@@ -1,0 +1,144 @@
+//! The real fail2ban (Debian package) banning into parapetd through
+//! `contrib/fail2ban/action.d/parapet.py`. Skipped, with a message, when
+//! fail2ban is not installed and cannot be installed.
+
+mod common;
+
+use common::{call, Daemon};
+use serde_json::json;
+use std::fs;
+use std::io::Write;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Kill(Child);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn have_fail2ban() -> bool {
+    Command::new("fail2ban-server").arg("-V").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
+}
+
+fn ensure_fail2ban() -> bool {
+    if have_fail2ban() {
+        return true;
+    }
+    eprintln!("fail2ban-server not found; trying `apt-get install -y fail2ban`");
+    let ok = Command::new("apt-get")
+        .args(["install", "-y", "-qq", "fail2ban"])
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    ok && have_fail2ban()
+}
+
+fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !f() {
+        assert!(t0.elapsed() < limit, "timed out after {limit:?} waiting for {what}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn members(c: &mut parapet_daemon::Client, set: &str) -> Vec<String> {
+    match c.call(json!({"cmd": "set.list", "set": set})) {
+        Ok(r) => r["elems"].as_array().unwrap().iter().map(|e| e["elem"].as_str().unwrap().to_string()).collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+#[test]
+fn fail2ban_bans_and_unbans_through_parapetd() {
+    if !ensure_fail2ban() {
+        eprintln!("SKIPPED: fail2ban is not installed and could not be installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    let conf = dir.path().join("f2b");
+    fs::create_dir_all(conf.join("action.d")).unwrap();
+    fs::create_dir_all(conf.join("filter.d")).unwrap();
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../contrib/fail2ban/action.d/parapet.py");
+    fs::copy(&repo, conf.join("action.d/parapet.py")).unwrap();
+    let p = |n: &str| dir.path().join(n).display().to_string();
+    let log = dir.path().join("auth.log");
+    fs::write(&log, "").unwrap();
+    fs::write(
+        conf.join("fail2ban.conf"),
+        format!("[Definition]\nloglevel = INFO\nlogtarget = {}\nsocket = {}\npidfile = {}\ndbfile = :memory:\n", p("f2b.log"), p("f2b.sock"), p("f2b.pid")),
+    )
+    .unwrap();
+    fs::write(conf.join("filter.d/test.conf"), "[Definition]\nfailregex = ^FAIL from <HOST>$\ndatepattern = {NONE}\n").unwrap();
+    fs::write(
+        conf.join("jail.conf"),
+        format!(
+            "[DEFAULT]\nbackend = polling\n\n[test]\nenabled = true\nfilter = test\nlogpath = {}\nmaxretry = 1\nfindtime = 600\nbantime = 4\naction = parapet.py[socket=\"{}\"]\n",
+            log.display(),
+            d.socket.display()
+        ),
+    )
+    .unwrap();
+    let f2b = Kill(
+        Command::new("fail2ban-server")
+            .args(["-f", "-x", "-c"])
+            .arg(&conf)
+            .arg("-s")
+            .arg(p("f2b.sock"))
+            .arg("-p")
+            .arg(p("f2b.pid"))
+            .stdin(Stdio::null())
+            .stdout(fs::File::create(p("f2b.out")).unwrap())
+            .stderr(fs::File::create(p("f2b.err")).unwrap())
+            .spawn()
+            .expect("start fail2ban-server"),
+    );
+    let f2b_log = || fs::read_to_string(p("f2b.log")).unwrap_or_default() + &fs::read_to_string(p("f2b.err")).unwrap_or_default();
+    let mut c = d.client();
+    // The action's start() creates the jail's sets.
+    wait_for("jail start (sets created)", Duration::from_secs(60), || {
+        c.call(json!({"cmd": "set.list", "set": "f2b-test-v6"})).is_ok()
+    });
+
+    let v4: Vec<String> = (1..=20).map(|i| format!("192.0.2.{i}")).collect();
+    let v6: Vec<String> = (1..=5).map(|i| format!("2001:db8::{i:x}")).collect();
+    {
+        let mut f = fs::OpenOptions::new().append(true).open(&log).unwrap();
+        for a in v4.iter().chain(&v6) {
+            writeln!(f, "FAIL from {a}").unwrap();
+        }
+    }
+    let t0 = Instant::now();
+    wait_for("every offender banned in parapetd", Duration::from_secs(60), || {
+        let b4 = members(&mut c, "f2b-test");
+        let b6 = members(&mut c, "f2b-test-v6");
+        v4.iter().all(|a| b4.contains(a)) && v6.iter().all(|a| b6.contains(a))
+    });
+    eprintln!("all {} banned after {:?}", v4.len() + v6.len(), t0.elapsed());
+    // parapetd holds them with fail2ban's bantime plus the safety margin.
+    let r = call(&mut c, json!({"cmd": "set.list", "set": "f2b-test"}));
+    for e in r["elems"].as_array().unwrap() {
+        let t = e["timeout"].as_u64().unwrap();
+        assert!(t > 50 && t <= 64, "timeout {t}");
+    }
+    assert!(call(&mut c, json!({"cmd": "set.test", "set": "f2b-test", "elem": "192.0.2.7"}))["covered"].as_bool().unwrap());
+    assert!(!call(&mut c, json!({"cmd": "set.test", "set": "f2b-test", "elem": "192.0.2.77"}))["covered"].as_bool().unwrap());
+
+    // bantime (4 s) ends: fail2ban unbans, through the same connection.
+    wait_for("every ban lifted", Duration::from_secs(60), || members(&mut c, "f2b-test").is_empty() && members(&mut c, "f2b-test-v6").is_empty());
+    eprintln!("all unbanned after {:?}", t0.elapsed());
+    let log_text = f2b_log();
+    assert!(log_text.contains("Unban 192.0.2.1"), "{log_text}");
+    assert!(!log_text.contains("ParapetError"), "{log_text}");
+    // One connection for the whole jail: not one per ban.
+    let st = call(&mut c, json!({"cmd": "stats"}));
+    assert!(st["connections"].as_u64().unwrap() < 15, "{:?}", st.body.get("connections"));
+    drop(f2b);
+}

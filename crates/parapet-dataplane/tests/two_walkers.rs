@@ -1,0 +1,217 @@
+//! One image, two walkers: random iptables-like rulesets (parapet-gen) are
+//! flattened and compiled by parapet-compile (linear and tree backends); the
+//! BPF walker classifies crafted frames and must give the same rule id,
+//! verdict and non-terminal rules as parapet-compile's Rust walker and the
+//! linear reference engine. Also checks that the image key the kernel
+//! builds equals the Rust walker's key, word for word.
+
+mod common;
+
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use common::load_or_skip;
+use parapet_compile::{compile, Backend, CompileOptions, Key, Walker};
+use parapet_dataplane::image::key_words;
+use parapet_dataplane::packet::{Ext, Frame, L4};
+use parapet_dataplane::parse::parse_frame;
+use parapet_dataplane::{Hook, LoadOptions, Verdict};
+use parapet_gen::{packets_for, random_ruleset, RandomSpec};
+use parapet_model::{flatten, CtState, Family, IfName, Packet};
+
+const LO: u32 = 1;
+
+/// Make a generated packet expressible on the wire as the parser sees it:
+/// ports only for port protocols, flags only for TCP, ICMP type/code only
+/// for the family's ICMP, nothing above L3 for non-first fragments, the
+/// input interface is loopback, no output interface, no conntrack.
+fn wire_packet(mut p: Packet) -> Packet {
+    let v6 = p.family == Family::V6;
+    if !matches!(p.proto, 6 | 17 | 33 | 132 | 136) || p.fragment {
+        p.sport = 0;
+        p.dport = 0;
+    }
+    if p.proto != 6 || p.fragment {
+        p.tcp_flags = 0;
+    }
+    let icmp = if v6 { 58 } else { 1 };
+    if p.proto != icmp || p.fragment {
+        p.icmp_type = 0;
+        p.icmp_code = 0;
+    }
+    // The parser walks extension headers instead of returning them.
+    if v6 && matches!(p.proto, 0 | 43 | 44 | 51 | 60 | 135 | 139 | 140) {
+        p.proto = 59;
+    }
+    p.iif = IfName::new("lo").unwrap();
+    p.oif = IfName(0);
+    p.ct_state = CtState::Untracked;
+    p
+}
+
+fn frame_of(p: &Packet) -> Vec<u8> {
+    let f = match p.family {
+        Family::V4 => {
+            let f = Frame::ipv4(Ipv4Addr::from(p.src as u32), Ipv4Addr::from(p.dst as u32));
+            if p.fragment {
+                f.ipv4_frag(16, false)
+            } else {
+                f
+            }
+        }
+        Family::V6 => {
+            let f = Frame::ipv6(Ipv6Addr::from(p.src), Ipv6Addr::from(p.dst));
+            if p.fragment {
+                f.ext(Ext::Fragment {
+                    offset: 16,
+                    more: false,
+                })
+            } else {
+                f
+            }
+        }
+    };
+    let ports = |n: usize| {
+        let mut h = vec![0u8; n];
+        h[0..2].copy_from_slice(&p.sport.to_be_bytes());
+        h[2..4].copy_from_slice(&p.dport.to_be_bytes());
+        h
+    };
+    let l4 = match p.proto {
+        6 => L4::Tcp {
+            sport: p.sport,
+            dport: p.dport,
+            flags: p.tcp_flags,
+        },
+        17 => L4::Udp {
+            sport: p.sport,
+            dport: p.dport,
+        },
+        1 if p.family == Family::V4 => L4::Icmp {
+            ty: p.icmp_type,
+            code: p.icmp_code,
+        },
+        58 if p.family == Family::V6 => L4::Icmpv6 {
+            ty: p.icmp_type,
+            code: p.icmp_code,
+        },
+        136 => L4::Raw {
+            proto: 136,
+            header: ports(8),
+        },
+        33 | 132 => L4::Raw {
+            proto: p.proto,
+            header: ports(12),
+        },
+        proto => L4::Raw {
+            proto,
+            header: vec![0; 4],
+        },
+    };
+    f.l4(l4).payload(16).build()
+}
+
+fn verdict(v: &parapet_model::Verdict) -> Verdict {
+    match v {
+        parapet_model::Verdict::Accept => Verdict::Accept,
+        parapet_model::Verdict::Drop => Verdict::Drop,
+        parapet_model::Verdict::Reject { .. } => Verdict::Reject,
+    }
+}
+
+#[test]
+fn bpf_walker_agrees_with_the_rust_walker_on_compiled_rulesets() {
+    let test = "bpf_walker_agrees_with_the_rust_walker_on_compiled_rulesets";
+    let Some(mut dp) = load_or_skip(
+        test,
+        &LoadOptions {
+            debug: true,
+            slot_pages: 64,
+            max_rules: 4095,
+        },
+    ) else {
+        return;
+    };
+    dp.set_ifname(LO, "lo").unwrap();
+    let mut checked = 0;
+    let mut by_rule = 0;
+    let mut with_nonterm = 0;
+    let mut multiway_nodes = 0;
+    let mut binary_nodes = 0;
+    for seed in 0..12u64 {
+        let spec = RandomSpec {
+            rules: 20 + (seed as usize * 37) % 200,
+            ipv6: seed % 3 != 0,
+            ..RandomSpec::default()
+        };
+        let rs = random_ruleset(seed, &spec);
+        let list = flatten(&rs, rs.select_chain(None).unwrap()).unwrap();
+        for backend in [Backend::Linear, Backend::Tree] {
+            let opts = CompileOptions {
+                backend,
+                ..CompileOptions::default()
+            };
+            let (image, _) = compile(&list, &opts).unwrap();
+            let w = image.words();
+            let (nodes_off, n_nodes) = (w[14] as usize, w[15] as usize);
+            multiway_nodes += (0..n_nodes)
+                .filter(|i| (w[nodes_off + 8 * i] >> 8) & 0xff == 1)
+                .count();
+            binary_nodes += (0..n_nodes)
+                .filter(|i| (w[nodes_off + 8 * i] >> 8) & 0xff == 0)
+                .count();
+            dp.write_image(&image.to_bytes()).unwrap();
+            dp.swap().unwrap();
+            let walker = Walker::new(image);
+            for (i, p) in packets_for(&rs, seed, 120).into_iter().enumerate() {
+                let p = wire_packet(p);
+                let frame = frame_of(&p);
+                // Same key on both sides, word for word.
+                let (_, parsed) = parse_frame(&frame, frame.len() as u32, LO);
+                let rust_key = Key::new(&p, 0);
+                assert_eq!(
+                    key_words(&parsed, Some("lo")),
+                    rust_key.to_words(),
+                    "seed {seed} packet {i}: key words differ for {p:?}"
+                );
+                let want = walker.decide(&rust_key);
+                assert_eq!(want, list.classify(&p, &[]), "Rust walker vs reference");
+                let hook = if i % 2 == 0 { Hook::Xdp } else { Hook::Tc };
+                dp.test_run(hook, &frame, LO, 1).unwrap();
+                let got = dp.last_decision().unwrap().unwrap();
+                assert!(
+                    got.by_image,
+                    "seed {seed} {backend:?} packet {i} at {hook:?}: walker refused the image \
+                     (error {}) for {p:?}",
+                    got.walk_err
+                );
+                let mut nonterm = want.nonterminal.clone();
+                nonterm.truncate(16);
+                assert_eq!(
+                    (got.rule_id, got.verdict, got.nonterminal),
+                    (want.rule_id, verdict(&want.verdict), nonterm),
+                    "seed {seed} {backend:?} packet {i}: {p:?}"
+                );
+                checked += 1;
+                by_rule += usize::from(want.rule_id != 0);
+                with_nonterm += usize::from(!want.nonterminal.is_empty());
+            }
+        }
+    }
+    assert!(
+        by_rule > checked / 5,
+        "{by_rule}/{checked} decided by a rule"
+    );
+    assert!(
+        with_nonterm > 50,
+        "{with_nonterm}/{checked} with non-terminals"
+    );
+    // Both node kinds of the format must have been walked.
+    assert!(
+        multiway_nodes > 0 && binary_nodes > 0,
+        "{multiway_nodes} multi-way, {binary_nodes} binary nodes"
+    );
+    println!(
+        "{checked} packets, {by_rule} decided by a rule, {with_nonterm} with non-terminals, \
+         {multiway_nodes} multi-way and {binary_nodes} binary nodes"
+    );
+}
