@@ -254,6 +254,12 @@ pub struct Rule {
     pub comment: Option<String>,
     /// `-m limit`, kept for the dataplane.
     pub limit: Option<Limit>,
+    /// Also log when the rule matches, whatever its action: nft's
+    /// `log prefix "x" drop` is one rule with a log statement and a verdict.
+    /// (iptables writes logging as its own `-j LOG` rule, so this is `None`
+    /// for iptables rulesets.) It does not change what the rule decides.
+    #[serde(default)]
+    pub log: Option<LogSpec>,
     /// Counters as read from the file (`[p:b]`, nft `counter packets … bytes …`).
     pub counters: Counters,
     /// Where the rule came from.
@@ -269,6 +275,7 @@ impl Rule {
             action,
             comment: None,
             limit: None,
+            log: None,
             counters: Counters::default(),
             origin: Origin::default(),
         }

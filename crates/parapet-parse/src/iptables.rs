@@ -318,6 +318,7 @@ pub(crate) fn parse(
             matches,
             action,
             comment,
+            log: None,
             limit,
             counters,
             origin: Origin { line: ln },

@@ -755,11 +755,12 @@ impl RuleParser<'_> {
                         Some("accept" | "drop" | "reject" | "jump" | "goto" | "return")
                     )
                 {
-                    return Err((
-                        t.line,
-                        t.col,
-                        "'log' followed by a verdict in one rule is not supported (a rule has one action, and rule ids stay one per line): split it into a log rule and a verdict rule".into(),
-                    ));
+                    // `log … drop`: the log rides on the rule; the verdict
+                    // that follows becomes its action.
+                    if let Some(Action::Log(spec)) = self.action.take() {
+                        self.rule.log = Some(spec);
+                    }
+                    continue;
                 }
                 return Err((
                     t.line,

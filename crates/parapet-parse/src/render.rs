@@ -589,6 +589,9 @@ fn ipt_rule(rs: &Ruleset, r: &Rule, family: Family) -> Result<String, RenderErro
             l.rate, l.burst
         );
     }
+    if r.log.is_some() {
+        return Err(rerr(id, "the rule logs and decides in one rule (nft 'log … verdict'); iptables needs a separate -j LOG rule, which would change rule ids"));
+    }
     match &r.action {
         Action::Verdict(Verdict::Reject { with: Some(w) }) => {
             let _ = write!(out, " -j REJECT --reject-with {}", shell_quote(w));
@@ -744,6 +747,22 @@ pub(crate) fn nft_reject(with: &str) -> Option<String> {
         return Some(format!("with icmp type {x}"));
     }
     None
+}
+
+/// `log prefix "…" level …`.
+fn nft_log(spec: &LogSpec) -> String {
+    let mut s = "log".to_string();
+    if let Some(p) = &spec.prefix {
+        let _ = write!(s, " prefix {}", nft_quote(p));
+    }
+    if let Some(l) = spec.level {
+        let name = match l {
+            4 => "warn",
+            l => crate::iptables::LOG_LEVELS[l as usize],
+        };
+        let _ = write!(s, " level {name}");
+    }
+    s
 }
 
 fn nft_rule(rs: &Ruleset, tfam: TableFamily, r: &Rule) -> Result<String, RenderError> {
@@ -1039,6 +1058,9 @@ fn nft_rule(rs: &Ruleset, tfam: TableFamily, r: &Rule) -> Result<String, RenderE
             r.counters.packets, r.counters.bytes
         ));
     }
+    if let Some(spec) = &r.log {
+        parts.push(nft_log(spec));
+    }
     match &r.action {
         Action::Verdict(Verdict::Accept) => parts.push("accept".into()),
         Action::Verdict(Verdict::Drop) => parts.push("drop".into()),
@@ -1048,20 +1070,7 @@ fn nft_rule(rs: &Ruleset, tfam: TableFamily, r: &Rule) -> Result<String, RenderE
                 .ok_or_else(|| rerr(id, format!("reject type '{w}' has no nft spelling")))?;
             parts.push(format!("reject {s}"));
         }
-        Action::Log(spec) => {
-            let mut s = "log".to_string();
-            if let Some(p) = &spec.prefix {
-                let _ = write!(s, " prefix {}", nft_quote(p));
-            }
-            if let Some(l) = spec.level {
-                let name = match l {
-                    4 => "warn",
-                    l => crate::iptables::LOG_LEVELS[l as usize],
-                };
-                let _ = write!(s, " level {name}");
-            }
-            parts.push(s);
-        }
+        Action::Log(spec) => parts.push(nft_log(spec)),
         Action::Count => {}
         Action::Return => parts.push("return".into()),
         Action::Jump(c) => parts.push(format!("jump {c}")),

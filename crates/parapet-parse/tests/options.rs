@@ -437,9 +437,9 @@ fn nft_families_and_errors() {
     assert!(nft_in("inet", "queue num 1")
         .unwrap_err()
         .contains("unknown expression 'queue'"));
-    assert!(nft_in("inet", "log prefix \"x\" drop")
+    assert!(nft_in("inet", "log prefix \"x\" drop drop")
         .unwrap_err()
-        .starts_with("n:4:18: 'log' followed by a verdict"));
+        .starts_with("n:4:23: expected the end of the rule after the verdict"));
     assert!(nft_in("inet", "ct state vmap { established : accept }")
         .unwrap_err()
         .starts_with("n:4:12: verdict maps (vmap)"));
@@ -534,4 +534,20 @@ fn render_refuses_what_it_cannot_say() {
         .unwrap_err()
         .to_string()
         .starts_with("rule 1: saddr"));
+}
+
+#[test]
+fn nft_log_then_verdict_is_one_rule_that_logs() {
+    let r = nft("log prefix \"x: \" level warn drop");
+    assert_eq!(r.action, Action::Verdict(Verdict::Drop));
+    assert_eq!(
+        r.log,
+        Some(LogSpec {
+            prefix: Some("x: ".into()),
+            level: Some(4)
+        })
+    );
+    let plain = nft("log prefix \"y\"");
+    assert_eq!(plain.log, None);
+    assert!(matches!(plain.action, Action::Log(_)));
 }

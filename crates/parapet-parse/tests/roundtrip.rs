@@ -80,20 +80,32 @@ proptest! {
 }
 
 #[test]
-fn the_fixup_is_needed_and_renders_refuse_honestly() {
-    // Without the fix-up some generated rule is unwritable; the renderer
-    // must say which one instead of writing something else.
-    let spec = RandomSpec {
-        rules: 60,
-        user_chains: 0,
-        ipv6: false,
-        set_refs: 0,
-        control_flow: false,
-    };
-    let refused =
-        (0..40u64).find_map(|seed| render::iptables_save(&random_ruleset(seed, &spec)).err());
-    let e = refused.expect("some random ruleset has an unwritable rule");
-    assert!(e.rule_id > 0, "{e}");
+fn renders_refuse_honestly() {
+    // A rule iptables cannot write (ports under a negated protocol, and a
+    // log riding on a verdict): the renderer names it instead of writing
+    // something else.
+    let mut m = Matches::any();
+    m.constrain(Field::Family, IntervalSet::point(4));
+    m.constrain(Field::Proto, IntervalSet::point(6).complement(0xff));
+    m.constrain(Field::DstPort, IntervalSet::point(22));
+    let mut v4 = Matches::any();
+    v4.constrain(Field::Family, IntervalSet::point(4));
+    let rs = parapet_gen::one_chain(
+        vec![
+            Rule::new(0, v4.clone(), Action::Count),
+            Rule::new(0, m, Action::Verdict(Verdict::Drop)),
+        ],
+        Verdict::Accept,
+    );
+    let e = render::iptables_save(&rs).unwrap_err();
+    assert_eq!(e.rule_id, 2, "{e}");
+    let mut logged = parapet_gen::one_chain(
+        vec![Rule::new(0, v4, Action::Verdict(Verdict::Drop))],
+        Verdict::Accept,
+    );
+    logged.tables[0].chains[0].rules[0].log = Some(LogSpec::default());
+    assert_eq!(render::iptables_save(&logged).unwrap_err().rule_id, 1);
+    assert!(render::nft(&logged).unwrap().contains("log drop"));
 }
 
 #[test]
