@@ -363,9 +363,16 @@ fn reap_loop(shared: Arc<Shared>) {
     }
 }
 
-/// Serves one connection: reads whatever the client sent, answers every
-/// complete line in order, syncs the journal once for the whole batch, then
-/// writes the replies.
+/// Most replies held back for one group commit.
+const BATCH_REPLIES: usize = 1 << 16;
+/// Longest a reply is held back to gather more requests into one commit.
+const BATCH_WINDOW: Duration = Duration::from_millis(20);
+
+/// Serves one connection. Requests are answered in order. Group commit:
+/// while the client has more requests already waiting in the socket, they
+/// are read and executed too (up to [`BATCH_REPLIES`] requests or
+/// [`BATCH_WINDOW`]), then one journal sync makes the whole batch durable
+/// and the replies go out together.
 fn serve_client(shared: &Shared, mut stream: UnixStream) -> io::Result<()> {
     // Timeouts let the thread notice shutdown and drop dead peers.
     stream.set_read_timeout(Some(Duration::from_millis(500)))?;
@@ -379,6 +386,8 @@ fn serve_client(shared: &Shared, mut stream: UnixStream) -> io::Result<()> {
     let mut discarding = false; // inside an over-long line
     let mut scanned = 0; // bytes of buf known to hold no newline
     let mut out = Vec::new();
+    let mut replies: Vec<(Option<u64>, Outcome, Option<Lsn>)> = Vec::new();
+    let mut batch_start = Instant::now();
     loop {
         if shared.shutdown.load(Ordering::SeqCst) {
             return Ok(());
@@ -387,16 +396,35 @@ fn serve_client(shared: &Shared, mut stream: UnixStream) -> io::Result<()> {
             let grown = (buf.len() * 2).min(MAX_LINE + 2 * CHUNK);
             buf.resize(grown, 0);
         }
-        let n = match stream.read(&mut buf[filled..]) {
-            Ok(n) => n,
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted) => continue,
-            Err(e) => return Err(e),
+        let n = if replies.is_empty() {
+            match stream.read(&mut buf[filled..]) {
+                Ok(n) => n,
+                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted) => continue,
+                Err(e) => return Err(e),
+            }
+        } else {
+            // Replies are pending: only take what is already there.
+            let free = &mut buf[filled..];
+            // SAFETY: recv into a valid, writable buffer of the given length.
+            let r = unsafe { libc::recv(stream.as_raw_fd(), free.as_mut_ptr().cast(), free.len(), libc::MSG_DONTWAIT) };
+            if r < 0 {
+                let e = io::Error::last_os_error();
+                if !matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) {
+                    return Err(e);
+                }
+                flush(shared, &mut stream, &mut replies, &mut out)?;
+                continue;
+            }
+            r as usize
         };
         if n == 0 {
+            flush(shared, &mut stream, &mut replies, &mut out)?;
             return Ok(()); // a final unterminated line is ignored
         }
+        if replies.is_empty() {
+            batch_start = Instant::now();
+        }
         filled += n;
-        let mut replies: Vec<(Option<u64>, Outcome, Option<Lsn>)> = Vec::new();
         let mut start = 0;
         while let Some(pos) = memchr(b'\n', &buf[scanned..filled]) {
             let end = scanned + pos;
@@ -422,43 +450,51 @@ fn serve_client(shared: &Shared, mut stream: UnixStream) -> io::Result<()> {
             filled = 0;
             scanned = 0;
         }
-        if replies.is_empty() {
-            continue;
+        if replies.len() >= BATCH_REPLIES || (!replies.is_empty() && batch_start.elapsed() >= BATCH_WINDOW) {
+            flush(shared, &mut stream, &mut replies, &mut out)?;
         }
-        // Group commit: one sync makes the whole batch durable.
-        if let Some(lsn) = replies.iter().filter_map(|r| r.2).max() {
-            shared.stats.syncs.fetch_add(1, Ordering::Relaxed);
-            if let Err(e) = shared.journal.sync(lsn) {
-                for r in replies.iter_mut().filter(|r| r.2.is_some()) {
-                    r.1 = Err(ErrorReply::new(code::IO, e.clone()));
-                }
-            }
-            if shared.journal.bytes() > shared.config.snapshot_bytes {
-                let st = shared.state.lock().unwrap();
-                if shared.journal.bytes() > shared.config.snapshot_bytes {
-                    if let Err(e) = compact(shared, &st) {
-                        eprintln!("parapetd: {e}");
-                    }
-                }
-            }
-        }
-        out.clear();
-        for (id, o, _) in &replies {
-            shared.stats.requests.fetch_add(1, Ordering::Relaxed);
-            if o.is_err() {
-                shared.stats.errors.fetch_add(1, Ordering::Relaxed);
-            }
-            write_reply(&mut out, *id, o);
-        }
-        stream.write_all(&out)?;
-        if out.capacity() > 16 << 20 {
-            out = Vec::new(); // do not keep a huge reply buffer per idle client
-        }
-        if buf.len() > 4 * CHUNK && filled < CHUNK {
+        if replies.is_empty() && buf.len() > 4 * CHUNK && filled < CHUNK {
             buf.truncate(2 * CHUNK);
             buf.shrink_to_fit();
         }
     }
+}
+
+/// Makes the batch durable (one sync), then sends its replies.
+fn flush(shared: &Shared, stream: &mut UnixStream, replies: &mut Vec<(Option<u64>, Outcome, Option<Lsn>)>, out: &mut Vec<u8>) -> io::Result<()> {
+    if replies.is_empty() {
+        return Ok(());
+    }
+    if let Some(lsn) = replies.iter().filter_map(|r| r.2).max() {
+        shared.stats.syncs.fetch_add(1, Ordering::Relaxed);
+        if let Err(e) = shared.journal.sync(lsn) {
+            for r in replies.iter_mut().filter(|r| r.2.is_some()) {
+                r.1 = Err(ErrorReply::new(code::IO, e.clone()));
+            }
+        }
+        if shared.journal.bytes() > shared.config.snapshot_bytes {
+            let st = shared.state.lock().unwrap();
+            if shared.journal.bytes() > shared.config.snapshot_bytes {
+                if let Err(e) = compact(shared, &st) {
+                    eprintln!("parapetd: {e}");
+                }
+            }
+        }
+    }
+    out.clear();
+    for (id, o, _) in replies.iter() {
+        shared.stats.requests.fetch_add(1, Ordering::Relaxed);
+        if o.is_err() {
+            shared.stats.errors.fetch_add(1, Ordering::Relaxed);
+        }
+        write_reply(out, *id, o);
+    }
+    replies.clear();
+    stream.write_all(out)?;
+    if out.capacity() > 16 << 20 {
+        *out = Vec::new(); // do not keep a huge reply buffer per idle client
+    }
+    Ok(())
 }
 
 fn memchr(needle: u8, hay: &[u8]) -> Option<usize> {
