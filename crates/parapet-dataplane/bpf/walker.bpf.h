@@ -116,6 +116,30 @@ static __always_inline __u32 rd(struct parapet_walk *w, __u32 word)
 	return v;
 }
 
+/*
+ * n consecutive words at `word` of the walk's slot through one map lookup,
+ * or NULL when they straddle a page (the caller then reads word by word).
+ * n must be a constant; the bound on `in` is what lets the verifier accept
+ * reads up to p[n - 1].
+ */
+static __always_inline const __u32 *img_window(struct parapet_walk *w,
+					       __u32 word, const __u32 n)
+{
+	__u32 in = word & (PARAPET_IMAGE_PAGE_WORDS - 1);
+	__u32 page;
+	struct parapet_image_page *pg;
+
+	if (in > PARAPET_IMAGE_PAGE_WORDS - n)
+		return 0;
+	if ((word / PARAPET_IMAGE_PAGE_WORDS) >= parapet_slot_pages)
+		return 0;
+	page = w->slot * parapet_slot_pages + word / PARAPET_IMAGE_PAGE_WORDS;
+	pg = bpf_map_lookup_elem(&parapet_image, &page);
+	if (!pg)
+		return 0;
+	return &pg->w[in];
+}
+
 /* Compare two 128-bit values stored least significant word first. */
 static __always_inline int cmp128(const __u32 *a, const __u32 *b)
 {
@@ -176,6 +200,22 @@ static long descend_step(__u32 i, void *ctx)
 		return 1;
 	}
 	node = w->nodes_off + ref * PARAPET_IMG_NODE_WORDS;
+	/* Usual case: the whole node in one page, one lookup. */
+	{
+		const __u32 *n = img_window(w, node, PARAPET_IMG_NODE_WORDS);
+
+		if (n && ((n[0] >> 8) & 0xff) == PARAPET_IMG_NODE_BINARY) {
+			if (key_value(w, n[0] & 0xff, v) < 0) {
+				w->err = 3;
+				return 1;
+			}
+#pragma unroll
+			for (k = 0; k < 4; k++)
+				cut[k] = n[4 + k];
+			next = cmp128(v, cut) <= 0 ? n[1] : n[2];
+			goto advance;
+		}
+	}
 	w0 = rd(w, node);
 	if (key_value(w, w0 & 0xff, v) < 0) {
 		w->err = 3;
@@ -210,6 +250,7 @@ static long descend_step(__u32 i, void *ctx)
 		w->err = 16;
 		return 1;
 	}
+advance:
 	/* Children follow their parent: this also rules out cycles. */
 	if (!(next & PARAPET_IMG_LEAF_BIT) && next <= ref)
 		w->err = 4;
@@ -308,12 +349,30 @@ static long constraint_cb(__u32 i, void *ctx)
 		w->cmatch = 0;
 		return 1;
 	}
+	/* Fastest path: few narrow ranges within one page, one lookup. */
+	if (!w->wide && r <= PARAPET_IMG_SHORT_RANGES) {
+		const __u32 *p = img_window(w, w->base,
+					    2 * PARAPET_IMG_SHORT_RANGES);
+		if (p) {
+			__u32 v = w->val[0];
+			int j;
+
+			/* a bounded loop: clang need not unroll it */
+			for (j = 0; j < PARAPET_IMG_SHORT_RANGES; j++) {
+				if (j >= r || p[2 * j] > v)
+					break; /* sorted: no later range holds v */
+				if (v <= p[2 * j + 1])
+					return 0; /* hit: next constraint */
+			}
+			w->cmatch = 0;
+			return 1;
+		}
+	}
 	/* Few ranges (the usual case): scan them here, cheaper than a
 	 * nested bpf_loop.  Sorted: stop at the first lower bound above v. */
 	if (r <= PARAPET_IMG_SHORT_RANGES) {
 		int j;
 
-#pragma unroll
 		for (j = 0; j < PARAPET_IMG_SHORT_RANGES; j++) {
 			if (j >= r)
 				break;
