@@ -71,7 +71,13 @@ fn main() {
                     eprintln!("SKIP: no trace for {family}_{size}");
                     continue;
                 }
-                run(&format!("{family}_{size}"), &list, &keys, Engine::Tree, run_ms);
+                run(
+                    &format!("{family}_{size}"),
+                    &list,
+                    &keys,
+                    Engine::Tree,
+                    run_ms,
+                );
             }
         }
     }

@@ -176,9 +176,7 @@ impl CEntry {
         }
         (0..FIELDS).all(|f| match &self.ranges[f] {
             None => true,
-            Some(r) => r
-                .iter()
-                .any(|&(a, b)| a <= region[f].0 && region[f].1 <= b),
+            Some(r) => r.iter().any(|&(a, b)| a <= region[f].0 && region[f].1 <= b),
         })
     }
 }
@@ -298,6 +296,8 @@ impl Builder<'_> {
     }
 
     /// Best (field, cut, left count, right count) for `list` in `region`.
+    // Fields index several per-field arrays at once.
+    #[allow(clippy::needless_range_loop)]
     fn choose_cut(
         &mut self,
         list: &[u32],
@@ -354,7 +354,7 @@ impl Builder<'_> {
                 // Balance first (it sets the depth), replication second (it
                 // sets the memory).
                 let cost = 2 * l.max(r) as u64 + (l + r - m) as u64;
-                if best.map_or(true, |bb| cost < bb.0) {
+                if best.is_none_or(|bb| cost < bb.0) {
                     best = Some((cost, f, c, l, r));
                 }
             }
@@ -365,6 +365,8 @@ impl Builder<'_> {
     /// Best equal-width multi-way cut: (field, fanout bits, shift, largest
     /// child) over fields whose region spans at most 2^32 values, so the
     /// walker's index is a 32-bit subtract and shift.
+    // Fields index several per-field arrays at once.
+    #[allow(clippy::needless_range_loop)]
     fn choose_multi(
         &mut self,
         list: &[u32],
@@ -416,7 +418,7 @@ impl Builder<'_> {
                 if total as f64 > self.opts.spfac * m as f64 + c as f64 {
                     break;
                 }
-                if best.map_or(true, |b| (maxc, total) < (b.1, b.2)) {
+                if best.is_none_or(|b| (maxc, total) < (b.1, b.2)) {
                     best = Some((f, maxc, total, bits, shift));
                 }
             }
@@ -450,7 +452,9 @@ impl Builder<'_> {
                 if a > b {
                     continue;
                 }
-                for child in &mut children[((a - rlo) >> shift) as usize..=((b - rlo) >> shift) as usize] {
+                for child in
+                    &mut children[((a - rlo) >> shift) as usize..=((b - rlo) >> shift) as usize]
+                {
                     if child.last() != Some(&i) {
                         child.push(i);
                     }
@@ -671,8 +675,9 @@ pub fn compile(
             let card: u128 = c.ranges[f]
                 .as_ref()
                 .map(|r| {
-                    r.iter()
-                        .fold(0u128, |s, &(a, b)| s.saturating_add(b - a).saturating_add(1))
+                    r.iter().fold(0u128, |s, &(a, b)| {
+                        s.saturating_add(b - a).saturating_add(1)
+                    })
                 })
                 .unwrap_or(u128::MAX);
             // Compare as a fraction of the field's span (log scale is
@@ -688,9 +693,8 @@ pub fn compile(
             }
             max_ranges = max_ranges.max(r.len());
             let wide = r.iter().any(|&(_, b)| b > u32::MAX as u128);
-            records.push(
-                f as u32 | if wide { image::WIDE_BIT } else { 0 } | ((r.len() as u32) << 16),
-            );
+            records
+                .push(f as u32 | if wide { image::WIDE_BIT } else { 0 } | ((r.len() as u32) << 16));
             for &(a, b) in r {
                 if wide {
                     for v in [a, b] {
@@ -879,7 +883,7 @@ pub fn compile(
         }
     }
     let strings_bytes = strings.len();
-    while strings.len() % 4 != 0 {
+    while !strings.len().is_multiple_of(4) {
         strings.push(0);
     }
 

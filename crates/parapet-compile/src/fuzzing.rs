@@ -44,7 +44,10 @@ fn matches(b: &mut Bytes, sets: usize) -> Matches {
     let mut m = Matches::any();
     let mask = b.byte();
     if mask & 1 != 0 {
-        m.constrain(Field::Family, IntervalSet::point(if b.below(4) == 0 { 6 } else { 4 }));
+        m.constrain(
+            Field::Family,
+            IntervalSet::point(if b.below(4) == 0 { 6 } else { 4 }),
+        );
     }
     if mask & 2 != 0 {
         m.constrain(Field::SrcAddr, small_range(b, 0x0a00_0000));
@@ -71,7 +74,10 @@ fn matches(b: &mut Bytes, sets: usize) -> Matches {
         );
     }
     if mask & 128 != 0 {
-        m.constrain(Field::CtState, IntervalSet::range(1, 1 + b.below(3) as u128));
+        m.constrain(
+            Field::CtState,
+            IntervalSet::range(1, 1 + b.below(3) as u128),
+        );
     }
     m
 }
@@ -146,7 +152,11 @@ pub fn decode(data: &[u8]) -> (DecisionList, Vec<(Packet, Vec<bool>)>) {
     let list = flatten(&rs, rs.select_chain(None).expect("INPUT")).expect("flattens");
     let packets = (0..64)
         .map(|_| {
-            let family = if b.below(5) == 0 { Family::V6 } else { Family::V4 };
+            let family = if b.below(5) == 0 {
+                Family::V6
+            } else {
+                Family::V4
+            };
             let mut p = Packet::new(
                 family,
                 0x0a00_0000 + b.below(26) as u128,

@@ -153,7 +153,7 @@ impl Image {
 
     /// Parses and validates a little-endian byte image.
     pub fn from_bytes(bytes: &[u8]) -> Result<Image, ImageError> {
-        if bytes.len() % 4 != 0 {
+        if !bytes.len().is_multiple_of(4) {
             return bad("length is not a multiple of 4 bytes");
         }
         let words = bytes

@@ -309,7 +309,7 @@ impl Walker {
                 while c.0 < c.1 && w[c.0] < pos {
                     c.0 += 1;
                 }
-                if c.0 < c.1 && next.map_or(true, |(i, _)| w[c.0] < i) {
+                if c.0 < c.1 && next.is_none_or(|(i, _)| w[c.0] < i) {
                     next = Some((w[c.0], p));
                 }
             }
@@ -401,11 +401,7 @@ impl Walker {
             verdict: raw
                 .entry
                 .map_or_else(|| self.policy().clone(), |i| self.verdict(i).clone()),
-            nonterminal: raw
-                .nonterminal
-                .iter()
-                .map(|&i| self.rule_id(i))
-                .collect(),
+            nonterminal: raw.nonterminal.iter().map(|&i| self.rule_id(i)).collect(),
         }
     }
 
@@ -413,6 +409,8 @@ impl Walker {
     /// packets in lock-step through each tree so their independent memory
     /// loads overlap. Pure first-match images only use the fast path; the
     /// others fall back to [`Walker::lookup`] per key.
+    // Lanes index several per-lane arrays at once.
+    #[allow(clippy::needless_range_loop)]
     pub fn first_match_ids(&self, keys: &[Key], out: &mut [u32]) {
         assert_eq!(keys.len(), out.len(), "one output per key");
         if !self.pure {

@@ -15,7 +15,9 @@ pub fn classbench_dir() -> PathBuf {
 pub fn read_maybe_gz(path: &Path) -> Option<String> {
     if path.extension().is_some_and(|e| e == "gz") {
         let out = std::process::Command::new("zcat").arg(path).output().ok()?;
-        out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into())
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into())
     } else {
         std::fs::read_to_string(path).ok()
     }
@@ -64,7 +66,13 @@ pub fn classbench_trace(text: &str) -> Vec<Packet> {
                 .filter_map(|x| x.parse().ok())
                 .collect();
             (t.len() == 5).then(|| {
-                Packet::v4(t[0] as u32, t[1] as u32, t[4] as u8, t[2] as u16, t[3] as u16)
+                Packet::v4(
+                    t[0] as u32,
+                    t[1] as u32,
+                    t[4] as u8,
+                    t[2] as u16,
+                    t[3] as u16,
+                )
             })
         })
         .collect()

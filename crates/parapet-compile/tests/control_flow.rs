@@ -80,7 +80,14 @@ fn explain_names_engine_and_shape() {
     let c = Classifier::build(&list, &BuildOptions::default()).unwrap();
     let text = c.explain();
     assert_eq!(c.engine(), Engine::Tree);
-    for needle in ["engine: tree", "because:", "depth", "worst case per lookup", "memory:", "build:"] {
+    for needle in [
+        "engine: tree",
+        "because:",
+        "depth",
+        "worst case per lookup",
+        "memory:",
+        "build:",
+    ] {
         assert!(text.contains(needle), "{needle} missing from:\n{text}");
     }
     let small = parapet_gen::worst_case(3);
@@ -99,6 +106,9 @@ fn corrupted_images_are_rejected() {
     assert!(Classifier::from_bytes(&bytes[..bytes.len() - 4]).is_err());
     let mut flipped = bytes.clone();
     flipped[200] ^= 1;
-    assert!(Classifier::from_bytes(&flipped).is_err(), "checksum must catch a flipped bit");
+    assert!(
+        Classifier::from_bytes(&flipped).is_err(),
+        "checksum must catch a flipped bit"
+    );
     assert!(Classifier::from_bytes(&bytes[..bytes.len() - 1]).is_err());
 }

@@ -39,7 +39,8 @@ fn random_rulesets_agree_with_linear() {
         let packets = packets_for(&rs, seed, 150);
         for (name, opts) in configs() {
             let c = Classifier::build(&list, &opts).unwrap();
-            trees += (c.engine() == Engine::Tree && c.stats().partitions.iter().any(|p| p.nodes > 0)) as usize;
+            trees += (c.engine() == Engine::Tree
+                && c.stats().partitions.iter().any(|p| p.nodes > 0)) as usize;
             // The image must also survive a trip through bytes.
             let c2 = Classifier::from_bytes(&c.image().to_bytes()).unwrap();
             for (i, pkt) in packets.iter().enumerate() {
@@ -51,8 +52,17 @@ fn random_rulesets_agree_with_linear() {
                     nonterminal += !want.nonterminal.is_empty() as usize;
                 }
                 let got = c.classify(pkt, &bits);
-                assert_eq!(got, want, "{name}, seed {seed}, packet {i}: {pkt}\n{}", c.explain());
-                assert_eq!(c2.classify(pkt, &bits), want, "{name} reloaded, seed {seed}");
+                assert_eq!(
+                    got,
+                    want,
+                    "{name}, seed {seed}, packet {i}: {pkt}\n{}",
+                    c.explain()
+                );
+                assert_eq!(
+                    c2.classify(pkt, &bits),
+                    want,
+                    "{name} reloaded, seed {seed}"
+                );
                 let key = Key::from_bits(pkt, &bits);
                 assert_eq!(c.classify_id(&key), want.rule_id, "{name} id, seed {seed}");
                 checked += 1;
@@ -64,7 +74,14 @@ fn random_rulesets_agree_with_linear() {
                 .collect();
             let mut ids = vec![0u32; keys.len()];
             c.classify_batch_ids(&keys, &mut ids);
-            let mut ds = vec![Decision { rule_id: 0, verdict: Verdict::Accept, nonterminal: vec![] }; keys.len()];
+            let mut ds = vec![
+                Decision {
+                    rule_id: 0,
+                    verdict: Verdict::Accept,
+                    nonterminal: vec![]
+                };
+                keys.len()
+            ];
             c.classify_batch(&keys, &mut ds);
             for (i, k) in keys.iter().enumerate() {
                 let want = c.classify_key(k);
@@ -75,7 +92,10 @@ fn random_rulesets_agree_with_linear() {
     }
     // The corpus must exercise what it claims to.
     assert!(checked > 200_000, "{checked}");
-    assert!(nonterminal > 2_000, "only {nonterminal} packets matched non-terminal rules");
+    assert!(
+        nonterminal > 2_000,
+        "only {nonterminal} packets matched non-terminal rules"
+    );
     assert!(trees > 500, "only {trees} builds made real trees");
 }
 
@@ -89,7 +109,11 @@ fn worst_case_series_agrees() {
         for (name, opts) in configs() {
             let c = Classifier::build(&list, &opts).unwrap();
             for p in &packets {
-                assert_eq!(c.classify(p, &[]), list.classify(p, &[]), "{name} n={n} {p}");
+                assert_eq!(
+                    c.classify(p, &[]),
+                    list.classify(p, &[]),
+                    "{name} n={n} {p}"
+                );
             }
             assert_eq!(c.classify(&worst_case_packet(), &[]).rule_id, n as u32 + 1);
         }
@@ -147,8 +171,19 @@ fn rule_packets(list: &DecisionList, seed: u64) -> Vec<Packet> {
     };
     let mut out = Vec::new();
     for e in &list.entries {
-        let get = |f: Field| e.matches.get(f).map(|s| (s.ranges()[0].0, s.ranges()[0].1)).unwrap_or((0, f.max_value()));
-        let fields = [Field::SrcAddr, Field::DstAddr, Field::SrcPort, Field::DstPort, Field::Proto];
+        let get = |f: Field| {
+            e.matches
+                .get(f)
+                .map(|s| (s.ranges()[0].0, s.ranges()[0].1))
+                .unwrap_or((0, f.max_value()))
+        };
+        let fields = [
+            Field::SrcAddr,
+            Field::DstAddr,
+            Field::SrcPort,
+            Field::DstPort,
+            Field::Proto,
+        ];
         let r: Vec<(u128, u128)> = fields.iter().map(|&f| get(f)).collect();
         for pick in 0..3 {
             let v: Vec<u128> = r
@@ -159,7 +194,13 @@ fn rule_packets(list: &DecisionList, seed: u64) -> Vec<Packet> {
                     _ => lo + (rnd() as u128 % (hi - lo + 1)),
                 })
                 .collect();
-            out.push(Packet::v4(v[0] as u32, v[1] as u32, v[4] as u8, v[2] as u16, v[3] as u16));
+            out.push(Packet::v4(
+                v[0] as u32,
+                v[1] as u32,
+                v[4] as u8,
+                v[2] as u16,
+                v[3] as u16,
+            ));
         }
     }
     out
@@ -187,16 +228,77 @@ fn classbench_1k_sets_agree() {
         if let Some(t) = read_maybe_gz(&trace) {
             packets.extend(classbench_trace(&t).into_iter().take(20_000));
         }
-        let want: Vec<u32> = packets.iter().map(|p| list.classify(p, &[]).rule_id).collect();
+        let want: Vec<u32> = packets
+            .iter()
+            .map(|p| list.classify(p, &[]).rule_id)
+            .collect();
         for (cfg, opts) in configs() {
             let c = Classifier::build(&list, &opts).unwrap();
             let keys: Vec<Key> = packets.iter().map(|p| Key::new(p, 0)).collect();
             let mut got = vec![0u32; keys.len()];
             c.classify_batch_ids(&keys, &mut got);
             for i in 0..packets.len() {
-                assert_eq!(got[i], want[i], "{name} {cfg}: packet {}\n{}", packets[i], c.explain());
+                assert_eq!(
+                    got[i],
+                    want[i],
+                    "{name} {cfg}: packet {}\n{}",
+                    packets[i],
+                    c.explain()
+                );
             }
         }
-        eprintln!("{name}: {} rules, {} packets agree", list.entries.len(), packets.len());
+        eprintln!(
+            "{name}: {} rules, {} packets agree",
+            list.entries.len(),
+            packets.len()
+        );
     }
+}
+
+/// The bigger sets with their own traces (a sample of each trace, since the
+/// oracle is the linear scan).
+fn classbench_with_traces(sizes: &[&str], sample: usize) {
+    let dir = classbench_dir();
+    if !dir.exists() {
+        eprintln!("SKIP: no ClassBench data at {}", dir.display());
+        return;
+    }
+    for size in sizes {
+        for family in ["acl1", "acl5", "fw1", "fw5", "ipc1", "ipc2"] {
+            let Some(text) = read_maybe_gz(&dir.join(format!("{family}_{size}.gz"))) else {
+                continue;
+            };
+            let Some(trace) = read_maybe_gz(&dir.join(format!("{family}_{size}_trace.gz"))) else {
+                continue;
+            };
+            let list = classbench_list(&text);
+            let all = classbench_trace(&trace);
+            let step = (all.len() / sample).max(1);
+            let packets: Vec<Packet> = all.into_iter().step_by(step).collect();
+            let c = Classifier::build(&list, &BuildOptions::default()).unwrap();
+            let keys: Vec<Key> = packets.iter().map(|p| Key::new(p, 0)).collect();
+            let mut got = vec![0u32; keys.len()];
+            c.classify_batch_ids(&keys, &mut got);
+            for (i, p) in packets.iter().enumerate() {
+                assert_eq!(
+                    got[i],
+                    list.classify(p, &[]).rule_id,
+                    "{family}_{size}: {p}"
+                );
+            }
+            eprintln!("{family}_{size}: {} packets agree", packets.len());
+        }
+    }
+}
+
+#[test]
+fn classbench_10k_traces_agree() {
+    classbench_with_traces(&["10k"], 2000);
+}
+
+/// Slow in debug builds: `cargo test --release -- --ignored`.
+#[test]
+#[ignore]
+fn classbench_100k_traces_agree() {
+    classbench_with_traces(&["100k"], 1000);
 }

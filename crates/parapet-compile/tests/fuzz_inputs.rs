@@ -56,10 +56,14 @@ fn mutated_images_load_or_fail_cleanly() {
         // get past more checks than random ones.
         for _ in 0..1 + rnd() % 3 {
             let at = (rnd() as usize % (bytes.len() / 4)) * 4;
-            let v = if rnd() % 2 == 0 { rnd() as u32 % 64 } else { rnd() as u32 };
+            let v = if rnd().is_multiple_of(2) {
+                rnd() as u32 % 64
+            } else {
+                rnd() as u32
+            };
             bytes[at..at + 4].copy_from_slice(&v.to_le_bytes());
         }
-        if rnd() % 10 == 0 {
+        if rnd().is_multiple_of(10) {
             let cut = rnd() as usize % bytes.len();
             bytes.truncate(cut);
         }
