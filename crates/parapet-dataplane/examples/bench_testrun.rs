@@ -14,8 +14,11 @@ use std::net::Ipv4Addr;
 use std::time::Instant;
 
 use image::{assemble, to_bytes, Constraint, Entry, ImageSpec, Tree, KIND_DECIDE};
+use parapet_compile::{compile, Backend, CompileOptions};
 use parapet_dataplane::packet::Frame;
 use parapet_dataplane::{Dataplane, Hook, LoadOptions, Verdict};
+use parapet_gen::{packets_for, random_ruleset, RandomSpec};
+use parapet_model::{flatten, Family};
 
 fn entry(i: u32, port: u16) -> Entry {
     Entry {
@@ -131,6 +134,60 @@ fn main() {
             println!(
                 "image {what:6} {n:5} rules ({} bytes), last rule matches, XDP: {ns:.1} ns/packet",
                 bytes.len()
+            );
+        }
+    }
+    compiled(&mut dp, repeat.min(2_000));
+}
+
+/// Compiled random rulesets (parapet-gen + parapet-compile): mean kernel
+/// time over packets aimed at the rules' edges.
+fn compiled(dp: &mut Dataplane, repeat: u32) {
+    for rules in [100usize, 1000, 5000] {
+        let spec = RandomSpec {
+            rules,
+            user_chains: 0,
+            ipv6: false,
+            set_refs: 0,
+            control_flow: false,
+        };
+        let rs = random_ruleset(7, &spec);
+        let list = flatten(&rs, rs.select_chain(None).unwrap()).unwrap();
+        let pkts: Vec<Vec<u8>> = packets_for(&rs, 7, 40)
+            .into_iter()
+            .filter(|p| p.family == Family::V4)
+            .map(|p| {
+                let f = Frame::ipv4(Ipv4Addr::from(p.src as u32), Ipv4Addr::from(p.dst as u32));
+                match p.proto {
+                    6 => f.tcp(p.sport, p.dport, p.tcp_flags),
+                    _ => f.udp(p.sport, p.dport),
+                }
+                .payload(16)
+                .build()
+            })
+            .collect();
+        for backend in [Backend::Linear, Backend::Tree] {
+            let opts = CompileOptions {
+                backend,
+                ..CompileOptions::default()
+            };
+            let (img, _) = compile(&list, &opts).unwrap();
+            let bytes = img.to_bytes();
+            if bytes.len() > dp.slot_capacity() {
+                println!("compiled {rules:5} rules {backend:?}: image too large for the slot");
+                continue;
+            }
+            dp.write_image(&bytes).unwrap();
+            dp.swap().unwrap();
+            let total: f64 = pkts
+                .iter()
+                .map(|f| ns_per_packet(dp, Hook::Xdp, f, repeat))
+                .sum();
+            println!(
+                "compiled random ruleset {rules:5} rules, {backend:?} ({} bytes), XDP: {:.0} ns/packet (mean of {} packets)",
+                bytes.len(),
+                total / pkts.len() as f64,
+                pkts.len()
             );
         }
     }
