@@ -51,13 +51,19 @@ fn start(sock: &Path, state: &Path) -> (Proc, Duration) {
                 return (p, t0.elapsed());
             }
         }
-        assert!(t0.elapsed() < Duration::from_secs(120), "parapetd did not come up");
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "parapetd did not come up"
+        );
         std::thread::sleep(Duration::from_millis(2));
     }
 }
 
 fn env_n(k: &str, d: usize) -> usize {
-    std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d)
+    std::env::var(k)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(d)
 }
 
 fn main() {
@@ -67,7 +73,10 @@ fn main() {
     let sock: PathBuf = dir.path().join("s");
     let state = dir.path().join("state");
     let (mut p, t) = start(&sock, &state);
-    println!("{}", json!({"bench": "cold_start", "ms": t.as_secs_f64() * 1e3}));
+    println!(
+        "{}",
+        json!({"bench": "cold_start", "ms": t.as_secs_f64() * 1e3})
+    );
 
     // 1. Single-address bans, one request each, pipelined on one connection.
     let s = UnixStream::connect(&sock).unwrap();
@@ -77,7 +86,11 @@ fn main() {
         let mut buf = Vec::with_capacity(1 << 16);
         for i in 0..ban_n {
             let a = Ipv4Addr::from(0xac10_0000u32 + i as u32);
-            writeln!(buf, "{{\"v\":1,\"id\":{i},\"cmd\":\"ban\",\"elems\":[\"{a}\"],\"timeout\":3600}}").unwrap();
+            writeln!(
+                buf,
+                "{{\"v\":1,\"id\":{i},\"cmd\":\"ban\",\"elems\":[\"{a}\"],\"timeout\":3600}}"
+            )
+            .unwrap();
             if buf.len() >= 1 << 16 {
                 w.write_all(&buf).unwrap();
                 buf.clear();
@@ -94,11 +107,15 @@ fn main() {
     }
     writer.join().unwrap();
     let dt = t0.elapsed();
-    println!("{}", json!({"bench": "ban_pipelined_one_connection", "requests": ban_n, "secs": dt.as_secs_f64(), "requests_per_sec": ban_n as f64 / dt.as_secs_f64()}));
+    println!(
+        "{}",
+        json!({"bench": "ban_pipelined_one_connection", "requests": ban_n, "secs": dt.as_secs_f64(), "requests_per_sec": ban_n as f64 / dt.as_secs_f64()})
+    );
 
     // 2. set add --file.
     let mut c = Client::connect(&sock).unwrap();
-    c.call(json!({"cmd": "set.create", "set": "big", "type": "ipv4_addr", "flags": ["timeout"]})).unwrap();
+    c.call(json!({"cmd": "set.create", "set": "big", "type": "ipv4_addr", "flags": ["timeout"]}))
+        .unwrap();
     let file = dir.path().join("addrs");
     let mut text = String::with_capacity(file_n * 16);
     for i in 0..file_n {
@@ -108,14 +125,26 @@ fn main() {
     std::fs::write(&file, text).unwrap();
     let t0 = Instant::now();
     let code = run(
-        DaemonCommand::Set { cmd: SetCommand::Add { name: "big".into(), elems: vec![], file: Some(file), timeout: Some(3600) } },
+        DaemonCommand::Set {
+            cmd: SetCommand::Add {
+                name: "big".into(),
+                elems: vec![],
+                file: Some(file),
+                timeout: Some(3600),
+            },
+        },
         Some(&sock),
     );
     assert_eq!(code, ExitCode::SUCCESS);
     let dt = t0.elapsed();
-    println!("{}", json!({"bench": "set_add_file", "addresses": file_n, "secs": dt.as_secs_f64(), "addresses_per_sec": file_n as f64 / dt.as_secs_f64()}));
+    println!(
+        "{}",
+        json!({"bench": "set_add_file", "addresses": file_n, "secs": dt.as_secs_f64(), "addresses_per_sec": file_n as f64 / dt.as_secs_f64()})
+    );
     let total = file_n + ban_n;
-    let jbytes = std::fs::metadata(state.join("journal")).map(|m| m.len()).unwrap_or(0);
+    let jbytes = std::fs::metadata(state.join("journal"))
+        .map(|m| m.len())
+        .unwrap_or(0);
 
     // 3a. kill -9, restart from the journal.
     drop(c);
@@ -124,7 +153,10 @@ fn main() {
     let mut c = Client::connect(&sock).unwrap();
     let st = c.call(json!({"cmd": "stats"})).unwrap();
     assert_eq!(st["elements"].as_u64(), Some(total as u64), "all bans back");
-    println!("{}", json!({"bench": "restart_after_kill9_from_journal", "elements": total, "journal_bytes": jbytes, "ready_ms": t.as_secs_f64() * 1e3, "recovery_ms": st["recovery"]["millis"]}));
+    println!(
+        "{}",
+        json!({"bench": "restart_after_kill9_from_journal", "elements": total, "journal_bytes": jbytes, "ready_ms": t.as_secs_f64() * 1e3, "recovery_ms": st["recovery"]["millis"]})
+    );
     drop(c);
 
     // 3b. clean stop (snapshot), restart from the snapshot.
@@ -136,10 +168,15 @@ fn main() {
     child.wait().unwrap();
     let stop = t0.elapsed();
     p.0 = None;
-    let sbytes = std::fs::metadata(state.join("snapshot")).map(|m| m.len()).unwrap_or(0);
+    let sbytes = std::fs::metadata(state.join("snapshot"))
+        .map(|m| m.len())
+        .unwrap_or(0);
     let (_p3, t) = start(&sock, &state);
     let mut c = Client::connect(&sock).unwrap();
     let st = c.call(json!({"cmd": "stats"})).unwrap();
     assert_eq!(st["elements"].as_u64(), Some(total as u64));
-    println!("{}", json!({"bench": "restart_from_snapshot", "elements": total, "snapshot_bytes": sbytes, "stop_with_snapshot_ms": stop.as_secs_f64() * 1e3, "ready_ms": t.as_secs_f64() * 1e3, "recovery_ms": st["recovery"]["millis"]}));
+    println!(
+        "{}",
+        json!({"bench": "restart_from_snapshot", "elements": total, "snapshot_bytes": sbytes, "stop_with_snapshot_ms": stop.as_secs_f64() * 1e3, "ready_ms": t.as_secs_f64() * 1e3, "recovery_ms": st["recovery"]["millis"]})
+    );
 }

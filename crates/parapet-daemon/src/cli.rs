@@ -184,9 +184,15 @@ fn obj(v: Value) -> Map<String, Value> {
 fn report(e: &ClientError) {
     match e {
         ClientError::Daemon { reply, msg, .. } => {
-            let errs = reply.get("error").and_then(|e| e.get("errors")).and_then(Value::as_array);
+            let errs = reply
+                .get("error")
+                .and_then(|e| e.get("errors"))
+                .and_then(Value::as_array);
             match errs {
-                Some(list) => list.iter().filter_map(Value::as_str).for_each(|l| eprintln!("{l}")),
+                Some(list) => list
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .for_each(|l| eprintln!("{l}")),
                 None => eprintln!("parapet: {msg}"),
             }
         }
@@ -212,7 +218,11 @@ fn read_elem_file(path: &Path) -> Result<Vec<FileElem>, String> {
         }
         if !l.contains(char::is_whitespace) {
             // The common case, one bare element: no tokenizing.
-            out.push(FileElem { line: i + 1, elem: l.to_string(), timeout: None });
+            out.push(FileElem {
+                line: i + 1,
+                elem: l.to_string(),
+                timeout: None,
+            });
             continue;
         }
         let mut timeout = None;
@@ -222,14 +232,27 @@ fn read_elem_file(path: &Path) -> Result<Vec<FileElem>, String> {
             let t = toks[toks.len() - 1];
             timeout = Some(t.parse::<u64>().map_err(|_| {
                 let col = raw.rfind(t).map_or(1, |c| c + 1);
-                format!("{}:{}:{col}: expected a timeout in seconds, found `{t}`", path.display(), i + 1)
+                format!(
+                    "{}:{}:{col}: expected a timeout in seconds, found `{t}`",
+                    path.display(),
+                    i + 1
+                )
             })?);
             elem = l[..l.rfind("timeout").expect("token present")].trim_end();
         } else if toks.len() == 2 && toks[0] != "timeout" && !l.contains(" . ") {
             let col = raw.find(toks[1]).map_or(1, |c| c + 1);
-            return Err(format!("{}:{}:{col}: unexpected `{}` (one element per line, optionally `timeout N`)", path.display(), i + 1, toks[1]));
+            return Err(format!(
+                "{}:{}:{col}: unexpected `{}` (one element per line, optionally `timeout N`)",
+                path.display(),
+                i + 1,
+                toks[1]
+            ));
         }
-        out.push(FileElem { line: i + 1, elem: elem.to_string(), timeout });
+        out.push(FileElem {
+            line: i + 1,
+            elem: elem.to_string(),
+            timeout,
+        });
     }
     Ok(out)
 }
@@ -237,7 +260,15 @@ fn read_elem_file(path: &Path) -> Result<Vec<FileElem>, String> {
 /// Sends `elems` as batched, pipelined requests; consecutive elements with
 /// the same timeout share a request. Returns the summed `field` of the
 /// replies, or the first error (naming the file lines of its batch).
-fn bulk(client: &mut Client, cmd: &str, set: &str, elems: &[FileElem], default_timeout: Option<u64>, field: &str, path: &str) -> Result<u64, String> {
+fn bulk(
+    client: &mut Client,
+    cmd: &str,
+    set: &str,
+    elems: &[FileElem],
+    default_timeout: Option<u64>,
+    field: &str,
+    path: &str,
+) -> Result<u64, String> {
     let mut lines = Vec::new();
     let mut spans = Vec::new();
     let mut i = 0;
@@ -258,7 +289,14 @@ fn bulk(client: &mut Client, cmd: &str, set: &str, elems: &[FileElem], default_t
             #[serde(skip_serializing_if = "Option::is_none")]
             timeout: Option<u64>,
         }
-        let b = Batch { v: crate::proto::PROTO_VERSION, id: client.take_id(), cmd, set, elems: elems[i..j].iter().map(|e| e.elem.as_str()).collect(), timeout: t };
+        let b = Batch {
+            v: crate::proto::PROTO_VERSION,
+            id: client.take_id(),
+            cmd,
+            set,
+            elems: elems[i..j].iter().map(|e| e.elem.as_str()).collect(),
+            timeout: t,
+        };
         let mut line = serde_json::to_vec(&b).expect("batch serializes");
         line.push(b'\n');
         lines.push(line);
@@ -272,7 +310,9 @@ fn bulk(client: &mut Client, cmd: &str, set: &str, elems: &[FileElem], default_t
         match r.error() {
             None => total += r.get(field).and_then(Value::as_u64).unwrap_or(0),
             Some((_, msg)) => {
-                first_err.get_or_insert(format!("{path}:{a}-{b}: {msg} (this batch of lines was not applied)"));
+                first_err.get_or_insert(format!(
+                    "{path}:{a}-{b}: {msg} (this batch of lines was not applied)"
+                ));
             }
         }
     }
@@ -291,7 +331,16 @@ fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {
 /// or the default).
 pub fn run(cmd: DaemonCommand, socket: Option<&Path>) -> ExitCode {
     let path = socket_path(socket);
-    let err_code = if matches!(cmd, DaemonCommand::Set { cmd: SetCommand::Test { .. } }) { 2 } else { 1 };
+    let err_code = if matches!(
+        cmd,
+        DaemonCommand::Set {
+            cmd: SetCommand::Test { .. }
+        }
+    ) {
+        2
+    } else {
+        1
+    };
     let mut c = match Client::connect(&path) {
         Ok(c) => c,
         Err(e) => return fail(err_code, e),
@@ -307,8 +356,17 @@ pub fn run(cmd: DaemonCommand, socket: Option<&Path>) -> ExitCode {
 
 fn exec(c: &mut Client, cmd: DaemonCommand) -> Result<ExitCode, ClientError> {
     match cmd {
-        DaemonCommand::Apply { rules, check, format } => {
-            let text = std::fs::read_to_string(&rules).map_err(|e| ClientError::Io(std::io::Error::new(e.kind(), format!("{}: {e}", rules.display()))))?;
+        DaemonCommand::Apply {
+            rules,
+            check,
+            format,
+        } => {
+            let text = std::fs::read_to_string(&rules).map_err(|e| {
+                ClientError::Io(std::io::Error::new(
+                    e.kind(),
+                    format!("{}: {e}", rules.display()),
+                ))
+            })?;
             let name = rules.display().to_string();
             let mut m = obj(json!({"cmd": "apply", "rules": text, "name": name, "check": check}));
             if let Some(f) = format {
@@ -319,7 +377,10 @@ fn exec(c: &mut Client, cmd: DaemonCommand) -> Result<ExitCode, ClientError> {
             if check {
                 println!("{name}: OK, {n} rules");
             } else {
-                println!("applied {name}: {n} rules (generation {})", r.get("generation").and_then(Value::as_u64).unwrap_or(0));
+                println!(
+                    "applied {name}: {n} rules (generation {})",
+                    r.get("generation").and_then(Value::as_u64).unwrap_or(0)
+                );
             }
         }
         DaemonCommand::List { counters, format } => {
@@ -340,7 +401,10 @@ fn exec(c: &mut Client, cmd: DaemonCommand) -> Result<ExitCode, ClientError> {
             }
             if let Some(cs) = r.get("counters").and_then(Value::as_array) {
                 for x in cs {
-                    println!("# rule {} packets {} bytes {}", x["rule"], x["packets"], x["bytes"]);
+                    println!(
+                        "# rule {} packets {} bytes {}",
+                        x["rule"], x["packets"], x["bytes"]
+                    );
                 }
             }
         }
@@ -358,7 +422,9 @@ fn exec(c: &mut Client, cmd: DaemonCommand) -> Result<ExitCode, ClientError> {
                 }
             }
         }
-        DaemonCommand::Counters { cmd: CountersCommand::Reset } => {
+        DaemonCommand::Counters {
+            cmd: CountersCommand::Reset,
+        } => {
             c.call(json!({"cmd": "counters.reset"}))?;
         }
         DaemonCommand::Ban(a) => {
@@ -384,7 +450,14 @@ fn exec(c: &mut Client, cmd: DaemonCommand) -> Result<ExitCode, ClientError> {
 }
 
 fn elems_from(elems: Vec<String>, file: Option<&Path>) -> Result<Vec<FileElem>, String> {
-    let mut out: Vec<FileElem> = elems.into_iter().map(|e| FileElem { line: 0, elem: e, timeout: None }).collect();
+    let mut out: Vec<FileElem> = elems
+        .into_iter()
+        .map(|e| FileElem {
+            line: 0,
+            elem: e,
+            timeout: None,
+        })
+        .collect();
     if let Some(f) = file {
         out.extend(read_elem_file(f)?);
     }
@@ -396,9 +469,25 @@ fn elems_from(elems: Vec<String>, file: Option<&Path>) -> Result<Vec<FileElem>, 
 
 fn set_cmd(c: &mut Client, cmd: SetCommand) -> Result<ExitCode, ClientError> {
     match cmd {
-        SetCommand::Create { name, typ, flags, timeout, size, policy, family, exist } => {
-            let mut m = obj(json!({"cmd": "set.create", "set": name, "type": typ, "flags": flags, "exist": exist}));
-            for (k, v) in [("timeout", timeout.map(Value::from)), ("size", size.map(Value::from)), ("policy", policy.map(Value::from)), ("family", family.map(Value::from))] {
+        SetCommand::Create {
+            name,
+            typ,
+            flags,
+            timeout,
+            size,
+            policy,
+            family,
+            exist,
+        } => {
+            let mut m = obj(
+                json!({"cmd": "set.create", "set": name, "type": typ, "flags": flags, "exist": exist}),
+            );
+            for (k, v) in [
+                ("timeout", timeout.map(Value::from)),
+                ("size", size.map(Value::from)),
+                ("policy", policy.map(Value::from)),
+                ("family", family.map(Value::from)),
+            ] {
                 if let Some(v) = v {
                     m.insert(k.into(), v);
                 }
@@ -408,8 +497,15 @@ fn set_cmd(c: &mut Client, cmd: SetCommand) -> Result<ExitCode, ClientError> {
         SetCommand::Destroy { name } => {
             c.call(json!({"cmd": "set.destroy", "set": name}))?;
         }
-        SetCommand::Add { name, elems, file, timeout } => {
-            let path = file.as_ref().map_or(String::from("<args>"), |p| p.display().to_string());
+        SetCommand::Add {
+            name,
+            elems,
+            file,
+            timeout,
+        } => {
+            let path = file
+                .as_ref()
+                .map_or(String::from("<args>"), |p| p.display().to_string());
             let els = match elems_from(elems, file.as_deref()) {
                 Ok(e) => e,
                 Err(e) => return Ok(fail(1, e)),
@@ -424,7 +520,9 @@ fn set_cmd(c: &mut Client, cmd: SetCommand) -> Result<ExitCode, ClientError> {
             }
         }
         SetCommand::Del { name, elems, file } => {
-            let path = file.as_ref().map_or(String::from("<args>"), |p| p.display().to_string());
+            let path = file
+                .as_ref()
+                .map_or(String::from("<args>"), |p| p.display().to_string());
             let els = match elems_from(elems, file.as_deref()) {
                 Ok(e) => e,
                 Err(e) => return Ok(fail(1, e)),
@@ -446,7 +544,13 @@ fn set_cmd(c: &mut Client, cmd: SetCommand) -> Result<ExitCode, ClientError> {
                 println!("{}", Value::Object(r.body.clone()));
             } else if let Some(sets) = r.get("sets").and_then(Value::as_array) {
                 for s in sets {
-                    println!("{} type {} elements {} backend {}", s["set"].as_str().unwrap_or(""), s["key"].as_str().unwrap_or(""), s["elements"], s["backend"].as_str().unwrap_or(""));
+                    println!(
+                        "{} type {} elements {} backend {}",
+                        s["set"].as_str().unwrap_or(""),
+                        s["key"].as_str().unwrap_or(""),
+                        s["elements"],
+                        s["backend"].as_str().unwrap_or("")
+                    );
                 }
             } else if let Some(els) = r.get("elems").and_then(Value::as_array) {
                 for e in els {
@@ -490,16 +594,36 @@ mod tests {
 
     #[test]
     fn commands_parse() {
-        let c = Cli::try_parse_from(["parapet", "--socket", "/tmp/s", "set", "create", "b", "hash:ip", "--flags", "interval,timeout", "--timeout", "60"]).unwrap();
+        let c = Cli::try_parse_from([
+            "parapet",
+            "--socket",
+            "/tmp/s",
+            "set",
+            "create",
+            "b",
+            "hash:ip",
+            "--flags",
+            "interval,timeout",
+            "--timeout",
+            "60",
+        ])
+        .unwrap();
         match c.cmd {
-            DaemonCommand::Set { cmd: SetCommand::Create { flags, timeout, .. } } => {
+            DaemonCommand::Set {
+                cmd: SetCommand::Create { flags, timeout, .. },
+            } => {
                 assert_eq!(flags, vec!["interval", "timeout"]);
                 assert_eq!(timeout, Some(60));
             }
             other => panic!("{other:?}"),
         }
-        assert!(Cli::try_parse_from(["parapet", "ban"]).is_err(), "ban needs an address");
-        assert!(Cli::try_parse_from(["parapet", "ban", "1.2.3.4", "::1", "--timeout", "5"]).is_ok());
+        assert!(
+            Cli::try_parse_from(["parapet", "ban"]).is_err(),
+            "ban needs an address"
+        );
+        assert!(
+            Cli::try_parse_from(["parapet", "ban", "1.2.3.4", "::1", "--timeout", "5"]).is_ok()
+        );
         assert!(Cli::try_parse_from(["parapet", "counters", "reset"]).is_ok());
         assert!(Cli::try_parse_from(["parapet", "list", "--counters", "--format", "json"]).is_ok());
         assert!(Cli::try_parse_from(["parapet", "apply", "--check", "r.rules"]).is_ok());
@@ -510,14 +634,34 @@ mod tests {
     fn element_files() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("e");
-        std::fs::write(&p, "# bans\n10.0.0.1\n\n10.0.0.2 timeout 60\n10.0.0.0/8 # net\n1.2.3.4 . 80 timeout 5\n").unwrap();
+        std::fs::write(
+            &p,
+            "# bans\n10.0.0.1\n\n10.0.0.2 timeout 60\n10.0.0.0/8 # net\n1.2.3.4 . 80 timeout 5\n",
+        )
+        .unwrap();
         let e = read_elem_file(&p).unwrap();
-        let got: Vec<(usize, &str, Option<u64>)> = e.iter().map(|x| (x.line, x.elem.as_str(), x.timeout)).collect();
-        assert_eq!(got, vec![(2, "10.0.0.1", None), (4, "10.0.0.2", Some(60)), (5, "10.0.0.0/8", None), (6, "1.2.3.4 . 80", Some(5))]);
+        let got: Vec<(usize, &str, Option<u64>)> = e
+            .iter()
+            .map(|x| (x.line, x.elem.as_str(), x.timeout))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (2, "10.0.0.1", None),
+                (4, "10.0.0.2", Some(60)),
+                (5, "10.0.0.0/8", None),
+                (6, "1.2.3.4 . 80", Some(5))
+            ]
+        );
         std::fs::write(&p, "10.0.0.1\n10.0.0.2 timeout x\n").unwrap();
         let err = read_elem_file(&p).unwrap_err();
-        assert!(err.ends_with(":2:18: expected a timeout in seconds, found `x`"), "{err}");
+        assert!(
+            err.ends_with(":2:18: expected a timeout in seconds, found `x`"),
+            "{err}"
+        );
         std::fs::write(&p, "10.0.0.1 junk\n").unwrap();
-        assert!(read_elem_file(&p).unwrap_err().contains(":1:10: unexpected `junk`"));
+        assert!(read_elem_file(&p)
+            .unwrap_err()
+            .contains(":1:10: unexpected `junk`"));
     }
 }

@@ -70,8 +70,18 @@ pub struct Client {
 impl Client {
     /// Connects to `path` (see [`socket_path`]).
     pub fn connect(path: &Path) -> io::Result<Client> {
-        let s = UnixStream::connect(path).map_err(|e| io::Error::new(e.kind(), format!("cannot connect to parapetd at {}: {e}", path.display())))?;
-        Ok(Client { reader: BufReader::with_capacity(1 << 16, s.try_clone()?), writer: s, next_id: 1, line: Vec::new() })
+        let s = UnixStream::connect(path).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("cannot connect to parapetd at {}: {e}", path.display()),
+            )
+        })?;
+        Ok(Client {
+            reader: BufReader::with_capacity(1 << 16, s.try_clone()?),
+            writer: s,
+            next_id: 1,
+            line: Vec::new(),
+        })
     }
 
     /// Serializes a request object (adding `v` and a fresh `id`) as one line.
@@ -95,7 +105,10 @@ impl Client {
     pub fn read_reply(&mut self) -> io::Result<Reply> {
         self.line.clear();
         if self.reader.read_until(b'\n', &mut self.line)? == 0 {
-            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "parapetd closed the connection"));
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "parapetd closed the connection",
+            ));
         }
         Reply::parse(&self.line).map_err(io::Error::other)
     }
@@ -104,17 +117,26 @@ impl Client {
     /// [`ClientError::Daemon`].
     pub fn call(&mut self, req: Value) -> Result<Reply, ClientError> {
         let Value::Object(m) = req else {
-            return Err(ClientError::Io(io::Error::other("a request is a JSON object")));
+            return Err(ClientError::Io(io::Error::other(
+                "a request is a JSON object",
+            )));
         };
         let (id, line) = self.encode(m);
         self.writer.write_all(&line)?;
         let r = self.read_reply()?;
         if r.id != Some(id) {
-            return Err(ClientError::Io(io::Error::other(format!("reply for request {:?}, expected {id}", r.id))));
+            return Err(ClientError::Io(io::Error::other(format!(
+                "reply for request {:?}, expected {id}",
+                r.id
+            ))));
         }
         match r.error() {
             None => Ok(r),
-            Some((code, msg)) => Err(ClientError::Daemon { code, msg, reply: r }),
+            Some((code, msg)) => Err(ClientError::Daemon {
+                code,
+                msg,
+                reply: r,
+            }),
         }
     }
 
@@ -146,7 +168,9 @@ impl Client {
                 }
             }
         }
-        writer.join().map_err(|_| io::Error::other("writer thread panicked"))??;
+        writer
+            .join()
+            .map_err(|_| io::Error::other("writer thread panicked"))??;
         Ok(out)
     }
 

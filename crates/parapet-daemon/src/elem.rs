@@ -26,7 +26,11 @@ pub fn parse_type(typ: &str, family: Option<&str>) -> Result<(Vec<KeyPart>, bool
     let typ = typ.trim();
     if let Some((method, parts)) = typ.split_once(':') {
         // ipset: METHOD:DATATYPES
-        let addr = if v6 { KeyPart::Ipv6Addr } else { KeyPart::Ipv4Addr };
+        let addr = if v6 {
+            KeyPart::Ipv6Addr
+        } else {
+            KeyPart::Ipv4Addr
+        };
         let mut dims = Vec::new();
         let mut interval = false;
         for p in parts.split(',') {
@@ -46,7 +50,10 @@ pub fn parse_type(typ: &str, family: Option<&str>) -> Result<(Vec<KeyPart>, bool
                 _ => return Err(format!("unsupported ipset type `{typ}`")),
             }
         }
-        if !matches!(method, "hash" | "bitmap") || dims.is_empty() || dims.len() > parapet_sets::MAX_DIMS {
+        if !matches!(method, "hash" | "bitmap")
+            || dims.is_empty()
+            || dims.len() > parapet_sets::MAX_DIMS
+        {
             return Err(format!("unsupported ipset type `{typ}`"));
         }
         return Ok((dims, interval));
@@ -59,7 +66,10 @@ pub fn parse_type(typ: &str, family: Option<&str>) -> Result<(Vec<KeyPart>, bool
         })?);
     }
     if dims.len() > parapet_sets::MAX_DIMS {
-        return Err(format!("a key has at most {} dimensions", parapet_sets::MAX_DIMS));
+        return Err(format!(
+            "a key has at most {} dimensions",
+            parapet_sets::MAX_DIMS
+        ));
     }
     Ok((dims, false))
 }
@@ -72,15 +82,32 @@ fn prefix_range(v: u128, len: u32, width: u32) -> Result<(u128, u128), String> {
     if len > width {
         return Err(format!("prefix length {len} exceeds {width}"));
     }
-    let host: u128 = if width - len == 128 { u128::MAX } else { (1u128 << (width - len)) - 1 };
+    let host: u128 = if width - len == 128 {
+        u128::MAX
+    } else {
+        (1u128 << (width - len)) - 1
+    };
     let lo = v & !host;
     Ok((lo, lo | host))
 }
 
-fn addr_range<A: std::str::FromStr>(s: &str, width: u32, to: fn(A) -> u128, what: &str) -> Result<(u128, u128), String> {
-    let one = |t: &str| t.trim().parse::<A>().map(to).map_err(|_| format!("expected an {what} address, found `{t}`"));
+fn addr_range<A: std::str::FromStr>(
+    s: &str,
+    width: u32,
+    to: fn(A) -> u128,
+    what: &str,
+) -> Result<(u128, u128), String> {
+    let one = |t: &str| {
+        t.trim()
+            .parse::<A>()
+            .map(to)
+            .map_err(|_| format!("expected an {what} address, found `{t}`"))
+    };
     if let Some((a, l)) = split_prefix(s) {
-        let l: u32 = l.trim().parse().map_err(|_| format!("expected a prefix length, found `{l}`"))?;
+        let l: u32 = l
+            .trim()
+            .parse()
+            .map_err(|_| format!("expected a prefix length, found `{l}`"))?;
         prefix_range(one(a)?, l, width)
     } else if let Some((a, b)) = s.split_once('-') {
         let (a, b) = (one(a)?, one(b)?);
@@ -131,7 +158,10 @@ fn proto(s: &str) -> Result<u128, String> {
 
 fn ifname(s: &str) -> Result<(u128, u128), String> {
     let s = s.trim();
-    let s = s.strip_prefix('"').and_then(|t| t.strip_suffix('"')).unwrap_or(s);
+    let s = s
+        .strip_prefix('"')
+        .and_then(|t| t.strip_suffix('"'))
+        .unwrap_or(s);
     let (name, wild) = match s.strip_suffix('*') {
         Some(p) => (p, true),
         None => (s, false),
@@ -182,7 +212,11 @@ pub fn parse_element(dims: &[KeyPart], text: &str) -> Result<Element, String> {
     if dims.len() == 1 {
         return Ok(Element::new(&[dim(dims[0], text)?]));
     }
-    let parts: Vec<&str> = if text.contains(" . ") { text.split(" . ").collect() } else { text.split(',').collect() };
+    let parts: Vec<&str> = if text.contains(" . ") {
+        text.split(" . ").collect()
+    } else {
+        text.split(',').collect()
+    };
     let mut ranges = Vec::with_capacity(dims.len());
     let mut p = parts.iter();
     let mut i = 0;
@@ -190,7 +224,10 @@ pub fn parse_element(dims: &[KeyPart], text: &str) -> Result<Element, String> {
         let Some(t) = p.next() else {
             return Err(format!("element `{text}` has too few parts for its type"));
         };
-        if dims[i] == KeyPart::InetProto && dims.get(i + 1) == Some(&KeyPart::InetService) && !text.contains(" . ") {
+        if dims[i] == KeyPart::InetProto
+            && dims.get(i + 1) == Some(&KeyPart::InetService)
+            && !text.contains(" . ")
+        {
             // ipset `[proto:]port`
             let (pr, po) = t.split_once(':').unwrap_or(("tcp", t));
             ranges.push(range_of(pr, proto)?);
@@ -216,8 +253,14 @@ pub fn element_key(dims: &[KeyPart], el: &Element) -> Option<Key> {
             return None;
         }
         k = k.push(match d {
-            KeyPart::Ipv4Addr => KeyValue::Addr { family: Family::V4, addr: lo },
-            KeyPart::Ipv6Addr => KeyValue::Addr { family: Family::V6, addr: lo },
+            KeyPart::Ipv4Addr => KeyValue::Addr {
+                family: Family::V4,
+                addr: lo,
+            },
+            KeyPart::Ipv6Addr => KeyValue::Addr {
+                family: Family::V6,
+                addr: lo,
+            },
             KeyPart::InetService => KeyValue::Port(lo as u16),
             KeyPart::InetProto => KeyValue::Proto(lo as u8),
             KeyPart::IfName => KeyValue::Iface(lo.to_be_bytes()),
@@ -244,13 +287,22 @@ mod tests {
 
     #[test]
     fn types() {
-        assert_eq!(parse_type("hash:ip", None).unwrap(), (vec![KeyPart::Ipv4Addr], false));
-        assert_eq!(parse_type("hash:net", Some("inet6")).unwrap(), (vec![KeyPart::Ipv6Addr], true));
+        assert_eq!(
+            parse_type("hash:ip", None).unwrap(),
+            (vec![KeyPart::Ipv4Addr], false)
+        );
+        assert_eq!(
+            parse_type("hash:net", Some("inet6")).unwrap(),
+            (vec![KeyPart::Ipv6Addr], true)
+        );
         assert_eq!(
             parse_type("hash:ip,port", None).unwrap().0,
             vec![KeyPart::Ipv4Addr, KeyPart::InetProto, KeyPart::InetService]
         );
-        assert_eq!(parse_type("ipv4_addr . inet_service", None).unwrap().0, vec![KeyPart::Ipv4Addr, KeyPart::InetService]);
+        assert_eq!(
+            parse_type("ipv4_addr . inet_service", None).unwrap().0,
+            vec![KeyPart::Ipv4Addr, KeyPart::InetService]
+        );
         assert!(parse_type("hash:mac", None).is_err());
         assert!(parse_type("ipv5_addr", None).is_err());
         assert!(parse_type("hash:ip", Some("bogus")).is_err());
@@ -259,19 +311,40 @@ mod tests {
     #[test]
     fn elements() {
         let v4 = [KeyPart::Ipv4Addr];
-        assert_eq!(parse_element(&v4, "10.0.0.1").unwrap().ranges(), &[(0x0a00_0001, 0x0a00_0001)]);
-        assert_eq!(parse_element(&v4, "10.0.0.0/8").unwrap().ranges(), &[(0x0a00_0000, 0x0aff_ffff)]);
-        assert_eq!(parse_element(&v4, "10.0.0.1-10.0.0.3").unwrap().ranges(), &[(0x0a00_0001, 0x0a00_0003)]);
+        assert_eq!(
+            parse_element(&v4, "10.0.0.1").unwrap().ranges(),
+            &[(0x0a00_0001, 0x0a00_0001)]
+        );
+        assert_eq!(
+            parse_element(&v4, "10.0.0.0/8").unwrap().ranges(),
+            &[(0x0a00_0000, 0x0aff_ffff)]
+        );
+        assert_eq!(
+            parse_element(&v4, "10.0.0.1-10.0.0.3").unwrap().ranges(),
+            &[(0x0a00_0001, 0x0a00_0003)]
+        );
         assert!(parse_element(&v4, "10.0.0.3-10.0.0.1").is_err());
         assert!(parse_element(&v4, "10.0.0.0/33").is_err());
         assert!(parse_element(&v4, "::1").is_err());
         assert!(parse_element(&v4, "").is_err());
         let v6 = [KeyPart::Ipv6Addr];
-        assert_eq!(parse_element(&v6, "::/0").unwrap().ranges(), &[(0, u128::MAX)]);
+        assert_eq!(
+            parse_element(&v6, "::/0").unwrap().ranges(),
+            &[(0, u128::MAX)]
+        );
         let ipp = [KeyPart::Ipv4Addr, KeyPart::InetProto, KeyPart::InetService];
-        assert_eq!(parse_element(&ipp, "1.2.3.4,udp:53").unwrap().ranges()[1..], [(17, 17), (53, 53)]);
-        assert_eq!(parse_element(&ipp, "1.2.3.4,ssh").unwrap().ranges()[1..], [(6, 6), (22, 22)]);
-        assert_eq!(parse_element(&ipp, "1.2.3.4 . tcp . 80").unwrap().ranges()[2], (80, 80));
+        assert_eq!(
+            parse_element(&ipp, "1.2.3.4,udp:53").unwrap().ranges()[1..],
+            [(17, 17), (53, 53)]
+        );
+        assert_eq!(
+            parse_element(&ipp, "1.2.3.4,ssh").unwrap().ranges()[1..],
+            [(6, 6), (22, 22)]
+        );
+        assert_eq!(
+            parse_element(&ipp, "1.2.3.4 . tcp . 80").unwrap().ranges()[2],
+            (80, 80)
+        );
         assert!(parse_element(&ipp, "1.2.3.4").is_err());
         assert!(parse_element(&ipp, "1.2.3.4,80,9").is_err());
         let ifc = [KeyPart::IfName];

@@ -32,6 +32,6 @@ pub mod state;
 
 pub use client::{socket_path, Client, ClientError, DEFAULT_SOCKET, DEFAULT_STATE_DIR, SOCKET_ENV};
 pub use crc::crc32c;
-pub use server::{Config, Daemon};
 pub use loader::ParseLoader;
+pub use server::{Config, Daemon};
 pub use state::{JsonLoader, Loaded, Loader};

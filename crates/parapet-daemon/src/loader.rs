@@ -37,11 +37,22 @@ impl ParseLoader {
                 }
                 let cname = format!("{}/{}", t.name, c.name);
                 let line = c.rules.first().map_or(1, |r| r.origin.line.max(1));
-                let built = flatten(rs, ChainId { table: ti, chain: ci })
-                    .map_err(|e| e.to_string())
-                    .and_then(|list| Classifier::build(&list, &self.options).map_err(|e| e.to_string()));
+                let built = flatten(
+                    rs,
+                    ChainId {
+                        table: ti,
+                        chain: ci,
+                    },
+                )
+                .map_err(|e| e.to_string())
+                .and_then(|list| {
+                    Classifier::build(&list, &self.options).map_err(|e| e.to_string())
+                });
                 match built {
-                    Ok(cl) => out.push(CompiledChain { name: cname, classifier: Arc::new(cl) }),
+                    Ok(cl) => out.push(CompiledChain {
+                        name: cname,
+                        classifier: Arc::new(cl),
+                    }),
                     Err(e) => errs.push(format!("{name}:{line}:1: chain {cname}: {e}")),
                 }
             }
@@ -57,24 +68,34 @@ impl ParseLoader {
 impl Loader for ParseLoader {
     fn load(&self, name: &str, text: &str, format: Option<&str>) -> Result<Loaded, Vec<String>> {
         let (ruleset, format) = if format == Some("json") {
-            let rs = serde_json::from_str::<Ruleset>(text).map_err(|e| vec![format!("{name}:{}:{}: {e}", e.line(), e.column())])?;
+            let rs = serde_json::from_str::<Ruleset>(text)
+                .map_err(|e| vec![format!("{name}:{}:{}: {e}", e.line(), e.column())])?;
             (rs, "json".to_string())
         } else {
             let f = match format {
                 None => Format::Auto,
-                Some(f) => f.parse::<Format>().map_err(|e| vec![format!("{name}:1:1: {e}")])?,
+                Some(f) => f
+                    .parse::<Format>()
+                    .map_err(|e| vec![format!("{name}:1:1: {e}")])?,
             };
-            let p = parse(text, name, f).map_err(|errs| errs.iter().map(|e| e.to_string()).collect::<Vec<_>>())?;
+            let p = parse(text, name, f)
+                .map_err(|errs| errs.iter().map(|e| e.to_string()).collect::<Vec<_>>())?;
             (p.ruleset, p.format.name().to_string())
         };
         let compiled = self.compile(name, &ruleset)?;
-        Ok(Loaded { ruleset, format, compiled })
+        Ok(Loaded {
+            ruleset,
+            format,
+            compiled,
+        })
     }
 
     fn render(&self, ruleset: &Ruleset, format: &str) -> Option<Result<String, String>> {
         Some(match format {
             "json" => Ok(render::json(ruleset)),
-            "iptables-save" | "ip6tables-save" | "iptables" => render::iptables_save(ruleset).map_err(|e| e.to_string()),
+            "iptables-save" | "ip6tables-save" | "iptables" => {
+                render::iptables_save(ruleset).map_err(|e| e.to_string())
+            }
             "nft" => render::nft(ruleset).map_err(|e| e.to_string()),
             _ => return None,
         })

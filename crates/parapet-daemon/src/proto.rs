@@ -163,7 +163,11 @@ pub struct ErrorReply {
 impl ErrorReply {
     /// An error with a code and a message.
     pub fn new(code: &'static str, msg: impl Into<String>) -> ErrorReply {
-        ErrorReply { code, msg: msg.into(), detail: None }
+        ErrorReply {
+            code,
+            msg: msg.into(),
+            detail: None,
+        }
     }
 }
 
@@ -176,13 +180,24 @@ pub fn parse_request(line: &[u8]) -> Result<Request<'_>, (Option<u64>, ErrorRepl
     match serde_json::from_slice::<Request>(line) {
         Ok(r) if r.v != PROTO_VERSION => Err((
             r.id,
-            ErrorReply::new(code::VERSION, format!("protocol version {} not supported (this daemon speaks {PROTO_VERSION})", r.v)),
+            ErrorReply::new(
+                code::VERSION,
+                format!(
+                    "protocol version {} not supported (this daemon speaks {PROTO_VERSION})",
+                    r.v
+                ),
+            ),
         )),
         Ok(r) => Ok(r),
         Err(e) => {
             // Salvage the id from any JSON object so the reply can be matched.
-            let id = serde_json::from_slice::<Value>(line).ok().and_then(|v| v.get("id").and_then(Value::as_u64));
-            Err((id, ErrorReply::new(code::PARSE, format!("malformed request: {e}"))))
+            let id = serde_json::from_slice::<Value>(line)
+                .ok()
+                .and_then(|v| v.get("id").and_then(Value::as_u64));
+            Err((
+                id,
+                ErrorReply::new(code::PARSE, format!("malformed request: {e}")),
+            ))
         }
     }
 }
@@ -237,7 +252,10 @@ impl Digits {
 }
 
 fn itoa_buf(mut n: u64) -> Digits {
-    let mut d = Digits { buf: [0; 20], start: 20 };
+    let mut d = Digits {
+        buf: [0; 20],
+        start: 20,
+    };
     loop {
         d.start -= 1;
         d.buf[d.start] = b'0' + (n % 10) as u8;
@@ -261,11 +279,15 @@ pub struct Reply {
 impl Reply {
     /// Parses a reply line.
     pub fn parse(line: &[u8]) -> Result<Reply, String> {
-        let v: Value = serde_json::from_slice(line).map_err(|e| format!("malformed reply from daemon: {e}"))?;
+        let v: Value = serde_json::from_slice(line)
+            .map_err(|e| format!("malformed reply from daemon: {e}"))?;
         let Value::Object(body) = v else {
             return Err("malformed reply from daemon: not an object".into());
         };
-        Ok(Reply { id: body.get("id").and_then(Value::as_u64), body })
+        Ok(Reply {
+            id: body.get("id").and_then(Value::as_u64),
+            body,
+        })
     }
     /// True for `"ok":true`.
     pub fn ok(&self) -> bool {
@@ -277,8 +299,16 @@ impl Reply {
             return None;
         }
         let e = self.body.get("error");
-        let code = e.and_then(|e| e.get("code")).and_then(Value::as_str).unwrap_or("unknown").to_string();
-        let msg = e.and_then(|e| e.get("msg")).and_then(Value::as_str).unwrap_or("").to_string();
+        let code = e
+            .and_then(|e| e.get("code"))
+            .and_then(Value::as_str)
+            .unwrap_or("unknown")
+            .to_string();
+        let msg = e
+            .and_then(|e| e.get("msg"))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
         Some((code, msg))
     }
     /// A field of the reply.
@@ -303,7 +333,11 @@ mod tests {
         let mut out = Vec::new();
         write_reply(&mut out, id, o);
         assert_eq!(out.last(), Some(&b'\n'));
-        assert_eq!(out.iter().filter(|&&b| b == b'\n').count(), 1, "one line per reply");
+        assert_eq!(
+            out.iter().filter(|&&b| b == b'\n').count(),
+            1,
+            "one line per reply"
+        );
         serde_json::from_slice(&out).unwrap()
     }
 

@@ -131,17 +131,32 @@ fn peek_epoch(path: &Path, magic: &[u8; 8]) -> Option<u64> {
 fn lock_state_dir(dir: &Path) -> io::Result<File> {
     fs::create_dir_all(dir)?;
     fs::set_permissions(dir, fs::Permissions::from_mode(0o700))?;
-    let f = OpenOptions::new().create(true).truncate(false).write(true).mode(0o600).open(dir.join("lock"))?;
+    let f = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(dir.join("lock"))?;
     // SAFETY: flock on a valid, owned descriptor.
     if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-        return Err(io::Error::new(io::ErrorKind::AddrInUse, format!("state directory {} is in use by another parapetd", dir.display())));
+        return Err(io::Error::new(
+            io::ErrorKind::AddrInUse,
+            format!(
+                "state directory {} is in use by another parapetd",
+                dir.display()
+            ),
+        ));
     }
     Ok(f)
 }
 
 /// Rebuilds the state from snapshot + journal and opens the journal for
 /// appending.
-fn recover(config: &Config, loader: &dyn Loader, clock: Arc<dyn Clock>) -> io::Result<(State, Journal, Recovery, bool)> {
+fn recover(
+    config: &Config,
+    loader: &dyn Loader,
+    clock: Arc<dyn Clock>,
+) -> io::Result<(State, Journal, Recovery, bool)> {
     let t0 = Instant::now();
     let dir = &config.state_dir;
     let mut st = State::new(clock);
@@ -174,7 +189,8 @@ fn recover(config: &Config, loader: &dyn Loader, clock: Arc<dyn Clock>) -> io::R
                 let keep = dir.join(format!("journal.corrupt-{}", st.now()));
                 fs::copy(&jpath, &keep)?;
                 rec.problems.extend(rep.problems);
-                rec.problems.push(format!("damaged journal kept as {}", keep.display()));
+                rec.problems
+                    .push(format!("damaged journal kept as {}", keep.display()));
                 needs_compaction = true;
             }
             Journal::open(dir, e, Some(rep.good_bytes), config.fsync)?
@@ -183,7 +199,11 @@ fn recover(config: &Config, loader: &dyn Loader, clock: Arc<dyn Clock>) -> io::R
             if jpath.exists() && found.is_none() {
                 let keep = dir.join(format!("journal.corrupt-{}", st.now()));
                 fs::copy(&jpath, &keep)?;
-                rec.problems.push(format!("{}: bad header; kept as {} and ignored", jpath.display(), keep.display()));
+                rec.problems.push(format!(
+                    "{}: bad header; kept as {} and ignored",
+                    jpath.display(),
+                    keep.display()
+                ));
             }
             // Missing, unreadable, or older than the snapshot (a crash right
             // after a snapshot): everything in it is in the snapshot.
@@ -203,8 +223,12 @@ fn recover(config: &Config, loader: &dyn Loader, clock: Arc<dyn Clock>) -> io::R
 pub fn compact(shared: &Shared, st: &State) -> Result<(), String> {
     shared.journal.sync_all()?;
     let epoch = shared.journal.epoch() + 1;
-    journal::write_snapshot(&shared.config.state_dir, epoch, |emit| st.snapshot(emit)).map_err(|e| format!("snapshot failed: {e}"))?;
-    shared.journal.rotate(epoch).map_err(|e| format!("journal rotation failed: {e}"))?;
+    journal::write_snapshot(&shared.config.state_dir, epoch, |emit| st.snapshot(emit))
+        .map_err(|e| format!("snapshot failed: {e}"))?;
+    shared
+        .journal
+        .rotate(epoch)
+        .map_err(|e| format!("journal rotation failed: {e}"))?;
     shared.stats.snapshots.fetch_add(1, Ordering::Relaxed);
     Ok(())
 }
@@ -226,7 +250,10 @@ fn prepare_socket(config: &Config) -> io::Result<UnixListener> {
     }
     if path.exists() {
         if UnixStream::connect(path).is_ok() {
-            return Err(io::Error::new(io::ErrorKind::AddrInUse, format!("another daemon is listening on {}", path.display())));
+            return Err(io::Error::new(
+                io::ErrorKind::AddrInUse,
+                format!("another daemon is listening on {}", path.display()),
+            ));
         }
         fs::remove_file(path)?; // stale socket of a dead daemon
     }
@@ -238,14 +265,16 @@ fn prepare_socket(config: &Config) -> io::Result<UnixListener> {
     let l = l?;
     fs::set_permissions(path, fs::Permissions::from_mode(config.socket_mode))?;
     if let Some(g) = &config.socket_group {
-        let cname = std::ffi::CString::new(g.as_str()).map_err(|_| io::Error::other("bad group name"))?;
+        let cname =
+            std::ffi::CString::new(g.as_str()).map_err(|_| io::Error::other("bad group name"))?;
         // SAFETY: getgrnam returns a pointer into static storage or null.
         let gr = unsafe { libc::getgrnam(cname.as_ptr()) };
         if gr.is_null() {
             return Err(io::Error::other(format!("no such group `{g}`")));
         }
         let gid = unsafe { (*gr).gr_gid };
-        let cpath = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).map_err(|_| io::Error::other("bad path"))?;
+        let cpath = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
+            .map_err(|_| io::Error::other("bad path"))?;
         // SAFETY: valid C string; uid -1 leaves the owner unchanged.
         if unsafe { libc::chown(cpath.as_ptr(), u32::MAX, gid) } != 0 {
             return Err(io::Error::last_os_error());
@@ -261,7 +290,11 @@ impl Daemon {
     }
 
     /// As [`Daemon::start`] on a given clock (tests).
-    pub fn start_with_clock(config: Config, loader: Box<dyn Loader>, clock: Arc<dyn Clock>) -> io::Result<Daemon> {
+    pub fn start_with_clock(
+        config: Config,
+        loader: Box<dyn Loader>,
+        clock: Arc<dyn Clock>,
+    ) -> io::Result<Daemon> {
         let lock = lock_state_dir(&config.state_dir)?;
         let (state, journal, recovery, needs_compaction) = recover(&config, &*loader, clock)?;
         for p in &recovery.problems {
@@ -284,20 +317,32 @@ impl Daemon {
             compact(&shared, &st).map_err(io::Error::other)?;
         }
         let s = shared.clone();
-        let acceptor = thread::Builder::new().name("accept".into()).spawn(move || accept_loop(s, listener))?;
+        let acceptor = thread::Builder::new()
+            .name("accept".into())
+            .spawn(move || accept_loop(s, listener))?;
         let s = shared.clone();
-        let reaper = thread::Builder::new().name("reaper".into()).spawn(move || reap_loop(s))?;
-        Ok(Daemon { shared, acceptor: Some(acceptor), reaper: Some(reaper) })
+        let reaper = thread::Builder::new()
+            .name("reaper".into())
+            .spawn(move || reap_loop(s))?;
+        Ok(Daemon {
+            shared,
+            acceptor: Some(acceptor),
+            reaper: Some(reaper),
+        })
     }
 
     /// Applies a ruleset file (start-up `--config`, SIGHUP).
     pub fn apply_file(&self, path: &Path) -> Result<usize, Vec<String>> {
-        let text = fs::read_to_string(path).map_err(|e| vec![format!("{}: {e}", path.display())])?;
+        let text =
+            fs::read_to_string(path).map_err(|e| vec![format!("{}: {e}", path.display())])?;
         let name = path.display().to_string();
         match do_apply(&self.shared, &name, &text, None, false) {
             Ok(m) => Ok(m.get("rules").and_then(Value::as_u64).unwrap_or(0) as usize),
             Err(e) => Err(match e.detail {
-                Some((_, Value::Array(v))) => v.into_iter().filter_map(|s| s.as_str().map(String::from)).collect(),
+                Some((_, Value::Array(v))) => v
+                    .into_iter()
+                    .filter_map(|s| s.as_str().map(String::from))
+                    .collect(),
                 _ => vec![e.msg],
             }),
         }
@@ -340,7 +385,11 @@ fn accept_loop(shared: Arc<Shared>, listener: UnixListener) {
         if shared.stats.clients.fetch_add(1, Ordering::SeqCst) >= shared.config.max_clients {
             shared.stats.clients.fetch_sub(1, Ordering::SeqCst);
             let mut out = Vec::new();
-            write_reply(&mut out, None, &Err(ErrorReply::new(code::BUSY, "too many clients")));
+            write_reply(
+                &mut out,
+                None,
+                &Err(ErrorReply::new(code::BUSY, "too many clients")),
+            );
             let _ = stream.write_all(&out);
             continue;
         }
@@ -399,17 +448,36 @@ fn serve_client(shared: &Shared, mut stream: UnixStream) -> io::Result<()> {
         let n = if replies.is_empty() {
             match stream.read(&mut buf[filled..]) {
                 Ok(n) => n,
-                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted) => continue,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock
+                            | io::ErrorKind::TimedOut
+                            | io::ErrorKind::Interrupted
+                    ) =>
+                {
+                    continue
+                }
                 Err(e) => return Err(e),
             }
         } else {
             // Replies are pending: only take what is already there.
             let free = &mut buf[filled..];
             // SAFETY: recv into a valid, writable buffer of the given length.
-            let r = unsafe { libc::recv(stream.as_raw_fd(), free.as_mut_ptr().cast(), free.len(), libc::MSG_DONTWAIT) };
+            let r = unsafe {
+                libc::recv(
+                    stream.as_raw_fd(),
+                    free.as_mut_ptr().cast(),
+                    free.len(),
+                    libc::MSG_DONTWAIT,
+                )
+            };
             if r < 0 {
                 let e = io::Error::last_os_error();
-                if !matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) {
+                if !matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                ) {
                     return Err(e);
                 }
                 flush(shared, &mut stream, &mut replies, &mut out)?;
@@ -432,7 +500,14 @@ fn serve_client(shared: &Shared, mut stream: UnixStream) -> io::Result<()> {
             if discarding {
                 discarding = false;
             } else if line.len() > MAX_LINE {
-                replies.push((None, Err(ErrorReply::new(code::TOO_LONG, format!("request line longer than {MAX_LINE} bytes; skipped"))), None));
+                replies.push((
+                    None,
+                    Err(ErrorReply::new(
+                        code::TOO_LONG,
+                        format!("request line longer than {MAX_LINE} bytes; skipped"),
+                    )),
+                    None,
+                ));
             } else if !line.iter().all(u8::is_ascii_whitespace) {
                 replies.push(handle_line(shared, line));
             }
@@ -444,13 +519,22 @@ fn serve_client(shared: &Shared, mut stream: UnixStream) -> io::Result<()> {
         scanned = filled;
         if filled > MAX_LINE {
             if !discarding {
-                replies.push((None, Err(ErrorReply::new(code::TOO_LONG, format!("request line longer than {MAX_LINE} bytes; skipped"))), None));
+                replies.push((
+                    None,
+                    Err(ErrorReply::new(
+                        code::TOO_LONG,
+                        format!("request line longer than {MAX_LINE} bytes; skipped"),
+                    )),
+                    None,
+                ));
             }
             discarding = true;
             filled = 0;
             scanned = 0;
         }
-        if replies.len() >= BATCH_REPLIES || (!replies.is_empty() && batch_start.elapsed() >= BATCH_WINDOW) {
+        if replies.len() >= BATCH_REPLIES
+            || (!replies.is_empty() && batch_start.elapsed() >= BATCH_WINDOW)
+        {
             flush(shared, &mut stream, &mut replies, &mut out)?;
         }
         if replies.is_empty() && buf.len() > 4 * CHUNK && filled < CHUNK {
@@ -461,7 +545,12 @@ fn serve_client(shared: &Shared, mut stream: UnixStream) -> io::Result<()> {
 }
 
 /// Makes the batch durable (one sync), then sends its replies.
-fn flush(shared: &Shared, stream: &mut UnixStream, replies: &mut Vec<(Option<u64>, Outcome, Option<Lsn>)>, out: &mut Vec<u8>) -> io::Result<()> {
+fn flush(
+    shared: &Shared,
+    stream: &mut UnixStream,
+    replies: &mut Vec<(Option<u64>, Outcome, Option<Lsn>)>,
+    out: &mut Vec<u8>,
+) -> io::Result<()> {
     if replies.is_empty() {
         return Ok(());
     }
@@ -507,12 +596,23 @@ fn handle_line(shared: &Shared, line: &[u8]) -> (Option<u64>, Outcome, Option<Ls
         Err((id, e)) => return (id, Err(e), None),
     };
     if req.elems.len() > MAX_ELEMS {
-        return (req.id, Err(ErrorReply::new(code::INVALID, format!("more than {MAX_ELEMS} elements in one request; split it"))), None);
+        return (
+            req.id,
+            Err(ErrorReply::new(
+                code::INVALID,
+                format!("more than {MAX_ELEMS} elements in one request; split it"),
+            )),
+            None,
+        );
     }
     match &*req.cmd {
         "apply" => {
             let Some(text) = req.rules.as_deref() else {
-                return (req.id, Err(ErrorReply::new(code::INVALID, "missing field `rules`")), None);
+                return (
+                    req.id,
+                    Err(ErrorReply::new(code::INVALID, "missing field `rules`")),
+                    None,
+                );
             };
             let name = req.name.as_deref().unwrap_or("<rules>");
             let r = do_apply_lsn(shared, name, text, req.format.as_deref(), req.check);
@@ -540,22 +640,46 @@ fn apply_error(errs: Vec<String>) -> ErrorReply {
 }
 
 /// Compiles aside (no lock held), then validates and swaps under the lock.
-fn do_apply_lsn(shared: &Shared, name: &str, text: &str, format: Option<&str>, check: bool) -> Result<(Map<String, Value>, Option<Lsn>), ErrorReply> {
-    let loaded = shared.loader.load(name, text, format).map_err(apply_error)?;
+fn do_apply_lsn(
+    shared: &Shared,
+    name: &str,
+    text: &str,
+    format: Option<&str>,
+    check: bool,
+) -> Result<(Map<String, Value>, Option<Lsn>), ErrorReply> {
+    let loaded = shared
+        .loader
+        .load(name, text, format)
+        .map_err(apply_error)?;
     let mut st = shared.state.lock().unwrap();
     st.check_loaded(name, &loaded).map_err(apply_error)?;
     if check {
         let rules = loaded.ruleset.rule_count();
-        return Ok((json!({"rules": rules, "format": loaded.format, "checked": true}).as_object().cloned().unwrap_or_default(), None));
+        return Ok((
+            json!({"rules": rules, "format": loaded.format, "checked": true})
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
+            None,
+        ));
     }
     let (m, lsn) = st.apply_loaded(name.to_string(), text.to_string(), loaded, &shared.journal);
     Ok((m, Some(lsn)))
 }
 
-fn do_apply(shared: &Shared, name: &str, text: &str, format: Option<&str>, check: bool) -> Result<Map<String, Value>, ErrorReply> {
+fn do_apply(
+    shared: &Shared,
+    name: &str,
+    text: &str,
+    format: Option<&str>,
+    check: bool,
+) -> Result<Map<String, Value>, ErrorReply> {
     let (m, lsn) = do_apply_lsn(shared, name, text, format, check)?;
     if let Some(l) = lsn {
-        shared.journal.sync(l).map_err(|e| ErrorReply::new(code::IO, e))?;
+        shared
+            .journal
+            .sync(l)
+            .map_err(|e| ErrorReply::new(code::IO, e))?;
     }
     Ok(m)
 }
@@ -564,7 +688,11 @@ fn stats(shared: &Shared) -> Map<String, Value> {
     let st = shared.state.lock().unwrap();
     let s = &shared.stats;
     let names = st.sets.names();
-    let memory: usize = names.iter().filter_map(|n| st.sets.get(n)).map(|s| s.memory_bytes()).sum();
+    let memory: usize = names
+        .iter()
+        .filter_map(|n| st.sets.get(n))
+        .map(|s| s.memory_bytes())
+        .sum();
     let v = json!({
         "version": env!("CARGO_PKG_VERSION"),
         "uptime_s": shared.started.elapsed().as_secs(),
@@ -655,7 +783,9 @@ pub fn run(config: Config, loader: Box<dyn Loader>) -> Result<(), String> {
         d.shared.recovery.millis,
         t0.elapsed().as_millis()
     );
-    let _ = sd_notify(&format!("READY=1\nSTATUS=serving {sets} sets, {elements} elements"));
+    let _ = sd_notify(&format!(
+        "READY=1\nSTATUS=serving {sets} sets, {elements} elements"
+    ));
     loop {
         thread::sleep(Duration::from_millis(100));
         match SIGNAL.swap(0, Ordering::SeqCst) as libc::c_int {

@@ -58,7 +58,11 @@ impl SetSpec {
                 "interval" => interval = true,
                 "timeout" => timeouts = true,
                 "" => {}
-                other => return Err(format!("unknown set flag `{other}` (expected interval, timeout)")),
+                other => {
+                    return Err(format!(
+                        "unknown set flag `{other}` (expected interval, timeout)"
+                    ))
+                }
             }
         }
         let mut d = SetDesc::new(&dims);
@@ -77,7 +81,11 @@ impl SetSpec {
         d = d.policy(match self.policy.as_deref() {
             None | Some("performance") => Policy::Performance,
             Some("memory") => Policy::Memory,
-            Some(p) => return Err(format!("unknown policy `{p}` (expected performance or memory)")),
+            Some(p) => {
+                return Err(format!(
+                    "unknown policy `{p}` (expected performance or memory)"
+                ))
+            }
         });
         Ok((d, dims))
     }
@@ -149,8 +157,15 @@ fn set_err(e: SetError) -> ErrorReply {
 }
 
 fn valid_name(n: &str) -> Result<(), ErrorReply> {
-    if n.is_empty() || n.len() > MAX_SET_NAME || !n.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-:".contains(&b)) {
-        return Err(invalid(format!("bad set name `{n}`: 1 to {MAX_SET_NAME} characters of A-Z a-z 0-9 _ . - :")));
+    if n.is_empty()
+        || n.len() > MAX_SET_NAME
+        || !n
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_.-:".contains(&b))
+    {
+        return Err(invalid(format!(
+            "bad set name `{n}`: 1 to {MAX_SET_NAME} characters of A-Z a-z 0-9 _ . - :"
+        )));
     }
     Ok(())
 }
@@ -165,7 +180,13 @@ fn obj(v: Value) -> Map<String, Value> {
 impl State {
     /// An empty state on `clock` (ms since the Unix epoch).
     pub fn new(clock: Arc<dyn Clock>) -> State {
-        State { sets: SetStore::with_clock(clock.clone()), specs: HashMap::new(), active: None, generation: 0, clock }
+        State {
+            sets: SetStore::with_clock(clock.clone()),
+            specs: HashMap::new(),
+            active: None,
+            generation: 0,
+            clock,
+        }
     }
 
     /// Current time, ms.
@@ -175,7 +196,12 @@ impl State {
 
     /// Number of elements over all sets (including expired, unreaped ones).
     pub fn element_count(&self) -> usize {
-        self.sets.names().iter().filter_map(|n| self.sets.get(n)).map(|s| s.len()).sum()
+        self.sets
+            .names()
+            .iter()
+            .filter_map(|n| self.sets.get(n))
+            .map(|s| s.len())
+            .sum()
     }
 
     /// Removes up to `budget` expired elements per set. Expiry is not
@@ -183,16 +209,27 @@ impl State {
     pub fn reap(&mut self, budget: usize) -> usize {
         let now = self.now();
         let names: Vec<String> = self.sets.names().iter().map(|s| s.to_string()).collect();
-        names.iter().filter_map(|n| self.sets.get_mut(n).map(|s| s.reap(now, budget))).sum()
+        names
+            .iter()
+            .filter_map(|n| self.sets.get_mut(n).map(|s| s.reap(now, budget)))
+            .sum()
     }
 
-    fn create_set(&mut self, name: &str, spec: &SetSpec, exist_ok: bool) -> Result<bool, ErrorReply> {
+    fn create_set(
+        &mut self,
+        name: &str,
+        spec: &SetSpec,
+        exist_ok: bool,
+    ) -> Result<bool, ErrorReply> {
         valid_name(name)?;
         if let Some(old) = self.specs.get(name) {
             if exist_ok && old == spec {
                 return Ok(false);
             }
-            return Err(ErrorReply::new(code::EXISTS, format!("set `{name}` already exists")));
+            return Err(ErrorReply::new(
+                code::EXISTS,
+                format!("set `{name}` already exists"),
+            ));
         }
         let (desc, _) = spec.desc().map_err(invalid)?;
         self.sets.create(name, desc).map_err(set_err)?;
@@ -203,35 +240,52 @@ impl State {
     fn dims(&self, name: &str) -> Result<Vec<KeyPart>, ErrorReply> {
         match self.sets.get(name) {
             Some(s) => Ok(s.key_dims().to_vec()),
-            None => Err(ErrorReply::new(code::NO_SUCH_SET, format!("set `{name}` does not exist"))),
+            None => Err(ErrorReply::new(
+                code::NO_SUCH_SET,
+                format!("set `{name}` does not exist"),
+            )),
         }
     }
 
     /// Absolute expiry (ms, 0 = permanent) of elements added now with
     /// `timeout` seconds (None = the set's default).
     fn expiry(&self, name: &str, timeout: Option<u64>, now: u64) -> Result<u64, ErrorReply> {
-        let s = self.sets.get(name).ok_or_else(|| ErrorReply::new(code::NO_SUCH_SET, format!("set `{name}` does not exist")))?;
+        let s = self.sets.get(name).ok_or_else(|| {
+            ErrorReply::new(code::NO_SUCH_SET, format!("set `{name}` does not exist"))
+        })?;
         let d = s.desc();
         if !d.timeouts {
             if timeout.is_some_and(|t| t != 0) {
-                return Err(set_err(SetError::TimeoutNotSupported { set: name.to_string() }));
+                return Err(set_err(SetError::TimeoutNotSupported {
+                    set: name.to_string(),
+                }));
             }
             return Ok(0);
         }
         let ms = match timeout {
-            Some(t) => t.checked_mul(1000).ok_or_else(|| invalid("timeout too large"))?,
+            Some(t) => t
+                .checked_mul(1000)
+                .ok_or_else(|| invalid("timeout too large"))?,
             None => d.default_timeout,
         };
         Ok(if ms == 0 { 0 } else { now.saturating_add(ms) })
     }
 
-    fn parse_elems<'a, I: Iterator<Item = &'a str>>(&self, dims: &[KeyPart], texts: I, expiry: u64, now: u64, timeouts: bool) -> Result<Vec<Element>, ErrorReply> {
+    fn parse_elems<'a, I: Iterator<Item = &'a str>>(
+        &self,
+        dims: &[KeyPart],
+        texts: I,
+        expiry: u64,
+        now: u64,
+        timeouts: bool,
+    ) -> Result<Vec<Element>, ErrorReply> {
         let mut out = Vec::new();
         for t in texts {
             if t.len() > MAX_ELEM {
                 return Err(invalid(format!("element longer than {MAX_ELEM} bytes")));
             }
-            let mut el = parse_element(dims, t).map_err(|m| invalid(format!("element `{t}`: {m}")))?;
+            let mut el =
+                parse_element(dims, t).map_err(|m| invalid(format!("element `{t}`: {m}")))?;
             if timeouts {
                 if expiry == 0 {
                     el.timeout = Some(0);
@@ -248,7 +302,13 @@ impl State {
 
     /// Adds elements with an absolute expiry; all or nothing. Returns the
     /// number of new elements and the parsed elements (for the journal).
-    fn add_elems(&mut self, name: &str, texts: &[&str], expiry: u64, now: u64) -> Result<(usize, Vec<Element>), ErrorReply> {
+    fn add_elems(
+        &mut self,
+        name: &str,
+        texts: &[&str],
+        expiry: u64,
+        now: u64,
+    ) -> Result<(usize, Vec<Element>), ErrorReply> {
         let dims = self.dims(name)?;
         let timeouts = self.sets.get(name).is_some_and(|s| s.desc().timeouts);
         let els = self.parse_elems(&dims, texts.iter().copied(), expiry, now, timeouts)?;
@@ -257,17 +317,32 @@ impl State {
         Ok((n, els))
     }
 
-    fn del_elems(&mut self, name: &str, texts: &[&str]) -> Result<(usize, Vec<Element>), ErrorReply> {
+    fn del_elems(
+        &mut self,
+        name: &str,
+        texts: &[&str],
+    ) -> Result<(usize, Vec<Element>), ErrorReply> {
         let dims = self.dims(name)?;
         let els = self.parse_elems(&dims, texts.iter().copied(), 0, 0, false)?;
-        let n = self.sets.get_mut(name).expect("checked").del_many(&els).map_err(set_err)?;
+        let n = self
+            .sets
+            .get_mut(name)
+            .expect("checked")
+            .del_many(&els)
+            .map_err(set_err)?;
         Ok((n, els))
     }
 
     fn check_widths(&self, name: &str, widths: &[u8]) -> Result<Vec<KeyPart>, String> {
         let dims = self.dims(name).map_err(|e| e.msg)?;
-        if dims.iter().map(|d| crate::journal::dim_bytes(*d)).ne(widths.iter().copied()) {
-            return Err(format!("set {name}: record key widths {widths:?} do not match the set's type"));
+        if dims
+            .iter()
+            .map(|d| crate::journal::dim_bytes(*d))
+            .ne(widths.iter().copied())
+        {
+            return Err(format!(
+                "set {name}: record key widths {widths:?} do not match the set's type"
+            ));
         }
         Ok(dims)
     }
@@ -278,15 +353,22 @@ impl State {
         let now = self.now();
         match rec {
             Record::SetCreate { name, spec } => {
-                let spec: SetSpec = serde_json::from_str(&spec).map_err(|e| format!("set {name}: bad spec: {e}"))?;
-                self.create_set(&name, &spec, true).map(|_| ()).map_err(|e| e.msg)
+                let spec: SetSpec = serde_json::from_str(&spec)
+                    .map_err(|e| format!("set {name}: bad spec: {e}"))?;
+                self.create_set(&name, &spec, true)
+                    .map(|_| ())
+                    .map_err(|e| e.msg)
             }
             Record::SetDestroy { name } => {
                 self.specs.remove(&name);
                 self.sets.destroy(&name);
                 Ok(())
             }
-            Record::SetAdd { name, widths, elems } => {
+            Record::SetAdd {
+                name,
+                widths,
+                elems,
+            } => {
                 // Expired elements are simply not restored; the others get
                 // their remaining lifetime.
                 self.check_widths(&name, &widths)?;
@@ -306,15 +388,28 @@ impl State {
                     })
                     .collect();
                 let set = self.sets.get_mut(&name).expect("checked");
-                set.add_many(&els, now).map(|_| ()).map_err(|e| e.to_string())
+                set.add_many(&els, now)
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
             }
-            Record::SetDel { name, widths, elems } => {
+            Record::SetDel {
+                name,
+                widths,
+                elems,
+            } => {
                 self.check_widths(&name, &widths)?;
-                self.sets.get_mut(&name).expect("checked").del_many(&elems).map(|_| ()).map_err(|e| e.to_string())
+                self.sets
+                    .get_mut(&name)
+                    .expect("checked")
+                    .del_many(&elems)
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
             }
             Record::SetFlush { name } => self.sets.flush(&name).map_err(|e| e.to_string()),
             Record::Apply { name, format, text } => {
-                let loaded = loader.load(&name, &text, Some(&format)).map_err(|e| format!("ruleset {name} no longer loads: {}", e.join("; ")))?;
+                let loaded = loader
+                    .load(&name, &text, Some(&format))
+                    .map_err(|e| format!("ruleset {name} no longer loads: {}", e.join("; ")))?;
                 self.install(name, text, loaded);
                 Ok(())
             }
@@ -346,7 +441,16 @@ impl State {
             let dims = set.key_dims().to_vec();
             let elems = set.elements(now);
             for chunk in elems.chunks(CHUNK) {
-                emit(&|b: &mut Vec<u8>| enc::add(b, name, &dims, chunk.iter().map(|se| (&se.element, se.remaining.map_or(0, |r| now + r.max(1))))))?;
+                emit(&|b: &mut Vec<u8>| {
+                    enc::add(
+                        b,
+                        name,
+                        &dims,
+                        chunk
+                            .iter()
+                            .map(|se| (&se.element, se.remaining.map_or(0, |r| now + r.max(1)))),
+                    )
+                })?;
             }
         }
         if let Some(a) = &self.active {
@@ -358,24 +462,42 @@ impl State {
     /// Runs one command. Changes are journaled (not yet synced); the LSN to
     /// sync before replying is returned with the outcome. `apply` must go
     /// through [`State::apply_loaded`] (the compile happens outside the lock).
-    pub fn execute(&mut self, req: &Request, journal: &Journal, loader: &dyn Loader) -> (Outcome, Option<Lsn>) {
+    pub fn execute(
+        &mut self,
+        req: &Request,
+        journal: &Journal,
+        loader: &dyn Loader,
+    ) -> (Outcome, Option<Lsn>) {
         let mut lsn = None;
         let r = self.execute_inner(req, journal, loader, &mut lsn);
         (r, lsn)
     }
 
     fn need_set<'r>(req: &'r Request) -> Result<&'r str, ErrorReply> {
-        req.set.as_deref().ok_or_else(|| invalid("missing field `set`"))
+        req.set
+            .as_deref()
+            .ok_or_else(|| invalid("missing field `set`"))
     }
 
-    fn execute_inner(&mut self, req: &Request, journal: &Journal, loader: &dyn Loader, lsn: &mut Option<Lsn>) -> Outcome {
+    fn execute_inner(
+        &mut self,
+        req: &Request,
+        journal: &Journal,
+        loader: &dyn Loader,
+        lsn: &mut Option<Lsn>,
+    ) -> Outcome {
         let now = self.now();
         match &*req.cmd {
-            "ping" => Ok(obj(json!({"proto": crate::proto::PROTO_VERSION, "version": env!("CARGO_PKG_VERSION")}))),
+            "ping" => Ok(obj(
+                json!({"proto": crate::proto::PROTO_VERSION, "version": env!("CARGO_PKG_VERSION")}),
+            )),
             "set.create" => {
                 let name = Self::need_set(req)?;
                 let spec = SetSpec {
-                    typ: req.typ.clone().ok_or_else(|| invalid("missing field `type`"))?,
+                    typ: req
+                        .typ
+                        .clone()
+                        .ok_or_else(|| invalid("missing field `type`"))?,
                     family: req.family.clone(),
                     flags: req.flags.clone(),
                     timeout: req.timeout,
@@ -394,7 +516,9 @@ impl State {
                 self.dims(name)?;
                 if let Some(a) = &self.active {
                     if a.ruleset.set_refs.iter().any(|r| r.name == name) {
-                        return Err(invalid(format!("set `{name}` is used by the active ruleset")));
+                        return Err(invalid(format!(
+                            "set `{name}` is used by the active ruleset"
+                        )));
                     }
                 }
                 self.sets.destroy(name);
@@ -411,8 +535,12 @@ impl State {
                 let texts: Vec<&str> = req.elems.iter().map(|s| s.trim()).collect();
                 let (added, els) = self.add_elems(name, &texts, exp, now)?;
                 let dims = self.dims(name)?;
-                *lsn = Some(journal.append(|b| enc::add(b, name, &dims, els.iter().map(|e| (e, exp)))));
-                Ok(obj(json!({"added": added, "refreshed": texts.len() - added.min(texts.len())})))
+                *lsn = Some(
+                    journal.append(|b| enc::add(b, name, &dims, els.iter().map(|e| (e, exp)))),
+                );
+                Ok(obj(
+                    json!({"added": added, "refreshed": texts.len() - added.min(texts.len())}),
+                ))
             }
             "set.del" => {
                 let name = Self::need_set(req)?;
@@ -445,7 +573,9 @@ impl State {
                     Ok(obj(json!({"sets": sets})))
                 }
                 Some(name) => {
-                    let s = self.sets.get(name).ok_or_else(|| ErrorReply::new(code::NO_SUCH_SET, format!("set `{name}` does not exist")))?;
+                    let s = self.sets.get(name).ok_or_else(|| {
+                        ErrorReply::new(code::NO_SUCH_SET, format!("set `{name}` does not exist"))
+                    })?;
                     let dims = s.key_dims();
                     let elems: Vec<Value> = s
                         .elements(now)
@@ -455,14 +585,21 @@ impl State {
                             None => json!({"elem": se.element.key_text(dims)}),
                         })
                         .collect();
-                    Ok(obj(json!({"set": name, "spec": self.specs[name], "key": s.desc().type_name(), "backend": s.backend().name(), "elems": elems})))
+                    Ok(obj(
+                        json!({"set": name, "spec": self.specs[name], "key": s.desc().type_name(), "backend": s.backend().name(), "elems": elems}),
+                    ))
                 }
             },
             "set.test" => {
                 let name = Self::need_set(req)?;
-                let text = req.elem.as_deref().or(req.elems.first().map(|s| &**s)).ok_or_else(|| invalid("missing field `elem`"))?;
+                let text = req
+                    .elem
+                    .as_deref()
+                    .or(req.elems.first().map(|s| &**s))
+                    .ok_or_else(|| invalid("missing field `elem`"))?;
                 let dims = self.dims(name)?;
-                let el = parse_element(&dims, text).map_err(|m| invalid(format!("element `{text}`: {m}")))?;
+                let el = parse_element(&dims, text)
+                    .map_err(|m| invalid(format!("element `{text}`: {m}")))?;
                 let s = self.sets.get(name).expect("checked");
                 let covered = match element_key(&dims, &el) {
                     Some(k) => s.contains(&k, now),
@@ -472,7 +609,9 @@ impl State {
             }
             "set.explain" => {
                 let name = Self::need_set(req)?;
-                let e = self.sets.explain(name).ok_or_else(|| ErrorReply::new(code::NO_SUCH_SET, format!("set `{name}` does not exist")))?;
+                let e = self.sets.explain(name).ok_or_else(|| {
+                    ErrorReply::new(code::NO_SUCH_SET, format!("set `{name}` does not exist"))
+                })?;
                 Ok(obj(json!({
                     "set": name, "backend": e.backend.name(), "key": e.key, "policy": e.policy.to_string(),
                     "lookup": e.complexity.lookup, "insert": e.complexity.insert, "space": e.complexity.space,
@@ -489,11 +628,20 @@ impl State {
             }
             "list" => self.list(req, loader),
             "apply" => Err(invalid("internal: apply is handled by the server")),
-            other => Err(ErrorReply::new(code::UNKNOWN_CMD, format!("unknown command `{other}`"))),
+            other => Err(ErrorReply::new(
+                code::UNKNOWN_CMD,
+                format!("unknown command `{other}`"),
+            )),
         }
     }
 
-    fn ban(&mut self, req: &Request, journal: &Journal, lsn: &mut Option<Lsn>, now: u64) -> Outcome {
+    fn ban(
+        &mut self,
+        req: &Request,
+        journal: &Journal,
+        lsn: &mut Option<Lsn>,
+        now: u64,
+    ) -> Outcome {
         let ban = &*req.cmd == "ban";
         if req.elems.is_empty() {
             return Err(invalid("missing field `elems` (addresses)"));
@@ -527,7 +675,11 @@ impl State {
             }
             if self.sets.get(set).is_none() {
                 let spec = SetSpec {
-                    typ: if *fam == Family::V4 { "ipv4_addr".into() } else { "ipv6_addr".into() },
+                    typ: if *fam == Family::V4 {
+                        "ipv4_addr".into()
+                    } else {
+                        "ipv6_addr".into()
+                    },
                     family: None,
                     flags: vec!["timeout".into()],
                     timeout: None,
@@ -544,7 +696,11 @@ impl State {
             let dims = self.dims(set)?;
             *lsn = Some(journal.append(|b| enc::add(b, set, &dims, els.iter().map(|e| (e, exp)))));
         }
-        Ok(obj(if ban { json!({"banned": n}) } else { json!({"unbanned": n}) }))
+        Ok(obj(if ban {
+            json!({"banned": n})
+        } else {
+            json!({"unbanned": n})
+        }))
     }
 
     fn list(&self, req: &Request, loader: &dyn Loader) -> Outcome {
@@ -563,29 +719,57 @@ impl State {
             for t in &mut rs.tables {
                 for c in &mut t.chains {
                     for r in &mut c.rules {
-                        r.counters = a.counters.get(r.id as usize - 1).copied().unwrap_or_default();
+                        r.counters = a
+                            .counters
+                            .get(r.id as usize - 1)
+                            .copied()
+                            .unwrap_or_default();
                     }
                 }
             }
             rs
         };
         if format == "json" {
-            let rs = if req.counters { with_counters() } else { (*a.ruleset).clone() };
-            m.insert("ruleset".into(), serde_json::to_value(&rs).expect("ruleset serializes"));
+            let rs = if req.counters {
+                with_counters()
+            } else {
+                (*a.ruleset).clone()
+            };
+            m.insert(
+                "ruleset".into(),
+                serde_json::to_value(&rs).expect("ruleset serializes"),
+            );
         } else if format == a.format && !req.counters {
             m.insert("text".into(), Value::from(a.text.clone()));
         } else {
-            let rs = if req.counters { with_counters() } else { (*a.ruleset).clone() };
+            let rs = if req.counters {
+                with_counters()
+            } else {
+                (*a.ruleset).clone()
+            };
             match loader.render(&rs, &format) {
                 Some(Ok(t)) => {
                     m.insert("text".into(), Value::from(t));
                 }
-                Some(Err(e)) => return Err(invalid(format!("cannot print the active ruleset as {format}: {e}"))),
-                None => return Err(invalid(format!("unknown list format `{format}` (expected iptables-save, nft or json)"))),
+                Some(Err(e)) => {
+                    return Err(invalid(format!(
+                        "cannot print the active ruleset as {format}: {e}"
+                    )))
+                }
+                None => {
+                    return Err(invalid(format!(
+                        "unknown list format `{format}` (expected iptables-save, nft or json)"
+                    )))
+                }
             }
         }
         if req.counters {
-            let c: Vec<Value> = a.counters.iter().enumerate().map(|(i, c)| json!({"rule": i + 1, "packets": c.packets, "bytes": c.bytes})).collect();
+            let c: Vec<Value> = a
+                .counters
+                .iter()
+                .enumerate()
+                .map(|(i, c)| json!({"rule": i + 1, "packets": c.packets, "bytes": c.bytes}))
+                .collect();
             m.insert("counters".into(), Value::from(c));
         }
         Ok(m)
@@ -600,7 +784,11 @@ impl State {
                 let line = loaded
                     .ruleset
                     .rules()
-                    .find(|rule| rule.matches.iter().any(|(f, _)| *f == parapet_model::Field::Set(i as u16)))
+                    .find(|rule| {
+                        rule.matches
+                            .iter()
+                            .any(|(f, _)| *f == parapet_model::Field::Set(i as u16))
+                    })
                     .map_or(0, |rule| rule.origin.line);
                 errs.push(format!("{name}:{line}:1: rule refers to set `{}`, which does not exist (create it first)", r.name));
             }
@@ -614,11 +802,20 @@ impl State {
 
     /// Swaps in a ruleset compiled outside the lock (after
     /// [`State::check_loaded`]); journals it.
-    pub fn apply_loaded(&mut self, name: String, text: String, loaded: Loaded, journal: &Journal) -> (Map<String, Value>, Lsn) {
+    pub fn apply_loaded(
+        &mut self,
+        name: String,
+        text: String,
+        loaded: Loaded,
+        journal: &Journal,
+    ) -> (Map<String, Value>, Lsn) {
         let lsn = journal.append(|b| enc::apply(b, &name, &loaded.format, &text));
         let rules = loaded.ruleset.rule_count();
         self.install(name, text, loaded);
-        (obj(json!({"rules": rules, "generation": self.generation})), lsn)
+        (
+            obj(json!({"rules": rules, "generation": self.generation})),
+            lsn,
+        )
     }
 }
 
@@ -631,10 +828,18 @@ impl Loader for JsonLoader {
     fn load(&self, name: &str, text: &str, format: Option<&str>) -> Result<Loaded, Vec<String>> {
         match format {
             None | Some("json") | Some("auto") => {}
-            Some(f) => return Err(vec![format!("{name}:1:1: format `{f}` is not supported by this daemon build (json only)")]),
+            Some(f) => {
+                return Err(vec![format!(
+                    "{name}:1:1: format `{f}` is not supported by this daemon build (json only)"
+                )])
+            }
         }
         serde_json::from_str::<Ruleset>(text)
-            .map(|ruleset| Loaded { ruleset, format: "json".into(), compiled: Vec::new() })
+            .map(|ruleset| Loaded {
+                ruleset,
+                format: "json".into(),
+                compiled: Vec::new(),
+            })
             .map_err(|e| vec![format!("{name}:{}:{}: {e}", e.line(), e.column())])
     }
 }

@@ -25,14 +25,31 @@ impl Daemon {
     pub fn start_env(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Daemon {
         let socket = dir.join("parapet.sock");
         let state = dir.join("state");
-        let stderr = dir.join(format!("parapetd.{}.log", Instant::now().elapsed().as_nanos() ^ rand_tag()));
+        let stderr = dir.join(format!(
+            "parapetd.{}.log",
+            Instant::now().elapsed().as_nanos() ^ rand_tag()
+        ));
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_parapetd"));
-        cmd.arg("--socket").arg(&socket).arg("--state-dir").arg(&state).args(extra);
+        cmd.arg("--socket")
+            .arg(&socket)
+            .arg("--state-dir")
+            .arg(&state)
+            .args(extra);
         for (k, v) in env {
             cmd.env(k, v);
         }
-        let child = cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(std::fs::File::create(&stderr).unwrap()).spawn().expect("spawn parapetd");
-        let mut d = Daemon { child: Some(child), socket, state, stderr };
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&stderr).unwrap())
+            .spawn()
+            .expect("spawn parapetd");
+        let mut d = Daemon {
+            child: Some(child),
+            socket,
+            state,
+            stderr,
+        };
         d.wait_ready();
         d
     }

@@ -18,11 +18,16 @@ fn addr(i: u32) -> String {
 }
 
 fn count(c: &mut parapet_daemon::Client, set: &str) -> usize {
-    call(c, json!({"cmd": "set.list", "set": set}))["elems"].as_array().unwrap().len()
+    call(c, json!({"cmd": "set.list", "set": set}))["elems"]
+        .as_array()
+        .unwrap()
+        .len()
 }
 
 fn covered(c: &mut parapet_daemon::Client, set: &str, e: &str) -> bool {
-    call(c, json!({"cmd": "set.test", "set": set, "elem": e}))["covered"].as_bool().unwrap()
+    call(c, json!({"cmd": "set.test", "set": set, "elem": e}))["covered"]
+        .as_bool()
+        .unwrap()
 }
 
 /// The "done when": hundreds of thousands of bans from a file,
@@ -32,7 +37,10 @@ fn bans_survive_kill9_and_expired_ones_do_not_return() {
     let dir = tempfile::tempdir().unwrap();
     let mut d = Daemon::start(dir.path(), &[]);
     let mut c = d.client();
-    call(&mut c, json!({"cmd": "set.create", "set": "blocklist", "type": "ipv4_addr", "flags": ["timeout"]}));
+    call(
+        &mut c,
+        json!({"cmd": "set.create", "set": "blocklist", "type": "ipv4_addr", "flags": ["timeout"]}),
+    );
 
     // 200k long bans (1 h) and 20k short ones (2 s), from one file through
     // the CLI code path (`set add --file`, batched and pipelined).
@@ -51,16 +59,29 @@ fn bans_survive_kill9_and_expired_ones_do_not_return() {
     std::fs::write(&file, text).unwrap();
     let t0 = Instant::now();
     let code = run(
-        DaemonCommand::Set { cmd: SetCommand::Add { name: "blocklist".into(), elems: vec![], file: Some(file.clone()), timeout: None } },
+        DaemonCommand::Set {
+            cmd: SetCommand::Add {
+                name: "blocklist".into(),
+                elems: vec![],
+                file: Some(file.clone()),
+                timeout: None,
+            },
+        },
         Some(&d.socket),
     );
     assert_eq!(code, ExitCode::SUCCESS);
     eprintln!("added {} elements in {:?}", LONG + SHORT, t0.elapsed());
     // Some single bans and unbans over the protocol too.
-    call(&mut c, json!({"cmd": "ban", "elems": ["192.0.2.1", "2001:db8::1"], "timeout": 3600}));
+    call(
+        &mut c,
+        json!({"cmd": "ban", "elems": ["192.0.2.1", "2001:db8::1"], "timeout": 3600}),
+    );
     call(&mut c, json!({"cmd": "ban", "elems": ["192.0.2.2"]}));
     call(&mut c, json!({"cmd": "unban", "elems": ["192.0.2.2"]}));
-    call(&mut c, json!({"cmd": "set.del", "set": "blocklist", "elems": [addr(7)]}));
+    call(
+        &mut c,
+        json!({"cmd": "set.del", "set": "blocklist", "elems": [addr(7)]}),
+    );
     assert_eq!(count(&mut c, "blocklist"), (LONG + SHORT - 1) as usize);
 
     d.kill9();
@@ -72,20 +93,34 @@ fn bans_survive_kill9_and_expired_ones_do_not_return() {
     let mut c = d2.client();
     let r = call(&mut c, json!({"cmd": "set.list", "set": "blocklist"}));
     let elems = r["elems"].as_array().unwrap();
-    assert_eq!(elems.len(), (LONG - 1) as usize, "every long ban back, no short one");
+    assert_eq!(
+        elems.len(),
+        (LONG - 1) as usize,
+        "every long ban back, no short one"
+    );
     for e in elems {
         let t = e["timeout"].as_u64().unwrap();
         assert!(t <= 3600 && t > 3500, "remaining timeout kept: {e}");
     }
     assert!(covered(&mut c, "blocklist", &addr(0)));
     assert!(covered(&mut c, "blocklist", &addr(LONG - 1)));
-    assert!(!covered(&mut c, "blocklist", &addr(7)), "deleted stays deleted");
-    assert!(!covered(&mut c, "blocklist", &addr(LONG)), "expired stays expired");
+    assert!(
+        !covered(&mut c, "blocklist", &addr(7)),
+        "deleted stays deleted"
+    );
+    assert!(
+        !covered(&mut c, "blocklist", &addr(LONG)),
+        "expired stays expired"
+    );
     assert!(covered(&mut c, "parapet-ban4", "192.0.2.1"));
     assert!(!covered(&mut c, "parapet-ban4", "192.0.2.2"));
     assert!(covered(&mut c, "parapet-ban6", "2001:db8::1"));
     let st = call(&mut c, json!({"cmd": "stats"}));
-    assert!(st["recovery"]["problems"].as_array().unwrap().is_empty(), "{}", st.body.get("recovery").unwrap());
+    assert!(
+        st["recovery"]["problems"].as_array().unwrap().is_empty(),
+        "{}",
+        st.body.get("recovery").unwrap()
+    );
 }
 
 #[test]
@@ -93,21 +128,49 @@ fn clean_shutdown_snapshots_and_restarts() {
     let dir = tempfile::tempdir().unwrap();
     let mut d = Daemon::start(dir.path(), &[]);
     let mut c = d.client();
-    call(&mut c, json!({"cmd": "set.create", "set": "nets", "type": "hash:net", "timeout": 600}));
-    call(&mut c, json!({"cmd": "set.add", "set": "nets", "elems": ["10.0.0.0/8", "192.0.2.0/24"]}));
-    call(&mut c, json!({"cmd": "set.add", "set": "nets", "elems": ["198.51.100.7"], "timeout": 0}));
+    call(
+        &mut c,
+        json!({"cmd": "set.create", "set": "nets", "type": "hash:net", "timeout": 600}),
+    );
+    call(
+        &mut c,
+        json!({"cmd": "set.add", "set": "nets", "elems": ["10.0.0.0/8", "192.0.2.0/24"]}),
+    );
+    call(
+        &mut c,
+        json!({"cmd": "set.add", "set": "nets", "elems": ["198.51.100.7"], "timeout": 0}),
+    );
     drop(c);
     assert!(d.term().success());
     assert!(d.state.join("snapshot").exists());
     let d2 = Daemon::start(dir.path(), &[]);
     let mut c = d2.client();
     let st = call(&mut c, json!({"cmd": "stats"}));
-    assert_eq!(st["recovery"]["journal_records"], json!(0), "everything came from the snapshot");
+    assert_eq!(
+        st["recovery"]["journal_records"],
+        json!(0),
+        "everything came from the snapshot"
+    );
     let r = call(&mut c, json!({"cmd": "set.list", "set": "nets"}));
-    let els: Vec<(String, Option<u64>)> = r["elems"].as_array().unwrap().iter().map(|e| (e["elem"].as_str().unwrap().to_string(), e["timeout"].as_u64())).collect();
+    let els: Vec<(String, Option<u64>)> = r["elems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["elem"].as_str().unwrap().to_string(),
+                e["timeout"].as_u64(),
+            )
+        })
+        .collect();
     assert_eq!(els.len(), 3, "{els:?}");
-    assert!(els.iter().any(|(e, t)| e == "198.51.100.7" && t.is_none()), "permanent stays permanent: {els:?}");
-    assert!(els.iter().any(|(e, t)| e == "10.0.0.0/8" && t.is_some_and(|t| t <= 600 && t > 550)));
+    assert!(
+        els.iter().any(|(e, t)| e == "198.51.100.7" && t.is_none()),
+        "permanent stays permanent: {els:?}"
+    );
+    assert!(els
+        .iter()
+        .any(|(e, t)| e == "10.0.0.0/8" && t.is_some_and(|t| t <= 600 && t > 550)));
     assert!(covered(&mut c, "nets", "10.1.2.3"));
     assert!(!covered(&mut c, "nets", "11.0.0.1"));
 }
@@ -117,9 +180,15 @@ fn corrupt_or_truncated_journal_keeps_the_intact_part() {
     let dir = tempfile::tempdir().unwrap();
     let mut d = Daemon::start(dir.path(), &[]);
     let mut c = d.client();
-    call(&mut c, json!({"cmd": "set.create", "set": "b", "type": "ipv4_addr"}));
+    call(
+        &mut c,
+        json!({"cmd": "set.create", "set": "b", "type": "ipv4_addr"}),
+    );
     for i in 0..10 {
-        call(&mut c, json!({"cmd": "set.add", "set": "b", "elems": [addr(i)]}));
+        call(
+            &mut c,
+            json!({"cmd": "set.add", "set": "b", "elems": [addr(i)]}),
+        );
     }
     d.kill9();
     let jpath = d.state.join("journal");
@@ -132,21 +201,45 @@ fn corrupt_or_truncated_journal_keeps_the_intact_part() {
     assert_eq!(count(&mut c, "b"), 9);
     let st = call(&mut c, json!({"cmd": "stats"}));
     let probs = st["recovery"]["problems"].as_array().unwrap();
-    assert!(probs.iter().any(|p| p.as_str().unwrap().contains("truncated")), "{probs:?}");
-    assert!(d.log().contains("truncated"), "reported on stderr: {}", d.log());
+    assert!(
+        probs
+            .iter()
+            .any(|p| p.as_str().unwrap().contains("truncated")),
+        "{probs:?}"
+    );
+    assert!(
+        d.log().contains("truncated"),
+        "reported on stderr: {}",
+        d.log()
+    );
     // The daemon compacted: the next start is clean, and new changes stick.
-    call(&mut c, json!({"cmd": "set.add", "set": "b", "elems": ["192.0.2.99"]}));
+    call(
+        &mut c,
+        json!({"cmd": "set.add", "set": "b", "elems": ["192.0.2.99"]}),
+    );
     d.kill9();
     let mut d = Daemon::start(dir.path(), &[]);
     let mut c = d.client();
     assert_eq!(count(&mut c, "b"), 10);
-    assert!(call(&mut c, json!({"cmd": "stats"}))["recovery"]["problems"].as_array().unwrap().is_empty());
-    assert!(std::fs::read_dir(&d.state).unwrap().any(|e| e.unwrap().file_name().to_string_lossy().starts_with("journal.corrupt-")));
+    assert!(
+        call(&mut c, json!({"cmd": "stats"}))["recovery"]["problems"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    assert!(std::fs::read_dir(&d.state).unwrap().any(|e| e
+        .unwrap()
+        .file_name()
+        .to_string_lossy()
+        .starts_with("journal.corrupt-")));
 
     // 2. A flipped byte in the middle of the journal: that record is
     // skipped and reported, those after it survive.
     for i in 20..30 {
-        call(&mut c, json!({"cmd": "set.add", "set": "b", "elems": [addr(i)]}));
+        call(
+            &mut c,
+            json!({"cmd": "set.add", "set": "b", "elems": [addr(i)]}),
+        );
     }
     d.kill9();
     let mut data = std::fs::read(&jpath).unwrap();
@@ -157,7 +250,11 @@ fn corrupt_or_truncated_journal_keeps_the_intact_part() {
     std::fs::write(&jpath, &data).unwrap();
     let d = Daemon::start(dir.path(), &[]);
     let mut c = d.client();
-    assert_eq!(count(&mut c, "b"), 19, "one record lost, nine after it kept");
+    assert_eq!(
+        count(&mut c, "b"),
+        19,
+        "one record lost, nine after it kept"
+    );
     let probs = call(&mut c, json!({"cmd": "stats"}))["recovery"]["problems"].clone();
     assert!(probs.to_string().contains("checksum"), "{probs}");
 }
@@ -208,11 +305,70 @@ fn malformed_requests_get_errors_and_the_daemon_keeps_serving() {
             replies.push(serde_json::from_slice::<Value>(&line).unwrap());
         }
     }
-    let codes: Vec<&str> = replies.iter().map(|r| r["error"]["code"].as_str().unwrap_or("ok")).collect();
-    assert_eq!(codes, vec!["parse", "unknown_cmd", "invalid", "no_such_set", "version", "parse", "parse", "parse", "invalid", "invalid", "apply", "too_long", "ok"]);
+    let codes: Vec<&str> = replies
+        .iter()
+        .map(|r| r["error"]["code"].as_str().unwrap_or("ok"))
+        .collect();
+    assert_eq!(
+        codes,
+        vec![
+            "parse",
+            "unknown_cmd",
+            "invalid",
+            "no_such_set",
+            "version",
+            "parse",
+            "parse",
+            "parse",
+            "invalid",
+            "invalid",
+            "apply",
+            "too_long",
+            "ok"
+        ]
+    );
     assert_eq!(replies[1]["id"], json!(1), "id recovered");
     assert_eq!(replies[12]["id"], json!(99));
-    assert_eq!(replies[10]["error"]["errors"][0], json!("r.v4:2:4: expected a chain name after -A"));
+    assert_eq!(
+        replies[10]["error"]["errors"][0],
+        json!("r.v4:2:4: expected a chain name after -A")
+    );
+    // Random garbage lines (bounded count) on a fresh connection: every
+    // line gets exactly one error reply, and the connection stays usable.
+    let mut g = d.client();
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut junk = Vec::new();
+    let lines = 300;
+    for _ in 0..lines {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let len = (x % 200) as usize + 1;
+        let mut l: Vec<u8> = (0..len)
+            .map(|i| (x.rotate_left(i as u32 * 7) as u8) | 0x01)
+            .filter(|&b| b != b'\n')
+            .collect();
+        if l.iter().all(u8::is_ascii_whitespace) {
+            l.push(b'x');
+        }
+        if x % 3 == 0 {
+            // Near misses: valid JSON with the wrong shapes.
+            l = format!(
+                "{{\"cmd\":\"set.add\",\"set\":{},\"elems\":[{}]}}",
+                x % 5,
+                x % 7
+            )
+            .into_bytes();
+        }
+        junk.extend_from_slice(&l);
+        junk.push(b'\n');
+    }
+    g.send_raw(&junk).unwrap();
+    for i in 0..lines {
+        let r = g.read_reply().unwrap_or_else(|e| panic!("reply {i}: {e}"));
+        assert!(!r.ok(), "garbage accepted: {:?}", r.body);
+    }
+    call(&mut g, json!({"cmd": "ping"}));
     // Still serving, state untouched.
     let st = call(&mut other, json!({"cmd": "stats"}));
     assert_eq!(st["sets"], json!(0));
@@ -226,7 +382,9 @@ fn apply_is_atomic_and_names_errors() {
     let mut c = d.client();
     let good = "*filter\n:INPUT DROP [0:0]\n-A INPUT -p tcp -m tcp --dport 22 -j ACCEPT\n-A INPUT -m set --match-set admins src -j ACCEPT\nCOMMIT\n";
     // The referenced set does not exist yet: refused, naming the line.
-    let e = c.call(json!({"cmd": "apply", "rules": good, "name": "r.v4"})).unwrap_err();
+    let e = c
+        .call(json!({"cmd": "apply", "rules": good, "name": "r.v4"}))
+        .unwrap_err();
     match e {
         ClientError::Daemon { code, msg, .. } => {
             assert_eq!(code, "apply");
@@ -234,17 +392,36 @@ fn apply_is_atomic_and_names_errors() {
         }
         e => panic!("{e}"),
     }
-    call(&mut c, json!({"cmd": "set.create", "set": "admins", "type": "hash:ip"}));
-    let r = call(&mut c, json!({"cmd": "apply", "rules": good, "name": "r.v4", "check": true}));
+    call(
+        &mut c,
+        json!({"cmd": "set.create", "set": "admins", "type": "hash:ip"}),
+    );
+    let r = call(
+        &mut c,
+        json!({"cmd": "apply", "rules": good, "name": "r.v4", "check": true}),
+    );
     assert_eq!(r["rules"], json!(2));
-    assert_eq!(call(&mut c, json!({"cmd": "list"}))["active"], json!(false), "--check changes nothing");
-    let r = call(&mut c, json!({"cmd": "apply", "rules": good, "name": "r.v4"}));
+    assert_eq!(
+        call(&mut c, json!({"cmd": "list"}))["active"],
+        json!(false),
+        "--check changes nothing"
+    );
+    let r = call(
+        &mut c,
+        json!({"cmd": "apply", "rules": good, "name": "r.v4"}),
+    );
     assert_eq!(r["generation"], json!(1));
     let bad = "*filter\n:INPUT DROP [0:0]\n-A INPUT -p tcp --dport 99999 -j ACCEPT\nCOMMIT\n";
-    let e = c.call(json!({"cmd": "apply", "rules": bad, "name": "bad.v4"})).unwrap_err();
+    let e = c
+        .call(json!({"cmd": "apply", "rules": bad, "name": "bad.v4"}))
+        .unwrap_err();
     assert!(e.to_string().starts_with("bad.v4:3:"), "{e}");
     let l = call(&mut c, json!({"cmd": "list", "counters": true}));
-    assert_eq!((l["generation"].clone(), l["name"].clone()), (json!(1), json!("r.v4")), "failed apply changed nothing");
+    assert_eq!(
+        (l["generation"].clone(), l["name"].clone()),
+        (json!(1), json!("r.v4")),
+        "failed apply changed nothing"
+    );
     assert!(l["text"].as_str().unwrap().contains("--dport 22"));
     assert_eq!(l["counters"].as_array().unwrap().len(), 2);
     let j = call(&mut c, json!({"cmd": "list", "format": "json"}));
@@ -252,7 +429,11 @@ fn apply_is_atomic_and_names_errors() {
     // Converting is the renderer's job; what it cannot write is an error, not a wrong text.
     let e = c.call(json!({"cmd": "list", "format": "nft"})).unwrap_err();
     assert!(e.to_string().contains("cannot print"), "{e}");
-    assert!(c.call(json!({"cmd": "set.destroy", "set": "admins"})).is_err(), "in use");
+    assert!(
+        c.call(json!({"cmd": "set.destroy", "set": "admins"}))
+            .is_err(),
+        "in use"
+    );
     call(&mut c, json!({"cmd": "counters.reset"}));
 }
 
@@ -262,7 +443,11 @@ fn sd_notify_ready() {
     let nsock = dir.path().join("notify");
     let rx = std::os::unix::net::UnixDatagram::bind(&nsock).unwrap();
     rx.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    let _d = Daemon::start_env(dir.path(), &[], &[("NOTIFY_SOCKET", nsock.to_str().unwrap())]);
+    let _d = Daemon::start_env(
+        dir.path(),
+        &[],
+        &[("NOTIFY_SOCKET", nsock.to_str().unwrap())],
+    );
     let mut b = [0u8; 256];
     let n = rx.recv(&mut b).unwrap();
     let msg = String::from_utf8_lossy(&b[..n]);
@@ -284,5 +469,54 @@ fn second_daemon_on_same_state_is_refused_and_socket_is_0660() {
         .output()
         .unwrap();
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("in use"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("in use"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Many clients banning at once: every acknowledged ban survives kill -9.
+#[test]
+fn concurrent_clients_all_durable() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut d = Daemon::start(dir.path(), &[]);
+    let threads: Vec<_> = (0..8u32)
+        .map(|t| {
+            let sock = d.socket.clone();
+            std::thread::spawn(move || {
+                let mut c = parapet_daemon::Client::connect(&sock).unwrap();
+                // Half pipelined, half one at a time.
+                let lines: Vec<Vec<u8>> = (0..1000u32)
+                    .map(|i| {
+                        let (_, l) = c.encode(
+                            json!({"cmd": "ban", "elems": [addr(t * 10_000 + i)], "timeout": 600})
+                                .as_object()
+                                .unwrap()
+                                .clone(),
+                        );
+                        l
+                    })
+                    .collect();
+                for r in c.pipeline(lines).unwrap() {
+                    assert!(r.ok(), "{:?}", r.body);
+                }
+                for i in 1000..1100u32 {
+                    call(
+                        &mut c,
+                        json!({"cmd": "ban", "elems": [addr(t * 10_000 + i)]}),
+                    );
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    d.kill9();
+    let d = Daemon::start(dir.path(), &[]);
+    let mut c = d.client();
+    assert_eq!(count(&mut c, "parapet-ban4"), 8 * 1100);
+    let st = call(&mut c, json!({"cmd": "stats"}));
+    assert_eq!(st["elements"], json!(8 * 1100));
 }

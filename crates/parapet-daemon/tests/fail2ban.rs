@@ -22,7 +22,12 @@ impl Drop for Kill {
 }
 
 fn have_fail2ban() -> bool {
-    Command::new("fail2ban-server").arg("-V").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
+    Command::new("fail2ban-server")
+        .arg("-V")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 fn ensure_fail2ban() -> bool {
@@ -43,14 +48,22 @@ fn ensure_fail2ban() -> bool {
 fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
     let t0 = Instant::now();
     while !f() {
-        assert!(t0.elapsed() < limit, "timed out after {limit:?} waiting for {what}");
+        assert!(
+            t0.elapsed() < limit,
+            "timed out after {limit:?} waiting for {what}"
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
 }
 
 fn members(c: &mut parapet_daemon::Client, set: &str) -> Vec<String> {
     match c.call(json!({"cmd": "set.list", "set": set})) {
-        Ok(r) => r["elems"].as_array().unwrap().iter().map(|e| e["elem"].as_str().unwrap().to_string()).collect(),
+        Ok(r) => r["elems"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["elem"].as_str().unwrap().to_string())
+            .collect(),
         Err(_) => Vec::new(),
     }
 }
@@ -66,7 +79,8 @@ fn fail2ban_bans_and_unbans_through_parapetd() {
     let conf = dir.path().join("f2b");
     fs::create_dir_all(conf.join("action.d")).unwrap();
     fs::create_dir_all(conf.join("filter.d")).unwrap();
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../contrib/fail2ban/action.d/parapet.py");
+    let repo =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../contrib/fail2ban/action.d/parapet.py");
     fs::copy(&repo, conf.join("action.d/parapet.py")).unwrap();
     let p = |n: &str| dir.path().join(n).display().to_string();
     let log = dir.path().join("auth.log");
@@ -76,7 +90,11 @@ fn fail2ban_bans_and_unbans_through_parapetd() {
         format!("[Definition]\nloglevel = INFO\nlogtarget = {}\nsocket = {}\npidfile = {}\ndbfile = :memory:\n", p("f2b.log"), p("f2b.sock"), p("f2b.pid")),
     )
     .unwrap();
-    fs::write(conf.join("filter.d/test.conf"), "[Definition]\nfailregex = ^FAIL from <HOST>$\ndatepattern = {NONE}\n").unwrap();
+    fs::write(
+        conf.join("filter.d/test.conf"),
+        "[Definition]\nfailregex = ^FAIL from <HOST>$\ndatepattern = {NONE}\n",
+    )
+    .unwrap();
     fs::write(
         conf.join("jail.conf"),
         format!(
@@ -100,11 +118,15 @@ fn fail2ban_bans_and_unbans_through_parapetd() {
             .spawn()
             .expect("start fail2ban-server"),
     );
-    let f2b_log = || fs::read_to_string(p("f2b.log")).unwrap_or_default() + &fs::read_to_string(p("f2b.err")).unwrap_or_default();
+    let f2b_log = || {
+        fs::read_to_string(p("f2b.log")).unwrap_or_default()
+            + &fs::read_to_string(p("f2b.err")).unwrap_or_default()
+    };
     let mut c = d.client();
     // The action's start() creates the jail's sets.
     wait_for("jail start (sets created)", Duration::from_secs(60), || {
-        c.call(json!({"cmd": "set.list", "set": "f2b-test-v6"})).is_ok()
+        c.call(json!({"cmd": "set.list", "set": "f2b-test-v6"}))
+            .is_ok()
     });
 
     let v4: Vec<String> = (1..=20).map(|i| format!("192.0.2.{i}")).collect();
@@ -116,29 +138,53 @@ fn fail2ban_bans_and_unbans_through_parapetd() {
         }
     }
     let t0 = Instant::now();
-    wait_for("every offender banned in parapetd", Duration::from_secs(60), || {
-        let b4 = members(&mut c, "f2b-test");
-        let b6 = members(&mut c, "f2b-test-v6");
-        v4.iter().all(|a| b4.contains(a)) && v6.iter().all(|a| b6.contains(a))
-    });
-    eprintln!("all {} banned after {:?}", v4.len() + v6.len(), t0.elapsed());
+    wait_for(
+        "every offender banned in parapetd",
+        Duration::from_secs(60),
+        || {
+            let b4 = members(&mut c, "f2b-test");
+            let b6 = members(&mut c, "f2b-test-v6");
+            v4.iter().all(|a| b4.contains(a)) && v6.iter().all(|a| b6.contains(a))
+        },
+    );
+    eprintln!(
+        "all {} banned after {:?}",
+        v4.len() + v6.len(),
+        t0.elapsed()
+    );
     // parapetd holds them with fail2ban's bantime plus the safety margin.
     let r = call(&mut c, json!({"cmd": "set.list", "set": "f2b-test"}));
     for e in r["elems"].as_array().unwrap() {
         let t = e["timeout"].as_u64().unwrap();
         assert!(t > 50 && t <= 64, "timeout {t}");
     }
-    assert!(call(&mut c, json!({"cmd": "set.test", "set": "f2b-test", "elem": "192.0.2.7"}))["covered"].as_bool().unwrap());
-    assert!(!call(&mut c, json!({"cmd": "set.test", "set": "f2b-test", "elem": "192.0.2.77"}))["covered"].as_bool().unwrap());
+    assert!(call(
+        &mut c,
+        json!({"cmd": "set.test", "set": "f2b-test", "elem": "192.0.2.7"})
+    )["covered"]
+        .as_bool()
+        .unwrap());
+    assert!(!call(
+        &mut c,
+        json!({"cmd": "set.test", "set": "f2b-test", "elem": "192.0.2.77"})
+    )["covered"]
+        .as_bool()
+        .unwrap());
 
     // bantime (4 s) ends: fail2ban unbans, through the same connection.
-    wait_for("every ban lifted", Duration::from_secs(60), || members(&mut c, "f2b-test").is_empty() && members(&mut c, "f2b-test-v6").is_empty());
+    wait_for("every ban lifted", Duration::from_secs(60), || {
+        members(&mut c, "f2b-test").is_empty() && members(&mut c, "f2b-test-v6").is_empty()
+    });
     eprintln!("all unbanned after {:?}", t0.elapsed());
     let log_text = f2b_log();
     assert!(log_text.contains("Unban 192.0.2.1"), "{log_text}");
     assert!(!log_text.contains("ParapetError"), "{log_text}");
     // One connection for the whole jail: not one per ban.
     let st = call(&mut c, json!({"cmd": "stats"}));
-    assert!(st["connections"].as_u64().unwrap() < 15, "{:?}", st.body.get("connections"));
+    assert!(
+        st["connections"].as_u64().unwrap() < 15,
+        "{:?}",
+        st.body.get("connections")
+    );
     drop(f2b);
 }
