@@ -15,7 +15,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::load_or_skip;
-use parapet_dataplane::{Hook, LoadOptions, Mode, Verdict};
+use parapet_dataplane::{Hook, LoadOptions, Mode, Stat, Verdict};
 
 const RX_ADDR: Ipv4Addr = Ipv4Addr::new(10, 250, 0, 1);
 const TX_ADDR: Ipv4Addr = Ipv4Addr::new(10, 250, 0, 2);
@@ -146,7 +146,48 @@ fn drain(sock: &UdpSocket, want: usize) -> usize {
     got
 }
 
+/// The rules of the scenario as a classifier image: 1: udp dport 9999
+/// DROP, 2: udp dport 7777 ACCEPT, policy ACCEPT.
+fn scenario_image() -> Vec<u8> {
+    use common::image::{assemble, to_bytes, Constraint, Entry, ImageSpec, Tree};
+    let rule = |id: u32, port: u16, verdict: u32| Entry {
+        rule_id: id,
+        kind: common::image::KIND_DECIDE,
+        counted: false,
+        verdict,
+        resume: 0,
+        constraints: vec![
+            Constraint::Ranges {
+                field: 3,
+                wide: false,
+                ranges: vec![(17, 17)],
+            },
+            Constraint::Ranges {
+                field: 5,
+                wide: false,
+                ranges: vec![(port.into(), port.into())],
+            },
+        ],
+    };
+    let spec = ImageSpec {
+        entries: vec![rule(1, PORT_DROP, 1), rule(2, PORT_ACCEPT, 0)],
+        verdicts: vec![0, 1],
+        policy: 0,
+        partitions: vec![Tree::Node {
+            field: 5,
+            cut: 8000,
+            le: Box::new(Tree::Leaf(vec![1])),
+            gt: Box::new(Tree::Leaf(vec![0])),
+        }],
+    };
+    to_bytes(&assemble(&spec))
+}
+
 fn scenario(hook: Hook, mode: Mode, tag: &str) {
+    scenario_with(hook, mode, tag, false);
+}
+
+fn scenario_with(hook: Hook, mode: Mode, tag: &str, use_image: bool) {
     let test = format!("e2e_{tag}");
     if let Err(why) = can_make_netns() {
         println!("skipped: {test}: {why}");
@@ -163,11 +204,19 @@ fn scenario(hook: Hook, mode: Mode, tag: &str) {
         }
     };
 
-    dp.set_policy(Verdict::Accept).unwrap();
-    dp.set_action(1, Verdict::Drop, false).unwrap();
-    dp.set_lite_rule(17, PORT_DROP, 1).unwrap();
-    dp.set_action(2, Verdict::Accept, false).unwrap();
-    dp.set_lite_rule(17, PORT_ACCEPT, 2).unwrap();
+    if use_image {
+        // The interim classifier would drop everything: only the image
+        // can make the expected decisions.
+        dp.set_policy(Verdict::Drop).unwrap();
+        dp.write_image(&scenario_image()).unwrap();
+        dp.swap().unwrap();
+    } else {
+        dp.set_policy(Verdict::Accept).unwrap();
+        dp.set_action(1, Verdict::Drop, false).unwrap();
+        dp.set_lite_rule(17, PORT_DROP, 1).unwrap();
+        dp.set_action(2, Verdict::Accept, false).unwrap();
+        dp.set_lite_rule(17, PORT_ACCEPT, 2).unwrap();
+    }
 
     // Receiver side: attach and open sockets inside the rx namespace.
     let (attached, socks) = Netns::run_in(&ns.rx, || {
@@ -244,6 +293,13 @@ fn scenario(hook: Hook, mode: Mode, tag: &str) {
     // The policy also sees whatever else crosses the link (IPv6 neighbour
     // discovery, MLD), so at least our datagrams.
     assert!(dp.counter(0).unwrap().packets >= policy_seen);
+    let st = dp.stats().unwrap();
+    if use_image {
+        assert!(st.get(Stat::Image) >= c1.packets + c2.packets + policy_seen);
+        assert_eq!(st.get(Stat::ImageError), 0);
+    } else {
+        assert_eq!(st.get(Stat::Image), 0);
+    }
     if c1.packets < COUNT as u64 || c2.packets < COUNT as u64 {
         println!("{test}: note: the machine dropped some datagrams before the hook");
     }
@@ -270,6 +326,18 @@ fn e2e_xdp_skb_veth() {
 #[test]
 fn e2e_tc_veth() {
     scenario(Hook::Tc, Mode::Native, "tc");
+}
+
+/// The same traffic decided by the classifier image (BPF walker) instead
+/// of the interim classifier, at XDP and at tc.
+#[test]
+fn e2e_xdp_native_veth_image() {
+    scenario_with(Hook::Xdp, Mode::Native, "xi", true);
+}
+
+#[test]
+fn e2e_tc_veth_image() {
+    scenario_with(Hook::Tc, Mode::Native, "ti", true);
 }
 
 /// Loopback has no native XDP: asking for native must fall back to skb
