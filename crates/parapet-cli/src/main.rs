@@ -7,6 +7,7 @@ mod engine;
 mod gen;
 mod load;
 mod report;
+mod run;
 mod sets;
 
 use anyhow::Result;
@@ -79,6 +80,8 @@ enum Command {
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// Run the eBPF dataplane in the foreground on interfaces, without the daemon (root).
+    Run(run::RunArgs),
     /// Generate benchmark rulesets (stdout) and traces (--trace FILE).
     #[command(subcommand)]
     Gen(gen::GenCommand),
@@ -126,6 +129,7 @@ fn main() -> ExitCode {
         } => report::trace(&rules, &packet, &opts),
         Command::Explain { rules, opts } => report::explain(&rules, &opts),
         Command::Gen(cmd) => gen::run(cmd),
+        Command::Run(args) => run::run(args),
         Command::Bench(BenchCommand::Classify {
             rules,
             trace,

@@ -1,0 +1,232 @@
+//! `parapet run`: the kernel dataplane in the foreground, without the
+//! daemon — compile a ruleset, load the eBPF program, attach it, hold it
+//! until interrupted (or `--seconds`), then print what it counted.
+//!
+//! For trying rulesets on real traffic and for benchmarks; production use
+//! goes through `parapetd`, which owns the BPF objects across reloads.
+
+use crate::engine::{self, EngineArgs};
+use crate::load;
+use anyhow::{anyhow, bail, Context, Result};
+use clap::{Args, ValueEnum};
+use parapet_compile::Classifier;
+use parapet_dataplane::{Dataplane, Hook, LoadOptions, Mode, Stat, Verdict};
+use parapet_model::{flatten, Action, Ruleset};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Arguments of `parapet run`.
+#[derive(Args)]
+pub struct RunArgs {
+    /// Ruleset file.
+    rules: PathBuf,
+    /// Interface to attach to (repeatable).
+    #[arg(long = "iface", required = true)]
+    ifaces: Vec<String>,
+    /// Where to hook: xdp or tc (ingress).
+    #[arg(long, value_enum, default_value_t = HookArg::Xdp)]
+    hook: HookArg,
+    /// XDP mode: native (falls back to skb, with a note) or skb.
+    #[arg(long, value_enum, default_value_t = ModeArg::Native)]
+    mode: ModeArg,
+    /// Detach and exit after this many seconds (default: until SIGINT/SIGTERM).
+    #[arg(long)]
+    seconds: Option<f64>,
+    /// Log rate per LOG rule, events per second (a token bucket per rule).
+    #[arg(long, default_value_t = 10)]
+    log_rate: u32,
+    /// Print counters as JSON on exit.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    opts: EngineArgs,
+}
+
+#[derive(Copy, Clone, ValueEnum)]
+enum HookArg {
+    Xdp,
+    Tc,
+}
+
+#[derive(Copy, Clone, ValueEnum)]
+enum ModeArg {
+    Native,
+    Skb,
+}
+
+fn kernel_verdict(v: &parapet_model::Verdict) -> Verdict {
+    match v {
+        parapet_model::Verdict::Accept => Verdict::Accept,
+        parapet_model::Verdict::Drop => Verdict::Drop,
+        // At XDP a REJECT is a drop (there is no reply path); see docs/dataplane.md.
+        parapet_model::Verdict::Reject { .. } => Verdict::Reject,
+    }
+}
+
+/// Runs `parapet run`.
+pub fn run(args: RunArgs) -> Result<ExitCode> {
+    let parsed = load::ruleset(&args.rules, &args.opts.format)?;
+    let rs = &parsed.ruleset;
+    if !rs.set_refs.is_empty() {
+        bail!("rules that use sets need parapetd, which keeps set elements in kernel maps; `parapet run` handles rulesets without sets");
+    }
+    let chain = rs
+        .select_chain(args.opts.chain.as_deref())
+        .map_err(|e| anyhow!(e))?;
+    let list = flatten(rs, chain).map_err(|e| anyhow!("{e}"))?;
+    let mut opts = parapet_compile::BuildOptions::default();
+    if let Some(m) = &args.opts.max_memory {
+        opts.max_memory = engine::parse_size(m)?;
+    }
+    let classifier = Classifier::build(&list, &opts).map_err(|e| anyhow!("{e}"))?;
+    let image = classifier.image().to_bytes();
+    let max_rule = rs.rules().map(|r| r.id).max().unwrap_or(0);
+    let pages = (image.len() / 4096 + 2) as u32;
+    let mut dp = Dataplane::load(&LoadOptions {
+        max_rules: max_rule.max(1),
+        slot_pages: pages,
+        debug: false,
+    })
+    .context("loading the eBPF program (needs root or CAP_BPF+CAP_NET_ADMIN, kernel >= 6.6)")?;
+    install_actions(&mut dp, rs, &list.policy, args.log_rate)?;
+    dp.write_image(&image)?;
+    dp.swap()?;
+    let (hook, mode) = match (args.hook, args.mode) {
+        (HookArg::Tc, _) => (Hook::Tc, Mode::Skb),
+        (HookArg::Xdp, ModeArg::Native) => (Hook::Xdp, Mode::Native),
+        (HookArg::Xdp, ModeArg::Skb) => (Hook::Xdp, Mode::Skb),
+    };
+    let mut attached = Vec::new();
+    for iface in &args.ifaces {
+        let a = dp
+            .attach(iface, hook, mode)
+            .with_context(|| format!("attaching to {iface}"))?;
+        if let Some(note) = &a.note {
+            eprintln!("parapet: {iface}: {note}");
+        }
+        eprintln!(
+            "parapet: {} rules ({} engine, {} bytes) attached to {iface} at {:?}",
+            rs.rule_count(),
+            classifier.engine().name(),
+            image.len(),
+            hook
+        );
+        attached.push(a.id);
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&stop))?;
+    signal_hook::flag::register(signal_hook::consts::SIGTERM, Arc::clone(&stop))?;
+    let deadline = args
+        .seconds
+        .map(|s| Instant::now() + Duration::from_secs_f64(s));
+    while !stop.load(Ordering::Relaxed) && deadline.is_none_or(|d| Instant::now() < d) {
+        for ev in dp.poll_log(256) {
+            eprintln!("{}", log_line(rs, &ev));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for id in attached {
+        dp.detach(id)?;
+    }
+    report(&dp, max_rule, args.json)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Every rule that can decide or log gets its action entry; rule 0 is the policy.
+fn install_actions(
+    dp: &mut Dataplane,
+    rs: &Ruleset,
+    policy: &parapet_model::Verdict,
+    log_rate: u32,
+) -> Result<()> {
+    dp.set_policy(kernel_verdict(policy))?;
+    for r in rs.rules() {
+        let (verdict, log) = match &r.action {
+            Action::Verdict(v) => (kernel_verdict(v), r.log.is_some()),
+            Action::Log(_) => (Verdict::Accept, true),
+            _ => (Verdict::Accept, r.log.is_some()),
+        };
+        dp.set_action(r.id, verdict, log)?;
+        if log {
+            // `-m limit` on the rule sets its bucket; otherwise --log-rate.
+            let (rate, burst) = match &r.limit {
+                Some(l) => ((l.rate / l.per.seconds()).max(1), l.burst.max(1)),
+                None => (log_rate, log_rate.max(1)),
+            };
+            dp.set_log_rate(r.id, rate, burst)?;
+        }
+    }
+    Ok(())
+}
+
+fn report(dp: &Dataplane, max_rule: u32, json: bool) -> Result<()> {
+    let stats = dp.stats()?;
+    let mut rows = Vec::new();
+    for id in 0..=max_rule {
+        let c = dp.counter(id)?;
+        if c.packets > 0 {
+            rows.push((id, c.packets, c.bytes));
+        }
+    }
+    if json {
+        let rules: Vec<_> = rows
+            .iter()
+            .map(|(id, p, b)| serde_json::json!({"rule": id, "packets": p, "bytes": b}))
+            .collect();
+        println!(
+            "{}",
+            serde_json::json!({"packets": stats.get(Stat::Packets), "by_image": stats.get(Stat::Image), "image_errors": stats.get(Stat::ImageError), "rules": rules})
+        );
+        return Ok(());
+    }
+    println!(
+        "packets seen: {} (classified by the image: {})",
+        stats.get(Stat::Packets),
+        stats.get(Stat::Image)
+    );
+    for (id, p, b) in rows {
+        let what = if id == 0 {
+            "policy".to_string()
+        } else {
+            format!("rule {id}")
+        };
+        println!("  {what:>10}: {p} packets, {b} bytes");
+    }
+    Ok(())
+}
+
+/// `parapet log: PREFIX rule 2 ACCEPT udp 10.0.0.1:5000 > 10.0.0.2:53 len 48`.
+fn log_line(rs: &Ruleset, ev: &parapet_dataplane::LogEvent) -> String {
+    let k = &ev.key;
+    let addr = |b: &[u8; 16]| -> String {
+        if k.family == 4 {
+            std::net::Ipv4Addr::new(b[12], b[13], b[14], b[15]).to_string()
+        } else {
+            format!("[{}]", std::net::Ipv6Addr::from(*b))
+        }
+    };
+    let proto = parapet_model::protocol_name(k.proto)
+        .map(str::to_string)
+        .unwrap_or_else(|| k.proto.to_string());
+    let prefix = rs
+        .rules()
+        .find(|r| r.id == ev.rule_id)
+        .and_then(|r| match &r.action {
+            Action::Log(spec) => spec.prefix.clone(),
+            _ => r.log.as_ref().and_then(|l| l.prefix.clone()),
+        })
+        .unwrap_or_default();
+    format!(
+        "parapet log: {prefix}rule {} {:?} {proto} {}:{} > {}:{} len {}",
+        ev.rule_id,
+        ev.verdict,
+        addr(&k.src),
+        k.sport,
+        addr(&k.dst),
+        k.dport,
+        k.pkt_len
+    )
+}

@@ -1,0 +1,346 @@
+//! `parapet run` end to end: a ruleset file compiled, loaded as eBPF and
+//! attached (XDP and tc) to a veth in a network namespace this test
+//! creates; UDP sent from a second namespace; every packet must be
+//! delivered or dropped exactly as the linear engine says, and the
+//! per-rule counters must count what was sent. Needs root; skips otherwise.
+
+use parapet_model::{IfName, LinearEngine, NoSets, Packet, Verdict};
+use std::io::{BufRead, BufReader};
+use std::net::UdpSocket;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const A_ADDR: [u8; 4] = [10, 203, 0, 1];
+const B_ADDR: [u8; 4] = [10, 203, 0, 2];
+
+struct Netns(Vec<String>);
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        for ns in &self.0 {
+            let _ = Command::new("ip").args(["netns", "del", ns]).status();
+        }
+    }
+}
+
+fn sh(args: &[&str]) -> Result<(), String> {
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .map_err(|e| format!("{}: {e}", args[0]))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}
+
+/// Two namespaces joined by a veth pair; IPv6 off so no neighbour discovery
+/// noise reaches the counters.
+fn testbed(tag: &str) -> Result<(Netns, String, String, String), String> {
+    let pid = std::process::id();
+    let (a, b) = (format!("pr{tag}a{pid}"), format!("pr{tag}b{pid}"));
+    let (va, vb) = (
+        format!("pr{tag}va{}", pid % 10000),
+        format!("pr{tag}vb{}", pid % 10000),
+    );
+    // Deleting a namespace that was never made is harmless, so the guard
+    // can own both names from the start.
+    let guard = Netns(vec![a.clone(), b.clone()]);
+    sh(&["ip", "netns", "add", &a])?;
+    sh(&["ip", "netns", "add", &b])?;
+    sh(&[
+        "ip", "link", "add", &va, "netns", &a, "type", "veth", "peer", "name", &vb, "netns", &b,
+    ])?;
+    for (ns, dev, addr) in [(&a, &va, A_ADDR), (&b, &vb, B_ADDR)] {
+        sh(&[
+            "ip",
+            "netns",
+            "exec",
+            ns,
+            "sysctl",
+            "-qw",
+            "net.ipv6.conf.all.disable_ipv6=1",
+        ])?;
+        sh(&[
+            "ip",
+            "netns",
+            "exec",
+            ns,
+            "sysctl",
+            "-qw",
+            "net.ipv6.conf.default.disable_ipv6=1",
+        ])?;
+        let cidr = format!("{}.{}.{}.{}/24", addr[0], addr[1], addr[2], addr[3]);
+        sh(&["ip", "-n", ns, "addr", "add", &cidr, "dev", dev])?;
+        sh(&["ip", "-n", ns, "link", "set", dev, "up"])?;
+        sh(&["ip", "-n", ns, "link", "set", "lo", "up"])?;
+    }
+    // Static neighbours: no ARP needed, nothing but our UDP on the wire.
+    let mac = |ns: &str, dev: &str| -> String {
+        let out = Command::new("ip")
+            .args(["-n", ns, "-o", "link", "show", dev])
+            .output()
+            .unwrap();
+        let s = String::from_utf8_lossy(&out.stdout).to_string();
+        s.split("link/ether ")
+            .nth(1)
+            .unwrap()
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    let (mac_a, mac_b) = (mac(&a, &va), mac(&b, &vb));
+    sh(&[
+        "ip",
+        "-n",
+        &a,
+        "neigh",
+        "replace",
+        "10.203.0.2",
+        "lladdr",
+        &mac_b,
+        "dev",
+        &va,
+        "nud",
+        "permanent",
+    ])?;
+    sh(&[
+        "ip",
+        "-n",
+        &b,
+        "neigh",
+        "replace",
+        "10.203.0.1",
+        "lladdr",
+        &mac_a,
+        "dev",
+        &vb,
+        "nud",
+        "permanent",
+    ])?;
+    Ok((guard, a, b, vb))
+}
+
+fn skip(why: &str) {
+    eprintln!("skipped: {why}");
+}
+
+/// Runs `body` inside network namespace `ns` on a fresh thread.
+fn in_netns<T: Send + 'static>(ns: &str, body: impl FnOnce() -> T + Send + 'static) -> T {
+    let path = format!("/var/run/netns/{ns}");
+    std::thread::spawn(move || {
+        let f = std::fs::File::open(&path).expect("open netns");
+        // SAFETY: setns on this thread only; the fd is valid for the call.
+        let rc = unsafe { libc_setns(std::os::fd::AsRawFd::as_raw_fd(&f), 0x4000_0000) };
+        assert_eq!(rc, 0, "setns failed");
+        body()
+    })
+    .join()
+    .unwrap()
+}
+
+extern "C" {
+    #[link_name = "setns"]
+    fn libc_setns(fd: i32, nstype: i32) -> i32;
+}
+
+/// (sport, dport) pairs sent, each probing a rule edge or a gap.
+fn flows() -> Vec<(u16, u16)> {
+    let mut v = Vec::new();
+    for dport in [
+        5000u16, 5001, 5009, 5010, 5011, 5020, 5021, 5030, 5099, 5100,
+    ] {
+        for sport in [40000u16, 40001, 41000] {
+            v.push((sport, dport));
+        }
+    }
+    v
+}
+
+const RULES: &str = "*filter
+:INPUT ACCEPT [0:0]
+:sub - [0:0]
+-A INPUT -p udp -m udp --dport 5000 -j DROP
+-A INPUT -p udp -m udp --dport 5001:5010 --sport 40000 -j DROP
+-A INPUT -p udp -m udp --sport 40001 -j sub
+-A INPUT -s 10.203.0.0/24 -p udp -m multiport --dports 5020,5030 -j REJECT --reject-with icmp-port-unreachable
+-A INPUT -p udp -m udp --dport 5099 -j LOG --log-prefix \"e2e \"
+-A INPUT -p udp -m udp --dport 5099:5100 -j DROP
+-A sub -p udp -m udp --dport 5011 -j RETURN
+-A sub -p udp -j DROP
+COMMIT
+";
+
+fn scenario(hook: &str) {
+    if unsafe { libc_geteuid() } != 0 {
+        return skip("not root (needs netns, veth and BPF)");
+    }
+    let (_guard, a, b, vb) = match testbed(&hook[..1]) {
+        Ok(t) => t,
+        Err(e) => return skip(&format!("cannot build the netns test bed: {e}")),
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("e2e.rules");
+    std::fs::write(&rules, RULES).unwrap();
+    // Expected fate of each flow, from the reference engine.
+    let parsed = parapet_parse::parse(RULES, "e2e.rules", parapet_parse::Format::Auto).unwrap();
+    let rs = parsed.ruleset;
+    let linear = LinearEngine::new(&rs, rs.select_chain(None).unwrap()).unwrap();
+    let expect: Vec<(u16, u16, u32, bool)> = flows()
+        .into_iter()
+        .map(|(sport, dport)| {
+            let mut p = Packet::v4(
+                u32::from_be_bytes(A_ADDR),
+                u32::from_be_bytes(B_ADDR),
+                17,
+                sport,
+                dport,
+            );
+            p.iif = IfName::new(&vb).unwrap();
+            let d = linear.classify(&p, &NoSets).unwrap();
+            (sport, dport, d.rule_id, d.verdict == Verdict::Accept)
+        })
+        .collect();
+    assert!(
+        expect.iter().any(|e| e.3) && expect.iter().any(|e| !e.3),
+        "the scenario must both pass and drop"
+    );
+
+    let mut child = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &b,
+            env!("CARGO_BIN_EXE_parapet"),
+            "run",
+            rules.to_str().unwrap(),
+            "--iface",
+            &vb,
+            "--hook",
+            hook,
+            "--seconds",
+            "20",
+            "--json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until it says it is attached.
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    let mut said = String::new();
+    let t0 = Instant::now();
+    while !line.contains("attached") {
+        line.clear();
+        if err.read_line(&mut line).unwrap() == 0 || t0.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            let _ = child.wait();
+            if said.contains("loading the eBPF program") {
+                return skip(&format!("BPF unavailable: {said}"));
+            }
+            panic!("parapet run did not attach: {said}");
+        }
+        said.push_str(&line);
+    }
+    std::thread::spawn(move || for _ in err.lines() {});
+
+    // Receivers in the filter namespace, one socket per destination port.
+    let dports: Vec<u16> = {
+        let mut d: Vec<u16> = flows().iter().map(|f| f.1).collect();
+        d.dedup();
+        d
+    };
+    let receivers: Vec<UdpSocket> = in_netns(&b, move || {
+        dports
+            .iter()
+            .map(|p| {
+                let s = UdpSocket::bind(("10.203.0.2", *p)).unwrap();
+                s.set_read_timeout(Some(Duration::from_millis(300)))
+                    .unwrap();
+                s
+            })
+            .collect()
+    });
+    // Each flow sends ROUNDS packets, paced, from its own source port.
+    const ROUNDS: usize = 3;
+    in_netns(&a, || {
+        let socks: Vec<(u16, UdpSocket)> = flows()
+            .iter()
+            .map(|f| f.0)
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .map(|sp| (sp, UdpSocket::bind(("10.203.0.1", sp)).unwrap()))
+            .collect();
+        for _ in 0..ROUNDS {
+            for (sport, dport) in flows() {
+                let s = &socks.iter().find(|(p, _)| *p == sport).unwrap().1;
+                s.send_to(b"parapet e2e", ("10.203.0.2", dport)).unwrap();
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+    });
+    let mut got: std::collections::HashMap<(u16, u16), usize> = Default::default();
+    let mut buf = [0u8; 64];
+    for s in &receivers {
+        let dport = s.local_addr().unwrap().port();
+        while let Ok((_, from)) = s.recv_from(&mut buf) {
+            *got.entry((from.port(), dport)).or_default() += 1;
+        }
+    }
+    for (sport, dport, rule, pass) in &expect {
+        let n = got.get(&(*sport, *dport)).copied().unwrap_or(0);
+        assert_eq!(
+            n,
+            if *pass { ROUNDS } else { 0 },
+            "{hook}: flow {sport}->{dport} (rule {rule}, pass {pass}) delivered {n} of {ROUNDS}"
+        );
+    }
+    // Stop it early and read the counters.
+    let _ = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status();
+    let out = child.wait_with_output().unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("bad JSON {e}: {}", String::from_utf8_lossy(&out.stdout)));
+    let counted = |id: u32| -> u64 {
+        report["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["rule"] == id)
+            .map_or(0, |r| r["packets"].as_u64().unwrap())
+    };
+    for rule in 1..=rs.rule_count() as u32 {
+        let want = expect.iter().filter(|e| e.2 == rule).count() * ROUNDS;
+        if want > 0 {
+            assert_eq!(
+                counted(rule),
+                want as u64,
+                "{hook}: counter of deciding rule {rule}"
+            );
+        }
+    }
+    assert_eq!(report["image_errors"], 0);
+}
+
+extern "C" {
+    #[link_name = "geteuid"]
+    fn libc_geteuid() -> u32;
+}
+
+#[test]
+fn run_at_xdp_delivers_exactly_what_the_linear_engine_accepts() {
+    scenario("xdp");
+}
+
+#[test]
+fn run_at_tc_delivers_exactly_what_the_linear_engine_accepts() {
+    scenario("tc");
+}
