@@ -176,7 +176,9 @@ def machine():
                     os_name = line.split("=", 1)[1].strip().strip('"')
     except OSError:
         pass
-    virt = cmd_out(["systemd-detect-virt"]) or ("hypervisor" if "hypervisor" in flags else "none")
+    virt = cmd_out(["systemd-detect-virt"]) or "none"
+    if "hypervisor" in flags:
+        virt += " (CPU flag 'hypervisor': a virtual machine)"
     return {
         "cpu_model": read_first("/proc/cpuinfo", "model name") or platform.processor(),
         "cpu_family_model": "family {} model {}".format(
@@ -185,7 +187,7 @@ def machine():
         "cpus_usable": len(os.sched_getaffinity(0)),
         "simd_flags": simd,
         "l3": read_first("/proc/cpuinfo", "cache size"),
-        "mem_total": mem_kb,
+        "mem_total": "{:.1f} GiB".format(int(mem_kb.split()[0]) / 2 ** 20) if mem_kb else "?",
         "kernel": platform.release(),
         "os": os_name,
         "virtualization": virt,
@@ -245,8 +247,9 @@ def build_acl(args, runner, notes):
         have_dpdk = shutil.which("pkg-config") is not None and \
             subprocess.run(["pkg-config", "--exists", "libdpdk"]).returncode == 0
     if not have_dpdk:
-        return None, ("DPDK not installed (pkg-config libdpdk not found); "
-                      "`apt-get install -y libdpdk-dev pkg-config zlib1g-dev` or pass --install-dpdk")
+        notes.append("DPDK is not installed: `apt-get install -y libdpdk-dev pkg-config zlib1g-dev` "
+                     "(or run.py --install-dpdk) to get the rte_acl columns")
+        return None, "DPDK not installed (no pkg-config libdpdk)"
     if not args.no_build:
         res = runner.run(["make", "-s", "-C", rel(ACL_DIR)], args.build_timeout,
                          what="build rte_acl harness")
@@ -446,8 +449,9 @@ def run_classbench(ctx):
             continue
         rules_r, trace_r = rel(rules), rel(trace)
         # Interleaved: all tools on this set back to back, under the same load.
+        auto = acl_recs = None
         if ctx["parapet"]:
-            measure_parapet(ctx, base, rules_r, trace_r, "auto")
+            auto = measure_parapet(ctx, base, rules_r, trace_r, "auto")
         else:
             ctx["results"].add(dict(base, tool="parapet", engine="auto", status="n/a",
                                     reason=ctx["parapet_err"]))
@@ -463,15 +467,17 @@ def run_classbench(ctx):
             ctx["results"].add(dict(base, tool="rte_acl", algo="all", status="n/a",
                                     reason=acl_reason))
         else:
-            measure_acl(ctx, base, rules_r, trace_r)
+            acl_recs = measure_acl(ctx, base, rules_r, trace_r)
         if not ctx["parapet"]:
-            pass
+            ctx["results"].add(dict(base, tool="parapet", engine="linear", status="n/a",
+                                    reason=ctx["parapet_err"]))
         elif size == "100k" and not args.linear_100k:
             ctx["results"].add(dict(base, tool="parapet", engine="linear", status="skipped",
                                     reason="linear skipped at 100k by default (--linear-100k includes it)"))
         else:
             measure_parapet(ctx, base, rules_r, trace_r, "linear")
-        if ctx["parapet"] and not acl_reason and size in ctx["check_sizes"]:
+        if size in ctx["check_sizes"] and auto and auto["status"] == "ok" \
+                and acl_recs and ok(acl_recs):
             cross_check(ctx, base, rules_r, trace_r)
 
 
@@ -537,7 +543,10 @@ def fmt_num(v, digits=1):
 
 
 def fmt_mib(b):
-    return "–" if b is None else (f"{b / 2 ** 20:.2f}" if b < 10 * 2 ** 20 else f"{b / 2 ** 20:.1f}")
+    if b is None:
+        return "–"
+    m = b / 2 ** 20
+    return f"{m:.1f}" if m >= 10 else f"{m:.2f}" if m >= 0.1 else f"{m:.4f}"
 
 
 def fmt_ratio(a, b):
@@ -906,7 +915,7 @@ def write_report(out_dir):
     for r in records:
         if r.get("status") in ("skipped", "n/a", "error", "timeout", "mismatch"):
             what = r.get("set") or f"worst-case {r.get('rules_n')}"
-            eng = r.get("engine") or r.get("algo") or ""
+            eng = r.get("engine") or r.get("algo") or ("answers" if r.get("kind") == "check" else "")
             s = f"{what} {r.get('tool', '')} {eng}: {r['status']}"
             if r.get("reason"):
                 s += f" — {r['reason']}"

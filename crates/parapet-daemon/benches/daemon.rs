@@ -155,7 +155,7 @@ fn main() {
     assert_eq!(st["elements"].as_u64(), Some(total as u64), "all bans back");
     println!(
         "{}",
-        json!({"bench": "restart_after_kill9_from_journal", "elements": total, "journal_bytes": jbytes, "ready_ms": t.as_secs_f64() * 1e3, "recovery_ms": st["recovery"]["millis"]})
+        json!({"bench": "restart_after_kill9_from_journal", "elements": total, "journal_bytes": jbytes, "ready_ms": t.as_secs_f64() * 1e3, "recovery_ms": st["recovery"]["millis"], "recovery_cpu_ms": st["recovery"]["cpu_millis"]})
     );
     drop(c);
 
@@ -177,6 +177,6 @@ fn main() {
     assert_eq!(st["elements"].as_u64(), Some(total as u64));
     println!(
         "{}",
-        json!({"bench": "restart_from_snapshot", "elements": total, "snapshot_bytes": sbytes, "stop_with_snapshot_ms": stop.as_secs_f64() * 1e3, "ready_ms": t.as_secs_f64() * 1e3, "recovery_ms": st["recovery"]["millis"]})
+        json!({"bench": "restart_from_snapshot", "elements": total, "snapshot_bytes": sbytes, "stop_with_snapshot_ms": stop.as_secs_f64() * 1e3, "ready_ms": t.as_secs_f64() * 1e3, "recovery_ms": st["recovery"]["millis"], "recovery_cpu_ms": st["recovery"]["cpu_millis"]})
     );
 }

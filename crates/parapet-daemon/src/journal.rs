@@ -49,12 +49,14 @@ pub enum Record {
     SetCreate { name: String, spec: String },
     /// `set.destroy`.
     SetDestroy { name: String },
-    /// `set.add`: elements (ranges only) with absolute expiry in Unix ms
-    /// (0 = permanent); `widths` are the key's dimension widths in bytes.
+    /// `set.add`: elements (ranges only); each element's `expires` holds
+    /// its *absolute* expiry in Unix ms (`None` = permanent), so replay can
+    /// turn it into a remaining lifetime in place. `widths` are the key's
+    /// dimension widths in bytes.
     SetAdd {
         name: String,
         widths: Vec<u8>,
-        elems: Vec<(Element, u64)>,
+        elems: Vec<Element>,
     },
     /// `set.del`.
     SetDel {
@@ -238,7 +240,10 @@ pub fn decode(payload: &[u8]) -> Option<Record> {
             // Each element takes at least 10 bytes: do not trust `n` for the allocation.
             let mut elems = Vec::with_capacity(n.min(c.0.len() / 10));
             for _ in 0..n {
-                elems.push((c.element(&widths)?, c.u64()?));
+                let mut el = c.element(&widths)?;
+                let exp = c.u64()?;
+                el.expires = (exp != 0).then_some(exp);
+                elems.push(el);
             }
             Record::SetAdd {
                 name,
@@ -585,7 +590,13 @@ mod tests {
             Record::SetAdd {
                 name: "b".into(),
                 widths: vec![4, 2],
-                elems: vec![(a.clone(), 5), (b, 0)],
+                elems: vec![
+                    Element {
+                        expires: Some(5),
+                        ..a.clone()
+                    },
+                    b,
+                ],
             },
             Record::SetDel {
                 name: "b".into(),
@@ -606,9 +617,12 @@ mod tests {
         match r {
             Record::SetCreate { name, spec } => enc::create(b, name, spec),
             Record::SetDestroy { name } => enc::destroy(b, name),
-            Record::SetAdd { name, elems, .. } => {
-                enc::add(b, name, &DIMS, elems.iter().map(|(e, x)| (e, *x)))
-            }
+            Record::SetAdd { name, elems, .. } => enc::add(
+                b,
+                name,
+                &DIMS,
+                elems.iter().map(|e| (e, e.expires.unwrap_or(0))),
+            ),
             Record::SetDel { name, elems, .. } => enc::del(b, name, &DIMS, elems.iter()),
             Record::SetFlush { name } => enc::flush(b, name),
             Record::Apply { name, format, text } => enc::apply(b, name, format, text),

@@ -423,6 +423,60 @@ static __always_inline void push_nonterm(struct parapet_walk *w, __u32 rec,
 	w->n_nonterm = n + 1;
 }
 
+/*
+ * The common record in one map lookup: when the record's first
+ * PARAPET_REC_WINDOW words lie in one page and every constraint is narrow,
+ * has at most PARAPET_IMG_SHORT_RANGES ranges and is not the set field,
+ * decide it here.  Returns 1 (match), 0 (no match) or -1 (use the general
+ * per-constraint path).
+ */
+#define PARAPET_REC_WINDOW 64
+
+static __always_inline int record_fast(struct parapet_walk *w, __u32 rec,
+				       __u32 nc)
+{
+	const __u32 *R = img_window(w, rec, PARAPET_REC_WINDOW);
+	__u32 pos = PARAPET_IMG_RECORD_HEADER_WORDS, ci;
+
+	if (!R)
+		return -1;
+	for (ci = 0; ci < PARAPET_IMG_MAX_CONSTRAINTS; ci++) {
+		__u32 c, r, j, v[4], hit = 0;
+
+		if (ci >= nc)
+			return 1;
+		/* room for the constraint word and its ranges */
+		if (pos > PARAPET_REC_WINDOW - 1 - 2 * PARAPET_IMG_SHORT_RANGES)
+			return -1;
+		c = R[pos & (PARAPET_REC_WINDOW - 1)];
+		r = c >> 16;
+		if ((c & PARAPET_IMG_WIDE_BIT) ||
+		    (c & 0xff) >= PARAPET_IMG_SET_FIELD ||
+		    r > PARAPET_IMG_SHORT_RANGES)
+			return -1;
+		if (key_value(w, c & 0xff, v) < 0)
+			return -1;
+		/* narrow bounds: a value above 32 bits is outside */
+		if (v[1] | v[2] | v[3])
+			return 0;
+		for (j = 0; j < PARAPET_IMG_SHORT_RANGES; j++) {
+			__u32 at = pos + 1 + 2 * j;
+
+			if (j >= r ||
+			    R[at & (PARAPET_REC_WINDOW - 1)] > v[0])
+				break;
+			if (v[0] <= R[(at + 1) & (PARAPET_REC_WINDOW - 1)]) {
+				hit = 1;
+				break;
+			}
+		}
+		if (!hit)
+			return 0;
+		pos += 1 + 2 * r;
+	}
+	return 1;
+}
+
 /* One merge step: take the smallest candidate index over all leaves. */
 static long merge_cb(__u32 i, void *ctx)
 {
@@ -460,14 +514,21 @@ static long merge_cb(__u32 i, void *ctx)
 		w->err = 9;
 		return 1;
 	}
-	w->cpos = rec + PARAPET_IMG_RECORD_HEADER_WORDS;
-	w->cmatch = 1;
-	bpf_loop(nc, constraint_cb, ctx, 0);
-	w = walk_state(ctx);
-	if (!w || w->err)
-		return 1;
-	if (!w->cmatch)
+	switch (record_fast(w, rec, nc)) {
+	case 0:
 		return 0;
+	case 1:
+		break;
+	default:
+		w->cpos = rec + PARAPET_IMG_RECORD_HEADER_WORDS;
+		w->cmatch = 1;
+		bpf_loop(nc, constraint_cb, ctx, 0);
+		w = walk_state(ctx);
+		if (!w || w->err)
+			return 1;
+		if (!w->cmatch)
+			return 0;
+	}
 	switch (k & 0xf) {
 	case PARAPET_IMG_KIND_DECIDE:
 		w->done = 1;
