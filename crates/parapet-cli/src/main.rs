@@ -104,6 +104,8 @@ enum BenchCommand {
         #[arg(long, default_value_t = 7)]
         runs: usize,
     },
+    /// Kernel-timed ns/packet of the eBPF program on trace packets (BPF_PROG_TEST_RUN; root).
+    Dataplane(run::BenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -130,6 +132,7 @@ fn main() -> ExitCode {
         Command::Explain { rules, opts } => report::explain(&rules, &opts),
         Command::Gen(cmd) => gen::run(cmd),
         Command::Run(args) => run::run(args),
+        Command::Bench(BenchCommand::Dataplane(args)) => run::bench(args),
         Command::Bench(BenchCommand::Classify {
             rules,
             trace,

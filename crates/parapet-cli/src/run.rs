@@ -73,27 +73,12 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     if !rs.set_refs.is_empty() {
         bail!("rules that use sets need parapetd, which keeps set elements in kernel maps; `parapet run` handles rulesets without sets");
     }
-    let chain = rs
-        .select_chain(args.opts.chain.as_deref())
-        .map_err(|e| anyhow!(e))?;
-    let list = flatten(rs, chain).map_err(|e| anyhow!("{e}"))?;
-    let mut opts = parapet_compile::BuildOptions::default();
-    if let Some(m) = &args.opts.max_memory {
-        opts.max_memory = engine::parse_size(m)?;
-    }
-    let classifier = Classifier::build(&list, &opts).map_err(|e| anyhow!("{e}"))?;
-    let image = classifier.image().to_bytes();
-    let max_rule = rs.rules().map(|r| r.id).max().unwrap_or(0);
-    let pages = (image.len() / 4096 + 2) as u32;
-    let mut dp = Dataplane::load(&LoadOptions {
-        max_rules: max_rule.max(1),
-        slot_pages: pages,
-        debug: false,
-    })
-    .context("loading the eBPF program (needs root or CAP_BPF+CAP_NET_ADMIN, kernel >= 6.6)")?;
-    install_actions(&mut dp, rs, &list.policy, args.log_rate)?;
-    dp.write_image(&image)?;
-    dp.swap()?;
+    let Loaded {
+        mut dp,
+        classifier,
+        image_len,
+        max_rule,
+    } = load_dataplane(rs, &args.opts, args.log_rate)?;
     let (hook, mode) = match (args.hook, args.mode) {
         (HookArg::Tc, _) => (Hook::Tc, Mode::Skb),
         (HookArg::Xdp, ModeArg::Native) => (Hook::Xdp, Mode::Native),
@@ -108,10 +93,9 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             eprintln!("parapet: {iface}: {note}");
         }
         eprintln!(
-            "parapet: {} rules ({} engine, {} bytes) attached to {iface} at {:?}",
+            "parapet: {} rules ({} engine, {image_len} bytes) attached to {iface} at {:?}",
             rs.rule_count(),
             classifier.engine().name(),
-            image.len(),
             hook
         );
         attached.push(a.id);
@@ -133,6 +117,46 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     }
     report(&dp, max_rule, args.json)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// A loaded program with a ruleset's image live in it.
+struct Loaded {
+    dp: Dataplane,
+    classifier: Classifier,
+    image_len: usize,
+    max_rule: u32,
+}
+
+/// Compiles `rs`, loads the program sized for it, installs the actions and
+/// makes the image live.
+fn load_dataplane(rs: &Ruleset, opts: &EngineArgs, log_rate: u32) -> Result<Loaded> {
+    let chain = rs
+        .select_chain(opts.chain.as_deref())
+        .map_err(|e| anyhow!(e))?;
+    let list = flatten(rs, chain).map_err(|e| anyhow!("{e}"))?;
+    let mut build = parapet_compile::BuildOptions::default();
+    if let Some(m) = &opts.max_memory {
+        build.max_memory = engine::parse_size(m)?;
+    }
+    let classifier = Classifier::build(&list, &build).map_err(|e| anyhow!("{e}"))?;
+    let image = classifier.image().to_bytes();
+    let max_rule = rs.rules().map(|r| r.id).max().unwrap_or(0);
+    let pages = (image.len() / 4096 + 2) as u32;
+    let mut dp = Dataplane::load(&LoadOptions {
+        max_rules: max_rule.max(1),
+        slot_pages: pages,
+        debug: false,
+    })
+    .context("loading the eBPF program (needs root or CAP_BPF+CAP_NET_ADMIN, kernel >= 6.6)")?;
+    install_actions(&mut dp, rs, &list.policy, log_rate)?;
+    dp.write_image(&image)?;
+    dp.swap()?;
+    Ok(Loaded {
+        dp,
+        classifier,
+        image_len: image.len(),
+        max_rule,
+    })
 }
 
 /// Every rule that can decide or log gets its action entry; rule 0 is the policy.
@@ -229,4 +253,137 @@ fn log_line(rs: &Ruleset, ev: &parapet_dataplane::LogEvent) -> String {
         k.dport,
         k.pkt_len
     )
+}
+
+/// Arguments of `parapet bench dataplane`.
+#[derive(Args)]
+pub struct BenchArgs {
+    /// Ruleset file.
+    rules: PathBuf,
+    /// Trace file: the packets to time (up to --sample distinct ones).
+    trace: PathBuf,
+    /// Where to run the program: xdp or tc.
+    #[arg(long, value_enum, default_value_t = HookArg::Xdp)]
+    hook: HookArg,
+    /// Packets taken from the trace.
+    #[arg(long, default_value_t = 256)]
+    sample: usize,
+    /// BPF_PROG_TEST_RUN repetitions per packet (the kernel averages them).
+    #[arg(long, default_value_t = 200)]
+    repeat: u32,
+    /// Timed runs over the sample (at least 5).
+    #[arg(long, default_value_t = 7)]
+    runs: usize,
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    opts: EngineArgs,
+}
+
+/// The Ethernet frame of a trace packet, as a NIC would deliver it.
+fn frame_of(p: &parapet_model::Packet) -> Vec<u8> {
+    use parapet_dataplane::packet::{Frame, L4};
+    let frame = match p.family {
+        parapet_model::Family::V4 => Frame::ipv4((p.src as u32).into(), (p.dst as u32).into()),
+        parapet_model::Family::V6 => Frame::ipv6(p.src.into(), p.dst.into()),
+    };
+    let l4 = match p.proto {
+        6 => L4::Tcp {
+            sport: p.sport,
+            dport: p.dport,
+            flags: p.tcp_flags,
+        },
+        17 => L4::Udp {
+            sport: p.sport,
+            dport: p.dport,
+        },
+        1 => L4::Icmp {
+            ty: p.icmp_type,
+            code: p.icmp_code,
+        },
+        58 => L4::Icmpv6 {
+            ty: p.icmp_type,
+            code: p.icmp_code,
+        },
+        proto => L4::Raw {
+            proto,
+            header: vec![0; 8],
+        },
+    };
+    frame.l4(l4).build()
+}
+
+/// `parapet bench dataplane`: kernel-timed ns per packet of the real
+/// program (parse, classify, count, verdict), via BPF_PROG_TEST_RUN.
+pub fn bench(args: BenchArgs) -> Result<ExitCode> {
+    let parsed = load::ruleset(&args.rules, &args.opts.format)?;
+    let rs = &parsed.ruleset;
+    if !rs.set_refs.is_empty() {
+        bail!("rules that use sets need parapetd; this benchmark takes rulesets without sets");
+    }
+    let packets = load::trace(&args.trace)?;
+    let sample: Vec<_> = packets.iter().take(args.sample.max(1)).cloned().collect();
+    if sample.is_empty() {
+        bail!("{}: the trace has no packets", args.trace.display());
+    }
+    let Loaded {
+        dp,
+        classifier,
+        image_len,
+        ..
+    } = load_dataplane(rs, &args.opts, 10)?;
+    let hook = match args.hook {
+        HookArg::Xdp => Hook::Xdp,
+        HookArg::Tc => Hook::Tc,
+    };
+    let frames: Vec<Vec<u8>> = sample.iter().map(frame_of).collect();
+    // Every sampled packet must get the classifier's verdict from the
+    // kernel, or the timing is of the wrong thing.
+    let mut mismatches = 0;
+    for (p, f) in sample.iter().zip(&frames) {
+        let want = classifier.classify(p, &[]).verdict == parapet_model::Verdict::Accept;
+        if dp.test_run(hook, f, 1, 1)?.passed != want {
+            mismatches += 1;
+        }
+    }
+    if mismatches > 0 {
+        bail!(
+            "the kernel program disagreed with the classifier on {mismatches} of {} packets",
+            sample.len()
+        );
+    }
+    let mut per_packet_ns = Vec::with_capacity(args.runs.max(5));
+    for _ in 0..args.runs.max(5) {
+        let mut total = 0.0;
+        for f in &frames {
+            total += dp
+                .test_run(hook, f, 1, args.repeat.max(1))?
+                .duration
+                .as_secs_f64()
+                * 1e9;
+        }
+        per_packet_ns.push(total / frames.len() as f64);
+    }
+    per_packet_ns.sort_by(|a, b| a.total_cmp(b));
+    let median = per_packet_ns[per_packet_ns.len() / 2];
+    let (min, max) = (per_packet_ns[0], per_packet_ns[per_packet_ns.len() - 1]);
+    if args.json {
+        println!(
+            "{}",
+            serde_json::json!({"engine": classifier.engine().name(), "hook": format!("{hook:?}").to_lowercase(), "rules": rs.rule_count(), "image_bytes": image_len,
+                "ns_per_packet": median, "ns_per_packet_min": min, "ns_per_packet_max": max, "packets_per_sec": 1e9 / median,
+                "sample": frames.len(), "repeat": args.repeat, "runs": per_packet_ns.len()})
+        );
+    } else {
+        println!(
+            "{} rules, {} engine, {image_len}-byte image at {hook:?}: {median:.1} ns/packet median of {} runs (min {min:.1}, max {max:.1}), {} packets x {} repeats, verdicts checked",
+            rs.rule_count(),
+            classifier.engine().name(),
+            per_packet_ns.len(),
+            frames.len(),
+            args.repeat
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }
