@@ -16,6 +16,9 @@
 //! - [`Classifier`]: the meta-engine. `Classifier::build(list, &opts)` picks
 //!   linear or tree from the list and the [`Policy`], and
 //!   [`Classifier::explain`] says why and what it built.
+//! - [`Incremental`]: single-rule inserts and deletes on pure first-match
+//!   lists without recompiling the trees (tombstones plus a small overlay,
+//!   merged when they grow).
 //! - [`bench_lookups`]: the lookup-rate measurement behind
 //!   `parapet bench classify`.
 //!
@@ -35,11 +38,13 @@ mod compile;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod image;
+mod incremental;
 mod meta;
 mod walk;
 
 pub use bench::{bench_lookups, bench_lookups_for, BenchReport};
 pub use compile::{compile, CompileError, CompileOptions, CompileStats, PartitionStats};
 pub use image::{Backend, Image, ImageError};
+pub use incremental::{Incremental, UpdateError};
 pub use meta::{BuildOptions, Classifier, Engine, Policy, LINEAR_CROSSOVER};
 pub use walk::{Key, RawDecision, Walker};

@@ -7,24 +7,41 @@
 use crate::image::{self, hw, kind, Image};
 use parapet_model::{Decision, Field, Packet, Verdict};
 
-/// A packet as the walkers see it: every fixed field as a number (field
-/// ids 0..=11 of the image format) and the set-membership bitmask.
+/// Key word offset of each field id (`docs/image-format.md`).
+const KEY_OFF: [usize; 12] = [0, 1, 5, 9, 10, 11, 12, 13, 14, 18, 22, 23];
+/// Whether each field id takes 4 key words (128-bit fields).
+const KEY_WIDE: [bool; 12] = [
+    false, true, true, false, false, false, false, false, true, true, false, false,
+];
+
+/// A packet as the walkers see it: exactly the 26-word key of
+/// `docs/image-format.md` (every fixed field, then the set-membership
+/// bitmask). Compact on purpose: a batch of keys streams through the cache.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Key {
-    /// Field values, indexed by image field id.
-    pub v: [u128; 12],
-    /// Bit `n`: the packet's key is in set reference `n`.
-    pub sets: u64,
+    /// The key words.
+    pub w: [u32; image::KEY_WORDS],
 }
 
 impl Key {
     /// The key of a packet with membership bitmask `sets`.
     #[inline]
     pub fn new(pkt: &Packet, sets: u64) -> Key {
-        Key {
-            v: std::array::from_fn(|f| pkt.value(Field::FIXED[f])),
-            sets,
+        let mut w = [0u32; image::KEY_WORDS];
+        for (f, &field) in Field::FIXED.iter().enumerate() {
+            let v = pkt.value(field);
+            let at = KEY_OFF[f];
+            if KEY_WIDE[f] {
+                for k in 0..4 {
+                    w[at + k] = (v >> (32 * k)) as u32;
+                }
+            } else {
+                w[at] = v as u32;
+            }
         }
+        w[24] = sets as u32;
+        w[25] = (sets >> 32) as u32;
+        Key { w }
     }
 
     /// The key of a packet with membership as `DecisionList::classify`
@@ -38,21 +55,34 @@ impl Key {
         Key::new(pkt, sets)
     }
 
+    /// The value of field id `f` (0..=11).
+    #[inline(always)]
+    pub fn value(&self, f: usize) -> u128 {
+        let at = KEY_OFF[f];
+        if KEY_WIDE[f] {
+            u128_at(&self.w[at..at + 4])
+        } else {
+            self.w[at] as u128
+        }
+    }
+
+    /// The least significant word of field id `f` (what multi-way nodes
+    /// read).
+    #[inline(always)]
+    pub fn low_word(&self, f: usize) -> u32 {
+        self.w[KEY_OFF[f]]
+    }
+
+    /// The set-membership bitmask.
+    #[inline(always)]
+    pub fn sets(&self) -> u64 {
+        (self.w[24] as u64) | (self.w[25] as u64) << 32
+    }
+
     /// The key as the 26 words of `docs/image-format.md`, for the BPF walker
     /// and its tests.
     pub fn to_words(&self) -> [u32; image::KEY_WORDS] {
-        let mut out = [0u32; image::KEY_WORDS];
-        let mut at = 0;
-        for (f, &v) in self.v.iter().enumerate() {
-            let words = if Field::FIXED[f].width() == 128 { 4 } else { 1 };
-            for k in 0..words {
-                out[at + k] = (v >> (32 * k)) as u32;
-            }
-            at += words;
-        }
-        out[24] = self.sets as u32;
-        out[25] = (self.sets >> 32) as u32;
-        out
+        self.w
     }
 }
 
@@ -171,11 +201,11 @@ impl Walker {
     #[inline(always)]
     fn step(&self, w: &[u32], r: u32, key: &Key) -> u32 {
         let n = &w[self.nodes_off + r as usize * image::NODE_WORDS..][..image::NODE_WORDS];
-        let v = key.v[(n[0] & 0xff) as usize];
+        let f = (n[0] & 0xff) as usize;
         if n[0] >> 8 == image::NODE_BINARY {
             // Index, not branch: the direction is data, so random traffic
             // costs no branch mispredictions.
-            n[1 + (v > u128_at(&n[4..8])) as usize]
+            n[1 + (key.value(f) > u128_at(&n[4..8])) as usize]
         } else {
             // Equal-width cut over a ≤ 2^32 span: the offset from the
             // region's low end fits 32 bits, so wrapping 32-bit arithmetic
@@ -183,7 +213,7 @@ impl Walker {
             // inside the fanout (the BPF verifier needs it too).
             let bits = n[2] & 0xff;
             let shift = (n[2] >> 8) & 0xff;
-            let idx = ((v as u32).wrapping_sub(n[3]) >> shift).min((1 << bits) - 1);
+            let idx = (key.low_word(f).wrapping_sub(n[3]) >> shift).min((1 << bits) - 1);
             w[self.fanout_off + n[1] as usize + idx as usize]
         }
     }
@@ -217,13 +247,13 @@ impl Walker {
             if field == image::SET_FIELD as usize {
                 let mask = (w[p] as u64) | (w[p + 1] as u64) << 32;
                 let want = (w[p + 2] as u64) | (w[p + 3] as u64) << 32;
-                if key.sets & mask != want {
+                if key.sets() & mask != want {
                     return false;
                 }
                 p += 4;
                 continue;
             }
-            let v = key.v[field];
+            let v = key.value(field);
             if c & image::WIDE_BIT == 0 && r == 1 {
                 // The common case (a prefix, a port range, a protocol): one
                 // narrow range, one unsigned compare. A value above 32 bits
@@ -275,6 +305,31 @@ impl Walker {
                     break;
                 }
                 if self.matches(w, self.record(w, i), key) {
+                    best = i;
+                    break;
+                }
+            }
+        }
+        (best != u32::MAX).then_some(best)
+    }
+
+    /// As [`Walker::first_match`], skipping entries for which `skip` is
+    /// true (tombstones of incremental deletes): the scan goes on past them
+    /// in the same leaf.
+    pub fn first_match_where(&self, key: &Key, skip: impl Fn(u32) -> bool) -> Option<u32> {
+        let w = self.image.words();
+        let mut best = u32::MAX;
+        for p in 0..self.roots.len() {
+            if self.min_entry[p] >= best {
+                continue;
+            }
+            let leaf = self.leaf_of(w, p, key);
+            let count = w[leaf] as usize;
+            for &i in &w[leaf + 1..leaf + 1 + count] {
+                if i >= best {
+                    break;
+                }
+                if !skip(i) && self.matches(w, self.record(w, i), key) {
                     best = i;
                     break;
                 }
@@ -421,7 +476,13 @@ impl Walker {
         }
         const LANES: usize = 16;
         let w = self.image.words();
-        for (keys, out) in keys.chunks(LANES).zip(out.chunks_mut(LANES)) {
+        for (c, (keys_c, out)) in keys.chunks(LANES).zip(out.chunks_mut(LANES)).enumerate() {
+            // Start loading the next chunk's keys while this one walks.
+            for k in keys.iter().skip((c + 1) * LANES).take(LANES) {
+                prefetch(&k.w[..]);
+                prefetch(&k.w[16..]);
+            }
+            let keys = keys_c;
             let n = keys.len();
             let mut best = [u32::MAX; LANES];
             for p in 0..self.roots.len() {

@@ -557,9 +557,9 @@ const BPF_PROG_LOAD: libc::c_long = 5;
 const BPF_PROG_TEST_RUN: libc::c_long = 10;
 const BPF_PROG_TYPE_XDP: u32 = 6;
 const BPF_F_TEST_XDP_LIVE_FRAMES: u32 = 1 << 1;
-/// Frames per test-run call: about 30-100 ms of sending, so stop requests
-/// are honoured promptly.
-const XDP_REPEAT: u32 = 1 << 16;
+/// Frames per test-run call: 10-200 ms of sending at the rates seen here,
+/// so stop requests are honoured promptly.
+const XDP_REPEAT: u32 = 1 << 14;
 
 /// The leading fields of `union bpf_attr` for BPF_PROG_LOAD; the kernel
 /// treats the missing tail as zero.

@@ -368,7 +368,7 @@ pub fn write_markdown(
             let projected = r.extra.get("extrapolated").and_then(|v| v.as_bool()) == Some(true);
             writeln!(
                 w,
-                "| {} | {} | {}| {} | {:.2} | {:.1}{} |",
+                "| {} | {} | {}| {} | {:.2} | {:.2}{} |",
                 r.filter,
                 r.rules.unwrap_or(0),
                 si(r.median),

@@ -182,6 +182,69 @@ impl<K: Word> IntervalSet<K> {
         }
     }
 
+    /// Raises the max-expiry over `[a, b]` to at least `e` (a new element, or
+    /// a refresh that extends): touches only the segments overlapping `[a, b]`.
+    fn raise(&mut self, a: u128, b: u128, e: u64) {
+        if self.bulk {
+            self.dirty = true;
+            return;
+        }
+        let mut ov: Vec<(u128, u128, u64)> = Vec::new();
+        if let Some((&lo, &(hi, se))) = self.segs.range(..Self::k(a)).next_back() {
+            if hi.to_u128() >= a {
+                ov.push((lo.to_u128(), hi.to_u128(), se));
+            }
+        }
+        ov.extend(self.segs.range(Self::k(a)..=Self::k(b)).map(|(&l, &(h, se))| (l.to_u128(), h.to_u128(), se)));
+        if ov.len() == 1 && ov[0].0 <= a && ov[0].1 >= b && ov[0].2 >= e {
+            return; // already covered at least as long
+        }
+        for &(l, _, _) in &ov {
+            self.segs.remove(&Self::k(l));
+        }
+        let mut pieces: Vec<(u128, u128, u64)> = Vec::with_capacity(ov.len() * 2 + 1);
+        fn push(p: &mut Vec<(u128, u128, u64)>, l: u128, h: u128, x: u64) {
+            if let Some(last) = p.last_mut() {
+                if last.2 == x && last.1 != u128::MAX && last.1 + 1 == l {
+                    last.1 = h;
+                    return;
+                }
+            }
+            p.push((l, h, x));
+        }
+        let mut cur = Some(a);
+        for &(l, h, se) in &ov {
+            if l < a {
+                push(&mut pieces, l, a - 1, se);
+            }
+            let (ol, oh) = (l.max(a), h.min(b));
+            if let Some(c) = cur {
+                if ol > c {
+                    push(&mut pieces, c, ol - 1, e);
+                }
+            }
+            push(&mut pieces, ol, oh, se.max(e));
+            if h > b {
+                push(&mut pieces, b + 1, h, se);
+            }
+            cur = oh.checked_add(1);
+        }
+        if let Some(c) = cur {
+            if c <= b {
+                push(&mut pieces, c, b, e);
+            }
+        }
+        let first = pieces[0].0;
+        let last = pieces[pieces.len() - 1].1;
+        for (l, h, x) in pieces {
+            self.segs.insert(Self::k(l), (Self::k(h), x));
+        }
+        self.merge_at(first);
+        if last != u128::MAX {
+            self.merge_at(last + 1);
+        }
+    }
+
     /// Merges the segment starting at `x` into its left neighbour when adjacent with equal expiry.
     fn merge_at(&mut self, x: u128) {
         if x == 0 {
@@ -240,8 +303,10 @@ impl<K: Word> IntervalSet<K> {
             self.len += 1;
             return Ok(Ins::New);
         }
+        let mut lowered = false;
         let r = match self.classes[c].entry((lo, hi)) {
             Entry::Occupied(mut o) => {
+                lowered = exp < *o.get();
                 *o.get_mut() = exp;
                 Ins::Refreshed
             }
@@ -261,7 +326,11 @@ impl<K: Word> IntervalSet<K> {
                 self.rebuild_heap();
             }
         }
-        self.recompute(l, h);
+        if lowered {
+            self.recompute(l, h);
+        } else {
+            self.raise(l, h, exp);
+        }
         Ok(r)
     }
 
