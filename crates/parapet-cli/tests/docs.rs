@@ -1,0 +1,74 @@
+//! The examples in docs/cli.md run, and print what the doc shows.
+//!
+//! Every fenced block line `$ $P …` is run with bash (`P` = this build's
+//! binary, in the repository root); the lines after it, up to the next `$`
+//! line or the end of the block, must be its output (stdout and stderr).
+//! Lines starting with `# parapet ` or `# ip ` are root-only examples and
+//! are not run.
+
+use std::path::Path;
+use std::process::Command;
+
+#[test]
+fn cli_doc_examples_print_what_the_doc_shows() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let doc = std::fs::read_to_string(root.join("docs/cli.md")).unwrap();
+    let mut in_block = false;
+    let mut cases: Vec<(String, Vec<String>)> = Vec::new();
+    for line in doc.lines() {
+        if line.starts_with("```") {
+            in_block = !in_block;
+            continue;
+        }
+        if !in_block {
+            continue;
+        }
+        if let Some(cmd) = line.strip_prefix("$ ") {
+            cases.push((cmd.to_string(), Vec::new()));
+        } else if line.starts_with("# parapet ") || line.starts_with("# ip ") {
+            // A root-only example: neither run nor compared.
+            cases.push((String::new(), Vec::new()));
+        } else if let Some((_, out)) = cases.last_mut() {
+            out.push(line.to_string());
+        }
+    }
+    let cases: Vec<_> = cases
+        .into_iter()
+        .filter(|(c, _)| c.contains("$P"))
+        .collect();
+    assert!(cases.len() >= 6, "docs/cli.md lost its examples");
+    let tmp = tempfile::tempdir().unwrap();
+    for (cmd, want) in cases {
+        let out = Command::new("bash")
+            .arg("-c")
+            .arg(format!(
+                "cd {} && {} 2>&1",
+                root.display(),
+                cmd.replace(
+                    "bad.rules",
+                    &tmp.path().join("bad.rules").display().to_string()
+                )
+            ))
+            .env("P", env!("CARGO_BIN_EXE_parapet"))
+            .output()
+            .unwrap();
+        let got = String::from_utf8_lossy(&out.stdout).replace(
+            &tmp.path().join("bad.rules").display().to_string(),
+            "bad.rules",
+        );
+        let got: Vec<&str> = got.lines().collect();
+        // Build times vary from run to run; compare those lines by shape.
+        for (g, w) in got.iter().zip(want.iter()) {
+            if w.contains(" ms") || w.contains("build:") {
+                continue;
+            }
+            assert_eq!(g, w, "docs/cli.md: `{cmd}` prints\n{}\n", got.join("\n"));
+        }
+        assert_eq!(
+            got.len(),
+            want.len(),
+            "docs/cli.md: `{cmd}` prints\n{}\n",
+            got.join("\n")
+        );
+    }
+}
