@@ -220,6 +220,9 @@ def build_parapet(args, runner, notes):
             if os.path.exists(binary):
                 notes.append(f"`cargo build --release -p parapet` failed ({reason}); "
                              f"measured the existing {rel(binary)}, which may be stale.")
+                args.warnings.append(f"`cargo build --release -p parapet` failed; the existing "
+                                     f"{rel(binary)} was measured and may not match git "
+                                     f"HEAD (see the notes at the end).")
             else:
                 return None, f"parapet build failed: {reason}"
     if not os.access(binary, os.X_OK):
@@ -698,7 +701,7 @@ def worst_rows(records):
     return table
 
 
-def worst_sections(records, out_dir):
+def worst_sections(records, out_dir, meta):
     table = worst_rows(records)
     if not table:
         return []
@@ -729,14 +732,19 @@ def worst_sections(records, out_dir):
                 verdict = " — target ≥ {:.1f}: **{}**".format(
                     FLATNESS_TARGET, "met" if r1 / r0 >= FLATNESS_TARGET else "NOT met")
             out.append(f"- flatness ratio, {label}: rate at {n1:,} rules / rate at {n0:,} rules "
-                       f"= {fmt_m(r1)} / {fmt_m(r0)} M = **{r1 / r0:.3f}**{verdict}")
+                       f"= {fmt_m(r1)} / {fmt_m(r0)} M = **{r1 / r0:.3g}**{verdict}")
         else:
             out.append(f"- flatness ratio, {label}: n/a (fewer than two sizes measured)")
     out += ["", "Lookups/s vs rules (log–log; `A` auto, `L` linear; SVG: "
             "[worst_case.svg](worst_case.svg)):", "", "```"]
     out += ascii_plot(table)
     out += ["```", ""]
-    svg = svg_plot(table)
+    sub = "{}{}, {}".format("smoke run (--quick), " if meta.get("quick") else "",
+                            meta["start"][:16].replace("T", " "), meta["machine"]["cpu_model"])
+    pts = [(t[0], t[1]["lookups_per_sec"]) for t in table if t[1]]
+    if len(pts) >= 2:
+        sub += f"; auto flatness {pts[-1][1] / pts[0][1]:.2f}"
+    svg = svg_plot(table, sub)
     if svg:
         with open(os.path.join(out_dir, "worst_case.svg"), "w") as f:
             f.write(svg)
@@ -792,12 +800,12 @@ def ascii_plot(table, width=64, height=18):
     return lines
 
 
-def svg_plot(table):
+def svg_plot(table, subtitle=""):
     a, l = series(table)
     pts = a + l
     if not pts:
         return None
-    W, H, ml, mr, mt, mb = 760, 440, 80, 150, 40, 60
+    W, H, ml, mr, mt, mb = 760, 450, 80, 150, 50, 60
     pw, ph = W - ml - mr, H - mt - mb
     xs = [p[0] for p in pts]
     ys = [v for p in pts for v in p[1:] if v]
@@ -814,6 +822,8 @@ def svg_plot(table):
          '<rect width="100%" height="100%" fill="white"/>',
          f'<text x="{ml + pw / 2}" y="22" text-anchor="middle" font-size="15">'
          'nf-HiPAC worst case: lookups/s vs rules</text>',
+         f'<text x="{ml + pw / 2}" y="35" text-anchor="middle" font-size="11" fill="#555">'
+         f'{subtitle}</text>',
          f'<rect x="{ml}" y="{mt}" width="{pw}" height="{ph}" fill="none" stroke="#333"/>']
     for d in range(y0, y1 + 1):
         y = Y(10 ** d)
@@ -872,11 +882,13 @@ def write_report(out_dir):
                 f"time / wall time, ~1.0 when undisturbed) shows by how much. "
                 f"Median CPU share here: "
                 f"{sorted(shares)[len(shares) // 2]:.2f}." if shares else "", ""]
+    for w in meta.get("warnings", []):
+        out += [f"> **Warning**: {w}", ""]
     out += [f"Started {meta['start']}, finished {meta.get('end', '?')}; "
             f"`{meta['argv']}` (from the repository root).", "",
             "## Machine", "",
             f"- CPU: {m['cpu_model']} ({m['cpu_family_model']}), {m['logical_cpus']} logical CPUs "
-            f"({m['cpus_usable']} usable), cache {m.get('l3') or '?'}, SIMD: "
+            f"({m['cpus_usable']} usable), cpuinfo cache size {m.get('l3') or '?'}, SIMD: "
             f"{', '.join(m['simd_flags']) or 'none'}",
             f"- memory: {m['mem_total']}; virtualization: {m['virtualization']}",
             f"- kernel {m['kernel']}, {m['os']}; {m['rustc']}; {m['cc']}"
@@ -910,7 +922,7 @@ def write_report(out_dir):
             "Both tools read the same files.", ""]
     out += ["## ClassBench sets", ""]
     out += classbench_sections(records, meta)
-    out += worst_sections(records, out_dir)
+    out += worst_sections(records, out_dir, meta)
     notes = list(meta.get("notes", []))
     for r in records:
         if r.get("status") in ("skipped", "n/a", "error", "timeout", "mismatch"):
@@ -976,6 +988,7 @@ def parse_args(argv):
     if a.runs is None:
         a.runs = 5 if a.quick else 11
     a.runs = max(a.runs, 5)
+    a.warnings = []
     return a
 
 
@@ -1011,7 +1024,7 @@ def main(argv):
     meta = {"start": stamp(), "argv": shlex.join(["bench/classify/run.py"] + argv),
             "quick": args.quick, "runs": args.runs, "min_run_ms": args.min_run_ms,
             "timeout_s": args.timeout, "load_start": loadavg(), "machine": machine(),
-            "sets": sets, "worst_sizes": worst, "notes": notes}
+            "sets": sets, "worst_sizes": worst, "notes": notes, "warnings": args.warnings}
     log(f"output: {out}")
     parapet, parapet_err = build_parapet(args, runner, notes)
     acl, acl_err = (None, "no ClassBench sets requested") if not sets else build_acl(args, runner, notes)
