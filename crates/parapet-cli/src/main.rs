@@ -82,6 +82,11 @@ enum Command {
     Bench(BenchCommand),
     /// Run the eBPF dataplane in the foreground on interfaces, without the daemon (root).
     Run(run::RunArgs),
+    /// Detach a `parapet run --background` and print its counters.
+    Stop {
+        /// The pid file given to --background.
+        pidfile: PathBuf,
+    },
     /// Generate benchmark rulesets (stdout) and traces (--trace FILE).
     #[command(subcommand)]
     Gen(gen::GenCommand),
@@ -132,6 +137,7 @@ fn main() -> ExitCode {
         Command::Explain { rules, opts } => report::explain(&rules, &opts),
         Command::Gen(cmd) => gen::run(cmd),
         Command::Run(args) => run::run(args),
+        Command::Stop { pidfile } => run::stop(&pidfile),
         Command::Bench(BenchCommand::Dataplane(args)) => run::bench(args),
         Command::Bench(BenchCommand::Classify {
             rules,

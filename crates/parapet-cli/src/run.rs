@@ -12,7 +12,7 @@ use clap::{Args, ValueEnum};
 use parapet_compile::Classifier;
 use parapet_dataplane::{Dataplane, Hook, LoadOptions, Mode, Stat, Verdict};
 use parapet_model::{flatten, Action, Ruleset};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -41,6 +41,11 @@ pub struct RunArgs {
     /// Print counters as JSON on exit.
     #[arg(long)]
     json: bool,
+    /// Run in the background: return once attached, with the process id in
+    /// this file (`parapet stop PIDFILE` detaches it). Its output goes to
+    /// PIDFILE.log.
+    #[arg(long, value_name = "PIDFILE")]
+    background: Option<PathBuf>,
     #[command(flatten)]
     opts: EngineArgs,
 }
@@ -68,6 +73,9 @@ fn kernel_verdict(v: &parapet_model::Verdict) -> Verdict {
 
 /// Runs `parapet run`.
 pub fn run(args: RunArgs) -> Result<ExitCode> {
+    if let Some(pidfile) = &args.background {
+        return background(pidfile);
+    }
     let parsed = load::ruleset(&args.rules, &args.opts.format)?;
     let rs = &parsed.ruleset;
     if !rs.set_refs.is_empty() {
@@ -386,4 +394,96 @@ pub fn bench(args: BenchArgs) -> Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Starts this same command again without `--background`, detached, and
+/// returns once it reports the program attached (or failed).
+fn background(pidfile: &Path) -> Result<ExitCode> {
+    let log_path = PathBuf::from(format!("{}.log", pidfile.display()));
+    let log = std::fs::File::create(&log_path)
+        .with_context(|| format!("{}: cannot create", log_path.display()))?;
+    let mut argv: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(i) = argv.iter().position(|a| a == "--background") {
+        argv.drain(i..(i + 2).min(argv.len()));
+    } else if let Some(i) = argv.iter().position(|a| a.starts_with("--background=")) {
+        argv.remove(i);
+    }
+    let mut child = std::process::Command::new(std::env::current_exe()?)
+        .args(&argv)
+        .stdin(std::process::Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .spawn()
+        .context("starting the background dataplane")?;
+    let t0 = Instant::now();
+    loop {
+        let said = std::fs::read_to_string(&log_path).unwrap_or_default();
+        if said.contains(" attached to ")
+            && said.lines().filter(|l| l.contains(" attached to ")).count()
+                >= argv
+                    .iter()
+                    .filter(|a| *a == "--iface" || a.starts_with("--iface="))
+                    .count()
+        {
+            std::fs::write(pidfile, format!("{}\n", child.id()))?;
+            eprint!("{said}");
+            return Ok(ExitCode::SUCCESS);
+        }
+        if let Some(status) = child.try_wait()? {
+            bail!("the background dataplane exited ({status}) before attaching:\n{said}");
+        }
+        if t0.elapsed() > Duration::from_secs(120) {
+            let _ = child.kill();
+            bail!("the background dataplane did not attach within 120 s:\n{said}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `parapet stop PIDFILE`: detaches a `parapet run --background` and prints
+/// its final counters.
+pub fn stop(pidfile: &Path) -> Result<ExitCode> {
+    let text = std::fs::read_to_string(pidfile)
+        .with_context(|| format!("{}: cannot read", pidfile.display()))?;
+    let pid: i32 = text
+        .trim()
+        .parse()
+        .map_err(|_| anyhow!("{}: expected a process id", pidfile.display()))?;
+    // Only signal a process that is really ours: a `parapet run`.
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    if !String::from_utf8_lossy(&cmdline).contains("run") {
+        bail!(
+            "process {pid} from {} is not a running `parapet run`",
+            pidfile.display()
+        );
+    }
+    // SAFETY: kill(2) with a pid we just checked; no memory is involved.
+    if unsafe { kill(pid, 2) } != 0 {
+        bail!(
+            "cannot signal process {pid}: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+    let t0 = Instant::now();
+    while std::path::Path::new(&format!("/proc/{pid}")).exists()
+        && t0.elapsed() < Duration::from_secs(30)
+    {
+        // A zombie (not reaped by a parent that already exited) counts as gone.
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        if stat.split_whitespace().nth(2) == Some("Z") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = std::fs::remove_file(pidfile);
+    let log_path = PathBuf::from(format!("{}.log", pidfile.display()));
+    if let Ok(said) = std::fs::read_to_string(&log_path) {
+        print!("{said}");
+        let _ = std::fs::remove_file(&log_path);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+extern "C" {
+    fn kill(pid: i32, sig: i32) -> i32;
 }

@@ -177,7 +177,7 @@ const RULES: &str = "*filter
 COMMIT
 ";
 
-fn scenario(hook: &str) {
+fn scenario(hook: &str, background: bool) {
     if unsafe { libc_geteuid() } != 0 {
         return skip("not root (needs netns, veth and BPF)");
     }
@@ -212,44 +212,80 @@ fn scenario(hook: &str) {
         "the scenario must both pass and drop"
     );
 
-    let mut child = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &b,
-            env!("CARGO_BIN_EXE_parapet"),
-            "run",
-            rules.to_str().unwrap(),
-            "--iface",
-            &vb,
-            "--hook",
-            hook,
-            "--seconds",
-            "20",
-            "--json",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Wait until it says it is attached.
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    let mut said = String::new();
-    let t0 = Instant::now();
-    while !line.contains("attached") {
-        line.clear();
-        if err.read_line(&mut line).unwrap() == 0 || t0.elapsed() > Duration::from_secs(30) {
-            let _ = child.kill();
-            let _ = child.wait();
+    // XDP runs in the foreground; tc goes through --background / stop, so
+    // both ways of running are covered.
+    let pidfile = dir.path().join("run.pid");
+    let mut child = None;
+    if background {
+        let out = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &b,
+                env!("CARGO_BIN_EXE_parapet"),
+                "run",
+                rules.to_str().unwrap(),
+                "--iface",
+                &vb,
+                "--hook",
+                hook,
+                "--seconds",
+                "60",
+                "--json",
+                "--background",
+            ])
+            .arg(&pidfile)
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stderr).to_string();
+        if !out.status.success() {
             if said.contains("loading the eBPF program") {
                 return skip(&format!("BPF unavailable: {said}"));
             }
-            panic!("parapet run did not attach: {said}");
+            panic!("parapet run --background failed: {said}");
         }
-        said.push_str(&line);
+        assert!(said.contains("attached"), "{said}");
+    } else {
+        let mut c = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &b,
+                env!("CARGO_BIN_EXE_parapet"),
+                "run",
+                rules.to_str().unwrap(),
+                "--iface",
+                &vb,
+                "--hook",
+                hook,
+                "--seconds",
+                "20",
+                "--json",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Wait until it says it is attached.
+        let mut err = BufReader::new(c.stderr.take().unwrap());
+        let mut line = String::new();
+        let mut said = String::new();
+        let t0 = Instant::now();
+        while !line.contains("attached") {
+            line.clear();
+            if err.read_line(&mut line).unwrap() == 0 || t0.elapsed() > Duration::from_secs(30) {
+                let _ = c.kill();
+                let _ = c.wait();
+                if said.contains("loading the eBPF program") {
+                    return skip(&format!("BPF unavailable: {said}"));
+                }
+                panic!("parapet run did not attach: {said}");
+            }
+            said.push_str(&line);
+        }
+        std::thread::spawn(move || for _ in err.lines() {});
+        child = Some(c);
     }
-    std::thread::spawn(move || for _ in err.lines() {});
 
     // Receivers in the filter namespace, one socket per destination port.
     let dports: Vec<u16> = {
@@ -302,13 +338,33 @@ fn scenario(hook: &str) {
             "{hook}: flow {sport}->{dport} (rule {rule}, pass {pass}) delivered {n} of {ROUNDS}"
         );
     }
-    // Stop it early and read the counters.
-    let _ = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status();
-    let out = child.wait_with_output().unwrap();
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("bad JSON {e}: {}", String::from_utf8_lossy(&out.stdout)));
+    // Stop it and read the counters (the last line of its output).
+    let stdout = match child {
+        Some(c) => {
+            let _ = Command::new("kill")
+                .args(["-INT", &c.id().to_string()])
+                .status();
+            c.wait_with_output().unwrap().stdout
+        }
+        None => {
+            let out = Command::new("ip")
+                .args(["netns", "exec", &b, env!("CARGO_BIN_EXE_parapet"), "stop"])
+                .arg(&pidfile)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "parapet stop: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(!pidfile.exists(), "parapet stop leaves no pid file");
+            out.stdout
+        }
+    };
+    let text = String::from_utf8_lossy(&stdout).to_string();
+    let last = text.lines().last().unwrap_or("");
+    let report: serde_json::Value =
+        serde_json::from_str(last).unwrap_or_else(|e| panic!("bad JSON {e}: {text}"));
     let counted = |id: u32| -> u64 {
         report["rules"]
             .as_array()
@@ -337,10 +393,10 @@ extern "C" {
 
 #[test]
 fn run_at_xdp_delivers_exactly_what_the_linear_engine_accepts() {
-    scenario("xdp");
+    scenario("xdp", false);
 }
 
 #[test]
-fn run_at_tc_delivers_exactly_what_the_linear_engine_accepts() {
-    scenario("tc");
+fn run_in_background_at_tc_delivers_exactly_what_the_linear_engine_accepts() {
+    scenario("tc", true);
 }
