@@ -59,6 +59,25 @@ fn start(sock: &Path, state: &Path) -> (Proc, Duration) {
     }
 }
 
+/// CPU time (user + system) of a process, ms. The machine this runs on may
+/// be shared: wall-clock rates then understate what the code does, so each
+/// phase also reports the daemon's and the client's CPU time.
+fn proc_cpu_ms(pid: u32) -> f64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let after = s.rsplit_once(')').map_or("", |x| x.1);
+    let f: Vec<u64> = after
+        .split_whitespace()
+        .map(|t| t.parse().unwrap_or(0))
+        .collect();
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    (f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0)) as f64 * 1000.0 / hz
+}
+
+fn self_cpu_ms() -> f64 {
+    proc_cpu_ms(std::process::id())
+}
+
 fn env_n(k: &str, d: usize) -> usize {
     std::env::var(k)
         .ok()
@@ -81,6 +100,8 @@ fn main() {
     // 1. Single-address bans, one request each, pipelined on one connection.
     let s = UnixStream::connect(&sock).unwrap();
     let mut w = s.try_clone().unwrap();
+    let pid = p.0.as_ref().unwrap().id();
+    let (d0, c0) = (proc_cpu_ms(pid), self_cpu_ms());
     let t0 = Instant::now();
     let writer = std::thread::spawn(move || {
         let mut buf = Vec::with_capacity(1 << 16);
@@ -109,7 +130,9 @@ fn main() {
     let dt = t0.elapsed();
     println!(
         "{}",
-        json!({"bench": "ban_pipelined_one_connection", "requests": ban_n, "secs": dt.as_secs_f64(), "requests_per_sec": ban_n as f64 / dt.as_secs_f64()})
+        json!({"bench": "ban_pipelined_one_connection", "requests": ban_n, "secs": dt.as_secs_f64(), "requests_per_sec": ban_n as f64 / dt.as_secs_f64(),
+            "daemon_cpu_ms": proc_cpu_ms(pid) - d0, "client_cpu_ms": self_cpu_ms() - c0,
+            "requests_per_daemon_cpu_sec": ban_n as f64 / ((proc_cpu_ms(pid) - d0) / 1e3)})
     );
 
     // 2. set add --file.
@@ -123,6 +146,7 @@ fn main() {
         text.push('\n');
     }
     std::fs::write(&file, text).unwrap();
+    let (d0, c0) = (proc_cpu_ms(pid), self_cpu_ms());
     let t0 = Instant::now();
     let code = run(
         DaemonCommand::Set {
@@ -139,7 +163,9 @@ fn main() {
     let dt = t0.elapsed();
     println!(
         "{}",
-        json!({"bench": "set_add_file", "addresses": file_n, "secs": dt.as_secs_f64(), "addresses_per_sec": file_n as f64 / dt.as_secs_f64()})
+        json!({"bench": "set_add_file", "addresses": file_n, "secs": dt.as_secs_f64(), "addresses_per_sec": file_n as f64 / dt.as_secs_f64(),
+            "daemon_cpu_ms": proc_cpu_ms(pid) - d0, "client_cpu_ms": self_cpu_ms() - c0,
+            "addresses_per_daemon_cpu_sec": file_n as f64 / ((proc_cpu_ms(pid) - d0) / 1e3)})
     );
     let total = file_n + ban_n;
     let jbytes = std::fs::metadata(state.join("journal"))

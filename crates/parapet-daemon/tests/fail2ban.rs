@@ -45,12 +45,13 @@ fn ensure_fail2ban() -> bool {
     ok && have_fail2ban()
 }
 
-fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+fn wait_for(what: &str, limit: Duration, ctx: &dyn Fn() -> String, mut f: impl FnMut() -> bool) {
     let t0 = Instant::now();
     while !f() {
         assert!(
             t0.elapsed() < limit,
-            "timed out after {limit:?} waiting for {what}"
+            "timed out after {limit:?} waiting for {what}\n{}",
+            ctx()
         );
         std::thread::sleep(Duration::from_millis(200));
     }
@@ -74,14 +75,57 @@ fn fail2ban_bans_and_unbans_through_parapetd() {
         eprintln!("SKIPPED: fail2ban is not installed and could not be installed");
         return;
     }
+    scenario(
+        |sock| format!("parapet.py[socket=\"{}\"]", sock.display()),
+        true,
+    );
+}
+
+/// The shell variant (`parapet.conf`), with the example front end standing
+/// in for the `parapet` CLI: one process per ban.
+#[test]
+fn fail2ban_shell_action_through_the_cli() {
+    if !ensure_fail2ban() {
+        eprintln!("SKIPPED: fail2ban is not installed and could not be installed");
+        return;
+    }
+    // target/debug/deps/fail2ban-HASH -> target/debug/examples/parapet-client
+    let exe = std::env::current_exe().unwrap();
+    let cli = exe
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("examples/parapet-client");
+    if !cli.exists() {
+        eprintln!(
+            "SKIPPED: {} not built (run `cargo test` without filters)",
+            cli.display()
+        );
+        return;
+    }
+    scenario(
+        move |sock| {
+            format!(
+                "parapet[socket=\"{}\", parapet_bin=\"{}\"]",
+                sock.display(),
+                cli.display()
+            )
+        },
+        false,
+    );
+}
+
+fn scenario(action: impl Fn(&Path) -> String, one_connection: bool) {
     let dir = tempfile::tempdir().unwrap();
     let d = Daemon::start(dir.path(), &[]);
     let conf = dir.path().join("f2b");
     fs::create_dir_all(conf.join("action.d")).unwrap();
     fs::create_dir_all(conf.join("filter.d")).unwrap();
-    let repo =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../contrib/fail2ban/action.d/parapet.py");
-    fs::copy(&repo, conf.join("action.d/parapet.py")).unwrap();
+    let contrib = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../contrib/fail2ban/action.d");
+    for f in ["parapet.py", "parapet.conf"] {
+        fs::copy(contrib.join(f), conf.join("action.d").join(f)).unwrap();
+    }
     let p = |n: &str| dir.path().join(n).display().to_string();
     let log = dir.path().join("auth.log");
     fs::write(&log, "").unwrap();
@@ -98,9 +142,9 @@ fn fail2ban_bans_and_unbans_through_parapetd() {
     fs::write(
         conf.join("jail.conf"),
         format!(
-            "[DEFAULT]\nbackend = polling\n\n[test]\nenabled = true\nfilter = test\nlogpath = {}\nmaxretry = 1\nfindtime = 600\nbantime = 4\naction = parapet.py[socket=\"{}\"]\n",
+            "[DEFAULT]\nbackend = polling\n\n[test]\nenabled = true\nfilter = test\nlogpath = {}\nmaxretry = 1\nfindtime = 600\nbantime = 4\naction = {}\n",
             log.display(),
-            d.socket.display()
+            action(&d.socket)
         ),
     )
     .unwrap();
@@ -123,11 +167,23 @@ fn fail2ban_bans_and_unbans_through_parapetd() {
             + &fs::read_to_string(p("f2b.err")).unwrap_or_default()
     };
     let mut c = d.client();
-    // The action's start() creates the jail's sets.
-    wait_for("jail start (sets created)", Duration::from_secs(60), || {
-        c.call(json!({"cmd": "set.list", "set": "f2b-test-v6"}))
-            .is_ok()
+    // Wait for the jail to run. The Python action's start() creates the
+    // jail's sets right away; the shell action starts on the first ban
+    // (fail2ban starts command actions on demand).
+    wait_for("jail start", Duration::from_secs(60), &f2b_log, || {
+        f2b_log().contains("Jail 'test' started")
     });
+    if one_connection {
+        wait_for(
+            "sets created by start()",
+            Duration::from_secs(60),
+            &f2b_log,
+            || {
+                c.call(json!({"cmd": "set.list", "set": "f2b-test-v6"}))
+                    .is_ok()
+            },
+        );
+    }
 
     let v4: Vec<String> = (1..=20).map(|i| format!("192.0.2.{i}")).collect();
     let v6: Vec<String> = (1..=5).map(|i| format!("2001:db8::{i:x}")).collect();
@@ -141,6 +197,7 @@ fn fail2ban_bans_and_unbans_through_parapetd() {
     wait_for(
         "every offender banned in parapetd",
         Duration::from_secs(60),
+        &f2b_log,
         || {
             let b4 = members(&mut c, "f2b-test");
             let b6 = members(&mut c, "f2b-test-v6");
@@ -172,19 +229,28 @@ fn fail2ban_bans_and_unbans_through_parapetd() {
         .unwrap());
 
     // bantime (4 s) ends: fail2ban unbans, through the same connection.
-    wait_for("every ban lifted", Duration::from_secs(60), || {
-        members(&mut c, "f2b-test").is_empty() && members(&mut c, "f2b-test-v6").is_empty()
-    });
+    wait_for(
+        "every ban lifted",
+        Duration::from_secs(60),
+        &f2b_log,
+        || members(&mut c, "f2b-test").is_empty() && members(&mut c, "f2b-test-v6").is_empty(),
+    );
     eprintln!("all unbanned after {:?}", t0.elapsed());
     let log_text = f2b_log();
     assert!(log_text.contains("Unban 192.0.2.1"), "{log_text}");
     assert!(!log_text.contains("ParapetError"), "{log_text}");
-    // One connection for the whole jail: not one per ban.
-    let st = call(&mut c, json!({"cmd": "stats"}));
     assert!(
-        st["connections"].as_u64().unwrap() < 15,
-        "{:?}",
-        st.body.get("connections")
+        !log_text.contains(" -- returned "),
+        "an action command failed: {log_text}"
     );
+    if one_connection {
+        // One connection for the whole jail: not one per ban.
+        let st = call(&mut c, json!({"cmd": "stats"}));
+        assert!(
+            st["connections"].as_u64().unwrap() < 15,
+            "{:?}",
+            st.body.get("connections")
+        );
+    }
     drop(f2b);
 }

@@ -740,11 +740,13 @@ fn spawn_acceptor(bed: &Testbed, stop: Arc<AtomicBool>) -> Result<std::thread::J
 }
 
 /// `count` handshake RTTs in µs (`None` = timed out after 3 s), spaced
-/// 20 ms apart, at most 15 s in total.
+/// 20 ms apart, at most 0.5 s per probe and 5-15 s in total.
 fn probe_rtts(bed: &Testbed, count: usize) -> Result<Vec<Option<f64>>> {
+    let bound = (Duration::from_millis(500) * count as u32)
+        .clamp(Duration::from_secs(5), Duration::from_secs(15));
     bed.in_ns(Side::Gen, || {
         let addr = SocketAddr::from((FLT_IP, LAT_PORT));
-        let end = Instant::now() + Duration::from_secs(15);
+        let end = Instant::now() + bound;
         let mut v = Vec::new();
         for _ in 0..count {
             if Instant::now() > end || signal::stop_requested() {
