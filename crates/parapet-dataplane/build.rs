@@ -19,6 +19,7 @@ fn main() {
         "parapet.h",
         "image.h",
         "walker.bpf.h",
+        "sets.bpf.h",
         "layout_probe.c",
     ] {
         println!("cargo:rerun-if-changed={}", bpf_dir.join(f).display());

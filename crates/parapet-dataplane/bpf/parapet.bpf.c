@@ -540,6 +540,8 @@ static __always_inline void debug_record(const struct parapet_key *key,
 	d->by_image = w ? 1 : 0;
 	d->n_nonterm = w ? w->n_nonterm : 0;
 	d->walk_err = walk_err;
+	d->sets[0] = w ? w->key[PARAPET_KW_SETS] : 0;
+	d->sets[1] = w ? w->key[PARAPET_KW_SETS + 1] : 0;
 #pragma unroll
 	for (k = 0; k < PARAPET_MAX_NONTERM; k++)
 		d->nonterm[k] = w ? w->nonterm_rule[k] : 0;

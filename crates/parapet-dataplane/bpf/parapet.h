@@ -14,7 +14,7 @@
 
 #include <linux/types.h>
 
-#define PARAPET_ABI_VERSION 1
+#define PARAPET_ABI_VERSION 2
 
 /* ---- parsed packet key ------------------------------------------------- */
 
@@ -174,6 +174,76 @@ struct parapet_debug_rec {
 	__u32 n_nonterm; /* entries of nonterm[] in use */
 	__u32 nonterm[PARAPET_MAX_NONTERM]; /* rule ids, in evaluation order */
 	__u32 walk_err;	 /* why the image walker gave up (0: it did not) */
+	__u32 sets[2];	 /* the image key's set bits (words 24, 25) */
+};
+
+/* ---- sets (docs/dataplane.md, "Sets") ----------------------------------- */
+
+#define PARAPET_MAX_SET_REFS 64	  /* bits of the image key's set mask */
+#define PARAPET_MAX_SETS 1024	  /* set ids 0 .. 1023 */
+#define PARAPET_SET_MAX_DIMS 4	  /* dimensions of a concatenated key */
+#define PARAPET_SET_KEY_BYTES 36  /* concatenated key bytes (v6.proto.port.v6 = 35) */
+#define PARAPET_SET_KEY_WORDS 9
+#define PARAPET_SET_MAX_SHAPES 32 /* prefix-length combinations of a tuple set */
+
+/* How a set stores its elements. */
+enum parapet_set_kind {
+	PARAPET_SET_NONE = 0,  /* undefined reference: never a member */
+	PARAPET_SET_LPM = 1,   /* one address dimension: parapet_set_lpm */
+	PARAPET_SET_TUPLE = 2, /* anything else: parapet_set_tuple, one probe per shape */
+};
+
+/* Which packet part a key dimension takes. */
+enum parapet_set_part {
+	PARAPET_PART_SADDR = 0,
+	PARAPET_PART_DADDR = 1,
+	PARAPET_PART_SPORT = 2,
+	PARAPET_PART_DPORT = 3,
+	PARAPET_PART_PROTO = 4,
+	PARAPET_PART_IIF = 5,
+	PARAPET_PART_OIF = 6,
+};
+
+/* parapet_set_refs: (slot * 64 + reference) -> how to build the key. */
+struct parapet_set_ref {
+	__u16 set_id;
+	__u8 kind;	  /* enum parapet_set_kind */
+	__u8 family;	  /* 0: any; 4 or 6: packets of the other family are not members */
+	__u8 n_dims;
+	__u8 part[PARAPET_SET_MAX_DIMS];  /* enum parapet_set_part */
+	__u8 width[PARAPET_SET_MAX_DIMS]; /* bytes: 1 proto, 2 port, 4 IPv4, 16 IPv6 / ifname */
+	__u8 _pad[3];
+};
+
+/* parapet_set_descs: set id -> the shapes of a tuple set.  Shape s keeps
+ * the key bits where mask[s] is set. */
+struct parapet_set_desc {
+	__u32 n_shapes;
+	__u32 _pad;
+	__u32 mask[PARAPET_SET_MAX_SHAPES][PARAPET_SET_KEY_WORDS];
+};
+
+/* parapet_set_lpm key: prefixlen counts the 16 bits of set_id. */
+struct parapet_set_lpm_key {
+	__u32 prefixlen;
+	__u8 set_id[2];	  /* big-endian */
+	__u8 addr[16];	  /* big-endian; IPv4 in the first 4 bytes */
+	__u8 _pad[2];
+};
+
+/* parapet_set_tuple key: the concatenated key masked by shape `shape`. */
+struct parapet_set_tuple_key {
+	__u16 set_id;
+	__u8 shape;
+	__u8 _pad;
+	__u32 data[PARAPET_SET_KEY_WORDS]; /* dims back to back, big-endian bytes */
+};
+
+/* Value of both element maps. */
+struct parapet_set_val {
+	__u64 expires_ns; /* CLOCK_MONOTONIC (bpf_ktime_get_ns); 0 = permanent */
+	__u32 prefixlen;  /* LPM: the entry's own prefixlen */
+	__u32 _pad;
 };
 
 /* ---- interface names for the image key --------------------------------- */

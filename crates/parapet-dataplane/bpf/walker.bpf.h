@@ -76,6 +76,19 @@ struct parapet_walk {
 	__u32 nonterm_dropped;
 	__u32 hook;
 	struct parapet_key pkey;
+	/* set membership (sets.bpf.h) */
+	__u64 now;
+	union {
+		__u8 sbytes[64];
+		__u32 sword[16];
+	};
+	__u8 sval[16];
+	struct parapet_set_ref sref;
+	__u32 soff;
+	__u32 sbad;
+	__u32 smember;
+	struct parapet_set_lpm_key lkey;
+	struct parapet_set_tuple_key tkey;
 };
 
 /* One scratch state per hook (0 = XDP, 1 = tc) and CPU. */
@@ -576,7 +589,7 @@ static __always_inline void build_key(struct parapet_walk *w,
 	w->key[PARAPET_KW_TCPFLAGS] = key->tcp_flags;
 	w->key[PARAPET_KW_CTSTATE] = parapet_ctstate;
 	w->key[PARAPET_KW_FRAGMENT] = (key->frag & PARAPET_FRAG_LATER) ? 1 : 0;
-	w->key[PARAPET_KW_SETS] = 0; /* no set membership in the kernel yet */
+	w->key[PARAPET_KW_SETS] = 0; /* set_bits() fills these */
 	w->key[PARAPET_KW_SETS + 1] = 0;
 
 	__u32 ifindex = key->ifindex;
@@ -588,6 +601,8 @@ static __always_inline void build_key(struct parapet_walk *w,
 				be32_at((const __u8 *)&ifn->name[12 - 4 * k]);
 	}
 }
+
+#include "sets.bpf.h"
 
 /*
  * Classify `key` with the image in `slot`.  Returns the deciding rule id
@@ -632,6 +647,11 @@ static __noinline long image_walk(__u32 idx, __u32 slot,
 	w->n_nonterm = 0;
 	w->nonterm_dropped = 0;
 	build_key(w, key);
+	__builtin_memcpy(&w->pkey, key, sizeof(*key));
+	set_bits(w, &c, rd(w, PARAPET_HW_SET_REF_COUNT));
+	w = walk_state(&c);
+	if (!w)
+		return -1;
 
 	bpf_loop(w->n_parts, partition_cb, &c, 0);
 	w = walk_state(&c);

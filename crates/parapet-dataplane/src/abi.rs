@@ -7,7 +7,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// Version of the ABI in `parapet.h`; bumped whenever a layout changes.
-pub const ABI_VERSION: u32 = 1;
+pub const ABI_VERSION: u32 = 2;
 
 /// `parapet_key.family` of a frame that is not IP.
 pub const FAMILY_NONE: u8 = 0;
@@ -256,6 +256,116 @@ pub struct DebugRec {
     pub nonterm: [u32; MAX_NONTERM],
     /// Why the image walker gave up on this packet (0: it did not).
     pub walk_err: u32,
+    /// The image key's set bits: word 24 (references 0..31), word 25.
+    pub sets: [u32; 2],
+}
+
+/// Most set references an image may use (one `u64` of key bits).
+pub const MAX_SET_REFS: u32 = 64;
+/// Set ids are `0..MAX_SETS`.
+pub const MAX_SETS: u32 = 1024;
+/// Dimensions of a concatenated set key.
+pub const SET_MAX_DIMS: usize = 4;
+/// Bytes of a concatenated set key.
+pub const SET_KEY_BYTES: usize = 36;
+/// Prefix-length combinations ("shapes") of a tuple set.
+pub const SET_MAX_SHAPES: usize = 32;
+/// `enum parapet_set_kind`: one address dimension, in the LPM trie.
+pub const SET_LPM: u8 = 1;
+/// `enum parapet_set_kind`: anything else, in the tuple hash.
+pub const SET_TUPLE: u8 = 2;
+
+/// `struct parapet_set_ref`: how reference n builds its key.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RawSetRef {
+    /// Set id.
+    pub set_id: u16,
+    /// [`SET_LPM`], [`SET_TUPLE`] or 0 (never a member).
+    pub kind: u8,
+    /// 0 (any), 4 or 6.
+    pub family: u8,
+    /// Dimensions in use.
+    pub n_dims: u8,
+    /// `enum parapet_set_part` per dimension.
+    pub part: [u8; SET_MAX_DIMS],
+    /// Bytes per dimension.
+    pub width: [u8; SET_MAX_DIMS],
+    /// Zero.
+    pub _pad: [u8; 3],
+}
+
+/// `struct parapet_set_desc`: the shapes (bit masks) of a tuple set.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RawSetDesc {
+    /// Shapes in use.
+    pub n_shapes: u32,
+    /// Zero.
+    pub _pad: u32,
+    /// Per shape, the key bits it keeps (words of big-endian key bytes).
+    pub mask: [[u32; SET_KEY_BYTES / 4]; SET_MAX_SHAPES],
+}
+
+impl Default for RawSetDesc {
+    fn default() -> Self {
+        RawSetDesc {
+            n_shapes: 0,
+            _pad: 0,
+            mask: [[0; SET_KEY_BYTES / 4]; SET_MAX_SHAPES],
+        }
+    }
+}
+
+/// `struct parapet_set_lpm_key`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct SetLpmKey {
+    /// 16 + the address prefix length.
+    pub prefixlen: u32,
+    /// Set id, big-endian.
+    pub set_id: [u8; 2],
+    /// Address, big-endian; IPv4 in the first 4 bytes.
+    pub addr: [u8; 16],
+    /// Zero.
+    pub _pad: [u8; 2],
+}
+
+/// `struct parapet_set_tuple_key`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SetTupleKey {
+    /// Set id.
+    pub set_id: u16,
+    /// Shape index.
+    pub shape: u8,
+    /// Zero.
+    pub _pad: u8,
+    /// Masked key bytes, dimensions back to back, big-endian.
+    pub data: [u8; SET_KEY_BYTES],
+}
+
+impl Default for SetTupleKey {
+    fn default() -> Self {
+        SetTupleKey {
+            set_id: 0,
+            shape: 0,
+            _pad: 0,
+            data: [0; SET_KEY_BYTES],
+        }
+    }
+}
+
+/// `struct parapet_set_val`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SetVal {
+    /// CLOCK_MONOTONIC ns; 0 = permanent.
+    pub expires_ns: u64,
+    /// LPM: the entry's prefixlen.
+    pub prefixlen: u32,
+    /// Zero.
+    pub _pad: u32,
 }
 
 /// `struct parapet_ifname`: NUL-padded interface name, the image key's iif.
@@ -314,6 +424,16 @@ unsafe impl aya::Pod for LogLimit {}
 unsafe impl aya::Pod for DebugRec {}
 // SAFETY: as above.
 unsafe impl aya::Pod for IfName {}
+// SAFETY: as above.
+unsafe impl aya::Pod for RawSetRef {}
+// SAFETY: as above.
+unsafe impl aya::Pod for RawSetDesc {}
+// SAFETY: as above.
+unsafe impl aya::Pod for SetLpmKey {}
+// SAFETY: as above.
+unsafe impl aya::Pod for SetTupleKey {}
+// SAFETY: as above.
+unsafe impl aya::Pod for SetVal {}
 
 #[cfg(test)]
 mod layout {
@@ -355,8 +475,21 @@ mod layout {
             "parapet_debug_rec" => DebugRec {
                 "key" => key, "status" => status, "rule_id" => rule_id,
                 "verdict" => verdict, "seq" => seq, "by_image" => by_image,
-                "n_nonterm" => n_nonterm, "nonterm" => nonterm, "walk_err" => walk_err
+                "n_nonterm" => n_nonterm, "nonterm" => nonterm, "walk_err" => walk_err,
+                "sets" => sets
             },
+            "parapet_set_ref" => RawSetRef {
+                "set_id" => set_id, "kind" => kind, "family" => family, "n_dims" => n_dims,
+                "part" => part, "width" => width
+            },
+            "parapet_set_desc" => RawSetDesc { "n_shapes" => n_shapes, "mask" => mask },
+            "parapet_set_lpm_key" => SetLpmKey {
+                "prefixlen" => prefixlen, "set_id" => set_id, "addr" => addr
+            },
+            "parapet_set_tuple_key" => SetTupleKey {
+                "set_id" => set_id, "shape" => shape, "data" => data
+            },
+            "parapet_set_val" => SetVal { "expires_ns" => expires_ns, "prefixlen" => prefixlen },
             "parapet_ifname" => IfName {},
             "parapet_image_page" => [u8; IMAGE_PAGE_BYTES] {},
         }
@@ -413,6 +546,13 @@ mod layout {
             ),
             ("PARAPET_HW_CHECKSUM", crate::image::HW_CHECKSUM as u64),
             ("PARAPET_CT_UNTRACKED", crate::image::CT_UNTRACKED.into()),
+            ("PARAPET_MAX_SET_REFS", MAX_SET_REFS.into()),
+            ("PARAPET_MAX_SETS", MAX_SETS.into()),
+            ("PARAPET_SET_MAX_DIMS", SET_MAX_DIMS as u64),
+            ("PARAPET_SET_KEY_BYTES", SET_KEY_BYTES as u64),
+            ("PARAPET_SET_MAX_SHAPES", SET_MAX_SHAPES as u64),
+            ("PARAPET_SET_LPM", SET_LPM.into()),
+            ("PARAPET_SET_TUPLE", SET_TUPLE.into()),
         ];
         assert_eq!(
             rust.len(),

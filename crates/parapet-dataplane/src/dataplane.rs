@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use aya::maps::lpm_trie::{Key as LpmKey, LpmTrie};
 use aya::maps::{
     Array, ArrayOfMaps, HashMap as BpfHashMap, MapData, MapError, PerCpuArray, RingBuf,
 };
@@ -16,7 +17,11 @@ use aya::{Ebpf, EbpfLoader};
 
 use crate::abi::{
     Counter, DebugRec, IfName, LiteKey, LogLimit, PacketKey, ParseStatus, RawAction, RawLogEvent,
-    Stat, Verdict, ACTION_F_LOG, HOOK_TC, IMAGE_DEFAULT_SLOT_PAGES, IMAGE_PAGE_BYTES, STAT_MAX,
+    RawSetDesc, RawSetRef, SetTupleKey, SetVal, Stat, Verdict, ACTION_F_LOG, HOOK_TC,
+    IMAGE_DEFAULT_SLOT_PAGES, IMAGE_PAGE_BYTES, MAX_SETS, MAX_SET_REFS, STAT_MAX,
+};
+use crate::sets::{
+    EntryKey, PacketPart, SetDim, SetElement, SetError, SetSizing, SetState, Writes,
 };
 
 /// The compiled BPF object (`bpf/parapet.bpf.c`, built by `build.rs`).
@@ -110,6 +115,9 @@ pub enum Error {
     /// Frames shorter than an Ethernet header cannot be test-run.
     #[error("BPF_PROG_TEST_RUN needs at least 14 bytes, got {0}")]
     FrameTooShort(usize),
+    /// A set operation was refused.
+    #[error(transparent)]
+    Set(#[from] SetError),
 }
 
 /// Result alias.
@@ -194,6 +202,9 @@ pub struct Decision {
     /// Why the image walker gave up on this packet, 0 when it did not (the
     /// codes are the `w->err` assignments in `bpf/walker.bpf.h`).
     pub walk_err: u32,
+    /// The set bits of the image key (bit n = member of set reference n),
+    /// as the kernel computed them; 0 when the image did not decide.
+    pub set_bits: u64,
 }
 
 /// XDP_DROP / XDP_PASS and TC_ACT_OK / TC_ACT_SHOT, from linux/bpf.h and
@@ -221,6 +232,14 @@ pub struct Dataplane {
     ifnames: BpfHashMap<MapData, u32, IfName>,
     rcu_barrier: ArrayOfMaps<MapData, Array<MapData, u32>>,
     log: RingBuf<MapData>,
+    set_refs: Array<MapData, RawSetRef>,
+    set_descs: Array<MapData, RawSetDesc>,
+    set_lpm: LpmTrie<MapData, [u8; 20], SetVal>,
+    set_tuple: BpfHashMap<MapData, SetTupleKey, SetVal>,
+    /// User-space mirrors of the sets, by id.
+    sets: HashMap<u32, SetState>,
+    /// The reference table that goes live with the next swap.
+    staged_refs: Vec<RawSetRef>,
 }
 
 impl std::fmt::Debug for Dataplane {
@@ -243,6 +262,11 @@ impl Dataplane {
     /// `CAP_BPF` + `CAP_NET_ADMIN` (or root). Nothing is attached yet; the
     /// policy is ACCEPT and the interim classifier is empty.
     pub fn load(opts: &LoadOptions) -> Result<Self> {
+        Self::load_sized(opts, &SetSizing::default())
+    }
+
+    /// [`Dataplane::load`] with explicit sizes of the set element maps.
+    pub fn load_sized(opts: &LoadOptions, sizing: &SetSizing) -> Result<Self> {
         let entries = opts.max_rules.saturating_add(1);
         let slot_pages = opts.slot_pages.max(1);
         let debug_mode: u32 = opts.debug.into();
@@ -251,6 +275,8 @@ impl Dataplane {
             .map_max_entries("parapet_counters", entries)
             .map_max_entries("parapet_log_limits", entries)
             .map_max_entries("parapet_image", slot_pages.saturating_mul(2))
+            .map_max_entries("parapet_set_lpm", sizing.lpm_entries.max(1))
+            .map_max_entries("parapet_set_tuple", sizing.tuple_entries.max(1))
             .override_global("parapet_debug_mode", &debug_mode, true)
             .override_global("parapet_slot_pages", &slot_pages, true)
             .load(BPF_OBJECT)?;
@@ -272,6 +298,10 @@ impl Dataplane {
         let ifnames = BpfHashMap::try_from(take(&mut ebpf, "parapet_ifnames")?)?;
         let rcu_barrier = ArrayOfMaps::try_from(take(&mut ebpf, "parapet_rcu_barrier")?)?;
         let log = RingBuf::try_from(take(&mut ebpf, "parapet_log")?)?;
+        let set_refs = Array::try_from(take(&mut ebpf, "parapet_set_refs")?)?;
+        let set_descs = Array::try_from(take(&mut ebpf, "parapet_set_descs")?)?;
+        let set_lpm = LpmTrie::try_from(take(&mut ebpf, "parapet_set_lpm")?)?;
+        let set_tuple = BpfHashMap::try_from(take(&mut ebpf, "parapet_set_tuple")?)?;
         Ok(Dataplane {
             ebpf,
             max_rules: opts.max_rules,
@@ -291,6 +321,12 @@ impl Dataplane {
             ifnames,
             rcu_barrier,
             log,
+            set_refs,
+            set_descs,
+            set_lpm,
+            set_tuple,
+            sets: HashMap::new(),
+            staged_refs: vec![RawSetRef::default(); MAX_SET_REFS as usize],
         })
     }
 
@@ -508,6 +544,12 @@ impl Dataplane {
             return Err(Error::NothingToSwap);
         }
         let next = self.generation.wrapping_add(1).max(1);
+        // The image's set references go live with it: write them into the
+        // inactive slot's half of the reference table first.
+        let slot = (self.generation.wrapping_add(1) & 1) * MAX_SET_REFS;
+        for (i, r) in self.staged_refs.iter().enumerate() {
+            self.set_refs.set(slot + i as u32, *r, 0)?;
+        }
         self.gen.set(0, next, 0)?;
         self.generation = next;
         self.staged = false;
@@ -678,6 +720,149 @@ impl Dataplane {
             by_image: d.by_image != 0,
             nonterminal: d.nonterm[..(d.n_nonterm as usize).min(d.nonterm.len())].to_vec(),
             walk_err: d.walk_err,
+            set_bits: u64::from(d.sets[0]) | u64::from(d.sets[1]) << 32,
         }))
+    }
+
+    // ---- sets ----------------------------------------------------------
+
+    /// Create set `id` (`0..1024`) with key dimensions `dims` (1 to 4,
+    /// at most 36 bytes together). A set of one address dimension keeps
+    /// its elements in the LPM trie, any other in the tuple hash.
+    pub fn create_set(&mut self, id: u32, dims: &[SetDim]) -> Result<()> {
+        if id >= MAX_SETS {
+            return Err(SetError::BadId(id).into());
+        }
+        if self.sets.contains_key(&id) {
+            return Err(SetError::Exists(id).into());
+        }
+        let st = SetState::new(id, dims)?;
+        self.set_descs.set(id, st.desc(), 0)?;
+        self.sets.insert(id, st);
+        Ok(())
+    }
+
+    /// Remove set `id` and its elements. References to it stay defined
+    /// and find no elements until the id is created again.
+    pub fn destroy_set(&mut self, id: u32) -> Result<()> {
+        self.set_flush(id)?;
+        self.sets.remove(&id);
+        Ok(())
+    }
+
+    /// The set's dimensions, or `None` when it does not exist.
+    pub fn set_dims(&self, id: u32) -> Option<&[SetDim]> {
+        self.sets.get(&id).map(|s| &s.dims[..])
+    }
+
+    /// Elements of set `id` (user-space mirror; expired ones included
+    /// until deleted).
+    pub fn set_len(&self, id: u32) -> Result<usize> {
+        Ok(self.set_state(id)?.len())
+    }
+
+    /// Map entries set `id` occupies (prefixes, or prefix boxes x shapes).
+    pub fn set_entries(&self, id: u32) -> Result<usize> {
+        Ok(self.set_state(id)?.entries.len())
+    }
+
+    fn set_state(&self, id: u32) -> Result<&SetState> {
+        self.sets.get(&id).ok_or(SetError::NoSuchSet(id).into())
+    }
+
+    /// Add elements to set `id`, or refresh their expiry when present.
+    /// Ranges are split into prefixes here. All elements are checked before
+    /// anything is written; packets see each map entry change atomically,
+    /// and no program is reloaded.
+    pub fn set_add(&mut self, id: u32, els: &[SetElement]) -> Result<()> {
+        let st = self.sets.get_mut(&id).ok_or(SetError::NoSuchSet(id))?;
+        let w = st.add(id, els)?;
+        self.apply(id, w)
+    }
+
+    /// Delete elements (named by their ranges, expiry ignored) from set
+    /// `id`. Absent elements are ignored. Overlapping elements stay exact:
+    /// an entry shared with another element keeps that element's expiry.
+    pub fn set_del(&mut self, id: u32, els: &[SetElement]) -> Result<()> {
+        let st = self.sets.get_mut(&id).ok_or(SetError::NoSuchSet(id))?;
+        let w = st.del(id, els)?;
+        self.apply(id, w)
+    }
+
+    /// Empty set `id`.
+    pub fn set_flush(&mut self, id: u32) -> Result<()> {
+        let st = self.sets.get_mut(&id).ok_or(SetError::NoSuchSet(id))?;
+        let w = st.flush();
+        self.apply(id, w)
+    }
+
+    fn apply(&mut self, id: u32, w: Writes) -> Result<()> {
+        // New shapes first: a probe of a shape without entries finds
+        // nothing, an entry of an unknown shape would be missed.
+        if let Some(d) = &w.desc {
+            if d.n_shapes > 0 {
+                self.set_descs.set(id, d, 0)?;
+            }
+        }
+        for (k, v) in &w.put {
+            match k {
+                EntryKey::Lpm(l) => {
+                    let mut data = [0u8; 20];
+                    data[..2].copy_from_slice(&l.set_id);
+                    data[2..18].copy_from_slice(&l.addr);
+                    self.set_lpm.insert(&LpmKey::new(l.prefixlen, data), v, 0)?
+                }
+                EntryKey::Tuple(t) => self.set_tuple.insert(t, v, 0)?,
+            }
+        }
+        for k in &w.del {
+            let r = match k {
+                EntryKey::Lpm(l) => {
+                    let mut data = [0u8; 20];
+                    data[..2].copy_from_slice(&l.set_id);
+                    data[2..18].copy_from_slice(&l.addr);
+                    self.set_lpm.remove(&LpmKey::new(l.prefixlen, data))
+                }
+                EntryKey::Tuple(t) => self.set_tuple.remove(t),
+            };
+            match r {
+                Ok(()) | Err(MapError::KeyNotFound) => {}
+                Err(MapError::SyscallError(e))
+                    if e.io_error.raw_os_error() == Some(libc::ENOENT) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        // A flush clears the shapes last.
+        if let Some(d) = &w.desc {
+            if d.n_shapes == 0 {
+                self.set_descs.set(id, d, 0)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Define set reference `index` (bit `index` of the image key) of the
+    /// *next* image: its key is `parts` of the packet, one per dimension of
+    /// set `set`, in order. A packet of the other family than the set's
+    /// addresses is not a member. The reference table goes live with the
+    /// next [`Dataplane::swap`], together with the image, and stays as it is
+    /// for later images until changed.
+    pub fn define_set_ref(&mut self, index: u32, set: u32, parts: &[PacketPart]) -> Result<()> {
+        if index >= MAX_SET_REFS {
+            return Err(SetError::BadRef(index).into());
+        }
+        let r = self.set_state(set)?.ref_desc(set, parts)?;
+        self.staged_refs[index as usize] = r;
+        Ok(())
+    }
+
+    /// Make set reference `index` of the next image match nothing (e.g. a
+    /// key the set's type cannot hold, as a packet of the other family).
+    pub fn undefine_set_ref(&mut self, index: u32) -> Result<()> {
+        if index >= MAX_SET_REFS {
+            return Err(SetError::BadRef(index).into());
+        }
+        self.staged_refs[index as usize] = RawSetRef::default();
+        Ok(())
     }
 }

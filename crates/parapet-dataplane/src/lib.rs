@@ -24,8 +24,10 @@ pub mod dataplane;
 pub mod image;
 pub mod packet;
 pub mod parse;
+pub mod sets;
 
 pub use abi::{Counter, PacketKey, ParseStatus, Stat, Verdict};
 pub use dataplane::{
     Attached, Dataplane, Decision, Error, Hook, LoadOptions, LogEvent, Mode, Stats, TestRunOutcome,
 };
+pub use sets::{monotonic_ns, PacketPart, SetDim, SetElement, SetError, SetSizing};

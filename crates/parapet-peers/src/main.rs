@@ -135,6 +135,15 @@ fn gen_rules(args: &[String]) -> Result<(), String> {
 
 fn run(args: &[String]) -> Result<(), String> {
     let ra = parse_run(args)?;
+    // Create output locations before a long run, not after it.
+    if let Some(parent) = ra.json.as_ref().and_then(|p| p.parent()) {
+        if !parent.as_os_str().is_empty() {
+            std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+        }
+    }
+    if let Some(d) = &ra.report {
+        std::fs::create_dir_all(d).map_err(|e| format!("{}: {e}", d.display()))?;
+    }
     signal::install();
     let command = std::iter::once("parapet-peers".to_string())
         .chain(std::env::args().skip(1))
@@ -160,7 +169,6 @@ fn run(args: &[String]) -> Result<(), String> {
         eprintln!("wrote {}", p.display());
     }
     if let Some(d) = &ra.report {
-        std::fs::create_dir_all(d).map_err(|e| e.to_string())?;
         report::write_markdown(d, &res, &machine, &command, &ra.cfg).map_err(|e| e.0)?;
         eprintln!("wrote {}/report.md", d.display());
     }

@@ -96,4 +96,6 @@ fn worst_case_ruleset_drops_nothing_and_filters_load() {
         assert!(s.delivered_pps > 100.0, "{name}: {s:?}");
         f.clear(&bed).expect("clear");
     }
+    // Only this test writes rule files; remove the scratch directory.
+    parapet_peers::remove_workdir();
 }

@@ -1,0 +1,632 @@
+//! Sets in BPF maps: the types of the set API of [`crate::Dataplane`] and
+//! the user-space half of it — splitting elements into map entries and
+//! keeping, per entry, which elements produced it (so overlapping elements,
+//! deletes and expiries stay exact). See `docs/dataplane.md`, "Sets".
+//!
+//! A **set** (id `0..MAX_SETS`) holds elements: one closed range per key
+//! dimension, and an expiry. A **set reference** (index `0..64`, bit n of
+//! the image key) says how a packet's key is built for one set: which packet
+//! part feeds each dimension. Two references (e.g. `src` and `dst`) can
+//! share one set.
+
+use std::collections::HashMap;
+
+use crate::abi::{
+    RawSetDesc, RawSetRef, SetLpmKey, SetTupleKey, SetVal, SET_KEY_BYTES, SET_LPM, SET_MAX_DIMS,
+    SET_MAX_SHAPES, SET_TUPLE,
+};
+
+/// The type of one key dimension of a set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SetDim {
+    /// IPv4 address (the value's low 32 bits).
+    Ipv4Addr,
+    /// IPv6 address.
+    Ipv6Addr,
+    /// Transport port.
+    Port,
+    /// L4 protocol number.
+    Proto,
+    /// Interface name: 16 bytes, NUL padded, as a big-endian `u128`.
+    IfName,
+}
+
+impl SetDim {
+    /// Bytes the dimension takes in the concatenated key.
+    pub const fn bytes(self) -> usize {
+        match self {
+            SetDim::Ipv4Addr => 4,
+            SetDim::Ipv6Addr | SetDim::IfName => 16,
+            SetDim::Port => 2,
+            SetDim::Proto => 1,
+        }
+    }
+    /// Width in bits.
+    pub const fn bits(self) -> u32 {
+        self.bytes() as u32 * 8
+    }
+    fn max(self) -> u128 {
+        if self.bits() >= 128 {
+            u128::MAX
+        } else {
+            (1u128 << self.bits()) - 1
+        }
+    }
+}
+
+/// The packet part a dimension of a reference's key takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PacketPart {
+    /// Source address.
+    SrcAddr = 0,
+    /// Destination address.
+    DstAddr = 1,
+    /// Source port (0 for protocols without ports).
+    SrcPort = 2,
+    /// Destination port.
+    DstPort = 3,
+    /// L4 protocol.
+    Proto = 4,
+    /// Input interface name.
+    InIface = 5,
+    /// Output interface name (none at the ingress hooks: all zero).
+    OutIface = 6,
+}
+
+/// One element: a closed range per dimension and an expiry.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SetElement {
+    /// `[lo, hi]` per dimension, in the set's dimension order; `lo == hi`
+    /// for an exact value. IPv4 addresses are 32-bit numbers, interface
+    /// names big-endian numbers of their 16 NUL-padded bytes.
+    pub ranges: Vec<(u128, u128)>,
+    /// `CLOCK_MONOTONIC` nanoseconds (see [`monotonic_ns`]) after which the
+    /// element no longer matches; 0 = permanent.
+    pub expires_ns: u64,
+}
+
+impl SetElement {
+    /// A permanent element.
+    pub fn new(ranges: &[(u128, u128)]) -> Self {
+        SetElement {
+            ranges: ranges.to_vec(),
+            expires_ns: 0,
+        }
+    }
+    /// A permanent element of exact values.
+    pub fn exact(values: &[u128]) -> Self {
+        SetElement {
+            ranges: values.iter().map(|&v| (v, v)).collect(),
+            expires_ns: 0,
+        }
+    }
+    /// With an expiry (`CLOCK_MONOTONIC` ns, 0 = permanent).
+    pub fn expires(mut self, ns: u64) -> Self {
+        self.expires_ns = ns;
+        self
+    }
+}
+
+/// Sizes of the element maps, fixed at load time. Both maps allocate per
+/// entry (`BPF_F_NO_PREALLOC`); the tuple hash also allocates
+/// 16 bytes per entry of `tuple_entries` for its buckets up front.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SetSizing {
+    /// Most prefixes in the LPM trie (single-address sets), over all sets.
+    pub lpm_entries: u32,
+    /// Most entries in the tuple hash (other sets), over all sets.
+    pub tuple_entries: u32,
+}
+
+impl Default for SetSizing {
+    fn default() -> Self {
+        SetSizing {
+            lpm_entries: 16 << 20,
+            tuple_entries: 1 << 18,
+        }
+    }
+}
+
+/// Errors of the set API.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SetError {
+    /// Set id out of range.
+    #[error("set id {0} out of range (max {max})", max = crate::abi::MAX_SETS - 1)]
+    BadId(u32),
+    /// No set with this id.
+    #[error("no set {0}")]
+    NoSuchSet(u32),
+    /// A set with this id exists.
+    #[error("set {0} already exists")]
+    Exists(u32),
+    /// Reference index out of range.
+    #[error("set reference {0} out of range (max 63)")]
+    BadRef(u32),
+    /// A key the kernel cannot build.
+    #[error("bad set key: {0}")]
+    BadKey(String),
+    /// An element that does not fit the set.
+    #[error("bad element: {0}")]
+    BadElement(String),
+    /// The element needs more prefix-length combinations than a tuple set holds.
+    #[error("set {set}: more than {max} shapes (prefix-length combinations)", max = SET_MAX_SHAPES)]
+    TooManyShapes {
+        /// Set id.
+        set: u32,
+    },
+    /// One element splits into too many map entries.
+    #[error("element splits into more than {0} map entries")]
+    TooManyEntries(usize),
+}
+
+/// Most map entries one element may split into.
+pub const MAX_ENTRIES_PER_ELEMENT: usize = 65_536;
+
+/// `CLOCK_MONOTONIC` now, in ns: the clock of [`SetElement::expires_ns`]
+/// (the BPF program compares with `bpf_ktime_get_ns()`).
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid timespec to write.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Closed range `[lo, hi]` of a `bits`-wide field as maximal aligned
+/// prefixes `(value, length)`.
+pub fn range_prefixes(lo: u128, hi: u128, bits: u32) -> Vec<(u128, u32)> {
+    let mut out = Vec::new();
+    let mut lo = lo;
+    loop {
+        // largest aligned block at lo: size 2^k with lo % 2^k == 0 and
+        // lo + 2^k - 1 <= hi
+        let mut k = if lo == 0 {
+            bits
+        } else {
+            lo.trailing_zeros().min(bits)
+        };
+        while k > 0 {
+            let last = if k >= 128 {
+                u128::MAX
+            } else {
+                lo | ((1u128 << k) - 1)
+            };
+            if last <= hi {
+                break;
+            }
+            k -= 1;
+        }
+        out.push((lo, bits - k));
+        let last = if k >= 128 {
+            u128::MAX
+        } else {
+            lo | ((1u128 << k) - 1)
+        };
+        if last >= hi {
+            return out;
+        }
+        lo = last + 1;
+    }
+}
+
+/// A map entry's key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum EntryKey {
+    Lpm(SetLpmKey),
+    Tuple(SetTupleKey),
+}
+
+/// The elements (by id) behind one map entry, with their expiries.
+type Contrib = Vec<(u64, u64)>;
+
+/// Effective expiry of an entry: the latest of its elements' (0 = never).
+fn max_expiry(c: &Contrib) -> u64 {
+    let mut m = 1u64;
+    for &(_, e) in c {
+        if e == 0 {
+            return 0;
+        }
+        m = m.max(e);
+    }
+    m
+}
+
+/// User-space mirror of one set.
+pub(crate) struct SetState {
+    pub dims: Vec<SetDim>,
+    pub kind: u8,
+    /// element key bytes -> (element id, expiry)
+    elements: HashMap<Box<[u8]>, (u64, u64)>,
+    pub entries: HashMap<EntryKey, Contrib>,
+    /// tuple sets: per-dimension prefix lengths of each shape
+    pub shapes: Vec<[u8; SET_MAX_DIMS]>,
+    next_id: u64,
+}
+
+/// What to write to the maps after a mirror update.
+#[derive(Default)]
+pub(crate) struct Writes {
+    pub put: Vec<(EntryKey, SetVal)>,
+    pub del: Vec<EntryKey>,
+    /// The tuple set's shapes changed: write the descriptor first.
+    pub desc: Option<RawSetDesc>,
+}
+
+impl SetState {
+    pub fn new(set: u32, dims: &[SetDim]) -> Result<Self, SetError> {
+        if dims.is_empty() || dims.len() > SET_MAX_DIMS {
+            return Err(SetError::BadKey(format!(
+                "set {set}: {} dimensions (1..=4)",
+                dims.len()
+            )));
+        }
+        let bytes: usize = dims.iter().map(|d| d.bytes()).sum();
+        if bytes > SET_KEY_BYTES {
+            return Err(SetError::BadKey(format!(
+                "set {set}: key of {bytes} bytes (max {SET_KEY_BYTES})"
+            )));
+        }
+        let kind = match dims {
+            [SetDim::Ipv4Addr] | [SetDim::Ipv6Addr] => SET_LPM,
+            _ => SET_TUPLE,
+        };
+        Ok(SetState {
+            dims: dims.to_vec(),
+            kind,
+            elements: HashMap::new(),
+            entries: HashMap::new(),
+            shapes: Vec::new(),
+            next_id: 1,
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.elements.len()
+    }
+
+    fn element_key(&self, el: &SetElement) -> Result<Box<[u8]>, SetError> {
+        if el.ranges.len() != self.dims.len() {
+            return Err(SetError::BadElement(format!(
+                "{} ranges for a key of {} dimensions",
+                el.ranges.len(),
+                self.dims.len()
+            )));
+        }
+        let mut k = Vec::with_capacity(64);
+        for (&(lo, hi), d) in el.ranges.iter().zip(&self.dims) {
+            if lo > hi || hi > d.max() {
+                return Err(SetError::BadElement(format!(
+                    "range {lo:#x}-{hi:#x} does not fit {d:?}"
+                )));
+            }
+            let n = d.bytes();
+            k.extend_from_slice(&lo.to_be_bytes()[16 - n..]);
+            k.extend_from_slice(&hi.to_be_bytes()[16 - n..]);
+        }
+        Ok(k.into_boxed_slice())
+    }
+
+    /// The map entries of an element; may add shapes (tuple sets).
+    fn split(
+        &self,
+        set: u32,
+        el: &SetElement,
+        shapes: &mut Vec<[u8; SET_MAX_DIMS]>,
+    ) -> Result<Vec<EntryKey>, SetError> {
+        let per_dim: Vec<Vec<(u128, u32)>> = el
+            .ranges
+            .iter()
+            .zip(&self.dims)
+            .map(|(&(lo, hi), d)| range_prefixes(lo, hi, d.bits()))
+            .collect();
+        let total = per_dim
+            .iter()
+            .try_fold(1usize, |a, p| a.checked_mul(p.len()))
+            .unwrap_or(usize::MAX);
+        if total > MAX_ENTRIES_PER_ELEMENT {
+            return Err(SetError::TooManyEntries(MAX_ENTRIES_PER_ELEMENT));
+        }
+        let mut out = Vec::with_capacity(total);
+        if self.kind == SET_LPM {
+            let n = self.dims[0].bytes();
+            for &(v, len) in &per_dim[0] {
+                let mut k = SetLpmKey {
+                    prefixlen: 16 + len,
+                    set_id: (set as u16).to_be_bytes(),
+                    ..SetLpmKey::default()
+                };
+                k.addr[..n].copy_from_slice(&v.to_be_bytes()[16 - n..]);
+                out.push(EntryKey::Lpm(k));
+            }
+            return Ok(out);
+        }
+        let mut idx = vec![0usize; per_dim.len()];
+        loop {
+            let mut shape = [0u8; SET_MAX_DIMS];
+            let mut k = SetTupleKey {
+                set_id: set as u16,
+                ..SetTupleKey::default()
+            };
+            let mut off = 0;
+            for (d, dim) in self.dims.iter().enumerate() {
+                let (v, len) = per_dim[d][idx[d]];
+                shape[d] = len as u8;
+                let n = dim.bytes();
+                k.data[off..off + n].copy_from_slice(&v.to_be_bytes()[16 - n..]);
+                off += n;
+            }
+            let s = match shapes.iter().position(|x| *x == shape) {
+                Some(s) => s,
+                None => {
+                    if shapes.len() >= SET_MAX_SHAPES {
+                        return Err(SetError::TooManyShapes { set });
+                    }
+                    shapes.push(shape);
+                    shapes.len() - 1
+                }
+            };
+            k.shape = s as u8;
+            out.push(EntryKey::Tuple(k));
+            // next combination
+            let mut d = per_dim.len();
+            loop {
+                if d == 0 {
+                    return Ok(out);
+                }
+                d -= 1;
+                idx[d] += 1;
+                if idx[d] < per_dim[d].len() {
+                    break;
+                }
+                idx[d] = 0;
+            }
+        }
+    }
+
+    pub fn desc(&self) -> RawSetDesc {
+        let mut desc = RawSetDesc {
+            n_shapes: self.shapes.len() as u32,
+            ..RawSetDesc::default()
+        };
+        for (s, shape) in self.shapes.iter().enumerate() {
+            let mut bytes = [0u8; SET_KEY_BYTES];
+            let mut off = 0;
+            for (d, dim) in self.dims.iter().enumerate() {
+                let n = dim.bytes();
+                let len = u32::from(shape[d]);
+                let m: u128 = if len == 0 {
+                    0
+                } else {
+                    (u128::MAX << (128 - len)) >> (128 - dim.bits())
+                };
+                bytes[off..off + n].copy_from_slice(&m.to_be_bytes()[16 - n..]);
+                off += n;
+            }
+            for (w, c) in desc.mask[s].iter_mut().zip(bytes.chunks(4)) {
+                *w = u32::from_ne_bytes([c[0], c[1], c[2], c[3]]);
+            }
+        }
+        desc
+    }
+
+    /// Add (or refresh) elements in the mirror; returns the map writes.
+    /// All or nothing: an element that does not fit changes nothing.
+    pub fn add(&mut self, set: u32, els: &[SetElement]) -> Result<Writes, SetError> {
+        let mut shapes = self.shapes.clone();
+        let mut staged = Vec::with_capacity(els.len());
+        for el in els {
+            let key = self.element_key(el)?;
+            let entries = self.split(set, el, &mut shapes)?;
+            staged.push((key, entries, el.expires_ns));
+        }
+        let mut w = Writes::default();
+        if shapes.len() != self.shapes.len() {
+            self.shapes = shapes;
+            w.desc = Some(self.desc());
+        }
+        let mut touched: HashMap<EntryKey, ()> = HashMap::new();
+        for (key, entries, exp) in staged {
+            let id = match self.elements.get_mut(&key) {
+                Some(e) => {
+                    e.1 = exp;
+                    e.0
+                }
+                None => {
+                    let id = self.next_id;
+                    self.next_id += 1;
+                    self.elements.insert(key, (id, exp));
+                    id
+                }
+            };
+            for ek in entries {
+                let c = self.entries.entry(ek).or_default();
+                match c.iter_mut().find(|x| x.0 == id) {
+                    Some(x) => x.1 = exp,
+                    None => c.push((id, exp)),
+                }
+                touched.insert(ek, ());
+            }
+        }
+        for ek in touched.into_keys() {
+            let c = &self.entries[&ek];
+            w.put.push((ek, entry_val(&ek, max_expiry(c))));
+        }
+        Ok(w)
+    }
+
+    /// Delete elements (named by their ranges; absent ones are ignored).
+    pub fn del(&mut self, set: u32, els: &[SetElement]) -> Result<Writes, SetError> {
+        let mut w = Writes::default();
+        let mut touched: HashMap<EntryKey, ()> = HashMap::new();
+        for el in els {
+            let key = self.element_key(el)?;
+            let Some((id, _)) = self.elements.remove(&key) else {
+                continue;
+            };
+            // shapes of an existing element already exist
+            let mut shapes = self.shapes.clone();
+            for ek in self.split(set, el, &mut shapes)? {
+                if let Some(c) = self.entries.get_mut(&ek) {
+                    c.retain(|x| x.0 != id);
+                    touched.insert(ek, ());
+                }
+            }
+        }
+        for ek in touched.into_keys() {
+            match self.entries.get(&ek) {
+                Some(c) if !c.is_empty() => w.put.push((ek, entry_val(&ek, max_expiry(c)))),
+                _ => {
+                    self.entries.remove(&ek);
+                    w.del.push(ek);
+                }
+            }
+        }
+        Ok(w)
+    }
+
+    /// Forget everything; returns the entries to delete.
+    pub fn flush(&mut self) -> Writes {
+        let del = self.entries.drain().map(|(k, _)| k).collect();
+        self.elements.clear();
+        self.shapes.clear();
+        Writes {
+            put: Vec::new(),
+            del,
+            desc: (self.kind == SET_TUPLE).then(RawSetDesc::default),
+        }
+    }
+
+    /// The descriptor of a reference to this set.
+    pub fn ref_desc(&self, set: u32, parts: &[PacketPart]) -> Result<RawSetRef, SetError> {
+        if parts.len() != self.dims.len() {
+            return Err(SetError::BadKey(format!(
+                "{} packet parts for a set of {} dimensions",
+                parts.len(),
+                self.dims.len()
+            )));
+        }
+        let mut r = RawSetRef {
+            set_id: set as u16,
+            kind: self.kind,
+            n_dims: parts.len() as u8,
+            ..RawSetRef::default()
+        };
+        for (i, (&p, &d)) in parts.iter().zip(&self.dims).enumerate() {
+            use PacketPart as P;
+            let ok = match d {
+                SetDim::Ipv4Addr | SetDim::Ipv6Addr => matches!(p, P::SrcAddr | P::DstAddr),
+                SetDim::Port => matches!(p, P::SrcPort | P::DstPort),
+                SetDim::Proto => p == P::Proto,
+                SetDim::IfName => matches!(p, P::InIface | P::OutIface),
+            };
+            if !ok {
+                return Err(SetError::BadKey(format!(
+                    "dimension {i} is {d:?}: the packet's {p:?} cannot fill it"
+                )));
+            }
+            let fam = match d {
+                SetDim::Ipv4Addr => 4,
+                SetDim::Ipv6Addr => 6,
+                _ => 0,
+            };
+            if fam != 0 {
+                if r.family != 0 && r.family != fam {
+                    return Err(SetError::BadKey("IPv4 and IPv6 in one key".into()));
+                }
+                r.family = fam;
+            }
+            r.part[i] = p as u8;
+            r.width[i] = d.bytes() as u8;
+        }
+        Ok(r)
+    }
+}
+
+fn entry_val(k: &EntryKey, expires_ns: u64) -> SetVal {
+    SetVal {
+        expires_ns,
+        prefixlen: match k {
+            EntryKey::Lpm(l) => l.prefixlen,
+            EntryKey::Tuple(_) => 0,
+        },
+        _pad: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_split_into_maximal_prefixes() {
+        assert_eq!(range_prefixes(0, u128::from(u32::MAX), 32), vec![(0, 0)]);
+        assert_eq!(range_prefixes(0, u128::MAX, 128), vec![(0, 0)]);
+        assert_eq!(range_prefixes(5, 5, 32), vec![(5, 32)]);
+        assert_eq!(
+            range_prefixes(1, 6, 8),
+            vec![(1, 8), (2, 7), (4, 7), (6, 8)]
+        );
+        assert_eq!(range_prefixes(1000, 2000, 16).len(), 8);
+        // exhaustive on a small width: the prefixes tile the range exactly
+        for lo in 0..64u128 {
+            for hi in lo..64 {
+                let p = range_prefixes(lo, hi, 6);
+                let mut next = lo;
+                for (v, len) in p {
+                    assert_eq!(v, next);
+                    next = v + (1 << (6 - len));
+                }
+                assert_eq!(next, hi + 1);
+            }
+        }
+    }
+
+    #[test]
+    fn overlapping_elements_keep_the_latest_expiry() {
+        let mut s = SetState::new(3, &[SetDim::Ipv4Addr]).unwrap();
+        // the same /24 from a prefix and from a range
+        let a = SetElement::new(&[(0x0a00_0000, 0x0a00_00ff)]).expires(100);
+        let b = SetElement::new(&[(0x0a00_0000, 0x0a00_017f)]).expires(200);
+        let w = s.add(3, &[a.clone()]).unwrap();
+        assert_eq!(w.put.len(), 1);
+        assert_eq!(w.put[0].1.expires_ns, 100);
+        let mut w = s.add(3, &[b.clone()]).unwrap();
+        w.put.sort_by_key(|p| p.1.prefixlen);
+        let got: Vec<_> = w
+            .put
+            .iter()
+            .map(|p| (p.1.expires_ns, p.1.prefixlen))
+            .collect();
+        assert_eq!(got, vec![(200, 16 + 24), (200, 16 + 25)]);
+        assert_eq!(s.entries.len(), 2);
+        let w = s.del(3, &[b]).unwrap();
+        assert_eq!((w.put.len(), w.del.len()), (1, 1));
+        assert_eq!(w.put[0].1.expires_ns, 100);
+        let w = s.del(3, &[a]).unwrap();
+        assert_eq!((w.put.len(), w.del.len()), (0, 1));
+        assert!(s.entries.is_empty());
+    }
+
+    #[test]
+    fn tuple_shapes_and_masks() {
+        let mut s = SetState::new(1, &[SetDim::Ipv4Addr, SetDim::Port]).unwrap();
+        let w = s
+            .add(
+                1,
+                &[SetElement::new(&[(0x0a00_0000, 0x0aff_ffff), (80, 81)])],
+            )
+            .unwrap();
+        assert_eq!(w.put.len(), 1);
+        let d = w.desc.unwrap();
+        assert_eq!(d.n_shapes, 1);
+        let mut bytes = Vec::new();
+        for x in d.mask[0] {
+            bytes.extend_from_slice(&x.to_ne_bytes());
+        }
+        assert_eq!(&bytes[..8], &[0xff, 0, 0, 0, 0xff, 0xfe, 0, 0]);
+        assert!(s.add(1, &[SetElement::new(&[(1, 0), (0, 0)])]).is_err());
+        assert_eq!(s.len(), 1);
+    }
+}
