@@ -65,12 +65,8 @@ pub fn classify(
     args: &EngineArgs,
     with_verdict: bool,
 ) -> Result<ExitCode> {
-    let parsed = load::ruleset(rules, &args.format)?;
+    let (parsed, chain, sets) = prepare(rules, args)?;
     let rs = &parsed.ruleset;
-    let chain = rs
-        .select_chain(args.chain.as_deref())
-        .map_err(|e| anyhow!(e))?;
-    let sets = engine::sets(args, &parsed)?;
     let engine = Engine::build(rs, chain, args)?;
     let packets = load::trace(trace)?;
     let stdout = std::io::stdout();
@@ -90,12 +86,8 @@ pub fn classify(
 /// `parapet trace`: the linear engine's walk, rule by rule, and a check that
 /// the selected engine agrees with it.
 pub fn trace(rules: &Path, packets: &[String], args: &EngineArgs) -> Result<ExitCode> {
-    let parsed = load::ruleset(rules, &args.format)?;
+    let (parsed, chain, sets) = prepare(rules, args)?;
     let rs = &parsed.ruleset;
-    let chain = rs
-        .select_chain(args.chain.as_deref())
-        .map_err(|e| anyhow!(e))?;
-    let sets = engine::sets(args, &parsed)?;
     let linear = parapet_model::LinearEngine::new(rs, chain).map_err(|e| anyhow!("{e}"))?;
     let engine = Engine::build(rs, chain, args)?;
     for spec in packets {
@@ -226,12 +218,8 @@ pub fn bench_classify(
     json: bool,
     runs: usize,
 ) -> Result<ExitCode> {
-    let parsed = load::ruleset(rules, &args.format)?;
+    let (parsed, chain, sets) = prepare(rules, args)?;
     let rs = &parsed.ruleset;
-    let chain = rs
-        .select_chain(args.chain.as_deref())
-        .map_err(|e| anyhow!(e))?;
-    let sets = engine::sets(args, &parsed)?;
     let packets = load::trace(trace)?;
     if packets.is_empty() {
         bail!("{}: the trace has no packets", trace.display());
@@ -342,4 +330,23 @@ fn one_by_one(
         per_run: n,
         runs,
     })
+}
+
+/// What every classifying command starts with: the parsed ruleset, the
+/// chain to evaluate, and the sets its rules use.
+fn prepare(
+    rules: &Path,
+    args: &EngineArgs,
+) -> Result<(
+    parapet_parse::Parsed,
+    parapet_model::ChainId,
+    Box<dyn parapet_model::SetLookup>,
+)> {
+    let parsed = load::ruleset(rules, &args.format)?;
+    let chain = parsed
+        .ruleset
+        .select_chain(args.chain.as_deref())
+        .map_err(|e| anyhow!(e))?;
+    let sets = engine::sets(args, &parsed)?;
+    Ok((parsed, chain, sets))
 }
