@@ -465,8 +465,8 @@ def run_classbench(ctx):
         acl_reason = ctx["acl_err"]
         if not acl_reason and name == "fw1_100k":
             if not args.with_fw1_100k:
-                acl_reason = ("skipped by default: the rte_acl build of fw1_100k needs ~10 GB "
-                              "peak RSS (docs/rte_acl.md); --with-fw1-100k includes it")
+                acl_reason = ("skipped by default: building fw1_100k needs ~10 GB; "
+                              "--with-fw1-100k includes it")
             elif mem_available_gib() < FW1_100K_MIN_MEM_GIB:
                 acl_reason = (f"skipped: MemAvailable {mem_available_gib():.1f} GiB < "
                               f"{FW1_100K_MIN_MEM_GIB} GiB needed to build fw1_100k")
@@ -480,7 +480,7 @@ def run_classbench(ctx):
                                     reason=ctx["parapet_err"]))
         elif size == "100k" and not args.linear_100k:
             ctx["results"].add(dict(base, tool="parapet", engine="linear", status="skipped",
-                                    reason="linear skipped at 100k by default (--linear-100k includes it)"))
+                                    reason="not run at 100k by default; --linear-100k includes it"))
         else:
             measure_parapet(ctx, base, rules_r, trace_r, "linear")
         if size in ctx["check_sizes"] and auto and auto["status"] == "ok" \
@@ -553,7 +553,7 @@ def fmt_mib(b):
     if b is None:
         return "–"
     m = b / 2 ** 20
-    return f"{m:.1f}" if m >= 10 else f"{m:.2f}" if m >= 0.1 else f"{m:.4f}"
+    return f"{m:.1f}" if m >= 10 else f"{m:.2f}" if m >= 0.1 else f"{m:.3g}"
 
 
 def fmt_ratio(a, b):
