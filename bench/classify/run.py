@@ -336,11 +336,15 @@ def norm_acl(obj):
     }
 
 
+def pin(args):
+    return ["taskset", "-c", str(args.cpu)] if args.cpu is not None else []
+
+
 def measure_parapet(ctx, base, rules, trace, engine):
     args, runner = ctx["args"], ctx["runner"]
     rec = dict(base, tool="parapet", engine=engine)
-    cmd = [rel(ctx["parapet"]), "bench", "classify", rules, trace, "--engine", engine,
-           "--json", "--runs", str(args.runs)]
+    cmd = pin(args) + [rel(ctx["parapet"]), "bench", "classify", rules, trace, "--engine", engine,
+                       "--json", "--runs", str(args.runs)]
     res = runner.run(cmd, args.timeout, what=f"{base.get('set') or base.get('rules_n')} parapet {engine}")
     rec.update(cmd=res["cmd"], wall_s=round(res["wall_s"], 3), load_before=res["load_before"],
                cpu_share=round(res["cpu_s"] / res["wall_s"], 3) if res["wall_s"] > 0 else None)
@@ -365,7 +369,7 @@ def measure_parapet(ctx, base, rules, trace, engine):
 
 def measure_acl(ctx, base, rules, trace):
     args, runner = ctx["args"], ctx["runner"]
-    cmd = [rel(ctx["acl"]), "--algo", args.acl_algos, "--runs", str(args.runs),
+    cmd = pin(args) + [rel(ctx["acl"]), "--algo", args.acl_algos, "--runs", str(args.runs),
            "--min-run-ms", str(args.min_run_ms), "--mem", str(args.acl_mem), rules, trace]
     res = runner.run(cmd, args.timeout, what=f"{base['set']} rte_acl")
     common = dict(base, tool="rte_acl", cmd=res["cmd"], wall_s=round(res["wall_s"], 3),
@@ -461,8 +465,8 @@ def run_classbench(ctx):
         acl_reason = ctx["acl_err"]
         if not acl_reason and name == "fw1_100k":
             if not args.with_fw1_100k:
-                acl_reason = ("skipped by default: the rte_acl build of fw1_100k needs ~10 GB "
-                              "peak RSS (docs/rte_acl.md); --with-fw1-100k includes it")
+                acl_reason = ("skipped by default: building fw1_100k needs ~10 GB; "
+                              "--with-fw1-100k includes it")
             elif mem_available_gib() < FW1_100K_MIN_MEM_GIB:
                 acl_reason = (f"skipped: MemAvailable {mem_available_gib():.1f} GiB < "
                               f"{FW1_100K_MIN_MEM_GIB} GiB needed to build fw1_100k")
@@ -476,7 +480,7 @@ def run_classbench(ctx):
                                     reason=ctx["parapet_err"]))
         elif size == "100k" and not args.linear_100k:
             ctx["results"].add(dict(base, tool="parapet", engine="linear", status="skipped",
-                                    reason="linear skipped at 100k by default (--linear-100k includes it)"))
+                                    reason="not run at 100k by default; --linear-100k includes it"))
         else:
             measure_parapet(ctx, base, rules_r, trace_r, "linear")
         if size in ctx["check_sizes"] and auto and auto["status"] == "ok" \
@@ -549,7 +553,7 @@ def fmt_mib(b):
     if b is None:
         return "–"
     m = b / 2 ** 20
-    return f"{m:.1f}" if m >= 10 else f"{m:.2f}" if m >= 0.1 else f"{m:.4f}"
+    return f"{m:.1f}" if m >= 10 else f"{m:.2f}" if m >= 0.1 else f"{m:.3g}"
 
 
 def fmt_ratio(a, b):
@@ -981,6 +985,8 @@ def parse_args(argv):
     p.add_argument("--acl-bench", help="use this acl_bench binary (no make)")
     p.add_argument("--install-dpdk", action="store_true",
                    help="apt-get install libdpdk-dev etc. if DPDK is missing")
+    p.add_argument("--cpu", type=int, help="run every measurement under `taskset -c CPU` "
+                   "(both tools on the same core; for a quiet machine)")
     p.add_argument("--parapet", help="use this parapet binary (no cargo build)")
     p.add_argument("--no-build", action="store_true", help="build nothing; use what is there")
     p.add_argument("--report-only", metavar="OUT", help="rewrite OUT/report.md from OUT/results.jsonl")

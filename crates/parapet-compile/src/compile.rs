@@ -394,7 +394,9 @@ impl Builder<'_> {
                 continue;
             }
             let width = 128 - span.leading_zeros();
-            for bits in 1..=image::MAX_FANOUT_BITS.min(width) {
+            // More children than ~4 per rule is mostly empty slots.
+            let max_bits = (usize::BITS - (4 * m).leading_zeros()).max(1);
+            for bits in 1..=image::MAX_FANOUT_BITS.min(width).min(max_bits) {
                 let shift = width - bits;
                 let c = 1usize << bits;
                 diff[..=c].iter_mut().for_each(|d| *d = 0);

@@ -39,6 +39,8 @@ fn start(sock: &Path, state: &Path) -> (Proc, Duration) {
         .arg(sock)
         .arg("--state-dir")
         .arg(state)
+        // PARAPET_BENCH_NO_FSYNC=1 shows what the fdatasyncs cost.
+        .args(std::env::var_os("PARAPET_BENCH_NO_FSYNC").map(|_| "--no-fsync"))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())

@@ -435,7 +435,7 @@ fn reap_loop(shared: Arc<Shared>) {
 /// Most replies held back for one group commit.
 const BATCH_REPLIES: usize = 1 << 16;
 /// Longest a reply is held back to gather more requests into one commit.
-const BATCH_WINDOW: Duration = Duration::from_millis(20);
+const BATCH_WINDOW: Duration = Duration::from_millis(50);
 
 /// Serves one connection. Requests are answered in order. Group commit:
 /// while the client has more requests already waiting in the socket, they
