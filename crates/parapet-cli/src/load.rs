@@ -49,11 +49,43 @@ fn report_errors(path: &Path, errors: &[ParseError]) -> anyhow::Error {
     )
 }
 
-/// Reads a trace file.
-pub fn trace(path: &Path) -> Result<Vec<Packet>> {
+/// One record of a trace: a packet to classify, or a captured frame the
+/// dataplane would not classify (not IP, or a header it drops).
+pub enum TraceItem {
+    /// A parsed packet.
+    Packet(Packet),
+    /// A frame passed or dropped before classification, and why.
+    Unclassified {
+        /// Whether the dataplane lets it through.
+        passes: bool,
+        /// What the parser found.
+        why: &'static str,
+    },
+}
+
+/// Reads a trace file: the text format, or a pcap / pcapng capture.
+pub fn trace_items(path: &Path) -> Result<Vec<TraceItem>> {
+    if let Some(frames) = crate::pcap::frames(path)? {
+        return Ok(frames
+            .iter()
+            .map(|f| crate::pcap::classify_frame(f))
+            .collect());
+    }
     TraceReader::new(open(path)?, &path.display().to_string())
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| anyhow!("{e}"))
+        .map(|r| r.map(TraceItem::Packet).map_err(|e| anyhow!("{e}")))
+        .collect()
+}
+
+/// The packets of a trace file (text or capture), skipping frames that are
+/// not classified.
+pub fn trace(path: &Path) -> Result<Vec<Packet>> {
+    Ok(trace_items(path)?
+        .into_iter()
+        .filter_map(|i| match i {
+            TraceItem::Packet(p) => Some(p),
+            TraceItem::Unclassified { .. } => None,
+        })
+        .collect())
 }
 
 /// A short description of a ruleset: tables, chains, rules, set references.

@@ -6,6 +6,7 @@
 mod engine;
 mod gen;
 mod load;
+mod pcap;
 mod report;
 mod run;
 mod sets;
@@ -52,7 +53,7 @@ enum Command {
     Classify {
         /// Ruleset file.
         rules: PathBuf,
-        /// Trace file (`src dst sport dport proto` per line).
+        /// Trace: `src dst sport dport proto` per line, or a pcap/pcapng capture.
         trace: PathBuf,
         #[command(flatten)]
         opts: engine::EngineArgs,

@@ -458,7 +458,7 @@ pub fn stop(pidfile: &Path) -> Result<ExitCode> {
         );
     }
     // SAFETY: kill(2) with a pid we just checked; no memory is involved.
-    if unsafe { kill(pid, 2) } != 0 {
+    if unsafe { libc::kill(pid, libc::SIGINT) } != 0 {
         bail!(
             "cannot signal process {pid}: {}",
             std::io::Error::last_os_error()
@@ -482,8 +482,4 @@ pub fn stop(pidfile: &Path) -> Result<ExitCode> {
         let _ = std::fs::remove_file(&log_path);
     }
     Ok(ExitCode::SUCCESS)
-}
-
-extern "C" {
-    fn kill(pid: i32, sig: i32) -> i32;
 }

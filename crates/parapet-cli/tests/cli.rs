@@ -248,3 +248,65 @@ fn list_translates_between_syntaxes() {
     };
     assert_eq!(strip(&back), strip(&orig), "nft listing:\n{nft}");
 }
+
+/// A pcap capture classifies like the same packets written as a text trace;
+/// frames the dataplane would not classify print `-`.
+#[test]
+fn pcap_captures_classify_like_traces() {
+    use parapet_dataplane::packet::{Frame, L4};
+    let dir = tempfile::tempdir().unwrap();
+    let rules = write(dir.path(), "p.rules", "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -p udp -m udp --dport 53 -j DROP\n-A INPUT -s 10.0.0.0/8 -p tcp -m tcp --dport 22 -j REJECT\nCOMMIT\n");
+    let frames = [
+        Frame::ipv4("10.1.2.3".parse().unwrap(), "192.0.2.1".parse().unwrap())
+            .l4(L4::Udp {
+                sport: 1000,
+                dport: 53,
+            })
+            .build(),
+        Frame::ipv4("10.1.2.3".parse().unwrap(), "192.0.2.1".parse().unwrap())
+            .l4(L4::Tcp {
+                sport: 1000,
+                dport: 22,
+                flags: 0x02,
+            })
+            .build(),
+        Frame::ipv4("11.1.2.3".parse().unwrap(), "192.0.2.1".parse().unwrap())
+            .l4(L4::Tcp {
+                sport: 1000,
+                dport: 22,
+                flags: 0x02,
+            })
+            .build(),
+        Frame::non_ip(0x0806).build(),
+    ];
+    // pcap: global header (microsecond magic, v2.4, Ethernet), then records.
+    let mut pcap = Vec::new();
+    pcap.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
+    pcap.extend_from_slice(&2u16.to_le_bytes());
+    pcap.extend_from_slice(&4u16.to_le_bytes());
+    pcap.extend_from_slice(&[0; 8]);
+    pcap.extend_from_slice(&65535u32.to_le_bytes());
+    pcap.extend_from_slice(&1u32.to_le_bytes());
+    for f in &frames {
+        pcap.extend_from_slice(&[0; 8]);
+        pcap.extend_from_slice(&(f.len() as u32).to_le_bytes());
+        pcap.extend_from_slice(&(f.len() as u32).to_le_bytes());
+        pcap.extend_from_slice(f);
+    }
+    let cap = dir.path().join("c.pcap");
+    std::fs::write(&cap, pcap).unwrap();
+    for engine in ["linear", "auto"] {
+        let out = stdout(&parapet(&[
+            "classify",
+            s(&rules),
+            s(&cap),
+            "--verdict",
+            "--engine",
+            engine,
+        ]));
+        assert_eq!(
+            out, "1\tDROP\n2\tREJECT\n0\tACCEPT\n-\tACCEPT (not IP)\n",
+            "engine {engine}"
+        );
+    }
+}

@@ -57,9 +57,23 @@ fn cli_doc_examples_print_what_the_doc_shows() {
             "bad.rules",
         );
         let got: Vec<&str> = got.lines().collect();
-        // Build times vary from run to run; compare those lines by shape.
+        // Build times vary from run to run, and the classifier's internals
+        // (node counts, memory) move whenever it is tuned: compare those
+        // lines by their label only.
+        let label = |l: &str| -> String { l.split(':').next().unwrap_or("").to_string() };
         for (g, w) in got.iter().zip(want.iter()) {
-            if w.contains(" ms") || w.contains("build:") {
+            if w.contains(" ms")
+                || w.contains("build:")
+                || w.starts_with("  partition ")
+                || w.starts_with("  memory:")
+                || w.starts_with("  worst case")
+            {
+                assert_eq!(
+                    label(g),
+                    label(w),
+                    "docs/cli.md: `{cmd}` prints\n{}\n",
+                    got.join("\n")
+                );
                 continue;
             }
             assert_eq!(g, w, "docs/cli.md: `{cmd}` prints\n{}\n", got.join("\n"));

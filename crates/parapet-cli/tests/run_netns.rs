@@ -137,17 +137,12 @@ fn in_netns<T: Send + 'static>(ns: &str, body: impl FnOnce() -> T + Send + 'stat
     std::thread::spawn(move || {
         let f = std::fs::File::open(&path).expect("open netns");
         // SAFETY: setns on this thread only; the fd is valid for the call.
-        let rc = unsafe { libc_setns(std::os::fd::AsRawFd::as_raw_fd(&f), 0x4000_0000) };
+        let rc = unsafe { libc::setns(std::os::fd::AsRawFd::as_raw_fd(&f), libc::CLONE_NEWNET) };
         assert_eq!(rc, 0, "setns failed");
         body()
     })
     .join()
     .unwrap()
-}
-
-extern "C" {
-    #[link_name = "setns"]
-    fn libc_setns(fd: i32, nstype: i32) -> i32;
 }
 
 /// (sport, dport) pairs sent, each probing a rule edge or a gap.
@@ -178,7 +173,8 @@ COMMIT
 ";
 
 fn scenario(hook: &str, background: bool) {
-    if unsafe { libc_geteuid() } != 0 {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
         return skip("not root (needs netns, veth and BPF)");
     }
     let (_guard, a, b, vb) = match testbed(&hook[..1]) {
@@ -384,11 +380,6 @@ fn scenario(hook: &str, background: bool) {
         }
     }
     assert_eq!(report["image_errors"], 0);
-}
-
-extern "C" {
-    #[link_name = "geteuid"]
-    fn libc_geteuid() -> u32;
 }
 
 #[test]
