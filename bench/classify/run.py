@@ -85,9 +85,8 @@ class Runner:
     """Runs commands with a timeout (killing the whole process group), measures
     wall and child CPU time, and remembers every command for the report."""
 
-    def __init__(self, dry=False):
+    def __init__(self):
         self.commands = []
-        self.dry = dry
 
     def run(self, cmd, timeout, stdout_path=None, what=None):
         shown = shlex.join(cmd) + (f" > {rel(stdout_path)}" if stdout_path else "")
@@ -118,6 +117,14 @@ class Runner:
                 pass
             out, err = p.communicate()
             res["timed_out"] = True
+        except BaseException:
+            # Ctrl-C: the child is in its own session and did not get it.
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            p.wait()
+            raise
         finally:
             if stdout_path:
                 out_f.close()

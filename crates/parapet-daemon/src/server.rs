@@ -432,20 +432,41 @@ fn reap_loop(shared: Arc<Shared>) {
     }
 }
 
-/// Most replies held back for one group commit.
-const BATCH_REPLIES: usize = 1 << 16;
-/// Longest a reply is held back to gather more requests into one commit.
-const BATCH_WINDOW: Duration = Duration::from_millis(50);
+/// Replies of one read's worth of requests, with the journal position each
+/// change must reach before its reply may go out.
+type Batch = Vec<(Option<u64>, Outcome, Option<Lsn>)>;
 
-/// Serves one connection. Requests are answered in order. Group commit:
-/// while the client has more requests already waiting in the socket, they
-/// are read and executed too (up to [`BATCH_REPLIES`] requests or
-/// [`BATCH_WINDOW`]), then one journal sync makes the whole batch durable
-/// and the replies go out together.
-fn serve_client(shared: &Shared, mut stream: UnixStream) -> io::Result<()> {
-    // Timeouts let the thread notice shutdown and drop dead peers.
+/// Serves one connection with two threads. The reader parses and executes
+/// requests in order and appends their journal records; the writer makes
+/// each batch durable (one journal sync) and then sends its replies, in
+/// order. While the writer waits for the disk the reader goes on with the
+/// next requests, and the next sync covers all of them: group commit that
+/// overlaps the fdatasync with the work instead of adding to it. The
+/// channel between them holds two batches, which bounds the memory a
+/// client that does not read its replies can pin.
+fn serve_client(shared: &Shared, stream: UnixStream) -> io::Result<()> {
+    // Timeouts let the threads notice shutdown and drop dead peers.
     stream.set_read_timeout(Some(Duration::from_millis(500)))?;
     stream.set_write_timeout(Some(Duration::from_secs(60)))?;
+    let wstream = stream.try_clone()?;
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Batch>(2);
+    thread::scope(|sc| {
+        let writer = thread::Builder::new()
+            .name("client-w".into())
+            .spawn_scoped(sc, || write_loop(shared, wstream, rx))?;
+        let r = read_loop(shared, stream, tx);
+        let w = writer
+            .join()
+            .unwrap_or_else(|_| Err(io::Error::other("writer panicked")));
+        r.and(w)
+    })
+}
+
+fn read_loop(
+    shared: &Shared,
+    mut stream: UnixStream,
+    tx: std::sync::mpsc::SyncSender<Batch>,
+) -> io::Result<()> {
     const CHUNK: usize = 256 << 10;
     // `buf[..filled]` holds unprocessed input. The buffer is zeroed once
     // and reused (reads go straight into it); it grows for long lines up to
@@ -454,9 +475,6 @@ fn serve_client(shared: &Shared, mut stream: UnixStream) -> io::Result<()> {
     let mut filled = 0;
     let mut discarding = false; // inside an over-long line
     let mut scanned = 0; // bytes of buf known to hold no newline
-    let mut out = Vec::new();
-    let mut replies: Vec<(Option<u64>, Outcome, Option<Lsn>)> = Vec::new();
-    let mut batch_start = Instant::now();
     loop {
         if shared.shutdown.load(Ordering::SeqCst) {
             return Ok(());
@@ -465,54 +483,25 @@ fn serve_client(shared: &Shared, mut stream: UnixStream) -> io::Result<()> {
             let grown = (buf.len() * 2).min(MAX_LINE + 2 * CHUNK);
             buf.resize(grown, 0);
         }
-        let n = if replies.is_empty() {
-            match stream.read(&mut buf[filled..]) {
-                Ok(n) => n,
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock
-                            | io::ErrorKind::TimedOut
-                            | io::ErrorKind::Interrupted
-                    ) =>
-                {
-                    continue
-                }
-                Err(e) => return Err(e),
-            }
-        } else {
-            // Replies are pending: only take what is already there.
-            let free = &mut buf[filled..];
-            // SAFETY: recv into a valid, writable buffer of the given length.
-            let r = unsafe {
-                libc::recv(
-                    stream.as_raw_fd(),
-                    free.as_mut_ptr().cast(),
-                    free.len(),
-                    libc::MSG_DONTWAIT,
-                )
-            };
-            if r < 0 {
-                let e = io::Error::last_os_error();
-                if !matches!(
+        let n = match stream.read(&mut buf[filled..]) {
+            Ok(n) => n,
+            Err(e)
+                if matches!(
                     e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-                ) {
-                    return Err(e);
-                }
-                flush(shared, &mut stream, &mut replies, &mut out)?;
-                continue;
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
+                ) =>
+            {
+                continue
             }
-            r as usize
+            Err(e) => return Err(e),
         };
         if n == 0 {
-            flush(shared, &mut stream, &mut replies, &mut out)?;
             return Ok(()); // a final unterminated line is ignored
         }
-        if replies.is_empty() {
-            batch_start = Instant::now();
-        }
         filled += n;
+        let mut replies: Batch = Vec::new();
         let mut start = 0;
         while let Some(pos) = memchr(b'\n', &buf[scanned..filled]) {
             let end = scanned + pos;
@@ -552,56 +541,54 @@ fn serve_client(shared: &Shared, mut stream: UnixStream) -> io::Result<()> {
             filled = 0;
             scanned = 0;
         }
-        if replies.len() >= BATCH_REPLIES
-            || (!replies.is_empty() && batch_start.elapsed() >= BATCH_WINDOW)
-        {
-            flush(shared, &mut stream, &mut replies, &mut out)?;
+        if !replies.is_empty() && tx.send(replies).is_err() {
+            return Ok(()); // the writer stopped: the peer is gone
         }
-        if replies.is_empty() && buf.len() > 4 * CHUNK && filled < CHUNK {
+        if buf.len() > 4 * CHUNK && filled < CHUNK {
             buf.truncate(2 * CHUNK);
             buf.shrink_to_fit();
         }
     }
 }
 
-/// Makes the batch durable (one sync), then sends its replies.
-fn flush(
+/// Makes each batch durable (one sync, often already done by a sync that
+/// covered it), then sends its replies.
+fn write_loop(
     shared: &Shared,
-    stream: &mut UnixStream,
-    replies: &mut Vec<(Option<u64>, Outcome, Option<Lsn>)>,
-    out: &mut Vec<u8>,
+    mut stream: UnixStream,
+    rx: std::sync::mpsc::Receiver<Batch>,
 ) -> io::Result<()> {
-    if replies.is_empty() {
-        return Ok(());
-    }
-    if let Some(lsn) = replies.iter().filter_map(|r| r.2).max() {
-        shared.stats.syncs.fetch_add(1, Ordering::Relaxed);
-        if let Err(e) = shared.journal.sync(lsn) {
-            for r in replies.iter_mut().filter(|r| r.2.is_some()) {
-                r.1 = Err(ErrorReply::new(code::IO, e.clone()));
+    let mut out = Vec::new();
+    for mut replies in rx {
+        if let Some(lsn) = replies.iter().filter_map(|r| r.2).max() {
+            shared.stats.syncs.fetch_add(1, Ordering::Relaxed);
+            if let Err(e) = shared.journal.sync(lsn) {
+                for r in replies.iter_mut().filter(|r| r.2.is_some()) {
+                    r.1 = Err(ErrorReply::new(code::IO, e.clone()));
+                }
             }
-        }
-        if shared.journal.bytes() > shared.config.snapshot_bytes {
-            let st = shared.state.lock().unwrap();
             if shared.journal.bytes() > shared.config.snapshot_bytes {
-                if let Err(e) = compact(shared, &st) {
-                    eprintln!("parapetd: {e}");
+                let st = shared.state.lock().unwrap();
+                if shared.journal.bytes() > shared.config.snapshot_bytes {
+                    if let Err(e) = compact(shared, &st) {
+                        eprintln!("parapetd: {e}");
+                    }
                 }
             }
         }
-    }
-    out.clear();
-    for (id, o, _) in replies.iter() {
-        shared.stats.requests.fetch_add(1, Ordering::Relaxed);
-        if o.is_err() {
-            shared.stats.errors.fetch_add(1, Ordering::Relaxed);
+        out.clear();
+        for (id, o, _) in &replies {
+            shared.stats.requests.fetch_add(1, Ordering::Relaxed);
+            if o.is_err() {
+                shared.stats.errors.fetch_add(1, Ordering::Relaxed);
+            }
+            write_reply(&mut out, *id, o);
         }
-        write_reply(out, *id, o);
-    }
-    replies.clear();
-    stream.write_all(out)?;
-    if out.capacity() > 16 << 20 {
-        *out = Vec::new(); // do not keep a huge reply buffer per idle client
+        // On error the receiver is dropped, which stops the reader.
+        stream.write_all(&out)?;
+        if out.capacity() > 16 << 20 {
+            out = Vec::new(); // do not keep a huge reply buffer per idle client
+        }
     }
     Ok(())
 }

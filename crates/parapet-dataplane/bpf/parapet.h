@@ -189,7 +189,7 @@ struct parapet_debug_rec {
 /* How a set stores its elements. */
 enum parapet_set_kind {
 	PARAPET_SET_NONE = 0,  /* undefined reference: never a member */
-	PARAPET_SET_LPM = 1,   /* one address dimension: parapet_set_lpm */
+	PARAPET_SET_LPM = 1,   /* one dimension: parapet_set_lpm */
 	PARAPET_SET_TUPLE = 2, /* anything else: parapet_set_tuple, one probe per shape */
 };
 

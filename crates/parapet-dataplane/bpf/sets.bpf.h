@@ -8,8 +8,9 @@
  * + n]: which set, which packet part per key dimension, the family.  The
  * elements of a set live in one of two maps shared by every set:
  *
- * - parapet_set_lpm, an LPM trie, for sets of one address dimension: the
- *   key is (set id, address); ranges were split into prefixes by user
+ * - parapet_set_lpm, an LPM trie, for sets of one dimension (address,
+ *   port, protocol or interface name): the
+ *   key is (set id, value); ranges were split into prefixes by user
  *   space.  The longest matching prefix may have expired while a shorter
  *   one is live, so an expired hit retries with a prefixlen one shorter
  *   than the hit's (bounded by the 129 possible lengths).

@@ -270,7 +270,7 @@ pub const SET_MAX_DIMS: usize = 4;
 pub const SET_KEY_BYTES: usize = 36;
 /// Prefix-length combinations ("shapes") of a tuple set.
 pub const SET_MAX_SHAPES: usize = 32;
-/// `enum parapet_set_kind`: one address dimension, in the LPM trie.
+/// `enum parapet_set_kind`: one dimension, in the LPM trie.
 pub const SET_LPM: u8 = 1;
 /// `enum parapet_set_kind`: anything else, in the tuple hash.
 pub const SET_TUPLE: u8 = 2;

@@ -727,7 +727,7 @@ impl Dataplane {
     // ---- sets ----------------------------------------------------------
 
     /// Create set `id` (`0..1024`) with key dimensions `dims` (1 to 4,
-    /// at most 36 bytes together). A set of one address dimension keeps
+    /// at most 36 bytes together). A set of one dimension keeps
     /// its elements in the LPM trie, any other in the tuple hash.
     pub fn create_set(&mut self, id: u32, dims: &[SetDim]) -> Result<()> {
         if id >= MAX_SETS {

@@ -20,6 +20,7 @@
 //! table decides. See `docs/dataplane.md`.
 
 pub mod abi;
+pub mod bridge;
 pub mod dataplane;
 pub mod image;
 pub mod packet;

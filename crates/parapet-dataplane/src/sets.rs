@@ -159,6 +159,10 @@ pub enum SetError {
     TooManyEntries(usize),
 }
 
+/// Port and protocol ranges of a concatenation with fewer values than
+/// this are stored as points.
+pub const SMALL_RANGE_POINTS: u128 = 256;
+
 /// Most map entries one element may split into.
 pub const MAX_ENTRIES_PER_ELEMENT: usize = 65_536;
 
@@ -268,10 +272,9 @@ impl SetState {
                 "set {set}: key of {bytes} bytes (max {SET_KEY_BYTES})"
             )));
         }
-        let kind = match dims {
-            [SetDim::Ipv4Addr] | [SetDim::Ipv6Addr] => SET_LPM,
-            _ => SET_TUPLE,
-        };
+        // One dimension (address, port, protocol or name): prefixes in the
+        // LPM trie, one lookup whatever their lengths.
+        let kind = if dims.len() == 1 { SET_LPM } else { SET_TUPLE };
         Ok(SetState {
             dims: dims.to_vec(),
             kind,
@@ -319,7 +322,19 @@ impl SetState {
             .ranges
             .iter()
             .zip(&self.dims)
-            .map(|(&(lo, hi), d)| range_prefixes(lo, hi, d.bits()))
+            .map(|(&(lo, hi), &d)| {
+                // In a concatenation every combination of prefix lengths
+                // is one more probe per packet: short port and protocol
+                // ranges become points, so they add entries, not shapes.
+                let small = self.dims.len() > 1
+                    && matches!(d, SetDim::Port | SetDim::Proto)
+                    && hi - lo < SMALL_RANGE_POINTS;
+                if small {
+                    (lo..=hi).map(|v| (v, d.bits())).collect()
+                } else {
+                    range_prefixes(lo, hi, d.bits())
+                }
+            })
             .collect();
         let total = per_dim
             .iter()
@@ -618,15 +633,20 @@ mod tests {
                 &[SetElement::new(&[(0x0a00_0000, 0x0aff_ffff), (80, 81)])],
             )
             .unwrap();
-        assert_eq!(w.put.len(), 1);
+        // a short port range becomes points: two entries, one shape
+        assert_eq!(w.put.len(), 2);
         let d = w.desc.unwrap();
         assert_eq!(d.n_shapes, 1);
         let mut bytes = Vec::new();
         for x in d.mask[0] {
             bytes.extend_from_slice(&x.to_ne_bytes());
         }
-        assert_eq!(&bytes[..8], &[0xff, 0, 0, 0, 0xff, 0xfe, 0, 0]);
+        assert_eq!(&bytes[..8], &[0xff, 0, 0, 0, 0xff, 0xff, 0, 0]);
+        let w = s
+            .add(1, &[SetElement::new(&[(0, 0xffff_ffff), (1024, 65535)])])
+            .unwrap();
+        assert_eq!((w.put.len(), w.desc.unwrap().n_shapes), (6, 7));
         assert!(s.add(1, &[SetElement::new(&[(1, 0), (0, 0)])]).is_err());
-        assert_eq!(s.len(), 1);
+        assert_eq!(s.len(), 2);
     }
 }

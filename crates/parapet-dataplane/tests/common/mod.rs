@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod image;
+pub mod wire;
 
 use parapet_dataplane::{Dataplane, LoadOptions};
 

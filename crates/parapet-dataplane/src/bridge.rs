@@ -1,0 +1,124 @@
+//! From the rule model and the set store to the kernel's sets: what the
+//! daemon (or `parapet run`) calls after compiling a ruleset.
+//!
+//! [`ref_parts`] builds a reference's key exactly as the offline bridge
+//! (`parapet-cli`'s `sets::key_for`) does: iptables direction flags pick
+//! source or destination per dimension (the last flag repeats; the
+//! protocol takes no flag), nft fields name the packet fields.
+
+use std::collections::BTreeMap;
+
+use parapet_model::{Dir, Field, SetKeySpec, SetRef};
+use parapet_sets::{KeyPart, Set, SetStore};
+
+use crate::dataplane::Result;
+use crate::sets::{PacketPart, SetDim, SetElement};
+use crate::Dataplane;
+
+/// The kernel's dimension type for a set-store dimension.
+pub fn set_dim(p: KeyPart) -> SetDim {
+    match p {
+        KeyPart::Ipv4Addr => SetDim::Ipv4Addr,
+        KeyPart::Ipv6Addr => SetDim::Ipv6Addr,
+        KeyPart::InetService => SetDim::Port,
+        KeyPart::InetProto => SetDim::Proto,
+        KeyPart::IfName => SetDim::IfName,
+    }
+}
+
+/// The packet parts of `r`'s key for a set of dimensions `dims`, or `None`
+/// when no packet can be a member (no flags, or a field that cannot fill
+/// its dimension).
+pub fn ref_parts(r: &SetRef, dims: &[KeyPart]) -> Option<Vec<PacketPart>> {
+    let mut out = Vec::with_capacity(dims.len());
+    for (i, &part) in dims.iter().enumerate() {
+        let p = match &r.key {
+            SetKeySpec::Flags(dirs) => {
+                let src = *dirs.get(i).or(dirs.last())? == Dir::Src;
+                match part {
+                    KeyPart::Ipv4Addr | KeyPart::Ipv6Addr if src => PacketPart::SrcAddr,
+                    KeyPart::Ipv4Addr | KeyPart::Ipv6Addr => PacketPart::DstAddr,
+                    KeyPart::InetService if src => PacketPart::SrcPort,
+                    KeyPart::InetService => PacketPart::DstPort,
+                    KeyPart::InetProto => PacketPart::Proto,
+                    KeyPart::IfName if src => PacketPart::InIface,
+                    KeyPart::IfName => PacketPart::OutIface,
+                }
+            }
+            SetKeySpec::Fields(fields) => match (part, *fields.get(i)?) {
+                (KeyPart::Ipv4Addr | KeyPart::Ipv6Addr, Field::SrcAddr) => PacketPart::SrcAddr,
+                (KeyPart::Ipv4Addr | KeyPart::Ipv6Addr, Field::DstAddr) => PacketPart::DstAddr,
+                (KeyPart::InetService, Field::SrcPort) => PacketPart::SrcPort,
+                (KeyPart::InetService, Field::DstPort) => PacketPart::DstPort,
+                (KeyPart::InetProto, Field::Proto) => PacketPart::Proto,
+                (KeyPart::IfName, Field::InIface) => PacketPart::InIface,
+                (KeyPart::IfName, Field::OutIface) => PacketPart::OutIface,
+                _ => return None,
+            },
+        };
+        out.push(p);
+    }
+    Some(out)
+}
+
+/// The live elements of `set` at `now_ms` (the store's clock), with
+/// expiries on the kernel's clock: `mono_now_ns` is
+/// [`crate::sets::monotonic_ns`] read at the same moment.
+pub fn set_elements(set: &Set, now_ms: u64, mono_now_ns: u64) -> Vec<SetElement> {
+    let mut out = Vec::with_capacity(set.len());
+    set.for_each_element(now_ms, &mut |e| {
+        out.push(SetElement {
+            ranges: e.element.ranges().to_vec(),
+            expires_ns: e.remaining.map_or(0, |ms| {
+                mono_now_ns
+                    .saturating_add(ms.saturating_mul(1_000_000))
+                    .max(1)
+            }),
+        });
+    });
+    out
+}
+
+impl Dataplane {
+    /// Load the sets a ruleset's references name from `store` and define
+    /// reference `n` as `refs[n]` for the next image. Set ids are given in
+    /// order of first use (0, 1, …) and returned by name; sets already
+    /// present under those ids are replaced. A reference to a set the store
+    /// lacks, or whose key cannot be built, matches nothing.
+    pub fn install_sets(
+        &mut self,
+        refs: &[SetRef],
+        store: &SetStore,
+    ) -> Result<BTreeMap<String, u32>> {
+        let mut ids = BTreeMap::new();
+        let (now_ms, mono) = (store.now(), crate::sets::monotonic_ns());
+        for (n, r) in refs.iter().enumerate() {
+            let Some(set) = store.get(&r.name) else {
+                self.undefine_set_ref(n as u32)?;
+                continue;
+            };
+            let next = ids.len() as u32;
+            let id = match ids.get(&r.name) {
+                Some(&id) => id,
+                None => {
+                    ids.insert(r.name.clone(), next);
+                    let dims: Vec<SetDim> = set.key_dims().iter().map(|&p| set_dim(p)).collect();
+                    if self.set_dims(next).is_some() {
+                        self.destroy_set(next)?;
+                    }
+                    self.create_set(next, &dims)?;
+                    self.set_add(next, &set_elements(set, now_ms, mono))?;
+                    next
+                }
+            };
+            match ref_parts(r, set.key_dims()) {
+                Some(parts) => self.define_set_ref(n as u32, id, &parts)?,
+                None => self.undefine_set_ref(n as u32)?,
+            }
+        }
+        for n in refs.len()..crate::abi::MAX_SET_REFS as usize {
+            self.undefine_set_ref(n as u32)?;
+        }
+        Ok(ids)
+    }
+}
