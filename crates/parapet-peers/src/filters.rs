@@ -156,15 +156,19 @@ pub enum ParapetHook {
 
 /// parapet's own dataplane, driven through its command line.
 ///
-/// The dataplane is being built elsewhere; until its commands exist this
-/// filter reports itself unavailable and is skipped. The commands are
-/// templates so they can follow parapet's final CLI without code changes:
-/// `PARAPET_APPLY` (default `parapet apply {rules}`), `PARAPET_ATTACH`
-/// (default `parapet attach --{hook} {iface}`) and `PARAPET_DETACH` (default
-/// `parapet detach {iface}`), with `{rules}` an iptables-save file,
-/// `{hook}` `xdp`/`tc` and `{iface}` the filter-side interface. They run
-/// inside the filter namespace.
+/// By default the program is loaded and attached with
+/// `parapet run {rules} --iface {iface} --hook {hook} --background {pidfile}`
+/// (it returns once attached) and detached with `parapet stop {pidfile}`, so
+/// no daemon is needed. Both are templates, overridable through
+/// `PARAPET_LOAD` and `PARAPET_UNLOAD`, with `{rules}` an iptables-save file,
+/// `{hook}` `xdp`/`tc`, `{iface}` the filter-side interface and `{pidfile}`
+/// a file in the bench's work directory. They run inside the filter
+/// namespace; the `parapet` binary is taken from `PARAPET_BIN`, else from
+/// the PATH.
 pub struct Parapet(pub ParapetHook);
+
+const LOAD_DEFAULT: &str = "{bin} run {rules} --iface {iface} --hook {hook} --background {pidfile}";
+const UNLOAD_DEFAULT: &str = "{bin} stop {pidfile}";
 
 impl Parapet {
     fn hook(&self) -> &'static str {
@@ -174,22 +178,35 @@ impl Parapet {
         }
     }
 
+    fn bin() -> String {
+        std::env::var("PARAPET_BIN").unwrap_or_else(|_| "parapet".to_string())
+    }
+
     fn template(var: &str, default: &str) -> String {
         std::env::var(var).unwrap_or_else(|_| default.to_string())
     }
 
-    fn expand(&self, tpl: &str, rules: &str) -> Vec<String> {
+    fn pidfile(&self) -> Result<String> {
+        Ok(crate::workdir()?
+            .join(format!("parapet-{}.pid", self.hook()))
+            .to_string_lossy()
+            .into_owned())
+    }
+
+    fn expand(&self, tpl: &str, rules: &str, pidfile: &str) -> Vec<String> {
         tpl.split_whitespace()
             .map(|w| {
-                w.replace("{rules}", rules)
+                w.replace("{bin}", &Self::bin())
+                    .replace("{rules}", rules)
                     .replace("{hook}", self.hook())
                     .replace("{iface}", FLT_IF)
+                    .replace("{pidfile}", pidfile)
             })
             .collect()
     }
 
     fn run_tpl(&self, bed: &Testbed, var: &str, default: &str, rules: &str) -> Result<Duration> {
-        let argv = self.expand(&Self::template(var, default), rules);
+        let argv = self.expand(&Self::template(var, default), rules, &self.pidfile()?);
         let (prog, args) = argv
             .split_first()
             .ok_or_else(|| Error(format!("{var} is empty")))?;
@@ -204,19 +221,12 @@ impl Filter for Parapet {
         format!("parapet-{}", self.hook())
     }
     fn available(&self) -> std::result::Result<(), String> {
-        let attach = Self::template("PARAPET_ATTACH", "parapet attach --{hook} {iface}");
-        let prog = attach
-            .split_whitespace()
-            .next()
-            .unwrap_or("parapet")
-            .to_string();
+        let prog = Self::bin();
         if !cmd::have(&prog) {
-            return Err(format!("{prog} not on PATH (dataplane not built yet)"));
+            return Err(format!("{prog} not on PATH (build it: cargo build --release -p parapet, or set PARAPET_BIN)"));
         }
-        // The binary may exist before the dataplane does: ask it.
-        let sub = attach.split_whitespace().nth(1).unwrap_or("attach");
         let ok = std::process::Command::new(&prog)
-            .args([sub, "--help"])
+            .args(["run", "--help"])
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .status()
@@ -225,19 +235,20 @@ impl Filter for Parapet {
         if ok {
             Ok(())
         } else {
-            Err(format!("`{prog} {sub}` not implemented yet"))
+            Err(format!("`{prog} run` is not available"))
         }
     }
     fn load(&self, bed: &Testbed, spec: &RuleSpec) -> Result<Duration> {
         let path = crate::workdir()?.join(format!("parapet-{}.rules", spec.rules));
         std::fs::write(&path, spec.iptables_save())?;
         let p = path.to_string_lossy().into_owned();
-        let t = self.run_tpl(bed, "PARAPET_APPLY", "parapet apply {rules}", &p)?;
-        let a = self.run_tpl(bed, "PARAPET_ATTACH", "parapet attach --{hook} {iface}", &p)?;
-        Ok(t + a)
+        self.run_tpl(bed, "PARAPET_LOAD", LOAD_DEFAULT, &p)
     }
     fn clear(&self, bed: &Testbed) -> Result<()> {
-        self.run_tpl(bed, "PARAPET_DETACH", "parapet detach {iface}", "")?;
+        // Nothing to detach when nothing was loaded.
+        if std::path::Path::new(&self.pidfile()?).exists() {
+            self.run_tpl(bed, "PARAPET_UNLOAD", UNLOAD_DEFAULT, "")?;
+        }
         Ok(())
     }
 }
@@ -296,8 +307,22 @@ mod tests {
     fn parapet_template_expansion() {
         let p = Parapet(ParapetHook::Tc);
         assert_eq!(
-            p.expand("parapet attach --{hook} {iface} {rules}", "/x"),
-            vec!["parapet", "attach", "--tc", "flt0", "/x"]
+            p.expand(
+                "parapet run {rules} --iface {iface} --hook {hook} --background {pidfile}",
+                "/x",
+                "/p"
+            ),
+            vec![
+                "parapet",
+                "run",
+                "/x",
+                "--iface",
+                "flt0",
+                "--hook",
+                "tc",
+                "--background",
+                "/p"
+            ]
         );
     }
 }
