@@ -313,7 +313,20 @@ impl State {
         let timeouts = self.sets.get(name).is_some_and(|s| s.desc().timeouts);
         let els = self.parse_elems(&dims, texts.iter().copied(), expiry, now, timeouts)?;
         let set = self.sets.get_mut(name).expect("checked");
-        let n = set.add_many(&els, now).map_err(set_err)?;
+        // Single values that certainly fit cannot fail to insert (the
+        // parser already matched them to the key type), so they skip
+        // `add_many`'s undo log, which costs a second hash probe each.
+        // Anything else (ranges, a set near maxelem) stays all-or-nothing.
+        let points = els.iter().all(|e| e.ranges().iter().all(|(l, h)| l == h));
+        let n = if points && set.len().saturating_add(els.len()) <= set.maxelem() {
+            let mut n = 0;
+            for e in &els {
+                n += set.add(e, now).map_err(set_err)?;
+            }
+            n
+        } else {
+            set.add_many(&els, now).map_err(set_err)?
+        };
         Ok((n, els))
     }
 

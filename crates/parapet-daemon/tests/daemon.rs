@@ -520,3 +520,34 @@ fn concurrent_clients_all_durable() {
     let st = call(&mut c, json!({"cmd": "stats"}));
     assert_eq!(st["elements"], json!(8 * 1100));
 }
+
+/// A request that does not fit is refused whole; the set is unchanged.
+#[test]
+fn full_set_refuses_the_whole_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    let mut c = d.client();
+    call(
+        &mut c,
+        json!({"cmd": "set.create", "set": "small", "type": "ipv4_addr", "size": 3}),
+    );
+    call(
+        &mut c,
+        json!({"cmd": "set.add", "set": "small", "elems": ["10.0.0.1", "10.0.0.2"]}),
+    );
+    match c.call(json!({"cmd": "set.add", "set": "small", "elems": ["10.0.0.3", "10.0.0.4"]})) {
+        Err(ClientError::Daemon { code, .. }) => assert_eq!(code, "full"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(count(&mut c, "small"), 2);
+    // Re-adding present elements is a refresh, not growth.
+    let r = call(
+        &mut c,
+        json!({"cmd": "set.add", "set": "small", "elems": ["10.0.0.1", "10.0.0.3"]}),
+    );
+    assert_eq!(
+        (r["added"].clone(), r["refreshed"].clone()),
+        (json!(1), json!(1))
+    );
+    assert_eq!(count(&mut c, "small"), 3);
+}
