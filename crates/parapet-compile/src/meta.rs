@@ -278,6 +278,20 @@ impl Classifier {
         self.walker.first_match_ids(keys, out)
     }
 
+    /// Deciding rule ids for packets without sets: keys are built in
+    /// chunks on the stack and classified with
+    /// [`Classifier::classify_batch_ids`].
+    pub fn classify_packets_ids(&self, pkts: &[Packet], out: &mut [u32]) {
+        assert_eq!(pkts.len(), out.len(), "one output per packet");
+        let mut keys = [Key::default(); 256];
+        for (pc, oc) in pkts.chunks(256).zip(out.chunks_mut(256)) {
+            for (k, p) in keys.iter_mut().zip(pc) {
+                *k = Key::new(p, 0);
+            }
+            self.classify_batch_ids(&keys[..pc.len()], oc);
+        }
+    }
+
     /// Why this engine, and what it built.
     pub fn explain(&self) -> String {
         let mut s = String::new();

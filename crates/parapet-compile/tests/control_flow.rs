@@ -112,3 +112,18 @@ fn corrupted_images_are_rejected() {
     );
     assert!(Classifier::from_bytes(&bytes[..bytes.len() - 1]).is_err());
 }
+
+#[test]
+fn classifier_is_shareable_and_packet_batches_agree() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Classifier>();
+    let rs = parapet_gen::worst_case(500);
+    let list = flatten(&rs, rs.select_chain(None).unwrap()).unwrap();
+    let c = Classifier::build(&list, &BuildOptions::default()).unwrap();
+    let packets = parapet_gen::packets_for(&rs, 3, 700);
+    let mut ids = vec![0; packets.len()];
+    c.classify_packets_ids(&packets, &mut ids);
+    for (p, id) in packets.iter().zip(ids) {
+        assert_eq!(id, list.classify(p, &[]).rule_id);
+    }
+}
