@@ -204,10 +204,43 @@ static long set_ref_cb(__u32 i, void *ctx)
 		return 0;
 	if (r->family && r->family != w->pkey.family)
 		return 0;
+	w->smember = 0;
+
+	/* Fast path, the usual ban list: one address in the LPM trie, one
+	 * lookup without building the key byte by byte. */
+	if (r->kind == PARAPET_SET_LPM && r->n_dims == 1 &&
+	    (r->part[0] == PARAPET_PART_SADDR ||
+	     r->part[0] == PARAPET_PART_DADDR) &&
+	    (r->width[0] == 4 || r->width[0] == 16)) {
+		const __u8 *a = r->part[0] == PARAPET_PART_SADDR ? w->pkey.src :
+								     w->pkey.dst;
+		struct parapet_set_val *v;
+
+		w->lkey.set_id[0] = r->set_id >> 8;
+		w->lkey.set_id[1] = r->set_id & 0xff;
+		if (r->width[0] == 4) {
+			w->lkey.prefixlen = 16 + 32;
+			__builtin_memcpy(w->lkey.addr, a + 12, 4);
+		} else {
+			w->lkey.prefixlen = 16 + 128;
+			__builtin_memcpy(w->lkey.addr, a, 16);
+		}
+		v = bpf_map_lookup_elem(&parapet_set_lpm, &w->lkey);
+		if (!v)
+			return 0;
+		if (set_val_live(v, w->now)) {
+			w->smember = 1;
+		} else if (v->prefixlen > 16 && v->prefixlen <= w->lkey.prefixlen) {
+			/* expired: shorter enclosing prefixes may be live */
+			w->lkey.prefixlen = v->prefixlen - 1;
+			bpf_loop(PARAPET_SET_LPM_TRIES, set_lpm_cb, ctx, 0);
+		}
+		goto out;
+	}
+
 	__builtin_memcpy(&w->sref, r, sizeof(*r));
 	w->soff = 0;
 	w->sbad = 0;
-	w->smember = 0;
 	if (w->sref.n_dims > PARAPET_SET_MAX_DIMS)
 		return 0;
 
@@ -238,6 +271,7 @@ static long set_ref_cb(__u32 i, void *ctx)
 		w->tkey._pad = 0;
 		bpf_loop(desc->n_shapes, set_shape_cb, ctx, 0);
 	}
+out:
 	w = walk_state(ctx);
 	if (w && w->smember)
 		w->key[PARAPET_KW_SETS + ((i >> 5) & 1)] |= 1u << (i & 31);

@@ -604,10 +604,10 @@ mod tests {
         // the same /24 from a prefix and from a range
         let a = SetElement::new(&[(0x0a00_0000, 0x0a00_00ff)]).expires(100);
         let b = SetElement::new(&[(0x0a00_0000, 0x0a00_017f)]).expires(200);
-        let w = s.add(3, &[a.clone()]).unwrap();
+        let w = s.add(3, std::slice::from_ref(&a)).unwrap();
         assert_eq!(w.put.len(), 1);
         assert_eq!(w.put[0].1.expires_ns, 100);
-        let mut w = s.add(3, &[b.clone()]).unwrap();
+        let mut w = s.add(3, std::slice::from_ref(&b)).unwrap();
         w.put.sort_by_key(|p| p.1.prefixlen);
         let got: Vec<_> = w
             .put
