@@ -5,7 +5,7 @@
 //! its control protocol.
 //!
 //! - [`server`]: the daemon ([`server::Daemon`], [`server::run`]): local
-//!   Unix socket (mode 0660, no network listener), one thread per client,
+//!   Unix socket (mode 0660, no network listener), a reader and a writer thread per client,
 //!   group-committed journal, expiry reaper, sd_notify.
 //! - [`proto`]: the line-delimited JSON protocol, versioned (`"v":1`).
 //! - [`journal`]: append-only journal + snapshot with per-record CRC-32C;

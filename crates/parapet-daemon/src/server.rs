@@ -1,9 +1,10 @@
-//! The daemon: recovery from the state directory, the control socket, one
-//! thread per client, the expiry reaper, sd_notify and signals.
+//! The daemon: recovery from the state directory, the control socket, a
+//! reader and a writer thread per client, the expiry reaper, sd_notify and
+//! signals.
 //!
-//! Threads rather than an event loop: a client costs one mostly idle thread
-//! (connections are capped), and a blocking request — an `apply` compile, a
-//! slow reader — never holds up another client. State changes are
+//! Threads rather than an event loop: a client costs two mostly idle
+//! threads (connections are capped), and a blocking request — an `apply`
+//! compile, a slow reader — never holds up another client. State changes are
 //! serialized by one mutex; journal fsyncs are grouped (see
 //! [`crate::journal::Journal`]), so concurrent writers share them.
 
