@@ -46,7 +46,7 @@ pub const NODE_BINARY: u32 = 0;
 /// Node kind: equal-width multi-way cut over a ≤ 32-bit span.
 pub const NODE_MULTI: u32 = 1;
 /// Most children of a multi-way node, as a power of two.
-pub const MAX_FANOUT_BITS: u32 = 16;
+pub const MAX_FANOUT_BITS: u32 = 8;
 /// Header flag: every entry is a Decide entry.
 pub const FLAG_PURE_FIRST_MATCH: u32 = 1;
 
