@@ -550,6 +550,11 @@ impl Journal {
         self.sync(lsn)
     }
 
+    /// Why the journal stopped accepting records, if it did.
+    pub fn failed(&self) -> Option<String> {
+        self.file.lock().unwrap().failed.clone()
+    }
+
     /// Bytes in the journal file (synced part).
     pub fn bytes(&self) -> u64 {
         self.file.lock().unwrap().bytes

@@ -603,6 +603,17 @@ fn handle_line(shared: &Shared, line: &[u8]) -> (Option<u64>, Outcome, Option<Ls
         Ok(r) => r,
         Err((id, e)) => return (id, Err(e), None),
     };
+    // After a journal write failure nothing more is changed: a change that
+    // cannot be made durable must not be visible either.
+    let mutating = matches!(
+        &*req.cmd,
+        "set.create" | "set.destroy" | "set.add" | "set.del" | "set.flush" | "ban" | "unban"
+    ) || (&*req.cmd == "apply" && !req.check);
+    if mutating {
+        if let Some(e) = shared.journal.failed() {
+            return (req.id, Err(ErrorReply::new(code::IO, e)), None);
+        }
+    }
     if req.elems.len() > MAX_ELEMS {
         return (
             req.id,
