@@ -551,3 +551,84 @@ fn full_set_refuses_the_whole_request() {
     );
     assert_eq!(count(&mut c, "small"), 3);
 }
+
+/// kill -9 in the middle of a pipelined stream of bans: every ban whose
+/// `ok` reply arrived is there after the restart (unacknowledged ones may
+/// or may not be).
+#[test]
+fn kill9_mid_stream_keeps_every_acknowledged_ban() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let mut d = Daemon::start(dir.path(), &[]);
+    let s = UnixStream::connect(&d.socket).unwrap();
+    let mut w = s.try_clone().unwrap();
+    const N: u32 = 100_000;
+    let writer = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        for i in 0..N {
+            buf.extend_from_slice(
+                format!(
+                    "{{\"id\":{i},\"cmd\":\"ban\",\"elems\":[\"{}\"]}}\n",
+                    addr(i)
+                )
+                .as_bytes(),
+            );
+            if buf.len() > 1 << 14 {
+                if w.write_all(&buf).is_err() {
+                    return; // the daemon died: expected
+                }
+                buf.clear();
+            }
+        }
+        let _ = w.write_all(&buf);
+    });
+    let mut r = BufReader::new(s);
+    let mut acked = Vec::new();
+    let mut line = String::new();
+    while acked.len() < 5_000 {
+        line.clear();
+        assert!(r.read_line(&mut line).unwrap() > 0);
+        let v: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v["ok"], json!(true), "{line}");
+        acked.push(v["id"].as_u64().unwrap() as u32);
+    }
+    d.kill9();
+    // Replies that were already on their way count as acknowledged too.
+    loop {
+        line.clear();
+        match r.read_line(&mut line) {
+            Ok(n) if n > 0 => {
+                let v: Value = serde_json::from_str(&line).unwrap();
+                acked.push(v["id"].as_u64().unwrap() as u32);
+            }
+            _ => break,
+        }
+    }
+    writer.join().unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    let mut c = d.client();
+    let r = call(&mut c, json!({"cmd": "set.list", "set": "parapet-ban4"}));
+    let have: std::collections::HashSet<String> = r["elems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["elem"].as_str().unwrap().to_string())
+        .collect();
+    let lost: Vec<u32> = acked
+        .iter()
+        .copied()
+        .filter(|i| !have.contains(&addr(*i)))
+        .collect();
+    assert!(
+        lost.is_empty(),
+        "{} of {} acknowledged bans lost, e.g. {:?}",
+        lost.len(),
+        acked.len(),
+        &lost[..lost.len().min(5)]
+    );
+    eprintln!(
+        "{} acknowledged before the kill, {} present after restart",
+        acked.len(),
+        have.len()
+    );
+}
