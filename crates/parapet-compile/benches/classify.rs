@@ -1,7 +1,7 @@
 //! Lookup benchmarks: the nf-HiPAC worst-case series and ClassBench sets.
 //!
 //! ```text
-//! cargo bench -p parapet-compile --bench classify -- [worst] [classbench] [--quick]
+//! cargo bench -p parapet-compile --bench classify -- [worst] [classbench] [random] [--quick]
 //! ```
 //! Prints one JSON object per measurement (the `parapet bench classify`
 //! shape plus `set` and `build_ms`). `--quick` uses short runs.
@@ -30,7 +30,9 @@ fn run(set: &str, list: &DecisionList, keys: &[Key], engine: Engine, run_ms: u64
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let quick = args.iter().any(|a| a == "--quick");
-    let all = !args.iter().any(|a| a == "worst" || a == "classbench");
+    let all = !args
+        .iter()
+        .any(|a| a == "worst" || a == "classbench" || a == "random");
     let run_ms = if quick { 30 } else { 200 };
     if all || args.iter().any(|a| a == "worst") {
         // nf-HiPAC: the probe walks the whole chain in a linear filter.
@@ -46,6 +48,28 @@ fn main() {
             run(&set, &list, &keys, Engine::Tree, run_ms);
             run(&set, &list, &keys, Engine::Auto, run_ms);
             n *= 2;
+        }
+    }
+    if all || args.iter().any(|a| a == "random") {
+        // iptables-like lists: jumps, RETURNs, LOGs, IPv6 (the general
+        // path, with non-terminal rules).
+        for rules in [100usize, 1_000, 10_000] {
+            let rs = parapet_gen::random_ruleset(
+                1,
+                &parapet_gen::RandomSpec {
+                    rules,
+                    user_chains: 8,
+                    ..Default::default()
+                },
+            );
+            let list = list_of(&rs);
+            let keys: Vec<Key> = parapet_gen::packets_for(&rs, 2, 20_000)
+                .iter()
+                .map(|p| Key::new(p, 0))
+                .collect();
+            let set = format!("random_ruleset({rules}, control flow)");
+            run(&set, &list, &keys, Engine::Linear, run_ms);
+            run(&set, &list, &keys, Engine::Tree, run_ms);
         }
     }
     if all || args.iter().any(|a| a == "classbench") {

@@ -348,13 +348,14 @@ impl Walker {
             };
         }
         let w = self.image.words();
-        // Cursors into each partition's leaf: [next word, end word).
-        let mut cur: Vec<(usize, usize)> = (0..self.roots.len())
-            .map(|p| {
-                let leaf = self.leaf_of(w, p, key);
-                (leaf + 1, leaf + 1 + w[leaf] as usize)
-            })
-            .collect();
+        // Cursors into each partition's leaf: [next word, end word); on the
+        // stack, the format caps partitions at MAX_PARTITIONS.
+        let mut cur = [(0usize, 0usize); image::MAX_PARTITIONS];
+        let cur = &mut cur[..self.roots.len()];
+        for (p, c) in cur.iter_mut().enumerate() {
+            let leaf = self.leaf_of(w, p, key);
+            *c = (leaf + 1, leaf + 1 + w[leaf] as usize);
+        }
         let mut pos = 0u32;
         let mut nonterminal = Vec::new();
         loop {
