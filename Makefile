@@ -3,7 +3,11 @@ SHELL := /bin/bash
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 CARGO ?= cargo
 
-.PHONY: demo test deps deps-demo build lint bench fmt
+.PHONY: demo test deps deps-demo build lint bench bench-classify fmt
+
+# bench, bench-quick, bench-deps, bench-clean: the side-by-side run against
+# iptables, nftables and ipset in network namespaces (needs root).
+include Makefile.bench
 
 deps:
 	@scripts/deps.sh test
@@ -27,5 +31,7 @@ test: deps
 fmt:
 	$(CARGO) fmt --all
 
-bench: build
-	$(CARGO) bench --workspace
+## bench-classify: parapet's classifier against the linear baseline and
+## DPDK rte_acl on the ClassBench sets (needs ../shared/data), same run.
+bench-classify:
+	bench/classify/run.py $(ARGS)

@@ -28,3 +28,16 @@ fi
 rm -f /tmp/parapet-demo-linear.txt /tmp/parapet-demo-auto.txt
 step $P bench classify examples/synthetic_2k.cb examples/synthetic_2k.trace --engine linear
 step $P bench classify examples/synthetic_2k.cb examples/synthetic_2k.trace
+
+echo
+echo "# the side-by-side kernel benchmark (--quick: ~2 minutes), when this machine allows it"
+if [ "$(id -u)" = 0 ] && command -v nft >/dev/null && command -v iptables-legacy >/dev/null \
+   && ip netns add parapet-demo-probe 2>/dev/null; then
+  ip netns del parapet-demo-probe
+  mkdir -p target/peers-demo
+  PARAPET_BIN=$PWD/$P target/release/parapet-peers --quick --experiments throughput,ipfw \
+    --report target/peers-demo --json target/peers-demo/peers.json
+  echo "report: target/peers-demo/report.md"
+else
+  echo "skipped: it needs root, network namespaces, nftables and iptables (then: sudo make bench-quick)"
+fi

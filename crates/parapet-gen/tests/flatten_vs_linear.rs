@@ -140,3 +140,102 @@ fn inlining_blowup_is_bounded() {
         Err(FlattenError::TooLarge { limit: 10_000 })
     );
 }
+
+#[test]
+fn pruning_repeated_rules_keeps_every_decision() {
+    let mut pruned = 0;
+    for seed in 0..200u64 {
+        // Copies of earlier rules, later in the chain: the copies of
+        // terminal rules are unreachable and pruned; copies of LOG rules are
+        // not (they are not decided by their original).
+        // Odd seeds: chains, jumps and RETURNs (pruning must stay off
+        // where a RETURN could skip the original); even seeds: plain rules
+        // with LOGs, where it applies.
+        let plain = seed % 2 == 0;
+        let spec = RandomSpec {
+            rules: 30,
+            user_chains: if plain { 0 } else { 2 },
+            control_flow: !plain,
+            ..Default::default()
+        };
+        let mut rs = random_ruleset(seed, &spec);
+        let base = rs.tables[0].chains[0].rules.clone();
+        for (k, r) in base.iter().enumerate().filter(|(k, _)| k % 3 == 0) {
+            let rules = &mut rs.tables[0].chains[0].rules;
+            let at = (k + 5).min(rules.len());
+            rules.insert(at, r.clone());
+        }
+        rs.renumber();
+        let start = rs.select_chain(None).unwrap();
+        let linear = LinearEngine::new(&rs, start).unwrap();
+        let list = flatten(&rs, start).unwrap();
+        for pkt in packets_for(&rs, seed, 200) {
+            assert_eq!(
+                list.classify(&pkt, &[]),
+                linear.classify(&pkt, &NoSets).unwrap(),
+                "seed {seed}, packet {pkt}"
+            );
+        }
+        let unpruned_len = rs.tables[0]
+            .chains
+            .iter()
+            .map(|c| c.rules.len())
+            .sum::<usize>();
+        pruned += (list.entries.len() < unpruned_len) as usize;
+    }
+    assert!(pruned > 50, "pruning happened in only {pruned} rulesets");
+}
+
+#[test]
+fn identical_rules_collapse_to_one_entry() {
+    let mut m = Matches::any();
+    m.constrain(Field::SrcAddr, IntervalSet::point(0x0102_0304));
+    m.constrain(Field::DstAddr, IntervalSet::point(0x0102_0304));
+    let mut rules: Vec<Rule> = (0..1000)
+        .map(|_| Rule::new(0, m.clone(), Action::Verdict(Verdict::Drop)))
+        .collect();
+    rules.push(Rule::new(
+        0,
+        Matches::any(),
+        Action::Verdict(Verdict::Accept),
+    ));
+    let rs = one_chain(rules, Verdict::Drop);
+    let list = flatten(&rs, rs.select_chain(None).unwrap()).unwrap();
+    assert_eq!(list.entries.len(), 2);
+    assert_eq!(list.entries[1].rule_id, 1001);
+}
+
+#[test]
+fn a_return_that_skips_the_original_keeps_the_copy_alive() {
+    // INPUT: 1: -j sub; 2: -d X DROP.   sub: 3: -p tcp RETURN; 4: -d X ACCEPT.
+    // Rule 2 repeats rule 4's matches, but a TCP packet to X returns from
+    // sub before rule 4 and is decided by rule 2: pruning it would be wrong.
+    let mut to_x = Matches::any();
+    to_x.constrain(Field::DstAddr, IntervalSet::point(7));
+    let mut tcp = Matches::any();
+    tcp.constrain(Field::Proto, IntervalSet::point(6));
+    let mut rs = one_chain(
+        vec![
+            Rule::new(0, Matches::any(), Action::Jump("sub".into())),
+            Rule::new(0, to_x.clone(), Action::Verdict(Verdict::Drop)),
+        ],
+        Verdict::Accept,
+    );
+    rs.tables[0].chains.push(Chain {
+        name: "sub".into(),
+        base: None,
+        rules: vec![
+            Rule::new(0, tcp, Action::Return),
+            Rule::new(0, to_x, Action::Verdict(Verdict::Accept)),
+        ],
+    });
+    rs.renumber();
+    let start = rs.select_chain(None).unwrap();
+    let pkt = Packet::v4(1, 7, 6, 1, 1);
+    let want = LinearEngine::new(&rs, start)
+        .unwrap()
+        .classify(&pkt, &NoSets)
+        .unwrap();
+    assert_eq!(want.rule_id, 2);
+    assert_eq!(flatten(&rs, start).unwrap().classify(&pkt, &[]), want);
+}

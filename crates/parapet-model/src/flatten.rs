@@ -130,11 +130,13 @@ pub fn flatten_with_limit(
         max_entries,
     };
     f.emit_chain(start.chain, &Matches::any())?;
-    Ok(DecisionList {
+    let mut list = DecisionList {
         entries: f.entries,
         policy,
         set_ref_count: ruleset.set_refs.len(),
-    })
+    };
+    list.prune_shadowed();
+    Ok(list)
 }
 
 struct Flattener<'a> {
@@ -227,6 +229,47 @@ impl Flattener<'_> {
 }
 
 impl DecisionList {
+    /// Removes entries no packet can reach: those whose matches equal an
+    /// earlier terminal entry's (every packet they match was decided
+    /// there). Returns how many were removed. Decisions, including the
+    /// non-terminal rules reported, are unchanged.
+    ///
+    /// Why: rulesets repeat rules (ipfw's classic "fail early" test is 1,000
+    /// copies of one rule); a decision tree cannot separate identical boxes,
+    /// so copies would all land in one leaf and be scanned. Only lists
+    /// without RETURN entries are pruned, because a RETURN can skip the
+    /// earlier copy and land before the later one.
+    pub fn prune_shadowed(&mut self) -> usize {
+        if self
+            .entries
+            .iter()
+            .any(|e| matches!(e.kind, EntryKind::Return { .. }))
+        {
+            return 0;
+        }
+        let mut decided: std::collections::HashSet<&Matches> = std::collections::HashSet::new();
+        let keep: Vec<bool> = self
+            .entries
+            .iter()
+            .map(|e| {
+                if decided.contains(&e.matches) {
+                    return false;
+                }
+                if e.kind.is_terminal() {
+                    decided.insert(&e.matches);
+                }
+                true
+            })
+            .collect();
+        let before = self.entries.len();
+        let mut i = 0;
+        self.entries.retain(|_| {
+            i += 1;
+            keep[i - 1]
+        });
+        before - self.entries.len()
+    }
+
     /// Classifies by scanning every entry: the flat linear engine. Correct
     /// by construction, O(entries) per packet; the baseline the compiled
     /// engines are measured against.
