@@ -38,16 +38,21 @@ enum Command {
         #[arg(long, default_value = "auto")]
         format: String,
     },
-    /// Print a ruleset normalized, or translated to another syntax.
+    /// Print a ruleset file normalized or translated (iptables-save, nft, json); without a
+    /// file, the ruleset active in parapetd.
     List {
-        /// Ruleset file.
-        file: PathBuf,
-        /// Output syntax: iptables-save, nft or json.
-        #[arg(long = "format", default_value = "iptables-save")]
-        output: String,
-        /// Input format.
+        /// Ruleset file; omit it to list what parapetd enforces.
+        file: Option<PathBuf>,
+        /// Output syntax: iptables-save, nft or json (default: iptables-save for a file,
+        /// as applied for the daemon).
+        #[arg(long = "format")]
+        output: Option<String>,
+        /// Input format of FILE.
         #[arg(long = "input-format", default_value = "auto")]
         input: String,
+        /// With the daemon: include per-rule packet and byte counters.
+        #[arg(long)]
+        counters: bool,
     },
     /// Classify every packet of a trace: one line per packet, the deciding rule id (0 = policy).
     Classify {
@@ -78,6 +83,37 @@ enum Command {
         #[command(flatten)]
         opts: engine::EngineArgs,
     },
+    /// Compile RULES aside and swap them into parapetd atomically (nothing changes on error).
+    Apply {
+        /// Ruleset file.
+        rules: PathBuf,
+        /// Validate only; change nothing.
+        #[arg(long)]
+        check: bool,
+        /// Input format (default: recognized from the content).
+        #[arg(long)]
+        format: Option<String>,
+    },
+    /// parapetd's statistics.
+    Stats {
+        /// One JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// parapetd's rule counters.
+    Counters {
+        #[command(subcommand)]
+        cmd: parapet_daemon::cli::CountersCommand,
+    },
+    /// Named sets held by parapetd (create, add, del, flush, list, test, explain).
+    Set {
+        #[command(subcommand)]
+        cmd: parapet_daemon::cli::SetCommand,
+    },
+    /// Ban addresses in parapetd (IPv4 into parapet-ban4, IPv6 into parapet-ban6).
+    Ban(parapet_daemon::cli::BanArgs),
+    /// Lift bans.
+    Unban(parapet_daemon::cli::BanArgs),
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -116,14 +152,47 @@ enum BenchCommand {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let _ = &cli.socket;
+    let socket = cli.socket.as_deref();
+    let daemon = |cmd| parapet_daemon::cli::run(cmd, socket);
+    use parapet_daemon::cli::DaemonCommand as D;
     let result = match cli.command {
         Command::Check { files, format } => report::check(&files, &format),
         Command::List {
-            file,
+            file: Some(file),
             output,
             input,
-        } => report::list(&file, &input, &output),
+            counters: false,
+        } => report::list(&file, &input, output.as_deref().unwrap_or("iptables-save")),
+        Command::List {
+            file: Some(_),
+            counters: true,
+            ..
+        } => Err(anyhow::anyhow!(
+            "--counters lists the daemon's counters; omit the file"
+        )),
+        Command::List {
+            file: None,
+            output,
+            counters,
+            ..
+        } => Ok(daemon(D::List {
+            counters,
+            format: output,
+        })),
+        Command::Apply {
+            rules,
+            check,
+            format,
+        } => Ok(daemon(D::Apply {
+            rules,
+            check,
+            format,
+        })),
+        Command::Stats { json } => Ok(daemon(D::Stats { json })),
+        Command::Counters { cmd } => Ok(daemon(D::Counters { cmd })),
+        Command::Set { cmd } => Ok(daemon(D::Set { cmd })),
+        Command::Ban(args) => Ok(daemon(D::Ban(args))),
+        Command::Unban(args) => Ok(daemon(D::Unban(args))),
         Command::Classify {
             rules,
             trace,
