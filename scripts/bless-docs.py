@@ -33,7 +33,7 @@ for line in lines:
             out.extend(text.split("\n"))
         skipping = True
         continue
-    if in_block and skipping and not (line.startswith("# parapet ") or line.startswith("# ip ")):
+    if in_block and skipping and not (line.startswith("# parapet") or line.startswith("# ip ")):
         continue
     skipping = False
     out.append(line)

@@ -3,8 +3,8 @@
 //! Every fenced block line `$ $P …` is run with bash (`P` = this build's
 //! binary, in the repository root); the lines after it, up to the next `$`
 //! line or the end of the block, must be its output (stdout and stderr).
-//! Lines starting with `# parapet ` or `# ip ` are root-only examples and
-//! are not run.
+//! Lines starting with `# parapet` or `# ip ` are root-only examples and are
+//! not run.
 
 use std::path::Path;
 use std::process::Command;
@@ -18,6 +18,8 @@ fn cli_doc_examples_print_what_the_doc_shows() {
     for line in doc.lines() {
         if line.starts_with("```") {
             in_block = !in_block;
+            // Output never runs across blocks: start each with no command.
+            cases.push((String::new(), Vec::new()));
             continue;
         }
         if !in_block {
@@ -25,7 +27,7 @@ fn cli_doc_examples_print_what_the_doc_shows() {
         }
         if let Some(cmd) = line.strip_prefix("$ ") {
             cases.push((cmd.to_string(), Vec::new()));
-        } else if line.starts_with("# parapet ") || line.starts_with("# ip ") {
+        } else if line.starts_with("# parapet") || line.starts_with("# ip ") {
             // A root-only example: neither run nor compared.
             cases.push((String::new(), Vec::new()));
         } else if let Some((_, out)) = cases.last_mut() {
