@@ -210,6 +210,7 @@ impl Layout {
         Layout { dims: dims.to_vec(), offs, total }
     }
     #[inline]
+    #[allow(clippy::needless_range_loop)]
     pub fn pack<K: Word>(&self, vals: &[u128]) -> K {
         let mut k = K::default();
         for i in 0..self.dims.len() {
@@ -219,6 +220,7 @@ impl Layout {
     }
     /// Packs the low (`hi == false`) or high ends of per-dimension ranges.
     #[inline]
+    #[allow(clippy::needless_range_loop)]
     pub fn pack_end<K: Word>(&self, r: &[(u128, u128)], hi: bool) -> K {
         let mut k = K::default();
         for i in 0..self.dims.len() {

@@ -22,6 +22,8 @@
 //! println!("{}", store.explain("ban").unwrap());
 //! ```
 
+#![allow(clippy::type_complexity)]
+
 mod backend;
 mod ipset;
 mod key;

@@ -55,6 +55,7 @@ pub enum BackendKind {
 pub struct Complexity {
     pub lookup: &'static str,
     pub insert: &'static str,
+    pub delete: &'static str,
     pub space: &'static str,
 }
 
@@ -69,14 +70,39 @@ impl BackendKind {
             BackendKind::TupleSpace => "tuple-space",
         }
     }
-    /// Lookup, insert and space complexity.
+    /// Lookup, insert, delete and space complexity.
     pub fn complexity(self) -> Complexity {
         match self {
-            BackendKind::Bitmap => Complexity { lookup: "O(1)", insert: "O(1)", space: "O(U) bits, U = key domain ≤ 65536 (+8 B/slot with timeouts)" },
-            BackendKind::HashFixed => Complexity { lookup: "O(1) expected", insert: "O(1) expected, never rehashes", space: "O(size): 2·size slots of key + 1 B tag (+8 B expiry)" },
-            BackendKind::HashGrowable => Complexity { lookup: "O(1) expected", insert: "O(1) amortized (doubling)", space: "O(n): ≤ 2n (performance) or ≤ 1.14n·2 (memory) slots" },
-            BackendKind::Interval => Complexity { lookup: "O(log n)", insert: "O(C·log n + k·log k), C span classes, k overlapping elements", space: "O(n): elements + ≤ 2n+1 segments" },
-            BackendKind::TupleSpace => Complexity { lookup: "O(S) hash probes, S distinct prefix shapes", insert: "O(P), P prefix boxes of the element", space: "O(Σ P)" },
+            BackendKind::Bitmap => Complexity {
+                lookup: "O(1): one bit test (+ one expiry compare)",
+                insert: "O(1)",
+                delete: "O(1)",
+                space: "O(U): U/8 B for a domain of U ≤ 65536 keys (+8 B per key with timeouts)",
+            },
+            BackendKind::HashFixed => Complexity {
+                lookup: "O(1) expected (linear probing, load ≤ 50 %)",
+                insert: "O(1) expected; preallocated, never rehashes",
+                delete: "O(1) expected (backward-shift, no tombstones)",
+                space: "O(size): 2·size rounded up to a power of two slots × (1 B tag + key [+ 8 B expiry])",
+            },
+            BackendKind::HashGrowable => Complexity {
+                lookup: "O(1) expected (linear probing)",
+                insert: "O(1) amortized (doubling rehash)",
+                delete: "O(1) expected (backward-shift, no tombstones)",
+                space: "O(n): slots = power of two ≥ n / load, load ≤ 50 % (performance) or ≤ 87.5 % (memory); 1 B tag + key (+ 8 B expiry) per slot",
+            },
+            BackendKind::Interval => Complexity {
+                lookup: "O(log n): B-tree search of disjoint segments + one expiry compare",
+                insert: "O(log n + k), k segments overlapped; bulk loads O(n log n) once",
+                delete: "O(C·log n + k·log k), C non-empty span classes, k elements overlapping",
+                space: "O(n): elements + ≤ 2n+1 segments (B-trees)",
+            },
+            BackendKind::TupleSpace => Complexity {
+                lookup: "O(S) hash probes, S distinct prefix shapes",
+                insert: "O(P), P prefix boxes of the element (≤ Π (2·w_d − 2))",
+                delete: "O(P)",
+                space: "O(Σ P) table entries + one element record per element",
+            },
         }
     }
 }
@@ -405,6 +431,7 @@ impl fmt::Display for Explain {
         writeln!(f, "backend: {}", self.backend)?;
         writeln!(f, "  lookup: {}", self.complexity.lookup)?;
         writeln!(f, "  insert: {}", self.complexity.insert)?;
+        writeln!(f, "  delete: {}", self.complexity.delete)?;
         writeln!(f, "  space:  {}", self.complexity.space)?;
         writeln!(f, "elements: {} of maxelem {}; memory: {} bytes", self.elements, self.maxelem, self.memory_bytes)?;
         writeln!(f, "why:")?;
@@ -694,7 +721,7 @@ impl<K: Word> Typed<K> {
             }
         });
         // packed order = lexicographic order of the dimensions
-        raw.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+        raw.sort_unstable_by_key(|a| (a.0, a.1));
         let has_extras = !self.extras.is_empty();
         raw.into_iter()
             .map(|(lo, hi, exp)| {

@@ -282,7 +282,7 @@ fn expiry_reaping_is_incremental() {
     clock.advance(1000);
     assert_eq!(s.lookup("t", &Key::new().addr(Family::V4, 5)), Some(false), "expired reads as absent before any reaping");
     let mut rounds = 0;
-    while s.get("t").unwrap().len() > 0 {
+    while !s.get("t").unwrap().is_empty() {
         let n = s.tick(512);
         assert!(n <= 512);
         rounds += 1;

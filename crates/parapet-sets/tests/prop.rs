@@ -2,6 +2,8 @@
 //! (a BTreeMap of per-dimension ranges → expiry stamp), with timeouts on a
 //! controllable clock, overlapping/nested prefixes, IPv6 and concatenations.
 
+#![allow(clippy::type_complexity)]
+
 use parapet_sets::*;
 use proptest::prelude::*;
 use std::collections::BTreeMap;

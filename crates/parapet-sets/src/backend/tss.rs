@@ -108,14 +108,13 @@ impl<K: Word> Tss<K> {
         }
     }
 
+    #[allow(clippy::needless_range_loop)]
     fn shape_mask(&self, lens: &[u8; MAX_DIMS]) -> K {
         let mut m = K::default();
         for i in 0..self.layout.dims.len() {
             let w = self.layout.dims[i].width();
             let l = lens[i] as u32;
             let v = if l == 0 {
-                0
-            } else if w - l >= 128 {
                 0
             } else {
                 let full = if w >= 128 { u128::MAX } else { (1u128 << w) - 1 };
