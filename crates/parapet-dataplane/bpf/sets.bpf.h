@@ -115,22 +115,18 @@ static __always_inline void set_part_value(struct parapet_walk *w, __u32 part)
  * value (see walker.bpf.h): the verifier checks each body once.
  */
 
-/* Append dimension d of the reference w->sref to the key bytes. */
-static long set_dim_cb(__u32 d, void *ctx)
+/* Append dimension d of the reference w->sref to the key bytes; 0 when
+ * the dimension does not fit the key. */
+static __always_inline int set_dim(struct parapet_walk *w, __u32 d)
 {
-	struct parapet_walk *w = walk_state(ctx);
 	__u32 width, off, part;
 	int j;
 
-	if (!w)
-		return 1;
 	width = w->sref.width[d & (PARAPET_SET_MAX_DIMS - 1)];
 	part = w->sref.part[d & (PARAPET_SET_MAX_DIMS - 1)];
 	off = w->soff;
-	if (width > 16 || off + width > PARAPET_SET_KEY_BYTES) {
-		w->sbad = 1;
-		return 1;
-	}
+	if (width > 16 || off + width > PARAPET_SET_KEY_BYTES)
+		return 0;
 	set_part_value(w, part);
 #pragma unroll
 	for (j = 0; j < 16; j++) {
@@ -138,7 +134,7 @@ static long set_dim_cb(__u32 d, void *ctx)
 			w->sbytes[(off + j) & 63] = w->sval[(16 - width + j) & 15];
 	}
 	w->soff = off + width;
-	return 0;
+	return 1;
 }
 
 /* One LPM lookup; an expired hit retries below the hit's length. */
@@ -240,15 +236,17 @@ static long set_ref_cb(__u32 i, void *ctx)
 
 	__builtin_memcpy(&w->sref, r, sizeof(*r));
 	w->soff = 0;
-	w->sbad = 0;
 	if (w->sref.n_dims > PARAPET_SET_MAX_DIMS)
 		return 0;
 
 	/* The concatenated key, big-endian, dimensions back to back. */
-	bpf_loop(w->sref.n_dims, set_dim_cb, ctx, 0);
-	w = walk_state(ctx);
-	if (!w || w->sbad)
-		return 0;
+#pragma unroll
+	for (t = 0; t < PARAPET_SET_MAX_DIMS; t++) {
+		if (t >= w->sref.n_dims)
+			break;
+		if (!set_dim(w, t))
+			return 0;
+	}
 
 	if (w->sref.kind == PARAPET_SET_LPM) {
 		if (w->sref.n_dims != 1 || w->soff > 16)

@@ -85,7 +85,6 @@ struct parapet_walk {
 	__u8 sval[16];
 	struct parapet_set_ref sref;
 	__u32 soff;
-	__u32 sbad;
 	__u32 smember;
 	struct parapet_set_lpm_key lkey;
 	struct parapet_set_tuple_key tkey;

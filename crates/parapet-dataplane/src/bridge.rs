@@ -81,10 +81,14 @@ pub fn set_elements(set: &Set, now_ms: u64, mono_now_ns: u64) -> Vec<SetElement>
 
 impl Dataplane {
     /// Load the sets a ruleset's references name from `store` and define
-    /// reference `n` as `refs[n]` for the next image. Set ids are given in
-    /// order of first use (0, 1, …) and returned by name; sets already
-    /// present under those ids are replaced. A reference to a set the store
-    /// lacks, or whose key cannot be built, matches nothing.
+    /// reference `n` as `refs[n]` for the next image. Each set name keeps
+    /// its id across calls; a set that exists with the same dimensions is
+    /// updated in place (`set_replace`: new elements first, so the live
+    /// image never sees an element of both versions missing), a new name
+    /// gets the lowest free id. A reference to a set the store lacks, or
+    /// whose key cannot be built, matches nothing. Sets the new references
+    /// no longer use stay until [`Dataplane::destroy_unused_sets`] (after
+    /// the swap). Returns the ids by name.
     pub fn install_sets(
         &mut self,
         refs: &[SetRef],
@@ -97,18 +101,35 @@ impl Dataplane {
                 self.undefine_set_ref(n as u32)?;
                 continue;
             };
-            let next = ids.len() as u32;
             let id = match ids.get(&r.name) {
                 Some(&id) => id,
                 None => {
-                    ids.insert(r.name.clone(), next);
                     let dims: Vec<SetDim> = set.key_dims().iter().map(|&p| set_dim(p)).collect();
-                    if self.set_dims(next).is_some() {
-                        self.destroy_set(next)?;
-                    }
-                    self.create_set(next, &dims)?;
-                    self.set_add(next, &set_elements(set, now_ms, mono))?;
-                    next
+                    let els = set_elements(set, now_ms, mono);
+                    let id = match self.set_names.get(&r.name).copied() {
+                        Some(id) if self.set_dims(id) == Some(&dims[..]) => {
+                            self.set_replace(id, &els)?;
+                            id
+                        }
+                        old => {
+                            // new name, or new dimensions: a fresh id (the
+                            // live image may still use the old one)
+                            let id = (0..crate::abi::MAX_SETS)
+                                .find(|&i| self.set_dims(i).is_none())
+                                .ok_or(crate::sets::SetError::BadId(crate::abi::MAX_SETS))?;
+                            self.create_set(id, &dims)?;
+                            self.set_add(id, &els)?;
+                            if let Some(old) = old {
+                                if !self.set_in_use(old) {
+                                    self.destroy_set(old)?;
+                                }
+                            }
+                            self.set_names.insert(r.name.clone(), id);
+                            id
+                        }
+                    };
+                    ids.insert(r.name.clone(), id);
+                    id
                 }
             };
             match ref_parts(r, set.key_dims()) {

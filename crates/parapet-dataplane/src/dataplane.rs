@@ -240,6 +240,10 @@ pub struct Dataplane {
     sets: HashMap<u32, SetState>,
     /// The reference table that goes live with the next swap.
     staged_refs: Vec<RawSetRef>,
+    /// The live image's reference table.
+    live_refs: Vec<RawSetRef>,
+    /// Set ids by name (`install_sets`).
+    pub(crate) set_names: HashMap<String, u32>,
 }
 
 impl std::fmt::Debug for Dataplane {
@@ -327,6 +331,8 @@ impl Dataplane {
             set_tuple,
             sets: HashMap::new(),
             staged_refs: vec![RawSetRef::default(); MAX_SET_REFS as usize],
+            live_refs: vec![RawSetRef::default(); MAX_SET_REFS as usize],
+            set_names: HashMap::new(),
         })
     }
 
@@ -552,6 +558,7 @@ impl Dataplane {
         }
         self.gen.set(0, next, 0)?;
         self.generation = next;
+        self.live_refs.clone_from(&self.staged_refs);
         self.staged = false;
         // Any update of a map-in-map waits for synchronize_rcu() in the
         // kernel; XDP and tc programs run inside RCU read-side sections.
@@ -743,11 +750,38 @@ impl Dataplane {
     }
 
     /// Remove set `id` and its elements. References to it stay defined
-    /// and find no elements until the id is created again.
+    /// and find no elements until the id is created again (with the same
+    /// dimensions; otherwise define the references again).
     pub fn destroy_set(&mut self, id: u32) -> Result<()> {
         self.set_flush(id)?;
         self.sets.remove(&id);
+        self.set_names.retain(|_, v| *v != id);
         Ok(())
+    }
+
+    /// Whether the live or the staged reference table names set `id`.
+    pub fn set_in_use(&self, id: u32) -> bool {
+        self.live_refs
+            .iter()
+            .chain(&self.staged_refs)
+            .any(|r| r.kind != 0 && u32::from(r.set_id) == id)
+    }
+
+    /// Destroy every set that neither the live nor the staged references
+    /// use (after a swap to an image that dropped some sets). Returns the
+    /// ids destroyed.
+    pub fn destroy_unused_sets(&mut self) -> Result<Vec<u32>> {
+        let mut unused: Vec<u32> = self
+            .sets
+            .keys()
+            .copied()
+            .filter(|&id| !self.set_in_use(id))
+            .collect();
+        unused.sort_unstable();
+        for &id in &unused {
+            self.destroy_set(id)?;
+        }
+        Ok(unused)
     }
 
     /// The set's dimensions, or `None` when it does not exist.
@@ -787,6 +821,16 @@ impl Dataplane {
         let st = self.sets.get_mut(&id).ok_or(SetError::NoSuchSet(id))?;
         let w = st.del(id, els)?;
         self.apply(id, w)
+    }
+
+    /// Make set `id` hold exactly `els`, without a moment in which an
+    /// element of both the old and the new contents is missing: the new
+    /// elements are added (or refreshed) first, then the others deleted.
+    pub fn set_replace(&mut self, id: u32, els: &[SetElement]) -> Result<()> {
+        let st = self.sets.get_mut(&id).ok_or(SetError::NoSuchSet(id))?;
+        let (add, del) = st.replace(id, els)?;
+        self.apply(id, add)?;
+        self.apply(id, del)
     }
 
     /// Empty set `id`.

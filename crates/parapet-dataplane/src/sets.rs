@@ -501,6 +501,39 @@ impl SetState {
         Ok(w)
     }
 
+    /// The elements (ranges only) whose keys are not in `keep`.
+    fn others(&self, keep: &std::collections::HashSet<Box<[u8]>>) -> Vec<SetElement> {
+        self.elements
+            .keys()
+            .filter(|k| !keep.contains(*k))
+            .map(|k| {
+                let mut ranges = Vec::with_capacity(self.dims.len());
+                let mut at = 0;
+                for d in &self.dims {
+                    let n = d.bytes();
+                    let num = |b: &[u8]| b.iter().fold(0u128, |a, &x| a << 8 | u128::from(x));
+                    ranges.push((num(&k[at..at + n]), num(&k[at + n..at + 2 * n])));
+                    at += 2 * n;
+                }
+                SetElement::new(&ranges)
+            })
+            .collect()
+    }
+
+    /// Make the set hold exactly `els`: add (or refresh) them, then delete
+    /// the others. Returns the two batches of writes in that order, so an
+    /// element in both the old and the new contents never disappears.
+    pub fn replace(&mut self, set: u32, els: &[SetElement]) -> Result<(Writes, Writes), SetError> {
+        let mut keep = std::collections::HashSet::with_capacity(els.len());
+        for el in els {
+            keep.insert(self.element_key(el)?);
+        }
+        let add = self.add(set, els)?;
+        let stale = self.others(&keep);
+        let del = self.del(set, &stale)?;
+        Ok((add, del))
+    }
+
     /// Forget everything; returns the entries to delete.
     pub fn flush(&mut self) -> Writes {
         let del = self.entries.drain().map(|(k, _)| k).collect();
@@ -622,6 +655,22 @@ mod tests {
         let w = s.del(3, &[a]).unwrap();
         assert_eq!((w.put.len(), w.del.len()), (0, 1));
         assert!(s.entries.is_empty());
+    }
+
+    #[test]
+    fn replace_adds_first_and_deletes_the_rest() {
+        let mut s = SetState::new(2, &[SetDim::Ipv4Addr, SetDim::Port]).unwrap();
+        let a = SetElement::new(&[(10, 10), (80, 80)]);
+        let b = SetElement::new(&[(0x0a00_0000, 0x0aff_ffff), (1000, 1001)]);
+        let c = SetElement::exact(&[0xffff_ffff, 65535]);
+        s.add(2, &[a.clone(), b.clone()]).unwrap();
+        let (add, del) = s.replace(2, &[b.clone(), c.clone()]).unwrap();
+        assert_eq!((add.put.len(), add.del.len()), (3, 0));
+        assert_eq!((del.put.len(), del.del.len()), (0, 1));
+        assert_eq!(s.len(), 2);
+        let mut keep = std::collections::HashSet::new();
+        keep.insert(s.element_key(&b).unwrap());
+        assert_eq!(s.others(&keep), vec![c]);
     }
 
     #[test]

@@ -390,6 +390,12 @@ fn kernel_set_bits_and_decisions_equal_the_store() {
             }
         }
     }
+    // Later seeds replaced the sets in place (same names and types).
+    // An image without references: after its swap every set is unused.
+    dp.install_sets(&[], &new_store()).unwrap();
+    dp.write_image(&set_image(0)).unwrap();
+    dp.swap().unwrap();
+    assert_eq!(dp.destroy_unused_sets().unwrap(), vec![0, 1, 2, 3, 4, 5]);
     println!("{checked} packets, member hits per reference {hits:?}, {by_rule} decided by a rule, {expired_probes} expired probes");
     for (n, &h) in hits.iter().enumerate().take(7) {
         assert!(h > 0, "reference {n} never matched: the test is vacuous");
