@@ -10,8 +10,25 @@ use parapet_compile::*;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let text = common::read_maybe_gz(args[0].as_ref()).expect("filters");
-    let list = common::classbench_list(&text);
+    // `random:N` compiles `parapet_gen::random_ruleset(1, N rules)` instead.
+    let (list, random) = match args[0].strip_prefix("random:") {
+        Some(n) => {
+            let rs = parapet_gen::random_ruleset(
+                1,
+                &parapet_gen::RandomSpec {
+                    rules: n.parse().expect("rule count"),
+                    user_chains: 8,
+                    ..Default::default()
+                },
+            );
+            let list = parapet_model::flatten(&rs, rs.select_chain(None).unwrap()).unwrap();
+            (list, Some(rs))
+        }
+        None => {
+            let text = common::read_maybe_gz(args[0].as_ref()).expect("filters");
+            (common::classbench_list(&text), None)
+        }
+    };
     let opts = BuildOptions {
         leaf_size: args.get(2).and_then(|s| s.parse().ok()),
         spfac: std::env::var("SPFAC").ok().and_then(|s| s.parse().ok()),
@@ -19,8 +36,14 @@ fn main() {
     };
     let c = Classifier::build(&list, &opts).unwrap();
     print!("{}", c.explain());
-    if let Some(t) = args.get(1).and_then(|p| common::read_maybe_gz(p.as_ref())) {
-        let packets = common::classbench_trace(&t);
+    let packets = match &random {
+        Some(rs) => Some(parapet_gen::packets_for(rs, 2, 20_000)),
+        None => args
+            .get(1)
+            .and_then(|p| common::read_maybe_gz(p.as_ref()))
+            .map(|t| common::classbench_trace(&t)),
+    };
+    if let Some(packets) = packets {
         let (mut nodes, mut checked) = (0usize, 0usize);
         for p in &packets {
             let (n, k) = c.walker().lookup_cost(&Key::new(p, 0));

@@ -59,7 +59,7 @@ impl Default for CompileOptions {
             leaf_size: 8,
             partition: true,
             max_depth: 48,
-            work_factor: 2_000,
+            work_factor: 20_000,
             spfac: 4.0,
         }
     }
@@ -770,12 +770,19 @@ pub fn compile(
     let budget_words = (opts.max_memory / 4).saturating_sub(fixed_words);
     let region: [(u128, u128); FIELDS] = std::array::from_fn(|f| (0, field_of(f).max_value()));
     let mut trees = Vec::new();
-    let mut work_left = opts.work_factor.saturating_mul(n as u64) + 1_000_000;
+    // Work budget, like memory, shared by entry count: an early partition
+    // must not spend what the later ones need.
+    let work_total = opts.work_factor.saturating_mul(n as u64) + 20_000_000;
     for (name, list) in &groups {
+        // 80% by entry count, 20% evenly: a small partition of wide rules
+        // (firewall "any address" rules) replicates most and needs more than
+        // its headcount; the shares still sum to the budget.
+        let parts = groups.len() as u128;
         let share = if n == 0 {
             budget_words
         } else {
-            (budget_words as u128 * list.len() as u128 / n as u128) as usize
+            (budget_words as u128 * 4 * list.len() as u128 / (5 * n as u128)
+                + budget_words as u128 / (5 * parts)) as usize
         };
         let mut tree = Tree::default();
         let root = if opts.backend == Backend::Linear {
@@ -788,12 +795,15 @@ pub fn compile(
                 opts,
                 used: list.len() + 1,
                 budget: share,
-                work_left,
+                work_left: if n == 0 {
+                    work_total
+                } else {
+                    (work_total as u128 * list.len().max(1) as u128 / n as u128) as u64 + 1_000_000
+                },
                 memory_limited: false,
                 work_limited: false,
             };
             let root = b.build(&mut tree, list.clone(), region, 0);
-            work_left = b.work_left;
             stats.memory_limited |= b.memory_limited;
             stats.work_limited |= b.work_limited;
             root
