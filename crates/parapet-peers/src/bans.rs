@@ -311,57 +311,197 @@ impl BanMethod for XtRecentFile {
     }
 }
 
-/// parapet's ban interface: addresses on stdin, one per line, one process
-/// per batch. Command from `PARAPET_BAN` (default `parapet ban add -`);
-/// unavailable until that command exists.
-pub struct ParapetBan;
+/// A `parapetd` started for the ban measurements: temporary socket and
+/// state directory (fsync on, as in production), stopped on drop. The
+/// daemon binary is `PARAPETD_BIN`, else `parapetd` beside `PARAPET_BIN`,
+/// else `parapetd` on the PATH.
+struct Parapetd {
+    child: std::process::Child,
+    dir: std::path::PathBuf,
+}
+
+impl Parapetd {
+    fn binaries() -> (String, String) {
+        let cli = std::env::var("PARAPET_BIN").unwrap_or_else(|_| "parapet".into());
+        let daemon = std::env::var("PARAPETD_BIN").unwrap_or_else(|_| {
+            let sibling = std::path::Path::new(&cli).with_file_name("parapetd");
+            if sibling.is_file() {
+                sibling.to_string_lossy().into_owned()
+            } else {
+                "parapetd".into()
+            }
+        });
+        (cli, daemon)
+    }
+
+    fn start() -> Result<Parapetd> {
+        let (_, daemon) = Self::binaries();
+        let dir = crate::workdir()?.join(format!("parapetd-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)?;
+        let sock = dir.join("sock");
+        let child = Command::new(&daemon)
+            .arg("--socket")
+            .arg(&sock)
+            .arg("--state-dir")
+            .arg(dir.join("state"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| Error(format!("{daemon}: {e}")))?;
+        let d = Parapetd { child, dir };
+        let t0 = Instant::now();
+        while !sock.exists() || parapet_daemon::Client::connect(&sock).is_err() {
+            if t0.elapsed() > std::time::Duration::from_secs(20) {
+                return Err(Error("parapetd did not open its socket within 20 s".into()));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        Ok(d)
+    }
+
+    fn socket(&self) -> std::path::PathBuf {
+        self.dir.join("sock")
+    }
+}
+
+impl Drop for Parapetd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// How a parapet ban entry reaches the daemon.
+#[derive(Clone, Copy)]
+pub enum ParapetBanStyle {
+    /// `parapet ban ADDR`: one process per ban, like a fail2ban shell action.
+    PerProcess,
+    /// One connection kept open, one request per ban, pipelined: what
+    /// parapet's Python fail2ban action does.
+    Pipelined,
+    /// `parapet set add parapet-ban4 --file F`: one batch.
+    FileBatch,
+}
+
+/// parapet's ban paths, each against its own fresh `parapetd`.
+pub struct ParapetBan {
+    style: ParapetBanStyle,
+    daemon: std::sync::Mutex<Option<Parapetd>>,
+}
 
 impl ParapetBan {
-    fn argv() -> Vec<String> {
-        std::env::var("PARAPET_BAN")
-            .unwrap_or_else(|_| "parapet ban add -".into())
-            .split_whitespace()
-            .map(String::from)
-            .collect()
+    /// A method of the given style.
+    pub fn new(style: ParapetBanStyle) -> Self {
+        ParapetBan {
+            style,
+            daemon: std::sync::Mutex::new(None),
+        }
+    }
+
+    fn socket(&self) -> Result<std::path::PathBuf> {
+        let d = self.daemon.lock().map_err(|_| Error("poisoned".into()))?;
+        d.as_ref()
+            .map(Parapetd::socket)
+            .ok_or_else(|| Error("setup() was not called".into()))
     }
 }
 
 impl BanMethod for ParapetBan {
     fn name(&self) -> String {
-        "parapet-ban".into()
+        match self.style {
+            ParapetBanStyle::PerProcess => "parapet-ban-per-process",
+            ParapetBanStyle::Pipelined => "parapet-ban-pipelined",
+            ParapetBanStyle::FileBatch => "parapet-set-add-file",
+        }
+        .into()
     }
     fn available(&self) -> std::result::Result<(), String> {
-        let argv = Self::argv();
-        let prog = argv.first().cloned().unwrap_or_default();
-        if !cmd::have(&prog) {
-            return Err(format!("{prog} not on PATH (ban interface not built yet)"));
+        let (cli, daemon) = Parapetd::binaries();
+        for prog in [&cli, &daemon] {
+            if !cmd::have(prog) && !std::path::Path::new(prog).is_file() {
+                return Err(format!("{prog} not found (cargo build --release -p parapet -p parapet-daemon, or set PARAPET_BIN)"));
+            }
         }
-        let sub = argv.get(1).cloned().unwrap_or_default();
-        let ok = Command::new(&prog)
-            .args([sub.as_str(), "--help"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .map(|s| s.success())
-            .unwrap_or(false);
-        ok.then_some(())
-            .ok_or(format!("`{prog} {sub}` not implemented yet"))
+        Ok(())
     }
     fn setup(&self) -> Result<()> {
+        let d = Parapetd::start()?;
+        // The ban set exists before the clock starts, as it would in use.
+        let mut c = parapet_daemon::Client::connect(&d.socket())?;
+        c.call(serde_json::json!({"cmd": "ban", "elems": ["192.0.2.1"]}))
+            .map_err(|e| Error(format!("parapetd: {e}")))?;
+        *self.daemon.lock().map_err(|_| Error("poisoned".into()))? = Some(d);
         Ok(())
     }
     fn insert(&self, addrs: &[Ipv4Addr], deadline: Instant) -> Result<usize> {
-        let argv = Self::argv();
-        let args: Vec<&str> = argv[1..].iter().map(String::as_str).collect();
-        batched(addrs, 100_000, deadline, |c| {
-            let t: String = c.iter().map(|a| format!("{a}\n")).collect();
-            cmd::run(&argv[0], &args, Some(t.as_bytes())).map(|_| ())
-        })
+        let sock = self.socket()?;
+        let sock_s = sock.to_string_lossy().into_owned();
+        let (cli, _) = Parapetd::binaries();
+        match self.style {
+            ParapetBanStyle::PerProcess => {
+                for (i, a) in addrs.iter().enumerate() {
+                    if Instant::now() >= deadline || signal::stop_requested() {
+                        return Ok(i);
+                    }
+                    cmd::run(&cli, &["--socket", &sock_s, "ban", &a.to_string()], None)?;
+                }
+                Ok(addrs.len())
+            }
+            ParapetBanStyle::Pipelined => {
+                let mut c = parapet_daemon::Client::connect(&sock)?;
+                let mut done = 0;
+                for chunk in addrs.chunks(8192) {
+                    if Instant::now() >= deadline || signal::stop_requested() {
+                        break;
+                    }
+                    let lines = chunk
+                        .iter()
+                        .map(|a| {
+                            let m = serde_json::json!({"cmd": "ban", "elems": [a.to_string()]});
+                            let serde_json::Value::Object(m) = m else {
+                                unreachable!()
+                            };
+                            c.encode(m).1
+                        })
+                        .collect();
+                    for r in c.pipeline(lines)? {
+                        if let Some((code, msg)) = r.error() {
+                            return Err(Error(format!("parapetd: {code}: {msg}")));
+                        }
+                    }
+                    done += chunk.len();
+                }
+                Ok(done)
+            }
+            ParapetBanStyle::FileBatch => {
+                let path = crate::workdir()?.join("parapet-bans.txt");
+                batched(addrs, 1_000_000, deadline, |c| {
+                    let t: String = c.iter().map(|a| format!("{a}\n")).collect();
+                    std::fs::write(&path, t)?;
+                    cmd::run(
+                        &cli,
+                        &[
+                            "--socket",
+                            &sock_s,
+                            "set",
+                            "add",
+                            "parapet-ban4",
+                            "--file",
+                            &path.to_string_lossy(),
+                        ],
+                        None,
+                    )
+                    .map(|_| ())
+                })
+            }
+        }
     }
 }
 
 /// Every method name, in report order.
-pub const ALL_METHODS: [&str; 12] = [
+pub const ALL_METHODS: [&str; 14] = [
     "iptables-legacy-rule-per-process",
     "iptables-nft-rule-per-process",
     "iptables-legacy-restore-batch",
@@ -373,7 +513,9 @@ pub const ALL_METHODS: [&str; 12] = [
     "nft-interval-element-per-process",
     "nft-interval-batch",
     "xt_recent-proc-write",
-    "parapet-ban",
+    "parapet-ban-per-process",
+    "parapet-ban-pipelined",
+    "parapet-set-add-file",
 ];
 
 /// Looks a method up by name.
@@ -390,7 +532,9 @@ pub fn by_name(name: &str) -> Option<Box<dyn BanMethod + Send + Sync>> {
         "nft-interval-element-per-process" => Box::new(NftPerProcess(NftSetKind::Interval)),
         "nft-interval-batch" => Box::new(NftBatch(NftSetKind::Interval)),
         "xt_recent-proc-write" => Box::new(XtRecentFile),
-        "parapet-ban" => Box::new(ParapetBan),
+        "parapet-ban-per-process" => Box::new(ParapetBan::new(ParapetBanStyle::PerProcess)),
+        "parapet-ban-pipelined" => Box::new(ParapetBan::new(ParapetBanStyle::Pipelined)),
+        "parapet-set-add-file" => Box::new(ParapetBan::new(ParapetBanStyle::FileBatch)),
         _ => return None,
     })
 }
