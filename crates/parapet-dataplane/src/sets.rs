@@ -222,19 +222,46 @@ pub(crate) enum EntryKey {
     Tuple(SetTupleKey),
 }
 
-/// The elements (by id) behind one map entry, with their expiries.
-type Contrib = Vec<(u64, u64)>;
+/// The elements (by id, from 1) behind one map entry, with their
+/// expiries. Almost always one: kept inline, no allocation.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Contrib {
+    /// (id, expiry); id 0 = none (then `more` is empty too).
+    first: (u64, u64),
+    more: Vec<(u64, u64)>,
+}
 
-/// Effective expiry of an entry: the latest of its elements' (0 = never).
-fn max_expiry(c: &Contrib) -> u64 {
-    let mut m = 1u64;
-    for &(_, e) in c {
-        if e == 0 {
-            return 0;
+impl Contrib {
+    fn set(&mut self, id: u64, exp: u64) {
+        if self.first.0 == 0 || self.first.0 == id {
+            self.first = (id, exp);
+        } else if let Some(x) = self.more.iter_mut().find(|x| x.0 == id) {
+            x.1 = exp;
+        } else {
+            self.more.push((id, exp));
         }
-        m = m.max(e);
     }
-    m
+    fn remove(&mut self, id: u64) {
+        if self.first.0 == id {
+            self.first = self.more.pop().unwrap_or((0, 0));
+        } else {
+            self.more.retain(|x| x.0 != id);
+        }
+    }
+    fn is_empty(&self) -> bool {
+        self.first.0 == 0
+    }
+    /// Effective expiry of the entry: the latest of its elements' (0 = never).
+    fn max_expiry(&self) -> u64 {
+        let mut m = 1u64;
+        for &(_, e) in std::iter::once(&self.first).chain(&self.more) {
+            if e == 0 {
+                return 0;
+            }
+            m = m.max(e);
+        }
+        m
+    }
 }
 
 /// User-space mirror of one set.
@@ -456,17 +483,13 @@ impl SetState {
                 }
             };
             for ek in entries {
-                let c = self.entries.entry(ek).or_default();
-                match c.iter_mut().find(|x| x.0 == id) {
-                    Some(x) => x.1 = exp,
-                    None => c.push((id, exp)),
-                }
+                self.entries.entry(ek).or_default().set(id, exp);
                 touched.insert(ek, ());
             }
         }
         for ek in touched.into_keys() {
             let c = &self.entries[&ek];
-            w.put.push((ek, entry_val(&ek, max_expiry(c))));
+            w.put.push((ek, entry_val(&ek, c.max_expiry())));
         }
         Ok(w)
     }
@@ -484,14 +507,14 @@ impl SetState {
             let mut shapes = self.shapes.clone();
             for ek in self.split(set, el, &mut shapes)? {
                 if let Some(c) = self.entries.get_mut(&ek) {
-                    c.retain(|x| x.0 != id);
+                    c.remove(id);
                     touched.insert(ek, ());
                 }
             }
         }
         for ek in touched.into_keys() {
             match self.entries.get(&ek) {
-                Some(c) if !c.is_empty() => w.put.push((ek, entry_val(&ek, max_expiry(c)))),
+                Some(c) if !c.is_empty() => w.put.push((ek, entry_val(&ek, c.max_expiry()))),
                 _ => {
                     self.entries.remove(&ek);
                     w.del.push(ek);
@@ -654,6 +677,31 @@ mod tests {
         assert_eq!(w.put[0].1.expires_ns, 100);
         let w = s.del(3, &[a]).unwrap();
         assert_eq!((w.put.len(), w.del.len()), (0, 1));
+        assert!(s.entries.is_empty());
+    }
+
+    #[test]
+    fn three_elements_behind_one_entry() {
+        let mut s = SetState::new(0, &[SetDim::Ipv4Addr]).unwrap();
+        let slash24 = |w: &Writes| {
+            w.put
+                .iter()
+                .find(|p| p.1.prefixlen == 16 + 24)
+                .map(|p| p.1.expires_ns)
+        };
+        let a = SetElement::new(&[(0x0a00_0000, 0x0a00_00ff)]).expires(100);
+        let b = SetElement::new(&[(0x0a00_0000, 0x0a00_017f)]).expires(200);
+        let c = SetElement::new(&[(0x09ff_ffff, 0x0a00_00ff)]);
+        s.add(0, &[a.clone(), b.clone(), c.clone()]).unwrap();
+        assert_eq!(s.entries.len(), 3); // /24, /25 and 9.255.255.255/32
+        let w = s.del(0, std::slice::from_ref(&c)).unwrap();
+        assert_eq!((slash24(&w), w.del.len()), (Some(200), 1));
+        let w = s.del(0, std::slice::from_ref(&a)).unwrap();
+        assert_eq!(slash24(&w), Some(200));
+        let w = s.add(0, &[b.clone().expires(50)]).unwrap();
+        assert_eq!(slash24(&w), Some(50));
+        let w = s.del(0, &[b]).unwrap();
+        assert_eq!((w.put.len(), w.del.len()), (0, 2));
         assert!(s.entries.is_empty());
     }
 
