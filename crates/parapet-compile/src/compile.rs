@@ -59,7 +59,7 @@ impl Default for CompileOptions {
             leaf_size: 8,
             partition: true,
             max_depth: 48,
-            work_factor: 20_000,
+            work_factor: 10_000,
             spfac: 4.0,
         }
     }
