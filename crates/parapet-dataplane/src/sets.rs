@@ -222,39 +222,61 @@ pub(crate) enum EntryKey {
     Tuple(SetTupleKey),
 }
 
-/// The elements (by id, from 1) behind one map entry, with their
-/// expiries. Almost always one: kept inline, no allocation.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Contrib {
-    /// (id, expiry); id 0 = none (then `more` is empty too).
-    first: (u64, u64),
-    more: Vec<(u64, u64)>,
+/// The expiries of the elements behind one map entry (a multiset: the
+/// entry's value is the latest). Almost always one: kept inline.
+#[derive(Clone, Debug)]
+pub(crate) enum Contrib {
+    One(u64),
+    Many(Box<[u64]>),
 }
 
 impl Contrib {
-    fn set(&mut self, id: u64, exp: u64) {
-        if self.first.0 == 0 || self.first.0 == id {
-            self.first = (id, exp);
-        } else if let Some(x) = self.more.iter_mut().find(|x| x.0 == id) {
-            x.1 = exp;
-        } else {
-            self.more.push((id, exp));
+    fn insert(&mut self, exp: u64) {
+        match self {
+            Contrib::One(x) => *self = Contrib::Many(Box::new([*x, exp])),
+            Contrib::Many(b) => {
+                let mut v = std::mem::take(b).into_vec();
+                v.push(exp);
+                *b = v.into_boxed_slice();
+            }
         }
     }
-    fn remove(&mut self, id: u64) {
-        if self.first.0 == id {
-            self.first = self.more.pop().unwrap_or((0, 0));
-        } else {
-            self.more.retain(|x| x.0 != id);
+    fn replace(&mut self, old: u64, new: u64) {
+        match self {
+            Contrib::One(x) => *x = new,
+            Contrib::Many(v) => {
+                if let Some(x) = v.iter_mut().find(|x| **x == old) {
+                    *x = new;
+                }
+            }
         }
     }
-    fn is_empty(&self) -> bool {
-        self.first.0 == 0
+    /// Remove one `exp`; false when nothing is left.
+    fn remove(&mut self, exp: u64) -> bool {
+        match self {
+            Contrib::One(_) => false,
+            Contrib::Many(b) => {
+                let mut v = std::mem::take(b).into_vec();
+                if let Some(i) = v.iter().position(|x| *x == exp) {
+                    v.swap_remove(i);
+                }
+                *self = if v.len() == 1 {
+                    Contrib::One(v[0])
+                } else {
+                    Contrib::Many(v.into_boxed_slice())
+                };
+                true
+            }
+        }
     }
     /// Effective expiry of the entry: the latest of its elements' (0 = never).
     fn max_expiry(&self) -> u64 {
+        let all: &[u64] = match self {
+            Contrib::One(x) => std::slice::from_ref(x),
+            Contrib::Many(v) => v,
+        };
         let mut m = 1u64;
-        for &(_, e) in std::iter::once(&self.first).chain(&self.more) {
+        for &e in all {
             if e == 0 {
                 return 0;
             }
@@ -268,12 +290,11 @@ impl Contrib {
 pub(crate) struct SetState {
     pub dims: Vec<SetDim>,
     pub kind: u8,
-    /// element key bytes -> (element id, expiry)
-    elements: HashMap<Box<[u8]>, (u64, u64)>,
+    /// element key bytes -> expiry
+    elements: HashMap<Box<[u8]>, u64>,
     pub entries: HashMap<EntryKey, Contrib>,
     /// tuple sets: per-dimension prefix lengths of each shape
     pub shapes: Vec<[u8; SET_MAX_DIMS]>,
-    next_id: u64,
 }
 
 /// What to write to the maps after a mirror update.
@@ -308,7 +329,6 @@ impl SetState {
             elements: HashMap::new(),
             entries: HashMap::new(),
             shapes: Vec::new(),
-            next_id: 1,
         })
     }
 
@@ -470,20 +490,15 @@ impl SetState {
         }
         let mut touched: HashMap<EntryKey, ()> = HashMap::new();
         for (key, entries, exp) in staged {
-            let id = match self.elements.get_mut(&key) {
-                Some(e) => {
-                    e.1 = exp;
-                    e.0
-                }
-                None => {
-                    let id = self.next_id;
-                    self.next_id += 1;
-                    self.elements.insert(key, (id, exp));
-                    id
-                }
-            };
+            let old = self.elements.insert(key, exp);
             for ek in entries {
-                self.entries.entry(ek).or_default().set(id, exp);
+                match (self.entries.get_mut(&ek), old) {
+                    (Some(c), Some(o)) => c.replace(o, exp),
+                    (Some(c), None) => c.insert(exp),
+                    (None, _) => {
+                        self.entries.insert(ek, Contrib::One(exp));
+                    }
+                }
                 touched.insert(ek, ());
             }
         }
@@ -500,25 +515,24 @@ impl SetState {
         let mut touched: HashMap<EntryKey, ()> = HashMap::new();
         for el in els {
             let key = self.element_key(el)?;
-            let Some((id, _)) = self.elements.remove(&key) else {
+            let Some(exp) = self.elements.remove(&key) else {
                 continue;
             };
             // shapes of an existing element already exist
             let mut shapes = self.shapes.clone();
             for ek in self.split(set, el, &mut shapes)? {
                 if let Some(c) = self.entries.get_mut(&ek) {
-                    c.remove(id);
+                    if !c.remove(exp) {
+                        self.entries.remove(&ek);
+                    }
                     touched.insert(ek, ());
                 }
             }
         }
         for ek in touched.into_keys() {
             match self.entries.get(&ek) {
-                Some(c) if !c.is_empty() => w.put.push((ek, entry_val(&ek, c.max_expiry()))),
-                _ => {
-                    self.entries.remove(&ek);
-                    w.del.push(ek);
-                }
+                Some(c) => w.put.push((ek, entry_val(&ek, c.max_expiry()))),
+                None => w.del.push(ek),
             }
         }
         Ok(w)
