@@ -1,7 +1,10 @@
 //! Builds a classifier for a ClassBench file and prints `explain()` plus
 //! the average lookup work over its trace.
 //!
-//! `cargo run --release -p parapet-compile --example explain -- FILTERS [TRACE] [leaf_size]`
+//! `cargo run --release -p parapet-compile --example explain -- FILTERS|random:N [TRACE] [leaf_size]`
+//!
+//! Environment: `BENCH=1` also measures lookups; `SPFAC=x` sets the
+//! multi-way space factor; `NOPART=1` builds one tree for all rules.
 
 #[path = "../tests/common.rs"]
 mod common;
@@ -32,6 +35,8 @@ fn main() {
     let opts = BuildOptions {
         leaf_size: args.get(2).and_then(|s| s.parse().ok()),
         spfac: std::env::var("SPFAC").ok().and_then(|s| s.parse().ok()),
+        // NOPART=1: one tree for all rules (to measure what partitions buy).
+        partition: std::env::var_os("NOPART").is_none(),
         ..Default::default()
     };
     let c = Classifier::build(&list, &opts).unwrap();

@@ -21,6 +21,10 @@ use std::collections::HashMap;
 use std::fmt;
 use std::time::Instant;
 
+/// Upper bound on the cut-selection work of one compile, in entry-field
+/// visits, whatever the list size.
+pub const MAX_WORK: u64 = 150_000_000;
+
 /// Number of fixed fields a tree can cut (field ids 0..=11).
 pub const FIELDS: usize = 12;
 
@@ -59,7 +63,7 @@ impl Default for CompileOptions {
             leaf_size: 8,
             partition: true,
             max_depth: 48,
-            work_factor: 20_000,
+            work_factor: 4_000,
             spfac: 4.0,
         }
     }
@@ -772,7 +776,9 @@ pub fn compile(
     let mut trees = Vec::new();
     // Work budget, like memory, shared by entry count: an early partition
     // must not spend what the later ones need.
-    let work_total = opts.work_factor.saturating_mul(n as u64) + 20_000_000;
+    // Capped so that even a list whose every cut replicates builds in
+    // seconds (one unit is roughly 10–30 ns of cut evaluation).
+    let work_total = (opts.work_factor.saturating_mul(n as u64) + 20_000_000).min(MAX_WORK);
     for (name, list) in &groups {
         // 80% by entry count, 20% evenly: a small partition of wide rules
         // (firewall "any address" rules) replicates most and needs more than
@@ -795,10 +801,12 @@ pub fn compile(
                 opts,
                 used: list.len() + 1,
                 budget: share,
+                // Shared like the memory: 80% by entries, 20% evenly.
                 work_left: if n == 0 {
                     work_total
                 } else {
-                    (work_total as u128 * list.len().max(1) as u128 / n as u128) as u64 + 1_000_000
+                    (work_total as u128 * 4 * list.len() as u128 / (5 * n as u128)
+                        + work_total as u128 / (5 * parts)) as u64
                 },
                 memory_limited: false,
                 work_limited: false,

@@ -95,7 +95,7 @@ impl Default for BuildOptions {
 
 /// Lists with at most this many entries are scanned linearly under `auto`.
 /// The tree's leaves hold 2 entries, so below this the tree *is* a scan;
-/// at 25 entries the tree was already ~8× faster than the scan on the
+/// at 25 entries the tree was already ~6× faster than the scan on the
 /// worst-case list (`docs/classifier.md`).
 pub const LINEAR_CROSSOVER: usize = 4;
 

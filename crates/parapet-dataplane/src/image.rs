@@ -87,7 +87,9 @@ fn be32(b: &[u8]) -> u32 {
 /// 128-bit values least significant word first, IPv4 addresses as the
 /// 32-bit number in the first word, `iif` the interface name as a
 /// big-endian number (NUL padded), no `oif` at ingress, `ctstate`
-/// UNTRACKED, `fragment` 1 for non-first fragments, no set membership.
+/// UNTRACKED, `fragment` 1 for non-first fragments. The set bits (words
+/// 24–25) are left 0: the kernel computes them from its set maps (see
+/// [`crate::Dataplane::define_set_ref`]).
 pub fn key_words(key: &PacketKey, iif: Option<&str>) -> [u32; KEY_WORDS] {
     let mut w = [0u32; KEY_WORDS];
     let mut name = [0u8; 16];

@@ -13,6 +13,10 @@
 //! - [`dataplane`]: the aya-based loader and control API.
 //! - [`image`]: header checks and the image key of a packet, for the
 //!   classifier image the BPF walker reads.
+//! - [`sets`]: sets in BPF maps (the image key's set bits): element
+//!   splitting, expiries, the user-space mirror.
+//! - [`bridge`]: from `parapet_model::SetRef` and `parapet_sets::SetStore`
+//!   to the kernel's sets ([`Dataplane::install_sets`]).
 //!
 //! Classification: the BPF image walker (`bpf/walker.bpf.h`) reads the
 //! classifier image written with [`Dataplane::write_image`] and made live

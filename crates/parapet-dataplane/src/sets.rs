@@ -222,31 +222,79 @@ pub(crate) enum EntryKey {
     Tuple(SetTupleKey),
 }
 
-/// The elements (by id) behind one map entry, with their expiries.
-type Contrib = Vec<(u64, u64)>;
+/// The expiries of the elements behind one map entry (a multiset: the
+/// entry's value is the latest). Almost always one: kept inline.
+#[derive(Clone, Debug)]
+pub(crate) enum Contrib {
+    One(u64),
+    Many(Box<[u64]>),
+}
 
-/// Effective expiry of an entry: the latest of its elements' (0 = never).
-fn max_expiry(c: &Contrib) -> u64 {
-    let mut m = 1u64;
-    for &(_, e) in c {
-        if e == 0 {
-            return 0;
+impl Contrib {
+    fn insert(&mut self, exp: u64) {
+        match self {
+            Contrib::One(x) => *self = Contrib::Many(Box::new([*x, exp])),
+            Contrib::Many(b) => {
+                let mut v = std::mem::take(b).into_vec();
+                v.push(exp);
+                *b = v.into_boxed_slice();
+            }
         }
-        m = m.max(e);
     }
-    m
+    fn replace(&mut self, old: u64, new: u64) {
+        match self {
+            Contrib::One(x) => *x = new,
+            Contrib::Many(v) => {
+                if let Some(x) = v.iter_mut().find(|x| **x == old) {
+                    *x = new;
+                }
+            }
+        }
+    }
+    /// Remove one `exp`; false when nothing is left.
+    fn remove(&mut self, exp: u64) -> bool {
+        match self {
+            Contrib::One(_) => false,
+            Contrib::Many(b) => {
+                let mut v = std::mem::take(b).into_vec();
+                if let Some(i) = v.iter().position(|x| *x == exp) {
+                    v.swap_remove(i);
+                }
+                *self = if v.len() == 1 {
+                    Contrib::One(v[0])
+                } else {
+                    Contrib::Many(v.into_boxed_slice())
+                };
+                true
+            }
+        }
+    }
+    /// Effective expiry of the entry: the latest of its elements' (0 = never).
+    fn max_expiry(&self) -> u64 {
+        let all: &[u64] = match self {
+            Contrib::One(x) => std::slice::from_ref(x),
+            Contrib::Many(v) => v,
+        };
+        let mut m = 1u64;
+        for &e in all {
+            if e == 0 {
+                return 0;
+            }
+            m = m.max(e);
+        }
+        m
+    }
 }
 
 /// User-space mirror of one set.
 pub(crate) struct SetState {
     pub dims: Vec<SetDim>,
     pub kind: u8,
-    /// element key bytes -> (element id, expiry)
-    elements: HashMap<Box<[u8]>, (u64, u64)>,
+    /// element key bytes -> expiry
+    elements: HashMap<Box<[u8]>, u64>,
     pub entries: HashMap<EntryKey, Contrib>,
     /// tuple sets: per-dimension prefix lengths of each shape
     pub shapes: Vec<[u8; SET_MAX_DIMS]>,
-    next_id: u64,
 }
 
 /// What to write to the maps after a mirror update.
@@ -281,7 +329,6 @@ impl SetState {
             elements: HashMap::new(),
             entries: HashMap::new(),
             shapes: Vec::new(),
-            next_id: 1,
         })
     }
 
@@ -443,30 +490,21 @@ impl SetState {
         }
         let mut touched: HashMap<EntryKey, ()> = HashMap::new();
         for (key, entries, exp) in staged {
-            let id = match self.elements.get_mut(&key) {
-                Some(e) => {
-                    e.1 = exp;
-                    e.0
-                }
-                None => {
-                    let id = self.next_id;
-                    self.next_id += 1;
-                    self.elements.insert(key, (id, exp));
-                    id
-                }
-            };
+            let old = self.elements.insert(key, exp);
             for ek in entries {
-                let c = self.entries.entry(ek).or_default();
-                match c.iter_mut().find(|x| x.0 == id) {
-                    Some(x) => x.1 = exp,
-                    None => c.push((id, exp)),
+                match (self.entries.get_mut(&ek), old) {
+                    (Some(c), Some(o)) => c.replace(o, exp),
+                    (Some(c), None) => c.insert(exp),
+                    (None, _) => {
+                        self.entries.insert(ek, Contrib::One(exp));
+                    }
                 }
                 touched.insert(ek, ());
             }
         }
         for ek in touched.into_keys() {
             let c = &self.entries[&ek];
-            w.put.push((ek, entry_val(&ek, max_expiry(c))));
+            w.put.push((ek, entry_val(&ek, c.max_expiry())));
         }
         Ok(w)
     }
@@ -477,25 +515,24 @@ impl SetState {
         let mut touched: HashMap<EntryKey, ()> = HashMap::new();
         for el in els {
             let key = self.element_key(el)?;
-            let Some((id, _)) = self.elements.remove(&key) else {
+            let Some(exp) = self.elements.remove(&key) else {
                 continue;
             };
             // shapes of an existing element already exist
             let mut shapes = self.shapes.clone();
             for ek in self.split(set, el, &mut shapes)? {
                 if let Some(c) = self.entries.get_mut(&ek) {
-                    c.retain(|x| x.0 != id);
+                    if !c.remove(exp) {
+                        self.entries.remove(&ek);
+                    }
                     touched.insert(ek, ());
                 }
             }
         }
         for ek in touched.into_keys() {
             match self.entries.get(&ek) {
-                Some(c) if !c.is_empty() => w.put.push((ek, entry_val(&ek, max_expiry(c)))),
-                _ => {
-                    self.entries.remove(&ek);
-                    w.del.push(ek);
-                }
+                Some(c) => w.put.push((ek, entry_val(&ek, c.max_expiry()))),
+                None => w.del.push(ek),
             }
         }
         Ok(w)
@@ -654,6 +691,31 @@ mod tests {
         assert_eq!(w.put[0].1.expires_ns, 100);
         let w = s.del(3, &[a]).unwrap();
         assert_eq!((w.put.len(), w.del.len()), (0, 1));
+        assert!(s.entries.is_empty());
+    }
+
+    #[test]
+    fn three_elements_behind_one_entry() {
+        let mut s = SetState::new(0, &[SetDim::Ipv4Addr]).unwrap();
+        let slash24 = |w: &Writes| {
+            w.put
+                .iter()
+                .find(|p| p.1.prefixlen == 16 + 24)
+                .map(|p| p.1.expires_ns)
+        };
+        let a = SetElement::new(&[(0x0a00_0000, 0x0a00_00ff)]).expires(100);
+        let b = SetElement::new(&[(0x0a00_0000, 0x0a00_017f)]).expires(200);
+        let c = SetElement::new(&[(0x09ff_ffff, 0x0a00_00ff)]);
+        s.add(0, &[a.clone(), b.clone(), c.clone()]).unwrap();
+        assert_eq!(s.entries.len(), 3); // /24, /25 and 9.255.255.255/32
+        let w = s.del(0, std::slice::from_ref(&c)).unwrap();
+        assert_eq!((slash24(&w), w.del.len()), (Some(200), 1));
+        let w = s.del(0, std::slice::from_ref(&a)).unwrap();
+        assert_eq!(slash24(&w), Some(200));
+        let w = s.add(0, &[b.clone().expires(50)]).unwrap();
+        assert_eq!(slash24(&w), Some(50));
+        let w = s.del(0, &[b]).unwrap();
+        assert_eq!((w.put.len(), w.del.len()), (0, 2));
         assert!(s.entries.is_empty());
     }
 

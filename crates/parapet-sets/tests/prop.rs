@@ -266,10 +266,15 @@ fn cfg(dims: &[KeyPart], interval: bool, timeouts: bool, expect: BackendKind) ->
 
 use KeyPart::*;
 
+/// Cases per property: 200, or `PARAPET_PROPTEST_CASES`.
+fn cases() -> u32 {
+    std::env::var("PARAPET_PROPTEST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(200)
+}
+
 macro_rules! prop_case {
     ($name:ident, $cfg:expr) => {
         proptest! {
-            #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+            #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
             #[test]
             fn $name(ops in prop::collection::vec(op_strategy($cfg.dims.len()), 1..60)) {
                 run(&$cfg, &ops)?;
