@@ -78,15 +78,13 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     }
     let parsed = load::ruleset(&args.rules, &args.opts.format)?;
     let rs = &parsed.ruleset;
-    if !rs.set_refs.is_empty() {
-        bail!("rules that use sets need parapetd, which keeps set elements in kernel maps; `parapet run` handles rulesets without sets");
-    }
+    let store = kernel_sets(&args.opts, &parsed)?;
     let Loaded {
         mut dp,
         classifier,
         image_len,
         max_rule,
-    } = load_dataplane(rs, &args.opts, args.log_rate)?;
+    } = load_dataplane(rs, &args.opts, args.log_rate, store.as_ref())?;
     let (hook, mode) = match (args.hook, args.mode) {
         (HookArg::Tc, _) => (Hook::Tc, Mode::Skb),
         (HookArg::Xdp, ModeArg::Native) => (Hook::Xdp, Mode::Native),
@@ -137,7 +135,12 @@ struct Loaded {
 
 /// Compiles `rs`, loads the program sized for it, installs the actions and
 /// makes the image live.
-fn load_dataplane(rs: &Ruleset, opts: &EngineArgs, log_rate: u32) -> Result<Loaded> {
+fn load_dataplane(
+    rs: &Ruleset,
+    opts: &EngineArgs,
+    log_rate: u32,
+    store: Option<&parapet_sets::SetStore>,
+) -> Result<Loaded> {
     let chain = rs
         .select_chain(opts.chain.as_deref())
         .map_err(|e| anyhow!(e))?;
@@ -157,8 +160,14 @@ fn load_dataplane(rs: &Ruleset, opts: &EngineArgs, log_rate: u32) -> Result<Load
     })
     .context("loading the eBPF program (needs root or CAP_BPF+CAP_NET_ADMIN, kernel >= 6.6)")?;
     install_actions(&mut dp, rs, &list.policy, log_rate)?;
+    // Set elements go into kernel maps before the image that reads them
+    // goes live.
+    if let Some(store) = store {
+        dp.install_sets(&rs.set_refs, store)?;
+    }
     dp.write_image(&image)?;
     dp.swap()?;
+    dp.destroy_unused_sets()?;
     Ok(Loaded {
         dp,
         classifier,
@@ -327,9 +336,7 @@ fn frame_of(p: &parapet_model::Packet) -> Vec<u8> {
 pub fn bench(args: BenchArgs) -> Result<ExitCode> {
     let parsed = load::ruleset(&args.rules, &args.opts.format)?;
     let rs = &parsed.ruleset;
-    if !rs.set_refs.is_empty() {
-        bail!("rules that use sets need parapetd; this benchmark takes rulesets without sets");
-    }
+    let store = kernel_sets(&args.opts, &parsed)?;
     let packets = load::trace(&args.trace)?;
     let sample: Vec<_> = packets.iter().take(args.sample.max(1)).cloned().collect();
     if sample.is_empty() {
@@ -340,17 +347,22 @@ pub fn bench(args: BenchArgs) -> Result<ExitCode> {
         classifier,
         image_len,
         ..
-    } = load_dataplane(rs, &args.opts, 10)?;
+    } = load_dataplane(rs, &args.opts, 10, store.as_ref())?;
     let hook = match args.hook {
         HookArg::Xdp => Hook::Xdp,
         HookArg::Tc => Hook::Tc,
     };
     let frames: Vec<Vec<u8>> = sample.iter().map(frame_of).collect();
+    let lookup = store.map(crate::sets::StoreLookup);
     // Every sampled packet must get the classifier's verdict from the
     // kernel, or the timing is of the wrong thing.
     let mut mismatches = 0;
     for (p, f) in sample.iter().zip(&frames) {
-        let want = classifier.classify(p, &[]).verdict == parapet_model::Verdict::Accept;
+        let bits = match &lookup {
+            Some(l) => engine::set_bits(rs, p, l),
+            None => Vec::new(),
+        };
+        let want = classifier.classify(p, &bits).verdict == parapet_model::Verdict::Accept;
         if dp.test_run(hook, f, 1, 1)?.passed != want {
             mismatches += 1;
         }
@@ -482,4 +494,16 @@ pub fn stop(pidfile: &Path) -> Result<ExitCode> {
         let _ = std::fs::remove_file(&log_path);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The sets a ruleset uses (from `--sets` files and its own nft set blocks),
+/// for the kernel's maps; `None` when it uses none.
+fn kernel_sets(
+    opts: &EngineArgs,
+    parsed: &parapet_parse::Parsed,
+) -> Result<Option<parapet_sets::SetStore>> {
+    if parsed.ruleset.set_refs.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(crate::sets::load(&opts.sets, parsed)?))
 }
