@@ -266,9 +266,9 @@ fn cfg(dims: &[KeyPart], interval: bool, timeouts: bool, expect: BackendKind) ->
 
 use KeyPart::*;
 
-/// Cases per property: 200, or `PARAPET_PROPTEST_CASES`.
+/// Cases per property: 128, or `PARAPET_PROPTEST_CASES`.
 fn cases() -> u32 {
-    std::env::var("PARAPET_PROPTEST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(200)
+    std::env::var("PARAPET_PROPTEST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(128)
 }
 
 macro_rules! prop_case {

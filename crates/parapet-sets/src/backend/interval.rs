@@ -25,10 +25,7 @@ pub(crate) struct IntervalSet<K: Word> {
     /// Bit i set when class i is non-empty.
     nonempty: [u64; 3],
     len: usize,
-    /// Disjoint segments: lo → (hi, max expiry of the covering elements, number of covering elements).
-    segs: BTreeMap<K, (K, u64, u32)>,
-    /// Elements with a finite expiry (0 ⇒ every expiry is NEVER).
-    timed: usize,
+    segs: BTreeMap<K, (K, u64)>,
     heap: BinaryHeap<Reverse<(u64, K, K)>>,
     bulk: bool,
     dirty: bool,
@@ -54,33 +51,28 @@ fn class_of(lo: u128, hi: u128) -> usize {
     (128 - (hi - lo).leading_zeros()) as usize
 }
 
-/// Appends a piece, merging with the previous one when adjacent and equal.
-#[inline]
-fn push_piece(p: &mut Vec<(u128, u128, u64, u32)>, l: u128, h: u128, x: u64, c: u32) {
-    if let Some(last) = p.last_mut() {
-        if last.2 == x && last.3 == c && last.1 != u128::MAX && last.1 + 1 == l {
-            last.1 = h;
-            return;
-        }
-    }
-    p.push((l, h, x, c));
-}
-
-/// Flattens `(lo, hi, exp)` items into disjoint `(lo, hi, max exp, count)` pieces.
-fn sweep(items: &mut [(u128, u128, u64)], out: &mut Vec<(u128, u128, u64, u32)>) {
+/// Flattens `(lo, hi, exp)` items into disjoint `(lo, hi, max exp)` pieces.
+fn sweep(items: &mut [(u128, u128, u64)], out: &mut Vec<(u128, u128, u64)>) {
     if items.is_empty() {
         return;
     }
-    items.sort_unstable_by_key(|x| (x.0, x.1));
-    if items.windows(2).all(|w| w[0].1 < w[1].0) {
-        // pairwise disjoint (the common ban list): every piece has count 1
-        for &(l, h, e) in items.iter() {
-            push_piece(out, l, h, e, 1);
+    let e0 = items[0].2;
+    if items.iter().all(|x| x.2 == e0) {
+        // one expiry (e.g. no timeouts): plain union of intervals
+        items.sort_unstable_by_key(|x| x.0);
+        let (mut lo, mut hi) = (items[0].0, items[0].1);
+        for &(l, h, _) in &items[1..] {
+            if hi != u128::MAX && l > hi + 1 {
+                out.push((lo, hi, e0));
+                lo = l;
+                hi = h;
+            } else if h > hi {
+                hi = h;
+            }
         }
+        out.push((lo, hi, e0));
         return;
     }
-    let e0 = items[0].2;
-    let single = items.iter().all(|x| x.2 == e0);
     let mut ev: Vec<(Pos, bool, u64)> = Vec::with_capacity(items.len() * 2);
     for &(l, h, e) in items.iter() {
         ev.push(((0, l), true, e));
@@ -88,37 +80,32 @@ fn sweep(items: &mut [(u128, u128, u64)], out: &mut Vec<(u128, u128, u64, u32)>)
     }
     ev.sort_unstable_by_key(|&(p, start, _)| (p, start));
     let mut active: BTreeMap<u64, usize> = BTreeMap::new();
-    let mut count: u32 = 0;
     let mut i = 0;
     while i < ev.len() {
         let pos = ev[i].0;
         while i < ev.len() && ev[i].0 == pos {
             let (_, start, e) = ev[i];
             if start {
-                count += 1;
-                if !single {
-                    *active.entry(e).or_insert(0) += 1;
-                }
+                *active.entry(e).or_insert(0) += 1;
             } else {
-                count -= 1;
-                if !single {
-                    let c = active.get_mut(&e).unwrap();
-                    *c -= 1;
-                    if *c == 0 {
-                        active.remove(&e);
-                    }
+                let c = active.get_mut(&e).unwrap();
+                *c -= 1;
+                if *c == 0 {
+                    active.remove(&e);
                 }
             }
             i += 1;
         }
-        if count > 0 {
-            let maxe = if single { e0 } else { *active.iter().next_back().unwrap().0 };
+        if let Some((&maxe, _)) = active.iter().next_back() {
             // piece from pos to next event position - 1
             let next = ev[i].0; // active non-empty => more events follow
             debug_assert!(pos.0 == 0);
             let lo = pos.1;
             let hi = if next.0 == 1 { u128::MAX } else { next.1 - 1 };
-            push_piece(out, lo, hi, maxe, count);
+            match out.last_mut() {
+                Some(last) if last.2 == maxe && last.1 != u128::MAX && last.1 + 1 == lo => last.1 = hi,
+                _ => out.push((lo, hi, maxe)),
+            }
         }
     }
 }
@@ -130,7 +117,6 @@ impl<K: Word> IntervalSet<K> {
             nonempty: [0; 3],
             len: 0,
             segs: BTreeMap::new(),
-            timed: 0,
             heap: BinaryHeap::new(),
             bulk: false,
             dirty: false,
@@ -170,25 +156,25 @@ impl<K: Word> IntervalSet<K> {
         let mut items = Vec::new();
         self.gather(a, b, &mut items);
         // cut existing segments at a and b
-        if let Some((&lo, &(hi, e, c))) = self.segs.range(..Self::k(a)).next_back() {
+        if let Some((&lo, &(hi, e))) = self.segs.range(..Self::k(a)).next_back() {
             if hi.to_u128() >= a {
-                self.segs.insert(lo, (Self::k(a - 1), e, c));
+                self.segs.insert(lo, (Self::k(a - 1), e));
                 if hi.to_u128() > b {
-                    self.segs.insert(Self::k(b + 1), (hi, e, c));
+                    self.segs.insert(Self::k(b + 1), (hi, e));
                 }
             }
         }
         let inside: Vec<K> = self.segs.range(Self::k(a)..=Self::k(b)).map(|(&l, _)| l).collect();
         for l in inside {
-            let (hi, e, c) = self.segs.remove(&l).unwrap();
+            let (hi, e) = self.segs.remove(&l).unwrap();
             if hi.to_u128() > b {
-                self.segs.insert(Self::k(b + 1), (hi, e, c));
+                self.segs.insert(Self::k(b + 1), (hi, e));
             }
         }
         let mut pieces = Vec::new();
         sweep(&mut items, &mut pieces);
-        for (l, h, e, c) in pieces {
-            self.segs.insert(Self::k(l), (Self::k(h), e, c));
+        for (l, h, e) in pieces {
+            self.segs.insert(Self::k(l), (Self::k(h), e));
         }
         self.merge_at(a);
         if b != u128::MAX {
@@ -196,105 +182,67 @@ impl<K: Word> IntervalSet<K> {
         }
     }
 
-    /// Segments overlapping `[a, b]` as `(lo, hi, exp, count)`.
-    fn overlapping(&self, a: u128, b: u128) -> Vec<(u128, u128, u64, u32)> {
-        let mut ov = Vec::new();
-        if let Some((&lo, &(hi, se, sc))) = self.segs.range(..Self::k(a)).next_back() {
-            if hi.to_u128() >= a {
-                ov.push((lo.to_u128(), hi.to_u128(), se, sc));
-            }
-        }
-        ov.extend(self.segs.range(Self::k(a)..=Self::k(b)).map(|(&l, &(h, se, sc))| (l.to_u128(), h.to_u128(), se, sc)));
-        ov
-    }
-
-    /// Replaces the segments `ov` by `pieces` and merges at the edges.
-    fn replace(&mut self, ov: &[(u128, u128, u64, u32)], pieces: Vec<(u128, u128, u64, u32)>) {
-        for &(l, _, _, _) in ov {
-            self.segs.remove(&Self::k(l));
-        }
-        let first = ov.first().map(|x| x.0).into_iter().chain(pieces.first().map(|x| x.0)).min();
-        let last = ov.last().map(|x| x.1).into_iter().chain(pieces.last().map(|x| x.1)).max();
-        for (l, h, x, c) in pieces {
-            self.segs.insert(Self::k(l), (Self::k(h), x, c));
-        }
-        if let Some(f) = first {
-            self.merge_at(f);
-        }
-        if let Some(l) = last {
-            if l != u128::MAX {
-                self.merge_at(l + 1);
-            }
-        }
-    }
-
-    /// Raises the max-expiry over `[a, b]` to at least `e`; `add` counts a
-    /// new covering element. Touches only the segments overlapping `[a, b]`.
-    fn raise(&mut self, a: u128, b: u128, e: u64, add: bool) {
+    /// Raises the max-expiry over `[a, b]` to at least `e` (a new element, or
+    /// a refresh that extends): touches only the segments overlapping `[a, b]`.
+    fn raise(&mut self, a: u128, b: u128, e: u64) {
         if self.bulk {
             self.dirty = true;
             return;
         }
-        let ov = self.overlapping(a, b);
-        if !add && ov.len() == 1 && ov[0].0 <= a && ov[0].1 >= b && ov[0].2 >= e {
+        let mut ov: Vec<(u128, u128, u64)> = Vec::new();
+        if let Some((&lo, &(hi, se))) = self.segs.range(..Self::k(a)).next_back() {
+            if hi.to_u128() >= a {
+                ov.push((lo.to_u128(), hi.to_u128(), se));
+            }
+        }
+        ov.extend(self.segs.range(Self::k(a)..=Self::k(b)).map(|(&l, &(h, se))| (l.to_u128(), h.to_u128(), se)));
+        if ov.len() == 1 && ov[0].0 <= a && ov[0].1 >= b && ov[0].2 >= e {
             return; // already covered at least as long
         }
-        let inc = add as u32;
-        let mut pieces: Vec<(u128, u128, u64, u32)> = Vec::with_capacity(ov.len() * 2 + 1);
+        for &(l, _, _) in &ov {
+            self.segs.remove(&Self::k(l));
+        }
+        let mut pieces: Vec<(u128, u128, u64)> = Vec::with_capacity(ov.len() * 2 + 1);
+        fn push(p: &mut Vec<(u128, u128, u64)>, l: u128, h: u128, x: u64) {
+            if let Some(last) = p.last_mut() {
+                if last.2 == x && last.1 != u128::MAX && last.1 + 1 == l {
+                    last.1 = h;
+                    return;
+                }
+            }
+            p.push((l, h, x));
+        }
         let mut cur = Some(a);
-        for &(l, h, se, sc) in &ov {
+        for &(l, h, se) in &ov {
             if l < a {
-                push_piece(&mut pieces, l, a - 1, se, sc);
+                push(&mut pieces, l, a - 1, se);
             }
             let (ol, oh) = (l.max(a), h.min(b));
             if let Some(c) = cur {
                 if ol > c {
-                    push_piece(&mut pieces, c, ol - 1, e, 1);
+                    push(&mut pieces, c, ol - 1, e);
                 }
             }
-            push_piece(&mut pieces, ol, oh, se.max(e), sc + inc);
+            push(&mut pieces, ol, oh, se.max(e));
             if h > b {
-                push_piece(&mut pieces, b + 1, h, se, sc);
+                push(&mut pieces, b + 1, h, se);
             }
             cur = oh.checked_add(1);
         }
         if let Some(c) = cur {
             if c <= b {
-                push_piece(&mut pieces, c, b, e, 1);
+                push(&mut pieces, c, b, e);
             }
         }
-        self.replace(&ov, pieces);
-    }
-
-    /// After removing an element `[a, b]` that had expiry `e`: drops it from
-    /// the segments without a stabbing query when the counts decide
-    /// (segments it alone covered disappear; elsewhere the max expiry is kept
-    /// when another element is known to reach it); otherwise recomputes.
-    fn lower(&mut self, a: u128, b: u128, e: u64) {
-        if self.bulk {
-            self.dirty = true;
-            return;
+        let first = pieces[0].0;
+        let last = pieces[pieces.len() - 1].1;
+        for (l, h, x) in pieces {
+            self.segs.insert(Self::k(l), (Self::k(h), x));
         }
-        let ov = self.overlapping(a, b);
-        let decided = ov.iter().all(|&(l, h, se, sc)| h < a || l > b || sc == 1 || se > e || self.timed == 0);
-        if !decided {
-            self.recompute(a, b);
-            return;
+        self.merge_at(first);
+        if last != u128::MAX {
+            self.merge_at(last + 1);
         }
-        let mut pieces: Vec<(u128, u128, u64, u32)> = Vec::with_capacity(ov.len() + 2);
-        for &(l, h, se, sc) in &ov {
-            if l < a {
-                push_piece(&mut pieces, l, a - 1, se, sc);
-            }
-            let (ol, oh) = (l.max(a), h.min(b));
-            if sc > 1 {
-                push_piece(&mut pieces, ol, oh, se, sc - 1);
-            }
-            if h > b {
-                push_piece(&mut pieces, b + 1, h, se, sc);
-            }
-        }
-        self.replace(&ov, pieces);
     }
 
     /// Merges the segment starting at `x` into its left neighbour when adjacent with equal expiry.
@@ -302,11 +250,11 @@ impl<K: Word> IntervalSet<K> {
         if x == 0 {
             return;
         }
-        let Some(&(hi, e, c)) = self.segs.get(&Self::k(x)) else { return };
-        if let Some((&pl, &(ph, pe, pc))) = self.segs.range(..Self::k(x)).next_back() {
-            if pe == e && pc == c && ph.to_u128() == x - 1 {
+        let Some(&(hi, e)) = self.segs.get(&Self::k(x)) else { return };
+        if let Some((&pl, &(ph, pe))) = self.segs.range(..Self::k(x)).next_back() {
+            if pe == e && ph.to_u128() == x - 1 {
                 self.segs.remove(&Self::k(x));
-                self.segs.insert(pl, (hi, e, c));
+                self.segs.insert(pl, (hi, e));
             }
         }
     }
@@ -340,16 +288,9 @@ impl<K: Word> IntervalSet<K> {
         let (l, h) = (lo.to_u128(), hi.to_u128());
         let c = class_of(l, h);
         if self.bulk {
-            let old = self.pending.get(&(lo, hi)).or_else(|| self.classes[c].get(&(lo, hi))).copied();
-            let known = old.is_some();
+            let known = self.pending.contains_key(&(lo, hi)) || self.classes[c].contains_key(&(lo, hi));
             if !known && self.len >= maxelem {
                 return Err(BErr::Full);
-            }
-            if old.is_some_and(|o| o != NEVER) {
-                self.timed -= 1;
-            }
-            if exp != NEVER {
-                self.timed += 1;
             }
             self.pending.insert((lo, hi), exp);
             if exp != NEVER {
@@ -366,9 +307,6 @@ impl<K: Word> IntervalSet<K> {
         let r = match self.classes[c].entry((lo, hi)) {
             Entry::Occupied(mut o) => {
                 lowered = exp < *o.get();
-                if *o.get() != NEVER {
-                    self.timed -= 1;
-                }
                 *o.get_mut() = exp;
                 Ins::Refreshed
             }
@@ -383,7 +321,6 @@ impl<K: Word> IntervalSet<K> {
             }
         };
         if exp != NEVER {
-            self.timed += 1;
             self.heap.push(Reverse((exp, lo, hi)));
             if self.heap.len() > 2 * self.len + 1024 {
                 self.rebuild_heap();
@@ -392,7 +329,7 @@ impl<K: Word> IntervalSet<K> {
         if lowered {
             self.recompute(l, h);
         } else {
-            self.raise(l, h, exp, r == Ins::New);
+            self.raise(l, h, exp);
         }
         Ok(r)
     }
@@ -416,22 +353,21 @@ impl<K: Word> IntervalSet<K> {
             return false;
         }
         let c = class_of(l, h);
-        let Some(e) = self.classes[c].remove(&(lo, hi)) else { return false };
+        if self.classes[c].remove(&(lo, hi)).is_none() {
+            return false;
+        }
         if self.classes[c].is_empty() {
             self.nonempty[c / 64] &= !(1 << (c % 64));
         }
-        if e != NEVER {
-            self.timed -= 1;
-        }
         self.len -= 1;
-        self.lower(l, h, e);
+        self.recompute(l, h);
         true
     }
 
     #[inline]
     pub fn contains(&self, k: K, now: u64) -> bool {
         match self.segs.range(..=k).next_back() {
-            Some((_, &(hi, e, _))) => hi >= k && e > now,
+            Some((_, &(hi, e))) => hi >= k && e > now,
             None => false,
         }
     }
@@ -491,7 +427,6 @@ impl<K: Word> IntervalSet<K> {
         self.nonempty = [0; 3];
         self.len = 0;
         self.segs.clear();
-        self.timed = 0;
         self.heap.clear();
         self.pending.clear();
         self.dirty = false;
@@ -512,7 +447,7 @@ impl<K: Word> IntervalSet<K> {
             }
             let mut pieces = Vec::new();
             sweep(&mut items, &mut pieces);
-            self.segs = pieces.into_iter().map(|(l, h, e, c)| (Self::k(l), (Self::k(h), e, c))).collect();
+            self.segs = pieces.into_iter().map(|(l, h, e)| (Self::k(l), (Self::k(h), e))).collect();
         }
     }
 
@@ -525,7 +460,7 @@ impl<K: Word> IntervalSet<K> {
     pub fn mem_bytes(&self) -> usize {
         // B-tree nodes: ~ entry size / 0.7 fill, plus node headers
         let el = (2 * std::mem::size_of::<K>() + 8) * self.len;
-        let sg = (2 * std::mem::size_of::<K>() + 12) * self.segs.len();
+        let sg = (2 * std::mem::size_of::<K>() + 8) * self.segs.len();
         let hp = (2 * std::mem::size_of::<K>() + 8) * self.heap.capacity();
         (el + sg) * 10 / 7 + hp + std::mem::size_of::<Self>() + self.classes.len() * 24
     }
