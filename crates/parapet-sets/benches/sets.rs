@@ -68,16 +68,56 @@ struct Case {
 fn cases() -> Vec<Case> {
     use KeyPart::*;
     vec![
-        Case { name: "hash (growable) ipv4_addr", shape: Shape::V4Exact, desc: SetDesc::new(&[Ipv4Addr]) },
-        Case { name: "hash (fixed, size=n) ipv4_addr", shape: Shape::V4Exact, desc: SetDesc::new(&[Ipv4Addr]) /* size set per n */ },
-        Case { name: "hash (growable, memory) ipv4_addr", shape: Shape::V4Exact, desc: SetDesc::new(&[Ipv4Addr]).policy(Policy::Memory) },
-        Case { name: "hash ipv4_addr, timeout 1h", shape: Shape::V4ExactTimeout, desc: SetDesc::new(&[Ipv4Addr]).timeouts(3_600_000) },
-        Case { name: "hash ipv6_addr", shape: Shape::V6Exact, desc: SetDesc::new(&[Ipv6Addr]) },
-        Case { name: "hash ipv4_addr . inet_proto . inet_service", shape: Shape::V4PortExact, desc: SetDesc::new(&[Ipv4Addr, InetProto, InetService]) },
-        Case { name: "bitmap inet_service", shape: Shape::Port, desc: SetDesc::new(&[InetService]) },
-        Case { name: "interval ipv4_addr (/16–/32 prefixes)", shape: Shape::V4Net, desc: SetDesc::new(&[Ipv4Addr]).interval() },
-        Case { name: "interval ipv6_addr (/48–/128 prefixes)", shape: Shape::V6Net, desc: SetDesc::new(&[Ipv6Addr]).interval() },
-        Case { name: "tuple-space ipv4_addr . inet_service (prefix . port range)", shape: Shape::V4NetPort, desc: SetDesc::new(&[Ipv4Addr, InetService]).interval() },
+        Case {
+            name: "hash (growable) ipv4_addr",
+            shape: Shape::V4Exact,
+            desc: SetDesc::new(&[Ipv4Addr]),
+        },
+        Case {
+            name: "hash (fixed, size=n) ipv4_addr",
+            shape: Shape::V4Exact,
+            desc: SetDesc::new(&[Ipv4Addr]), /* size set per n */
+        },
+        Case {
+            name: "hash (growable, memory) ipv4_addr",
+            shape: Shape::V4Exact,
+            desc: SetDesc::new(&[Ipv4Addr]).policy(Policy::Memory),
+        },
+        Case {
+            name: "hash ipv4_addr, timeout 1h",
+            shape: Shape::V4ExactTimeout,
+            desc: SetDesc::new(&[Ipv4Addr]).timeouts(3_600_000),
+        },
+        Case {
+            name: "hash ipv6_addr",
+            shape: Shape::V6Exact,
+            desc: SetDesc::new(&[Ipv6Addr]),
+        },
+        Case {
+            name: "hash ipv4_addr . inet_proto . inet_service",
+            shape: Shape::V4PortExact,
+            desc: SetDesc::new(&[Ipv4Addr, InetProto, InetService]),
+        },
+        Case {
+            name: "bitmap inet_service",
+            shape: Shape::Port,
+            desc: SetDesc::new(&[InetService]),
+        },
+        Case {
+            name: "interval ipv4_addr (/16–/32 prefixes)",
+            shape: Shape::V4Net,
+            desc: SetDesc::new(&[Ipv4Addr]).interval(),
+        },
+        Case {
+            name: "interval ipv6_addr (/48–/128 prefixes)",
+            shape: Shape::V6Net,
+            desc: SetDesc::new(&[Ipv6Addr]).interval(),
+        },
+        Case {
+            name: "tuple-space ipv4_addr . inet_service (prefix . port range)",
+            shape: Shape::V4NetPort,
+            desc: SetDesc::new(&[Ipv4Addr, InetService]).interval(),
+        },
     ]
 }
 
@@ -85,7 +125,11 @@ fn element(shape: Shape, r: &mut Rng) -> Element {
     match shape {
         Shape::V4Exact | Shape::V4ExactTimeout => Element::exact(&[r.next() as u32 as u128]),
         Shape::V6Exact => Element::exact(&[((r.next() as u128) << 64) | r.next() as u128]),
-        Shape::V4PortExact => Element::exact(&[r.next() as u32 as u128, if r.next() & 1 == 0 { 6 } else { 17 }, (r.next() % 65536) as u128]),
+        Shape::V4PortExact => Element::exact(&[
+            r.next() as u32 as u128,
+            if r.next() & 1 == 0 { 6 } else { 17 },
+            (r.next() % 65536) as u128,
+        ]),
         Shape::Port => Element::exact(&[(r.next() % 65536) as u128]),
         Shape::V4Net => {
             let len = 16 + (r.next() % 17) as u32;
@@ -96,7 +140,11 @@ fn element(shape: Shape, r: &mut Rng) -> Element {
         Shape::V6Net => {
             let len = 48 + (r.next() % 81) as u32;
             let a = ((r.next() as u128) << 64) | r.next() as u128;
-            let host = if len == 128 { 0 } else { (1u128 << (128 - len)) - 1 };
+            let host = if len == 128 {
+                0
+            } else {
+                (1u128 << (128 - len)) - 1
+            };
             Element::new(&[(a & !host, a | host)])
         }
         Shape::V4NetPort => {
@@ -104,7 +152,11 @@ fn element(shape: Shape, r: &mut Rng) -> Element {
             let a = r.next() as u32 as u128;
             let host = (1u128 << (32 - len)) - 1;
             let p = (r.next() % 65536) as u128;
-            let hi = if r.next() % 4 == 0 { (p + r.next() as u128 % 64).min(65535) } else { p };
+            let hi = if r.next() % 4 == 0 {
+                (p + r.next() as u128 % 64).min(65535)
+            } else {
+                p
+            };
             Element::new(&[(a & !host, a | host), (p, hi)])
         }
     }
@@ -120,14 +172,25 @@ fn key_of(shape: Shape, el: &Element, r: &mut Rng, hit: bool) -> Key {
         }
     };
     match shape {
-        Shape::V4Exact | Shape::V4ExactTimeout | Shape::V4Net => Key::new().addr(Family::V4, v(0, r) & 0xffff_ffff),
+        Shape::V4Exact | Shape::V4ExactTimeout | Shape::V4Net => {
+            Key::new().addr(Family::V4, v(0, r) & 0xffff_ffff)
+        }
         Shape::V6Exact | Shape::V6Net => {
-            let x = if hit { v(0, r) } else { ((r.next() as u128) << 64) | r.next() as u128 };
+            let x = if hit {
+                v(0, r)
+            } else {
+                ((r.next() as u128) << 64) | r.next() as u128
+            };
             Key::new().addr(Family::V6, x)
         }
-        Shape::V4PortExact => Key::new().addr(Family::V4, v(0, r) & 0xffff_ffff).proto(if hit { el.ranges()[1].0 as u8 } else { 6 }).port(v(2, r) as u16),
+        Shape::V4PortExact => Key::new()
+            .addr(Family::V4, v(0, r) & 0xffff_ffff)
+            .proto(if hit { el.ranges()[1].0 as u8 } else { 6 })
+            .port(v(2, r) as u16),
         Shape::Port => Key::new().port(v(0, r) as u16),
-        Shape::V4NetPort => Key::new().addr(Family::V4, v(0, r) & 0xffff_ffff).port(v(1, r) as u16),
+        Shape::V4NetPort => Key::new()
+            .addr(Family::V4, v(0, r) & 0xffff_ffff)
+            .port(v(1, r) as u16),
     }
 }
 
@@ -151,10 +214,19 @@ fn fmt3((m, lo, hi): (f64, f64, f64)) -> String {
 }
 
 fn main() {
-    let runs: usize = std::env::var("SETS_BENCH_RUNS").ok().and_then(|s| s.parse().ok()).unwrap_or(5);
+    let runs: usize = std::env::var("SETS_BENCH_RUNS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5);
     let quick = std::env::var("SETS_BENCH_QUICK").is_ok();
-    let max: usize = std::env::var("SETS_BENCH_MAX").ok().and_then(|s| s.parse().ok()).unwrap_or(if quick { 100_000 } else { 10_000_000 });
-    let sizes: Vec<usize> = [10usize, 1_000, 100_000, 1_000_000, 10_000_000].into_iter().filter(|&n| n <= max).collect();
+    let max: usize = std::env::var("SETS_BENCH_MAX")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(if quick { 100_000 } else { 10_000_000 });
+    let sizes: Vec<usize> = [10usize, 1_000, 100_000, 1_000_000, 10_000_000]
+        .into_iter()
+        .filter(|&n| n <= max)
+        .collect();
     let only = std::env::var("SETS_BENCH_ONLY").unwrap_or_default();
     let want = |sec: &str| only.is_empty() || only.split(',').any(|o| o == sec);
     println!("parapet-sets benchmark: {runs} runs per figure; rates per second of thread CPU time, median (min–max)");
@@ -253,8 +325,16 @@ fn main() {
     println!("| bulk add_many | n | insert/s |");
     println!("|---|---:|---:|");
     for (name, shape, desc) in [
-        ("hash ipv4_addr", Shape::V4Exact, SetDesc::new(&[KeyPart::Ipv4Addr])),
-        ("interval ipv4_addr", Shape::V4Net, SetDesc::new(&[KeyPart::Ipv4Addr]).interval()),
+        (
+            "hash ipv4_addr",
+            Shape::V4Exact,
+            SetDesc::new(&[KeyPart::Ipv4Addr]),
+        ),
+        (
+            "interval ipv4_addr",
+            Shape::V4Net,
+            SetDesc::new(&[KeyPart::Ipv4Addr]).interval(),
+        ),
     ] {
         if !want("bulk") {
             break;
@@ -278,12 +358,22 @@ fn main() {
     println!("| ipset restore (parse + load, one call) | elements | CPU seconds | wall seconds | elements/s (CPU) | save CPU seconds |");
     println!("|---|---:|---:|---:|---:|---:|");
     let n = if quick { 100_000 } else { 1_000_000 };
-    for (typ, shape, extra) in if want("ipset") { vec![("hash:ip", Shape::V4Exact, ""), ("hash:ip", Shape::V4Exact, " timeout 600"), ("hash:net", Shape::V4Net, ""), ("hash:ip,port", Shape::V4PortExact, "")] } else { vec![] } {
+    for (typ, shape, extra) in if want("ipset") {
+        vec![
+            ("hash:ip", Shape::V4Exact, ""),
+            ("hash:ip", Shape::V4Exact, " timeout 600"),
+            ("hash:net", Shape::V4Net, ""),
+            ("hash:ip,port", Shape::V4PortExact, ""),
+        ]
+    } else {
+        vec![]
+    } {
         if std::env::var("SETS_BENCH_IPSET").is_ok_and(|t| t != typ) {
             continue;
         }
         let mut rng = Rng(99);
-        let mut text = format!("create s {typ} family inet hashsize 1024 maxelem 16777216{extra}\n");
+        let mut text =
+            format!("create s {typ} family inet hashsize 1024 maxelem 16777216{extra}\n");
         for _ in 0..n {
             let el = element(shape, &mut rng);
             let r = el.ranges();
@@ -293,7 +383,13 @@ fn main() {
                     let len = 32 - (r[0].1 - r[0].0 + 1).trailing_zeros();
                     text += &format!("add s {a}/{len}\n");
                 }
-                Shape::V4PortExact => text += &format!("add s {a},{}:{}\n", if r[1].0 == 6 { "tcp" } else { "udp" }, r[2].0),
+                Shape::V4PortExact => {
+                    text += &format!(
+                        "add s {a},{}:{}\n",
+                        if r[1].0 == 6 { "tcp" } else { "udp" },
+                        r[2].0
+                    )
+                }
                 _ => {
                     text += &format!("add s {a}");
                     if !extra.is_empty() {

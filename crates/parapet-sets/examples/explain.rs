@@ -15,11 +15,25 @@ fn main() {
     let inputs: Vec<(String, String)> = if args.is_empty() {
         vec![("<demo>".into(), demo.into())]
     } else {
-        args.iter().map(|f| (f.clone(), std::fs::read_to_string(f).unwrap_or_else(|e| panic!("{f}: {e}")))).collect()
+        args.iter()
+            .map(|f| {
+                (
+                    f.clone(),
+                    std::fs::read_to_string(f).unwrap_or_else(|e| panic!("{f}: {e}")),
+                )
+            })
+            .collect()
     };
     for (name, text) in inputs {
-        let ipset = text.lines().map(str::trim_start).any(|l| l.starts_with("create ") || l.starts_with("add "));
-        let r = if ipset { store.load_ipset(&text) } else { store.load_nft(&text) };
+        let ipset = text
+            .lines()
+            .map(str::trim_start)
+            .any(|l| l.starts_with("create ") || l.starts_with("add "));
+        let r = if ipset {
+            store.load_ipset(&text)
+        } else {
+            store.load_nft(&text)
+        };
         if let Err(e) = r {
             eprintln!("{name}:{}:{}: {}", e.line, e.column, e.message);
             std::process::exit(1);

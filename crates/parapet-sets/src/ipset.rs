@@ -27,7 +27,11 @@ fn tokens<'a>(line: &'a str, lno: usize, out: &mut Vec<(&'a str, usize)>) -> Res
                 j += 1;
             }
             if j >= b.len() {
-                return Err(Error::new(lno, i + 1, "unterminated string: expected a closing `\"`"));
+                return Err(Error::new(
+                    lno,
+                    i + 1,
+                    "unterminated string: expected a closing `\"`",
+                ));
             }
             out.push((&line[start..j], i + 1));
             i = j + 1;
@@ -42,16 +46,31 @@ fn tokens<'a>(line: &'a str, lno: usize, out: &mut Vec<(&'a str, usize)>) -> Res
     Ok(())
 }
 
-fn num<T: std::str::FromStr>(tok: Option<&(&str, usize)>, lno: usize, eol: usize, what: &str) -> Result<T, Error> {
+fn num<T: std::str::FromStr>(
+    tok: Option<&(&str, usize)>,
+    lno: usize,
+    eol: usize,
+    what: &str,
+) -> Result<T, Error> {
     match tok {
-        None => Err(Error::new(lno, eol, format!("expected {what}, found end of line"))),
-        Some(&(t, c)) => t.parse().map_err(|_| Error::new(lno, c, format!("expected {what}, found `{t}`"))),
+        None => Err(Error::new(
+            lno,
+            eol,
+            format!("expected {what}, found end of line"),
+        )),
+        Some(&(t, c)) => t
+            .parse()
+            .map_err(|_| Error::new(lno, c, format!("expected {what}, found `{t}`"))),
     }
 }
 
 /// (dims with family placeholder, interval) of an ipset type.
 fn type_dims(typ: &str, v6: bool) -> Option<(Vec<KeyPart>, bool)> {
-    let a = if v6 { KeyPart::Ipv6Addr } else { KeyPart::Ipv4Addr };
+    let a = if v6 {
+        KeyPart::Ipv6Addr
+    } else {
+        KeyPart::Ipv4Addr
+    };
     let (kind, rest) = typ.split_once(':')?;
     let parts: Vec<&str> = rest.split(',').collect();
     let mut dims = Vec::new();
@@ -99,11 +118,21 @@ fn ipset_type(desc: &SetDesc) -> Option<String> {
     }
     use KeyPart::*;
     let d = &desc.dims;
-    let a = |k: KeyPart| if desc.interval { "net" } else if matches!(k, Ipv4Addr | Ipv6Addr) { "ip" } else { "?" };
+    let a = |k: KeyPart| {
+        if desc.interval {
+            "net"
+        } else if matches!(k, Ipv4Addr | Ipv6Addr) {
+            "ip"
+        } else {
+            "?"
+        }
+    };
     let t = match d.as_slice() {
         [x @ (Ipv4Addr | Ipv6Addr)] => format!("hash:{}", a(*x)),
         [x @ (Ipv4Addr | Ipv6Addr), InetProto, InetService] => format!("hash:{},port", a(*x)),
-        [x @ (Ipv4Addr | Ipv6Addr), InetProto, InetService, y] if y == x => format!("hash:{},port,{}", a(*x), a(*x)),
+        [x @ (Ipv4Addr | Ipv6Addr), InetProto, InetService, y] if y == x => {
+            format!("hash:{},port,{}", a(*x), a(*x))
+        }
         [x @ (Ipv4Addr | Ipv6Addr), y] if y == x && desc.interval => "hash:net,net".to_string(),
         [Ipv4Addr | Ipv6Addr, IfName] if desc.interval => "hash:net,iface".to_string(),
         [InetService] => "bitmap:port".to_string(),
@@ -120,7 +149,14 @@ pub(crate) fn parse_elem(dims: &[KeyPart], text: &str) -> Result<Element, (usize
     let mut i = 0;
     while i < dims.len() {
         let Some(p) = parts.next() else {
-            return Err((off, format!("expected {} more comma-separated part(s) for {}", dims.len() - i, describe(dims))));
+            return Err((
+                off,
+                format!(
+                    "expected {} more comma-separated part(s) for {}",
+                    dims.len() - i,
+                    describe(dims)
+                ),
+            ));
         };
         let poff = off;
         off += p.len() + 1;
@@ -149,13 +185,26 @@ pub(crate) fn parse_elem(dims: &[KeyPart], text: &str) -> Result<Element, (usize
         i += 1;
     }
     if parts.next().is_some() {
-        return Err((off.saturating_sub(1), format!("too many comma-separated parts for {}", describe(dims))));
+        return Err((
+            off.saturating_sub(1),
+            format!("too many comma-separated parts for {}", describe(dims)),
+        ));
     }
-    Ok(Element { ranges, dims: dims.len() as u8, timeout: None, expires: None, comment: None, counters: None })
+    Ok(Element {
+        ranges,
+        dims: dims.len() as u8,
+        timeout: None,
+        expires: None,
+        comment: None,
+        counters: None,
+    })
 }
 
 fn describe(dims: &[KeyPart]) -> String {
-    dims.iter().map(|d| d.nft_name()).collect::<Vec<_>>().join(" . ")
+    dims.iter()
+        .map(|d| d.nft_name())
+        .collect::<Vec<_>>()
+        .join(" . ")
 }
 
 fn fmt_dim(d: KeyPart, lo: u128, hi: u128) -> String {
@@ -216,14 +265,20 @@ pub(crate) fn load(store: &SetStore, text: &str, now: u64) -> Result<Loaded, Err
         let eol = line.len() + 1;
         let (cmd, ccol) = toks[0];
         let need = |i: usize, what: &str| -> Result<(&str, usize), Error> {
-            toks.get(i).copied().ok_or_else(|| Error::new(lno, eol, format!("expected {what}, found end of line")))
+            toks.get(i)
+                .copied()
+                .ok_or_else(|| Error::new(lno, eol, format!("expected {what}, found end of line")))
         };
         match cmd {
             "create" | "-N" | "n" => {
                 let (name, ncol) = need(1, "a set name")?;
                 let (typ, tcol) = need(2, "a set type (e.g. hash:ip)")?;
                 if st.exists(name) {
-                    return Err(Error::new(lno, ncol, format!("set `{name}` already exists")));
+                    return Err(Error::new(
+                        lno,
+                        ncol,
+                        format!("set `{name}` already exists"),
+                    ));
                 }
                 // options
                 let mut v6 = false;
@@ -231,10 +286,28 @@ pub(crate) fn load(store: &SetStore, text: &str, now: u64) -> Result<Loaded, Err
                 let mut i = 3;
                 while i < toks.len() {
                     let (o, oc) = toks[i];
-                    let takes = matches!(o, "family" | "hashsize" | "maxelem" | "timeout" | "range" | "netmask" | "bucketsize" | "initval" | "markmask" | "size");
+                    let takes = matches!(
+                        o,
+                        "family"
+                            | "hashsize"
+                            | "maxelem"
+                            | "timeout"
+                            | "range"
+                            | "netmask"
+                            | "bucketsize"
+                            | "initval"
+                            | "markmask"
+                            | "size"
+                    );
                     let arg = if takes {
                         i += 1;
-                        Some(*toks.get(i).ok_or_else(|| Error::new(lno, eol, format!("expected a value after `{o}`, found end of line")))?)
+                        Some(*toks.get(i).ok_or_else(|| {
+                            Error::new(
+                                lno,
+                                eol,
+                                format!("expected a value after `{o}`, found end of line"),
+                            )
+                        })?)
                     } else {
                         None
                     };
@@ -243,7 +316,13 @@ pub(crate) fn load(store: &SetStore, text: &str, now: u64) -> Result<Loaded, Err
                         v6 = match f {
                             "inet" | "ipv4" => false,
                             "inet6" | "ipv6" => true,
-                            _ => return Err(Error::new(lno, fc, format!("expected family inet or inet6, found `{f}`"))),
+                            _ => {
+                                return Err(Error::new(
+                                    lno,
+                                    fc,
+                                    format!("expected family inet or inet6, found `{f}`"),
+                                ))
+                            }
                         };
                     } else {
                         desc_opts.push((o, oc, arg));
@@ -259,11 +338,22 @@ pub(crate) fn load(store: &SetStore, text: &str, now: u64) -> Result<Loaded, Err
                 })?;
                 let mut desc = SetDesc::new(&dims);
                 desc.interval = interval;
-                let mut info = IpsetInfo { typ: typ.to_string(), hashsize: None };
+                let mut info = IpsetInfo {
+                    typ: typ.to_string(),
+                    hashsize: None,
+                };
                 for (o, oc, arg) in desc_opts {
                     let a = arg.map(|x| x.0).unwrap_or("");
                     let ac = arg.map(|x| x.1).unwrap_or(oc);
-                    let n = || a.parse::<u64>().map_err(|_| Error::new(lno, ac, format!("expected a number after `{o}`, found `{a}`")));
+                    let n = || {
+                        a.parse::<u64>().map_err(|_| {
+                            Error::new(
+                                lno,
+                                ac,
+                                format!("expected a number after `{o}`, found `{a}`"),
+                            )
+                        })
+                    };
                     match o {
                         "hashsize" => {
                             let v = n()? as usize;
@@ -304,7 +394,11 @@ pub(crate) fn load(store: &SetStore, text: &str, now: u64) -> Result<Loaded, Err
                     if typ == "bitmap:port" {
                         desc.range = Some((0, 65535));
                     } else {
-                        return Err(Error::new(lno, eol, "bitmap:ip needs `range FROM-TO` (at most 65536 addresses)"));
+                        return Err(Error::new(
+                            lno,
+                            eol,
+                            "bitmap:ip needs `range FROM-TO` (at most 65536 addresses)",
+                        ));
                     }
                 }
                 desc.ipset = Some(info);
@@ -315,8 +409,11 @@ pub(crate) fn load(store: &SetStore, text: &str, now: u64) -> Result<Loaded, Err
             "add" | "-A" | "a" | "del" | "-D" | "d" => {
                 let (name, ncol) = need(1, "a set name")?;
                 let (etext, ecol) = need(2, "an element")?;
-                let set = st.get_mut(name).ok_or_else(|| Error::new(lno, ncol, format!("set `{name}` does not exist")))?;
-                let mut el = parse_elem(set.key_dims(), etext).map_err(|(o, m)| Error::new(lno, ecol + o, m))?;
+                let set = st
+                    .get_mut(name)
+                    .ok_or_else(|| Error::new(lno, ncol, format!("set `{name}` does not exist")))?;
+                let mut el = parse_elem(set.key_dims(), etext)
+                    .map_err(|(o, m)| Error::new(lno, ecol + o, m))?;
                 let mut i = 3;
                 while i < toks.len() {
                     let (o, oc) = toks[i];
@@ -346,17 +443,29 @@ pub(crate) fn load(store: &SetStore, text: &str, now: u64) -> Result<Loaded, Err
                     i += 1;
                 }
                 if cmd.starts_with('a') || cmd == "-A" {
-                    let n = set.add_staged(&el, now).map_err(|e| Error::new(lno, ecol, e.to_string()))?;
+                    let n = set
+                        .add_staged(&el, now)
+                        .map_err(|e| Error::new(lno, ecol, e.to_string()))?;
                     stats.elements_added += n;
                 } else {
-                    let n = set.del(&el).map_err(|e| Error::new(lno, ecol, e.to_string()))?;
+                    let n = set
+                        .del(&el)
+                        .map_err(|e| Error::new(lno, ecol, e.to_string()))?;
                     stats.elements_deleted += n;
                 }
             }
             "flush" | "-F" => match toks.get(1) {
-                Some(&(name, nc)) => st.get_mut(name).ok_or_else(|| Error::new(lno, nc, format!("set `{name}` does not exist")))?.flush(),
+                Some(&(name, nc)) => st
+                    .get_mut(name)
+                    .ok_or_else(|| Error::new(lno, nc, format!("set `{name}` does not exist")))?
+                    .flush(),
                 None => {
-                    let names: Vec<String> = store.names().iter().map(|s| s.to_string()).chain(st.staged.keys().cloned()).collect();
+                    let names: Vec<String> = store
+                        .names()
+                        .iter()
+                        .map(|s| s.to_string())
+                        .chain(st.staged.keys().cloned())
+                        .collect();
                     for n in names {
                         if let Some(s) = st.get_mut(&n) {
                             s.flush();
@@ -371,7 +480,12 @@ pub(crate) fn load(store: &SetStore, text: &str, now: u64) -> Result<Loaded, Err
                     }
                 }
                 None => {
-                    let names: Vec<String> = store.names().iter().map(|s| s.to_string()).chain(st.staged.keys().cloned()).collect();
+                    let names: Vec<String> = store
+                        .names()
+                        .iter()
+                        .map(|s| s.to_string())
+                        .chain(st.staged.keys().cloned())
+                        .collect();
                     for n in names {
                         st.destroy(&n);
                     }
@@ -380,9 +494,15 @@ pub(crate) fn load(store: &SetStore, text: &str, now: u64) -> Result<Loaded, Err
             "swap" | "-W" | "rename" | "-E" => {
                 let (a, ac) = need(1, "a set name")?;
                 let (b, bc) = need(2, "a set name")?;
-                let sa = st.get(a).ok_or_else(|| Error::new(lno, ac, format!("set `{a}` does not exist")))?.clone();
+                let sa = st
+                    .get(a)
+                    .ok_or_else(|| Error::new(lno, ac, format!("set `{a}` does not exist")))?
+                    .clone();
                 if cmd == "swap" || cmd == "-W" {
-                    let sb = st.get(b).ok_or_else(|| Error::new(lno, bc, format!("set `{b}` does not exist")))?.clone();
+                    let sb = st
+                        .get(b)
+                        .ok_or_else(|| Error::new(lno, bc, format!("set `{b}` does not exist")))?
+                        .clone();
                     let (mut sa, mut sb) = (sa, sb);
                     sa.set_name_pub(b);
                     sb.set_name_pub(a);
@@ -398,7 +518,15 @@ pub(crate) fn load(store: &SetStore, text: &str, now: u64) -> Result<Loaded, Err
                     st.create(sa);
                 }
             }
-            _ => return Err(Error::new(lno, ccol, format!("expected create, add, del, flush, destroy, swap or rename, found `{cmd}`"))),
+            _ => {
+                return Err(Error::new(
+                    lno,
+                    ccol,
+                    format!(
+                        "expected create, add, del, flush, destroy, swap or rename, found `{cmd}`"
+                    ),
+                ))
+            }
         }
     }
     let (staged, removed) = st.finish();
@@ -416,17 +544,35 @@ pub(crate) fn save(store: &SetStore, only: Option<&str>, now: u64) -> String {
         let Some(set) = store.get(name) else { continue };
         let d = set.desc();
         let Some(typ) = ipset_type(d) else {
-            let _ = writeln!(out, "# set {name} (type {}) has no ipset equivalent", d.type_name());
+            let _ = writeln!(
+                out,
+                "# set {name} (type {}) has no ipset equivalent",
+                d.type_name()
+            );
             continue;
         };
         let _ = write!(out, "create {name} {typ}");
         if typ.starts_with("bitmap:") {
             let (a, b) = d.range.unwrap_or((0, d.dims[0].max()));
-            let _ = write!(out, " range {}-{}", fmt_value(d.dims[0], a), fmt_value(d.dims[0], b));
+            let _ = write!(
+                out,
+                " range {}-{}",
+                fmt_value(d.dims[0], a),
+                fmt_value(d.dims[0], b)
+            );
         } else {
             let v6 = d.dims.contains(&KeyPart::Ipv6Addr);
-            let hs = d.ipset.as_ref().and_then(|i| i.hashsize).unwrap_or_else(|| set.len().max(1024).next_power_of_two());
-            let _ = write!(out, " family {} hashsize {hs} maxelem {}", if v6 { "inet6" } else { "inet" }, set.maxelem());
+            let hs = d
+                .ipset
+                .as_ref()
+                .and_then(|i| i.hashsize)
+                .unwrap_or_else(|| set.len().max(1024).next_power_of_two());
+            let _ = write!(
+                out,
+                " family {} hashsize {hs} maxelem {}",
+                if v6 { "inet6" } else { "inet" },
+                set.maxelem()
+            );
         }
         if d.timeouts {
             let _ = write!(out, " timeout {}", d.default_timeout / 1000);

@@ -122,11 +122,17 @@ impl Default for Key {
 impl Key {
     /// An empty key.
     pub const fn new() -> Key {
-        Key { vals: [KeyValue::Proto(0); MAX_DIMS], len: 0 }
+        Key {
+            vals: [KeyValue::Proto(0); MAX_DIMS],
+            len: 0,
+        }
     }
     /// Appends a part. Panics if the key already has [`MAX_DIMS`] parts.
     pub fn push(mut self, v: KeyValue) -> Key {
-        assert!((self.len as usize) < MAX_DIMS, "Key has at most {MAX_DIMS} parts");
+        assert!(
+            (self.len as usize) < MAX_DIMS,
+            "Key has at most {MAX_DIMS} parts"
+        );
         self.vals[self.len as usize] = v;
         self.len += 1;
         self
@@ -173,7 +179,13 @@ pub(crate) fn ifname_bytes(b: &[u8]) -> [u8; 16] {
 #[inline]
 pub(crate) fn dim_value(part: KeyPart, v: &KeyValue) -> Option<u128> {
     match (part, v) {
-        (KeyPart::Ipv4Addr, KeyValue::Addr { family: Family::V4, addr }) => {
+        (
+            KeyPart::Ipv4Addr,
+            KeyValue::Addr {
+                family: Family::V4,
+                addr,
+            },
+        ) => {
             let hi = addr >> 32;
             if hi == 0 || hi == 0xffff {
                 Some(addr & 0xffff_ffff)
@@ -181,7 +193,13 @@ pub(crate) fn dim_value(part: KeyPart, v: &KeyValue) -> Option<u128> {
                 None
             }
         }
-        (KeyPart::Ipv6Addr, KeyValue::Addr { family: Family::V6, addr }) => Some(*addr),
+        (
+            KeyPart::Ipv6Addr,
+            KeyValue::Addr {
+                family: Family::V6,
+                addr,
+            },
+        ) => Some(*addr),
         (KeyPart::InetService, KeyValue::Port(p)) => Some(*p as u128),
         (KeyPart::InetProto, KeyValue::Proto(p)) => Some(*p as u128),
         (KeyPart::IfName, KeyValue::Iface(b)) => Some(u128::from_be_bytes(*b)),
@@ -207,7 +225,11 @@ impl Layout {
             used += d.width();
             offs.push(total - used);
         }
-        Layout { dims: dims.to_vec(), offs, total }
+        Layout {
+            dims: dims.to_vec(),
+            offs,
+            total,
+        }
     }
     #[inline]
     #[allow(clippy::needless_range_loop)]
@@ -224,7 +246,11 @@ impl Layout {
     pub fn pack_end<K: Word>(&self, r: &[(u128, u128)], hi: bool) -> K {
         let mut k = K::default();
         for i in 0..self.dims.len() {
-            k.put(self.offs[i], self.dims[i].width(), if hi { r[i].1 } else { r[i].0 });
+            k.put(
+                self.offs[i],
+                self.dims[i].width(),
+                if hi { r[i].1 } else { r[i].0 },
+            );
         }
         k
     }
@@ -300,7 +326,10 @@ pub fn proto_by_name(s: &str) -> Option<u8> {
     if let Ok(n) = s.parse::<u8>() {
         return Some(n);
     }
-    PROTOS.iter().find(|(n, _)| n.eq_ignore_ascii_case(s)).map(|&(_, v)| v)
+    PROTOS
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case(s))
+        .map(|&(_, v)| v)
 }
 
 /// Protocol name (or number as text).
@@ -350,38 +379,58 @@ pub(crate) fn parse_dim(part: KeyPart, s: &str) -> Result<(u128, u128), String> 
     match part {
         KeyPart::Ipv4Addr => {
             if let Some((a, l)) = s.split_once('/') {
-                let a: Ipv4Addr = a.parse().map_err(|_| format!("expected an IPv4 address, found `{a}`"))?;
-                let l: u32 = l.parse().map_err(|_| format!("expected a prefix length, found `{l}`"))?;
+                let a: Ipv4Addr = a
+                    .parse()
+                    .map_err(|_| format!("expected an IPv4 address, found `{a}`"))?;
+                let l: u32 = l
+                    .parse()
+                    .map_err(|_| format!("expected a prefix length, found `{l}`"))?;
                 prefix_range(u32::from(a) as u128, l, 32)
             } else if let Some((a, b)) = s.split_once('-') {
-                let a: Ipv4Addr = a.parse().map_err(|_| format!("expected an IPv4 address, found `{a}`"))?;
-                let b: Ipv4Addr = b.parse().map_err(|_| format!("expected an IPv4 address, found `{b}`"))?;
+                let a: Ipv4Addr = a
+                    .parse()
+                    .map_err(|_| format!("expected an IPv4 address, found `{a}`"))?;
+                let b: Ipv4Addr = b
+                    .parse()
+                    .map_err(|_| format!("expected an IPv4 address, found `{b}`"))?;
                 let (a, b) = (u32::from(a) as u128, u32::from(b) as u128);
                 if a > b {
                     return Err(format!("range start {} after end {}", fmt_v4(a), fmt_v4(b)));
                 }
                 Ok((a, b))
             } else {
-                let a: Ipv4Addr = s.parse().map_err(|_| format!("expected an IPv4 address, found `{s}`"))?;
+                let a: Ipv4Addr = s
+                    .parse()
+                    .map_err(|_| format!("expected an IPv4 address, found `{s}`"))?;
                 let v = u32::from(a) as u128;
                 Ok((v, v))
             }
         }
         KeyPart::Ipv6Addr => {
             if let Some((a, l)) = s.split_once('/') {
-                let a: Ipv6Addr = a.parse().map_err(|_| format!("expected an IPv6 address, found `{a}`"))?;
-                let l: u32 = l.parse().map_err(|_| format!("expected a prefix length, found `{l}`"))?;
+                let a: Ipv6Addr = a
+                    .parse()
+                    .map_err(|_| format!("expected an IPv6 address, found `{a}`"))?;
+                let l: u32 = l
+                    .parse()
+                    .map_err(|_| format!("expected a prefix length, found `{l}`"))?;
                 prefix_range(u128::from(a), l, 128)
             } else if let Some((a, b)) = s.split_once('-') {
-                let a: Ipv6Addr = a.parse().map_err(|_| format!("expected an IPv6 address, found `{a}`"))?;
-                let b: Ipv6Addr = b.parse().map_err(|_| format!("expected an IPv6 address, found `{b}`"))?;
+                let a: Ipv6Addr = a
+                    .parse()
+                    .map_err(|_| format!("expected an IPv6 address, found `{a}`"))?;
+                let b: Ipv6Addr = b
+                    .parse()
+                    .map_err(|_| format!("expected an IPv6 address, found `{b}`"))?;
                 let (a, b) = (u128::from(a), u128::from(b));
                 if a > b {
                     return Err("range start after end".into());
                 }
                 Ok((a, b))
             } else {
-                let a: Ipv6Addr = s.parse().map_err(|_| format!("expected an IPv6 address, found `{s}`"))?;
+                let a: Ipv6Addr = s
+                    .parse()
+                    .map_err(|_| format!("expected an IPv6 address, found `{s}`"))?;
                 let v = u128::from(a);
                 Ok((v, v))
             }
@@ -416,7 +465,10 @@ pub(crate) fn parse_dim(part: KeyPart, s: &str) -> Result<(u128, u128), String> 
             }
         }
         KeyPart::IfName => {
-            let s = s.strip_prefix('"').and_then(|t| t.strip_suffix('"')).unwrap_or(s);
+            let s = s
+                .strip_prefix('"')
+                .and_then(|t| t.strip_suffix('"'))
+                .unwrap_or(s);
             if s.is_empty() {
                 return Err("expected an interface name".into());
             }
@@ -501,9 +553,17 @@ pub(crate) fn range_to_prefixes(lo: u128, hi: u128, width: u32, out: &mut Vec<(u
     let mut cur = lo;
     loop {
         // largest aligned block starting at cur and not exceeding hi
-        let mut host = if cur == 0 { width } else { cur.trailing_zeros().min(width) };
+        let mut host = if cur == 0 {
+            width
+        } else {
+            cur.trailing_zeros().min(width)
+        };
         loop {
-            let end = if host >= 128 { u128::MAX } else { cur | ((1u128 << host) - 1) };
+            let end = if host >= 128 {
+                u128::MAX
+            } else {
+                cur | ((1u128 << host) - 1)
+            };
             if end <= hi {
                 out.push((cur, width - host));
                 if end == hi {
@@ -521,7 +581,11 @@ pub(crate) fn range_to_prefixes(lo: u128, hi: u128, width: u32, out: &mut Vec<(u
 pub(crate) fn fmt_range(part: KeyPart, lo: u128, hi: u128) -> String {
     if lo == hi {
         let s = fmt_value(part, lo);
-        return if part == KeyPart::IfName { format!("\"{s}\"") } else { s };
+        return if part == KeyPart::IfName {
+            format!("\"{s}\"")
+        } else {
+            s
+        };
     }
     match part {
         KeyPart::Ipv4Addr | KeyPart::Ipv6Addr => match prefix_len(lo, hi, part.width()) {
@@ -556,7 +620,17 @@ mod tests {
         assert_eq!(prefix_len(0x0a000000, 0x0affffff, 32), Some(8));
         assert_eq!(prefix_len(0, u32::MAX as u128, 32), Some(0));
         assert_eq!(prefix_len(1, 2, 32), None);
-        assert_eq!(parse_dim(KeyPart::IfName, "eth*").unwrap().0 >> 104, 0x657468);
-        assert_eq!(fmt_range(KeyPart::IfName, parse_dim(KeyPart::IfName, "eth*").unwrap().0, parse_dim(KeyPart::IfName, "eth*").unwrap().1), "\"eth*\"");
+        assert_eq!(
+            parse_dim(KeyPart::IfName, "eth*").unwrap().0 >> 104,
+            0x657468
+        );
+        assert_eq!(
+            fmt_range(
+                KeyPart::IfName,
+                parse_dim(KeyPart::IfName, "eth*").unwrap().0,
+                parse_dim(KeyPart::IfName, "eth*").unwrap().1
+            ),
+            "\"eth*\""
+        );
     }
 }

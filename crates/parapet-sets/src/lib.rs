@@ -35,8 +35,8 @@ mod word;
 pub use key::{Family, Key, KeyPart, KeyValue, MAX_DIMS};
 pub use nft::{format_duration, parse_duration};
 pub use set::{
-    choose_backend, BackendKind, Complexity, Element, Explain, IpsetInfo, Policy, Set, SetDesc, SetError, StoredElement, DEFAULT_MAXELEM,
-    FIXED_HASH_LIMIT, MAX_EXPAND,
+    choose_backend, BackendKind, Complexity, Element, Explain, IpsetInfo, Policy, Set, SetDesc,
+    SetError, StoredElement, DEFAULT_MAXELEM, FIXED_HASH_LIMIT, MAX_EXPAND,
 };
 pub use store::{Clock, LoadStats, ManualClock, SetStore, SystemClock};
 
@@ -54,7 +54,11 @@ pub struct Error {
 
 impl Error {
     pub(crate) fn new(line: usize, column: usize, message: impl Into<String>) -> Error {
-        Error { line, column, message: message.into() }
+        Error {
+            line,
+            column,
+            message: message.into(),
+        }
     }
 }
 

@@ -36,7 +36,11 @@ fn lex(text: &str) -> Result<Vec<Tok<'_>>, Error> {
         let col = i - ls + 1;
         match c {
             b'\n' => {
-                out.push(Tok { t: T::Nl, line, col });
+                out.push(Tok {
+                    t: T::Nl,
+                    line,
+                    col,
+                });
                 line += 1;
                 ls = i + 1;
                 i += 1;
@@ -73,21 +77,51 @@ fn lex(text: &str) -> Result<Vec<Tok<'_>>, Error> {
                     j += 1;
                 }
                 if j >= b.len() || b[j] != b'"' {
-                    return Err(Error::new(line, col, "unterminated string: expected a closing `\"`"));
+                    return Err(Error::new(
+                        line,
+                        col,
+                        "unterminated string: expected a closing `\"`",
+                    ));
                 }
-                out.push(Tok { t: T::Str(&text[s..j]), line, col });
+                out.push(Tok {
+                    t: T::Str(&text[s..j]),
+                    line,
+                    col,
+                });
                 i = j + 1;
             }
             _ => {
                 let s = i;
-                while i < b.len() && !matches!(b[i], b' ' | b'\t' | b'\r' | b'\n' | b'{' | b'}' | b';' | b',' | b'=' | b'"' | b'#') {
+                while i < b.len()
+                    && !matches!(
+                        b[i],
+                        b' ' | b'\t'
+                            | b'\r'
+                            | b'\n'
+                            | b'{'
+                            | b'}'
+                            | b';'
+                            | b','
+                            | b'='
+                            | b'"'
+                            | b'#'
+                    )
+                {
                     i += 1;
                 }
-                out.push(Tok { t: T::Word(&text[s..i]), line, col });
+                out.push(Tok {
+                    t: T::Word(&text[s..i]),
+                    line,
+                    col,
+                });
             }
         }
     }
-    out.push(Tok { t: T::Eof, line, col: b.len() - ls + 1 });
+    out.push(Tok {
+        t: T::Eof,
+        line,
+        col: b.len() - ls + 1,
+    });
     Ok(out)
 }
 
@@ -150,7 +184,13 @@ pub fn format_duration(ms: u64) -> String {
     }
     let mut out = String::new();
     let mut r = ms;
-    for (u, m) in [("d", 86_400_000u64), ("h", 3_600_000), ("m", 60_000), ("s", 1000), ("ms", 1)] {
+    for (u, m) in [
+        ("d", 86_400_000u64),
+        ("h", 3_600_000),
+        ("m", 60_000),
+        ("s", 1000),
+        ("ms", 1),
+    ] {
         if r >= m {
             let _ = write!(out, "{}{u}", r / m);
             r %= m;
@@ -184,7 +224,11 @@ impl<'a> P<'a> {
         t
     }
     fn err(&self, tok: Tok, expected: &str) -> Error {
-        Error::new(tok.line, tok.col, format!("expected {expected}, found {}", show(tok.t)))
+        Error::new(
+            tok.line,
+            tok.col,
+            format!("expected {expected}, found {}", show(tok.t)),
+        )
     }
     fn skip_nl(&mut self) {
         while matches!(self.peek().t, T::Nl | T::Semi) {
@@ -262,8 +306,12 @@ fn typeof_part(expr: &str) -> Option<KeyPart> {
     Some(match w.as_slice() {
         ["ip", "saddr" | "daddr"] => KeyPart::Ipv4Addr,
         ["ip6", "saddr" | "daddr"] => KeyPart::Ipv6Addr,
-        ["tcp" | "udp" | "th" | "sctp" | "udplite" | "dccp", "sport" | "dport"] => KeyPart::InetService,
-        ["meta", "l4proto"] | ["ip", "protocol"] | ["ip6", "nexthdr"] | ["meta", "protocol"] => KeyPart::InetProto,
+        ["tcp" | "udp" | "th" | "sctp" | "udplite" | "dccp", "sport" | "dport"] => {
+            KeyPart::InetService
+        }
+        ["meta", "l4proto"] | ["ip", "protocol"] | ["ip6", "nexthdr"] | ["meta", "protocol"] => {
+            KeyPart::InetProto
+        }
         ["meta", "iifname" | "oifname"] | ["iifname"] | ["oifname"] => KeyPart::IfName,
         _ => return None,
     })
@@ -301,14 +349,26 @@ impl<'a> P<'a> {
                     _ => break,
                 }
             }
-            let mut e = RawElem { parts, timeout: None, expires: None, comment: None, counters: None };
+            let mut e = RawElem {
+                parts,
+                timeout: None,
+                expires: None,
+                comment: None,
+                counters: None,
+            };
             loop {
                 let t = self.peek();
                 match t.t {
                     T::Word("timeout") | T::Word("expires") => {
                         self.next();
                         let (d, dt) = self.word("a duration")?;
-                        let ms = parse_duration(d).ok_or_else(|| Error::new(dt.line, dt.col, format!("expected a duration like 30s or 1h, found `{d}`")))?;
+                        let ms = parse_duration(d).ok_or_else(|| {
+                            Error::new(
+                                dt.line,
+                                dt.col,
+                                format!("expected a duration like 30s or 1h, found `{d}`"),
+                            )
+                        })?;
                         if t.t == T::Word("timeout") {
                             e.timeout = Some(ms);
                         } else {
@@ -327,7 +387,13 @@ impl<'a> P<'a> {
                             if self.peek().t == T::Word(k) {
                                 self.next();
                                 let (n, nt) = self.word("a number")?;
-                                let n: u64 = n.parse().map_err(|_| Error::new(nt.line, nt.col, format!("expected a number, found `{n}`")))?;
+                                let n: u64 = n.parse().map_err(|_| {
+                                    Error::new(
+                                        nt.line,
+                                        nt.col,
+                                        format!("expected a number, found `{n}`"),
+                                    )
+                                })?;
                                 if k == "packets" {
                                     c.0 = n
                                 } else {
@@ -462,7 +528,13 @@ impl<'a> P<'a> {
                 _ => return Err(Error::new(t.line, t.col, format!("expected a set statement (type, flags, timeout, size, policy, counter, comment, elements), found `{w}`"))),
             }
         }
-        let mut desc = desc.ok_or_else(|| Error::new(open.line, open.col, format!("set `{name}` has no `type` statement")))?;
+        let mut desc = desc.ok_or_else(|| {
+            Error::new(
+                open.line,
+                open.col,
+                format!("set `{name}` has no `type` statement"),
+            )
+        })?;
         desc.interval = flags.0;
         desc.timeouts = flags.1 || timeout.is_some();
         desc.default_timeout = timeout.unwrap_or(0);
@@ -472,20 +544,44 @@ impl<'a> P<'a> {
         desc.counters = counters;
         desc.comment = elems.iter().any(|e| e.comment.is_some());
         desc.set_comment = comment;
-        Ok(SetDef { name, name_tok, desc, elems })
+        Ok(SetDef {
+            name,
+            name_tok,
+            desc,
+            elems,
+        })
     }
 }
 
 fn build_elem(dims: &[KeyPart], r: &RawElem) -> Result<Element, Error> {
     if r.parts.len() != dims.len() {
         let (_, l, c) = r.parts[0];
-        return Err(Error::new(l, c, format!("expected {} value(s) joined by ` . ` for type {}, found {}", dims.len(), dims.iter().map(|d| d.nft_name()).collect::<Vec<_>>().join(" . "), r.parts.len())));
+        return Err(Error::new(
+            l,
+            c,
+            format!(
+                "expected {} value(s) joined by ` . ` for type {}, found {}",
+                dims.len(),
+                dims.iter()
+                    .map(|d| d.nft_name())
+                    .collect::<Vec<_>>()
+                    .join(" . "),
+                r.parts.len()
+            ),
+        ));
     }
     let mut ranges = [(0u128, 0u128); MAX_DIMS];
     for (i, &(text, l, c)) in r.parts.iter().enumerate() {
         ranges[i] = parse_dim(dims[i], text).map_err(|m| Error::new(l, c, m))?;
     }
-    Ok(Element { ranges, dims: dims.len() as u8, timeout: r.timeout, expires: r.expires, comment: r.comment.clone(), counters: r.counters })
+    Ok(Element {
+        ranges,
+        dims: dims.len() as u8,
+        timeout: r.timeout,
+        expires: r.expires,
+        comment: r.comment.clone(),
+        counters: r.counters,
+    })
 }
 
 pub(crate) fn load(store: &SetStore, text: &str, now: u64) -> Result<crate::ipset::Loaded, Error> {
@@ -500,7 +596,11 @@ pub(crate) fn load(store: &SetStore, text: &str, now: u64) -> Result<crate::ipse
         match t.t {
             T::Eof => {
                 if let Some(o) = depth_tables.last() {
-                    return Err(Error::new(t.line, t.col, format!("expected `}}` closing the table opened at line {}", o.line)));
+                    return Err(Error::new(
+                        t.line,
+                        t.col,
+                        format!("expected `}}` closing the table opened at line {}", o.line),
+                    ));
                 }
                 break;
             }
@@ -523,14 +623,23 @@ pub(crate) fn load(store: &SetStore, text: &str, now: u64) -> Result<crate::ipse
                 let def = p.set_def()?;
                 create(&mut st, def, now, &mut stats)?;
             }
-            T::Word("add") | T::Word("create") | T::Word("delete") | T::Word("destroy") | T::Word("flush") if depth_tables.is_empty() => {
+            T::Word("add")
+            | T::Word("create")
+            | T::Word("delete")
+            | T::Word("destroy")
+            | T::Word("flush")
+                if depth_tables.is_empty() =>
+            {
                 let (what, wt) = p.word("set, element or ruleset")?;
                 match (t.t, what) {
                     (T::Word("add") | T::Word("create"), "set") => {
                         let def = p.set_def()?;
                         create(&mut st, def, now, &mut stats)?;
                     }
-                    (T::Word("add") | T::Word("create") | T::Word("delete") | T::Word("destroy"), "element") => {
+                    (
+                        T::Word("add") | T::Word("create") | T::Word("delete") | T::Word("destroy"),
+                        "element",
+                    ) => {
                         let (mut name, mut nt) = p.word("a set name")?;
                         while let T::Word(w) = p.peek().t {
                             nt = p.next();
@@ -538,14 +647,19 @@ pub(crate) fn load(store: &SetStore, text: &str, now: u64) -> Result<crate::ipse
                         }
                         let raws = p.elements()?;
                         p.end_stmt()?;
-                        let set = st.get_mut(name).ok_or_else(|| Error::new(nt.line, nt.col, format!("set `{name}` does not exist")))?;
+                        let set = st.get_mut(name).ok_or_else(|| {
+                            Error::new(nt.line, nt.col, format!("set `{name}` does not exist"))
+                        })?;
                         for r in &raws {
                             let el = build_elem(set.key_dims(), r)?;
                             let (l, c) = (r.parts[0].1, r.parts[0].2);
                             if matches!(t.t, T::Word("add") | T::Word("create")) {
-                                stats.elements_added += set.add_staged(&el, now).map_err(|e| Error::new(l, c, e.to_string()))?;
+                                stats.elements_added += set
+                                    .add_staged(&el, now)
+                                    .map_err(|e| Error::new(l, c, e.to_string()))?;
                             } else {
-                                stats.elements_deleted += set.del(&el).map_err(|e| Error::new(l, c, e.to_string()))?;
+                                stats.elements_deleted +=
+                                    set.del(&el).map_err(|e| Error::new(l, c, e.to_string()))?;
                             }
                         }
                     }
@@ -557,19 +671,45 @@ pub(crate) fn load(store: &SetStore, text: &str, now: u64) -> Result<crate::ipse
                         }
                         p.end_stmt()?;
                         if t.t == T::Word("flush") {
-                            st.get_mut(name).ok_or_else(|| Error::new(nt.line, nt.col, format!("set `{name}` does not exist")))?.flush();
+                            st.get_mut(name)
+                                .ok_or_else(|| {
+                                    Error::new(
+                                        nt.line,
+                                        nt.col,
+                                        format!("set `{name}` does not exist"),
+                                    )
+                                })?
+                                .flush();
                         } else if !st.destroy(name) {
-                            return Err(Error::new(nt.line, nt.col, format!("set `{name}` does not exist")));
+                            return Err(Error::new(
+                                nt.line,
+                                nt.col,
+                                format!("set `{name}` does not exist"),
+                            ));
                         }
                     }
                     (T::Word("flush"), "ruleset") => {
                         p.end_stmt()?;
-                        let names: Vec<String> = store.names().iter().map(|s| s.to_string()).chain(st.staged.keys().cloned()).collect();
+                        let names: Vec<String> = store
+                            .names()
+                            .iter()
+                            .map(|s| s.to_string())
+                            .chain(st.staged.keys().cloned())
+                            .collect();
                         for n in names {
                             st.destroy(&n);
                         }
                     }
-                    _ => return Err(Error::new(wt.line, wt.col, format!("expected set or element after {}, found `{what}`", show(t.t)))),
+                    _ => {
+                        return Err(Error::new(
+                            wt.line,
+                            wt.col,
+                            format!(
+                                "expected set or element after {}, found `{what}`",
+                                show(t.t)
+                            ),
+                        ))
+                    }
                 }
             }
             T::Word(_) if !depth_tables.is_empty() => {
@@ -578,7 +718,11 @@ pub(crate) fn load(store: &SetStore, text: &str, now: u64) -> Result<crate::ipse
                 p.skip_stmt()?;
             }
             _ => {
-                let what = if depth_tables.is_empty() { "table, set, add, delete or flush" } else { "set, chain or `}`" };
+                let what = if depth_tables.is_empty() {
+                    "table, set, add, delete or flush"
+                } else {
+                    "set, chain or `}`"
+                };
                 return Err(p.err(t, what));
             }
         }
@@ -589,15 +733,22 @@ pub(crate) fn load(store: &SetStore, text: &str, now: u64) -> Result<crate::ipse
 
 fn create(st: &mut Staging, def: SetDef, now: u64, stats: &mut LoadStats) -> Result<(), Error> {
     if st.exists(def.name) {
-        return Err(Error::new(def.name_tok.line, def.name_tok.col, format!("set `{}` already exists", def.name)));
+        return Err(Error::new(
+            def.name_tok.line,
+            def.name_tok.col,
+            format!("set `{}` already exists", def.name),
+        ));
     }
-    let mut set = Set::new(def.name, def.desc).map_err(|e| Error::new(def.name_tok.line, def.name_tok.col, e.to_string()))?;
+    let mut set = Set::new(def.name, def.desc)
+        .map_err(|e| Error::new(def.name_tok.line, def.name_tok.col, e.to_string()))?;
     set.begin_bulk();
     let dims = set.key_dims().to_vec();
     for r in &def.elems {
         let el = build_elem(&dims, r)?;
         let (l, c) = (r.parts[0].1, r.parts[0].2);
-        stats.elements_added += set.add_staged(&el, now).map_err(|e| Error::new(l, c, e.to_string()))?;
+        stats.elements_added += set
+            .add_staged(&el, now)
+            .map_err(|e| Error::new(l, c, e.to_string()))?;
     }
     st.create(set);
     stats.sets_created += 1;
@@ -642,12 +793,25 @@ pub(crate) fn save(store: &SetStore, only: Option<&str>, now: u64) -> String {
         }
         let mut els = set.elements(now);
         // bitmap/hash-stored interval sets: merge runs of points back into ranges
-        if d.interval && d.dims.len() == 1 && matches!(set.backend(), crate::BackendKind::Bitmap | crate::BackendKind::HashFixed | crate::BackendKind::HashGrowable) {
+        if d.interval
+            && d.dims.len() == 1
+            && matches!(
+                set.backend(),
+                crate::BackendKind::Bitmap
+                    | crate::BackendKind::HashFixed
+                    | crate::BackendKind::HashGrowable
+            )
+        {
             let mut merged: Vec<crate::StoredElement> = Vec::with_capacity(els.len());
             for e in els {
                 if let Some(last) = merged.last_mut() {
                     let (a, b) = (&last.element, &e.element);
-                    if a.ranges[0].1.checked_add(1) == Some(b.ranges[0].0) && last.remaining == e.remaining && a.comment == b.comment && a.counters.is_none() && b.counters.is_none() {
+                    if a.ranges[0].1.checked_add(1) == Some(b.ranges[0].0)
+                        && last.remaining == e.remaining
+                        && a.comment == b.comment
+                        && a.counters.is_none()
+                        && b.counters.is_none()
+                    {
                         last.element.ranges[0].1 = b.ranges[0].1;
                         continue;
                     }
@@ -663,7 +827,12 @@ pub(crate) fn save(store: &SetStore, only: Option<&str>, now: u64) -> String {
                 if i > 0 {
                     out.push_str(",\n\t\t     ");
                 }
-                let key: Vec<String> = el.ranges().iter().zip(&d.dims).map(|(&(l, h), &k)| fmt_range(k, l, h)).collect();
+                let key: Vec<String> = el
+                    .ranges()
+                    .iter()
+                    .zip(&d.dims)
+                    .map(|(&(l, h), &k)| fmt_range(k, l, h))
+                    .collect();
                 out.push_str(&key.join(" . "));
                 if let Some(t) = el.timeout {
                     let _ = write!(out, " timeout {}", format_duration(t));

@@ -1,6 +1,9 @@
 //! A typed set: description, backend choice, elements, timeouts.
 
-use crate::backend::{bitmap::Bitmap, hash::HashTable, interval::IntervalSet, tss::Tss, Backend, BErr, Ins, Seeded, NEVER};
+use crate::backend::{
+    bitmap::Bitmap, hash::HashTable, interval::IntervalSet, tss::Tss, BErr, Backend, Ins, Seeded,
+    NEVER,
+};
 use crate::key::{fmt_range, Key, KeyPart, Layout, MAX_DIMS};
 use crate::word::{Wide, Word};
 use std::collections::HashMap;
@@ -224,7 +227,11 @@ impl SetDesc {
     }
     /// The nft type text, e.g. `ipv4_addr . inet_service`.
     pub fn type_name(&self) -> String {
-        self.dims.iter().map(|d| d.nft_name()).collect::<Vec<_>>().join(" . ")
+        self.dims
+            .iter()
+            .map(|d| d.nft_name())
+            .collect::<Vec<_>>()
+            .join(" . ")
     }
     fn domain(&self) -> Option<(u128, u128)> {
         if let Some(r) = self.range {
@@ -253,7 +260,11 @@ pub enum SetError {
     /// A range in a non-interval set that expands into too many elements.
     RangeTooLarge { set: String, element: String },
     /// A concatenation element whose ranges decompose into too many boxes.
-    TooComplex { set: String, element: String, boxes: usize },
+    TooComplex {
+        set: String,
+        element: String,
+        boxes: usize,
+    },
     /// Element/key shape does not fit the set's type.
     TypeMismatch { set: String, message: String },
     /// The description cannot be realised.
@@ -265,13 +276,24 @@ impl fmt::Display for SetError {
         match self {
             SetError::NoSuchSet(s) => write!(f, "set `{s}` does not exist"),
             SetError::Exists(s) => write!(f, "set `{s}` already exists"),
-            SetError::Full { set, maxelem } => write!(f, "set `{set}` is full (maxelem {maxelem}): element not added"),
-            SetError::TimeoutNotSupported { set } => write!(f, "set `{set}` was created without timeout support"),
-            SetError::OutOfRange { set, element } => write!(f, "element {element} is outside the range of set `{set}`"),
+            SetError::Full { set, maxelem } => write!(
+                f,
+                "set `{set}` is full (maxelem {maxelem}): element not added"
+            ),
+            SetError::TimeoutNotSupported { set } => {
+                write!(f, "set `{set}` was created without timeout support")
+            }
+            SetError::OutOfRange { set, element } => {
+                write!(f, "element {element} is outside the range of set `{set}`")
+            }
             SetError::RangeTooLarge { set, element } => {
                 write!(f, "range {element} expands to more than {MAX_EXPAND} elements in set `{set}` (not an interval set)")
             }
-            SetError::TooComplex { set, element, boxes } => {
+            SetError::TooComplex {
+                set,
+                element,
+                boxes,
+            } => {
                 write!(f, "element {element} of set `{set}` decomposes into {boxes} prefix boxes (limit {})", crate::backend::tss::MAX_BOXES)
             }
             SetError::TypeMismatch { set, message } => write!(f, "set `{set}`: {message}"),
@@ -306,7 +328,14 @@ impl Element {
         assert!(ranges.len() <= MAX_DIMS);
         let mut r = [(0, 0); MAX_DIMS];
         r[..ranges.len()].copy_from_slice(ranges);
-        Element { ranges: r, dims: ranges.len() as u8, timeout: None, expires: None, comment: None, counters: None }
+        Element {
+            ranges: r,
+            dims: ranges.len() as u8,
+            timeout: None,
+            expires: None,
+            comment: None,
+            counters: None,
+        }
     }
     /// An element with one exact value per dimension.
     pub fn exact(values: &[u128]) -> Element {
@@ -427,13 +456,21 @@ pub struct Explain {
 
 impl fmt::Display for Explain {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "set {}: type {}{}; policy {}", self.set, self.key, self.flags, self.policy)?;
+        writeln!(
+            f,
+            "set {}: type {}{}; policy {}",
+            self.set, self.key, self.flags, self.policy
+        )?;
         writeln!(f, "backend: {}", self.backend)?;
         writeln!(f, "  lookup: {}", self.complexity.lookup)?;
         writeln!(f, "  insert: {}", self.complexity.insert)?;
         writeln!(f, "  delete: {}", self.complexity.delete)?;
         writeln!(f, "  space:  {}", self.complexity.space)?;
-        writeln!(f, "elements: {} of maxelem {}; memory: {} bytes", self.elements, self.maxelem, self.memory_bytes)?;
+        writeln!(
+            f,
+            "elements: {} of maxelem {}; memory: {} bytes",
+            self.elements, self.maxelem, self.memory_bytes
+        )?;
         writeln!(f, "why:")?;
         for r in &self.reasons {
             writeln!(f, "  - {r}")?;
@@ -457,13 +494,31 @@ pub fn choose_backend(desc: &SetDesc) -> Result<(BackendKind, Vec<String>), SetE
             BackendKind::TupleSpace => true,
         };
         if !ok {
-            return Err(SetError::InvalidDesc(format!("backend {k} cannot hold keys of type {}{}", desc.type_name(), if desc.interval { " with flags interval" } else { "" })));
+            return Err(SetError::InvalidDesc(format!(
+                "backend {k} cannot hold keys of type {}{}",
+                desc.type_name(),
+                if desc.interval {
+                    " with flags interval"
+                } else {
+                    ""
+                }
+            )));
         }
         why.push(format!("{k} was requested explicitly"));
         return Ok((k, why));
     }
     let entry = |kbits: u32| -> u128 {
-        let kb = if kbits <= 16 { 2 } else if kbits <= 32 { 4 } else if kbits <= 64 { 8 } else if kbits <= 128 { 16 } else { 64 };
+        let kb = if kbits <= 16 {
+            2
+        } else if kbits <= 32 {
+            4
+        } else if kbits <= 64 {
+            8
+        } else if kbits <= 128 {
+            16
+        } else {
+            64
+        };
         (kb + 1 + if desc.timeouts { 8 } else { 0 }) as u128
     };
     if let Some(n) = dsize.filter(|&n| n <= 65536) {
@@ -480,7 +535,10 @@ pub fn choose_backend(desc: &SetDesc) -> Result<(BackendKind, Vec<String>), SetE
             _ => {
                 why.push(format!("key domain is {n} values (≤ 65536): a bitmap indexes it directly, O(1), {bm_bytes} B"));
                 if desc.interval {
-                    why.push("ranges are stored as their member points (a range delete clears them all)".into());
+                    why.push(
+                        "ranges are stored as their member points (a range delete clears them all)"
+                            .into(),
+                    );
                 }
                 return Ok((BackendKind::Bitmap, why));
             }
@@ -533,14 +591,27 @@ fn make_typed<K: Word>(desc: &SetDesc, kind: BackendKind) -> Typed<K> {
         }
         BackendKind::HashGrowable => {
             let load = if desc.policy == Policy::Memory { 7 } else { 4 };
-            let hint = desc.size.or(desc.ipset.as_ref().and_then(|i| i.hashsize)).unwrap_or(16).min(maxe).min(1 << 20);
+            let hint = desc
+                .size
+                .or(desc.ipset.as_ref().and_then(|i| i.hashsize))
+                .unwrap_or(16)
+                .min(maxe)
+                .min(1 << 20);
             Backend::Hash(HashTable::new(hint, true, load, desc.timeouts))
         }
         BackendKind::Interval => Backend::Interval(IntervalSet::new()),
         BackendKind::TupleSpace => Backend::Tss(Tss::new(layout.clone())),
     };
-    let exact = matches!(kind, BackendKind::Bitmap | BackendKind::HashFixed | BackendKind::HashGrowable);
-    Typed { layout, backend, extras: HashMap::with_hasher(Seeded(crate::backend::random_seed())), exact }
+    let exact = matches!(
+        kind,
+        BackendKind::Bitmap | BackendKind::HashFixed | BackendKind::HashGrowable
+    );
+    Typed {
+        layout,
+        backend,
+        extras: HashMap::with_hasher(Seeded(crate::backend::random_seed())),
+        exact,
+    }
 }
 
 /// Undo record for all-or-nothing batches.
@@ -550,7 +621,16 @@ impl<K: Word> Typed<K> {
     /// Inserts one element (expanding ranges for exact backends).
     #[allow(clippy::too_many_arguments)]
     #[allow(clippy::too_many_arguments)]
-    fn insert(&mut self, el: &Element, exp: u64, maxelem: usize, now: u64, extra: bool, custom: Option<u64>, undo: Option<&mut Undo<K>>) -> Result<usize, (BErr, usize)> {
+    fn insert(
+        &mut self,
+        el: &Element,
+        exp: u64,
+        maxelem: usize,
+        now: u64,
+        extra: bool,
+        custom: Option<u64>,
+        undo: Option<&mut Undo<K>>,
+    ) -> Result<usize, (BErr, usize)> {
         let mut undo = undo;
         let mut added = 0usize;
         let mut one = |t: &mut Self, lo: K, hi: K| -> Result<(), BErr> {
@@ -600,7 +680,11 @@ impl<K: Word> Typed<K> {
         let r = el.ranges();
         if !self.exact || r.iter().all(|&(l, h)| l == h) {
             let lo: K = self.layout.pack_end(r, false);
-            let hi: K = if self.exact { lo } else { self.layout.pack_end(r, true) };
+            let hi: K = if self.exact {
+                lo
+            } else {
+                self.layout.pack_end(r, true)
+            };
             one(self, lo, hi).map_err(|e| (e, 0))?;
             return Ok(added);
         }
@@ -636,7 +720,11 @@ impl<K: Word> Typed<K> {
         let mut v = Vec::new();
         if !self.exact || r.iter().all(|&(l, h)| l == h) {
             let lo: K = self.layout.pack_end(r, false);
-            let hi: K = if self.exact { lo } else { self.layout.pack_end(r, true) };
+            let hi: K = if self.exact {
+                lo
+            } else {
+                self.layout.pack_end(r, true)
+            };
             v.push((lo, hi));
         } else {
             let mut count: u128 = 1;
@@ -712,7 +800,13 @@ impl<K: Word> Typed<K> {
         out
     }
 
-    fn each_element(&self, now: u64, timeouts: bool, extra_counters: bool, f: &mut dyn FnMut(StoredElement)) {
+    fn each_element(
+        &self,
+        now: u64,
+        timeouts: bool,
+        extra_counters: bool,
+        f: &mut dyn FnMut(StoredElement),
+    ) {
         let d = self.layout.dims.len();
         let mut raw: Vec<(K, K, u64)> = Vec::with_capacity(self.backend.len());
         self.backend.for_each(&mut |lo, hi, exp| {
@@ -730,7 +824,14 @@ impl<K: Word> Typed<K> {
                     *r = (self.layout.unpack(&lo, i), self.layout.unpack(&hi, i));
                 }
                 let remaining = if exp == NEVER { None } else { Some(exp - now) };
-                let mut el = Element { ranges, dims: d as u8, timeout: None, expires: None, comment: None, counters: None };
+                let mut el = Element {
+                    ranges,
+                    dims: d as u8,
+                    timeout: None,
+                    expires: None,
+                    comment: None,
+                    counters: None,
+                };
                 if has_extras {
                     if let Some(x) = self.extras.get(&(lo, hi)) {
                         el.comment = x.comment.as_ref().map(|c| c.to_string());
@@ -742,7 +843,10 @@ impl<K: Word> Typed<K> {
                         }
                     }
                 }
-                StoredElement { element: el, remaining }
+                StoredElement {
+                    element: el,
+                    remaining,
+                }
             })
             .for_each(f)
     }
@@ -777,7 +881,12 @@ pub struct Set {
 
 impl fmt::Debug for Set {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Set").field("name", &self.name).field("desc", &self.desc).field("backend", &self.kind).field("len", &self.len()).finish()
+        f.debug_struct("Set")
+            .field("name", &self.name)
+            .field("desc", &self.desc)
+            .field("backend", &self.kind)
+            .field("len", &self.len())
+            .finish()
     }
 }
 
@@ -785,11 +894,16 @@ impl Set {
     /// Creates an empty set; the backend is chosen from the description.
     pub fn new(name: &str, desc: SetDesc) -> Result<Set, SetError> {
         if desc.dims.is_empty() || desc.dims.len() > MAX_DIMS {
-            return Err(SetError::InvalidDesc(format!("a key has 1 to {MAX_DIMS} dimensions, not {}", desc.dims.len())));
+            return Err(SetError::InvalidDesc(format!(
+                "a key has 1 to {MAX_DIMS} dimensions, not {}",
+                desc.dims.len()
+            )));
         }
         if let Some((a, b)) = desc.range {
             if desc.dims.len() != 1 || a > b || b > desc.dims[0].max() || b - a >= 65536 {
-                return Err(SetError::InvalidDesc("a bitmap range covers at most 65536 values of one dimension".into()));
+                return Err(SetError::InvalidDesc(
+                    "a bitmap range covers at most 65536 values of one dimension".into(),
+                ));
             }
         }
         let (kind, reasons) = choose_backend(&desc)?;
@@ -805,7 +919,13 @@ impl Set {
         } else {
             Inner::Wide(make_typed(&desc, kind))
         };
-        Ok(Set { name: name.to_string(), desc, kind, reasons, inner })
+        Ok(Set {
+            name: name.to_string(),
+            desc,
+            kind,
+            reasons,
+            inner,
+        })
     }
 
     /// The name.
@@ -863,14 +983,22 @@ impl Set {
             Inner::W128(_) => 128,
             Inner::Wide(_) => 512,
         };
-        reasons.push(format!("key packed into a {w}-bit word ({} bits used)", self.desc.key_bits()));
-        if let Some(s) = typed!(&self.inner, t => if let Backend::Tss(x) = &t.backend { Some(x.shapes()) } else { None }) {
+        reasons.push(format!(
+            "key packed into a {w}-bit word ({} bits used)",
+            self.desc.key_bits()
+        ));
+        if let Some(s) = typed!(&self.inner, t => if let Backend::Tss(x) = &t.backend { Some(x.shapes()) } else { None })
+        {
             reasons.push(format!("currently {s} shapes (hash probes per lookup)"));
         }
         Explain {
             set: self.name.clone(),
             key: self.desc.type_name(),
-            flags: if flags.is_empty() { String::new() } else { format!("; flags {}", flags.join(",")) },
+            flags: if flags.is_empty() {
+                String::new()
+            } else {
+                format!("; flags {}", flags.join(","))
+            },
             policy: self.desc.policy,
             backend: self.kind,
             complexity: self.kind.complexity(),
@@ -885,16 +1013,26 @@ impl Set {
         if el.dims as usize != self.desc.dims.len() {
             return Err(SetError::TypeMismatch {
                 set: self.name.clone(),
-                message: format!("element has {} dimensions, type {} has {}", el.dims, self.desc.type_name(), self.desc.dims.len()),
+                message: format!(
+                    "element has {} dimensions, type {} has {}",
+                    el.dims,
+                    self.desc.type_name(),
+                    self.desc.dims.len()
+                ),
             });
         }
         for (i, &(l, h)) in el.ranges().iter().enumerate() {
             if l > h || h > self.desc.dims[i].max() {
-                return Err(SetError::TypeMismatch { set: self.name.clone(), message: format!("value out of range for {}", self.desc.dims[i]) });
+                return Err(SetError::TypeMismatch {
+                    set: self.name.clone(),
+                    message: format!("value out of range for {}", self.desc.dims[i]),
+                });
             }
         }
         if (el.timeout.is_some_and(|t| t != 0) || el.expires.is_some()) && !self.desc.timeouts {
-            return Err(SetError::TimeoutNotSupported { set: self.name.clone() });
+            return Err(SetError::TimeoutNotSupported {
+                set: self.name.clone(),
+            });
         }
         Ok(())
     }
@@ -902,7 +1040,13 @@ impl Set {
     fn custom_timeout(&self, el: &Element) -> Option<u64> {
         match el.timeout {
             // ipset text carries remaining time, not the element's timeout: not kept
-            Some(t) if self.desc.timeouts && t != self.desc.default_timeout && self.desc.ipset.is_none() => Some(t),
+            Some(t)
+                if self.desc.timeouts
+                    && t != self.desc.default_timeout
+                    && self.desc.ipset.is_none() =>
+            {
+                Some(t)
+            }
             _ => None,
         }
     }
@@ -911,7 +1055,10 @@ impl Set {
         if !self.desc.timeouts {
             return NEVER;
         }
-        let t = el.expires.or(el.timeout).unwrap_or(self.desc.default_timeout);
+        let t = el
+            .expires
+            .or(el.timeout)
+            .unwrap_or(self.desc.default_timeout);
         if t == 0 {
             NEVER
         } else {
@@ -921,10 +1068,23 @@ impl Set {
 
     fn map_err(&self, e: BErr, el: &Element) -> SetError {
         match e {
-            BErr::Full => SetError::Full { set: self.name.clone(), maxelem: self.maxelem() },
-            BErr::OutOfRange => SetError::OutOfRange { set: self.name.clone(), element: el.key_text(&self.desc.dims) },
-            BErr::TooComplex(n) if self.kind == BackendKind::TupleSpace => SetError::TooComplex { set: self.name.clone(), element: el.key_text(&self.desc.dims), boxes: n },
-            BErr::TooComplex(_) => SetError::RangeTooLarge { set: self.name.clone(), element: el.key_text(&self.desc.dims) },
+            BErr::Full => SetError::Full {
+                set: self.name.clone(),
+                maxelem: self.maxelem(),
+            },
+            BErr::OutOfRange => SetError::OutOfRange {
+                set: self.name.clone(),
+                element: el.key_text(&self.desc.dims),
+            },
+            BErr::TooComplex(n) if self.kind == BackendKind::TupleSpace => SetError::TooComplex {
+                set: self.name.clone(),
+                element: el.key_text(&self.desc.dims),
+                boxes: n,
+            },
+            BErr::TooComplex(_) => SetError::RangeTooLarge {
+                set: self.name.clone(),
+                element: el.key_text(&self.desc.dims),
+            },
         }
     }
 
@@ -933,7 +1093,10 @@ impl Set {
     /// (0 when it only refreshed). A full set is an error, never a silent drop.
     pub fn add(&mut self, el: &Element, now: u64) -> Result<usize, SetError> {
         self.check_elem(el)?;
-        if self.kind != BackendKind::Interval && self.kind != BackendKind::TupleSpace && el.ranges().iter().any(|&(l, h)| l != h) {
+        if self.kind != BackendKind::Interval
+            && self.kind != BackendKind::TupleSpace
+            && el.ranges().iter().any(|&(l, h)| l != h)
+        {
             // a range expands to many points: all or nothing
             return self.add_many(std::slice::from_ref(el), now);
         }
@@ -1018,7 +1181,10 @@ impl Set {
     pub fn del(&mut self, el: &Element) -> Result<usize, SetError> {
         self.check_elem(el)?;
         let r = typed!(&mut self.inner, t => t.remove(el));
-        r.map_err(|_| SetError::RangeTooLarge { set: self.name.clone(), element: el.key_text(&self.desc.dims) })
+        r.map_err(|_| SetError::RangeTooLarge {
+            set: self.name.clone(),
+            element: el.key_text(&self.desc.dims),
+        })
     }
 
     /// Deletes many elements; idempotent.

@@ -18,7 +18,10 @@ pub struct SystemClock;
 
 impl Clock for SystemClock {
     fn now_ms(&self) -> u64 {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0)
     }
 }
 
@@ -98,13 +101,18 @@ impl Default for SetStore {
 
 impl Clone for SetStore {
     fn clone(&self) -> Self {
-        SetStore { sets: self.sets.clone(), clock: self.clock.clone() }
+        SetStore {
+            sets: self.sets.clone(),
+            clock: self.clock.clone(),
+        }
     }
 }
 
 impl std::fmt::Debug for SetStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SetStore").field("sets", &self.sets).finish()
+        f.debug_struct("SetStore")
+            .field("sets", &self.sets)
+            .finish()
     }
 }
 
@@ -115,7 +123,10 @@ impl SetStore {
     }
     /// An empty store on the given clock.
     pub fn with_clock(clock: Arc<dyn Clock>) -> SetStore {
-        SetStore { sets: HashMap::new(), clock }
+        SetStore {
+            sets: HashMap::new(),
+            clock,
+        }
     }
     /// Current time of the store's clock (ms).
     pub fn now(&self) -> u64 {
@@ -186,7 +197,9 @@ impl SetStore {
         self.sets.is_empty()
     }
     fn set_mut(&mut self, name: &str) -> Result<&mut Set, SetError> {
-        self.sets.get_mut(name).ok_or_else(|| SetError::NoSuchSet(name.to_string()))
+        self.sets
+            .get_mut(name)
+            .ok_or_else(|| SetError::NoSuchSet(name.to_string()))
     }
     /// Adds one element (refreshes it if present).
     pub fn add(&mut self, name: &str, el: &Element) -> Result<usize, SetError> {
@@ -221,7 +234,10 @@ impl SetStore {
     }
     /// Exchanges two sets' contents (ipset `swap A B`).
     pub fn swap_names(&mut self, a: &str, b: &str) -> Result<(), SetError> {
-        let mut sa = self.sets.remove(a).ok_or_else(|| SetError::NoSuchSet(a.to_string()))?;
+        let mut sa = self
+            .sets
+            .remove(a)
+            .ok_or_else(|| SetError::NoSuchSet(a.to_string()))?;
         let Some(mut sb) = self.sets.remove(b) else {
             self.sets.insert(a.to_string(), sa);
             return Err(SetError::NoSuchSet(b.to_string()));
@@ -294,10 +310,15 @@ pub(crate) struct Staging<'a> {
 
 impl<'a> Staging<'a> {
     pub fn new(store: &'a SetStore) -> Self {
-        Staging { store, staged: HashMap::new(), removed: Vec::new() }
+        Staging {
+            store,
+            staged: HashMap::new(),
+            removed: Vec::new(),
+        }
     }
     pub fn exists(&self, name: &str) -> bool {
-        self.staged.contains_key(name) || (self.store.sets.contains_key(name) && !self.removed.iter().any(|r| r == name))
+        self.staged.contains_key(name)
+            || (self.store.sets.contains_key(name) && !self.removed.iter().any(|r| r == name))
     }
     pub fn get(&self, name: &str) -> Option<&Set> {
         if let Some(s) = self.staged.get(name) {

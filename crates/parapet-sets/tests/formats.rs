@@ -44,24 +44,65 @@ fn ipset_round_trip_and_lookups() {
     s2.load_ipset(&saved).unwrap();
     assert_eq!(s2.save_ipset(None), saved, "save → load → save is stable");
     // the saved text contains what was loaded
-    for line in ["add ban 192.0.2.1 timeout 100", "add ban 192.0.2.2 timeout 0", "add nets 10.0.0.0/8 packets 5 bytes 500 comment \"rfc1918\"", "add svc 192.0.2.1,udp:53", "add nets6 2001:db8::/32,tcp:443", "add ifs 198.51.100.0/24,eth0", "add ports 80"] {
-        assert!(saved.lines().any(|l| l == line), "missing `{line}` in\n{saved}");
+    for line in [
+        "add ban 192.0.2.1 timeout 100",
+        "add ban 192.0.2.2 timeout 0",
+        "add nets 10.0.0.0/8 packets 5 bytes 500 comment \"rfc1918\"",
+        "add svc 192.0.2.1,udp:53",
+        "add nets6 2001:db8::/32,tcp:443",
+        "add ifs 198.51.100.0/24,eth0",
+        "add ports 80",
+    ] {
+        assert!(
+            saved.lines().any(|l| l == line),
+            "missing `{line}` in\n{saved}"
+        );
     }
     assert_eq!(s.lookup("ban", &v4("192.0.2.1")), Some(true));
     assert_eq!(s.lookup("nets", &v4("10.1.2.3")), Some(true));
     assert_eq!(s.lookup("nets", &v4("11.1.2.3")), Some(false));
-    assert_eq!(s.lookup("svc", &v4("192.0.2.1").proto(17).port(53)), Some(true));
-    assert_eq!(s.lookup("svc", &v4("192.0.2.1").proto(6).port(53)), Some(false));
-    assert_eq!(s.lookup("nets6", &Key::new().ipv6("2001:db8::5".parse().unwrap()).proto(6).port(443)), Some(true));
-    assert_eq!(s.lookup("ifs", &v4("198.51.100.9").iface("eth0")), Some(true));
-    assert_eq!(s.lookup("ifs", &v4("198.51.100.9").iface("eth1")), Some(false));
+    assert_eq!(
+        s.lookup("svc", &v4("192.0.2.1").proto(17).port(53)),
+        Some(true)
+    );
+    assert_eq!(
+        s.lookup("svc", &v4("192.0.2.1").proto(6).port(53)),
+        Some(false)
+    );
+    assert_eq!(
+        s.lookup(
+            "nets6",
+            &Key::new()
+                .ipv6("2001:db8::5".parse().unwrap())
+                .proto(6)
+                .port(443)
+        ),
+        Some(true)
+    );
+    assert_eq!(
+        s.lookup("ifs", &v4("198.51.100.9").iface("eth0")),
+        Some(true)
+    );
+    assert_eq!(
+        s.lookup("ifs", &v4("198.51.100.9").iface("eth1")),
+        Some(false)
+    );
     assert_eq!(s.lookup("ports", &Key::new().port(22)), Some(true));
     assert_eq!(s.lookup("nope", &Key::new().port(22)), None);
     // family mismatch is not a member
-    assert_eq!(s.lookup("ban", &Key::new().ipv6("::1".parse().unwrap())), Some(false));
+    assert_eq!(
+        s.lookup("ban", &Key::new().ipv6("::1".parse().unwrap())),
+        Some(false)
+    );
     // IPv4-mapped addresses match IPv4 sets
-    assert_eq!(s.lookup("ban", &Key::new().addr(Family::V4, 0xffff_c000_0201)), Some(true));
-    assert_eq!(s.key_dims("svc"), &[KeyPart::Ipv4Addr, KeyPart::InetProto, KeyPart::InetService]);
+    assert_eq!(
+        s.lookup("ban", &Key::new().addr(Family::V4, 0xffff_c000_0201)),
+        Some(true)
+    );
+    assert_eq!(
+        s.key_dims("svc"),
+        &[KeyPart::Ipv4Addr, KeyPart::InetProto, KeyPart::InetService]
+    );
     assert_eq!(s.key_dims("nope"), &[] as &[KeyPart]);
     // timeouts: 100 s element expires, permanent one stays
     clock.advance(100_000);
@@ -73,7 +114,8 @@ fn ipset_round_trip_and_lookups() {
 #[test]
 fn ipset_restore_commands() {
     let (mut s, _) = store_at(0);
-    s.load_ipset("create a hash:ip\nadd a 1.2.3.4\ncreate b hash:ip\nadd b 5.6.7.8\nswap a b\n").unwrap();
+    s.load_ipset("create a hash:ip\nadd a 1.2.3.4\ncreate b hash:ip\nadd b 5.6.7.8\nswap a b\n")
+        .unwrap();
     assert_eq!(s.lookup("a", &v4("5.6.7.8")), Some(true));
     assert_eq!(s.lookup("b", &v4("1.2.3.4")), Some(true));
     s.load_ipset("del a 5.6.7.8\nrename b c\n").unwrap();
@@ -84,14 +126,16 @@ fn ipset_restore_commands() {
     assert_eq!(s.lookup("c", &v4("1.2.3.4")), Some(false));
     assert_eq!(s.names(), vec!["c"]);
     // hash:ip with a CIDR expands to addresses (as ipset does)
-    s.load_ipset("create h hash:ip\nadd h 10.0.0.0/30\n").unwrap();
+    s.load_ipset("create h hash:ip\nadd h 10.0.0.0/30\n")
+        .unwrap();
     assert_eq!(s.get("h").unwrap().len(), 4);
     assert!(s.save_ipset(Some("h")).contains("add h 10.0.0.3\n"));
 }
 
 fn err_of(text: &str) -> Error {
     let (mut s, _) = store_at(0);
-    s.load_ipset("create existing hash:ip\nadd existing 9.9.9.9\n").unwrap();
+    s.load_ipset("create existing hash:ip\nadd existing 9.9.9.9\n")
+        .unwrap();
     let before = s.save_ipset(None);
     let e = s.load_ipset(text).unwrap_err();
     assert_eq!(s.save_ipset(None), before, "a failed load changes nothing");
@@ -102,26 +146,90 @@ fn err_of(text: &str) -> Error {
 fn ipset_malformed() {
     let cases: &[(&str, usize, usize, &str)] = &[
         ("create x hash:foo\n", 1, 10, "unsupported set type"),
-        ("create x hash:ip\nadd x 1.2.3\n", 2, 7, "expected an IPv4 address"),
-        ("create x hash:ip\nadd y 1.2.3.4\n", 2, 5, "set `y` does not exist"),
+        (
+            "create x hash:ip\nadd x 1.2.3\n",
+            2,
+            7,
+            "expected an IPv4 address",
+        ),
+        (
+            "create x hash:ip\nadd y 1.2.3.4\n",
+            2,
+            5,
+            "set `y` does not exist",
+        ),
         ("create x hash:ip\nadd x\n", 2, 6, "expected an element"),
-        ("create x hash:ip\nadd x 1.2.3.4 timeout 5\n", 2, 7, "without timeout support"),
-        ("create x hash:ip timeout 5\nadd x 1.2.3.4 timeout abc\n", 2, 23, "expected a timeout"),
-        ("create x hash:ip,port\nadd x 1.2.3.4,tcp:99999\n", 2, 15, "out of range"),
-        ("create x hash:ip,port\nadd x 1.2.3.4\n", 2, 15, "more comma-separated"),
-        ("create x hash:net\nadd x 10.0.0.0/33\n", 2, 7, "prefix length 33"),
-        ("create x hash:ip frobnicate\n", 1, 18, "unknown create option"),
-        ("create x hash:ip maxelem\n", 1, 25, "expected a value after `maxelem`"),
-        ("create x hash:ip comment\nadd x 1.2.3.4 comment \"oops\n", 2, 23, "unterminated string"),
+        (
+            "create x hash:ip\nadd x 1.2.3.4 timeout 5\n",
+            2,
+            7,
+            "without timeout support",
+        ),
+        (
+            "create x hash:ip timeout 5\nadd x 1.2.3.4 timeout abc\n",
+            2,
+            23,
+            "expected a timeout",
+        ),
+        (
+            "create x hash:ip,port\nadd x 1.2.3.4,tcp:99999\n",
+            2,
+            15,
+            "out of range",
+        ),
+        (
+            "create x hash:ip,port\nadd x 1.2.3.4\n",
+            2,
+            15,
+            "more comma-separated",
+        ),
+        (
+            "create x hash:net\nadd x 10.0.0.0/33\n",
+            2,
+            7,
+            "prefix length 33",
+        ),
+        (
+            "create x hash:ip frobnicate\n",
+            1,
+            18,
+            "unknown create option",
+        ),
+        (
+            "create x hash:ip maxelem\n",
+            1,
+            25,
+            "expected a value after `maxelem`",
+        ),
+        (
+            "create x hash:ip comment\nadd x 1.2.3.4 comment \"oops\n",
+            2,
+            23,
+            "unterminated string",
+        ),
         ("create existing hash:ip\n", 1, 8, "already exists"),
         ("bogus\n", 1, 1, "expected create, add"),
-        ("add existing 1.2.3.4\nadd existing 1.2.3.x\n", 2, 14, "expected an IPv4 address"),
+        (
+            "add existing 1.2.3.4\nadd existing 1.2.3.x\n",
+            2,
+            14,
+            "expected an IPv4 address",
+        ),
         ("create x bitmap:ip\n", 1, 19, "needs `range"),
-        ("create x hash:ip maxelem 2\nadd x 1.1.1.1\nadd x 1.1.1.2\nadd x 1.1.1.3\n", 4, 7, "set `x` is full (maxelem 2)"),
+        (
+            "create x hash:ip maxelem 2\nadd x 1.1.1.1\nadd x 1.1.1.2\nadd x 1.1.1.3\n",
+            4,
+            7,
+            "set `x` is full (maxelem 2)",
+        ),
     ];
     for &(text, line, col, msg) in cases {
         let e = err_of(text);
-        assert!(e.message.contains(msg), "{text:?}: message `{}` lacks `{msg}`", e.message);
+        assert!(
+            e.message.contains(msg),
+            "{text:?}: message `{}` lacks `{msg}`",
+            e.message
+        );
         assert_eq!((e.line, e.column), (line, col), "{text:?}: {e}");
     }
 }
@@ -160,7 +268,10 @@ fn nft_load_lookup_timeouts_round_trip() {
     assert_eq!(s.lookup("ban", &v4("1.2.3.4")), Some(true));
     assert_eq!(s.lookup("svc", &v4("192.0.2.9").port(1500)), Some(true));
     assert_eq!(s.lookup("svc", &v4("192.0.2.9").port(2001)), Some(false));
-    assert_eq!(s.lookup("six", &Key::new().ipv6("::1".parse().unwrap())), Some(true));
+    assert_eq!(
+        s.lookup("six", &Key::new().ipv6("::1".parse().unwrap())),
+        Some(true)
+    );
     assert_eq!(s.lookup("ifs", &Key::new().iface("eth7")), Some(true));
     assert_eq!(s.lookup("ifs", &Key::new().iface("wlan0")), Some(false));
     assert_eq!(s.lookup("protos", &Key::new().proto(17)), Some(true));
@@ -169,8 +280,14 @@ fn nft_load_lookup_timeouts_round_trip() {
     assert_eq!(s.get("protos").unwrap().backend(), BackendKind::Bitmap);
     assert_eq!(s.get("ban").unwrap().maxelem(), 65536);
     let text = s.save_nft(None);
-    assert!(text.contains("10.0.0.0/8 timeout 30s expires 12s"), "{text}");
-    assert!(text.contains("10.1.0.0/16 expires 1h comment \"nested\""), "{text}");
+    assert!(
+        text.contains("10.0.0.0/8 timeout 30s expires 12s"),
+        "{text}"
+    );
+    assert!(
+        text.contains("10.1.0.0/16 expires 1h comment \"nested\""),
+        "{text}"
+    );
     assert!(text.contains("\"eth*\""), "{text}");
     let (mut s2, _) = store_at(5_000_000);
     s2.load_nft(&text).unwrap();
@@ -180,42 +297,106 @@ fn nft_load_lookup_timeouts_round_trip() {
     assert_eq!(s.lookup("ban", &v4("10.200.0.1")), Some(false));
     assert_eq!(s.lookup("ban", &v4("10.1.0.1")), Some(true));
     // re-adding refreshes
-    s.load_nft("add element inet filter ban { 10.0.0.0/8 timeout 1m }").unwrap();
+    s.load_nft("add element inet filter ban { 10.0.0.0/8 timeout 1m }")
+        .unwrap();
     assert_eq!(s.lookup("ban", &v4("10.200.0.1")), Some(true));
     clock.advance(60_000);
     assert_eq!(s.lookup("ban", &v4("10.200.0.1")), Some(false));
-    s.load_nft("delete element inet filter ban { 1.2.3.4 }\nflush set inet filter svc\n").unwrap();
+    s.load_nft("delete element inet filter ban { 1.2.3.4 }\nflush set inet filter svc\n")
+        .unwrap();
     assert_eq!(s.lookup("ban", &v4("1.2.3.4")), Some(false));
     assert_eq!(s.get("svc").unwrap().len(), 0);
     // ipset text of an nft set
-    assert!(s.save_ipset(Some("ban")).starts_with("create ban hash:net family inet"));
+    assert!(s
+        .save_ipset(Some("ban"))
+        .starts_with("create ban hash:net family inet"));
 }
 
 #[test]
 fn nft_malformed() {
     let cases: &[(&str, usize, usize, &str)] = &[
-        ("set x { type ipv4_adr; }", 1, 9, "unsupported type `ipv4_adr`"),
-        ("set x { type ipv4_addr; elements = { 1.2.3.4 1.2.3.5 } }", 1, 46, "`,` or `}` after an element"),
-        ("set x { type ipv4_addr; elements = { 1.2.3.4.5 } }", 1, 38, "expected an IPv4 address"),
-        ("set x {\n type ipv4_addr\n flags interval,bogus\n}", 3, 17, "expected a flag"),
-        ("set x { type ipv4_addr . inet_service; elements = { 1.2.3.4 } }", 1, 53, "expected 2 value(s)"),
+        (
+            "set x { type ipv4_adr; }",
+            1,
+            9,
+            "unsupported type `ipv4_adr`",
+        ),
+        (
+            "set x { type ipv4_addr; elements = { 1.2.3.4 1.2.3.5 } }",
+            1,
+            46,
+            "`,` or `}` after an element",
+        ),
+        (
+            "set x { type ipv4_addr; elements = { 1.2.3.4.5 } }",
+            1,
+            38,
+            "expected an IPv4 address",
+        ),
+        (
+            "set x {\n type ipv4_addr\n flags interval,bogus\n}",
+            3,
+            17,
+            "expected a flag",
+        ),
+        (
+            "set x { type ipv4_addr . inet_service; elements = { 1.2.3.4 } }",
+            1,
+            53,
+            "expected 2 value(s)",
+        ),
         ("set x { elements = { 1.2.3.4 } }", 1, 5, "has no `type`"),
-        ("set x { type ipv4_addr; timeout 5x; }", 1, 33, "expected a duration"),
-        ("set x { type ipv4_addr;\n elements = { 1.2.3.4 timeout 5s } }", 2, 15, "without timeout support"),
-        ("set x { type ipv4_addr; size 1; elements = { 1.1.1.1, 1.1.1.2 } }", 1, 55, "set `x` is full (maxelem 1)"),
-        ("table inet f {\n set x { type ipv4_addr; }\n", 3, 1, "closing the table"),
-        ("set x { type ipv4_addr; policy fast; }", 1, 32, "expected performance or memory"),
-        ("set x { type ipv4_addr; comment \"oops }", 1, 33, "unterminated string"),
+        (
+            "set x { type ipv4_addr; timeout 5x; }",
+            1,
+            33,
+            "expected a duration",
+        ),
+        (
+            "set x { type ipv4_addr;\n elements = { 1.2.3.4 timeout 5s } }",
+            2,
+            15,
+            "without timeout support",
+        ),
+        (
+            "set x { type ipv4_addr; size 1; elements = { 1.1.1.1, 1.1.1.2 } }",
+            1,
+            55,
+            "set `x` is full (maxelem 1)",
+        ),
+        (
+            "table inet f {\n set x { type ipv4_addr; }\n",
+            3,
+            1,
+            "closing the table",
+        ),
+        (
+            "set x { type ipv4_addr; policy fast; }",
+            1,
+            32,
+            "expected performance or memory",
+        ),
+        (
+            "set x { type ipv4_addr; comment \"oops }",
+            1,
+            33,
+            "unterminated string",
+        ),
         ("frob", 1, 1, "expected table, set"),
         ("set existing { type ipv4_addr; }", 1, 5, "already exists"),
     ];
     for &(text, line, col, msg) in cases {
         let (mut s, _) = store_at(0);
-        s.load_nft("set existing { type ipv4_addr; elements = { 9.9.9.9 } }").unwrap();
+        s.load_nft("set existing { type ipv4_addr; elements = { 9.9.9.9 } }")
+            .unwrap();
         let before = s.save_nft(None);
         let e = s.load_nft(text).unwrap_err();
         assert_eq!(s.save_nft(None), before, "a failed load changes nothing");
-        assert!(e.message.contains(msg), "{text:?}: message `{}` lacks `{msg}`", e.message);
+        assert!(
+            e.message.contains(msg),
+            "{text:?}: message `{}` lacks `{msg}`",
+            e.message
+        );
         assert_eq!((e.line, e.column), (line, col), "{text:?}: {e}");
     }
 }
@@ -233,12 +414,26 @@ fn durations() {
 #[test]
 fn capacity_bulk_swap_explain() {
     let (mut s, _) = store_at(0);
-    s.create("small", SetDesc::new(&[KeyPart::Ipv4Addr]).maxelem(3)).unwrap();
+    s.create("small", SetDesc::new(&[KeyPart::Ipv4Addr]).maxelem(3))
+        .unwrap();
     let els: Vec<Element> = (0..4u128).map(|i| Element::exact(&[i])).collect();
     let e = s.add_many("small", &els).unwrap_err();
-    assert_eq!(e, SetError::Full { set: "small".into(), maxelem: 3 });
-    assert_eq!(e.to_string(), "set `small` is full (maxelem 3): element not added");
-    assert_eq!(s.get("small").unwrap().len(), 0, "add_many is all or nothing");
+    assert_eq!(
+        e,
+        SetError::Full {
+            set: "small".into(),
+            maxelem: 3
+        }
+    );
+    assert_eq!(
+        e.to_string(),
+        "set `small` is full (maxelem 3): element not added"
+    );
+    assert_eq!(
+        s.get("small").unwrap().len(),
+        0,
+        "add_many is all or nothing"
+    );
     assert_eq!(s.add_many("small", &els[..3]).unwrap(), 3);
     assert_eq!(s.add_many("small", &els[..3]).unwrap(), 0, "idempotent");
     assert_eq!(s.del_many("small", &els).unwrap(), 3);
@@ -250,7 +445,9 @@ fn capacity_bulk_swap_explain() {
     assert_eq!(s.get("big").unwrap().maxelem(), DEFAULT_MAXELEM);
     // swap: build aside, flip
     let mut aside = Set::new("ignored", SetDesc::new(&[KeyPart::Ipv4Addr]).interval()).unwrap();
-    aside.add(&Element::new(&[(0, u32::MAX as u128)]), 0).unwrap();
+    aside
+        .add(&Element::new(&[(0, u32::MAX as u128)]), 0)
+        .unwrap();
     let old = s.swap("big", aside).unwrap();
     assert_eq!(old.len(), 70_000);
     assert_eq!(s.lookup("big", &v4("200.1.1.1")), Some(true));
@@ -276,11 +473,16 @@ fn capacity_bulk_swap_explain() {
 #[test]
 fn expiry_reaping_is_incremental() {
     let (mut s, clock) = store_at(0);
-    s.create("t", SetDesc::new(&[KeyPart::Ipv4Addr]).timeouts(1000)).unwrap();
+    s.create("t", SetDesc::new(&[KeyPart::Ipv4Addr]).timeouts(1000))
+        .unwrap();
     let els: Vec<Element> = (0..10_000u128).map(|i| Element::exact(&[i])).collect();
     s.add_many("t", &els).unwrap();
     clock.advance(1000);
-    assert_eq!(s.lookup("t", &Key::new().addr(Family::V4, 5)), Some(false), "expired reads as absent before any reaping");
+    assert_eq!(
+        s.lookup("t", &Key::new().addr(Family::V4, 5)),
+        Some(false),
+        "expired reads as absent before any reaping"
+    );
     let mut rounds = 0;
     while !s.get("t").unwrap().is_empty() {
         let n = s.tick(512);

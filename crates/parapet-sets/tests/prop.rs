@@ -29,7 +29,9 @@ fn base(d: KeyPart) -> u128 {
         KeyPart::Ipv6Addr => 0x2001_0db8_0000_0000_0000_0000_0000_0040,
         KeyPart::InetService => 1000,
         KeyPart::InetProto => 0,
-        KeyPart::IfName => u128::from_be_bytes(*b"eth\0\0\0\0\0\0\0\0\0\0\0\0\0") + (0x30u128 << 96),
+        KeyPart::IfName => {
+            u128::from_be_bytes(*b"eth\0\0\0\0\0\0\0\0\0\0\0\0\0") + (0x30u128 << 96)
+        }
     }
 }
 
@@ -40,9 +42,15 @@ fn range_of(cfg: &Cfg, d: KeyPart, point: u8, span: u8) -> (u128, u128) {
         return (0, max); // whole space: nests everything
     }
     let p = base(d) + (point % 64) as u128;
-    let host = if cfg.interval { (span % 7) as u32 } else { (span % 3) as u32 / 2 };
+    let host = if cfg.interval {
+        (span % 7) as u32
+    } else {
+        (span % 3) as u32 / 2
+    };
     match d {
-        KeyPart::InetService | KeyPart::InetProto if cfg.interval => (p, (p + (span % 5) as u128).min(max)),
+        KeyPart::InetService | KeyPart::InetProto if cfg.interval => {
+            (p, (p + (span % 5) as u128).min(max))
+        }
         _ => {
             let m = (1u128 << host) - 1;
             (p & !m, (p & !m) | m)
@@ -123,7 +131,9 @@ impl Ref {
         }
     }
     fn member(&self, p: &[u128], now: u64) -> bool {
-        self.elems.iter().any(|(b, &e)| e > now && b.iter().zip(p).all(|(&(l, h), &v)| l <= v && v <= h))
+        self.elems
+            .iter()
+            .any(|(b, &e)| e > now && b.iter().zip(p).all(|(&(l, h), &v)| l <= v && v <= h))
     }
 }
 
@@ -166,12 +176,23 @@ fn run(cfg: &Cfg, ops: &[Op]) -> Result<(), TestCaseError> {
     }
     let mut set = Set::new("t", desc).unwrap();
     prop_assert_eq!(set.backend(), cfg.expect, "{}", set.explain());
-    let exact = matches!(cfg.expect, BackendKind::Bitmap | BackendKind::HashFixed | BackendKind::HashGrowable);
-    let mut r = Ref { exact, elems: BTreeMap::new(), maxelem: cfg.maxelem.unwrap_or(usize::MAX) };
+    let exact = matches!(
+        cfg.expect,
+        BackendKind::Bitmap | BackendKind::HashFixed | BackendKind::HashGrowable
+    );
+    let mut r = Ref {
+        exact,
+        elems: BTreeMap::new(),
+        maxelem: cfg.maxelem.unwrap_or(usize::MAX),
+    };
     let mut now: u64 = 1_000;
     let nd = cfg.dims.len();
     let mk = |raw: &[(u8, u8)], t: Option<u8>| -> (Vec<(u128, u128)>, Element) {
-        let b: Vec<(u128, u128)> = raw.iter().zip(&cfg.dims).map(|(&(p, s), &d)| range_of(cfg, d, p, s)).collect();
+        let b: Vec<(u128, u128)> = raw
+            .iter()
+            .zip(&cfg.dims)
+            .map(|(&(p, s), &d)| range_of(cfg, d, p, s))
+            .collect();
         let mut el = Element::new(&b);
         if cfg.timeouts {
             el.timeout = t.map(|x| x as u64 * 10);
@@ -225,8 +246,18 @@ fn run(cfg: &Cfg, ops: &[Op]) -> Result<(), TestCaseError> {
                 set.reap(now, *n as usize);
             }
             Op::Check(raw) => {
-                let p: Vec<u128> = raw.iter().zip(&cfg.dims).map(|(&x, &d)| base(d) + (x % 70) as u128).collect();
-                prop_assert_eq!(set.contains(&key_of(&cfg.dims, &p), now), r.member(&p, now), "point {:x?} at {}", p, now);
+                let p: Vec<u128> = raw
+                    .iter()
+                    .zip(&cfg.dims)
+                    .map(|(&x, &d)| base(d) + (x % 70) as u128)
+                    .collect();
+                prop_assert_eq!(
+                    set.contains(&key_of(&cfg.dims, &p), now),
+                    r.member(&p, now),
+                    "point {:x?} at {}",
+                    p,
+                    now
+                );
             }
             Op::Flush => {
                 set.flush();
@@ -237,38 +268,79 @@ fn run(cfg: &Cfg, ops: &[Op]) -> Result<(), TestCaseError> {
     // exhaustive check of the neighbourhood (2 dims at most here) and the extremes
     let mut pts: Vec<Vec<u128>> = vec![vec![]];
     for &d in &cfg.dims {
-        let vals: Vec<u128> = (0..70u128).map(|i| base(d) + i).chain([0, d.max()]).collect();
+        let vals: Vec<u128> = (0..70u128)
+            .map(|i| base(d) + i)
+            .chain([0, d.max()])
+            .collect();
         let step = if nd > 2 { 7 } else { 1 };
-        pts = pts.into_iter().flat_map(|p| vals.iter().step_by(step).map(move |&v| [p.clone(), vec![v]].concat())).collect();
+        pts = pts
+            .into_iter()
+            .flat_map(|p| {
+                vals.iter()
+                    .step_by(step)
+                    .map(move |&v| [p.clone(), vec![v]].concat())
+            })
+            .collect();
     }
     for p in &pts {
-        prop_assert_eq!(set.contains(&key_of(&cfg.dims, p), now), r.member(p, now), "final point {:x?}", p);
+        prop_assert_eq!(
+            set.contains(&key_of(&cfg.dims, p), now),
+            r.member(p, now),
+            "final point {:x?}",
+            p
+        );
     }
     // stored elements equal the reference's live elements
-    let got: Vec<(Vec<(u128, u128)>, Option<u64>)> = set.elements(now).into_iter().map(|s| (s.element.ranges().to_vec(), s.remaining)).collect();
-    let want: Vec<(Vec<(u128, u128)>, Option<u64>)> =
-        r.elems.iter().filter(|(_, &e)| e > now).map(|(b, &e)| (b.clone(), if e == NEVER { None } else { Some(e - now) })).collect();
+    let got: Vec<(Vec<(u128, u128)>, Option<u64>)> = set
+        .elements(now)
+        .into_iter()
+        .map(|s| (s.element.ranges().to_vec(), s.remaining))
+        .collect();
+    let want: Vec<(Vec<(u128, u128)>, Option<u64>)> = r
+        .elems
+        .iter()
+        .filter(|(_, &e)| e > now)
+        .map(|(b, &e)| (b.clone(), if e == NEVER { None } else { Some(e - now) }))
+        .collect();
     let mut got = got;
     got.sort();
     prop_assert_eq!(got, want);
     // reaping everything changes no membership
     set.reap(now, 1 << 20);
     for p in pts.iter().step_by(3) {
-        prop_assert_eq!(set.contains(&key_of(&cfg.dims, p), now), r.member(p, now), "after reap {:x?}", p);
+        prop_assert_eq!(
+            set.contains(&key_of(&cfg.dims, p), now),
+            r.member(p, now),
+            "after reap {:x?}",
+            p
+        );
     }
     prop_assert_eq!(set.len(), r.live(now));
     Ok(())
 }
 
 fn cfg(dims: &[KeyPart], interval: bool, timeouts: bool, expect: BackendKind) -> Cfg {
-    Cfg { dims: dims.to_vec(), interval, timeouts, default: 0, size: None, maxelem: None, policy: Policy::Performance, expect, force: false }
+    Cfg {
+        dims: dims.to_vec(),
+        interval,
+        timeouts,
+        default: 0,
+        size: None,
+        maxelem: None,
+        policy: Policy::Performance,
+        expect,
+        force: false,
+    }
 }
 
 use KeyPart::*;
 
 /// Cases per property: 128, or `PARAPET_PROPTEST_CASES`.
 fn cases() -> u32 {
-    std::env::var("PARAPET_PROPTEST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(128)
+    std::env::var("PARAPET_PROPTEST_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(128)
 }
 
 macro_rules! prop_case {
@@ -283,22 +355,137 @@ macro_rules! prop_case {
     };
 }
 
-prop_case!(hash_v4_growable, cfg(&[Ipv4Addr], false, true, BackendKind::HashGrowable));
-prop_case!(hash_v4_fixed_maxelem, Cfg { size: Some(16), maxelem: Some(16), ..cfg(&[Ipv4Addr], false, true, BackendKind::HashFixed) });
-prop_case!(hash_v4_memory_default_timeout, Cfg { policy: Policy::Memory, default: 40, ..cfg(&[Ipv4Addr], false, true, BackendKind::HashGrowable) });
-prop_case!(hash_v6, cfg(&[Ipv6Addr], false, true, BackendKind::HashGrowable));
-prop_case!(hash_v4_proto_port, cfg(&[Ipv4Addr, InetProto, InetService], false, true, BackendKind::HashGrowable));
-prop_case!(hash_v6_port_wide_fixed, Cfg { maxelem: Some(30), ..cfg(&[Ipv6Addr, InetService, Ipv6Addr], false, false, BackendKind::HashFixed) });
-prop_case!(hash_v6_port_wide, cfg(&[Ipv6Addr, InetService], false, true, BackendKind::HashGrowable));
-prop_case!(bitmap_port, cfg(&[InetService], false, true, BackendKind::Bitmap));
-prop_case!(bitmap_port_interval_maxelem, Cfg { maxelem: Some(20), ..cfg(&[InetService], true, true, BackendKind::Bitmap) });
-prop_case!(interval_v4, cfg(&[Ipv4Addr], true, true, BackendKind::Interval));
-prop_case!(interval_v4_maxelem, Cfg { maxelem: Some(10), default: 30, ..cfg(&[Ipv4Addr], true, true, BackendKind::Interval) });
-prop_case!(interval_v6, cfg(&[Ipv6Addr], true, true, BackendKind::Interval));
-prop_case!(interval_v4_no_timeouts, cfg(&[Ipv4Addr], true, false, BackendKind::Interval));
-prop_case!(tss_v4_port, cfg(&[Ipv4Addr, InetService], true, true, BackendKind::TupleSpace));
-prop_case!(tss_v6_port, Cfg { maxelem: Some(12), ..cfg(&[Ipv6Addr, InetService], true, true, BackendKind::TupleSpace) });
-prop_case!(tss_v4_iface, cfg(&[Ipv4Addr, IfName], true, false, BackendKind::TupleSpace));
-prop_case!(tss_one_dim_forced, Cfg { force: true, ..cfg(&[Ipv4Addr], true, true, BackendKind::TupleSpace) });
-prop_case!(tss_v6_forced_maxelem, Cfg { force: true, maxelem: Some(8), default: 50, ..cfg(&[Ipv6Addr], true, true, BackendKind::TupleSpace) });
-prop_case!(bitmap_memory_small_is_hash, Cfg { policy: Policy::Memory, size: Some(10), ..cfg(&[InetService], false, true, BackendKind::HashGrowable) });
+prop_case!(
+    hash_v4_growable,
+    cfg(&[Ipv4Addr], false, true, BackendKind::HashGrowable)
+);
+prop_case!(
+    hash_v4_fixed_maxelem,
+    Cfg {
+        size: Some(16),
+        maxelem: Some(16),
+        ..cfg(&[Ipv4Addr], false, true, BackendKind::HashFixed)
+    }
+);
+prop_case!(
+    hash_v4_memory_default_timeout,
+    Cfg {
+        policy: Policy::Memory,
+        default: 40,
+        ..cfg(&[Ipv4Addr], false, true, BackendKind::HashGrowable)
+    }
+);
+prop_case!(
+    hash_v6,
+    cfg(&[Ipv6Addr], false, true, BackendKind::HashGrowable)
+);
+prop_case!(
+    hash_v4_proto_port,
+    cfg(
+        &[Ipv4Addr, InetProto, InetService],
+        false,
+        true,
+        BackendKind::HashGrowable
+    )
+);
+prop_case!(
+    hash_v6_port_wide_fixed,
+    Cfg {
+        maxelem: Some(30),
+        ..cfg(
+            &[Ipv6Addr, InetService, Ipv6Addr],
+            false,
+            false,
+            BackendKind::HashFixed
+        )
+    }
+);
+prop_case!(
+    hash_v6_port_wide,
+    cfg(
+        &[Ipv6Addr, InetService],
+        false,
+        true,
+        BackendKind::HashGrowable
+    )
+);
+prop_case!(
+    bitmap_port,
+    cfg(&[InetService], false, true, BackendKind::Bitmap)
+);
+prop_case!(
+    bitmap_port_interval_maxelem,
+    Cfg {
+        maxelem: Some(20),
+        ..cfg(&[InetService], true, true, BackendKind::Bitmap)
+    }
+);
+prop_case!(
+    interval_v4,
+    cfg(&[Ipv4Addr], true, true, BackendKind::Interval)
+);
+prop_case!(
+    interval_v4_maxelem,
+    Cfg {
+        maxelem: Some(10),
+        default: 30,
+        ..cfg(&[Ipv4Addr], true, true, BackendKind::Interval)
+    }
+);
+prop_case!(
+    interval_v6,
+    cfg(&[Ipv6Addr], true, true, BackendKind::Interval)
+);
+prop_case!(
+    interval_v4_no_timeouts,
+    cfg(&[Ipv4Addr], true, false, BackendKind::Interval)
+);
+prop_case!(
+    tss_v4_port,
+    cfg(
+        &[Ipv4Addr, InetService],
+        true,
+        true,
+        BackendKind::TupleSpace
+    )
+);
+prop_case!(
+    tss_v6_port,
+    Cfg {
+        maxelem: Some(12),
+        ..cfg(
+            &[Ipv6Addr, InetService],
+            true,
+            true,
+            BackendKind::TupleSpace
+        )
+    }
+);
+prop_case!(
+    tss_v4_iface,
+    cfg(&[Ipv4Addr, IfName], true, false, BackendKind::TupleSpace)
+);
+prop_case!(
+    tss_one_dim_forced,
+    Cfg {
+        force: true,
+        ..cfg(&[Ipv4Addr], true, true, BackendKind::TupleSpace)
+    }
+);
+prop_case!(
+    tss_v6_forced_maxelem,
+    Cfg {
+        force: true,
+        maxelem: Some(8),
+        default: 50,
+        ..cfg(&[Ipv6Addr], true, true, BackendKind::TupleSpace)
+    }
+);
+prop_case!(
+    bitmap_memory_small_is_hash,
+    Cfg {
+        policy: Policy::Memory,
+        size: Some(10),
+        ..cfg(&[InetService], false, true, BackendKind::HashGrowable)
+    }
+);

@@ -21,7 +21,11 @@ impl Bitmap {
             base,
             size,
             bits: vec![0; size.div_ceil(64)],
-            exp: if timeouts { vec![NEVER; size] } else { Vec::new() },
+            exp: if timeouts {
+                vec![NEVER; size]
+            } else {
+                Vec::new()
+            },
             len: 0,
             cursor: 0,
         }
@@ -76,7 +80,11 @@ impl Bitmap {
     pub fn get(&self, k: u128) -> Option<u64> {
         let i = self.idx(k)?;
         if self.bit(i) {
-            Some(if self.exp.is_empty() { NEVER } else { self.exp[i] })
+            Some(if self.exp.is_empty() {
+                NEVER
+            } else {
+                self.exp[i]
+            })
         } else {
             None
         }
@@ -91,7 +99,14 @@ impl Bitmap {
                 let b = m.trailing_zeros() as usize;
                 m &= m - 1;
                 let i = w * 64 + b;
-                f(self.base + i as u128, if self.exp.is_empty() { NEVER } else { self.exp[i] });
+                f(
+                    self.base + i as u128,
+                    if self.exp.is_empty() {
+                        NEVER
+                    } else {
+                        self.exp[i]
+                    },
+                );
             }
         }
     }

@@ -49,7 +49,11 @@ impl<K: Word> HashTable<K> {
     fn alloc(&mut self, slots: usize) {
         self.ctrl = vec![0; slots];
         self.keys = vec![K::default(); slots];
-        self.exp = if self.timeouts { vec![NEVER; slots] } else { Vec::new() };
+        self.exp = if self.timeouts {
+            vec![NEVER; slots]
+        } else {
+            Vec::new()
+        };
         self.mask = slots - 1;
         self.cursor = 0;
     }
@@ -169,7 +173,9 @@ impl<K: Word> HashTable<K> {
     }
     pub fn get(&self, k: K) -> Option<u64> {
         let h = k.hash64(self.seed);
-        self.find(&k, h).ok().map(|i| if self.timeouts { self.exp[i] } else { NEVER })
+        self.find(&k, h)
+            .ok()
+            .map(|i| if self.timeouts { self.exp[i] } else { NEVER })
     }
     pub fn len(&self) -> usize {
         self.len
@@ -177,7 +183,10 @@ impl<K: Word> HashTable<K> {
     pub fn for_each(&self, f: &mut dyn FnMut(K, u64)) {
         for i in 0..self.ctrl.len() {
             if self.ctrl[i] != 0 {
-                f(self.keys[i], if self.timeouts { self.exp[i] } else { NEVER });
+                f(
+                    self.keys[i],
+                    if self.timeouts { self.exp[i] } else { NEVER },
+                );
             }
         }
     }
@@ -206,6 +215,8 @@ impl<K: Word> HashTable<K> {
         self.len = 0;
     }
     pub fn mem_bytes(&self) -> usize {
-        self.ctrl.len() * (1 + std::mem::size_of::<K>()) + self.exp.len() * 8 + std::mem::size_of::<Self>()
+        self.ctrl.len() * (1 + std::mem::size_of::<K>())
+            + self.exp.len() * 8
+            + std::mem::size_of::<Self>()
     }
 }

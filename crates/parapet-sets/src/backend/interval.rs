@@ -103,7 +103,9 @@ fn sweep(items: &mut [(u128, u128, u64)], out: &mut Vec<(u128, u128, u64)>) {
             let lo = pos.1;
             let hi = if next.0 == 1 { u128::MAX } else { next.1 - 1 };
             match out.last_mut() {
-                Some(last) if last.2 == maxe && last.1 != u128::MAX && last.1 + 1 == lo => last.1 = hi,
+                Some(last) if last.2 == maxe && last.1 != u128::MAX && last.1 + 1 == lo => {
+                    last.1 = hi
+                }
                 _ => out.push((lo, hi, maxe)),
             }
         }
@@ -135,7 +137,11 @@ impl<K: Word> IntervalSet<K> {
             while m != 0 {
                 let c = w * 64 + m.trailing_zeros() as usize;
                 m &= m - 1;
-                let lower = if c >= 128 { 0 } else { a.saturating_sub((1u128 << c) - 1) };
+                let lower = if c >= 128 {
+                    0
+                } else {
+                    a.saturating_sub((1u128 << c) - 1)
+                };
                 let range = (Self::k(lower), K::default())..=(Self::k(b), Self::k(u128::MAX));
                 for (&(l, h), &e) in self.classes[c].range(range) {
                     let (l, h) = (l.to_u128(), h.to_u128());
@@ -164,7 +170,11 @@ impl<K: Word> IntervalSet<K> {
                 }
             }
         }
-        let inside: Vec<K> = self.segs.range(Self::k(a)..=Self::k(b)).map(|(&l, _)| l).collect();
+        let inside: Vec<K> = self
+            .segs
+            .range(Self::k(a)..=Self::k(b))
+            .map(|(&l, _)| l)
+            .collect();
         for l in inside {
             let (hi, e) = self.segs.remove(&l).unwrap();
             if hi.to_u128() > b {
@@ -195,7 +205,11 @@ impl<K: Word> IntervalSet<K> {
                 ov.push((lo.to_u128(), hi.to_u128(), se));
             }
         }
-        ov.extend(self.segs.range(Self::k(a)..=Self::k(b)).map(|(&l, &(h, se))| (l.to_u128(), h.to_u128(), se)));
+        ov.extend(
+            self.segs
+                .range(Self::k(a)..=Self::k(b))
+                .map(|(&l, &(h, se))| (l.to_u128(), h.to_u128(), se)),
+        );
         if ov.len() == 1 && ov[0].0 <= a && ov[0].1 >= b && ov[0].2 >= e {
             return; // already covered at least as long
         }
@@ -250,7 +264,9 @@ impl<K: Word> IntervalSet<K> {
         if x == 0 {
             return;
         }
-        let Some(&(hi, e)) = self.segs.get(&Self::k(x)) else { return };
+        let Some(&(hi, e)) = self.segs.get(&Self::k(x)) else {
+            return;
+        };
         if let Some((&pl, &(ph, pe))) = self.segs.range(..Self::k(x)).next_back() {
             if pe == e && ph.to_u128() == x - 1 {
                 self.segs.remove(&Self::k(x));
@@ -264,7 +280,11 @@ impl<K: Word> IntervalSet<K> {
         if self.pending.is_empty() {
             return;
         }
-        let mut v: Vec<(usize, K, K, u64)> = self.pending.drain().map(|((lo, hi), e)| (class_of(lo.to_u128(), hi.to_u128()), lo, hi, e)).collect();
+        let mut v: Vec<(usize, K, K, u64)> = self
+            .pending
+            .drain()
+            .map(|((lo, hi), e)| (class_of(lo.to_u128(), hi.to_u128()), lo, hi, e))
+            .collect();
         v.sort_unstable_by_key(|x| (x.0, x.1, x.2));
         let mut i = 0;
         while i < v.len() {
@@ -273,7 +293,8 @@ impl<K: Word> IntervalSet<K> {
             while j < v.len() && v[j].0 == c {
                 j += 1;
             }
-            let mut tmp: BTreeMap<(K, K), u64> = v[i..j].iter().map(|x| ((x.1, x.2), x.3)).collect();
+            let mut tmp: BTreeMap<(K, K), u64> =
+                v[i..j].iter().map(|x| ((x.1, x.2), x.3)).collect();
             if self.classes[c].is_empty() {
                 self.classes[c] = tmp;
             } else {
@@ -288,7 +309,8 @@ impl<K: Word> IntervalSet<K> {
         let (l, h) = (lo.to_u128(), hi.to_u128());
         let c = class_of(l, h);
         if self.bulk {
-            let known = self.pending.contains_key(&(lo, hi)) || self.classes[c].contains_key(&(lo, hi));
+            let known =
+                self.pending.contains_key(&(lo, hi)) || self.classes[c].contains_key(&(lo, hi));
             if !known && self.len >= maxelem {
                 return Err(BErr::Full);
             }
@@ -405,7 +427,9 @@ impl<K: Word> IntervalSet<K> {
         let mut n = 0;
         let mut steps = 0;
         while steps < budget {
-            let Some(&Reverse((e, lo, hi))) = self.heap.peek() else { break };
+            let Some(&Reverse((e, lo, hi))) = self.heap.peek() else {
+                break;
+            };
             if e > now {
                 break;
             }
@@ -447,7 +471,10 @@ impl<K: Word> IntervalSet<K> {
             }
             let mut pieces = Vec::new();
             sweep(&mut items, &mut pieces);
-            self.segs = pieces.into_iter().map(|(l, h, e)| (Self::k(l), (Self::k(h), e))).collect();
+            self.segs = pieces
+                .into_iter()
+                .map(|(l, h, e)| (Self::k(l), (Self::k(h), e)))
+                .collect();
         }
     }
 

@@ -117,7 +117,11 @@ impl<K: Word> Tss<K> {
             let v = if l == 0 {
                 0
             } else {
-                let full = if w >= 128 { u128::MAX } else { (1u128 << w) - 1 };
+                let full = if w >= 128 {
+                    u128::MAX
+                } else {
+                    (1u128 << w) - 1
+                };
                 full & !((1u128 << (w - l)) - 1)
             };
             m.put(self.layout.offs[i], w, v);
@@ -130,9 +134,14 @@ impl<K: Word> Tss<K> {
             return i;
         }
         let mask = self.shape_mask(&lens);
-        self.shapes.push(Shape { lens, mask, table: HashMap::with_hasher(Seeded(self.seed)) });
+        self.shapes.push(Shape {
+            lens,
+            mask,
+            table: HashMap::with_hasher(Seeded(self.seed)),
+        });
         // most specific shapes first (most likely hits for ban lists)
-        self.shapes.sort_by_key(|s| Reverse(s.lens.iter().map(|&l| l as u32).sum::<u32>()));
+        self.shapes
+            .sort_by_key(|s| Reverse(s.lens.iter().map(|&l| l as u32).sum::<u32>()));
         self.shapes.iter().position(|s| s.lens == lens).unwrap()
     }
 
@@ -209,10 +218,14 @@ impl<K: Word> Tss<K> {
                 None
             }
         }
-        let Some((id, _)) = self.elems.remove(&(lo, hi)) else { return false };
+        let Some((id, _)) = self.elems.remove(&(lo, hi)) else {
+            return false;
+        };
         let boxes = self.decompose(lo, hi).expect("decomposed on insert");
         for (k, lens) in boxes {
-            let Some(si) = self.shapes.iter().position(|s| s.lens == lens) else { continue };
+            let Some(si) = self.shapes.iter().position(|s| s.lens == lens) else {
+                continue;
+            };
             let t = &mut self.shapes[si].table;
             let empty = match t.get_mut(&k) {
                 Some(o) => {
@@ -270,7 +283,11 @@ impl<K: Word> Tss<K> {
     }
 
     pub fn for_each(&self, f: &mut dyn FnMut(K, K, u64)) {
-        let mut all: Vec<(K, K, u64)> = self.elems.iter().map(|(&(l, h), &(_, e))| (l, h, e)).collect();
+        let mut all: Vec<(K, K, u64)> = self
+            .elems
+            .iter()
+            .map(|(&(l, h), &(_, e))| (l, h, e))
+            .collect();
         all.sort_unstable_by_key(|&(l, h, _)| (l, h));
         for (l, h, e) in all {
             f(l, h, e);
@@ -281,7 +298,9 @@ impl<K: Word> Tss<K> {
         let mut n = 0;
         let mut steps = 0;
         while steps < budget {
-            let Some(&Reverse((e, lo, hi))) = self.heap.peek() else { break };
+            let Some(&Reverse((e, lo, hi))) = self.heap.peek() else {
+                break;
+            };
             if e > now {
                 break;
             }
@@ -315,6 +334,8 @@ impl<K: Word> Tss<K> {
         for s in &self.shapes {
             t += s.table.capacity() * ent + std::mem::size_of::<Shape<K>>();
         }
-        t + self.elems.capacity() * el + self.heap.capacity() * (2 * std::mem::size_of::<K>() + 8) + std::mem::size_of::<Self>()
+        t + self.elems.capacity() * el
+            + self.heap.capacity() * (2 * std::mem::size_of::<K>() + 8)
+            + std::mem::size_of::<Self>()
     }
 }
