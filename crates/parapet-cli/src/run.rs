@@ -298,39 +298,6 @@ pub struct BenchArgs {
     opts: EngineArgs,
 }
 
-/// The Ethernet frame of a trace packet, as a NIC would deliver it.
-fn frame_of(p: &parapet_model::Packet) -> Vec<u8> {
-    use parapet_dataplane::packet::{Frame, L4};
-    let frame = match p.family {
-        parapet_model::Family::V4 => Frame::ipv4((p.src as u32).into(), (p.dst as u32).into()),
-        parapet_model::Family::V6 => Frame::ipv6(p.src.into(), p.dst.into()),
-    };
-    let l4 = match p.proto {
-        6 => L4::Tcp {
-            sport: p.sport,
-            dport: p.dport,
-            flags: p.tcp_flags,
-        },
-        17 => L4::Udp {
-            sport: p.sport,
-            dport: p.dport,
-        },
-        1 => L4::Icmp {
-            ty: p.icmp_type,
-            code: p.icmp_code,
-        },
-        58 => L4::Icmpv6 {
-            ty: p.icmp_type,
-            code: p.icmp_code,
-        },
-        proto => L4::Raw {
-            proto,
-            header: vec![0; 8],
-        },
-    };
-    frame.l4(l4).build()
-}
-
 /// `parapet bench dataplane`: kernel-timed ns per packet of the real
 /// program (parse, classify, count, verdict), via BPF_PROG_TEST_RUN.
 pub fn bench(args: BenchArgs) -> Result<ExitCode> {
@@ -352,7 +319,10 @@ pub fn bench(args: BenchArgs) -> Result<ExitCode> {
         HookArg::Xdp => Hook::Xdp,
         HookArg::Tc => Hook::Tc,
     };
-    let frames: Vec<Vec<u8>> = sample.iter().map(frame_of).collect();
+    let frames: Vec<Vec<u8>> = sample
+        .iter()
+        .map(parapet_dataplane::packet::frame_of_packet)
+        .collect();
     let lookup = store.map(crate::sets::StoreLookup);
     // Every sampled packet must get the classifier's verdict from the
     // kernel, or the timing is of the wrong thing.
