@@ -79,6 +79,31 @@ impl Machine {
     }
 }
 
+/// A Markdown table with a row per rule count and a column per filter;
+/// `cell(filter, rules)` gives each cell's text.
+fn rules_table(
+    w: &mut String,
+    filters: &[String],
+    sizes: &std::collections::BTreeSet<usize>,
+    cell: impl Fn(&str, usize) -> String,
+) -> Result<()> {
+    let mut head = String::from("| rules |");
+    let mut rule = String::from("|---:|");
+    for f in filters {
+        head.push_str(&format!(" {f} |"));
+        rule.push_str("---:|");
+    }
+    writeln!(w, "{head}\n{rule}").map_err(md_err)?;
+    for &n in sizes {
+        let cells: String = filters
+            .iter()
+            .map(|f| format!(" {} |", cell(f, n)))
+            .collect();
+        writeln!(w, "| {n} |{cells}").map_err(md_err)?;
+    }
+    Ok(())
+}
+
 fn md_err(e: std::fmt::Error) -> Error {
     Error(format!("formatting report: {e}"))
 }
@@ -193,59 +218,22 @@ pub fn write_markdown(
                 Ok(()) => writeln!(w, "![throughput {frame} B]({name})\n").map_err(md_err)?,
                 Err(e) => writeln!(w, "(plot failed: {e})\n").map_err(md_err)?,
             }
-            write!(w, "| rules |").map_err(md_err)?;
-            for f in &filters {
-                write!(w, " {f} |").map_err(md_err)?;
-            }
-            write!(w, "\n|---:|").map_err(md_err)?;
-            for _ in &filters {
-                write!(w, "---:|").map_err(md_err)?;
-            }
-            writeln!(w).map_err(md_err)?;
-            for &n in &sizes {
-                write!(w, "| {n} |").map_err(md_err)?;
-                for f in &filters {
-                    let r = tp.iter().find(|r| {
-                        &r.filter == f
-                            && r.frame == Some(frame)
-                            && (r.rules == Some(n) || r.rules.is_none())
-                    });
-                    match r {
-                        Some(r) => {
-                            write!(w, " {} ({}–{}) |", kpps(r.median), kpps(r.min), kpps(r.max))
-                        }
-                        None => write!(w, " – |"),
-                    }
-                    .map_err(md_err)?;
-                }
-                writeln!(w).map_err(md_err)?;
-            }
+            let cell = |f: &str, n: usize| {
+                tp.iter().copied().find(|r| {
+                    r.filter == f
+                        && r.frame == Some(frame)
+                        && (r.rules == Some(n) || r.rules.is_none())
+                })
+            };
+            rules_table(w, &filters, &sizes, |f, n| match cell(f, n) {
+                Some(r) => format!("{} ({}–{})", kpps(r.median), kpps(r.min), kpps(r.max)),
+                None => "–".into(),
+            })?;
             writeln!(w, "\nMbit/s (median):\n").map_err(md_err)?;
-            write!(w, "| rules |").map_err(md_err)?;
-            for f in &filters {
-                write!(w, " {f} |").map_err(md_err)?;
-            }
-            write!(w, "\n|---:|").map_err(md_err)?;
-            for _ in &filters {
-                write!(w, "---:|").map_err(md_err)?;
-            }
-            writeln!(w).map_err(md_err)?;
-            for &n in &sizes {
-                write!(w, "| {n} |").map_err(md_err)?;
-                for f in &filters {
-                    let r = tp.iter().find(|r| {
-                        &r.filter == f
-                            && r.frame == Some(frame)
-                            && (r.rules == Some(n) || r.rules.is_none())
-                    });
-                    match r {
-                        Some(r) => write!(w, " {:.1} |", extra_f(r, "mbps_median")),
-                        None => write!(w, " – |"),
-                    }
-                    .map_err(md_err)?;
-                }
-                writeln!(w).map_err(md_err)?;
-            }
+            rules_table(w, &filters, &sizes, |f, n| match cell(f, n) {
+                Some(r) => format!("{:.1}", extra_f(r, "mbps_median")),
+                None => "–".into(),
+            })?;
             writeln!(w).map_err(md_err)?;
         }
         writeln!(
@@ -261,26 +249,12 @@ pub fn write_markdown(
         writeln!(w, "## Ruleset load time (ms, process start-up included)\n").map_err(md_err)?;
         let filters = filter_order(loads.iter().copied());
         let sizes: BTreeSet<usize> = loads.iter().filter_map(|r| r.rules).collect();
-        write!(w, "| rules |").map_err(md_err)?;
-        for f in &filters {
-            write!(w, " {f} |").map_err(md_err)?;
-        }
-        write!(w, "\n|---:|").map_err(md_err)?;
-        for _ in &filters {
-            write!(w, "---:|").map_err(md_err)?;
-        }
-        writeln!(w).map_err(md_err)?;
-        for &n in &sizes {
-            write!(w, "| {n} |").map_err(md_err)?;
-            for f in &filters {
-                match loads.iter().find(|r| &r.filter == f && r.rules == Some(n)) {
-                    Some(r) => write!(w, " {:.1} |", r.median),
-                    None => write!(w, " – |"),
-                }
-                .map_err(md_err)?;
+        rules_table(w, &filters, &sizes, |f, n| {
+            match loads.iter().find(|r| r.filter == f && r.rules == Some(n)) {
+                Some(r) => format!("{:.1}", r.median),
+                None => "–".into(),
             }
-            writeln!(w).map_err(md_err)?;
-        }
+        })?;
         writeln!(w).map_err(md_err)?;
     }
 
