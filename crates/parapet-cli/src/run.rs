@@ -10,8 +10,8 @@ use crate::load;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, ValueEnum};
 use parapet_compile::Classifier;
-use parapet_dataplane::{Dataplane, Hook, LoadOptions, Mode, Stat, Verdict};
-use parapet_model::{flatten, Action, Ruleset};
+use parapet_dataplane::{ruleset, Dataplane, Hook, LoadOptions, Mode, Stat};
+use parapet_model::{flatten, Ruleset};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -62,15 +62,6 @@ enum ModeArg {
     Skb,
 }
 
-fn kernel_verdict(v: &parapet_model::Verdict) -> Verdict {
-    match v {
-        parapet_model::Verdict::Accept => Verdict::Accept,
-        parapet_model::Verdict::Drop => Verdict::Drop,
-        // At XDP a REJECT is a drop (there is no reply path); see docs/dataplane.md.
-        parapet_model::Verdict::Reject { .. } => Verdict::Reject,
-    }
-}
-
 /// Runs `parapet run`.
 pub fn run(args: RunArgs) -> Result<ExitCode> {
     if let Some(pidfile) = &args.background {
@@ -114,7 +105,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         .map(|s| Instant::now() + Duration::from_secs_f64(s));
     while !stop.load(Ordering::Relaxed) && deadline.is_none_or(|d| Instant::now() < d) {
         for ev in dp.poll_log(256) {
-            eprintln!("{}", log_line(rs, &ev));
+            eprintln!("{}", ruleset::log_line(rs, &ev));
         }
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -151,7 +142,7 @@ fn load_dataplane(
     }
     let classifier = Classifier::build(&list, &build).map_err(|e| anyhow!("{e}"))?;
     let image = classifier.image().to_bytes();
-    let max_rule = rs.rules().map(|r| r.id).max().unwrap_or(0);
+    let max_rule = ruleset::max_rule_id(rs);
     let pages = (image.len() / 4096 + 2) as u32;
     let mut dp = Dataplane::load(&LoadOptions {
         max_rules: max_rule.max(1),
@@ -159,48 +150,19 @@ fn load_dataplane(
         debug: false,
     })
     .context("loading the eBPF program (needs root or CAP_BPF+CAP_NET_ADMIN, kernel >= 6.6)")?;
-    install_actions(&mut dp, rs, &list.policy, log_rate)?;
-    // Set elements go into kernel maps before the image that reads them
-    // goes live.
-    if let Some(store) = store {
-        dp.install_sets(&rs.set_refs, store)?;
-    }
-    dp.write_image(&image)?;
-    dp.swap()?;
-    dp.destroy_unused_sets()?;
+    dp.install_ruleset(&ruleset::Install {
+        ruleset: rs,
+        policy: &list.policy,
+        image: &image,
+        sets: store,
+        log_rate,
+    })?;
     Ok(Loaded {
         dp,
         classifier,
         image_len: image.len(),
         max_rule,
     })
-}
-
-/// Every rule that can decide or log gets its action entry; rule 0 is the policy.
-fn install_actions(
-    dp: &mut Dataplane,
-    rs: &Ruleset,
-    policy: &parapet_model::Verdict,
-    log_rate: u32,
-) -> Result<()> {
-    dp.set_policy(kernel_verdict(policy))?;
-    for r in rs.rules() {
-        let (verdict, log) = match &r.action {
-            Action::Verdict(v) => (kernel_verdict(v), r.log.is_some()),
-            Action::Log(_) => (Verdict::Accept, true),
-            _ => (Verdict::Accept, r.log.is_some()),
-        };
-        dp.set_action(r.id, verdict, log)?;
-        if log {
-            // `-m limit` on the rule sets its bucket; otherwise --log-rate.
-            let (rate, burst) = match &r.limit {
-                Some(l) => ((l.rate / l.per.seconds()).max(1), l.burst.max(1)),
-                None => (log_rate, log_rate.max(1)),
-            };
-            dp.set_log_rate(r.id, rate, burst)?;
-        }
-    }
-    Ok(())
 }
 
 fn report(dp: &Dataplane, max_rule: u32, json: bool) -> Result<()> {
@@ -237,39 +199,6 @@ fn report(dp: &Dataplane, max_rule: u32, json: bool) -> Result<()> {
         println!("  {what:>10}: {p} packets, {b} bytes");
     }
     Ok(())
-}
-
-/// `parapet log: PREFIX rule 2 ACCEPT udp 10.0.0.1:5000 > 10.0.0.2:53 len 48`.
-fn log_line(rs: &Ruleset, ev: &parapet_dataplane::LogEvent) -> String {
-    let k = &ev.key;
-    let addr = |b: &[u8; 16]| -> String {
-        if k.family == 4 {
-            std::net::Ipv4Addr::new(b[12], b[13], b[14], b[15]).to_string()
-        } else {
-            format!("[{}]", std::net::Ipv6Addr::from(*b))
-        }
-    };
-    let proto = parapet_model::protocol_name(k.proto)
-        .map(str::to_string)
-        .unwrap_or_else(|| k.proto.to_string());
-    let prefix = rs
-        .rules()
-        .find(|r| r.id == ev.rule_id)
-        .and_then(|r| match &r.action {
-            Action::Log(spec) => spec.prefix.clone(),
-            _ => r.log.as_ref().and_then(|l| l.prefix.clone()),
-        })
-        .unwrap_or_default();
-    format!(
-        "parapet log: {prefix}rule {} {:?} {proto} {}:{} > {}:{} len {}",
-        ev.rule_id,
-        ev.verdict,
-        addr(&k.src),
-        k.sport,
-        addr(&k.dst),
-        k.dport,
-        k.pkt_len
-    )
 }
 
 /// Arguments of `parapet bench dataplane`.

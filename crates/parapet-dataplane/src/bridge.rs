@@ -67,14 +67,7 @@ pub fn ref_parts(r: &SetRef, dims: &[KeyPart]) -> Option<Vec<PacketPart>> {
 pub fn set_elements(set: &Set, now_ms: u64, mono_now_ns: u64) -> Vec<SetElement> {
     let mut out = Vec::with_capacity(set.len());
     set.for_each_element(now_ms, &mut |e| {
-        out.push(SetElement {
-            ranges: e.element.ranges().to_vec(),
-            expires_ns: e.remaining.map_or(0, |ms| {
-                mono_now_ns
-                    .saturating_add(ms.saturating_mul(1_000_000))
-                    .max(1)
-            }),
-        });
+        out.push(kernel_element(&e.element, e.remaining, mono_now_ns));
     });
     out
 }
@@ -141,5 +134,32 @@ impl Dataplane {
             self.undefine_set_ref(n as u32)?;
         }
         Ok(ids)
+    }
+}
+
+impl Dataplane {
+    /// The kernel set id that set `name` of the store has (after
+    /// [`Dataplane::install_sets`]), or `None` when no installed ruleset
+    /// references it.
+    pub fn set_id(&self, name: &str) -> Option<u32> {
+        self.set_names.get(name).copied()
+    }
+}
+
+/// The kernel's form of a store element with `remaining_ms` to live
+/// (`None` = permanent); `mono_now_ns` is [`crate::sets::monotonic_ns`]
+/// read now.
+pub fn kernel_element(
+    el: &parapet_sets::Element,
+    remaining_ms: Option<u64>,
+    mono_now_ns: u64,
+) -> SetElement {
+    SetElement {
+        ranges: el.ranges().to_vec(),
+        expires_ns: remaining_ms.map_or(0, |ms| {
+            mono_now_ns
+                .saturating_add(ms.saturating_mul(1_000_000))
+                .max(1)
+        }),
     }
 }

@@ -590,6 +590,39 @@ impl Dataplane {
         }))
     }
 
+    /// Zero every rule's counters (all CPUs). An increment racing with the
+    /// reset on another CPU may survive it or be lost.
+    pub fn reset_counters(&mut self) -> Result<()> {
+        let cpu_err = |io_error| {
+            MapError::SyscallError(aya::sys::SyscallError {
+                call: "nr_cpus",
+                io_error,
+            })
+        };
+        let cpus = aya::util::nr_cpus().map_err(|(_, e)| cpu_err(e))?;
+        for rule in 0..=self.max_rules {
+            let zeros = aya::maps::PerCpuValues::try_from(vec![Counter::default(); cpus])
+                .map_err(cpu_err)?;
+            self.counters.set(rule, zeros, 0)?;
+        }
+        Ok(())
+    }
+
+    /// Forget a written but not swapped image and its staged set
+    /// references: the next swap needs a new [`Dataplane::write_image`], and
+    /// sets only the staged references used become unused.
+    pub fn unstage(&mut self) {
+        self.staged = false;
+        self.staged_refs.clone_from(&self.live_refs);
+    }
+
+    /// The interfaces attached, by attachment id.
+    pub fn attachment_ids(&self) -> Vec<u64> {
+        let mut v: Vec<u64> = self.links.keys().copied().collect();
+        v.sort_unstable();
+        v
+    }
+
     /// Dataplane statistics, summed over CPUs.
     pub fn stats(&self) -> Result<Stats> {
         let mut v = Vec::with_capacity(STAT_MAX as usize);

@@ -17,6 +17,8 @@
 //!   splitting, expiries, the user-space mirror.
 //! - [`bridge`]: from `parapet_model::SetRef` and `parapet_sets::SetStore`
 //!   to the kernel's sets ([`Dataplane::install_sets`]).
+//! - [`ruleset`]: a compiled ruleset into the kernel
+//!   ([`Dataplane::install_ruleset`]), shared by `parapet run` and `parapetd`.
 //!
 //! Classification: the BPF image walker (`bpf/walker.bpf.h`) reads the
 //! classifier image written with [`Dataplane::write_image`] and made live
@@ -29,6 +31,7 @@ pub mod dataplane;
 pub mod image;
 pub mod packet;
 pub mod parse;
+pub mod ruleset;
 pub mod sets;
 
 pub use abi::{Counter, PacketKey, ParseStatus, Stat, Verdict};

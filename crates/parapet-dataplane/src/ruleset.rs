@@ -1,0 +1,165 @@
+//! A compiled ruleset into the kernel: the one sequence `parapet run` and
+//! `parapetd` share.
+//!
+//! [`Dataplane::install_ruleset`] takes the ruleset (for rule actions, log
+//! rates and set references), the policy of the chain that was compiled,
+//! the classifier image's bytes and the set store, and makes them live:
+//! check that everything fits, load the referenced sets, write the
+//! inactive image slot, swap, then write the rule actions and destroy the
+//! sets nothing uses any more. Until the swap, packets see the old image;
+//! a failure before it leaves the old ruleset live (the staged set
+//! references and any sets created for the new one are dropped again).
+
+use parapet_model::{Action, Ruleset};
+use parapet_sets::SetStore;
+
+use crate::dataplane::{Error, LogEvent, Result};
+use crate::{Dataplane, Verdict};
+
+/// The kernel's verdict for a model verdict. REJECT stays REJECT here; the
+/// program drops it (XDP and tc cannot answer yet, see `docs/dataplane.md`).
+pub fn kernel_verdict(v: &parapet_model::Verdict) -> Verdict {
+    match v {
+        parapet_model::Verdict::Accept => Verdict::Accept,
+        parapet_model::Verdict::Drop => Verdict::Drop,
+        parapet_model::Verdict::Reject { .. } => Verdict::Reject,
+    }
+}
+
+/// The largest rule id of `rs` (0 for an empty ruleset): the kernel's
+/// action, counter and log tables need `max_rule_id + 1` entries.
+pub fn max_rule_id(rs: &Ruleset) -> u32 {
+    rs.rules().map(|r| r.id).max().unwrap_or(0)
+}
+
+/// What [`Dataplane::install_ruleset`] makes live.
+#[derive(Clone, Copy)]
+pub struct Install<'a> {
+    /// The ruleset (every rule's action and log settings, the set references).
+    pub ruleset: &'a Ruleset,
+    /// The compiled chain's policy (what the interim classifier falls back
+    /// to when the walker refuses the image).
+    pub policy: &'a parapet_model::Verdict,
+    /// The classifier image (`parapet_compile::Image::to_bytes`).
+    pub image: &'a [u8],
+    /// Where the referenced sets' elements come from; `None` when the
+    /// ruleset references no sets (references then match nothing).
+    pub sets: Option<&'a SetStore>,
+    /// Log events per second for LOG rules without their own `-m limit`.
+    pub log_rate: u32,
+}
+
+impl Dataplane {
+    /// Whether a ruleset with these rule ids and this image fits the
+    /// loaded program: the error names what is too small.
+    pub fn check_fits(&self, rs: &Ruleset, image_len: usize) -> Result<()> {
+        let max = max_rule_id(rs);
+        if max > self.max_rules() {
+            return Err(Error::RuleOutOfRange {
+                rule: max,
+                max: self.max_rules(),
+            });
+        }
+        if image_len > self.slot_capacity() {
+            return Err(Error::ImageTooLarge {
+                len: image_len,
+                cap: self.slot_capacity(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Every rule that can decide or log gets its action entry; entry 0 is
+    /// the policy. A LOG rule's bucket comes from its `-m limit`, else
+    /// `log_rate` per second with a burst of as many.
+    pub fn install_actions(
+        &mut self,
+        rs: &Ruleset,
+        policy: &parapet_model::Verdict,
+        log_rate: u32,
+    ) -> Result<()> {
+        self.set_policy(kernel_verdict(policy))?;
+        for r in rs.rules() {
+            let (verdict, log) = match &r.action {
+                Action::Verdict(v) => (kernel_verdict(v), r.log.is_some()),
+                Action::Log(_) => (Verdict::Accept, true),
+                _ => (Verdict::Accept, r.log.is_some()),
+            };
+            self.set_action(r.id, verdict, log)?;
+            let (rate, burst) = match (&r.limit, log) {
+                (_, false) => (0, 0),
+                (Some(l), true) => ((l.rate / l.per.seconds()).max(1), l.burst.max(1)),
+                (None, true) => (log_rate, log_rate.max(1)),
+            };
+            self.set_log_rate(r.id, rate, burst)?;
+        }
+        Ok(())
+    }
+
+    /// Makes `i` the live ruleset (see the module documentation). Returns
+    /// the new image generation. All or nothing up to the swap; after it,
+    /// only the action table and the clean-up of unused sets remain, which
+    /// touch nothing the new image reads.
+    pub fn install_ruleset(&mut self, i: &Install) -> Result<u32> {
+        self.check_fits(i.ruleset, i.image.len())?;
+        let staged = (|| -> Result<()> {
+            // Elements go into the maps before the image that reads them.
+            match i.sets {
+                Some(store) => {
+                    self.install_sets(&i.ruleset.set_refs, store)?;
+                }
+                None => {
+                    for n in 0..crate::abi::MAX_SET_REFS {
+                        self.undefine_set_ref(n)?;
+                    }
+                }
+            }
+            self.write_image(i.image)
+        })();
+        if let Err(e) = staged {
+            self.unstage();
+            let _ = self.destroy_unused_sets();
+            return Err(e);
+        }
+        let generation = self.swap()?;
+        self.install_actions(i.ruleset, i.policy, i.log_rate)?;
+        self.destroy_unused_sets()?;
+        Ok(generation)
+    }
+}
+
+/// One line for a LOG event:
+/// `parapet log: PREFIX rule 2 Accept udp 10.0.0.1:5000 > 10.0.0.2:53 len 48`.
+/// The prefix is the rule's `--log-prefix` in `rs` (the ruleset the event's
+/// rule id belongs to).
+pub fn log_line(rs: &Ruleset, ev: &LogEvent) -> String {
+    let k = &ev.key;
+    let addr = |b: &[u8; 16]| -> String {
+        if k.family == 4 {
+            std::net::Ipv4Addr::new(b[12], b[13], b[14], b[15]).to_string()
+        } else {
+            format!("[{}]", std::net::Ipv6Addr::from(*b))
+        }
+    };
+    let proto = parapet_model::protocol_name(k.proto)
+        .map(str::to_string)
+        .unwrap_or_else(|| k.proto.to_string());
+    let prefix = rs
+        .rules()
+        .find(|r| r.id == ev.rule_id)
+        .and_then(|r| match &r.action {
+            Action::Log(spec) => spec.prefix.clone(),
+            _ => r.log.as_ref().and_then(|l| l.prefix.clone()),
+        })
+        .unwrap_or_default();
+    format!(
+        "parapet log: {prefix}rule {} {:?} {proto} {}:{} > {}:{} len {}",
+        ev.rule_id,
+        ev.verdict,
+        addr(&k.src),
+        k.sport,
+        addr(&k.dst),
+        k.dport,
+        k.pkt_len
+    )
+}
