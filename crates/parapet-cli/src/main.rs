@@ -114,6 +114,10 @@ enum Command {
     Ban(parapet_daemon::cli::BanArgs),
     /// Lift bans.
     Unban(parapet_daemon::cli::BanArgs),
+    /// Attach parapetd's eBPF dataplane to an interface (loads it on first use; root daemon).
+    Attach(parapet_daemon::cli::AttachArgs),
+    /// Detach parapetd's eBPF dataplane from an interface.
+    Detach(parapet_daemon::cli::DetachArgs),
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -193,6 +197,8 @@ fn main() -> ExitCode {
         Command::Set { cmd } => Ok(daemon(D::Set { cmd })),
         Command::Ban(args) => Ok(daemon(D::Ban(args))),
         Command::Unban(args) => Ok(daemon(D::Unban(args))),
+        Command::Attach(args) => Ok(daemon(D::Attach(args))),
+        Command::Detach(args) => Ok(daemon(D::Detach(args))),
         Command::Classify {
             rules,
             trace,

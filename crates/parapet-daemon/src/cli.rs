@@ -67,6 +67,34 @@ pub enum DaemonCommand {
     Ban(BanArgs),
     /// Lift bans.
     Unban(BanArgs),
+    /// Load the eBPF dataplane (on first use) and attach it to IFACE; the
+    /// active ruleset and its sets run there from now on.
+    Attach(AttachArgs),
+    /// Detach the dataplane from IFACE (every hook, or just --hook).
+    Detach(DetachArgs),
+}
+
+/// Arguments of `attach`.
+#[derive(Args, Debug, Clone)]
+pub struct AttachArgs {
+    /// Network interface (in parapetd's network namespace).
+    pub iface: String,
+    /// Where to hook: xdp or tc (ingress).
+    #[arg(long, default_value = "xdp", value_parser = ["xdp", "tc"])]
+    pub hook: String,
+    /// XDP mode: native (falls back to skb, with a note) or skb.
+    #[arg(long, default_value = "native", value_parser = ["native", "skb"])]
+    pub mode: String,
+}
+
+/// Arguments of `detach`.
+#[derive(Args, Debug, Clone)]
+pub struct DetachArgs {
+    /// Network interface.
+    pub iface: String,
+    /// Only this hook: xdp or tc.
+    #[arg(long, value_parser = ["xdp", "tc"])]
+    pub hook: Option<String>,
 }
 
 /// Arguments of `ban` / `unban`.
@@ -444,6 +472,27 @@ fn exec(c: &mut Client, cmd: DaemonCommand) -> Result<ExitCode, ClientError> {
             }
             c.call(Value::Object(m))?;
         }
+        DaemonCommand::Attach(AttachArgs { iface, hook, mode }) => {
+            let r = c.call(json!({"cmd": "attach", "iface": iface, "hook": hook, "mode": mode}))?;
+            let mode = r
+                .get("mode")
+                .and_then(Value::as_str)
+                .map(|m| format!(" ({m})"))
+                .unwrap_or_default();
+            println!("attached to {iface} at {hook}{mode}");
+            for k in ["note", "warning"] {
+                if let Some(n) = r.get(k).and_then(Value::as_str) {
+                    eprintln!("parapet: {n}");
+                }
+            }
+        }
+        DaemonCommand::Detach(DetachArgs { iface, hook }) => {
+            let mut m = obj(json!({"cmd": "detach", "iface": iface}));
+            if let Some(h) = hook {
+                m.insert("hook".into(), Value::from(h));
+            }
+            c.call(Value::Object(m))?;
+        }
         DaemonCommand::Set { cmd } => return set_cmd(c, cmd),
     }
     Ok(ExitCode::SUCCESS)
@@ -628,6 +677,10 @@ mod tests {
         assert!(Cli::try_parse_from(["parapet", "list", "--counters", "--format", "json"]).is_ok());
         assert!(Cli::try_parse_from(["parapet", "apply", "--check", "r.rules"]).is_ok());
         assert!(Cli::try_parse_from(["parapet", "set", "test", "b", "1.2.3.4"]).is_ok());
+        assert!(Cli::try_parse_from(["parapet", "attach", "eth0", "--hook", "tc"]).is_ok());
+        assert!(Cli::try_parse_from(["parapet", "attach", "eth0", "--mode", "skb"]).is_ok());
+        assert!(Cli::try_parse_from(["parapet", "attach", "eth0", "--hook", "nf"]).is_err());
+        assert!(Cli::try_parse_from(["parapet", "detach", "eth0"]).is_ok());
     }
 
     #[test]

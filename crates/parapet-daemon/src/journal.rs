@@ -72,6 +72,11 @@ pub enum Record {
         format: String,
         text: String,
     },
+    /// `attach`: the BPF program on an interface (`hook` 0 = XDP, 1 = tc;
+    /// `mode` 0 = native, 1 = skb, as requested).
+    Attach { iface: String, hook: u8, mode: u8 },
+    /// `detach`.
+    Detach { iface: String, hook: u8 },
 }
 
 const T_CREATE: u8 = 1;
@@ -80,6 +85,8 @@ const T_ADD: u8 = 3;
 const T_DEL: u8 = 4;
 const T_FLUSH: u8 = 5;
 const T_APPLY: u8 = 6;
+const T_ATTACH: u8 = 7;
+const T_DETACH: u8 = 8;
 
 fn put_str(b: &mut Vec<u8>, s: &str) {
     b.extend_from_slice(&(s.len() as u32).to_le_bytes());
@@ -167,6 +174,19 @@ pub mod enc {
         put_str(b, name);
         put_str(b, format);
         put_str(b, text);
+    }
+    /// `attach`.
+    pub fn attach(b: &mut Vec<u8>, iface: &str, hook: u8, mode: u8) {
+        b.push(T_ATTACH);
+        put_str(b, iface);
+        b.push(hook);
+        b.push(mode);
+    }
+    /// `detach`.
+    pub fn detach(b: &mut Vec<u8>, iface: &str, hook: u8) {
+        b.push(T_DETACH);
+        put_str(b, iface);
+        b.push(hook);
     }
 }
 
@@ -270,6 +290,15 @@ pub fn decode(payload: &[u8]) -> Option<Record> {
             name: c.string()?,
             format: c.string()?,
             text: c.string()?,
+        },
+        T_ATTACH => Record::Attach {
+            iface: c.string()?,
+            hook: c.take(1)?[0],
+            mode: c.take(1)?[0],
+        },
+        T_DETACH => Record::Detach {
+            iface: c.string()?,
+            hook: c.take(1)?[0],
         },
         _ => return None,
     };
@@ -614,6 +643,15 @@ mod tests {
                 format: "json".into(),
                 text: "x\ny".into(),
             },
+            Record::Attach {
+                iface: "veth0".into(),
+                hook: 1,
+                mode: 0,
+            },
+            Record::Detach {
+                iface: "veth0".into(),
+                hook: 1,
+            },
             Record::SetDestroy { name: "b".into() },
         ]
     }
@@ -631,6 +669,8 @@ mod tests {
             Record::SetDel { name, elems, .. } => enc::del(b, name, &DIMS, elems.iter()),
             Record::SetFlush { name } => enc::flush(b, name),
             Record::Apply { name, format, text } => enc::apply(b, name, format, text),
+            Record::Attach { iface, hook, mode } => enc::attach(b, iface, *hook, *mode),
+            Record::Detach { iface, hook } => enc::detach(b, iface, *hook),
         }
     }
 

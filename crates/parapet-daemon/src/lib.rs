@@ -23,6 +23,7 @@
 pub mod cli;
 pub mod client;
 mod crc;
+pub mod dataplane;
 pub mod elem;
 pub mod journal;
 pub mod loader;

@@ -13,6 +13,10 @@ use std::sync::Arc;
 pub struct CompiledChain {
     /// `table/chain`.
     pub name: String,
+    /// Where the chain is in the ruleset.
+    pub chain: ChainId,
+    /// The chain's policy (the kernel's fallback verdict).
+    pub policy: parapet_model::Verdict,
     /// The classifier (shared with whoever walks it).
     pub classifier: Arc<Classifier>,
 }
@@ -37,20 +41,20 @@ impl ParseLoader {
                 }
                 let cname = format!("{}/{}", t.name, c.name);
                 let line = c.rules.first().map_or(1, |r| r.origin.line.max(1));
-                let built = flatten(
-                    rs,
-                    ChainId {
-                        table: ti,
-                        chain: ci,
-                    },
-                )
-                .map_err(|e| e.to_string())
-                .and_then(|list| {
-                    Classifier::build(&list, &self.options).map_err(|e| e.to_string())
+                let id = ChainId {
+                    table: ti,
+                    chain: ci,
+                };
+                let built = flatten(rs, id).map_err(|e| e.to_string()).and_then(|list| {
+                    Classifier::build(&list, &self.options)
+                        .map(|cl| (cl, list.policy))
+                        .map_err(|e| e.to_string())
                 });
                 match built {
-                    Ok(cl) => out.push(CompiledChain {
+                    Ok((cl, policy)) => out.push(CompiledChain {
                         name: cname,
+                        chain: id,
+                        policy,
                         classifier: Arc::new(cl),
                     }),
                     Err(e) => errs.push(format!("{name}:{line}:1: chain {cname}: {e}")),

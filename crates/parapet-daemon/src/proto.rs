@@ -48,6 +48,9 @@ pub mod code {
     pub const IO: &str = "io";
     /// Too many clients are connected.
     pub const BUSY: &str = "busy";
+    /// The kernel dataplane refused: BPF unavailable, no such interface,
+    /// no privilege, or a kernel map update failed.
+    pub const DATAPLANE: &str = "dataplane";
 }
 
 /// A string that borrows from the request line when it has no escapes.
@@ -147,6 +150,15 @@ pub struct Request<'a> {
     /// list: include counters.
     #[serde(default)]
     pub counters: bool,
+    /// attach, detach: the network interface.
+    #[serde(default)]
+    pub iface: Option<String>,
+    /// attach, detach: `xdp` (default) or `tc`.
+    #[serde(default)]
+    pub hook: Option<String>,
+    /// attach: XDP mode, `native` (default; falls back to skb) or `skb`.
+    #[serde(default)]
+    pub mode: Option<String>,
 }
 
 /// An error reply.

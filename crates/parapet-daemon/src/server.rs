@@ -50,6 +50,8 @@ pub struct Config {
     pub snapshot_bytes: u64,
     /// How often expired elements are reaped.
     pub reap_interval: Duration,
+    /// Sizing of the kernel dataplane and the chain it runs.
+    pub kernel: crate::dataplane::KernelConfig,
 }
 
 impl Config {
@@ -65,6 +67,7 @@ impl Config {
             max_clients: 256,
             snapshot_bytes: 64 << 20,
             reap_interval: Duration::from_millis(250),
+            kernel: crate::dataplane::KernelConfig::default(),
         }
     }
 }
@@ -253,6 +256,7 @@ pub struct Daemon {
     pub shared: Arc<Shared>,
     acceptor: Option<JoinHandle<()>>,
     reaper: Option<JoinHandle<()>>,
+    logger: Option<JoinHandle<()>>,
 }
 
 fn prepare_socket(config: &Config) -> io::Result<UnixListener> {
@@ -310,9 +314,15 @@ impl Daemon {
         clock: Arc<dyn Clock>,
     ) -> io::Result<Daemon> {
         let lock = lock_state_dir(&config.state_dir)?;
-        let (state, journal, recovery, needs_compaction) = recover(&config, &*loader, clock)?;
+        let (mut state, journal, recovery, needs_compaction) = recover(&config, &*loader, clock)?;
         for p in &recovery.problems {
             eprintln!("parapetd: recovery: {p}");
+        }
+        // The program is loaded again (and re-attached) before any client
+        // is served: the links died with the previous process.
+        state.kernel.config = config.kernel.clone();
+        for line in state.kernel_restore() {
+            eprintln!("parapetd: dataplane: {line}");
         }
         let listener = prepare_socket(&config)?;
         let shared = Arc::new(Shared {
@@ -338,10 +348,15 @@ impl Daemon {
         let reaper = thread::Builder::new()
             .name("reaper".into())
             .spawn(move || reap_loop(s))?;
+        let s = shared.clone();
+        let logger = thread::Builder::new()
+            .name("bpf-log".into())
+            .spawn(move || log_loop(s))?;
         Ok(Daemon {
             shared,
             acceptor: Some(acceptor),
             reaper: Some(reaper),
+            logger: Some(logger),
         })
     }
 
@@ -373,6 +388,9 @@ impl Daemon {
             let _ = h.join();
         }
         if let Some(h) = self.reaper.take() {
+            let _ = h.join();
+        }
+        if let Some(h) = self.logger.take() {
             let _ = h.join();
         }
         let st = self.shared.state.lock().unwrap();
@@ -430,6 +448,33 @@ fn reap_loop(shared: Arc<Shared>) {
         thread::sleep(shared.config.reap_interval);
         // Bounded work per tick so the lock is held briefly.
         shared.state.lock().unwrap().reap(1 << 14);
+    }
+}
+
+/// Writes the kernel's LOG events to stderr, one line each, with the
+/// live ruleset's log prefixes.
+fn log_loop(shared: Arc<Shared>) {
+    while !shared.shutdown.load(Ordering::SeqCst) {
+        thread::sleep(Duration::from_millis(100));
+        let (events, rs) = {
+            let mut st = shared.state.lock().unwrap();
+            if !st.kernel.loaded() {
+                continue;
+            }
+            let ev = st.kernel.poll_log(4096);
+            (ev, st.active.as_ref().map(|a| a.ruleset.clone()))
+        };
+        if events.is_empty() {
+            continue;
+        }
+        let empty = parapet_model::Ruleset::default();
+        let rs = rs.as_deref().unwrap_or(&empty);
+        let mut out = String::new();
+        for ev in &events {
+            out.push_str(&parapet_dataplane::ruleset::log_line(rs, ev));
+            out.push('\n');
+        }
+        let _ = io::stderr().write_all(out.as_bytes());
     }
 }
 
@@ -607,7 +652,15 @@ fn handle_line(shared: &Shared, line: &[u8]) -> (Option<u64>, Outcome, Option<Ls
     // cannot be made durable must not be visible either.
     let mutating = matches!(
         &*req.cmd,
-        "set.create" | "set.destroy" | "set.add" | "set.del" | "set.flush" | "ban" | "unban"
+        "set.create"
+            | "set.destroy"
+            | "set.add"
+            | "set.del"
+            | "set.flush"
+            | "ban"
+            | "unban"
+            | "attach"
+            | "detach"
     ) || (&*req.cmd == "apply" && !req.check);
     if mutating {
         if let Some(e) = shared.journal.failed() {
@@ -641,6 +694,14 @@ fn handle_line(shared: &Shared, line: &[u8]) -> (Option<u64>, Outcome, Option<Ls
             }
         }
         "stats" => (req.id, Ok(stats(shared)), None),
+        "attach" => match do_attach(shared, &req) {
+            Ok((m, lsn)) => (req.id, Ok(m), Some(lsn)),
+            Err(e) => (req.id, Err(e), None),
+        },
+        "detach" => match do_detach(shared, &req) {
+            Ok((m, lsn)) => (req.id, Ok(m), Some(lsn)),
+            Err(e) => (req.id, Err(e), None),
+        },
         _ => {
             let mut st = shared.state.lock().unwrap();
             let (o, lsn) = st.execute(&req, &shared.journal, &*shared.loader);
@@ -682,8 +743,101 @@ fn do_apply_lsn(
             None,
         ));
     }
+    // The kernel first: if it refuses, neither it nor user space changes.
+    st.kernel_apply(&loaded)?;
     let (m, lsn) = st.apply_loaded(name.to_string(), text.to_string(), loaded, &shared.journal);
     Ok((m, Some(lsn)))
+}
+
+fn need_iface<'a>(req: &'a crate::proto::Request) -> Result<&'a str, ErrorReply> {
+    req.iface
+        .as_deref()
+        .filter(|i| !i.is_empty() && i.len() < 16 && !i.contains(['/', ' ', '\0']))
+        .ok_or_else(|| {
+            ErrorReply::new(
+                code::INVALID,
+                "missing or bad field `iface` (an interface name)",
+            )
+        })
+}
+
+/// `attach`: loads the program on first use (outside the state lock: it
+/// takes seconds of verifier time), installs the active ruleset in it,
+/// attaches, and journals the attachment so a restart makes it again.
+fn do_attach(
+    shared: &Shared,
+    req: &crate::proto::Request,
+) -> Result<(Map<String, Value>, Lsn), ErrorReply> {
+    use crate::dataplane::{hook_byte, mode_byte, parse_hook_mode, Kernel};
+    let iface = need_iface(req)?;
+    let (hook, mode) = parse_hook_mode(req.hook.as_deref(), req.mode.as_deref())
+        .map_err(|e| ErrorReply::new(code::INVALID, e))?;
+    let config = {
+        let st = shared.state.lock().unwrap();
+        (!st.kernel.loaded()).then(|| st.kernel.config.clone())
+    };
+    if let Some(config) = config {
+        let dp = Kernel::load(&config)?;
+        shared.state.lock().unwrap().kernel_adopt(dp)?;
+    }
+    let mut st = shared.state.lock().unwrap();
+    let a = st.kernel.attach(iface, hook, mode)?;
+    let lsn = shared
+        .journal
+        .append(|b| journal::enc::attach(b, iface, hook_byte(hook), mode_byte(mode)));
+    let mut m = Map::new();
+    m.insert("iface".into(), Value::from(iface));
+    m.insert(
+        "hook".into(),
+        Value::from(req.hook.as_deref().unwrap_or("xdp")),
+    );
+    if let Some(actual) = a.actual {
+        m.insert(
+            "mode".into(),
+            Value::from(match actual {
+                parapet_dataplane::Mode::Native => "native",
+                parapet_dataplane::Mode::Skb => "skb",
+            }),
+        );
+    }
+    if let Some(n) = a.note {
+        m.insert("note".into(), Value::from(n));
+    }
+    if st.active.is_none() {
+        m.insert(
+            "warning".into(),
+            Value::from("no ruleset is applied: every packet passes until one is"),
+        );
+    }
+    Ok((m, lsn))
+}
+
+/// `detach`: from `iface` at `hook`, or at every hook when none is given.
+fn do_detach(
+    shared: &Shared,
+    req: &crate::proto::Request,
+) -> Result<(Map<String, Value>, Lsn), ErrorReply> {
+    use crate::dataplane::{hook_byte, parse_hook_mode};
+    let iface = need_iface(req)?;
+    let hook = match req.hook.as_deref() {
+        None => None,
+        Some(h) => Some(
+            parse_hook_mode(Some(h), None)
+                .map_err(|e| ErrorReply::new(code::INVALID, e))?
+                .0,
+        ),
+    };
+    let mut st = shared.state.lock().unwrap();
+    let gone = st.kernel.detach(iface, hook)?;
+    let mut lsn = 0;
+    for h in &gone {
+        lsn = shared
+            .journal
+            .append(|b| journal::enc::detach(b, iface, hook_byte(*h)));
+    }
+    let mut m = Map::new();
+    m.insert("detached".into(), Value::from(gone.len()));
+    Ok((m, lsn))
 }
 
 fn do_apply(
@@ -730,6 +884,8 @@ fn stats(shared: &Shared) -> Map<String, Value> {
         "journal_syncs": s.syncs.load(Ordering::Relaxed),
         "snapshots": s.snapshots.load(Ordering::Relaxed),
         "fsync": shared.config.fsync,
+        "dataplane": st.kernel.stats(),
+        "counters": kernel_counters(&st),
         "recovery": {
             "snapshot_records": shared.recovery.snapshot_records,
             "journal_records": shared.recovery.journal_records,
@@ -739,6 +895,22 @@ fn stats(shared: &Shared) -> Map<String, Value> {
         },
     });
     v.as_object().cloned().unwrap_or_default()
+}
+
+/// The kernel's per-rule counters of rules that counted something (rule 0
+/// is the policy); `null` when the program is not loaded.
+fn kernel_counters(st: &State) -> Value {
+    let n = st.active.as_ref().map_or(0, |a| a.counters.len());
+    match st.kernel.counters(n) {
+        None => Value::Null,
+        Some(cs) => Value::from(
+            cs.iter()
+                .enumerate()
+                .filter(|(_, c)| c.packets > 0)
+                .map(|(i, c)| json!({"rule": i, "packets": c.packets, "bytes": c.bytes}))
+                .collect::<Vec<_>>(),
+        ),
+    }
 }
 
 /// Sends a state notification to systemd (`READY=1`, `RELOADING=1`,

@@ -139,6 +139,8 @@ pub struct State {
     pub active: Option<Active>,
     /// Bumped by every successful apply.
     pub generation: u64,
+    /// The kernel dataplane (not loaded until the first `attach`).
+    pub kernel: crate::dataplane::Kernel,
     clock: Arc<dyn Clock>,
 }
 
@@ -185,6 +187,7 @@ impl State {
             specs: HashMap::new(),
             active: None,
             generation: 0,
+            kernel: crate::dataplane::Kernel::default(),
             clock,
         }
     }
@@ -426,6 +429,16 @@ impl State {
                 self.install(name, text, loaded);
                 Ok(())
             }
+            Record::Attach { iface, hook, mode } => {
+                let (h, m) = crate::dataplane::from_bytes(hook, mode);
+                self.kernel.replay_attach(iface, h, m);
+                Ok(())
+            }
+            Record::Detach { iface, hook } => {
+                let (h, _) = crate::dataplane::from_bytes(hook, 0);
+                self.kernel.replay_detach(&iface, h);
+                Ok(())
+            }
         }
     }
 
@@ -468,6 +481,9 @@ impl State {
         }
         if let Some(a) = &self.active {
             emit(&|b: &mut Vec<u8>| enc::apply(b, &a.name, &a.format, &a.text))?;
+        }
+        for (iface, hook, mode) in self.kernel.journaled() {
+            emit(&|b: &mut Vec<u8>| enc::attach(b, &iface, hook, mode))?;
         }
         Ok(())
     }
@@ -551,6 +567,7 @@ impl State {
                 *lsn = Some(
                     journal.append(|b| enc::add(b, name, &dims, els.iter().map(|e| (e, exp)))),
                 );
+                self.kernel.set_add(name, &els, exp, now)?;
                 Ok(obj(
                     json!({"added": added, "refreshed": texts.len() - added.min(texts.len())}),
                 ))
@@ -564,12 +581,14 @@ impl State {
                 let (deleted, els) = self.del_elems(name, &texts)?;
                 let dims = self.dims(name)?;
                 *lsn = Some(journal.append(|b| enc::del(b, name, &dims, els.iter())));
+                self.kernel.set_del(name, &els)?;
                 Ok(obj(json!({"deleted": deleted})))
             }
             "set.flush" => {
                 let name = Self::need_set(req)?;
                 self.sets.flush(name).map_err(set_err)?;
                 *lsn = Some(journal.append(|b| enc::flush(b, name)));
+                self.kernel.set_flush(name)?;
                 Ok(Map::new())
             }
             "set.list" => match req.set.as_deref() {
@@ -637,6 +656,7 @@ impl State {
                 if let Some(a) = &mut self.active {
                     a.counters.iter_mut().for_each(|c| *c = Counters::default());
                 }
+                self.kernel.reset_counters()?;
                 Ok(Map::new())
             }
             "list" => self.list(req, loader),
@@ -684,6 +704,7 @@ impl State {
                 n += k;
                 let dims = self.dims(set)?;
                 *lsn = Some(journal.append(|b| enc::del(b, set, &dims, els.iter())));
+                self.kernel.set_del(set, &els)?;
                 continue;
             }
             if self.sets.get(set).is_none() {
@@ -708,6 +729,7 @@ impl State {
             n += k;
             let dims = self.dims(set)?;
             *lsn = Some(journal.append(|b| enc::add(b, set, &dims, els.iter().map(|e| (e, exp)))));
+            self.kernel.set_add(set, &els, exp, now)?;
         }
         Ok(obj(if ban {
             json!({"banned": n})
@@ -726,17 +748,19 @@ impl State {
             "format": format, "rules": a.ruleset.rule_count(),
             "chains": a.compiled.iter().map(|c| json!({"chain": c.name, "engine": c.classifier.engine().name(), "memory_bytes": c.classifier.memory_bytes()})).collect::<Vec<_>>(),
         }));
-        // The daemon's counters replace the ones read from the file.
+        // The kernel's counters when it runs the ruleset, else the daemon's;
+        // they replace the ones read from the file.
+        let kernel = self.kernel.counters(a.counters.len());
+        let counters: &[Counters] = match &kernel {
+            Some(k) => &k[1..],
+            None => &a.counters,
+        };
         let with_counters = || {
             let mut rs = (*a.ruleset).clone();
             for t in &mut rs.tables {
                 for c in &mut t.chains {
                     for r in &mut c.rules {
-                        r.counters = a
-                            .counters
-                            .get(r.id as usize - 1)
-                            .copied()
-                            .unwrap_or_default();
+                        r.counters = counters.get(r.id as usize - 1).copied().unwrap_or_default();
                     }
                 }
             }
@@ -777,13 +801,18 @@ impl State {
             }
         }
         if req.counters {
-            let c: Vec<Value> = a
-                .counters
+            let c: Vec<Value> = counters
                 .iter()
                 .enumerate()
                 .map(|(i, c)| json!({"rule": i + 1, "packets": c.packets, "bytes": c.bytes}))
                 .collect();
             m.insert("counters".into(), Value::from(c));
+            if let Some(k) = &kernel {
+                m.insert(
+                    "policy_counter".into(),
+                    json!({"packets": k[0].packets, "bytes": k[0].bytes}),
+                );
+            }
         }
         Ok(m)
     }
@@ -811,6 +840,28 @@ impl State {
         } else {
             Err(errs)
         }
+    }
+
+    /// Makes a loaded ruleset live in the kernel when the program is
+    /// loaded (after [`State::check_loaded`], before
+    /// [`State::apply_loaded`]); on error the old one stays live there.
+    pub fn kernel_apply(&mut self, loaded: &Loaded) -> Result<(), ErrorReply> {
+        self.kernel
+            .apply(&loaded.ruleset, &loaded.compiled, &self.sets)
+    }
+
+    /// Takes a freshly loaded BPF program and installs the active ruleset
+    /// and its sets in it.
+    pub fn kernel_adopt(&mut self, dp: parapet_dataplane::Dataplane) -> Result<(), ErrorReply> {
+        let active = self.active.as_ref().map(|a| (&*a.ruleset, &a.compiled[..]));
+        self.kernel.adopt(dp, active, &self.sets)
+    }
+
+    /// After recovery: loads the program and re-attaches what the journal
+    /// names (see [`crate::dataplane::Kernel::restore`]); returns log lines.
+    pub fn kernel_restore(&mut self) -> Vec<String> {
+        let active = self.active.as_ref().map(|a| (&*a.ruleset, &a.compiled[..]));
+        self.kernel.restore(active, &self.sets)
     }
 
     /// Swaps in a ruleset compiled outside the lock (after

@@ -36,6 +36,21 @@ struct Args {
     /// Journal size in MiB that triggers a snapshot.
     #[arg(long, default_value_t = 64)]
     snapshot_mib: u64,
+    /// Kernel dataplane: largest rule id counted and logged (an applied
+    /// ruleset with more rules is refused while the program is loaded).
+    #[arg(long, default_value_t = 65_535)]
+    max_rules: u32,
+    /// Kernel dataplane: MiB per classifier image slot (two are allocated;
+    /// a bigger image is refused by `apply`).
+    #[arg(long, default_value_t = 16)]
+    image_mib: u32,
+    /// Kernel dataplane: the chain run at the hooks, TABLE/CHAIN (default:
+    /// filter/INPUT, or the one base chain on the input hook).
+    #[arg(long)]
+    chain: Option<String>,
+    /// Kernel dataplane: LOG events per second per rule without `-m limit`.
+    #[arg(long, default_value_t = 10)]
+    log_rate: u32,
 }
 
 fn parse_mode(s: &str) -> Result<u32, String> {
@@ -51,6 +66,12 @@ fn main() -> ExitCode {
     c.fsync = !a.no_fsync;
     c.max_clients = a.max_clients.max(1);
     c.snapshot_bytes = a.snapshot_mib.max(1) << 20;
+    c.kernel = parapet_daemon::dataplane::KernelConfig {
+        max_rules: a.max_rules.max(1),
+        image_mib: a.image_mib.clamp(1, 1024),
+        chain: a.chain,
+        log_rate: a.log_rate,
+    };
     match run(c, parapet_daemon::server::default_loader()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -1,0 +1,533 @@
+//! The kernel dataplane as the daemon owns it: the loaded BPF program
+//! (loaded on the first `attach`, so the daemon runs — and its tests pass —
+//! without BPF), its attachments, and the glue that keeps the kernel equal
+//! to the state: the active ruleset's image, actions and sets, and every
+//! set change before its reply.
+//!
+//! [`Kernel`] lives inside [`crate::state::State`], so it is only touched
+//! under the state lock: a set change and its kernel update, or an apply
+//! and its swap, are one step for every other client.
+
+use crate::loader::CompiledChain;
+use crate::proto::{code, ErrorReply};
+use parapet_dataplane::ruleset::{self, Install};
+use parapet_dataplane::{bridge, Dataplane, Hook, LoadOptions, Mode, Stat};
+use parapet_model::{Counters, Ruleset};
+use parapet_sets::{Element, SetStore};
+use serde_json::{json, Value};
+
+/// How the program is sized and which chain it runs (parapetd flags).
+#[derive(Clone, Debug)]
+pub struct KernelConfig {
+    /// Largest rule id the kernel counts and logs (`--max-rules`).
+    pub max_rules: u32,
+    /// MiB per image slot (`--image-mib`; two slots are allocated).
+    pub image_mib: u32,
+    /// The chain that runs at the hooks (`--chain`; default the input chain).
+    pub chain: Option<String>,
+    /// LOG events per second for rules without `-m limit` (`--log-rate`).
+    pub log_rate: u32,
+}
+
+impl Default for KernelConfig {
+    fn default() -> Self {
+        KernelConfig {
+            max_rules: 65_535,
+            image_mib: 16,
+            chain: None,
+            log_rate: 10,
+        }
+    }
+}
+
+/// One attachment (requested, and what the kernel gave).
+#[derive(Clone, Debug)]
+pub struct Attachment {
+    /// Interface name.
+    pub iface: String,
+    /// Hook.
+    pub hook: Hook,
+    /// XDP mode requested.
+    pub mode: Mode,
+    /// XDP mode in use (`None` at tc).
+    pub actual: Option<Mode>,
+    /// Set when the request was not met exactly (native fell back to skb).
+    pub note: Option<String>,
+    id: u64,
+}
+
+/// The hook's journal byte.
+pub fn hook_byte(h: Hook) -> u8 {
+    match h {
+        Hook::Xdp => 0,
+        Hook::Tc => 1,
+    }
+}
+
+/// The mode's journal byte.
+pub fn mode_byte(m: Mode) -> u8 {
+    match m {
+        Mode::Native => 0,
+        Mode::Skb => 1,
+    }
+}
+
+/// The journal bytes back to a hook and mode.
+pub fn from_bytes(hook: u8, mode: u8) -> (Hook, Mode) {
+    (
+        if hook == 1 { Hook::Tc } else { Hook::Xdp },
+        if mode == 1 { Mode::Skb } else { Mode::Native },
+    )
+}
+
+/// Parses the protocol's `hook` and `mode` fields.
+pub fn parse_hook_mode(hook: Option<&str>, mode: Option<&str>) -> Result<(Hook, Mode), String> {
+    let h = match hook.unwrap_or("xdp") {
+        "xdp" => Hook::Xdp,
+        "tc" => Hook::Tc,
+        other => return Err(format!("unknown hook `{other}` (expected xdp or tc)")),
+    };
+    let m = match mode.unwrap_or("native") {
+        "native" => Mode::Native,
+        "skb" | "generic" => Mode::Skb,
+        other => return Err(format!("unknown mode `{other}` (expected native or skb)")),
+    };
+    Ok((h, m))
+}
+
+fn name_hook(h: Hook) -> &'static str {
+    match h {
+        Hook::Xdp => "xdp",
+        Hook::Tc => "tc",
+    }
+}
+
+fn name_mode(m: Mode) -> &'static str {
+    match m {
+        Mode::Native => "native",
+        Mode::Skb => "skb",
+    }
+}
+
+fn dp_err(what: &str, e: impl std::fmt::Display) -> ErrorReply {
+    ErrorReply::new(code::DATAPLANE, format!("{what}: {e}"))
+}
+
+/// The ruleset as the kernel needs it: which compiled chain runs at the
+/// hooks.
+pub fn kernel_chain<'a>(
+    cfg: &KernelConfig,
+    rs: &Ruleset,
+    compiled: &'a [CompiledChain],
+) -> Result<&'a CompiledChain, String> {
+    let id = rs.select_chain(cfg.chain.as_deref())?;
+    compiled
+        .iter()
+        .find(|c| c.chain == id)
+        .ok_or_else(|| "the chain for the kernel is not a compiled base chain".to_string())
+}
+
+/// The daemon's kernel dataplane.
+#[derive(Default)]
+pub struct Kernel {
+    /// Sizing and chain.
+    pub config: KernelConfig,
+    dp: Option<Dataplane>,
+    attached: Vec<Attachment>,
+    /// Attachments read from the journal, made at [`Kernel::restore`].
+    pending: Vec<(String, Hook, Mode)>,
+}
+
+impl Kernel {
+    /// A kernel dataplane that is not loaded yet.
+    pub fn new(config: KernelConfig) -> Kernel {
+        Kernel {
+            config,
+            ..Kernel::default()
+        }
+    }
+
+    /// Whether the BPF program is loaded.
+    pub fn loaded(&self) -> bool {
+        self.dp.is_some()
+    }
+
+    /// The attachments.
+    pub fn attachments(&self) -> &[Attachment] {
+        &self.attached
+    }
+
+    /// Loads and verifies the program, sized by the config (seconds of
+    /// CPU: call it without the state lock, then [`Kernel::adopt`]).
+    pub fn load(config: &KernelConfig) -> Result<Dataplane, ErrorReply> {
+        let opts = LoadOptions {
+            max_rules: config.max_rules.max(1),
+            slot_pages: config.image_mib.max(1).saturating_mul(256),
+            debug: false,
+        };
+        Dataplane::load(&opts).map_err(|e| {
+            dp_err(
+                "loading the eBPF program (needs root or CAP_BPF+CAP_NET_ADMIN+CAP_PERFMON, kernel >= 6.6)",
+                e,
+            )
+        })
+    }
+
+    /// Takes a freshly loaded program and installs the active ruleset in
+    /// it; keeps the one already there if another request was first.
+    pub fn adopt(
+        &mut self,
+        mut dp: Dataplane,
+        active: Option<(&Ruleset, &[CompiledChain])>,
+        sets: &SetStore,
+    ) -> Result<(), ErrorReply> {
+        if self.dp.is_some() {
+            return Ok(());
+        }
+        if let Some((rs, compiled)) = active {
+            install(&self.config, &mut dp, rs, compiled, sets)?;
+        }
+        self.dp = Some(dp);
+        Ok(())
+    }
+
+    /// Checks that a ruleset can run in the loaded program and makes it
+    /// live there (nothing when not loaded). On error the old ruleset stays
+    /// live in the kernel; the caller then leaves user space alone too.
+    pub fn apply(
+        &mut self,
+        rs: &Ruleset,
+        compiled: &[CompiledChain],
+        sets: &SetStore,
+    ) -> Result<(), ErrorReply> {
+        match &mut self.dp {
+            None => Ok(()),
+            Some(dp) => install(&self.config, dp, rs, compiled, sets),
+        }
+    }
+
+    /// Attaches the loaded program to `iface`.
+    pub fn attach(
+        &mut self,
+        iface: &str,
+        hook: Hook,
+        mode: Mode,
+    ) -> Result<Attachment, ErrorReply> {
+        if self
+            .attached
+            .iter()
+            .any(|a| a.iface == iface && a.hook == hook)
+        {
+            return Err(ErrorReply::new(
+                code::EXISTS,
+                format!("already attached to {iface} at {}", name_hook(hook)),
+            ));
+        }
+        let dp = self
+            .dp
+            .as_mut()
+            .ok_or_else(|| ErrorReply::new(code::DATAPLANE, "the eBPF program is not loaded"))?;
+        let a = dp
+            .attach(iface, hook, mode)
+            .map_err(|e| dp_err(&format!("attaching to {iface}"), e))?;
+        let att = Attachment {
+            iface: iface.to_string(),
+            hook,
+            mode,
+            actual: a.mode,
+            note: a.note,
+            id: a.id,
+        };
+        self.attached.push(att.clone());
+        Ok(att)
+    }
+
+    /// Detaches from `iface` (at `hook`, or at every hook when `None`).
+    /// Returns how many attachments went.
+    pub fn detach(&mut self, iface: &str, hook: Option<Hook>) -> Result<Vec<Hook>, ErrorReply> {
+        let mut gone = Vec::new();
+        let mut i = 0;
+        while i < self.attached.len() {
+            let a = &self.attached[i];
+            if a.iface == iface && hook.is_none_or(|h| h == a.hook) {
+                if let Some(dp) = &mut self.dp {
+                    dp.detach(a.id)
+                        .map_err(|e| dp_err(&format!("detaching from {iface}"), e))?;
+                }
+                gone.push(a.hook);
+                self.attached.remove(i);
+            } else {
+                i += 1;
+            }
+        }
+        if gone.is_empty() {
+            return Err(ErrorReply::new(
+                code::INVALID,
+                format!("not attached to {iface}"),
+            ));
+        }
+        Ok(gone)
+    }
+
+    /// Remembers an attachment read from the journal (replay).
+    pub fn replay_attach(&mut self, iface: String, hook: Hook, mode: Mode) {
+        self.pending
+            .retain(|(i, h, _)| !(*i == iface && *h == hook));
+        self.pending.push((iface, hook, mode));
+    }
+
+    /// Forgets an attachment read from the journal (replay).
+    pub fn replay_detach(&mut self, iface: &str, hook: Hook) {
+        self.pending.retain(|(i, h, _)| !(i == iface && *h == hook));
+    }
+
+    /// After recovery: when the journal had attachments, loads the program,
+    /// installs the active ruleset and attaches again to every interface
+    /// that still exists. Problems are returned as log lines; the daemon
+    /// serves regardless.
+    pub fn restore(
+        &mut self,
+        active: Option<(&Ruleset, &[CompiledChain])>,
+        sets: &SetStore,
+    ) -> Vec<String> {
+        let pending = std::mem::take(&mut self.pending);
+        if pending.is_empty() {
+            return Vec::new();
+        }
+        let mut log = Vec::new();
+        let dp = match Self::load(&self.config) {
+            Ok(dp) => dp,
+            Err(e) => {
+                log.push(format!("cannot re-attach after restart: {}", e.msg));
+                return log;
+            }
+        };
+        if let Err(e) = self.adopt(dp, active, sets) {
+            log.push(format!("cannot re-attach after restart: {}", e.msg));
+            return log;
+        }
+        for (iface, hook, mode) in pending {
+            if !iface_exists(&iface) {
+                log.push(format!(
+                    "warning: {iface} no longer exists; not re-attached at {}",
+                    name_hook(hook)
+                ));
+                continue;
+            }
+            match self.attach(&iface, hook, mode) {
+                Ok(a) => log.push(format!(
+                    "re-attached to {iface} at {}{}",
+                    name_hook(hook),
+                    a.note.map(|n| format!(" ({n})")).unwrap_or_default()
+                )),
+                Err(e) => log.push(format!("warning: {}", e.msg)),
+            }
+        }
+        log
+    }
+
+    /// Attachments to journal in a snapshot: the live ones, plus those the
+    /// journal named that were not made yet.
+    pub fn journaled(&self) -> Vec<(String, u8, u8)> {
+        self.attached
+            .iter()
+            .map(|a| (a.iface.clone(), hook_byte(a.hook), mode_byte(a.mode)))
+            .chain(
+                self.pending
+                    .iter()
+                    .map(|(i, h, m)| (i.clone(), hook_byte(*h), mode_byte(*m))),
+            )
+            .collect()
+    }
+
+    /// Mirrors added elements (absolute expiry `exp` in Unix ms, 0 =
+    /// permanent, at `now`) into the kernel when the live ruleset
+    /// references set `name`.
+    pub fn set_add(
+        &mut self,
+        name: &str,
+        els: &[Element],
+        exp: u64,
+        now: u64,
+    ) -> Result<(), ErrorReply> {
+        let Some((dp, id)) = self.kernel_set(name) else {
+            return Ok(());
+        };
+        let remaining = (exp != 0).then(|| exp.saturating_sub(now).max(1));
+        let mono = parapet_dataplane::monotonic_ns();
+        let kels: Vec<_> = els
+            .iter()
+            .map(|e| bridge::kernel_element(e, remaining, mono))
+            .collect();
+        dp.set_add(id, &kels).map_err(|e| kernel_set_err(name, e))
+    }
+
+    /// Mirrors deleted elements.
+    pub fn set_del(&mut self, name: &str, els: &[Element]) -> Result<(), ErrorReply> {
+        let Some((dp, id)) = self.kernel_set(name) else {
+            return Ok(());
+        };
+        let kels: Vec<_> = els
+            .iter()
+            .map(|e| bridge::kernel_element(e, None, 0))
+            .collect();
+        dp.set_del(id, &kels).map_err(|e| kernel_set_err(name, e))
+    }
+
+    /// Mirrors a flush.
+    pub fn set_flush(&mut self, name: &str) -> Result<(), ErrorReply> {
+        let Some((dp, id)) = self.kernel_set(name) else {
+            return Ok(());
+        };
+        dp.set_flush(id).map_err(|e| kernel_set_err(name, e))
+    }
+
+    fn kernel_set(&mut self, name: &str) -> Option<(&mut Dataplane, u32)> {
+        let dp = self.dp.as_mut()?;
+        let id = dp.set_id(name)?;
+        Some((dp, id))
+    }
+
+    /// Per-rule counters from the kernel for rules `1..=n`, plus the
+    /// policy's (index 0); `None` when not loaded.
+    pub fn counters(&self, n: usize) -> Option<Vec<Counters>> {
+        let dp = self.dp.as_ref()?;
+        Some(
+            (0..=n as u32)
+                .map(|id| {
+                    dp.counter(id)
+                        .map(|c| Counters {
+                            packets: c.packets,
+                            bytes: c.bytes,
+                        })
+                        .unwrap_or_default()
+                })
+                .collect(),
+        )
+    }
+
+    /// Zeroes the kernel's rule counters (when loaded).
+    pub fn reset_counters(&mut self) -> Result<(), ErrorReply> {
+        match &mut self.dp {
+            Some(dp) => dp
+                .reset_counters()
+                .map_err(|e| dp_err("resetting the kernel counters", e)),
+            None => Ok(()),
+        }
+    }
+
+    /// Up to `max` pending LOG events.
+    pub fn poll_log(&mut self, max: usize) -> Vec<parapet_dataplane::LogEvent> {
+        match &mut self.dp {
+            Some(dp) => dp.poll_log(max),
+            None => Vec::new(),
+        }
+    }
+
+    /// The `dataplane` object of `stats`.
+    pub fn stats(&self) -> Value {
+        let attachments: Vec<Value> = self
+            .attached
+            .iter()
+            .map(|a| {
+                let mut v = json!({"iface": a.iface, "hook": name_hook(a.hook)});
+                if let Some(m) = a.actual {
+                    v["mode"] = Value::from(name_mode(m));
+                }
+                if let Some(n) = &a.note {
+                    v["note"] = Value::from(n.clone());
+                }
+                v
+            })
+            .collect();
+        let Some(dp) = &self.dp else {
+            return json!({"loaded": false, "attachments": attachments});
+        };
+        let s = dp.stats().unwrap_or_default();
+        json!({
+            "loaded": true,
+            "attachments": attachments,
+            "generation": dp.generation(),
+            "max_rules": dp.max_rules(),
+            "image_slot_bytes": dp.slot_capacity(),
+            "kernel": {
+                "packets": s.get(Stat::Packets),
+                "not_ip": s.get(Stat::NotIp),
+                "truncated": s.get(Stat::Truncated),
+                "malformed": s.get(Stat::Malformed),
+                "ext_limit": s.get(Stat::ExtLimit),
+                "by_image": s.get(Stat::Image),
+                "image_errors": s.get(Stat::ImageError),
+                "no_action": s.get(Stat::NoAction),
+                "nonterm_truncated": s.get(Stat::NontermTruncated),
+                "log_emitted": s.get(Stat::LogEmitted),
+                "log_rate_limited": s.get(Stat::LogRateLimited),
+                "log_ring_full": s.get(Stat::LogRingFull),
+            },
+        })
+    }
+}
+
+fn kernel_set_err(name: &str, e: parapet_dataplane::Error) -> ErrorReply {
+    dp_err(
+        &format!("set `{name}` changed in the daemon, but its kernel map update failed (the next apply reloads it)"),
+        e,
+    )
+}
+
+fn iface_exists(iface: &str) -> bool {
+    std::ffi::CString::new(iface)
+        // SAFETY: a valid NUL-terminated string.
+        .map(|c| unsafe { libc::if_nametoindex(c.as_ptr()) } != 0)
+        .unwrap_or(false)
+}
+
+/// Makes `rs` live in `dp`: all or nothing (see
+/// [`Dataplane::install_ruleset`]), then zeroes the rule counters, because
+/// the new ruleset's rule ids start again at 1.
+fn install(
+    cfg: &KernelConfig,
+    dp: &mut Dataplane,
+    rs: &Ruleset,
+    compiled: &[CompiledChain],
+    sets: &SetStore,
+) -> Result<(), ErrorReply> {
+    let chain = kernel_chain(cfg, rs, compiled)
+        .map_err(|e| ErrorReply::new(code::APPLY, format!("the kernel dataplane: {e}")))?;
+    let image = chain.classifier.image().to_bytes();
+    let max = ruleset::max_rule_id(rs);
+    if max > dp.max_rules() {
+        return Err(ErrorReply::new(
+            code::APPLY,
+            format!(
+                "rule id {max} exceeds the kernel's {} counter slots; restart parapetd with a larger --max-rules",
+                dp.max_rules()
+            ),
+        ));
+    }
+    if image.len() > dp.slot_capacity() {
+        return Err(ErrorReply::new(
+            code::APPLY,
+            format!(
+                "the classifier image ({} bytes) does not fit the kernel's image slot ({} bytes); restart parapetd with a larger --image-mib",
+                image.len(),
+                dp.slot_capacity()
+            ),
+        ));
+    }
+    dp.install_ruleset(&Install {
+        ruleset: rs,
+        policy: &chain.policy,
+        image: &image,
+        sets: (!rs.set_refs.is_empty()).then_some(sets),
+        log_rate: cfg.log_rate,
+    })
+    .map_err(|e| {
+        ErrorReply::new(
+            code::APPLY,
+            format!("the kernel dataplane refused the ruleset: {e}"),
+        )
+    })?;
+    dp.reset_counters()
+        .map_err(|e| dp_err("resetting the kernel counters", e))
+}
