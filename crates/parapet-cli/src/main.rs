@@ -155,6 +155,11 @@ enum BenchCommand {
 }
 
 fn main() -> ExitCode {
+    // Invoked as `parapetd` (a link to this binary): be the daemon.
+    let argv0 = std::env::args_os().next().unwrap_or_default();
+    if std::path::Path::new(&argv0).file_name() == Some(std::ffi::OsStr::new("parapetd")) {
+        return parapet_daemon::cli::parapetd_main(parapet_daemon::cli::ParapetdArgs::parse());
+    }
     let cli = Cli::parse();
     let socket = cli.socket.as_deref();
     let daemon = |cmd| parapet_daemon::cli::run(cmd, socket);

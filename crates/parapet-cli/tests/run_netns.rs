@@ -10,140 +10,8 @@ use std::net::UdpSocket;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const A_ADDR: [u8; 4] = [10, 203, 0, 1];
-const B_ADDR: [u8; 4] = [10, 203, 0, 2];
-
-struct Netns(Vec<String>);
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        for ns in &self.0 {
-            let _ = Command::new("ip").args(["netns", "del", ns]).status();
-        }
-    }
-}
-
-fn sh(args: &[&str]) -> Result<(), String> {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .map_err(|e| format!("{}: {e}", args[0]))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "{}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr)
-        ))
-    }
-}
-
-/// Two namespaces joined by a veth pair; IPv6 off so no neighbour discovery
-/// noise reaches the counters.
-fn testbed(tag: &str) -> Result<(Netns, String, String, String), String> {
-    let pid = std::process::id();
-    let (a, b) = (format!("pr{tag}a{pid}"), format!("pr{tag}b{pid}"));
-    let (va, vb) = (
-        format!("pr{tag}va{}", pid % 10000),
-        format!("pr{tag}vb{}", pid % 10000),
-    );
-    // Deleting a namespace that was never made is harmless, so the guard
-    // can own both names from the start.
-    let guard = Netns(vec![a.clone(), b.clone()]);
-    sh(&["ip", "netns", "add", &a])?;
-    sh(&["ip", "netns", "add", &b])?;
-    sh(&[
-        "ip", "link", "add", &va, "netns", &a, "type", "veth", "peer", "name", &vb, "netns", &b,
-    ])?;
-    for (ns, dev, addr) in [(&a, &va, A_ADDR), (&b, &vb, B_ADDR)] {
-        sh(&[
-            "ip",
-            "netns",
-            "exec",
-            ns,
-            "sysctl",
-            "-qw",
-            "net.ipv6.conf.all.disable_ipv6=1",
-        ])?;
-        sh(&[
-            "ip",
-            "netns",
-            "exec",
-            ns,
-            "sysctl",
-            "-qw",
-            "net.ipv6.conf.default.disable_ipv6=1",
-        ])?;
-        let cidr = format!("{}.{}.{}.{}/24", addr[0], addr[1], addr[2], addr[3]);
-        sh(&["ip", "-n", ns, "addr", "add", &cidr, "dev", dev])?;
-        sh(&["ip", "-n", ns, "link", "set", dev, "up"])?;
-        sh(&["ip", "-n", ns, "link", "set", "lo", "up"])?;
-    }
-    // Static neighbours: no ARP needed, nothing but our UDP on the wire.
-    let mac = |ns: &str, dev: &str| -> String {
-        let out = Command::new("ip")
-            .args(["-n", ns, "-o", "link", "show", dev])
-            .output()
-            .unwrap();
-        let s = String::from_utf8_lossy(&out.stdout).to_string();
-        s.split("link/ether ")
-            .nth(1)
-            .unwrap()
-            .split_whitespace()
-            .next()
-            .unwrap()
-            .to_string()
-    };
-    let (mac_a, mac_b) = (mac(&a, &va), mac(&b, &vb));
-    sh(&[
-        "ip",
-        "-n",
-        &a,
-        "neigh",
-        "replace",
-        "10.203.0.2",
-        "lladdr",
-        &mac_b,
-        "dev",
-        &va,
-        "nud",
-        "permanent",
-    ])?;
-    sh(&[
-        "ip",
-        "-n",
-        &b,
-        "neigh",
-        "replace",
-        "10.203.0.1",
-        "lladdr",
-        &mac_a,
-        "dev",
-        &vb,
-        "nud",
-        "permanent",
-    ])?;
-    Ok((guard, a, b, vb))
-}
-
-fn skip(why: &str) {
-    eprintln!("skipped: {why}");
-}
-
-/// Runs `body` inside network namespace `ns` on a fresh thread.
-fn in_netns<T: Send + 'static>(ns: &str, body: impl FnOnce() -> T + Send + 'static) -> T {
-    let path = format!("/var/run/netns/{ns}");
-    std::thread::spawn(move || {
-        let f = std::fs::File::open(&path).expect("open netns");
-        // SAFETY: setns on this thread only; the fd is valid for the call.
-        let rc = unsafe { libc::setns(std::os::fd::AsRawFd::as_raw_fd(&f), libc::CLONE_NEWNET) };
-        assert_eq!(rc, 0, "setns failed");
-        body()
-    })
-    .join()
-    .unwrap()
-}
+mod common;
+use common::{in_netns, is_root, skip, testbed, A_ADDR, B_ADDR};
 
 /// (sport, dport) pairs sent, each probing a rule edge or a gap.
 fn flows() -> Vec<(u16, u16)> {
@@ -173,12 +41,11 @@ COMMIT
 ";
 
 fn scenario(hook: &str, background: bool) {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !is_root() {
         return skip("not root (needs netns, veth and BPF)");
     }
-    let (_guard, a, b, vb) = match testbed(&hook[..1]) {
-        Ok(t) => t,
+    let (_guard, a, b, vb) = match testbed(&hook[..1], &[]) {
+        Ok(t) => (t.guard, t.a, t.b, t.vb),
         Err(e) => return skip(&format!("cannot build the netns test bed: {e}")),
     };
     let dir = tempfile::tempdir().unwrap();
