@@ -60,7 +60,7 @@ impl Rng {
 
 fn maybe_negate(rng: &mut Rng, s: IntervalSet) -> IntervalSet {
     let n = s.complement(0xffff_ffff);
-    if !n.is_empty() && rng.next() % 10 == 0 {
+    if !n.is_empty() && rng.next().is_multiple_of(10) {
         n
     } else {
         s
@@ -558,7 +558,9 @@ fn scenario(hook: &str) {
                     for &dport in &dports {
                         for tcp in [false, true] {
                             // TCP for a third of the flows keeps the test short.
-                            if !tcp || (dport as usize + sport as usize + src[3] as usize) % 3 == 0
+                            if !tcp
+                                || (dport as usize + sport as usize + src[3] as usize)
+                                    .is_multiple_of(3)
                             {
                                 flows.push(Flow {
                                     src,

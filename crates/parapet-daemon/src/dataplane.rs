@@ -249,7 +249,7 @@ impl Kernel {
         let mut i = 0;
         while i < self.attached.len() {
             let a = &self.attached[i];
-            if a.iface == iface && hook.is_none_or(|h| h == a.hook) {
+            if a.iface == iface && hook.map_or(true, |h| h == a.hook) {
                 if let Some(dp) = &mut self.dp {
                     dp.detach(a.id)
                         .map_err(|e| dp_err(&format!("detaching from {iface}"), e))?;
