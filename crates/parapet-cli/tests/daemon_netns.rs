@@ -730,6 +730,46 @@ fn scenario(hook: &str) {
         vflows.iter().any(|f| want[f].verdict == Verdict::Accept),
         "the victim has accepted flows"
     );
+    // A ban with a timeout: enforced, then lifted by its expiry, and its
+    // kernel entry freed by the reaper.
+    let ban_elements = |s: &serde_json::Value| -> u64 {
+        s["dataplane"]["sets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["set"] == "parapet-ban4")
+            .map_or(0, |x| x["elements"].as_u64().unwrap())
+    };
+    ok(&sock, &["ban", &vs, "--timeout", "2"]);
+    let t_ban = Instant::now();
+    assert_eq!(ban_elements(&stats(&sock)), 2, "{hook}: filler and victim");
+    let got = exchange(&bed, &vflows, 1);
+    if t_ban.elapsed() < Duration::from_millis(1900) {
+        check_delivery(
+            &format!("{hook}: banned {vs} for 2 s"),
+            &want_b,
+            &got,
+            &vflows,
+            1,
+        );
+    }
+    std::thread::sleep(Duration::from_millis(2100).saturating_sub(t_ban.elapsed()));
+    let got = exchange(&bed, &vflows, 1);
+    check_delivery(
+        &format!("{hook}: ban of {vs} expired"),
+        &want,
+        &got,
+        &vflows,
+        1,
+    );
+    let t0 = Instant::now();
+    while ban_elements(&stats(&sock)) != 1 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "{hook}: the expired ban's kernel entry was not reaped"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 
     // 4. kill -9, restart: the program is loaded and attached again, and
     // enforces the same ruleset with the same sets.

@@ -15,7 +15,8 @@ use serde_json::json;
 use std::net::Ipv4Addr;
 use std::time::Instant;
 
-const RULES: &str = "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -m set --match-set parapet-ban4 src -j DROP\nCOMMIT\n";
+const RULES: &str =
+    "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -m set --match-set parapet-ban4 src -j DROP\nCOMMIT\n";
 
 fn run(n: usize, attach: bool) -> f64 {
     let dir = tempfile::tempdir().unwrap();

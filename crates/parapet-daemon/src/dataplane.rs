@@ -388,6 +388,18 @@ impl Kernel {
         Some((dp, id))
     }
 
+    /// Frees the kernel entries of expired elements (bounded per set); the
+    /// reaper calls it with the daemon's own reaping.
+    pub fn reap(&mut self, budget: usize) -> usize {
+        match &mut self.dp {
+            Some(dp) => dp.reap_sets(budget).unwrap_or_else(|e| {
+                eprintln!("parapetd: dataplane: reaping expired set elements: {e}");
+                0
+            }),
+            None => 0,
+        }
+    }
+
     /// Per-rule counters from the kernel for rules `1..=n`, plus the
     /// policy's (index 0); `None` when not loaded.
     pub fn counters(&self, n: usize) -> Option<Vec<Counters>> {
@@ -444,9 +456,18 @@ impl Kernel {
             return json!({"loaded": false, "attachments": attachments});
         };
         let s = dp.stats().unwrap_or_default();
+        let sets: Vec<Value> = dp
+            .installed_sets()
+            .into_iter()
+            .map(|(name, id)| {
+                json!({"set": name, "id": id,
+                    "elements": dp.set_len(id).unwrap_or(0), "entries": dp.set_entries(id).unwrap_or(0)})
+            })
+            .collect();
         json!({
             "loaded": true,
             "attachments": attachments,
+            "sets": sets,
             "generation": dp.generation(),
             "max_rules": dp.max_rules(),
             "image_slot_bytes": dp.slot_capacity(),

@@ -144,6 +144,17 @@ impl Dataplane {
     pub fn set_id(&self, name: &str) -> Option<u32> {
         self.set_names.get(name).copied()
     }
+
+    /// Every installed set's name and kernel id, by name.
+    pub fn installed_sets(&self) -> Vec<(String, u32)> {
+        let mut v: Vec<(String, u32)> = self
+            .set_names
+            .iter()
+            .map(|(n, i)| (n.clone(), *i))
+            .collect();
+        v.sort();
+        v
+    }
 }
 
 /// The kernel's form of a store element with `remaining_ms` to live

@@ -866,6 +866,24 @@ impl Dataplane {
         self.apply(id, del)
     }
 
+    /// Delete up to `budget` elements of every set that expired (they
+    /// already match nothing; this frees their map entries). Returns how
+    /// many went.
+    pub fn reap_sets(&mut self, budget: usize) -> Result<usize> {
+        let now = crate::sets::monotonic_ns();
+        let mut ids: Vec<u32> = self.sets.keys().copied().collect();
+        ids.sort_unstable();
+        let mut n = 0;
+        for id in ids {
+            let gone = self.sets[&id].expired(now, budget);
+            if !gone.is_empty() {
+                n += gone.len();
+                self.set_del(id, &gone)?;
+            }
+        }
+        Ok(n)
+    }
+
     /// Empty set `id`.
     pub fn set_flush(&mut self, id: u32) -> Result<()> {
         let st = self.sets.get_mut(&id).ok_or(SetError::NoSuchSet(id))?;

@@ -543,17 +543,30 @@ impl SetState {
         self.elements
             .keys()
             .filter(|k| !keep.contains(*k))
-            .map(|k| {
-                let mut ranges = Vec::with_capacity(self.dims.len());
-                let mut at = 0;
-                for d in &self.dims {
-                    let n = d.bytes();
-                    let num = |b: &[u8]| b.iter().fold(0u128, |a, &x| a << 8 | u128::from(x));
-                    ranges.push((num(&k[at..at + n]), num(&k[at + n..at + 2 * n])));
-                    at += 2 * n;
-                }
-                SetElement::new(&ranges)
-            })
+            .map(|k| self.decode(k))
+            .collect()
+    }
+
+    /// The element (ranges only) an element key stands for.
+    fn decode(&self, k: &[u8]) -> SetElement {
+        let mut ranges = Vec::with_capacity(self.dims.len());
+        let mut at = 0;
+        for d in &self.dims {
+            let n = d.bytes();
+            let num = |b: &[u8]| b.iter().fold(0u128, |a, &x| a << 8 | u128::from(x));
+            ranges.push((num(&k[at..at + n]), num(&k[at + n..at + 2 * n])));
+            at += 2 * n;
+        }
+        SetElement::new(&ranges)
+    }
+
+    /// Up to `budget` elements whose expiry is at or before `now_ns`.
+    pub fn expired(&self, now_ns: u64, budget: usize) -> Vec<SetElement> {
+        self.elements
+            .iter()
+            .filter(|(_, &exp)| exp != 0 && exp <= now_ns)
+            .take(budget)
+            .map(|(k, _)| self.decode(k))
             .collect()
     }
 
