@@ -654,6 +654,10 @@ fn scenario(hook: &str) {
     }
     // `list --counters` reads the same kernel counters.
     let listed = ok(&sock, &["list", "--counters"]);
+    assert!(
+        listed.contains(&format!("# attached to {} at {hook}", bed.vb)),
+        "{listed}"
+    );
     for line in listed.lines().filter(|l| l.starts_with("# rule ")) {
         let w: Vec<&str> = line.split_whitespace().collect();
         let (id, packets): (u32, u64) = (w[2].parse().unwrap(), w[4].parse().unwrap());
@@ -684,6 +688,11 @@ fn scenario(hook: &str) {
         "{hook}: an apply beyond --max-rules succeeded"
     );
     assert!(said.contains("--max-rules"), "{hook}: {said}");
+    let o = parapet(&sock, &["apply", "--check", big_path.to_str().unwrap()]);
+    assert!(
+        !o.status.success(),
+        "{hook}: apply --check ignores the kernel's size"
+    );
     let broken = dir.path().join("broken.rules");
     std::fs::write(&broken, "*filter\n-A INPUT -j DROP\n-A\nCOMMIT\n").unwrap();
     assert!(!parapet(&sock, &["apply", broken.to_str().unwrap()])

@@ -503,6 +503,24 @@ fn exec(c: &mut Client, cmd: DaemonCommand) -> Result<ExitCode, ClientError> {
             } else if let Some(rs) = r.get("ruleset") {
                 println!("{}", serde_json::to_string_pretty(rs).unwrap_or_default());
             }
+            if counters {
+                for a in r
+                    .get("attachments")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
+                    println!(
+                        "# attached to {} at {}{}",
+                        a["iface"].as_str().unwrap_or(""),
+                        a["hook"].as_str().unwrap_or(""),
+                        a["mode"]
+                            .as_str()
+                            .map(|m| format!(" ({m})"))
+                            .unwrap_or_default()
+                    );
+                }
+            }
             if let Some(cs) = r.get("counters").and_then(Value::as_array) {
                 for x in cs {
                     println!(

@@ -206,6 +206,14 @@ impl Kernel {
         }
     }
 
+    /// `apply --check` while loaded: would the ruleset fit the program?
+    pub fn check(&self, rs: &Ruleset, compiled: &[CompiledChain]) -> Result<(), ErrorReply> {
+        match &self.dp {
+            None => Ok(()),
+            Some(dp) => fits(&self.config, dp, rs, compiled).map(|_| ()),
+        }
+    }
+
     /// Attaches the loaded program to `iface`.
     pub fn attach(
         &mut self,
@@ -513,6 +521,32 @@ fn install(
     compiled: &[CompiledChain],
     sets: &SetStore,
 ) -> Result<(), ErrorReply> {
+    let (chain, image) = fits(cfg, dp, rs, compiled)?;
+    dp.install_ruleset(&Install {
+        ruleset: rs,
+        policy: &chain.policy,
+        image: &image,
+        sets: (!rs.set_refs.is_empty()).then_some(sets),
+        log_rate: cfg.log_rate,
+    })
+    .map_err(|e| {
+        ErrorReply::new(
+            code::APPLY,
+            format!("the kernel dataplane refused the ruleset: {e}"),
+        )
+    })?;
+    dp.reset_counters()
+        .map_err(|e| dp_err("resetting the kernel counters", e))
+}
+
+/// The kernel chain of `rs` and its image bytes, when they fit the loaded
+/// program; the error names the flag to raise.
+fn fits<'a>(
+    cfg: &KernelConfig,
+    dp: &Dataplane,
+    rs: &Ruleset,
+    compiled: &'a [CompiledChain],
+) -> Result<(&'a CompiledChain, Vec<u8>), ErrorReply> {
     let chain = kernel_chain(cfg, rs, compiled)
         .map_err(|e| ErrorReply::new(code::APPLY, format!("the kernel dataplane: {e}")))?;
     let image = chain.classifier.image().to_bytes();
@@ -536,19 +570,5 @@ fn install(
             ),
         ));
     }
-    dp.install_ruleset(&Install {
-        ruleset: rs,
-        policy: &chain.policy,
-        image: &image,
-        sets: (!rs.set_refs.is_empty()).then_some(sets),
-        log_rate: cfg.log_rate,
-    })
-    .map_err(|e| {
-        ErrorReply::new(
-            code::APPLY,
-            format!("the kernel dataplane refused the ruleset: {e}"),
-        )
-    })?;
-    dp.reset_counters()
-        .map_err(|e| dp_err("resetting the kernel counters", e))
+    Ok((chain, image))
 }

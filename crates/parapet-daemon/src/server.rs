@@ -742,6 +742,7 @@ fn do_apply_lsn(
     let mut st = shared.state.lock().unwrap();
     st.check_loaded(name, &loaded).map_err(apply_error)?;
     if check {
+        st.kernel.check(&loaded.ruleset, &loaded.compiled)?;
         let rules = loaded.ruleset.rule_count();
         return Ok((
             json!({"rules": rules, "format": loaded.format, "checked": true})

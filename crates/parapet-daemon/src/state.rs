@@ -800,6 +800,8 @@ impl State {
                 }
             }
         }
+        let attachments = &self.kernel.stats()["attachments"];
+        m.insert("attachments".into(), attachments.clone());
         if req.counters {
             let c: Vec<Value> = counters
                 .iter()
