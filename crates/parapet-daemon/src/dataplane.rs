@@ -303,15 +303,19 @@ impl Kernel {
             return Vec::new();
         }
         let mut log = Vec::new();
+        // On failure the attachments stay pending, so snapshots keep them
+        // and the next start tries again.
         let dp = match Self::load(&self.config) {
             Ok(dp) => dp,
             Err(e) => {
                 log.push(format!("cannot re-attach after restart: {}", e.msg));
+                self.pending = pending;
                 return log;
             }
         };
         if let Err(e) = self.adopt(dp, active, sets) {
             log.push(format!("cannot re-attach after restart: {}", e.msg));
+            self.pending = pending;
             return log;
         }
         for (iface, hook, mode) in pending {
