@@ -448,10 +448,9 @@ impl Kernel {
         }
     }
 
-    /// The `dataplane` object of `stats`.
-    pub fn stats(&self) -> Value {
-        let attachments: Vec<Value> = self
-            .attached
+    /// The attachments as `stats` and `list` show them.
+    pub fn attachments_json(&self) -> Value {
+        self.attached
             .iter()
             .map(|a| {
                 let mut v = json!({"iface": a.iface, "hook": name_hook(a.hook)});
@@ -463,7 +462,12 @@ impl Kernel {
                 }
                 v
             })
-            .collect();
+            .collect()
+    }
+
+    /// The `dataplane` object of `stats`.
+    pub fn stats(&self) -> Value {
+        let attachments = self.attachments_json();
         let Some(dp) = &self.dp else {
             return json!({"loaded": false, "attachments": attachments});
         };

@@ -750,7 +750,11 @@ impl State {
         }));
         // The kernel's counters when it runs the ruleset, else the daemon's;
         // they replace the ones read from the file.
-        let kernel = self.kernel.counters(a.counters.len());
+        let kernel = if req.counters {
+            self.kernel.counters(a.counters.len())
+        } else {
+            None
+        };
         let counters: &[Counters] = match &kernel {
             Some(k) => &k[1..],
             None => &a.counters,
@@ -800,8 +804,7 @@ impl State {
                 }
             }
         }
-        let attachments = &self.kernel.stats()["attachments"];
-        m.insert("attachments".into(), attachments.clone());
+        m.insert("attachments".into(), self.kernel.attachments_json());
         if req.counters {
             let c: Vec<Value> = counters
                 .iter()
