@@ -580,3 +580,47 @@ fn fits<'a>(
     }
     Ok((chain, image))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hooks_modes_and_journal_bytes() {
+        assert_eq!(
+            parse_hook_mode(None, None).unwrap(),
+            (Hook::Xdp, Mode::Native)
+        );
+        assert_eq!(
+            parse_hook_mode(Some("tc"), Some("skb")).unwrap(),
+            (Hook::Tc, Mode::Skb)
+        );
+        assert!(parse_hook_mode(Some("nf"), None).is_err());
+        assert!(parse_hook_mode(None, Some("offload")).is_err());
+        for h in [Hook::Xdp, Hook::Tc] {
+            for m in [Mode::Native, Mode::Skb] {
+                assert_eq!(from_bytes(hook_byte(h), mode_byte(m)), (h, m));
+            }
+        }
+    }
+
+    #[test]
+    fn replayed_attachments_are_kept_for_restore_and_snapshots() {
+        let mut k = Kernel::default();
+        k.replay_attach("eth0".into(), Hook::Xdp, Mode::Native);
+        k.replay_attach("eth1".into(), Hook::Tc, Mode::Skb);
+        k.replay_attach("eth0".into(), Hook::Xdp, Mode::Skb); // re-attach replaces
+        k.replay_detach("eth1", Hook::Tc);
+        assert_eq!(k.journaled(), vec![("eth0".to_string(), 0, 1)]);
+        // Not loaded: set changes, counters and detaches touch no kernel.
+        assert!(!k.loaded());
+        assert!(k.set_flush("x").is_ok());
+        assert!(k.counters(3).is_none());
+        assert_eq!(k.detach("eth0", None).unwrap_err().code, code::INVALID);
+        assert_eq!(k.stats()["loaded"], false);
+        assert_eq!(
+            k.attach("eth0", Hook::Xdp, Mode::Native).unwrap_err().code,
+            code::DATAPLANE
+        );
+    }
+}
