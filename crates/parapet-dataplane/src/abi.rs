@@ -629,31 +629,85 @@ mod layout {
             ("PARAPET_SET_LPM", SET_LPM.into()),
             ("PARAPET_SET_TUPLE", SET_TUPLE.into()),
             ("PARAPET_REJECT_DEFAULT", reject::DEFAULT.into()),
-            ("PARAPET_REJECT_ICMP_NET_UNREACHABLE", reject::ICMP_NET_UNREACHABLE.into()),
-            ("PARAPET_REJECT_ICMP_HOST_UNREACHABLE", reject::ICMP_HOST_UNREACHABLE.into()),
-            ("PARAPET_REJECT_ICMP_PORT_UNREACHABLE", reject::ICMP_PORT_UNREACHABLE.into()),
-            ("PARAPET_REJECT_ICMP_PROTO_UNREACHABLE", reject::ICMP_PROTO_UNREACHABLE.into()),
-            ("PARAPET_REJECT_ICMP_NET_PROHIBITED", reject::ICMP_NET_PROHIBITED.into()),
-            ("PARAPET_REJECT_ICMP_HOST_PROHIBITED", reject::ICMP_HOST_PROHIBITED.into()),
-            ("PARAPET_REJECT_ICMP_ADMIN_PROHIBITED", reject::ICMP_ADMIN_PROHIBITED.into()),
+            (
+                "PARAPET_REJECT_ICMP_NET_UNREACHABLE",
+                reject::ICMP_NET_UNREACHABLE.into(),
+            ),
+            (
+                "PARAPET_REJECT_ICMP_HOST_UNREACHABLE",
+                reject::ICMP_HOST_UNREACHABLE.into(),
+            ),
+            (
+                "PARAPET_REJECT_ICMP_PORT_UNREACHABLE",
+                reject::ICMP_PORT_UNREACHABLE.into(),
+            ),
+            (
+                "PARAPET_REJECT_ICMP_PROTO_UNREACHABLE",
+                reject::ICMP_PROTO_UNREACHABLE.into(),
+            ),
+            (
+                "PARAPET_REJECT_ICMP_NET_PROHIBITED",
+                reject::ICMP_NET_PROHIBITED.into(),
+            ),
+            (
+                "PARAPET_REJECT_ICMP_HOST_PROHIBITED",
+                reject::ICMP_HOST_PROHIBITED.into(),
+            ),
+            (
+                "PARAPET_REJECT_ICMP_ADMIN_PROHIBITED",
+                reject::ICMP_ADMIN_PROHIBITED.into(),
+            ),
             ("PARAPET_REJECT_TCP_RESET", reject::TCP_RESET.into()),
-            ("PARAPET_REJECT_ICMP6_NO_ROUTE", reject::ICMP6_NO_ROUTE.into()),
-            ("PARAPET_REJECT_ICMP6_ADM_PROHIBITED", reject::ICMP6_ADM_PROHIBITED.into()),
-            ("PARAPET_REJECT_ICMP6_ADDR_UNREACHABLE", reject::ICMP6_ADDR_UNREACHABLE.into()),
-            ("PARAPET_REJECT_ICMP6_PORT_UNREACHABLE", reject::ICMP6_PORT_UNREACHABLE.into()),
-            ("PARAPET_REJECT_ICMP6_POLICY_FAIL", reject::ICMP6_POLICY_FAIL.into()),
-            ("PARAPET_REJECT_ICMP6_REJECT_ROUTE", reject::ICMP6_REJECT_ROUTE.into()),
-            ("PARAPET_REJECT_ICMPX_NO_ROUTE", reject::ICMPX_NO_ROUTE.into()),
-            ("PARAPET_REJECT_ICMPX_ADMIN_PROHIBITED", reject::ICMPX_ADMIN_PROHIBITED.into()),
-            ("PARAPET_REJECT_ICMPX_HOST_UNREACHABLE", reject::ICMPX_HOST_UNREACHABLE.into()),
-            ("PARAPET_REJECT_ICMPX_PORT_UNREACHABLE", reject::ICMPX_PORT_UNREACHABLE.into()),
+            (
+                "PARAPET_REJECT_ICMP6_NO_ROUTE",
+                reject::ICMP6_NO_ROUTE.into(),
+            ),
+            (
+                "PARAPET_REJECT_ICMP6_ADM_PROHIBITED",
+                reject::ICMP6_ADM_PROHIBITED.into(),
+            ),
+            (
+                "PARAPET_REJECT_ICMP6_ADDR_UNREACHABLE",
+                reject::ICMP6_ADDR_UNREACHABLE.into(),
+            ),
+            (
+                "PARAPET_REJECT_ICMP6_PORT_UNREACHABLE",
+                reject::ICMP6_PORT_UNREACHABLE.into(),
+            ),
+            (
+                "PARAPET_REJECT_ICMP6_POLICY_FAIL",
+                reject::ICMP6_POLICY_FAIL.into(),
+            ),
+            (
+                "PARAPET_REJECT_ICMP6_REJECT_ROUTE",
+                reject::ICMP6_REJECT_ROUTE.into(),
+            ),
+            (
+                "PARAPET_REJECT_ICMPX_NO_ROUTE",
+                reject::ICMPX_NO_ROUTE.into(),
+            ),
+            (
+                "PARAPET_REJECT_ICMPX_ADMIN_PROHIBITED",
+                reject::ICMPX_ADMIN_PROHIBITED.into(),
+            ),
+            (
+                "PARAPET_REJECT_ICMPX_HOST_UNREACHABLE",
+                reject::ICMPX_HOST_UNREACHABLE.into(),
+            ),
+            (
+                "PARAPET_REJECT_ICMPX_PORT_UNREACHABLE",
+                reject::ICMPX_PORT_UNREACHABLE.into(),
+            ),
             ("PARAPET_REJECT_UNKNOWN", reject::UNKNOWN.into()),
             ("PARAPET_REJECT_MAX_L3", reject::MAX_L3 as u64),
             ("PARAPET_REJECT_DEFAULT_RATE", reject::DEFAULT_RATE.into()),
             ("PARAPET_REJECT_DEFAULT_BURST", reject::DEFAULT_BURST.into()),
             ("PARAPET_CT_INVALID", crate::image::CT_INVALID.into()),
             ("PARAPET_CT_NEW", crate::image::CT_NEW.into()),
-            ("PARAPET_CT_ESTABLISHED", crate::image::CT_ESTABLISHED.into()),
+            (
+                "PARAPET_CT_ESTABLISHED",
+                crate::image::CT_ESTABLISHED.into(),
+            ),
             ("PARAPET_CT_RELATED", crate::image::CT_RELATED.into()),
         ];
         assert_eq!(

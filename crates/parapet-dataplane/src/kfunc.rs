@@ -107,10 +107,10 @@ fn static_externs(btf: &mut [u8]) -> Result<(), String> {
         }
         at += 12
             + match kind {
-                1 | 14 | 17 => 4,            // INT, VAR, DECL_TAG
-                3 => 12,                     // ARRAY
+                1 | 14 | 17 => 4,             // INT, VAR, DECL_TAG
+                3 => 12,                      // ARRAY
                 4 | 5 | 15 | 19 => 12 * vlen, // STRUCT, UNION, DATASEC, ENUM64
-                6 | 13 => 8 * vlen,          // ENUM, FUNC_PROTO
+                6 | 13 => 8 * vlen,           // ENUM, FUNC_PROTO
                 2 | 7..=12 | 16 | 18 => 0,
                 k => return Err(format!(".BTF: unknown kind {k}")),
             };

@@ -35,7 +35,7 @@ pub mod sets;
 
 pub use abi::{Counter, PacketKey, ParseStatus, Stat, Verdict};
 pub use dataplane::{
-    Features,
-    Attached, Dataplane, Decision, Error, Hook, LoadOptions, LogEvent, Mode, Stats, TestRunOutcome,
+    Attached, Dataplane, Decision, Error, Features, Hook, LoadOptions, LogEvent, Mode, Stats,
+    TestRunOutcome,
 };
 pub use sets::{monotonic_ns, PacketPart, SetDim, SetElement, SetError, SetSizing};
