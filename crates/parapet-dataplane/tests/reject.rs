@@ -10,7 +10,7 @@ mod common;
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use common::load_or_skip;
+use common::{iptables_image, load_or_skip};
 use parapet_dataplane::abi::reject;
 use parapet_dataplane::packet::{Ext, Frame, L4};
 use parapet_dataplane::{Dataplane, Hook, LoadOptions, Stat, Verdict};
@@ -611,13 +611,7 @@ fn a_compiled_image_carries_the_reject_type() {
         -A INPUT -p udp --dport 9 -j REJECT --reject-with icmp-host-prohibited\n\
         -A INPUT -p udp --dport 10 -j REJECT\n\
         COMMIT\n";
-    let rs = parapet_parse::parse(text, "t", parapet_parse::Format::IptablesSave)
-        .unwrap()
-        .ruleset;
-    let list = parapet_model::flatten(&rs, rs.select_chain(None).unwrap()).unwrap();
-    let (image, _) =
-        parapet_compile::compile(&list, &parapet_compile::CompileOptions::default()).unwrap();
-    dp.write_image(&image.to_bytes()).unwrap();
+    dp.write_image(&iptables_image(text)).unwrap();
     dp.swap().unwrap();
     // the interim classifier would answer differently: only the image can pass
     dp.set_action_reject(1, reject::ICMP_NET_UNREACHABLE, false)
