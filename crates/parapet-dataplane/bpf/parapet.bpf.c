@@ -1118,14 +1118,22 @@ static __always_inline long pkt_store(void *ctx, __u32 hook, __u32 off,
 	return bpf_xdp_store_bytes(ctx, off, from, len);
 }
 
-/* cur: the XDP frame's length now (the verifier refuses the 32-bit
- * pointer arithmetic that computing it here compiles to) */
+/*
+ * Make the frame len bytes long; its contents are rewritten afterwards.
+ * cur: the XDP frame's length now (the verifier refuses the 32-bit
+ * pointer arithmetic that computing it here compiles to).  XDP grows at
+ * the head: every XDP buffer has XDP_PACKET_HEADROOM there, while room at
+ * the tail depends on the driver (veth's copies of skbs have none).
+ */
 static __always_inline long pkt_resize(void *ctx, __u32 hook, __u32 len,
 				       __u32 cur)
 {
 	if (hook == PARAPET_HOOK_TC)
 		return bpf_skb_change_tail(ctx, len, 0);
-	return bpf_xdp_adjust_tail(ctx, (int)len - (int)cur);
+	int d = (int)len - (int)cur;
+	if (d > 0)
+		return bpf_xdp_adjust_head(ctx, -d);
+	return bpf_xdp_adjust_tail(ctx, d);
 }
 
 /*
@@ -1142,13 +1150,15 @@ static __always_inline int reject_reply(void *ctx, __u32 hook,
 					__u32 rtype, __u32 frame_len)
 {
 	__u32 zero = 0;
-	__u8 mac[12], sw[12];
+	__u8 l2[24], mac[6];
 	int v6 = key->family == PARAPET_FAMILY_IPV6;
 	struct reject_plan p = reject_plan(rtype, v6, key->proto);
 	__u32 l3 = offs->l3, l4 = offs->l4, rlen;
 
-	if (pkt_load(ctx, hook, 0, mac, 12) < 0 || !p.ok ||
-	    !reject_eligible(key, mac)) {
+	/* Ethernet and up to two VLAN tags: 14 <= l3 <= 22 */
+	if (l3 < 14 || l3 > sizeof(l2) ||
+	    pkt_load(ctx, hook, 0, l2, l3) < 0 || !p.ok ||
+	    !reject_eligible(key, l2)) {
 		stat_inc(PARAPET_STAT_REJECT_NO_REPLY);
 		return 0;
 	}
@@ -1247,9 +1257,11 @@ static __always_inline int reject_reply(void *ctx, __u32 hook,
 		goto fail;
 	if (pkt_resize(ctx, hook, l3 + rlen, frame_len) < 0)
 		goto fail;
-	__builtin_memcpy(sw, mac + 6, 6);
-	__builtin_memcpy(sw + 6, mac, 6);
-	if (pkt_store(ctx, hook, 0, sw, 12) < 0 ||
+	__builtin_memcpy(mac, l2, 6);
+	__builtin_memcpy(l2, l2 + 6, 6);
+	__builtin_memcpy(l2 + 6, mac, 6);
+	if (l3 < 14 || l3 > sizeof(l2) ||
+	    pkt_store(ctx, hook, 0, l2, l3) < 0 ||
 	    pkt_store(ctx, hook, l3, buf, rlen) < 0)
 		goto fail;
 	stat_inc(PARAPET_STAT_REJECT_SENT);
