@@ -133,12 +133,22 @@ fn e2e_reject_xdp_skb() {
 /// needs it (nf_ct_netns_get): an nft rule that reads `ct state` and
 /// accepts everything turns it on in the namespace running parapet.
 fn enable_conntrack(ns: &Netns) -> Result<(), String> {
-    let rules = "table inet ppct { chain out { type filter hook output priority 0; \
-                 ct state invalid counter accept; } }";
-    let out = Command::new("ip")
-        .args(["netns", "exec", &ns.rx, "nft", rules])
-        .output()
+    use std::process::Stdio;
+    let rules = "table inet ppct {\n chain out {\n  type filter hook output priority 0;\n  \
+                 ct state invalid counter accept\n }\n}\n";
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", &ns.rx, "nft", "-f", "-"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .map_err(|e| format!("nft: {e}"))?;
+    child
+        .stdin
+        .take()
+        .expect("piped")
+        .write_all(rules.as_bytes())
+        .map_err(|e| format!("nft stdin: {e}"))?;
+    let out = child.wait_with_output().map_err(|e| format!("nft: {e}"))?;
     if out.status.success() {
         Ok(())
     } else {
