@@ -876,12 +876,14 @@ static __always_inline __u8 ct_result(struct nf_conn *ct, struct ct_query *q)
 	return PARAPET_CT_NEW;
 }
 
-static __always_inline __u8 ct_state_xdp(struct xdp_md *ctx, void *data,
-					 void *data_end,
-					 const struct parapet_key *key,
-					 const struct parapet_offs *offs)
+/* The packet's ctstate; `hook` is a constant at every call site. */
+static __always_inline __u8 ct_state(void *ctx, __u32 hook, void *data,
+				     void *data_end,
+				     const struct parapet_key *key,
+				     const struct parapet_offs *offs)
 {
 	struct ct_query q;
+	struct nf_conn *ct;
 
 	__builtin_memset(&q, 0, sizeof(q));
 	int st = ct_prepare(data, data_end, key, offs, &q);
@@ -889,26 +891,12 @@ static __always_inline __u8 ct_state_xdp(struct xdp_md *ctx, void *data,
 		return st;
 	q.opts.netns_id = -1;
 	stat_inc(PARAPET_STAT_CT_LOOKUP);
-	struct nf_conn *ct = bpf_xdp_ct_lookup(ctx, &q.t, q.tuple_sz, &q.opts,
-					       PARAPET_CT_OPTS_SZ);
-	return ct_result(ct, &q);
-}
-
-static __always_inline __u8 ct_state_tc(struct __sk_buff *skb, void *data,
-					void *data_end,
-					const struct parapet_key *key,
-					const struct parapet_offs *offs)
-{
-	struct ct_query q;
-
-	__builtin_memset(&q, 0, sizeof(q));
-	int st = ct_prepare(data, data_end, key, offs, &q);
-	if (st >= 0)
-		return st;
-	q.opts.netns_id = -1;
-	stat_inc(PARAPET_STAT_CT_LOOKUP);
-	struct nf_conn *ct = bpf_skb_ct_lookup(skb, &q.t, q.tuple_sz, &q.opts,
-					       PARAPET_CT_OPTS_SZ);
+	if (hook == PARAPET_HOOK_TC)
+		ct = bpf_skb_ct_lookup(ctx, &q.t, q.tuple_sz, &q.opts,
+				       PARAPET_CT_OPTS_SZ);
+	else
+		ct = bpf_xdp_ct_lookup(ctx, &q.t, q.tuple_sz, &q.opts,
+				       PARAPET_CT_OPTS_SZ);
 	return ct_result(ct, &q);
 }
 
@@ -1286,7 +1274,8 @@ int parapet_xdp(struct xdp_md *ctx)
 	__u32 frame_len = (__u32)(data_end - data);
 	int status = parapet_parse(data, data_end, frame_len, &key, &offs);
 	if (parapet_ct_mode && status == PARAPET_PARSE_OK)
-		key.ctstate = ct_state_xdp(ctx, data, data_end, &key, &offs);
+		key.ctstate = ct_state(ctx, PARAPET_HOOK_XDP, data, data_end,
+				       &key, &offs);
 	__u32 verdict = parapet_decide(&key, status, PARAPET_HOOK_XDP);
 
 	if ((verdict & 0xff) == PARAPET_VERDICT_ACCEPT)
@@ -1321,7 +1310,8 @@ int parapet_tc(struct __sk_buff *skb)
 	key.ifindex = skb->ingress_ifindex;
 	int status = parapet_parse(data, data_end, skb->len, &key, &offs);
 	if (parapet_ct_mode && status == PARAPET_PARSE_OK)
-		key.ctstate = ct_state_tc(skb, data, data_end, &key, &offs);
+		key.ctstate = ct_state(skb, PARAPET_HOOK_TC, data, data_end,
+				       &key, &offs);
 	/* At tc the kernel has usually moved the outer tag out of the data
 	 * into skb->vlan_tci; it is the outer one, so it wins. */
 	if (skb->vlan_present) {
