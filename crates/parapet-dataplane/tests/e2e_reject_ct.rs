@@ -222,6 +222,22 @@ fn conntrack_scenario(hook: Hook, mode: Mode, tag: &str) {
     assert_eq!(udp_reply, b"udp-pong");
     server.join().expect("server thread");
 
+    // The peer's ICMP port unreachable for our datagram to a closed port
+    // quotes our flow: RELATED, accepted, and the connected socket sees it.
+    let related = Netns::run_in(&ns.rx, || {
+        let u = UdpSocket::bind((RX_ADDR, 0)).unwrap();
+        u.connect((TX_ADDR, 5999)).unwrap();
+        u.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+        u.send(b"closed?").unwrap();
+        u.recv(&mut [0u8; 64]).map(|_| ())
+    });
+    let err = related.expect_err("a reply from a closed port");
+    assert_eq!(
+        err.kind(),
+        ErrorKind::ConnectionRefused,
+        "{test}: ICMP error not RELATED: {err}"
+    );
+
     // The peer's own attempts are NEW and dropped.
     let (_l, u_in) = Netns::run_in(&ns.rx, || {
         let l = TcpListener::bind((RX_ADDR, 5002)).unwrap();
