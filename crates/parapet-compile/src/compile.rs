@@ -897,7 +897,8 @@ pub fn compile(
             Verdict::Drop => verdict_words.extend([1, 0, 0, 0]),
             Verdict::Reject { with: None } => verdict_words.extend([2, 0, 0, 0]),
             Verdict::Reject { with: Some(s) } => {
-                verdict_words.extend([3, strings.len() as u32, s.len() as u32, 0]);
+                let code = image::reject_code(Some(s));
+                verdict_words.extend([3, strings.len() as u32, s.len() as u32, code]);
                 strings.extend_from_slice(s.as_bytes());
             }
         }

@@ -19,6 +19,38 @@ pub const NODE_WORDS: usize = 8;
 pub const PARTITION_WORDS: usize = 4;
 /// Words per verdict-table row.
 pub const VERDICT_WORDS: usize = 4;
+
+/// The reject type stored in the 4th word of a verdict row (the kernel's
+/// `PARAPET_REJECT_*`, `parapet_dataplane::abi::reject`): which answer a
+/// REJECT sends. `None` (no `--reject-with`) is 0, iptables' default (ICMP
+/// port unreachable of the packet's family); iptables' short aliases
+/// (`port-unreach`, …) and nft's `icmpx` types are understood; an unknown
+/// name is 255 (the kernel drops without answering).
+pub fn reject_code(with: Option<&str>) -> u32 {
+    let Some(w) = with else { return 0 };
+    match w {
+        "icmp-net-unreachable" | "net-unreach" => 1,
+        "icmp-host-unreachable" | "host-unreach" => 2,
+        "icmp-port-unreachable" => 3,
+        "icmp-proto-unreachable" | "proto-unreach" => 4,
+        "icmp-net-prohibited" | "net-prohib" => 5,
+        "icmp-host-prohibited" | "host-prohib" => 6,
+        "icmp-admin-prohibited" | "admin-prohib" => 7,
+        "tcp-reset" | "tcp-rst" => 8,
+        "icmp6-no-route" | "no-route" => 9,
+        "icmp6-adm-prohibited" | "adm-prohibited" => 10,
+        "icmp6-addr-unreachable" | "addr-unreach" => 11,
+        "icmp6-port-unreachable" => 12,
+        "icmp6-policy-fail" | "policy-fail" => 13,
+        "icmp6-reject-route" | "reject-route" => 14,
+        "icmpx-no-route" => 15,
+        "icmpx-admin-prohibited" => 16,
+        "icmpx-host-unreachable" => 17,
+        // the alias means the table's family's port unreachable
+        "icmpx-port-unreachable" | "port-unreach" => 18,
+        _ => 255,
+    }
+}
 /// Words of an entry record's header.
 pub const RECORD_HEADER_WORDS: usize = 4;
 /// Words of the packet key.

@@ -33,6 +33,11 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 const volatile __u32 parapet_debug_mode = 0;
 /* Pages per image slot; the loader sizes parapet_image to 2x this. */
 const volatile __u32 parapet_slot_pages = PARAPET_IMAGE_DEFAULT_SLOT_PAGES;
+/* Non-zero: look TCP and UDP packets up in the kernel's conntrack table
+ * and give the image their state (see "conntrack state" below); 0: every
+ * packet has parapet_ctstate (walker.bpf.h, UNTRACKED).  Set by the
+ * loader, which turns it off when the kernel lacks the kfuncs. */
+const volatile __u32 parapet_ct_mode = 0;
 
 /* ---- maps -------------------------------------------------------------- */
 
@@ -118,6 +123,30 @@ struct {
 	__type(key, __u32);
 	__array(values, struct parapet_gen_inner);
 } parapet_rcu_barrier SEC(".maps");
+
+/* REJECT replies: one global GCRA bucket (interval 0 = never answer). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct parapet_log_limit);
+} parapet_reject_limit SEC(".maps");
+
+/* Where a REJECT reply's L3 packet is assembled before it replaces the
+ * frame's contents.  Larger than the biggest reply so that every
+ * checksum chunk (up to 512 bytes from any offset below the maximum)
+ * stays inside it for the verifier. */
+#define PARAPET_REPLY_BUF (PARAPET_REJECT_MAX_L3 + 512 + 8)
+struct parapet_reply_buf {
+	__u8 b[PARAPET_REPLY_BUF];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct parapet_reply_buf);
+} parapet_reply SEC(".maps");
 
 /* Test mode: the last packet's key and decision. */
 struct {
@@ -241,8 +270,15 @@ static __always_inline int parse_l4(void *data, void *data_end, __u32 l4off,
 	return PARAPET_PARSE_OK;
 }
 
+/* Where the parser found the headers (for REJECT and conntrack). */
+struct parapet_offs {
+	__u32 l3; /* IP header */
+	__u32 l4; /* transport header; 0 when there is none */
+};
+
 static __always_inline int parse_ipv4(void *data, void *data_end, __u32 off,
-				      __u32 frame_len, struct parapet_key *key)
+				      __u32 frame_len, struct parapet_key *key,
+				      struct parapet_offs *offs)
 {
 	struct iphdr *ip = HDR_AT(data, data_end, off, sizeof(struct iphdr));
 
@@ -280,11 +316,13 @@ static __always_inline int parse_ipv4(void *data, void *data_end, __u32 off,
 	if (frag & 0x2000) /* MF: first fragment, has the L4 header */
 		key->frag = PARAPET_FRAG_FRAGMENT;
 
+	offs->l4 = off + hlen;
 	return parse_l4(data, data_end, off + hlen, off + tot, key);
 }
 
 static __always_inline int parse_ipv6(void *data, void *data_end, __u32 off,
-				      __u32 frame_len, struct parapet_key *key)
+				      __u32 frame_len, struct parapet_key *key,
+				      struct parapet_offs *offs)
 {
 	struct ipv6hdr *ip6 = HDR_AT(data, data_end, off, sizeof(struct ipv6hdr));
 
@@ -349,6 +387,7 @@ static __always_inline int parse_ipv6(void *data, void *data_end, __u32 off,
 		return PARAPET_PARSE_EXT_LIMIT;
 
 	key->proto = nh;
+	offs->l4 = cur;
 	return parse_l4(data, data_end, cur, l3_end, key);
 }
 
@@ -359,7 +398,8 @@ static __always_inline int parse_ipv6(void *data, void *data_end, __u32 off,
  */
 static __noinline int parapet_parse(void *data, void *data_end,
 					 __u32 frame_len,
-					 struct parapet_key *key)
+					 struct parapet_key *key,
+					 struct parapet_offs *offs)
 {
 	struct ethhdr *eth = HDR_AT(data, data_end, 0, sizeof(struct ethhdr));
 	__u32 off = sizeof(struct ethhdr);
@@ -388,10 +428,11 @@ static __noinline int parapet_parse(void *data, void *data_end,
 	if (proto == ETH_P_8021Q || proto == ETH_P_8021AD)
 		return PARAPET_PARSE_EXT_LIMIT;
 
+	offs->l3 = off;
 	if (proto == ETH_P_IP)
-		return parse_ipv4(data, data_end, off, frame_len, key);
+		return parse_ipv4(data, data_end, off, frame_len, key, offs);
 	if (proto == ETH_P_IPV6)
-		return parse_ipv6(data, data_end, off, frame_len, key);
+		return parse_ipv6(data, data_end, off, frame_len, key, offs);
 	return PARAPET_PARSE_NOT_IP;
 }
 
@@ -439,12 +480,9 @@ static __always_inline __u32 lite_classify(const struct parapet_key *key)
 
 /* ---- logging ----------------------------------------------------------- */
 
-/* GCRA admission: true when this event fits the rule's rate and burst. */
-static __always_inline int log_admit(__u32 rule_id)
+/* GCRA admission: true when this event fits the bucket's rate and burst. */
+static __always_inline int gcra_admit(struct parapet_log_limit *lim)
 {
-	struct parapet_log_limit *lim =
-		bpf_map_lookup_elem(&parapet_log_limits, &rule_id);
-
 	if (!lim || lim->interval_ns == 0)
 		return 0;
 
@@ -457,6 +495,11 @@ static __always_inline int log_admit(__u32 rule_id)
 	/* Lose a race, lose the event: never more than the limit. */
 	return __sync_val_compare_and_swap(&lim->tat_ns, old,
 					   tat + lim->interval_ns) == old;
+}
+
+static __always_inline int log_admit(__u32 rule_id)
+{
+	return gcra_admit(bpf_map_lookup_elem(&parapet_log_limits, &rule_id));
 }
 
 static __always_inline void parapet_log_packet(__u32 rule_id, __u32 verdict,
@@ -535,7 +578,9 @@ static __always_inline void debug_record(const struct parapet_key *key,
 	__builtin_memcpy(&d->key, key, sizeof(*key));
 	d->status = status;
 	d->rule_id = rule_id;
-	d->verdict = verdict;
+	d->verdict = verdict & 0xff;
+	d->reject = verdict >> 8;
+	d->ctstate = parapet_ct_mode ? key->ctstate : parapet_ctstate;
 	d->seq += 1;
 	d->by_image = w ? 1 : 0;
 	d->n_nonterm = w ? w->n_nonterm : 0;
@@ -624,11 +669,594 @@ static __noinline __u32 parapet_decide(const struct parapet_key *key,
 	__u32 verdict = act->verdict;
 	__u8 flags = act->flags;
 
+	if (verdict == PARAPET_VERDICT_REJECT)
+		verdict |= (__u32)act->reject << 8;
+
 	count_rule(rule_id, key->pkt_len);
 	if (flags & PARAPET_ACTION_F_LOG)
-		parapet_log_packet(rule_id, verdict, hook, key);
+		parapet_log_packet(rule_id, verdict & 0xff, hook, key);
 	debug_record(key, status, rule_id, verdict, 0, walk_err);
 	return verdict;
+}
+
+/* ---- conntrack state (kfuncs) ------------------------------------------ */
+
+/*
+ * The kernel's conntrack table is read with the nf_conntrack kfuncs.  aya
+ * 0.14 cannot link kfuncs; the loader patches these calls with the
+ * running kernel's BTF ids (src/kfunc.rs), hence no __ksym here.  Only
+ * nf_conn.status is read; preserve_access_index makes its offset a CO-RE
+ * relocation against the kernel's struct nf_conn.
+ */
+struct nf_conn {
+	unsigned long status;
+} __attribute__((preserve_access_index));
+
+/* struct bpf_ct_opts, net/netfilter/nf_conntrack_bpf.c, 12-byte form */
+struct parapet_ct_opts {
+	__s32 netns_id; /* -1: the packet's namespace */
+	__s32 error;
+	__u8 l4proto;
+	__u8 dir; /* out: IP_CT_DIR_ORIGINAL 0 / IP_CT_DIR_REPLY 1 */
+	__u8 reserved[2];
+};
+#define PARAPET_CT_OPTS_SZ 12
+
+extern struct nf_conn *bpf_xdp_ct_lookup(struct xdp_md *ctx,
+					 struct bpf_sock_tuple *tuple,
+					 __u32 tuple_sz,
+					 struct parapet_ct_opts *opts,
+					 __u32 opts_sz);
+extern struct nf_conn *bpf_skb_ct_lookup(struct __sk_buff *ctx,
+					 struct bpf_sock_tuple *tuple,
+					 __u32 tuple_sz,
+					 struct parapet_ct_opts *opts,
+					 __u32 opts_sz);
+extern void bpf_ct_release(struct nf_conn *ct);
+
+/* enum ip_conntrack_status bits */
+#define PARAPET_IPS_EXPECTED 0x1
+#define PARAPET_IPS_SEEN_REPLY 0x2
+
+#define TCPF_FIN 0x01
+#define TCPF_SYN 0x02
+#define TCPF_RST 0x04
+#define TCPF_PSH 0x08
+#define TCPF_ACK 0x10
+#define TCPF_URG 0x20
+
+/*
+ * tcp_error()'s flag check (nf_conntrack_proto_tcp.c, tcp_valid_flags):
+ * with ECE, CWR and PSH masked off, only these combinations are valid;
+ * anything else is INVALID before the table is consulted.
+ */
+static __always_inline int tcp_flags_valid(__u8 f)
+{
+	switch (f & (TCPF_FIN | TCPF_SYN | TCPF_RST | TCPF_ACK | TCPF_URG)) {
+	case TCPF_SYN:
+	case TCPF_SYN | TCPF_URG:
+	case TCPF_SYN | TCPF_ACK:
+	case TCPF_RST:
+	case TCPF_RST | TCPF_ACK:
+	case TCPF_FIN | TCPF_ACK:
+	case TCPF_FIN | TCPF_ACK | TCPF_URG:
+	case TCPF_ACK:
+	case TCPF_ACK | TCPF_URG:
+		return 1;
+	}
+	return 0;
+}
+
+/* What a lookup needs; filled by ct_prepare. */
+struct ct_query {
+	struct bpf_sock_tuple t;
+	struct parapet_ct_opts opts;
+	__u32 tuple_sz;
+	__u8 icmp_error; /* the tuple is an ICMP error's quoted packet */
+	__u8 tcp_flags;
+};
+
+/*
+ * Fill q for a lookup and return -1, or return the state directly when no
+ * lookup can say more: later fragments, protocols the kfuncs do not
+ * handle (they take TCP and UDP only) and ICMP errors quoting anything
+ * else are NEW; TCP flag combinations conntrack refuses are INVALID.
+ */
+static __always_inline int ct_prepare(void *data, void *data_end,
+				      const struct parapet_key *key,
+				      const struct parapet_offs *offs,
+				      struct ct_query *q)
+{
+	int v6 = key->family == PARAPET_FAMILY_IPV6;
+	__u8 proto = key->proto;
+	__u32 l4 = offs->l4;
+
+	if ((key->frag & PARAPET_FRAG_LATER) || l4 == 0)
+		return PARAPET_CT_NEW;
+	if (proto == IPPROTO_TCP && !tcp_flags_valid(key->tcp_flags))
+		return PARAPET_CT_INVALID;
+	if (proto == IPPROTO_TCP || proto == IPPROTO_UDP) {
+		q->tcp_flags = key->tcp_flags;
+		q->opts.l4proto = proto;
+		if (v6) {
+			__builtin_memcpy(q->t.ipv6.saddr, key->src, 16);
+			__builtin_memcpy(q->t.ipv6.daddr, key->dst, 16);
+			q->t.ipv6.sport = bpf_htons(key->sport);
+			q->t.ipv6.dport = bpf_htons(key->dport);
+			q->tuple_sz = sizeof(q->t.ipv6);
+		} else {
+			__builtin_memcpy(&q->t.ipv4.saddr, &key->src[12], 4);
+			__builtin_memcpy(&q->t.ipv4.daddr, &key->dst[12], 4);
+			q->t.ipv4.sport = bpf_htons(key->sport);
+			q->t.ipv4.dport = bpf_htons(key->dport);
+			q->tuple_sz = sizeof(q->t.ipv4);
+		}
+		return -1;
+	}
+	/* ICMP errors: the state is the quoted packet's connection's */
+	if (!v6 && proto == IPPROTO_ICMP) {
+		__u8 ty = key->icmp_type;
+		if (ty != 3 && ty != 4 && ty != 5 && ty != 11 && ty != 12)
+			return PARAPET_CT_NEW;
+		struct iphdr *in = HDR_AT(data, data_end, l4 + 8, sizeof(*in));
+		if (!in || in->ihl < 5)
+			return PARAPET_CT_INVALID;
+		__u32 inl4 = l4 + 8 + in->ihl * 4;
+		__u8 *ports = HDR_AT(data, data_end, inl4, 4);
+		if (!ports)
+			return PARAPET_CT_INVALID;
+		if (in->protocol != IPPROTO_TCP && in->protocol != IPPROTO_UDP)
+			return PARAPET_CT_NEW;
+		q->opts.l4proto = in->protocol;
+		q->t.ipv4.saddr = in->saddr;
+		q->t.ipv4.daddr = in->daddr;
+		__builtin_memcpy(&q->t.ipv4.sport, ports, 2);
+		__builtin_memcpy(&q->t.ipv4.dport, ports + 2, 2);
+		q->tuple_sz = sizeof(q->t.ipv4);
+		q->icmp_error = 1;
+		return -1;
+	}
+	if (v6 && proto == IPPROTO_ICMPV6) {
+		if (key->icmp_type >= 128)
+			return PARAPET_CT_NEW;
+		struct ipv6hdr *in = HDR_AT(data, data_end, l4 + 8, sizeof(*in));
+		if (!in)
+			return PARAPET_CT_INVALID;
+		__u8 *ports = HDR_AT(data, data_end, l4 + 8 + sizeof(*in), 4);
+		if (!ports)
+			return PARAPET_CT_INVALID;
+		/* quoted extension headers are not walked */
+		if (in->nexthdr != IPPROTO_TCP && in->nexthdr != IPPROTO_UDP)
+			return PARAPET_CT_NEW;
+		q->opts.l4proto = in->nexthdr;
+		__builtin_memcpy(q->t.ipv6.saddr, &in->saddr, 16);
+		__builtin_memcpy(q->t.ipv6.daddr, &in->daddr, 16);
+		__builtin_memcpy(&q->t.ipv6.sport, ports, 2);
+		__builtin_memcpy(&q->t.ipv6.dport, ports + 2, 2);
+		q->tuple_sz = sizeof(q->t.ipv6);
+		q->icmp_error = 1;
+		return -1;
+	}
+	return PARAPET_CT_NEW;
+}
+
+/*
+ * The lookup's result as xt_conntrack's --ctstate, following
+ * resolve_normal_ct(): an entry seen in the reply direction, or one that
+ * has seen a reply, is ESTABLISHED; an expected connection (IPS_EXPECTED)
+ * is RELATED; otherwise NEW.  An ICMP error quoting a known connection is
+ * RELATED, one quoting none is INVALID (nf_conntrack_inet_error).  With no
+ * entry, UDP is NEW and TCP is what tcp_new() makes of the flags with
+ * nf_conntrack_tcp_loose = 1: a SYN or a bare ACK is NEW, the rest
+ * (SYN+ACK, FIN, RST, none) INVALID.
+ */
+static __always_inline __u8 ct_result(struct nf_conn *ct, struct ct_query *q)
+{
+	if (!ct) {
+		if (q->icmp_error)
+			return PARAPET_CT_INVALID;
+		if (q->opts.l4proto == IPPROTO_TCP) {
+			__u8 f = q->tcp_flags & (TCPF_SYN | TCPF_ACK | TCPF_RST | TCPF_FIN);
+			return f == TCPF_SYN || f == TCPF_ACK ? PARAPET_CT_NEW :
+								 PARAPET_CT_INVALID;
+		}
+		return PARAPET_CT_NEW;
+	}
+	stat_inc(PARAPET_STAT_CT_FOUND);
+	unsigned long status = ct->status;
+	__u8 dir = q->opts.dir;
+
+	bpf_ct_release(ct);
+	if (q->icmp_error)
+		return PARAPET_CT_RELATED;
+	if (dir == 1 || (status & PARAPET_IPS_SEEN_REPLY))
+		return PARAPET_CT_ESTABLISHED;
+	if (status & PARAPET_IPS_EXPECTED)
+		return PARAPET_CT_RELATED;
+	return PARAPET_CT_NEW;
+}
+
+/* The packet's ctstate; `hook` is a constant at every call site. */
+static __always_inline __u8 ct_state(void *ctx, __u32 hook, void *data,
+				     void *data_end,
+				     const struct parapet_key *key,
+				     const struct parapet_offs *offs)
+{
+	struct ct_query q;
+	struct nf_conn *ct;
+
+	__builtin_memset(&q, 0, sizeof(q));
+	int st = ct_prepare(data, data_end, key, offs, &q);
+	if (st >= 0)
+		return st;
+	q.opts.netns_id = -1;
+	stat_inc(PARAPET_STAT_CT_LOOKUP);
+	if (hook == PARAPET_HOOK_TC)
+		ct = bpf_skb_ct_lookup(ctx, &q.t, q.tuple_sz, &q.opts,
+				       PARAPET_CT_OPTS_SZ);
+	else
+		ct = bpf_xdp_ct_lookup(ctx, &q.t, q.tuple_sz, &q.opts,
+				       PARAPET_CT_OPTS_SZ);
+	return ct_result(ct, &q);
+}
+
+/* ---- REJECT replies ---------------------------------------------------- */
+
+#define PARAPET_IP_TTL 64 /* net.ipv4.ip_default_ttl / IPv6 hop limit default */
+
+/* The reply a REJECT type asks for: ICMP (type, code), a TCP reset, or
+ * nothing (type of the other family, tcp-reset on non-TCP, unknown). */
+struct reject_plan {
+	__u8 rst;
+	__u8 icmp_type;
+	__u8 icmp_code;
+	__u8 ok;
+};
+
+static __always_inline struct reject_plan reject_plan(__u32 rtype, int v6,
+						      __u8 proto)
+{
+	struct reject_plan p = { .ok = 1 };
+	__u8 v4c = 0xff, v6c = 0xff;
+
+	switch (rtype) {
+	case PARAPET_REJECT_DEFAULT:
+	case PARAPET_REJECT_ICMPX_PORT_UNREACHABLE: v4c = 3; v6c = 4; break;
+	case PARAPET_REJECT_ICMP_NET_UNREACHABLE: v4c = 0; break;
+	case PARAPET_REJECT_ICMP_HOST_UNREACHABLE: v4c = 1; break;
+	case PARAPET_REJECT_ICMP_PORT_UNREACHABLE: v4c = 3; break;
+	case PARAPET_REJECT_ICMP_PROTO_UNREACHABLE: v4c = 2; break;
+	case PARAPET_REJECT_ICMP_NET_PROHIBITED: v4c = 9; break;
+	case PARAPET_REJECT_ICMP_HOST_PROHIBITED: v4c = 10; break;
+	case PARAPET_REJECT_ICMP_ADMIN_PROHIBITED: v4c = 13; break;
+	case PARAPET_REJECT_ICMP6_NO_ROUTE: v6c = 0; break;
+	case PARAPET_REJECT_ICMP6_ADM_PROHIBITED: v6c = 1; break;
+	case PARAPET_REJECT_ICMP6_ADDR_UNREACHABLE: v6c = 3; break;
+	case PARAPET_REJECT_ICMP6_PORT_UNREACHABLE: v6c = 4; break;
+	case PARAPET_REJECT_ICMP6_POLICY_FAIL: v6c = 5; break;
+	case PARAPET_REJECT_ICMP6_REJECT_ROUTE: v6c = 6; break;
+	case PARAPET_REJECT_ICMPX_NO_ROUTE: v4c = 0; v6c = 0; break;
+	case PARAPET_REJECT_ICMPX_ADMIN_PROHIBITED: v4c = 13; v6c = 1; break;
+	case PARAPET_REJECT_ICMPX_HOST_UNREACHABLE: v4c = 1; v6c = 3; break;
+	case PARAPET_REJECT_TCP_RESET:
+		p.rst = 1;
+		p.ok = proto == IPPROTO_TCP;
+		return p;
+	default:
+		p.ok = 0;
+		return p;
+	}
+	p.icmp_type = v6 ? 1 : 3;
+	p.icmp_code = v6 ? v6c : v4c;
+	p.ok = p.icmp_code != 0xff;
+	return p;
+}
+
+/*
+ * Packets that never get an answer (RFC 1122 3.2.2, RFC 4443 2.4 (e),
+ * icmp_send / icmp6_send / nf_send_reset): ICMP errors, TCP resets,
+ * non-first fragments, link-layer broadcast or multicast, and IP
+ * broadcast, multicast or unspecified addresses.
+ */
+static __always_inline int reject_eligible(const struct parapet_key *key,
+					   const __u8 *dmac)
+{
+	if (dmac[0] & 1)
+		return 0;
+	if (key->frag & PARAPET_FRAG_LATER)
+		return 0;
+	if (key->proto == IPPROTO_TCP && (key->tcp_flags & TCPF_RST))
+		return 0;
+	if (key->family == PARAPET_FAMILY_IPV4) {
+		__u8 s0 = key->src[12], d0 = key->dst[12];
+		__u32 d, sa;
+		__builtin_memcpy(&d, &key->dst[12], 4);
+		__builtin_memcpy(&sa, &key->src[12], 4);
+		if (d == 0xffffffff || (d0 & 0xf0) == 0xe0 || d == 0)
+			return 0;
+		if (sa == 0 || sa == 0xffffffff || (s0 & 0xf0) == 0xe0)
+			return 0;
+		if (key->proto == IPPROTO_ICMP) {
+			__u8 t = key->icmp_type;
+			if (t == 3 || t == 4 || t == 5 || t == 11 || t == 12 || t > 18)
+				return 0;
+		}
+	} else {
+		__u64 s0, s1;
+		if (key->dst[0] == 0xff || key->src[0] == 0xff)
+			return 0;
+		__builtin_memcpy(&s0, key->src, 8);
+		__builtin_memcpy(&s1, &key->src[8], 8);
+		if (s0 == 0 && s1 == 0)
+			return 0;
+		if (key->proto == IPPROTO_ICMPV6 &&
+		    (key->icmp_type < 128 || key->icmp_type == 137))
+			return 0;
+	}
+	return 1;
+}
+
+/* Internet checksum of buf[off, off + len): len a multiple of 4, at most
+ * 1536; chained through seed. */
+static __always_inline __s64 csum_buf(__u8 *buf, __u32 off, __u32 len, __s64 seed)
+{
+	int i;
+
+#pragma unroll
+	for (i = 0; i < 3; i++) {
+		__u32 n = len > 512 ? 512 : len;
+		if (n == 0)
+			break;
+		if (off > PARAPET_REJECT_MAX_L3 || seed < 0)
+			return -1;
+		seed = bpf_csum_diff(0, 0, (__be32 *)(buf + off), n, (__u32)seed);
+		off += n;
+		len -= n;
+	}
+	return seed;
+}
+
+static __always_inline __u16 csum_fold(__s64 s)
+{
+	__u32 x = (__u32)s;
+
+	x = (x & 0xffff) + (x >> 16);
+	x = (x & 0xffff) + (x >> 16);
+	return (__u16)~x;
+}
+
+/* Checksum of a transport message at buf[off, off + len) with its
+ * pseudo-header (RFC 793 / RFC 8200 8.1), stored at buf[off + at]. */
+static __always_inline int l4_csum(__u8 *buf, int v6, const struct parapet_key *key,
+				   __u8 proto, __u32 off, __u32 len, __u32 at)
+{
+	__u8 ph[40];
+	__s64 s;
+
+	__builtin_memset(ph, 0, sizeof(ph));
+	/* the reply goes from the packet's destination to its source */
+	if (v6) {
+		__builtin_memcpy(ph, key->dst, 16);
+		__builtin_memcpy(ph + 16, key->src, 16);
+		ph[34] = len >> 8;
+		ph[35] = len;
+		ph[39] = proto;
+		s = bpf_csum_diff(0, 0, (__be32 *)ph, 40, 0);
+	} else {
+		__builtin_memcpy(ph, &key->dst[12], 4);
+		__builtin_memcpy(ph + 4, &key->src[12], 4);
+		ph[9] = proto;
+		ph[10] = len >> 8;
+		ph[11] = len;
+		s = bpf_csum_diff(0, 0, (__be32 *)ph, 12, 0);
+	}
+	s = csum_buf(buf, off, (len + 3) & ~3u, s);
+	if (s < 0 || off + at > PARAPET_REJECT_MAX_L3)
+		return -1;
+	__u16 c = csum_fold(s);
+	__builtin_memcpy(buf + off + at, &c, 2);
+	return 0;
+}
+
+/* The reply's IP header at buf[0]: 20 bytes (IPv4) or 40 (IPv6). */
+static __always_inline void reply_ip(__u8 *buf, int v6,
+				     const struct parapet_key *key, __u8 proto,
+				     __u32 l3len, __u8 tos, __u16 frag)
+{
+	if (v6) {
+		__builtin_memset(buf, 0, 40);
+		buf[0] = 0x60;
+		buf[4] = (l3len - 40) >> 8;
+		buf[5] = l3len - 40;
+		buf[6] = proto;
+		buf[7] = PARAPET_IP_TTL;
+		__builtin_memcpy(buf + 8, key->dst, 16);
+		__builtin_memcpy(buf + 24, key->src, 16);
+		return;
+	}
+	__builtin_memset(buf, 0, 20);
+	buf[0] = 0x45;
+	buf[1] = tos;
+	buf[2] = l3len >> 8;
+	buf[3] = l3len;
+	buf[6] = frag >> 8;
+	buf[7] = frag;
+	buf[8] = PARAPET_IP_TTL;
+	buf[9] = proto;
+	__builtin_memcpy(buf + 12, &key->dst[12], 4);
+	__builtin_memcpy(buf + 16, &key->src[12], 4);
+	__u16 c = csum_fold(bpf_csum_diff(0, 0, (__be32 *)buf, 20, 0));
+	__builtin_memcpy(buf + 10, &c, 2);
+}
+
+/* Frame access for both hooks; `hook` is a constant at every call site. */
+static __always_inline long pkt_load(void *ctx, __u32 hook, __u32 off,
+				     void *to, __u32 len)
+{
+	if (hook == PARAPET_HOOK_TC)
+		return bpf_skb_load_bytes(ctx, off, to, len);
+	return bpf_xdp_load_bytes(ctx, off, to, len);
+}
+
+static __always_inline long pkt_store(void *ctx, __u32 hook, __u32 off,
+				      void *from, __u32 len)
+{
+	if (hook == PARAPET_HOOK_TC)
+		return bpf_skb_store_bytes(ctx, off, from, len, 0);
+	return bpf_xdp_store_bytes(ctx, off, from, len);
+}
+
+/*
+ * Make the frame len bytes long; its contents are rewritten afterwards.
+ * cur: the XDP frame's length now (the verifier refuses the 32-bit
+ * pointer arithmetic that computing it here compiles to).  XDP grows at
+ * the head: every XDP buffer has XDP_PACKET_HEADROOM there, while room at
+ * the tail depends on the driver (veth's copies of skbs have none).
+ */
+static __always_inline long pkt_resize(void *ctx, __u32 hook, __u32 len,
+				       __u32 cur)
+{
+	if (hook == PARAPET_HOOK_TC)
+		return bpf_skb_change_tail(ctx, len, 0);
+	int d = (int)len - (int)cur;
+	if (d > 0)
+		return bpf_xdp_adjust_head(ctx, -d);
+	return bpf_xdp_adjust_tail(ctx, d);
+}
+
+/*
+ * Turn the frame into the REJECT answer, in place: the Ethernet header
+ * (and any VLAN tags) stay with the MACs swapped, the L3 packet becomes
+ * a TCP reset (nf_reject_ip_tcphdr_put) or an ICMP / ICMPv6 error quoting
+ * the packet (IPv4: its header + 8 bytes, RFC 792; IPv6: as much as fits
+ * in 1280 bytes, RFC 4443).  Returns 1 when the frame is the answer and
+ * should go back out, 0 to drop.
+ */
+static __always_inline int reject_reply(void *ctx, __u32 hook,
+					const struct parapet_key *key,
+					const struct parapet_offs *offs,
+					__u32 rtype, __u32 frame_len)
+{
+	__u32 zero = 0;
+	__u8 l2[24], mac[6];
+	int v6 = key->family == PARAPET_FAMILY_IPV6;
+	struct reject_plan p = reject_plan(rtype, v6, key->proto);
+	__u32 l3 = offs->l3, l4 = offs->l4, rlen;
+
+	/* Ethernet and up to two VLAN tags: 14 <= l3 <= 22 */
+	if (l3 < 14 || l3 > sizeof(l2) ||
+	    pkt_load(ctx, hook, 0, l2, l3) < 0 || !p.ok ||
+	    !reject_eligible(key, l2)) {
+		stat_inc(PARAPET_STAT_REJECT_NO_REPLY);
+		return 0;
+	}
+	if (hook == PARAPET_HOOK_TC && ((struct __sk_buff *)ctx)->gso_size) {
+		/* a GRO super-packet: trimming it would keep its GSO state */
+		stat_inc(PARAPET_STAT_REJECT_NO_REPLY);
+		return 0;
+	}
+	if (!gcra_admit(bpf_map_lookup_elem(&parapet_reject_limit, &zero))) {
+		stat_inc(PARAPET_STAT_REJECT_LIMITED);
+		return 0;
+	}
+	struct parapet_reply_buf *rb = bpf_map_lookup_elem(&parapet_reply, &zero);
+	if (!rb || l3 > PARAPET_MAX_OFF || l4 > PARAPET_MAX_OFF)
+		goto fail;
+	__u8 *buf = rb->b;
+	__u32 hl = v6 ? 40 : 20;
+
+	if (p.rst) {
+		__u8 th[20];
+		if (l4 <= l3 || pkt_load(ctx, hook, l4, th, 20) < 0)
+			goto fail;
+		/* segment length: the datagram past the IP headers */
+		__u32 seglen = key->pkt_len - (l4 - l3);
+		__u32 doff = (th[12] >> 4) * 4;
+		__u8 *t = buf + hl;
+		rlen = hl + 20;
+		__builtin_memset(t, 0, 20);
+		t[0] = th[2];
+		t[1] = th[3];
+		t[2] = th[0];
+		t[3] = th[1];
+		t[12] = 5 << 4;
+		if (th[13] & TCPF_ACK) {
+			__builtin_memcpy(t + 4, th + 8, 4);
+			t[13] = TCPF_RST;
+		} else {
+			__u32 seq = ((__u32)th[4] << 24) | ((__u32)th[5] << 16) |
+				    ((__u32)th[6] << 8) | th[7];
+			seq += seglen - doff + !!(th[13] & TCPF_SYN) +
+			       !!(th[13] & TCPF_FIN);
+			t[8] = seq >> 24;
+			t[9] = seq >> 16;
+			t[10] = seq >> 8;
+			t[11] = seq;
+			t[13] = TCPF_RST | TCPF_ACK;
+		}
+		reply_ip(buf, v6, key, IPPROTO_TCP, rlen, 0, 0x4000 /* DF */);
+		if (l4_csum(buf, v6, key, IPPROTO_TCP, hl, 20, 16) < 0)
+			goto fail;
+	} else {
+		__u32 q;
+		__u32 il = hl + 8; /* IP + ICMP header */
+		if (v6) {
+			q = key->pkt_len;
+			if (q > PARAPET_REJECT_MAX_L3 - 48)
+				q = PARAPET_REJECT_MAX_L3 - 48;
+		} else {
+			/* header + 64 bits of data, RFC 792 */
+			q = l4 > l3 ? l4 - l3 + 8 : 28;
+			if (q > key->pkt_len)
+				q = key->pkt_len;
+			if (q > 68)
+				q = 68;
+		}
+		if (q < 1 || q > PARAPET_REJECT_MAX_L3 - 48)
+			goto fail;
+		if (pkt_load(ctx, hook, l3, buf + il, q) < 0)
+			goto fail;
+		rlen = il + q;
+		/* zero the bytes after the reply up to a 4-byte boundary */
+		if (rlen > PARAPET_REJECT_MAX_L3)
+			goto fail;
+		buf[rlen] = 0;
+		buf[rlen + 1] = 0;
+		buf[rlen + 2] = 0;
+		__u8 *ic = buf + hl;
+		ic[0] = p.icmp_type;
+		ic[1] = p.icmp_code;
+		__builtin_memset(ic + 2, 0, 6);
+		/* IPv4: TOS as icmp_send sets it for errors */
+		reply_ip(buf, v6, key, v6 ? IPPROTO_ICMPV6 : IPPROTO_ICMP, rlen,
+			 0xc0, 0);
+		if (v6) {
+			if (l4_csum(buf, 1, key, IPPROTO_ICMPV6, 40, rlen - 40, 2) < 0)
+				goto fail;
+		} else {
+			__s64 s = csum_buf(buf, 20, (rlen - 20 + 3) & ~3u, 0);
+			if (s < 0)
+				goto fail;
+			__u16 c = csum_fold(s);
+			__builtin_memcpy(buf + 22, &c, 2);
+		}
+	}
+	if (rlen > PARAPET_REJECT_MAX_L3)
+		goto fail;
+	if (pkt_resize(ctx, hook, l3 + rlen, frame_len) < 0)
+		goto fail;
+	__builtin_memcpy(mac, l2, 6);
+	__builtin_memcpy(l2, l2 + 6, 6);
+	__builtin_memcpy(l2 + 6, mac, 6);
+	if (l3 < 14 || l3 > sizeof(l2) ||
+	    pkt_store(ctx, hook, 0, l2, l3) < 0 ||
+	    pkt_store(ctx, hook, l3, buf, rlen) < 0)
+		goto fail;
+	stat_inc(PARAPET_STAT_REJECT_SENT);
+	return 1;
+fail:
+	stat_inc(PARAPET_STAT_REJECT_FAILED);
+	return 0;
 }
 
 /* ---- entry points ------------------------------------------------------ */
@@ -639,14 +1267,25 @@ int parapet_xdp(struct xdp_md *ctx)
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
 	struct parapet_key key;
+	struct parapet_offs offs = {};
 
 	__builtin_memset(&key, 0, sizeof(key));
 	key.ifindex = ctx->ingress_ifindex;
-	int status = parapet_parse(data, data_end, (__u32)(data_end - data), &key);
+	__u32 frame_len = (__u32)(data_end - data);
+	int status = parapet_parse(data, data_end, frame_len, &key, &offs);
+	if (parapet_ct_mode && status == PARAPET_PARSE_OK)
+		key.ctstate = ct_state(ctx, PARAPET_HOOK_XDP, data, data_end,
+				       &key, &offs);
 	__u32 verdict = parapet_decide(&key, status, PARAPET_HOOK_XDP);
 
-	/* REJECT cannot answer from XDP: it drops, like DROP. */
-	return verdict == PARAPET_VERDICT_ACCEPT ? XDP_PASS : XDP_DROP;
+	if ((verdict & 0xff) == PARAPET_VERDICT_ACCEPT)
+		return XDP_PASS;
+	/* REJECT answers out of the same port when it can; else it drops */
+	if ((verdict & 0xff) == PARAPET_VERDICT_REJECT &&
+	    reject_reply(ctx, PARAPET_HOOK_XDP, &key, &offs, verdict >> 8,
+			 frame_len))
+		return XDP_TX;
+	return XDP_DROP;
 }
 
 /* Enough for L2 + VLANs + IPv6 + a few extension headers + TCP. */
@@ -665,9 +1304,14 @@ int parapet_tc(struct __sk_buff *skb)
 	void *data = (void *)(long)skb->data;
 	void *data_end = (void *)(long)skb->data_end;
 
+	struct parapet_offs offs = {};
+
 	__builtin_memset(&key, 0, sizeof(key));
 	key.ifindex = skb->ingress_ifindex;
-	int status = parapet_parse(data, data_end, skb->len, &key);
+	int status = parapet_parse(data, data_end, skb->len, &key, &offs);
+	if (parapet_ct_mode && status == PARAPET_PARSE_OK)
+		key.ctstate = ct_state(skb, PARAPET_HOOK_TC, data, data_end,
+				       &key, &offs);
 	/* At tc the kernel has usually moved the outer tag out of the data
 	 * into skb->vlan_tci; it is the outer one, so it wins. */
 	if (skb->vlan_present) {
@@ -676,5 +1320,12 @@ int parapet_tc(struct __sk_buff *skb)
 	}
 	__u32 verdict = parapet_decide(&key, status, PARAPET_HOOK_TC);
 
-	return verdict == PARAPET_VERDICT_ACCEPT ? TC_ACT_OK : TC_ACT_SHOT;
+	if ((verdict & 0xff) == PARAPET_VERDICT_ACCEPT)
+		return TC_ACT_OK;
+	/* REJECT: the frame becomes the answer and leaves by the port it
+	 * came in on (egress of the ingress device) */
+	if ((verdict & 0xff) == PARAPET_VERDICT_REJECT &&
+	    reject_reply(skb, PARAPET_HOOK_TC, &key, &offs, verdict >> 8, 0))
+		return bpf_redirect(key.ifindex, 0);
+	return TC_ACT_SHOT;
 }

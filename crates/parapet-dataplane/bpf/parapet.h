@@ -14,7 +14,7 @@
 
 #include <linux/types.h>
 
-#define PARAPET_ABI_VERSION 2
+#define PARAPET_ABI_VERSION 3
 
 /* ---- parsed packet key ------------------------------------------------- */
 
@@ -54,7 +54,8 @@ struct parapet_key {
 	__u8 tcp_flags;	 /* TCP flags byte (CWR..FIN), else 0 */
 	__u8 frag;	 /* PARAPET_FRAG_* bits */
 	__u8 flags;	 /* PARAPET_KEY_F_* bits */
-	__u8 _pad[3];	 /* always zero */
+	__u8 ctstate;	 /* PARAPET_CT_* from the conntrack lookup; 0 when it is off */
+	__u8 _pad[2];	 /* always zero */
 };
 
 /* ---- parser outcome ---------------------------------------------------- */
@@ -82,7 +83,41 @@ enum parapet_parse_status {
 
 #define PARAPET_VERDICT_ACCEPT 0
 #define PARAPET_VERDICT_DROP 1
-#define PARAPET_VERDICT_REJECT 2 /* dropped: XDP and tc cannot answer */
+#define PARAPET_VERDICT_REJECT 2 /* answered (TCP RST / ICMP error) or dropped */
+
+/*
+ * REJECT types: the 4th word of an image verdict row and
+ * parapet_action.reject.  0 is iptables' default (ICMP port unreachable
+ * of the packet's family).  ICMPX types pick the packet's family.  A type
+ * of the other family (icmp-* on IPv6, icmp6-* on IPv4), tcp-reset on a
+ * non-TCP packet and UNKNOWN send nothing: the packet is only dropped.
+ */
+#define PARAPET_REJECT_DEFAULT 0
+#define PARAPET_REJECT_ICMP_NET_UNREACHABLE 1   /* 3/0 */
+#define PARAPET_REJECT_ICMP_HOST_UNREACHABLE 2  /* 3/1 */
+#define PARAPET_REJECT_ICMP_PORT_UNREACHABLE 3  /* 3/3 */
+#define PARAPET_REJECT_ICMP_PROTO_UNREACHABLE 4 /* 3/2 */
+#define PARAPET_REJECT_ICMP_NET_PROHIBITED 5    /* 3/9 */
+#define PARAPET_REJECT_ICMP_HOST_PROHIBITED 6   /* 3/10 */
+#define PARAPET_REJECT_ICMP_ADMIN_PROHIBITED 7  /* 3/13 */
+#define PARAPET_REJECT_TCP_RESET 8
+#define PARAPET_REJECT_ICMP6_NO_ROUTE 9         /* 1/0 */
+#define PARAPET_REJECT_ICMP6_ADM_PROHIBITED 10  /* 1/1 */
+#define PARAPET_REJECT_ICMP6_ADDR_UNREACHABLE 11 /* 1/3 */
+#define PARAPET_REJECT_ICMP6_PORT_UNREACHABLE 12 /* 1/4 */
+#define PARAPET_REJECT_ICMP6_POLICY_FAIL 13     /* 1/5 */
+#define PARAPET_REJECT_ICMP6_REJECT_ROUTE 14    /* 1/6 */
+#define PARAPET_REJECT_ICMPX_NO_ROUTE 15        /* 3/0 or 1/0 */
+#define PARAPET_REJECT_ICMPX_ADMIN_PROHIBITED 16 /* 3/13 or 1/1 */
+#define PARAPET_REJECT_ICMPX_HOST_UNREACHABLE 17 /* 3/1 or 1/3 */
+#define PARAPET_REJECT_ICMPX_PORT_UNREACHABLE 18 /* 3/3 or 1/4 */
+#define PARAPET_REJECT_UNKNOWN 255
+
+/* Largest reply: IPv6 minimum MTU (RFC 4443 2.4 (c)). */
+#define PARAPET_REJECT_MAX_L3 1280
+/* Default global reply rate (per second) and burst; see set_reject_rate. */
+#define PARAPET_REJECT_DEFAULT_RATE 1000
+#define PARAPET_REJECT_DEFAULT_BURST 50
 
 /* parapet_action.flags bits */
 #define PARAPET_ACTION_F_LOG 0x01
@@ -91,7 +126,8 @@ enum parapet_parse_status {
 struct parapet_action {
 	__u8 verdict; /* PARAPET_VERDICT_* */
 	__u8 flags;   /* PARAPET_ACTION_F_* */
-	__u16 _pad;
+	__u8 reject;  /* PARAPET_REJECT_* when verdict is REJECT */
+	__u8 _pad;
 };
 
 /* Per rule id, per CPU. */
@@ -154,7 +190,13 @@ enum parapet_stat {
 	PARAPET_STAT_IMAGE = 9,		  /* classified by the image walker */
 	PARAPET_STAT_IMAGE_ERROR = 10,	  /* walker refused the live image */
 	PARAPET_STAT_NONTERM_TRUNC = 11,  /* non-terminal matches beyond the cap */
-	PARAPET_STAT_MAX = 12,
+	PARAPET_STAT_REJECT_SENT = 12,	  /* REJECT answered (RST / ICMP error) */
+	PARAPET_STAT_REJECT_LIMITED = 13, /* REJECT over the reply rate: dropped */
+	PARAPET_STAT_REJECT_NO_REPLY = 14, /* REJECT of a packet that gets no answer */
+	PARAPET_STAT_REJECT_FAILED = 15,  /* building the answer failed: dropped */
+	PARAPET_STAT_CT_LOOKUP = 16,	  /* conntrack lookups made */
+	PARAPET_STAT_CT_FOUND = 17,	  /* ... that found an entry */
+	PARAPET_STAT_MAX = 18,
 };
 
 /* ---- debug record (test mode only) ------------------------------------- */
@@ -175,6 +217,8 @@ struct parapet_debug_rec {
 	__u32 nonterm[PARAPET_MAX_NONTERM]; /* rule ids, in evaluation order */
 	__u32 walk_err;	 /* why the image walker gave up (0: it did not) */
 	__u32 sets[2];	 /* the image key's set bits (words 24, 25) */
+	__u32 reject;	 /* PARAPET_REJECT_* of a REJECT verdict */
+	__u32 ctstate;	 /* the image key's ctstate (word 22) */
 };
 
 /* ---- sets (docs/dataplane.md, "Sets") ----------------------------------- */

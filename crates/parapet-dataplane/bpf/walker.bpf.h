@@ -586,7 +586,7 @@ static __always_inline void build_key(struct parapet_walk *w,
 	w->key[PARAPET_KW_DPORT] = key->dport;
 	w->key[PARAPET_KW_ICMP] = ((__u32)key->icmp_type << 8) | key->icmp_code;
 	w->key[PARAPET_KW_TCPFLAGS] = key->tcp_flags;
-	w->key[PARAPET_KW_CTSTATE] = parapet_ctstate;
+	w->key[PARAPET_KW_CTSTATE] = parapet_ct_mode ? key->ctstate : parapet_ctstate;
 	w->key[PARAPET_KW_FRAGMENT] = (key->frag & PARAPET_FRAG_LATER) ? 1 : 0;
 	w->key[PARAPET_KW_SETS] = 0; /* set_bits() fills these */
 	w->key[PARAPET_KW_SETS + 1] = 0;
@@ -682,10 +682,19 @@ static __noinline long image_walk(__u32 idx, __u32 slot,
 		w->err = w->err ? w->err : 14;
 		return -1;
 	}
-	/* 2 = REJECT, 3 = REJECT with a type: both drop at these hooks. */
+	/* 2 = REJECT, 3 = REJECT with a type.  The row's 4th word is the
+	 * PARAPET_REJECT_* type (0, the default, in images that predate it);
+	 * it rides in bits 8..15 of the verdict to the hook's reply code. */
 	w->verdict = code == 0 ? PARAPET_VERDICT_ACCEPT :
 		     code == 1 ? PARAPET_VERDICT_DROP :
 				 PARAPET_VERDICT_REJECT;
+	if (code >= 2) {
+		__u32 rtype = rd(w, w->verdicts_off +
+					    vi * PARAPET_IMG_VERDICT_WORDS + 3);
+		if (w->err)
+			return -1;
+		w->verdict |= (rtype > 0xff ? PARAPET_REJECT_UNKNOWN : rtype) << 8;
+	}
 	return rule;
 }
 

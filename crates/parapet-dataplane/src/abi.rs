@@ -7,7 +7,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// Version of the ABI in `parapet.h`; bumped whenever a layout changes.
-pub const ABI_VERSION: u32 = 2;
+pub const ABI_VERSION: u32 = 3;
 
 /// `parapet_key.family` of a frame that is not IP.
 pub const FAMILY_NONE: u8 = 0;
@@ -41,7 +41,7 @@ pub const IMAGE_PAGE_BYTES: usize = 4096;
 pub const IMAGE_DEFAULT_SLOT_PAGES: u32 = 256;
 
 /// Number of entries of the `parapet_stats` map.
-pub const STAT_MAX: u32 = 12;
+pub const STAT_MAX: u32 = 18;
 
 /// Non-terminal matches the BPF walker records per packet.
 pub const MAX_NONTERM: usize = 16;
@@ -85,8 +85,11 @@ pub struct PacketKey {
     pub frag: u8,
     /// [`KEY_F_VLAN`] bit.
     pub flags: u8,
+    /// `CT_*` from the kernel's conntrack table when the lookup is on
+    /// ([`crate::dataplane::Features::conntrack`]), else 0.
+    pub ctstate: u8,
     /// Always zero.
-    pub _pad: [u8; 3],
+    pub _pad: [u8; 2],
 }
 
 impl PacketKey {
@@ -173,8 +176,10 @@ pub struct RawAction {
     pub verdict: u8,
     /// [`ACTION_F_LOG`] bit.
     pub flags: u8,
+    /// `REJECT_*` type when `verdict` is REJECT.
+    pub reject: u8,
     /// Zero.
-    pub _pad: u16,
+    pub _pad: u8,
 }
 
 /// `struct parapet_counter`: packets and L3 bytes of one rule on one CPU.
@@ -258,6 +263,10 @@ pub struct DebugRec {
     pub walk_err: u32,
     /// The image key's set bits: word 24 (references 0..31), word 25.
     pub sets: [u32; 2],
+    /// `REJECT_*` type of a REJECT verdict.
+    pub reject: u32,
+    /// The ctstate the image saw (`CT_*`).
+    pub ctstate: u32,
 }
 
 /// Most set references an image may use (one `u64` of key bits).
@@ -406,6 +415,72 @@ pub enum Stat {
     /// Packets with more than [`MAX_NONTERM`] non-terminal matches (the
     /// rest were neither counted nor logged).
     NontermTruncated = 11,
+    /// REJECT verdicts answered with a TCP reset or an ICMP error.
+    RejectSent = 12,
+    /// REJECT verdicts over the global reply rate: dropped without answer.
+    RejectLimited = 13,
+    /// REJECT verdicts on packets that never get an answer (ICMP errors,
+    /// resets, broadcast/multicast, later fragments, a type of the other
+    /// family, `tcp-reset` on non-TCP): dropped.
+    RejectNoReply = 14,
+    /// REJECT verdicts whose answer could not be built: dropped.
+    RejectFailed = 15,
+    /// Conntrack lookups made.
+    CtLookup = 16,
+    /// Conntrack lookups that found an entry.
+    CtFound = 17,
+}
+
+/// REJECT types (`PARAPET_REJECT_*`): the 4th word of an image verdict row
+/// and [`RawAction::reject`]. `parapet_compile::image::reject_code` maps
+/// `--reject-with` names to them.
+pub mod reject {
+    /// iptables' default: ICMP port unreachable of the packet's family.
+    pub const DEFAULT: u8 = 0;
+    /// `icmp-net-unreachable` (3/0).
+    pub const ICMP_NET_UNREACHABLE: u8 = 1;
+    /// `icmp-host-unreachable` (3/1).
+    pub const ICMP_HOST_UNREACHABLE: u8 = 2;
+    /// `icmp-port-unreachable` (3/3).
+    pub const ICMP_PORT_UNREACHABLE: u8 = 3;
+    /// `icmp-proto-unreachable` (3/2).
+    pub const ICMP_PROTO_UNREACHABLE: u8 = 4;
+    /// `icmp-net-prohibited` (3/9).
+    pub const ICMP_NET_PROHIBITED: u8 = 5;
+    /// `icmp-host-prohibited` (3/10).
+    pub const ICMP_HOST_PROHIBITED: u8 = 6;
+    /// `icmp-admin-prohibited` (3/13).
+    pub const ICMP_ADMIN_PROHIBITED: u8 = 7;
+    /// `tcp-reset`.
+    pub const TCP_RESET: u8 = 8;
+    /// `icmp6-no-route` (1/0).
+    pub const ICMP6_NO_ROUTE: u8 = 9;
+    /// `icmp6-adm-prohibited` (1/1).
+    pub const ICMP6_ADM_PROHIBITED: u8 = 10;
+    /// `icmp6-addr-unreachable` (1/3).
+    pub const ICMP6_ADDR_UNREACHABLE: u8 = 11;
+    /// `icmp6-port-unreachable` (1/4).
+    pub const ICMP6_PORT_UNREACHABLE: u8 = 12;
+    /// `icmp6-policy-fail` (1/5).
+    pub const ICMP6_POLICY_FAIL: u8 = 13;
+    /// `icmp6-reject-route` (1/6).
+    pub const ICMP6_REJECT_ROUTE: u8 = 14;
+    /// `icmpx-no-route` (3/0 or 1/0).
+    pub const ICMPX_NO_ROUTE: u8 = 15;
+    /// `icmpx-admin-prohibited` (3/13 or 1/1).
+    pub const ICMPX_ADMIN_PROHIBITED: u8 = 16;
+    /// `icmpx-host-unreachable` (3/1 or 1/3).
+    pub const ICMPX_HOST_UNREACHABLE: u8 = 17;
+    /// `icmpx-port-unreachable` (3/3 or 1/4).
+    pub const ICMPX_PORT_UNREACHABLE: u8 = 18;
+    /// A name the writer did not know: drop without an answer.
+    pub const UNKNOWN: u8 = 255;
+    /// Largest reply (L3 bytes): the IPv6 minimum MTU.
+    pub const MAX_L3: usize = 1280;
+    /// Default global reply rate, per second.
+    pub const DEFAULT_RATE: u32 = 1000;
+    /// Default burst of the reply rate.
+    pub const DEFAULT_BURST: u32 = 50;
 }
 
 // SAFETY: all of these are #[repr(C)] plain integers/arrays with explicit
@@ -460,9 +535,9 @@ mod layout {
                 "sport" => sport, "dport" => dport, "vlan_id" => vlan_id,
                 "family" => family, "proto" => proto, "icmp_type" => icmp_type,
                 "icmp_code" => icmp_code, "tcp_flags" => tcp_flags, "frag" => frag,
-                "flags" => flags
+                "flags" => flags, "ctstate" => ctstate
             },
-            "parapet_action" => RawAction { "verdict" => verdict, "flags" => flags },
+            "parapet_action" => RawAction { "verdict" => verdict, "flags" => flags, "reject" => reject },
             "parapet_counter" => Counter { "packets" => packets, "bytes" => bytes },
             "parapet_lite_key" => LiteKey { "proto" => proto, "dport" => dport },
             "parapet_log_limit" => LogLimit {
@@ -476,7 +551,7 @@ mod layout {
                 "key" => key, "status" => status, "rule_id" => rule_id,
                 "verdict" => verdict, "seq" => seq, "by_image" => by_image,
                 "n_nonterm" => n_nonterm, "nonterm" => nonterm, "walk_err" => walk_err,
-                "sets" => sets
+                "sets" => sets, "reject" => reject, "ctstate" => ctstate
             },
             "parapet_set_ref" => RawSetRef {
                 "set_id" => set_id, "kind" => kind, "family" => family, "n_dims" => n_dims,
@@ -553,6 +628,87 @@ mod layout {
             ("PARAPET_SET_MAX_SHAPES", SET_MAX_SHAPES as u64),
             ("PARAPET_SET_LPM", SET_LPM.into()),
             ("PARAPET_SET_TUPLE", SET_TUPLE.into()),
+            ("PARAPET_REJECT_DEFAULT", reject::DEFAULT.into()),
+            (
+                "PARAPET_REJECT_ICMP_NET_UNREACHABLE",
+                reject::ICMP_NET_UNREACHABLE.into(),
+            ),
+            (
+                "PARAPET_REJECT_ICMP_HOST_UNREACHABLE",
+                reject::ICMP_HOST_UNREACHABLE.into(),
+            ),
+            (
+                "PARAPET_REJECT_ICMP_PORT_UNREACHABLE",
+                reject::ICMP_PORT_UNREACHABLE.into(),
+            ),
+            (
+                "PARAPET_REJECT_ICMP_PROTO_UNREACHABLE",
+                reject::ICMP_PROTO_UNREACHABLE.into(),
+            ),
+            (
+                "PARAPET_REJECT_ICMP_NET_PROHIBITED",
+                reject::ICMP_NET_PROHIBITED.into(),
+            ),
+            (
+                "PARAPET_REJECT_ICMP_HOST_PROHIBITED",
+                reject::ICMP_HOST_PROHIBITED.into(),
+            ),
+            (
+                "PARAPET_REJECT_ICMP_ADMIN_PROHIBITED",
+                reject::ICMP_ADMIN_PROHIBITED.into(),
+            ),
+            ("PARAPET_REJECT_TCP_RESET", reject::TCP_RESET.into()),
+            (
+                "PARAPET_REJECT_ICMP6_NO_ROUTE",
+                reject::ICMP6_NO_ROUTE.into(),
+            ),
+            (
+                "PARAPET_REJECT_ICMP6_ADM_PROHIBITED",
+                reject::ICMP6_ADM_PROHIBITED.into(),
+            ),
+            (
+                "PARAPET_REJECT_ICMP6_ADDR_UNREACHABLE",
+                reject::ICMP6_ADDR_UNREACHABLE.into(),
+            ),
+            (
+                "PARAPET_REJECT_ICMP6_PORT_UNREACHABLE",
+                reject::ICMP6_PORT_UNREACHABLE.into(),
+            ),
+            (
+                "PARAPET_REJECT_ICMP6_POLICY_FAIL",
+                reject::ICMP6_POLICY_FAIL.into(),
+            ),
+            (
+                "PARAPET_REJECT_ICMP6_REJECT_ROUTE",
+                reject::ICMP6_REJECT_ROUTE.into(),
+            ),
+            (
+                "PARAPET_REJECT_ICMPX_NO_ROUTE",
+                reject::ICMPX_NO_ROUTE.into(),
+            ),
+            (
+                "PARAPET_REJECT_ICMPX_ADMIN_PROHIBITED",
+                reject::ICMPX_ADMIN_PROHIBITED.into(),
+            ),
+            (
+                "PARAPET_REJECT_ICMPX_HOST_UNREACHABLE",
+                reject::ICMPX_HOST_UNREACHABLE.into(),
+            ),
+            (
+                "PARAPET_REJECT_ICMPX_PORT_UNREACHABLE",
+                reject::ICMPX_PORT_UNREACHABLE.into(),
+            ),
+            ("PARAPET_REJECT_UNKNOWN", reject::UNKNOWN.into()),
+            ("PARAPET_REJECT_MAX_L3", reject::MAX_L3 as u64),
+            ("PARAPET_REJECT_DEFAULT_RATE", reject::DEFAULT_RATE.into()),
+            ("PARAPET_REJECT_DEFAULT_BURST", reject::DEFAULT_BURST.into()),
+            ("PARAPET_CT_INVALID", crate::image::CT_INVALID.into()),
+            ("PARAPET_CT_NEW", crate::image::CT_NEW.into()),
+            (
+                "PARAPET_CT_ESTABLISHED",
+                crate::image::CT_ESTABLISHED.into(),
+            ),
+            ("PARAPET_CT_RELATED", crate::image::CT_RELATED.into()),
         ];
         assert_eq!(
             rust.len(),

@@ -15,6 +15,7 @@ use aya::programs::xdp::XdpLinkId;
 use aya::programs::{ProgramError, SchedClassifier, TestRun, TestRunOptions, Xdp, XdpMode};
 use aya::{Ebpf, EbpfLoader};
 
+use crate::abi::reject;
 use crate::abi::{
     Counter, DebugRec, IfName, LiteKey, LogLimit, PacketKey, ParseStatus, RawAction, RawLogEvent,
     RawSetDesc, RawSetRef, SetTupleKey, SetVal, Stat, Verdict, ACTION_F_LOG, HOOK_TC,
@@ -72,6 +73,19 @@ impl Default for LoadOptions {
     }
 }
 
+/// Optional parts of the program, chosen at load time (see
+/// [`Dataplane::load_with`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Features {
+    /// Look TCP and UDP packets (and ICMP errors quoting them) up in the
+    /// kernel's conntrack table and give the image their `--ctstate`
+    /// (docs/dataplane.md, *Conntrack state*). Off: every packet is
+    /// UNTRACKED. Needs the nf_conntrack kfuncs in vmlinux; without them
+    /// the load succeeds with the lookup off and
+    /// [`Dataplane::conntrack_note`] says why.
+    pub conntrack: bool,
+}
+
 /// Errors of the dataplane API.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -118,6 +132,9 @@ pub enum Error {
     /// A set operation was refused.
     #[error(transparent)]
     Set(#[from] SetError),
+    /// The embedded object could not be prepared for this kernel.
+    #[error("preparing the BPF object: {0}")]
+    Object(String),
 }
 
 /// Result alias.
@@ -202,6 +219,10 @@ pub struct Decision {
     /// Why the image walker gave up on this packet, 0 when it did not (the
     /// codes are the `w->err` assignments in `bpf/walker.bpf.h`).
     pub walk_err: u32,
+    /// The REJECT type (`abi::reject::*`) when the verdict is REJECT.
+    pub reject: u8,
+    /// The ctstate the classifier saw (`image::CT_*`).
+    pub ctstate: u32,
     /// The set bits of the image key (bit n = member of set reference n),
     /// as the kernel computed them; 0 when the image did not decide.
     pub set_bits: u64,
@@ -244,6 +265,9 @@ pub struct Dataplane {
     live_refs: Vec<RawSetRef>,
     /// Set ids by name (`install_sets`).
     pub(crate) set_names: HashMap<String, u32>,
+    reject_limit: Array<MapData, LogLimit>,
+    conntrack: bool,
+    conntrack_note: Option<String>,
 }
 
 impl std::fmt::Debug for Dataplane {
@@ -254,6 +278,19 @@ impl std::fmt::Debug for Dataplane {
             .field("generation", &self.generation)
             .field("attachments", &self.links.len())
             .finish_non_exhaustive()
+    }
+}
+
+/// GCRA parameters of a token bucket; rate 0 gives interval 0 (closed).
+fn gcra(rate_per_sec: u32, burst: u32) -> LogLimit {
+    if rate_per_sec == 0 {
+        return LogLimit::default();
+    }
+    let interval_ns = 1_000_000_000 / u64::from(rate_per_sec);
+    LogLimit {
+        interval_ns: interval_ns.max(1),
+        tolerance_ns: interval_ns * u64::from(burst.max(1) - 1),
+        tat_ns: 0,
     }
 }
 
@@ -271,6 +308,30 @@ impl Dataplane {
 
     /// [`Dataplane::load`] with explicit sizes of the set element maps.
     pub fn load_sized(opts: &LoadOptions, sizing: &SetSizing) -> Result<Self> {
+        Self::load_with(opts, sizing, &Features::default())
+    }
+
+    /// [`Dataplane::load_sized`] with optional [`Features`].
+    pub fn load_with(opts: &LoadOptions, sizing: &SetSizing, features: &Features) -> Result<Self> {
+        // aya 0.14 cannot link kfuncs: resolve them against this kernel's
+        // BTF first (src/kfunc.rs).
+        let kernel_btf = aya::Btf::from_sys_fs().ok();
+        let (object, missing) =
+            crate::kfunc::resolve(BPF_OBJECT, kernel_btf.as_ref()).map_err(Error::Object)?;
+        let conntrack_note = if !features.conntrack {
+            None
+        } else if kernel_btf.is_none() {
+            Some("conntrack lookup off: no /sys/kernel/btf/vmlinux".to_string())
+        } else if !missing.is_empty() {
+            Some(format!(
+                "conntrack lookup off: the kernel lacks {} (nf_conntrack not built in?)",
+                missing.join(", ")
+            ))
+        } else {
+            None
+        };
+        let conntrack = features.conntrack && conntrack_note.is_none();
+        let ct_mode = u32::from(conntrack);
         let entries = opts.max_rules.saturating_add(1);
         let slot_pages = opts.slot_pages.max(1);
         let debug_mode: u32 = opts.debug.into();
@@ -283,7 +344,8 @@ impl Dataplane {
             .map_max_entries("parapet_set_tuple", sizing.tuple_entries.max(1))
             .override_global("parapet_debug_mode", &debug_mode, true)
             .override_global("parapet_slot_pages", &slot_pages, true)
-            .load(BPF_OBJECT)?;
+            .override_global("parapet_ct_mode", &ct_mode, true)
+            .load(&object)?;
         for name in [PROG_XDP, PROG_TC] {
             let prog = ebpf.program_mut(name).ok_or(Error::Missing("program"))?;
             match name {
@@ -306,7 +368,8 @@ impl Dataplane {
         let set_descs = Array::try_from(take(&mut ebpf, "parapet_set_descs")?)?;
         let set_lpm = LpmTrie::try_from(take(&mut ebpf, "parapet_set_lpm")?)?;
         let set_tuple = BpfHashMap::try_from(take(&mut ebpf, "parapet_set_tuple")?)?;
-        Ok(Dataplane {
+        let reject_limit = Array::try_from(take(&mut ebpf, "parapet_reject_limit")?)?;
+        let mut dp = Dataplane {
             ebpf,
             max_rules: opts.max_rules,
             slot_pages,
@@ -333,7 +396,47 @@ impl Dataplane {
             staged_refs: vec![RawSetRef::default(); MAX_SET_REFS as usize],
             live_refs: vec![RawSetRef::default(); MAX_SET_REFS as usize],
             set_names: HashMap::new(),
-        })
+            reject_limit,
+            conntrack,
+            conntrack_note,
+        };
+        dp.set_reject_rate(reject::DEFAULT_RATE, reject::DEFAULT_BURST)?;
+        Ok(dp)
+    }
+
+    /// True when packets get their ctstate from the kernel's conntrack
+    /// table ([`Features::conntrack`] and the kernel has the kfuncs).
+    pub fn conntrack(&self) -> bool {
+        self.conntrack
+    }
+
+    /// Why the conntrack lookup is off although it was asked for.
+    pub fn conntrack_note(&self) -> Option<&str> {
+        self.conntrack_note.as_deref()
+    }
+
+    /// Limit REJECT answers (TCP resets, ICMP errors) to `rate_per_sec`
+    /// with bursts of `burst`, over all CPUs and rules together; the rest
+    /// are dropped silently ([`Stat::RejectLimited`]). Rate 0: never
+    /// answer. Loading sets 1000/s, burst 50.
+    pub fn set_reject_rate(&mut self, rate_per_sec: u32, burst: u32) -> Result<()> {
+        self.reject_limit.set(0, gcra(rate_per_sec, burst), 0)?;
+        Ok(())
+    }
+
+    /// [`Dataplane::set_action`] for a REJECT with a `--reject-with` type
+    /// (`abi::reject::*`, from `parapet_compile::image::reject_code`); used
+    /// when the interim classifier decides.
+    pub fn set_action_reject(&mut self, rule: u32, reject_type: u8, log: bool) -> Result<()> {
+        self.check_rule(rule)?;
+        let a = RawAction {
+            verdict: Verdict::Reject as u8,
+            flags: if log { ACTION_F_LOG } else { 0 },
+            reject: reject_type,
+            _pad: 0,
+        };
+        self.actions.set(rule, a, 0)?;
+        Ok(())
     }
 
     /// Largest valid rule id.
@@ -444,6 +547,7 @@ impl Dataplane {
         let a = RawAction {
             verdict: verdict as u8,
             flags: if log { ACTION_F_LOG } else { 0 },
+            reject: 0,
             _pad: 0,
         };
         self.actions.set(rule, a, 0)?;
@@ -637,17 +741,7 @@ impl Dataplane {
     /// across all CPUs together.
     pub fn set_log_rate(&mut self, rule: u32, rate_per_sec: u32, burst: u32) -> Result<()> {
         self.check_rule(rule)?;
-        let lim = if rate_per_sec == 0 {
-            LogLimit::default()
-        } else {
-            let interval_ns = 1_000_000_000 / u64::from(rate_per_sec);
-            LogLimit {
-                interval_ns: interval_ns.max(1),
-                tolerance_ns: interval_ns * u64::from(burst.max(1) - 1),
-                tat_ns: 0,
-            }
-        };
-        self.log_limits.set(rule, lim, 0)?;
+        self.log_limits.set(rule, gcra(rate_per_sec, burst), 0)?;
         Ok(())
     }
 
@@ -696,6 +790,33 @@ impl Dataplane {
         ifindex: u32,
         repeat: u32,
     ) -> Result<TestRunOutcome> {
+        self.test_run_inner(hook, frame, ifindex, repeat, None)
+            .map(|(o, _)| o)
+    }
+
+    /// [`Dataplane::test_run`] once, also returning the frame as the
+    /// program left it (a REJECT answer, for instance: `retval` is then
+    /// `TC_ACT_REDIRECT` (7) or `XDP_TX` (3)).
+    pub fn test_run_output(
+        &self,
+        hook: Hook,
+        frame: &[u8],
+        ifindex: u32,
+    ) -> Result<(TestRunOutcome, Vec<u8>)> {
+        let mut out = vec![0u8; frame.len() + 2048];
+        let (o, n) = self.test_run_inner(hook, frame, ifindex, 1, Some(&mut out))?;
+        out.truncate(n);
+        Ok((o, out))
+    }
+
+    fn test_run_inner(
+        &self,
+        hook: Hook,
+        frame: &[u8],
+        ifindex: u32,
+        repeat: u32,
+        data_out: Option<&mut [u8]>,
+    ) -> Result<(TestRunOutcome, usize)> {
         if frame.len() < 14 {
             return Err(Error::FrameTooShort(frame.len()));
         }
@@ -726,6 +847,7 @@ impl Dataplane {
         let opts = TestRunOptions {
             data_in: Some(frame),
             ctx_in: (!ctx.is_empty()).then_some(&ctx[..]),
+            data_out,
             repeat: repeat.max(1),
             ..TestRunOptions::default()
         };
@@ -737,11 +859,14 @@ impl Dataplane {
             Hook::Xdp => r.return_value == XDP_PASS,
             Hook::Tc => r.return_value == TC_ACT_OK,
         };
-        Ok(TestRunOutcome {
-            retval: r.return_value,
-            passed,
-            duration: r.duration,
-        })
+        Ok((
+            TestRunOutcome {
+                retval: r.return_value,
+                passed,
+                duration: r.duration,
+            },
+            r.data_size_out as usize,
+        ))
     }
 
     /// The last packet's key and decision. Only filled when loaded with
@@ -761,6 +886,8 @@ impl Dataplane {
             nonterminal: d.nonterm[..(d.n_nonterm as usize).min(d.nonterm.len())].to_vec(),
             walk_err: d.walk_err,
             set_bits: u64::from(d.sets[0]) | u64::from(d.sets[1]) << 32,
+            reject: d.reject as u8,
+            ctstate: d.ctstate,
         }))
     }
 

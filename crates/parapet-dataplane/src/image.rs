@@ -25,6 +25,14 @@ pub const HW_TOTAL_WORDS: usize = 4;
 pub const HW_CHECKSUM: usize = 5;
 /// The key's ctstate at XDP / tc ingress, where no conntrack has run.
 pub const CT_UNTRACKED: u32 = 4;
+/// ctstate INVALID (conntrack lookup on: refused by conntrack's checks).
+pub const CT_INVALID: u32 = 0;
+/// ctstate NEW.
+pub const CT_NEW: u32 = 1;
+/// ctstate ESTABLISHED.
+pub const CT_ESTABLISHED: u32 = 2;
+/// ctstate RELATED.
+pub const CT_RELATED: u32 = 3;
 
 /// Why bytes were refused as an image.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -29,6 +29,8 @@ pub mod abi;
 pub mod bridge;
 pub mod dataplane;
 pub mod image;
+#[doc(hidden)]
+pub mod kfunc;
 pub mod packet;
 pub mod parse;
 pub mod ruleset;
@@ -36,6 +38,7 @@ pub mod sets;
 
 pub use abi::{Counter, PacketKey, ParseStatus, Stat, Verdict};
 pub use dataplane::{
-    Attached, Dataplane, Decision, Error, Hook, LoadOptions, LogEvent, Mode, Stats, TestRunOutcome,
+    Attached, Dataplane, Decision, Error, Features, Hook, LoadOptions, LogEvent, Mode, Stats,
+    TestRunOutcome,
 };
 pub use sets::{monotonic_ns, PacketPart, SetDim, SetElement, SetError, SetSizing};

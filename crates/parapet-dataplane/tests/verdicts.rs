@@ -49,12 +49,27 @@ fn verdicts_and_return_codes_follow_the_rules() {
     // XDP: 2 = XDP_PASS, 1 = XDP_DROP; tc: 0 = TC_ACT_OK, 2 = TC_ACT_SHOT.
     let r = dp.test_run(Hook::Xdp, &udp(53, 0), 0, 1).unwrap();
     assert_eq!((r.retval, r.passed), (2, true));
+    // REJECT answers: 3 = XDP_TX, 7 = TC_ACT_REDIRECT (tests/reject.rs
+    // checks the answers); with replies switched off it drops.
     let r = dp.test_run(Hook::Xdp, &udp(54, 0), 0, 1).unwrap();
-    assert_eq!((r.retval, r.passed), (1, false), "REJECT drops at XDP");
+    assert_eq!((r.retval, r.passed), (3, false), "REJECT answers at XDP");
     let r = dp.test_run(Hook::Tc, &udp(53, 0), 0, 1).unwrap();
     assert_eq!((r.retval, r.passed), (0, true));
     let r = dp.test_run(Hook::Tc, &udp(54, 0), 0, 1).unwrap();
-    assert_eq!((r.retval, r.passed), (2, false), "REJECT drops at tc");
+    assert_eq!((r.retval, r.passed), (7, false), "REJECT answers at tc");
+    dp.set_reject_rate(0, 1).unwrap();
+    let r = dp.test_run(Hook::Xdp, &udp(54, 0), 0, 1).unwrap();
+    assert_eq!(
+        (r.retval, r.passed),
+        (1, false),
+        "unanswered REJECT drops at XDP"
+    );
+    let r = dp.test_run(Hook::Tc, &udp(54, 0), 0, 1).unwrap();
+    assert_eq!(
+        (r.retval, r.passed),
+        (2, false),
+        "unanswered REJECT drops at tc"
+    );
 
     let tcp = Frame::ipv4(SRC, DST).tcp(1, 53, 0x02).build();
     assert!(

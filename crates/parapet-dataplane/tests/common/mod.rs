@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod image;
+pub mod netns;
 pub mod wire;
 
 use parapet_dataplane::{Dataplane, LoadOptions};
@@ -56,4 +57,15 @@ impl Rng {
     pub fn u8(&mut self) -> u8 {
         self.next() as u8
     }
+}
+
+/// The classifier image of an iptables-save ruleset (its INPUT chain).
+pub fn iptables_image(text: &str) -> Vec<u8> {
+    let rs = parapet_parse::parse(text, "test", parapet_parse::Format::IptablesSave)
+        .expect("test ruleset parses")
+        .ruleset;
+    let list = parapet_model::flatten(&rs, rs.select_chain(Some("INPUT")).unwrap()).unwrap();
+    let (image, _) =
+        parapet_compile::compile(&list, &parapet_compile::CompileOptions::default()).unwrap();
+    image.to_bytes()
 }

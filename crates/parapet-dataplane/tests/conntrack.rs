@@ -1,0 +1,169 @@
+//! The conntrack state the kernel gives the image, through
+//! `BPF_PROG_TEST_RUN`: packets of no known connection get NEW or INVALID
+//! the way conntrack would judge them, lookups are made and counted, and
+//! an image that accepts only ESTABLISHED,RELATED drops them. With the
+//! lookup off every packet is UNTRACKED. (Connections that exist are
+//! covered end to end in `e2e_reject_ct.rs`.) Needs root.
+
+mod common;
+
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use common::{iptables_image, load_or_skip};
+use parapet_dataplane::image::{CT_INVALID, CT_NEW, CT_UNTRACKED};
+use parapet_dataplane::packet::{Frame, L4};
+use parapet_dataplane::{Dataplane, Features, Hook, LoadOptions, SetSizing, Stat, Verdict};
+
+const A4: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
+const B4: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 7);
+const A6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1);
+const B6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 1, 0, 0, 0, 2);
+
+const OPTS: LoadOptions = LoadOptions {
+    max_rules: 15,
+    slot_pages: 16,
+    debug: true,
+};
+
+/// The dataplane with the conntrack lookup on, or `None` (skipped) when
+/// this is not root or the kernel lacks the kfuncs.
+fn load_ct(test: &str) -> Option<Dataplane> {
+    // the privilege check and its message
+    drop(load_or_skip(test, &OPTS)?);
+    let dp = Dataplane::load_with(&OPTS, &SetSizing::default(), &Features { conntrack: true })
+        .expect("load with conntrack");
+    if !dp.conntrack() {
+        println!(
+            "skipped: {test}: {}",
+            dp.conntrack_note().unwrap_or("no conntrack")
+        );
+        return None;
+    }
+    Some(dp)
+}
+
+/// An ICMP error quoting a UDP datagram `from` → `to`.
+fn icmp_error_quoting(from: Ipv4Addr, to: Ipv4Addr) -> Vec<u8> {
+    let quoted = Frame::ipv4(from, to).udp(33000, 53).build();
+    let mut f = Frame::ipv4(B4, A4).l4(L4::Icmp { ty: 3, code: 3 }).build();
+    f.extend_from_slice(&quoted[14..14 + 28]);
+    let tot = (f.len() - 14) as u16;
+    f[16..18].copy_from_slice(&tot.to_be_bytes());
+    f[24..26].copy_from_slice(&[0, 0]);
+    let c = parapet_dataplane::packet::ipv4_checksum(&f[14..34]);
+    f[24..26].copy_from_slice(&c.to_be_bytes());
+    f
+}
+
+#[test]
+fn packets_without_a_connection_are_new_or_invalid() {
+    let Some(mut dp) = load_ct("packets_without_a_connection_are_new_or_invalid") else {
+        return;
+    };
+    let text = "*filter\n:INPUT DROP [0:0]\n\
+        -A INPUT -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT\n\
+        COMMIT\n";
+    dp.write_image(&iptables_image(text)).unwrap();
+    dp.swap().unwrap();
+    // Addresses of TEST-NET ranges: no connection of this host uses them.
+    let tcp = |f: u8| Frame::ipv4(A4, B4).tcp(40001, 80, f).build();
+    let cases: Vec<(&str, Vec<u8>, u32, bool)> = vec![
+        ("TCP SYN", tcp(0x02), CT_NEW, true),
+        ("TCP bare ACK (loose pickup)", tcp(0x10), CT_NEW, true),
+        ("TCP PSH+ACK", tcp(0x18), CT_NEW, true),
+        ("TCP SYN+ACK", tcp(0x12), CT_INVALID, true),
+        ("TCP FIN+ACK", tcp(0x11), CT_INVALID, true),
+        ("TCP RST", tcp(0x04), CT_INVALID, true),
+        ("TCP SYN+FIN", tcp(0x03), CT_INVALID, false),
+        ("TCP no flags", tcp(0x00), CT_INVALID, false),
+        (
+            "UDP",
+            Frame::ipv4(A4, B4).udp(5000, 53).build(),
+            CT_NEW,
+            true,
+        ),
+        (
+            "UDP v6",
+            Frame::ipv6(A6, B6).udp(5000, 53).build(),
+            CT_NEW,
+            true,
+        ),
+        (
+            "TCP SYN v6",
+            Frame::ipv6(A6, B6).tcp(1, 2, 0x02).build(),
+            CT_NEW,
+            true,
+        ),
+        (
+            "ICMP echo",
+            Frame::ipv4(A4, B4).l4(L4::Icmp { ty: 8, code: 0 }).build(),
+            CT_NEW,
+            false,
+        ),
+        (
+            "ICMP error, unknown quote",
+            icmp_error_quoting(A4, B4),
+            CT_INVALID,
+            true,
+        ),
+        (
+            "later fragment",
+            Frame::ipv4(A4, B4)
+                .ipv4_frag(100, false)
+                .udp(1, 2)
+                .payload(8)
+                .build(),
+            CT_NEW,
+            false,
+        ),
+        (
+            "GRE",
+            Frame::ipv4(A4, B4)
+                .l4(L4::Raw {
+                    proto: 47,
+                    header: vec![0; 4],
+                })
+                .build(),
+            CT_NEW,
+            false,
+        ),
+    ];
+    let mut lookups = 0;
+    for (name, frame, want, looked_up) in cases {
+        for hook in [Hook::Xdp, Hook::Tc] {
+            let before = dp.stats().unwrap().get(Stat::CtLookup);
+            let r = dp.test_run(hook, &frame, 0, 1).unwrap();
+            let d = dp.last_decision().unwrap().unwrap();
+            assert_eq!(d.ctstate, want, "{name} at {hook:?}");
+            assert!(d.by_image);
+            // only ESTABLISHED,RELATED is accepted
+            assert!(!r.passed, "{name} at {hook:?} passed");
+            assert_eq!(d.verdict, Verdict::Drop);
+            let made = dp.stats().unwrap().get(Stat::CtLookup) - before;
+            assert_eq!(made, u64::from(looked_up), "{name} at {hook:?}: lookups");
+            lookups += made;
+        }
+    }
+    let st = dp.stats().unwrap();
+    assert_eq!(st.get(Stat::CtLookup), lookups);
+    assert_eq!(st.get(Stat::CtFound), 0);
+}
+
+#[test]
+fn without_the_lookup_packets_are_untracked() {
+    let Some(mut dp) = load_or_skip("without_the_lookup_packets_are_untracked", &OPTS) else {
+        return;
+    };
+    assert!(!dp.conntrack());
+    let text = "*filter\n:INPUT DROP [0:0]\n\
+        -A INPUT -m conntrack --ctstate UNTRACKED -j ACCEPT\n\
+        COMMIT\n";
+    dp.write_image(&iptables_image(text)).unwrap();
+    dp.swap().unwrap();
+    let f = Frame::ipv4(A4, B4).tcp(1, 80, 0x02).build();
+    for hook in [Hook::Xdp, Hook::Tc] {
+        assert!(dp.test_run(hook, &f, 0, 1).unwrap().passed);
+        assert_eq!(dp.last_decision().unwrap().unwrap().ctstate, CT_UNTRACKED);
+    }
+    assert_eq!(dp.stats().unwrap().get(Stat::CtLookup), 0);
+}
