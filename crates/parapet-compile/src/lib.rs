@@ -35,6 +35,7 @@
 
 pub mod bench;
 mod compile;
+mod fast;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod image;
