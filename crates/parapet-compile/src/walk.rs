@@ -195,6 +195,13 @@ impl Walker {
         self.fast.as_ref().map_or(0, Fast::bytes)
     }
 
+    /// The fast path's `(tree words, complex records, 128-bit cuts)`, for
+    /// tests that must reach each kind.
+    #[doc(hidden)]
+    pub fn fast_shape(&self) -> Option<(usize, usize, usize)> {
+        self.fast.as_ref().map(Fast::shape)
+    }
+
     /// Whether first-match lookups use the compact trees of `crate::fast`.
     pub fn has_fast_path(&self) -> bool {
         self.fast.is_some()
@@ -520,7 +527,10 @@ impl Walker {
     /// batch form of [`Walker::first_match_image`]); pure images only.
     #[allow(clippy::needless_range_loop)]
     pub fn first_match_ids_image(&self, keys: &[Key], out: &mut [u32]) {
-        assert!(self.pure, "the image batch walk needs a pure first-match image");
+        assert!(
+            self.pure,
+            "the image batch walk needs a pure first-match image"
+        );
         assert_eq!(keys.len(), out.len(), "one output per key");
         const LANES: usize = 16;
         let w = self.image.words();
