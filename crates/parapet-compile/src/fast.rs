@@ -5,14 +5,17 @@
 //! copy only changes how user space lays the same trees out in memory and
 //! how it steps through them:
 //!
-//! - **16-byte nodes** (the image's are 32 bytes, with a 128-bit cut): a
-//!   cut below 2^32 — every cut of an IPv4 or port list — is one word, so
-//!   four nodes share a cache line. Cuts that need 128 bits keep them in a
-//!   side table.
+//! - **Two binary levels per step.** A cut below 2^32 — every cut of an
+//!   IPv4 or port list — is one word, so a binary node and its two binary
+//!   children fit one 32-byte *quad* node (three cuts, four children; the
+//!   image spends 32 bytes on each binary node). The three comparisons are
+//!   independent, so a quad costs about one binary step and halves the
+//!   dependent loads down binary stretches. Cuts that need 128 bits keep
+//!   them in a side table and take a branch.
 //! - **Branch-free steps.** Nodes, multi-way fanouts and leaves live in one
-//!   word array; a binary node's children are its own words 2 and 3, so
-//!   both node kinds end in one indexed load whose base and index are
-//!   selected, not branched on.
+//!   word array; a quad's children are its own words 4..8, so both node
+//!   kinds end in one indexed load whose base and index are selected, not
+//!   branched on.
 //! - **Compacted lock-step batches.** A batch steps only the walks still at
 //!   a node, kept in a list compacted without branches, so no step is
 //!   wasted on a lane that reached its leaf and no per-lane "at a leaf?"
@@ -36,11 +39,14 @@ use crate::walk::{prefetch, Key, Walker, KEY_OFF, KEY_WIDE};
 use std::collections::HashMap;
 use std::hint::select_unpredictable;
 
-/// Node kinds (bits 8..16 of a node's word 0).
-const K_BINARY: u32 = 0;
+/// Node kinds (bits 24..32 of a node's word 0).
+const K_QUAD: u32 = 0;
 const K_MULTI: u32 = 1;
 const K_WIDE: u32 = 2;
 const K_LEAF: u32 = 3;
+/// Words of a quad node (the largest); `t` ends with this many zeros so a
+/// step may read them past any node.
+const QUAD_WORDS: usize = 8;
 /// Record header bit: check the image's record (offset in the low bits).
 const COMPLEX: u32 = 1 << 31;
 /// Longest record kept in fixed form; longer ones are complex.
@@ -83,9 +89,11 @@ fn values(key: &Key) -> Vals {
 /// The compact trees of one image (see the module doc).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Fast {
-    /// Nodes `[kind << 8 | slot | shift << 16, cut or lo or wide index,
-    /// left or fanout base, right or index mask]`, fanouts, and leaves
-    /// `[K_LEAF << 8, 0, 0, 0, count, (entry, record) × count]`. A ref to a
+    /// Quad nodes `[K_QUAD << 24 | slot2 << 8 | slot1 << 4 | slot0, cut0,
+    /// cut1, cut2, 4 children]`, multi-way nodes `[K_MULTI << 24 | shift <<
+    /// 16 | slot, lo, fanout base, index mask]`, 128-bit-cut nodes
+    /// `[K_WIDE << 24 | field, wide index, left, right]`, fanouts, and
+    /// leaves `[K_LEAF << 24, 0, 0, 0, count, (entry, record) × count]`. A ref to a
     /// leaf carries `LEAF_BIT`. Word 0 starts an empty leaf, where lanes
     /// that skip a tree wait. Every leaf has at least one pair (empty ones
     /// a dummy), so its first record can be prefetched unconditionally.
@@ -129,6 +137,11 @@ fn triples(w: &[u32], rec: usize) -> Option<Vec<[u32; 3]>> {
     (out.len() <= MAX_TRIPLES).then_some(out)
 }
 
+/// The 128-bit cut of image binary node `n`.
+fn cut_of(n: &[u32]) -> u128 {
+    (n[4] as u128) | (n[5] as u128) << 32 | (n[6] as u128) << 64 | (n[7] as u128) << 96
+}
+
 impl Builder<'_> {
     fn leaf(&mut self, r: u32) -> u32 {
         let off = r & !LEAF_BIT;
@@ -138,7 +151,7 @@ impl Builder<'_> {
         let start = self.leaves_off + off as usize;
         let count = self.w[start] as usize;
         let at = self.out.t.len() as u32;
-        self.out.t.extend([K_LEAF << 8, 0, 0, 0, count as u32]);
+        self.out.t.extend([K_LEAF << 24, 0, 0, 0, count as u32]);
         for k in 0..count {
             let i = self.w[start + 1 + k];
             let rec = self.rec_of_entry[i as usize];
@@ -160,15 +173,24 @@ impl Builder<'_> {
         let w = self.w;
         // (image node, its reserved place in `t`).
         let mut queue = std::collections::VecDeque::new();
+        let nodes_off = self.nodes_off;
+        let words = move |c: u32| {
+            let n = &w[nodes_off + c as usize * NODE_WORDS..][..NODE_WORDS];
+            if (n[0] >> 8) & 0xff == NODE_BINARY && cut_of(n) <= u32::MAX as u128 {
+                QUAD_WORDS
+            } else {
+                4
+            }
+        };
         let first = self.out.t.len() as u32;
-        self.out.t.extend([0; 4]);
+        self.out.t.resize(first as usize + words(root), 0);
         queue.push_back((root, first));
         let child = |c: u32, b: &mut Self, q: &mut std::collections::VecDeque<_>| {
             if c & LEAF_BIT != 0 {
                 b.leaf(c)
             } else {
                 let s = b.out.t.len() as u32;
-                b.out.t.extend([0; 4]);
+                b.out.t.resize(s as usize + words(c), 0);
                 q.push_back((c, s));
                 s
             }
@@ -177,18 +199,40 @@ impl Builder<'_> {
             let n = &w[self.nodes_off + r as usize * NODE_WORDS..][..NODE_WORDS];
             let field = n[0] & 0xff;
             let node = if (n[0] >> 8) & 0xff == NODE_BINARY {
-                let cut = (n[4] as u128)
-                    | (n[5] as u128) << 32
-                    | (n[6] as u128) << 64
-                    | (n[7] as u128) << 96;
-                let left = child(n[1], self, &mut queue);
-                let right = child(n[2], self, &mut queue);
+                let cut = cut_of(n);
                 if cut <= u32::MAX as u128 {
-                    [K_BINARY << 8 | field, cut as u32, left, right]
+                    // Two levels in one step: each child that is a narrow
+                    // binary node is absorbed (its cut and children move
+                    // up); any other child fills both of its slots, so its
+                    // cut does not matter.
+                    let mut q = [K_QUAD << 24 | field, cut as u32, 0, 0, 0, 0, 0, 0];
+                    for (side, &c) in [n[1], n[2]].iter().enumerate() {
+                        let cn = (c & LEAF_BIT == 0)
+                            .then(|| &w[self.nodes_off + c as usize * NODE_WORDS..][..NODE_WORDS]);
+                        match cn {
+                            Some(cn)
+                                if (cn[0] >> 8) & 0xff == NODE_BINARY
+                                    && cut_of(cn) <= u32::MAX as u128 =>
+                            {
+                                q[0] |= (cn[0] & 0xf) << (4 + 4 * side);
+                                q[2 + side] = cut_of(cn) as u32;
+                                q[4 + 2 * side] = child(cn[1], self, &mut queue);
+                                q[5 + 2 * side] = child(cn[2], self, &mut queue);
+                            }
+                            _ => {
+                                let r = child(c, self, &mut queue);
+                                q[4 + 2 * side] = r;
+                                q[5 + 2 * side] = r;
+                            }
+                        }
+                    }
+                    q.to_vec()
                 } else {
+                    let left = child(n[1], self, &mut queue);
+                    let right = child(n[2], self, &mut queue);
                     self.out.wide_cuts.push(cut);
                     let i = self.out.wide_cuts.len() as u32 - 1;
-                    [K_WIDE << 8 | field, i, left, right]
+                    vec![K_WIDE << 24 | field, i, left, right]
                 }
             } else {
                 let bits = n[2] & 0xff;
@@ -205,14 +249,14 @@ impl Builder<'_> {
                     let c = w[self.fanout_off + base + k];
                     self.out.t[fan + k] = child(c, self, &mut queue);
                 }
-                [
-                    K_MULTI << 8 | slot | shift << 16,
+                vec![
+                    K_MULTI << 24 | slot | shift << 16,
                     lo,
                     fan as u32,
                     (1 << bits) - 1,
                 ]
             };
-            self.out.t[at as usize..at as usize + 4].copy_from_slice(&node);
+            self.out.t[at as usize..at as usize + node.len()].copy_from_slice(&node);
         }
         first
     }
@@ -270,7 +314,7 @@ impl Fast {
         if w.len() >= COMPLEX as usize {
             return None;
         }
-        out.t.extend([K_LEAF << 8, 0, 0, 0, 0, 0, 0]);
+        out.t.extend([K_LEAF << 24, 0, 0, 0, 0, 0, 0]);
         let mut b = Builder {
             w,
             leaves_off: h(hw::LEAVES_OFF),
@@ -286,6 +330,7 @@ impl Fast {
             b.out.roots.push(root);
             b.out.min_entry.push(w[part + 3]);
         }
+        b.out.t.extend([0; QUAD_WORDS]);
         b.out.check().then_some(b.out)
     }
 
@@ -315,11 +360,12 @@ impl Fast {
                 }
                 continue;
             }
-            let Some(n) = t.get(at..at + 4) else {
+            // Every step reads QUAD_WORDS words, whatever the kind.
+            let Some(n) = t.get(at..at + QUAD_WORDS) else {
                 return false;
             };
-            let children = match (n[0] >> 8) & 0xff {
-                K_BINARY => &n[2..4],
+            let children = match n[0] >> 24 {
+                K_QUAD => &n[4..8],
                 K_WIDE if (n[1] as usize) < self.wide_cuts.len() => &n[2..4],
                 K_MULTI => match t.get(n[2] as usize..=(n[2] as usize + n[3] as usize)) {
                     Some(c) => c,
@@ -354,31 +400,35 @@ impl Fast {
     fn step(&self, r: u32, v: &Vals, key: &Key) -> u32 {
         let t = self.t.as_slice();
         let r = r as usize;
-        debug_assert!(r + 4 <= t.len());
+        debug_assert!(r + QUAD_WORDS <= t.len());
         // SAFETY: `check` (run by `build`, which returns no fast path when
-        // it fails) proved that every node reachable from a root has its 4
-        // words inside `t`, and only such nodes are stepped.
-        let n = unsafe { t.get_unchecked(r..r + 4) };
-        let (h, a) = (n[0], n[1]);
-        let kind = (h >> 8) & 0xff;
+        // it fails) proved that every node reachable from a root has
+        // QUAD_WORDS words inside `t`, and only such nodes are stepped.
+        let n = unsafe { t.get_unchecked(r..r + QUAD_WORDS) };
+        let h = n[0];
+        let kind = h >> 24;
         if kind == K_WIDE {
             let f = (h & 0xff) as usize;
-            return n[2 + (key.value(f) > self.wide_cuts[a as usize]) as usize];
+            return n[2 + (key.value(f) > self.wide_cuts[n[1] as usize]) as usize];
         }
-        let x = v[(h & 0xf) as usize];
-        // Binary: right when above the cut. Multi-way: as the image walker,
-        // wrapping 32-bit arithmetic on the low word is exact because the
-        // region spans ≤ 2^32 values. Both are computed and one selected:
-        // the kind is data, a branch on it mispredicts.
-        let ib = (x > a as u64) as u32;
-        let im = ((x as u32).wrapping_sub(a) >> ((h >> 16) & 31)).min(n[3]);
+        // Quad: two binary levels, their three cuts compared at once.
+        let b0 = v[(h & 0xf) as usize] > n[1] as u64;
+        let b1 = v[((h >> 4) & 0xf) as usize] > n[2] as u64;
+        let b2 = v[((h >> 8) & 0xf) as usize] > n[3] as u64;
+        let iq = 2 * b0 as u32 + select_unpredictable(b0, b2, b1) as u32;
+        // Multi-way: as the image walker, wrapping 32-bit arithmetic on the
+        // low word is exact because the region spans ≤ 2^32 values.
+        let x = v[(h & 0xf) as usize] as u32;
+        let im = (x.wrapping_sub(n[1]) >> ((h >> 16) & 31)).min(n[3]);
+        // Both are computed and one selected: the kind is data, a branch
+        // on it mispredicts.
         let multi = kind == K_MULTI;
-        let base = select_unpredictable(multi, n[2], r as u32 + 2);
-        let idx = select_unpredictable(multi, im, ib);
+        let base = select_unpredictable(multi, n[2], r as u32 + 4);
+        let idx = select_unpredictable(multi, im, iq);
         debug_assert!(((base + idx) as usize) < t.len());
-        // SAFETY: `check` proved that a binary node's words 2 and 3 and a
+        // SAFETY: `check` proved that a quad node's words 4..8 and a
         // multi-way node's fanout `base..=base + mask` lie inside `t`; `idx`
-        // is ≤ 1 or ≤ mask respectively.
+        // is ≤ 3 or ≤ mask respectively.
         unsafe { *t.get_unchecked((base + idx) as usize) }
     }
 
