@@ -35,7 +35,7 @@
 //! against both the image walk and the decision list.
 
 use crate::image::{self, hw, LEAF_BIT, NODE_BINARY, NODE_WORDS};
-use crate::walk::{prefetch, Key, Walker, KEY_OFF, KEY_WIDE};
+use crate::walk::{prefetch, u128_at, Key, Walker, KEY_OFF, KEY_WIDE};
 use std::collections::HashMap;
 use std::hint::select_unpredictable;
 
@@ -139,7 +139,7 @@ fn triples(w: &[u32], rec: usize) -> Option<Vec<[u32; 3]>> {
 
 /// The 128-bit cut of image binary node `n`.
 fn cut_of(n: &[u32]) -> u128 {
-    (n[4] as u128) | (n[5] as u128) << 32 | (n[6] as u128) << 64 | (n[7] as u128) << 96
+    u128_at(&n[4..8])
 }
 
 impl Builder<'_> {

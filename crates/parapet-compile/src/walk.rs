@@ -134,7 +134,7 @@ pub(crate) fn prefetch(w: &[u32]) {
 }
 
 #[inline(always)]
-fn u128_at(w: &[u32]) -> u128 {
+pub(crate) fn u128_at(w: &[u32]) -> u128 {
     (w[0] as u128) | (w[1] as u128) << 32 | (w[2] as u128) << 64 | (w[3] as u128) << 96
 }
 
