@@ -97,7 +97,7 @@ fn random_pure_lists_fast_equals_image_and_list() {
             .enumerate()
             .map(|(i, p)| {
                 let bits = (0..rs.set_refs.len())
-                    .map(|n| (seed as usize + i * 7 + n * 3) % 3 != 0)
+                    .map(|n| !(seed as usize + i * 7 + n * 3).is_multiple_of(3))
                     .collect();
                 (p, bits)
             })
