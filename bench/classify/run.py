@@ -922,7 +922,7 @@ def write_report(out_dir):
             "On a loaded machine this is the fairer comparison.",
             "- **build ms**: parapet: building the classifier from the parsed ruleset (flatten + "
             "compile). rte_acl: `rte_acl_build` only (its rule insertion is not included).",
-            "- **memory MiB**: parapet: the classifier image (`memory_bytes`). rte_acl: growth of "
+            "- **memory MiB**: parapet: the classifier image plus its user-space fast path (`memory_bytes`). rte_acl: growth of "
             "the DPDK heap across `rte_acl_build`, i.e. its run-time lookup structure (the "
             "transient build memory, ~10× larger, is not included; see docs/rte_acl.md).",
             "- **CPU share**: CPU time of the measuring process / its wall time (includes parsing "

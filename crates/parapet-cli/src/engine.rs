@@ -123,7 +123,7 @@ impl<'a> Engine<'a> {
         }
     }
 
-    /// Memory held by the engine's data, in bytes (the image, for compiled engines).
+    /// Memory held by the engine's data, in bytes (compiled engines: the image plus the user-space fast path).
     pub fn memory_bytes(&self, rs: &Ruleset) -> usize {
         let matches_bytes = |m: &parapet_model::Matches| {
             m.iter()
@@ -138,7 +138,7 @@ impl<'a> Engine<'a> {
                 .iter()
                 .map(|e| 48 + matches_bytes(&e.matches))
                 .sum(),
-            Engine::Compiled(c) => c.memory_bytes(),
+            Engine::Compiled(c) => c.lookup_memory_bytes(),
         }
     }
 

@@ -4,7 +4,11 @@
 //! `cargo run --release -p parapet-compile --example explain -- FILTERS|random:N [TRACE] [leaf_size]`
 //!
 //! Environment: `BENCH=1` also measures lookups; `SPFAC=x` sets the
-//! multi-way space factor; `NOPART=1` builds one tree for all rules.
+//! multi-way space factor; `NOPART=1` builds one tree for all rules;
+//! `PASSES=fast|image` classifies the trace 6 times through the batch API
+//! (`fast`: the user-space fast path, `image`: the walk of the image words)
+//! inside `profile_passes`, for `valgrind --tool=callgrind
+//! --toggle-collect='*profile_passes*'`.
 
 #[path = "../tests/common.rs"]
 mod common;
@@ -56,6 +60,11 @@ fn main() {
             checked += k;
         }
         let n = packets.len().max(1) as f64;
+        if let Ok(which) = std::env::var("PASSES") {
+            let keys: Vec<Key> = packets.iter().map(|p| Key::new(p, 0)).collect();
+            let sum = profile_passes(&c, &keys, which == "image");
+            println!("  passes: 6 x {} lookups (checksum {sum})", keys.len());
+        }
         if std::env::var_os("BENCH").is_some() {
             let keys: Vec<Key> = packets.iter().map(|p| Key::new(p, 0)).collect();
             println!("{}", bench_lookups(&c, &keys, 5).to_json());
@@ -67,4 +76,20 @@ fn main() {
             checked as f64 / n
         );
     }
+}
+
+/// Six batch passes over `keys` (see the module doc).
+#[inline(never)]
+fn profile_passes(c: &Classifier, keys: &[Key], image: bool) -> u64 {
+    let mut out = vec![0u32; keys.len()];
+    let mut sum = 0u64;
+    for _ in 0..6 {
+        if image {
+            c.walker().first_match_ids_image(keys, &mut out);
+        } else {
+            c.classify_batch_ids(keys, &mut out);
+        }
+        sum += out.iter().map(|&x| x as u64).sum::<u64>();
+    }
+    sum
 }

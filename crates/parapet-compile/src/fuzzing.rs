@@ -208,6 +208,13 @@ pub fn check_classify(data: &[u8]) {
             let got = c.classify(p, bits);
             assert_eq!(got, want, "{opts:?} {p}\n{}", c.explain());
         }
+        // The batch path (the fast path's lock-step walk on pure lists).
+        let keys: Vec<Key> = packets.iter().map(|(p, b)| Key::from_bits(p, b)).collect();
+        let mut ids = vec![0u32; keys.len()];
+        c.classify_batch_ids(&keys, &mut ids);
+        for ((p, bits), id) in packets.iter().zip(&ids) {
+            assert_eq!(*id, list.classify(p, bits).rule_id, "{opts:?} batch {p}");
+        }
     }
 }
 
@@ -235,6 +242,8 @@ pub fn check_image(data: &[u8]) {
             let key = Key::new(&p, b.byte() as u64);
             let _ = c.classify_key(&key);
             let _ = c.classify_id(&key);
+            let mut id = [0u32];
+            c.classify_batch_ids(&[key], &mut id);
         }
     }
 }

@@ -13,6 +13,10 @@
 //! - [`Walker`]: classifies a [`Key`] (a packet plus set-membership bits)
 //!   exactly as [`parapet_model::DecisionList::classify`] does — deciding
 //!   rule, verdict, and non-terminal rules (LOG, counters, jumps, RETURNs).
+//!   For pure first-match lists it also builds a user-space fast path from
+//!   the image: the same trees in a compact layout (two binary levels per
+//!   node, record offsets in leaves, fixed-size records) walked by
+//!   branch-free, lock-stepped batches.
 //! - [`Classifier`]: the meta-engine. `Classifier::build(list, &opts)` picks
 //!   linear or tree from the list and the [`Policy`], and
 //!   [`Classifier::explain`] says why and what it built.
@@ -35,6 +39,7 @@
 
 pub mod bench;
 mod compile;
+mod fast;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod image;

@@ -229,9 +229,15 @@ impl Classifier {
         &self.stats
     }
 
-    /// Image size in bytes.
+    /// Image size in bytes (what the memory budget bounds).
     pub fn memory_bytes(&self) -> usize {
         self.image().len_bytes()
+    }
+
+    /// Memory user-space lookups read: the image plus the fast path's
+    /// compact copy of its trees (`Walker::fast_bytes`).
+    pub fn lookup_memory_bytes(&self) -> usize {
+        self.memory_bytes() + self.walker.fast_bytes()
     }
 
     /// Entries of the compiled list.
@@ -334,9 +340,10 @@ impl Classifier {
         }
         let _ = writeln!(
             s,
-            "  memory: {} bytes ({} bytes of rule records)",
+            "  memory: {} bytes ({} bytes of rule records); user-space fast path: {} bytes more",
             self.memory_bytes(),
-            s_.entry_words * 4
+            s_.entry_words * 4,
+            self.walker.fast_bytes()
         );
         let _ = writeln!(s, "  build: {:.1} ms", s_.build_ms);
         s

@@ -4,13 +4,14 @@
 //! from its maps — so a difference between the two walkers is a bug in one
 //! of them, never a difference of data.
 
+use crate::fast::Fast;
 use crate::image::{self, hw, kind, Image};
 use parapet_model::{Decision, Field, Packet, Verdict};
 
 /// Key word offset of each field id (`docs/image-format.md`).
-const KEY_OFF: [usize; 12] = [0, 1, 5, 9, 10, 11, 12, 13, 14, 18, 22, 23];
+pub(crate) const KEY_OFF: [usize; 12] = [0, 1, 5, 9, 10, 11, 12, 13, 14, 18, 22, 23];
 /// Whether each field id takes 4 key words (128-bit fields).
-const KEY_WIDE: [bool; 12] = [
+pub(crate) const KEY_WIDE: [bool; 12] = [
     false, true, true, false, false, false, false, false, true, true, false, false,
 ];
 
@@ -100,6 +101,9 @@ pub struct Walker {
     entries_off: usize,
     pure: bool,
     verdicts: Vec<Verdict>,
+    /// The compact copy of the trees for user-space first-match lookups
+    /// (pure first-match images only; `crate::fast`).
+    fast: Option<Fast>,
 }
 
 /// One lookup's raw answer: the deciding entry (if any) and the
@@ -114,7 +118,7 @@ pub struct RawDecision {
 
 /// Hints the CPU to start loading the cache line of `w[0]`.
 #[inline(always)]
-fn prefetch(w: &[u32]) {
+pub(crate) fn prefetch(w: &[u32]) {
     #[cfg(target_arch = "x86_64")]
     {
         // SAFETY: prefetching is a hint; it never faults, even on an
@@ -130,7 +134,7 @@ fn prefetch(w: &[u32]) {
 }
 
 #[inline(always)]
-fn u128_at(w: &[u32]) -> u128 {
+pub(crate) fn u128_at(w: &[u32]) -> u128 {
     (w[0] as u128) | (w[1] as u128) << 32 | (w[2] as u128) << 64 | (w[3] as u128) << 96
 }
 
@@ -168,7 +172,7 @@ impl Walker {
                 }
             })
             .collect();
-        Walker {
+        let mut walker = Walker {
             roots,
             min_entry,
             nodes_off: h(hw::NODES_OFF),
@@ -179,7 +183,35 @@ impl Walker {
             pure: w[hw::FLAGS] & image::FLAG_PURE_FIRST_MATCH != 0,
             verdicts,
             image,
-        }
+            fast: None,
+        };
+        walker.fast = Fast::build(&walker);
+        walker
+    }
+
+    /// Bytes of the user-space fast path's compact trees (0 when the image
+    /// is walked directly).
+    pub fn fast_bytes(&self) -> usize {
+        self.fast.as_ref().map_or(0, Fast::bytes)
+    }
+
+    /// The fast path's `(tree words, complex records, 128-bit cuts)`, for
+    /// tests that must reach each kind.
+    #[doc(hidden)]
+    pub fn fast_shape(&self) -> Option<(usize, usize, usize)> {
+        self.fast.as_ref().map(Fast::shape)
+    }
+
+    /// Whether first-match lookups use the compact trees of `crate::fast`.
+    pub fn has_fast_path(&self) -> bool {
+        self.fast.is_some()
+    }
+
+    /// Does entry record at image word `rec` match `key`? (For the fast
+    /// path's complex records.)
+    #[inline]
+    pub(crate) fn matches_at(&self, rec: usize, key: &Key) -> bool {
+        self.matches(self.image.words(), rec, key)
     }
 
     /// The image walked.
@@ -291,6 +323,16 @@ impl Walker {
     /// entry kinds. Exact for pure first-match lists (every entry decides).
     #[inline]
     pub fn first_match(&self, key: &Key) -> Option<u32> {
+        if let Some(f) = &self.fast {
+            let best = f.first_match(self, key);
+            return (best != u32::MAX).then_some(best);
+        }
+        self.first_match_image(key)
+    }
+
+    /// [`Walker::first_match`] reading the image words directly, as the
+    /// BPF walker does (the fast path's reference in tests).
+    pub fn first_match_image(&self, key: &Key) -> Option<u32> {
         let w = self.image.words();
         let mut best = u32::MAX;
         for p in 0..self.roots.len() {
@@ -475,6 +517,21 @@ impl Walker {
             }
             return;
         }
+        if let Some(f) = &self.fast {
+            return f.first_match_ids(self, keys, out);
+        }
+        self.first_match_ids_image(keys, out)
+    }
+
+    /// [`Walker::first_match_ids`] reading the image words directly (the
+    /// batch form of [`Walker::first_match_image`]); pure images only.
+    #[allow(clippy::needless_range_loop)]
+    pub fn first_match_ids_image(&self, keys: &[Key], out: &mut [u32]) {
+        assert!(
+            self.pure,
+            "the image batch walk needs a pure first-match image"
+        );
+        assert_eq!(keys.len(), out.len(), "one output per key");
         const LANES: usize = 16;
         let w = self.image.words();
         for (c, (keys_c, out)) in keys.chunks(LANES).zip(out.chunks_mut(LANES)).enumerate() {
