@@ -38,8 +38,11 @@ use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use aya::maps::{Array, Map, MapData, MapInfo};
+use aya::programs::loaded_programs;
 use common::load_or_skip;
 use parapet_compile::{compile, CompileOptions};
+use parapet_dataplane::abi::{IMAGE_DEFAULT_SLOT_PAGES, IMAGE_PAGE_BYTES};
 use parapet_dataplane::{Dataplane, Hook, LoadOptions, Mode, Stat, Verdict as DpVerdict};
 use parapet_model::{DecisionList, Entry, EntryKind, Field, IntervalSet, Matches, Verdict};
 
@@ -571,4 +574,87 @@ fn a_torn_image_is_caught() {
         "the checker caught only {caught} of {} torn images",
         torn_images.len()
     );
+}
+
+/// The image and generation maps of the program attached to `lo` in the
+/// test's namespace, opened by id (`ip link` names the program; its map
+/// ids lead to the maps): the writes `Dataplane` never makes.
+struct LiveMaps {
+    image: Array<MapData, [u8; IMAGE_PAGE_BYTES]>,
+    gen: Array<MapData, u32>,
+}
+
+fn live_maps(ns: &Ns) -> Result<LiveMaps, String> {
+    let out = Command::new("ip")
+        .args(["-n", &ns.0, "link", "show", "dev", "lo"])
+        .output()
+        .map_err(|e| e.to_string())?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let id: u32 = text
+        .split("prog/xdp id ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| format!("no XDP program id in `ip link show lo`: {text}"))?;
+    let prog = loaded_programs()
+        .filter_map(Result::ok)
+        .find(|p| p.id() == id)
+        .ok_or_else(|| format!("program {id} not found"))?;
+    let mut image = None;
+    let mut gen = None;
+    for m in prog
+        .map_ids()
+        .map_err(|e| e.to_string())?
+        .unwrap_or_default()
+    {
+        let name = MapInfo::from_id(m)
+            .ok()
+            .and_then(|i| i.name_as_str().map(str::to_string));
+        let data = || MapData::from_id(m).map_err(|e| e.to_string());
+        match name.as_deref() {
+            Some("parapet_image") => {
+                image = Some(Array::try_from(Map::Array(data()?)).map_err(|e| e.to_string())?)
+            }
+            Some("parapet_gen") => {
+                gen = Some(Array::try_from(Map::Array(data()?)).map_err(|e| e.to_string())?)
+            }
+            _ => {}
+        }
+    }
+    Ok(LiveMaps {
+        image: image.ok_or("no parapet_image map")?,
+        gen: gen.ok_or("no parapet_gen map")?,
+    })
+}
+
+/// What the slots and the RCU barrier prevent, done on purpose: image B
+/// written page by page into the LIVE slot (which holds A) while probes
+/// flow. Packets walk the half-written image, and the checker must say so.
+#[test]
+fn writing_the_live_slot_under_traffic_is_caught() {
+    let test = "writing_the_live_slot_under_traffic_is_caught";
+    let Some(mut bed) = bed(test, "live", Hook::Xdp) else {
+        return;
+    };
+    let (a, b) = images();
+    bed.dp.write_image(&a).unwrap();
+    bed.dp.swap().unwrap();
+    let mut maps = live_maps(&bed._ns).unwrap_or_else(|e| panic!("{test}: {e}"));
+    let live = maps.gen.get(&0, 0).unwrap() & 1;
+    assert_eq!(live, bed.dp.generation() & 1);
+    let base = live * IMAGE_DEFAULT_SLOT_PAGES;
+    let before = snapshot(&bed.dp);
+    let ((), t) = with_traffic(&mut bed, MAX_SENT, |_| {
+        for (i, chunk) in b.chunks(IMAGE_PAGE_BYTES).enumerate() {
+            // Probes walk the image between the page writes.
+            std::thread::sleep(Duration::from_millis(30));
+            let mut page = [0u8; IMAGE_PAGE_BYTES];
+            page[..chunk.len()].copy_from_slice(chunk);
+            maps.image.set(base + i as u32, page, 0).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(30));
+    });
+    let d = delta(&snapshot(&bed.dp), &before);
+    let err = check(&d, &t).expect_err("a live-slot rewrite under traffic went unnoticed");
+    println!("{test}: {} probes seen, caught:\n{err}", d.packets);
 }
