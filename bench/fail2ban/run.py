@@ -30,6 +30,7 @@ are removed when it ends (also on Ctrl-C).
 import argparse
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -43,7 +44,34 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 CONTRIB = os.path.join(ROOT, "contrib", "fail2ban", "action.d")
 JAIL = "test"
-ALL_ACTIONS = ["parapet.py", "parapet.conf", "iptables-ipset", "nftables"]
+ALL_ACTIONS = ["floor", "parapet.py", "parapet.conf", "iptables-ipset", "nftables"]
+# fail2ban alone: a Python action that only notes each address in a file
+# (line-buffered), so that its own cost (log reading, tickets, database)
+# can be told apart from the firewall's.
+FLOOR_ACTION = """from fail2ban.server.action import ActionBase
+
+
+class FloorAction(ActionBase):
+    def __init__(self, jail, name, path=None, **kwargs):
+        super(FloorAction, self).__init__(jail, name)
+        self.path = path
+        self.f = None
+
+    def start(self):
+        self.f = open(self.path, "a", buffering=1)
+
+    def stop(self):
+        self.f.close()
+
+    def ban(self, aInfo):
+        self.f.write(str(aInfo["ip"]) + "\\n")
+
+    def unban(self, aInfo):
+        pass
+
+
+Action = FloorAction
+"""
 POLL = 0.1
 
 
@@ -77,6 +105,18 @@ def ensure_fail2ban():
     subprocess.run(["apt-get", "install", "-y", "-qq", "fail2ban"], env=env,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return have("fail2ban-server") and have("fail2ban-client")
+
+
+def ensure_pyinotify():
+    # What Debian's fail2ban recommends, and so what `auto` picks on a
+    # default install; fail2ban-server runs under /usr/bin/python3.
+    check = ["/usr/bin/python3", "-c", "import pyinotify"]
+    if subprocess.run(check, stderr=subprocess.DEVNULL).returncode == 0:
+        return
+    print("pyinotify not found; trying `apt-get install -y python3-pyinotify`", file=sys.stderr)
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    subprocess.run(["apt-get", "install", "-y", "-qq", "python3-pyinotify"], env=env,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def cpu_seconds(pid, children=True):
@@ -190,6 +230,8 @@ def write_config(conf, work, action_spec, backend):
             shutil.copy(src, os.path.join(conf, "action.d", f))
     for f in ("parapet.py", "parapet.conf"):
         shutil.copy(os.path.join(CONTRIB, f), os.path.join(conf, "action.d", f))
+    with open(os.path.join(conf, "action.d", "bench-floor.py"), "w") as f:
+        f.write(FLOOR_ACTION)
     p = lambda n: os.path.join(work, n)
     with open(os.path.join(conf, "fail2ban.conf"), "w") as f:
         f.write("[Definition]\nloglevel = INFO\nlogtarget = %s\nsocket = %s\npidfile = %s\n"
@@ -226,6 +268,7 @@ class Bed:
             self.parapetd = Parapetd(args.parapetd, self.work)
         sock = self.parapetd.sock if self.parapetd else ""
         spec = {
+            "floor": 'bench-floor.py[path="%s"]' % self.path("floor.txt"),
             "parapet.py": 'parapet.py[socket="%s"]' % sock,
             "parapet.conf": 'parapet[name=%s, socket="%s", parapet_bin="%s"]' % (JAIL, sock, args.parapet),
             "iptables-ipset": "iptables-ipset[name=%s]" % JAIL,
@@ -268,7 +311,20 @@ class Bed:
                 pass
         return out
 
+    def floor_lines(self):
+        try:
+            with open(self.path("floor.txt")) as f:
+                return f.read().split()
+        except OSError:
+            return []
+
+    def backend(self):
+        m = re.search(r"Jail '%s' uses (\w+)" % JAIL, self.log())
+        return m.group(1) if m else None
+
     def count(self):
+        if self.action == "floor":
+            return len(self.floor_lines())
         if self.parapetd:
             return parapet_count(self.parapetd)
         if self.action == "iptables-ipset":
@@ -276,6 +332,8 @@ class Bed:
         return len(nft_members(self.ns))
 
     def members(self):
+        if self.action == "floor":
+            return set(self.floor_lines())
         if self.parapetd:
             return parapet_members(self.parapetd)
         if self.action == "iptables-ipset":
@@ -328,7 +386,7 @@ def measure(action, addrs, args, tag):
         log = bed.log()
         errors = [l for l in log.splitlines() if " ERROR " in l or " -- returned " in l]
         rec = {
-            "action": action, "feed": args.feed, "bans": len(addrs), "done": len(addrs) - len(missing),
+            "action": action, "feed": args.feed, "backend": bed.backend(), "bans": len(addrs), "done": len(addrs) - len(missing),
             "complete": not missing, "seconds": round(secs, 3),
             "bans_per_s": round((len(addrs) - len(missing)) / secs, 1) if secs > 0 else None,
             "cpu_fail2ban_s": round(cpu1[0] - cpu0[0], 2),
@@ -377,7 +435,9 @@ def main():
     ap.add_argument("--cap", type=float, default=600, help="seconds per action run (default 600)")
     ap.add_argument("--actions", default=",".join(ALL_ACTIONS))
     ap.add_argument("--feed", choices=["log", "banip"], default="log")
-    ap.add_argument("--backend", default="polling", help="fail2ban log backend (default polling)")
+    ap.add_argument("--backend", default="auto",
+                    help="fail2ban log backend (default auto: pyinotify, installed when missing, "
+                         "else polling; each record says which ran)")
     ap.add_argument("--parapetd", default=os.path.join(ROOT, "target", "release", "parapetd"))
     ap.add_argument("--parapet", default=os.path.join(ROOT, "target", "release", "parapet"))
     ap.add_argument("--json", help="write every record to this file")
@@ -397,8 +457,10 @@ def main():
         skip("iproute2 (`ip`) not found")
     if not ensure_fail2ban():
         skip("fail2ban is not installed and could not be installed")
+    if args.feed == "log" and args.backend in ("auto", "pyinotify"):
+        ensure_pyinotify()
     for a in list(actions):
-        missing = {"parapet.py": [args.parapetd], "parapet.conf": [args.parapetd, args.parapet],
+        missing = {"floor": [],"parapet.py": [args.parapetd], "parapet.conf": [args.parapetd, args.parapet],
                    "iptables-ipset": ["ipset", "iptables"], "nftables": ["nft"]}[a]
         gone = [m for m in missing if not (os.path.isfile(m) if os.sep in m else have(m))]
         if gone:
@@ -425,6 +487,9 @@ def main():
             print(json.dumps(rec), file=sys.stderr, flush=True)
             failed |= not rec["complete"] or rec["errors"] > 0
     print(table(records, actions))
+    print("\nfail2ban %s, %d bans per run, feed %s, log backend %s" % (
+        version, args.bans, args.feed,
+        ", ".join(sorted({str(r.get("backend")) for r in records}))))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"fail2ban": version, "bans": args.bans, "feed": args.feed, "backend": args.backend,

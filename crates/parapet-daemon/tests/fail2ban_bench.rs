@@ -1,6 +1,6 @@
 //! Keeps `bench/fail2ban/run.py` (bans through the real fail2ban, parapet's
 //! actions against fail2ban's iptables-ipset and nftables) from rotting: a
-//! small run of it, 200 bans per action, with `--strict` so that an action
+//! small run of it, 200 bans per action (and fail2ban alone, `floor`), with `--strict` so that an action
 //! that misses a ban or logs an error fails the test. The script prints
 //! `skipped: REASON` itself without root, iproute2 or fail2ban.
 
@@ -27,9 +27,9 @@ fn fail2ban_bench_harness_runs() {
     // (target/debug/parapet beside parapetd); the shell action needs it.
     let daemon = Path::new(env!("CARGO_BIN_EXE_parapetd"));
     let cli = daemon.with_file_name("parapet");
-    let mut actions = vec!["parapet.py", "iptables-ipset", "nftables"];
+    let mut actions = vec!["floor", "parapet.py", "iptables-ipset", "nftables"];
     if cli.is_file() {
-        actions.insert(1, "parapet.conf");
+        actions.insert(2, "parapet.conf");
     } else {
         eprintln!(
             "{} not built: parapet.conf (the shell action) left out",
