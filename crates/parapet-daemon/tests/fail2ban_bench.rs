@@ -1,8 +1,9 @@
 //! Keeps `bench/fail2ban/run.py` (bans through the real fail2ban, parapet's
 //! actions against fail2ban's iptables-ipset and nftables) from rotting: a
-//! small run of it, 200 bans per action (and fail2ban alone, `floor`), with `--strict` so that an action
-//! that misses a ban or logs an error fails the test. The script prints
-//! `skipped: REASON` itself without root, iproute2 or fail2ban.
+//! small run of it, 200 bans per action and for fail2ban alone (`floor`),
+//! with `--strict` so that an action that misses a ban or logs an error
+//! fails the test. The script prints `skipped: REASON` itself without root,
+//! iproute2 or fail2ban.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
