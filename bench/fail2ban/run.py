@@ -392,6 +392,8 @@ def measure(action, addrs, args, tag):
             "cpu_fail2ban_s": round(cpu1[0] - cpu0[0], 2),
             "cpu_parapetd_s": round(cpu1[1] - cpu0[1], 2),
             "errors": len(errors),
+            # The machine may be shared: say how busy it was.
+            "loadavg_1m": round(os.getloadavg()[0], 2),
         }
         if missing:
             rec["missing_sample"] = missing[:5]
