@@ -14,7 +14,7 @@ use std::os::fd::AsRawFd;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::load_or_skip;
+use common::{ip, load_or_skip};
 use parapet_dataplane::{Hook, LoadOptions, Mode, Stat, Verdict};
 
 const RX_ADDR: Ipv4Addr = Ipv4Addr::new(10, 250, 0, 1);
@@ -26,21 +26,6 @@ const PORT_DROP: u16 = 9999;
 const PORT_POLICY: u16 = 8888;
 const COUNT: usize = 20;
 const PAYLOAD: usize = 32;
-
-fn ip(args: &[&str]) -> Result<(), String> {
-    let out = Command::new("ip")
-        .args(args)
-        .output()
-        .map_err(|e| format!("ip {args:?}: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "ip {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
 
 /// Two namespaces and a veth pair; deleting the namespaces on drop also
 /// removes the veth ends inside them.

@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 
 use aya::maps::{Array, Map, MapData, MapInfo};
 use aya::programs::loaded_programs;
-use common::load_or_skip;
+use common::{ip, load_or_skip};
 use parapet_compile::{compile, Backend, CompileOptions};
 use parapet_dataplane::abi::{IMAGE_DEFAULT_SLOT_PAGES, IMAGE_PAGE_BYTES};
 use parapet_dataplane::{Dataplane, Hook, LoadOptions, Mode, Stat, Verdict as DpVerdict};
@@ -160,21 +160,6 @@ fn images_of(backend: Backend, pad_a: u32, pad_b: u32) -> (Vec<u8>, Vec<u8>) {
         assert!(i.len() > 3 * 4096, "image {n} is only {} bytes", i.len());
     }
     (a, b)
-}
-
-fn ip(args: &[&str]) -> Result<(), String> {
-    let out = Command::new("ip")
-        .args(args)
-        .output()
-        .map_err(|e| format!("ip {args:?}: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "ip {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
 }
 
 /// A namespace of the test's own, with only its loopback up; deleted on

@@ -31,6 +31,22 @@ pub fn load_or_skip(test: &str, opts: &LoadOptions) -> Option<Dataplane> {
     }
 }
 
+/// Runs `ip ARGS` (iproute2); the error says which command failed and why.
+pub fn ip(args: &[&str]) -> Result<(), String> {
+    let out = std::process::Command::new("ip")
+        .args(args)
+        .output()
+        .map_err(|e| format!("ip {args:?}: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "ip {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
 /// xorshift64*: deterministic, seedable, good enough for fuzz-style tests.
 pub struct Rng(u64);
 
