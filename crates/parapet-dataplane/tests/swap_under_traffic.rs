@@ -27,7 +27,9 @@
 //! not wait for the RCU grace period before the slot was overwritten), the
 //! first pages of one image and the rest of the other, makes it live with
 //! `write_image_unchecked` and sends the same probes: the checker must
-//! reject the result.
+//! reject the result. `writing_the_live_slot_under_traffic_is_caught` does
+//! the real thing: it writes B page by page into the slot packets are
+//! walking, under traffic, and the checker must notice.
 
 mod common;
 
@@ -41,10 +43,10 @@ use std::time::{Duration, Instant};
 use aya::maps::{Array, Map, MapData, MapInfo};
 use aya::programs::loaded_programs;
 use common::{ip, load_or_skip};
-use parapet_compile::{compile, Backend, CompileOptions};
+use parapet_compile::{compile, Backend, CompileOptions, Key, Walker};
 use parapet_dataplane::abi::{IMAGE_DEFAULT_SLOT_PAGES, IMAGE_PAGE_BYTES};
 use parapet_dataplane::{Dataplane, Hook, LoadOptions, Mode, Stat, Verdict as DpVerdict};
-use parapet_model::{DecisionList, Entry, EntryKind, Field, IntervalSet, Matches, Verdict};
+use parapet_model::{DecisionList, Entry, EntryKind, Field, IntervalSet, Matches, Packet, Verdict};
 
 const CLASSES: usize = 12;
 const PORT0: u16 = 20000;
@@ -145,6 +147,20 @@ fn image(
         ..CompileOptions::default()
     };
     let (img, _) = compile(&list, &opts).expect("compile");
+    // What the checker takes for granted, from the reference engine and
+    // the Rust walker of the very image: class k is decided by base + k.
+    let walker = Walker::new(img.clone());
+    for k in 0..CLASSES {
+        let lo = u32::from(Ipv4Addr::LOCALHOST);
+        let p = Packet::v4(lo, lo, 17, 40000, PORT0 + k as u16);
+        let want = list.classify(&p, &[]);
+        assert_eq!(want.rule_id, base + k as u32, "reference, class {k}");
+        assert_eq!(
+            walker.decide(&Key::new(&p, 0)).rule_id,
+            want.rule_id,
+            "walker, class {k}"
+        );
+    }
     img.to_bytes()
 }
 
