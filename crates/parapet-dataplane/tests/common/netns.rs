@@ -14,6 +14,7 @@ pub const TX_ADDR: Ipv4Addr = Ipv4Addr::new(10, 250, 0, 2);
 const RX_MAC: &str = "02:70:70:00:00:01";
 const TX_MAC: &str = "02:70:70:00:00:02";
 
+/// Runs `ip ARGS` (iproute2); the error says which command failed and why.
 pub fn ip(args: &[&str]) -> Result<(), String> {
     let out = Command::new("ip")
         .args(args)
