@@ -254,3 +254,93 @@ fn scenario(action: impl Fn(&Path) -> String, one_connection: bool) {
     }
     drop(f2b);
 }
+
+/// Drives `parapet.py` directly (fail2ban's ActionBase, no server): bans
+/// are pipelined, `stop()` returns only once every one is acknowledged, an
+/// error reply to a ban that already returned is logged with its address,
+/// and after a `kill -9` and restart of parapetd the action reconnects by
+/// itself.
+#[test]
+fn python_action_pipelines_logs_late_errors_and_reconnects() {
+    if !ensure_fail2ban() {
+        eprintln!("SKIPPED: fail2ban is not installed and could not be installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut d = Daemon::start(dir.path(), &[]);
+    let action =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../contrib/fail2ban/action.d/parapet.py");
+    // Bans 10.9.x.y (0..2000) in two halves; between them it says HALF and
+    // waits for a line on stdin (the test restarts parapetd meanwhile).
+    let driver = r#"
+import importlib.util, logging, sys
+logging.basicConfig(stream=sys.stderr, level=logging.INFO)
+spec = importlib.util.spec_from_file_location("parapet_action", sys.argv[1])
+mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
+class Jail: name = "pipe"
+a = mod.Action(Jail(), "parapet", socket=sys.argv[2])
+a.start()
+def ban(i): a.ban({"ip": "10.9.%d.%d" % (i // 250, i % 250 + 1), "bantime": 600})
+for i in range(1000): ban(i)
+a.ban({"ip": "10.9.255.0/33", "bantime": 600})   # refused by parapetd, after ban() returned
+a._call({"cmd": "ping"})                          # drain the window
+print("HALF", flush=True)
+sys.stdin.readline()
+for i in range(1000, 2000): ban(i)
+a.ban({"ip": "10.9.254.0/40", "bantime": 600})   # refused: stop() must wait for it
+a.stop()
+print("DONE", flush=True)
+"#;
+    let mut py = Kill(
+        Command::new(fail2ban_python())
+            .arg("-c")
+            .arg(driver)
+            .arg(&action)
+            .arg(&d.socket)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(fs::File::create(dir.path().join("py.err")).unwrap())
+            .spawn()
+            .expect("python3"),
+    );
+    let mut out = std::io::BufReader::new(py.0.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    let py_err = || fs::read_to_string(dir.path().join("py.err")).unwrap_or_default();
+    assert_eq!(line.trim(), "HALF", "{}", py_err());
+    assert_eq!(members(&mut d.client(), "f2b-pipe").len(), 1000);
+    // The late error names the refused element.
+    assert!(py_err().contains("10.9.255.0/33"), "{}", py_err());
+
+    d.kill9();
+    let d = Daemon::start(dir.path(), &[]);
+    writeln!(py.0.stdin.as_mut().unwrap()).unwrap();
+    line.clear();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    assert_eq!(line.trim(), "DONE", "{}", py_err());
+    // stop() returned: every ban of both halves is in, none lost to the
+    // window or to the restart.
+    let got = members(&mut d.client(), "f2b-pipe");
+    assert_eq!(got.len(), 2000, "{}", py_err());
+    assert!(got.contains(&"10.9.7.250".to_string()));
+    assert!(py_err().contains("10.9.254.0/40"), "{}", py_err());
+    assert!(!py_err().contains("Traceback"), "{}", py_err());
+}
+
+/// The interpreter fail2ban-server runs under (its `#!` line): the one
+/// whose path has the `fail2ban` package, unlike a pyenv `python3`.
+fn fail2ban_python() -> String {
+    let server = Command::new("sh")
+        .args(["-c", "command -v fail2ban-server"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    fs::read_to_string(&server)
+        .ok()
+        .and_then(|t| {
+            let first = t.lines().next()?.strip_prefix("#!")?.trim().to_string();
+            // `#!/usr/bin/env python3` names no path.
+            (!first.contains(' ')).then_some(first)
+        })
+        .unwrap_or_else(|| "python3".into())
+}
