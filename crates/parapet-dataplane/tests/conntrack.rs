@@ -167,3 +167,42 @@ fn without_the_lookup_packets_are_untracked() {
     }
     assert_eq!(dp.stats().unwrap().get(Stat::CtLookup), 0);
 }
+
+/// The runtime switch: off gives UNTRACKED without a lookup, on gives the
+/// lookup's NEW again, both without reloading; a load without the lookup
+/// refuses to turn it on.
+#[test]
+fn the_lookup_switches_at_run_time() {
+    let Some(mut dp) = load_ct("the_lookup_switches_at_run_time") else {
+        return;
+    };
+    let text = "*filter\n:INPUT DROP [0:0]\n\
+        -A INPUT -m conntrack --ctstate UNTRACKED -j ACCEPT\n\
+        COMMIT\n";
+    dp.write_image(&iptables_image(text)).unwrap();
+    dp.swap().unwrap();
+    let f = Frame::ipv4(A4, B4).tcp(1, 80, 0x02).build();
+    for (on, want, passed) in [
+        (false, CT_UNTRACKED, true),
+        (true, CT_NEW, false),
+        (false, CT_UNTRACKED, true),
+    ] {
+        dp.set_conntrack(on).unwrap();
+        assert_eq!(dp.conntrack(), on);
+        assert!(dp.conntrack_available());
+        for hook in [Hook::Xdp, Hook::Tc] {
+            let before = dp.stats().unwrap().get(Stat::CtLookup);
+            assert_eq!(dp.test_run(hook, &f, 0, 1).unwrap().passed, passed);
+            let d = dp.last_decision().unwrap().unwrap();
+            assert_eq!(d.ctstate, want, "on={on} at {hook:?}");
+            let made = dp.stats().unwrap().get(Stat::CtLookup) - before;
+            assert_eq!(made, u64::from(on), "on={on} at {hook:?}: lookups");
+        }
+    }
+    drop(dp);
+    let mut plain = Dataplane::load(&OPTS).unwrap();
+    assert!(!plain.conntrack_available());
+    assert!(plain.set_conntrack(true).is_err());
+    assert!(!plain.conntrack());
+    plain.set_conntrack(false).unwrap();
+}
