@@ -16,8 +16,8 @@ use parapet_sets::SetStore;
 use crate::dataplane::{Error, LogEvent, Result};
 use crate::{Dataplane, Verdict};
 
-/// The kernel's verdict for a model verdict. REJECT stays REJECT here; the
-/// program drops it (XDP and tc cannot answer yet, see `docs/dataplane.md`).
+/// The kernel's verdict for a model verdict (the reject type travels
+/// separately, see [`Dataplane::install_actions`]).
 pub fn kernel_verdict(v: &parapet_model::Verdict) -> Verdict {
     match v {
         parapet_model::Verdict::Accept => Verdict::Accept,
@@ -81,11 +81,18 @@ impl Dataplane {
         self.set_policy(kernel_verdict(policy))?;
         for r in rs.rules() {
             let (verdict, log) = match &r.action {
-                Action::Verdict(v) => (kernel_verdict(v), r.log.is_some()),
-                Action::Log(_) => (Verdict::Accept, true),
-                _ => (Verdict::Accept, r.log.is_some()),
+                Action::Verdict(v) => (v.clone(), r.log.is_some()),
+                Action::Log(_) => (parapet_model::Verdict::Accept, true),
+                _ => (parapet_model::Verdict::Accept, r.log.is_some()),
             };
-            self.set_action(r.id, verdict, log)?;
+            match &verdict {
+                // the same type the image's verdict table carries
+                parapet_model::Verdict::Reject { with } => {
+                    let code = parapet_compile::image::reject_code(with.as_deref());
+                    self.set_action_reject(r.id, code as u8, log)?;
+                }
+                v => self.set_action(r.id, kernel_verdict(v), log)?,
+            }
             let (rate, burst) = match (&r.limit, log) {
                 (_, false) => (0, 0),
                 (Some(l), true) => ((l.rate / l.per.seconds()).max(1), l.burst.max(1)),
