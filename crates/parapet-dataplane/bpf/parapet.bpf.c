@@ -699,12 +699,24 @@ static __noinline __u32 parapet_decide(const struct parapet_key *key,
  * The kernel's conntrack table is read with the nf_conntrack kfuncs.  aya
  * 0.14 cannot link kfuncs; the loader patches these calls with the
  * running kernel's BTF ids (src/kfunc.rs), hence no __ksym here.  Only
- * nf_conn.status is read; preserve_access_index makes its offset a CO-RE
- * relocation against the kernel's struct nf_conn.
+ * nf_conn.status and the TCP state are read; preserve_access_index makes
+ * their offsets CO-RE relocations against the kernel's structs.
  */
+struct ip_ct_tcp {
+	__u8 state; /* enum tcp_conntrack */
+} __attribute__((preserve_access_index));
+
+union nf_conntrack_proto {
+	struct ip_ct_tcp tcp;
+} __attribute__((preserve_access_index));
+
 struct nf_conn {
 	unsigned long status;
+	union nf_conntrack_proto proto;
 } __attribute__((preserve_access_index));
+
+/* enum tcp_conntrack: a connection that is over */
+#define PARAPET_TCP_CONNTRACK_TIME_WAIT 7
 
 /* struct bpf_ct_opts, net/netfilter/nf_conntrack_bpf.c, 12-byte form */
 struct parapet_ct_opts {
@@ -879,10 +891,17 @@ static __always_inline __u8 ct_result(struct nf_conn *ct, struct ct_query *q)
 	stat_inc(PARAPET_STAT_CT_FOUND);
 	unsigned long status = ct->status;
 	__u8 dir = q->opts.dir;
+	__u8 tcp_state = q->opts.l4proto == IPPROTO_TCP ? ct->proto.tcp.state : 0;
 
 	bpf_ct_release(ct);
 	if (q->icmp_error)
 		return PARAPET_CT_RELATED;
+	/* A SYN reusing the tuple of a connection that is over (TIME_WAIT,
+	 * CLOSE) re-opens it: tcp_packet() kills the old entry and the SYN
+	 * starts a new one, NEW. */
+	if (dir == 0 && tcp_state >= PARAPET_TCP_CONNTRACK_TIME_WAIT &&
+	    (q->tcp_flags & (TCPF_SYN | TCPF_ACK | TCPF_RST | TCPF_FIN)) == TCPF_SYN)
+		return PARAPET_CT_NEW;
 	if (dir == 1 || (status & PARAPET_IPS_SEEN_REPLY))
 		return PARAPET_CT_ESTABLISHED;
 	if (status & PARAPET_IPS_EXPECTED)
