@@ -44,7 +44,17 @@ fn main() {
             &Features { conntrack },
         )
     };
-    let (mut off, mut on, mut switched) = match (load(false), load(true), load(true)) {
+    let timed = |conntrack| {
+        let t0 = std::time::Instant::now();
+        let r = load(conntrack);
+        println!(
+            "load + verify, conntrack {}: {:.0} ms",
+            if conntrack { "linked" } else { "not linked" },
+            t0.elapsed().as_secs_f64() * 1e3
+        );
+        r
+    };
+    let (mut off, mut on, mut switched) = match (timed(false), timed(true), load(true)) {
         (Ok(a), Ok(b), Ok(c)) => (a, b, c),
         (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
             eprintln!("skipped: cannot load the BPF dataplane ({e}); run as root");
