@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::{in_netns, is_root, skip, testbed, Bed, B_ADDR};
+use common::{host, in_netns, is_root, skip, testbed, Bed, B_ADDR};
 use parapet_model::{
     Action, Dir, Field, IfName, IntervalSet, LinearEngine, Matches, Packet, Rule, Ruleset,
     SetKeySpec, SetLookup, SetRef, Verdict,
@@ -862,34 +862,11 @@ fn parapetd_at_tc_enforces_exactly_what_the_linear_engine_accepts() {
     scenario("tc");
 }
 
-/// Stops a `parapet run --background` when dropped.
-struct StopRun(PathBuf);
-
-impl Drop for StopRun {
-    fn drop(&mut self) {
-        let _ = Command::new(env!("CARGO_BIN_EXE_parapet"))
-            .arg("stop")
-            .arg(&self.0)
-            .output();
-    }
-}
-
-/// `nft list tables` in namespace `ns`.
-fn nft_tables(ns: &str) -> String {
-    let o = Command::new("ip")
-        .args(["netns", "exec", ns, "nft", "list", "tables"])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&o.stdout).to_string()
-}
-
-/// A host firewall through parapetd: policy DROP, replies to the host's
-/// own connections accepted by `--ctstate ESTABLISHED,RELATED`, one TCP
-/// and one UDP port rejected. Connections the host opens get their
-/// replies; the peer's connection to the rejected TCP port is refused at
-/// once (an RST), its datagram to the rejected UDP port draws an ICMP
-/// port unreachable, and the rest of its unsolicited traffic is dropped
-/// although every port has a listener.
+/// A host firewall through parapetd (`common::host`): policy DROP,
+/// replies to the host's own connections accepted by `--ctstate
+/// ESTABLISHED,RELATED`, one TCP and one UDP port rejected, probed with
+/// real connections both ways; then the REJECT and conntrack statistics,
+/// the conntrack table's life, and the lookup following the ruleset.
 fn host_scenario(hook: &str) {
     if !is_root() {
         return skip("not root (needs netns, veth and BPF)");
@@ -898,12 +875,6 @@ fn host_scenario(hook: &str) {
         Ok(t) => t,
         Err(e) => return skip(&format!("cannot build the netns test bed: {e}")),
     };
-    const REJ_TCP: u16 = 7001;
-    const REJ_UDP: u16 = 7002;
-    const DROP_TCP: u16 = 7003;
-    const DROP_UDP: u16 = 7004;
-    const PEER_TCP: u16 = 7100;
-    const PEER_UDP: u16 = 7101;
     let dir = tempfile::tempdir().unwrap();
     let (sock, state, log) = (
         dir.path().join("s"),
@@ -911,46 +882,10 @@ fn host_scenario(hook: &str) {
         dir.path().join("parapetd.log"),
     );
     let rules = dir.path().join("host.rules");
-    std::fs::write(
-        &rules,
-        format!(
-            "*filter\n:INPUT DROP [0:0]\n\
-             -A INPUT -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT\n\
-             -A INPUT -p tcp -m tcp --dport {REJ_TCP} -j REJECT --reject-with tcp-reset\n\
-             -A INPUT -p udp -m udp --dport {REJ_UDP} -j REJECT\n\
-             COMMIT\n"
-        ),
-    )
-    .unwrap();
-    // XDP_TX on a veth end reaches its peer only when the peer runs NAPI:
-    // an XDP program there (`parapet run`, passing everything) starts it.
-    let peer_pid = dir.path().join("peer.pid");
-    let _peer = if hook == "xdp" {
-        let accept = dir.path().join("accept.rules");
-        std::fs::write(&accept, "*filter\n:INPUT ACCEPT [0:0]\nCOMMIT\n").unwrap();
-        let o = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &bed.a,
-                env!("CARGO_BIN_EXE_parapet"),
-                "run",
-            ])
-            .arg(&accept)
-            .args(["--iface", &bed.va, "--hook", "xdp", "--mode", "native"])
-            .arg("--background")
-            .arg(&peer_pid)
-            .output()
-            .unwrap();
-        if !o.status.success() {
-            return skip(&format!(
-                "cannot run XDP on the peer: {}",
-                String::from_utf8_lossy(&o.stderr)
-            ));
-        }
-        Some(StopRun(peer_pid.clone()))
-    } else {
-        None
+    std::fs::write(&rules, host::rules()).unwrap();
+    let _peer = match host::xdp_peer(&bed, dir.path(), hook) {
+        Ok(p) => p,
+        Err(e) => return skip(&format!("cannot run XDP on the peer: {e}")),
     };
     let exe = parapetd(dir.path());
     let mut daemon = start_daemon(&bed.b, &exe, &sock, &state, &log);
@@ -975,126 +910,11 @@ fn host_scenario(hook: &str) {
         s["dataplane"]["conntrack"]["table"], "inet parapetd_ct",
         "{s}"
     );
-    assert!(nft_tables(&bed.b).contains("inet parapetd_ct"));
+    assert!(host::nft_tables(&bed.b).contains("inet parapetd_ct"));
 
-    // The peer's services, and the host's listeners on every port it tests.
-    let (peer_tcp, peer_udp) = in_netns(&bed.a, || {
-        (
-            TcpListener::bind(("0.0.0.0", PEER_TCP)).unwrap(),
-            UdpSocket::bind(("0.0.0.0", PEER_UDP)).unwrap(),
-        )
-    });
-    let (host_tcp, host_udp) = in_netns(&bed.b, || {
-        let t: Vec<TcpListener> = [REJ_TCP, DROP_TCP]
-            .iter()
-            .map(|p| TcpListener::bind(("0.0.0.0", *p)).unwrap())
-            .collect();
-        let u: Vec<UdpSocket> = [REJ_UDP, DROP_UDP]
-            .iter()
-            .map(|p| {
-                let s = UdpSocket::bind(("0.0.0.0", *p)).unwrap();
-                s.set_nonblocking(true).unwrap();
-                s
-            })
-            .collect();
-        (t, u)
-    });
-    let echo_tcp = std::thread::spawn(move || {
-        use std::io::{Read, Write};
-        let (mut c, _) = peer_tcp.accept().unwrap();
-        c.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
-        let mut buf = [0u8; 4];
-        c.read_exact(&mut buf).unwrap();
-        c.write_all(b"pong").unwrap();
-    });
-    let echo_udp = std::thread::spawn(move || {
-        peer_udp
-            .set_read_timeout(Some(Duration::from_secs(3)))
-            .unwrap();
-        let mut buf = [0u8; 16];
-        let (n, from) = peer_udp.recv_from(&mut buf).unwrap();
-        peer_udp.send_to(&buf[..n], from).unwrap();
-    });
-
-    // 1. The host's own connections get their replies (ESTABLISHED).
-    let peer = Ipv4Addr::from(common::A_ADDR);
-    let (tcp_reply, udp_reply) = in_netns(&bed.b, move || {
-        use std::io::{Read, Write};
-        let mut c =
-            std::net::TcpStream::connect_timeout(&(peer, PEER_TCP).into(), Duration::from_secs(3))
-                .map_err(|e| format!("connect: {e}"))?;
-        c.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
-        c.write_all(b"ping").unwrap();
-        let mut buf = [0u8; 4];
-        c.read_exact(&mut buf).map_err(|e| format!("read: {e}"))?;
-        let u = UdpSocket::bind(("0.0.0.0", 0)).unwrap();
-        u.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
-        u.send_to(b"hello", (peer, PEER_UDP)).unwrap();
-        let mut ubuf = [0u8; 16];
-        let n = u.recv(&mut ubuf).map_err(|e| format!("udp recv: {e}"))?;
-        Ok::<_, String>((buf.to_vec(), ubuf[..n].to_vec()))
-    })
-    .unwrap_or_else(|e| panic!("{hook}: the host's own connection got no reply: {e}"));
-    assert_eq!(tcp_reply, b"pong");
-    assert_eq!(udp_reply, b"hello");
-    echo_tcp.join().unwrap();
-    echo_udp.join().unwrap();
-
-    // 2. The rejected ports answer at once; 3. the others stay silent.
-    let host = Ipv4Addr::from(B_ADDR);
-    let (rej_tcp, took, rej_udp, drop_tcp, drop_udp) = in_netns(&bed.a, move || {
-        let t0 = Instant::now();
-        let rej_tcp =
-            std::net::TcpStream::connect_timeout(&(host, REJ_TCP).into(), Duration::from_secs(3))
-                .map(|_| ());
-        let took = t0.elapsed();
-        let u = UdpSocket::bind(("0.0.0.0", 0)).unwrap();
-        u.connect((host, REJ_UDP)).unwrap();
-        u.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
-        u.send(b"rejected").unwrap();
-        let rej_udp = u.recv(&mut [0u8; 16]).map(|_| ());
-        let drop_tcp = std::net::TcpStream::connect_timeout(
-            &(host, DROP_TCP).into(),
-            Duration::from_millis(700),
-        )
-        .map(|_| ());
-        let d = UdpSocket::bind(("0.0.0.0", 0)).unwrap();
-        d.connect((host, DROP_UDP)).unwrap();
-        d.set_read_timeout(Some(Duration::from_millis(500)))
-            .unwrap();
-        d.send(b"dropped").unwrap();
-        let drop_udp = d.recv(&mut [0u8; 16]).map(|_| ());
-        (rej_tcp, took, rej_udp, drop_tcp, drop_udp)
-    });
-    use std::io::ErrorKind;
+    host::probe(&bed, hook);
     let s = stats(&sock);
     let k = &s["dataplane"]["kernel"];
-    let e = rej_tcp.expect_err("connect to the rejected TCP port succeeded");
-    assert_eq!(e.kind(), ErrorKind::ConnectionRefused, "{hook}: {e}: {k}");
-    assert!(
-        took < Duration::from_secs(2),
-        "{hook}: refused after {took:?}"
-    );
-    let e = rej_udp.expect_err("the rejected UDP port answered");
-    assert_eq!(e.kind(), ErrorKind::ConnectionRefused, "{hook}: {e}: {k}");
-    let e = drop_tcp.expect_err("connect to a dropped TCP port succeeded");
-    assert_eq!(e.kind(), ErrorKind::TimedOut, "{hook}: {e}");
-    let e = drop_udp.expect_err("the dropped UDP port answered");
-    assert!(
-        matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut),
-        "{hook}: {e}"
-    );
-    // nothing unsolicited reached the host's listeners
-    for l in &host_tcp {
-        l.set_nonblocking(true).unwrap();
-        assert!(l.accept().is_err(), "{hook}: a dropped connection arrived");
-    }
-    for u in &host_udp {
-        assert!(
-            u.recv_from(&mut [0u8; 16]).is_err(),
-            "{hook}: a dropped datagram arrived"
-        );
-    }
     assert_eq!(k["reject_sent"], 2, "{hook}: {s}");
     assert!(k["ct_found"].as_u64().unwrap() >= 4, "{hook}: {s}");
     let human = ok(&sock, &["stats"]);
@@ -1105,7 +925,7 @@ fn host_scenario(hook: &str) {
     ok(&sock, &["detach", &bed.vb]);
     let s = stats(&sock);
     assert!(s["dataplane"]["conntrack"]["table"].is_null(), "{s}");
-    assert!(!nft_tables(&bed.b).contains("parapetd_ct"));
+    assert!(!host::nft_tables(&bed.b).contains("parapetd_ct"));
     let plain = dir.path().join("plain.rules");
     std::fs::write(&plain, "*filter\n:INPUT ACCEPT [0:0]\nCOMMIT\n").unwrap();
     ok(&sock, &["apply", plain.to_str().unwrap()]);
