@@ -930,8 +930,16 @@ fn host_scenario(hook: &str) {
     std::fs::write(&plain, "*filter\n:INPUT ACCEPT [0:0]\nCOMMIT\n").unwrap();
     ok(&sock, &["apply", plain.to_str().unwrap()]);
     assert_eq!(stats(&sock)["dataplane"]["conntrack"]["lookup"], false);
+    // A stopping parapetd deletes its table.
+    ok(&sock, &["apply", rules.to_str().unwrap()]);
+    ok(&sock, &attach);
+    assert!(host::nft_tables(&bed.b).contains("inet parapetd_ct"));
     let _ = Command::new("kill").arg(daemon.id().to_string()).status();
     let _ = daemon.wait();
+    assert!(
+        !host::nft_tables(&bed.b).contains("parapetd_ct"),
+        "{hook}: the conntrack table outlived parapetd"
+    );
 }
 
 #[test]

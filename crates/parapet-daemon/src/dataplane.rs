@@ -178,7 +178,15 @@ impl Kernel {
         };
         // With the conntrack kfuncs linked in whenever the kernel has them,
         // so a later apply can switch the lookup on; off until one does.
-        let mut dp = Dataplane::load_with(&opts, &SetSizing::default(), &Features { conntrack: true })
+        // A kernel that has them but refuses the lookup code still gets a
+        // dataplane, without it (an apply that needs it then says so).
+        let sizing = SetSizing::default();
+        let with_ct = Dataplane::load_with(&opts, &sizing, &Features { conntrack: true });
+        let mut dp = with_ct
+            .or_else(|e| {
+                eprintln!("parapetd: loading with the conntrack lookup failed ({e}); loading without it");
+                Dataplane::load_with(&opts, &sizing, &Features::default())
+            })
             .map_err(|e| {
             dp_err(
                 "loading the eBPF program (needs root or CAP_BPF+CAP_NET_ADMIN+CAP_PERFMON, kernel >= 6.6)",
@@ -237,6 +245,10 @@ impl Kernel {
     ) -> Result<(), ErrorReply> {
         if self.dp.is_some() {
             return Ok(());
+        }
+        if self.config.conntrack_table {
+            // left behind by a parapetd that was killed
+            ConntrackTable::delete_stale(CT_TABLE);
         }
         if let Some((rs, compiled)) = active {
             install(&self.config, &mut dp, rs, compiled, sets)?;
@@ -660,7 +672,7 @@ fn needs_ct(
                  packets up in conntrack ({}); every packet would be UNTRACKED there",
                 chain.name,
                 dp.conntrack_note()
-                    .unwrap_or("the nf_conntrack kfuncs are missing")
+                    .unwrap_or("it failed to load with the lookup; see parapetd's log")
             ),
         ));
     }

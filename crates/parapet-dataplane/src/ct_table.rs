@@ -72,6 +72,12 @@ impl ConntrackTable {
         })
     }
 
+    /// Deletes table `inet NAME` if it exists (one left behind by a
+    /// process that was killed); errors are ignored.
+    pub fn delete_stale(name: &str) {
+        let _ = nft(&format!("delete table inet {name}\n"));
+    }
+
     /// The table's name (`inet NAME`).
     pub fn name(&self) -> &str {
         &self.name
