@@ -206,3 +206,71 @@ fn the_lookup_switches_at_run_time() {
     assert!(!plain.conntrack());
     plain.set_conntrack(false).unwrap();
 }
+
+/// The shared install path switches the lookup with the ruleset: on for
+/// one that matches ctstate (through a jump), off for one that does not,
+/// and unchanged when the install fails.
+#[test]
+fn installing_a_ruleset_switches_the_lookup() {
+    let Some(mut dp) = load_ct("installing_a_ruleset_switches_the_lookup") else {
+        return;
+    };
+    dp.set_conntrack(false).unwrap();
+    let parse = |text: &str| {
+        parapet_parse::parse(text, "test", parapet_parse::Format::IptablesSave)
+            .unwrap()
+            .ruleset
+    };
+    let with_ct = parse(
+        "*filter\n:INPUT DROP [0:0]\n:sub - [0:0]\n\
+         -A INPUT -p tcp -j sub\n\
+         -A sub -m conntrack --ctstate NEW -j ACCEPT\n\
+         COMMIT\n",
+    );
+    let without = parse("*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -p udp -j DROP\nCOMMIT\n");
+    let input = |rs: &parapet_model::Ruleset| rs.select_chain(Some("INPUT")).unwrap();
+    assert!(parapet_dataplane::ruleset::needs_conntrack(
+        &with_ct,
+        input(&with_ct)
+    ));
+    assert!(!parapet_dataplane::ruleset::needs_conntrack(
+        &without,
+        input(&without)
+    ));
+    let install = |dp: &mut Dataplane, rs: &parapet_model::Ruleset, image: &[u8]| {
+        let needs = parapet_dataplane::ruleset::needs_conntrack(rs, input(rs));
+        dp.install_ruleset_ct(
+            &parapet_dataplane::ruleset::Install {
+                ruleset: rs,
+                policy: &parapet_model::Verdict::Accept,
+                image,
+                sets: None,
+                log_rate: 1,
+            },
+            needs,
+        )
+    };
+    let syn = Frame::ipv4(A4, B4).tcp(1, 80, 0x02).build();
+    let img = iptables_image(
+        "*filter\n:INPUT DROP [0:0]\n:sub - [0:0]\n\
+         -A INPUT -p tcp -j sub\n\
+         -A sub -m conntrack --ctstate NEW -j ACCEPT\n\
+         COMMIT\n",
+    );
+    // too large for the slot: nothing changes, the lookup stays off
+    let huge = vec![0u8; dp.slot_capacity() + 1];
+    assert!(install(&mut dp, &with_ct, &huge).is_err());
+    assert!(!dp.conntrack());
+    install(&mut dp, &with_ct, &img).unwrap();
+    assert!(dp.conntrack());
+    assert!(dp.test_run(Hook::Xdp, &syn, 0, 1).unwrap().passed);
+    assert_eq!(dp.last_decision().unwrap().unwrap().ctstate, CT_NEW);
+    // a failed install of a ruleset without ctstate leaves it on
+    assert!(install(&mut dp, &without, &huge).is_err());
+    assert!(dp.conntrack());
+    let img2 = iptables_image("*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -p udp -j DROP\nCOMMIT\n");
+    install(&mut dp, &without, &img2).unwrap();
+    assert!(!dp.conntrack());
+    assert!(dp.test_run(Hook::Xdp, &syn, 0, 1).unwrap().passed);
+    assert_eq!(dp.last_decision().unwrap().unwrap().ctstate, CT_UNTRACKED);
+}
