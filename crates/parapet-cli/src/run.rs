@@ -10,7 +10,7 @@ use crate::load;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, ValueEnum};
 use parapet_compile::Classifier;
-use parapet_dataplane::{ruleset, Dataplane, Hook, LoadOptions, Mode, Stat};
+use parapet_dataplane::{ruleset, Dataplane, Features, Hook, LoadOptions, Mode, SetSizing, Stat};
 use parapet_model::{flatten, Ruleset};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -46,9 +46,17 @@ pub struct RunArgs {
     /// PIDFILE.log.
     #[arg(long, value_name = "PIDFILE")]
     background: Option<PathBuf>,
+    /// Do not create the nft table `inet parapet_run_ct` that makes the
+    /// kernel track connections while the ruleset matches ctstate (for
+    /// hosts whose own rules already use conntrack).
+    #[arg(long)]
+    no_conntrack_table: bool,
     #[command(flatten)]
     opts: EngineArgs,
 }
+
+/// The nft table `parapet run` installs for conntrack (`inet parapet_run_ct`).
+const CT_TABLE: &str = "parapet_run_ct";
 
 #[derive(Copy, Clone, ValueEnum)]
 enum HookArg {
@@ -76,6 +84,23 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         image_len,
         max_rule,
     } = load_dataplane(rs, &args.opts, args.log_rate, store.as_ref())?;
+    // Connections must be tracked before the first reply comes back; the
+    // table goes when this function returns (Drop).
+    let _ct_table = if dp.conntrack() && !args.no_conntrack_table {
+        let t = parapet_dataplane::ct_table::ConntrackTable::install(CT_TABLE).map_err(|e| {
+            anyhow!(
+                "the ruleset matches ctstate, so the kernel must track connections, but creating \
+                 nft table inet {CT_TABLE} failed ({e}); use --no-conntrack-table if conntrack is \
+                 enabled otherwise"
+            )
+        })?;
+        Some(t)
+    } else {
+        None
+    };
+    if dp.conntrack() {
+        eprintln!("parapet: the ruleset matches ctstate: conntrack lookup on");
+    }
     let (hook, mode) = match (args.hook, args.mode) {
         (HookArg::Tc, _) => (Hook::Tc, Mode::Skb),
         (HookArg::Xdp, ModeArg::Native) => (Hook::Xdp, Mode::Native),
@@ -144,19 +169,39 @@ fn load_dataplane(
     let image = classifier.image().to_bytes();
     let max_rule = ruleset::max_rule_id(rs);
     let pages = (image.len() / 4096 + 2) as u32;
-    let mut dp = Dataplane::load(&LoadOptions {
-        max_rules: max_rule.max(1),
-        slot_pages: pages,
-        debug: false,
-    })
+    let needs_ct = ruleset::needs_conntrack(rs, chain);
+    // The kfuncs are linked in only when the ruleset reads ctstate: this
+    // program lives for one ruleset, and linking needs nf_conntrack.
+    let mut dp = Dataplane::load_with(
+        &LoadOptions {
+            max_rules: max_rule.max(1),
+            slot_pages: pages,
+            debug: false,
+        },
+        &SetSizing::default(),
+        &Features {
+            conntrack: needs_ct,
+        },
+    )
     .context("loading the eBPF program (needs root or CAP_BPF+CAP_NET_ADMIN, kernel >= 6.6)")?;
-    dp.install_ruleset(&ruleset::Install {
-        ruleset: rs,
-        policy: &list.policy,
-        image: &image,
-        sets: store,
-        log_rate,
-    })?;
+    if needs_ct && !dp.conntrack_available() {
+        bail!(
+            "the ruleset matches ctstate, but the kernel dataplane cannot look packets up in \
+             conntrack ({}); every packet would be UNTRACKED there",
+            dp.conntrack_note()
+                .unwrap_or("the nf_conntrack kfuncs are missing")
+        );
+    }
+    dp.install_ruleset_ct(
+        &ruleset::Install {
+            ruleset: rs,
+            policy: &list.policy,
+            image: &image,
+            sets: store,
+            log_rate,
+        },
+        needs_ct,
+    )?;
     Ok(Loaded {
         dp,
         classifier,

@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::{in_netns, is_root, skip, testbed, Bed, B_ADDR};
+use common::{host, in_netns, is_root, skip, testbed, Bed, B_ADDR};
 use parapet_model::{
     Action, Dir, Field, IfName, IntervalSet, LinearEngine, Matches, Packet, Rule, Ruleset,
     SetKeySpec, SetLookup, SetRef, Verdict,
@@ -68,9 +68,10 @@ fn maybe_negate(rng: &mut Rng, s: IntervalSet) -> IntervalSet {
 }
 
 /// A parapet-gen ruleset whose address matches are moved into the test
-/// bed's subnet (so they matter for the packets sent) and without conntrack
-/// matches (at these hooks the kernel's ctstate is UNTRACKED, the model's
-/// default NEW), with a first rule that drops `parapet-ban4` sources.
+/// bed's subnet (so they matter for the packets sent), with a first rule
+/// that drops `parapet-ban4` sources. Its ctstate matches stay: parapetd
+/// turns the conntrack lookup on for them, and every flow's first packet
+/// is NEW in the kernel as in the model.
 fn ruleset(seed: u64) -> Ruleset {
     let mut rs = parapet_gen::random_ruleset(
         seed,
@@ -109,7 +110,6 @@ fn ruleset(seed: u64) -> Ruleset {
                 let mut m = Matches::any();
                 for (f, s) in r.matches.iter() {
                     match f {
-                        Field::CtState => {}
                         Field::SrcAddr => {
                             let v = rng.pick(&srcs);
                             m.constrain(*f, maybe_negate(&mut rng, v))
@@ -539,7 +539,7 @@ fn scenario(hook: &str) {
         dir.path().join("state"),
         dir.path().join("parapetd.log"),
     );
-    // A seed whose ruleset both passes and drops the test's traffic.
+    // A seed whose ruleset both passes and drops the test's traffic ...
     let (seed, rs, text, flows) = (1u64..)
         .take(50)
         .find_map(|seed| {
@@ -575,7 +575,9 @@ fn scenario(hook: &str) {
             }
             let w = expect(&rs, &bed.vb, &flows, &[]);
             let pass = w.values().filter(|d| d.verdict == Verdict::Accept).count();
-            (pass > flows.len() / 5 && pass < flows.len() * 4 / 5)
+            // ... and reads ctstate, so the kernel's conntrack lookup decides too
+            let ct = parapet_dataplane::ruleset::needs_conntrack(&rs, rs.select_chain(None).ok()?);
+            (ct && pass > flows.len() / 5 && pass < flows.len() * 4 / 5)
                 .then_some((seed, rs, text, flows))
         })
         .expect("some seed passes and drops");
@@ -623,6 +625,7 @@ fn scenario(hook: &str) {
         .sum::<u64>();
     let k = &s["dataplane"]["kernel"];
     let accepted_tcp = got.iter().filter(|(f, _)| f.tcp).count() as u64;
+    let handshakes: Vec<Flow> = got.keys().copied().filter(|f| f.tcp).collect();
     // Each completed handshake adds the peer's ACK and its RST.
     assert_eq!(
         k["packets"].as_u64().unwrap(),
@@ -632,7 +635,19 @@ fn scenario(hook: &str) {
     assert_eq!(k["image_errors"], 0, "{s}");
     assert_eq!(k["by_image"], k["packets"], "{s}");
     // Counters: every flow's decision, plus the ACK and RST of each
-    // completed handshake, classified like any packet.
+    // completed handshake, classified like any packet of an ESTABLISHED
+    // connection (the conntrack lookup is on when the ruleset reads it).
+    let ct_on = s["dataplane"]["conntrack"]["lookup"] == true;
+    assert_eq!(
+        ct_on,
+        parapet_dataplane::ruleset::needs_conntrack(&rs, rs.select_chain(None).unwrap()),
+        "{hook}: the lookup is on exactly when the ruleset reads ctstate: {s}"
+    );
+    assert_eq!(
+        s["dataplane"]["conntrack"]["table"].is_string(),
+        ct_on,
+        "{hook}: the conntrack table exists exactly when the lookup is on: {s}"
+    );
     let linear = LinearEngine::new(&rs, rs.select_chain(None).unwrap()).unwrap();
     let sets = Sets {
         banned: banned0.to_vec(),
@@ -642,6 +657,9 @@ fn scenario(hook: &str) {
         for flags in [0x10u8, 0x04] {
             let mut p = f.packet(&bed.vb);
             p.tcp_flags = flags;
+            if ct_on {
+                p.ct_state = parapet_model::CtState::Established;
+            }
             let d = linear.classify(&p, &sets).unwrap();
             *counted.entry(d.rule_id).or_default() += 1;
             for r in &d.nonterminal {
@@ -793,10 +811,27 @@ fn scenario(hook: &str) {
     assert_eq!(atts.len(), 1, "{hook}: re-attached after restart: {s}");
     assert_eq!(atts[0]["iface"], serde_json::Value::from(bed.vb.clone()));
     assert_eq!(atts[0]["hook"], serde_json::Value::from(hook));
+    // The TCP flows reuse step 1's tuples. A connection whose closing RST
+    // reached the kernel is over, and a new SYN re-opens it (NEW); one
+    // whose RST the ruleset dropped is still in the conntrack table, and
+    // its new SYN is ESTABLISHED there, as in the kernel's own conntrack.
+    let mut want4 = want.clone();
+    if ct_on {
+        for f in &handshakes {
+            let mut rst = f.packet(&bed.vb);
+            rst.tcp_flags = 0x04;
+            rst.ct_state = parapet_model::CtState::Established;
+            if linear.classify(&rst, &sets).unwrap().verdict != Verdict::Accept {
+                let mut syn = f.packet(&bed.vb);
+                syn.ct_state = parapet_model::CtState::Established;
+                want4.insert(*f, linear.classify(&syn, &sets).unwrap());
+            }
+        }
+    }
     let got = exchange(&bed, &flows, ROUNDS);
     check_delivery(
         &format!("{hook}: after kill -9 and restart"),
-        &want,
+        &want4,
         &got,
         &flows,
         ROUNDS,
@@ -825,4 +860,94 @@ fn parapetd_at_xdp_enforces_exactly_what_the_linear_engine_accepts() {
 #[test]
 fn parapetd_at_tc_enforces_exactly_what_the_linear_engine_accepts() {
     scenario("tc");
+}
+
+/// A host firewall through parapetd (`common::host`): policy DROP,
+/// replies to the host's own connections accepted by `--ctstate
+/// ESTABLISHED,RELATED`, one TCP and one UDP port rejected, probed with
+/// real connections both ways; then the REJECT and conntrack statistics,
+/// the conntrack table's life, and the lookup following the ruleset.
+fn host_scenario(hook: &str) {
+    if !is_root() {
+        return skip("not root (needs netns, veth and BPF)");
+    }
+    let bed = match testbed(&format!("h{}", &hook[..1]), &[]) {
+        Ok(t) => t,
+        Err(e) => return skip(&format!("cannot build the netns test bed: {e}")),
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (sock, state, log) = (
+        dir.path().join("s"),
+        dir.path().join("state"),
+        dir.path().join("parapetd.log"),
+    );
+    let rules = dir.path().join("host.rules");
+    std::fs::write(&rules, host::rules()).unwrap();
+    let _peer = match host::xdp_peer(&bed, dir.path(), hook) {
+        Ok(p) => p,
+        Err(e) => return skip(&format!("cannot run XDP on the peer: {e}")),
+    };
+    let exe = parapetd(dir.path());
+    let mut daemon = start_daemon(&bed.b, &exe, &sock, &state, &log);
+    ok(&sock, &["apply", rules.to_str().unwrap()]);
+    let mut attach = vec!["attach", bed.vb.as_str(), "--hook", hook];
+    if hook == "xdp" {
+        attach.extend(["--mode", "native"]);
+    }
+    let o = parapet(&sock, &attach);
+    if !o.status.success() {
+        let said = String::from_utf8_lossy(&o.stderr).to_string();
+        let _ = daemon.kill();
+        let _ = daemon.wait();
+        if said.contains("loading the eBPF program") || said.contains("conntrack") {
+            return skip(&format!("BPF or conntrack unavailable: {said}"));
+        }
+        panic!("parapet attach: {said}");
+    }
+    let s = stats(&sock);
+    assert_eq!(s["dataplane"]["conntrack"]["lookup"], true, "{s}");
+    assert_eq!(
+        s["dataplane"]["conntrack"]["table"], "inet parapetd_ct",
+        "{s}"
+    );
+    assert!(host::nft_tables(&bed.b).contains("inet parapetd_ct"));
+
+    host::probe(&bed, hook);
+    let s = stats(&sock);
+    let k = &s["dataplane"]["kernel"];
+    assert_eq!(k["reject_sent"], 2, "{hook}: {s}");
+    assert!(k["ct_found"].as_u64().unwrap() >= 4, "{hook}: {s}");
+    let human = ok(&sock, &["stats"]);
+    assert!(human.contains("\"reject_sent\":2"), "{human}");
+
+    // Detached, the lookup's table goes; the lookup itself follows the
+    // ruleset: one without ctstate switches it off.
+    ok(&sock, &["detach", &bed.vb]);
+    let s = stats(&sock);
+    assert!(s["dataplane"]["conntrack"]["table"].is_null(), "{s}");
+    assert!(!host::nft_tables(&bed.b).contains("parapetd_ct"));
+    let plain = dir.path().join("plain.rules");
+    std::fs::write(&plain, "*filter\n:INPUT ACCEPT [0:0]\nCOMMIT\n").unwrap();
+    ok(&sock, &["apply", plain.to_str().unwrap()]);
+    assert_eq!(stats(&sock)["dataplane"]["conntrack"]["lookup"], false);
+    // A stopping parapetd deletes its table.
+    ok(&sock, &["apply", rules.to_str().unwrap()]);
+    ok(&sock, &attach);
+    assert!(host::nft_tables(&bed.b).contains("inet parapetd_ct"));
+    let _ = Command::new("kill").arg(daemon.id().to_string()).status();
+    let _ = daemon.wait();
+    assert!(
+        !host::nft_tables(&bed.b).contains("parapetd_ct"),
+        "{hook}: the conntrack table outlived parapetd"
+    );
+}
+
+#[test]
+fn parapetd_host_firewall_at_xdp_tracks_and_rejects() {
+    host_scenario("xdp");
+}
+
+#[test]
+fn parapetd_host_firewall_at_tc_tracks_and_rejects() {
+    host_scenario("tc");
 }

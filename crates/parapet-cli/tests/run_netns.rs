@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{in_netns, is_root, skip, testbed, A_ADDR, B_ADDR};
+use common::{host, in_netns, is_root, skip, testbed, A_ADDR, B_ADDR};
 
 /// (sport, dport) pairs sent, each probing a rule edge or a gap.
 fn flows() -> Vec<(u16, u16)> {
@@ -257,4 +257,51 @@ fn run_at_xdp_delivers_exactly_what_the_linear_engine_accepts() {
 #[test]
 fn run_in_background_at_tc_delivers_exactly_what_the_linear_engine_accepts() {
     scenario("tc", true);
+}
+
+/// `parapet run` as a host firewall (`common::host`): the ruleset matches
+/// ctstate, so the program runs with the conntrack lookup on and the nft
+/// table `inet parapet_run_ct` exists while it runs and goes with it; the
+/// host's own connections get their replies, the REJECT rules answer and
+/// the rest is dropped.
+fn host_scenario(hook: &str) {
+    if !is_root() {
+        return skip("not root (needs netns, veth and BPF)");
+    }
+    let bed = match testbed(&format!("r{}", &hook[..1]), &[]) {
+        Ok(t) => t,
+        Err(e) => return skip(&format!("cannot build the netns test bed: {e}")),
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("host.rules");
+    std::fs::write(&rules, host::rules()).unwrap();
+    let _peer = match host::xdp_peer(&bed, dir.path(), hook) {
+        Ok(p) => p,
+        Err(e) => return skip(&format!("cannot run XDP on the peer: {e}")),
+    };
+    let run = match host::run_background(&bed.b, dir.path(), "host", &rules, &bed.vb, hook) {
+        Ok(r) => r,
+        Err(e) if e.contains("loading the eBPF program") || e.contains("conntrack") => {
+            return skip(&format!("BPF or conntrack unavailable: {e}"))
+        }
+        Err(e) => panic!("parapet run: {e}"),
+    };
+    assert!(host::nft_tables(&bed.b).contains("inet parapet_run_ct"));
+    host::probe(&bed, hook);
+    let said = run.stop();
+    assert!(said.contains("conntrack lookup on"), "{said}");
+    assert!(
+        !host::nft_tables(&bed.b).contains("parapet_run_ct"),
+        "{hook}: the conntrack table outlived parapet run"
+    );
+}
+
+#[test]
+fn run_as_host_firewall_at_xdp_tracks_and_rejects() {
+    host_scenario("xdp");
+}
+
+#[test]
+fn run_as_host_firewall_at_tc_tracks_and_rejects() {
+    host_scenario("tc");
 }

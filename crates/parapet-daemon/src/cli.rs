@@ -66,6 +66,11 @@ pub struct ParapetdArgs {
     /// Kernel dataplane: LOG events per second per rule without `-m limit`.
     #[arg(long, default_value_t = 10)]
     pub log_rate: u32,
+    /// Kernel dataplane: do not create the nft table `inet parapetd_ct`
+    /// that makes the kernel track connections while the active ruleset
+    /// matches ctstate (for hosts whose own rules already use conntrack).
+    #[arg(long)]
+    pub no_conntrack_table: bool,
 }
 
 fn parse_mode(s: &str) -> Result<u32, String> {
@@ -87,6 +92,7 @@ pub fn parapetd_main(a: ParapetdArgs) -> ExitCode {
         image_mib: a.image_mib.clamp(1, 1024),
         chain: a.chain,
         log_rate: a.log_rate,
+        conntrack_table: !a.no_conntrack_table,
     };
     match crate::server::run(c, crate::server::default_loader()) {
         Ok(()) => ExitCode::SUCCESS,

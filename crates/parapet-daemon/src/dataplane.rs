@@ -10,8 +10,9 @@
 
 use crate::loader::CompiledChain;
 use crate::proto::{code, ErrorReply};
+use parapet_dataplane::ct_table::ConntrackTable;
 use parapet_dataplane::ruleset::{self, Install};
-use parapet_dataplane::{bridge, Dataplane, Hook, LoadOptions, Mode, Stat};
+use parapet_dataplane::{bridge, Dataplane, Features, Hook, LoadOptions, Mode, SetSizing, Stat};
 use parapet_model::{Counters, Ruleset};
 use parapet_sets::{Element, SetStore};
 use serde_json::{json, Value};
@@ -27,7 +28,14 @@ pub struct KernelConfig {
     pub chain: Option<String>,
     /// LOG events per second for rules without `-m limit` (`--log-rate`).
     pub log_rate: u32,
+    /// Install the nft table that makes the kernel track connections while
+    /// the conntrack lookup is on and the program is attached (off:
+    /// `--no-conntrack-table`, for hosts whose own rules use conntrack).
+    pub conntrack_table: bool,
 }
+
+/// The nft table parapetd installs for conntrack (`inet parapetd_ct`).
+pub const CT_TABLE: &str = "parapetd_ct";
 
 impl Default for KernelConfig {
     fn default() -> Self {
@@ -36,6 +44,7 @@ impl Default for KernelConfig {
             image_mib: 16,
             chain: None,
             log_rate: 10,
+            conntrack_table: true,
         }
     }
 }
@@ -136,6 +145,8 @@ pub struct Kernel {
     attached: Vec<Attachment>,
     /// Attachments read from the journal, made at [`Kernel::restore`].
     pending: Vec<(String, Hook, Mode)>,
+    /// The conntrack table while installed ([`Kernel::ct_table_wanted`]).
+    ct_table: Option<ConntrackTable>,
 }
 
 impl Kernel {
@@ -165,12 +176,63 @@ impl Kernel {
             slot_pages: config.image_mib.max(1).saturating_mul(256),
             debug: false,
         };
-        Dataplane::load(&opts).map_err(|e| {
+        // With the conntrack kfuncs linked in whenever the kernel has them,
+        // so a later apply can switch the lookup on; off until one does.
+        // A kernel that has them but refuses the lookup code still gets a
+        // dataplane, without it (an apply that needs it then says so).
+        let sizing = SetSizing::default();
+        let with_ct = Dataplane::load_with(&opts, &sizing, &Features { conntrack: true });
+        let mut dp = with_ct
+            .or_else(|e| {
+                eprintln!("parapetd: loading with the conntrack lookup failed ({e}); loading without it");
+                Dataplane::load_with(&opts, &sizing, &Features::default())
+            })
+            .map_err(|e| {
             dp_err(
                 "loading the eBPF program (needs root or CAP_BPF+CAP_NET_ADMIN+CAP_PERFMON, kernel >= 6.6)",
                 e,
             )
-        })
+        })?;
+        dp.set_conntrack(false)
+            .map_err(|e| dp_err("switching the conntrack lookup off", e))?;
+        Ok(dp)
+    }
+
+    /// Whether the conntrack table should exist: the lookup is on, the
+    /// program is attached somewhere, and the flag allows it.
+    fn ct_table_wanted(&self, lookup_on: bool, attached: bool) -> bool {
+        self.config.conntrack_table && lookup_on && attached
+    }
+
+    /// Creates the conntrack table when wanted and missing (before the
+    /// lookup needs it: an error then changes nothing).
+    fn ensure_ct_table(&mut self, lookup_on: bool, attached: bool) -> Result<(), ErrorReply> {
+        if self.ct_table.is_none() && self.ct_table_wanted(lookup_on, attached) {
+            let t = ConntrackTable::install(CT_TABLE).map_err(|e| {
+                ErrorReply::new(
+                    code::DATAPLANE,
+                    format!(
+                        "the ruleset matches ctstate, so the kernel must track connections, \
+                         but creating nft table inet {CT_TABLE} failed ({e}); \
+                         start parapetd with --no-conntrack-table if conntrack is enabled otherwise"
+                    ),
+                )
+            })?;
+            self.ct_table = Some(t);
+        }
+        Ok(())
+    }
+
+    /// Deletes the conntrack table when no longer wanted.
+    fn prune_ct_table(&mut self) {
+        let on = self.dp.as_ref().is_some_and(Dataplane::conntrack);
+        if !self.ct_table_wanted(on, !self.attached.is_empty()) {
+            if let Some(t) = self.ct_table.take() {
+                if let Err(e) = t.remove() {
+                    eprintln!("parapetd: deleting nft table inet {CT_TABLE}: {e}");
+                }
+            }
+        }
     }
 
     /// Takes a freshly loaded program and installs the active ruleset in
@@ -184,10 +246,15 @@ impl Kernel {
         if self.dp.is_some() {
             return Ok(());
         }
+        if self.config.conntrack_table {
+            // left behind by a parapetd that was killed
+            ConntrackTable::delete_stale(CT_TABLE);
+        }
         if let Some((rs, compiled)) = active {
             install(&self.config, &mut dp, rs, compiled, sets)?;
         }
         self.dp = Some(dp);
+        self.prune_ct_table();
         Ok(())
     }
 
@@ -200,17 +267,29 @@ impl Kernel {
         compiled: &[CompiledChain],
         sets: &SetStore,
     ) -> Result<(), ErrorReply> {
-        match &mut self.dp {
-            None => Ok(()),
+        let Some(dp) = &self.dp else {
+            return Ok(());
+        };
+        let needs = needs_ct(&self.config, dp, rs, compiled)?;
+        // the table first, so connections are tracked when the image
+        // that reads their state goes live
+        self.ensure_ct_table(needs, !self.attached.is_empty())?;
+        let r = match &mut self.dp {
             Some(dp) => install(&self.config, dp, rs, compiled, sets),
-        }
+            None => Ok(()),
+        };
+        self.prune_ct_table();
+        r
     }
 
     /// `apply --check` while loaded: would the ruleset fit the program?
     pub fn check(&self, rs: &Ruleset, compiled: &[CompiledChain]) -> Result<(), ErrorReply> {
         match &self.dp {
             None => Ok(()),
-            Some(dp) => fits(&self.config, dp, rs, compiled).map(|_| ()),
+            Some(dp) => {
+                fits(&self.config, dp, rs, compiled)?;
+                needs_ct(&self.config, dp, rs, compiled).map(|_| ())
+            }
         }
     }
 
@@ -231,13 +310,23 @@ impl Kernel {
                 format!("already attached to {iface} at {}", name_hook(hook)),
             ));
         }
-        let dp = self
+        let on = self
             .dp
-            .as_mut()
-            .ok_or_else(|| ErrorReply::new(code::DATAPLANE, "the eBPF program is not loaded"))?;
+            .as_ref()
+            .ok_or_else(|| ErrorReply::new(code::DATAPLANE, "the eBPF program is not loaded"))?
+            .conntrack();
+        self.ensure_ct_table(on, true)?;
+        let dp = self.dp.as_mut().expect("checked above");
         let a = dp
             .attach(iface, hook, mode)
-            .map_err(|e| dp_err(&format!("attaching to {iface}"), e))?;
+            .map_err(|e| dp_err(&format!("attaching to {iface}"), e));
+        let a = match a {
+            Ok(a) => a,
+            Err(e) => {
+                self.prune_ct_table();
+                return Err(e);
+            }
+        };
         let att = Attachment {
             iface: iface.to_string(),
             hook,
@@ -268,6 +357,7 @@ impl Kernel {
                 i += 1;
             }
         }
+        self.prune_ct_table();
         if gone.is_empty() {
             return Err(ErrorReply::new(
                 code::INVALID,
@@ -487,6 +577,11 @@ impl Kernel {
             "generation": dp.generation(),
             "max_rules": dp.max_rules(),
             "image_slot_bytes": dp.slot_capacity(),
+            "conntrack": {
+                "available": dp.conntrack_available(),
+                "lookup": dp.conntrack(),
+                "table": self.ct_table.as_ref().map(|t| format!("inet {}", t.name())),
+            },
             "kernel": {
                 "packets": s.get(Stat::Packets),
                 "not_ip": s.get(Stat::NotIp),
@@ -500,6 +595,12 @@ impl Kernel {
                 "log_emitted": s.get(Stat::LogEmitted),
                 "log_rate_limited": s.get(Stat::LogRateLimited),
                 "log_ring_full": s.get(Stat::LogRingFull),
+                "reject_sent": s.get(Stat::RejectSent),
+                "reject_limited": s.get(Stat::RejectLimited),
+                "reject_no_reply": s.get(Stat::RejectNoReply),
+                "reject_failed": s.get(Stat::RejectFailed),
+                "ct_lookups": s.get(Stat::CtLookup),
+                "ct_found": s.get(Stat::CtFound),
             },
         })
     }
@@ -530,13 +631,17 @@ fn install(
     sets: &SetStore,
 ) -> Result<(), ErrorReply> {
     let (chain, image) = fits(cfg, dp, rs, compiled)?;
-    dp.install_ruleset(&Install {
-        ruleset: rs,
-        policy: &chain.policy,
-        image: &image,
-        sets: (!rs.set_refs.is_empty()).then_some(sets),
-        log_rate: cfg.log_rate,
-    })
+    let needs = needs_ct(cfg, dp, rs, compiled)?;
+    dp.install_ruleset_ct(
+        &Install {
+            ruleset: rs,
+            policy: &chain.policy,
+            image: &image,
+            sets: (!rs.set_refs.is_empty()).then_some(sets),
+            log_rate: cfg.log_rate,
+        },
+        needs,
+    )
     .map_err(|e| {
         ErrorReply::new(
             code::APPLY,
@@ -545,6 +650,33 @@ fn install(
     })?;
     dp.reset_counters()
         .map_err(|e| dp_err("resetting the kernel counters", e))
+}
+
+/// Whether the kernel chain of `rs` matches ctstate; an error when it does
+/// and the loaded program cannot look connections up (the kernel would
+/// see every packet as UNTRACKED: never silently wrong).
+fn needs_ct(
+    cfg: &KernelConfig,
+    dp: &Dataplane,
+    rs: &Ruleset,
+    compiled: &[CompiledChain],
+) -> Result<bool, ErrorReply> {
+    let chain = kernel_chain(cfg, rs, compiled)
+        .map_err(|e| ErrorReply::new(code::APPLY, format!("the kernel dataplane: {e}")))?;
+    let needs = ruleset::needs_conntrack(rs, chain.chain);
+    if needs && !dp.conntrack_available() {
+        return Err(ErrorReply::new(
+            code::APPLY,
+            format!(
+                "the kernel chain {} matches ctstate, but the kernel dataplane cannot look \
+                 packets up in conntrack ({}); every packet would be UNTRACKED there",
+                chain.name,
+                dp.conntrack_note()
+                    .unwrap_or("it failed to load with the lookup; see parapetd's log")
+            ),
+        ));
+    }
+    Ok(needs)
 }
 
 /// The kernel chain of `rs` and its image bytes, when they fit the loaded

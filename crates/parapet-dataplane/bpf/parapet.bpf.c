@@ -33,10 +33,12 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 const volatile __u32 parapet_debug_mode = 0;
 /* Pages per image slot; the loader sizes parapet_image to 2x this. */
 const volatile __u32 parapet_slot_pages = PARAPET_IMAGE_DEFAULT_SLOT_PAGES;
-/* Non-zero: look TCP and UDP packets up in the kernel's conntrack table
- * and give the image their state (see "conntrack state" below); 0: every
- * packet has parapet_ctstate (walker.bpf.h, UNTRACKED).  Set by the
- * loader, which turns it off when the kernel lacks the kfuncs. */
+/* Non-zero: the conntrack kfuncs are linked in and TCP and UDP packets
+ * are looked up in the kernel's conntrack table while parapet_config's
+ * PARAPET_CFG_CT word is non-zero (see "conntrack state" below); 0: the
+ * lookup code is removed by the verifier and every packet has
+ * parapet_ctstate (walker.bpf.h, UNTRACKED).  Set by the loader, which
+ * turns it off when the kernel lacks the kfuncs. */
 const volatile __u32 parapet_ct_mode = 0;
 
 /* ---- maps -------------------------------------------------------------- */
@@ -123,6 +125,18 @@ struct {
 	__type(key, __u32);
 	__array(values, struct parapet_gen_inner);
 } parapet_rcu_barrier SEC(".maps");
+
+/* Runtime switches user space flips without reloading (PARAPET_CFG_*).
+ * An array lookup with a constant key is inlined by the verifier, so
+ * reading a switch costs a load. */
+#define PARAPET_CFG_CT 0 /* non-zero: look packets up in conntrack */
+#define PARAPET_CFG_WORDS 4
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, PARAPET_CFG_WORDS);
+	__type(key, __u32);
+	__type(value, __u32);
+} parapet_config SEC(".maps");
 
 /* REJECT replies: one global GCRA bucket (interval 0 = never answer). */
 struct {
@@ -580,7 +594,7 @@ static __always_inline void debug_record(const struct parapet_key *key,
 	d->rule_id = rule_id;
 	d->verdict = verdict & 0xff;
 	d->reject = verdict >> 8;
-	d->ctstate = parapet_ct_mode ? key->ctstate : parapet_ctstate;
+	d->ctstate = key_ctstate(key);
 	d->seq += 1;
 	d->by_image = w ? 1 : 0;
 	d->n_nonterm = w ? w->n_nonterm : 0;
@@ -685,12 +699,24 @@ static __noinline __u32 parapet_decide(const struct parapet_key *key,
  * The kernel's conntrack table is read with the nf_conntrack kfuncs.  aya
  * 0.14 cannot link kfuncs; the loader patches these calls with the
  * running kernel's BTF ids (src/kfunc.rs), hence no __ksym here.  Only
- * nf_conn.status is read; preserve_access_index makes its offset a CO-RE
- * relocation against the kernel's struct nf_conn.
+ * nf_conn.status and the TCP state are read; preserve_access_index makes
+ * their offsets CO-RE relocations against the kernel's structs.
  */
+struct ip_ct_tcp {
+	__u8 state; /* enum tcp_conntrack */
+} __attribute__((preserve_access_index));
+
+union nf_conntrack_proto {
+	struct ip_ct_tcp tcp;
+} __attribute__((preserve_access_index));
+
 struct nf_conn {
 	unsigned long status;
+	union nf_conntrack_proto proto;
 } __attribute__((preserve_access_index));
+
+/* enum tcp_conntrack: a connection that is over */
+#define PARAPET_TCP_CONNTRACK_TIME_WAIT 7
 
 /* struct bpf_ct_opts, net/netfilter/nf_conntrack_bpf.c, 12-byte form */
 struct parapet_ct_opts {
@@ -865,15 +891,35 @@ static __always_inline __u8 ct_result(struct nf_conn *ct, struct ct_query *q)
 	stat_inc(PARAPET_STAT_CT_FOUND);
 	unsigned long status = ct->status;
 	__u8 dir = q->opts.dir;
+	__u8 tcp_state = q->opts.l4proto == IPPROTO_TCP ? ct->proto.tcp.state : 0;
 
 	bpf_ct_release(ct);
 	if (q->icmp_error)
 		return PARAPET_CT_RELATED;
+	/* A SYN reusing the tuple of a connection that is over (TIME_WAIT,
+	 * CLOSE) re-opens it: tcp_packet() kills the old entry and the SYN
+	 * starts a new one, NEW. */
+	if (dir == 0 && tcp_state >= PARAPET_TCP_CONNTRACK_TIME_WAIT &&
+	    (q->tcp_flags & (TCPF_SYN | TCPF_ACK | TCPF_RST | TCPF_FIN)) == TCPF_SYN)
+		return PARAPET_CT_NEW;
 	if (dir == 1 || (status & PARAPET_IPS_SEEN_REPLY))
 		return PARAPET_CT_ESTABLISHED;
 	if (status & PARAPET_IPS_EXPECTED)
 		return PARAPET_CT_RELATED;
 	return PARAPET_CT_NEW;
+}
+
+/* True when this packet is to be looked up: the kfuncs are linked in
+ * (load time) and user space has the switch on (run time). */
+static __always_inline int ct_live(void)
+{
+	__u32 k = PARAPET_CFG_CT;
+	__u32 *on;
+
+	if (!parapet_ct_mode)
+		return 0;
+	on = bpf_map_lookup_elem(&parapet_config, &k);
+	return on && *on;
 }
 
 /* The packet's ctstate; `hook` is a constant at every call site. */
@@ -1273,9 +1319,11 @@ int parapet_xdp(struct xdp_md *ctx)
 	key.ifindex = ctx->ingress_ifindex;
 	__u32 frame_len = (__u32)(data_end - data);
 	int status = parapet_parse(data, data_end, frame_len, &key, &offs);
-	if (parapet_ct_mode && status == PARAPET_PARSE_OK)
+	if (ct_live() && status == PARAPET_PARSE_OK) {
 		key.ctstate = ct_state(ctx, PARAPET_HOOK_XDP, data, data_end,
 				       &key, &offs);
+		key.flags |= PARAPET_KEY_F_CT;
+	}
 	__u32 verdict = parapet_decide(&key, status, PARAPET_HOOK_XDP);
 
 	if ((verdict & 0xff) == PARAPET_VERDICT_ACCEPT)
@@ -1309,9 +1357,11 @@ int parapet_tc(struct __sk_buff *skb)
 	__builtin_memset(&key, 0, sizeof(key));
 	key.ifindex = skb->ingress_ifindex;
 	int status = parapet_parse(data, data_end, skb->len, &key, &offs);
-	if (parapet_ct_mode && status == PARAPET_PARSE_OK)
+	if (ct_live() && status == PARAPET_PARSE_OK) {
 		key.ctstate = ct_state(skb, PARAPET_HOOK_TC, data, data_end,
 				       &key, &offs);
+		key.flags |= PARAPET_KEY_F_CT;
+	}
 	/* At tc the kernel has usually moved the outer tag out of the data
 	 * into skb->vlan_tci; it is the outer one, so it wins. */
 	if (skb->vlan_present) {

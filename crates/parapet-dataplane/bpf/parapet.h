@@ -29,6 +29,7 @@
 
 /* parapet_key.flags bits */
 #define PARAPET_KEY_F_VLAN 0x01 /* an 802.1Q/802.1ad tag was present */
+#define PARAPET_KEY_F_CT 0x02   /* ctstate is the conntrack lookup's result */
 
 /*
  * The classifier input.  Addresses are in network byte order exactly as on
@@ -54,7 +55,7 @@ struct parapet_key {
 	__u8 tcp_flags;	 /* TCP flags byte (CWR..FIN), else 0 */
 	__u8 frag;	 /* PARAPET_FRAG_* bits */
 	__u8 flags;	 /* PARAPET_KEY_F_* bits */
-	__u8 ctstate;	 /* PARAPET_CT_* from the conntrack lookup; 0 when it is off */
+	__u8 ctstate;	 /* PARAPET_CT_* from the conntrack lookup (flags & CT), else 0 */
 	__u8 _pad[2];	 /* always zero */
 };
 

@@ -29,6 +29,14 @@
  * so the loader may override this default (UNTRACKED). */
 const volatile __u32 parapet_ctstate = PARAPET_CT_UNTRACKED;
 
+/* The ctstate the image sees: the conntrack lookup's when it ran for this
+ * packet (a per-packet flag, so a switch flipped mid-packet cannot mix
+ * states), else the default. */
+static __always_inline __u32 key_ctstate(const struct parapet_key *key)
+{
+	return (key->flags & PARAPET_KEY_F_CT) ? key->ctstate : parapet_ctstate;
+}
+
 struct parapet_walk {
 	__u32 key[PARAPET_IMG_KEY_WORDS];
 	__u32 slot;
@@ -586,7 +594,7 @@ static __always_inline void build_key(struct parapet_walk *w,
 	w->key[PARAPET_KW_DPORT] = key->dport;
 	w->key[PARAPET_KW_ICMP] = ((__u32)key->icmp_type << 8) | key->icmp_code;
 	w->key[PARAPET_KW_TCPFLAGS] = key->tcp_flags;
-	w->key[PARAPET_KW_CTSTATE] = parapet_ct_mode ? key->ctstate : parapet_ctstate;
+	w->key[PARAPET_KW_CTSTATE] = key_ctstate(key);
 	w->key[PARAPET_KW_FRAGMENT] = (key->frag & PARAPET_FRAG_LATER) ? 1 : 0;
 	w->key[PARAPET_KW_SETS] = 0; /* set_bits() fills these */
 	w->key[PARAPET_KW_SETS + 1] = 0;

@@ -3,9 +3,12 @@
 //!
 //! `cargo run --release -p parapet-dataplane --example bench_reject_ct [repeat]`
 //!
-//! - conntrack: the same packets through a program loaded without and one
-//!   loaded with the lookup, interleaved, median of 5 batches of `repeat`
-//!   runs each (the packets belong to no connection: one hash probe);
+//! - conntrack: the same packets through a program loaded without the
+//!   lookup, one loaded with it and switched off at run time
+//!   (`Dataplane::set_conntrack(false)`, what parapetd runs while its
+//!   ruleset reads no ctstate) and one with it on, interleaved, median of 5
+//!   batches of `repeat` runs each (the packets belong to no connection:
+//!   one hash probe);
 //! - REJECT: one run per packet (a repeated run would see its own answer),
 //!   median of 2,000 runs, against the same packet dropped.
 
@@ -41,9 +44,19 @@ fn main() {
             &Features { conntrack },
         )
     };
-    let (mut off, mut on) = match (load(false), load(true)) {
-        (Ok(a), Ok(b)) => (a, b),
-        (Err(e), _) | (_, Err(e)) => {
+    let timed = |conntrack| {
+        let t0 = std::time::Instant::now();
+        let r = load(conntrack);
+        println!(
+            "load + verify, conntrack {}: {:.0} ms",
+            if conntrack { "linked" } else { "not linked" },
+            t0.elapsed().as_secs_f64() * 1e3
+        );
+        r
+    };
+    let (mut off, mut on, mut switched) = match (timed(false), timed(true), load(true)) {
+        (Ok(a), Ok(b), Ok(c)) => (a, b, c),
+        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
             eprintln!("skipped: cannot load the BPF dataplane ({e}); run as root");
             return;
         }
@@ -51,11 +64,12 @@ fn main() {
     if !on.conntrack() {
         println!("conntrack lookup unavailable: {:?}", on.conntrack_note());
     }
+    switched.set_conntrack(false).unwrap();
     let a = Ipv4Addr::new(192, 0, 2, 1);
     let b = Ipv4Addr::new(198, 51, 100, 7);
     let a6: Ipv6Addr = "2001:db8::1".parse().unwrap();
     let b6: Ipv6Addr = "2001:db8:1::2".parse().unwrap();
-    for dp in [&mut off, &mut on] {
+    for dp in [&mut off, &mut on, &mut switched] {
         dp.set_policy(Verdict::Accept).unwrap();
     }
     let udp = Frame::ipv4(a, b).udp(4000, 53).payload(32).build();
@@ -63,14 +77,16 @@ fn main() {
     let udp6 = Frame::ipv6(a6, b6).udp(4000, 53).payload(32).build();
     for (what, f) in [("udp", &udp), ("tcp syn", &syn), ("udp v6", &udp6)] {
         for hook in [Hook::Xdp, Hook::Tc] {
-            let (mut x, mut y) = (Vec::new(), Vec::new());
+            let (mut x, mut y, mut z) = (Vec::new(), Vec::new(), Vec::new());
             for _ in 0..5 {
                 x.push(batch(&off, hook, f, repeat));
+                z.push(batch(&switched, hook, f, repeat));
                 y.push(batch(&on, hook, f, repeat));
             }
-            let (x, y) = (median(x.clone()), median(y.clone()));
+            let (x, y, z) = (median(x), median(y), median(z));
             println!(
-                "{what:8} {hook:?}: conntrack off {x:.1} ns/packet, on {y:.1} ns/packet (+{:.1})",
+                "{what:8} {hook:?}: conntrack not linked {x:.1} ns/packet, linked but off {z:.1} ({:+.1}), on {y:.1} (+{:.1})",
+                z - x,
                 y - x
             );
         }

@@ -23,6 +23,8 @@ pub const FRAG_LATER: u8 = 0x02;
 
 /// `flags` bit: an 802.1Q/802.1ad tag was present (`vlan_id` is valid).
 pub const KEY_F_VLAN: u8 = 0x01;
+/// `flags` bit: the conntrack lookup ran and `ctstate` is its result.
+pub const KEY_F_CT: u8 = 0x02;
 
 /// Most VLAN tags the parser walks; a frame with more is refused.
 pub const MAX_VLAN_TAGS: usize = 2;
@@ -83,10 +85,10 @@ pub struct PacketKey {
     pub tcp_flags: u8,
     /// [`FRAG_FRAGMENT`] / [`FRAG_LATER`] bits.
     pub frag: u8,
-    /// [`KEY_F_VLAN`] bit.
+    /// [`KEY_F_VLAN`] and [`KEY_F_CT`] bits.
     pub flags: u8,
-    /// `CT_*` from the kernel's conntrack table when the lookup is on
-    /// ([`crate::dataplane::Features::conntrack`]), else 0.
+    /// `CT_*` from the kernel's conntrack table when the lookup ran for
+    /// this packet (`flags & KEY_F_CT`), else 0.
     pub ctstate: u8,
     /// Always zero.
     pub _pad: [u8; 2],
@@ -587,6 +589,7 @@ mod layout {
             ("PARAPET_FRAG_FRAGMENT", FRAG_FRAGMENT.into()),
             ("PARAPET_FRAG_LATER", FRAG_LATER.into()),
             ("PARAPET_KEY_F_VLAN", KEY_F_VLAN.into()),
+            ("PARAPET_KEY_F_CT", KEY_F_CT.into()),
             ("PARAPET_PARSE_OK", ParseStatus::Ok as u64),
             ("PARAPET_PARSE_NOT_IP", ParseStatus::NotIp as u64),
             ("PARAPET_PARSE_TRUNCATED", ParseStatus::Truncated as u64),

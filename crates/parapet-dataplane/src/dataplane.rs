@@ -77,12 +77,15 @@ impl Default for LoadOptions {
 /// [`Dataplane::load_with`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Features {
-    /// Look TCP and UDP packets (and ICMP errors quoting them) up in the
-    /// kernel's conntrack table and give the image their `--ctstate`
-    /// (docs/dataplane.md, *Conntrack state*). Off: every packet is
-    /// UNTRACKED. Needs the nf_conntrack kfuncs in vmlinux; without them
-    /// the load succeeds with the lookup off and
-    /// [`Dataplane::conntrack_note`] says why.
+    /// Link the conntrack lookup in and start with it on: TCP and UDP
+    /// packets (and ICMP errors quoting them) are looked up in the
+    /// kernel's conntrack table and the image gets their `--ctstate`
+    /// (docs/dataplane.md, *Conntrack state*). Off: the lookup is not
+    /// linked in and every packet is UNTRACKED. Needs the nf_conntrack
+    /// kfuncs in vmlinux; without them the load succeeds with the lookup
+    /// unavailable and [`Dataplane::conntrack_note`] says why. When
+    /// linked in, [`Dataplane::set_conntrack`] turns it off and on
+    /// without reloading.
     pub conntrack: bool,
 }
 
@@ -126,6 +129,9 @@ pub enum Error {
     /// `write_image` refused the bytes.
     #[error(transparent)]
     BadImage(#[from] crate::image::BadImage),
+    /// The conntrack lookup was asked for but is not linked in.
+    #[error("cannot turn the conntrack lookup on: {0}")]
+    ConntrackUnavailable(String),
     /// Frames shorter than an Ethernet header cannot be test-run.
     #[error("BPF_PROG_TEST_RUN needs at least 14 bytes, got {0}")]
     FrameTooShort(usize),
@@ -266,9 +272,16 @@ pub struct Dataplane {
     /// Set ids by name (`install_sets`).
     pub(crate) set_names: HashMap<String, u32>,
     reject_limit: Array<MapData, LogLimit>,
+    config: Array<MapData, u32>,
+    /// The lookup is linked in (load time).
+    conntrack_linked: bool,
+    /// The runtime switch (`parapet_config[CFG_CT]`).
     conntrack: bool,
     conntrack_note: Option<String>,
 }
+
+/// `parapet_config` word of the conntrack switch (bpf/parapet.bpf.c).
+const CFG_CT: u32 = 0;
 
 impl std::fmt::Debug for Dataplane {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -369,6 +382,7 @@ impl Dataplane {
         let set_lpm = LpmTrie::try_from(take(&mut ebpf, "parapet_set_lpm")?)?;
         let set_tuple = BpfHashMap::try_from(take(&mut ebpf, "parapet_set_tuple")?)?;
         let reject_limit = Array::try_from(take(&mut ebpf, "parapet_reject_limit")?)?;
+        let config = Array::try_from(take(&mut ebpf, "parapet_config")?)?;
         let mut dp = Dataplane {
             ebpf,
             max_rules: opts.max_rules,
@@ -397,17 +411,45 @@ impl Dataplane {
             live_refs: vec![RawSetRef::default(); MAX_SET_REFS as usize],
             set_names: HashMap::new(),
             reject_limit,
-            conntrack,
+            config,
+            conntrack_linked: conntrack,
+            conntrack: false,
             conntrack_note,
         };
         dp.set_reject_rate(reject::DEFAULT_RATE, reject::DEFAULT_BURST)?;
+        dp.set_conntrack(conntrack)?;
         Ok(dp)
     }
 
     /// True when packets get their ctstate from the kernel's conntrack
-    /// table ([`Features::conntrack`] and the kernel has the kfuncs).
+    /// table: the lookup is linked in and switched on.
     pub fn conntrack(&self) -> bool {
         self.conntrack
+    }
+
+    /// True when the lookup is linked in ([`Features::conntrack`] and the
+    /// kernel has the kfuncs), so [`Dataplane::set_conntrack`] can turn
+    /// it on.
+    pub fn conntrack_available(&self) -> bool {
+        self.conntrack_linked
+    }
+
+    /// Turn the conntrack lookup on or off for the packets that start
+    /// after this call (each packet reads the switch once). Off costs one
+    /// inlined array load per packet. Turning it on without the lookup
+    /// linked in is [`Error::ConntrackUnavailable`]; turning it off always
+    /// works.
+    pub fn set_conntrack(&mut self, on: bool) -> Result<()> {
+        if on && !self.conntrack_linked {
+            return Err(Error::ConntrackUnavailable(
+                self.conntrack_note
+                    .clone()
+                    .unwrap_or_else(|| "not linked in at load time".to_string()),
+            ));
+        }
+        self.config.set(CFG_CT, u32::from(on), 0)?;
+        self.conntrack = on;
+        Ok(())
     }
 
     /// Why the conntrack lookup is off although it was asked for.

@@ -17,6 +17,8 @@
 //!   splitting, expiries, the user-space mirror.
 //! - [`bridge`]: from `parapet_model::SetRef` and `parapet_sets::SetStore`
 //!   to the kernel's sets ([`Dataplane::install_sets`]).
+//! - [`ct_table`]: the nft table that makes the kernel track connections
+//!   for the conntrack lookup.
 //! - [`ruleset`]: a compiled ruleset into the kernel
 //!   ([`Dataplane::install_ruleset`]), shared by `parapet run` and `parapetd`.
 //!
@@ -27,6 +29,7 @@
 
 pub mod abi;
 pub mod bridge;
+pub mod ct_table;
 pub mod dataplane;
 pub mod image;
 #[doc(hidden)]

@@ -10,14 +10,14 @@
 //! a failure before it leaves the old ruleset live (the staged set
 //! references and any sets created for the new one are dropped again).
 
-use parapet_model::{Action, Ruleset};
+use parapet_model::{Action, ChainId, Field, Ruleset};
 use parapet_sets::SetStore;
 
 use crate::dataplane::{Error, LogEvent, Result};
 use crate::{Dataplane, Verdict};
 
-/// The kernel's verdict for a model verdict. REJECT stays REJECT here; the
-/// program drops it (XDP and tc cannot answer yet, see `docs/dataplane.md`).
+/// The kernel's verdict for a model verdict (the reject type travels
+/// separately, see [`Dataplane::install_actions`]).
 pub fn kernel_verdict(v: &parapet_model::Verdict) -> Verdict {
     match v {
         parapet_model::Verdict::Accept => Verdict::Accept,
@@ -30,6 +30,31 @@ pub fn kernel_verdict(v: &parapet_model::Verdict) -> Verdict {
 /// action, counter and log tables need `max_rule_id + 1` entries.
 pub fn max_rule_id(rs: &Ruleset) -> u32 {
     rs.rules().map(|r| r.id).max().unwrap_or(0)
+}
+
+/// Whether chain `chain` of `rs`, or a chain it jumps or goes to, matches
+/// `--ctstate`: the kernel then needs the conntrack lookup on
+/// ([`Dataplane::set_conntrack`]), or every packet is UNTRACKED there.
+pub fn needs_conntrack(rs: &Ruleset, chain: ChainId) -> bool {
+    let mut seen = vec![chain];
+    let mut todo = vec![chain];
+    while let Some(id) = todo.pop() {
+        let table = &rs.tables[id.table].name;
+        for r in &rs.chain(id).rules {
+            if r.matches.get(Field::CtState).is_some() {
+                return true;
+            }
+            if let Action::Jump(to) | Action::Goto(to) = &r.action {
+                if let Some(next) = rs.find_chain(table, to) {
+                    if !seen.contains(&next) {
+                        seen.push(next);
+                        todo.push(next);
+                    }
+                }
+            }
+        }
+    }
+    false
 }
 
 /// What [`Dataplane::install_ruleset`] makes live.
@@ -81,11 +106,18 @@ impl Dataplane {
         self.set_policy(kernel_verdict(policy))?;
         for r in rs.rules() {
             let (verdict, log) = match &r.action {
-                Action::Verdict(v) => (kernel_verdict(v), r.log.is_some()),
-                Action::Log(_) => (Verdict::Accept, true),
-                _ => (Verdict::Accept, r.log.is_some()),
+                Action::Verdict(v) => (v.clone(), r.log.is_some()),
+                Action::Log(_) => (parapet_model::Verdict::Accept, true),
+                _ => (parapet_model::Verdict::Accept, r.log.is_some()),
             };
-            self.set_action(r.id, verdict, log)?;
+            match &verdict {
+                // the same type the image's verdict table carries
+                parapet_model::Verdict::Reject { with } => {
+                    let code = parapet_compile::image::reject_code(with.as_deref());
+                    self.set_action_reject(r.id, code as u8, log)?;
+                }
+                v => self.set_action(r.id, kernel_verdict(v), log)?,
+            }
             let (rate, burst) = match (&r.limit, log) {
                 (_, false) => (0, 0),
                 (Some(l), true) => ((l.rate / l.per.seconds()).max(1), l.burst.max(1)),
@@ -100,6 +132,38 @@ impl Dataplane {
     /// the new image generation. All or nothing up to the swap; after it,
     /// only the action table and the clean-up of unused sets remain, which
     /// touch nothing the new image reads.
+    ///
+    /// When the ruleset [`needs_conntrack`] (`needs_ct`), the lookup is
+    /// switched on before the swap; when it does not, off after it, so no
+    /// image ever runs without the state it reads. A ruleset that needs it
+    /// in a program without it is [`Error::ConntrackUnavailable`] before
+    /// anything changes.
+    pub fn install_ruleset_ct(&mut self, i: &Install, needs_ct: bool) -> Result<u32> {
+        if needs_ct && !self.conntrack_available() {
+            // the same error set_conntrack gives, before anything changes
+            self.set_conntrack(true)?;
+        }
+        let was = self.conntrack();
+        if needs_ct {
+            self.set_conntrack(true)?;
+        }
+        match self.install_ruleset(i) {
+            Ok(generation) => {
+                if !needs_ct {
+                    self.set_conntrack(false)?;
+                }
+                Ok(generation)
+            }
+            Err(e) => {
+                // the old image stays live, with the state it had
+                let _ = self.set_conntrack(was);
+                Err(e)
+            }
+        }
+    }
+
+    /// [`Dataplane::install_ruleset_ct`] without touching the conntrack
+    /// switch.
     pub fn install_ruleset(&mut self, i: &Install) -> Result<u32> {
         self.check_fits(i.ruleset, i.image.len())?;
         let staged = (|| -> Result<()> {

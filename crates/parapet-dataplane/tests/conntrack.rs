@@ -167,3 +167,110 @@ fn without_the_lookup_packets_are_untracked() {
     }
     assert_eq!(dp.stats().unwrap().get(Stat::CtLookup), 0);
 }
+
+/// The runtime switch: off gives UNTRACKED without a lookup, on gives the
+/// lookup's NEW again, both without reloading; a load without the lookup
+/// refuses to turn it on.
+#[test]
+fn the_lookup_switches_at_run_time() {
+    let Some(mut dp) = load_ct("the_lookup_switches_at_run_time") else {
+        return;
+    };
+    let text = "*filter\n:INPUT DROP [0:0]\n\
+        -A INPUT -m conntrack --ctstate UNTRACKED -j ACCEPT\n\
+        COMMIT\n";
+    dp.write_image(&iptables_image(text)).unwrap();
+    dp.swap().unwrap();
+    let f = Frame::ipv4(A4, B4).tcp(1, 80, 0x02).build();
+    for (on, want, passed) in [
+        (false, CT_UNTRACKED, true),
+        (true, CT_NEW, false),
+        (false, CT_UNTRACKED, true),
+    ] {
+        dp.set_conntrack(on).unwrap();
+        assert_eq!(dp.conntrack(), on);
+        assert!(dp.conntrack_available());
+        for hook in [Hook::Xdp, Hook::Tc] {
+            let before = dp.stats().unwrap().get(Stat::CtLookup);
+            assert_eq!(dp.test_run(hook, &f, 0, 1).unwrap().passed, passed);
+            let d = dp.last_decision().unwrap().unwrap();
+            assert_eq!(d.ctstate, want, "on={on} at {hook:?}");
+            let made = dp.stats().unwrap().get(Stat::CtLookup) - before;
+            assert_eq!(made, u64::from(on), "on={on} at {hook:?}: lookups");
+        }
+    }
+    drop(dp);
+    let mut plain = Dataplane::load(&OPTS).unwrap();
+    assert!(!plain.conntrack_available());
+    assert!(plain.set_conntrack(true).is_err());
+    assert!(!plain.conntrack());
+    plain.set_conntrack(false).unwrap();
+}
+
+/// The shared install path switches the lookup with the ruleset: on for
+/// one that matches ctstate (through a jump), off for one that does not,
+/// and unchanged when the install fails.
+#[test]
+fn installing_a_ruleset_switches_the_lookup() {
+    let Some(mut dp) = load_ct("installing_a_ruleset_switches_the_lookup") else {
+        return;
+    };
+    dp.set_conntrack(false).unwrap();
+    let parse = |text: &str| {
+        parapet_parse::parse(text, "test", parapet_parse::Format::IptablesSave)
+            .unwrap()
+            .ruleset
+    };
+    let with_ct = parse(
+        "*filter\n:INPUT DROP [0:0]\n:sub - [0:0]\n\
+         -A INPUT -p tcp -j sub\n\
+         -A sub -m conntrack --ctstate NEW -j ACCEPT\n\
+         COMMIT\n",
+    );
+    let without = parse("*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -p udp -j DROP\nCOMMIT\n");
+    let input = |rs: &parapet_model::Ruleset| rs.select_chain(Some("INPUT")).unwrap();
+    assert!(parapet_dataplane::ruleset::needs_conntrack(
+        &with_ct,
+        input(&with_ct)
+    ));
+    assert!(!parapet_dataplane::ruleset::needs_conntrack(
+        &without,
+        input(&without)
+    ));
+    let install = |dp: &mut Dataplane, rs: &parapet_model::Ruleset, image: &[u8]| {
+        let needs = parapet_dataplane::ruleset::needs_conntrack(rs, input(rs));
+        dp.install_ruleset_ct(
+            &parapet_dataplane::ruleset::Install {
+                ruleset: rs,
+                policy: &parapet_model::Verdict::Accept,
+                image,
+                sets: None,
+                log_rate: 1,
+            },
+            needs,
+        )
+    };
+    let syn = Frame::ipv4(A4, B4).tcp(1, 80, 0x02).build();
+    let img = iptables_image(
+        "*filter\n:INPUT DROP [0:0]\n:sub - [0:0]\n\
+         -A INPUT -p tcp -j sub\n\
+         -A sub -m conntrack --ctstate NEW -j ACCEPT\n\
+         COMMIT\n",
+    );
+    // too large for the slot: nothing changes, the lookup stays off
+    let huge = vec![0u8; dp.slot_capacity() + 1];
+    assert!(install(&mut dp, &with_ct, &huge).is_err());
+    assert!(!dp.conntrack());
+    install(&mut dp, &with_ct, &img).unwrap();
+    assert!(dp.conntrack());
+    assert!(dp.test_run(Hook::Xdp, &syn, 0, 1).unwrap().passed);
+    assert_eq!(dp.last_decision().unwrap().unwrap().ctstate, CT_NEW);
+    // a failed install of a ruleset without ctstate leaves it on
+    assert!(install(&mut dp, &without, &huge).is_err());
+    assert!(dp.conntrack());
+    let img2 = iptables_image("*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -p udp -j DROP\nCOMMIT\n");
+    install(&mut dp, &without, &img2).unwrap();
+    assert!(!dp.conntrack());
+    assert!(dp.test_run(Hook::Xdp, &syn, 0, 1).unwrap().passed);
+    assert_eq!(dp.last_decision().unwrap().unwrap().ctstate, CT_UNTRACKED);
+}

@@ -630,3 +630,38 @@ fn a_compiled_image_carries_the_reject_type() {
         u32::from(reject::TCP_RESET)
     );
 }
+
+/// `install_actions` (the path `parapet run` and parapetd share) gives the
+/// interim classifier's REJECT rules their `--reject-with` type, the same
+/// one the image carries.
+#[test]
+fn installed_actions_carry_the_reject_type() {
+    let Some(mut dp) = load("installed_actions_carry_the_reject_type") else {
+        return;
+    };
+    let text = "*filter\n:INPUT ACCEPT [0:0]\n\
+        -A INPUT -p tcp --dport 80 -j REJECT --reject-with tcp-reset\n\
+        -A INPUT -p udp --dport 9 -j REJECT --reject-with icmp-host-prohibited\n\
+        -A INPUT -p udp --dport 10 -j REJECT\n\
+        COMMIT\n";
+    let rs = parapet_parse::parse(text, "test", parapet_parse::Format::IptablesSave)
+        .unwrap()
+        .ruleset;
+    dp.install_actions(&rs, &parapet_model::Verdict::Accept, 10)
+        .unwrap();
+    // no image: the interim classifier decides, by protocol and port
+    assert_eq!(dp.generation(), 0);
+    let ids: Vec<u32> = rs.rules().map(|r| r.id).collect();
+    dp.set_lite_rule(6, 80, ids[0]).unwrap();
+    dp.set_lite_rule(17, 9, ids[1]).unwrap();
+    dp.set_lite_rule(17, 10, ids[2]).unwrap();
+    let syn = with_seq(Frame::ipv4(A4, B4).tcp(1, 80, 0x02).build(), 10, 0);
+    let udp9 = Frame::ipv4(A4, B4).udp(1, 9).build();
+    let udp10 = Frame::ipv4(A4, B4).udp(1, 10).payload(30).build();
+    for hook in [Hook::Xdp, Hook::Tc] {
+        assert_eq!(run(&dp, hook, &syn).1, expected(&syn, Want::Rst));
+        assert!(!dp.last_decision().unwrap().unwrap().by_image);
+        assert_eq!(run(&dp, hook, &udp9).1, expected(&udp9, Want::Icmp(3, 10)));
+        assert_eq!(run(&dp, hook, &udp10).1, expected(&udp10, Want::Icmp(3, 3)));
+    }
+}

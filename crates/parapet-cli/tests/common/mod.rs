@@ -5,6 +5,8 @@
 
 use std::process::Command;
 
+pub mod host;
+
 /// The peer side's first address (more may be added per test).
 pub const A_ADDR: [u8; 4] = [10, 203, 0, 1];
 /// The filtered side's address.
