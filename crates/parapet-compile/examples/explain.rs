@@ -5,8 +5,9 @@
 //!
 //! Environment: `BENCH=1` also measures lookups; `SPFAC=x` sets the
 //! multi-way space factor; `NOPART=1` builds one tree for all rules;
-//! `PASSES=fast|image` classifies the trace 6 times through the batch API
-//! (`fast`: the user-space fast path, `image`: the walk of the image words)
+//! `PASSES=fast|scalar|image` classifies the trace 6 times through the
+//! batch API (`fast`: the user-space fast path, `scalar`: the fast path
+//! without its AVX2 walk, `image`: the walk of the image words)
 //! inside `profile_passes`, for `valgrind --tool=callgrind
 //! --toggle-collect='*profile_passes*'`.
 
@@ -62,8 +63,13 @@ fn main() {
         let n = packets.len().max(1) as f64;
         if let Ok(which) = std::env::var("PASSES") {
             let keys: Vec<Key> = packets.iter().map(|p| Key::new(p, 0)).collect();
-            let sum = profile_passes(&c, &keys, which == "image");
-            println!("  passes: 6 x {} lookups (checksum {sum})", keys.len());
+            let started = std::time::Instant::now();
+            let sum = profile_passes(&c, &keys, &which);
+            let ns = started.elapsed().as_nanos() as f64 / (6 * keys.len()) as f64;
+            println!(
+                "  passes: 6 x {} lookups (checksum {sum}), {ns:.1} ns/lookup wall",
+                keys.len()
+            );
         }
         if std::env::var_os("BENCH").is_some() {
             let keys: Vec<Key> = packets.iter().map(|p| Key::new(p, 0)).collect();
@@ -80,14 +86,14 @@ fn main() {
 
 /// Six batch passes over `keys` (see the module doc).
 #[inline(never)]
-fn profile_passes(c: &Classifier, keys: &[Key], image: bool) -> u64 {
+fn profile_passes(c: &Classifier, keys: &[Key], which: &str) -> u64 {
     let mut out = vec![0u32; keys.len()];
     let mut sum = 0u64;
     for _ in 0..6 {
-        if image {
-            c.walker().first_match_ids_image(keys, &mut out);
-        } else {
-            c.classify_batch_ids(keys, &mut out);
+        match which {
+            "image" => c.walker().first_match_ids_image(keys, &mut out),
+            "scalar" => c.walker().first_match_ids_scalar(keys, &mut out),
+            _ => c.classify_batch_ids(keys, &mut out),
         }
         sum += out.iter().map(|&x| x as u64).sum::<u64>();
     }
