@@ -5,9 +5,8 @@
 //!
 //! Environment: `BENCH=1` also measures lookups; `SPFAC=x` sets the
 //! multi-way space factor; `NOPART=1` builds one tree for all rules;
-//! `PASSES=fast|scalar|image` classifies the trace 6 times through the
-//! batch API (`fast`: the user-space fast path, `scalar`: the fast path
-//! without its AVX2 walk, `image`: the walk of the image words)
+//! `PASSES=fast|image` classifies the trace 6 times through the batch API
+//! (`fast`: the user-space fast path, `image`: the walk of the image words)
 //! inside `profile_passes`, for `valgrind --tool=callgrind
 //! --toggle-collect='*profile_passes*'`.
 
@@ -54,11 +53,12 @@ fn main() {
             .map(|t| common::classbench_trace(&t)),
     };
     if let Some(packets) = packets {
-        let (mut nodes, mut checked) = (0usize, 0usize);
+        let (mut nodes, mut checked, mut steps) = (0usize, 0usize, 0usize);
         for p in &packets {
             let (n, k) = c.walker().lookup_cost(&Key::new(p, 0));
             nodes += n;
             checked += k;
+            steps += c.walker().fast_steps(&Key::new(p, 0));
         }
         let n = packets.len().max(1) as f64;
         if let Ok(which) = std::env::var("PASSES") {
@@ -76,10 +76,11 @@ fn main() {
             println!("{}", bench_lookups(&c, &keys, 5).to_json());
         }
         println!(
-            "  trace: {} packets, {:.1} nodes and {:.1} entry checks per lookup",
+            "  trace: {} packets, {:.1} nodes and {:.1} entry checks per lookup ({:.1} fast-path steps)",
             packets.len(),
             nodes as f64 / n,
-            checked as f64 / n
+            checked as f64 / n,
+            steps as f64 / n
         );
     }
 }
@@ -92,7 +93,6 @@ fn profile_passes(c: &Classifier, keys: &[Key], which: &str) -> u64 {
     for _ in 0..6 {
         match which {
             "image" => c.walker().first_match_ids_image(keys, &mut out),
-            "scalar" => c.walker().first_match_ids_scalar(keys, &mut out),
             _ => c.classify_batch_ids(keys, &mut out),
         }
         sum += out.iter().map(|&x| x as u64).sum::<u64>();

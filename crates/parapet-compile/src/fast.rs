@@ -106,9 +106,6 @@ pub(crate) struct Fast {
     recs: Vec<u32>,
     triples: usize,
     rule_ids: Vec<u32>,
-    /// The batch walk may step 8 lanes per AVX2 instruction: the CPU has
-    /// AVX2 and no node needs a 128-bit cut (see `walk_avx2`).
-    pub(crate) simd: bool,
 }
 
 struct Builder<'a> {
@@ -179,7 +176,7 @@ impl Builder<'_> {
         let nodes_off = self.nodes_off;
         let words = move |c: u32| {
             let n = &w[nodes_off + c as usize * NODE_WORDS..][..NODE_WORDS];
-            if (n[0] >> 8) & 0xff == NODE_BINARY && cut_of(n) < u32::MAX as u128 {
+            if (n[0] >> 8) & 0xff == NODE_BINARY && cut_of(n) <= u32::MAX as u128 {
                 QUAD_WORDS
             } else {
                 4
@@ -203,7 +200,7 @@ impl Builder<'_> {
             let field = n[0] & 0xff;
             let node = if (n[0] >> 8) & 0xff == NODE_BINARY {
                 let cut = cut_of(n);
-                if cut < u32::MAX as u128 {
+                if cut <= u32::MAX as u128 {
                     // Two levels in one step: each child that is a narrow
                     // binary node is absorbed (its cut and children move
                     // up); any other child fills both of its slots, so its
@@ -215,7 +212,7 @@ impl Builder<'_> {
                         match cn {
                             Some(cn)
                                 if (cn[0] >> 8) & 0xff == NODE_BINARY
-                                    && cut_of(cn) < u32::MAX as u128 =>
+                                    && cut_of(cn) <= u32::MAX as u128 =>
                             {
                                 q[0] |= (cn[0] & 0xf) << (4 + 4 * side);
                                 q[2 + side] = cut_of(cn) as u32;
@@ -334,7 +331,6 @@ impl Fast {
             b.out.min_entry.push(w[part + 3]);
         }
         b.out.t.extend([0; QUAD_WORDS]);
-        b.out.simd = b.out.wide_cuts.is_empty() && avx2();
         b.out.check().then_some(b.out)
     }
 
@@ -484,6 +480,24 @@ impl Fast {
         best
     }
 
+    /// Steps [`Fast::first_match`] takes for `key` (for `explain`).
+    pub(crate) fn steps(&self, walker: &Walker, key: &Key) -> usize {
+        let v = values(key);
+        let (mut best, mut steps) = (u32::MAX, 0);
+        for p in 0..self.roots.len() {
+            if self.min_entry[p] >= best {
+                continue;
+            }
+            let mut r = self.roots[p];
+            while r & LEAF_BIT == 0 {
+                r = self.step(r, &v, key);
+                steps += 1;
+            }
+            best = self.scan(walker, r, best, &v, key);
+        }
+        steps
+    }
+
     /// Rule id of entry `i`; 0 (the policy) for `u32::MAX`.
     #[inline(always)]
     pub(crate) fn rule_id(&self, i: u32) -> u32 {
@@ -495,34 +509,14 @@ impl Fast {
     /// only the walks still at a node (compacted without branches): no step
     /// is wasted and no per-walk "at a leaf?" branch mispredicts. Lanes
     /// whose best match already beats a tree's smallest entry skip it.
-    ///
-    /// With `simd` (and [`Fast::simd`]), the 16 walks step in two AVX2
-    /// vectors instead (`walk_avx2`); `false` forces the scalar loop, for
-    /// tests and comparisons.
-    pub(crate) fn first_match_ids(
-        &self,
-        walker: &Walker,
-        keys: &[Key],
-        out: &mut [u32],
-        simd: bool,
-    ) {
-        let simd = simd && self.simd;
+    pub(crate) fn first_match_ids(&self, walker: &Walker, keys: &[Key], out: &mut [u32]) {
         let mut vals = [[0u64; SLOTS]; LANES];
-        let mut vals32 = [[0u32; SLOTS]; LANES];
         let mut refs = [0u32; LANES];
         let mut act = [0u8; LANES];
         for (keys, out) in keys.chunks(LANES).zip(out.chunks_mut(LANES)) {
             let n = keys.len();
             for (v, k) in vals.iter_mut().zip(keys) {
                 *v = values(k);
-            }
-            if simd {
-                for (v32, v) in vals32.iter_mut().zip(&vals[..n]) {
-                    // Saturated at u32::MAX: exact against the cuts, all
-                    // below u32::MAX in quads; multi-way nodes read exact
-                    // low words.
-                    *v32 = v.map(|x| x.min(u32::MAX as u64) as u32);
-                }
             }
             let mut best = [u32::MAX; LANES];
             for (p, &root) in self.roots.iter().enumerate() {
@@ -533,17 +527,6 @@ impl Fast {
                     refs[l] = if go { root } else { LEAF_BIT };
                     act[na] = l as u8;
                     na += (refs[l] & LEAF_BIT == 0) as usize;
-                }
-                if simd && na > 0 {
-                    refs[n..].fill(LEAF_BIT);
-                    #[cfg(target_arch = "x86_64")]
-                    // SAFETY: `simd` implies the CPU has AVX2 and no wide
-                    // nodes; `check` proved every reachable node inside
-                    // `t` (see `walk_avx2`).
-                    unsafe {
-                        walk_avx2(&self.t, &vals32, &mut refs)
-                    };
-                    na = 0;
                 }
                 while na > 0 {
                     let mut k = 0;
@@ -570,93 +553,5 @@ impl Fast {
                 out[l] = self.rule_id(best[l]);
             }
         }
-    }
-}
-
-/// Whether the CPU can run `walk_avx2`.
-fn avx2() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::arch::is_x86_feature_detected!("avx2")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
-}
-
-/// Walks 16 lanes from `refs` down to their leaves, 8 lanes per vector:
-/// the same step as [`Fast::step`] on quad and multi-way nodes, with
-/// gathers for the node words and the lanes' values. Lanes at a leaf keep
-/// their ref (masked gathers do not touch their addresses); the loop ends
-/// when every lane of both vectors is at a leaf. Lock-step wastes the
-/// steps of lanes that finished early, but one vector step costs about
-/// what one scalar lane step does.
-///
-/// # Safety
-///
-/// The CPU must have AVX2, `t` must hold no 128-bit-cut nodes and have
-/// passed [`Fast::check`] (every node reachable from a ref in `refs` has
-/// `QUAD_WORDS` words in `t`, every fanout slot it indexes is in `t`).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn walk_avx2(t: &[u32], vals: &[[u32; SLOTS]; LANES], refs: &mut [u32; LANES]) {
-    use std::arch::x86_64::*;
-    let tp = t.as_ptr() as *const i32;
-    let vp = vals.as_ptr() as *const i32;
-    let rp = refs.as_mut_ptr() as *mut __m256i;
-    // SAFETY (all loads below): `refs` and `vals` are 16 lanes; the
-    // gathers read `t` only for lanes at a node (mask `act`), at offsets
-    // `check` proved in bounds, and `vals` at lane * SLOTS + (slot < 16).
-    unsafe {
-        let mut r = [_mm256_loadu_si256(rp), _mm256_loadu_si256(rp.add(1))];
-        let lane = [
-            _mm256_setr_epi32(0, 16, 32, 48, 64, 80, 96, 112),
-            _mm256_setr_epi32(128, 144, 160, 176, 192, 208, 224, 240),
-        ];
-        let bias = _mm256_set1_epi32(i32::MIN);
-        let f = _mm256_set1_epi32(0xf);
-        let one = _mm256_set1_epi32(1);
-        let z = _mm256_setzero_si256();
-        loop {
-            let mut any = false;
-            for g in 0..2 {
-                // At a node: LEAF_BIT (the sign bit) clear.
-                let act = _mm256_cmpgt_epi32(r[g], _mm256_set1_epi32(-1));
-                if _mm256_testz_si256(act, act) != 0 {
-                    continue;
-                }
-                any = true;
-                let at = r[g];
-                let h = _mm256_mask_i32gather_epi32::<4>(z, tp, at, act);
-                let c0 = _mm256_mask_i32gather_epi32::<4>(z, tp.add(1), at, act);
-                let c1 = _mm256_mask_i32gather_epi32::<4>(z, tp.add(2), at, act);
-                let c2 = _mm256_mask_i32gather_epi32::<4>(z, tp.add(3), at, act);
-                let s0 = _mm256_add_epi32(lane[g], _mm256_and_si256(h, f));
-                let s1 = _mm256_add_epi32(lane[g], _mm256_and_si256(_mm256_srli_epi32::<4>(h), f));
-                let s2 = _mm256_add_epi32(lane[g], _mm256_and_si256(_mm256_srli_epi32::<8>(h), f));
-                let v0 = _mm256_i32gather_epi32::<4>(vp, s0);
-                let v1 = _mm256_i32gather_epi32::<4>(vp, s1);
-                let v2 = _mm256_i32gather_epi32::<4>(vp, s2);
-                // Unsigned `>` as a signed compare of both sides biased.
-                let gt = |v, c| _mm256_cmpgt_epi32(_mm256_xor_si256(v, bias), _mm256_xor_si256(c, bias));
-                let (b0, b1, b2) = (gt(v0, c0), gt(v1, c1), gt(v2, c2));
-                let iq = _mm256_or_si256(
-                    _mm256_and_si256(b0, _mm256_set1_epi32(2)),
-                    _mm256_and_si256(_mm256_blendv_epi8(b1, b2, b0), one),
-                );
-                let shift = _mm256_and_si256(_mm256_srli_epi32::<16>(h), _mm256_set1_epi32(31));
-                let im = _mm256_min_epu32(_mm256_srlv_epi32(_mm256_sub_epi32(v0, c0), shift), c2);
-                let multi = _mm256_cmpeq_epi32(_mm256_srli_epi32::<24>(h), one);
-                let base = _mm256_blendv_epi8(_mm256_add_epi32(at, _mm256_set1_epi32(4)), c1, multi);
-                let idx = _mm256_blendv_epi8(iq, im, multi);
-                r[g] = _mm256_mask_i32gather_epi32::<4>(at, tp, _mm256_add_epi32(base, idx), act);
-            }
-            if !any {
-                break;
-            }
-        }
-        _mm256_storeu_si256(rp, r[0]);
-        _mm256_storeu_si256(rp.add(1), r[1]);
     }
 }

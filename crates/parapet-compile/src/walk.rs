@@ -518,25 +518,15 @@ impl Walker {
             return;
         }
         if let Some(f) = &self.fast {
-            return f.first_match_ids(self, keys, out, true);
+            return f.first_match_ids(self, keys, out);
         }
         self.first_match_ids_image(keys, out)
     }
 
-    /// [`Walker::first_match_ids`] with the fast path's scalar lock-step
-    /// loop even where its AVX2 walk applies, so tests and profiles cover
-    /// and compare both. Pure images with a fast path only.
-    #[doc(hidden)]
-    pub fn first_match_ids_scalar(&self, keys: &[Key], out: &mut [u32]) {
-        assert_eq!(keys.len(), out.len(), "one output per key");
-        let f = self.fast.as_ref().expect("a fast path");
-        f.first_match_ids(self, keys, out, false)
-    }
-
-    /// Whether batch lookups step 8 walks per AVX2 instruction.
-    #[doc(hidden)]
-    pub fn fast_simd(&self) -> bool {
-        self.fast.as_ref().is_some_and(|f| f.simd)
+    /// Node steps of the fast path's walk for `key` (a quad node is one
+    /// step for two binary levels); 0 without a fast path.
+    pub fn fast_steps(&self, key: &Key) -> usize {
+        self.fast.as_ref().map_or(0, |f| f.steps(self, key))
     }
 
     /// [`Walker::first_match_ids`] reading the image words directly (the
