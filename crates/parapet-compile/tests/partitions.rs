@@ -145,3 +145,40 @@ fn small_catch_all_partitions_get_longer_leaves() {
         alone.explain()
     );
 }
+
+#[test]
+fn budget_stopped_builds_keep_src_dst_rules_apart() {
+    // The same list as above under a budget no tree fits: the merged
+    // build stops cutting, so the compiler keeps the four groups.
+    let rs = mixed(300, 100, 200, 40, 5_000, 3);
+    let list = flatten(&rs, rs.select_chain(None).unwrap()).unwrap();
+    let opts = BuildOptions {
+        max_memory: 1,
+        ..Default::default()
+    };
+    let c = Classifier::build(&list, &opts).unwrap();
+    assert!(c.stats().memory_limited, "{}", c.explain());
+    let names: Vec<&str> = c
+        .stats()
+        .partitions
+        .iter()
+        .map(|p| p.name.as_str())
+        .collect();
+    assert!(
+        names.contains(&"src+dst specific") && !names.iter().any(|n| n.contains("with")),
+        "{}",
+        c.explain()
+    );
+    check_answers(&c, &rs, &list, "budget-stopped");
+    // Within budget, the same list is merged.
+    let c = Classifier::build(&list, &BuildOptions::default()).unwrap();
+    assert!(!c.stats().memory_limited && !c.stats().work_limited);
+    assert!(
+        c.stats()
+            .partitions
+            .iter()
+            .any(|p| p.name.ends_with("(with src+dst)")),
+        "{}",
+        c.explain()
+    );
+}
