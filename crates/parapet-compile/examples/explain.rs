@@ -53,41 +53,47 @@ fn main() {
             .map(|t| common::classbench_trace(&t)),
     };
     if let Some(packets) = packets {
-        let (mut nodes, mut checked) = (0usize, 0usize);
+        let (mut nodes, mut checked, mut steps) = (0usize, 0usize, 0usize);
         for p in &packets {
             let (n, k) = c.walker().lookup_cost(&Key::new(p, 0));
             nodes += n;
             checked += k;
+            steps += c.walker().fast_steps(&Key::new(p, 0));
         }
         let n = packets.len().max(1) as f64;
         if let Ok(which) = std::env::var("PASSES") {
             let keys: Vec<Key> = packets.iter().map(|p| Key::new(p, 0)).collect();
-            let sum = profile_passes(&c, &keys, which == "image");
-            println!("  passes: 6 x {} lookups (checksum {sum})", keys.len());
+            let started = std::time::Instant::now();
+            let sum = profile_passes(&c, &keys, &which);
+            let ns = started.elapsed().as_nanos() as f64 / (6 * keys.len()) as f64;
+            println!(
+                "  passes: 6 x {} lookups (checksum {sum}), {ns:.1} ns/lookup wall",
+                keys.len()
+            );
         }
         if std::env::var_os("BENCH").is_some() {
             let keys: Vec<Key> = packets.iter().map(|p| Key::new(p, 0)).collect();
             println!("{}", bench_lookups(&c, &keys, 5).to_json());
         }
         println!(
-            "  trace: {} packets, {:.1} nodes and {:.1} entry checks per lookup",
+            "  trace: {} packets, {:.1} nodes and {:.1} entry checks per lookup ({:.1} fast-path steps)",
             packets.len(),
             nodes as f64 / n,
-            checked as f64 / n
+            checked as f64 / n,
+            steps as f64 / n
         );
     }
 }
 
 /// Six batch passes over `keys` (see the module doc).
 #[inline(never)]
-fn profile_passes(c: &Classifier, keys: &[Key], image: bool) -> u64 {
+fn profile_passes(c: &Classifier, keys: &[Key], which: &str) -> u64 {
     let mut out = vec![0u32; keys.len()];
     let mut sum = 0u64;
     for _ in 0..6 {
-        if image {
-            c.walker().first_match_ids_image(keys, &mut out);
-        } else {
-            c.classify_batch_ids(keys, &mut out);
+        match which {
+            "image" => c.walker().first_match_ids_image(keys, &mut out),
+            _ => c.classify_batch_ids(keys, &mut out),
         }
         sum += out.iter().map(|&x| x as u64).sum::<u64>();
     }

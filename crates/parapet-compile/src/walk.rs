@@ -523,6 +523,12 @@ impl Walker {
         self.first_match_ids_image(keys, out)
     }
 
+    /// Node steps of the fast path's walk for `key` (a quad node is one
+    /// step for two binary levels); 0 without a fast path.
+    pub fn fast_steps(&self, key: &Key) -> usize {
+        self.fast.as_ref().map_or(0, |f| f.steps(self, key))
+    }
+
     /// [`Walker::first_match_ids`] reading the image words directly (the
     /// batch form of [`Walker::first_match_image`]); pure images only.
     #[allow(clippy::needless_range_loop)]
