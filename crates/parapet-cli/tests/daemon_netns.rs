@@ -221,6 +221,28 @@ fn ports(rs: &Ruleset) -> (Vec<u16>, Vec<u16>) {
     (d, s)
 }
 
+/// `parapet attach IFACE --hook HOOK` (native mode at XDP). False, after
+/// stopping the daemon and saying `skipped:`, when the machine cannot load
+/// the program (or its conntrack lookup); any other failure panics.
+fn attach_or_skip(sock: &Path, iface: &str, hook: &str, daemon: &mut std::process::Child) -> bool {
+    let mut attach = vec!["attach", iface, "--hook", hook];
+    if hook == "xdp" {
+        attach.extend(["--mode", "native"]);
+    }
+    let o = parapet(sock, &attach);
+    if o.status.success() {
+        return true;
+    }
+    let said = String::from_utf8_lossy(&o.stderr).to_string();
+    let _ = daemon.kill();
+    let _ = daemon.wait();
+    if said.contains("loading the eBPF program") || said.contains("conntrack") {
+        skip(&format!("BPF or conntrack unavailable: {said}"));
+        return false;
+    }
+    panic!("parapet attach: {said}");
+}
+
 fn parapet(sock: &Path, args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_parapet"))
         .arg("--socket")
@@ -598,19 +620,8 @@ fn scenario(hook: &str) {
     ok(&sock, &add);
     ok(&sock, &["ban", FILLER_BAN]);
     ok(&sock, &["apply", rules_s]);
-    let mut attach = vec!["attach", bed.vb.as_str(), "--hook", hook];
-    if hook == "xdp" {
-        attach.extend(["--mode", "native"]);
-    }
-    let o = parapet(&sock, &attach);
-    if !o.status.success() {
-        let said = String::from_utf8_lossy(&o.stderr).to_string();
-        let _ = daemon.kill();
-        let _ = daemon.wait();
-        if said.contains("loading the eBPF program") {
-            return skip(&format!("BPF unavailable: {said}"));
-        }
-        panic!("parapet attach: {said}");
+    if !attach_or_skip(&sock, &bed.vb, hook, &mut daemon) {
+        return;
     }
     let banned0 = [v4([10, 203, 0, 250])];
 
@@ -890,19 +901,8 @@ fn host_scenario(hook: &str) {
     let exe = parapetd(dir.path());
     let mut daemon = start_daemon(&bed.b, &exe, &sock, &state, &log);
     ok(&sock, &["apply", rules.to_str().unwrap()]);
-    let mut attach = vec!["attach", bed.vb.as_str(), "--hook", hook];
-    if hook == "xdp" {
-        attach.extend(["--mode", "native"]);
-    }
-    let o = parapet(&sock, &attach);
-    if !o.status.success() {
-        let said = String::from_utf8_lossy(&o.stderr).to_string();
-        let _ = daemon.kill();
-        let _ = daemon.wait();
-        if said.contains("loading the eBPF program") || said.contains("conntrack") {
-            return skip(&format!("BPF or conntrack unavailable: {said}"));
-        }
-        panic!("parapet attach: {said}");
+    if !attach_or_skip(&sock, &bed.vb, hook, &mut daemon) {
+        return;
     }
     let s = stats(&sock);
     assert_eq!(s["dataplane"]["conntrack"]["lookup"], true, "{s}");
@@ -932,7 +932,7 @@ fn host_scenario(hook: &str) {
     assert_eq!(stats(&sock)["dataplane"]["conntrack"]["lookup"], false);
     // A stopping parapetd deletes its table.
     ok(&sock, &["apply", rules.to_str().unwrap()]);
-    ok(&sock, &attach);
+    assert!(attach_or_skip(&sock, &bed.vb, hook, &mut daemon));
     assert!(host::nft_tables(&bed.b).contains("inet parapetd_ct"));
     let _ = Command::new("kill").arg(daemon.id().to_string()).status();
     let _ = daemon.wait();
