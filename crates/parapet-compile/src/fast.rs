@@ -486,23 +486,18 @@ impl Fast {
     /// The first matching entry (`u32::MAX`: none).
     #[inline]
     pub(crate) fn first_match(&self, walker: &Walker, key: &Key) -> u32 {
-        let v = values(key);
-        let mut best = u32::MAX;
-        for p in 0..self.roots.len() {
-            if self.min_entry[p] >= best {
-                continue;
-            }
-            let mut r = self.roots[p];
-            while r & LEAF_BIT == 0 {
-                r = self.step::<true>(r, &v, key);
-            }
-            best = self.scan(walker, r, best, &v, key);
-        }
-        best
+        self.walk(walker, key).0
     }
 
     /// Steps [`Fast::first_match`] takes for `key` (for `explain`).
     pub(crate) fn steps(&self, walker: &Walker, key: &Key) -> usize {
+        self.walk(walker, key).1
+    }
+
+    /// The first matching entry and the tree steps taken to find it; the
+    /// step count is dead code (and optimised away) in `first_match`.
+    #[inline(always)]
+    fn walk(&self, walker: &Walker, key: &Key) -> (u32, usize) {
         let v = values(key);
         let (mut best, mut steps) = (u32::MAX, 0);
         for p in 0..self.roots.len() {
@@ -516,7 +511,7 @@ impl Fast {
             }
             best = self.scan(walker, r, best, &v, key);
         }
-        steps
+        (best, steps)
     }
 
     /// Rule id of entry `i`; 0 (the policy) for `u32::MAX`.
