@@ -2,6 +2,12 @@
 //! with `include_bytes!`) and runs `bpf/layout_probe.c` on the host to record
 //! the C struct layout for the ABI tests.
 //!
+//! One object from one compilation unit: `bpf/parapet.bpf.c` holds the XDP
+//! and tc entry points and includes the `bpf/lib/*.h` headers (one concern
+//! each, include-guarded, each including what it uses).  Both programs share
+//! every map, and the loader opens maps and programs by name in that one
+//! object; two objects would each define their own copy of every map.
+//!
 //! Needs `clang` (Debian: `apt-get install clang`) and the libbpf headers
 //! (`libbpf-dev`) plus kernel uapi headers (`linux-libc-dev`).  Set `CLANG`
 //! to use another clang binary.
@@ -14,16 +20,9 @@ fn main() {
     let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets this"));
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets this"));
     let bpf_dir = manifest.join("bpf");
-    for f in [
-        "parapet.bpf.c",
-        "parapet.h",
-        "image.h",
-        "walker.bpf.h",
-        "sets.bpf.h",
-        "layout_probe.c",
-    ] {
-        println!("cargo:rerun-if-changed={}", bpf_dir.join(f).display());
-    }
+    // A directory makes cargo watch every file below it, so a new header
+    // under bpf/lib/ needs no entry here.
+    println!("cargo:rerun-if-changed={}", bpf_dir.display());
     println!("cargo:rerun-if-env-changed=CLANG");
 
     let clang = env::var("CLANG").unwrap_or_else(|_| "clang".to_string());
@@ -45,6 +44,8 @@ fn main() {
     // <asm/types.h> lives in the multiarch directory on Debian; -target bpf
     // does not search it by itself.
     let multiarch = multiarch_include();
+
+    check_headers_alone(&clang, &bpf_dir, multiarch.as_deref());
 
     let obj = out.join("parapet.bpf.o");
     let mut cmd = Command::new(&clang);
@@ -80,6 +81,39 @@ fn main() {
     }
     std::fs::write(out.join("c_layout.rs"), &o.stdout)
         .unwrap_or_else(|e| fail(&format!("writing c_layout.rs: {e}")));
+}
+
+/// Every `bpf/lib/*.h` must compile on its own: a header that calls a
+/// static or uses a macro it does not include would otherwise only work
+/// after whichever header happens to come first in `parapet.bpf.c`.
+fn check_headers_alone(clang: &str, bpf_dir: &Path, multiarch: Option<&Path>) {
+    let lib = bpf_dir.join("lib");
+    let mut headers: Vec<PathBuf> = std::fs::read_dir(&lib)
+        .unwrap_or_else(|e| fail(&format!("reading {}: {e}", lib.display())))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "h"))
+        .collect();
+    headers.sort();
+    for h in headers {
+        let mut cmd = Command::new(clang);
+        // Unused statics are expected in a header compiled alone.
+        cmd.args([
+            "-fsyntax-only",
+            "-target",
+            "bpf",
+            "-mcpu=v3",
+            "-Wall",
+            "-Werror",
+            "-Wno-unused-function",
+            "-I",
+        ])
+        .arg(bpf_dir);
+        if let Some(dir) = multiarch {
+            cmd.arg("-I").arg(dir);
+        }
+        cmd.arg("-include").arg(&h).args(["-x", "c", "/dev/null"]);
+        run(&mut cmd, &format!("compiling {} on its own", h.display()));
+    }
 }
 
 fn multiarch_include() -> Option<PathBuf> {

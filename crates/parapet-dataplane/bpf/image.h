@@ -2,7 +2,7 @@
 /*
  * image.h - constants of the classifier image, version 1, as specified in
  * docs/image-format.md (Rust: parapet_compile::image).  The BPF walker in
- * walker.bpf.h reads images with these; the Rust side of this crate checks
+ * lib/walk.h reads images with these; the Rust side of this crate checks
  * its copies against this header (src/image.rs tests).
  */
 #ifndef PARAPET_IMAGE_H

@@ -140,7 +140,7 @@ struct parapet_counter {
 /*
  * Key of the interim classifier (hash map parapet_lite): (proto, dport) ->
  * rule id.  dport 0 means "any port" of that protocol, proto 0 with dport 0
- * means "anything".  This stands in until the image walker lands.
+ * means "anything".  It decides when no image is live (lib/lite.h).
  */
 struct parapet_lite_key {
 	__u8 proto;

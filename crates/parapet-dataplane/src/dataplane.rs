@@ -223,7 +223,7 @@ pub struct Decision {
     /// jumps, counted RETURNs), in evaluation order, at most 16.
     pub nonterminal: Vec<u32>,
     /// Why the image walker gave up on this packet, 0 when it did not (the
-    /// codes are the `w->err` assignments in `bpf/walker.bpf.h`).
+    /// codes are the `w->err` assignments in `bpf/lib/walk.h`).
     pub walk_err: u32,
     /// The REJECT type (`abi::reject::*`) when the verdict is REJECT.
     pub reject: u8,
@@ -280,7 +280,7 @@ pub struct Dataplane {
     conntrack_note: Option<String>,
 }
 
-/// `parapet_config` word of the conntrack switch (bpf/parapet.bpf.c).
+/// `parapet_config` word of the conntrack switch (bpf/lib/maps.h).
 const CFG_CT: u32 = 0;
 
 impl std::fmt::Debug for Dataplane {

@@ -22,7 +22,7 @@
 //! - [`ruleset`]: a compiled ruleset into the kernel
 //!   ([`Dataplane::install_ruleset`]), shared by `parapet run` and `parapetd`.
 //!
-//! Classification: the BPF image walker (`bpf/walker.bpf.h`) reads the
+//! Classification: the BPF image walker (`bpf/lib/walk.h`) reads the
 //! classifier image written with [`Dataplane::write_image`] and made live
 //! with [`Dataplane::swap`]; without a live image an interim (proto, dport)
 //! table decides. See `docs/dataplane.md`.

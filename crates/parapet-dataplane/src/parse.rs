@@ -1,4 +1,4 @@
-//! The user-space twin of the BPF parser in `bpf/parapet.bpf.c`.
+//! The user-space twin of the BPF parser in `bpf/lib/parse.h`.
 //!
 //! It turns a frame into the same [`PacketKey`] and [`ParseStatus`] the
 //! kernel program computes, rule for rule, so that (a) user-space tools

@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT OR Apache-2.0 */
 /*
- * walker.bpf.h - the BPF walker of the classifier image (docs/image-format.md),
- * included by parapet.bpf.c after its maps and image_word().
+ * walk.h - the BPF walker of the classifier image (docs/image-format.md).
  *
  * Verifier strategy: every loop is a bpf_loop() callback and all loop state
  * lives in a per-CPU scratch map value, not in registers.  The verifier then
@@ -20,110 +19,33 @@
  * matching Decide entry answers, Log/Count/Jump entries are recorded as
  * non-terminal matches, Return entries skip ahead to their resume index.
  */
-#ifndef PARAPET_WALKER_BPF_H
-#define PARAPET_WALKER_BPF_H
+#ifndef PARAPET_LIB_WALK_H
+#define PARAPET_LIB_WALK_H
 
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include "parapet.h"
 #include "image.h"
+#include "maps.h"
+#include "walk_state.h"
+#include "ctstate.h"
+#include "sets.h"
 
-/* ctstate reported to the image: XDP and tc ingress run before conntrack,
- * so the loader may override this default (UNTRACKED). */
-const volatile __u32 parapet_ctstate = PARAPET_CT_UNTRACKED;
-
-/* The ctstate the image sees: the conntrack lookup's when it ran for this
- * packet (a per-packet flag, so a switch flipped mid-packet cannot mix
- * states), else the default. */
-static __always_inline __u32 key_ctstate(const struct parapet_key *key)
+/*
+ * Image access: 32-bit word `word` of image slot `slot`, or -1 when the word
+ * lies outside the slot.  Every image read of the walker goes through here,
+ * so an image can never make the program read outside its slot.
+ */
+static __always_inline int image_word(__u32 slot, __u32 word, __u32 *out)
 {
-	return (key->flags & PARAPET_KEY_F_CT) ? key->ctstate : parapet_ctstate;
-}
-
-struct parapet_walk {
-	__u32 key[PARAPET_IMG_KEY_WORDS];
-	__u32 slot;
-	__u32 err;
-	/* header */
-	__u32 partitions_off;
-	__u32 nodes_off;
-	__u32 n_nodes;
-	__u32 fanout_off;
-	__u32 leaves_off;
-	__u32 table_off;
-	__u32 n_entries;
-	__u32 entries_off;
-	__u32 verdicts_off;
-	__u32 n_verdicts;
-	__u32 policy;
-	__u32 n_parts;
-	/* leaf cursors: [cur, end) word indices per partition */
-	__u32 cur[PARAPET_IMG_MAX_PARTITIONS];
-	__u32 end[PARAPET_IMG_MAX_PARTITIONS];
-	__u32 total;
-	/* why the last walk was abandoned (0 = it was not); see the
-	 * assignments of err for the codes */
-	/* tree descent */
-	__u32 ref;
-	/* merge scan */
-	__u32 pos;
-	__u32 done;
-	__u32 entry_rec;
-	/* record matching */
-	__u32 cpos;
-	__u32 cmatch;
-	/* range search */
-	__u32 val[4];
-	__u32 base;
-	__u32 stride;
-	__u32 wide;
-	__u32 lo;
-	__u32 hi;
-	/* results */
-	__u32 verdict;
-	__u32 n_nonterm;
-	__u32 nonterm_rule[PARAPET_MAX_NONTERM];
-	__u32 nonterm_kind[PARAPET_MAX_NONTERM];
-	__u32 nonterm_dropped;
-	__u32 hook;
-	struct parapet_key pkey;
-	/* set membership (sets.bpf.h) */
-	__u64 now;
-	union {
-		__u8 sbytes[64];
-		__u32 sword[16];
-	};
-	__u8 sval[16];
-	struct parapet_set_ref sref;
-	__u32 soff;
-	__u32 smember;
-	struct parapet_set_lpm_key lkey;
-	struct parapet_set_tuple_key tkey;
-};
-
-/* One scratch state per hook (0 = XDP, 1 = tc) and CPU. */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 2);
-	__type(key, __u32);
-	__type(value, struct parapet_walk);
-} parapet_scratch SEC(".maps");
-
-/* ifindex -> name, for the key's iif field; filled by user space. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1024);
-	__type(key, __u32);
-	__type(value, struct parapet_ifname);
-} parapet_ifnames SEC(".maps");
-
-/* bpf_loop callback context: which scratch slot to use. */
-struct walk_cb_ctx {
-	__u32 idx;
-};
-
-static __always_inline struct parapet_walk *walk_state(void *ctx)
-{
-	__u32 idx = ((struct walk_cb_ctx *)ctx)->idx;
-
-	return bpf_map_lookup_elem(&parapet_scratch, &idx);
+	if ((word / PARAPET_IMAGE_PAGE_WORDS) >= parapet_slot_pages)
+		return -1;
+	__u32 page = slot * parapet_slot_pages + word / PARAPET_IMAGE_PAGE_WORDS;
+	struct parapet_image_page *pg = bpf_map_lookup_elem(&parapet_image, &page);
+	if (!pg)
+		return -1;
+	*out = pg->w[word & (PARAPET_IMAGE_PAGE_WORDS - 1)];
+	return 0;
 }
 
 /* Image word `word` of the walk's slot; a failed read poisons the walk. */
@@ -609,8 +531,6 @@ static __always_inline void build_key(struct parapet_walk *w,
 	}
 }
 
-#include "sets.bpf.h"
-
 /*
  * Classify `key` with the image in `slot`.  Returns the deciding rule id
  * (0 = policy) and sets w->verdict and the non-terminal list in the
@@ -706,4 +626,4 @@ static __noinline long image_walk(__u32 idx, __u32 slot,
 	return rule;
 }
 
-#endif /* PARAPET_WALKER_BPF_H */
+#endif /* PARAPET_LIB_WALK_H */

@@ -1,17 +1,17 @@
 /* SPDX-License-Identifier: MIT OR Apache-2.0 */
 /*
- * sets.bpf.h - set membership for the image key (words 24..25), included by
- * walker.bpf.h.  Bit n of the key is "the packet's key for set reference n
- * is a live element of the reference's set" (docs/dataplane.md, "Sets").
+ * sets.h - set membership for the image key (words 24..25), filled in by
+ * image_walk() (walk.h).  Bit n of the key is "the packet's key for set
+ * reference n is a live element of the reference's set" (docs/dataplane.md,
+ * "Sets").
  *
  * Reference n of the image in slot s is described by parapet_set_refs[s * 64
  * + n]: which set, which packet part per key dimension, the family.  The
- * elements of a set live in one of two maps shared by every set:
+ * elements of a set live in one of two maps (maps.h) shared by every set:
  *
  * - parapet_set_lpm, an LPM trie, for sets of one dimension (address,
- *   port, protocol or interface name): the
- *   key is (set id, value); ranges were split into prefixes by user
- *   space.  The longest matching prefix may have expired while a shorter
+ *   port, protocol or interface name): the key is (set id, value); ranges
+ *   were split into prefixes by user space.  The longest matching prefix may have expired while a shorter
  *   one is live, so an expired hit retries with a prefixlen one shorter
  *   than the hit's (bounded by the 129 possible lengths).
  * - parapet_set_tuple, a hash, for everything else: the concatenated key,
@@ -21,40 +21,15 @@
  * The value is an expiry in CLOCK_MONOTONIC ns (0 = permanent), so an
  * expired element never matches, whether or not user space has reaped it.
  */
-#ifndef PARAPET_SETS_BPF_H
-#define PARAPET_SETS_BPF_H
+#ifndef PARAPET_LIB_SETS_H
+#define PARAPET_LIB_SETS_H
 
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 2 * PARAPET_MAX_SET_REFS);
-	__type(key, __u32);
-	__type(value, struct parapet_set_ref);
-} parapet_set_refs SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, PARAPET_MAX_SETS);
-	__type(key, __u32);
-	__type(value, struct parapet_set_desc);
-} parapet_set_descs SEC(".maps");
-
-/* Resized by the loader (LoadOptions::set_lpm_entries). */
-struct {
-	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
-	__uint(max_entries, 1 << 20);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, struct parapet_set_lpm_key);
-	__type(value, struct parapet_set_val);
-} parapet_set_lpm SEC(".maps");
-
-/* Resized by the loader (LoadOptions::set_tuple_entries). */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1 << 20);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, struct parapet_set_tuple_key);
-	__type(value, struct parapet_set_val);
-} parapet_set_tuple SEC(".maps");
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include "parapet.h"
+#include "image.h"
+#include "maps.h"
+#include "walk_state.h"
 
 #define PARAPET_SET_LPM_TRIES 130
 
@@ -112,7 +87,7 @@ static __always_inline void set_part_value(struct parapet_walk *w, __u32 part)
 
 /*
  * Loops are bpf_loop callbacks with their state in the walk's scratch
- * value (see walker.bpf.h): the verifier checks each body once.
+ * value (see walk.h): the verifier checks each body once.
  */
 
 /* Append dimension d of the reference w->sref to the key bytes; 0 when
@@ -288,4 +263,4 @@ static __always_inline void set_bits(struct parapet_walk *w, void *ctx,
 	bpf_loop(n, set_ref_cb, ctx, 0);
 }
 
-#endif /* PARAPET_SETS_BPF_H */
+#endif /* PARAPET_LIB_SETS_H */

@@ -1,0 +1,173 @@
+/* SPDX-License-Identifier: MIT OR Apache-2.0 */
+/*
+ * maps.h - every map user space opens, sizes or fills by name (src/dataplane.rs
+ * looks them up by these names: keep them), and the image slot size it sets
+ * at load time.  Scratch maps private to one job live with it
+ * (parapet_scratch in walk_state.h, parapet_reply in reject.h).
+ */
+#ifndef PARAPET_LIB_MAPS_H
+#define PARAPET_LIB_MAPS_H
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include "parapet.h"
+
+/* Pages per image slot; the loader sizes parapet_image to 2x this. */
+const volatile __u32 parapet_slot_pages = PARAPET_IMAGE_DEFAULT_SLOT_PAGES;
+
+/* Rule id -> action; entry 0 is the policy.  Resized by the loader. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct parapet_action);
+} parapet_actions SEC(".maps");
+
+/* Rule id -> per-CPU packet/byte counters; same size as parapet_actions. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct parapet_counter);
+} parapet_counters SEC(".maps");
+
+/* Rule id -> log rate limit; same size as parapet_actions. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct parapet_log_limit);
+} parapet_log_limits SEC(".maps");
+
+/* LOG events for user space. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 * 1024);
+} parapet_log SEC(".maps");
+
+/* enum parapet_stat -> per-CPU count. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, PARAPET_STAT_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} parapet_stats SEC(".maps");
+
+/* Interim classifier (lite.h): (proto, dport) -> rule id. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct parapet_lite_key);
+	__type(value, __u32);
+} parapet_lite SEC(".maps");
+
+/* Two classifier-image slots of parapet_slot_pages pages each. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2 * PARAPET_IMAGE_DEFAULT_SLOT_PAGES);
+	__type(key, __u32);
+	__type(value, struct parapet_image_page);
+} parapet_image SEC(".maps");
+
+/* [0] = generation; 0 = no image, else slot (gen & 1) is live. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} parapet_gen SEC(".maps");
+
+/*
+ * Never read by the programs.  User space stores parapet_gen in it after a
+ * generation flip: updating a map-in-map makes the kernel wait for an RCU
+ * grace period, so when the update returns, no program run that could have
+ * seen the old generation is still walking the old slot, and the slot may
+ * be overwritten.
+ */
+struct parapet_gen_inner {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__array(values, struct parapet_gen_inner);
+} parapet_rcu_barrier SEC(".maps");
+
+/* Runtime switches user space flips without reloading (PARAPET_CFG_*).
+ * An array lookup with a constant key is inlined by the verifier, so
+ * reading a switch costs a load. */
+#define PARAPET_CFG_CT 0 /* non-zero: look packets up in conntrack */
+#define PARAPET_CFG_WORDS 4
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, PARAPET_CFG_WORDS);
+	__type(key, __u32);
+	__type(value, __u32);
+} parapet_config SEC(".maps");
+
+/* REJECT replies: one global GCRA bucket (interval 0 = never answer). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct parapet_log_limit);
+} parapet_reject_limit SEC(".maps");
+
+/* Test mode: the last packet's key and decision. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct parapet_debug_rec);
+} parapet_debug SEC(".maps");
+
+/* ifindex -> name, for the key's iif field; filled by user space. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, struct parapet_ifname);
+} parapet_ifnames SEC(".maps");
+
+/* ---- set elements (sets.h, docs/dataplane.md "Sets") ------------------ */
+
+/* (slot * 64 + reference) -> how to build the reference's key. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2 * PARAPET_MAX_SET_REFS);
+	__type(key, __u32);
+	__type(value, struct parapet_set_ref);
+} parapet_set_refs SEC(".maps");
+
+/* set id -> the shapes of a tuple set. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, PARAPET_MAX_SETS);
+	__type(key, __u32);
+	__type(value, struct parapet_set_desc);
+} parapet_set_descs SEC(".maps");
+
+/* Resized by the loader (LoadOptions::set_lpm_entries). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, 1 << 20);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct parapet_set_lpm_key);
+	__type(value, struct parapet_set_val);
+} parapet_set_lpm SEC(".maps");
+
+/* Resized by the loader (LoadOptions::set_tuple_entries). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1 << 20);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct parapet_set_tuple_key);
+	__type(value, struct parapet_set_val);
+} parapet_set_tuple SEC(".maps");
+
+#endif /* PARAPET_LIB_MAPS_H */
