@@ -14,6 +14,8 @@ pub(super) struct Need {
     pub(super) protos: &'static [u8],
 }
 
+/// One rule as its options are read: the matches so far and what the
+/// later options (`-j`, `--comment`, `--limit`) set.
 pub(super) struct RuleParser<'a> {
     pub(super) family: Family,
     pub(super) line: u32,

@@ -8,6 +8,7 @@ use parapet_model::*;
 /// A jump target and where it is written.
 pub(super) type JumpAt = (String, u32, u32);
 
+/// One rule as its tokens are read left to right.
 pub(super) struct RuleParser<'a> {
     pub(super) toks: &'a [Token],
     pub(super) i: usize,

@@ -9,6 +9,7 @@ use crate::error::Errors;
 use crate::SetBlock;
 use parapet_model::*;
 
+/// The whole file: tokens, a cursor, and what has been parsed so far.
 pub(super) struct Parser<'a> {
     pub(super) text: &'a str,
     pub(super) toks: Vec<Token>,
