@@ -1,0 +1,376 @@
+//! The match modules (`-m tcp`, `-m multiport`, `-m set`, …) and every
+//! match option, lowered to per-field interval sets.
+
+use super::rule::{Need, RuleParser};
+use crate::common::*;
+use parapet_model::*;
+
+pub(super) const SUPPORTED_MATCHES: &str =
+    "tcp, udp, sctp, udplite, icmp, icmp6, multiport, iprange, conntrack, state, set, comment, limit";
+
+const PORT_PROTOS: &[u8] = &[6, 17, 132, 136];
+
+/// Which module provides an option.
+fn option_module(opt: &str) -> Option<&'static [&'static str]> {
+    Some(match opt {
+        "--sport" | "--source-port" | "--dport" | "--destination-port" => {
+            &["tcp", "udp", "sctp", "udplite"]
+        }
+        "--tcp-flags" | "--syn" => &["tcp"],
+        "--icmp-type" => &["icmp"],
+        "--icmpv6-type" => &["icmp6"],
+        "--sports" | "--dports" | "--ports" | "--source-ports" | "--destination-ports" => {
+            &["multiport"]
+        }
+        "--src-range" | "--dst-range" => &["iprange"],
+        "--ctstate" => &["conntrack"],
+        "--state" => &["state"],
+        "--match-set" => &["set"],
+        "--comment" => &["comment"],
+        "--limit" | "--limit-burst" => &["limit"],
+        _ => return None,
+    })
+}
+
+impl RuleParser<'_> {
+    pub(super) fn module(&mut self, name: &Word) {
+        const SUPPORTED: &[&str] = &[
+            "tcp",
+            "udp",
+            "sctp",
+            "udplite",
+            "icmp",
+            "icmp6",
+            "icmpv6",
+            "multiport",
+            "iprange",
+            "conntrack",
+            "state",
+            "set",
+            "comment",
+            "limit",
+        ];
+        let n = name.text.as_str();
+        if !SUPPORTED.contains(&n) {
+            self.err(
+                name.col,
+                format!("unknown match '{n}' (supported: {SUPPORTED_MATCHES})"),
+            );
+            return;
+        }
+        let n = if n == "icmpv6" { "icmp6" } else { n };
+        // Matching a protocol's options needs that protocol.
+        let protos: Option<&'static [u8]> = match n {
+            "tcp" => Some(&[6]),
+            "udp" => Some(&[17]),
+            "sctp" => Some(&[132]),
+            "udplite" => Some(&[136]),
+            "icmp" => Some(&[1]),
+            "icmp6" => Some(&[58]),
+            "multiport" => Some(PORT_PROTOS),
+            _ => None,
+        };
+        if let Some(protos) = protos {
+            self.needs.push(Need {
+                col: name.col,
+                what: format!("-m {n}"),
+                protos,
+            });
+        }
+        self.modules.push(n.to_string());
+    }
+
+    fn has_module(&self, mods: &[&str]) -> bool {
+        // `-p tcp` loads the tcp match implicitly, as iptables does.
+        let implicit = match self.proto {
+            Some(6) => Some("tcp"),
+            Some(17) => Some("udp"),
+            Some(132) => Some("sctp"),
+            Some(136) => Some("udplite"),
+            Some(1) => Some("icmp"),
+            Some(58) => Some("icmp6"),
+            _ => None,
+        };
+        mods.iter()
+            .any(|m| self.modules.iter().any(|l| l == m) || implicit == Some(*m))
+    }
+
+    fn constrain(&mut self, field: Field, set: IntervalSet, negated: Option<u32>, max: u128) {
+        let set = if negated.is_some() {
+            set.complement(max)
+        } else {
+            set
+        };
+        // `-s 0.0.0.0/0` constrains nothing once the family is fixed; keep
+        // the model in the form iptables-save (which omits it) reads back to.
+        if set.is_full(max) {
+            return;
+        }
+        self.matches.constrain(field, set);
+    }
+
+    pub(super) fn option(&mut self, opt: &str, col: u32, negated: Option<u32>, vals: &[&Word]) {
+        let v = vals.first().map(|w| w.text.as_str()).unwrap_or("");
+        let vcol = vals.first().map_or(col, |w| w.col);
+        let addr_max = width_mask(self.family.addr_bits());
+        if let Some(mods) = option_module(opt) {
+            if !self.has_module(mods) {
+                self.err(
+                    col,
+                    format!(
+                        "option {opt} needs -m {} (or the matching -p) before it",
+                        mods.join("|")
+                    ),
+                );
+                return;
+            }
+        }
+        match opt {
+            "-s" | "--source" | "-d" | "--destination" => {
+                let field = if opt.starts_with("-s") || opt == "--source" {
+                    Field::SrcAddr
+                } else {
+                    Field::DstAddr
+                };
+                let mut set = IntervalSet::empty();
+                for part in v.split(',') {
+                    match parse_cidr(part, Some(self.family)) {
+                        Ok((_, s)) => set = set.union(&s),
+                        Err(m) => return self.err(vcol, m),
+                    }
+                }
+                self.constrain(field, set, negated, addr_max);
+            }
+            "-p" | "--protocol" => {
+                if self.proto.is_some() || self.matches.get(Field::Proto).is_some() {
+                    return self.err(col, "-p given twice");
+                }
+                if v.eq_ignore_ascii_case("all") || v == "0" {
+                    if let Some(c) = negated {
+                        self.err(c, "'! -p all' matches nothing");
+                    }
+                    return;
+                }
+                let Some(p) = protocol_number(v) else {
+                    return self.err(vcol, format!("expected a protocol name or number (tcp, udp, icmp, …), found '{v}'"));
+                };
+                if negated.is_none() {
+                    self.proto = Some(p);
+                }
+                self.constrain(Field::Proto, IntervalSet::point(p as u128), negated, 0xff);
+            }
+            "-i" | "--in-interface" | "-o" | "--out-interface" => {
+                let field = if opt.starts_with("-i") || opt.starts_with("--in") {
+                    Field::InIface
+                } else {
+                    Field::OutIface
+                };
+                match iface_set(v) {
+                    Ok(set) => self.constrain(field, set, negated, u128::MAX),
+                    Err(m) => self.err(vcol, m),
+                }
+            }
+            "-f" | "--fragment" => {
+                let set = IntervalSet::point(if negated.is_some() { 0 } else { 1 });
+                self.matches.constrain(Field::Fragment, set);
+            }
+            "--sport" | "--source-port" | "--dport" | "--destination-port" => {
+                let field = if matches!(opt, "--sport" | "--source-port") {
+                    Field::SrcPort
+                } else {
+                    Field::DstPort
+                };
+                match parse_port_range(v, ':') {
+                    Ok((lo, hi)) => self.constrain(field, IntervalSet::range(lo, hi), negated, 0xffff),
+                    Err(m) => self.err(vcol, m),
+                }
+            }
+            "--sports" | "--source-ports" | "--dports" | "--destination-ports" | "--ports" => {
+                let mut set = IntervalSet::empty();
+                for part in v.split(',') {
+                    match parse_port_range(part, ':') {
+                        Ok((lo, hi)) => set = set.union(&IntervalSet::range(lo, hi)),
+                        Err(m) => return self.err(vcol, m),
+                    }
+                }
+                if opt == "--ports" {
+                    // "source OR destination" is a union of two boxes; only
+                    // its negation ("neither") is one box.
+                    if negated.is_none() {
+                        return self.err(
+                            col,
+                            "multiport --ports (source or destination port) is not supported: it is not one rule's box; use --sports and --dports in two rules, or '! --ports'",
+                        );
+                    }
+                    self.constrain(Field::SrcPort, set.clone(), negated, 0xffff);
+                    self.constrain(Field::DstPort, set, negated, 0xffff);
+                    return;
+                }
+                let field = if opt.starts_with("--s") {
+                    Field::SrcPort
+                } else {
+                    Field::DstPort
+                };
+                self.constrain(field, set, negated, 0xffff);
+            }
+            "--src-range" | "--dst-range" => {
+                let field = if opt == "--src-range" {
+                    Field::SrcAddr
+                } else {
+                    Field::DstAddr
+                };
+                match parse_ip_range(v, Some(self.family)) {
+                    Ok((_, set)) => self.constrain(field, set, negated, addr_max),
+                    Err(m) => self.err(vcol, m),
+                }
+            }
+            "--icmp-type" | "--icmpv6-type" => match parse_icmp_type(v, opt == "--icmpv6-type") {
+                Ok(set) => self.constrain(Field::IcmpTypeCode, set, negated, 0xffff),
+                Err(m) => self.err(vcol, m),
+            },
+            "--tcp-flags" => {
+                let mask = tcp_flags::parse_list(v);
+                let comp = tcp_flags::parse_list(&vals[1].text);
+                match (mask, comp) {
+                    (Some(mask), Some(comp)) => {
+                        self.constrain(Field::TcpFlags, tcp_flags_set(mask, comp), negated, 0xff)
+                    }
+                    (None, _) => self.err(vcol, format!("expected TCP flags like SYN,ACK (or ALL, NONE), found '{v}'")),
+                    (_, None) => self.err(
+                        vals[1].col,
+                        format!("expected TCP flags like SYN,ACK (or ALL, NONE), found '{}'", vals[1].text),
+                    ),
+                }
+            }
+            "--syn" => {
+                use tcp_flags::*;
+                self.constrain(
+                    Field::TcpFlags,
+                    tcp_flags_set(FIN | SYN | RST | ACK, SYN),
+                    negated,
+                    0xff,
+                );
+            }
+            "--ctstate" | "--state" => {
+                let mut set = IntervalSet::empty();
+                for part in v.split(',') {
+                    match CtState::from_name(part) {
+                        Some(s) => set = set.union(&IntervalSet::point(s as u128)),
+                        None => {
+                            return self.err(
+                                vcol,
+                                format!("expected conntrack states (NEW, ESTABLISHED, RELATED, INVALID, UNTRACKED), found '{part}'"),
+                            )
+                        }
+                    }
+                }
+                self.constrain(Field::CtState, set, negated, 0xff);
+            }
+            "--match-set" => {
+                let mut dirs = Vec::new();
+                for part in vals[1].text.split(',') {
+                    dirs.push(match part {
+                        "src" => Dir::Src,
+                        "dst" => Dir::Dst,
+                        _ => {
+                            return self.err(
+                                vals[1].col,
+                                format!("expected src or dst flags like src,dst after the set name, found '{part}'"),
+                            )
+                        }
+                    });
+                }
+                let set_ref = SetRef {
+                    name: v.to_string(),
+                    key: SetKeySpec::Flags(dirs),
+                };
+                let n = match self.set_refs.iter().position(|s| *s == set_ref) {
+                    Some(n) => n,
+                    None => {
+                        self.set_refs.push(set_ref);
+                        self.set_refs.len() - 1
+                    }
+                };
+                let bit = if negated.is_some() { 0 } else { 1 };
+                self.matches
+                    .constrain(Field::Set(n as u16), IntervalSet::point(bit));
+            }
+            "--comment" => {
+                if let Some(c) = negated {
+                    return self.err(c, "'!' cannot negate --comment");
+                }
+                self.comment = Some(v.to_string());
+            }
+            "--limit" | "--limit-burst" => {
+                if let Some(c) = negated {
+                    return self.err(c, format!("'!' cannot negate {opt}"));
+                }
+                let mut l = self.limit.take().unwrap_or(Limit {
+                    rate: 3,
+                    per: TimeUnit::Hour,
+                    burst: 5,
+                });
+                if opt == "--limit" {
+                    match parse_rate(v) {
+                        Some((rate, per)) => (l.rate, l.per) = (rate, per),
+                        None => {
+                            return self.err(vcol, format!("expected a rate like 5/min (units: second, minute, hour, day), found '{v}'"))
+                        }
+                    }
+                } else {
+                    match v.parse() {
+                        Ok(b) => l.burst = b,
+                        Err(_) => return self.err(vcol, format!("expected a burst count, found '{v}'")),
+                    }
+                }
+                self.limit = Some(l);
+            }
+            _ => self.err(
+                col,
+                format!("unknown option '{opt}' (options: -s -d -p -i -o -f -m -j -g and those of the matches {SUPPORTED_MATCHES})"),
+            ),
+        }
+    }
+}
+
+/// `eth0` is one name, `eth+` every name starting with `eth`.
+pub(crate) fn iface_set(v: &str) -> Result<IntervalSet, String> {
+    if let Some(prefix) = v.strip_suffix('+') {
+        if prefix.len() > IfName::MAX_LEN {
+            return Err(format!(
+                "interface name '{v}' is longer than {} bytes",
+                IfName::MAX_LEN
+            ));
+        }
+        let (lo, hi) = IfName::wildcard_range(prefix);
+        return Ok(IntervalSet::range(lo, hi));
+    }
+    IfName::new(v)
+        .map(|n| IntervalSet::point(n.0))
+        .ok_or_else(|| {
+            format!(
+                "interface name '{v}' is longer than {} bytes",
+                IfName::MAX_LEN
+            )
+        })
+}
+
+/// `5/min`, `10/second`, `3/h`: iptables accepts any prefix of the unit.
+pub(crate) fn parse_rate(s: &str) -> Option<(u32, TimeUnit)> {
+    let (n, unit) = s.split_once('/').unwrap_or((s, "second"));
+    let n: u32 = n.parse().ok()?;
+    let unit = unit.to_ascii_lowercase();
+    if unit.is_empty() {
+        return None;
+    }
+    let per = [
+        ("second", TimeUnit::Second),
+        ("minute", TimeUnit::Minute),
+        ("hour", TimeUnit::Hour),
+        ("day", TimeUnit::Day),
+    ]
+    .into_iter()
+    .find(|(name, _)| name.starts_with(unit.as_str()) || (unit == "sec" && *name == "second"))?
+    .1;
+    Some((n, per))
+}

@@ -1,0 +1,147 @@
+//! One `-A CHAIN …` line: the option loop, negations, and the protocol
+//! checks made once the rule is complete.
+
+use crate::common::*;
+use crate::error::Errors;
+use parapet_model::*;
+
+/// Which protocol an option needs, checked when the rule is complete
+/// (iptables wants `-p` before the match, but the error reads better
+/// naming the option).
+pub(super) struct Need {
+    pub(super) col: u32,
+    pub(super) what: String,
+    pub(super) protos: &'static [u8],
+}
+
+/// One rule as its options are read: the matches so far and what the
+/// later options (`-j`, `--comment`, `--limit`) set.
+pub(super) struct RuleParser<'a> {
+    pub(super) family: Family,
+    pub(super) line: u32,
+    pub(super) errs: &'a mut Errors,
+    pub(super) set_refs: &'a mut Vec<SetRef>,
+    pub(super) matches: Matches,
+    /// The `-p` value when positive.
+    pub(super) proto: Option<u8>,
+    pub(super) modules: Vec<String>,
+    pub(super) needs: Vec<Need>,
+    pub(super) comment: Option<String>,
+    pub(super) limit: Option<Limit>,
+    /// The action, and for `-j/-g` to something that may be a chain, the
+    /// name and column to resolve at COMMIT.
+    pub(super) target: Option<(Action, Option<(String, u32)>)>,
+    pub(super) end_col: u32,
+}
+
+impl RuleParser<'_> {
+    pub(super) fn err(&mut self, col: u32, msg: impl Into<String>) {
+        self.errs.push(self.line, col, msg);
+    }
+
+    /// Parses the words after `-A CHAIN`. False when an error was reported.
+    pub(super) fn parse(&mut self, w: &[Word]) -> bool {
+        let before = self.errs.list.len();
+        let mut i = 0;
+        let mut neg: Option<u32> = None;
+        while i < w.len() {
+            let word = &w[i];
+            let opt = word.text.as_str();
+            if opt == "!" && !word.quoted {
+                if neg.is_some() {
+                    self.err(word.col, "expected an option after '!', found another '!'");
+                    return false;
+                }
+                neg = Some(word.col);
+                i += 1;
+                continue;
+            }
+            if !opt.starts_with('-') || word.quoted {
+                self.err(
+                    word.col,
+                    format!("expected an option (like -s, -p, -m, -j), found '{opt}'"),
+                );
+                return false;
+            }
+            // Number of values the option takes.
+            let arity = match opt {
+                "-f" | "--fragment" | "--syn" => 0,
+                "--tcp-flags" | "--match-set" => 2,
+                _ => 1,
+            };
+            // The old `-s ! ADDR` form puts the negation after the option.
+            let mut j = i + 1;
+            if arity > 0 && w.get(j).is_some_and(|x| x.text == "!" && !x.quoted) {
+                if neg.is_some() {
+                    self.err(w[j].col, "'!' given twice");
+                    return false;
+                }
+                neg = Some(w[j].col);
+                j += 1;
+            }
+            let vals: Vec<&Word> = w[j.min(w.len())..].iter().take(arity).collect();
+            if vals.len() < arity {
+                let col = w
+                    .last()
+                    .map_or(self.end_col, |l| l.col + l.text.chars().count() as u32 + 1);
+                self.err(
+                    col,
+                    format!(
+                        "expected a value after {opt}{}",
+                        if arity == 2 { " (two values)" } else { "" }
+                    ),
+                );
+                return false;
+            }
+            let negated = neg.take();
+            match opt {
+                "-j" | "--jump" | "-g" | "--goto" => {
+                    if let Some(c) = negated {
+                        self.err(c, format!("'!' cannot negate {opt}"));
+                    }
+                    self.target(opt, vals[0], &w[j + 1..]);
+                    break;
+                }
+                "-m" | "--match" => {
+                    if let Some(c) = negated {
+                        self.err(c, "'!' cannot negate -m; put it before the match's option");
+                    }
+                    self.module(vals[0]);
+                }
+                _ => self.option(opt, word.col, negated, &vals),
+            }
+            // One error per rule: later options often fail only because of
+            // the first problem.
+            if self.errs.list.len() > before {
+                return false;
+            }
+            i = j + arity;
+        }
+        if let Some(c) = neg {
+            self.err(c, "expected an option after '!'");
+        }
+        self.check_needs();
+        self.errs.list.len() == before
+    }
+
+    fn check_needs(&mut self) {
+        let needs = std::mem::take(&mut self.needs);
+        for n in needs {
+            if !self.proto.is_some_and(|p| n.protos.contains(&p)) {
+                let names: Vec<String> = n
+                    .protos
+                    .iter()
+                    .map(|p| match p {
+                        58 => "ipv6-icmp".to_string(),
+                        136 => "udplite".to_string(),
+                        p => protocol_name(*p).map_or(p.to_string(), str::to_string),
+                    })
+                    .collect();
+                self.err(
+                    n.col,
+                    format!("{} needs -p {} before it", n.what, names.join("|")),
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,175 @@
+//! `-j`/`-g` targets and their options (REJECT, LOG), and the names of
+//! targets parapet knows but does not support.
+
+use super::rule::RuleParser;
+use crate::common::*;
+use parapet_model::*;
+
+pub(super) const SUPPORTED_TARGETS: &str = "ACCEPT, DROP, REJECT, LOG, RETURN, or a user chain";
+
+/// Targets of iptables extensions we recognize by name, to say "not
+/// supported" instead of "unknown chain".
+pub(super) const KNOWN_UNSUPPORTED_TARGETS: &[&str] = &[
+    "MARK",
+    "CONNMARK",
+    "DNAT",
+    "SNAT",
+    "MASQUERADE",
+    "REDIRECT",
+    "NETMAP",
+    "CT",
+    "NOTRACK",
+    "NFLOG",
+    "NFQUEUE",
+    "QUEUE",
+    "TCPMSS",
+    "TOS",
+    "DSCP",
+    "TTL",
+    "HL",
+    "TEE",
+    "TPROXY",
+    "CLASSIFY",
+    "SET",
+    "AUDIT",
+    "CHECKSUM",
+    "CONNSECMARK",
+    "SECMARK",
+    "TRACE",
+    "ULOG",
+    "LED",
+    "IDLETIMER",
+    "RATEEST",
+    "SYNPROXY",
+    "HMARK",
+    "CLUSTERIP",
+];
+
+impl RuleParser<'_> {
+    pub(super) fn target(&mut self, opt: &str, name: &Word, rest: &[Word]) {
+        let t = name.text.as_str();
+        let goto = opt == "-g" || opt == "--goto";
+        let mut opts: Vec<(&Word, Option<&Word>)> = Vec::new();
+        let mut k = 0;
+        while k < rest.len() {
+            let o = &rest[k];
+            let flag = matches!(
+                o.text.as_str(),
+                "--log-tcp-sequence"
+                    | "--log-tcp-options"
+                    | "--log-ip-options"
+                    | "--log-uid"
+                    | "--log-macdecode"
+            );
+            if flag {
+                opts.push((o, None));
+                k += 1;
+            } else {
+                opts.push((o, rest.get(k + 1)));
+                k += 2;
+            }
+        }
+        let action = match t {
+            _ if goto => {
+                if let Some((o, _)) = opts.first() {
+                    return self.err(o.col, format!("-g takes no options, found '{}'", o.text));
+                }
+                self.target = Some((Action::Goto(t.to_string()), Some((t.to_string(), name.col))));
+                return;
+            }
+            "ACCEPT" | "DROP" | "RETURN" => {
+                if let Some((o, _)) = opts.first() {
+                    return self.err(o.col, format!("{t} takes no options, found '{}'", o.text));
+                }
+                match t {
+                    "ACCEPT" => Action::Verdict(Verdict::Accept),
+                    "DROP" => Action::Verdict(Verdict::Drop),
+                    _ => Action::Return,
+                }
+            }
+            "REJECT" => {
+                let mut with = None;
+                for (o, v) in opts {
+                    match (o.text.as_str(), v) {
+                        ("--reject-with", Some(v)) => with = Some(v.text.clone()),
+                        ("--reject-with", None) => {
+                            return self.err(
+                                o.col,
+                                "expected a type after --reject-with (like icmp-port-unreachable)",
+                            )
+                        }
+                        (other, _) => {
+                            return self.err(
+                                o.col,
+                                format!(
+                                    "unknown REJECT option '{other}' (supported: --reject-with)"
+                                ),
+                            )
+                        }
+                    }
+                }
+                Action::Verdict(Verdict::Reject { with })
+            }
+            "LOG" => {
+                let mut spec = LogSpec::default();
+                for (o, v) in opts {
+                    match (o.text.as_str(), v) {
+                        ("--log-prefix", Some(v)) => spec.prefix = Some(v.text.clone()),
+                        ("--log-level", Some(v)) => match parse_log_level(&v.text) {
+                            Some(l) => spec.level = Some(l),
+                            None => {
+                                return self.err(v.col, format!("expected a log level 0-7 or a syslog name (warning, info, …), found '{}'", v.text))
+                            }
+                        },
+                        (other, _) => {
+                            return self.err(
+                                o.col,
+                                format!("LOG option '{other}' is not supported (supported: --log-prefix TEXT, --log-level LEVEL)"),
+                            )
+                        }
+                    }
+                }
+                Action::Log(spec)
+            }
+            _ => {
+                if let Some((o, _)) = opts.first() {
+                    let msg = if KNOWN_UNSUPPORTED_TARGETS.contains(&t) {
+                        format!("target '{t}' is not supported (supported: {SUPPORTED_TARGETS})")
+                    } else {
+                        format!("a jump to chain '{t}' takes no options, found '{}'", o.text)
+                    };
+                    return self.err(
+                        if KNOWN_UNSUPPORTED_TARGETS.contains(&t) {
+                            name.col
+                        } else {
+                            o.col
+                        },
+                        msg,
+                    );
+                }
+                self.target = Some((Action::Jump(t.to_string()), Some((t.to_string(), name.col))));
+                return;
+            }
+        };
+        self.target = Some((action, None));
+    }
+}
+
+/// Syslog levels by number or name.
+pub(crate) const LOG_LEVELS: [&str; 8] = [
+    "emerg", "alert", "crit", "err", "warning", "notice", "info", "debug",
+];
+
+pub(crate) fn parse_log_level(s: &str) -> Option<u8> {
+    if let Ok(n) = s.parse::<u8>() {
+        return (n <= 7).then_some(n);
+    }
+    let s = s.to_ascii_lowercase();
+    let s = match s.as_str() {
+        "error" => "err",
+        "warn" => "warning",
+        "panic" => "emerg",
+        other => other,
+    };
+    LOG_LEVELS.iter().position(|l| *l == s).map(|p| p as u8)
+}

@@ -1,0 +1,159 @@
+//! The nft tokenizer: words, quoted strings and punctuation, each with its
+//! line, column and byte span.
+
+use crate::error::Errors;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Tok {
+    Word(String),
+    Str(String),
+    Open,
+    Close,
+    Semi,
+    Newline,
+    Comma,
+    LParen,
+    RParen,
+    Pipe,
+    Amp,
+}
+
+#[derive(Clone, Debug)]
+pub(super) struct Token {
+    pub(super) tok: Tok,
+    pub(super) line: u32,
+    pub(super) col: u32,
+    /// Byte offsets in the text, for raw set blocks.
+    pub(super) start: usize,
+    pub(super) end: usize,
+}
+
+impl Token {
+    pub(super) fn word(&self) -> Option<&str> {
+        match &self.tok {
+            Tok::Word(w) => Some(w),
+            _ => None,
+        }
+    }
+
+    /// The token as the user wrote it, for messages.
+    pub(super) fn show(&self) -> String {
+        match &self.tok {
+            Tok::Word(w) => w.clone(),
+            Tok::Str(s) => format!("\"{s}\""),
+            Tok::Open => "{".into(),
+            Tok::Close => "}".into(),
+            Tok::Semi => ";".into(),
+            Tok::Newline => "end of line".into(),
+            Tok::Comma => ",".into(),
+            Tok::LParen => "(".into(),
+            Tok::RParen => ")".into(),
+            Tok::Pipe => "|".into(),
+            Tok::Amp => "&".into(),
+        }
+    }
+}
+
+pub(super) fn tokenize(text: &str, errs: &mut Errors) -> Vec<Token> {
+    let mut out = Vec::new();
+    let mut line = 1u32;
+    let mut line_start = 0usize;
+    let bytes: Vec<(usize, char)> = text.char_indices().collect();
+    let mut i = 0;
+    let col_of = |pos: usize, line_start: usize| text[line_start..pos].chars().count() as u32 + 1;
+    while i < bytes.len() {
+        let (pos, c) = bytes[i];
+        let single = |t: Tok| Token {
+            tok: t,
+            line,
+            col: col_of(pos, line_start),
+            start: pos,
+            end: pos + c.len_utf8(),
+        };
+        match c {
+            '\n' => {
+                out.push(single(Tok::Newline));
+                line += 1;
+                line_start = pos + 1;
+                i += 1;
+            }
+            c if c.is_whitespace() => i += 1,
+            '#' => {
+                while i < bytes.len() && bytes[i].1 != '\n' {
+                    i += 1;
+                }
+            }
+            '{' | '}' | ';' | ',' | '(' | ')' | '|' | '&' => {
+                out.push(single(match c {
+                    '{' => Tok::Open,
+                    '}' => Tok::Close,
+                    ';' => Tok::Semi,
+                    ',' => Tok::Comma,
+                    '(' => Tok::LParen,
+                    ')' => Tok::RParen,
+                    '|' => Tok::Pipe,
+                    _ => Tok::Amp,
+                }));
+                i += 1;
+            }
+            '"' => {
+                let col = col_of(pos, line_start);
+                let mut s = String::new();
+                i += 1;
+                let mut closed = false;
+                while i < bytes.len() {
+                    match bytes[i].1 {
+                        '"' => {
+                            closed = true;
+                            break;
+                        }
+                        '\n' => break,
+                        '\\' if i + 1 < bytes.len() && matches!(bytes[i + 1].1, '"' | '\\') => {
+                            s.push(bytes[i + 1].1);
+                            i += 1;
+                        }
+                        ch => s.push(ch),
+                    }
+                    i += 1;
+                }
+                if !closed {
+                    errs.push(line, col, "unterminated \"-quoted string");
+                    continue;
+                }
+                let end = bytes[i].0 + 1;
+                i += 1;
+                out.push(Token {
+                    tok: Tok::Str(s),
+                    line,
+                    col,
+                    start: pos,
+                    end,
+                });
+            }
+            _ => {
+                let col = col_of(pos, line_start);
+                let mut s = String::new();
+                while i < bytes.len() {
+                    let ch = bytes[i].1;
+                    if ch.is_whitespace() || "{};,()|&\"#".contains(ch) {
+                        break;
+                    }
+                    s.push(ch);
+                    i += 1;
+                }
+                let end = bytes.get(i).map_or(text.len(), |b| b.0);
+                out.push(Token {
+                    tok: Tok::Word(s),
+                    line,
+                    col,
+                    start: pos,
+                    end,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// An error at `(line, column)` with its message.
+pub(super) type Res<T> = Result<T, (u32, u32, String)>;

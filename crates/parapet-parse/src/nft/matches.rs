@@ -1,0 +1,446 @@
+//! nft match expressions: selectors (`ip saddr`, `tcp dport`, `ct state`,
+//! concatenations for named sets), comparison operators, and the values and
+//! anonymous sets they compare with, lowered to per-field interval sets.
+
+use super::lexer::{Res, Tok, Token};
+use super::rule::RuleParser;
+use crate::common::*;
+use parapet_model::*;
+
+/// What kind of values a selector compares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Addr(Family),
+    Port,
+    Proto,
+    Iface,
+    Ct,
+    IcmpType(bool),
+    IcmpCode,
+    Nfproto,
+}
+
+struct Selector {
+    field: Field,
+    kind: Kind,
+    /// Constraints the selector implies (`tcp dport` implies tcp).
+    implied: Vec<(Field, IntervalSet)>,
+}
+
+const SUPPORTED_EXPRS: &str = "ip/ip6 saddr|daddr|protocol|nexthdr, tcp/udp/sctp/udplite sport|dport, tcp flags, meta l4proto|nfproto|iifname|oifname, iifname, oifname, ct state, icmp/icmpv6 type|code, counter, log, limit, comment, accept, drop, reject, jump, goto, return";
+
+impl RuleParser<'_> {
+    /// A selector expression: `ip saddr`, `tcp dport`, `ct state`, …
+    fn selector(&mut self) -> Res<Selector> {
+        let t = self.next_word("an expression")?;
+        let w = t.word().unwrap_or("").to_string();
+        let (l, c) = (t.line, t.col);
+        let fam_pt = |f: Family| (Field::Family, IntervalSet::point(f.value()));
+        let sel = |field, kind, implied| {
+            Ok(Selector {
+                field,
+                kind,
+                implied,
+            })
+        };
+        let sub = |p: &mut Self, what: &str| -> Res<String> {
+            p.next_word(what)
+                .map(|t| t.word().unwrap_or("").to_string())
+        };
+        match w.as_str() {
+            "ip" | "ip6" => {
+                let f = if w == "ip" { Family::V4 } else { Family::V6 };
+                if (self.family == TableFamily::Ip && f == Family::V6)
+                    || (self.family == TableFamily::Ip6 && f == Family::V4)
+                {
+                    return Err((
+                        l,
+                        c,
+                        format!(
+                            "'{w}' matches cannot appear in a {} table",
+                            self.family.nft_name()
+                        ),
+                    ));
+                }
+                let k = sub(self, "saddr, daddr or protocol")?;
+                match k.as_str() {
+                    "saddr" => sel(Field::SrcAddr, Kind::Addr(f), vec![fam_pt(f)]),
+                    "daddr" => sel(Field::DstAddr, Kind::Addr(f), vec![fam_pt(f)]),
+                    "protocol" | "nexthdr" => sel(Field::Proto, Kind::Proto, vec![fam_pt(f)]),
+                    "frag-off" if f == Family::V4 => {
+                        // Only `ip frag-off & 0x1fff != 0` (non-first fragment).
+                        let toks: Vec<String> = self.toks[self.i..].iter().take(4).map(|t| t.show()).collect();
+                        let want_nf = ["&", "0x1fff", "!=", "0"];
+                        let want_f = ["&", "0x1fff", "==", "0"];
+                        let frag = if toks == want_nf {
+                            1
+                        } else if toks == want_f {
+                            0
+                        } else {
+                            return self.fail("expected '& 0x1fff != 0' (non-first fragments) or '& 0x1fff == 0' after 'ip frag-off'");
+                        };
+                        self.i += 4;
+                        self.matches.constrain(Field::Family, IntervalSet::point(4));
+                        self.matches.constrain(Field::Fragment, IntervalSet::point(frag));
+                        Err((0, 0, String::new()))
+                    }
+                    other => Err((l, c, format!("'{w} {other}' is not supported (supported: {w} saddr, {w} daddr, {w} protocol)"))),
+                }
+            }
+            "tcp" | "udp" | "sctp" | "udplite" => {
+                let p = protocol_number(&w).expect("known protocol");
+                let proto = (Field::Proto, IntervalSet::point(p as u128));
+                let k = sub(self, "sport, dport or flags")?;
+                match k.as_str() {
+                    "sport" => sel(Field::SrcPort, Kind::Port, vec![proto]),
+                    "dport" => sel(Field::DstPort, Kind::Port, vec![proto]),
+                    "flags" if w == "tcp" => {
+                        self.tcp_flags()?;
+                        self.matches.constrain(proto.0, proto.1);
+                        Err((0, 0, String::new()))
+                    }
+                    other => Err((
+                        l,
+                        c,
+                        format!(
+                            "'{w} {other}' is not supported (supported: {w} sport, {w} dport{})",
+                            if w == "tcp" { ", tcp flags" } else { "" }
+                        ),
+                    )),
+                }
+            }
+            "icmp" | "icmpv6" => {
+                let v6 = w == "icmpv6";
+                let f = if v6 { Family::V6 } else { Family::V4 };
+                if (self.family == TableFamily::Ip && v6)
+                    || (self.family == TableFamily::Ip6 && !v6)
+                {
+                    return Err((
+                        l,
+                        c,
+                        format!(
+                            "'{w}' matches cannot appear in a {} table",
+                            self.family.nft_name()
+                        ),
+                    ));
+                }
+                let implied = vec![
+                    fam_pt(f),
+                    (Field::Proto, IntervalSet::point(if v6 { 58 } else { 1 })),
+                ];
+                let k = sub(self, "type or code")?;
+                match k.as_str() {
+                    "type" => sel(Field::IcmpTypeCode, Kind::IcmpType(v6), implied),
+                    "code" => sel(Field::IcmpTypeCode, Kind::IcmpCode, implied),
+                    other => Err((
+                        l,
+                        c,
+                        format!("'{w} {other}' is not supported (supported: {w} type, {w} code)"),
+                    )),
+                }
+            }
+            "meta" => {
+                let k = sub(self, "l4proto, nfproto, iifname or oifname")?;
+                match k.as_str() {
+                    "l4proto" => sel(Field::Proto, Kind::Proto, vec![]),
+                    "nfproto" => sel(Field::Family, Kind::Nfproto, vec![]),
+                    "iifname" | "iif" => sel(Field::InIface, Kind::Iface, vec![]),
+                    "oifname" | "oif" => sel(Field::OutIface, Kind::Iface, vec![]),
+                    other => Err((l, c, format!("'meta {other}' is not supported (supported: meta l4proto, nfproto, iifname, oifname)"))),
+                }
+            }
+            "iifname" | "iif" => sel(Field::InIface, Kind::Iface, vec![]),
+            "oifname" | "oif" => sel(Field::OutIface, Kind::Iface, vec![]),
+            "ct" => {
+                let k = sub(self, "state")?;
+                match k.as_str() {
+                    "state" => sel(Field::CtState, Kind::Ct, vec![]),
+                    other => Err((
+                        l,
+                        c,
+                        format!("'ct {other}' is not supported (supported: ct state)"),
+                    )),
+                }
+            }
+            other => Err((
+                l,
+                c,
+                format!("unknown expression '{other}' (supported: {SUPPORTED_EXPRS})"),
+            )),
+        }
+    }
+
+    pub(super) fn match_expr(&mut self) -> Res<()> {
+        let mut sels = Vec::new();
+        loop {
+            match self.selector() {
+                Ok(s) => sels.push(s),
+                // A selector that consumed its own value (tcp flags, frag-off).
+                Err((0, 0, _)) if sels.is_empty() => return Ok(()),
+                Err(e) => return Err(e),
+            }
+            if self.peek_word() == Some(".") {
+                self.i += 1;
+                continue;
+            }
+            break;
+        }
+        if self.peek_word() == Some("vmap") {
+            return self.fail("verdict maps (vmap) are not supported: write one rule per verdict");
+        }
+        let mut neg = false;
+        let mut cmp: Option<String> = None;
+        match self.peek_word() {
+            Some("!=") => {
+                neg = true;
+                self.i += 1;
+            }
+            Some("==") => self.i += 1,
+            Some(op @ ("<" | ">" | "<=" | ">=" | "lt" | "gt" | "le" | "ge")) => {
+                cmp = Some(op.to_string());
+                self.i += 1;
+            }
+            _ => {}
+        }
+        for s in &sels {
+            for (f, v) in &s.implied {
+                self.matches.constrain(*f, v.clone());
+            }
+        }
+        if let Some(name) = self
+            .peek_word()
+            .and_then(|w| w.strip_prefix('@'))
+            .map(str::to_string)
+        {
+            self.i += 1;
+            let set_ref = SetRef {
+                name,
+                key: SetKeySpec::Fields(sels.iter().map(|s| s.field).collect()),
+            };
+            let n = match self.set_refs.iter().position(|s| *s == set_ref) {
+                Some(n) => n,
+                None => {
+                    self.set_refs.push(set_ref);
+                    self.set_refs.len() - 1
+                }
+            };
+            self.matches.constrain(
+                Field::Set(n as u16),
+                IntervalSet::point(if neg { 0 } else { 1 }),
+            );
+            return Ok(());
+        }
+        if sels.len() > 1 {
+            return self.fail("expected '@SET' after a concatenation (anonymous concatenated sets are not supported)");
+        }
+        let s = &sels[0];
+        let max = match s.kind {
+            Kind::Addr(f) => width_mask(f.addr_bits()),
+            _ => s.field.max_value(),
+        };
+        let mut set = self.value(s.kind)?;
+        if let Some(op) = cmp {
+            // `tcp dport < 1024`: only numbers compare.
+            let [(v, _)] = set.ranges() else {
+                return self.fail("expected one number after a comparison");
+            };
+            let v = *v;
+            set = match op.as_str() {
+                "<" | "lt" if v == 0 => IntervalSet::empty(),
+                "<" | "lt" => IntervalSet::range(0, v - 1),
+                "<=" | "le" => IntervalSet::range(0, v),
+                ">" | "gt" => IntervalSet::range(v + 1, max),
+                _ => IntervalSet::range(v, max),
+            };
+        }
+        if neg {
+            set = set.complement(max);
+        }
+        // `ip saddr 0.0.0.0/0` says no more than the family does.
+        if !set.is_full(max) {
+            self.matches.constrain(s.field, set);
+        }
+        Ok(())
+    }
+
+    /// A value, a comma list (ct state), or an anonymous set `{ a, b }`.
+    fn value(&mut self, kind: Kind) -> Res<IntervalSet> {
+        let mut set = IntervalSet::empty();
+        if matches!(self.peek().map(|t| &t.tok), Some(Tok::Open)) {
+            self.i += 1;
+            loop {
+                let t = self.next_word("a set element")?;
+                set = set.union(&self.element(kind, &t)?);
+                match self.peek().map(|t| &t.tok) {
+                    Some(Tok::Comma) => {
+                        self.i += 1;
+                        if matches!(self.peek().map(|t| &t.tok), Some(Tok::Close)) {
+                            self.i += 1;
+                            break;
+                        }
+                    }
+                    Some(Tok::Close) => {
+                        self.i += 1;
+                        break;
+                    }
+                    _ => return self.fail("expected ',' or '}' in the set"),
+                }
+            }
+            return Ok(set);
+        }
+        let t = self.next_word("a value")?;
+        set = self.element(kind, &t)?;
+        // Bitmask-style lists: `ct state established,related`.
+        while kind == Kind::Ct && matches!(self.peek().map(|t| &t.tok), Some(Tok::Comma)) {
+            self.i += 1;
+            let t = self.next_word("a conntrack state")?;
+            set = set.union(&self.element(kind, &t)?);
+        }
+        Ok(set)
+    }
+
+    fn element(&self, kind: Kind, t: &Token) -> Res<IntervalSet> {
+        let text = match &t.tok {
+            Tok::Word(w) | Tok::Str(w) => w.as_str(),
+            _ => unreachable!(),
+        };
+        let err = |m: String| (t.line, t.col, m);
+        match kind {
+            Kind::Addr(f) => {
+                let r = if text.contains('-') && !text.contains('/') {
+                    parse_ip_range(text, Some(f))
+                } else {
+                    parse_cidr(text, Some(f))
+                };
+                r.map(|(_, s)| s).map_err(err)
+            }
+            Kind::Port => {
+                let (lo, hi) = match text.split_once('-') {
+                    Some((a, b)) => (parse_port(a).map_err(err)?, parse_port(b).map_err(err)?),
+                    None => {
+                        let p = parse_port(text).map_err(err)?;
+                        (p, p)
+                    }
+                };
+                if lo > hi {
+                    return Err(err(format!("port range '{text}' is empty (start after end)")));
+                }
+                Ok(IntervalSet::range(lo, hi))
+            }
+            Kind::Proto => protocol_number(text)
+                .map(|p| IntervalSet::point(p as u128))
+                .ok_or_else(|| err(format!("expected a protocol name or number (tcp, udp, icmp, …), found '{text}'"))),
+            Kind::Nfproto => match text {
+                "ipv4" => Ok(IntervalSet::point(4)),
+                "ipv6" => Ok(IntervalSet::point(6)),
+                _ => Err(err(format!("expected ipv4 or ipv6, found '{text}'"))),
+            },
+            Kind::Iface => {
+                let spec = match text.strip_suffix('*') {
+                    Some(p) => format!("{p}+"),
+                    None => text.to_string(),
+                };
+                crate::iptables::iface_set(&spec).map_err(err)
+            }
+            Kind::Ct => CtState::from_name(text)
+                .map(|s| IntervalSet::point(s as u128))
+                .ok_or_else(|| err(format!("expected a conntrack state (new, established, related, invalid, untracked), found '{text}'"))),
+            Kind::IcmpType(v6) => {
+                let names = if v6 { ICMP6_NAMES } else { ICMP_NAMES };
+                let t = match names.iter().find(|(n, _, c)| c.is_none() && *n == text) {
+                    Some((_, t, _)) => *t,
+                    None => text.parse::<u8>().map_err(|_| err(format!("expected an ICMP type name or number (like echo-request or 8), found '{text}'")))?,
+                };
+                Ok(icmp_interval(t, None))
+            }
+            Kind::IcmpCode => {
+                let c: u8 = text.parse().map_err(|_| err(format!("expected an ICMP code 0-255, found '{text}'")))?;
+                Ok(IntervalSet::from_ranges((0u128..=255).map(|t| ((t << 8) | c as u128, (t << 8) | c as u128))))
+            }
+        }
+    }
+
+    /// After `tcp flags`: `& (a|b) == c`, `& (a|b) != c`, `c / a,b`,
+    /// `== c`, or a plain flag list (any of them set, nft's bitmask meaning).
+    fn tcp_flags(&mut self) -> Res<()> {
+        let flags_word = |p: &mut Self| -> Res<u8> {
+            let mut bits = 0u8;
+            let paren = matches!(p.peek().map(|t| &t.tok), Some(Tok::LParen));
+            if paren {
+                p.i += 1;
+            }
+            loop {
+                let t = p.next_word("a TCP flag (fin, syn, rst, psh, ack, urg, ecn, cwr)")?;
+                let w = t.word().unwrap_or("");
+                let b = if let Some(h) = w.strip_prefix("0x") {
+                    u8::from_str_radix(h, 16).ok()
+                } else {
+                    tcp_flags::parse_list(if w == "ecn" { "ECE" } else { w })
+                };
+                bits |= b.ok_or((
+                    t.line,
+                    t.col,
+                    format!(
+                        "expected a TCP flag (fin, syn, rst, psh, ack, urg, ecn, cwr), found '{w}'"
+                    ),
+                ))?;
+                match p.peek().map(|t| &t.tok) {
+                    Some(Tok::Pipe | Tok::Comma) => p.i += 1,
+                    _ => break,
+                }
+            }
+            if paren {
+                match p.peek().map(|t| &t.tok) {
+                    Some(Tok::RParen) => p.i += 1,
+                    _ => return p.fail("expected ')' after the flags"),
+                }
+            }
+            Ok(bits)
+        };
+        let (mask, comp, neg) = if matches!(self.peek().map(|t| &t.tok), Some(Tok::Amp)) {
+            self.i += 1;
+            let mask = flags_word(self)?;
+            let neg = match self.peek_word() {
+                Some("==") => false,
+                Some("!=") => true,
+                _ => return self.fail("expected '==' or '!=' after 'tcp flags & (…)'"),
+            };
+            self.i += 1;
+            let comp = flags_word(self)?;
+            (mask, comp, neg)
+        } else {
+            let neg = match self.peek_word() {
+                Some("!=") => {
+                    self.i += 1;
+                    true
+                }
+                Some("==") => {
+                    self.i += 1;
+                    let v = flags_word(self)?;
+                    self.matches
+                        .constrain(Field::TcpFlags, tcp_flags_set(0xff, v));
+                    return Ok(());
+                }
+                _ => false,
+            };
+            let v = flags_word(self)?;
+            if self.peek_word() == Some("/") {
+                self.i += 1;
+                let mask = flags_word(self)?;
+                (mask, v, neg)
+            } else {
+                // `tcp flags syn`: some of these flags are set.
+                let none = tcp_flags_set(v, 0);
+                let set = if neg { none } else { none.complement(0xff) };
+                self.matches.constrain(Field::TcpFlags, set);
+                return Ok(());
+            }
+        };
+        let set = tcp_flags_set(mask, comp);
+        self.matches.constrain(
+            Field::TcpFlags,
+            if neg { set.complement(0xff) } else { set },
+        );
+        Ok(())
+    }
+}

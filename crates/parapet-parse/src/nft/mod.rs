@@ -1,0 +1,43 @@
+//! The nft frontend: the text `nft list ruleset` prints for `inet`, `ip`
+//! and `ip6` tables.
+//!
+//! Structure (tables, chains, base chain `type … hook … priority …; policy
+//! …;`) is parsed from tokens; each rule is one line (or `;`-separated
+//! statement list) read left to right: selector expressions (`ip saddr`,
+//! `tcp dport`, `ct state`, …) with an optional `!=`, a value, an anonymous
+//! set `{ … }` or a named set `@NAME`; then statements (`counter`, `log`,
+//! `limit`) and a verdict. Named `set` blocks are returned raw.
+
+//!
+//! One job a file: `lexer` (text → tokens with positions), `table` (tables,
+//! chains, base chain headers, set blocks, jump resolution), `rule` (one
+//! rule's statements and verdict), `matches` (selector expressions and
+//! their values).
+
+mod lexer;
+mod matches;
+mod rule;
+mod table;
+
+use crate::error::{Errors, ParseError};
+use crate::SetBlock;
+use lexer::tokenize;
+use parapet_model::*;
+use table::Parser;
+
+pub(crate) fn parse(text: &str, file: &str) -> Result<(Ruleset, Vec<SetBlock>), Vec<ParseError>> {
+    let mut errs = Errors::new(file);
+    let toks = tokenize(text, &mut errs);
+    let mut p = Parser {
+        text,
+        toks,
+        pos: 0,
+        errs,
+        rs: Ruleset::default(),
+        sets: Vec::new(),
+        next_id: 1,
+    };
+    p.file();
+    let Parser { errs, rs, sets, .. } = p;
+    errs.finish((rs, sets))
+}

@@ -1,0 +1,291 @@
+//! One nft rule read left to right: statements (`counter`, `log`, `limit`,
+//! `comment`) and the verdict; match expressions are handed to `matches`.
+
+use super::lexer::{Res, Tok, Token};
+use crate::iptables::{parse_log_level, parse_rate};
+use parapet_model::*;
+
+/// A jump target and where it is written.
+pub(super) type JumpAt = (String, u32, u32);
+
+/// One rule as its tokens are read left to right.
+pub(super) struct RuleParser<'a> {
+    pub(super) toks: &'a [Token],
+    pub(super) i: usize,
+    pub(super) family: TableFamily,
+    pub(super) set_refs: &'a mut Vec<SetRef>,
+    pub(super) matches: Matches,
+    pub(super) rule: Rule,
+    pub(super) action: Option<Action>,
+    pub(super) jump: Option<JumpAt>,
+}
+
+impl RuleParser<'_> {
+    pub(super) fn peek(&self) -> Option<&Token> {
+        self.toks.get(self.i)
+    }
+
+    pub(super) fn peek_word(&self) -> Option<&str> {
+        self.peek().and_then(|t| t.word())
+    }
+
+    fn at_end_pos(&self) -> (u32, u32) {
+        match self.peek() {
+            Some(t) => (t.line, t.col),
+            None => self
+                .toks
+                .last()
+                .map_or((0, 1), |t| (t.line, t.col + (t.end - t.start) as u32)),
+        }
+    }
+
+    pub(super) fn fail<T>(&self, msg: impl Into<String>) -> Res<T> {
+        let (l, c) = self.at_end_pos();
+        Err((l, c, msg.into()))
+    }
+
+    pub(super) fn next_word(&mut self, what: &str) -> Res<Token> {
+        match self.peek() {
+            Some(t) if matches!(t.tok, Tok::Word(_) | Tok::Str(_)) => {
+                let t = t.clone();
+                self.i += 1;
+                Ok(t)
+            }
+            Some(t) => self.fail(format!("expected {what}, found '{}'", t.show())),
+            None => self.fail(format!("expected {what} at the end of the rule")),
+        }
+    }
+
+    pub(super) fn parse(&mut self) -> Res<()> {
+        while let Some(t) = self.peek().cloned() {
+            if self.action.is_some() {
+                if t.word() == Some("comment") {
+                    self.i += 1;
+                    self.comment()?;
+                    continue;
+                }
+                if matches!(self.action, Some(Action::Log(_)))
+                    && matches!(
+                        t.word(),
+                        Some("accept" | "drop" | "reject" | "jump" | "goto" | "return")
+                    )
+                {
+                    // `log … drop`: the log rides on the rule; the verdict
+                    // that follows becomes its action.
+                    if let Some(Action::Log(spec)) = self.action.take() {
+                        self.rule.log = Some(spec);
+                    }
+                    continue;
+                }
+                return Err((
+                    t.line,
+                    t.col,
+                    format!(
+                        "expected the end of the rule after the verdict, found '{}'",
+                        t.show()
+                    ),
+                ));
+            }
+            let Some(w) = t.word() else {
+                return Err((
+                    t.line,
+                    t.col,
+                    format!(
+                        "expected an expression or a statement, found '{}'",
+                        t.show()
+                    ),
+                ));
+            };
+            match w {
+                "counter" => {
+                    self.i += 1;
+                    if self.peek_word() == Some("packets") {
+                        self.i += 1;
+                        let p = self.number("a packet count")?;
+                        let b = self.next_word("'bytes'")?;
+                        if b.word() != Some("bytes") {
+                            return Err((
+                                b.line,
+                                b.col,
+                                format!("expected 'bytes', found '{}'", b.show()),
+                            ));
+                        }
+                        let n = self.number("a byte count")?;
+                        self.rule.counters = Counters {
+                            packets: p,
+                            bytes: n,
+                        };
+                    }
+                }
+                "log" => {
+                    self.i += 1;
+                    self.log()?;
+                }
+                "limit" => {
+                    self.i += 1;
+                    self.limit()?;
+                }
+                "comment" => {
+                    self.i += 1;
+                    self.comment()?;
+                }
+                "accept" | "drop" | "return" => {
+                    self.i += 1;
+                    self.action = Some(match w {
+                        "accept" => Action::Verdict(Verdict::Accept),
+                        "drop" => Action::Verdict(Verdict::Drop),
+                        _ => Action::Return,
+                    });
+                }
+                "reject" => {
+                    self.i += 1;
+                    self.reject()?;
+                }
+                "jump" | "goto" => {
+                    self.i += 1;
+                    let target = self.next_word("a chain name")?;
+                    let name = match &target.tok {
+                        Tok::Word(s) | Tok::Str(s) => s.clone(),
+                        _ => unreachable!(),
+                    };
+                    self.jump = Some((name.clone(), target.line, target.col));
+                    self.action = Some(if w == "jump" {
+                        Action::Jump(name)
+                    } else {
+                        Action::Goto(name)
+                    });
+                }
+                _ => self.match_expr()?,
+            }
+        }
+        Ok(())
+    }
+
+    fn number(&mut self, what: &str) -> Res<u64> {
+        let t = self.next_word(what)?;
+        t.word().and_then(|w| w.parse().ok()).ok_or((
+            t.line,
+            t.col,
+            format!("expected {what}, found '{}'", t.show()),
+        ))
+    }
+
+    fn string(&mut self, what: &str) -> Res<String> {
+        let t = self.next_word(what)?;
+        match t.tok {
+            Tok::Str(s) | Tok::Word(s) => Ok(s),
+            _ => unreachable!(),
+        }
+    }
+
+    fn comment(&mut self) -> Res<()> {
+        self.rule.comment = Some(self.string("a quoted comment")?);
+        Ok(())
+    }
+
+    fn log(&mut self) -> Res<()> {
+        let mut spec = LogSpec::default();
+        while let Some(w) = self.peek_word() {
+            match w {
+                "prefix" => {
+                    self.i += 1;
+                    spec.prefix = Some(self.string("a quoted log prefix")?);
+                }
+                "level" => {
+                    self.i += 1;
+                    let t = self.next_word("a log level")?;
+                    spec.level = Some(t.word().and_then(parse_log_level).ok_or((t.line, t.col, format!("expected a log level (emerg, alert, crit, err, warn, notice, info, debug), found '{}'", t.show())))?);
+                }
+                "group" | "flags" | "snaplen" | "queue-threshold" => {
+                    return self.fail(format!(
+                        "log option '{w}' is not supported (supported: prefix, level)"
+                    ))
+                }
+                _ => break,
+            }
+        }
+        self.action = Some(Action::Log(spec));
+        Ok(())
+    }
+
+    fn limit(&mut self) -> Res<()> {
+        let r = self.next_word("'rate'")?;
+        if r.word() != Some("rate") {
+            return Err((
+                r.line,
+                r.col,
+                format!("expected 'rate', found '{}'", r.show()),
+            ));
+        }
+        if self.peek_word() == Some("over") {
+            return self
+                .fail("'limit rate over' is not supported (a limit matches while under the rate)");
+        }
+        let v = self.next_word("a rate like 10/second")?;
+        let (rate, per) = v
+            .word()
+            .filter(|w| w.contains('/'))
+            .and_then(parse_rate)
+            .ok_or((
+                v.line,
+                v.col,
+                format!("expected a rate like 10/second, found '{}'", v.show()),
+            ))?;
+        let mut burst = 5;
+        if self.peek_word() == Some("burst") {
+            self.i += 1;
+            burst = self.number("a burst size")? as u32;
+            if self.peek_word() == Some("packets") {
+                self.i += 1;
+            } else if self.peek_word() == Some("bytes") {
+                return self.fail("byte-based limits are not supported");
+            }
+        }
+        self.rule.limit = Some(Limit { rate, per, burst });
+        Ok(())
+    }
+
+    fn reject(&mut self) -> Res<()> {
+        let mut with = None;
+        if self.peek_word() == Some("with") {
+            self.i += 1;
+            let a = self.next_word("tcp, icmp, icmpv6 or icmpx")?;
+            let b = self.next_word("'reset' or 'type'")?;
+            with = Some(match (a.word(), b.word()) {
+                (Some("tcp"), Some("reset")) => "tcp-reset".to_string(),
+                (Some(k @ ("icmp" | "icmpv6" | "icmpx")), Some("type")) => {
+                    let t = self.next_word("a reject type")?;
+                    let t = t.word().unwrap_or("").to_string();
+                    match k {
+                        "icmp" => format!(
+                            "icmp-{}",
+                            if t == "prot-unreachable" {
+                                "proto-unreachable"
+                            } else {
+                                &t
+                            }
+                        ),
+                        "icmpv6" => format!(
+                            "icmp6-{}",
+                            if t == "admin-prohibited" {
+                                "adm-prohibited"
+                            } else {
+                                &t
+                            }
+                        ),
+                        _ => format!("icmpx-{t}"),
+                    }
+                }
+                _ => {
+                    return Err((
+                        a.line,
+                        a.col,
+                        "expected 'with tcp reset' or 'with icmp|icmpv6|icmpx type TYPE'".into(),
+                    ))
+                }
+            });
+        }
+        self.action = Some(Action::Verdict(Verdict::Reject { with }));
+        Ok(())
+    }
+}
