@@ -265,8 +265,20 @@ impl Pair {
         let (a, b) = (&pair.a, &pair.b);
         let (a_mac, b_mac) = (mac_str(&v.a_mac), mac_str(&v.b_mac));
         a.ip(&[
-            "link", "add", v.a_dev, "address", &a_mac, "type", "veth", "peer", "name", v.b_dev,
-            "address", &b_mac, "netns", b.name(),
+            "link",
+            "add",
+            v.a_dev,
+            "address",
+            &a_mac,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            v.b_dev,
+            "address",
+            &b_mac,
+            "netns",
+            b.name(),
         ])?;
         if v.disable_ipv6 {
             for ns in [a, b] {
@@ -280,7 +292,13 @@ impl Pair {
         }
         let addrs = std::iter::once(&v.a_addr).chain(v.a_extra);
         for addr in addrs.clone() {
-            a.ip(&["addr", "add", &format!("{addr}/{}", v.prefix_len), "dev", v.a_dev])?;
+            a.ip(&[
+                "addr",
+                "add",
+                &format!("{addr}/{}", v.prefix_len),
+                "dev",
+                v.a_dev,
+            ])?;
         }
         let b_cidr = format!("{}/{}", v.b_addr, v.prefix_len);
         b.ip(&["addr", "add", &b_cidr, "dev", v.b_dev])?;
@@ -326,7 +344,9 @@ mod tests {
         let (a, b) = (pair.a.name().to_string(), pair.b.name().to_string());
         let exists = |n: &str| std::path::Path::new("/run/netns").join(n).exists();
         assert!(exists(&a) && exists(&b));
-        let rx = pair.b.run_in(|| std::net::UdpSocket::bind((v.b_addr, 0)).unwrap());
+        let rx = pair
+            .b
+            .run_in(|| std::net::UdpSocket::bind((v.b_addr, 0)).unwrap());
         rx.set_read_timeout(Some(std::time::Duration::from_secs(3)))
             .unwrap();
         let to = rx.local_addr().unwrap();
