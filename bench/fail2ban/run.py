@@ -258,7 +258,9 @@ class Bed:
 
     def __init__(self, action, args, tag):
         self.action = action
-        self.ns = "pf2b-%d-%s" % (os.getpid(), tag)
+        # Named as crates/parapet-testbed names its namespaces,
+        # pp-<tag>-<pid>-<seq>, so leftovers are recognised the same way.
+        self.ns = "pp-f2b-%d-%s" % (os.getpid(), tag)
         self.work = tempfile.mkdtemp(prefix="parapet-f2b-")
         self.server = None
         self.parapetd = None

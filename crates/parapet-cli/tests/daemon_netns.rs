@@ -7,11 +7,11 @@
 //! and `list --counters` must count exactly what was sent. Then: an apply
 //! the kernel cannot take changes nothing; a ban drops its source at once
 //! and an unban lets it through again; `kill -9` and a restart re-attach
-//! and keep enforcing. At XDP and at tc. Needs root; skips otherwise.
+//! and keep enforcing. At XDP and at tc. Needs root (`#[ignore = "needs root"]`).
 
 mod common;
 
-use common::{host, in_netns, is_root, skip, testbed, Bed, B_ADDR};
+use common::{host, in_netns, require_root, testbed, Bed, B_ADDR};
 use parapet_model::{
     Action, Dir, Field, IfName, IntervalSet, LinearEngine, Matches, Packet, Rule, Ruleset,
     SetKeySpec, SetLookup, SetRef, Verdict,
@@ -221,25 +221,21 @@ fn ports(rs: &Ruleset) -> (Vec<u16>, Vec<u16>) {
     (d, s)
 }
 
-/// `parapet attach IFACE --hook HOOK` (native mode at XDP). False, after
-/// stopping the daemon and saying `skipped:`, when the machine cannot load
-/// the program (or its conntrack lookup); any other failure panics.
-fn attach_or_skip(sock: &Path, iface: &str, hook: &str, daemon: &mut std::process::Child) -> bool {
+/// `parapet attach IFACE --hook HOOK` (native mode at XDP). On failure
+/// (also when the machine cannot load the program or its conntrack
+/// lookup) it stops the daemon and panics.
+fn attach(sock: &Path, iface: &str, hook: &str, daemon: &mut std::process::Child) {
     let mut attach = vec!["attach", iface, "--hook", hook];
     if hook == "xdp" {
         attach.extend(["--mode", "native"]);
     }
     let o = parapet(sock, &attach);
     if o.status.success() {
-        return true;
+        return;
     }
     let said = String::from_utf8_lossy(&o.stderr).to_string();
     let _ = daemon.kill();
     let _ = daemon.wait();
-    if said.contains("loading the eBPF program") || said.contains("conntrack") {
-        skip(&format!("BPF or conntrack unavailable: {said}"));
-        return false;
-    }
     panic!("parapet attach: {said}");
 }
 
@@ -547,14 +543,9 @@ fn want_counters(
 }
 
 fn scenario(hook: &str) {
-    if !is_root() {
-        return skip("not root (needs netns, veth and BPF)");
-    }
+    require_root();
     let extra: Vec<[u8; 4]> = SRCS[1..].to_vec();
-    let bed = match testbed(&format!("d{}", &hook[..1]), &extra) {
-        Ok(t) => t,
-        Err(e) => return skip(&format!("cannot build the netns test bed: {e}")),
-    };
+    let bed = testbed(&format!("d{}", &hook[..1]), &extra);
     let dir = tempfile::tempdir().unwrap();
     let (sock, state, log) = (
         dir.path().join("s"),
@@ -620,9 +611,7 @@ fn scenario(hook: &str) {
     ok(&sock, &add);
     ok(&sock, &["ban", FILLER_BAN]);
     ok(&sock, &["apply", rules_s]);
-    if !attach_or_skip(&sock, &bed.vb, hook, &mut daemon) {
-        return;
-    }
+    attach(&sock, &bed.vb, hook, &mut daemon);
     let banned0 = [v4([10, 203, 0, 250])];
 
     // 1. Exactly what the linear engine accepts is delivered, and counted.
@@ -864,11 +853,13 @@ fn scenario(hook: &str) {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn parapetd_at_xdp_enforces_exactly_what_the_linear_engine_accepts() {
     scenario("xdp");
 }
 
 #[test]
+#[ignore = "needs root"]
 fn parapetd_at_tc_enforces_exactly_what_the_linear_engine_accepts() {
     scenario("tc");
 }
@@ -879,13 +870,8 @@ fn parapetd_at_tc_enforces_exactly_what_the_linear_engine_accepts() {
 /// real connections both ways; then the REJECT and conntrack statistics,
 /// the conntrack table's life, and the lookup following the ruleset.
 fn host_scenario(hook: &str) {
-    if !is_root() {
-        return skip("not root (needs netns, veth and BPF)");
-    }
-    let bed = match testbed(&format!("h{}", &hook[..1]), &[]) {
-        Ok(t) => t,
-        Err(e) => return skip(&format!("cannot build the netns test bed: {e}")),
-    };
+    require_root();
+    let bed = testbed(&format!("h{}", &hook[..1]), &[]);
     let dir = tempfile::tempdir().unwrap();
     let (sock, state, log) = (
         dir.path().join("s"),
@@ -894,16 +880,12 @@ fn host_scenario(hook: &str) {
     );
     let rules = dir.path().join("host.rules");
     std::fs::write(&rules, host::rules()).unwrap();
-    let _peer = match host::xdp_peer(&bed, dir.path(), hook) {
-        Ok(p) => p,
-        Err(e) => return skip(&format!("cannot run XDP on the peer: {e}")),
-    };
+    let _peer = host::xdp_peer(&bed, dir.path(), hook)
+        .unwrap_or_else(|e| panic!("cannot run XDP on the peer: {e}"));
     let exe = parapetd(dir.path());
     let mut daemon = start_daemon(&bed.b, &exe, &sock, &state, &log);
     ok(&sock, &["apply", rules.to_str().unwrap()]);
-    if !attach_or_skip(&sock, &bed.vb, hook, &mut daemon) {
-        return;
-    }
+    attach(&sock, &bed.vb, hook, &mut daemon);
     let s = stats(&sock);
     assert_eq!(s["dataplane"]["conntrack"]["lookup"], true, "{s}");
     assert_eq!(
@@ -932,7 +914,7 @@ fn host_scenario(hook: &str) {
     assert_eq!(stats(&sock)["dataplane"]["conntrack"]["lookup"], false);
     // A stopping parapetd deletes its table.
     ok(&sock, &["apply", rules.to_str().unwrap()]);
-    assert!(attach_or_skip(&sock, &bed.vb, hook, &mut daemon));
+    attach(&sock, &bed.vb, hook, &mut daemon);
     assert!(host::nft_tables(&bed.b).contains("inet parapetd_ct"));
     let _ = Command::new("kill").arg(daemon.id().to_string()).status();
     let _ = daemon.wait();
@@ -943,11 +925,13 @@ fn host_scenario(hook: &str) {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn parapetd_host_firewall_at_xdp_tracks_and_rejects() {
     host_scenario("xdp");
 }
 
 #[test]
+#[ignore = "needs root"]
 fn parapetd_host_firewall_at_tc_tracks_and_rejects() {
     host_scenario("tc");
 }

@@ -2,7 +2,7 @@
 //! attached (XDP and tc) to a veth in a network namespace this test
 //! creates; UDP sent from a second namespace; every packet must be
 //! delivered or dropped exactly as the linear engine says, and the
-//! per-rule counters must count what was sent. Needs root; skips otherwise.
+//! per-rule counters must count what was sent. Needs root (`#[ignore = "needs root"]`).
 
 use parapet_model::{IfName, LinearEngine, NoSets, Packet, Verdict};
 use std::io::{BufRead, BufReader};
@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{host, in_netns, is_root, skip, testbed, A_ADDR, B_ADDR};
+use common::{host, in_netns, require_root, testbed, A_ADDR, B_ADDR};
 
 /// (sport, dport) pairs sent, each probing a rule edge or a gap.
 fn flows() -> Vec<(u16, u16)> {
@@ -41,13 +41,9 @@ COMMIT
 ";
 
 fn scenario(hook: &str, background: bool) {
-    if !is_root() {
-        return skip("not root (needs netns, veth and BPF)");
-    }
-    let (_guard, a, b, vb) = match testbed(&hook[..1], &[]) {
-        Ok(t) => (t.guard, t.a, t.b, t.vb),
-        Err(e) => return skip(&format!("cannot build the netns test bed: {e}")),
-    };
+    require_root();
+    let t = testbed(&hook[..1], &[]);
+    let (_guard, a, b, vb) = (t.guard, t.a, t.b, t.vb);
     let dir = tempfile::tempdir().unwrap();
     let rules = dir.path().join("e2e.rules");
     std::fs::write(&rules, RULES).unwrap();
@@ -102,9 +98,6 @@ fn scenario(hook: &str, background: bool) {
             .unwrap();
         let said = String::from_utf8_lossy(&out.stderr).to_string();
         if !out.status.success() {
-            if said.contains("loading the eBPF program") {
-                return skip(&format!("BPF unavailable: {said}"));
-            }
             panic!("parapet run --background failed: {said}");
         }
         assert!(said.contains("attached"), "{said}");
@@ -139,9 +132,6 @@ fn scenario(hook: &str, background: bool) {
             if err.read_line(&mut line).unwrap() == 0 || t0.elapsed() > Duration::from_secs(30) {
                 let _ = c.kill();
                 let _ = c.wait();
-                if said.contains("loading the eBPF program") {
-                    return skip(&format!("BPF unavailable: {said}"));
-                }
                 panic!("parapet run did not attach: {said}");
             }
             said.push_str(&line);
@@ -250,11 +240,13 @@ fn scenario(hook: &str, background: bool) {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn run_at_xdp_delivers_exactly_what_the_linear_engine_accepts() {
     scenario("xdp", false);
 }
 
 #[test]
+#[ignore = "needs root"]
 fn run_in_background_at_tc_delivers_exactly_what_the_linear_engine_accepts() {
     scenario("tc", true);
 }
@@ -265,25 +257,15 @@ fn run_in_background_at_tc_delivers_exactly_what_the_linear_engine_accepts() {
 /// host's own connections get their replies, the REJECT rules answer and
 /// the rest is dropped.
 fn host_scenario(hook: &str) {
-    if !is_root() {
-        return skip("not root (needs netns, veth and BPF)");
-    }
-    let bed = match testbed(&format!("r{}", &hook[..1]), &[]) {
-        Ok(t) => t,
-        Err(e) => return skip(&format!("cannot build the netns test bed: {e}")),
-    };
+    require_root();
+    let bed = testbed(&format!("r{}", &hook[..1]), &[]);
     let dir = tempfile::tempdir().unwrap();
     let rules = dir.path().join("host.rules");
     std::fs::write(&rules, host::rules()).unwrap();
-    let _peer = match host::xdp_peer(&bed, dir.path(), hook) {
-        Ok(p) => p,
-        Err(e) => return skip(&format!("cannot run XDP on the peer: {e}")),
-    };
+    let _peer = host::xdp_peer(&bed, dir.path(), hook)
+        .unwrap_or_else(|e| panic!("cannot run XDP on the peer: {e}"));
     let run = match host::run_background(&bed.b, dir.path(), "host", &rules, &bed.vb, hook) {
         Ok(r) => r,
-        Err(e) if e.contains("loading the eBPF program") || e.contains("conntrack") => {
-            return skip(&format!("BPF or conntrack unavailable: {e}"))
-        }
         Err(e) => panic!("parapet run: {e}"),
     };
     assert!(host::nft_tables(&bed.b).contains("inet parapet_run_ct"));
@@ -297,11 +279,13 @@ fn host_scenario(hook: &str) {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn run_as_host_firewall_at_xdp_tracks_and_rejects() {
     host_scenario("xdp");
 }
 
 #[test]
+#[ignore = "needs root"]
 fn run_as_host_firewall_at_tc_tracks_and_rejects() {
     host_scenario("tc");
 }

@@ -302,9 +302,10 @@ fn classbench_10k_traces_agree() {
     classbench_with_traces(&["10k"], if cfg!(debug_assertions) { 300 } else { 2000 });
 }
 
-/// Slow in debug builds: `cargo test --release -- --ignored`.
+/// Slow in debug builds: `cargo test --release -- --ignored` (`make test`
+/// runs it as root, with the kernel tests).
 #[test]
-#[ignore]
+#[ignore = "slow in debug builds"]
 fn classbench_100k_traces_agree() {
     classbench_with_traces(&["100k"], 1000);
 }

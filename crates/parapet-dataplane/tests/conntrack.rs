@@ -9,7 +9,7 @@ mod common;
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use common::{iptables_image, load_or_skip};
+use common::{iptables_image, load_dataplane};
 use parapet_dataplane::image::{CT_INVALID, CT_NEW, CT_UNTRACKED};
 use parapet_dataplane::packet::{Frame, L4};
 use parapet_dataplane::{Dataplane, Features, Hook, LoadOptions, SetSizing, Stat, Verdict};
@@ -25,21 +25,19 @@ const OPTS: LoadOptions = LoadOptions {
     debug: true,
 };
 
-/// The dataplane with the conntrack lookup on, or `None` (skipped) when
-/// this is not root or the kernel lacks the kfuncs.
-fn load_ct(test: &str) -> Option<Dataplane> {
+/// The dataplane with the conntrack lookup on; fails when this is not
+/// root or the kernel lacks the kfuncs.
+fn load_ct(test: &str) -> Dataplane {
     // the privilege check and its message
-    drop(load_or_skip(test, &OPTS)?);
+    drop(load_dataplane(test, &OPTS));
     let dp = Dataplane::load_with(&OPTS, &SetSizing::default(), &Features { conntrack: true })
         .expect("load with conntrack");
-    if !dp.conntrack() {
-        println!(
-            "skipped: {test}: {}",
-            dp.conntrack_note().unwrap_or("no conntrack")
-        );
-        return None;
-    }
-    Some(dp)
+    assert!(
+        dp.conntrack(),
+        "{test}: {}",
+        dp.conntrack_note().unwrap_or("no conntrack")
+    );
+    dp
 }
 
 /// An ICMP error quoting a UDP datagram `from` → `to`.
@@ -56,10 +54,9 @@ fn icmp_error_quoting(from: Ipv4Addr, to: Ipv4Addr) -> Vec<u8> {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn packets_without_a_connection_are_new_or_invalid() {
-    let Some(mut dp) = load_ct("packets_without_a_connection_are_new_or_invalid") else {
-        return;
-    };
+    let mut dp = load_ct("packets_without_a_connection_are_new_or_invalid");
     let text = "*filter\n:INPUT DROP [0:0]\n\
         -A INPUT -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT\n\
         COMMIT\n";
@@ -150,10 +147,9 @@ fn packets_without_a_connection_are_new_or_invalid() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn without_the_lookup_packets_are_untracked() {
-    let Some(mut dp) = load_or_skip("without_the_lookup_packets_are_untracked", &OPTS) else {
-        return;
-    };
+    let mut dp = load_dataplane("without_the_lookup_packets_are_untracked", &OPTS);
     assert!(!dp.conntrack());
     let text = "*filter\n:INPUT DROP [0:0]\n\
         -A INPUT -m conntrack --ctstate UNTRACKED -j ACCEPT\n\
@@ -172,10 +168,9 @@ fn without_the_lookup_packets_are_untracked() {
 /// lookup's NEW again, both without reloading; a load without the lookup
 /// refuses to turn it on.
 #[test]
+#[ignore = "needs root"]
 fn the_lookup_switches_at_run_time() {
-    let Some(mut dp) = load_ct("the_lookup_switches_at_run_time") else {
-        return;
-    };
+    let mut dp = load_ct("the_lookup_switches_at_run_time");
     let text = "*filter\n:INPUT DROP [0:0]\n\
         -A INPUT -m conntrack --ctstate UNTRACKED -j ACCEPT\n\
         COMMIT\n";
@@ -211,10 +206,9 @@ fn the_lookup_switches_at_run_time() {
 /// one that matches ctstate (through a jump), off for one that does not,
 /// and unchanged when the install fails.
 #[test]
+#[ignore = "needs root"]
 fn installing_a_ruleset_switches_the_lookup() {
-    let Some(mut dp) = load_ct("installing_a_ruleset_switches_the_lookup") else {
-        return;
-    };
+    let mut dp = load_ct("installing_a_ruleset_switches_the_lookup");
     dp.set_conntrack(false).unwrap();
     let parse = |text: &str| {
         parapet_parse::parse(text, "test", parapet_parse::Format::IptablesSave)

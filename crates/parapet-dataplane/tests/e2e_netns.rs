@@ -9,8 +9,8 @@ mod common;
 use std::net::{SocketAddrV4, UdpSocket};
 use std::time::{Duration, Instant};
 
-use common::load_or_skip;
-use common::netns::{can_make_netns, Netns, RX_ADDR, TX_ADDR};
+use common::load_dataplane;
+use common::netns::{Netns, RX_ADDR, TX_ADDR};
 use parapet_dataplane::{Hook, LoadOptions, Mode, Stat, Verdict};
 
 const PORT_ACCEPT: u16 = 7777;
@@ -80,20 +80,8 @@ fn scenario(hook: Hook, mode: Mode, tag: &str) {
 
 fn scenario_with(hook: Hook, mode: Mode, tag: &str, use_image: bool) {
     let test = format!("e2e_{tag}");
-    if let Err(why) = can_make_netns() {
-        println!("skipped: {test}: {why}");
-        return;
-    }
-    let Some(mut dp) = load_or_skip(&test, &LoadOptions::default()) else {
-        return;
-    };
-    let ns = match Netns::create(tag) {
-        Ok(ns) => ns,
-        Err(e) => {
-            println!("skipped: {test}: cannot build the veth/netns topology: {e}");
-            return;
-        }
-    };
+    let mut dp = load_dataplane(&test, &LoadOptions::default());
+    let ns = Netns::create(tag).expect("the veth/netns topology");
 
     if use_image {
         // The interim classifier would drop everything: only the image
@@ -205,16 +193,19 @@ fn scenario_with(hook: Hook, mode: Mode, tag: &str, use_image: bool) {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn e2e_xdp_native_veth() {
     scenario(Hook::Xdp, Mode::Native, "xn");
 }
 
 #[test]
+#[ignore = "needs root"]
 fn e2e_xdp_skb_veth() {
     scenario(Hook::Xdp, Mode::Skb, "xs");
 }
 
 #[test]
+#[ignore = "needs root"]
 fn e2e_tc_veth() {
     scenario(Hook::Tc, Mode::Native, "tc");
 }
@@ -222,11 +213,13 @@ fn e2e_tc_veth() {
 /// The same traffic decided by the classifier image (BPF walker) instead
 /// of the interim classifier, at XDP and at tc.
 #[test]
+#[ignore = "needs root"]
 fn e2e_xdp_native_veth_image() {
     scenario_with(Hook::Xdp, Mode::Native, "xi", true);
 }
 
 #[test]
+#[ignore = "needs root"]
 fn e2e_tc_veth_image() {
     scenario_with(Hook::Tc, Mode::Native, "ti", true);
 }
@@ -234,22 +227,11 @@ fn e2e_tc_veth_image() {
 /// Loopback has no native XDP: asking for native must fall back to skb
 /// mode and say so. Done on the loopback of a namespace of our own.
 #[test]
+#[ignore = "needs root"]
 fn e2e_native_falls_back_to_skb_with_a_note() {
     let test = "e2e_native_falls_back_to_skb_with_a_note";
-    if let Err(why) = can_make_netns() {
-        println!("skipped: {test}: {why}");
-        return;
-    }
-    let Some(mut dp) = load_or_skip(test, &LoadOptions::default()) else {
-        return;
-    };
-    let ns = match Netns::create("fb") {
-        Ok(ns) => ns,
-        Err(e) => {
-            println!("skipped: {test}: cannot build the netns topology: {e}");
-            return;
-        }
-    };
+    let mut dp = load_dataplane(test, &LoadOptions::default());
+    let ns = Netns::create("fb").expect("the netns topology");
     let a = Netns::run_in(&ns.rx, || dp.attach("lo", Hook::Xdp, Mode::Native)).expect("attach");
     assert_eq!(a.mode, Some(Mode::Skb));
     let note = a.note.clone().expect("fallback note");

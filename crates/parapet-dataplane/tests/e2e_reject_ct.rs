@@ -10,7 +10,7 @@
 //!   sends UDP to its peer and gets the replies, while connections and
 //!   datagrams the peer starts are dropped.
 //!
-//! Needs root; prints `skipped: …` otherwise.
+//! Needs root (`#[ignore = "needs root"]`).
 
 mod common;
 
@@ -19,45 +19,32 @@ use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::netns::{can_make_netns, Netns, RX_ADDR, TX_ADDR};
-use common::{iptables_image, load_or_skip};
+use common::netns::{Netns, RX_ADDR, TX_ADDR};
+use common::{iptables_image, load_dataplane};
 use parapet_dataplane::{Dataplane, Features, Hook, LoadOptions, Mode, SetSizing, Stat};
 
 const REJECTED: u16 = 7;
 
-fn setup(test: &str, tag: &str, conntrack: bool) -> Option<(Dataplane, Netns)> {
-    if let Err(why) = can_make_netns() {
-        println!("skipped: {test}: {why}");
-        return None;
-    }
-    drop(load_or_skip(test, &LoadOptions::default())?);
+fn setup(test: &str, tag: &str, conntrack: bool) -> (Dataplane, Netns) {
+    drop(load_dataplane(test, &LoadOptions::default()));
     let dp = Dataplane::load_with(
         &LoadOptions::default(),
         &SetSizing::default(),
         &Features { conntrack },
     )
     .expect("load");
-    if conntrack && !dp.conntrack() {
-        println!(
-            "skipped: {test}: {}",
-            dp.conntrack_note().unwrap_or("no conntrack")
-        );
-        return None;
-    }
-    match Netns::create(tag) {
-        Ok(ns) => Some((dp, ns)),
-        Err(e) => {
-            println!("skipped: {test}: cannot build the veth/netns topology: {e}");
-            None
-        }
-    }
+    assert!(
+        !conntrack || dp.conntrack(),
+        "{test}: {}",
+        dp.conntrack_note().unwrap_or("no conntrack")
+    );
+    let ns = Netns::create(tag).expect("the veth/netns topology");
+    (dp, ns)
 }
 
 fn reject_scenario(hook: Hook, mode: Mode, tag: &str) {
     let test = format!("e2e_reject_{tag}");
-    let Some((mut dp, ns)) = setup(&test, tag, false) else {
-        return;
-    };
+    let (mut dp, ns) = setup(&test, tag, false);
     let text = format!(
         "*filter\n:INPUT ACCEPT [0:0]\n\
          -A INPUT -p tcp --dport {REJECTED} -j REJECT --reject-with tcp-reset\n\
@@ -115,16 +102,19 @@ fn reject_scenario(hook: Hook, mode: Mode, tag: &str) {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn e2e_reject_tc() {
     reject_scenario(Hook::Tc, Mode::Native, "rtc");
 }
 
 #[test]
+#[ignore = "needs root"]
 fn e2e_reject_xdp_native() {
     reject_scenario(Hook::Xdp, Mode::Native, "rxn");
 }
 
 #[test]
+#[ignore = "needs root"]
 fn e2e_reject_xdp_skb() {
     reject_scenario(Hook::Xdp, Mode::Skb, "rxs");
 }
@@ -161,12 +151,9 @@ fn enable_conntrack(ns: &Netns) -> Result<(), String> {
 
 fn conntrack_scenario(hook: Hook, mode: Mode, tag: &str) {
     let test = format!("e2e_conntrack_{tag}");
-    let Some((mut dp, ns)) = setup(&test, tag, true) else {
-        return;
-    };
+    let (mut dp, ns) = setup(&test, tag, true);
     if let Err(e) = enable_conntrack(&ns) {
-        println!("skipped: {test}: cannot turn conntrack on: {e}");
-        return;
+        panic!("{test}: cannot turn conntrack on: {e}");
     }
     // Rule 2 lets the peer open connections to port 5004 with a SYN;
     // everything after it on that connection must be ESTABLISHED: sent in
@@ -296,16 +283,19 @@ fn conntrack_scenario(hook: Hook, mode: Mode, tag: &str) {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn e2e_conntrack_tc() {
     conntrack_scenario(Hook::Tc, Mode::Native, "ctc");
 }
 
 #[test]
+#[ignore = "needs root"]
 fn e2e_conntrack_xdp_native() {
     conntrack_scenario(Hook::Xdp, Mode::Native, "cxn");
 }
 
 #[test]
+#[ignore = "needs root"]
 fn e2e_conntrack_xdp_skb() {
     conntrack_scenario(Hook::Xdp, Mode::Skb, "cxs");
 }

@@ -6,7 +6,7 @@ mod common;
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use common::{load_or_skip, Rng};
+use common::{load_dataplane, Rng};
 use parapet_dataplane::abi::{FAMILY_IPV4, FAMILY_IPV6, FRAG_FRAGMENT, FRAG_LATER, KEY_F_VLAN};
 use parapet_dataplane::packet::{Ext, Frame, L4};
 use parapet_dataplane::parse::parse_frame;
@@ -20,8 +20,8 @@ const B6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0xffff, 0, 0, 0, 0xabcd, 2);
 /// Loopback: exists in every namespace, so test runs may name it.
 const IFINDEX: u32 = 1;
 
-fn debug_dp(test: &str) -> Option<Dataplane> {
-    load_or_skip(
+fn debug_dp(test: &str) -> Dataplane {
+    load_dataplane(
         test,
         &LoadOptions {
             debug: true,
@@ -454,10 +454,9 @@ fn boundary_cases() -> Vec<Case> {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn boundary_packets_parse_as_expected_at_both_hooks() {
-    let Some(dp) = debug_dp("boundary_packets_parse_as_expected_at_both_hooks") else {
-        return;
-    };
+    let dp = debug_dp("boundary_packets_parse_as_expected_at_both_hooks");
     let cases = boundary_cases();
     assert!(cases.len() > 30);
     for case in &cases {
@@ -570,10 +569,9 @@ fn random_frame(rng: &mut Rng) -> Vec<u8> {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn random_frames_kernel_and_rust_parsers_agree() {
-    let Some(dp) = debug_dp("random_frames_kernel_and_rust_parsers_agree") else {
-        return;
-    };
+    let dp = debug_dp("random_frames_kernel_and_rust_parsers_agree");
     let mut rng = Rng::new(0x5eed_f00d_9a4a_09e7);
     let mut seen = std::collections::HashMap::new();
     for i in 0..3000 {

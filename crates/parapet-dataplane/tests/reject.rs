@@ -4,13 +4,13 @@
 //! `--reject-with` type, IPv4 and IPv6), the checksums must verify on
 //! their own, packets that must never be answered are only dropped, the
 //! global reply rate holds, and a compiled image carries the type to the
-//! kernel. Needs root; prints `skipped: …` otherwise.
+//! kernel. Needs root (`#[ignore = "needs root"]`).
 
 mod common;
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use common::{iptables_image, load_or_skip};
+use common::{iptables_image, load_dataplane};
 use parapet_dataplane::abi::reject;
 use parapet_dataplane::packet::{Ext, Frame, L4};
 use parapet_dataplane::{Dataplane, Hook, LoadOptions, Stat, Verdict};
@@ -25,19 +25,19 @@ const XDP_TX: u32 = 3;
 const TC_ACT_SHOT: u32 = 2;
 const TC_ACT_REDIRECT: u32 = 7;
 
-fn load(test: &str) -> Option<Dataplane> {
-    let mut dp = load_or_skip(
+fn load(test: &str) -> Dataplane {
+    let mut dp = load_dataplane(
         test,
         &LoadOptions {
             max_rules: 15,
             slot_pages: 64,
             debug: true,
         },
-    )?;
+    );
     // rule 1 decides everything; the tests count answers, not the limit
     dp.set_lite_rule(0, 0, 1).unwrap();
     dp.set_reject_rate(1_000_000, 1_000_000).unwrap();
-    Some(dp)
+    dp
 }
 
 // ---- an independent builder of the expected answers ----------------------
@@ -224,10 +224,9 @@ fn drop_code(hook: Hook) -> u32 {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn answers_equal_the_rust_builder() {
-    let Some(mut dp) = load("answers_equal_the_rust_builder") else {
-        return;
-    };
+    let mut dp = load("answers_equal_the_rust_builder");
     let tcp4 =
         |flags: u8, payload: usize| Frame::ipv4(A4, B4).tcp(40000, 80, flags).payload(payload);
     let tcp6 =
@@ -437,10 +436,9 @@ fn answers_equal_the_rust_builder() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn some_packets_are_never_answered() {
-    let Some(mut dp) = load("some_packets_are_never_answered") else {
-        return;
-    };
+    let mut dp = load("some_packets_are_never_answered");
     let mut bcast = Frame::ipv4(A4, B4).udp(1, 9).build();
     bcast[0..6].copy_from_slice(&[0xff; 6]);
     let mut mcast_mac = Frame::ipv6(A6, B6).udp(1, 9).build();
@@ -571,10 +569,9 @@ fn some_packets_are_never_answered() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn answers_are_rate_limited() {
-    let Some(mut dp) = load("answers_are_rate_limited") else {
-        return;
-    };
+    let mut dp = load("answers_are_rate_limited");
     dp.set_action_reject(1, reject::DEFAULT, false).unwrap();
     let f = Frame::ipv4(A4, B4).udp(1, 9).build();
     // 10/s with a burst of 5: a 1,000-packet flood gets the burst and at
@@ -602,10 +599,9 @@ fn answers_are_rate_limited() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn a_compiled_image_carries_the_reject_type() {
-    let Some(mut dp) = load("a_compiled_image_carries_the_reject_type") else {
-        return;
-    };
+    let mut dp = load("a_compiled_image_carries_the_reject_type");
     let text = "*filter\n:INPUT ACCEPT [0:0]\n\
         -A INPUT -p tcp --dport 80 -j REJECT --reject-with tcp-reset\n\
         -A INPUT -p udp --dport 9 -j REJECT --reject-with icmp-host-prohibited\n\
@@ -635,10 +631,9 @@ fn a_compiled_image_carries_the_reject_type() {
 /// interim classifier's REJECT rules their `--reject-with` type, the same
 /// one the image carries.
 #[test]
+#[ignore = "needs root"]
 fn installed_actions_carry_the_reject_type() {
-    let Some(mut dp) = load("installed_actions_carry_the_reject_type") else {
-        return;
-    };
+    let mut dp = load("installed_actions_carry_the_reject_type");
     let text = "*filter\n:INPUT ACCEPT [0:0]\n\
         -A INPUT -p tcp --dport 80 -j REJECT --reject-with tcp-reset\n\
         -A INPUT -p udp --dport 9 -j REJECT --reject-with icmp-host-prohibited\n\

@@ -11,7 +11,7 @@ mod common;
 
 use common::image::{assemble, reseal, to_bytes, Constraint, Entry, ImageSpec, Tree, KIND_DECIDE};
 use common::wire::{frame_of, wire_packet};
-use common::{load_or_skip, Rng};
+use common::{load_dataplane, Rng};
 use parapet_compile::{compile, Backend, CompileOptions};
 use parapet_dataplane::packet::{Frame, L4};
 use parapet_dataplane::{monotonic_ns, Hook, LoadOptions, SetDim, SetElement, Verdict};
@@ -280,18 +280,17 @@ fn fill(st: &mut SetStore, rng: &mut Rng, pkts: &[Packet], probes: &mut Vec<Pack
 }
 
 #[test]
+#[ignore = "needs root"]
 fn kernel_set_bits_and_decisions_equal_the_store() {
     let test = "kernel_set_bits_and_decisions_equal_the_store";
-    let Some(mut dp) = load_or_skip(
+    let mut dp = load_dataplane(
         test,
         &LoadOptions {
             debug: true,
             slot_pages: 64,
             max_rules: 4095,
         },
-    ) else {
-        return;
-    };
+    );
     dp.set_ifname(LO, "lo").unwrap();
     let mut checked = 0usize;
     let mut hits = [0usize; 8];
@@ -438,17 +437,16 @@ fn v4_frame(src: u32, dst: u32, dport: u16) -> Vec<u8> {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn expired_elements_never_match_and_prefix_ends_are_exact() {
     let test = "expired_elements_never_match_and_prefix_ends_are_exact";
-    let Some(mut dp) = load_or_skip(
+    let mut dp = load_dataplane(
         test,
         &LoadOptions {
             debug: true,
             ..LoadOptions::default()
         },
-    ) else {
-        return;
-    };
+    );
     let now = monotonic_ns();
     let (past, soon) = (now - 1, now + 1_500_000_000);
     dp.create_set(0, &[SetDim::Ipv4Addr]).unwrap();

@@ -33,7 +33,6 @@
 
 mod common;
 
-use std::fs::File;
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::process::Command;
@@ -42,12 +41,12 @@ use std::time::{Duration, Instant};
 
 use aya::maps::{Array, Map, MapData, MapInfo};
 use aya::programs::loaded_programs;
-use common::load_or_skip;
-use common::netns::ip;
+use common::load_dataplane;
 use parapet_compile::{compile, Backend, CompileOptions, Key, Walker};
 use parapet_dataplane::abi::{IMAGE_DEFAULT_SLOT_PAGES, IMAGE_PAGE_BYTES};
 use parapet_dataplane::{Dataplane, Hook, LoadOptions, Mode, Stat, Verdict as DpVerdict};
 use parapet_model::{DecisionList, Entry, EntryKind, Field, IntervalSet, Matches, Packet, Verdict};
+use parapet_testbed::Netns;
 
 const CLASSES: usize = 12;
 const PORT0: u16 = 20000;
@@ -179,54 +178,19 @@ fn images_of(backend: Backend, pad_a: u32, pad_b: u32) -> (Vec<u8>, Vec<u8>) {
     (a, b)
 }
 
-/// A namespace of the test's own, with only its loopback up; deleted on
-/// drop (with the attachment and sockets inside).
-struct Ns(String);
-
-impl Ns {
-    fn create(tag: &str) -> Result<Ns, String> {
-        let ns = Ns(format!("pp-swap-{tag}-{}", std::process::id()));
-        ip(&["netns", "add", &ns.0])?;
-        ip(&["-n", &ns.0, "link", "set", "lo", "up"])?;
-        Ok(ns)
-    }
-
-    /// Moves the calling thread into the namespace.
-    fn enter(&self) {
-        let f = File::open(format!("/run/netns/{}", self.0)).expect("netns file");
-        // SAFETY: setns on a valid namespace fd changes only this thread's
-        // network namespace.
-        let rc = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
-        assert_eq!(rc, 0, "setns: {}", std::io::Error::last_os_error());
-    }
-}
-
-impl Ns {
-    /// UDP `RcvbufErrors` of the namespace (`/proc/net/snmp` as seen from
-    /// inside it).
-    fn udp_rcvbuf_errors(&self) -> u64 {
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                self.enter();
-                let snmp = std::fs::read_to_string("/proc/thread-self/net/snmp").unwrap();
-                let mut udp = snmp.lines().filter(|l| l.starts_with("Udp: "));
-                let (names, values) = (udp.next().unwrap(), udp.next().unwrap());
-                let at = names
-                    .split_whitespace()
-                    .position(|n| n == "RcvbufErrors")
-                    .unwrap();
-                values.split_whitespace().nth(at).unwrap().parse().unwrap()
-            })
-            .join()
-            .unwrap()
-        })
-    }
-}
-
-impl Drop for Ns {
-    fn drop(&mut self) {
-        let _ = ip(&["netns", "del", &self.0]);
-    }
+/// UDP `RcvbufErrors` of namespace `ns` (`/proc/net/snmp` as seen from
+/// inside it).
+fn udp_rcvbuf_errors(ns: &Netns) -> u64 {
+    ns.run_in(|| {
+        let snmp = std::fs::read_to_string("/proc/thread-self/net/snmp").unwrap();
+        let mut udp = snmp.lines().filter(|l| l.starts_with("Udp: "));
+        let (names, values) = (udp.next().unwrap(), udp.next().unwrap());
+        let at = names
+            .split_whitespace()
+            .position(|n| n == "RcvbufErrors")
+            .unwrap();
+        values.split_whitespace().nth(at).unwrap().parse().unwrap()
+    })
 }
 
 /// Packets the kernel dropped from its per-CPU backlogs, before any hook
@@ -359,29 +323,20 @@ struct Bed {
     socks: Vec<UdpSocket>,
     tx: UdpSocket,
     // Last: the namespace goes after the sockets and the attachment.
-    _ns: Ns,
+    _ns: Netns,
 }
 
-fn bed(test: &str, tag: &str, hook: Hook) -> Option<Bed> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        println!("skipped: {test}: needs root for BPF and network namespaces");
-        return None;
-    }
-    let mut dp = load_or_skip(test, &LoadOptions::default())?;
-    let ns = match Ns::create(tag) {
-        Ok(ns) => ns,
-        Err(e) => {
-            println!("skipped: {test}: cannot create a network namespace: {e}");
-            return None;
-        }
-    };
+fn bed(test: &str, tag: &str, hook: Hook) -> Bed {
+    let mut dp = load_dataplane(test, &LoadOptions::default());
+    // A namespace of the test's own, with only its loopback up; deleted on
+    // drop (with the attachment and sockets inside).
+    let ns = Netns::create(&format!("swap-{tag}")).expect("a network namespace");
     // The interim classifier drops everything under rule 0, so a packet it
     // decided shows up as a policy count.
     dp.set_policy(DpVerdict::Drop).unwrap();
     let (socks, tx) = std::thread::scope(|s| {
         s.spawn(|| {
-            ns.enter();
+            ns.enter_current_thread().expect("setns");
             let mode = if hook == Hook::Xdp {
                 Mode::Skb
             } else {
@@ -404,12 +359,12 @@ fn bed(test: &str, tag: &str, hook: Hook) -> Option<Bed> {
         .join()
         .unwrap()
     });
-    Some(Bed {
+    Bed {
         dp,
         socks,
         tx,
         _ns: ns,
-    })
+    }
 }
 
 fn set_rcvbuf(s: &UdpSocket, bytes: libc::c_int) {
@@ -489,7 +444,7 @@ fn with_traffic<T>(
     let stop_send = AtomicBool::new(false);
     let stop_recv = AtomicBool::new(false);
     let drops0 = backlog_drops();
-    let rcvbuf0 = bed._ns.udp_rcvbuf_errors();
+    let rcvbuf0 = udp_rcvbuf_errors(&bed._ns);
     let (socks, tx, dp) = (&bed.socks, &bed.tx, &mut bed.dp);
     let (out, sent, received) = std::thread::scope(|s| {
         let rx = s.spawn(|| receive(socks, &stop_recv));
@@ -505,16 +460,14 @@ fn with_traffic<T>(
         sent,
         received,
         backlog_drops: backlog_drops() - drops0,
-        rcvbuf_errors: bed._ns.udp_rcvbuf_errors() - rcvbuf0,
+        rcvbuf_errors: udp_rcvbuf_errors(&bed._ns) - rcvbuf0,
     };
     (out, t)
 }
 
 fn swaps_under_traffic(hook: Hook, tag: &str, (a, b): (Vec<u8>, Vec<u8>)) {
     let test = format!("swap_under_traffic_{tag}");
-    let Some(mut bed) = bed(&test, tag, hook) else {
-        return;
-    };
+    let mut bed = bed(&test, tag, hook);
     bed.dp.write_image(&a).unwrap();
     bed.dp.swap().unwrap();
 
@@ -565,6 +518,7 @@ fn swaps_under_traffic(hook: Hook, tag: &str, (a, b): (Vec<u8>, Vec<u8>)) {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn swap_under_traffic_xdp() {
     swaps_under_traffic(Hook::Xdp, "xdp", images());
 }
@@ -576,11 +530,13 @@ fn swap_under_traffic_xdp() {
 /// packet still in the retired slot stays ahead of the writer. The
 /// live-slot test below is that race's worst case.)
 #[test]
+#[ignore = "needs root"]
 fn swap_under_traffic_long_walks_xdp() {
     swaps_under_traffic(Hook::Xdp, "xdplin", images_of(Backend::Linear, 1500, 1620));
 }
 
 #[test]
+#[ignore = "needs root"]
 fn swap_under_traffic_tc() {
     swaps_under_traffic(Hook::Tc, "tc", images());
 }
@@ -591,11 +547,10 @@ fn swap_under_traffic_tc() {
 /// image may leave only parts no probe reaches, and then the probes are
 /// decided as A or B decides them, which the checker rightly accepts.
 #[test]
+#[ignore = "needs root"]
 fn a_torn_image_is_caught() {
     let test = "a_torn_image_is_caught";
-    let Some(mut bed) = bed(test, "torn", Hook::Xdp) else {
-        return;
-    };
+    let mut bed = bed(test, "torn", Hook::Xdp);
     let (a, b) = images();
     let page = 4096;
     let mut torn_images = Vec::new();
@@ -649,9 +604,9 @@ struct LiveMaps {
     gen: Array<MapData, u32>,
 }
 
-fn live_maps(ns: &Ns) -> Result<LiveMaps, String> {
+fn live_maps(ns: &Netns) -> Result<LiveMaps, String> {
     let out = Command::new("ip")
-        .args(["-n", &ns.0, "link", "show", "dev", "lo"])
+        .args(["-n", ns.name(), "link", "show", "dev", "lo"])
         .output()
         .map_err(|e| e.to_string())?;
     let text = String::from_utf8_lossy(&out.stdout);
@@ -696,11 +651,10 @@ fn live_maps(ns: &Ns) -> Result<LiveMaps, String> {
 /// written page by page into the LIVE slot (which holds A) while probes
 /// flow. Packets walk the half-written image, and the checker must say so.
 #[test]
+#[ignore = "needs root"]
 fn writing_the_live_slot_under_traffic_is_caught() {
     let test = "writing_the_live_slot_under_traffic_is_caught";
-    let Some(mut bed) = bed(test, "live", Hook::Xdp) else {
-        return;
-    };
+    let mut bed = bed(test, "live", Hook::Xdp);
     let (a, b) = images();
     bed.dp.write_image(&a).unwrap();
     bed.dp.swap().unwrap();

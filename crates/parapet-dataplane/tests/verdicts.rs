@@ -5,7 +5,7 @@ mod common;
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use common::load_or_skip;
+use common::load_dataplane;
 use parapet_dataplane::abi::FRAG_LATER;
 use parapet_dataplane::packet::Frame;
 use parapet_dataplane::{Counter, Dataplane, Error, Hook, LoadOptions, Stat, Verdict};
@@ -24,8 +24,8 @@ fn passes(dp: &Dataplane, hook: Hook, frame: &[u8]) -> bool {
     dp.test_run(hook, frame, 0, 1).expect("test run").passed
 }
 
-fn small(test: &str) -> Option<Dataplane> {
-    load_or_skip(
+fn small(test: &str) -> Dataplane {
+    load_dataplane(
         test,
         &LoadOptions {
             max_rules: 15,
@@ -36,10 +36,9 @@ fn small(test: &str) -> Option<Dataplane> {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn verdicts_and_return_codes_follow_the_rules() {
-    let Some(mut dp) = small("verdicts_and_return_codes_follow_the_rules") else {
-        return;
-    };
+    let mut dp = small("verdicts_and_return_codes_follow_the_rules");
     dp.set_policy(Verdict::Drop).unwrap();
     dp.set_action(1, Verdict::Accept, false).unwrap();
     dp.set_action(2, Verdict::Reject, false).unwrap();
@@ -116,10 +115,9 @@ fn verdicts_and_return_codes_follow_the_rules() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn counters_sum_packets_and_l3_bytes_per_rule() {
-    let Some(mut dp) = small("counters_sum_packets_and_l3_bytes_per_rule") else {
-        return;
-    };
+    let mut dp = small("counters_sum_packets_and_l3_bytes_per_rule");
     dp.set_action(4, Verdict::Drop, false).unwrap();
     dp.set_lite_rule(17, 9999, 4).unwrap();
     // 10 runs of a 100-byte-payload datagram (L3 length 128) and 7 runs of
@@ -162,10 +160,9 @@ fn counters_sum_packets_and_l3_bytes_per_rule() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn logging_is_rate_limited_per_rule() {
-    let Some(mut dp) = small("logging_is_rate_limited_per_rule") else {
-        return;
-    };
+    let mut dp = small("logging_is_rate_limited_per_rule");
     dp.set_action(7, Verdict::Drop, true).unwrap();
     dp.set_lite_rule(17, 514, 7).unwrap();
     dp.set_action(8, Verdict::Accept, true).unwrap();
@@ -218,10 +215,9 @@ fn logging_is_rate_limited_per_rule() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn image_slots_swap_by_generation() {
-    let Some(mut dp) = small("image_slots_swap_by_generation") else {
-        return;
-    };
+    let mut dp = small("image_slots_swap_by_generation");
     assert_eq!(dp.slot_capacity(), 2 * 4096);
     assert_eq!(dp.generation(), 0);
     assert!(matches!(dp.swap(), Err(Error::NothingToSwap)));

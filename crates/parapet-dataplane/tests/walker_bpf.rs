@@ -9,7 +9,7 @@ mod common;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use common::image::*;
-use common::{load_or_skip, Rng};
+use common::{load_dataplane, Rng};
 use parapet_dataplane::image::key_words;
 use parapet_dataplane::packet::{Frame, L4};
 use parapet_dataplane::parse::parse_frame;
@@ -17,17 +17,17 @@ use parapet_dataplane::{Dataplane, Hook, LoadOptions, Stat, Verdict};
 
 const LO: u32 = 1;
 
-fn dp(test: &str) -> Option<Dataplane> {
-    let mut dp = load_or_skip(
+fn dp(test: &str) -> Dataplane {
+    let mut dp = load_dataplane(
         test,
         &LoadOptions {
             debug: true,
             slot_pages: 64,
             ..LoadOptions::default()
         },
-    )?;
+    );
     dp.set_ifname(LO, "lo").unwrap();
-    Some(dp)
+    dp
 }
 
 fn verdict_of(code: u32) -> Verdict {
@@ -78,10 +78,9 @@ fn decide(rule_id: u32, verdict: u32, constraints: Vec<Constraint>) -> Entry {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn worked_example_of_the_spec() {
-    let Some(mut dp) = dp("worked_example_of_the_spec") else {
-        return;
-    };
+    let mut dp = dp("worked_example_of_the_spec");
     // 1: tcp dport 22 ACCEPT; 2: saddr 10.0.0.0/8 DROP; policy DROP.
     let spec = ImageSpec {
         entries: vec![
@@ -428,10 +427,9 @@ fn random_spec(rng: &mut Rng, pool: &[[u32; 26]]) -> ImageSpec {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn random_images_match_the_linear_reference() {
-    let Some(mut dp) = dp("random_images_match_the_linear_reference") else {
-        return;
-    };
+    let mut dp = dp("random_images_match_the_linear_reference");
     let mut rng = Rng::new(0x0bad_cafe_f00d_1234);
     let mut decided_by_rule = 0;
     let mut with_nonterm = 0;
@@ -486,10 +484,9 @@ fn random_images_match_the_linear_reference() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn nonterminal_entries_are_counted_and_logged() {
-    let Some(mut dp) = dp("nonterminal_entries_are_counted_and_logged") else {
-        return;
-    };
+    let mut dp = dp("nonterminal_entries_are_counted_and_logged");
     // 1: LOG udp; 2: counter dport 53; 3: udp dport 53 DROP; policy ACCEPT.
     let udp = narrow(3, &[(17, 17)]);
     let spec = ImageSpec {
@@ -535,10 +532,9 @@ fn nonterminal_entries_are_counted_and_logged() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn broken_images_fall_back_without_harm() {
-    let Some(mut dp) = dp("broken_images_fall_back_without_harm") else {
-        return;
-    };
+    let mut dp = dp("broken_images_fall_back_without_harm");
     dp.set_policy(Verdict::Drop).unwrap(); // interim classifier: drop all
     let tree = Tree::Node {
         field: 5,

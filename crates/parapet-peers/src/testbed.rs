@@ -1,7 +1,9 @@
-//! The test bed: two network namespaces joined by one veth pair.
+//! The test bed: two network namespaces joined by one veth pair (the
+//! shared [`parapet_testbed::Pair`]) with the bench's own extras: RPS, GRO
+//! and a UDP sink on the filter side, and the counters rates come from.
 //!
 //! ```text
-//!   netns <prefix>-g                       netns <prefix>-f
+//!   netns pp-bench-<pid>-<seq>-a           netns pp-bench-<pid>-<seq>-b
 //!   gen0 198.18.0.1/30  <== veth ==>  flt0 198.18.0.2/30
 //!   generator (pinned to gen CPU)     filter under test, UDP sink :5001,
 //!                                     RPS steers flt0's receive work to the
@@ -18,10 +20,12 @@
 use crate::cmd;
 use crate::error::Context;
 use crate::{Error, Result};
+use parapet_testbed::{Pair, Veth};
 use std::fs::File;
 use std::net::{Ipv4Addr, UdpSocket};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicU32, Ordering};
+
+pub use parapet_testbed::mac_str;
 
 /// Generator-side address.
 pub const GEN_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
@@ -39,10 +43,9 @@ pub const FLT_IF: &str = "flt0";
 pub const SINK_PORT: u16 = 5001;
 /// UDP source port of generated traffic.
 pub const SRC_PORT: u16 = 1024;
-/// Prefix of every namespace the bench creates; used to find leftovers.
-pub const NS_PREFIX: &str = "ppbench";
-
-static BED_SEQ: AtomicU32 = AtomicU32::new(0);
+/// Tag of every namespace the bench creates (`pp-bench-<pid>-…`); used
+/// to find leftovers.
+pub const NS_TAG: &str = "bench";
 
 /// Which namespace of the bed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,10 +117,11 @@ impl Counters {
 
 /// A live test bed. Dropping it deletes both namespaces.
 pub struct Testbed {
-    gen_ns: String,
-    flt_ns: String,
-    opts: BedOptions,
+    // Declared before `pair`: the socket closes before its namespace goes.
     sink: Option<UdpSocket>,
+    /// Namespace a is the generator's, b the filter's.
+    pair: Pair,
+    opts: BedOptions,
     gen_ifindex: i32,
 }
 
@@ -127,79 +131,25 @@ impl Testbed {
     pub fn create(opts: BedOptions) -> Result<Testbed> {
         ensure_root()?;
         remove_stale();
-        let seq = BED_SEQ.fetch_add(1, Ordering::SeqCst);
-        let pid = std::process::id();
-        let mut bed = Testbed {
-            gen_ns: format!("{NS_PREFIX}-{pid}-{seq}-g"),
-            flt_ns: format!("{NS_PREFIX}-{pid}-{seq}-f"),
-            opts,
-            sink: None,
-            gen_ifindex: 0,
+        let veth = Veth {
+            a_dev: GEN_IF,
+            b_dev: FLT_IF,
+            a_addr: GEN_IP,
+            b_addr: FLT_IP,
+            prefix_len: 30,
+            a_mac: GEN_MAC,
+            b_mac: FLT_MAC,
+            ..Veth::default()
         };
         // From here on `bed` is the guard: any `?` below drops it, which
-        // deletes whatever part was already created.
-        cmd::run("ip", &["netns", "add", &bed.gen_ns], None)?;
-        cmd::run("ip", &["netns", "add", &bed.flt_ns], None)?;
-        let gen_mac = mac_str(&GEN_MAC);
-        let flt_mac = mac_str(&FLT_MAC);
-        let (g, f) = (bed.gen_ns.clone(), bed.flt_ns.clone());
-        cmd::run(
-            "ip",
-            &[
-                "-n", &g, "link", "add", GEN_IF, "address", &gen_mac, "type", "veth", "peer",
-                "name", FLT_IF, "address", &flt_mac, "netns", &f,
-            ],
-            None,
-        )?;
-        let gen_cidr = format!("{GEN_IP}/30");
-        let flt_cidr = format!("{FLT_IP}/30");
-        let steps: Vec<Vec<&str>> = vec![
-            vec!["-n", &g, "addr", "add", &gen_cidr, "dev", GEN_IF],
-            vec!["-n", &f, "addr", "add", &flt_cidr, "dev", FLT_IF],
-            vec!["-n", &g, "link", "set", "lo", "up"],
-            vec!["-n", &f, "link", "set", "lo", "up"],
-            vec!["-n", &g, "link", "set", GEN_IF, "up"],
-            vec!["-n", &f, "link", "set", FLT_IF, "up"],
-        ];
-        for s in &steps {
-            cmd::run("ip", s, None)?;
-        }
-        let flt_ip = FLT_IP.to_string();
-        let gen_ip = GEN_IP.to_string();
-        cmd::run(
-            "ip",
-            &[
-                "-n",
-                &g,
-                "neigh",
-                "replace",
-                &flt_ip,
-                "lladdr",
-                &flt_mac,
-                "dev",
-                GEN_IF,
-                "nud",
-                "permanent",
-            ],
-            None,
-        )?;
-        cmd::run(
-            "ip",
-            &[
-                "-n",
-                &f,
-                "neigh",
-                "replace",
-                &gen_ip,
-                "lladdr",
-                &gen_mac,
-                "dev",
-                FLT_IF,
-                "nud",
-                "permanent",
-            ],
-            None,
-        )?;
+        // deletes both namespaces.
+        let mut bed = Testbed {
+            sink: None,
+            pair: Pair::create(NS_TAG, &veth).map_err(Error)?,
+            opts,
+            gen_ifindex: 0,
+        };
+        let f = bed.pair.b.name().to_string();
         if let Some(cpu) = opts.filter_cpu {
             // sysfs shows the namespace's devices only when mounted inside
             // it, which `ip netns exec` does for us.
@@ -246,8 +196,8 @@ impl Testbed {
     /// Namespace name of one side.
     pub fn ns(&self, side: Side) -> &str {
         match side {
-            Side::Gen => &self.gen_ns,
-            Side::Filter => &self.flt_ns,
+            Side::Gen => self.pair.a.name(),
+            Side::Filter => self.pair.b.name(),
         }
     }
 
@@ -272,7 +222,7 @@ impl Testbed {
         let file = File::open(&path).context(format!("opening {path}"))?;
         std::thread::scope(|s| {
             s.spawn(move || -> Result<T> {
-                enter_netns(&file)?;
+                parapet_testbed::enter(&file).map_err(Error)?;
                 Ok(f())
             })
             .join()
@@ -307,67 +257,17 @@ impl Testbed {
     }
 }
 
-impl Drop for Testbed {
-    fn drop(&mut self) {
-        self.sink = None;
-        for ns in [&self.gen_ns, &self.flt_ns] {
-            let _ = cmd::run("ip", &["netns", "del", ns], None);
-        }
-    }
-}
-
-/// Fails unless running as root (namespaces and netfilter need it).
+/// Fails unless running as root with iproute2 (namespaces and netfilter
+/// need it).
 pub fn ensure_root() -> Result<()> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Err(Error::msg("needs root (network namespaces, netfilter)"));
-    }
-    if !cmd::have("ip") {
-        return Err(Error::msg("needs iproute2 (`ip`)"));
-    }
-    Ok(())
-}
-
-/// Checks whether a bed can be built here; `Err(reason)` if not. Tests use
-/// this to print "skipped: <reason>".
-pub fn available() -> std::result::Result<(), String> {
-    ensure_root().map_err(|e| e.0)?;
-    if !std::path::Path::new("/proc/self/ns/net").exists() {
-        return Err("no network namespace support".into());
-    }
-    Ok(())
+    parapet_testbed::check_root().map_err(Error)
 }
 
 /// Deletes namespaces left behind by bench processes that no longer exist
 /// (e.g. killed with SIGKILL, which no handler can catch). Returns the names
 /// removed.
 pub fn remove_stale() -> Vec<String> {
-    let mut removed = Vec::new();
-    let Ok(out) = cmd::run("ip", &["netns", "list"], None) else {
-        return removed;
-    };
-    for line in out.stdout.lines() {
-        let name = line.split_whitespace().next().unwrap_or("");
-        let Some(rest) = name.strip_prefix(&format!("{NS_PREFIX}-")) else {
-            continue;
-        };
-        let pid = rest.split('-').next().unwrap_or("");
-        let alive = !pid.is_empty() && std::path::Path::new(&format!("/proc/{pid}")).exists();
-        if !alive && cmd::run("ip", &["netns", "del", name], None).is_ok() {
-            removed.push(name.to_string());
-        }
-    }
-    removed
-}
-
-fn enter_netns(file: &File) -> Result<()> {
-    // SAFETY: the fd is a valid namespace file for the duration of the call;
-    // setns(CLONE_NEWNET) only affects the calling thread.
-    let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-    if rc != 0 {
-        return Err(Error(format!("setns: {}", std::io::Error::last_os_error())));
-    }
-    Ok(())
+    parapet_testbed::remove_stale(NS_TAG)
 }
 
 /// Pins the calling thread to one CPU.
@@ -418,14 +318,6 @@ fn ifindex(name: &str) -> Result<i32> {
         return Err(Error(format!("no interface {name}")));
     }
     Ok(idx as i32)
-}
-
-/// Formats a MAC address as `aa:bb:…`.
-pub fn mac_str(m: &[u8; 6]) -> String {
-    m.iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(":")
 }
 
 /// Interface counters from `/proc/net/dev`.

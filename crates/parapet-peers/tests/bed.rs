@@ -1,5 +1,5 @@
 //! Integration tests that build a real test bed. They need root and network
-//! namespaces; without them they print "skipped: <reason>" and pass.
+//! namespaces (`#[ignore = "needs root"]`); run without them, they fail.
 
 use parapet_peers::bench::measure_once;
 use parapet_peers::filters;
@@ -7,18 +7,10 @@ use parapet_peers::testbed::{self, BedOptions, Testbed};
 use parapet_peers::{GeneratorKind, RuleKind, RuleSpec};
 use std::time::Duration;
 
-fn bed_or_skip() -> Option<Testbed> {
-    if let Err(reason) = testbed::available() {
-        println!("skipped: {reason}");
-        return None;
-    }
-    match Testbed::create(BedOptions::default()) {
-        Ok(b) => Some(b),
-        Err(e) => {
-            println!("skipped: cannot build a test bed: {e}");
-            None
-        }
-    }
+fn bed() -> Testbed {
+    parapet_testbed::require_root();
+    Testbed::create(BedOptions::default())
+        .unwrap_or_else(|e| panic!("cannot build a test bed: {e}"))
 }
 
 fn ns_exists(name: &str) -> bool {
@@ -26,8 +18,9 @@ fn ns_exists(name: &str) -> bool {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn bed_is_deleted_on_drop_and_traffic_arrives() {
-    let Some(bed) = bed_or_skip() else { return };
+    let bed = bed();
     let (g, f) = (
         bed.ns(testbed::Side::Gen).to_string(),
         bed.ns(testbed::Side::Filter).to_string(),
@@ -51,11 +44,9 @@ fn bed_is_deleted_on_drop_and_traffic_arrives() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn bed_is_deleted_on_panic() {
-    if let Err(reason) = testbed::available() {
-        println!("skipped: {reason}");
-        return;
-    }
+    parapet_testbed::require_root();
     let names = std::sync::Mutex::new(None);
     let r = std::panic::catch_unwind(|| {
         let bed = Testbed::create(BedOptions::default()).expect("bed");
@@ -70,13 +61,13 @@ fn bed_is_deleted_on_panic() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn worst_case_ruleset_drops_nothing_and_filters_load() {
-    let Some(bed) = bed_or_skip() else { return };
+    let bed = bed();
     for name in ["iptables-nft", "nft", "nft-set"] {
         let f = filters::by_name(name).unwrap();
         if let Err(reason) = f.available() {
-            println!("skipped {name}: {reason}");
-            continue;
+            panic!("{name}: {reason} (`make deps` installs it)");
         }
         let spec = RuleSpec {
             rules: 50,

@@ -1,5 +1,5 @@
-//! Shared helpers for the integration tests: privilege checks that skip
-//! cleanly, and a small deterministic PRNG (no extra dependencies).
+//! Shared helpers for the integration tests: loading the dataplane (root
+//! only), and a small deterministic PRNG (no extra dependencies).
 
 #![allow(dead_code)]
 
@@ -9,27 +9,12 @@ pub mod wire;
 
 use parapet_dataplane::{Dataplane, LoadOptions};
 
-/// Load the dataplane, or print "skipped: <reason>" and return `None` when
-/// the process lacks the privileges BPF needs. Any other load failure is a
-/// real bug and panics.
-pub fn load_or_skip(test: &str, opts: &LoadOptions) -> Option<Dataplane> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        println!("skipped: {test}: needs root (CAP_BPF/CAP_NET_ADMIN) to load BPF");
-        return None;
-    }
-    match Dataplane::load(opts) {
-        Ok(dp) => Some(dp),
-        Err(e) => {
-            let msg = format!("{e:?}");
-            if msg.contains("EPERM") || msg.contains("Operation not permitted") {
-                println!("skipped: {test}: BPF not permitted here ({e})");
-                None
-            } else {
-                panic!("{test}: loading the dataplane failed: {e:?}");
-            }
-        }
-    }
+/// Load the dataplane for `test`. The tests that call this are
+/// `#[ignore = "needs root"]`: run without root they fail here, as they do
+/// when BPF is not permitted or loading fails, instead of passing unrun.
+pub fn load_dataplane(test: &str, opts: &LoadOptions) -> Dataplane {
+    parapet_testbed::require_root();
+    Dataplane::load(opts).unwrap_or_else(|e| panic!("{test}: loading the dataplane failed: {e:?}"))
 }
 
 /// xorshift64*: deterministic, seedable, good enough for fuzz-style tests.
