@@ -139,7 +139,7 @@ fn element(shape: Shape, r: &mut Rng) -> Element {
             let a = r.next() as u32 as u128;
             let host = (1u128 << (32 - len)) - 1;
             let p = (r.next() % 65536) as u128;
-            let hi = if r.next() % 4 == 0 {
+            let hi = if r.next().is_multiple_of(4) {
                 (p + r.next() as u128 % 64).min(65535)
             } else {
                 p
