@@ -967,7 +967,7 @@ def parse_args(argv):
                    help="smoke run: sets " + ",".join(QUICK_SETS) + ", 5 runs, worst case at "
                    + ",".join(map(str, QUICK_WORST_SIZES)) + " rules")
     p.add_argument("--sets", help="comma list of ClassBench sets (default: acl1/fw1/ipc1 x 1k/10k/100k)")
-    p.add_argument("--out", help="output directory (default bench/classify/results/<UTC time>)")
+    p.add_argument("--out", help="output directory (default bench/results/classify-<UTC time>)")
     p.add_argument("--runs", type=int, help="timed runs per measurement (default 11, --quick 5; ≥ 5)")
     p.add_argument("--min-run-ms", type=int, default=100,
                    help="rte_acl's minimum run length (default 100, parapet's fixed value)")
@@ -1012,7 +1012,7 @@ def main(argv):
         return 0
     t_start = time.monotonic()
     tag = utc_now().strftime("%Y%m%dT%H%M%SZ") + ("-quick" if args.quick else "")
-    out = os.path.abspath(args.out or os.path.join(HERE, "results", tag))
+    out = os.path.abspath(args.out or os.path.join(HERE, "..", "results", "classify-" + tag))
     os.makedirs(out, exist_ok=True)
     if os.path.exists(os.path.join(out, "results.jsonl")):
         os.rename(os.path.join(out, "results.jsonl"), os.path.join(out, "results.jsonl.old"))

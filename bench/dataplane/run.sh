@@ -5,7 +5,7 @@
 #   bench/dataplane/run.sh [OUT]        (ClassBench sets need ../shared/data)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-OUT=${1:-bench/dataplane/results/$(date -u +%Y%m%dT%H%M%SZ)}
+OUT=${1:-bench/results/dataplane-$(date -u +%Y%m%dT%H%M%SZ)}
 P=target/release/parapet
 DATA=../shared/data/classbench
 mkdir -p "$OUT"

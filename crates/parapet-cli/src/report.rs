@@ -252,7 +252,7 @@ pub fn bench_classify(
                 .iter()
                 .map(|p| engine::key(rs, p, sets.as_ref()))
                 .collect();
-            let r = parapet_compile::bench_lookups(c, &keys, runs);
+            let r = parapet_compile::time_lookups(c, &keys, runs);
             Report {
                 engine: engine.name(),
                 rules: rs.rule_count(),
@@ -331,7 +331,7 @@ fn one_by_one(
     let mut cpu_rates = Vec::with_capacity(runs);
     for r in 0..runs {
         let offset = (r * n) % packets.len();
-        let cpu0 = thread_cpu_seconds();
+        let cpu0 = parapet_compile::thread_cpu_seconds();
         let t = Instant::now();
         for i in 0..n {
             std::hint::black_box(engine.classify(
@@ -341,7 +341,7 @@ fn one_by_one(
             )?);
         }
         rates.push(n as f64 / t.elapsed().as_secs_f64());
-        cpu_rates.push(n as f64 / (thread_cpu_seconds() - cpu0).max(1e-9));
+        cpu_rates.push(n as f64 / (parapet_compile::thread_cpu_seconds() - cpu0).max(1e-9));
     }
     rates.sort_by(|a, b| a.total_cmp(b));
     cpu_rates.sort_by(|a, b| a.total_cmp(b));
@@ -357,19 +357,6 @@ fn one_by_one(
         per_run: n,
         runs,
     })
-}
-
-/// CPU time this thread has used, in seconds.
-fn thread_cpu_seconds() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec through a valid pointer.
-    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
-        return 0.0;
-    }
-    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 
 /// What every classifying command starts with: the parsed ruleset, the

@@ -73,7 +73,7 @@ fn main() {
         }
         if std::env::var_os("BENCH").is_some() {
             let keys: Vec<Key> = packets.iter().map(|p| Key::new(p, 0)).collect();
-            println!("{}", bench_lookups(&c, &keys, 5).to_json());
+            println!("{}", time_lookups(&c, &keys, 5).to_json());
         }
         println!(
             "  trace: {} packets, {:.1} nodes and {:.1} entry checks per lookup ({:.1} fast-path steps)",

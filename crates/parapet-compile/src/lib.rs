@@ -23,7 +23,7 @@
 //! - [`Incremental`]: single-rule inserts and deletes on pure first-match
 //!   lists without recompiling the trees (tombstones plus a small overlay,
 //!   merged when they grow).
-//! - [`bench_lookups`]: the lookup-rate measurement behind
+//! - [`time_lookups`]: the lookup-rate measurement behind
 //!   `parapet bench classify`.
 //!
 //! ```
@@ -37,19 +37,19 @@
 //! assert_eq!(d.rule_id, 101);
 //! ```
 
-pub mod bench;
 mod compile;
 mod fast;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod image;
 mod incremental;
+pub mod lookup_timing;
 mod meta;
 mod walk;
 
-pub use bench::{bench_lookups, bench_lookups_for, BenchReport};
 pub use compile::{compile, CompileError, CompileOptions, CompileStats, PartitionStats};
 pub use image::{Backend, Image, ImageError};
 pub use incremental::{Incremental, UpdateError};
+pub use lookup_timing::{thread_cpu_seconds, time_lookups, time_lookups_for, LookupTiming};
 pub use meta::{BuildOptions, Classifier, Engine, Policy, LINEAR_CROSSOVER};
 pub use walk::{Key, RawDecision, Walker};

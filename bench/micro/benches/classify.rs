@@ -1,12 +1,12 @@
 //! Lookup benchmarks: the nf-HiPAC worst-case series and ClassBench sets.
 //!
 //! ```text
-//! cargo bench -p parapet-compile --bench classify -- [worst] [classbench] [random] [--quick]
+//! cargo bench -p parapet-bench-micro --bench classify -- [worst] [classbench] [random] [--quick]
 //! ```
 //! Prints one JSON object per measurement (the `parapet bench classify`
 //! shape plus `set` and `build_ms`). `--quick` uses short runs.
 
-#[path = "../tests/common.rs"]
+#[path = "../../../crates/parapet-compile/tests/common.rs"]
 mod common;
 
 use common::*;
@@ -23,7 +23,7 @@ fn run(set: &str, list: &DecisionList, keys: &[Key], engine: Engine, run_ms: u64
         ..Default::default()
     };
     let c = Classifier::build(list, &opts).unwrap();
-    let r = bench_lookups_for(&c, keys, 5, run_ms);
+    let r = time_lookups_for(&c, keys, 5, run_ms);
     println!("{{\"set\":\"{set}\",{}", &r.to_json()[1..]);
 }
 

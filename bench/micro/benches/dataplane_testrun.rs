@@ -3,11 +3,11 @@
 //! classifier and for classifier images of growing size (linear scans and
 //! balanced dport trees). Needs root.
 //!
-//! `cargo run -p parapet-dataplane --example bench_testrun [repeat]`
+//! `cargo bench -p parapet-bench-micro --bench dataplane_testrun -- [repeat]`
 //!
 //! The numbers include parsing, counters and the verdict, not the driver.
 
-#[path = "../tests/common/image.rs"]
+#[path = "../../../crates/parapet-dataplane/tests/common/image.rs"]
 mod image;
 
 use std::net::Ipv4Addr;

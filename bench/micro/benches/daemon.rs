@@ -7,9 +7,11 @@
 //! 3. restart after `kill -9` with everything in the journal, and after a
 //!    clean stop (snapshot), until the first reply.
 //!
-//! `cargo bench -p parapet-daemon --bench daemon` (N = 1,000,000 file
-//! addresses and 200,000 single bans; override with PARAPET_BENCH_FILE_N and
-//! PARAPET_BENCH_BAN_N). Prints one JSON object per measurement.
+//! `cargo build --release -p parapet-daemon && cargo bench -p
+//! parapet-bench-micro --bench daemon` (N = 1,000,000 file addresses and
+//! 200,000 single bans; override with PARAPET_BENCH_FILE_N and
+//! PARAPET_BENCH_BAN_N). Prints one JSON object per measurement. The daemon
+//! is `$PARAPETD`, else the `parapetd` of the profile this bench was built in.
 
 use parapet_daemon::cli::{run, DaemonCommand, SetCommand};
 use parapet_daemon::Client;
@@ -32,9 +34,29 @@ impl Drop for Proc {
     }
 }
 
+/// The daemon binary: another package's, so Cargo does not hand this bench
+/// its path; it sits in the profile directory above `deps/`.
+fn parapetd() -> PathBuf {
+    if let Some(p) = std::env::var_os("PARAPETD") {
+        return p.into();
+    }
+    let exe = std::env::current_exe().expect("current_exe");
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>/deps");
+    let p = profile_dir.join("parapetd");
+    assert!(
+        p.is_file(),
+        "{} not found: cargo build --release -p parapet-daemon, or set PARAPETD",
+        p.display()
+    );
+    p
+}
+
 fn start(sock: &Path, state: &Path) -> (Proc, Duration) {
     let t0 = Instant::now();
-    let child = Command::new(env!("CARGO_BIN_EXE_parapetd"))
+    let child = Command::new(parapetd())
         .arg("--socket")
         .arg(sock)
         .arg("--state-dir")

@@ -1,4 +1,4 @@
-//! `cargo bench -p parapet-sets` — insert / delete / lookup rates and memory
+//! `cargo bench -p parapet-bench-micro --bench sets` — insert / delete / lookup rates and memory
 //! per element for every backend at several sizes, plus end-to-end ipset-save
 //! loading. Own timing loop; each figure is the median (min–max) of RUNS runs.
 //!
@@ -12,24 +12,11 @@ use std::time::Instant;
 
 /// Thread CPU time: the machine is shared, so rates use CPU time of the
 /// benchmarking thread (time spent descheduled is not counted).
-#[repr(C)]
-struct Timespec {
-    sec: i64,
-    nsec: i64,
-}
-extern "C" {
-    fn clock_gettime(clk: i32, ts: *mut Timespec) -> i32;
-}
-const CLOCK_THREAD_CPUTIME_ID: i32 = 3;
-
 #[derive(Clone, Copy)]
 struct Timer(f64);
 impl Timer {
     fn now() -> Timer {
-        let mut t = Timespec { sec: 0, nsec: 0 };
-        // SAFETY: plain libc call writing into a local struct.
-        unsafe { clock_gettime(CLOCK_THREAD_CPUTIME_ID, &mut t) };
-        Timer(t.sec as f64 + t.nsec as f64 * 1e-9)
+        Timer(parapet_compile::thread_cpu_seconds())
     }
     fn elapsed(&self) -> f64 {
         Timer::now().0 - self.0
@@ -152,7 +139,7 @@ fn element(shape: Shape, r: &mut Rng) -> Element {
             let a = r.next() as u32 as u128;
             let host = (1u128 << (32 - len)) - 1;
             let p = (r.next() % 65536) as u128;
-            let hi = if r.next() % 4 == 0 {
+            let hi = if r.next().is_multiple_of(4) {
                 (p + r.next() as u128 % 64).min(65535)
             } else {
                 p

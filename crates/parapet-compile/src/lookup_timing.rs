@@ -1,15 +1,17 @@
-//! Lookup-rate measurement, shared by the crate's bench and the CLI's
-//! `parapet bench classify`.
+//! The engine timing behind `parapet bench classify`: the lookup rate of a
+//! compiled [`Classifier`] over a batch of keys, and the thread CPU clock
+//! every parapet benchmark reads (one home for it: the CLI and the
+//! micro-benchmarks under `bench/micro` import [`thread_cpu_seconds`]).
 
 use crate::meta::Classifier;
 use crate::walk::Key;
 use std::hint::black_box;
 use std::time::Instant;
 
-/// The result of [`bench_lookups`]; [`BenchReport::to_json`] prints the
+/// The result of [`time_lookups`]; [`LookupTiming::to_json`] prints the
 /// object `parapet bench classify --json` promises.
 #[derive(Clone, Debug, PartialEq)]
-pub struct BenchReport {
+pub struct LookupTiming {
     /// Engine name.
     pub engine: String,
     /// Entries of the classified list.
@@ -35,7 +37,7 @@ pub struct BenchReport {
     pub lookups_per_run: usize,
 }
 
-impl BenchReport {
+impl LookupTiming {
     /// One JSON object, keys as conventions.md lists them plus extras.
     pub fn to_json(&self) -> String {
         format!(
@@ -59,17 +61,17 @@ impl BenchReport {
 /// least 5), each classifying the keys as many times as needed to last
 /// ~`min_run_ms` milliseconds. Uses the batch id path
 /// ([`Classifier::classify_batch_ids`]), the one a dataplane would use.
-pub fn bench_lookups(classifier: &Classifier, keys: &[Key], runs: usize) -> BenchReport {
-    bench_lookups_for(classifier, keys, runs, 100)
+pub fn time_lookups(classifier: &Classifier, keys: &[Key], runs: usize) -> LookupTiming {
+    time_lookups_for(classifier, keys, runs, 100)
 }
 
-/// As [`bench_lookups`], with an explicit minimum run length.
-pub fn bench_lookups_for(
+/// As [`time_lookups`], with an explicit minimum run length.
+pub fn time_lookups_for(
     classifier: &Classifier,
     keys: &[Key],
     runs: usize,
     min_run_ms: u64,
-) -> BenchReport {
+) -> LookupTiming {
     let runs = runs.max(5);
     let mut out = vec![0u32; keys.len()];
     // Warm up and size the repetitions of one run.
@@ -94,7 +96,7 @@ pub fn bench_lookups_for(
     rates.sort_by(|a, b| a.total_cmp(b));
     cpu_rates.sort_by(|a, b| a.total_cmp(b));
     let median = rates[rates.len() / 2];
-    BenchReport {
+    LookupTiming {
         engine: classifier.engine().name().into(),
         rules: classifier.entries(),
         build_ms: classifier.stats().build_ms,
@@ -109,8 +111,10 @@ pub fn bench_lookups_for(
     }
 }
 
-/// CPU time this thread has used, in seconds.
-fn thread_cpu_seconds() -> f64 {
+/// CPU time this thread has used, in seconds (0 when the clock cannot be
+/// read). On a shared machine it leaves out the time the thread was not
+/// running, which wall-clock rates count.
+pub fn thread_cpu_seconds() -> f64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,

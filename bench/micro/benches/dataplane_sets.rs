@@ -2,14 +2,14 @@
 //! (kernel-timed, JIT on; median of 5 batches), and the cost of loading
 //! elements. Needs root.
 //!
-//! `cargo run --release -p parapet-dataplane --example bench_sets [repeat] [big]`
+//! `cargo bench -p parapet-bench-micro --bench dataplane_sets -- [repeat] [big]`
 //!
 //! The image has 4 entries "member of reference n → DROP" and the packet is
 //! a member of none (so the walk is the same in every case); only the
 //! number of references the header declares changes. `big` (default
 //! 1,000,000) is the element count of the large LPM case.
 
-#[path = "../tests/common/image.rs"]
+#[path = "../../../crates/parapet-dataplane/tests/common/image.rs"]
 mod image;
 
 use std::net::Ipv4Addr;

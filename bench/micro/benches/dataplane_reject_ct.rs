@@ -1,7 +1,7 @@
 //! Cost of the conntrack lookup and of REJECT answers, kernel-timed with
 //! BPF_PROG_TEST_RUN (JIT on). Needs root.
 //!
-//! `cargo run --release -p parapet-dataplane --example bench_reject_ct [repeat]`
+//! `cargo bench -p parapet-bench-micro --bench dataplane_reject_ct -- [repeat]`
 //!
 //! - conntrack: the same packets through a program loaded without the
 //!   lookup, one loaded with it and switched off at run time
