@@ -39,12 +39,16 @@
 
 pub mod bench;
 mod compile;
+mod emit;
 mod fast;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod image;
 mod incremental;
+mod lower;
 mod meta;
+mod partition;
+mod tree;
 mod walk;
 
 pub use bench::{bench_lookups, bench_lookups_for, BenchReport};
