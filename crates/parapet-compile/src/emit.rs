@@ -1,7 +1,7 @@
 //! Compile stage 4, emitting: the entry records, the trees and the verdicts
 //! laid out as the flat image of `docs/image-format.md`.
 
-use crate::compile::{CompileError, CompileOptions};
+use crate::api::{CompileError, CompileOptions};
 use crate::image::{self, hw, kind};
 use crate::lower::{field_of, EntryBox, FIELDS};
 use crate::tree::Forest;

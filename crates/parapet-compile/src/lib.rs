@@ -5,7 +5,7 @@
 //! pointers, bounded depth and leaf length (`docs/image-format.md`) — that
 //! the Rust [`Walker`] here and the BPF walker both interpret.
 //!
-//! - [`compile`]: decision list → image. Rules are partitioned by which
+//! - [`compile()`]: decision list → image. Rules are partitioned by which
 //!   address fields are specific, then each partition becomes a binary
 //!   range-cut tree (HyperSplit-style) whose leaves are short sorted lists of
 //!   entry indices checked in full. Memory and build work are budgeted: an
@@ -37,6 +37,7 @@
 //! assert_eq!(d.rule_id, 101);
 //! ```
 
+mod api;
 pub mod bench;
 mod compile;
 mod emit;
@@ -51,8 +52,9 @@ mod partition;
 mod tree;
 mod walk;
 
+pub use api::{CompileError, CompileOptions, CompileStats, PartitionStats};
 pub use bench::{bench_lookups, bench_lookups_for, BenchReport};
-pub use compile::{compile, CompileError, CompileOptions, CompileStats, PartitionStats};
+pub use compile::compile;
 pub use image::{Backend, Image, ImageError};
 pub use incremental::{Incremental, UpdateError};
 pub use meta::{BuildOptions, Classifier, Engine, Policy, LINEAR_CROSSOVER};

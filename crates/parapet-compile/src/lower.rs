@@ -3,7 +3,7 @@
 //! plus a set-membership mask — and the RETURN ranges say which entries a
 //! RETURN can skip.
 
-use crate::compile::CompileError;
+use crate::api::CompileError;
 use parapet_model::{DecisionList, EntryKind, Field};
 
 /// Number of fixed fields a tree can cut (field ids 0..=11).

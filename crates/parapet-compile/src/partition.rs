@@ -6,7 +6,7 @@
 //! destination, so cutting one address never copies the other group's wide
 //! rules. This is what keeps `cross_product` linear in size.
 
-use crate::compile::CompileOptions;
+use crate::api::CompileOptions;
 use crate::image::Backend;
 use crate::lower::EntryBox;
 

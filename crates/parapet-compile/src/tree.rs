@@ -8,7 +8,7 @@
 //!
 //! Trees here use tree-local node and leaf numbers; `emit` lays them out.
 
-use crate::compile::{CompileOptions, PartitionStats};
+use crate::api::{CompileOptions, PartitionStats};
 use crate::image::{self, Backend};
 use crate::lower::{whole_space, EntryBox, Lowered, Region, FIELDS};
 use crate::partition::Partition;
