@@ -10,9 +10,9 @@
 //! first match comes first. When the overlay or the tombstones grow past a
 //! threshold, or a gap runs out, everything is merged into a fresh base.
 
+use crate::api::CompileError;
 use crate::meta::{BuildOptions, Classifier, Engine};
 use crate::walk::Key;
-use crate::CompileError;
 use parapet_model::{DecisionList, Entry, EntryKind, Packet, Verdict};
 
 /// Gap between consecutive priorities after a rebuild: room for ~20

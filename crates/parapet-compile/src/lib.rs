@@ -5,7 +5,7 @@
 //! pointers, bounded depth and leaf length (`docs/image-format.md`) — that
 //! the Rust [`Walker`] here and the BPF walker both interpret.
 //!
-//! - [`compile`]: decision list → image. Rules are partitioned by which
+//! - [`compile()`]: decision list → image. Rules are partitioned by which
 //!   address fields are specific, then each partition becomes a binary
 //!   range-cut tree (HyperSplit-style) whose leaves are short sorted lists of
 //!   entry indices checked in full. Memory and build work are budgeted: an
@@ -37,17 +37,23 @@
 //! assert_eq!(d.rule_id, 101);
 //! ```
 
+mod api;
 mod compile;
+mod emit;
 mod fast;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod image;
 mod incremental;
 pub mod lookup_timing;
+mod lower;
 mod meta;
+mod partition;
+mod tree;
 mod walk;
 
-pub use compile::{compile, CompileError, CompileOptions, CompileStats, PartitionStats};
+pub use api::{CompileError, CompileOptions, CompileStats, PartitionStats};
+pub use compile::compile;
 pub use image::{Backend, Image, ImageError};
 pub use incremental::{Incremental, UpdateError};
 pub use lookup_timing::{thread_cpu_seconds, time_lookups, time_lookups_for, LookupTiming};

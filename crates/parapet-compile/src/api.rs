@@ -1,0 +1,126 @@
+//! What a compile takes and gives back: the options in, the statistics or
+//! the error out. The driver (`compile.rs`) and every stage use them, so
+//! they live apart from both.
+
+use crate::image::{self, Backend, ImageError};
+use std::fmt;
+
+/// Knobs of [`compile`](crate::compile()).
+#[derive(Clone, Debug)]
+pub struct CompileOptions {
+    /// Which backend to emit.
+    pub backend: Backend,
+    /// Bytes the image may take. The rule records themselves are a floor
+    /// (an image can never be smaller than the linear one); above that, the
+    /// trees stop cutting when their share is spent.
+    pub max_memory: usize,
+    /// A node with at most this many entries becomes a leaf (HyperSplit's
+    /// `binth`).
+    pub leaf_size: usize,
+    /// Split the rules into partitions by address specificity.
+    pub partition: bool,
+    /// Depth cap of every tree (≤ [`image::MAX_DEPTH`]).
+    pub max_depth: usize,
+    /// Cap on cut-selection work, in entry-field visits, as a multiple of
+    /// the entry count (plus a constant). Bounds build time on adversarial
+    /// lists deterministically.
+    pub work_factor: u64,
+    /// Space factor of multi-way cuts (HiCuts' `spfac`): a node may cut a
+    /// field into up to 256 equal parts as long as the children hold at most
+    /// `spfac × n` entries in total. 0 disables multi-way cuts (binary range
+    /// cuts only).
+    pub spfac: f64,
+}
+
+impl Default for CompileOptions {
+    fn default() -> Self {
+        CompileOptions {
+            backend: Backend::Tree,
+            max_memory: 256 << 20,
+            leaf_size: 8,
+            partition: true,
+            max_depth: 48,
+            work_factor: 4_000,
+            spfac: 4.0,
+        }
+    }
+}
+
+/// Why a list could not be compiled.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CompileError {
+    /// More entries than the format allows.
+    TooManyEntries(usize),
+    /// More set references than one `u64` mask holds.
+    TooManySets(usize),
+    /// A constraint with more ranges than the format allows.
+    TooManyRanges {
+        /// The entry's rule id.
+        rule_id: u32,
+    },
+    /// The produced image failed validation (a compiler bug).
+    Image(ImageError),
+}
+
+impl fmt::Display for CompileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CompileError::TooManyEntries(n) => write!(
+                f,
+                "{n} entries exceed the image format's {} limit",
+                image::MAX_ENTRIES
+            ),
+            CompileError::TooManySets(n) => write!(
+                f,
+                "{n} set references exceed the image format's {} limit",
+                image::MAX_SET_REFS
+            ),
+            CompileError::TooManyRanges { rule_id } => write!(
+                f,
+                "rule {rule_id} has a match of more than {} ranges",
+                image::MAX_RANGES
+            ),
+            CompileError::Image(e) => write!(f, "compiler produced a bad image: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for CompileError {}
+
+/// What the compiler did, for `explain()`.
+#[derive(Clone, Debug, Default)]
+pub struct CompileStats {
+    /// Per partition.
+    pub partitions: Vec<PartitionStats>,
+    /// Wall time of the compile, in milliseconds.
+    pub build_ms: f64,
+    /// Image size in bytes.
+    pub image_bytes: usize,
+    /// Words of the entry records (the floor of any image).
+    pub entry_words: usize,
+    /// True when a tree stopped cutting because its memory share ran out.
+    pub memory_limited: bool,
+    /// True when a tree stopped cutting because the work budget ran out.
+    pub work_limited: bool,
+    /// Longest entry record in words.
+    pub max_record_words: usize,
+}
+
+/// Shape of one partition's tree.
+#[derive(Clone, Debug, Default)]
+pub struct PartitionStats {
+    /// Which rules it holds (e.g. "src+dst specific").
+    pub name: String,
+    /// Entries assigned to it.
+    pub entries: usize,
+    /// Tree nodes.
+    pub nodes: usize,
+    /// Leaves (before sharing identical ones).
+    pub leaves: usize,
+    /// Longest root-to-leaf path in nodes.
+    pub depth: usize,
+    /// Longest leaf.
+    pub max_leaf: usize,
+    /// Entry indices over all leaves, divided by entries: rule replication.
+    pub replication: f64,
+}

@@ -1,0 +1,289 @@
+//! Compile stage 4, emitting: the entry records, the trees and the verdicts
+//! laid out as the flat image of `docs/image-format.md`.
+
+use crate::api::{CompileError, CompileOptions};
+use crate::image::{self, hw, kind};
+use crate::lower::{field_of, EntryBox, FIELDS};
+use crate::tree::Forest;
+use parapet_model::{DecisionList, EntryKind, Verdict};
+use std::collections::HashMap;
+
+/// The entry records of an image and the verdict table they index: the
+/// part of the image that does not depend on the trees.
+pub(crate) struct EntryRecords {
+    /// Verdict table: the policy first, then each distinct verdict.
+    pub verdicts: Vec<Verdict>,
+    /// The records, one after the other.
+    pub records: Vec<u32>,
+    /// Per entry: the offset of its record in `records`.
+    pub entry_table: Vec<u32>,
+    /// Most ranges of one constraint.
+    pub max_ranges: usize,
+    /// Longest record in words.
+    pub max_record_words: usize,
+}
+
+impl EntryRecords {
+    /// Words the image takes besides its trees (nodes, fanout, leaves),
+    /// with `partitions` partitions: what the tree budget is left from.
+    pub fn fixed_words(&self, partitions: usize) -> usize {
+        image::HEADER_WORDS
+            + partitions * image::PARTITION_WORDS
+            + self.entry_table.len()
+            + self.records.len()
+            + self.verdicts.len() * image::VERDICT_WORDS
+            + 64
+    }
+}
+
+/// Writes the record of every entry of `list` (`boxes` are its lowered
+/// entries) and collects the verdict table.
+pub(crate) fn entry_records(
+    list: &DecisionList,
+    boxes: &[EntryBox],
+) -> Result<EntryRecords, CompileError> {
+    let mut verdicts: Vec<Verdict> = vec![list.policy.clone()];
+    let mut verdict_index = |v: &Verdict| -> u32 {
+        match verdicts.iter().position(|x| x == v) {
+            Some(i) => i as u32,
+            None => {
+                verdicts.push(v.clone());
+                (verdicts.len() - 1) as u32
+            }
+        }
+    };
+    let mut records: Vec<u32> = Vec::new();
+    let mut entry_table: Vec<u32> = Vec::with_capacity(list.entries.len());
+    let mut max_ranges = 0usize;
+    let mut max_record_words = 0usize;
+    for (e, c) in list.entries.iter().zip(boxes) {
+        entry_table.push(records.len() as u32);
+        let start = records.len();
+        let (k, verdict, resume) = match &e.kind {
+            EntryKind::Decide(v) => (kind::DECIDE, verdict_index(v), 0),
+            EntryKind::Log => (kind::LOG, 0, 0),
+            EntryKind::Count => (kind::COUNT, 0, 0),
+            EntryKind::Jump => (kind::JUMP, 0, 0),
+            EntryKind::Return { resume, counted } => (
+                kind::RETURN | if *counted { kind::COUNTED_BIT } else { 0 },
+                0,
+                *resume,
+            ),
+        };
+        records.extend([e.rule_id, 0, resume, 0]);
+        // Constraints most likely to fail first: the smallest fraction of
+        // the field's values; the walker stops at the first failing one.
+        let mut order: Vec<usize> = (0..FIELDS).filter(|&f| c.ranges[f].is_some()).collect();
+        let fraction = |f: usize| {
+            let card: u128 = c.ranges[f]
+                .as_ref()
+                .map(|r| {
+                    r.iter().fold(0u128, |s, &(a, b)| {
+                        s.saturating_add(b - a).saturating_add(1)
+                    })
+                })
+                .unwrap_or(u128::MAX);
+            // Compare as a fraction of the field's span (log scale is
+            // enough).
+            128 - card.leading_zeros() as i64 - field_of(f).width() as i64
+        };
+        order.sort_by_key(|&f| (fraction(f), f));
+        let mut nc = 0u32;
+        for f in order {
+            let r = c.ranges[f].as_ref().expect("constrained");
+            if r.len() > image::MAX_RANGES {
+                return Err(CompileError::TooManyRanges { rule_id: e.rule_id });
+            }
+            max_ranges = max_ranges.max(r.len());
+            let wide = r.iter().any(|&(_, b)| b > u32::MAX as u128);
+            records
+                .push(f as u32 | if wide { image::WIDE_BIT } else { 0 } | ((r.len() as u32) << 16));
+            for &(a, b) in r {
+                if wide {
+                    for v in [a, b] {
+                        records.extend((0..4).map(|k| (v >> (32 * k)) as u32));
+                    }
+                } else {
+                    records.extend([a as u32, b as u32]);
+                }
+            }
+            nc += 1;
+        }
+        if c.set_mask != 0 {
+            records.extend([
+                image::SET_FIELD | (1 << 16),
+                c.set_mask as u32,
+                (c.set_mask >> 32) as u32,
+                c.set_want as u32,
+                (c.set_want >> 32) as u32,
+            ]);
+            nc += 1;
+        }
+        records[start + 1] = k | (verdict << 8) | (nc << 16);
+        records[start + 3] = (records.len() - start) as u32;
+        max_record_words = max_record_words.max(records.len() - start);
+    }
+    Ok(EntryRecords {
+        verdicts,
+        records,
+        entry_table,
+        max_ranges,
+        max_record_words,
+    })
+}
+
+/// The trees of all partitions laid out together.
+struct TreeLayout {
+    /// Per partition: root ref, depth, node count, smallest entry index.
+    part_words: Vec<u32>,
+    /// Nodes of all trees, renumbered into one array.
+    nodes: Vec<u32>,
+    /// Child refs of multi-way nodes.
+    fanout: Vec<u32>,
+    /// The leaf pool: each leaf as its length, then its entry indices.
+    pool: Vec<u32>,
+    max_depth: usize,
+    max_leaf: usize,
+}
+
+/// Nodes of all trees renumbered into one array; leaves shared when
+/// identical (HyperSplit trees repeat the same short lists often).
+fn lay_out_trees(forest: &Forest) -> TreeLayout {
+    let mut nodes: Vec<u32> = Vec::new();
+    let mut pool: Vec<u32> = Vec::new();
+    let mut fanout: Vec<u32> = Vec::new();
+    let mut pool_index: HashMap<Vec<u32>, u32> = HashMap::new();
+    let mut part_words: Vec<u32> = Vec::new();
+    let mut max_depth = 0usize;
+    let mut max_leaf = 0usize;
+    for tree in &forest.trees {
+        let base = (nodes.len() / image::NODE_WORDS) as u32;
+        let leaf_refs: Vec<u32> = tree
+            .leaves
+            .iter()
+            .map(|l| {
+                max_leaf = max_leaf.max(l.len());
+                let off = *pool_index.entry(l.clone()).or_insert_with(|| {
+                    let off = pool.len() as u32;
+                    pool.push(l.len() as u32);
+                    pool.extend_from_slice(l);
+                    off
+                });
+                image::LEAF_BIT | off
+            })
+            .collect();
+        let fix = |r: u32| {
+            if r & image::LEAF_BIT != 0 {
+                leaf_refs[(r & !image::LEAF_BIT) as usize]
+            } else {
+                r + base
+            }
+        };
+        let fanout_base = fanout.len() as u32;
+        fanout.extend(tree.fanout.iter().map(|&r| fix(r)));
+        for node in &tree.nodes {
+            if (node[0] >> 8) == image::NODE_MULTI {
+                nodes.extend([node[0], node[1] + fanout_base]);
+                nodes.extend_from_slice(&node[2..8]);
+            } else {
+                nodes.extend([node[0], fix(node[1]), fix(node[2]), 0]);
+                nodes.extend_from_slice(&node[4..8]);
+            }
+        }
+        max_depth = max_depth.max(tree.depth);
+        // Word 3: the partition's smallest entry index, so the fast path can
+        // skip a partition that cannot beat the match it already has.
+        let min_entry = tree.leaves.iter().filter_map(|l| l.first()).min().copied();
+        part_words.extend([
+            fix(tree.root),
+            tree.depth as u32,
+            tree.nodes.len() as u32,
+            min_entry.unwrap_or(u32::MAX),
+        ]);
+    }
+    TreeLayout {
+        part_words,
+        nodes,
+        fanout,
+        pool,
+        max_depth,
+        max_leaf,
+    }
+}
+
+/// The verdict table as image words, and the strings they point into
+/// (padded to whole words) with their unpadded length in bytes.
+fn verdict_words(verdicts: &[Verdict]) -> (Vec<u32>, Vec<u32>, usize) {
+    let mut strings: Vec<u8> = Vec::new();
+    let mut words: Vec<u32> = Vec::new();
+    for v in verdicts {
+        match v {
+            Verdict::Accept => words.extend([0, 0, 0, 0]),
+            Verdict::Drop => words.extend([1, 0, 0, 0]),
+            Verdict::Reject { with: None } => words.extend([2, 0, 0, 0]),
+            Verdict::Reject { with: Some(s) } => {
+                let code = image::reject_code(Some(s));
+                words.extend([3, strings.len() as u32, s.len() as u32, code]);
+                strings.extend_from_slice(s.as_bytes());
+            }
+        }
+    }
+    let strings_bytes = strings.len();
+    while !strings.len().is_multiple_of(4) {
+        strings.push(0);
+    }
+    let string_words: Vec<u32> = strings
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    (words, string_words, strings_bytes)
+}
+
+/// The image words of `list` compiled with `opts`: header, partitions,
+/// trees, entry records, verdicts and strings, checksummed.
+pub(crate) fn image_words(
+    list: &DecisionList,
+    opts: &CompileOptions,
+    entries: &EntryRecords,
+    forest: &Forest,
+) -> Vec<u32> {
+    let trees = lay_out_trees(forest);
+    let (verdict_words, string_words, strings_bytes) = verdict_words(&entries.verdicts);
+    let mut w = vec![0u32; image::HEADER_WORDS];
+    let put = |w: &mut Vec<u32>, at: usize, data: &[u32]| {
+        w[at] = w.len() as u32;
+        w.extend_from_slice(data);
+    };
+    put(&mut w, hw::PARTITIONS_OFF, &trees.part_words);
+    put(&mut w, hw::NODES_OFF, &trees.nodes);
+    put(&mut w, hw::FANOUT_OFF, &trees.fanout);
+    w[hw::FANOUT_WORDS] = trees.fanout.len() as u32;
+    put(&mut w, hw::LEAVES_OFF, &trees.pool);
+    put(&mut w, hw::ENTRY_TABLE_OFF, &entries.entry_table);
+    put(&mut w, hw::ENTRIES_OFF, &entries.records);
+    put(&mut w, hw::VERDICTS_OFF, &verdict_words);
+    put(&mut w, hw::STRINGS_OFF, &string_words);
+    w[hw::MAGIC] = image::MAGIC;
+    w[hw::VERSION] = image::VERSION;
+    w[hw::BACKEND] = opts.backend as u32;
+    w[hw::FLAGS] = if list.is_pure_first_match() {
+        image::FLAG_PURE_FIRST_MATCH
+    } else {
+        0
+    };
+    w[hw::TOTAL_WORDS] = w.len() as u32;
+    w[hw::N_ENTRIES] = list.entries.len() as u32;
+    w[hw::N_PARTITIONS] = forest.trees.len() as u32;
+    w[hw::POLICY] = 0;
+    w[hw::MAX_DEPTH] = trees.max_depth as u32;
+    w[hw::MAX_LEAF] = trees.max_leaf as u32;
+    w[hw::MAX_RANGES] = entries.max_ranges as u32;
+    w[hw::SET_REF_COUNT] = list.set_ref_count as u32;
+    w[hw::N_NODES] = (trees.nodes.len() / image::NODE_WORDS) as u32;
+    w[hw::LEAVES_WORDS] = trees.pool.len() as u32;
+    w[hw::ENTRIES_WORDS] = entries.records.len() as u32;
+    w[hw::N_VERDICTS] = entries.verdicts.len() as u32;
+    w[hw::STRINGS_BYTES] = strings_bytes as u32;
+    w[hw::CHECKSUM] = image::checksum(&w);
+    w
+}

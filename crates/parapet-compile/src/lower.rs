@@ -1,0 +1,150 @@
+//! Compile stage 1, lowering: each decision-list entry becomes a box the
+//! later stages cut and lay out — per field its ranges (and their hull),
+//! plus a set-membership mask — and the RETURN ranges say which entries a
+//! RETURN can skip.
+
+use crate::api::CompileError;
+use parapet_model::{DecisionList, EntryKind, Field};
+
+/// Number of fixed fields a tree can cut (field ids 0..=11).
+pub(crate) const FIELDS: usize = 12;
+
+/// A region of the packet space: per fixed field, an inclusive range.
+pub(crate) type Region = [(u128, u128); FIELDS];
+
+/// What lowering produces: the entries as boxes, and which of them a
+/// RETURN can skip.
+pub(crate) struct Lowered {
+    /// One box per entry, in list order.
+    pub boxes: Vec<EntryBox>,
+    /// Per entry: whether a RETURN before it can resume past it.
+    pub skippable: Vec<bool>,
+}
+
+/// One entry as a box, for the compiler.
+#[derive(Clone, Debug)]
+pub(crate) struct EntryBox {
+    /// Per fixed field: the ranges, or `None` when unconstrained.
+    pub ranges: [Option<Vec<(u128, u128)>>; FIELDS],
+    /// Per fixed field: the hull of the ranges, or the whole field.
+    pub hull: [(u128, u128); FIELDS],
+    /// Set membership: bits that must equal `set_want`.
+    pub set_mask: u64,
+    pub set_want: u64,
+    /// Some constraint is empty: never matches.
+    pub never: bool,
+    /// A Decide entry.
+    pub decide: bool,
+}
+
+impl EntryBox {
+    /// Does the entry overlap `[lo, hi]` on field `f`?
+    pub fn overlaps(&self, f: usize, lo: u128, hi: u128) -> bool {
+        match &self.ranges[f] {
+            None => true,
+            Some(r) => r.iter().any(|&(a, b)| a <= hi && b >= lo),
+        }
+    }
+
+    /// Does the entry match every packet of the region?
+    pub fn covers(&self, region: &Region) -> bool {
+        if self.never || self.set_mask != 0 {
+            return false;
+        }
+        (0..FIELDS).all(|f| match &self.ranges[f] {
+            None => true,
+            Some(r) => r.iter().any(|&(a, b)| a <= region[f].0 && region[f].1 <= b),
+        })
+    }
+}
+
+/// The fixed field with id `id`.
+pub(crate) fn field_of(id: usize) -> Field {
+    Field::FIXED[id]
+}
+
+/// The whole packet space: every field over all its values.
+pub(crate) fn whole_space() -> Region {
+    std::array::from_fn(|f| (0, field_of(f).max_value()))
+}
+
+fn field_id(f: Field) -> Option<usize> {
+    Field::FIXED.iter().position(|&x| x == f)
+}
+
+/// Lowers every entry of `list` to a box.
+pub(crate) fn lower(list: &DecisionList) -> Result<Lowered, CompileError> {
+    Ok(Lowered {
+        boxes: boxes(list)?,
+        skippable: skippable(list),
+    })
+}
+
+fn boxes(list: &DecisionList) -> Result<Vec<EntryBox>, CompileError> {
+    list.entries
+        .iter()
+        .map(|e| -> Result<EntryBox, CompileError> {
+            let mut c = EntryBox {
+                ranges: Default::default(),
+                hull: whole_space(),
+                set_mask: 0,
+                set_want: 0,
+                never: false,
+                decide: e.kind.is_terminal(),
+            };
+            for (field, set) in e.matches.iter() {
+                if set.is_empty() {
+                    c.never = true;
+                }
+                match field {
+                    Field::Set(n) => {
+                        let bit = 1u64
+                            .checked_shl(*n as u32)
+                            .ok_or(CompileError::TooManySets(*n as usize + 1))?;
+                        // Over the one-bit domain the set is {0}, {1} or
+                        // empty (full constraints are not stored).
+                        c.set_mask |= bit;
+                        if set.contains(1) {
+                            c.set_want |= bit;
+                        }
+                    }
+                    f => {
+                        let id = field_id(*f).expect("fixed field");
+                        let r = set.ranges().to_vec();
+                        if let (Some(first), Some(last)) = (r.first(), r.last()) {
+                            c.hull[id] = (first.0, last.1);
+                        }
+                        c.ranges[id] = Some(r);
+                    }
+                }
+            }
+            Ok(c)
+        })
+        .collect()
+}
+
+/// For each entry, whether a RETURN before it can resume past it: then an
+/// earlier entry covering a region does not make the later ones
+/// unreachable… unless it is itself not skippable. See
+/// `tree::Builder::prune`.
+fn skippable(list: &DecisionList) -> Vec<bool> {
+    let n = list.entries.len();
+    // A RETURN at r with resume s skips (r, s). Mark with a difference array.
+    let mut diff = vec![0i64; n + 1];
+    for (r, e) in list.entries.iter().enumerate() {
+        if let EntryKind::Return { resume, .. } = e.kind {
+            let s = (resume as usize).min(n);
+            if r + 1 < s {
+                diff[r + 1] += 1;
+                diff[s] -= 1;
+            }
+        }
+    }
+    let mut acc = 0;
+    (0..n)
+        .map(|i| {
+            acc += diff[i];
+            acc > 0
+        })
+        .collect()
+}
