@@ -2,7 +2,7 @@
 //! `parapet bench classify`.
 
 use crate::meta::Classifier;
-use crate::walk::Key;
+use parapet_image::KeyWords;
 use std::hint::black_box;
 use std::time::Instant;
 
@@ -59,14 +59,14 @@ impl BenchReport {
 /// least 5), each classifying the keys as many times as needed to last
 /// ~`min_run_ms` milliseconds. Uses the batch id path
 /// ([`Classifier::classify_batch_ids`]), the one a dataplane would use.
-pub fn bench_lookups(classifier: &Classifier, keys: &[Key], runs: usize) -> BenchReport {
+pub fn bench_lookups(classifier: &Classifier, keys: &[KeyWords], runs: usize) -> BenchReport {
     bench_lookups_for(classifier, keys, runs, 100)
 }
 
 /// As [`bench_lookups`], with an explicit minimum run length.
 pub fn bench_lookups_for(
     classifier: &Classifier,
-    keys: &[Key],
+    keys: &[KeyWords],
     runs: usize,
     min_run_ms: u64,
 ) -> BenchReport {

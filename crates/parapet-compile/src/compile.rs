@@ -15,7 +15,7 @@
 //!    entry indices that the walker checks in full.
 //! 4. Everything is laid out as the flat image of `docs/image-format.md`.
 
-use crate::image::{self, hw, kind, Backend, Image, ImageError};
+use parapet_image::{self as image, hw, kind, Backend, Image, ImageError};
 use parapet_model::{DecisionList, EntryKind, Field, Verdict};
 use std::collections::HashMap;
 use std::fmt;
@@ -964,7 +964,7 @@ fn compile_with(
             Verdict::Drop => verdict_words.extend([1, 0, 0, 0]),
             Verdict::Reject { with: None } => verdict_words.extend([2, 0, 0, 0]),
             Verdict::Reject { with: Some(s) } => {
-                let code = image::reject_code(Some(s));
+                let code = image::reject::reject_code(Some(s));
                 verdict_words.extend([3, strings.len() as u32, s.len() as u32, code]);
                 strings.extend_from_slice(s.as_bytes());
             }
