@@ -44,9 +44,9 @@ use aya::maps::{Array, Map, MapData, MapInfo};
 use aya::programs::loaded_programs;
 use common::load_or_skip;
 use common::netns::ip;
-use parapet_compile::{compile, Backend, CompileOptions, Key, Walker};
+use parapet_compile::{compile, Backend, CompileOptions, KeyWords, Walker};
 use parapet_dataplane::abi::{IMAGE_DEFAULT_SLOT_PAGES, IMAGE_PAGE_BYTES};
-use parapet_dataplane::{Dataplane, Hook, LoadOptions, Mode, Stat, Verdict as DpVerdict};
+use parapet_dataplane::{Dataplane, Hook, KernelVerdict as DpVerdict, LoadOptions, Mode, Stat};
 use parapet_model::{DecisionList, Entry, EntryKind, Field, IntervalSet, Matches, Packet, Verdict};
 
 const CLASSES: usize = 12;
@@ -157,7 +157,7 @@ fn image(
         let want = list.classify(&p, &[]);
         assert_eq!(want.rule_id, base + k as u32, "reference, class {k}");
         assert_eq!(
-            walker.decide(&Key::new(&p, 0)).rule_id,
+            walker.decide(&KeyWords::new(&p, 0)).rule_id,
             want.rule_id,
             "walker, class {k}"
         );
