@@ -547,6 +547,32 @@ unsafe impl aya::Pod for SetTupleKey {}
 unsafe impl aya::Pod for SetVal {}
 
 #[cfg(test)]
+mod packet_view {
+    use super::*;
+    use parapet_model::IfName;
+
+    #[test]
+    fn packet_key_and_packet_convert_both_ways() {
+        let mut p = Packet::new(Family::V6, 1 << 100 | 5, 7, 6, 1000, 22);
+        p.iif = IfName::new("eth0").unwrap();
+        p.ct_state = CtState::Established;
+        p.fragment = true;
+        let k = PacketKey::from_packet(&p);
+        assert_eq!(k.src_ip(), Some(p.src_ip()));
+        assert_eq!(k.to_packet(p.iif), Some(p.clone()));
+        p.family = Family::V4;
+        p.src = 0x0a00_0001;
+        p.ct_state = CtState::Untracked;
+        let k = PacketKey::from_packet(&p);
+        assert_eq!(k.src_ip(), Some(p.src_ip()));
+        assert_eq!(k.flags & KEY_F_CT, 0);
+        assert_eq!(k.to_packet(p.iif), Some(p));
+        let non_ip = PacketKey::default();
+        assert_eq!(non_ip.to_packet(IfName::default()), None);
+    }
+}
+
+#[cfg(test)]
 mod layout {
     use super::*;
     use std::mem::{offset_of, size_of};
