@@ -17,7 +17,7 @@ fn list_of(rs: &Ruleset) -> DecisionList {
     flatten(rs, rs.select_chain(None).unwrap()).unwrap()
 }
 
-fn run(set: &str, list: &DecisionList, keys: &[Key], engine: Engine, run_ms: u64) {
+fn run(set: &str, list: &DecisionList, keys: &[KeyWords], engine: Engine, run_ms: u64) {
     let opts = BuildOptions {
         engine,
         ..Default::default()
@@ -37,7 +37,7 @@ fn main() {
     if all || args.iter().any(|a| a == "worst") {
         // nf-HiPAC: the probe walks the whole chain in a linear filter.
         let probe = parapet_gen::worst_case_packet();
-        let keys = vec![Key::new(&probe, 0); 4096];
+        let keys = vec![KeyWords::new(&probe, 0); 4096];
         let mut n = 25;
         while n <= 25_600 {
             let list = list_of(&parapet_gen::worst_case(n));
@@ -63,9 +63,9 @@ fn main() {
                 },
             );
             let list = list_of(&rs);
-            let keys: Vec<Key> = parapet_gen::packets_for(&rs, 2, 20_000)
+            let keys: Vec<KeyWords> = parapet_gen::packets_for(&rs, 2, 20_000)
                 .iter()
-                .map(|p| Key::new(p, 0))
+                .map(|p| KeyWords::new(p, 0))
                 .collect();
             let set = format!("random_ruleset({rules}, control flow)");
             run(&set, &list, &keys, Engine::Linear, run_ms);
@@ -90,7 +90,7 @@ fn main() {
                 // Each set with its own trace when there is one.
                 let own = read_maybe_gz(&dir.join(format!("{family}_{size}_trace.gz")));
                 let packets = classbench_trace(own.as_deref().or(trace.as_deref()).unwrap_or(""));
-                let keys: Vec<Key> = packets.iter().map(|p| Key::new(p, 0)).collect();
+                let keys: Vec<KeyWords> = packets.iter().map(|p| KeyWords::new(p, 0)).collect();
                 if keys.is_empty() {
                     eprintln!("SKIP: no trace for {family}_{size}");
                     continue;

@@ -16,7 +16,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use parapet_dataplane::abi::reject;
 use parapet_dataplane::packet::Frame;
-use parapet_dataplane::{Dataplane, Features, Hook, LoadOptions, SetSizing, Verdict};
+use parapet_dataplane::{Dataplane, Features, Hook, KernelVerdict, LoadOptions, SetSizing};
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
@@ -70,7 +70,7 @@ fn main() {
     let a6: Ipv6Addr = "2001:db8::1".parse().unwrap();
     let b6: Ipv6Addr = "2001:db8:1::2".parse().unwrap();
     for dp in [&mut off, &mut on, &mut switched] {
-        dp.set_policy(Verdict::Accept).unwrap();
+        dp.set_policy(KernelVerdict::Accept).unwrap();
     }
     let udp = Frame::ipv4(a, b).udp(4000, 53).payload(32).build();
     let syn = Frame::ipv4(a, b).tcp(4000, 80, 0x02).build();
@@ -108,7 +108,7 @@ fn main() {
     ];
     for (what, t, f) in cases {
         for hook in [Hook::Xdp, Hook::Tc] {
-            dp.set_action(1, Verdict::Drop, false).unwrap();
+            dp.set_action(1, KernelVerdict::Drop, false).unwrap();
             let d = single(dp, hook, f);
             dp.set_action_reject(1, t, false).unwrap();
             let r = single(dp, hook, f);

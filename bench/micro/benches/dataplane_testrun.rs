@@ -16,7 +16,7 @@ use std::time::Instant;
 use image::{assemble, to_bytes, Constraint, Entry, ImageSpec, Tree, KIND_DECIDE};
 use parapet_compile::{compile, Backend, CompileOptions};
 use parapet_dataplane::packet::Frame;
-use parapet_dataplane::{Dataplane, Hook, LoadOptions, Verdict};
+use parapet_dataplane::{Dataplane, Hook, KernelVerdict, LoadOptions};
 use parapet_gen::{packets_for, random_ruleset, RandomSpec};
 use parapet_model::{flatten, Family};
 
@@ -92,7 +92,7 @@ fn main() {
     let a = Ipv4Addr::new(10, 0, 0, 1);
     let b = Ipv4Addr::new(10, 0, 0, 2);
 
-    dp.set_action(1, Verdict::Drop, false).unwrap();
+    dp.set_action(1, KernelVerdict::Drop, false).unwrap();
     dp.set_lite_rule(17, 53, 1).unwrap();
     let dns = Frame::ipv4(a, b).udp(4000, 53).payload(32).build();
     for hook in [Hook::Xdp, Hook::Tc] {

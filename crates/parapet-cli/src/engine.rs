@@ -4,7 +4,7 @@
 
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
-use parapet_compile::{BuildOptions, Classifier, Key, Policy};
+use parapet_compile::{BuildOptions, Classifier, KeyWords, Policy};
 use parapet_model::{
     flatten, ChainId, Decision, DecisionList, LinearEngine, NoSets, Packet, Ruleset, SetLookup,
 };
@@ -165,8 +165,8 @@ pub fn set_bits(rs: &Ruleset, pkt: &Packet, sets: &dyn SetLookup) -> Vec<bool> {
 }
 
 /// The compiled walker's key of a packet.
-pub fn key(rs: &Ruleset, pkt: &Packet, sets: &dyn SetLookup) -> Key {
-    Key::from_bits(pkt, &set_bits(rs, pkt, sets))
+pub fn key(rs: &Ruleset, pkt: &Packet, sets: &dyn SetLookup) -> KeyWords {
+    KeyWords::from_bits(pkt, &set_bits(rs, pkt, sets))
 }
 
 /// Set membership for offline use: the sets of `--sets` files and of the

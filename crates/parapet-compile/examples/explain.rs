@@ -55,14 +55,16 @@ fn main() {
     if let Some(packets) = packets {
         let (mut nodes, mut checked, mut steps) = (0usize, 0usize, 0usize);
         for p in &packets {
-            let (n, k) = c.walker().lookup_cost(&Key::new(p, 0));
+            let (n, k) = c.walker().lookup_cost(&KeyWords::new(p, 0));
             nodes += n;
             checked += k;
-            steps += c.walker().fast_steps(&Key::new(p, 0));
+            steps += c
+                .fast_path()
+                .map_or(0, |f| f.steps(c.image().words(), &KeyWords::new(p, 0)));
         }
         let n = packets.len().max(1) as f64;
         if let Ok(which) = std::env::var("PASSES") {
-            let keys: Vec<Key> = packets.iter().map(|p| Key::new(p, 0)).collect();
+            let keys: Vec<KeyWords> = packets.iter().map(|p| KeyWords::new(p, 0)).collect();
             let started = std::time::Instant::now();
             let sum = profile_passes(&c, &keys, &which);
             let ns = started.elapsed().as_nanos() as f64 / (6 * keys.len()) as f64;
@@ -72,7 +74,7 @@ fn main() {
             );
         }
         if std::env::var_os("BENCH").is_some() {
-            let keys: Vec<Key> = packets.iter().map(|p| Key::new(p, 0)).collect();
+            let keys: Vec<KeyWords> = packets.iter().map(|p| KeyWords::new(p, 0)).collect();
             println!("{}", time_lookups(&c, &keys, 5).to_json());
         }
         println!(
@@ -87,12 +89,12 @@ fn main() {
 
 /// Six batch passes over `keys` (see the module doc).
 #[inline(never)]
-fn profile_passes(c: &Classifier, keys: &[Key], which: &str) -> u64 {
+fn profile_passes(c: &Classifier, keys: &[KeyWords], which: &str) -> u64 {
     let mut out = vec![0u32; keys.len()];
     let mut sum = 0u64;
     for _ in 0..6 {
         match which {
-            "image" => c.walker().first_match_ids_image(keys, &mut out),
+            "image" => c.walker().first_match_ids(keys, &mut out),
             _ => c.classify_batch_ids(keys, &mut out),
         }
         sum += out.iter().map(|&x| x as u64).sum::<u64>();

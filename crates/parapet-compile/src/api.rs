@@ -2,7 +2,7 @@
 //! the error out. The driver (`compile.rs`) and every stage use them, so
 //! they live apart from both.
 
-use crate::image::{self, Backend, ImageError};
+use parapet_image::{self as image, Backend, ImageError};
 use std::fmt;
 
 /// Knobs of [`compile`](crate::compile()).

@@ -2,7 +2,7 @@
 //! laid out as the flat image of `docs/image-format.md`.
 
 use crate::api::{CompileError, CompileOptions};
-use crate::image::{self, hw, kind};
+use parapet_image::{self as image, hw, kind};
 use crate::lower::{field_of, EntryBox, FIELDS};
 use crate::tree::Forest;
 use parapet_model::{DecisionList, EntryKind, Verdict};
@@ -222,7 +222,7 @@ fn verdict_words(verdicts: &[Verdict]) -> (Vec<u32>, Vec<u32>, usize) {
             Verdict::Drop => words.extend([1, 0, 0, 0]),
             Verdict::Reject { with: None } => words.extend([2, 0, 0, 0]),
             Verdict::Reject { with: Some(s) } => {
-                let code = image::reject_code(Some(s));
+                let code = image::reject::reject_code(Some(s));
                 words.extend([3, strings.len() as u32, s.len() as u32, code]);
                 strings.extend_from_slice(s.as_bytes());
             }

@@ -1,5 +1,7 @@
 //! The user-space fast path: a compact copy of a pure first-match image's
-//! trees, built from the image itself when a [`Walker`] is created.
+//! trees, built from the image itself. A sibling engine of the tree
+//! [`crate::Walker`]: [`crate::Classifier`] builds both and picks this one
+//! for first-match lookups when the image allows it.
 //!
 //! The image format is what the BPF walker reads and stays unchanged; this
 //! copy only changes how user space lays the same trees out in memory and
@@ -34,8 +36,11 @@
 //! leaves, same entry order); `tests/fast_path.rs` checks the fast path
 //! against both the image walk and the decision list.
 
-use crate::image::{self, hw, LEAF_BIT, NODE_BINARY, NODE_WORDS};
-use crate::walk::{prefetch, u128_at, Key, Walker, KEY_OFF, KEY_WIDE};
+use crate::read::{prefetch, record_matches};
+use parapet_image::{
+    self as image, hw, u128_at, Image, KeyWords, KEY_OFF, KEY_WIDE, LEAF_BIT, NODE_BINARY,
+    NODE_WORDS,
+};
 use std::collections::HashMap;
 use std::hint::select_unpredictable;
 
@@ -75,7 +80,7 @@ type Vals = [u64; SLOTS];
 /// loop over the fields it cost ~140 instructions and a misprediction per
 /// lookup.
 #[inline(always)]
-fn values(key: &Key) -> Vals {
+fn values(key: &KeyWords) -> Vals {
     let w = &key.w;
     let low = |f: usize| w[KEY_OFF[f]] as u64;
     let sat = |f: usize| {
@@ -106,9 +111,10 @@ fn values(key: &Key) -> Vals {
     ]
 }
 
-/// The compact trees of one image (see the module doc).
+/// The compact trees of one image (see the module doc). Lookups take the
+/// image's words too: complex records are checked in the image itself.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct Fast {
+pub struct FastPath {
     /// Quad nodes `[K_QUAD << 24 | slot2 << 8 | slot1 << 4 | slot0, cut0,
     /// cut1, cut2, 4 children]`, multi-way nodes `[K_MULTI << 24 | shift <<
     /// 16 | slot, lo, fanout base, index mask]`, 128-bit-cut nodes
@@ -135,7 +141,7 @@ struct Builder<'a> {
     fanout_off: usize,
     rec_of_entry: Vec<u32>,
     leaf_memo: HashMap<u32, u32>,
-    out: Fast,
+    out: FastPath,
 }
 
 /// A record's constraints as triples, or `None` when one of them is not a
@@ -282,14 +288,14 @@ impl Builder<'_> {
     }
 }
 
-impl Fast {
-    /// The compact form of `walker`'s image, for pure first-match images
-    /// (the only ones the fast path serves).
-    pub(crate) fn build(walker: &Walker) -> Option<Fast> {
-        if !walker.is_pure() {
+impl FastPath {
+    /// The compact form of `image`, for pure first-match images (the only
+    /// ones the fast path serves).
+    pub fn build(image: &Image) -> Option<FastPath> {
+        let w = image.words();
+        if w[hw::FLAGS] & image::FLAG_PURE_FIRST_MATCH == 0 {
             return None;
         }
-        let w = walker.image().words();
         let h = |i: usize| w[i] as usize;
         let n_entries = h(hw::N_ENTRIES);
         let (table_off, entries_off) = (h(hw::ENTRY_TABLE_OFF), h(hw::ENTRIES_OFF));
@@ -303,10 +309,10 @@ impl Fast {
             .max()
             .unwrap_or(0)
             .max(1);
-        let mut out = Fast {
+        let mut out = FastPath {
             triples: k,
             rule_ids: (0..n_entries).map(|i| w[rec_at(i)]).collect(),
-            ..Fast::default()
+            ..FastPath::default()
         };
         let mut rec_of_entry = Vec::with_capacity(n_entries);
         for (i, p) in parsed.iter().enumerate() {
@@ -400,7 +406,8 @@ impl Fast {
 
     /// `(words of nodes, fanouts and leaves; complex records; 128-bit
     /// cuts)`, so tests can show they reach every kind.
-    pub(crate) fn shape(&self) -> (usize, usize, usize) {
+    #[doc(hidden)]
+    pub fn shape(&self) -> (usize, usize, usize) {
         let complex = self
             .recs
             .chunks_exact(1 + 3 * self.triples)
@@ -410,7 +417,7 @@ impl Fast {
     }
 
     /// Bytes this copy takes (reported with the image's size).
-    pub(crate) fn bytes(&self) -> usize {
+    pub fn bytes(&self) -> usize {
         4 * (self.t.len() + self.recs.len() + self.rule_ids.len() + 2 * self.roots.len())
             + 16 * self.wide_cuts.len()
     }
@@ -418,7 +425,7 @@ impl Fast {
     /// One step from node `r` (never a leaf). `WIDE`: the trees may hold
     /// 128-bit-cut nodes (without any, the kind test is left out).
     #[inline(always)]
-    fn step<const WIDE: bool>(&self, r: u32, v: &Vals, key: &Key) -> u32 {
+    fn step<const WIDE: bool>(&self, r: u32, v: &Vals, key: &KeyWords) -> u32 {
         let t = self.t.as_slice();
         let r = r as usize;
         debug_assert!(r + QUAD_WORDS <= t.len());
@@ -455,10 +462,10 @@ impl Fast {
 
     /// Does record `rec` match? No branches on the data for fixed records.
     #[inline(always)]
-    fn matches(&self, walker: &Walker, rec: u32, v: &Vals, key: &Key) -> bool {
+    fn matches(&self, image: &[u32], rec: u32, v: &Vals, key: &KeyWords) -> bool {
         let r = &self.recs[rec as usize..rec as usize + 1 + 3 * self.triples];
         if r[0] & COMPLEX != 0 {
-            return walker.matches_at((r[0] & !COMPLEX) as usize, key);
+            return record_matches(image, (r[0] & !COMPLEX) as usize, key);
         }
         r[1..].chunks_exact(3).fold(true, |ok, c| {
             ok & (v[c[0] as usize & 0xf].wrapping_sub(c[1] as u64) <= c[2] as u64)
@@ -467,7 +474,7 @@ impl Fast {
 
     /// The first entry below `best` matching in the leaf `r`, or `best`.
     #[inline(always)]
-    fn scan(&self, walker: &Walker, r: u32, mut best: u32, v: &Vals, key: &Key) -> u32 {
+    fn scan(&self, image: &[u32], r: u32, mut best: u32, v: &Vals, key: &KeyWords) -> u32 {
         let at = (r & !LEAF_BIT) as usize + 4;
         let count = self.t[at] as usize;
         for c in self.t[at + 1..at + 1 + 2 * count].chunks_exact(2) {
@@ -475,7 +482,7 @@ impl Fast {
             if c[0] >= best {
                 break;
             }
-            if self.matches(walker, c[1], v, key) {
+            if self.matches(image, c[1], v, key) {
                 best = c[0];
                 break;
             }
@@ -483,21 +490,24 @@ impl Fast {
         best
     }
 
-    /// The first matching entry (`u32::MAX`: none).
+    /// The first matching entry of `key` in the image whose words are
+    /// `image` (the one this was built from).
     #[inline]
-    pub(crate) fn first_match(&self, walker: &Walker, key: &Key) -> u32 {
-        self.walk(walker, key).0
+    pub fn first_match(&self, image: &[u32], key: &KeyWords) -> Option<u32> {
+        let best = self.walk(image, key).0;
+        (best != u32::MAX).then_some(best)
     }
 
-    /// Steps [`Fast::first_match`] takes for `key` (for `explain`).
-    pub(crate) fn steps(&self, walker: &Walker, key: &Key) -> usize {
-        self.walk(walker, key).1
+    /// Node steps [`FastPath::first_match`] takes for `key` (a quad node is
+    /// one step for two binary levels), for `explain`.
+    pub fn steps(&self, image: &[u32], key: &KeyWords) -> usize {
+        self.walk(image, key).1
     }
 
     /// The first matching entry and the tree steps taken to find it; the
     /// step count is dead code (and optimised away) in `first_match`.
     #[inline(always)]
-    fn walk(&self, walker: &Walker, key: &Key) -> (u32, usize) {
+    fn walk(&self, image: &[u32], key: &KeyWords) -> (u32, usize) {
         let v = values(key);
         let (mut best, mut steps) = (u32::MAX, 0);
         for p in 0..self.roots.len() {
@@ -509,14 +519,14 @@ impl Fast {
                 r = self.step::<true>(r, &v, key);
                 steps += 1;
             }
-            best = self.scan(walker, r, best, &v, key);
+            best = self.scan(image, r, best, &v, key);
         }
         (best, steps)
     }
 
     /// Rule id of entry `i`; 0 (the policy) for `u32::MAX`.
     #[inline(always)]
-    pub(crate) fn rule_id(&self, i: u32) -> u32 {
+    fn rule_id(&self, i: u32) -> u32 {
         self.rule_ids.get(i as usize).copied().unwrap_or(0)
     }
 
@@ -525,16 +535,16 @@ impl Fast {
     /// only the walks still at a node (compacted without branches): no step
     /// is wasted and no per-walk "at a leaf?" branch mispredicts. Lanes
     /// whose best match already beats a tree's smallest entry skip it.
-    pub(crate) fn first_match_ids(&self, walker: &Walker, keys: &[Key], out: &mut [u32]) {
+    pub fn first_match_ids(&self, image: &[u32], keys: &[KeyWords], out: &mut [u32]) {
         if self.wide_cuts.is_empty() {
-            self.ids::<false>(walker, keys, out)
+            self.ids::<false>(image, keys, out)
         } else {
-            self.ids::<true>(walker, keys, out)
+            self.ids::<true>(image, keys, out)
         }
     }
 
-    /// [`Fast::first_match_ids`]; `WIDE` as in [`Fast::step`].
-    fn ids<const WIDE: bool>(&self, walker: &Walker, keys: &[Key], out: &mut [u32]) {
+    /// [`FastPath::first_match_ids`]; `WIDE` as in [`FastPath::step`].
+    fn ids<const WIDE: bool>(&self, image: &[u32], keys: &[KeyWords], out: &mut [u32]) {
         let mut vals = [[0u64; SLOTS]; LANES];
         let mut refs = [0u32; LANES];
         let mut act = [0u8; LANES];
@@ -571,7 +581,7 @@ impl Fast {
                     prefetch(&self.recs[self.t[at + 2] as usize..]);
                 }
                 for l in 0..n {
-                    best[l] = self.scan(walker, refs[l], best[l], &vals[l], &keys[l]);
+                    best[l] = self.scan(image, refs[l], best[l], &vals[l], &keys[l]);
                 }
             }
             for l in 0..n {

@@ -7,8 +7,8 @@
 //! decision list. [`check_image`] feeds bytes to the image loader and walks
 //! whatever it accepts: it must never panic.
 
-use crate::image::{self, hw};
-use crate::{BuildOptions, Classifier, Engine, Image, Key};
+use crate::{BuildOptions, Classifier, Engine, Image, KeyWords};
+use parapet_image::{self as image, hw};
 use parapet_model::*;
 
 /// Reads bytes as a stream of small numbers; zeros when exhausted.
@@ -209,7 +209,10 @@ pub fn check_classify(data: &[u8]) {
             assert_eq!(got, want, "{opts:?} {p}\n{}", c.explain());
         }
         // The batch path (the fast path's lock-step walk on pure lists).
-        let keys: Vec<Key> = packets.iter().map(|(p, b)| Key::from_bits(p, b)).collect();
+        let keys: Vec<KeyWords> = packets
+            .iter()
+            .map(|(p, b)| KeyWords::from_bits(p, b))
+            .collect();
         let mut ids = vec![0u32; keys.len()];
         c.classify_batch_ids(&keys, &mut ids);
         for ((p, bits), id) in packets.iter().zip(&ids) {
@@ -239,7 +242,7 @@ pub fn check_image(data: &[u8]) {
                 b.byte() as u16,
                 b.byte() as u16,
             );
-            let key = Key::new(&p, b.byte() as u64);
+            let key = KeyWords::new(&p, b.byte() as u64);
             let _ = c.classify_key(&key);
             let _ = c.classify_id(&key);
             let mut id = [0u32];

@@ -12,7 +12,7 @@
 
 use crate::api::CompileError;
 use crate::meta::{BuildOptions, Classifier, Engine};
-use crate::walk::Key;
+use parapet_image::KeyWords;
 use parapet_model::{DecisionList, Entry, EntryKind, Packet, Verdict};
 
 /// Gap between consecutive priorities after a rebuild: room for ~20
@@ -260,21 +260,21 @@ impl Incremental {
     /// Deciding rule id and verdict of a packet (0 and the policy when no
     /// rule matches).
     pub fn classify(&self, pkt: &Packet) -> (u32, Verdict) {
-        let key = Key::new(pkt, 0);
+        let key = KeyWords::new(pkt, 0);
         self.classify_key(&key)
     }
 
     /// As [`Incremental::classify`], for a key.
-    pub fn classify_key(&self, key: &Key) -> (u32, Verdict) {
+    pub fn classify_key(&self, key: &KeyWords) -> (u32, Verdict) {
         let dead = &self.dead;
         let b = if self.dead_count == 0 {
-            self.base.walker().first_match(key)
+            self.base.first_match(key)
         } else {
             self.base
                 .walker()
                 .first_match_where(key, |i| dead[i as usize])
         };
-        let o = self.overlay.walker().first_match(key);
+        let o = self.overlay.first_match(key);
         let pb = b.map_or(u64::MAX, |i| self.base_prio[i as usize]);
         let po = o.map_or(u64::MAX, |j| self.overlay_prio[j as usize]);
         if pb == u64::MAX && po == u64::MAX {

@@ -10,15 +10,17 @@
 //!   range-cut tree (HyperSplit-style) whose leaves are short sorted lists of
 //!   entry indices checked in full. Memory and build work are budgeted: an
 //!   adversarial list gets longer leaves, never an out-of-memory.
-//! - [`Walker`]: classifies a [`Key`] (a packet plus set-membership bits)
-//!   exactly as [`parapet_model::DecisionList::classify`] does — deciding
-//!   rule, verdict, and non-terminal rules (LOG, counters, jumps, RETURNs).
-//!   For pure first-match lists it also builds a user-space fast path from
+//! - [`Walker`]: classifies a [`KeyWords`] (a packet plus set-membership
+//!   bits, `parapet_image`'s key) exactly as
+//!   [`parapet_model::DecisionList::classify`] does — deciding rule,
+//!   verdict, and non-terminal rules (LOG, counters, jumps, RETURNs).
+//! - [`FastPath`]: the sibling engine for pure first-match lists, built from
 //!   the image: the same trees in a compact layout (two binary levels per
 //!   node, record offsets in leaves, fixed-size records) walked by
 //!   branch-free, lock-stepped batches.
 //! - [`Classifier`]: the meta-engine. `Classifier::build(list, &opts)` picks
-//!   linear or tree from the list and the [`Policy`], and
+//!   linear or tree from the list and the [`Policy`] (and the fast path or
+//!   the walker for each lookup), and
 //!   [`Classifier::explain`] says why and what it built.
 //! - [`Incremental`]: single-rule inserts and deletes on pure first-match
 //!   lists without recompiling the trees (tombstones plus a small overlay,
@@ -43,19 +45,20 @@ mod emit;
 mod fast;
 #[doc(hidden)]
 pub mod fuzzing;
-pub mod image;
 mod incremental;
 pub mod lookup_timing;
 mod lower;
 mod meta;
 mod partition;
+mod read;
 mod tree;
 mod walk;
 
 pub use api::{CompileError, CompileOptions, CompileStats, PartitionStats};
 pub use compile::compile;
-pub use image::{Backend, Image, ImageError};
+pub use fast::FastPath;
 pub use incremental::{Incremental, UpdateError};
 pub use lookup_timing::{thread_cpu_seconds, time_lookups, time_lookups_for, LookupTiming};
 pub use meta::{BuildOptions, Classifier, Engine, Policy, LINEAR_CROSSOVER};
-pub use walk::{Key, RawDecision, Walker};
+pub use parapet_image::{Backend, Image, ImageError, KeyWords};
+pub use walk::{RawDecision, Walker};

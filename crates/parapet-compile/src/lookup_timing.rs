@@ -4,7 +4,7 @@
 //! micro-benchmarks under `bench/micro` import [`thread_cpu_seconds`]).
 
 use crate::meta::Classifier;
-use crate::walk::Key;
+use parapet_image::KeyWords;
 use std::hint::black_box;
 use std::time::Instant;
 
@@ -61,14 +61,14 @@ impl LookupTiming {
 /// least 5), each classifying the keys as many times as needed to last
 /// ~`min_run_ms` milliseconds. Uses the batch id path
 /// ([`Classifier::classify_batch_ids`]), the one a dataplane would use.
-pub fn time_lookups(classifier: &Classifier, keys: &[Key], runs: usize) -> LookupTiming {
+pub fn time_lookups(classifier: &Classifier, keys: &[KeyWords], runs: usize) -> LookupTiming {
     time_lookups_for(classifier, keys, runs, 100)
 }
 
 /// As [`time_lookups`], with an explicit minimum run length.
 pub fn time_lookups_for(
     classifier: &Classifier,
-    keys: &[Key],
+    keys: &[KeyWords],
     runs: usize,
     min_run_ms: u64,
 ) -> LookupTiming {

@@ -1,8 +1,12 @@
-//! The meta-engine: picks a backend for a decision list and says why.
+//! The meta-engine: picks a backend for a decision list and says why, and
+//! which user-space engine walks the image: the compact [`FastPath`] for
+//! first-match lookups on pure first-match lists, the tree [`Walker`] for
+//! everything else.
 
 use crate::compile::{compile, CompileError, CompileOptions, CompileStats};
-use crate::image::{Backend, Image, ImageError};
-use crate::walk::{Key, Walker};
+use crate::fast::FastPath;
+use crate::walk::{RawDecision, Walker};
+use parapet_image::{hw, Backend, Image, ImageError, KeyWords};
 use parapet_model::{Decision, DecisionList, Packet};
 use std::fmt::Write as _;
 use std::str::FromStr;
@@ -99,10 +103,13 @@ impl Default for BuildOptions {
 /// worst-case list (`docs/classifier.md`).
 pub const LINEAR_CROSSOVER: usize = 4;
 
-/// A compiled classifier: an image, its walker, and how it was chosen.
+/// A compiled classifier: an image, its engines, and how they were chosen.
 #[derive(Clone, Debug)]
 pub struct Classifier {
     walker: Walker,
+    /// The compact copy of the trees for user-space first-match lookups
+    /// (pure first-match images only).
+    fast: Option<FastPath>,
     engine: Engine,
     stats: CompileStats,
     reasons: Vec<String>,
@@ -180,6 +187,7 @@ impl Classifier {
             );
         }
         Ok(Classifier {
+            fast: FastPath::build(&image),
             walker: Walker::new(image),
             engine,
             stats,
@@ -190,12 +198,13 @@ impl Classifier {
 
     /// A classifier over an image loaded from elsewhere (a file, a map).
     pub fn from_image(image: Image) -> Classifier {
-        let entries = image.header(crate::image::hw::N_ENTRIES) as usize;
+        let entries = image.header(hw::N_ENTRIES) as usize;
         let engine = match image.backend() {
             Backend::Linear => Engine::Linear,
             Backend::Tree => Engine::Tree,
         };
         Classifier {
+            fast: FastPath::build(&image),
             walker: Walker::new(image),
             engine,
             stats: CompileStats::default(),
@@ -219,9 +228,42 @@ impl Classifier {
         self.walker.image()
     }
 
-    /// The walker.
+    /// The tree walker (reads the image words, as the BPF walker does).
     pub fn walker(&self) -> &Walker {
         &self.walker
+    }
+
+    /// The fast path, when the image is pure first-match.
+    pub fn fast_path(&self) -> Option<&FastPath> {
+        self.fast.as_ref()
+    }
+
+    /// Bytes of the fast path's compact trees (0 without one).
+    pub fn fast_bytes(&self) -> usize {
+        self.fast.as_ref().map_or(0, FastPath::bytes)
+    }
+
+    /// First-match lookup (see [`Walker::first_match`]) on the fast path
+    /// when there is one, else on the image.
+    #[inline]
+    pub fn first_match(&self, key: &KeyWords) -> Option<u32> {
+        match &self.fast {
+            Some(f) => f.first_match(self.walker.image().words(), key),
+            None => self.walker.first_match(key),
+        }
+    }
+
+    /// The raw lookup answer: the fast path's first match on pure lists,
+    /// the walker's merge scan otherwise.
+    fn lookup(&self, key: &KeyWords) -> RawDecision {
+        if self.walker.is_pure() {
+            RawDecision {
+                entry: self.first_match(key),
+                nonterminal: Vec::new(),
+            }
+        } else {
+            self.walker.lookup(key)
+        }
     }
 
     /// What the compiler did.
@@ -235,9 +277,9 @@ impl Classifier {
     }
 
     /// Memory user-space lookups read: the image plus the fast path's
-    /// compact copy of its trees (`Walker::fast_bytes`).
+    /// compact copy of its trees ([`Classifier::fast_bytes`]).
     pub fn lookup_memory_bytes(&self) -> usize {
-        self.memory_bytes() + self.walker.fast_bytes()
+        self.memory_bytes() + self.fast_bytes()
     }
 
     /// Entries of the compiled list.
@@ -248,40 +290,37 @@ impl Classifier {
     /// Classifies a packet; `set_bits[n]` is membership in set reference
     /// `n`, as for `DecisionList::classify`.
     pub fn classify(&self, pkt: &Packet, set_bits: &[bool]) -> Decision {
-        self.walker.decide(&Key::from_bits(pkt, set_bits))
+        self.classify_key(&KeyWords::from_bits(pkt, set_bits))
     }
 
     /// Classifies a key.
-    pub fn classify_key(&self, key: &Key) -> Decision {
-        self.walker.decide(key)
+    pub fn classify_key(&self, key: &KeyWords) -> Decision {
+        self.walker.decision(&self.lookup(key))
     }
 
     /// Deciding rule id (0 = policy) of one key.
-    pub fn classify_id(&self, key: &Key) -> u32 {
-        if self.walker.is_pure() {
-            self.walker
-                .first_match(key)
-                .map_or(0, |i| self.walker.rule_id(i))
-        } else {
-            self.walker
-                .lookup(key)
-                .entry
-                .map_or(0, |i| self.walker.rule_id(i))
-        }
+    pub fn classify_id(&self, key: &KeyWords) -> u32 {
+        self.lookup(key).entry.map_or(0, |i| self.walker.rule_id(i))
     }
 
     /// Full decisions for many keys.
-    pub fn classify_batch(&self, keys: &[Key], out: &mut [Decision]) {
+    pub fn classify_batch(&self, keys: &[KeyWords], out: &mut [Decision]) {
         assert_eq!(keys.len(), out.len(), "one output per key");
         for (k, o) in keys.iter().zip(out.iter_mut()) {
-            *o = self.walker.decide(k);
+            *o = self.classify_key(k);
         }
     }
 
     /// Deciding rule ids for many keys, lock-stepping 16 lookups at a time
     /// on pure first-match lists to overlap their memory latency.
-    pub fn classify_batch_ids(&self, keys: &[Key], out: &mut [u32]) {
-        self.walker.first_match_ids(keys, out)
+    pub fn classify_batch_ids(&self, keys: &[KeyWords], out: &mut [u32]) {
+        match &self.fast {
+            Some(f) => {
+                assert_eq!(keys.len(), out.len(), "one output per key");
+                f.first_match_ids(self.walker.image().words(), keys, out)
+            }
+            None => self.walker.first_match_ids(keys, out),
+        }
     }
 
     /// Deciding rule ids for packets without sets: keys are built in
@@ -289,10 +328,10 @@ impl Classifier {
     /// [`Classifier::classify_batch_ids`].
     pub fn classify_packets_ids(&self, pkts: &[Packet], out: &mut [u32]) {
         assert_eq!(pkts.len(), out.len(), "one output per packet");
-        let mut keys = [Key::default(); 256];
+        let mut keys = [KeyWords::default(); 256];
         for (pc, oc) in pkts.chunks(256).zip(out.chunks_mut(256)) {
             for (k, p) in keys.iter_mut().zip(pc) {
-                *k = Key::new(p, 0);
+                *k = KeyWords::new(p, 0);
             }
             self.classify_batch_ids(&keys[..pc.len()], oc);
         }
@@ -343,7 +382,7 @@ impl Classifier {
             "  memory: {} bytes ({} bytes of rule records); user-space fast path: {} bytes more",
             self.memory_bytes(),
             s_.entry_words * 4,
-            self.walker.fast_bytes()
+            self.fast_bytes()
         );
         let _ = writeln!(s, "  build: {:.1} ms", s_.build_ms);
         s

@@ -7,7 +7,7 @@
 //! rules. This is what keeps `cross_product` linear in size.
 
 use crate::api::CompileOptions;
-use crate::image::Backend;
+use parapet_image::Backend;
 use crate::lower::EntryBox;
 
 /// Where the rules pinning both addresses go.

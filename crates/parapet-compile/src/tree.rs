@@ -9,7 +9,7 @@
 //! Trees here use tree-local node and leaf numbers; `emit` lays them out.
 
 use crate::api::{CompileOptions, PartitionStats};
-use crate::image::{self, Backend};
+use parapet_image::{self as image, Backend};
 use crate::lower::{whole_space, EntryBox, Lowered, Region, FIELDS};
 use crate::partition::Partition;
 

@@ -63,14 +63,14 @@ fn random_rulesets_agree_with_linear() {
                     want,
                     "{name} reloaded, seed {seed}"
                 );
-                let key = Key::from_bits(pkt, &bits);
+                let key = KeyWords::from_bits(pkt, &bits);
                 assert_eq!(c.classify_id(&key), want.rule_id, "{name} id, seed {seed}");
                 checked += 1;
             }
-            let keys: Vec<Key> = packets
+            let keys: Vec<KeyWords> = packets
                 .iter()
                 .enumerate()
-                .map(|(i, p)| Key::from_bits(p, &set_bits(seed, i, rs.set_refs.len())))
+                .map(|(i, p)| KeyWords::from_bits(p, &set_bits(seed, i, rs.set_refs.len())))
                 .collect();
             let mut ids = vec![0u32; keys.len()];
             c.classify_batch_ids(&keys, &mut ids);
@@ -240,7 +240,7 @@ fn classbench_1k_sets_agree() {
             .collect();
         for (cfg, opts) in configs() {
             let c = Classifier::build(&list, &opts).unwrap();
-            let keys: Vec<Key> = packets.iter().map(|p| Key::new(p, 0)).collect();
+            let keys: Vec<KeyWords> = packets.iter().map(|p| KeyWords::new(p, 0)).collect();
             let mut got = vec![0u32; keys.len()];
             c.classify_batch_ids(&keys, &mut got);
             for i in 0..packets.len() {
@@ -282,7 +282,7 @@ fn classbench_with_traces(sizes: &[&str], sample: usize) {
             let step = (all.len() / sample).max(1);
             let packets: Vec<Packet> = all.into_iter().step_by(step).collect();
             let c = Classifier::build(&list, &BuildOptions::default()).unwrap();
-            let keys: Vec<Key> = packets.iter().map(|p| Key::new(p, 0)).collect();
+            let keys: Vec<KeyWords> = packets.iter().map(|p| KeyWords::new(p, 0)).collect();
             let mut got = vec![0u32; keys.len()];
             c.classify_batch_ids(&keys, &mut got);
             for (i, p) in packets.iter().enumerate() {

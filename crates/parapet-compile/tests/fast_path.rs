@@ -16,17 +16,23 @@ use parapet_model::*;
 /// the list, for `keys` built from `packets` and their set bits.
 fn check(c: &Classifier, list: &DecisionList, packets: &[(Packet, Vec<bool>)], what: &str) {
     let w = c.walker();
-    assert!(w.has_fast_path(), "{what}: pure list without the fast path");
-    let keys: Vec<Key> = packets.iter().map(|(p, b)| Key::from_bits(p, b)).collect();
+    assert!(
+        c.fast_path().is_some(),
+        "{what}: pure list without the fast path"
+    );
+    let keys: Vec<KeyWords> = packets
+        .iter()
+        .map(|(p, b)| KeyWords::from_bits(p, b))
+        .collect();
     let mut fast = vec![0u32; keys.len()];
     let mut image = vec![0u32; keys.len()];
     c.classify_batch_ids(&keys, &mut fast);
-    w.first_match_ids_image(&keys, &mut image);
+    w.first_match_ids(&keys, &mut image);
     for (i, ((p, bits), k)) in packets.iter().zip(&keys).enumerate() {
         let want = list.classify(p, bits).rule_id;
         assert_eq!(
+            c.first_match(k),
             w.first_match(k),
-            w.first_match_image(k),
             "{what}: single lookup, packet {i} {p}"
         );
         assert_eq!(c.classify_id(k), want, "{what}: single id, packet {i} {p}");
@@ -104,7 +110,7 @@ fn random_pure_lists_fast_equals_image_and_list() {
             .collect();
         for (name, opts) in configs() {
             let c = Classifier::build(&list, &opts).unwrap();
-            let (_, cx, wd) = c.walker().fast_shape().expect("pure list");
+            let (_, cx, wd) = c.fast_path().expect("pure list").shape();
             complex += cx;
             wide += wd;
             built += 1;
@@ -195,6 +201,6 @@ fn lists_with_non_terminal_rules_use_the_image_walk() {
     let list = flatten(&rs, rs.select_chain(None).unwrap()).unwrap();
     assert!(!list.is_pure_first_match());
     let c = Classifier::build(&list, &BuildOptions::default()).unwrap();
-    assert!(!c.walker().has_fast_path());
-    assert_eq!(c.walker().fast_bytes(), 0);
+    assert!(c.fast_path().is_none());
+    assert_eq!(c.fast_bytes(), 0);
 }

@@ -2,6 +2,7 @@
 
 use parapet_compile::fuzzing::{check_classify, check_image};
 use parapet_compile::*;
+use parapet_image as image;
 use parapet_model::*;
 
 fn xorshift(mut x: u64) -> impl FnMut() -> u64 {

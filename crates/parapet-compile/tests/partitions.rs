@@ -58,7 +58,7 @@ fn mixed(both: usize, src: usize, dst: usize, wide: usize, width: u64, seed: u64
 /// Single and batch lookups equal the list on generated packets.
 fn check_answers(c: &Classifier, rs: &Ruleset, list: &DecisionList, what: &str) {
     let packets = packets_for(rs, 7, 4000);
-    let keys: Vec<Key> = packets.iter().map(|p| Key::new(p, 0)).collect();
+    let keys: Vec<KeyWords> = packets.iter().map(|p| KeyWords::new(p, 0)).collect();
     let mut batch = vec![0u32; keys.len()];
     c.classify_batch_ids(&keys, &mut batch);
     for (i, (p, k)) in packets.iter().zip(&keys).enumerate() {

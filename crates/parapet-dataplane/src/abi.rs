@@ -4,6 +4,7 @@
 //! an ABI. The `layout` tests compare every size and offset here with the
 //! numbers a C program prints from the header itself (see `build.rs`).
 
+use parapet_model::{CtState, Family, Packet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// Version of the ABI in `parapet.h`; bumped whenever a layout changes.
@@ -106,6 +107,76 @@ impl PacketKey {
     }
 }
 
+/// `PacketKey` is the C ABI view of a [`Packet`], the one packet shape:
+/// the image key of a parsed packet is `KeyWords::new(&key.to_packet(..), sets)`.
+impl PacketKey {
+    /// The packet this key describes, as the BPF program builds its image
+    /// key from it: `iif` the ingress interface's name, no `oif` at
+    /// ingress, `ctstate` the conntrack result when the lookup ran else
+    /// UNTRACKED, `fragment` for non-first fragments. `None` for non-IP
+    /// frames (never classified).
+    pub fn to_packet(&self, iif: parapet_model::IfName) -> Option<Packet> {
+        let family = match self.family {
+            FAMILY_IPV4 => Family::V4,
+            FAMILY_IPV6 => Family::V6,
+            _ => return None,
+        };
+        let ct_state = match self.ctstate {
+            _ if self.flags & KEY_F_CT == 0 => CtState::Untracked,
+            s => CtState::ALL
+                .into_iter()
+                .find(|c| *c as u8 == s)
+                .unwrap_or(CtState::Invalid),
+        };
+        Some(Packet {
+            family,
+            src: u128::from_be_bytes(self.src),
+            dst: u128::from_be_bytes(self.dst),
+            proto: self.proto,
+            sport: self.sport,
+            dport: self.dport,
+            icmp_type: self.icmp_type,
+            icmp_code: self.icmp_code,
+            tcp_flags: self.tcp_flags,
+            iif,
+            oif: parapet_model::IfName::default(),
+            ct_state,
+            fragment: self.frag & FRAG_LATER != 0,
+            len: self.pkt_len,
+        })
+    }
+
+    /// The key of a packet as the BPF parser would fill it (no interface
+    /// index, no VLAN; `ctstate` with [`KEY_F_CT`] unless UNTRACKED; a
+    /// fragment is a non-first one).
+    pub fn from_packet(p: &Packet) -> PacketKey {
+        let tracked = p.ct_state != CtState::Untracked;
+        PacketKey {
+            src: p.src.to_be_bytes(),
+            dst: p.dst.to_be_bytes(),
+            pkt_len: p.len,
+            sport: p.sport,
+            dport: p.dport,
+            family: match p.family {
+                Family::V4 => FAMILY_IPV4,
+                Family::V6 => FAMILY_IPV6,
+            },
+            proto: p.proto,
+            icmp_type: p.icmp_type,
+            icmp_code: p.icmp_code,
+            tcp_flags: p.tcp_flags,
+            frag: if p.fragment {
+                FRAG_FRAGMENT | FRAG_LATER
+            } else {
+                0
+            },
+            flags: if tracked { KEY_F_CT } else { 0 },
+            ctstate: if tracked { p.ct_state as u8 } else { 0 },
+            ..PacketKey::default()
+        }
+    }
+}
+
 fn addr(family: u8, b: &[u8; 16]) -> Option<IpAddr> {
     match family {
         FAMILY_IPV4 => Some(IpAddr::V4(Ipv4Addr::new(b[12], b[13], b[14], b[15]))),
@@ -145,10 +216,12 @@ impl ParseStatus {
     }
 }
 
-/// A rule's verdict as the dataplane applies it.
+/// A rule's verdict as the kernel program applies it
+/// (`PARAPET_VERDICT_*`): what a `parapet_model::Verdict` becomes in the
+/// action map, the debug record and log events.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[repr(u8)]
-pub enum Verdict {
+pub enum KernelVerdict {
     /// XDP_PASS / TC_ACT_OK.
     #[default]
     Accept = 0,
@@ -158,7 +231,7 @@ pub enum Verdict {
     Reject = 2,
 }
 
-impl Verdict {
+impl KernelVerdict {
     /// From the raw value; unknown values map to `None`.
     pub fn from_raw(v: u32) -> Option<Self> {
         Some(match v {
@@ -174,7 +247,7 @@ impl Verdict {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RawAction {
-    /// `Verdict as u8`.
+    /// `KernelVerdict as u8`.
     pub verdict: u8,
     /// [`ACTION_F_LOG`] bit.
     pub flags: u8,
@@ -231,7 +304,7 @@ pub struct RawLogEvent {
     pub ts_ns: u64,
     /// Rule that matched.
     pub rule_id: u32,
-    /// `Verdict as u8`.
+    /// `KernelVerdict as u8`.
     pub verdict: u8,
     /// [`HOOK_XDP`] or [`HOOK_TC`].
     pub hook: u8,
@@ -251,7 +324,7 @@ pub struct DebugRec {
     pub status: u32,
     /// Deciding rule id (0 = policy).
     pub rule_id: u32,
-    /// Raw [`Verdict`].
+    /// Raw [`KernelVerdict`].
     pub verdict: u32,
     /// Incremented per packet.
     pub seq: u32,
@@ -433,50 +506,11 @@ pub enum Stat {
     CtFound = 17,
 }
 
-/// REJECT types (`PARAPET_REJECT_*`): the 4th word of an image verdict row
-/// and [`RawAction::reject`]. `parapet_compile::image::reject_code` maps
-/// `--reject-with` names to them.
+/// REJECT types (`PARAPET_REJECT_*`, owned by [`parapet_image::reject`]:
+/// the 4th word of an image verdict row and [`RawAction::reject`]) and the
+/// kernel's limits on the answers it sends.
 pub mod reject {
-    /// iptables' default: ICMP port unreachable of the packet's family.
-    pub const DEFAULT: u8 = 0;
-    /// `icmp-net-unreachable` (3/0).
-    pub const ICMP_NET_UNREACHABLE: u8 = 1;
-    /// `icmp-host-unreachable` (3/1).
-    pub const ICMP_HOST_UNREACHABLE: u8 = 2;
-    /// `icmp-port-unreachable` (3/3).
-    pub const ICMP_PORT_UNREACHABLE: u8 = 3;
-    /// `icmp-proto-unreachable` (3/2).
-    pub const ICMP_PROTO_UNREACHABLE: u8 = 4;
-    /// `icmp-net-prohibited` (3/9).
-    pub const ICMP_NET_PROHIBITED: u8 = 5;
-    /// `icmp-host-prohibited` (3/10).
-    pub const ICMP_HOST_PROHIBITED: u8 = 6;
-    /// `icmp-admin-prohibited` (3/13).
-    pub const ICMP_ADMIN_PROHIBITED: u8 = 7;
-    /// `tcp-reset`.
-    pub const TCP_RESET: u8 = 8;
-    /// `icmp6-no-route` (1/0).
-    pub const ICMP6_NO_ROUTE: u8 = 9;
-    /// `icmp6-adm-prohibited` (1/1).
-    pub const ICMP6_ADM_PROHIBITED: u8 = 10;
-    /// `icmp6-addr-unreachable` (1/3).
-    pub const ICMP6_ADDR_UNREACHABLE: u8 = 11;
-    /// `icmp6-port-unreachable` (1/4).
-    pub const ICMP6_PORT_UNREACHABLE: u8 = 12;
-    /// `icmp6-policy-fail` (1/5).
-    pub const ICMP6_POLICY_FAIL: u8 = 13;
-    /// `icmp6-reject-route` (1/6).
-    pub const ICMP6_REJECT_ROUTE: u8 = 14;
-    /// `icmpx-no-route` (3/0 or 1/0).
-    pub const ICMPX_NO_ROUTE: u8 = 15;
-    /// `icmpx-admin-prohibited` (3/13 or 1/1).
-    pub const ICMPX_ADMIN_PROHIBITED: u8 = 16;
-    /// `icmpx-host-unreachable` (3/1 or 1/3).
-    pub const ICMPX_HOST_UNREACHABLE: u8 = 17;
-    /// `icmpx-port-unreachable` (3/3 or 1/4).
-    pub const ICMPX_PORT_UNREACHABLE: u8 = 18;
-    /// A name the writer did not know: drop without an answer.
-    pub const UNKNOWN: u8 = 255;
+    pub use parapet_image::reject::*;
     /// Largest reply (L3 bytes): the IPv6 minimum MTU.
     pub const MAX_L3: usize = 1280;
     /// Default global reply rate, per second.
@@ -511,6 +545,32 @@ unsafe impl aya::Pod for SetLpmKey {}
 unsafe impl aya::Pod for SetTupleKey {}
 // SAFETY: as above.
 unsafe impl aya::Pod for SetVal {}
+
+#[cfg(test)]
+mod packet_view {
+    use super::*;
+    use parapet_model::IfName;
+
+    #[test]
+    fn packet_key_and_packet_convert_both_ways() {
+        let mut p = Packet::new(Family::V6, 1 << 100 | 5, 7, 6, 1000, 22);
+        p.iif = IfName::new("eth0").unwrap();
+        p.ct_state = CtState::Established;
+        p.fragment = true;
+        let k = PacketKey::from_packet(&p);
+        assert_eq!(k.src_ip(), Some(p.src_ip()));
+        assert_eq!(k.to_packet(p.iif), Some(p.clone()));
+        p.family = Family::V4;
+        p.src = 0x0a00_0001;
+        p.ct_state = CtState::Untracked;
+        let k = PacketKey::from_packet(&p);
+        assert_eq!(k.src_ip(), Some(p.src_ip()));
+        assert_eq!(k.flags & KEY_F_CT, 0);
+        assert_eq!(k.to_packet(p.iif), Some(p));
+        let non_ip = PacketKey::default();
+        assert_eq!(non_ip.to_packet(IfName::default()), None);
+    }
+}
 
 #[cfg(test)]
 mod layout {
@@ -598,9 +658,9 @@ mod layout {
             ("PARAPET_MAX_VLAN_TAGS", MAX_VLAN_TAGS as u64),
             ("PARAPET_MAX_EXT_HDRS", MAX_EXT_HDRS as u64),
             ("PARAPET_MAX_OFF", MAX_HDR_OFFSET as u64),
-            ("PARAPET_VERDICT_ACCEPT", Verdict::Accept as u64),
-            ("PARAPET_VERDICT_DROP", Verdict::Drop as u64),
-            ("PARAPET_VERDICT_REJECT", Verdict::Reject as u64),
+            ("PARAPET_VERDICT_ACCEPT", KernelVerdict::Accept as u64),
+            ("PARAPET_VERDICT_DROP", KernelVerdict::Drop as u64),
+            ("PARAPET_VERDICT_REJECT", KernelVerdict::Reject as u64),
             ("PARAPET_ACTION_F_LOG", ACTION_F_LOG.into()),
             ("PARAPET_HOOK_XDP", HOOK_XDP.into()),
             ("PARAPET_HOOK_TC", HOOK_TC.into()),
@@ -611,19 +671,19 @@ mod layout {
                 IMAGE_DEFAULT_SLOT_PAGES.into(),
             ),
             ("PARAPET_MAX_NONTERM", MAX_NONTERM as u64),
-            ("PARAPET_IMG_MAGIC", crate::image::MAGIC.into()),
-            ("PARAPET_IMG_VERSION", crate::image::VERSION.into()),
+            ("PARAPET_IMG_MAGIC", parapet_image::MAGIC.into()),
+            ("PARAPET_IMG_VERSION", parapet_image::VERSION.into()),
             (
                 "PARAPET_IMG_HEADER_WORDS",
-                crate::image::HEADER_WORDS as u64,
+                parapet_image::HEADER_WORDS as u64,
             ),
-            ("PARAPET_IMG_KEY_WORDS", crate::image::KEY_WORDS as u64),
+            ("PARAPET_IMG_KEY_WORDS", parapet_image::KEY_WORDS as u64),
             (
                 "PARAPET_HW_TOTAL_WORDS",
-                crate::image::HW_TOTAL_WORDS as u64,
+                parapet_image::hw::TOTAL_WORDS as u64,
             ),
-            ("PARAPET_HW_CHECKSUM", crate::image::HW_CHECKSUM as u64),
-            ("PARAPET_CT_UNTRACKED", crate::image::CT_UNTRACKED.into()),
+            ("PARAPET_HW_CHECKSUM", parapet_image::hw::CHECKSUM as u64),
+            ("PARAPET_CT_UNTRACKED", parapet_image::ct::UNTRACKED.into()),
             ("PARAPET_MAX_SET_REFS", MAX_SET_REFS.into()),
             ("PARAPET_MAX_SETS", MAX_SETS.into()),
             ("PARAPET_SET_MAX_DIMS", SET_MAX_DIMS as u64),
@@ -705,13 +765,161 @@ mod layout {
             ("PARAPET_REJECT_MAX_L3", reject::MAX_L3 as u64),
             ("PARAPET_REJECT_DEFAULT_RATE", reject::DEFAULT_RATE.into()),
             ("PARAPET_REJECT_DEFAULT_BURST", reject::DEFAULT_BURST.into()),
-            ("PARAPET_CT_INVALID", crate::image::CT_INVALID.into()),
-            ("PARAPET_CT_NEW", crate::image::CT_NEW.into()),
+            ("PARAPET_CT_INVALID", parapet_image::ct::INVALID.into()),
+            ("PARAPET_CT_NEW", parapet_image::ct::NEW.into()),
             (
                 "PARAPET_CT_ESTABLISHED",
-                crate::image::CT_ESTABLISHED.into(),
+                parapet_image::ct::ESTABLISHED.into(),
             ),
-            ("PARAPET_CT_RELATED", crate::image::CT_RELATED.into()),
+            ("PARAPET_CT_RELATED", parapet_image::ct::RELATED.into()),
+            ("PARAPET_IMG_NODE_WORDS", (parapet_image::NODE_WORDS) as u64),
+            (
+                "PARAPET_IMG_PARTITION_WORDS",
+                (parapet_image::PARTITION_WORDS) as u64,
+            ),
+            (
+                "PARAPET_IMG_VERDICT_WORDS",
+                (parapet_image::VERDICT_WORDS) as u64,
+            ),
+            (
+                "PARAPET_IMG_RECORD_HEADER_WORDS",
+                (parapet_image::RECORD_HEADER_WORDS) as u64,
+            ),
+            ("PARAPET_IMG_MAX_DEPTH", (parapet_image::MAX_DEPTH) as u64),
+            ("PARAPET_IMG_MAX_LEAF", (parapet_image::MAX_LEAF) as u64),
+            (
+                "PARAPET_IMG_MAX_PARTITIONS",
+                (parapet_image::MAX_PARTITIONS) as u64,
+            ),
+            ("PARAPET_IMG_LEAF_BIT", (parapet_image::LEAF_BIT) as u64),
+            ("PARAPET_IMG_WIDE_BIT", (parapet_image::WIDE_BIT) as u64),
+            ("PARAPET_IMG_SET_FIELD", (parapet_image::SET_FIELD) as u64),
+            (
+                "PARAPET_IMG_FLAG_PURE_FIRST_MATCH",
+                (parapet_image::FLAG_PURE_FIRST_MATCH) as u64,
+            ),
+            (
+                "PARAPET_IMG_KIND_DECIDE",
+                (parapet_image::kind::DECIDE) as u64,
+            ),
+            ("PARAPET_IMG_KIND_LOG", (parapet_image::kind::LOG) as u64),
+            (
+                "PARAPET_IMG_KIND_COUNT",
+                (parapet_image::kind::COUNT) as u64,
+            ),
+            ("PARAPET_IMG_KIND_JUMP", (parapet_image::kind::JUMP) as u64),
+            (
+                "PARAPET_IMG_KIND_RETURN",
+                (parapet_image::kind::RETURN) as u64,
+            ),
+            (
+                "PARAPET_IMG_KIND_COUNTED_BIT",
+                (parapet_image::kind::COUNTED_BIT) as u64,
+            ),
+            ("PARAPET_HW_MAGIC", (parapet_image::hw::MAGIC) as u64),
+            ("PARAPET_HW_VERSION", (parapet_image::hw::VERSION) as u64),
+            ("PARAPET_HW_BACKEND", (parapet_image::hw::BACKEND) as u64),
+            ("PARAPET_HW_FLAGS", (parapet_image::hw::FLAGS) as u64),
+            (
+                "PARAPET_HW_N_ENTRIES",
+                (parapet_image::hw::N_ENTRIES) as u64,
+            ),
+            (
+                "PARAPET_HW_N_PARTITIONS",
+                (parapet_image::hw::N_PARTITIONS) as u64,
+            ),
+            ("PARAPET_HW_POLICY", (parapet_image::hw::POLICY) as u64),
+            (
+                "PARAPET_HW_MAX_DEPTH",
+                (parapet_image::hw::MAX_DEPTH) as u64,
+            ),
+            ("PARAPET_HW_MAX_LEAF", (parapet_image::hw::MAX_LEAF) as u64),
+            (
+                "PARAPET_HW_MAX_RANGES",
+                (parapet_image::hw::MAX_RANGES) as u64,
+            ),
+            (
+                "PARAPET_HW_SET_REF_COUNT",
+                (parapet_image::hw::SET_REF_COUNT) as u64,
+            ),
+            (
+                "PARAPET_HW_PARTITIONS_OFF",
+                (parapet_image::hw::PARTITIONS_OFF) as u64,
+            ),
+            (
+                "PARAPET_HW_NODES_OFF",
+                (parapet_image::hw::NODES_OFF) as u64,
+            ),
+            ("PARAPET_HW_N_NODES", (parapet_image::hw::N_NODES) as u64),
+            (
+                "PARAPET_HW_LEAVES_OFF",
+                (parapet_image::hw::LEAVES_OFF) as u64,
+            ),
+            (
+                "PARAPET_HW_LEAVES_WORDS",
+                (parapet_image::hw::LEAVES_WORDS) as u64,
+            ),
+            (
+                "PARAPET_HW_ENTRY_TABLE_OFF",
+                (parapet_image::hw::ENTRY_TABLE_OFF) as u64,
+            ),
+            (
+                "PARAPET_HW_ENTRIES_OFF",
+                (parapet_image::hw::ENTRIES_OFF) as u64,
+            ),
+            (
+                "PARAPET_HW_ENTRIES_WORDS",
+                (parapet_image::hw::ENTRIES_WORDS) as u64,
+            ),
+            (
+                "PARAPET_HW_VERDICTS_OFF",
+                (parapet_image::hw::VERDICTS_OFF) as u64,
+            ),
+            (
+                "PARAPET_HW_N_VERDICTS",
+                (parapet_image::hw::N_VERDICTS) as u64,
+            ),
+            (
+                "PARAPET_HW_STRINGS_OFF",
+                (parapet_image::hw::STRINGS_OFF) as u64,
+            ),
+            (
+                "PARAPET_HW_STRINGS_BYTES",
+                (parapet_image::hw::STRINGS_BYTES) as u64,
+            ),
+            (
+                "PARAPET_HW_FANOUT_OFF",
+                (parapet_image::hw::FANOUT_OFF) as u64,
+            ),
+            (
+                "PARAPET_HW_FANOUT_WORDS",
+                (parapet_image::hw::FANOUT_WORDS) as u64,
+            ),
+            (
+                "PARAPET_IMG_NODE_BINARY",
+                (parapet_image::NODE_BINARY) as u64,
+            ),
+            (
+                "PARAPET_IMG_NODE_MULTIWAY",
+                (parapet_image::NODE_MULTI) as u64,
+            ),
+            (
+                "PARAPET_IMG_MAX_FANOUT_BITS",
+                (parapet_image::MAX_FANOUT_BITS) as u64,
+            ),
+            ("PARAPET_KW_FAMILY", (parapet_image::KEY_OFF[0]) as u64),
+            ("PARAPET_KW_SADDR", (parapet_image::KEY_OFF[1]) as u64),
+            ("PARAPET_KW_DADDR", (parapet_image::KEY_OFF[2]) as u64),
+            ("PARAPET_KW_PROTO", (parapet_image::KEY_OFF[3]) as u64),
+            ("PARAPET_KW_SPORT", (parapet_image::KEY_OFF[4]) as u64),
+            ("PARAPET_KW_DPORT", (parapet_image::KEY_OFF[5]) as u64),
+            ("PARAPET_KW_ICMP", (parapet_image::KEY_OFF[6]) as u64),
+            ("PARAPET_KW_TCPFLAGS", (parapet_image::KEY_OFF[7]) as u64),
+            ("PARAPET_KW_IIF", (parapet_image::KEY_OFF[8]) as u64),
+            ("PARAPET_KW_OIF", (parapet_image::KEY_OFF[9]) as u64),
+            ("PARAPET_KW_CTSTATE", (parapet_image::KEY_OFF[10]) as u64),
+            ("PARAPET_KW_FRAGMENT", (parapet_image::KEY_OFF[11]) as u64),
+            ("PARAPET_KW_SETS", (parapet_image::KEY_SETS) as u64),
         ];
         assert_eq!(
             rust.len(),

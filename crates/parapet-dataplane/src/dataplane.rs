@@ -17,8 +17,8 @@ use aya::{Ebpf, EbpfLoader};
 
 use crate::abi::reject;
 use crate::abi::{
-    Counter, DebugRec, IfName, LiteKey, LogLimit, PacketKey, ParseStatus, RawAction, RawLogEvent,
-    RawSetDesc, RawSetRef, SetTupleKey, SetVal, Stat, Verdict, ACTION_F_LOG, HOOK_TC,
+    Counter, DebugRec, IfName, KernelVerdict, LiteKey, LogLimit, PacketKey, ParseStatus, RawAction,
+    RawLogEvent, RawSetDesc, RawSetRef, SetTupleKey, SetVal, Stat, ACTION_F_LOG, HOOK_TC,
     IMAGE_DEFAULT_SLOT_PAGES, IMAGE_PAGE_BYTES, MAX_SETS, MAX_SET_REFS, STAT_MAX,
 };
 use crate::sets::{
@@ -175,7 +175,7 @@ pub struct LogEvent {
     /// Rule that matched (0 = policy).
     pub rule_id: u32,
     /// Its verdict.
-    pub verdict: Verdict,
+    pub verdict: KernelVerdict,
     /// Hook that saw the packet.
     pub hook: Hook,
     /// The packet.
@@ -214,7 +214,7 @@ pub struct Decision {
     /// Deciding rule (0 = policy, also for unparsed packets).
     pub rule_id: u32,
     /// Applied verdict.
-    pub verdict: Verdict,
+    pub verdict: KernelVerdict,
     /// Packets recorded so far.
     pub seq: u32,
     /// True when the classifier image decided (false: interim classifier).
@@ -227,7 +227,7 @@ pub struct Decision {
     pub walk_err: u32,
     /// The REJECT type (`abi::reject::*`) when the verdict is REJECT.
     pub reject: u8,
-    /// The ctstate the classifier saw (`image::CT_*`).
+    /// The ctstate the classifier saw (`parapet_image::ct`).
     pub ctstate: u32,
     /// The set bits of the image key (bit n = member of set reference n),
     /// as the kernel computed them; 0 when the image did not decide.
@@ -467,12 +467,12 @@ impl Dataplane {
     }
 
     /// [`Dataplane::set_action`] for a REJECT with a `--reject-with` type
-    /// (`abi::reject::*`, from `parapet_compile::image::reject_code`); used
+    /// (`abi::reject::*`, from `parapet_image::reject::reject_code`); used
     /// when the interim classifier decides.
     pub fn set_action_reject(&mut self, rule: u32, reject_type: u8, log: bool) -> Result<()> {
         self.check_rule(rule)?;
         let a = RawAction {
-            verdict: Verdict::Reject as u8,
+            verdict: KernelVerdict::Reject as u8,
             flags: if log { ACTION_F_LOG } else { 0 },
             reject: reject_type,
             _pad: 0,
@@ -584,7 +584,7 @@ impl Dataplane {
     }
 
     /// Set what rule `rule` does when it decides a packet (0 = the policy).
-    pub fn set_action(&mut self, rule: u32, verdict: Verdict, log: bool) -> Result<()> {
+    pub fn set_action(&mut self, rule: u32, verdict: KernelVerdict, log: bool) -> Result<()> {
         self.check_rule(rule)?;
         let a = RawAction {
             verdict: verdict as u8,
@@ -597,7 +597,7 @@ impl Dataplane {
     }
 
     /// The policy: what happens when no rule matches.
-    pub fn set_policy(&mut self, verdict: Verdict) -> Result<()> {
+    pub fn set_policy(&mut self, verdict: KernelVerdict) -> Result<()> {
         self.set_action(0, verdict, false)
     }
 
@@ -659,7 +659,7 @@ impl Dataplane {
     /// slot. Packets keep using the live slot until [`Dataplane::swap`]. A
     /// failed write changes nothing that packets see. The header, length and
     /// checksum are checked here; the structure should have been validated
-    /// by `parapet_compile::Image` (the BPF walker survives a bad image but
+    /// by `parapet_image::Image` (the BPF walker survives a bad image but
     /// then falls back to the interim classifier, see [`Stat::ImageError`]).
     pub fn write_image(&mut self, image: &[u8]) -> Result<()> {
         crate::image::check_header(image)?;
@@ -803,7 +803,7 @@ impl Dataplane {
             out.push(LogEvent {
                 ts_ns: raw.ts_ns,
                 rule_id: raw.rule_id,
-                verdict: Verdict::from_raw(raw.verdict.into()).unwrap_or(Verdict::Drop),
+                verdict: KernelVerdict::from_raw(raw.verdict.into()).unwrap_or(KernelVerdict::Drop),
                 hook: if raw.hook == HOOK_TC {
                     Hook::Tc
                 } else {
@@ -922,7 +922,7 @@ impl Dataplane {
             key: d.key,
             status: ParseStatus::from_raw(d.status).unwrap_or(ParseStatus::Malformed),
             rule_id: d.rule_id,
-            verdict: Verdict::from_raw(d.verdict).unwrap_or(Verdict::Drop),
+            verdict: KernelVerdict::from_raw(d.verdict).unwrap_or(KernelVerdict::Drop),
             seq: d.seq,
             by_image: d.by_image != 0,
             nonterminal: d.nonterm[..(d.n_nonterm as usize).min(d.nonterm.len())].to_vec(),

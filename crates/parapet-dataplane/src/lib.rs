@@ -11,8 +11,8 @@
 //!   differential tests against the kernel program.
 //! - [`packet`]: builders for crafted test frames.
 //! - [`dataplane`]: the aya-based loader and control API.
-//! - [`image`]: header checks and the image key of a packet, for the
-//!   classifier image the BPF walker reads.
+//! - [`image`]: the header checks of the classifier image (format:
+//!   `parapet-image`) the BPF walker reads.
 //! - [`sets`]: sets in BPF maps (the image key's set bits): element
 //!   splitting, expiries, the user-space mirror.
 //! - [`bridge`]: from `parapet_model::SetRef` and `parapet_sets::SetStore`
@@ -39,7 +39,7 @@ pub mod parse;
 pub mod ruleset;
 pub mod sets;
 
-pub use abi::{Counter, PacketKey, ParseStatus, Stat, Verdict};
+pub use abi::{Counter, KernelVerdict, PacketKey, ParseStatus, Stat};
 pub use dataplane::{
     Attached, Dataplane, Decision, Error, Features, Hook, LoadOptions, LogEvent, Mode, Stats,
     TestRunOutcome,

@@ -14,15 +14,15 @@ use parapet_model::{Action, ChainId, Field, Ruleset};
 use parapet_sets::SetStore;
 
 use crate::dataplane::{Error, LogEvent, Result};
-use crate::{Dataplane, Verdict};
+use crate::{Dataplane, KernelVerdict};
 
 /// The kernel's verdict for a model verdict (the reject type travels
 /// separately, see [`Dataplane::install_actions`]).
-pub fn kernel_verdict(v: &parapet_model::Verdict) -> Verdict {
+pub fn kernel_verdict(v: &parapet_model::Verdict) -> KernelVerdict {
     match v {
-        parapet_model::Verdict::Accept => Verdict::Accept,
-        parapet_model::Verdict::Drop => Verdict::Drop,
-        parapet_model::Verdict::Reject { .. } => Verdict::Reject,
+        parapet_model::Verdict::Accept => KernelVerdict::Accept,
+        parapet_model::Verdict::Drop => KernelVerdict::Drop,
+        parapet_model::Verdict::Reject { .. } => KernelVerdict::Reject,
     }
 }
 
@@ -65,7 +65,7 @@ pub struct Install<'a> {
     /// The compiled chain's policy (what the interim classifier falls back
     /// to when the walker refuses the image).
     pub policy: &'a parapet_model::Verdict,
-    /// The classifier image (`parapet_compile::Image::to_bytes`).
+    /// The classifier image (`parapet_image::Image::to_bytes`).
     pub image: &'a [u8],
     /// Where the referenced sets' elements come from; `None` when the
     /// ruleset references no sets (references then match nothing).
@@ -113,7 +113,7 @@ impl Dataplane {
             match &verdict {
                 // the same type the image's verdict table carries
                 parapet_model::Verdict::Reject { with } => {
-                    let code = parapet_compile::image::reject_code(with.as_deref());
+                    let code = parapet_image::reject::reject_code(with.as_deref());
                     self.set_action_reject(r.id, code as u8, log)?;
                 }
                 v => self.set_action(r.id, kernel_verdict(v), log)?,

@@ -10,9 +10,10 @@ mod common;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use common::{iptables_image, load_dataplane};
-use parapet_dataplane::image::{CT_INVALID, CT_NEW, CT_UNTRACKED};
+
 use parapet_dataplane::packet::{Frame, L4};
-use parapet_dataplane::{Dataplane, Features, Hook, LoadOptions, SetSizing, Stat, Verdict};
+use parapet_dataplane::{Dataplane, Features, Hook, KernelVerdict, LoadOptions, SetSizing, Stat};
+use parapet_image::ct::{INVALID as CT_INVALID, NEW as CT_NEW, UNTRACKED as CT_UNTRACKED};
 
 const A4: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
 const B4: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 7);
@@ -135,7 +136,7 @@ fn packets_without_a_connection_are_new_or_invalid() {
             assert!(d.by_image);
             // only ESTABLISHED,RELATED is accepted
             assert!(!r.passed, "{name} at {hook:?} passed");
-            assert_eq!(d.verdict, Verdict::Drop);
+            assert_eq!(d.verdict, KernelVerdict::Drop);
             let made = dp.stats().unwrap().get(Stat::CtLookup) - before;
             assert_eq!(made, u64::from(looked_up), "{name} at {hook:?}: lookups");
             lookups += made;

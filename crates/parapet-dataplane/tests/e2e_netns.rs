@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use common::load_dataplane;
 use common::netns::{Netns, RX_ADDR, TX_ADDR};
-use parapet_dataplane::{Hook, LoadOptions, Mode, Stat, Verdict};
+use parapet_dataplane::{Hook, KernelVerdict, LoadOptions, Mode, Stat};
 
 const PORT_ACCEPT: u16 = 7777;
 const PORT_DROP: u16 = 9999;
@@ -86,14 +86,14 @@ fn scenario_with(hook: Hook, mode: Mode, tag: &str, use_image: bool) {
     if use_image {
         // The interim classifier would drop everything: only the image
         // can make the expected decisions.
-        dp.set_policy(Verdict::Drop).unwrap();
+        dp.set_policy(KernelVerdict::Drop).unwrap();
         dp.write_image(&scenario_image()).unwrap();
         dp.swap().unwrap();
     } else {
-        dp.set_policy(Verdict::Accept).unwrap();
-        dp.set_action(1, Verdict::Drop, false).unwrap();
+        dp.set_policy(KernelVerdict::Accept).unwrap();
+        dp.set_action(1, KernelVerdict::Drop, false).unwrap();
         dp.set_lite_rule(17, PORT_DROP, 1).unwrap();
-        dp.set_action(2, Verdict::Accept, false).unwrap();
+        dp.set_action(2, KernelVerdict::Accept, false).unwrap();
         dp.set_lite_rule(17, PORT_ACCEPT, 2).unwrap();
     }
 

@@ -10,7 +10,7 @@ use common::{load_dataplane, Rng};
 use parapet_dataplane::abi::{FAMILY_IPV4, FAMILY_IPV6, FRAG_FRAGMENT, FRAG_LATER, KEY_F_VLAN};
 use parapet_dataplane::packet::{Ext, Frame, L4};
 use parapet_dataplane::parse::parse_frame;
-use parapet_dataplane::{Dataplane, Hook, LoadOptions, PacketKey, ParseStatus, Verdict};
+use parapet_dataplane::{Dataplane, Hook, KernelVerdict, LoadOptions, PacketKey, ParseStatus};
 
 const A4: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
 const B4: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 7);
@@ -60,7 +60,7 @@ fn run(dp: &Dataplane, hook: Hook, frame: &[u8]) -> Option<(ParseStatus, PacketK
         "{hook:?} verdict for {:?}",
         d.status
     );
-    assert_eq!(d.verdict == Verdict::Accept, should_pass);
+    assert_eq!(d.verdict == KernelVerdict::Accept, should_pass);
     Some((d.status, d.key))
 }
 

@@ -13,7 +13,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use common::{iptables_image, load_dataplane};
 use parapet_dataplane::abi::reject;
 use parapet_dataplane::packet::{Ext, Frame, L4};
-use parapet_dataplane::{Dataplane, Hook, LoadOptions, Stat, Verdict};
+use parapet_dataplane::{Dataplane, Hook, KernelVerdict, LoadOptions, Stat};
 
 const A4: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
 const B4: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 7);
@@ -425,7 +425,11 @@ fn answers_equal_the_rust_builder() {
             );
             checksums_verify(&out);
             let d = dp.last_decision().unwrap().unwrap();
-            assert_eq!((d.verdict, d.reject), (Verdict::Reject, rtype), "{name}");
+            assert_eq!(
+                (d.verdict, d.reject),
+                (KernelVerdict::Reject, rtype),
+                "{name}"
+            );
             answered += 1;
         }
     }
@@ -622,7 +626,7 @@ fn a_compiled_image_carries_the_reject_type() {
         assert_eq!(run(&dp, hook, &udp10).1, expected(&udp10, Want::Icmp(3, 3)));
     }
     assert_eq!(
-        parapet_compile::image::reject_code(Some("tcp-reset")),
+        parapet_image::reject::reject_code(Some("tcp-reset")),
         u32::from(reject::TCP_RESET)
     );
 }

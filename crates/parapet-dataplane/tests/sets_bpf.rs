@@ -14,7 +14,7 @@ use common::wire::{frame_of, wire_packet};
 use common::{load_dataplane, Rng};
 use parapet_compile::{compile, Backend, CompileOptions};
 use parapet_dataplane::packet::{Frame, L4};
-use parapet_dataplane::{monotonic_ns, Hook, LoadOptions, SetDim, SetElement, Verdict};
+use parapet_dataplane::{monotonic_ns, Hook, KernelVerdict, LoadOptions, SetDim, SetElement};
 use parapet_gen::{packets_for, random_ruleset, RandomSpec};
 use parapet_model::{flatten, Dir, Family, Field, Packet, SetKeySpec, SetRef};
 use parapet_sets::{Element, Key, KeyPart, KeyValue, SetDesc, SetStore};
@@ -75,11 +75,11 @@ fn member(store: &SetStore, r: &SetRef, p: &Packet) -> bool {
     store.lookup(&r.name, &key).unwrap_or(false)
 }
 
-fn verdict(v: &parapet_model::Verdict) -> Verdict {
+fn verdict(v: &parapet_model::Verdict) -> KernelVerdict {
     match v {
-        parapet_model::Verdict::Accept => Verdict::Accept,
-        parapet_model::Verdict::Drop => Verdict::Drop,
-        parapet_model::Verdict::Reject { .. } => Verdict::Reject,
+        parapet_model::Verdict::Accept => KernelVerdict::Accept,
+        parapet_model::Verdict::Drop => KernelVerdict::Drop,
+        parapet_model::Verdict::Reject { .. } => KernelVerdict::Reject,
     }
 }
 

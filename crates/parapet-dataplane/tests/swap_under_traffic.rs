@@ -42,9 +42,9 @@ use std::time::{Duration, Instant};
 use aya::maps::{Array, Map, MapData, MapInfo};
 use aya::programs::loaded_programs;
 use common::load_dataplane;
-use parapet_compile::{compile, Backend, CompileOptions, Key, Walker};
+use parapet_compile::{compile, Backend, CompileOptions, KeyWords, Walker};
 use parapet_dataplane::abi::{IMAGE_DEFAULT_SLOT_PAGES, IMAGE_PAGE_BYTES};
-use parapet_dataplane::{Dataplane, Hook, LoadOptions, Mode, Stat, Verdict as DpVerdict};
+use parapet_dataplane::{Dataplane, Hook, KernelVerdict as DpVerdict, LoadOptions, Mode, Stat};
 use parapet_model::{DecisionList, Entry, EntryKind, Field, IntervalSet, Matches, Packet, Verdict};
 use parapet_testbed::Netns;
 
@@ -156,7 +156,7 @@ fn image(
         let want = list.classify(&p, &[]);
         assert_eq!(want.rule_id, base + k as u32, "reference, class {k}");
         assert_eq!(
-            walker.decide(&Key::new(&p, 0)).rule_id,
+            walker.decide(&KeyWords::new(&p, 0)).rule_id,
             want.rule_id,
             "walker, class {k}"
         );

@@ -7,22 +7,22 @@
 
 mod common;
 
+use common::image::image_key;
 use common::load_dataplane;
 use common::wire::{frame_of, wire_packet};
-use parapet_compile::{compile, Backend, CompileOptions, Key, Walker};
-use parapet_dataplane::image::key_words;
+use parapet_compile::{compile, Backend, CompileOptions, KeyWords, Walker};
 use parapet_dataplane::parse::parse_frame;
-use parapet_dataplane::{Hook, LoadOptions, Verdict};
+use parapet_dataplane::{Hook, KernelVerdict, LoadOptions};
 use parapet_gen::{packets_for, random_ruleset, RandomSpec};
 use parapet_model::flatten;
 
 const LO: u32 = 1;
 
-fn verdict(v: &parapet_model::Verdict) -> Verdict {
+fn verdict(v: &parapet_model::Verdict) -> KernelVerdict {
     match v {
-        parapet_model::Verdict::Accept => Verdict::Accept,
-        parapet_model::Verdict::Drop => Verdict::Drop,
-        parapet_model::Verdict::Reject { .. } => Verdict::Reject,
+        parapet_model::Verdict::Accept => KernelVerdict::Accept,
+        parapet_model::Verdict::Drop => KernelVerdict::Drop,
+        parapet_model::Verdict::Reject { .. } => KernelVerdict::Reject,
     }
 }
 
@@ -74,9 +74,9 @@ fn bpf_walker_agrees_with_the_rust_walker_on_compiled_rulesets() {
                 let frame = frame_of(&p);
                 // Same key on both sides, word for word.
                 let (_, parsed) = parse_frame(&frame, frame.len() as u32, LO);
-                let rust_key = Key::new(&p, 0);
+                let rust_key = KeyWords::new(&p, 0);
                 assert_eq!(
-                    key_words(&parsed, Some("lo")),
+                    image_key(&parsed, "lo"),
                     rust_key.to_words(),
                     "seed {seed} packet {i}: key words differ for {p:?}"
                 );

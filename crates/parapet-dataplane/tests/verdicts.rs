@@ -8,7 +8,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use common::load_dataplane;
 use parapet_dataplane::abi::FRAG_LATER;
 use parapet_dataplane::packet::Frame;
-use parapet_dataplane::{Counter, Dataplane, Error, Hook, LoadOptions, Stat, Verdict};
+use parapet_dataplane::{Counter, Dataplane, Error, Hook, KernelVerdict, LoadOptions, Stat};
 
 const SRC: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
 const DST: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 2);
@@ -39,9 +39,9 @@ fn small(test: &str) -> Dataplane {
 #[ignore = "needs root"]
 fn verdicts_and_return_codes_follow_the_rules() {
     let mut dp = small("verdicts_and_return_codes_follow_the_rules");
-    dp.set_policy(Verdict::Drop).unwrap();
-    dp.set_action(1, Verdict::Accept, false).unwrap();
-    dp.set_action(2, Verdict::Reject, false).unwrap();
+    dp.set_policy(KernelVerdict::Drop).unwrap();
+    dp.set_action(1, KernelVerdict::Accept, false).unwrap();
+    dp.set_action(2, KernelVerdict::Reject, false).unwrap();
     dp.set_lite_rule(17, 53, 1).unwrap();
     dp.set_lite_rule(17, 0, 2).unwrap();
 
@@ -76,10 +76,10 @@ fn verdicts_and_return_codes_follow_the_rules() {
         "tcp/53 falls to the DROP policy"
     );
     let d = dp.last_decision().unwrap().unwrap();
-    assert_eq!((d.rule_id, d.verdict), (0, Verdict::Drop));
+    assert_eq!((d.rule_id, d.verdict), (0, KernelVerdict::Drop));
 
     // The any-protocol entry catches what nothing more specific does.
-    dp.set_action(3, Verdict::Accept, false).unwrap();
+    dp.set_action(3, KernelVerdict::Accept, false).unwrap();
     dp.set_lite_rule(0, 0, 3).unwrap();
     assert!(passes(&dp, Hook::Xdp, &tcp));
     assert_eq!(dp.last_decision().unwrap().unwrap().rule_id, 3);
@@ -108,7 +108,7 @@ fn verdicts_and_return_codes_follow_the_rules() {
 
     // Rule ids are bounded by max_rules.
     assert!(matches!(
-        dp.set_action(16, Verdict::Drop, false),
+        dp.set_action(16, KernelVerdict::Drop, false),
         Err(Error::RuleOutOfRange { rule: 16, max: 15 })
     ));
     assert!(dp.set_lite_rule(6, 1, 99).is_err());
@@ -118,7 +118,7 @@ fn verdicts_and_return_codes_follow_the_rules() {
 #[ignore = "needs root"]
 fn counters_sum_packets_and_l3_bytes_per_rule() {
     let mut dp = small("counters_sum_packets_and_l3_bytes_per_rule");
-    dp.set_action(4, Verdict::Drop, false).unwrap();
+    dp.set_action(4, KernelVerdict::Drop, false).unwrap();
     dp.set_lite_rule(17, 9999, 4).unwrap();
     // 10 runs of a 100-byte-payload datagram (L3 length 128) and 7 runs of
     // a 0-byte one (28), split across hooks; repeat runs count each time.
@@ -163,9 +163,9 @@ fn counters_sum_packets_and_l3_bytes_per_rule() {
 #[ignore = "needs root"]
 fn logging_is_rate_limited_per_rule() {
     let mut dp = small("logging_is_rate_limited_per_rule");
-    dp.set_action(7, Verdict::Drop, true).unwrap();
+    dp.set_action(7, KernelVerdict::Drop, true).unwrap();
     dp.set_lite_rule(17, 514, 7).unwrap();
-    dp.set_action(8, Verdict::Accept, true).unwrap();
+    dp.set_action(8, KernelVerdict::Accept, true).unwrap();
     dp.set_lite_rule(6, 22, 8).unwrap();
 
     // No rate configured: a LOG rule logs nothing.
@@ -188,7 +188,7 @@ fn logging_is_rate_limited_per_rule() {
     );
     for e in &ev {
         assert_eq!(e.rule_id, 7);
-        assert_eq!(e.verdict, Verdict::Drop);
+        assert_eq!(e.verdict, KernelVerdict::Drop);
         assert_eq!(e.hook, Hook::Xdp);
         assert_eq!(e.key.dport, 514);
         assert_eq!(e.key.dst_ip(), Some(DST.into()));
@@ -249,7 +249,7 @@ fn image_slots_swap_by_generation() {
 
     // An image that is not a valid classifier falls back to the interim
     // classifier; packets are still decided.
-    dp.set_action(1, Verdict::Drop, false).unwrap();
+    dp.set_action(1, KernelVerdict::Drop, false).unwrap();
     dp.set_lite_rule(17, 53, 1).unwrap();
     assert!(!passes(&dp, Hook::Xdp, &udp(53, 0)));
     assert!(passes(&dp, Hook::Xdp, &udp(54, 0)));

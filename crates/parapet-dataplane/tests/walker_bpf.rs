@@ -10,10 +10,9 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use common::image::*;
 use common::{load_dataplane, Rng};
-use parapet_dataplane::image::key_words;
 use parapet_dataplane::packet::{Frame, L4};
 use parapet_dataplane::parse::parse_frame;
-use parapet_dataplane::{Dataplane, Hook, LoadOptions, Stat, Verdict};
+use parapet_dataplane::{Dataplane, Hook, KernelVerdict, LoadOptions, Stat};
 
 const LO: u32 = 1;
 
@@ -30,11 +29,11 @@ fn dp(test: &str) -> Dataplane {
     dp
 }
 
-fn verdict_of(code: u32) -> Verdict {
+fn verdict_of(code: u32) -> KernelVerdict {
     match code {
-        0 => Verdict::Accept,
-        1 => Verdict::Drop,
-        _ => Verdict::Reject,
+        0 => KernelVerdict::Accept,
+        1 => KernelVerdict::Drop,
+        _ => KernelVerdict::Reject,
     }
 }
 
@@ -44,17 +43,17 @@ fn install(dp: &mut Dataplane, spec: &ImageSpec) {
 }
 
 /// Run `frame` at `hook`; return (rule id, verdict, non-terminal ids).
-fn classify(dp: &Dataplane, hook: Hook, frame: &[u8]) -> (u32, Verdict, Vec<u32>) {
+fn classify(dp: &Dataplane, hook: Hook, frame: &[u8]) -> (u32, KernelVerdict, Vec<u32>) {
     let out = dp.test_run(hook, frame, LO, 1).unwrap();
     let d = dp.last_decision().unwrap().unwrap();
     assert!(d.by_image, "the image must decide");
-    assert_eq!(out.passed, d.verdict == Verdict::Accept);
+    assert_eq!(out.passed, d.verdict == KernelVerdict::Accept);
     (d.rule_id, d.verdict, d.nonterminal)
 }
 
-fn expect(spec: &ImageSpec, frame: &[u8]) -> (u32, Verdict, Vec<u32>) {
+fn expect(spec: &ImageSpec, frame: &[u8]) -> (u32, KernelVerdict, Vec<u32>) {
     let (_, key) = parse_frame(frame, frame.len() as u32, LO);
-    let (rule, code, nonterm) = reference(spec, &key_words(&key, Some("lo")));
+    let (rule, code, nonterm) = reference(spec, &image_key(&key, "lo"));
     (rule, verdict_of(code), nonterm)
 }
 
@@ -96,11 +95,17 @@ fn worked_example_of_the_spec() {
     let b = Ipv4Addr::new(192, 0, 2, 1);
     for hook in [Hook::Xdp, Hook::Tc] {
         let ssh = Frame::ipv4(a, b).tcp(5000, 22, 0x02).build();
-        assert_eq!(classify(&dp, hook, &ssh), (1, Verdict::Accept, vec![]));
+        assert_eq!(
+            classify(&dp, hook, &ssh),
+            (1, KernelVerdict::Accept, vec![])
+        );
         let dns = Frame::ipv4(a, b).udp(5000, 53).build();
-        assert_eq!(classify(&dp, hook, &dns), (2, Verdict::Drop, vec![]));
+        assert_eq!(classify(&dp, hook, &dns), (2, KernelVerdict::Drop, vec![]));
         let other = Frame::ipv4(b, a).udp(5000, 53).build();
-        assert_eq!(classify(&dp, hook, &other), (0, Verdict::Drop, vec![]));
+        assert_eq!(
+            classify(&dp, hook, &other),
+            (0, KernelVerdict::Drop, vec![])
+        );
     }
     assert_eq!(dp.counter(1).unwrap().packets, 2);
     assert_eq!(dp.counter(2).unwrap().packets, 2);
@@ -201,7 +206,7 @@ impl Pkt {
     fn key(&self) -> [u32; 26] {
         let frame = self.frame();
         let (_, key) = parse_frame(&frame, frame.len() as u32, LO);
-        key_words(&key, Some("lo"))
+        image_key(&key, "lo")
     }
 }
 
@@ -512,9 +517,12 @@ fn nonterminal_entries_are_counted_and_logged() {
     let ntp = Frame::ipv4(a, a).udp(1, 123).build();
     assert_eq!(
         classify(&dp, Hook::Xdp, &dns),
-        (3, Verdict::Drop, vec![1, 2])
+        (3, KernelVerdict::Drop, vec![1, 2])
     );
-    assert_eq!(classify(&dp, Hook::Tc, &ntp), (0, Verdict::Accept, vec![1]));
+    assert_eq!(
+        classify(&dp, Hook::Tc, &ntp),
+        (0, KernelVerdict::Accept, vec![1])
+    );
     for (rule, packets, bytes) in [(1, 2, 38 + 28), (2, 1, 38), (3, 1, 38), (0, 1, 28)] {
         let c = dp.counter(rule).unwrap();
         assert_eq!((c.packets, c.bytes), (packets, bytes), "rule {rule}");
@@ -523,11 +531,11 @@ fn nonterminal_entries_are_counted_and_logged() {
     assert_eq!(ev.len(), 2);
     assert_eq!(
         (ev[0].rule_id, ev[0].verdict, ev[0].key.dport),
-        (1, Verdict::Drop, 53)
+        (1, KernelVerdict::Drop, 53)
     );
     assert_eq!(
         (ev[1].rule_id, ev[1].verdict, ev[1].key.dport),
-        (1, Verdict::Accept, 123)
+        (1, KernelVerdict::Accept, 123)
     );
 }
 
@@ -535,7 +543,7 @@ fn nonterminal_entries_are_counted_and_logged() {
 #[ignore = "needs root"]
 fn broken_images_fall_back_without_harm() {
     let mut dp = dp("broken_images_fall_back_without_harm");
-    dp.set_policy(Verdict::Drop).unwrap(); // interim classifier: drop all
+    dp.set_policy(KernelVerdict::Drop).unwrap(); // interim classifier: drop all
     let tree = Tree::Node {
         field: 5,
         cut: 100,
@@ -610,5 +618,8 @@ fn broken_images_fall_back_without_harm() {
     // And the intact image works.
     dp.write_image(&to_bytes(&good)).unwrap();
     dp.swap().unwrap();
-    assert_eq!(classify(&dp, Hook::Xdp, &pkt), (1, Verdict::Accept, vec![]));
+    assert_eq!(
+        classify(&dp, Hook::Xdp, &pkt),
+        (1, KernelVerdict::Accept, vec![])
+    );
 }

@@ -5,31 +5,30 @@
 
 #![allow(dead_code)]
 
-use parapet_dataplane::image::{checksum, HW_CHECKSUM, HW_TOTAL_WORDS, MAGIC, VERSION};
+use parapet_dataplane::PacketKey;
+use parapet_image::{checksum, hw, kind, KeyWords, KEY_OFF, KEY_WIDE, MAGIC, VERSION};
+use parapet_model::IfName;
 
-pub const KIND_DECIDE: u32 = 0;
-pub const KIND_LOG: u32 = 1;
-pub const KIND_COUNT: u32 = 2;
-pub const KIND_JUMP: u32 = 3;
-pub const KIND_RETURN: u32 = 4;
+pub const KIND_DECIDE: u32 = kind::DECIDE;
+pub const KIND_LOG: u32 = kind::LOG;
+pub const KIND_COUNT: u32 = kind::COUNT;
+pub const KIND_JUMP: u32 = kind::JUMP;
+pub const KIND_RETURN: u32 = kind::RETURN;
+const HW_TOTAL_WORDS: usize = hw::TOTAL_WORDS;
+const HW_CHECKSUM: usize = hw::CHECKSUM;
 
 /// Field id -> (first key word, is 128-bit).
 pub fn field_layout(f: u32) -> (usize, bool) {
-    match f {
-        0 => (0, false),
-        1 => (1, true),
-        2 => (5, true),
-        3 => (9, false),
-        4 => (10, false),
-        5 => (11, false),
-        6 => (12, false),
-        7 => (13, false),
-        8 => (14, true),
-        9 => (18, true),
-        10 => (22, false),
-        11 => (23, false),
-        _ => panic!("no field {f}"),
-    }
+    assert!(f < 12, "no field {f}");
+    (KEY_OFF[f as usize], KEY_WIDE[f as usize])
+}
+
+/// The image key of a parsed IP packet that arrived on `iif`, as the BPF
+/// walker builds it (set bits 0: the kernel fills them from its set maps).
+pub fn image_key(key: &PacketKey, iif: &str) -> [u32; 26] {
+    let iif = IfName::new(iif).expect("an interface name");
+    let pkt = key.to_packet(iif).expect("an IP packet");
+    KeyWords::new(&pkt, 0).to_words()
 }
 
 pub fn key_value(key: &[u32; 26], f: u32) -> u128 {

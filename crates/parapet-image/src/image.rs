@@ -1,156 +1,11 @@
-//! The classifier image: constants of the format, the header, and the
-//! validation a walker runs before trusting an image.
-//!
-//! The format itself is specified in `docs/image-format.md`; the constants
-//! here are the single source of truth in Rust and the BPF walker's C header
-//! must agree with them (the doc's tables list the same numbers).
+//! A validated classifier image, and the checks that make it so.
 
+use crate::{
+    checksum, hw, kind, Backend, FLAG_PURE_FIRST_MATCH, HEADER_WORDS, LEAF_BIT, MAGIC, MAX_DEPTH,
+    MAX_ENTRIES, MAX_FANOUT_BITS, MAX_LEAF, MAX_PARTITIONS, MAX_SET_REFS, NODE_BINARY, NODE_MULTI,
+    NODE_WORDS, PARTITION_WORDS, RECORD_HEADER_WORDS, SET_FIELD, VERDICT_WORDS, VERSION, WIDE_BIT,
+};
 use std::fmt;
-
-/// `PRPT` read as a little-endian `u32`.
-pub const MAGIC: u32 = 0x5450_5250;
-/// The format version this crate writes and reads.
-pub const VERSION: u32 = 1;
-/// Words in the header.
-pub const HEADER_WORDS: usize = 32;
-/// Words per tree node.
-pub const NODE_WORDS: usize = 8;
-/// Words per partition descriptor.
-pub const PARTITION_WORDS: usize = 4;
-/// Words per verdict-table row.
-pub const VERDICT_WORDS: usize = 4;
-
-/// The reject type stored in the 4th word of a verdict row (the kernel's
-/// `PARAPET_REJECT_*`, `parapet_dataplane::abi::reject`): which answer a
-/// REJECT sends. `None` (no `--reject-with`) is 0, iptables' default (ICMP
-/// port unreachable of the packet's family); iptables' short aliases
-/// (`port-unreach`, …) and nft's `icmpx` types are understood; an unknown
-/// name is 255 (the kernel drops without answering).
-pub fn reject_code(with: Option<&str>) -> u32 {
-    let Some(w) = with else { return 0 };
-    match w {
-        "icmp-net-unreachable" | "net-unreach" => 1,
-        "icmp-host-unreachable" | "host-unreach" => 2,
-        "icmp-port-unreachable" => 3,
-        "icmp-proto-unreachable" | "proto-unreach" => 4,
-        "icmp-net-prohibited" | "net-prohib" => 5,
-        "icmp-host-prohibited" | "host-prohib" => 6,
-        "icmp-admin-prohibited" | "admin-prohib" => 7,
-        "tcp-reset" | "tcp-rst" => 8,
-        "icmp6-no-route" | "no-route" => 9,
-        "icmp6-adm-prohibited" | "adm-prohibited" => 10,
-        "icmp6-addr-unreachable" | "addr-unreach" => 11,
-        "icmp6-port-unreachable" => 12,
-        "icmp6-policy-fail" | "policy-fail" => 13,
-        "icmp6-reject-route" | "reject-route" => 14,
-        "icmpx-no-route" => 15,
-        "icmpx-admin-prohibited" => 16,
-        "icmpx-host-unreachable" => 17,
-        // the alias means the table's family's port unreachable
-        "icmpx-port-unreachable" | "port-unreach" => 18,
-        _ => 255,
-    }
-}
-/// Words of an entry record's header.
-pub const RECORD_HEADER_WORDS: usize = 4;
-/// Words of the packet key.
-pub const KEY_WORDS: usize = 26;
-/// Deepest tree the format allows (root-to-leaf node count).
-pub const MAX_DEPTH: usize = 64;
-/// Most entry indices one leaf may hold (`bpf_loop`'s iteration limit).
-pub const MAX_LEAF: usize = 1 << 23;
-/// Most entries an image may hold.
-pub const MAX_ENTRIES: usize = 1 << 23;
-/// Most partitions (trees walked per lookup).
-pub const MAX_PARTITIONS: usize = 8;
-/// Most set references (one `u64` membership mask).
-pub const MAX_SET_REFS: usize = 64;
-/// Most ranges in one constraint (16 bits of the constraint word).
-pub const MAX_RANGES: usize = 0xffff;
-/// Bit 31 of a child ref: the ref is a leaf offset, not a node index.
-pub const LEAF_BIT: u32 = 0x8000_0000;
-/// Bit 15 of a constraint word: ranges are 8 words (128-bit bounds).
-pub const WIDE_BIT: u32 = 0x8000;
-/// Field id of the set-membership constraint.
-pub const SET_FIELD: u32 = 12;
-/// Node kind (bits 8..=15 of node word 0): binary range cut.
-pub const NODE_BINARY: u32 = 0;
-/// Node kind: equal-width multi-way cut over a ≤ 32-bit span.
-pub const NODE_MULTI: u32 = 1;
-/// Most children of a multi-way node, as a power of two.
-pub const MAX_FANOUT_BITS: u32 = 8;
-/// Header flag: every entry is a Decide entry.
-pub const FLAG_PURE_FIRST_MATCH: u32 = 1;
-
-/// Entry kinds as the record's word 1 encodes them.
-pub mod kind {
-    /// A terminal decision.
-    pub const DECIDE: u32 = 0;
-    /// LOG.
-    pub const LOG: u32 = 1;
-    /// Counter-only rule.
-    pub const COUNT: u32 = 2;
-    /// A jump or goto matched.
-    pub const JUMP: u32 = 3;
-    /// RETURN: continue at `resume`.
-    pub const RETURN: u32 = 4;
-    /// Bit 4: a Return that is reported as a matched rule.
-    pub const COUNTED_BIT: u32 = 0x10;
-}
-
-/// The backends an image can hold.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Backend {
-    /// One partition whose root is a leaf of every entry: the flat scan.
-    Linear = 0,
-    /// Range-cut decision trees over rule partitions.
-    Tree = 1,
-}
-
-/// Header word indices (see the doc's header table).
-pub mod hw {
-    #![allow(missing_docs)]
-    pub const MAGIC: usize = 0;
-    pub const VERSION: usize = 1;
-    pub const BACKEND: usize = 2;
-    pub const FLAGS: usize = 3;
-    pub const TOTAL_WORDS: usize = 4;
-    pub const CHECKSUM: usize = 5;
-    pub const N_ENTRIES: usize = 6;
-    pub const N_PARTITIONS: usize = 7;
-    pub const POLICY: usize = 8;
-    pub const MAX_DEPTH: usize = 9;
-    pub const MAX_LEAF: usize = 10;
-    pub const MAX_RANGES: usize = 11;
-    pub const SET_REF_COUNT: usize = 12;
-    pub const PARTITIONS_OFF: usize = 13;
-    pub const NODES_OFF: usize = 14;
-    pub const N_NODES: usize = 15;
-    pub const LEAVES_OFF: usize = 16;
-    pub const LEAVES_WORDS: usize = 17;
-    pub const ENTRY_TABLE_OFF: usize = 18;
-    pub const ENTRIES_OFF: usize = 19;
-    pub const ENTRIES_WORDS: usize = 20;
-    pub const VERDICTS_OFF: usize = 21;
-    pub const N_VERDICTS: usize = 22;
-    pub const STRINGS_OFF: usize = 23;
-    pub const STRINGS_BYTES: usize = 24;
-    pub const FANOUT_OFF: usize = 25;
-    pub const FANOUT_WORDS: usize = 26;
-}
-
-/// FNV-1a over the image's bytes with the checksum word read as zero.
-pub fn checksum(words: &[u32]) -> u32 {
-    let mut h: u32 = 0x811c_9dc5;
-    for (i, &w) in words.iter().enumerate() {
-        let w = if i == hw::CHECKSUM { 0 } else { w };
-        for b in w.to_le_bytes() {
-            h ^= b as u32;
-            h = h.wrapping_mul(0x0100_0193);
-        }
-    }
-    h
-}
 
 /// A classifier image: the words of the format, validated.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -185,14 +40,7 @@ impl Image {
 
     /// Parses and validates a little-endian byte image.
     pub fn from_bytes(bytes: &[u8]) -> Result<Image, ImageError> {
-        if !bytes.len().is_multiple_of(4) {
-            return bad("length is not a multiple of 4 bytes");
-        }
-        let words = bytes
-            .chunks_exact(4)
-            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect();
-        Image::from_words(words)
+        Image::from_words(words_of_bytes(bytes)?)
     }
 
     /// The image as little-endian bytes, as written to files and BPF maps.
@@ -225,17 +73,21 @@ impl Image {
     }
 }
 
-/// A region `[off, off + len)` of the image, checked to lie inside it.
-fn region(words: &[u32], off: usize, len: usize, what: &str) -> Result<(), ImageError> {
-    match off.checked_add(len) {
-        Some(end) if off >= HEADER_WORDS && end <= words.len() => Ok(()),
-        _ => bad(format!("{what} region out of bounds")),
+/// The little-endian words of an image's bytes.
+pub fn words_of_bytes(bytes: &[u8]) -> Result<Vec<u32>, ImageError> {
+    if !bytes.len().is_multiple_of(4) {
+        return bad("length is not a multiple of 4 bytes");
     }
+    Ok(bytes
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect())
 }
 
-/// Checks everything a walker relies on, so that walking a validated image
-/// never indexes out of bounds, loops, or exceeds the stated bounds.
-fn validate(w: &[u32]) -> Result<(), ImageError> {
+/// The checks that need no knowledge of the regions: magic, version,
+/// length and checksum. They catch truncation and corruption in transit;
+/// [`Image::from_words`] runs them before the structural checks.
+pub fn check_header(w: &[u32]) -> Result<(), ImageError> {
     if w.len() < HEADER_WORDS {
         return bad("shorter than the header");
     }
@@ -251,6 +103,21 @@ fn validate(w: &[u32]) -> Result<(), ImageError> {
     if w[hw::CHECKSUM] != checksum(w) {
         return bad("checksum mismatch");
     }
+    Ok(())
+}
+
+/// A region `[off, off + len)` of the image, checked to lie inside it.
+fn region(words: &[u32], off: usize, len: usize, what: &str) -> Result<(), ImageError> {
+    match off.checked_add(len) {
+        Some(end) if off >= HEADER_WORDS && end <= words.len() => Ok(()),
+        _ => bad(format!("{what} region out of bounds")),
+    }
+}
+
+/// Checks everything a walker relies on, so that walking a validated image
+/// never indexes out of bounds, loops, or exceeds the stated bounds.
+fn validate(w: &[u32]) -> Result<(), ImageError> {
+    check_header(w)?;
     if w[hw::BACKEND] > 1 {
         return bad("unknown backend");
     }

@@ -1,0 +1,122 @@
+//! The packet key: the 26 words a walker compares (`docs/image-format.md`,
+//! `PARAPET_KW_*` in `bpf/image.h`), and the one builder that makes them
+//! from a [`Packet`].
+
+use crate::{KEY_WORDS, MAX_SET_REFS};
+use parapet_model::{Field, Packet};
+
+/// Key word offset of each field id (the order of [`Field::FIXED`]).
+pub const KEY_OFF: [usize; 12] = [0, 1, 5, 9, 10, 11, 12, 13, 14, 18, 22, 23];
+/// Whether each field id takes 4 key words (128-bit fields).
+pub const KEY_WIDE: [bool; 12] = [
+    false, true, true, false, false, false, false, false, true, true, false, false,
+];
+/// Key word offset of the set-membership bitmask (2 words).
+pub const KEY_SETS: usize = 24;
+
+/// A packet as the walkers see it: exactly the 26-word key of
+/// `docs/image-format.md` (every fixed field, 128-bit values least
+/// significant word first, then the set-membership bitmask). Compact on
+/// purpose: a batch of keys streams through the cache.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct KeyWords {
+    /// The key words.
+    pub w: [u32; KEY_WORDS],
+}
+
+impl KeyWords {
+    /// The key of a packet with membership bitmask `sets`.
+    #[inline]
+    pub fn new(pkt: &Packet, sets: u64) -> KeyWords {
+        let mut w = [0u32; KEY_WORDS];
+        for (f, &field) in Field::FIXED.iter().enumerate() {
+            let v = pkt.value(field);
+            let at = KEY_OFF[f];
+            if KEY_WIDE[f] {
+                for k in 0..4 {
+                    w[at + k] = (v >> (32 * k)) as u32;
+                }
+            } else {
+                w[at] = v as u32;
+            }
+        }
+        w[KEY_SETS] = sets as u32;
+        w[KEY_SETS + 1] = (sets >> 32) as u32;
+        KeyWords { w }
+    }
+
+    /// The key of a packet with membership as `DecisionList::classify`
+    /// takes it (bit `n` = `set_bits[n]`; at most 64).
+    pub fn from_bits(pkt: &Packet, set_bits: &[bool]) -> KeyWords {
+        let sets = set_bits
+            .iter()
+            .take(MAX_SET_REFS)
+            .enumerate()
+            .fold(0u64, |m, (i, &b)| m | ((b as u64) << i));
+        KeyWords::new(pkt, sets)
+    }
+
+    /// The value of field id `f` (0..=11).
+    #[inline(always)]
+    pub fn value(&self, f: usize) -> u128 {
+        let at = KEY_OFF[f];
+        if KEY_WIDE[f] {
+            u128_at(&self.w[at..at + 4])
+        } else {
+            self.w[at] as u128
+        }
+    }
+
+    /// The least significant word of field id `f` (what multi-way nodes
+    /// read).
+    #[inline(always)]
+    pub fn low_word(&self, f: usize) -> u32 {
+        self.w[KEY_OFF[f]]
+    }
+
+    /// The set-membership bitmask.
+    #[inline(always)]
+    pub fn sets(&self) -> u64 {
+        (self.w[KEY_SETS] as u64) | (self.w[KEY_SETS + 1] as u64) << 32
+    }
+
+    /// The key as the 26 words of `docs/image-format.md`, for the BPF walker
+    /// and its tests.
+    pub fn to_words(&self) -> [u32; KEY_WORDS] {
+        self.w
+    }
+}
+
+/// The 128-bit value of 4 words, least significant first (how the image
+/// stores wide cuts and bounds, and the key wide fields).
+#[inline(always)]
+pub fn u128_at(w: &[u32]) -> u128 {
+    (w[0] as u128) | (w[1] as u128) << 32 | (w[2] as u128) << 64 | (w[3] as u128) << 96
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use parapet_model::{CtState, Family, IfName};
+
+    #[test]
+    fn key_words_follow_the_spec() {
+        let mut p = Packet::v4(0x0a00_0001, 0, 6, 1000, 22);
+        p.tcp_flags = 0x12;
+        p.iif = IfName::new("eth0").unwrap();
+        p.ct_state = CtState::Untracked;
+        p.fragment = true;
+        let w = KeyWords::new(&p, 1 << 33 | 1).w;
+        assert_eq!(w[0], 4);
+        assert_eq!(&w[1..5], &[0x0a00_0001, 0, 0, 0]);
+        assert_eq!((w[9], w[10], w[11], w[13]), (6, 1000, 22, 0x12));
+        // "eth0" -> 0x65746830_00..00, least significant word first
+        assert_eq!(&w[14..18], &[0, 0, 0, 0x6574_6830]);
+        assert_eq!((w[22], w[23]), (crate::ct::UNTRACKED, 1));
+        assert_eq!((w[24], w[25]), (1, 2));
+        let v6 = Packet::new(Family::V6, 1 << 100 | 7, 0, 17, 1, 2);
+        let k = KeyWords::new(&v6, 0);
+        assert_eq!(k.value(1), 1 << 100 | 7);
+        assert_eq!(k.low_word(1), 7);
+    }
+}

@@ -1,0 +1,134 @@
+//! # parapet-image
+//!
+//! The one owner of parapet's classifier image format (specified in
+//! `docs/image-format.md`), the way `regex-automata`'s `util/wire.rs` owns
+//! every serialized DFA: the constants, the header and its checksum, the
+//! validation a walker runs before trusting an image ([`Image`]), the packet
+//! key layout and its one builder ([`KeyWords`]), the REJECT type codes
+//! ([`reject`]) and the conntrack state codes ([`ct`]).
+//!
+//! `parapet-compile` writes images with these, its Rust walkers and
+//! `parapet-dataplane` read them, and the BPF walker's `bpf/image.h` is
+//! checked against them by the dataplane's layout probe.
+
+pub mod ct;
+mod image;
+mod key;
+pub mod reject;
+
+pub use image::{check_header, words_of_bytes, Image, ImageError};
+pub use key::{u128_at, KeyWords, KEY_OFF, KEY_SETS, KEY_WIDE};
+
+/// `PRPT` read as a little-endian `u32`.
+pub const MAGIC: u32 = 0x5450_5250;
+/// The format version this crate writes and reads.
+pub const VERSION: u32 = 1;
+/// Words in the header.
+pub const HEADER_WORDS: usize = 32;
+/// Words per tree node.
+pub const NODE_WORDS: usize = 8;
+/// Words per partition descriptor.
+pub const PARTITION_WORDS: usize = 4;
+/// Words per verdict-table row.
+pub const VERDICT_WORDS: usize = 4;
+
+/// Words of an entry record's header.
+pub const RECORD_HEADER_WORDS: usize = 4;
+/// Words of the packet key.
+pub const KEY_WORDS: usize = 26;
+/// Deepest tree the format allows (root-to-leaf node count).
+pub const MAX_DEPTH: usize = 64;
+/// Most entry indices one leaf may hold (`bpf_loop`'s iteration limit).
+pub const MAX_LEAF: usize = 1 << 23;
+/// Most entries an image may hold.
+pub const MAX_ENTRIES: usize = 1 << 23;
+/// Most partitions (trees walked per lookup).
+pub const MAX_PARTITIONS: usize = 8;
+/// Most set references (one `u64` membership mask).
+pub const MAX_SET_REFS: usize = 64;
+/// Most ranges in one constraint (16 bits of the constraint word).
+pub const MAX_RANGES: usize = 0xffff;
+/// Bit 31 of a child ref: the ref is a leaf offset, not a node index.
+pub const LEAF_BIT: u32 = 0x8000_0000;
+/// Bit 15 of a constraint word: ranges are 8 words (128-bit bounds).
+pub const WIDE_BIT: u32 = 0x8000;
+/// Field id of the set-membership constraint.
+pub const SET_FIELD: u32 = 12;
+/// Node kind (bits 8..=15 of node word 0): binary range cut.
+pub const NODE_BINARY: u32 = 0;
+/// Node kind: equal-width multi-way cut over a ≤ 32-bit span.
+pub const NODE_MULTI: u32 = 1;
+/// Most children of a multi-way node, as a power of two.
+pub const MAX_FANOUT_BITS: u32 = 8;
+/// Header flag: every entry is a Decide entry.
+pub const FLAG_PURE_FIRST_MATCH: u32 = 1;
+
+/// Entry kinds as the record's word 1 encodes them.
+pub mod kind {
+    /// A terminal decision.
+    pub const DECIDE: u32 = 0;
+    /// LOG.
+    pub const LOG: u32 = 1;
+    /// Counter-only rule.
+    pub const COUNT: u32 = 2;
+    /// A jump or goto matched.
+    pub const JUMP: u32 = 3;
+    /// RETURN: continue at `resume`.
+    pub const RETURN: u32 = 4;
+    /// Bit 4: a Return that is reported as a matched rule.
+    pub const COUNTED_BIT: u32 = 0x10;
+}
+
+/// The backends an image can hold.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Backend {
+    /// One partition whose root is a leaf of every entry: the flat scan.
+    Linear = 0,
+    /// Range-cut decision trees over rule partitions.
+    Tree = 1,
+}
+
+/// Header word indices (see the doc's header table).
+pub mod hw {
+    #![allow(missing_docs)]
+    pub const MAGIC: usize = 0;
+    pub const VERSION: usize = 1;
+    pub const BACKEND: usize = 2;
+    pub const FLAGS: usize = 3;
+    pub const TOTAL_WORDS: usize = 4;
+    pub const CHECKSUM: usize = 5;
+    pub const N_ENTRIES: usize = 6;
+    pub const N_PARTITIONS: usize = 7;
+    pub const POLICY: usize = 8;
+    pub const MAX_DEPTH: usize = 9;
+    pub const MAX_LEAF: usize = 10;
+    pub const MAX_RANGES: usize = 11;
+    pub const SET_REF_COUNT: usize = 12;
+    pub const PARTITIONS_OFF: usize = 13;
+    pub const NODES_OFF: usize = 14;
+    pub const N_NODES: usize = 15;
+    pub const LEAVES_OFF: usize = 16;
+    pub const LEAVES_WORDS: usize = 17;
+    pub const ENTRY_TABLE_OFF: usize = 18;
+    pub const ENTRIES_OFF: usize = 19;
+    pub const ENTRIES_WORDS: usize = 20;
+    pub const VERDICTS_OFF: usize = 21;
+    pub const N_VERDICTS: usize = 22;
+    pub const STRINGS_OFF: usize = 23;
+    pub const STRINGS_BYTES: usize = 24;
+    pub const FANOUT_OFF: usize = 25;
+    pub const FANOUT_WORDS: usize = 26;
+}
+
+/// FNV-1a over the image's bytes with the checksum word read as zero.
+pub fn checksum(words: &[u32]) -> u32 {
+    let mut h: u32 = 0x811c_9dc5;
+    for (i, &w) in words.iter().enumerate() {
+        let w = if i == hw::CHECKSUM { 0 } else { w };
+        for b in w.to_le_bytes() {
+            h ^= b as u32;
+            h = h.wrapping_mul(0x0100_0193);
+        }
+    }
+    h
+}
