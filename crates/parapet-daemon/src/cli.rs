@@ -87,7 +87,7 @@ pub fn parapetd_main(a: ParapetdArgs) -> ExitCode {
     c.fsync = !a.no_fsync;
     c.max_clients = a.max_clients.max(1);
     c.snapshot_bytes = a.snapshot_mib.max(1) << 20;
-    c.kernel = crate::dataplane::KernelConfig {
+    c.kernel = crate::kernel::KernelConfig {
         max_rules: a.max_rules.max(1),
         image_mib: a.image_mib.clamp(1, 1024),
         chain: a.chain,

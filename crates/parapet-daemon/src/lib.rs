@@ -20,19 +20,23 @@
 //! The protocol, persistence, limits and the fail2ban set-up are documented
 //! in `docs/daemon.md`.
 
+pub mod change;
 pub mod cli;
 pub mod client;
+pub mod command;
+pub mod compiled;
 mod crc;
-pub mod dataplane;
 pub mod elem;
+mod execute;
 pub mod journal;
+pub mod kernel;
 pub mod loader;
 pub mod proto;
 pub mod server;
 pub mod state;
 
 pub use client::{socket_path, Client, ClientError, DEFAULT_SOCKET, DEFAULT_STATE_DIR, SOCKET_ENV};
+pub use compiled::{CompiledChain, CompiledRuleset, Loader};
 pub use crc::crc32c;
-pub use loader::ParseLoader;
+pub use loader::{JsonLoader, ParseLoader};
 pub use server::{Config, Daemon};
-pub use state::{JsonLoader, Loaded, Loader};

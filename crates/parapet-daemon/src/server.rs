@@ -8,9 +8,14 @@
 //! serialized by one mutex; journal fsyncs are grouped (see
 //! [`crate::journal::Journal`]), so concurrent writers share them.
 
+use crate::change::Change;
+use crate::command::Command;
+use crate::compiled::Loader;
 use crate::journal::{self, read_file, Journal, Lsn, JOURNAL_MAGIC, SNAPSHOT_MAGIC};
+use crate::kernel::{hook_name, mode_name, Kernel};
 use crate::proto::{code, parse_request, write_reply, ErrorReply, Outcome, MAX_LINE};
-use crate::state::{Loader, State};
+use crate::state::{Origin, State};
+use parapet_dataplane::{Hook, Mode};
 use parapet_sets::{Clock, SystemClock};
 use serde_json::{json, Map, Value};
 use std::fs::{self, File, OpenOptions};
@@ -51,7 +56,7 @@ pub struct Config {
     /// How often expired elements are reaped.
     pub reap_interval: Duration,
     /// Sizing of the kernel dataplane and the chain it runs.
-    pub kernel: crate::dataplane::KernelConfig,
+    pub kernel: crate::kernel::KernelConfig,
 }
 
 impl Config {
@@ -67,7 +72,7 @@ impl Config {
             max_clients: 256,
             snapshot_bytes: 64 << 20,
             reap_interval: Duration::from_millis(250),
-            kernel: crate::dataplane::KernelConfig::default(),
+            kernel: crate::kernel::KernelConfig::default(),
         }
     }
 }
@@ -656,28 +661,21 @@ fn handle_line(shared: &Shared, line: &[u8]) -> (Option<u64>, Outcome, Option<Ls
         Ok(r) => r,
         Err((id, e)) => return (id, Err(e), None),
     };
+    let id = req.id;
+    let cmd = match Command::try_from(req) {
+        Ok(c) => c,
+        Err(e) => return (id, Err(e), None),
+    };
     // After a journal write failure nothing more is changed: a change that
     // cannot be made durable must not be visible either.
-    let mutating = matches!(
-        &*req.cmd,
-        "set.create"
-            | "set.destroy"
-            | "set.add"
-            | "set.del"
-            | "set.flush"
-            | "ban"
-            | "unban"
-            | "attach"
-            | "detach"
-    ) || (&*req.cmd == "apply" && !req.check);
-    if mutating {
+    if cmd.mutates() {
         if let Some(e) = shared.journal.failed() {
-            return (req.id, Err(ErrorReply::new(code::IO, e)), None);
+            return (id, Err(ErrorReply::new(code::IO, e)), None);
         }
     }
-    if req.elems.len() > MAX_ELEMS {
+    if cmd.elem_count() > MAX_ELEMS {
         return (
-            req.id,
+            id,
             Err(ErrorReply::new(
                 code::INVALID,
                 format!("more than {MAX_ELEMS} elements in one request; split it"),
@@ -685,37 +683,25 @@ fn handle_line(shared: &Shared, line: &[u8]) -> (Option<u64>, Outcome, Option<Ls
             None,
         );
     }
-    match &*req.cmd {
-        "apply" => {
-            let Some(text) = req.rules.as_deref() else {
-                return (
-                    req.id,
-                    Err(ErrorReply::new(code::INVALID, "missing field `rules`")),
-                    None,
-                );
-            };
-            let name = req.name.as_deref().unwrap_or("<rules>");
-            let r = do_apply_lsn(shared, name, text, req.format.as_deref(), req.check);
-            match r {
-                Ok((m, lsn)) => (req.id, Ok(m), lsn),
-                Err(e) => (req.id, Err(e), None),
-            }
-        }
-        "stats" => (req.id, Ok(stats(shared)), None),
-        "attach" => match do_attach(shared, &req) {
-            Ok((m, lsn)) => (req.id, Ok(m), Some(lsn)),
-            Err(e) => (req.id, Err(e), None),
+    let (outcome, lsn) = match cmd {
+        Command::Apply {
+            rules,
+            name,
+            format,
+            check,
+        } => match apply(shared, name, rules, format.as_deref(), check) {
+            Ok((m, lsn)) => (Ok(m), lsn),
+            Err(e) => (Err(e), None),
         },
-        "detach" => match do_detach(shared, &req) {
-            Ok((m, lsn)) => (req.id, Ok(m), Some(lsn)),
-            Err(e) => (req.id, Err(e), None),
-        },
-        _ => {
+        Command::Stats => (Ok(stats(shared)), None),
+        Command::Attach { iface, hook, mode } => attach(shared, iface, hook, mode),
+        Command::Detach { iface, hook } => detach(shared, iface, hook),
+        cmd => {
             let mut st = shared.state.lock().unwrap();
-            let (o, lsn) = st.execute(&req, &shared.journal, &*shared.loader);
-            (req.id, o, lsn)
+            st.execute(cmd, &shared.journal, &*shared.loader)
         }
-    }
+    };
+    (id, outcome, lsn)
 }
 
 fn apply_error(errs: Vec<String>) -> ErrorReply {
@@ -727,87 +713,86 @@ fn apply_error(errs: Vec<String>) -> ErrorReply {
     e
 }
 
-/// Compiles aside (no lock held), then validates and swaps under the lock.
-fn do_apply_lsn(
+/// `apply`: compiles aside (no lock held), then validates and swaps under
+/// the lock. Returns the position to sync unless only checked.
+fn apply(
     shared: &Shared,
-    name: &str,
-    text: &str,
+    name: String,
+    text: String,
     format: Option<&str>,
     check: bool,
 ) -> Result<(Map<String, Value>, Option<Lsn>), ErrorReply> {
-    let loaded = shared
+    let compiled = shared
         .loader
-        .load(name, text, format)
+        .load(&name, &text, format)
         .map_err(apply_error)?;
     let mut st = shared.state.lock().unwrap();
-    st.check_loaded(name, &loaded).map_err(apply_error)?;
+    st.check_loaded(&name, &compiled).map_err(apply_error)?;
+    let rules = compiled.ruleset.rule_count();
     if check {
-        st.kernel.check(&loaded.ruleset, &loaded.compiled)?;
-        let rules = loaded.ruleset.rule_count();
+        st.kernel.check(&compiled.ruleset, &compiled.compiled)?;
         return Ok((
-            json!({"rules": rules, "format": loaded.format, "checked": true})
+            json!({"rules": rules, "format": compiled.format, "checked": true})
                 .as_object()
                 .cloned()
                 .unwrap_or_default(),
             None,
         ));
     }
-    // The kernel first: if it refuses, neither it nor user space changes.
-    st.kernel_apply(&loaded)?;
-    let (m, lsn) = st.apply_loaded(name.to_string(), text.to_string(), loaded, &shared.journal);
-    Ok((m, Some(lsn)))
-}
-
-fn need_iface<'a>(req: &'a crate::proto::Request) -> Result<&'a str, ErrorReply> {
-    req.iface
-        .as_deref()
-        .filter(|i| !i.is_empty() && i.len() < 16 && !i.contains(['/', ' ', '\0']))
-        .ok_or_else(|| {
-            ErrorReply::new(
-                code::INVALID,
-                "missing or bad field `iface` (an interface name)",
-            )
-        })
+    let mut lsn = None;
+    let change = Change::Apply {
+        name,
+        text,
+        compiled,
+    };
+    st.commit(
+        change,
+        &mut Origin::Client {
+            journal: &shared.journal,
+            lsn: &mut lsn,
+        },
+    )?;
+    let mut m = Map::new();
+    m.insert("rules".into(), Value::from(rules));
+    m.insert("generation".into(), Value::from(st.generation));
+    Ok((m, lsn))
 }
 
 /// `attach`: loads the program on first use (outside the state lock: it
 /// takes seconds of verifier time), installs the active ruleset in it,
 /// attaches, and journals the attachment so a restart makes it again.
-fn do_attach(
-    shared: &Shared,
-    req: &crate::proto::Request,
-) -> Result<(Map<String, Value>, Lsn), ErrorReply> {
-    use crate::dataplane::{hook_byte, mode_byte, parse_hook_mode, Kernel};
-    let iface = need_iface(req)?;
-    let (hook, mode) = parse_hook_mode(req.hook.as_deref(), req.mode.as_deref())
-        .map_err(|e| ErrorReply::new(code::INVALID, e))?;
+fn attach(shared: &Shared, iface: String, hook: Hook, mode: Mode) -> (Outcome, Option<Lsn>) {
     let config = {
         let st = shared.state.lock().unwrap();
         (!st.kernel.loaded()).then(|| st.kernel.config.clone())
     };
     if let Some(config) = config {
-        let dp = Kernel::load(&config)?;
-        shared.state.lock().unwrap().kernel_adopt(dp)?;
+        let loaded =
+            Kernel::load(&config).and_then(|dp| shared.state.lock().unwrap().kernel_adopt(dp));
+        if let Err(e) = loaded {
+            return (Err(e), None);
+        }
     }
     let mut st = shared.state.lock().unwrap();
-    let a = st.kernel.attach(iface, hook, mode)?;
-    let lsn = shared
-        .journal
-        .append(|b| journal::enc::attach(b, iface, hook_byte(hook), mode_byte(mode)));
+    let mut lsn = None;
+    let change = Change::Attach {
+        iface: iface.clone(),
+        hook,
+        mode,
+    };
+    let origin = &mut Origin::Client {
+        journal: &shared.journal,
+        lsn: &mut lsn,
+    };
+    let a = match st.commit(change, origin) {
+        Ok(done) => done.attachment.expect("a client's attach makes one"),
+        Err(e) => return (Err(e), lsn),
+    };
     let mut m = Map::new();
     m.insert("iface".into(), Value::from(iface));
-    m.insert(
-        "hook".into(),
-        Value::from(req.hook.as_deref().unwrap_or("xdp")),
-    );
+    m.insert("hook".into(), Value::from(hook_name(hook)));
     if let Some(actual) = a.actual {
-        m.insert(
-            "mode".into(),
-            Value::from(match actual {
-                parapet_dataplane::Mode::Native => "native",
-                parapet_dataplane::Mode::Skb => "skb",
-            }),
-        );
+        m.insert("mode".into(), Value::from(mode_name(actual)));
     }
     if let Some(n) = a.note {
         m.insert("note".into(), Value::from(n));
@@ -818,35 +803,46 @@ fn do_attach(
             Value::from("no ruleset is applied: every packet passes until one is"),
         );
     }
-    Ok((m, lsn))
+    (Ok(m), lsn)
 }
 
-/// `detach`: from `iface` at `hook`, or at every hook when none is given.
-fn do_detach(
-    shared: &Shared,
-    req: &crate::proto::Request,
-) -> Result<(Map<String, Value>, Lsn), ErrorReply> {
-    use crate::dataplane::{hook_byte, parse_hook_mode};
-    let iface = need_iface(req)?;
-    let hook = match req.hook.as_deref() {
-        None => None,
-        Some(h) => Some(
-            parse_hook_mode(Some(h), None)
-                .map_err(|e| ErrorReply::new(code::INVALID, e))?
-                .0,
-        ),
-    };
+/// `detach`: from `iface` at `hook`, or at every hook when none is given;
+/// one journaled change per hook.
+fn detach(shared: &Shared, iface: String, hook: Option<Hook>) -> (Outcome, Option<Lsn>) {
     let mut st = shared.state.lock().unwrap();
-    let gone = st.kernel.detach(iface, hook)?;
-    let mut lsn = 0;
-    for h in &gone {
-        lsn = shared
-            .journal
-            .append(|b| journal::enc::detach(b, iface, hook_byte(*h)));
+    let hooks: Vec<Hook> = st
+        .kernel
+        .attachments()
+        .iter()
+        .filter(|a| a.iface == iface && hook.map_or(true, |h| h == a.hook))
+        .map(|a| a.hook)
+        .collect();
+    if hooks.is_empty() {
+        return (
+            Err(ErrorReply::new(
+                code::INVALID,
+                format!("not attached to {iface}"),
+            )),
+            None,
+        );
+    }
+    let mut lsn = None;
+    for hook in &hooks {
+        let change = Change::Detach {
+            iface: iface.clone(),
+            hook: *hook,
+        };
+        let origin = &mut Origin::Client {
+            journal: &shared.journal,
+            lsn: &mut lsn,
+        };
+        if let Err(e) = st.commit(change, origin) {
+            return (Err(e), lsn);
+        }
     }
     let mut m = Map::new();
-    m.insert("detached".into(), Value::from(gone.len()));
-    Ok((m, lsn))
+    m.insert("detached".into(), Value::from(hooks.len()));
+    (Ok(m), lsn)
 }
 
 fn do_apply(
@@ -856,7 +852,7 @@ fn do_apply(
     format: Option<&str>,
     check: bool,
 ) -> Result<Map<String, Value>, ErrorReply> {
-    let (m, lsn) = do_apply_lsn(shared, name, text, format, check)?;
+    let (m, lsn) = apply(shared, name.to_string(), text.to_string(), format, check)?;
     if let Some(l) = lsn {
         shared
             .journal

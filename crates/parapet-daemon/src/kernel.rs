@@ -4,11 +4,11 @@
 //! to the state: the active ruleset's image, actions and sets, and every
 //! set change before its reply.
 //!
-//! [`Kernel`] lives inside [`crate::state::State`], so it is only touched
+//! [`Kernel`] lives inside the daemon's state, so it is only touched
 //! under the state lock: a set change and its kernel update, or an apply
 //! and its swap, are one step for every other client.
 
-use crate::loader::CompiledChain;
+use crate::compiled::CompiledChain;
 use crate::proto::{code, ErrorReply};
 use parapet_dataplane::ct_table::ConntrackTable;
 use parapet_dataplane::ruleset::{self, Install};
@@ -65,30 +65,6 @@ pub struct Attachment {
     id: u64,
 }
 
-/// The hook's journal byte.
-pub fn hook_byte(h: Hook) -> u8 {
-    match h {
-        Hook::Xdp => 0,
-        Hook::Tc => 1,
-    }
-}
-
-/// The mode's journal byte.
-pub fn mode_byte(m: Mode) -> u8 {
-    match m {
-        Mode::Native => 0,
-        Mode::Skb => 1,
-    }
-}
-
-/// The journal bytes back to a hook and mode.
-pub fn from_bytes(hook: u8, mode: u8) -> (Hook, Mode) {
-    (
-        if hook == 1 { Hook::Tc } else { Hook::Xdp },
-        if mode == 1 { Mode::Skb } else { Mode::Native },
-    )
-}
-
 /// Parses the protocol's `hook` and `mode` fields.
 pub fn parse_hook_mode(hook: Option<&str>, mode: Option<&str>) -> Result<(Hook, Mode), String> {
     let h = match hook.unwrap_or("xdp") {
@@ -104,14 +80,16 @@ pub fn parse_hook_mode(hook: Option<&str>, mode: Option<&str>) -> Result<(Hook, 
     Ok((h, m))
 }
 
-fn name_hook(h: Hook) -> &'static str {
+/// The protocol's name of a hook.
+pub fn hook_name(h: Hook) -> &'static str {
     match h {
         Hook::Xdp => "xdp",
         Hook::Tc => "tc",
     }
 }
 
-fn name_mode(m: Mode) -> &'static str {
+/// The protocol's name of an XDP mode.
+pub fn mode_name(m: Mode) -> &'static str {
     match m {
         Mode::Native => "native",
         Mode::Skb => "skb",
@@ -307,7 +285,7 @@ impl Kernel {
         {
             return Err(ErrorReply::new(
                 code::EXISTS,
-                format!("already attached to {iface} at {}", name_hook(hook)),
+                format!("already attached to {iface} at {}", hook_name(hook)),
             ));
         }
         let on = self
@@ -412,14 +390,14 @@ impl Kernel {
             if !iface_exists(&iface) {
                 log.push(format!(
                     "warning: {iface} no longer exists; not re-attached at {}",
-                    name_hook(hook)
+                    hook_name(hook)
                 ));
                 continue;
             }
             match self.attach(&iface, hook, mode) {
                 Ok(a) => log.push(format!(
                     "re-attached to {iface} at {}{}",
-                    name_hook(hook),
+                    hook_name(hook),
                     a.note.map(|n| format!(" ({n})")).unwrap_or_default()
                 )),
                 Err(e) => log.push(format!("warning: {}", e.msg)),
@@ -430,36 +408,29 @@ impl Kernel {
 
     /// Attachments to journal in a snapshot: the live ones, plus those the
     /// journal named that were not made yet.
-    pub fn journaled(&self) -> Vec<(String, u8, u8)> {
+    pub fn journaled(&self) -> Vec<(String, Hook, Mode)> {
         self.attached
             .iter()
-            .map(|a| (a.iface.clone(), hook_byte(a.hook), mode_byte(a.mode)))
-            .chain(
-                self.pending
-                    .iter()
-                    .map(|(i, h, m)| (i.clone(), hook_byte(*h), mode_byte(*m))),
-            )
+            .map(|a| (a.iface.clone(), a.hook, a.mode))
+            .chain(self.pending.iter().cloned())
             .collect()
     }
 
-    /// Mirrors added elements (absolute expiry `exp` in Unix ms, 0 =
-    /// permanent, at `now`) into the kernel when the live ruleset
-    /// references set `name`.
-    pub fn set_add(
-        &mut self,
-        name: &str,
-        els: &[Element],
-        exp: u64,
-        now: u64,
-    ) -> Result<(), ErrorReply> {
+    /// Mirrors added elements into the kernel when the live ruleset
+    /// references set `name`. Each element's `expires` is its absolute
+    /// expiry in Unix ms (`None` = permanent), turned into a remaining
+    /// lifetime at `now`.
+    pub fn set_add(&mut self, name: &str, els: &[Element], now: u64) -> Result<(), ErrorReply> {
         let Some((dp, id)) = self.kernel_set(name) else {
             return Ok(());
         };
-        let remaining = (exp != 0).then(|| exp.saturating_sub(now).max(1));
         let mono = parapet_dataplane::monotonic_ns();
         let kels: Vec<_> = els
             .iter()
-            .map(|e| bridge::kernel_element(e, remaining, mono))
+            .map(|e| {
+                let remaining = e.expires.map(|exp| exp.saturating_sub(now).max(1));
+                bridge::kernel_element(e, remaining, mono)
+            })
             .collect();
         dp.set_add(id, &kels).map_err(|e| kernel_set_err(name, e))
     }
@@ -543,9 +514,9 @@ impl Kernel {
         self.attached
             .iter()
             .map(|a| {
-                let mut v = json!({"iface": a.iface, "hook": name_hook(a.hook)});
+                let mut v = json!({"iface": a.iface, "hook": hook_name(a.hook)});
                 if let Some(m) = a.actual {
-                    v["mode"] = Value::from(name_mode(m));
+                    v["mode"] = Value::from(mode_name(m));
                 }
                 if let Some(n) = &a.note {
                     v["note"] = Value::from(n.clone());
@@ -718,7 +689,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn hooks_modes_and_journal_bytes() {
+    fn hooks_and_modes() {
         assert_eq!(
             parse_hook_mode(None, None).unwrap(),
             (Hook::Xdp, Mode::Native)
@@ -729,11 +700,6 @@ mod tests {
         );
         assert!(parse_hook_mode(Some("nf"), None).is_err());
         assert!(parse_hook_mode(None, Some("offload")).is_err());
-        for h in [Hook::Xdp, Hook::Tc] {
-            for m in [Mode::Native, Mode::Skb] {
-                assert_eq!(from_bytes(hook_byte(h), mode_byte(m)), (h, m));
-            }
-        }
     }
 
     #[test]
@@ -743,7 +709,10 @@ mod tests {
         k.replay_attach("eth1".into(), Hook::Tc, Mode::Skb);
         k.replay_attach("eth0".into(), Hook::Xdp, Mode::Skb); // re-attach replaces
         k.replay_detach("eth1", Hook::Tc);
-        assert_eq!(k.journaled(), vec![("eth0".to_string(), 0, 1)]);
+        assert_eq!(
+            k.journaled(),
+            vec![("eth0".to_string(), Hook::Xdp, Mode::Skb)]
+        );
         // Not loaded: set changes, counters and detaches touch no kernel.
         assert!(!k.loaded());
         assert!(k.set_flush("x").is_ok());
