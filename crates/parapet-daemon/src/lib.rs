@@ -21,18 +21,23 @@
 //! in `docs/daemon.md`.
 
 pub mod change;
-pub mod cli;
+
 pub mod client;
 pub mod command;
 pub mod compiled;
+mod connection;
 mod crc;
+mod dispatch;
 pub mod elem;
 mod execute;
 pub mod journal;
 pub mod kernel;
 pub mod loader;
+pub mod parapetd;
 pub mod proto;
+mod recovery;
 pub mod server;
+mod shared;
 pub mod state;
 
 pub use client::{socket_path, Client, ClientError, DEFAULT_SOCKET, DEFAULT_STATE_DIR, SOCKET_ENV};
