@@ -38,6 +38,7 @@
 //! ```
 
 pub mod bench;
+mod chain;
 mod compile;
 mod fast;
 #[doc(hidden)]
@@ -48,6 +49,7 @@ mod meta;
 mod walk;
 
 pub use bench::{bench_lookups, bench_lookups_for, BenchReport};
+pub use chain::compile_chain;
 pub use compile::{compile, CompileError, CompileOptions, CompileStats, PartitionStats};
 pub use image::{Backend, Image, ImageError};
 pub use incremental::{Incremental, UpdateError};

@@ -11,7 +11,7 @@
 use crate::compiled::CompiledChain;
 use crate::proto::{code, ErrorReply};
 use parapet_dataplane::ct_table::ConntrackTable;
-use parapet_dataplane::ruleset::{self, Install};
+use parapet_dataplane::ruleset::Install;
 use parapet_dataplane::{bridge, Dataplane, Features, Hook, LoadOptions, Mode, SetSizing, Stat};
 use parapet_model::{Counters, Ruleset};
 use parapet_sets::{Element, SetStore};
@@ -634,20 +634,13 @@ fn needs_ct(
 ) -> Result<bool, ErrorReply> {
     let chain = kernel_chain(cfg, rs, compiled)
         .map_err(|e| ErrorReply::new(code::APPLY, format!("the kernel dataplane: {e}")))?;
-    let needs = ruleset::needs_conntrack(rs, chain.chain);
-    if needs && !dp.conntrack_available() {
-        return Err(ErrorReply::new(
-            code::APPLY,
-            format!(
-                "the kernel chain {} matches ctstate, but the kernel dataplane cannot look \
-                 packets up in conntrack ({}); every packet would be UNTRACKED there",
-                chain.name,
-                dp.conntrack_note()
-                    .unwrap_or("it failed to load with the lookup; see parapetd's log")
-            ),
-        ));
-    }
-    Ok(needs)
+    dp.needs_conntrack(
+        rs,
+        chain.chain,
+        &format!("the kernel chain {}", chain.name),
+        "it failed to load with the lookup; see parapetd's log",
+    )
+    .map_err(|e| ErrorReply::new(code::APPLY, e))
 }
 
 /// The kernel chain of `rs` and its image bytes, when they fit the loaded
@@ -661,26 +654,19 @@ fn fits<'a>(
     let chain = kernel_chain(cfg, rs, compiled)
         .map_err(|e| ErrorReply::new(code::APPLY, format!("the kernel dataplane: {e}")))?;
     let image = chain.classifier.image().to_bytes();
-    let max = ruleset::max_rule_id(rs);
-    if max > dp.max_rules() {
-        return Err(ErrorReply::new(
-            code::APPLY,
-            format!(
-                "rule id {max} exceeds the kernel's {} counter slots; restart parapetd with a larger --max-rules",
-                dp.max_rules()
+    // The dataplane's own check; the messages name the flag to raise.
+    dp.check_fits(rs, image.len()).map_err(|e| {
+        let msg = match e {
+            parapet_dataplane::Error::RuleOutOfRange { rule, max } => format!(
+                "rule id {rule} exceeds the kernel's {max} counter slots; restart parapetd with a larger --max-rules"
             ),
-        ));
-    }
-    if image.len() > dp.slot_capacity() {
-        return Err(ErrorReply::new(
-            code::APPLY,
-            format!(
-                "the classifier image ({} bytes) does not fit the kernel's image slot ({} bytes); restart parapetd with a larger --image-mib",
-                image.len(),
-                dp.slot_capacity()
+            parapet_dataplane::Error::ImageTooLarge { len, cap } => format!(
+                "the classifier image ({len} bytes) does not fit the kernel's image slot ({cap} bytes); restart parapetd with a larger --image-mib"
             ),
-        ));
-    }
+            other => other.to_string(),
+        };
+        ErrorReply::new(code::APPLY, msg)
+    })?;
     Ok((chain, image))
 }
 

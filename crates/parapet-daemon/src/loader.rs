@@ -3,8 +3,8 @@
 //! is taken, so a failing or slow compile changes nothing and blocks no one.
 
 use crate::compiled::{CompiledChain, CompiledRuleset, Loader};
-use parapet_compile::{BuildOptions, Classifier};
-use parapet_model::{flatten, ChainId, Ruleset};
+use parapet_compile::{compile_chain, BuildOptions};
+use parapet_model::{ChainId, Ruleset};
 use parapet_parse::{parse, render, Format};
 use std::sync::Arc;
 
@@ -32,12 +32,7 @@ impl ParseLoader {
                     table: ti,
                     chain: ci,
                 };
-                let built = flatten(rs, id).map_err(|e| e.to_string()).and_then(|list| {
-                    Classifier::build(&list, &self.options)
-                        .map(|cl| (cl, list.policy))
-                        .map_err(|e| e.to_string())
-                });
-                match built {
+                match compile_chain(rs, id, &self.options) {
                     Ok((cl, policy)) => out.push(CompiledChain {
                         name: cname,
                         chain: id,

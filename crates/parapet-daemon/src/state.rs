@@ -1,7 +1,7 @@
 //! The daemon's state, and the one function that changes it:
 //! [`State::commit`] applies a [`Change`] to the set store or the active
 //! ruleset, to the journal and to the kernel. Client commands
-//! ([`crate::execute`]), `ban`, journal and snapshot replay
+//! (`State::execute`), `ban`, journal and snapshot replay
 //! ([`State::replay`]) all go through it; [`State::snapshot`] writes the
 //! state as the same changes.
 //!
