@@ -2,10 +2,10 @@
 //!
 //! Every change — from a client command, from `ban`, from the journal or
 //! snapshot at start-up — is a `Change` applied by
-//! [`crate::state::State::commit`], which updates the set store or the
+//! `State::commit` (in `state.rs`), which updates the set store or the
 //! active ruleset, appends the journal record (for a client's change) and
 //! mirrors it into the kernel. The journal records exactly these
-//! ([`crate::journal::encode`]); snapshots are written as them too.
+//! (`journal::encode`); snapshots are written as them too.
 
 use crate::compiled::CompiledRuleset;
 use crate::elem::parse_type;

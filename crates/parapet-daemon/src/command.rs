@@ -74,7 +74,7 @@ pub enum Command<'a> {
     },
     /// `ban`: addresses into the named set or the family's ban set.
     Ban {
-        /// Target set; `None` = [`crate::state::BAN4`] / [`crate::state::BAN6`].
+        /// Target set; `None` = `parapet-ban4` / `parapet-ban6`.
         set: Option<String>,
         /// Addresses (at least one).
         elems: Vec<Str<'a>>,

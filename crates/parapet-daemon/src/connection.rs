@@ -119,14 +119,7 @@ fn read_loop(
             if discarding {
                 discarding = false;
             } else if line.len() > MAX_LINE {
-                replies.push((
-                    None,
-                    Err(ErrorReply::new(
-                        code::TOO_LONG,
-                        format!("request line longer than {MAX_LINE} bytes; skipped"),
-                    )),
-                    None,
-                ));
+                replies.push(too_long());
             } else if !line.iter().all(u8::is_ascii_whitespace) {
                 replies.push(handle_line(shared, line));
             }
@@ -138,14 +131,7 @@ fn read_loop(
         scanned = filled;
         if filled > MAX_LINE {
             if !discarding {
-                replies.push((
-                    None,
-                    Err(ErrorReply::new(
-                        code::TOO_LONG,
-                        format!("request line longer than {MAX_LINE} bytes; skipped"),
-                    )),
-                    None,
-                ));
+                replies.push(too_long());
             }
             discarding = true;
             filled = 0;
@@ -201,6 +187,12 @@ fn write_loop(
         }
     }
     Ok(())
+}
+
+/// The reply to a line longer than [`MAX_LINE`] (which is skipped).
+fn too_long() -> (Option<u64>, Outcome, Option<Lsn>) {
+    let msg = format!("request line longer than {MAX_LINE} bytes; skipped");
+    (None, Err(ErrorReply::new(code::TOO_LONG, msg)), None)
 }
 
 fn memchr(needle: u8, hay: &[u8]) -> Option<usize> {

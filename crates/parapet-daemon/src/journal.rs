@@ -47,7 +47,7 @@ const HEADER: usize = 16;
 /// One journaled change (decoded form).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Record {
-    /// `set.create`: the creation request as JSON ([`crate::state::SetSpec`]).
+    /// `set.create`: the creation request as JSON ([`crate::change::SetSpec`]).
     SetCreate { name: String, spec: String },
     /// `set.destroy`.
     SetDestroy { name: String },

@@ -127,7 +127,7 @@ pub(crate) fn obj(v: Value) -> Map<String, Value> {
 /// Turns the absolute expiries of [`Change::SetAdd`] into the set's
 /// remaining lifetimes at `now` (`timeout: Some(0)` marks a permanent
 /// element of a set with timeouts), in place: a record holds up to 64k
-/// elements, and a request up to [`crate::server::MAX_ELEMS`].
+/// elements, and a request up to `MAX_ELEMS`.
 fn to_lifetimes(elems: &mut [Element], now: u64, timeouts: bool) {
     for el in elems {
         match el.expires {
