@@ -13,14 +13,13 @@
 //! PARAPET_BENCH_BAN_N). Prints one JSON object per measurement. The daemon
 //! is `$PARAPETD`, else the `parapetd` of the profile this bench was built in.
 
-use parapet_daemon::cli::{run, DaemonCommand, SetCommand};
 use parapet_daemon::Client;
 use serde_json::json;
 use std::io::{BufRead, BufReader, Write};
 use std::net::Ipv4Addr;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 struct Proc(Option<Child>);
@@ -172,18 +171,20 @@ fn main() {
     std::fs::write(&file, text).unwrap();
     let (d0, c0) = (proc_cpu_ms(pid), self_cpu_ms());
     let t0 = Instant::now();
-    let code = run(
-        DaemonCommand::Set {
-            cmd: SetCommand::Add {
-                name: "big".into(),
-                elems: vec![],
-                file: Some(file),
-                timeout: Some(3600),
-            },
-        },
-        Some(&sock),
-    );
-    assert_eq!(code, ExitCode::SUCCESS);
+    // Batched and pipelined the way `parapet set add --file` sends them.
+    let text = std::fs::read_to_string(&file).unwrap();
+    let addrs: Vec<&str> = text.lines().collect();
+    let mut lines = Vec::new();
+    for batch in addrs.chunks(1 << 16) {
+        let req = json!({"v": 1, "id": c.take_id(), "cmd": "set.add", "set": "big",
+            "elems": batch, "timeout": 3600});
+        let mut line = serde_json::to_vec(&req).unwrap();
+        line.push(b'\n');
+        lines.push(line);
+    }
+    for r in c.pipeline(lines).unwrap() {
+        assert!(r.ok(), "{:?}", r.error());
+    }
     let dt = t0.elapsed();
     println!(
         "{}",

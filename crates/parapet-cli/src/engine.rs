@@ -4,7 +4,7 @@
 
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
-use parapet_compile::{BuildOptions, Classifier, KeyWords, Policy};
+use parapet_compile::{compile_chain, BuildOptions, Classifier, KeyWords, Policy};
 use parapet_model::{
     flatten, ChainId, Decision, DecisionList, LinearEngine, NoSets, Packet, Ruleset, SetLookup,
 };
@@ -36,8 +36,9 @@ pub struct EngineArgs {
     pub max_memory: Option<String>,
 }
 
-/// A classifier ready to answer.
-pub enum Engine<'a> {
+/// A classifier of one chain, ready to answer, whichever engine was asked
+/// for (not [`parapet_compile::Engine`], which names the compiled kinds).
+pub enum ChainClassifier<'a> {
     /// The specification: walks chains as iptables does.
     Linear(LinearEngine<'a>),
     /// The flattened decision list, scanned in order.
@@ -68,17 +69,23 @@ pub fn parse_size(s: &str) -> Result<usize> {
         .ok_or_else(|| anyhow!("size '{s}' is too large"))
 }
 
-impl<'a> Engine<'a> {
+impl<'a> ChainClassifier<'a> {
     /// Builds the engine named in `args` over `chain` of `rs`.
-    pub fn build(rs: &'a Ruleset, chain: ChainId, args: &EngineArgs) -> Result<Engine<'a>> {
+    pub fn build(
+        rs: &'a Ruleset,
+        chain: ChainId,
+        args: &EngineArgs,
+    ) -> Result<ChainClassifier<'a>> {
         if args.engine == "linear" {
-            return Ok(Engine::Linear(
+            return Ok(ChainClassifier::Linear(
                 LinearEngine::new(rs, chain).map_err(|e| anyhow!("{e}"))?,
             ));
         }
-        let list = flatten(rs, chain).map_err(|e| anyhow!("{e}"))?;
         let compiled = match args.engine.as_str() {
-            "flat" => return Ok(Engine::Flat(list)),
+            "flat" => {
+                let list = flatten(rs, chain).map_err(|e| anyhow!("{e}"))?;
+                return Ok(ChainClassifier::Flat(list));
+            }
             "auto" => parapet_compile::Engine::Auto,
             "scan" => parapet_compile::Engine::Linear,
             "tree" => parapet_compile::Engine::Tree,
@@ -97,16 +104,16 @@ impl<'a> Engine<'a> {
         if let Some(m) = &args.max_memory {
             opts.max_memory = parse_size(m)?;
         }
-        let classifier = Classifier::build(&list, &opts).map_err(|e| anyhow!("{e}"))?;
-        Ok(Engine::Compiled(Box::new(classifier)))
+        let (classifier, _) = compile_chain(rs, chain, &opts).map_err(|e| anyhow!(e))?;
+        Ok(ChainClassifier::Compiled(Box::new(classifier)))
     }
 
     /// The engine's name, as `--engine` spells it.
     pub fn name(&self) -> &'static str {
         match self {
-            Engine::Linear(_) => "linear",
-            Engine::Flat(_) => "flat",
-            Engine::Compiled(c) => match c.engine() {
+            ChainClassifier::Linear(_) => "linear",
+            ChainClassifier::Flat(_) => "flat",
+            ChainClassifier::Compiled(c) => match c.engine() {
                 parapet_compile::Engine::Linear => "scan",
                 parapet_compile::Engine::Tree => "tree",
                 parapet_compile::Engine::Auto => "auto",
@@ -117,9 +124,9 @@ impl<'a> Engine<'a> {
     /// Classifies one packet.
     pub fn classify(&self, rs: &Ruleset, pkt: &Packet, sets: &dyn SetLookup) -> Result<Decision> {
         match self {
-            Engine::Linear(e) => e.classify(pkt, sets).map_err(|e| anyhow!("{e}")),
-            Engine::Flat(list) => Ok(list.classify(pkt, &set_bits(rs, pkt, sets))),
-            Engine::Compiled(c) => Ok(c.classify(pkt, &set_bits(rs, pkt, sets))),
+            ChainClassifier::Linear(e) => e.classify(pkt, sets).map_err(|e| anyhow!("{e}")),
+            ChainClassifier::Flat(list) => Ok(list.classify(pkt, &set_bits(rs, pkt, sets))),
+            ChainClassifier::Compiled(c) => Ok(c.classify(pkt, &set_bits(rs, pkt, sets))),
         }
     }
 
@@ -132,29 +139,29 @@ impl<'a> Engine<'a> {
                 + 24
         };
         match self {
-            Engine::Linear(_) => rs.rules().map(|r| 64 + matches_bytes(&r.matches)).sum(),
-            Engine::Flat(list) => list
+            ChainClassifier::Linear(_) => rs.rules().map(|r| 64 + matches_bytes(&r.matches)).sum(),
+            ChainClassifier::Flat(list) => list
                 .entries
                 .iter()
                 .map(|e| 48 + matches_bytes(&e.matches))
                 .sum(),
-            Engine::Compiled(c) => c.lookup_memory_bytes(),
+            ChainClassifier::Compiled(c) => c.lookup_memory_bytes(),
         }
     }
 
     /// What the engine is, what it costs, and why it was chosen.
     pub fn explain(&self, rs: &Ruleset) -> String {
         match self {
-            Engine::Linear(_) => format!(
+            ChainClassifier::Linear(_) => format!(
                 "engine: linear (the reference)\n  walks chains as iptables does; lookup O(rules), space O(rules)\n  rules: {}\n",
                 rs.rule_count()
             ),
-            Engine::Flat(list) => format!(
+            ChainClassifier::Flat(list) => format!(
                 "engine: flat (decision-list scan)\n  lookup O(entries), space O(entries)\n  entries after inlining jumps: {}\n  memory: {} bytes\n",
                 list.entries.len(),
                 self.memory_bytes(rs)
             ),
-            Engine::Compiled(c) => c.explain(),
+            ChainClassifier::Compiled(c) => c.explain(),
         }
     }
 }

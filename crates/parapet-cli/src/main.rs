@@ -3,6 +3,7 @@
 //!
 //! Offline commands read files and exit; they never need the daemon.
 
+mod daemon;
 mod engine;
 mod gen;
 mod load;
@@ -83,41 +84,8 @@ enum Command {
         #[command(flatten)]
         opts: engine::EngineArgs,
     },
-    /// Compile RULES aside and swap them into parapetd atomically (nothing changes on error).
-    Apply {
-        /// Ruleset file.
-        rules: PathBuf,
-        /// Validate only; change nothing.
-        #[arg(long)]
-        check: bool,
-        /// Input format (default: recognized from the content).
-        #[arg(long)]
-        format: Option<String>,
-    },
-    /// parapetd's statistics.
-    Stats {
-        /// One JSON object.
-        #[arg(long)]
-        json: bool,
-    },
-    /// parapetd's rule counters.
-    Counters {
-        #[command(subcommand)]
-        cmd: parapet_daemon::cli::CountersCommand,
-    },
-    /// Named sets held by parapetd (create, add, del, flush, list, test, explain).
-    Set {
-        #[command(subcommand)]
-        cmd: parapet_daemon::cli::SetCommand,
-    },
-    /// Ban addresses in parapetd (IPv4 into parapet-ban4, IPv6 into parapet-ban6).
-    Ban(parapet_daemon::cli::BanArgs),
-    /// Lift bans.
-    Unban(parapet_daemon::cli::BanArgs),
-    /// Attach parapetd's eBPF dataplane to an interface (loads it on first use; root daemon).
-    Attach(parapet_daemon::cli::AttachArgs),
-    /// Detach parapetd's eBPF dataplane from an interface.
-    Detach(parapet_daemon::cli::DetachArgs),
+    #[command(flatten)]
+    Daemon(daemon::DaemonCommand),
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -158,12 +126,12 @@ fn main() -> ExitCode {
     // Invoked as `parapetd` (a link to this binary): be the daemon.
     let argv0 = std::env::args_os().next().unwrap_or_default();
     if std::path::Path::new(&argv0).file_name() == Some(std::ffi::OsStr::new("parapetd")) {
-        return parapet_daemon::cli::parapetd_main(parapet_daemon::cli::ParapetdArgs::parse());
+        use parapet_daemon::parapetd::{parapetd_main, ParapetdArgs};
+        return parapetd_main(ParapetdArgs::parse());
     }
     let cli = Cli::parse();
     let socket = cli.socket.as_deref();
-    let daemon = |cmd| parapet_daemon::cli::run(cmd, socket);
-    use parapet_daemon::cli::DaemonCommand as D;
+    let daemon = |cmd| daemon::run(cmd, socket);
     let result = match cli.command {
         Command::Check { files, format } => report::check(&files, &format),
         Command::List {
@@ -184,26 +152,11 @@ fn main() -> ExitCode {
             output,
             counters,
             ..
-        } => Ok(daemon(D::List {
+        } => Ok(daemon(daemon::DaemonCommand::List {
             counters,
             format: output,
         })),
-        Command::Apply {
-            rules,
-            check,
-            format,
-        } => Ok(daemon(D::Apply {
-            rules,
-            check,
-            format,
-        })),
-        Command::Stats { json } => Ok(daemon(D::Stats { json })),
-        Command::Counters { cmd } => Ok(daemon(D::Counters { cmd })),
-        Command::Set { cmd } => Ok(daemon(D::Set { cmd })),
-        Command::Ban(args) => Ok(daemon(D::Ban(args))),
-        Command::Unban(args) => Ok(daemon(D::Unban(args))),
-        Command::Attach(args) => Ok(daemon(D::Attach(args))),
-        Command::Detach(args) => Ok(daemon(D::Detach(args))),
+        Command::Daemon(cmd) => Ok(daemon(cmd)),
         Command::Classify {
             rules,
             trace,

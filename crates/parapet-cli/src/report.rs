@@ -1,6 +1,6 @@
 //! The offline commands: each reads files, prints, and returns an exit code.
 
-use crate::engine::{self, Engine, EngineArgs};
+use crate::engine::{self, ChainClassifier, EngineArgs};
 use crate::load;
 use anyhow::{anyhow, bail, Context, Result};
 use parapet_model::{format_set, Decision, Family, Field, Matches, Packet};
@@ -67,7 +67,7 @@ pub fn classify(
 ) -> Result<ExitCode> {
     let (parsed, chain, sets) = prepare(rules, args)?;
     let rs = &parsed.ruleset;
-    let engine = Engine::build(rs, chain, args)?;
+    let engine = ChainClassifier::build(rs, chain, args)?;
     let items = load::trace_items(trace)?;
     let stdout = std::io::stdout();
     let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
@@ -106,7 +106,7 @@ pub fn trace(rules: &Path, packets: &[String], args: &EngineArgs) -> Result<Exit
     let (parsed, chain, sets) = prepare(rules, args)?;
     let rs = &parsed.ruleset;
     let linear = parapet_model::LinearEngine::new(rs, chain).map_err(|e| anyhow!("{e}"))?;
-    let engine = Engine::build(rs, chain, args)?;
+    let engine = ChainClassifier::build(rs, chain, args)?;
     for spec in packets {
         let pkt: Packet = spec
             .parse()
@@ -221,7 +221,7 @@ pub fn explain(rules: &Path, args: &EngineArgs) -> Result<ExitCode> {
     let chain = rs
         .select_chain(args.chain.as_deref())
         .map_err(|e| anyhow!(e))?;
-    let engine = Engine::build(rs, chain, args)?;
+    let engine = ChainClassifier::build(rs, chain, args)?;
     println!("ruleset: {}", load::summary(rs));
     print!("{}", engine.explain(rs));
     Ok(ExitCode::SUCCESS)
@@ -242,12 +242,12 @@ pub fn bench_classify(
         bail!("{}: the trace has no packets", trace.display());
     }
     let start = Instant::now();
-    let engine = Engine::build(rs, chain, args)?;
+    let engine = ChainClassifier::build(rs, chain, args)?;
     let build_ms = start.elapsed().as_secs_f64() * 1e3;
     let report = match &engine {
         // Compiled engines are measured through the batch API, the path a
         // dataplane uses.
-        Engine::Compiled(c) => {
+        ChainClassifier::Compiled(c) => {
             let keys: Vec<_> = packets
                 .iter()
                 .map(|p| engine::key(rs, p, sets.as_ref()))
@@ -314,7 +314,7 @@ struct Report {
 /// so slow engines on big rulesets finish and fast ones are measured over
 /// many lookups.
 fn one_by_one(
-    engine: &Engine,
+    engine: &ChainClassifier,
     rs: &parapet_model::Ruleset,
     packets: &[Packet],
     sets: &dyn parapet_model::SetLookup,

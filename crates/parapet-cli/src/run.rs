@@ -9,9 +9,9 @@ use crate::engine::{self, EngineArgs};
 use crate::load;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, ValueEnum};
-use parapet_compile::Classifier;
+use parapet_compile::{compile_chain, Classifier};
 use parapet_dataplane::{ruleset, Dataplane, Features, Hook, LoadOptions, Mode, SetSizing, Stat};
-use parapet_model::{flatten, Ruleset};
+use parapet_model::Ruleset;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -78,7 +78,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     let parsed = load::ruleset(&args.rules, &args.opts.format)?;
     let rs = &parsed.ruleset;
     let store = kernel_sets(&args.opts, &parsed)?;
-    let Loaded {
+    let Running {
         mut dp,
         classifier,
         image_len,
@@ -141,8 +141,9 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// A loaded program with a ruleset's image live in it.
-struct Loaded {
+/// A loaded program with a ruleset's image live in it (what `run` and
+/// `bench dataplane` run).
+struct Running {
     dp: Dataplane,
     classifier: Classifier,
     image_len: usize,
@@ -156,16 +157,15 @@ fn load_dataplane(
     opts: &EngineArgs,
     log_rate: u32,
     store: Option<&parapet_sets::SetStore>,
-) -> Result<Loaded> {
+) -> Result<Running> {
     let chain = rs
         .select_chain(opts.chain.as_deref())
         .map_err(|e| anyhow!(e))?;
-    let list = flatten(rs, chain).map_err(|e| anyhow!("{e}"))?;
     let mut build = parapet_compile::BuildOptions::default();
     if let Some(m) = &opts.max_memory {
         build.max_memory = engine::parse_size(m)?;
     }
-    let classifier = Classifier::build(&list, &build).map_err(|e| anyhow!("{e}"))?;
+    let (classifier, policy) = compile_chain(rs, chain, &build).map_err(|e| anyhow!(e))?;
     let image = classifier.image().to_bytes();
     let max_rule = ruleset::max_rule_id(rs);
     let pages = (image.len() / 4096 + 2) as u32;
@@ -184,25 +184,24 @@ fn load_dataplane(
         },
     )
     .context("loading the eBPF program (needs root or CAP_BPF+CAP_NET_ADMIN, kernel >= 6.6)")?;
-    if needs_ct && !dp.conntrack_available() {
-        bail!(
-            "the ruleset matches ctstate, but the kernel dataplane cannot look packets up in \
-             conntrack ({}); every packet would be UNTRACKED there",
-            dp.conntrack_note()
-                .unwrap_or("the nf_conntrack kfuncs are missing")
-        );
-    }
+    dp.needs_conntrack(
+        rs,
+        chain,
+        "the ruleset",
+        "the nf_conntrack kfuncs are missing",
+    )
+    .map_err(|e| anyhow!(e))?;
     dp.install_ruleset_ct(
         &ruleset::Install {
             ruleset: rs,
-            policy: &list.policy,
+            policy: &policy,
             image: &image,
             sets: store,
             log_rate,
         },
         needs_ct,
     )?;
-    Ok(Loaded {
+    Ok(Running {
         dp,
         classifier,
         image_len: image.len(),
@@ -283,7 +282,7 @@ pub fn bench(args: BenchArgs) -> Result<ExitCode> {
     if sample.is_empty() {
         bail!("{}: the trace has no packets", args.trace.display());
     }
-    let Loaded {
+    let Running {
         dp,
         classifier,
         image_len,

@@ -40,6 +40,7 @@
 //! ```
 
 mod api;
+mod chain;
 mod compile;
 mod emit;
 mod fast;
@@ -55,6 +56,7 @@ mod tree;
 mod walk;
 
 pub use api::{CompileError, CompileOptions, CompileStats, PartitionStats};
+pub use chain::compile_chain;
 pub use compile::compile;
 pub use fast::FastPath;
 pub use incremental::{Incremental, UpdateError};

@@ -24,7 +24,9 @@
 //! fails is reported and skipped; a truncated tail or an implausible length
 //! ends the replay there and is reported. Everything before is kept.
 
+use crate::change::Change;
 use crate::crc::crc32c;
+use parapet_dataplane::{Hook, Mode};
 use parapet_sets::{Element, KeyPart};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufWriter, Read, Write};
@@ -45,7 +47,7 @@ const HEADER: usize = 16;
 /// One journaled change (decoded form).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Record {
-    /// `set.create`: the creation request as JSON ([`crate::state::SetSpec`]).
+    /// `set.create`: the creation request as JSON ([`crate::change::SetSpec`]).
     SetCreate { name: String, spec: String },
     /// `set.destroy`.
     SetDestroy { name: String },
@@ -187,6 +189,60 @@ pub mod enc {
         b.push(T_DETACH);
         put_str(b, iface);
         b.push(hook);
+    }
+}
+
+/// The hook's journal byte.
+pub fn hook_byte(h: Hook) -> u8 {
+    match h {
+        Hook::Xdp => 0,
+        Hook::Tc => 1,
+    }
+}
+
+/// The mode's journal byte.
+pub fn mode_byte(m: Mode) -> u8 {
+    match m {
+        Mode::Native => 0,
+        Mode::Skb => 1,
+    }
+}
+
+/// The journal bytes back to a hook and mode.
+pub fn from_bytes(hook: u8, mode: u8) -> (Hook, Mode) {
+    (
+        if hook == 1 { Hook::Tc } else { Hook::Xdp },
+        if mode == 1 { Mode::Skb } else { Mode::Native },
+    )
+}
+
+/// Writes the record of a change (elements with absolute expiries, see
+/// [`Change::SetAdd`]).
+pub fn encode(b: &mut Vec<u8>, change: &Change, dims: &[KeyPart]) {
+    match change {
+        Change::SetCreate { name, spec } => enc::create(
+            b,
+            name,
+            &serde_json::to_string(spec).expect("spec serializes"),
+        ),
+        Change::SetDestroy { name } => enc::destroy(b, name),
+        Change::SetAdd { name, elems } => enc::add(
+            b,
+            name,
+            dims,
+            elems.iter().map(|e| (e, e.expires.unwrap_or(0))),
+        ),
+        Change::SetDel { name, elems } => enc::del(b, name, dims, elems.iter()),
+        Change::SetFlush { name } => enc::flush(b, name),
+        Change::Apply {
+            name,
+            text,
+            compiled,
+        } => enc::apply(b, name, &compiled.format, text),
+        Change::Attach { iface, hook, mode } => {
+            enc::attach(b, iface, hook_byte(*hook), mode_byte(*mode))
+        }
+        Change::Detach { iface, hook } => enc::detach(b, iface, hook_byte(*hook)),
     }
 }
 
@@ -671,6 +727,15 @@ mod tests {
             Record::Apply { name, format, text } => enc::apply(b, name, format, text),
             Record::Attach { iface, hook, mode } => enc::attach(b, iface, *hook, *mode),
             Record::Detach { iface, hook } => enc::detach(b, iface, *hook),
+        }
+    }
+
+    #[test]
+    fn hook_and_mode_bytes_round_trip() {
+        for h in [Hook::Xdp, Hook::Tc] {
+            for m in [Mode::Native, Mode::Skb] {
+                assert_eq!(from_bytes(hook_byte(h), mode_byte(m)), (h, m));
+            }
         }
     }
 

@@ -1,38 +1,53 @@
 //! # parapet-daemon
 //!
 //! `parapetd`, the daemon that owns parapet's state — rulesets, sets,
-//! timeouts, counters (and later the BPF objects) — and the client side of
-//! its control protocol.
+//! timeouts, counters and the loaded eBPF program — and the client library
+//! of its control protocol. From the bottom up:
 //!
+//! - [`proto`]: the line-delimited JSON protocol, versioned (`"v":1`);
+//!   [`command`]: each request as a typed [`command::Command`].
+//! - [`compiled`]: a ruleset parsed and compiled ([`CompiledRuleset`]) and
+//!   the [`Loader`] trait; [`loader`]: the loaders (`parapet-parse` +
+//!   `parapet-compile`; JSON).
+//! - [`kernel`]: the loaded BPF program, its attachments, and keeping the
+//!   kernel equal to the state.
+//! - [`change`]: [`change::Change`], every change the state can undergo;
+//!   [`journal`]: append-only journal + snapshot of changes with per-record
+//!   CRC-32C; acknowledged changes survive `kill -9`, expiries are absolute.
+//! - [`state`]: the state and [`state::State::commit`], the one function
+//!   that applies a change to the store, the journal and the kernel (client
+//!   commands, `ban`, replay and snapshots all use it).
 //! - [`server`]: the daemon ([`server::Daemon`], [`server::run`]): local
-//!   Unix socket (mode 0660, no network listener), a reader and a writer thread per client,
-//!   group-committed journal, expiry reaper, sd_notify.
-//! - [`proto`]: the line-delimited JSON protocol, versioned (`"v":1`).
-//! - [`journal`]: append-only journal + snapshot with per-record CRC-32C;
-//!   acknowledged changes survive `kill -9`, expiries are absolute times.
-//! - [`state`]: the state and its commands; rulesets are loaded through the
-//!   [`state::Loader`] trait (parse + compile happen outside the state lock,
-//!   the swap is one assignment under it).
-//! - [`client`] and [`cli`]: a [`client::Client`] and the clap subcommands
-//!   (`apply`, `list`, `stats`, `counters`, `set`, `ban`, `unban`) the
-//!   `parapet` CLI embeds.
+//!   Unix socket (mode 0660, no network listener), a reader and a writer
+//!   thread per client, group-committed journal, expiry reaper, sd_notify;
+//!   [`parapetd`]: the binary's flags.
+//! - [`client`]: [`client::Client`], which the `parapet` CLI's daemon
+//!   commands use.
 //!
 //! The protocol, persistence, limits and the fail2ban set-up are documented
 //! in `docs/daemon.md`.
 
-pub mod cli;
+pub mod change;
 pub mod client;
+pub mod command;
+pub mod compiled;
+mod connection;
 mod crc;
-pub mod dataplane;
+mod dispatch;
 pub mod elem;
+mod execute;
 pub mod journal;
+pub mod kernel;
 pub mod loader;
+pub mod parapetd;
 pub mod proto;
+mod recovery;
 pub mod server;
+mod shared;
 pub mod state;
 
 pub use client::{socket_path, Client, ClientError, DEFAULT_SOCKET, DEFAULT_STATE_DIR, SOCKET_ENV};
+pub use compiled::{CompiledChain, CompiledRuleset, Loader};
 pub use crc::crc32c;
-pub use loader::ParseLoader;
+pub use loader::{JsonLoader, ParseLoader};
 pub use server::{Config, Daemon};
-pub use state::{JsonLoader, Loaded, Loader};

@@ -2,24 +2,11 @@
 //! `parapet-compile` for every base chain — all of it before the state lock
 //! is taken, so a failing or slow compile changes nothing and blocks no one.
 
-use crate::state::{Loaded, Loader};
-use parapet_compile::{BuildOptions, Classifier};
-use parapet_model::{flatten, ChainId, Ruleset};
+use crate::compiled::{CompiledChain, CompiledRuleset, Loader};
+use parapet_compile::{compile_chain, BuildOptions};
+use parapet_model::{ChainId, Ruleset};
 use parapet_parse::{parse, render, Format};
 use std::sync::Arc;
-
-/// One compiled base chain.
-#[derive(Clone, Debug)]
-pub struct CompiledChain {
-    /// `table/chain`.
-    pub name: String,
-    /// Where the chain is in the ruleset.
-    pub chain: ChainId,
-    /// The chain's policy (the kernel's fallback verdict).
-    pub policy: parapet_model::Verdict,
-    /// The classifier (shared with whoever walks it).
-    pub classifier: Arc<Classifier>,
-}
 
 /// Parses iptables-save, ip6tables-save, nft, ClassBench or JSON (the
 /// model's serde form), and compiles each base chain.
@@ -45,12 +32,7 @@ impl ParseLoader {
                     table: ti,
                     chain: ci,
                 };
-                let built = flatten(rs, id).map_err(|e| e.to_string()).and_then(|list| {
-                    Classifier::build(&list, &self.options)
-                        .map(|cl| (cl, list.policy))
-                        .map_err(|e| e.to_string())
-                });
-                match built {
+                match compile_chain(rs, id, &self.options) {
                     Ok((cl, policy)) => out.push(CompiledChain {
                         name: cname,
                         chain: id,
@@ -70,7 +52,12 @@ impl ParseLoader {
 }
 
 impl Loader for ParseLoader {
-    fn load(&self, name: &str, text: &str, format: Option<&str>) -> Result<Loaded, Vec<String>> {
+    fn load(
+        &self,
+        name: &str,
+        text: &str,
+        format: Option<&str>,
+    ) -> Result<CompiledRuleset, Vec<String>> {
         let (ruleset, format) = if format == Some("json") {
             let rs = serde_json::from_str::<Ruleset>(text)
                 .map_err(|e| vec![format!("{name}:{}:{}: {e}", e.line(), e.column())])?;
@@ -87,8 +74,8 @@ impl Loader for ParseLoader {
             (p.ruleset, p.format.name().to_string())
         };
         let compiled = self.compile(name, &ruleset)?;
-        Ok(Loaded {
-            ruleset,
+        Ok(CompiledRuleset {
+            ruleset: Arc::new(ruleset),
             format,
             compiled,
         })
@@ -103,5 +90,35 @@ impl Loader for ParseLoader {
             "nft" => render::nft(ruleset).map_err(|e| e.to_string()),
             _ => return None,
         })
+    }
+}
+
+/// Loads rulesets serialized as JSON (`parapet_model::Ruleset` via serde)
+/// and compiles nothing: for tests of the state that need no classifier.
+/// [`ParseLoader`] reads `--format json` too, and compiles it.
+pub struct JsonLoader;
+
+impl Loader for JsonLoader {
+    fn load(
+        &self,
+        name: &str,
+        text: &str,
+        format: Option<&str>,
+    ) -> Result<CompiledRuleset, Vec<String>> {
+        match format {
+            None | Some("json") | Some("auto") => {}
+            Some(f) => {
+                return Err(vec![format!(
+                    "{name}:1:1: format `{f}` is not supported by this daemon build (json only)"
+                )])
+            }
+        }
+        serde_json::from_str::<Ruleset>(text)
+            .map(|ruleset| CompiledRuleset {
+                ruleset: Arc::new(ruleset),
+                format: "json".into(),
+                compiled: Vec::new(),
+            })
+            .map_err(|e| vec![format!("{name}:{}:{}: {e}", e.line(), e.column())])
     }
 }

@@ -3,13 +3,11 @@
 mod common;
 
 use common::{call, Daemon};
-use parapet_daemon::cli::{run, DaemonCommand, SetCommand};
 use parapet_daemon::ClientError;
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::net::Ipv4Addr;
 use std::os::unix::net::UnixStream;
-use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 fn addr(i: u32) -> String {
@@ -42,34 +40,25 @@ fn bans_survive_kill9_and_expired_ones_do_not_return() {
         json!({"cmd": "set.create", "set": "blocklist", "type": "ipv4_addr", "flags": ["timeout"]}),
     );
 
-    // 200k long bans (1 h) and 20k short ones (2 s), from one file through
-    // the CLI code path (`set add --file`, batched and pipelined).
+    // 200k long bans (1 h) and 20k short ones (2 s), batched and pipelined
+    // the way `parapet set add --file` sends them.
     const LONG: u32 = 200_000;
     const SHORT: u32 = 20_000;
-    let mut text = String::with_capacity(4 << 20);
-    for i in 0..LONG {
-        text.push_str(&addr(i));
-        text.push_str(" timeout 3600\n");
-    }
-    for i in LONG..LONG + SHORT {
-        text.push_str(&addr(i));
-        text.push_str(" timeout 2\n");
-    }
-    let file = dir.path().join("bans.txt");
-    std::fs::write(&file, text).unwrap();
     let t0 = Instant::now();
-    let code = run(
-        DaemonCommand::Set {
-            cmd: SetCommand::Add {
-                name: "blocklist".into(),
-                elems: vec![],
-                file: Some(file.clone()),
-                timeout: None,
-            },
-        },
-        Some(&d.socket),
-    );
-    assert_eq!(code, ExitCode::SUCCESS);
+    let mut lines = Vec::new();
+    for (range, timeout) in [(0..LONG, 3600), (LONG..LONG + SHORT, 2)] {
+        let addrs: Vec<String> = range.map(addr).collect();
+        for batch in addrs.chunks(1 << 16) {
+            let req = json!({"v": 1, "id": c.take_id(), "cmd": "set.add", "set": "blocklist",
+                "elems": batch, "timeout": timeout});
+            let mut line = serde_json::to_vec(&req).unwrap();
+            line.push(b'\n');
+            lines.push(line);
+        }
+    }
+    for r in c.pipeline(lines).unwrap() {
+        assert!(r.ok(), "{:?}", r.error());
+    }
     eprintln!("added {} elements in {:?}", LONG + SHORT, t0.elapsed());
     // Some single bans and unbans over the protocol too.
     call(

@@ -81,29 +81,15 @@ fn fail2ban_bans_and_unbans_through_parapetd() {
     );
 }
 
-/// The shell variant (`parapet.conf`), with the example front end standing
-/// in for the `parapet` CLI: one process per ban.
+/// The shell variant (`parapet.conf`) through the `parapet` CLI: one
+/// process per ban.
 #[test]
 fn fail2ban_shell_action_through_the_cli() {
     if !ensure_fail2ban() {
         eprintln!("SKIPPED: fail2ban is not installed and could not be installed");
         return;
     }
-    // target/debug/deps/fail2ban-HASH -> target/debug/examples/parapet-client
-    let exe = std::env::current_exe().unwrap();
-    let cli = exe
-        .parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join("examples/parapet-client");
-    if !cli.exists() {
-        eprintln!(
-            "SKIPPED: {} not built (run `cargo test` without filters)",
-            cli.display()
-        );
-        return;
-    }
+    let cli = parapet_cli();
     scenario(
         move |sock| {
             format!(
@@ -114,6 +100,25 @@ fn fail2ban_shell_action_through_the_cli() {
         },
         false,
     );
+}
+
+/// The `parapet` binary of this build (target/debug/deps/fail2ban-HASH ->
+/// target/debug/parapet), built first when it is not there yet: the
+/// client command line lives in the `parapet` package, which depends on
+/// this one.
+fn parapet_cli() -> std::path::PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let cli = exe.parent().unwrap().parent().unwrap().join("parapet");
+    if !cli.exists() {
+        let status = std::process::Command::new(env!("CARGO"))
+            .args(["build", "-p", "parapet", "--bin", "parapet"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .unwrap();
+        assert!(status.success(), "building the parapet CLI failed");
+    }
+    assert!(cli.exists(), "{} not built", cli.display());
+    cli
 }
 
 fn scenario(action: impl Fn(&Path) -> String, one_connection: bool) {

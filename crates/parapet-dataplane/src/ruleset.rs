@@ -94,6 +94,29 @@ impl Dataplane {
         Ok(())
     }
 
+    /// Whether `chain` of `rs` matches ctstate; an error when it does and
+    /// this program cannot look connections up (the kernel would see every
+    /// packet as UNTRACKED: never silently wrong). `subject` names the
+    /// chain in the message; `why` stands in when the program has no note
+    /// on the lookup.
+    pub fn needs_conntrack(
+        &self,
+        rs: &Ruleset,
+        chain: ChainId,
+        subject: &str,
+        why: &str,
+    ) -> std::result::Result<bool, String> {
+        let needs = needs_conntrack(rs, chain);
+        if needs && !self.conntrack_available() {
+            return Err(format!(
+                "{subject} matches ctstate, but the kernel dataplane cannot look packets up in \
+                 conntrack ({}); every packet would be UNTRACKED there",
+                self.conntrack_note().unwrap_or(why)
+            ));
+        }
+        Ok(needs)
+    }
+
     /// Every rule that can decide or log gets its action entry; entry 0 is
     /// the policy. A LOG rule's bucket comes from its `-m limit`, else
     /// `log_rate` per second with a burst of as many.

@@ -1,7 +1,7 @@
 //! `parapetd`: runs the parapet daemon in the foreground.
 
 use clap::Parser;
-use parapet_daemon::cli::{parapetd_main, ParapetdArgs};
+use parapet_daemon::parapetd::{parapetd_main, ParapetdArgs};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {

@@ -1,158 +1,65 @@
-//! The daemon-facing `parapet` subcommands, for the CLI to embed:
-//!
-//! ```ignore
-//! #[derive(clap::Subcommand)]
-//! enum Command {
-//!     Check { /* … */ },
-//!     #[command(flatten)]
-//!     Daemon(parapet_daemon::cli::DaemonCommand),
-//! }
-//! // …
-//! Command::Daemon(cmd) => parapet_daemon::cli::run(cmd, args.socket.as_deref()),
-//! ```
+//! The `parapet` subcommands served by `parapetd` (declared once here,
+//! flattened into the command line in `main.rs`) and their client side,
+//! over [`parapet_daemon::Client`].
 //!
 //! Exit status: 0 on success; 1 on failure (daemon error, unreachable
 //! daemon, ruleset errors — printed as `FILE:LINE:COL: message` on stderr);
 //! `set test` exits 0 when covered, 1 when not, 2 on error.
 
-use crate::client::{socket_path, Client, ClientError};
 use clap::{Args, Subcommand};
+use parapet_daemon::{socket_path, Client, ClientError};
 use serde_json::{json, Map, Value};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-/// The parapet daemon: owns rulesets, sets, timeouts and counters, and
-/// serves the `parapet` CLI over a local Unix socket.
-#[derive(clap::Parser, Debug)]
-#[command(name = "parapetd", version)]
-pub struct ParapetdArgs {
-    /// Control socket.
-    #[arg(long, default_value = crate::DEFAULT_SOCKET)]
-    pub socket: PathBuf,
-    /// State directory (journal, snapshot).
-    #[arg(long, default_value = crate::DEFAULT_STATE_DIR)]
-    pub state_dir: PathBuf,
-    /// Ruleset applied at start and on SIGHUP.
-    #[arg(long)]
-    pub config: Option<PathBuf>,
-    /// Socket file mode (octal).
-    #[arg(long, default_value = "0660", value_parser = parse_mode)]
-    pub socket_mode: u32,
-    /// Group owning the socket.
-    #[arg(long)]
-    pub socket_group: Option<String>,
-    /// Do not fdatasync the journal before acknowledging changes. Only for
-    /// throwaway state: a crash may lose acknowledged changes.
-    #[arg(long)]
-    pub no_fsync: bool,
-    /// Most concurrent clients.
-    #[arg(long, default_value_t = 256)]
-    pub max_clients: usize,
-    /// Journal size in MiB that triggers a snapshot.
-    #[arg(long, default_value_t = 64)]
-    pub snapshot_mib: u64,
-    /// Kernel dataplane: largest rule id counted and logged (an applied
-    /// ruleset with more rules is refused while the program is loaded).
-    #[arg(long, default_value_t = 65_535)]
-    pub max_rules: u32,
-    /// Kernel dataplane: MiB per classifier image slot (two are allocated;
-    /// a bigger image is refused by `apply`).
-    #[arg(long, default_value_t = 16)]
-    pub image_mib: u32,
-    /// Kernel dataplane: the chain run at the hooks, TABLE/CHAIN (default:
-    /// filter/INPUT, or the one base chain on the input hook).
-    #[arg(long)]
-    pub chain: Option<String>,
-    /// Kernel dataplane: LOG events per second per rule without `-m limit`.
-    #[arg(long, default_value_t = 10)]
-    pub log_rate: u32,
-    /// Kernel dataplane: do not create the nft table `inet parapetd_ct`
-    /// that makes the kernel track connections while the active ruleset
-    /// matches ctstate (for hosts whose own rules already use conntrack).
-    #[arg(long)]
-    pub no_conntrack_table: bool,
-}
-
-fn parse_mode(s: &str) -> Result<u32, String> {
-    u32::from_str_radix(s.trim_start_matches("0o"), 8).map_err(|e| format!("bad mode `{s}`: {e}"))
-}
-
-/// `parapetd`'s main: the `parapetd` binary, and the `parapet` binary when
-/// invoked under the name `parapetd` (one executable can serve both).
-pub fn parapetd_main(a: ParapetdArgs) -> ExitCode {
-    let mut c = crate::server::Config::new(a.socket, a.state_dir);
-    c.config = a.config;
-    c.socket_mode = a.socket_mode;
-    c.socket_group = a.socket_group;
-    c.fsync = !a.no_fsync;
-    c.max_clients = a.max_clients.max(1);
-    c.snapshot_bytes = a.snapshot_mib.max(1) << 20;
-    c.kernel = crate::dataplane::KernelConfig {
-        max_rules: a.max_rules.max(1),
-        image_mib: a.image_mib.clamp(1, 1024),
-        chain: a.chain,
-        log_rate: a.log_rate,
-        conntrack_table: !a.no_conntrack_table,
-    };
-    match crate::server::run(c, crate::server::default_loader()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("parapetd: {e}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
 /// Elements per request when adding from a file.
 pub const FILE_BATCH: usize = 1 << 16;
 
-/// Commands served by `parapetd`.
+/// Commands served by `parapetd`, flattened into `parapet`'s command line.
 #[derive(Subcommand, Debug, Clone)]
 pub enum DaemonCommand {
-    /// Compile RULES aside and swap them in atomically (nothing changes on error).
+    /// Compile RULES aside and swap them into parapetd atomically (nothing changes on error).
     Apply {
         /// Ruleset file.
         rules: PathBuf,
         /// Validate only; change nothing.
         #[arg(long)]
         check: bool,
-        /// Input format (default: recognised from the content).
+        /// Input format (default: recognized from the content).
         #[arg(long)]
         format: Option<String>,
     },
-    /// Print the active ruleset.
+    /// The active ruleset (`parapet list` without a file; declared in `main.rs`).
+    #[command(skip)]
     List {
         /// Include per-rule packet and byte counters.
-        #[arg(long)]
         counters: bool,
         /// Output format: iptables-save, nft or json (default: as applied).
-        #[arg(long)]
         format: Option<String>,
     },
-    /// Daemon statistics.
+    /// parapetd's statistics.
     Stats {
         /// One JSON object.
         #[arg(long)]
         json: bool,
     },
-    /// Rule counters.
+    /// parapetd's rule counters.
     Counters {
         #[command(subcommand)]
         cmd: CountersCommand,
     },
-    /// Named sets (ipset / nft sets) held by the daemon.
+    /// Named sets held by parapetd (create, add, del, flush, list, test, explain).
     Set {
         #[command(subcommand)]
         cmd: SetCommand,
     },
-    /// Ban addresses (IPv4 into parapet-ban4, IPv6 into parapet-ban6, created on demand).
+    /// Ban addresses in parapetd (IPv4 into parapet-ban4, IPv6 into parapet-ban6).
     Ban(BanArgs),
     /// Lift bans.
     Unban(BanArgs),
-    /// Load the eBPF dataplane (on first use) and attach it to IFACE; the
-    /// active ruleset and its sets run there from now on.
+    /// Attach parapetd's eBPF dataplane to an interface (loads it on first use; root daemon).
     Attach(AttachArgs),
-    /// Detach the dataplane from IFACE (every hook, or just --hook).
+    /// Detach parapetd's eBPF dataplane from an interface.
     Detach(DetachArgs),
 }
 
@@ -400,7 +307,7 @@ fn bulk(
             timeout: Option<u64>,
         }
         let b = Batch {
-            v: crate::proto::PROTO_VERSION,
+            v: parapet_daemon::proto::PROTO_VERSION,
             id: client.take_id(),
             cmd,
             set,
@@ -774,7 +681,6 @@ mod tests {
             Cli::try_parse_from(["parapet", "ban", "1.2.3.4", "::1", "--timeout", "5"]).is_ok()
         );
         assert!(Cli::try_parse_from(["parapet", "counters", "reset"]).is_ok());
-        assert!(Cli::try_parse_from(["parapet", "list", "--counters", "--format", "json"]).is_ok());
         assert!(Cli::try_parse_from(["parapet", "apply", "--check", "r.rules"]).is_ok());
         assert!(Cli::try_parse_from(["parapet", "set", "test", "b", "1.2.3.4"]).is_ok());
         assert!(Cli::try_parse_from(["parapet", "attach", "eth0", "--hook", "tc"]).is_ok());

@@ -4,14 +4,14 @@
 //! to the state: the active ruleset's image, actions and sets, and every
 //! set change before its reply.
 //!
-//! [`Kernel`] lives inside [`crate::state::State`], so it is only touched
+//! [`Kernel`] lives inside the daemon's state, so it is only touched
 //! under the state lock: a set change and its kernel update, or an apply
 //! and its swap, are one step for every other client.
 
-use crate::loader::CompiledChain;
+use crate::compiled::CompiledChain;
 use crate::proto::{code, ErrorReply};
 use parapet_dataplane::ct_table::ConntrackTable;
-use parapet_dataplane::ruleset::{self, Install};
+use parapet_dataplane::ruleset::Install;
 use parapet_dataplane::{bridge, Dataplane, Features, Hook, LoadOptions, Mode, SetSizing, Stat};
 use parapet_model::{Counters, Ruleset};
 use parapet_sets::{Element, SetStore};
@@ -65,30 +65,6 @@ pub struct Attachment {
     id: u64,
 }
 
-/// The hook's journal byte.
-pub fn hook_byte(h: Hook) -> u8 {
-    match h {
-        Hook::Xdp => 0,
-        Hook::Tc => 1,
-    }
-}
-
-/// The mode's journal byte.
-pub fn mode_byte(m: Mode) -> u8 {
-    match m {
-        Mode::Native => 0,
-        Mode::Skb => 1,
-    }
-}
-
-/// The journal bytes back to a hook and mode.
-pub fn from_bytes(hook: u8, mode: u8) -> (Hook, Mode) {
-    (
-        if hook == 1 { Hook::Tc } else { Hook::Xdp },
-        if mode == 1 { Mode::Skb } else { Mode::Native },
-    )
-}
-
 /// Parses the protocol's `hook` and `mode` fields.
 pub fn parse_hook_mode(hook: Option<&str>, mode: Option<&str>) -> Result<(Hook, Mode), String> {
     let h = match hook.unwrap_or("xdp") {
@@ -104,14 +80,16 @@ pub fn parse_hook_mode(hook: Option<&str>, mode: Option<&str>) -> Result<(Hook, 
     Ok((h, m))
 }
 
-fn name_hook(h: Hook) -> &'static str {
+/// The protocol's name of a hook.
+pub fn hook_name(h: Hook) -> &'static str {
     match h {
         Hook::Xdp => "xdp",
         Hook::Tc => "tc",
     }
 }
 
-fn name_mode(m: Mode) -> &'static str {
+/// The protocol's name of an XDP mode.
+pub fn mode_name(m: Mode) -> &'static str {
     match m {
         Mode::Native => "native",
         Mode::Skb => "skb",
@@ -307,7 +285,7 @@ impl Kernel {
         {
             return Err(ErrorReply::new(
                 code::EXISTS,
-                format!("already attached to {iface} at {}", name_hook(hook)),
+                format!("already attached to {iface} at {}", hook_name(hook)),
             ));
         }
         let on = self
@@ -412,14 +390,14 @@ impl Kernel {
             if !iface_exists(&iface) {
                 log.push(format!(
                     "warning: {iface} no longer exists; not re-attached at {}",
-                    name_hook(hook)
+                    hook_name(hook)
                 ));
                 continue;
             }
             match self.attach(&iface, hook, mode) {
                 Ok(a) => log.push(format!(
                     "re-attached to {iface} at {}{}",
-                    name_hook(hook),
+                    hook_name(hook),
                     a.note.map(|n| format!(" ({n})")).unwrap_or_default()
                 )),
                 Err(e) => log.push(format!("warning: {}", e.msg)),
@@ -430,36 +408,29 @@ impl Kernel {
 
     /// Attachments to journal in a snapshot: the live ones, plus those the
     /// journal named that were not made yet.
-    pub fn journaled(&self) -> Vec<(String, u8, u8)> {
+    pub fn journaled(&self) -> Vec<(String, Hook, Mode)> {
         self.attached
             .iter()
-            .map(|a| (a.iface.clone(), hook_byte(a.hook), mode_byte(a.mode)))
-            .chain(
-                self.pending
-                    .iter()
-                    .map(|(i, h, m)| (i.clone(), hook_byte(*h), mode_byte(*m))),
-            )
+            .map(|a| (a.iface.clone(), a.hook, a.mode))
+            .chain(self.pending.iter().cloned())
             .collect()
     }
 
-    /// Mirrors added elements (absolute expiry `exp` in Unix ms, 0 =
-    /// permanent, at `now`) into the kernel when the live ruleset
-    /// references set `name`.
-    pub fn set_add(
-        &mut self,
-        name: &str,
-        els: &[Element],
-        exp: u64,
-        now: u64,
-    ) -> Result<(), ErrorReply> {
+    /// Mirrors added elements into the kernel when the live ruleset
+    /// references set `name`. Each element's `expires` is its absolute
+    /// expiry in Unix ms (`None` = permanent), turned into a remaining
+    /// lifetime at `now`.
+    pub fn set_add(&mut self, name: &str, els: &[Element], now: u64) -> Result<(), ErrorReply> {
         let Some((dp, id)) = self.kernel_set(name) else {
             return Ok(());
         };
-        let remaining = (exp != 0).then(|| exp.saturating_sub(now).max(1));
         let mono = parapet_dataplane::monotonic_ns();
         let kels: Vec<_> = els
             .iter()
-            .map(|e| bridge::kernel_element(e, remaining, mono))
+            .map(|e| {
+                let remaining = e.expires.map(|exp| exp.saturating_sub(now).max(1));
+                bridge::kernel_element(e, remaining, mono)
+            })
             .collect();
         dp.set_add(id, &kels).map_err(|e| kernel_set_err(name, e))
     }
@@ -543,9 +514,9 @@ impl Kernel {
         self.attached
             .iter()
             .map(|a| {
-                let mut v = json!({"iface": a.iface, "hook": name_hook(a.hook)});
+                let mut v = json!({"iface": a.iface, "hook": hook_name(a.hook)});
                 if let Some(m) = a.actual {
-                    v["mode"] = Value::from(name_mode(m));
+                    v["mode"] = Value::from(mode_name(m));
                 }
                 if let Some(n) = &a.note {
                     v["note"] = Value::from(n.clone());
@@ -663,20 +634,13 @@ fn needs_ct(
 ) -> Result<bool, ErrorReply> {
     let chain = kernel_chain(cfg, rs, compiled)
         .map_err(|e| ErrorReply::new(code::APPLY, format!("the kernel dataplane: {e}")))?;
-    let needs = ruleset::needs_conntrack(rs, chain.chain);
-    if needs && !dp.conntrack_available() {
-        return Err(ErrorReply::new(
-            code::APPLY,
-            format!(
-                "the kernel chain {} matches ctstate, but the kernel dataplane cannot look \
-                 packets up in conntrack ({}); every packet would be UNTRACKED there",
-                chain.name,
-                dp.conntrack_note()
-                    .unwrap_or("it failed to load with the lookup; see parapetd's log")
-            ),
-        ));
-    }
-    Ok(needs)
+    dp.needs_conntrack(
+        rs,
+        chain.chain,
+        &format!("the kernel chain {}", chain.name),
+        "it failed to load with the lookup; see parapetd's log",
+    )
+    .map_err(|e| ErrorReply::new(code::APPLY, e))
 }
 
 /// The kernel chain of `rs` and its image bytes, when they fit the loaded
@@ -690,26 +654,19 @@ fn fits<'a>(
     let chain = kernel_chain(cfg, rs, compiled)
         .map_err(|e| ErrorReply::new(code::APPLY, format!("the kernel dataplane: {e}")))?;
     let image = chain.classifier.image().to_bytes();
-    let max = ruleset::max_rule_id(rs);
-    if max > dp.max_rules() {
-        return Err(ErrorReply::new(
-            code::APPLY,
-            format!(
-                "rule id {max} exceeds the kernel's {} counter slots; restart parapetd with a larger --max-rules",
-                dp.max_rules()
+    // The dataplane's own check; the messages name the flag to raise.
+    dp.check_fits(rs, image.len()).map_err(|e| {
+        let msg = match e {
+            parapet_dataplane::Error::RuleOutOfRange { rule, max } => format!(
+                "rule id {rule} exceeds the kernel's {max} counter slots; restart parapetd with a larger --max-rules"
             ),
-        ));
-    }
-    if image.len() > dp.slot_capacity() {
-        return Err(ErrorReply::new(
-            code::APPLY,
-            format!(
-                "the classifier image ({} bytes) does not fit the kernel's image slot ({} bytes); restart parapetd with a larger --image-mib",
-                image.len(),
-                dp.slot_capacity()
+            parapet_dataplane::Error::ImageTooLarge { len, cap } => format!(
+                "the classifier image ({len} bytes) does not fit the kernel's image slot ({cap} bytes); restart parapetd with a larger --image-mib"
             ),
-        ));
-    }
+            other => other.to_string(),
+        };
+        ErrorReply::new(code::APPLY, msg)
+    })?;
     Ok((chain, image))
 }
 
@@ -718,7 +675,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn hooks_modes_and_journal_bytes() {
+    fn hooks_and_modes() {
         assert_eq!(
             parse_hook_mode(None, None).unwrap(),
             (Hook::Xdp, Mode::Native)
@@ -729,11 +686,6 @@ mod tests {
         );
         assert!(parse_hook_mode(Some("nf"), None).is_err());
         assert!(parse_hook_mode(None, Some("offload")).is_err());
-        for h in [Hook::Xdp, Hook::Tc] {
-            for m in [Mode::Native, Mode::Skb] {
-                assert_eq!(from_bytes(hook_byte(h), mode_byte(m)), (h, m));
-            }
-        }
     }
 
     #[test]
@@ -743,7 +695,10 @@ mod tests {
         k.replay_attach("eth1".into(), Hook::Tc, Mode::Skb);
         k.replay_attach("eth0".into(), Hook::Xdp, Mode::Skb); // re-attach replaces
         k.replay_detach("eth1", Hook::Tc);
-        assert_eq!(k.journaled(), vec![("eth0".to_string(), 0, 1)]);
+        assert_eq!(
+            k.journaled(),
+            vec![("eth0".to_string(), Hook::Xdp, Mode::Skb)]
+        );
         // Not loaded: set changes, counters and detaches touch no kernel.
         assert!(!k.loaded());
         assert!(k.set_flush("x").is_ok());
