@@ -1,7 +1,7 @@
 //! Builds a classifier for a ClassBench file and prints `explain()` plus
 //! the average lookup work over its trace.
 //!
-//! `cargo run --release -p parapet-compile --example explain -- FILTERS|random:N [TRACE] [leaf_size]`
+//! `cargo run --release -p parapet-compile --example explain_tree -- FILTERS|random:N [TRACE] [leaf_size]`
 //!
 //! Environment: `BENCH=1` also measures lookups; `SPFAC=x` sets the
 //! multi-way space factor; `NOPART=1` builds one tree for all rules;
