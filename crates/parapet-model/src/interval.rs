@@ -52,14 +52,8 @@ impl IntervalSet {
     /// `-s 10.1.2.3/8`.
     pub fn prefix(value: u128, len: u32, width: u32) -> Self {
         debug_assert!(len <= width && width <= 128);
-        let host_bits = width - len;
-        let host_mask = if host_bits >= 128 {
-            u128::MAX
-        } else {
-            (1u128 << host_bits) - 1
-        };
-        let lo = value & !host_mask & width_mask(width);
-        IntervalSet::range(lo, lo | host_mask)
+        let (lo, hi) = prefix_range(value, len, width);
+        IntervalSet::range(lo, hi)
     }
 
     /// Builds a normalized set from intervals in any order, overlapping or not.
@@ -187,7 +181,39 @@ pub fn width_mask(width: u32) -> u128 {
     }
 }
 
-fn range_to_prefixes(mut lo: u128, hi: u128, width: u32, out: &mut Vec<(u128, u32)>) {
+/// The closed range `[lo, hi]` of a `width`-bit field whose top `len` bits
+/// equal `value`'s (`len <= width`). Bits of `value` below the prefix are
+/// ignored, as iptables does for `-s 10.1.2.3/8`.
+pub fn prefix_range(value: u128, len: u32, width: u32) -> (u128, u128) {
+    let host_mask = width_mask(width - len);
+    let lo = value & !host_mask & width_mask(width);
+    (lo, lo | host_mask)
+}
+
+/// If `[lo, hi]` is exactly one prefix of a `width`-bit field, its length.
+pub fn prefix_len(lo: u128, hi: u128, width: u32) -> Option<u32> {
+    if lo > hi {
+        return None;
+    }
+    let span = hi - lo;
+    if span == u128::MAX {
+        return if width == 128 { Some(0) } else { None };
+    }
+    let size = span + 1;
+    if !size.is_power_of_two() || lo & span != 0 {
+        return None;
+    }
+    let host = size.trailing_zeros();
+    if host > width {
+        return None;
+    }
+    Some(width - host)
+}
+
+/// Splits the closed range `[lo, hi]` of a `width`-bit field into the
+/// minimal list of maximal aligned prefixes `(value, prefix_len)`, appended
+/// to `out`.
+pub fn range_to_prefixes(mut lo: u128, hi: u128, width: u32, out: &mut Vec<(u128, u32)>) {
     loop {
         // Largest block aligned at `lo` that does not pass `hi`.
         let align = if lo == 0 {
