@@ -24,7 +24,6 @@ pub mod cli;
 pub mod client;
 mod crc;
 pub mod dataplane;
-pub mod elem;
 pub mod journal;
 pub mod loader;
 pub mod proto;

@@ -5,10 +5,10 @@
 //! the order in which changes happened; the caller then makes the record
 //! durable ([`crate::journal::Journal::sync`]) before replying.
 
-use crate::elem::{address_family, element_key, parse_element, parse_type};
 use crate::journal::{enc, Journal, Lsn, Record, CHUNK};
 use crate::proto::{code, ErrorReply, Outcome, Request};
 use parapet_model::{Counters, Ruleset};
+use parapet_sets::{address_family, element_key, parse_element, parse_type};
 use parapet_sets::{Clock, Element, Family, KeyPart, Policy, SetDesc, SetError, SetStore};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};

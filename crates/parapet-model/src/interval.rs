@@ -256,6 +256,25 @@ mod tests {
     }
 
     #[test]
+    fn prefix_maths() {
+        let mut v = Vec::new();
+        range_to_prefixes(1, 6, 8, &mut v);
+        assert_eq!(v, vec![(1, 8), (2, 7), (4, 7), (6, 8)]);
+        v.clear();
+        range_to_prefixes(0, u128::MAX, 128, &mut v);
+        assert_eq!(v, vec![(0, 0)]);
+        v.clear();
+        range_to_prefixes(0, 0xffff, 16, &mut v);
+        assert_eq!(v, vec![(0, 0)]);
+        assert_eq!(prefix_len(0x0a000000, 0x0affffff, 32), Some(8));
+        assert_eq!(prefix_len(0, u32::MAX as u128, 32), Some(0));
+        assert_eq!(prefix_len(1, 2, 32), None);
+        assert_eq!(prefix_len(0, u128::MAX, 128), Some(0));
+        assert_eq!(prefix_range(0x0a01_0203, 8, 32), (0x0a00_0000, 0x0aff_ffff));
+        assert_eq!(prefix_range(0, 0, 128), (0, u128::MAX));
+    }
+
+    #[test]
     fn prefix_ignores_host_bits() {
         let s = IntervalSet::prefix(0x0a01_0203, 8, 32);
         assert_eq!(s.ranges(), &[(0x0a00_0000, 0x0aff_ffff)]);

@@ -74,10 +74,7 @@ pub const SERVICES: [(&str, u16); 27] = [
 
 /// The port of a well-known service name (exact, lowercase).
 pub fn service_port(name: &str) -> Option<u16> {
-    SERVICES
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map(|&(_, p)| p)
+    SERVICES.iter().find(|(n, _)| *n == name).map(|&(_, p)| p)
 }
 
 #[cfg(test)]

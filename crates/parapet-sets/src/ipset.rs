@@ -1,9 +1,10 @@
 //! `ipset save` / `ipset restore` text.
 
-use crate::key::{fmt_value, parse_dim, prefix_len, KeyPart, MAX_DIMS};
+use crate::key::{fmt_value, parse_dim, KeyPart, MAX_DIMS};
 use crate::set::{Element, IpsetInfo, Set, SetDesc};
 use crate::store::{LoadStats, SetStore, Staging};
 use crate::Error;
+use parapet_model::prefix_len;
 use std::collections::HashMap;
 use std::fmt::Write;
 
@@ -65,7 +66,7 @@ fn num<T: std::str::FromStr>(
 }
 
 /// (dims with family placeholder, interval) of an ipset type.
-fn type_dims(typ: &str, v6: bool) -> Option<(Vec<KeyPart>, bool)> {
+pub(crate) fn type_dims(typ: &str, v6: bool) -> Option<(Vec<KeyPart>, bool)> {
     let a = if v6 {
         KeyPart::Ipv6Addr
     } else {

@@ -1,6 +1,7 @@
 //! Key types: what a set's key is made of, and packet keys for lookups.
 
 use crate::word::Word;
+use parapet_model::{prefix_len, protocol_name, protocol_number, service_port, Family};
 use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
@@ -72,15 +73,6 @@ impl fmt::Display for KeyPart {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.nft_name())
     }
-}
-
-/// Address family of a packet address.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Family {
-    /// IPv4: the address is the low 32 bits (plain or IPv4-mapped `::ffff:a.b.c.d`).
-    V4,
-    /// IPv6: all 128 bits.
-    V6,
 }
 
 /// One packet part of a lookup [`Key`].
@@ -277,67 +269,14 @@ impl Layout {
 // ---------------------------------------------------------------------------
 // Text of one dimension value.
 
-const SERVICES: &[(&str, u16)] = &[
-    ("ftp-data", 20),
-    ("ftp", 21),
-    ("ssh", 22),
-    ("telnet", 23),
-    ("smtp", 25),
-    ("domain", 53),
-    ("dns", 53),
-    ("bootps", 67),
-    ("bootpc", 68),
-    ("tftp", 69),
-    ("http", 80),
-    ("www", 80),
-    ("pop3", 110),
-    ("ntp", 123),
-    ("imap", 143),
-    ("imap2", 143),
-    ("snmp", 161),
-    ("ldap", 389),
-    ("https", 443),
-    ("smtps", 465),
-    ("submission", 587),
-    ("ldaps", 636),
-    ("imaps", 993),
-    ("pop3s", 995),
-    ("mysql", 3306),
-    ("rdp", 3389),
-    ("postgresql", 5432),
-];
-
-const PROTOS: &[(&str, u8)] = &[
-    ("icmp", 1),
-    ("igmp", 2),
-    ("tcp", 6),
-    ("udp", 17),
-    ("gre", 47),
-    ("esp", 50),
-    ("ah", 51),
-    ("icmpv6", 58),
-    ("ipv6-icmp", 58),
-    ("sctp", 132),
-    ("udplite", 136),
-];
-
 /// Protocol number from a name or decimal number.
 pub fn proto_by_name(s: &str) -> Option<u8> {
-    if let Ok(n) = s.parse::<u8>() {
-        return Some(n);
-    }
-    PROTOS
-        .iter()
-        .find(|(n, _)| n.eq_ignore_ascii_case(s))
-        .map(|&(_, v)| v)
+    protocol_number(s)
 }
 
 /// Protocol name (or number as text).
 pub fn proto_name(p: u8) -> String {
-    match PROTOS.iter().find(|&&(_, v)| v == p) {
-        Some((n, _)) => (*n).to_string(),
-        None => p.to_string(),
-    }
+    protocol_name(p).map_or_else(|| p.to_string(), str::to_string)
 }
 
 fn port_value(s: &str) -> Result<u128, String> {
@@ -347,10 +286,8 @@ fn port_value(s: &str) -> Result<u128, String> {
     if s.bytes().all(|b| b.is_ascii_digit()) && !s.is_empty() {
         return Err(format!("port {s} out of range 0-65535"));
     }
-    SERVICES
-        .iter()
-        .find(|(n, _)| *n == s)
-        .map(|&(_, v)| v as u128)
+    service_port(s)
+        .map(|v| v as u128)
         .ok_or_else(|| format!("expected a port number or service name, found `{s}`"))
 }
 
@@ -358,19 +295,7 @@ fn prefix_range(addr: u128, len: u32, width: u32) -> Result<(u128, u128), String
     if len > width {
         return Err(format!("prefix length {len} exceeds {width}"));
     }
-    let host = if len == 0 {
-        if width == 128 {
-            u128::MAX
-        } else {
-            (1u128 << width) - 1
-        }
-    } else if width - len >= 128 {
-        u128::MAX
-    } else {
-        (1u128 << (width - len)) - 1
-    };
-    let lo = addr & !host;
-    Ok((lo, lo | host))
+    Ok(parapet_model::prefix_range(addr, len, width))
 }
 
 /// Parses one dimension's text into an inclusive range `[lo, hi]`.
@@ -528,55 +453,6 @@ pub(crate) fn fmt_value(part: KeyPart, v: u128) -> String {
     }
 }
 
-/// If `[lo, hi]` is exactly one prefix of a `width`-bit space, its length.
-pub(crate) fn prefix_len(lo: u128, hi: u128, width: u32) -> Option<u32> {
-    let span = hi.wrapping_sub(lo);
-    if lo > hi {
-        return None;
-    }
-    if span == u128::MAX {
-        return if width == 128 { Some(0) } else { None };
-    }
-    let size = span + 1;
-    if !size.is_power_of_two() || lo & span != 0 {
-        return None;
-    }
-    let host = size.trailing_zeros();
-    if host > width {
-        return None;
-    }
-    Some(width - host)
-}
-
-/// Splits `[lo, hi]` into the minimal list of aligned prefixes `(base, len)`.
-pub(crate) fn range_to_prefixes(lo: u128, hi: u128, width: u32, out: &mut Vec<(u128, u32)>) {
-    let mut cur = lo;
-    loop {
-        // largest aligned block starting at cur and not exceeding hi
-        let mut host = if cur == 0 {
-            width
-        } else {
-            cur.trailing_zeros().min(width)
-        };
-        loop {
-            let end = if host >= 128 {
-                u128::MAX
-            } else {
-                cur | ((1u128 << host) - 1)
-            };
-            if end <= hi {
-                out.push((cur, width - host));
-                if end == hi {
-                    return;
-                }
-                cur = end + 1;
-                break;
-            }
-            host -= 1;
-        }
-    }
-}
-
 /// Formats a range of one dimension, nft style: `a`, `a/len`, or `a-b`.
 pub(crate) fn fmt_range(part: KeyPart, lo: u128, hi: u128) -> String {
     if lo == hi {
@@ -607,19 +483,7 @@ pub(crate) fn fmt_range(part: KeyPart, lo: u128, hi: u128) -> String {
 mod tests {
     use super::*;
     #[test]
-    fn prefixes() {
-        let mut v = Vec::new();
-        range_to_prefixes(1, 6, 8, &mut v);
-        assert_eq!(v, vec![(1, 8), (2, 7), (4, 7), (6, 8)]);
-        v.clear();
-        range_to_prefixes(0, u128::MAX, 128, &mut v);
-        assert_eq!(v, vec![(0, 0)]);
-        v.clear();
-        range_to_prefixes(0, 0xffff, 16, &mut v);
-        assert_eq!(v, vec![(0, 0)]);
-        assert_eq!(prefix_len(0x0a000000, 0x0affffff, 32), Some(8));
-        assert_eq!(prefix_len(0, u32::MAX as u128, 32), Some(0));
-        assert_eq!(prefix_len(1, 2, 32), None);
+    fn interface_prefixes() {
         assert_eq!(
             parse_dim(KeyPart::IfName, "eth*").unwrap().0 >> 104,
             0x657468

@@ -30,15 +30,19 @@ mod key;
 mod nft;
 mod set;
 mod store;
+mod text;
 mod word;
 
-pub use key::{Family, Key, KeyPart, KeyValue, MAX_DIMS};
+pub use key::{Key, KeyPart, KeyValue, MAX_DIMS};
 pub use nft::{format_duration, parse_duration};
+/// Address family of a packet address: the rule model's.
+pub use parapet_model::Family;
 pub use set::{
     choose_backend, BackendKind, Complexity, Element, Explain, IpsetInfo, Policy, Set, SetDesc,
     SetError, StoredElement, DEFAULT_MAXELEM, FIXED_HASH_LIMIT, MAX_EXPAND,
 };
 pub use store::{Clock, LoadStats, ManualClock, SetStore, SystemClock};
+pub use text::{address_family, element_key, parse_element, parse_type};
 
 /// A parse or load error at a position of the input (1-based line and
 /// column). The caller prefixes the file name: `FILE:LINE:COL: message`.
