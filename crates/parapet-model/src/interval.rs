@@ -272,6 +272,19 @@ mod tests {
         assert_eq!(prefix_len(0, u128::MAX, 128), Some(0));
         assert_eq!(prefix_range(0x0a01_0203, 8, 32), (0x0a00_0000, 0x0aff_ffff));
         assert_eq!(prefix_range(0, 0, 128), (0, u128::MAX));
+        // exhaustive on a small width: the prefixes tile the range exactly
+        for lo in 0..64u128 {
+            for hi in lo..64 {
+                v.clear();
+                range_to_prefixes(lo, hi, 6, &mut v);
+                let mut next = lo;
+                for &(p, len) in &v {
+                    assert_eq!(p, next);
+                    next = p + (1 << (6 - len));
+                }
+                assert_eq!(next, hi + 1);
+            }
+        }
     }
 
     #[test]

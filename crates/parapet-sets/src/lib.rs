@@ -28,6 +28,7 @@ mod backend;
 mod ipset;
 mod key;
 mod nft;
+mod reference;
 mod set;
 mod store;
 mod text;
@@ -37,6 +38,7 @@ pub use key::{Key, KeyPart, KeyValue, MAX_DIMS};
 pub use nft::{format_duration, parse_duration};
 /// Address family of a packet address: the rule model's.
 pub use parapet_model::Family;
+pub use reference::{packet_key, ref_fields};
 pub use set::{
     choose_backend, BackendKind, Complexity, Element, Explain, IpsetInfo, Policy, Set, SetDesc,
     SetError, StoredElement, DEFAULT_MAXELEM, FIXED_HASH_LIMIT, MAX_EXPAND,
