@@ -23,6 +23,7 @@ mod flatten;
 mod interval;
 mod linear;
 mod packet;
+mod policy;
 mod proto;
 mod rule;
 
@@ -34,6 +35,7 @@ pub use flatten::{
 pub use interval::{prefix_len, prefix_range, range_to_prefixes, width_mask, IntervalSet};
 pub use linear::{Decision, EvalError, LinearEngine, NoSets, SetLookup, TraceStep, MAX_DEPTH};
 pub use packet::{from_ip, to_ip, Packet, PacketSpecError};
+pub use policy::Policy;
 pub use proto::{protocol_name, protocol_number, service_port, PROTOCOLS, SERVICES};
 pub use rule::{
     Action, BaseChain, Chain, ChainId, Counters, Dir, Hook, Limit, LogSpec, Matches, Origin, Rule,

@@ -36,12 +36,12 @@ mod word;
 
 pub use key::{Key, KeyPart, KeyValue, MAX_DIMS};
 pub use nft::{format_duration, parse_duration};
-/// Address family of a packet address: the rule model's.
-pub use parapet_model::Family;
+/// The rule model's address family and performance|memory policy.
+pub use parapet_model::{Family, Policy};
 pub use reference::{packet_key, ref_fields};
 pub use set::{
-    choose_backend, BackendKind, Complexity, Element, Explain, IpsetInfo, Policy, Set, SetDesc,
-    SetError, StoredElement, DEFAULT_MAXELEM, FIXED_HASH_LIMIT, MAX_EXPAND,
+    choose_backend, BackendKind, Complexity, Element, Explain, IpsetInfo, Set, SetDesc, SetError,
+    StoredElement, DEFAULT_MAXELEM, FIXED_HASH_LIMIT, MAX_EXPAND,
 };
 pub use store::{Clock, LoadStats, ManualClock, SetStore, SystemClock};
 pub use text::{address_family, element_key, parse_element, parse_type};

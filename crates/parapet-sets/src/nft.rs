@@ -1,9 +1,10 @@
 //! nft set syntax: `set NAME { type …; flags …; timeout …; size …; elements = { … } }`.
 
 use crate::key::{fmt_range, parse_dim, KeyPart, MAX_DIMS};
-use crate::set::{Element, Policy, Set, SetDesc};
+use crate::set::{Element, Set, SetDesc};
 use crate::store::{LoadStats, SetStore, Staging};
 use crate::Error;
+use parapet_model::Policy;
 use std::fmt::Write;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

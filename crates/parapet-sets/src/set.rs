@@ -6,6 +6,7 @@ use crate::backend::{
 };
 use crate::key::{fmt_range, Key, KeyPart, Layout, MAX_DIMS};
 use crate::word::{Wide, Word};
+use parapet_model::Policy;
 use std::collections::HashMap;
 use std::fmt;
 
@@ -18,25 +19,6 @@ pub const FIXED_HASH_LIMIT: usize = 1 << 22;
 
 /// Maximum points an exact (non-interval) set expands one range element into.
 pub const MAX_EXPAND: u128 = 1 << 16;
-
-/// Backend selection policy (nft `policy performance|memory`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum Policy {
-    /// Fastest lookup.
-    #[default]
-    Performance,
-    /// Smallest memory.
-    Memory,
-}
-
-impl fmt::Display for Policy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Policy::Performance => "performance",
-            Policy::Memory => "memory",
-        })
-    }
-}
 
 /// The data structures a set can live in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
