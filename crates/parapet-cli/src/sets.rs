@@ -3,7 +3,7 @@
 
 use anyhow::{anyhow, bail, Context, Result};
 use parapet_model::{Packet, Ruleset, SetKeySpec, SetLookup, SetRef};
-use parapet_sets::{Key, SetStore};
+use parapet_sets::{LookupKey, SetStore};
 use std::path::Path;
 
 /// A [`SetStore`] seen through the model's [`SetLookup`].
@@ -21,7 +21,7 @@ impl SetLookup for StoreLookup {
 }
 
 /// Builds the lookup key of `pkt` for `set_ref` from the set's key type.
-pub fn key_for(store: &SetStore, set_ref: &SetRef, pkt: &Packet) -> Option<Key> {
+pub fn key_for(store: &SetStore, set_ref: &SetRef, pkt: &Packet) -> Option<LookupKey> {
     parapet_sets::packet_key(set_ref, store.key_dims(&set_ref.name), pkt)
 }
 

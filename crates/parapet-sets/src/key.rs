@@ -75,7 +75,7 @@ impl fmt::Display for KeyPart {
     }
 }
 
-/// One packet part of a lookup [`Key`].
+/// One packet part of a lookup [`LookupKey`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum KeyValue {
     /// An address; IPv4 in the low 32 bits.
@@ -92,65 +92,65 @@ pub enum KeyValue {
 /// the order of [`crate::SetStore::key_dims`]. No allocation.
 ///
 /// ```
-/// use parapet_sets::{Key, Family};
-/// let k = Key::new().addr(Family::V4, 0x0a00_0001).port(443);
+/// use parapet_sets::{LookupKey, Family};
+/// let k = LookupKey::new().addr(Family::V4, 0x0a00_0001).port(443);
 /// assert_eq!(k.parts().len(), 2);
-/// let k6 = Key::new().ipv6("2001:db8::1".parse().unwrap());
-/// let k4 = Key::new().ipv4("10.0.0.1".parse().unwrap()).proto(6).port(22).iface("eth0");
+/// let k6 = LookupKey::new().ipv6("2001:db8::1".parse().unwrap());
+/// let k4 = LookupKey::new().ipv4("10.0.0.1".parse().unwrap()).proto(6).port(22).iface("eth0");
 /// # let _ = (k6, k4);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Key {
+pub struct LookupKey {
     vals: [KeyValue; MAX_DIMS],
     len: u8,
 }
 
-impl Default for Key {
+impl Default for LookupKey {
     fn default() -> Self {
-        Key::new()
+        LookupKey::new()
     }
 }
 
-impl Key {
+impl LookupKey {
     /// An empty key.
-    pub const fn new() -> Key {
-        Key {
+    pub const fn new() -> LookupKey {
+        LookupKey {
             vals: [KeyValue::Proto(0); MAX_DIMS],
             len: 0,
         }
     }
     /// Appends a part. Panics if the key already has [`MAX_DIMS`] parts.
-    pub fn push(mut self, v: KeyValue) -> Key {
+    pub fn push(mut self, v: KeyValue) -> LookupKey {
         assert!(
             (self.len as usize) < MAX_DIMS,
-            "Key has at most {MAX_DIMS} parts"
+            "a lookup key has at most {MAX_DIMS} parts"
         );
         self.vals[self.len as usize] = v;
         self.len += 1;
         self
     }
     /// Appends an address (IPv4 in the low 32 bits).
-    pub fn addr(self, family: Family, addr: u128) -> Key {
+    pub fn addr(self, family: Family, addr: u128) -> LookupKey {
         self.push(KeyValue::Addr { family, addr })
     }
     /// Appends an IPv4 address.
-    pub fn ipv4(self, a: Ipv4Addr) -> Key {
+    pub fn ipv4(self, a: Ipv4Addr) -> LookupKey {
         self.addr(Family::V4, u32::from(a) as u128)
     }
     /// Appends an IPv6 address.
-    pub fn ipv6(self, a: Ipv6Addr) -> Key {
+    pub fn ipv6(self, a: Ipv6Addr) -> LookupKey {
         self.addr(Family::V6, u128::from(a))
     }
     /// Appends a port.
-    pub fn port(self, p: u16) -> Key {
+    pub fn port(self, p: u16) -> LookupKey {
         self.push(KeyValue::Port(p))
     }
     /// Appends a protocol number.
-    pub fn proto(self, p: u8) -> Key {
+    pub fn proto(self, p: u8) -> LookupKey {
         self.push(KeyValue::Proto(p))
     }
     /// Appends an interface name (truncated to 16 bytes).
-    pub fn iface(self, name: &str) -> Key {
+    pub fn iface(self, name: &str) -> LookupKey {
         self.push(KeyValue::Iface(ifname_bytes(name.as_bytes())))
     }
     /// The parts.
@@ -252,7 +252,7 @@ impl Layout {
     }
     /// Packs a packet key; `None` if it does not fit this layout.
     #[inline]
-    pub fn pack_key<K: Word>(&self, key: &Key) -> Option<K> {
+    pub fn pack_key<K: Word>(&self, key: &LookupKey) -> Option<K> {
         let parts = key.parts();
         if parts.len() != self.dims.len() {
             return None;

@@ -14,11 +14,11 @@
 //!   loads are all or nothing; parse errors are [`Error`]`{ line, column, message }`.
 //!
 //! ```
-//! use parapet_sets::{SetStore, Key, Family};
+//! use parapet_sets::{SetStore, LookupKey, Family};
 //! let mut store = SetStore::new();
 //! store.load_nft("set ban { type ipv4_addr; flags interval; elements = { 10.0.0.0/8, 192.0.2.7 } }").unwrap();
-//! assert_eq!(store.lookup("ban", &Key::new().addr(Family::V4, 0x0a01_0101)), Some(true));
-//! assert_eq!(store.lookup("ban", &Key::new().ipv4("192.0.2.8".parse().unwrap())), Some(false));
+//! assert_eq!(store.lookup("ban", &LookupKey::new().addr(Family::V4, 0x0a01_0101)), Some(true));
+//! assert_eq!(store.lookup("ban", &LookupKey::new().ipv4("192.0.2.8".parse().unwrap())), Some(false));
 //! println!("{}", store.explain("ban").unwrap());
 //! ```
 
@@ -34,7 +34,7 @@ mod store;
 mod text;
 mod word;
 
-pub use key::{Key, KeyPart, KeyValue, MAX_DIMS};
+pub use key::{KeyPart, KeyValue, LookupKey, MAX_DIMS};
 pub use nft::{format_duration, parse_duration};
 /// The rule model's address family and performance|memory policy.
 pub use parapet_model::{Family, Policy};

@@ -3,7 +3,7 @@
 //! and the kernel bridge (`parapet-dataplane`'s `bridge::ref_parts`) share.
 //! The BPF side reads the result from the set-reference map.
 
-use crate::key::{Key, KeyPart, KeyValue};
+use crate::key::{KeyPart, KeyValue, LookupKey};
 use parapet_model::{Dir, Family, Field, Packet, SetKeySpec, SetRef};
 
 /// The packet field of each dimension of `r`'s key for a set with key
@@ -46,9 +46,9 @@ pub fn ref_fields(r: &SetRef, dims: &[KeyPart]) -> Option<Vec<Field>> {
 /// The lookup key of `pkt` for `r` in a set with key `dims`; `None` when
 /// the packet cannot be a member (see [`ref_fields`], or an address of the
 /// other family).
-pub fn packet_key(r: &SetRef, dims: &[KeyPart], pkt: &Packet) -> Option<Key> {
+pub fn packet_key(r: &SetRef, dims: &[KeyPart], pkt: &Packet) -> Option<LookupKey> {
     let fields = ref_fields(r, dims)?;
-    let mut key = Key::new();
+    let mut key = LookupKey::new();
     for (&part, field) in dims.iter().zip(fields) {
         let value = match part {
             KeyPart::Ipv4Addr | KeyPart::Ipv6Addr => {

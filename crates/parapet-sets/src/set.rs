@@ -4,7 +4,7 @@ use crate::backend::{
     bitmap::Bitmap, hash::HashTable, interval::IntervalSet, tss::Tss, BErr, Backend, Ins, Seeded,
     NEVER,
 };
-use crate::key::{fmt_range, Key, KeyPart, Layout, MAX_DIMS};
+use crate::key::{fmt_range, KeyPart, Layout, LookupKey, MAX_DIMS};
 use crate::word::{Wide, Word};
 use parapet_model::Policy;
 use std::collections::HashMap;
@@ -325,7 +325,7 @@ impl Element {
         Element::new(&v)
     }
     /// The element equal to a packet key (dimension values in key order).
-    pub fn from_key(dims: &[KeyPart], key: &Key) -> Option<Element> {
+    pub fn from_key(dims: &[KeyPart], key: &LookupKey) -> Option<Element> {
         let parts = key.parts();
         if parts.len() != dims.len() {
             return None;
@@ -834,7 +834,7 @@ impl<K: Word> Typed<K> {
     }
 
     #[inline]
-    fn lookup(&self, key: &Key, now: u64) -> bool {
+    fn lookup(&self, key: &LookupKey, now: u64) -> bool {
         match self.layout.pack_key::<K>(key) {
             Some(k) => self.backend.contains(k, now),
             None => false,
@@ -845,11 +845,11 @@ impl<K: Word> Typed<K> {
 /// A named, typed set.
 ///
 /// ```
-/// use parapet_sets::{Set, SetDesc, KeyPart, Element, Key, Family};
+/// use parapet_sets::{Set, SetDesc, KeyPart, Element, LookupKey, Family};
 /// let mut s = Set::new("ban", SetDesc::new(&[KeyPart::Ipv4Addr]).interval()).unwrap();
 /// s.add(&Element::new(&[(0x0a00_0000, 0x0aff_ffff)]), 0).unwrap(); // 10.0.0.0/8
-/// assert!(s.contains(&Key::new().addr(Family::V4, 0x0a01_0203), 0));
-/// assert!(!s.contains(&Key::new().addr(Family::V4, 0x0b00_0000), 0));
+/// assert!(s.contains(&LookupKey::new().addr(Family::V4, 0x0a01_0203), 0));
+/// assert!(!s.contains(&LookupKey::new().addr(Family::V4, 0x0b00_0000), 0));
 /// println!("{}", s.explain());
 /// ```
 #[derive(Clone)]
@@ -1209,7 +1209,7 @@ impl Set {
     /// Whether the packet key is a (live) member at time `now`. A key of the
     /// wrong shape or address family is not a member.
     #[inline]
-    pub fn contains(&self, key: &Key, now: u64) -> bool {
+    pub fn contains(&self, key: &LookupKey, now: u64) -> bool {
         typed!(&self.inner, t => t.lookup(key, now))
     }
 

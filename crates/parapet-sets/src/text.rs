@@ -13,7 +13,7 @@
 //! [`crate::nft`]); this module only picks the spelling.
 
 use crate::ipset;
-use crate::key::{parse_dim, Key, KeyPart, KeyValue, MAX_DIMS};
+use crate::key::{parse_dim, KeyPart, KeyValue, LookupKey, MAX_DIMS};
 use crate::set::Element;
 use parapet_model::Family;
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -87,8 +87,8 @@ pub fn parse_element(dims: &[KeyPart], text: &str) -> Result<Element, String> {
 
 /// The packet key equal to an element whose every dimension is one value,
 /// for membership tests; `None` for ranges and prefixes.
-pub fn element_key(dims: &[KeyPart], el: &Element) -> Option<Key> {
-    let mut k = Key::new();
+pub fn element_key(dims: &[KeyPart], el: &Element) -> Option<LookupKey> {
+    let mut k = LookupKey::new();
     for (d, &(lo, hi)) in dims.iter().zip(el.ranges()) {
         if lo != hi {
             return None;
