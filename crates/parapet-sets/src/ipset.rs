@@ -1,7 +1,9 @@
 //! `ipset save` / `ipset restore` text.
 
+use crate::desc::{IpsetInfo, SetDesc};
+use crate::element::Element;
 use crate::key::{fmt_value, parse_dim, KeyPart, MAX_DIMS};
-use crate::set::{Element, IpsetInfo, Set, SetDesc};
+use crate::set::Set;
 use crate::store::{LoadStats, SetStore, Staging};
 use crate::Error;
 use parapet_model::prefix_len;

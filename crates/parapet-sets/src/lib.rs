@@ -25,6 +25,8 @@
 #![allow(clippy::type_complexity)]
 
 mod backend;
+mod desc;
+mod element;
 mod ipset;
 mod key;
 mod nft;
@@ -32,17 +34,20 @@ mod reference;
 mod set;
 mod store;
 mod text;
+mod typed;
 mod word;
 
+pub use desc::{
+    choose_backend, BackendKind, Complexity, Explain, IpsetInfo, SetDesc, DEFAULT_MAXELEM,
+    FIXED_HASH_LIMIT, MAX_EXPAND,
+};
+pub use element::{Element, StoredElement};
 pub use key::{KeyPart, KeyValue, LookupKey, MAX_DIMS};
 pub use nft::{format_duration, parse_duration};
 /// The rule model's address family and performance|memory policy.
 pub use parapet_model::{Family, Policy};
 pub use reference::{packet_key, ref_fields};
-pub use set::{
-    choose_backend, BackendKind, Complexity, Element, Explain, IpsetInfo, Set, SetDesc, SetError,
-    StoredElement, DEFAULT_MAXELEM, FIXED_HASH_LIMIT, MAX_EXPAND,
-};
+pub use set::{Set, SetError};
 pub use store::{Clock, LoadStats, ManualClock, SetStore, SystemClock};
 pub use text::{address_family, element_key, parse_element, parse_type};
 

@@ -1,7 +1,9 @@
 //! `SetStore`: named sets, the clock, loading and saving.
 
+use crate::desc::{Explain, SetDesc};
+use crate::element::Element;
 use crate::key::{KeyPart, LookupKey};
-use crate::set::{Element, Explain, Set, SetDesc, SetError};
+use crate::set::{Set, SetError};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

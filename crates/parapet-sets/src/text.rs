@@ -12,9 +12,9 @@
 //! The same parsers read `ipset restore` and nft set files ([`crate::ipset`],
 //! [`crate::nft`]); this module only picks the spelling.
 
+use crate::element::Element;
 use crate::ipset;
 use crate::key::{parse_dim, KeyPart, KeyValue, LookupKey, MAX_DIMS};
-use crate::set::Element;
 use parapet_model::Family;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
