@@ -483,15 +483,7 @@ pub(crate) fn load(store: &SetStore, text: &str, now: u64) -> Result<Loaded, Err
                     }
                 }
                 None => {
-                    let names: Vec<String> = store
-                        .names()
-                        .iter()
-                        .map(|s| s.to_string())
-                        .chain(st.staged.keys().cloned())
-                        .collect();
-                    for n in names {
-                        st.destroy(&n);
-                    }
+                    st.destroy_all();
                 }
             },
             "swap" | "-W" | "rename" | "-E" => {

@@ -12,6 +12,10 @@
 //!   API the classifier uses: [`SetStore::lookup`] and [`SetStore::key_dims`].
 //! * Formats: `ipset save`/`restore` text and nft set syntax, in and out;
 //!   loads are all or nothing; parse errors are [`Error`]`{ line, column, message }`.
+//!   One type or element as a line of text (what the daemon's clients
+//!   send): [`parse_type`], [`parse_element`].
+//! * A rule's set reference picks a packet field per key dimension
+//!   ([`ref_fields`]); [`packet_key`] builds a packet's [`LookupKey`] from it.
 //!
 //! ```
 //! use parapet_sets::{SetStore, LookupKey, Family};

@@ -357,6 +357,19 @@ impl<'a> Staging<'a> {
         }
         had
     }
+    /// Destroys every set, stored or staged (`flush ruleset`, `ipset destroy`).
+    pub fn destroy_all(&mut self) {
+        let names: Vec<String> = self
+            .store
+            .names()
+            .iter()
+            .map(|s| s.to_string())
+            .chain(self.staged.keys().cloned())
+            .collect();
+        for n in names {
+            self.destroy(&n);
+        }
+    }
     pub fn finish(self) -> (HashMap<String, Set>, Vec<String>) {
         (self.staged, self.removed)
     }

@@ -182,15 +182,7 @@ pub(crate) fn load(store: &SetStore, text: &str, now: u64) -> Result<crate::ipse
                     }
                     (T::Word("flush"), "ruleset") => {
                         p.end_stmt()?;
-                        let names: Vec<String> = store
-                            .names()
-                            .iter()
-                            .map(|s| s.to_string())
-                            .chain(st.staged.keys().cloned())
-                            .collect();
-                        for n in names {
-                            st.destroy(&n);
-                        }
+                        st.destroy_all();
                     }
                     _ => {
                         return Err(Error::new(
