@@ -16,6 +16,11 @@
 //! - [`flatten`]: one [`DecisionList`] per base chain, the input of the
 //!   compiled engines.
 //! - [`Packet`]: the header fields a classifier reads.
+//!
+//! It is also the one home of the words every crate shares: address
+//! [`Family`], protocol and service names ([`protocol_number`],
+//! [`service_port`]), prefix maths ([`range_to_prefixes`], [`prefix_len`])
+//! and the performance|memory [`Policy`].
 
 mod display;
 mod field;
