@@ -149,7 +149,7 @@ fn element(shape: Shape, r: &mut Rng) -> Element {
     }
 }
 
-fn key_of(shape: Shape, el: &Element, r: &mut Rng, hit: bool) -> Key {
+fn key_of(shape: Shape, el: &Element, r: &mut Rng, hit: bool) -> LookupKey {
     let v = |i: usize, r: &mut Rng| -> u128 {
         let (l, h) = el.ranges()[i];
         if hit {
@@ -160,7 +160,7 @@ fn key_of(shape: Shape, el: &Element, r: &mut Rng, hit: bool) -> Key {
     };
     match shape {
         Shape::V4Exact | Shape::V4ExactTimeout | Shape::V4Net => {
-            Key::new().addr(Family::V4, v(0, r) & 0xffff_ffff)
+            LookupKey::new().addr(Family::V4, v(0, r) & 0xffff_ffff)
         }
         Shape::V6Exact | Shape::V6Net => {
             let x = if hit {
@@ -168,14 +168,14 @@ fn key_of(shape: Shape, el: &Element, r: &mut Rng, hit: bool) -> Key {
             } else {
                 ((r.next() as u128) << 64) | r.next() as u128
             };
-            Key::new().addr(Family::V6, x)
+            LookupKey::new().addr(Family::V6, x)
         }
-        Shape::V4PortExact => Key::new()
+        Shape::V4PortExact => LookupKey::new()
             .addr(Family::V4, v(0, r) & 0xffff_ffff)
             .proto(if hit { el.ranges()[1].0 as u8 } else { 6 })
             .port(v(2, r) as u16),
-        Shape::Port => Key::new().port(v(0, r) as u16),
-        Shape::V4NetPort => Key::new()
+        Shape::Port => LookupKey::new().port(v(0, r) as u16),
+        Shape::V4NetPort => LookupKey::new()
             .addr(Family::V4, v(0, r) & 0xffff_ffff)
             .port(v(1, r) as u16),
     }
@@ -243,7 +243,7 @@ fn main() {
             let mut rng = Rng(42 + n as u64);
             let els: Vec<Element> = (0..n).map(|_| element(case.shape, &mut rng)).collect();
             let nkeys = 1 << 20;
-            let keys: Vec<Key> = (0..nkeys)
+            let keys: Vec<LookupKey> = (0..nkeys)
                 .map(|i| {
                     let el = &els[(rng.next() as usize) % n];
                     key_of(case.shape, el, &mut rng, i % 2 == 0)

@@ -2,8 +2,8 @@
 //! answered from a [`SetStore`] loaded from ipset-save or nft set files.
 
 use anyhow::{anyhow, bail, Context, Result};
-use parapet_model::{Dir, Family, Field, Packet, Ruleset, SetKeySpec, SetLookup, SetRef};
-use parapet_sets::{Key, KeyPart, KeyValue, SetStore};
+use parapet_model::{Packet, Ruleset, SetKeySpec, SetLookup, SetRef};
+use parapet_sets::{LookupKey, SetStore};
 use std::path::Path;
 
 /// A [`SetStore`] seen through the model's [`SetLookup`].
@@ -21,58 +21,8 @@ impl SetLookup for StoreLookup {
 }
 
 /// Builds the lookup key of `pkt` for `set_ref` from the set's key type.
-pub fn key_for(store: &SetStore, set_ref: &SetRef, pkt: &Packet) -> Option<Key> {
-    let dims = store.key_dims(&set_ref.name);
-    let mut key = Key::new();
-    for (i, part) in dims.iter().enumerate() {
-        let value = match &set_ref.key {
-            SetKeySpec::Flags(dirs) => {
-                // iptables repeats the last flag when fewer are given than
-                // the set has dimensions.
-                let dir = *dirs.get(i).or(dirs.last())?;
-                from_dir(*part, dir, pkt)?
-            }
-            SetKeySpec::Fields(fields) => from_field(*part, *fields.get(i)?, pkt)?,
-        };
-        key = key.push(value);
-    }
-    Some(key)
-}
-
-fn addr(part: KeyPart, pkt: &Packet, a: u128) -> Option<KeyValue> {
-    let family = match (part, pkt.family) {
-        (KeyPart::Ipv4Addr, Family::V4) => parapet_sets::Family::V4,
-        (KeyPart::Ipv6Addr, Family::V6) => parapet_sets::Family::V6,
-        _ => return None,
-    };
-    Some(KeyValue::Addr { family, addr: a })
-}
-
-fn from_dir(part: KeyPart, dir: Dir, pkt: &Packet) -> Option<KeyValue> {
-    let src = dir == Dir::Src;
-    match part {
-        KeyPart::Ipv4Addr | KeyPart::Ipv6Addr => {
-            addr(part, pkt, if src { pkt.src } else { pkt.dst })
-        }
-        KeyPart::InetService => Some(KeyValue::Port(if src { pkt.sport } else { pkt.dport })),
-        KeyPart::InetProto => Some(KeyValue::Proto(pkt.proto)),
-        KeyPart::IfName => Some(KeyValue::Iface(
-            (if src { pkt.iif } else { pkt.oif }).0.to_be_bytes(),
-        )),
-    }
-}
-
-fn from_field(part: KeyPart, field: Field, pkt: &Packet) -> Option<KeyValue> {
-    match (part, field) {
-        (KeyPart::Ipv4Addr | KeyPart::Ipv6Addr, Field::SrcAddr) => addr(part, pkt, pkt.src),
-        (KeyPart::Ipv4Addr | KeyPart::Ipv6Addr, Field::DstAddr) => addr(part, pkt, pkt.dst),
-        (KeyPart::InetService, Field::SrcPort) => Some(KeyValue::Port(pkt.sport)),
-        (KeyPart::InetService, Field::DstPort) => Some(KeyValue::Port(pkt.dport)),
-        (KeyPart::InetProto, Field::Proto) => Some(KeyValue::Proto(pkt.proto)),
-        (KeyPart::IfName, Field::InIface) => Some(KeyValue::Iface(pkt.iif.0.to_be_bytes())),
-        (KeyPart::IfName, Field::OutIface) => Some(KeyValue::Iface(pkt.oif.0.to_be_bytes())),
-        _ => None,
-    }
+pub fn key_for(store: &SetStore, set_ref: &SetRef, pkt: &Packet) -> Option<LookupKey> {
+    parapet_sets::packet_key(set_ref, store.key_dims(&set_ref.name), pkt)
 }
 
 /// Loads set files (ipset save or nft set text, detected from the content)

@@ -55,15 +55,8 @@ impl FromStr for Engine {
     }
 }
 
-/// What the meta-engine optimizes.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Default)]
-pub enum Policy {
-    /// Fastest lookups within the memory budget.
-    #[default]
-    Performance,
-    /// Smallest image that still avoids a full linear scan on big lists.
-    Memory,
-}
+/// What the meta-engine optimizes: the model's one `Policy`.
+pub use parapet_model::Policy;
 
 /// Inputs of [`Classifier::build`].
 #[derive(Clone, Debug)]

@@ -8,7 +8,7 @@
 //! (`journal::encode`); snapshots are written as them too.
 
 use crate::compiled::CompiledRuleset;
-use crate::elem::parse_type;
+use parapet_sets::parse_type;
 use parapet_dataplane::{Hook, Mode};
 use parapet_sets::{Element, KeyPart, Policy, SetDesc};
 use serde::{Deserialize, Serialize};

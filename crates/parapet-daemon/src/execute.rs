@@ -6,7 +6,7 @@
 use crate::change::Change;
 use crate::command::Command;
 use crate::compiled::Loader;
-use crate::elem::{address_family, element_key, parse_element};
+use parapet_sets::{address_family, element_key, parse_element};
 use crate::journal::{Journal, Lsn};
 use crate::proto::{code, ErrorReply, Outcome, Str};
 use crate::state::{invalid, obj, set_err, Origin, State, BAN4, BAN6, MAX_ELEM};

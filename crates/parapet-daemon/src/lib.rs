@@ -34,7 +34,6 @@ pub mod compiled;
 mod connection;
 mod crc;
 mod dispatch;
-pub mod elem;
 mod execute;
 pub mod journal;
 pub mod kernel;

@@ -1,14 +1,13 @@
 //! From the rule model and the set store to the kernel's sets: what the
 //! daemon (or `parapet run`) calls after compiling a ruleset.
 //!
-//! [`ref_parts`] builds a reference's key exactly as the offline bridge
-//! (`parapet-cli`'s `sets::key_for`) does: iptables direction flags pick
-//! source or destination per dimension (the last flag repeats; the
-//! protocol takes no flag), nft fields name the packet fields.
+//! [`ref_parts`] builds a reference's key from the packet fields
+//! [`parapet_sets::ref_fields`] picks, the mapping the offline lookup
+//! (`parapet-cli`'s `sets::key_for`) uses too.
 
 use std::collections::BTreeMap;
 
-use parapet_model::{Dir, Field, SetKeySpec, SetRef};
+use parapet_model::{Field, SetRef};
 use parapet_sets::{KeyPart, Set, SetStore};
 
 use crate::dataplane::Result;
@@ -30,35 +29,25 @@ pub fn set_dim(p: KeyPart) -> SetDim {
 /// when no packet can be a member (no flags, or a field that cannot fill
 /// its dimension).
 pub fn ref_parts(r: &SetRef, dims: &[KeyPart]) -> Option<Vec<PacketPart>> {
-    let mut out = Vec::with_capacity(dims.len());
-    for (i, &part) in dims.iter().enumerate() {
-        let p = match &r.key {
-            SetKeySpec::Flags(dirs) => {
-                let src = *dirs.get(i).or(dirs.last())? == Dir::Src;
-                match part {
-                    KeyPart::Ipv4Addr | KeyPart::Ipv6Addr if src => PacketPart::SrcAddr,
-                    KeyPart::Ipv4Addr | KeyPart::Ipv6Addr => PacketPart::DstAddr,
-                    KeyPart::InetService if src => PacketPart::SrcPort,
-                    KeyPart::InetService => PacketPart::DstPort,
-                    KeyPart::InetProto => PacketPart::Proto,
-                    KeyPart::IfName if src => PacketPart::InIface,
-                    KeyPart::IfName => PacketPart::OutIface,
-                }
-            }
-            SetKeySpec::Fields(fields) => match (part, *fields.get(i)?) {
-                (KeyPart::Ipv4Addr | KeyPart::Ipv6Addr, Field::SrcAddr) => PacketPart::SrcAddr,
-                (KeyPart::Ipv4Addr | KeyPart::Ipv6Addr, Field::DstAddr) => PacketPart::DstAddr,
-                (KeyPart::InetService, Field::SrcPort) => PacketPart::SrcPort,
-                (KeyPart::InetService, Field::DstPort) => PacketPart::DstPort,
-                (KeyPart::InetProto, Field::Proto) => PacketPart::Proto,
-                (KeyPart::IfName, Field::InIface) => PacketPart::InIface,
-                (KeyPart::IfName, Field::OutIface) => PacketPart::OutIface,
-                _ => return None,
-            },
-        };
-        out.push(p);
-    }
-    Some(out)
+    parapet_sets::ref_fields(r, dims)?
+        .into_iter()
+        .map(packet_part)
+        .collect()
+}
+
+/// The kernel's packet part for a packet field; `None` for the fields
+/// [`parapet_sets::ref_fields`] never returns.
+fn packet_part(f: Field) -> Option<PacketPart> {
+    Some(match f {
+        Field::SrcAddr => PacketPart::SrcAddr,
+        Field::DstAddr => PacketPart::DstAddr,
+        Field::SrcPort => PacketPart::SrcPort,
+        Field::DstPort => PacketPart::DstPort,
+        Field::Proto => PacketPart::Proto,
+        Field::InIface => PacketPart::InIface,
+        Field::OutIface => PacketPart::OutIface,
+        _ => return None,
+    })
 }
 
 /// The live elements of `set` at `now_ms` (the store's clock), with

@@ -11,6 +11,8 @@
 
 use std::collections::HashMap;
 
+use parapet_model::range_to_prefixes;
+
 use crate::abi::{
     RawSetDesc, RawSetRef, SetLpmKey, SetTupleKey, SetVal, SET_KEY_BYTES, SET_LPM, SET_MAX_DIMS,
     SET_MAX_SHAPES, SET_TUPLE,
@@ -178,43 +180,6 @@ pub fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// Closed range `[lo, hi]` of a `bits`-wide field as maximal aligned
-/// prefixes `(value, length)`.
-pub fn range_prefixes(lo: u128, hi: u128, bits: u32) -> Vec<(u128, u32)> {
-    let mut out = Vec::new();
-    let mut lo = lo;
-    loop {
-        // largest aligned block at lo: size 2^k with lo % 2^k == 0 and
-        // lo + 2^k - 1 <= hi
-        let mut k = if lo == 0 {
-            bits
-        } else {
-            lo.trailing_zeros().min(bits)
-        };
-        while k > 0 {
-            let last = if k >= 128 {
-                u128::MAX
-            } else {
-                lo | ((1u128 << k) - 1)
-            };
-            if last <= hi {
-                break;
-            }
-            k -= 1;
-        }
-        out.push((lo, bits - k));
-        let last = if k >= 128 {
-            u128::MAX
-        } else {
-            lo | ((1u128 << k) - 1)
-        };
-        if last >= hi {
-            return out;
-        }
-        lo = last + 1;
-    }
-}
-
 /// A map entry's key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum EntryKey {
@@ -379,7 +344,9 @@ impl SetState {
                 if small {
                     (lo..=hi).map(|v| (v, d.bits())).collect()
                 } else {
-                    range_prefixes(lo, hi, d.bits())
+                    let mut prefixes = Vec::new();
+                    range_to_prefixes(lo, hi, d.bits(), &mut prefixes);
+                    prefixes
                 }
             })
             .collect();
@@ -656,30 +623,6 @@ fn entry_val(k: &EntryKey, expires_ns: u64) -> SetVal {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ranges_split_into_maximal_prefixes() {
-        assert_eq!(range_prefixes(0, u128::from(u32::MAX), 32), vec![(0, 0)]);
-        assert_eq!(range_prefixes(0, u128::MAX, 128), vec![(0, 0)]);
-        assert_eq!(range_prefixes(5, 5, 32), vec![(5, 32)]);
-        assert_eq!(
-            range_prefixes(1, 6, 8),
-            vec![(1, 8), (2, 7), (4, 7), (6, 8)]
-        );
-        assert_eq!(range_prefixes(1000, 2000, 16).len(), 8);
-        // exhaustive on a small width: the prefixes tile the range exactly
-        for lo in 0..64u128 {
-            for hi in lo..64 {
-                let p = range_prefixes(lo, hi, 6);
-                let mut next = lo;
-                for (v, len) in p {
-                    assert_eq!(v, next);
-                    next = v + (1 << (6 - len));
-                }
-                assert_eq!(next, hi + 1);
-            }
-        }
-    }
 
     #[test]
     fn overlapping_elements_keep_the_latest_expiry() {

@@ -17,7 +17,7 @@ use parapet_dataplane::packet::{Frame, L4};
 use parapet_dataplane::{monotonic_ns, Hook, KernelVerdict, LoadOptions, SetDim, SetElement};
 use parapet_gen::{packets_for, random_ruleset, RandomSpec};
 use parapet_model::{flatten, Dir, Family, Field, Packet, SetKeySpec, SetRef};
-use parapet_sets::{Element, Key, KeyPart, KeyValue, SetDesc, SetStore};
+use parapet_sets::{Element, KeyPart, KeyValue, LookupKey, SetDesc, SetStore};
 
 const LO: u32 = 1;
 
@@ -36,7 +36,7 @@ fn member(store: &SetStore, r: &SetRef, p: &Packet) -> bool {
         };
         Some(KeyValue::Addr { family, addr: a })
     };
-    let mut key = Key::new();
+    let mut key = LookupKey::new();
     for (i, &part) in dims.iter().enumerate() {
         let v = match &r.key {
             SetKeySpec::Flags(dirs) => {

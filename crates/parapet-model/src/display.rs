@@ -2,7 +2,8 @@
 
 use crate::field::{tcp_flags, CtState, Family, Field, IfName};
 use crate::interval::IntervalSet;
-use crate::packet::{protocol_name, to_ip};
+use crate::packet::to_ip;
+use crate::proto::protocol_name;
 
 /// Formats one value of `field` the way a firewall user writes it: addresses
 /// as text, protocols by name, interfaces by name, states by name.

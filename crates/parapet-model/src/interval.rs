@@ -52,14 +52,8 @@ impl IntervalSet {
     /// `-s 10.1.2.3/8`.
     pub fn prefix(value: u128, len: u32, width: u32) -> Self {
         debug_assert!(len <= width && width <= 128);
-        let host_bits = width - len;
-        let host_mask = if host_bits >= 128 {
-            u128::MAX
-        } else {
-            (1u128 << host_bits) - 1
-        };
-        let lo = value & !host_mask & width_mask(width);
-        IntervalSet::range(lo, lo | host_mask)
+        let (lo, hi) = prefix_range(value, len, width);
+        IntervalSet::range(lo, hi)
     }
 
     /// Builds a normalized set from intervals in any order, overlapping or not.
@@ -187,7 +181,39 @@ pub fn width_mask(width: u32) -> u128 {
     }
 }
 
-fn range_to_prefixes(mut lo: u128, hi: u128, width: u32, out: &mut Vec<(u128, u32)>) {
+/// The closed range `[lo, hi]` of a `width`-bit field whose top `len` bits
+/// equal `value`'s (`len <= width`). Bits of `value` below the prefix are
+/// ignored, as iptables does for `-s 10.1.2.3/8`.
+pub fn prefix_range(value: u128, len: u32, width: u32) -> (u128, u128) {
+    let host_mask = width_mask(width - len);
+    let lo = value & !host_mask & width_mask(width);
+    (lo, lo | host_mask)
+}
+
+/// If `[lo, hi]` is exactly one prefix of a `width`-bit field, its length.
+pub fn prefix_len(lo: u128, hi: u128, width: u32) -> Option<u32> {
+    if lo > hi {
+        return None;
+    }
+    let span = hi - lo;
+    if span == u128::MAX {
+        return if width == 128 { Some(0) } else { None };
+    }
+    let size = span + 1;
+    if !size.is_power_of_two() || lo & span != 0 {
+        return None;
+    }
+    let host = size.trailing_zeros();
+    if host > width {
+        return None;
+    }
+    Some(width - host)
+}
+
+/// Splits the closed range `[lo, hi]` of a `width`-bit field into the
+/// minimal list of maximal aligned prefixes `(value, prefix_len)`, appended
+/// to `out`.
+pub fn range_to_prefixes(mut lo: u128, hi: u128, width: u32, out: &mut Vec<(u128, u32)>) {
     loop {
         // Largest block aligned at `lo` that does not pass `hi`.
         let align = if lo == 0 {
@@ -227,6 +253,38 @@ mod tests {
 
     fn naive(set: &[(u128, u128)], v: u128) -> bool {
         set.iter().any(|&(lo, hi)| lo <= v && v <= hi)
+    }
+
+    #[test]
+    fn prefix_maths() {
+        let mut v = Vec::new();
+        range_to_prefixes(1, 6, 8, &mut v);
+        assert_eq!(v, vec![(1, 8), (2, 7), (4, 7), (6, 8)]);
+        v.clear();
+        range_to_prefixes(0, u128::MAX, 128, &mut v);
+        assert_eq!(v, vec![(0, 0)]);
+        v.clear();
+        range_to_prefixes(0, 0xffff, 16, &mut v);
+        assert_eq!(v, vec![(0, 0)]);
+        assert_eq!(prefix_len(0x0a000000, 0x0affffff, 32), Some(8));
+        assert_eq!(prefix_len(0, u32::MAX as u128, 32), Some(0));
+        assert_eq!(prefix_len(1, 2, 32), None);
+        assert_eq!(prefix_len(0, u128::MAX, 128), Some(0));
+        assert_eq!(prefix_range(0x0a01_0203, 8, 32), (0x0a00_0000, 0x0aff_ffff));
+        assert_eq!(prefix_range(0, 0, 128), (0, u128::MAX));
+        // exhaustive on a small width: the prefixes tile the range exactly
+        for lo in 0..64u128 {
+            for hi in lo..64 {
+                v.clear();
+                range_to_prefixes(lo, hi, 6, &mut v);
+                let mut next = lo;
+                for &(p, len) in &v {
+                    assert_eq!(p, next);
+                    next = p + (1 << (6 - len));
+                }
+                assert_eq!(next, hi + 1);
+            }
+        }
     }
 
     #[test]

@@ -16,6 +16,11 @@
 //! - [`flatten`]: one [`DecisionList`] per base chain, the input of the
 //!   compiled engines.
 //! - [`Packet`]: the header fields a classifier reads.
+//!
+//! It is also the one home of the words every crate shares: address
+//! [`Family`], protocol and service names ([`protocol_number`],
+//! [`service_port`]), prefix maths ([`range_to_prefixes`], [`prefix_len`])
+//! and the performance|memory [`Policy`].
 
 mod display;
 mod field;
@@ -23,6 +28,8 @@ mod flatten;
 mod interval;
 mod linear;
 mod packet;
+mod policy;
+mod proto;
 mod rule;
 
 pub use display::{format_set, format_value};
@@ -30,11 +37,11 @@ pub use field::{tcp_flags, CtState, Family, Field, IfName};
 pub use flatten::{
     flatten, flatten_with_limit, DecisionList, Entry, EntryKind, FlattenError, DEFAULT_MAX_ENTRIES,
 };
-pub use interval::{width_mask, IntervalSet};
+pub use interval::{prefix_len, prefix_range, range_to_prefixes, width_mask, IntervalSet};
 pub use linear::{Decision, EvalError, LinearEngine, NoSets, SetLookup, TraceStep, MAX_DEPTH};
-pub use packet::{
-    from_ip, protocol_name, protocol_number, to_ip, Packet, PacketSpecError, PROTOCOLS,
-};
+pub use packet::{from_ip, to_ip, Packet, PacketSpecError};
+pub use policy::Policy;
+pub use proto::{protocol_name, protocol_number, service_port, PROTOCOLS, SERVICES};
 pub use rule::{
     Action, BaseChain, Chain, ChainId, Counters, Dir, Hook, Limit, LogSpec, Matches, Origin, Rule,
     Ruleset, SetKeySpec, SetRef, Table, TableFamily, TimeUnit, Verdict,

@@ -1,6 +1,7 @@
 //! The packet header fields a classifier looks at.
 
 use crate::field::{tcp_flags, CtState, Family, Field, IfName};
+use crate::proto::{protocol_name, protocol_number};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -115,42 +116,6 @@ pub fn from_ip(ip: IpAddr) -> (Family, u128) {
         IpAddr::V4(a) => (Family::V4, u32::from(a) as u128),
         IpAddr::V6(a) => (Family::V6, u128::from(a)),
     }
-}
-
-/// Protocol names iptables and nft accept, with their numbers.
-pub const PROTOCOLS: [(&str, u8); 9] = [
-    ("icmp", 1),
-    ("igmp", 2),
-    ("tcp", 6),
-    ("udp", 17),
-    ("gre", 47),
-    ("esp", 50),
-    ("ah", 51),
-    ("icmpv6", 58),
-    ("sctp", 132),
-];
-
-/// Looks up a protocol by name (`tcp`, `ipv6-icmp`) or number.
-pub fn protocol_number(s: &str) -> Option<u8> {
-    let lower = s.to_ascii_lowercase();
-    let name = match lower.as_str() {
-        "ipv6-icmp" | "icmp6" => "icmpv6",
-        "udplite" => return Some(136),
-        other => other,
-    };
-    PROTOCOLS
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map(|(_, p)| *p)
-        .or_else(|| s.parse().ok())
-}
-
-/// The name of a protocol number, if it has a common one.
-pub fn protocol_name(p: u8) -> Option<&'static str> {
-    PROTOCOLS
-        .iter()
-        .find(|(_, n)| *n == p)
-        .map(|(name, _)| *name)
 }
 
 /// A `--packet` description that did not parse.

@@ -188,35 +188,13 @@ pub(crate) fn fmt_ip(family: Family, v: u128) -> String {
 
 /// The single prefix `[lo, hi]` is, if it is one.
 pub(crate) fn as_prefix(lo: u128, hi: u128, bits: u32) -> Option<u32> {
-    let p = IntervalSet::range(lo, hi).to_prefixes(bits);
-    match p.as_slice() {
-        [(_, len)] => Some(*len),
-        _ => None,
-    }
+    parapet_model::prefix_len(lo, hi, bits)
 }
-
-/// Well-known service names accepted for ports (hand-written files use
-/// them; iptables-save and nft print numbers). A fixed list, so parsing does
-/// not depend on the host's /etc/services.
-const SERVICES: [(&str, u16); 12] = [
-    ("ftp", 21),
-    ("ssh", 22),
-    ("telnet", 23),
-    ("smtp", 25),
-    ("domain", 53),
-    ("http", 80),
-    ("ntp", 123),
-    ("snmp", 161),
-    ("https", 443),
-    ("submission", 587),
-    ("imaps", 993),
-    ("www", 80),
-];
 
 /// Parses a port number or a well-known service name.
 pub(crate) fn parse_port(s: &str) -> Result<u128, String> {
-    if let Some((_, p)) = SERVICES.iter().find(|(n, _)| *n == s) {
-        return Ok(*p as u128);
+    if let Some(p) = parapet_model::service_port(s) {
+        return Ok(p as u128);
     }
     s.parse::<u16>()
         .map(u128::from)

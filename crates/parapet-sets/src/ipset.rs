@@ -1,9 +1,12 @@
 //! `ipset save` / `ipset restore` text.
 
-use crate::key::{fmt_value, parse_dim, prefix_len, KeyPart, MAX_DIMS};
-use crate::set::{Element, IpsetInfo, Set, SetDesc};
+use crate::desc::{IpsetInfo, SetDesc};
+use crate::element::Element;
+use crate::key::{fmt_value, parse_dim, KeyPart, MAX_DIMS};
+use crate::set::Set;
 use crate::store::{LoadStats, SetStore, Staging};
 use crate::Error;
+use parapet_model::prefix_len;
 use std::collections::HashMap;
 use std::fmt::Write;
 
@@ -65,7 +68,7 @@ fn num<T: std::str::FromStr>(
 }
 
 /// (dims with family placeholder, interval) of an ipset type.
-fn type_dims(typ: &str, v6: bool) -> Option<(Vec<KeyPart>, bool)> {
+pub(crate) fn type_dims(typ: &str, v6: bool) -> Option<(Vec<KeyPart>, bool)> {
     let a = if v6 {
         KeyPart::Ipv6Addr
     } else {
@@ -480,15 +483,7 @@ pub(crate) fn load(store: &SetStore, text: &str, now: u64) -> Result<Loaded, Err
                     }
                 }
                 None => {
-                    let names: Vec<String> = store
-                        .names()
-                        .iter()
-                        .map(|s| s.to_string())
-                        .chain(st.staged.keys().cloned())
-                        .collect();
-                    for n in names {
-                        st.destroy(&n);
-                    }
+                    st.destroy_all();
                 }
             },
             "swap" | "-W" | "rename" | "-E" => {

@@ -1,6 +1,7 @@
 //! Key types: what a set's key is made of, and packet keys for lookups.
 
 use crate::word::Word;
+use parapet_model::{prefix_len, protocol_name, protocol_number, service_port, Family};
 use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
@@ -74,16 +75,7 @@ impl fmt::Display for KeyPart {
     }
 }
 
-/// Address family of a packet address.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Family {
-    /// IPv4: the address is the low 32 bits (plain or IPv4-mapped `::ffff:a.b.c.d`).
-    V4,
-    /// IPv6: all 128 bits.
-    V6,
-}
-
-/// One packet part of a lookup [`Key`].
+/// One packet part of a lookup [`LookupKey`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum KeyValue {
     /// An address; IPv4 in the low 32 bits.
@@ -100,65 +92,65 @@ pub enum KeyValue {
 /// the order of [`crate::SetStore::key_dims`]. No allocation.
 ///
 /// ```
-/// use parapet_sets::{Key, Family};
-/// let k = Key::new().addr(Family::V4, 0x0a00_0001).port(443);
+/// use parapet_sets::{LookupKey, Family};
+/// let k = LookupKey::new().addr(Family::V4, 0x0a00_0001).port(443);
 /// assert_eq!(k.parts().len(), 2);
-/// let k6 = Key::new().ipv6("2001:db8::1".parse().unwrap());
-/// let k4 = Key::new().ipv4("10.0.0.1".parse().unwrap()).proto(6).port(22).iface("eth0");
+/// let k6 = LookupKey::new().ipv6("2001:db8::1".parse().unwrap());
+/// let k4 = LookupKey::new().ipv4("10.0.0.1".parse().unwrap()).proto(6).port(22).iface("eth0");
 /// # let _ = (k6, k4);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Key {
+pub struct LookupKey {
     vals: [KeyValue; MAX_DIMS],
     len: u8,
 }
 
-impl Default for Key {
+impl Default for LookupKey {
     fn default() -> Self {
-        Key::new()
+        LookupKey::new()
     }
 }
 
-impl Key {
+impl LookupKey {
     /// An empty key.
-    pub const fn new() -> Key {
-        Key {
+    pub const fn new() -> LookupKey {
+        LookupKey {
             vals: [KeyValue::Proto(0); MAX_DIMS],
             len: 0,
         }
     }
     /// Appends a part. Panics if the key already has [`MAX_DIMS`] parts.
-    pub fn push(mut self, v: KeyValue) -> Key {
+    pub fn push(mut self, v: KeyValue) -> LookupKey {
         assert!(
             (self.len as usize) < MAX_DIMS,
-            "Key has at most {MAX_DIMS} parts"
+            "a lookup key has at most {MAX_DIMS} parts"
         );
         self.vals[self.len as usize] = v;
         self.len += 1;
         self
     }
     /// Appends an address (IPv4 in the low 32 bits).
-    pub fn addr(self, family: Family, addr: u128) -> Key {
+    pub fn addr(self, family: Family, addr: u128) -> LookupKey {
         self.push(KeyValue::Addr { family, addr })
     }
     /// Appends an IPv4 address.
-    pub fn ipv4(self, a: Ipv4Addr) -> Key {
+    pub fn ipv4(self, a: Ipv4Addr) -> LookupKey {
         self.addr(Family::V4, u32::from(a) as u128)
     }
     /// Appends an IPv6 address.
-    pub fn ipv6(self, a: Ipv6Addr) -> Key {
+    pub fn ipv6(self, a: Ipv6Addr) -> LookupKey {
         self.addr(Family::V6, u128::from(a))
     }
     /// Appends a port.
-    pub fn port(self, p: u16) -> Key {
+    pub fn port(self, p: u16) -> LookupKey {
         self.push(KeyValue::Port(p))
     }
     /// Appends a protocol number.
-    pub fn proto(self, p: u8) -> Key {
+    pub fn proto(self, p: u8) -> LookupKey {
         self.push(KeyValue::Proto(p))
     }
     /// Appends an interface name (truncated to 16 bytes).
-    pub fn iface(self, name: &str) -> Key {
+    pub fn iface(self, name: &str) -> LookupKey {
         self.push(KeyValue::Iface(ifname_bytes(name.as_bytes())))
     }
     /// The parts.
@@ -260,7 +252,7 @@ impl Layout {
     }
     /// Packs a packet key; `None` if it does not fit this layout.
     #[inline]
-    pub fn pack_key<K: Word>(&self, key: &Key) -> Option<K> {
+    pub fn pack_key<K: Word>(&self, key: &LookupKey) -> Option<K> {
         let parts = key.parts();
         if parts.len() != self.dims.len() {
             return None;
@@ -277,67 +269,14 @@ impl Layout {
 // ---------------------------------------------------------------------------
 // Text of one dimension value.
 
-const SERVICES: &[(&str, u16)] = &[
-    ("ftp-data", 20),
-    ("ftp", 21),
-    ("ssh", 22),
-    ("telnet", 23),
-    ("smtp", 25),
-    ("domain", 53),
-    ("dns", 53),
-    ("bootps", 67),
-    ("bootpc", 68),
-    ("tftp", 69),
-    ("http", 80),
-    ("www", 80),
-    ("pop3", 110),
-    ("ntp", 123),
-    ("imap", 143),
-    ("imap2", 143),
-    ("snmp", 161),
-    ("ldap", 389),
-    ("https", 443),
-    ("smtps", 465),
-    ("submission", 587),
-    ("ldaps", 636),
-    ("imaps", 993),
-    ("pop3s", 995),
-    ("mysql", 3306),
-    ("rdp", 3389),
-    ("postgresql", 5432),
-];
-
-const PROTOS: &[(&str, u8)] = &[
-    ("icmp", 1),
-    ("igmp", 2),
-    ("tcp", 6),
-    ("udp", 17),
-    ("gre", 47),
-    ("esp", 50),
-    ("ah", 51),
-    ("icmpv6", 58),
-    ("ipv6-icmp", 58),
-    ("sctp", 132),
-    ("udplite", 136),
-];
-
 /// Protocol number from a name or decimal number.
 pub fn proto_by_name(s: &str) -> Option<u8> {
-    if let Ok(n) = s.parse::<u8>() {
-        return Some(n);
-    }
-    PROTOS
-        .iter()
-        .find(|(n, _)| n.eq_ignore_ascii_case(s))
-        .map(|&(_, v)| v)
+    protocol_number(s)
 }
 
 /// Protocol name (or number as text).
 pub fn proto_name(p: u8) -> String {
-    match PROTOS.iter().find(|&&(_, v)| v == p) {
-        Some((n, _)) => (*n).to_string(),
-        None => p.to_string(),
-    }
+    protocol_name(p).map_or_else(|| p.to_string(), str::to_string)
 }
 
 fn port_value(s: &str) -> Result<u128, String> {
@@ -347,10 +286,8 @@ fn port_value(s: &str) -> Result<u128, String> {
     if s.bytes().all(|b| b.is_ascii_digit()) && !s.is_empty() {
         return Err(format!("port {s} out of range 0-65535"));
     }
-    SERVICES
-        .iter()
-        .find(|(n, _)| *n == s)
-        .map(|&(_, v)| v as u128)
+    service_port(s)
+        .map(|v| v as u128)
         .ok_or_else(|| format!("expected a port number or service name, found `{s}`"))
 }
 
@@ -358,19 +295,7 @@ fn prefix_range(addr: u128, len: u32, width: u32) -> Result<(u128, u128), String
     if len > width {
         return Err(format!("prefix length {len} exceeds {width}"));
     }
-    let host = if len == 0 {
-        if width == 128 {
-            u128::MAX
-        } else {
-            (1u128 << width) - 1
-        }
-    } else if width - len >= 128 {
-        u128::MAX
-    } else {
-        (1u128 << (width - len)) - 1
-    };
-    let lo = addr & !host;
-    Ok((lo, lo | host))
+    Ok(parapet_model::prefix_range(addr, len, width))
 }
 
 /// Parses one dimension's text into an inclusive range `[lo, hi]`.
@@ -528,55 +453,6 @@ pub(crate) fn fmt_value(part: KeyPart, v: u128) -> String {
     }
 }
 
-/// If `[lo, hi]` is exactly one prefix of a `width`-bit space, its length.
-pub(crate) fn prefix_len(lo: u128, hi: u128, width: u32) -> Option<u32> {
-    let span = hi.wrapping_sub(lo);
-    if lo > hi {
-        return None;
-    }
-    if span == u128::MAX {
-        return if width == 128 { Some(0) } else { None };
-    }
-    let size = span + 1;
-    if !size.is_power_of_two() || lo & span != 0 {
-        return None;
-    }
-    let host = size.trailing_zeros();
-    if host > width {
-        return None;
-    }
-    Some(width - host)
-}
-
-/// Splits `[lo, hi]` into the minimal list of aligned prefixes `(base, len)`.
-pub(crate) fn range_to_prefixes(lo: u128, hi: u128, width: u32, out: &mut Vec<(u128, u32)>) {
-    let mut cur = lo;
-    loop {
-        // largest aligned block starting at cur and not exceeding hi
-        let mut host = if cur == 0 {
-            width
-        } else {
-            cur.trailing_zeros().min(width)
-        };
-        loop {
-            let end = if host >= 128 {
-                u128::MAX
-            } else {
-                cur | ((1u128 << host) - 1)
-            };
-            if end <= hi {
-                out.push((cur, width - host));
-                if end == hi {
-                    return;
-                }
-                cur = end + 1;
-                break;
-            }
-            host -= 1;
-        }
-    }
-}
-
 /// Formats a range of one dimension, nft style: `a`, `a/len`, or `a-b`.
 pub(crate) fn fmt_range(part: KeyPart, lo: u128, hi: u128) -> String {
     if lo == hi {
@@ -607,19 +483,7 @@ pub(crate) fn fmt_range(part: KeyPart, lo: u128, hi: u128) -> String {
 mod tests {
     use super::*;
     #[test]
-    fn prefixes() {
-        let mut v = Vec::new();
-        range_to_prefixes(1, 6, 8, &mut v);
-        assert_eq!(v, vec![(1, 8), (2, 7), (4, 7), (6, 8)]);
-        v.clear();
-        range_to_prefixes(0, u128::MAX, 128, &mut v);
-        assert_eq!(v, vec![(0, 0)]);
-        v.clear();
-        range_to_prefixes(0, 0xffff, 16, &mut v);
-        assert_eq!(v, vec![(0, 0)]);
-        assert_eq!(prefix_len(0x0a000000, 0x0affffff, 32), Some(8));
-        assert_eq!(prefix_len(0, u32::MAX as u128, 32), Some(0));
-        assert_eq!(prefix_len(1, 2, 32), None);
+    fn interface_prefixes() {
         assert_eq!(
             parse_dim(KeyPart::IfName, "eth*").unwrap().0 >> 104,
             0x657468

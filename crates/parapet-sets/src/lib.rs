@@ -12,33 +12,48 @@
 //!   API the classifier uses: [`SetStore::lookup`] and [`SetStore::key_dims`].
 //! * Formats: `ipset save`/`restore` text and nft set syntax, in and out;
 //!   loads are all or nothing; parse errors are [`Error`]`{ line, column, message }`.
+//!   One type or element as a line of text (what the daemon's clients
+//!   send): [`parse_type`], [`parse_element`].
+//! * A rule's set reference picks a packet field per key dimension
+//!   ([`ref_fields`]); [`packet_key`] builds a packet's [`LookupKey`] from it.
 //!
 //! ```
-//! use parapet_sets::{SetStore, Key, Family};
+//! use parapet_sets::{SetStore, LookupKey, Family};
 //! let mut store = SetStore::new();
 //! store.load_nft("set ban { type ipv4_addr; flags interval; elements = { 10.0.0.0/8, 192.0.2.7 } }").unwrap();
-//! assert_eq!(store.lookup("ban", &Key::new().addr(Family::V4, 0x0a01_0101)), Some(true));
-//! assert_eq!(store.lookup("ban", &Key::new().ipv4("192.0.2.8".parse().unwrap())), Some(false));
+//! assert_eq!(store.lookup("ban", &LookupKey::new().addr(Family::V4, 0x0a01_0101)), Some(true));
+//! assert_eq!(store.lookup("ban", &LookupKey::new().ipv4("192.0.2.8".parse().unwrap())), Some(false));
 //! println!("{}", store.explain("ban").unwrap());
 //! ```
 
 #![allow(clippy::type_complexity)]
 
 mod backend;
+mod desc;
+mod element;
 mod ipset;
 mod key;
 mod nft;
+mod reference;
 mod set;
 mod store;
+mod text;
+mod typed;
 mod word;
 
-pub use key::{Family, Key, KeyPart, KeyValue, MAX_DIMS};
-pub use nft::{format_duration, parse_duration};
-pub use set::{
-    choose_backend, BackendKind, Complexity, Element, Explain, IpsetInfo, Policy, Set, SetDesc,
-    SetError, StoredElement, DEFAULT_MAXELEM, FIXED_HASH_LIMIT, MAX_EXPAND,
+pub use desc::{
+    choose_backend, BackendKind, Complexity, Explain, IpsetInfo, SetDesc, DEFAULT_MAXELEM,
+    FIXED_HASH_LIMIT, MAX_EXPAND,
 };
+pub use element::{Element, StoredElement};
+pub use key::{KeyPart, KeyValue, LookupKey, MAX_DIMS};
+pub use nft::{format_duration, parse_duration};
+/// The rule model's address family and performance|memory policy.
+pub use parapet_model::{Family, Policy};
+pub use reference::{packet_key, ref_fields};
+pub use set::{Set, SetError};
 pub use store::{Clock, LoadStats, ManualClock, SetStore, SystemClock};
+pub use text::{address_family, element_key, parse_element, parse_type};
 
 /// A parse or load error at a position of the input (1-based line and
 /// column). The caller prefixes the file name: `FILE:LINE:COL: message`.

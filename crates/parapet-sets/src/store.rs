@@ -1,7 +1,9 @@
 //! `SetStore`: named sets, the clock, loading and saving.
 
-use crate::key::{Key, KeyPart};
-use crate::set::{Element, Explain, Set, SetDesc, SetError};
+use crate::desc::{Explain, SetDesc};
+use crate::element::Element;
+use crate::key::{KeyPart, LookupKey};
+use crate::set::{Set, SetError};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -78,14 +80,14 @@ pub struct LoadStats {
 /// and [`SetStore::key_dims`].
 ///
 /// ```
-/// use parapet_sets::{SetStore, Key, Family, KeyPart};
+/// use parapet_sets::{SetStore, LookupKey, Family, KeyPart};
 /// let mut store = SetStore::new();
 /// store.load_ipset("create ban hash:ip,port family inet\nadd ban 192.0.2.1,tcp:22\n").unwrap();
 /// // `-m set --match-set ban src,dst`: the key takes src address, the packet's protocol, dst port
 /// assert_eq!(store.key_dims("ban"), &[KeyPart::Ipv4Addr, KeyPart::InetProto, KeyPart::InetService]);
-/// let k = Key::new().addr(Family::V4, 0xc000_0201).proto(6).port(22);
+/// let k = LookupKey::new().addr(Family::V4, 0xc000_0201).proto(6).port(22);
 /// assert_eq!(store.lookup("ban", &k), Some(true));
-/// assert_eq!(store.lookup("ban", &Key::new().addr(Family::V4, 1).proto(6).port(22)), Some(false));
+/// assert_eq!(store.lookup("ban", &LookupKey::new().addr(Family::V4, 1).proto(6).port(22)), Some(false));
 /// assert_eq!(store.lookup("nope", &k), None);
 /// ```
 pub struct SetStore {
@@ -139,7 +141,7 @@ impl SetStore {
     /// A key whose parts do not fit the set's [`key_dims`](Self::key_dims)
     /// (wrong count, kind, or address family) is not a member: `Some(false)`.
     #[inline]
-    pub fn lookup(&self, name: &str, key: &Key) -> Option<bool> {
+    pub fn lookup(&self, name: &str, key: &LookupKey) -> Option<bool> {
         let s = self.sets.get(name)?;
         Some(s.contains(key, self.clock.now_ms()))
     }
@@ -147,7 +149,7 @@ impl SetStore {
     /// As [`lookup`](Self::lookup) at an explicit time `now` (ms), for batch
     /// classification with one clock read.
     #[inline]
-    pub fn lookup_at(&self, name: &str, key: &Key, now: u64) -> Option<bool> {
+    pub fn lookup_at(&self, name: &str, key: &LookupKey, now: u64) -> Option<bool> {
         self.sets.get(name).map(|s| s.contains(key, now))
     }
 
@@ -354,6 +356,19 @@ impl<'a> Staging<'a> {
             self.removed.push(name.to_string());
         }
         had
+    }
+    /// Destroys every set, stored or staged (`flush ruleset`, `ipset destroy`).
+    pub fn destroy_all(&mut self) {
+        let names: Vec<String> = self
+            .store
+            .names()
+            .iter()
+            .map(|s| s.to_string())
+            .chain(self.staged.keys().cloned())
+            .collect();
+        for n in names {
+            self.destroy(&n);
+        }
     }
     pub fn finish(self) -> (HashMap<String, Set>, Vec<String>) {
         (self.staged, self.removed)

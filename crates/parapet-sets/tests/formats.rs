@@ -10,8 +10,8 @@ fn store_at(ms: u64) -> (SetStore, Arc<ManualClock>) {
     (SetStore::with_clock(c.clone()), c)
 }
 
-fn v4(s: &str) -> Key {
-    Key::new().ipv4(s.parse().unwrap())
+fn v4(s: &str) -> LookupKey {
+    LookupKey::new().ipv4(s.parse().unwrap())
 }
 
 const IPSET: &str = "\
@@ -72,7 +72,7 @@ fn ipset_round_trip_and_lookups() {
     assert_eq!(
         s.lookup(
             "nets6",
-            &Key::new()
+            &LookupKey::new()
                 .ipv6("2001:db8::5".parse().unwrap())
                 .proto(6)
                 .port(443)
@@ -87,16 +87,16 @@ fn ipset_round_trip_and_lookups() {
         s.lookup("ifs", &v4("198.51.100.9").iface("eth1")),
         Some(false)
     );
-    assert_eq!(s.lookup("ports", &Key::new().port(22)), Some(true));
-    assert_eq!(s.lookup("nope", &Key::new().port(22)), None);
+    assert_eq!(s.lookup("ports", &LookupKey::new().port(22)), Some(true));
+    assert_eq!(s.lookup("nope", &LookupKey::new().port(22)), None);
     // family mismatch is not a member
     assert_eq!(
-        s.lookup("ban", &Key::new().ipv6("::1".parse().unwrap())),
+        s.lookup("ban", &LookupKey::new().ipv6("::1".parse().unwrap())),
         Some(false)
     );
     // IPv4-mapped addresses match IPv4 sets
     assert_eq!(
-        s.lookup("ban", &Key::new().addr(Family::V4, 0xffff_c000_0201)),
+        s.lookup("ban", &LookupKey::new().addr(Family::V4, 0xffff_c000_0201)),
         Some(true)
     );
     assert_eq!(
@@ -269,12 +269,15 @@ fn nft_load_lookup_timeouts_round_trip() {
     assert_eq!(s.lookup("svc", &v4("192.0.2.9").port(1500)), Some(true));
     assert_eq!(s.lookup("svc", &v4("192.0.2.9").port(2001)), Some(false));
     assert_eq!(
-        s.lookup("six", &Key::new().ipv6("::1".parse().unwrap())),
+        s.lookup("six", &LookupKey::new().ipv6("::1".parse().unwrap())),
         Some(true)
     );
-    assert_eq!(s.lookup("ifs", &Key::new().iface("eth7")), Some(true));
-    assert_eq!(s.lookup("ifs", &Key::new().iface("wlan0")), Some(false));
-    assert_eq!(s.lookup("protos", &Key::new().proto(17)), Some(true));
+    assert_eq!(s.lookup("ifs", &LookupKey::new().iface("eth7")), Some(true));
+    assert_eq!(
+        s.lookup("ifs", &LookupKey::new().iface("wlan0")),
+        Some(false)
+    );
+    assert_eq!(s.lookup("protos", &LookupKey::new().proto(17)), Some(true));
     assert_eq!(s.get("ban").unwrap().backend(), BackendKind::Interval);
     assert_eq!(s.get("svc").unwrap().backend(), BackendKind::TupleSpace);
     assert_eq!(s.get("protos").unwrap().backend(), BackendKind::Bitmap);
@@ -479,7 +482,7 @@ fn expiry_reaping_is_incremental() {
     s.add_many("t", &els).unwrap();
     clock.advance(1000);
     assert_eq!(
-        s.lookup("t", &Key::new().addr(Family::V4, 5)),
+        s.lookup("t", &LookupKey::new().addr(Family::V4, 5)),
         Some(false),
         "expired reads as absent before any reaping"
     );

@@ -137,8 +137,8 @@ impl Ref {
     }
 }
 
-fn key_of(dims: &[KeyPart], p: &[u128]) -> Key {
-    let mut k = Key::new();
+fn key_of(dims: &[KeyPart], p: &[u128]) -> LookupKey {
+    let mut k = LookupKey::new();
     for (d, &v) in dims.iter().zip(p) {
         k = match d {
             KeyPart::Ipv4Addr => k.addr(Family::V4, v),

@@ -10,8 +10,9 @@
 //! Insert/delete O(P) with P prefix boxes of the element; space O(Σ P).
 
 use super::{BErr, Ins, Seeded, NEVER};
-use crate::key::{range_to_prefixes, Layout, MAX_DIMS};
+use crate::key::{Layout, MAX_DIMS};
 use crate::word::Word;
+use parapet_model::range_to_prefixes;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 

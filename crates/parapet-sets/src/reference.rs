@@ -1,0 +1,72 @@
+//! Which packet field feeds each dimension of a set's key, for a rule's
+//! set reference: the one mapping the offline lookup (`parapet classify`)
+//! and the kernel bridge (`parapet-dataplane`'s `bridge::ref_parts`) share.
+//! The BPF side reads the result from the set-reference map.
+
+use crate::key::{KeyPart, KeyValue, LookupKey};
+use parapet_model::{Dir, Family, Field, Packet, SetKeySpec, SetRef};
+
+/// The packet field of each dimension of `r`'s key for a set with key
+/// `dims`, or `None` when no packet can be a member (no flags, or a field
+/// that cannot fill its dimension).
+///
+/// iptables direction flags pick source or destination per dimension (the
+/// last flag repeats when fewer are given; the protocol takes no flag); nft
+/// fields name the packet fields. The fields are among `SrcAddr`,
+/// `DstAddr`, `SrcPort`, `DstPort`, `Proto`, `InIface` and `OutIface`.
+pub fn ref_fields(r: &SetRef, dims: &[KeyPart]) -> Option<Vec<Field>> {
+    let mut out = Vec::with_capacity(dims.len());
+    for (i, &part) in dims.iter().enumerate() {
+        let f = match &r.key {
+            SetKeySpec::Flags(dirs) => {
+                let src = *dirs.get(i).or(dirs.last())? == Dir::Src;
+                match part {
+                    KeyPart::Ipv4Addr | KeyPart::Ipv6Addr if src => Field::SrcAddr,
+                    KeyPart::Ipv4Addr | KeyPart::Ipv6Addr => Field::DstAddr,
+                    KeyPart::InetService if src => Field::SrcPort,
+                    KeyPart::InetService => Field::DstPort,
+                    KeyPart::InetProto => Field::Proto,
+                    KeyPart::IfName if src => Field::InIface,
+                    KeyPart::IfName => Field::OutIface,
+                }
+            }
+            SetKeySpec::Fields(fields) => match (part, *fields.get(i)?) {
+                (KeyPart::Ipv4Addr | KeyPart::Ipv6Addr, f @ (Field::SrcAddr | Field::DstAddr))
+                | (KeyPart::InetService, f @ (Field::SrcPort | Field::DstPort))
+                | (KeyPart::InetProto, f @ Field::Proto)
+                | (KeyPart::IfName, f @ (Field::InIface | Field::OutIface)) => f,
+                _ => return None,
+            },
+        };
+        out.push(f);
+    }
+    Some(out)
+}
+
+/// The lookup key of `pkt` for `r` in a set with key `dims`; `None` when
+/// the packet cannot be a member (see [`ref_fields`], or an address of the
+/// other family).
+pub fn packet_key(r: &SetRef, dims: &[KeyPart], pkt: &Packet) -> Option<LookupKey> {
+    let fields = ref_fields(r, dims)?;
+    let mut key = LookupKey::new();
+    for (&part, field) in dims.iter().zip(fields) {
+        let value = match part {
+            KeyPart::Ipv4Addr | KeyPart::Ipv6Addr => {
+                let family = match (part, pkt.family) {
+                    (KeyPart::Ipv4Addr, Family::V4) => Family::V4,
+                    (KeyPart::Ipv6Addr, Family::V6) => Family::V6,
+                    _ => return None,
+                };
+                KeyValue::Addr {
+                    family,
+                    addr: pkt.value(field),
+                }
+            }
+            KeyPart::InetService => KeyValue::Port(pkt.value(field) as u16),
+            KeyPart::InetProto => KeyValue::Proto(pkt.proto),
+            KeyPart::IfName => KeyValue::Iface(pkt.value(field).to_be_bytes()),
+        };
+        key = key.push(value);
+    }
+    Some(key)
+}
