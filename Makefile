@@ -25,13 +25,17 @@ demo: build
 ## test: install what the tests need, then formatting, lints and every test.
 ## Kernel tests are #[ignore = "needs root"]: as root they run too
 ## (--include-ignored), so the summary line counts what ran; without root
-## they are reported as ignored, never as passed.
+## they are reported as ignored, never as passed. Doc tests run apart:
+## --include-ignored would try to compile their `ignore` blocks.
 test: deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	@if [ "$$(id -u)" = 0 ]; then \
-		echo "$(CARGO) test --workspace --no-fail-fast -- --include-ignored"; \
-		$(CARGO) test --workspace --no-fail-fast -- --include-ignored; \
+		echo "$(CARGO) test --workspace --no-fail-fast --tests -- --include-ignored"; \
+		$(CARGO) test --workspace --no-fail-fast --tests -- --include-ignored; s=$$?; \
+		echo "$(CARGO) test --workspace --no-fail-fast --doc"; \
+		$(CARGO) test --workspace --no-fail-fast --doc || s=1; \
+		exit $$s; \
 	else \
 		echo "$(CARGO) test --workspace --no-fail-fast  (not root: kernel tests ignored)"; \
 		$(CARGO) test --workspace --no-fail-fast; \
