@@ -3,8 +3,8 @@
 //! cap; a method that does not finish within the cap is extrapolated
 //! linearly from the entries it did insert, and the record says so.
 
-use crate::bench::{Config, Progress, Record, Results, Skipped};
 use crate::cmd;
+use crate::experiment::{Config, Progress, Record, Results, Skipped};
 use crate::signal;
 use crate::stats::{si, Summary};
 use crate::testbed::{Side, Testbed};
@@ -500,23 +500,7 @@ impl BanMethod for ParapetBan {
     }
 }
 
-/// Every method name, in report order.
-pub const ALL_METHODS: [&str; 14] = [
-    "iptables-legacy-rule-per-process",
-    "iptables-nft-rule-per-process",
-    "iptables-legacy-restore-batch",
-    "iptables-nft-restore-batch",
-    "ipset-add-per-process",
-    "ipset-restore",
-    "nft-element-per-process",
-    "nft-batch",
-    "nft-interval-element-per-process",
-    "nft-interval-batch",
-    "xt_recent-proc-write",
-    "parapet-ban-per-process",
-    "parapet-ban-pipelined",
-    "parapet-set-add-file",
-];
+pub use crate::experiment::BAN_METHODS as ALL_METHODS;
 
 /// Looks a method up by name.
 pub fn by_name(name: &str) -> Option<Box<dyn BanMethod + Send + Sync>> {

@@ -16,6 +16,7 @@ pub mod bans;
 pub mod bench;
 pub mod cmd;
 pub mod error;
+pub mod experiment;
 pub mod filters;
 pub mod gen;
 pub mod report;

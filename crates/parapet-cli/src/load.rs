@@ -5,6 +5,8 @@ use anyhow::{anyhow, Context, Result};
 use parapet_model::{Packet, Ruleset};
 use parapet_parse::trace::TraceReader;
 use parapet_parse::{Format, ParseError};
+
+pub use crate::pcap::TraceItem;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
@@ -47,20 +49,6 @@ fn report_errors(path: &Path, errors: &[ParseError]) -> anyhow::Error {
         errors.len(),
         plural(errors.len())
     )
-}
-
-/// One record of a trace: a packet to classify, or a captured frame the
-/// dataplane would not classify (not IP, or a header it drops).
-pub enum TraceItem {
-    /// A parsed packet.
-    Packet(Packet),
-    /// A frame passed or dropped before classification, and why.
-    Unclassified {
-        /// Whether the dataplane lets it through.
-        passes: bool,
-        /// What the parser found.
-        why: &'static str,
-    },
 }
 
 /// Reads a trace file: the text format, or a pcap / pcapng capture.

@@ -2,7 +2,6 @@
 //! with the dataplane's own parser (the Rust twin of the eBPF one), so a
 //! capture classifies offline exactly as the kernel would see it.
 
-use crate::load::TraceItem;
 use anyhow::{bail, Context, Result};
 use parapet_dataplane::parse::parse_frame;
 use parapet_dataplane::ParseStatus;
@@ -12,6 +11,20 @@ use pcap_file::pcapng::{Block, PcapNgReader};
 use pcap_file::DataLink;
 use std::io::Read;
 use std::path::Path;
+
+/// One record of a trace: a packet to classify, or a captured frame the
+/// dataplane would not classify (not IP, or a header it drops).
+pub enum TraceItem {
+    /// A parsed packet.
+    Packet(Packet),
+    /// A frame passed or dropped before classification, and why.
+    Unclassified {
+        /// Whether the dataplane lets it through.
+        passes: bool,
+        /// What the parser found.
+        why: &'static str,
+    },
+}
 
 /// The frames of a capture as Ethernet frames, or `None` when the file is
 /// not a capture (so it is read as a text trace).

@@ -17,10 +17,10 @@
 // Re-exported for `meta.rs`, which names them by this path.
 pub use crate::api::{CompileError, CompileOptions, CompileStats};
 use crate::emit::{entry_records, image_words};
-use parapet_image::{self as image, Image};
 use crate::lower::lower;
 use crate::partition::{partition, BothAddresses};
 use crate::tree::{build_trees, Budget};
+use parapet_image::{self as image, Image};
 use parapet_model::DecisionList;
 use std::time::Instant;
 

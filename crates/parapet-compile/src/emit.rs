@@ -2,9 +2,9 @@
 //! laid out as the flat image of `docs/image-format.md`.
 
 use crate::api::{CompileError, CompileOptions};
-use parapet_image::{self as image, hw, kind};
 use crate::lower::{field_of, EntryBox, FIELDS};
 use crate::tree::Forest;
+use parapet_image::{self as image, hw, kind};
 use parapet_model::{DecisionList, EntryKind, Verdict};
 use std::collections::HashMap;
 

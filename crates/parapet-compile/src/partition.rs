@@ -7,8 +7,8 @@
 //! rules. This is what keeps `cross_product` linear in size.
 
 use crate::api::CompileOptions;
-use parapet_image::Backend;
 use crate::lower::EntryBox;
+use parapet_image::Backend;
 
 /// Where the rules pinning both addresses go.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -9,9 +9,9 @@
 //! Trees here use tree-local node and leaf numbers; `emit` lays them out.
 
 use crate::api::{CompileOptions, PartitionStats};
-use parapet_image::{self as image, Backend};
 use crate::lower::{whole_space, EntryBox, Lowered, Region, FIELDS};
 use crate::partition::Partition;
+use parapet_image::{self as image, Backend};
 
 /// Upper bound on the cut-selection work of one compile, in entry-field
 /// visits, whatever the list size.

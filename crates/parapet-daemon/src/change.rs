@@ -8,8 +8,8 @@
 //! (`journal::encode`); snapshots are written as them too.
 
 use crate::compiled::CompiledRuleset;
-use parapet_sets::parse_type;
 use parapet_dataplane::{Hook, Mode};
+use parapet_sets::parse_type;
 use parapet_sets::{Element, KeyPart, Policy, SetDesc};
 use serde::{Deserialize, Serialize};
 

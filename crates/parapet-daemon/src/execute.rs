@@ -6,11 +6,11 @@
 use crate::change::Change;
 use crate::command::Command;
 use crate::compiled::Loader;
-use parapet_sets::{address_family, element_key, parse_element};
 use crate::journal::{Journal, Lsn};
 use crate::proto::{code, ErrorReply, Outcome, Str};
 use crate::state::{invalid, obj, set_err, Origin, State, BAN4, BAN6, MAX_ELEM};
 use parapet_model::Counters;
+use parapet_sets::{address_family, element_key, parse_element};
 use parapet_sets::{Element, Family, KeyPart, SetError};
 use serde_json::{json, Value};
 

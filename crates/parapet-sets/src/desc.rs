@@ -2,19 +2,11 @@
 //! picks, with the reasons (`parapet set explain`).
 
 use crate::key::KeyPart;
-use crate::set::SetError;
+use crate::set_error::SetError;
 use parapet_model::Policy;
 use std::fmt;
 
-/// Default `maxelem` when none is given: 16,777,216 (not ipset's 65,536).
-pub const DEFAULT_MAXELEM: usize = 1 << 24;
-
-/// Largest `size`/`maxelem` for which the performance policy preallocates a
-/// fixed hash table.
-pub const FIXED_HASH_LIMIT: usize = 1 << 22;
-
-/// Maximum points an exact (non-interval) set expands one range element into.
-pub const MAX_EXPAND: u128 = 1 << 16;
+pub use crate::limits::{DEFAULT_MAXELEM, FIXED_HASH_LIMIT, MAX_EXPAND};
 
 /// The data structures a set can live in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -4,10 +4,9 @@ use crate::desc::{IpsetInfo, SetDesc};
 use crate::element::Element;
 use crate::key::{fmt_value, parse_dim, KeyPart, MAX_DIMS};
 use crate::set::Set;
-use crate::store::{LoadStats, SetStore, Staging};
+use crate::store::{LoadStats, Loaded, SetStore, Staging};
 use crate::Error;
 use parapet_model::prefix_len;
-use std::collections::HashMap;
 use std::fmt::Write;
 
 /// Splits a line into tokens with 1-based columns; `"…"` is one token (quotes removed).
@@ -249,8 +248,6 @@ pub(crate) fn fmt_elem(dims: &[KeyPart], el: &Element) -> String {
     }
     s
 }
-
-pub(crate) type Loaded = (HashMap<String, Set>, Vec<String>, LoadStats);
 
 pub(crate) fn load(store: &SetStore, text: &str, now: u64) -> Result<Loaded, Error> {
     let mut st = Staging::new(store);
@@ -601,4 +598,20 @@ pub(crate) fn save(store: &SetStore, only: Option<&str>, now: u64) -> String {
         adds.clear();
     }
     out
+}
+
+/// The `ipset save` / `ipset restore` side of the store.
+impl SetStore {
+    /// Loads `ipset save` / `ipset restore` text (`create`, `add`, `del`,
+    /// `flush`, `destroy`, `swap`). All or nothing: on error nothing changes.
+    pub fn load_ipset(&mut self, text: &str) -> Result<LoadStats, Error> {
+        let now = self.now();
+        let (staged, removed, stats) = load(self, text, now)?;
+        self.commit(staged, removed);
+        Ok(stats)
+    }
+    /// `ipset save` text of all sets (sorted by name), or of one set.
+    pub fn save_ipset(&self, only: Option<&str>) -> String {
+        save(self, only, self.now())
+    }
 }

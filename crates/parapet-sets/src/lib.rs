@@ -33,9 +33,11 @@ mod desc;
 mod element;
 mod ipset;
 mod key;
+mod limits;
 mod nft;
 mod reference;
 mod set;
+mod set_error;
 mod store;
 mod text;
 mod typed;
@@ -51,7 +53,8 @@ pub use nft::{format_duration, parse_duration};
 /// The rule model's address family and performance|memory policy.
 pub use parapet_model::{Family, Policy};
 pub use reference::{packet_key, ref_fields};
-pub use set::{Set, SetError};
+pub use set::Set;
+pub use set_error::SetError;
 pub use store::{Clock, LoadStats, ManualClock, SetStore, SystemClock};
 pub use text::{address_family, element_key, parse_element, parse_type};
 

@@ -3,7 +3,8 @@
 use crate::desc::{Explain, SetDesc};
 use crate::element::Element;
 use crate::key::{KeyPart, LookupKey};
-use crate::set::{Set, SetError};
+use crate::set::Set;
+use crate::set_error::SetError;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -264,35 +265,7 @@ impl SetStore {
         self.sets.get(name).map(|s| s.explain())
     }
 
-    // ---- formats --------------------------------------------------------
-
-    /// Loads `ipset save` / `ipset restore` text (`create`, `add`, `del`,
-    /// `flush`, `destroy`, `swap`). All or nothing: on error nothing changes.
-    pub fn load_ipset(&mut self, text: &str) -> Result<LoadStats, crate::Error> {
-        let now = self.now();
-        let (staged, removed, stats) = crate::ipset::load(self, text, now)?;
-        self.commit(staged, removed);
-        Ok(stats)
-    }
-    /// `ipset save` text of all sets (sorted by name), or of one set.
-    pub fn save_ipset(&self, only: Option<&str>) -> String {
-        crate::ipset::save(self, only, self.now())
-    }
-    /// Loads nft set definitions (`set NAME { … }`, optionally inside
-    /// `table FAMILY NAME { … }`; other blocks are skipped) and
-    /// `add element` / `delete element` / `flush set` commands. All or nothing.
-    pub fn load_nft(&mut self, text: &str) -> Result<LoadStats, crate::Error> {
-        let now = self.now();
-        let (staged, removed, stats) = crate::nft::load(self, text, now)?;
-        self.commit(staged, removed);
-        Ok(stats)
-    }
-    /// nft text of all sets (sorted by name), or of one set.
-    pub fn save_nft(&self, only: Option<&str>) -> String {
-        crate::nft::save(self, only, self.now())
-    }
-
-    fn commit(&mut self, staged: HashMap<String, Set>, removed: Vec<String>) {
+    pub(crate) fn commit(&mut self, staged: HashMap<String, Set>, removed: Vec<String>) {
         for r in removed {
             self.sets.remove(&r);
         }
@@ -302,6 +275,10 @@ impl SetStore {
         }
     }
 }
+
+/// What a text load produces before it is committed: the staged sets, the
+/// names removed, and the counts.
+pub(crate) type Loaded = (HashMap<String, Set>, Vec<String>, LoadStats);
 
 /// Copy-on-touch staging of sets for all-or-nothing loads.
 pub(crate) struct Staging<'a> {

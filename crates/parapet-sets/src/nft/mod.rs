@@ -12,7 +12,7 @@ pub(crate) use save::save;
 use token::{lex, show, Tok, T};
 
 use crate::set::Set;
-use crate::store::{LoadStats, SetStore, Staging};
+use crate::store::{LoadStats, Loaded, SetStore, Staging};
 use crate::Error;
 use std::fmt::Write;
 
@@ -76,7 +76,7 @@ pub fn format_duration(ms: u64) -> String {
     out
 }
 
-pub(crate) fn load(store: &SetStore, text: &str, now: u64) -> Result<crate::ipset::Loaded, Error> {
+pub(crate) fn load(store: &SetStore, text: &str, now: u64) -> Result<Loaded, Error> {
     let toks = lex(text)?;
     let mut p = P { t: toks, i: 0 };
     let mut st = Staging::new(store);
@@ -237,4 +237,21 @@ fn create(st: &mut Staging, def: SetDef, now: u64, stats: &mut LoadStats) -> Res
     st.create(set);
     stats.sets_created += 1;
     Ok(())
+}
+
+/// The nft side of the store.
+impl SetStore {
+    /// Loads nft set definitions (`set NAME { … }`, optionally inside
+    /// `table FAMILY NAME { … }`; other blocks are skipped) and
+    /// `add element` / `delete element` / `flush set` commands. All or nothing.
+    pub fn load_nft(&mut self, text: &str) -> Result<LoadStats, Error> {
+        let now = self.now();
+        let (staged, removed, stats) = load(self, text, now)?;
+        self.commit(staged, removed);
+        Ok(stats)
+    }
+    /// nft text of all sets (sorted by name), or of one set.
+    pub fn save_nft(&self, only: Option<&str>) -> String {
+        save(self, only, self.now())
+    }
 }
