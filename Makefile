@@ -30,6 +30,7 @@ demo: build
 test: deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	scripts/import_cycles.py
 	@if [ "$$(id -u)" = 0 ]; then \
 		echo "$(CARGO) test --workspace --no-fail-fast --tests -- --include-ignored"; \
 		$(CARGO) test --workspace --no-fail-fast --tests -- --include-ignored; s=$$?; \
