@@ -10,7 +10,7 @@ docs/benchmarks.md) and OUT/worst_case.svg. Python 3 standard library only.
     bench/classify/run.py                         # the full matrix
     bench/classify/run.py --report-only OUT       # redo report.md from OUT/results.jsonl
 
-See docs/benchmarks-classify.md.
+See bench/classify/README.md.
 """
 
 import argparse
@@ -39,7 +39,7 @@ QUICK_SETS = ["acl1_1k", "fw1_1k", "ipc1_1k", "acl1_10k"]
 WORST_SIZES = [25 * 2 ** k for k in range(11)]  # 25 .. 25,600
 QUICK_WORST_SIZES = [25, 100, 400, 1600, 6400, 25600]
 FLATNESS_TARGET = 0.8
-# rte_acl needs ~10 GB peak RSS to build fw1_100k (docs/rte_acl.md).
+# rte_acl needs ~10 GB peak RSS to build fw1_100k (bench/rte_acl/README.md).
 FW1_100K_MIN_MEM_GIB = 12
 
 
@@ -924,7 +924,7 @@ def write_report(out_dir):
             "compile). rte_acl: `rte_acl_build` only (its rule insertion is not included).",
             "- **memory MiB**: parapet: the classifier image plus its user-space fast path (`memory_bytes`). rte_acl: growth of "
             "the DPDK heap across `rte_acl_build`, i.e. its run-time lookup structure (the "
-            "transient build memory, ~10× larger, is not included; see docs/rte_acl.md).",
+            "transient build memory, ~10× larger, is not included; see bench/rte_acl/README.md).",
             "- **CPU share**: CPU time of the measuring process / its wall time (includes parsing "
             "and building). Near 1.0: the benchmark had a core to itself; well below: it was "
             "descheduled and its wall-clock rates are low by about that factor.",

@@ -8,7 +8,7 @@
  *
  * RULES is a ClassBench filter file, TRACE a ClassBench trace file; both
  * may be plain text or gzip (read through zlib, which is transparent for
- * plain files).  See docs/rte_acl.md.
+ * plain files).  See bench/rte_acl/README.md.
  *
  * Rule layout (5-tuple; the TCP-flags column is parsed and ignored):
  *   field 0  proto   1 byte  BITMASK  input 0

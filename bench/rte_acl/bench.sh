@@ -1,5 +1,5 @@
 #!/bin/sh
-# Measurement matrix for docs/rte_acl.md: acl1/fw1/ipc1 x 1k/10k/100k, every
+# Measurement matrix for bench/rte_acl/README.md: acl1/fw1/ipc1 x 1k/10k/100k, every
 # algorithm this CPU supports.  JSON lines go to stdout and are appended to
 # bench/results/rte_acl-DATE/rte_acl.jsonl (OUT overrides the directory); progress and load averages to stderr.
 #   1k:   generated trace (traces.sh; the shared data has no 1k traces)

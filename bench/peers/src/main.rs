@@ -1,5 +1,5 @@
 //! `parapet-peers` — runs the kernel-peer benchmarks of issue 7. See
-//! `docs/peers.md`; later wired in as `parapet bench peers`.
+//! `bench/peers/README.md`.
 
 use parapet_peers::bench::{Config, Experiment};
 use parapet_peers::rules::{RuleKind, RuleSpec};
@@ -28,7 +28,7 @@ options for run:
                           packet-mmap | sendmmsg | trafgen
   --experiments a,b,…     generators,throughput,ipfw,bans,latency (default all)
   --ban-counts a,b        default 7990,1000000
-  --ban-methods a,b,…     default all (see docs/peers.md)
+  --ban-methods a,b,…     default all (see bench/peers/README.md)
   --ban-cap-s N           time cap per ban method and size (default 15)
   --latency-probes N      TCP handshakes per latency point (default 50)
   --no-rps                keep receive work on the sender's CPU";
