@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT OR Apache-2.0 */
 /*
  * image.h - constants of the classifier image, version 1, as specified in
- * docs/image-format.md (Rust: parapet_compile::image).  The BPF walker in
- * lib/walk.h reads images with these; the Rust side of this crate checks
- * its copies against this header (src/image.rs tests).
+ * docs/image-format.md (Rust: the parapet-image crate, which owns the
+ * format).  The BPF walker in lib/walk.h reads images with these; the
+ * dataplane's layout probe (layout_probe.c) prints them and a Rust test
+ * checks them against parapet-image's constants.
  */
 #ifndef PARAPET_IMAGE_H
 #define PARAPET_IMAGE_H
