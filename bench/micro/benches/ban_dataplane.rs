@@ -1,7 +1,7 @@
 //! Ban throughput with and without the kernel dataplane attached: what
 //! mirroring every ban into the BPF set maps before the reply costs.
 //!
-//! `cargo run --release -p parapet-daemon --example ban_dataplane [N] [RUNS]`
+//! `cargo bench -p parapet-bench-micro --bench ban_dataplane -- [N] [RUNS]`
 //! (root). The process moves itself into a new network namespace, runs the
 //! daemon in-process (fsync on, state in a temporary directory), applies a
 //! ruleset that drops `parapet-ban4` sources and, for the "attached" runs,
