@@ -5,11 +5,11 @@
 use crate::bans;
 pub use crate::experiment::{Config, Experiment, Progress, Record, Results, Skipped};
 use crate::filters::{self, Filter};
-use crate::gen::{self, GeneratorKind};
 use crate::rules::{RuleKind, RuleSpec};
 use crate::signal;
 use crate::stats::{quantile, si, Summary};
 use crate::testbed::{Side, Testbed, FLT_IP};
+use crate::traffic::{self, GeneratorKind};
 use crate::{Error, Result};
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -47,7 +47,7 @@ pub fn measure_once(
     warmup: Duration,
     window: Duration,
 ) -> Result<Sample> {
-    let mut run = gen::start(bed, kind, frame, warmup + window + Duration::from_secs(5))?;
+    let mut run = traffic::start(bed, kind, frame, warmup + window + Duration::from_secs(5))?;
     sleep_bounded(warmup)?;
     // External generators (trafgen) may need longer than the warm-up to
     // start on a loaded machine: open the window only once frames flow.
@@ -434,7 +434,7 @@ fn latency(
                 }
                 for loaded in [false, true] {
                     let run = if loaded {
-                        let r = gen::start(&bed, cfg.generator, 64, Duration::from_secs(60))?;
+                        let r = traffic::start(&bed, cfg.generator, 64, Duration::from_secs(60))?;
                         sleep_bounded(cfg.warmup)?;
                         Some(r)
                     } else {

@@ -3,10 +3,10 @@
 //! insertion experiment ([`crate::bans`]).
 
 use crate::filters;
-use crate::gen::GeneratorKind;
 use crate::rules::doubling_sizes;
 use crate::stats::Summary;
 use crate::testbed::BedOptions;
+use crate::traffic::GeneratorKind;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

@@ -18,19 +18,19 @@ pub mod cmd;
 pub mod error;
 pub mod experiment;
 pub mod filters;
-pub mod gen;
 pub mod report;
 pub mod rules;
 pub mod signal;
 pub mod stats;
 pub mod testbed;
+pub mod traffic;
 
 pub use bench::{run, Config, Experiment, Record, Results};
 pub use error::{Error, Result};
 pub use filters::Filter;
-pub use gen::GeneratorKind;
 pub use rules::{RuleKind, RuleSpec};
 pub use testbed::Testbed;
+pub use traffic::GeneratorKind;
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
