@@ -4,7 +4,7 @@
 
 use crate::load::TraceItem;
 use anyhow::{bail, Context, Result};
-use parapet_dataplane::parse::parse_frame;
+use parapet_dataplane::frame::parse_frame;
 use parapet_dataplane::ParseStatus;
 use parapet_model::{CtState, Family, Packet};
 use pcap_file::pcap::PcapReader;
