@@ -3,7 +3,7 @@
  * image.h - constants of the classifier image, version 1, as specified in
  * docs/image-format.md (Rust: parapet_compile::image).  The BPF walker in
  * lib/walk.h reads images with these; the Rust side of this crate checks
- * its copies against this header (src/image.rs tests).
+ * its copies against this header (src/abi/layout.rs tests).
  */
 #ifndef PARAPET_IMAGE_H
 #define PARAPET_IMAGE_H

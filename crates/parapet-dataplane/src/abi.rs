@@ -4,9 +4,10 @@
 //! an ABI. The `layout` tests compare every size and offset here with the
 //! numbers a C program prints from the header itself (see `build.rs`).
 //!
-//! One file per concern: [`key`] (the packet key and parse status),
-//! [`config`] (actions, verdicts, rate limits), [`stats`], [`log`] (log and
-//! debug records), [`sets`] (set maps) and [`reject`]. Everything is
+//! One file per concern under `abi/`: `key.rs` (the packet key and parse
+//! status), `config.rs` (actions, verdicts, rate limits, interface names),
+//! `stats.rs`, `log.rs` (log and debug records), `sets.rs` (the set maps)
+//! and [`reject`]; `layout.rs` holds the layout tests. Everything is
 //! re-exported here, so `abi::X` names any of it.
 
 mod config;

@@ -99,7 +99,7 @@ impl Dataplane {
 
     /// Limit REJECT answers (TCP resets, ICMP errors) to `rate_per_sec`
     /// with bursts of `burst`, over all CPUs and rules together; the rest
-    /// are dropped silently ([`Stat::RejectLimited`]). Rate 0: never
+    /// are dropped silently ([`Stat::RejectLimited`](crate::Stat::RejectLimited)). Rate 0: never
     /// answer. Loading sets 1000/s, burst 50.
     pub fn set_reject_rate(&mut self, rate_per_sec: u32, burst: u32) -> Result<()> {
         self.reject_limit.set(0, gcra(rate_per_sec, burst), 0)?;

@@ -4,7 +4,6 @@ use aya::maps::MapError;
 use aya::programs::ProgramError;
 
 use crate::sets::SetError;
-use crate::slots::BadImage;
 
 /// Errors of the dataplane API.
 #[derive(Debug, thiserror::Error)]
@@ -59,6 +58,12 @@ pub enum Error {
     #[error("preparing the BPF object: {0}")]
     Object(String),
 }
+
+/// Why bytes were refused as an image (the header checks of
+/// `slots.rs`).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("not a usable classifier image: {0}")]
+pub struct BadImage(pub String);
 
 /// Result alias.
 pub type Result<T> = std::result::Result<T, Error>;

@@ -10,13 +10,8 @@
 //! image costs a fallback, never safety.
 
 use crate::abi::{IMAGE_PAGE_BYTES, MAX_SET_REFS};
-use crate::error::{Error, Result};
+use crate::error::{BadImage, Error, Result};
 use crate::load::Dataplane;
-
-/// Why bytes were refused as an image.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("not a usable classifier image: {0}")]
-pub struct BadImage(pub String);
 
 /// The checks that need no knowledge of the regions: magic, version,
 /// length and checksum ([`parapet_image::check_header`]). Catches
@@ -44,7 +39,7 @@ impl Dataplane {
     /// failed write changes nothing that packets see. The header, length and
     /// checksum are checked here; the structure should have been validated
     /// by `parapet_image::Image` (the BPF walker survives a bad image but
-    /// then falls back to the interim classifier, see [`Stat::ImageError`]).
+    /// then falls back to the interim classifier, see [`Stat::ImageError`](crate::Stat::ImageError)).
     pub fn write_image(&mut self, image: &[u8]) -> Result<()> {
         check_header(image)?;
         self.write_image_unchecked(image)

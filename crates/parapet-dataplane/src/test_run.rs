@@ -148,7 +148,7 @@ impl Dataplane {
     }
 
     /// The last packet's key and decision. Only filled when loaded with
-    /// [`LoadOptions::debug`]; `None` before the first packet.
+    /// [`LoadOptions::debug`](crate::LoadOptions::debug); `None` before the first packet.
     pub fn last_decision(&self) -> Result<Option<KernelDecision>> {
         let d = self.debug.get(&0, 0)?;
         if d.seq == 0 {

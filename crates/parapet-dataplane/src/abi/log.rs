@@ -35,11 +35,11 @@ pub struct RawLogEvent {
 pub struct DebugRec {
     /// The parsed key.
     pub key: PacketKey,
-    /// Raw [`ParseStatus`].
+    /// Raw [`ParseStatus`](super::ParseStatus).
     pub status: u32,
     /// Deciding rule id (0 = policy).
     pub rule_id: u32,
-    /// Raw [`KernelVerdict`].
+    /// Raw [`KernelVerdict`](super::KernelVerdict).
     pub verdict: u32,
     /// Incremented per packet.
     pub seq: u32,

@@ -41,7 +41,7 @@ pub enum Stat {
     /// Packets for which the walker refused the live image (the interim
     /// classifier decided instead).
     ImageError = 10,
-    /// Packets with more than [`MAX_NONTERM`] non-terminal matches (the
+    /// Packets with more than [`MAX_NONTERM`](super::MAX_NONTERM) non-terminal matches (the
     /// rest were neither counted nor logged).
     NontermTruncated = 11,
     /// REJECT verdicts answered with a TCP reset or an ICMP error.
