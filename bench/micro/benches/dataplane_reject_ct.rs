@@ -15,20 +15,20 @@
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use parapet_dataplane::abi::reject;
-use parapet_dataplane::packet::Frame;
-use parapet_dataplane::{Dataplane, Features, Hook, KernelVerdict, LoadOptions, SetSizing};
+use parapet_dataplane::frame::Frame;
+use parapet_dataplane::{AttachPoint, Dataplane, Features, KernelVerdict, LoadOptions, SetSizing};
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     v[v.len() / 2]
 }
 
-fn batch(dp: &Dataplane, hook: Hook, frame: &[u8], repeat: u32) -> f64 {
+fn batch(dp: &Dataplane, hook: AttachPoint, frame: &[u8], repeat: u32) -> f64 {
     let r = dp.test_run(hook, frame, 0, repeat).expect("test run");
     r.duration.as_nanos() as f64
 }
 
-fn single(dp: &Dataplane, hook: Hook, frame: &[u8]) -> f64 {
+fn single(dp: &Dataplane, hook: AttachPoint, frame: &[u8]) -> f64 {
     median((0..2000).map(|_| batch(dp, hook, frame, 1)).collect())
 }
 
@@ -76,7 +76,7 @@ fn main() {
     let syn = Frame::ipv4(a, b).tcp(4000, 80, 0x02).build();
     let udp6 = Frame::ipv6(a6, b6).udp(4000, 53).payload(32).build();
     for (what, f) in [("udp", &udp), ("tcp syn", &syn), ("udp v6", &udp6)] {
-        for hook in [Hook::Xdp, Hook::Tc] {
+        for hook in [AttachPoint::Xdp, AttachPoint::Tc] {
             let (mut x, mut y, mut z) = (Vec::new(), Vec::new(), Vec::new());
             for _ in 0..5 {
                 x.push(batch(&off, hook, f, repeat));
@@ -107,7 +107,7 @@ fn main() {
         ),
     ];
     for (what, t, f) in cases {
-        for hook in [Hook::Xdp, Hook::Tc] {
+        for hook in [AttachPoint::Xdp, AttachPoint::Tc] {
             dp.set_action(1, KernelVerdict::Drop, false).unwrap();
             let d = single(dp, hook, f);
             dp.set_action_reject(1, t, false).unwrap();

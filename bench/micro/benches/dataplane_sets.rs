@@ -16,8 +16,10 @@ use std::net::Ipv4Addr;
 use std::time::Instant;
 
 use image::{assemble, reseal, to_bytes, Constraint, Entry, ImageSpec, Tree, KIND_DECIDE};
-use parapet_dataplane::packet::Frame;
-use parapet_dataplane::{Dataplane, Hook, LoadOptions, PacketPart, SetDim, SetElement, SetSizing};
+use parapet_dataplane::frame::Frame;
+use parapet_dataplane::{
+    AttachPoint, Dataplane, LoadOptions, PacketPart, SetDim, SetElement, SetSizing,
+};
 
 fn image(refs: u32) -> Vec<u8> {
     let entries: Vec<Entry> = (0..4)
@@ -48,7 +50,9 @@ fn image(refs: u32) -> Vec<u8> {
 fn ns_per_packet(dp: &Dataplane, frame: &[u8], repeat: u32) -> f64 {
     let mut v: Vec<f64> = (0..5)
         .map(|_| {
-            let r = dp.test_run(Hook::Xdp, frame, 0, repeat).expect("test run");
+            let r = dp
+                .test_run(AttachPoint::Xdp, frame, 0, repeat)
+                .expect("test run");
             r.duration.as_nanos() as f64
         })
         .collect();

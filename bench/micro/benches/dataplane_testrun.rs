@@ -15,8 +15,8 @@ use std::time::Instant;
 
 use image::{assemble, to_bytes, Constraint, Entry, ImageSpec, Tree, KIND_DECIDE};
 use parapet_compile::{compile, Backend, CompileOptions};
-use parapet_dataplane::packet::Frame;
-use parapet_dataplane::{Dataplane, Hook, KernelVerdict, LoadOptions};
+use parapet_dataplane::frame::Frame;
+use parapet_dataplane::{AttachPoint, Dataplane, KernelVerdict, LoadOptions};
 use parapet_gen::{packets_for, random_ruleset, RandomSpec};
 use parapet_model::{flatten, Family};
 
@@ -57,7 +57,7 @@ fn tree(lo: u32, hi: u32) -> Tree {
     }
 }
 
-fn ns_per_packet(dp: &Dataplane, hook: Hook, frame: &[u8], repeat: u32) -> f64 {
+fn ns_per_packet(dp: &Dataplane, hook: AttachPoint, frame: &[u8], repeat: u32) -> f64 {
     // median of 5 kernel-timed batches
     let mut v: Vec<f64> = (0..5)
         .map(|_| {
@@ -95,7 +95,7 @@ fn main() {
     dp.set_action(1, KernelVerdict::Drop, false).unwrap();
     dp.set_lite_rule(17, 53, 1).unwrap();
     let dns = Frame::ipv4(a, b).udp(4000, 53).payload(32).build();
-    for hook in [Hook::Xdp, Hook::Tc] {
+    for hook in [AttachPoint::Xdp, AttachPoint::Tc] {
         println!(
             "interim classifier, udp/53, {hook:?}: {:.1} ns/packet",
             ns_per_packet(&dp, hook, &dns, repeat)
@@ -130,7 +130,7 @@ fn main() {
                 written.as_secs_f64() * 1e3,
                 swapped.as_secs_f64() * 1e3
             );
-            let ns = ns_per_packet(&dp, Hook::Xdp, &last, repeat.min(20_000));
+            let ns = ns_per_packet(&dp, AttachPoint::Xdp, &last, repeat.min(20_000));
             println!(
                 "image {what:6} {n:5} rules ({} bytes), last rule matches, XDP: {ns:.1} ns/packet",
                 bytes.len()
@@ -181,7 +181,7 @@ fn compiled(dp: &mut Dataplane, repeat: u32) {
             dp.swap().unwrap();
             let total: f64 = pkts
                 .iter()
-                .map(|f| ns_per_packet(dp, Hook::Xdp, f, repeat))
+                .map(|f| ns_per_packet(dp, AttachPoint::Xdp, f, repeat))
                 .sum();
             println!(
                 "compiled random ruleset {rules:5} rules, {backend:?} ({} bytes), XDP: {:.0} ns/packet (mean of {} packets)",

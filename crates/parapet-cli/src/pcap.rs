@@ -3,7 +3,7 @@
 //! capture classifies offline exactly as the kernel would see it.
 
 use anyhow::{bail, Context, Result};
-use parapet_dataplane::parse::parse_frame;
+use parapet_dataplane::frame::parse_frame;
 use parapet_dataplane::ParseStatus;
 use parapet_model::{CtState, Family, Packet};
 use pcap_file::pcap::PcapReader;

@@ -10,7 +10,9 @@ use crate::load;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, ValueEnum};
 use parapet_compile::{compile_chain, Classifier};
-use parapet_dataplane::{ruleset, Dataplane, Features, Hook, LoadOptions, Mode, SetSizing, Stat};
+use parapet_dataplane::{
+    ruleset, AttachPoint, Dataplane, Features, LoadOptions, Mode, SetSizing, Stat,
+};
 use parapet_model::Ruleset;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -102,9 +104,9 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         eprintln!("parapet: the ruleset matches ctstate: conntrack lookup on");
     }
     let (hook, mode) = match (args.hook, args.mode) {
-        (HookArg::Tc, _) => (Hook::Tc, Mode::Skb),
-        (HookArg::Xdp, ModeArg::Native) => (Hook::Xdp, Mode::Native),
-        (HookArg::Xdp, ModeArg::Skb) => (Hook::Xdp, Mode::Skb),
+        (HookArg::Tc, _) => (AttachPoint::Tc, Mode::Skb),
+        (HookArg::Xdp, ModeArg::Native) => (AttachPoint::Xdp, Mode::Native),
+        (HookArg::Xdp, ModeArg::Skb) => (AttachPoint::Xdp, Mode::Skb),
     };
     let mut attached = Vec::new();
     for iface in &args.ifaces {
@@ -289,12 +291,12 @@ pub fn bench(args: BenchArgs) -> Result<ExitCode> {
         ..
     } = load_dataplane(rs, &args.opts, 10, store.as_ref())?;
     let hook = match args.hook {
-        HookArg::Xdp => Hook::Xdp,
-        HookArg::Tc => Hook::Tc,
+        HookArg::Xdp => AttachPoint::Xdp,
+        HookArg::Tc => AttachPoint::Tc,
     };
     let frames: Vec<Vec<u8>> = sample
         .iter()
-        .map(parapet_dataplane::packet::frame_of_packet)
+        .map(parapet_dataplane::frame::frame_of_packet)
         .collect();
     let lookup = store.map(crate::sets::StoreLookup);
     // Every sampled packet must get the classifier's verdict from the

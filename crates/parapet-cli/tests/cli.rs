@@ -253,7 +253,7 @@ fn list_translates_between_syntaxes() {
 /// frames the dataplane would not classify print `-`.
 #[test]
 fn pcap_captures_classify_like_traces() {
-    use parapet_dataplane::packet::{Frame, L4};
+    use parapet_dataplane::frame::{Frame, L4};
     let dir = tempfile::tempdir().unwrap();
     let rules = write(dir.path(), "p.rules", "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -p udp -m udp --dport 53 -j DROP\n-A INPUT -s 10.0.0.0/8 -p tcp -m tcp --dport 22 -j REJECT\nCOMMIT\n");
     let frames = [

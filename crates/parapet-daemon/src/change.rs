@@ -8,7 +8,7 @@
 //! (`journal::encode`); snapshots are written as them too.
 
 use crate::compiled::CompiledRuleset;
-use parapet_dataplane::{Hook, Mode};
+use parapet_dataplane::{AttachPoint, Mode};
 use parapet_sets::parse_type;
 use parapet_sets::{Element, KeyPart, Policy, SetDesc};
 use serde::{Deserialize, Serialize};
@@ -128,8 +128,8 @@ pub enum Change {
     Attach {
         /// Interface name.
         iface: String,
-        /// Hook.
-        hook: Hook,
+        /// Where the program runs (`--hook`).
+        hook: AttachPoint,
         /// XDP mode.
         mode: Mode,
     },
@@ -137,7 +137,7 @@ pub enum Change {
     Detach {
         /// Interface name.
         iface: String,
-        /// Hook.
-        hook: Hook,
+        /// Where the program runs (`--hook`).
+        hook: AttachPoint,
     },
 }

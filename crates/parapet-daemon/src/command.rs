@@ -11,7 +11,7 @@
 use crate::change::SetSpec;
 use crate::kernel::parse_hook_mode;
 use crate::proto::{code, ErrorReply, Request, Str};
-use parapet_dataplane::{Hook, Mode};
+use parapet_dataplane::{AttachPoint, Mode};
 
 /// One command, as the daemon executes it.
 #[derive(Debug)]
@@ -113,7 +113,7 @@ pub enum Command<'a> {
         /// Interface name (checked).
         iface: String,
         /// `xdp` (default) or `tc`.
-        hook: Hook,
+        hook: AttachPoint,
         /// XDP mode requested.
         mode: Mode,
     },
@@ -122,7 +122,7 @@ pub enum Command<'a> {
         /// Interface name (checked).
         iface: String,
         /// `None` = every hook.
-        hook: Option<Hook>,
+        hook: Option<AttachPoint>,
     },
 }
 

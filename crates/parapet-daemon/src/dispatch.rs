@@ -10,7 +10,7 @@ use crate::kernel::{hook_name, mode_name, Kernel};
 use crate::proto::{code, parse_request, ErrorReply, Outcome};
 use crate::shared::Shared;
 use crate::state::{Origin, State};
-use parapet_dataplane::{Hook, Mode};
+use parapet_dataplane::{AttachPoint, Mode};
 use serde_json::{json, Map, Value};
 use std::sync::atomic::Ordering;
 
@@ -125,7 +125,7 @@ fn apply(
 /// `attach`: loads the program on first use (outside the state lock: it
 /// takes seconds of verifier time), installs the active ruleset in it,
 /// attaches, and journals the attachment so a restart makes it again.
-fn attach(shared: &Shared, iface: String, hook: Hook, mode: Mode) -> (Outcome, Option<Lsn>) {
+fn attach(shared: &Shared, iface: String, hook: AttachPoint, mode: Mode) -> (Outcome, Option<Lsn>) {
     let config = {
         let st = shared.state.lock().unwrap();
         (!st.kernel.loaded()).then(|| st.kernel.config.clone())
@@ -172,9 +172,9 @@ fn attach(shared: &Shared, iface: String, hook: Hook, mode: Mode) -> (Outcome, O
 
 /// `detach`: from `iface` at `hook`, or at every hook when none is given;
 /// one journaled change per hook.
-fn detach(shared: &Shared, iface: String, hook: Option<Hook>) -> (Outcome, Option<Lsn>) {
+fn detach(shared: &Shared, iface: String, hook: Option<AttachPoint>) -> (Outcome, Option<Lsn>) {
     let mut st = shared.state.lock().unwrap();
-    let hooks: Vec<Hook> = st
+    let hooks: Vec<AttachPoint> = st
         .kernel
         .attachments()
         .iter()

@@ -26,7 +26,7 @@
 
 use crate::change::Change;
 use crate::crc::crc32c;
-use parapet_dataplane::{Hook, Mode};
+use parapet_dataplane::{AttachPoint, Mode};
 use parapet_sets::{Element, KeyPart};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufWriter, Read, Write};
@@ -193,10 +193,10 @@ pub mod enc {
 }
 
 /// The hook's journal byte.
-pub fn hook_byte(h: Hook) -> u8 {
+pub fn hook_byte(h: AttachPoint) -> u8 {
     match h {
-        Hook::Xdp => 0,
-        Hook::Tc => 1,
+        AttachPoint::Xdp => 0,
+        AttachPoint::Tc => 1,
     }
 }
 
@@ -209,9 +209,13 @@ pub fn mode_byte(m: Mode) -> u8 {
 }
 
 /// The journal bytes back to a hook and mode.
-pub fn from_bytes(hook: u8, mode: u8) -> (Hook, Mode) {
+pub fn from_bytes(hook: u8, mode: u8) -> (AttachPoint, Mode) {
     (
-        if hook == 1 { Hook::Tc } else { Hook::Xdp },
+        if hook == 1 {
+            AttachPoint::Tc
+        } else {
+            AttachPoint::Xdp
+        },
         if mode == 1 { Mode::Skb } else { Mode::Native },
     )
 }
@@ -732,7 +736,7 @@ mod tests {
 
     #[test]
     fn hook_and_mode_bytes_round_trip() {
-        for h in [Hook::Xdp, Hook::Tc] {
+        for h in [AttachPoint::Xdp, AttachPoint::Tc] {
             for m in [Mode::Native, Mode::Skb] {
                 assert_eq!(from_bytes(hook_byte(h), mode_byte(m)), (h, m));
             }

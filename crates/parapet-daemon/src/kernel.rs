@@ -12,7 +12,9 @@ use crate::compiled::CompiledChain;
 use crate::proto::{code, ErrorReply};
 use parapet_dataplane::ct_table::ConntrackTable;
 use parapet_dataplane::ruleset::Install;
-use parapet_dataplane::{bridge, Dataplane, Features, Hook, LoadOptions, Mode, SetSizing, Stat};
+use parapet_dataplane::{
+    bridge, AttachPoint, Dataplane, Features, LoadOptions, Mode, SetSizing, Stat,
+};
 use parapet_model::{Counters, Ruleset};
 use parapet_sets::{Element, SetStore};
 use serde_json::{json, Value};
@@ -54,8 +56,8 @@ impl Default for KernelConfig {
 pub struct Attachment {
     /// Interface name.
     pub iface: String,
-    /// Hook.
-    pub hook: Hook,
+    /// Where the program runs (`--hook`).
+    pub hook: AttachPoint,
     /// XDP mode requested.
     pub mode: Mode,
     /// XDP mode in use (`None` at tc).
@@ -66,10 +68,13 @@ pub struct Attachment {
 }
 
 /// Parses the protocol's `hook` and `mode` fields.
-pub fn parse_hook_mode(hook: Option<&str>, mode: Option<&str>) -> Result<(Hook, Mode), String> {
+pub fn parse_hook_mode(
+    hook: Option<&str>,
+    mode: Option<&str>,
+) -> Result<(AttachPoint, Mode), String> {
     let h = match hook.unwrap_or("xdp") {
-        "xdp" => Hook::Xdp,
-        "tc" => Hook::Tc,
+        "xdp" => AttachPoint::Xdp,
+        "tc" => AttachPoint::Tc,
         other => return Err(format!("unknown hook `{other}` (expected xdp or tc)")),
     };
     let m = match mode.unwrap_or("native") {
@@ -81,10 +86,10 @@ pub fn parse_hook_mode(hook: Option<&str>, mode: Option<&str>) -> Result<(Hook, 
 }
 
 /// The protocol's name of a hook.
-pub fn hook_name(h: Hook) -> &'static str {
+pub fn hook_name(h: AttachPoint) -> &'static str {
     match h {
-        Hook::Xdp => "xdp",
-        Hook::Tc => "tc",
+        AttachPoint::Xdp => "xdp",
+        AttachPoint::Tc => "tc",
     }
 }
 
@@ -122,7 +127,7 @@ pub struct Kernel {
     dp: Option<Dataplane>,
     attached: Vec<Attachment>,
     /// Attachments read from the journal, made at [`Kernel::restore`].
-    pending: Vec<(String, Hook, Mode)>,
+    pending: Vec<(String, AttachPoint, Mode)>,
     /// The conntrack table while installed ([`Kernel::ct_table_wanted`]).
     ct_table: Option<ConntrackTable>,
 }
@@ -275,7 +280,7 @@ impl Kernel {
     pub fn attach(
         &mut self,
         iface: &str,
-        hook: Hook,
+        hook: AttachPoint,
         mode: Mode,
     ) -> Result<Attachment, ErrorReply> {
         if self
@@ -319,7 +324,11 @@ impl Kernel {
 
     /// Detaches from `iface` (at `hook`, or at every hook when `None`).
     /// Returns how many attachments went.
-    pub fn detach(&mut self, iface: &str, hook: Option<Hook>) -> Result<Vec<Hook>, ErrorReply> {
+    pub fn detach(
+        &mut self,
+        iface: &str,
+        hook: Option<AttachPoint>,
+    ) -> Result<Vec<AttachPoint>, ErrorReply> {
         let mut gone = Vec::new();
         let mut i = 0;
         while i < self.attached.len() {
@@ -346,14 +355,14 @@ impl Kernel {
     }
 
     /// Remembers an attachment read from the journal (replay).
-    pub fn replay_attach(&mut self, iface: String, hook: Hook, mode: Mode) {
+    pub fn replay_attach(&mut self, iface: String, hook: AttachPoint, mode: Mode) {
         self.pending
             .retain(|(i, h, _)| !(*i == iface && *h == hook));
         self.pending.push((iface, hook, mode));
     }
 
     /// Forgets an attachment read from the journal (replay).
-    pub fn replay_detach(&mut self, iface: &str, hook: Hook) {
+    pub fn replay_detach(&mut self, iface: &str, hook: AttachPoint) {
         self.pending.retain(|(i, h, _)| !(i == iface && *h == hook));
     }
 
@@ -408,7 +417,7 @@ impl Kernel {
 
     /// Attachments to journal in a snapshot: the live ones, plus those the
     /// journal named that were not made yet.
-    pub fn journaled(&self) -> Vec<(String, Hook, Mode)> {
+    pub fn journaled(&self) -> Vec<(String, AttachPoint, Mode)> {
         self.attached
             .iter()
             .map(|a| (a.iface.clone(), a.hook, a.mode))
@@ -678,11 +687,11 @@ mod tests {
     fn hooks_and_modes() {
         assert_eq!(
             parse_hook_mode(None, None).unwrap(),
-            (Hook::Xdp, Mode::Native)
+            (AttachPoint::Xdp, Mode::Native)
         );
         assert_eq!(
             parse_hook_mode(Some("tc"), Some("skb")).unwrap(),
-            (Hook::Tc, Mode::Skb)
+            (AttachPoint::Tc, Mode::Skb)
         );
         assert!(parse_hook_mode(Some("nf"), None).is_err());
         assert!(parse_hook_mode(None, Some("offload")).is_err());
@@ -691,13 +700,13 @@ mod tests {
     #[test]
     fn replayed_attachments_are_kept_for_restore_and_snapshots() {
         let mut k = Kernel::default();
-        k.replay_attach("eth0".into(), Hook::Xdp, Mode::Native);
-        k.replay_attach("eth1".into(), Hook::Tc, Mode::Skb);
-        k.replay_attach("eth0".into(), Hook::Xdp, Mode::Skb); // re-attach replaces
-        k.replay_detach("eth1", Hook::Tc);
+        k.replay_attach("eth0".into(), AttachPoint::Xdp, Mode::Native);
+        k.replay_attach("eth1".into(), AttachPoint::Tc, Mode::Skb);
+        k.replay_attach("eth0".into(), AttachPoint::Xdp, Mode::Skb); // re-attach replaces
+        k.replay_detach("eth1", AttachPoint::Tc);
         assert_eq!(
             k.journaled(),
-            vec![("eth0".to_string(), Hook::Xdp, Mode::Skb)]
+            vec![("eth0".to_string(), AttachPoint::Xdp, Mode::Skb)]
         );
         // Not loaded: set changes, counters and detaches touch no kernel.
         assert!(!k.loaded());
@@ -706,7 +715,9 @@ mod tests {
         assert_eq!(k.detach("eth0", None).unwrap_err().code, code::INVALID);
         assert_eq!(k.stats()["loaded"], false);
         assert_eq!(
-            k.attach("eth0", Hook::Xdp, Mode::Native).unwrap_err().code,
+            k.attach("eth0", AttachPoint::Xdp, Mode::Native)
+                .unwrap_err()
+                .code,
             code::DATAPLANE
         );
     }

@@ -4,7 +4,7 @@
  * docs/image-format.md (Rust: the parapet-image crate, which owns the
  * format).  The BPF walker in lib/walk.h reads images with these; the
  * dataplane's layout probe (layout_probe.c) prints them and a Rust test
- * checks them against parapet-image's constants.
+ * (src/abi/layout.rs) checks them against parapet-image's constants.
  */
 #ifndef PARAPET_IMAGE_H
 #define PARAPET_IMAGE_H

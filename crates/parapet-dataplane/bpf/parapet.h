@@ -2,7 +2,7 @@
 /*
  * parapet.h - the ABI shared by the BPF program (parapet.bpf.c), the host
  * layout probe (layout_probe.c, run by build.rs) and the Rust mirror in
- * src/abi.rs.  Every struct here crosses the kernel/user boundary through a
+ * src/abi/ (abi.rs re-exports it).  Every struct here crosses the kernel/user boundary through a
  * BPF map, so its layout is part of the ABI: fields are ordered largest
  * first, padding is explicit, and a test compares the C offsets (printed by
  * the layout probe) with the Rust `offset_of!` values.

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use parapet_model::{Field, SetRef};
 use parapet_sets::{KeyPart, Set, SetStore};
 
-use crate::dataplane::Result;
+use crate::error::Result;
 use crate::sets::{PacketPart, SetDim, SetElement};
 use crate::Dataplane;
 

@@ -7,12 +7,17 @@
 //! verdict. [`Dataplane`] loads and drives it from user space.
 //!
 //! - [`abi`]: `#[repr(C)]` mirrors of `bpf/parapet.h`, checked against C.
-//! - [`parse`]: the same parser in Rust, for user-space tools and
-//!   differential tests against the kernel program.
-//! - [`packet`]: builders for crafted test frames.
-//! - [`dataplane`]: the aya-based loader and control API.
-//! - [`image`]: the header checks of the classifier image (format:
-//!   `parapet-image`) the BPF walker reads.
+//! - [`frame`]: Ethernet frames, parsed ([`frame::parse`], the BPF
+//!   parser's twin in Rust, for user-space tools and differential tests
+//!   against the kernel program) and built ([`frame::build`], crafted test
+//!   frames).
+//! - [`Dataplane`], the aya-based loader and control API, one file per
+//!   facet: `load.rs` (the object, options, features, the handle),
+//!   `attach.rs` ([`AttachPoint`]s), `actions.rs` (rule actions, the
+//!   interim classifier), `slots.rs` (image slots and the header checks of
+//!   an image, format: `parapet-image`), `counters.rs` (counters,
+//!   statistics, the LOG ring), `set_maps.rs` (sets in the kernel) and
+//!   `test_run.rs` (`BPF_PROG_TEST_RUN`); errors in `error.rs`.
 //! - [`sets`]: sets in BPF maps (the image key's set bits): element
 //!   splitting, expiries, the user-space mirror.
 //! - [`bridge`]: from `parapet_model::SetRef` and `parapet_sets::SetStore`
@@ -28,20 +33,26 @@
 //! table decides. See `docs/dataplane.md`.
 
 pub mod abi;
+mod actions;
+mod attach;
 pub mod bridge;
+mod counters;
 pub mod ct_table;
-pub mod dataplane;
-pub mod image;
+mod error;
+pub mod frame;
 #[doc(hidden)]
 pub mod kfunc;
-pub mod packet;
-pub mod parse;
+mod load;
 pub mod ruleset;
+mod set_maps;
 pub mod sets;
+mod slots;
+mod test_run;
 
 pub use abi::{Counter, KernelVerdict, PacketKey, ParseStatus, Stat};
-pub use dataplane::{
-    Attached, Dataplane, Decision, Error, Features, Hook, LoadOptions, LogEvent, Mode, Stats,
-    TestRunOutcome,
-};
+pub use attach::{AttachPoint, Attached, Mode};
+pub use counters::{LogEvent, Stats};
+pub use error::{BadImage, Error, Result};
+pub use load::{Dataplane, Features, LoadOptions, BPF_OBJECT};
 pub use sets::{monotonic_ns, PacketPart, SetDim, SetElement, SetError, SetSizing};
+pub use test_run::{KernelDecision, TestRunOutcome};

@@ -13,7 +13,8 @@
 use parapet_model::{Action, ChainId, Field, Ruleset};
 use parapet_sets::SetStore;
 
-use crate::dataplane::{Error, LogEvent, Result};
+use crate::counters::LogEvent;
+use crate::error::{Error, Result};
 use crate::{Dataplane, KernelVerdict};
 
 /// The kernel's verdict for a model verdict (the reject type travels

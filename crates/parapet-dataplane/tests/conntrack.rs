@@ -11,8 +11,10 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use common::{iptables_image, load_dataplane};
 
-use parapet_dataplane::packet::{Frame, L4};
-use parapet_dataplane::{Dataplane, Features, Hook, KernelVerdict, LoadOptions, SetSizing, Stat};
+use parapet_dataplane::frame::{Frame, L4};
+use parapet_dataplane::{
+    AttachPoint, Dataplane, Features, KernelVerdict, LoadOptions, SetSizing, Stat,
+};
 use parapet_image::ct::{INVALID as CT_INVALID, NEW as CT_NEW, UNTRACKED as CT_UNTRACKED};
 
 const A4: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
@@ -49,7 +51,7 @@ fn icmp_error_quoting(from: Ipv4Addr, to: Ipv4Addr) -> Vec<u8> {
     let tot = (f.len() - 14) as u16;
     f[16..18].copy_from_slice(&tot.to_be_bytes());
     f[24..26].copy_from_slice(&[0, 0]);
-    let c = parapet_dataplane::packet::ipv4_checksum(&f[14..34]);
+    let c = parapet_dataplane::frame::ipv4_checksum(&f[14..34]);
     f[24..26].copy_from_slice(&c.to_be_bytes());
     f
 }
@@ -128,7 +130,7 @@ fn packets_without_a_connection_are_new_or_invalid() {
     ];
     let mut lookups = 0;
     for (name, frame, want, looked_up) in cases {
-        for hook in [Hook::Xdp, Hook::Tc] {
+        for hook in [AttachPoint::Xdp, AttachPoint::Tc] {
             let before = dp.stats().unwrap().get(Stat::CtLookup);
             let r = dp.test_run(hook, &frame, 0, 1).unwrap();
             let d = dp.last_decision().unwrap().unwrap();
@@ -158,7 +160,7 @@ fn without_the_lookup_packets_are_untracked() {
     dp.write_image(&iptables_image(text)).unwrap();
     dp.swap().unwrap();
     let f = Frame::ipv4(A4, B4).tcp(1, 80, 0x02).build();
-    for hook in [Hook::Xdp, Hook::Tc] {
+    for hook in [AttachPoint::Xdp, AttachPoint::Tc] {
         assert!(dp.test_run(hook, &f, 0, 1).unwrap().passed);
         assert_eq!(dp.last_decision().unwrap().unwrap().ctstate, CT_UNTRACKED);
     }
@@ -186,7 +188,7 @@ fn the_lookup_switches_at_run_time() {
         dp.set_conntrack(on).unwrap();
         assert_eq!(dp.conntrack(), on);
         assert!(dp.conntrack_available());
-        for hook in [Hook::Xdp, Hook::Tc] {
+        for hook in [AttachPoint::Xdp, AttachPoint::Tc] {
             let before = dp.stats().unwrap().get(Stat::CtLookup);
             assert_eq!(dp.test_run(hook, &f, 0, 1).unwrap().passed, passed);
             let d = dp.last_decision().unwrap().unwrap();
@@ -258,7 +260,7 @@ fn installing_a_ruleset_switches_the_lookup() {
     assert!(!dp.conntrack());
     install(&mut dp, &with_ct, &img).unwrap();
     assert!(dp.conntrack());
-    assert!(dp.test_run(Hook::Xdp, &syn, 0, 1).unwrap().passed);
+    assert!(dp.test_run(AttachPoint::Xdp, &syn, 0, 1).unwrap().passed);
     assert_eq!(dp.last_decision().unwrap().unwrap().ctstate, CT_NEW);
     // a failed install of a ruleset without ctstate leaves it on
     assert!(install(&mut dp, &without, &huge).is_err());
@@ -266,6 +268,6 @@ fn installing_a_ruleset_switches_the_lookup() {
     let img2 = iptables_image("*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -p udp -j DROP\nCOMMIT\n");
     install(&mut dp, &without, &img2).unwrap();
     assert!(!dp.conntrack());
-    assert!(dp.test_run(Hook::Xdp, &syn, 0, 1).unwrap().passed);
+    assert!(dp.test_run(AttachPoint::Xdp, &syn, 0, 1).unwrap().passed);
     assert_eq!(dp.last_decision().unwrap().unwrap().ctstate, CT_UNTRACKED);
 }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use common::load_dataplane;
 use common::netns::{Netns, RX_ADDR, TX_ADDR};
-use parapet_dataplane::{Hook, KernelVerdict, LoadOptions, Mode, Stat};
+use parapet_dataplane::{AttachPoint, KernelVerdict, LoadOptions, Mode, Stat};
 
 const PORT_ACCEPT: u16 = 7777;
 const PORT_DROP: u16 = 9999;
@@ -74,11 +74,11 @@ fn scenario_image() -> Vec<u8> {
     to_bytes(&assemble(&spec))
 }
 
-fn scenario(hook: Hook, mode: Mode, tag: &str) {
+fn scenario(hook: AttachPoint, mode: Mode, tag: &str) {
     scenario_with(hook, mode, tag, false);
 }
 
-fn scenario_with(hook: Hook, mode: Mode, tag: &str, use_image: bool) {
+fn scenario_with(hook: AttachPoint, mode: Mode, tag: &str, use_image: bool) {
     let test = format!("e2e_{tag}");
     let mut dp = load_dataplane(&test, &LoadOptions::default());
     let ns = Netns::create(tag).expect("the veth/netns topology");
@@ -115,7 +115,7 @@ fn scenario_with(hook: Hook, mode: Mode, tag: &str, use_image: bool) {
         "{test}: attached {:?} mode {:?} note {:?}",
         attached.hook, attached.mode, attached.note
     );
-    if hook == Hook::Xdp && mode == Mode::Skb {
+    if hook == AttachPoint::Xdp && mode == Mode::Skb {
         assert_eq!(attached.mode, Some(Mode::Skb));
     }
 
@@ -195,19 +195,19 @@ fn scenario_with(hook: Hook, mode: Mode, tag: &str, use_image: bool) {
 #[test]
 #[ignore = "needs root"]
 fn e2e_xdp_native_veth() {
-    scenario(Hook::Xdp, Mode::Native, "xn");
+    scenario(AttachPoint::Xdp, Mode::Native, "xn");
 }
 
 #[test]
 #[ignore = "needs root"]
 fn e2e_xdp_skb_veth() {
-    scenario(Hook::Xdp, Mode::Skb, "xs");
+    scenario(AttachPoint::Xdp, Mode::Skb, "xs");
 }
 
 #[test]
 #[ignore = "needs root"]
 fn e2e_tc_veth() {
-    scenario(Hook::Tc, Mode::Native, "tc");
+    scenario(AttachPoint::Tc, Mode::Native, "tc");
 }
 
 /// The same traffic decided by the classifier image (BPF walker) instead
@@ -215,13 +215,13 @@ fn e2e_tc_veth() {
 #[test]
 #[ignore = "needs root"]
 fn e2e_xdp_native_veth_image() {
-    scenario_with(Hook::Xdp, Mode::Native, "xi", true);
+    scenario_with(AttachPoint::Xdp, Mode::Native, "xi", true);
 }
 
 #[test]
 #[ignore = "needs root"]
 fn e2e_tc_veth_image() {
-    scenario_with(Hook::Tc, Mode::Native, "ti", true);
+    scenario_with(AttachPoint::Tc, Mode::Native, "ti", true);
 }
 
 /// Loopback has no native XDP: asking for native must fall back to skb
@@ -232,12 +232,18 @@ fn e2e_native_falls_back_to_skb_with_a_note() {
     let test = "e2e_native_falls_back_to_skb_with_a_note";
     let mut dp = load_dataplane(test, &LoadOptions::default());
     let ns = Netns::create("fb").expect("the netns topology");
-    let a = Netns::run_in(&ns.rx, || dp.attach("lo", Hook::Xdp, Mode::Native)).expect("attach");
+    let a =
+        Netns::run_in(&ns.rx, || dp.attach("lo", AttachPoint::Xdp, Mode::Native)).expect("attach");
     assert_eq!(a.mode, Some(Mode::Skb));
     let note = a.note.clone().expect("fallback note");
     assert!(note.contains("skb"), "{note}");
     dp.detach(a.id).unwrap();
     assert!(dp.detach(a.id).is_err(), "double detach is refused");
     // Unknown interfaces are errors, not fallbacks.
-    assert!(Netns::run_in(&ns.rx, || dp.attach("nope0", Hook::Xdp, Mode::Native)).is_err());
+    assert!(Netns::run_in(&ns.rx, || dp.attach(
+        "nope0",
+        AttachPoint::Xdp,
+        Mode::Native
+    ))
+    .is_err());
 }

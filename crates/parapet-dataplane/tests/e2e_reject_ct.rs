@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use common::netns::{Netns, RX_ADDR, TX_ADDR};
 use common::{iptables_image, load_dataplane};
-use parapet_dataplane::{Dataplane, Features, Hook, LoadOptions, Mode, SetSizing, Stat};
+use parapet_dataplane::{AttachPoint, Dataplane, Features, LoadOptions, Mode, SetSizing, Stat};
 
 const REJECTED: u16 = 7;
 
@@ -42,7 +42,7 @@ fn setup(test: &str, tag: &str, conntrack: bool) -> (Dataplane, Netns) {
     (dp, ns)
 }
 
-fn reject_scenario(hook: Hook, mode: Mode, tag: &str) {
+fn reject_scenario(hook: AttachPoint, mode: Mode, tag: &str) {
     let test = format!("e2e_reject_{tag}");
     let (mut dp, ns) = setup(&test, tag, false);
     let text = format!(
@@ -55,9 +55,12 @@ fn reject_scenario(hook: Hook, mode: Mode, tag: &str) {
     dp.swap().unwrap();
     // XDP_TX on a veth end reaches its peer only when the peer runs NAPI:
     // an XDP program there (here: another parapet that passes everything)
-    let _peer = if hook == Hook::Xdp && mode == Mode::Native {
+    let _peer = if hook == AttachPoint::Xdp && mode == Mode::Native {
         let mut p = Dataplane::load(&LoadOptions::default()).expect("peer load");
-        Netns::run_in(&ns.tx, || p.attach("ppv-tx", Hook::Xdp, Mode::Native)).expect("peer attach");
+        Netns::run_in(&ns.tx, || {
+            p.attach("ppv-tx", AttachPoint::Xdp, Mode::Native)
+        })
+        .expect("peer attach");
         Some(p)
     } else {
         None
@@ -104,19 +107,19 @@ fn reject_scenario(hook: Hook, mode: Mode, tag: &str) {
 #[test]
 #[ignore = "needs root"]
 fn e2e_reject_tc() {
-    reject_scenario(Hook::Tc, Mode::Native, "rtc");
+    reject_scenario(AttachPoint::Tc, Mode::Native, "rtc");
 }
 
 #[test]
 #[ignore = "needs root"]
 fn e2e_reject_xdp_native() {
-    reject_scenario(Hook::Xdp, Mode::Native, "rxn");
+    reject_scenario(AttachPoint::Xdp, Mode::Native, "rxn");
 }
 
 #[test]
 #[ignore = "needs root"]
 fn e2e_reject_xdp_skb() {
-    reject_scenario(Hook::Xdp, Mode::Skb, "rxs");
+    reject_scenario(AttachPoint::Xdp, Mode::Skb, "rxs");
 }
 
 /// Conntrack runs in a namespace only while some netfilter rule there
@@ -149,7 +152,7 @@ fn enable_conntrack(ns: &Netns) -> Result<(), String> {
     }
 }
 
-fn conntrack_scenario(hook: Hook, mode: Mode, tag: &str) {
+fn conntrack_scenario(hook: AttachPoint, mode: Mode, tag: &str) {
     let test = format!("e2e_conntrack_{tag}");
     let (mut dp, ns) = setup(&test, tag, true);
     if let Err(e) = enable_conntrack(&ns) {
@@ -285,17 +288,17 @@ fn conntrack_scenario(hook: Hook, mode: Mode, tag: &str) {
 #[test]
 #[ignore = "needs root"]
 fn e2e_conntrack_tc() {
-    conntrack_scenario(Hook::Tc, Mode::Native, "ctc");
+    conntrack_scenario(AttachPoint::Tc, Mode::Native, "ctc");
 }
 
 #[test]
 #[ignore = "needs root"]
 fn e2e_conntrack_xdp_native() {
-    conntrack_scenario(Hook::Xdp, Mode::Native, "cxn");
+    conntrack_scenario(AttachPoint::Xdp, Mode::Native, "cxn");
 }
 
 #[test]
 #[ignore = "needs root"]
 fn e2e_conntrack_xdp_skb() {
-    conntrack_scenario(Hook::Xdp, Mode::Skb, "cxs");
+    conntrack_scenario(AttachPoint::Xdp, Mode::Skb, "cxs");
 }

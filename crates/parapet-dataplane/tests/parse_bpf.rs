@@ -8,9 +8,11 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use common::{load_dataplane, Rng};
 use parapet_dataplane::abi::{FAMILY_IPV4, FAMILY_IPV6, FRAG_FRAGMENT, FRAG_LATER, KEY_F_VLAN};
-use parapet_dataplane::packet::{Ext, Frame, L4};
-use parapet_dataplane::parse::parse_frame;
-use parapet_dataplane::{Dataplane, Hook, KernelVerdict, LoadOptions, PacketKey, ParseStatus};
+use parapet_dataplane::frame::parse_frame;
+use parapet_dataplane::frame::{Ext, Frame, L4};
+use parapet_dataplane::{
+    AttachPoint, Dataplane, KernelVerdict, LoadOptions, PacketKey, ParseStatus,
+};
 
 const A4: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
 const B4: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 7);
@@ -45,11 +47,11 @@ fn tc_test_run_refuses(frame: &[u8]) -> bool {
 /// the key the program recorded, after checking the verdict follows from
 /// the parse outcome (policy ACCEPT, no rules). `None` when the kernel's
 /// test-run refuses the frame for that hook.
-fn run(dp: &Dataplane, hook: Hook, frame: &[u8]) -> Option<(ParseStatus, PacketKey)> {
+fn run(dp: &Dataplane, hook: AttachPoint, frame: &[u8]) -> Option<(ParseStatus, PacketKey)> {
     let before = dp.last_decision().unwrap().map_or(0, |d| d.seq);
     let out = match dp.test_run(hook, frame, IFINDEX, 1) {
         Ok(out) => out,
-        Err(_) if hook == Hook::Tc && tc_test_run_refuses(frame) => return None,
+        Err(_) if hook == AttachPoint::Tc && tc_test_run_refuses(frame) => return None,
         Err(e) => panic!("test run at {hook:?} failed: {e}; frame {frame:02x?}"),
     };
     let d = dp.last_decision().unwrap().expect("debug record written");
@@ -464,7 +466,7 @@ fn boundary_packets_parse_as_expected_at_both_hooks() {
         let (rs, rk) = parse_frame(&case.frame, case.frame.len() as u32, IFINDEX);
         assert_eq!(rs, case.status, "rust parser, {}", case.name);
         // ...and so does the kernel program at both hooks.
-        for hook in [Hook::Xdp, Hook::Tc] {
+        for hook in [AttachPoint::Xdp, AttachPoint::Tc] {
             let Some((s, k)) = run(&dp, hook, &case.frame) else {
                 continue;
             };
@@ -577,7 +579,7 @@ fn random_frames_kernel_and_rust_parsers_agree() {
     for i in 0..3000 {
         let frame = random_frame(&mut rng);
         let (rs, rk) = parse_frame(&frame, frame.len() as u32, IFINDEX);
-        for hook in [Hook::Xdp, Hook::Tc] {
+        for hook in [AttachPoint::Xdp, AttachPoint::Tc] {
             let Some((s, k)) = run(&dp, hook, &frame) else {
                 continue;
             };

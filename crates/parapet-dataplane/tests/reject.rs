@@ -12,8 +12,8 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use common::{iptables_image, load_dataplane};
 use parapet_dataplane::abi::reject;
-use parapet_dataplane::packet::{Ext, Frame, L4};
-use parapet_dataplane::{Dataplane, Hook, KernelVerdict, LoadOptions, Stat};
+use parapet_dataplane::frame::{Ext, Frame, L4};
+use parapet_dataplane::{AttachPoint, Dataplane, KernelVerdict, LoadOptions, Stat};
 
 const A4: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
 const B4: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 7);
@@ -204,22 +204,22 @@ fn with_seq(mut f: Vec<u8>, seq: u32, ack: u32) -> Vec<u8> {
     f
 }
 
-fn run(dp: &Dataplane, hook: Hook, f: &[u8]) -> (u32, Vec<u8>) {
+fn run(dp: &Dataplane, hook: AttachPoint, f: &[u8]) -> (u32, Vec<u8>) {
     let (o, out) = dp.test_run_output(hook, f, 0).unwrap();
     (o.retval, out)
 }
 
-fn answer_code(hook: Hook) -> u32 {
+fn answer_code(hook: AttachPoint) -> u32 {
     match hook {
-        Hook::Xdp => XDP_TX,
-        Hook::Tc => TC_ACT_REDIRECT,
+        AttachPoint::Xdp => XDP_TX,
+        AttachPoint::Tc => TC_ACT_REDIRECT,
     }
 }
 
-fn drop_code(hook: Hook) -> u32 {
+fn drop_code(hook: AttachPoint) -> u32 {
     match hook {
-        Hook::Xdp => XDP_DROP,
-        Hook::Tc => TC_ACT_SHOT,
+        AttachPoint::Xdp => XDP_DROP,
+        AttachPoint::Tc => TC_ACT_SHOT,
     }
 }
 
@@ -412,7 +412,7 @@ fn answers_equal_the_rust_builder() {
         dp.set_action_reject(1, rtype, false).unwrap();
         let exp = expected(&frame, want);
         checksums_verify(&exp);
-        for hook in [Hook::Xdp, Hook::Tc] {
+        for hook in [AttachPoint::Xdp, AttachPoint::Tc] {
             let (rc, out) = run(&dp, hook, &frame);
             assert_eq!(
                 rc,
@@ -555,7 +555,7 @@ fn some_packets_are_never_answered() {
     let mut n = 0;
     for (name, rtype, frame) in cases {
         dp.set_action_reject(1, rtype, false).unwrap();
-        for hook in [Hook::Xdp, Hook::Tc] {
+        for hook in [AttachPoint::Xdp, AttachPoint::Tc] {
             let (rc, _) = run(&dp, hook, &frame);
             assert_eq!(rc, drop_code(hook), "{name} at {hook:?}: must only drop");
             n += 1;
@@ -569,7 +569,7 @@ fn some_packets_are_never_answered() {
     let echo = Frame::ipv6(A6, B6)
         .l4(L4::Icmpv6 { ty: 128, code: 0 })
         .build();
-    assert_eq!(run(&dp, Hook::Tc, &echo).0, TC_ACT_REDIRECT);
+    assert_eq!(run(&dp, AttachPoint::Tc, &echo).0, TC_ACT_REDIRECT);
 }
 
 #[test]
@@ -584,7 +584,11 @@ fn answers_are_rate_limited() {
     dp.set_reject_rate(10, 5).unwrap();
     let t0 = std::time::Instant::now();
     for i in 0..1000 {
-        let hook = if i % 2 == 0 { Hook::Xdp } else { Hook::Tc };
+        let hook = if i % 2 == 0 {
+            AttachPoint::Xdp
+        } else {
+            AttachPoint::Tc
+        };
         dp.test_run(hook, &f, 0, 1).unwrap();
     }
     let refill = (t0.elapsed().as_secs_f64() * 10.0).ceil() as u64;
@@ -598,7 +602,7 @@ fn answers_are_rate_limited() {
     assert_eq!(sent + st.get(Stat::RejectLimited), 1000);
     // rate 0: never answer
     dp.set_reject_rate(0, 1).unwrap();
-    assert_eq!(run(&dp, Hook::Tc, &f).0, TC_ACT_SHOT);
+    assert_eq!(run(&dp, AttachPoint::Tc, &f).0, TC_ACT_SHOT);
     assert_eq!(dp.stats().unwrap().get(Stat::RejectSent), sent);
 }
 
@@ -619,7 +623,7 @@ fn a_compiled_image_carries_the_reject_type() {
     let syn = with_seq(Frame::ipv4(A4, B4).tcp(1, 80, 0x02).build(), 10, 0);
     let udp9 = Frame::ipv4(A4, B4).udp(1, 9).build();
     let udp10 = Frame::ipv4(A4, B4).udp(1, 10).payload(30).build();
-    for hook in [Hook::Xdp, Hook::Tc] {
+    for hook in [AttachPoint::Xdp, AttachPoint::Tc] {
         assert_eq!(run(&dp, hook, &syn).1, expected(&syn, Want::Rst));
         assert!(dp.last_decision().unwrap().unwrap().by_image);
         assert_eq!(run(&dp, hook, &udp9).1, expected(&udp9, Want::Icmp(3, 10)));
@@ -657,7 +661,7 @@ fn installed_actions_carry_the_reject_type() {
     let syn = with_seq(Frame::ipv4(A4, B4).tcp(1, 80, 0x02).build(), 10, 0);
     let udp9 = Frame::ipv4(A4, B4).udp(1, 9).build();
     let udp10 = Frame::ipv4(A4, B4).udp(1, 10).payload(30).build();
-    for hook in [Hook::Xdp, Hook::Tc] {
+    for hook in [AttachPoint::Xdp, AttachPoint::Tc] {
         assert_eq!(run(&dp, hook, &syn).1, expected(&syn, Want::Rst));
         assert!(!dp.last_decision().unwrap().unwrap().by_image);
         assert_eq!(run(&dp, hook, &udp9).1, expected(&udp9, Want::Icmp(3, 10)));

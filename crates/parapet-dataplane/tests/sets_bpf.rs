@@ -13,8 +13,10 @@ use common::image::{assemble, reseal, to_bytes, Constraint, Entry, ImageSpec, Tr
 use common::wire::{frame_of, wire_packet};
 use common::{load_dataplane, Rng};
 use parapet_compile::{compile, Backend, CompileOptions};
-use parapet_dataplane::packet::{Frame, L4};
-use parapet_dataplane::{monotonic_ns, Hook, KernelVerdict, LoadOptions, SetDim, SetElement};
+use parapet_dataplane::frame::{Frame, L4};
+use parapet_dataplane::{
+    monotonic_ns, AttachPoint, KernelVerdict, LoadOptions, SetDim, SetElement,
+};
 use parapet_gen::{packets_for, random_ruleset, RandomSpec};
 use parapet_model::{flatten, Dir, Family, Field, Packet, SetKeySpec, SetRef};
 use parapet_sets::{Element, KeyPart, KeyValue, LookupKey, SetDesc, SetStore};
@@ -364,7 +366,11 @@ fn kernel_set_bits_and_decisions_equal_the_store() {
                     .enumerate()
                     .fold(0u64, |a, (n, &b)| a | (u64::from(b) << n));
                 let frame = frame_of(&p);
-                let hook = if i % 2 == 0 { Hook::Xdp } else { Hook::Tc };
+                let hook = if i % 2 == 0 {
+                    AttachPoint::Xdp
+                } else {
+                    AttachPoint::Tc
+                };
                 dp.test_run(hook, &frame, LO, 1).unwrap();
                 let got = dp.last_decision().unwrap().unwrap();
                 assert!(got.by_image, "seed {seed}: walker error {}", got.walk_err);
@@ -486,7 +492,7 @@ fn expired_elements_never_match_and_prefix_ends_are_exact() {
     dp.swap().unwrap();
     let bits = |dp: &parapet_dataplane::Dataplane, src: u32, dport: u16| {
         let f = v4_frame(src, 0x0102_0304, dport);
-        dp.test_run(Hook::Xdp, &f, 0, 1).unwrap();
+        dp.test_run(AttachPoint::Xdp, &f, 0, 1).unwrap();
         dp.last_decision().unwrap().unwrap().set_bits
     };
     let cases: &[(u32, u16, u64)] = &[
@@ -516,7 +522,7 @@ fn expired_elements_never_match_and_prefix_ends_are_exact() {
     }
     // The decision follows: members of reference 0 are dropped by rule 1.
     let f = v4_frame(0x0a00_0001, 0x0102_0304, 1);
-    assert!(!dp.test_run(Hook::Tc, &f, 0, 1).unwrap().passed);
+    assert!(!dp.test_run(AttachPoint::Tc, &f, 0, 1).unwrap().passed);
     assert_eq!(dp.last_decision().unwrap().unwrap().rule_id, 1);
     // 10.1.2/24 expires in the kernel on its own; 10/8 still holds it.
     // 172.16.0.3-17 is deleted: gone at once.
@@ -543,7 +549,7 @@ fn expired_elements_never_match_and_prefix_ends_are_exact() {
     let f6 = Frame::ipv6("::a00:1".parse().unwrap(), "::1".parse().unwrap())
         .l4(L4::Udp { sport: 1, dport: 2 })
         .build();
-    dp.test_run(Hook::Xdp, &f6, 0, 1).unwrap();
+    dp.test_run(AttachPoint::Xdp, &f6, 0, 1).unwrap();
     assert_eq!(dp.last_decision().unwrap().unwrap().set_bits, 0);
     assert_eq!(bits(&dp, 0x0a00_0001, 1), 1);
 }

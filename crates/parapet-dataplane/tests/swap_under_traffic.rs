@@ -44,7 +44,9 @@ use aya::programs::loaded_programs;
 use common::load_dataplane;
 use parapet_compile::{compile, Backend, CompileOptions, KeyWords, Walker};
 use parapet_dataplane::abi::{IMAGE_DEFAULT_SLOT_PAGES, IMAGE_PAGE_BYTES};
-use parapet_dataplane::{Dataplane, Hook, KernelVerdict as DpVerdict, LoadOptions, Mode, Stat};
+use parapet_dataplane::{
+    AttachPoint, Dataplane, KernelVerdict as DpVerdict, LoadOptions, Mode, Stat,
+};
 use parapet_model::{DecisionList, Entry, EntryKind, Field, IntervalSet, Matches, Packet, Verdict};
 use parapet_testbed::Netns;
 
@@ -326,7 +328,7 @@ struct Bed {
     _ns: Netns,
 }
 
-fn bed(test: &str, tag: &str, hook: Hook) -> Bed {
+fn bed(test: &str, tag: &str, hook: AttachPoint) -> Bed {
     let mut dp = load_dataplane(test, &LoadOptions::default());
     // A namespace of the test's own, with only its loopback up; deleted on
     // drop (with the attachment and sockets inside).
@@ -337,7 +339,7 @@ fn bed(test: &str, tag: &str, hook: Hook) -> Bed {
     let (socks, tx) = std::thread::scope(|s| {
         s.spawn(|| {
             ns.enter_current_thread().expect("setns");
-            let mode = if hook == Hook::Xdp {
+            let mode = if hook == AttachPoint::Xdp {
                 Mode::Skb
             } else {
                 Mode::Native
@@ -465,7 +467,7 @@ fn with_traffic<T>(
     (out, t)
 }
 
-fn swaps_under_traffic(hook: Hook, tag: &str, (a, b): (Vec<u8>, Vec<u8>)) {
+fn swaps_under_traffic(hook: AttachPoint, tag: &str, (a, b): (Vec<u8>, Vec<u8>)) {
     let test = format!("swap_under_traffic_{tag}");
     let mut bed = bed(&test, tag, hook);
     bed.dp.write_image(&a).unwrap();
@@ -520,7 +522,7 @@ fn swaps_under_traffic(hook: Hook, tag: &str, (a, b): (Vec<u8>, Vec<u8>)) {
 #[test]
 #[ignore = "needs root"]
 fn swap_under_traffic_xdp() {
-    swaps_under_traffic(Hook::Xdp, "xdp", images());
+    swaps_under_traffic(AttachPoint::Xdp, "xdp", images());
 }
 
 /// Long walks: linear images of about 1,600 rules (~24 pages), so that a
@@ -532,13 +534,17 @@ fn swap_under_traffic_xdp() {
 #[test]
 #[ignore = "needs root"]
 fn swap_under_traffic_long_walks_xdp() {
-    swaps_under_traffic(Hook::Xdp, "xdplin", images_of(Backend::Linear, 1500, 1620));
+    swaps_under_traffic(
+        AttachPoint::Xdp,
+        "xdplin",
+        images_of(Backend::Linear, 1500, 1620),
+    );
 }
 
 #[test]
 #[ignore = "needs root"]
 fn swap_under_traffic_tc() {
-    swaps_under_traffic(Hook::Tc, "tc", images());
+    swaps_under_traffic(AttachPoint::Tc, "tc", images());
 }
 
 /// The same checker on deliberately torn images (the first `cut` pages of
@@ -550,7 +556,7 @@ fn swap_under_traffic_tc() {
 #[ignore = "needs root"]
 fn a_torn_image_is_caught() {
     let test = "a_torn_image_is_caught";
-    let mut bed = bed(test, "torn", Hook::Xdp);
+    let mut bed = bed(test, "torn", AttachPoint::Xdp);
     let (a, b) = images();
     let page = 4096;
     let mut torn_images = Vec::new();
@@ -654,7 +660,7 @@ fn live_maps(ns: &Netns) -> Result<LiveMaps, String> {
 #[ignore = "needs root"]
 fn writing_the_live_slot_under_traffic_is_caught() {
     let test = "writing_the_live_slot_under_traffic_is_caught";
-    let mut bed = bed(test, "live", Hook::Xdp);
+    let mut bed = bed(test, "live", AttachPoint::Xdp);
     let (a, b) = images();
     bed.dp.write_image(&a).unwrap();
     bed.dp.swap().unwrap();

@@ -11,8 +11,8 @@ use common::image::image_key;
 use common::load_dataplane;
 use common::wire::{frame_of, wire_packet};
 use parapet_compile::{compile, Backend, CompileOptions, KeyWords, Walker};
-use parapet_dataplane::parse::parse_frame;
-use parapet_dataplane::{Hook, KernelVerdict, LoadOptions};
+use parapet_dataplane::frame::parse_frame;
+use parapet_dataplane::{AttachPoint, KernelVerdict, LoadOptions};
 use parapet_gen::{packets_for, random_ruleset, RandomSpec};
 use parapet_model::flatten;
 
@@ -82,7 +82,11 @@ fn bpf_walker_agrees_with_the_rust_walker_on_compiled_rulesets() {
                 );
                 let want = walker.decide(&rust_key);
                 assert_eq!(want, list.classify(&p, &[]), "Rust walker vs reference");
-                let hook = if i % 2 == 0 { Hook::Xdp } else { Hook::Tc };
+                let hook = if i % 2 == 0 {
+                    AttachPoint::Xdp
+                } else {
+                    AttachPoint::Tc
+                };
                 dp.test_run(hook, &frame, LO, 1).unwrap();
                 let got = dp.last_decision().unwrap().unwrap();
                 assert!(

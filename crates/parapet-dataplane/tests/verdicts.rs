@@ -7,8 +7,8 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use common::load_dataplane;
 use parapet_dataplane::abi::FRAG_LATER;
-use parapet_dataplane::packet::Frame;
-use parapet_dataplane::{Counter, Dataplane, Error, Hook, KernelVerdict, LoadOptions, Stat};
+use parapet_dataplane::frame::Frame;
+use parapet_dataplane::{AttachPoint, Counter, Dataplane, Error, KernelVerdict, LoadOptions, Stat};
 
 const SRC: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
 const DST: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 2);
@@ -20,7 +20,7 @@ fn udp(dport: u16, payload: usize) -> Vec<u8> {
         .build()
 }
 
-fn passes(dp: &Dataplane, hook: Hook, frame: &[u8]) -> bool {
+fn passes(dp: &Dataplane, hook: AttachPoint, frame: &[u8]) -> bool {
     dp.test_run(hook, frame, 0, 1).expect("test run").passed
 }
 
@@ -46,24 +46,24 @@ fn verdicts_and_return_codes_follow_the_rules() {
     dp.set_lite_rule(17, 0, 2).unwrap();
 
     // XDP: 2 = XDP_PASS, 1 = XDP_DROP; tc: 0 = TC_ACT_OK, 2 = TC_ACT_SHOT.
-    let r = dp.test_run(Hook::Xdp, &udp(53, 0), 0, 1).unwrap();
+    let r = dp.test_run(AttachPoint::Xdp, &udp(53, 0), 0, 1).unwrap();
     assert_eq!((r.retval, r.passed), (2, true));
     // REJECT answers: 3 = XDP_TX, 7 = TC_ACT_REDIRECT (tests/reject.rs
     // checks the answers); with replies switched off it drops.
-    let r = dp.test_run(Hook::Xdp, &udp(54, 0), 0, 1).unwrap();
+    let r = dp.test_run(AttachPoint::Xdp, &udp(54, 0), 0, 1).unwrap();
     assert_eq!((r.retval, r.passed), (3, false), "REJECT answers at XDP");
-    let r = dp.test_run(Hook::Tc, &udp(53, 0), 0, 1).unwrap();
+    let r = dp.test_run(AttachPoint::Tc, &udp(53, 0), 0, 1).unwrap();
     assert_eq!((r.retval, r.passed), (0, true));
-    let r = dp.test_run(Hook::Tc, &udp(54, 0), 0, 1).unwrap();
+    let r = dp.test_run(AttachPoint::Tc, &udp(54, 0), 0, 1).unwrap();
     assert_eq!((r.retval, r.passed), (7, false), "REJECT answers at tc");
     dp.set_reject_rate(0, 1).unwrap();
-    let r = dp.test_run(Hook::Xdp, &udp(54, 0), 0, 1).unwrap();
+    let r = dp.test_run(AttachPoint::Xdp, &udp(54, 0), 0, 1).unwrap();
     assert_eq!(
         (r.retval, r.passed),
         (1, false),
         "unanswered REJECT drops at XDP"
     );
-    let r = dp.test_run(Hook::Tc, &udp(54, 0), 0, 1).unwrap();
+    let r = dp.test_run(AttachPoint::Tc, &udp(54, 0), 0, 1).unwrap();
     assert_eq!(
         (r.retval, r.passed),
         (2, false),
@@ -72,7 +72,7 @@ fn verdicts_and_return_codes_follow_the_rules() {
 
     let tcp = Frame::ipv4(SRC, DST).tcp(1, 53, 0x02).build();
     assert!(
-        !passes(&dp, Hook::Xdp, &tcp),
+        !passes(&dp, AttachPoint::Xdp, &tcp),
         "tcp/53 falls to the DROP policy"
     );
     let d = dp.last_decision().unwrap().unwrap();
@@ -81,11 +81,11 @@ fn verdicts_and_return_codes_follow_the_rules() {
     // The any-protocol entry catches what nothing more specific does.
     dp.set_action(3, KernelVerdict::Accept, false).unwrap();
     dp.set_lite_rule(0, 0, 3).unwrap();
-    assert!(passes(&dp, Hook::Xdp, &tcp));
+    assert!(passes(&dp, AttachPoint::Xdp, &tcp));
     assert_eq!(dp.last_decision().unwrap().unwrap().rule_id, 3);
     dp.remove_lite_rule(0, 0).unwrap();
     dp.remove_lite_rule(0, 0).unwrap(); // removing twice is fine
-    assert!(!passes(&dp, Hook::Xdp, &tcp));
+    assert!(!passes(&dp, AttachPoint::Xdp, &tcp));
 
     // A later fragment has no ports: the port rule cannot match it, the
     // any-port rule does (iptables semantics).
@@ -94,7 +94,7 @@ fn verdicts_and_return_codes_follow_the_rules() {
         .udp(1, 53)
         .payload(20)
         .build();
-    assert!(!passes(&dp, Hook::Xdp, &frag));
+    assert!(!passes(&dp, AttachPoint::Xdp, &frag));
     let d = dp.last_decision().unwrap().unwrap();
     assert_eq!(d.key.frag & FRAG_LATER, FRAG_LATER);
     assert_eq!(d.rule_id, 2);
@@ -102,7 +102,7 @@ fn verdicts_and_return_codes_follow_the_rules() {
     // Non-IP passes even under a DROP policy.
     assert!(passes(
         &dp,
-        Hook::Xdp,
+        AttachPoint::Xdp,
         &Frame::non_ip(0x0806).payload(28).build()
     ));
 
@@ -122,16 +122,17 @@ fn counters_sum_packets_and_l3_bytes_per_rule() {
     dp.set_lite_rule(17, 9999, 4).unwrap();
     // 10 runs of a 100-byte-payload datagram (L3 length 128) and 7 runs of
     // a 0-byte one (28), split across hooks; repeat runs count each time.
-    dp.test_run(Hook::Xdp, &udp(9999, 100), 0, 6).unwrap();
-    dp.test_run(Hook::Tc, &udp(9999, 100), 0, 4).unwrap();
-    dp.test_run(Hook::Xdp, &udp(9999, 0), 0, 7).unwrap();
-    dp.test_run(Hook::Xdp, &udp(80, 0), 0, 3).unwrap();
+    dp.test_run(AttachPoint::Xdp, &udp(9999, 100), 0, 6)
+        .unwrap();
+    dp.test_run(AttachPoint::Tc, &udp(9999, 100), 0, 4).unwrap();
+    dp.test_run(AttachPoint::Xdp, &udp(9999, 0), 0, 7).unwrap();
+    dp.test_run(AttachPoint::Xdp, &udp(80, 0), 0, 3).unwrap();
     // An IPv6 packet is counted with its L3 length too (40 + 8 + 2).
     let v6 = Frame::ipv6(Ipv6Addr::LOCALHOST, Ipv6Addr::LOCALHOST)
         .udp(1, 9999)
         .payload(2)
         .build();
-    dp.test_run(Hook::Tc, &v6, 0, 1).unwrap();
+    dp.test_run(AttachPoint::Tc, &v6, 0, 1).unwrap();
 
     assert_eq!(
         dp.counter(4).unwrap(),
@@ -154,7 +155,7 @@ fn counters_sum_packets_and_l3_bytes_per_rule() {
 
     // Malformed packets are dropped and counted in stats, not per rule.
     let bad = Frame::ipv4(SRC, DST).ihl(3).udp(1, 9999).build();
-    assert!(!passes(&dp, Hook::Xdp, &bad));
+    assert!(!passes(&dp, AttachPoint::Xdp, &bad));
     assert_eq!(dp.stats().unwrap().get(Stat::Malformed), 1);
     assert_eq!(dp.counter(4).unwrap().packets, 18);
 }
@@ -169,7 +170,7 @@ fn logging_is_rate_limited_per_rule() {
     dp.set_lite_rule(6, 22, 8).unwrap();
 
     // No rate configured: a LOG rule logs nothing.
-    dp.test_run(Hook::Xdp, &udp(514, 0), 0, 3).unwrap();
+    dp.test_run(AttachPoint::Xdp, &udp(514, 0), 0, 3).unwrap();
     assert!(dp.poll_log(100).is_empty());
     assert_eq!(dp.stats().unwrap().get(Stat::LogRateLimited), 3);
 
@@ -177,7 +178,8 @@ fn logging_is_rate_limited_per_rule() {
     // less than a second, yields the burst and at most one refill.
     dp.set_log_rate(7, 1, 5).unwrap();
     let t0 = std::time::Instant::now();
-    dp.test_run(Hook::Xdp, &udp(514, 0), 0, 2000).unwrap();
+    dp.test_run(AttachPoint::Xdp, &udp(514, 0), 0, 2000)
+        .unwrap();
     let elapsed = t0.elapsed();
     let ev = dp.poll_log(10_000);
     let allowed = 5 + elapsed.as_secs() as usize;
@@ -189,7 +191,7 @@ fn logging_is_rate_limited_per_rule() {
     for e in &ev {
         assert_eq!(e.rule_id, 7);
         assert_eq!(e.verdict, KernelVerdict::Drop);
-        assert_eq!(e.hook, Hook::Xdp);
+        assert_eq!(e.hook, AttachPoint::Xdp);
         assert_eq!(e.key.dport, 514);
         assert_eq!(e.key.dst_ip(), Some(DST.into()));
     }
@@ -201,16 +203,16 @@ fn logging_is_rate_limited_per_rule() {
     // Rule 8's bucket is its own: rule 7 being exhausted does not matter.
     dp.set_log_rate(8, 1000, 2).unwrap();
     let tcp = Frame::ipv4(SRC, DST).tcp(1, 22, 0x02).build();
-    dp.test_run(Hook::Tc, &tcp, 0, 1).unwrap();
+    dp.test_run(AttachPoint::Tc, &tcp, 0, 1).unwrap();
     let ev = dp.poll_log(10);
     assert_eq!(ev.len(), 1);
-    assert_eq!((ev[0].rule_id, ev[0].hook), (8, Hook::Tc));
+    assert_eq!((ev[0].rule_id, ev[0].hook), (8, AttachPoint::Tc));
     assert_eq!(ev[0].key.tcp_flags, 0x02);
 
     // Rate 0 turns logging off again.
     dp.set_log_rate(8, 0, 0).unwrap();
     std::thread::sleep(std::time::Duration::from_millis(5));
-    dp.test_run(Hook::Tc, &tcp, 0, 5).unwrap();
+    dp.test_run(AttachPoint::Tc, &tcp, 0, 5).unwrap();
     assert!(dp.poll_log(10).is_empty());
 }
 
@@ -251,8 +253,8 @@ fn image_slots_swap_by_generation() {
     // classifier; packets are still decided.
     dp.set_action(1, KernelVerdict::Drop, false).unwrap();
     dp.set_lite_rule(17, 53, 1).unwrap();
-    assert!(!passes(&dp, Hook::Xdp, &udp(53, 0)));
-    assert!(passes(&dp, Hook::Xdp, &udp(54, 0)));
+    assert!(!passes(&dp, AttachPoint::Xdp, &udp(53, 0)));
+    assert!(passes(&dp, AttachPoint::Xdp, &udp(54, 0)));
     let st = dp.stats().unwrap();
     assert_eq!(
         st.get(Stat::ImageError),

@@ -10,9 +10,9 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use common::image::*;
 use common::{load_dataplane, Rng};
-use parapet_dataplane::packet::{Frame, L4};
-use parapet_dataplane::parse::parse_frame;
-use parapet_dataplane::{Dataplane, Hook, KernelVerdict, LoadOptions, Stat};
+use parapet_dataplane::frame::parse_frame;
+use parapet_dataplane::frame::{Frame, L4};
+use parapet_dataplane::{AttachPoint, Dataplane, KernelVerdict, LoadOptions, Stat};
 
 const LO: u32 = 1;
 
@@ -43,7 +43,7 @@ fn install(dp: &mut Dataplane, spec: &ImageSpec) {
 }
 
 /// Run `frame` at `hook`; return (rule id, verdict, non-terminal ids).
-fn classify(dp: &Dataplane, hook: Hook, frame: &[u8]) -> (u32, KernelVerdict, Vec<u32>) {
+fn classify(dp: &Dataplane, hook: AttachPoint, frame: &[u8]) -> (u32, KernelVerdict, Vec<u32>) {
     let out = dp.test_run(hook, frame, LO, 1).unwrap();
     let d = dp.last_decision().unwrap().unwrap();
     assert!(d.by_image, "the image must decide");
@@ -93,7 +93,7 @@ fn worked_example_of_the_spec() {
     install(&mut dp, &spec);
     let a = Ipv4Addr::new(10, 1, 2, 3);
     let b = Ipv4Addr::new(192, 0, 2, 1);
-    for hook in [Hook::Xdp, Hook::Tc] {
+    for hook in [AttachPoint::Xdp, AttachPoint::Tc] {
         let ssh = Frame::ipv4(a, b).tcp(5000, 22, 0x02).build();
         assert_eq!(
             classify(&dp, hook, &ssh),
@@ -169,7 +169,7 @@ impl Pkt {
         let f = if self.v6 {
             let f = Frame::ipv6(V6[self.src], V6[self.dst]);
             if self.later_fragment {
-                f.ext(parapet_dataplane::packet::Ext::Fragment {
+                f.ext(parapet_dataplane::frame::Ext::Fragment {
                     offset: 8,
                     more: false,
                 })
@@ -459,7 +459,11 @@ fn random_images_match_the_linear_reference() {
                 nonterm.truncate(16);
                 truncated += 1;
             }
-            let hook = if j % 2 == 0 { Hook::Xdp } else { Hook::Tc };
+            let hook = if j % 2 == 0 {
+                AttachPoint::Xdp
+            } else {
+                AttachPoint::Tc
+            };
             let got = classify(&dp, hook, &frame);
             assert_eq!(
                 got,
@@ -516,11 +520,11 @@ fn nonterminal_entries_are_counted_and_logged() {
     let dns = Frame::ipv4(a, a).udp(1, 53).payload(10).build();
     let ntp = Frame::ipv4(a, a).udp(1, 123).build();
     assert_eq!(
-        classify(&dp, Hook::Xdp, &dns),
+        classify(&dp, AttachPoint::Xdp, &dns),
         (3, KernelVerdict::Drop, vec![1, 2])
     );
     assert_eq!(
-        classify(&dp, Hook::Tc, &ntp),
+        classify(&dp, AttachPoint::Tc, &ntp),
         (0, KernelVerdict::Accept, vec![1])
     );
     for (rule, packets, bytes) in [(1, 2, 38 + 28), (2, 1, 38), (3, 1, 38), (0, 1, 28)] {
@@ -603,7 +607,7 @@ fn broken_images_fall_back_without_harm() {
             dp.write_image(&to_bytes(&w)).unwrap();
         }
         dp.swap().unwrap();
-        for hook in [Hook::Xdp, Hook::Tc] {
+        for hook in [AttachPoint::Xdp, AttachPoint::Tc] {
             let out = dp.test_run(hook, &pkt, LO, 1).unwrap();
             let d = dp.last_decision().unwrap().unwrap();
             assert!(!d.by_image, "{what}: walker accepted a broken image");
@@ -619,7 +623,7 @@ fn broken_images_fall_back_without_harm() {
     dp.write_image(&to_bytes(&good)).unwrap();
     dp.swap().unwrap();
     assert_eq!(
-        classify(&dp, Hook::Xdp, &pkt),
+        classify(&dp, AttachPoint::Xdp, &pkt),
         (1, KernelVerdict::Accept, vec![])
     );
 }

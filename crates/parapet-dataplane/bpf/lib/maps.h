@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT OR Apache-2.0 */
 /*
- * maps.h - every map user space opens, sizes or fills by name (src/dataplane.rs
+ * maps.h - every map user space opens, sizes or fills by name (src/load.rs
  * looks them up by these names: keep them), and the image slot size it sets
  * at load time.  Scratch maps private to one job live with it
  * (parapet_scratch in walk_state.h, parapet_reply in reject.h).

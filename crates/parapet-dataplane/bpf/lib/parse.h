@@ -3,7 +3,7 @@
  * parse.h - the packet parser: an Ethernet frame (up to two VLAN tags, IPv4
  * or IPv6 with its extension chain, the transport header) into a struct
  * parapet_key, plus where the headers were found (struct parapet_offs) for
- * conntrack and REJECT.  Its user-space twin is src/parse.rs.
+ * conntrack and REJECT.  Its user-space twin is src/frame/parse.rs.
  */
 #ifndef PARAPET_LIB_PARSE_H
 #define PARAPET_LIB_PARSE_H

@@ -30,7 +30,7 @@ pub fn wire_packet(mut p: Packet) -> Packet {
     p
 }
 
-/// The frame of a model packet (see `parapet_dataplane::packet::frame_of_packet`).
+/// The frame of a model packet (see `parapet_dataplane::frame::frame_of_packet`).
 pub fn frame_of(p: &Packet) -> Vec<u8> {
-    parapet_dataplane::packet::frame_of_packet(p)
+    parapet_dataplane::frame::frame_of_packet(p)
 }

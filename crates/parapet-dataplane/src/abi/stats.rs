@@ -1,0 +1,61 @@
+//! What the program counts: per-rule counters and dataplane-wide
+//! statistics.
+
+/// Number of entries of the `parapet_stats` map.
+pub const STAT_MAX: u32 = 18;
+
+/// `struct parapet_counter`: packets and L3 bytes of one rule on one CPU.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counter {
+    /// Packets that this rule decided.
+    pub packets: u64,
+    /// Sum of their `pkt_len`.
+    pub bytes: u64,
+}
+
+/// Indices of the `parapet_stats` per-CPU array (`enum parapet_stat`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum Stat {
+    /// Every packet seen.
+    Packets = 0,
+    /// Non-IP frames passed unclassified.
+    NotIp = 1,
+    /// Truncated packets dropped.
+    Truncated = 2,
+    /// Malformed packets dropped.
+    Malformed = 3,
+    /// Packets with too many VLAN tags / IPv6 extension headers dropped.
+    ExtLimit = 4,
+    /// Log events written to the ring buffer.
+    LogEmitted = 5,
+    /// Log events suppressed by the rate limit.
+    LogRateLimited = 6,
+    /// Log events lost because the ring buffer was full.
+    LogRingFull = 7,
+    /// Rule ids without an action entry (dropped).
+    NoAction = 8,
+    /// Packets classified by the image walker.
+    Image = 9,
+    /// Packets for which the walker refused the live image (the interim
+    /// classifier decided instead).
+    ImageError = 10,
+    /// Packets with more than [`MAX_NONTERM`](super::MAX_NONTERM) non-terminal matches (the
+    /// rest were neither counted nor logged).
+    NontermTruncated = 11,
+    /// REJECT verdicts answered with a TCP reset or an ICMP error.
+    RejectSent = 12,
+    /// REJECT verdicts over the global reply rate: dropped without answer.
+    RejectLimited = 13,
+    /// REJECT verdicts on packets that never get an answer (ICMP errors,
+    /// resets, broadcast/multicast, later fragments, a type of the other
+    /// family, `tcp-reset` on non-TCP): dropped.
+    RejectNoReply = 14,
+    /// REJECT verdicts whose answer could not be built: dropped.
+    RejectFailed = 15,
+    /// Conntrack lookups made.
+    CtLookup = 16,
+    /// Conntrack lookups that found an entry.
+    CtFound = 17,
+}

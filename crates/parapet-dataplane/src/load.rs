@@ -1,0 +1,286 @@
+//! Loading: the embedded BPF object, the load-time options and features,
+//! and the [`Dataplane`] handle that owns the programs, the maps and the
+//! user-space state beside them. The handle's other facets: attaching
+//! (`attach.rs`), rule actions and the interim classifier (`actions.rs`),
+//! image slots (`slots.rs`), counters, statistics and the LOG ring
+//! (`counters.rs`), sets (`set_maps.rs`) and `BPF_PROG_TEST_RUN`
+//! (`test_run.rs`).
+
+use std::collections::HashMap;
+
+use aya::maps::lpm_trie::LpmTrie;
+use aya::maps::{Array, ArrayOfMaps, HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf};
+use aya::programs::tc::SchedClassifierLinkId;
+use aya::programs::xdp::XdpLinkId;
+use aya::programs::{SchedClassifier, Xdp};
+use aya::{Ebpf, EbpfLoader};
+
+use crate::abi::reject;
+use crate::abi::{
+    Counter, DebugRec, IfName, LiteKey, LogLimit, RawAction, RawSetDesc, RawSetRef, SetTupleKey,
+    SetVal, IMAGE_DEFAULT_SLOT_PAGES, IMAGE_PAGE_BYTES, MAX_SET_REFS,
+};
+use crate::error::{Error, Result};
+use crate::sets::{SetSizing, SetState};
+
+/// The compiled BPF object (`bpf/parapet.bpf.c`, built by `build.rs`).
+pub static BPF_OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/parapet.bpf.o"));
+
+pub(crate) const PROG_XDP: &str = "parapet_xdp";
+pub(crate) const PROG_TC: &str = "parapet_tc";
+
+/// Load-time sizing and options.
+#[derive(Clone, Debug)]
+pub struct LoadOptions {
+    /// Largest rule id; the action, counter and log-limit maps get
+    /// `max_rules + 1` entries (entry 0 is the policy).
+    pub max_rules: u32,
+    /// 4 KiB pages per image slot (two slots are allocated).
+    pub slot_pages: u32,
+    /// Record every packet's key and decision in the debug map (tests; costs
+    /// a map write per packet, compiled out by the verifier otherwise).
+    pub debug: bool,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        LoadOptions {
+            max_rules: 4095,
+            slot_pages: IMAGE_DEFAULT_SLOT_PAGES,
+            debug: false,
+        }
+    }
+}
+
+/// Optional parts of the program, chosen at load time (see
+/// [`Dataplane::load_with`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Features {
+    /// Link the conntrack lookup in and start with it on: TCP and UDP
+    /// packets (and ICMP errors quoting them) are looked up in the
+    /// kernel's conntrack table and the image gets their `--ctstate`
+    /// (docs/dataplane.md, *Conntrack state*). Off: the lookup is not
+    /// linked in and every packet is UNTRACKED. Needs the nf_conntrack
+    /// kfuncs in vmlinux; without them the load succeeds with the lookup
+    /// unavailable and [`Dataplane::conntrack_note`] says why. When
+    /// linked in, [`Dataplane::set_conntrack`] turns it off and on
+    /// without reloading.
+    pub conntrack: bool,
+}
+
+/// The kernel's handle of one attachment, by hook.
+pub(crate) enum LinkId {
+    Xdp(XdpLinkId),
+    Tc(SchedClassifierLinkId),
+}
+
+/// The loaded BPF dataplane and its maps.
+pub struct Dataplane {
+    pub(crate) ebpf: Ebpf,
+    pub(crate) max_rules: u32,
+    pub(crate) slot_pages: u32,
+    pub(crate) generation: u32,
+    pub(crate) staged: bool,
+    pub(crate) next_id: u64,
+    pub(crate) links: HashMap<u64, LinkId>,
+    pub(crate) actions: Array<MapData, RawAction>,
+    pub(crate) counters: PerCpuArray<MapData, Counter>,
+    pub(crate) log_limits: Array<MapData, LogLimit>,
+    pub(crate) stats: PerCpuArray<MapData, u64>,
+    pub(crate) lite: BpfHashMap<MapData, LiteKey, u32>,
+    pub(crate) image: Array<MapData, [u8; IMAGE_PAGE_BYTES]>,
+    pub(crate) gen: Array<MapData, u32>,
+    pub(crate) debug: Array<MapData, DebugRec>,
+    pub(crate) ifnames: BpfHashMap<MapData, u32, IfName>,
+    pub(crate) rcu_barrier: ArrayOfMaps<MapData, Array<MapData, u32>>,
+    pub(crate) log: RingBuf<MapData>,
+    pub(crate) set_refs: Array<MapData, RawSetRef>,
+    pub(crate) set_descs: Array<MapData, RawSetDesc>,
+    pub(crate) set_lpm: LpmTrie<MapData, [u8; 20], SetVal>,
+    pub(crate) set_tuple: BpfHashMap<MapData, SetTupleKey, SetVal>,
+    /// User-space mirrors of the sets, by id.
+    pub(crate) sets: HashMap<u32, SetState>,
+    /// The reference table that goes live with the next swap.
+    pub(crate) staged_refs: Vec<RawSetRef>,
+    /// The live image's reference table.
+    pub(crate) live_refs: Vec<RawSetRef>,
+    /// Set ids by name (`install_sets`).
+    pub(crate) set_names: HashMap<String, u32>,
+    pub(crate) reject_limit: Array<MapData, LogLimit>,
+    pub(crate) config: Array<MapData, u32>,
+    /// The lookup is linked in (load time).
+    pub(crate) conntrack_linked: bool,
+    /// The runtime switch (`parapet_config[CFG_CT]`).
+    pub(crate) conntrack: bool,
+    pub(crate) conntrack_note: Option<String>,
+}
+
+/// `parapet_config` word of the conntrack switch (bpf/lib/maps.h).
+const CFG_CT: u32 = 0;
+
+impl std::fmt::Debug for Dataplane {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dataplane")
+            .field("max_rules", &self.max_rules)
+            .field("slot_pages", &self.slot_pages)
+            .field("generation", &self.generation)
+            .field("attachments", &self.links.len())
+            .finish_non_exhaustive()
+    }
+}
+
+fn take(ebpf: &mut Ebpf, name: &'static str) -> Result<aya::maps::Map> {
+    ebpf.take_map(name).ok_or(Error::Missing(name))
+}
+
+impl Dataplane {
+    /// Load and verify both programs and create the maps. Needs
+    /// `CAP_BPF` + `CAP_NET_ADMIN` (or root). Nothing is attached yet; the
+    /// policy is ACCEPT and the interim classifier is empty.
+    pub fn load(opts: &LoadOptions) -> Result<Self> {
+        Self::load_sized(opts, &SetSizing::default())
+    }
+
+    /// [`Dataplane::load`] with explicit sizes of the set element maps.
+    pub fn load_sized(opts: &LoadOptions, sizing: &SetSizing) -> Result<Self> {
+        Self::load_with(opts, sizing, &Features::default())
+    }
+
+    /// [`Dataplane::load_sized`] with optional [`Features`].
+    pub fn load_with(opts: &LoadOptions, sizing: &SetSizing, features: &Features) -> Result<Self> {
+        // aya 0.14 cannot link kfuncs: resolve them against this kernel's
+        // BTF first (src/kfunc.rs).
+        let kernel_btf = aya::Btf::from_sys_fs().ok();
+        let (object, missing) =
+            crate::kfunc::resolve(BPF_OBJECT, kernel_btf.as_ref()).map_err(Error::Object)?;
+        let conntrack_note = if !features.conntrack {
+            None
+        } else if kernel_btf.is_none() {
+            Some("conntrack lookup off: no /sys/kernel/btf/vmlinux".to_string())
+        } else if !missing.is_empty() {
+            Some(format!(
+                "conntrack lookup off: the kernel lacks {} (nf_conntrack not built in?)",
+                missing.join(", ")
+            ))
+        } else {
+            None
+        };
+        let conntrack = features.conntrack && conntrack_note.is_none();
+        let ct_mode = u32::from(conntrack);
+        let entries = opts.max_rules.saturating_add(1);
+        let slot_pages = opts.slot_pages.max(1);
+        let debug_mode: u32 = opts.debug.into();
+        let mut ebpf = EbpfLoader::new()
+            .map_max_entries("parapet_actions", entries)
+            .map_max_entries("parapet_counters", entries)
+            .map_max_entries("parapet_log_limits", entries)
+            .map_max_entries("parapet_image", slot_pages.saturating_mul(2))
+            .map_max_entries("parapet_set_lpm", sizing.lpm_entries.max(1))
+            .map_max_entries("parapet_set_tuple", sizing.tuple_entries.max(1))
+            .override_global("parapet_debug_mode", &debug_mode, true)
+            .override_global("parapet_slot_pages", &slot_pages, true)
+            .override_global("parapet_ct_mode", &ct_mode, true)
+            .load(&object)?;
+        for name in [PROG_XDP, PROG_TC] {
+            let prog = ebpf.program_mut(name).ok_or(Error::Missing("program"))?;
+            match name {
+                PROG_XDP => <&mut Xdp>::try_from(prog)?.load()?,
+                _ => <&mut SchedClassifier>::try_from(prog)?.load()?,
+            }
+        }
+        let actions = Array::try_from(take(&mut ebpf, "parapet_actions")?)?;
+        let counters = PerCpuArray::try_from(take(&mut ebpf, "parapet_counters")?)?;
+        let log_limits = Array::try_from(take(&mut ebpf, "parapet_log_limits")?)?;
+        let stats = PerCpuArray::try_from(take(&mut ebpf, "parapet_stats")?)?;
+        let lite = BpfHashMap::try_from(take(&mut ebpf, "parapet_lite")?)?;
+        let image = Array::try_from(take(&mut ebpf, "parapet_image")?)?;
+        let gen = Array::try_from(take(&mut ebpf, "parapet_gen")?)?;
+        let debug = Array::try_from(take(&mut ebpf, "parapet_debug")?)?;
+        let ifnames = BpfHashMap::try_from(take(&mut ebpf, "parapet_ifnames")?)?;
+        let rcu_barrier = ArrayOfMaps::try_from(take(&mut ebpf, "parapet_rcu_barrier")?)?;
+        let log = RingBuf::try_from(take(&mut ebpf, "parapet_log")?)?;
+        let set_refs = Array::try_from(take(&mut ebpf, "parapet_set_refs")?)?;
+        let set_descs = Array::try_from(take(&mut ebpf, "parapet_set_descs")?)?;
+        let set_lpm = LpmTrie::try_from(take(&mut ebpf, "parapet_set_lpm")?)?;
+        let set_tuple = BpfHashMap::try_from(take(&mut ebpf, "parapet_set_tuple")?)?;
+        let reject_limit = Array::try_from(take(&mut ebpf, "parapet_reject_limit")?)?;
+        let config = Array::try_from(take(&mut ebpf, "parapet_config")?)?;
+        let mut dp = Dataplane {
+            ebpf,
+            max_rules: opts.max_rules,
+            slot_pages,
+            generation: 0,
+            staged: false,
+            next_id: 1,
+            links: HashMap::new(),
+            actions,
+            counters,
+            log_limits,
+            stats,
+            lite,
+            image,
+            gen,
+            debug,
+            ifnames,
+            rcu_barrier,
+            log,
+            set_refs,
+            set_descs,
+            set_lpm,
+            set_tuple,
+            sets: HashMap::new(),
+            staged_refs: vec![RawSetRef::default(); MAX_SET_REFS as usize],
+            live_refs: vec![RawSetRef::default(); MAX_SET_REFS as usize],
+            set_names: HashMap::new(),
+            reject_limit,
+            config,
+            conntrack_linked: conntrack,
+            conntrack: false,
+            conntrack_note,
+        };
+        dp.set_reject_rate(reject::DEFAULT_RATE, reject::DEFAULT_BURST)?;
+        dp.set_conntrack(conntrack)?;
+        Ok(dp)
+    }
+
+    /// True when packets get their ctstate from the kernel's conntrack
+    /// table: the lookup is linked in and switched on.
+    pub fn conntrack(&self) -> bool {
+        self.conntrack
+    }
+
+    /// True when the lookup is linked in ([`Features::conntrack`] and the
+    /// kernel has the kfuncs), so [`Dataplane::set_conntrack`] can turn
+    /// it on.
+    pub fn conntrack_available(&self) -> bool {
+        self.conntrack_linked
+    }
+
+    /// Turn the conntrack lookup on or off for the packets that start
+    /// after this call (each packet reads the switch once). Off costs one
+    /// inlined array load per packet. Turning it on without the lookup
+    /// linked in is [`Error::ConntrackUnavailable`]; turning it off always
+    /// works.
+    pub fn set_conntrack(&mut self, on: bool) -> Result<()> {
+        if on && !self.conntrack_linked {
+            return Err(Error::ConntrackUnavailable(
+                self.conntrack_note
+                    .clone()
+                    .unwrap_or_else(|| "not linked in at load time".to_string()),
+            ));
+        }
+        self.config.set(CFG_CT, u32::from(on), 0)?;
+        self.conntrack = on;
+        Ok(())
+    }
+
+    /// Why the conntrack lookup is off although it was asked for.
+    pub fn conntrack_note(&self) -> Option<&str> {
+        self.conntrack_note.as_deref()
+    }
+
+    /// Largest valid rule id.
+    pub fn max_rules(&self) -> u32 {
+        self.max_rules
+    }
+}

@@ -1,0 +1,209 @@
+//! Sets in the kernel: creating and destroying them, writing their
+//! elements into the LPM trie or the tuple hash, reaping expired ones, and
+//! the set references the next image uses. The element maths and the
+//! user-space mirror are in `sets.rs`.
+
+use aya::maps::lpm_trie::Key as LpmKey;
+use aya::maps::MapError;
+
+use crate::abi::{RawSetRef, MAX_SETS, MAX_SET_REFS};
+use crate::error::Result;
+use crate::load::Dataplane;
+use crate::sets::{EntryKey, PacketPart, SetDim, SetElement, SetError, SetState, Writes};
+
+impl Dataplane {
+    /// Create set `id` (`0..1024`) with key dimensions `dims` (1 to 4,
+    /// at most 36 bytes together). A set of one dimension keeps
+    /// its elements in the LPM trie, any other in the tuple hash.
+    pub fn create_set(&mut self, id: u32, dims: &[SetDim]) -> Result<()> {
+        if id >= MAX_SETS {
+            return Err(SetError::BadId(id).into());
+        }
+        if self.sets.contains_key(&id) {
+            return Err(SetError::Exists(id).into());
+        }
+        let st = SetState::new(id, dims)?;
+        self.set_descs.set(id, st.desc(), 0)?;
+        self.sets.insert(id, st);
+        Ok(())
+    }
+
+    /// Remove set `id` and its elements. References to it stay defined
+    /// and find no elements until the id is created again (with the same
+    /// dimensions; otherwise define the references again).
+    pub fn destroy_set(&mut self, id: u32) -> Result<()> {
+        self.set_flush(id)?;
+        self.sets.remove(&id);
+        self.set_names.retain(|_, v| *v != id);
+        Ok(())
+    }
+
+    /// Whether the live or the staged reference table names set `id`.
+    pub fn set_in_use(&self, id: u32) -> bool {
+        self.live_refs
+            .iter()
+            .chain(&self.staged_refs)
+            .any(|r| r.kind != 0 && u32::from(r.set_id) == id)
+    }
+
+    /// Destroy every set that neither the live nor the staged references
+    /// use (after a swap to an image that dropped some sets). Returns the
+    /// ids destroyed.
+    pub fn destroy_unused_sets(&mut self) -> Result<Vec<u32>> {
+        let mut unused: Vec<u32> = self
+            .sets
+            .keys()
+            .copied()
+            .filter(|&id| !self.set_in_use(id))
+            .collect();
+        unused.sort_unstable();
+        for &id in &unused {
+            self.destroy_set(id)?;
+        }
+        Ok(unused)
+    }
+
+    /// The set's dimensions, or `None` when it does not exist.
+    pub fn set_dims(&self, id: u32) -> Option<&[SetDim]> {
+        self.sets.get(&id).map(|s| &s.dims[..])
+    }
+
+    /// Elements of set `id` (user-space mirror; expired ones included
+    /// until deleted).
+    pub fn set_len(&self, id: u32) -> Result<usize> {
+        Ok(self.set_state(id)?.len())
+    }
+
+    /// Map entries set `id` occupies (prefixes, or prefix boxes x shapes).
+    pub fn set_entries(&self, id: u32) -> Result<usize> {
+        Ok(self.set_state(id)?.entries.len())
+    }
+
+    fn set_state(&self, id: u32) -> Result<&SetState> {
+        self.sets.get(&id).ok_or(SetError::NoSuchSet(id).into())
+    }
+
+    /// Add elements to set `id`, or refresh their expiry when present.
+    /// Ranges are split into prefixes here. All elements are checked before
+    /// anything is written; packets see each map entry change atomically,
+    /// and no program is reloaded.
+    pub fn set_add(&mut self, id: u32, els: &[SetElement]) -> Result<()> {
+        let st = self.sets.get_mut(&id).ok_or(SetError::NoSuchSet(id))?;
+        let w = st.add(id, els)?;
+        self.apply(id, w)
+    }
+
+    /// Delete elements (named by their ranges, expiry ignored) from set
+    /// `id`. Absent elements are ignored. Overlapping elements stay exact:
+    /// an entry shared with another element keeps that element's expiry.
+    pub fn set_del(&mut self, id: u32, els: &[SetElement]) -> Result<()> {
+        let st = self.sets.get_mut(&id).ok_or(SetError::NoSuchSet(id))?;
+        let w = st.del(id, els)?;
+        self.apply(id, w)
+    }
+
+    /// Make set `id` hold exactly `els`, without a moment in which an
+    /// element of both the old and the new contents is missing: the new
+    /// elements are added (or refreshed) first, then the others deleted.
+    pub fn set_replace(&mut self, id: u32, els: &[SetElement]) -> Result<()> {
+        let st = self.sets.get_mut(&id).ok_or(SetError::NoSuchSet(id))?;
+        let (add, del) = st.replace(id, els)?;
+        self.apply(id, add)?;
+        self.apply(id, del)
+    }
+
+    /// Delete up to `budget` elements of every set that expired (they
+    /// already match nothing; this frees their map entries). Returns how
+    /// many went.
+    pub fn reap_sets(&mut self, budget: usize) -> Result<usize> {
+        let now = crate::sets::monotonic_ns();
+        let mut ids: Vec<u32> = self.sets.keys().copied().collect();
+        ids.sort_unstable();
+        let mut n = 0;
+        for id in ids {
+            let gone = self.sets[&id].expired(now, budget);
+            if !gone.is_empty() {
+                n += gone.len();
+                self.set_del(id, &gone)?;
+            }
+        }
+        Ok(n)
+    }
+
+    /// Empty set `id`.
+    pub fn set_flush(&mut self, id: u32) -> Result<()> {
+        let st = self.sets.get_mut(&id).ok_or(SetError::NoSuchSet(id))?;
+        let w = st.flush();
+        self.apply(id, w)
+    }
+
+    fn apply(&mut self, id: u32, w: Writes) -> Result<()> {
+        // New shapes first: a probe of a shape without entries finds
+        // nothing, an entry of an unknown shape would be missed.
+        if let Some(d) = &w.desc {
+            if d.n_shapes > 0 {
+                self.set_descs.set(id, d, 0)?;
+            }
+        }
+        for (k, v) in &w.put {
+            match k {
+                EntryKey::Lpm(l) => {
+                    let mut data = [0u8; 20];
+                    data[..2].copy_from_slice(&l.set_id);
+                    data[2..18].copy_from_slice(&l.addr);
+                    self.set_lpm.insert(&LpmKey::new(l.prefixlen, data), v, 0)?
+                }
+                EntryKey::Tuple(t) => self.set_tuple.insert(t, v, 0)?,
+            }
+        }
+        for k in &w.del {
+            let r = match k {
+                EntryKey::Lpm(l) => {
+                    let mut data = [0u8; 20];
+                    data[..2].copy_from_slice(&l.set_id);
+                    data[2..18].copy_from_slice(&l.addr);
+                    self.set_lpm.remove(&LpmKey::new(l.prefixlen, data))
+                }
+                EntryKey::Tuple(t) => self.set_tuple.remove(t),
+            };
+            match r {
+                Ok(()) | Err(MapError::KeyNotFound) => {}
+                Err(MapError::SyscallError(e))
+                    if e.io_error.raw_os_error() == Some(libc::ENOENT) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        // A flush clears the shapes last.
+        if let Some(d) = &w.desc {
+            if d.n_shapes == 0 {
+                self.set_descs.set(id, d, 0)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Define set reference `index` (bit `index` of the image key) of the
+    /// *next* image: its key is `parts` of the packet, one per dimension of
+    /// set `set`, in order. A packet of the other family than the set's
+    /// addresses is not a member. The reference table goes live with the
+    /// next [`Dataplane::swap`], together with the image, and stays as it is
+    /// for later images until changed.
+    pub fn define_set_ref(&mut self, index: u32, set: u32, parts: &[PacketPart]) -> Result<()> {
+        if index >= MAX_SET_REFS {
+            return Err(SetError::BadRef(index).into());
+        }
+        let r = self.set_state(set)?.ref_desc(set, parts)?;
+        self.staged_refs[index as usize] = r;
+        Ok(())
+    }
+
+    /// Make set reference `index` of the next image match nothing (e.g. a
+    /// key the set's type cannot hold, as a packet of the other family).
+    pub fn undefine_set_ref(&mut self, index: u32) -> Result<()> {
+        if index >= MAX_SET_REFS {
+            return Err(SetError::BadRef(index).into());
+        }
+        self.staged_refs[index as usize] = RawSetRef::default();
+        Ok(())
+    }
+}

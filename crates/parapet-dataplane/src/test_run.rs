@@ -1,0 +1,171 @@
+//! `BPF_PROG_TEST_RUN`: the real program on a crafted frame, and the debug
+//! record of the last decision (test mode).
+
+use std::time::Duration;
+
+use aya::programs::{SchedClassifier, TestRun, TestRunOptions, Xdp};
+
+use crate::abi::{KernelVerdict, PacketKey, ParseStatus};
+use crate::attach::AttachPoint;
+use crate::error::{Error, Result};
+use crate::load::{Dataplane, PROG_TC, PROG_XDP};
+
+/// Outcome of one `BPF_PROG_TEST_RUN`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TestRunOutcome {
+    /// Raw program return code (XDP_* or TC_ACT_*).
+    pub retval: u32,
+    /// `true` when the code lets the packet through (XDP_PASS / TC_ACT_OK).
+    pub passed: bool,
+    /// Kernel-measured time per run (averaged over `repeat`).
+    pub duration: Duration,
+}
+
+/// The kernel's decision on the last packet: the debug record decoded
+/// (test mode, see [`LoadOptions::debug`](crate::LoadOptions::debug)).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelDecision {
+    /// Parsed key.
+    pub key: PacketKey,
+    /// Parser outcome.
+    pub status: ParseStatus,
+    /// Deciding rule (0 = policy, also for unparsed packets).
+    pub rule_id: u32,
+    /// Applied verdict.
+    pub verdict: KernelVerdict,
+    /// Packets recorded so far.
+    pub seq: u32,
+    /// True when the classifier image decided (false: interim classifier).
+    pub by_image: bool,
+    /// Rule ids of the image's non-terminal matches (LOG, counters,
+    /// jumps, counted RETURNs), in evaluation order, at most 16.
+    pub nonterminal: Vec<u32>,
+    /// Why the image walker gave up on this packet, 0 when it did not (the
+    /// codes are the `w->err` assignments in `bpf/lib/walk.h`).
+    pub walk_err: u32,
+    /// The REJECT type (`abi::reject::*`) when the verdict is REJECT.
+    pub reject: u8,
+    /// The ctstate the classifier saw (`parapet_image::ct`).
+    pub ctstate: u32,
+    /// The set bits of the image key (bit n = member of set reference n),
+    /// as the kernel computed them; 0 when the image did not decide.
+    pub set_bits: u64,
+}
+
+/// XDP_PASS and TC_ACT_OK, from linux/bpf.h and linux/pkt_cls.h.
+const XDP_PASS: u32 = 2;
+const TC_ACT_OK: u32 = 0;
+
+impl Dataplane {
+    /// Run the real program on `frame` with `BPF_PROG_TEST_RUN`, `repeat`
+    /// times (counters and logs see every run). `ifindex`, when non-zero,
+    /// is reported as the ingress interface and must exist in the caller's
+    /// namespace (1 = loopback always does).
+    pub fn test_run(
+        &self,
+        hook: AttachPoint,
+        frame: &[u8],
+        ifindex: u32,
+        repeat: u32,
+    ) -> Result<TestRunOutcome> {
+        self.test_run_inner(hook, frame, ifindex, repeat, None)
+            .map(|(o, _)| o)
+    }
+
+    /// [`Dataplane::test_run`] once, also returning the frame as the
+    /// program left it (a REJECT answer, for instance: `retval` is then
+    /// `TC_ACT_REDIRECT` (7) or `XDP_TX` (3)).
+    pub fn test_run_output(
+        &self,
+        hook: AttachPoint,
+        frame: &[u8],
+        ifindex: u32,
+    ) -> Result<(TestRunOutcome, Vec<u8>)> {
+        let mut out = vec![0u8; frame.len() + 2048];
+        let (o, n) = self.test_run_inner(hook, frame, ifindex, 1, Some(&mut out))?;
+        out.truncate(n);
+        Ok((o, out))
+    }
+
+    fn test_run_inner(
+        &self,
+        hook: AttachPoint,
+        frame: &[u8],
+        ifindex: u32,
+        repeat: u32,
+        data_out: Option<&mut [u8]>,
+    ) -> Result<(TestRunOutcome, usize)> {
+        if frame.len() < 14 {
+            return Err(Error::FrameTooShort(frame.len()));
+        }
+        let name = match hook {
+            AttachPoint::Xdp => PROG_XDP,
+            AttachPoint::Tc => PROG_TC,
+        };
+        let prog = self.ebpf.program(name).ok_or(Error::Missing("program"))?;
+        let mut ctx = Vec::new();
+        if ifindex != 0 {
+            ctx = match hook {
+                // struct xdp_md: data, data_end, data_meta, ingress_ifindex,
+                // rx_queue_index, egress_ifindex; data_end must equal the
+                // frame length.
+                AttachPoint::Xdp => [0, frame.len() as u32, 0, ifindex, 0, 0]
+                    .iter()
+                    .flat_map(|v| v.to_ne_bytes())
+                    .collect(),
+                // struct __sk_buff up to ingress_ifindex (offset 36); the
+                // kernel accepts a zero-padded prefix.
+                AttachPoint::Tc => {
+                    let mut c = vec![0u8; 40];
+                    c[36..40].copy_from_slice(&ifindex.to_ne_bytes());
+                    c
+                }
+            };
+        }
+        let opts = TestRunOptions {
+            data_in: Some(frame),
+            ctx_in: (!ctx.is_empty()).then_some(&ctx[..]),
+            data_out,
+            repeat: repeat.max(1),
+            ..TestRunOptions::default()
+        };
+        let r = match hook {
+            AttachPoint::Xdp => <&Xdp>::try_from(prog)?.test_run(opts)?,
+            AttachPoint::Tc => <&SchedClassifier>::try_from(prog)?.test_run(opts)?,
+        };
+        let passed = match hook {
+            AttachPoint::Xdp => r.return_value == XDP_PASS,
+            AttachPoint::Tc => r.return_value == TC_ACT_OK,
+        };
+        Ok((
+            TestRunOutcome {
+                retval: r.return_value,
+                passed,
+                duration: r.duration,
+            },
+            r.data_size_out as usize,
+        ))
+    }
+
+    /// The last packet's key and decision. Only filled when loaded with
+    /// [`LoadOptions::debug`](crate::LoadOptions::debug); `None` before the first packet.
+    pub fn last_decision(&self) -> Result<Option<KernelDecision>> {
+        let d = self.debug.get(&0, 0)?;
+        if d.seq == 0 {
+            return Ok(None);
+        }
+        Ok(Some(KernelDecision {
+            key: d.key,
+            status: ParseStatus::from_raw(d.status).unwrap_or(ParseStatus::Malformed),
+            rule_id: d.rule_id,
+            verdict: KernelVerdict::from_raw(d.verdict).unwrap_or(KernelVerdict::Drop),
+            seq: d.seq,
+            by_image: d.by_image != 0,
+            nonterminal: d.nonterm[..(d.n_nonterm as usize).min(d.nonterm.len())].to_vec(),
+            walk_err: d.walk_err,
+            set_bits: u64::from(d.sets[0]) | u64::from(d.sets[1]) << 32,
+            reject: d.reject as u8,
+            ctstate: d.ctstate,
+        }))
+    }
+}
