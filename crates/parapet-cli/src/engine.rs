@@ -188,7 +188,7 @@ pub fn sets(args: &EngineArgs, parsed: &parapet_parse::Parsed) -> Result<Box<dyn
         }
         return Ok(Box::new(NoSets));
     }
-    Ok(Box::new(crate::sets::StoreLookup(crate::sets::load(
-        &args.sets, parsed,
-    )?)))
+    Ok(Box::new(crate::set_lookup::StoreLookup(
+        crate::set_lookup::load(&args.sets, parsed)?,
+    )))
 }

@@ -10,7 +10,7 @@ mod load;
 mod pcap;
 mod report;
 mod run;
-mod sets;
+mod set_lookup;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};

@@ -298,7 +298,7 @@ pub fn bench(args: BenchArgs) -> Result<ExitCode> {
         .iter()
         .map(parapet_dataplane::frame::frame_of_packet)
         .collect();
-    let lookup = store.map(crate::sets::StoreLookup);
+    let lookup = store.map(crate::set_lookup::StoreLookup);
     // Every sampled packet must get the classifier's verdict from the
     // kernel, or the timing is of the wrong thing.
     let mut mismatches = 0;
@@ -450,5 +450,5 @@ fn kernel_sets(
     if parsed.ruleset.set_refs.is_empty() {
         return Ok(None);
     }
-    Ok(Some(crate::sets::load(&opts.sets, parsed)?))
+    Ok(Some(crate::set_lookup::load(&opts.sets, parsed)?))
 }

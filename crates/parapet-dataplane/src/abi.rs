@@ -6,7 +6,7 @@
 //!
 //! One file per concern under `abi/`: `key.rs` (the packet key and parse
 //! status), `config.rs` (actions, verdicts, rate limits, interface names),
-//! `stats.rs`, `log.rs` (log and debug records), `sets.rs` (the set maps)
+//! `stats.rs`, `log.rs` (log and debug records), `sets.rs` (the set maps' structs)
 //! and [`reject`]; `layout.rs` holds the layout tests. Everything is
 //! re-exported here, so `abi::X` names any of it.
 

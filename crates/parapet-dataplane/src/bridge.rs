@@ -3,7 +3,7 @@
 //!
 //! [`ref_parts`] builds a reference's key from the packet fields
 //! [`parapet_sets::ref_fields`] picks, the mapping the offline lookup
-//! (`parapet-cli`'s `sets::key_for`) uses too.
+//! (`parapet-cli`'s `set_lookup::key_for`) uses too.
 
 use std::collections::BTreeMap;
 
@@ -11,7 +11,7 @@ use parapet_model::{Field, SetRef};
 use parapet_sets::{KeyPart, Set, SetStore};
 
 use crate::error::Result;
-use crate::sets::{PacketPart, SetDim, SetElement};
+use crate::set_mirror::{PacketPart, SetDim, SetElement};
 use crate::Dataplane;
 
 /// The kernel's dimension type for a set-store dimension.
@@ -52,7 +52,7 @@ fn packet_part(f: Field) -> Option<PacketPart> {
 
 /// The live elements of `set` at `now_ms` (the store's clock), with
 /// expiries on the kernel's clock: `mono_now_ns` is
-/// [`crate::sets::monotonic_ns`] read at the same moment.
+/// [`crate::set_mirror::monotonic_ns`] read at the same moment.
 pub fn set_elements(set: &Set, now_ms: u64, mono_now_ns: u64) -> Vec<SetElement> {
     let mut out = Vec::with_capacity(set.len());
     set.for_each_element(now_ms, &mut |e| {
@@ -77,7 +77,7 @@ impl Dataplane {
         store: &SetStore,
     ) -> Result<BTreeMap<String, u32>> {
         let mut ids = BTreeMap::new();
-        let (now_ms, mono) = (store.now(), crate::sets::monotonic_ns());
+        let (now_ms, mono) = (store.now(), crate::set_mirror::monotonic_ns());
         for (n, r) in refs.iter().enumerate() {
             let Some(set) = store.get(&r.name) else {
                 self.undefine_set_ref(n as u32)?;
@@ -98,7 +98,7 @@ impl Dataplane {
                             // live image may still use the old one)
                             let id = (0..crate::abi::MAX_SETS)
                                 .find(|&i| self.set_dims(i).is_none())
-                                .ok_or(crate::sets::SetError::BadId(crate::abi::MAX_SETS))?;
+                                .ok_or(crate::set_mirror::SetError::BadId(crate::abi::MAX_SETS))?;
                             self.create_set(id, &dims)?;
                             self.set_add(id, &els)?;
                             if let Some(old) = old {
@@ -147,7 +147,7 @@ impl Dataplane {
 }
 
 /// The kernel's form of a store element with `remaining_ms` to live
-/// (`None` = permanent); `mono_now_ns` is [`crate::sets::monotonic_ns`]
+/// (`None` = permanent); `mono_now_ns` is [`crate::set_mirror::monotonic_ns`]
 /// read now.
 pub fn kernel_element(
     el: &parapet_sets::Element,

@@ -3,7 +3,7 @@
 use aya::maps::MapError;
 use aya::programs::ProgramError;
 
-use crate::sets::SetError;
+use crate::set_mirror::SetError;
 
 /// Errors of the dataplane API.
 #[derive(Debug, thiserror::Error)]

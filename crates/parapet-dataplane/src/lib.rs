@@ -45,7 +45,7 @@ pub mod kfunc;
 mod load;
 pub mod ruleset;
 mod set_maps;
-pub mod sets;
+pub mod set_mirror;
 mod slots;
 mod test_run;
 
@@ -54,5 +54,5 @@ pub use attach::{AttachPoint, Attached, Mode};
 pub use counters::{LogEvent, Stats};
 pub use error::{BadImage, Error, Result};
 pub use load::{Dataplane, Features, LoadOptions, BPF_OBJECT};
-pub use sets::{monotonic_ns, PacketPart, SetDim, SetElement, SetError, SetSizing};
+pub use set_mirror::{monotonic_ns, PacketPart, SetDim, SetElement, SetError, SetSizing};
 pub use test_run::{KernelDecision, TestRunOutcome};

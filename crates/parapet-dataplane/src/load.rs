@@ -21,7 +21,7 @@ use crate::abi::{
     SetVal, IMAGE_DEFAULT_SLOT_PAGES, IMAGE_PAGE_BYTES, MAX_SET_REFS,
 };
 use crate::error::{Error, Result};
-use crate::sets::{SetSizing, SetState};
+use crate::set_mirror::{SetSizing, SetState};
 
 /// The compiled BPF object (`bpf/parapet.bpf.c`, built by `build.rs`).
 pub static BPF_OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/parapet.bpf.o"));

@@ -1,7 +1,7 @@
 //! Sets in the kernel: creating and destroying them, writing their
 //! elements into the LPM trie or the tuple hash, reaping expired ones, and
 //! the set references the next image uses. The element maths and the
-//! user-space mirror are in `sets.rs`.
+//! user-space mirror are in `set_mirror.rs`.
 
 use aya::maps::lpm_trie::Key as LpmKey;
 use aya::maps::MapError;
@@ -9,7 +9,7 @@ use aya::maps::MapError;
 use crate::abi::{RawSetRef, MAX_SETS, MAX_SET_REFS};
 use crate::error::Result;
 use crate::load::Dataplane;
-use crate::sets::{EntryKey, PacketPart, SetDim, SetElement, SetError, SetState, Writes};
+use crate::set_mirror::{EntryKey, PacketPart, SetDim, SetElement, SetError, SetState, Writes};
 
 impl Dataplane {
     /// Create set `id` (`0..1024`) with key dimensions `dims` (1 to 4,
@@ -116,7 +116,7 @@ impl Dataplane {
     /// already match nothing; this frees their map entries). Returns how
     /// many went.
     pub fn reap_sets(&mut self, budget: usize) -> Result<usize> {
-        let now = crate::sets::monotonic_ns();
+        let now = crate::set_mirror::monotonic_ns();
         let mut ids: Vec<u32> = self.sets.keys().copied().collect();
         ids.sort_unstable();
         let mut n = 0;
