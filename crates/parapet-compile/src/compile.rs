@@ -14,8 +14,7 @@
 //! This file is the driver: it runs the stages in order. Its options,
 //! statistics and errors are in `api.rs`.
 
-// Re-exported for `meta.rs`, which names them by this path.
-pub use crate::api::{CompileError, CompileOptions, CompileStats};
+use crate::api::{CompileError, CompileOptions, CompileStats};
 use crate::emit::{entry_records, image_words};
 use crate::lower::lower;
 use crate::partition::{partition, BothAddresses};

@@ -3,7 +3,8 @@
 //! first-match lookups on pure first-match lists, the tree [`Walker`] for
 //! everything else.
 
-use crate::compile::{compile, CompileError, CompileOptions, CompileStats};
+use crate::api::{CompileError, CompileOptions, CompileStats};
+use crate::compile::compile;
 use crate::fast::FastPath;
 use crate::walk::{RawDecision, Walker};
 use parapet_image::{hw, Backend, Image, ImageError, KeyWords};
