@@ -15,37 +15,11 @@ mod image;
 use std::net::Ipv4Addr;
 use std::time::Instant;
 
-use image::{assemble, reseal, to_bytes, Constraint, Entry, ImageSpec, Tree, KIND_DECIDE};
+use image::set_membership_image;
 use parapet_dataplane::frame::Frame;
 use parapet_dataplane::{
     AttachPoint, Dataplane, LoadOptions, PacketPart, SetDim, SetElement, SetSizing,
 };
-
-fn image(refs: u32) -> Vec<u8> {
-    let entries: Vec<Entry> = (0..4)
-        .map(|n| Entry {
-            rule_id: n + 1,
-            kind: KIND_DECIDE,
-            counted: false,
-            verdict: 1,
-            resume: 0,
-            constraints: vec![Constraint::Sets {
-                mask: 1 << n,
-                want: 1 << n,
-            }],
-        })
-        .collect();
-    let spec = ImageSpec {
-        partitions: vec![Tree::Leaf((0..4).collect())],
-        entries,
-        verdicts: vec![0, 1],
-        policy: 0,
-    };
-    let mut w = assemble(&spec);
-    w[12] = refs;
-    reseal(&mut w);
-    to_bytes(&w)
-}
 
 fn ns_per_packet(dp: &Dataplane, frame: &[u8], repeat: u32) -> f64 {
     let mut v: Vec<f64> = (0..5)
@@ -144,7 +118,8 @@ fn main() {
         for (n, (set, parts)) in refs.iter().enumerate() {
             dp.define_set_ref(n as u32, *set, parts).unwrap();
         }
-        dp.write_image(&image(refs.len() as u32)).unwrap();
+        dp.write_image(&set_membership_image(4, refs.len() as u32))
+            .unwrap();
         dp.swap().unwrap();
         let ns = ns_per_packet(dp, &pkt, repeat);
         println!("{what}: {ns:.1} ns/packet");

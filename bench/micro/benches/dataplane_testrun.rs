@@ -13,34 +13,12 @@ mod image;
 use std::net::Ipv4Addr;
 use std::time::Instant;
 
-use image::{assemble, to_bytes, Constraint, Entry, ImageSpec, Tree, KIND_DECIDE};
+use image::{assemble, to_bytes, udp_dport_entry, Entry, ImageSpec, Tree};
 use parapet_compile::{compile, Backend, CompileOptions};
 use parapet_dataplane::frame::Frame;
 use parapet_dataplane::{AttachPoint, Dataplane, KernelVerdict, LoadOptions};
 use parapet_gen::{packets_for, random_ruleset, RandomSpec};
 use parapet_model::{flatten, Family};
-
-fn entry(i: u32, port: u16) -> Entry {
-    Entry {
-        rule_id: i + 1,
-        kind: KIND_DECIDE,
-        counted: false,
-        verdict: 1,
-        resume: 0,
-        constraints: vec![
-            Constraint::Ranges {
-                field: 3,
-                wide: false,
-                ranges: vec![(17, 17)],
-            },
-            Constraint::Ranges {
-                field: 5,
-                wide: false,
-                ranges: vec![(u128::from(port), u128::from(port))],
-            },
-        ],
-    }
-}
 
 /// A balanced tree on dport over entries `lo..hi` (entry i matches port
 /// 1000 + i), leaves of at most 4 entries.
@@ -103,7 +81,9 @@ fn main() {
     }
 
     for n in [10u32, 100, 1000] {
-        let entries: Vec<Entry> = (0..n).map(|i| entry(i, (1000 + i) as u16)).collect();
+        let entries: Vec<Entry> = (0..n)
+            .map(|i| udp_dport_entry(i + 1, (1000 + i) as u16, 1))
+            .collect();
         let last = Frame::ipv4(a, b)
             .udp(4000, (1000 + n - 1) as u16)
             .payload(32)

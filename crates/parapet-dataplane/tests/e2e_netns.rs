@@ -40,28 +40,12 @@ fn drain(sock: &UdpSocket, want: usize) -> usize {
 /// The rules of the scenario as a classifier image: 1: udp dport 9999
 /// DROP, 2: udp dport 7777 ACCEPT, policy ACCEPT.
 fn scenario_image() -> Vec<u8> {
-    use common::image::{assemble, to_bytes, Constraint, Entry, ImageSpec, Tree};
-    let rule = |id: u32, port: u16, verdict: u32| Entry {
-        rule_id: id,
-        kind: common::image::KIND_DECIDE,
-        counted: false,
-        verdict,
-        resume: 0,
-        constraints: vec![
-            Constraint::Ranges {
-                field: 3,
-                wide: false,
-                ranges: vec![(17, 17)],
-            },
-            Constraint::Ranges {
-                field: 5,
-                wide: false,
-                ranges: vec![(port.into(), port.into())],
-            },
-        ],
-    };
+    use common::image::{assemble, to_bytes, udp_dport_entry, ImageSpec, Tree};
     let spec = ImageSpec {
-        entries: vec![rule(1, PORT_DROP, 1), rule(2, PORT_ACCEPT, 0)],
+        entries: vec![
+            udp_dport_entry(1, PORT_DROP, 1),
+            udp_dport_entry(2, PORT_ACCEPT, 0),
+        ],
         verdicts: vec![0, 1],
         policy: 0,
         partitions: vec![Tree::Node {

@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::image::{assemble, reseal, to_bytes, Constraint, Entry, ImageSpec, Tree, KIND_DECIDE};
+use common::image::set_membership_image;
 use common::wire::{frame_of, wire_packet};
 use common::{load_dataplane, Rng};
 use parapet_compile::{compile, Backend, CompileOptions};
@@ -398,7 +398,7 @@ fn kernel_set_bits_and_decisions_equal_the_store() {
     // Later seeds replaced the sets in place (same names and types).
     // An image without references: after its swap every set is unused.
     dp.install_sets(&[], &new_store()).unwrap();
-    dp.write_image(&set_image(0)).unwrap();
+    dp.write_image(&set_membership_image(0, 0)).unwrap();
     dp.swap().unwrap();
     assert_eq!(dp.destroy_unused_sets().unwrap(), vec![0, 1, 2, 3, 4, 5]);
     println!("{checked} packets, member hits per reference {hits:?}, {by_rule} decided by a rule, {expired_probes} expired probes");
@@ -406,34 +406,6 @@ fn kernel_set_bits_and_decisions_equal_the_store() {
         assert!(h > 0, "reference {n} never matched: the test is vacuous");
     }
     assert_eq!(hits[7], 0, "a reference to a missing set matched");
-}
-
-/// An image with `refs` set references whose entry n (rule n + 1) drops
-/// members of reference n; the policy accepts.
-fn set_image(refs: u32) -> Vec<u8> {
-    let entries: Vec<Entry> = (0..refs)
-        .map(|n| Entry {
-            rule_id: n + 1,
-            kind: KIND_DECIDE,
-            counted: false,
-            verdict: 1,
-            resume: 0,
-            constraints: vec![Constraint::Sets {
-                mask: 1 << n,
-                want: 1 << n,
-            }],
-        })
-        .collect();
-    let spec = ImageSpec {
-        partitions: vec![Tree::Leaf((0..refs).collect())],
-        entries,
-        verdicts: vec![0, 1],
-        policy: 0,
-    };
-    let mut w = assemble(&spec);
-    w[12] = refs;
-    reseal(&mut w);
-    to_bytes(&w)
 }
 
 fn v4_frame(src: u32, dst: u32, dport: u16) -> Vec<u8> {
@@ -488,7 +460,7 @@ fn expired_elements_never_match_and_prefix_ends_are_exact() {
         ],
     )
     .unwrap();
-    dp.write_image(&set_image(2)).unwrap();
+    dp.write_image(&set_membership_image(2, 2)).unwrap();
     dp.swap().unwrap();
     let bits = |dp: &parapet_dataplane::Dataplane, src: u32, dport: u16| {
         let f = v4_frame(src, 0x0102_0304, dport);

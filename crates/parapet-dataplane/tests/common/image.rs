@@ -340,3 +340,54 @@ pub fn to_bytes(words: &[u32]) -> Vec<u8> {
 pub fn reseal(words: &mut [u32]) {
     words[HW_CHECKSUM] = checksum(words);
 }
+
+/// A decide entry matching UDP (field 3 = 17) to destination port `port`
+/// (field 5), with verdict index `verdict`.
+pub fn udp_dport_entry(rule_id: u32, port: u16, verdict: u32) -> Entry {
+    Entry {
+        rule_id,
+        kind: KIND_DECIDE,
+        counted: false,
+        verdict,
+        resume: 0,
+        constraints: vec![
+            Constraint::Ranges {
+                field: 3,
+                wide: false,
+                ranges: vec![(17, 17)],
+            },
+            Constraint::Ranges {
+                field: 5,
+                wide: false,
+                ranges: vec![(u128::from(port), u128::from(port))],
+            },
+        ],
+    }
+}
+
+/// An image declaring `refs` set references whose entry n (rule n + 1, for
+/// n < `entries`) drops members of reference n; the policy accepts.
+pub fn set_membership_image(entries: u32, refs: u32) -> Vec<u8> {
+    let spec = ImageSpec {
+        partitions: vec![Tree::Leaf((0..entries).collect())],
+        entries: (0..entries)
+            .map(|n| Entry {
+                rule_id: n + 1,
+                kind: KIND_DECIDE,
+                counted: false,
+                verdict: 1,
+                resume: 0,
+                constraints: vec![Constraint::Sets {
+                    mask: 1 << n,
+                    want: 1 << n,
+                }],
+            })
+            .collect(),
+        verdicts: vec![0, 1],
+        policy: 0,
+    };
+    let mut words = assemble(&spec);
+    words[hw::SET_REF_COUNT] = refs;
+    reseal(&mut words);
+    to_bytes(&words)
+}
