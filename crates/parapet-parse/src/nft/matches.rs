@@ -9,7 +9,7 @@ use parapet_model::*;
 
 /// What kind of values a selector compares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
+pub(super) enum Kind {
     Addr(Family),
     Port,
     Proto,
@@ -186,7 +186,17 @@ impl RuleParser<'_> {
             break;
         }
         if self.peek_word() == Some("vmap") {
-            return self.fail("verdict maps (vmap) are not supported: write one rule per verdict");
+            if sels.len() > 1 {
+                return self.fail("a verdict map on a concatenation is not supported (the model has no anonymous concatenations)");
+            }
+            if self.rule.limit.is_some() {
+                return self.fail("'limit' before a verdict map is not supported (it would limit each element separately)");
+            }
+            self.i += 1;
+            for (f, v) in &sels[0].implied {
+                self.matches.constrain(*f, v.clone());
+            }
+            return self.vmap(sels[0].field, sels[0].kind);
         }
         let mut neg = false;
         let mut cmp: Option<String> = None;
@@ -299,7 +309,7 @@ impl RuleParser<'_> {
         Ok(set)
     }
 
-    fn element(&self, kind: Kind, t: &Token) -> Res<IntervalSet> {
+    pub(super) fn element(&self, kind: Kind, t: &Token) -> Res<IntervalSet> {
         let text = match &t.tok {
             Tok::Word(w) | Tok::Str(w) => w.as_str(),
             _ => unreachable!(),

@@ -14,28 +14,33 @@
 //! rule's statements and verdict), `matches` (selector expressions and
 //! their values).
 
+mod commands;
 mod lexer;
 mod matches;
 mod rule;
+mod script;
 mod table;
+mod vmap;
 
 use crate::error::{Errors, ParseError};
 use crate::SetBlock;
-use lexer::tokenize;
 use parapet_model::*;
 use table::Parser;
 
 pub(crate) fn parse(text: &str, file: &str) -> Result<(Ruleset, Vec<SetBlock>), Vec<ParseError>> {
     let mut errs = Errors::new(file);
-    let toks = tokenize(text, &mut errs);
+    let (toks, sources) = script::expand(text, file, &mut errs);
     let mut p = Parser {
-        text,
         toks,
         pos: 0,
         errs,
         rs: Ruleset::default(),
         sets: Vec::new(),
         next_id: 1,
+        sources,
+        jumps: Vec::new(),
+        dormant: Vec::new(),
+        maps: Vec::new(),
     };
     p.file();
     let Parser { errs, rs, sets, .. } = p;
