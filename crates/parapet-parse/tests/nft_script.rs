@@ -265,3 +265,19 @@ fn named_verdict_map_with_jumps() {
     ))
     .contains("jump to unknown chain 'nowhere'"));
 }
+
+#[test]
+fn trace_steps_tell_vmap_elements_apart() {
+    let rs = ok(&format!(
+        "table ip t {{\n\tchain input {{\n\t\t{BASE}\n\t\ttcp dport vmap {{ 22 : accept, 23 : drop }}\n\t}}\n}}\n"
+    ));
+    let e = LinearEngine::new(&rs, rs.select_chain(None).unwrap()).unwrap();
+    let (d, steps) = e.trace(&tcp(23, CtState::New), &NoSets).unwrap();
+    assert_eq!((d.rule_id, d.verdict), (1, Verdict::Drop));
+    // Both steps are rule 1; `at` says which element each was.
+    assert_eq!(
+        steps.iter().map(|s| (s.rule_id, s.at)).collect::<Vec<_>>(),
+        [(1, (0, 0, 0)), (1, (0, 0, 1))]
+    );
+    assert_eq!(steps[1].failed_on, None);
+}
