@@ -281,3 +281,37 @@ fn trace_steps_tell_vmap_elements_apart() {
     );
     assert_eq!(steps[1].failed_on, None);
 }
+
+#[test]
+fn include_depth_is_bounded() {
+    let d = temp_dir("depth");
+    for i in 0..20 {
+        std::fs::write(
+            d.join(format!("{i}.nft")),
+            format!("include \"{}.nft\"\n", i + 1),
+        )
+        .unwrap();
+    }
+    std::fs::write(d.join("20.nft"), "table ip t\n").unwrap();
+    let first = d.join("0.nft");
+    let text = std::fs::read_to_string(&first).unwrap();
+    let e = parse(&text, first.to_str().unwrap(), Format::Nft).unwrap_err();
+    assert!(
+        e[0].message.contains("includes nested more than 16 deep"),
+        "{}",
+        e[0]
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn scripts_of_commands_are_detected_as_nft() {
+    assert_eq!(
+        detect("add table inet t\nadd chain inet t c\n"),
+        Format::Nft
+    );
+    assert_eq!(detect("insert rule ip t c accept\n"), Format::Nft);
+    assert_eq!(detect("delete table ip t\n"), Format::Nft);
+    // ipset's `add SET ENTRY` stays ipset.
+    assert_eq!(detect("add blocklist 192.0.2.1\n"), Format::Ipset);
+}
