@@ -315,3 +315,23 @@ fn scripts_of_commands_are_detected_as_nft() {
     // ipset's `add SET ENTRY` stays ipset.
     assert_eq!(detect("add blocklist 192.0.2.1\n"), Format::Ipset);
 }
+
+#[test]
+fn add_set_and_add_element_build_the_set_block() {
+    let text = "add table inet t\nadd set inet t allow { type ipv4_addr; flags interval; }\nadd element inet t allow { 10.0.0.0/8 }\nadd element inet t allow { 192.168.1.1 }\n";
+    let p = parse(text, "n.nft", Format::Nft).unwrap();
+    assert_eq!(p.set_blocks.len(), 1);
+    let b = &p.set_blocks[0];
+    assert_eq!((b.table.as_str(), b.name.as_str()), ("t", "allow"));
+    assert!(
+        b.text.starts_with("set allow { type ipv4_addr;"),
+        "{}",
+        b.text
+    );
+    assert!(b.text.contains("elements = { 10.0.0.0/8 }"), "{}", b.text);
+    assert!(b.text.contains("elements = { 192.168.1.1 }"), "{}", b.text);
+    assert_eq!(
+        err("add table inet t\nadd element inet t nope { 1.2.3.4 }\n"),
+        "n.nft:2:20: no set 'nope' in table 't'"
+    );
+}

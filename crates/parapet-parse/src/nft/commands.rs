@@ -1,9 +1,11 @@
 //! nft commands outside a table block, applied in file order as `nft -f`
-//! does: `add|create table|chain`, `add|insert rule`, `flush ruleset|table|
+//! does: `add|create table|chain|set|map|element`, `add|insert rule`, `flush ruleset|table|
 //! chain`, `delete|destroy table|chain`.
 
 use super::lexer::{Res, Tok};
 use super::table::{word_text, Parser};
+use crate::error::FILE_LINE_BITS;
+use crate::SetBlock;
 
 impl Parser {
     /// After the command word `cmd` (already consumed).
@@ -26,6 +28,45 @@ impl Parser {
                     ));
                 }
                 self.add_rule(ti, ci, cmd == "insert")
+            }
+            ("add" | "create", "set") => {
+                let ti = self.existing_table()?;
+                let name = word_text(&self.expect_word("a set name")?);
+                let open = self.pos;
+                self.expect(Tok::Open, "'{' after the set name")?;
+                let close = self.skip_block();
+                let body = self.block_text(open, open, close);
+                self.sets.push(SetBlock {
+                    table: self.rs.tables[ti].name.clone(),
+                    name: name.clone(),
+                    text: format!("set {name} {body}"),
+                    line: self.toks[open].line & ((1 << FILE_LINE_BITS) - 1),
+                });
+                Ok(())
+            }
+            ("add" | "create", "element") => {
+                let ti = self.existing_table()?;
+                let t = self.expect_word("a set name")?;
+                let name = word_text(&t);
+                let open = self.pos;
+                self.expect(Tok::Open, "'{' after the set name")?;
+                let close = self.skip_block();
+                let elements = self.block_text(open, open, close);
+                let table = self.rs.tables[ti].name.clone();
+                let Some(set) = self
+                    .sets
+                    .iter_mut()
+                    .find(|s| s.table == table && s.name == name)
+                else {
+                    return Err((t.line, t.col, format!("no set '{name}' in table '{table}'")));
+                };
+                // A set block may say `elements = …` more than once; the
+                // sets crate unites them.
+                let Some(end) = set.text.rfind('}') else {
+                    return Err((t.line, t.col, format!("set '{name}' has no body")));
+                };
+                set.text.insert_str(end, &format!("\n\telements = {elements}\n"));
+                Ok(())
             }
             ("add" | "create", "map") => {
                 let ti = self.existing_table()?;
@@ -84,7 +125,7 @@ impl Parser {
                 obj.line,
                 obj.col,
                 format!(
-                    "'{cmd} {other}' is not supported (supported: add/create table|chain|map, add/insert rule, flush ruleset|table|chain, delete/destroy table|chain)"
+                    "'{cmd} {other}' is not supported (supported: add/create table|chain|set|map|element, add/insert rule, flush ruleset|table|chain, delete/destroy table|chain)"
                 ),
             )),
         }
