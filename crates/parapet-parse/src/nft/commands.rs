@@ -2,8 +2,9 @@
 //! does: `add|create table|chain|set|map|element`, `add|insert rule`, `flush ruleset|table|
 //! chain`, `delete|destroy table|chain`.
 
+use super::lexer::word_text;
 use super::lexer::{Res, Tok};
-use super::table::{word_text, Parser};
+use super::table::Parser;
 use crate::error::FILE_LINE_BITS;
 use crate::SetBlock;
 

@@ -176,5 +176,15 @@ pub(super) fn tokenize(text: &str, errs: &mut Errors, line_base: u32, src: u16) 
     out
 }
 
+/// The text of a word or string token.
+pub(super) fn word_text(t: &Token) -> String {
+    match &t.tok {
+        Tok::Word(w) | Tok::Str(w) => w.clone(),
+        other => format!("{other:?}"),
+    }
+}
 /// An error at `(line, column)` with its message.
 pub(super) type Res<T> = Result<T, (u32, u32, String)>;
+
+/// A jump target and where it is written.
+pub(super) type JumpAt = (String, u32, u32);

@@ -4,6 +4,7 @@
 
 use super::lexer::{Res, Tok, Token};
 use super::rule::RuleParser;
+use super::vmap::entries;
 use crate::common::*;
 use parapet_model::*;
 
@@ -451,6 +452,51 @@ impl RuleParser<'_> {
             Field::TcpFlags,
             if neg { set.complement(0xff) } else { set },
         );
+        Ok(())
+    }
+
+    /// After `KEY vmap`: an anonymous map `{ … }` or `@NAME`. Nothing but a
+    /// comment may follow (the map is the rule's verdict).
+    pub(super) fn vmap(&mut self, field: Field, kind: Kind) -> Res<()> {
+        let elements: Vec<Token> = match self.peek().map(|t| t.tok.clone()) {
+            Some(Tok::Open) => {
+                self.i += 1;
+                let start = self.i;
+                let mut depth = 1;
+                while let Some(t) = self.peek() {
+                    match t.tok {
+                        Tok::Open => depth += 1,
+                        Tok::Close => depth -= 1,
+                        _ => {}
+                    }
+                    self.i += 1;
+                    if depth == 0 {
+                        break;
+                    }
+                }
+                if depth != 0 {
+                    return self.fail("expected '}' closing the verdict map");
+                }
+                self.toks[start..self.i - 1].to_vec()
+            }
+            Some(Tok::Word(w)) if w.starts_with('@') => {
+                let name = &w[1..];
+                let Some(map) = self.maps.iter().find(|m| m.name == name) else {
+                    return self.fail(format!("no map '{name}' in this table (a 'map {name} {{ … }}' must come before its use)"));
+                };
+                if !map.verdict {
+                    return self.fail(format!(
+                        "map '{name}' is not a verdict map ('type … : verdict')"
+                    ));
+                }
+                self.i += 1;
+                map.elements.clone()
+            }
+            _ => return self.fail("expected '{ KEY : VERDICT, … }' or '@MAP' after 'vmap'"),
+        };
+        let entries = entries(&elements, field, |t| self.element(kind, t))?;
+        self.vmap = Some(entries);
+        self.action = Some(Action::Count);
         Ok(())
     }
 }

@@ -1,5 +1,5 @@
 //! The nft frontend: the text `nft list ruleset` prints for `inet`, `ip`
-//! and `ip6` tables.
+//! and `ip6` tables, and `nft -f` scripts (includes, variables, commands).
 //!
 //! Structure (tables, chains, base chain `type … hook … priority …; policy
 //! …;`) is parsed from tokens; each rule is one line (or `;`-separated
@@ -9,10 +9,12 @@
 //! `limit`) and a verdict. Named `set` blocks are returned raw.
 
 //!
-//! One job a file: `lexer` (text → tokens with positions), `table` (tables,
-//! chains, base chain headers, set blocks, jump resolution), `rule` (one
-//! rule's statements and verdict), `matches` (selector expressions and
-//! their values).
+//! One job a file: `lexer` (text → tokens with positions), `script`
+//! (`include`, `define`, `$NAME`: one token stream), `table` (tables,
+//! chains, base chain headers, set and map blocks, jump resolution),
+//! `commands` (`add`/`insert`/`flush`/`delete` applied in order), `rule`
+//! (one rule's statements and verdict), `matches` (selector expressions and
+//! their values), `vmap` (verdict map elements → one rule each).
 
 mod commands;
 mod lexer;

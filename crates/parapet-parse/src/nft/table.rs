@@ -3,8 +3,8 @@
 //! jump check once a table is complete.
 
 use super::lexer::SUBSTITUTED;
-use super::lexer::{Res, Tok, Token};
-use super::rule::{JumpAt, RuleParser};
+use super::lexer::{word_text, JumpAt, Res, Tok, Token};
+use super::rule::RuleParser;
 use super::script::Sources;
 use super::vmap::NamedMap;
 use crate::common::*;
@@ -25,14 +25,6 @@ pub(super) struct Parser {
     /// Tables with `flags dormant`: read, then left out of the ruleset.
     pub(super) dormant: Vec<(TableFamily, String)>,
     pub(super) maps: Vec<NamedMap>,
-}
-
-/// The text of a word or string token.
-pub(super) fn word_text(t: &Token) -> String {
-    match &t.tok {
-        Tok::Word(w) | Tok::Str(w) => w.clone(),
-        other => format!("{other:?}"),
-    }
 }
 
 /// A jump or goto to check once the file is complete.
@@ -322,6 +314,79 @@ impl Parser {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// After `map` in table `ti`: `NAME { type K : V; flags …; elements =
+    /// { … } }`.
+    pub(super) fn map_block(&mut self, ti: usize) -> Res<()> {
+        let name = word_text(&self.expect_word("a map name")?);
+        self.expect(Tok::Open, "'{' after the map name")?;
+        let t = &self.rs.tables[ti];
+        let mut map = NamedMap {
+            table: (t.family, t.name.clone()),
+            name,
+            verdict: false,
+            elements: Vec::new(),
+        };
+        loop {
+            self.skip_separators();
+            let Some(t) = self.peek().cloned() else {
+                return self.fail(format!("expected '}}' closing map '{}'", map.name));
+            };
+            self.pos += 1;
+            match (&t.tok, t.word()) {
+                (Tok::Close, _) => break,
+                (_, Some("type" | "typeof")) => {
+                    let start = self.pos;
+                    self.skip_line();
+                    let ty: Vec<&str> = self.toks[start..self.pos]
+                        .iter()
+                        .filter_map(|t| t.word())
+                        .collect();
+                    map.verdict = ty.ends_with(&[":", "verdict"]);
+                }
+                (_, Some("elements")) => {
+                    let eq = self.expect_word("'='")?;
+                    if eq.word() != Some("=") {
+                        return Err((
+                            eq.line,
+                            eq.col,
+                            format!("expected '=', found '{}'", eq.show()),
+                        ));
+                    }
+                    self.expect(Tok::Open, "'{' after 'elements ='")?;
+                    let start = self.pos;
+                    let close = self.skip_block();
+                    map.elements = self.toks[start..close]
+                        .iter()
+                        .filter(|t| t.tok != Tok::Newline)
+                        .cloned()
+                        .collect();
+                }
+                (
+                    _,
+                    Some(
+                        "flags" | "comment" | "size" | "policy" | "counter" | "timeout"
+                        | "gc-interval",
+                    ),
+                ) => self.skip_line(),
+                _ => {
+                    return Err((
+                        t.line,
+                        t.col,
+                        format!(
+                            "expected 'type', 'flags', 'elements' or '}}' in map '{}', found '{}'",
+                            map.name,
+                            t.show()
+                        ),
+                    ))
+                }
+            }
+        }
+        self.maps
+            .retain(|m| !(m.table == map.table && m.name == map.name));
+        self.maps.push(map);
         Ok(())
     }
 
