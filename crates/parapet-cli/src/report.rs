@@ -116,9 +116,12 @@ pub fn trace(rules: &Path, packets: &[String], args: &EngineArgs) -> Result<Exit
             .trace(&pkt, sets.as_ref())
             .map_err(|e| anyhow!("{e}"))?;
         for step in &steps {
+            let (t, c, i) = step.at;
             let rule = rs
-                .rules()
-                .find(|r| r.id == step.rule_id)
+                .tables
+                .get(t)
+                .and_then(|t| t.chains.get(c))
+                .and_then(|c| c.rules.get(i))
                 .context("trace names a rule the ruleset lacks")?;
             let indent = "  ".repeat(step.depth + 1);
             let what = describe_matches(rs, &rule.matches, pkt.family);

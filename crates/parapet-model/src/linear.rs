@@ -47,6 +47,10 @@ pub struct TraceStep {
     pub rule_id: u32,
     /// The chain it is in.
     pub chain: String,
+    /// Where the rule is: (index into [`Ruleset::tables`], chain index,
+    /// index in the chain). Several rules share an id when one written rule
+    /// lowers to several (an nft verdict map), so the id alone is not enough.
+    pub at: (usize, usize, usize),
     /// How many jumps deep the walk was.
     pub depth: usize,
     /// `None` when the rule matched; otherwise the first field (in field
@@ -196,6 +200,7 @@ impl<'a> LinearEngine<'a> {
             observe(TraceStep {
                 rule_id: rule.id,
                 chain: table.chains[chain].name.clone(),
+                at: (self.start.table, chain, next - 1),
                 depth: stack.len(),
                 failed_on: failed.map(|(f, _)| *f),
             });

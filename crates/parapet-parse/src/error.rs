@@ -54,19 +54,37 @@ impl std::error::Error for ParseError {}
 pub(crate) struct Errors {
     pub file: String,
     pub list: Vec<ParseError>,
+    /// Files a parse reads besides `file` (nft `include`): a line number
+    /// `n << FILE_LINE_BITS | line` is line `line` of `included[n - 1]`.
+    pub included: Vec<String>,
 }
+
+/// Lines per file in the shared line numbering of a file and its includes.
+pub(crate) const FILE_LINE_BITS: u32 = 20;
 
 impl Errors {
     pub fn new(file: &str) -> Self {
         Errors {
             file: file.to_string(),
             list: Vec::new(),
+            included: Vec::new(),
         }
     }
 
     pub fn push(&mut self, line: u32, column: u32, message: impl Into<String>) {
-        let e = ParseError::new(&self.file, line, column, message);
+        let (file, line) = self.file_line(line);
+        let e = ParseError::new(&file, line, column, message);
         self.list.push(e);
+    }
+
+    /// The file and line a shared line number stands for.
+    pub fn file_line(&self, line: u32) -> (String, u32) {
+        let n = (line >> FILE_LINE_BITS) as usize;
+        let real = line & ((1 << FILE_LINE_BITS) - 1);
+        match n.checked_sub(1).and_then(|i| self.included.get(i)) {
+            Some(f) => (f.clone(), real),
+            None => (self.file.clone(), real),
+        }
     }
 
     /// All or nothing: the value only when no error was recorded.

@@ -161,7 +161,17 @@ pub fn detect(text: &str) -> Format {
         }
         let first = l.split_whitespace().next().unwrap_or("");
         match first {
-            "table" | "flush" | "define" | "include" => return Format::Nft,
+            "table" | "flush" | "define" | "include" | "insert" | "delete" | "destroy" => {
+                return Format::Nft
+            }
+            "add" | "create"
+                if matches!(
+                    l.split_whitespace().nth(1),
+                    Some("table" | "chain" | "rule" | "map" | "element")
+                ) =>
+            {
+                return Format::Nft
+            }
             "create" | "add" if l.split_whitespace().count() >= 3 => return Format::Ipset,
             _ => return Format::Auto,
         }

@@ -26,7 +26,14 @@ pub(super) struct Token {
     /// Byte offsets in the text, for raw set blocks.
     pub(super) start: usize,
     pub(super) end: usize,
+    /// Which source text the span is in (0: the file named on the command
+    /// line; others: included files, see `script`); `SUBSTITUTED` when the
+    /// token came from a `$variable`, so its span is not its text.
+    pub(super) src: u16,
 }
+
+/// `Token::src` of a token a `$variable` expanded to.
+pub(super) const SUBSTITUTED: u16 = u16::MAX;
 
 impl Token {
     pub(super) fn word(&self) -> Option<&str> {
@@ -54,7 +61,9 @@ impl Token {
     }
 }
 
-pub(super) fn tokenize(text: &str, errs: &mut Errors) -> Vec<Token> {
+/// Tokens of `text`; `line_base` is added to every line number (included
+/// files get their own range, see `Errors::file_line`).
+pub(super) fn tokenize(text: &str, errs: &mut Errors, line_base: u32, src: u16) -> Vec<Token> {
     let mut out = Vec::new();
     let mut line = 1u32;
     let mut line_start = 0usize;
@@ -69,6 +78,7 @@ pub(super) fn tokenize(text: &str, errs: &mut Errors) -> Vec<Token> {
             col: col_of(pos, line_start),
             start: pos,
             end: pos + c.len_utf8(),
+            src,
         };
         match c {
             '\n' => {
@@ -76,6 +86,12 @@ pub(super) fn tokenize(text: &str, errs: &mut Errors) -> Vec<Token> {
                 line += 1;
                 line_start = pos + 1;
                 i += 1;
+            }
+            // A line continuation: the statement goes on on the next line.
+            '\\' if bytes.get(i + 1).map(|b| b.1) == Some('\n') => {
+                line += 1;
+                line_start = bytes[i + 1].0 + 1;
+                i += 2;
             }
             c if c.is_whitespace() => i += 1,
             '#' => {
@@ -117,7 +133,7 @@ pub(super) fn tokenize(text: &str, errs: &mut Errors) -> Vec<Token> {
                     i += 1;
                 }
                 if !closed {
-                    errs.push(line, col, "unterminated \"-quoted string");
+                    errs.push(line_base + line, col, "unterminated \"-quoted string");
                     continue;
                 }
                 let end = bytes[i].0 + 1;
@@ -128,6 +144,7 @@ pub(super) fn tokenize(text: &str, errs: &mut Errors) -> Vec<Token> {
                     col,
                     start: pos,
                     end,
+                    src,
                 });
             }
             _ => {
@@ -148,12 +165,26 @@ pub(super) fn tokenize(text: &str, errs: &mut Errors) -> Vec<Token> {
                     col,
                     start: pos,
                     end,
+                    src,
                 });
             }
         }
     }
+    for t in &mut out {
+        t.line += line_base;
+    }
     out
 }
 
+/// The text of a word or string token.
+pub(super) fn word_text(t: &Token) -> String {
+    match &t.tok {
+        Tok::Word(w) | Tok::Str(w) => w.clone(),
+        other => format!("{other:?}"),
+    }
+}
 /// An error at `(line, column)` with its message.
 pub(super) type Res<T> = Result<T, (u32, u32, String)>;
+
+/// A jump target and where it is written.
+pub(super) type JumpAt = (String, u32, u32);

@@ -4,12 +4,13 @@
 
 use super::lexer::{Res, Tok, Token};
 use super::rule::RuleParser;
+use super::vmap::entries;
 use crate::common::*;
 use parapet_model::*;
 
 /// What kind of values a selector compares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
+pub(super) enum Kind {
     Addr(Family),
     Port,
     Proto,
@@ -186,7 +187,17 @@ impl RuleParser<'_> {
             break;
         }
         if self.peek_word() == Some("vmap") {
-            return self.fail("verdict maps (vmap) are not supported: write one rule per verdict");
+            if sels.len() > 1 {
+                return self.fail("a verdict map on a concatenation is not supported (the model has no anonymous concatenations)");
+            }
+            if self.rule.limit.is_some() {
+                return self.fail("'limit' before a verdict map is not supported (it would limit each element separately)");
+            }
+            self.i += 1;
+            for (f, v) in &sels[0].implied {
+                self.matches.constrain(*f, v.clone());
+            }
+            return self.vmap(sels[0].field, sels[0].kind);
         }
         let mut neg = false;
         let mut cmp: Option<String> = None;
@@ -299,7 +310,7 @@ impl RuleParser<'_> {
         Ok(set)
     }
 
-    fn element(&self, kind: Kind, t: &Token) -> Res<IntervalSet> {
+    pub(super) fn element(&self, kind: Kind, t: &Token) -> Res<IntervalSet> {
         let text = match &t.tok {
             Tok::Word(w) | Tok::Str(w) => w.as_str(),
             _ => unreachable!(),
@@ -441,6 +452,51 @@ impl RuleParser<'_> {
             Field::TcpFlags,
             if neg { set.complement(0xff) } else { set },
         );
+        Ok(())
+    }
+
+    /// After `KEY vmap`: an anonymous map `{ … }` or `@NAME`. Nothing but a
+    /// comment may follow (the map is the rule's verdict).
+    pub(super) fn vmap(&mut self, field: Field, kind: Kind) -> Res<()> {
+        let elements: Vec<Token> = match self.peek().map(|t| t.tok.clone()) {
+            Some(Tok::Open) => {
+                self.i += 1;
+                let start = self.i;
+                let mut depth = 1;
+                while let Some(t) = self.peek() {
+                    match t.tok {
+                        Tok::Open => depth += 1,
+                        Tok::Close => depth -= 1,
+                        _ => {}
+                    }
+                    self.i += 1;
+                    if depth == 0 {
+                        break;
+                    }
+                }
+                if depth != 0 {
+                    return self.fail("expected '}' closing the verdict map");
+                }
+                self.toks[start..self.i - 1].to_vec()
+            }
+            Some(Tok::Word(w)) if w.starts_with('@') => {
+                let name = &w[1..];
+                let Some(map) = self.maps.iter().find(|m| m.name == name) else {
+                    return self.fail(format!("no map '{name}' in this table (a 'map {name} {{ … }}' must come before its use)"));
+                };
+                if !map.verdict {
+                    return self.fail(format!(
+                        "map '{name}' is not a verdict map ('type … : verdict')"
+                    ));
+                }
+                self.i += 1;
+                map.elements.clone()
+            }
+            _ => return self.fail("expected '{ KEY : VERDICT, … }' or '@MAP' after 'vmap'"),
+        };
+        let entries = entries(&elements, field, |t| self.element(kind, t))?;
+        self.vmap = Some(entries);
+        self.action = Some(Action::Count);
         Ok(())
     }
 }

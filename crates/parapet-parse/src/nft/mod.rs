@@ -1,5 +1,5 @@
 //! The nft frontend: the text `nft list ruleset` prints for `inet`, `ip`
-//! and `ip6` tables.
+//! and `ip6` tables, and `nft -f` scripts (includes, variables, commands).
 //!
 //! Structure (tables, chains, base chain `type … hook … priority …; policy
 //! …;`) is parsed from tokens; each rule is one line (or `;`-separated
@@ -9,33 +9,40 @@
 //! `limit`) and a verdict. Named `set` blocks are returned raw.
 
 //!
-//! One job a file: `lexer` (text → tokens with positions), `table` (tables,
-//! chains, base chain headers, set blocks, jump resolution), `rule` (one
-//! rule's statements and verdict), `matches` (selector expressions and
-//! their values).
+//! One job a file: `lexer` (text → tokens with positions), `script`
+//! (`include`, `define`, `$NAME`: one token stream), `table` (tables,
+//! chains, base chain headers, set and map blocks, jump resolution),
+//! `commands` (`add`/`insert`/`flush`/`delete` applied in order), `rule`
+//! (one rule's statements and verdict), `matches` (selector expressions and
+//! their values), `vmap` (verdict map elements → one rule each).
 
+mod commands;
 mod lexer;
 mod matches;
 mod rule;
+mod script;
 mod table;
+mod vmap;
 
 use crate::error::{Errors, ParseError};
 use crate::SetBlock;
-use lexer::tokenize;
 use parapet_model::*;
 use table::Parser;
 
 pub(crate) fn parse(text: &str, file: &str) -> Result<(Ruleset, Vec<SetBlock>), Vec<ParseError>> {
     let mut errs = Errors::new(file);
-    let toks = tokenize(text, &mut errs);
+    let (toks, sources) = script::expand(text, file, &mut errs);
     let mut p = Parser {
-        text,
         toks,
         pos: 0,
         errs,
         rs: Ruleset::default(),
         sets: Vec::new(),
         next_id: 1,
+        sources,
+        jumps: Vec::new(),
+        dormant: Vec::new(),
+        maps: Vec::new(),
     };
     p.file();
     let Parser { errs, rs, sets, .. } = p;

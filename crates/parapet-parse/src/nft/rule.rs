@@ -1,12 +1,10 @@
 //! One nft rule read left to right: statements (`counter`, `log`, `limit`,
 //! `comment`) and the verdict; match expressions are handed to `matches`.
 
-use super::lexer::{Res, Tok, Token};
+use super::lexer::{JumpAt, Res, Tok, Token};
+use super::vmap::{NamedMap, VmapEntry};
 use crate::iptables::{parse_log_level, parse_rate};
 use parapet_model::*;
-
-/// A jump target and where it is written.
-pub(super) type JumpAt = (String, u32, u32);
 
 /// One rule as its tokens are read left to right.
 pub(super) struct RuleParser<'a> {
@@ -18,6 +16,10 @@ pub(super) struct RuleParser<'a> {
     pub(super) rule: Rule,
     pub(super) action: Option<Action>,
     pub(super) jump: Option<JumpAt>,
+    /// The table's named maps, for `vmap @NAME`.
+    pub(super) maps: &'a [&'a NamedMap],
+    /// Set by a verdict map: the rule becomes one rule per element.
+    pub(super) vmap: Option<Vec<VmapEntry>>,
 }
 
 impl RuleParser<'_> {

@@ -2,39 +2,47 @@
 //! (`type filter hook … priority …; policy …;`), raw `set` blocks, and the
 //! jump check once a table is complete.
 
-use super::lexer::{Res, Tok, Token};
-use super::rule::{JumpAt, RuleParser};
+use super::lexer::SUBSTITUTED;
+use super::lexer::{word_text, JumpAt, Res, Tok, Token};
+use super::rule::RuleParser;
+use super::script::Sources;
+use super::vmap::NamedMap;
 use crate::common::*;
 use crate::error::Errors;
 use crate::SetBlock;
 use parapet_model::*;
 
 /// The whole file: tokens, a cursor, and what has been parsed so far.
-pub(super) struct Parser<'a> {
-    pub(super) text: &'a str,
+pub(super) struct Parser {
     pub(super) toks: Vec<Token>,
     pub(super) pos: usize,
     pub(super) errs: Errors,
     pub(super) rs: Ruleset,
     pub(super) sets: Vec<SetBlock>,
     pub(super) next_id: u32,
+    pub(super) sources: Sources,
+    pub(super) jumps: Vec<Jump>,
+    /// Tables with `flags dormant`: read, then left out of the ruleset.
+    pub(super) dormant: Vec<(TableFamily, String)>,
+    pub(super) maps: Vec<NamedMap>,
 }
 
-/// A jump or goto to check once the table is complete.
-struct Jump {
-    chain: usize,
+/// A jump or goto to check once the file is complete.
+pub(super) struct Jump {
+    table: (TableFamily, String),
+    chain: String,
     target: String,
     line: u32,
     col: u32,
 }
 
-impl Parser<'_> {
-    fn peek(&self) -> Option<&Token> {
+impl Parser {
+    pub(super) fn peek(&self) -> Option<&Token> {
         self.toks.get(self.pos)
     }
 
     /// Position for an error at the current token (or the end of input).
-    fn here(&self) -> (u32, u32) {
+    pub(super) fn here(&self) -> (u32, u32) {
         match self.peek() {
             Some(t) => (t.line, t.col),
             None => self
@@ -44,18 +52,18 @@ impl Parser<'_> {
         }
     }
 
-    fn fail<T>(&self, msg: impl Into<String>) -> Res<T> {
+    pub(super) fn fail<T>(&self, msg: impl Into<String>) -> Res<T> {
         let (l, c) = self.here();
         Err((l, c, msg.into()))
     }
 
-    fn skip_separators(&mut self) {
+    pub(super) fn skip_separators(&mut self) {
         while matches!(self.peek().map(|t| &t.tok), Some(Tok::Newline | Tok::Semi)) {
             self.pos += 1;
         }
     }
 
-    fn expect_word(&mut self, what: &str) -> Res<Token> {
+    pub(super) fn expect_word(&mut self, what: &str) -> Res<Token> {
         match self.peek() {
             Some(t) if matches!(t.tok, Tok::Word(_) | Tok::Str(_)) => {
                 let t = t.clone();
@@ -67,7 +75,7 @@ impl Parser<'_> {
         }
     }
 
-    fn expect(&mut self, tok: Tok, what: &str) -> Res<()> {
+    pub(super) fn expect(&mut self, tok: Tok, what: &str) -> Res<()> {
         match self.peek() {
             Some(t) if t.tok == tok => {
                 self.pos += 1;
@@ -80,7 +88,7 @@ impl Parser<'_> {
 
     /// Skips to the token after the `}` closing the block whose `{` was
     /// just consumed. Returns the index of that `}` token.
-    fn skip_block(&mut self) -> usize {
+    pub(super) fn skip_block(&mut self) -> usize {
         let mut depth = 1;
         while let Some(t) = self.peek() {
             match t.tok {
@@ -101,7 +109,7 @@ impl Parser<'_> {
     }
 
     /// Skips to the end of the current line.
-    fn skip_line(&mut self) {
+    pub(super) fn skip_line(&mut self) {
         while let Some(t) = self.peek() {
             if matches!(t.tok, Tok::Newline) {
                 return;
@@ -122,60 +130,103 @@ impl Parser<'_> {
         loop {
             self.skip_separators();
             let Some(t) = self.peek().cloned() else {
-                return;
+                break;
             };
-            match t.word() {
-                Some("table") => {
-                    self.pos += 1;
-                    if let Err((l, c, m)) = self.table() {
-                        self.errs.push(l, c, m);
-                        // Resynchronize at the next top-level `table`.
-                        while let Some(t) = self.peek() {
-                            if t.word() == Some("table") && t.col == 1 {
-                                break;
-                            }
-                            self.pos += 1;
-                        }
-                    }
+            self.pos += 1;
+            let r = match t.word() {
+                Some("table") => self.table(),
+                Some(cmd @ ("add" | "create" | "insert" | "flush" | "delete" | "destroy")) => {
+                    self.command(cmd)
                 }
-                Some("flush") => self.skip_line(),
-                _ => {
-                    self.errs.push(
-                        t.line,
-                        t.col,
-                        format!("expected 'table FAMILY NAME {{', found '{}'", t.show()),
-                    );
-                    self.skip_line();
+                _ => Err((
+                    t.line,
+                    t.col,
+                    format!(
+                        "expected 'table FAMILY NAME {{' or a command (add, insert, flush, delete), found '{}'",
+                        t.show()
+                    ),
+                )),
+            };
+            if let Err((l, c, m)) = r {
+                self.errs.push(l, c, m);
+                // Resynchronize at the next top-level statement.
+                while let Some(t) = self.peek() {
+                    if t.col == 1 && t.word().is_some() {
+                        break;
+                    }
+                    self.pos += 1;
                 }
             }
         }
+        self.check_jumps();
+        let dormant = std::mem::take(&mut self.dormant);
+        self.rs
+            .tables
+            .retain(|t| !dormant.contains(&(t.family, t.name.clone())));
     }
 
-    fn table(&mut self) -> Res<()> {
-        let fam_tok = self.expect_word("a table family (inet, ip, ip6)")?;
-        let family = match fam_tok.word() {
+    /// `[FAMILY] NAME` after `table`: the family defaults to `ip`, as in nft.
+    pub(super) fn table_ref(&mut self) -> Res<(TableFamily, String)> {
+        let first = self.expect_word("a table family (inet, ip, ip6) or a table name")?;
+        let next_is_name = matches!(
+            self.peek().map(|t| &t.tok),
+            Some(Tok::Word(_) | Tok::Str(_))
+        );
+        let is_family = matches!(
+            first.word(),
+            Some("inet" | "ip" | "ip6" | "arp" | "bridge" | "netdev")
+        );
+        if !(next_is_name && is_family) {
+            return Ok((TableFamily::Ip, word_text(&first)));
+        }
+        let family = match first.word() {
             Some("inet") => TableFamily::Inet,
             Some("ip") => TableFamily::Ip,
             Some("ip6") => TableFamily::Ip6,
             _ => {
                 return Err((
-                    fam_tok.line,
-                    fam_tok.col,
+                    first.line,
+                    first.col,
                     format!(
                         "table family '{}' is not supported (supported: inet, ip, ip6)",
-                        fam_tok.show()
+                        first.show()
                     ),
                 ))
             }
         };
         let name = self.expect_word("a table name")?;
-        let name = match name.tok {
-            Tok::Word(w) | Tok::Str(w) => w,
-            _ => unreachable!(),
-        };
-        self.expect(Tok::Open, "'{' after the table name")?;
-        let mut chains: Vec<Chain> = Vec::new();
-        let mut jumps: Vec<Jump> = Vec::new();
+        Ok((family, word_text(&name)))
+    }
+
+    /// The index of a table, declaring it if new (nft's `add table`).
+    pub(super) fn table_index(&mut self, family: TableFamily, name: &str) -> usize {
+        match self
+            .rs
+            .tables
+            .iter()
+            .position(|t| t.family == family && t.name == name)
+        {
+            Some(i) => i,
+            None => {
+                self.rs.tables.push(Table {
+                    name: name.to_string(),
+                    family,
+                    chains: Vec::new(),
+                });
+                self.rs.tables.len() - 1
+            }
+        }
+    }
+
+    /// `table [FAMILY] NAME [{ … }]`: a declaration, or a body that adds to
+    /// the table (a table can be written several times, as in nft).
+    pub(super) fn table(&mut self) -> Res<()> {
+        let (family, name) = self.table_ref()?;
+        let ti = self.table_index(family, &name);
+        if !matches!(self.peek().map(|t| &t.tok), Some(Tok::Open)) {
+            return Ok(());
+        }
+        self.pos += 1;
         loop {
             self.skip_separators();
             let Some(t) = self.peek().cloned() else {
@@ -188,7 +239,7 @@ impl Parser<'_> {
                 }
                 (_, Some("chain")) => {
                     self.pos += 1;
-                    if let Err((l, c, m)) = self.chain(family, &name, &mut chains, &mut jumps) {
+                    if let Err((l, c, m)) = self.chain(ti) {
                         self.errs.push(l, c, m);
                         // Skip the rest of the chain.
                         while let Some(t) = self.peek() {
@@ -201,33 +252,51 @@ impl Parser<'_> {
                     }
                 }
                 (_, Some("set")) => {
+                    let from = self.pos;
                     self.pos += 1;
                     let set_name = self.expect_word("a set name")?;
                     self.expect(Tok::Open, "'{' after the set name")?;
+                    let open = self.pos - 1;
                     let close = self.skip_block();
-                    let end = self.toks[close].end;
+                    let text = self.block_text(from, open, close);
                     self.sets.push(SetBlock {
                         table: name.clone(),
-                        name: match set_name.tok {
-                            Tok::Word(w) | Tok::Str(w) => w,
-                            _ => unreachable!(),
-                        },
-                        text: self.text[t.start..end].to_string(),
-                        line: t.line,
+                        name: word_text(&set_name),
+                        text,
+                        line: t.line & ((1 << crate::error::FILE_LINE_BITS) - 1),
                     });
                 }
-                (_, Some("flags" | "comment")) => self.skip_line(),
+                (_, Some("map")) => {
+                    self.pos += 1;
+                    self.map_block(ti)?;
+                }
+                (_, Some("flags")) => {
+                    self.pos += 1;
+                    while let Some(f) = self.peek().and_then(|t| t.word()).map(str::to_string) {
+                        if f == "dormant" {
+                            // A dormant table is not evaluated by the kernel.
+                            self.dormant.push((family, name.clone()));
+                        }
+                        self.pos += 1;
+                        if matches!(self.peek().map(|t| &t.tok), Some(Tok::Comma)) {
+                            self.pos += 1;
+                        }
+                    }
+                }
+                (_, Some("comment")) => self.skip_line(),
                 (
                     _,
                     Some(
-                        other @ ("map" | "flowtable" | "counter" | "quota" | "ct" | "limit"
-                        | "secmark" | "synproxy"),
+                        other @ ("flowtable" | "counter" | "quota" | "ct" | "limit" | "secmark"
+                        | "synproxy"),
                     ),
                 ) => {
                     self.errs.push(
                         t.line,
                         t.col,
-                        format!("table object '{other}' is not supported (supported: chain, set)"),
+                        format!(
+                            "table object '{other}' is not supported (supported: chain, set, map)"
+                        ),
                     );
                     self.pos += 1;
                     self.skip_line();
@@ -237,7 +306,7 @@ impl Parser<'_> {
                         t.line,
                         t.col,
                         format!(
-                            "expected 'chain NAME {{', 'set NAME {{' or '}}', found '{}'",
+                            "expected 'chain NAME {{', 'set NAME {{', 'map NAME {{' or '}}', found '{}'",
                             t.show()
                         ),
                     );
@@ -245,62 +314,146 @@ impl Parser<'_> {
                 }
             }
         }
-        // Jump targets must exist in the table; loops are rejected.
-        let mut edges: Vec<Vec<(usize, u32, u32)>> = vec![Vec::new(); chains.len()];
-        for j in &jumps {
-            match chains.iter().position(|c| c.name == j.target) {
-                Some(t) if chains[t].base.is_some() => self.errs.push(
-                    j.line,
-                    j.col,
-                    format!("cannot jump to base chain '{}'", j.target),
-                ),
-                Some(t) => edges[j.chain].push((t, j.line, j.col)),
-                None => self.errs.push(
-                    j.line,
-                    j.col,
-                    format!(
-                        "jump to unknown chain '{}' (no 'chain {}' in table '{}')",
-                        j.target, j.target, name
-                    ),
-                ),
-            }
-        }
-        let names: Vec<&str> = chains.iter().map(|c| c.name.as_str()).collect();
-        report_loops(&names, &edges, &mut self.errs);
-        self.rs.tables.push(Table {
-            name,
-            family,
-            chains,
-        });
         Ok(())
     }
 
-    fn chain(
-        &mut self,
-        family: TableFamily,
-        table: &str,
-        chains: &mut Vec<Chain>,
-        jumps: &mut Vec<Jump>,
-    ) -> Res<()> {
-        let name_tok = self.expect_word("a chain name")?;
-        let name = match &name_tok.tok {
-            Tok::Word(w) | Tok::Str(w) => w.clone(),
-            _ => unreachable!(),
+    /// After `map` in table `ti`: `NAME { type K : V; flags …; elements =
+    /// { … } }`.
+    pub(super) fn map_block(&mut self, ti: usize) -> Res<()> {
+        let name = word_text(&self.expect_word("a map name")?);
+        self.expect(Tok::Open, "'{' after the map name")?;
+        let t = &self.rs.tables[ti];
+        let mut map = NamedMap {
+            table: (t.family, t.name.clone()),
+            name,
+            verdict: false,
+            elements: Vec::new(),
         };
-        if chains.iter().any(|c| c.name == name) {
-            return Err((
-                name_tok.line,
-                name_tok.col,
-                format!("chain '{name}' is defined twice in table '{table}'"),
-            ));
+        loop {
+            self.skip_separators();
+            let Some(t) = self.peek().cloned() else {
+                return self.fail(format!("expected '}}' closing map '{}'", map.name));
+            };
+            self.pos += 1;
+            match (&t.tok, t.word()) {
+                (Tok::Close, _) => break,
+                (_, Some("type" | "typeof")) => {
+                    let start = self.pos;
+                    self.skip_line();
+                    let ty: Vec<&str> = self.toks[start..self.pos]
+                        .iter()
+                        .filter_map(|t| t.word())
+                        .collect();
+                    map.verdict = ty.ends_with(&[":", "verdict"]);
+                }
+                (_, Some("elements")) => {
+                    let eq = self.expect_word("'='")?;
+                    if eq.word() != Some("=") {
+                        return Err((
+                            eq.line,
+                            eq.col,
+                            format!("expected '=', found '{}'", eq.show()),
+                        ));
+                    }
+                    self.expect(Tok::Open, "'{' after 'elements ='")?;
+                    let start = self.pos;
+                    let close = self.skip_block();
+                    map.elements = self.toks[start..close]
+                        .iter()
+                        .filter(|t| t.tok != Tok::Newline)
+                        .cloned()
+                        .collect();
+                }
+                (
+                    _,
+                    Some(
+                        "flags" | "comment" | "size" | "policy" | "counter" | "timeout"
+                        | "gc-interval",
+                    ),
+                ) => self.skip_line(),
+                _ => {
+                    return Err((
+                        t.line,
+                        t.col,
+                        format!(
+                            "expected 'type', 'flags', 'elements' or '}}' in map '{}', found '{}'",
+                            map.name,
+                            t.show()
+                        ),
+                    ))
+                }
+            }
         }
-        self.expect(Tok::Open, "'{' after the chain name")?;
-        let ci = chains.len();
-        chains.push(Chain {
-            name: name.clone(),
-            base: None,
-            rules: Vec::new(),
-        });
+        self.maps
+            .retain(|m| !(m.table == map.table && m.name == map.name));
+        self.maps.push(map);
+        Ok(())
+    }
+
+    /// Jump targets must exist in the jumping chain's table; loops are
+    /// rejected. Checked once the whole file is read, since commands may
+    /// add chains later.
+    fn check_jumps(&mut self) {
+        let jumps = std::mem::take(&mut self.jumps);
+        for (ti, table) in self.rs.tables.iter().enumerate() {
+            let chains = &table.chains;
+            let mut edges: Vec<Vec<(usize, u32, u32)>> = vec![Vec::new(); chains.len()];
+            for j in jumps
+                .iter()
+                .filter(|j| j.table == (table.family, table.name.clone()))
+            {
+                let Some(from) = chains.iter().position(|c| c.name == j.chain) else {
+                    continue;
+                };
+                match chains.iter().position(|c| c.name == j.target) {
+                    Some(t) if chains[t].base.is_some() => self.errs.push(
+                        j.line,
+                        j.col,
+                        format!("cannot jump to base chain '{}'", j.target),
+                    ),
+                    Some(t) => edges[from].push((t, j.line, j.col)),
+                    None => self.errs.push(
+                        j.line,
+                        j.col,
+                        format!(
+                            "jump to unknown chain '{}' (no 'chain {}' in table '{}')",
+                            j.target, j.target, table.name
+                        ),
+                    ),
+                }
+            }
+            let _ = ti;
+            let names: Vec<&str> = chains.iter().map(|c| c.name.as_str()).collect();
+            report_loops(&names, &edges, &mut self.errs);
+        }
+    }
+
+    /// The index of chain `name` in table `ti`, declaring it if new.
+    pub(super) fn chain_index(&mut self, ti: usize, name: &str) -> usize {
+        let chains = &mut self.rs.tables[ti].chains;
+        match chains.iter().position(|c| c.name == name) {
+            Some(ci) => ci,
+            None => {
+                chains.push(Chain {
+                    name: name.to_string(),
+                    base: None,
+                    rules: Vec::new(),
+                });
+                chains.len() - 1
+            }
+        }
+    }
+
+    /// `chain NAME [{ … }]` in table `ti`: a declaration, or a body whose
+    /// rules are appended (a chain can be written several times, as in nft).
+    pub(super) fn chain(&mut self, ti: usize) -> Res<()> {
+        let name_tok = self.expect_word("a chain name")?;
+        let name = word_text(&name_tok);
+        let ci = self.chain_index(ti, &name);
+        if !matches!(self.peek().map(|t| &t.tok), Some(Tok::Open)) {
+            return Ok(());
+        }
+        self.pos += 1;
         loop {
             self.skip_separators();
             let Some(t) = self.peek().cloned() else {
@@ -316,12 +469,15 @@ impl Parser<'_> {
                     let r = self.base_chain();
                     match r {
                         Ok(b) => {
-                            let old_policy = chains[ci].base.as_ref().map(|b| b.policy.clone());
+                            let old_policy = self.rs.tables[ti].chains[ci]
+                                .base
+                                .as_ref()
+                                .map(|b| b.policy.clone());
                             let mut b = b;
                             if let Some(p) = old_policy {
                                 b.policy = p;
                             }
-                            chains[ci].base = Some(b);
+                            self.rs.tables[ti].chains[ci].base = Some(b);
                         }
                         Err((l, c, m)) => {
                             self.errs.push(l, c, m);
@@ -344,7 +500,7 @@ impl Parser<'_> {
                             continue;
                         }
                     };
-                    match chains[ci].base.as_mut() {
+                    match self.rs.tables[ti].chains[ci].base.as_mut() {
                         Some(b) => b.policy = v,
                         None => self.errs.push(
                             t.line,
@@ -355,28 +511,41 @@ impl Parser<'_> {
                 }
                 (_, Some("comment")) => self.skip_line(),
                 _ => {
-                    let id = self.next_id;
-                    self.next_id += 1;
-                    match self.rule(family, id) {
-                        Ok((rule, jump)) => {
-                            if let Some((target, line, col)) = jump {
-                                jumps.push(Jump {
-                                    chain: ci,
-                                    target,
-                                    line,
-                                    col,
-                                });
-                            }
-                            chains[ci].rules.push(rule);
-                        }
-                        Err((l, c, m)) => {
-                            self.errs.push(l, c, m);
-                            self.skip_line();
-                        }
+                    if let Err((l, c, m)) = self.add_rule(ti, ci, false) {
+                        self.errs.push(l, c, m);
+                        self.skip_line();
                     }
                 }
             }
         }
+    }
+
+    /// Parses the rule at the cursor and appends it to (or, for `insert
+    /// rule`, puts it first in) chain `ci` of table `ti`. A verdict map
+    /// gives several model rules, all with the rule's id.
+    pub(super) fn add_rule(&mut self, ti: usize, ci: usize, insert: bool) -> Res<()> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let family = self.rs.tables[ti].family;
+        let (rules, jumps) = self.rule(family, ti, id)?;
+        let table = (family, self.rs.tables[ti].name.clone());
+        let chain_name = self.rs.tables[ti].chains[ci].name.clone();
+        for (target, line, col) in jumps {
+            self.jumps.push(Jump {
+                table: table.clone(),
+                chain: chain_name.clone(),
+                target,
+                line,
+                col,
+            });
+        }
+        let chain = &mut self.rs.tables[ti].chains[ci];
+        if insert {
+            chain.rules.splice(0..0, rules);
+        } else {
+            chain.rules.extend(rules);
+        }
+        Ok(())
     }
 
     /// After `type`: `filter hook HOOK priority P` (policy comes separately).
@@ -466,9 +635,15 @@ impl Parser<'_> {
         out
     }
 
-    fn rule(&mut self, family: TableFamily, id: u32) -> Res<(Rule, Option<JumpAt>)> {
+    fn rule(&mut self, family: TableFamily, ti: usize, id: u32) -> Res<(Vec<Rule>, Vec<JumpAt>)> {
         let toks = self.rule_tokens();
         let first_line = toks.first().map_or(0, |t| t.line);
+        let table_name = self.rs.tables[ti].name.clone();
+        let maps: Vec<&NamedMap> = self
+            .maps
+            .iter()
+            .filter(|m| m.table == (family, table_name.clone()))
+            .collect();
         let mut rp = RuleParser {
             toks: &toks,
             i: 0,
@@ -478,6 +653,8 @@ impl Parser<'_> {
             rule: Rule::new(id, Matches::any(), Action::Count),
             action: None,
             jump: None,
+            maps: &maps,
+            vmap: None,
         };
         match family {
             TableFamily::Ip => rp.matches.constrain(Field::Family, IntervalSet::point(4)),
@@ -488,7 +665,48 @@ impl Parser<'_> {
         let mut rule = rp.rule;
         rule.matches = rp.matches;
         rule.action = rp.action.unwrap_or(Action::Count);
-        rule.origin = Origin { line: first_line };
-        Ok((rule, rp.jump))
+        rule.origin = Origin {
+            line: first_line & ((1 << crate::error::FILE_LINE_BITS) - 1),
+        };
+        let Some(entries) = rp.vmap else {
+            return Ok((vec![rule], rp.jump.into_iter().collect()));
+        };
+        // `KEY vmap { k : v, … }`: one rule per element, in order, each with
+        // the rule's conditions and KEY in the element; no default.
+        let mut rules = Vec::new();
+        let mut jumps = Vec::new();
+        for e in entries {
+            let mut r = rule.clone();
+            r.matches.constrain(e.field, e.keys);
+            r.action = e.action;
+            if let Some(j) = e.jump {
+                jumps.push(j);
+            }
+            rules.push(r);
+        }
+        Ok((rules, jumps))
+    }
+
+    /// The text of tokens `from..=close`: the source slice when they are
+    /// all from one file and none came from a variable, else the tokens
+    /// written back (lines kept, so positions inside stay close).
+    pub(super) fn block_text(&self, from: usize, _open: usize, close: usize) -> String {
+        let toks = &self.toks[from..=close];
+        let src = toks[0].src;
+        if src != SUBSTITUTED && toks.iter().all(|t| t.src == src) {
+            let text = &self.sources.texts[src as usize];
+            return text[toks[0].start..toks[toks.len() - 1].end].to_string();
+        }
+        let mut out = String::new();
+        for t in toks {
+            match t.tok {
+                Tok::Newline => out.push('\n'),
+                _ => {
+                    out.push_str(&t.show());
+                    out.push(' ');
+                }
+            }
+        }
+        out
     }
 }

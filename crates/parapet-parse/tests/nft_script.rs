@@ -1,0 +1,337 @@
+//! nft files as `nft -f` reads them: includes, variables, commands applied
+//! in order, family-less and bodiless tables, line continuations, `flags
+//! dormant`, and verdict maps lowered into ordinary rules (checked on
+//! packets with the linear engine).
+
+use parapet_model::*;
+use parapet_parse::*;
+use std::path::PathBuf;
+
+fn ok(text: &str) -> Ruleset {
+    parse(text, "n.nft", Format::Nft)
+        .unwrap_or_else(|e| panic!("{}", e[0]))
+        .ruleset
+}
+
+fn err(text: &str) -> String {
+    parse(text, "n.nft", Format::Nft).unwrap_err()[0].to_string()
+}
+
+/// (rule id, verdict) for a packet at the ruleset's input base chain.
+fn decide(rs: &Ruleset, pkt: &Packet) -> (u32, Verdict) {
+    let e = LinearEngine::new(rs, rs.select_chain(None).unwrap()).unwrap();
+    let d = e.classify(pkt, &NoSets).unwrap();
+    (d.rule_id, d.verdict)
+}
+
+fn tcp(dport: u16, ct: CtState) -> Packet {
+    let mut p = Packet::v4(0x0a00_0001, 0x0a00_0002, 6, 40000, dport);
+    p.ct_state = ct;
+    p
+}
+
+const BASE: &str = "type filter hook input priority filter; policy drop;";
+
+#[test]
+fn table_without_family_is_ip() {
+    let rs = ok(&format!(
+        "table filter {{\n\tchain input {{\n\t\t{BASE}\n\t\ttcp dport 22 accept\n\t}}\n}}\n"
+    ));
+    assert_eq!(rs.tables[0].family, TableFamily::Ip);
+    assert_eq!(rs.tables[0].name, "filter");
+    assert_eq!(decide(&rs, &tcp(22, CtState::New)), (1, Verdict::Accept));
+}
+
+#[test]
+fn commands_apply_in_file_order() {
+    // fw4's shape: a bodiless declaration, a flush, then the body; rules
+    // added and inserted by commands afterwards.
+    let text = format!(
+        "table inet fw4\nflush table inet fw4\ntable inet fw4 {{\n\tchain input {{\n\t\t{BASE}\n\t\ttcp dport 80 accept\n\t}}\n}}\nadd rule inet fw4 input tcp dport 22 accept\ninsert rule inet fw4 input tcp dport 22 drop\n"
+    );
+    let rs = ok(&text);
+    let rules = &rs.tables[0].chains[0].rules;
+    assert_eq!(rules.len(), 3);
+    // Ids follow file order; `insert` puts the rule first.
+    assert_eq!(rules.iter().map(|r| r.id).collect::<Vec<_>>(), [3, 1, 2]);
+    assert_eq!(decide(&rs, &tcp(22, CtState::New)), (3, Verdict::Drop));
+
+    // `flush table` empties the chains written before it.
+    let rs = ok(&format!(
+        "table inet t {{\n\tchain input {{\n\t\t{BASE}\n\t\ttcp dport 22 accept\n\t}}\n}}\nflush table inet t\n"
+    ));
+    assert_eq!(rs.rule_count(), 0);
+    // `flush ruleset` forgets everything before it; `delete table` one table.
+    let rs = ok(&format!(
+        "table ip a {{\n\tchain c {{\n\t}}\n}}\nflush ruleset\ntable ip b\ntable ip c\ndelete table ip b\nadd chain ip c input {{ {BASE} }}\nadd rule ip c input accept\n"
+    ));
+    assert_eq!(
+        rs.tables
+            .iter()
+            .map(|t| t.name.as_str())
+            .collect::<Vec<_>>(),
+        ["c"]
+    );
+    assert_eq!(decide(&rs, &tcp(1, CtState::New)), (1, Verdict::Accept));
+
+    assert_eq!(
+        err("table ip t\nadd rule ip t nope accept\n"),
+        "n.nft:2:15: no chain 'nope' in table 't'"
+    );
+    assert_eq!(
+        err("delete table ip gone\n"),
+        "n.nft:1:8: cannot delete table 'gone': no such table"
+    );
+    assert!(err("table ip t\nadd rule ip t c position 3 accept\n").contains("no chain 'c'"));
+    assert!(
+        err("table ip t { chain c { } }\nadd rule ip t c position 3 accept\n")
+            .contains("'add rule … position N' is not supported")
+    );
+    // A chain written twice gets the rules of both bodies.
+    let rs = ok(&format!(
+        "table ip t {{\n\tchain input {{\n\t\t{BASE}\n\t\ttcp dport 1 accept\n\t}}\n}}\ntable ip t {{\n\tchain input {{\n\t\ttcp dport 2 accept\n\t}}\n}}\n"
+    ));
+    assert_eq!(rs.rule_count(), 2);
+}
+
+#[test]
+fn defines_and_variables() {
+    let text = format!(
+        "define ssh = 22\ndefine web = {{ 80, 443 }}\ndefine ports = {{ $ssh, $web }}\ndefine lan = 10.0.0.0/8\ntable inet t {{\n\tchain input {{\n\t\t{BASE}\n\t\tip saddr $lan tcp dport {{ $ports, 8080 }} accept\n\t}}\n}}\n"
+    );
+    let rs = ok(&text);
+    for (port, want) in [(22, 1), (443, 1), (8080, 1), (81, 0)] {
+        assert_eq!(decide(&rs, &tcp(port, CtState::New)).0, want, "port {port}");
+    }
+    let mut outside = tcp(22, CtState::New);
+    outside.src = 0x0b00_0001;
+    assert_eq!(decide(&rs, &outside).0, 0);
+    // A set variable used as the whole value keeps its braces.
+    let rs = ok(&format!(
+        "define web = {{ 80, 443 }}\ntable ip t {{\n\tchain input {{\n\t\t{BASE}\n\t\ttcp dport $web accept\n\t}}\n}}\n"
+    ));
+    assert_eq!(decide(&rs, &tcp(443, CtState::New)).0, 1);
+    assert_eq!(
+        err("table ip t {\n\tchain c {\n\t\ttcp dport $nope accept\n\t}\n}\n"),
+        "n.nft:3:13: undefined variable '$nope' (no 'define nope = …' before it)"
+    );
+    // Line continuations join a statement's lines.
+    let rs = ok(&format!(
+        "table ip t {{\n\tchain input {{\n\t\t{BASE}\n\t\ttcp dport \\\n\t\t\t22 accept\n\t}}\n}}\n"
+    ));
+    assert_eq!(decide(&rs, &tcp(22, CtState::New)).0, 1);
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("parapet-nft-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(d.join("rules.d")).unwrap();
+    d
+}
+
+#[test]
+fn includes() {
+    let d = temp_dir("inc");
+    std::fs::write(d.join("defs.nft"), "define ssh = 22\n").unwrap();
+    std::fs::write(
+        d.join("rules.d/10-ssh.nft"),
+        "add rule inet t input tcp dport $ssh accept\n",
+    )
+    .unwrap();
+    std::fs::write(
+        d.join("rules.d/20-web.nft"),
+        "add rule inet t input tcp dport 80 accept\n",
+    )
+    .unwrap();
+    let main = d.join("main.nft");
+    let text = format!(
+        "include \"defs.nft\"\ntable inet t {{\n\tchain input {{\n\t\t{BASE}\n\t}}\n}}\ninclude \"rules.d/*.nft\"\ninclude \"none.d/*.nft\"\n"
+    );
+    std::fs::write(&main, &text).unwrap();
+    let path = main.to_str().unwrap();
+    let rs = parse(&text, path, Format::Nft).unwrap().ruleset;
+    assert_eq!(rs.rule_count(), 2);
+    assert_eq!(decide(&rs, &tcp(22, CtState::New)), (1, Verdict::Accept));
+    assert_eq!(decide(&rs, &tcp(80, CtState::New)), (2, Verdict::Accept));
+
+    // An error inside an included file names that file and line.
+    std::fs::write(
+        d.join("rules.d/30-bad.nft"),
+        "\nadd rule inet t input tcp dport x accept\n",
+    )
+    .unwrap();
+    let e = parse(&text, path, Format::Nft).unwrap_err();
+    let bad = d.join("rules.d/30-bad.nft");
+    assert!(
+        e[0].to_string()
+            .starts_with(&format!("{}:2:33:", bad.display())),
+        "{}",
+        e[0]
+    );
+    std::fs::remove_file(&bad).unwrap();
+
+    // A missing file and a cycle point at the including line.
+    let e = parse("\n  include \"missing.nft\"\n", path, Format::Nft).unwrap_err();
+    assert!(
+        e[0].to_string()
+            .starts_with(&format!("{path}:2:3: included file")),
+        "{}",
+        e[0]
+    );
+    std::fs::write(d.join("a.nft"), "include \"b.nft\"\n").unwrap();
+    std::fs::write(d.join("b.nft"), "include \"a.nft\"\n").unwrap();
+    let a = d.join("a.nft");
+    let e = parse("include \"b.nft\"\n", a.to_str().unwrap(), Format::Nft).unwrap_err();
+    assert!(
+        e[0].to_string()
+            .starts_with(&format!("{}:1:1: include '", d.join("b.nft").display()))
+            && e[0]
+                .to_string()
+                .ends_with("includes itself (an include cycle)"),
+        "{}",
+        e[0]
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn dormant_table_is_not_enforced() {
+    let text = format!(
+        "table ip off {{\n\tflags dormant\n\tchain input {{\n\t\t{BASE}\n\t}}\n}}\ntable ip on {{\n\tchain input {{\n\t\ttype filter hook input priority 0; policy accept;\n\t}}\n}}\n"
+    );
+    let rs = ok(&text);
+    assert_eq!(
+        rs.tables
+            .iter()
+            .map(|t| t.name.as_str())
+            .collect::<Vec<_>>(),
+        ["on"]
+    );
+}
+
+#[test]
+fn anonymous_verdict_map() {
+    let text = format!(
+        "table inet t {{\n\tchain input {{\n\t\t{BASE}\n\t\tct state vmap {{ established : accept, related : accept, invalid : drop }}\n\t\ttcp dport 22 accept\n\t}}\n}}\n"
+    );
+    let rs = ok(&text);
+    // One rule per element, all with the vmap rule's id, then the next rule.
+    let ids: Vec<u32> = rs.rules().map(|r| r.id).collect();
+    assert_eq!(ids, [1, 1, 1, 2]);
+    assert_eq!(
+        decide(&rs, &tcp(80, CtState::Established)),
+        (1, Verdict::Accept)
+    );
+    assert_eq!(decide(&rs, &tcp(22, CtState::Invalid)), (1, Verdict::Drop));
+    // No default: a key in no element goes on with the next rule.
+    assert_eq!(decide(&rs, &tcp(22, CtState::New)), (2, Verdict::Accept));
+    assert_eq!(decide(&rs, &tcp(80, CtState::New)), (0, Verdict::Drop));
+
+    assert!(err(&format!(
+        "table ip t {{\n\tchain c {{\n\t\t{BASE}\n\t\ttcp dport vmap {{ 20-30 : accept, 22 : drop }}\n\t}}\n}}\n"
+    ))
+    .contains("verdict map element '22' overlaps an earlier one"));
+    assert!(err(&format!(
+        "table ip t {{\n\tchain c {{\n\t\t{BASE}\n\t\ttcp dport vmap {{ 22 : queue }}\n\t}}\n}}\n"
+    ))
+    .contains("expected a verdict (accept, drop, return, continue, jump CHAIN, goto CHAIN), found 'queue'"));
+}
+
+#[test]
+fn named_verdict_map_with_jumps() {
+    let text = format!(
+        "table ip t {{\n\tmap ports {{\n\t\ttype inet_service : verdict\n\t\telements = {{ 22 : jump ssh,\n\t\t\t80 : continue, 443 : goto web }}\n\t}}\n\tchain ssh {{\n\t\tip saddr 10.0.0.0/8 accept\n\t}}\n\tchain web {{\n\t\taccept\n\t}}\n\tchain input {{\n\t\t{BASE}\n\t\tip saddr 10.0.0.1 tcp dport vmap @ports\n\t\ttcp dport 80 accept\n\t}}\n}}\n"
+    );
+    let rs = ok(&text);
+    // The map's rules also need the rule's own condition (ip saddr 10.0.0.1).
+    assert_eq!(decide(&rs, &tcp(22, CtState::New)), (1, Verdict::Accept));
+    assert_eq!(decide(&rs, &tcp(443, CtState::New)), (2, Verdict::Accept));
+    assert_eq!(decide(&rs, &tcp(80, CtState::New)), (4, Verdict::Accept));
+    let mut other = tcp(443, CtState::New);
+    other.src = 0x0a00_0009;
+    assert_eq!(decide(&rs, &other), (0, Verdict::Drop));
+
+    assert!(err(&format!(
+        "table ip t {{\n\tchain c {{\n\t\t{BASE}\n\t\ttcp dport vmap @nope\n\t}}\n}}\n"
+    ))
+    .contains("no map 'nope' in this table"));
+    assert!(err(&format!(
+        "table ip t {{\n\tmap m {{\n\t\ttype ipv4_addr : ipv4_addr\n\t}}\n\tchain c {{\n\t\t{BASE}\n\t\tip saddr vmap @m\n\t}}\n}}\n"
+    ))
+    .contains("map 'm' is not a verdict map"));
+    // Jump targets in a map are checked like any jump.
+    assert!(err(&format!(
+        "table ip t {{\n\tchain c {{\n\t\t{BASE}\n\t\ttcp dport vmap {{ 22 : jump nowhere }}\n\t}}\n}}\n"
+    ))
+    .contains("jump to unknown chain 'nowhere'"));
+}
+
+#[test]
+fn trace_steps_tell_vmap_elements_apart() {
+    let rs = ok(&format!(
+        "table ip t {{\n\tchain input {{\n\t\t{BASE}\n\t\ttcp dport vmap {{ 22 : accept, 23 : drop }}\n\t}}\n}}\n"
+    ));
+    let e = LinearEngine::new(&rs, rs.select_chain(None).unwrap()).unwrap();
+    let (d, steps) = e.trace(&tcp(23, CtState::New), &NoSets).unwrap();
+    assert_eq!((d.rule_id, d.verdict), (1, Verdict::Drop));
+    // Both steps are rule 1; `at` says which element each was.
+    assert_eq!(
+        steps.iter().map(|s| (s.rule_id, s.at)).collect::<Vec<_>>(),
+        [(1, (0, 0, 0)), (1, (0, 0, 1))]
+    );
+    assert_eq!(steps[1].failed_on, None);
+}
+
+#[test]
+fn include_depth_is_bounded() {
+    let d = temp_dir("depth");
+    for i in 0..20 {
+        std::fs::write(
+            d.join(format!("{i}.nft")),
+            format!("include \"{}.nft\"\n", i + 1),
+        )
+        .unwrap();
+    }
+    std::fs::write(d.join("20.nft"), "table ip t\n").unwrap();
+    let first = d.join("0.nft");
+    let text = std::fs::read_to_string(&first).unwrap();
+    let e = parse(&text, first.to_str().unwrap(), Format::Nft).unwrap_err();
+    assert!(
+        e[0].message.contains("includes nested more than 16 deep"),
+        "{}",
+        e[0]
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn scripts_of_commands_are_detected_as_nft() {
+    assert_eq!(
+        detect("add table inet t\nadd chain inet t c\n"),
+        Format::Nft
+    );
+    assert_eq!(detect("insert rule ip t c accept\n"), Format::Nft);
+    assert_eq!(detect("delete table ip t\n"), Format::Nft);
+    // ipset's `add SET ENTRY` stays ipset.
+    assert_eq!(detect("add blocklist 192.0.2.1\n"), Format::Ipset);
+}
+
+#[test]
+fn add_set_and_add_element_build_the_set_block() {
+    let text = "add table inet t\nadd set inet t allow { type ipv4_addr; flags interval; }\nadd element inet t allow { 10.0.0.0/8 }\nadd element inet t allow { 192.168.1.1 }\n";
+    let p = parse(text, "n.nft", Format::Nft).unwrap();
+    assert_eq!(p.set_blocks.len(), 1);
+    let b = &p.set_blocks[0];
+    assert_eq!((b.table.as_str(), b.name.as_str()), ("t", "allow"));
+    assert!(
+        b.text.starts_with("set allow { type ipv4_addr;"),
+        "{}",
+        b.text
+    );
+    assert!(b.text.contains("elements = { 10.0.0.0/8 }"), "{}", b.text);
+    assert!(b.text.contains("elements = { 192.168.1.1 }"), "{}", b.text);
+    assert_eq!(
+        err("add table inet t\nadd element inet t nope { 1.2.3.4 }\n"),
+        "n.nft:2:20: no set 'nope' in table 't'"
+    );
+}
