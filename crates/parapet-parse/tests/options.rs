@@ -208,8 +208,8 @@ fn file_structure_errors() {
             "2:1: expected '-A CHAIN …'",
         ),
         (
-            "*mangle\n:PREROUTING ACCEPT [0:0]\n-A PREROUTING -j MARK --set-mark 1\nCOMMIT\n",
-            "3:18: target 'MARK' is not supported",
+            "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -j MARK --set-mark 1\nCOMMIT\n",
+            "3:13: target 'MARK' is not supported",
         ),
         (
             "*filter\n*filter\nCOMMIT\n",
@@ -239,9 +239,10 @@ fn all_errors_of_a_file_and_no_partial_ruleset() {
 fn ids_follow_file_order_across_tables_and_chains() {
     let text = "*raw\n:PREROUTING ACCEPT [0:0]\n-A PREROUTING -j ACCEPT\nCOMMIT\n*filter\n:INPUT ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n-A OUTPUT -j ACCEPT\n-A INPUT -j DROP\nCOMMIT\n";
     let rs = parse(text, "f", Format::IptablesSave).unwrap().ruleset;
-    let input = &rs.tables[1].chains[0];
-    let output = &rs.tables[1].chains[1];
-    assert_eq!((input.rules[0].id, output.rules[0].id), (3, 2));
+    let input = &rs.tables[0].chains[0];
+    let output = &rs.tables[0].chains[1];
+    // The raw table is left to the kernel: its rule takes no id.
+    assert_eq!((input.rules[0].id, output.rules[0].id), (2, 1));
     // Rendering keeps file order, so the ids survive.
     let out = render::iptables_save(&rs).unwrap();
     let again = parse(&out, "g", Format::IptablesSave).unwrap().ruleset;
