@@ -44,6 +44,5 @@ pub use policy::Policy;
 pub use proto::{protocol_name, protocol_number, service_port, PROTOCOLS, SERVICES};
 pub use rule::{
     Action, BaseChain, Chain, ChainId, Counters, Dir, Hook, LeftToKernel, Limit, LogSpec, Matches,
-    Origin, Rule,
-    Ruleset, SetKeySpec, SetRef, Table, TableFamily, TimeUnit, Verdict,
+    Origin, Rule, Ruleset, SetKeySpec, SetRef, Table, TableFamily, TimeUnit, Verdict,
 };

@@ -575,7 +575,10 @@ fn kernel_tables_are_still_checked_for_structure() {
     assert_errors(
         "bad/kernel_tables.v4",
         &[
-            ("3:14", "expected a policy ACCEPT, DROP or '-', found 'MASQ'"),
+            (
+                "3:14",
+                "expected a policy ACCEPT, DROP or '-', found 'MASQ'",
+            ),
             ("4:47", "unterminated \"-quoted string"),
             ("5:4", "chain 'NOPE' is not declared in table 'nat'"),
             ("6:1", "expected '-A CHAIN …'"),

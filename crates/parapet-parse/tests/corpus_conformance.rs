@@ -21,10 +21,7 @@ use parapet_parse::*;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-const EXPECTATIONS: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/tests/corpus_expectations.tsv"
-);
+const EXPECTATIONS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/corpus_expectations.tsv");
 
 const DIRS: [&str; 3] = ["iptables", "nft", "ipset"];
 
@@ -44,9 +41,10 @@ fn category(file: &str) -> &'static str {
     match dir {
         "iptables" if name.starts_with("iptables-tests_") => "iptables, iptables' test dumps",
         "iptables" => "iptables-save, real-world",
-        "nft" if ["cfg_", "debian12_", "openwrt-fw4_"]
-            .iter()
-            .any(|p| name.starts_with(p)) =>
+        "nft"
+            if ["cfg_", "debian12_", "openwrt-fw4_"]
+                .iter()
+                .any(|p| name.starts_with(p)) =>
         {
             "nft, real-world configs"
         }
@@ -74,8 +72,7 @@ fn load(file: &str, text: &str) -> Result<Option<Parsed>, String> {
             .map(|_| None)
             .map_err(|e| refusal(&e.message));
     }
-    let parsed = parse(text, file, Format::Auto)
-        .map_err(|errs| refusal(&errs[0].message))?;
+    let parsed = parse(text, file, Format::Auto).map_err(|errs| refusal(&errs[0].message))?;
     if let Ok(chain) = parsed.ruleset.select_chain(None) {
         parapet_model::flatten(&parsed.ruleset, chain).map_err(|e| refusal(&e.to_string()))?;
     }

@@ -89,7 +89,10 @@ pub(crate) fn parse(
                 continue;
             }
         };
-        if let Some(t) = table.as_mut().filter(|t| t.kernel && !trimmed.starts_with('*')) {
+        if let Some(t) = table
+            .as_mut()
+            .filter(|t| t.kernel && !trimmed.starts_with('*'))
+        {
             t.text.push_str(line);
             t.text.push('\n');
         }

@@ -430,6 +430,12 @@ fn write_ports_and_flags(
     if let Some(set) = r.matches.get(Field::TcpFlags) {
         let s = spell_tcp_flags(set, proto, id)?;
         let (mask, comp) = s.items;
+        if mask & !IPTABLES_TCP_FLAGS != 0 {
+            return Err(rerr(
+                id,
+                "iptables --tcp-flags cannot name ECE or CWR (its flags: FIN, SYN, RST, PSH, ACK, URG); list it as nft",
+            ));
+        }
         let _ = write!(
             proto_opts,
             " {}--tcp-flags {} {}",
