@@ -201,9 +201,7 @@ pub(crate) fn parse_port(s: &str) -> Result<u128, String> {
         .map_err(|_| format!("expected a port number 0-65535, found '{s}'"))
 }
 
-/// iptables' port range: `P`, `A:B`, `:B`, `A:`. A reversed range
-/// (`100:50`) is returned as written: `--dport` loads it and never matches
-/// (xt_tcp's `port_match`), multiport refuses it.
+/// iptables' port range: `P`, `A:B`, `:B`, `A:`.
 pub(crate) fn parse_port_range(s: &str, sep: char) -> Result<(u128, u128), String> {
     match s.split_once(sep) {
         None => {
@@ -213,6 +211,9 @@ pub(crate) fn parse_port_range(s: &str, sep: char) -> Result<(u128, u128), Strin
         Some((a, b)) => {
             let lo = if a.is_empty() { 0 } else { parse_port(a)? };
             let hi = if b.is_empty() { 65535 } else { parse_port(b)? };
+            if lo > hi {
+                return Err(format!("port range '{s}' is empty (start after end)"));
+            }
             Ok((lo, hi))
         }
     }

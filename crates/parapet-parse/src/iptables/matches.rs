@@ -181,12 +181,6 @@ impl RuleParser<'_> {
                     Field::DstPort
                 };
                 match parse_port_range(v, ':') {
-                    // Reversed (`100:50`): the kernel's `min <= port <=
-                    // max` holds for no port, so the rule never matches
-                    // (and `!` of it matches every port).
-                    Ok((lo, hi)) if lo > hi => {
-                        self.constrain(field, IntervalSet::empty(), negated, 0xffff)
-                    }
                     Ok((lo, hi)) => self.constrain(field, IntervalSet::range(lo, hi), negated, 0xffff),
                     Err(m) => self.err(vcol, m),
                 }
@@ -195,12 +189,6 @@ impl RuleParser<'_> {
                 let mut set = IntervalSet::empty();
                 for part in v.split(',') {
                     match parse_port_range(part, ':') {
-                        Ok((lo, hi)) if lo > hi => {
-                            return self.err(
-                                vcol,
-                                format!("port range '{part}' is reversed (multiport refuses it: start after end)"),
-                            )
-                        }
                         Ok((lo, hi)) => set = set.union(&IntervalSet::range(lo, hi)),
                         Err(m) => return self.err(vcol, m),
                     }
