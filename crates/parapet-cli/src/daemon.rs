@@ -399,6 +399,7 @@ fn exec(c: &mut Client, cmd: DaemonCommand) -> Result<ExitCode, ClientError> {
                     r.get("generation").and_then(Value::as_u64).unwrap_or(0)
                 );
             }
+            print_left_to_kernel(r.get("left_to_kernel"));
         }
         DaemonCommand::List { counters, format } => {
             let mut m = obj(json!({"cmd": "list", "counters": counters}));
@@ -633,6 +634,29 @@ fn set_cmd(c: &mut Client, cmd: SetCommand) -> Result<ExitCode, ClientError> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// One line per table the applied ruleset leaves to the kernel's netfilter
+/// (the reply's `left_to_kernel`): `left to the kernel: nat (POSTROUTING 1 rule)`.
+fn print_left_to_kernel(left: Option<&Value>) {
+    let Some(tables) = left.and_then(Value::as_array) else {
+        return;
+    };
+    for t in tables {
+        let chains: Vec<String> = t
+            .get("chains")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(|c| {
+                let n = c.get("rules").and_then(Value::as_u64).unwrap_or(0);
+                let name = c.get("chain").and_then(Value::as_str).unwrap_or("?");
+                format!("{name} {n} rule{}", if n == 1 { "" } else { "s" })
+            })
+            .collect();
+        let table = t.get("table").and_then(Value::as_str).unwrap_or("?");
+        println!("left to the kernel: {table} ({})", chains.join(", "));
+    }
 }
 
 #[cfg(test)]

@@ -89,7 +89,17 @@ pub fn summary(rs: &Ruleset) -> String {
         plural(rs.rule_count()),
         rs.set_refs.len(),
         plural(rs.set_refs.len())
-    )
+    ) + &left_to_kernel(rs)
+}
+
+/// `; left to the kernel: nat (PREROUTING 1 rule, …), …`, or nothing: the
+/// tables parapet loads but does not enforce (the kernel keeps them).
+fn left_to_kernel(rs: &Ruleset) -> String {
+    if rs.left_to_kernel.is_empty() {
+        return String::new();
+    }
+    let tables: Vec<String> = rs.left_to_kernel.iter().map(|l| l.describe()).collect();
+    format!("; left to the kernel: {}", tables.join(", "))
 }
 
 fn plural(n: usize) -> &'static str {

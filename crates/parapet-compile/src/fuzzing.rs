@@ -147,6 +147,7 @@ pub fn decode(data: &[u8]) -> (DecisionList, Vec<(Packet, Vec<bool>)>) {
                 key: SetKeySpec::Flags(vec![Dir::Src]),
             })
             .collect(),
+        left_to_kernel: Vec::new(),
     };
     rs.renumber();
     let list = flatten(&rs, rs.select_chain(None).expect("INPUT")).expect("flattens");

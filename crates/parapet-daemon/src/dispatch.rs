@@ -93,10 +93,11 @@ fn apply(
     let mut st = shared.state.lock().unwrap();
     st.check_loaded(&name, &compiled).map_err(apply_error)?;
     let rules = compiled.ruleset.rule_count();
+    let left = left_to_kernel(&compiled.ruleset);
     if check {
         st.kernel.check(&compiled.ruleset, &compiled.compiled)?;
         return Ok((
-            json!({"rules": rules, "format": compiled.format, "checked": true})
+            json!({"rules": rules, "format": compiled.format, "checked": true, "left_to_kernel": left})
                 .as_object()
                 .cloned()
                 .unwrap_or_default(),
@@ -119,7 +120,24 @@ fn apply(
     let mut m = Map::new();
     m.insert("rules".into(), Value::from(rules));
     m.insert("generation".into(), Value::from(st.generation));
+    m.insert("left_to_kernel".into(), left);
     Ok((m, lsn))
+}
+
+/// `[{"table":"nat","family":"ip","chains":[{"chain":"POSTROUTING","rules":1}]}]`:
+/// the tables the ruleset leaves to the kernel's netfilter, untouched.
+fn left_to_kernel(rs: &parapet_model::Ruleset) -> Value {
+    rs.left_to_kernel
+        .iter()
+        .map(|l| {
+            let chains: Vec<Value> = l
+                .chains
+                .iter()
+                .map(|(c, n)| json!({"chain": c, "rules": n}))
+                .collect();
+            json!({"table": l.table, "family": l.family.nft_name(), "chains": chains})
+        })
+        .collect()
 }
 
 /// `attach`: loads the program on first use (outside the state lock: it

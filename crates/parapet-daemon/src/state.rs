@@ -388,7 +388,15 @@ impl State {
     }
 
     fn install(&mut self, name: String, text: String, loaded: CompiledRuleset) {
-        let n = loaded.ruleset.rule_count();
+        // Counters are indexed by rule id - 1; ids are positions in the file,
+        // and rules of tables left to the kernel keep theirs without being
+        // rules here, so size by the largest id, not the rule count.
+        let n = loaded
+            .ruleset
+            .rules()
+            .map(|r| r.id as usize)
+            .max()
+            .unwrap_or(0);
         self.active = Some(Active {
             name,
             format: loaded.format,

@@ -621,3 +621,41 @@ fn kill9_mid_stream_keeps_every_acknowledged_ban() {
         have.len()
     );
 }
+
+#[test]
+fn apply_reports_tables_left_to_the_kernel() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    let mut c = d.client();
+    let router = "*nat\n:PREROUTING ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n-A POSTROUTING -o eth0 -j MASQUERADE\nCOMMIT\n*filter\n:INPUT DROP [0:0]\n-A INPUT -i lo -j ACCEPT\nCOMMIT\n";
+    let want = json!([{"table": "nat", "family": "ip", "chains": [
+        {"chain": "PREROUTING", "rules": 0}, {"chain": "POSTROUTING", "rules": 1}]}]);
+    let r = call(
+        &mut c,
+        json!({"cmd": "apply", "rules": router, "name": "router.v4", "check": true}),
+    );
+    assert_eq!(
+        (r["rules"].clone(), r["left_to_kernel"].clone()),
+        (json!(1), want.clone())
+    );
+    let r = call(
+        &mut c,
+        json!({"cmd": "apply", "rules": router, "name": "router.v4"}),
+    );
+    assert_eq!(
+        (r["generation"].clone(), r["left_to_kernel"].clone()),
+        (json!(1), want)
+    );
+    // The listing keeps the host's NAT.
+    let l = call(&mut c, json!({"cmd": "list"}));
+    assert!(l["text"]
+        .as_str()
+        .unwrap()
+        .contains("-A POSTROUTING -o eth0 -j MASQUERADE"));
+    let plain = "*filter\n:INPUT DROP [0:0]\nCOMMIT\n";
+    let r = call(
+        &mut c,
+        json!({"cmd": "apply", "rules": plain, "name": "p.v4"}),
+    );
+    assert_eq!(r["left_to_kernel"], json!([]));
+}

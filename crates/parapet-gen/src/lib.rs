@@ -348,6 +348,7 @@ pub fn random_ruleset(seed: u64, spec: &RandomSpec) -> Ruleset {
                 key: SetKeySpec::Flags(vec![Dir::Src]),
             })
             .collect(),
+        left_to_kernel: Vec::new(),
     };
     rs.renumber();
     rs
@@ -517,6 +518,7 @@ pub fn one_chain(rules: Vec<Rule>, policy: Verdict) -> Ruleset {
             }],
         }],
         set_refs: vec![],
+        left_to_kernel: Vec::new(),
     };
     rs.renumber();
     rs

@@ -43,6 +43,6 @@ pub use packet::{from_ip, to_ip, Packet, PacketSpecError};
 pub use policy::Policy;
 pub use proto::{protocol_name, protocol_number, service_port, PROTOCOLS, SERVICES};
 pub use rule::{
-    Action, BaseChain, Chain, ChainId, Counters, Dir, Hook, Limit, LogSpec, Matches, Origin, Rule,
-    Ruleset, SetKeySpec, SetRef, Table, TableFamily, TimeUnit, Verdict,
+    Action, BaseChain, Chain, ChainId, Counters, Dir, Hook, LeftToKernel, Limit, LogSpec, Matches,
+    Origin, Rule, Ruleset, SetKeySpec, SetRef, Table, TableFamily, TimeUnit, Verdict,
 };

@@ -104,6 +104,7 @@ pub const MAX_DEPTH: usize = 64;
 ///         }],
 ///     }],
 ///     set_refs: vec![],
+///     left_to_kernel: vec![],
 /// };
 /// let engine = LinearEngine::new(&rs, rs.select_chain(None).unwrap()).unwrap();
 /// let d = engine.classify(&Packet::v4(1, 2, 6, 1000, 22), &NoSets).unwrap();

@@ -407,6 +407,49 @@ pub struct Ruleset {
     pub tables: Vec<Table>,
     /// Set references; [`Field::Set`]`(n)` refers to `set_refs[n]`.
     pub set_refs: Vec<SetRef>,
+    /// Tables of the file that parapet does not enforce and leaves to the
+    /// kernel's netfilter, where they stay (`*nat`, `*mangle`, `*raw`,
+    /// `*security`): reported by `check` and `apply`, written back verbatim
+    /// by the iptables-save renderer, never removed from the kernel.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_to_kernel: Vec<LeftToKernel>,
+}
+
+/// One table parapet leaves to the kernel: its name, chains with their rule
+/// counts, and its text as the file had it (from `*table` to `COMMIT`).
+///
+/// Its rules are checked for structure only (quoting, `-A CHAIN` of a
+/// declared chain): their matches and targets are the kernel's business.
+/// They take no rule ids: ids number the rules parapet enforces.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeftToKernel {
+    /// Table family (`ip` or `ip6`).
+    pub family: TableFamily,
+    /// Table name, like `nat`.
+    pub table: String,
+    /// Line of `*table` in the file (0 when not from a file).
+    pub line: u32,
+    /// Chains in declaration order, each with its number of rules.
+    pub chains: Vec<(String, usize)>,
+    /// The table's lines, verbatim, `*table` through `COMMIT`.
+    pub text: String,
+}
+
+impl LeftToKernel {
+    /// Rules of all its chains.
+    pub fn rule_count(&self) -> usize {
+        self.chains.iter().map(|(_, n)| n).sum()
+    }
+
+    /// `nat (PREROUTING 2 rules, POSTROUTING 1 rule)`: for summaries.
+    pub fn describe(&self) -> String {
+        let chains: Vec<String> = self
+            .chains
+            .iter()
+            .map(|(c, n)| format!("{c} {n} rule{}", if *n == 1 { "" } else { "s" }))
+            .collect();
+        format!("{} ({})", self.table, chains.join(", "))
+    }
 }
 
 /// Identifies a chain inside a ruleset.

@@ -47,6 +47,7 @@ pub(crate) fn parse(text: &str, file: &str) -> Result<Ruleset, Vec<ParseError>> 
             }],
         }],
         set_refs: Vec::new(),
+        left_to_kernel: Vec::new(),
     };
     errs.finish(rs)
 }

@@ -289,13 +289,42 @@ pub(crate) fn icmp_interval(t: u8, code: Option<u8>) -> IntervalSet {
     }
 }
 
+/// ICMP type names iptables reads (`iptables -p icmp -h`, libxt_icmp's
+/// `icmp_codes`) beyond the names nft shares ([`ICMP_NAMES`]).
+const IPTABLES_ICMP_NAMES: &[(&str, u8, Option<u8>)] = &[
+    ("pong", 0, None),
+    ("network-unknown", 3, Some(6)),
+    ("host-unknown", 3, Some(7)),
+    ("TOS-network-unreachable", 3, Some(11)),
+    ("TOS-host-unreachable", 3, Some(12)),
+    ("host-precedence-violation", 3, Some(14)),
+    ("precedence-cutoff", 3, Some(15)),
+    ("network-redirect", 5, Some(0)),
+    ("host-redirect", 5, Some(1)),
+    ("TOS-network-redirect", 5, Some(2)),
+    ("TOS-host-redirect", 5, Some(3)),
+    ("ping", 8, None),
+    ("ttl-exceeded", 11, None),
+    ("ip-header-bad", 12, Some(0)),
+    ("required-option-missing", 12, Some(1)),
+];
+
 /// Parses iptables' `--icmp-type` value: `any`, a name, `T` or `T/C`.
+/// Type 255 is `any` in the kernel (`icmp_type_code_match`,
+/// `icmp6_type_code_match`: `test_type == 0xFF` matches every type).
 pub(crate) fn parse_icmp_type(s: &str, v6: bool) -> Result<IntervalSet, String> {
     if s == "any" {
         return Ok(IntervalSet::full(0xffff));
     }
-    let names = if v6 { ICMP6_NAMES } else { ICMP_NAMES };
-    if let Some((_, t, c)) = names.iter().find(|(n, _, _)| n.eq_ignore_ascii_case(s)) {
+    let names = if v6 {
+        ICMP6_NAMES.iter().chain(&[])
+    } else {
+        ICMP_NAMES.iter().chain(IPTABLES_ICMP_NAMES)
+    };
+    if let Some((_, t, c)) = names
+        .into_iter()
+        .find(|(n, _, _)| n.eq_ignore_ascii_case(s))
+    {
         return Ok(icmp_interval(*t, *c));
     }
     let (t, c) = match s.split_once('/') {
@@ -312,8 +341,14 @@ pub(crate) fn parse_icmp_type(s: &str, v6: bool) -> Result<IntervalSet, String> 
         ),
         None => None,
     };
+    if t == 255 {
+        return Ok(IntervalSet::full(0xffff));
+    }
     Ok(icmp_interval(t, c))
 }
+
+/// The TCP flags iptables can name; its `ALL` (libxt_tcp).
+pub(crate) const IPTABLES_TCP_FLAGS: u8 = 0x3f;
 
 /// Packets whose TCP flags satisfy `flags & mask == comp`, as a set of the
 /// 256 flag-byte values.

@@ -146,12 +146,20 @@ fn debian_style_host_firewall() {
 fn counters_and_several_tables() {
     let p = load("counters.v4");
     let rs = &p.ruleset;
-    assert_eq!(rs.tables.len(), 2);
-    assert_eq!(rs.tables[0].name, "raw");
-    assert_eq!(rs.tables[0].chains[0].base.as_ref().unwrap().priority, -300);
-    // Ids run over the whole file: the raw rule is 1.
-    assert_eq!(rule(rs, 1).origin.line, 5);
-    assert_eq!(rs.rule_count(), 16);
+    // The raw table is the kernel's: loaded, reported, not enforced; its
+    // rule keeps its place in the numbering (id 1) without being a rule.
+    assert_eq!(rs.tables.len(), 1);
+    assert_eq!(rs.tables[0].name, "filter");
+    assert_eq!(rs.left_to_kernel.len(), 1);
+    let raw = &rs.left_to_kernel[0];
+    assert_eq!((raw.table.as_str(), raw.line), ("raw", 2));
+    assert_eq!(
+        raw.chains,
+        vec![("PREROUTING".to_string(), 1), ("OUTPUT".to_string(), 0)]
+    );
+    assert!(rs.rules().all(|r| r.id != 1));
+    assert_eq!(rule(rs, 2).origin.line, 14);
+    assert_eq!(rs.rule_count(), 15);
     assert_eq!(
         rule(rs, 2).counters,
         Counters {
@@ -159,7 +167,7 @@ fn counters_and_several_tables() {
             bytes: 25240
         }
     );
-    let input = &rs.tables[1].chains[0];
+    let input = &rs.tables[0].chains[0];
     assert_eq!(
         input.base.as_ref().unwrap().counters,
         Counters {
@@ -435,7 +443,6 @@ fn unsupported_constructs_are_errors_not_dropped() {
     assert_errors(
         "bad/nat.v4",
         &[
-            ("1:2", "table 'nat' is not supported (NAT is out of scope"),
             (
                 "7:13",
                 "target 'MARK' is not supported (supported: ACCEPT, DROP",
@@ -515,4 +522,87 @@ fn nft_ip_and_ip6_tables_with_handles() {
         2
     );
     round_trips(rs, false);
+}
+
+#[test]
+fn full_router_dump_leaves_nat_mangle_raw_to_the_kernel() {
+    let p = load("router.v4");
+    let rs = &p.ruleset;
+    // Only the filter table is enforced; its rules keep their positions in
+    // the file (the 6 kernel-table rules before them are ids 1-6).
+    assert_eq!(rs.tables.len(), 1);
+    assert_eq!(rs.tables[0].name, "filter");
+    assert_eq!(rs.rule_count(), 4);
+    assert_eq!(rule(rs, 7).origin.line, 30);
+    let left: Vec<_> = rs
+        .left_to_kernel
+        .iter()
+        .map(|l| (l.table.as_str(), l.line, l.rule_count()))
+        .collect();
+    assert_eq!(left, [("raw", 2, 1), ("mangle", 7, 2), ("nat", 16, 3)]);
+    assert_eq!(
+        rs.left_to_kernel[2].describe(),
+        "nat (PREROUTING 1 rule, INPUT 0 rules, OUTPUT 0 rules, POSTROUTING 1 rule, DOCKER 1 rule)"
+    );
+    // The host's NAT survives a listing: written back verbatim.
+    let text = render::iptables_save(rs).unwrap();
+    assert!(
+        text.contains("*nat\n:PREROUTING ACCEPT [12:720]\n")
+            && text.contains("-A POSTROUTING -s 192.168.1.0/24 -o eth0 -j MASQUERADE\n"),
+        "{text}"
+    );
+    let again = parse(&text, "listed", Format::Auto).unwrap().ruleset;
+    assert_eq!(without_origins(&again), without_origins(rs), "{text}");
+    // nft cannot hold them, and says so instead of dropping them silently.
+    let nft = render::nft(rs).unwrap();
+    assert!(
+        nft.starts_with("# left to the kernel's netfilter, not listed here: iptables table raw (PREROUTING 1 rule, OUTPUT 0 rules)\n"),
+        "{nft}"
+    );
+    // The same in ip6tables-save: the family is kept.
+    let v6 = data("router.v4")
+        .replace("iptables-save v1", "ip6tables-save v1")
+        .replace("192.168.1.0/24", "2001:db8:1::/64")
+        .replace("172.17.0.2:80", "[2001:db8::2]:80");
+    let p6 = parse(&v6, "router.v6", Format::Auto).unwrap();
+    assert_eq!(p6.format, Format::Ip6tablesSave);
+    assert_eq!(p6.ruleset.left_to_kernel[0].family, TableFamily::Ip6);
+    let listed = render::iptables_save(&p6.ruleset).unwrap();
+    let again = parse(&listed, "listed", Format::Auto).unwrap();
+    assert_eq!(again.format, Format::Ip6tablesSave, "{listed}");
+}
+
+#[test]
+fn kernel_tables_are_still_checked_for_structure() {
+    assert_errors(
+        "bad/kernel_tables.v4",
+        &[
+            (
+                "3:14",
+                "expected a policy ACCEPT, DROP or '-', found 'MASQ'",
+            ),
+            ("4:47", "unterminated \"-quoted string"),
+            ("5:4", "chain 'NOPE' is not declared in table 'nat'"),
+            ("6:1", "expected '-A CHAIN …'"),
+            ("8:1", "table 'mangle' has no COMMIT"),
+        ],
+    );
+}
+
+/// Issue #13's round-trip bug: parapet's own ip6tables-save header must be
+/// read back as IPv6, or a policy-DROP chain would accept IPv4 packets.
+#[test]
+fn listed_ip6tables_ruleset_is_read_back_as_ipv6() {
+    let text = "*filter\n:INPUT DROP [0:0]\n-A INPUT -p tcp -m tcp --dport 22 -j ACCEPT\nCOMMIT\n";
+    let rs = parse(text, "f", Format::Ip6tablesSave).unwrap().ruleset;
+    let listed = render::iptables_save(&rs).unwrap();
+    let again = parse(&listed, "listed", Format::Auto).unwrap();
+    assert_eq!(again.format, Format::Ip6tablesSave, "{listed}");
+    assert_eq!(without_origins(&again.ruleset), without_origins(&rs));
+    let forced = parse(&listed, "listed", Format::IptablesSave).unwrap();
+    assert_eq!(without_origins(&forced.ruleset), without_origins(&rs));
+    assert_eq!(
+        classify(&again.ruleset, &pkt("tcp 1.2.3.4:1 > 5.6.7.8:22"), &NoSets),
+        (0, Verdict::Drop)
+    );
 }

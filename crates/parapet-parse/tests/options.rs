@@ -208,8 +208,8 @@ fn file_structure_errors() {
             "2:1: expected '-A CHAIN …'",
         ),
         (
-            "*mangle\n:PREROUTING ACCEPT [0:0]\n-A PREROUTING -j MARK --set-mark 1\nCOMMIT\n",
-            "3:18: target 'MARK' is not supported",
+            "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -j MARK --set-mark 1\nCOMMIT\n",
+            "3:13: target 'MARK' is not supported",
         ),
         (
             "*filter\n*filter\nCOMMIT\n",
@@ -239,8 +239,10 @@ fn all_errors_of_a_file_and_no_partial_ruleset() {
 fn ids_follow_file_order_across_tables_and_chains() {
     let text = "*raw\n:PREROUTING ACCEPT [0:0]\n-A PREROUTING -j ACCEPT\nCOMMIT\n*filter\n:INPUT ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n-A OUTPUT -j ACCEPT\n-A INPUT -j DROP\nCOMMIT\n";
     let rs = parse(text, "f", Format::IptablesSave).unwrap().ruleset;
-    let input = &rs.tables[1].chains[0];
-    let output = &rs.tables[1].chains[1];
+    let input = &rs.tables[0].chains[0];
+    let output = &rs.tables[0].chains[1];
+    // The raw table is left to the kernel: its rule is not a rule of the
+    // model but keeps its place (id 1) in the file's numbering.
     assert_eq!((input.rules[0].id, output.rules[0].id), (3, 2));
     // Rendering keeps file order, so the ids survive.
     let out = render::iptables_save(&rs).unwrap();
@@ -553,4 +555,110 @@ fn nft_log_then_verdict_is_one_rule_that_logs() {
     let plain = nft("log prefix \"y\"");
     assert_eq!(plain.log, None);
     assert!(matches!(plain.action, Action::Log(_)));
+}
+
+/// The decision of a one-rule INPUT chain (policy DROP) for a packet.
+fn decides(rule: &str, pkt: &str) -> Verdict {
+    let text = format!("*filter\n:INPUT DROP [0:0]\n-A INPUT {rule}\nCOMMIT\n");
+    let rs = parse(&text, "t", Format::IptablesSave).unwrap().ruleset;
+    let e = LinearEngine::new(&rs, rs.select_chain(None).unwrap()).unwrap();
+    e.classify(&pkt.parse().unwrap(), &NoSets).unwrap().verdict
+}
+
+/// iptables' `ALL` is FIN,SYN,RST,PSH,ACK,URG (libxt_tcp: 0x3F): ECE and CWR
+/// are never examined, so the scan rules real hosts use keep their kernel
+/// meaning for ECN packets; ECE/CWR are names iptables-restore refuses.
+#[test]
+fn tcp_flags_all_is_the_six_classic_flags() {
+    let syn = "-p tcp -m tcp --tcp-flags ALL SYN -j ACCEPT";
+    assert_eq!(get(&ipt(syn), Field::TcpFlags).len(), 4, "ECE/CWR free");
+    assert_eq!(
+        decides(syn, "tcp 1.2.3.4:1 > 5.6.7.8:22 flags SYN,ECE,CWR"),
+        Verdict::Accept
+    );
+    assert_eq!(
+        decides(syn, "tcp 1.2.3.4:1 > 5.6.7.8:22 flags SYN,ACK"),
+        Verdict::Drop
+    );
+    let none = "-p tcp -m tcp --tcp-flags ALL NONE -j ACCEPT";
+    assert_eq!(
+        decides(none, "tcp 1.2.3.4:1 > 5.6.7.8:22 flags ECE"),
+        Verdict::Accept
+    );
+    let all = "-p tcp -m tcp --tcp-flags ALL ALL -j ACCEPT";
+    assert_eq!(
+        decides(
+            all,
+            "tcp 1.2.3.4:1 > 5.6.7.8:22 flags FIN,SYN,RST,PSH,ACK,URG"
+        ),
+        Verdict::Accept
+    );
+    assert!(
+        ipt_err("-p tcp --tcp-flags SYN,ECE SYN -j ACCEPT")
+            .starts_with("t:4:29: iptables has no TCP flag 'ECE'"),
+        "{}",
+        ipt_err("-p tcp --tcp-flags SYN,ECE SYN -j ACCEPT")
+    );
+    // A listing writes what iptables-restore reads: ALL as the six names.
+    let text = "*filter\n:INPUT DROP [0:0]\n-A INPUT -p tcp -m tcp --tcp-flags ALL SYN -j ACCEPT\nCOMMIT\n";
+    let rs = parse(text, "t", Format::IptablesSave).unwrap().ruleset;
+    let out = render::iptables_save(&rs).unwrap();
+    assert!(
+        out.contains("--tcp-flags FIN,SYN,RST,PSH,ACK,URG SYN") && !out.contains("ECE"),
+        "{out}"
+    );
+    // nft can constrain ECE/CWR; iptables cannot say it, so listing fails.
+    let nft = "table ip filter {\n\tchain INPUT {\n\t\ttype filter hook input priority 0; policy accept;\n\t\ttcp flags == syn accept\n\t}\n}\n";
+    let rs = parse(nft, "n", Format::Nft).unwrap().ruleset;
+    let e = render::iptables_save(&rs).unwrap_err();
+    assert!(e.to_string().contains("cannot name ECE or CWR"), "{e}");
+}
+
+/// `--icmp-type 255` is every type in the kernel (`test_type == 0xFF`),
+/// and every name `iptables -p icmp -h` lists loads.
+#[test]
+fn icmp_type_255_and_iptables_icmp_names() {
+    for any in ["255", "255/0", "any"] {
+        let rule = format!("-p icmp -m icmp --icmp-type {any} -j ACCEPT");
+        assert!(
+            ipt(&rule).matches.get(Field::IcmpTypeCode).is_none(),
+            "{any}"
+        );
+        assert_eq!(
+            decides(&rule, "icmp 1.2.3.4 > 5.6.7.8 type 3 code 1"),
+            Verdict::Accept
+        );
+    }
+    let v6 = "*filter\n:INPUT DROP [0:0]\n-A INPUT -p ipv6-icmp -m icmp6 --icmpv6-type 255 -j ACCEPT\nCOMMIT\n";
+    let rs = parse(v6, "t", Format::Ip6tablesSave).unwrap().ruleset;
+    assert!(rs
+        .rules()
+        .next()
+        .unwrap()
+        .matches
+        .get(Field::IcmpTypeCode)
+        .is_none());
+    for (name, range) in [
+        ("ping", (0x800, 0x8ff)),
+        ("pong", (0x000, 0x0ff)),
+        ("ttl-exceeded", (0xb00, 0xbff)),
+        ("host-redirect", (0x501, 0x501)),
+        ("network-redirect", (0x500, 0x500)),
+        ("TOS-network-redirect", (0x502, 0x502)),
+        ("TOS-host-redirect", (0x503, 0x503)),
+        ("network-unknown", (0x306, 0x306)),
+        ("host-unknown", (0x307, 0x307)),
+        ("TOS-network-unreachable", (0x30b, 0x30b)),
+        ("TOS-host-unreachable", (0x30c, 0x30c)),
+        ("host-precedence-violation", (0x30e, 0x30e)),
+        ("precedence-cutoff", (0x30f, 0x30f)),
+        ("ip-header-bad", (0xc00, 0xc00)),
+        ("required-option-missing", (0xc01, 0xc01)),
+    ] {
+        let r = ipt(&format!("-p icmp -m icmp --icmp-type {name} -j ACCEPT"));
+        assert_eq!(get(&r, Field::IcmpTypeCode), [range], "{name}");
+    }
+    // iptables' aliases are not nft names.
+    let nft = "table ip t {\n\tchain c {\n\t\ttype filter hook input priority 0; policy accept;\n\t\ticmp type ping accept\n\t}\n}\n";
+    assert!(parse(nft, "n", Format::Nft).is_err());
 }

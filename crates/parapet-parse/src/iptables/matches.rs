@@ -229,17 +229,14 @@ impl RuleParser<'_> {
                 Err(m) => self.err(vcol, m),
             },
             "--tcp-flags" => {
-                let mask = tcp_flags::parse_list(v);
-                let comp = tcp_flags::parse_list(&vals[1].text);
+                let mask = parse_tcp_flags(v);
+                let comp = parse_tcp_flags(&vals[1].text);
                 match (mask, comp) {
-                    (Some(mask), Some(comp)) => {
+                    (Ok(mask), Ok(comp)) => {
                         self.constrain(Field::TcpFlags, tcp_flags_set(mask, comp), negated, 0xff)
                     }
-                    (None, _) => self.err(vcol, format!("expected TCP flags like SYN,ACK (or ALL, NONE), found '{v}'")),
-                    (_, None) => self.err(
-                        vals[1].col,
-                        format!("expected TCP flags like SYN,ACK (or ALL, NONE), found '{}'", vals[1].text),
-                    ),
+                    (Err(m), _) => self.err(vcol, m),
+                    (_, Err(m)) => self.err(vals[1].col, m),
                 }
             }
             "--syn" => {
@@ -373,4 +370,32 @@ pub(crate) fn parse_rate(s: &str) -> Option<(u32, TimeUnit)> {
     .find(|(name, _)| name.starts_with(unit.as_str()) || (unit == "sec" && *name == "second"))?
     .1;
     Some((n, per))
+}
+
+/// `--tcp-flags` as iptables reads it (libxt_tcp's `tcp_flag_names`): the
+/// six classic flags, `ALL` = FIN,SYN,RST,PSH,ACK,URG (0x3F, so ECE and
+/// CWR stay unconstrained: `ALL SYN` matches an ECN SYN) and `NONE`;
+/// iptables has no name for ECE or CWR.
+pub(super) fn parse_tcp_flags(s: &str) -> Result<u8, String> {
+    let mut bits = 0u8;
+    for part in s.split(',') {
+        bits |= match part.to_ascii_uppercase().as_str() {
+            "ALL" => IPTABLES_TCP_FLAGS,
+            "NONE" => 0,
+            "ECE" | "CWR" => {
+                return Err(format!(
+                    "iptables has no TCP flag '{part}' (its flags: FIN, SYN, RST, PSH, ACK, URG, ALL, NONE)"
+                ))
+            }
+            name => match tcp_flags::NAMES.iter().find(|(n, _)| *n == name) {
+                Some((_, bit)) => *bit,
+                None => {
+                    return Err(format!(
+                        "expected TCP flags like SYN,ACK (or ALL, NONE), found '{s}'"
+                    ))
+                }
+            },
+        };
+    }
+    Ok(bits)
 }

@@ -6,8 +6,9 @@ use crate::common::*;
 use crate::error::Errors;
 use parapet_model::*;
 
-/// Built-in chains of each supported table, and the priority iptables gives
-/// the table on its hooks (`NF_IP_PRI_*`), so tables order like nft chains.
+/// Built-in chains of each table iptables has, and the priority iptables
+/// gives the table on its hooks (`NF_IP_PRI_*`), so tables order like nft
+/// chains.
 fn table_info(name: &str) -> Option<(&'static [&'static str], i32)> {
     match name {
         "filter" => Some((&["INPUT", "FORWARD", "OUTPUT"], 0)),
@@ -16,12 +17,21 @@ fn table_info(name: &str) -> Option<(&'static [&'static str], i32)> {
             &["PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING"],
             -150,
         )),
+        "nat" => Some((&["PREROUTING", "INPUT", "OUTPUT", "POSTROUTING"], -100)),
         "security" => Some((&["INPUT", "FORWARD", "OUTPUT"], 50)),
         _ => None,
     }
 }
 
-pub(super) const SUPPORTED_TABLES: &str = "filter, raw, mangle, security";
+/// Tables parapet loads but leaves to the kernel's netfilter: NAT, packet
+/// mangling, conntrack exemptions and SELinux labels are not the filter
+/// path parapet enforces, and the kernel keeps doing them.
+pub(super) fn left_to_kernel(name: &str) -> bool {
+    matches!(name, "nat" | "raw" | "mangle" | "security")
+}
+
+pub(super) const SUPPORTED_TABLES: &str =
+    "filter (enforced); nat, raw, mangle, security (left to the kernel)";
 
 pub(super) struct PendingTarget {
     pub(super) chain: usize,
@@ -41,6 +51,36 @@ pub(super) struct TableState {
     pub(super) priority: i32,
     pub(super) chains: Vec<Chain>,
     pub(super) pending: Vec<PendingTarget>,
+    /// A table left to the kernel: its rules are counted per chain (parallel
+    /// to `chains`) and its lines kept verbatim in `text`.
+    pub(super) kernel: bool,
+    pub(super) kernel_rules: Vec<usize>,
+    pub(super) text: String,
+}
+
+impl TableState {
+    /// The note for a table left to the kernel, at its `COMMIT`.
+    pub(super) fn into_left(self, family: Family) -> LeftToKernel {
+        LeftToKernel {
+            family: table_family(family),
+            table: self.name,
+            line: self.line,
+            chains: self
+                .chains
+                .into_iter()
+                .map(|c| c.name)
+                .zip(self.kernel_rules)
+                .collect(),
+            text: self.text,
+        }
+    }
+}
+
+fn table_family(family: Family) -> TableFamily {
+    match family {
+        Family::V4 => TableFamily::Ip,
+        Family::V6 => TableFamily::Ip6,
+    }
 }
 
 /// The state for `*name`: an unsupported table is reported once, and its
@@ -48,24 +88,22 @@ pub(super) struct TableState {
 pub(super) fn open_table(name: String, ln: u32, indent: u32, errs: &mut Errors) -> TableState {
     match table_info(&name) {
         Some((builtins, priority)) => TableState {
-            name,
             line: ln,
             skip: false,
             builtins,
             priority,
             chains: Vec::new(),
             pending: Vec::new(),
+            kernel: left_to_kernel(&name),
+            kernel_rules: Vec::new(),
+            text: format!("*{name}\n"),
+            name,
         },
         None => {
-            let why = if name == "nat" {
-                "NAT is out of scope; "
-            } else {
-                ""
-            };
             errs.push(
                 ln,
                 indent + 2,
-                format!("table '{name}' is not supported ({why}supported: {SUPPORTED_TABLES})"),
+                format!("table '{name}' is not supported (tables: {SUPPORTED_TABLES})"),
             );
             TableState {
                 name,
@@ -75,6 +113,9 @@ pub(super) fn open_table(name: String, ln: u32, indent: u32, errs: &mut Errors) 
                 priority: 0,
                 chains: Vec::new(),
                 pending: Vec::new(),
+                kernel: false,
+                kernel_rules: Vec::new(),
+                text: String::new(),
             }
         }
     }
@@ -169,6 +210,7 @@ pub(super) fn chain_header(words: &[Word], ln: u32, t: &mut TableState, errs: &m
         }),
         rules: Vec::new(),
     });
+    t.kernel_rules.push(0);
 }
 
 /// Resolves jump targets, rejects loops, and adds the table to the ruleset.
@@ -205,10 +247,7 @@ pub(super) fn finish_table(t: TableState, family: Family, rs: &mut Ruleset, errs
     report_loops(&names, &edges, errs);
     rs.tables.push(Table {
         name: t.name,
-        family: match family {
-            Family::V4 => TableFamily::Ip,
-            Family::V6 => TableFamily::Ip6,
-        },
+        family: table_family(family),
         chains,
     });
 }

@@ -22,6 +22,15 @@ use std::fmt::Write as _;
 /// ```
 pub fn nft(rs: &Ruleset) -> Result<String, RenderError> {
     let mut out = String::new();
+    // nft cannot hold iptables tables: name them, so nothing goes unsaid
+    // (`list --format iptables-save` writes them back).
+    for l in &rs.left_to_kernel {
+        let _ = writeln!(
+            out,
+            "# left to the kernel's netfilter, not listed here: iptables table {}",
+            l.describe()
+        );
+    }
     for t in &rs.tables {
         let _ = writeln!(out, "table {} {} {{", t.family.nft_name(), t.name);
         for (ci, c) in t.chains.iter().enumerate() {

@@ -1,0 +1,187 @@
+//! The kernel as the oracle for the iptables constructs issue #13 item 8
+//! fixed: the same ruleset is loaded with `iptables-legacy-restore` into a
+//! network namespace this test creates, raw IPv4 packets are sent through
+//! its OUTPUT chain, and the rule whose kernel counter moved is compared
+//! with the linear engine's decision, packet by packet.
+
+use parapet_model::{LinearEngine, NoSets, Packet};
+use parapet_parse::{parse, Format};
+use parapet_testbed::{require_root, Netns};
+use std::io::Write;
+use std::net::Ipv4Addr;
+use std::process::Stdio;
+
+/// Every rule ACCEPTs, the policy too: the first rule whose counter moves
+/// is the one that decided (0: the policy).
+const RULES: &str = "*filter
+:INPUT ACCEPT [0:0]
+:FORWARD ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+-A OUTPUT -p tcp -m tcp --dport 22 --tcp-flags ALL SYN -j ACCEPT
+-A OUTPUT -p tcp -m tcp --dport 23 --tcp-flags ALL NONE -j ACCEPT
+-A OUTPUT -p tcp -m tcp --dport 24 --tcp-flags ALL ALL -j ACCEPT
+-A OUTPUT -p icmp -m icmp --icmp-type host-redirect -j ACCEPT
+-A OUTPUT -p icmp -m icmp --icmp-type ping -j ACCEPT
+-A OUTPUT -p icmp -m icmp --icmp-type pong -j ACCEPT
+-A OUTPUT -p icmp -m icmp --icmp-type ttl-exceeded -j ACCEPT
+-A OUTPUT -p icmp -m icmp --icmp-type 255 -j ACCEPT
+COMMIT
+";
+
+fn checksum(b: &[u8]) -> u16 {
+    let mut s: u32 = b
+        .chunks(2)
+        .map(|c| u32::from(c[0]) << 8 | u32::from(*c.get(1).unwrap_or(&0)))
+        .sum();
+    while s > 0xffff {
+        s = (s >> 16) + (s & 0xffff);
+    }
+    !(s as u16)
+}
+
+/// An IPv4 packet 127.0.0.1 → 127.0.0.1 with a valid header checksum.
+fn ipv4(proto: u8, l4: &[u8]) -> Vec<u8> {
+    let mut h = vec![
+        0x45, 0, 0, 0, 0, 1, 0, 0, 64, proto, 0, 0, 127, 0, 0, 1, 127, 0, 0, 1,
+    ];
+    h[2..4].copy_from_slice(&(20 + l4.len() as u16).to_be_bytes());
+    let c = checksum(&h);
+    h[10..12].copy_from_slice(&c.to_be_bytes());
+    h.extend_from_slice(l4);
+    h
+}
+
+fn tcp(dport: u16, flags: u8) -> Vec<u8> {
+    let mut t = vec![0u8; 20];
+    t[0..2].copy_from_slice(&1000u16.to_be_bytes());
+    t[2..4].copy_from_slice(&dport.to_be_bytes());
+    t[12] = 5 << 4;
+    t[13] = flags;
+    t[14..16].copy_from_slice(&1024u16.to_be_bytes());
+    let mut pseudo = vec![127, 0, 0, 1, 127, 0, 0, 1, 0, 6, 0, 20];
+    pseudo.extend_from_slice(&t);
+    let c = checksum(&pseudo);
+    t[16..18].copy_from_slice(&c.to_be_bytes());
+    ipv4(6, &t)
+}
+
+fn icmp(typ: u8, code: u8) -> Vec<u8> {
+    let mut b = vec![typ, code, 0, 0, 0, 0, 0, 0];
+    let c = checksum(&b);
+    b[2..4].copy_from_slice(&c.to_be_bytes());
+    ipv4(1, &b)
+}
+
+fn send_raw(pkt: &[u8]) {
+    // SAFETY: a raw socket this function owns; the pointers are to live
+    // locals of the sizes passed.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_RAW, libc::IPPROTO_RAW);
+        assert!(fd >= 0, "raw socket: {}", std::io::Error::last_os_error());
+        let mut to: libc::sockaddr_in = std::mem::zeroed();
+        to.sin_family = libc::AF_INET as libc::sa_family_t;
+        to.sin_addr.s_addr = u32::from(Ipv4Addr::LOCALHOST).to_be();
+        let n = libc::sendto(
+            fd,
+            pkt.as_ptr() as *const libc::c_void,
+            pkt.len(),
+            0,
+            &to as *const _ as *const libc::sockaddr,
+            std::mem::size_of::<libc::sockaddr_in>() as u32,
+        );
+        assert_eq!(n, pkt.len() as isize, "{}", std::io::Error::last_os_error());
+        libc::close(fd);
+    }
+}
+
+/// The kernel's decision: the first OUTPUT rule whose packet counter is 1.
+fn kernel_decision(ns: &Netns, pkt: &[u8]) -> u32 {
+    ns.exec(&["iptables-legacy", "-Z", "OUTPUT"]).unwrap();
+    ns.run_in(|| send_raw(pkt));
+    let out = ns
+        .exec(&["iptables-legacy", "-L", "OUTPUT", "-v", "-x", "-n"])
+        .unwrap();
+    let counts: Vec<u64> = out
+        .lines()
+        .skip(2)
+        .map(|l| l.split_whitespace().next().unwrap().parse().unwrap())
+        .collect();
+    counts
+        .iter()
+        .position(|&c| c > 0)
+        .map_or(0, |i| i as u32 + 1)
+}
+
+#[test]
+#[ignore = "needs root"]
+fn iptables_flags_and_icmp_agree_with_iptables_legacy() {
+    require_root();
+    let ns = Netns::create("p13-oracle").unwrap();
+    let mut restore = ns
+        .command("iptables-legacy-restore")
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("iptables-legacy-restore");
+    restore
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(RULES.as_bytes())
+        .unwrap();
+    assert!(restore.wait().unwrap().success());
+
+    let rs = parse(RULES, "oracle.v4", Format::IptablesSave)
+        .unwrap()
+        .ruleset;
+    let engine = LinearEngine::new(&rs, rs.select_chain(Some("filter/OUTPUT")).unwrap()).unwrap();
+    let cases: Vec<(String, Vec<u8>)> = [
+        (22, 0x02),
+        (22, 0x02 | 0x40 | 0x80),
+        (22, 0x12),
+        (22, 0x02 | 0x40),
+        (23, 0x00),
+        (23, 0x40),
+        (23, 0x80 | 0x01),
+        (24, 0x3f),
+        (24, 0xff),
+        (24, 0x1f),
+    ]
+    .iter()
+    .map(|&(port, flags)| {
+        let names = parapet_model::tcp_flags::format_list(flags);
+        (
+            format!("tcp 127.0.0.1:1000 > 127.0.0.1:{port} flags {names}"),
+            tcp(port, flags),
+        )
+    })
+    .chain(
+        [
+            (5, 1),
+            (5, 0),
+            (8, 0),
+            (0, 0),
+            (11, 1),
+            (3, 1),
+            (255, 7),
+            (13, 0),
+        ]
+        .iter()
+        .map(|&(t, c)| {
+            (
+                format!("icmp 127.0.0.1 > 127.0.0.1 type {t} code {c}"),
+                icmp(t, c),
+            )
+        }),
+    )
+    .collect();
+    let mut differ = Vec::new();
+    for (spec, bytes) in &cases {
+        let pkt: Packet = spec.parse().unwrap();
+        let ours = engine.classify(&pkt, &NoSets).unwrap().rule_id;
+        let kernel = kernel_decision(&ns, bytes);
+        if ours != kernel {
+            differ.push(format!("{spec}: kernel rule {kernel}, parapet rule {ours}"));
+        }
+    }
+    assert!(differ.is_empty(), "{}", differ.join("\n"));
+}
