@@ -168,7 +168,7 @@ fn print_lint(rs: &Ruleset, path: &Path, report: &LintReport) {
                 format!("unreachable: shadowed by {}", rules_text(&f.by))
             }
             (FindingKind::Redundant, _) => format!(
-                "redundant: removing it changes no verdict (its packets then get the same one from {})",
+                "redundant: removing it changes no verdict (the packet below then gets the same one from {})",
                 rules_text(&f.by)
             ),
         };

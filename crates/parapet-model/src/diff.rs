@@ -9,7 +9,7 @@
 
 use crate::flatten::{DecisionList, EntryKind};
 use crate::packet::Packet;
-use crate::reach::{Stop, Walker};
+use crate::reach::{Settle, Stop, Walker};
 use crate::region::{Budget, Cube, Region, Space};
 use crate::rule::Verdict;
 
@@ -100,6 +100,7 @@ pub fn diff(a: &DecisionList, b: &DecisionList, budget: Budget) -> Result<DiffRe
                 0,
                 b.entries.len(),
                 budget,
+                Settle::SameAs(va),
                 &mut |s, r| pieces.push((s, r)),
                 &mut |_| {},
             )?;
@@ -133,6 +134,7 @@ pub fn diff(a: &DecisionList, b: &DecisionList, budget: Budget) -> Result<DiffRe
                 0,
                 a.entries.len(),
                 budget,
+                Settle::Any,
                 &mut |_, _| {},
                 &mut |_| {},
             )
@@ -150,10 +152,21 @@ pub fn diff(a: &DecisionList, b: &DecisionList, budget: Budget) -> Result<DiffRe
                 0,
                 a.entries.len(),
                 budget,
+                Settle::Any,
                 &mut |_, _| {},
                 &mut |_| {},
             )
-            .and_then(|r| wb.walk(r, 0, b.entries.len(), budget, &mut |_, _| {}, &mut |_| {}));
+            .and_then(|r| {
+                wb.walk(
+                    r,
+                    0,
+                    b.entries.len(),
+                    budget,
+                    Settle::Any,
+                    &mut |_, _| {},
+                    &mut |_| {},
+                )
+            });
         match both {
             Ok(r) => emit(&mut report, r, (0, &a.policy), (0, &b.policy)),
             Err(_) => report.unproven.push(Unproven::Policies),

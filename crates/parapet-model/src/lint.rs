@@ -14,7 +14,7 @@
 
 use crate::flatten::{DecisionList, EntryKind};
 use crate::packet::Packet;
-use crate::reach::{Stop, Walker};
+use crate::reach::{Settle, Stop, Walker};
 use crate::region::{Budget, OverBudget, Region, Space};
 use crate::rule::Ruleset;
 use std::collections::BTreeMap;
@@ -46,8 +46,8 @@ pub struct Finding {
     /// The rule's id.
     pub rule: u32,
     /// Unreachable: the earlier rules that take or skip every packet it
-    /// matches (one rule when one suffices). Redundant: the rules that
-    /// decide its packets once it is gone (0: the policy).
+    /// matches (one rule when one suffices). Redundant: the rule that
+    /// decides the witness once it is gone (0: the policy).
     pub by: Vec<u32>,
     /// Redundant: a packet the rule decides, which keeps its verdict
     /// without it.
@@ -174,14 +174,8 @@ pub fn lint(
                 continue;
             };
             let mut same = true;
-            let mut by = Vec::new();
             let mut check = |w: &Walker, stop: Stop, r: &Region| {
-                if r.witness(&space).is_none() {
-                    return;
-                }
-                if w.verdict(stop) == verdict {
-                    by.push(w.rule_id(stop));
-                } else {
+                if w.verdict(stop) != verdict && r.witness(&space).is_some() {
                     same = false;
                 }
             };
@@ -191,6 +185,7 @@ pub fn lint(
                 i + 1,
                 w.list.entries.len(),
                 budget,
+                Settle::SameAs(verdict),
                 &mut |s, r| check(w, s, &r),
                 &mut |_| {},
             );
@@ -202,12 +197,10 @@ pub fn lint(
                 }
             }
             if same {
-                by.sort_unstable();
-                by.dedup();
                 report.findings.push(Finding {
                     kind: FindingKind::Redundant,
                     rule: e.rule_id,
-                    by,
+                    by: vec![w.decide_point(&witness, i + 1)],
                     witness: Some(witness),
                     note: None,
                 });

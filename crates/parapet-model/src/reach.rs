@@ -22,6 +22,24 @@ pub enum Stop {
     Policy,
 }
 
+/// Which decisions a walk may settle in bulk. Within a run of deciding
+/// entries with one verdict (nothing but LOG, count and jump entries
+/// between), which entry decides a packet does not change its verdict; when
+/// the caller only needs verdicts (or only what passes the run), the walk
+/// looks for one entry of the run that covers the whole walked region and
+/// settles everything there at once (the catch-all rule at the end of a
+/// ClassBench list, instead of thousands of fragmenting subtractions).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Settle<'v> {
+    /// Report every packet's exact deciding entry.
+    Exact,
+    /// Exact, except that runs with this verdict may be settled in bulk
+    /// (and reported at the covering entry).
+    SameAs(&'v Verdict),
+    /// Only what passes the walk matters: any run may be settled in bulk.
+    Any,
+}
+
 /// A decision list prepared for region walks.
 pub struct Walker<'a> {
     /// The list.
@@ -33,6 +51,18 @@ pub struct Walker<'a> {
     hulls: Vec<(u128, u128)>,
     /// Entries removed from the list (skipped by every walk).
     removed: Vec<bool>,
+    /// For a deciding entry: the end of its run of same-verdict deciding
+    /// entries (see [`Settle`]).
+    run_end: Vec<usize>,
+}
+
+/// True when every side of `cube` holds the whole range of the hull's.
+fn covers(cube: &Cube, hull: &[(u128, u128)]) -> bool {
+    cube.sides().iter().zip(hull).all(|(side, &(lo, hi))| {
+        let r = side.ranges();
+        let i = r.partition_point(|&(_, end)| end < lo);
+        i < r.len() && r[i].0 <= lo && hi <= r[i].1
+    })
 }
 
 fn hull_of(cubes: &[Cube], dims: usize) -> Vec<(u128, u128)> {
@@ -59,12 +89,31 @@ impl<'a> Walker<'a> {
             .map(|e| space.cube(&e.matches))
             .collect();
         let hulls = cubes.iter().flat_map(|c| c.hull()).collect();
+        let n = list.entries.len();
+        let mut run_end = vec![n; n];
+        let mut end = n;
+        let mut verdict: Option<&Verdict> = None;
+        for i in (0..n).rev() {
+            match &list.entries[i].kind {
+                EntryKind::Decide(v) => {
+                    if verdict != Some(v) {
+                        end = i + 1;
+                        verdict = Some(v);
+                    }
+                    // `end` is one past the last entry of the run.
+                    run_end[i] = end;
+                }
+                EntryKind::Return { .. } => verdict = None,
+                _ => {}
+            }
+        }
         Walker {
             list,
             space,
-            removed: vec![false; cubes.len()],
+            removed: vec![false; n],
             cubes,
             hulls,
+            run_end,
         }
     }
 
@@ -103,12 +152,14 @@ impl<'a> Walker<'a> {
     /// every entry that took or skipped a non-empty part is passed to
     /// `touched`. Returns the packets that arrive at `to` (at the end of
     /// the list: those the policy decides).
+    #[allow(clippy::too_many_arguments)]
     pub fn walk(
         &self,
         region: Region,
         from: usize,
         to: usize,
         budget: Budget,
+        settle: Settle,
         decided: &mut dyn FnMut(Stop, Region),
         touched: &mut dyn FnMut(usize),
     ) -> Result<Region, OverBudget> {
@@ -116,6 +167,9 @@ impl<'a> Walker<'a> {
         let mut live = region;
         let mut pending: BTreeMap<usize, Region> = BTreeMap::new();
         let mut hull = hull_of(live.cubes(), d);
+        let mut hits = 0usize;
+        // Runs before this index have been looked at for a covering entry.
+        let mut settled_until = from;
         for j in from..to {
             if let Some(back) = pending.remove(&j) {
                 live.extend_disjoint(back);
@@ -131,7 +185,27 @@ impl<'a> Walker<'a> {
                 continue;
             }
             let resume = match &self.list.entries[j].kind {
-                EntryKind::Decide(_) => None,
+                EntryKind::Decide(v) => {
+                    let bulk = match settle {
+                        Settle::Exact => false,
+                        Settle::SameAs(want) => want == v,
+                        Settle::Any => true,
+                    };
+                    if bulk && j >= settled_until {
+                        let end = self.run_end[j].min(to);
+                        settled_until = end;
+                        if let Some(k) = (j..end).find(|&k| {
+                            !self.removed[k]
+                                && self.list.entries[k].kind.is_terminal()
+                                && covers(&self.cubes[k], &hull)
+                        }) {
+                            touched(k);
+                            decided(Stop::Entry(k), std::mem::take(&mut live));
+                            continue;
+                        }
+                    }
+                    None
+                }
                 EntryKind::Return { resume, .. } => Some(*resume as usize),
                 _ => continue,
             };
@@ -141,7 +215,12 @@ impl<'a> Walker<'a> {
                 continue;
             }
             touched(j);
-            hull = hull_of(live.cubes(), d);
+            // A stale hull is still a bound; recomputing it after every
+            // hit cost more than the splits it saves.
+            hits += 1;
+            if hits % 8 == 0 || live.cubes().len() <= 16 {
+                hull = hull_of(live.cubes(), d);
+            }
             match resume {
                 None => decided(Stop::Entry(j), hit),
                 Some(r) => pending.entry(r).or_default().extend_disjoint(hit),
@@ -163,7 +242,25 @@ impl<'a> Walker<'a> {
         touched: &mut dyn FnMut(usize),
     ) -> Result<Region, OverBudget> {
         let start = self.universe_within(&self.cubes[i]);
-        self.walk(start, 0, i, budget, &mut |_, _| {}, touched)
+        self.walk(start, 0, i, budget, Settle::Any, &mut |_, _| {}, touched)
+    }
+
+    /// The rule that decides `pkt` scanning from entry `from` (0: the
+    /// policy), skipping removed entries; RETURNs skip as in a walk.
+    pub fn decide_point(&self, pkt: &crate::packet::Packet, from: usize) -> u32 {
+        let mut i = from;
+        while let Some(e) = self.list.entries.get(i) {
+            i += 1;
+            if self.removed[i - 1] || !self.space.contains(&self.cubes[i - 1], pkt) {
+                continue;
+            }
+            match &e.kind {
+                EntryKind::Decide(_) => return e.rule_id,
+                EntryKind::Return { resume, .. } => i = *resume as usize,
+                _ => {}
+            }
+        }
+        0
     }
 
     /// The packets of the universe inside `cube`.
@@ -180,6 +277,7 @@ impl<'a> Walker<'a> {
             0,
             self.list.entries.len(),
             budget,
+            Settle::Exact,
             &mut |s, r| out.push((s, r)),
             &mut |_| {},
         )?;

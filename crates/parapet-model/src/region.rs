@@ -227,6 +227,11 @@ impl Space {
 }
 
 impl Cube {
+    /// The sides, one per dimension of the space.
+    pub fn sides(&self) -> &[IntervalSet] {
+        &self.sides
+    }
+
     /// True when some side is empty.
     pub fn is_empty(&self) -> bool {
         self.sides.iter().any(|s| s.is_empty())
