@@ -30,6 +30,9 @@ pub struct LintArgs {
     /// more is reported as not proven, never guessed.
     #[arg(long, default_value_t = Budget::default().max_cubes)]
     budget: usize,
+    /// Seconds of analysis; what is not proven by then is reported as not proven.
+    #[arg(long = "time-limit", default_value_t = 60.0)]
+    time_limit: f64,
 }
 
 /// Options of `parapet diff`.
@@ -52,6 +55,18 @@ pub struct DiffArgs {
     /// Most boxes one working region may hold (see `lint --budget`).
     #[arg(long, default_value_t = Budget::default().max_cubes)]
     budget: usize,
+    /// Seconds of analysis (see `lint --time-limit`).
+    #[arg(long = "time-limit", default_value_t = 60.0)]
+    time_limit: f64,
+}
+
+fn budget(max_cubes: usize, seconds: f64) -> Result<Budget> {
+    let limit = std::time::Duration::try_from_secs_f64(seconds)
+        .map_err(|_| anyhow!("--time-limit {seconds}: expected a number of seconds"))?;
+    Ok(Budget {
+        max_cubes,
+        deadline: Some(std::time::Instant::now() + limit),
+    })
 }
 
 /// Runs a command whose errors exit 2, as `conventions.md` asks of
@@ -89,9 +104,7 @@ fn run_lint(args: &LintArgs) -> Result<ExitCode> {
             }
         }
     }
-    let budget = Budget {
-        max_cubes: args.budget,
-    };
+    let budget = budget(args.budget, args.time_limit)?;
     let report = parapet_model::lint(&rs, &lists, budget)
         .map_err(|e| anyhow!("{}: {e}", args.rules.display()))?;
     if args.json {
@@ -207,9 +220,7 @@ fn run_diff(args: &DiffArgs) -> Result<ExitCode> {
     let b = load::ruleset(&args.b, &args.format)?.ruleset;
     let la = list_of(&a, args.chain.as_deref(), &args.a)?;
     let lb = list_of(&b, args.chain.as_deref(), &args.b)?;
-    let budget = Budget {
-        max_cubes: args.budget,
-    };
+    let budget = budget(args.budget, args.time_limit)?;
     let report = parapet_model::diff(&la, &lb, budget).map_err(|e| anyhow!("{e}"))?;
     if args.json {
         println!("{}", diff_json(&report));
@@ -222,9 +233,10 @@ fn run_diff(args: &DiffArgs) -> Result<ExitCode> {
             (true, true) => ExitCode::SUCCESS,
             (true, false) => {
                 eprintln!(
-                    "parapet: no difference found, but {} region(s) not proven within --budget {}",
+                    "parapet: no difference found, but {} region(s) not proven within --budget {} and --time-limit {}",
                     report.unproven.len(),
-                    args.budget
+                    args.budget,
+                    args.time_limit
                 );
                 ExitCode::from(2)
             }

@@ -66,6 +66,19 @@ pub struct LintReport {
     pub unproven: Vec<u32>,
 }
 
+/// What the first pass learns about one entry.
+struct Reach {
+    /// A packet reaching it, if any.
+    witness: Option<Packet>,
+    /// Its first-match region, when small.
+    kept: Option<Region>,
+    /// The entries that took or skipped part of its match.
+    touched: Vec<usize>,
+}
+
+/// Regions of at most this many cubes are kept between the passes.
+const KEEP_CUBES: usize = 64;
+
 /// Lints `ruleset`, whose base chains flattened (unpruned) to `lists`.
 pub fn lint(
     ruleset: &Ruleset,
@@ -86,22 +99,28 @@ pub fn lint(
         }
     }
     let mut walkers: Vec<Walker> = lists.iter().map(|l| Walker::new(l, &space)).collect();
-    // First-match regions of every entry, and who shadows it.
-    let reaches: Vec<Vec<Result<(Region, Vec<usize>), OverBudget>>> = walkers
+    // First-match regions of every entry, and who shadows it. Small
+    // regions are kept for the redundancy pass; large ones are recomputed
+    // there, so memory stays bounded.
+    let reaches: Vec<Vec<Result<Reach, OverBudget>>> = walkers
         .iter()
         .map(|w| {
             (0..w.list.entries.len())
                 .map(|i| {
                     let mut touched = Vec::new();
                     let r = w.reach(i, budget, &mut |j| touched.push(j))?;
-                    Ok((r, touched))
+                    Ok(Reach {
+                        witness: r.witness(&space),
+                        kept: (r.cubes().len() <= KEEP_CUBES).then_some(r),
+                        touched,
+                    })
                 })
                 .collect()
         })
         .collect();
     let reachable = |l: usize, i: usize| -> Result<bool, OverBudget> {
-        let (r, _) = reaches[l][i].as_ref().map_err(|e| *e)?;
-        Ok(r.witness(&space).is_some())
+        let r = reaches[l][i].as_ref().map_err(|e| *e)?;
+        Ok(r.witness.is_some())
     };
     let mut unreachable = std::collections::BTreeSet::new();
     for rule in ruleset.rules() {
@@ -167,11 +186,23 @@ pub fn lint(
             if entries[&e.rule_id].len() != 1 || unreachable.contains(&e.rule_id) {
                 continue;
             }
-            let Ok((reach, _)) = &reaches[l][i] else {
+            let Ok(Reach {
+                witness: Some(witness),
+                kept,
+                ..
+            }) = &reaches[l][i]
+            else {
                 continue;
             };
-            let Some(witness) = reach.witness(&space) else {
-                continue;
+            let reach = match kept {
+                Some(r) => r.clone(),
+                None => match walker.reach(i, budget, &mut |_| {}) {
+                    Ok(r) => r,
+                    Err(OverBudget) => {
+                        report.unproven.push(e.rule_id);
+                        continue;
+                    }
+                },
             };
             let mut same = true;
             let mut check = |w: &Walker, stop: Stop, r: &Region| {
@@ -181,7 +212,7 @@ pub fn lint(
             };
             let w = &*walker;
             let rest = w.walk(
-                reach.clone(),
+                reach,
                 i + 1,
                 w.list.entries.len(),
                 budget,
@@ -200,8 +231,8 @@ pub fn lint(
                 report.findings.push(Finding {
                     kind: FindingKind::Redundant,
                     rule: e.rule_id,
-                    by: vec![w.decide_point(&witness, i + 1)],
-                    witness: Some(witness),
+                    by: vec![w.decide_point(witness, i + 1)],
+                    witness: Some(witness.clone()),
                     note: None,
                 });
                 walker.remove(i);
@@ -219,13 +250,13 @@ pub fn lint(
 /// no RETURN comes before it.
 fn shadowing_rules(
     walkers: &[Walker],
-    reaches: &[Vec<Result<(Region, Vec<usize>), OverBudget>>],
+    reaches: &[Vec<Result<Reach, OverBudget>>],
     at: &[(usize, usize)],
 ) -> Vec<u32> {
     let mut by = Vec::new();
     for &(l, i) in at {
         let w = &walkers[l];
-        let Ok((_, touched)) = &reaches[l][i] else {
+        let Ok(Reach { touched, .. }) = &reaches[l][i] else {
             continue;
         };
         let no_return_before = !w.list.entries[..i]

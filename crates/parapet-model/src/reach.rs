@@ -218,7 +218,7 @@ impl<'a> Walker<'a> {
             // A stale hull is still a bound; recomputing it after every
             // hit cost more than the splits it saves.
             hits += 1;
-            if hits % 8 == 0 || live.cubes().len() <= 16 {
+            if hits.is_multiple_of(8) || live.cubes().len() <= 16 {
                 hull = hull_of(live.cubes(), d);
             }
             match resume {

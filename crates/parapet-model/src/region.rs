@@ -42,16 +42,22 @@ pub struct Region {
     cubes: Vec<Cube>,
 }
 
-/// The most cubes one working region may hold.
+/// The most cubes one working region may hold, and when to stop.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct Budget {
     /// Bound on the cubes of a region.
     pub max_cubes: usize,
+    /// After this instant every operation is over budget: what was not
+    /// proven by then is reported as not proven.
+    pub deadline: Option<std::time::Instant>,
 }
 
 impl Default for Budget {
     fn default() -> Self {
-        Budget { max_cubes: 20_000 }
+        Budget {
+            max_cubes: 20_000,
+            deadline: None,
+        }
     }
 }
 
@@ -339,6 +345,12 @@ impl Region {
 
     /// Splits into (inside `cube`, outside it).
     pub fn split(self, cube: &Cube, budget: Budget) -> Result<(Region, Region), OverBudget> {
+        if budget
+            .deadline
+            .is_some_and(|d| std::time::Instant::now() > d)
+        {
+            return Err(OverBudget);
+        }
         let mut inside = Vec::new();
         let mut outside = Vec::new();
         for c in self.cubes {
