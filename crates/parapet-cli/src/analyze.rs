@@ -15,24 +15,53 @@ use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-/// Options of `parapet lint`.
+/// Options `lint` and `diff` share.
 #[derive(Args, Debug)]
-pub struct LintArgs {
-    /// Ruleset file (every base chain is analysed).
-    rules: PathBuf,
+pub struct AnalysisArgs {
     /// Ruleset format: auto, iptables-save, ip6tables-save, nft, classbench.
     #[arg(long, default_value = "auto")]
     format: String,
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
-    /// Most boxes one working region may hold; a rule whose analysis needs
-    /// more is reported as not proven, never guessed.
+    /// Most boxes one working region may hold; a rule or region whose
+    /// analysis needs more is reported as not proven, never guessed.
     #[arg(long, default_value_t = Budget::default().max_cubes)]
     budget: usize,
     /// Seconds of analysis; what is not proven by then is reported as not proven.
     #[arg(long = "time-limit", default_value_t = 60.0)]
     time_limit: f64,
+}
+
+impl AnalysisArgs {
+    fn budget(&self) -> Result<Budget> {
+        let limit = std::time::Duration::try_from_secs_f64(self.time_limit).map_err(|_| {
+            anyhow!(
+                "--time-limit {}: expected a number of seconds",
+                self.time_limit
+            )
+        })?;
+        Ok(Budget {
+            max_cubes: self.budget,
+            deadline: Some(std::time::Instant::now() + limit),
+        })
+    }
+
+    fn unproven_note(&self, what: &str, n: usize) -> String {
+        format!(
+            "parapet: {what}{n} not proven within --budget {} and --time-limit {}",
+            self.budget, self.time_limit
+        )
+    }
+}
+
+/// Options of `parapet lint`.
+#[derive(Args, Debug)]
+pub struct LintArgs {
+    /// Ruleset file (every base chain is analysed).
+    rules: PathBuf,
+    #[command(flatten)]
+    common: AnalysisArgs,
 }
 
 /// Options of `parapet diff`.
@@ -42,31 +71,12 @@ pub struct DiffArgs {
     a: PathBuf,
     /// The second ruleset.
     b: PathBuf,
-    /// Format of both files: auto, iptables-save, ip6tables-save, nft, classbench.
-    #[arg(long, default_value = "auto")]
-    format: String,
     /// Base chain compared in both: CHAIN (table filter) or TABLE/CHAIN. Default
     /// filter/INPUT, or the one base chain on the input hook.
     #[arg(long)]
     chain: Option<String>,
-    /// Print one JSON object.
-    #[arg(long)]
-    json: bool,
-    /// Most boxes one working region may hold (see `lint --budget`).
-    #[arg(long, default_value_t = Budget::default().max_cubes)]
-    budget: usize,
-    /// Seconds of analysis (see `lint --time-limit`).
-    #[arg(long = "time-limit", default_value_t = 60.0)]
-    time_limit: f64,
-}
-
-fn budget(max_cubes: usize, seconds: f64) -> Result<Budget> {
-    let limit = std::time::Duration::try_from_secs_f64(seconds)
-        .map_err(|_| anyhow!("--time-limit {seconds}: expected a number of seconds"))?;
-    Ok(Budget {
-        max_cubes,
-        deadline: Some(std::time::Instant::now() + limit),
-    })
+    #[command(flatten)]
+    common: AnalysisArgs,
 }
 
 /// Runs a command whose errors exit 2, as `conventions.md` asks of
@@ -91,7 +101,7 @@ pub fn lint(args: LintArgs) -> ExitCode {
 }
 
 fn run_lint(args: &LintArgs) -> Result<ExitCode> {
-    let rs = load::ruleset(&args.rules, &args.format)?.ruleset;
+    let rs = load::ruleset(&args.rules, &args.common.format)?.ruleset;
     let mut lists = Vec::new();
     for (t, table) in rs.tables.iter().enumerate() {
         for (c, chain) in table.chains.iter().enumerate() {
@@ -104,10 +114,10 @@ fn run_lint(args: &LintArgs) -> Result<ExitCode> {
             }
         }
     }
-    let budget = budget(args.budget, args.time_limit)?;
+    let budget = args.common.budget()?;
     let report = parapet_model::lint(&rs, &lists, budget)
         .map_err(|e| anyhow!("{}: {e}", args.rules.display()))?;
-    if args.json {
+    if args.common.json {
         println!("{}", lint_json(&rs, &report));
     } else {
         print_lint(&rs, &args.rules, &report);
@@ -118,9 +128,8 @@ fn run_lint(args: &LintArgs) -> Result<ExitCode> {
             (true, true) => ExitCode::SUCCESS,
             (true, false) => {
                 eprintln!(
-                    "parapet: {} rule(s) not proven within --budget {}",
-                    report.unproven.len(),
-                    args.budget
+                    "{}",
+                    args.common.unproven_note("rules: ", report.unproven.len())
                 );
                 ExitCode::from(2)
             }
@@ -216,13 +225,13 @@ pub fn diff(args: DiffArgs) -> ExitCode {
 }
 
 fn run_diff(args: &DiffArgs) -> Result<ExitCode> {
-    let a = load::ruleset(&args.a, &args.format)?.ruleset;
-    let b = load::ruleset(&args.b, &args.format)?.ruleset;
+    let a = load::ruleset(&args.a, &args.common.format)?.ruleset;
+    let b = load::ruleset(&args.b, &args.common.format)?.ruleset;
     let la = list_of(&a, args.chain.as_deref(), &args.a)?;
     let lb = list_of(&b, args.chain.as_deref(), &args.b)?;
-    let budget = budget(args.budget, args.time_limit)?;
+    let budget = args.common.budget()?;
     let report = parapet_model::diff(&la, &lb, budget).map_err(|e| anyhow!("{e}"))?;
-    if args.json {
+    if args.common.json {
         println!("{}", diff_json(&report));
     } else {
         print_diff(&report);
@@ -233,10 +242,9 @@ fn run_diff(args: &DiffArgs) -> Result<ExitCode> {
             (true, true) => ExitCode::SUCCESS,
             (true, false) => {
                 eprintln!(
-                    "parapet: no difference found, but {} region(s) not proven within --budget {} and --time-limit {}",
-                    report.unproven.len(),
-                    args.budget,
-                    args.time_limit
+                    "{}",
+                    args.common
+                        .unproven_note("no difference found; regions: ", report.unproven.len())
                 );
                 ExitCode::from(2)
             }
