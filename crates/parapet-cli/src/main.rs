@@ -3,6 +3,7 @@
 //!
 //! Offline commands read files and exit; they never need the daemon.
 
+mod analyze;
 mod daemon;
 mod engine;
 mod gen;
@@ -84,6 +85,10 @@ enum Command {
         #[command(flatten)]
         opts: engine::EngineArgs,
     },
+    /// Rules that can never decide a packet: unreachable and redundant (exit 1 when found).
+    Lint(analyze::LintArgs),
+    /// Exactly which packets two rulesets give different verdicts (exit 1 when any).
+    Diff(analyze::DiffArgs),
     #[command(flatten)]
     Daemon(daemon::DaemonCommand),
     /// Benchmarks.
@@ -169,6 +174,8 @@ fn main() -> ExitCode {
             opts,
         } => report::trace(&rules, &packet, &opts),
         Command::Explain { rules, opts } => report::explain(&rules, &opts),
+        Command::Lint(args) => return analyze::lint(args),
+        Command::Diff(args) => return analyze::diff(args),
         Command::Gen(cmd) => gen::run(cmd),
         Command::Run(args) => run::run(args),
         Command::Stop { pidfile } => run::stop(&pidfile),

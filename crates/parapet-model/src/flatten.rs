@@ -116,6 +116,19 @@ pub fn flatten_with_limit(
     start: ChainId,
     max_entries: usize,
 ) -> Result<DecisionList, FlattenError> {
+    let mut list = flatten_unpruned(ruleset, start, max_entries)?;
+    list.prune_shadowed();
+    Ok(list)
+}
+
+/// As [`flatten_with_limit`], keeping entries that repeat an earlier
+/// terminal entry: analysis (`parapet lint`) must see every rule to say
+/// which earlier rule shadows it.
+pub fn flatten_unpruned(
+    ruleset: &Ruleset,
+    start: ChainId,
+    max_entries: usize,
+) -> Result<DecisionList, FlattenError> {
     let chain = ruleset.chain(start);
     let policy = chain
         .base
@@ -130,13 +143,11 @@ pub fn flatten_with_limit(
         max_entries,
     };
     f.emit_chain(start.chain, &Matches::any())?;
-    let mut list = DecisionList {
+    Ok(DecisionList {
         entries: f.entries,
         policy,
         set_ref_count: ruleset.set_refs.len(),
-    };
-    list.prune_shadowed();
-    Ok(list)
+    })
 }
 
 struct Flattener<'a> {

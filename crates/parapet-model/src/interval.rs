@@ -149,6 +149,29 @@ impl IntervalSet {
         IntervalSet { ranges: out }
     }
 
+    /// True when the sets share a value; allocation-free, for the hot loops
+    /// of region arithmetic.
+    pub fn overlaps(&self, other: &IntervalSet) -> bool {
+        let (a, b) = (&self.ranges, &other.ranges);
+        let (mut i, mut j) = (0, 0);
+        while i < a.len() && j < b.len() {
+            if a[i].0.max(b[j].0) <= a[i].1.min(b[j].1) {
+                return true;
+            }
+            if a[i].1 < b[j].1 {
+                i += 1;
+            } else {
+                j += 1;
+            }
+        }
+        false
+    }
+
+    /// Values in `self` and not in `other`.
+    pub fn difference(&self, other: &IntervalSet) -> IntervalSet {
+        self.intersect(&other.complement(u128::MAX))
+    }
+
     /// True when every value of `self` is in `other`.
     pub fn is_subset(&self, other: &IntervalSet) -> bool {
         self.intersect(other) == *self
@@ -331,7 +354,9 @@ mod tests {
                 prop_assert_eq!(inter.contains(v), naive(&a, v) && naive(&b, v));
                 prop_assert_eq!(uni.contains(v), naive(&a, v) || naive(&b, v));
                 prop_assert_eq!(comp.contains(v), !naive(&a, v));
+                prop_assert_eq!(sa.difference(&sb).contains(v), naive(&a, v) && !naive(&b, v));
             }
+            prop_assert_eq!(sa.overlaps(&sb), !inter.is_empty());
             // Normal form: sorted, disjoint, non-adjacent.
             for w in inter.ranges().windows(2) {
                 prop_assert!(w[0].1 + 1 < w[1].0);

@@ -16,32 +16,43 @@
 //! - [`flatten`]: one [`DecisionList`] per base chain, the input of the
 //!   compiled engines.
 //! - [`Packet`]: the header fields a classifier reads.
+//! - Analysis: [`Region`] arithmetic (`region.rs`), first-match regions
+//!   ([`Walker`], `reach.rs`), [`diff`] and [`lint`].
 //!
 //! It is also the one home of the words every crate shares: address
 //! [`Family`], protocol and service names ([`protocol_number`],
 //! [`service_port`]), prefix maths ([`range_to_prefixes`], [`prefix_len`])
 //! and the performance|memory [`Policy`].
 
+mod diff;
 mod display;
 mod field;
 mod flatten;
 mod interval;
 mod linear;
+mod lint;
 mod packet;
 mod policy;
 mod proto;
+mod reach;
+mod region;
 mod rule;
 
+pub use diff::{diff, DiffReport, Difference, Unproven};
 pub use display::{format_set, format_value};
 pub use field::{tcp_flags, CtState, Family, Field, IfName};
 pub use flatten::{
-    flatten, flatten_with_limit, DecisionList, Entry, EntryKind, FlattenError, DEFAULT_MAX_ENTRIES,
+    flatten, flatten_unpruned, flatten_with_limit, DecisionList, Entry, EntryKind, FlattenError,
+    DEFAULT_MAX_ENTRIES,
 };
 pub use interval::{prefix_len, prefix_range, range_to_prefixes, width_mask, IntervalSet};
 pub use linear::{Decision, EvalError, LinearEngine, NoSets, SetLookup, TraceStep, MAX_DEPTH};
+pub use lint::{lint, Finding, FindingKind, LintReport};
 pub use packet::{from_ip, to_ip, Packet, PacketSpecError};
 pub use policy::Policy;
 pub use proto::{protocol_name, protocol_number, service_port, PROTOCOLS, SERVICES};
+pub use reach::{Stop, Walker};
+pub use region::{Budget, Cube, OverBudget, Region, Space};
 pub use rule::{
     Action, BaseChain, Chain, ChainId, Counters, Dir, Hook, LeftToKernel, Limit, LogSpec, Matches,
     Origin, Rule, Ruleset, SetKeySpec, SetRef, Table, TableFamily, TimeUnit, Verdict,

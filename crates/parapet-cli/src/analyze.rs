@@ -1,0 +1,323 @@
+//! `parapet lint` and `parapet diff`: exact ruleset analysis with
+//! first-match regions (`parapet_model::{lint, diff}`).
+//!
+//! Both exit 0 when there is nothing to report, 1 when there is, and 2 on
+//! an error or when the budget left the answer unproven with nothing found.
+
+use crate::load;
+use anyhow::{anyhow, Result};
+use clap::Args;
+use parapet_model::{
+    flatten_unpruned, Budget, DecisionList, DiffReport, FindingKind, LintReport, Ruleset, Unproven,
+    DEFAULT_MAX_ENTRIES,
+};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// Options `lint` and `diff` share.
+#[derive(Args, Debug)]
+pub struct AnalysisArgs {
+    /// Ruleset format: auto, iptables-save, ip6tables-save, nft, classbench.
+    #[arg(long, default_value = "auto")]
+    format: String,
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
+    /// Most boxes one working region may hold; a rule or region whose
+    /// analysis needs more is reported as not proven, never guessed.
+    #[arg(long, default_value_t = Budget::default().max_cubes)]
+    budget: usize,
+    /// Seconds of analysis; what is not proven by then is reported as not proven.
+    #[arg(long = "time-limit", default_value_t = 60.0)]
+    time_limit: f64,
+}
+
+impl AnalysisArgs {
+    fn budget(&self) -> Result<Budget> {
+        let limit = std::time::Duration::try_from_secs_f64(self.time_limit).map_err(|_| {
+            anyhow!(
+                "--time-limit {}: expected a number of seconds",
+                self.time_limit
+            )
+        })?;
+        Ok(Budget {
+            max_cubes: self.budget,
+            deadline: Some(std::time::Instant::now() + limit),
+        })
+    }
+
+    fn unproven_note(&self, what: &str, n: usize) -> String {
+        format!(
+            "parapet: {what}{n} not proven within --budget {} and --time-limit {}",
+            self.budget, self.time_limit
+        )
+    }
+}
+
+/// Options of `parapet lint`.
+#[derive(Args, Debug)]
+pub struct LintArgs {
+    /// Ruleset file (every base chain is analysed).
+    rules: PathBuf,
+    #[command(flatten)]
+    common: AnalysisArgs,
+}
+
+/// Options of `parapet diff`.
+#[derive(Args, Debug)]
+pub struct DiffArgs {
+    /// The first ruleset.
+    a: PathBuf,
+    /// The second ruleset.
+    b: PathBuf,
+    /// Base chain compared in both: CHAIN (table filter) or TABLE/CHAIN. Default
+    /// filter/INPUT, or the one base chain on the input hook.
+    #[arg(long)]
+    chain: Option<String>,
+    #[command(flatten)]
+    common: AnalysisArgs,
+}
+
+/// Runs a command whose errors exit 2, as `conventions.md` asks of
+/// `lint` and `diff`.
+fn exit_2_on_error(result: Result<ExitCode>) -> ExitCode {
+    result.unwrap_or_else(|e| {
+        eprintln!("parapet: {e:#}");
+        ExitCode::from(2)
+    })
+}
+
+fn list_of(rs: &Ruleset, chain: Option<&str>, path: &Path) -> Result<DecisionList> {
+    let id = rs
+        .select_chain(chain)
+        .map_err(|e| anyhow!("{}: {e}", path.display()))?;
+    flatten_unpruned(rs, id, DEFAULT_MAX_ENTRIES).map_err(|e| anyhow!("{}: {e}", path.display()))
+}
+
+/// `parapet lint RULES`.
+pub fn lint(args: LintArgs) -> ExitCode {
+    exit_2_on_error(run_lint(&args))
+}
+
+fn run_lint(args: &LintArgs) -> Result<ExitCode> {
+    let rs = load::ruleset(&args.rules, &args.common.format)?.ruleset;
+    let mut lists = Vec::new();
+    for (t, table) in rs.tables.iter().enumerate() {
+        for (c, chain) in table.chains.iter().enumerate() {
+            if chain.base.is_some() {
+                let id = parapet_model::ChainId { table: t, chain: c };
+                lists.push(
+                    flatten_unpruned(&rs, id, DEFAULT_MAX_ENTRIES)
+                        .map_err(|e| anyhow!("{}: {e}", args.rules.display()))?,
+                );
+            }
+        }
+    }
+    let budget = args.common.budget()?;
+    let report = parapet_model::lint(&rs, &lists, budget)
+        .map_err(|e| anyhow!("{}: {e}", args.rules.display()))?;
+    if args.common.json {
+        println!("{}", lint_json(&rs, &report));
+    } else {
+        print_lint(&rs, &args.rules, &report);
+    }
+    Ok(
+        match (report.findings.is_empty(), report.unproven.is_empty()) {
+            (false, _) => ExitCode::from(1),
+            (true, true) => ExitCode::SUCCESS,
+            (true, false) => {
+                eprintln!(
+                    "{}",
+                    args.common.unproven_note("rules: ", report.unproven.len())
+                );
+                ExitCode::from(2)
+            }
+        },
+    )
+}
+
+fn line_of(rs: &Ruleset, id: u32) -> u32 {
+    rs.rules().find(|r| r.id == id).map_or(0, |r| r.origin.line)
+}
+
+fn lint_json(rs: &Ruleset, report: &LintReport) -> Value {
+    let findings: Vec<Value> = report
+        .findings
+        .iter()
+        .map(|f| {
+            let mut o = json!({
+                "kind": f.kind.name(),
+                "rule": f.rule,
+                "line": line_of(rs, f.rule),
+                "by": f.by,
+            });
+            if let Some(w) = &f.witness {
+                o["witness"] = json!(w.to_string());
+            }
+            if let Some(n) = f.note {
+                o["note"] = json!(n);
+            }
+            o
+        })
+        .collect();
+    json!({
+        "findings": findings,
+        "complete": report.unproven.is_empty(),
+        "unproven": report.unproven,
+    })
+}
+
+fn rules_text(ids: &[u32]) -> String {
+    let names: Vec<String> = ids
+        .iter()
+        .map(|&i| {
+            if i == 0 {
+                "the policy".to_string()
+            } else {
+                format!("rule {i}")
+            }
+        })
+        .collect();
+    names.join(", ")
+}
+
+fn print_lint(rs: &Ruleset, path: &Path, report: &LintReport) {
+    for f in &report.findings {
+        let what = match (f.kind, f.note) {
+            (FindingKind::Unreachable, Some(note)) => format!("unreachable: {note}"),
+            (FindingKind::Unreachable, None) => {
+                format!("unreachable: shadowed by {}", rules_text(&f.by))
+            }
+            (FindingKind::Redundant, _) => format!(
+                "redundant: removing it changes no verdict (the packet below then gets the same one from {})",
+                rules_text(&f.by)
+            ),
+        };
+        println!(
+            "{}:{}: rule {}: {what}",
+            path.display(),
+            line_of(rs, f.rule),
+            f.rule
+        );
+        if let Some(w) = &f.witness {
+            println!("    e.g. {w}");
+        }
+    }
+    for id in &report.unproven {
+        println!(
+            "{}:{}: rule {id}: not proven within the budget",
+            path.display(),
+            line_of(rs, *id)
+        );
+    }
+    println!(
+        "{} finding{}, {} not proven",
+        report.findings.len(),
+        if report.findings.len() == 1 { "" } else { "s" },
+        report.unproven.len()
+    );
+}
+
+/// `parapet diff A B`.
+pub fn diff(args: DiffArgs) -> ExitCode {
+    exit_2_on_error(run_diff(&args))
+}
+
+fn run_diff(args: &DiffArgs) -> Result<ExitCode> {
+    let a = load::ruleset(&args.a, &args.common.format)?.ruleset;
+    let b = load::ruleset(&args.b, &args.common.format)?.ruleset;
+    let la = list_of(&a, args.chain.as_deref(), &args.a)?;
+    let lb = list_of(&b, args.chain.as_deref(), &args.b)?;
+    let budget = args.common.budget()?;
+    let report = parapet_model::diff(&la, &lb, budget).map_err(|e| anyhow!("{e}"))?;
+    if args.common.json {
+        println!("{}", diff_json(&report));
+    } else {
+        print_diff(&report);
+    }
+    Ok(
+        match (report.differences.is_empty(), report.unproven.is_empty()) {
+            (false, _) => ExitCode::from(1),
+            (true, true) => ExitCode::SUCCESS,
+            (true, false) => {
+                eprintln!(
+                    "{}",
+                    args.common
+                        .unproven_note("no difference found; regions: ", report.unproven.len())
+                );
+                ExitCode::from(2)
+            }
+        },
+    )
+}
+
+fn unproven_text(u: &Unproven) -> String {
+    match u {
+        Unproven::A(id) => format!("a:{id}"),
+        Unproven::B(id) => format!("b:{id}"),
+        Unproven::Policies => "policies".into(),
+    }
+}
+
+fn diff_json(report: &DiffReport) -> Value {
+    let differences: Vec<Value> = report
+        .differences
+        .iter()
+        .map(|d| {
+            json!({
+                "witness": d.witness.to_string(),
+                "points_log2": (d.points_log2 * 100.0).round() / 100.0,
+                "a": d.a.0,
+                "b": d.b.0,
+                "a_verdict": d.a.1.name(),
+                "b_verdict": d.b.1.name(),
+            })
+        })
+        .collect();
+    let unproven: Vec<String> = report.unproven.iter().map(unproven_text).collect();
+    json!({
+        "equivalent": report.equivalent(),
+        "complete": report.unproven.is_empty(),
+        "differences": differences,
+        "unproven": unproven,
+    })
+}
+
+fn print_diff(report: &DiffReport) {
+    for d in &report.differences {
+        let who = |id: u32| {
+            if id == 0 {
+                "policy".to_string()
+            } else {
+                format!("rule {id}")
+            }
+        };
+        println!(
+            "a: {} {:<6}  b: {} {:<6}  2^{:.1} packets, e.g. {}",
+            who(d.a.0),
+            d.a.1.name(),
+            who(d.b.0),
+            d.b.1.name(),
+            d.points_log2,
+            d.witness
+        );
+    }
+    for u in &report.unproven {
+        println!("not proven within the budget: {}", unproven_text(u));
+    }
+    if report.equivalent() {
+        println!("equivalent: every packet gets the same verdict");
+    } else {
+        println!(
+            "{} difference{}, {} not proven",
+            report.differences.len(),
+            if report.differences.len() == 1 {
+                ""
+            } else {
+                "s"
+            },
+            report.unproven.len()
+        );
+    }
+}

@@ -1,0 +1,195 @@
+//! Region analysis against the linear engine: first-match regions, `diff`
+//! and `lint` must agree with packet-by-packet classification.
+
+use parapet_gen::*;
+use parapet_model::*;
+
+fn budget() -> Budget {
+    Budget::default()
+}
+
+/// Random packets whose interface names `--packet` can write (the
+/// analysis universe).
+fn packets(rs: &Ruleset, seed: u64, n: usize) -> Vec<Packet> {
+    let writable = |v: u128| {
+        let b = v.to_be_bytes();
+        let len = b.iter().position(|&c| c == 0).unwrap_or(16);
+        len < 16
+            && b[..len].iter().all(|c| (0x21..=0x7e).contains(c))
+            && b[len..].iter().all(|&c| c == 0)
+    };
+    packets_for(rs, seed, n)
+        .into_iter()
+        .map(|mut p| {
+            if !writable(p.iif.0) {
+                p.iif = IfName(0);
+            }
+            if !writable(p.oif.0) {
+                p.oif = IfName(0);
+            }
+            p
+        })
+        .collect()
+}
+
+fn spec(seed: u64) -> RandomSpec {
+    RandomSpec {
+        rules: 4 + (seed as usize % 25),
+        user_chains: (seed % 4) as usize,
+        ..Default::default()
+    }
+}
+
+fn list(rs: &Ruleset) -> DecisionList {
+    flatten_unpruned(rs, rs.select_chain(None).unwrap(), DEFAULT_MAX_ENTRIES).unwrap()
+}
+
+#[test]
+fn first_match_regions_agree_with_linear() {
+    let mut checked = 0;
+    for seed in 0..200u64 {
+        let rs = random_ruleset(seed, &spec(seed));
+        let list = list(&rs);
+        let space = Space::of(list.entries.iter().map(|e| &e.matches)).unwrap();
+        let walker = Walker::new(&list, &space);
+        let Ok(regions) = walker.decided_regions(budget()) else {
+            continue;
+        };
+        let linear = LinearEngine::new(&rs, rs.select_chain(None).unwrap()).unwrap();
+        for pkt in packets(&rs, seed, 150) {
+            let want = linear.classify(&pkt, &NoSets).unwrap();
+            let stops: Vec<Stop> = regions
+                .iter()
+                .filter(|(_, r)| r.contains(&space, &pkt))
+                .map(|(s, _)| *s)
+                .collect();
+            assert_eq!(stops.len(), 1, "seed {seed}: {pkt} in {stops:?}");
+            assert_eq!(walker.rule_id(stops[0]), want.rule_id, "seed {seed}: {pkt}");
+            checked += 1;
+        }
+    }
+    assert!(checked > 25_000, "only {checked} packets checked");
+}
+
+/// B: A with a few small edits (swap neighbours, flip a verdict, drop a rule).
+fn mutate(rs: &Ruleset, seed: u64) -> Ruleset {
+    let mut b = rs.clone();
+    let rules = &mut b.tables[0].chains[0].rules;
+    let n = rules.len();
+    for k in 0..1 + seed % 3 {
+        let i = ((seed * 7 + k * 13) as usize) % n.max(1);
+        match (seed + k) % 3 {
+            0 if i + 1 < rules.len() => rules.swap(i, i + 1),
+            1 if i < rules.len() => {
+                if let Action::Verdict(v) = &mut rules[i].action {
+                    *v = if *v == Verdict::Accept {
+                        Verdict::Drop
+                    } else {
+                        Verdict::Accept
+                    };
+                }
+            }
+            _ if i < rules.len() && rules.len() > 1 => {
+                rules.remove(i);
+            }
+            _ => {}
+        }
+    }
+    b
+}
+
+#[test]
+fn diff_witnesses_differ_and_everything_else_agrees() {
+    let (mut boxes, mut outside) = (0, 0);
+    for seed in 0..200u64 {
+        let a = random_ruleset(seed, &spec(seed));
+        let b = mutate(&a, seed);
+        let (la, lb) = (list(&a), list(&b));
+        let report = diff(&la, &lb, budget()).unwrap();
+        if !report.unproven.is_empty() {
+            continue;
+        }
+        let ea = LinearEngine::new(&a, a.select_chain(None).unwrap()).unwrap();
+        let eb = LinearEngine::new(&b, b.select_chain(None).unwrap()).unwrap();
+        let space =
+            parapet_model::Space::of(la.entries.iter().chain(&lb.entries).map(|e| &e.matches))
+                .unwrap();
+        for d in &report.differences {
+            let (da, db) = (
+                ea.classify(&d.witness, &NoSets).unwrap(),
+                eb.classify(&d.witness, &NoSets).unwrap(),
+            );
+            assert_ne!(da.verdict, db.verdict, "seed {seed}: {}", d.witness);
+            assert_eq!((da.rule_id, db.rule_id), (d.a.0, d.b.0), "seed {seed}");
+            // The witness round-trips through the --packet syntax.
+            assert_eq!(d.witness.to_string().parse::<Packet>().unwrap(), d.witness);
+            boxes += 1;
+        }
+        for pkt in packets(&a, seed, 150) {
+            let inside = report
+                .differences
+                .iter()
+                .any(|d| space.contains(&d.cube, &pkt));
+            let (da, db) = (
+                ea.classify(&pkt, &NoSets).unwrap(),
+                eb.classify(&pkt, &NoSets).unwrap(),
+            );
+            assert_eq!(da.verdict != db.verdict, inside, "seed {seed}: {pkt}");
+            outside += !inside as usize;
+        }
+        assert_eq!(report.equivalent(), report.differences.is_empty());
+    }
+    assert!(
+        boxes > 200 && outside > 10_000,
+        "{boxes} boxes, {outside} packets outside"
+    );
+}
+
+#[test]
+fn removing_lint_findings_keeps_every_verdict() {
+    let (mut found, mut redundant) = (0, 0);
+    for seed in 0..200u64 {
+        let rs = random_ruleset(seed, &spec(seed));
+        let report = lint(&rs, &[list(&rs)], budget()).unwrap();
+        let gone: Vec<u32> = report.findings.iter().map(|f| f.rule).collect();
+        found += gone.len();
+        redundant += report
+            .findings
+            .iter()
+            .filter(|f| f.kind == FindingKind::Redundant)
+            .count();
+        let mut pruned = rs.clone();
+        for chain in &mut pruned.tables[0].chains {
+            chain.rules.retain(|r| !gone.contains(&r.id));
+        }
+        let e = LinearEngine::new(&rs, rs.select_chain(None).unwrap()).unwrap();
+        let p = LinearEngine::new(&pruned, pruned.select_chain(None).unwrap()).unwrap();
+        for pkt in packets(&rs, seed, 200) {
+            let (d, dp) = (
+                e.classify(&pkt, &NoSets).unwrap(),
+                p.classify(&pkt, &NoSets).unwrap(),
+            );
+            assert_eq!(
+                d.verdict, dp.verdict,
+                "seed {seed}: {pkt}, removed {gone:?}"
+            );
+            if !gone.contains(&d.rule_id) {
+                assert_eq!(d.rule_id, dp.rule_id, "seed {seed}: {pkt}");
+            }
+        }
+        for f in &report.findings {
+            if let Some(w) = &f.witness {
+                assert_eq!(f.kind, FindingKind::Redundant);
+                assert_eq!(
+                    e.classify(w, &NoSets).unwrap().rule_id,
+                    f.rule,
+                    "seed {seed}"
+                );
+            }
+        }
+    }
+    assert!(
+        found > 50 && redundant > 10,
+        "{found} findings, {redundant} redundant"
+    );
+}

@@ -1,0 +1,278 @@
+//! `parapet lint`: rules that can never decide a packet, found exactly with
+//! first-match regions.
+//!
+//! - **unreachable**: no packet reaches the rule and matches it — every
+//!   entry it flattened to has an empty first-match region (shadowed by one
+//!   earlier rule or by several together, through jumps, gotos and
+//!   RETURNs), or it has no entry at all (its match is empty, or no jump
+//!   reaches its chain with a packet it could match).
+//! - **redundant**: the rule decides some packets, but removing it changes
+//!   no packet's verdict: every packet it decides gets the same verdict
+//!   further down. Checked from the last rule to the first, each against
+//!   the list without the redundant rules found so far, so all of them can
+//!   be removed together.
+
+use crate::flatten::{DecisionList, EntryKind};
+use crate::packet::Packet;
+use crate::reach::{Settle, Stop, Walker};
+use crate::region::{Budget, OverBudget, Region, Space};
+use crate::rule::Ruleset;
+use std::collections::BTreeMap;
+
+/// What is wrong with a rule.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum FindingKind {
+    /// No packet reaches it.
+    Unreachable,
+    /// Removing it changes no packet's verdict.
+    Redundant,
+}
+
+impl FindingKind {
+    /// The name used in output (`unreachable`, `redundant`).
+    pub fn name(self) -> &'static str {
+        match self {
+            FindingKind::Unreachable => "unreachable",
+            FindingKind::Redundant => "redundant",
+        }
+    }
+}
+
+/// One finding about one rule.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Finding {
+    /// What kind.
+    pub kind: FindingKind,
+    /// The rule's id.
+    pub rule: u32,
+    /// Unreachable: the earlier rules that take or skip every packet it
+    /// matches (one rule when one suffices). Redundant: the rule that
+    /// decides the witness once it is gone (0: the policy).
+    pub by: Vec<u32>,
+    /// Redundant: a packet the rule decides, which keeps its verdict
+    /// without it.
+    pub witness: Option<Packet>,
+    /// Unreachable without any entry: why (`empty match`, `chain never
+    /// reached`).
+    pub note: Option<&'static str>,
+}
+
+/// The result of linting.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LintReport {
+    /// Findings, by rule id.
+    pub findings: Vec<Finding>,
+    /// Rules whose analysis hit the budget: nothing is claimed about them.
+    pub unproven: Vec<u32>,
+}
+
+/// What the first pass learns about one entry.
+struct Reach {
+    /// A packet reaching it, if any.
+    witness: Option<Packet>,
+    /// Its first-match region, when small.
+    kept: Option<Region>,
+    /// The entries that took or skipped part of its match.
+    touched: Vec<usize>,
+}
+
+/// Regions of at most this many cubes are kept between the passes.
+const KEEP_CUBES: usize = 64;
+
+/// Lints `ruleset`, whose base chains flattened (unpruned) to `lists`.
+pub fn lint(
+    ruleset: &Ruleset,
+    lists: &[DecisionList],
+    budget: Budget,
+) -> Result<LintReport, String> {
+    let space = Space::of(
+        lists
+            .iter()
+            .flat_map(|l| l.entries.iter().map(|e| &e.matches)),
+    )?;
+    let mut report = LintReport::default();
+    // rule id -> its entries, as (list, index)
+    let mut entries: BTreeMap<u32, Vec<(usize, usize)>> = BTreeMap::new();
+    for (l, list) in lists.iter().enumerate() {
+        for (i, e) in list.entries.iter().enumerate() {
+            entries.entry(e.rule_id).or_default().push((l, i));
+        }
+    }
+    let mut walkers: Vec<Walker> = lists.iter().map(|l| Walker::new(l, &space)).collect();
+    // First-match regions of every entry, and who shadows it. Small
+    // regions are kept for the redundancy pass; large ones are recomputed
+    // there, so memory stays bounded.
+    let reaches: Vec<Vec<Result<Reach, OverBudget>>> = walkers
+        .iter()
+        .map(|w| {
+            (0..w.list.entries.len())
+                .map(|i| {
+                    let mut touched = Vec::new();
+                    let r = w.reach(i, budget, &mut |j| touched.push(j))?;
+                    Ok(Reach {
+                        witness: r.witness(&space),
+                        kept: (r.cubes().len() <= KEEP_CUBES).then_some(r),
+                        touched,
+                    })
+                })
+                .collect()
+        })
+        .collect();
+    let reachable = |l: usize, i: usize| -> Result<bool, OverBudget> {
+        let r = reaches[l][i].as_ref().map_err(|e| *e)?;
+        Ok(r.witness.is_some())
+    };
+    let mut unreachable = std::collections::BTreeSet::new();
+    for rule in ruleset.rules() {
+        let Some(at) = entries.get(&rule.id) else {
+            let note = if rule.matches.is_unsatisfiable() {
+                "its match is empty"
+            } else {
+                "no jump reaches its chain with a packet it could match"
+            };
+            unreachable.insert(rule.id);
+            report.findings.push(Finding {
+                kind: FindingKind::Unreachable,
+                rule: rule.id,
+                by: Vec::new(),
+                witness: None,
+                note: Some(note),
+            });
+            continue;
+        };
+        let mut any = Ok(false);
+        for &(l, i) in at {
+            match reachable(l, i) {
+                Ok(true) => {
+                    any = Ok(true);
+                    break;
+                }
+                Ok(false) => {}
+                Err(e) => any = Err(e),
+            }
+        }
+        match any {
+            Ok(true) => {}
+            Ok(false) => {
+                unreachable.insert(rule.id);
+                report.findings.push(Finding {
+                    kind: FindingKind::Unreachable,
+                    rule: rule.id,
+                    by: shadowing_rules(&walkers, &reaches, at),
+                    witness: None,
+                    note: None,
+                });
+            }
+            Err(OverBudget) => report.unproven.push(rule.id),
+        }
+    }
+    // Redundancy, last rule first, for rules that flattened to one
+    // deciding entry. Unreachable rules are gone first: a rule is not
+    // redundant because an unreachable copy of it would take over.
+    for (&id, at) in &entries {
+        if unreachable.contains(&id) {
+            for &(l, i) in at {
+                walkers[l].remove(i);
+            }
+        }
+    }
+    for (l, walker) in walkers.iter_mut().enumerate() {
+        let list = walker.list;
+        for i in (0..list.entries.len()).rev() {
+            let e = &list.entries[i];
+            let EntryKind::Decide(verdict) = &e.kind else {
+                continue;
+            };
+            if entries[&e.rule_id].len() != 1 || unreachable.contains(&e.rule_id) {
+                continue;
+            }
+            let Ok(Reach {
+                witness: Some(witness),
+                kept,
+                ..
+            }) = &reaches[l][i]
+            else {
+                continue;
+            };
+            let reach = match kept {
+                Some(r) => r.clone(),
+                None => match walker.reach(i, budget, &mut |_| {}) {
+                    Ok(r) => r,
+                    Err(OverBudget) => {
+                        report.unproven.push(e.rule_id);
+                        continue;
+                    }
+                },
+            };
+            let mut same = true;
+            let mut check = |w: &Walker, stop: Stop, r: &Region| {
+                if w.verdict(stop) != verdict && r.witness(&space).is_some() {
+                    same = false;
+                }
+            };
+            let w = &*walker;
+            let rest = w.walk(
+                reach,
+                i + 1,
+                w.list.entries.len(),
+                budget,
+                Settle::SameAs(verdict),
+                &mut |s, r| check(w, s, &r),
+                &mut |_| {},
+            );
+            match rest {
+                Ok(rest) => check(w, Stop::Policy, &rest),
+                Err(OverBudget) => {
+                    report.unproven.push(e.rule_id);
+                    continue;
+                }
+            }
+            if same {
+                report.findings.push(Finding {
+                    kind: FindingKind::Redundant,
+                    rule: e.rule_id,
+                    by: vec![w.decide_point(witness, i + 1)],
+                    witness: Some(witness.clone()),
+                    note: None,
+                });
+                walker.remove(i);
+            }
+        }
+    }
+    report.findings.sort_by_key(|f| f.rule);
+    report.unproven.sort_unstable();
+    report.unproven.dedup();
+    Ok(report)
+}
+
+/// The rules that took or skipped the packets of an unreachable rule's
+/// entries; one rule when one earlier deciding rule covers its match and
+/// no RETURN comes before it.
+fn shadowing_rules(
+    walkers: &[Walker],
+    reaches: &[Vec<Result<Reach, OverBudget>>],
+    at: &[(usize, usize)],
+) -> Vec<u32> {
+    let mut by = Vec::new();
+    for &(l, i) in at {
+        let w = &walkers[l];
+        let Ok(Reach { touched, .. }) = &reaches[l][i] else {
+            continue;
+        };
+        let no_return_before = !w.list.entries[..i]
+            .iter()
+            .any(|e| matches!(e.kind, EntryKind::Return { .. }));
+        let single = touched.iter().find(|&&j| {
+            no_return_before
+                && w.list.entries[j].kind.is_terminal()
+                && w.cube(i).is_subset(w.cube(j))
+        });
+        match single {
+            Some(&j) if at.len() == 1 => return vec![w.list.entries[j].rule_id],
+            _ => by.extend(touched.iter().map(|&j| w.list.entries[j].rule_id)),
+        }
+    }
+    by.sort_unstable();
+    by.dedup();
+    by
+}

@@ -1,0 +1,287 @@
+//! First-match regions: which packets reach, and are decided by, each
+//! entry of a decision list — computed exactly with [`crate::region`].
+//!
+//! A walk carries a region of packets down the list exactly as
+//! [`DecisionList::classify`] carries one packet: a matching `Decide` entry
+//! takes its part out, a matching `Return` moves its part to the entry it
+//! resumes at, every other entry lets packets pass. Only the entries whose
+//! bounding box meets the walked region's are looked at, so the cost of a
+//! walk grows with the rules that overlap it, not with the list.
+
+use crate::flatten::{DecisionList, EntryKind};
+use crate::region::{Budget, Cube, OverBudget, Region, Space};
+use crate::rule::Verdict;
+use std::collections::BTreeMap;
+
+/// Where a walked packet ends: at a deciding entry or at the policy.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// The entry with this index decided.
+    Entry(usize),
+    /// No entry decided: the chain policy did.
+    Policy,
+}
+
+/// Which decisions a walk may settle in bulk. Within a run of deciding
+/// entries with one verdict (nothing but LOG, count and jump entries
+/// between), which entry decides a packet does not change its verdict; when
+/// the caller only needs verdicts (or only what passes the run), the walk
+/// looks for one entry of the run that covers the whole walked region and
+/// settles everything there at once (the catch-all rule at the end of a
+/// ClassBench list, instead of thousands of fragmenting subtractions).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Settle<'v> {
+    /// Report every packet's exact deciding entry.
+    Exact,
+    /// Exact, except that runs with this verdict may be settled in bulk
+    /// (and reported at the covering entry).
+    SameAs(&'v Verdict),
+    /// Only what passes the walk matters: any run may be settled in bulk.
+    Any,
+}
+
+/// A decision list prepared for region walks.
+pub struct Walker<'a> {
+    /// The list.
+    pub list: &'a DecisionList,
+    /// The space its cubes live in.
+    pub space: &'a Space,
+    cubes: Vec<Cube>,
+    /// Bounding boxes, `space.dims().len()` per entry.
+    hulls: Vec<(u128, u128)>,
+    /// Entries removed from the list (skipped by every walk).
+    removed: Vec<bool>,
+    /// For a deciding entry: the end of its run of same-verdict deciding
+    /// entries (see [`Settle`]).
+    run_end: Vec<usize>,
+}
+
+/// True when every side of `cube` holds the whole range of the hull's.
+fn covers(cube: &Cube, hull: &[(u128, u128)]) -> bool {
+    cube.sides().iter().zip(hull).all(|(side, &(lo, hi))| {
+        let r = side.ranges();
+        let i = r.partition_point(|&(_, end)| end < lo);
+        i < r.len() && r[i].0 <= lo && hi <= r[i].1
+    })
+}
+
+fn hull_of(cubes: &[Cube], dims: usize) -> Vec<(u128, u128)> {
+    let mut h = vec![(u128::MAX, 0u128); dims];
+    for c in cubes {
+        for (slot, (lo, hi)) in h.iter_mut().zip(c.hull()) {
+            slot.0 = slot.0.min(lo);
+            slot.1 = slot.1.max(hi);
+        }
+    }
+    h
+}
+
+fn hulls_meet(a: &[(u128, u128)], b: &[(u128, u128)]) -> bool {
+    a.iter().zip(b).all(|(x, y)| x.0.max(y.0) <= x.1.min(y.1))
+}
+
+impl<'a> Walker<'a> {
+    /// Prepares `list` in `space` (which must cover the list's fields).
+    pub fn new(list: &'a DecisionList, space: &'a Space) -> Self {
+        let cubes: Vec<Cube> = list
+            .entries
+            .iter()
+            .map(|e| space.cube(&e.matches))
+            .collect();
+        let hulls = cubes.iter().flat_map(|c| c.hull()).collect();
+        let n = list.entries.len();
+        let mut run_end = vec![n; n];
+        let mut end = n;
+        let mut verdict: Option<&Verdict> = None;
+        for i in (0..n).rev() {
+            match &list.entries[i].kind {
+                EntryKind::Decide(v) => {
+                    if verdict != Some(v) {
+                        end = i + 1;
+                        verdict = Some(v);
+                    }
+                    // `end` is one past the last entry of the run.
+                    run_end[i] = end;
+                }
+                EntryKind::Return { .. } => verdict = None,
+                _ => {}
+            }
+        }
+        Walker {
+            list,
+            space,
+            removed: vec![false; n],
+            cubes,
+            hulls,
+            run_end,
+        }
+    }
+
+    /// The cube of entry `i`'s match.
+    pub fn cube(&self, i: usize) -> &Cube {
+        &self.cubes[i]
+    }
+
+    /// Removes entry `i` from every later walk.
+    pub fn remove(&mut self, i: usize) {
+        self.removed[i] = true;
+    }
+
+    /// The verdict at a stop.
+    pub fn verdict(&self, stop: Stop) -> &Verdict {
+        match stop {
+            Stop::Entry(i) => match &self.list.entries[i].kind {
+                EntryKind::Decide(v) => v,
+                _ => unreachable!("only deciding entries stop a walk"),
+            },
+            Stop::Policy => &self.list.policy,
+        }
+    }
+
+    /// The rule id at a stop (0 for the policy).
+    pub fn rule_id(&self, stop: Stop) -> u32 {
+        match stop {
+            Stop::Entry(i) => self.list.entries[i].rule_id,
+            Stop::Policy => 0,
+        }
+    }
+
+    /// Walks the packets of `region`, all standing at entry `from`, down to
+    /// entry `to` (exclusive; `entries.len()` for the whole list). Every
+    /// non-empty part a `Decide` entry takes is passed to `decided`, and
+    /// every entry that took or skipped a non-empty part is passed to
+    /// `touched`. Returns the packets that arrive at `to` (at the end of
+    /// the list: those the policy decides).
+    #[allow(clippy::too_many_arguments)]
+    pub fn walk(
+        &self,
+        region: Region,
+        from: usize,
+        to: usize,
+        budget: Budget,
+        settle: Settle,
+        decided: &mut dyn FnMut(Stop, Region),
+        touched: &mut dyn FnMut(usize),
+    ) -> Result<Region, OverBudget> {
+        let d = self.space.dims().len();
+        let mut live = region;
+        let mut pending: BTreeMap<usize, Region> = BTreeMap::new();
+        let mut hull = hull_of(live.cubes(), d);
+        let mut hits = 0usize;
+        // Runs before this index have been looked at for a covering entry.
+        let mut settled_until = from;
+        for j in from..to {
+            if let Some(back) = pending.remove(&j) {
+                live.extend_disjoint(back);
+                hull = hull_of(live.cubes(), d);
+            }
+            if live.is_empty() {
+                match pending.keys().next() {
+                    Some(_) => continue,
+                    None => break,
+                }
+            }
+            if self.removed[j] || !hulls_meet(&hull, &self.hulls[j * d..(j + 1) * d]) {
+                continue;
+            }
+            let resume = match &self.list.entries[j].kind {
+                EntryKind::Decide(v) => {
+                    let bulk = match settle {
+                        Settle::Exact => false,
+                        Settle::SameAs(want) => want == v,
+                        Settle::Any => true,
+                    };
+                    if bulk && j >= settled_until {
+                        let end = self.run_end[j].min(to);
+                        settled_until = end;
+                        if let Some(k) = (j..end).find(|&k| {
+                            !self.removed[k]
+                                && self.list.entries[k].kind.is_terminal()
+                                && covers(&self.cubes[k], &hull)
+                        }) {
+                            touched(k);
+                            decided(Stop::Entry(k), std::mem::take(&mut live));
+                            continue;
+                        }
+                    }
+                    None
+                }
+                EntryKind::Return { resume, .. } => Some(*resume as usize),
+                _ => continue,
+            };
+            let (hit, miss) = live.split(&self.cubes[j], budget)?;
+            live = miss;
+            if hit.is_empty() {
+                continue;
+            }
+            touched(j);
+            // A stale hull is still a bound; recomputing it after every
+            // hit cost more than the splits it saves.
+            hits += 1;
+            if hits.is_multiple_of(8) || live.cubes().len() <= 16 {
+                hull = hull_of(live.cubes(), d);
+            }
+            match resume {
+                None => decided(Stop::Entry(j), hit),
+                Some(r) => pending.entry(r).or_default().extend_disjoint(hit),
+            }
+        }
+        // Packets that skipped exactly to `to` arrive there; those that
+        // skipped past it never see it.
+        if let Some(back) = pending.remove(&to) {
+            live.extend_disjoint(back);
+        }
+        Ok(live)
+    }
+
+    /// The packets that reach entry `i` and match it.
+    pub fn reach(
+        &self,
+        i: usize,
+        budget: Budget,
+        touched: &mut dyn FnMut(usize),
+    ) -> Result<Region, OverBudget> {
+        let start = self.universe_within(&self.cubes[i]);
+        self.walk(start, 0, i, budget, Settle::Any, &mut |_, _| {}, touched)
+    }
+
+    /// The rule that decides `pkt` scanning from entry `from` (0: the
+    /// policy), skipping removed entries; RETURNs skip as in a walk.
+    pub fn decide_point(&self, pkt: &crate::packet::Packet, from: usize) -> u32 {
+        let mut i = from;
+        while let Some(e) = self.list.entries.get(i) {
+            i += 1;
+            if self.removed[i - 1] || !self.space.contains(&self.cubes[i - 1], pkt) {
+                continue;
+            }
+            match &e.kind {
+                EntryKind::Decide(_) => return e.rule_id,
+                EntryKind::Return { resume, .. } => i = *resume as usize,
+                _ => {}
+            }
+        }
+        0
+    }
+
+    /// The packets of the universe inside `cube`.
+    pub fn universe_within(&self, cube: &Cube) -> Region {
+        self.space.universe().intersect(cube)
+    }
+
+    /// Every deciding stop with the packets it decides, policy last.
+    /// Exponential in the worst case; for tests and small lists.
+    pub fn decided_regions(&self, budget: Budget) -> Result<Vec<(Stop, Region)>, OverBudget> {
+        let mut out = Vec::new();
+        let rest = self.walk(
+            self.space.universe(),
+            0,
+            self.list.entries.len(),
+            budget,
+            Settle::Exact,
+            &mut |s, r| out.push((s, r)),
+            &mut |_| {},
+        )?;
+        out.push((Stop::Policy, rest));
+        Ok(out)
+    }
+}

@@ -1,0 +1,445 @@
+//! Region arithmetic: sets of packets as unions of disjoint boxes.
+//!
+//! A rule's match is already a product of interval sets, one per field
+//! (`Matches`), so the natural exact representation of "the packets that
+//! reach rule i" is a union of such products ([`Cube`]s). Subtracting one
+//! product from another gives at most one piece per field (peel off, field
+//! by field, the part outside the subtrahend), so the pieces stay disjoint
+//! and every operation is exact. The number of pieces can grow with the
+//! number of overlapping rules; a [`Budget`] bounds it, and an operation
+//! that would pass it fails with [`OverBudget`] instead of approximating.
+//!
+//! Only the fields some rule constrains are dimensions of the [`Space`];
+//! a packet's other fields are free, and witnesses take their defaults.
+//!
+//! The universe is every packet the `--packet` syntax can describe: family
+//! 4 or 6, IPv4 addresses below 2^32, conntrack states 0-4, and interface
+//! names of up to 15 printable ASCII bytes other than space (or none).
+//! Interface sides are kept as plain number intervals; [`Space::witness`]
+//! finds a writable name inside them, and a cube without one holds no
+//! packet.
+
+use crate::field::{CtState, Family, Field, IfName};
+use crate::interval::{width_mask, IntervalSet};
+use crate::packet::Packet;
+use crate::rule::Matches;
+
+/// The analysed fields, in [`Field`] order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Space {
+    dims: Vec<Field>,
+}
+
+/// A product of interval sets, one side per dimension of its [`Space`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Cube {
+    sides: Vec<IntervalSet>,
+}
+
+/// A union of pairwise disjoint cubes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Region {
+    cubes: Vec<Cube>,
+}
+
+/// The most cubes one working region may hold, and when to stop.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Budget {
+    /// Bound on the cubes of a region.
+    pub max_cubes: usize,
+    /// After this instant every operation is over budget: what was not
+    /// proven by then is reported as not proven.
+    pub deadline: Option<std::time::Instant>,
+}
+
+impl Default for Budget {
+    fn default() -> Self {
+        Budget {
+            max_cubes: 20_000,
+            deadline: None,
+        }
+    }
+}
+
+/// An operation needed more cubes than its [`Budget`] allows: its result is
+/// not proven either way.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct OverBudget;
+
+/// Printable ASCII other than space: the interface-name bytes a `--packet`
+/// string can write.
+const NAME_BYTES: std::ops::RangeInclusive<u8> = 0x21..=0x7e;
+
+/// The smallest interface-name value `>= x` that `--packet` can write (the
+/// empty name 0 included), if any.
+fn next_name(x: u128) -> Option<u128> {
+    let b = x.to_be_bytes();
+    let mut len = 0;
+    while len < 15 && NAME_BYTES.contains(&b[len]) {
+        len += 1;
+    }
+    if b[len..].iter().all(|&c| c == 0) {
+        return Some(x);
+    }
+    let with = |k: usize, byte: u8| {
+        let mut y = [0u8; 16];
+        y[..k].copy_from_slice(&b[..k]);
+        y[k] = byte;
+        u128::from_be_bytes(y)
+    };
+    if len < 15 && b[len] < *NAME_BYTES.start() {
+        return Some(with(len, *NAME_BYTES.start()));
+    }
+    // Too long, or a byte above the range: raise an earlier byte.
+    (0..len)
+        .rev()
+        .find(|&k| b[k] < *NAME_BYTES.end())
+        .map(|k| with(k, b[k] + 1))
+}
+
+/// The smallest value of `side` a packet can carry in `field`.
+fn first_value(field: Field, side: &IntervalSet) -> Option<u128> {
+    match field {
+        Field::InIface | Field::OutIface => side
+            .ranges()
+            .iter()
+            .find_map(|&(lo, hi)| next_name(lo).filter(|&v| v <= hi)),
+        _ => side.ranges().first().map(|r| r.0),
+    }
+}
+
+impl Space {
+    /// The space of every field the given matches constrain, plus family
+    /// and addresses (whose universe depends on each other). Set membership
+    /// depends on the sets' contents and is refused.
+    pub fn of<'a>(matches: impl IntoIterator<Item = &'a Matches>) -> Result<Space, String> {
+        let mut dims = vec![Field::Family, Field::SrcAddr, Field::DstAddr];
+        for m in matches {
+            for (f, _) in m.iter() {
+                if let Field::Set(_) = f {
+                    return Err(
+                        "rules that match named sets are not analysed yet (their contents can change)"
+                            .into(),
+                    );
+                }
+                if !dims.contains(f) {
+                    dims.push(*f);
+                }
+            }
+        }
+        dims.sort();
+        Ok(Space { dims })
+    }
+
+    /// The analysed fields.
+    pub fn dims(&self) -> &[Field] {
+        &self.dims
+    }
+
+    /// Every packet: one cube per family.
+    pub fn universe(&self) -> Region {
+        let cubes = [Family::V4, Family::V6]
+            .into_iter()
+            .map(|family| Cube {
+                sides: self
+                    .dims
+                    .iter()
+                    .map(|&f| match f {
+                        Field::Family => IntervalSet::point(family.value()),
+                        Field::SrcAddr | Field::DstAddr => {
+                            IntervalSet::full(width_mask(family.addr_bits()))
+                        }
+                        Field::CtState => IntervalSet::full(CtState::Untracked as u128),
+                        _ => IntervalSet::full(f.max_value()),
+                    })
+                    .collect(),
+            })
+            .collect();
+        Region { cubes }
+    }
+
+    /// The cube of a rule's match (fields it does not constrain are full).
+    pub fn cube(&self, m: &Matches) -> Cube {
+        Cube {
+            sides: self
+                .dims
+                .iter()
+                .map(|&f| {
+                    m.get(f)
+                        .cloned()
+                        .unwrap_or_else(|| IntervalSet::full(f.max_value()))
+                })
+                .collect(),
+        }
+    }
+
+    /// A packet in the cube (its smallest writable point), if it holds one.
+    pub fn witness(&self, cube: &Cube) -> Option<Packet> {
+        let mut values = Vec::with_capacity(self.dims.len());
+        for (&f, side) in self.dims.iter().zip(&cube.sides) {
+            values.push((f, first_value(f, side)?));
+        }
+        let get = |field: Field| values.iter().find(|(f, _)| *f == field).map(|v| v.1);
+        let family = match get(Field::Family) {
+            Some(6) => Family::V6,
+            Some(4) => Family::V4,
+            _ => return None,
+        };
+        let mut p = Packet::new(
+            family,
+            get(Field::SrcAddr).unwrap_or(0),
+            get(Field::DstAddr).unwrap_or(0),
+            get(Field::Proto).unwrap_or(6) as u8,
+            get(Field::SrcPort).unwrap_or(1024) as u16,
+            get(Field::DstPort).unwrap_or(80) as u16,
+        );
+        if let Some(v) = get(Field::IcmpTypeCode) {
+            (p.icmp_type, p.icmp_code) = ((v >> 8) as u8, v as u8);
+        }
+        if let Some(v) = get(Field::TcpFlags) {
+            p.tcp_flags = v as u8;
+        }
+        if let Some(v) = get(Field::InIface) {
+            p.iif = IfName(v);
+        }
+        if let Some(v) = get(Field::OutIface) {
+            p.oif = IfName(v);
+        }
+        if let Some(v) = get(Field::CtState) {
+            p.ct_state = CtState::ALL[v as usize];
+        }
+        if let Some(v) = get(Field::Fragment) {
+            p.fragment = v == 1;
+        }
+        Some(p)
+    }
+
+    /// True when the packet lies in the cube.
+    pub fn contains(&self, cube: &Cube, pkt: &Packet) -> bool {
+        self.dims
+            .iter()
+            .zip(&cube.sides)
+            .all(|(&f, side)| side.contains(pkt.value(f)))
+    }
+
+    /// log2 of the number of points of the cube (interface sides count
+    /// every number of their intervals).
+    pub fn points_log2(&self, cube: &Cube) -> f64 {
+        cube.sides
+            .iter()
+            .map(|s| (s.cardinality() as f64).log2())
+            .sum()
+    }
+}
+
+impl Cube {
+    /// The sides, one per dimension of the space.
+    pub fn sides(&self) -> &[IntervalSet] {
+        &self.sides
+    }
+
+    /// True when some side is empty.
+    pub fn is_empty(&self) -> bool {
+        self.sides.iter().any(|s| s.is_empty())
+    }
+
+    /// True when the cubes share a point.
+    pub fn overlaps(&self, other: &Cube) -> bool {
+        self.sides
+            .iter()
+            .zip(&other.sides)
+            .all(|(a, b)| a.overlaps(b))
+    }
+
+    /// True when every point of `self` is in `other`.
+    pub fn is_subset(&self, other: &Cube) -> bool {
+        self.sides
+            .iter()
+            .zip(&other.sides)
+            .all(|(a, b)| a.is_subset(b))
+    }
+
+    /// The common points.
+    pub fn intersect(&self, other: &Cube) -> Cube {
+        Cube {
+            sides: self
+                .sides
+                .iter()
+                .zip(&other.sides)
+                .map(|(a, b)| a.intersect(b))
+                .collect(),
+        }
+    }
+
+    /// Pushes `self \ other` onto `out` as disjoint cubes (at most one per
+    /// dimension): piece k keeps the sides before k inside `other`, side k
+    /// outside it, and the sides after k as they were.
+    pub fn subtract_into(&self, other: &Cube, out: &mut Vec<Cube>) {
+        if !self.overlaps(other) {
+            out.push(self.clone());
+            return;
+        }
+        let mut rest = self.clone();
+        for k in 0..self.sides.len() {
+            let outside = rest.sides[k].difference(&other.sides[k]);
+            if !outside.is_empty() {
+                let mut piece = rest.clone();
+                piece.sides[k] = outside;
+                out.push(piece);
+                rest.sides[k] = rest.sides[k].intersect(&other.sides[k]);
+            }
+        }
+    }
+
+    /// The smallest and largest value of each side: the bounding box.
+    pub fn hull(&self) -> impl Iterator<Item = (u128, u128)> + '_ {
+        self.sides.iter().map(|s| match s.ranges() {
+            [] => (1, 0),
+            r => (r[0].0, r[r.len() - 1].1),
+        })
+    }
+}
+
+impl Region {
+    /// The region of no packet.
+    pub fn empty() -> Region {
+        Region { cubes: Vec::new() }
+    }
+
+    /// A region of one cube (none when the cube is empty).
+    pub fn from_cube(cube: Cube) -> Region {
+        let mut r = Region::empty();
+        if !cube.is_empty() {
+            r.cubes.push(cube);
+        }
+        r
+    }
+
+    /// The disjoint cubes.
+    pub fn cubes(&self) -> &[Cube] {
+        &self.cubes
+    }
+
+    /// True when no cube is left (geometrically; see [`Space::witness`] for
+    /// whether a writable packet is left).
+    pub fn is_empty(&self) -> bool {
+        self.cubes.is_empty()
+    }
+
+    /// Adds a region disjoint from this one.
+    pub fn extend_disjoint(&mut self, other: Region) {
+        self.cubes.extend(other.cubes);
+    }
+
+    /// The points also in `cube`.
+    pub fn intersect(&self, cube: &Cube) -> Region {
+        Region {
+            cubes: self
+                .cubes
+                .iter()
+                .filter(|c| c.overlaps(cube))
+                .map(|c| c.intersect(cube))
+                .collect(),
+        }
+    }
+
+    /// Splits into (inside `cube`, outside it).
+    pub fn split(self, cube: &Cube, budget: Budget) -> Result<(Region, Region), OverBudget> {
+        if budget
+            .deadline
+            .is_some_and(|d| std::time::Instant::now() > d)
+        {
+            return Err(OverBudget);
+        }
+        let mut inside = Vec::new();
+        let mut outside = Vec::new();
+        for c in self.cubes {
+            if !c.overlaps(cube) {
+                outside.push(c);
+                continue;
+            }
+            inside.push(c.intersect(cube));
+            c.subtract_into(cube, &mut outside);
+            if outside.len() > budget.max_cubes {
+                return Err(OverBudget);
+            }
+        }
+        Ok((Region { cubes: inside }, Region { cubes: outside }))
+    }
+
+    /// The points not in `cube`.
+    pub fn subtract(self, cube: &Cube, budget: Budget) -> Result<Region, OverBudget> {
+        Ok(self.split(cube, budget)?.1)
+    }
+
+    /// A writable packet of the region, if it holds one.
+    pub fn witness(&self, space: &Space) -> Option<Packet> {
+        self.cubes.iter().find_map(|c| space.witness(c))
+    }
+
+    /// True when the packet lies in the region.
+    pub fn contains(&self, space: &Space, pkt: &Packet) -> bool {
+        self.cubes.iter().any(|c| space.contains(c, pkt))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn next_name_finds_the_smallest_writable_name() {
+        let name = |s: &str| IfName::new(s).unwrap().0;
+        assert_eq!(next_name(0), Some(0));
+        assert_eq!(next_name(name("eth0")), Some(name("eth0")));
+        // "eth" followed by a NUL and junk: the next name is "eth!".
+        assert_eq!(next_name(name("eth") | 1), Some(name("eth!")));
+        // A byte above '~' carries into the byte before it.
+        let (_, hi) = IfName::wildcard_range("eth");
+        assert_eq!(next_name(hi), Some(name("eti")));
+        assert_eq!(next_name(u128::MAX), None);
+        let fifteen = name("aaaaaaaaaaaaaaa");
+        assert_eq!(next_name(fifteen | 1), Some(name("aaaaaaaaaaaaaab")));
+    }
+
+    fn cube(space: &Space, ranges: &[(u128, u128)]) -> Cube {
+        Cube {
+            sides: space
+                .dims
+                .iter()
+                .zip(ranges)
+                .map(|(_, &(lo, hi))| IntervalSet::range(lo, hi))
+                .collect(),
+        }
+    }
+
+    proptest! {
+        /// Subtraction and splitting agree with point-wise membership on a
+        /// small grid, and their pieces are disjoint.
+        #[test]
+        fn split_is_exact(
+            a in prop::collection::vec((0u128..8, 0u128..8), 3),
+            b in prop::collection::vec((0u128..8, 0u128..8), 3),
+        ) {
+            let space = Space { dims: vec![Field::Proto, Field::SrcPort, Field::DstPort] };
+            let (ca, cb) = (cube(&space, &a), cube(&space, &b));
+            let (inside, outside) = Region::from_cube(ca.clone())
+                .split(&cb, Budget::default())
+                .unwrap();
+            for x in 0..8u128 {
+                for y in 0..8u128 {
+                    for z in 0..8u128 {
+                        let mut p = Packet::v4(0, 0, x as u8, y as u16, z as u16);
+                        p.proto = x as u8;
+                        let (in_a, in_b) = (space.contains(&ca, &p), space.contains(&cb, &p));
+                        let hits_in = inside.cubes().iter().filter(|c| space.contains(c, &p)).count();
+                        let hits_out = outside.cubes().iter().filter(|c| space.contains(c, &p)).count();
+                        prop_assert_eq!(hits_in, (in_a && in_b) as usize);
+                        prop_assert_eq!(hits_out, (in_a && !in_b) as usize);
+                    }
+                }
+            }
+        }
+    }
+}
