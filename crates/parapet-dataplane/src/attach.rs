@@ -7,6 +7,17 @@ use aya::programs::{ProgramError, SchedClassifier, Xdp, XdpMode};
 use crate::abi::IfName;
 use crate::error::{Error, Result};
 use crate::load::{Dataplane, LinkId, PROG_TC, PROG_XDP};
+use crate::pin::LinkPin;
+use aya::programs::links::FdLink;
+
+/// The name of a hook in pin paths (`links/<iface>@<hook>`) and in
+/// [`crate::pin::program_for_hook`].
+pub fn hook_pin_name(hook: AttachPoint) -> &'static str {
+    match hook {
+        AttachPoint::Xdp => "xdp",
+        AttachPoint::Tc => "tc",
+    }
+}
 
 /// Where the program runs: the kernel hook it is attached at (not a
 /// chain's hook, `parapet_model::Hook`).
@@ -88,6 +99,7 @@ impl Dataplane {
                 (LinkId::Tc(id), mode, None)
             }
         };
+        let link = self.pin_link(link, iface, hook)?;
         let id = self.next_id;
         self.next_id += 1;
         self.links.insert(id, link);
@@ -127,9 +139,62 @@ impl Dataplane {
                     .ok_or(Error::Missing("program"))?;
                 <&mut SchedClassifier>::try_from(prog)?.detach(l)?;
             }
+            Some(LinkId::Pinned(pin)) => {
+                // without the pin, closing the last descriptor detaches
+                std::fs::remove_file(&pin.path)
+                    .map_err(|e| Error::Pin(format!("{}: {e}", pin.path.display())))?;
+            }
             None => return Err(Error::UnknownAttachment(id)),
         }
         Ok(())
+    }
+
+    /// When pinning, moves a fresh XDP or tc link out of aya's keeping and
+    /// pins it (`links/<iface>@<hook>`), so it outlives the process. A link
+    /// the kernel made without bpf_link (netlink, old kernels) cannot be
+    /// pinned: it is detached again and the attach fails.
+    fn pin_link(&mut self, link: LinkId, iface: &str, hook: AttachPoint) -> Result<LinkId> {
+        let Some(root) = self.pin_dir().map(std::path::Path::to_path_buf) else {
+            return Ok(link);
+        };
+        let fd_link: std::result::Result<FdLink, _> = match link {
+            LinkId::Xdp(l) => {
+                let prog = self
+                    .ebpf
+                    .program_mut(PROG_XDP)
+                    .ok_or(Error::Missing("program"))?;
+                FdLink::try_from(<&mut Xdp>::try_from(prog)?.take_link(l)?)
+            }
+            LinkId::Tc(l) => {
+                let prog = self
+                    .ebpf
+                    .program_mut(PROG_TC)
+                    .ok_or(Error::Missing("program"))?;
+                FdLink::try_from(<&mut SchedClassifier>::try_from(prog)?.take_link(l)?)
+            }
+            pinned @ LinkId::Pinned(_) => return Ok(pinned),
+        };
+        let fd_link = fd_link.map_err(|_| {
+            Error::Pin(format!(
+                "the kernel attached to {iface} without a BPF link, which cannot be pinned \
+                 (XDP needs Linux >= 5.9, tc needs TCX, Linux >= 6.6)"
+            ))
+        })?;
+        let hook_name = hook_pin_name(hook);
+        let path = root.join("links").join(format!("{iface}@{hook_name}"));
+        // a pin left by a link the kernel already released (its device
+        // went away) must not block the new one
+        if path.exists() {
+            std::fs::remove_file(&path)
+                .map_err(|e| Error::Pin(format!("{}: {e}", path.display())))?;
+        }
+        // pin through aya, then hold the link by our own descriptor
+        let pinned = fd_link
+            .pin(&path)
+            .map_err(|e| Error::Pin(format!("{}: {e}", path.display())))?;
+        let pin = LinkPin::open(path, iface, hook_name);
+        drop(pinned);
+        Ok(LinkId::Pinned(pin?))
     }
 
     /// The interfaces attached, by attachment id.
