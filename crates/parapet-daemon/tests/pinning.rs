@@ -456,3 +456,111 @@ fn kill9_upgrade_and_reboot_never_fail_open_at_xdp() {
 fn kill9_upgrade_and_reboot_never_fail_open_at_tc() {
     scenario("tc");
 }
+
+/// The program id on `dev`'s XDP hook in namespace `ns`, per `ip`.
+fn xdp_prog_id(ns: &parapet_testbed::Netns, dev: &str) -> Option<u64> {
+    let out = ns.ip(&["-d", "link", "show", "dev", dev]).unwrap();
+    let at = out.find("prog/xdp id ")? + "prog/xdp id ".len();
+    out[at..].split_whitespace().next()?.parse().ok()
+}
+
+/// Another XDP program on the interface is never replaced: a second
+/// parapetd (another state directory, so another instance with its own
+/// pins) and a program attached with `ip link set … xdp` (no link) are
+/// both refused by name, keep running, and the refused instance still
+/// attaches at tc beside them.
+#[test]
+#[ignore = "needs root"]
+fn a_foreign_xdp_program_is_not_clobbered() {
+    parapet_testbed::require_root();
+    let tag = "pinforeign";
+    parapet_testbed::remove_stale(tag);
+    let v = Veth {
+        disable_ipv6: true,
+        prefix_len: 24,
+        a_extra: &[BANNED],
+        ..Veth::default()
+    };
+    let pair = Pair::create(tag, &v).unwrap();
+    let (ta, tb) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let inst = |t: &tempfile::TempDir, n: &str| Instance {
+        ns: pair.b.name().to_string(),
+        dir: t.path().to_path_buf(),
+        pins: PathBuf::from(format!(
+            "/sys/fs/bpf/parapet-test/{}-foreign-{n}",
+            std::process::id()
+        )),
+        log: t.path().join("parapetd.log"),
+    };
+    let (a, b) = (inst(&ta, "a"), inst(&tb, "b"));
+    let (da, db) = (a.start(&[]), b.start(&[]));
+    for i in [&a, &b] {
+        let r = i.call(json!({"cmd": "ban", "elems": [BANNED.to_string()]}));
+        assert_eq!(r["ok"], Value::from(true), "{r}");
+        let r = i.call(json!({"cmd": "apply", "rules": RULES, "name": "r.v4"}));
+        assert_eq!(r["ok"], Value::from(true), "{r}");
+    }
+    let attach = |i: &Instance, hook: &str| {
+        let mut c = Client::connect(&i.dir.join("sock")).unwrap();
+        c.call(json!({"cmd": "attach", "iface": v.b_dev, "hook": hook, "mode": "skb"}))
+    };
+    attach(&a, "xdp").expect("the first instance attaches");
+    let (link_a, prog_a) = a.link();
+    assert_eq!(xdp_prog_id(&pair.b, v.b_dev), Some(prog_a));
+
+    // 1. another parapetd: refused, naming the program; A keeps running
+    let e = attach(&b, "xdp").expect_err("the second instance must be refused");
+    let said = e.to_string();
+    assert!(
+        said.contains(&format!("id {prog_a}")) && said.contains("parapet_xdp"),
+        "{said}"
+    );
+    assert_eq!(a.link(), (link_a, prog_a));
+    assert_eq!(xdp_prog_id(&pair.b, v.b_dev), Some(prog_a));
+    let run = Run::start(&pair, v.b_addr);
+    settle_for(300);
+    check("two instances", run.finish());
+    // beside it at tc: the instances coexist
+    attach(&b, "tc").expect("the second instance attaches at tc");
+
+    // 2. a program attached without a link (netlink, as `ip` does)
+    let r = a.call(json!({"cmd": "detach", "iface": v.b_dev}));
+    assert_eq!(r["ok"], Value::from(true), "{r}");
+    assert_eq!(xdp_prog_id(&pair.b, v.b_dev), None);
+    let progs = a.pins.join("progs");
+    let pinned_prog = std::fs::read_dir(&progs)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .find(|p| p.to_string_lossy().ends_with("-parapet_xdp"))
+        .expect("A's pinned XDP program");
+    // `ip -n` would remount /sys, hiding the host's bpffs: enter the
+    // network namespace only
+    let o = Command::new("nsenter")
+        .arg(format!("--net=/run/netns/{}", pair.b.name()))
+        .args(["ip", "link", "set", "dev", v.b_dev, "xdpgeneric", "pinned"])
+        .arg(&pinned_prog)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let foreign = xdp_prog_id(&pair.b, v.b_dev).expect("ip attached a program");
+    let e = attach(&a, "xdp").expect_err("a netlink-attached program must be refused");
+    assert!(e.to_string().contains(&format!("id {foreign}")), "{e}");
+    assert_eq!(
+        xdp_prog_id(&pair.b, v.b_dev),
+        Some(foreign),
+        "left in place"
+    );
+    pair.b
+        .ip(&["link", "set", "dev", v.b_dev, "xdpgeneric", "off"])
+        .unwrap();
+    kill9(da);
+    kill9(db);
+    a.remove_pinned();
+    b.remove_pinned();
+    let _ = std::fs::remove_dir(a.pins.parent().unwrap());
+}
+
+fn settle_for(ms: u64) {
+    std::thread::sleep(Duration::from_millis(ms));
+}

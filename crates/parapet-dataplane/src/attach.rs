@@ -62,6 +62,7 @@ impl Dataplane {
     pub fn attach(&mut self, iface: &str, hook: AttachPoint, mode: Mode) -> Result<Attached> {
         let (link, used, note) = match hook {
             AttachPoint::Xdp => {
+                self.refuse_foreign_xdp(iface)?;
                 let prog = self
                     .ebpf
                     .program_mut(PROG_XDP)
@@ -145,6 +146,33 @@ impl Dataplane {
                     .map_err(|e| Error::Pin(format!("{}: {e}", pin.path.display())))?;
             }
             None => return Err(Error::UnknownAttachment(id)),
+        }
+        Ok(())
+    }
+
+    /// Refuses to attach at XDP when another program is on `iface` (in any
+    /// mode): the kernel would replace a program attached without a link,
+    /// and one program per interface is all XDP has. The error names the
+    /// program (id and name).
+    fn refuse_foreign_xdp(&self, iface: &str) -> Result<()> {
+        let Ok(c) = std::ffi::CString::new(iface) else {
+            return Ok(());
+        };
+        // SAFETY: c is a valid NUL-terminated string.
+        let ifindex = unsafe { libc::if_nametoindex(c.as_ptr()) };
+        if ifindex == 0 {
+            // aya reports the unknown interface
+            return Ok(());
+        }
+        let ids = crate::netlink::xdp_prog_ids(ifindex)
+            .map_err(|e| Error::Pin(format!("asking which XDP program is on {iface}: {e}")))?;
+        if let Some(&id) = ids.first() {
+            let name = crate::netlink::prog_name(id).unwrap_or_else(|| "?".to_string());
+            return Err(Error::Occupied(format!(
+                "{iface} already has an XDP program (id {id}, name `{name}`); parapet does not \
+                 replace another XDP program: remove it first (e.g. `ip link set dev {iface} xdp off`) \
+                 or attach parapet at tc"
+            )));
         }
         Ok(())
     }

@@ -47,6 +47,7 @@ pub mod frame;
 #[doc(hidden)]
 pub mod kfunc;
 mod load;
+mod netlink;
 pub mod pin;
 pub mod ruleset;
 mod set_maps;
