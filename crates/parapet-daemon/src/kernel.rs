@@ -146,7 +146,10 @@ impl Kernel {
     pub fn new(config: KernelConfig) -> Kernel {
         Kernel {
             config,
-            ..Kernel::default()
+            dp: None,
+            attached: Vec::new(),
+            pending: Vec::new(),
+            ct_table: None,
         }
     }
 
@@ -677,6 +680,23 @@ impl Kernel {
                 "ct_found": s.get(Stat::CtFound),
             },
         })
+    }
+}
+
+impl Drop for Kernel {
+    /// A stopping parapetd leaves its pinned attachments enforcing, so it
+    /// leaves the conntrack table they read too (the next start adopts
+    /// or re-creates it).
+    fn drop(&mut self) {
+        let pinned = self
+            .dp
+            .as_ref()
+            .is_some_and(|dp| !dp.pinned_attachments().is_empty());
+        if pinned {
+            if let Some(t) = self.ct_table.take() {
+                std::mem::forget(t);
+            }
+        }
     }
 }
 

@@ -56,7 +56,7 @@ impl Instance {
     }
 
     /// Starts parapetd in the namespace (network only) and waits for it.
-    fn start(&self, extra: &[&str]) -> Child {
+    fn start(&self, extra: &[&str]) -> Proc {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -76,7 +76,7 @@ impl Instance {
         loop {
             if let Ok(mut c) = Client::connect(&self.dir.join("sock")) {
                 if c.call(json!({"cmd": "ping"})).is_ok() {
-                    return child;
+                    return Proc(Some(child));
                 }
             }
             if let Some(st) = child.try_wait().unwrap() {
@@ -159,7 +159,21 @@ impl Drop for Instance {
     }
 }
 
-fn kill9(mut c: Child) {
+/// A parapetd, killed when dropped (a failed test leaves none behind).
+struct Proc(Option<Child>);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// `kill -9` (nsenter exec()s parapetd: the child is the daemon).
+fn kill9(mut p: Proc) {
+    let mut c = p.0.take().unwrap();
     c.kill().unwrap();
     c.wait().unwrap();
 }

@@ -354,6 +354,11 @@ impl Dataplane {
                 target: target.to_string(),
                 hook: hook.to_string(),
             };
+            // fresh maps know no interface names yet: the image matches
+            // `-i` by name
+            if let Some(ids) = pin.ids().filter(|i| i.ifindex != 0) {
+                self.set_ifname(ids.ifindex, target)?;
+            }
             let id = self.next_id;
             self.next_id += 1;
             self.links.insert(id, crate::load::LinkId::Pinned(pin));
