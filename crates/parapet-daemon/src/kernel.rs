@@ -275,6 +275,13 @@ impl Kernel {
             }
             install(&self.config, &mut dp, rs, compiled, sets, !same)?;
         }
+        if !dp.maps_adopted() && !pinned.is_empty() {
+            eprintln!(
+                "parapetd: dataplane: the pinned maps do not match this program's layout \
+                 (another pin ABI, --max-rules or --image-mib); the journal's state was made \
+                 live in fresh maps"
+            );
+        }
         if let Err(e) = dp.purge_adopted_sets() {
             eprintln!("parapetd: dataplane: clearing the adopted sets: {e}");
         }

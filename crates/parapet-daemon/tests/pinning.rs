@@ -39,7 +39,7 @@ struct Instance {
 }
 
 impl Instance {
-    fn args(&self) -> Vec<String> {
+    fn args(&self, image_mib: u32) -> Vec<String> {
         vec![
             "--socket".into(),
             self.dir.join("sock").display().to_string(),
@@ -51,12 +51,17 @@ impl Instance {
             "--max-rules".into(),
             "64".into(),
             "--image-mib".into(),
-            "1".into(),
+            image_mib.to_string(),
         ]
     }
 
     /// Starts parapetd in the namespace (network only) and waits for it.
     fn start(&self, extra: &[&str]) -> Proc {
+        self.start_sized(extra, 1)
+    }
+
+    /// [`Instance::start`] with `--image-mib`.
+    fn start_sized(&self, extra: &[&str], image_mib: u32) -> Proc {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -65,7 +70,7 @@ impl Instance {
         let mut child = Command::new("nsenter")
             .arg(format!("--net=/run/netns/{}", self.ns))
             .arg(env!("CARGO_BIN_EXE_parapetd"))
-            .args(self.args())
+            .args(self.args(image_mib))
             .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -141,7 +146,7 @@ impl Instance {
         let o = Command::new("nsenter")
             .arg(format!("--net=/run/netns/{}", self.ns))
             .arg(env!("CARGO_BIN_EXE_parapetd"))
-            .args(self.args())
+            .args(self.args(1))
             .arg("--remove-pinned")
             .output()
             .unwrap();
@@ -415,7 +420,26 @@ fn scenario(hook: &str) {
     assert_ne!(prog3, prog1, "{hook}: the upgrade swaps the program");
     assert!(inst.log().contains("swapped in place"), "{}", inst.log());
 
-    // 3. reboot simulation: the pins are gone (the kernel then filters
+    // 3. a restart with larger image slots: the pinned maps do not fit
+    // it, so fresh maps are filled from the journal first and then
+    // swapped in with the program, in the same link.
+    let run = Run::start(&pair, v.b_addr);
+    settle();
+    kill9(d3);
+    let d3 = inst.start_sized(&[], 2);
+    settle();
+    inst.counts_live(&format!("{hook}: after the resize"));
+    check(&format!("{hook}: resize"), run.finish());
+    let (link5, prog5) = inst.link();
+    assert_eq!(link5, link1, "{hook}: the resize keeps the link");
+    assert_ne!(prog5, prog3, "{hook}: the resize swaps the program");
+    let said = inst.log();
+    assert!(
+        said.matches("swapped in place").count() == 2 && said.contains("in fresh maps"),
+        "{said}"
+    );
+
+    // 4. reboot simulation: the pins are gone (the kernel then filters
     // nothing), a fresh daemon rebuilds everything from the journal.
     kill9(d3);
     inst.remove_pinned();
@@ -436,7 +460,7 @@ fn scenario(hook: &str) {
     assert_ne!(link4, link1, "{hook}: a new link after the reboot");
     assert!(inst.log().contains("re-attached to"), "{}", inst.log());
 
-    // 4. detach removes the attachment's pin, and the kernel lets port 9
+    // 5. detach removes the attachment's pin, and the kernel lets port 9
     // through again.
     let r = inst.call(json!({"cmd": "detach", "iface": v.b_dev}));
     assert_eq!(r["ok"], Value::from(true), "{r}");
