@@ -83,7 +83,8 @@ pub fn pin_dir_of(a: &ParapetdArgs) -> PathBuf {
 }
 
 /// `--remove-pinned`: under the state directory's lock (never under a
-/// running parapetd), removes the instance's pins.
+/// running parapetd), removes the instance's pins and the conntrack table
+/// they needed.
 fn remove_pinned(a: &ParapetdArgs) -> ExitCode {
     let dir = pin_dir_of(a);
     let _lock = match crate::recovery::lock_state_dir(&a.state_dir) {
@@ -93,6 +94,10 @@ fn remove_pinned(a: &ParapetdArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if !a.no_conntrack_table {
+        // the table the pinned program read connections through
+        parapet_dataplane::ct_table::ConntrackTable::delete_stale(crate::kernel::CT_TABLE);
+    }
     match parapet_dataplane::remove_pins(&dir) {
         Ok(n) => {
             eprintln!("parapetd: removed {n} pins under {}", dir.display());

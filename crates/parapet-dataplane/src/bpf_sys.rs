@@ -125,11 +125,6 @@ pub(crate) fn link_ids(fd: BorrowedFd<'_>) -> io::Result<LinkIds> {
     })
 }
 
-/// The id of the program behind `fd`.
-pub(crate) fn prog_id(fd: BorrowedFd<'_>) -> io::Result<u32> {
-    Ok(word(&info(fd)?, 4))
-}
-
 /// `BPF_LINK_UPDATE`: the link runs `new_prog` from the next packet on.
 /// One pointer swap in the kernel: no packet passes the hook unfiltered.
 pub(crate) fn link_update(link: BorrowedFd<'_>, new_prog: BorrowedFd<'_>) -> io::Result<()> {

@@ -32,7 +32,7 @@ use std::path::{Path, PathBuf};
 use aya::maps::lpm_trie::Key as LpmKey;
 use aya::Ebpf;
 
-use crate::abi::{RawSetDesc, RawSetRef, MAX_SETS, MAX_SET_REFS};
+use crate::abi::{RawSetDesc, MAX_SETS, MAX_SET_REFS};
 use crate::bpf_sys::{self, LinkIds};
 use crate::error::{Error, Result};
 use crate::load::{Dataplane, PROG_TC, PROG_XDP};
@@ -574,20 +574,4 @@ impl Dataplane {
         }
         Ok(log)
     }
-
-    /// The live reference table (tests of adoption).
-    #[doc(hidden)]
-    pub fn live_set_refs(&self) -> &[RawSetRef] {
-        &self.live_refs
-    }
-}
-
-/// The id of the program pinned for `name` in `root` (tests, diagnostics).
-pub fn pinned_prog_id(root: &Path, name: &str) -> Option<u32> {
-    let dir = root.join("progs");
-    let n = read_dir_names(&dir)
-        .into_iter()
-        .find(|n| n.ends_with(&format!("-{name}")))?;
-    let fd = bpf_sys::obj_get(&dir.join(n)).ok()?;
-    bpf_sys::prog_id(fd.as_fd()).ok()
 }
