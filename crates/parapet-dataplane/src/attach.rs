@@ -140,6 +140,7 @@ impl Dataplane {
                     .ok_or(Error::Missing("program"))?;
                 <&mut SchedClassifier>::try_from(prog)?.detach(l)?;
             }
+            Some(LinkId::Fd(link)) => drop(link),
             Some(LinkId::Pinned(pin)) => {
                 // without the pin, closing the last descriptor detaches
                 std::fs::remove_file(&pin.path)
@@ -185,6 +186,7 @@ impl Dataplane {
         let Some(root) = self.pin_dir().map(std::path::Path::to_path_buf) else {
             return Ok(link);
         };
+        // move the link out of aya's keeping (it would detach it on drop)
         let fd_link: std::result::Result<FdLink, _> = match link {
             LinkId::Xdp(l) => {
                 let prog = self
@@ -200,7 +202,7 @@ impl Dataplane {
                     .ok_or(Error::Missing("program"))?;
                 FdLink::try_from(<&mut SchedClassifier>::try_from(prog)?.take_link(l)?)
             }
-            pinned @ LinkId::Pinned(_) => return Ok(pinned),
+            kept @ (LinkId::Pinned(_) | LinkId::Fd(_)) => return Ok(kept),
         };
         let fd_link = fd_link.map_err(|_| {
             Error::Pin(format!(
@@ -208,21 +210,12 @@ impl Dataplane {
                  (XDP needs Linux >= 5.9, tc needs TCX, Linux >= 6.6)"
             ))
         })?;
-        let hook_name = hook_pin_name(hook);
-        let path = root.join("links").join(format!("{iface}@{hook_name}"));
-        // a pin left by a link the kernel already released (its device
-        // went away) must not block the new one
-        if path.exists() {
-            std::fs::remove_file(&path)
-                .map_err(|e| Error::Pin(format!("{}: {e}", path.display())))?;
-        }
-        // pin through aya, then hold the link by our own descriptor
-        let pinned = fd_link
-            .pin(&path)
-            .map_err(|e| Error::Pin(format!("{}: {e}", path.display())))?;
-        let pin = LinkPin::open(path, iface, hook_name);
-        drop(pinned);
-        Ok(LinkId::Pinned(pin?))
+        Ok(LinkId::Pinned(LinkPin::pin(
+            &root,
+            fd_link,
+            iface,
+            hook_pin_name(hook),
+        )?))
     }
 
     /// The interfaces attached, by attachment id.

@@ -75,6 +75,8 @@ pub(crate) enum LinkId {
     Tc(SchedClassifierLinkId),
     /// A link of any kind pinned under bpffs: it outlives the process.
     Pinned(crate::pin::LinkPin),
+    /// A link of any kind, unpinned (dropping it detaches).
+    Fd(aya::programs::links::FdLink),
 }
 
 /// The loaded BPF dataplane and its maps.

@@ -19,8 +19,11 @@
 //! finds the pinned links. [`Dataplane::finish_adoption`] then swaps a link
 //! to the new program with `BPF_LINK_UPDATE` when the build differs, or
 //! when the maps could not be reused — never detaching first. Links of any
-//! kind are pinned the same way: a hook's name picks its program
-//! ([`program_for_hook`]).
+//! kind are pinned the same way: [`Dataplane::keep_link`] takes an aya
+//! `FdLink` (a netfilter link, say), and a hook's name picks the program
+//! an upgrade swaps in ([`program_for_hook`]). The kernel cannot update a
+//! netfilter link's program (`EOPNOTSUPP`): that is logged, and the old
+//! program keeps enforcing.
 
 use std::collections::BTreeSet;
 use std::ffi::CString;
@@ -30,6 +33,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use aya::maps::lpm_trie::Key as LpmKey;
+use aya::programs::links::FdLink;
 use aya::Ebpf;
 
 use crate::abi::{RawSetDesc, MAX_SETS, MAX_SET_REFS};
@@ -154,6 +158,22 @@ pub(crate) struct LinkPin {
 }
 
 impl LinkPin {
+    /// Pins `link` as `links/<target>@<hook>` under `root` and holds it by
+    /// a descriptor of our own. A pin left by a link the kernel already
+    /// released (its device went away) is replaced.
+    pub(crate) fn pin(root: &Path, link: FdLink, target: &str, hook: &str) -> Result<Self> {
+        let path = root.join("links").join(format!("{target}@{hook}"));
+        if path.exists() {
+            std::fs::remove_file(&path).map_err(|e| pin_err(&path, e))?;
+        }
+        let pinned = link
+            .pin(&path)
+            .map_err(|e| Error::Pin(format!("{}: {e}", path.display())))?;
+        let pin = LinkPin::open(path, target, hook);
+        drop(pinned);
+        pin
+    }
+
     /// Holds the link pinned at `path` by a descriptor of our own.
     pub(crate) fn open(path: PathBuf, target: &str, hook: &str) -> Result<Self> {
         let fd = bpf_sys::obj_get(&path).map_err(|e| pin_err(&path, e))?;
@@ -394,6 +414,22 @@ impl Dataplane {
         Ok(())
     }
 
+    /// Pins a link of any kind made outside [`Dataplane::attach`] (e.g. a
+    /// netfilter link) as `links/<target>@<hook>` and keeps it as an
+    /// attachment; returns its id for [`Dataplane::detach`]. Without a pin
+    /// directory the link is kept unpinned (it ends with the process).
+    /// `hook` must be known to [`program_for_hook`] for upgrades to swap it.
+    pub fn keep_link(&mut self, link: FdLink, target: &str, hook: &str) -> Result<u64> {
+        let kept = match self.pin_dir().map(Path::to_path_buf) {
+            Some(root) => crate::load::LinkId::Pinned(LinkPin::pin(&root, link, target, hook)?),
+            None => crate::load::LinkId::Fd(link),
+        };
+        let id = self.next_id;
+        self.next_id += 1;
+        self.links.insert(id, kept);
+        Ok(id)
+    }
+
     /// Whether a set id is held by the adopted program's sets (not free
     /// for a new set until [`Dataplane::purge_adopted_sets`]).
     pub(crate) fn set_id_adopted(&self, id: u32) -> bool {
@@ -531,9 +567,24 @@ impl Dataplane {
                 };
                 let prog = self.prog_fd(name).ok_or(Error::Missing("program"))?;
                 let before = pin.ids();
-                bpf_sys::link_update(pin.fd.as_fd(), prog).map_err(|e| {
-                    Error::Pin(format!("BPF_LINK_UPDATE of {}: {e}", pin.path.display()))
-                })?;
+                match bpf_sys::link_update(pin.fd.as_fd(), prog) {
+                    Ok(()) => {}
+                    // netfilter links: the kernel has no update for them
+                    Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {
+                        log.push(format!(
+                            "{}@{}: the kernel cannot swap this link's program ({e}); \
+                             the previous program keeps running until it is detached and attached again",
+                            pin.target, pin.hook
+                        ));
+                        continue;
+                    }
+                    Err(e) => {
+                        return Err(Error::Pin(format!(
+                            "BPF_LINK_UPDATE of {}: {e}",
+                            pin.path.display()
+                        )))
+                    }
+                }
                 let after = pin.ids();
                 log.push(format!(
                     "{}@{}: link {} now runs program {} (was {}), swapped in place",
