@@ -39,6 +39,20 @@ struct Instance {
 }
 
 impl Instance {
+    /// An instance in `pair`'s namespace b, state in `dir`, pins in
+    /// `/sys/fs/bpf/parapet-test/<pid>-<name>`.
+    fn new(pair: &Pair, dir: &std::path::Path, name: &str) -> Instance {
+        Instance {
+            ns: pair.b.name().to_string(),
+            dir: dir.to_path_buf(),
+            pins: PathBuf::from(format!(
+                "/sys/fs/bpf/parapet-test/{}-{name}",
+                std::process::id()
+            )),
+            log: dir.join("parapetd.log"),
+        }
+    }
+
     fn args(&self, image_mib: u32) -> Vec<String> {
         vec![
             "--socket".into(),
@@ -333,27 +347,24 @@ fn xdp_prog_on(pair: &Pair, dev: &str) -> bool {
         .contains("prog/xdp")
 }
 
-fn scenario(hook: &str) {
-    parapet_testbed::require_root();
-    let tag = format!("pin{hook}");
-    parapet_testbed::remove_stale(&tag);
+/// Sender namespace a (with the banned address too), receiver b.
+fn bed(tag: &str) -> (Pair, Veth<'static>) {
+    parapet_testbed::remove_stale(tag);
     let v = Veth {
         disable_ipv6: true,
         prefix_len: 24,
         a_extra: &[BANNED],
         ..Veth::default()
     };
-    let pair = Pair::create(&tag, &v).unwrap();
+    (Pair::create(tag, &v).unwrap(), v)
+}
+
+fn scenario(hook: &str) {
+    parapet_testbed::require_root();
+    let tag = format!("pin{hook}");
+    let (pair, v) = bed(&tag);
     let tmp = tempfile::tempdir().unwrap();
-    let inst = Instance {
-        ns: pair.b.name().to_string(),
-        dir: tmp.path().to_path_buf(),
-        pins: PathBuf::from(format!(
-            "/sys/fs/bpf/parapet-test/{}-{hook}",
-            std::process::id()
-        )),
-        log: tmp.path().join("parapetd.log"),
-    };
+    let inst = Instance::new(&pair, tmp.path(), hook);
     let _ = parapet_dataplane::remove_pins(&inst.pins);
     let settle = || std::thread::sleep(Duration::from_millis(300));
 
@@ -512,25 +523,12 @@ fn xdp_prog_id(ns: &parapet_testbed::Netns, dev: &str) -> Option<u64> {
 fn a_foreign_xdp_program_is_not_clobbered() {
     parapet_testbed::require_root();
     let tag = "pinforeign";
-    parapet_testbed::remove_stale(tag);
-    let v = Veth {
-        disable_ipv6: true,
-        prefix_len: 24,
-        a_extra: &[BANNED],
-        ..Veth::default()
-    };
-    let pair = Pair::create(tag, &v).unwrap();
+    let (pair, v) = bed(tag);
     let (ta, tb) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let inst = |t: &tempfile::TempDir, n: &str| Instance {
-        ns: pair.b.name().to_string(),
-        dir: t.path().to_path_buf(),
-        pins: PathBuf::from(format!(
-            "/sys/fs/bpf/parapet-test/{}-foreign-{n}",
-            std::process::id()
-        )),
-        log: t.path().join("parapetd.log"),
-    };
-    let (a, b) = (inst(&ta, "a"), inst(&tb, "b"));
+    let (a, b) = (
+        Instance::new(&pair, ta.path(), "foreign-a"),
+        Instance::new(&pair, tb.path(), "foreign-b"),
+    );
     let (da, db) = (a.start(&[]), b.start(&[]));
     for i in [&a, &b] {
         let r = i.call(json!({"cmd": "ban", "elems": [BANNED.to_string()]}));
