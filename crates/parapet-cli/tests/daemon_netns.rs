@@ -912,15 +912,29 @@ fn host_scenario(hook: &str) {
     std::fs::write(&plain, "*filter\n:INPUT ACCEPT [0:0]\nCOMMIT\n").unwrap();
     ok(&sock, &["apply", plain.to_str().unwrap()]);
     assert_eq!(stats(&sock)["dataplane"]["conntrack"]["lookup"], false);
-    // A stopping parapetd deletes its table.
+    // A stopping parapetd leaves its pinned attachment enforcing, and the
+    // table it reads with it; `parapetd --remove-pinned` deletes both.
     ok(&sock, &["apply", rules.to_str().unwrap()]);
     attach(&sock, &bed.vb, hook, &mut daemon);
     assert!(host::nft_tables(&bed.b).contains("inet parapetd_ct"));
     let _ = Command::new("kill").arg(daemon.id().to_string()).status();
     let _ = daemon.wait();
     assert!(
+        host::nft_tables(&bed.b).contains("parapetd_ct"),
+        "{hook}: the conntrack table went with parapetd while its program stays"
+    );
+    let o = Command::new("ip")
+        .args(["netns", "exec", &bed.b])
+        .arg(&exe)
+        .arg("--state-dir")
+        .arg(&state)
+        .arg("--remove-pinned")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
         !host::nft_tables(&bed.b).contains("parapetd_ct"),
-        "{hook}: the conntrack table outlived parapetd"
+        "{hook}: --remove-pinned left the conntrack table"
     );
 }
 

@@ -34,6 +34,13 @@ pub struct KernelConfig {
     /// the conntrack lookup is on and the program is attached (off:
     /// `--no-conntrack-table`, for hosts whose own rules use conntrack).
     pub conntrack_table: bool,
+    /// Where programs, maps and links are pinned under bpffs, so the
+    /// kernel keeps enforcing when parapetd dies (`--pin-dir`; `None`:
+    /// nothing pinned, attachments end with the process).
+    pub pin_dir: Option<std::path::PathBuf>,
+    /// Load the program with its debug constant on (tests: a different
+    /// build of the program, for the upgrade swap).
+    pub debug_program: bool,
 }
 
 /// The nft table parapetd installs for conntrack (`inet parapetd_ct`).
@@ -47,6 +54,8 @@ impl Default for KernelConfig {
             chain: None,
             log_rate: 10,
             conntrack_table: true,
+            pin_dir: None,
+            debug_program: false,
         }
     }
 }
@@ -137,7 +146,10 @@ impl Kernel {
     pub fn new(config: KernelConfig) -> Kernel {
         Kernel {
             config,
-            ..Kernel::default()
+            dp: None,
+            attached: Vec::new(),
+            pending: Vec::new(),
+            ct_table: None,
         }
     }
 
@@ -157,18 +169,19 @@ impl Kernel {
         let opts = LoadOptions {
             max_rules: config.max_rules.max(1),
             slot_pages: config.image_mib.max(1).saturating_mul(256),
-            debug: false,
+            debug: config.debug_program,
         };
         // With the conntrack kfuncs linked in whenever the kernel has them,
         // so a later apply can switch the lookup on; off until one does.
         // A kernel that has them but refuses the lookup code still gets a
         // dataplane, without it (an apply that needs it then says so).
         let sizing = SetSizing::default();
-        let with_ct = Dataplane::load_with(&opts, &sizing, &Features { conntrack: true });
+        let pins = config.pin_dir.as_deref();
+        let with_ct = Dataplane::load_pinned(&opts, &sizing, &Features { conntrack: true }, pins);
         let mut dp = with_ct
             .or_else(|e| {
                 eprintln!("parapetd: loading with the conntrack lookup failed ({e}); loading without it");
-                Dataplane::load_with(&opts, &sizing, &Features::default())
+                Dataplane::load_pinned(&opts, &sizing, &Features::default(), pins)
             })
             .map_err(|e| {
             dp_err(
@@ -176,8 +189,12 @@ impl Kernel {
                 e,
             )
         })?;
-        dp.set_conntrack(false)
-            .map_err(|e| dp_err("switching the conntrack lookup off", e))?;
+        if !dp.maps_adopted() {
+            // (adopted maps keep the live program's switch until the
+            // journal's ruleset is made live in them)
+            dp.set_conntrack(false)
+                .map_err(|e| dp_err("switching the conntrack lookup off", e))?;
+        }
         Ok(dp)
     }
 
@@ -220,6 +237,13 @@ impl Kernel {
 
     /// Takes a freshly loaded program and installs the active ruleset in
     /// it; keeps the one already there if another request was first.
+    ///
+    /// With pinning, the program may have adopted the pinned maps and
+    /// links of an earlier parapetd: the journal is the truth, so its
+    /// ruleset is made live in them (an atomic image swap, never a
+    /// detach); then the pinned links run this build's program (swapped
+    /// by `BPF_LINK_UPDATE` when it differs); links the journal names are
+    /// taken over without re-attaching, the others are removed.
     pub fn adopt(
         &mut self,
         mut dp: Dataplane,
@@ -229,14 +253,84 @@ impl Kernel {
         if self.dp.is_some() {
             return Ok(());
         }
-        if self.config.conntrack_table {
-            // left behind by a parapetd that was killed
+        let pinned = dp.pinned_attachments();
+        if self.config.conntrack_table && pinned.is_empty() {
+            // left behind by a parapetd that was killed (a pinned program
+            // still needs it: it is installed again below when wanted)
             ConntrackTable::delete_stale(CT_TABLE);
         }
         if let Some((rs, compiled)) = active {
-            install(&self.config, &mut dp, rs, compiled, sets)?;
+            // counters survive a restart that keeps the same image
+            let same = dp.maps_adopted()
+                && fits(&self.config, &dp, rs, compiled)
+                    .ok()
+                    .and_then(|(_, img)| dp.read_live_image(img.len()).ok().map(|l| l == img))
+                    .unwrap_or(false);
+            if dp.maps_adopted() {
+                eprintln!(
+                    "parapetd: dataplane: adopted the pinned maps at generation {}; the journal's ruleset {}",
+                    dp.generation(),
+                    if same { "is the live image (made live again, counters kept)" } else { "differs from the live image: made live from the journal" }
+                );
+            }
+            install(&self.config, &mut dp, rs, compiled, sets, !same)?;
         }
+        if !dp.maps_adopted() && !pinned.is_empty() {
+            eprintln!(
+                "parapetd: dataplane: the pinned maps do not match this program's layout \
+                 (another pin ABI, --max-rules or --image-mib); the journal's state was made \
+                 live in fresh maps"
+            );
+        }
+        if let Err(e) = dp.purge_adopted_sets() {
+            eprintln!("parapetd: dataplane: clearing the adopted sets: {e}");
+        }
+        for line in dp
+            .finish_adoption()
+            .map_err(|e| dp_err("adopting the pinned dataplane", e))?
+        {
+            eprintln!("parapetd: dataplane: {line}");
+        }
+        // the journal names the attachments that stay
+        for p in pinned {
+            let want = self.pending.iter().position(|(i, h, _)| {
+                *i == p.target && parapet_dataplane::hook_pin_name(*h) == p.hook
+            });
+            let ids = dp.link_ids(p.id).map_or_else(String::new, |i| {
+                format!(" (link {}, program {})", i.link_id, i.prog_id)
+            });
+            match want {
+                Some(k) => {
+                    let (iface, hook, mode) = self.pending.remove(k);
+                    eprintln!(
+                        "parapetd: dataplane: adopted the pinned attachment to {iface} at {}{ids}; not re-attached",
+                        hook_name(hook)
+                    );
+                    self.attached.push(Attachment {
+                        iface,
+                        hook,
+                        mode,
+                        actual: (hook == AttachPoint::Xdp).then_some(mode),
+                        note: Some("adopted from its pin".to_string()),
+                        id: p.id,
+                    });
+                }
+                None => {
+                    eprintln!(
+                        "parapetd: dataplane: the journal has no attachment to {} at {}; removing its pin{ids}",
+                        p.target, p.hook
+                    );
+                    if let Err(e) = dp.detach(p.id) {
+                        eprintln!("parapetd: dataplane: {e}");
+                    }
+                }
+            }
+        }
+        let on = dp.conntrack();
         self.dp = Some(dp);
+        if let Err(e) = self.ensure_ct_table(on, !self.attached.is_empty()) {
+            eprintln!("parapetd: dataplane: {}", e.msg);
+        }
         self.prune_ct_table();
         Ok(())
     }
@@ -258,7 +352,7 @@ impl Kernel {
         // that reads their state goes live
         self.ensure_ct_table(needs, !self.attached.is_empty())?;
         let r = match &mut self.dp {
-            Some(dp) => install(&self.config, dp, rs, compiled, sets),
+            Some(dp) => install(&self.config, dp, rs, compiled, sets, true),
             None => Ok(()),
         };
         self.prune_ct_table();
@@ -375,8 +469,10 @@ impl Kernel {
         active: Option<(&Ruleset, &[CompiledChain])>,
         sets: &SetStore,
     ) -> Vec<String> {
-        let pending = std::mem::take(&mut self.pending);
-        if pending.is_empty() {
+        let pinned = self.config.pin_dir.as_deref().is_some_and(|d| {
+            std::fs::read_dir(d.join("links")).is_ok_and(|mut r| r.next().is_some())
+        });
+        if self.pending.is_empty() && !pinned {
             return Vec::new();
         }
         let mut log = Vec::new();
@@ -386,15 +482,16 @@ impl Kernel {
             Ok(dp) => dp,
             Err(e) => {
                 log.push(format!("cannot re-attach after restart: {}", e.msg));
-                self.pending = pending;
                 return log;
             }
         };
+        // adopts the pinned attachments the journal names (taking them
+        // out of `pending`)
         if let Err(e) = self.adopt(dp, active, sets) {
             log.push(format!("cannot re-attach after restart: {}", e.msg));
-            self.pending = pending;
             return log;
         }
+        let pending = std::mem::take(&mut self.pending);
         for (iface, hook, mode) in pending {
             if !iface_exists(&iface) {
                 log.push(format!(
@@ -524,6 +621,11 @@ impl Kernel {
             .iter()
             .map(|a| {
                 let mut v = json!({"iface": a.iface, "hook": hook_name(a.hook)});
+                if let Some(ids) = self.dp.as_ref().and_then(|d| d.link_ids(a.id)) {
+                    v["pinned"] = Value::from(true);
+                    v["link_id"] = Value::from(ids.link_id);
+                    v["prog_id"] = Value::from(ids.prog_id);
+                }
                 if let Some(m) = a.actual {
                     v["mode"] = Value::from(mode_name(m));
                 }
@@ -555,6 +657,8 @@ impl Kernel {
             "attachments": attachments,
             "sets": sets,
             "generation": dp.generation(),
+            "pin_dir": dp.pin_dir().map(|p| p.display().to_string()),
+            "build": dp.build_id(),
             "max_rules": dp.max_rules(),
             "image_slot_bytes": dp.slot_capacity(),
             "conntrack": {
@@ -586,6 +690,23 @@ impl Kernel {
     }
 }
 
+impl Drop for Kernel {
+    /// A stopping parapetd leaves its pinned attachments enforcing, so it
+    /// leaves the conntrack table they read too (the next start adopts
+    /// or re-creates it).
+    fn drop(&mut self) {
+        let pinned = self
+            .dp
+            .as_ref()
+            .is_some_and(|dp| !dp.pinned_attachments().is_empty());
+        if pinned {
+            if let Some(t) = self.ct_table.take() {
+                std::mem::forget(t);
+            }
+        }
+    }
+}
+
 fn kernel_set_err(name: &str, e: parapet_dataplane::Error) -> ErrorReply {
     dp_err(
         &format!("set `{name}` changed in the daemon, but its kernel map update failed (the next apply reloads it)"),
@@ -609,6 +730,7 @@ fn install(
     rs: &Ruleset,
     compiled: &[CompiledChain],
     sets: &SetStore,
+    reset_counters: bool,
 ) -> Result<(), ErrorReply> {
     let (chain, image) = fits(cfg, dp, rs, compiled)?;
     let needs = needs_ct(cfg, dp, rs, compiled)?;
@@ -628,6 +750,9 @@ fn install(
             format!("the kernel dataplane refused the ruleset: {e}"),
         )
     })?;
+    if !reset_counters {
+        return Ok(());
+    }
     dp.reset_counters()
         .map_err(|e| dp_err("resetting the kernel counters", e))
 }

@@ -55,6 +55,59 @@ pub struct ParapetdArgs {
     /// matches ctstate (for hosts whose own rules already use conntrack).
     #[arg(long)]
     pub no_conntrack_table: bool,
+    /// Kernel dataplane: bpffs directory of this instance's pinned
+    /// programs, maps and links, which keep enforcing while parapetd is
+    /// down (default: /sys/fs/bpf/parapet/<netns inode>-<hash of the
+    /// state directory>; bpffs is mounted at /sys/fs/bpf when missing).
+    #[arg(long)]
+    pub pin_dir: Option<PathBuf>,
+    /// Remove every pin of this instance (its attachments stop filtering)
+    /// and exit.
+    #[arg(long)]
+    pub remove_pinned: bool,
+    /// Tests only: load the program with its debug constant on, a
+    /// different build of the program (exercises the upgrade swap).
+    #[arg(long, hide = true)]
+    pub test_program_variant: bool,
+}
+
+/// The pin directory of the instance `a` describes.
+pub fn pin_dir_of(a: &ParapetdArgs) -> PathBuf {
+    if let Some(d) = &a.pin_dir {
+        return d.clone();
+    }
+    // the state directory's canonical path names the instance: it must
+    // exist for the name to be the same at every start
+    let _ = std::fs::create_dir_all(&a.state_dir);
+    parapet_dataplane::default_pin_dir(&a.state_dir)
+}
+
+/// `--remove-pinned`: under the state directory's lock (never under a
+/// running parapetd), removes the instance's pins and the conntrack table
+/// they needed.
+fn remove_pinned(a: &ParapetdArgs) -> ExitCode {
+    let dir = pin_dir_of(a);
+    let _lock = match crate::recovery::lock_state_dir(&a.state_dir) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("parapetd: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if !a.no_conntrack_table {
+        // the table the pinned program read connections through
+        parapet_dataplane::ct_table::ConntrackTable::delete_stale(crate::kernel::CT_TABLE);
+    }
+    match parapet_dataplane::remove_pins(&dir) {
+        Ok(n) => {
+            eprintln!("parapetd: removed {n} pins under {}", dir.display());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("parapetd: removing the pins under {}: {e}", dir.display());
+            ExitCode::FAILURE
+        }
+    }
 }
 
 fn parse_mode(s: &str) -> Result<u32, String> {
@@ -64,6 +117,10 @@ fn parse_mode(s: &str) -> Result<u32, String> {
 /// `parapetd`'s main: the `parapetd` binary, and the `parapet` binary when
 /// invoked under the name `parapetd` (one executable can serve both).
 pub fn parapetd_main(a: ParapetdArgs) -> ExitCode {
+    if a.remove_pinned {
+        return remove_pinned(&a);
+    }
+    let pin_dir = pin_dir_of(&a);
     let mut c = crate::server::Config::new(a.socket, a.state_dir);
     c.config = a.config;
     c.socket_mode = a.socket_mode;
@@ -77,6 +134,8 @@ pub fn parapetd_main(a: ParapetdArgs) -> ExitCode {
         chain: a.chain,
         log_rate: a.log_rate,
         conntrack_table: !a.no_conntrack_table,
+        pin_dir: Some(pin_dir),
+        debug_program: a.test_program_variant,
     };
     match crate::server::run(c, crate::server::default_loader()) {
         Ok(()) => ExitCode::SUCCESS,

@@ -99,8 +99,8 @@ impl Daemon {
         for p in &recovery.problems {
             eprintln!("parapetd: recovery: {p}");
         }
-        // The program is loaded again (and re-attached) before any client
-        // is served: the links died with the previous process.
+        // The program is loaded again before any client is served: it
+        // adopts the pinned links and maps, or re-attaches (kernel.rs).
         state.kernel.config = config.kernel.clone();
         for line in state.kernel_restore() {
             eprintln!("parapetd: dataplane: {line}");

@@ -7,6 +7,17 @@ use aya::programs::{ProgramError, SchedClassifier, Xdp, XdpMode};
 use crate::abi::IfName;
 use crate::error::{Error, Result};
 use crate::load::{Dataplane, LinkId, PROG_TC, PROG_XDP};
+use crate::pin::LinkPin;
+use aya::programs::links::FdLink;
+
+/// The name of a hook in pin paths (`links/<iface>@<hook>`) and in
+/// [`crate::pin::program_for_hook`].
+pub fn hook_pin_name(hook: AttachPoint) -> &'static str {
+    match hook {
+        AttachPoint::Xdp => "xdp",
+        AttachPoint::Tc => "tc",
+    }
+}
 
 /// Where the program runs: the kernel hook it is attached at (not a
 /// chain's hook, `parapet_model::Hook`).
@@ -51,6 +62,7 @@ impl Dataplane {
     pub fn attach(&mut self, iface: &str, hook: AttachPoint, mode: Mode) -> Result<Attached> {
         let (link, used, note) = match hook {
             AttachPoint::Xdp => {
+                self.refuse_foreign_xdp(iface)?;
                 let prog = self
                     .ebpf
                     .program_mut(PROG_XDP)
@@ -88,6 +100,7 @@ impl Dataplane {
                 (LinkId::Tc(id), mode, None)
             }
         };
+        let link = self.pin_link(link, iface, hook)?;
         let id = self.next_id;
         self.next_id += 1;
         self.links.insert(id, link);
@@ -127,9 +140,82 @@ impl Dataplane {
                     .ok_or(Error::Missing("program"))?;
                 <&mut SchedClassifier>::try_from(prog)?.detach(l)?;
             }
+            Some(LinkId::Fd(link)) => drop(link),
+            Some(LinkId::Pinned(pin)) => {
+                // without the pin, closing the last descriptor detaches
+                std::fs::remove_file(&pin.path)
+                    .map_err(|e| Error::Pin(format!("{}: {e}", pin.path.display())))?;
+            }
             None => return Err(Error::UnknownAttachment(id)),
         }
         Ok(())
+    }
+
+    /// Refuses to attach at XDP when another program is on `iface` (in any
+    /// mode): the kernel would replace a program attached without a link,
+    /// and one program per interface is all XDP has. The error names the
+    /// program (id and name).
+    fn refuse_foreign_xdp(&self, iface: &str) -> Result<()> {
+        let Ok(c) = std::ffi::CString::new(iface) else {
+            return Ok(());
+        };
+        // SAFETY: c is a valid NUL-terminated string.
+        let ifindex = unsafe { libc::if_nametoindex(c.as_ptr()) };
+        if ifindex == 0 {
+            // aya reports the unknown interface
+            return Ok(());
+        }
+        let ids = crate::netlink::xdp_prog_ids(ifindex)
+            .map_err(|e| Error::Pin(format!("asking which XDP program is on {iface}: {e}")))?;
+        if let Some(&id) = ids.first() {
+            let name = crate::netlink::prog_name(id).unwrap_or_else(|| "?".to_string());
+            return Err(Error::Occupied(format!(
+                "{iface} already has an XDP program (id {id}, name `{name}`); parapet does not \
+                 replace another XDP program: remove it first (e.g. `ip link set dev {iface} xdp off`) \
+                 or attach parapet at tc"
+            )));
+        }
+        Ok(())
+    }
+
+    /// When pinning, moves a fresh XDP or tc link out of aya's keeping and
+    /// pins it (`links/<iface>@<hook>`), so it outlives the process. A link
+    /// the kernel made without bpf_link (netlink, old kernels) cannot be
+    /// pinned: it is detached again and the attach fails.
+    fn pin_link(&mut self, link: LinkId, iface: &str, hook: AttachPoint) -> Result<LinkId> {
+        let Some(root) = self.pin_dir().map(std::path::Path::to_path_buf) else {
+            return Ok(link);
+        };
+        // move the link out of aya's keeping (it would detach it on drop)
+        let fd_link: std::result::Result<FdLink, _> = match link {
+            LinkId::Xdp(l) => {
+                let prog = self
+                    .ebpf
+                    .program_mut(PROG_XDP)
+                    .ok_or(Error::Missing("program"))?;
+                FdLink::try_from(<&mut Xdp>::try_from(prog)?.take_link(l)?)
+            }
+            LinkId::Tc(l) => {
+                let prog = self
+                    .ebpf
+                    .program_mut(PROG_TC)
+                    .ok_or(Error::Missing("program"))?;
+                FdLink::try_from(<&mut SchedClassifier>::try_from(prog)?.take_link(l)?)
+            }
+            kept @ (LinkId::Pinned(_) | LinkId::Fd(_)) => return Ok(kept),
+        };
+        let fd_link = fd_link.map_err(|_| {
+            Error::Pin(format!(
+                "the kernel attached to {iface} without a BPF link, which cannot be pinned \
+                 (XDP needs Linux >= 5.9, tc needs TCX, Linux >= 6.6)"
+            ))
+        })?;
+        Ok(LinkId::Pinned(LinkPin::pin(
+            &root,
+            fd_link,
+            iface,
+            hook_pin_name(hook),
+        )?))
     }
 
     /// The interfaces attached, by attachment id.

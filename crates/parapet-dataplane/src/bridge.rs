@@ -97,7 +97,7 @@ impl Dataplane {
                             // new name, or new dimensions: a fresh id (the
                             // live image may still use the old one)
                             let id = (0..crate::abi::MAX_SETS)
-                                .find(|&i| self.set_dims(i).is_none())
+                                .find(|&i| self.set_dims(i).is_none() && !self.set_id_adopted(i))
                                 .ok_or(crate::set_mirror::SetError::BadId(crate::abi::MAX_SETS))?;
                             self.create_set(id, &dims)?;
                             self.set_add(id, &els)?;

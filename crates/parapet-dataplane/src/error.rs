@@ -54,6 +54,12 @@ pub enum Error {
     /// A set operation was refused.
     #[error(transparent)]
     Set(#[from] SetError),
+    /// Pinning under bpffs, or adopting what is pinned, failed.
+    #[error("pinning: {0}")]
+    Pin(String),
+    /// Another program is attached where ours would go.
+    #[error("{0}")]
+    Occupied(String),
     /// The embedded object could not be prepared for this kernel.
     #[error("preparing the BPF object: {0}")]
     Object(String),

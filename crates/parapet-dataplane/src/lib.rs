@@ -18,6 +18,9 @@
 //!   an image, format: `parapet-image`), `counters.rs` (counters,
 //!   statistics, the LOG ring), `set_maps.rs` (sets in the kernel) and
 //!   `test_run.rs` (`BPF_PROG_TEST_RUN`); errors in `error.rs`.
+//! - [`pin`]: programs, maps and links pinned under bpffs, so the kernel
+//!   keeps enforcing when the process dies; adoption by the next load and
+//!   the program swap by `BPF_LINK_UPDATE` (raw syscalls in `bpf_sys.rs`).
 //! - [`sets`]: sets in BPF maps (the image key's set bits): element
 //!   splitting, expiries, the user-space mirror.
 //! - [`bridge`]: from `parapet_model::SetRef` and `parapet_sets::SetStore`
@@ -35,6 +38,7 @@
 pub mod abi;
 mod actions;
 mod attach;
+mod bpf_sys;
 pub mod bridge;
 mod counters;
 pub mod ct_table;
@@ -43,6 +47,8 @@ pub mod frame;
 #[doc(hidden)]
 pub mod kfunc;
 mod load;
+mod netlink;
+pub mod pin;
 pub mod ruleset;
 mod set_maps;
 pub mod set_mirror;
@@ -50,9 +56,11 @@ mod slots;
 mod test_run;
 
 pub use abi::{Counter, KernelVerdict, PacketKey, ParseStatus, Stat};
-pub use attach::{AttachPoint, Attached, Mode};
+pub use attach::{hook_pin_name, AttachPoint, Attached, Mode};
+pub use bpf_sys::LinkIds;
 pub use counters::{LogEvent, Stats};
 pub use error::{BadImage, Error, Result};
 pub use load::{Dataplane, Features, LoadOptions, BPF_OBJECT};
+pub use pin::{default_pin_dir, remove_pins, PinnedAttachment};
 pub use set_mirror::{monotonic_ns, PacketPart, SetDim, SetElement, SetError, SetSizing};
 pub use test_run::{KernelDecision, TestRunOutcome};

@@ -7,6 +7,7 @@
 //! (`test_run.rs`).
 
 use std::collections::HashMap;
+use std::os::fd::AsFd;
 
 use aya::maps::lpm_trie::LpmTrie;
 use aya::maps::{Array, ArrayOfMaps, HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf};
@@ -72,6 +73,10 @@ pub struct Features {
 pub(crate) enum LinkId {
     Xdp(XdpLinkId),
     Tc(SchedClassifierLinkId),
+    /// A link of any kind pinned under bpffs: it outlives the process.
+    Pinned(crate::pin::LinkPin),
+    /// A link of any kind, unpinned (dropping it detaches).
+    Fd(aya::programs::links::FdLink),
 }
 
 /// The loaded BPF dataplane and its maps.
@@ -113,10 +118,12 @@ pub struct Dataplane {
     /// The runtime switch (`parapet_config[CFG_CT]`).
     pub(crate) conntrack: bool,
     pub(crate) conntrack_note: Option<String>,
+    /// Pinning state, when loaded with [`LoadOptions::pin_dir`].
+    pub(crate) pins: Option<crate::pin::Pins>,
 }
 
 /// `parapet_config` word of the conntrack switch (bpf/lib/maps.h).
-const CFG_CT: u32 = 0;
+pub(crate) const CFG_CT: u32 = 0;
 
 impl std::fmt::Debug for Dataplane {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -148,6 +155,20 @@ impl Dataplane {
 
     /// [`Dataplane::load_sized`] with optional [`Features`].
     pub fn load_with(opts: &LoadOptions, sizing: &SetSizing, features: &Features) -> Result<Self> {
+        Self::load_pinned(opts, sizing, features, None)
+    }
+
+    /// [`Dataplane::load_with`], pinning in the bpffs directory `pin_dir`
+    /// (see `pin.rs`): the maps pinned there by an earlier load are reused
+    /// when their layout matches, and its pinned links adopted; every
+    /// attachment is pinned. `None`: nothing is pinned, attachments end
+    /// with the process.
+    pub fn load_pinned(
+        opts: &LoadOptions,
+        sizing: &SetSizing,
+        features: &Features,
+        pin_dir: Option<&std::path::Path>,
+    ) -> Result<Self> {
         // aya 0.14 cannot link kfuncs: resolve them against this kernel's
         // BTF first (src/kfunc.rs).
         let kernel_btf = aya::Btf::from_sys_fs().ok();
@@ -181,11 +202,48 @@ impl Dataplane {
             .override_global("parapet_slot_pages", &slot_pages, true)
             .override_global("parapet_ct_mode", &ct_mode, true)
             .load(&object)?;
+        // Pinning: the maps must point at the pinned ones before the
+        // programs that use them are loaded.
+        let mut pins = match pin_dir {
+            None => None,
+            Some(root) => {
+                crate::pin::ensure_bpffs(root)
+                    .map_err(|e| Error::Pin(format!("{}: {e}", root.display())))?;
+                let maps_reused = crate::pin::reuse_pinned_maps(root, &ebpf)?;
+                let maps = crate::pin::object_map_fds(&ebpf)?;
+                // the build: the object and every load-time constant
+                let consts: Vec<u8> = [debug_mode, slot_pages, ct_mode]
+                    .iter()
+                    .flat_map(|c| c.to_le_bytes())
+                    .collect();
+                let build = crate::pin::stable_hash([&object[..], &consts[..]]);
+                Some(crate::pin::Pins {
+                    root: root.to_path_buf(),
+                    maps,
+                    progs: Vec::new(),
+                    build: format!("{build:016x}"),
+                    maps_reused,
+                    adopted_sets: Default::default(),
+                })
+            }
+        };
         for name in [PROG_XDP, PROG_TC] {
             let prog = ebpf.program_mut(name).ok_or(Error::Missing("program"))?;
-            match name {
-                PROG_XDP => <&mut Xdp>::try_from(prog)?.load()?,
-                _ => <&mut SchedClassifier>::try_from(prog)?.load()?,
+            let fd = match name {
+                PROG_XDP => {
+                    let p = <&mut Xdp>::try_from(prog)?;
+                    p.load()?;
+                    p.fd()?.as_fd().try_clone_to_owned()
+                }
+                _ => {
+                    let p = <&mut SchedClassifier>::try_from(prog)?;
+                    p.load()?;
+                    p.fd()?.as_fd().try_clone_to_owned()
+                }
+            };
+            if let Some(p) = &mut pins {
+                let fd = fd.map_err(|e| Error::Pin(format!("dup of program {name}: {e}")))?;
+                p.progs.push((name, fd));
             }
         }
         let actions = Array::try_from(take(&mut ebpf, "parapet_actions")?)?;
@@ -237,9 +295,17 @@ impl Dataplane {
             conntrack_linked: conntrack,
             conntrack: false,
             conntrack_note,
+            pins,
         };
-        dp.set_reject_rate(reject::DEFAULT_RATE, reject::DEFAULT_BURST)?;
-        dp.set_conntrack(conntrack)?;
+        if dp.maps_adopted() {
+            // the live program's settings stay; the caller's state is
+            // made live from the pinned generation on
+            dp.adopt_pins()?;
+        } else {
+            dp.set_reject_rate(reject::DEFAULT_RATE, reject::DEFAULT_BURST)?;
+            dp.set_conntrack(conntrack)?;
+            dp.adopt_pins()?;
+        }
         Ok(dp)
     }
 

@@ -1,0 +1,135 @@
+//! The few `bpf(2)` commands aya 0.14 does not offer on a plain file
+//! descriptor: pin an object, open a pinned one, read a link's or a
+//! program's ids, and swap a link's program (`BPF_LINK_UPDATE`). Every raw
+//! syscall of the crate's pinning lives here (`pin.rs` uses them).
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+// enum bpf_cmd (include/uapi/linux/bpf.h)
+const BPF_OBJ_PIN: libc::c_long = 6;
+const BPF_OBJ_GET: libc::c_long = 7;
+const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
+const BPF_LINK_UPDATE: libc::c_long = 29;
+
+/// `union bpf_attr` is larger; 128 zeroed bytes cover every command here
+/// (the kernel checks that bytes it does not know are zero).
+#[repr(C, align(8))]
+struct Attr([u8; 128]);
+
+impl Attr {
+    fn new() -> Attr {
+        Attr([0; 128])
+    }
+    fn put_u32(&mut self, at: usize, v: u32) {
+        self.0[at..at + 4].copy_from_slice(&v.to_ne_bytes());
+    }
+    fn put_u64(&mut self, at: usize, v: u64) {
+        self.0[at..at + 8].copy_from_slice(&v.to_ne_bytes());
+    }
+}
+
+fn bpf(cmd: libc::c_long, attr: &mut Attr) -> io::Result<libc::c_long> {
+    // SAFETY: attr is a valid, initialised bpf_attr prefix of the size we
+    // pass; the kernel reads (and for GET_INFO writes through pointers we
+    // set to live buffers) only within it.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            cmd,
+            attr as *mut Attr,
+            std::mem::size_of::<Attr>() as libc::c_uint,
+        )
+    };
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(rc)
+    }
+}
+
+fn c_path(path: &Path) -> io::Result<CString> {
+    CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in a pin path"))
+}
+
+/// `BPF_OBJ_PIN`: pin the program, map or link behind `fd` at `path`.
+pub(crate) fn obj_pin(fd: BorrowedFd<'_>, path: &Path) -> io::Result<()> {
+    let p = c_path(path)?;
+    let mut a = Attr::new();
+    a.put_u64(0, p.as_ptr() as u64);
+    a.put_u32(8, fd.as_raw_fd() as u32);
+    bpf(BPF_OBJ_PIN, &mut a).map(drop)
+}
+
+/// `BPF_OBJ_GET`: open the object pinned at `path`.
+pub(crate) fn obj_get(path: &Path) -> io::Result<OwnedFd> {
+    let p = c_path(path)?;
+    let mut a = Attr::new();
+    a.put_u64(0, p.as_ptr() as u64);
+    let fd = bpf(BPF_OBJ_GET, &mut a)?;
+    // SAFETY: the kernel returned a new descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// The first words of `struct bpf_link_info` / `struct bpf_prog_info`.
+fn info(fd: BorrowedFd<'_>) -> io::Result<[u8; 256]> {
+    let mut buf = [0u8; 256];
+    let mut a = Attr::new();
+    a.put_u32(0, fd.as_raw_fd() as u32);
+    a.put_u32(4, buf.len() as u32);
+    a.put_u64(8, buf.as_mut_ptr() as u64);
+    bpf(BPF_OBJ_GET_INFO_BY_FD, &mut a)?;
+    Ok(buf)
+}
+
+fn word(b: &[u8], at: usize) -> u32 {
+    u32::from_ne_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+
+/// A link's kernel ids.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LinkIds {
+    /// `enum bpf_link_type` (uapi: 6 = XDP, 10 = NETFILTER, 11 = TCX).
+    pub link_type: u32,
+    /// The link's id (`bpftool link show id N`).
+    pub link_id: u32,
+    /// The id of the program it runs.
+    pub prog_id: u32,
+    /// The interface index for XDP and TCX links (0 otherwise).
+    pub ifindex: u32,
+}
+
+/// `enum bpf_link_type` values this crate makes.
+pub(crate) const LINK_TYPE_XDP: u32 = 6;
+pub(crate) const LINK_TYPE_TCX: u32 = 11;
+
+/// The ids of the link behind `fd`.
+pub(crate) fn link_ids(fd: BorrowedFd<'_>) -> io::Result<LinkIds> {
+    let b = info(fd)?;
+    let link_type = word(&b, 0);
+    // the per-type union starts at offset 16 (it holds 64-bit members);
+    // XDP and TCX links both begin it with the ifindex
+    let ifindex = match link_type {
+        LINK_TYPE_XDP | LINK_TYPE_TCX => word(&b, 16),
+        _ => 0,
+    };
+    Ok(LinkIds {
+        link_type,
+        link_id: word(&b, 4),
+        prog_id: word(&b, 8),
+        ifindex,
+    })
+}
+
+/// `BPF_LINK_UPDATE`: the link runs `new_prog` from the next packet on.
+/// One pointer swap in the kernel: no packet passes the hook unfiltered.
+pub(crate) fn link_update(link: BorrowedFd<'_>, new_prog: BorrowedFd<'_>) -> io::Result<()> {
+    let mut a = Attr::new();
+    a.put_u32(0, link.as_raw_fd() as u32);
+    a.put_u32(4, new_prog.as_raw_fd() as u32);
+    bpf(BPF_LINK_UPDATE, &mut a).map(drop)
+}
