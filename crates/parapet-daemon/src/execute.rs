@@ -270,6 +270,11 @@ impl State {
             let elems = self.parse_elems(&name, addrs.into_iter(), exp)?;
             n += self.commit(Change::SetAdd { name, elems }, origin)?.count;
         }
+        if timeout.is_some() {
+            self.tally.bans += n as u64;
+        } else {
+            self.tally.unbans += n as u64;
+        }
         Ok(obj(if timeout.is_some() {
             json!({"banned": n})
         } else {
