@@ -7,7 +7,11 @@
 //! close`) and nothing else, so the whole server is its bounds — at most
 //! [`MAX_CONNECTIONS`] connections at once (more are closed at once), a
 //! request head of at most [`MAX_REQUEST`] bytes, read within
-//! [`READ_TIMEOUT`], and a write timeout.
+//! [`READ_TIMEOUT`], and a write timeout. However often it is scraped,
+//! it collects at most once per [`MIN_COLLECT_INTERVAL`] and serves the
+//! same text in between: scrapers (many Prometheus servers, a `watch
+//! curl`) cannot add work to the ban path (CrowdSec's bouncer once pinned
+//! a CPU collecting nftables metrics per scrape, cs-firewall-bouncer#334).
 
 use crate::metrics::{collect, MetricsConfig};
 use crate::shared::Shared;
@@ -17,7 +21,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -28,6 +32,26 @@ pub const MAX_REQUEST: usize = 8192;
 /// Time a client has to send its request head.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Scrapes closer together than this get the previous collection.
+pub const MIN_COLLECT_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The last collection, shared by the connection threads.
+type Cache = Arc<Mutex<Option<(Instant, Arc<String>)>>>;
+
+/// The last collection when it is recent, else a new one. Holding the
+/// cache's lock while collecting makes concurrent scrapes wait for one
+/// collection instead of each running their own.
+fn cached(shared: &Shared, cfg: &MetricsConfig, cache: &Cache) -> Arc<String> {
+    let mut c = cache.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((at, text)) = c.as_ref() {
+        if at.elapsed() < MIN_COLLECT_INTERVAL {
+            return text.clone();
+        }
+    }
+    let text = Arc::new(collect(shared, cfg));
+    *c = Some((Instant::now(), text.clone()));
+    text
+}
 /// The text file's name in `--metrics-textfile DIR` (node_exporter reads
 /// `*.prom`; the temporary file it is renamed from does not match).
 pub const TEXTFILE: &str = "parapet.prom";
@@ -96,6 +120,7 @@ fn readable(l: &TcpListener) -> bool {
 
 fn serve(shared: Arc<Shared>, cfg: MetricsConfig, l: TcpListener) {
     let active = Arc::new(AtomicUsize::new(0));
+    let cache: Cache = Arc::default();
     while !shared.shutdown.load(Ordering::SeqCst) {
         if !readable(&l) {
             continue;
@@ -107,11 +132,11 @@ fn serve(shared: Arc<Shared>, cfg: MetricsConfig, l: TcpListener) {
             active.fetch_sub(1, Ordering::SeqCst);
             continue; // dropped: closed unanswered
         }
-        let (s, c, a) = (shared.clone(), cfg.clone(), active.clone());
+        let (s, c, a, k) = (shared.clone(), cfg.clone(), active.clone(), cache.clone());
         let spawned = thread::Builder::new()
             .name("metrics-conn".into())
             .spawn(move || {
-                let _ = answer(&s, &c, stream);
+                let _ = answer(&s, &c, &k, stream);
                 a.fetch_sub(1, Ordering::SeqCst);
             });
         if spawned.is_err() {
@@ -157,7 +182,12 @@ fn route(head: &[u8]) -> (&'static str, bool) {
     }
 }
 
-fn answer(shared: &Shared, cfg: &MetricsConfig, mut stream: TcpStream) -> io::Result<()> {
+fn answer(
+    shared: &Shared,
+    cfg: &MetricsConfig,
+    cache: &Cache,
+    mut stream: TcpStream,
+) -> io::Result<()> {
     stream.set_write_timeout(Some(WRITE_TIMEOUT))?;
     let Some(head) = read_head(&mut stream)? else {
         let msg = "HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
@@ -168,22 +198,22 @@ fn answer(shared: &Shared, cfg: &MetricsConfig, mut stream: TcpStream) -> io::Re
     let (ctype, body) = if ok {
         (
             "text/plain; version=0.0.4; charset=utf-8",
-            collect(shared, cfg),
+            cached(shared, cfg, cache),
         )
     } else {
         (
             "text/plain; charset=utf-8",
-            format!("{status}: parapetd serves /metrics only\n"),
+            Arc::new(format!("{status}: parapetd serves /metrics only\n")),
         )
     };
-    let mut out = format!(
+    let response_head = format!(
         "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     );
+    stream.write_all(response_head.as_bytes())?;
     if !head_only {
-        out.push_str(&body);
+        stream.write_all(body.as_bytes())?;
     }
-    stream.write_all(out.as_bytes())?;
     let _ = stream.shutdown(std::net::Shutdown::Write);
     Ok(())
 }
