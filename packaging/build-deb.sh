@@ -69,7 +69,10 @@ comp fish --parapetd > "$stage/usr/share/fish/vendor_completions.d/parapetd.fish
 # Documentation (the unit's Documentation= points at daemon.md).
 doc="$stage/usr/share/doc/parapet"
 install -d "$doc"
-install -m 0644 README.md docs/*.md "$doc/"
+install -m 0644 README.md "$doc/"
+# docs/README.md is the index of the source tree's docs (bench/, …): the
+# pages themselves go next to the project's README.
+find docs -maxdepth 1 -name '*.md' ! -name README.md -exec install -m 0644 {} "$doc/" \;
 gzip -9n -c CHANGELOG.md > "$doc/changelog.gz"
 cp packaging/copyright "$doc/copyright"
 chmod 0644 "$doc/copyright"
