@@ -9,6 +9,8 @@ if [ "$want" = test ]; then
   # The metrics test scrapes parapetd with a real Prometheus; `make deb`
   # checks the package with lintian.
   pkgs+=(prometheus lintian)
+  # `parapet top` is tested in a real terminal.
+  pkgs+=(tmux)
 elif [ "$(id -u)" = 0 ]; then
   # The demo ends with the side-by-side kernel benchmark when it can.
   pkgs+=(iptables nftables ipset ethtool)

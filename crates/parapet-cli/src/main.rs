@@ -13,6 +13,8 @@ mod pcap;
 mod report;
 mod run;
 mod set_lookup;
+mod top;
+mod top_screen;
 
 use anyhow::Result;
 use clap::{CommandFactory, Parser, Subcommand};
@@ -105,6 +107,8 @@ enum Command {
     /// Generate benchmark rulesets (stdout) and traces (--trace FILE).
     #[command(subcommand)]
     Gen(gen::GenCommand),
+    /// Live view of the rules hit right now: packets/s and bytes/s per rule, totals, sets, bans.
+    Top(top::TopArgs),
     /// Print a shell completion script: `parapet completions bash > /etc/bash_completion.d/parapet`.
     Completions {
         /// Shell: bash, zsh, fish, elvish or powershell.
@@ -192,6 +196,7 @@ fn main() -> ExitCode {
         Command::Lint(args) => return analyze::lint(args),
         Command::Diff(args) => return analyze::diff(args),
         Command::Gen(cmd) => gen::run(cmd),
+        Command::Top(args) => return top::run(args, socket),
         Command::Completions { shell, parapetd } => {
             let cmd = if parapetd {
                 parapetd_command()

@@ -3,7 +3,9 @@
 //! loopback; the daemon enforces a small ruleset at tc on the bed's veth,
 //! the test sends a known number of UDP datagrams from the peer namespace
 //! to the rule it counts, and Prometheus' HTTP API must return exactly that
-//! count for the rule's series (and zero for a rule nothing hit). Needs
+//! count for the rule's series (and zero for a rule nothing hit); then
+//! `parapet top --once --json` must rank that rule first while more
+//! traffic hits it. Needs
 //! root (`#[ignore = "needs root"]`) and the `prometheus` binary (installed
 //! by `scripts/deps.sh test`); fails without either.
 
@@ -207,4 +209,34 @@ fn prometheus_reads_the_rule_counters_of_known_traffic() {
         Some((SENT * (20 + 8 + 7)) as f64)
     );
     assert_eq!(query(&bed.b, "up{job=\"parapet\"}"), Some(1.0));
+
+    // `parapet top --once --json` sees the rule traffic hits now: more
+    // datagrams during its 2 s interval put rule 2 first, by packets/s.
+    let more = 60;
+    let a = bed.a.clone();
+    let sender = std::thread::spawn(move || {
+        in_netns(&a, || {
+            let s = UdpSocket::bind("0.0.0.0:0").unwrap();
+            for _ in 0..more {
+                s.send_to(b"metrics", (Ipv4Addr::from(B_ADDR), PROBE_PORT))
+                    .unwrap();
+                std::thread::sleep(Duration::from_millis(15));
+            }
+        })
+    });
+    let o = parapet(&sock, &["top", "--once", "--json", "--interval", "2"]);
+    sender.join().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let top: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let first = &top["rules"][0];
+    assert_eq!(first["rule"], 2, "{top}");
+    assert_eq!(
+        first["text"],
+        format!(
+            "-A INPUT -p udp --dport {PROBE_PORT} -m comment --comment \"metrics probe\" -j ACCEPT"
+        )
+    );
+    assert!(first["packets_per_s"].as_f64().unwrap() > 5.0, "{top}");
+    assert!(first["packets"].as_u64().unwrap() > SENT as u64, "{top}");
+    assert_eq!(top["kernel"], true);
 }

@@ -295,6 +295,8 @@ fn stats(shared: &Shared) -> Map<String, Value> {
         "journal_syncs": s.syncs.load(Ordering::Relaxed),
         "snapshots": s.snapshots.load(Ordering::Relaxed),
         "fsync": shared.config.fsync,
+        "bans": st.tally.bans,
+        "unbans": st.tally.unbans,
         "dataplane": st.kernel.stats(),
         "counters": kernel_counters(&st),
         "recovery": {
