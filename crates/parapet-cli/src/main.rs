@@ -10,6 +10,7 @@ mod gen;
 mod load;
 mod manual;
 mod pcap;
+mod progress;
 mod report;
 mod run;
 mod set_lookup;

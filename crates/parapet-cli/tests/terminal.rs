@@ -1,10 +1,16 @@
-//! `parapet top` in a real terminal: tmux (a private server, an 80×24
-//! window) runs the live view against a real parapetd; the test reads the
-//! screen, sends keys and reads it again: the rules are listed within 80
-//! columns, `b` sorts by bytes, `c` filters by chain, space pauses, `q`
-//! quits and gives the terminal back. Also `--once --json` without a
-//! terminal. (Counters of real traffic: the `metrics_prometheus` test.)
-//! Needs tmux (installed by `scripts/deps.sh test`); fails without it.
+//! What parapet shows on a real terminal.
+//!
+//! `parapet top`: tmux (a private server, an 80×24 window) runs the live
+//! view against a real parapetd; the test reads the screen, sends keys and
+//! reads it again: the rules are listed within 80 columns, `b` sorts by
+//! bytes, `c` filters by chain, space pauses, `q` quits and gives the
+//! terminal back. Also `--once --json` without a terminal. (Counters of
+//! real traffic: the `metrics_prometheus` test.)
+//!
+//! Progress: `set add --file` and `apply` under `script` (a pseudo
+//! terminal) draw a progress line on stderr, and nothing when stderr is a
+//! pipe. Needs tmux (installed by `scripts/deps.sh test`) and `script`
+//! (util-linux); fails without them.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -221,4 +227,70 @@ fn once_json_lists_every_rule_with_its_chain_and_text() {
         .map(|r| r["rule"].as_u64().unwrap())
         .collect();
     assert_eq!(ids, vec![0, 4, 5], "{f}");
+}
+
+/// Runs `parapet ARGS` with `PARAPET_PROGRESS_AFTER_MS=0`: under `script`
+/// (stdout and stderr a terminal) when `tty`, else with stderr piped;
+/// returns what it wrote to stderr (and, under script, stdout).
+fn with_progress(sock: &Path, args: &str, tty: bool) -> String {
+    let cmd = format!(
+        "{} --socket {} {args}",
+        env!("CARGO_BIN_EXE_parapet"),
+        sock.display()
+    );
+    let o = if tty {
+        Command::new("script")
+            .args(["-q", "-e", "-c", &cmd, "/dev/null"])
+            .env("PARAPET_PROGRESS_AFTER_MS", "0")
+            .stdin(Stdio::null())
+            .output()
+            .expect("script (util-linux)")
+    } else {
+        Command::new("bash")
+            .args(["-c", &cmd])
+            .env("PARAPET_PROGRESS_AFTER_MS", "0")
+            .output()
+            .unwrap()
+    };
+    assert!(
+        o.status.success(),
+        "{cmd}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let mut all = String::from_utf8_lossy(&o.stderr).into_owned();
+    if tty {
+        all.push_str(&String::from_utf8_lossy(&o.stdout));
+    }
+    all
+}
+
+#[test]
+fn long_operations_show_progress_on_a_terminal_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_d, sock) = daemon(dir.path());
+    let n = 200_000u32;
+    let file = dir.path().join("big.txt");
+    let text: String = (0..n)
+        .map(|i| format!("{}\n", std::net::Ipv4Addr::from(0x0a00_0000 + i)))
+        .collect();
+    std::fs::write(&file, text).unwrap();
+    parapet(&sock, &["set", "create", "big", "ipv4_addr"]);
+    let add = format!("set add big --file {}", file.display());
+    let shown = with_progress(&sock, &add, true);
+    assert!(
+        shown.contains(&format!("set add big: 65536/{n} (32%)")),
+        "{shown:?}"
+    );
+    assert!(
+        shown.contains("\r\x1b[K"),
+        "the progress line is not erased: {shown:?}"
+    );
+    let del = format!("set del big --file {}", file.display());
+    let piped = with_progress(&sock, &del, false);
+    assert!(!piped.contains('%') && !piped.contains('\r'), "{piped:?}");
+    let rules = dir.path().join("r.rules");
+    let applying = with_progress(&sock, &format!("apply {}", rules.display()), true);
+    assert!(applying.contains("applied "), "{applying:?}");
+    let piped = with_progress(&sock, &format!("apply {}", rules.display()), false);
+    assert!(!piped.contains("applying"), "{piped:?}");
 }
