@@ -52,11 +52,7 @@ impl Progress {
             return;
         }
         self.last = Some(now);
-        let pct = if self.total == 0 {
-            100
-        } else {
-            done * 100 / self.total
-        };
+        let pct = (done * 100).checked_div(self.total).unwrap_or(100);
         let secs = now.duration_since(self.start).as_secs_f64();
         let mut e = std::io::stderr().lock();
         let _ = write!(

@@ -86,7 +86,7 @@ pub fn render(
     ));
     line(format!(
         "{:>5} {:>7} {:>7} {:>9} {:>6} {:<12} rule",
-        "id", "pkt/s", "B/s", "packets", "verdct", "chain"
+        "id", "pkt/s", "B/s", "packets", "action", "chain"
     ));
     let rows = height.saturating_sub(5);
     for r in v.rows.iter().take(rows) {

@@ -364,9 +364,22 @@ fn control_plane(w: &mut Writer, shared: &Shared, s: &Scalars) {
     w.sample(&format!("{name}_count"), &[], count as f64);
 }
 
+/// A per-set family: name, type, help, and its value of a set.
+type SetFamily = (&'static str, &'static str, &'static str, fn(&SetRow) -> f64);
+
+/// A family of dataplane counters: name, help, the label that tells its
+/// series apart (`""`: one series), and per series the label value and the
+/// key in `stats`' `dataplane.kernel`.
+type StatFamily = (
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static [(&'static str, &'static str)],
+);
+
 fn sets(w: &mut Writer, s: &Scalars) {
     w.gauge("parapet_sets", "Sets.", s.set_count as f64);
-    let fams: [(&str, &str, &str, fn(&SetRow) -> f64); 6] = [
+    let fams: [SetFamily; 6] = [
         (
             "parapet_set_elements",
             "gauge",
@@ -431,10 +444,11 @@ fn dataplane(w: &mut Writer, dp: &Value) {
     }
     let k = &dp["kernel"];
     let get = |key: &str| k[key].as_u64().unwrap_or(0) as f64;
-    let families: [(&str, &str, &[(&str, &str)]); 7] = [
+    let families: [StatFamily; 7] = [
         (
             "parapet_dataplane_packets_total",
             "Packets the program saw, by how they were handled.",
+            "result",
             &[
                 ("seen", "packets"),
                 ("not_ip", "not_ip"),
@@ -446,6 +460,7 @@ fn dataplane(w: &mut Writer, dp: &Value) {
         (
             "parapet_dataplane_dropped_malformed_total",
             "Packets dropped before classification, by reason.",
+            "reason",
             &[
                 ("truncated", "truncated"),
                 ("malformed", "malformed"),
@@ -455,11 +470,13 @@ fn dataplane(w: &mut Writer, dp: &Value) {
         (
             "parapet_dataplane_nonterminal_truncated_total",
             "Packets with more non-terminal matches than the program records.",
+            "",
             &[("", "nonterm_truncated")],
         ),
         (
             "parapet_log_events_total",
             "LOG events, by outcome.",
+            "outcome",
             &[
                 ("emitted", "log_emitted"),
                 ("rate_limited", "log_rate_limited"),
@@ -469,6 +486,7 @@ fn dataplane(w: &mut Writer, dp: &Value) {
         (
             "parapet_reject_total",
             "REJECT verdicts, by outcome of the reply.",
+            "outcome",
             &[
                 ("sent", "reject_sent"),
                 ("rate_limited", "reject_limited"),
@@ -479,26 +497,21 @@ fn dataplane(w: &mut Writer, dp: &Value) {
         (
             "parapet_conntrack_lookups_total",
             "Conntrack lookups by the program.",
+            "",
             &[("", "ct_lookups")],
         ),
         (
             "parapet_conntrack_found_total",
             "Conntrack lookups that found an entry.",
+            "",
             &[("", "ct_found")],
         ),
     ];
-    for (name, help, rows) in families {
+    for (name, help, label_name, rows) in families {
         w.family(name, "counter", help);
         for (label, key) in rows {
-            let labels: &[(&str, &str)] = if label.is_empty() {
-                &[]
-            } else if name.starts_with("parapet_dataplane_dropped") {
-                &[("reason", label)]
-            } else if name.starts_with("parapet_dataplane_packets") {
-                &[("result", label)]
-            } else {
-                &[("outcome", label)]
-            };
+            let pair = [(label_name, *label)];
+            let labels: &[(&str, &str)] = if label_name.is_empty() { &[] } else { &pair };
             w.sample(name, labels, get(key));
         }
     }

@@ -256,7 +256,7 @@ mod tests {
             route(b"GET /metrics?x=1 HTTP/1.1\r\n\r\n"),
             ("200 OK", true)
         );
-        assert_eq!(route(b"HEAD /metrics HTTP/1.0\r\n\r\n").1, true);
+        assert!(route(b"HEAD /metrics HTTP/1.0\r\n\r\n").1);
         assert_eq!(route(b"GET / HTTP/1.1\r\n\r\n").0, "404 Not Found");
         assert_eq!(
             route(b"POST /metrics HTTP/1.1\r\n\r\n").0,
