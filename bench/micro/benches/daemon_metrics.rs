@@ -12,6 +12,9 @@
 //! the three modes alternate within each round. Prints one JSON line per
 //! run (with the scrapes it saw and their latency) and the medians.
 
+#[path = "common/ban_runs.rs"]
+mod ban_runs;
+
 use parapet_daemon::metrics::MetricsConfig;
 use parapet_daemon::{Client, Config, Daemon};
 use serde_json::json;
@@ -62,26 +65,11 @@ fn scraper(addr: SocketAddr, every: Duration, stop: Arc<AtomicBool>) -> Vec<(Dur
     seen
 }
 
-fn median(mut v: Vec<f64>) -> (f64, f64, f64) {
-    v.sort_by(|a, b| a.total_cmp(b));
-    (v[v.len() / 2], v[0], v[v.len() - 1])
-}
-
 fn main() {
-    let args: Vec<usize> = std::env::args()
-        .skip(1)
-        .filter_map(|a| a.parse().ok())
-        .collect();
-    let n = args.first().copied().unwrap_or(1_000_000);
-    let runs = args.get(1).copied().unwrap_or(3).max(1);
-    // SAFETY: unshare only changes this process's namespaces.
-    if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
-        eprintln!("skipped: cannot create a network namespace (needs root)");
+    let (n, runs) = ban_runs::n_and_runs(1_000_000, 3);
+    if !ban_runs::own_netns() {
         return;
     }
-    let _ = std::process::Command::new("ip")
-        .args(["link", "set", "lo", "up"])
-        .status();
     let dir = tempfile::tempdir().unwrap();
     let sock = dir.path().join("s");
     let mut cfg = Config::new(&sock, dir.path().join("state"));
@@ -158,7 +146,11 @@ fn main() {
             let rate = n as f64 / secs;
             rates[m].push(rate);
             let lat: Vec<f64> = seen.iter().map(|s| s.0.as_secs_f64() * 1e3).collect();
-            let lat_med = if lat.is_empty() { 0.0 } else { median(lat).0 };
+            let lat_med = if lat.is_empty() {
+                0.0
+            } else {
+                ban_runs::median(lat).0
+            };
             println!(
                 "{}",
                 json!({"round": round, "mode": mode, "bans": n, "secs": secs,
@@ -170,7 +162,7 @@ fn main() {
     summary.insert("bans".into(), json!(n));
     summary.insert("runs".into(), json!(runs));
     for (m, (mode, _)) in modes.iter().enumerate() {
-        let (med, lo, hi) = median(rates[m].clone());
+        let (med, lo, hi) = ban_runs::median(rates[m].clone());
         summary.insert(format!("{mode}_median"), json!(med));
         summary.insert(format!("{mode}_min"), json!(lo));
         summary.insert(format!("{mode}_max"), json!(hi));

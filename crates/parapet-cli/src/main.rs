@@ -197,7 +197,7 @@ fn main() -> ExitCode {
         Command::Lint(args) => return analyze::lint(args),
         Command::Diff(args) => return analyze::diff(args),
         Command::Gen(cmd) => gen::run(cmd),
-        Command::Top(args) => return top::run(args, socket),
+        Command::Top(args) => return top_screen::run(args, socket),
         Command::Completions { shell, parapetd } => {
             let cmd = if parapetd {
                 parapetd_command()

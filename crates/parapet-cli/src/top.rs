@@ -2,17 +2,15 @@
 //! Two samples of parapetd's counters an interval apart give each rule's
 //! packets/s and bytes/s; rules are sorted by one of them, with their
 //! text, verdict and totals, the set sizes and the ban rate. `--once
-//! --json` prints one such view for scripts; otherwise
-//! [`crate::top_screen`] redraws it live.
+//! --json` prints one such view for scripts; [`crate::top_screen`] shows
+//! it (once, or redrawn live) and runs the command.
 
 use parapet_daemon::{Client, ClientError};
 use parapet_model::{Action, Ruleset, Verdict};
 use parapet_parse::Format;
 use serde_json::{json, Value};
 use std::collections::HashMap;
-use std::path::Path;
-use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// `parapet top` flags.
 #[derive(clap::Args, Debug)]
@@ -305,44 +303,4 @@ pub fn to_json(v: &View, limit: usize, sort: Sort) -> Value {
             "packets_per_s": r.pps, "bytes_per_s": r.bps,
         })).collect::<Vec<_>>(),
     })
-}
-
-fn io_err(e: std::io::Error) -> ClientError {
-    ClientError::Io(e)
-}
-
-/// `parapet top`.
-pub fn run(args: TopArgs, socket: Option<&Path>) -> ExitCode {
-    let path = parapet_daemon::socket_path(socket);
-    let result = Client::connect(&path)
-        .map_err(io_err)
-        .and_then(|mut c| top(&mut c, &args));
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("parapet: {e}");
-            ExitCode::from(1)
-        }
-    }
-}
-
-fn top(c: &mut Client, args: &TopArgs) -> Result<(), ClientError> {
-    let interval = Duration::from_secs_f64(args.interval.clamp(0.1, 3600.0));
-    if args.once {
-        let cat = catalog(c)?;
-        let a = sample(c)?;
-        std::thread::sleep(interval);
-        let b = sample(c)?;
-        let v = view(&cat, &a, &b, args.sort, args.chain.as_deref());
-        if args.json {
-            println!("{}", to_json(&v, args.limit, args.sort));
-        } else {
-            let size = (100, args.limit + 5);
-            let text =
-                crate::top_screen::render(&v, args.sort, args.chain.as_deref(), false, false, size);
-            print!("{text}");
-        }
-        return Ok(());
-    }
-    crate::top_screen::live(c, args, interval)
 }

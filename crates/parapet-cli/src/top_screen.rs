@@ -1,14 +1,16 @@
-//! `parapet top`'s live view: the terminal in non-canonical mode without
+//! `parapet top`: the command ([`run`]) and its live view: the terminal in non-canonical mode without
 //! echo (restored on exit), the alternate screen, one redraw per interval
 //! sized to the terminal (80×24 over SSH works), and keys: `p`/`b` sort by
 //! packets/bytes per second, `c` cycles the chain filter, space pauses,
 //! `q` (or Ctrl-C) quits. Plain ANSI escapes; no curses dependency.
 
-use crate::top::{catalog, sample, view, Kind, Sample, Sort, TopArgs, View};
+use crate::top::{catalog, sample, to_json, view, Kind, Sample, Sort, TopArgs, View};
 use parapet_daemon::{Client, ClientError};
 use std::fmt::Write as _;
 use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
+use std::path::Path;
+use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 /// Human rates: 1234567 → "1.2M".
@@ -234,4 +236,43 @@ pub fn live(c: &mut Client, args: &TopArgs, interval: Duration) -> Result<(), Cl
             _ => {}
         }
     }
+}
+
+fn io_err(e: std::io::Error) -> ClientError {
+    ClientError::Io(e)
+}
+
+/// `parapet top`.
+pub fn run(args: TopArgs, socket: Option<&Path>) -> ExitCode {
+    let path = parapet_daemon::socket_path(socket);
+    let result = Client::connect(&path)
+        .map_err(io_err)
+        .and_then(|mut c| top(&mut c, &args));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("parapet: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn top(c: &mut Client, args: &TopArgs) -> Result<(), ClientError> {
+    let interval = Duration::from_secs_f64(args.interval.clamp(0.1, 3600.0));
+    if args.once {
+        let cat = catalog(c)?;
+        let a = sample(c)?;
+        std::thread::sleep(interval);
+        let b = sample(c)?;
+        let v = view(&cat, &a, &b, args.sort, args.chain.as_deref());
+        if args.json {
+            println!("{}", to_json(&v, args.limit, args.sort));
+        } else {
+            let size = (100, args.limit + 5);
+            let text = render(&v, args.sort, args.chain.as_deref(), false, false, size);
+            print!("{text}");
+        }
+        return Ok(());
+    }
+    live(c, args, interval)
 }

@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::{in_netns, require_root, testbed, B_ADDR};
+use common::{in_netns, parapet, require_root, testbed, B_ADDR};
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, TcpStream, UdpSocket};
 use std::path::Path;
@@ -45,15 +45,6 @@ fn spawn_in(ns: &str, exe: &str, args: &[&str], log: &Path) -> Proc {
             .spawn()
             .unwrap_or_else(|e| panic!("ip netns exec {exe}: {e}")),
     )
-}
-
-fn parapet(sock: &Path, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_parapet"))
-        .arg("--socket")
-        .arg(sock)
-        .args(args)
-        .output()
-        .unwrap()
 }
 
 /// One GET on loopback inside namespace `ns`; the body.

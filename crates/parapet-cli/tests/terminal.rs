@@ -12,6 +12,9 @@
 //! pipe. Needs tmux (installed by `scripts/deps.sh test`) and `script`
 //! (util-linux); fails without them.
 
+mod common;
+
+use common::ok;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -64,21 +67,6 @@ impl Drop for Tmux {
     }
 }
 
-fn parapet(sock: &Path, args: &[&str]) -> String {
-    let o = Command::new(env!("CARGO_BIN_EXE_parapet"))
-        .arg("--socket")
-        .arg(sock)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "parapet {args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
 const RULES: &str = "*filter\n:INPUT ACCEPT [0:0]\n:sshguard - [0:0]\n\
     -A INPUT -i lo -j ACCEPT\n\
     -A INPUT -p tcp --dport 22 -j sshguard\n\
@@ -111,8 +99,8 @@ fn daemon(dir: &Path) -> (Proc, PathBuf) {
         std::thread::sleep(Duration::from_millis(50));
     }
     std::fs::write(dir.join("r.rules"), RULES).unwrap();
-    parapet(&sock, &["ban", "192.0.2.1", "192.0.2.2", "192.0.2.3"]);
-    parapet(&sock, &["apply", dir.join("r.rules").to_str().unwrap()]);
+    ok(&sock, &["ban", "192.0.2.1", "192.0.2.2", "192.0.2.3"]);
+    ok(&sock, &["apply", dir.join("r.rules").to_str().unwrap()]);
     (p, sock)
 }
 
@@ -176,7 +164,7 @@ fn the_live_view_in_a_terminal_sorts_filters_pauses_and_quits() {
 fn once_json_lists_every_rule_with_its_chain_and_text() {
     let dir = tempfile::tempdir().unwrap();
     let (_d, sock) = daemon(dir.path());
-    let out = parapet(
+    let out = ok(
         &sock,
         &[
             "top",
@@ -207,7 +195,7 @@ fn once_json_lists_every_rule_with_its_chain_and_text() {
     );
     assert_eq!(v["sets"][0]["elements"], 3);
     assert_eq!(v["kernel"], false);
-    let filtered = parapet(
+    let filtered = ok(
         &sock,
         &[
             "top",
@@ -274,7 +262,7 @@ fn long_operations_show_progress_on_a_terminal_only() {
         .map(|i| format!("{}\n", std::net::Ipv4Addr::from(0x0a00_0000 + i)))
         .collect();
     std::fs::write(&file, text).unwrap();
-    parapet(&sock, &["set", "create", "big", "ipv4_addr"]);
+    ok(&sock, &["set", "create", "big", "ipv4_addr"]);
     let add = format!("set add big --file {}", file.display());
     let shown = with_progress(&sock, &add, true);
     assert!(

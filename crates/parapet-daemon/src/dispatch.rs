@@ -77,7 +77,8 @@ fn apply_error(errs: Vec<String>) -> ErrorReply {
     e
 }
 
-/// `apply`, counted and timed for the metrics.
+/// `apply`: compiles aside (no lock held), then validates and swaps under
+/// the lock. Returns the position to sync unless only checked.
 fn apply(
     shared: &Shared,
     name: String,
@@ -85,30 +86,7 @@ fn apply(
     format: Option<&str>,
     check: bool,
 ) -> Result<(Map<String, Value>, Option<Lsn>), ErrorReply> {
-    let t0 = std::time::Instant::now();
-    let r = apply_untimed(shared, name, text, format, check);
-    if !check {
-        let tally = &mut shared.state.lock().unwrap().tally;
-        match &r {
-            Ok(_) => {
-                tally.applies += 1;
-                tally.last_apply = t0.elapsed();
-            }
-            Err(_) => tally.apply_failures += 1,
-        }
-    }
-    r
-}
-
-/// `apply`: compiles aside (no lock held), then validates and swaps under
-/// the lock. Returns the position to sync unless only checked.
-fn apply_untimed(
-    shared: &Shared,
-    name: String,
-    text: String,
-    format: Option<&str>,
-    check: bool,
-) -> Result<(Map<String, Value>, Option<Lsn>), ErrorReply> {
+    let mut timer = crate::metrics::ApplyTimer::start(shared, check);
     let compiled = shared
         .loader
         .load(&name, &text, format)
@@ -140,6 +118,7 @@ fn apply_untimed(
             lsn: &mut lsn,
         },
     )?;
+    timer.succeeded(&mut st.tally);
     let mut m = Map::new();
     m.insert("rules".into(), Value::from(rules));
     m.insert("generation".into(), Value::from(st.generation));

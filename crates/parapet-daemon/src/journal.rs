@@ -530,7 +530,7 @@ pub struct Journal {
     pending: Mutex<Pending>,
     file: Mutex<JFile>,
     /// Write + fdatasync time of each sync that wrote (for metrics).
-    pub fsync_seconds: crate::metrics::Histogram,
+    pub fsync_seconds: crate::metrics_tally::Histogram,
 }
 
 /// Log sequence number: count of records appended since start.

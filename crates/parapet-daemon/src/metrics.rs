@@ -17,147 +17,60 @@
 //! counters of the rules past the cap are summed into one `rule="other"`
 //! series, so a 25,600-rule ruleset costs a bounded number of series.
 
+pub use crate::metrics_config::{MetricsConfig, DEFAULT_MAX_RULE_SERIES};
+use crate::metrics_tally::{SetTally, Tally, FSYNC_BUCKETS};
 use crate::shared::Shared;
 use parapet_model::{Counters, Ruleset};
 use serde_json::Value;
-use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::net::{IpAddr, SocketAddr};
-use std::path::PathBuf;
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 /// Rules whose kernel counters one lock hold reads.
 pub const RULE_CHUNK: usize = 1024;
-/// Default cap on per-rule series (`--metrics-max-rules`).
-pub const DEFAULT_MAX_RULE_SERIES: usize = 1000;
 /// At most this many sets get their own series; the rest are left out
 /// (and counted in `parapet_sets`).
 pub const MAX_SET_SERIES: usize = 256;
 /// Longest comment label value, in characters.
 const MAX_COMMENT: usize = 64;
 
-/// Where and how the metrics are exposed (parapetd's `--metrics*` flags).
-#[derive(Clone, Debug)]
-pub struct MetricsConfig {
-    /// `--metrics ADDR:PORT`: serve `/metrics` over HTTP there.
-    pub listen: Option<SocketAddr>,
-    /// `--metrics-allow-remote`: allow a non-loopback `listen` address.
-    pub allow_remote: bool,
-    /// `--metrics-textfile DIR`: write `DIR/parapet.prom` periodically.
-    pub textfile: Option<PathBuf>,
-    /// How often the text file is rewritten.
-    pub textfile_interval: Duration,
-    /// Most per-rule series; the rest are summed into `rule="other"`.
-    pub max_rule_series: usize,
+/// Counts one `apply` for the metrics: a success when [`ApplyTimer::succeeded`]
+/// is called (under the state lock the apply holds anyway), else, when
+/// dropped, a failure (taking the lock briefly, after the apply released
+/// it). Checks (`apply --check`) count as neither.
+pub struct ApplyTimer<'a> {
+    shared: &'a Shared,
+    start: Instant,
+    pending: bool,
 }
 
-impl Default for MetricsConfig {
-    fn default() -> Self {
-        MetricsConfig {
-            listen: None,
-            allow_remote: false,
-            textfile: None,
-            textfile_interval: Duration::from_secs(15),
-            max_rule_series: DEFAULT_MAX_RULE_SERIES,
+impl<'a> ApplyTimer<'a> {
+    /// Starts timing an apply (nothing is counted for a check).
+    pub fn start(shared: &'a Shared, check: bool) -> ApplyTimer<'a> {
+        ApplyTimer {
+            shared,
+            start: Instant::now(),
+            pending: !check,
+        }
+    }
+
+    /// The apply went through: counted with its duration.
+    pub fn succeeded(&mut self, tally: &mut Tally) {
+        if std::mem::take(&mut self.pending) {
+            tally.applies += 1;
+            tally.last_apply = self.start.elapsed();
         }
     }
 }
 
-impl MetricsConfig {
-    /// Refuses a listener on a non-loopback address unless allowed: the
-    /// daemon opens no network listener unless asked, and a remote one
-    /// only when asked twice.
-    pub fn check(&self) -> Result<(), String> {
-        match self.listen {
-            Some(a) if !a.ip().is_loopback() && !self.allow_remote => Err(format!(
-                "--metrics {a}: not a loopback address; add --metrics-allow-remote to serve metrics to other hosts"
-            )),
-            _ => Ok(()),
+impl Drop for ApplyTimer<'_> {
+    fn drop(&mut self) {
+        if self.pending {
+            let mut st = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
+            st.tally.apply_failures += 1;
         }
-    }
-}
-
-/// Per-set change counts since the daemon started.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct SetTally {
-    /// Elements added by clients.
-    pub inserts: u64,
-    /// Elements deleted by clients.
-    pub deletes: u64,
-    /// Elements removed because their timeout passed.
-    pub expiries: u64,
-}
-
-/// What the state counts for metrics. Lives in [`crate::state::State`],
-/// so it is only changed under the state lock, by the code that already
-/// holds it: plain integers, no extra synchronisation on the ban path.
-#[derive(Clone, Debug, Default)]
-pub struct Tally {
-    /// Addresses newly banned (`ban`).
-    pub bans: u64,
-    /// Addresses unbanned (`unban`).
-    pub unbans: u64,
-    /// Successful applies.
-    pub applies: u64,
-    /// Refused applies (parse, compile, set or kernel errors).
-    pub apply_failures: u64,
-    /// Wall time of the last successful apply, compile included.
-    pub last_apply: Duration,
-    /// Per set, by name (removed with the set).
-    pub sets: HashMap<String, SetTally>,
-}
-
-impl Tally {
-    /// The counts of set `name`, created on first use.
-    pub fn set(&mut self, name: &str) -> &mut SetTally {
-        if !self.sets.contains_key(name) {
-            self.sets.insert(name.to_string(), SetTally::default());
-        }
-        self.sets.get_mut(name).expect("inserted")
-    }
-}
-
-/// Upper bounds, in seconds, of the journal fsync histogram's buckets.
-pub const FSYNC_BUCKETS: [f64; 12] = [
-    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0,
-];
-
-/// A fixed-bucket latency histogram of atomics, written by the journal's
-/// sync and read by scrapes without a lock.
-#[derive(Debug, Default)]
-pub struct Histogram {
-    buckets: [AtomicU64; FSYNC_BUCKETS.len()],
-    count: AtomicU64,
-    sum_ns: AtomicU64,
-}
-
-impl Histogram {
-    /// Records one observation.
-    pub fn observe(&self, d: Duration) {
-        let s = d.as_secs_f64();
-        if let Some(i) = FSYNC_BUCKETS.iter().position(|b| s <= *b) {
-            self.buckets[i].fetch_add(1, Ordering::Relaxed);
-        }
-        self.count.fetch_add(1, Ordering::Relaxed);
-        self.sum_ns
-            .fetch_add(d.as_nanos().min(u64::MAX as u128) as u64, Ordering::Relaxed);
-    }
-
-    /// Cumulative bucket counts, the total count and the sum in seconds.
-    pub fn read(&self) -> (Vec<u64>, u64, f64) {
-        let mut acc = 0;
-        let cum = self
-            .buckets
-            .iter()
-            .map(|b| {
-                acc += b.load(Ordering::Relaxed);
-                acc
-            })
-            .collect();
-        let count = self.count.load(Ordering::Relaxed);
-        (cum, count, self.sum_ns.load(Ordering::Relaxed) as f64 / 1e9)
     }
 }
 
@@ -280,71 +193,91 @@ pub fn collect(shared: &Shared, cfg: &MetricsConfig) -> String {
 fn control_plane(w: &mut Writer, shared: &Shared, s: &Scalars) {
     let st = &shared.stats;
     let load = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64;
-    w.counter(
-        "parapet_requests_total",
-        "Control socket requests answered.",
-        load(&st.requests),
-    );
-    w.counter(
-        "parapet_request_errors_total",
-        "Control socket requests answered with an error.",
-        load(&st.errors),
-    );
-    w.counter(
-        "parapet_connections_total",
-        "Control socket connections accepted.",
-        load(&st.connections),
-    );
-    w.gauge(
-        "parapet_clients",
-        "Connected control socket clients.",
-        st.clients.load(Ordering::Relaxed) as f64,
-    );
-    w.counter(
-        "parapet_bans_total",
-        "Addresses newly banned.",
-        s.tally.bans as f64,
-    );
-    w.counter(
-        "parapet_unbans_total",
-        "Addresses unbanned.",
-        s.tally.unbans as f64,
-    );
-    w.gauge(
-        "parapet_ruleset_generation",
-        "Generation of the active ruleset (bumped by every apply).",
-        s.generation as f64,
-    );
-    w.gauge(
-        "parapet_ruleset_rules",
-        "Rules of the active ruleset.",
-        s.ruleset.as_ref().map_or(0, |r| r.rule_count()) as f64,
-    );
-    w.counter(
-        "parapet_applies_total",
-        "Rulesets applied.",
-        s.tally.applies as f64,
-    );
-    w.counter(
-        "parapet_apply_failures_total",
-        "Applies refused (the active ruleset stayed).",
-        s.tally.apply_failures as f64,
-    );
-    w.gauge(
-        "parapet_apply_last_duration_seconds",
-        "Wall time of the last successful apply, compile included.",
-        s.tally.last_apply.as_secs_f64(),
-    );
-    w.gauge(
-        "parapet_journal_bytes",
-        "Bytes in the journal since the last snapshot.",
-        shared.journal.bytes() as f64,
-    );
-    w.counter(
-        "parapet_snapshots_total",
-        "Snapshots written.",
-        load(&st.snapshots),
-    );
+    // (name, type, help, value): one unlabelled sample each.
+    let rows: [(&str, &str, &str, f64); 13] = [
+        (
+            "parapet_requests_total",
+            "counter",
+            "Control socket requests answered.",
+            load(&st.requests),
+        ),
+        (
+            "parapet_request_errors_total",
+            "counter",
+            "Control socket requests answered with an error.",
+            load(&st.errors),
+        ),
+        (
+            "parapet_connections_total",
+            "counter",
+            "Control socket connections accepted.",
+            load(&st.connections),
+        ),
+        (
+            "parapet_clients",
+            "gauge",
+            "Connected control socket clients.",
+            st.clients.load(Ordering::Relaxed) as f64,
+        ),
+        (
+            "parapet_bans_total",
+            "counter",
+            "Addresses newly banned.",
+            s.tally.bans as f64,
+        ),
+        (
+            "parapet_unbans_total",
+            "counter",
+            "Addresses unbanned.",
+            s.tally.unbans as f64,
+        ),
+        (
+            "parapet_ruleset_generation",
+            "gauge",
+            "Generation of the active ruleset (bumped by every apply).",
+            s.generation as f64,
+        ),
+        (
+            "parapet_ruleset_rules",
+            "gauge",
+            "Rules of the active ruleset.",
+            s.ruleset.as_ref().map_or(0, |r| r.rule_count()) as f64,
+        ),
+        (
+            "parapet_applies_total",
+            "counter",
+            "Rulesets applied.",
+            s.tally.applies as f64,
+        ),
+        (
+            "parapet_apply_failures_total",
+            "counter",
+            "Applies refused (the active ruleset stayed).",
+            s.tally.apply_failures as f64,
+        ),
+        (
+            "parapet_apply_last_duration_seconds",
+            "gauge",
+            "Wall time of the last successful apply, compile included.",
+            s.tally.last_apply.as_secs_f64(),
+        ),
+        (
+            "parapet_journal_bytes",
+            "gauge",
+            "Bytes in the journal since the last snapshot.",
+            shared.journal.bytes() as f64,
+        ),
+        (
+            "parapet_snapshots_total",
+            "counter",
+            "Snapshots written.",
+            load(&st.snapshots),
+        ),
+    ];
+    for (name, typ, help, v) in rows {
+        w.family(name, typ, help);
+        w.sample(name, &[], v);
+    }
     let (cum, count, sum) = shared.journal.fsync_seconds.read();
     let name = "parapet_journal_fsync_duration_seconds";
     w.family(
@@ -634,11 +567,6 @@ impl Writer {
         self.family(name, "gauge", help);
         self.sample(name, &[], v);
     }
-
-    fn counter(&mut self, name: &str, help: &str, v: f64) {
-        self.family(name, "counter", help);
-        self.sample(name, &[], v);
-    }
 }
 
 #[cfg(test)]
@@ -659,33 +587,5 @@ mod tests {
         let mut w = Writer::default();
         w.sample("m", &[("a", "q\"b\\n\nx")], 1.0);
         assert_eq!(w.out, "m{a=\"q\\\"b\\\\n\\nx\"} 1\n");
-    }
-
-    #[test]
-    fn histogram_is_cumulative() {
-        let h = Histogram::default();
-        h.observe(Duration::from_micros(50));
-        h.observe(Duration::from_millis(3));
-        h.observe(Duration::from_secs(5));
-        let (cum, count, sum) = h.read();
-        assert_eq!(cum[0], 1);
-        assert_eq!(cum[5], 2); // le 0.005
-        assert_eq!(*cum.last().unwrap(), 2); // le 1: the 5 s one is only in +Inf
-        assert_eq!(count, 3);
-        assert!((sum - 5.00305).abs() < 1e-6);
-    }
-
-    #[test]
-    fn remote_listener_needs_explicit_consent() {
-        let mut c = MetricsConfig {
-            listen: Some("0.0.0.0:9100".parse().unwrap()),
-            ..MetricsConfig::default()
-        };
-        assert!(c.check().is_err());
-        c.allow_remote = true;
-        assert!(c.check().is_ok());
-        c.listen = Some("[::1]:9100".parse().unwrap());
-        c.allow_remote = false;
-        assert!(c.check().is_ok());
     }
 }

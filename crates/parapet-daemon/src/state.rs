@@ -58,7 +58,7 @@ pub struct State {
     /// The kernel dataplane (not loaded until the first `attach`).
     pub kernel: Kernel,
     /// Counts for the metrics (bans, applies, per-set changes).
-    pub tally: crate::metrics::Tally,
+    pub tally: crate::metrics_tally::Tally,
     clock: Arc<dyn Clock>,
 }
 

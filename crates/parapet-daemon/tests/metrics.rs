@@ -116,28 +116,20 @@ fn a_scrape_counts_what_clients_did() {
         assert!(t0.elapsed() < Duration::from_secs(10), "no expiry:\n{t}");
         std::thread::sleep(Duration::from_millis(100));
     };
-    assert_eq!(value(&text, "parapet_bans_total"), 5.0);
-    assert_eq!(value(&text, "parapet_unbans_total"), 1.0);
-    assert_eq!(
-        value(&text, "parapet_set_inserts_total{set=\"parapet-ban4\"}"),
-        4.0
-    );
-    assert_eq!(
-        value(&text, "parapet_set_deletes_total{set=\"parapet-ban4\"}"),
-        1.0
-    );
-    assert_eq!(
-        value(&text, "parapet_set_elements{set=\"parapet-ban4\"}"),
-        2.0
-    );
-    assert_eq!(
-        value(&text, "parapet_set_elements{set=\"parapet-ban6\"}"),
-        1.0
-    );
-    assert_eq!(value(&text, "parapet_applies_total"), 1.0);
-    assert_eq!(value(&text, "parapet_apply_failures_total"), 1.0);
-    assert_eq!(value(&text, "parapet_ruleset_generation"), 1.0);
-    assert_eq!(value(&text, "parapet_ruleset_rules"), 4.0);
+    for (series, want) in [
+        ("parapet_bans_total", 5.0),
+        ("parapet_unbans_total", 1.0),
+        ("parapet_set_inserts_total{set=\"parapet-ban4\"}", 4.0),
+        ("parapet_set_deletes_total{set=\"parapet-ban4\"}", 1.0),
+        ("parapet_set_elements{set=\"parapet-ban4\"}", 2.0),
+        ("parapet_set_elements{set=\"parapet-ban6\"}", 1.0),
+        ("parapet_applies_total", 1.0),
+        ("parapet_apply_failures_total", 1.0),
+        ("parapet_ruleset_generation", 1.0),
+        ("parapet_ruleset_rules", 4.0),
+    ] {
+        assert_eq!(value(&text, series), want, "{series}");
+    }
     assert!(value(&text, "parapet_apply_last_duration_seconds") > 0.0);
     assert!(value(&text, "parapet_requests_total") >= 6.0);
     // Journal syncs happened (fsync off still writes and is timed).
