@@ -21,7 +21,8 @@
 //!   Unix socket (mode 0660, no network listener), a reader and a writer
 //!   thread per client, group-committed journal, expiry reaper, sd_notify;
 //!   [`parapetd`]: the binary's flags.
-//! - [`metrics`]: Prometheus metrics (opt-in); [`metrics_http`]: their
+//! - [`metrics`]: Prometheus metrics (opt-in; settings in [`metrics_config`],
+//!   counts kept by the state and journal in [`metrics_tally`]); [`metrics_http`]: their
 //!   loopback HTTP listener and node_exporter text file.
 //! - [`client`]: [`client::Client`], which the `parapet` CLI's daemon
 //!   commands use.
