@@ -1,5 +1,5 @@
-//! Prometheus metrics: what the daemon counts for them ([`Tally`],
-//! [`Histogram`]), how a scrape collects it ([`collect`]) and the text
+//! Prometheus metrics: what the daemon counts for them (kept in
+//! [`crate::metrics_tally`]), how a scrape collects it ([`collect`]) and the text
 //! exposition format it is written in. Serving it (the `--metrics` HTTP
 //! listener, the `--metrics-textfile` writer) is [`crate::metrics_http`].
 //!
@@ -510,7 +510,7 @@ fn rules(w: &mut Writer, rs: &Ruleset, cs: &[Counters], cap: usize) {
 }
 
 /// A comment fit for a label value: words that are IP addresses or
-/// prefixes become `ADDR`, and it is cut to [`MAX_COMMENT`] characters.
+/// prefixes become `ADDR`, and it is cut to 64 characters.
 pub fn redact(comment: &str) -> String {
     let words: Vec<String> = comment
         .split(' ')
