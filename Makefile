@@ -3,7 +3,7 @@ SHELL := /bin/bash
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 CARGO ?= cargo
 
-.PHONY: demo test deps deps-demo build lint bench bench-classify fmt
+.PHONY: demo test deps deps-demo build lint bench bench-classify fmt deb man
 
 # bench, bench-quick, bench-deps, bench-clean: the side-by-side run against
 # iptables, nftables and ipset in network namespaces (needs root).
@@ -32,6 +32,8 @@ test: deps
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	scripts/import_cycles.py
 	@if [ "$$(id -u)" = 0 ]; then \
+		echo "make deb  (the package install test installs it)"; \
+		$(MAKE) --no-print-directory deb || exit 1; \
 		echo "$(CARGO) test --workspace --no-fail-fast --tests -- --include-ignored"; \
 		$(CARGO) test --workspace --no-fail-fast --tests -- --include-ignored; s=$$?; \
 		echo "$(CARGO) test --workspace --no-fail-fast --doc"; \
@@ -44,6 +46,22 @@ test: deps
 
 fmt:
 	$(CARGO) fmt --all
+
+## deb: target/deb/parapet_VERSION_ARCH.deb (release build, dpkg-deb, lintian).
+deb: deps
+	packaging/build-deb.sh
+
+## man: the man pages into target/man and shell completions into
+## target/completions, generated from the command definitions.
+man: deps-demo
+	$(CARGO) build -p parapet
+	target/debug/parapet manpages target/man
+	@mkdir -p target/completions
+	@for s in bash zsh fish; do \
+		target/debug/parapet completions $$s > target/completions/parapet.$$s; \
+		target/debug/parapet completions $$s --parapetd > target/completions/parapetd.$$s; \
+	done
+	@echo "man -l target/man/parapet.8; completions in target/completions"
 
 ## bench-classify: parapet's classifier against the linear baseline and
 ## DPDK rte_acl on the ClassBench sets (needs ../shared/data), same run.

@@ -6,6 +6,11 @@ want="${1:-test}"
 pkgs=(clang llvm libbpf-dev linux-libc-dev pkg-config zlib1g-dev iproute2)
 if [ "$want" = test ]; then
   pkgs+=(iptables nftables ipset fail2ban python3 ethtool)
+  # The metrics test scrapes parapetd with a real Prometheus; `make deb`
+  # checks the package with lintian.
+  pkgs+=(prometheus lintian)
+  # `parapet top` is tested in a real terminal.
+  pkgs+=(tmux)
 elif [ "$(id -u)" = 0 ]; then
   # The demo ends with the side-by-side kernel benchmark when it can.
   pkgs+=(iptables nftables ipset ethtool)

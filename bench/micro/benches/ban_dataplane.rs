@@ -10,6 +10,9 @@
 //! Alternates detached and attached runs; prints one JSON line per run
 //! and the medians.
 
+#[path = "common/ban_runs.rs"]
+mod ban_runs;
+
 use parapet_daemon::{Client, Config, Daemon};
 use serde_json::json;
 use std::net::Ipv4Addr;
@@ -56,33 +59,18 @@ fn run(n: usize, attach: bool) -> f64 {
     rate
 }
 
-fn median(mut v: Vec<f64>) -> (f64, f64, f64) {
-    v.sort_by(|a, b| a.total_cmp(b));
-    (v[v.len() / 2], v[0], v[v.len() - 1])
-}
-
 fn main() {
-    let args: Vec<usize> = std::env::args()
-        .skip(1)
-        .filter_map(|a| a.parse().ok())
-        .collect();
-    let n = args.first().copied().unwrap_or(100_000);
-    let runs = args.get(1).copied().unwrap_or(3).max(1);
-    // SAFETY: unshare only changes this process's namespaces.
-    if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
-        eprintln!("skipped: cannot create a network namespace (needs root)");
+    let (n, runs) = ban_runs::n_and_runs(100_000, 3);
+    if !ban_runs::own_netns() {
         return;
     }
-    let _ = std::process::Command::new("ip")
-        .args(["link", "set", "lo", "up"])
-        .status();
     let (mut off, mut on) = (Vec::new(), Vec::new());
     for _ in 0..runs {
         off.push(run(n, false));
         on.push(run(n, true));
     }
-    let (m0, lo0, hi0) = median(off);
-    let (m1, lo1, hi1) = median(on);
+    let (m0, lo0, hi0) = ban_runs::median(off);
+    let (m1, lo1, hi1) = ban_runs::median(on);
     println!(
         "{}",
         json!({"bans": n, "runs": runs,

@@ -288,6 +288,7 @@ fn bulk(
 ) -> Result<u64, String> {
     let mut lines = Vec::new();
     let mut spans = Vec::new();
+    let mut done_after = Vec::new();
     let mut i = 0;
     while i < elems.len() {
         let t = elems[i].timeout.or(default_timeout);
@@ -318,9 +319,17 @@ fn bulk(
         line.push(b'\n');
         lines.push(line);
         spans.push((elems[i].line, elems[j - 1].line));
+        done_after.push(j as u64); // elements done once this batch is
         i = j;
     }
-    let replies = client.pipeline(lines).map_err(|e| e.to_string())?;
+    let mut progress = crate::progress::Progress::new(
+        format!("{} {set}", cmd.replace('.', " ")),
+        elems.len() as u64,
+    );
+    let replies = client
+        .pipeline_with(lines, |k| progress.update(done_after[k - 1]))
+        .map_err(|e| e.to_string())?;
+    drop(progress);
     let mut total = 0;
     let mut first_err = None;
     for (r, (a, b)) in replies.iter().zip(spans) {
@@ -389,7 +398,10 @@ fn exec(c: &mut Client, cmd: DaemonCommand) -> Result<ExitCode, ClientError> {
             if let Some(f) = format {
                 m.insert("format".into(), Value::from(f));
             }
-            let r = c.call(Value::Object(m))?;
+            let waiting = crate::progress::Waiting::new(format!("applying {name}"));
+            let r = c.call(Value::Object(m));
+            drop(waiting);
+            let r = r?;
             let n = r.get("rules").and_then(Value::as_u64).unwrap_or(0);
             if check {
                 println!("{name}: OK, {n} rules");

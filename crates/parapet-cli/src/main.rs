@@ -8,13 +8,17 @@ mod daemon;
 mod engine;
 mod gen;
 mod load;
+mod manual;
 mod pcap;
+mod progress;
 mod report;
 mod run;
 mod set_lookup;
+mod top;
+mod top_screen;
 
 use anyhow::Result;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -104,6 +108,22 @@ enum Command {
     /// Generate benchmark rulesets (stdout) and traces (--trace FILE).
     #[command(subcommand)]
     Gen(gen::GenCommand),
+    /// Live view of the rules hit right now: packets/s and bytes/s per rule, totals, sets, bans.
+    Top(top::TopArgs),
+    /// Print a shell completion script: `parapet completions bash > /etc/bash_completion.d/parapet`.
+    Completions {
+        /// Shell: bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+        /// The script for `parapetd` instead of `parapet`.
+        #[arg(long)]
+        parapetd: bool,
+    },
+    /// Write the man pages (parapet.8, parapet-SUBCOMMAND.8, parapetd.8) into DIR.
+    #[command(hide = true)]
+    Manpages {
+        /// Output directory.
+        dir: PathBuf,
+    },
 }
 
 #[derive(Subcommand)]
@@ -177,6 +197,20 @@ fn main() -> ExitCode {
         Command::Lint(args) => return analyze::lint(args),
         Command::Diff(args) => return analyze::diff(args),
         Command::Gen(cmd) => gen::run(cmd),
+        Command::Top(args) => return top_screen::run(args, socket),
+        Command::Completions { shell, parapetd } => {
+            let cmd = if parapetd {
+                parapetd_command()
+            } else {
+                Cli::command()
+            };
+            manual::completions(cmd, shell).map(|()| ExitCode::SUCCESS)
+        }
+        Command::Manpages { dir } => manual::manpages(Cli::command(), parapetd_command(), &dir)
+            .map(|pages| {
+                println!("{} man pages in {}", pages.len(), dir.display());
+                ExitCode::SUCCESS
+            }),
         Command::Run(args) => run::run(args),
         Command::Stop { pidfile } => run::stop(&pidfile),
         Command::Bench(BenchCommand::Dataplane(args)) => run::bench(args),
@@ -189,6 +223,11 @@ fn main() -> ExitCode {
         }) => report::bench_classify(&rules, &trace, &opts, json, runs.max(5)),
     };
     finish(result)
+}
+
+/// `parapetd`'s command line, for its man page and completions.
+fn parapetd_command() -> clap::Command {
+    parapet_daemon::parapetd::ParapetdArgs::command()
 }
 
 /// Maps a command's outcome to the exit status: errors go to stderr, one

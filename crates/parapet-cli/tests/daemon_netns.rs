@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::{host, in_netns, require_root, testbed, Bed, B_ADDR};
+use common::{host, in_netns, ok, parapet, require_root, testbed, Bed, B_ADDR};
 use parapet_model::{
     Action, Dir, Field, IfName, IntervalSet, LinearEngine, Matches, Packet, Rule, Ruleset,
     SetKeySpec, SetLookup, SetRef, Verdict,
@@ -237,25 +237,6 @@ fn attach(sock: &Path, iface: &str, hook: &str, daemon: &mut std::process::Child
     let _ = daemon.kill();
     let _ = daemon.wait();
     panic!("parapet attach: {said}");
-}
-
-fn parapet(sock: &Path, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_parapet"))
-        .arg("--socket")
-        .arg(sock)
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn ok(sock: &Path, args: &[&str]) -> String {
-    let o = parapet(sock, args);
-    assert!(
-        o.status.success(),
-        "parapet {args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).to_string()
 }
 
 /// The daemon executable: the real `parapetd` when it was built with this

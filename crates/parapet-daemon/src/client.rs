@@ -145,6 +145,16 @@ impl Client {
     /// thread reads, so neither side's socket buffer can fill up and
     /// deadlock, however many requests there are.
     pub fn pipeline(&mut self, lines: Vec<Vec<u8>>) -> io::Result<Vec<Reply>> {
+        self.pipeline_with(lines, |_| {})
+    }
+
+    /// As [`Client::pipeline`], calling `on_reply(k)` after the `k`th
+    /// reply arrived (for progress).
+    pub fn pipeline_with(
+        &mut self,
+        lines: Vec<Vec<u8>>,
+        mut on_reply: impl FnMut(usize),
+    ) -> io::Result<Vec<Reply>> {
         let n = lines.len();
         let mut w = self.writer.try_clone()?;
         let writer = std::thread::spawn(move || -> io::Result<()> {
@@ -161,7 +171,10 @@ impl Client {
         let mut out = Vec::with_capacity(n);
         for _ in 0..n {
             match self.read_reply() {
-                Ok(r) => out.push(r),
+                Ok(r) => {
+                    out.push(r);
+                    on_reply(out.len());
+                }
                 Err(e) => {
                     let _ = writer.join();
                     return Err(e);

@@ -86,6 +86,7 @@ fn apply(
     format: Option<&str>,
     check: bool,
 ) -> Result<(Map<String, Value>, Option<Lsn>), ErrorReply> {
+    let mut timer = crate::metrics::ApplyTimer::start(shared, check);
     let compiled = shared
         .loader
         .load(&name, &text, format)
@@ -117,6 +118,7 @@ fn apply(
             lsn: &mut lsn,
         },
     )?;
+    timer.succeeded(&mut st.tally);
     let mut m = Map::new();
     m.insert("rules".into(), Value::from(rules));
     m.insert("generation".into(), Value::from(st.generation));
@@ -272,6 +274,8 @@ fn stats(shared: &Shared) -> Map<String, Value> {
         "journal_syncs": s.syncs.load(Ordering::Relaxed),
         "snapshots": s.snapshots.load(Ordering::Relaxed),
         "fsync": shared.config.fsync,
+        "bans": st.tally.bans,
+        "unbans": st.tally.unbans,
         "dataplane": st.kernel.stats(),
         "counters": kernel_counters(&st),
         "recovery": {

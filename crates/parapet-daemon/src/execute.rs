@@ -270,6 +270,11 @@ impl State {
             let elems = self.parse_elems(&name, addrs.into_iter(), exp)?;
             n += self.commit(Change::SetAdd { name, elems }, origin)?.count;
         }
+        if timeout.is_some() {
+            self.tally.bans += n as u64;
+        } else {
+            self.tally.unbans += n as u64;
+        }
         Ok(obj(if timeout.is_some() {
             json!({"banned": n})
         } else {
@@ -315,10 +320,14 @@ impl State {
             } else {
                 (*a.ruleset).clone()
             };
-            m.insert(
-                "ruleset".into(),
-                serde_json::to_value(&rs).expect("ruleset serializes"),
-            );
+            // Not every ruleset fits serde_json's Value (128-bit interface
+            // and IPv6 fields): an error reply, never a panic under the lock.
+            let v = serde_json::to_value(&rs).map_err(|e| {
+                invalid(format!(
+                    "the ruleset has no JSON value form ({e}); list --format nft or iptables-save"
+                ))
+            })?;
+            m.insert("ruleset".into(), v);
         } else if format == a.format && !counters_wanted {
             m.insert("text".into(), Value::from(a.text.clone()));
         } else {

@@ -529,6 +529,8 @@ pub struct Journal {
     fsync: bool,
     pending: Mutex<Pending>,
     file: Mutex<JFile>,
+    /// Write + fdatasync time of each sync that wrote (for metrics).
+    pub fsync_seconds: crate::metrics_tally::Histogram,
 }
 
 /// Log sequence number: count of records appended since start.
@@ -566,6 +568,7 @@ impl Journal {
                 epoch,
                 failed: None,
             }),
+            fsync_seconds: Default::default(),
         })
     }
 
@@ -602,6 +605,7 @@ impl Journal {
             let mut p = self.pending.lock().unwrap();
             (std::mem::take(&mut p.buf), p.lsn)
         };
+        let t0 = std::time::Instant::now();
         let r = jf.file.write_all(&buf).and_then(|_| {
             if self.fsync {
                 jf.file.sync_data()
@@ -611,6 +615,7 @@ impl Journal {
         });
         match r {
             Ok(()) => {
+                self.fsync_seconds.observe(t0.elapsed());
                 jf.bytes += buf.len() as u64;
                 jf.synced = upto;
                 // Give the buffer back to reuse its capacity.

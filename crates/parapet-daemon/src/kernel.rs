@@ -582,9 +582,16 @@ impl Kernel {
     /// Per-rule counters from the kernel for rules `1..=n`, plus the
     /// policy's (index 0); `None` when not loaded.
     pub fn counters(&self, n: usize) -> Option<Vec<Counters>> {
+        self.counter_range(0, n + 1)
+    }
+
+    /// Kernel counters of `count` rule ids from `first` (0 = the policy),
+    /// ids past the program's `max_rules` reading zero; `None` when not
+    /// loaded. For metrics, which read a large ruleset in chunks.
+    pub fn counter_range(&self, first: u32, count: usize) -> Option<Vec<Counters>> {
         let dp = self.dp.as_ref()?;
         Some(
-            (0..=n as u32)
+            (first..first.saturating_add(count as u32))
                 .map(|id| {
                     dp.counter(id)
                         .map(|c| Counters {

@@ -21,6 +21,9 @@
 //!   Unix socket (mode 0660, no network listener), a reader and a writer
 //!   thread per client, group-committed journal, expiry reaper, sd_notify;
 //!   [`parapetd`]: the binary's flags.
+//! - [`metrics`]: Prometheus metrics (opt-in; settings in [`metrics_config`],
+//!   counts kept by the state and journal in [`metrics_tally`]); [`metrics_http`]: their
+//!   loopback HTTP listener and node_exporter text file.
 //! - [`client`]: [`client::Client`], which the `parapet` CLI's daemon
 //!   commands use.
 //!
@@ -38,6 +41,10 @@ mod execute;
 pub mod journal;
 pub mod kernel;
 pub mod loader;
+pub mod metrics;
+pub mod metrics_config;
+pub mod metrics_http;
+pub mod metrics_tally;
 pub mod parapetd;
 pub mod proto;
 mod recovery;

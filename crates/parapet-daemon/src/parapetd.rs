@@ -69,6 +69,23 @@ pub struct ParapetdArgs {
     /// different build of the program (exercises the upgrade swap).
     #[arg(long, hide = true)]
     pub test_program_variant: bool,
+    /// Serve Prometheus metrics at http://ADDR:PORT/metrics (loopback only
+    /// unless --metrics-allow-remote; no listener without this flag).
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub metrics: Option<std::net::SocketAddr>,
+    /// Allow --metrics on a non-loopback address.
+    #[arg(long)]
+    pub metrics_allow_remote: bool,
+    /// Write DIR/parapet.prom for node_exporter's textfile collector
+    /// (atomically, every --metrics-interval seconds; no listener).
+    #[arg(long, value_name = "DIR")]
+    pub metrics_textfile: Option<PathBuf>,
+    /// Seconds between --metrics-textfile writes.
+    #[arg(long, default_value_t = 15)]
+    pub metrics_interval: u64,
+    /// Most per-rule metric series; the rest are summed into rule="other".
+    #[arg(long, default_value_t = crate::metrics::DEFAULT_MAX_RULE_SERIES)]
+    pub metrics_max_rules: usize,
 }
 
 /// The pin directory of the instance `a` describes.
@@ -136,6 +153,13 @@ pub fn parapetd_main(a: ParapetdArgs) -> ExitCode {
         conntrack_table: !a.no_conntrack_table,
         pin_dir: Some(pin_dir),
         debug_program: a.test_program_variant,
+    };
+    c.metrics = crate::metrics::MetricsConfig {
+        listen: a.metrics,
+        allow_remote: a.metrics_allow_remote,
+        textfile: a.metrics_textfile,
+        textfile_interval: std::time::Duration::from_secs(a.metrics_interval.max(1)),
+        max_rule_series: a.metrics_max_rules,
     };
     match crate::server::run(c, crate::server::default_loader()) {
         Ok(()) => ExitCode::SUCCESS,

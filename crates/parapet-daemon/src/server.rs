@@ -38,6 +38,9 @@ pub struct Daemon {
     acceptor: Option<JoinHandle<()>>,
     reaper: Option<JoinHandle<()>>,
     logger: Option<JoinHandle<()>>,
+    /// Where `--metrics` listens (the bound port when 0 was given).
+    pub metrics_addr: Option<std::net::SocketAddr>,
+    metrics: Vec<JoinHandle<()>>,
 }
 
 fn prepare_socket(config: &Config) -> io::Result<UnixListener> {
@@ -105,6 +108,7 @@ impl Daemon {
         for line in state.kernel_restore() {
             eprintln!("parapetd: dataplane: {line}");
         }
+        let metrics_listener = crate::metrics_http::bind(&config.metrics)?;
         let listener = prepare_socket(&config)?;
         let shared = Arc::new(Shared {
             config,
@@ -121,6 +125,8 @@ impl Daemon {
             let st = shared.state.lock().unwrap();
             compact(&shared, &st).map_err(io::Error::other)?;
         }
+        let metrics_cfg = shared.config.metrics.clone();
+        let exporter = crate::metrics_http::start(&shared, &metrics_cfg, metrics_listener)?;
         let s = shared.clone();
         let acceptor = thread::Builder::new()
             .name("accept".into())
@@ -138,6 +144,8 @@ impl Daemon {
             acceptor: Some(acceptor),
             reaper: Some(reaper),
             logger: Some(logger),
+            metrics_addr: exporter.addr,
+            metrics: exporter.threads,
         })
     }
 
@@ -172,6 +180,9 @@ impl Daemon {
             let _ = h.join();
         }
         if let Some(h) = self.logger.take() {
+            let _ = h.join();
+        }
+        for h in self.metrics.drain(..) {
             let _ = h.join();
         }
         let st = self.shared.state.lock().unwrap();

@@ -35,6 +35,8 @@ pub struct Config {
     pub reap_interval: Duration,
     /// Sizing of the kernel dataplane and the chain it runs.
     pub kernel: crate::kernel::KernelConfig,
+    /// Prometheus metrics: off unless asked for (`--metrics*`).
+    pub metrics: crate::metrics_config::MetricsConfig,
 }
 
 impl Config {
@@ -51,6 +53,7 @@ impl Config {
             snapshot_bytes: 64 << 20,
             reap_interval: Duration::from_millis(250),
             kernel: crate::kernel::KernelConfig::default(),
+            metrics: crate::metrics_config::MetricsConfig::default(),
         }
     }
 }

@@ -57,6 +57,8 @@ pub struct State {
     pub generation: u64,
     /// The kernel dataplane (not loaded until the first `attach`).
     pub kernel: Kernel,
+    /// Counts for the metrics (bans, applies, per-set changes).
+    pub tally: crate::metrics_tally::Tally,
     clock: Arc<dyn Clock>,
 }
 
@@ -156,6 +158,7 @@ impl State {
             active: None,
             generation: 0,
             kernel: Kernel::default(),
+            tally: Default::default(),
             clock,
         }
     }
@@ -180,10 +183,17 @@ impl State {
     pub fn reap(&mut self, budget: usize) -> usize {
         let now = self.now();
         let names: Vec<String> = self.sets.names().iter().map(|s| s.to_string()).collect();
-        names
-            .iter()
-            .filter_map(|n| self.sets.get_mut(n).map(|s| s.reap(now, budget)))
-            .sum()
+        let mut total = 0;
+        for n in &names {
+            let Some(k) = self.sets.get_mut(n).map(|s| s.reap(now, budget)) else {
+                continue;
+            };
+            if k > 0 {
+                self.tally.set(n).expiries += k as u64;
+            }
+            total += k;
+        }
+        total
     }
 
     fn create_set(
@@ -285,6 +295,7 @@ impl State {
             Change::SetDestroy { name } => {
                 self.specs.remove(name.as_str());
                 self.sets.destroy(name);
+                self.tally.sets.remove(name.as_str());
             }
             Change::SetAdd { name, elems } => {
                 dims = self.dims(name)?;
@@ -320,6 +331,11 @@ impl State {
             }
         }
         if let Origin::Client { journal, lsn } = origin {
+            match &change {
+                Change::SetAdd { name, .. } => self.tally.set(name).inserts += done.count as u64,
+                Change::SetDel { name, .. } => self.tally.set(name).deletes += done.count as u64,
+                _ => {}
+            }
             **lsn = Some(journal.append(|b| journal::encode(b, &change, &dims)));
         }
         match change {
