@@ -273,6 +273,7 @@ fn stats(shared: &Shared) -> Map<String, Value> {
         "snapshots": s.snapshots.load(Ordering::Relaxed),
         "fsync": shared.config.fsync,
         "dataplane": st.kernel.stats(),
+        "fleet": crate::fleet::stats(shared),
         "counters": kernel_counters(&st),
         "recovery": {
             "snapshot_records": shared.recovery.snapshot_records,

@@ -55,6 +55,9 @@ pub struct ParapetdArgs {
     /// matches ctstate (for hosts whose own rules already use conntrack).
     #[arg(long)]
     pub no_conntrack_table: bool,
+    /// Fleet replication over NATS JetStream (`docs/fleet.md`).
+    #[command(flatten)]
+    pub fleet: crate::fleet::FleetArgs,
 }
 
 fn parse_mode(s: &str) -> Result<u32, String> {
@@ -77,6 +80,14 @@ pub fn parapetd_main(a: ParapetdArgs) -> ExitCode {
         chain: a.chain,
         log_rate: a.log_rate,
         conntrack_table: !a.no_conntrack_table,
+    };
+    c.clock_offset_ms = a.fleet.clock_offset_ms;
+    c.fleet = match a.fleet.config(&c.state_dir) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("parapetd: {e}");
+            return ExitCode::FAILURE;
+        }
     };
     match crate::server::run(c, crate::server::default_loader()) {
         Ok(()) => ExitCode::SUCCESS,

@@ -35,6 +35,10 @@ pub struct Config {
     pub reap_interval: Duration,
     /// Sizing of the kernel dataplane and the chain it runs.
     pub kernel: crate::kernel::KernelConfig,
+    /// Fleet replication (`--fleet`), if any.
+    pub fleet: Option<parapet_fleet::FleetConfig>,
+    /// Added to the wall clock, ms (tests of clock skew between nodes).
+    pub clock_offset_ms: i64,
 }
 
 impl Config {
@@ -51,6 +55,8 @@ impl Config {
             snapshot_bytes: 64 << 20,
             reap_interval: Duration::from_millis(250),
             kernel: crate::kernel::KernelConfig::default(),
+            fleet: None,
+            clock_offset_ms: 0,
         }
     }
 }
@@ -102,6 +108,8 @@ pub struct Shared {
     pub stats: Stats,
     /// Recovery report.
     pub recovery: Recovery,
+    /// Fleet replication, if configured.
+    pub fleet: Option<std::sync::Arc<parapet_fleet::Fleet>>,
     pub(crate) started: Instant,
     pub(crate) shutdown: AtomicBool,
     pub(crate) _lock: File,

@@ -58,6 +58,8 @@ pub struct State {
     /// The kernel dataplane (not loaded until the first `attach`).
     pub kernel: Kernel,
     clock: Arc<dyn Clock>,
+    /// The fleet whose outbox receives clients' changes of shared sets.
+    pub fleet: Option<Arc<parapet_fleet::Fleet>>,
 }
 
 /// Where a change comes from, which decides what [`State::commit`] does
@@ -78,6 +80,14 @@ pub enum Origin<'a> {
     /// loaded yet (attachments are remembered for
     /// [`Kernel::restore`]).
     Replay,
+    /// Another node of the fleet: checked, journaled and mirrored as a
+    /// client's change, but not published again (loop-free).
+    Remote {
+        /// The journal.
+        journal: &'a Journal,
+        /// The position to sync before acknowledging to the broker.
+        lsn: &'a mut Option<Lsn>,
+    },
 }
 
 /// What a committed change did, for the reply.
@@ -157,6 +167,7 @@ impl State {
             generation: 0,
             kernel: Kernel::default(),
             clock,
+            fleet: None,
         }
     }
 
@@ -319,8 +330,11 @@ impl State {
                 }
             }
         }
-        if let Origin::Client { journal, lsn } = origin {
+        if let Origin::Client { journal, lsn } | Origin::Remote { journal, lsn } = origin {
             **lsn = Some(journal.append(|b| journal::encode(b, &change, &dims)));
+        }
+        if let (Origin::Client { .. }, Some(f)) = (&origin, &self.fleet) {
+            crate::fleet::publish(f, &self.specs, &change, &dims);
         }
         match change {
             Change::SetAdd { name, elems } => self.kernel.set_add(&name, &elems, now)?,
