@@ -5,7 +5,7 @@ set -euo pipefail
 want="${1:-test}"
 pkgs=(clang llvm libbpf-dev linux-libc-dev pkg-config zlib1g-dev iproute2)
 if [ "$want" = test ]; then
-  pkgs+=(iptables nftables ipset fail2ban python3 ethtool)
+  pkgs+=(iptables nftables ipset fail2ban python3 ethtool nats-server)
 elif [ "$(id -u)" = 0 ]; then
   # The demo ends with the side-by-side kernel benchmark when it can.
   pkgs+=(iptables nftables ipset ethtool)

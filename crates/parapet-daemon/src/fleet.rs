@@ -100,7 +100,12 @@ struct DaemonApplier(Arc<Shared>);
 /// The spec `ban` gives a ban set it creates.
 fn ban_spec(name: &str) -> SetSpec {
     SetSpec {
-        typ: if name == BAN4 { "ipv4_addr" } else { "ipv6_addr" }.into(),
+        typ: if name == BAN4 {
+            "ipv4_addr"
+        } else {
+            "ipv6_addr"
+        }
+        .into(),
         family: None,
         flags: vec!["timeout".into()],
         timeout: None,
@@ -110,7 +115,7 @@ fn ban_spec(name: &str) -> SetSpec {
 }
 
 impl Applier for DaemonApplier {
-    fn apply(&self, msgs: Vec<FleetMsg>) -> Result<Applied, String> {
+    fn apply(&self, fleet: &Fleet, mut msgs: Vec<FleetMsg>) -> Result<Applied, String> {
         let shared = &self.0;
         let mut lsn = None;
         let mut done = Applied::default();
@@ -119,6 +124,9 @@ impl Applier for DaemonApplier {
             if let Some(e) = shared.journal.failed() {
                 return Err(format!("journal: {e}"));
             }
+            // Decided under the state lock, which local commits (and so
+            // their `Fleet::publish`) hold too.
+            msgs.retain(|m| fleet.decide(m));
             let origin = &mut Origin::Remote {
                 journal: &shared.journal,
                 lsn: &mut lsn,
@@ -178,8 +186,8 @@ fn apply_run(st: &mut State, origin: &mut Origin, run: &[FleetMsg]) -> Result<u6
     } else {
         let mut elems: Vec<Element> = Vec::with_capacity(run.len());
         for m in run {
-            let mut el = parse_element(&dims, &m.elem)
-                .map_err(|e| format!("element `{}`: {e}", m.elem))?;
+            let mut el =
+                parse_element(&dims, &m.elem).map_err(|e| format!("element `{}`: {e}", m.elem))?;
             el.expires = (m.expires != 0).then_some(m.expires);
             elems.push(el);
         }

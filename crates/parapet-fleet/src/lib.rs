@@ -63,13 +63,16 @@ pub struct Applied {
     pub rejected: Vec<String>,
 }
 
-/// The daemon's side: applies remote changes (already decided by the
-/// [`Replica`]) as changes of its state, journaled and synced before it
-/// returns. `Err` means nothing can be applied now (the journal failed):
-/// the batch is not acknowledged and comes again.
+/// The daemon's side: applies remote changes as changes of its state,
+/// journaled and synced before it returns. It must call [`Fleet::decide`]
+/// for each message under the same lock as its local commits take (they
+/// call [`Fleet::publish`]): deciding and applying are one step for the
+/// state, or a local change slipping in between would be misjudged.
+/// `Err` means nothing can be applied now (the journal failed): the
+/// batch is not acknowledged and comes again.
 pub trait Applier: Send + Sync + 'static {
-    /// Applies messages in order.
-    fn apply(&self, msgs: Vec<FleetMsg>) -> Result<Applied, String>;
+    /// Applies the messages `fleet.decide` accepts, in order.
+    fn apply(&self, fleet: &Fleet, msgs: Vec<FleetMsg>) -> Result<Applied, String>;
 }
 
 /// Counters for `stats`.
@@ -126,15 +129,11 @@ impl Fleet {
             ));
         }
         let outbox = Outbox::open(&config.state_dir, config.outbox_bytes)?;
-        let mut replica = Replica::new(&config.node);
-        // What was queued before a restart is still in flight.
-        let mut off = outbox.acked();
-        loop {
-            let b = outbox.read(off, 4096);
-            let Some(last) = b.last() else { break };
-            off = last.0;
-            b.iter().for_each(|(_, m)| replica.local(m));
-        }
+        // Nothing is taken as in flight after a restart: the outbox may
+        // hold a change whose journal record a crash lost (the client was
+        // never answered), so own messages coming back are applied again,
+        // in stream order, which makes this node equal to the others.
+        let replica = Replica::new(&config.node);
         Ok(Arc::new(Fleet {
             config,
             outbox: Mutex::new(outbox),
@@ -154,7 +153,11 @@ impl Fleet {
         let mut ob = self.outbox.lock().unwrap();
         let mut rep = self.replica.lock().unwrap();
         let flush = [(String::new(), 0)];
-        let elems = if kind == Kind::Flush { &flush[..] } else { elems };
+        let elems = if kind == Kind::Flush {
+            &flush[..]
+        } else {
+            elems
+        };
         for (elem, expires) in elems {
             let m = FleetMsg {
                 kind,
@@ -175,6 +178,16 @@ impl Fleet {
         drop(rep);
         drop(ob);
         self.wake.notify_one();
+    }
+
+    /// Whether to apply a consumed message (see [`Replica::decide`]);
+    /// counts the skipped ones.
+    pub fn decide(&self, m: &FleetMsg) -> bool {
+        let d = self.replica.lock().unwrap().decide(m);
+        if d != replica::Decision::Apply {
+            self.stats.skipped.fetch_add(1, Ordering::Relaxed);
+        }
+        d == replica::Decision::Apply
     }
 
     /// Starts the fleet thread (connect, publish, consume).

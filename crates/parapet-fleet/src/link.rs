@@ -14,7 +14,6 @@
 //!
 //! [`Replica`]: crate::replica::Replica
 
-use crate::replica::Decision;
 use crate::wire::FleetMsg;
 use crate::{Applier, Fleet};
 use async_nats::jetstream::{self, consumer, stream};
@@ -254,7 +253,6 @@ async fn apply_batch(
     let mut todo = Vec::with_capacity(batch.len());
     let mut published_ms = 0;
     {
-        let mut rep = fleet.replica.lock().unwrap();
         for m in batch {
             if let Ok(info) = m.info() {
                 st.lag.store(info.pending, Ordering::Relaxed);
@@ -273,18 +271,13 @@ async fn apply_batch(
                         m.subject
                     ));
                 }
-                Ok(f) => match rep.decide(&f) {
-                    Decision::Apply => todo.push(f),
-                    Decision::SkipOwn | Decision::SkipStale => {
-                        st.skipped.fetch_add(1, Ordering::Relaxed);
-                    }
-                },
+                Ok(f) => todo.push(f),
             }
         }
     }
     if !todo.is_empty() {
-        let a = applier.clone();
-        let r = tokio::task::spawn_blocking(move || a.apply(todo))
+        let (a, f) = (applier.clone(), fleet.clone());
+        let r = tokio::task::spawn_blocking(move || a.apply(&f, todo))
             .await
             .map_err(|e| e.to_string())
             .and_then(|r| r);

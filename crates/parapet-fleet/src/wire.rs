@@ -81,13 +81,15 @@ impl std::error::Error for WireError {}
 pub fn valid_id(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= MAX_ORIGIN
-        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 fn valid_set(s: &[u8]) -> bool {
     !s.is_empty()
         && s.len() <= MAX_SET
-        && s.iter().all(|b| b.is_ascii_alphanumeric() || b"_.-:".contains(b))
+        && s.iter()
+            .all(|b| b.is_ascii_alphanumeric() || b"_.-:".contains(b))
 }
 
 fn valid_elem(s: &[u8]) -> bool {
@@ -222,11 +224,7 @@ impl FleetMsg {
     pub fn subject(&self, prefix: &str) -> String {
         match self.kind {
             Kind::Flush => format!("{prefix}.fleet.f.{}", hex(&self.set)),
-            _ => format!(
-                "{prefix}.fleet.e.{}.{}",
-                hex(&self.set),
-                hex(&self.elem)
-            ),
+            _ => format!("{prefix}.fleet.e.{}.{}", hex(&self.set), hex(&self.elem)),
         }
     }
 
@@ -282,16 +280,22 @@ mod tests {
             ([&good[..4], &[9]].concat(), "unknown kind"),
             ([&good[..], &[0]].concat(), "trailing bytes"),
             (good[..good.len() - 1].to_vec(), "truncated element"),
-            ({
-                let mut b = good.clone();
-                b[6] = b'.';
-                b
-            }, "bad origin node id"),
-            ({
-                let mut b = good.clone();
-                b[4] = 2; // a del with an expiry
-                b
-            }, "expiry on a del or flush"),
+            (
+                {
+                    let mut b = good.clone();
+                    b[6] = b'.';
+                    b
+                },
+                "bad origin node id",
+            ),
+            (
+                {
+                    let mut b = good.clone();
+                    b[4] = 2; // a del with an expiry
+                    b
+                },
+                "expiry on a del or flush",
+            ),
         ];
         for (b, what) in cases {
             assert_eq!(FleetMsg::parse(&b).unwrap_err().what, what, "{b:?}");
