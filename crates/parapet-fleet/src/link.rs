@@ -127,7 +127,18 @@ async fn get_stream(fleet: &Fleet, js: &jetstream::Context) -> Result<stream::St
 }
 
 async fn publish_loop(fleet: Arc<Fleet>, js: jetstream::Context) {
+    let mut have_stream = false;
     while !fleet.stopping() {
+        // Publishing before the stream exists would fail (no responders)
+        // and wait out a retry.
+        if !have_stream {
+            if let Err(e) = get_stream(&fleet, &js).await {
+                fleet.stats.error(format!("publish: {e}"));
+                tokio::time::sleep(RETRY).await;
+                continue;
+            }
+            have_stream = true;
+        }
         let batch = {
             let ob = fleet.outbox.lock().unwrap();
             ob.read(ob.acked(), PUBLISH_WINDOW)
@@ -152,6 +163,7 @@ async fn publish_loop(fleet: Arc<Fleet>, js: jetstream::Context) {
                 // Everything from the acknowledged position goes again;
                 // the broker drops what it already has (same message id).
                 fleet.stats.error(format!("publish: {e}"));
+                have_stream = false;
                 tokio::time::sleep(RETRY).await;
             }
         }
