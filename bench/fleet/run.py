@@ -123,7 +123,11 @@ def probe(nodes, n, tag):
         pending = [i for i in range(len(nodes)) if i != src]
         while pending:
             for i in list(pending):
-                if clients[i].call(cmd="set.test", set="parapet-ban4", elem=a)["covered"]:
+                try:
+                    hit = clients[i].call(cmd="set.test", set="parapet-ban4", elem=a)["covered"]
+                except RuntimeError:
+                    hit = False  # the ban set does not exist there yet
+                if hit:
                     out.append(time.monotonic() - t0)
                     pending.remove(i)
             if time.monotonic() - t0 > 30:

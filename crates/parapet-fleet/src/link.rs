@@ -68,8 +68,18 @@ pub(crate) fn run(fleet: Arc<Fleet>, applier: Box<dyn Applier>) {
         };
         let publish = publish_loop(fleet.clone(), js.clone());
         let consume = consume_loop(fleet.clone(), js, applier);
-        tokio::join!(state, publish, consume);
-        let _ = client.flush().await;
+        // Stop at once when asked, even in the middle of a broker request
+        // that would wait out its timeout (the broker may be gone): what
+        // was not acknowledged goes again after the restart.
+        let stop = async {
+            while !fleet.stopping() {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        };
+        tokio::select! {
+            _ = async { tokio::join!(state, publish, consume) } => {}
+            _ = stop => {}
+        }
     });
 }
 
