@@ -94,8 +94,10 @@ fn bans_unbans_and_shared_sets_converge() {
     );
     assert_eq!(elems(&a, "mine"), strings(&["203.0.113.9"]));
     for n in all {
+        // `connected` is sampled every 100 ms; a sample right after a
+        // burst of changes was seen false on a loaded machine.
+        wait_until("connected", LIMIT, || fleet_stats(n)["connected"] == true);
         let s = fleet_stats(n);
-        assert_eq!(s["connected"], true, "{s}");
         assert_eq!(s["rejected"], 0, "{s}");
         assert_eq!(s["dropped"], 0, "{s}");
     }
