@@ -79,7 +79,7 @@ pub(crate) fn stats(shared: &Shared) -> Value {
     json!({
         "node": f.config.node,
         "url": f.config.url,
-        "connected": s.connected.load(Ordering::Relaxed),
+        "connected": f.connected(),
         "published": s.published.load(Ordering::Relaxed),
         "backlog": backlog,
         "outbox_bytes": bytes,

@@ -92,8 +92,6 @@ pub struct FleetStats {
     pub lag: AtomicU64,
     /// Stream sequence of the last message applied.
     pub stream_seq: AtomicU64,
-    /// Connected to the broker.
-    pub connected: AtomicBool,
     /// Milliseconds between a remote message's publication (by the
     /// broker's clock) and its application here, last batch.
     pub apply_delay_ms: AtomicU64,
@@ -118,6 +116,7 @@ pub struct Fleet {
     pub stats: FleetStats,
     wake: tokio::sync::Notify,
     stop: AtomicBool,
+    client: std::sync::OnceLock<async_nats::Client>,
 }
 
 impl Fleet {
@@ -141,6 +140,7 @@ impl Fleet {
             stats: FleetStats::default(),
             wake: tokio::sync::Notify::new(),
             stop: AtomicBool::new(false),
+            client: std::sync::OnceLock::new(),
         }))
     }
 
@@ -206,6 +206,13 @@ impl Fleet {
 
     pub(crate) fn stopping(&self) -> bool {
         self.stop.load(Ordering::SeqCst)
+    }
+
+    /// Whether the client is connected to the broker now.
+    pub fn connected(&self) -> bool {
+        self.client
+            .get()
+            .is_some_and(|c| c.connection_state() == async_nats::connection::State::Connected)
     }
 
     /// Records waiting in the outbox, outbox bytes, own changes in flight.

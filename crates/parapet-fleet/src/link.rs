@@ -56,16 +56,7 @@ pub(crate) fn run(fleet: Arc<Fleet>, applier: Box<dyn Applier>) {
             }
         };
         let js = jetstream::new(client.clone());
-        let state = {
-            let (f, c) = (fleet.clone(), client.clone());
-            async move {
-                while !f.stopping() {
-                    let up = c.connection_state() == async_nats::connection::State::Connected;
-                    f.stats.connected.store(up, Ordering::Relaxed);
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-            }
-        };
+        let _ = fleet.client.set(client);
         let publish = publish_loop(fleet.clone(), js.clone());
         let consume = consume_loop(fleet.clone(), js, applier);
         // Stop at once when asked, even in the middle of a broker request
@@ -77,7 +68,7 @@ pub(crate) fn run(fleet: Arc<Fleet>, applier: Box<dyn Applier>) {
             }
         };
         tokio::select! {
-            _ = async { tokio::join!(state, publish, consume) } => {}
+            _ = async { tokio::join!(publish, consume) } => {}
             _ = stop => {}
         }
     });

@@ -185,3 +185,100 @@ pub fn wait_equal(nodes: &[&Daemon], set: &str, want: &[String], limit: Duration
     }
     t0.elapsed()
 }
+
+/// A TCP relay between one node and the broker that can cut the link (a
+/// partition of that node alone) and heal it.
+pub struct Relay {
+    pub port: u16,
+    cut: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    accept: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Relay {
+    pub fn start(to: u16) -> Relay {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::Arc;
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.set_nonblocking(true).unwrap();
+        let port = l.local_addr().unwrap().port();
+        let (cut, stop) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let (c2, s2) = (cut.clone(), stop.clone());
+        let accept = std::thread::spawn(move || {
+            while !s2.load(Ordering::SeqCst) {
+                let Ok((down, _)) = l.accept() else {
+                    std::thread::sleep(Duration::from_millis(10));
+                    continue;
+                };
+                if c2.load(Ordering::SeqCst) {
+                    continue; // refused while cut: dropped at once
+                }
+                let Ok(up) = TcpStream::connect(("127.0.0.1", to)) else {
+                    continue;
+                };
+                down.set_nonblocking(false).unwrap();
+                for (mut r, mut w) in [
+                    (down.try_clone().unwrap(), up.try_clone().unwrap()),
+                    (up, down),
+                ] {
+                    let (c3, s3) = (c2.clone(), s2.clone());
+                    r.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+                    std::thread::spawn(move || {
+                        let mut b = [0u8; 65536];
+                        while !c3.load(Ordering::SeqCst) && !s3.load(Ordering::SeqCst) {
+                            match r.read(&mut b) {
+                                Ok(0) => break,
+                                Ok(n) => {
+                                    if w.write_all(&b[..n]).is_err() {
+                                        break;
+                                    }
+                                }
+                                Err(e)
+                                    if e.kind() == std::io::ErrorKind::WouldBlock
+                                        || e.kind() == std::io::ErrorKind::TimedOut => {}
+                                Err(_) => break,
+                            }
+                        }
+                        let _ = r.shutdown(std::net::Shutdown::Both);
+                        let _ = w.shutdown(std::net::Shutdown::Both);
+                    });
+                }
+            }
+        });
+        Relay {
+            port,
+            cut,
+            stop,
+            accept: Some(accept),
+        }
+    }
+
+    /// Cuts every connection through it and refuses new ones (or heals).
+    pub fn set_cut(&self, cut: bool) {
+        self.cut.store(cut, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    pub fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(h) = self.accept.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// A node that reaches the broker through `relay`.
+pub fn node_via(dir: &Path, relay: &Relay, name: &str) -> Daemon {
+    let d = dir.join(name);
+    std::fs::create_dir_all(&d).unwrap();
+    let url = relay.url();
+    Daemon::start(&d, &["--fleet", &url, "--fleet-node", name])
+}
