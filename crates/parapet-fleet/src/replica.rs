@@ -77,8 +77,13 @@ impl Replica {
                 return Decision::SkipStale;
             }
         }
-        if self.origins.len() < MAX_ORIGINS || self.origins.contains_key(&m.origin) {
-            self.origins.insert(m.origin.clone(), m.seq);
+        let room = self.origins.len() < MAX_ORIGINS;
+        match self.origins.get_mut(&m.origin) {
+            Some(hwm) => *hwm = m.seq,
+            None if room => {
+                self.origins.insert(m.origin.clone(), m.seq);
+            }
+            None => {}
         }
         let k = key(m);
         if m.origin == self.node {

@@ -236,9 +236,11 @@ impl FleetMsg {
 }
 
 fn hex(s: &str) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut o = String::with_capacity(s.len() * 2);
     for b in s.bytes() {
-        o.push_str(&format!("{b:02x}"));
+        o.push(DIGITS[(b >> 4) as usize] as char);
+        o.push(DIGITS[(b & 15) as usize] as char);
     }
     o
 }
