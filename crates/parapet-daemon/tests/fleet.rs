@@ -380,7 +380,7 @@ fn partitioned_node_heals() {
     let relay = fleet_support::Relay::start(broker.port);
     let a = node(dir.path(), &broker, "a", &[]);
     let b = node(dir.path(), &broker, "b", &[]);
-    let c = fleet_support::node_via(dir.path(), &relay, "c");
+    let mut c = fleet_support::node_via(dir.path(), &relay, "c");
     ban(&a, &["192.0.2.1"], 600);
     wait_equal(&[&a, &b, &c], BAN4, &strings(&["192.0.2.1"]), LIMIT);
     relay.set_cut(true);
@@ -398,7 +398,23 @@ fn partitioned_node_heals() {
         LIMIT,
     );
     assert_eq!(elems(&c, BAN4), strings(&["192.0.2.3"]));
-    std::thread::sleep(Duration::from_secs(2));
+    // Restarted while cut off: it stops at once (no waiting on the
+    // broker), starts, and still holds and enforces its own bans.
+    let t0 = Instant::now();
+    assert!(c.term().success());
+    assert!(
+        t0.elapsed() < Duration::from_secs(5),
+        "stop took {:?}",
+        t0.elapsed()
+    );
+    let c = fleet_support::node_via(dir.path(), &relay, "c");
+    assert_eq!(elems(&c, BAN4), strings(&["192.0.2.3"]));
+    assert!(
+        fleet_stats(&c)["backlog"].as_u64().unwrap() >= 2,
+        "{}",
+        fleet_stats(&c)
+    );
+    std::thread::sleep(Duration::from_secs(1));
     relay.set_cut(false);
     let t = wait_equal(
         &[&a, &b, &c],
