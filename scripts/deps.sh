@@ -11,6 +11,8 @@ if [ "$want" = test ]; then
   pkgs+=(prometheus lintian)
   # `parapet top` is tested in a real terminal.
   pkgs+=(tmux)
+  # The fleet tests run a real NATS JetStream server.
+  pkgs+=(nats-server)
 elif [ "$(id -u)" = 0 ]; then
   # The demo ends with the side-by-side kernel benchmark when it can.
   pkgs+=(iptables nftables ipset ethtool)

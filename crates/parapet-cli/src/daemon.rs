@@ -132,6 +132,10 @@ pub enum SetCommand {
         /// Family of ipset types: inet or inet6.
         #[arg(long)]
         family: Option<String>,
+        /// Replicate the set to the fleet (`parapetd --fleet`); the same
+        /// as `--flags shared`.
+        #[arg(long)]
+        shared: bool,
         /// Succeed if an identical set exists.
         #[arg(long)]
         exist: bool,
@@ -547,7 +551,12 @@ fn set_cmd(c: &mut Client, cmd: SetCommand) -> Result<ExitCode, ClientError> {
             policy,
             family,
             exist,
+            shared,
         } => {
+            let mut flags = flags;
+            if shared {
+                flags.push("shared".into());
+            }
             let mut m = obj(
                 json!({"cmd": "set.create", "set": name, "type": typ, "flags": flags, "exist": exist}),
             );

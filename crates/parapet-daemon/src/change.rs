@@ -46,10 +46,12 @@ impl SetSpec {
             match f.as_str() {
                 "interval" => interval = true,
                 "timeout" => timeouts = true,
-                "" => {}
+                // Replicated to the fleet (`parapetd --fleet`); no effect
+                // on the set itself.
+                "shared" => {}
                 other => {
                     return Err(format!(
-                        "unknown set flag `{other}` (expected interval, timeout)"
+                        "unknown set flag `{other}` (expected interval, timeout, shared)"
                     ))
                 }
             }

@@ -277,6 +277,7 @@ fn stats(shared: &Shared) -> Map<String, Value> {
         "bans": st.tally.bans,
         "unbans": st.tally.unbans,
         "dataplane": st.kernel.stats(),
+        "fleet": crate::fleet::stats(shared),
         "counters": kernel_counters(&st),
         "recovery": {
             "snapshot_records": shared.recovery.snapshot_records,

@@ -38,6 +38,7 @@ mod connection;
 mod crc;
 mod dispatch;
 mod execute;
+pub mod fleet;
 pub mod journal;
 pub mod kernel;
 pub mod loader;

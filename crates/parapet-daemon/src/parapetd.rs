@@ -86,6 +86,9 @@ pub struct ParapetdArgs {
     /// Most per-rule metric series; the rest are summed into rule="other".
     #[arg(long, default_value_t = crate::metrics::DEFAULT_MAX_RULE_SERIES)]
     pub metrics_max_rules: usize,
+    /// Fleet replication over NATS JetStream (`docs/fleet.md`).
+    #[command(flatten)]
+    pub fleet: crate::fleet::FleetArgs,
 }
 
 /// The pin directory of the instance `a` describes.
@@ -160,6 +163,14 @@ pub fn parapetd_main(a: ParapetdArgs) -> ExitCode {
         textfile: a.metrics_textfile,
         textfile_interval: std::time::Duration::from_secs(a.metrics_interval.max(1)),
         max_rule_series: a.metrics_max_rules,
+    };
+    c.clock_offset_ms = a.fleet.clock_offset_ms;
+    c.fleet = match a.fleet.config(&c.state_dir) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("parapetd: {e}");
+            return ExitCode::FAILURE;
+        }
     };
     match crate::server::run(c, crate::server::default_loader()) {
         Ok(()) => ExitCode::SUCCESS,

@@ -27,7 +27,10 @@ use std::time::{Duration, Instant};
 pub use crate::dispatch::MAX_ELEMS;
 pub use crate::shared::{compact, Config, Recovery, Shared, Stats};
 
-fn now_clock() -> Arc<dyn Clock> {
+fn now_clock(offset_ms: i64) -> Arc<dyn Clock> {
+    if offset_ms != 0 {
+        return Arc::new(crate::fleet::OffsetClock(offset_ms));
+    }
     Arc::new(SystemClock)
 }
 
@@ -41,6 +44,7 @@ pub struct Daemon {
     /// Where `--metrics` listens (the bound port when 0 was given).
     pub metrics_addr: Option<std::net::SocketAddr>,
     metrics: Vec<JoinHandle<()>>,
+    fleet: Option<JoinHandle<()>>,
 }
 
 fn prepare_socket(config: &Config) -> io::Result<UnixListener> {
@@ -88,7 +92,8 @@ fn prepare_socket(config: &Config) -> io::Result<UnixListener> {
 impl Daemon {
     /// Recovers state, binds the socket and starts serving.
     pub fn start(config: Config, loader: Box<dyn Loader>) -> io::Result<Daemon> {
-        Self::start_with_clock(config, loader, now_clock())
+        let clock = now_clock(config.clock_offset_ms);
+        Self::start_with_clock(config, loader, clock)
     }
 
     /// As [`Daemon::start`] on a given clock (tests).
@@ -109,6 +114,11 @@ impl Daemon {
             eprintln!("parapetd: dataplane: {line}");
         }
         let metrics_listener = crate::metrics_http::bind(&config.metrics)?;
+        let fleet = match &config.fleet {
+            Some(fc) => Some(parapet_fleet::Fleet::open(fc.clone())?),
+            None => None,
+        };
+        state.fleet = fleet.clone();
         let listener = prepare_socket(&config)?;
         let shared = Arc::new(Shared {
             config,
@@ -117,6 +127,7 @@ impl Daemon {
             loader,
             stats: Stats::default(),
             recovery,
+            fleet,
             started: Instant::now(),
             shutdown: AtomicBool::new(false),
             _lock: lock,
@@ -139,6 +150,7 @@ impl Daemon {
         let logger = thread::Builder::new()
             .name("bpf-log".into())
             .spawn(move || log_loop(s))?;
+        let fleet = crate::fleet::start(&shared)?;
         Ok(Daemon {
             shared,
             acceptor: Some(acceptor),
@@ -146,6 +158,7 @@ impl Daemon {
             logger: Some(logger),
             metrics_addr: exporter.addr,
             metrics: exporter.threads,
+            fleet,
         })
     }
 
@@ -183,6 +196,12 @@ impl Daemon {
             let _ = h.join();
         }
         for h in self.metrics.drain(..) {
+            let _ = h.join();
+        }
+        if let Some(f) = &self.shared.fleet {
+            f.stop();
+        }
+        if let Some(h) = self.fleet.take() {
             let _ = h.join();
         }
         let st = self.shared.state.lock().unwrap();

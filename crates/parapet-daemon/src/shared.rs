@@ -37,6 +37,10 @@ pub struct Config {
     pub kernel: crate::kernel::KernelConfig,
     /// Prometheus metrics: off unless asked for (`--metrics*`).
     pub metrics: crate::metrics_config::MetricsConfig,
+    /// Fleet replication (`--fleet`), if any.
+    pub fleet: Option<parapet_fleet::FleetConfig>,
+    /// Added to the wall clock, ms (tests of clock skew between nodes).
+    pub clock_offset_ms: i64,
 }
 
 impl Config {
@@ -54,6 +58,8 @@ impl Config {
             reap_interval: Duration::from_millis(250),
             kernel: crate::kernel::KernelConfig::default(),
             metrics: crate::metrics_config::MetricsConfig::default(),
+            fleet: None,
+            clock_offset_ms: 0,
         }
     }
 }
@@ -105,6 +111,8 @@ pub struct Shared {
     pub stats: Stats,
     /// Recovery report.
     pub recovery: Recovery,
+    /// Fleet replication, if configured.
+    pub fleet: Option<std::sync::Arc<parapet_fleet::Fleet>>,
     pub(crate) started: Instant,
     pub(crate) shutdown: AtomicBool,
     pub(crate) _lock: File,

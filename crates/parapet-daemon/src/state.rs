@@ -60,6 +60,8 @@ pub struct State {
     /// Counts for the metrics (bans, applies, per-set changes).
     pub tally: crate::metrics_tally::Tally,
     clock: Arc<dyn Clock>,
+    /// The fleet whose outbox receives clients' changes of shared sets.
+    pub fleet: Option<Arc<parapet_fleet::Fleet>>,
 }
 
 /// Where a change comes from, which decides what [`State::commit`] does
@@ -80,6 +82,14 @@ pub enum Origin<'a> {
     /// loaded yet (attachments are remembered for
     /// [`Kernel::restore`]).
     Replay,
+    /// Another node of the fleet: checked, journaled and mirrored as a
+    /// client's change, but not published again (loop-free).
+    Remote {
+        /// The journal.
+        journal: &'a Journal,
+        /// The position to sync before acknowledging to the broker.
+        lsn: &'a mut Option<Lsn>,
+    },
 }
 
 /// What a committed change did, for the reply.
@@ -160,6 +170,7 @@ impl State {
             kernel: Kernel::default(),
             tally: Default::default(),
             clock,
+            fleet: None,
         }
     }
 
@@ -330,13 +341,16 @@ impl State {
                 }
             }
         }
-        if let Origin::Client { journal, lsn } = origin {
+        if let Origin::Client { journal, lsn } | Origin::Remote { journal, lsn } = origin {
             match &change {
                 Change::SetAdd { name, .. } => self.tally.set(name).inserts += done.count as u64,
                 Change::SetDel { name, .. } => self.tally.set(name).deletes += done.count as u64,
                 _ => {}
             }
             **lsn = Some(journal.append(|b| journal::encode(b, &change, &dims)));
+        }
+        if let (Origin::Client { .. }, Some(f)) = (&origin, &self.fleet) {
+            crate::fleet::publish(f, &self.specs, &change, &dims);
         }
         match change {
             Change::SetAdd { name, elems } => self.kernel.set_add(&name, &elems, now)?,

@@ -1,0 +1,233 @@
+#!/usr/bin/env python3
+"""Fleet replication benchmark: real nats-server (JetStream, temp storage,
+127.0.0.1) and real parapetd nodes (release build), driven over their
+control sockets.
+
+1. Ban-to-visibility latency across nodes: a probe bans a fresh address on
+   one node and polls the others (`set.test`) until both have it; first
+   with no other load (the baseline, same run), then while a load of
+   RATE bans/s is offered across the fleet (batches, paced per node).
+2. Bootstrap: node 0 is filled to BOOT bans (its local ingest time is the
+   baseline), then a fresh node joins; time until it holds them all.
+
+Usage: bench/fleet/run.py [--rate 100000] [--seconds 10] [--boot 1000000]
+       [--out results.json]   (needs target/release/parapetd, nats-server)
+"""
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PARAPETD = os.path.join(ROOT, "target", "release", "parapetd")
+
+
+class Client:
+    def __init__(self, path):
+        self.s = socket.socket(socket.AF_UNIX)
+        self.s.connect(path)
+        self.f = self.s.makefile("rb")
+        self.id = 0
+
+    def call(self, **req):
+        self.id += 1
+        req["v"] = 1
+        req["id"] = self.id
+        self.s.sendall(json.dumps(req).encode() + b"\n")
+        r = json.loads(self.f.readline())
+        if not r.get("ok"):
+            raise RuntimeError(f"{req.get('cmd')}: {r}")
+        return r
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def up(port):
+    try:
+        socket.create_connection(("127.0.0.1", port)).close()
+        return True
+    except OSError:
+        return False
+
+
+def wait(what, limit, f, every=0.01):
+    t0 = time.monotonic()
+    while not f():
+        if time.monotonic() - t0 > limit:
+            raise SystemExit(f"timed out: {what}")
+        time.sleep(every)
+    return time.monotonic() - t0
+
+
+class Node:
+    def __init__(self, tmp, url, name):
+        self.dir = os.path.join(tmp, name)
+        os.makedirs(self.dir)
+        self.sock = os.path.join(self.dir, "s")
+        self.log = open(os.path.join(self.dir, "log"), "w")
+        self.p = subprocess.Popen(
+            [PARAPETD, "--socket", self.sock, "--state-dir", os.path.join(self.dir, "st"),
+             "--fleet", url, "--fleet-node", name],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self.log)
+        wait(f"{name} up", 30, lambda: os.path.exists(self.sock))
+        time.sleep(0.1)
+        self.c = Client(self.sock)
+
+    def stats(self):
+        return self.c.call(cmd="stats")
+
+    def stop(self):
+        self.p.kill()
+        self.p.wait()
+
+
+def addr(i):
+    return f"10.{(i >> 16) & 255}.{(i >> 8) & 255}.{i & 255}"
+
+
+def pct(v, p):
+    v = sorted(v)
+    return v[min(len(v) - 1, int(round(p / 100 * (len(v) - 1))))]
+
+
+def summary(v):
+    ms = [x * 1000 for x in v]
+    return {"n": len(ms), "p50_ms": round(pct(ms, 50), 2), "p99_ms": round(pct(ms, 99), 2),
+            "max_ms": round(max(ms), 2), "median_ms": round(statistics.median(ms), 2),
+            "stdev_ms": round(statistics.pstdev(ms), 2)}
+
+
+def probe(nodes, n, tag):
+    """n probes, rotating the banning node; seconds until each other node has it."""
+    out = []
+    clients = [Client(x.sock) for x in nodes]
+    for k in range(n):
+        src = k % len(nodes)
+        a = f"172.{16 + tag}.{k >> 8 & 255}.{k & 255}"
+        t0 = time.monotonic()
+        clients[src].call(cmd="ban", elems=[a], timeout=3600)
+        pending = [i for i in range(len(nodes)) if i != src]
+        while pending:
+            for i in list(pending):
+                try:
+                    hit = clients[i].call(cmd="set.test", set="parapet-ban4", elem=a)["covered"]
+                except RuntimeError:
+                    hit = False  # the ban set does not exist there yet
+                if hit:
+                    out.append(time.monotonic() - t0)
+                    pending.remove(i)
+            if time.monotonic() - t0 > 30:
+                raise SystemExit(f"probe {a} not replicated in 30 s")
+        time.sleep(0.05)
+    return out
+
+
+def load(node, base, rate, seconds, batch, done):
+    """Offers `rate` bans/s to one node in batches; returns bans acknowledged."""
+    c = Client(node.sock)
+    t0 = time.monotonic()
+    sent = 0
+    while time.monotonic() - t0 < seconds:
+        due = int((time.monotonic() - t0) * rate)
+        if sent >= due:
+            time.sleep(0.002)
+            continue
+        c.call(cmd="ban", elems=[addr(base + sent + j) for j in range(batch)], timeout=3600)
+        sent += batch
+    done.append((sent, time.monotonic() - t0))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rate", type=int, default=100_000)
+    ap.add_argument("--seconds", type=float, default=10)
+    ap.add_argument("--probes", type=int, default=100)
+    ap.add_argument("--boot", type=int, default=1_000_000)
+    ap.add_argument("--out")
+    a = ap.parse_args()
+    if not os.path.exists(PARAPETD):
+        raise SystemExit("build first: cargo build --release -p parapet-daemon")
+    tmp = tempfile.mkdtemp(prefix="parapet-fleet-bench-")
+    port = free_port()
+    nats = subprocess.Popen(["nats-server", "-js", "-a", "127.0.0.1", "-p", str(port),
+                             "-sd", os.path.join(tmp, "nats")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"nats://127.0.0.1:{port}"
+    nodes = []
+    res = {"rate_offered": a.rate, "seconds": a.seconds, "nodes": 3}
+    try:
+        wait("nats up", 20, lambda: up(port))
+        nodes = [Node(tmp, url, f"n{i}") for i in range(3)]
+        # Baseline: probes with nothing else going on.
+        res["idle"] = summary(probe(nodes, a.probes, 0))
+        print("idle:", res["idle"], flush=True)
+        # Under load.
+        done, ths = [], []
+        for i, n in enumerate(nodes):
+            t = threading.Thread(target=load, args=(n, 1 + i * 4_000_000, a.rate / 3,
+                                                    a.seconds, 1000, done))
+            t.start()
+            ths.append(t)
+        time.sleep(0.5)
+        lat = probe(nodes, a.probes, 1)
+        for t in ths:
+            t.join()
+        acked = sum(s for s, _ in done)
+        secs = max(d for _, d in done)
+        res["loaded"] = summary(lat)
+        res["rate_acked"] = round(acked / secs)
+        t = wait("all nodes equal after the load", 120, lambda: len(
+            {x.stats()["elements"] for x in nodes}) == 1, 0.05)
+        res["equal_after_load_s"] = round(t, 2)
+        print("loaded:", res["loaded"], "acked bans/s:", res["rate_acked"],
+              "equal", res["equal_after_load_s"], "s after the load", flush=True)
+        # Bootstrap: fill node 0 up to BOOT bans, as fast as it takes them.
+        have = nodes[0].stats()["elements"]
+        t0 = time.monotonic()
+        i = 0
+        while have + i < a.boot:
+            n = min(10_000, a.boot - have - i)
+            nodes[0].c.call(cmd="ban", elems=[addr(13_000_000 + i + j) for j in range(n)],
+                            timeout=3600)
+            i += n
+        res["boot_local_ingest_s"] = round(time.monotonic() - t0, 2)
+        target = nodes[0].stats()["elements"]
+        wait("backlog published", 600, lambda: nodes[0].stats()["fleet"]["backlog"] == 0, 0.1)
+        res["boot_publish_s"] = round(time.monotonic() - t0, 2)
+        t0 = time.monotonic()
+        fresh = Node(tmp, url, "fresh")
+        nodes.append(fresh)
+        res["boot_elements"] = target
+        wait("fresh node holds every ban", 600,
+             lambda: fresh.stats()["elements"] >= target, 0.05)
+        # From the start of the fresh process (its start-up included).
+        res["boot_fresh_node_s"] = round(time.monotonic() - t0, 2)
+        print("bootstrap:", {k: v for k, v in res.items() if k.startswith("boot")}, flush=True)
+    finally:
+        for n in nodes:
+            n.stop()
+        nats.kill()
+        nats.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(json.dumps(res))
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump(res, f, indent=1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

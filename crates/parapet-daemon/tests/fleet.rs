@@ -1,0 +1,426 @@
+//! Fleet replication end to end: three (or four) real `parapetd`
+//! processes joined by a real `nats-server` with JetStream (Debian's
+//! package, installed by `make test`; storage in a temporary directory,
+//! 127.0.0.1 on a free port). No kernel here: convergence in the kernel
+//! of every node is `fleet_netns.rs` (root).
+
+mod common;
+mod fleet_support;
+
+use common::call;
+use fleet_support::{elems, fleet_stats, node, wait_equal, wait_until, Broker};
+use parapet_fleet::{FleetMsg, Kind};
+use serde_json::{json, Value};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const BAN4: &str = "parapet-ban4";
+const BAN6: &str = "parapet-ban6";
+const LIMIT: Duration = Duration::from_secs(20);
+
+fn ban(d: &common::Daemon, addrs: &[&str], timeout: u64) {
+    let mut c = d.client();
+    call(
+        &mut c,
+        json!({"cmd": "ban", "elems": addrs, "timeout": timeout}),
+    );
+}
+
+fn unban(d: &common::Daemon, addrs: &[&str]) {
+    let mut c = d.client();
+    call(&mut c, json!({"cmd": "unban", "elems": addrs}));
+}
+
+fn strings(v: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = v.iter().map(|s| s.to_string()).collect();
+    v.sort();
+    v
+}
+
+/// Remaining timeout (s) of `elem` in `set` on a node.
+fn remaining(d: &common::Daemon, set: &str, elem: &str) -> Option<u64> {
+    let mut c = d.client();
+    let r = call(&mut c, json!({"cmd": "set.list", "set": set}));
+    r["elems"]
+        .as_array()?
+        .iter()
+        .find(|e| e["elem"] == elem)
+        .and_then(|e| e["timeout"].as_u64())
+}
+
+#[test]
+fn bans_unbans_and_shared_sets_converge() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path());
+    let a = node(dir.path(), &broker, "a", &[]);
+    let b = node(dir.path(), &broker, "b", &[]);
+    let c = node(dir.path(), &broker, "c", &[]);
+    for n in [&a, &b, &c] {
+        let mut cl = n.client();
+        call(
+            &mut cl,
+            json!({"cmd": "set.create", "set": "blk", "type": "ipv4_addr", "flags": ["shared", "interval"]}),
+        );
+        call(
+            &mut cl,
+            json!({"cmd": "set.create", "set": "mine", "type": "ipv4_addr"}),
+        );
+    }
+    let t0 = Instant::now();
+    ban(&a, &["192.0.2.1"], 600);
+    wait_equal(&[&b, &c], BAN4, &strings(&["192.0.2.1"]), LIMIT);
+    eprintln!("one ban from a reached b and c in {:?}", t0.elapsed());
+    ban(&b, &["2001:db8::1", "192.0.2.2"], 600);
+    call(
+        &mut c.client(),
+        json!({"cmd": "set.add", "set": "blk", "elems": ["198.51.100.0/24"]}),
+    );
+    call(
+        &mut a.client(),
+        json!({"cmd": "set.add", "set": "mine", "elems": ["203.0.113.9"]}),
+    );
+    unban(&c, &["192.0.2.1"]);
+    let all = [&a, &b, &c];
+    wait_equal(&all, BAN4, &strings(&["192.0.2.2"]), LIMIT);
+    wait_equal(&all, BAN6, &strings(&["2001:db8::1"]), LIMIT);
+    wait_equal(&all, "blk", &strings(&["198.51.100.0/24"]), LIMIT);
+    call(&mut b.client(), json!({"cmd": "set.flush", "set": "blk"}));
+    wait_equal(&all, "blk", &[], LIMIT);
+    assert_eq!(
+        elems(&b, "mine"),
+        Vec::<String>::new(),
+        "unshared stays local"
+    );
+    assert_eq!(elems(&a, "mine"), strings(&["203.0.113.9"]));
+    for n in all {
+        let s = fleet_stats(n);
+        assert_eq!(s["connected"], true, "{s}");
+        assert_eq!(s["rejected"], 0, "{s}");
+        assert_eq!(s["dropped"], 0, "{s}");
+    }
+}
+
+/// A ban and an unban of one address on two nodes at the same moment:
+/// whatever wins, every node ends with the same answer (the stream's
+/// order decides, everywhere).
+#[test]
+fn concurrent_ban_and_unban_converge() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path());
+    let a = Arc::new(node(dir.path(), &broker, "a", &[]));
+    let b = Arc::new(node(dir.path(), &broker, "b", &[]));
+    let c = node(dir.path(), &broker, "c", &[]);
+    let addrs: Vec<String> = (1..=40).map(|i| format!("10.9.0.{i}")).collect();
+    // Everything banned first, everywhere.
+    let refs: Vec<&str> = addrs.iter().map(|s| s.as_str()).collect();
+    ban(&a, &refs, 600);
+    let mut all = addrs.clone();
+    all.sort();
+    wait_equal(&[&a, &b, &c], BAN4, &all, LIMIT);
+    // Now a re-bans and b unbans each address, racing.
+    let go = Arc::new(std::sync::Barrier::new(2));
+    let th: Vec<_> = [(a.clone(), true), (b.clone(), false)]
+        .into_iter()
+        .map(|(n, is_ban)| {
+            let (addrs, go) = (addrs.clone(), go.clone());
+            std::thread::spawn(move || {
+                go.wait();
+                for x in &addrs {
+                    if is_ban {
+                        ban(&n, &[x], 600);
+                    } else {
+                        unban(&n, &[x]);
+                    }
+                }
+            })
+        })
+        .collect();
+    th.into_iter().for_each(|t| t.join().unwrap());
+    wait_until("all three nodes agree", LIMIT, || {
+        let (ea, eb, ec) = (elems(&a, BAN4), elems(&b, BAN4), elems(&c, BAN4));
+        ea == eb && eb == ec
+    });
+    eprintln!(
+        "after the race {} of {} addresses stay banned on every node",
+        elems(&c, BAN4).len(),
+        addrs.len()
+    );
+}
+
+fn hostile_subject(set: &str, elem: &str) -> String {
+    let m = FleetMsg {
+        kind: Kind::Add,
+        origin: "x".into(),
+        seq: 1,
+        expires: 0,
+        set: set.into(),
+        elem: elem.into(),
+    };
+    m.subject("parapet")
+}
+
+#[test]
+fn hostile_messages_are_rejected_counted_and_survived() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path());
+    let a = node(dir.path(), &broker, "a", &[]);
+    let b = node(dir.path(), &broker, "b", &[]);
+    call(
+        &mut b.client(),
+        json!({"cmd": "set.create", "set": "mine", "type": "ipv4_addr"}),
+    );
+    ban(&a, &["192.0.2.1"], 600);
+    wait_equal(&[&b], BAN4, &strings(&["192.0.2.1"]), LIMIT);
+    let good = |set: &str, elem: &str, seq: u64| FleetMsg {
+        kind: Kind::Add,
+        origin: "evil".into(),
+        seq,
+        expires: 0,
+        set: set.into(),
+        elem: elem.into(),
+    };
+    let subj = hostile_subject(BAN4, "192.0.2.66");
+    // Garbage, truncation, a bad version, a huge payload.
+    broker.publish_raw(&subj, b"\x00\x01garbage");
+    let bytes = good(BAN4, "192.0.2.66", 1).to_bytes();
+    broker.publish_raw(&subj, &bytes[..bytes.len() - 3]);
+    broker.publish_raw(&subj, &[&b"PFM\x09"[..], &bytes[4..]].concat());
+    broker.publish_raw(&subj, &vec![0x41; 100_000]);
+    // Well-formed but lying: subject of another element.
+    broker.publish_raw(&subj, &good(BAN4, "192.0.2.67", 2).to_bytes());
+    // Well-formed, but for a set the node does not share.
+    let m = good("mine", "192.0.2.68", 3);
+    broker.publish_raw(&m.subject("parapet"), &m.to_bytes());
+    // Well-formed, but not an address of the set's type.
+    let m = good(BAN4, "2001:db8::7", 4);
+    broker.publish_raw(&m.subject("parapet"), &m.to_bytes());
+    wait_until("b counts the rejected messages", LIMIT, || {
+        fleet_stats(&b)["rejected"].as_u64().unwrap() >= 7
+    });
+    let s = fleet_stats(&b);
+    assert!(s["last_error"].as_str().unwrap() != "", "{s}");
+    eprintln!("b after hostile messages: {s}");
+    assert_eq!(elems(&b, BAN4), strings(&["192.0.2.1"]));
+    assert!(elems(&b, "mine").is_empty());
+    // Still alive and replicating.
+    ban(&a, &["192.0.2.2"], 600);
+    wait_equal(
+        &[&a, &b],
+        BAN4,
+        &strings(&["192.0.2.1", "192.0.2.2"]),
+        LIMIT,
+    );
+}
+
+/// `kill -9` of a node while it takes bans as fast as a client can make
+/// them; restarted, every ban it acknowledged reaches every node, and
+/// every node holds each address once.
+#[test]
+fn kill9_under_load_loses_no_acknowledged_ban() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path());
+    let mut a = node(dir.path(), &broker, "a", &[]);
+    let b = node(dir.path(), &broker, "b", &[]);
+    let c = node(dir.path(), &broker, "c", &[]);
+    let acked = Arc::new(Mutex::new(Vec::<String>::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let sock = a.socket.clone();
+    let load = {
+        let (acked, stop) = (acked.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut cl = parapet_daemon::Client::connect(&sock).unwrap();
+            for i in 0..200_000u32 {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                let addr = format!("10.{}.{}.{}", 20 + i / 65536, (i / 256) % 256, i % 256);
+                let r = cl.call(json!({"cmd": "ban", "elems": [addr], "timeout": 3600}));
+                match r {
+                    Ok(r) if r.ok() => acked.lock().unwrap().push(addr),
+                    _ => break, // the daemon died under us
+                }
+            }
+        })
+    };
+    wait_until("some bans acknowledged", LIMIT, || {
+        acked.lock().unwrap().len() >= 2000
+    });
+    a.kill9();
+    stop.store(true, Ordering::Relaxed);
+    load.join().unwrap();
+    let acked = acked.lock().unwrap().clone();
+    eprintln!("{} bans acknowledged before kill -9", acked.len());
+    let a2 = node(dir.path(), &broker, "a", &[]);
+    let want: std::collections::BTreeSet<String> = acked.iter().cloned().collect();
+    let t = wait_until("b and c hold every acknowledged ban", LIMIT * 2, || {
+        [&b, &c].iter().all(|n| {
+            let have: std::collections::BTreeSet<String> = elems(n, BAN4).into_iter().collect();
+            have.is_superset(&want)
+        })
+    });
+    eprintln!("caught up {t:?} after the restart");
+    // At most the one request in flight at the kill was made but not
+    // acknowledged; every node holds the same addresses, each once.
+    let ea = elems(&a2, BAN4);
+    wait_equal(&[&b, &c], BAN4, &ea, LIMIT);
+    assert!(
+        ea.len() <= acked.len() + 1,
+        "{} vs {}",
+        ea.len(),
+        acked.len()
+    );
+    let mut dedup = ea.clone();
+    dedup.dedup();
+    assert_eq!(dedup.len(), ea.len(), "an address listed twice");
+    let s = fleet_stats(&b);
+    assert_eq!(s["rejected"], 0, "{s}");
+}
+
+/// The broker goes away for 5 s (60 s in the benchmark) while nodes keep
+/// banning and unbanning; when it returns, backlogs drain and every node
+/// ends equal.
+#[test]
+fn broker_outage_then_every_node_equal() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut broker = Broker::start(dir.path());
+    let a = node(dir.path(), &broker, "a", &[]);
+    let b = node(dir.path(), &broker, "b", &[]);
+    let c = node(dir.path(), &broker, "c", &[]);
+    ban(&a, &["192.0.2.1", "192.0.2.2"], 600);
+    wait_equal(
+        &[&a, &b, &c],
+        BAN4,
+        &strings(&["192.0.2.1", "192.0.2.2"]),
+        LIMIT,
+    );
+    broker.stop();
+    let t0 = Instant::now();
+    let mut want: Vec<String> = vec!["192.0.2.1".into()];
+    for i in 0..500 {
+        let x = format!("10.7.{}.{}", i / 256, i % 256);
+        let n = [&a, &b, &c][i % 3];
+        ban(n, &[&x], 600);
+        want.push(x);
+    }
+    unban(&b, &["192.0.2.2"]);
+    want.sort();
+    // The nodes keep enforcing and accepting: local state is there.
+    assert!(elems(&a, BAN4).contains(&"10.7.0.0".to_string()));
+    wait_until("a sees the outage", LIMIT, || {
+        let s = fleet_stats(&a);
+        s["connected"] == false && s["backlog"].as_u64().unwrap() > 0
+    });
+    std::thread::sleep(Duration::from_secs(5).saturating_sub(t0.elapsed()));
+    broker.restart();
+    let t = wait_equal(&[&a, &b, &c], BAN4, &want, LIMIT * 2);
+    eprintln!("every node equal {t:?} after the broker returned from a 5 s outage");
+    for n in [&a, &b, &c] {
+        wait_until("backlog drained", LIMIT, || {
+            fleet_stats(n)["backlog"].as_u64() == Some(0)
+        });
+    }
+}
+
+/// Node b's clock is 30 s ahead, c's 30 s behind. Expiries travel as
+/// absolute times: a 20 s ban from a is already over on b and never
+/// appears there; c keeps it 30 s longer; a late node bootstraps the
+/// same absolute expiries.
+#[test]
+fn clock_skew_does_not_resurrect_bans() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path());
+    let a = node(dir.path(), &broker, "a", &[]);
+    let b = node(dir.path(), &broker, "b", &["--clock-offset-ms", "30000"]);
+    let c = node(dir.path(), &broker, "c", &["--clock-offset-ms=-30000"]);
+    ban(&a, &["192.0.2.20"], 20);
+    ban(&a, &["192.0.2.60"], 60);
+    wait_until("the 60 s ban everywhere", LIMIT, || {
+        [&b, &c]
+            .iter()
+            .all(|n| elems(n, BAN4).contains(&"192.0.2.60".into()))
+    });
+    wait_until("the 20 s ban on c", LIMIT, || {
+        elems(&c, BAN4).contains(&"192.0.2.20".into())
+    });
+    assert_eq!(
+        elems(&b, BAN4),
+        strings(&["192.0.2.60"]),
+        "expired by b's clock"
+    );
+    let near = |x: Option<u64>, want: u64| x.is_some_and(|x| x.abs_diff(want) <= 3);
+    assert!(
+        near(remaining(&b, BAN4, "192.0.2.60"), 30),
+        "{:?}",
+        remaining(&b, BAN4, "192.0.2.60")
+    );
+    assert!(near(remaining(&c, BAN4, "192.0.2.60"), 90));
+    assert!(near(remaining(&c, BAN4, "192.0.2.20"), 50));
+    // A ban from the fast clock lasts 50 s by a's.
+    ban(&b, &["192.0.2.21"], 20);
+    wait_until("b's ban on a", LIMIT, || {
+        elems(&a, BAN4).contains(&"192.0.2.21".into())
+    });
+    assert!(near(remaining(&a, BAN4, "192.0.2.21"), 50));
+    // A fresh node bootstraps the current bans from the compacted stream.
+    let d = node(dir.path(), &broker, "d", &[]);
+    let want = strings(&["192.0.2.20", "192.0.2.21", "192.0.2.60"]);
+    wait_equal(&[&d], BAN4, &want, LIMIT);
+    assert!(near(remaining(&d, BAN4, "192.0.2.60"), 60));
+    let s: Value = fleet_stats(&d);
+    assert_eq!(s["rejected"], 0, "{s}");
+}
+
+/// Node c alone loses the broker (its link cut, the others keep theirs),
+/// everyone goes on banning; healed, all three end equal.
+#[test]
+fn partitioned_node_heals() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path());
+    let relay = fleet_support::Relay::start(broker.port);
+    let a = node(dir.path(), &broker, "a", &[]);
+    let b = node(dir.path(), &broker, "b", &[]);
+    let mut c = fleet_support::node_via(dir.path(), &relay, "c");
+    ban(&a, &["192.0.2.1"], 600);
+    wait_equal(&[&a, &b, &c], BAN4, &strings(&["192.0.2.1"]), LIMIT);
+    relay.set_cut(true);
+    wait_until("c sees the partition", LIMIT, || {
+        fleet_stats(&c)["connected"] == false
+    });
+    ban(&a, &["192.0.2.2"], 600);
+    ban(&c, &["192.0.2.3"], 600);
+    unban(&c, &["192.0.2.1"]);
+    // a and b go on together; c enforces its own.
+    wait_equal(
+        &[&a, &b],
+        BAN4,
+        &strings(&["192.0.2.1", "192.0.2.2"]),
+        LIMIT,
+    );
+    assert_eq!(elems(&c, BAN4), strings(&["192.0.2.3"]));
+    // Restarted while cut off: it stops at once (no waiting on the
+    // broker), starts, and still holds and enforces its own bans.
+    let t0 = Instant::now();
+    assert!(c.term().success());
+    assert!(
+        t0.elapsed() < Duration::from_secs(5),
+        "stop took {:?}",
+        t0.elapsed()
+    );
+    let c = fleet_support::node_via(dir.path(), &relay, "c");
+    assert_eq!(elems(&c, BAN4), strings(&["192.0.2.3"]));
+    assert!(
+        fleet_stats(&c)["backlog"].as_u64().unwrap() >= 2,
+        "{}",
+        fleet_stats(&c)
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    relay.set_cut(false);
+    let t = wait_equal(
+        &[&a, &b, &c],
+        BAN4,
+        &strings(&["192.0.2.2", "192.0.2.3"]),
+        LIMIT,
+    );
+    eprintln!("healed: every node equal {t:?} after the link returned");
+}

@@ -1,0 +1,319 @@
+//! The NATS glue: connect (retrying forever: a node must start and keep
+//! enforcing while the broker is away), make sure the stream and this
+//! node's durable consumer exist, then run two loops on a current-thread
+//! tokio runtime of the fleet's own thread:
+//!
+//! - publish: outbox records from the acknowledged position, a bounded
+//!   window at a time, each with `Nats-Msg-Id` = origin-seq; the
+//!   position advances only when the broker acknowledged all of them;
+//! - consume: the durable pull consumer, batches of what is ready, each
+//!   message decoded strictly and decided by the [`Replica`]; the batch
+//!   is applied (journaled and synced by the daemon) and only then
+//!   acknowledged (`AckPolicy::All`: one ack per batch). A crash between
+//!   the two makes the broker deliver again, which is idempotent.
+//!
+//! [`Replica`]: crate::replica::Replica
+
+use crate::wire::FleetMsg;
+use crate::{Applier, Fleet};
+use async_nats::jetstream::{self, consumer, stream};
+use futures_util::StreamExt;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+/// Records published per round (bounds the acks in flight).
+const PUBLISH_WINDOW: usize = 4096;
+/// Messages applied per batch (bounds memory and the state lock's hold).
+const APPLY_BATCH: usize = 4096;
+/// Delay between retries after an error.
+const RETRY: Duration = Duration::from_millis(250);
+
+/// The fleet thread's body.
+pub(crate) fn run(fleet: Arc<Fleet>, applier: Box<dyn Applier>) {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            fleet.stats.error(format!("runtime: {e}"));
+            return;
+        }
+    };
+    let applier: Arc<dyn Applier> = Arc::from(applier);
+    rt.block_on(async move {
+        let client = loop {
+            match connect(&fleet).await {
+                Ok(c) => break c,
+                Err(e) => {
+                    fleet.stats.error(format!("connect: {e}"));
+                    if fleet.stopping() {
+                        return;
+                    }
+                    tokio::time::sleep(RETRY * 4).await;
+                }
+            }
+        };
+        let js = jetstream::new(client.clone());
+        let _ = fleet.client.set(client);
+        let publish = publish_loop(fleet.clone(), js.clone());
+        let consume = consume_loop(fleet.clone(), js, applier);
+        // Stop at once when asked, even in the middle of a broker request
+        // that would wait out its timeout (the broker may be gone): what
+        // was not acknowledged goes again after the restart.
+        let stop = async {
+            while !fleet.stopping() {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        };
+        tokio::select! {
+            _ = async { tokio::join!(publish, consume) } => {}
+            _ = stop => {}
+        }
+    });
+}
+
+async fn connect(fleet: &Fleet) -> Result<async_nats::Client, String> {
+    let c = &fleet.config;
+    let mut o = async_nats::ConnectOptions::new()
+        .name(format!("parapetd {}", c.node))
+        .retry_on_initial_connect()
+        .max_reconnects(None)
+        // Short and capped: an outage ends with the broker's return, not
+        // with an exponential back-off of ours.
+        .reconnect_delay_callback(|n| Duration::from_millis((n as u64 * 100).min(1000)))
+        .connection_timeout(Duration::from_secs(2));
+    if let Some(p) = &c.creds {
+        o = o
+            .credentials_file(p)
+            .await
+            .map_err(|e| format!("{}: {e}", p.display()))?;
+    }
+    if let Some((u, p)) = &c.user_password {
+        o = o.user_and_password(u.clone(), p.clone());
+    }
+    if c.tls {
+        o = o.require_tls(true);
+    }
+    if let Some(ca) = &c.tls_ca {
+        o = o.add_root_certificates(ca.clone());
+    }
+    if let Some((cert, key)) = &c.tls_cert {
+        o = o.add_client_certificate(cert.clone(), key.clone());
+    }
+    o.connect(c.url.as_str()).await.map_err(|e| e.to_string())
+}
+
+fn stream_name(fleet: &Fleet) -> String {
+    format!("{}_fleet", fleet.config.prefix)
+}
+
+async fn get_stream(fleet: &Fleet, js: &jetstream::Context) -> Result<stream::Stream, String> {
+    let c = &fleet.config;
+    js.get_or_create_stream(stream::Config {
+        name: stream_name(fleet),
+        subjects: vec![format!("{}.fleet.>", c.prefix)],
+        // One message per element subject: the stream is a compacted
+        // snapshot (the latest change of every element) plus the tail.
+        max_messages_per_subject: 1,
+        max_bytes: c.stream_bytes,
+        storage: stream::StorageType::File,
+        discard: stream::DiscardPolicy::Old,
+        duplicate_window: Duration::from_secs(120),
+        ..Default::default()
+    })
+    .await
+    .map_err(|e| format!("stream {}: {e}", stream_name(fleet)))
+}
+
+async fn publish_loop(fleet: Arc<Fleet>, js: jetstream::Context) {
+    let mut have_stream = false;
+    while !fleet.stopping() {
+        // Publishing before the stream exists would fail (no responders)
+        // and wait out a retry.
+        if !have_stream {
+            if let Err(e) = get_stream(&fleet, &js).await {
+                fleet.stats.error(format!("publish: {e}"));
+                tokio::time::sleep(RETRY).await;
+                continue;
+            }
+            have_stream = true;
+        }
+        let batch = {
+            let ob = fleet.outbox.lock().unwrap();
+            ob.read(ob.acked(), PUBLISH_WINDOW)
+        };
+        if batch.is_empty() {
+            let _ = tokio::time::timeout(Duration::from_millis(200), fleet.wake.notified()).await;
+            continue;
+        }
+        match publish_batch(&fleet, &js, &batch).await {
+            Ok(()) => {
+                let end = batch.last().expect("non-empty").0;
+                let mut ob = fleet.outbox.lock().unwrap();
+                if let Err(e) = ob.ack(end, batch.len() as u64) {
+                    fleet.stats.error(format!("outbox: {e}"));
+                }
+                fleet
+                    .stats
+                    .published
+                    .fetch_add(batch.len() as u64, Ordering::Relaxed);
+            }
+            Err(e) => {
+                // Everything from the acknowledged position goes again;
+                // the broker drops what it already has (same message id).
+                fleet.stats.error(format!("publish: {e}"));
+                have_stream = false;
+                tokio::time::sleep(RETRY).await;
+            }
+        }
+    }
+}
+
+async fn publish_batch(
+    fleet: &Fleet,
+    js: &jetstream::Context,
+    batch: &[(u64, FleetMsg)],
+) -> Result<(), String> {
+    let mut acks = Vec::with_capacity(batch.len());
+    for (_, m) in batch {
+        let p = jetstream::message::PublishMessage::build()
+            .payload(m.to_bytes().into())
+            .message_id(m.msg_id());
+        let ack = js
+            .send_publish(m.subject(&fleet.config.prefix), p)
+            .await
+            .map_err(|e| e.to_string())?;
+        acks.push(ack);
+    }
+    for a in acks {
+        a.await.map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+async fn consume_loop(fleet: Arc<Fleet>, js: jetstream::Context, applier: Arc<dyn Applier>) {
+    while !fleet.stopping() {
+        if let Err(e) = consume(&fleet, &js, &applier).await {
+            fleet.stats.error(format!("consume: {e}"));
+            tokio::time::sleep(RETRY).await;
+        }
+    }
+}
+
+async fn consume(
+    fleet: &Arc<Fleet>,
+    js: &jetstream::Context,
+    applier: &Arc<dyn Applier>,
+) -> Result<(), String> {
+    let s = get_stream(fleet, js).await?;
+    let node = fleet.config.node.clone();
+    let c: consumer::PullConsumer = s
+        .get_or_create_consumer(
+            &node,
+            consumer::pull::Config {
+                durable_name: Some(node.clone()),
+                // A new node starts at the beginning: the compacted stream
+                // is the snapshot of current bans, then the tail follows.
+                deliver_policy: consumer::DeliverPolicy::All,
+                ack_policy: consumer::AckPolicy::All,
+                ack_wait: Duration::from_secs(30),
+                max_ack_pending: (APPLY_BATCH * 4) as i64,
+                ..Default::default()
+            },
+        )
+        .await
+        .map_err(|e| format!("consumer {node}: {e}"))?;
+    let mut msgs = c
+        .stream()
+        .max_messages_per_batch(APPLY_BATCH)
+        .heartbeat(Duration::from_secs(2))
+        .messages()
+        .await
+        .map_err(|e| e.to_string())?;
+    while !fleet.stopping() {
+        // Wait for one message, then take whatever else is ready.
+        let first = match tokio::time::timeout(Duration::from_millis(300), msgs.next()).await {
+            Err(_) => continue,
+            Ok(None) => return Err("consumer stream ended".into()),
+            Ok(Some(m)) => m.map_err(|e| e.to_string())?,
+        };
+        let mut batch = vec![first];
+        while batch.len() < APPLY_BATCH {
+            match futures_util::FutureExt::now_or_never(msgs.next()) {
+                Some(Some(Ok(m))) => batch.push(m),
+                Some(Some(Err(e))) => {
+                    fleet.stats.error(format!("consume: {e}"));
+                    break;
+                }
+                _ => break,
+            }
+        }
+        apply_batch(fleet, applier, &batch).await?;
+        let last = batch.last().expect("non-empty");
+        last.ack().await.map_err(|e| format!("ack: {e}"))?;
+    }
+    Ok(())
+}
+
+async fn apply_batch(
+    fleet: &Arc<Fleet>,
+    applier: &Arc<dyn Applier>,
+    batch: &[jetstream::Message],
+) -> Result<(), String> {
+    let st = &fleet.stats;
+    let mut todo = Vec::with_capacity(batch.len());
+    let mut published_ms = 0;
+    {
+        for m in batch {
+            if let Ok(info) = m.info() {
+                st.lag.store(info.pending, Ordering::Relaxed);
+                st.stream_seq.store(info.stream_sequence, Ordering::Relaxed);
+                published_ms = (info.published.unix_timestamp_nanos() / 1_000_000) as u64;
+            }
+            match FleetMsg::parse(&m.payload) {
+                Err(e) => {
+                    st.rejected.fetch_add(1, Ordering::Relaxed);
+                    st.error(format!("rejected message on {}: {e}", m.subject));
+                }
+                Ok(f) if f.subject(&fleet.config.prefix) != m.subject.as_str() => {
+                    st.rejected.fetch_add(1, Ordering::Relaxed);
+                    st.error(format!(
+                        "rejected message on {}: subject does not match its content",
+                        m.subject
+                    ));
+                }
+                Ok(f) => todo.push(f),
+            }
+        }
+    }
+    if !todo.is_empty() {
+        let (a, f) = (applier.clone(), fleet.clone());
+        let r = tokio::task::spawn_blocking(move || a.apply(&f, todo))
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|r| r);
+        let r = match r {
+            Ok(r) => r,
+            Err(e) => {
+                // Not acknowledged: the broker delivers the batch again,
+                // and the high-water marks must let it through then.
+                fleet.replica.lock().unwrap().forget_origins();
+                return Err(e);
+            }
+        };
+        st.applied.fetch_add(r.applied, Ordering::Relaxed);
+        if let Some(e) = r.rejected.last() {
+            st.rejected
+                .fetch_add(r.rejected.len() as u64, Ordering::Relaxed);
+            st.error(format!("refused: {e}"));
+        }
+    }
+    let now = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    st.apply_delay_ms
+        .store(now.saturating_sub(published_ms), Ordering::Relaxed);
+    Ok(())
+}
