@@ -13,6 +13,11 @@ use parapet_sets::parse_type;
 use parapet_sets::{Element, KeyPart, Policy, SetDesc};
 use serde::{Deserialize, Serialize};
 
+/// Default ban set for IPv4 addresses.
+pub const BAN4: &str = "parapet-ban4";
+/// Default ban set for IPv6 addresses.
+pub const BAN6: &str = "parapet-ban6";
+
 /// How a set was created: the `set.create` request, kept so that it can be
 /// journaled, snapshotted and listed exactly as the client asked.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

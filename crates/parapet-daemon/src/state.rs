@@ -21,10 +21,7 @@ use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// Default ban set for IPv4 addresses.
-pub const BAN4: &str = "parapet-ban4";
-/// Default ban set for IPv6 addresses.
-pub const BAN6: &str = "parapet-ban6";
+pub use crate::change::{BAN4, BAN6};
 /// Longest set name.
 pub const MAX_SET_NAME: usize = 64;
 /// Longest element text.
@@ -350,7 +347,7 @@ impl State {
             **lsn = Some(journal.append(|b| journal::encode(b, &change, &dims)));
         }
         if let (Origin::Client { .. }, Some(f)) = (&origin, &self.fleet) {
-            crate::fleet::publish(f, &self.specs, &change, &dims);
+            crate::fleet::publish::publish(f, &self.specs, &change, &dims);
         }
         match change {
             Change::SetAdd { name, elems } => self.kernel.set_add(&name, &elems, now)?,

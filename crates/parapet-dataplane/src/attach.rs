@@ -11,7 +11,7 @@ use crate::pin::LinkPin;
 use aya::programs::links::FdLink;
 
 /// The name of a hook in pin paths (`links/<iface>@<hook>`) and in
-/// [`crate::pin::program_for_hook`].
+/// [`crate::adopt::program_for_hook`].
 pub fn hook_pin_name(hook: AttachPoint) -> &'static str {
     match hook {
         AttachPoint::Xdp => "xdp",

@@ -37,6 +37,7 @@
 
 pub mod abi;
 mod actions;
+mod adopt;
 mod attach;
 mod bpf_sys;
 pub mod bridge;
@@ -56,6 +57,7 @@ mod slots;
 mod test_run;
 
 pub use abi::{Counter, KernelVerdict, PacketKey, ParseStatus, Stat};
+pub use adopt::program_for_hook;
 pub use attach::{hook_pin_name, AttachPoint, Attached, Mode};
 pub use bpf_sys::LinkIds;
 pub use counters::{LogEvent, Stats};

@@ -21,7 +21,7 @@
 //! when the maps could not be reused — never detaching first. Links of any
 //! kind are pinned the same way: [`Dataplane::keep_link`] takes an aya
 //! `FdLink` (a netfilter link, say), and a hook's name picks the program
-//! an upgrade swaps in ([`program_for_hook`]). The kernel cannot update a
+//! an upgrade swaps in ([`crate::adopt::program_for_hook`]). The kernel cannot update a
 //! netfilter link's program (`EOPNOTSUPP`): that is logged, and the old
 //! program keeps enforcing.
 
@@ -32,14 +32,11 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use aya::maps::lpm_trie::Key as LpmKey;
 use aya::programs::links::FdLink;
 use aya::Ebpf;
 
-use crate::abi::{RawSetDesc, MAX_SETS, MAX_SET_REFS};
 use crate::bpf_sys::{self, LinkIds};
 use crate::error::{Error, Result};
-use crate::load::{Dataplane, PROG_TC, PROG_XDP};
 
 /// Bump when a map's layout or meaning changes in a way its key size,
 /// value size, type and size do not show: pins of another version are not
@@ -51,16 +48,6 @@ pub const PIN_ABI: u32 = 1;
 pub const BPFFS: &str = "/sys/fs/bpf";
 
 const BPF_FS_MAGIC: i64 = 0xcafe_4a11;
-
-/// The program that runs at a hook, by the hook's pin name (`xdp`, `tc`).
-/// Hooks added later (netfilter) map their names here.
-pub fn program_for_hook(hook: &str) -> Option<&'static str> {
-    match hook {
-        "xdp" => Some(PROG_XDP),
-        "tc" => Some(PROG_TC),
-        _ => None,
-    }
-}
 
 fn fnv1a(h: &mut u64, bytes: &[u8]) {
     for b in bytes {
@@ -143,7 +130,7 @@ pub fn ensure_bpffs(dir: &Path) -> io::Result<()> {
     Ok(())
 }
 
-fn maps_dir(root: &Path) -> PathBuf {
+pub(crate) fn maps_dir(root: &Path) -> PathBuf {
     root.join(format!("maps-v{PIN_ABI}"))
 }
 
@@ -191,7 +178,7 @@ impl LinkPin {
     }
 }
 
-fn pin_err(path: &Path, e: io::Error) -> Error {
+pub(crate) fn pin_err(path: &Path, e: io::Error) -> Error {
     Error::Pin(format!("{}: {e}", path.display()))
 }
 
@@ -310,7 +297,7 @@ pub(crate) fn reuse_pinned_maps(root: &Path, ebpf: &Ebpf) -> Result<bool> {
     Ok(true)
 }
 
-fn read_dir_names(dir: &Path) -> Vec<String> {
+pub(crate) fn read_dir_names(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(dir)
         .map(|rd| {
             rd.filter_map(|e| e.ok())
@@ -344,285 +331,4 @@ pub fn remove_pins(root: &Path) -> io::Result<usize> {
         std::fs::remove_dir(root)?;
     }
     Ok(n)
-}
-
-impl Dataplane {
-    /// Pinning, when the load asked for it: creates the directories, reads
-    /// the live state of reused maps, and takes the pinned links.
-    pub(crate) fn adopt_pins(&mut self) -> Result<()> {
-        let Some(p) = &self.pins else {
-            return Ok(());
-        };
-        let root = p.root.clone();
-        for d in [maps_dir(&root), root.join("progs"), root.join("links")] {
-            std::fs::create_dir_all(&d).map_err(|e| pin_err(&d, e))?;
-        }
-        if p.maps_reused {
-            self.adopt_map_state()?;
-        }
-        for name in read_dir_names(&root.join("links")) {
-            let Some((target, hook)) = name.rsplit_once('@') else {
-                continue;
-            };
-            let path = root.join("links").join(&name);
-            let Ok(fd) = bpf_sys::obj_get(&path) else {
-                continue;
-            };
-            let pin = LinkPin {
-                fd,
-                path,
-                target: target.to_string(),
-                hook: hook.to_string(),
-            };
-            // fresh maps know no interface names yet: the image matches
-            // `-i` by name
-            if let Some(ids) = pin.ids().filter(|i| i.ifindex != 0) {
-                self.set_ifname(ids.ifindex, target)?;
-            }
-            let id = self.next_id;
-            self.next_id += 1;
-            self.links.insert(id, crate::load::LinkId::Pinned(pin));
-        }
-        Ok(())
-    }
-
-    /// The generation, conntrack switch, set references and set ids of
-    /// the live program, from the reused maps.
-    fn adopt_map_state(&mut self) -> Result<()> {
-        self.generation = self.gen.get(&0, 0)?;
-        self.conntrack = self.config.get(&crate::load::CFG_CT, 0)? != 0;
-        let half = (self.generation & 1) * MAX_SET_REFS;
-        let mut refs = Vec::with_capacity(MAX_SET_REFS as usize);
-        for i in 0..MAX_SET_REFS {
-            refs.push(self.set_refs.get(&(half + i), 0)?);
-        }
-        let mut held: BTreeSet<u32> = refs
-            .iter()
-            .filter(|r| r.kind != 0)
-            .map(|r| u32::from(r.set_id))
-            .collect();
-        for id in 0..MAX_SETS {
-            if self.set_descs.get(&id, 0)?.n_shapes != 0 {
-                held.insert(id);
-            }
-        }
-        self.live_refs = refs.clone();
-        self.staged_refs = refs;
-        if let Some(p) = &mut self.pins {
-            p.adopted_sets = held;
-        }
-        Ok(())
-    }
-
-    /// Pins a link of any kind made outside [`Dataplane::attach`] (e.g. a
-    /// netfilter link) as `links/<target>@<hook>` and keeps it as an
-    /// attachment; returns its id for [`Dataplane::detach`]. Without a pin
-    /// directory the link is kept unpinned (it ends with the process).
-    /// `hook` must be known to [`program_for_hook`] for upgrades to swap it.
-    pub fn keep_link(&mut self, link: FdLink, target: &str, hook: &str) -> Result<u64> {
-        let kept = match self.pin_dir().map(Path::to_path_buf) {
-            Some(root) => crate::load::LinkId::Pinned(LinkPin::pin(&root, link, target, hook)?),
-            None => crate::load::LinkId::Fd(link),
-        };
-        let id = self.next_id;
-        self.next_id += 1;
-        self.links.insert(id, kept);
-        Ok(id)
-    }
-
-    /// Whether a set id is held by the adopted program's sets (not free
-    /// for a new set until [`Dataplane::purge_adopted_sets`]).
-    pub(crate) fn set_id_adopted(&self, id: u32) -> bool {
-        self.pins
-            .as_ref()
-            .is_some_and(|p| p.adopted_sets.contains(&id))
-    }
-
-    /// After the first swap of an adopting load: deletes the kernel
-    /// entries of the adopted sets the live image no longer references
-    /// (their elements were written again under new ids from the caller's
-    /// truth). Returns the ids purged.
-    pub fn purge_adopted_sets(&mut self) -> Result<Vec<u32>> {
-        let Some(p) = &mut self.pins else {
-            return Ok(Vec::new());
-        };
-        let gone: Vec<u32> = std::mem::take(&mut p.adopted_sets).into_iter().collect();
-        let purge: BTreeSet<u32> = gone
-            .iter()
-            .copied()
-            .filter(|&id| !self.sets.contains_key(&id) && !self.set_in_use(id))
-            .collect();
-        if purge.is_empty() {
-            return Ok(Vec::new());
-        }
-        let lpm: Vec<LpmKey<[u8; 20]>> = self
-            .set_lpm
-            .keys()
-            .filter_map(|k| k.ok())
-            .filter(|k| purge.contains(&u32::from(u16::from_be_bytes([k.data()[0], k.data()[1]]))))
-            .collect();
-        for k in &lpm {
-            let _ = self.set_lpm.remove(k);
-        }
-        let tuple: Vec<_> = self
-            .set_tuple
-            .keys()
-            .filter_map(|k| k.ok())
-            .filter(|k| purge.contains(&u32::from(k.set_id)))
-            .collect();
-        for k in &tuple {
-            let _ = self.set_tuple.remove(k);
-        }
-        for &id in &purge {
-            self.set_descs.set(id, RawSetDesc::default(), 0)?;
-        }
-        Ok(purge.into_iter().collect())
-    }
-
-    /// The pin directory, when pinning.
-    pub fn pin_dir(&self) -> Option<&Path> {
-        self.pins.as_ref().map(|p| p.root.as_path())
-    }
-
-    /// Whether the maps were adopted from pins (the live image, sets and
-    /// counters were already there at load).
-    pub fn maps_adopted(&self) -> bool {
-        self.pins.as_ref().is_some_and(|p| p.maps_reused)
-    }
-
-    /// The hash naming this load's build in the program pins.
-    pub fn build_id(&self) -> Option<&str> {
-        self.pins.as_ref().map(|p| p.build.as_str())
-    }
-
-    /// The pinned attachments this dataplane holds (found at load time or
-    /// made since).
-    pub fn pinned_attachments(&self) -> Vec<PinnedAttachment> {
-        let mut v: Vec<PinnedAttachment> = self
-            .links
-            .iter()
-            .filter_map(|(&id, l)| match l {
-                crate::load::LinkId::Pinned(p) => Some(PinnedAttachment {
-                    id,
-                    target: p.target.clone(),
-                    hook: p.hook.clone(),
-                    ids: p.ids(),
-                }),
-                _ => None,
-            })
-            .collect();
-        v.sort_by_key(|a| a.id);
-        v
-    }
-
-    /// The kernel ids of attachment `id`'s link, when it is pinned.
-    pub fn link_ids(&self, id: u64) -> Option<LinkIds> {
-        match self.links.get(&id)? {
-            crate::load::LinkId::Pinned(p) => p.ids(),
-            _ => None,
-        }
-    }
-
-    fn prog_fd(&self, name: &str) -> Option<BorrowedFd<'_>> {
-        let p = self.pins.as_ref()?;
-        p.progs
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map(|(_, fd)| fd.as_fd())
-    }
-
-    /// Makes the pins describe this load, after the caller made its state
-    /// live in the maps (a fresh map set must hold the ruleset before any
-    /// link runs it): when the pinned programs are another build, or the
-    /// maps are fresh, every pinned link is swapped to this load's program
-    /// with `BPF_LINK_UPDATE` (never detached); then the program pins, and
-    /// for fresh maps the map pins, are replaced. Returns what it did, as
-    /// log lines.
-    pub fn finish_adoption(&mut self) -> Result<Vec<String>> {
-        let Some(p) = &self.pins else {
-            return Ok(Vec::new());
-        };
-        let root = p.root.clone();
-        let build = p.build.clone();
-        let reused = p.maps_reused;
-        let progs_dir = root.join("progs");
-        let old_progs = read_dir_names(&progs_dir);
-        let same_build = !old_progs.is_empty()
-            && old_progs
-                .iter()
-                .all(|n| n.starts_with(&format!("{build}-")));
-        let mut log = Vec::new();
-        let swap = !(same_build && reused);
-        if swap {
-            for (_, l) in self.links.iter() {
-                let crate::load::LinkId::Pinned(pin) = l else {
-                    continue;
-                };
-                let Some(name) = program_for_hook(&pin.hook) else {
-                    log.push(format!(
-                        "{}: unknown hook; left as it is",
-                        pin.path.display()
-                    ));
-                    continue;
-                };
-                let prog = self.prog_fd(name).ok_or(Error::Missing("program"))?;
-                let before = pin.ids();
-                match bpf_sys::link_update(pin.fd.as_fd(), prog) {
-                    Ok(()) => {}
-                    // netfilter links: the kernel has no update for them
-                    Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {
-                        log.push(format!(
-                            "{}@{}: the kernel cannot swap this link's program ({e}); \
-                             the previous program keeps running until it is detached and attached again",
-                            pin.target, pin.hook
-                        ));
-                        continue;
-                    }
-                    Err(e) => {
-                        return Err(Error::Pin(format!(
-                            "BPF_LINK_UPDATE of {}: {e}",
-                            pin.path.display()
-                        )))
-                    }
-                }
-                let after = pin.ids();
-                log.push(format!(
-                    "{}@{}: link {} now runs program {} (was {}), swapped in place",
-                    pin.target,
-                    pin.hook,
-                    after.map_or(0, |i| i.link_id),
-                    after.map_or(0, |i| i.prog_id),
-                    before.map_or(0, |i| i.prog_id),
-                ));
-            }
-        }
-        let p = self.pins.as_ref().expect("checked above");
-        if !reused {
-            let dir = maps_dir(&root);
-            for (name, fd) in &p.maps {
-                let path = dir.join(name);
-                let _ = std::fs::remove_file(&path);
-                bpf_sys::obj_pin(fd.as_fd(), &path).map_err(|e| pin_err(&path, e))?;
-            }
-            // maps of another pin ABI: no program uses them any more
-            for d in read_dir_names(&root) {
-                if d.starts_with("maps-v") && root.join(&d) != dir {
-                    for n in read_dir_names(&root.join(&d)) {
-                        let _ = std::fs::remove_file(root.join(&d).join(n));
-                    }
-                    let _ = std::fs::remove_dir(root.join(&d));
-                }
-            }
-        }
-        if !same_build {
-            for n in &old_progs {
-                let _ = std::fs::remove_file(progs_dir.join(n));
-            }
-            for (name, fd) in &p.progs {
-                let path = progs_dir.join(format!("{build}-{name}"));
-                bpf_sys::obj_pin(fd.as_fd(), &path).map_err(|e| pin_err(&path, e))?;
-            }
-        }
-        Ok(log)
-    }
 }

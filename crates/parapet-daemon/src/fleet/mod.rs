@@ -9,13 +9,15 @@ use crate::change::{Change, SetSpec};
 use crate::shared::Shared;
 use crate::state::{Origin, State, BAN4, BAN6};
 use parapet_fleet::{Applied, Applier, Fleet, FleetMsg, Kind};
-use parapet_sets::{parse_element, Clock, Element, KeyPart, SystemClock};
+use parapet_sets::{parse_element, Clock, Element, SystemClock};
 use serde_json::{json, Value};
-use std::collections::HashMap;
 use std::io;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
+
+pub(crate) mod publish;
+pub use publish::is_shared;
 
 /// The wall clock moved by a fixed offset (`--clock-offset-ms`, for tests
 /// of nodes whose clocks disagree).
@@ -25,40 +27,6 @@ impl Clock for OffsetClock {
     fn now_ms(&self) -> u64 {
         SystemClock.now_ms().saturating_add_signed(self.0)
     }
-}
-
-/// Whether changes of set `name` are replicated: the ban sets, and sets
-/// created with the `shared` flag.
-pub fn is_shared(specs: &HashMap<String, SetSpec>, name: &str) -> bool {
-    name == BAN4
-        || name == BAN6
-        || specs
-            .get(name)
-            .is_some_and(|s| s.flags.iter().any(|f| f == "shared"))
-}
-
-/// The hook of [`State::commit`] for a client's change: queues it for the
-/// fleet when its set is shared (elements with their absolute expiries).
-pub(crate) fn publish(
-    fleet: &Fleet,
-    specs: &HashMap<String, SetSpec>,
-    change: &Change,
-    dims: &[KeyPart],
-) {
-    let (kind, name, elems) = match change {
-        Change::SetAdd { name, elems } => (Kind::Add, name, &elems[..]),
-        Change::SetDel { name, elems } => (Kind::Del, name, &elems[..]),
-        Change::SetFlush { name } => (Kind::Flush, name, &[][..]),
-        _ => return,
-    };
-    if !is_shared(specs, name) {
-        return;
-    }
-    let texts: Vec<(String, u64)> = elems
-        .iter()
-        .map(|e| (e.key_text(dims), e.expires.unwrap_or(0)))
-        .collect();
-    fleet.publish(kind, name, &texts);
 }
 
 /// Starts the fleet thread when `--fleet` was given.
