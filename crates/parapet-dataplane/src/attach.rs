@@ -127,6 +127,8 @@ impl Dataplane {
                     .ok_or(Error::Missing("program"))?;
                 <&mut SchedClassifier>::try_from(prog)?.detach(l)?;
             }
+            // closing the link fd detaches (unless it was pinned)
+            Some(LinkId::Nf(l)) => drop(l),
             None => return Err(Error::UnknownAttachment(id)),
         }
         Ok(())

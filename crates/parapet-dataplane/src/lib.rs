@@ -43,6 +43,7 @@ pub mod frame;
 #[doc(hidden)]
 pub mod kfunc;
 mod load;
+pub mod netfilter;
 pub mod ruleset;
 mod set_maps;
 pub mod set_mirror;
@@ -54,5 +55,6 @@ pub use attach::{AttachPoint, Attached, Mode};
 pub use counters::{LogEvent, Stats};
 pub use error::{BadImage, Error, Result};
 pub use load::{Dataplane, Features, LoadOptions, BPF_OBJECT};
+pub use netfilter::{NfAttached, NfFamily, NfHook, NfLink};
 pub use set_mirror::{monotonic_ns, PacketPart, SetDim, SetElement, SetError, SetSizing};
 pub use test_run::{KernelDecision, TestRunOutcome};

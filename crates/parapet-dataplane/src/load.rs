@@ -72,6 +72,7 @@ pub struct Features {
 pub(crate) enum LinkId {
     Xdp(XdpLinkId),
     Tc(SchedClassifierLinkId),
+    Nf(crate::netfilter::NfLink),
 }
 
 /// The loaded BPF dataplane and its maps.
@@ -113,6 +114,10 @@ pub struct Dataplane {
     /// The runtime switch (`parapet_config[CFG_CT]`).
     pub(crate) conntrack: bool,
     pub(crate) conntrack_note: Option<String>,
+    /// The netfilter program (src/netfilter.rs), or why there is none.
+    pub(crate) nf_prog: std::result::Result<std::os::fd::OwnedFd, String>,
+    /// Pages of each image (src/slots.rs).
+    pub(crate) image_pages: crate::slots::ImagePages,
 }
 
 /// `parapet_config` word of the conntrack switch (bpf/lib/maps.h).
@@ -174,7 +179,10 @@ impl Dataplane {
             .map_max_entries("parapet_actions", entries)
             .map_max_entries("parapet_counters", entries)
             .map_max_entries("parapet_log_limits", entries)
-            .map_max_entries("parapet_image", slot_pages.saturating_mul(2))
+            .map_max_entries(
+                "parapet_image",
+                slot_pages.saturating_mul(2 * crate::abi::IMAGES),
+            )
             .map_max_entries("parapet_set_lpm", sizing.lpm_entries.max(1))
             .map_max_entries("parapet_set_tuple", sizing.tuple_entries.max(1))
             .override_global("parapet_debug_mode", &debug_mode, true)
@@ -188,6 +196,8 @@ impl Dataplane {
                 _ => <&mut SchedClassifier>::try_from(prog)?.load()?,
             }
         }
+        // Before the maps are taken: it shares them (src/netfilter.rs).
+        let nf_prog = crate::netfilter::load_program(&object, &ebpf, kernel_btf.as_ref());
         let actions = Array::try_from(take(&mut ebpf, "parapet_actions")?)?;
         let counters = PerCpuArray::try_from(take(&mut ebpf, "parapet_counters")?)?;
         let log_limits = Array::try_from(take(&mut ebpf, "parapet_log_limits")?)?;
@@ -237,6 +247,8 @@ impl Dataplane {
             conntrack_linked: conntrack,
             conntrack: false,
             conntrack_note,
+            nf_prog,
+            image_pages: Default::default(),
         };
         dp.set_reject_rate(reject::DEFAULT_RATE, reject::DEFAULT_BURST)?;
         dp.set_conntrack(conntrack)?;
