@@ -16,6 +16,9 @@ pub enum AttachPoint {
     Xdp,
     /// tc ingress (TCX on kernels >= 6.6).
     Tc,
+    /// The filter chains at their netfilter hooks (INPUT, FORWARD,
+    /// OUTPUT; no interface): [`Dataplane::attach_netfilter`].
+    Netfilter,
 }
 
 /// XDP attach mode. Ignored for [`AttachPoint::Tc`].
@@ -77,6 +80,11 @@ impl Dataplane {
                         }
                     },
                 }
+            }
+            AttachPoint::Netfilter => {
+                return Err(Error::Netfilter(
+                    "the netfilter hooks take no interface: use attach_netfilter".into(),
+                ))
             }
             AttachPoint::Tc => {
                 let prog = self

@@ -101,6 +101,11 @@ impl Dataplane {
         let name = match hook {
             AttachPoint::Xdp => PROG_XDP,
             AttachPoint::Tc => PROG_TC,
+            AttachPoint::Netfilter => {
+                return Err(Error::Netfilter(
+                    "use test_run_netfilter for the netfilter program".into(),
+                ))
+            }
         };
         let prog = self.ebpf.program(name).ok_or(Error::Missing("program"))?;
         let mut ctx = Vec::new();
@@ -115,7 +120,7 @@ impl Dataplane {
                     .collect(),
                 // struct __sk_buff up to ingress_ifindex (offset 36); the
                 // kernel accepts a zero-padded prefix.
-                AttachPoint::Tc => {
+                _ => {
                     let mut c = vec![0u8; 40];
                     c[36..40].copy_from_slice(&ifindex.to_ne_bytes());
                     c
@@ -131,11 +136,11 @@ impl Dataplane {
         };
         let r = match hook {
             AttachPoint::Xdp => <&Xdp>::try_from(prog)?.test_run(opts)?,
-            AttachPoint::Tc => <&SchedClassifier>::try_from(prog)?.test_run(opts)?,
+            _ => <&SchedClassifier>::try_from(prog)?.test_run(opts)?,
         };
         let passed = match hook {
             AttachPoint::Xdp => r.return_value == XDP_PASS,
-            AttachPoint::Tc => r.return_value == TC_ACT_OK,
+            _ => r.return_value == TC_ACT_OK,
         };
         Ok((
             TestRunOutcome {

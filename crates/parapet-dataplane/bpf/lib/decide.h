@@ -109,6 +109,13 @@ static __noinline __u32 parapet_decide(const struct parapet_key *key,
 		struct parapet_walk *w = walk_state(&c);
 		walk_err = w ? w->err : 0xffff;
 	}
+	/* The interim classifier and the action table speak for the chain
+	 * placed on interfaces; a netfilter hook without a usable image of
+	 * its own chain fails closed. */
+	if (hook_image(hook) != PARAPET_IMAGE_IFACE) {
+		debug_record(key, status, 0, PARAPET_VERDICT_DROP, 0, walk_err);
+		return PARAPET_VERDICT_DROP;
+	}
 
 	__u32 rule_id = lite_classify(key);
 	struct parapet_action *act =
