@@ -9,6 +9,7 @@
 //! and its swap, are one step for every other client.
 
 use crate::compiled::CompiledChain;
+use crate::hooks::{self, NfWant};
 use crate::proto::{code, ErrorReply};
 use parapet_dataplane::ct_table::ConntrackTable;
 use parapet_dataplane::ruleset::Install;
@@ -62,9 +63,13 @@ pub struct Attachment {
     pub mode: Mode,
     /// XDP mode in use (`None` at tc).
     pub actual: Option<Mode>,
-    /// Set when the request was not met exactly (native fell back to skb).
+    /// Set when the request was not met exactly (native fell back to skb),
+    /// and at the netfilter hooks what is enforced differently there.
     pub note: Option<String>,
     id: u64,
+    /// At [`AttachPoint::Netfilter`]: the links, with their attachment ids
+    /// and the priority the kernel took (the nearest free one).
+    links: Vec<(NfWant, u64, i32)>,
 }
 
 /// Parses the protocol's `hook` and `mode` fields.
@@ -75,7 +80,12 @@ pub fn parse_hook_mode(
     let h = match hook.unwrap_or("xdp") {
         "xdp" => AttachPoint::Xdp,
         "tc" => AttachPoint::Tc,
-        other => return Err(format!("unknown hook `{other}` (expected xdp or tc)")),
+        "netfilter" => AttachPoint::Netfilter,
+        other => {
+            return Err(format!(
+                "unknown hook `{other}` (expected xdp, tc or netfilter)"
+            ))
+        }
     };
     let m = match mode.unwrap_or("native") {
         "native" => Mode::Native,
@@ -90,6 +100,7 @@ pub fn hook_name(h: AttachPoint) -> &'static str {
     match h {
         AttachPoint::Xdp => "xdp",
         AttachPoint::Tc => "tc",
+        AttachPoint::Netfilter => "netfilter",
     }
 }
 
@@ -130,6 +141,10 @@ pub struct Kernel {
     pending: Vec<(String, AttachPoint, Mode)>,
     /// The conntrack table while installed ([`Kernel::ct_table_wanted`]).
     ct_table: Option<ConntrackTable>,
+    /// The netfilter links the active ruleset wants (src/hooks.rs).
+    nf_plan: Vec<NfWant>,
+    /// The active ruleset's hook chains match ctstate.
+    nf_ct: bool,
 }
 
 impl Kernel {
@@ -184,7 +199,15 @@ impl Kernel {
     /// Whether the conntrack table should exist: the lookup is on, the
     /// program is attached somewhere, and the flag allows it.
     fn ct_table_wanted(&self, lookup_on: bool, attached: bool) -> bool {
-        self.config.conntrack_table && lookup_on && attached
+        self.config.conntrack_table
+            && ((lookup_on && attached) || (self.nf_ct && self.nf_attached()))
+    }
+
+    /// Whether the netfilter hooks are attached.
+    pub fn nf_attached(&self) -> bool {
+        self.attached
+            .iter()
+            .any(|a| a.hook == AttachPoint::Netfilter)
     }
 
     /// Creates the conntrack table when wanted and missing (before the
@@ -234,7 +257,7 @@ impl Kernel {
             ConntrackTable::delete_stale(CT_TABLE);
         }
         if let Some((rs, compiled)) = active {
-            install(&self.config, &mut dp, rs, compiled, sets)?;
+            (self.nf_plan, self.nf_ct) = install(&self.config, &mut dp, rs, compiled, sets)?;
         }
         self.dp = Some(dp);
         self.prune_ct_table();
@@ -254,15 +277,142 @@ impl Kernel {
             return Ok(());
         };
         let needs = needs_ct(&self.config, dp, rs, compiled)?;
+        let nf_ct = hooks::hook_plan(rs, compiled).is_ok_and(|p| p.needs_ct);
         // the table first, so connections are tracked when the image
         // that reads their state goes live
-        self.ensure_ct_table(needs, !self.attached.is_empty())?;
+        let iface = self
+            .attached
+            .iter()
+            .any(|a| a.hook != AttachPoint::Netfilter);
+        self.ensure_ct_table((needs && iface) || (nf_ct && self.nf_attached()), true)?;
         let r = match &mut self.dp {
-            Some(dp) => install(&self.config, dp, rs, compiled, sets),
-            None => Ok(()),
+            Some(dp) => {
+                // interfaces made since the attach get their names (-i/-o)
+                if self
+                    .attached
+                    .iter()
+                    .any(|a| a.hook == AttachPoint::Netfilter)
+                {
+                    dp.refresh_ifnames()
+                        .map_err(|e| dp_err("reading the interface names", e))?;
+                }
+                install(&self.config, dp, rs, compiled, sets)
+            }
+            None => Ok((Vec::new(), false)),
         };
+        let r = r.and_then(|(plan, ct)| {
+            self.nf_plan = plan;
+            self.nf_ct = ct;
+            // after the swap: a new link finds its chain's image live
+            self.sync_nf_links()
+        });
         self.prune_ct_table();
         r
+    }
+
+    /// Makes the netfilter links equal to the plan (when attached there):
+    /// new ones first, then the ones no longer wanted go.
+    fn sync_nf_links(&mut self) -> Result<(), ErrorReply> {
+        let (Some(dp), Some(att)) = (
+            self.dp.as_mut(),
+            self.attached
+                .iter_mut()
+                .find(|a| a.hook == AttachPoint::Netfilter),
+        ) else {
+            return Ok(());
+        };
+        for w in &self.nf_plan {
+            if att.links.iter().any(|(x, _, _)| x == w) {
+                continue;
+            }
+            let a = dp
+                .attach_netfilter(w.hook, w.family, w.priority)
+                .map_err(|e| dp_err("attaching at the netfilter hooks", e))?;
+            att.links.push((*w, a.id, a.priority));
+        }
+        let plan = &self.nf_plan;
+        let mut err = None;
+        att.links.retain(|(w, id, _)| {
+            if plan.contains(w) {
+                return true;
+            }
+            if let Err(e) = dp.detach(*id) {
+                err = Some(dp_err("detaching from a netfilter hook", e));
+            }
+            false
+        });
+        err.map_or(Ok(()), Err)
+    }
+
+    /// The attachment at the netfilter hooks: one link per hook chain and
+    /// family of the active ruleset (none before the first apply; an apply
+    /// adds and removes links as its chains come and go).
+    fn attach_netfilter(&mut self, mode: Mode) -> Result<Attachment, ErrorReply> {
+        let dp = self
+            .dp
+            .as_ref()
+            .ok_or_else(|| ErrorReply::new(code::DATAPLANE, "the eBPF program is not loaded"))?;
+        if let Some(why) = dp.netfilter_note() {
+            return Err(ErrorReply::new(
+                code::DATAPLANE,
+                format!(
+                    "this kernel cannot run parapet at the netfilter hooks (needs Linux >= 6.4                      with CONFIG_NETFILTER_BPF_LINK): {why}; attach to an interface instead                      (`parapet attach IFACE --hook xdp|tc`)"
+                ),
+            ));
+        }
+        self.attached.push(Attachment {
+            iface: String::new(),
+            hook: AttachPoint::Netfilter,
+            mode,
+            actual: None,
+            note: None,
+            id: 0,
+            links: Vec::new(),
+        });
+        let on = self.dp.as_ref().is_some_and(Dataplane::conntrack);
+        let r = self
+            .ensure_ct_table(on, true)
+            .and_then(|()| self.sync_nf_links());
+        if let Err(e) = r {
+            if let Some(a) = self.attached.pop() {
+                for (_, id, _) in a.links {
+                    if let Some(dp) = &mut self.dp {
+                        let _ = dp.detach(id);
+                    }
+                }
+            }
+            self.prune_ct_table();
+            return Err(e);
+        }
+        Ok(self.attached.last().expect("pushed above").clone())
+    }
+
+    /// The netfilter links as `stats` shows them.
+    fn links_json(links: &[(NfWant, u64, i32)]) -> Value {
+        links
+            .iter()
+            .map(|(w, _, priority)| {
+                json!({"chain": w.hook.chain(), "family": match w.family {
+                    parapet_dataplane::NfFamily::Ipv4 => "ipv4",
+                    parapet_dataplane::NfFamily::Ipv6 => "ipv6",
+                }, "priority": priority})
+            })
+            .collect()
+    }
+
+    /// What the ruleset means differently where it is placed now (see
+    /// [`hooks::warnings`]).
+    pub fn warnings(&self, rs: &Ruleset, compiled: &[CompiledChain]) -> Vec<String> {
+        let iface = self
+            .attached
+            .iter()
+            .any(|a| a.hook != AttachPoint::Netfilter);
+        let chain = if iface {
+            kernel_chain(&self.config, rs, compiled).ok()
+        } else {
+            None
+        };
+        hooks::warnings(rs, compiled, chain, self.nf_attached())
     }
 
     /// `apply --check` while loaded: would the ruleset fit the program?
@@ -290,8 +440,15 @@ impl Kernel {
         {
             return Err(ErrorReply::new(
                 code::EXISTS,
-                format!("already attached to {iface} at {}", hook_name(hook)),
+                if hook == AttachPoint::Netfilter {
+                    "already attached at the netfilter hooks".to_string()
+                } else {
+                    format!("already attached to {iface} at {}", hook_name(hook))
+                },
             ));
+        }
+        if hook == AttachPoint::Netfilter {
+            return self.attach_netfilter(mode);
         }
         let on = self
             .dp
@@ -317,6 +474,7 @@ impl Kernel {
             actual: a.mode,
             note: a.note,
             id: a.id,
+            links: Vec::new(),
         };
         self.attached.push(att.clone());
         Ok(att)
@@ -335,8 +493,15 @@ impl Kernel {
             let a = &self.attached[i];
             if a.iface == iface && hook.map_or(true, |h| h == a.hook) {
                 if let Some(dp) = &mut self.dp {
-                    dp.detach(a.id)
-                        .map_err(|e| dp_err(&format!("detaching from {iface}"), e))?;
+                    if a.hook == AttachPoint::Netfilter {
+                        for (_, id, _) in &a.links {
+                            dp.detach(*id)
+                                .map_err(|e| dp_err("detaching from the netfilter hooks", e))?;
+                        }
+                    } else {
+                        dp.detach(a.id)
+                            .map_err(|e| dp_err(&format!("detaching from {iface}"), e))?;
+                    }
                 }
                 gone.push(a.hook);
                 self.attached.remove(i);
@@ -396,7 +561,7 @@ impl Kernel {
             return log;
         }
         for (iface, hook, mode) in pending {
-            if !iface_exists(&iface) {
+            if hook != AttachPoint::Netfilter && !iface_exists(&iface) {
                 log.push(format!(
                     "warning: {iface} no longer exists; not re-attached at {}",
                     hook_name(hook)
@@ -524,6 +689,9 @@ impl Kernel {
             .iter()
             .map(|a| {
                 let mut v = json!({"iface": a.iface, "hook": hook_name(a.hook)});
+                if a.hook == AttachPoint::Netfilter {
+                    v["links"] = Self::links_json(&a.links);
+                }
                 if let Some(m) = a.actual {
                     v["mode"] = Value::from(mode_name(m));
                 }
@@ -556,6 +724,15 @@ impl Kernel {
             "sets": sets,
             "generation": dp.generation(),
             "max_rules": dp.max_rules(),
+            "netfilter": {
+                "available": dp.netfilter_note().is_none(),
+                "note": dp.netfilter_note(),
+                "packets": {
+                    "input": s.get(Stat::NfInput),
+                    "forward": s.get(Stat::NfForward),
+                    "output": s.get(Stat::NfOutput),
+                },
+            },
             "image_slot_bytes": dp.slot_capacity(),
             "conntrack": {
                 "available": dp.conntrack_available(),
@@ -603,16 +780,29 @@ fn iface_exists(iface: &str) -> bool {
 /// Makes `rs` live in `dp`: all or nothing (see
 /// [`Dataplane::install_ruleset`]), then zeroes the rule counters, because
 /// the new ruleset's rule ids start again at 1.
+///
+/// Every netfilter hook's chain goes live in the same swap; returns the
+/// links the ruleset wants there and whether its hook chains match
+/// ctstate.
 fn install(
     cfg: &KernelConfig,
     dp: &mut Dataplane,
     rs: &Ruleset,
     compiled: &[CompiledChain],
     sets: &SetStore,
-) -> Result<(), ErrorReply> {
+) -> Result<(Vec<NfWant>, bool), ErrorReply> {
     let (chain, image) = fits(cfg, dp, rs, compiled)?;
     let needs = needs_ct(cfg, dp, rs, compiled)?;
-    dp.install_ruleset_ct(
+    let plan = hooks::hook_plan(rs, compiled)
+        .map_err(|e| ErrorReply::new(code::APPLY, format!("the kernel dataplane: {e}")))?;
+    let images: Vec<(parapet_dataplane::NfHook, Vec<u8>)> = plan
+        .chains
+        .iter()
+        .map(|(h, c)| (*h, c.classifier.image().to_bytes()))
+        .collect();
+    let hook_images: Vec<(parapet_dataplane::NfHook, &[u8])> =
+        images.iter().map(|(h, b)| (*h, &b[..])).collect();
+    dp.install_ruleset_hooks_ct(
         &Install {
             ruleset: rs,
             policy: &chain.policy,
@@ -620,6 +810,7 @@ fn install(
             sets: (!rs.set_refs.is_empty()).then_some(sets),
             log_rate: cfg.log_rate,
         },
+        &hook_images,
         needs,
     )
     .map_err(|e| {
@@ -629,7 +820,8 @@ fn install(
         )
     })?;
     dp.reset_counters()
-        .map_err(|e| dp_err("resetting the kernel counters", e))
+        .map_err(|e| dp_err("resetting the kernel counters", e))?;
+    Ok((plan.links, plan.needs_ct))
 }
 
 /// Whether the kernel chain of `rs` matches ctstate; an error when it does

@@ -35,6 +35,7 @@ mod connection;
 mod crc;
 mod dispatch;
 mod execute;
+pub mod hooks;
 pub mod journal;
 pub mod kernel;
 pub mod loader;

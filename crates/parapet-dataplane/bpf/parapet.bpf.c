@@ -158,6 +158,8 @@ int parapet_nf(struct bpf_nf_ctx *ctx)
 		key.ctstate = nf_ctstate(skb->_nfct);
 		key.flags |= PARAPET_KEY_F_CT;
 	}
+	if (hook)
+		stat_inc(PARAPET_STAT_NF_INPUT + hook - PARAPET_HOOK_NF_INPUT);
 	verdict = parapet_decide(&key, status, hook ? hook : PARAPET_HOOK_NF_INPUT,
 				 PARAPET_SCRATCH_NF + level);
 	*depth = level;

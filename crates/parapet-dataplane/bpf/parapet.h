@@ -214,7 +214,10 @@ enum parapet_stat {
 	PARAPET_STAT_REJECT_FAILED = 15,  /* building the answer failed: dropped */
 	PARAPET_STAT_CT_LOOKUP = 16,	  /* conntrack lookups made */
 	PARAPET_STAT_CT_FOUND = 17,	  /* ... that found an entry */
-	PARAPET_STAT_MAX = 18,
+	PARAPET_STAT_NF_INPUT = 18,	  /* packets at the netfilter INPUT hook */
+	PARAPET_STAT_NF_FORWARD = 19,	  /* ... FORWARD */
+	PARAPET_STAT_NF_OUTPUT = 20,	  /* ... OUTPUT */
+	PARAPET_STAT_MAX = 21,
 };
 
 /* ---- debug record (test mode only) ------------------------------------- */

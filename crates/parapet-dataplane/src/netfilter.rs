@@ -43,6 +43,10 @@ const ATTACH_NETFILTER: u32 = 45;
 /// `NF_DROP` / `NF_ACCEPT`.
 const NF_ACCEPT: u32 = 1;
 
+/// How far from the asked priority [`Dataplane::attach_netfilter`] looks
+/// for a free one.
+pub const PRIORITY_SEARCH: i32 = 8;
+
 /// A filter chain's netfilter hook.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum NfHook {
@@ -324,7 +328,12 @@ pub(crate) fn load_program(
     }
 }
 
-fn link_create(prog: BorrowedFd<'_>, hook: NfHook, family: NfFamily, priority: i32) -> io::Result<OwnedFd> {
+fn link_create(
+    prog: BorrowedFd<'_>,
+    hook: NfHook,
+    family: NfFamily,
+    priority: i32,
+) -> io::Result<OwnedFd> {
     // SAFETY: zeroed bpf_attr is valid.
     let mut attr: bpf_attr = unsafe { std::mem::zeroed() };
     // SAFETY: plain integer fields of the link_create arm.
@@ -348,15 +357,38 @@ impl Dataplane {
 
     /// Enforce the hook's image (written with
     /// [`Dataplane::write_hook_image`]) at `hook` for `family`, at
-    /// `priority` (0 = where iptables' filter table runs; the program then
-    /// runs after it, the kernel orders equal priorities by registration).
-    pub fn attach_netfilter(&mut self, hook: NfHook, family: NfFamily, priority: i32) -> Result<NfAttached> {
+    /// `priority` (0 = where iptables' filter table runs), or at the
+    /// nearest free one: the kernel refuses a BPF hook at a priority
+    /// another function of the hook already has (EBUSY), so 1, -1, 2, -2,
+    /// … are tried in turn (at most [`PRIORITY_SEARCH`] away). The
+    /// priority used is in the result.
+    pub fn attach_netfilter(
+        &mut self,
+        hook: NfHook,
+        family: NfFamily,
+        priority: i32,
+    ) -> Result<NfAttached> {
         let prog = self
             .nf_prog
             .as_ref()
             .map_err(|e| Error::Netfilter(e.clone()))?;
-        let fd = link_create(prog.as_fd(), hook, family, priority)
-            .map_err(|e| Error::Netfilter(format!("netfilter link at {hook}/{family:?}: {e}")))?;
+        let mut tried = 0;
+        let (fd, priority) = loop {
+            // 0, +1, -1, +2, -2, ...
+            let off = (tried + 1) / 2 * if tried % 2 == 1 { 1 } else { -1 };
+            let p = priority.saturating_add(off);
+            match link_create(prog.as_fd(), hook, family, p) {
+                Ok(fd) => break (fd, p),
+                Err(e) if e.raw_os_error() == Some(libc::EBUSY) && tried < 2 * PRIORITY_SEARCH => {
+                    tried += 1;
+                }
+                Err(e) => {
+                    return Err(Error::Netfilter(format!(
+                        "netfilter link at {hook}/{family:?} priority {p}: {e}"
+                    )))
+                }
+            }
+        };
         self.refresh_ifnames()?;
         let id = self.next_id;
         self.next_id += 1;
@@ -389,19 +421,28 @@ impl Dataplane {
     /// namespace for the image key (`-i`/`-o` match names; the netfilter
     /// hooks see every interface, not one attached one).
     pub fn refresh_ifnames(&mut self) -> Result<()> {
-        let Ok(dir) = std::fs::read_dir("/sys/class/net") else {
+        // if_nameindex asks the kernel over netlink in the calling thread's
+        // namespace (sysfs may show another one's).
+        // SAFETY: returns a malloc'd array ending with a zero entry, or NULL.
+        let list = unsafe { libc::if_nameindex() };
+        if list.is_null() {
             return Ok(());
-        };
-        for e in dir.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let Ok(c) = CString::new(name.as_str()) else {
-                continue;
-            };
-            // SAFETY: c is a valid NUL-terminated string.
-            let ifindex = unsafe { libc::if_nametoindex(c.as_ptr()) };
-            if ifindex != 0 {
-                self.set_ifname(ifindex, &name)?;
+        }
+        let mut names = Vec::new();
+        for i in 0.. {
+            // SAFETY: within the array up to and including its zero entry.
+            let e = unsafe { &*list.add(i) };
+            if e.if_index == 0 || e.if_name.is_null() {
+                break;
             }
+            // SAFETY: if_name is a NUL-terminated string owned by the list.
+            let name = unsafe { std::ffi::CStr::from_ptr(e.if_name) };
+            names.push((e.if_index, name.to_string_lossy().into_owned()));
+        }
+        // SAFETY: the list if_nameindex returned, freed once.
+        unsafe { libc::if_freenameindex(list) };
+        for (ifindex, name) in names {
+            self.set_ifname(ifindex, &name)?;
         }
         Ok(())
     }
@@ -438,7 +479,11 @@ pub(crate) fn test_run_fd(
     if frame.len() < 14 {
         return Err(Error::FrameTooShort(frame.len()));
     }
-    let frame = if hook == NfHook::Output { &frame[14..] } else { frame };
+    let frame = if hook == NfHook::Output {
+        &frame[14..]
+    } else {
+        frame
+    };
     // struct nf_hook_state: hook (u8), pf (u8), then pointers the kernel
     // wants zero and fills itself.
     let mut ctx = [0u8; 48];

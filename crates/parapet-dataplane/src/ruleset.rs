@@ -206,7 +206,11 @@ impl Dataplane {
 
     /// [`Dataplane::install_ruleset`] with the netfilter hooks' images
     /// ([`Dataplane::install_ruleset_hooks_ct`]).
-    pub fn install_ruleset_hooks(&mut self, i: &Install, hooks: &[(crate::NfHook, &[u8])]) -> Result<u32> {
+    pub fn install_ruleset_hooks(
+        &mut self,
+        i: &Install,
+        hooks: &[(crate::NfHook, &[u8])],
+    ) -> Result<u32> {
         self.check_fits(i.ruleset, i.image.len())?;
         for (_, image) in hooks {
             self.check_fits(i.ruleset, image.len())?;

@@ -96,7 +96,10 @@ fn each_hook_walks_its_own_chain() {
     let v6 = Frame::ipv6(Ipv6Addr::LOCALHOST, Ipv6Addr::LOCALHOST)
         .tcp(1, 22, 0x02)
         .build();
-    assert_eq!(run(&dp, NfHook::Input, NfFamily::Ipv6, &v6), (false, 0, true));
+    assert_eq!(
+        run(&dp, NfHook::Input, NfFamily::Ipv6, &v6),
+        (false, 0, true)
+    );
     // counters: one array by rule id serves every hook
     assert_eq!(dp.counter(3).unwrap().packets, 1);
     assert_eq!(dp.counter(5).unwrap().packets, 1);
