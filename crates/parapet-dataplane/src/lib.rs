@@ -55,6 +55,6 @@ pub use attach::{AttachPoint, Attached, Mode};
 pub use counters::{LogEvent, Stats};
 pub use error::{BadImage, Error, Result};
 pub use load::{Dataplane, Features, LoadOptions, BPF_OBJECT};
-pub use netfilter::{NfAttached, NfFamily, NfHook, NfLink};
+pub use netfilter::{NfAttached, NfFamily, NfFloor, NfHook, NfLink};
 pub use set_mirror::{monotonic_ns, PacketPart, SetDim, SetElement, SetError, SetSizing};
 pub use test_run::{KernelDecision, TestRunOutcome};

@@ -511,3 +511,45 @@ pub(crate) fn test_run_fd(
         duration: Duration::from_nanos(duration.into()),
     })
 }
+
+/// The benchmark's floor at the netfilter hooks: a netfilter program that
+/// only returns `NF_ACCEPT` (`r0 = 1; exit`), timed the same way as the
+/// real one.
+#[derive(Debug)]
+pub struct NfFloor {
+    fd: OwnedFd,
+}
+
+impl NfFloor {
+    /// Load the floor program.
+    pub fn load() -> Result<NfFloor> {
+        // BPF_ALU64 | BPF_MOV | BPF_K r0 = 1; BPF_JMP | BPF_EXIT
+        let raw: [[u8; 8]; 2] = [[0xb7, 0, 0, 0, 1, 0, 0, 0], [0x95, 0, 0, 0, 0, 0, 0, 0]];
+        let license = CString::new("GPL").expect("no NUL");
+        // SAFETY: zeroed bpf_attr is valid.
+        let mut attr: bpf_attr = unsafe { std::mem::zeroed() };
+        // SAFETY: plain integer fields of the prog_load arm; raw and
+        // license outlive the syscall.
+        let u = unsafe { &mut attr.__bindgen_anon_3 };
+        u.prog_type = PROG_TYPE_NETFILTER;
+        u.expected_attach_type = ATTACH_NETFILTER;
+        u.insns = raw.as_ptr() as u64;
+        u.insn_cnt = raw.len() as u32;
+        u.license = license.as_ptr() as u64;
+        let fd = sys_bpf(bpf_cmd::BPF_PROG_LOAD, &mut attr)
+            .map(owned)
+            .map_err(|e| Error::Netfilter(format!("loading the floor program: {e}")))?;
+        Ok(NfFloor { fd })
+    }
+
+    /// [`Dataplane::test_run_netfilter`] of the floor program.
+    pub fn test_run(
+        &self,
+        hook: NfHook,
+        family: NfFamily,
+        frame: &[u8],
+        repeat: u32,
+    ) -> Result<TestRunOutcome> {
+        test_run_fd(self.fd.as_fd(), hook, family, frame, repeat)
+    }
+}
