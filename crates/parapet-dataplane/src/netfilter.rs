@@ -450,8 +450,9 @@ impl Dataplane {
     /// Run the netfilter program on `frame` (an Ethernet frame) with
     /// `BPF_PROG_TEST_RUN` as the kernel would at `hook` for `family`,
     /// `repeat` times. The kernel strips the Ethernet header (at OUTPUT it
-    /// takes the bare IP packet: this strips it first) and reports
-    /// loopback as the input interface.
+    /// takes the bare IP packet: this strips it first). The kernel makes
+    /// loopback the input or the output interface by a rule of its own
+    /// (not always the one of `hook`); the debug record's key shows which.
     pub fn test_run_netfilter(
         &self,
         hook: NfHook,
