@@ -7,7 +7,8 @@
 //! `A_BASE + k` (accept when k is even), B with `B_BASE + k` (accept when k is
 //! odd). Both are several pages long, padded with rules no probe matches, so
 //! that a page-by-page write could be seen half done. The program is attached
-//! to the loopback of a namespace of the test's own; a thread sends probes
+//! to the loopback of a namespace of the test's own (XDP, tc, or the
+//! netfilter INPUT hook with INPUT's own image); a thread sends probes
 //! over it without pause while the main thread alternates `write_image` +
 //! `swap`.
 //!
