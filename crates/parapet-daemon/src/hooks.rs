@@ -10,8 +10,11 @@
 //! means something else than the same rule in the kernel would.
 
 use crate::compiled::CompiledChain;
-use parapet_dataplane::{NfFamily, NfHook};
+use crate::kernel::{dp_err, kernel_chain, Attachment, Kernel};
+use crate::proto::{code, ErrorReply};
+use parapet_dataplane::{AttachPoint, Dataplane, Mode, NfFamily, NfHook};
 use parapet_model::{Action, ChainId, Field, Hook, Rule, Ruleset, TableFamily, Verdict};
+use serde_json::{json, Value};
 
 /// One netfilter link the active ruleset wants.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -231,4 +234,211 @@ pub fn warnings(
         }
     }
     out
+}
+
+/// The daemon's netfilter attachment: links made, synced and shown.
+impl Kernel {
+    /// Makes the netfilter links equal to the plan (when attached there):
+    /// new ones first, then the ones no longer wanted go.
+    pub(crate) fn sync_nf_links(&mut self) -> Result<(), ErrorReply> {
+        let (Some(dp), Some(att)) = (
+            self.dp.as_mut(),
+            self.attached
+                .iter_mut()
+                .find(|a| a.hook == AttachPoint::Netfilter),
+        ) else {
+            return Ok(());
+        };
+        for w in &self.nf_plan {
+            if att.links.iter().any(|(x, _, _)| x == w) {
+                continue;
+            }
+            let a = dp
+                .attach_netfilter(w.hook, w.family, w.priority)
+                .map_err(|e| dp_err("attaching at the netfilter hooks", e))?;
+            att.links.push((*w, a.id, a.priority));
+        }
+        let plan = &self.nf_plan;
+        let mut err = None;
+        att.links.retain(|(w, id, _)| {
+            if plan.contains(w) {
+                return true;
+            }
+            if let Err(e) = dp.detach(*id) {
+                err = Some(dp_err("detaching from a netfilter hook", e));
+            }
+            false
+        });
+        err.map_or(Ok(()), Err)
+    }
+
+    /// The attachment at the netfilter hooks: one link per hook chain and
+    /// family of the active ruleset (none before the first apply; an apply
+    /// adds and removes links as its chains come and go).
+    pub(crate) fn attach_netfilter(&mut self, mode: Mode) -> Result<Attachment, ErrorReply> {
+        let dp = self
+            .dp
+            .as_ref()
+            .ok_or_else(|| ErrorReply::new(code::DATAPLANE, "the eBPF program is not loaded"))?;
+        if let Some(why) = &self.nf_refused {
+            return Err(ErrorReply::new(code::APPLY, why.clone()));
+        }
+        if let Some(why) = dp.netfilter_note() {
+            return Err(ErrorReply::new(
+                code::DATAPLANE,
+                format!(
+                    "this kernel cannot run parapet at the netfilter hooks (needs Linux >= 6.4                      with CONFIG_NETFILTER_BPF_LINK): {why}; attach to an interface instead                      (`parapet attach IFACE --hook xdp|tc`)"
+                ),
+            ));
+        }
+        self.attached.push(Attachment {
+            iface: String::new(),
+            hook: AttachPoint::Netfilter,
+            mode,
+            actual: None,
+            note: None,
+            id: 0,
+            links: Vec::new(),
+        });
+        let on = self.dp.as_ref().is_some_and(Dataplane::conntrack);
+        let r = self
+            .ensure_ct_table(on, true)
+            .and_then(|()| self.sync_nf_links());
+        if let Err(e) = r {
+            if let Some(a) = self.attached.pop() {
+                for (_, id, _) in a.links {
+                    if let Some(dp) = &mut self.dp {
+                        let _ = dp.detach(id);
+                    }
+                }
+            }
+            self.prune_ct_table();
+            return Err(e);
+        }
+        Ok(self.attached.last().expect("pushed above").clone())
+    }
+
+    /// The netfilter links as `stats` shows them.
+    pub(crate) fn links_json(links: &[(NfWant, u64, i32)]) -> Value {
+        links
+            .iter()
+            .map(|(w, _, priority)| {
+                json!({"chain": w.hook.chain(), "family": match w.family {
+                    parapet_dataplane::NfFamily::Ipv4 => "ipv4",
+                    parapet_dataplane::NfFamily::Ipv6 => "ipv6",
+                }, "priority": priority})
+            })
+            .collect()
+    }
+
+    /// What the ruleset means differently where it is placed now (see
+    /// [`hooks::warnings`]).
+    pub fn warnings(&self, rs: &Ruleset, compiled: &[CompiledChain]) -> Vec<String> {
+        let iface = self
+            .attached
+            .iter()
+            .any(|a| a.hook != AttachPoint::Netfilter);
+        let chain = if iface {
+            kernel_chain(&self.config, rs, compiled).ok()
+        } else {
+            None
+        };
+        warnings(rs, compiled, chain, self.nf_attached())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compiled::Loader;
+    use crate::loader::ParseLoader;
+
+    fn load(text: &str) -> crate::compiled::CompiledRuleset {
+        ParseLoader::default().load("t", text, None).unwrap()
+    }
+
+    const IPT: &str = "*filter
+:INPUT DROP [0:0]
+:FORWARD DROP [0:0]
+:OUTPUT ACCEPT [0:0]
+-A INPUT -p tcp --dport 22 -j ACCEPT
+-A INPUT -p tcp --dport 23 -j REJECT --reject-with tcp-reset
+-A FORWARD -o eth1 -p udp -j ACCEPT
+-A OUTPUT -p udp --dport 9 -j DROP
+COMMIT
+";
+
+    #[test]
+    fn iptables_chains_go_to_their_hooks_for_ipv4() {
+        let c = load(IPT);
+        let plan = hook_plan(&c.ruleset, &c.compiled).unwrap();
+        let hooks: Vec<NfHook> = plan.chains.iter().map(|(h, _)| *h).collect();
+        assert_eq!(hooks, NfHook::ALL);
+        assert_eq!(plan.links.len(), 3);
+        assert!(plan
+            .links
+            .iter()
+            .all(|w| w.family == NfFamily::Ipv4 && w.priority == 0));
+        assert!(!plan.needs_ct);
+        let note = reject_note(&c.ruleset, &plan).unwrap();
+        assert!(
+            note.starts_with("REJECT rules 2 are enforced as DROP"),
+            "{note}"
+        );
+        // at the hooks: the REJECT note; on an interface with FORWARD
+        // placed there: its -o rule never matches
+        let w = warnings(&c.ruleset, &c.compiled, None, true);
+        assert_eq!(w.len(), 1, "{w:?}");
+        let fwd = c.compiled.iter().find(|x| x.name == "filter/FORWARD");
+        let w = warnings(&c.ruleset, &c.compiled, fwd, false);
+        assert!(
+            w.iter()
+                .any(|m| m.starts_with("rules 3 of filter/FORWARD match the output interface")),
+            "{w:?}"
+        );
+        // nothing attached: nothing to warn about
+        assert!(warnings(&c.ruleset, &c.compiled, None, false).is_empty());
+    }
+
+    #[test]
+    fn nft_inet_chains_cover_both_families_at_their_priority() {
+        let c = load(
+            "table inet f {
+  chain i { type filter hook input priority 10; policy drop; ct state established accept; }
+  chain o { type filter hook output priority -5; policy accept; }
+}
+",
+        );
+        let plan = hook_plan(&c.ruleset, &c.compiled).unwrap();
+        assert_eq!(plan.chains.len(), 2);
+        assert!(plan.needs_ct, "ct state at INPUT");
+        let mut links: Vec<(NfHook, NfFamily, i32)> = plan
+            .links
+            .iter()
+            .map(|w| (w.hook, w.family, w.priority))
+            .collect();
+        links.sort();
+        assert_eq!(
+            links,
+            vec![
+                (NfHook::Input, NfFamily::Ipv4, 10),
+                (NfHook::Input, NfFamily::Ipv6, 10),
+                (NfHook::Output, NfFamily::Ipv4, -5),
+                (NfHook::Output, NfFamily::Ipv6, -5),
+            ]
+        );
+    }
+
+    #[test]
+    fn two_chains_at_one_hook_are_refused_by_name() {
+        let c = load(
+            "table inet f {
+  chain a { type filter hook input priority 0; policy accept; }
+  chain b { type filter hook input priority 5; policy accept; }
+}
+",
+        );
+        let e = hook_plan(&c.ruleset, &c.compiled).unwrap_err();
+        assert!(e.contains("f/a") && e.contains("f/b"), "{e}");
+    }
 }

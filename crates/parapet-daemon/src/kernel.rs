@@ -66,10 +66,10 @@ pub struct Attachment {
     /// Set when the request was not met exactly (native fell back to skb),
     /// and at the netfilter hooks what is enforced differently there.
     pub note: Option<String>,
-    id: u64,
+    pub(crate) id: u64,
     /// At [`AttachPoint::Netfilter`]: the links, with their attachment ids
     /// and the priority the kernel took (the nearest free one).
-    links: Vec<(NfWant, u64, i32)>,
+    pub(crate) links: Vec<(NfWant, u64, i32)>,
 }
 
 /// Parses the protocol's `hook` and `mode` fields.
@@ -112,7 +112,7 @@ pub fn mode_name(m: Mode) -> &'static str {
     }
 }
 
-fn dp_err(what: &str, e: impl std::fmt::Display) -> ErrorReply {
+pub(crate) fn dp_err(what: &str, e: impl std::fmt::Display) -> ErrorReply {
     ErrorReply::new(code::DATAPLANE, format!("{what}: {e}"))
 }
 
@@ -135,16 +135,19 @@ pub fn kernel_chain<'a>(
 pub struct Kernel {
     /// Sizing and chain.
     pub config: KernelConfig,
-    dp: Option<Dataplane>,
-    attached: Vec<Attachment>,
+    pub(crate) dp: Option<Dataplane>,
+    pub(crate) attached: Vec<Attachment>,
     /// Attachments read from the journal, made at [`Kernel::restore`].
     pending: Vec<(String, AttachPoint, Mode)>,
     /// The conntrack table while installed ([`Kernel::ct_table_wanted`]).
     ct_table: Option<ConntrackTable>,
     /// The netfilter links the active ruleset wants (src/hooks.rs).
-    nf_plan: Vec<NfWant>,
+    pub(crate) nf_plan: Vec<NfWant>,
     /// The active ruleset's hook chains match ctstate.
-    nf_ct: bool,
+    pub(crate) nf_ct: bool,
+    /// Why the active ruleset cannot go to the netfilter hooks (two chains
+    /// at one hook); refused there, fine on interfaces.
+    pub(crate) nf_refused: Option<String>,
 }
 
 impl Kernel {
@@ -212,7 +215,11 @@ impl Kernel {
 
     /// Creates the conntrack table when wanted and missing (before the
     /// lookup needs it: an error then changes nothing).
-    fn ensure_ct_table(&mut self, lookup_on: bool, attached: bool) -> Result<(), ErrorReply> {
+    pub(crate) fn ensure_ct_table(
+        &mut self,
+        lookup_on: bool,
+        attached: bool,
+    ) -> Result<(), ErrorReply> {
         if self.ct_table.is_none() && self.ct_table_wanted(lookup_on, attached) {
             let t = ConntrackTable::install(CT_TABLE).map_err(|e| {
                 ErrorReply::new(
@@ -230,7 +237,7 @@ impl Kernel {
     }
 
     /// Deletes the conntrack table when no longer wanted.
-    fn prune_ct_table(&mut self) {
+    pub(crate) fn prune_ct_table(&mut self) {
         let on = self.dp.as_ref().is_some_and(Dataplane::conntrack);
         if !self.ct_table_wanted(on, !self.attached.is_empty()) {
             if let Some(t) = self.ct_table.take() {
@@ -257,7 +264,8 @@ impl Kernel {
             ConntrackTable::delete_stale(CT_TABLE);
         }
         if let Some((rs, compiled)) = active {
-            (self.nf_plan, self.nf_ct) = install(&self.config, &mut dp, rs, compiled, sets)?;
+            (self.nf_plan, self.nf_ct, self.nf_refused) =
+                install(&self.config, &mut dp, rs, compiled, sets)?;
         }
         self.dp = Some(dp);
         self.prune_ct_table();
@@ -277,7 +285,14 @@ impl Kernel {
             return Ok(());
         };
         let needs = needs_ct(&self.config, dp, rs, compiled)?;
-        let nf_ct = hooks::hook_plan(rs, compiled).is_ok_and(|p| p.needs_ct);
+        let plan = hooks::hook_plan(rs, compiled);
+        if let (Err(e), true) = (&plan, self.nf_attached()) {
+            return Err(ErrorReply::new(
+                code::APPLY,
+                format!("attached at the netfilter hooks: {e}"),
+            ));
+        }
+        let nf_ct = plan.is_ok_and(|p| p.needs_ct);
         // the table first, so connections are tracked when the image
         // that reads their state goes live
         let iface = self
@@ -298,121 +313,17 @@ impl Kernel {
                 }
                 install(&self.config, dp, rs, compiled, sets)
             }
-            None => Ok((Vec::new(), false)),
+            None => Ok((Vec::new(), false, None)),
         };
-        let r = r.and_then(|(plan, ct)| {
+        let r = r.and_then(|(plan, ct, refused)| {
             self.nf_plan = plan;
             self.nf_ct = ct;
+            self.nf_refused = refused;
             // after the swap: a new link finds its chain's image live
             self.sync_nf_links()
         });
         self.prune_ct_table();
         r
-    }
-
-    /// Makes the netfilter links equal to the plan (when attached there):
-    /// new ones first, then the ones no longer wanted go.
-    fn sync_nf_links(&mut self) -> Result<(), ErrorReply> {
-        let (Some(dp), Some(att)) = (
-            self.dp.as_mut(),
-            self.attached
-                .iter_mut()
-                .find(|a| a.hook == AttachPoint::Netfilter),
-        ) else {
-            return Ok(());
-        };
-        for w in &self.nf_plan {
-            if att.links.iter().any(|(x, _, _)| x == w) {
-                continue;
-            }
-            let a = dp
-                .attach_netfilter(w.hook, w.family, w.priority)
-                .map_err(|e| dp_err("attaching at the netfilter hooks", e))?;
-            att.links.push((*w, a.id, a.priority));
-        }
-        let plan = &self.nf_plan;
-        let mut err = None;
-        att.links.retain(|(w, id, _)| {
-            if plan.contains(w) {
-                return true;
-            }
-            if let Err(e) = dp.detach(*id) {
-                err = Some(dp_err("detaching from a netfilter hook", e));
-            }
-            false
-        });
-        err.map_or(Ok(()), Err)
-    }
-
-    /// The attachment at the netfilter hooks: one link per hook chain and
-    /// family of the active ruleset (none before the first apply; an apply
-    /// adds and removes links as its chains come and go).
-    fn attach_netfilter(&mut self, mode: Mode) -> Result<Attachment, ErrorReply> {
-        let dp = self
-            .dp
-            .as_ref()
-            .ok_or_else(|| ErrorReply::new(code::DATAPLANE, "the eBPF program is not loaded"))?;
-        if let Some(why) = dp.netfilter_note() {
-            return Err(ErrorReply::new(
-                code::DATAPLANE,
-                format!(
-                    "this kernel cannot run parapet at the netfilter hooks (needs Linux >= 6.4                      with CONFIG_NETFILTER_BPF_LINK): {why}; attach to an interface instead                      (`parapet attach IFACE --hook xdp|tc`)"
-                ),
-            ));
-        }
-        self.attached.push(Attachment {
-            iface: String::new(),
-            hook: AttachPoint::Netfilter,
-            mode,
-            actual: None,
-            note: None,
-            id: 0,
-            links: Vec::new(),
-        });
-        let on = self.dp.as_ref().is_some_and(Dataplane::conntrack);
-        let r = self
-            .ensure_ct_table(on, true)
-            .and_then(|()| self.sync_nf_links());
-        if let Err(e) = r {
-            if let Some(a) = self.attached.pop() {
-                for (_, id, _) in a.links {
-                    if let Some(dp) = &mut self.dp {
-                        let _ = dp.detach(id);
-                    }
-                }
-            }
-            self.prune_ct_table();
-            return Err(e);
-        }
-        Ok(self.attached.last().expect("pushed above").clone())
-    }
-
-    /// The netfilter links as `stats` shows them.
-    fn links_json(links: &[(NfWant, u64, i32)]) -> Value {
-        links
-            .iter()
-            .map(|(w, _, priority)| {
-                json!({"chain": w.hook.chain(), "family": match w.family {
-                    parapet_dataplane::NfFamily::Ipv4 => "ipv4",
-                    parapet_dataplane::NfFamily::Ipv6 => "ipv6",
-                }, "priority": priority})
-            })
-            .collect()
-    }
-
-    /// What the ruleset means differently where it is placed now (see
-    /// [`hooks::warnings`]).
-    pub fn warnings(&self, rs: &Ruleset, compiled: &[CompiledChain]) -> Vec<String> {
-        let iface = self
-            .attached
-            .iter()
-            .any(|a| a.hook != AttachPoint::Netfilter);
-        let chain = if iface {
-            kernel_chain(&self.config, rs, compiled).ok()
-        } else {
-            None
-        };
-        hooks::warnings(rs, compiled, chain, self.nf_attached())
     }
 
     /// `apply --check` while loaded: would the ruleset fit the program?
@@ -421,6 +332,12 @@ impl Kernel {
             None => Ok(()),
             Some(dp) => {
                 fits(&self.config, dp, rs, compiled)?;
+                if let (Err(e), true) = (hooks::hook_plan(rs, compiled), self.nf_attached()) {
+                    return Err(ErrorReply::new(
+                        code::APPLY,
+                        format!("attached at the netfilter hooks: {e}"),
+                    ));
+                }
                 needs_ct(&self.config, dp, rs, compiled).map(|_| ())
             }
         }
@@ -782,19 +699,22 @@ fn iface_exists(iface: &str) -> bool {
 /// the new ruleset's rule ids start again at 1.
 ///
 /// Every netfilter hook's chain goes live in the same swap; returns the
-/// links the ruleset wants there and whether its hook chains match
-/// ctstate.
+/// links the ruleset wants there, whether its hook chains match ctstate,
+/// and why it cannot go to the hooks at all (then no hook image is
+/// written: fine while the ruleset only runs on interfaces).
 fn install(
     cfg: &KernelConfig,
     dp: &mut Dataplane,
     rs: &Ruleset,
     compiled: &[CompiledChain],
     sets: &SetStore,
-) -> Result<(Vec<NfWant>, bool), ErrorReply> {
+) -> Result<(Vec<NfWant>, bool, Option<String>), ErrorReply> {
     let (chain, image) = fits(cfg, dp, rs, compiled)?;
     let needs = needs_ct(cfg, dp, rs, compiled)?;
-    let plan = hooks::hook_plan(rs, compiled)
-        .map_err(|e| ErrorReply::new(code::APPLY, format!("the kernel dataplane: {e}")))?;
+    let (plan, refused) = match hooks::hook_plan(rs, compiled) {
+        Ok(p) => (p, None),
+        Err(e) => (hooks::HookPlan::default(), Some(e)),
+    };
     let images: Vec<(parapet_dataplane::NfHook, Vec<u8>)> = plan
         .chains
         .iter()
@@ -821,7 +741,7 @@ fn install(
     })?;
     dp.reset_counters()
         .map_err(|e| dp_err("resetting the kernel counters", e))?;
-    Ok((plan.links, plan.needs_ct))
+    Ok((plan.links, plan.needs_ct, refused))
 }
 
 /// Whether the kernel chain of `rs` matches ctstate; an error when it does
