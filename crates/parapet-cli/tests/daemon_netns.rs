@@ -11,6 +11,7 @@
 
 mod common;
 
+use common::daemon::{ok, parapet, parapetd};
 use common::{host, in_netns, require_root, testbed, Bed, B_ADDR};
 use parapet_model::{
     Action, Dir, Field, IfName, IntervalSet, LinearEngine, Matches, Packet, Rule, Ruleset,
@@ -18,7 +19,7 @@ use parapet_model::{
 };
 use std::collections::{BTreeSet, HashMap};
 use std::net::{Ipv4Addr, SocketAddrV4, TcpListener, UdpSocket};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -237,40 +238,6 @@ fn attach(sock: &Path, iface: &str, hook: &str, daemon: &mut std::process::Child
     let _ = daemon.kill();
     let _ = daemon.wait();
     panic!("parapet attach: {said}");
-}
-
-fn parapet(sock: &Path, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_parapet"))
-        .arg("--socket")
-        .arg(sock)
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn ok(sock: &Path, args: &[&str]) -> String {
-    let o = parapet(sock, args);
-    assert!(
-        o.status.success(),
-        "parapet {args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).to_string()
-}
-
-/// The daemon executable: the real `parapetd` when it was built with this
-/// `parapet`, else `parapet` itself under the name `parapetd` (the same
-/// `parapetd_main`).
-fn parapetd(dir: &Path) -> PathBuf {
-    let cli = PathBuf::from(env!("CARGO_BIN_EXE_parapet"));
-    let real = cli.with_file_name("parapetd");
-    let mtime = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
-    if mtime(&real).is_some() && mtime(&real) >= mtime(&cli) {
-        return real;
-    }
-    let link = dir.join("parapetd");
-    let _ = std::os::unix::fs::symlink(&cli, &link);
-    link
 }
 
 /// Starts parapetd in namespace `ns` and waits for its socket.

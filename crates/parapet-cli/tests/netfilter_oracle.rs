@@ -11,11 +11,15 @@
 //! is killed with SIGKILL and restarted: it re-attaches at the hooks from its
 //! journal and the packets meet the same fates again. Needs root.
 
-use parapet_testbed::{in_netns, require_root, Netns};
+mod common;
+
+use common::daemon::{ok, parapet, parapetd};
+use common::{in_netns, require_root};
+use parapet_testbed::Netns;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 /// How long a packet may take to arrive before it counts as dropped.
@@ -272,25 +276,6 @@ fn kernel_counters(
     m
 }
 
-fn parapet(sock: &Path, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_parapet"))
-        .arg("--socket")
-        .arg(sock)
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn ok(sock: &Path, args: &[&str]) -> String {
-    let o = parapet(sock, args);
-    assert!(
-        o.status.success(),
-        "parapet {args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).to_string()
-}
-
 fn stats(sock: &Path) -> serde_json::Value {
     serde_json::from_str(&ok(sock, &["stats", "--json"])).unwrap()
 }
@@ -309,20 +294,6 @@ fn parapet_counters(sock: &Path) -> BTreeMap<u32, u64> {
         .collect()
 }
 
-/// The real `parapetd` when built with this `parapet`, else `parapet`
-/// under the name `parapetd` (the same `parapetd_main`).
-fn parapetd_exe(dir: &Path) -> PathBuf {
-    let cli = PathBuf::from(env!("CARGO_BIN_EXE_parapet"));
-    let real = cli.with_file_name("parapetd");
-    let mtime = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
-    if mtime(&real).is_some() && mtime(&real) >= mtime(&cli) {
-        return real;
-    }
-    let link = dir.join("parapetd");
-    let _ = std::os::unix::fs::symlink(&cli, &link);
-    link
-}
-
 /// parapetd in `ns`, killed on drop.
 struct Daemon(Child);
 
@@ -336,7 +307,7 @@ impl Drop for Daemon {
 fn start_daemon(ns: &Netns, dir: &Path, sock: &Path) -> Daemon {
     let log = std::fs::File::create(dir.join("parapetd.log")).unwrap();
     let child = ns
-        .command(parapetd_exe(dir))
+        .command(parapetd(dir))
         .arg("--socket")
         .arg(sock)
         .arg("--state-dir")

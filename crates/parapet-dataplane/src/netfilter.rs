@@ -277,16 +277,10 @@ pub(crate) fn load_program(
     let name = CString::new(PROG_NF).expect("no NUL");
 
     let load = |log: &mut [u8]| -> io::Result<OwnedFd> {
-        // SAFETY: zeroed bpf_attr is valid.
-        let mut attr: bpf_attr = unsafe { std::mem::zeroed() };
+        let mut attr = prog_load_attr(insns.as_ptr() as u64, insns.len(), &license);
         // SAFETY: plain integer fields of the prog_load arm; every buffer
         // pointed to outlives the syscall.
         let u = unsafe { &mut attr.__bindgen_anon_3 };
-        u.prog_type = PROG_TYPE_NETFILTER;
-        u.expected_attach_type = ATTACH_NETFILTER;
-        u.insns = insns.as_ptr() as u64;
-        u.insn_cnt = insns.len() as u32;
-        u.license = license.as_ptr() as u64;
         for (d, s) in u.prog_name.iter_mut().zip(name.as_bytes()) {
             *d = *s as libc::c_char;
         }
@@ -326,6 +320,21 @@ pub(crate) fn load_program(
             ))
         }
     }
+}
+
+/// A `BPF_PROG_LOAD` attr for a netfilter program of `n` instructions at
+/// `insns`; the caller keeps them and `license` alive over the syscall.
+fn prog_load_attr(insns: u64, n: usize, license: &CString) -> bpf_attr {
+    // SAFETY: zeroed bpf_attr is valid.
+    let mut attr: bpf_attr = unsafe { std::mem::zeroed() };
+    // SAFETY: plain integer fields of the prog_load arm.
+    let u = unsafe { &mut attr.__bindgen_anon_3 };
+    u.prog_type = PROG_TYPE_NETFILTER;
+    u.expected_attach_type = ATTACH_NETFILTER;
+    u.insns = insns;
+    u.insn_cnt = n as u32;
+    u.license = license.as_ptr() as u64;
+    attr
 }
 
 fn link_create(
@@ -527,16 +536,8 @@ impl NfFloor {
         // BPF_ALU64 | BPF_MOV | BPF_K r0 = 1; BPF_JMP | BPF_EXIT
         let raw: [[u8; 8]; 2] = [[0xb7, 0, 0, 0, 1, 0, 0, 0], [0x95, 0, 0, 0, 0, 0, 0, 0]];
         let license = CString::new("GPL").expect("no NUL");
-        // SAFETY: zeroed bpf_attr is valid.
-        let mut attr: bpf_attr = unsafe { std::mem::zeroed() };
-        // SAFETY: plain integer fields of the prog_load arm; raw and
-        // license outlive the syscall.
-        let u = unsafe { &mut attr.__bindgen_anon_3 };
-        u.prog_type = PROG_TYPE_NETFILTER;
-        u.expected_attach_type = ATTACH_NETFILTER;
-        u.insns = raw.as_ptr() as u64;
-        u.insn_cnt = raw.len() as u32;
-        u.license = license.as_ptr() as u64;
+        // raw and license outlive the syscall
+        let mut attr = prog_load_attr(raw.as_ptr() as u64, raw.len(), &license);
         let fd = sys_bpf(bpf_cmd::BPF_PROG_LOAD, &mut attr)
             .map(owned)
             .map_err(|e| Error::Netfilter(format!("loading the floor program: {e}")))?;

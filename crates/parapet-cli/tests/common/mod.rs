@@ -8,6 +8,7 @@ use std::net::Ipv4Addr;
 pub use parapet_testbed::{in_netns, require_root};
 use parapet_testbed::{Pair, Veth};
 
+pub mod daemon;
 pub mod host;
 
 /// The peer side's first address (more may be added per test).
