@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::daemon::{ok, parapet, parapetd};
+use common::daemon::{ok, parapet, parapetd, stat_counters, stats};
 use common::{host, in_netns, require_root, testbed, Bed, B_ADDR};
 use parapet_model::{
     Action, Dir, Field, IfName, IntervalSet, LinearEngine, Matches, Packet, Rule, Ruleset,
@@ -273,10 +273,6 @@ fn start_daemon(ns: &str, exe: &Path, sock: &Path, state: &Path, log: &Path) -> 
     child
 }
 
-fn stats(sock: &Path) -> serde_json::Value {
-    serde_json::from_str(&ok(sock, &["stats", "--json"])).unwrap()
-}
-
 /// Sends every flow `rounds` times and returns how many of each arrived.
 /// UDP: receivers on every destination port. TCP: a connect() that
 /// completes means the SYN passed (the answer is not filtered).
@@ -473,21 +469,6 @@ fn check_delivery(
         flows.len(),
         wrong.join("\n")
     );
-}
-
-/// Per-rule counters from `stats` (rule 0 = policy).
-fn stat_counters(s: &serde_json::Value) -> HashMap<u32, u64> {
-    s["counters"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| {
-            (
-                c["rule"].as_u64().unwrap() as u32,
-                c["packets"].as_u64().unwrap(),
-            )
-        })
-        .collect()
 }
 
 /// What each rule's counter must read after the UDP flows went `rounds`

@@ -13,7 +13,7 @@
 
 mod common;
 
-use common::daemon::{ok, parapet, parapetd};
+use common::daemon::{ok, parapet, parapetd, stat_counters, stats};
 use common::{in_netns, require_root};
 use parapet_testbed::Netns;
 use std::collections::BTreeMap;
@@ -276,22 +276,8 @@ fn kernel_counters(
     m
 }
 
-fn stats(sock: &Path) -> serde_json::Value {
-    serde_json::from_str(&ok(sock, &["stats", "--json"])).unwrap()
-}
-
 fn parapet_counters(sock: &Path) -> BTreeMap<u32, u64> {
-    stats(sock)["counters"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| {
-            (
-                c["rule"].as_u64().unwrap() as u32,
-                c["packets"].as_u64().unwrap(),
-            )
-        })
-        .collect()
+    stat_counters(&stats(sock)).into_iter().collect()
 }
 
 /// parapetd in `ns`, killed on drop.

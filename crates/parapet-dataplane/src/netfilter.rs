@@ -358,6 +358,14 @@ fn link_create(
 }
 
 impl Dataplane {
+    /// The netfilter program, or why there is none.
+    fn nf_program(&self) -> Result<BorrowedFd<'_>> {
+        match &self.nf_prog {
+            Ok(fd) => Ok(fd.as_fd()),
+            Err(e) => Err(Error::Netfilter(e.clone())),
+        }
+    }
+
     /// Why the netfilter program is not available (no kernel support, or
     /// it failed to load), or `None` when it is.
     pub fn netfilter_note(&self) -> Option<&str> {
@@ -377,16 +385,13 @@ impl Dataplane {
         family: NfFamily,
         priority: i32,
     ) -> Result<NfAttached> {
-        let prog = self
-            .nf_prog
-            .as_ref()
-            .map_err(|e| Error::Netfilter(e.clone()))?;
+        let prog = self.nf_program()?;
         let mut tried = 0;
         let (fd, priority) = loop {
             // 0, +1, -1, +2, -2, ...
             let off = (tried + 1) / 2 * if tried % 2 == 1 { 1 } else { -1 };
             let p = priority.saturating_add(off);
-            match link_create(prog.as_fd(), hook, family, p) {
+            match link_create(prog, hook, family, p) {
                 Ok(fd) => break (fd, p),
                 Err(e) if e.raw_os_error() == Some(libc::EBUSY) && tried < 2 * PRIORITY_SEARCH => {
                     tried += 1;
@@ -469,11 +474,8 @@ impl Dataplane {
         frame: &[u8],
         repeat: u32,
     ) -> Result<TestRunOutcome> {
-        let prog = self
-            .nf_prog
-            .as_ref()
-            .map_err(|e| Error::Netfilter(e.clone()))?;
-        test_run_fd(prog.as_fd(), hook, family, frame, repeat)
+        let prog = self.nf_program()?;
+        test_run_fd(prog, hook, family, frame, repeat)
     }
 }
 

@@ -1,5 +1,6 @@
 //! Driving a real parapetd through the real `parapet` CLI.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -37,4 +38,24 @@ pub fn parapetd(dir: &Path) -> PathBuf {
     let link = dir.join("parapetd");
     let _ = std::os::unix::fs::symlink(&cli, &link);
     link
+}
+
+/// `parapet stats --json`.
+pub fn stats(sock: &Path) -> serde_json::Value {
+    serde_json::from_str(&ok(sock, &["stats", "--json"])).unwrap()
+}
+
+/// Per-rule counters from `stats` (rule 0 = policy).
+pub fn stat_counters(s: &serde_json::Value) -> HashMap<u32, u64> {
+    s["counters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["rule"].as_u64().unwrap() as u32,
+                c["packets"].as_u64().unwrap(),
+            )
+        })
+        .collect()
 }
