@@ -427,6 +427,21 @@ fn exec(c: &mut Client, cmd: DaemonCommand) -> Result<ExitCode, ClientError> {
                     .into_iter()
                     .flatten()
                 {
+                    if let Some(links) = a["links"].as_array() {
+                        let l: Vec<String> = links
+                            .iter()
+                            .map(|l| {
+                                format!(
+                                    "{} {} (priority {})",
+                                    l["chain"].as_str().unwrap_or(""),
+                                    l["family"].as_str().unwrap_or(""),
+                                    l["priority"]
+                                )
+                            })
+                            .collect();
+                        println!("# attached at the netfilter hooks: {}", l.join(", "));
+                        continue;
+                    }
                     println!(
                         "# attached to {} at {}{}",
                         a["iface"].as_str().unwrap_or(""),

@@ -483,6 +483,14 @@ fn oracle(
         Some(3),
         "one link per chain of the file's family: {s}"
     );
+    let listed = ok(&sock, &["list", "--counters"]);
+    let fam = if v6 { "ipv6" } else { "ipv4" };
+    assert!(
+        listed.contains(&format!(
+            "# attached at the netfilter hooks: INPUT {fam} (priority "
+        )),
+        "{listed}"
+    );
     let ours = run_probes(&p, v6, probes, &|| strip(parapet_counters(&sock)));
     let s = stats(&sock);
     let nf = &s["dataplane"]["netfilter"]["packets"];
