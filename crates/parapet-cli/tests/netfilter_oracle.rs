@@ -9,7 +9,8 @@
 //! (delivered or dropped) and be counted by the same rules (rule ids: file
 //! positions, 0 = the policy) in both twins. IPv4 and IPv6. Then parapetd
 //! is killed with SIGKILL and restarted: it re-attaches at the hooks from its
-//! journal and the packets meet the same fates again. Needs root.
+//! journal and the packets meet the same fates again; `parapet detach`
+//! without an interface removes the links. Needs root.
 
 mod common;
 
@@ -528,6 +529,23 @@ fn oracle(
     let again = run_probes(&p, v6, probes, &|| strip(parapet_counters(&sock)));
     let fates = |o: &Outcome| o.iter().map(|(f, _)| *f).collect::<Vec<_>>();
     assert_eq!(fates(&again), fates(&kernel), "{tag}: after a restart");
+
+    // detach without an interface: the links go, nothing is filtered
+    ok(&sock, &["detach"]);
+    let s = stats(&sock);
+    assert_eq!(
+        s["dataplane"]["attachments"].as_array().map(Vec::len),
+        Some(0),
+        "{s}"
+    );
+    // probe 1 (to R, dropped by INPUT) now gets through, uncounted
+    let open = run_probes(&p, v6, &probes[1..2], &|| strip(parapet_counters(&sock)));
+    assert_eq!(kernel[1].0, Fate::Dropped);
+    assert_eq!(
+        open[0],
+        (Fate::Delivered, BTreeMap::new()),
+        "after the detach"
+    );
     kernel
 }
 
