@@ -196,6 +196,12 @@ impl Kernel {
         })?;
         dp.set_conntrack(false)
             .map_err(|e| dp_err("switching the conntrack lookup off", e))?;
+        // The netfilter program loads on first use; here, outside the state
+        // lock, so a later `attach` without an interface does not verify it
+        // under the lock. A kernel without it just has no netfilter hooks.
+        if let Some(why) = dp.netfilter_note() {
+            eprintln!("parapetd: the netfilter hooks are not available: {why}");
+        }
         Ok(dp)
     }
 

@@ -115,7 +115,7 @@ pub struct Dataplane {
     pub(crate) conntrack: bool,
     pub(crate) conntrack_note: Option<String>,
     /// The netfilter program (src/netfilter.rs), or why there is none.
-    pub(crate) nf_prog: std::result::Result<std::os::fd::OwnedFd, String>,
+    pub(crate) nf_prog: crate::netfilter::NfProgram,
     /// Pages of each image (src/slots.rs).
     pub(crate) image_pages: crate::slots::ImagePages,
 }
@@ -197,7 +197,7 @@ impl Dataplane {
             }
         }
         // Before the maps are taken: it shares them (src/netfilter.rs).
-        let nf_prog = crate::netfilter::load_program(&object, &ebpf, kernel_btf.as_ref());
+        let nf_prog = crate::netfilter::NfProgram::new(object, &ebpf, kernel_btf);
         let actions = Array::try_from(take(&mut ebpf, "parapet_actions")?)?;
         let counters = PerCpuArray::try_from(take(&mut ebpf, "parapet_counters")?)?;
         let log_limits = Array::try_from(take(&mut ebpf, "parapet_log_limits")?)?;

@@ -6,7 +6,7 @@
 //! aya 0.14 has no netfilter program type to load or attach, and its object
 //! parser refuses a section named `netfilter`. So `parapet_nf` sits in a
 //! section aya parses as a tc classifier (`classifier/parapet_nf`) and never
-//! loads; [`load_program`] parses the same kfunc-resolved object with
+//! loads; `load_program` parses the same kfunc-resolved object with
 //! aya-obj, points its map references at the maps aya already created (so
 //! every program shares one set of maps: images, counters, sets, stats),
 //! links its calls, applies its CO-RE relocations against the kernel's BTF
@@ -14,8 +14,9 @@
 //! `BPF_LINK_CREATE` then attaches it (docs/dataplane.md, "Netfilter
 //! hooks", says why this and not a second object).
 //!
-//! Links are [`NfLink`]s: a link fd that closes (detaches) when dropped
-//! and that [`NfLink::pin`] can pin under bpffs so the kernel keeps it.
+//! The program is loaded on first use ([`NfProgram`]). Links are
+//! [`NfLink`]s: a link fd that closes (detaches) when dropped and that
+//! [`NfLink::pin`] can pin under bpffs so the kernel keeps it.
 
 use std::collections::HashSet;
 use std::ffi::CString;
@@ -222,12 +223,61 @@ fn load_btf(btf: &Btf) -> io::Result<OwnedFd> {
     sys_bpf(bpf_cmd::BPF_BTF_LOAD, &mut attr).map(owned)
 }
 
+/// What loading the netfilter program needs, kept from the dataplane's
+/// load, and the program once loaded: verifying it takes seconds, so it is
+/// loaded on first use (an attach, a test run, [`Dataplane::netfilter_note`]),
+/// never by a dataplane that only runs at XDP or tc.
+pub(crate) struct NfProgram {
+    /// The kfunc-resolved object.
+    object: Vec<u8>,
+    kernel_btf: Option<Btf>,
+    /// Every map of the object by name (duplicated fds of aya's maps).
+    maps: Vec<(String, OwnedFd)>,
+    prog: std::sync::OnceLock<std::result::Result<OwnedFd, String>>,
+}
+
+impl NfProgram {
+    /// Keep what the load needs: call before the maps are taken out of
+    /// `ebpf`.
+    pub(crate) fn new(object: Vec<u8>, ebpf: &Ebpf, kernel_btf: Option<Btf>) -> NfProgram {
+        let maps = ebpf
+            .maps()
+            .filter_map(|(name, map)| {
+                let fd = map_fd(map)?;
+                // SAFETY: fd is aya's live map fd; it is only duplicated.
+                let owned = unsafe { BorrowedFd::borrow_raw(fd) }
+                    .try_clone_to_owned()
+                    .ok()?;
+                Some((name.to_string(), owned))
+            })
+            .collect();
+        NfProgram {
+            object,
+            kernel_btf,
+            maps,
+            prog: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The program, loaded on the first call.
+    fn get(&self) -> &std::result::Result<OwnedFd, String> {
+        self.prog.get_or_init(|| {
+            let fds: Vec<(String, RawFd)> = self
+                .maps
+                .iter()
+                .map(|(n, fd)| (n.clone(), fd.as_raw_fd()))
+                .collect();
+            load_program(&self.object, &fds, self.kernel_btf.as_ref())
+        })
+    }
+}
+
 /// Load `parapet_nf` from `object` (already kfunc-resolved) as a netfilter
-/// program whose maps are `ebpf`'s. Call before the maps are taken out of
-/// `ebpf`. Errors are the kernel's words, with the verifier log's tail.
-pub(crate) fn load_program(
+/// program whose maps are the ones named in `fds`. Errors are the kernel's
+/// words, with the verifier log's tail.
+fn load_program(
     object: &[u8],
-    ebpf: &Ebpf,
+    fds: &[(String, RawFd)],
     kernel_btf: Option<&Btf>,
 ) -> std::result::Result<OwnedFd, String> {
     let mut obj = Object::parse(object).map_err(|e| format!("parsing the object: {e}"))?;
@@ -241,12 +291,6 @@ pub(crate) fn load_program(
     let kernel_btf = kernel_btf.ok_or("no kernel BTF (/sys/kernel/btf/vmlinux)")?;
     obj.relocate_btf(kernel_btf)
         .map_err(|e| format!("CO-RE relocation: {e}"))?;
-    let mut fds: Vec<(String, RawFd)> = Vec::new();
-    for (name, map) in ebpf.maps() {
-        if let Some(fd) = map_fd(map) {
-            fds.push((name.to_string(), fd));
-        }
-    }
     let obj_maps = obj.maps.clone();
     let mut refs = Vec::new();
     for (name, m) in &obj_maps {
@@ -360,7 +404,7 @@ fn link_create(
 impl Dataplane {
     /// The netfilter program, or why there is none.
     fn nf_program(&self) -> Result<BorrowedFd<'_>> {
-        match &self.nf_prog {
+        match self.nf_prog.get() {
             Ok(fd) => Ok(fd.as_fd()),
             Err(e) => Err(Error::Netfilter(e.clone())),
         }
@@ -369,7 +413,7 @@ impl Dataplane {
     /// Why the netfilter program is not available (no kernel support, or
     /// it failed to load), or `None` when it is.
     pub fn netfilter_note(&self) -> Option<&str> {
-        self.nf_prog.as_ref().err().map(String::as_str)
+        self.nf_prog.get().as_ref().err().map(String::as_str)
     }
 
     /// Enforce the hook's image (written with
