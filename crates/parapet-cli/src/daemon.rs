@@ -57,20 +57,22 @@ pub enum DaemonCommand {
     Ban(BanArgs),
     /// Lift bans.
     Unban(BanArgs),
-    /// Attach parapetd's eBPF dataplane to an interface (loads it on first use; root daemon).
+    /// Attach parapetd's eBPF dataplane: without an interface, the ruleset's INPUT, FORWARD
+    /// and OUTPUT chains at their netfilter hooks; with one, at XDP or tc there (loads it on
+    /// first use; root daemon).
     Attach(AttachArgs),
-    /// Detach parapetd's eBPF dataplane from an interface.
+    /// Detach parapetd's eBPF dataplane from an interface (without one: from the netfilter hooks).
     Detach(DetachArgs),
 }
 
 /// Arguments of `attach`.
 #[derive(Args, Debug, Clone)]
 pub struct AttachArgs {
-    /// Network interface (in parapetd's network namespace).
-    pub iface: String,
-    /// Where to hook: xdp or tc (ingress).
-    #[arg(long, default_value = "xdp", value_parser = ["xdp", "tc"])]
-    pub hook: String,
+    /// Network interface (in parapetd's network namespace); none: the netfilter hooks.
+    pub iface: Option<String>,
+    /// Where to hook on the interface: xdp or tc (ingress); default xdp.
+    #[arg(long, value_parser = ["xdp", "tc", "netfilter"])]
+    pub hook: Option<String>,
     /// XDP mode: native (falls back to skb, with a note) or skb.
     #[arg(long, default_value = "native", value_parser = ["native", "skb"])]
     pub mode: String,
@@ -79,8 +81,8 @@ pub struct AttachArgs {
 /// Arguments of `detach`.
 #[derive(Args, Debug, Clone)]
 pub struct DetachArgs {
-    /// Network interface.
-    pub iface: String,
+    /// Network interface; none: the netfilter hooks.
+    pub iface: Option<String>,
     /// Only this hook: xdp or tc.
     #[arg(long, value_parser = ["xdp", "tc"])]
     pub hook: Option<String>,
@@ -416,6 +418,7 @@ fn exec(c: &mut Client, cmd: DaemonCommand) -> Result<ExitCode, ClientError> {
                 );
             }
             print_left_to_kernel(r.get("left_to_kernel"));
+            print_notes(&r);
         }
         DaemonCommand::List { counters, format } => {
             let mut m = obj(json!({"cmd": "list", "counters": counters}));
@@ -440,6 +443,21 @@ fn exec(c: &mut Client, cmd: DaemonCommand) -> Result<ExitCode, ClientError> {
                     .into_iter()
                     .flatten()
                 {
+                    if let Some(links) = a["links"].as_array() {
+                        let l: Vec<String> = links
+                            .iter()
+                            .map(|l| {
+                                format!(
+                                    "{} {} (priority {})",
+                                    l["chain"].as_str().unwrap_or(""),
+                                    l["family"].as_str().unwrap_or(""),
+                                    l["priority"]
+                                )
+                            })
+                            .collect();
+                        println!("# attached at the netfilter hooks: {}", l.join(", "));
+                        continue;
+                    }
                     println!(
                         "# attached to {} at {}{}",
                         a["iface"].as_str().unwrap_or(""),
@@ -497,6 +515,17 @@ fn exec(c: &mut Client, cmd: DaemonCommand) -> Result<ExitCode, ClientError> {
             c.call(Value::Object(m))?;
         }
         DaemonCommand::Attach(AttachArgs { iface, hook, mode }) => {
+            let Some(iface) = iface else {
+                let mut m = obj(json!({"cmd": "attach"}));
+                if let Some(h) = hook {
+                    m.insert("hook".into(), Value::from(h));
+                }
+                let r = c.call(Value::Object(m))?;
+                println!("attached at the netfilter hooks (INPUT, FORWARD, OUTPUT)");
+                print_notes(&r);
+                return Ok(ExitCode::SUCCESS);
+            };
+            let hook = hook.unwrap_or_else(|| "xdp".into());
             let r = c.call(json!({"cmd": "attach", "iface": iface, "hook": hook, "mode": mode}))?;
             let mode = r
                 .get("mode")
@@ -504,14 +533,13 @@ fn exec(c: &mut Client, cmd: DaemonCommand) -> Result<ExitCode, ClientError> {
                 .map(|m| format!(" ({m})"))
                 .unwrap_or_default();
             println!("attached to {iface} at {hook}{mode}");
-            for k in ["note", "warning"] {
-                if let Some(n) = r.get(k).and_then(Value::as_str) {
-                    eprintln!("parapet: {n}");
-                }
-            }
+            print_notes(&r);
         }
         DaemonCommand::Detach(DetachArgs { iface, hook }) => {
-            let mut m = obj(json!({"cmd": "detach", "iface": iface}));
+            let mut m = obj(json!({"cmd": "detach"}));
+            if let Some(i) = iface {
+                m.insert("iface".into(), Value::from(i));
+            }
             if let Some(h) = hook {
                 m.insert("hook".into(), Value::from(h));
             }
@@ -520,6 +548,36 @@ fn exec(c: &mut Client, cmd: DaemonCommand) -> Result<ExitCode, ClientError> {
         DaemonCommand::Set { cmd } => return set_cmd(c, cmd),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// An attach reply's note, warning and warnings on stderr.
+fn print_notes(r: &parapet_daemon::proto::Reply) {
+    let r = &r.body;
+    for k in ["note", "warning"] {
+        if let Some(n) = r.get(k).and_then(Value::as_str) {
+            eprintln!("parapet: {n}");
+        }
+    }
+    for hook in r
+        .get("hooks")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        if let Some(n) = hook.get("note").and_then(Value::as_str) {
+            eprintln!("parapet: {n}");
+        }
+    }
+    for w in r
+        .get("warnings")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        if let Some(w) = w.as_str() {
+            eprintln!("parapet: warning: {w}");
+        }
+    }
 }
 
 fn elems_from(elems: Vec<String>, file: Option<&Path>) -> Result<Vec<FileElem>, String> {

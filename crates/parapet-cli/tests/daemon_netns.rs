@@ -11,14 +11,15 @@
 
 mod common;
 
-use common::{host, in_netns, ok, parapet, require_root, testbed, Bed, B_ADDR};
+use common::daemon::{ok, parapet, parapetd, stat_counters, stats};
+use common::{host, in_netns, require_root, testbed, Bed, B_ADDR};
 use parapet_model::{
     Action, Dir, Field, IfName, IntervalSet, LinearEngine, Matches, Packet, Rule, Ruleset,
     SetKeySpec, SetLookup, SetRef, Verdict,
 };
 use std::collections::{BTreeSet, HashMap};
 use std::net::{Ipv4Addr, SocketAddrV4, TcpListener, UdpSocket};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -239,21 +240,6 @@ fn attach(sock: &Path, iface: &str, hook: &str, daemon: &mut std::process::Child
     panic!("parapet attach: {said}");
 }
 
-/// The daemon executable: the real `parapetd` when it was built with this
-/// `parapet`, else `parapet` itself under the name `parapetd` (the same
-/// `parapetd_main`).
-fn parapetd(dir: &Path) -> PathBuf {
-    let cli = PathBuf::from(env!("CARGO_BIN_EXE_parapet"));
-    let real = cli.with_file_name("parapetd");
-    let mtime = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
-    if mtime(&real).is_some() && mtime(&real) >= mtime(&cli) {
-        return real;
-    }
-    let link = dir.join("parapetd");
-    let _ = std::os::unix::fs::symlink(&cli, &link);
-    link
-}
-
 /// Starts parapetd in namespace `ns` and waits for its socket.
 fn start_daemon(ns: &str, exe: &Path, sock: &Path, state: &Path, log: &Path) -> Child {
     let _ = std::fs::remove_file(sock);
@@ -285,10 +271,6 @@ fn start_daemon(ns: &str, exe: &Path, sock: &Path, state: &Path, log: &Path) -> 
         std::thread::sleep(Duration::from_millis(50));
     }
     child
-}
-
-fn stats(sock: &Path) -> serde_json::Value {
-    serde_json::from_str(&ok(sock, &["stats", "--json"])).unwrap()
 }
 
 /// Sends every flow `rounds` times and returns how many of each arrived.
@@ -487,21 +469,6 @@ fn check_delivery(
         flows.len(),
         wrong.join("\n")
     );
-}
-
-/// Per-rule counters from `stats` (rule 0 = policy).
-fn stat_counters(s: &serde_json::Value) -> HashMap<u32, u64> {
-    s["counters"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| {
-            (
-                c["rule"].as_u64().unwrap() as u32,
-                c["packets"].as_u64().unwrap(),
-            )
-        })
-        .collect()
 }
 
 /// What each rule's counter must read after the UDP flows went `rounds`

@@ -11,7 +11,8 @@
 
 mod common;
 
-use common::{in_netns, parapet, require_root, testbed, B_ADDR};
+use common::daemon::parapet;
+use common::{in_netns, require_root, testbed, B_ADDR};
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, TcpStream, UdpSocket};
 use std::path::Path;

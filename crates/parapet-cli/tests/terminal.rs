@@ -14,7 +14,7 @@
 
 mod common;
 
-use common::ok;
+use common::daemon::ok;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

@@ -222,10 +222,35 @@ impl<'a> TryFrom<Request<'a>> for Command<'a> {
                 format: r.format,
                 check: r.check,
             },
+            // Without an interface: the base chains at their netfilter
+            // hooks (conventions); `hook` may then only say so.
+            "attach" | "detach" if r.iface.is_none() => {
+                if r.hook.as_deref().is_some_and(|h| h != "netfilter") {
+                    return Err(invalid(
+                        "missing field `iface` (xdp and tc need an interface)",
+                    ));
+                }
+                let (hook, mode) = (AttachPoint::Netfilter, Mode::Native);
+                if &*r.cmd == "attach" {
+                    Command::Attach {
+                        iface: String::new(),
+                        hook,
+                        mode,
+                    }
+                } else {
+                    Command::Detach {
+                        iface: String::new(),
+                        hook: Some(hook),
+                    }
+                }
+            }
             "attach" => {
                 let iface = need_iface(r.iface)?;
                 let (hook, mode) =
                     parse_hook_mode(r.hook.as_deref(), r.mode.as_deref()).map_err(invalid)?;
+                if hook == AttachPoint::Netfilter {
+                    return Err(invalid("the netfilter hooks take no interface"));
+                }
                 Command::Attach { iface, hook, mode }
             }
             "detach" => {

@@ -105,6 +105,7 @@ fn apply(
             None,
         ));
     }
+    let warnings = st.kernel.warnings(&compiled.ruleset, &compiled.compiled);
     let mut lsn = None;
     let change = Change::Apply {
         name,
@@ -123,6 +124,9 @@ fn apply(
     m.insert("rules".into(), Value::from(rules));
     m.insert("generation".into(), Value::from(st.generation));
     m.insert("left_to_kernel".into(), left);
+    if !warnings.is_empty() {
+        m.insert("warnings".into(), Value::from(warnings));
+    }
     Ok((m, lsn))
 }
 
@@ -173,7 +177,17 @@ fn attach(shared: &Shared, iface: String, hook: AttachPoint, mode: Mode) -> (Out
         Err(e) => return (Err(e), lsn),
     };
     let mut m = Map::new();
-    m.insert("iface".into(), Value::from(iface));
+    if hook == AttachPoint::Netfilter {
+        m.insert("hooks".into(), st.kernel.attachments_json());
+        if let Some(a) = &st.active {
+            let w = st.kernel.warnings(&a.ruleset, &a.compiled);
+            if !w.is_empty() {
+                m.insert("warnings".into(), Value::from(w));
+            }
+        }
+    } else {
+        m.insert("iface".into(), Value::from(iface));
+    }
     m.insert("hook".into(), Value::from(hook_name(hook)));
     if let Some(actual) = a.actual {
         m.insert("mode".into(), Value::from(mode_name(actual)));

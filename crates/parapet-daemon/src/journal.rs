@@ -197,6 +197,7 @@ pub fn hook_byte(h: AttachPoint) -> u8 {
     match h {
         AttachPoint::Xdp => 0,
         AttachPoint::Tc => 1,
+        AttachPoint::Netfilter => 2,
     }
 }
 
@@ -211,10 +212,10 @@ pub fn mode_byte(m: Mode) -> u8 {
 /// The journal bytes back to a hook and mode.
 pub fn from_bytes(hook: u8, mode: u8) -> (AttachPoint, Mode) {
     (
-        if hook == 1 {
-            AttachPoint::Tc
-        } else {
-            AttachPoint::Xdp
+        match hook {
+            1 => AttachPoint::Tc,
+            2 => AttachPoint::Netfilter,
+            _ => AttachPoint::Xdp,
         },
         if mode == 1 { Mode::Skb } else { Mode::Native },
     )
@@ -741,7 +742,7 @@ mod tests {
 
     #[test]
     fn hook_and_mode_bytes_round_trip() {
-        for h in [AttachPoint::Xdp, AttachPoint::Tc] {
+        for h in [AttachPoint::Xdp, AttachPoint::Tc, AttachPoint::Netfilter] {
             for m in [Mode::Native, Mode::Skb] {
                 assert_eq!(from_bytes(hook_byte(h), mode_byte(m)), (h, m));
             }

@@ -39,6 +39,7 @@ mod crc;
 mod dispatch;
 mod execute;
 pub mod fleet;
+pub mod hooks;
 pub mod journal;
 pub mod kernel;
 pub mod loader;

@@ -33,6 +33,7 @@ int main(void)
 	F(parapet_key, frag);
 	F(parapet_key, flags);
 	F(parapet_key, ctstate);
+	F(parapet_key, oifindex);
 	S(parapet_action);
 	F(parapet_action, verdict);
 	F(parapet_action, flags);
@@ -114,6 +115,10 @@ int main(void)
 	C(PARAPET_ACTION_F_LOG);
 	C(PARAPET_HOOK_XDP);
 	C(PARAPET_HOOK_TC);
+	C(PARAPET_HOOK_NF_INPUT);
+	C(PARAPET_HOOK_NF_FORWARD);
+	C(PARAPET_HOOK_NF_OUTPUT);
+	C(PARAPET_IMAGES);
 	C(PARAPET_STAT_MAX);
 	C(PARAPET_IMAGE_PAGE_BYTES);
 	C(PARAPET_IMAGE_DEFAULT_SLOT_PAGES);

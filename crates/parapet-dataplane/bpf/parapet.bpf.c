@@ -8,6 +8,11 @@
  * answering REJECTs when it can (lib/reject.h).  The maps user space opens
  * by name are in lib/maps.h.
  *
+ * parapet_nf is the netfilter program (lib/nf.h): aya 0.14 has no loader for
+ * that program type and its object parser refuses a "netfilter" section,
+ * so it sits in a section aya parses as a tc classifier and never loads;
+ * src/netfilter.rs loads it as BPF_PROG_TYPE_NETFILTER itself.
+ *
  * Built by build.rs as the one compilation unit of the object:
  * clang -O2 -g -target bpf -mcpu=v3.
  */
@@ -20,6 +25,7 @@
 #include "lib/conntrack.h"
 #include "lib/decide.h"
 #include "lib/reject.h"
+#include "lib/nf.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -40,7 +46,7 @@ int parapet_xdp(struct xdp_md *ctx)
 				       &key, &offs);
 		key.flags |= PARAPET_KEY_F_CT;
 	}
-	__u32 verdict = parapet_decide(&key, status, PARAPET_HOOK_XDP);
+	__u32 verdict = parapet_decide(&key, status, PARAPET_HOOK_XDP, 0);
 
 	if ((verdict & 0xff) == PARAPET_VERDICT_ACCEPT)
 		return XDP_PASS;
@@ -84,7 +90,7 @@ int parapet_tc(struct __sk_buff *skb)
 		key.flags |= PARAPET_KEY_F_VLAN;
 		key.vlan_id = skb->vlan_tci & 0x0fff;
 	}
-	__u32 verdict = parapet_decide(&key, status, PARAPET_HOOK_TC);
+	__u32 verdict = parapet_decide(&key, status, PARAPET_HOOK_TC, 1);
 
 	if ((verdict & 0xff) == PARAPET_VERDICT_ACCEPT)
 		return TC_ACT_OK;
@@ -94,4 +100,75 @@ int parapet_tc(struct __sk_buff *skb)
 	    reject_reply(skb, PARAPET_HOOK_TC, &key, &offs, verdict >> 8, 0))
 		return bpf_redirect(key.ifindex, 0);
 	return TC_ACT_SHOT;
+}
+
+SEC("classifier/parapet_nf")
+int parapet_nf(struct bpf_nf_ctx *ctx)
+{
+	const struct nf_hook_state *state = ctx->state;
+	struct sk_buff *skb = ctx->skb;
+	struct parapet_offs offs = {};
+	struct parapet_key key;
+	struct bpf_dynptr ptr;
+	__u32 zero = 0, level, copy, verdict = PARAPET_VERDICT_DROP;
+	__u32 *depth = bpf_map_lookup_elem(&parapet_nf_depth, &zero);
+	struct parapet_nf_buf *buf;
+	int status;
+
+	if (!depth)
+		return NF_DROP;
+	level = *depth;
+	/* deeper nesting than process + softirq cannot happen; never run
+	 * without a scratch state of our own: drop (fail closed) */
+	if (level >= PARAPET_NF_NEST)
+		return NF_DROP;
+	buf = bpf_map_lookup_elem(&parapet_nf_pkt, &level);
+	if (!buf)
+		return NF_DROP;
+	*depth = level + 1;
+
+	__builtin_memset(&key, 0, sizeof(key));
+	__u32 hook = nf_parapet_hook(state->hook);
+	__u8 pf = state->pf;
+	struct net_device *in = state->in, *out = state->out;
+	if (in)
+		key.ifindex = in->ifindex;
+	if (out)
+		key.oifindex = out->ifindex;
+	__u32 len = skb->len;
+
+	/* a made-up Ethernet header that names the family for the parser */
+	__builtin_memset(buf->b, 0, ETH_HLEN);
+	__u16 proto = pf == NFPROTO_IPV6 ? ETH_P_IPV6 : ETH_P_IP;
+	buf->b[12] = proto >> 8;
+	buf->b[13] = proto & 0xff;
+	copy = len < PARAPET_NF_COPY ? len : PARAPET_NF_COPY;
+	if (hook == 0 || (pf != NFPROTO_IPV4 && pf != NFPROTO_IPV6) ||
+	    bpf_dynptr_from_skb((struct __sk_buff *)skb, 0, &ptr) ||
+	    bpf_dynptr_read(&buf->b[ETH_HLEN], copy, &ptr, 0, 0)) {
+		/* a hook or family this program was not linked for, or an
+		 * unreadable packet: the parser's "truncated" (dropped) */
+		status = PARAPET_PARSE_TRUNCATED;
+		key.pkt_len = len;
+	} else {
+		status = parapet_parse(buf->b, &buf->b[ETH_HLEN + copy],
+				       ETH_HLEN + len, &key, &offs);
+	}
+	if (status == PARAPET_PARSE_OK) {
+		key.ctstate = nf_ctstate(skb->_nfct);
+		key.flags |= PARAPET_KEY_F_CT;
+	}
+	if (hook)
+		stat_inc(PARAPET_STAT_NF_INPUT + hook - PARAPET_HOOK_NF_INPUT);
+	verdict = parapet_decide(&key, status, hook ? hook : PARAPET_HOOK_NF_INPUT,
+				 PARAPET_SCRATCH_NF + level);
+	*depth = level;
+
+	if ((verdict & 0xff) == PARAPET_VERDICT_ACCEPT)
+		return NF_ACCEPT;
+	/* netfilter programs can only accept or drop: REJECT is a DROP here
+	 * (docs/dataplane.md, "REJECT at the netfilter hooks") */
+	if ((verdict & 0xff) == PARAPET_VERDICT_REJECT)
+		stat_inc(PARAPET_STAT_REJECT_NO_REPLY);
+	return NF_DROP;
 }

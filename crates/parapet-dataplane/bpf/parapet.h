@@ -57,6 +57,7 @@ struct parapet_key {
 	__u8 flags;	 /* PARAPET_KEY_F_* bits */
 	__u8 ctstate;	 /* PARAPET_CT_* from the conntrack lookup (flags & CT), else 0 */
 	__u8 _pad[2];	 /* always zero */
+	__u32 oifindex;	 /* output interface index at FORWARD/OUTPUT, else 0 */
 };
 
 /* ---- parser outcome ---------------------------------------------------- */
@@ -165,6 +166,22 @@ struct parapet_log_limit {
 
 #define PARAPET_HOOK_XDP 1
 #define PARAPET_HOOK_TC 2
+/* netfilter hooks (lib/nf.h): where iptables' filter chains run */
+#define PARAPET_HOOK_NF_INPUT 3
+#define PARAPET_HOOK_NF_FORWARD 4
+#define PARAPET_HOOK_NF_OUTPUT 5
+
+/*
+ * Classifier images: one per place a chain is enforced, each with two A/B
+ * slots; one generation (parapet_gen) switches all of them at once.
+ * Image 0 serves XDP and tc (the chain placed on an interface), 1..3 the
+ * INPUT, FORWARD and OUTPUT chains at their netfilter hooks.
+ */
+#define PARAPET_IMAGES 4
+#define PARAPET_IMAGE_IFACE 0
+#define PARAPET_IMAGE_NF_INPUT 1
+#define PARAPET_IMAGE_NF_FORWARD 2
+#define PARAPET_IMAGE_NF_OUTPUT 3
 
 /* One ring-buffer record per logged packet. */
 struct parapet_log_event {
@@ -197,7 +214,10 @@ enum parapet_stat {
 	PARAPET_STAT_REJECT_FAILED = 15,  /* building the answer failed: dropped */
 	PARAPET_STAT_CT_LOOKUP = 16,	  /* conntrack lookups made */
 	PARAPET_STAT_CT_FOUND = 17,	  /* ... that found an entry */
-	PARAPET_STAT_MAX = 18,
+	PARAPET_STAT_NF_INPUT = 18,	  /* packets at the netfilter INPUT hook */
+	PARAPET_STAT_NF_FORWARD = 19,	  /* ... FORWARD */
+	PARAPET_STAT_NF_OUTPUT = 20,	  /* ... OUTPUT */
+	PARAPET_STAT_MAX = 21,
 };
 
 /* ---- debug record (test mode only) ------------------------------------- */

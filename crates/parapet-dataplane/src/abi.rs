@@ -13,6 +13,7 @@
 mod config;
 mod key;
 mod log;
+mod outcome;
 pub mod reject;
 mod sets;
 mod stats;
@@ -23,6 +24,7 @@ mod layout;
 pub use config::*;
 pub use key::*;
 pub use log::*;
+pub use outcome::*;
 pub use sets::*;
 pub use stats::*;
 

@@ -16,6 +16,7 @@ pub fn hook_pin_name(hook: AttachPoint) -> &'static str {
     match hook {
         AttachPoint::Xdp => "xdp",
         AttachPoint::Tc => "tc",
+        AttachPoint::Netfilter => "netfilter",
     }
 }
 
@@ -27,6 +28,9 @@ pub enum AttachPoint {
     Xdp,
     /// tc ingress (TCX on kernels >= 6.6).
     Tc,
+    /// The filter chains at their netfilter hooks (INPUT, FORWARD,
+    /// OUTPUT; no interface): [`Dataplane::attach_netfilter`].
+    Netfilter,
 }
 
 /// XDP attach mode. Ignored for [`AttachPoint::Tc`].
@@ -90,6 +94,11 @@ impl Dataplane {
                     },
                 }
             }
+            AttachPoint::Netfilter => {
+                return Err(Error::Netfilter(
+                    "the netfilter hooks take no interface: use attach_netfilter".into(),
+                ))
+            }
             AttachPoint::Tc => {
                 let prog = self
                     .ebpf
@@ -146,6 +155,8 @@ impl Dataplane {
                 std::fs::remove_file(&pin.path)
                     .map_err(|e| Error::Pin(format!("{}: {e}", pin.path.display())))?;
             }
+            // closing the link fd detaches (unless it was pinned)
+            Some(LinkId::Nf(l)) => drop(l),
             None => return Err(Error::UnknownAttachment(id)),
         }
         Ok(())
@@ -202,7 +213,7 @@ impl Dataplane {
                     .ok_or(Error::Missing("program"))?;
                 FdLink::try_from(<&mut SchedClassifier>::try_from(prog)?.take_link(l)?)
             }
-            kept @ (LinkId::Pinned(_) | LinkId::Fd(_)) => return Ok(kept),
+            kept @ (LinkId::Pinned(_) | LinkId::Fd(_) | LinkId::Nf(_)) => return Ok(kept),
         };
         let fd_link = fd_link.map_err(|_| {
             Error::Pin(format!(

@@ -3,7 +3,10 @@
 
 use aya::maps::MapError;
 
-use crate::abi::{Counter, KernelVerdict, PacketKey, RawLogEvent, Stat, HOOK_TC, STAT_MAX};
+use crate::abi::{
+    Counter, KernelVerdict, PacketKey, RawLogEvent, Stat, HOOK_NF_FORWARD, HOOK_NF_INPUT,
+    HOOK_NF_OUTPUT, HOOK_TC, STAT_MAX,
+};
 use crate::actions::gcra;
 use crate::attach::AttachPoint;
 use crate::error::Result;
@@ -99,10 +102,10 @@ impl Dataplane {
                 ts_ns: raw.ts_ns,
                 rule_id: raw.rule_id,
                 verdict: KernelVerdict::from_raw(raw.verdict.into()).unwrap_or(KernelVerdict::Drop),
-                hook: if raw.hook == HOOK_TC {
-                    AttachPoint::Tc
-                } else {
-                    AttachPoint::Xdp
+                hook: match raw.hook {
+                    HOOK_TC => AttachPoint::Tc,
+                    HOOK_NF_INPUT | HOOK_NF_FORWARD | HOOK_NF_OUTPUT => AttachPoint::Netfilter,
+                    _ => AttachPoint::Xdp,
                 },
                 key: raw.key,
             });

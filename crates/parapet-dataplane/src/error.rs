@@ -63,6 +63,9 @@ pub enum Error {
     /// The embedded object could not be prepared for this kernel.
     #[error("preparing the BPF object: {0}")]
     Object(String),
+    /// The netfilter program is unavailable or its link failed.
+    #[error("netfilter hook: {0}")]
+    Netfilter(String),
 }
 
 /// Why bytes were refused as an image (the header checks of

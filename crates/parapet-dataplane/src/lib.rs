@@ -48,6 +48,8 @@ pub mod frame;
 #[doc(hidden)]
 pub mod kfunc;
 mod load;
+pub mod netfilter;
+mod netfilter_attach;
 mod netlink;
 pub mod pin;
 pub mod ruleset;
@@ -63,6 +65,7 @@ pub use bpf_sys::LinkIds;
 pub use counters::{LogEvent, Stats};
 pub use error::{BadImage, Error, Result};
 pub use load::{Dataplane, Features, LoadOptions, BPF_OBJECT};
+pub use netfilter::{NfAttached, NfFamily, NfFloor, NfHook, NfLink};
 pub use pin::{default_pin_dir, remove_pins, PinnedAttachment};
 pub use set_mirror::{monotonic_ns, PacketPart, SetDim, SetElement, SetError, SetSizing};
 pub use test_run::{KernelDecision, TestRunOutcome};

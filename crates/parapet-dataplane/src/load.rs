@@ -77,6 +77,7 @@ pub(crate) enum LinkId {
     Pinned(crate::pin::LinkPin),
     /// A link of any kind, unpinned (dropping it detaches).
     Fd(aya::programs::links::FdLink),
+    Nf(crate::netfilter::NfLink),
 }
 
 /// The loaded BPF dataplane and its maps.
@@ -120,6 +121,10 @@ pub struct Dataplane {
     pub(crate) conntrack_note: Option<String>,
     /// Pinning state, when loaded with [`LoadOptions::pin_dir`].
     pub(crate) pins: Option<crate::pin::Pins>,
+    /// The netfilter program (src/netfilter.rs), or why there is none.
+    pub(crate) nf_prog: crate::netfilter::NfProgram,
+    /// Pages of each image (src/slots.rs).
+    pub(crate) image_pages: ImagePages,
 }
 
 /// `parapet_config` word of the conntrack switch (bpf/lib/maps.h).
@@ -195,7 +200,10 @@ impl Dataplane {
             .map_max_entries("parapet_actions", entries)
             .map_max_entries("parapet_counters", entries)
             .map_max_entries("parapet_log_limits", entries)
-            .map_max_entries("parapet_image", slot_pages.saturating_mul(2))
+            .map_max_entries(
+                "parapet_image",
+                slot_pages.saturating_mul(2 * crate::abi::IMAGES),
+            )
             .map_max_entries("parapet_set_lpm", sizing.lpm_entries.max(1))
             .map_max_entries("parapet_set_tuple", sizing.tuple_entries.max(1))
             .override_global("parapet_debug_mode", &debug_mode, true)
@@ -246,6 +254,8 @@ impl Dataplane {
                 p.progs.push((name, fd));
             }
         }
+        // Before the maps are taken: it shares them (src/netfilter.rs).
+        let nf_prog = crate::netfilter::NfProgram::new(object, &ebpf, kernel_btf);
         let actions = Array::try_from(take(&mut ebpf, "parapet_actions")?)?;
         let counters = PerCpuArray::try_from(take(&mut ebpf, "parapet_counters")?)?;
         let log_limits = Array::try_from(take(&mut ebpf, "parapet_log_limits")?)?;
@@ -296,6 +306,8 @@ impl Dataplane {
             conntrack: false,
             conntrack_note,
             pins,
+            nf_prog,
+            image_pages: Default::default(),
         };
         if dp.maps_adopted() {
             // the live program's settings stay; the caller's state is
@@ -349,4 +361,12 @@ impl Dataplane {
     pub fn max_rules(&self) -> u32 {
         self.max_rules
     }
+}
+
+/// Pages each image occupies, live and staged (written since the last
+/// swap), for carrying unchanged images forward across a swap.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ImagePages {
+    pub(crate) live: [usize; crate::abi::IMAGES as usize],
+    pub(crate) staged: [Option<usize>; crate::abi::IMAGES as usize],
 }

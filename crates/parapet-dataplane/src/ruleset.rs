@@ -163,6 +163,18 @@ impl Dataplane {
     /// in a program without it is [`Error::ConntrackUnavailable`] before
     /// anything changes.
     pub fn install_ruleset_ct(&mut self, i: &Install, needs_ct: bool) -> Result<u32> {
+        self.install_ruleset_hooks_ct(i, &[], needs_ct)
+    }
+
+    /// [`Dataplane::install_ruleset_ct`] that also makes `hooks`' images
+    /// (each netfilter hook's chain, compiled from the same ruleset) live
+    /// with the same swap. Hooks not named keep their image.
+    pub fn install_ruleset_hooks_ct(
+        &mut self,
+        i: &Install,
+        hooks: &[(crate::NfHook, &[u8])],
+        needs_ct: bool,
+    ) -> Result<u32> {
         if needs_ct && !self.conntrack_available() {
             // the same error set_conntrack gives, before anything changes
             self.set_conntrack(true)?;
@@ -171,7 +183,7 @@ impl Dataplane {
         if needs_ct {
             self.set_conntrack(true)?;
         }
-        match self.install_ruleset(i) {
+        match self.install_ruleset_hooks(i, hooks) {
             Ok(generation) => {
                 if !needs_ct {
                     self.set_conntrack(false)?;
@@ -189,7 +201,20 @@ impl Dataplane {
     /// [`Dataplane::install_ruleset_ct`] without touching the conntrack
     /// switch.
     pub fn install_ruleset(&mut self, i: &Install) -> Result<u32> {
+        self.install_ruleset_hooks(i, &[])
+    }
+
+    /// [`Dataplane::install_ruleset`] with the netfilter hooks' images
+    /// ([`Dataplane::install_ruleset_hooks_ct`]).
+    pub fn install_ruleset_hooks(
+        &mut self,
+        i: &Install,
+        hooks: &[(crate::NfHook, &[u8])],
+    ) -> Result<u32> {
         self.check_fits(i.ruleset, i.image.len())?;
+        for (_, image) in hooks {
+            self.check_fits(i.ruleset, image.len())?;
+        }
         let staged = (|| -> Result<()> {
             // Elements go into the maps before the image that reads them.
             match i.sets {
@@ -201,6 +226,9 @@ impl Dataplane {
                         self.undefine_set_ref(n)?;
                     }
                 }
+            }
+            for (hook, image) in hooks {
+                self.write_hook_image(*hook, image)?;
             }
             self.write_image(i.image)
         })();

@@ -1,5 +1,12 @@
-//! The classifier image's two slots: writing the inactive one, the
-//! generation flip that makes it live, and reading the live one back.
+//! The classifier images' slots: writing the inactive one, the generation
+//! flip that makes it live, and reading the live one back.
+//!
+//! There is one image per place a chain is enforced (`abi::IMAGES`): image
+//! 0 for XDP and tc, images 1..3 for the INPUT, FORWARD and OUTPUT
+//! netfilter hooks ([`NfHook::image`](crate::NfHook::image)), two slots
+//! each, and one generation for all of them: a swap makes every hook's
+//! new image live at once. An image not rewritten since the last swap is
+//! carried forward (copied into its inactive slot) so the flip keeps it.
 //!
 //! What the dataplane checks of an image before writing it: the format is
 //! owned by `parapet-image` (`docs/image-format.md`); these are its header
@@ -9,7 +16,7 @@
 //! way: every read is bounds checked and every loop is capped, so a bad
 //! image costs a fallback, never safety.
 
-use crate::abi::{IMAGE_PAGE_BYTES, MAX_SET_REFS};
+use crate::abi::{IMAGES, IMAGE_PAGE_BYTES, MAX_SET_REFS};
 use crate::error::{BadImage, Error, Result};
 use crate::load::Dataplane;
 
@@ -48,20 +55,56 @@ impl Dataplane {
     /// [`Dataplane::write_image`] without the header checks: for tests and
     /// for exercising the walker's own defences.
     pub fn write_image_unchecked(&mut self, image: &[u8]) -> Result<()> {
+        self.write_image_at(0, image)
+    }
+
+    /// [`Dataplane::write_image`] for the image of a netfilter hook: it
+    /// goes live with the next [`Dataplane::swap`], together with every
+    /// other image written since the last one.
+    pub fn write_hook_image(&mut self, hook: crate::NfHook, image: &[u8]) -> Result<()> {
+        check_header(image)?;
+        self.write_image_at(hook.image(), image)
+    }
+
+    fn write_image_at(&mut self, which: u32, image: &[u8]) -> Result<()> {
+        if which >= IMAGES {
+            return Err(Error::Missing("image"));
+        }
         if image.len() > self.slot_capacity() {
             return Err(Error::ImageTooLarge {
                 len: image.len(),
                 cap: self.slot_capacity(),
             });
         }
-        let slot = self.generation.wrapping_add(1) & 1;
+        let slot = 2 * which + (self.generation.wrapping_add(1) & 1);
         let base = slot * self.slot_pages;
         for (i, chunk) in image.chunks(IMAGE_PAGE_BYTES).enumerate() {
             let mut page = [0u8; IMAGE_PAGE_BYTES];
             page[..chunk.len()].copy_from_slice(chunk);
             self.image.set(base + i as u32, page, 0)?;
         }
+        self.image_pages.staged[which as usize] = Some(image.len().div_ceil(IMAGE_PAGE_BYTES));
         self.staged = true;
+        Ok(())
+    }
+
+    /// Copy the live slot of every image not written since the last swap
+    /// into its inactive slot, so the flip keeps it.
+    fn carry_forward(&mut self) -> Result<()> {
+        let live = self.generation & 1;
+        for which in 0..IMAGES {
+            let w = which as usize;
+            if self.image_pages.staged[w].is_some() {
+                continue;
+            }
+            let pages = self.image_pages.live[w] as u32;
+            let (from, to) = (2 * which + live, 2 * which + (live ^ 1));
+            for p in 0..pages {
+                let page = self.image.get(&(from * self.slot_pages + p), 0)?;
+                self.image.set(to * self.slot_pages + p, page, 0)?;
+            }
+            self.image_pages.staged[w] = Some(self.image_pages.live[w]);
+        }
         Ok(())
     }
 
@@ -74,6 +117,9 @@ impl Dataplane {
         if !self.staged {
             return Err(Error::NothingToSwap);
         }
+        if self.generation != 0 {
+            self.carry_forward()?;
+        }
         let next = self.generation.wrapping_add(1).max(1);
         // The image's set references go live with it: write them into the
         // inactive slot's half of the reference table first.
@@ -85,6 +131,11 @@ impl Dataplane {
         self.generation = next;
         self.live_refs.clone_from(&self.staged_refs);
         self.staged = false;
+        for w in 0..IMAGES as usize {
+            if let Some(n) = self.image_pages.staged[w].take() {
+                self.image_pages.live[w] = n;
+            }
+        }
         // Any update of a map-in-map waits for synchronize_rcu() in the
         // kernel; XDP and tc programs run inside RCU read-side sections.
         self.rcu_barrier.set(0, &self.gen, 0)?;
@@ -96,6 +147,7 @@ impl Dataplane {
     /// sets only the staged references used become unused.
     pub fn unstage(&mut self) {
         self.staged = false;
+        self.image_pages.staged = Default::default();
         self.staged_refs.clone_from(&self.live_refs);
     }
 

@@ -1,56 +1,13 @@
 //! `BPF_PROG_TEST_RUN`: the real program on a crafted frame, and the debug
 //! record of the last decision (test mode).
 
-use std::time::Duration;
-
 use aya::programs::{SchedClassifier, TestRun, TestRunOptions, Xdp};
 
-use crate::abi::{KernelVerdict, PacketKey, ParseStatus};
+pub use crate::abi::{KernelDecision, TestRunOutcome};
+use crate::abi::{KernelVerdict, ParseStatus};
 use crate::attach::AttachPoint;
 use crate::error::{Error, Result};
 use crate::load::{Dataplane, PROG_TC, PROG_XDP};
-
-/// Outcome of one `BPF_PROG_TEST_RUN`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TestRunOutcome {
-    /// Raw program return code (XDP_* or TC_ACT_*).
-    pub retval: u32,
-    /// `true` when the code lets the packet through (XDP_PASS / TC_ACT_OK).
-    pub passed: bool,
-    /// Kernel-measured time per run (averaged over `repeat`).
-    pub duration: Duration,
-}
-
-/// The kernel's decision on the last packet: the debug record decoded
-/// (test mode, see [`LoadOptions::debug`](crate::LoadOptions::debug)).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct KernelDecision {
-    /// Parsed key.
-    pub key: PacketKey,
-    /// Parser outcome.
-    pub status: ParseStatus,
-    /// Deciding rule (0 = policy, also for unparsed packets).
-    pub rule_id: u32,
-    /// Applied verdict.
-    pub verdict: KernelVerdict,
-    /// Packets recorded so far.
-    pub seq: u32,
-    /// True when the classifier image decided (false: interim classifier).
-    pub by_image: bool,
-    /// Rule ids of the image's non-terminal matches (LOG, counters,
-    /// jumps, counted RETURNs), in evaluation order, at most 16.
-    pub nonterminal: Vec<u32>,
-    /// Why the image walker gave up on this packet, 0 when it did not (the
-    /// codes are the `w->err` assignments in `bpf/lib/walk.h`).
-    pub walk_err: u32,
-    /// The REJECT type (`abi::reject::*`) when the verdict is REJECT.
-    pub reject: u8,
-    /// The ctstate the classifier saw (`parapet_image::ct`).
-    pub ctstate: u32,
-    /// The set bits of the image key (bit n = member of set reference n),
-    /// as the kernel computed them; 0 when the image did not decide.
-    pub set_bits: u64,
-}
 
 /// XDP_PASS and TC_ACT_OK, from linux/bpf.h and linux/pkt_cls.h.
 const XDP_PASS: u32 = 2;
@@ -101,6 +58,11 @@ impl Dataplane {
         let name = match hook {
             AttachPoint::Xdp => PROG_XDP,
             AttachPoint::Tc => PROG_TC,
+            AttachPoint::Netfilter => {
+                return Err(Error::Netfilter(
+                    "use test_run_netfilter for the netfilter program".into(),
+                ))
+            }
         };
         let prog = self.ebpf.program(name).ok_or(Error::Missing("program"))?;
         let mut ctx = Vec::new();
@@ -115,7 +77,7 @@ impl Dataplane {
                     .collect(),
                 // struct __sk_buff up to ingress_ifindex (offset 36); the
                 // kernel accepts a zero-padded prefix.
-                AttachPoint::Tc => {
+                _ => {
                     let mut c = vec![0u8; 40];
                     c[36..40].copy_from_slice(&ifindex.to_ne_bytes());
                     c
@@ -131,11 +93,11 @@ impl Dataplane {
         };
         let r = match hook {
             AttachPoint::Xdp => <&Xdp>::try_from(prog)?.test_run(opts)?,
-            AttachPoint::Tc => <&SchedClassifier>::try_from(prog)?.test_run(opts)?,
+            _ => <&SchedClassifier>::try_from(prog)?.test_run(opts)?,
         };
         let passed = match hook {
             AttachPoint::Xdp => r.return_value == XDP_PASS,
-            AttachPoint::Tc => r.return_value == TC_ACT_OK,
+            _ => r.return_value == TC_ACT_OK,
         };
         Ok((
             TestRunOutcome {

@@ -213,6 +213,7 @@ fn answer_code(hook: AttachPoint) -> u32 {
     match hook {
         AttachPoint::Xdp => XDP_TX,
         AttachPoint::Tc => TC_ACT_REDIRECT,
+        AttachPoint::Netfilter => unreachable!("no answers at the netfilter hooks"),
     }
 }
 
@@ -220,6 +221,7 @@ fn drop_code(hook: AttachPoint) -> u32 {
     match hook {
         AttachPoint::Xdp => XDP_DROP,
         AttachPoint::Tc => TC_ACT_SHOT,
+        AttachPoint::Netfilter => unreachable!("tested in tests/netfilter.rs"),
     }
 }
 

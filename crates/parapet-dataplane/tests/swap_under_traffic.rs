@@ -7,7 +7,8 @@
 //! `A_BASE + k` (accept when k is even), B with `B_BASE + k` (accept when k is
 //! odd). Both are several pages long, padded with rules no probe matches, so
 //! that a page-by-page write could be seen half done. The program is attached
-//! to the loopback of a namespace of the test's own; a thread sends probes
+//! to the loopback of a namespace of the test's own (XDP, tc, or the
+//! netfilter INPUT hook with INPUT's own image); a thread sends probes
 //! over it without pause while the main thread alternates `write_image` +
 //! `swap`.
 //!
@@ -45,7 +46,7 @@ use common::load_dataplane;
 use parapet_compile::{compile, Backend, CompileOptions, KeyWords, Walker};
 use parapet_dataplane::abi::{IMAGE_DEFAULT_SLOT_PAGES, IMAGE_PAGE_BYTES};
 use parapet_dataplane::{
-    AttachPoint, Dataplane, KernelVerdict as DpVerdict, LoadOptions, Mode, Stat,
+    AttachPoint, Dataplane, KernelVerdict as DpVerdict, LoadOptions, Mode, NfFamily, NfHook, Stat,
 };
 use parapet_model::{DecisionList, Entry, EntryKind, Field, IntervalSet, Matches, Packet, Verdict};
 use parapet_testbed::Netns;
@@ -344,7 +345,13 @@ fn bed(test: &str, tag: &str, hook: AttachPoint) -> Bed {
             } else {
                 Mode::Native
             };
-            dp.attach("lo", hook, mode).expect("attach to lo");
+            if hook == AttachPoint::Netfilter {
+                // loopback traffic crosses OUTPUT and INPUT: judged at INPUT
+                dp.attach_netfilter(NfHook::Input, NfFamily::Ipv4, 0)
+                    .expect("a netfilter link at INPUT");
+            } else {
+                dp.attach("lo", hook, mode).expect("attach to lo");
+            }
             let socks: Vec<UdpSocket> = (0..CLASSES)
                 .map(|k| {
                     let s =
@@ -467,10 +474,20 @@ fn with_traffic<T>(
     (out, t)
 }
 
+/// The image where `hook` reads it: image 0, or INPUT's at the netfilter
+/// hooks.
+fn write(dp: &mut Dataplane, hook: AttachPoint, image: &[u8]) {
+    if hook == AttachPoint::Netfilter {
+        dp.write_hook_image(NfHook::Input, image).unwrap();
+    } else {
+        dp.write_image(image).unwrap();
+    }
+}
+
 fn swaps_under_traffic(hook: AttachPoint, tag: &str, (a, b): (Vec<u8>, Vec<u8>)) {
     let test = format!("swap_under_traffic_{tag}");
     let mut bed = bed(&test, tag, hook);
-    bed.dp.write_image(&a).unwrap();
+    write(&mut bed.dp, hook, &a);
     bed.dp.swap().unwrap();
 
     let before = snapshot(&bed.dp);
@@ -486,7 +503,7 @@ fn swaps_under_traffic(hook: AttachPoint, tag: &str, (a, b): (Vec<u8>, Vec<u8>))
             && t0.elapsed() < SWAP_TIME
         {
             let next = if n.is_multiple_of(2) { &b } else { &a };
-            dp.write_image(next).unwrap();
+            write(dp, hook, next);
             dp.swap().unwrap();
             n += 1;
         }
@@ -545,6 +562,13 @@ fn swap_under_traffic_long_walks_xdp() {
 #[ignore = "needs root"]
 fn swap_under_traffic_tc() {
     swaps_under_traffic(AttachPoint::Tc, "tc", images());
+}
+
+/// The same at the netfilter INPUT hook: the image is INPUT's own.
+#[test]
+#[ignore = "needs root"]
+fn swap_under_traffic_netfilter_input() {
+    swaps_under_traffic(AttachPoint::Netfilter, "nfin", images());
 }
 
 /// The same checker on deliberately torn images (the first `cut` pages of

@@ -10,6 +10,7 @@ use std::net::Ipv4Addr;
 pub use parapet_testbed::{in_netns, require_root};
 use parapet_testbed::{Pair, Veth};
 
+pub mod daemon;
 pub mod host;
 
 /// The peer side's first address (more may be added per test).
@@ -64,25 +65,4 @@ pub fn testbed(tag: &str, extra: &[[u8; 4]]) -> Bed {
         va,
         vb,
     }
-}
-
-/// This build's `parapet --socket SOCK ARGS…`.
-pub fn parapet(sock: &std::path::Path, args: &[&str]) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_parapet"))
-        .arg("--socket")
-        .arg(sock)
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-/// As [`parapet`], which must succeed; its stdout.
-pub fn ok(sock: &std::path::Path, args: &[&str]) -> String {
-    let o = parapet(sock, args);
-    assert!(
-        o.status.success(),
-        "parapet {args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).to_string()
 }

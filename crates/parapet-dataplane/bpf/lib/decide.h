@@ -65,8 +65,19 @@ static __noinline __u32 image_finish(__u32 idx, __u32 rule_id,
  * malformed IP, and chains too long to walk, are dropped: the kernel would
  * drop most of them anyway, and the rest are evasion attempts.
  */
+static __always_inline __u32 hook_image(__u32 hook)
+{
+	switch (hook) {
+	case PARAPET_HOOK_NF_INPUT: return PARAPET_IMAGE_NF_INPUT;
+	case PARAPET_HOOK_NF_FORWARD: return PARAPET_IMAGE_NF_FORWARD;
+	case PARAPET_HOOK_NF_OUTPUT: return PARAPET_IMAGE_NF_OUTPUT;
+	}
+	return PARAPET_IMAGE_IFACE;
+}
+
+/* idx: the walk's scratch slot (walk_state.h), chosen by the caller. */
 static __noinline __u32 parapet_decide(const struct parapet_key *key,
-					    int status, __u32 hook)
+					    int status, __u32 hook, __u32 idx)
 {
 	__u32 walk_err = 0;
 
@@ -87,16 +98,23 @@ static __noinline __u32 parapet_decide(const struct parapet_key *key,
 	}
 
 	/* The live image decides when there is one and it is usable. */
-	__u32 zero = 0, idx = hook == PARAPET_HOOK_TC ? 1 : 0;
+	__u32 zero = 0;
 	__u32 *gen = bpf_map_lookup_elem(&parapet_gen, &zero);
 	if (gen && *gen) {
-		long r = image_walk(idx, *gen & 1, key);
+		long r = image_walk(idx, 2 * hook_image(hook) + (*gen & 1), key);
 		if (r >= 0)
 			return image_finish(idx, (__u32)r, key, status, hook);
 		stat_inc(PARAPET_STAT_IMAGE_ERROR);
 		struct walk_cb_ctx c = { .idx = idx };
 		struct parapet_walk *w = walk_state(&c);
 		walk_err = w ? w->err : 0xffff;
+	}
+	/* The interim classifier and the action table speak for the chain
+	 * placed on interfaces; a netfilter hook without a usable image of
+	 * its own chain fails closed. */
+	if (hook_image(hook) != PARAPET_IMAGE_IFACE) {
+		debug_record(key, status, 0, PARAPET_VERDICT_DROP, 0, walk_err);
+		return PARAPET_VERDICT_DROP;
 	}
 
 	__u32 rule_id = lite_classify(key);

@@ -61,15 +61,17 @@ struct {
 	__type(value, __u32);
 } parapet_lite SEC(".maps");
 
-/* Two classifier-image slots of parapet_slot_pages pages each. */
+/* Two classifier-image slots of parapet_slot_pages pages each per image
+ * (PARAPET_IMAGES): slot s of image i is slot number 2 * i + s. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 2 * PARAPET_IMAGE_DEFAULT_SLOT_PAGES);
+	__uint(max_entries, 2 * PARAPET_IMAGES * PARAPET_IMAGE_DEFAULT_SLOT_PAGES);
 	__type(key, __u32);
 	__type(value, struct parapet_image_page);
 } parapet_image SEC(".maps");
 
-/* [0] = generation; 0 = no image, else slot (gen & 1) is live. */
+/* [0] = generation; 0 = no image, else slot (gen & 1) of every image is
+ * live. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);

@@ -508,7 +508,7 @@ static __always_inline void build_key(struct parapet_walk *w,
 		w->key[PARAPET_KW_SADDR + k] = be32_at(&key->src[12 - 4 * k]);
 		w->key[PARAPET_KW_DADDR + k] = be32_at(&key->dst[12 - 4 * k]);
 		w->key[PARAPET_KW_IIF + k] = 0;
-		w->key[PARAPET_KW_OIF + k] = 0; /* ingress hooks: no oif */
+		w->key[PARAPET_KW_OIF + k] = 0; /* filled below when known */
 	}
 	w->key[PARAPET_KW_FAMILY] = key->family;
 	w->key[PARAPET_KW_PROTO] = key->proto;
@@ -522,11 +522,20 @@ static __always_inline void build_key(struct parapet_walk *w,
 	w->key[PARAPET_KW_SETS + 1] = 0;
 
 	__u32 ifindex = key->ifindex;
-	ifn = bpf_map_lookup_elem(&parapet_ifnames, &ifindex);
+	ifn = ifindex ? bpf_map_lookup_elem(&parapet_ifnames, &ifindex) : 0;
 	if (ifn) {
 #pragma unroll
 		for (k = 0; k < 4; k++)
 			w->key[PARAPET_KW_IIF + k] =
+				be32_at((const __u8 *)&ifn->name[12 - 4 * k]);
+	}
+	/* the output interface: only FORWARD and OUTPUT know it */
+	ifindex = key->oifindex;
+	ifn = ifindex ? bpf_map_lookup_elem(&parapet_ifnames, &ifindex) : 0;
+	if (ifn) {
+#pragma unroll
+		for (k = 0; k < 4; k++)
+			w->key[PARAPET_KW_OIF + k] =
 				be32_at((const __u8 *)&ifn->name[12 - 4 * k]);
 	}
 }

@@ -74,10 +74,17 @@ struct parapet_walk {
 	struct parapet_set_tuple_key tkey;
 };
 
-/* One scratch state per hook (0 = XDP, 1 = tc) and CPU. */
+/*
+ * One scratch state per hook and CPU: 0 = XDP, 1 = tc, and from
+ * PARAPET_SCRATCH_NF one per nesting level of the netfilter program (lib/nf.h:
+ * an OUTPUT run in process context can be interrupted by a softirq that runs
+ * INPUT or FORWARD, or OUTPUT again for a TCP ACK, on the same CPU).
+ */
+#define PARAPET_SCRATCH_NF 2
+#define PARAPET_NF_NEST 4
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 2);
+	__uint(max_entries, PARAPET_SCRATCH_NF + PARAPET_NF_NEST);
 	__type(key, __u32);
 	__type(value, struct parapet_walk);
 } parapet_scratch SEC(".maps");

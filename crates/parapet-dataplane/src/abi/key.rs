@@ -73,6 +73,9 @@ pub struct PacketKey {
     pub ctstate: u8,
     /// Always zero.
     pub _pad: [u8; 2],
+    /// Output interface index at the FORWARD and OUTPUT netfilter hooks,
+    /// else 0.
+    pub oifindex: u32,
 }
 
 impl PacketKey {

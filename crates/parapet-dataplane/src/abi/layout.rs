@@ -24,7 +24,7 @@ fn rust_layout(s: &str, f: &str) -> usize {
             "sport" => sport, "dport" => dport, "vlan_id" => vlan_id,
             "family" => family, "proto" => proto, "icmp_type" => icmp_type,
             "icmp_code" => icmp_code, "tcp_flags" => tcp_flags, "frag" => frag,
-            "flags" => flags, "ctstate" => ctstate
+            "flags" => flags, "ctstate" => ctstate, "oifindex" => oifindex
         },
         "parapet_action" => RawAction { "verdict" => verdict, "flags" => flags, "reject" => reject },
         "parapet_counter" => Counter { "packets" => packets, "bytes" => bytes },
@@ -91,6 +91,10 @@ fn c_and_rust_constants_agree() {
         ("PARAPET_ACTION_F_LOG", ACTION_F_LOG.into()),
         ("PARAPET_HOOK_XDP", HOOK_XDP.into()),
         ("PARAPET_HOOK_TC", HOOK_TC.into()),
+        ("PARAPET_HOOK_NF_INPUT", HOOK_NF_INPUT.into()),
+        ("PARAPET_HOOK_NF_FORWARD", HOOK_NF_FORWARD.into()),
+        ("PARAPET_HOOK_NF_OUTPUT", HOOK_NF_OUTPUT.into()),
+        ("PARAPET_IMAGES", IMAGES.into()),
         ("PARAPET_STAT_MAX", STAT_MAX.into()),
         ("PARAPET_IMAGE_PAGE_BYTES", IMAGE_PAGE_BYTES as u64),
         (

@@ -2,7 +2,7 @@
 //! statistics.
 
 /// Number of entries of the `parapet_stats` map.
-pub const STAT_MAX: u32 = 18;
+pub const STAT_MAX: u32 = 21;
 
 /// `struct parapet_counter`: packets and L3 bytes of one rule on one CPU.
 #[repr(C)]
@@ -58,4 +58,10 @@ pub enum Stat {
     CtLookup = 16,
     /// Conntrack lookups that found an entry.
     CtFound = 17,
+    /// Packets the netfilter program saw at INPUT.
+    NfInput = 18,
+    /// ... at FORWARD.
+    NfForward = 19,
+    /// ... at OUTPUT.
+    NfOutput = 20,
 }

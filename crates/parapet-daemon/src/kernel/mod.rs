@@ -8,7 +8,11 @@
 //! under the state lock: a set change and its kernel update, or an apply
 //! and its swap, are one step for every other client.
 
+mod netfilter;
+mod restart;
+
 use crate::compiled::CompiledChain;
+use crate::hooks::{self, NfWant};
 use crate::proto::{code, ErrorReply};
 use parapet_dataplane::ct_table::ConntrackTable;
 use parapet_dataplane::ruleset::Install;
@@ -71,9 +75,13 @@ pub struct Attachment {
     pub mode: Mode,
     /// XDP mode in use (`None` at tc).
     pub actual: Option<Mode>,
-    /// Set when the request was not met exactly (native fell back to skb).
+    /// Set when the request was not met exactly (native fell back to skb),
+    /// and at the netfilter hooks what is enforced differently there.
     pub note: Option<String>,
-    id: u64,
+    pub(crate) id: u64,
+    /// At [`AttachPoint::Netfilter`]: the links, with their attachment ids
+    /// and the priority the kernel took (the nearest free one).
+    pub(crate) links: Vec<(NfWant, u64, i32)>,
 }
 
 /// Parses the protocol's `hook` and `mode` fields.
@@ -84,7 +92,12 @@ pub fn parse_hook_mode(
     let h = match hook.unwrap_or("xdp") {
         "xdp" => AttachPoint::Xdp,
         "tc" => AttachPoint::Tc,
-        other => return Err(format!("unknown hook `{other}` (expected xdp or tc)")),
+        "netfilter" => AttachPoint::Netfilter,
+        other => {
+            return Err(format!(
+                "unknown hook `{other}` (expected xdp, tc or netfilter)"
+            ))
+        }
     };
     let m = match mode.unwrap_or("native") {
         "native" => Mode::Native,
@@ -99,6 +112,7 @@ pub fn hook_name(h: AttachPoint) -> &'static str {
     match h {
         AttachPoint::Xdp => "xdp",
         AttachPoint::Tc => "tc",
+        AttachPoint::Netfilter => "netfilter",
     }
 }
 
@@ -110,7 +124,7 @@ pub fn mode_name(m: Mode) -> &'static str {
     }
 }
 
-fn dp_err(what: &str, e: impl std::fmt::Display) -> ErrorReply {
+pub(crate) fn dp_err(what: &str, e: impl std::fmt::Display) -> ErrorReply {
     ErrorReply::new(code::DATAPLANE, format!("{what}: {e}"))
 }
 
@@ -133,12 +147,19 @@ pub fn kernel_chain<'a>(
 pub struct Kernel {
     /// Sizing and chain.
     pub config: KernelConfig,
-    dp: Option<Dataplane>,
-    attached: Vec<Attachment>,
+    pub(crate) dp: Option<Dataplane>,
+    pub(crate) attached: Vec<Attachment>,
     /// Attachments read from the journal, made at [`Kernel::restore`].
     pending: Vec<(String, AttachPoint, Mode)>,
     /// The conntrack table while installed ([`Kernel::ct_table_wanted`]).
     ct_table: Option<ConntrackTable>,
+    /// The netfilter links the active ruleset wants (src/hooks.rs).
+    pub(crate) nf_plan: Vec<NfWant>,
+    /// The active ruleset's hook chains match ctstate.
+    pub(crate) nf_ct: bool,
+    /// Why the active ruleset cannot go to the netfilter hooks (two chains
+    /// at one hook); refused there, fine on interfaces.
+    pub(crate) nf_refused: Option<String>,
 }
 
 impl Kernel {
@@ -150,6 +171,9 @@ impl Kernel {
             attached: Vec::new(),
             pending: Vec::new(),
             ct_table: None,
+            nf_plan: Vec::new(),
+            nf_ct: false,
+            nf_refused: None,
         }
     }
 
@@ -195,18 +219,36 @@ impl Kernel {
             dp.set_conntrack(false)
                 .map_err(|e| dp_err("switching the conntrack lookup off", e))?;
         }
+        // The netfilter program loads on first use; here, outside the state
+        // lock, so a later `attach` without an interface does not verify it
+        // under the lock. A kernel without it just has no netfilter hooks.
+        if let Some(why) = dp.netfilter_note() {
+            eprintln!("parapetd: the netfilter hooks are not available: {why}");
+        }
         Ok(dp)
     }
 
     /// Whether the conntrack table should exist: the lookup is on, the
     /// program is attached somewhere, and the flag allows it.
     fn ct_table_wanted(&self, lookup_on: bool, attached: bool) -> bool {
-        self.config.conntrack_table && lookup_on && attached
+        self.config.conntrack_table
+            && ((lookup_on && attached) || (self.nf_ct && self.nf_attached()))
+    }
+
+    /// Whether the netfilter hooks are attached.
+    pub fn nf_attached(&self) -> bool {
+        self.attached
+            .iter()
+            .any(|a| a.hook == AttachPoint::Netfilter)
     }
 
     /// Creates the conntrack table when wanted and missing (before the
     /// lookup needs it: an error then changes nothing).
-    fn ensure_ct_table(&mut self, lookup_on: bool, attached: bool) -> Result<(), ErrorReply> {
+    pub(crate) fn ensure_ct_table(
+        &mut self,
+        lookup_on: bool,
+        attached: bool,
+    ) -> Result<(), ErrorReply> {
         if self.ct_table.is_none() && self.ct_table_wanted(lookup_on, attached) {
             let t = ConntrackTable::install(CT_TABLE).map_err(|e| {
                 ErrorReply::new(
@@ -224,7 +266,7 @@ impl Kernel {
     }
 
     /// Deletes the conntrack table when no longer wanted.
-    fn prune_ct_table(&mut self) {
+    pub(crate) fn prune_ct_table(&mut self) {
         let on = self.dp.as_ref().is_some_and(Dataplane::conntrack);
         if !self.ct_table_wanted(on, !self.attached.is_empty()) {
             if let Some(t) = self.ct_table.take() {
@@ -233,106 +275,6 @@ impl Kernel {
                 }
             }
         }
-    }
-
-    /// Takes a freshly loaded program and installs the active ruleset in
-    /// it; keeps the one already there if another request was first.
-    ///
-    /// With pinning, the program may have adopted the pinned maps and
-    /// links of an earlier parapetd: the journal is the truth, so its
-    /// ruleset is made live in them (an atomic image swap, never a
-    /// detach); then the pinned links run this build's program (swapped
-    /// by `BPF_LINK_UPDATE` when it differs); links the journal names are
-    /// taken over without re-attaching, the others are removed.
-    pub fn adopt(
-        &mut self,
-        mut dp: Dataplane,
-        active: Option<(&Ruleset, &[CompiledChain])>,
-        sets: &SetStore,
-    ) -> Result<(), ErrorReply> {
-        if self.dp.is_some() {
-            return Ok(());
-        }
-        let pinned = dp.pinned_attachments();
-        if self.config.conntrack_table && pinned.is_empty() {
-            // left behind by a parapetd that was killed (a pinned program
-            // still needs it: it is installed again below when wanted)
-            ConntrackTable::delete_stale(CT_TABLE);
-        }
-        if let Some((rs, compiled)) = active {
-            // counters survive a restart that keeps the same image
-            let same = dp.maps_adopted()
-                && fits(&self.config, &dp, rs, compiled)
-                    .ok()
-                    .and_then(|(_, img)| dp.read_live_image(img.len()).ok().map(|l| l == img))
-                    .unwrap_or(false);
-            if dp.maps_adopted() {
-                eprintln!(
-                    "parapetd: dataplane: adopted the pinned maps at generation {}; the journal's ruleset {}",
-                    dp.generation(),
-                    if same { "is the live image (made live again, counters kept)" } else { "differs from the live image: made live from the journal" }
-                );
-            }
-            install(&self.config, &mut dp, rs, compiled, sets, !same)?;
-        }
-        if !dp.maps_adopted() && !pinned.is_empty() {
-            eprintln!(
-                "parapetd: dataplane: the pinned maps do not match this program's layout \
-                 (another pin ABI, --max-rules or --image-mib); the journal's state was made \
-                 live in fresh maps"
-            );
-        }
-        if let Err(e) = dp.purge_adopted_sets() {
-            eprintln!("parapetd: dataplane: clearing the adopted sets: {e}");
-        }
-        for line in dp
-            .finish_adoption()
-            .map_err(|e| dp_err("adopting the pinned dataplane", e))?
-        {
-            eprintln!("parapetd: dataplane: {line}");
-        }
-        // the journal names the attachments that stay
-        for p in pinned {
-            let want = self.pending.iter().position(|(i, h, _)| {
-                *i == p.target && parapet_dataplane::hook_pin_name(*h) == p.hook
-            });
-            let ids = dp.link_ids(p.id).map_or_else(String::new, |i| {
-                format!(" (link {}, program {})", i.link_id, i.prog_id)
-            });
-            match want {
-                Some(k) => {
-                    let (iface, hook, mode) = self.pending.remove(k);
-                    eprintln!(
-                        "parapetd: dataplane: adopted the pinned attachment to {iface} at {}{ids}; not re-attached",
-                        hook_name(hook)
-                    );
-                    self.attached.push(Attachment {
-                        iface,
-                        hook,
-                        mode,
-                        actual: (hook == AttachPoint::Xdp).then_some(mode),
-                        note: Some("adopted from its pin".to_string()),
-                        id: p.id,
-                    });
-                }
-                None => {
-                    eprintln!(
-                        "parapetd: dataplane: the journal has no attachment to {} at {}; removing its pin{ids}",
-                        p.target, p.hook
-                    );
-                    if let Err(e) = dp.detach(p.id) {
-                        eprintln!("parapetd: dataplane: {e}");
-                    }
-                }
-            }
-        }
-        let on = dp.conntrack();
-        self.dp = Some(dp);
-        if let Err(e) = self.ensure_ct_table(on, !self.attached.is_empty()) {
-            eprintln!("parapetd: dataplane: {}", e.msg);
-        }
-        self.prune_ct_table();
-        Ok(())
     }
 
     /// Checks that a ruleset can run in the loaded program and makes it
@@ -348,13 +290,43 @@ impl Kernel {
             return Ok(());
         };
         let needs = needs_ct(&self.config, dp, rs, compiled)?;
+        let plan = hooks::hook_plan(rs, compiled);
+        if let (Err(e), true) = (&plan, self.nf_attached()) {
+            return Err(ErrorReply::new(
+                code::APPLY,
+                format!("attached at the netfilter hooks: {e}"),
+            ));
+        }
+        let nf_ct = plan.is_ok_and(|p| p.needs_ct);
         // the table first, so connections are tracked when the image
         // that reads their state goes live
-        self.ensure_ct_table(needs, !self.attached.is_empty())?;
+        let iface = self
+            .attached
+            .iter()
+            .any(|a| a.hook != AttachPoint::Netfilter);
+        self.ensure_ct_table((needs && iface) || (nf_ct && self.nf_attached()), true)?;
         let r = match &mut self.dp {
-            Some(dp) => install(&self.config, dp, rs, compiled, sets, true),
-            None => Ok(()),
+            Some(dp) => {
+                // interfaces made since the attach get their names (-i/-o)
+                if self
+                    .attached
+                    .iter()
+                    .any(|a| a.hook == AttachPoint::Netfilter)
+                {
+                    dp.refresh_ifnames()
+                        .map_err(|e| dp_err("reading the interface names", e))?;
+                }
+                install(&self.config, dp, rs, compiled, sets, true)
+            }
+            None => Ok((Vec::new(), false, None)),
         };
+        let r = r.and_then(|(plan, ct, refused)| {
+            self.nf_plan = plan;
+            self.nf_ct = ct;
+            self.nf_refused = refused;
+            // after the swap: a new link finds its chain's image live
+            self.sync_nf_links()
+        });
         self.prune_ct_table();
         r
     }
@@ -365,6 +337,12 @@ impl Kernel {
             None => Ok(()),
             Some(dp) => {
                 fits(&self.config, dp, rs, compiled)?;
+                if let (Err(e), true) = (hooks::hook_plan(rs, compiled), self.nf_attached()) {
+                    return Err(ErrorReply::new(
+                        code::APPLY,
+                        format!("attached at the netfilter hooks: {e}"),
+                    ));
+                }
                 needs_ct(&self.config, dp, rs, compiled).map(|_| ())
             }
         }
@@ -384,8 +362,15 @@ impl Kernel {
         {
             return Err(ErrorReply::new(
                 code::EXISTS,
-                format!("already attached to {iface} at {}", hook_name(hook)),
+                if hook == AttachPoint::Netfilter {
+                    "already attached at the netfilter hooks".to_string()
+                } else {
+                    format!("already attached to {iface} at {}", hook_name(hook))
+                },
             ));
+        }
+        if hook == AttachPoint::Netfilter {
+            return self.attach_netfilter(mode);
         }
         let on = self
             .dp
@@ -411,6 +396,7 @@ impl Kernel {
             actual: a.mode,
             note: a.note,
             id: a.id,
+            links: Vec::new(),
         };
         self.attached.push(att.clone());
         Ok(att)
@@ -429,8 +415,15 @@ impl Kernel {
             let a = &self.attached[i];
             if a.iface == iface && hook.map_or(true, |h| h == a.hook) {
                 if let Some(dp) = &mut self.dp {
-                    dp.detach(a.id)
-                        .map_err(|e| dp_err(&format!("detaching from {iface}"), e))?;
+                    if a.hook == AttachPoint::Netfilter {
+                        for (_, id, _) in &a.links {
+                            dp.detach(*id)
+                                .map_err(|e| dp_err("detaching from the netfilter hooks", e))?;
+                        }
+                    } else {
+                        dp.detach(a.id)
+                            .map_err(|e| dp_err(&format!("detaching from {iface}"), e))?;
+                    }
                 }
                 gone.push(a.hook);
                 self.attached.remove(i);
@@ -458,58 +451,6 @@ impl Kernel {
     /// Forgets an attachment read from the journal (replay).
     pub fn replay_detach(&mut self, iface: &str, hook: AttachPoint) {
         self.pending.retain(|(i, h, _)| !(i == iface && *h == hook));
-    }
-
-    /// After recovery: when the journal had attachments, loads the program,
-    /// installs the active ruleset and attaches again to every interface
-    /// that still exists. Problems are returned as log lines; the daemon
-    /// serves regardless.
-    pub fn restore(
-        &mut self,
-        active: Option<(&Ruleset, &[CompiledChain])>,
-        sets: &SetStore,
-    ) -> Vec<String> {
-        let pinned = self.config.pin_dir.as_deref().is_some_and(|d| {
-            std::fs::read_dir(d.join("links")).is_ok_and(|mut r| r.next().is_some())
-        });
-        if self.pending.is_empty() && !pinned {
-            return Vec::new();
-        }
-        let mut log = Vec::new();
-        // On failure the attachments stay pending, so snapshots keep them
-        // and the next start tries again.
-        let dp = match Self::load(&self.config) {
-            Ok(dp) => dp,
-            Err(e) => {
-                log.push(format!("cannot re-attach after restart: {}", e.msg));
-                return log;
-            }
-        };
-        // adopts the pinned attachments the journal names (taking them
-        // out of `pending`)
-        if let Err(e) = self.adopt(dp, active, sets) {
-            log.push(format!("cannot re-attach after restart: {}", e.msg));
-            return log;
-        }
-        let pending = std::mem::take(&mut self.pending);
-        for (iface, hook, mode) in pending {
-            if !iface_exists(&iface) {
-                log.push(format!(
-                    "warning: {iface} no longer exists; not re-attached at {}",
-                    hook_name(hook)
-                ));
-                continue;
-            }
-            match self.attach(&iface, hook, mode) {
-                Ok(a) => log.push(format!(
-                    "re-attached to {iface} at {}{}",
-                    hook_name(hook),
-                    a.note.map(|n| format!(" ({n})")).unwrap_or_default()
-                )),
-                Err(e) => log.push(format!("warning: {}", e.msg)),
-            }
-        }
-        log
     }
 
     /// Attachments to journal in a snapshot: the live ones, plus those the
@@ -633,6 +574,9 @@ impl Kernel {
                     v["link_id"] = Value::from(ids.link_id);
                     v["prog_id"] = Value::from(ids.prog_id);
                 }
+                if a.hook == AttachPoint::Netfilter {
+                    v["links"] = Self::links_json(&a.links);
+                }
                 if let Some(m) = a.actual {
                     v["mode"] = Value::from(mode_name(m));
                 }
@@ -667,6 +611,15 @@ impl Kernel {
             "pin_dir": dp.pin_dir().map(|p| p.display().to_string()),
             "build": dp.build_id(),
             "max_rules": dp.max_rules(),
+            "netfilter": {
+                "available": dp.netfilter_note().is_none(),
+                "note": dp.netfilter_note(),
+                "packets": {
+                    "input": s.get(Stat::NfInput),
+                    "forward": s.get(Stat::NfForward),
+                    "output": s.get(Stat::NfOutput),
+                },
+            },
             "image_slot_bytes": dp.slot_capacity(),
             "conntrack": {
                 "available": dp.conntrack_available(),
@@ -731,6 +684,11 @@ fn iface_exists(iface: &str) -> bool {
 /// Makes `rs` live in `dp`: all or nothing (see
 /// [`Dataplane::install_ruleset`]), then zeroes the rule counters, because
 /// the new ruleset's rule ids start again at 1.
+///
+/// Every netfilter hook's chain goes live in the same swap; returns the
+/// links the ruleset wants there, whether its hook chains match ctstate,
+/// and why it cannot go to the hooks at all (then no hook image is
+/// written: fine while the ruleset only runs on interfaces).
 fn install(
     cfg: &KernelConfig,
     dp: &mut Dataplane,
@@ -738,10 +696,21 @@ fn install(
     compiled: &[CompiledChain],
     sets: &SetStore,
     reset_counters: bool,
-) -> Result<(), ErrorReply> {
+) -> Result<(Vec<NfWant>, bool, Option<String>), ErrorReply> {
     let (chain, image) = fits(cfg, dp, rs, compiled)?;
     let needs = needs_ct(cfg, dp, rs, compiled)?;
-    dp.install_ruleset_ct(
+    let (plan, refused) = match hooks::hook_plan(rs, compiled) {
+        Ok(p) => (p, None),
+        Err(e) => (hooks::HookPlan::default(), Some(e)),
+    };
+    let images: Vec<(parapet_dataplane::NfHook, Vec<u8>)> = plan
+        .chains
+        .iter()
+        .map(|(h, c)| (*h, c.classifier.image().to_bytes()))
+        .collect();
+    let hook_images: Vec<(parapet_dataplane::NfHook, &[u8])> =
+        images.iter().map(|(h, b)| (*h, &b[..])).collect();
+    dp.install_ruleset_hooks_ct(
         &Install {
             ruleset: rs,
             policy: &chain.policy,
@@ -749,6 +718,7 @@ fn install(
             sets: (!rs.set_refs.is_empty()).then_some(sets),
             log_rate: cfg.log_rate,
         },
+        &hook_images,
         needs,
     )
     .map_err(|e| {
@@ -757,11 +727,11 @@ fn install(
             format!("the kernel dataplane refused the ruleset: {e}"),
         )
     })?;
-    if !reset_counters {
-        return Ok(());
+    if reset_counters {
+        dp.reset_counters()
+            .map_err(|e| dp_err("resetting the kernel counters", e))?;
     }
-    dp.reset_counters()
-        .map_err(|e| dp_err("resetting the kernel counters", e))
+    Ok((plan.links, plan.needs_ct, refused))
 }
 
 /// Whether the kernel chain of `rs` matches ctstate; an error when it does

@@ -1,0 +1,330 @@
+//! Which chain runs at which netfilter hook, and what a ruleset means where
+//! it is placed (docs/hooks.md).
+//!
+//! `parapet attach` without an interface enforces the ruleset's filter base
+//! chains at their own hooks: INPUT at `NF_INET_LOCAL_IN`, FORWARD at
+//! `NF_INET_FORWARD`, OUTPUT at `NF_INET_LOCAL_OUT`, each with its own
+//! classifier image, one link per family its table covers, at the chain's
+//! priority (0 for iptables, the nft base chain's otherwise). [`hook_plan`]
+//! works that out from a compiled ruleset; [`warnings`] says where a rule
+//! means something else than the same rule in the kernel would.
+
+use crate::compiled::CompiledChain;
+use parapet_dataplane::{NfFamily, NfHook};
+use parapet_model::{Action, ChainId, Field, Hook, Rule, Ruleset, TableFamily, Verdict};
+
+/// One netfilter link the active ruleset wants.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NfWant {
+    /// Hook.
+    pub hook: NfHook,
+    /// Family.
+    pub family: NfFamily,
+    /// The chain's priority.
+    pub priority: i32,
+}
+
+/// The chains at the netfilter hooks of one ruleset.
+#[derive(Clone, Debug, Default)]
+pub struct HookPlan<'a> {
+    /// The chain compiled for each hook that has one.
+    pub chains: Vec<(NfHook, &'a CompiledChain)>,
+    /// The links to make.
+    pub links: Vec<NfWant>,
+    /// Some hook chain matches ctstate: the kernel must track connections.
+    pub needs_ct: bool,
+}
+
+fn nf_hook(h: Hook) -> Option<NfHook> {
+    match h {
+        Hook::Input => Some(NfHook::Input),
+        Hook::Forward => Some(NfHook::Forward),
+        Hook::Output => Some(NfHook::Output),
+        _ => None,
+    }
+}
+
+fn families(f: TableFamily) -> &'static [NfFamily] {
+    match f {
+        TableFamily::Ip => &[NfFamily::Ipv4],
+        TableFamily::Ip6 => &[NfFamily::Ipv6],
+        TableFamily::Inet => &NfFamily::ALL,
+    }
+}
+
+/// The chains at INPUT, FORWARD and OUTPUT. One image per hook: two base
+/// chains at one hook (nft chains of different priorities, or an `ip` and
+/// an `ip6` table) are refused with their names.
+pub fn hook_plan<'a>(rs: &Ruleset, compiled: &'a [CompiledChain]) -> Result<HookPlan<'a>, String> {
+    let mut plan = HookPlan::default();
+    for c in compiled {
+        let Some(base) = rs.chain(c.chain).base.as_ref() else {
+            continue;
+        };
+        let Some(hook) = nf_hook(base.hook) else {
+            continue;
+        };
+        if let Some((_, other)) = plan.chains.iter().find(|(h, _)| *h == hook) {
+            return Err(format!(
+                "two base chains at the {hook} hook ({} and {}): parapet enforces one chain per \
+                 netfilter hook; merge them",
+                other.name, c.name
+            ));
+        }
+        plan.chains.push((hook, c));
+        for &family in families(rs.tables[c.chain.table].family) {
+            plan.links.push(NfWant {
+                hook,
+                family,
+                priority: base.priority,
+            });
+        }
+        plan.needs_ct |= parapet_dataplane::ruleset::needs_conntrack(rs, c.chain);
+    }
+    plan.chains.sort_by_key(|(h, _)| *h);
+    Ok(plan)
+}
+
+/// The rules a packet entering `chain` can meet (its own and those of the
+/// chains it jumps or goes to), each once.
+fn reachable(rs: &Ruleset, chain: ChainId) -> Vec<&Rule> {
+    let mut seen = vec![chain];
+    let mut todo = vec![chain];
+    let mut out = Vec::new();
+    while let Some(id) = todo.pop() {
+        let table = &rs.tables[id.table].name;
+        for r in &rs.chain(id).rules {
+            out.push(r);
+            if let Action::Jump(to) | Action::Goto(to) = &r.action {
+                if let Some(next) = rs.find_chain(table, to) {
+                    if !seen.contains(&next) {
+                        seen.push(next);
+                        todo.push(next);
+                    }
+                }
+            }
+        }
+    }
+    out.sort_by_key(|r| r.id);
+    out
+}
+
+fn ids(rules: &[&Rule]) -> String {
+    let v: Vec<String> = rules.iter().take(8).map(|r| r.id.to_string()).collect();
+    let more = rules.len().saturating_sub(8);
+    if more > 0 {
+        format!("{} and {more} more", v.join(", "))
+    } else {
+        v.join(", ")
+    }
+}
+
+/// The REJECT rules of the hook chains: netfilter programs can only accept
+/// or drop, so they are enforced as DROP there (no reply is sent).
+pub fn reject_note(rs: &Ruleset, plan: &HookPlan) -> Option<String> {
+    let mut rej: Vec<&Rule> = Vec::new();
+    let mut policies = Vec::new();
+    for (hook, c) in &plan.chains {
+        rej.extend(
+            reachable(rs, c.chain)
+                .into_iter()
+                .filter(|r| matches!(r.action, Action::Verdict(Verdict::Reject { .. }))),
+        );
+        if matches!(c.policy, Verdict::Reject { .. }) {
+            policies.push(hook.chain());
+        }
+    }
+    if rej.is_empty() && policies.is_empty() {
+        return None;
+    }
+    let what = match (rej.is_empty(), policies.is_empty()) {
+        (false, true) => format!("REJECT rules {}", ids(&rej)),
+        (true, false) => format!("the REJECT policy of {}", policies.join(", ")),
+        _ => format!(
+            "REJECT rules {} and the REJECT policy of {}",
+            ids(&rej),
+            policies.join(", ")
+        ),
+    };
+    Some(format!(
+        "{what} are enforced as DROP at the netfilter hooks: a netfilter BPF program can only \
+         accept or drop, so no TCP reset or ICMP error is sent"
+    ))
+}
+
+fn forwarding_on() -> bool {
+    [
+        "/proc/sys/net/ipv4/ip_forward",
+        "/proc/sys/net/ipv6/conf/all/forwarding",
+    ]
+    .iter()
+    .any(|p| std::fs::read_to_string(p).is_ok_and(|s| s.trim() != "0"))
+}
+
+/// What changes meaning where the ruleset is placed: `iface_chain` is the
+/// chain placed on interfaces (XDP/tc) when any is attached there, `nf`
+/// whether the netfilter hooks are attached.
+pub fn warnings(
+    rs: &Ruleset,
+    compiled: &[CompiledChain],
+    iface_chain: Option<&CompiledChain>,
+    nf: bool,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(c) = iface_chain {
+        let rules = reachable(rs, c.chain);
+        let oif: Vec<&Rule> = rules
+            .iter()
+            .copied()
+            .filter(|r| r.matches.get(Field::OutIface).is_some())
+            .collect();
+        if !oif.is_empty() {
+            out.push(format!(
+                "rules {} of {} match the output interface (-o), which is not known yet at an \
+                 interface hook (xdp, tc ingress): they never match there",
+                ids(&oif),
+                c.name
+            ));
+        }
+        let hook = rs.chain(c.chain).base.as_ref().map(|b| b.hook);
+        if hook == Some(Hook::Input) && forwarding_on() {
+            out.push(format!(
+                "forwarding is on: at an interface hook {} judges every arriving packet, \
+                 forwarded ones too, before routing; `parapet attach` without an interface \
+                 enforces INPUT and FORWARD where the kernel does",
+                c.name
+            ));
+        }
+        if rs.left_to_kernel.iter().any(|t| {
+            t.table == "nat" && t.chains.iter().any(|(ch, n)| ch == "PREROUTING" && *n > 0)
+        }) {
+            out.push(format!(
+                "the kernel's nat PREROUTING rewrites addresses after an interface hook: {} sees \
+                 them before DNAT there",
+                c.name
+            ));
+        }
+    }
+    if nf {
+        match hook_plan(rs, compiled) {
+            Err(e) => out.push(e),
+            Ok(plan) => {
+                out.extend(reject_note(rs, &plan));
+                let other: Vec<&str> = compiled
+                    .iter()
+                    .filter(|c| {
+                        rs.chain(c.chain)
+                            .base
+                            .as_ref()
+                            .is_some_and(|b| nf_hook(b.hook).is_none())
+                    })
+                    .map(|c| c.name.as_str())
+                    .collect();
+                if !other.is_empty() {
+                    out.push(format!(
+                        "base chains {} are not at INPUT, FORWARD or OUTPUT: not enforced at \
+                         the netfilter hooks",
+                        other.join(", ")
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compiled::Loader;
+    use crate::loader::ParseLoader;
+
+    fn load(text: &str) -> crate::compiled::CompiledRuleset {
+        ParseLoader::default().load("t", text, None).unwrap()
+    }
+
+    const IPT: &str = "*filter
+:INPUT DROP [0:0]
+:FORWARD DROP [0:0]
+:OUTPUT ACCEPT [0:0]
+-A INPUT -p tcp --dport 22 -j ACCEPT
+-A INPUT -p tcp --dport 23 -j REJECT --reject-with tcp-reset
+-A FORWARD -o eth1 -p udp -j ACCEPT
+-A OUTPUT -p udp --dport 9 -j DROP
+COMMIT
+";
+
+    #[test]
+    fn iptables_chains_go_to_their_hooks_for_ipv4() {
+        let c = load(IPT);
+        let plan = hook_plan(&c.ruleset, &c.compiled).unwrap();
+        let hooks: Vec<NfHook> = plan.chains.iter().map(|(h, _)| *h).collect();
+        assert_eq!(hooks, NfHook::ALL);
+        assert_eq!(plan.links.len(), 3);
+        assert!(plan
+            .links
+            .iter()
+            .all(|w| w.family == NfFamily::Ipv4 && w.priority == 0));
+        assert!(!plan.needs_ct);
+        let note = reject_note(&c.ruleset, &plan).unwrap();
+        assert!(
+            note.starts_with("REJECT rules 2 are enforced as DROP"),
+            "{note}"
+        );
+        // at the hooks: the REJECT note; on an interface with FORWARD
+        // placed there: its -o rule never matches
+        let w = warnings(&c.ruleset, &c.compiled, None, true);
+        assert_eq!(w.len(), 1, "{w:?}");
+        let fwd = c.compiled.iter().find(|x| x.name == "filter/FORWARD");
+        let w = warnings(&c.ruleset, &c.compiled, fwd, false);
+        assert!(
+            w.iter()
+                .any(|m| m.starts_with("rules 3 of filter/FORWARD match the output interface")),
+            "{w:?}"
+        );
+        // nothing attached: nothing to warn about
+        assert!(warnings(&c.ruleset, &c.compiled, None, false).is_empty());
+    }
+
+    #[test]
+    fn nft_inet_chains_cover_both_families_at_their_priority() {
+        let c = load(
+            "table inet f {
+  chain i { type filter hook input priority 10; policy drop; ct state established accept; }
+  chain o { type filter hook output priority -5; policy accept; }
+}
+",
+        );
+        let plan = hook_plan(&c.ruleset, &c.compiled).unwrap();
+        assert_eq!(plan.chains.len(), 2);
+        assert!(plan.needs_ct, "ct state at INPUT");
+        let mut links: Vec<(NfHook, NfFamily, i32)> = plan
+            .links
+            .iter()
+            .map(|w| (w.hook, w.family, w.priority))
+            .collect();
+        links.sort();
+        assert_eq!(
+            links,
+            vec![
+                (NfHook::Input, NfFamily::Ipv4, 10),
+                (NfHook::Input, NfFamily::Ipv6, 10),
+                (NfHook::Output, NfFamily::Ipv4, -5),
+                (NfHook::Output, NfFamily::Ipv6, -5),
+            ]
+        );
+    }
+
+    #[test]
+    fn two_chains_at_one_hook_are_refused_by_name() {
+        let c = load(
+            "table inet f {
+  chain a { type filter hook input priority 0; policy accept; }
+  chain b { type filter hook input priority 5; policy accept; }
+}
+",
+        );
+        let e = hook_plan(&c.ruleset, &c.compiled).unwrap_err();
+        assert!(e.contains("f/a") && e.contains("f/b"), "{e}");
+    }
+}

@@ -1,0 +1,131 @@
+/* SPDX-License-Identifier: MIT OR Apache-2.0 */
+/*
+ * nf.h - what the netfilter program (BPF_PROG_TYPE_NETFILTER, a BPF link at
+ * NF_INET_LOCAL_IN / FORWARD / LOCAL_OUT) needs besides the shared parser
+ * and walker: the kernel structures it reads, the packet copy it parses,
+ * the conntrack state of the packet's own entry, and the nesting level that
+ * picks its scratch state.  See docs/dataplane.md, "Netfilter hooks".
+ *
+ * The program has no direct packet access.  It copies the packet's first
+ * bytes (the network header is at offset 0 at these hooks) with
+ * bpf_dynptr_read into a per-CPU buffer behind a made-up Ethernet header
+ * whose type says the family, so the one parser (parse.h) reads it like a
+ * frame: HDR_AT bounds every access by PARAPET_MAX_OFF, and the buffer is
+ * larger than PARAPET_MAX_OFF plus the largest header the parser reads.
+ */
+#ifndef PARAPET_LIB_NF_H
+#define PARAPET_LIB_NF_H
+
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+#include <bpf/bpf_core_read.h>
+#include "parapet.h"
+#include "image.h"
+#include "walk_state.h"
+
+/*
+ * The kernel structures, reduced to the fields read.  preserve_access_index
+ * makes every field access a CO-RE relocation that the loader resolves
+ * against the running kernel's BTF (src/netfilter.rs), so the offsets here
+ * do not matter.
+ */
+struct net_device {
+	int ifindex;
+} __attribute__((preserve_access_index));
+
+struct nf_hook_state {
+	__u8 hook;
+	__u8 pf;
+	struct net_device *in;
+	struct net_device *out;
+} __attribute__((preserve_access_index));
+
+struct sk_buff {
+	unsigned int len;
+	unsigned long _nfct;
+} __attribute__((preserve_access_index));
+
+struct bpf_nf_ctx {
+	const struct nf_hook_state *state;
+	struct sk_buff *skb;
+} __attribute__((preserve_access_index));
+
+/* kfunc (src/kfunc.rs links it); netfilter programs may call it since 6.4 */
+extern int bpf_dynptr_from_skb(struct __sk_buff *skb, __u64 flags,
+			       struct bpf_dynptr *ptr__uninit);
+
+#define NF_DROP 0
+#define NF_ACCEPT 1
+#define NFPROTO_IPV4 2
+#define NFPROTO_IPV6 10
+#define NF_INET_LOCAL_IN 1
+#define NF_INET_FORWARD 2
+#define NF_INET_LOCAL_OUT 3
+
+/* Bytes of the packet copied and parsed: enough for every header the
+ * parser reads below PARAPET_MAX_OFF. */
+#define PARAPET_NF_COPY (PARAPET_MAX_OFF + 64)
+
+struct parapet_nf_buf {
+	__u8 b[ETH_HLEN + PARAPET_NF_COPY];
+};
+
+/* One packet copy per nesting level and CPU (same levels as the walk's
+ * scratch state). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, PARAPET_NF_NEST);
+	__type(key, __u32);
+	__type(value, struct parapet_nf_buf);
+} parapet_nf_pkt SEC(".maps");
+
+/* Per CPU: how many runs of the netfilter program are active on it.  A run
+ * is never migrated; one that is interrupted sees its interrupter finish
+ * before it continues, so a plain increment and decrement suffice. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} parapet_nf_depth SEC(".maps");
+
+/*
+ * The packet's conntrack state from its own entry (skb->_nfct: the entry
+ * pointer with ctinfo in the low 3 bits), as xt_conntrack reports it:
+ * no entry is INVALID, the untracked template is UNTRACKED.  Conntrack runs
+ * before the filter priority, so at the filter hooks the entry is there
+ * whenever the kernel tracks connections in this namespace.
+ */
+static __always_inline __u32 nf_ctstate(unsigned long nfct)
+{
+	if (nfct == 0)
+		return PARAPET_CT_INVALID;
+	switch (nfct & 7) {
+	case 0: /* IP_CT_ESTABLISHED */
+	case 3: /* IP_CT_ESTABLISHED_REPLY */
+		return PARAPET_CT_ESTABLISHED;
+	case 1: /* IP_CT_RELATED */
+	case 4: /* IP_CT_RELATED_REPLY */
+		return PARAPET_CT_RELATED;
+	case 2: /* IP_CT_NEW */
+		return PARAPET_CT_NEW;
+	case 7: /* IP_CT_UNTRACKED */
+		return PARAPET_CT_UNTRACKED;
+	}
+	return PARAPET_CT_INVALID;
+}
+
+/* The PARAPET_HOOK_* of a netfilter hook number, 0 for any other. */
+static __always_inline __u32 nf_parapet_hook(__u32 hooknum)
+{
+	switch (hooknum) {
+	case NF_INET_LOCAL_IN: return PARAPET_HOOK_NF_INPUT;
+	case NF_INET_FORWARD: return PARAPET_HOOK_NF_FORWARD;
+	case NF_INET_LOCAL_OUT: return PARAPET_HOOK_NF_OUTPUT;
+	}
+	return 0;
+}
+
+#endif /* PARAPET_LIB_NF_H */
