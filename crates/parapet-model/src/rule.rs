@@ -431,8 +431,21 @@ pub struct LeftToKernel {
     pub line: u32,
     /// Chains in declaration order, each with its number of rules.
     pub chains: Vec<(String, usize)>,
-    /// The table's lines, verbatim, `*table` through `COMMIT`.
+    /// The table's lines, verbatim, `*table` through `COMMIT`; for an nft
+    /// chain, its `chain NAME { … }` block.
     pub text: String,
+    /// True for one nft chain (`type nat`/`type route`, or a regular chain
+    /// only they jump to): `chains` holds that one chain and `text` its block.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub nft: bool,
+    /// nft: the id of the chain's first rule (0 when it has none), so a
+    /// listing writes the chain back where its rules keep their ids.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub first_id: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl LeftToKernel {
@@ -441,14 +454,20 @@ impl LeftToKernel {
         self.chains.iter().map(|(_, n)| n).sum()
     }
 
-    /// `nat (PREROUTING 2 rules, POSTROUTING 1 rule)`: for summaries.
+    /// `nat (PREROUTING 2 rules, POSTROUTING 1 rule)`: for summaries; an
+    /// nft chain reads `inet fw4 (dstnat 3 rules)`.
     pub fn describe(&self) -> String {
+        let table = if self.nft {
+            format!("{} {}", self.family.nft_name(), self.table)
+        } else {
+            self.table.clone()
+        };
         let chains: Vec<String> = self
             .chains
             .iter()
             .map(|(c, n)| format!("{c} {n} rule{}", if *n == 1 { "" } else { "s" }))
             .collect();
-        format!("{} ({})", self.table, chains.join(", "))
+        format!("{table} ({})", chains.join(", "))
     }
 }
 

@@ -6,6 +6,7 @@ use super::lexer::SUBSTITUTED;
 use super::lexer::{word_text, JumpAt, Res, Tok, Token};
 use super::rule::RuleParser;
 use super::script::Sources;
+use super::kernel::ChainNote;
 use super::vmap::NamedMap;
 use crate::common::*;
 use crate::error::Errors;
@@ -25,6 +26,8 @@ pub(super) struct Parser {
     /// Tables with `flags dormant`: read, then left out of the ruleset.
     pub(super) dormant: Vec<(TableFamily, String)>,
     pub(super) maps: Vec<NamedMap>,
+    /// Per chain: rule count, jumps, deferred errors, text (see `kernel`).
+    pub(super) notes: Vec<ChainNote>,
 }
 
 /// A jump or goto to check once the file is complete.
@@ -159,6 +162,7 @@ impl Parser {
             }
         }
         self.check_jumps();
+        self.leave_chains_to_kernel();
         let dormant = std::mem::take(&mut self.dormant);
         self.rs
             .tables
@@ -450,9 +454,11 @@ impl Parser {
         let name_tok = self.expect_word("a chain name")?;
         let name = word_text(&name_tok);
         let ci = self.chain_index(ti, &name);
+        let _ = self.is_kernel_chain(ti, ci);
         if !matches!(self.peek().map(|t| &t.tok), Some(Tok::Open)) {
             return Ok(());
         }
+        let open = self.pos;
         self.pos += 1;
         loop {
             self.skip_separators();
@@ -461,9 +467,23 @@ impl Parser {
             };
             match (&t.tok, t.word()) {
                 (Tok::Close, _) => {
+                    self.note_chain_block(ti, ci, open, self.pos);
                     self.pos += 1;
                     return Ok(());
                 }
+                (_, Some("type"))
+                    if matches!(
+                        self.toks.get(self.pos + 1).and_then(|t| t.word()),
+                        Some("nat" | "route")
+                    ) =>
+                {
+                    // NAT and routing are the kernel's: the chain is read
+                    // for structure and left where it is.
+                    let kind = self.toks[self.pos + 1].clone();
+                    self.mark_kernel_chain(ti, ci, &kind);
+                    self.skip_line();
+                }
+                (_, Some("policy")) if self.is_kernel_chain(ti, ci) => self.skip_line(),
                 (_, Some("type")) => {
                     self.pos += 1;
                     let r = self.base_chain();
@@ -510,12 +530,7 @@ impl Parser {
                     }
                 }
                 (_, Some("comment")) => self.skip_line(),
-                _ => {
-                    if let Err((l, c, m)) = self.add_rule(ti, ci, false) {
-                        self.errs.push(l, c, m);
-                        self.skip_line();
-                    }
-                }
+                _ => self.add_rule(ti, ci, false)?,
             }
         }
     }
@@ -523,11 +538,29 @@ impl Parser {
     /// Parses the rule at the cursor and appends it to (or, for `insert
     /// rule`, puts it first in) chain `ci` of table `ti`. A verdict map
     /// gives several model rules, all with the rule's id.
+    ///
+    /// A rule that does not parse is noted, not yet an error: its chain may
+    /// turn out to be the kernel's (see `kernel`).
     pub(super) fn add_rule(&mut self, ti: usize, ci: usize, insert: bool) -> Res<()> {
+        if self.is_kernel_chain(ti, ci) {
+            return self.kernel_rule(ti, ci);
+        }
         let id = self.next_id;
         self.next_id += 1;
         let family = self.rs.tables[ti].family;
-        let (rules, jumps) = self.rule(family, ti, id)?;
+        let from = self.pos;
+        let parsed = self.rule(family, ti, id);
+        let (rules, jumps) = match parsed {
+            Ok(r) => {
+                self.note_rule(ti, ci, id, from, self.pos, None);
+                r
+            }
+            Err(e) => {
+                self.note_rule(ti, ci, id, from, self.pos, Some(e));
+                self.skip_line();
+                return Ok(());
+            }
+        };
         let table = (family, self.rs.tables[ti].name.clone());
         let chain_name = self.rs.tables[ti].chains[ci].name.clone();
         for (target, line, col) in jumps {
@@ -614,7 +647,7 @@ impl Parser {
     }
 
     /// The tokens of one rule: up to a newline or `;` outside braces.
-    fn rule_tokens(&mut self) -> Vec<Token> {
+    pub(super) fn rule_tokens(&mut self) -> Vec<Token> {
         let mut out = Vec::new();
         let mut depth = 0;
         while let Some(t) = self.peek() {

@@ -47,7 +47,15 @@ pub fn iptables_save(rs: &Ruleset) -> Result<String, RenderError> {
     // keeps the host's NAT), and where the file had them: their rules hold
     // places in the rule numbering, so a filter table after a `*nat` must
     // stay after it for its ids to survive a round trip.
-    let mut kernel_tables = rs.left_to_kernel.iter().peekable();
+    // nft chains left to the kernel have no iptables-save spelling: named.
+    for l in rs.left_to_kernel.iter().filter(|l| l.nft) {
+        let _ = writeln!(
+            out,
+            "# left to the kernel's netfilter, not listed here: nft chain {}",
+            l.describe()
+        );
+    }
+    let mut kernel_tables = rs.left_to_kernel.iter().filter(|l| !l.nft).peekable();
     for t in &rs.tables {
         let first_line = t
             .chains

@@ -24,7 +24,7 @@ pub fn nft(rs: &Ruleset) -> Result<String, RenderError> {
     let mut out = String::new();
     // nft cannot hold iptables tables: name them, so nothing goes unsaid
     // (`list --format iptables-save` writes them back).
-    for l in &rs.left_to_kernel {
+    for l in rs.left_to_kernel.iter().filter(|l| !l.nft) {
         let _ = writeln!(
             out,
             "# left to the kernel's netfilter, not listed here: iptables table {}",
@@ -33,9 +33,17 @@ pub fn nft(rs: &Ruleset) -> Result<String, RenderError> {
     }
     for t in &rs.tables {
         let _ = writeln!(out, "table {} {} {{", t.family.nft_name(), t.name);
+        // nft chains left to the kernel go back into their table, before
+        // the first chain whose rules come after theirs: ids are positions.
+        let mut kernel = kernel_chains_of(rs, t);
         for (ci, c) in t.chains.iter().enumerate() {
             if ci > 0 {
                 out.push('\n');
+            }
+            if let Some(first) = c.rules.iter().map(|r| r.id).min() {
+                while let Some(l) = kernel.next_if(|l| l.first_id != 0 && l.first_id < first) {
+                    let _ = writeln!(out, "\t{}", l.text.trim_end());
+                }
             }
             let _ = writeln!(out, "\tchain {} {{", c.name);
             if let Some(b) = &c.base {
@@ -58,9 +66,27 @@ pub fn nft(rs: &Ruleset) -> Result<String, RenderError> {
             }
             out.push_str("\t}\n");
         }
+        for l in kernel {
+            let _ = writeln!(out, "\t{}", l.text.trim_end());
+        }
         out.push_str("}\n");
     }
     Ok(out)
+}
+
+/// The nft chains of table `t` left to the kernel, in id order (chains
+/// without rules last).
+fn kernel_chains_of<'a>(
+    rs: &'a Ruleset,
+    t: &Table,
+) -> std::iter::Peekable<std::vec::IntoIter<&'a LeftToKernel>> {
+    let mut v: Vec<&LeftToKernel> = rs
+        .left_to_kernel
+        .iter()
+        .filter(|l| l.nft && l.family == t.family && l.table == t.name)
+        .collect();
+    v.sort_by_key(|l| if l.first_id == 0 { u32::MAX } else { l.first_id });
+    v.into_iter().peekable()
 }
 
 /// `{ a, b }` when several, `a` when one.
