@@ -78,8 +78,9 @@ impl Action {
     }
 }
 
-/// `-m limit` / nft `limit rate`: a token bucket. Offline engines assume the
-/// bucket never runs dry; the dataplane enforces it.
+/// `-m limit` / nft `limit rate [over]`: a per-rule token bucket, a
+/// stateful condition checked after the rule's other matches (see
+/// `stateful.rs` for the kernel's arithmetic, which every engine uses).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Limit {
     /// Tokens added per `per`.
@@ -88,6 +89,22 @@ pub struct Limit {
     pub per: TimeUnit,
     /// Bucket size.
     pub burst: u32,
+    /// Whose arithmetic: iptables' `xt_limit` or nft's `nft_limit`.
+    #[serde(default)]
+    pub flavor: LimitFlavor,
+    /// nft `limit rate over`: matches when the rate is exceeded.
+    #[serde(default)]
+    pub over: bool,
+}
+
+/// Which kernel implementation a limit follows (their rounding differs).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum LimitFlavor {
+    /// `xt_limit.c`: credits per jiffy.
+    #[default]
+    Xt,
+    /// `nft_limit.c`: nanosecond tokens.
+    Nft,
 }
 
 /// Time units of a rate.
@@ -252,7 +269,8 @@ pub struct Rule {
     pub action: Action,
     /// `-m comment --comment` / nft `comment`.
     pub comment: Option<String>,
-    /// `-m limit`, kept for the dataplane.
+    /// `-m limit` / nft `limit rate`: the rule matches only when its bucket
+    /// admits the packet (checked after every other match).
     pub limit: Option<Limit>,
     /// Also log when the rule matches, whatever its action: nft's
     /// `log prefix "x" drop` is one rule with a log statement and a verdict.
@@ -410,7 +428,8 @@ pub struct Ruleset {
     /// Tables of the file that parapet does not enforce and leaves to the
     /// kernel's netfilter, where they stay (`*nat`, `*mangle`, `*raw`,
     /// `*security`): reported by `check` and `apply`, written back verbatim
-    /// by the iptables-save renderer, never removed from the kernel.
+    /// by the renderers, never removed from the kernel. Their rules keep
+    /// their places in the rule numbering.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub left_to_kernel: Vec<LeftToKernel>,
 }
@@ -420,7 +439,8 @@ pub struct Ruleset {
 ///
 /// Its rules are checked for structure only (quoting, `-A CHAIN` of a
 /// declared chain): their matches and targets are the kernel's business.
-/// They take no rule ids: ids number the rules parapet enforces.
+/// They keep their ids (positions in the file), so the enforced rules
+/// after them keep theirs.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LeftToKernel {
     /// Table family (`ip` or `ip6`).

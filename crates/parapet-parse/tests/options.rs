@@ -144,7 +144,9 @@ fn conntrack_sets_comments_limits() {
         Some(Limit {
             rate: 3,
             per: TimeUnit::Hour,
-            burst: 7
+            burst: 7,
+            flavor: LimitFlavor::Xt,
+            over: false,
         })
     );
     assert_eq!(
@@ -409,7 +411,9 @@ fn nft_statements_and_verdicts() {
         Some(Limit {
             rate: 10,
             per: TimeUnit::Minute,
-            burst: 5
+            burst: 5,
+            flavor: LimitFlavor::Nft,
+            over: false,
         })
     );
 }
@@ -430,9 +434,17 @@ fn nft_families_and_errors() {
     assert!(nft_in("ip6", "ip saddr 1.2.3.4 accept")
         .unwrap_err()
         .contains("'ip' matches cannot appear in a ip6 table"));
-    assert!(nft_in("inet", "limit rate over 10/second drop")
+    let over = nft_in("inet", "limit rate over 10/second drop").unwrap();
+    assert!(over
+        .limit
+        .as_ref()
+        .is_some_and(|l| l.over && l.flavor == LimitFlavor::Nft));
+    assert!(nft_in("inet", "limit rate 1/second tcp dport 22 accept")
         .unwrap_err()
-        .contains("'limit rate over' is not supported"));
+        .contains("a match after 'limit' is not supported"));
+    assert!(nft_in("inet", "log prefix \"x\" limit rate 1/second drop")
+        .unwrap_err()
+        .contains("'log' before 'limit' is not supported"));
     assert!(nft_in("inet", "accept drop")
         .unwrap_err()
         .starts_with("n:4:10: expected the end of the rule after the verdict"));
@@ -451,11 +463,18 @@ fn nft_families_and_errors() {
     assert!(nft_in("inet", "jump c")
         .unwrap_err()
         .contains("cannot jump to base chain 'c'"));
-    let nat = "table ip nat {\n\tchain pre {\n\t\ttype nat hook prerouting priority dstnat; policy accept;\n\t}\n}\n";
-    let e = parse(nat, "n", Format::Nft).unwrap_err();
+    // NAT is the kernel's: the chain is kept, reported, not enforced.
+    let nat = "table ip nat {\n\tchain pre {\n\t\ttype nat hook prerouting priority dstnat; policy accept;\n\t\ttcp dport 80 dnat to 10.0.0.2\n\t}\n}\n";
+    let rs = parse(nat, "n", Format::Nft).unwrap().ruleset;
+    assert_eq!(rs.rule_count(), 0);
+    assert_eq!(rs.left_to_kernel.len(), 1);
+    assert_eq!(rs.left_to_kernel[0].describe(), "ip nat (pre 1 rule)");
+    // A filter chain reaching a NAT statement is still an error.
+    let bad = "table ip t {\n\tchain input {\n\t\ttype filter hook input priority 0;\n\t\tjump x\n\t}\n\tchain x {\n\t\tdnat to 10.0.0.2\n\t}\n}\n";
+    let e = parse(bad, "n", Format::Nft).unwrap_err();
     assert!(
         e[0].to_string()
-            .starts_with("n:3:8: chain type 'nat' is not supported"),
+            .starts_with("n:7:3: unknown expression 'dnat'"),
         "{}",
         e[0]
     );

@@ -79,6 +79,9 @@ impl RuleParser<'_> {
                     }
                     continue;
                 }
+                if matches!(self.action, Some(Action::Log(_))) && t.word() == Some("limit") {
+                    return self.fail("'log' before 'limit' is not supported (parapet logs the packets the rule matches, after its limit); write the limit first");
+                }
                 return Err((
                     t.line,
                     t.col,
@@ -124,6 +127,12 @@ impl RuleParser<'_> {
                     self.log()?;
                 }
                 "limit" => {
+                    if self.rule.limit.is_some() {
+                        return self.fail("a second 'limit' in one rule is not supported");
+                    }
+                    if matches!(self.action, Some(Action::Log(_))) || self.rule.log.is_some() {
+                        return self.fail("'log' before 'limit' is not supported (parapet logs the packets the rule matches, after its limit); write the limit first");
+                    }
                     self.i += 1;
                     self.limit()?;
                 }
@@ -157,7 +166,14 @@ impl RuleParser<'_> {
                         Action::Goto(name)
                     });
                 }
-                _ => self.match_expr()?,
+                _ => {
+                    if self.rule.limit.is_some() {
+                        // The kernel would spend a token on packets this
+                        // match then refuses; parapet checks limit last.
+                        return self.fail(format!("a match after 'limit' is not supported (parapet checks the limit after the rule's matches): write '{w} …' before 'limit'"));
+                    }
+                    self.match_expr()?
+                }
             }
         }
         Ok(())
@@ -219,9 +235,9 @@ impl RuleParser<'_> {
                 format!("expected 'rate', found '{}'", r.show()),
             ));
         }
-        if self.peek_word() == Some("over") {
-            return self
-                .fail("'limit rate over' is not supported (a limit matches while under the rate)");
+        let over = self.peek_word() == Some("over");
+        if over {
+            self.i += 1;
         }
         let v = self.next_word("a rate like 10/second")?;
         let (rate, per) = v
@@ -233,17 +249,30 @@ impl RuleParser<'_> {
                 v.col,
                 format!("expected a rate like 10/second, found '{}'", v.show()),
             ))?;
-        let mut burst = 5;
+        if rate == 0 {
+            return Err((v.line, v.col, "a limit rate of 0 is not valid".into()));
+        }
+        let mut burst = NFT_DEFAULT_BURST;
         if self.peek_word() == Some("burst") {
             self.i += 1;
-            burst = self.number("a burst size")? as u32;
+            let n = self.number("a burst size")?;
+            burst = match u32::try_from(n) {
+                Ok(b) => b,
+                Err(_) => return self.fail(format!("burst {n} is too large")),
+            };
             if self.peek_word() == Some("packets") {
                 self.i += 1;
             } else if self.peek_word() == Some("bytes") {
-                return self.fail("byte-based limits are not supported");
+                return self.fail("byte-based limits are not supported yet");
             }
         }
-        self.rule.limit = Some(Limit { rate, per, burst });
+        self.rule.limit = Some(Limit {
+            rate,
+            per,
+            burst,
+            flavor: LimitFlavor::Nft,
+            over,
+        });
         Ok(())
     }
 

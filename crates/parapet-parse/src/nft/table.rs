@@ -2,11 +2,11 @@
 //! (`type filter hook … priority …; policy …;`), raw `set` blocks, and the
 //! jump check once a table is complete.
 
+use super::kernel::ChainNote;
 use super::lexer::SUBSTITUTED;
 use super::lexer::{word_text, JumpAt, Res, Tok, Token};
 use super::rule::RuleParser;
 use super::script::Sources;
-use super::kernel::ChainNote;
 use super::vmap::NamedMap;
 use crate::common::*;
 use crate::error::Errors;

@@ -309,6 +309,12 @@ fn ipt_rule(rs: &Ruleset, r: &Rule, family: Family) -> Result<String, RenderErro
         let _ = write!(out, " -m comment --comment {}", quote_always(c));
     }
     if let Some(l) = &r.limit {
+        if l.over {
+            return Err(rerr(
+                id,
+                "'limit rate over' has no iptables spelling (-m limit matches under the rate)",
+            ));
+        }
         let unit = match l.per {
             TimeUnit::Second => "sec",
             TimeUnit::Minute => "min",

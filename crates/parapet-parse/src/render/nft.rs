@@ -85,7 +85,13 @@ fn kernel_chains_of<'a>(
         .iter()
         .filter(|l| l.nft && l.family == t.family && l.table == t.name)
         .collect();
-    v.sort_by_key(|l| if l.first_id == 0 { u32::MAX } else { l.first_id });
+    v.sort_by_key(|l| {
+        if l.first_id == 0 {
+            u32::MAX
+        } else {
+            l.first_id
+        }
+    });
     v.into_iter().peekable()
 }
 
@@ -235,7 +241,8 @@ fn nft_rule(rs: &Ruleset, tfam: TableFamily, r: &Rule) -> Result<String, RenderE
     }
     push_set_lookups(&mut parts, rs, r, family, port_key)?;
     if let Some(l) = &r.limit {
-        let mut s = format!("limit rate {}/{}", l.rate, l.per.name());
+        let over = if l.over { "over " } else { "" };
+        let mut s = format!("limit rate {over}{}/{}", l.rate, l.per.name());
         if l.burst != 5 {
             let _ = write!(s, " burst {} packets", l.burst);
         }
