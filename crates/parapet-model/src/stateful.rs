@@ -165,7 +165,8 @@ impl Limit {
 
 /// The time a stateful check sees: nanoseconds (nft's `ktime_get_ns`) and
 /// the jiffies derived from them for a kernel of `hz` ticks per second
-/// (`xt_limit`'s `jiffies`).
+/// (`xt_limit`'s `jiffies`). The BPF walker's test clock derives jiffies
+/// the same way (`bpf/lib/stateful.h`); live, it reads the kernel's own.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct Clock {
     /// Nanoseconds since an arbitrary start.
@@ -175,9 +176,9 @@ pub struct Clock {
 }
 
 impl Clock {
-    /// Jiffies at this time.
+    /// Jiffies at this time: whole ticks of `1e9 / hz` nanoseconds.
     pub fn jiffies(&self) -> u64 {
-        (self.ns as u128 * self.hz as u128 / 1_000_000_000) as u64
+        self.ns / (1_000_000_000 / self.hz.clamp(1, 1_000_000_000) as u64)
     }
 }
 

@@ -30,6 +30,7 @@
 #include "walk_state.h"
 #include "ctstate.h"
 #include "sets.h"
+#include "stateful.h"
 
 /*
  * Image access: 32-bit word `word` of image slot `slot`, or -1 when the word
@@ -419,6 +420,24 @@ static __always_inline int record_fast(struct parapet_walk *w, __u32 rec,
 	return 1;
 }
 
+/* The stateful condition of a matching entry whose kind word is k (its
+ * row's words read here, where the slot is; the check in stateful.h). */
+static __always_inline int entry_stateful(struct parapet_walk *w, __u32 k)
+{
+	__u32 row = k >> PARAPET_IMG_STATEFUL_ROW_SHIFT, at, r[5];
+	int j;
+
+	if (row >= rd(w, PARAPET_HW_N_STATEFUL))
+		return 0;
+	at = rd(w, PARAPET_HW_STATEFUL_OFF) +
+	     row * PARAPET_IMG_STATEFUL_ROW_WORDS + 1;
+	for (j = 0; j < 5; j++)
+		r[j] = rd(w, at + j);
+	if (w->err)
+		return 0;
+	return stateful_admit(w->slot, row, r);
+}
+
 /* One merge step: take the smallest candidate index over all leaves. */
 static long merge_cb(__u32 i, void *ctx)
 {
@@ -471,6 +490,9 @@ static long merge_cb(__u32 i, void *ctx)
 		if (!w->cmatch)
 			return 0;
 	}
+	/* A failed stateful condition: no match, the merge goes on. */
+	if ((k & PARAPET_IMG_KIND_STATEFUL_BIT) && !entry_stateful(w, k))
+		return w->err ? 1 : 0;
 	switch (k & 0xf) {
 	case PARAPET_IMG_KIND_DECIDE:
 		w->done = 1;
