@@ -140,6 +140,9 @@ impl RuleParser<'_> {
                     self.i += 1;
                     self.comment()?;
                 }
+                "quota" | "meter" | "add" | "update" => {
+                    return self.fail(format!("statement '{w}' is not supported yet: it keeps state (a quota, a meter, a dynamic set) that parapet does not enforce exactly yet; 'limit rate' is supported"));
+                }
                 "accept" | "drop" | "return" => {
                     self.i += 1;
                     self.action = Some(match w {
