@@ -123,6 +123,7 @@ fn image(
             } else {
                 Verdict::Drop
             }),
+            limit: None,
         });
         let every = padding as usize / CLASSES;
         if (j as usize + 1).is_multiple_of(every) {
@@ -135,6 +136,7 @@ fn image(
                     } else {
                         Verdict::Drop
                     }),
+                    limit: None,
                 });
             }
         }
