@@ -5,7 +5,7 @@ use crate::api::{CompileError, CompileOptions};
 use crate::lower::{field_of, EntryBox, FIELDS};
 use crate::tree::Forest;
 use parapet_image::{self as image, hw, kind};
-use parapet_model::{DecisionList, EntryKind, Limit, LimitFlavor, Verdict};
+use parapet_model::{BucketKey, DecisionList, EntryKind, Limit, LimitFlavor, Verdict};
 use std::collections::HashMap;
 
 /// The entry records of an image and the verdict table they index: the
@@ -59,9 +59,10 @@ pub(crate) fn entry_records(
     let mut entry_table: Vec<u32> = Vec::with_capacity(list.entries.len());
     let mut max_ranges = 0usize;
     let mut max_record_words = 0usize;
-    // Rule id → its row: every entry of one rule shares the rule's bucket.
+    // Bucket → its row: every entry of one rule (and every rule naming one
+    // nft limit object) shares one bucket.
     let mut rows: Vec<u32> = Vec::new();
-    let mut row_of: HashMap<u32, u32> = HashMap::new();
+    let mut row_of: HashMap<BucketKey, u32> = HashMap::new();
     for (e, c) in list.entries.iter().zip(boxes) {
         entry_table.push(records.len() as u32);
         let start = records.len();
@@ -129,7 +130,7 @@ pub(crate) fn entry_records(
             None => 0,
             Some(l) => {
                 let next = row_of.len() as u32;
-                let row = *row_of.entry(e.rule_id).or_insert(next);
+                let row = *row_of.entry(BucketKey::of(e.rule_id, l)).or_insert(next);
                 if row == next {
                     if next as usize >= image::stateful::MAX_ROWS {
                         return Err(CompileError::TooManyStateful(next as usize + 1));

@@ -41,6 +41,7 @@ fn with_limits(mut rs: Ruleset, rng: &mut Lcg) -> Ruleset {
                     burst: 1 + rng.below(4) as u32,
                     flavor,
                     over: flavor == LimitFlavor::Nft && rng.below(4) == 0,
+                    object: None,
                 });
             }
         }
@@ -160,6 +161,7 @@ fn limited_udp_rule(flavor: LimitFlavor) -> Ruleset {
             LimitFlavor::Xt
         },
         over: false,
+        object: None,
     });
     Ruleset {
         tables: vec![Table {

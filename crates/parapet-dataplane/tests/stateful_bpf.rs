@@ -107,6 +107,7 @@ fn with_limits(mut rs: Ruleset, rng: &mut Lcg) -> Ruleset {
                     burst: 1 + rng.below(4) as u32,
                     flavor,
                     over: flavor == LimitFlavor::Nft && rng.below(4) == 0,
+                    object: None,
                 });
             }
         }

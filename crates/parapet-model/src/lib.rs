@@ -60,6 +60,6 @@ pub use rule::{
     Verdict,
 };
 pub use stateful::{
-    xt_credits_per_jiffy, xt_user2credits, Assume, Bucket, Clock, NftBucket, Stateful,
+    xt_credits_per_jiffy, xt_user2credits, Assume, Bucket, BucketKey, Clock, NftBucket, Stateful,
     StatefulState, XtBucket, NFT_DEFAULT_BURST, XT_LIMIT_SCALE,
 };

@@ -183,6 +183,11 @@ pub fn lint(
             let EntryKind::Decide(verdict) = &e.kind else {
                 continue;
             };
+            // Whether a limited rule decides depends on its bucket: it is
+            // never judged redundant.
+            if e.limit.is_some() {
+                continue;
+            }
             if entries[&e.rule_id].len() != 1 || unreachable.contains(&e.rule_id) {
                 continue;
             }

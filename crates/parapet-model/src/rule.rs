@@ -95,6 +95,10 @@ pub struct Limit {
     /// nft `limit rate over`: matches when the rate is exceeded.
     #[serde(default)]
     pub over: bool,
+    /// nft `limit name "NAME"`: the table's named limit object; every rule
+    /// naming it shares its one bucket (else the bucket is the rule's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object: Option<String>,
 }
 
 /// Which kernel implementation a limit follows (their rounding differs).

@@ -217,7 +217,26 @@ pub struct StatefulState {
     pub clock: Clock,
     /// When the ruleset was loaded: buckets start full then.
     pub loaded: Clock,
-    buckets: HashMap<u32, Bucket>,
+    buckets: HashMap<BucketKey, Bucket>,
+}
+
+/// Whose bucket: a rule's own, or a named limit object's (shared).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum BucketKey {
+    /// The rule with this id.
+    Rule(u32),
+    /// The nft limit object with this name.
+    Object(String),
+}
+
+impl BucketKey {
+    /// The bucket rule `rule_id`'s limit `limit` uses.
+    pub fn of(rule_id: u32, limit: &Limit) -> BucketKey {
+        match &limit.object {
+            Some(name) => BucketKey::Object(name.clone()),
+            None => BucketKey::Rule(rule_id),
+        }
+    }
 }
 
 impl StatefulState {
@@ -236,9 +255,9 @@ impl StatefulState {
         self.clock.ns = self.clock.ns.max(ns);
     }
 
-    /// Rule `rule_id`'s bucket, if a packet reached it.
-    pub fn bucket(&self, rule_id: u32) -> Option<&Bucket> {
-        self.buckets.get(&rule_id)
+    /// A bucket, if a packet reached it.
+    pub fn bucket(&self, key: &BucketKey) -> Option<&Bucket> {
+        self.buckets.get(key)
     }
 }
 
@@ -247,7 +266,7 @@ impl Stateful for StatefulState {
         let (now, loaded) = (self.clock, self.loaded);
         let b = self
             .buckets
-            .entry(rule_id)
+            .entry(BucketKey::of(rule_id, limit))
             .or_insert_with(|| match limit.flavor {
                 LimitFlavor::Xt => Bucket::Xt(XtBucket::full(
                     limit.xt_avg(),
@@ -276,6 +295,7 @@ mod tests {
             burst,
             flavor,
             over: false,
+            object: None,
         }
     }
 

@@ -105,6 +105,7 @@ fn debian_style_host_firewall() {
             burst: 10,
             flavor: LimitFlavor::Xt,
             over: false,
+            object: None,
         })
     );
     assert_eq!(rule(rs, 7).comment.as_deref(), Some("web server"));
@@ -395,6 +396,7 @@ fn nft_inet_table_with_sets() {
             burst: 3,
             flavor: LimitFlavor::Nft,
             over: false,
+            object: None,
         })
     );
     assert_eq!(

@@ -39,35 +39,59 @@ const NFT_OVER: &str = "table inet t {
 }
 ";
 
-/// Which of `n` datagrams sent to 127.0.0.1:9999 in the namespace arrive.
-fn arrivals(ns: &Netns, n: usize) -> Vec<bool> {
+/// A named limit object two rules share: one bucket for both ports.
+const NFT_OBJECT: &str = "table inet t {
+\tlimit shared {
+\t\trate 1/hour burst 5 packets
+\t}
+
+\tchain input {
+\t\ttype filter hook input priority 0; policy accept;
+\t\tiifname \"lo\" udp dport 9999 limit name \"shared\" accept
+\t\tiifname \"lo\" udp dport 9998 limit name \"shared\" accept
+\t\tiifname \"lo\" udp dport { 9998, 9999 } drop
+\t}
+}
+";
+
+/// Which of `n` datagrams sent to 127.0.0.1 in the namespace arrive, the
+/// i-th to port `ports[i % ports.len()]`.
+fn arrivals(ns: &Netns, n: usize, ports: &[u16]) -> Vec<bool> {
     ns.run_in(|| {
-        let rx = UdpSocket::bind("127.0.0.1:9999").unwrap();
-        rx.set_read_timeout(Some(Duration::from_millis(100)))
-            .unwrap();
+        let rx: Vec<UdpSocket> = ports
+            .iter()
+            .map(|p| {
+                let s = UdpSocket::bind(("127.0.0.1", *p)).unwrap();
+                s.set_read_timeout(Some(Duration::from_millis(100)))
+                    .unwrap();
+                s
+            })
+            .collect();
         let tx = UdpSocket::bind("127.0.0.1:40000").unwrap();
         (0..n)
             .map(|i| {
-                tx.send_to(&[i as u8], "127.0.0.1:9999").unwrap();
+                let k = i % ports.len();
+                tx.send_to(&[i as u8], ("127.0.0.1", ports[k])).unwrap();
                 let mut buf = [0u8; 4];
                 // Bounded: one datagram or the timeout.
-                matches!(rx.recv_from(&mut buf), Ok((1, _)) if buf[0] == i as u8)
+                matches!(rx[k].recv_from(&mut buf), Ok((1, _)) if buf[0] == i as u8)
             })
             .collect()
     })
 }
 
 /// The linear engine's fates for the same sequence, 1 ms apart.
-fn engine_fates(rs: &Ruleset, n: usize) -> Vec<bool> {
+fn engine_fates(rs: &Ruleset, n: usize, ports: &[u16]) -> Vec<bool> {
     let engine = LinearEngine::new(rs, rs.select_chain(None).unwrap()).unwrap();
     let mut state = StatefulState::new(Clock {
         ns: 1_000_000,
         hz: 250,
     });
-    let mut pkt = Packet::v4(0x7f00_0001, 0x7f00_0001, 17, 40000, 9999);
-    pkt.iif = IfName::new("lo").unwrap();
     (0..n as u64)
         .map(|i| {
+            let port = ports[i as usize % ports.len()];
+            let mut pkt = Packet::v4(0x7f00_0001, 0x7f00_0001, 17, 40000, port);
+            pkt.iif = IfName::new("lo").unwrap();
             state.set_ns(1_000_000 * (i + 1));
             let d = engine.classify_with(&pkt, &NoSets, &mut state).unwrap();
             d.verdict == Verdict::Accept
@@ -107,14 +131,22 @@ fn iptables_limit_agrees_with_iptables_legacy() {
     let rs = parse(IPTABLES, "limit.v4", Format::IptablesSave)
         .unwrap()
         .ruleset;
-    check("iptables", arrivals(&ns, 20), engine_fates(&rs, 20));
+    check(
+        "iptables",
+        arrivals(&ns, 20, &[9999]),
+        engine_fates(&rs, 20, &[9999]),
+    );
 }
 
 #[test]
 #[ignore = "needs root"]
 fn nft_limit_agrees_with_nft() {
     parapet_testbed::require_root();
-    for (name, text) in [("nft", NFT), ("nft over", NFT_OVER)] {
+    for (name, text, ports) in [
+        ("nft", NFT, &[9999u16][..]),
+        ("nft over", NFT_OVER, &[9999][..]),
+        ("nft named object", NFT_OBJECT, &[9999, 9998][..]),
+    ] {
         let ns = Netns::create("limit-nft").unwrap();
         let file = std::env::temp_dir().join(format!("parapet-limit-{}.nft", std::process::id()));
         std::fs::write(&file, text).unwrap();
@@ -122,6 +154,6 @@ fn nft_limit_agrees_with_nft() {
         let _ = std::fs::remove_file(&file);
         loaded.unwrap();
         let rs = parse(text, "limit.nft", Format::Nft).unwrap().ruleset;
-        check(name, arrivals(&ns, 20), engine_fates(&rs, 20));
+        check(name, arrivals(&ns, 20, ports), engine_fates(&rs, 20, ports));
     }
 }

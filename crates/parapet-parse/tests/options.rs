@@ -147,6 +147,7 @@ fn conntrack_sets_comments_limits() {
             burst: 7,
             flavor: LimitFlavor::Xt,
             over: false,
+            object: None,
         })
     );
     assert_eq!(
@@ -414,6 +415,7 @@ fn nft_statements_and_verdicts() {
             burst: 5,
             flavor: LimitFlavor::Nft,
             over: false,
+            object: None,
         })
     );
 }
@@ -680,4 +682,34 @@ fn icmp_type_255_and_iptables_icmp_names() {
     // iptables' aliases are not nft names.
     let nft = "table ip t {\n\tchain c {\n\t\ttype filter hook input priority 0; policy accept;\n\t\ticmp type ping accept\n\t}\n}\n";
     assert!(parse(nft, "n", Format::Nft).is_err());
+}
+
+#[test]
+fn nft_named_limit_objects_are_shared() {
+    let text = "table inet t {\n\tlimit shared {\n\t\trate over 10/second burst 3 packets\n\t\tcomment \"one bucket\"\n\t}\n\n\tchain input {\n\t\ttype filter hook input priority 0; policy accept;\n\t\tudp dport 53 limit name \"shared\" drop\n\t\ttcp dport 53 limit name shared drop\n\t}\n}\n";
+    let rs = parse(text, "n", Format::Nft).unwrap().ruleset;
+    let limits: Vec<&Limit> = rs.rules().map(|r| r.limit.as_ref().unwrap()).collect();
+    assert_eq!(limits.len(), 2);
+    for l in &limits {
+        assert_eq!(l.object.as_deref(), Some("shared"));
+        assert_eq!(
+            (l.rate, l.per, l.burst, l.over),
+            (10, TimeUnit::Second, 3, true)
+        );
+    }
+    let out = render::nft(&rs).unwrap();
+    let again = parse(&out, "again", Format::Nft).unwrap().ruleset;
+    assert_eq!(without_origins(&again), without_origins(&rs), "{out}");
+    assert!(render::iptables_save(&rs).is_err());
+    let e = parse(
+        &text.replace("limit name shared", "limit name other"),
+        "n",
+        Format::Nft,
+    )
+    .unwrap_err();
+    assert!(
+        e[0].to_string().contains("no limit object 'other'"),
+        "{}",
+        e[0]
+    );
 }

@@ -80,12 +80,18 @@ static __always_inline __u32 xt_user2credits(__u32 user, __u32 hz_cpj)
 	return (user * hz_cpj) / 10000u;
 }
 
-/* r[0] = kind | flags, r[1..4] = the row's parameters p0..p3.  True when
- * the condition passes; false also when it cannot be evaluated. */
-static __always_inline int stateful_admit(__u32 slot, __u32 row,
-					  const __u32 *r)
+/*
+ * Row `slot_row & 0xffff` of the image in slot `slot_row >> 16`, whose
+ * words are kind | flags, then p0..p3 (`lo` = p0 | p1 << 32, `hi` = p2 |
+ * p3 << 32).  1 when the condition passes; 0 also when it cannot be
+ * evaluated.
+ */
+static __always_inline int stateful_admit(__u32 slot_row, __u32 kind,
+					  __u64 lo, __u64 hi)
 {
-	__u32 kind = r[0], p0 = r[1], p1 = r[2], p2 = r[3], p3 = r[4];
+	__u32 slot = slot_row >> 16, row = slot_row & 0xffff;
+	__u32 p0 = (__u32)lo, p1 = (__u32)(lo >> 32);
+	__u32 p2 = (__u32)hi, p3 = (__u32)(hi >> 32);
 	__u32 zero = 0, key = (slot & 1) * PARAPET_IMG_STATEFUL_MAX_ROWS + row;
 	__u32 *genp = bpf_map_lookup_elem(&parapet_gen, &zero);
 	struct parapet_bucket *b;

@@ -330,6 +330,7 @@ impl RuleParser<'_> {
                     burst: 5,
                     flavor: LimitFlavor::Xt,
                     over: false,
+                    object: None,
                 });
                 if opt == "--limit" {
                     match parse_rate(v) {

@@ -45,6 +45,7 @@ pub(crate) fn parse(text: &str, file: &str) -> Result<(Ruleset, Vec<SetBlock>), 
         dormant: Vec::new(),
         maps: Vec::new(),
         notes: Vec::new(),
+        limits: Vec::new(),
     };
     p.file();
     let Parser { errs, rs, sets, .. } = p;

@@ -20,6 +20,8 @@ pub(super) struct RuleParser<'a> {
     pub(super) maps: &'a [&'a NamedMap],
     /// Set by a verdict map: the rule becomes one rule per element.
     pub(super) vmap: Option<Vec<VmapEntry>>,
+    /// The table's named limit objects, for `limit name "NAME"`.
+    pub(super) limits: &'a [(String, Limit)],
 }
 
 impl RuleParser<'_> {
@@ -229,8 +231,38 @@ impl RuleParser<'_> {
         Ok(())
     }
 
-    fn limit(&mut self) -> Res<()> {
-        let r = self.next_word("'rate'")?;
+    /// After `limit`: `rate [over] R/UNIT [burst B packets]`, or `name
+    /// "NAME"` of a limit object of the table (sharing its bucket). Also
+    /// reads a limit object's body (`rate …`).
+    pub(super) fn limit(&mut self) -> Res<()> {
+        if self.peek_word() == Some("name") {
+            self.i += 1;
+            let t = self.next_word("a limit object's name")?;
+            let name = match &t.tok {
+                Tok::Word(s) | Tok::Str(s) => s.clone(),
+                _ => unreachable!(),
+            };
+            let Some((_, l)) = self.limits.iter().find(|(n, _)| *n == name) else {
+                if self.toks[self.i..].iter().any(|t| t.word() == Some("map")) {
+                    return Err((
+                        t.line,
+                        t.col,
+                        "'limit name KEY map { … }' (a limit object chosen per packet) is not supported yet".into(),
+                    ));
+                }
+                return Err((
+                    t.line,
+                    t.col,
+                    format!("no limit object '{name}' in this table (declare it with 'limit {name} {{ rate … }}')"),
+                ));
+            };
+            self.rule.limit = Some(Limit {
+                object: Some(name),
+                ..l.clone()
+            });
+            return Ok(());
+        }
+        let r = self.next_word("'rate' or 'name'")?;
         if r.word() != Some("rate") {
             return Err((
                 r.line,
@@ -275,6 +307,7 @@ impl RuleParser<'_> {
             burst,
             flavor: LimitFlavor::Nft,
             over,
+            object: None,
         });
         Ok(())
     }

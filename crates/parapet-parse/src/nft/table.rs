@@ -28,6 +28,8 @@ pub(super) struct Parser {
     pub(super) maps: Vec<NamedMap>,
     /// Per chain: rule count, jumps, deferred errors, text (see `kernel`).
     pub(super) notes: Vec<ChainNote>,
+    /// Named limit objects (`limit NAME { rate … }`) by table.
+    pub(super) limits: Vec<((TableFamily, String), String, Limit)>,
 }
 
 /// A jump or goto to check once the file is complete.
@@ -288,11 +290,14 @@ impl Parser {
                     }
                 }
                 (_, Some("comment")) => self.skip_line(),
+                (_, Some("limit")) => {
+                    self.pos += 1;
+                    self.limit_object(family, &name)?;
+                }
                 (
                     _,
                     Some(
-                        other @ ("flowtable" | "counter" | "quota" | "ct" | "limit" | "secmark"
-                        | "synproxy"),
+                        other @ ("flowtable" | "counter" | "quota" | "ct" | "secmark" | "synproxy"),
                     ),
                 ) => {
                     self.errs.push(
@@ -677,6 +682,12 @@ impl Parser {
             .iter()
             .filter(|m| m.table == (family, table_name.clone()))
             .collect();
+        let limits: Vec<(String, Limit)> = self
+            .limits
+            .iter()
+            .filter(|(t, _, _)| *t == (family, table_name.clone()))
+            .map(|(_, n, l)| (n.clone(), l.clone()))
+            .collect();
         let mut rp = RuleParser {
             toks: &toks,
             i: 0,
@@ -688,6 +699,7 @@ impl Parser {
             jump: None,
             maps: &maps,
             vmap: None,
+            limits: &limits,
         };
         match family {
             TableFamily::Ip => rp.matches.constrain(Field::Family, IntervalSet::point(4)),
@@ -718,6 +730,61 @@ impl Parser {
             rules.push(r);
         }
         Ok((rules, jumps))
+    }
+
+    /// After `limit` in a table: `NAME { rate [over] R/UNIT [burst B
+    /// packets]; [comment "C"] }`, a limit object rules share by `limit
+    /// name "NAME"`.
+    fn limit_object(&mut self, family: TableFamily, table: &str) -> Res<()> {
+        let name = word_text(&self.expect_word("a limit object's name")?);
+        self.expect(Tok::Open, "'{' after the limit object's name")?;
+        let open = self.pos;
+        let close = self.skip_block();
+        // The body without separators and comments: `rate …`.
+        let mut body: Vec<Token> = Vec::new();
+        let mut toks = self.toks[open..close].iter();
+        while let Some(t) = toks.next() {
+            match (&t.tok, t.word()) {
+                (Tok::Newline | Tok::Semi, _) => {}
+                (_, Some("comment")) => {
+                    toks.next();
+                }
+                _ => body.push(t.clone()),
+            }
+        }
+        let (line, col) = (self.toks[open].line, self.toks[open].col);
+        let mut none = Vec::new();
+        let mut rp = RuleParser {
+            toks: &body,
+            i: 0,
+            family,
+            set_refs: &mut none,
+            matches: Matches::any(),
+            rule: Rule::new(0, Matches::any(), Action::Count),
+            action: None,
+            jump: None,
+            maps: &[],
+            vmap: None,
+            limits: &[],
+        };
+        rp.limit()?;
+        if let Some(t) = body.get(rp.i) {
+            return Err((
+                t.line,
+                t.col,
+                format!(
+                    "expected the end of limit object '{name}', found '{}'",
+                    t.show()
+                ),
+            ));
+        }
+        let Some(limit) = rp.rule.limit else {
+            return Err((line, col, format!("limit object '{name}' has no rate")));
+        };
+        let key = (family, table.to_string());
+        self.limits.retain(|(t, n, _)| !(*t == key && *n == name));
+        self.limits.push((key, name, limit));
+        Ok(())
     }
 
     /// The text of tokens `from..=close`: the source slice when they are

@@ -309,6 +309,12 @@ fn ipt_rule(rs: &Ruleset, r: &Rule, family: Family) -> Result<String, RenderErro
         let _ = write!(out, " -m comment --comment {}", quote_always(c));
     }
     if let Some(l) = &r.limit {
+        if l.object.is_some() {
+            return Err(rerr(
+                id,
+                "a named nft limit object (shared by several rules) has no iptables spelling",
+            ));
+        }
         if l.over {
             return Err(rerr(
                 id,

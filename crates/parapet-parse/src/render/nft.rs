@@ -33,6 +33,30 @@ pub fn nft(rs: &Ruleset) -> Result<String, RenderError> {
     }
     for t in &rs.tables {
         let _ = writeln!(out, "table {} {} {{", t.family.nft_name(), t.name);
+        // The limit objects the table's rules name (`limit name "N"`).
+        let mut objects: Vec<(&str, &Limit)> = Vec::new();
+        for r in t.chains.iter().flat_map(|c| &c.rules) {
+            if let Some(
+                l @ Limit {
+                    object: Some(n), ..
+                },
+            ) = &r.limit
+            {
+                if !objects.iter().any(|(m, _)| *m == n.as_str()) {
+                    objects.push((n.as_str(), l));
+                }
+            }
+        }
+        for (n, l) in &objects {
+            // A plain name as nft prints it; anything else quoted.
+            let plain = n
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c));
+            let name = if plain { n.to_string() } else { nft_quote(n) };
+            let rate = nft_limit_rate(l);
+            let rate = rate.trim_start_matches("limit ");
+            let _ = writeln!(out, "\tlimit {name} {{\n\t\t{rate}\n\t}}\n");
+        }
         // nft chains left to the kernel go back into their table, before
         // the first chain whose rules come after theirs: ids are positions.
         let mut kernel = kernel_chains_of(rs, t);
@@ -93,6 +117,16 @@ fn kernel_chains_of<'a>(
         }
     });
     v.into_iter().peekable()
+}
+
+/// `limit rate [over] R/UNIT [burst B packets]` (burst 5 is nft's default).
+fn nft_limit_rate(l: &Limit) -> String {
+    let over = if l.over { "over " } else { "" };
+    let mut s = format!("limit rate {over}{}/{}", l.rate, l.per.name());
+    if l.burst != 5 {
+        let _ = write!(s, " burst {} packets", l.burst);
+    }
+    s
 }
 
 /// `{ a, b }` when several, `a` when one.
@@ -241,12 +275,10 @@ fn nft_rule(rs: &Ruleset, tfam: TableFamily, r: &Rule) -> Result<String, RenderE
     }
     push_set_lookups(&mut parts, rs, r, family, port_key)?;
     if let Some(l) = &r.limit {
-        let over = if l.over { "over " } else { "" };
-        let mut s = format!("limit rate {over}{}/{}", l.rate, l.per.name());
-        if l.burst != 5 {
-            let _ = write!(s, " burst {} packets", l.burst);
-        }
-        parts.push(s);
+        parts.push(match &l.object {
+            Some(name) => format!("limit name {}", nft_quote(name)),
+            None => nft_limit_rate(l),
+        });
     }
     if r.counters != Counters::default() || r.action == Action::Count {
         parts.push(format!(
