@@ -507,7 +507,8 @@ static long merge_cb(__u32 i, void *ctx)
 		w->cmatch = 1;
 		bpf_loop(nc, constraint_cb, ctx, 0);
 		/* then the stateful condition, if any (it checks cmatch) */
-		bpf_loop(stateful, stateful_cb, ctx, 0);
+		if (stateful)
+			bpf_loop(1, stateful_cb, ctx, 0);
 		w = walk_state(ctx);
 		if (!w || w->err)
 			return 1;
