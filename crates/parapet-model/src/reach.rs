@@ -184,11 +184,6 @@ impl<'a> Walker<'a> {
             if self.removed[j] || !hulls_meet(&hull, &self.hulls[j * d..(j + 1) * d]) {
                 continue;
             }
-            // A rule with a limit may let any of its packets go on: for
-            // what can reach later entries it takes nothing.
-            if self.list.entries[j].limit.is_some() {
-                continue;
-            }
             let resume = match &self.list.entries[j].kind {
                 EntryKind::Decide(v) => {
                     let bulk = match settle {
@@ -202,7 +197,6 @@ impl<'a> Walker<'a> {
                         if let Some(k) = (j..end).find(|&k| {
                             !self.removed[k]
                                 && self.list.entries[k].kind.is_terminal()
-                                && self.list.entries[k].limit.is_none()
                                 && covers(&self.cubes[k], &hull)
                         }) {
                             touched(k);
@@ -257,11 +251,7 @@ impl<'a> Walker<'a> {
         let mut i = from;
         while let Some(e) = self.list.entries.get(i) {
             i += 1;
-            // As in `walk`: a limited entry is taken to let the packet on.
-            if self.removed[i - 1]
-                || e.limit.is_some()
-                || !self.space.contains(&self.cubes[i - 1], pkt)
-            {
+            if self.removed[i - 1] || !self.space.contains(&self.cubes[i - 1], pkt) {
                 continue;
             }
             match &e.kind {
