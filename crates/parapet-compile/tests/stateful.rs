@@ -6,7 +6,7 @@
 //! limits must really limit (some packets pass, some are held back).
 
 use parapet_compile::{compile, Backend, CompileOptions, ImageState, KeyWords, Walker};
-use parapet_gen::{packets_for, random_ruleset, RandomSpec};
+use parapet_gen::{packets_for, random_ruleset, with_random_limits, RandomSpec};
 use parapet_model::*;
 
 /// A deterministic stream of numbers (no clock, no OS randomness).
@@ -22,33 +22,6 @@ impl Lcg {
     }
 }
 
-/// Puts a small limit on about a third of the rules that may carry one.
-fn with_limits(mut rs: Ruleset, rng: &mut Lcg) -> Ruleset {
-    for t in &mut rs.tables {
-        for c in &mut t.chains {
-            for r in &mut c.rules {
-                if matches!(r.action, Action::Jump(_) | Action::Goto(_)) || rng.below(3) != 0 {
-                    continue;
-                }
-                let flavor = if rng.below(2) == 0 {
-                    LimitFlavor::Xt
-                } else {
-                    LimitFlavor::Nft
-                };
-                r.limit = Some(Limit {
-                    rate: 1 + rng.below(20) as u32,
-                    per: TimeUnit::Second,
-                    burst: 1 + rng.below(4) as u32,
-                    flavor,
-                    over: flavor == LimitFlavor::Nft && rng.below(4) == 0,
-                    object: None,
-                });
-            }
-        }
-    }
-    rs
-}
-
 #[test]
 fn three_engines_agree_on_timed_sequences() {
     let (mut checked, mut limited) = (0, 0);
@@ -59,7 +32,7 @@ fn three_engines_agree_on_timed_sequences() {
             ipv6: seed % 2 == 1,
             ..RandomSpec::default()
         };
-        let rs = with_limits(random_ruleset(seed, &spec), &mut rng);
+        let rs = with_random_limits(random_ruleset(seed, &spec), seed);
         let start = rs.select_chain(None).unwrap();
         let linear = LinearEngine::new(&rs, start).unwrap();
         let list = match flatten(&rs, start) {

@@ -7,12 +7,12 @@
 
 mod common;
 
-use common::load_dataplane;
 use common::wire::{frame_of, wire_packet};
+use common::{load_dataplane, Rng};
 use parapet_compile::{compile, Backend, CompileOptions, ImageState, Walker};
 use parapet_dataplane::stateful::kernel_hz;
 use parapet_dataplane::{AttachPoint, Dataplane, LoadOptions};
-use parapet_gen::{packets_for, random_ruleset, RandomSpec};
+use parapet_gen::{packets_for, random_ruleset, with_random_limits, RandomSpec};
 use parapet_model::*;
 
 const LO: u32 = 1;
@@ -76,45 +76,6 @@ fn burst_of_five_on_the_kernels_clocks() {
     }
 }
 
-/// A deterministic stream of numbers.
-struct Lcg(u64);
-
-impl Lcg {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        (self.0 >> 33) % n.max(1)
-    }
-}
-
-fn with_limits(mut rs: Ruleset, rng: &mut Lcg) -> Ruleset {
-    for t in &mut rs.tables {
-        for c in &mut t.chains {
-            for r in &mut c.rules {
-                if matches!(r.action, Action::Jump(_) | Action::Goto(_)) || rng.below(3) != 0 {
-                    continue;
-                }
-                let flavor = if rng.below(2) == 0 {
-                    LimitFlavor::Xt
-                } else {
-                    LimitFlavor::Nft
-                };
-                r.limit = Some(Limit {
-                    rate: 1 + rng.below(20) as u32,
-                    per: TimeUnit::Second,
-                    burst: 1 + rng.below(4) as u32,
-                    flavor,
-                    over: flavor == LimitFlavor::Nft && rng.below(4) == 0,
-                    object: None,
-                });
-            }
-        }
-    }
-    rs
-}
-
 #[test]
 #[ignore = "needs root"]
 fn bpf_walker_agrees_with_rust_and_linear_on_a_test_clock() {
@@ -122,13 +83,13 @@ fn bpf_walker_agrees_with_rust_and_linear_on_a_test_clock() {
     let hz = kernel_hz().expect("the kernel's HZ must be known");
     let (mut checked, mut limited) = (0, 0);
     for seed in 0..8u64 {
-        let mut rng = Lcg(seed);
+        let mut rng = Rng::new(seed + 1);
         let spec = RandomSpec {
             rules: 10 + (seed as usize * 13) % 50,
             ipv6: seed % 2 == 1,
             ..RandomSpec::default()
         };
-        let rs = with_limits(random_ruleset(seed, &spec), &mut rng);
+        let rs = with_random_limits(random_ruleset(seed, &spec), seed);
         let start = rs.select_chain(None).unwrap();
         let linear = LinearEngine::new(&rs, start).unwrap();
         let list = flatten(&rs, start).unwrap();
