@@ -136,26 +136,9 @@ fn limited_udp_rule(flavor: LimitFlavor) -> Ruleset {
         over: false,
         object: None,
     });
-    Ruleset {
-        tables: vec![Table {
-            name: "filter".into(),
-            family: if nft {
-                TableFamily::Inet
-            } else {
-                TableFamily::Ip
-            },
-            chains: vec![Chain {
-                name: "INPUT".into(),
-                base: Some(BaseChain {
-                    hook: Hook::Input,
-                    priority: 0,
-                    policy: Verdict::Drop,
-                    counters: Counters::default(),
-                }),
-                rules: vec![r],
-            }],
-        }],
-        set_refs: vec![],
-        left_to_kernel: vec![],
+    let mut rs = parapet_gen::one_chain(vec![r], Verdict::Drop);
+    if nft {
+        rs.tables[0].family = TableFamily::Inet;
     }
+    rs
 }

@@ -9,9 +9,7 @@
 use parapet_model::*;
 use parapet_parse::*;
 use parapet_testbed::Netns;
-use std::io::Write;
 use std::net::UdpSocket;
-use std::process::Stdio;
 use std::time::Duration;
 
 const IPTABLES: &str = "*filter
@@ -99,6 +97,18 @@ fn engine_fates(rs: &Ruleset, n: usize, ports: &[u16]) -> Vec<bool> {
         .collect()
 }
 
+/// Loads `text` into the namespace with `tool` (`nft -f`,
+/// `iptables-legacy-restore`), through a file that is removed after.
+fn load(ns: &Netns, tool: &str, ext: &str, text: &str) {
+    let file = std::env::temp_dir().join(format!("parapet-limit-{}.{ext}", std::process::id()));
+    std::fs::write(&file, text).unwrap();
+    let mut argv: Vec<&str> = tool.split(' ').collect();
+    argv.push(file.to_str().unwrap());
+    let loaded = ns.exec(&argv);
+    let _ = std::fs::remove_file(&file);
+    loaded.unwrap_or_else(|e| panic!("{tool}: {e}"));
+}
+
 fn check(name: &str, kernel: Vec<bool>, parapet: Vec<bool>) {
     assert_eq!(
         kernel.iter().filter(|a| **a).count(),
@@ -116,18 +126,7 @@ fn check(name: &str, kernel: Vec<bool>, parapet: Vec<bool>) {
 fn iptables_limit_agrees_with_iptables_legacy() {
     parapet_testbed::require_root();
     let ns = Netns::create("limit-ipt").unwrap();
-    let mut restore = ns
-        .command("iptables-legacy-restore")
-        .stdin(Stdio::piped())
-        .spawn()
-        .expect("iptables-legacy-restore");
-    restore
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(IPTABLES.as_bytes())
-        .unwrap();
-    assert!(restore.wait().unwrap().success());
+    load(&ns, "iptables-legacy-restore", "v4", IPTABLES);
     let rs = parse(IPTABLES, "limit.v4", Format::IptablesSave)
         .unwrap()
         .ruleset;
@@ -148,11 +147,7 @@ fn nft_limit_agrees_with_nft() {
         ("nft named object", NFT_OBJECT, &[9999, 9998][..]),
     ] {
         let ns = Netns::create("limit-nft").unwrap();
-        let file = std::env::temp_dir().join(format!("parapet-limit-{}.nft", std::process::id()));
-        std::fs::write(&file, text).unwrap();
-        let loaded = ns.exec(&["nft", "-f", file.to_str().unwrap()]);
-        let _ = std::fs::remove_file(&file);
-        loaded.unwrap();
+        load(&ns, "nft -f", "nft", text);
         let rs = parse(text, "limit.nft", Format::Nft).unwrap().ruleset;
         check(name, arrivals(&ns, 20, ports), engine_fates(&rs, 20, ports));
     }
