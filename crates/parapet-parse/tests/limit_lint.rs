@@ -20,11 +20,8 @@ COMMIT
         .ruleset;
     let list = flatten_unpruned(&rs, rs.select_chain(None).unwrap(), 1000).unwrap();
     let report = lint(&rs, &[list], Budget::default()).unwrap();
-    let by_rule: Vec<(u32, FindingKind)> = report
-        .findings
-        .iter()
-        .map(|f| (f.rule, f.kind.clone()))
-        .collect();
+    let by_rule: Vec<(u32, FindingKind)> =
+        report.findings.iter().map(|f| (f.rule, f.kind)).collect();
     // Rule 3 repeats rule 2 (that one is real); rules 1 and 2 are fine.
     assert!(
         by_rule.iter().all(|(r, _)| *r == 3),
