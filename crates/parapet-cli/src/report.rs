@@ -68,6 +68,18 @@ pub fn classify(
     let (parsed, chain, sets) = prepare(rules, args)?;
     let rs = &parsed.ruleset;
     let engine = ChainClassifier::build(rs, chain, args)?;
+    // Offline there is no clock for a limit's bucket: say what is assumed.
+    let limited: Vec<String> = rs
+        .rules()
+        .filter(|r| r.limit.is_some())
+        .map(|r| r.id.to_string())
+        .collect();
+    if !limited.is_empty() {
+        eprintln!(
+            "parapet: note: rules with a limit ({}) are assumed to match; the dataplane enforces them",
+            limited.join(", ")
+        );
+    }
     let items = load::trace_items(trace)?;
     let stdout = std::io::stdout();
     let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());

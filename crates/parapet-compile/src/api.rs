@@ -58,6 +58,9 @@ pub enum CompileError {
         /// The entry's rule id.
         rule_id: u32,
     },
+    /// More rules with a stateful condition (`limit`) than the image's
+    /// stateful table holds.
+    TooManyStateful(usize),
     /// The produced image failed validation (a compiler bug).
     Image(ImageError),
 }
@@ -79,6 +82,11 @@ impl fmt::Display for CompileError {
                 f,
                 "rule {rule_id} has a match of more than {} ranges",
                 image::MAX_RANGES
+            ),
+            CompileError::TooManyStateful(n) => write!(
+                f,
+                "{n} rules with a limit exceed the image format's {} limit per chain",
+                image::stateful::MAX_ROWS
             ),
             CompileError::Image(e) => write!(f, "compiler produced a bad image: {e}"),
         }

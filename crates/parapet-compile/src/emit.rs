@@ -5,7 +5,7 @@ use crate::api::{CompileError, CompileOptions};
 use crate::lower::{field_of, EntryBox, FIELDS};
 use crate::tree::Forest;
 use parapet_image::{self as image, hw, kind};
-use parapet_model::{DecisionList, EntryKind, Verdict};
+use parapet_model::{BucketKey, DecisionList, EntryKind, Limit, LimitFlavor, Verdict};
 use std::collections::HashMap;
 
 /// The entry records of an image and the verdict table they index: the
@@ -21,6 +21,8 @@ pub(crate) struct EntryRecords {
     pub max_ranges: usize,
     /// Longest record in words.
     pub max_record_words: usize,
+    /// The stateful table's rows, back to back (one per rule with a limit).
+    pub stateful: Vec<u32>,
 }
 
 impl EntryRecords {
@@ -32,6 +34,7 @@ impl EntryRecords {
             + self.entry_table.len()
             + self.records.len()
             + self.verdicts.len() * image::VERDICT_WORDS
+            + self.stateful.len()
             + 64
     }
 }
@@ -56,6 +59,10 @@ pub(crate) fn entry_records(
     let mut entry_table: Vec<u32> = Vec::with_capacity(list.entries.len());
     let mut max_ranges = 0usize;
     let mut max_record_words = 0usize;
+    // Bucket → its row: every entry of one rule (and every rule naming one
+    // nft limit object) shares one bucket.
+    let mut rows: Vec<u32> = Vec::new();
+    let mut row_of: HashMap<BucketKey, u32> = HashMap::new();
     for (e, c) in list.entries.iter().zip(boxes) {
         entry_table.push(records.len() as u32);
         let start = records.len();
@@ -119,7 +126,21 @@ pub(crate) fn entry_records(
             ]);
             nc += 1;
         }
-        records[start + 1] = k | (verdict << 8) | (nc << 16);
+        let stateful = match &e.limit {
+            None => 0,
+            Some(l) => {
+                let next = row_of.len() as u32;
+                let row = *row_of.entry(BucketKey::of(e.rule_id, l)).or_insert(next);
+                if row == next {
+                    if next as usize >= image::stateful::MAX_ROWS {
+                        return Err(CompileError::TooManyStateful(next as usize + 1));
+                    }
+                    rows.extend(stateful_row(e.rule_id, l));
+                }
+                kind::STATEFUL_BIT | row << kind::STATEFUL_ROW_SHIFT
+            }
+        };
+        records[start + 1] = k | stateful | (verdict << 8) | (nc << 16);
         records[start + 3] = (records.len() - start) as u32;
         max_record_words = max_record_words.max(records.len() - start);
     }
@@ -129,7 +150,38 @@ pub(crate) fn entry_records(
         entry_table,
         max_ranges,
         max_record_words,
+        stateful: rows,
     })
+}
+
+/// The stateful-table row of rule `rule_id`'s limit (see
+/// `parapet_image::stateful`).
+fn stateful_row(rule_id: u32, l: &Limit) -> [u32; image::stateful::ROW_WORDS] {
+    match l.flavor {
+        LimitFlavor::Xt => [
+            rule_id,
+            image::stateful::XT_LIMIT,
+            l.xt_avg(),
+            l.burst,
+            0,
+            0,
+            0,
+            0,
+        ],
+        LimitFlavor::Nft => {
+            let (cost, max) = (l.nft_cost(), l.nft_tokens_max());
+            [
+                rule_id,
+                image::stateful::NFT_LIMIT | if l.over { image::stateful::F_OVER } else { 0 },
+                cost as u32,
+                (cost >> 32) as u32,
+                max as u32,
+                (max >> 32) as u32,
+                0,
+                0,
+            ]
+        }
+    }
 }
 
 /// The trees of all partitions laid out together.
@@ -263,6 +315,8 @@ pub(crate) fn image_words(
     put(&mut w, hw::ENTRIES_OFF, &entries.records);
     put(&mut w, hw::VERDICTS_OFF, &verdict_words);
     put(&mut w, hw::STRINGS_OFF, &string_words);
+    put(&mut w, hw::STATEFUL_OFF, &entries.stateful);
+    w[hw::N_STATEFUL] = (entries.stateful.len() / image::stateful::ROW_WORDS) as u32;
     w[hw::MAGIC] = image::MAGIC;
     w[hw::VERSION] = image::VERSION;
     w[hw::BACKEND] = opts.backend as u32;

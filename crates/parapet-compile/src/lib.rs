@@ -52,6 +52,7 @@ mod lower;
 mod meta;
 mod partition;
 mod read;
+mod stateful;
 mod tree;
 mod walk;
 
@@ -63,4 +64,5 @@ pub use incremental::{Incremental, UpdateError};
 pub use lookup_timing::{thread_cpu_seconds, time_lookups, time_lookups_for, LookupTiming};
 pub use meta::{BuildOptions, Classifier, Engine, Policy, LINEAR_CROSSOVER};
 pub use parapet_image::{Backend, Image, ImageError, KeyWords};
+pub use stateful::ImageState;
 pub use walk::{RawDecision, Walker};

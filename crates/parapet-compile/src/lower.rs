@@ -35,6 +35,9 @@ pub(crate) struct EntryBox {
     pub never: bool,
     /// A Decide entry.
     pub decide: bool,
+    /// It has a stateful condition: it never covers a region, since the
+    /// packets it matches may still go on to later entries.
+    pub stateful: bool,
 }
 
 impl EntryBox {
@@ -48,7 +51,7 @@ impl EntryBox {
 
     /// Does the entry match every packet of the region?
     pub fn covers(&self, region: &Region) -> bool {
-        if self.never || self.set_mask != 0 {
+        if self.never || self.set_mask != 0 || self.stateful {
             return false;
         }
         (0..FIELDS).all(|f| match &self.ranges[f] {
@@ -91,6 +94,7 @@ fn boxes(list: &DecisionList) -> Result<Vec<EntryBox>, CompileError> {
                 set_want: 0,
                 never: false,
                 decide: e.kind.is_terminal(),
+                stateful: e.limit.is_some(),
             };
             for (field, set) in e.matches.iter() {
                 if set.is_empty() {

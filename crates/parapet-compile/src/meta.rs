@@ -287,6 +287,19 @@ impl Classifier {
         self.classify_key(&KeyWords::from_bits(pkt, set_bits))
     }
 
+    /// Classifies a packet checking stateful conditions against `state`
+    /// (an [`ImageState`] made for this classifier's image). Images with
+    /// stateful entries are never pure, so this is the walker's merge scan.
+    pub fn classify_stateful(
+        &self,
+        pkt: &Packet,
+        set_bits: &[bool],
+        state: &mut crate::ImageState,
+    ) -> Decision {
+        self.walker
+            .decide_stateful(&KeyWords::from_bits(pkt, set_bits), state)
+    }
+
     /// Classifies a key.
     pub fn classify_key(&self, key: &KeyWords) -> Decision {
         self.walker.decision(&self.lookup(key))

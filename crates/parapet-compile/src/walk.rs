@@ -7,6 +7,7 @@
 //! image; [`crate::Classifier`] picks between the two.
 
 use crate::read::{prefetch, record_matches};
+use crate::stateful::ImageState;
 use parapet_image::{self as image, hw, kind, u128_at, Image, KeyWords};
 use parapet_model::{Decision, Verdict};
 
@@ -189,8 +190,27 @@ impl Walker {
     }
 
     /// Full lookup with non-terminal entries and RETURNs: the merge scan of
-    /// the doc's "General path".
+    /// the doc's "General path". Stateful conditions are assumed to match
+    /// (the offline assumption); [`Walker::lookup_stateful`] checks them.
     pub fn lookup(&self, key: &KeyWords) -> RawDecision {
+        self.lookup_with(key, &mut |_| true)
+    }
+
+    /// As [`Walker::lookup`], checking each stateful condition against
+    /// `state` (and changing it, as the kernel does) when its entry's
+    /// constraints match.
+    pub fn lookup_stateful(&self, key: &KeyWords, state: &mut ImageState) -> RawDecision {
+        self.lookup_with(key, &mut |row| state.check(&self.image, row))
+    }
+
+    /// The full decision with stateful conditions checked against `state`.
+    pub fn decide_stateful(&self, key: &KeyWords, state: &mut ImageState) -> Decision {
+        self.decision(&self.lookup_stateful(key, state))
+    }
+
+    /// The merge scan; `check(row)` answers the stateful condition of a
+    /// matching entry (its row in the stateful table).
+    fn lookup_with(&self, key: &KeyWords, check: &mut dyn FnMut(u32) -> bool) -> RawDecision {
         if self.pure {
             return RawDecision {
                 entry: self.first_match(key),
@@ -232,6 +252,11 @@ impl Walker {
                 continue;
             }
             let k = w[rec + 1];
+            // A stateful condition comes last: a failure means no match and
+            // the scan goes on to the next candidate.
+            if k & kind::STATEFUL_BIT != 0 && !check(k >> kind::STATEFUL_ROW_SHIFT) {
+                continue;
+            }
             match k & 0xf {
                 kind::DECIDE => {
                     return RawDecision {

@@ -40,6 +40,16 @@
 #define PARAPET_IMG_KIND_JUMP 3
 #define PARAPET_IMG_KIND_RETURN 4
 #define PARAPET_IMG_KIND_COUNTED_BIT 0x10u
+/* Bit 5: a stateful condition; its row in bits 24..31 (lib/stateful.h). */
+#define PARAPET_IMG_KIND_STATEFUL_BIT 0x20u
+#define PARAPET_IMG_STATEFUL_ROW_SHIFT 24
+
+/* The stateful table (docs/image-format.md). */
+#define PARAPET_IMG_STATEFUL_ROW_WORDS 8
+#define PARAPET_IMG_STATEFUL_MAX_ROWS 256
+#define PARAPET_IMG_STATEFUL_XT_LIMIT 1
+#define PARAPET_IMG_STATEFUL_NFT_LIMIT 2
+#define PARAPET_IMG_STATEFUL_F_OVER 0x100u
 
 /* Header word indices. */
 #define PARAPET_HW_MAGIC 0
@@ -69,6 +79,8 @@
 #define PARAPET_HW_STRINGS_BYTES 24
 #define PARAPET_HW_FANOUT_OFF 25
 #define PARAPET_HW_FANOUT_WORDS 26
+#define PARAPET_HW_STATEFUL_OFF 27
+#define PARAPET_HW_N_STATEFUL 28
 
 /* Node kinds (node word 0, bits 8..15). */
 #define PARAPET_IMG_NODE_BINARY 0   /* range cut: <= cut left, else right */

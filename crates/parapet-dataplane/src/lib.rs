@@ -56,6 +56,7 @@ pub mod ruleset;
 mod set_maps;
 pub mod set_mirror;
 mod slots;
+pub mod stateful;
 mod test_run;
 
 pub use abi::{Counter, KernelVerdict, PacketKey, ParseStatus, Stat};

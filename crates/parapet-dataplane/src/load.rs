@@ -196,6 +196,8 @@ impl Dataplane {
         let entries = opts.max_rules.saturating_add(1);
         let slot_pages = opts.slot_pages.max(1);
         let debug_mode: u32 = opts.debug.into();
+        // xt_limit counts in jiffies: the program needs the kernel's HZ.
+        let hz = crate::stateful::kernel_hz().unwrap_or(0);
         let mut ebpf = EbpfLoader::new()
             .map_max_entries("parapet_actions", entries)
             .map_max_entries("parapet_counters", entries)
@@ -209,6 +211,7 @@ impl Dataplane {
             .override_global("parapet_debug_mode", &debug_mode, true)
             .override_global("parapet_slot_pages", &slot_pages, true)
             .override_global("parapet_ct_mode", &ct_mode, true)
+            .override_global("parapet_hz", &hz, true)
             .load(&object)?;
         // Pinning: the maps must point at the pinned ones before the
         // programs that use them are loaded.

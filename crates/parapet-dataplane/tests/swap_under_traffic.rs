@@ -124,6 +124,7 @@ fn image(
             } else {
                 Verdict::Drop
             }),
+            limit: None,
         });
         let every = padding as usize / CLASSES;
         if (j as usize + 1).is_multiple_of(every) {
@@ -136,6 +137,7 @@ fn image(
                     } else {
                         Verdict::Drop
                     }),
+                    limit: None,
                 });
             }
         }

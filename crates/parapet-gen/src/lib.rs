@@ -16,6 +16,38 @@ use parapet_model::*;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
+/// `rs` with a small limit (1–20/s, burst 1–4, iptables' or nft's
+/// arithmetic, nft's sometimes `over`) on about a third of the rules that
+/// may carry one (not jumps or gotos): for the stateful engines' timed
+/// differential tests.
+pub fn with_random_limits(mut rs: Ruleset, seed: u64) -> Ruleset {
+    let mut rng = SmallRng::seed_from_u64(seed ^ 0x51_7c_c1_b7_27_22_0a_95);
+    for r in rs
+        .tables
+        .iter_mut()
+        .flat_map(|t| t.chains.iter_mut())
+        .flat_map(|c| c.rules.iter_mut())
+    {
+        if matches!(r.action, Action::Jump(_) | Action::Goto(_)) || rng.gen_range(0..3) != 0 {
+            continue;
+        }
+        let flavor = if rng.gen_bool(0.5) {
+            LimitFlavor::Xt
+        } else {
+            LimitFlavor::Nft
+        };
+        r.limit = Some(Limit {
+            rate: rng.gen_range(1..=20),
+            per: TimeUnit::Second,
+            burst: rng.gen_range(1..=4),
+            flavor,
+            over: flavor == LimitFlavor::Nft && rng.gen_range(0..4) == 0,
+            object: None,
+        });
+    }
+    rs
+}
+
 /// Knobs of [`random_ruleset`].
 #[derive(Clone, Debug)]
 pub struct RandomSpec {

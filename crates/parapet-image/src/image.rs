@@ -166,6 +166,26 @@ fn validate(w: &[u32]) -> Result<(), ImageError> {
         h(hw::STRINGS_BYTES).div_ceil(4),
         "string",
     )?;
+    let n_stateful = h(hw::N_STATEFUL);
+    if n_stateful > crate::stateful::MAX_ROWS {
+        return bad("too many stateful rows");
+    }
+    if n_stateful > 0 {
+        region(
+            w,
+            h(hw::STATEFUL_OFF),
+            n_stateful * crate::stateful::ROW_WORDS,
+            "stateful",
+        )?;
+    }
+    for r in 0..n_stateful {
+        let row = &w[h(hw::STATEFUL_OFF) + r * crate::stateful::ROW_WORDS..];
+        match row[1] & 0xff {
+            crate::stateful::XT_LIMIT if row[1] >> 8 == 0 && row[3] > 0 => {}
+            crate::stateful::NFT_LIMIT if row[1] >> 8 <= 1 => {}
+            _ => return bad(format!("stateful row {r} has an unknown kind")),
+        }
+    }
     if h(hw::POLICY) >= n_verdicts {
         return bad("policy verdict index out of range");
     }
@@ -215,7 +235,12 @@ fn validate(w: &[u32]) -> Result<(), ImageError> {
         if k == kind::RETURN && (rec[2] as usize <= i || rec[2] as usize > n_entries) {
             return bad(format!("entry {i} resumes at a bad index"));
         }
-        all_decide &= k == kind::DECIDE;
+        if rec[1] & kind::STATEFUL_BIT != 0
+            && (rec[1] >> kind::STATEFUL_ROW_SHIFT) as usize >= n_stateful
+        {
+            return bad(format!("entry {i} names a stateful row out of range"));
+        }
+        all_decide &= k == kind::DECIDE && rec[1] & kind::STATEFUL_BIT == 0;
         let nc = (rec[1] >> 16) & 0xff;
         let mut p = RECORD_HEADER_WORDS;
         for _ in 0..nc {

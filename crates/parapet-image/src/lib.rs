@@ -77,6 +77,35 @@ pub mod kind {
     pub const RETURN: u32 = 4;
     /// Bit 4: a Return that is reported as a matched rule.
     pub const COUNTED_BIT: u32 = 0x10;
+    /// Bit 5: the entry has a stateful condition, checked once its
+    /// constraints match; bits 24..=31 of the word are its row in the
+    /// stateful table ([`crate::stateful`]).
+    pub const STATEFUL_BIT: u32 = 0x20;
+    /// Shift of the stateful row index in word 1.
+    pub const STATEFUL_ROW_SHIFT: u32 = 24;
+}
+
+/// The stateful table: one row of [`stateful::ROW_WORDS`] words per rule
+/// with a stateful condition (every entry of that rule names the same row,
+/// so they share one bucket, as the kernel's rule has one).
+///
+/// Row: `[rule_id, kind | flags, p0, p1, p2, p3, 0, 0]`.
+/// - [`stateful::XT_LIMIT`] (`xt_limit.c`): `p0 = avg`, `p1 = burst`; the
+///   walker derives cost and cap with the kernel's `HZ`.
+/// - [`stateful::NFT_LIMIT`] (`nft_limit.c`, packets): `p0..p1 = cost`,
+///   `p2..p3 = tokens_max` (nanoseconds, low word first); flag
+///   [`stateful::F_OVER`] inverts the answer.
+pub mod stateful {
+    /// Words per row.
+    pub const ROW_WORDS: usize = 8;
+    /// Most rows an image may hold (the row index is 8 bits of word 1).
+    pub const MAX_ROWS: usize = 256;
+    /// Row kind: iptables `-m limit`.
+    pub const XT_LIMIT: u32 = 1;
+    /// Row kind: nft `limit rate … packets`.
+    pub const NFT_LIMIT: u32 = 2;
+    /// Row flag (bits 8..): nft `limit rate over`.
+    pub const F_OVER: u32 = 0x100;
 }
 
 /// The backends an image can hold.
@@ -118,6 +147,8 @@ pub mod hw {
     pub const STRINGS_BYTES: usize = 24;
     pub const FANOUT_OFF: usize = 25;
     pub const FANOUT_WORDS: usize = 26;
+    pub const STATEFUL_OFF: usize = 27;
+    pub const N_STATEFUL: usize = 28;
 }
 
 /// FNV-1a over the image's bytes with the checksum word read as zero.

@@ -17,7 +17,8 @@
 
 use crate::linear::{Decision, EvalError, SetLookup, MAX_DEPTH};
 use crate::packet::Packet;
-use crate::rule::{Action, ChainId, Matches, Ruleset, Verdict};
+use crate::rule::{Action, ChainId, Limit, Matches, Ruleset, Verdict};
+use crate::stateful::{Assume, Stateful};
 use serde::{Deserialize, Serialize};
 
 /// What a decision-list entry does when it matches.
@@ -59,6 +60,10 @@ pub struct Entry {
     pub matches: Matches,
     /// What it does.
     pub kind: EntryKind,
+    /// The rule's stateful condition, checked (with rule `rule_id`'s
+    /// state) once `matches` hold; when it fails the entry does not match.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<Limit>,
 }
 
 /// A base chain flattened into a first-match list.
@@ -85,6 +90,13 @@ pub enum FlattenError {
         /// The configured bound.
         limit: usize,
     },
+    /// A jump or goto with a stateful condition (`-m limit -j CHAIN`): the
+    /// inlined rules would all depend on one check made at the jump, which
+    /// a decision list cannot say.
+    StatefulJump {
+        /// The jumping rule.
+        rule_id: u32,
+    },
 }
 
 impl std::fmt::Display for FlattenError {
@@ -95,6 +107,10 @@ impl std::fmt::Display for FlattenError {
             FlattenError::TooLarge { limit } => write!(
                 f,
                 "inlining the chains' jumps gives more than {limit} entries"
+            ),
+            FlattenError::StatefulJump { rule_id } => write!(
+                f,
+                "rule {rule_id}: a jump or goto with a limit is not supported yet (put the limit on the rules of the target chain)"
             ),
         }
     }
@@ -196,6 +212,7 @@ impl Flattener<'_> {
                 rule_id: rule.id,
                 matches: matches.clone(),
                 kind,
+                limit: rule.limit.clone(),
             };
             match &rule.action {
                 Action::Verdict(v) => self.push(entry(EntryKind::Decide(v.clone())))?,
@@ -209,6 +226,9 @@ impl Flattener<'_> {
                     }))?;
                 }
                 Action::Jump(target) | Action::Goto(target) => {
+                    if rule.limit.is_some() {
+                        return Err(FlattenError::StatefulJump { rule_id: rule.id });
+                    }
                     let target_index = table
                         .chains
                         .iter()
@@ -220,10 +240,13 @@ impl Flattener<'_> {
                     self.emit_chain(target_index, &matches)?;
                     if matches!(rule.action, Action::Goto(_)) {
                         returns.push(self.entries.len());
-                        self.push(entry(EntryKind::Return {
-                            resume: 0,
-                            counted: false,
-                        }))?;
+                        self.push(Entry {
+                            limit: None,
+                            ..entry(EntryKind::Return {
+                                resume: 0,
+                                counted: false,
+                            })
+                        })?;
                     }
                 }
             }
@@ -266,7 +289,8 @@ impl DecisionList {
                 if decided.contains(&e.matches) {
                     return false;
                 }
-                if e.kind.is_terminal() {
+                // A conditional entry decides only some of its packets.
+                if e.kind.is_terminal() && e.limit.is_none() {
                     decided.insert(&e.matches);
                 }
                 true
@@ -284,8 +308,22 @@ impl DecisionList {
     /// Classifies by scanning every entry: the flat linear engine. Correct
     /// by construction, O(entries) per packet; the baseline the compiled
     /// engines are measured against.
+    ///
+    /// Stateful conditions are assumed to match (the offline assumption);
+    /// [`DecisionList::classify_stateful`] checks them.
     pub fn classify(&self, pkt: &Packet, set_bits: &[bool]) -> Decision {
-        self.classify_from(0, pkt, set_bits)
+        self.classify_from(0, pkt, set_bits, &mut Assume(true))
+    }
+
+    /// As [`DecisionList::classify`], checking stateful conditions with
+    /// `stateful`.
+    pub fn classify_stateful(
+        &self,
+        pkt: &Packet,
+        set_bits: &[bool],
+        stateful: &mut dyn Stateful,
+    ) -> Decision {
+        self.classify_from(0, pkt, set_bits, stateful)
     }
 
     /// As [`DecisionList::classify`], with membership answered by `sets`.
@@ -303,7 +341,13 @@ impl DecisionList {
         self.classify(pkt, &bits)
     }
 
-    fn classify_from(&self, start: usize, pkt: &Packet, set_bits: &[bool]) -> Decision {
+    fn classify_from(
+        &self,
+        start: usize,
+        pkt: &Packet,
+        set_bits: &[bool],
+        stateful: &mut dyn Stateful,
+    ) -> Decision {
         let mut nonterminal = Vec::new();
         let mut i = start;
         let mut set_bit = |n: u16| set_bits[n as usize];
@@ -311,6 +355,11 @@ impl DecisionList {
             i += 1;
             if !e.matches.matches(pkt, &mut set_bit) {
                 continue;
+            }
+            if let Some(l) = &e.limit {
+                if !stateful.check(e.rule_id, l) {
+                    continue;
+                }
             }
             match &e.kind {
                 EntryKind::Decide(v) => {
@@ -339,7 +388,17 @@ impl DecisionList {
     /// True when every entry is a terminal decision: no LOG, counter-only
     /// rule, jump or RETURN. Engines that find only the first match are
     /// exact on such lists.
+    ///
+    /// An entry with a stateful condition is not: when the condition fails
+    /// the scan goes on past a matching entry.
     pub fn is_pure_first_match(&self) -> bool {
-        self.entries.iter().all(|e| e.kind.is_terminal())
+        self.entries
+            .iter()
+            .all(|e| e.kind.is_terminal() && e.limit.is_none())
+    }
+
+    /// True when some entry has a stateful condition.
+    pub fn has_stateful(&self) -> bool {
+        self.entries.iter().any(|e| e.limit.is_some())
     }
 }

@@ -37,6 +37,7 @@ mod proto;
 mod reach;
 mod region;
 mod rule;
+mod stateful;
 
 pub use diff::{diff, DiffReport, Difference, Unproven};
 pub use display::{format_set, format_value};
@@ -54,6 +55,11 @@ pub use proto::{protocol_name, protocol_number, service_port, PROTOCOLS, SERVICE
 pub use reach::{Stop, Walker};
 pub use region::{Budget, Cube, OverBudget, Region, Space};
 pub use rule::{
-    Action, BaseChain, Chain, ChainId, Counters, Dir, Hook, LeftToKernel, Limit, LogSpec, Matches,
-    Origin, Rule, Ruleset, SetKeySpec, SetRef, Table, TableFamily, TimeUnit, Verdict,
+    Action, BaseChain, Chain, ChainId, Counters, Dir, Hook, LeftToKernel, Limit, LimitFlavor,
+    LogSpec, Matches, Origin, Rule, Ruleset, SetKeySpec, SetRef, Table, TableFamily, TimeUnit,
+    Verdict,
+};
+pub use stateful::{
+    xt_credits_per_jiffy, xt_user2credits, Assume, Bucket, BucketKey, Clock, NftBucket, Stateful,
+    StatefulState, XtBucket, NFT_DEFAULT_BURST, XT_LIMIT_SCALE,
 };

@@ -9,6 +9,7 @@
 use crate::field::Field;
 use crate::packet::Packet;
 use crate::rule::{Action, ChainId, Ruleset, SetRef, Verdict};
+use crate::stateful::{Assume, Stateful};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
@@ -56,6 +57,11 @@ pub struct TraceStep {
     /// `None` when the rule matched; otherwise the first field (in field
     /// order) whose constraint the packet fails.
     pub failed_on: Option<Field>,
+    /// For a rule with a stateful condition (`limit`) whose fields matched:
+    /// the condition's answer (false: the rule did not match, the walk went
+    /// on). `None` when there was nothing to check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stateful: Option<bool>,
 }
 
 /// Why evaluation could not finish.
@@ -146,21 +152,47 @@ impl<'a> LinearEngine<'a> {
         })
     }
 
-    /// Classifies one packet.
+    /// Classifies one packet, assuming every stateful condition (`limit`)
+    /// matches — the offline assumption; [`LinearEngine::classify_with`]
+    /// checks them against state.
     pub fn classify(&self, pkt: &Packet, sets: &dyn SetLookup) -> Result<Decision, EvalError> {
-        self.walk(pkt, sets, &mut |_| {})
+        self.walk(pkt, sets, &mut Assume(true), &mut |_| {})
+    }
+
+    /// Classifies one packet, checking stateful conditions with `stateful`
+    /// (which their state lives in, or an [`Assume`]d answer).
+    pub fn classify_with(
+        &self,
+        pkt: &Packet,
+        sets: &dyn SetLookup,
+        stateful: &mut dyn Stateful,
+    ) -> Result<Decision, EvalError> {
+        self.walk(pkt, sets, stateful, &mut |_| {})
     }
 
     /// Classifies one packet and reports every rule it was checked against,
     /// in order: the debugger behind `parapet trace`. Uses the same walk as
     /// [`LinearEngine::classify`], so the two cannot disagree.
+    /// Stateful conditions are assumed to match, as in
+    /// [`LinearEngine::classify`]; [`LinearEngine::trace_with`] checks them.
     pub fn trace(
         &self,
         pkt: &Packet,
         sets: &dyn SetLookup,
     ) -> Result<(Decision, Vec<TraceStep>), EvalError> {
+        self.trace_with(pkt, sets, &mut Assume(true))
+    }
+
+    /// As [`LinearEngine::trace`], checking stateful conditions with
+    /// `stateful`; each step says what its condition answered.
+    pub fn trace_with(
+        &self,
+        pkt: &Packet,
+        sets: &dyn SetLookup,
+        stateful: &mut dyn Stateful,
+    ) -> Result<(Decision, Vec<TraceStep>), EvalError> {
         let mut steps = Vec::new();
-        let d = self.walk(pkt, sets, &mut |s| steps.push(s))?;
+        let d = self.walk(pkt, sets, stateful, &mut |s| steps.push(s))?;
         Ok((d, steps))
     }
 
@@ -168,6 +200,7 @@ impl<'a> LinearEngine<'a> {
         &self,
         pkt: &Packet,
         sets: &dyn SetLookup,
+        stateful: &mut dyn Stateful,
         observe: &mut dyn FnMut(TraceStep),
     ) -> Result<Decision, EvalError> {
         let table = &self.ruleset.tables[self.start.table];
@@ -198,14 +231,21 @@ impl<'a> LinearEngine<'a> {
                 Field::Set(n) => !v.contains(set_bit(*n) as u128),
                 _ => !v.contains(pkt.value(*f)),
             });
+            // The stateful condition comes last, and only when the fields
+            // matched: its state changes only then, as in the kernel.
+            let admitted = match (&rule.limit, failed) {
+                (Some(l), None) => Some(stateful.check(rule.id, l)),
+                _ => None,
+            };
             observe(TraceStep {
                 rule_id: rule.id,
                 chain: table.chains[chain].name.clone(),
                 at: (self.start.table, chain, next - 1),
                 depth: stack.len(),
                 failed_on: failed.map(|(f, _)| *f),
+                stateful: admitted,
             });
-            if failed.is_some() {
+            if failed.is_some() || admitted == Some(false) {
                 continue;
             }
             match &rule.action {

@@ -79,12 +79,28 @@ struct Reach {
 /// Regions of at most this many cubes are kept between the passes.
 const KEEP_CUBES: usize = 64;
 
+/// `list` with every entry that has a limit made counter-only.
+fn limits_let_packets_on(list: &DecisionList) -> DecisionList {
+    let mut list = list.clone();
+    for e in &mut list.entries {
+        if e.limit.is_some() {
+            e.kind = EntryKind::Count;
+        }
+    }
+    list
+}
+
 /// Lints `ruleset`, whose base chains flattened (unpruned) to `lists`.
 pub fn lint(
     ruleset: &Ruleset,
     lists: &[DecisionList],
     budget: Budget,
 ) -> Result<LintReport, String> {
+    // A rule with a limit decides only while its bucket lasts: for what can
+    // reach the rules after it, it lets every packet on (a counter-only
+    // entry), so lint never calls a rule behind it unreachable.
+    let lists: Vec<DecisionList> = lists.iter().map(limits_let_packets_on).collect();
+    let lists = &lists[..];
     let space = Space::of(
         lists
             .iter()

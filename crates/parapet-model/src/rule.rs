@@ -78,8 +78,9 @@ impl Action {
     }
 }
 
-/// `-m limit` / nft `limit rate`: a token bucket. Offline engines assume the
-/// bucket never runs dry; the dataplane enforces it.
+/// `-m limit` / nft `limit rate [over]`: a per-rule token bucket, a
+/// stateful condition checked after the rule's other matches (see
+/// `stateful.rs` for the kernel's arithmetic, which every engine uses).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Limit {
     /// Tokens added per `per`.
@@ -88,6 +89,26 @@ pub struct Limit {
     pub per: TimeUnit,
     /// Bucket size.
     pub burst: u32,
+    /// Whose arithmetic: iptables' `xt_limit` or nft's `nft_limit`.
+    #[serde(default)]
+    pub flavor: LimitFlavor,
+    /// nft `limit rate over`: matches when the rate is exceeded.
+    #[serde(default)]
+    pub over: bool,
+    /// nft `limit name "NAME"`: the table's named limit object; every rule
+    /// naming it shares its one bucket (else the bucket is the rule's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object: Option<String>,
+}
+
+/// Which kernel implementation a limit follows (their rounding differs).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum LimitFlavor {
+    /// `xt_limit.c`: credits per jiffy.
+    #[default]
+    Xt,
+    /// `nft_limit.c`: nanosecond tokens.
+    Nft,
 }
 
 /// Time units of a rate.
@@ -252,7 +273,8 @@ pub struct Rule {
     pub action: Action,
     /// `-m comment --comment` / nft `comment`.
     pub comment: Option<String>,
-    /// `-m limit`, kept for the dataplane.
+    /// `-m limit` / nft `limit rate`: the rule matches only when its bucket
+    /// admits the packet (checked after every other match).
     pub limit: Option<Limit>,
     /// Also log when the rule matches, whatever its action: nft's
     /// `log prefix "x" drop` is one rule with a log statement and a verdict.
@@ -410,7 +432,8 @@ pub struct Ruleset {
     /// Tables of the file that parapet does not enforce and leaves to the
     /// kernel's netfilter, where they stay (`*nat`, `*mangle`, `*raw`,
     /// `*security`): reported by `check` and `apply`, written back verbatim
-    /// by the iptables-save renderer, never removed from the kernel.
+    /// by the renderers, never removed from the kernel. Their rules keep
+    /// their places in the rule numbering.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub left_to_kernel: Vec<LeftToKernel>,
 }
@@ -420,7 +443,8 @@ pub struct Ruleset {
 ///
 /// Its rules are checked for structure only (quoting, `-A CHAIN` of a
 /// declared chain): their matches and targets are the kernel's business.
-/// They take no rule ids: ids number the rules parapet enforces.
+/// They keep their ids (positions in the file), so the enforced rules
+/// after them keep theirs.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LeftToKernel {
     /// Table family (`ip` or `ip6`).
@@ -431,8 +455,21 @@ pub struct LeftToKernel {
     pub line: u32,
     /// Chains in declaration order, each with its number of rules.
     pub chains: Vec<(String, usize)>,
-    /// The table's lines, verbatim, `*table` through `COMMIT`.
+    /// The table's lines, verbatim, `*table` through `COMMIT`; for an nft
+    /// chain, its `chain NAME { … }` block.
     pub text: String,
+    /// True for one nft chain (`type nat`/`type route`, or a regular chain
+    /// only they jump to): `chains` holds that one chain and `text` its block.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub nft: bool,
+    /// nft: the id of the chain's first rule (0 when it has none), so a
+    /// listing writes the chain back where its rules keep their ids.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub first_id: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl LeftToKernel {
@@ -441,14 +478,20 @@ impl LeftToKernel {
         self.chains.iter().map(|(_, n)| n).sum()
     }
 
-    /// `nat (PREROUTING 2 rules, POSTROUTING 1 rule)`: for summaries.
+    /// `nat (PREROUTING 2 rules, POSTROUTING 1 rule)`: for summaries; an
+    /// nft chain reads `inet fw4 (dstnat 3 rules)`.
     pub fn describe(&self) -> String {
+        let table = if self.nft {
+            format!("{} {}", self.family.nft_name(), self.table)
+        } else {
+            self.table.clone()
+        };
         let chains: Vec<String> = self
             .chains
             .iter()
             .map(|(c, n)| format!("{c} {n} rule{}", if *n == 1 { "" } else { "s" }))
             .collect();
-        format!("{} ({})", self.table, chains.join(", "))
+        format!("{table} ({})", chains.join(", "))
     }
 }
 

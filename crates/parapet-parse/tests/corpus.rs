@@ -52,11 +52,26 @@ fn round_trips(rs: &Ruleset, iptables: bool) {
     let text = render::nft(rs).unwrap();
     let again =
         parse(&text, "rendered.nft", Format::Nft).unwrap_or_else(|e| panic!("{e:?}\n{text}"));
+    // nft has one limit, with its own rounding: an iptables limit listed
+    // as nft comes back as nft's (docs/syntax.md says so).
     assert_eq!(
-        without_origins(&again.ruleset),
-        without_origins(rs),
+        nft_limits(without_origins(&again.ruleset)),
+        nft_limits(without_origins(rs)),
         "{text}"
     );
+}
+
+fn nft_limits(mut rs: Ruleset) -> Ruleset {
+    for t in &mut rs.tables {
+        for c in &mut t.chains {
+            for r in &mut c.rules {
+                if let Some(l) = &mut r.limit {
+                    l.flavor = LimitFlavor::Nft;
+                }
+            }
+        }
+    }
+    rs
 }
 
 #[test]
@@ -87,7 +102,10 @@ fn debian_style_host_firewall() {
         Some(Limit {
             rate: 5,
             per: TimeUnit::Second,
-            burst: 10
+            burst: 10,
+            flavor: LimitFlavor::Xt,
+            over: false,
+            object: None,
         })
     );
     assert_eq!(rule(rs, 7).comment.as_deref(), Some("web server"));
@@ -375,7 +393,10 @@ fn nft_inet_table_with_sets() {
         Some(Limit {
             rate: 1,
             per: TimeUnit::Minute,
-            burst: 3
+            burst: 3,
+            flavor: LimitFlavor::Nft,
+            over: false,
+            object: None,
         })
     );
     assert_eq!(

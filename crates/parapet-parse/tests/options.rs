@@ -144,7 +144,10 @@ fn conntrack_sets_comments_limits() {
         Some(Limit {
             rate: 3,
             per: TimeUnit::Hour,
-            burst: 7
+            burst: 7,
+            flavor: LimitFlavor::Xt,
+            over: false,
+            object: None,
         })
     );
     assert_eq!(
@@ -409,7 +412,10 @@ fn nft_statements_and_verdicts() {
         Some(Limit {
             rate: 10,
             per: TimeUnit::Minute,
-            burst: 5
+            burst: 5,
+            flavor: LimitFlavor::Nft,
+            over: false,
+            object: None,
         })
     );
 }
@@ -430,9 +436,17 @@ fn nft_families_and_errors() {
     assert!(nft_in("ip6", "ip saddr 1.2.3.4 accept")
         .unwrap_err()
         .contains("'ip' matches cannot appear in a ip6 table"));
-    assert!(nft_in("inet", "limit rate over 10/second drop")
+    let over = nft_in("inet", "limit rate over 10/second drop").unwrap();
+    assert!(over
+        .limit
+        .as_ref()
+        .is_some_and(|l| l.over && l.flavor == LimitFlavor::Nft));
+    assert!(nft_in("inet", "limit rate 1/second tcp dport 22 accept")
         .unwrap_err()
-        .contains("'limit rate over' is not supported"));
+        .contains("a match after 'limit' is not supported"));
+    assert!(nft_in("inet", "log prefix \"x\" limit rate 1/second drop")
+        .unwrap_err()
+        .contains("'log' before 'limit' is not supported"));
     assert!(nft_in("inet", "accept drop")
         .unwrap_err()
         .starts_with("n:4:10: expected the end of the rule after the verdict"));
@@ -451,11 +465,18 @@ fn nft_families_and_errors() {
     assert!(nft_in("inet", "jump c")
         .unwrap_err()
         .contains("cannot jump to base chain 'c'"));
-    let nat = "table ip nat {\n\tchain pre {\n\t\ttype nat hook prerouting priority dstnat; policy accept;\n\t}\n}\n";
-    let e = parse(nat, "n", Format::Nft).unwrap_err();
+    // NAT is the kernel's: the chain is kept, reported, not enforced.
+    let nat = "table ip nat {\n\tchain pre {\n\t\ttype nat hook prerouting priority dstnat; policy accept;\n\t\ttcp dport 80 dnat to 10.0.0.2\n\t}\n}\n";
+    let rs = parse(nat, "n", Format::Nft).unwrap().ruleset;
+    assert_eq!(rs.rule_count(), 0);
+    assert_eq!(rs.left_to_kernel.len(), 1);
+    assert_eq!(rs.left_to_kernel[0].describe(), "ip nat (pre 1 rule)");
+    // A filter chain reaching a NAT statement is still an error.
+    let bad = "table ip t {\n\tchain input {\n\t\ttype filter hook input priority 0;\n\t\tjump x\n\t}\n\tchain x {\n\t\tdnat to 10.0.0.2\n\t}\n}\n";
+    let e = parse(bad, "n", Format::Nft).unwrap_err();
     assert!(
         e[0].to_string()
-            .starts_with("n:3:8: chain type 'nat' is not supported"),
+            .starts_with("n:7:3: unknown expression 'dnat'"),
         "{}",
         e[0]
     );
@@ -661,4 +682,34 @@ fn icmp_type_255_and_iptables_icmp_names() {
     // iptables' aliases are not nft names.
     let nft = "table ip t {\n\tchain c {\n\t\ttype filter hook input priority 0; policy accept;\n\t\ticmp type ping accept\n\t}\n}\n";
     assert!(parse(nft, "n", Format::Nft).is_err());
+}
+
+#[test]
+fn nft_named_limit_objects_are_shared() {
+    let text = "table inet t {\n\tlimit shared {\n\t\trate over 10/second burst 3 packets\n\t\tcomment \"one bucket\"\n\t}\n\n\tchain input {\n\t\ttype filter hook input priority 0; policy accept;\n\t\tudp dport 53 limit name \"shared\" drop\n\t\ttcp dport 53 limit name shared drop\n\t}\n}\n";
+    let rs = parse(text, "n", Format::Nft).unwrap().ruleset;
+    let limits: Vec<&Limit> = rs.rules().map(|r| r.limit.as_ref().unwrap()).collect();
+    assert_eq!(limits.len(), 2);
+    for l in &limits {
+        assert_eq!(l.object.as_deref(), Some("shared"));
+        assert_eq!(
+            (l.rate, l.per, l.burst, l.over),
+            (10, TimeUnit::Second, 3, true)
+        );
+    }
+    let out = render::nft(&rs).unwrap();
+    let again = parse(&out, "again", Format::Nft).unwrap().ruleset;
+    assert_eq!(without_origins(&again), without_origins(&rs), "{out}");
+    assert!(render::iptables_save(&rs).is_err());
+    let e = parse(
+        &text.replace("limit name shared", "limit name other"),
+        "n",
+        Format::Nft,
+    )
+    .unwrap_err();
+    assert!(
+        e[0].to_string().contains("no limit object 'other'"),
+        "{}",
+        e[0]
+    );
 }

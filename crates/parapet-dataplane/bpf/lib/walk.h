@@ -30,6 +30,7 @@
 #include "walk_state.h"
 #include "ctstate.h"
 #include "sets.h"
+#include "stateful.h"
 
 /*
  * Image access: 32-bit word `word` of image slot `slot`, or -1 when the word
@@ -419,12 +420,48 @@ static __always_inline int record_fast(struct parapet_walk *w, __u32 rec,
 	return 1;
 }
 
+/*
+ * The stateful condition of the record whose kind word is w->stateful_k,
+ * once its constraints matched (w->cmatch): its row's words are read here,
+ * where the slot is, and checked by stateful.h; a failure clears cmatch.
+ * A bpf_loop callback run 0 or 1 times, so the merge step gains no branch
+ * and no stack (the walk is near the verifier's complexity and stack
+ * limits).
+ */
+static long stateful_cb(__u32 i, void *ctx)
+{
+	struct parapet_walk *w = walk_state(ctx);
+	__u32 row, at, kind;
+
+	if (!w || !w->cmatch)
+		return 1;
+	row = w->stateful_k >> PARAPET_IMG_STATEFUL_ROW_SHIFT;
+	if (row >= rd(w, PARAPET_HW_N_STATEFUL)) {
+		w->cmatch = 0;
+		return 1;
+	}
+	at = rd(w, PARAPET_HW_STATEFUL_OFF) +
+	     row * PARAPET_IMG_STATEFUL_ROW_WORDS + 1;
+	/* the row's parameters in the (now idle) range-search words: the
+	 * call chain's stack is near the verifier's 512 bytes */
+	kind = rd(w, at);
+	w->val[0] = rd(w, at + 1);
+	w->val[1] = rd(w, at + 2);
+	w->val[2] = rd(w, at + 3);
+	w->val[3] = rd(w, at + 4);
+	if (w->err || !stateful_admit((w->slot & 1) << 16 | row, kind,
+				      (__u64)w->val[0] | (__u64)w->val[1] << 32,
+				      (__u64)w->val[2] | (__u64)w->val[3] << 32))
+		w->cmatch = 0;
+	return 1;
+}
+
 /* One merge step: take the smallest candidate index over all leaves. */
 static long merge_cb(__u32 i, void *ctx)
 {
 	struct parapet_walk *w = walk_state(ctx);
 	__u32 best = 0xffffffff, bp = PARAPET_IMG_MAX_PARTITIONS;
-	__u32 p, rec, nc, k;
+	__u32 p, rec, nc, k, stateful;
 
 	if (!w)
 		return 1;
@@ -456,7 +493,11 @@ static long merge_cb(__u32 i, void *ctx)
 		w->err = 9;
 		return 1;
 	}
-	switch (record_fast(w, rec, nc)) {
+	/* A stateful entry takes the general path: its condition is the
+	 * constraint loop's last step. */
+	w->stateful_k = k;
+	stateful = (k & PARAPET_IMG_KIND_STATEFUL_BIT) ? 1 : 0;
+	switch (stateful ? -1 : record_fast(w, rec, nc)) {
 	case 0:
 		return 0;
 	case 1:
@@ -465,6 +506,9 @@ static long merge_cb(__u32 i, void *ctx)
 		w->cpos = rec + PARAPET_IMG_RECORD_HEADER_WORDS;
 		w->cmatch = 1;
 		bpf_loop(nc, constraint_cb, ctx, 0);
+		/* then the stateful condition, if any (it checks cmatch) */
+		if (stateful)
+			bpf_loop(1, stateful_cb, ctx, 0);
 		w = walk_state(ctx);
 		if (!w || w->err)
 			return 1;

@@ -45,6 +45,9 @@ struct parapet_walk {
 	/* record matching */
 	__u32 cpos;
 	__u32 cmatch;
+	/* the record's kind word: with the stateful bit, the constraint loop
+	 * runs one more step, the condition (lib/stateful.h) */
+	__u32 stateful_k;
 	/* range search */
 	__u32 val[4];
 	__u32 base;

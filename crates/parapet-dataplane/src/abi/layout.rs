@@ -247,6 +247,34 @@ fn c_and_rust_constants_agree() {
             "PARAPET_IMG_KIND_COUNTED_BIT",
             (parapet_image::kind::COUNTED_BIT) as u64,
         ),
+        (
+            "PARAPET_IMG_KIND_STATEFUL_BIT",
+            (parapet_image::kind::STATEFUL_BIT) as u64,
+        ),
+        (
+            "PARAPET_IMG_STATEFUL_ROW_SHIFT",
+            (parapet_image::kind::STATEFUL_ROW_SHIFT) as u64,
+        ),
+        (
+            "PARAPET_IMG_STATEFUL_ROW_WORDS",
+            (parapet_image::stateful::ROW_WORDS) as u64,
+        ),
+        (
+            "PARAPET_IMG_STATEFUL_MAX_ROWS",
+            (parapet_image::stateful::MAX_ROWS) as u64,
+        ),
+        (
+            "PARAPET_IMG_STATEFUL_XT_LIMIT",
+            (parapet_image::stateful::XT_LIMIT) as u64,
+        ),
+        (
+            "PARAPET_IMG_STATEFUL_NFT_LIMIT",
+            (parapet_image::stateful::NFT_LIMIT) as u64,
+        ),
+        (
+            "PARAPET_IMG_STATEFUL_F_OVER",
+            (parapet_image::stateful::F_OVER) as u64,
+        ),
         ("PARAPET_HW_MAGIC", (parapet_image::hw::MAGIC) as u64),
         ("PARAPET_HW_VERSION", (parapet_image::hw::VERSION) as u64),
         ("PARAPET_HW_BACKEND", (parapet_image::hw::BACKEND) as u64),
@@ -325,6 +353,14 @@ fn c_and_rust_constants_agree() {
         (
             "PARAPET_HW_FANOUT_WORDS",
             (parapet_image::hw::FANOUT_WORDS) as u64,
+        ),
+        (
+            "PARAPET_HW_STATEFUL_OFF",
+            (parapet_image::hw::STATEFUL_OFF) as u64,
+        ),
+        (
+            "PARAPET_HW_N_STATEFUL",
+            (parapet_image::hw::N_STATEFUL) as u64,
         ),
         (
             "PARAPET_IMG_NODE_BINARY",

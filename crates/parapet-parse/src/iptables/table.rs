@@ -72,6 +72,8 @@ impl TableState {
                 .zip(self.kernel_rules)
                 .collect(),
             text: self.text,
+            nft: false,
+            first_id: 0,
         }
     }
 }

@@ -28,7 +28,12 @@ impl Parser {
                         "'{cmd} rule … {w} N' is not supported (rules go at the end, or first with 'insert rule')"
                     ));
                 }
-                self.add_rule(ti, ci, cmd == "insert")
+                let from = self.pos;
+                self.add_rule(ti, ci, cmd == "insert")?;
+                if self.is_kernel_chain(ti, ci) {
+                    self.note_command_rule(ti, ci, from, self.pos);
+                }
+                Ok(())
             }
             ("add" | "create", "set") => {
                 let ti = self.existing_table()?;
@@ -74,6 +79,7 @@ impl Parser {
                 self.map_block(ti)
             }
             ("flush", "ruleset") => {
+                self.flush_notes();
                 self.rs.tables.clear();
                 self.sets.clear();
                 self.maps.clear();

@@ -17,6 +17,7 @@
 //! their values), `vmap` (verdict map elements → one rule each).
 
 mod commands;
+mod kernel;
 mod lexer;
 mod matches;
 mod rule;
@@ -43,6 +44,8 @@ pub(crate) fn parse(text: &str, file: &str) -> Result<(Ruleset, Vec<SetBlock>), 
         jumps: Vec::new(),
         dormant: Vec::new(),
         maps: Vec::new(),
+        notes: Vec::new(),
+        limits: Vec::new(),
     };
     p.file();
     let Parser { errs, rs, sets, .. } = p;

@@ -20,6 +20,8 @@ pub(super) struct RuleParser<'a> {
     pub(super) maps: &'a [&'a NamedMap],
     /// Set by a verdict map: the rule becomes one rule per element.
     pub(super) vmap: Option<Vec<VmapEntry>>,
+    /// The table's named limit objects, for `limit name "NAME"`.
+    pub(super) limits: &'a [(String, Limit)],
 }
 
 impl RuleParser<'_> {
@@ -79,6 +81,9 @@ impl RuleParser<'_> {
                     }
                     continue;
                 }
+                if matches!(self.action, Some(Action::Log(_))) && t.word() == Some("limit") {
+                    return self.fail("'log' before 'limit' is not supported (parapet logs the packets the rule matches, after its limit); write the limit first");
+                }
                 return Err((
                     t.line,
                     t.col,
@@ -124,12 +129,21 @@ impl RuleParser<'_> {
                     self.log()?;
                 }
                 "limit" => {
+                    if self.rule.limit.is_some() {
+                        return self.fail("a second 'limit' in one rule is not supported");
+                    }
+                    if matches!(self.action, Some(Action::Log(_))) || self.rule.log.is_some() {
+                        return self.fail("'log' before 'limit' is not supported (parapet logs the packets the rule matches, after its limit); write the limit first");
+                    }
                     self.i += 1;
                     self.limit()?;
                 }
                 "comment" => {
                     self.i += 1;
                     self.comment()?;
+                }
+                "quota" | "meter" | "add" | "update" => {
+                    return self.fail(format!("statement '{w}' is not supported yet: it keeps state (a quota, a meter, a dynamic set) that parapet does not enforce exactly yet; 'limit rate' is supported"));
                 }
                 "accept" | "drop" | "return" => {
                     self.i += 1;
@@ -157,7 +171,14 @@ impl RuleParser<'_> {
                         Action::Goto(name)
                     });
                 }
-                _ => self.match_expr()?,
+                _ => {
+                    if self.rule.limit.is_some() {
+                        // The kernel would spend a token on packets this
+                        // match then refuses; parapet checks limit last.
+                        return self.fail(format!("a match after 'limit' is not supported (parapet checks the limit after the rule's matches): write '{w} …' before 'limit'"));
+                    }
+                    self.match_expr()?
+                }
             }
         }
         Ok(())
@@ -210,8 +231,38 @@ impl RuleParser<'_> {
         Ok(())
     }
 
-    fn limit(&mut self) -> Res<()> {
-        let r = self.next_word("'rate'")?;
+    /// After `limit`: `rate [over] R/UNIT [burst B packets]`, or `name
+    /// "NAME"` of a limit object of the table (sharing its bucket). Also
+    /// reads a limit object's body (`rate …`).
+    pub(super) fn limit(&mut self) -> Res<()> {
+        if self.peek_word() == Some("name") {
+            self.i += 1;
+            let t = self.next_word("a limit object's name")?;
+            let name = match &t.tok {
+                Tok::Word(s) | Tok::Str(s) => s.clone(),
+                _ => unreachable!(),
+            };
+            let Some((_, l)) = self.limits.iter().find(|(n, _)| *n == name) else {
+                if self.toks[self.i..].iter().any(|t| t.word() == Some("map")) {
+                    return Err((
+                        t.line,
+                        t.col,
+                        "'limit name KEY map { … }' (a limit object chosen per packet) is not supported yet".into(),
+                    ));
+                }
+                return Err((
+                    t.line,
+                    t.col,
+                    format!("no limit object '{name}' in this table (declare it with 'limit {name} {{ rate … }}')"),
+                ));
+            };
+            self.rule.limit = Some(Limit {
+                object: Some(name),
+                ..l.clone()
+            });
+            return Ok(());
+        }
+        let r = self.next_word("'rate' or 'name'")?;
         if r.word() != Some("rate") {
             return Err((
                 r.line,
@@ -219,9 +270,9 @@ impl RuleParser<'_> {
                 format!("expected 'rate', found '{}'", r.show()),
             ));
         }
-        if self.peek_word() == Some("over") {
-            return self
-                .fail("'limit rate over' is not supported (a limit matches while under the rate)");
+        let over = self.peek_word() == Some("over");
+        if over {
+            self.i += 1;
         }
         let v = self.next_word("a rate like 10/second")?;
         let (rate, per) = v
@@ -233,17 +284,31 @@ impl RuleParser<'_> {
                 v.col,
                 format!("expected a rate like 10/second, found '{}'", v.show()),
             ))?;
-        let mut burst = 5;
+        if rate == 0 {
+            return Err((v.line, v.col, "a limit rate of 0 is not valid".into()));
+        }
+        let mut burst = NFT_DEFAULT_BURST;
         if self.peek_word() == Some("burst") {
             self.i += 1;
-            burst = self.number("a burst size")? as u32;
+            let n = self.number("a burst size")?;
+            burst = match u32::try_from(n) {
+                Ok(b) => b,
+                Err(_) => return self.fail(format!("burst {n} is too large")),
+            };
             if self.peek_word() == Some("packets") {
                 self.i += 1;
             } else if self.peek_word() == Some("bytes") {
-                return self.fail("byte-based limits are not supported");
+                return self.fail("byte-based limits are not supported yet");
             }
         }
-        self.rule.limit = Some(Limit { rate, per, burst });
+        self.rule.limit = Some(Limit {
+            rate,
+            per,
+            burst,
+            flavor: LimitFlavor::Nft,
+            over,
+            object: None,
+        });
         Ok(())
     }
 

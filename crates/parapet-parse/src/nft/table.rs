@@ -2,6 +2,7 @@
 //! (`type filter hook … priority …; policy …;`), raw `set` blocks, and the
 //! jump check once a table is complete.
 
+use super::kernel::ChainNote;
 use super::lexer::SUBSTITUTED;
 use super::lexer::{word_text, JumpAt, Res, Tok, Token};
 use super::rule::RuleParser;
@@ -25,6 +26,10 @@ pub(super) struct Parser {
     /// Tables with `flags dormant`: read, then left out of the ruleset.
     pub(super) dormant: Vec<(TableFamily, String)>,
     pub(super) maps: Vec<NamedMap>,
+    /// Per chain: rule count, jumps, deferred errors, text (see `kernel`).
+    pub(super) notes: Vec<ChainNote>,
+    /// Named limit objects (`limit NAME { rate … }`) by table.
+    pub(super) limits: Vec<((TableFamily, String), String, Limit)>,
 }
 
 /// A jump or goto to check once the file is complete.
@@ -159,6 +164,7 @@ impl Parser {
             }
         }
         self.check_jumps();
+        self.leave_chains_to_kernel();
         let dormant = std::mem::take(&mut self.dormant);
         self.rs
             .tables
@@ -284,11 +290,14 @@ impl Parser {
                     }
                 }
                 (_, Some("comment")) => self.skip_line(),
+                (_, Some("limit")) => {
+                    self.pos += 1;
+                    self.limit_object(family, &name)?;
+                }
                 (
                     _,
                     Some(
-                        other @ ("flowtable" | "counter" | "quota" | "ct" | "limit" | "secmark"
-                        | "synproxy"),
+                        other @ ("flowtable" | "counter" | "quota" | "ct" | "secmark" | "synproxy"),
                     ),
                 ) => {
                     self.errs.push(
@@ -450,9 +459,11 @@ impl Parser {
         let name_tok = self.expect_word("a chain name")?;
         let name = word_text(&name_tok);
         let ci = self.chain_index(ti, &name);
+        let _ = self.is_kernel_chain(ti, ci);
         if !matches!(self.peek().map(|t| &t.tok), Some(Tok::Open)) {
             return Ok(());
         }
+        let open = self.pos;
         self.pos += 1;
         loop {
             self.skip_separators();
@@ -461,9 +472,23 @@ impl Parser {
             };
             match (&t.tok, t.word()) {
                 (Tok::Close, _) => {
+                    self.note_chain_block(ti, ci, open, self.pos);
                     self.pos += 1;
                     return Ok(());
                 }
+                (_, Some("type"))
+                    if matches!(
+                        self.toks.get(self.pos + 1).and_then(|t| t.word()),
+                        Some("nat" | "route")
+                    ) =>
+                {
+                    // NAT and routing are the kernel's: the chain is read
+                    // for structure and left where it is.
+                    let kind = self.toks[self.pos + 1].clone();
+                    self.mark_kernel_chain(ti, ci, &kind);
+                    self.skip_line();
+                }
+                (_, Some("policy")) if self.is_kernel_chain(ti, ci) => self.skip_line(),
                 (_, Some("type")) => {
                     self.pos += 1;
                     let r = self.base_chain();
@@ -510,12 +535,7 @@ impl Parser {
                     }
                 }
                 (_, Some("comment")) => self.skip_line(),
-                _ => {
-                    if let Err((l, c, m)) = self.add_rule(ti, ci, false) {
-                        self.errs.push(l, c, m);
-                        self.skip_line();
-                    }
-                }
+                _ => self.add_rule(ti, ci, false)?,
             }
         }
     }
@@ -523,11 +543,29 @@ impl Parser {
     /// Parses the rule at the cursor and appends it to (or, for `insert
     /// rule`, puts it first in) chain `ci` of table `ti`. A verdict map
     /// gives several model rules, all with the rule's id.
+    ///
+    /// A rule that does not parse is noted, not yet an error: its chain may
+    /// turn out to be the kernel's (see `kernel`).
     pub(super) fn add_rule(&mut self, ti: usize, ci: usize, insert: bool) -> Res<()> {
+        if self.is_kernel_chain(ti, ci) {
+            return self.kernel_rule(ti, ci);
+        }
         let id = self.next_id;
         self.next_id += 1;
         let family = self.rs.tables[ti].family;
-        let (rules, jumps) = self.rule(family, ti, id)?;
+        let from = self.pos;
+        let parsed = self.rule(family, ti, id);
+        let (rules, jumps) = match parsed {
+            Ok(r) => {
+                self.note_rule(ti, ci, id, from, self.pos, None);
+                r
+            }
+            Err(e) => {
+                self.note_rule(ti, ci, id, from, self.pos, Some(e));
+                self.skip_line();
+                return Ok(());
+            }
+        };
         let table = (family, self.rs.tables[ti].name.clone());
         let chain_name = self.rs.tables[ti].chains[ci].name.clone();
         for (target, line, col) in jumps {
@@ -614,7 +652,7 @@ impl Parser {
     }
 
     /// The tokens of one rule: up to a newline or `;` outside braces.
-    fn rule_tokens(&mut self) -> Vec<Token> {
+    pub(super) fn rule_tokens(&mut self) -> Vec<Token> {
         let mut out = Vec::new();
         let mut depth = 0;
         while let Some(t) = self.peek() {
@@ -644,6 +682,12 @@ impl Parser {
             .iter()
             .filter(|m| m.table == (family, table_name.clone()))
             .collect();
+        let limits: Vec<(String, Limit)> = self
+            .limits
+            .iter()
+            .filter(|(t, _, _)| *t == (family, table_name.clone()))
+            .map(|(_, n, l)| (n.clone(), l.clone()))
+            .collect();
         let mut rp = RuleParser {
             toks: &toks,
             i: 0,
@@ -655,6 +699,7 @@ impl Parser {
             jump: None,
             maps: &maps,
             vmap: None,
+            limits: &limits,
         };
         match family {
             TableFamily::Ip => rp.matches.constrain(Field::Family, IntervalSet::point(4)),
@@ -685,6 +730,61 @@ impl Parser {
             rules.push(r);
         }
         Ok((rules, jumps))
+    }
+
+    /// After `limit` in a table: `NAME { rate [over] R/UNIT [burst B
+    /// packets]; [comment "C"] }`, a limit object rules share by `limit
+    /// name "NAME"`.
+    fn limit_object(&mut self, family: TableFamily, table: &str) -> Res<()> {
+        let name = word_text(&self.expect_word("a limit object's name")?);
+        self.expect(Tok::Open, "'{' after the limit object's name")?;
+        let open = self.pos;
+        let close = self.skip_block();
+        // The body without separators and comments: `rate …`.
+        let mut body: Vec<Token> = Vec::new();
+        let mut toks = self.toks[open..close].iter();
+        while let Some(t) = toks.next() {
+            match (&t.tok, t.word()) {
+                (Tok::Newline | Tok::Semi, _) => {}
+                (_, Some("comment")) => {
+                    toks.next();
+                }
+                _ => body.push(t.clone()),
+            }
+        }
+        let (line, col) = (self.toks[open].line, self.toks[open].col);
+        let mut none = Vec::new();
+        let mut rp = RuleParser {
+            toks: &body,
+            i: 0,
+            family,
+            set_refs: &mut none,
+            matches: Matches::any(),
+            rule: Rule::new(0, Matches::any(), Action::Count),
+            action: None,
+            jump: None,
+            maps: &[],
+            vmap: None,
+            limits: &[],
+        };
+        rp.limit()?;
+        if let Some(t) = body.get(rp.i) {
+            return Err((
+                t.line,
+                t.col,
+                format!(
+                    "expected the end of limit object '{name}', found '{}'",
+                    t.show()
+                ),
+            ));
+        }
+        let Some(limit) = rp.rule.limit else {
+            return Err((line, col, format!("limit object '{name}' has no rate")));
+        };
+        let key = (family, table.to_string());
+        self.limits.retain(|(t, n, _)| !(*t == key && *n == name));
+        self.limits.push((key, name, limit));
+        Ok(())
     }
 
     /// The text of tokens `from..=close`: the source slice when they are

@@ -47,7 +47,15 @@ pub fn iptables_save(rs: &Ruleset) -> Result<String, RenderError> {
     // keeps the host's NAT), and where the file had them: their rules hold
     // places in the rule numbering, so a filter table after a `*nat` must
     // stay after it for its ids to survive a round trip.
-    let mut kernel_tables = rs.left_to_kernel.iter().peekable();
+    // nft chains left to the kernel have no iptables-save spelling: named.
+    for l in rs.left_to_kernel.iter().filter(|l| l.nft) {
+        let _ = writeln!(
+            out,
+            "# left to the kernel's netfilter, not listed here: nft chain {}",
+            l.describe()
+        );
+    }
+    let mut kernel_tables = rs.left_to_kernel.iter().filter(|l| !l.nft).peekable();
     for t in &rs.tables {
         let first_line = t
             .chains
@@ -301,6 +309,18 @@ fn ipt_rule(rs: &Ruleset, r: &Rule, family: Family) -> Result<String, RenderErro
         let _ = write!(out, " -m comment --comment {}", quote_always(c));
     }
     if let Some(l) = &r.limit {
+        if l.object.is_some() {
+            return Err(rerr(
+                id,
+                "a named nft limit object (shared by several rules) has no iptables spelling",
+            ));
+        }
+        if l.over {
+            return Err(rerr(
+                id,
+                "'limit rate over' has no iptables spelling (-m limit matches under the rate)",
+            ));
+        }
         let unit = match l.per {
             TimeUnit::Second => "sec",
             TimeUnit::Minute => "min",

@@ -24,7 +24,7 @@ pub fn nft(rs: &Ruleset) -> Result<String, RenderError> {
     let mut out = String::new();
     // nft cannot hold iptables tables: name them, so nothing goes unsaid
     // (`list --format iptables-save` writes them back).
-    for l in &rs.left_to_kernel {
+    for l in rs.left_to_kernel.iter().filter(|l| !l.nft) {
         let _ = writeln!(
             out,
             "# left to the kernel's netfilter, not listed here: iptables table {}",
@@ -33,9 +33,41 @@ pub fn nft(rs: &Ruleset) -> Result<String, RenderError> {
     }
     for t in &rs.tables {
         let _ = writeln!(out, "table {} {} {{", t.family.nft_name(), t.name);
+        // The limit objects the table's rules name (`limit name "N"`).
+        let mut objects: Vec<(&str, &Limit)> = Vec::new();
+        for r in t.chains.iter().flat_map(|c| &c.rules) {
+            if let Some(
+                l @ Limit {
+                    object: Some(n), ..
+                },
+            ) = &r.limit
+            {
+                if !objects.iter().any(|(m, _)| *m == n.as_str()) {
+                    objects.push((n.as_str(), l));
+                }
+            }
+        }
+        for (n, l) in &objects {
+            // A plain name as nft prints it; anything else quoted.
+            let plain = n
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c));
+            let name = if plain { n.to_string() } else { nft_quote(n) };
+            let rate = nft_limit_rate(l);
+            let rate = rate.trim_start_matches("limit ");
+            let _ = writeln!(out, "\tlimit {name} {{\n\t\t{rate}\n\t}}\n");
+        }
+        // nft chains left to the kernel go back into their table, before
+        // the first chain whose rules come after theirs: ids are positions.
+        let mut kernel = kernel_chains_of(rs, t);
         for (ci, c) in t.chains.iter().enumerate() {
             if ci > 0 {
                 out.push('\n');
+            }
+            if let Some(first) = c.rules.iter().map(|r| r.id).min() {
+                while let Some(l) = kernel.next_if(|l| l.first_id != 0 && l.first_id < first) {
+                    let _ = writeln!(out, "\t{}", l.text.trim_end());
+                }
             }
             let _ = writeln!(out, "\tchain {} {{", c.name);
             if let Some(b) = &c.base {
@@ -58,9 +90,43 @@ pub fn nft(rs: &Ruleset) -> Result<String, RenderError> {
             }
             out.push_str("\t}\n");
         }
+        for l in kernel {
+            let _ = writeln!(out, "\t{}", l.text.trim_end());
+        }
         out.push_str("}\n");
     }
     Ok(out)
+}
+
+/// The nft chains of table `t` left to the kernel, in id order (chains
+/// without rules last).
+fn kernel_chains_of<'a>(
+    rs: &'a Ruleset,
+    t: &Table,
+) -> std::iter::Peekable<std::vec::IntoIter<&'a LeftToKernel>> {
+    let mut v: Vec<&LeftToKernel> = rs
+        .left_to_kernel
+        .iter()
+        .filter(|l| l.nft && l.family == t.family && l.table == t.name)
+        .collect();
+    v.sort_by_key(|l| {
+        if l.first_id == 0 {
+            u32::MAX
+        } else {
+            l.first_id
+        }
+    });
+    v.into_iter().peekable()
+}
+
+/// `limit rate [over] R/UNIT [burst B packets]` (burst 5 is nft's default).
+fn nft_limit_rate(l: &Limit) -> String {
+    let over = if l.over { "over " } else { "" };
+    let mut s = format!("limit rate {over}{}/{}", l.rate, l.per.name());
+    if l.burst != 5 {
+        let _ = write!(s, " burst {} packets", l.burst);
+    }
+    s
 }
 
 /// `{ a, b }` when several, `a` when one.
@@ -209,11 +275,10 @@ fn nft_rule(rs: &Ruleset, tfam: TableFamily, r: &Rule) -> Result<String, RenderE
     }
     push_set_lookups(&mut parts, rs, r, family, port_key)?;
     if let Some(l) = &r.limit {
-        let mut s = format!("limit rate {}/{}", l.rate, l.per.name());
-        if l.burst != 5 {
-            let _ = write!(s, " burst {} packets", l.burst);
-        }
-        parts.push(s);
+        parts.push(match &l.object {
+            Some(name) => format!("limit name {}", nft_quote(name)),
+            None => nft_limit_rate(l),
+        });
     }
     if r.counters != Counters::default() || r.action == Action::Count {
         parts.push(format!(

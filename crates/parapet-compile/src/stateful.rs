@@ -1,0 +1,69 @@
+//! The stateful table of an image, evaluated: per row a bucket, checked with
+//! the model's kernel arithmetic (`parapet_model::XtBucket`/`NftBucket`)
+//! from the row's words — the words the BPF walker reads
+//! (`bpf/lib/stateful.h`), so the two walkers cannot differ in data.
+
+use parapet_image::{hw, stateful as st, Image};
+use parapet_model::{Bucket, Clock, NftBucket, XtBucket};
+
+/// The buckets of one image's stateful rows and the clock the caller moves.
+/// A new image starts with full buckets (the kernel's rules start full when
+/// loaded).
+#[derive(Clone, Debug)]
+pub struct ImageState {
+    /// The current time.
+    pub clock: Clock,
+    loaded: Clock,
+    buckets: Vec<Option<Bucket>>,
+}
+
+impl ImageState {
+    /// State for an image loaded at `clock`.
+    pub fn new(image: &Image, clock: Clock) -> ImageState {
+        ImageState {
+            clock,
+            loaded: clock,
+            buckets: vec![None; image.header(hw::N_STATEFUL) as usize],
+        }
+    }
+
+    /// Moves the clock to `ns` (never backwards).
+    pub fn set_ns(&mut self, ns: u64) {
+        self.clock.ns = self.clock.ns.max(ns);
+    }
+
+    /// Checks row `row` of `image` for a packet now. An image the state was
+    /// not made for (a row beyond it) fails closed: no match.
+    pub fn check(&mut self, image: &Image, row: u32) -> bool {
+        let w = image.words();
+        let Some(slot) = self.buckets.get_mut(row as usize) else {
+            return false;
+        };
+        let r = &w[image.header(hw::STATEFUL_OFF) as usize + row as usize * st::ROW_WORDS..]
+            [..st::ROW_WORDS];
+        let u64_at = |i: usize| r[i] as u64 | (r[i + 1] as u64) << 32;
+        let (now, loaded) = (self.clock, self.loaded);
+        match r[1] & 0xff {
+            st::XT_LIMIT => {
+                let (avg, burst) = (r[2], r[3]);
+                let b = slot.get_or_insert_with(|| {
+                    Bucket::Xt(XtBucket::full(avg, burst, loaded.hz, loaded.jiffies()))
+                });
+                match b {
+                    Bucket::Xt(x) => x.admit(avg, burst, now.hz, now.jiffies()),
+                    Bucket::Nft(_) => false,
+                }
+            }
+            st::NFT_LIMIT => {
+                let (cost, max) = (u64_at(2), u64_at(4));
+                let over = r[1] & st::F_OVER != 0;
+                let b = slot.get_or_insert_with(|| Bucket::Nft(NftBucket::full(max, loaded.ns)));
+                match b {
+                    Bucket::Nft(n) => n.admit(cost, max, over, now.ns),
+                    Bucket::Xt(_) => false,
+                }
+            }
+            _ => false,
+        }
+    }
+}

@@ -1,0 +1,64 @@
+//! The kernel side of stateful conditions (`bpf/lib/stateful.h`): the
+//! kernel's `HZ` the program needs for `xt_limit`'s jiffies arithmetic, and
+//! the test clock that lets tests drive the BPF walker's time explicitly.
+
+use crate::error::Result;
+use crate::load::Dataplane;
+use aya::maps::Array;
+use std::io::Read;
+
+/// The running kernel's `CONFIG_HZ`: from its build configuration
+/// (`/proc/config.gz`, `/boot/config-RELEASE`), else measured from
+/// `/proc/timer_list`'s jiffies over 200 ms and rounded to the nearest of
+/// the values kernels are built with. `None` when nothing tells: then
+/// `-m limit` conditions never pass in the kernel (fail closed).
+pub fn kernel_hz() -> Option<u32> {
+    config_hz().or_else(measured_hz)
+}
+
+fn config_hz() -> Option<u32> {
+    let mut text = String::new();
+    if let Ok(f) = std::fs::File::open("/proc/config.gz") {
+        let _ = flate2::read::GzDecoder::new(f).read_to_string(&mut text);
+    }
+    if text.is_empty() {
+        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").ok()?;
+        text = std::fs::read_to_string(format!("/boot/config-{}", release.trim())).ok()?;
+    }
+    text.lines()
+        .find_map(|l| l.strip_prefix("CONFIG_HZ="))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+fn timer_list_jiffies() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/timer_list").ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("jiffies: "))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+fn measured_hz() -> Option<u32> {
+    let t0 = std::time::Instant::now();
+    let j0 = timer_list_jiffies()?;
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let j1 = timer_list_jiffies()?;
+    let hz = (j1.saturating_sub(j0)) as f64 / t0.elapsed().as_secs_f64();
+    [100u32, 250, 300, 1000]
+        .into_iter()
+        .min_by(|a, b| (*a as f64 - hz).abs().total_cmp(&(*b as f64 - hz).abs()))
+}
+
+impl Dataplane {
+    /// Tests only: makes every stateful check see `ns` as the time (and
+    /// `ns / (1e9 / HZ)` as jiffies, as `parapet_model::Clock` does); 0
+    /// returns to the kernel's clocks.
+    pub fn set_test_clock(&mut self, ns: u64) -> Result<()> {
+        let map = self
+            .ebpf
+            .map_mut("parapet_test_clock")
+            .ok_or(crate::error::Error::Missing("map parapet_test_clock"))?;
+        let mut clock: Array<_, u64> = Array::try_from(map)?;
+        clock.set(0, ns, 0)?;
+        Ok(())
+    }
+}
