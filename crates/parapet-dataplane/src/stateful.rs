@@ -1,10 +1,9 @@
 //! The kernel side of stateful conditions (`bpf/lib/stateful.h`): the
-//! kernel's `HZ` the program needs for `xt_limit`'s jiffies arithmetic, and
-//! the test clock that lets tests drive the BPF walker's time explicitly.
+//! kernel's `HZ` the program needs for `xt_limit`'s jiffies arithmetic. (The
+//! test clock that drives the BPF walker's time in tests is
+//! `Dataplane::set_test_clock`, with the other test facilities in
+//! `test_run.rs`.)
 
-use crate::error::Result;
-use crate::load::Dataplane;
-use aya::maps::Array;
 use std::io::Read;
 
 /// The running kernel's `CONFIG_HZ`: from its build configuration
@@ -46,19 +45,4 @@ fn measured_hz() -> Option<u32> {
     [100u32, 250, 300, 1000]
         .into_iter()
         .min_by(|a, b| (*a as f64 - hz).abs().total_cmp(&(*b as f64 - hz).abs()))
-}
-
-impl Dataplane {
-    /// Tests only: makes every stateful check see `ns` as the time (and
-    /// `ns / (1e9 / HZ)` as jiffies, as `parapet_model::Clock` does); 0
-    /// returns to the kernel's clocks.
-    pub fn set_test_clock(&mut self, ns: u64) -> Result<()> {
-        let map = self
-            .ebpf
-            .map_mut("parapet_test_clock")
-            .ok_or(crate::error::Error::Missing("map parapet_test_clock"))?;
-        let mut clock: Array<_, u64> = Array::try_from(map)?;
-        clock.set(0, ns, 0)?;
-        Ok(())
-    }
 }

@@ -131,3 +131,18 @@ impl Dataplane {
         }))
     }
 }
+
+impl Dataplane {
+    /// Tests only: makes every stateful check see `ns` as the time (and
+    /// `ns / (1e9 / HZ)` as jiffies, as `parapet_model::Clock` does); 0
+    /// returns to the kernel's clocks.
+    pub fn set_test_clock(&mut self, ns: u64) -> Result<()> {
+        let map = self
+            .ebpf
+            .map_mut("parapet_test_clock")
+            .ok_or(Error::Missing("map parapet_test_clock"))?;
+        let mut clock: aya::maps::Array<_, u64> = aya::maps::Array::try_from(map)?;
+        clock.set(0, ns, 0)?;
+        Ok(())
+    }
+}

@@ -10,26 +10,8 @@
 //! reaches, which is known only at the end.
 
 use super::lexer::{Res, Tok, Token};
-use super::table::Parser;
+use super::table::{ChainNote, Parser};
 use parapet_model::*;
-
-/// What the parser learns about one chain on the way.
-pub(super) struct ChainNote {
-    table: (TableFamily, String),
-    chain: String,
-    /// `nat` or `route` for a base chain of that type.
-    kernel: Option<String>,
-    line: u32,
-    /// Rule statements seen (parsed or not), and the first one's id.
-    rules: usize,
-    first_id: u32,
-    /// Chains its rules name after `jump`/`goto`, read from the tokens.
-    jumps: Vec<String>,
-    /// Rule errors, reported unless the chain is left to the kernel.
-    errors: Vec<(u32, u32, String)>,
-    /// The chain's blocks as written.
-    text: String,
-}
 
 impl Parser {
     fn note_index(&mut self, ti: usize, ci: usize) -> usize {

@@ -2,7 +2,6 @@
 //! (`type filter hook … priority …; policy …;`), raw `set` blocks, and the
 //! jump check once a table is complete.
 
-use super::kernel::ChainNote;
 use super::lexer::SUBSTITUTED;
 use super::lexer::{word_text, JumpAt, Res, Tok, Token};
 use super::rule::RuleParser;
@@ -809,4 +808,22 @@ impl Parser {
         }
         out
     }
+}
+
+/// What the parser learns about one chain on the way.
+pub(super) struct ChainNote {
+    pub(super) table: (TableFamily, String),
+    pub(super) chain: String,
+    /// `nat` or `route` for a base chain of that type.
+    pub(super) kernel: Option<String>,
+    pub(super) line: u32,
+    /// Rule statements seen (parsed or not), and the first one's id.
+    pub(super) rules: usize,
+    pub(super) first_id: u32,
+    /// Chains its rules name after `jump`/`goto`, read from the tokens.
+    pub(super) jumps: Vec<String>,
+    /// Rule errors, reported unless the chain is left to the kernel.
+    pub(super) errors: Vec<(u32, u32, String)>,
+    /// The chain's blocks as written.
+    pub(super) text: String,
 }
