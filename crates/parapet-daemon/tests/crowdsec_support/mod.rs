@@ -30,8 +30,9 @@ impl Lapi {
             assert!(
                 Command::new("sh")
                     .args(["-c", &format!("command -v {b}")])
-                    .status()
+                    .output()
                     .unwrap()
+                    .status
                     .success(),
                 "`{b}` not found: install Debian's crowdsec package (scripts/deps.sh)"
             );
