@@ -287,7 +287,7 @@ impl Owned {
         for (t, exp) in &after {
             if before
                 .get(*t)
-                .is_none_or(|b| b.abs_diff(*exp) > SAME_EXPIRY_MS)
+                .map_or(true, |b| b.abs_diff(*exp) > SAME_EXPIRY_MS)
             {
                 plan.adds
                     .entry(t.set)
