@@ -2,7 +2,10 @@
 //! --crowdsec-key-file F`; `docs/fleet.md`, section CrowdSec).
 //!
 //! A thread polls the Local API's `/v1/decisions/stream` — `startup=true`
-//! first and after any error, `startup=false` (deltas) every interval —
+//! first and after any error, `startup=false` (deltas) every interval,
+//! in full again every `--crowdsec-resync` seconds (a safety net: the
+//! real nftables bouncer, on the same deltas, was seen to stay 50 of
+//! 10,000 decisions short, `docs/benchmarks.md` section 7) —
 //! and commits `ban` decisions as typed [`Change`]s through
 //! [`State::commit`] like a client's (journaled, mirrored into the kernel,
 //! published to the fleet when the set is shared): scope `Ip` into
@@ -52,6 +55,11 @@ pub struct CrowdsecArgs {
     /// CrowdSec: seconds between delta polls.
     #[arg(long, default_value_t = 10, value_name = "S")]
     pub crowdsec_interval: u64,
+    /// CrowdSec: seconds between full polls (`startup=true`, diffed
+    /// against what is enforced), which repair any delta the LAPI missed;
+    /// 0 = only at start and after errors.
+    #[arg(long, default_value_t = 300, value_name = "S")]
+    pub crowdsec_resync: u64,
     /// CrowdSec: most decisions tracked; a response that would exceed it is
     /// rejected (counted, enforcement unchanged).
     #[arg(long, default_value_t = 1_000_000, value_name = "N")]
@@ -72,6 +80,7 @@ pub struct CrowdsecConfig {
     endpoint: Endpoint,
     key: String,
     interval: Duration,
+    resync: Option<Duration>,
     max_decisions: usize,
     limits: Limits,
 }
@@ -100,6 +109,7 @@ impl CrowdsecArgs {
             endpoint,
             key,
             interval: Duration::from_secs(self.crowdsec_interval.max(1)),
+            resync: (self.crowdsec_resync > 0).then(|| Duration::from_secs(self.crowdsec_resync)),
             max_decisions: self.crowdsec_max_decisions.max(1),
             limits: Limits {
                 timeout: Duration::from_secs(self.crowdsec_timeout.max(1)),
@@ -434,8 +444,15 @@ fn run(shared: &Shared, src: &Source) {
         Owned::default()
     });
     let mut startup = true;
+    let mut last_full = Instant::now();
     while !src.stop.load(Ordering::SeqCst) && !shared.shutdown.load(Ordering::SeqCst) {
         let t0 = Instant::now();
+        if src.config.resync.is_some_and(|r| last_full.elapsed() >= r) {
+            startup = true;
+        }
+        if startup {
+            last_full = t0;
+        }
         match poll(shared, src, &mut owned, startup) {
             Ok(()) => {
                 startup = false;
