@@ -6,7 +6,9 @@ Everything runs in a network namespace this script creates (removed at the
 end): Debian's `crowdsec` as the Local API alone (temporary config, SQLite
 in a temporary directory), `parapetd --crowdsec` with its dataplane attached
 (XDP) to a veth there, and `crowdsec-firewall-bouncer` in nftables mode.
-Both poll every second. For each size N, `cscli decisions import` of N
+Both poll every second; parapetd also in full every RESYNC (env, default
+10) seconds. Each side gets 60 s after the import (and after the delete):
+one still short then is recorded as never complete (null). For each size N, `cscli decisions import` of N
 fresh IPv4 decisions; then the time from the import's end until
   - parapet: its sets hold all N (stats `elements`; committed, journaled
     with fsync, mirrored into the kernel map),
@@ -156,7 +158,7 @@ prometheus:
         plog = open(f"{d}/parapetd.log", "w")
         pd = subprocess.Popen(["ip", "netns", "exec", NS, parapetd, "--socket", sock, "--state-dir", f"{d}/state",
                                "--crowdsec", url, "--crowdsec-key-file", f"{d}/parapet.key",
-                               "--crowdsec-interval", "1", "--crowdsec-resync", "0"], stdout=plog, stderr=plog)
+                               "--crowdsec-interval", "1", "--crowdsec-resync", os.environ.get("RESYNC", "10")], stdout=plog, stderr=plog)
         procs.append(pd)
         blog = open(f"{d}/bouncer.out", "w")
         bo = subprocess.Popen(["ip", "netns", "exec", NS, "crowdsec-firewall-bouncer", "-c", f"{d}/bouncer.yaml"],
@@ -221,7 +223,7 @@ prometheus:
                             done["bouncer"] = now
                     # A bouncer that stays short (missed deltas) is
                     # recorded as such after a minute.
-                    return len(done) == 2 or ("parapet" in done and now - t1 > 60)
+                    return len(done) == 2 or now - t1 > 60
                 wait(f"{n} decisions enforced", check, LIMIT_S, 0.02)
                 mem = {"parapetd_rss_kib": rss_kib(pd.pid), "bouncer_rss_kib": rss_kib(bo.pid)}
                 t2 = time.monotonic()
@@ -235,14 +237,15 @@ prometheus:
                         gone["parapet"] = now
                     if "bouncer" not in gone and not nft_has(ips[-1]) and nft_count() == 0:
                         gone["bouncer"] = now
-                    return len(gone) == 2
+                    return len(gone) == 2 or now - t3 > 60
                 wait(f"{n} decisions removed", check_gone, LIMIT_S, 0.02)
                 row = {
                     "n": n, "round": r, "import_s": round(t1 - t0, 3),
-                    "parapet_s": round(done["parapet"] - t1, 3), "bouncer_s": round(done["bouncer"] - t1, 3) if "bouncer" in done else None,
+                    "parapet_s": round(done["parapet"] - t1, 3) if "parapet" in done else None, "bouncer_s": round(done["bouncer"] - t1, 3) if "bouncer" in done else None,
                     "bouncer_count": seen["bouncer_count"],
                     "delete_all_s": round(t3 - t2, 3),
-                    "parapet_unban_s": round(gone["parapet"] - t3, 3), "bouncer_unban_s": round(gone["bouncer"] - t3, 3),
+                    "parapet_unban_s": round(gone["parapet"] - t3, 3) if "parapet" in gone else None,
+                    "bouncer_unban_s": round(gone["bouncer"] - t3, 3) if "bouncer" in gone else None,
                     **mem,
                 }
                 print(json.dumps(row), flush=True)

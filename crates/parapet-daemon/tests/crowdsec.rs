@@ -7,29 +7,15 @@
 
 mod common;
 mod crowdsec_support;
+mod fleet_support;
 
 use common::{call, Daemon};
 use crowdsec_support::Lapi;
+use fleet_support::elems;
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
-
-fn elems(d: &Daemon, set: &str) -> Vec<String> {
-    let mut c = d.client();
-    let r = match c.call(json!({"cmd": "set.list", "set": set})) {
-        Ok(r) if r.ok() => r,
-        _ => return Vec::new(),
-    };
-    let mut v: Vec<String> = r["elems"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["elem"].as_str().unwrap_or_default().to_string())
-        .collect();
-    v.sort();
-    v
-}
 
 fn remaining(d: &Daemon, set: &str, elem: &str) -> Option<u64> {
     let mut c = d.client();
