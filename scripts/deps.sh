@@ -13,6 +13,9 @@ if [ "$want" = test ]; then
   pkgs+=(tmux)
   # The fleet tests run a real NATS JetStream server.
   pkgs+=(nats-server)
+  # The CrowdSec tests run a real Local API (and benchmark the real
+  # nftables bouncer); installed offline, services not started (below).
+  pkgs+=(crowdsec crowdsec-firewall-bouncer)
 elif [ "$(id -u)" = 0 ]; then
   # The demo ends with the side-by-side kernel benchmark when it can.
   pkgs+=(iptables nftables ipset ethtool)
@@ -26,7 +29,29 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "deps: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -qq
+  if [[ " ${missing[*]} " == *" crowdsec "* ]]; then
+    # No Central API registration (there may be no internet): Debian's
+    # documented opt-out is this file holding a comment (README.Debian).
+    $SUDO mkdir -p /etc/crowdsec
+    [ -s /etc/crowdsec/online_api_credentials.yaml ] ||
+      echo '# no thanks: parapet tests run the Local API offline' |
+      $SUDO tee /etc/crowdsec/online_api_credentials.yaml >/dev/null
+  fi
+  # The tests start their own daemons: no service may start on install.
+  norc=""
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
+    $SUDO chmod +x /usr/sbin/policy-rc.d
+    norc=1
+  fi
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  [ -z "$norc" ] || $SUDO rm -f /usr/sbin/policy-rc.d
+  if [ -d /run/systemd/system ]; then
+    for u in crowdsec crowdsec-firewall-bouncer; do
+      $SUDO systemctl disable --now "$u.service" >/dev/null 2>&1 || true
+      $SUDO systemctl mask "$u.service" >/dev/null 2>&1 || true
+    done
+  fi
 fi
 if ! command -v cargo >/dev/null 2>&1; then
   [ -x "$HOME/.cargo/bin/cargo" ] || {

@@ -292,6 +292,7 @@ fn stats(shared: &Shared) -> Map<String, Value> {
         "unbans": st.tally.unbans,
         "dataplane": st.kernel.stats(),
         "fleet": crate::fleet::stats(shared),
+        "crowdsec": crate::crowdsec::stats(shared),
         "counters": kernel_counters(&st),
         "recovery": {
             "snapshot_records": shared.recovery.snapshot_records,

@@ -24,6 +24,8 @@
 //! - [`metrics`]: Prometheus metrics (opt-in; settings in [`metrics_config`],
 //!   counts kept by the state and journal in [`metrics_tally`]); [`metrics_http`]: their
 //!   loopback HTTP listener and node_exporter text file.
+//! - [`crowdsec`]: CrowdSec Local API decisions as a source (`--crowdsec`);
+//!   [`crowdsec_http`]: its bounded HTTP GET and stream parsing.
 //! - [`client`]: [`client::Client`], which the `parapet` CLI's daemon
 //!   commands use.
 //!
@@ -36,6 +38,8 @@ pub mod command;
 pub mod compiled;
 mod connection;
 mod crc;
+pub mod crowdsec;
+pub mod crowdsec_http;
 mod dispatch;
 mod execute;
 pub mod fleet;

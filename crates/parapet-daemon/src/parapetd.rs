@@ -89,6 +89,9 @@ pub struct ParapetdArgs {
     /// Fleet replication over NATS JetStream (`docs/fleet.md`).
     #[command(flatten)]
     pub fleet: crate::fleet::FleetArgs,
+    /// CrowdSec decisions as a source (`docs/fleet.md`).
+    #[command(flatten)]
+    pub crowdsec: crate::crowdsec::CrowdsecArgs,
 }
 
 /// The pin directory of the instance `a` describes.
@@ -167,6 +170,13 @@ pub fn parapetd_main(a: ParapetdArgs) -> ExitCode {
     c.clock_offset_ms = a.fleet.clock_offset_ms;
     c.fleet = match a.fleet.config(&c.state_dir) {
         Ok(f) => f,
+        Err(e) => {
+            eprintln!("parapetd: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    c.crowdsec = match a.crowdsec.config() {
+        Ok(s) => s,
         Err(e) => {
             eprintln!("parapetd: {e}");
             return ExitCode::FAILURE;

@@ -45,6 +45,7 @@ pub struct Daemon {
     pub metrics_addr: Option<std::net::SocketAddr>,
     metrics: Vec<JoinHandle<()>>,
     fleet: Option<JoinHandle<()>>,
+    crowdsec: Option<JoinHandle<()>>,
 }
 
 fn prepare_socket(config: &Config) -> io::Result<UnixListener> {
@@ -120,6 +121,7 @@ impl Daemon {
         };
         state.fleet = fleet.clone();
         let listener = prepare_socket(&config)?;
+        let crowdsec = config.crowdsec.clone().map(crate::crowdsec::Source::new);
         let shared = Arc::new(Shared {
             config,
             state: Mutex::new(state),
@@ -128,6 +130,7 @@ impl Daemon {
             stats: Stats::default(),
             recovery,
             fleet,
+            crowdsec,
             started: Instant::now(),
             shutdown: AtomicBool::new(false),
             _lock: lock,
@@ -151,6 +154,7 @@ impl Daemon {
             .name("bpf-log".into())
             .spawn(move || log_loop(s))?;
         let fleet = crate::fleet::start(&shared)?;
+        let crowdsec = crate::crowdsec::start(&shared)?;
         Ok(Daemon {
             shared,
             acceptor: Some(acceptor),
@@ -159,6 +163,7 @@ impl Daemon {
             metrics_addr: exporter.addr,
             metrics: exporter.threads,
             fleet,
+            crowdsec,
         })
     }
 
@@ -202,6 +207,12 @@ impl Daemon {
             f.stop();
         }
         if let Some(h) = self.fleet.take() {
+            let _ = h.join();
+        }
+        if let Some(s) = &self.shared.crowdsec {
+            s.stop();
+        }
+        if let Some(h) = self.crowdsec.take() {
             let _ = h.join();
         }
         let st = self.shared.state.lock().unwrap();

@@ -41,6 +41,8 @@ pub struct Config {
     pub fleet: Option<parapet_fleet::FleetConfig>,
     /// Added to the wall clock, ms (tests of clock skew between nodes).
     pub clock_offset_ms: i64,
+    /// CrowdSec Local API source (`--crowdsec`), if any.
+    pub crowdsec: Option<crate::crowdsec::CrowdsecConfig>,
 }
 
 impl Config {
@@ -60,6 +62,7 @@ impl Config {
             metrics: crate::metrics_config::MetricsConfig::default(),
             fleet: None,
             clock_offset_ms: 0,
+            crowdsec: None,
         }
     }
 }
@@ -113,6 +116,8 @@ pub struct Shared {
     pub recovery: Recovery,
     /// Fleet replication, if configured.
     pub fleet: Option<std::sync::Arc<parapet_fleet::Fleet>>,
+    /// The CrowdSec source, if configured.
+    pub crowdsec: Option<std::sync::Arc<crate::crowdsec::Source>>,
     pub(crate) started: Instant,
     pub(crate) shutdown: AtomicBool,
     pub(crate) _lock: File,

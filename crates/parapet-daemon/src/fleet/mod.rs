@@ -66,7 +66,7 @@ pub(crate) fn stats(shared: &Shared) -> Value {
 struct DaemonApplier(Arc<Shared>);
 
 /// The spec `ban` gives a ban set it creates.
-fn ban_spec(name: &str) -> SetSpec {
+pub(crate) fn ban_spec(name: &str) -> SetSpec {
     SetSpec {
         typ: if name == BAN4 {
             "ipv4_addr"

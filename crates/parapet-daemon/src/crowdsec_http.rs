@@ -1,0 +1,279 @@
+//! The CrowdSec source's HTTP: one bounded `GET` over plain HTTP/1.1 and
+//! the parsing of a decisions stream (`/v1/decisions/stream`) and of Go
+//! duration strings.
+//!
+//! Hand-written rather than a client crate: the Local API is on loopback
+//! in the common case, one request shape is needed, and owning the reader
+//! keeps every byte counted against the size cap (status line, headers,
+//! chunked framing and body) with no new dependencies. No TLS: an `https`
+//! URL is refused with a clear error (a remote LAPI can be reached through
+//! a local TLS tunnel).
+
+use serde::Deserialize;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::time::Duration;
+
+/// Where the Local API is: `http://HOST:PORT[/PREFIX]`.
+#[derive(Clone, Debug)]
+pub struct Endpoint {
+    /// `HOST:PORT` as given (for `Host:` and connecting).
+    pub authority: String,
+    /// Path prefix without a trailing `/`.
+    pub prefix: String,
+}
+
+impl Endpoint {
+    /// Parses `http://HOST[:PORT][/PREFIX]` (port 8080, the LAPI's, by default).
+    pub fn parse(url: &str) -> Result<Endpoint, String> {
+        let rest = match url.split_once("://") {
+            Some(("http", r)) => r,
+            Some((s, _)) => {
+                return Err(format!(
+                    "--crowdsec {url}: scheme `{s}` not supported (plain http only)"
+                ))
+            }
+            None => return Err(format!("--crowdsec {url}: expected http://HOST:PORT")),
+        };
+        let (auth, path) = match rest.find('/') {
+            Some(i) => (&rest[..i], rest[i..].trim_end_matches('/')),
+            None => (rest, ""),
+        };
+        if auth.is_empty() || auth.contains('@') {
+            return Err(format!("--crowdsec {url}: bad host"));
+        }
+        let authority = if auth
+            .rsplit_once(':')
+            .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
+        {
+            auth.to_string()
+        } else {
+            format!("{auth}:8080")
+        };
+        Ok(Endpoint {
+            authority,
+            prefix: path.to_string(),
+        })
+    }
+}
+
+/// Limits of one request.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Connect, and each read and write.
+    pub timeout: Duration,
+    /// Most bytes of the response (headers and body).
+    pub max_bytes: u64,
+}
+
+/// `GET prefix+path` with header `X-Api-Key`; the body of a 200 response.
+pub fn get(ep: &Endpoint, path: &str, key: &str, lim: Limits) -> Result<Vec<u8>, String> {
+    let addr = ep
+        .authority
+        .to_socket_addrs()
+        .map_err(|e| format!("{}: {e}", ep.authority))?
+        .next()
+        .ok_or_else(|| format!("{}: no address", ep.authority))?;
+    let mut s =
+        TcpStream::connect_timeout(&addr, lim.timeout).map_err(|e| format!("{addr}: {e}"))?;
+    s.set_read_timeout(Some(lim.timeout))
+        .map_err(|e| e.to_string())?;
+    s.set_write_timeout(Some(lim.timeout))
+        .map_err(|e| e.to_string())?;
+    let req = format!(
+        "GET {}{path} HTTP/1.1\r\nHost: {}\r\nUser-Agent: parapetd/{}\r\nX-Api-Key: {key}\r\nAccept: application/json\r\nConnection: close\r\n\r\n",
+        ep.prefix,
+        ep.authority,
+        env!("CARGO_PKG_VERSION")
+    );
+    s.write_all(req.as_bytes())
+        .map_err(|e| format!("{addr}: {e}"))?;
+    let mut r = BufReader::new(s.take(lim.max_bytes));
+    let status = line(&mut r)?;
+    let code: u16 = status
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .filter(|_| status.starts_with("HTTP/1."))
+        .ok_or_else(|| format!("bad status line `{}`", clip(&status)))?;
+    let (mut length, mut chunked) = (None, false);
+    loop {
+        let h = line(&mut r)?;
+        if h.is_empty() {
+            break;
+        }
+        let (k, v) = h.split_once(':').ok_or("bad header line")?;
+        let v = v.trim();
+        if k.eq_ignore_ascii_case("content-length") {
+            length = Some(v.parse::<u64>().map_err(|_| "bad Content-Length")?);
+        } else if k.eq_ignore_ascii_case("transfer-encoding") {
+            chunked = v.eq_ignore_ascii_case("chunked");
+        }
+    }
+    let mut body = Vec::new();
+    if chunked {
+        loop {
+            let size = line(&mut r)?;
+            let size = u64::from_str_radix(size.split(';').next().unwrap_or("").trim(), 16)
+                .map_err(|_| "bad chunk size")?;
+            if size == 0 {
+                break;
+            }
+            read_exact(&mut r, size, &mut body, lim.max_bytes)?;
+            if !line(&mut r)?.is_empty() {
+                return Err("bad chunk end".into());
+            }
+        }
+    } else if let Some(n) = length {
+        read_exact(&mut r, n, &mut body, lim.max_bytes)?;
+    } else {
+        r.read_to_end(&mut body).map_err(|e| e.to_string())?;
+        if r.get_ref().limit() == 0 {
+            return Err(format!("response larger than {} bytes", lim.max_bytes));
+        }
+    }
+    if code != 200 {
+        let msg = String::from_utf8_lossy(&body);
+        return Err(format!("HTTP {code}: {}", clip(msg.trim())));
+    }
+    Ok(body)
+}
+
+fn read_exact(r: &mut impl Read, n: u64, body: &mut Vec<u8>, max: u64) -> Result<(), String> {
+    if n > max || body.len() as u64 + n > max {
+        return Err(format!("response larger than {max} bytes"));
+    }
+    let start = body.len();
+    body.resize(start + n as usize, 0);
+    r.read_exact(&mut body[start..])
+        .map_err(|e| format!("response cut short or larger than {max} bytes: {e}"))
+}
+
+/// One CRLF-terminated line (at most 8 KiB).
+fn line(r: &mut impl BufRead) -> Result<String, String> {
+    let mut b = Vec::new();
+    r.take(8192)
+        .read_until(b'\n', &mut b)
+        .map_err(|e| e.to_string())?;
+    if b.last() != Some(&b'\n') {
+        return Err("response cut short (or a line over 8 KiB)".into());
+    }
+    b.pop();
+    if b.last() == Some(&b'\r') {
+        b.pop();
+    }
+    String::from_utf8(b).map_err(|_| "non-UTF-8 header".into())
+}
+
+fn clip(s: &str) -> String {
+    s.chars().take(120).collect()
+}
+
+/// One decision as the stream sends it (fields parapetd ignores are
+/// skipped).
+#[derive(Deserialize, Debug, Clone)]
+pub struct Decision {
+    /// The LAPI's decision id.
+    pub id: i64,
+    /// Go duration text, remaining lifetime (negative when expired).
+    pub duration: String,
+    /// `Ip`, `Range`, or others (ignored).
+    pub scope: String,
+    /// `ban`, `captcha`, … (only `ban` is enforced).
+    #[serde(rename = "type")]
+    pub typ: String,
+    /// The address or prefix.
+    pub value: String,
+}
+
+/// A `/v1/decisions/stream` response (`null` lists are empty).
+#[derive(Deserialize, Debug, Default)]
+pub struct StreamBody {
+    /// Decisions to enforce.
+    #[serde(default, deserialize_with = "null_is_empty")]
+    pub new: Vec<Decision>,
+    /// Decisions deleted or expired.
+    #[serde(default, deserialize_with = "null_is_empty")]
+    pub deleted: Vec<Decision>,
+}
+
+fn null_is_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Decision>, D::Error> {
+    Ok(Option::<Vec<Decision>>::deserialize(d)?.unwrap_or_default())
+}
+
+/// Parses a Go `time.Duration` string (`3h59m58.5s`, `-9.7ms`, `0s`) to
+/// milliseconds, rounded toward zero.
+pub fn go_duration_ms(s: &str) -> Result<i64, String> {
+    let bad = || format!("bad duration `{}`", clip(s));
+    let (neg, mut rest) = match s.strip_prefix('-') {
+        Some(r) => (true, r),
+        None => (false, s.strip_prefix('+').unwrap_or(s)),
+    };
+    if rest == "0" {
+        return Ok(0);
+    }
+    if rest.is_empty() {
+        return Err(bad());
+    }
+    let mut ns: f64 = 0.0;
+    while !rest.is_empty() {
+        let n = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(bad)?;
+        let num: f64 = rest[..n].parse().map_err(|_| bad())?;
+        rest = &rest[n..];
+        let u = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let scale = match &rest[..u] {
+            "ns" => 1.0,
+            "us" | "µs" | "μs" => 1e3,
+            "ms" => 1e6,
+            "s" => 1e9,
+            "m" => 60e9,
+            "h" => 3600e9,
+            _ => return Err(bad()),
+        };
+        rest = &rest[u..];
+        ns += num * scale;
+    }
+    // Go's Duration is an int64 of ns: about 292 years at most.
+    if !ns.is_finite() || ns > 9.3e18 {
+        return Err(bad());
+    }
+    let ms = (ns / 1e6) as i64;
+    Ok(if neg { -ms } else { ms })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_durations() {
+        assert_eq!(go_duration_ms("3h59m58.5s"), Ok(14_398_500));
+        assert_eq!(go_duration_ms("29m59.153204239s"), Ok(1_799_153));
+        assert_eq!(go_duration_ms("-9.740843ms"), Ok(-9));
+        assert_eq!(go_duration_ms("0s"), Ok(0));
+        assert_eq!(go_duration_ms("1µs"), Ok(0));
+        for b in ["", "h", "3x", "1.2.3s", "-", "99999999999h", "1h 2m"] {
+            assert!(go_duration_ms(b).is_err(), "{b}");
+        }
+    }
+
+    #[test]
+    fn endpoints() {
+        let e = Endpoint::parse("http://127.0.0.1:18080/").unwrap();
+        assert_eq!(
+            (e.authority.as_str(), e.prefix.as_str()),
+            ("127.0.0.1:18080", "")
+        );
+        let e = Endpoint::parse("http://localhost/lapi").unwrap();
+        assert_eq!(
+            (e.authority.as_str(), e.prefix.as_str()),
+            ("localhost:8080", "/lapi")
+        );
+        assert!(Endpoint::parse("https://x").is_err());
+        assert!(Endpoint::parse("x:1").is_err());
+    }
+}

@@ -1,0 +1,299 @@
+//! `parapetd --crowdsec`: decisions made with `cscli` in a real CrowdSec
+//! Local API (Debian's `crowdsec`, started by the test with a temporary
+//! configuration) reach parapet's sets; deletions are honoured; restarts
+//! neither lose nor duplicate. The hostile-response test alone serves
+//! crafted bytes from a loopback socket (not the real component: the real
+//! LAPI does not send garbage on demand).
+
+mod common;
+mod crowdsec_support;
+mod fleet_support;
+
+use common::{call, Daemon};
+use crowdsec_support::Lapi;
+use fleet_support::elems;
+use serde_json::{json, Value};
+use std::io::{Read, Write};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+fn remaining(d: &Daemon, set: &str, elem: &str) -> Option<u64> {
+    let mut c = d.client();
+    let r = call(&mut c, json!({"cmd": "set.list", "set": set}));
+    r["elems"]
+        .as_array()?
+        .iter()
+        .find(|e| e["elem"] == elem)
+        .and_then(|e| e["timeout"].as_u64())
+}
+
+fn cs_stats(d: &Daemon) -> Value {
+    let mut c = d.client();
+    call(&mut c, json!({"cmd": "stats"}))["crowdsec"].clone()
+}
+
+fn wait_until(what: &str, d: &Daemon, mut f: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !f() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "timed out: {what}; crowdsec stats {}; log {}",
+            cs_stats(d),
+            d.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn wait_set(d: &Daemon, set: &str, want: &[&str]) {
+    wait_until(
+        &format!("{set} == {want:?} (have {:?})", elems(d, set)),
+        d,
+        || elems(d, set) == want,
+    );
+}
+
+fn start(dir: &Path, url: &str, key: &Path) -> Daemon {
+    let key = key.to_str().unwrap();
+    Daemon::start(
+        dir,
+        &[
+            "--crowdsec",
+            url,
+            "--crowdsec-key-file",
+            key,
+            "--crowdsec-interval",
+            "1",
+        ],
+    )
+}
+
+/// Waits for one more poll to have finished.
+fn next_poll(d: &Daemon) {
+    let n = cs_stats(d)["polls"].as_u64().unwrap_or(0);
+    wait_until("a poll", d, || {
+        cs_stats(d)["polls"].as_u64().unwrap_or(0) > n + 1
+    });
+}
+
+#[test]
+fn cscli_decisions_reach_the_sets_and_survive_restarts() {
+    let dir = tempfile::tempdir().unwrap();
+    let lapi = Lapi::start(dir.path(), None);
+    let key = lapi.bouncer_key("parapet");
+    let mut d = start(dir.path(), &lapi.url(), &key);
+    // A hand-made ban CrowdSec must never remove.
+    let mut c = d.client();
+    assert!(call(
+        &mut c,
+        json!({"cmd": "ban", "elems": ["203.0.113.5"], "timeout": 0})
+    )
+    .ok());
+    lapi.cscli(&["decisions", "add", "--ip", "192.0.2.7", "--duration", "1h"]);
+    lapi.cscli(&[
+        "decisions",
+        "add",
+        "--ip",
+        "2001:db8::7",
+        "--duration",
+        "2h",
+    ]);
+    lapi.cscli(&[
+        "decisions",
+        "add",
+        "--range",
+        "198.51.100.0/24",
+        "--duration",
+        "30m",
+    ]);
+    lapi.cscli(&[
+        "decisions",
+        "add",
+        "--range",
+        "2001:db8:1::/48",
+        "--duration",
+        "30m",
+    ]);
+    lapi.cscli(&["decisions", "add", "--ip", "192.0.2.8", "--type", "captcha"]);
+    wait_set(&d, "parapet-ban4", &["192.0.2.7", "203.0.113.5"]);
+    wait_set(&d, "parapet-ban6", &["2001:db8::7"]);
+    wait_set(&d, "parapet-crowdsec-net4", &["198.51.100.0/24"]);
+    wait_set(&d, "parapet-crowdsec-net6", &["2001:db8:1::/48"]);
+    let t = remaining(&d, "parapet-ban4", "192.0.2.7").unwrap();
+    assert!(
+        (3500..=3600).contains(&t),
+        "timeout {t} is not the decision's hour"
+    );
+    let t = remaining(&d, "parapet-ban6", "2001:db8::7").unwrap();
+    assert!(
+        (7100..=7200).contains(&t),
+        "timeout {t} is not the decision's 2 h"
+    );
+    assert!(
+        cs_stats(&d)["ignored"].as_u64().unwrap() >= 1,
+        "the captcha is ignored"
+    );
+
+    lapi.cscli(&["decisions", "delete", "--ip", "192.0.2.7"]);
+    wait_set(&d, "parapet-ban4", &["203.0.113.5"]);
+    let added_before = cs_stats(&d)["added"].as_u64().unwrap();
+    assert_eq!(added_before, 4, "{}", cs_stats(&d));
+
+    // Clean restart: the startup list equals what is owned, nothing moves.
+    assert!(d.term().success());
+    let d2 = start(dir.path(), &lapi.url(), &key);
+    next_poll(&d2);
+    let s = cs_stats(&d2);
+    assert_eq!(
+        (s["added"].as_u64(), s["deleted"].as_u64()),
+        (Some(0), Some(0)),
+        "{s}"
+    );
+    assert_eq!(s["errors"], 0, "{s}");
+    wait_set(&d2, "parapet-ban6", &["2001:db8::7"]);
+    drop(d2);
+
+    // Changes while parapetd is down (killed): the startup list is diffed
+    // against what CrowdSec put in; the hand-made ban stays.
+    d = start(dir.path(), &lapi.url(), &key);
+    next_poll(&d);
+    d.kill9();
+    lapi.cscli(&["decisions", "delete", "--range", "198.51.100.0/24"]);
+    lapi.cscli(&["decisions", "add", "--ip", "192.0.2.9", "--duration", "1h"]);
+    let d3 = start(dir.path(), &lapi.url(), &key);
+    wait_set(&d3, "parapet-ban4", &["192.0.2.9", "203.0.113.5"]);
+    wait_set(&d3, "parapet-crowdsec-net4", &[]);
+    wait_set(&d3, "parapet-crowdsec-net6", &["2001:db8:1::/48"]);
+    next_poll(&d3);
+    let s = cs_stats(&d3);
+    assert_eq!(
+        (s["added"].as_u64(), s["deleted"].as_u64()),
+        (Some(1), Some(1)),
+        "{s}"
+    );
+    assert_eq!(s["decisions"], 3, "{s}");
+}
+
+/// A loopback server answering each connection with the next canned
+/// response (crafted bytes: not the real LAPI).
+fn serve(responses: Vec<Vec<u8>>) -> (u16, std::thread::JoinHandle<usize>) {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let h = std::thread::spawn(move || {
+        let mut served = 0;
+        for r in responses {
+            let (mut s, _) = l.accept().unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let mut req = [0u8; 4096];
+            let _ = s.read(&mut req);
+            let _ = s.write_all(&r);
+            served += 1;
+        }
+        served
+    });
+    (port, h)
+}
+
+fn http(body: &str) -> Vec<u8> {
+    format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+#[test]
+fn hostile_responses_are_rejected_counted_and_survived() {
+    // The shape the real LAPI sent for `cscli decisions add --ip`.
+    let good = r#"{"deleted":null,"new":[{"duration":"59m58.153201938s","id":1,"origin":"cscli","scenario":"manual 'ban' from 'test'","scope":"Ip","type":"ban","value":"192.0.2.1"}]}"#;
+    let six: Vec<String> = (0..6)
+        .map(|i| {
+            format!(
+                r#"{{"duration":"1h","id":{i},"scope":"Ip","type":"ban","value":"192.0.2.{}"}}"#,
+                10 + i
+            )
+        })
+        .collect();
+    let hostile: Vec<Vec<u8>> = vec![
+        http("{\"new\": [{\"id\": \"x\"}"), // malformed JSON
+        http(&format!(r#"{{"new":[{}]}}"#, six.join(","))), // over the decision cap
+        format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", 3 << 20).into_bytes(), // over the size cap
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n".to_vec(),        // bad chunk
+        b"SSH-2.0-OpenSSH\r\n\r\n".to_vec(),                                            // not HTTP
+        b"HTTP/1.1 403 Forbidden\r\nContent-Length: 30\r\n\r\n{\"message\":\"access forbidden\"}"
+            .to_vec(),
+        // A full list is the truth (it keeps 192.0.2.1); its two bad
+        // decisions are skipped and counted.
+        http(
+            r#"{"new":[{"duration":"1h","id":1,"scope":"Ip","type":"ban","value":"192.0.2.1"},{"duration":"1x","id":9,"scope":"Ip","type":"ban","value":"192.0.2.99"},{"duration":"1h","id":10,"scope":"Ip","type":"ban","value":"not-an-ip"}]}"#,
+        ),
+        b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{\"new\":".to_vec(), // cut short
+    ];
+    let n_hostile = hostile.len() as u64;
+    let mut responses = vec![http(good)];
+    responses.extend(hostile);
+    let (port, server) = serve(responses);
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("key");
+    std::fs::write(&key, "0123456789abcdef\n").unwrap();
+    let url = format!("http://127.0.0.1:{port}");
+    let d = Daemon::start(
+        dir.path(),
+        &[
+            "--crowdsec",
+            &url,
+            "--crowdsec-key-file",
+            key.to_str().unwrap(),
+            "--crowdsec-interval",
+            "1",
+            "--crowdsec-max-decisions",
+            "5",
+            "--crowdsec-max-mib",
+            "1",
+            "--crowdsec-timeout",
+            "2",
+        ],
+    );
+    wait_set(&d, "parapet-ban4", &["192.0.2.1"]);
+    wait_until("every hostile response answered", &d, || {
+        server.is_finished()
+    });
+    assert_eq!(server.join().unwrap(), n_hostile as usize + 1);
+    // one more poll to an absent server: an error too
+    wait_until("errors counted", &d, || {
+        cs_stats(&d)["errors"].as_u64().unwrap_or(0) >= n_hostile
+    });
+    let s = cs_stats(&d);
+    assert_eq!(s["bad_decisions"], 2, "{s}");
+    assert_eq!(s["connected"], false, "{s}");
+    // still serving, still enforcing what it had
+    let mut c = d.client();
+    assert!(call(&mut c, json!({"cmd": "ping"})).ok());
+    assert_eq!(elems(&d, "parapet-ban4"), ["192.0.2.1"]);
+}
+
+#[test]
+fn bad_flags_are_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("key");
+    std::fs::write(&key, "").unwrap();
+    for (url, why) in [
+        ("https://127.0.0.1:1", "plain http only"),
+        ("http://127.0.0.1:1", "API key"),
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_parapetd"))
+            .args(["--socket", dir.path().join("s").to_str().unwrap()])
+            .args(["--state-dir", dir.path().join("st").to_str().unwrap()])
+            .args([
+                "--crowdsec",
+                url,
+                "--crowdsec-key-file",
+                key.to_str().unwrap(),
+            ])
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(why), "{url}: {err}");
+    }
+}

@@ -1,0 +1,275 @@
+#!/usr/bin/env python3
+"""CrowdSec decisions to enforcement: parapetd --crowdsec against the real
+crowdsec-firewall-bouncer (nftables mode), same run, same Local API.
+
+Everything runs in a network namespace this script creates (removed at the
+end): Debian's `crowdsec` as the Local API alone (temporary config, SQLite
+in a temporary directory), `parapetd --crowdsec` with its dataplane attached
+(XDP) to a veth there, and `crowdsec-firewall-bouncer` in nftables mode.
+Both poll every second; parapetd also in full every RESYNC (env, default
+10) seconds. Each side gets 60 s after the import (and after the delete):
+one still short then is recorded as never complete (null). For each size N, `cscli decisions import` of N
+fresh IPv4 decisions; then the time from the import's end until
+  - parapet: its sets hold all N (stats `elements`; committed, journaled
+    with fsync, mirrored into the kernel map),
+  - bouncer: nft set crowdsec-blacklists holds all N (the last imported
+    address first, then the count),
+then `cscli decisions delete --all` and the time until both are empty.
+Prints one JSON line per round and a summary (median, min, max).
+
+Usage (root): scripts/bench-crowdsec.py PARAPETD PARAPET [SIZES] [ROUNDS]
+"""
+
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+NS = "pcsbench"
+LIMIT_S = 600
+
+
+def sh(*args, check=True, ns=True, **kw):
+    argv = (["ip", "netns", "exec", NS] if ns else []) + list(args)
+    return subprocess.run(argv, check=check, capture_output=True, text=True, **kw)
+
+
+def wait(what, f, limit=LIMIT_S, step=0.01):
+    t0 = time.monotonic()
+    while not f():
+        if time.monotonic() - t0 > limit:
+            raise SystemExit(f"timed out: {what}")
+        time.sleep(step)
+    return time.monotonic()
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def main():
+    # SIGTERM runs the clean-up below too.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+    parapetd, parapet = sys.argv[1], sys.argv[2]
+    sizes = [int(x) for x in (sys.argv[3] if len(sys.argv) > 3 else "1,10000,100000").split(",")]
+    rounds = int(sys.argv[4]) if len(sys.argv) > 4 else 3
+    d = tempfile.mkdtemp(prefix="pcsbench.")
+    procs = []
+    subprocess.run(["ip", "netns", "del", NS], capture_output=True)
+    subprocess.run(["ip", "netns", "add", NS], check=True)
+    try:
+        sh("ip", "link", "set", "lo", "up")
+        sh("ip", "link", "add", "pcs-a", "type", "veth", "peer", "name", "pcs-b")
+        sh("ip", "addr", "add", "10.250.9.1/30", "dev", "pcs-a")
+        sh("ip", "link", "set", "pcs-a", "up")
+        sh("ip", "link", "set", "pcs-b", "up")
+        os.makedirs(f"{d}/data")
+        port = 18090
+        cfg = f"""common:
+  daemonize: false
+  log_media: stdout
+  log_level: warning
+  working_dir: {d}
+config_paths:
+  config_dir: {d}/
+  data_dir: {d}/data/
+  hub_dir: {d}/hub/
+  index_path: {d}/hub/.index.json
+db_config:
+  type: sqlite
+  db_path: {d}/data/crowdsec.db
+  use_wal: true
+  flush:
+    max_items: 10000000
+    max_age: 7d
+api:
+  client:
+    credentials_path: {d}/local_api_credentials.yaml
+  server:
+    log_level: warning
+    listen_uri: 127.0.0.1:{port}
+    profiles_path: /etc/crowdsec/profiles.yaml
+    trusted_ips:
+      - 127.0.0.1
+prometheus:
+  enabled: false
+"""
+        open(f"{d}/config.yaml", "w").write(cfg)
+        open(f"{d}/local_api_credentials.yaml", "w").write("")
+        url = f"http://127.0.0.1:{port}"
+
+        def cscli(*a):
+            return sh("cscli", "-c", f"{d}/config.yaml", *a).stdout
+
+        cscli("machines", "add", "bench", "--password", "bench-password-0123456789",
+              "-f", f"{d}/local_api_credentials.yaml", "--url", url)
+        log = open(f"{d}/crowdsec.log", "w")
+        procs.append(subprocess.Popen(["ip", "netns", "exec", NS, "crowdsec", "-c", f"{d}/config.yaml",
+                                       "-no-cs", "-no-capi"], stdout=log, stderr=log))
+
+        def lapi_up():
+            r = sh("bash", "-c", f"exec 3<>/dev/tcp/127.0.0.1/{port}", check=False)
+            return r.returncode == 0
+        wait("LAPI up", lapi_up, 30, 0.1)
+        pkey = cscli("-oraw", "bouncers", "add", "parapet").strip()
+        bkey = cscli("-oraw", "bouncers", "add", "nftbouncer").strip()
+        open(f"{d}/parapet.key", "w").write(pkey)
+        open(f"{d}/bouncer.yaml", "w").write(f"""mode: nftables
+pid_dir: {d}/
+update_frequency: 1s
+daemonize: false
+log_mode: file
+log_dir: {d}/
+log_level: warning
+api_url: {url}/
+api_key: {bkey}
+disable_ipv6: false
+deny_action: DROP
+deny_log: false
+supported_decisions_types:
+  - ban
+blacklists_ipv4: crowdsec-blacklists
+blacklists_ipv6: crowdsec6-blacklists
+nftables:
+  ipv4:
+    enabled: true
+    set-only: false
+    table: crowdsec
+    chain: crowdsec-chain
+  ipv6:
+    enabled: true
+    set-only: false
+    table: crowdsec6
+    chain: crowdsec6-chain
+prometheus:
+  enabled: false
+""")
+        sock = f"{d}/parapet.sock"
+        plog = open(f"{d}/parapetd.log", "w")
+        pd = subprocess.Popen(["ip", "netns", "exec", NS, parapetd, "--socket", sock, "--state-dir", f"{d}/state",
+                               "--crowdsec", url, "--crowdsec-key-file", f"{d}/parapet.key",
+                               "--crowdsec-interval", "1", "--crowdsec-resync", os.environ.get("RESYNC", "10")], stdout=plog, stderr=plog)
+        procs.append(pd)
+        blog = open(f"{d}/bouncer.out", "w")
+        bo = subprocess.Popen(["ip", "netns", "exec", NS, "crowdsec-firewall-bouncer", "-c", f"{d}/bouncer.yaml"],
+                              stdout=blog, stderr=blog)
+        procs.append(bo)
+
+        def pcall(*a):
+            return subprocess.run([parapet, "--socket", sock, *a], capture_output=True, text=True)
+        wait("parapetd up", lambda: pcall("stats", "--json").returncode == 0, 30, 0.05)
+        rules = f"{d}/rules"
+        open(rules, "w").write("*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -m set --match-set parapet-ban4 src -j DROP\nCOMMIT\n")
+        subprocess.run([parapet, "--socket", sock, "ban", "10.99.99.99", "--timeout", "3600"], check=True, capture_output=True)
+        subprocess.run([parapet, "--socket", sock, "apply", rules], check=True, capture_output=True)
+        subprocess.run([parapet, "--socket", sock, "attach", "pcs-a", "--hook", "xdp"], check=True, capture_output=True)
+        base = 1  # the set-creating ban above
+
+        def p_elements():
+            r = pcall("stats", "--json")
+            return json.loads(r.stdout)["elements"] if r.returncode == 0 else -1
+
+        def nft_has(ip):
+            r = sh("nft", "get", "element", "ip", "crowdsec", "crowdsec-blacklists", "{ " + ip + " }", check=False)
+            return r.returncode == 0
+
+        def nft_count():
+            r = sh("nft", "-j", "list", "set", "ip", "crowdsec", "crowdsec-blacklists", check=False)
+            if r.returncode != 0:
+                return -1
+            for o in json.loads(r.stdout)["nftables"]:
+                if "set" in o:
+                    return len(o["set"].get("elem", []))
+            return 0
+
+        wait("bouncer's nft set", lambda: nft_count() == 0, 60, 0.2)
+        results = {}
+        off = 0
+        for n in sizes:
+            for r in range(rounds):
+                ips = [f"{11 + (off + i) // 65536 % 200}.{(off + i) // 256 % 256}.{(off + i) % 256}.1" for i in range(n)]
+                off += n
+                csv = f"{d}/import.csv"
+                with open(csv, "w") as f:
+                    f.write("duration,scope,type,value\n")
+                    for ip in ips:
+                        f.write(f"1h,ip,ban,{ip}\n")
+                t0 = time.monotonic()
+                cscli("decisions", "import", "-i", csv)
+                t1 = time.monotonic()
+                done = {}
+                seen = {"bouncer_count": 0}
+
+                def check():
+                    now = time.monotonic()
+                    if "parapet" not in done and p_elements() == base + n:
+                        done["parapet"] = now
+                    # The bouncer inserts in batches: the last address
+                    # can be in before all are; count once it is.
+                    if "bouncer" not in done and nft_has(ips[-1]):
+                        c = nft_count()
+                        seen["bouncer_count"] = c
+                        if c == n:
+                            done["bouncer"] = now
+                    # A bouncer that stays short (missed deltas) is
+                    # recorded as such after a minute.
+                    return len(done) == 2 or now - t1 > 60
+                wait(f"{n} decisions enforced", check, LIMIT_S, 0.02)
+                mem = {"parapetd_rss_kib": rss_kib(pd.pid), "bouncer_rss_kib": rss_kib(bo.pid)}
+                t2 = time.monotonic()
+                cscli("decisions", "delete", "--all")
+                t3 = time.monotonic()
+                gone = {}
+
+                def check_gone():
+                    now = time.monotonic()
+                    if "parapet" not in gone and p_elements() == base:
+                        gone["parapet"] = now
+                    if "bouncer" not in gone and not nft_has(ips[-1]) and nft_count() == 0:
+                        gone["bouncer"] = now
+                    return len(gone) == 2 or now - t3 > 60
+                wait(f"{n} decisions removed", check_gone, LIMIT_S, 0.02)
+                row = {
+                    "n": n, "round": r, "import_s": round(t1 - t0, 3),
+                    "parapet_s": round(done["parapet"] - t1, 3) if "parapet" in done else None, "bouncer_s": round(done["bouncer"] - t1, 3) if "bouncer" in done else None,
+                    "bouncer_count": seen["bouncer_count"],
+                    "delete_all_s": round(t3 - t2, 3),
+                    "parapet_unban_s": round(gone["parapet"] - t3, 3) if "parapet" in gone else None,
+                    "bouncer_unban_s": round(gone["bouncer"] - t3, 3) if "bouncer" in gone else None,
+                    **mem,
+                }
+                print(json.dumps(row), flush=True)
+                results.setdefault(n, []).append(row)
+        print("summary (seconds after the import returned; median [min–max]):")
+        for n, rows in results.items():
+            def s(k):
+                v = [x[k] for x in rows if x[k] is not None]
+                if len(v) < len(rows):
+                    return f"{len(rows) - len(v)} of {len(rows)} never complete" + (f", others {statistics.median(v):.3f}" if v else "")
+                return f"{statistics.median(v):.3f} [{min(v):.3f}–{max(v):.3f}]"
+            print(f"N={n}: parapet {s('parapet_s')}  bouncer {s('bouncer_s')}  | unban parapet {s('parapet_unban_s')}"
+                  f"  bouncer {s('bouncer_unban_s')}  | import {s('import_s')}"
+                  f"  | RSS KiB parapetd {max(x['parapetd_rss_kib'] for x in rows)} bouncer {max(x['bouncer_rss_kib'] for x in rows)}")
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        subprocess.run(["ip", "netns", "del", NS], capture_output=True)
+        shutil.rmtree(d, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
