@@ -148,3 +148,20 @@ pub enum Change {
         hook: AttachPoint,
     },
 }
+
+/// The spec `ban` gives a ban set it creates.
+pub fn ban_spec(name: &str) -> SetSpec {
+    SetSpec {
+        typ: if name == BAN4 {
+            "ipv4_addr"
+        } else {
+            "ipv6_addr"
+        }
+        .into(),
+        family: None,
+        flags: vec!["timeout".into()],
+        timeout: None,
+        size: None,
+        policy: None,
+    }
+}

@@ -42,7 +42,7 @@ pub struct Config {
     /// Added to the wall clock, ms (tests of clock skew between nodes).
     pub clock_offset_ms: i64,
     /// CrowdSec Local API source (`--crowdsec`), if any.
-    pub crowdsec: Option<crate::crowdsec::CrowdsecConfig>,
+    pub crowdsec: Option<crate::crowdsec::source::CrowdsecConfig>,
 }
 
 impl Config {
@@ -117,7 +117,7 @@ pub struct Shared {
     /// Fleet replication, if configured.
     pub fleet: Option<std::sync::Arc<parapet_fleet::Fleet>>,
     /// The CrowdSec source, if configured.
-    pub crowdsec: Option<std::sync::Arc<crate::crowdsec::Source>>,
+    pub crowdsec: Option<std::sync::Arc<crate::crowdsec::source::Source>>,
     pub(crate) started: Instant,
     pub(crate) shutdown: AtomicBool,
     pub(crate) _lock: File,

@@ -5,7 +5,7 @@
 //! into [`Change`]s committed as [`Origin::Remote`] — journaled, mirrored
 //! into the kernel, never published again.
 
-use crate::change::{Change, SetSpec};
+use crate::change::Change;
 use crate::shared::Shared;
 use crate::state::{Origin, State, BAN4, BAN6};
 use parapet_fleet::{Applied, Applier, Fleet, FleetMsg, Kind};
@@ -64,23 +64,6 @@ pub(crate) fn stats(shared: &Shared) -> Value {
 }
 
 struct DaemonApplier(Arc<Shared>);
-
-/// The spec `ban` gives a ban set it creates.
-pub(crate) fn ban_spec(name: &str) -> SetSpec {
-    SetSpec {
-        typ: if name == BAN4 {
-            "ipv4_addr"
-        } else {
-            "ipv6_addr"
-        }
-        .into(),
-        family: None,
-        flags: vec!["timeout".into()],
-        timeout: None,
-        size: None,
-        policy: None,
-    }
-}
 
 impl Applier for DaemonApplier {
     fn apply(&self, fleet: &Fleet, mut msgs: Vec<FleetMsg>) -> Result<Applied, String> {
@@ -141,7 +124,7 @@ fn apply_run(st: &mut State, origin: &mut Origin, run: &[FleetMsg]) -> Result<u6
         }
         let create = Change::SetCreate {
             name: name.clone(),
-            spec: ban_spec(&name),
+            spec: crate::change::ban_spec(&name),
         };
         st.commit(create, origin).map_err(|e| e.msg)?;
     }

@@ -1,37 +1,16 @@
-//! CrowdSec decisions as a source (`parapetd --crowdsec URL
-//! --crowdsec-key-file F`; `docs/fleet.md`, section CrowdSec).
-//!
-//! A thread polls the Local API's `/v1/decisions/stream` — `startup=true`
-//! first and after any error, `startup=false` (deltas) every interval,
-//! in full again every `--crowdsec-resync` seconds (a safety net: the
-//! real nftables bouncer, on the same deltas, was seen to stay 50 of
-//! 10,000 decisions short, `docs/benchmarks.md` section 7) —
-//! and commits `ban` decisions as typed [`Change`]s through
-//! [`State::commit`] like a client's (journaled, mirrored into the kernel,
-//! published to the fleet when the set is shared): scope `Ip` into
-//! `parapet-ban4`/`parapet-ban6`, scope `Range` into the interval sets
-//! `parapet-crowdsec-net4`/`-net6`, each with the decision's remaining
-//! duration as its timeout.
-//!
-//! Which elements CrowdSec put in is kept per decision id ([`Owned`]) and
-//! written to `STATE_DIR/crowdsec-owned.json` after each commit, so a
-//! restart's `startup=true` list is diffed against it: only what changed
-//! is added or removed (no unban/reban storm). Crash windows fail closed:
-//! an element committed but not yet recorded stays until its expiry.
+//! What the CrowdSec source knows apart from the daemon: its settings
+//! (flags), which decisions map to which set elements ([`target`]), and
+//! which elements it put in ([`Owned`], diffed against each full list into
+//! a [`Plan`]). The thread that polls and commits is the parent module.
 
-use crate::change::{Change, SetSpec};
 use crate::crowdsec_http::{self as http, Decision, Endpoint, Limits, StreamBody};
-use crate::shared::Shared;
-use crate::state::{Origin, State, BAN4, BAN6};
-use parapet_sets::{parse_element, Element};
-use serde_json::{json, Value};
+use crate::state::{BAN4, BAN6};
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Interval set of CrowdSec's IPv4 `Range` decisions.
 pub const NET4: &str = "parapet-crowdsec-net4";
@@ -77,12 +56,12 @@ pub struct CrowdsecArgs {
 pub struct CrowdsecConfig {
     /// The URL as given.
     pub url: String,
-    endpoint: Endpoint,
-    key: String,
-    interval: Duration,
-    resync: Option<Duration>,
-    max_decisions: usize,
-    limits: Limits,
+    pub(super) endpoint: Endpoint,
+    pub(super) key: String,
+    pub(super) interval: Duration,
+    pub(super) resync: Option<Duration>,
+    pub(super) max_decisions: usize,
+    pub(super) limits: Limits,
 }
 
 impl CrowdsecArgs {
@@ -357,17 +336,17 @@ impl Owned {
 pub struct Source {
     /// Settings.
     pub config: CrowdsecConfig,
-    polls: AtomicU64,
-    errors: AtomicU64,
-    added: AtomicU64,
-    deleted: AtomicU64,
-    ignored: AtomicU64,
-    bad_decisions: AtomicU64,
-    tracked: AtomicU64,
-    last_poll_ms: AtomicU64,
-    connected: AtomicBool,
-    last_error: Mutex<Option<String>>,
-    stop: AtomicBool,
+    pub(super) polls: AtomicU64,
+    pub(super) errors: AtomicU64,
+    pub(super) added: AtomicU64,
+    pub(super) deleted: AtomicU64,
+    pub(super) ignored: AtomicU64,
+    pub(super) bad_decisions: AtomicU64,
+    pub(super) tracked: AtomicU64,
+    pub(super) last_poll_ms: AtomicU64,
+    pub(super) connected: AtomicBool,
+    pub(super) last_error: Mutex<Option<String>>,
+    pub(super) stop: AtomicBool,
 }
 
 impl Source {
@@ -395,205 +374,11 @@ impl Source {
         self.stop.store(true, Ordering::SeqCst);
     }
 
-    fn error(&self, e: String) {
+    pub(super) fn error(&self, e: String) {
         eprintln!("parapetd: crowdsec: {e}");
         self.errors.fetch_add(1, Ordering::Relaxed);
         self.connected.store(false, Ordering::Relaxed);
         *self.last_error.lock().unwrap() = Some(e);
-    }
-}
-
-/// Starts the source's thread when `--crowdsec` was given.
-pub(crate) fn start(shared: &Arc<Shared>) -> std::io::Result<Option<JoinHandle<()>>> {
-    let Some(src) = shared.crowdsec.clone() else {
-        return Ok(None);
-    };
-    let s = shared.clone();
-    std::thread::Builder::new()
-        .name("crowdsec".into())
-        .spawn(move || run(&s, &src))
-        .map(Some)
-}
-
-/// `stats.crowdsec`: null without `--crowdsec`.
-pub(crate) fn stats(shared: &Shared) -> Value {
-    let Some(s) = &shared.crowdsec else {
-        return Value::Null;
-    };
-    let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
-    json!({
-        "url": s.config.url,
-        "connected": s.connected.load(Ordering::Relaxed),
-        "polls": n(&s.polls),
-        "errors": n(&s.errors),
-        "decisions": n(&s.tracked),
-        "added": n(&s.added),
-        "deleted": n(&s.deleted),
-        "ignored": n(&s.ignored),
-        "bad_decisions": n(&s.bad_decisions),
-        "last_poll_ms": n(&s.last_poll_ms),
-        "last_error": s.last_error.lock().unwrap().clone(),
-    })
-}
-
-fn run(shared: &Shared, src: &Source) {
-    let dir = &shared.config.state_dir;
-    let mut owned = Owned::load(dir).unwrap_or_else(|e| {
-        // Fail closed: what the previous run added stays until it expires.
-        src.error(format!("ownership file unreadable, starting empty: {e}"));
-        Owned::default()
-    });
-    let mut startup = true;
-    let mut last_full = Instant::now();
-    while !src.stop.load(Ordering::SeqCst) && !shared.shutdown.load(Ordering::SeqCst) {
-        let t0 = Instant::now();
-        if src.config.resync.is_some_and(|r| last_full.elapsed() >= r) {
-            startup = true;
-        }
-        if startup {
-            last_full = t0;
-        }
-        match poll(shared, src, &mut owned, startup) {
-            Ok(()) => {
-                startup = false;
-                src.connected.store(true, Ordering::Relaxed);
-            }
-            Err(e) => {
-                src.error(e);
-                // A lost delta cannot be replayed: resynchronise in full.
-                startup = true;
-            }
-        }
-        src.polls.fetch_add(1, Ordering::Relaxed);
-        src.last_poll_ms
-            .store(t0.elapsed().as_millis() as u64, Ordering::Relaxed);
-        let wake = Instant::now() + src.config.interval;
-        while Instant::now() < wake && !src.stop.load(Ordering::SeqCst) {
-            if shared.shutdown.load(Ordering::SeqCst) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-fn poll(shared: &Shared, src: &Source, owned: &mut Owned, startup: bool) -> Result<(), String> {
-    let c = &src.config;
-    let path = format!("/v1/decisions/stream?startup={startup}");
-    let body = http::get(&c.endpoint, &path, &c.key, c.limits)?;
-    let body: StreamBody =
-        serde_json::from_slice(&body).map_err(|e| format!("malformed stream response: {e}"))?;
-    let now = shared.state.lock().unwrap().now();
-    // Planned on a copy: a commit that fails leaves the tracked state as
-    // it was, and the next (full) poll retries.
-    let mut next = owned.clone();
-    let plan = next.update(&body, startup, now, c.max_decisions)?;
-    src.ignored.fetch_add(plan.ignored, Ordering::Relaxed);
-    src.bad_decisions
-        .fetch_add(plan.bad.len() as u64, Ordering::Relaxed);
-    if let Some(b) = plan.bad.first() {
-        src.error(format!(
-            "{} bad decisions skipped, first: {b}",
-            plan.bad.len()
-        ));
-    }
-    if !plan.adds.is_empty() || !plan.dels.is_empty() {
-        let (a, d) = commit(shared, &plan)?;
-        src.added.fetch_add(a, Ordering::Relaxed);
-        src.deleted.fetch_add(d, Ordering::Relaxed);
-        next.save(&shared.config.state_dir)?;
-    }
-    *owned = next;
-    src.tracked.store(owned.len() as u64, Ordering::Relaxed);
-    Ok(())
-}
-
-/// Commits a plan as a client's changes, then waits for the journal.
-fn commit(shared: &Shared, plan: &Plan) -> Result<(u64, u64), String> {
-    let (mut added, mut deleted) = (0, 0);
-    let mut lsn = None;
-    {
-        let mut st = shared.state.lock().unwrap();
-        if let Some(e) = shared.journal.failed() {
-            return Err(format!("journal: {e}"));
-        }
-        let origin = &mut Origin::Client {
-            journal: &shared.journal,
-            lsn: &mut lsn,
-        };
-        for (&name, texts) in &plan.dels {
-            if st.sets.get(name).is_none() {
-                continue;
-            }
-            let elems = parse(&st, name, texts.iter().map(|t| (t.as_str(), 0)))?;
-            let change = Change::SetDel {
-                name: name.into(),
-                elems,
-            };
-            let n = st.commit(change, origin).map_err(|e| e.msg)?.count as u64;
-            st.tally.unbans += n;
-            deleted += n;
-        }
-        for (&name, items) in &plan.adds {
-            if st.sets.get(name).is_none() {
-                let create = Change::SetCreate {
-                    name: name.into(),
-                    spec: spec(name),
-                };
-                st.commit(create, origin).map_err(|e| e.msg)?;
-            }
-            let elems = parse(&st, name, items.iter().map(|(t, e)| (t.as_str(), *e)))?;
-            let n = st.commit(
-                Change::SetAdd {
-                    name: name.into(),
-                    elems,
-                },
-                origin,
-            );
-            let n = n.map_err(|e| e.msg)?.count as u64;
-            st.tally.bans += n;
-            added += n;
-        }
-    }
-    if let Some(l) = lsn {
-        shared.journal.sync(l)?;
-    }
-    Ok((added, deleted))
-}
-
-fn parse<'a>(
-    st: &State,
-    name: &str,
-    items: impl Iterator<Item = (&'a str, u64)>,
-) -> Result<Vec<Element>, String> {
-    let dims = st.dims(name).map_err(|e| e.msg)?;
-    items
-        .map(|(t, exp)| {
-            let mut el = parse_element(&dims, t).map_err(|e| format!("{name}: `{t}`: {e}"))?;
-            el.expires = (exp != 0).then_some(exp);
-            Ok(el)
-        })
-        .collect()
-}
-
-/// The spec of a set the source creates: the ban sets as `ban` makes them,
-/// the range sets as interval sets (shared with the fleet like the ban sets).
-fn spec(name: &str) -> SetSpec {
-    if name == BAN4 || name == BAN6 {
-        return crate::fleet::ban_spec(name);
-    }
-    SetSpec {
-        typ: if name == NET4 {
-            "ipv4_addr"
-        } else {
-            "ipv6_addr"
-        }
-        .into(),
-        family: None,
-        flags: vec!["interval".into(), "timeout".into(), "shared".into()],
-        timeout: None,
-        size: None,
-        policy: None,
     }
 }
 
