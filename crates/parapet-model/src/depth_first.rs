@@ -95,8 +95,10 @@ impl Walker<'_> {
             .collect();
         let mut steps = 0u32;
         'pieces: while let Some(mut piece) = stack.pop() {
+            // The first piece of every search looks at the clock: `diff`
+            // and `lint` run many short searches.
             steps = steps.wrapping_add(1);
-            if steps.is_multiple_of(256)
+            if steps % 256 == 1
                 && budget
                     .deadline
                     .is_some_and(|t| std::time::Instant::now() > t)
@@ -121,12 +123,7 @@ impl Walker<'_> {
                 }
                 let resume = match &self.list.entries[j].kind {
                     EntryKind::Decide(v) => {
-                        let bulk = match settle {
-                            Settle::Exact => false,
-                            Settle::SameAs(want) => want == v,
-                            Settle::Any => true,
-                        };
-                        if bulk && j >= piece.settled_until {
+                        if settle.allows(v) && j >= piece.settled_until {
                             let end = self.run_end(j).min(to);
                             piece.settled_until = end;
                             if let Some(&k) = candidates[p - 1..]

@@ -42,6 +42,18 @@ pub enum Settle<'v> {
     Any,
 }
 
+impl Settle<'_> {
+    /// True when a run of deciding entries with verdict `v` may be settled
+    /// in bulk.
+    pub(crate) fn allows(self, v: &Verdict) -> bool {
+        match self {
+            Settle::Exact => false,
+            Settle::SameAs(want) => want == v,
+            Settle::Any => true,
+        }
+    }
+}
+
 /// A decision list prepared for region walks.
 pub struct Walker<'a> {
     /// The list.
@@ -220,12 +232,7 @@ impl<'a> Walker<'a> {
             }
             let resume = match &self.list.entries[j].kind {
                 EntryKind::Decide(v) => {
-                    let bulk = match settle {
-                        Settle::Exact => false,
-                        Settle::SameAs(want) => want == v,
-                        Settle::Any => true,
-                    };
-                    if bulk && j >= settled_until {
+                    if settle.allows(v) && j >= settled_until {
                         let end = self.run_end[j].min(to);
                         settled_until = end;
                         // A covering entry's box holds the walked box, so
