@@ -193,3 +193,63 @@ fn removing_lint_findings_keeps_every_verdict() {
         "{found} findings, {redundant} redundant"
     );
 }
+
+/// The depth-first search (which lint and diff use, over the hull index)
+/// finds exactly the packets the breadth-first walk does: for every entry,
+/// the pieces arriving at it hold the same packets as its first-match
+/// region, and, without RETURNs, the first writable one is the walk's
+/// witness.
+#[test]
+fn depth_first_search_agrees_with_the_walk() {
+    let mut compared = 0;
+    for seed in 0..150u64 {
+        let rs = random_ruleset(seed, &spec(seed));
+        let list = list(&rs);
+        let space = Space::of(list.entries.iter().map(|e| &e.matches)).unwrap();
+        let walker = Walker::new(&list, &space);
+        let returns = list
+            .entries
+            .iter()
+            .any(|e| matches!(e.kind, EntryKind::Return { .. }));
+        let pkts = packets(&rs, seed, 60);
+        for i in 0..list.entries.len() {
+            let Ok(walked) = walker.reach(i, budget(), &mut |_| {}) else {
+                continue;
+            };
+            let start = walker.universe_within(walker.cube(i));
+            let mut pieces = Region::empty();
+            walker
+                .search(
+                    &start,
+                    0,
+                    i,
+                    budget(),
+                    Settle::Any,
+                    &mut |o, c| {
+                        if o == Outcome::Arrived {
+                            pieces.extend_disjoint(Region::from_cube(c.clone()));
+                        }
+                        false
+                    },
+                    &mut |_| {},
+                )
+                .unwrap();
+            for pkt in &pkts {
+                assert_eq!(
+                    walked.contains(&space, pkt),
+                    pieces.contains(&space, pkt),
+                    "seed {seed} entry {i}: {pkt}"
+                );
+            }
+            if !returns {
+                assert_eq!(
+                    walked.witness(&space),
+                    pieces.witness(&space),
+                    "seed {seed}"
+                );
+            }
+            compared += 1;
+        }
+    }
+    assert!(compared > 1000, "only {compared} entries compared");
+}

@@ -5,12 +5,15 @@
 //! entry of A, its first-match region is walked down B; for every deciding
 //! entry of B, its region is walked down A to find the part A's policy
 //! decides; and, when the policies differ, what neither list decides. Each
-//! piece whose two verdicts differ is a difference.
+//! piece whose two verdicts differ is a difference. The regions are
+//! followed depth first ([`Walker::search`]), piece by piece, so no working
+//! region grows with the number of rules a wide one overlaps.
 
+use crate::depth_first::Outcome;
 use crate::flatten::{DecisionList, EntryKind};
 use crate::packet::Packet;
 use crate::reach::{Settle, Stop, Walker};
-use crate::region::{Budget, Cube, Region, Space};
+use crate::region::{Budget, Cube, OverBudget, Region, Space};
 use crate::rule::Verdict;
 
 /// One box of packets the two lists treat differently.
@@ -88,33 +91,31 @@ pub fn diff(a: &DecisionList, b: &DecisionList, budget: Budget) -> Result<DiffRe
             }
         }
     };
-    // Packets A's entries decide, walked down B.
+    // Packets A's entries decide, followed down B.
     for (i, e) in a.entries.iter().enumerate() {
         let EntryKind::Decide(va) = &e.kind else {
             continue;
         };
-        let mut pieces = Vec::new();
-        let outcome = wa.reach(i, budget, &mut |_| {}).and_then(|reach| {
-            let rest = wb.walk(
-                reach,
-                0,
-                b.entries.len(),
-                budget,
-                Settle::SameAs(va),
-                &mut |s, r| pieces.push((s, r)),
-                &mut |_| {},
-            )?;
-            pieces.push((Stop::Policy, rest));
-            Ok(())
+        let mut pieces: Vec<(Stop, Cube)> = Vec::new();
+        let outcome = follow(&wa, i, &wb, budget, Settle::SameAs(va), &mut |s, c| {
+            if wb.verdict(s) != va {
+                pieces.push((s, c.clone()));
+            }
         });
         if outcome.is_err() {
             report.unproven.push(Unproven::A(e.rule_id));
             continue;
         }
-        for (s, r) in pieces {
+        // In the order a breadth-first walk reports them: by B's entry,
+        // the policy last, and in region order within one.
+        pieces.sort_by_key(|(s, _)| match s {
+            Stop::Entry(k) => *k,
+            Stop::Policy => usize::MAX,
+        });
+        for (s, c) in pieces {
             emit(
                 &mut report,
-                r,
+                Region::from_cube(c),
                 (e.rule_id, va),
                 (wb.rule_id(s), wb.verdict(s)),
             );
@@ -128,49 +129,116 @@ pub fn diff(a: &DecisionList, b: &DecisionList, budget: Budget) -> Result<DiffRe
         if *vb == a.policy {
             continue;
         }
-        let outcome = wb.reach(j, budget, &mut |_| {}).and_then(|reach| {
-            wa.walk(
-                reach,
-                0,
-                a.entries.len(),
-                budget,
-                Settle::Any,
-                &mut |_, _| {},
-                &mut |_| {},
-            )
+        let mut rest = Region::empty();
+        let outcome = follow(&wb, j, &wa, budget, Settle::Any, &mut |s, c| {
+            if s == Stop::Policy {
+                rest.extend_disjoint(Region::from_cube(c.clone()));
+            }
         });
         match outcome {
-            Ok(r) => emit(&mut report, r, (0, &a.policy), (e.rule_id, vb)),
+            Ok(()) => emit(&mut report, rest, (0, &a.policy), (e.rule_id, vb)),
             Err(_) => report.unproven.push(Unproven::B(e.rule_id)),
         }
     }
     // Packets both policies decide.
     if a.policy != b.policy {
-        let both = wa
-            .walk(
-                space.universe(),
-                0,
-                a.entries.len(),
-                budget,
-                Settle::Any,
-                &mut |_, _| {},
-                &mut |_| {},
-            )
-            .and_then(|r| {
-                wb.walk(
-                    r,
-                    0,
-                    b.entries.len(),
-                    budget,
-                    Settle::Any,
-                    &mut |_, _| {},
-                    &mut |_| {},
-                )
-            });
+        let mut rest = Region::empty();
+        let both = through(
+            &wa,
+            space.universe(),
+            &wb,
+            budget,
+            Settle::Any,
+            &mut |s, c| {
+                if s == Stop::Policy {
+                    rest.extend_disjoint(Region::from_cube(c.clone()));
+                }
+            },
+        );
         match both {
-            Ok(r) => emit(&mut report, r, (0, &a.policy), (0, &b.policy)),
+            Ok(()) => emit(&mut report, rest, (0, &a.policy), (0, &b.policy)),
             Err(_) => report.unproven.push(Unproven::Policies),
         }
     }
     Ok(report)
+}
+
+/// Follows the packets `first`'s entry `i` decides down all of `second`,
+/// passing every piece `second` decides (at its stop; the policy's at
+/// [`Stop::Policy`]) to `visit`.
+fn follow(
+    first: &Walker,
+    i: usize,
+    second: &Walker,
+    budget: Budget,
+    settle: Settle,
+    visit: &mut dyn FnMut(Stop, &Cube),
+) -> Result<(), OverBudget> {
+    let start = first.universe_within(first.cube(i));
+    through_range(first, start, 0, i, second, budget, settle, visit)
+}
+
+/// Follows `start` down all of `first`, and what its policy decides down
+/// all of `second`, as [`follow`].
+fn through(
+    first: &Walker,
+    start: Region,
+    second: &Walker,
+    budget: Budget,
+    settle: Settle,
+    visit: &mut dyn FnMut(Stop, &Cube),
+) -> Result<(), OverBudget> {
+    let n = first.list.entries.len();
+    through_range(first, start, 0, n, second, budget, settle, visit)
+}
+
+/// The packets of `start` that pass `first`'s entries `from..to`, piece by
+/// piece (depth first, so no working region grows with the list), each
+/// followed down `second`.
+#[allow(clippy::too_many_arguments)]
+fn through_range(
+    first: &Walker,
+    start: Region,
+    from: usize,
+    to: usize,
+    second: &Walker,
+    budget: Budget,
+    settle: Settle,
+    visit: &mut dyn FnMut(Stop, &Cube),
+) -> Result<(), OverBudget> {
+    let n = second.list.entries.len();
+    let mut inner = Ok(false);
+    first
+        .search(
+            &start,
+            from,
+            to,
+            budget,
+            Settle::Any,
+            &mut |outcome, cube| {
+                if outcome != Outcome::Arrived {
+                    return false;
+                }
+                inner = second.search(
+                    &Region::from_cube(cube.clone()),
+                    0,
+                    n,
+                    budget,
+                    settle,
+                    &mut |o, c| {
+                        let s = match o {
+                            Outcome::Decided(s) => s,
+                            Outcome::Arrived => Stop::Policy,
+                        };
+                        visit(s, c);
+                        false
+                    },
+                    &mut |_| {},
+                );
+                inner.is_err()
+            },
+            &mut |_| {},
+        )
+        .and(inner)
+        .map(|_| ())
 }

@@ -24,10 +24,12 @@
 //! [`service_port`]), prefix maths ([`range_to_prefixes`], [`prefix_len`])
 //! and the performance|memory [`Policy`].
 
+mod depth_first;
 mod diff;
 mod display;
 mod field;
 mod flatten;
+mod hull_index;
 mod interval;
 mod linear;
 mod lint;
@@ -39,6 +41,7 @@ mod region;
 mod rule;
 mod stateful;
 
+pub use depth_first::Outcome;
 pub use diff::{diff, DiffReport, Difference, Unproven};
 pub use display::{format_set, format_value};
 pub use field::{tcp_flags, CtState, Family, Field, IfName};
@@ -52,7 +55,7 @@ pub use lint::{lint, Finding, FindingKind, LintReport};
 pub use packet::{from_ip, to_ip, Packet, PacketSpecError};
 pub use policy::Policy;
 pub use proto::{protocol_name, protocol_number, service_port, PROTOCOLS, SERVICES};
-pub use reach::{Stop, Walker};
+pub use reach::{Settle, Stop, Walker};
 pub use region::{Budget, Cube, OverBudget, Region, Space};
 pub use rule::{
     Action, BaseChain, Chain, ChainId, Counters, Dir, Hook, LeftToKernel, Limit, LimitFlavor,

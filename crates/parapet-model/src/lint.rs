@@ -12,10 +12,11 @@
 //!   the list without the redundant rules found so far, so all of them can
 //!   be removed together.
 
+use crate::depth_first::Outcome;
 use crate::flatten::{DecisionList, EntryKind};
 use crate::packet::Packet;
 use crate::reach::{Settle, Stop, Walker};
-use crate::region::{Budget, OverBudget, Region, Space};
+use crate::region::{Budget, Cube, OverBudget, Region, Space};
 use crate::rule::Ruleset;
 use std::collections::BTreeMap;
 
@@ -70,9 +71,7 @@ pub struct LintReport {
 struct Reach {
     /// A packet reaching it, if any.
     witness: Option<Packet>,
-    /// Its first-match region, when small.
-    kept: Option<Region>,
-    /// The entries that took or skipped part of its match.
+    /// When none does: the entries that took or skipped part of its match.
     touched: Vec<usize>,
 }
 
@@ -115,21 +114,36 @@ pub fn lint(
         }
     }
     let mut walkers: Vec<Walker> = lists.iter().map(|l| Walker::new(l, &space)).collect();
-    // First-match regions of every entry, and who shadows it. Small
-    // regions are kept for the redundancy pass; large ones are recomputed
-    // there, so memory stays bounded.
+    // Whether each entry is reached (a depth-first search stops at the
+    // first packet that is), and who shadows it when it is not.
     let reaches: Vec<Vec<Result<Reach, OverBudget>>> = walkers
         .iter()
         .map(|w| {
             (0..w.list.entries.len())
                 .map(|i| {
+                    let start = w.universe_within(w.cube(i));
+                    let mut witness = None;
                     let mut touched = Vec::new();
-                    let r = w.reach(i, budget, &mut |j| touched.push(j))?;
-                    Ok(Reach {
-                        witness: r.witness(&space),
-                        kept: (r.cubes().len() <= KEEP_CUBES).then_some(r),
-                        touched,
-                    })
+                    w.search(
+                        &start,
+                        0,
+                        i,
+                        budget,
+                        Settle::Any,
+                        &mut |outcome, cube| {
+                            witness = (outcome == Outcome::Arrived)
+                                .then(|| space.witness(cube))
+                                .flatten();
+                            witness.is_some()
+                        },
+                        &mut |j| touched.push(j),
+                    )?;
+                    touched.sort_unstable();
+                    touched.dedup();
+                    if witness.is_some() {
+                        touched.clear();
+                    }
+                    Ok(Reach { witness, touched })
                 })
                 .collect()
         })
@@ -204,45 +218,71 @@ pub fn lint(
             }
             let Ok(Reach {
                 witness: Some(witness),
-                kept,
                 ..
             }) = &reaches[l][i]
             else {
                 continue;
             };
-            let reach = match kept {
-                Some(r) => r.clone(),
-                None => match walker.reach(i, budget, &mut |_| {}) {
-                    Ok(r) => r,
-                    Err(OverBudget) => {
-                        report.unproven.push(e.rule_id);
-                        continue;
-                    }
-                },
-            };
-            let mut same = true;
-            let mut check = |w: &Walker, stop: Stop, r: &Region| {
-                if w.verdict(stop) != verdict && r.witness(&space).is_some() {
-                    same = false;
-                }
-            };
             let w = &*walker;
-            let rest = w.walk(
-                reach,
+            let n = w.list.entries.len();
+            let start = w.universe_within(w.cube(i));
+            // A packet the rule decides that gets another verdict without
+            // it: first among all of its match standing after it (when none
+            // does, the rule is redundant whatever reaches it), then, only
+            // if one does, among the packets that really reach it.
+            let differs = &mut |outcome: Outcome, cube: &Cube| {
+                let stop = match outcome {
+                    Outcome::Decided(stop) => stop,
+                    Outcome::Arrived => Stop::Policy,
+                };
+                w.verdict(stop) != verdict && space.witness(cube).is_some()
+            };
+            let quick = w.search(
+                &start,
                 i + 1,
-                w.list.entries.len(),
+                n,
                 budget,
                 Settle::SameAs(verdict),
-                &mut |s, r| check(w, s, &r),
+                differs,
                 &mut |_| {},
             );
-            match rest {
-                Ok(rest) => check(w, Stop::Policy, &rest),
+            let found = match quick {
+                Ok(false) => Ok(false),
+                _ => {
+                    let mut inner = Ok(false);
+                    w.search(
+                        &start,
+                        0,
+                        i,
+                        budget,
+                        Settle::Any,
+                        &mut |outcome, cube| {
+                            if outcome != Outcome::Arrived {
+                                return false;
+                            }
+                            inner = w.search(
+                                &Region::from_cube(cube.clone()),
+                                i + 1,
+                                n,
+                                budget,
+                                Settle::SameAs(verdict),
+                                differs,
+                                &mut |_| {},
+                            );
+                            inner != Ok(false)
+                        },
+                        &mut |_| {},
+                    )
+                    .and(inner)
+                }
+            };
+            let same = match found {
+                Ok(found) => !found,
                 Err(OverBudget) => {
                     report.unproven.push(e.rule_id);
                     continue;
                 }
-            }
+            };
             if same {
                 report.findings.push(Finding {
                     kind: FindingKind::Redundant,

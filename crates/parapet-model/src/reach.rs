@@ -5,10 +5,12 @@
 //! [`DecisionList::classify`] carries one packet: a matching `Decide` entry
 //! takes its part out, a matching `Return` moves its part to the entry it
 //! resumes at, every other entry lets packets pass. Only the entries whose
-//! bounding box meets the walked region's are looked at, so the cost of a
+//! bounding box meets the walked region's are looked at, and a
+//! [`HullIndex`] finds them without scanning the list, so the cost of a
 //! walk grows with the rules that overlap it, not with the list.
 
 use crate::flatten::{DecisionList, EntryKind};
+use crate::hull_index::{hulls_meet, HullIndex};
 use crate::region::{Budget, Cube, OverBudget, Region, Space};
 use crate::rule::Verdict;
 use std::collections::BTreeMap;
@@ -40,6 +42,18 @@ pub enum Settle<'v> {
     Any,
 }
 
+impl Settle<'_> {
+    /// True when a run of deciding entries with verdict `v` may be settled
+    /// in bulk.
+    pub(crate) fn allows(self, v: &Verdict) -> bool {
+        match self {
+            Settle::Exact => false,
+            Settle::SameAs(want) => want == v,
+            Settle::Any => true,
+        }
+    }
+}
+
 /// A decision list prepared for region walks.
 pub struct Walker<'a> {
     /// The list.
@@ -49,6 +63,8 @@ pub struct Walker<'a> {
     cubes: Vec<Cube>,
     /// Bounding boxes, `space.dims().len()` per entry.
     hulls: Vec<(u128, u128)>,
+    /// The entries whose box meets a given box.
+    index: HullIndex,
     /// Entries removed from the list (skipped by every walk).
     removed: Vec<bool>,
     /// For a deciding entry: the end of its run of same-verdict deciding
@@ -57,7 +73,7 @@ pub struct Walker<'a> {
 }
 
 /// True when every side of `cube` holds the whole range of the hull's.
-fn covers(cube: &Cube, hull: &[(u128, u128)]) -> bool {
+pub(crate) fn covers(cube: &Cube, hull: &[(u128, u128)]) -> bool {
     cube.sides().iter().zip(hull).all(|(side, &(lo, hi))| {
         let r = side.ranges();
         let i = r.partition_point(|&(_, end)| end < lo);
@@ -76,10 +92,6 @@ fn hull_of(cubes: &[Cube], dims: usize) -> Vec<(u128, u128)> {
     h
 }
 
-fn hulls_meet(a: &[(u128, u128)], b: &[(u128, u128)]) -> bool {
-    a.iter().zip(b).all(|(x, y)| x.0.max(y.0) <= x.1.min(y.1))
-}
-
 impl<'a> Walker<'a> {
     /// Prepares `list` in `space` (which must cover the list's fields).
     pub fn new(list: &'a DecisionList, space: &'a Space) -> Self {
@@ -88,7 +100,8 @@ impl<'a> Walker<'a> {
             .iter()
             .map(|e| space.cube(&e.matches))
             .collect();
-        let hulls = cubes.iter().flat_map(|c| c.hull()).collect();
+        let hulls: Vec<(u128, u128)> = cubes.iter().flat_map(|c| c.hull()).collect();
+        let index = HullIndex::new(&hulls, space.dims().len());
         let n = list.entries.len();
         let mut run_end = vec![n; n];
         let mut end = n;
@@ -113,8 +126,30 @@ impl<'a> Walker<'a> {
             removed: vec![false; n],
             cubes,
             hulls,
+            index,
             run_end,
         }
+    }
+
+    /// The entries in `from..to` whose box meets `hull`, ascending.
+    pub(crate) fn meeting(&self, hull: &[(u128, u128)], from: usize, to: usize) -> Vec<usize> {
+        self.index.meeting(&self.hulls, hull, from, to)
+    }
+
+    /// Entry `i`'s bounding box.
+    pub(crate) fn hull(&self, i: usize) -> &[(u128, u128)] {
+        let d = self.space.dims().len();
+        &self.hulls[i * d..(i + 1) * d]
+    }
+
+    /// For a deciding entry, one past the end of its run (see [`Settle`]).
+    pub(crate) fn run_end(&self, i: usize) -> usize {
+        self.run_end[i]
+    }
+
+    /// True when entry `i` was removed.
+    pub(crate) fn is_removed(&self, i: usize) -> bool {
+        self.removed[i]
     }
 
     /// The cube of entry `i`'s match.
@@ -167,12 +202,23 @@ impl<'a> Walker<'a> {
         let mut live = region;
         let mut pending: BTreeMap<usize, Region> = BTreeMap::new();
         let mut hull = hull_of(live.cubes(), d);
+        // Every packet the walk carries lies in the box it starts with:
+        // the entries that miss that box are skipped without a look.
+        let candidates = self.index.meeting(&self.hulls, &hull, from, to);
         let mut hits = 0usize;
         // Runs before this index have been looked at for a covering entry.
         let mut settled_until = from;
-        for j in from..to {
-            if let Some(back) = pending.remove(&j) {
-                live.extend_disjoint(back);
+        for (p, &j) in candidates.iter().enumerate() {
+            // Packets a RETURN sent to an entry at or before `j` are back.
+            let mut back = false;
+            while let Some(entry) = pending.first_entry() {
+                if *entry.key() > j {
+                    break;
+                }
+                live.extend_disjoint(entry.remove());
+                back = true;
+            }
+            if back {
                 hull = hull_of(live.cubes(), d);
             }
             if live.is_empty() {
@@ -186,19 +232,21 @@ impl<'a> Walker<'a> {
             }
             let resume = match &self.list.entries[j].kind {
                 EntryKind::Decide(v) => {
-                    let bulk = match settle {
-                        Settle::Exact => false,
-                        Settle::SameAs(want) => want == v,
-                        Settle::Any => true,
-                    };
-                    if bulk && j >= settled_until {
+                    if settle.allows(v) && j >= settled_until {
                         let end = self.run_end[j].min(to);
                         settled_until = end;
-                        if let Some(k) = (j..end).find(|&k| {
-                            !self.removed[k]
-                                && self.list.entries[k].kind.is_terminal()
-                                && covers(&self.cubes[k], &hull)
-                        }) {
+                        // A covering entry's box holds the walked box, so
+                        // it is among the candidates.
+                        if let Some(&k) =
+                            candidates[p..]
+                                .iter()
+                                .take_while(|&&k| k < end)
+                                .find(|&&k| {
+                                    !self.removed[k]
+                                        && self.list.entries[k].kind.is_terminal()
+                                        && covers(&self.cubes[k], &hull)
+                                })
+                        {
                             touched(k);
                             decided(Stop::Entry(k), std::mem::take(&mut live));
                             continue;
@@ -226,10 +274,13 @@ impl<'a> Walker<'a> {
                 Some(r) => pending.entry(r).or_default().extend_disjoint(hit),
             }
         }
-        // Packets that skipped exactly to `to` arrive there; those that
-        // skipped past it never see it.
-        if let Some(back) = pending.remove(&to) {
-            live.extend_disjoint(back);
+        // Packets that skipped to `to` or before it arrive there; those
+        // that skipped past it never see it.
+        while let Some(entry) = pending.first_entry() {
+            if *entry.key() > to {
+                break;
+            }
+            live.extend_disjoint(entry.remove());
         }
         Ok(live)
     }
@@ -248,14 +299,20 @@ impl<'a> Walker<'a> {
     /// The rule that decides `pkt` scanning from entry `from` (0: the
     /// policy), skipping removed entries; RETURNs skip as in a walk.
     pub fn decide_point(&self, pkt: &crate::packet::Packet, from: usize) -> u32 {
+        let point: Vec<(u128, u128)> = self
+            .space
+            .dims()
+            .iter()
+            .map(|&f| (pkt.value(f), pkt.value(f)))
+            .collect();
+        let n = self.list.entries.len();
         let mut i = from;
-        while let Some(e) = self.list.entries.get(i) {
-            i += 1;
-            if self.removed[i - 1] || !self.space.contains(&self.cubes[i - 1], pkt) {
+        for j in self.index.meeting(&self.hulls, &point, from, n) {
+            if j < i || self.removed[j] || !self.space.contains(&self.cubes[j], pkt) {
                 continue;
             }
-            match &e.kind {
-                EntryKind::Decide(_) => return e.rule_id,
+            match &self.list.entries[j].kind {
+                EntryKind::Decide(_) => return self.list.entries[j].rule_id,
                 EntryKind::Return { resume, .. } => i = *resume as usize,
                 _ => {}
             }

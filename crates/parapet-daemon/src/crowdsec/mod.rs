@@ -5,7 +5,7 @@
 //! first and after any error, `startup=false` (deltas) every interval,
 //! in full again every `--crowdsec-resync` seconds (a safety net: the
 //! real nftables bouncer, on the same deltas, was seen to stay 50 of
-//! 10,000 decisions short, `docs/benchmarks.md` section 7) —
+//! 10,000 decisions short, `docs/benchmarks.md` section 8) —
 //! and commits `ban` decisions as typed [`Change`]s through
 //! [`State::commit`] like a client's (journaled, mirrored into the kernel,
 //! published to the fleet when the set is shared): scope `Ip` into

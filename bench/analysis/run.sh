@@ -1,0 +1,38 @@
+#!/bin/sh
+# Times `parapet lint` and `parapet diff` (against a copy with 1 % of the
+# rules reordered or edited, made by perturb.py) on ClassBench sets, for one
+# or more parapet binaries interleaved in one run: median, min and max wall
+# seconds of ROUNDS runs, the exit code and whether the answer is complete.
+#
+# usage: bench/analysis/run.sh "BIN..." "SET..." [ROUNDS] [TIME_LIMIT]
+#   e.g. bench/analysis/run.sh "/tmp/parapet.before target/release/parapet" \
+#        "acl1_10k fw1_10k ipc1_10k acl1_100k" 3 30
+set -eu
+bins=$1 sets=$2 rounds=${3:-3} limit=${4:-60}
+here=$(cd "$(dirname "$0")" && pwd)
+data=${DATA:-$here/../../../shared/data/classbench}
+tmp=${TMPDIR:-/tmp}/parapet-analysis-bench
+mkdir -p "$tmp"
+printf 'bin\tset\tcommand\tmedian_s\tmin_s\tmax_s\texit\tcomplete\n'
+for set in $sets; do
+    [ -s "$tmp/$set" ] || gunzip -c "$data/$set.gz" > "$tmp/$set" 2>/dev/null || cp "$data/$set" "$tmp/$set"
+    [ -s "$tmp/$set.b" ] || python3 "$here/perturb.py" "$tmp/$set" "$tmp/$set.b"
+    for cmd in lint diff; do
+        for bin in $bins; do
+            times=""
+            for _ in $(seq "$rounds"); do
+                start=$(date +%s.%N)
+                if [ "$cmd" = lint ]; then
+                    set +e; "$bin" lint "$tmp/$set" --json --time-limit "$limit" > "$tmp/out.json" 2>/dev/null; rc=$?; set -e
+                else
+                    set +e; "$bin" diff "$tmp/$set" "$tmp/$set.b" --json --time-limit "$limit" > "$tmp/out.json" 2>/dev/null; rc=$?; set -e
+                fi
+                end=$(date +%s.%N)
+                times="$times $(echo "$end - $start" | bc)"
+            done
+            complete=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["complete"])' "$tmp/out.json" 2>/dev/null || echo "?")
+            stats=$(echo "$times" | tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {printf "%.2f\t%.2f\t%.2f", a[int((NR+1)/2)], a[1], a[NR]}')
+            printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$bin" "$set" "$cmd" "$stats" "$rc" "$complete"
+        done
+    done
+done

@@ -1,0 +1,187 @@
+//! Depth-first region walks: the pieces [`Walker::walk`] would produce,
+//! one at a time, with the option to stop at the first one that answers
+//! the question.
+//!
+//! A breadth-first walk holds the whole working region: every entry it
+//! meets is tested against every cube of it, and a wide rule (the
+//! `0.0.0.0/0` lines at the end of a ClassBench list) fragments into
+//! thousands of cubes that each later entry scans — quadratic, and the
+//! reason `lint` and `diff` took tens of seconds on 10,000 rules. Most
+//! questions are existential ("does any packet reach rule i?", "does any
+//! packet the rule decides get another verdict without it?"), so a search
+//! that follows one piece down the list at a time and stops at the first
+//! witness does the work of one path instead of the whole tree; when the
+//! answer is "no", it visits the same pieces as the walk, but never holds
+//! more than one root-to-leaf path of them.
+//!
+//! Piece order: a piece's sub-pieces are visited in the order
+//! [`Cube::subtract_into`] makes them, before the next piece — the order
+//! of the walk's region (its `split` keeps that order). Bulk settling
+//! (see [`Settle`]) is done per piece, which only discards pieces whose
+//! every packet the run decides anyway.
+
+use crate::flatten::EntryKind;
+use crate::hull_index::hulls_meet;
+use crate::reach::{covers, Settle, Stop, Walker};
+use crate::region::{Budget, Cube, OverBudget, Region};
+use std::rc::Rc;
+
+/// Where a searched piece went.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// An entry decided it (for a bulk-settled piece: the covering entry).
+    Decided(Stop),
+    /// It arrived at the end of the searched range.
+    Arrived,
+}
+
+/// One piece waiting to be followed.
+struct Piece {
+    cube: Cube,
+    hull: Vec<(u128, u128)>,
+    /// The entries that may meet it (ascending); it looks at those from
+    /// `at` on.
+    candidates: Rc<Vec<usize>>,
+    /// The next entry it stands at.
+    at: usize,
+    /// Runs before this entry were looked at for a covering entry.
+    settled_until: usize,
+}
+
+impl Walker<'_> {
+    /// Follows the packets of `start`, all standing at entry `from`, down
+    /// to entry `to` (exclusive) piece by piece, depth first. Every piece
+    /// an entry decides, and every piece arriving at `to`, is passed to
+    /// `visit`; the search stops as soon as `visit` returns true (and then
+    /// returns true). Every entry that took a non-empty part is passed to
+    /// `touched` (in no particular order).
+    ///
+    /// Bounded like a walk: at most `budget.max_cubes` pieces wait at once,
+    /// and nothing runs past the deadline.
+    #[allow(clippy::too_many_arguments)]
+    pub fn search(
+        &self,
+        start: &Region,
+        from: usize,
+        to: usize,
+        budget: Budget,
+        settle: Settle,
+        visit: &mut dyn FnMut(Outcome, &Cube) -> bool,
+        touched: &mut dyn FnMut(usize),
+    ) -> Result<bool, OverBudget> {
+        let d = self.space.dims().len();
+        let hull_of = |c: &Cube| -> Vec<(u128, u128)> { c.hull().collect() };
+        // Every piece lies in the start's box: only entries meeting it can
+        // take anything.
+        let mut whole = vec![(u128::MAX, 0u128); d];
+        for c in start.cubes() {
+            for (slot, (lo, hi)) in whole.iter_mut().zip(c.hull()) {
+                slot.0 = slot.0.min(lo);
+                slot.1 = slot.1.max(hi);
+            }
+        }
+        let candidates = Rc::new(self.meeting(&whole, from, to));
+        let mut stack: Vec<Piece> = start
+            .cubes()
+            .iter()
+            .rev()
+            .map(|c| Piece {
+                hull: hull_of(c),
+                cube: c.clone(),
+                candidates: candidates.clone(),
+                at: from,
+                settled_until: from,
+            })
+            .collect();
+        let mut steps = 0u32;
+        'pieces: while let Some(mut piece) = stack.pop() {
+            // The first piece of every search looks at the clock: `diff`
+            // and `lint` run many short searches.
+            steps = steps.wrapping_add(1);
+            if steps % 256 == 1
+                && budget
+                    .deadline
+                    .is_some_and(|t| std::time::Instant::now() > t)
+            {
+                return Err(OverBudget);
+            }
+            // A RETURN past `to` skips it: those packets never arrive.
+            if piece.at > to {
+                continue;
+            }
+            let candidates = piece.candidates.clone();
+            let mut p = candidates.partition_point(|&k| k < piece.at);
+            while p < candidates.len() {
+                let j = candidates[p];
+                p += 1;
+                if self.is_removed(j) || !hulls_meet(&piece.hull, self.hull(j)) {
+                    continue;
+                }
+                let cube_j = self.cube(j);
+                if !piece.cube.overlaps(cube_j) {
+                    continue;
+                }
+                let resume = match &self.list.entries[j].kind {
+                    EntryKind::Decide(v) => {
+                        if settle.allows(v) && j >= piece.settled_until {
+                            let end = self.run_end(j).min(to);
+                            piece.settled_until = end;
+                            if let Some(&k) = candidates[p - 1..]
+                                .iter()
+                                .take_while(|&&k| k < end)
+                                .find(|&&k| {
+                                    !self.is_removed(k)
+                                        && self.list.entries[k].kind.is_terminal()
+                                        && covers(self.cube(k), &piece.hull)
+                                })
+                            {
+                                touched(k);
+                                if visit(Outcome::Decided(Stop::Entry(k)), &piece.cube) {
+                                    return Ok(true);
+                                }
+                                continue 'pieces;
+                            }
+                        }
+                        None
+                    }
+                    EntryKind::Return { resume, .. } => Some(*resume as usize),
+                    _ => continue,
+                };
+                touched(j);
+                let hit = piece.cube.intersect(cube_j);
+                let mut outside = Vec::new();
+                piece.cube.subtract_into(cube_j, &mut outside);
+                // The outside pieces go on from the next entry, in order;
+                // the part a RETURN took resumes after them.
+                if let Some(r) = resume {
+                    stack.push(Piece {
+                        hull: hull_of(&hit),
+                        cube: hit,
+                        candidates: candidates.clone(),
+                        at: r,
+                        settled_until: piece.settled_until.max(r),
+                    });
+                } else if visit(Outcome::Decided(Stop::Entry(j)), &hit) {
+                    return Ok(true);
+                }
+                for c in outside.into_iter().rev() {
+                    stack.push(Piece {
+                        hull: hull_of(&c),
+                        cube: c,
+                        candidates: candidates.clone(),
+                        at: j + 1,
+                        settled_until: piece.settled_until,
+                    });
+                }
+                if stack.len() > budget.max_cubes {
+                    return Err(OverBudget);
+                }
+                continue 'pieces;
+            }
+            if visit(Outcome::Arrived, &piece.cube) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+}
