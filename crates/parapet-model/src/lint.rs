@@ -75,9 +75,6 @@ struct Reach {
     touched: Vec<usize>,
 }
 
-/// Regions of at most this many cubes are kept between the passes.
-const KEEP_CUBES: usize = 64;
-
 /// `list` with every entry that has a limit made counter-only.
 fn limits_let_packets_on(list: &DecisionList) -> DecisionList {
     let mut list = list.clone();
