@@ -50,6 +50,7 @@ pub mod loader;
 pub mod metrics;
 pub mod metrics_config;
 pub mod metrics_http;
+mod metrics_sources;
 pub mod metrics_tally;
 pub mod parapetd;
 pub mod proto;

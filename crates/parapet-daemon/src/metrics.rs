@@ -182,6 +182,10 @@ pub fn collect(shared: &Shared, cfg: &MetricsConfig) -> String {
     if let (Some(rs), Some(cs)) = (&s.ruleset, &counters) {
         rules(&mut w, rs, cs, cfg.max_rule_series);
     }
+    for (name, typ, help, v) in crate::metrics_sources::source_rows(shared) {
+        w.family(name, typ, help);
+        w.sample(name, &[], v);
+    }
     w.gauge(
         "parapet_metrics_collect_seconds",
         "Time this scrape took to collect (before writing it out).",

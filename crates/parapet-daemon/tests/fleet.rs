@@ -165,7 +165,16 @@ fn hostile_messages_are_rejected_counted_and_survived() {
     let dir = tempfile::tempdir().unwrap();
     let broker = Broker::start(dir.path());
     let a = node(dir.path(), &broker, "a", &[]);
-    let b = node(dir.path(), &broker, "b", &[]);
+    // b also writes its metrics, which carry the fleet's counters
+    let prom_dir = dir.path().join("prom");
+    std::fs::create_dir_all(&prom_dir).unwrap();
+    let prom_arg = prom_dir.to_str().unwrap();
+    let b = node(
+        dir.path(),
+        &broker,
+        "b",
+        &["--metrics-textfile", prom_arg, "--metrics-interval", "1"],
+    );
     call(
         &mut b.client(),
         json!({"cmd": "set.create", "set": "mine", "type": "ipv4_addr"}),
@@ -211,6 +220,17 @@ fn hostile_messages_are_rejected_counted_and_survived() {
         &strings(&["192.0.2.1", "192.0.2.2"]),
         LIMIT,
     );
+    // The metrics say the same as stats: rejected and applied messages.
+    let sample = |text: &str, name: &str| -> Option<f64> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+    };
+    wait_until("b's metrics count the fleet's messages", LIMIT, || {
+        let text = std::fs::read_to_string(prom_dir.join("parapet.prom")).unwrap_or_default();
+        sample(&text, "parapet_fleet_rejected_total").is_some_and(|v| v >= 7.0)
+            && sample(&text, "parapet_fleet_applied_total").is_some_and(|v| v >= 2.0)
+            && sample(&text, "parapet_fleet_connected") == Some(1.0)
+    });
 }
 
 /// `kill -9` of a node while it takes bans as fast as a client can make
