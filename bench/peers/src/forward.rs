@@ -52,7 +52,11 @@ pub fn iptables_forward(rules: usize, form: Form) -> String {
             worst_port(i)
         );
     }
-    let _ = writeln!(s, "-A FORWARD -p {p} -m {p} --dport {} -j ACCEPT", last_port(form));
+    let _ = writeln!(
+        s,
+        "-A FORWARD -p {p} -m {p} --dport {} -j ACCEPT",
+        last_port(form)
+    );
     s.push_str("COMMIT\n");
     s
 }
@@ -87,7 +91,13 @@ fn last_port(form: Form) -> u16 {
 }
 
 /// The filters of this experiment.
-pub const FILTERS: [&str; 5] = ["none", "iptables-legacy", "iptables-nft", "nft", "parapet-forward"];
+pub const FILTERS: [&str; 5] = [
+    "none",
+    "iptables-legacy",
+    "iptables-nft",
+    "nft",
+    "parapet-forward",
+];
 
 /// A filter loaded into a bed's router; dropping it stops whatever process
 /// the filter needs (parapetd). Rules go with the namespace.
@@ -178,7 +188,10 @@ pub fn load(bed: &RouterBed, filter: &str, rules: usize, form: Form) -> Result<L
                 .spawn()
                 .map_err(|e| Error(format!("{bin}: {e}")))?;
             daemon = Some(child);
-            let mut guard = Loaded { daemon, elapsed: Duration::ZERO };
+            let mut guard = Loaded {
+                daemon,
+                elapsed: Duration::ZERO,
+            };
             let waited = Instant::now();
             while parapet_daemon::Client::connect(&sock).is_err() {
                 if waited.elapsed() > Duration::from_secs(20) {
@@ -193,11 +206,43 @@ pub fn load(bed: &RouterBed, filter: &str, rules: usize, form: Form) -> Result<L
             cmd::run(&cli, &["--socket", &s, "apply", &r], None)?;
             cmd::run(&cli, &["--socket", &s, "attach"], None)?;
             guard.elapsed = t0.elapsed();
+            if let Some(c) = &guard.daemon {
+                settle(c.id());
+            }
             return Ok(guard);
         }
         other => return Err(Error(format!("unknown filter {other}"))),
     }
-    Ok(Loaded { daemon, elapsed: t0.elapsed() })
+    Ok(Loaded {
+        daemon,
+        elapsed: t0.elapsed(),
+    })
+}
+
+/// CPU time (user + system, clock ticks) of a process, from /proc.
+fn cpu_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which may hold spaces) start at ") ".
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+}
+
+/// Waits (at most 60 s) until parapetd has finished the work that follows
+/// an apply (journal, snapshot) — no CPU time in 300 ms — so that the
+/// measurement times the dataplane, not the control plane still busy on
+/// the same two cores.
+fn settle(pid: u32) {
+    let t0 = Instant::now();
+    let mut last = cpu_ticks(pid);
+    while t0.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(300));
+        let now = cpu_ticks(pid);
+        if now.is_none() || now == last {
+            return;
+        }
+        last = now;
+    }
 }
 
 /// How a run is shaped.
@@ -457,9 +502,17 @@ pub fn markdown(res: &FwdResults, cfg: &FwdConfig) -> String {
         .iter()
         .filter(|f| res.points.iter().any(|p| &p.filter == *f))
         .collect();
-    let mut forms = vec![(Form::Flood, 64, "UDP flood, 64-byte frames: kpps at the receiver".to_string())];
+    let mut forms = vec![(
+        Form::Flood,
+        64,
+        "UDP flood, 64-byte frames: kpps at the receiver".to_string(),
+    )];
     for &f in &cfg.frames {
-        forms.push((Form::Tcp, f, format!("TCP stream (iperf3), {f}-byte frames: Mbit/s")));
+        forms.push((
+            Form::Tcp,
+            f,
+            format!("TCP stream (iperf3), {f}-byte frames: Mbit/s"),
+        ));
     }
     for (form, frame, title) in forms {
         let _ = writeln!(s, "\n{title}\n");
@@ -515,7 +568,10 @@ mod tests {
     #[test]
     fn rulesets_have_n_rules_and_end_in_the_accept() {
         let ipt = iptables_forward(400, Form::Tcp);
-        assert_eq!(ipt.lines().filter(|l| l.starts_with("-A FORWARD")).count(), 400);
+        assert_eq!(
+            ipt.lines().filter(|l| l.starts_with("-A FORWARD")).count(),
+            400
+        );
         assert!(ipt.contains("-i fr0 -o fr1 -p tcp -m tcp --sport 1024 --dport 10000 -j DROP"));
         assert!(ipt.contains("-A FORWARD -p tcp -m tcp --dport 5201 -j ACCEPT\nCOMMIT"));
         let nft = nft_forward(25, Form::Flood);
@@ -526,11 +582,23 @@ mod tests {
 
     #[test]
     fn targets_need_both_ratios() {
-        let t = Target { form: Form::Flood, frame: 64, own_ratio: Some(0.9), nft_ratio: Some(150.0) };
+        let t = Target {
+            form: Form::Flood,
+            frame: 64,
+            own_ratio: Some(0.9),
+            nft_ratio: Some(150.0),
+        };
         assert!(t.met());
-        let t = Target { nft_ratio: Some(99.0), ..t };
+        let t = Target {
+            nft_ratio: Some(99.0),
+            ..t
+        };
         assert!(!t.met());
-        let t = Target { own_ratio: None, nft_ratio: Some(150.0), ..t };
+        let t = Target {
+            own_ratio: None,
+            nft_ratio: Some(150.0),
+            ..t
+        };
         assert!(!t.met());
     }
 }

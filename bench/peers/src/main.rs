@@ -196,14 +196,38 @@ fn forward(args: &[String]) -> Result<(), String> {
             "--quick" => {}
             "--json" => json = Some(PathBuf::from(val()?)),
             "--report" => report = Some(PathBuf::from(val()?)),
-            "--rounds" => cfg.rounds = val()?.parse::<usize>().map_err(|_| "bad --rounds")?.clamp(1, 20),
-            "--tcp-secs" => cfg.tcp_secs = val()?.parse::<u32>().map_err(|_| "bad --tcp-secs")?.clamp(1, 30),
-            "--rules" => cfg.rules = list(&val()?, |s| s.parse().ok().filter(|n| (1..=55_000).contains(n)), "rule count")?,
+            "--rounds" => {
+                cfg.rounds = val()?
+                    .parse::<usize>()
+                    .map_err(|_| "bad --rounds")?
+                    .clamp(1, 20)
+            }
+            "--tcp-secs" => {
+                cfg.tcp_secs = val()?
+                    .parse::<u32>()
+                    .map_err(|_| "bad --tcp-secs")?
+                    .clamp(1, 30)
+            }
+            "--rules" => {
+                cfg.rules = list(
+                    &val()?,
+                    |s| s.parse().ok().filter(|n| (1..=55_000).contains(n)),
+                    "rule count",
+                )?
+            }
             "--frames" => {
-                cfg.frames = list(&val()?, |s| s.parse().ok().filter(|n| (128..=1518).contains(n)), "frame size (128..1518)")?
+                cfg.frames = list(
+                    &val()?,
+                    |s| s.parse().ok().filter(|n| (128..=1518).contains(n)),
+                    "frame size (128..1518)",
+                )?
             }
             "--filters" => {
-                cfg.filters = list(&val()?, |s| FILTERS.contains(&s).then(|| s.to_string()), "filter")?
+                cfg.filters = list(
+                    &val()?,
+                    |s| FILTERS.contains(&s).then(|| s.to_string()),
+                    "filter",
+                )?
             }
             other => return Err(format!("unknown option {other}\n{USAGE}")),
         }
@@ -227,8 +251,11 @@ fn forward(args: &[String]) -> Result<(), String> {
     }
     if let Some(p) = &json {
         let v = serde_json::json!({"command": command, "results": res, "targets": forward::targets(&res, &cfg)});
-        std::fs::write(p, serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?)
-            .map_err(|e| format!("{}: {e}", p.display()))?;
+        std::fs::write(
+            p,
+            serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?,
+        )
+        .map_err(|e| format!("{}: {e}", p.display()))?;
     }
     if signal::stop_requested() {
         return Err("interrupted".into());

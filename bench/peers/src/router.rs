@@ -105,7 +105,12 @@ impl RouterBed {
             ns.ip(&["link", "set", dev, "up"]).map_err(Error)?;
             // One packet per frame through the router: no TSO/GSO on the
             // senders, no GRO on the receivers (nf-HiPAC's NICs had none).
-            ns_exec(ns, &["ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off"])?;
+            ns_exec(
+                ns,
+                &[
+                    "ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off",
+                ],
+            )?;
         }
         self.sender
             .ip(&["route", "add", "default", "via", "198.18.1.2"])
@@ -121,13 +126,29 @@ impl RouterBed {
             (&self.receiver, "198.18.2.1", macs[2].1, "fb0"),
         ];
         for (ns, addr, mac, dev) in neigh {
-            ns.ip(&["neigh", "replace", addr, "lladdr", mac, "dev", dev, "nud", "permanent"])
-                .map_err(Error)?;
+            ns.ip(&[
+                "neigh",
+                "replace",
+                addr,
+                "lladdr",
+                mac,
+                "dev",
+                dev,
+                "nud",
+                "permanent",
+            ])
+            .map_err(Error)?;
         }
-        ns_exec(&self.router, &["sysctl", "-q", "-w", "net.ipv4.ip_forward=1"])?;
+        ns_exec(
+            &self.router,
+            &["sysctl", "-q", "-w", "net.ipv4.ip_forward=1"],
+        )?;
         // iperf3 runs fix the client port; the next run must not wait for
         // the previous connection's TIME_WAIT.
-        ns_exec(&self.sender, &["sysctl", "-q", "-w", "net.ipv4.tcp_tw_reuse=1"])?;
+        ns_exec(
+            &self.sender,
+            &["sysctl", "-q", "-w", "net.ipv4.tcp_tw_reuse=1"],
+        )?;
         // The flood's sink: never read, 4 KiB buffer, so a datagram that
         // reached UDP ends at once (InDatagrams or RcvbufErrors).
         let sink = self.receiver.run_in(|| -> Result<UdpSocket> {
@@ -181,7 +202,10 @@ impl RouterBed {
         self.receiver.run_in(|| -> Result<u64> {
             let text = std::fs::read_to_string("/proc/thread-self/net/snmp")?;
             let udp = parse_snmp(&text, "Udp");
-            Ok(udp.iter().find(|(n, _)| n == "NoPorts").map_or(0, |(_, v)| *v))
+            Ok(udp
+                .iter()
+                .find(|(n, _)| n == "NoPorts")
+                .map_or(0, |(_, v)| *v))
         })
     }
 
@@ -332,7 +356,12 @@ fn send_loop(sock: &UdpSocket, stop: &AtomicBool, limit: Duration) -> Result<()>
         // SAFETY: msgs points at BATCH headers whose iovecs point at
         // `payload`, all alive for the call; the socket is connected.
         let n = unsafe {
-            libc::sendmmsg(sock.as_raw_fd(), msgs.as_mut_ptr(), BATCH as libc::c_uint, 0)
+            libc::sendmmsg(
+                sock.as_raw_fd(),
+                msgs.as_mut_ptr(),
+                BATCH as libc::c_uint,
+                0,
+            )
         };
         if n < 0 {
             let e = std::io::Error::last_os_error();

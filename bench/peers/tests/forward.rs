@@ -32,11 +32,19 @@ fn quick_forward_run_has_every_point_and_parapet_is_in_force() {
     assert_eq!(res.points.len(), forms * FILTERS.len() * cfg.rules.len());
     for p in &res.points {
         assert_eq!(p.samples.len(), cfg.rounds, "{p:?}");
-        assert!(p.samples.iter().all(|&x| x > 0.0), "nothing forwarded: {p:?}");
+        assert!(
+            p.samples.iter().all(|&x| x > 0.0),
+            "nothing forwarded: {p:?}"
+        );
     }
-    assert!(res.median(Form::Flood, 64, "parapet-forward", 400).is_some());
+    assert!(res
+        .median(Form::Flood, 64, "parapet-forward", 400)
+        .is_some());
     let md = forward::markdown(&res, &cfg);
-    assert!(md.contains("| rules | none | iptables-legacy | iptables-nft | nft | parapet-forward |"), "{md}");
+    assert!(
+        md.contains("| rules | none | iptables-legacy | iptables-nft | nft | parapet-forward |"),
+        "{md}"
+    );
     assert!(md.contains("TCP stream (iperf3), 128-byte frames"), "{md}");
     assert_eq!(forward::targets(&res, &cfg).len(), forms);
 }
