@@ -116,21 +116,6 @@ impl Drop for Loaded {
     }
 }
 
-/// Binaries of parapet: `PARAPET_BIN` (else `parapet`), and `PARAPETD_BIN`
-/// (else `parapetd` beside it, else on the PATH).
-fn parapet_bins() -> (String, String) {
-    let cli = std::env::var("PARAPET_BIN").unwrap_or_else(|_| "parapet".into());
-    let daemon = std::env::var("PARAPETD_BIN").unwrap_or_else(|_| {
-        let sibling = std::path::Path::new(&cli).with_file_name("parapetd");
-        if sibling.is_file() {
-            sibling.to_string_lossy().into_owned()
-        } else {
-            "parapetd".into()
-        }
-    });
-    (cli, daemon)
-}
-
 /// Why `filter` cannot run here, if it cannot.
 pub fn unavailable(filter: &str) -> Option<String> {
     let need: &[&str] = match filter {
@@ -143,7 +128,7 @@ pub fn unavailable(filter: &str) -> Option<String> {
     };
     let mut need: Vec<String> = need.iter().map(|s| s.to_string()).collect();
     if filter == "parapet-forward" {
-        let (cli, daemon) = parapet_bins();
+        let (cli, daemon) = crate::bans::parapet_binaries();
         need.extend([cli, daemon]);
     }
     need.into_iter()
@@ -170,7 +155,7 @@ pub fn load(bed: &RouterBed, filter: &str, rules: usize, form: Form) -> Result<L
             ns.run_in(|| cmd::run("nft", &["-f", &p], None))?;
         }
         "parapet-forward" => {
-            let (cli, bin) = parapet_bins();
+            let (cli, bin) = crate::bans::parapet_binaries();
             let dir = crate::workdir()?.join("parapetd-fwd");
             let _ = std::fs::remove_dir_all(&dir);
             std::fs::create_dir_all(&dir)?;
