@@ -16,9 +16,12 @@ if [ "$want" = test ]; then
   # The CrowdSec tests run a real Local API (and benchmark the real
   # nftables bouncer); installed offline, services not started (below).
   pkgs+=(crowdsec crowdsec-firewall-bouncer)
+  # The FORWARD-position bench smoke test streams TCP with iperf3.
+  pkgs+=(iperf3)
 elif [ "$(id -u)" = 0 ]; then
-  # The demo ends with the side-by-side kernel benchmark when it can.
-  pkgs+=(iptables nftables ipset ethtool)
+  # The demo ends with the side-by-side kernel benchmark when it can;
+  # iperf3 is the TCP stream of its FORWARD-position experiment.
+  pkgs+=(iptables nftables ipset ethtool iperf3)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

@@ -311,6 +311,21 @@ impl BanMethod for XtRecentFile {
     }
 }
 
+/// parapet's binaries: `PARAPET_BIN` (else `parapet`), and `PARAPETD_BIN`
+/// (else `parapetd` beside it, else on the PATH).
+pub fn parapet_binaries() -> (String, String) {
+    let cli = std::env::var("PARAPET_BIN").unwrap_or_else(|_| "parapet".into());
+    let daemon = std::env::var("PARAPETD_BIN").unwrap_or_else(|_| {
+        let sibling = std::path::Path::new(&cli).with_file_name("parapetd");
+        if sibling.is_file() {
+            sibling.to_string_lossy().into_owned()
+        } else {
+            "parapetd".into()
+        }
+    });
+    (cli, daemon)
+}
+
 /// A `parapetd` started for the ban measurements: temporary socket and
 /// state directory (fsync on, as in production), stopped on drop. The
 /// daemon binary is `PARAPETD_BIN`, else `parapetd` beside `PARAPET_BIN`,
@@ -322,16 +337,7 @@ struct Parapetd {
 
 impl Parapetd {
     fn binaries() -> (String, String) {
-        let cli = std::env::var("PARAPET_BIN").unwrap_or_else(|_| "parapet".into());
-        let daemon = std::env::var("PARAPETD_BIN").unwrap_or_else(|_| {
-            let sibling = std::path::Path::new(&cli).with_file_name("parapetd");
-            if sibling.is_file() {
-                sibling.to_string_lossy().into_owned()
-            } else {
-                "parapetd".into()
-            }
-        });
-        (cli, daemon)
+        parapet_binaries()
     }
 
     fn start() -> Result<Parapetd> {

@@ -12,6 +12,9 @@ const USAGE: &str = "\
 usage: parapet-peers [run] [OPTIONS]      run the benchmarks (needs root)
        parapet-peers gen-rules --rules N [--format iptables|nft|nft-set|nft-vmap]
                                [--kind worst|ipfw-late|ipfw-early]
+       parapet-peers forward [--quick] [--rounds N] [--rules 25,100,…] [--filters a,b,…]
+                             [--frames 128,512,1518] [--tcp-secs N] [--report FILE.md] [--json FILE]
+                                           the FORWARD-position experiment (router namespace)
        parapet-peers cleanup               delete namespaces of dead runs
 
 options for run:
@@ -178,12 +181,95 @@ fn run(args: &[String]) -> Result<(), String> {
     Ok(())
 }
 
+fn forward(args: &[String]) -> Result<(), String> {
+    use parapet_peers::forward::{self, FwdConfig, FILTERS};
+    let mut cfg = if args.iter().any(|a| a == "--quick") {
+        FwdConfig::quick()
+    } else {
+        FwdConfig::full()
+    };
+    let (mut json, mut report) = (None::<PathBuf>, None::<PathBuf>);
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut val = || it.next().cloned().ok_or(format!("{a} needs a value"));
+        match a.as_str() {
+            "--quick" => {}
+            "--json" => json = Some(PathBuf::from(val()?)),
+            "--report" => report = Some(PathBuf::from(val()?)),
+            "--rounds" => {
+                cfg.rounds = val()?
+                    .parse::<usize>()
+                    .map_err(|_| "bad --rounds")?
+                    .clamp(1, 20)
+            }
+            "--tcp-secs" => {
+                cfg.tcp_secs = val()?
+                    .parse::<u32>()
+                    .map_err(|_| "bad --tcp-secs")?
+                    .clamp(1, 30)
+            }
+            "--rules" => {
+                cfg.rules = list(
+                    &val()?,
+                    |s| s.parse().ok().filter(|n| (1..=55_000).contains(n)),
+                    "rule count",
+                )?
+            }
+            "--frames" => {
+                cfg.frames = list(
+                    &val()?,
+                    |s| s.parse().ok().filter(|n| (128..=1518).contains(n)),
+                    "frame size (128..1518)",
+                )?
+            }
+            "--filters" => {
+                cfg.filters = list(
+                    &val()?,
+                    |s| FILTERS.contains(&s).then(|| s.to_string()),
+                    "filter",
+                )?
+            }
+            other => return Err(format!("unknown option {other}\n{USAGE}")),
+        }
+    }
+    testbed::ensure_root().map_err(|e| e.0)?;
+    signal::install();
+    let command = std::iter::once("parapet-peers".to_string())
+        .chain(std::env::args().skip(1))
+        .collect::<Vec<_>>()
+        .join(" ");
+    for n in parapet_testbed::remove_stale(parapet_peers::router::FWD_TAG) {
+        eprintln!("deleted stale namespace {n}");
+    }
+    let res = forward::run(&cfg).map_err(|e| e.0);
+    parapet_peers::remove_workdir();
+    let res = res?;
+    let md = format!("`{command}`\n{}", forward::markdown(&res, &cfg));
+    println!("{md}");
+    if let Some(p) = &report {
+        std::fs::write(p, &md).map_err(|e| format!("{}: {e}", p.display()))?;
+    }
+    if let Some(p) = &json {
+        let v = serde_json::json!({"command": command, "results": res, "targets": forward::targets(&res, &cfg)});
+        std::fs::write(
+            p,
+            serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?,
+        )
+        .map_err(|e| format!("{}: {e}", p.display()))?;
+    }
+    if signal::stop_requested() {
+        return Err("interrupted".into());
+    }
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let r = match args.first().map(String::as_str) {
         Some("gen-rules") => gen_rules(&args[1..]),
         Some("cleanup") => {
-            for n in testbed::remove_stale() {
+            let fwd = parapet_testbed::remove_stale(parapet_peers::router::FWD_TAG);
+            for n in testbed::remove_stale().into_iter().chain(fwd) {
                 eprintln!("deleted namespace {n}");
             }
             Ok(())
@@ -193,6 +279,7 @@ fn main() -> ExitCode {
             Ok(())
         }
         Some("run") => run(&args[1..]),
+        Some("forward") => forward(&args[1..]),
         _ => run(&args),
     };
     match r {
