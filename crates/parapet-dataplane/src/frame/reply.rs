@@ -190,7 +190,11 @@ pub fn reject_reply(pkt: &[u8], rtype: u8, src: Option<IpAddr>) -> Option<Reply>
     let (l4_proto, body) = match kind {
         ReplyKind::TcpReset => (TCP, tcp_reset(&r)?),
         ReplyKind::Icmp(t, c) => {
-            let max = if r.ipv6 { MAX_ICMP6 - 48 } else { MAX_ICMP4 - 28 };
+            let max = if r.ipv6 {
+                MAX_ICMP6 - 48
+            } else {
+                MAX_ICMP4 - 28
+            };
             // the quote: what we have of the packet, never past its end
             let quote = &pkt[..pkt.len().min(r.total).min(max)];
             // IPv4 quotes at least the header and 8 bytes (RFC 792)
@@ -388,7 +392,9 @@ mod tests {
         assert_eq!(reject_reply(&rst, rt::TCP_RESET, None), None);
         let later = l3(Frame::ipv4(A, B).ipv4_frag(64, false).udp(1, 82).build());
         assert_eq!(reject_reply(&later, rt::DEFAULT, None), None);
-        let mc = l3(Frame::ipv4(A, Ipv4Addr::new(224, 0, 0, 1)).udp(1, 82).build());
+        let mc = l3(Frame::ipv4(A, Ipv4Addr::new(224, 0, 0, 1))
+            .udp(1, 82)
+            .build());
         assert_eq!(reject_reply(&mc, rt::DEFAULT, None), None);
         let ack = l3(Frame::ipv4(A, B).tcp(1, 81, 0x10).build());
         let r = reject_reply(&ack, rt::TCP_RESET, None).unwrap();
