@@ -92,10 +92,8 @@ impl RejectQueue {
         })
     }
 
-    /// Answer queued REJECTs until `stop` is set: wait up to `tick` for
-    /// records, then answer at most 1024 before looking at `stop` again.
-    /// The kernel side rate-limits, so the ring (256 KiB, ~1,500 records)
-    /// bounds what can wait here.
+    /// Answer queued REJECTs until `stop` is set, looking at it every
+    /// `tick`.
     pub fn serve(
         &mut self,
         sender: &RejectSender,
@@ -104,18 +102,25 @@ impl RejectQueue {
         counts: &RejectCounts,
     ) {
         while !stop.load(Ordering::Relaxed) {
-            if !wait_readable(self.fd(), tick) {
-                continue;
-            }
-            for _ in 0..1024 {
-                let Some(r) = self.next_reject() else { break };
-                let c = match sender.answer(&r) {
-                    Ok(true) => &counts.sent,
-                    Ok(false) => &counts.no_reply,
-                    Err(_) => &counts.failed,
-                };
-                c.fetch_add(1, Ordering::Relaxed);
-            }
+            self.serve_once(sender, tick, counts);
+        }
+    }
+
+    /// Wait up to `tick` for records, then answer at most 1024 of them.
+    /// The kernel side rate-limits, so the ring (256 KiB, ~1,600 records)
+    /// bounds what can wait here.
+    pub fn serve_once(&mut self, sender: &RejectSender, tick: Duration, counts: &RejectCounts) {
+        if !wait_readable(self.fd(), tick) {
+            return;
+        }
+        for _ in 0..1024 {
+            let Some(r) = self.next_reject() else { break };
+            let c = match sender.answer(&r) {
+                Ok(true) => &counts.sent,
+                Ok(false) => &counts.no_reply,
+                Err(_) => &counts.failed,
+            };
+            c.fetch_add(1, Ordering::Relaxed);
         }
     }
 }
