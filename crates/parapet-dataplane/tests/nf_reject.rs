@@ -72,7 +72,9 @@ enum Outcome {
 
 fn tcp_probe(to: SocketAddr) -> Outcome {
     let t0 = Instant::now();
-    match TcpStream::connect_timeout(&to, Duration::from_secs(3)) {
+    let r = TcpStream::connect_timeout(&to, Duration::from_secs(3));
+    println!("tcp {to}: answered after {:?}", t0.elapsed());
+    match r {
         Err(e)
             if e.kind() == ErrorKind::ConnectionRefused
                 && t0.elapsed() < Duration::from_secs(1) =>
@@ -90,7 +92,9 @@ fn udp_probe(from: IpAddr, to: SocketAddr) -> Outcome {
     s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
     s.send(b"anyone?").unwrap();
     let t0 = Instant::now();
-    match s.recv(&mut [0u8; 64]) {
+    let r = s.recv(&mut [0u8; 64]);
+    println!("udp {to}: answered after {:?}", t0.elapsed());
+    match r {
         Err(e)
             if e.kind() == ErrorKind::ConnectionRefused
                 && t0.elapsed() < Duration::from_secs(1) =>
