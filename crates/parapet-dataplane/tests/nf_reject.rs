@@ -70,20 +70,24 @@ enum Outcome {
     Other(String),
 }
 
+/// How a probe that waited since `t0` for an answer ended: `ok` names a
+/// success.
+fn outcome<T>(what: &str, to: SocketAddr, t0: Instant, r: std::io::Result<T>, ok: &str) -> Outcome {
+    let took = t0.elapsed();
+    println!("{what} {to}: answered after {took:?}");
+    match r {
+        Err(e) if e.kind() == ErrorKind::ConnectionRefused && took < Duration::from_secs(1) => {
+            Outcome::Refused
+        }
+        Err(e) => Outcome::Other(format!("{e} after {took:?}")),
+        Ok(_) => Outcome::Other(ok.into()),
+    }
+}
+
 fn tcp_probe(to: SocketAddr) -> Outcome {
     let t0 = Instant::now();
     let r = TcpStream::connect_timeout(&to, Duration::from_secs(3));
-    println!("tcp {to}: answered after {:?}", t0.elapsed());
-    match r {
-        Err(e)
-            if e.kind() == ErrorKind::ConnectionRefused
-                && t0.elapsed() < Duration::from_secs(1) =>
-        {
-            Outcome::Refused
-        }
-        Err(e) => Outcome::Other(format!("{e} after {:?}", t0.elapsed())),
-        Ok(_) => Outcome::Other("connected".into()),
-    }
+    outcome("tcp", to, t0, r, "connected")
 }
 
 fn udp_probe(from: IpAddr, to: SocketAddr) -> Outcome {
@@ -93,17 +97,7 @@ fn udp_probe(from: IpAddr, to: SocketAddr) -> Outcome {
     s.send(b"anyone?").unwrap();
     let t0 = Instant::now();
     let r = s.recv(&mut [0u8; 64]);
-    println!("udp {to}: answered after {:?}", t0.elapsed());
-    match r {
-        Err(e)
-            if e.kind() == ErrorKind::ConnectionRefused
-                && t0.elapsed() < Duration::from_secs(1) =>
-        {
-            Outcome::Refused
-        }
-        Err(e) => Outcome::Other(format!("{e} after {:?}", t0.elapsed())),
-        Ok(_) => Outcome::Other("a reply".into()),
-    }
+    outcome("udp", to, t0, r, "a reply")
 }
 
 /// Outcomes of the four probes from the sending namespace.

@@ -151,19 +151,14 @@ fn eligible(r: &Rejected) -> bool {
         return false;
     }
     let at = |i: usize| r.pkt.get(r.l4 + i).copied();
-    match r.proto {
-        TCP if at(13).is_none_or(|f| f & 0x04 != 0) => return false,
-        ICMP if !r.ipv6 => {
-            if at(0).is_none_or(|t| matches!(t, 3 | 4 | 5 | 11 | 12) || t > 18) {
-                return false;
-            }
-        }
-        ICMPV6 if r.ipv6 => {
-            if at(0).is_none_or(|t| t < 128 || t == 137) {
-                return false;
-            }
-        }
-        _ => {}
+    let never = match r.proto {
+        TCP => at(13).is_none_or(|f| f & 0x04 != 0),
+        ICMP if !r.ipv6 => at(0).is_none_or(|t| matches!(t, 3 | 4 | 5 | 11 | 12) || t > 18),
+        ICMPV6 if r.ipv6 => at(0).is_none_or(|t| t < 128 || t == 137),
+        _ => false,
+    };
+    if never {
+        return false;
     }
     let unicast = |a: IpAddr| match a {
         IpAddr::V4(a) => !(a.is_broadcast() || a.is_multicast() || a.is_unspecified()),
