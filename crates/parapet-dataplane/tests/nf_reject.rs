@@ -1,11 +1,14 @@
-//! REJECT at the netfilter INPUT hook, answered from user space
+//! REJECT at the netfilter INPUT and OUTPUT hooks, answered from user space
 //! (`src/reject_queue.rs`), against the kernel's own REJECT: two veth
 //! namespace pairs, one filtered by parapet's netfilter program, its twin by
 //! iptables-legacy / ip6tables-legacy with the same rules. A TCP connect to
 //! the port rejected with `tcp-reset` and a connected UDP socket sending to
 //! the port rejected with the default type (port unreachable) must end the
-//! same way in both, for IPv4 and IPv6: ECONNREFUSED, at once. Listeners
-//! on both ports make any other outcome (a connection, a timeout) visible.
+//! same way in both, for IPv4 and IPv6: at INPUT ECONNREFUSED at once; at
+//! OUTPUT (the filtered namespace sends) the reset refuses the connect and
+//! the datagram's send fails with EPERM. Listeners on both ports make any
+//! other outcome (a connection, a timeout) visible; without the answer the
+//! connect times out (INPUT) or fails with EPERM (OUTPUT).
 //!
 //! Needs root (`#[ignore = "needs root"]`).
 
@@ -24,14 +27,13 @@ use parapet_dataplane::{LoadOptions, NfFamily, NfHook, RejectCounts, RejectSende
 const RX6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x250, 0, 0, 0, 0, 0, 1);
 const TX6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x250, 0, 0, 0, 0, 0, 2);
 
-const RULES: &str = "table inet filter {
-  chain input {
-    type filter hook input priority 0; policy accept;
-    tcp dport 81 reject with tcp reset
-    udp dport 82 reject
-  }
+/// The rules, in the chain at `hook` (input, output).
+fn rules(hook: &str) -> String {
+    format!(
+        "table inet filter {{\n  chain c {{\n    type filter hook {hook} priority 0; policy accept;\n    \
+         tcp dport 81 reject with tcp reset\n    udp dport 82 reject\n  }}\n}}\n"
+    )
 }
-";
 
 fn add_v6(ns: &Netns) {
     for (name, dev, addr) in [(&ns.rx, "ppv-rx", RX6), (&ns.tx, "ppv-tx", TX6)] {
@@ -50,15 +52,21 @@ fn add_v6(ns: &Netns) {
     }
 }
 
-/// Listeners on both ports in the receiving namespace: without a REJECT,
-/// the connect succeeds and the datagram meets silence.
-fn listeners(ns: &Netns) -> (TcpListener, UdpSocket, TcpListener, UdpSocket) {
-    Netns::run_in(&ns.rx, || {
+/// Listeners on both ports where the probes go: without a REJECT, the
+/// connect succeeds and the datagram meets silence. INPUT: the filtered
+/// namespace (rx) receives; OUTPUT: it sends, to its peer (tx).
+fn listeners(ns: &Netns, output: bool) -> (TcpListener, UdpSocket, TcpListener, UdpSocket) {
+    let (name, v4, v6) = if output {
+        (&ns.tx, TX_ADDR, TX6)
+    } else {
+        (&ns.rx, RX_ADDR, RX6)
+    };
+    Netns::run_in(name, || {
         (
-            TcpListener::bind((RX_ADDR, 81)).unwrap(),
-            UdpSocket::bind((RX_ADDR, 82)).unwrap(),
-            TcpListener::bind((RX6, 81)).unwrap(),
-            UdpSocket::bind((RX6, 82)).unwrap(),
+            TcpListener::bind((v4, 81)).unwrap(),
+            UdpSocket::bind((v4, 82)).unwrap(),
+            TcpListener::bind((v6, 81)).unwrap(),
+            UdpSocket::bind((v6, 82)).unwrap(),
         )
     })
 }
@@ -94,28 +102,37 @@ fn udp_probe(from: IpAddr, to: SocketAddr) -> Outcome {
     let s = UdpSocket::bind((from, 0)).unwrap();
     s.connect(to).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
-    s.send(b"anyone?").unwrap();
+    // a packet dropped at OUTPUT fails the send itself (EPERM)
+    if let Err(e) = s.send(b"anyone?") {
+        return Outcome::Other(format!("send: {:?}", e.kind()));
+    }
     let t0 = Instant::now();
     let r = s.recv(&mut [0u8; 64]);
     outcome("udp", to, t0, r, "a reply")
 }
 
-/// Outcomes of the four probes from the sending namespace.
-fn probes(ns: &Netns) -> Vec<Outcome> {
-    Netns::run_in(&ns.tx, || {
+/// Outcomes of the four probes toward the listeners.
+fn probes(ns: &Netns, output: bool) -> Vec<Outcome> {
+    let (name, from4, to4, from6, to6) = if output {
+        (&ns.rx, RX_ADDR, TX_ADDR, RX6, TX6)
+    } else {
+        (&ns.tx, TX_ADDR, RX_ADDR, TX6, RX6)
+    };
+    Netns::run_in(name, || {
         vec![
-            tcp_probe(SocketAddr::from((RX_ADDR, 81))),
-            udp_probe(TX_ADDR.into(), SocketAddr::from((RX_ADDR, 82))),
-            tcp_probe(SocketAddr::from((RX6, 81))),
-            udp_probe(TX6.into(), SocketAddr::from((RX6, 82))),
+            tcp_probe(SocketAddr::from((to4, 81))),
+            udp_probe(from4.into(), SocketAddr::from((to4, 82))),
+            tcp_probe(SocketAddr::from((to6, 81))),
+            udp_probe(from6.into(), SocketAddr::from((to6, 82))),
         ]
     })
 }
 
-fn kernel_twin() -> Vec<Outcome> {
+fn kernel_twin(output: bool) -> Vec<Outcome> {
     let ns = Netns::create("nfrk").expect("twin topology");
     add_v6(&ns);
-    let _l = listeners(&ns);
+    let _l = listeners(&ns, output);
+    let chain = if output { "OUTPUT" } else { "INPUT" };
     for ipt in ["iptables-legacy", "ip6tables-legacy"] {
         for rule in [
             &[
@@ -130,43 +147,62 @@ fn kernel_twin() -> Vec<Outcome> {
             ][..],
             &["-p", "udp", "--dport", "82", "-j", "REJECT"][..],
         ] {
-            let mut argv = vec!["netns", "exec", &ns.rx, ipt, "-A", "INPUT"];
+            let mut argv = vec!["netns", "exec", &ns.rx, ipt, "-A", chain];
             argv.extend_from_slice(rule);
             parapet_testbed::run("ip", &argv).expect("kernel REJECT rule");
         }
     }
-    probes(&ns)
+    probes(&ns, output)
 }
 
 #[test]
 #[ignore = "needs root"]
 fn input_reject_answers_like_the_kernel() {
-    let want = kernel_twin();
-    assert_eq!(want, vec![Outcome::Refused; 4], "the kernel's own REJECT");
+    reject_answers_like_the_kernel("input_reject_answers_like_the_kernel", NfHook::Input);
+}
 
-    let mut dp = load_dataplane(
-        "input_reject_answers_like_the_kernel",
-        &LoadOptions::default(),
+#[test]
+#[ignore = "needs root"]
+fn output_reject_answers_the_local_sender_like_the_kernel() {
+    reject_answers_like_the_kernel(
+        "output_reject_answers_the_local_sender_like_the_kernel",
+        NfHook::Output,
     );
+}
+
+fn reject_answers_like_the_kernel(test: &str, hook: NfHook) {
+    let output = hook == NfHook::Output;
+    let want = kernel_twin(output);
+    // INPUT: refused at once; OUTPUT: the reset refuses the connect, the
+    // datagram's send fails (EPERM: dropped at OUTPUT)
+    let eperm = || Outcome::Other("send: PermissionDenied".into());
+    let expect = if output {
+        vec![Outcome::Refused, eperm(), Outcome::Refused, eperm()]
+    } else {
+        vec![Outcome::Refused; 4]
+    };
+    assert_eq!(want, expect, "{test}: the kernel's own REJECT");
+
+    let mut dp = load_dataplane(test, &LoadOptions::default());
     assert_eq!(dp.netfilter_note(), None, "netfilter program");
-    let rs = parapet_parse::parse(RULES, "test", parapet_parse::Format::Auto)
+    let text = rules(if output { "output" } else { "input" });
+    let rs = parapet_parse::parse(&text, "test", parapet_parse::Format::Auto)
         .expect("test ruleset parses")
         .ruleset;
-    let list = parapet_model::flatten(&rs, rs.select_chain(None).unwrap()).unwrap();
+    let list = parapet_model::flatten(&rs, rs.select_chain(Some("filter/c")).unwrap()).unwrap();
     let (image, _) =
         parapet_compile::compile(&list, &parapet_compile::CompileOptions::default()).unwrap();
-    dp.write_hook_image(NfHook::Input, &image.to_bytes())
-        .unwrap();
+    dp.write_hook_image(hook, &image.to_bytes()).unwrap();
     dp.swap().unwrap();
 
     let ns = Netns::create("nfrp").expect("topology");
     add_v6(&ns);
-    let _l = listeners(&ns);
+    let _l = listeners(&ns, output);
     let mut queue = dp.take_reject_queue().expect("the reject ring");
     assert!(dp.take_reject_queue().is_none(), "taken once");
     let sender = Netns::run_in(&ns.rx, RejectSender::new).expect("raw sockets");
     let ids = Netns::run_in(&ns.rx, || {
-        NfFamily::ALL.map(|f| dp.attach_netfilter(NfHook::Input, f, 0).unwrap().id)
+        NfFamily::ALL.map(|f| dp.attach_netfilter(hook, f, 0).unwrap().id)
     });
     let stop = Arc::new(AtomicBool::new(false));
     let counts = Arc::new(RejectCounts::default());
@@ -176,13 +212,13 @@ fn input_reject_answers_like_the_kernel() {
             queue.serve(&sender, &stop, Duration::from_millis(50), &counts);
         })
     };
-    let got = probes(&ns);
+    let got = probes(&ns, output);
     stop.store(true, Ordering::Relaxed);
     server.join().unwrap();
     for id in ids {
         dp.detach(id).unwrap();
     }
-    assert_eq!(got, want, "parapet at INPUT vs the kernel");
+    assert_eq!(got, want, "{test}: parapet at {hook} vs the kernel");
     let st = dp.stats().unwrap();
     assert_eq!(st.get(Stat::NfRejectQueued), 4, "{st:?}");
     assert_eq!(st.get(Stat::NfRejectRingFull), 0);
