@@ -11,7 +11,7 @@
 
 use crate::compiled::CompiledChain;
 use parapet_dataplane::{NfFamily, NfHook};
-use parapet_model::{Action, ChainId, Field, Hook, Rule, Ruleset, TableFamily, Verdict};
+use parapet_model::{Action, ChainId, Field, Hook, Rule, Ruleset, TableFamily};
 
 /// One netfilter link the active ruleset wants.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -119,39 +119,6 @@ fn ids(rules: &[&Rule]) -> String {
     }
 }
 
-/// The REJECT rules of the hook chains: netfilter programs can only accept
-/// or drop, so they are enforced as DROP there (no reply is sent).
-pub fn reject_note(rs: &Ruleset, plan: &HookPlan) -> Option<String> {
-    let mut rej: Vec<&Rule> = Vec::new();
-    let mut policies = Vec::new();
-    for (hook, c) in &plan.chains {
-        rej.extend(
-            reachable(rs, c.chain)
-                .into_iter()
-                .filter(|r| matches!(r.action, Action::Verdict(Verdict::Reject { .. }))),
-        );
-        if matches!(c.policy, Verdict::Reject { .. }) {
-            policies.push(hook.chain());
-        }
-    }
-    if rej.is_empty() && policies.is_empty() {
-        return None;
-    }
-    let what = match (rej.is_empty(), policies.is_empty()) {
-        (false, true) => format!("REJECT rules {}", ids(&rej)),
-        (true, false) => format!("the REJECT policy of {}", policies.join(", ")),
-        _ => format!(
-            "REJECT rules {} and the REJECT policy of {}",
-            ids(&rej),
-            policies.join(", ")
-        ),
-    };
-    Some(format!(
-        "{what} are enforced as DROP at the netfilter hooks: a netfilter BPF program can only \
-         accept or drop, so no TCP reset or ICMP error is sent"
-    ))
-}
-
 fn forwarding_on() -> bool {
     [
         "/proc/sys/net/ipv4/ip_forward",
@@ -208,8 +175,7 @@ pub fn warnings(
     if nf {
         match hook_plan(rs, compiled) {
             Err(e) => out.push(e),
-            Ok(plan) => {
-                out.extend(reject_note(rs, &plan));
+            Ok(_) => {
                 let other: Vec<&str> = compiled
                     .iter()
                     .filter(|c| {
@@ -266,15 +232,11 @@ COMMIT
             .iter()
             .all(|w| w.family == NfFamily::Ipv4 && w.priority == 0));
         assert!(!plan.needs_ct);
-        let note = reject_note(&c.ruleset, &plan).unwrap();
-        assert!(
-            note.starts_with("REJECT rules 2 are enforced as DROP"),
-            "{note}"
-        );
-        // at the hooks: the REJECT note; on an interface with FORWARD
-        // placed there: its -o rule never matches
+        // at the hooks: no note (REJECT rule 2 is answered by parapetd,
+        // src/rejecter.rs); on an interface with FORWARD placed there: its
+        // -o rule never matches
         let w = warnings(&c.ruleset, &c.compiled, None, true);
-        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w.is_empty(), "{w:?}");
         let fwd = c.compiled.iter().find(|x| x.name == "filter/FORWARD");
         let w = warnings(&c.ruleset, &c.compiled, fwd, false);
         assert!(

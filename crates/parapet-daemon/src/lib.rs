@@ -19,7 +19,8 @@
 //!   commands, `ban`, replay and snapshots all use it).
 //! - [`server`]: the daemon ([`server::Daemon`], [`server::run`]): local
 //!   Unix socket (mode 0660, no network listener), a reader and a writer
-//!   thread per client, group-committed journal, expiry reaper, sd_notify;
+//!   thread per client, group-committed journal, expiry reaper, sd_notify,
+//!   the rejecter (`rejecter.rs`: answers REJECTs at the netfilter hooks);
 //!   [`parapetd`]: the binary's flags.
 //! - [`metrics`]: Prometheus metrics (opt-in; settings in [`metrics_config`],
 //!   counts kept by the state and journal in [`metrics_tally`]); [`metrics_http`]: their
@@ -55,6 +56,7 @@ pub mod metrics_tally;
 pub mod parapetd;
 pub mod proto;
 mod recovery;
+mod rejecter;
 pub mod server;
 mod shared;
 pub mod state;

@@ -41,6 +41,7 @@ pub struct Daemon {
     acceptor: Option<JoinHandle<()>>,
     reaper: Option<JoinHandle<()>>,
     logger: Option<JoinHandle<()>>,
+    rejecter: Option<JoinHandle<()>>,
     /// Where `--metrics` listens (the bound port when 0 was given).
     pub metrics_addr: Option<std::net::SocketAddr>,
     metrics: Vec<JoinHandle<()>>,
@@ -153,6 +154,10 @@ impl Daemon {
         let logger = thread::Builder::new()
             .name("bpf-log".into())
             .spawn(move || log_loop(s))?;
+        let s = shared.clone();
+        let rejecter = thread::Builder::new()
+            .name("nf-reject".into())
+            .spawn(move || crate::rejecter::reject_loop(s))?;
         let fleet = crate::fleet::start(&shared)?;
         let crowdsec = crate::crowdsec::start(&shared)?;
         Ok(Daemon {
@@ -160,6 +165,7 @@ impl Daemon {
             acceptor: Some(acceptor),
             reaper: Some(reaper),
             logger: Some(logger),
+            rejecter: Some(rejecter),
             metrics_addr: exporter.addr,
             metrics: exporter.threads,
             fleet,
@@ -198,6 +204,9 @@ impl Daemon {
             let _ = h.join();
         }
         if let Some(h) = self.logger.take() {
+            let _ = h.join();
+        }
+        if let Some(h) = self.rejecter.take() {
             let _ = h.join();
         }
         for h in self.metrics.drain(..) {

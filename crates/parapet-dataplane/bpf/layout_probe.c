@@ -48,6 +48,15 @@ int main(void)
 	F(parapet_log_limit, interval_ns);
 	F(parapet_log_limit, tolerance_ns);
 	F(parapet_log_limit, tat_ns);
+	S(parapet_nf_reject);
+	F(parapet_nf_reject, rtype);
+	F(parapet_nf_reject, hook);
+	F(parapet_nf_reject, family);
+	F(parapet_nf_reject, len);
+	F(parapet_nf_reject, ifindex);
+	F(parapet_nf_reject, oifindex);
+	F(parapet_nf_reject, ts_ns);
+	F(parapet_nf_reject, pkt);
 	S(parapet_log_event);
 	F(parapet_log_event, ts_ns);
 	F(parapet_log_event, rule_id);
@@ -120,6 +129,7 @@ int main(void)
 	C(PARAPET_HOOK_NF_OUTPUT);
 	C(PARAPET_IMAGES);
 	C(PARAPET_STAT_MAX);
+	C(PARAPET_NF_REJECT_BYTES);
 	C(PARAPET_IMAGE_PAGE_BYTES);
 	C(PARAPET_IMAGE_DEFAULT_SLOT_PAGES);
 	C(PARAPET_MAX_NONTERM);

@@ -26,6 +26,7 @@
 #include "lib/decide.h"
 #include "lib/reject.h"
 #include "lib/nf.h"
+#include "lib/nf_reject.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -166,9 +167,9 @@ int parapet_nf(struct bpf_nf_ctx *ctx)
 
 	if ((verdict & 0xff) == PARAPET_VERDICT_ACCEPT)
 		return NF_ACCEPT;
-	/* netfilter programs can only accept or drop: REJECT is a DROP here
-	 * (docs/dataplane.md, "REJECT at the netfilter hooks") */
-	if ((verdict & 0xff) == PARAPET_VERDICT_REJECT)
-		stat_inc(PARAPET_STAT_REJECT_NO_REPLY);
+	/* netfilter programs can only accept or drop: a REJECT drops, and
+	 * parapetd answers (lib/nf_reject.h) */
+	if ((verdict & 0xff) == PARAPET_VERDICT_REJECT && status == PARAPET_PARSE_OK)
+		nf_reject_queue(&key, hook, verdict >> 8, buf, copy);
 	return NF_DROP;
 }

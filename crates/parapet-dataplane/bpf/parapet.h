@@ -14,7 +14,7 @@
 
 #include <linux/types.h>
 
-#define PARAPET_ABI_VERSION 3
+#define PARAPET_ABI_VERSION 4
 
 /* ---- parsed packet key ------------------------------------------------- */
 
@@ -217,7 +217,30 @@ enum parapet_stat {
 	PARAPET_STAT_NF_INPUT = 18,	  /* packets at the netfilter INPUT hook */
 	PARAPET_STAT_NF_FORWARD = 19,	  /* ... FORWARD */
 	PARAPET_STAT_NF_OUTPUT = 20,	  /* ... OUTPUT */
-	PARAPET_STAT_MAX = 21,
+	PARAPET_STAT_NF_REJECT_QUEUED = 21, /* netfilter REJECT handed to parapetd */
+	PARAPET_STAT_NF_REJECT_RING_FULL = 22, /* ... no room in the ring: no answer */
+	PARAPET_STAT_MAX = 23,
+};
+
+/* ---- REJECT at the netfilter hooks (ring buffer parapet_nf_reject) ----- */
+
+/* Bytes of the rejected packet handed over, from its network header:
+ * IPv6 + a few extension headers + TCP, or an IPv4 header + 8 bytes for
+ * the ICMP quote (RFC 792). */
+#define PARAPET_NF_REJECT_BYTES 128
+
+/* One rejected packet; parapetd builds and sends the answer
+ * (src/reject_queue.rs, docs/dataplane.md "REJECT at the netfilter
+ * hooks"). */
+struct parapet_nf_reject {
+	__u32 rtype;	/* PARAPET_REJECT_* */
+	__u8 hook;	/* PARAPET_HOOK_NF_* */
+	__u8 family;	/* PARAPET_FAMILY_* */
+	__u16 len;	/* valid bytes of pkt */
+	__u32 ifindex;	/* input interface (0 at OUTPUT) */
+	__u32 oifindex; /* output interface (0 at INPUT) */
+	__u64 ts_ns;	/* bpf_ktime_get_ns() at the drop */
+	__u8 pkt[PARAPET_NF_REJECT_BYTES];
 };
 
 /* ---- debug record (test mode only) ------------------------------------- */

@@ -21,6 +21,8 @@
 //! - [`pin`]: programs, maps and links pinned under bpffs, so the kernel
 //!   keeps enforcing when the process dies; adoption by the next load and
 //!   the program swap by `BPF_LINK_UPDATE` (raw syscalls in `bpf_sys.rs`).
+//! - `reject_queue.rs`: REJECT at the netfilter hooks, answered from user
+//!   space ([`RejectQueue`], [`RejectSender`]).
 //! - [`sets`]: sets in BPF maps (the image key's set bits): element
 //!   splitting, expiries, the user-space mirror.
 //! - [`bridge`]: from `parapet_model::SetRef` and `parapet_sets::SetStore`
@@ -52,6 +54,7 @@ pub mod netfilter;
 mod netfilter_attach;
 mod netlink;
 pub mod pin;
+mod reject_queue;
 pub mod ruleset;
 mod set_maps;
 pub mod set_mirror;
@@ -68,5 +71,6 @@ pub use error::{BadImage, Error, Result};
 pub use load::{Dataplane, Features, LoadOptions, BPF_OBJECT};
 pub use netfilter::{NfAttached, NfFamily, NfFloor, NfHook, NfLink};
 pub use pin::{default_pin_dir, remove_pins, PinnedAttachment};
+pub use reject_queue::{NfReject, RejectCounts, RejectQueue, RejectSender};
 pub use set_mirror::{monotonic_ns, PacketPart, SetDim, SetElement, SetError, SetSizing};
 pub use test_run::{KernelDecision, TestRunOutcome};

@@ -100,6 +100,9 @@ pub struct Dataplane {
     pub(crate) ifnames: BpfHashMap<MapData, u32, IfName>,
     pub(crate) rcu_barrier: ArrayOfMaps<MapData, Array<MapData, u32>>,
     pub(crate) log: RingBuf<MapData>,
+    /// REJECTs at the netfilter hooks (src/reject_queue.rs); taken by
+    /// the thread that answers them.
+    pub(crate) nf_reject: Option<RingBuf<MapData>>,
     pub(crate) set_refs: Array<MapData, RawSetRef>,
     pub(crate) set_descs: Array<MapData, RawSetDesc>,
     pub(crate) set_lpm: LpmTrie<MapData, [u8; 20], SetVal>,
@@ -270,6 +273,7 @@ impl Dataplane {
         let ifnames = BpfHashMap::try_from(take(&mut ebpf, "parapet_ifnames")?)?;
         let rcu_barrier = ArrayOfMaps::try_from(take(&mut ebpf, "parapet_rcu_barrier")?)?;
         let log = RingBuf::try_from(take(&mut ebpf, "parapet_log")?)?;
+        let nf_reject = Some(RingBuf::try_from(take(&mut ebpf, "parapet_nf_reject")?)?);
         let set_refs = Array::try_from(take(&mut ebpf, "parapet_set_refs")?)?;
         let set_descs = Array::try_from(take(&mut ebpf, "parapet_set_descs")?)?;
         let set_lpm = LpmTrie::try_from(take(&mut ebpf, "parapet_set_lpm")?)?;
@@ -295,6 +299,7 @@ impl Dataplane {
             ifnames,
             rcu_barrier,
             log,
+            nf_reject,
             set_refs,
             set_descs,
             set_lpm,

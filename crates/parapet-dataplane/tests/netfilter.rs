@@ -83,15 +83,16 @@ fn each_hook_walks_its_own_chain() {
     assert_eq!(run(&dp, NfHook::Input, v4, &tcp4(22)), (true, 1, true));
     assert_eq!(run(&dp, NfHook::Input, v4, &udp4(53)), (true, 2, true));
     assert_eq!(run(&dp, NfHook::Input, v4, &tcp4(80)), (false, 0, true));
-    // FORWARD: rules 3, 4 (REJECT: a drop here), policy ACCEPT
+    // FORWARD: rules 3, 4 (REJECT: a drop, answered by user space),
+    // policy ACCEPT
     assert_eq!(run(&dp, NfHook::Forward, v4, &tcp4(80)), (false, 3, true));
     assert_eq!(run(&dp, NfHook::Forward, v4, &tcp4(81)), (false, 4, true));
     assert_eq!(run(&dp, NfHook::Forward, v4, &tcp4(22)), (true, 0, true));
     // OUTPUT: rule 5, policy ACCEPT
     assert_eq!(run(&dp, NfHook::Output, v4, &udp4(9)), (false, 5, true));
     assert_eq!(run(&dp, NfHook::Output, v4, &tcp4(80)), (true, 0, true));
-    // REJECT at a netfilter hook is counted as an unanswered REJECT
-    assert!(dp.stats().unwrap().get(Stat::RejectNoReply) >= 1);
+    // REJECT at a netfilter hook is queued for user space to answer
+    assert_eq!(dp.stats().unwrap().get(Stat::NfRejectQueued), 1);
     // IPv6 at INPUT: no IPv4 rule matches; the policy decides
     let v6 = Frame::ipv6(Ipv6Addr::LOCALHOST, Ipv6Addr::LOCALHOST)
         .tcp(1, 22, 0x02)

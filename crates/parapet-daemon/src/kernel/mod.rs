@@ -160,6 +160,9 @@ pub struct Kernel {
     /// Why the active ruleset cannot go to the netfilter hooks (two chains
     /// at one hook); refused there, fine on interfaces.
     pub(crate) nf_refused: Option<String>,
+    /// What the rejecter thread did with the netfilter REJECTs
+    /// (src/rejecter.rs), for `stats`.
+    pub nf_reject: std::sync::Arc<parapet_dataplane::RejectCounts>,
 }
 
 impl Kernel {
@@ -174,6 +177,7 @@ impl Kernel {
             nf_plan: Vec::new(),
             nf_ct: false,
             nf_refused: None,
+            nf_reject: Default::default(),
         }
     }
 
@@ -563,6 +567,12 @@ impl Kernel {
         }
     }
 
+    /// The netfilter REJECT ring of the loaded program, once per load
+    /// (src/rejecter.rs answers it).
+    pub fn take_reject_queue(&mut self) -> Option<parapet_dataplane::RejectQueue> {
+        self.dp.as_mut()?.take_reject_queue()
+    }
+
     /// The attachments as `stats` and `list` show them.
     pub fn attachments_json(&self) -> Value {
         self.attached
@@ -618,6 +628,13 @@ impl Kernel {
                     "input": s.get(Stat::NfInput),
                     "forward": s.get(Stat::NfForward),
                     "output": s.get(Stat::NfOutput),
+                },
+                "reject": {
+                    "queued": s.get(Stat::NfRejectQueued),
+                    "ring_full": s.get(Stat::NfRejectRingFull),
+                    "sent": self.nf_reject.sent.load(std::sync::atomic::Ordering::Relaxed),
+                    "no_reply": self.nf_reject.no_reply.load(std::sync::atomic::Ordering::Relaxed),
+                    "failed": self.nf_reject.failed.load(std::sync::atomic::Ordering::Relaxed),
                 },
             },
             "image_slot_bytes": dp.slot_capacity(),

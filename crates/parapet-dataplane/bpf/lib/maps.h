@@ -120,6 +120,14 @@ struct {
 	__type(value, struct parapet_log_limit);
 } parapet_reject_limit SEC(".maps");
 
+/* REJECTs at the netfilter hooks, for parapetd to answer
+ * (struct parapet_nf_reject; lib/nf_reject.h).  Full: no answer, counted
+ * in PARAPET_STAT_NF_REJECT_RING_FULL. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 * 1024);
+} parapet_nf_reject SEC(".maps");
+
 /* Test mode: the last packet's key and decision. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

@@ -36,6 +36,10 @@ fn rust_layout(s: &str, f: &str) -> usize {
             "ts_ns" => ts_ns, "rule_id" => rule_id, "verdict" => verdict,
             "hook" => hook, "key" => key
         },
+        "parapet_nf_reject" => reject::RawNfReject {
+            "rtype" => rtype, "hook" => hook, "family" => family, "len" => len,
+            "ifindex" => ifindex, "oifindex" => oifindex, "ts_ns" => ts_ns, "pkt" => pkt
+        },
         "parapet_debug_rec" => DebugRec {
             "key" => key, "status" => status, "rule_id" => rule_id,
             "verdict" => verdict, "seq" => seq, "by_image" => by_image,
@@ -96,6 +100,7 @@ fn c_and_rust_constants_agree() {
         ("PARAPET_HOOK_NF_OUTPUT", HOOK_NF_OUTPUT.into()),
         ("PARAPET_IMAGES", IMAGES.into()),
         ("PARAPET_STAT_MAX", STAT_MAX.into()),
+        ("PARAPET_NF_REJECT_BYTES", reject::NF_REJECT_BYTES as u64),
         ("PARAPET_IMAGE_PAGE_BYTES", IMAGE_PAGE_BYTES as u64),
         (
             "PARAPET_IMAGE_DEFAULT_SLOT_PAGES",

@@ -2,7 +2,7 @@
 //! statistics.
 
 /// Number of entries of the `parapet_stats` map.
-pub const STAT_MAX: u32 = 21;
+pub const STAT_MAX: u32 = 23;
 
 /// `struct parapet_counter`: packets and L3 bytes of one rule on one CPU.
 #[repr(C)]
@@ -64,4 +64,9 @@ pub enum Stat {
     NfForward = 19,
     /// ... at OUTPUT.
     NfOutput = 20,
+    /// REJECT verdicts at a netfilter hook handed to parapetd to answer
+    /// (the `parapet_nf_reject` ring; within the global reply rate).
+    NfRejectQueued = 21,
+    /// ... lost because that ring was full: dropped without answer.
+    NfRejectRingFull = 22,
 }
