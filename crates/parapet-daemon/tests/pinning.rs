@@ -619,6 +619,7 @@ fn kill9_upgrade_and_reboot_never_fail_open_at_netfilter() {
     );
     assert_ne!(prog3, prog1, "netfilter: the upgrade runs another program");
     assert_eq!(inst.link_pins(), vec![pin.clone()], "one pin, renamed over");
+    assert_eq!(nf_links_held(&d3), vec![link3], "the old link is closed");
     assert_eq!(
         inst.log().matches("renewed make-before-break").count(),
         1,
@@ -711,6 +712,31 @@ fn kill9_upgrade_and_reboot_never_fail_open_at_netfilter() {
     inst.remove_pinned();
     assert!(!inst.pins.exists());
     let _ = std::fs::remove_dir(inst.pins.parent().unwrap());
+}
+
+/// The ids of the netfilter links `daemon` holds open, from its fdinfo
+/// (an old link still held would show here; its pin is gone).
+fn nf_links_held(daemon: &Proc) -> Vec<u64> {
+    let pid = daemon.0.as_ref().expect("running").id();
+    let mut ids = Vec::new();
+    for e in std::fs::read_dir(format!("/proc/{pid}/fdinfo"))
+        .unwrap()
+        .flatten()
+    {
+        let info = std::fs::read_to_string(e.path()).unwrap_or_default();
+        if !info.contains("link_type:\tnetfilter") {
+            continue;
+        }
+        if let Some(id) = info
+            .lines()
+            .find_map(|l| l.strip_prefix("link_id:"))
+            .and_then(|v| v.trim().parse().ok())
+        {
+            ids.push(id);
+        }
+    }
+    ids.sort_unstable();
+    ids
 }
 
 /// The program id on `dev`'s XDP hook in namespace `ns`, per `ip`.
