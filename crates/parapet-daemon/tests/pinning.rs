@@ -418,6 +418,52 @@ fn assert_unfiltered(pair: &Pair, v: &Veth<'_>) {
     );
 }
 
+/// Under the flood: kills `daemon` and starts another one with `extra`
+/// flags and `--image-mib`; the new one reads the live counters, and no
+/// dropped-class packet arrived meanwhile (`what` names the phase).
+fn restart_under_flood(
+    inst: &Instance,
+    pair: &Pair,
+    v: &Veth<'_>,
+    daemon: Proc,
+    extra: &[&str],
+    image_mib: u32,
+    what: impl AsRef<str>,
+) -> Proc {
+    let what = what.as_ref();
+    let run = Run::start(pair, v.b_addr);
+    settle_for(300);
+    kill9(daemon);
+    settle_for(300);
+    let d = inst.start_sized(extra, image_mib);
+    settle_for(300);
+    inst.counts_live(&format!("{what}: after it"));
+    check(what, run.finish());
+    d
+}
+
+/// Reboot simulation: kills `daemon`, removes the pins (then nothing
+/// filters: the flood arrives), starts a fresh daemon that rebuilds
+/// everything from the journal, and checks it filters again.
+fn reboot(inst: &Instance, pair: &Pair, v: &Veth<'_>, hook: &str, daemon: Proc) -> Proc {
+    kill9(daemon);
+    inst.remove_pinned();
+    assert!(!inst.pins.exists(), "--remove-pinned removed the directory");
+    let run = Run::start(pair, v.b_addr);
+    settle_for(300);
+    let (leaked, _, _) = run.finish();
+    assert!(leaked > 0, "{hook}: without pins nothing filters");
+    let d = inst.start(&[]);
+    let run = Run::start(pair, v.b_addr);
+    settle_for(300);
+    inst.counts_live(&format!("{hook}: after the reboot simulation"));
+    check(
+        &format!("{hook}: after the reboot simulation"),
+        run.finish(),
+    );
+    d
+}
+
 fn scenario(hook: &str) {
     parapet_testbed::require_root();
     let tag = format!("pin{hook}");
@@ -443,14 +489,15 @@ fn scenario(hook: &str) {
         .exists());
 
     // 1. kill -9 under the flood, restart: adopted, not re-attached.
-    let run = Run::start(&pair, v.b_addr);
-    settle();
-    kill9(d1);
-    settle();
-    let d2 = inst.start(&[]);
-    settle();
-    inst.counts_live(&format!("{hook}: after the restart"));
-    check(&format!("{hook}: kill -9 and restart"), run.finish());
+    let d2 = restart_under_flood(
+        &inst,
+        &pair,
+        &v,
+        d1,
+        &[],
+        1,
+        &format!("{hook}: kill -9 and restart"),
+    );
     assert_eq!(
         inst.link(),
         (link1, prog1),
@@ -462,13 +509,15 @@ fn scenario(hook: &str) {
 
     // 2. upgrade: another build of the program replaces the old one in
     // the same link.
-    let run = Run::start(&pair, v.b_addr);
-    settle();
-    kill9(d2);
-    let d3 = inst.start(&["--test-program-variant"]);
-    settle();
-    inst.counts_live(&format!("{hook}: after the upgrade"));
-    check(&format!("{hook}: upgrade"), run.finish());
+    let d3 = restart_under_flood(
+        &inst,
+        &pair,
+        &v,
+        d2,
+        &["--test-program-variant"],
+        1,
+        &format!("{hook}: upgrade"),
+    );
     let (link3, prog3) = inst.link();
     assert_eq!(link3, link1, "{hook}: the upgrade keeps the link");
     assert_ne!(prog3, prog1, "{hook}: the upgrade swaps the program");
@@ -477,13 +526,7 @@ fn scenario(hook: &str) {
     // 3. a restart with larger image slots: the pinned maps do not fit
     // it, so fresh maps are filled from the journal first and then
     // swapped in with the program, in the same link.
-    let run = Run::start(&pair, v.b_addr);
-    settle();
-    kill9(d3);
-    let d3 = inst.start_sized(&[], 2);
-    settle();
-    inst.counts_live(&format!("{hook}: after the resize"));
-    check(&format!("{hook}: resize"), run.finish());
+    let d3 = restart_under_flood(&inst, &pair, &v, d3, &[], 2, &format!("{hook}: resize"));
     let (link5, prog5) = inst.link();
     assert_eq!(link5, link1, "{hook}: the resize keeps the link");
     assert_ne!(prog5, prog3, "{hook}: the resize swaps the program");
@@ -495,21 +538,7 @@ fn scenario(hook: &str) {
 
     // 4. reboot simulation: the pins are gone (the kernel then filters
     // nothing), a fresh daemon rebuilds everything from the journal.
-    kill9(d3);
-    inst.remove_pinned();
-    assert!(!inst.pins.exists(), "--remove-pinned removed the directory");
-    let run = Run::start(&pair, v.b_addr);
-    settle();
-    let (leaked, _, _) = run.finish();
-    assert!(leaked > 0, "{hook}: without pins nothing filters");
-    let d4 = inst.start(&[]);
-    let run = Run::start(&pair, v.b_addr);
-    settle();
-    inst.counts_live(&format!("{hook}: after the reboot simulation"));
-    check(
-        &format!("{hook}: after the reboot simulation"),
-        run.finish(),
-    );
+    let d4 = reboot(&inst, &pair, &v, hook, d3);
     let (link4, _) = inst.link();
     assert_ne!(link4, link1, "{hook}: a new link after the reboot");
     assert!(inst.log().contains("re-attached to"), "{}", inst.log());
@@ -582,14 +611,15 @@ fn kill9_upgrade_and_reboot_never_fail_open_at_netfilter() {
     let (_, link1, prog1, _) = links1[0].clone();
 
     // 1. kill -9 under the flood, restart: adopted, not re-attached.
-    let run = Run::start(&pair, v.b_addr);
-    settle();
-    kill9(d1);
-    settle();
-    let d2 = inst.start(&[]);
-    settle();
-    inst.counts_live("netfilter: after the restart");
-    check("netfilter: kill -9 and restart", run.finish());
+    let d2 = restart_under_flood(
+        &inst,
+        &pair,
+        &v,
+        d1,
+        &[],
+        1,
+        "netfilter: kill -9 and restart",
+    );
     assert_eq!(
         inst.nf_links(),
         links1,
@@ -601,13 +631,15 @@ fn kill9_upgrade_and_reboot_never_fail_open_at_netfilter() {
 
     // 2. upgrade: another build of the program, in a new link made before
     // the old one goes.
-    let run = Run::start(&pair, v.b_addr);
-    settle();
-    kill9(d2);
-    let d3 = inst.start(&["--test-program-variant"]);
-    settle();
-    inst.counts_live("netfilter: after the upgrade");
-    check("netfilter: upgrade", run.finish());
+    let d3 = restart_under_flood(
+        &inst,
+        &pair,
+        &v,
+        d2,
+        &["--test-program-variant"],
+        1,
+        "netfilter: upgrade",
+    );
     let links3 = inst.nf_links();
     assert_eq!(links3.len(), 1, "{links3:?}");
     let (_, link3, prog3, _) = links3[0].clone();
@@ -629,13 +661,7 @@ fn kill9_upgrade_and_reboot_never_fail_open_at_netfilter() {
 
     // 3. a resize: fresh maps, filled from the journal, then a new link
     // running the program that reads them.
-    let run = Run::start(&pair, v.b_addr);
-    settle();
-    kill9(d3);
-    let d4 = inst.start_sized(&[], 2);
-    settle();
-    inst.counts_live("netfilter: after the resize");
-    check("netfilter: resize", run.finish());
+    let d4 = restart_under_flood(&inst, &pair, &v, d3, &[], 2, "netfilter: resize");
     let links4 = inst.nf_links();
     assert_eq!(links4.len(), 1, "{links4:?}");
     assert_ne!(links4[0].1, link3, "netfilter: the resize makes a new link");
@@ -648,18 +674,7 @@ fn kill9_upgrade_and_reboot_never_fail_open_at_netfilter() {
 
     // 4. reboot simulation: the pins are gone, a fresh daemon attaches
     // again from the journal.
-    kill9(d4);
-    inst.remove_pinned();
-    assert!(!inst.pins.exists(), "--remove-pinned removed the directory");
-    let run = Run::start(&pair, v.b_addr);
-    settle();
-    let (leaked, _, _) = run.finish();
-    assert!(leaked > 0, "netfilter: without pins nothing filters");
-    let d5 = inst.start(&[]);
-    let run = Run::start(&pair, v.b_addr);
-    settle();
-    inst.counts_live("netfilter: after the reboot simulation");
-    check("netfilter: after the reboot simulation", run.finish());
+    let d5 = reboot(&inst, &pair, &v, "netfilter", d4);
     let links5 = inst.nf_links();
     assert_eq!(links5.len(), 1, "{links5:?}");
     assert!(inst.log().contains("re-attached"), "{}", inst.log());
