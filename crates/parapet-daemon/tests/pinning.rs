@@ -496,7 +496,7 @@ fn scenario(hook: &str) {
         d1,
         &[],
         1,
-        &format!("{hook}: kill -9 and restart"),
+        format!("{hook}: kill -9 and restart"),
     );
     assert_eq!(
         inst.link(),
@@ -516,7 +516,7 @@ fn scenario(hook: &str) {
         d2,
         &["--test-program-variant"],
         1,
-        &format!("{hook}: upgrade"),
+        format!("{hook}: upgrade"),
     );
     let (link3, prog3) = inst.link();
     assert_eq!(link3, link1, "{hook}: the upgrade keeps the link");
@@ -526,7 +526,7 @@ fn scenario(hook: &str) {
     // 3. a restart with larger image slots: the pinned maps do not fit
     // it, so fresh maps are filled from the journal first and then
     // swapped in with the program, in the same link.
-    let d3 = restart_under_flood(&inst, &pair, &v, d3, &[], 2, &format!("{hook}: resize"));
+    let d3 = restart_under_flood(&inst, &pair, &v, d3, &[], 2, format!("{hook}: resize"));
     let (link5, prog5) = inst.link();
     assert_eq!(link5, link1, "{hook}: the resize keeps the link");
     assert_ne!(prog5, prog3, "{hook}: the resize swaps the program");
