@@ -10,7 +10,8 @@
 //! an upgrade (a different build of the program, swapped in with
 //! `BPF_LINK_UPDATE`) and a reboot simulation (pins removed, a fresh
 //! daemon from the journal), no port-9 packet may reach the receiver and
-//! the probes must keep arriving. At XDP and at tc. Needs root.
+//! the probes must keep arriving. At XDP, at tc, and at the netfilter
+//! hooks (`attach` without an interface). Needs root.
 
 use parapet_daemon::Client;
 use parapet_testbed::{Pair, Veth};
@@ -132,6 +133,46 @@ impl Instance {
             a[0]["link_id"].as_u64().unwrap(),
             a[0]["prog_id"].as_u64().unwrap(),
         )
+    }
+
+    /// The netfilter attachment's links from `stats`: (chain, link id,
+    /// program id, priority), each pinned.
+    fn nf_links(&self) -> Vec<(String, u64, u64, i64)> {
+        let s = self.call(json!({"cmd": "stats"}));
+        let a = &s["dataplane"]["attachments"];
+        assert_eq!(a.as_array().map(Vec::len), Some(1), "{s}");
+        assert_eq!(a[0]["hook"], "netfilter", "{s}");
+        a[0]["links"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{s}"))
+            .iter()
+            .map(|l| {
+                assert_eq!(l["pinned"], Value::from(true), "{s}");
+                (
+                    format!(
+                        "{}-{}",
+                        l["chain"].as_str().unwrap(),
+                        l["family"].as_str().unwrap()
+                    ),
+                    l["link_id"].as_u64().unwrap(),
+                    l["prog_id"].as_u64().unwrap(),
+                    l["priority"].as_i64().unwrap(),
+                )
+            })
+            .collect()
+    }
+
+    /// The link pins, by file name.
+    fn link_pins(&self) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(self.pins.join("links"))
+            .map(|r| {
+                r.filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v
     }
 
     /// Rule 1's kernel packet counter (`list --counters`).
@@ -359,22 +400,13 @@ fn bed(tag: &str) -> (Pair, Veth<'static>) {
     (Pair::create(tag, &v).unwrap(), v)
 }
 
-fn scenario(hook: &str) {
-    parapet_testbed::require_root();
-    let tag = format!("pin{hook}");
-    let (pair, v) = bed(&tag);
-    let tmp = tempfile::tempdir().unwrap();
-    let inst = Instance::new(&pair, tmp.path(), hook);
-    let _ = parapet_dataplane::remove_pins(&inst.pins);
-    let settle = || std::thread::sleep(Duration::from_millis(300));
-
-    // Without a daemon the port-9 packets arrive: the receiver counts them
-    // (so zero below means filtered, not unseen).
-    let run = Run::start(&pair, v.b_addr);
-    settle();
-    let (stop, seen) = (run.stop.clone(), run.seen.clone());
+/// Without a daemon the port-9 packets arrive: the receiver counts them
+/// (so zero in a test means filtered, not unseen).
+fn assert_unfiltered(pair: &Pair, v: &Veth<'_>) {
+    let run = Run::start(pair, v.b_addr);
+    settle_for(300);
+    let seen = run.seen.clone();
     let _ = run.finish();
-    drop(stop);
     let (port9, banned) = (
         seen.dropped_class.load(Ordering::SeqCst),
         seen.banned.load(Ordering::SeqCst),
@@ -384,6 +416,63 @@ fn scenario(hook: &str) {
         port9 > 0 && banned > 0 && probes > 0,
         "unfiltered: {port9} {banned} {probes}"
     );
+}
+
+/// Under the flood: kills `daemon` and starts another one with `extra`
+/// flags and `--image-mib`; the new one reads the live counters, and no
+/// dropped-class packet arrived meanwhile (`what` names the phase).
+fn restart_under_flood(
+    inst: &Instance,
+    pair: &Pair,
+    v: &Veth<'_>,
+    daemon: Proc,
+    extra: &[&str],
+    image_mib: u32,
+    what: impl AsRef<str>,
+) -> Proc {
+    let what = what.as_ref();
+    let run = Run::start(pair, v.b_addr);
+    settle_for(300);
+    kill9(daemon);
+    settle_for(300);
+    let d = inst.start_sized(extra, image_mib);
+    settle_for(300);
+    inst.counts_live(&format!("{what}: after it"));
+    check(what, run.finish());
+    d
+}
+
+/// Reboot simulation: kills `daemon`, removes the pins (then nothing
+/// filters: the flood arrives), starts a fresh daemon that rebuilds
+/// everything from the journal, and checks it filters again.
+fn reboot(inst: &Instance, pair: &Pair, v: &Veth<'_>, hook: &str, daemon: Proc) -> Proc {
+    kill9(daemon);
+    inst.remove_pinned();
+    assert!(!inst.pins.exists(), "--remove-pinned removed the directory");
+    let run = Run::start(pair, v.b_addr);
+    settle_for(300);
+    let (leaked, _, _) = run.finish();
+    assert!(leaked > 0, "{hook}: without pins nothing filters");
+    let d = inst.start(&[]);
+    let run = Run::start(pair, v.b_addr);
+    settle_for(300);
+    inst.counts_live(&format!("{hook}: after the reboot simulation"));
+    check(
+        &format!("{hook}: after the reboot simulation"),
+        run.finish(),
+    );
+    d
+}
+
+fn scenario(hook: &str) {
+    parapet_testbed::require_root();
+    let tag = format!("pin{hook}");
+    let (pair, v) = bed(&tag);
+    let tmp = tempfile::tempdir().unwrap();
+    let inst = Instance::new(&pair, tmp.path(), hook);
+    let _ = parapet_dataplane::remove_pins(&inst.pins);
+    let settle = || std::thread::sleep(Duration::from_millis(300));
+    assert_unfiltered(&pair, &v);
 
     let d1 = inst.start(&[]);
     let r = inst.call(json!({"cmd": "ban", "elems": [BANNED.to_string()]}));
@@ -400,14 +489,15 @@ fn scenario(hook: &str) {
         .exists());
 
     // 1. kill -9 under the flood, restart: adopted, not re-attached.
-    let run = Run::start(&pair, v.b_addr);
-    settle();
-    kill9(d1);
-    settle();
-    let d2 = inst.start(&[]);
-    settle();
-    inst.counts_live(&format!("{hook}: after the restart"));
-    check(&format!("{hook}: kill -9 and restart"), run.finish());
+    let d2 = restart_under_flood(
+        &inst,
+        &pair,
+        &v,
+        d1,
+        &[],
+        1,
+        format!("{hook}: kill -9 and restart"),
+    );
     assert_eq!(
         inst.link(),
         (link1, prog1),
@@ -419,13 +509,15 @@ fn scenario(hook: &str) {
 
     // 2. upgrade: another build of the program replaces the old one in
     // the same link.
-    let run = Run::start(&pair, v.b_addr);
-    settle();
-    kill9(d2);
-    let d3 = inst.start(&["--test-program-variant"]);
-    settle();
-    inst.counts_live(&format!("{hook}: after the upgrade"));
-    check(&format!("{hook}: upgrade"), run.finish());
+    let d3 = restart_under_flood(
+        &inst,
+        &pair,
+        &v,
+        d2,
+        &["--test-program-variant"],
+        1,
+        format!("{hook}: upgrade"),
+    );
     let (link3, prog3) = inst.link();
     assert_eq!(link3, link1, "{hook}: the upgrade keeps the link");
     assert_ne!(prog3, prog1, "{hook}: the upgrade swaps the program");
@@ -434,13 +526,7 @@ fn scenario(hook: &str) {
     // 3. a restart with larger image slots: the pinned maps do not fit
     // it, so fresh maps are filled from the journal first and then
     // swapped in with the program, in the same link.
-    let run = Run::start(&pair, v.b_addr);
-    settle();
-    kill9(d3);
-    let d3 = inst.start_sized(&[], 2);
-    settle();
-    inst.counts_live(&format!("{hook}: after the resize"));
-    check(&format!("{hook}: resize"), run.finish());
+    let d3 = restart_under_flood(&inst, &pair, &v, d3, &[], 2, format!("{hook}: resize"));
     let (link5, prog5) = inst.link();
     assert_eq!(link5, link1, "{hook}: the resize keeps the link");
     assert_ne!(prog5, prog3, "{hook}: the resize swaps the program");
@@ -452,21 +538,7 @@ fn scenario(hook: &str) {
 
     // 4. reboot simulation: the pins are gone (the kernel then filters
     // nothing), a fresh daemon rebuilds everything from the journal.
-    kill9(d3);
-    inst.remove_pinned();
-    assert!(!inst.pins.exists(), "--remove-pinned removed the directory");
-    let run = Run::start(&pair, v.b_addr);
-    settle();
-    let (leaked, _, _) = run.finish();
-    assert!(leaked > 0, "{hook}: without pins nothing filters");
-    let d4 = inst.start(&[]);
-    let run = Run::start(&pair, v.b_addr);
-    settle();
-    inst.counts_live(&format!("{hook}: after the reboot simulation"));
-    check(
-        &format!("{hook}: after the reboot simulation"),
-        run.finish(),
-    );
+    let d4 = reboot(&inst, &pair, &v, hook, d3);
     let (link4, _) = inst.link();
     assert_ne!(link4, link1, "{hook}: a new link after the reboot");
     assert!(inst.log().contains("re-attached to"), "{}", inst.log());
@@ -504,6 +576,182 @@ fn kill9_upgrade_and_reboot_never_fail_open_at_xdp() {
 #[ignore = "needs root"]
 fn kill9_upgrade_and_reboot_never_fail_open_at_tc() {
     scenario("tc");
+}
+
+/// At the netfilter hooks (`attach` without an interface): the INPUT
+/// chain's link is pinned as `links/input-ipv4@netfilter`; `kill -9` and a
+/// restart take it over (same link, same program); an upgrade and a resize
+/// renew it make-before-break (the kernel cannot swap a netfilter link's
+/// program: a second link goes in beside it first); a reboot simulation
+/// attaches it again from the journal. No port-9 or banned packet arrives
+/// throughout, and the probes keep arriving.
+#[test]
+#[ignore = "needs root"]
+fn kill9_upgrade_and_reboot_never_fail_open_at_netfilter() {
+    parapet_testbed::require_root();
+    let (pair, v) = bed("pinnf");
+    let tmp = tempfile::tempdir().unwrap();
+    let inst = Instance::new(&pair, tmp.path(), "netfilter");
+    let _ = parapet_dataplane::remove_pins(&inst.pins);
+    let settle = || settle_for(300);
+    assert_unfiltered(&pair, &v);
+    let pin = "input-ipv4@netfilter".to_string();
+
+    let d1 = inst.start(&[]);
+    let r = inst.call(json!({"cmd": "ban", "elems": [BANNED.to_string()]}));
+    assert_eq!(r["ok"], Value::from(true), "{r}");
+    let r = inst.call(json!({"cmd": "apply", "rules": RULES, "name": "r.v4"}));
+    assert_eq!(r["ok"], Value::from(true), "{r}");
+    let r = inst.call(json!({"cmd": "attach"}));
+    assert_eq!(r["ok"], Value::from(true), "{r}");
+    let links1 = inst.nf_links();
+    assert_eq!(links1.len(), 1, "{links1:?}");
+    assert_eq!(links1[0].0, "INPUT-ipv4");
+    assert_eq!(inst.link_pins(), vec![pin.clone()]);
+    let (_, link1, prog1, _) = links1[0].clone();
+
+    // 1. kill -9 under the flood, restart: adopted, not re-attached.
+    let d2 = restart_under_flood(
+        &inst,
+        &pair,
+        &v,
+        d1,
+        &[],
+        1,
+        "netfilter: kill -9 and restart",
+    );
+    assert_eq!(
+        inst.nf_links(),
+        links1,
+        "netfilter: same link, same program"
+    );
+    let said = inst.log();
+    assert!(said.contains("adopted the pinned netfilter link"), "{said}");
+    assert!(!said.contains("re-attached to"), "{said}");
+
+    // 2. upgrade: another build of the program, in a new link made before
+    // the old one goes.
+    let d3 = restart_under_flood(
+        &inst,
+        &pair,
+        &v,
+        d2,
+        &["--test-program-variant"],
+        1,
+        "netfilter: upgrade",
+    );
+    let links3 = inst.nf_links();
+    assert_eq!(links3.len(), 1, "{links3:?}");
+    let (_, link3, prog3, _) = links3[0].clone();
+    assert_ne!(
+        link3,
+        link1,
+        "netfilter: the upgrade makes a new link: {}",
+        inst.log()
+    );
+    assert_ne!(prog3, prog1, "netfilter: the upgrade runs another program");
+    assert_eq!(inst.link_pins(), vec![pin.clone()], "one pin, renamed over");
+    assert_eq!(nf_links_held(&d3), vec![link3], "the old link is closed");
+    assert_eq!(
+        inst.log().matches("renewed make-before-break").count(),
+        1,
+        "{}",
+        inst.log()
+    );
+
+    // 3. a resize: fresh maps, filled from the journal, then a new link
+    // running the program that reads them.
+    let d4 = restart_under_flood(&inst, &pair, &v, d3, &[], 2, "netfilter: resize");
+    let links4 = inst.nf_links();
+    assert_eq!(links4.len(), 1, "{links4:?}");
+    assert_ne!(links4[0].1, link3, "netfilter: the resize makes a new link");
+    assert_eq!(inst.link_pins(), vec![pin.clone()]);
+    let said = inst.log();
+    assert!(
+        said.matches("renewed make-before-break").count() == 2 && said.contains("in fresh maps"),
+        "{said}"
+    );
+
+    // 4. reboot simulation: the pins are gone, a fresh daemon attaches
+    // again from the journal.
+    let d5 = reboot(&inst, &pair, &v, "netfilter", d4);
+    let links5 = inst.nf_links();
+    assert_eq!(links5.len(), 1, "{links5:?}");
+    assert!(inst.log().contains("re-attached"), "{}", inst.log());
+    assert_eq!(inst.link_pins(), vec![pin.clone()]);
+
+    // 5. an apply whose ruleset has a FORWARD chain too pins a link
+    // there; one without it removes that link and its pin.
+    let with_forward = RULES.replace(
+        "COMMIT",
+        ":FORWARD ACCEPT [0:0]\n-A FORWARD -p udp -j DROP\nCOMMIT",
+    );
+    let r = inst.call(json!({"cmd": "apply", "rules": with_forward, "name": "f.v4"}));
+    assert_eq!(r["ok"], Value::from(true), "{r}");
+    assert_eq!(
+        inst.link_pins(),
+        vec!["forward-ipv4@netfilter".to_string(), pin.clone()]
+    );
+    assert_eq!(inst.nf_links().len(), 2);
+    let r = inst.call(json!({"cmd": "apply", "rules": RULES, "name": "r.v4"}));
+    assert_eq!(r["ok"], Value::from(true), "{r}");
+    assert_eq!(inst.link_pins(), vec![pin.clone()]);
+
+    // 6. detach removes the pins, and the kernel lets port 9 through.
+    let r = inst.call(json!({"cmd": "detach"}));
+    assert_eq!(r["ok"], Value::from(true), "{r}");
+    assert!(inst.link_pins().is_empty(), "{:?}", inst.link_pins());
+    let run = Run::start(&pair, v.b_addr);
+    settle();
+    let (leaked, _, _) = run.finish();
+    assert!(leaked > 0, "netfilter: after detach port 9 passes");
+
+    // 7. pins the journal does not name go: a daemon with the same pin
+    // directory and an empty state directory removes the link.
+    let r = inst.call(json!({"cmd": "attach"}));
+    assert_eq!(r["ok"], Value::from(true), "{r}");
+    assert_eq!(inst.link_pins(), vec![pin.clone()]);
+    eprintln!("{}", inst.log());
+    kill9(d5);
+    let tmp2 = tempfile::tempdir().unwrap();
+    let other = Instance::new(&pair, tmp2.path(), "netfilter");
+    assert_eq!(other.pins, inst.pins);
+    let d6 = other.start(&[]);
+    assert!(other.link_pins().is_empty(), "{:?}", other.link_pins());
+    assert!(
+        other.log().contains("the journal wants no netfilter link"),
+        "{}",
+        other.log()
+    );
+    kill9(d6);
+    inst.remove_pinned();
+    assert!(!inst.pins.exists());
+    let _ = std::fs::remove_dir(inst.pins.parent().unwrap());
+}
+
+/// The ids of the netfilter links `daemon` holds open, from its fdinfo
+/// (an old link still held would show here; its pin is gone).
+fn nf_links_held(daemon: &Proc) -> Vec<u64> {
+    let pid = daemon.0.as_ref().expect("running").id();
+    let mut ids = Vec::new();
+    for e in std::fs::read_dir(format!("/proc/{pid}/fdinfo"))
+        .unwrap()
+        .flatten()
+    {
+        let info = std::fs::read_to_string(e.path()).unwrap_or_default();
+        if !info.contains("link_type:\tnetfilter") {
+            continue;
+        }
+        if let Some(id) = info
+            .lines()
+            .find_map(|l| l.strip_prefix("link_id:"))
+            .and_then(|v| v.trim().parse().ok())
+        {
+            ids.push(id);
+        }
+    }
+    ids.sort_unstable();
+    ids
 }
 
 /// The program id on `dev`'s XDP hook in namespace `ns`, per `ip`.

@@ -13,10 +13,13 @@ use crate::abi::{RawSetDesc, MAX_SETS, MAX_SET_REFS};
 use crate::bpf_sys::{self, LinkIds};
 use crate::error::{Error, Result};
 use crate::load::{Dataplane, PROG_TC, PROG_XDP};
-use crate::pin::{maps_dir, pin_err, read_dir_names, LinkPin, PinnedAttachment};
+use crate::pin::{
+    maps_dir, pin_err, read_dir_names, LinkPin, PinnedAttachment, NETFILTER_HOOK, REPLACING,
+};
 
 /// The program that runs at a hook, by the hook's pin name (`xdp`, `tc`).
-/// Hooks added later (netfilter) map their names here.
+/// Netfilter links are not here: their program cannot be swapped in place
+/// ([`Dataplane::renew_netfilter_link`]).
 pub fn program_for_hook(hook: &str) -> Option<&'static str> {
     match hook {
         "xdp" => Some(PROG_XDP),
@@ -39,11 +42,19 @@ impl Dataplane {
         if p.maps_reused {
             self.adopt_map_state()?;
         }
+        let mut netfilter = false;
         for name in read_dir_names(&root.join("links")) {
+            let path = root.join("links").join(&name);
+            if name.starts_with(REPLACING) {
+                // a renewal that died before its rename: the link it pins
+                // is a second one beside the link it was to replace
+                let _ = std::fs::remove_file(&path);
+                continue;
+            }
             let Some((target, hook)) = name.rsplit_once('@') else {
                 continue;
             };
-            let path = root.join("links").join(&name);
+            netfilter |= hook == NETFILTER_HOOK;
             let Ok(fd) = bpf_sys::obj_get(&path) else {
                 continue;
             };
@@ -61,6 +72,10 @@ impl Dataplane {
             let id = self.next_id;
             self.next_id += 1;
             self.links.insert(id, crate::load::LinkId::Pinned(pin));
+        }
+        if netfilter {
+            // the netfilter hooks see every interface: `-i`/`-o` by name
+            self.refresh_ifnames()?;
         }
         Ok(())
     }
@@ -213,8 +228,10 @@ impl Dataplane {
     /// Makes the pins describe this load, after the caller made its state
     /// live in the maps (a fresh map set must hold the ruleset before any
     /// link runs it): when the pinned programs are another build, or the
-    /// maps are fresh, every pinned link is swapped to this load's program
-    /// with `BPF_LINK_UPDATE` (never detached); then the program pins, and
+    /// maps are fresh, every pinned XDP and tc link is swapped to this
+    /// load's program with `BPF_LINK_UPDATE` (never detached), and the
+    /// netfilter links are marked for [`Dataplane::renew_netfilter_link`]
+    /// (the kernel has no update for them); then the program pins, and
     /// for fresh maps the map pins, are replaced. Returns what it did, as
     /// log lines.
     pub fn finish_adoption(&mut self) -> Result<Vec<String>> {
@@ -232,11 +249,18 @@ impl Dataplane {
                 .all(|n| n.starts_with(&format!("{build}-")));
         let mut log = Vec::new();
         let swap = !(same_build && reused);
+        let mut stale_nf = BTreeSet::new();
         if swap {
-            for (_, l) in self.links.iter() {
+            for (&id, l) in self.links.iter() {
                 let crate::load::LinkId::Pinned(pin) = l else {
                     continue;
                 };
+                if pin.hook == NETFILTER_HOOK {
+                    // no BPF_LINK_UPDATE for netfilter links (EOPNOTSUPP):
+                    // the caller renews the ones it keeps, make-before-break
+                    stale_nf.insert(id);
+                    continue;
+                }
                 let Some(name) = program_for_hook(&pin.hook) else {
                     log.push(format!(
                         "{}: unknown hook; left as it is",
@@ -248,15 +272,6 @@ impl Dataplane {
                 let before = pin.ids();
                 match bpf_sys::link_update(pin.fd.as_fd(), prog) {
                     Ok(()) => {}
-                    // netfilter links: the kernel has no update for them
-                    Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {
-                        log.push(format!(
-                            "{}@{}: the kernel cannot swap this link's program ({e}); \
-                             the previous program keeps running until it is detached and attached again",
-                            pin.target, pin.hook
-                        ));
-                        continue;
-                    }
                     Err(e) => {
                         return Err(Error::Pin(format!(
                             "BPF_LINK_UPDATE of {}: {e}",
@@ -274,6 +289,9 @@ impl Dataplane {
                     before.map_or(0, |i| i.prog_id),
                 ));
             }
+        }
+        if let Some(p) = &mut self.pins {
+            p.stale_nf = stale_nf;
         }
         let p = self.pins.as_ref().expect("checked above");
         if !reused {

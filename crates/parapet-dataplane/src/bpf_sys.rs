@@ -106,6 +106,18 @@ pub struct LinkIds {
 /// `enum bpf_link_type` values this crate makes.
 pub(crate) const LINK_TYPE_XDP: u32 = 6;
 pub(crate) const LINK_TYPE_TCX: u32 = 11;
+pub(crate) const LINK_TYPE_NETFILTER: u32 = 10;
+
+/// Where a netfilter link is attached: `(pf, hooknum, priority)` from
+/// `struct bpf_link_info`'s netfilter arm, or `None` for another link type.
+pub(crate) fn netfilter_link_info(fd: BorrowedFd<'_>) -> io::Result<Option<(u32, u32, i32)>> {
+    let b = info(fd)?;
+    if word(&b, 0) != LINK_TYPE_NETFILTER {
+        return Ok(None);
+    }
+    // netfilter { __u32 pf; __u32 hooknum; __s32 priority; __u32 flags; }
+    Ok(Some((word(&b, 16), word(&b, 20), word(&b, 24) as i32)))
+}
 
 /// The ids of the link behind `fd`.
 pub(crate) fn link_ids(fd: BorrowedFd<'_>) -> io::Result<LinkIds> {

@@ -69,7 +69,7 @@ pub use bpf_sys::LinkIds;
 pub use counters::{LogEvent, Stats};
 pub use error::{BadImage, Error, Result};
 pub use load::{Dataplane, Features, LoadOptions, BPF_OBJECT};
-pub use netfilter::{NfAttached, NfFamily, NfFloor, NfHook, NfLink};
+pub use netfilter::{NfAttached, NfFamily, NfFloor, NfHook, NfLink, PRIORITY_SEARCH};
 pub use pin::{default_pin_dir, remove_pins, PinnedAttachment};
 pub use reject_queue::{NfReject, RejectCounts, RejectQueue, RejectSender};
 pub use set_mirror::{monotonic_ns, PacketPart, SetDim, SetElement, SetError, SetSizing};

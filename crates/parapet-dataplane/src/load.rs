@@ -238,6 +238,7 @@ impl Dataplane {
                     build: format!("{build:016x}"),
                     maps_reused,
                     adopted_sets: Default::default(),
+                    stale_nf: Default::default(),
                 })
             }
         };

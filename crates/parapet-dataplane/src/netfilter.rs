@@ -120,7 +120,7 @@ impl NfFamily {
     /// Both.
     pub const ALL: [NfFamily; 2] = [NfFamily::Ipv4, NfFamily::Ipv6];
 
-    fn pf(self) -> u32 {
+    pub(crate) fn pf(self) -> u32 {
         match self {
             NfFamily::Ipv4 => 2,
             NfFamily::Ipv6 => 10,

@@ -10,7 +10,9 @@
 //!                                  the hash of the loaded object and its
 //!                                  load-time constants
 //! links/<target>@<hook>            one bpf_link per attachment, e.g.
-//!                                  `eth0@xdp`, `eth0@tc`
+//!                                  `eth0@xdp`, `eth0@tc`, and one per
+//!                                  netfilter hook and family, e.g.
+//!                                  `input-ipv4@netfilter`
 //! ```
 //!
 //! A load with a pin directory ([`Dataplane::load_pinned`]) reuses
@@ -22,8 +24,11 @@
 //! kind are pinned the same way: [`Dataplane::keep_link`] takes an aya
 //! `FdLink` (a netfilter link, say), and a hook's name picks the program
 //! an upgrade swaps in ([`crate::adopt::program_for_hook`]). The kernel cannot update a
-//! netfilter link's program (`EOPNOTSUPP`): that is logged, and the old
-//! program keeps enforcing.
+//! netfilter link's program (`EOPNOTSUPP`): an upgrade attaches a second
+//! link with the new program beside it (the nearest free priority), pins
+//! it and renames that pin over the old one, then closes the old link
+//! ([`LinkPin::replace_with`]): make-before-break, never a moment without
+//! a link.
 
 use std::collections::BTreeSet;
 use std::ffi::CString;
@@ -149,7 +154,7 @@ impl LinkPin {
     /// a descriptor of our own. A pin left by a link the kernel already
     /// released (its device went away) is replaced.
     pub(crate) fn pin(root: &Path, link: FdLink, target: &str, hook: &str) -> Result<Self> {
-        let path = root.join("links").join(format!("{target}@{hook}"));
+        let path = link_path(root, target, hook);
         if path.exists() {
             std::fs::remove_file(&path).map_err(|e| pin_err(&path, e))?;
         }
@@ -159,6 +164,52 @@ impl LinkPin {
         let pin = LinkPin::open(path, target, hook);
         drop(pinned);
         pin
+    }
+
+    /// Pins the link behind `fd` (one made with `BPF_LINK_CREATE`, e.g. a
+    /// netfilter link) as `links/<target>@<hook>` under `root`, replacing
+    /// a pin of that name, and keeps `fd`.
+    pub(crate) fn pin_fd(root: &Path, fd: OwnedFd, target: &str, hook: &str) -> Result<Self> {
+        let path = link_path(root, target, hook);
+        if path.exists() {
+            std::fs::remove_file(&path).map_err(|e| pin_err(&path, e))?;
+        }
+        bpf_sys::obj_pin(fd.as_fd(), &path).map_err(|e| pin_err(&path, e))?;
+        Ok(LinkPin {
+            fd,
+            path,
+            target: target.to_string(),
+            hook: hook.to_string(),
+        })
+    }
+
+    /// Make-before-break: pins `new` (a second link at the same place,
+    /// already enforcing) under a temporary name, then renames it over
+    /// this pin (bpffs renames atomically: the name always pins a live
+    /// link), and closes this link's descriptor, which detaches it.
+    pub(crate) fn replace_with(&mut self, new: OwnedFd) -> Result<()> {
+        let dir = self
+            .path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        let name = self
+            .path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let tmp = dir.join(format!("{REPLACING}{name}"));
+        let _ = std::fs::remove_file(&tmp);
+        bpf_sys::obj_pin(new.as_fd(), &tmp).map_err(|e| pin_err(&tmp, e))?;
+        if let Err(e) = std::fs::rename(&tmp, &self.path) {
+            // the old link stays; the new one goes with its temporary pin
+            let _ = std::fs::remove_file(&tmp);
+            return Err(pin_err(&self.path, e));
+        }
+        // the old link's pin is gone with the rename: closing our
+        // descriptor releases it
+        self.fd = new;
+        Ok(())
     }
 
     /// Holds the link pinned at `path` by a descriptor of our own.
@@ -177,6 +228,20 @@ impl LinkPin {
         bpf_sys::link_ids(self.fd.as_fd()).ok()
     }
 }
+
+/// `links/<target>@<hook>` under `root`.
+pub(crate) fn link_path(root: &Path, target: &str, hook: &str) -> PathBuf {
+    root.join("links").join(format!("{target}@{hook}"))
+}
+
+/// The hook name of netfilter link pins (`links/input-ipv4@netfilter`).
+pub(crate) const NETFILTER_HOOK: &str = "netfilter";
+
+/// Prefix of a link pin being made by [`LinkPin::replace_with`]: one left
+/// behind (the process died between the pin and the rename) pins a second
+/// link beside the one it was to replace, and is removed at the next load.
+/// No interface name has a `:`; bpffs refuses a `.` in names (EPERM).
+pub(crate) const REPLACING: &str = "replacing:";
 
 pub(crate) fn pin_err(path: &Path, e: io::Error) -> Error {
     Error::Pin(format!("{}: {e}", path.display()))
@@ -211,6 +276,9 @@ pub(crate) struct Pins {
     /// Set ids the pinned maps held when adopted: allocated to no new set
     /// until [`Dataplane::purge_adopted_sets`].
     pub(crate) adopted_sets: BTreeSet<u32>,
+    /// Attachment ids of pinned netfilter links that run another program
+    /// than this load's ([`Dataplane::renew_netfilter_link`]).
+    pub(crate) stale_nf: BTreeSet<u64>,
 }
 
 /// Map fds of `ebpf`'s maps named `parapet_*` (the object's own maps,

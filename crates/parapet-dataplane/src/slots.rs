@@ -153,7 +153,19 @@ impl Dataplane {
 
     /// Read back `len` bytes of the live image (for tests and diagnostics).
     pub fn read_live_image(&self, len: usize) -> Result<Vec<u8>> {
-        let slot = self.generation & 1;
+        self.read_live_image_at(0, len)
+    }
+
+    /// [`Dataplane::read_live_image`] of a netfilter hook's image.
+    pub fn read_live_hook_image(&self, hook: crate::NfHook, len: usize) -> Result<Vec<u8>> {
+        self.read_live_image_at(hook.image(), len)
+    }
+
+    fn read_live_image_at(&self, which: u32, len: usize) -> Result<Vec<u8>> {
+        if which >= IMAGES {
+            return Err(Error::Missing("image"));
+        }
+        let slot = 2 * which + (self.generation & 1);
         let mut out = Vec::with_capacity(len);
         let mut page_no = slot * self.slot_pages;
         while out.len() < len.min(self.slot_capacity()) {

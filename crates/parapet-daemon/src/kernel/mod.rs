@@ -585,7 +585,7 @@ impl Kernel {
                     v["prog_id"] = Value::from(ids.prog_id);
                 }
                 if a.hook == AttachPoint::Netfilter {
-                    v["links"] = Self::links_json(&a.links);
+                    v["links"] = Self::links_json(self.dp.as_ref(), &a.links);
                 }
                 if let Some(m) = a.actual {
                     v["mode"] = Value::from(mode_name(m));

@@ -1,14 +1,24 @@
 //! The daemon's netfilter attachment (`parapet attach` without an
 //! interface): links made per the hook plan ([`crate::hooks`]), synced on
-//! every apply, and shown by `stats` and `list`.
+//! every apply, taken over from their pins at a restart, and shown by
+//! `stats` and `list`.
 
 use super::{dp_err, kernel_chain, Attachment, Kernel};
 use crate::compiled::CompiledChain;
 use crate::hooks::{warnings, NfWant};
 use crate::proto::{code, ErrorReply};
-use parapet_dataplane::{AttachPoint, Dataplane, Mode};
+use parapet_dataplane::{
+    AttachPoint, Dataplane, Mode, NfFamily, PinnedAttachment, PRIORITY_SEARCH,
+};
 use parapet_model::Ruleset;
 use serde_json::{json, Value};
+
+fn family_name(f: NfFamily) -> &'static str {
+    match f {
+        NfFamily::Ipv4 => "ipv4",
+        NfFamily::Ipv6 => "ipv6",
+    }
+}
 
 /// The daemon's netfilter attachment: links made, synced and shown.
 impl Kernel {
@@ -92,17 +102,119 @@ impl Kernel {
         Ok(self.attached.last().expect("pushed above").clone())
     }
 
-    /// The netfilter links as `stats` shows them.
-    pub(crate) fn links_json(links: &[(NfWant, u64, i32)]) -> Value {
+    /// The netfilter links as `stats` shows them (with their kernel ids
+    /// when pinned).
+    pub(crate) fn links_json(dp: Option<&Dataplane>, links: &[(NfWant, u64, i32)]) -> Value {
         links
             .iter()
-            .map(|(w, _, priority)| {
-                json!({"chain": w.hook.chain(), "family": match w.family {
-                    parapet_dataplane::NfFamily::Ipv4 => "ipv4",
-                    parapet_dataplane::NfFamily::Ipv6 => "ipv6",
-                }, "priority": priority})
+            .map(|(w, id, priority)| {
+                let mut v = json!({"chain": w.hook.chain(), "family": family_name(w.family),
+                    "priority": priority});
+                if let Some(ids) = dp.and_then(|d| d.link_ids(*id)) {
+                    v["pinned"] = Value::from(true);
+                    v["link_id"] = Value::from(ids.link_id);
+                    v["prog_id"] = Value::from(ids.prog_id);
+                }
+                v
             })
             .collect()
+    }
+
+    /// A starting parapetd and the netfilter links an earlier one pinned
+    /// (`nf_pinned`, found by the load; `self.nf_plan` is the journal's
+    /// ruleset's, installed already). When the journal has the attachment
+    /// at the netfilter hooks, each pinned link its ruleset still wants
+    /// (same hook and family) is taken over without re-attaching; one that
+    /// runs an older program (an upgrade, or fresh maps) or sits too far
+    /// from the chain's priority is renewed make-before-break. The others
+    /// are removed. Returns whether the attachment was taken (the caller
+    /// then makes the links the pins lacked, [`Kernel::sync_nf_links`]);
+    /// with no pinned links it stays pending for [`Kernel::restore`].
+    pub(crate) fn adopt_netfilter(
+        &mut self,
+        dp: &mut Dataplane,
+        nf_pinned: Vec<PinnedAttachment>,
+    ) -> bool {
+        let wanted = self
+            .pending
+            .iter()
+            .position(|(_, h, _)| *h == AttachPoint::Netfilter);
+        let stale = dp.stale_netfilter_links();
+        let mut links: Vec<(NfWant, u64, i32)> = Vec::new();
+        let found = !nf_pinned.is_empty();
+        for p in nf_pinned {
+            let ids = |dp: &Dataplane| {
+                dp.link_ids(p.id).map_or_else(String::new, |i| {
+                    format!("link {}, program {}", i.link_id, i.prog_id)
+                })
+            };
+            let was = ids(dp);
+            let at = dp.netfilter_attachment(p.id);
+            let want = at.as_ref().filter(|_| wanted.is_some()).and_then(|a| {
+                self.nf_plan.iter().find(|w| {
+                    w.hook == a.hook
+                        && w.family == a.family
+                        && !links.iter().any(|(x, _, _)| x == *w)
+                })
+            });
+            let (Some(a), Some(w)) = (at, want) else {
+                eprintln!(
+                    "parapetd: dataplane: the journal wants no netfilter link {}; removing its pin ({was})",
+                    p.target
+                );
+                if let Err(e) = dp.detach(p.id) {
+                    eprintln!("parapetd: dataplane: {e}");
+                }
+                continue;
+            };
+            let far = (a.priority - w.priority).abs() > PRIORITY_SEARCH;
+            let priority = if stale.contains(&p.id) || far {
+                match dp.renew_netfilter_link(p.id, w.priority) {
+                    Ok(n) => {
+                        eprintln!(
+                            "parapetd: dataplane: netfilter link {} renewed make-before-break at priority {} \
+                             ({}; was {was} at priority {})",
+                            p.target,
+                            n.priority,
+                            ids(dp),
+                            a.priority
+                        );
+                        n.priority
+                    }
+                    Err(e) => {
+                        // the old link keeps enforcing the same maps
+                        eprintln!(
+                            "parapetd: dataplane: renewing netfilter link {}: {e}; the previous link \
+                             ({was}) stays",
+                            p.target
+                        );
+                        a.priority
+                    }
+                }
+            } else {
+                eprintln!(
+                    "parapetd: dataplane: adopted the pinned netfilter link {} at priority {} ({was}); \
+                     not re-attached",
+                    p.target, a.priority
+                );
+                a.priority
+            };
+            links.push((*w, p.id, priority));
+        }
+        let Some(k) = wanted.filter(|_| found) else {
+            return false;
+        };
+        let (iface, hook, mode) = self.pending.remove(k);
+        self.attached.push(Attachment {
+            iface,
+            hook,
+            mode,
+            actual: None,
+            note: Some("adopted from its pins".to_string()),
+            id: 0,
+            links,
+        });
+        true
     }
 
     /// What the ruleset means differently where it is placed now (see

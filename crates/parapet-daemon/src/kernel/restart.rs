@@ -12,8 +12,10 @@ impl Kernel {
     /// links of an earlier parapetd: the journal is the truth, so its
     /// ruleset is made live in them (an atomic image swap, never a
     /// detach); then the pinned links run this build's program (swapped
-    /// by `BPF_LINK_UPDATE` when it differs); links the journal names are
-    /// taken over without re-attaching, the others are removed.
+    /// by `BPF_LINK_UPDATE` when it differs; a netfilter link is renewed
+    /// make-before-break instead, see [`Kernel::adopt_netfilter`]); links
+    /// the journal names are taken over without re-attaching, the others
+    /// are removed.
     pub fn adopt(
         &mut self,
         mut dp: Dataplane,
@@ -30,12 +32,8 @@ impl Kernel {
             ConntrackTable::delete_stale(CT_TABLE);
         }
         if let Some((rs, compiled)) = active {
-            // counters survive a restart that keeps the same image
-            let same = dp.maps_adopted()
-                && fits(&self.config, &dp, rs, compiled)
-                    .ok()
-                    .and_then(|(_, img)| dp.read_live_image(img.len()).ok().map(|l| l == img))
-                    .unwrap_or(false);
+            // counters survive a restart that keeps the same images
+            let same = dp.maps_adopted() && live_images_are(&self.config, &dp, rs, compiled);
             if dp.maps_adopted() {
                 eprintln!(
                     "parapetd: dataplane: adopted the pinned maps at generation {}; the journal's ruleset {}",
@@ -63,6 +61,10 @@ impl Kernel {
             eprintln!("parapetd: dataplane: {line}");
         }
         // the journal names the attachments that stay
+        let (nf_pinned, pinned): (Vec<_>, Vec<_>) = pinned
+            .into_iter()
+            .partition(|p| p.hook == parapet_dataplane::hook_pin_name(AttachPoint::Netfilter));
+        let nf_adopted = self.adopt_netfilter(&mut dp, nf_pinned);
         for p in pinned {
             let want = self.pending.iter().position(|(i, h, _)| {
                 *i == p.target && parapet_dataplane::hook_pin_name(*h) == p.hook
@@ -100,6 +102,12 @@ impl Kernel {
         }
         let on = dp.conntrack();
         self.dp = Some(dp);
+        if nf_adopted {
+            // chains the journal's ruleset has and the pins had not
+            if let Err(e) = self.sync_nf_links() {
+                eprintln!("parapetd: dataplane: {}", e.msg);
+            }
+        }
         if let Err(e) = self.ensure_ct_table(on, !self.attached.is_empty()) {
             eprintln!("parapetd: dataplane: {}", e.msg);
         }
@@ -158,4 +166,28 @@ impl Kernel {
         }
         log
     }
+}
+
+/// Whether every image of `rs` (the interface hooks' chain and each
+/// netfilter hook's) is the live one in `dp`'s adopted maps.
+fn live_images_are(
+    cfg: &KernelConfig,
+    dp: &Dataplane,
+    rs: &Ruleset,
+    compiled: &[CompiledChain],
+) -> bool {
+    let Ok((_, img)) = fits(cfg, dp, rs, compiled) else {
+        return false;
+    };
+    if dp.read_live_image(img.len()).ok() != Some(img) {
+        return false;
+    }
+    let Ok(plan) = hooks::hook_plan(rs, compiled) else {
+        // no hook images are written for such a ruleset
+        return true;
+    };
+    plan.chains.iter().all(|(hook, c)| {
+        let img = c.classifier.image().to_bytes();
+        dp.read_live_hook_image(*hook, img.len()).ok() == Some(img)
+    })
 }
