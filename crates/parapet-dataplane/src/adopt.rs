@@ -58,16 +58,17 @@ impl Dataplane {
             let Ok(fd) = bpf_sys::obj_get(&path) else {
                 continue;
             };
+            let target = crate::pin::unescape_target(target);
             let pin = LinkPin {
                 fd,
                 path,
-                target: target.to_string(),
+                target,
                 hook: hook.to_string(),
             };
             // fresh maps know no interface names yet: the image matches
             // `-i` by name
             if let Some(ids) = pin.ids().filter(|i| i.ifindex != 0) {
-                self.set_ifname(ids.ifindex, target)?;
+                self.set_ifname(ids.ifindex, &pin.target)?;
             }
             let id = self.next_id;
             self.next_id += 1;

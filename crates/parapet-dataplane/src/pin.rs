@@ -229,9 +229,22 @@ impl LinkPin {
     }
 }
 
-/// `links/<target>@<hook>` under `root`.
+/// `links/<target>@<hook>` under `root`, the target escaped
+/// ([`escape_target`]).
 pub(crate) fn link_path(root: &Path, target: &str, hook: &str) -> PathBuf {
-    root.join("links").join(format!("{target}@{hook}"))
+    root.join("links")
+        .join(format!("{}@{hook}", escape_target(target)))
+}
+
+/// bpffs refuses a `.` anywhere in a pin name (EPERM), and VLAN interfaces
+/// are called `eth0.100`: `%` and `.` are written `%25` and `%2E`.
+pub(crate) fn escape_target(target: &str) -> String {
+    target.replace('%', "%25").replace('.', "%2E")
+}
+
+/// The interface name an escaped pin name stands for ([`escape_target`]).
+pub(crate) fn unescape_target(name: &str) -> String {
+    name.replace("%2E", ".").replace("%25", "%")
 }
 
 /// The hook name of netfilter link pins (`links/input-ipv4@netfilter`).
@@ -399,4 +412,20 @@ pub fn remove_pins(root: &Path) -> io::Result<usize> {
         std::fs::remove_dir(root)?;
     }
     Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pin_names_of_vlan_interfaces_have_no_dot_and_come_back() {
+        for name in ["eth0", "eth0.100", "br-lan.5.7", "odd%2Ename", "a%b.c"] {
+            let path = link_path(Path::new("/r"), name, "xdp");
+            let file = path.file_name().unwrap().to_str().unwrap();
+            assert!(!file.contains('.'), "{file}");
+            let (target, hook) = file.rsplit_once('@').unwrap();
+            assert_eq!((unescape_target(target).as_str(), hook), (name, "xdp"));
+        }
+    }
 }
