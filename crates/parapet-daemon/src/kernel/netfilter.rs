@@ -42,6 +42,12 @@ impl Kernel {
                 .map_err(|e| dp_err("attaching at the netfilter hooks", e))?;
             att.links.push((*w, a.id, a.priority));
         }
+        if self.nf_refused.is_some() {
+            // The ruleset cannot go to the hooks (two chains at one): an
+            // empty plan must not take the links away — that would open
+            // the hooks. They keep enforcing the images they have.
+            return Ok(());
+        }
         let plan = &self.nf_plan;
         let mut err = None;
         att.links.retain(|(w, id, _)| {
@@ -157,6 +163,21 @@ impl Kernel {
                         && !links.iter().any(|(x, _, _)| x == *w)
                 })
             });
+            if let (Some(a), Some(why)) = (&at, wanted.and(self.nf_refused.as_ref())) {
+                // refused at the hooks: keep the link (never fail open)
+                eprintln!(
+                    "parapetd: dataplane: the journal's ruleset cannot go to the netfilter hooks ({why}); \
+                     the pinned link {} keeps enforcing its image ({was})",
+                    p.target
+                );
+                let keep = NfWant {
+                    hook: a.hook,
+                    family: a.family,
+                    priority: a.priority,
+                };
+                links.push((keep, p.id, a.priority));
+                continue;
+            }
             let (Some(a), Some(w)) = (at, want) else {
                 eprintln!(
                     "parapetd: dataplane: the journal wants no netfilter link {}; removing its pin ({was})",
