@@ -231,4 +231,25 @@ fn prometheus_reads_the_rule_counters_of_known_traffic() {
     assert!(first["packets_per_s"].as_f64().unwrap() > 5.0, "{top}");
     assert!(first["packets"].as_u64().unwrap() > SENT as u64, "{top}");
     assert_eq!(top["kernel"], true);
+
+    // At the netfilter hooks too: the INPUT hook's packets are a series.
+    let o = parapet(&sock, &["attach"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    in_netns(&bed.a, || {
+        let s = UdpSocket::bind("0.0.0.0:0").unwrap();
+        for _ in 0..SENT {
+            s.send_to(b"metrics", (Ipv4Addr::from(B_ADDR), PROBE_PORT))
+                .unwrap();
+        }
+    });
+    let input = "parapet_netfilter_packets_total{job=\"parapet\",hook=\"input\"}";
+    let t0 = Instant::now();
+    while query(&bed.b, input).is_none_or(|v| v < SENT as f64) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "Prometheus never read {SENT} packets at the INPUT hook (last: {:?})",
+            query(&bed.b, input)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
 }

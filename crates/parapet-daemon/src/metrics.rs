@@ -452,6 +452,29 @@ fn dataplane(w: &mut Writer, dp: &Value) {
             w.sample(name, labels, get(key));
         }
     }
+    // The netfilter hooks: packets per hook, and REJECT answers sent by
+    // parapetd (the program queues them; `stats.dataplane.netfilter`).
+    let nf = &dp["netfilter"];
+    let name = "parapet_netfilter_packets_total";
+    w.family(
+        name,
+        "counter",
+        "Packets the program saw at each netfilter hook.",
+    );
+    for hook in ["input", "forward", "output"] {
+        let v = nf["packets"][hook].as_f64().unwrap_or(0.0);
+        w.sample(name, &[("hook", hook)], v);
+    }
+    let name = "parapet_netfilter_reject_total";
+    w.family(
+        name,
+        "counter",
+        "REJECTs at the netfilter hooks, by outcome of the reply.",
+    );
+    for outcome in ["queued", "ring_full", "sent", "no_reply", "failed"] {
+        let v = nf["reject"][outcome].as_f64().unwrap_or(0.0);
+        w.sample(name, &[("outcome", outcome)], v);
+    }
     w.gauge(
         "parapet_conntrack_lookup_enabled",
         "1 while the active ruleset makes the program look up conntrack.",
