@@ -182,6 +182,13 @@ impl Dataplane {
         let kernel_btf = aya::Btf::from_sys_fs().ok();
         let (object, missing) =
             crate::kfunc::resolve(BPF_OBJECT, kernel_btf.as_ref()).map_err(Error::Object)?;
+        // The image walker's loops are the kernel's numeric iterator
+        // (bpf/lib/walk_state.h): without it they would run no iteration.
+        if kernel_btf.is_none() || missing.iter().any(|m| m.starts_with("bpf_iter_num_")) {
+            return Err(Error::Object(
+                "the image walker needs the bpf_iter_num kfuncs (Linux >= 6.4 with BTF)".into(),
+            ));
+        }
         let conntrack_note = if !features.conntrack {
             None
         } else if kernel_btf.is_none() {

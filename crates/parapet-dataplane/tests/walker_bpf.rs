@@ -593,6 +593,13 @@ fn broken_images_fall_back_without_harm() {
             w[e + 1] |= 9 << 8;
         }),
         ("zero partitions", |w| w[7] = 0),
+        ("more partitions than the format allows", |w| w[7] = 9),
+        ("partition table outside the slot", |w| w[13] = 0x00ff_ffff),
+        ("verdict table outside the slot", |w| w[21] = 0x00ff_ffff),
+        ("leaf count at the iterator cap", |w| {
+            let l = w[16] as usize;
+            w[l] = 1 << 23;
+        }),
         ("unknown version", |w| w[1] = 2),
     ];
     for (i, (what, br)) in breakers.iter().enumerate() {

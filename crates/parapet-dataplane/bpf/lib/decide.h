@@ -49,12 +49,11 @@ static __noinline __u32 image_finish(__u32 idx, __u32 rule_id,
 	count_rule(rule_id, key->pkt_len);
 	if (w->nonterm_dropped)
 		stat_inc(PARAPET_STAT_NONTERM_TRUNC);
+	/* the walk left the packet's key in w->pkey; most rulesets match no
+	 * non-terminal entry, and then there is no loop to start */
 	w->hook = hook;
-	__builtin_memcpy(&w->pkey, key, sizeof(*key));
-	bpf_loop(w->n_nonterm, nonterm_cb, &c, 0);
-	w = walk_state(&c);
-	if (!w)
-		return PARAPET_VERDICT_DROP;
+	if (w->n_nonterm)
+		bpf_loop(w->n_nonterm, nonterm_cb, &c, 0);
 	debug_record(key, status, rule_id, w->verdict, w, 0);
 	return w->verdict;
 }

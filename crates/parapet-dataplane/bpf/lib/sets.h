@@ -70,6 +70,7 @@ static __always_inline void set_part_value(struct parapet_walk *w, __u32 part)
 		break;
 	case PARAPET_PART_IIF:
 		/* the image key's iif words: word 3 - k holds bytes 4k..4k+3 */
+		key_ifnames(w);
 #pragma unroll
 		for (k = 0; k < 4; k++) {
 			__u32 x = w->key[PARAPET_KW_IIF + 3 - k];

@@ -2,11 +2,16 @@
 /*
  * walk.h - the BPF walker of the classifier image (docs/image-format.md).
  *
- * Verifier strategy: every loop is a bpf_loop() callback and all loop state
- * lives in a per-CPU scratch map value, not in registers.  The verifier then
- * checks each callback body once, with state it cannot predict, instead of
- * unrolling nested bounded loops (tree depth 64 x partitions 8 x candidates
- * x constraints x a range search would exceed its complexity budget).  The
+ * Verifier strategy: every loop is an open-coded iterator (walk_for,
+ * walk_state.h) and the loop state lives in a per-CPU scratch map value,
+ * not in registers: a load from a map value is a number the verifier cannot
+ * predict, so each loop body's state repeats after one pass and the
+ * verifier stops there instead of following nested bounded loops (tree
+ * depth 64 x partitions 8 x candidates x constraints x a range search would
+ * exceed its complexity budget).  The scratch value is looked up once per
+ * packet and its pointer stays in a register (until issue 15 every loop was
+ * a bpf_loop() callback that looked the state up again, and every iteration
+ * was an indirect call).  The
  * image itself is untrusted: every word read is bounds-checked against the
  * slot, tree descent must move to strictly higher node indices, and loop
  * counts are capped by the format's absolute limits.  Any inconsistency sets
@@ -104,6 +109,9 @@ static __always_inline int key_value(struct parapet_walk *w, __u32 field,
 {
 	__u32 off, wide = 0;
 
+	if (field == 8 || field == 9)
+		key_ifnames(w);
+
 	switch (field) {
 	case 0: off = PARAPET_KW_FAMILY; break;
 	case 1: off = PARAPET_KW_SADDR; wide = 1; break;
@@ -126,15 +134,13 @@ static __always_inline int key_value(struct parapet_walk *w, __u32 field,
 	return 0;
 }
 
-/* One step down a tree: w->ref is a node; move to the chosen child. */
-static long descend_step(__u32 i, void *ctx)
+/* One step down a tree: w->ref is a node; move to the chosen child.
+ * Returns 1 to end the descent. */
+static __always_inline long descend_step(struct parapet_walk *w)
 {
-	struct parapet_walk *w = walk_state(ctx);
 	__u32 v[4], cut[4], ref, node, next, w0;
 	int k;
 
-	if (!w)
-		return 1;
 	ref = w->ref;
 	if (ref & PARAPET_IMG_LEAF_BIT)
 		return 1;
@@ -201,19 +207,25 @@ advance:
 	return w->err ? 1 : 0;
 }
 
-/* Walk partition p's tree and set up its leaf cursor. */
-static long partition_cb(__u32 p, void *ctx)
+/* Walk partition p's tree and set up its leaf cursor.  Returns 1 to end
+ * the partition loop (an error).  Global for the reason given at
+ * parapet_merge_step, and so that its descent loop's stack is not part of
+ * the merge's call chain (512 bytes for all frames). */
+__noinline long parapet_partition_step(struct parapet_walk *w, __u32 p)
 {
-	struct parapet_walk *w = walk_state(ctx);
-	__u32 leaf, count;
+	__u32 leaf, count, d;
 
-	if (!w || p >= PARAPET_IMG_MAX_PARTITIONS)
-		return 1;
-	w->ref = rd(w, w->partitions_off + p * PARAPET_IMG_PARTITION_WORDS);
-	bpf_loop(PARAPET_IMG_MAX_DEPTH, descend_step, ctx, 0);
-	w = walk_state(ctx);
 	if (!w)
 		return 1;
+	if (p >= PARAPET_IMG_MAX_PARTITIONS) {
+		w->err = 18;
+		return 1;
+	}
+	w->ref = rd(w, w->partitions_off + p * PARAPET_IMG_PARTITION_WORDS);
+	walk_for(d, PARAPET_IMG_MAX_DEPTH) {
+		if (descend_step(w))
+			break;
+	}
 	if (!w->err && !(w->ref & PARAPET_IMG_LEAF_BIT))
 		w->err = 5; /* deeper than the format allows */
 	if (w->err)
@@ -227,16 +239,16 @@ static long partition_cb(__u32 p, void *ctx)
 	w->cur[p & (PARAPET_IMG_MAX_PARTITIONS - 1)] = leaf + 1;
 	w->end[p & (PARAPET_IMG_MAX_PARTITIONS - 1)] = leaf + 1 + count;
 	w->total += count;
+	w->parts_done = p + 1;
 	return w->err ? 1 : 0;
 }
 
 /* One halving of the search for the last range with lo <= value. */
-static long bsearch_step(__u32 i, void *ctx)
+static __always_inline long bsearch_step(struct parapet_walk *w)
 {
-	struct parapet_walk *w = walk_state(ctx);
 	__u32 b[4], mid, at;
 
-	if (!w || w->lo >= w->hi)
+	if (w->lo >= w->hi)
 		return 1;
 	mid = w->lo + (w->hi - w->lo) / 2;
 	at = w->base + mid * w->stride;
@@ -254,13 +266,10 @@ static long bsearch_step(__u32 i, void *ctx)
 /* Evaluate one constraint at w->cpos; clear w->cmatch if it fails. */
 #define PARAPET_IMG_SHORT_RANGES 4
 
-static long constraint_cb(__u32 i, void *ctx)
+static __always_inline long constraint_step(struct parapet_walk *w)
 {
-	struct parapet_walk *w = walk_state(ctx);
-	__u32 c, field, r, b[4], at;
+	__u32 c, field, r, b[4], at, s;
 
-	if (!w)
-		return 1;
 	c = rd(w, w->cpos);
 	field = c & 0xff;
 	r = c >> 16;
@@ -311,8 +320,8 @@ static long constraint_cb(__u32 i, void *ctx)
 			return 1;
 		}
 	}
-	/* Few ranges (the usual case): scan them here, cheaper than a
-	 * nested bpf_loop.  Sorted: stop at the first lower bound above v. */
+	/* Few ranges (the usual case): scan them here, cheaper than the
+	 * search loop.  Sorted: stop at the first lower bound above v. */
 	if (r <= PARAPET_IMG_SHORT_RANGES) {
 		int j;
 
@@ -331,10 +340,12 @@ static long constraint_cb(__u32 i, void *ctx)
 	} else {
 		/* Ranges are sorted and disjoint: the only candidate is the
 		 * last one whose lower bound is <= the value. */
-		bpf_loop(PARAPET_IMG_BSEARCH_STEPS, bsearch_step, ctx, 0);
+		walk_for(s, PARAPET_IMG_BSEARCH_STEPS) {
+			if (bsearch_step(w))
+				break;
+		}
 	}
-	w = walk_state(ctx);
-	if (!w || w->err)
+	if (w->err)
 		return 1;
 	if (w->lo == 0) {
 		w->cmatch = 0;
@@ -368,17 +379,17 @@ static __always_inline void push_nonterm(struct parapet_walk *w, __u32 rec,
 
 /*
  * The common record in one map lookup: when the record's first
- * PARAPET_REC_WINDOW words lie in one page and every constraint is narrow,
+ * PARAPET_REC_WINDOW words lie in one page (R, from img_window; NULL when
+ * they do not) and every constraint is narrow,
  * has at most PARAPET_IMG_SHORT_RANGES ranges and is not the set field,
  * decide it here.  Returns 1 (match), 0 (no match) or -1 (use the general
  * per-constraint path).
  */
 #define PARAPET_REC_WINDOW 64
 
-static __always_inline int record_fast(struct parapet_walk *w, __u32 rec,
-				       __u32 nc)
+static __always_inline int record_fast(struct parapet_walk *w,
+				       const __u32 *R, __u32 nc)
 {
-	const __u32 *R = img_window(w, rec, PARAPET_REC_WINDOW);
 	__u32 pos = PARAPET_IMG_RECORD_HEADER_WORDS, ci;
 
 	if (!R)
@@ -456,15 +467,49 @@ static long stateful_cb(__u32 i, void *ctx)
 	return 1;
 }
 
-/* One merge step: take the smallest candidate index over all leaves. */
-static long merge_cb(__u32 i, void *ctx)
+/*
+ * A record the fast path cannot decide: its constraints one by one.
+ * Leaves the answer in w->cmatch; returns 1 on an error (w->err).  Global
+ * for the reason given at parapet_merge_step: the constraint loop's state
+ * then repeats after one pass.
+ */
+__noinline long parapet_record_general(struct parapet_walk *w, __u32 rec,
+				       __u32 nc)
 {
-	struct parapet_walk *w = walk_state(ctx);
-	__u32 best = 0xffffffff, bp = PARAPET_IMG_MAX_PARTITIONS;
-	__u32 p, rec, nc, k, stateful;
+	__u32 ci;
 
 	if (!w)
 		return 1;
+	w->cpos = rec + PARAPET_IMG_RECORD_HEADER_WORDS;
+	w->cmatch = 1;
+	walk_for(ci, nc) {
+		if (constraint_step(w))
+			break;
+	}
+	return w->err ? 1 : 0;
+}
+
+/*
+ * One merge step: take the smallest candidate index over all leaves.
+ * Returns 1 to end the merge.  idx: the scratch slot, for stateful_cb.
+ *
+ * A global function: the verifier checks it once, on its own, and its
+ * caller sees only "some number" come back, so the merge loop's state
+ * repeats after one pass.  Inlined, the branches of the leaf scan left
+ * different constants in registers at each iteration and the verifier
+ * followed iteration after iteration ("the sequence of 8193 jumps is too
+ * complex").  The verifier lets w be NULL here.
+ */
+__noinline long parapet_merge_step(struct parapet_walk *w, __u32 idx)
+{
+	struct walk_cb_ctx c = { .idx = idx };
+	__u32 best = 0xffffffff, bp = PARAPET_IMG_MAX_PARTITIONS;
+	__u32 p, rec, nc, k, stateful;
+	const __u32 *R;
+
+	if (!w)
+		return 1;
+
 #pragma unroll
 	for (p = 0; p < PARAPET_IMG_MAX_PARTITIONS; p++) {
 		if (p < w->n_parts && w->cur[p] < w->end[p]) {
@@ -476,8 +521,12 @@ static long merge_cb(__u32 i, void *ctx)
 			}
 		}
 	}
-	if (bp >= PARAPET_IMG_MAX_PARTITIONS || w->err)
+	if (w->err)
+		return 1;
+	if (bp >= PARAPET_IMG_MAX_PARTITIONS) {
+		w->merged = 1;
 		return 1; /* candidates exhausted: the policy decides */
+	}
 	w->cur[bp & (PARAPET_IMG_MAX_PARTITIONS - 1)] += 1;
 	if (best < w->pos)
 		return 0; /* skipped by a RETURN, or seen in another leaf */
@@ -487,7 +536,9 @@ static long merge_cb(__u32 i, void *ctx)
 		return 1;
 	}
 	rec = w->entries_off + rd(w, w->table_off + best);
-	k = rd(w, rec + 1);
+	/* the record's head through one lookup when it sits in one page */
+	R = img_window(w, rec, PARAPET_REC_WINDOW);
+	k = R ? R[1] : rd(w, rec + 1);
 	nc = (k >> 16) & 0xff;
 	if (nc > PARAPET_IMG_MAX_CONSTRAINTS) {
 		w->err = 9;
@@ -497,28 +548,31 @@ static long merge_cb(__u32 i, void *ctx)
 	 * constraint loop's last step. */
 	w->stateful_k = k;
 	stateful = (k & PARAPET_IMG_KIND_STATEFUL_BIT) ? 1 : 0;
-	switch (stateful ? -1 : record_fast(w, rec, nc)) {
+	switch (stateful ? -1 : record_fast(w, R, nc)) {
 	case 0:
 		return 0;
 	case 1:
 		break;
 	default:
-		w->cpos = rec + PARAPET_IMG_RECORD_HEADER_WORDS;
-		w->cmatch = 1;
-		bpf_loop(nc, constraint_cb, ctx, 0);
-		/* then the stateful condition, if any (it checks cmatch) */
+		if (parapet_record_general(w, rec, nc))
+			return 1;
+		/* then the stateful condition, if any (it checks cmatch); here
+		 * and not in parapet_record_general, whose frame would make the
+		 * call chain's stack too deep (512 bytes for all frames) */
 		if (stateful)
-			bpf_loop(1, stateful_cb, ctx, 0);
-		w = walk_state(ctx);
-		if (!w || w->err)
+			bpf_loop(1, stateful_cb, &c, 0);
+		if (w->err)
 			return 1;
 		if (!w->cmatch)
 			return 0;
 	}
 	switch (k & 0xf) {
 	case PARAPET_IMG_KIND_DECIDE:
+		/* rule id and kind word (its verdict index) for image_walk */
 		w->done = 1;
+		w->merged = 1;
 		w->entry_rec = rec;
+		w->entry_rule = rd(w, rec);
 		return 1;
 	case PARAPET_IMG_KIND_RETURN:
 		if (k & PARAPET_IMG_KIND_COUNTED_BIT)
@@ -531,19 +585,11 @@ static long merge_cb(__u32 i, void *ctx)
 	}
 }
 
-/* Big-endian 4 bytes at p as a number (addresses and names are numbers
- * whose first byte is the most significant). */
-static __always_inline __u32 be32_at(const __u8 *p)
-{
-	return ((__u32)p[0] << 24) | ((__u32)p[1] << 16) | ((__u32)p[2] << 8) |
-	       p[3];
-}
-
-/* The image key of docs/image-format.md from the parsed packet key. */
+/* The image key of docs/image-format.md from the parsed packet key (the
+ * interface names: key_ifnames, on first use). */
 static __always_inline void build_key(struct parapet_walk *w,
 				      const struct parapet_key *key)
 {
-	struct parapet_ifname *ifn;
 	int k;
 
 #pragma unroll
@@ -552,7 +598,7 @@ static __always_inline void build_key(struct parapet_walk *w,
 		w->key[PARAPET_KW_SADDR + k] = be32_at(&key->src[12 - 4 * k]);
 		w->key[PARAPET_KW_DADDR + k] = be32_at(&key->dst[12 - 4 * k]);
 		w->key[PARAPET_KW_IIF + k] = 0;
-		w->key[PARAPET_KW_OIF + k] = 0; /* filled below when known */
+		w->key[PARAPET_KW_OIF + k] = 0; /* key_ifnames() fills them */
 	}
 	w->key[PARAPET_KW_FAMILY] = key->family;
 	w->key[PARAPET_KW_PROTO] = key->proto;
@@ -564,24 +610,7 @@ static __always_inline void build_key(struct parapet_walk *w,
 	w->key[PARAPET_KW_FRAGMENT] = (key->frag & PARAPET_FRAG_LATER) ? 1 : 0;
 	w->key[PARAPET_KW_SETS] = 0; /* set_bits() fills these */
 	w->key[PARAPET_KW_SETS + 1] = 0;
-
-	__u32 ifindex = key->ifindex;
-	ifn = ifindex ? bpf_map_lookup_elem(&parapet_ifnames, &ifindex) : 0;
-	if (ifn) {
-#pragma unroll
-		for (k = 0; k < 4; k++)
-			w->key[PARAPET_KW_IIF + k] =
-				be32_at((const __u8 *)&ifn->name[12 - 4 * k]);
-	}
-	/* the output interface: only FORWARD and OUTPUT know it */
-	ifindex = key->oifindex;
-	ifn = ifindex ? bpf_map_lookup_elem(&parapet_ifnames, &ifindex) : 0;
-	if (ifn) {
-#pragma unroll
-		for (k = 0; k < 4; k++)
-			w->key[PARAPET_KW_OIF + k] =
-				be32_at((const __u8 *)&ifn->name[12 - 4 * k]);
-	}
+	w->ifn_done = 0;
 }
 
 /*
@@ -594,62 +623,79 @@ static __noinline long image_walk(__u32 idx, __u32 slot,
 {
 	struct walk_cb_ctx c = { .idx = idx };
 	struct parapet_walk *w = walk_state(&c);
-	__u32 vi, code, rule;
+	__u32 vi, code, rule, p, i, n_refs, rtype;
+	const __u32 *H, *V;
 
 	if (!w)
 		return -1;
 	w->slot = slot;
 	w->err = 0;
-	if (rd(w, PARAPET_HW_MAGIC) != PARAPET_IMG_MAGIC ||
-	    rd(w, PARAPET_HW_VERSION) != PARAPET_IMG_VERSION || w->err) {
+	/* The whole header through one map lookup: it always fits the
+	 * slot's first page (a rd() per word was a lookup per word). */
+	H = img_window(w, 0, PARAPET_IMG_HEADER_WORDS);
+	if (!H || H[PARAPET_HW_MAGIC] != PARAPET_IMG_MAGIC ||
+	    H[PARAPET_HW_VERSION] != PARAPET_IMG_VERSION) {
 		w->err = 10;
 		return -1;
 	}
-	w->n_parts = rd(w, PARAPET_HW_N_PARTITIONS);
+	w->n_parts = H[PARAPET_HW_N_PARTITIONS];
 	if (w->n_parts == 0 || w->n_parts > PARAPET_IMG_MAX_PARTITIONS) {
 		w->err = 11;
 		return -1;
 	}
-	w->partitions_off = rd(w, PARAPET_HW_PARTITIONS_OFF);
-	w->nodes_off = rd(w, PARAPET_HW_NODES_OFF);
-	w->n_nodes = rd(w, PARAPET_HW_N_NODES);
-	w->fanout_off = rd(w, PARAPET_HW_FANOUT_OFF);
-	w->leaves_off = rd(w, PARAPET_HW_LEAVES_OFF);
-	w->table_off = rd(w, PARAPET_HW_ENTRY_TABLE_OFF);
-	w->n_entries = rd(w, PARAPET_HW_N_ENTRIES);
-	w->entries_off = rd(w, PARAPET_HW_ENTRIES_OFF);
-	w->verdicts_off = rd(w, PARAPET_HW_VERDICTS_OFF);
-	w->n_verdicts = rd(w, PARAPET_HW_N_VERDICTS);
-	w->policy = rd(w, PARAPET_HW_POLICY);
+	w->partitions_off = H[PARAPET_HW_PARTITIONS_OFF];
+	w->nodes_off = H[PARAPET_HW_NODES_OFF];
+	w->n_nodes = H[PARAPET_HW_N_NODES];
+	w->fanout_off = H[PARAPET_HW_FANOUT_OFF];
+	w->leaves_off = H[PARAPET_HW_LEAVES_OFF];
+	w->table_off = H[PARAPET_HW_ENTRY_TABLE_OFF];
+	w->n_entries = H[PARAPET_HW_N_ENTRIES];
+	w->entries_off = H[PARAPET_HW_ENTRIES_OFF];
+	w->verdicts_off = H[PARAPET_HW_VERDICTS_OFF];
+	w->n_verdicts = H[PARAPET_HW_N_VERDICTS];
+	w->policy = H[PARAPET_HW_POLICY];
+	n_refs = H[PARAPET_HW_SET_REF_COUNT];
 	w->total = 0;
 	w->pos = 0;
 	w->done = 0;
 	w->n_nonterm = 0;
 	w->nonterm_dropped = 0;
-	build_key(w, key);
+	w->merged = 0;
+	w->parts_done = 0;
+	/* pkey first: key_ifnames() reads its interface indices */
 	__builtin_memcpy(&w->pkey, key, sizeof(*key));
-	set_bits(w, &c, rd(w, PARAPET_HW_SET_REF_COUNT));
-	w = walk_state(&c);
-	if (!w)
-		return -1;
+	build_key(w, key);
+	/* nothing to do (not even the clock) for images without sets */
+	set_bits(w, &c, n_refs);
 
-	bpf_loop(w->n_parts, partition_cb, &c, 0);
-	w = walk_state(&c);
-	if (!w || w->err)
+	walk_for(p, w->n_parts) {
+		if (parapet_partition_step(w, p))
+			break;
+	}
+	if (w->err || w->parts_done != w->n_parts) {
+		w->err = w->err ? w->err : 19;
 		return -1;
-	/* Each merge step consumes one leaf element. */
-	if (w->total > PARAPET_IMG_MAX_LEAF) {
+	}
+	/* Each merge step consumes one leaf element; one more finds them
+	 * exhausted.  An iterator runs at most 1 << 23 times. */
+	if (w->total >= PARAPET_IMG_MAX_LEAF) {
 		w->err = 12;
 		return -1;
 	}
-	bpf_loop(w->total + 1, merge_cb, &c, 0);
-	w = walk_state(&c);
-	if (!w || w->err)
+	walk_for(i, w->total + 1) {
+		if (parapet_merge_step(w, idx))
+			break;
+	}
+	/* a merge that neither decided nor ran out of candidates (an
+	 * iteration cap) must not fall through to the policy */
+	if (w->err || !w->merged) {
+		w->err = w->err ? w->err : 17;
 		return -1;
+	}
 
 	if (w->done) {
-		rule = rd(w, w->entry_rec);
-		vi = (rd(w, w->entry_rec + 1) >> 8) & 0xff;
+		rule = w->entry_rule;
+		vi = (w->stateful_k >> 8) & 0xff;
 	} else {
 		rule = 0;
 		vi = w->policy;
@@ -658,7 +704,16 @@ static __noinline long image_walk(__u32 idx, __u32 slot,
 		w->err = 13;
 		return -1;
 	}
-	code = rd(w, w->verdicts_off + vi * PARAPET_IMG_VERDICT_WORDS);
+	/* the verdict row through one lookup when it sits in one page */
+	V = img_window(w, w->verdicts_off + vi * PARAPET_IMG_VERDICT_WORDS,
+		       PARAPET_IMG_VERDICT_WORDS);
+	if (V) {
+		code = V[0];
+		rtype = V[3];
+	} else {
+		code = rd(w, w->verdicts_off + vi * PARAPET_IMG_VERDICT_WORDS);
+		rtype = rd(w, w->verdicts_off + vi * PARAPET_IMG_VERDICT_WORDS + 3);
+	}
 	if (w->err || code > 3) {
 		w->err = w->err ? w->err : 14;
 		return -1;
@@ -669,13 +724,8 @@ static __noinline long image_walk(__u32 idx, __u32 slot,
 	w->verdict = code == 0 ? PARAPET_VERDICT_ACCEPT :
 		     code == 1 ? PARAPET_VERDICT_DROP :
 				 PARAPET_VERDICT_REJECT;
-	if (code >= 2) {
-		__u32 rtype = rd(w, w->verdicts_off +
-					    vi * PARAPET_IMG_VERDICT_WORDS + 3);
-		if (w->err)
-			return -1;
+	if (code >= 2)
 		w->verdict |= (rtype > 0xff ? PARAPET_REJECT_UNKNOWN : rtype) << 8;
-	}
 	return rule;
 }
 

@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: MIT OR Apache-2.0 */
 /*
  * walk_state.h - the per-CPU scratch state of an image walk, shared by the
- * walker (walk.h), set membership (sets.h) and the decision (decide.h).
- * Every bpf_loop callback finds it again through walk_state(ctx); see walk.h
- * for why loop state lives in a map value and not in registers.
+ * walker (walk.h), set membership (sets.h) and the decision (decide.h), and
+ * the open-coded loop (walk_for) the walker's loops are written with.  The
+ * walker finds the state once per packet; the remaining bpf_loop callbacks
+ * (set membership, the stateful condition, non-terminal matches: all only
+ * when the image uses them) find it again through walk_state(ctx).  See
+ * walk.h for why loop state lives in a map value and not in registers.
  */
 #ifndef PARAPET_LIB_WALK_STATE_H
 #define PARAPET_LIB_WALK_STATE_H
@@ -12,6 +15,7 @@
 #include <bpf/bpf_helpers.h>
 #include "parapet.h"
 #include "image.h"
+#include "maps.h"
 
 struct parapet_walk {
 	__u32 key[PARAPET_IMG_KEY_WORDS];
@@ -34,6 +38,8 @@ struct parapet_walk {
 	__u32 cur[PARAPET_IMG_MAX_PARTITIONS];
 	__u32 end[PARAPET_IMG_MAX_PARTITIONS];
 	__u32 total;
+	/* partitions whose leaf cursor is set up */
+	__u32 parts_done;
 	/* why the last walk was abandoned (0 = it was not); see the
 	 * assignments of err for the codes */
 	/* tree descent */
@@ -42,6 +48,7 @@ struct parapet_walk {
 	__u32 pos;
 	__u32 done;
 	__u32 entry_rec;
+	__u32 entry_rule;
 	/* record matching */
 	__u32 cpos;
 	__u32 cmatch;
@@ -57,6 +64,11 @@ struct parapet_walk {
 	__u32 hi;
 	/* results */
 	__u32 verdict;
+	/* 1 once the merge ended by deciding or by running out of
+	 * candidates, not by its iteration cap */
+	__u32 merged;
+	/* 1 once key words IIF/OIF hold the interface names (key_ifnames) */
+	__u32 ifn_done;
 	__u32 n_nonterm;
 	__u32 nonterm_rule[PARAPET_MAX_NONTERM];
 	__u32 nonterm_kind[PARAPET_MAX_NONTERM];
@@ -76,6 +88,46 @@ struct parapet_walk {
 	struct parapet_set_lpm_key lkey;
 	struct parapet_set_tuple_key tkey;
 };
+
+/* Big-endian 4 bytes at p as a number (addresses and names are numbers
+ * whose first byte is the most significant). */
+static __always_inline __u32 be32_at(const __u8 *p)
+{
+	return ((__u32)p[0] << 24) | ((__u32)p[1] << 16) | ((__u32)p[2] << 8) |
+	       p[3];
+}
+
+/*
+ * The key's interface-name words, looked up on first use: a hash lookup
+ * per packet that only images with -i / -o (or interface sets) need.
+ */
+static __always_inline void key_ifnames(struct parapet_walk *w)
+{
+	struct parapet_ifname *ifn;
+	__u32 ifindex;
+	int k;
+
+	if (w->ifn_done)
+		return;
+	w->ifn_done = 1;
+	ifindex = w->pkey.ifindex;
+	ifn = ifindex ? bpf_map_lookup_elem(&parapet_ifnames, &ifindex) : 0;
+	if (ifn) {
+#pragma unroll
+		for (k = 0; k < 4; k++)
+			w->key[PARAPET_KW_IIF + k] =
+				be32_at((const __u8 *)&ifn->name[12 - 4 * k]);
+	}
+	/* the output interface: only FORWARD and OUTPUT know it */
+	ifindex = w->pkey.oifindex;
+	ifn = ifindex ? bpf_map_lookup_elem(&parapet_ifnames, &ifindex) : 0;
+	if (ifn) {
+#pragma unroll
+		for (k = 0; k < 4; k++)
+			w->key[PARAPET_KW_OIF + k] =
+				be32_at((const __u8 *)&ifn->name[12 - 4 * k]);
+	}
+}
 
 /*
  * One scratch state per hook and CPU: 0 = XDP, 1 = tc, and from
@@ -103,5 +155,44 @@ static __always_inline struct parapet_walk *walk_state(void *ctx)
 
 	return bpf_map_lookup_elem(&parapet_scratch, &idx);
 }
+
+/*
+ * Open-coded loops (the kernel's numeric iterator, Linux >= 6.4): the loop
+ * body is inline code, not a callback behind an indirect call, and the
+ * verifier checks it until its state repeats instead of once per
+ * iteration.  Declared without __ksym like every kfunc here (src/kfunc.rs
+ * resolves the calls; the loader refuses a kernel that lacks them).
+ */
+#ifndef PARAPET_HAVE_BPF_ITER_NUM
+#define PARAPET_HAVE_BPF_ITER_NUM
+struct bpf_iter_num {
+	__u64 __opaque[1];
+} __attribute__((aligned(8)));
+#endif
+extern int bpf_iter_num_new(struct bpf_iter_num *it, int start, int end);
+extern int *bpf_iter_num_next(struct bpf_iter_num *it);
+extern void bpf_iter_num_destroy(struct bpf_iter_num *it);
+
+static __always_inline int walk_iter_next(struct bpf_iter_num *it, __u32 *i)
+{
+	int *v = bpf_iter_num_next(it);
+
+	if (!v)
+		return 0;
+	*i = (__u32)*v;
+	return 1;
+}
+
+/*
+ * for (i = 0; i < n; i++) over an open-coded iterator; `break` ends it (the
+ * cleanup attribute destroys the iterator on every way out).  n above the
+ * kernel's 1 << 23 runs no iteration: callers check that their loop
+ * finished its work.
+ */
+#define walk_for(i, n)                                                       \
+	for (struct bpf_iter_num i##_it                                      \
+		     __attribute__((cleanup(bpf_iter_num_destroy))),        \
+	     *i##_on = (bpf_iter_num_new(&i##_it, 0, (int)(n)), &i##_it);    \
+	     i##_on && walk_iter_next(&i##_it, &(i));)
 
 #endif /* PARAPET_LIB_WALK_STATE_H */
