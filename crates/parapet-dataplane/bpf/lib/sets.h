@@ -69,8 +69,8 @@ static __always_inline void set_part_value(struct parapet_walk *w, __u32 part)
 		w->sval[15] = w->pkey.proto;
 		break;
 	case PARAPET_PART_IIF:
-		/* the image key's iif words: word 3 - k holds bytes 4k..4k+3 */
-		key_ifnames(w);
+		/* the image key's iif words (set_bits looked them up): word
+		 * 3 - k holds bytes 4k..4k+3 */
 #pragma unroll
 		for (k = 0; k < 4; k++) {
 			__u32 x = w->key[PARAPET_KW_IIF + 3 - k];
@@ -260,6 +260,9 @@ static __always_inline void set_bits(struct parapet_walk *w, void *ctx,
 		n = PARAPET_MAX_SET_REFS;
 	if (!n)
 		return;
+	/* an interface set reads the key's name words: once, here, and not
+	 * inside the reference loop (its verifier budget is tight) */
+	key_ifnames(w);
 	w->now = bpf_ktime_get_ns();
 	bpf_loop(n, set_ref_cb, ctx, 0);
 }

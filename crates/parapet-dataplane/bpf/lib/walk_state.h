@@ -97,36 +97,34 @@ static __always_inline __u32 be32_at(const __u8 *p)
 	       p[3];
 }
 
+/* Interface `ifindex`'s name into the 4 key words at `at` (left zero when
+ * the index is 0 or unknown). */
+static __always_inline void key_ifname(struct parapet_walk *w, __u32 ifindex,
+				       __u32 at)
+{
+	struct parapet_ifname *ifn;
+	int k;
+
+	ifn = ifindex ? bpf_map_lookup_elem(&parapet_ifnames, &ifindex) : 0;
+	if (!ifn)
+		return;
+#pragma unroll
+	for (k = 0; k < 4; k++)
+		w->key[at + k] = be32_at((const __u8 *)&ifn->name[12 - 4 * k]);
+}
+
 /*
  * The key's interface-name words, looked up on first use: a hash lookup
- * per packet that only images with -i / -o (or interface sets) need.
+ * per packet that only images with -i / -o (or interface sets) need.  The
+ * output interface: only FORWARD and OUTPUT know it.
  */
 static __always_inline void key_ifnames(struct parapet_walk *w)
 {
-	struct parapet_ifname *ifn;
-	__u32 ifindex;
-	int k;
-
 	if (w->ifn_done)
 		return;
 	w->ifn_done = 1;
-	ifindex = w->pkey.ifindex;
-	ifn = ifindex ? bpf_map_lookup_elem(&parapet_ifnames, &ifindex) : 0;
-	if (ifn) {
-#pragma unroll
-		for (k = 0; k < 4; k++)
-			w->key[PARAPET_KW_IIF + k] =
-				be32_at((const __u8 *)&ifn->name[12 - 4 * k]);
-	}
-	/* the output interface: only FORWARD and OUTPUT know it */
-	ifindex = w->pkey.oifindex;
-	ifn = ifindex ? bpf_map_lookup_elem(&parapet_ifnames, &ifindex) : 0;
-	if (ifn) {
-#pragma unroll
-		for (k = 0; k < 4; k++)
-			w->key[PARAPET_KW_OIF + k] =
-				be32_at((const __u8 *)&ifn->name[12 - 4 * k]);
-	}
+	key_ifname(w, w->pkey.ifindex, PARAPET_KW_IIF);
+	key_ifname(w, w->pkey.oifindex, PARAPET_KW_OIF);
 }
 
 /*
