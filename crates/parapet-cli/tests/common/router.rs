@@ -1,0 +1,341 @@
+//! A router bed for the netfilter-hook oracles: host L, router R with
+//! forwarding on, host H (IPv4 and IPv6), crafted UDP probes through it and
+//! what became of each, and a real parapetd in R.
+
+use super::daemon::{parapet, parapetd};
+use parapet_testbed::{in_netns, Netns};
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long a packet may take to arrive before it counts as dropped.
+pub const WAIT: Duration = Duration::from_millis(300);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    L,
+    R,
+    H,
+}
+
+/// The three namespaces of one twin.
+pub struct Topo {
+    pub l: Netns,
+    pub r: Netns,
+    pub h: Netns,
+}
+
+impl Topo {
+    fn ns(&self, s: Side) -> &Netns {
+        match s {
+            Side::L => &self.l,
+            Side::R => &self.r,
+            Side::H => &self.h,
+        }
+    }
+}
+
+/// Addresses of one family: (L, R towards L, R towards H, H).
+pub struct Addrs {
+    pub l: &'static str,
+    pub rl: &'static str,
+    pub rh: &'static str,
+    pub h: &'static str,
+    pub len: u8,
+    pub v6: bool,
+}
+
+pub const V4: Addrs = Addrs {
+    l: "10.71.1.2",
+    rl: "10.71.1.1",
+    rh: "10.71.2.1",
+    h: "10.71.2.2",
+    len: 24,
+    v6: false,
+};
+pub const V6: Addrs = Addrs {
+    l: "fd71:1::2",
+    rl: "fd71:1::1",
+    rh: "fd71:2::1",
+    h: "fd71:2::2",
+    len: 64,
+    v6: true,
+};
+
+pub fn sh(ns: &Netns, argv: &[&str]) {
+    ns.exec(argv)
+        .unwrap_or_else(|e| panic!("{} {argv:?}: {e}", ns.name()));
+}
+
+pub const MAC_L: &str = "02:71:00:00:00:01";
+pub const MAC_RL: &str = "02:71:00:00:00:02";
+pub const MAC_RH: &str = "02:71:00:00:00:03";
+pub const MAC_H: &str = "02:71:00:00:00:04";
+
+/// L -- R -- H, both families addressed, forwarding on in R. Static
+/// neighbours and no duplicate address detection: no neighbour discovery
+/// delays a probe (what ICMPv6 remains lands on rules the test ignores).
+pub fn topo(tag: &str) -> Topo {
+    let t = Topo {
+        l: Netns::create(&format!("{tag}l")).unwrap(),
+        r: Netns::create(&format!("{tag}r")).unwrap(),
+        h: Netns::create(&format!("{tag}h")).unwrap(),
+    };
+    for ns in [&t.l, &t.r, &t.h] {
+        sh(ns, &["sysctl", "-qw", "net.ipv6.conf.default.accept_dad=0"]);
+        sh(ns, &["sysctl", "-qw", "net.ipv6.conf.all.accept_dad=0"]);
+    }
+    t.l.ip(&[
+        "link",
+        "add",
+        "lv",
+        "address",
+        MAC_L,
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "rl",
+        "address",
+        MAC_RL,
+        "netns",
+        t.r.name(),
+    ])
+    .unwrap();
+    t.h.ip(&[
+        "link",
+        "add",
+        "hv",
+        "address",
+        MAC_H,
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "rh",
+        "address",
+        MAC_RH,
+        "netns",
+        t.r.name(),
+    ])
+    .unwrap();
+    for a in [&V4, &V6] {
+        let fam = if a.v6 { "-6" } else { "-4" };
+        let with = |x: &str| format!("{x}/{}", a.len);
+        let dad: &[&str] = if a.v6 { &["nodad"] } else { &[] };
+        for (ns, dev, addr) in [
+            (&t.l, "lv", a.l),
+            (&t.r, "rl", a.rl),
+            (&t.r, "rh", a.rh),
+            (&t.h, "hv", a.h),
+        ] {
+            let cidr = with(addr);
+            let mut args = vec![fam, "addr", "add", &cidr, "dev", dev];
+            args.extend_from_slice(dad);
+            ns.ip(&args).unwrap();
+        }
+    }
+    for (ns, dev) in [(&t.l, "lv"), (&t.r, "rl"), (&t.r, "rh"), (&t.h, "hv")] {
+        ns.ip(&["link", "set", dev, "up"]).unwrap();
+    }
+    for a in [&V4, &V6] {
+        let fam = if a.v6 { "-6" } else { "-4" };
+        t.l.ip(&[fam, "route", "add", "default", "via", a.rl])
+            .unwrap();
+        t.h.ip(&[fam, "route", "add", "default", "via", a.rh])
+            .unwrap();
+        for (ns, addr, mac, dev) in [
+            (&t.l, a.rl, MAC_RL, "lv"),
+            (&t.r, a.l, MAC_L, "rl"),
+            (&t.r, a.h, MAC_H, "rh"),
+            (&t.h, a.rh, MAC_RH, "hv"),
+        ] {
+            ns.ip(&[
+                fam,
+                "neigh",
+                "replace",
+                addr,
+                "lladdr",
+                mac,
+                "dev",
+                dev,
+                "nud",
+                "permanent",
+            ])
+            .unwrap();
+        }
+    }
+    sh(&t.r, &["sysctl", "-qw", "net.ipv4.ip_forward=1"]);
+    sh(&t.r, &["sysctl", "-qw", "net.ipv6.conf.all.forwarding=1"]);
+    t
+}
+
+/// One crafted packet: UDP from `from` (source port `sport`) to `to:port`,
+/// expected (if delivered) at `at` on `at_port` (differs under DNAT).
+/// `reply_of`: instead, the receiver of that earlier probe answers its
+/// sender (a conntrack reply).
+#[derive(Clone, Copy, Debug)]
+pub struct Probe {
+    pub from: Side,
+    pub sport: u16,
+    pub to: &'static str,
+    pub port: u16,
+    pub at: Side,
+    pub at_port: u16,
+    pub reply_of: Option<usize>,
+}
+
+pub const fn p(from: Side, sport: u16, to: &'static str, port: u16, at: Side) -> Probe {
+    Probe {
+        from,
+        sport,
+        to,
+        port,
+        at,
+        at_port: port,
+        reply_of: None,
+    }
+}
+
+/// parapetd in `ns`, killed on drop.
+pub struct Daemon(pub Child);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// parapetd in `ns` with its state under `dir`, once it answers on `sock`.
+pub fn start_daemon(ns: &Netns, dir: &Path, sock: &Path) -> Daemon {
+    let log = std::fs::File::create(dir.join("parapetd.log")).unwrap();
+    let child = ns
+        .command(parapetd(dir))
+        .arg("--socket")
+        .arg(sock)
+        .arg("--state-dir")
+        .arg(dir.join("state"))
+        .args(["--no-fsync", "--max-rules", "100"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let d = Daemon(child);
+    let t0 = Instant::now();
+    while !parapet(sock, &["stats", "--json"]).status.success() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "parapetd did not come up: {}",
+            std::fs::read_to_string(dir.join("parapetd.log")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    d
+}
+
+/// A UDP socket on `port` (0: any) in `ns`, reading with a [`WAIT`] timeout.
+pub fn bind(ns: &Netns, v6: bool, port: u16) -> UdpSocket {
+    let any: IpAddr = if v6 {
+        "::".parse().unwrap()
+    } else {
+        "0.0.0.0".parse().unwrap()
+    };
+    let s = in_netns(ns.name(), || UdpSocket::bind(SocketAddr::new(any, port)))
+        .unwrap_or_else(|e| panic!("bind {port} in {}: {e}", ns.name()));
+    s.set_read_timeout(Some(WAIT)).unwrap();
+    s
+}
+
+/// Whether `s` receives `tag` within [`WAIT`] (other datagrams are
+/// skipped); returns the sender.
+pub fn received(s: &UdpSocket, tag: &[u8]) -> Option<SocketAddr> {
+    let t0 = Instant::now();
+    let mut buf = [0u8; 64];
+    while t0.elapsed() < WAIT {
+        match s.recv_from(&mut buf) {
+            Ok((n, from)) if &buf[..n] == tag => return Some(from),
+            Ok(_) => continue,
+            Err(_) => return None,
+        }
+    }
+    None
+}
+
+/// What became of a probe.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fate {
+    Delivered,
+    Dropped,
+    /// The sender's own OUTPUT hook dropped it: sendto() says EPERM.
+    Refused,
+    /// A reply to a probe that was not delivered: nothing was sent.
+    NotSent,
+}
+
+/// (fate, counter deltas) per probe.
+pub type Outcome = Vec<(Fate, BTreeMap<u32, u64>)>;
+
+/// Sends every probe in order; `counters` reads the twin's counters.
+pub fn run_probes(
+    t: &Topo,
+    v6: bool,
+    probes: &[Probe],
+    counters: &dyn Fn() -> BTreeMap<u32, u64>,
+) -> Outcome {
+    let mut out: Outcome = Vec::new();
+    // per probe: sender socket, receiver socket, the sender as received
+    let mut socks: Vec<(UdpSocket, UdpSocket, Option<SocketAddr>)> = Vec::new();
+    let mut before = counters();
+    for (i, pr) in probes.iter().enumerate() {
+        let tag = format!("probe {i}");
+        let delivered = if let Some(j) = pr.reply_of {
+            // the receiver of probe j answers where the probe came from
+            // (nothing to answer when probe j did not arrive)
+            let (tx, rx, peer) = &socks[j];
+            let fate = match peer.map(|peer| rx.send_to(tag.as_bytes(), peer)) {
+                None => Fate::NotSent,
+                Some(Err(_)) => Fate::Refused,
+                Some(Ok(_)) if received(tx, tag.as_bytes()).is_some() => Fate::Delivered,
+                Some(Ok(_)) => Fate::Dropped,
+            };
+            socks.push((bind(t.ns(pr.from), v6, 0), bind(t.ns(pr.at), v6, 0), None));
+            fate
+        } else {
+            let tx = bind(t.ns(pr.from), v6, pr.sport);
+            let rx = bind(t.ns(pr.at), v6, pr.at_port);
+            let to: SocketAddr = SocketAddr::new(pr.to.parse().unwrap(), pr.port);
+            let sent = tx.send_to(tag.as_bytes(), to);
+            let got = sent
+                .as_ref()
+                .ok()
+                .and_then(|_| received(&rx, tag.as_bytes()));
+            socks.push((tx, rx, got));
+            match (sent, got) {
+                (Err(e), _) => {
+                    // EPERM: netfilter dropped it at the sender's OUTPUT
+                    assert_eq!(e.raw_os_error(), Some(1), "probe {i}: {e}");
+                    Fate::Refused
+                }
+                (Ok(_), Some(_)) => Fate::Delivered,
+                (Ok(_), None) => Fate::Dropped,
+            }
+        };
+        let after = counters();
+        let delta: BTreeMap<u32, u64> = after
+            .iter()
+            .filter_map(|(id, n)| {
+                let d = n - before.get(id).copied().unwrap_or(0);
+                (d > 0).then_some((*id, d))
+            })
+            .collect();
+        before = after;
+        out.push((delivered, delta));
+        // a late arrival would be counted with the next probe
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    out
+}
