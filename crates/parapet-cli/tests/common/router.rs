@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 /// How long a packet may take to arrive before it counts as dropped.
 pub const WAIT: Duration = Duration::from_millis(300);
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Side {
     L,
     R,
@@ -266,7 +266,7 @@ pub fn received(s: &UdpSocket, tag: &[u8]) -> Option<SocketAddr> {
 }
 
 /// What became of a probe.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Fate {
     Delivered,
     Dropped,
@@ -287,33 +287,40 @@ pub fn run_probes(
     counters: &dyn Fn() -> BTreeMap<u32, u64>,
 ) -> Outcome {
     let mut out: Outcome = Vec::new();
-    // per probe: sender socket, receiver socket, the sender as received
-    let mut socks: Vec<(UdpSocket, UdpSocket, Option<SocketAddr>)> = Vec::new();
+    // one receiver per (side, port): probes may share them (each probe's
+    // datagram carries its own tag)
+    let mut rxs: BTreeMap<(Side, u16), UdpSocket> = BTreeMap::new();
+    // per probe: sender socket, its receiver, the sender as received
+    let mut socks: Vec<(UdpSocket, Option<(Side, u16)>, Option<SocketAddr>)> = Vec::new();
     let mut before = counters();
     for (i, pr) in probes.iter().enumerate() {
         let tag = format!("probe {i}");
         let delivered = if let Some(j) = pr.reply_of {
             // the receiver of probe j answers where the probe came from
             // (nothing to answer when probe j did not arrive)
-            let (tx, rx, peer) = &socks[j];
+            let (tx, key, peer) = &socks[j];
+            let rx = &rxs[&key.expect("a reply answers a probe, not a reply")];
             let fate = match peer.map(|peer| rx.send_to(tag.as_bytes(), peer)) {
                 None => Fate::NotSent,
                 Some(Err(_)) => Fate::Refused,
                 Some(Ok(_)) if received(tx, tag.as_bytes()).is_some() => Fate::Delivered,
                 Some(Ok(_)) => Fate::Dropped,
             };
-            socks.push((bind(t.ns(pr.from), v6, 0), bind(t.ns(pr.at), v6, 0), None));
+            socks.push((bind(t.ns(pr.from), v6, 0), None, None));
             fate
         } else {
             let tx = bind(t.ns(pr.from), v6, pr.sport);
-            let rx = bind(t.ns(pr.at), v6, pr.at_port);
+            let key = (pr.at, pr.at_port);
+            let rx = rxs
+                .entry(key)
+                .or_insert_with(|| bind(t.ns(pr.at), v6, pr.at_port));
             let to: SocketAddr = SocketAddr::new(pr.to.parse().unwrap(), pr.port);
             let sent = tx.send_to(tag.as_bytes(), to);
             let got = sent
                 .as_ref()
                 .ok()
-                .and_then(|_| received(&rx, tag.as_bytes()));
-            socks.push((tx, rx, got));
+                .and_then(|_| received(rx, tag.as_bytes()));
+            socks.push((tx, Some(key), got));
             match (sent, got) {
                 (Err(e), _) => {
                     // EPERM: netfilter dropped it at the sender's OUTPUT
