@@ -20,6 +20,8 @@ use std::os::fd::AsRawFd;
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+pub mod router;
+
 /// Prefix of every namespace a bed creates.
 pub const NS_PREFIX: &str = "pp";
 

@@ -20,156 +20,21 @@ pub enum Side {
     H,
 }
 
-/// The three namespaces of one twin.
-pub struct Topo {
-    pub l: Netns,
-    pub r: Netns,
-    pub h: Netns,
-}
+#[allow(unused_imports)]
+pub use parapet_testbed::router::{Family as Addrs, Router as Topo, V4, V6};
 
-impl Topo {
-    fn ns(&self, s: Side) -> &Netns {
-        match s {
-            Side::L => &self.l,
-            Side::R => &self.r,
-            Side::H => &self.h,
-        }
+/// The namespace of one side of the bed.
+fn ns(t: &Topo, s: Side) -> &Netns {
+    match s {
+        Side::L => &t.l,
+        Side::R => &t.r,
+        Side::H => &t.h,
     }
 }
 
-/// Addresses of one family: (L, R towards L, R towards H, H).
-pub struct Addrs {
-    pub l: &'static str,
-    pub rl: &'static str,
-    pub rh: &'static str,
-    pub h: &'static str,
-    pub len: u8,
-    pub v6: bool,
-}
-
-pub const V4: Addrs = Addrs {
-    l: "10.71.1.2",
-    rl: "10.71.1.1",
-    rh: "10.71.2.1",
-    h: "10.71.2.2",
-    len: 24,
-    v6: false,
-};
-pub const V6: Addrs = Addrs {
-    l: "fd71:1::2",
-    rl: "fd71:1::1",
-    rh: "fd71:2::1",
-    h: "fd71:2::2",
-    len: 64,
-    v6: true,
-};
-
-pub fn sh(ns: &Netns, argv: &[&str]) {
-    ns.exec(argv)
-        .unwrap_or_else(|e| panic!("{} {argv:?}: {e}", ns.name()));
-}
-
-pub const MAC_L: &str = "02:71:00:00:00:01";
-pub const MAC_RL: &str = "02:71:00:00:00:02";
-pub const MAC_RH: &str = "02:71:00:00:00:03";
-pub const MAC_H: &str = "02:71:00:00:00:04";
-
-/// L -- R -- H, both families addressed, forwarding on in R. Static
-/// neighbours and no duplicate address detection: no neighbour discovery
-/// delays a probe (what ICMPv6 remains lands on rules the test ignores).
+/// A fresh router bed named after `tag`.
 pub fn topo(tag: &str) -> Topo {
-    let t = Topo {
-        l: Netns::create(&format!("{tag}l")).unwrap(),
-        r: Netns::create(&format!("{tag}r")).unwrap(),
-        h: Netns::create(&format!("{tag}h")).unwrap(),
-    };
-    for ns in [&t.l, &t.r, &t.h] {
-        sh(ns, &["sysctl", "-qw", "net.ipv6.conf.default.accept_dad=0"]);
-        sh(ns, &["sysctl", "-qw", "net.ipv6.conf.all.accept_dad=0"]);
-    }
-    t.l.ip(&[
-        "link",
-        "add",
-        "lv",
-        "address",
-        MAC_L,
-        "type",
-        "veth",
-        "peer",
-        "name",
-        "rl",
-        "address",
-        MAC_RL,
-        "netns",
-        t.r.name(),
-    ])
-    .unwrap();
-    t.h.ip(&[
-        "link",
-        "add",
-        "hv",
-        "address",
-        MAC_H,
-        "type",
-        "veth",
-        "peer",
-        "name",
-        "rh",
-        "address",
-        MAC_RH,
-        "netns",
-        t.r.name(),
-    ])
-    .unwrap();
-    for a in [&V4, &V6] {
-        let fam = if a.v6 { "-6" } else { "-4" };
-        let with = |x: &str| format!("{x}/{}", a.len);
-        let dad: &[&str] = if a.v6 { &["nodad"] } else { &[] };
-        for (ns, dev, addr) in [
-            (&t.l, "lv", a.l),
-            (&t.r, "rl", a.rl),
-            (&t.r, "rh", a.rh),
-            (&t.h, "hv", a.h),
-        ] {
-            let cidr = with(addr);
-            let mut args = vec![fam, "addr", "add", &cidr, "dev", dev];
-            args.extend_from_slice(dad);
-            ns.ip(&args).unwrap();
-        }
-    }
-    for (ns, dev) in [(&t.l, "lv"), (&t.r, "rl"), (&t.r, "rh"), (&t.h, "hv")] {
-        ns.ip(&["link", "set", dev, "up"]).unwrap();
-    }
-    for a in [&V4, &V6] {
-        let fam = if a.v6 { "-6" } else { "-4" };
-        t.l.ip(&[fam, "route", "add", "default", "via", a.rl])
-            .unwrap();
-        t.h.ip(&[fam, "route", "add", "default", "via", a.rh])
-            .unwrap();
-        for (ns, addr, mac, dev) in [
-            (&t.l, a.rl, MAC_RL, "lv"),
-            (&t.r, a.l, MAC_L, "rl"),
-            (&t.r, a.h, MAC_H, "rh"),
-            (&t.h, a.rh, MAC_RH, "hv"),
-        ] {
-            ns.ip(&[
-                fam,
-                "neigh",
-                "replace",
-                addr,
-                "lladdr",
-                mac,
-                "dev",
-                dev,
-                "nud",
-                "permanent",
-            ])
-            .unwrap();
-        }
-    }
-    sh(&t.r, &["sysctl", "-qw", "net.ipv4.ip_forward=1"]);
-    sh(&t.r, &["sysctl", "-qw", "net.ipv6.conf.all.forwarding=1"]);
-    t
+    Topo::create(tag).unwrap_or_else(|e| panic!("router bed {tag}: {e}"))
 }
 
 /// One crafted packet: UDP from `from` (source port `sport`) to `to:port`,
@@ -306,14 +171,14 @@ pub fn run_probes(
                 Some(Ok(_)) if received(tx, tag.as_bytes()).is_some() => Fate::Delivered,
                 Some(Ok(_)) => Fate::Dropped,
             };
-            socks.push((bind(t.ns(pr.from), v6, 0), None, None));
+            socks.push((bind(ns(t, pr.from), v6, 0), None, None));
             fate
         } else {
-            let tx = bind(t.ns(pr.from), v6, pr.sport);
+            let tx = bind(ns(t, pr.from), v6, pr.sport);
             let key = (pr.at, pr.at_port);
             let rx = rxs
                 .entry(key)
-                .or_insert_with(|| bind(t.ns(pr.at), v6, pr.at_port));
+                .or_insert_with(|| bind(ns(t, pr.at), v6, pr.at_port));
             let to: SocketAddr = SocketAddr::new(pr.to.parse().unwrap(), pr.port);
             let sent = tx.send_to(tag.as_bytes(), to);
             let got = sent
