@@ -5,8 +5,11 @@
 //! 7000 (accepted) from its own address and from a banned one (dropped by
 //! the ban set). Across `kill -9` and a restart (the pinned link adopted,
 //! not re-attached), an upgrade (`--test-program-variant`: a new link made
-//! before the old one goes) and a refused ruleset (the links stay), no
-//! port-9 or banned packet reaches H and the probes keep arriving.
+//! before the old one goes), refused rulesets (a parse error; two base
+//! chains at FORWARD, refused whole while attached at the hooks: the
+//! links stay), a downgrade, and pins of an older pin ABI (maps not
+//! reused: fresh ones from the journal, links renewed make-before-break),
+//! no port-9 or banned packet reaches H and the probes keep arriving.
 //! Needs root.
 
 mod pin_support;
@@ -148,6 +151,72 @@ fn kill9_and_upgrade_never_fail_open_at_forward() {
         "the refused apply kept the link"
     );
     check("forward: after a refused apply", through(&t, h, 800));
+
+    // 3b. a ruleset the hooks cannot take (two base chains at FORWARD) is
+    // refused whole while attached there: the links keep enforcing
+    let two = "table ip filter {\n\tchain a {\n\t\ttype filter hook forward priority 0; policy accept;\n\t\tudp dport 9 accept\n\t}\n\tchain b {\n\t\ttype filter hook forward priority 10; policy accept;\n\t}\n\tchain INPUT {\n\t\ttype filter hook input priority 0; policy accept;\n\t}\n}\n";
+    let e = c
+        .call(json!({"cmd": "apply", "rules": two, "name": "two.nft"}))
+        .expect_err("two chains at one hook must be refused while attached there");
+    assert!(
+        e.to_string()
+            .contains("two base chains at the FORWARD hook"),
+        "{e}"
+    );
+    assert_eq!(
+        sorted_links(&inst),
+        links3,
+        "the refused apply kept the links"
+    );
+    check("forward: two chains at one hook", through(&t, h, 800));
+
+    // 3c. back to the first build (a downgrade): renewed again, closed
+    let d3 = restart_under_flood(&inst, flow, d3, &[], 1, "forward: downgrade");
+    assert_eq!(
+        inst.log().matches("renewed make-before-break").count(),
+        4,
+        "{}",
+        inst.log()
+    );
+
+    // 3d. pins of an older pin ABI (the maps directory renamed to
+    // `maps-v0` while the daemon is dead): not reused — fresh maps filled
+    // from the journal, the links renewed make-before-break — and never
+    // a moment open; the old maps' pins go
+    let v1 = std::fs::read_dir(&inst.pins)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("maps-v")
+        })
+        .expect("the pinned maps' directory");
+    let v0 = inst.pins.join("maps-v0");
+    assert_ne!(v1, v0);
+    let run = Run::start(&t.l, &t.h, h);
+    settle_for(300);
+    kill9(d3);
+    std::fs::rename(&v1, &v0).unwrap();
+    settle_for(300);
+    let d3 = inst.start(&[]);
+    settle_for(300);
+    inst.counts_live("forward: after an older pin ABI");
+    check("forward: older pin ABI", run.finish());
+    let said = inst.log();
+    assert!(said.contains("in fresh maps"), "{said}");
+    assert_eq!(
+        said.matches("renewed make-before-break").count(),
+        6,
+        "{said}"
+    );
+    assert!(
+        v1.exists() && !v0.exists(),
+        "the old ABI's maps are unpinned"
+    );
+    check("forward: after the ABI change", through(&t, h, 800));
 
     // 4. detach: the link and its pin go, the flood arrives
     let r = inst.call(json!({"cmd": "detach"}));
