@@ -17,7 +17,7 @@ mod common;
 
 use common::daemon::{ok, stats};
 use common::nf_twins::{oracle, parapet_counters, same_fates, Case, Verdicts};
-use common::router::{p, run_probes, start_daemon, Fate, Outcome, Probe, Side, V4, V6};
+use common::router::{p, run_probes, start_daemon, tcp, Fate, Outcome, Probe, Side, V4, V6};
 use std::collections::BTreeMap;
 
 /// After the oracle: `kill -9` and a restart of the parapet twin's daemon
@@ -99,6 +99,9 @@ const FILTER4: &str = "*filter
 -A FORWARD -d 10.71.2.2/32 -p udp -m udp --dport 7001 -j ACCEPT
 -A FORWARD -i rl -o rh -p udp -m udp --dport 7100:7110 -j ACCEPT
 -A FORWARD -o rh -p udp -m udp --dport 7111 -j DROP
+-A FORWARD -p tcp -m tcp --dport 7500 -j REJECT --reject-with tcp-reset
+-A FORWARD -p udp -m udp --dport 7501 -j REJECT --reject-with icmp-port-unreachable
+-A FORWARD -p tcp -m tcp --dport 7502 -j DROP
 -A FORWARD -p udp -j fwd_udp
 -A OUTPUT -o rh -p udp -m udp --dport 7200 -j DROP
 -A OUTPUT -p udp -m udp --dport 7201 -j DROP
@@ -132,6 +135,10 @@ fn ipv4_input_forward_output_as_the_kernel_with_dnat() {
         p(R, 40012, h, 7201, H),
         p(R, 40013, h, 7202, H),
         p(H, 40014, V4.l, 7400, L),
+        // REJECT at FORWARD: the sender in L gets the reset / ICMP error
+        tcp(L, h, 7500, H),
+        p(L, 40016, h, 7501, H),
+        tcp(L, h, 7502, H),
     ];
     // the reply to the 7100 flow: ESTABLISHED at FORWARD
     probes.insert(
@@ -152,11 +159,11 @@ fn ipv4_input_forward_output_as_the_kernel_with_dnat() {
     };
     let k = restart_and_detach(&c, oracle(&c), 1);
     // the oracle itself: the bed works and the ruleset decides
-    use Fate::{Delivered as D, Dropped as X, Refused as E};
+    use Fate::{Delivered as D, Dropped as X, Refused as E, Rejected as J};
     let fates: Vec<Fate> = k.iter().map(|(d, _)| *d).collect();
     assert_eq!(
         fates,
-        vec![D, X, D, X, D, D, D, X, D, X, X, E, E, D, X],
+        vec![D, X, D, X, D, D, D, X, D, X, X, E, E, D, X, J, J, X],
         "the kernel twin's fates: {k:?}"
     );
     assert!(
@@ -176,6 +183,8 @@ const FILTER6: &str = "*filter
 -A FORWARD -m conntrack --ctstate ESTABLISHED -j ACCEPT
 -A FORWARD -i rl -o rh -p udp -m udp --dport 7100 -j ACCEPT
 -A FORWARD -o rh -p udp -m udp --dport 7111 -j DROP
+-A FORWARD -p tcp -m tcp --dport 7500 -j REJECT --reject-with tcp-reset
+-A FORWARD -p udp -m udp --dport 7501 -j REJECT --reject-with icmp6-port-unreachable
 -A OUTPUT -p ipv6-icmp -j ACCEPT
 -A OUTPUT -o rh -p udp -m udp --dport 7200 -j DROP
 COMMIT
@@ -200,6 +209,8 @@ fn ipv6_input_forward_output_as_the_kernel() {
         p(R, 41007, h, 7200, H),
         p(R, 41008, h, 7201, H),
         p(H, 41009, V6.l, 7400, L),
+        tcp(L, h, 7500, H),
+        p(L, 41011, h, 7501, H),
     ];
     let c = Case {
         tag: "nfo6",
@@ -208,14 +219,14 @@ fn ipv6_input_forward_output_as_the_kernel() {
         nat_nft: "",
         filter: FILTER6,
         probes: &probes,
-        noise: &[1, 4, 8],
+        noise: &[1, 4, 10],
     };
     let k = restart_and_detach(&c, oracle(&c), 1);
-    use Fate::{Delivered as D, Dropped as X, Refused as E};
+    use Fate::{Delivered as D, Dropped as X, Refused as E, Rejected as J};
     let fates: Vec<Fate> = k.iter().map(|(d, _)| *d).collect();
     assert_eq!(
         fates,
-        vec![D, X, X, D, D, X, X, E, D, X],
+        vec![D, X, X, D, D, X, X, E, D, X, J, J],
         "the kernel twin's fates: {k:?}"
     );
 }

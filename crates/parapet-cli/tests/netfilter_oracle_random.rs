@@ -151,6 +151,7 @@ fn probes(a: &Addrs) -> Vec<Probe> {
                 at,
                 at_port: port,
                 reply_of: None,
+                tcp: false,
             };
             // DNAT'ed to H:7001 (IPv4: the kernel's nat PREROUTING)
             if !a.v6 && from == L && to == a.rl && port == 7000 {

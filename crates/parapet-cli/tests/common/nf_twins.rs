@@ -142,7 +142,9 @@ pub fn with_counters(nft: &str) -> String {
         } else if in_chain && !t.is_empty() {
             let w: Vec<&str> = t.split_whitespace().collect();
             let n = w.len();
-            let cut = if n >= 2 && matches!(w[n - 2], "jump" | "goto") {
+            let cut = if let Some(at) = w.iter().position(|x| *x == "reject") {
+                at
+            } else if n >= 2 && matches!(w[n - 2], "jump" | "goto") {
                 n - 2
             } else if matches!(w[n - 1], "accept" | "drop" | "return") {
                 n - 1

@@ -50,6 +50,9 @@ pub struct Probe {
     pub at: Side,
     pub at_port: u16,
     pub reply_of: Option<usize>,
+    /// A TCP connect instead (from an ephemeral port; kept open to the
+    /// end, so only refused, rejected or dropped ones count cleanly).
+    pub tcp: bool,
 }
 
 pub const fn p(from: Side, sport: u16, to: &'static str, port: u16, at: Side) -> Probe {
@@ -61,6 +64,15 @@ pub const fn p(from: Side, sport: u16, to: &'static str, port: u16, at: Side) ->
         at,
         at_port: port,
         reply_of: None,
+        tcp: false,
+    }
+}
+
+/// A TCP connect from `from` to `to:port`, expected at `at`.
+pub const fn tcp(from: Side, to: &'static str, port: u16, at: Side) -> Probe {
+    Probe {
+        tcp: true,
+        ..p(from, 0, to, port, at)
     }
 }
 
@@ -130,6 +142,28 @@ pub fn received(s: &UdpSocket, tag: &[u8]) -> Option<SocketAddr> {
     None
 }
 
+/// Whether an ICMP error came back to the connected socket `s`.
+fn refused(s: &UdpSocket) -> bool {
+    s.set_nonblocking(true).unwrap();
+    let mut buf = [0u8; 64];
+    let r = s.recv(&mut buf);
+    s.set_nonblocking(false).unwrap();
+    matches!(r, Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused)
+}
+
+/// A TCP listener on `port` in `ns`.
+pub fn listen(ns: &Netns, v6: bool, port: u16) -> std::net::TcpListener {
+    let any: IpAddr = if v6 {
+        "::".parse().unwrap()
+    } else {
+        "0.0.0.0".parse().unwrap()
+    };
+    in_netns(ns.name(), || {
+        std::net::TcpListener::bind(SocketAddr::new(any, port))
+    })
+    .unwrap_or_else(|e| panic!("listen {port} in {}: {e}", ns.name()))
+}
+
 /// What became of a probe.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Fate {
@@ -139,6 +173,8 @@ pub enum Fate {
     Refused,
     /// A reply to a probe that was not delivered: nothing was sent.
     NotSent,
+    /// Answered: a TCP reset or an ICMP error came back (ECONNREFUSED).
+    Rejected,
 }
 
 /// (fate, counter deltas) per probe.
@@ -155,6 +191,8 @@ pub fn run_probes(
     // one receiver per (side, port): probes may share them (each probe's
     // datagram carries its own tag)
     let mut rxs: BTreeMap<(Side, u16), UdpSocket> = BTreeMap::new();
+    let mut lsn: BTreeMap<(Side, u16), std::net::TcpListener> = BTreeMap::new();
+    let mut streams = Vec::new();
     // per probe: sender socket, its receiver, the sender as received
     let mut socks: Vec<(UdpSocket, Option<(Side, u16)>, Option<SocketAddr>)> = Vec::new();
     let mut before = counters();
@@ -173,6 +211,24 @@ pub fn run_probes(
             };
             socks.push((bind(ns(t, pr.from), v6, 0), None, None));
             fate
+        } else if pr.tcp {
+            let key = (pr.at, pr.at_port);
+            lsn.entry(key)
+                .or_insert_with(|| listen(ns(t, pr.at), v6, pr.at_port));
+            let to = SocketAddr::new(pr.to.parse().unwrap(), pr.port);
+            let r = in_netns(ns(t, pr.from).name(), || {
+                std::net::TcpStream::connect_timeout(&to, WAIT)
+            });
+            socks.push((bind(ns(t, pr.from), v6, 0), None, None));
+            match r {
+                Ok(s) => {
+                    streams.push(s);
+                    Fate::Delivered
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => Fate::Rejected,
+                Err(e) if e.raw_os_error() == Some(1) => Fate::Refused,
+                Err(_) => Fate::Dropped,
+            }
         } else {
             let tx = bind(ns(t, pr.from), v6, pr.sport);
             let key = (pr.at, pr.at_port);
@@ -180,21 +236,25 @@ pub fn run_probes(
                 .entry(key)
                 .or_insert_with(|| bind(ns(t, pr.at), v6, pr.at_port));
             let to: SocketAddr = SocketAddr::new(pr.to.parse().unwrap(), pr.port);
-            let sent = tx.send_to(tag.as_bytes(), to);
+            // connected: an ICMP error for it is reported (ECONNREFUSED)
+            tx.connect(to).unwrap();
+            let sent = tx.send(tag.as_bytes());
             let got = sent
                 .as_ref()
                 .ok()
                 .and_then(|_| received(rx, tag.as_bytes()));
-            socks.push((tx, Some(key), got));
-            match (sent, got) {
+            let fate = match (&sent, got) {
                 (Err(e), _) => {
                     // EPERM: netfilter dropped it at the sender's OUTPUT
                     assert_eq!(e.raw_os_error(), Some(1), "probe {i}: {e}");
                     Fate::Refused
                 }
                 (Ok(_), Some(_)) => Fate::Delivered,
+                (Ok(_), None) if refused(&tx) => Fate::Rejected,
                 (Ok(_), None) => Fate::Dropped,
-            }
+            };
+            socks.push((tx, Some(key), got));
+            fate
         };
         let after = counters();
         let delta: BTreeMap<u32, u64> = after
