@@ -417,6 +417,9 @@ fn exec(c: &mut Client, cmd: DaemonCommand) -> Result<ExitCode, ClientError> {
                     r.get("generation").and_then(Value::as_u64).unwrap_or(0)
                 );
             }
+            if let Some(links) = nf_links(r.get("hooks")) {
+                println!("# at the netfilter hooks: {}", hook_links(&links));
+            }
             print_left_to_kernel(r.get("left_to_kernel"));
             print_notes(&r);
         }
@@ -444,18 +447,7 @@ fn exec(c: &mut Client, cmd: DaemonCommand) -> Result<ExitCode, ClientError> {
                     .flatten()
                 {
                     if let Some(links) = a["links"].as_array() {
-                        let l: Vec<String> = links
-                            .iter()
-                            .map(|l| {
-                                format!(
-                                    "{} {} (priority {})",
-                                    l["chain"].as_str().unwrap_or(""),
-                                    l["family"].as_str().unwrap_or(""),
-                                    l["priority"]
-                                )
-                            })
-                            .collect();
-                        println!("# attached at the netfilter hooks: {}", l.join(", "));
+                        println!("# attached at the netfilter hooks: {}", hook_links(links));
                         continue;
                     }
                     println!(
@@ -521,7 +513,8 @@ fn exec(c: &mut Client, cmd: DaemonCommand) -> Result<ExitCode, ClientError> {
                     m.insert("hook".into(), Value::from(h));
                 }
                 let r = c.call(Value::Object(m))?;
-                println!("attached at the netfilter hooks (INPUT, FORWARD, OUTPUT)");
+                let links = nf_links(r.get("hooks")).unwrap_or_default();
+                println!("attached at the netfilter hooks: {}", hook_links(&links));
                 print_notes(&r);
                 return Ok(ExitCode::SUCCESS);
             };
@@ -551,6 +544,33 @@ fn exec(c: &mut Client, cmd: DaemonCommand) -> Result<ExitCode, ClientError> {
 }
 
 /// An attach reply's note, warning and warnings on stderr.
+/// The netfilter attachment's links among a reply's attachments.
+fn nf_links(attachments: Option<&Value>) -> Option<Vec<Value>> {
+    attachments?
+        .as_array()?
+        .iter()
+        .find_map(|a| a["links"].as_array().cloned())
+}
+
+/// Which chain runs at which netfilter hook: `INPUT ipv4 (priority 0), …`.
+fn hook_links(links: &[Value]) -> String {
+    if links.is_empty() {
+        return "no chain yet (the next apply places its base chains)".into();
+    }
+    let l: Vec<String> = links
+        .iter()
+        .map(|l| {
+            format!(
+                "{} {} (priority {})",
+                l["chain"].as_str().unwrap_or(""),
+                l["family"].as_str().unwrap_or(""),
+                l["priority"]
+            )
+        })
+        .collect();
+    l.join(", ")
+}
+
 fn print_notes(r: &parapet_daemon::proto::Reply) {
     let r = &r.body;
     for k in ["note", "warning"] {

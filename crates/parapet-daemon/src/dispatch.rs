@@ -124,6 +124,10 @@ fn apply(
     m.insert("rules".into(), Value::from(rules));
     m.insert("generation".into(), Value::from(st.generation));
     m.insert("left_to_kernel".into(), left);
+    if st.kernel.nf_attached() {
+        // which chain now runs at which netfilter hook
+        m.insert("hooks".into(), st.kernel.attachments_json());
+    }
     if !warnings.is_empty() {
         m.insert("warnings".into(), Value::from(warnings));
     }

@@ -225,6 +225,25 @@ pub fn parapet_twin(tag: &str, v6: bool, rules: &str, format: &str) -> ParapetTw
         "parapet attach: {}",
         String::from_utf8_lossy(&o.stderr)
     );
+    // attach and every later apply say which chain runs at which hook
+    let fam = if v6 { "ipv6" } else { "ipv4" };
+    let said = String::from_utf8_lossy(&o.stdout).to_string();
+    let at = |chain: &str| format!("{chain} {fam} (priority ");
+    assert!(
+        said.starts_with("attached at the netfilter hooks: ") && said.contains(&at("FORWARD")),
+        "{said}"
+    );
+    let said = ok(
+        &sock,
+        &["apply", file.to_str().unwrap(), "--format", format],
+    );
+    assert!(
+        ["INPUT", "FORWARD", "OUTPUT"]
+            .iter()
+            .all(|c| said.contains(&at(c)))
+            && said.contains("# at the netfilter hooks: "),
+        "{said}"
+    );
     let s = stats(&sock);
     let att = &s["dataplane"]["attachments"][0];
     assert_eq!(att["hook"], "netfilter", "{s}");
@@ -234,7 +253,6 @@ pub fn parapet_twin(tag: &str, v6: bool, rules: &str, format: &str) -> ParapetTw
         "one link per chain of the file's family: {s}"
     );
     let listed = ok(&sock, &["list", "--counters"]);
-    let fam = if v6 { "ipv6" } else { "ipv4" };
     assert!(
         listed.contains(&format!(
             "# attached at the netfilter hooks: INPUT {fam} (priority "
