@@ -16,7 +16,7 @@
 mod common;
 
 use common::daemon::{ok, stats};
-use common::nf_twins::{oracle, parapet_counters, same_fates, Case, Verdicts};
+use common::nf_twins::{oracle, parapet_counters, same_fates, Case, Verdicts, NAT4, NAT4_NFT};
 use common::router::{p, run_probes, start_daemon, tcp, Fate, Outcome, Probe, Side, V4, V6};
 use std::collections::BTreeMap;
 
@@ -67,23 +67,6 @@ fn restart_and_detach(c: &Case, v: Verdicts, open: usize) -> Outcome {
     );
     kernel
 }
-
-const NAT4: &str = "*nat
-:PREROUTING ACCEPT [0:0]
-:INPUT ACCEPT [0:0]
-:OUTPUT ACCEPT [0:0]
-:POSTROUTING ACCEPT [0:0]
--A PREROUTING -d 10.71.1.1/32 -p udp -m udp --dport 7000 -j DNAT --to-destination 10.71.2.2:7001
-COMMIT
-";
-
-const NAT4_NFT: &str = "table ip nat {
-\tchain PREROUTING {
-\t\ttype nat hook prerouting priority dstnat; policy accept;
-\t\tip daddr 10.71.1.1 udp dport 7000 dnat to 10.71.2.2:7001
-\t}
-}
-";
 
 /// Rule 1 is the DNAT rule (the kernel's).
 const FILTER4: &str = "*filter

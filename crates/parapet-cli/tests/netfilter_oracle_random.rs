@@ -9,8 +9,8 @@
 
 mod common;
 
-use common::nf_twins::{oracle, Case};
-use common::router::{Addrs, Probe, Side, V4, V6};
+use common::nf_twins::{oracle, Case, NAT4, NAT4_NFT};
+use common::router::{p, Addrs, Probe, Side, V4, V6};
 
 /// How many random rulesets per family (each costs four twin beds).
 const SEEDS: u64 = 3;
@@ -143,16 +143,7 @@ fn probes(a: &Addrs) -> Vec<Probe> {
             (R, a.h, H),
             (R, a.l, L),
         ] {
-            let mut pr = Probe {
-                from,
-                sport,
-                to,
-                port,
-                at,
-                at_port: port,
-                reply_of: None,
-                tcp: false,
-            };
+            let mut pr = p(from, sport, to, port, at);
             // DNAT'ed to H:7001 (IPv4: the kernel's nat PREROUTING)
             if !a.v6 && from == L && to == a.rl && port == 7000 {
                 (pr.at, pr.at_port) = (H, 7001);
@@ -169,23 +160,6 @@ fn probes(a: &Addrs) -> Vec<Probe> {
     }
     ps
 }
-
-const NAT4: &str = "*nat
-:PREROUTING ACCEPT [0:0]
-:INPUT ACCEPT [0:0]
-:OUTPUT ACCEPT [0:0]
-:POSTROUTING ACCEPT [0:0]
--A PREROUTING -d 10.71.1.1/32 -p udp -m udp --dport 7000 -j DNAT --to-destination 10.71.2.2:7001
-COMMIT
-";
-
-const NAT4_NFT: &str = "table ip nat {
-\tchain PREROUTING {
-\t\ttype nat hook prerouting priority dstnat; policy accept;
-\t\tip daddr 10.71.1.1 udp dport 7000 dnat to 10.71.2.2:7001
-\t}
-}
-";
 
 fn family(a: &Addrs) {
     let probes = probes(a);

@@ -31,6 +31,25 @@ pub struct Case<'a> {
     pub noise: &'a [u32],
 }
 
+/// The router bed's DNAT (R:7000 to H:7001), left to the kernel.
+pub const NAT4: &str = "*nat
+:PREROUTING ACCEPT [0:0]
+:INPUT ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+:POSTROUTING ACCEPT [0:0]
+-A PREROUTING -d 10.71.1.1/32 -p udp -m udp --dport 7000 -j DNAT --to-destination 10.71.2.2:7001
+COMMIT
+";
+
+/// [`NAT4`] as an nft table.
+pub const NAT4_NFT: &str = "table ip nat {
+\tchain PREROUTING {
+\t\ttype nat hook prerouting priority dstnat; policy accept;
+\t\tip daddr 10.71.1.1 udp dport 7000 dnat to 10.71.2.2:7001
+\t}
+}
+";
+
 /// Rule ids of an iptables-save text: (table, chain, n-th rule of the
 /// chain, 1-based) -> file position among all rules.
 pub fn rule_ids(text: &str) -> BTreeMap<(String, String, usize), u32> {

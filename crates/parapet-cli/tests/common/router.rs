@@ -180,6 +180,10 @@ pub enum Fate {
 /// (fate, counter deltas) per probe.
 pub type Outcome = Vec<(Fate, BTreeMap<u32, u64>)>;
 
+/// A probe's sender socket, its receiver's (side, port), and the sender's
+/// address as the receiver saw it (when delivered).
+type Sent = (UdpSocket, Option<(Side, u16)>, Option<SocketAddr>);
+
 /// Sends every probe in order; `counters` reads the twin's counters.
 pub fn run_probes(
     t: &Topo,
@@ -194,7 +198,7 @@ pub fn run_probes(
     let mut lsn: BTreeMap<(Side, u16), std::net::TcpListener> = BTreeMap::new();
     let mut streams = Vec::new();
     // per probe: sender socket, its receiver, the sender as received
-    let mut socks: Vec<(UdpSocket, Option<(Side, u16)>, Option<SocketAddr>)> = Vec::new();
+    let mut socks: Vec<Sent> = Vec::new();
     let mut before = counters();
     for (i, pr) in probes.iter().enumerate() {
         let tag = format!("probe {i}");
