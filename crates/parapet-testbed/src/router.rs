@@ -139,18 +139,7 @@ impl Router {
                 (&t.r, a.h, MAC_H, "rh"),
                 (&t.h, a.rh, MAC_RH, "hv"),
             ] {
-                ns.ip(&[
-                    fam,
-                    "neigh",
-                    "replace",
-                    addr,
-                    "lladdr",
-                    mac,
-                    "dev",
-                    dev,
-                    "nud",
-                    "permanent",
-                ])?;
+                ns.static_neighbour(addr, mac, dev)?;
             }
         }
         t.r.exec(&["sysctl", "-qw", "net.ipv4.ip_forward=1"])?;
