@@ -22,6 +22,8 @@ pub(super) struct RuleParser<'a> {
     pub(super) vmap: Option<Vec<VmapEntry>>,
     /// The table's named limit objects, for `limit name "NAME"`.
     pub(super) limits: &'a [(String, Limit)],
+    /// Where the rule first used `th` (checked once the rule is read).
+    pub(super) th: Option<(u32, u32)>,
 }
 
 impl RuleParser<'_> {

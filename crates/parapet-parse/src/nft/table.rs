@@ -699,6 +699,7 @@ impl Parser {
             maps: &maps,
             vmap: None,
             limits: &limits,
+            th: None,
         };
         match family {
             TableFamily::Ip => rp.matches.constrain(Field::Family, IntervalSet::point(4)),
@@ -712,22 +713,30 @@ impl Parser {
         rule.origin = Origin {
             line: first_line & ((1 << crate::error::FILE_LINE_BITS) - 1),
         };
+        let th = rp.th;
         let Some(entries) = rp.vmap else {
+            check_th(th, std::slice::from_ref(&rule))?;
             return Ok((vec![rule], rp.jump.into_iter().collect()));
         };
         // `KEY vmap { k : v, … }`: one rule per element, in order, each with
         // the rule's conditions and KEY in the element; no default.
         let mut rules = Vec::new();
         let mut jumps = Vec::new();
+        jumps.extend(rp.jump);
         for e in entries {
             let mut r = rule.clone();
-            r.matches.constrain(e.field, e.keys);
-            r.action = e.action;
+            for (f, v) in e.key {
+                r.matches.constrain(f, v);
+            }
+            if let Some(a) = e.action {
+                r.action = a;
+            }
             if let Some(j) = e.jump {
                 jumps.push(j);
             }
             rules.push(r);
         }
+        check_th(th, &rules)?;
         Ok((rules, jumps))
     }
 
@@ -765,6 +774,7 @@ impl Parser {
             maps: &[],
             vmap: None,
             limits: &[],
+            th: None,
         };
         rp.limit()?;
         if let Some(t) = body.get(rp.i) {
@@ -808,6 +818,28 @@ impl Parser {
         }
         out
     }
+}
+
+/// Transport protocols whose first two header words parapet reads as
+/// ports: `th sport|dport` means those ports there, and only there.
+const PORT_PROTOCOLS: [u128; 4] = [6, 17, 132, 136];
+
+/// `th` (at `th`) is exact only in rules that match port protocols alone.
+fn check_th(th: Option<(u32, u32)>, rules: &[Rule]) -> Res<()> {
+    let Some((line, col)) = th else {
+        return Ok(());
+    };
+    let ports = IntervalSet::from_ranges(PORT_PROTOCOLS.iter().map(|&p| (p, p)));
+    for r in rules {
+        let only_ports = r
+            .matches
+            .get(Field::Proto)
+            .is_some_and(|p| p.intersect(&ports) == *p);
+        if !only_ports && !r.matches.is_unsatisfiable() {
+            return Err((line, col, "'th' needs the rule to match only tcp, udp, sctp or udplite first (like 'meta l4proto { tcp, udp } th dport 53'): on other protocols it reads other header bytes".into()));
+        }
+    }
+    Ok(())
 }
 
 /// What the parser learns about one chain on the way.

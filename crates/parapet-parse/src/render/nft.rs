@@ -411,7 +411,15 @@ fn push_ports(
 ) -> Result<(), RenderError> {
     for (field, key) in [(Field::SrcPort, "sport"), (Field::DstPort, "dport")] {
         if let Some(set) = r.matches.get(field) {
-            let pk = port_key.ok_or_else(|| {
+            // Several port protocols (`meta l4proto { tcp, udp }`): nft's
+            // transport-header ports, `th`.
+            let ports = IntervalSet::from_ranges([6u128, 17, 132, 136].map(|p| (p, p)));
+            let th = r
+                .matches
+                .get(Field::Proto)
+                .is_some_and(|p| p.intersect(&ports) == *p)
+                .then_some("th");
+            let pk = port_key.or(th).ok_or_else(|| {
                 rerr(
                     r.id,
                     format!(
@@ -522,7 +530,15 @@ fn push_set_lookups(
                         )
                     }
                     Field::SrcPort | Field::DstPort => {
-                        let pk = port_key.ok_or_else(|| {
+                        // Several port protocols (`meta l4proto { tcp, udp }`): nft's
+            // transport-header ports, `th`.
+            let ports = IntervalSet::from_ranges([6u128, 17, 132, 136].map(|p| (p, p)));
+            let th = r
+                .matches
+                .get(Field::Proto)
+                .is_some_and(|p| p.intersect(&ports) == *p)
+                .then_some("th");
+            let pk = port_key.or(th).ok_or_else(|| {
                             rerr(id, "a port set key needs one of tcp, udp, sctp, udplite")
                         })?;
                         format!(
