@@ -286,6 +286,12 @@ pub struct Rule {
     pub counters: Counters,
     /// Where the rule came from.
     pub origin: Origin,
+    /// nft statements of the rule that parapet leaves to the kernel, as
+    /// written (`ct helper set "ftp"`, `flow add @ft`, `notrack`): they
+    /// act on conntrack or offload, decide nothing, and are written back
+    /// by the nft renderer. Empty for iptables rules.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kernel: Vec<String>,
 }
 
 impl Rule {
@@ -300,6 +306,7 @@ impl Rule {
             log: None,
             counters: Counters::default(),
             origin: Origin::default(),
+            kernel: Vec::new(),
         }
     }
 }
@@ -466,6 +473,14 @@ pub struct LeftToKernel {
     /// listing writes the chain back where its rules keep their ids.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub first_id: u32,
+    /// nft, when it is not a chain: the object as nft names it. `table arp
+    /// filter` is a whole table of another family (`arp`, `bridge`,
+    /// `netdev`; `family` is then unused and `chains` are its chains);
+    /// `flowtable ft`, `ct helper ftp`, `ct timeout t`, `ct expectation e`,
+    /// `synproxy s`, `secmark s` are objects of table `family table`
+    /// (`chains` empty).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object: Option<String>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -481,7 +496,12 @@ impl LeftToKernel {
     /// `nat (PREROUTING 2 rules, POSTROUTING 1 rule)`: for summaries; an
     /// nft chain reads `inet fw4 (dstnat 3 rules)`.
     pub fn describe(&self) -> String {
-        let table = if self.nft {
+        if let Some(o) = self.object.as_ref().filter(|_| !self.is_other_family_table()) {
+            return format!("{} {} {o}", self.family.nft_name(), self.table);
+        }
+        let table = if let Some(t) = self.object.as_ref().and_then(|o| o.strip_prefix("table ")) {
+            t.to_string()
+        } else if self.nft {
             format!("{} {}", self.family.nft_name(), self.table)
         } else {
             self.table.clone()
@@ -491,7 +511,41 @@ impl LeftToKernel {
             .iter()
             .map(|(c, n)| format!("{c} {n} rule{}", if *n == 1 { "" } else { "s" }))
             .collect();
+        if chains.is_empty() && self.object.is_some() {
+            return table;
+        }
         format!("{table} ({})", chains.join(", "))
+    }
+
+    /// [`describe`](Self::describe) of each, with the table objects of one
+    /// kind in one table written once: `inet fw4 ct helper ftp, sip`.
+    pub fn summary(all: &[LeftToKernel]) -> Vec<String> {
+        let mut out: Vec<(Option<String>, String)> = Vec::new();
+        for l in all {
+            let object = l
+                .object
+                .as_ref()
+                .filter(|_| !l.text.is_empty() && l.chains.is_empty() && !l.is_other_family_table());
+            let Some((kind, name)) = object.and_then(|o| o.rsplit_once(' ')) else {
+                out.push((None, l.describe()));
+                continue;
+            };
+            let group = format!("{} {} {kind}", l.family.nft_name(), l.table);
+            match out.iter_mut().find(|(g, _)| g.as_deref() == Some(&group)) {
+                Some((_, text)) => {
+                    text.push_str(", ");
+                    text.push_str(name);
+                }
+                None => out.push((Some(group.clone()), format!("{group} {name}"))),
+            }
+        }
+        out.into_iter().map(|(_, t)| t).collect()
+    }
+
+    /// True for a whole nft table of another family (`object` is `table
+    /// FAMILY NAME`).
+    pub fn is_other_family_table(&self) -> bool {
+        self.object.as_ref().is_some_and(|o| o.starts_with("table "))
     }
 }
 

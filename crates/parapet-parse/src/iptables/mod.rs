@@ -243,6 +243,7 @@ pub(crate) fn parse(
             limit,
             counters,
             origin: Origin { line: ln },
+            kernel: Vec::new(),
         });
     }
     if let Some(t) = table {

@@ -74,6 +74,7 @@ impl TableState {
             text: self.text,
             nft: false,
             first_id: 0,
+            object: None,
         }
     }
 }

@@ -106,6 +106,14 @@ impl RuleParser<'_> {
                 ));
             };
             match w {
+                "counter" if self.toks.get(self.i + 1).and_then(|t| t.word()) == Some("name") => {
+                    // A named counter object: counts, decides nothing.
+                    self.i += 2;
+                    self.next_word("a counter name")?;
+                    if self.peek_word() == Some("map") {
+                        return self.fail("'counter name KEY map { … }' (a counter chosen per packet) is not supported");
+                    }
+                }
                 "counter" => {
                     self.i += 1;
                     if self.peek_word() == Some("packets") {
@@ -143,6 +151,51 @@ impl RuleParser<'_> {
                 "comment" => {
                     self.i += 1;
                     self.comment()?;
+                }
+                "notrack" => {
+                    self.i += 1;
+                    self.rule.kernel.push("notrack".into());
+                }
+                "flow" => {
+                    // `flow add @ft` / `flow offload @ft`: offload to a
+                    // flowtable, the kernel's.
+                    self.i += 1;
+                    let op = self.next_word("'add' or 'offload'")?;
+                    let ft = self.next_word("'@FLOWTABLE'")?;
+                    if !matches!(op.word(), Some("add" | "offload"))
+                        || !ft.word().is_some_and(|w| w.starts_with('@'))
+                    {
+                        return Err((op.line, op.col, "expected 'flow add @FLOWTABLE'".into()));
+                    }
+                    self.rule.kernel.push(format!("flow add {}", ft.show()));
+                }
+                _ if self.setter().is_some() => {
+                    // Conntrack helpers, timeouts, zones, marks, labels and
+                    // MSS clamping: they change what the kernel does next,
+                    // decide nothing here, and stay the kernel's.
+                    let head = self.setter().unwrap_or(0);
+                    let from = self.i;
+                    self.i += head;
+                    while let Some(t) = self.peek() {
+                        if matches!(t.tok, Tok::Semi)
+                            || matches!(
+                                t.word(),
+                                Some(
+                                    "comment" | "counter" | "log" | "limit" | "accept" | "drop"
+                                        | "reject" | "return" | "jump" | "goto" | "continue"
+                                        | "notrack" | "flow"
+                                )
+                            )
+                        {
+                            break;
+                        }
+                        self.i += 1;
+                    }
+                    if self.i == from + head {
+                        return self.fail("expected a value after 'set'");
+                    }
+                    let text: Vec<String> = self.toks[from..self.i].iter().map(Token::show).collect();
+                    self.rule.kernel.push(text.join(" "));
                 }
                 "quota" | "meter" | "add" | "update" => {
                     return self.fail(format!("statement '{w}' is not supported yet: it keeps state (a quota, a meter, a dynamic set) that parapet does not enforce exactly yet; 'limit rate' is supported"));
@@ -184,6 +237,31 @@ impl RuleParser<'_> {
             }
         }
         Ok(())
+    }
+
+    /// At `ct helper set`, `meta mark set`, `tcp option maxseg size set`
+    /// and the like: the number of words up to and including `set`.
+    fn setter(&self) -> Option<usize> {
+        const HEADS: [&[&str]; 10] = [
+            &["ct", "helper", "set"],
+            &["ct", "timeout", "set"],
+            &["ct", "expectation", "set"],
+            &["ct", "zone", "set"],
+            &["ct", "mark", "set"],
+            &["ct", "secmark", "set"],
+            &["meta", "mark", "set"],
+            &["meta", "secmark", "set"],
+            &["meta", "priority", "set"],
+            &["tcp", "option", "maxseg", "size", "set"],
+        ];
+        HEADS
+            .iter()
+            .find(|h| {
+                h.iter()
+                    .enumerate()
+                    .all(|(k, w)| self.toks.get(self.i + k).and_then(|t| t.word()) == Some(*w))
+            })
+            .map(|h| h.len())
     }
 
     fn number(&mut self, what: &str) -> Res<u64> {

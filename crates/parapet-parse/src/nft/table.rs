@@ -164,6 +164,7 @@ impl Parser {
         }
         self.check_jumps();
         self.leave_chains_to_kernel();
+        self.note_kernel_statements();
         let dormant = std::mem::take(&mut self.dormant);
         self.rs
             .tables
@@ -226,6 +227,15 @@ impl Parser {
     /// `table [FAMILY] NAME [{ … }]`: a declaration, or a body that adds to
     /// the table (a table can be written several times, as in nft).
     pub(super) fn table(&mut self) -> Res<()> {
+        let start = self.pos - 1;
+        if let (Some(f @ ("arp" | "bridge" | "netdev")), Some(Tok::Word(_) | Tok::Str(_))) = (
+            self.peek().and_then(|t| t.word()).map(str::to_string).as_deref(),
+            self.toks.get(self.pos + 1).map(|t| &t.tok),
+        ) {
+            let f = f.to_string();
+            self.pos += 1;
+            return self.other_family_table(&f, start);
+        }
         let (family, name) = self.table_ref()?;
         let ti = self.table_index(family, &name);
         if !matches!(self.peek().map(|t| &t.tok), Some(Tok::Open)) {
@@ -293,17 +303,25 @@ impl Parser {
                     self.pos += 1;
                     self.limit_object(family, &name)?;
                 }
-                (
-                    _,
-                    Some(
-                        other @ ("flowtable" | "counter" | "quota" | "ct" | "secmark" | "synproxy"),
-                    ),
-                ) => {
+                (_, Some("flowtable" | "ct" | "secmark" | "synproxy")) => {
+                    self.kernel_object(family, &name)?;
+                }
+                (_, Some("counter")) => {
+                    // A named counter counts what rules naming it match: as
+                    // an anonymous counter does, it decides nothing.
+                    self.pos += 1;
+                    self.expect_word("a counter name")?;
+                    if matches!(self.peek().map(|t| &t.tok), Some(Tok::Open)) {
+                        self.pos += 1;
+                        self.skip_block();
+                    }
+                }
+                (_, Some(other @ "quota")) => {
                     self.errs.push(
                         t.line,
                         t.col,
                         format!(
-                            "table object '{other}' is not supported (supported: chain, set, map)"
+                            "table object '{other}' is not supported yet: it keeps state (bytes used) that parapet does not enforce yet"
                         ),
                     );
                     self.pos += 1;

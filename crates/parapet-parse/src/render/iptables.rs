@@ -545,6 +545,9 @@ fn write_set_matches(out: &mut String, rs: &Ruleset, r: &Rule) -> Result<(), Ren
 /// Writes `-j TARGET [options]` or `-g CHAIN`; a rule that logs and
 /// decides at once has no iptables spelling.
 fn write_target(out: &mut String, r: &Rule) -> Result<(), RenderError> {
+    if let Some(k) = r.kernel.first() {
+        return Err(rerr(r.id, format!("the rule has the nft statement '{k}' (left to the kernel), which iptables cannot write")));
+    }
     if r.log.is_some() {
         return Err(rerr(r.id, "the rule logs and decides in one rule (nft 'log … verdict'); iptables needs a separate -j LOG rule, which would change rule ids"));
     }

@@ -31,8 +31,32 @@ pub fn nft(rs: &Ruleset) -> Result<String, RenderError> {
             l.describe()
         );
     }
+    // Tables of other families (arp, bridge, netdev) go back whole, before
+    // the first table whose rules come after theirs: ids are positions.
+    let mut others = rs
+        .left_to_kernel
+        .iter()
+        .filter(|l| l.is_other_family_table())
+        .peekable();
     for t in &rs.tables {
+        if let Some(first) = t.chains.iter().flat_map(|c| &c.rules).map(|r| r.id).min() {
+            while let Some(l) = others.next_if(|l| l.first_id == 0 || l.first_id < first) {
+                let _ = writeln!(out, "{}", l.text.trim_end());
+            }
+        }
         let _ = writeln!(out, "table {} {} {{", t.family.nft_name(), t.name);
+        // Its objects left to the kernel (flowtables, ct helpers, …), as
+        // the file had them, before the chains that name them.
+        for l in rs.left_to_kernel.iter().filter(|l| {
+            l.nft
+                && !l.text.is_empty()
+                && !l.is_other_family_table()
+                && l.object.is_some()
+                && l.family == t.family
+                && l.table == t.name
+        }) {
+            let _ = writeln!(out, "\t{}\n", l.text.trim_end());
+        }
         // The limit objects the table's rules name (`limit name "N"`).
         let mut objects: Vec<(&str, &Limit)> = Vec::new();
         for r in t.chains.iter().flat_map(|c| &c.rules) {
@@ -95,6 +119,9 @@ pub fn nft(rs: &Ruleset) -> Result<String, RenderError> {
         }
         out.push_str("}\n");
     }
+    for l in others {
+        let _ = writeln!(out, "{}", l.text.trim_end());
+    }
     Ok(out)
 }
 
@@ -107,7 +134,7 @@ fn kernel_chains_of<'a>(
     let mut v: Vec<&LeftToKernel> = rs
         .left_to_kernel
         .iter()
-        .filter(|l| l.nft && l.family == t.family && l.table == t.name)
+        .filter(|l| l.nft && l.object.is_none() && l.family == t.family && l.table == t.name)
         .collect();
     v.sort_by_key(|l| {
         if l.first_id == 0 {
@@ -289,6 +316,7 @@ fn nft_rule(rs: &Ruleset, tfam: TableFamily, r: &Rule) -> Result<String, RenderE
     if let Some(spec) = &r.log {
         parts.push(nft_log(spec));
     }
+    parts.extend(r.kernel.iter().cloned());
     push_verdict(&mut parts, r)?;
     if let Some(c) = &r.comment {
         parts.push(format!("comment {}", nft_quote(c)));
