@@ -35,6 +35,7 @@ mod linear;
 mod lint;
 mod packet;
 mod policy;
+mod netbase;
 mod proto;
 mod reach;
 mod region;
@@ -60,7 +61,7 @@ pub use region::{Budget, Cube, OverBudget, Region, Space};
 pub use rule::{
     Action, BaseChain, Chain, ChainId, Counters, Dir, Hook, LeftToKernel, Limit, LimitFlavor,
     LogSpec, Matches, Origin, Rule, Ruleset, SetKeySpec, SetRef, Table, TableFamily, TimeUnit,
-    Verdict,
+    Verdict, LOG_OPTIONS,
 };
 pub use stateful::{
     xt_credits_per_jiffy, xt_user2credits, Assume, Bucket, BucketKey, Clock, NftBucket, Stateful,

@@ -51,7 +51,23 @@ pub struct LogSpec {
     pub prefix: Option<String>,
     /// `--log-level`, syslog 0-7.
     pub level: Option<u8>,
+    /// What else the log line carries, as iptables names it, in
+    /// [`LOG_OPTIONS`] order: `--log-tcp-sequence`, `--log-tcp-options`,
+    /// `--log-ip-options`, `--log-uid`, `--log-macdecode` (nft `log flags
+    /// tcp sequence,options`, `ip options`, `skuid`, `ether`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub options: Vec<String>,
 }
+
+/// iptables' LOG flags with nft's `log flags` spelling of each, in the order
+/// both print them.
+pub const LOG_OPTIONS: [(&str, &str); 5] = [
+    ("--log-tcp-sequence", "tcp sequence"),
+    ("--log-tcp-options", "tcp options"),
+    ("--log-ip-options", "ip options"),
+    ("--log-uid", "skuid"),
+    ("--log-macdecode", "ether"),
+];
 
 /// What a rule does when it matches.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -113,7 +113,8 @@ fn debian_style_host_firewall() {
         rule(rs, 9).action,
         Action::Log(LogSpec {
             prefix: Some("INPUT drop: ".into()),
-            level: Some(4)
+            level: Some(4),
+            ..Default::default()
         })
     );
     assert_eq!(
@@ -384,7 +385,8 @@ fn nft_inet_table_with_sets() {
         rule(rs, 11).action,
         Action::Log(LogSpec {
             prefix: Some("new conn: ".into()),
-            level: Some(6)
+            level: Some(6),
+            ..Default::default()
         })
     );
     assert_eq!(rule(rs, 14).action, Action::Count);

@@ -170,7 +170,8 @@ fn targets() {
         ipt("-j LOG --log-level info").action,
         Action::Log(LogSpec {
             prefix: None,
-            level: Some(6)
+            level: Some(6),
+            ..Default::default()
         })
     );
     assert!(ipt_err("-j INPUT").contains("cannot jump to built-in chain 'INPUT'"));
@@ -374,7 +375,8 @@ fn nft_statements_and_verdicts() {
         r.action,
         Action::Log(LogSpec {
             prefix: Some("p ".into()),
-            level: Some(2)
+            level: Some(2),
+            ..Default::default()
         })
     );
     assert_eq!(r.comment.as_deref(), Some("c"));
@@ -570,7 +572,8 @@ fn nft_log_then_verdict_is_one_rule_that_logs() {
         r.log,
         Some(LogSpec {
             prefix: Some("x: ".into()),
-            level: Some(4)
+            level: Some(4),
+            ..Default::default()
         })
     );
     let plain = nft("log prefix \"y\"");

@@ -18,7 +18,10 @@ use crate::common::*;
 use crate::error::{Errors, ParseError};
 use parapet_model::*;
 use rule::RuleParser;
-use table::{chain_header, finish_table, open_table, parse_counters, PendingTarget, TableState};
+use table::{
+    chain_command, chain_header, finish_table, open_table, parse_counters, PendingTarget,
+    TableState,
+};
 
 pub(crate) use matches::{iface_set, parse_rate};
 pub(crate) use targets::{parse_log_level, LOG_LEVELS};
@@ -149,11 +152,19 @@ pub(crate) fn parse(
         }
         match w.first().map(|w| w.text.as_str()) {
             Some("-A" | "--append") => {}
+            Some(i @ ("-I" | "--insert")) => {
+                errs.push(ln, w[0].col, format!("'{i}' (insert) is not supported in a restore file: the rule would go before rules written earlier, so rule ids would not be file positions; write it with -A where it belongs"));
+                continue;
+            }
+            Some("-P" | "--policy" | "-N" | "--new-chain" | "-F" | "--flush") => {
+                chain_command(w, ln, t, &mut errs);
+                continue;
+            }
             Some(other) => {
                 errs.push(
                     ln,
                     w[0].col,
-                    format!("expected '-A CHAIN …', ':CHAIN POLICY', '*TABLE', 'COMMIT' or a comment, found '{other}'"),
+                    format!("expected '-A CHAIN …', ':CHAIN POLICY', '-P', '-N', '-F', '*TABLE', 'COMMIT' or a comment, found '{other}'"),
                 );
                 continue;
             }

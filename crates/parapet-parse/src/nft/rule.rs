@@ -299,9 +299,39 @@ impl RuleParser<'_> {
                     let t = self.next_word("a log level")?;
                     spec.level = Some(t.word().and_then(parse_log_level).ok_or((t.line, t.col, format!("expected a log level (emerg, alert, crit, err, warn, notice, info, debug), found '{}'", t.show())))?);
                 }
-                "group" | "flags" | "snaplen" | "queue-threshold" => {
+                "flags" => {
+                    // `flags tcp sequence,options`, `flags ip options`,
+                    // `flags skuid`, `flags ether`, `flags all`.
+                    self.i += 1;
+                    let f = self.next_word("a log flag (tcp, ip, skuid, ether, all)")?;
+                    let mut names: Vec<String> = Vec::new();
+                    match f.word() {
+                        Some(k @ ("tcp" | "ip")) => loop {
+                            let n = self.next_word("sequence or options")?;
+                            names.push(format!("{k} {}", n.show()));
+                            if !matches!(self.peek().map(|t| &t.tok), Some(Tok::Comma)) {
+                                break;
+                            }
+                            self.i += 1;
+                        },
+                        Some("all") => names.extend(LOG_OPTIONS.iter().map(|(_, n)| n.to_string())),
+                        Some(w) => names.push(w.to_string()),
+                        None => {}
+                    }
+                    for n in names {
+                        let Some((o, _)) = LOG_OPTIONS.iter().find(|(_, x)| *x == n) else {
+                            return Err((f.line, f.col, format!("unknown log flag '{n}' (supported: tcp sequence,options, ip options, skuid, ether, all)")));
+                        };
+                        if !spec.options.iter().any(|x| x == o) {
+                            spec.options.push(o.to_string());
+                        }
+                    }
+                    spec.options
+                        .sort_by_key(|o| LOG_OPTIONS.iter().position(|(f, _)| f == o));
+                }
+                "group" | "snaplen" | "queue-threshold" => {
                     return self.fail(format!(
-                        "log option '{w}' is not supported (supported: prefix, level)"
+                        "log option '{w}' is not supported (supported: prefix, level, flags)"
                     ))
                 }
                 _ => break,

@@ -566,6 +566,9 @@ fn write_target(out: &mut String, r: &Rule) -> Result<(), RenderError> {
             if let Some(l) = spec.level {
                 let _ = write!(out, " --log-level {l}");
             }
+            for o in &spec.options {
+                let _ = write!(out, " {o}");
+            }
         }
         Action::Count => {}
         Action::Return => out.push_str(" -j RETURN"),

@@ -223,6 +223,19 @@ fn nft_log(spec: &LogSpec) -> String {
         };
         let _ = write!(s, " level {name}");
     }
+    // `flags tcp sequence,options flags ip options`: one `flags` per group.
+    let flags: Vec<&str> = LOG_OPTIONS
+        .iter()
+        .filter(|(o, _)| spec.options.iter().any(|x| x == o))
+        .map(|(_, n)| *n)
+        .collect();
+    let tcp: Vec<&str> = flags.iter().filter_map(|f| f.strip_prefix("tcp ")).collect();
+    if !tcp.is_empty() {
+        let _ = write!(s, " flags tcp {}", tcp.join(","));
+    }
+    for f in flags.iter().filter(|f| !f.starts_with("tcp ")) {
+        let _ = write!(s, " flags {f}");
+    }
     s
 }
 
