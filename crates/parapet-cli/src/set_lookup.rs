@@ -33,7 +33,10 @@ pub fn load(files: &[std::path::PathBuf], parsed: &parapet_parse::Parsed) -> Res
     for block in &parsed.set_blocks {
         store
             .load_nft(&block.text)
-            .map_err(|e| anyhow!("set '{}' at line {}: {e}", block.name, block.line))?;
+            .map_err(|e| {
+                let (l, c) = block.file_position(e.line, e.column);
+                anyhow!("{l}:{c}: set '{}': {}", block.name, e.message)
+            })?;
     }
     for path in files {
         load_file(&mut store, path)?;

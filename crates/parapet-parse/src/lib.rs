@@ -114,6 +114,23 @@ pub struct SetBlock {
     pub text: String,
     /// 1-based line of `set NAME {`.
     pub line: u32,
+    /// 1-based column of `set` on that line, so a position inside the
+    /// block's first line maps back to the file.
+    #[serde(default)]
+    pub col: u32,
+}
+
+impl SetBlock {
+    /// The file position of line `line`, column `col` of [`Self::text`].
+    pub fn file_position(&self, line: usize, col: usize) -> (usize, usize) {
+        let file_line = self.line as usize + line.saturating_sub(1);
+        let file_col = if line <= 1 {
+            col + self.col.max(1) as usize - 1
+        } else {
+            col
+        };
+        (file_line, file_col)
+    }
 }
 
 /// A parsed file.

@@ -279,6 +279,7 @@ impl Parser {
                         name: word_text(&set_name),
                         text,
                         line: t.line & ((1 << crate::error::FILE_LINE_BITS) - 1),
+                        col: t.col,
                     });
                 }
                 (_, Some("map")) => {

@@ -21,6 +21,12 @@ use std::fmt::Write as _;
 /// assert_eq!(without_origins(&again), without_origins(&rs));
 /// ```
 pub fn nft(rs: &Ruleset) -> Result<String, RenderError> {
+    nft_with_sets(rs, &[])
+}
+
+/// [`nft`] with the file's named `set` blocks written back into their
+/// tables (before the chains that use them), so the listing classifies.
+pub fn nft_with_sets(rs: &Ruleset, sets: &[crate::SetBlock]) -> Result<String, RenderError> {
     let mut out = String::new();
     // nft cannot hold iptables tables: name them, so nothing goes unsaid
     // (`list --format iptables-save` writes them back).
@@ -45,6 +51,9 @@ pub fn nft(rs: &Ruleset) -> Result<String, RenderError> {
             }
         }
         let _ = writeln!(out, "table {} {} {{", t.family.nft_name(), t.name);
+        for b in sets.iter().filter(|b| b.table == t.name) {
+            let _ = writeln!(out, "\t{}\n", b.text.trim_end());
+        }
         // Its objects left to the kernel (flowtables, ct helpers, …), as
         // the file had them, before the chains that name them.
         for l in rs.left_to_kernel.iter().filter(|l| {
