@@ -202,9 +202,26 @@ pub fn detect(text: &str) -> Format {
 /// With [`Format::Auto`] the format is [`detect`]ed; an undetectable text is
 /// an error at 1:1. [`Format::Ipset`] is not parsed here (the sets crate
 /// does it) and yields an error saying so.
+/// `-N NAME TYPE` first, no `*table`: ipset 4's save format.
+fn legacy_ipset(text: &str) -> bool {
+    let mut lines = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'));
+    lines.next().is_some_and(|l| l.starts_with("-N ")) && !text.lines().any(|l| l.starts_with('*'))
+}
+
 pub fn parse(text: &str, path: &str, format: Format) -> Result<Parsed, Vec<ParseError>> {
     let format = match format {
         Format::Auto => match detect(text) {
+            Format::Auto if legacy_ipset(text) => {
+                return Err(vec![ParseError::new(
+                    path,
+                    1,
+                    1,
+                    "this looks like a legacy ipset save file ('-N SET TYPE', '-A SET ELEM': ipset 4 and older), which parapet does not read; 'ipset save' of a current ipset writes 'create'/'add' lines, which it does",
+                )]);
+            }
             Format::Auto => {
                 return Err(vec![ParseError::new(
                     path,

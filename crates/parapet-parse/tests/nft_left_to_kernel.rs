@@ -164,3 +164,30 @@ fn quota_objects_and_synproxy_stay_refused() {
     let e = err("table inet t {\n\tquota q {\n\t\tover 10 mbytes\n\t}\n}\n");
     assert!(e.contains("n.nft:2:2:") && e.contains("keeps state"), "{e}");
 }
+
+/// Issue 13 item 7's messages.
+#[test]
+fn clearer_messages_and_nft_spellings() {
+    // `reject with icmpx admin-prohibited`, as nft lists it.
+    let rs = ok(&input("\t\treject with icmpx admin-prohibited\n"));
+    assert_eq!(
+        rs.tables[0].chains[0].rules[0].action,
+        Action::Verdict(Verdict::Reject {
+            with: Some("icmpx-admin-prohibited".into())
+        })
+    );
+    // nft's name for the IPv6 protocol field is nexthdr.
+    let e = err(&input("\t\tip6 hoplimit 1 drop\n"));
+    assert!(e.contains("ip6 nexthdr") && !e.contains("ip6 protocol"), "{e}");
+    // A refused chain header is one error, not two.
+    let e = parse(
+        "table netdev x {\n}\ntable inet t {\n\tchain c {\n\t\ttype filter hook ingress device eth0 priority 0; policy drop;\n\t}\n}\n",
+        "n.nft",
+        Format::Nft,
+    )
+    .unwrap_err();
+    assert_eq!(e.len(), 1, "{e:?}");
+    // ipset 4's save format is named, not "cannot tell the format".
+    let e = parse("-N ban iphash\n-A ban 1.2.3.4\nCOMMIT\n", "old.ipset", Format::Auto).unwrap_err();
+    assert!(e[0].to_string().contains("legacy ipset save file"), "{}", e[0]);
+}

@@ -88,7 +88,7 @@ impl RuleParser<'_> {
                         self.matches.constrain(Field::Fragment, IntervalSet::point(frag));
                         Err((0, 0, String::new()))
                     }
-                    other => Err((l, c, format!("'{w} {other}' is not supported (supported: {w} saddr, {w} daddr, {w} protocol)"))),
+                    other => Err((l, c, format!("'{w} {other}' is not supported (supported: {w} saddr, {w} daddr, {w} {})", if w == "ip" { "protocol" } else { "nexthdr" }))),
                 }
             }
             "tcp" | "udp" | "sctp" | "udplite" => {

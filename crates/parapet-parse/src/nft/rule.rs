@@ -430,8 +430,13 @@ impl RuleParser<'_> {
             let b = self.next_word("'reset' or 'type'")?;
             with = Some(match (a.word(), b.word()) {
                 (Some("tcp"), Some("reset")) => "tcp-reset".to_string(),
-                (Some(k @ ("icmp" | "icmpv6" | "icmpx")), Some("type")) => {
-                    let t = self.next_word("a reject type")?;
+                // `with icmpx admin-prohibited`: nft lists it without `type`.
+                (Some(k @ ("icmp" | "icmpv6" | "icmpx")), _) => {
+                    let t = if b.word() == Some("type") {
+                        self.next_word("a reject type")?
+                    } else {
+                        b.clone()
+                    };
                     let t = t.word().unwrap_or("").to_string();
                     match k {
                         "icmp" => format!(

@@ -483,6 +483,7 @@ impl Parser {
         }
         let open = self.pos;
         self.pos += 1;
+        let mut bad_base = false;
         loop {
             self.skip_separators();
             let Some(t) = self.peek().cloned() else {
@@ -525,9 +526,12 @@ impl Parser {
                         Err((l, c, m)) => {
                             self.errs.push(l, c, m);
                             self.skip_line();
+                            bad_base = true;
                         }
                     }
                 }
+                // Its header was refused already: no second error for it.
+                (_, Some("policy")) if bad_base => self.skip_line(),
                 (_, Some("policy")) => {
                     self.pos += 1;
                     let p = self.expect_word("a policy (accept or drop)")?;
