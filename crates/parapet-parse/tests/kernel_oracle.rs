@@ -243,3 +243,70 @@ fn restore_spellings_agree_with_iptables_legacy() {
     // Every rule decided one packet: the test can tell them apart.
     assert_eq!(decided, 7);
 }
+
+/// Non-first fragments: the kernel's tcp, udp, icmp and multiport matches
+/// never match one, whatever `!` says, and `--sport 0:65535` is still a
+/// tcp match; `-f` and a bare `-p tcp` do match one.
+const FRAGMENTS: &str = "*filter
+:INPUT ACCEPT [0:0]
+:FORWARD ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+-A OUTPUT -p tcp -m tcp --dport 22 -j ACCEPT
+-A OUTPUT -p tcp -m tcp ! --dport 22 -j ACCEPT
+-A OUTPUT -p udp -m udp --sport 0:65535 -j ACCEPT
+-A OUTPUT -p udp -m multiport ! --dports 1,2 -j ACCEPT
+-A OUTPUT -p icmp -m icmp --icmp-type any -j ACCEPT
+-A OUTPUT -p tcp -f -j ACCEPT
+-A OUTPUT -p sctp -j ACCEPT
+COMMIT
+";
+
+/// A non-first fragment (offset 128 bytes, last) of protocol `proto`.
+fn fragment(proto: u8) -> Vec<u8> {
+    let mut p = ipv4(proto, &[0xab; 16]);
+    p[6..8].copy_from_slice(&16u16.to_be_bytes());
+    p[10..12].copy_from_slice(&[0, 0]);
+    let c = checksum(&p[..20]);
+    p[10..12].copy_from_slice(&c.to_be_bytes());
+    p
+}
+
+#[test]
+#[ignore = "needs root"]
+fn non_first_fragments_agree_with_iptables_legacy() {
+    require_root();
+    let ns = Netns::create("p13-frag").unwrap();
+    restore(&ns, FRAGMENTS);
+    let rs = parse(FRAGMENTS, "frag.v4", Format::IptablesSave)
+        .unwrap()
+        .ruleset;
+    let engine = LinearEngine::new(&rs, rs.select_chain(Some("filter/OUTPUT")).unwrap()).unwrap();
+    let whole = |proto: u8, dport: u16| Packet::v4(0x7f00_0001, 0x7f00_0001, proto, 1000, dport);
+    let frag = |proto: u8| {
+        let mut p = Packet::v4(0x7f00_0001, 0x7f00_0001, proto, 0, 0);
+        p.fragment = true;
+        p
+    };
+    let cases: Vec<(&str, Packet, Vec<u8>, u32)> = vec![
+        ("tcp to 22", whole(6, 22), tcp(22, 0x02), 1),
+        ("tcp to 80", whole(6, 80), tcp(80, 0x02), 2),
+        ("tcp fragment", frag(6), fragment(6), 6),
+        ("udp fragment", frag(17), fragment(17), 0),
+        ("icmp fragment", frag(1), fragment(1), 0),
+        ("icmp echo", whole(1, 0), icmp(8, 0), 5),
+        ("sctp fragment", frag(132), fragment(132), 7),
+    ];
+    let mut differ = Vec::new();
+    for (what, pkt, bytes, want) in &cases {
+        let mut pkt = pkt.clone();
+        if pkt.proto == 1 && !pkt.fragment {
+            pkt.icmp_type = 8;
+        }
+        let ours = engine.classify(&pkt, &NoSets).unwrap().rule_id;
+        let kernel = kernel_decision(&ns, bytes);
+        if ours != kernel || kernel != *want {
+            differ.push(format!("{what}: kernel rule {kernel}, parapet rule {ours}, expected {want}"));
+        }
+    }
+    assert!(differ.is_empty(), "{}", differ.join("\n"));
+}

@@ -10,6 +10,9 @@ pub(super) const SUPPORTED_MATCHES: &str =
 
 const PORT_PROTOS: &[u8] = &[6, 17, 132, 136];
 
+/// Matches that read the transport header (see `fragment_blind`).
+const L4_MATCHES: &[&str] = &["tcp", "udp", "sctp", "udplite", "icmp", "icmp6", "multiport"];
+
 /// Which module provides an option.
 fn option_module(opt: &str) -> Option<&'static [&'static str]> {
     Some(match opt {
@@ -98,7 +101,18 @@ impl RuleParser<'_> {
                 format!("-m {n} after -m limit is not supported (parapet checks the limit after the rule's other matches): write -m limit last"),
             );
         }
+        if L4_MATCHES.contains(&n) {
+            self.fragment_blind();
+        }
         self.modules.push(n.to_string());
+    }
+
+    /// The kernel's tcp, udp, sctp, udplite, icmp, icmp6 and multiport
+    /// matches never match a non-first fragment (it has no transport
+    /// header), whatever their options and `!` say: a rule loading one
+    /// matches first fragments and whole packets only.
+    fn fragment_blind(&mut self) {
+        self.matches.constrain(Field::Fragment, IntervalSet::point(0));
     }
 
     fn has_module(&self, mods: &[&str]) -> bool {
@@ -144,6 +158,10 @@ impl RuleParser<'_> {
                     ),
                 );
                 return;
+            }
+            if mods.iter().all(|m| L4_MATCHES.contains(m)) {
+                // Loaded implicitly by `-p tcp --dport …`: the same match.
+                self.fragment_blind();
             }
         }
         match opt {

@@ -95,12 +95,16 @@ impl RuleParser<'_> {
                 let p = protocol_number(&w).expect("known protocol");
                 let proto = (Field::Proto, IntervalSet::point(p as u128));
                 let k = sub(self, "sport, dport or flags")?;
+                // A transport header load never matches a non-first
+                // fragment (nft_payload breaks on `fragoff`).
+                let first = (Field::Fragment, IntervalSet::point(0));
                 match k.as_str() {
-                    "sport" => sel(Field::SrcPort, Kind::Port, vec![proto]),
-                    "dport" => sel(Field::DstPort, Kind::Port, vec![proto]),
+                    "sport" => sel(Field::SrcPort, Kind::Port, vec![proto, first]),
+                    "dport" => sel(Field::DstPort, Kind::Port, vec![proto, first]),
                     "flags" if w == "tcp" => {
                         self.tcp_flags()?;
                         self.matches.constrain(proto.0, proto.1);
+                        self.matches.constrain(first.0, first.1);
                         Err((0, 0, String::new()))
                     }
                     other => Err((
@@ -131,6 +135,7 @@ impl RuleParser<'_> {
                 let implied = vec![
                     fam_pt(f),
                     (Field::Proto, IntervalSet::point(if v6 { 58 } else { 1 })),
+                    (Field::Fragment, IntervalSet::point(0)),
                 ];
                 let k = sub(self, "type or code")?;
                 match k.as_str() {
@@ -163,9 +168,10 @@ impl RuleParser<'_> {
                 // which `table::rule` checks once the rule is read.
                 let k = sub(self, "sport or dport")?;
                 self.th.get_or_insert((l, c));
+                let first = (Field::Fragment, IntervalSet::point(0));
                 match k.as_str() {
-                    "sport" => sel(Field::SrcPort, Kind::Port, vec![]),
-                    "dport" => sel(Field::DstPort, Kind::Port, vec![]),
+                    "sport" => sel(Field::SrcPort, Kind::Port, vec![first]),
+                    "dport" => sel(Field::DstPort, Kind::Port, vec![first]),
                     other => Err((l, c, format!("'th {other}' is not supported (supported: th sport, th dport)"))),
                 }
             }

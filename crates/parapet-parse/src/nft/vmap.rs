@@ -87,7 +87,8 @@ pub(super) fn entries(
                 first.line,
                 first.col,
                 format!(
-                    "element '{}' overlaps an earlier one",
+                    "{}element '{}' overlaps an earlier one",
+                    if verdicts { "verdict map " } else { "set " },
                     key_toks.iter().map(Token::show).collect::<Vec<_>>().join(" ")
                 ),
             ));

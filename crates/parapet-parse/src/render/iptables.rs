@@ -282,7 +282,11 @@ fn ipt_rule(rs: &Ruleset, r: &Rule, family: Family) -> Result<String, RenderErro
     write_interfaces(&mut out, r)?;
     let proto = single_proto(r);
     write_protocol(&mut out, r, proto, family)?;
-    if let Some(set) = r.matches.get(Field::Fragment) {
+    if let Some(set) = r
+        .matches
+        .get(Field::Fragment)
+        .filter(|s| !(s.ranges() == [(0, 0)] && reads_transport_header(r)))
+    {
         match set.ranges() {
             [(1, 1)] => out.push_str(" -f"),
             _ => out.push_str(" ! -f"),
@@ -605,4 +609,14 @@ fn icmp_atom(set: &IntervalSet) -> Option<String> {
     } else {
         None
     }
+}
+
+/// The rule's port, TCP flag or ICMP constraints are written with a match
+/// that reads the transport header (`-m tcp`, `-m multiport`, `-m icmp`,
+/// nft `tcp dport`, …), which never matches a non-first fragment: their
+/// `! -f` goes without saying.
+pub(super) fn reads_transport_header(r: &Rule) -> bool {
+    [Field::SrcPort, Field::DstPort, Field::TcpFlags, Field::IcmpTypeCode]
+        .iter()
+        .any(|f| r.matches.get(*f).is_some())
 }

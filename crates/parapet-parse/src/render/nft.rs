@@ -282,7 +282,11 @@ fn nft_rule(rs: &Ruleset, tfam: TableFamily, r: &Rule) -> Result<String, RenderE
         ));
     }
     push_addresses(&mut parts, r, family)?;
-    if let Some(set) = r.matches.get(Field::Fragment) {
+    if let Some(set) = r
+        .matches
+        .get(Field::Fragment)
+        .filter(|s| !(s.ranges() == [(0, 0)] && super::iptables::reads_transport_header(r)))
+    {
         if family != Some(Family::V4) {
             return Err(rerr(
                 id,
