@@ -209,6 +209,9 @@ impl RuleParser<'_> {
             }
             break;
         }
+        if matches!(self.peek().map(|t| &t.tok), Some(Tok::Amp)) {
+            return self.fail("a masked comparison ('ip6 saddr & ::ffff == ::1') is not supported: a mask that is not a prefix matches addresses that are no short list of ranges (write a prefix, like 'ip saddr 10.0.0.0/8')");
+        }
         let keys: Vec<(Field, Kind)> = sels.iter().map(|s| (s.field, s.kind)).collect();
         if self.peek_word() == Some("vmap") {
             if self.rule.limit.is_some() {
@@ -397,7 +400,15 @@ impl RuleParser<'_> {
                 .ok_or_else(|| err(format!("expected a conntrack state (new, established, related, invalid, untracked), found '{text}'"))),
             Kind::IcmpType(v6) => {
                 let names = if v6 { ICMP6_NAMES } else { ICMP_NAMES };
-                let t = match names.iter().find(|(n, _, c)| c.is_none() && *n == text) {
+                // nft's own ICMPv6 names that ip6tables does not have.
+                const NFT_ICMP6: [(&str, u8, Option<u8>); 4] = [
+                    ("mld-listener-reduction", 132, None),
+                    ("router-renumbering", 138, None),
+                    ("ind-neighbor-solicit", 141, None),
+                    ("ind-neighbor-advert", 142, None),
+                ];
+                let extra: &[(&str, u8, Option<u8>)] = if v6 { &NFT_ICMP6 } else { &[] };
+                let t = match names.iter().chain(extra).find(|(n, _, c)| c.is_none() && *n == text) {
                     Some((_, t, _)) => *t,
                     None => text.parse::<u8>().map_err(|_| err(format!("expected an ICMP type name or number (like echo-request or 8), found '{text}'")))?,
                 };
