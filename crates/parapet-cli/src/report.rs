@@ -23,7 +23,12 @@ pub fn check(files: &[PathBuf], format: &str) -> Result<ExitCode> {
                 for b in &parsed.set_blocks {
                     if let Err(e) = store.load_nft(&b.text) {
                         let (l, c) = b.file_position(e.line, e.column);
-                        eprintln!("{}:{l}:{c}: set '{}': {}", path.display(), b.name, e.message);
+                        eprintln!(
+                            "{}:{l}:{c}: set '{}': {}",
+                            path.display(),
+                            b.name,
+                            e.message
+                        );
                         bad_set = true;
                     }
                 }

@@ -326,15 +326,26 @@ fn nft_set_blocks_are_checked_and_listed() {
         "{}",
         stdout(&o)
     );
-    let bad = write(dir.path(), "bad.nft", &text.replace("1.2.3.4 }", "1.2.3.4, 300.1.1.1 }"));
+    let bad = write(
+        dir.path(),
+        "bad.nft",
+        &text.replace("1.2.3.4 }", "1.2.3.4, 300.1.1.1 }"),
+    );
     let o = parapet(&["check", s(&bad)]);
     assert_eq!(o.status.code(), Some(1));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains(&format!("{}:4:25: set 's'", bad.display())), "{err}");
+    assert!(
+        err.contains(&format!("{}:4:25: set 's'", bad.display())),
+        "{err}"
+    );
     let listed = stdout(&parapet(&["list", s(&good), "--format", "nft"]));
     assert!(listed.contains("set s {"), "{listed}");
     let relisted = write(dir.path(), "listed.nft", &listed);
-    let trace = write(dir.path(), "t.txt", "16909060 84281096 1 80 6\n16909061 84281096 1 80 6\n");
+    let trace = write(
+        dir.path(),
+        "t.txt",
+        "16909060 84281096 1 80 6\n16909061 84281096 1 80 6\n",
+    );
     for f in [&good, &relisted] {
         assert_eq!(
             stdout(&parapet(&["classify", s(f), s(&trace), "--verdict"])),

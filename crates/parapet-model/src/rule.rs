@@ -512,7 +512,11 @@ impl LeftToKernel {
     /// `nat (PREROUTING 2 rules, POSTROUTING 1 rule)`: for summaries; an
     /// nft chain reads `inet fw4 (dstnat 3 rules)`.
     pub fn describe(&self) -> String {
-        if let Some(o) = self.object.as_ref().filter(|_| !self.is_other_family_table()) {
+        if let Some(o) = self
+            .object
+            .as_ref()
+            .filter(|_| !self.is_other_family_table())
+        {
             return format!("{} {} {o}", self.family.nft_name(), self.table);
         }
         let table = if let Some(t) = self.object.as_ref().and_then(|o| o.strip_prefix("table ")) {
@@ -538,10 +542,9 @@ impl LeftToKernel {
     pub fn summary(all: &[LeftToKernel]) -> Vec<String> {
         let mut out: Vec<(Option<String>, String)> = Vec::new();
         for l in all {
-            let object = l
-                .object
-                .as_ref()
-                .filter(|_| !l.text.is_empty() && l.chains.is_empty() && !l.is_other_family_table());
+            let object = l.object.as_ref().filter(|_| {
+                !l.text.is_empty() && l.chains.is_empty() && !l.is_other_family_table()
+            });
             let Some((kind, name)) = object.and_then(|o| o.rsplit_once(' ')) else {
                 out.push((None, l.describe()));
                 continue;
@@ -561,7 +564,9 @@ impl LeftToKernel {
     /// True for a whole nft table of another family (`object` is `table
     /// FAMILY NAME`).
     pub fn is_other_family_table(&self) -> bool {
-        self.object.as_ref().is_some_and(|o| o.starts_with("table "))
+        self.object
+            .as_ref()
+            .is_some_and(|o| o.starts_with("table "))
     }
 }
 

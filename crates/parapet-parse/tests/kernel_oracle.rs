@@ -221,7 +221,12 @@ fn restore_spellings_agree_with_iptables_legacy() {
     let engine = LinearEngine::new(&rs, rs.select_chain(Some("filter/OUTPUT")).unwrap()).unwrap();
     let mut cases: Vec<(Packet, Vec<u8>)> = [25u16, 110, 179, 20, 143, 80]
         .iter()
-        .map(|&p| (Packet::v4(0x7f00_0001, 0x7f00_0001, 6, 1000, p), tcp(p, 0x02)))
+        .map(|&p| {
+            (
+                Packet::v4(0x7f00_0001, 0x7f00_0001, 6, 1000, p),
+                tcp(p, 0x02),
+            )
+        })
         .collect();
     for proto in [112u8, 89, 47] {
         cases.push((
@@ -236,7 +241,9 @@ fn restore_spellings_agree_with_iptables_legacy() {
         let kernel = kernel_decision(&ns, bytes);
         decided += usize::from(kernel > 0);
         if ours != kernel {
-            differ.push(format!("{pkt:?}: kernel rule {kernel}, parapet rule {ours}"));
+            differ.push(format!(
+                "{pkt:?}: kernel rule {kernel}, parapet rule {ours}"
+            ));
         }
     }
     assert!(differ.is_empty(), "{}", differ.join("\n"));
@@ -305,7 +312,9 @@ fn non_first_fragments_agree_with_iptables_legacy() {
         let ours = engine.classify(&pkt, &NoSets).unwrap().rule_id;
         let kernel = kernel_decision(&ns, bytes);
         if ours != kernel || kernel != *want {
-            differ.push(format!("{what}: kernel rule {kernel}, parapet rule {ours}, expected {want}"));
+            differ.push(format!(
+                "{what}: kernel rule {kernel}, parapet rule {ours}, expected {want}"
+            ));
         }
     }
     assert!(differ.is_empty(), "{}", differ.join("\n"));

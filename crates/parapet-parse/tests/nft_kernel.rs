@@ -27,6 +27,18 @@ table inet t {
 }
 ";
 
+/// One datagram 127.0.0.1:40000 → 127.0.0.1:`port` (in the namespace the
+/// caller entered): did it arrive within 200 ms?
+fn udp_arrives(port: u16) -> bool {
+    let rx = UdpSocket::bind(("127.0.0.1", port)).unwrap();
+    rx.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let tx = UdpSocket::bind("127.0.0.1:40000").unwrap();
+    tx.send_to(b"x", ("127.0.0.1", port)).unwrap();
+    let mut buf = [0u8; 8];
+    rx.recv_from(&mut buf).is_ok()
+}
+
 #[test]
 #[ignore = "needs root"]
 fn verdict_maps_agree_with_the_kernel() {
@@ -38,20 +50,7 @@ fn verdict_maps_agree_with_the_kernel() {
     let ns = Netns::create("vmap").unwrap();
     ns.exec(&["nft", "-f", dir.to_str().unwrap()]).unwrap();
     let ports: Vec<u16> = (999..=1010).collect();
-    let arrived: Vec<bool> = ns.run_in(|| {
-        ports
-            .iter()
-            .map(|&p| {
-                let rx = UdpSocket::bind(("127.0.0.1", p)).unwrap();
-                rx.set_read_timeout(Some(Duration::from_millis(200)))
-                    .unwrap();
-                let tx = UdpSocket::bind("127.0.0.1:40000").unwrap();
-                tx.send_to(b"x", ("127.0.0.1", p)).unwrap();
-                let mut buf = [0u8; 8];
-                rx.recv_from(&mut buf).is_ok()
-            })
-            .collect()
-    });
+    let arrived: Vec<bool> = ns.run_in(|| ports.iter().map(|&p| udp_arrives(p)).collect());
     let _ = std::fs::remove_file(&dir);
     for (p, kernel) in ports.iter().zip(arrived) {
         let mut pkt = Packet::v4(0x7f00_0001, 0x7f00_0001, 17, 40000, *p);
@@ -113,13 +112,7 @@ fn concatenations_th_and_kernel_parts_agree_with_the_kernel() {
         ports
             .iter()
             .map(|&p| {
-                let rx = UdpSocket::bind(("127.0.0.1", p)).unwrap();
-                rx.set_read_timeout(Some(Duration::from_millis(200)))
-                    .unwrap();
-                let tx = UdpSocket::bind("127.0.0.1:40000").unwrap();
-                tx.send_to(b"x", ("127.0.0.1", p)).unwrap();
-                let mut buf = [0u8; 8];
-                let udp = rx.recv_from(&mut buf).is_ok();
+                let udp = udp_arrives(p);
                 let l = std::net::TcpListener::bind(("127.0.0.1", p)).unwrap();
                 let tcp = std::net::TcpStream::connect_timeout(
                     &std::net::SocketAddr::from(([127, 0, 0, 1], p)),

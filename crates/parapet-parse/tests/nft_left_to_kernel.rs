@@ -149,12 +149,22 @@ fn other_families_objects_and_statements_are_left_to_the_kernel() {
     // `list` writes every part back; reading the listing gives the same
     // notes and the same decisions.
     let out = render::nft(&rs).unwrap();
-    for part in ["table arp a {", "flowtable ft {", "ct helper sip {", "flow add @ft", "notrack", "meta mark set 0x10 accept"] {
+    for part in [
+        "table arp a {",
+        "flowtable ft {",
+        "ct helper sip {",
+        "flow add @ft",
+        "notrack",
+        "meta mark set 0x10 accept",
+    ] {
         assert!(out.contains(part), "{part} missing:\n{out}");
     }
     let again = ok(&out);
     assert_eq!(LeftToKernel::summary(&again.left_to_kernel), notes);
-    assert_eq!(decide(&again, &pkt(Family::V4, 6, 21)), (4, Verdict::Accept));
+    assert_eq!(
+        decide(&again, &pkt(Family::V4, 6, 21)),
+        (4, Verdict::Accept)
+    );
     // iptables-save cannot say an nft statement: refused, not dropped.
     assert!(render::iptables_save(&rs).is_err());
 }
@@ -178,7 +188,10 @@ fn clearer_messages_and_nft_spellings() {
     );
     // nft's name for the IPv6 protocol field is nexthdr.
     let e = err(&input("\t\tip6 hoplimit 1 drop\n"));
-    assert!(e.contains("ip6 nexthdr") && !e.contains("ip6 protocol"), "{e}");
+    assert!(
+        e.contains("ip6 nexthdr") && !e.contains("ip6 protocol"),
+        "{e}"
+    );
     // A refused chain header is one error, not two.
     let e = parse(
         "table netdev x {\n}\ntable inet t {\n\tchain c {\n\t\ttype filter hook ingress device eth0 priority 0; policy drop;\n\t}\n}\n",
@@ -188,6 +201,15 @@ fn clearer_messages_and_nft_spellings() {
     .unwrap_err();
     assert_eq!(e.len(), 1, "{e:?}");
     // ipset 4's save format is named, not "cannot tell the format".
-    let e = parse("-N ban iphash\n-A ban 1.2.3.4\nCOMMIT\n", "old.ipset", Format::Auto).unwrap_err();
-    assert!(e[0].to_string().contains("legacy ipset save file"), "{}", e[0]);
+    let e = parse(
+        "-N ban iphash\n-A ban 1.2.3.4\nCOMMIT\n",
+        "old.ipset",
+        Format::Auto,
+    )
+    .unwrap_err();
+    assert!(
+        e[0].to_string().contains("legacy ipset save file"),
+        "{}",
+        e[0]
+    );
 }

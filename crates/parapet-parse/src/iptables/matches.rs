@@ -11,7 +11,15 @@ pub(super) const SUPPORTED_MATCHES: &str =
 const PORT_PROTOS: &[u8] = &[6, 17, 132, 136];
 
 /// Matches that read the transport header (see `fragment_blind`).
-const L4_MATCHES: &[&str] = &["tcp", "udp", "sctp", "udplite", "icmp", "icmp6", "multiport"];
+const L4_MATCHES: &[&str] = &[
+    "tcp",
+    "udp",
+    "sctp",
+    "udplite",
+    "icmp",
+    "icmp6",
+    "multiport",
+];
 
 /// Which module provides an option.
 fn option_module(opt: &str) -> Option<&'static [&'static str]> {
@@ -112,7 +120,8 @@ impl RuleParser<'_> {
     /// header), whatever their options and `!` say: a rule loading one
     /// matches first fragments and whole packets only.
     fn fragment_blind(&mut self) {
-        self.matches.constrain(Field::Fragment, IntervalSet::point(0));
+        self.matches
+            .constrain(Field::Fragment, IntervalSet::point(0));
     }
 
     fn has_module(&self, mods: &[&str]) -> bool {

@@ -103,27 +103,12 @@ impl RuleParser<'_> {
                         self.err(word.col, format!("{opt}: the rule has a target already"));
                         return false;
                     }
-                    let t = vals[0].text.as_str();
-                    let rest = &w[j + 1..];
-                    if super::targets::KNOWN_UNSUPPORTED_TARGETS.contains(&t) {
-                        // Its options are its own: the target is the error.
-                        self.target(opt, vals[0], rest);
-                        break;
+                    // The target's options, then (usually) the rule's again.
+                    match self.target_with_options(opt, vals[0], &w[j + 1..]) {
+                        _ if self.errs.list.len() > before => return false,
+                        Some(k) => i = j + 1 + k,
+                        None => break,
                     }
-                    // The target's options, then the rule's again.
-                    let mut k = 0;
-                    while let Some(n) = rest
-                        .get(k)
-                        .and_then(|o| super::targets::target_option_arity(t, &o.text))
-                    {
-                        k += 1 + n;
-                    }
-                    let k = k.min(rest.len());
-                    self.target(opt, vals[0], &rest[..k]);
-                    if self.errs.list.len() > before {
-                        return false;
-                    }
-                    i = j + 1 + k;
                     continue;
                 }
                 "-m" | "--match" => {

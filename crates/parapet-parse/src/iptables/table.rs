@@ -158,7 +158,10 @@ pub(super) fn chain_header(words: &[Word], ln: u32, t: &mut TableState, errs: &m
     };
     // `:CHAIN [p:b]`: a user chain without the `-` (iptables-nft-restore
     // reads it so; a built-in chain needs its policy).
-    if !t.builtins.contains(&name) && parse_counters(&policy_word.text).is_some() && words.len() == 2 {
+    if !t.builtins.contains(&name)
+        && parse_counters(&policy_word.text).is_some()
+        && words.len() == 2
+    {
         let dash = Word {
             text: "-".into(),
             col: policy_word.col,
@@ -282,7 +285,11 @@ pub(super) fn chain_command(words: &[Word], ln: u32, t: &mut TableState, errs: &
                 "ACCEPT" => Verdict::Accept,
                 "DROP" => Verdict::Drop,
                 other => {
-                    return errs.push(ln, policy.col, format!("expected a policy ACCEPT or DROP, found '{other}'"))
+                    return errs.push(
+                        ln,
+                        policy.col,
+                        format!("expected a policy ACCEPT or DROP, found '{other}'"),
+                    )
                 }
             };
             match t.chains.iter_mut().find(|c| c.name == chain.text) {
@@ -290,12 +297,25 @@ pub(super) fn chain_command(words: &[Word], ln: u32, t: &mut TableState, errs: &
                 _ if t.builtins.contains(&chain.text.as_str()) => {
                     // `-P` before the `:CHAIN` line: declare it with the policy.
                     let fixed = [
-                        Word { text: format!(":{}", chain.text), col: chain.col, quoted: false },
+                        Word {
+                            text: format!(":{}", chain.text),
+                            col: chain.col,
+                            quoted: false,
+                        },
                         policy.clone(),
                     ];
                     chain_header(&fixed, ln, t, errs);
                 }
-                _ => errs.push(ln, chain.col, format!("'-P' needs a built-in chain of table '{}' ({}), found '{}'", t.name, t.builtins.join(", "), chain.text)),
+                _ => errs.push(
+                    ln,
+                    chain.col,
+                    format!(
+                        "'-P' needs a built-in chain of table '{}' ({}), found '{}'",
+                        t.name,
+                        t.builtins.join(", "),
+                        chain.text
+                    ),
+                ),
             }
         }
         "-N" | "--new-chain" => {
@@ -303,8 +323,16 @@ pub(super) fn chain_command(words: &[Word], ln: u32, t: &mut TableState, errs: &
                 return errs.push(ln, cmd.col, "expected '-N CHAIN'");
             };
             let fixed = [
-                Word { text: format!(":{}", chain.text), col: chain.col, quoted: false },
-                Word { text: "-".into(), col: chain.col, quoted: false },
+                Word {
+                    text: format!(":{}", chain.text),
+                    col: chain.col,
+                    quoted: false,
+                },
+                Word {
+                    text: "-".into(),
+                    col: chain.col,
+                    quoted: false,
+                },
             ];
             chain_header(&fixed, ln, t, errs);
         }
@@ -312,13 +340,19 @@ pub(super) fn chain_command(words: &[Word], ln: u32, t: &mut TableState, errs: &
             let flushed: Vec<usize> = match arg {
                 Some(c) => match t.chains.iter().position(|x| x.name == c.text) {
                     Some(i) => vec![i],
-                    None => return errs.push(ln, c.col, format!("chain '{}' is not declared in table '{}'", c.text, t.name)),
+                    None => {
+                        return errs.push(
+                            ln,
+                            c.col,
+                            format!("chain '{}' is not declared in table '{}'", c.text, t.name),
+                        )
+                    }
                 },
                 None => (0..t.chains.len()).collect(),
             };
-            let has_rules = flushed
-                .iter()
-                .any(|&i| !t.chains[i].rules.is_empty() || t.kernel_rules.get(i).is_some_and(|n| *n > 0));
+            let has_rules = flushed.iter().any(|&i| {
+                !t.chains[i].rules.is_empty() || t.kernel_rules.get(i).is_some_and(|n| *n > 0)
+            });
             if has_rules {
                 errs.push(ln, cmd.col, "'-F' after rules of the chain is not supported (the rules it removes hold rule ids): remove them from the file");
             }

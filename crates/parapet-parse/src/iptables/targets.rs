@@ -8,7 +8,7 @@ use parapet_model::*;
 /// Options of the targets parapet supports; a word after them that is not
 /// one of these (with its value) is the rule's again: iptables-restore
 /// reads `-j RETURN -d 10.0.0.0/8` like `-d 10.0.0.0/8 -j RETURN`.
-pub(super) fn target_option_arity(target: &str, opt: &str) -> Option<usize> {
+fn target_option_arity(target: &str, opt: &str) -> Option<usize> {
     match (target, opt) {
         ("REJECT", "--reject-with") | ("LOG", "--log-prefix" | "--log-level") => Some(1),
         ("LOG", f) if LOG_OPTIONS.iter().any(|(o, _)| *o == f) => Some(0),
@@ -57,6 +57,30 @@ pub(super) const KNOWN_UNSUPPORTED_TARGETS: &[&str] = &[
 ];
 
 impl RuleParser<'_> {
+    /// `-j|-g NAME` and the words after it: reads the target's own options
+    /// and returns how many words they took, the rule's options following
+    /// (`None`: the target took them all, as an unsupported target does —
+    /// the target is the error).
+    pub(super) fn target_with_options(
+        &mut self,
+        opt: &str,
+        name: &Word,
+        rest: &[Word],
+    ) -> Option<usize> {
+        let t = name.text.as_str();
+        if KNOWN_UNSUPPORTED_TARGETS.contains(&t) {
+            self.target(opt, name, rest);
+            return None;
+        }
+        let mut k = 0;
+        while let Some(n) = rest.get(k).and_then(|o| target_option_arity(t, &o.text)) {
+            k += 1 + n;
+        }
+        let k = k.min(rest.len());
+        self.target(opt, name, &rest[..k]);
+        Some(k)
+    }
+
     pub(super) fn target(&mut self, opt: &str, name: &Word, rest: &[Word]) {
         let t = name.text.as_str();
         let goto = opt == "-g" || opt == "--goto";

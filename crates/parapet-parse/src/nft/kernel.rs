@@ -9,118 +9,11 @@
 //! statements (`dnat to …`) are errors only in a chain a filter chain
 //! reaches, which is known only at the end.
 
-use super::lexer::{word_text, Res, Tok, Token};
+use super::lexer::{Res, Tok, Token};
 use super::table::{ChainNote, Parser};
 use parapet_model::*;
 
-/// Table objects nft keeps for the kernel's other paths (offload, conntrack
-/// helpers and timeouts, SYN proxy, SELinux labels): parapet leaves them
-/// where they are and says so.
-const KERNEL_OBJECTS: &str = "flowtable, ct helper, ct timeout, ct expectation, synproxy, secmark";
-
 impl Parser {
-    /// At a table object of table `family name` (`flowtable ft { … }`,
-    /// `ct helper ftp { … }`): noted as left to the kernel, with its block.
-    pub(super) fn kernel_object(&mut self, family: TableFamily, table: &str) -> Res<()> {
-        let start = self.pos;
-        let kind = self.expect_word(KERNEL_OBJECTS)?;
-        let mut words = vec![kind.show()];
-        if kind.word() == Some("ct") {
-            let sub = self.expect_word("helper, timeout or expectation after 'ct'")?;
-            if !matches!(sub.word(), Some("helper" | "timeout" | "expectation")) {
-                return Err((sub.line, sub.col, format!("expected helper, timeout or expectation after 'ct', found '{}'", sub.show())));
-            }
-            words.push(sub.show());
-        }
-        let name = self.expect_word("an object name")?;
-        words.push(word_text(&name));
-        self.expect(Tok::Open, "'{' after the object's name")?;
-        let open = self.pos - 1;
-        let close = self.skip_block();
-        let text = self.block_text(start, open, close);
-        self.rs.left_to_kernel.push(LeftToKernel {
-            family,
-            table: table.to_string(),
-            line: kind.line & ((1 << crate::error::FILE_LINE_BITS) - 1),
-            chains: Vec::new(),
-            text,
-            nft: true,
-            first_id: 0,
-            object: Some(words.join(" ")),
-        });
-        Ok(())
-    }
-
-    /// After `table FAMILY` of another family (`arp`, `bridge`, `netdev`):
-    /// the whole table is the kernel's. Its rules are counted, keep their
-    /// ids, and the table's text is kept for `list`.
-    pub(super) fn other_family_table(&mut self, family: &str, start: usize) -> Res<()> {
-        let name = word_text(&self.expect_word("a table name")?);
-        let line = self.toks[start].line & ((1 << crate::error::FILE_LINE_BITS) - 1);
-        if !matches!(self.peek().map(|t| &t.tok), Some(Tok::Open)) {
-            return Ok(());
-        }
-        let open = self.pos;
-        self.pos += 1;
-        let mut chains: Vec<(String, usize)> = Vec::new();
-        let mut first_id = 0;
-        let close = loop {
-            self.skip_separators();
-            let Some(t) = self.peek().cloned() else {
-                return self.fail(format!("expected '}}' closing table '{name}'"));
-            };
-            self.pos += 1;
-            match (&t.tok, t.word()) {
-                (Tok::Close, _) => break self.pos - 1,
-                (_, Some("chain")) => {
-                    let chain = word_text(&self.expect_word("a chain name")?);
-                    let mut n = 0;
-                    if matches!(self.peek().map(|t| &t.tok), Some(Tok::Open)) {
-                        self.pos += 1;
-                        loop {
-                            self.skip_separators();
-                            match self.peek().map(|t| (t.tok.clone(), t.word().map(str::to_string))) {
-                                None => return self.fail(format!("expected '}}' closing chain '{chain}'")),
-                                Some((Tok::Close, _)) => {
-                                    self.pos += 1;
-                                    break;
-                                }
-                                Some((_, Some(w))) if matches!(w.as_str(), "type" | "policy" | "comment" | "devices" | "device") => {
-                                    self.skip_line()
-                                }
-                                _ => {
-                                    self.rule_tokens();
-                                    if first_id == 0 {
-                                        first_id = self.next_id;
-                                    }
-                                    self.next_id += 1;
-                                    n += 1;
-                                }
-                            }
-                        }
-                    }
-                    chains.push((chain, n));
-                }
-                (Tok::Open, _) => {
-                    self.skip_block();
-                }
-                _ => self.skip_line(),
-            }
-        };
-        let text = self.block_text(start, open, close);
-        self.rs.left_to_kernel.push(LeftToKernel {
-            family: TableFamily::Inet,
-            table: name.clone(),
-            line,
-            chains,
-            text,
-            nft: true,
-            first_id,
-            object: Some(format!("table {family} {name}")),
-        });
-        Ok(())
-    }
-
     /// Once the file is read: the rules' statements left to the kernel
     /// (`ct helper set`, `flow add`, `notrack`), one note per table and
     /// statement with the number of rules, for `check` and `apply`.

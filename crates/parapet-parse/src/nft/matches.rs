@@ -172,7 +172,11 @@ impl RuleParser<'_> {
                 match k.as_str() {
                     "sport" => sel(Field::SrcPort, Kind::Port, vec![first]),
                     "dport" => sel(Field::DstPort, Kind::Port, vec![first]),
-                    other => Err((l, c, format!("'th {other}' is not supported (supported: th sport, th dport)"))),
+                    other => Err((
+                        l,
+                        c,
+                        format!("'th {other}' is not supported (supported: th sport, th dport)"),
+                    )),
                 }
             }
             "ct" => {
@@ -555,9 +559,33 @@ impl RuleParser<'_> {
     /// anonymous concatenated set): one such construct per rule.
     fn alternatives(&mut self, entries: Vec<VmapEntry>) -> Res<()> {
         if self.vmap.is_some() {
-            return self.fail("a second verdict map or anonymous concatenated set in one rule is not supported");
+            return self.fail(
+                "a second verdict map or anonymous concatenated set in one rule is not supported",
+            );
         }
         self.vmap = Some(entries);
         Ok(())
     }
+}
+
+/// Transport protocols whose first two header words parapet reads as
+/// ports: `th sport|dport` means those ports there, and only there.
+const PORT_PROTOCOLS: [u128; 4] = [6, 17, 132, 136];
+
+/// `th` (at `th`) is exact only in rules that match port protocols alone.
+pub(super) fn check_th(th: Option<(u32, u32)>, rules: &[Rule]) -> Res<()> {
+    let Some((line, col)) = th else {
+        return Ok(());
+    };
+    let ports = IntervalSet::from_ranges(PORT_PROTOCOLS.iter().map(|&p| (p, p)));
+    for r in rules {
+        let only_ports = r
+            .matches
+            .get(Field::Proto)
+            .is_some_and(|p| p.intersect(&ports) == *p);
+        if !only_ports && !r.matches.is_unsatisfiable() {
+            return Err((line, col, "'th' needs the rule to match only tcp, udp, sctp or udplite first (like 'meta l4proto { tcp, udp } th dport 53'): on other protocols it reads other header bytes".into()));
+        }
+    }
+    Ok(())
 }

@@ -181,9 +181,19 @@ impl RuleParser<'_> {
                             || matches!(
                                 t.word(),
                                 Some(
-                                    "comment" | "counter" | "log" | "limit" | "accept" | "drop"
-                                        | "reject" | "return" | "jump" | "goto" | "continue"
-                                        | "notrack" | "flow"
+                                    "comment"
+                                        | "counter"
+                                        | "log"
+                                        | "limit"
+                                        | "accept"
+                                        | "drop"
+                                        | "reject"
+                                        | "return"
+                                        | "jump"
+                                        | "goto"
+                                        | "continue"
+                                        | "notrack"
+                                        | "flow"
                                 )
                             )
                         {
@@ -194,7 +204,8 @@ impl RuleParser<'_> {
                     if self.i == from + head {
                         return self.fail("expected a value after 'set'");
                     }
-                    let text: Vec<String> = self.toks[from..self.i].iter().map(Token::show).collect();
+                    let text: Vec<String> =
+                        self.toks[from..self.i].iter().map(Token::show).collect();
                     self.rule.kernel.push(text.join(" "));
                 }
                 "quota" | "meter" | "add" | "update" => {

@@ -4,6 +4,7 @@
 
 use super::lexer::SUBSTITUTED;
 use super::lexer::{word_text, JumpAt, Res, Tok, Token};
+use super::matches::check_th;
 use super::rule::RuleParser;
 use super::script::Sources;
 use super::vmap::NamedMap;
@@ -229,7 +230,10 @@ impl Parser {
     pub(super) fn table(&mut self) -> Res<()> {
         let start = self.pos - 1;
         if let (Some(f @ ("arp" | "bridge" | "netdev")), Some(Tok::Word(_) | Tok::Str(_))) = (
-            self.peek().and_then(|t| t.word()).map(str::to_string).as_deref(),
+            self.peek()
+                .and_then(|t| t.word())
+                .map(str::to_string)
+                .as_deref(),
             self.toks.get(self.pos + 1).map(|t| &t.tok),
         ) {
             let f = f.to_string();
@@ -763,62 +767,6 @@ impl Parser {
         Ok((rules, jumps))
     }
 
-    /// After `limit` in a table: `NAME { rate [over] R/UNIT [burst B
-    /// packets]; [comment "C"] }`, a limit object rules share by `limit
-    /// name "NAME"`.
-    fn limit_object(&mut self, family: TableFamily, table: &str) -> Res<()> {
-        let name = word_text(&self.expect_word("a limit object's name")?);
-        self.expect(Tok::Open, "'{' after the limit object's name")?;
-        let open = self.pos;
-        let close = self.skip_block();
-        // The body without separators and comments: `rate …`.
-        let mut body: Vec<Token> = Vec::new();
-        let mut toks = self.toks[open..close].iter();
-        while let Some(t) = toks.next() {
-            match (&t.tok, t.word()) {
-                (Tok::Newline | Tok::Semi, _) => {}
-                (_, Some("comment")) => {
-                    toks.next();
-                }
-                _ => body.push(t.clone()),
-            }
-        }
-        let (line, col) = (self.toks[open].line, self.toks[open].col);
-        let mut none = Vec::new();
-        let mut rp = RuleParser {
-            toks: &body,
-            i: 0,
-            family,
-            set_refs: &mut none,
-            matches: Matches::any(),
-            rule: Rule::new(0, Matches::any(), Action::Count),
-            action: None,
-            jump: None,
-            maps: &[],
-            vmap: None,
-            limits: &[],
-            th: None,
-        };
-        rp.limit()?;
-        if let Some(t) = body.get(rp.i) {
-            return Err((
-                t.line,
-                t.col,
-                format!(
-                    "expected the end of limit object '{name}', found '{}'",
-                    t.show()
-                ),
-            ));
-        }
-        let Some(limit) = rp.rule.limit else {
-            return Err((line, col, format!("limit object '{name}' has no rate")));
-        };
-        let key = (family, table.to_string());
-        self.limits.retain(|(t, n, _)| !(*t == key && *n == name));
-        self.limits.push((key, name, limit));
-        Ok(())
-    }
-
     /// The text of tokens `from..=close`: the source slice when they are
     /// all from one file and none came from a variable, else the tokens
     /// written back (lines kept, so positions inside stay close).
@@ -841,28 +789,6 @@ impl Parser {
         }
         out
     }
-}
-
-/// Transport protocols whose first two header words parapet reads as
-/// ports: `th sport|dport` means those ports there, and only there.
-const PORT_PROTOCOLS: [u128; 4] = [6, 17, 132, 136];
-
-/// `th` (at `th`) is exact only in rules that match port protocols alone.
-fn check_th(th: Option<(u32, u32)>, rules: &[Rule]) -> Res<()> {
-    let Some((line, col)) = th else {
-        return Ok(());
-    };
-    let ports = IntervalSet::from_ranges(PORT_PROTOCOLS.iter().map(|&p| (p, p)));
-    for r in rules {
-        let only_ports = r
-            .matches
-            .get(Field::Proto)
-            .is_some_and(|p| p.intersect(&ports) == *p);
-        if !only_ports && !r.matches.is_unsatisfiable() {
-            return Err((line, col, "'th' needs the rule to match only tcp, udp, sctp or udplite first (like 'meta l4proto { tcp, udp } th dport 53'): on other protocols it reads other header bytes".into()));
-        }
-    }
-    Ok(())
 }
 
 /// What the parser learns about one chain on the way.

@@ -30,14 +30,14 @@ pub(super) struct VmapEntry {
 
 /// The elements of a verdict map or a set (its tokens between the braces,
 /// no newlines), lowered: `key_set` reads one key part with the using
-/// selector's value syntax; a concatenated key is `a . b`. Elements must be
+/// selector's value syntax (its kind `K`); a concatenated key is `a . b`. Elements must be
 /// disjoint, as nft requires, so at most one of a rule's lowered rules
 /// matches a packet (a jump or a log happens once, as in nft).
-pub(super) fn entries(
+pub(super) fn entries<K: Copy>(
     elements: &[Token],
-    keys: &[(Field, super::matches::Kind)],
+    keys: &[(Field, K)],
     verdicts: bool,
-    key_set: impl Fn(super::matches::Kind, &Token) -> Res<IntervalSet>,
+    key_set: impl Fn(K, &Token) -> Res<IntervalSet>,
 ) -> Res<Vec<VmapEntry>> {
     let mut entries: Vec<VmapEntry> = Vec::new();
     for el in elements
@@ -68,7 +68,11 @@ pub(super) fn entries(
                     "expected an element of {} part{} ('a . b'), found '{}'",
                     keys.len(),
                     if keys.len() == 1 { "" } else { "s" },
-                    key_toks.iter().map(Token::show).collect::<Vec<_>>().join(" ")
+                    key_toks
+                        .iter()
+                        .map(Token::show)
+                        .collect::<Vec<_>>()
+                        .join(" ")
                 ),
             ));
         }
@@ -89,7 +93,11 @@ pub(super) fn entries(
                 format!(
                     "{}element '{}' overlaps an earlier one",
                     if verdicts { "verdict map " } else { "set " },
-                    key_toks.iter().map(Token::show).collect::<Vec<_>>().join(" ")
+                    key_toks
+                        .iter()
+                        .map(Token::show)
+                        .collect::<Vec<_>>()
+                        .join(" ")
                 ),
             ));
         }

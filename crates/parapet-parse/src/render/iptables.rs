@@ -616,7 +616,12 @@ fn icmp_atom(set: &IntervalSet) -> Option<String> {
 /// nft `tcp dport`, …), which never matches a non-first fragment: their
 /// `! -f` goes without saying.
 pub(super) fn reads_transport_header(r: &Rule) -> bool {
-    [Field::SrcPort, Field::DstPort, Field::TcpFlags, Field::IcmpTypeCode]
-        .iter()
-        .any(|f| r.matches.get(*f).is_some())
+    [
+        Field::SrcPort,
+        Field::DstPort,
+        Field::TcpFlags,
+        Field::IcmpTypeCode,
+    ]
+    .iter()
+    .any(|f| r.matches.get(*f).is_some())
 }

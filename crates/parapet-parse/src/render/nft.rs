@@ -165,6 +165,19 @@ fn nft_limit_rate(l: &Limit) -> String {
     s
 }
 
+/// The selector of a rule's ports: its one port protocol's (`tcp`), or
+/// `th` when it matches several port protocols (`meta l4proto { tcp, udp
+/// }`): nft's transport-header ports.
+fn port_selector<'a>(r: &Rule, port_key: Option<&'a str>) -> Option<&'a str> {
+    let ports = IntervalSet::from_ranges([6u128, 17, 132, 136].map(|p| (p, p)));
+    let th = r
+        .matches
+        .get(Field::Proto)
+        .is_some_and(|p| p.intersect(&ports) == *p)
+        .then_some("th");
+    port_key.or(th)
+}
+
 /// `{ a, b }` when several, `a` when one.
 fn nft_set(items: &[String]) -> String {
     if items.len() == 1 {
@@ -238,7 +251,10 @@ fn nft_log(spec: &LogSpec) -> String {
         .filter(|(o, _)| spec.options.iter().any(|x| x == o))
         .map(|(_, n)| *n)
         .collect();
-    let tcp: Vec<&str> = flags.iter().filter_map(|f| f.strip_prefix("tcp ")).collect();
+    let tcp: Vec<&str> = flags
+        .iter()
+        .filter_map(|f| f.strip_prefix("tcp "))
+        .collect();
     if !tcp.is_empty() {
         let _ = write!(s, " flags tcp {}", tcp.join(","));
     }
@@ -465,15 +481,7 @@ fn push_ports(
 ) -> Result<(), RenderError> {
     for (field, key) in [(Field::SrcPort, "sport"), (Field::DstPort, "dport")] {
         if let Some(set) = r.matches.get(field) {
-            // Several port protocols (`meta l4proto { tcp, udp }`): nft's
-            // transport-header ports, `th`.
-            let ports = IntervalSet::from_ranges([6u128, 17, 132, 136].map(|p| (p, p)));
-            let th = r
-                .matches
-                .get(Field::Proto)
-                .is_some_and(|p| p.intersect(&ports) == *p)
-                .then_some("th");
-            let pk = port_key.or(th).ok_or_else(|| {
+            let pk = port_selector(r, port_key).ok_or_else(|| {
                 rerr(
                     r.id,
                     format!(
@@ -584,15 +592,7 @@ fn push_set_lookups(
                         )
                     }
                     Field::SrcPort | Field::DstPort => {
-                        // Several port protocols (`meta l4proto { tcp, udp }`): nft's
-            // transport-header ports, `th`.
-            let ports = IntervalSet::from_ranges([6u128, 17, 132, 136].map(|p| (p, p)));
-            let th = r
-                .matches
-                .get(Field::Proto)
-                .is_some_and(|p| p.intersect(&ports) == *p)
-                .then_some("th");
-            let pk = port_key.or(th).ok_or_else(|| {
+                        let pk = port_selector(r, port_key).ok_or_else(|| {
                             rerr(id, "a port set key needs one of tcp, udp, sctp, udplite")
                         })?;
                         format!(
