@@ -87,7 +87,15 @@ fn protocols_and_ports() {
 #[test]
 fn interfaces_fragments_icmp_flags() {
     let (lo, hi) = IfName::wildcard_range("veth");
-    assert_eq!(get(&ipt("-o veth+ -j ACCEPT"), Field::OutIface), [(lo, hi)]);
+    // In a user chain: iptables refuses -o in INPUT.
+    let rs = parse(
+        "*filter\n:INPUT ACCEPT [0:0]\n:X - [0:0]\n-A X -o veth+ -j ACCEPT\nCOMMIT\n",
+        "t",
+        Format::IptablesSave,
+    )
+    .unwrap()
+    .ruleset;
+    assert_eq!(get(rs.rules().next().unwrap(), Field::OutIface), [(lo, hi)]);
     assert!(ipt("-i + -j ACCEPT").matches.get(Field::InIface).is_none());
     assert!(ipt_err("-i averyveryverylongname -j ACCEPT").contains("longer than 15"));
     assert_eq!(get(&ipt("! -f -j ACCEPT"), Field::Fragment), [(0, 0)]);
@@ -727,4 +735,57 @@ fn nft_named_limit_objects_are_shared() {
         "{}",
         e[0]
     );
+}
+
+/// What iptables-restore refuses is refused (issue 13 item 8), and what it
+/// reads besides `-A` is read.
+#[test]
+fn restore_refusals_and_commands() {
+    let e = ipt_err("-o lo -j ACCEPT");
+    assert!(e.starts_with("t:4:10:") && e.contains("Can't use -o with INPUT"), "{e}");
+    let out = parse(
+        "*filter\n:OUTPUT ACCEPT [0:0]\n-A OUTPUT -i lo -j ACCEPT\nCOMMIT\n",
+        "t",
+        Format::IptablesSave,
+    )
+    .unwrap_err();
+    assert!(out[0].to_string().contains("Can't use -i with OUTPUT"), "{}", out[0]);
+    let e = ipt_err("-p tcp -m multiport --dports 1,2 --sports 3 -j ACCEPT");
+    assert!(e.contains("one -m multiport takes one of"), "{e}");
+    assert_eq!(
+        ipt("-p tcp -m multiport --dports 1,2 -m multiport --sports 3 -j ACCEPT")
+            .matches
+            .get(Field::SrcPort),
+        Some(&IntervalSet::point(3))
+    );
+    // -P, -N, -F before rules, ':CHAIN [p:b]'.
+    let rs = parse(
+        "*filter\n:INPUT ACCEPT [0:0]\n:U [0:0]\n-N V\n-F\n-P INPUT DROP\n-A INPUT -j V\nCOMMIT\n",
+        "t",
+        Format::IptablesSave,
+    )
+    .unwrap()
+    .ruleset;
+    let chains: Vec<&str> = rs.tables[0].chains.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(chains, ["INPUT", "U", "V"]);
+    assert_eq!(rs.tables[0].chains[0].base.as_ref().unwrap().policy, Verdict::Drop);
+    let e = parse(
+        "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -j ACCEPT\n-F INPUT\nCOMMIT\n",
+        "t",
+        Format::IptablesSave,
+    )
+    .unwrap_err();
+    assert!(e[0].to_string().starts_with("t:4:1: '-F' after rules"), "{}", e[0]);
+    // Every netbase name: protocols and services.
+    assert_eq!(ipt("-p vrrp").matches.get(Field::Proto), Some(&IntervalSet::point(112)));
+    assert_eq!(
+        ipt("-p tcp --dport postgresql").matches.get(Field::DstPort),
+        Some(&IntervalSet::point(5432))
+    );
+    // A port match never matches a non-first fragment; a bare -p does.
+    assert_eq!(
+        ipt("-p tcp --sport 0:65535").matches.get(Field::Fragment),
+        Some(&IntervalSet::point(0))
+    );
+    assert_eq!(ipt("-p tcp").matches.get(Field::Fragment), None);
 }

@@ -112,6 +112,9 @@ impl RuleParser<'_> {
         if L4_MATCHES.contains(&n) {
             self.fragment_blind();
         }
+        if n == "multiport" {
+            self.multiport_options = 0;
+        }
         self.modules.push(n.to_string());
     }
 
@@ -213,6 +216,11 @@ impl RuleParser<'_> {
                 } else {
                     Field::OutIface
                 };
+                let chain = self.chain;
+                if matches!((field, chain), (Field::OutIface, "INPUT") | (Field::InIface, "OUTPUT")) {
+                    let short = if field == Field::InIface { "-i" } else { "-o" };
+                    return self.err(col, format!("iptables refuses {short} in {chain} (\"Can't use {short} with {chain}\"): the packet has no {} interface there", if field == Field::InIface { "input" } else { "output" }));
+                }
                 match iface_set(v) {
                     Ok(set) => self.constrain(field, set, negated, u128::MAX),
                     Err(m) => self.err(vcol, m),
@@ -234,6 +242,10 @@ impl RuleParser<'_> {
                 }
             }
             "--sports" | "--source-ports" | "--dports" | "--destination-ports" | "--ports" => {
+                self.multiport_options += 1;
+                if self.multiport_options > 1 {
+                    return self.err(col, format!("one -m multiport takes one of --sports, --dports, --ports, as in iptables (write another -m multiport for {opt})"));
+                }
                 let mut set = IntervalSet::empty();
                 for part in v.split(',') {
                     match parse_port_range(part, ':') {

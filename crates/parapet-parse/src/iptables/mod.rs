@@ -216,6 +216,8 @@ pub(crate) fn parse(
             limit: None,
             target: None,
             end_col: line.chars().count() as u32 + 1,
+            chain: &chain_word.text,
+            multiport_options: 0,
         };
         rp.matches
             .constrain(Field::Family, IntervalSet::point(family.value()));

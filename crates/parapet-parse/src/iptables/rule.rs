@@ -32,6 +32,11 @@ pub(super) struct RuleParser<'a> {
     /// name and column to resolve at COMMIT.
     pub(super) target: Option<(Action, Option<(String, u32)>)>,
     pub(super) end_col: u32,
+    /// The chain the rule is appended to (`-i` has no meaning in OUTPUT,
+    /// `-o` none in INPUT: iptables refuses them there).
+    pub(super) chain: &'a str,
+    /// Port options since the last `-m multiport` (it takes one).
+    pub(super) multiport_options: u8,
 }
 
 impl RuleParser<'_> {
