@@ -473,7 +473,7 @@ fn unsupported_constructs_are_errors_not_dropped() {
             ("8:20", "unknown match 'foo' (supported: tcp, udp"),
             (
                 "9:30",
-                "multiport --ports (source or destination port) is not supported",
+                "multiport --ports with other port options in one rule is not supported",
             ),
             ("10:13", "unknown match 'addrtype'"),
         ],

@@ -206,8 +206,19 @@ const SPELLINGS: &str = "*filter
 -A OUTPUT -p vrrp -j ACCEPT
 -A OUTPUT -p ospf -j ACCEPT
 -A OUTPUT -p tcp -m multiport --dports ftp-data,imap -j ACCEPT
+-A OUTPUT -p udp -m multiport --ports 5000,5001:5002 -j ACCEPT
 COMMIT
 ";
+
+/// A UDP datagram 127.0.0.1:`sport` → 127.0.0.1:`dport` (no checksum,
+/// which IPv4 allows).
+fn udp(sport: u16, dport: u16) -> Vec<u8> {
+    let mut u = vec![0u8; 12];
+    u[0..2].copy_from_slice(&sport.to_be_bytes());
+    u[2..4].copy_from_slice(&dport.to_be_bytes());
+    u[4..6].copy_from_slice(&12u16.to_be_bytes());
+    ipv4(17, &u)
+}
 
 #[test]
 #[ignore = "needs root"]
@@ -228,6 +239,12 @@ fn restore_spellings_agree_with_iptables_legacy() {
             )
         })
         .collect();
+    for (sport, dport) in [(5000u16, 9u16), (1000, 5002), (5001, 5001), (1000, 9)] {
+        cases.push((
+            Packet::v4(0x7f00_0001, 0x7f00_0001, 17, sport, dport),
+            udp(sport, dport),
+        ));
+    }
     for proto in [112u8, 89, 47] {
         cases.push((
             Packet::v4(0x7f00_0001, 0x7f00_0001, proto, 0, 0),
@@ -247,8 +264,9 @@ fn restore_spellings_agree_with_iptables_legacy() {
         }
     }
     assert!(differ.is_empty(), "{}", differ.join("\n"));
-    // Every rule decided one packet: the test can tell them apart.
-    assert_eq!(decided, 7);
+    // Every rule decided a packet: the test can tell them apart (the
+    // `--ports` rule three: by source, by destination, by both).
+    assert_eq!(decided, 10);
 }
 
 /// Non-first fragments: the kernel's tcp, udp, icmp and multiport matches

@@ -71,7 +71,26 @@ fn protocols_and_ports() {
     );
     let r = ipt("-p tcp -m tcp ! --dport 22 -j ACCEPT");
     assert_eq!(get(&r, Field::DstPort), [(0, 21), (23, 65535)]);
-    // `! --ports` (neither port in the list) is one box; `--ports` is not.
+    // `! --ports` (neither port in the list) is one box; `--ports` is two:
+    // source in the list, else destination in it, both with the rule's id.
+    let text = "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -p tcp -m multiport --ports 22,80 -j ACCEPT\nCOMMIT\n";
+    let rs = parse(text, "t", Format::IptablesSave).unwrap().ruleset;
+    let rules: Vec<&Rule> = rs.rules().collect();
+    assert_eq!(rules.len(), 2);
+    assert_eq!((rules[0].id, rules[1].id), (1, 1));
+    assert_eq!(get(rules[0], Field::SrcPort), [(22, 22), (80, 80)]);
+    assert_eq!(get(rules[1], Field::DstPort), [(22, 22), (80, 80)]);
+    assert_eq!(
+        get(rules[1], Field::SrcPort),
+        [(0, 21), (23, 79), (81, 65535)]
+    );
+    let listed = render::iptables_save(&rs).unwrap();
+    assert!(
+        listed.contains("-m multiport --ports 22,80 -j ACCEPT"),
+        "{listed}"
+    );
+    let again = parse(&listed, "t", Format::IptablesSave).unwrap().ruleset;
+    assert_eq!(without_origins(&again), without_origins(&rs));
     let r = ipt("-p tcp -m multiport ! --ports 22,80 -j ACCEPT");
     assert_eq!(get(&r, Field::SrcPort), get(&r, Field::DstPort));
     assert_eq!(get(&r, Field::SrcPort), [(0, 21), (23, 79), (81, 65535)]);
@@ -742,14 +761,21 @@ fn nft_named_limit_objects_are_shared() {
 #[test]
 fn restore_refusals_and_commands() {
     let e = ipt_err("-o lo -j ACCEPT");
-    assert!(e.starts_with("t:4:10:") && e.contains("Can't use -o with INPUT"), "{e}");
+    assert!(
+        e.starts_with("t:4:10:") && e.contains("Can't use -o with INPUT"),
+        "{e}"
+    );
     let out = parse(
         "*filter\n:OUTPUT ACCEPT [0:0]\n-A OUTPUT -i lo -j ACCEPT\nCOMMIT\n",
         "t",
         Format::IptablesSave,
     )
     .unwrap_err();
-    assert!(out[0].to_string().contains("Can't use -i with OUTPUT"), "{}", out[0]);
+    assert!(
+        out[0].to_string().contains("Can't use -i with OUTPUT"),
+        "{}",
+        out[0]
+    );
     let e = ipt_err("-p tcp -m multiport --dports 1,2 --sports 3 -j ACCEPT");
     assert!(e.contains("one -m multiport takes one of"), "{e}");
     assert_eq!(
@@ -766,18 +792,32 @@ fn restore_refusals_and_commands() {
     )
     .unwrap()
     .ruleset;
-    let chains: Vec<&str> = rs.tables[0].chains.iter().map(|c| c.name.as_str()).collect();
+    let chains: Vec<&str> = rs.tables[0]
+        .chains
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
     assert_eq!(chains, ["INPUT", "U", "V"]);
-    assert_eq!(rs.tables[0].chains[0].base.as_ref().unwrap().policy, Verdict::Drop);
+    assert_eq!(
+        rs.tables[0].chains[0].base.as_ref().unwrap().policy,
+        Verdict::Drop
+    );
     let e = parse(
         "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -j ACCEPT\n-F INPUT\nCOMMIT\n",
         "t",
         Format::IptablesSave,
     )
     .unwrap_err();
-    assert!(e[0].to_string().starts_with("t:4:1: '-F' after rules"), "{}", e[0]);
+    assert!(
+        e[0].to_string().starts_with("t:4:1: '-F' after rules"),
+        "{}",
+        e[0]
+    );
     // Every netbase name: protocols and services.
-    assert_eq!(ipt("-p vrrp").matches.get(Field::Proto), Some(&IntervalSet::point(112)));
+    assert_eq!(
+        ipt("-p vrrp").matches.get(Field::Proto),
+        Some(&IntervalSet::point(112))
+    );
     assert_eq!(
         ipt("-p tcp --dport postgresql").matches.get(Field::DstPort),
         Some(&IntervalSet::point(5432))

@@ -257,10 +257,8 @@ impl RuleParser<'_> {
                     // "source OR destination" is a union of two boxes; only
                     // its negation ("neither") is one box.
                     if negated.is_none() {
-                        return self.err(
-                            col,
-                            "multiport --ports (source or destination port) is not supported: it is not one rule's box; use --sports and --dports in two rules, or '! --ports'",
-                        );
+                        self.either_port = Some((set, col));
+                        return;
                     }
                     self.constrain(Field::SrcPort, set.clone(), negated, 0xffff);
                     self.constrain(Field::DstPort, set, negated, 0xffff);

@@ -218,6 +218,7 @@ pub(crate) fn parse(
             end_col: line.chars().count() as u32 + 1,
             chain: &chain_word.text,
             multiport_options: 0,
+            either_port: None,
         };
         rp.matches
             .constrain(Field::Family, IntervalSet::point(family.value()));
@@ -227,11 +228,37 @@ pub(crate) fn parse(
             comment,
             limit,
             target,
+            either_port,
             ..
         } = rp;
         if !ok {
             continue;
         }
+        // `--ports P`: the source port in P, or else the destination port in
+        // P: two disjoint boxes, so one of them at most matches (a jump or
+        // a LOG happens once).
+        let boxes = match either_port {
+            None => vec![matches],
+            Some((_, col))
+                if matches.get(Field::SrcPort).is_some()
+                    || matches.get(Field::DstPort).is_some() =>
+            {
+                errs.push(
+                    ln,
+                    col,
+                    "multiport --ports with other port options in one rule is not supported",
+                );
+                continue;
+            }
+            Some((p, _)) => {
+                let mut src = matches.clone();
+                src.constrain(Field::SrcPort, p.clone());
+                let mut dst = matches;
+                dst.constrain(Field::SrcPort, p.complement(0xffff));
+                dst.constrain(Field::DstPort, p);
+                vec![src, dst]
+            }
+        };
         let action = match target {
             None => Action::Count,
             Some((a, pending)) => {
@@ -247,17 +274,19 @@ pub(crate) fn parse(
                 a
             }
         };
-        t.chains[ci].rules.push(Rule {
-            id,
-            matches,
-            action,
-            comment,
-            log: None,
-            limit,
-            counters,
-            origin: Origin { line: ln },
-            kernel: Vec::new(),
-        });
+        for matches in boxes {
+            t.chains[ci].rules.push(Rule {
+                id,
+                matches,
+                action: action.clone(),
+                comment: comment.clone(),
+                log: None,
+                limit: limit.clone(),
+                counters,
+                origin: Origin { line: ln },
+                kernel: Vec::new(),
+            });
+        }
     }
     if let Some(t) = table {
         let (line, name) = (t.line, t.name.clone());

@@ -37,6 +37,10 @@ pub(super) struct RuleParser<'a> {
     pub(super) chain: &'a str,
     /// Port options since the last `-m multiport` (it takes one).
     pub(super) multiport_options: u8,
+    /// `-m multiport --ports P`: source OR destination port in P, which is
+    /// two boxes; the rule becomes two model rules with its id (see
+    /// `mod.rs`).
+    pub(super) either_port: Option<(IntervalSet, u32)>,
 }
 
 impl RuleParser<'_> {

@@ -254,8 +254,15 @@ pub(super) fn finish_table(t: TableState, family: Family, rs: &mut Ruleset, errs
                         p.target, p.target, t.name
                     )
                 };
-                // Keep the rule out of the loop check below.
-                chains[p.chain].rules[p.rule].action = Action::Count;
+                // Keep the rule out of the loop check below (both model
+                // rules of a `--ports` rule).
+                let id = chains[p.chain].rules[p.rule].id;
+                for r in chains[p.chain].rules[p.rule..]
+                    .iter_mut()
+                    .take_while(|r| r.id == id)
+                {
+                    r.action = Action::Count;
+                }
                 errs.push(p.line, p.col, msg);
             }
         }

@@ -129,13 +129,27 @@ pub fn iptables_save(rs: &Ruleset) -> Result<String, RenderError> {
             .flat_map(|c| c.rules.iter().map(move |r| (c, r)))
             .collect();
         rules.sort_by_key(|(_, r)| r.id);
-        {
-            for (c, r) in rules {
-                if with_counters {
-                    let _ = write!(out, "[{}:{}] ", r.counters.packets, r.counters.bytes);
-                }
-                let _ = writeln!(out, "-A {}{}", c.name, ipt_rule(rs, r, family)?);
+        let mut k = 0;
+        while k < rules.len() {
+            let (c, r) = rules[k];
+            if with_counters {
+                let _ = write!(out, "[{}:{}] ", r.counters.packets, r.counters.bytes);
             }
+            // Two model rules with one id: a `-m multiport --ports` rule.
+            let pair = rules.get(k + 1).filter(|(_, n)| n.id == r.id);
+            let text = match pair.and_then(|(_, n)| either_port(r, n)) {
+                Some((one, ports)) => {
+                    k += 1;
+                    let (_, items) = ipt_ports(&ports)
+                        .filter(|(neg, _)| !neg)
+                        .ok_or_else(|| rerr(r.id, "--ports: more than 15 ports or ranges"))?;
+                    let extra = format!(" -m multiport --ports {}", port_list(&items, ':'));
+                    ipt_rule(rs, &one, family, &extra)?
+                }
+                None => ipt_rule(rs, r, family, "")?,
+            };
+            let _ = writeln!(out, "-A {}{text}", c.name);
+            k += 1;
         }
         out.push_str("COMMIT\n");
     }
@@ -260,7 +274,7 @@ fn proto_word(p: u8, family: Family) -> String {
 }
 /// One rule's text after `-A CHAIN`, options in the order iptables-save
 /// prints them.
-fn ipt_rule(rs: &Ruleset, r: &Rule, family: Family) -> Result<String, RenderError> {
+fn ipt_rule(rs: &Ruleset, r: &Rule, family: Family, extra: &str) -> Result<String, RenderError> {
     let id = r.id;
     if r.matches.is_unsatisfiable() {
         return Err(rerr(
@@ -285,7 +299,7 @@ fn ipt_rule(rs: &Ruleset, r: &Rule, family: Family) -> Result<String, RenderErro
     if let Some(set) = r
         .matches
         .get(Field::Fragment)
-        .filter(|s| !(s.ranges() == [(0, 0)] && reads_transport_header(r)))
+        .filter(|s| !(s.ranges() == [(0, 0)] && (reads_transport_header(r) || !extra.is_empty())))
     {
         match set.ranges() {
             [(1, 1)] => out.push_str(" -f"),
@@ -298,6 +312,7 @@ fn ipt_rule(rs: &Ruleset, r: &Rule, family: Family) -> Result<String, RenderErro
     let multiport = write_ports_and_flags(&mut out, r, proto)?;
     write_icmp(&mut out, r, proto, family)?;
     out.push_str(&multiport);
+    out.push_str(extra);
     if let Some(set) = r.matches.get(Field::CtState) {
         let (neg, states) = ct_states(set, id)?;
         let names: Vec<&str> = states.iter().map(|s| s.iptables_name()).collect();
@@ -624,4 +639,33 @@ pub(super) fn reads_transport_header(r: &Rule) -> bool {
     ]
     .iter()
     .any(|f| r.matches.get(*f).is_some())
+}
+
+/// `a` and `b` are the two model rules of `-m multiport --ports P` (the
+/// source port in P; else the destination port in P, see the parser):
+/// the rule without its ports, and P.
+fn either_port(a: &Rule, b: &Rule) -> Option<(Rule, IntervalSet)> {
+    let p = a.matches.get(Field::SrcPort)?.clone();
+    if a.matches.get(Field::DstPort).is_some()
+        || b.matches.get(Field::DstPort) != Some(&p)
+        || b.matches.get(Field::SrcPort) != Some(&p.complement(0xffff))
+        || (a.action.clone(), &a.comment, &a.limit) != (b.action.clone(), &b.comment, &b.limit)
+    {
+        return None;
+    }
+    let without = |r: &Rule| {
+        let mut m = Matches::any();
+        for (f, v) in r.matches.iter() {
+            if !matches!(f, Field::SrcPort | Field::DstPort) {
+                m.constrain(*f, v.clone());
+            }
+        }
+        m
+    };
+    if without(a) != without(b) {
+        return None;
+    }
+    let mut one = a.clone();
+    one.matches = without(a);
+    Some((one, p))
 }
