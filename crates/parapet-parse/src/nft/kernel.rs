@@ -75,6 +75,7 @@ impl Parser {
             first_id: 0,
             jumps: Vec::new(),
             errors: Vec::new(),
+            nat_errors_only: true,
             text: String::new(),
         });
         self.notes.len() - 1
@@ -145,6 +146,17 @@ impl Parser {
                 _ => None,
             })
             .collect();
+        // A NAT statement, not a value (`ct status dnat`, `{ snat, dnat }`).
+        let nat = toks.iter().enumerate().any(|(k, t)| {
+            let value = k > 0
+                && (matches!(toks[k - 1].tok, Tok::Comma | Tok::Open)
+                    || matches!(toks[k - 1].word(), Some("status" | "!=" | "==")));
+            !value
+                && matches!(
+                    t.word(),
+                    Some("snat" | "dnat" | "masquerade" | "redirect" | "tproxy")
+                )
+        });
         let i = self.note_index(ti, ci);
         let n = &mut self.notes[i];
         n.rules += 1;
@@ -152,6 +164,9 @@ impl Parser {
             n.first_id = id;
         }
         n.jumps.extend(jumps);
+        if err.is_some() && !nat {
+            n.nat_errors_only = false;
+        }
         n.errors.extend(err);
     }
 
@@ -192,7 +207,7 @@ impl Parser {
                 }
                 seen
             };
-            let kernel_roots = t
+            let kernel_roots: Vec<&str> = t
                 .chains
                 .iter()
                 .filter(|c| of(&c.name).is_some_and(|n| n.kernel.is_some()))
@@ -205,7 +220,19 @@ impl Parser {
                 .map(|c| c.name.as_str())
                 .collect();
             let from_filter = reach(filter_roots);
-            for c in reach(kernel_roots) {
+            // Regular chains no filter chain reaches whose only errors are
+            // NAT statements: the kernel's NAT (nft checks a NAT statement
+            // against the hook when a NAT chain jumps there).
+            let nat_roots: Vec<&str> = t
+                .chains
+                .iter()
+                .filter(|c| c.base.is_none() && !from_filter.contains(&c.name))
+                .filter(|c| of(&c.name).is_some_and(|n| !n.errors.is_empty() && n.nat_errors_only))
+                .map(|c| c.name.as_str())
+                .collect();
+            let mut roots: Vec<&str> = kernel_roots;
+            roots.extend(nat_roots);
+            for c in reach(roots) {
                 if !from_filter.contains(&c) {
                     kernel_only.push((ti, c));
                 }

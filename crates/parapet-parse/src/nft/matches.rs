@@ -213,6 +213,9 @@ impl RuleParser<'_> {
             }
             break;
         }
+        if self.peek_word() == Some("set") {
+            return self.fail("a payload or meta statement ('ip daddr set …') is not supported: it changes the packet later rules see");
+        }
         if matches!(self.peek().map(|t| &t.tok), Some(Tok::Amp)) {
             return self.fail("a masked comparison ('ip6 saddr & ::ffff == ::1') is not supported: a mask that is not a prefix matches addresses that are no short list of ranges (write a prefix, like 'ip saddr 10.0.0.0/8')");
         }

@@ -805,6 +805,10 @@ pub(super) struct ChainNote {
     pub(super) jumps: Vec<String>,
     /// Rule errors, reported unless the chain is left to the kernel.
     pub(super) errors: Vec<(u32, u32, String)>,
+    /// Whether every rule error is in a rule with a NAT statement (`snat`,
+    /// `dnat`, `masquerade`, `redirect`, `tproxy`): such a chain that no
+    /// filter chain reaches is the kernel's NAT, not a mistake.
+    pub(super) nat_errors_only: bool,
     /// The chain's blocks as written.
     pub(super) text: String,
 }
