@@ -764,6 +764,11 @@ impl Parser {
             rules.push(r);
         }
         check_th(th, &rules)?;
+        // An element no packet can match (`meta protocol arp` in an inet
+        // table) is no rule: it would decide nothing and cannot be listed.
+        if rules.iter().any(|r| !r.matches.is_unsatisfiable()) {
+            rules.retain(|r| !r.matches.is_unsatisfiable());
+        }
         Ok((rules, jumps))
     }
 

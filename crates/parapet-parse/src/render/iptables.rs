@@ -296,11 +296,9 @@ fn ipt_rule(rs: &Ruleset, r: &Rule, family: Family, extra: &str) -> Result<Strin
     write_interfaces(&mut out, r)?;
     let proto = single_proto(r);
     write_protocol(&mut out, r, proto, family)?;
-    if let Some(set) = r
-        .matches
-        .get(Field::Fragment)
-        .filter(|s| !(s.ranges() == [(0, 0)] && (reads_transport_header(r) || !extra.is_empty())))
-    {
+    if let Some(set) = r.matches.get(Field::Fragment).filter(|s| {
+        !(s.ranges() == [(0, 0)] && (reads_transport_header(rs, r) || !extra.is_empty()))
+    }) {
         match set.ranges() {
             [(1, 1)] => out.push_str(" -f"),
             _ => out.push_str(" ! -f"),
@@ -630,15 +628,22 @@ fn icmp_atom(set: &IntervalSet) -> Option<String> {
 /// that reads the transport header (`-m tcp`, `-m multiport`, `-m icmp`,
 /// nft `tcp dport`, …), which never matches a non-first fragment: their
 /// `! -f` goes without saying.
-pub(super) fn reads_transport_header(r: &Rule) -> bool {
-    [
-        Field::SrcPort,
-        Field::DstPort,
-        Field::TcpFlags,
-        Field::IcmpTypeCode,
-    ]
-    .iter()
-    .any(|f| r.matches.get(*f).is_some())
+pub(super) fn reads_transport_header(rs: &Ruleset, r: &Rule) -> bool {
+    let l4 = |f: &Field| {
+        matches!(
+            f,
+            Field::SrcPort | Field::DstPort | Field::TcpFlags | Field::IcmpTypeCode
+        )
+    };
+    // nft's `ip saddr . tcp dport @S` loads the port too.
+    let set_key = |f: &Field| match f {
+        Field::Set(n) => rs
+            .set_refs
+            .get(*n as usize)
+            .is_some_and(|s| matches!(&s.key, SetKeySpec::Fields(k) if k.iter().any(l4))),
+        _ => false,
+    };
+    r.matches.iter().any(|(f, _)| l4(f) || set_key(f))
 }
 
 /// `a` and `b` are the two model rules of `-m multiport --ports P` (the

@@ -301,7 +301,7 @@ fn nft_rule(rs: &Ruleset, tfam: TableFamily, r: &Rule) -> Result<String, RenderE
     if let Some(set) = r
         .matches
         .get(Field::Fragment)
-        .filter(|s| !(s.ranges() == [(0, 0)] && super::iptables::reads_transport_header(r)))
+        .filter(|s| !(s.ranges() == [(0, 0)] && super::iptables::reads_transport_header(rs, r)))
     {
         if family != Some(Family::V4) {
             return Err(rerr(
