@@ -217,9 +217,20 @@ fn describe_matches(rs: &parapet_model::Ruleset, m: &Matches, packet_family: Fam
     if m.is_empty() {
         return "(any)".into();
     }
+    // `fragment 0` goes without saying next to ports, flags or an ICMP
+    // type: those matches never match a non-first fragment.
+    let transport = [
+        Field::SrcPort,
+        Field::DstPort,
+        Field::TcpFlags,
+        Field::IcmpTypeCode,
+    ]
+    .iter()
+    .any(|f| m.get(*f).is_some());
     let parts: Vec<String> = m
         .iter()
         .filter(|(f, _)| *f != Field::Family)
+        .filter(|(f, s)| !(transport && *f == Field::Fragment && s.ranges() == [(0, 0)]))
         .map(|(f, s)| match f {
             Field::Set(n) => format!(
                 "{}@{}",

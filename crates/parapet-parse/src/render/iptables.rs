@@ -276,7 +276,14 @@ fn proto_word(p: u8, family: Family) -> String {
 /// prints them.
 fn ipt_rule(rs: &Ruleset, r: &Rule, family: Family, extra: &str) -> Result<String, RenderError> {
     let id = r.id;
-    if r.matches.is_unsatisfiable() {
+    // `-f` with a port match is empty (the port match never matches a
+    // non-first fragment) and still written: iptables loads it.
+    let fragment_only = r
+        .matches
+        .iter()
+        .all(|(f, v)| !v.is_empty() || *f == Field::Fragment)
+        && reads_transport_header(rs, r);
+    if r.matches.is_unsatisfiable() && !fragment_only {
         return Err(rerr(
             id,
             "the rule matches nothing (an empty constraint), which iptables cannot write",
@@ -300,7 +307,8 @@ fn ipt_rule(rs: &Ruleset, r: &Rule, family: Family, extra: &str) -> Result<Strin
         !(s.ranges() == [(0, 0)] && (reads_transport_header(rs, r) || !extra.is_empty()))
     }) {
         match set.ranges() {
-            [(1, 1)] => out.push_str(" -f"),
+            // Empty: `-f` with the port match that never matches one.
+            [(1, 1)] | [] => out.push_str(" -f"),
             _ => out.push_str(" ! -f"),
         }
     }

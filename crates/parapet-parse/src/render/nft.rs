@@ -268,7 +268,14 @@ fn nft_log(spec: &LogSpec) -> String {
 fn nft_rule(rs: &Ruleset, tfam: TableFamily, r: &Rule) -> Result<String, RenderError> {
     let id = r.id;
     let mut parts: Vec<String> = Vec::new();
-    if r.matches.is_unsatisfiable() {
+    // `-f` with a port match is empty (the port match never matches a
+    // non-first fragment) and still written: iptables loads it.
+    let fragment_only = r
+        .matches
+        .iter()
+        .all(|(f, v)| !v.is_empty() || *f == Field::Fragment)
+        && super::iptables::reads_transport_header(rs, r);
+    if r.matches.is_unsatisfiable() && !fragment_only {
         return Err(rerr(id, "the rule matches nothing (an empty constraint)"));
     }
     let family = rule_family(r);
@@ -309,7 +316,11 @@ fn nft_rule(rs: &Ruleset, tfam: TableFamily, r: &Rule) -> Result<String, RenderE
                 "fragment matching is written only for IPv4 rules in nft (ip frag-off)",
             ));
         }
-        let op = if set.ranges() == [(1, 1)] { "!=" } else { "==" };
+        let op = if set.ranges() == [(1, 1)] || set.is_empty() {
+            "!="
+        } else {
+            "=="
+        };
         parts.push(format!("ip frag-off & 0x1fff {op} 0"));
     }
     push_interfaces(&mut parts, r)?;
