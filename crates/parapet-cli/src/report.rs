@@ -219,14 +219,7 @@ fn describe_matches(rs: &parapet_model::Ruleset, m: &Matches, packet_family: Fam
     }
     // `fragment 0` goes without saying next to ports, flags or an ICMP
     // type: those matches never match a non-first fragment.
-    let transport = [
-        Field::SrcPort,
-        Field::DstPort,
-        Field::TcpFlags,
-        Field::IcmpTypeCode,
-    ]
-    .iter()
-    .any(|f| m.get(*f).is_some());
+    let transport = m.reads_transport_header();
     let parts: Vec<String> = m
         .iter()
         .filter(|(f, _)| *f != Field::Family)

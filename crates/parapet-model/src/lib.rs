@@ -58,6 +58,7 @@ pub use policy::Policy;
 pub use proto::{protocol_name, protocol_number, service_port, PROTOCOLS, SERVICES};
 pub use reach::{Settle, Stop, Walker};
 pub use region::{Budget, Cube, OverBudget, Region, Space};
+pub use rule::transport_header_field;
 pub use rule::{
     Action, BaseChain, Chain, ChainId, Counters, Dir, Hook, LeftToKernel, Limit, LimitFlavor,
     LogSpec, Matches, Origin, Rule, Ruleset, SetKeySpec, SetRef, Table, TableFamily, TimeUnit,

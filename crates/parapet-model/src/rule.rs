@@ -245,6 +245,14 @@ impl Matches {
         self.0.iter()
     }
 
+    /// True when it constrains ports, TCP flags or the ICMP type: what
+    /// iptables' tcp/udp/icmp/multiport matches and nft's `tcp dport`, `th`,
+    /// `icmp type` read from the transport header, which a non-first
+    /// fragment does not have (so they never match one).
+    pub fn reads_transport_header(&self) -> bool {
+        self.0.iter().any(|(f, _)| transport_header_field(*f))
+    }
+
     /// True when some field accepts no value, so no packet can match.
     pub fn is_unsatisfiable(&self) -> bool {
         self.0.iter().any(|(_, v)| v.is_empty())
@@ -269,6 +277,15 @@ impl Matches {
             _ => v.contains(pkt.value(*f)),
         })
     }
+}
+
+/// Ports, TCP flags, the ICMP type: fields read from the transport header
+/// (see [`Matches::reads_transport_header`]).
+pub fn transport_header_field(f: Field) -> bool {
+    matches!(
+        f,
+        Field::SrcPort | Field::DstPort | Field::TcpFlags | Field::IcmpTypeCode
+    )
 }
 
 /// Where a rule came from, for messages.

@@ -53,15 +53,7 @@ fn make_expressible(rs: &mut Ruleset) {
 /// non-first fragment does not have: iptables' and nft's matches never
 /// match one, and the parsers say so (`fragment` 0).
 fn transport_header_means_first_fragment(m: &mut Matches) {
-    let reads = [
-        Field::SrcPort,
-        Field::DstPort,
-        Field::TcpFlags,
-        Field::IcmpTypeCode,
-    ]
-    .iter()
-    .any(|f| m.get(*f).is_some());
-    if reads {
+    if m.reads_transport_header() {
         m.constrain(Field::Fragment, IntervalSet::point(0));
     }
 }

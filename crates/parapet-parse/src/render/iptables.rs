@@ -637,21 +637,16 @@ fn icmp_atom(set: &IntervalSet) -> Option<String> {
 /// nft `tcp dport`, …), which never matches a non-first fragment: their
 /// `! -f` goes without saying.
 pub(super) fn reads_transport_header(rs: &Ruleset, r: &Rule) -> bool {
-    let l4 = |f: &Field| {
-        matches!(
-            f,
-            Field::SrcPort | Field::DstPort | Field::TcpFlags | Field::IcmpTypeCode
-        )
-    };
     // nft's `ip saddr . tcp dport @S` loads the port too.
-    let set_key = |f: &Field| match f {
-        Field::Set(n) => rs
-            .set_refs
-            .get(*n as usize)
-            .is_some_and(|s| matches!(&s.key, SetKeySpec::Fields(k) if k.iter().any(l4))),
+    let set_key = |f: &Field| {
+        match f {
+        Field::Set(n) => rs.set_refs.get(*n as usize).is_some_and(|s| {
+            matches!(&s.key, SetKeySpec::Fields(k) if k.iter().any(|f| transport_header_field(*f)))
+        }),
         _ => false,
+    }
     };
-    r.matches.iter().any(|(f, _)| l4(f) || set_key(f))
+    r.matches.reads_transport_header() || r.matches.iter().any(|(f, _)| set_key(f))
 }
 
 /// `a` and `b` are the two model rules of `-m multiport --ports P` (the
