@@ -753,6 +753,10 @@ fn print_left_to_kernel(left: Option<&Value>) {
                 format!("{name} {n} rule{}", if n == 1 { "" } else { "s" })
             })
             .collect();
+        if let Some(d) = t.get("describe").and_then(Value::as_str) {
+            println!("left to the kernel: {d}");
+            continue;
+        }
         let table = t.get("table").and_then(Value::as_str).unwrap_or("?");
         println!("left to the kernel: {table} ({})", chains.join(", "));
     }

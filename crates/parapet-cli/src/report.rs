@@ -17,6 +17,25 @@ pub fn check(files: &[PathBuf], format: &str) -> Result<ExitCode> {
             Ok(parsed) => {
                 // A ruleset that parses may still not evaluate: unknown jump
                 // targets and loops are errors of the whole file.
+                // nft `set` blocks are read now, not first at classify.
+                let mut store = parapet_sets::SetStore::new();
+                let mut bad_set = false;
+                for b in &parsed.set_blocks {
+                    if let Err(e) = store.load_nft(&b.text) {
+                        let (l, c) = b.file_position(e.line, e.column);
+                        eprintln!(
+                            "{}:{l}:{c}: set '{}': {}",
+                            path.display(),
+                            b.name,
+                            e.message
+                        );
+                        bad_set = true;
+                    }
+                }
+                if bad_set {
+                    failed = true;
+                    continue;
+                }
                 if let Ok(chain) = parsed.ruleset.select_chain(None) {
                     if let Err(e) = parapet_model::flatten(&parsed.ruleset, chain) {
                         eprintln!("{}: {e}", path.display());
@@ -49,7 +68,7 @@ pub fn list(file: &Path, input: &str, output: &str) -> Result<ExitCode> {
     let parsed = load::ruleset(file, input)?;
     let text = match output {
         "iptables-save" | "iptables" => parapet_parse::render::iptables_save(&parsed.ruleset),
-        "nft" => parapet_parse::render::nft(&parsed.ruleset),
+        "nft" => parapet_parse::render::nft_with_sets(&parsed.ruleset, &parsed.set_blocks),
         "json" => Ok(parapet_parse::render::json(&parsed.ruleset)),
         other => bail!("unknown listing format '{other}' (expected iptables-save, nft or json)"),
     }
@@ -198,9 +217,13 @@ fn describe_matches(rs: &parapet_model::Ruleset, m: &Matches, packet_family: Fam
     if m.is_empty() {
         return "(any)".into();
     }
+    // `fragment 0` goes without saying next to ports, flags or an ICMP
+    // type: those matches never match a non-first fragment.
+    let transport = m.reads_transport_header();
     let parts: Vec<String> = m
         .iter()
         .filter(|(f, _)| *f != Field::Family)
+        .filter(|(f, s)| !(transport && *f == Field::Fragment && s.ranges() == [(0, 0)]))
         .map(|(f, s)| match f {
             Field::Set(n) => format!(
                 "{}@{}",

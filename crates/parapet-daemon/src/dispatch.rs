@@ -145,7 +145,9 @@ fn left_to_kernel(rs: &parapet_model::Ruleset) -> Value {
                 .iter()
                 .map(|(c, n)| json!({"chain": c, "rules": n}))
                 .collect();
-            json!({"table": l.table, "family": l.family.nft_name(), "chains": chains})
+            // `describe`: the summary line (nft objects and other families'
+            // tables have no chains to say what they are).
+            json!({"table": l.table, "family": l.family.nft_name(), "chains": chains, "describe": l.describe()})
         })
         .collect()
 }

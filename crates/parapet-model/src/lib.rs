@@ -33,6 +33,7 @@ mod hull_index;
 mod interval;
 mod linear;
 mod lint;
+mod netbase;
 mod packet;
 mod policy;
 mod proto;
@@ -57,10 +58,11 @@ pub use policy::Policy;
 pub use proto::{protocol_name, protocol_number, service_port, PROTOCOLS, SERVICES};
 pub use reach::{Settle, Stop, Walker};
 pub use region::{Budget, Cube, OverBudget, Region, Space};
+pub use rule::transport_header_field;
 pub use rule::{
     Action, BaseChain, Chain, ChainId, Counters, Dir, Hook, LeftToKernel, Limit, LimitFlavor,
     LogSpec, Matches, Origin, Rule, Ruleset, SetKeySpec, SetRef, Table, TableFamily, TimeUnit,
-    Verdict,
+    Verdict, LOG_OPTIONS,
 };
 pub use stateful::{
     xt_credits_per_jiffy, xt_user2credits, Assume, Bucket, BucketKey, Clock, NftBucket, Stateful,

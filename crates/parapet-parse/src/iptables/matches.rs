@@ -10,6 +10,17 @@ pub(super) const SUPPORTED_MATCHES: &str =
 
 const PORT_PROTOS: &[u8] = &[6, 17, 132, 136];
 
+/// Matches that read the transport header (see `fragment_blind`).
+const L4_MATCHES: &[&str] = &[
+    "tcp",
+    "udp",
+    "sctp",
+    "udplite",
+    "icmp",
+    "icmp6",
+    "multiport",
+];
+
 /// Which module provides an option.
 fn option_module(opt: &str) -> Option<&'static [&'static str]> {
     Some(match opt {
@@ -98,7 +109,22 @@ impl RuleParser<'_> {
                 format!("-m {n} after -m limit is not supported (parapet checks the limit after the rule's other matches): write -m limit last"),
             );
         }
+        if L4_MATCHES.contains(&n) {
+            self.fragment_blind();
+        }
+        if n == "multiport" {
+            self.multiport_options = 0;
+        }
         self.modules.push(n.to_string());
+    }
+
+    /// The kernel's tcp, udp, sctp, udplite, icmp, icmp6 and multiport
+    /// matches never match a non-first fragment (it has no transport
+    /// header), whatever their options and `!` say: a rule loading one
+    /// matches first fragments and whole packets only.
+    fn fragment_blind(&mut self) {
+        self.matches
+            .constrain(Field::Fragment, IntervalSet::point(0));
     }
 
     fn has_module(&self, mods: &[&str]) -> bool {
@@ -145,6 +171,10 @@ impl RuleParser<'_> {
                 );
                 return;
             }
+            if mods.iter().all(|m| L4_MATCHES.contains(m)) {
+                // Loaded implicitly by `-p tcp --dport …`: the same match.
+                self.fragment_blind();
+            }
         }
         match opt {
             "-s" | "--source" | "-d" | "--destination" => {
@@ -186,6 +216,11 @@ impl RuleParser<'_> {
                 } else {
                     Field::OutIface
                 };
+                let chain = self.chain;
+                if matches!((field, chain), (Field::OutIface, "INPUT") | (Field::InIface, "OUTPUT")) {
+                    let short = if field == Field::InIface { "-i" } else { "-o" };
+                    return self.err(col, format!("iptables refuses {short} in {chain} (\"Can't use {short} with {chain}\"): the packet has no {} interface there", if field == Field::InIface { "input" } else { "output" }));
+                }
                 match iface_set(v) {
                     Ok(set) => self.constrain(field, set, negated, u128::MAX),
                     Err(m) => self.err(vcol, m),
@@ -207,6 +242,10 @@ impl RuleParser<'_> {
                 }
             }
             "--sports" | "--source-ports" | "--dports" | "--destination-ports" | "--ports" => {
+                self.multiport_options += 1;
+                if self.multiport_options > 1 {
+                    return self.err(col, format!("one -m multiport takes one of --sports, --dports, --ports, as in iptables (write another -m multiport for {opt})"));
+                }
                 let mut set = IntervalSet::empty();
                 for part in v.split(',') {
                     match parse_port_range(part, ':') {
@@ -218,10 +257,8 @@ impl RuleParser<'_> {
                     // "source OR destination" is a union of two boxes; only
                     // its negation ("neither") is one box.
                     if negated.is_none() {
-                        return self.err(
-                            col,
-                            "multiport --ports (source or destination port) is not supported: it is not one rule's box; use --sports and --dports in two rules, or '! --ports'",
-                        );
+                        self.either_port = Some((set, col));
+                        return;
                     }
                     self.constrain(Field::SrcPort, set.clone(), negated, 0xffff);
                     self.constrain(Field::DstPort, set, negated, 0xffff);

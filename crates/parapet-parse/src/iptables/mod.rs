@@ -18,7 +18,10 @@ use crate::common::*;
 use crate::error::{Errors, ParseError};
 use parapet_model::*;
 use rule::RuleParser;
-use table::{chain_header, finish_table, open_table, parse_counters, PendingTarget, TableState};
+use table::{
+    chain_command, chain_header, finish_table, open_table, parse_counters, PendingTarget,
+    TableState,
+};
 
 pub(crate) use matches::{iface_set, parse_rate};
 pub(crate) use targets::{parse_log_level, LOG_LEVELS};
@@ -149,11 +152,19 @@ pub(crate) fn parse(
         }
         match w.first().map(|w| w.text.as_str()) {
             Some("-A" | "--append") => {}
+            Some(i @ ("-I" | "--insert")) => {
+                errs.push(ln, w[0].col, format!("'{i}' (insert) is not supported in a restore file: the rule would go before rules written earlier, so rule ids would not be file positions; write it with -A where it belongs"));
+                continue;
+            }
+            Some("-P" | "--policy" | "-N" | "--new-chain" | "-F" | "--flush") => {
+                chain_command(w, ln, t, &mut errs);
+                continue;
+            }
             Some(other) => {
                 errs.push(
                     ln,
                     w[0].col,
-                    format!("expected '-A CHAIN …', ':CHAIN POLICY', '*TABLE', 'COMMIT' or a comment, found '{other}'"),
+                    format!("expected '-A CHAIN …', ':CHAIN POLICY', '-P', '-N', '-F', '*TABLE', 'COMMIT' or a comment, found '{other}'"),
                 );
                 continue;
             }
@@ -205,6 +216,9 @@ pub(crate) fn parse(
             limit: None,
             target: None,
             end_col: line.chars().count() as u32 + 1,
+            chain: &chain_word.text,
+            multiport_options: 0,
+            either_port: None,
         };
         rp.matches
             .constrain(Field::Family, IntervalSet::point(family.value()));
@@ -214,11 +228,37 @@ pub(crate) fn parse(
             comment,
             limit,
             target,
+            either_port,
             ..
         } = rp;
         if !ok {
             continue;
         }
+        // `--ports P`: the source port in P, or else the destination port in
+        // P: two disjoint boxes, so one of them at most matches (a jump or
+        // a LOG happens once).
+        let boxes = match either_port {
+            None => vec![matches],
+            Some((_, col))
+                if matches.get(Field::SrcPort).is_some()
+                    || matches.get(Field::DstPort).is_some() =>
+            {
+                errs.push(
+                    ln,
+                    col,
+                    "multiport --ports with other port options in one rule is not supported",
+                );
+                continue;
+            }
+            Some((p, _)) => {
+                let mut src = matches.clone();
+                src.constrain(Field::SrcPort, p.clone());
+                let mut dst = matches;
+                dst.constrain(Field::SrcPort, p.complement(0xffff));
+                dst.constrain(Field::DstPort, p);
+                vec![src, dst]
+            }
+        };
         let action = match target {
             None => Action::Count,
             Some((a, pending)) => {
@@ -234,16 +274,19 @@ pub(crate) fn parse(
                 a
             }
         };
-        t.chains[ci].rules.push(Rule {
-            id,
-            matches,
-            action,
-            comment,
-            log: None,
-            limit,
-            counters,
-            origin: Origin { line: ln },
-        });
+        for matches in boxes {
+            t.chains[ci].rules.push(Rule {
+                id,
+                matches,
+                action: action.clone(),
+                comment: comment.clone(),
+                log: None,
+                limit: limit.clone(),
+                counters,
+                origin: Origin { line: ln },
+                kernel: Vec::new(),
+            });
+        }
     }
     if let Some(t) = table {
         let (line, name) = (t.line, t.name.clone());

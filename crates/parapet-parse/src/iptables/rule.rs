@@ -32,6 +32,15 @@ pub(super) struct RuleParser<'a> {
     /// name and column to resolve at COMMIT.
     pub(super) target: Option<(Action, Option<(String, u32)>)>,
     pub(super) end_col: u32,
+    /// The chain the rule is appended to (`-i` has no meaning in OUTPUT,
+    /// `-o` none in INPUT: iptables refuses them there).
+    pub(super) chain: &'a str,
+    /// Port options since the last `-m multiport` (it takes one).
+    pub(super) multiport_options: u8,
+    /// `-m multiport --ports P`: source OR destination port in P, which is
+    /// two boxes; the rule becomes two model rules with its id (see
+    /// `mod.rs`).
+    pub(super) either_port: Option<(IntervalSet, u32)>,
 }
 
 impl RuleParser<'_> {
@@ -99,8 +108,17 @@ impl RuleParser<'_> {
                     if let Some(c) = negated {
                         self.err(c, format!("'!' cannot negate {opt}"));
                     }
-                    self.target(opt, vals[0], &w[j + 1..]);
-                    break;
+                    if self.target.is_some() {
+                        self.err(word.col, format!("{opt}: the rule has a target already"));
+                        return false;
+                    }
+                    // The target's options, then (usually) the rule's again.
+                    match self.target_with_options(opt, vals[0], &w[j + 1..]) {
+                        _ if self.errs.list.len() > before => return false,
+                        Some(k) => i = j + 1 + k,
+                        None => break,
+                    }
+                    continue;
                 }
                 "-m" | "--match" => {
                     if let Some(c) = negated {
