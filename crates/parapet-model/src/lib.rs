@@ -38,6 +38,7 @@ mod policy;
 mod proto;
 mod reach;
 mod region;
+mod recent;
 mod rule;
 mod stateful;
 
@@ -61,6 +62,11 @@ pub use rule::{
     Action, BaseChain, Chain, ChainId, Counters, Dir, Hook, LeftToKernel, Limit, LimitFlavor,
     LogSpec, Matches, Origin, Rule, Ruleset, SetKeySpec, SetRef, Table, TableFamily, TimeUnit,
     Verdict,
+};
+pub use recent::{
+    masked, table_id, Recent, RecentCheck, RecentCommand, RecentEntry, RecentTable, RecentTables,
+    DEFAULT_NAME as RECENT_DEFAULT_NAME, IP_LIST_TOT, MAX_HITCOUNT as RECENT_MAX_HITCOUNT,
+    STAMPS as RECENT_STAMPS,
 };
 pub use stateful::{
     xt_credits_per_jiffy, xt_user2credits, Assume, Bucket, BucketKey, Clock, NftBucket, Stateful,

@@ -10,6 +10,7 @@
 //! and their options), `targets` (`-j`/`-g` and target options).
 
 mod matches;
+mod recent;
 mod rule;
 mod table;
 mod targets;
@@ -203,6 +204,7 @@ pub(crate) fn parse(
             needs: Vec::new(),
             comment: None,
             limit: None,
+            recent: None,
             target: None,
             end_col: line.chars().count() as u32 + 1,
         };
@@ -213,6 +215,7 @@ pub(crate) fn parse(
             matches,
             comment,
             limit,
+            recent,
             target,
             ..
         } = rp;
@@ -241,6 +244,7 @@ pub(crate) fn parse(
             comment,
             log: None,
             limit,
+            recent: recent.map(|(d, _)| d.recent),
             counters,
             origin: Origin { line: ln },
         });
