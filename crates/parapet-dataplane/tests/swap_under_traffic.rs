@@ -125,6 +125,7 @@ fn image(
                 Verdict::Drop
             }),
             limit: None,
+            recent: None,
         });
         let every = padding as usize / CLASSES;
         if (j as usize + 1).is_multiple_of(every) {
@@ -138,6 +139,7 @@ fn image(
                         Verdict::Drop
                     }),
                     limit: None,
+                    recent: None,
                 });
             }
         }
