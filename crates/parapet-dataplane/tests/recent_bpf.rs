@@ -1,7 +1,7 @@
 //! `-m recent` in the BPF walker (BPF_PROG_TEST_RUN on the real program):
 //! on the test clock, a timed random sequence of packets from a few
 //! addresses (some sharing a /24 or a /64, so `--mask` matters) over rules
-//! using every command, with `--seconds` windows the clock crosses, gives
+//! using every command (and a `--hitcount` above 32), with `--seconds` windows the clock crosses, gives
 //! packet by packet what the Rust walker and the linear engine (the
 //! specification, itself checked against iptables-legacy by
 //! `parapet-parse/tests/recent_kernel.rs`) give; the SSH brute-force pair
@@ -35,6 +35,9 @@ fn dp(test: &str) -> Dataplane {
 /// image, so each run names its own).
 fn rules(tag: &str, v6: bool) -> String {
     let mask = if v6 { "ffff:ffff:ffff:ffff::" } else { "255.255.255.0" };
+    // Every address in one entry: a hit count above the kernel's default
+    // ring of 32 is reached.
+    let zero = if v6 { "::" } else { "0.0.0.0" };
     format!(
         "*filter
 :INPUT ACCEPT [0:0]
@@ -48,6 +51,8 @@ fn rules(tag: &str, v6: bool) -> String {
 -A INPUT -p udp -m udp --dport 6 -m recent ! --rcheck --name B{tag} --mask {mask} --rdest -j DROP
 -A INPUT -p udp -m udp --dport 7 -m recent --set --name C{tag} --mask {mask}
 -A INPUT -p udp -m udp --dport 7 -m recent --rcheck --seconds 2 --hitcount 2 --name C{tag} --mask {mask} -j DROP
+-A INPUT -p udp -m udp --dport 8 -m recent --set --name D{tag} --mask {zero}
+-A INPUT -p udp -m udp --dport 8 -m recent --update --hitcount 40 --name D{tag} --mask {zero} -j DROP
 COMMIT
 "
     )
@@ -72,7 +77,7 @@ fn packet(v6: bool, rng: &mut Rng) -> Packet {
         addr(v6, d),
         17,
         1000,
-        1 + rng.below(7) as u16,
+        1 + rng.below(8) as u16,
     ))
 }
 

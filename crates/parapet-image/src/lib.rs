@@ -100,7 +100,7 @@ pub mod kind {
 ///   2 `--update`, 3 `--remove`), [`stateful::F_RDEST`],
 ///   [`stateful::F_INVERT`], [`stateful::F_REAP`]; `p0` = the table id
 ///   (FNV-1a of `--name`), `p1` = `--seconds`, `p2` = `--hitcount` (bits
-///   0..7, ≤ 32) | the IPv6 mask's prefix length << 8, `p3` = the IPv4
+///   0..7) | the IPv6 mask's prefix length << 8, `p3` = the IPv4
 ///   mask.
 pub mod stateful {
     /// Words per row.
@@ -123,8 +123,8 @@ pub mod stateful {
     pub const F_INVERT: u32 = 0x800;
     /// Recent row flag: `--reap`.
     pub const F_REAP: u32 = 0x1000;
-    /// The largest `--hitcount` a recent row holds.
-    pub const RECENT_MAX_HITCOUNT: u32 = 32;
+    /// The largest `--hitcount` a recent row holds (the kernel's).
+    pub const RECENT_MAX_HITCOUNT: u32 = 255;
 }
 
 /// The backends an image can hold.

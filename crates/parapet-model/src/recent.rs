@@ -5,8 +5,11 @@
 //! A table holds at most [`IP_LIST_TOT`] addresses (the kernel's module
 //! parameter `ip_list_tot`, default 200): adding one more evicts the least
 //! recently used. Each address keeps its last [`STAMPS`] hit times in a
-//! ring (the kernel keeps `roundup_pow_of_two(ip_pkt_list_tot)` = 32 of
-//! them for every `--hitcount` parapet accepts). Times are jiffies, as the
+//! ring. (The kernel's ring is smaller — 32 stamps, or the next power of
+//! two above the table's largest `--hitcount` — which answers the same:
+//! stamps are recorded in time order, so "at least `h` stamps younger than
+//! `--seconds`" is "the `h`-th newest stamp is", and every ring holds the
+//! `h` newest for every `h` a rule asks.) Times are jiffies, as the
 //! kernel's.
 //!
 //! `recent_mt`, step by step (`ret` starts as the rule's `!`):
@@ -32,12 +35,10 @@ use std::collections::HashMap;
 
 /// The kernel's `ip_list_tot` default: addresses per table.
 pub const IP_LIST_TOT: usize = 200;
-/// Time stamps kept per address: `nstamps_max_mask + 1` for every
-/// `--hitcount` up to this (the kernel keeps more for larger ones; parapet
-/// refuses those).
-pub const STAMPS: usize = 32;
-/// The largest `--hitcount` parapet accepts.
-pub const MAX_HITCOUNT: u32 = STAMPS as u32;
+/// Time stamps kept per address: the kernel's `XT_RECENT_MAX_NSTAMPS`.
+pub const STAMPS: usize = 256;
+/// The largest `--hitcount` the kernel accepts.
+pub const MAX_HITCOUNT: u32 = STAMPS as u32 - 1;
 /// The table name iptables uses without `--name`.
 pub const DEFAULT_NAME: &str = "DEFAULT";
 

@@ -53,9 +53,11 @@ struct {
 	__type(value, struct parapet_bucket);
 } parapet_buckets SEC(".maps");
 
-/* -m recent's tables. */
-#define PARAPET_RECENT_MAX 4096
-#define PARAPET_RECENT_STAMPS 32
+/* -m recent's tables.  The stamps are in time order, so "at least h
+ * stamps younger than --seconds" is "the h-th newest is": one stamp is
+ * read per check, whatever the hit count. */
+#define PARAPET_RECENT_MAX 2048
+#define PARAPET_RECENT_STAMPS 256 /* XT_RECENT_MAX_NSTAMPS */
 
 struct parapet_recent_key {
 	__u32 table;  /* FNV-1a of the name (parapet_model::table_id) */
@@ -141,7 +143,7 @@ static __always_inline int recent_admit(__u32 kind, __u32 table, __u32 seconds,
 	int ret = (kind & PARAPET_IMG_STATEFUL_F_INVERT) != 0;
 	struct parapet_recent_scratch *s;
 	struct parapet_recent_entry *e;
-	__u64 time, hits = 0, hi = ~0ull, lo = ~0ull, *a;
+	__u64 time, hi = ~0ull, lo = ~0ull, *a;
 
 	cmd = (kind >> PARAPET_IMG_STATEFUL_RECENT_CMD_SHIFT) & 3;
 	s = bpf_map_lookup_elem(&parapet_recent_scratch, &zero);
@@ -170,7 +172,8 @@ static __always_inline int recent_admit(__u32 kind, __u32 table, __u32 seconds,
 	if (!e) {
 		if (cmd != 0) /* only --set adds */
 			return ret;
-		__builtin_memset(&s->entry, 0, sizeof(s->entry));
+		/* Stamps past nstamps are never read: no need to clear
+		 * them (and 2 KiB is too much to clear here). */
 		s->entry.stamps[0] = now;
 		s->entry.nstamps = 1;
 		s->entry.index = 1;
@@ -187,20 +190,16 @@ static __always_inline int recent_admit(__u32 kind, __u32 table, __u32 seconds,
 	if (cmd == 0) {
 		ret = !ret;
 	} else {
-		/* Without --seconds every stamp counts: a window reaching far
-		 * enough back. */
-		time = now - (seconds ? (__u64)seconds * hz : 1ull << 62);
-		/* Count the valid stamps not older than `time` (the kernel's
-		 * !time_after(time, stamp)) without a branch per stamp: the
-		 * verifier then sees one path through the loop. */
-		for (i = 0; i < PARAPET_RECENT_STAMPS; i++) {
-			__u64 valid = ((__u64)i - e->nstamps) >> 63;
-			__u64 young = 1 - ((e->stamps[i] - time) >> 63);
+		__u32 h = hitcount ? hitcount : 1;
 
-			hits += valid & young;
+		time = now - (__u64)seconds * hz;
+		if (e->nstamps >= h) {
+			/* the h-th newest stamp; the kernel's
+			 * !time_after(time, stamp) */
+			i = (e->index - h) & (PARAPET_RECENT_STAMPS - 1);
+			if (!seconds || (__s64)(e->stamps[i] - time) >= 0)
+				ret = !ret;
 		}
-		if (hits >= (hitcount ? hitcount : 1))
-			ret = !ret;
 	}
 	if (cmd == 0 || (cmd == 2 && ret)) {
 		i = e->index & (PARAPET_RECENT_STAMPS - 1);

@@ -70,6 +70,10 @@ pub(crate) fn parse(
     let mut rs = Ruleset::default();
     let mut table: Option<TableState> = None;
     let mut next_id = 1u32;
+    // `-m recent` table → (IPv4 mask, IPv6 prefix, line) of the first rule
+    // naming it: the kernel keeps that rule's mask for the table.
+    let mut recent_masks: std::collections::HashMap<String, (u32, u8, u32)> =
+        std::collections::HashMap::new();
     let mut last_line = 0;
     for (idx, raw) in text.lines().enumerate() {
         let ln = idx as u32 + 1;
@@ -221,6 +225,23 @@ pub(crate) fn parse(
         } = rp;
         if !ok {
             continue;
+        }
+        if let Some((d, col)) = &recent {
+            let r = &d.recent;
+            let first = recent_masks
+                .entry(r.name.clone())
+                .or_insert((r.mask_v4, r.mask_v6, ln));
+            if (first.0, first.1) != (r.mask_v4, r.mask_v6) {
+                errs.push(
+                    ln,
+                    *col,
+                    format!(
+                        "-m recent table '{}' has another --mask at line {}: the kernel keeps the first rule's mask for the whole table, so write one mask per table",
+                        r.name, first.2
+                    ),
+                );
+                continue;
+            }
         }
         let action = match target {
             None => Action::Count,

@@ -71,7 +71,7 @@ impl RuleParser<'_> {
             },
             "--hitcount" => match v.parse::<u32>() {
                 Ok(h) if h > RECENT_MAX_HITCOUNT => Err(format!(
-                    "--hitcount {h} is more than parapet's {RECENT_MAX_HITCOUNT} (the time stamps it keeps per address)"
+                    "--hitcount {h} is more than the kernel's {RECENT_MAX_HITCOUNT}"
                 )),
                 Ok(h) => {
                     r.hitcount = h;
