@@ -34,7 +34,11 @@ fn dp(test: &str) -> Dataplane {
 /// The rules, on tables suffixed with `tag` (the BPF tables outlive an
 /// image, so each run names its own).
 fn rules(tag: &str, v6: bool) -> String {
-    let mask = if v6 { "ffff:ffff:ffff:ffff::" } else { "255.255.255.0" };
+    let mask = if v6 {
+        "ffff:ffff:ffff:ffff::"
+    } else {
+        "255.255.255.0"
+    };
     // Every address in one entry: a hit count above the kernel's default
     // ring of 32 is reached.
     let zero = if v6 { "::" } else { "0.0.0.0" };

@@ -37,8 +37,8 @@ mod packet;
 mod policy;
 mod proto;
 mod reach;
-mod region;
 mod recent;
+mod region;
 mod rule;
 mod stateful;
 
@@ -57,16 +57,16 @@ pub use packet::{from_ip, to_ip, Packet, PacketSpecError};
 pub use policy::Policy;
 pub use proto::{protocol_name, protocol_number, service_port, PROTOCOLS, SERVICES};
 pub use reach::{Settle, Stop, Walker};
+pub use recent::{
+    masked, table_id, Recent, RecentCheck, RecentCommand, RecentEntry, RecentTable, RecentTables,
+    DEFAULT_NAME as RECENT_DEFAULT_NAME, IP_LIST_TOT, MAX_HITCOUNT as RECENT_MAX_HITCOUNT,
+    STAMPS as RECENT_STAMPS,
+};
 pub use region::{Budget, Cube, OverBudget, Region, Space};
 pub use rule::{
     Action, BaseChain, Chain, ChainId, Counters, Dir, Hook, LeftToKernel, Limit, LimitFlavor,
     LogSpec, Matches, Origin, Rule, Ruleset, SetKeySpec, SetRef, Table, TableFamily, TimeUnit,
     Verdict,
-};
-pub use recent::{
-    masked, table_id, Recent, RecentCheck, RecentCommand, RecentEntry, RecentTable, RecentTables,
-    DEFAULT_NAME as RECENT_DEFAULT_NAME, IP_LIST_TOT, MAX_HITCOUNT as RECENT_MAX_HITCOUNT,
-    STAMPS as RECENT_STAMPS,
 };
 pub use stateful::{
     xt_credits_per_jiffy, xt_user2credits, Assume, Bucket, BucketKey, Clock, NftBucket, Stateful,

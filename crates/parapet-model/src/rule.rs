@@ -1,9 +1,9 @@
 //! Rules, chains, tables and rulesets, with iptables' semantics.
 
 use crate::field::Field;
-use crate::recent::Recent;
 use crate::interval::IntervalSet;
 use crate::packet::Packet;
+use crate::recent::Recent;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 

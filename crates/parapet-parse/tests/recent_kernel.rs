@@ -51,8 +51,7 @@ fn arrivals(ns: &Netns, seq: &[Send]) -> Vec<bool> {
             .iter()
             .map(|p| {
                 let s = UdpSocket::bind(("127.0.0.1", *p)).unwrap();
-                s.set_read_timeout(Some(Duration::from_millis(60)))
-                    .unwrap();
+                s.set_read_timeout(Some(Duration::from_millis(60))).unwrap();
                 (*p, s)
             })
             .collect();
@@ -61,7 +60,12 @@ fn arrivals(ns: &Netns, seq: &[Send]) -> Vec<bool> {
         srcs.dedup();
         let tx: Vec<(u8, UdpSocket)> = srcs
             .iter()
-            .map(|h| (*h, UdpSocket::bind((Ipv4Addr::new(127, 0, 0, *h), 40000)).unwrap()))
+            .map(|h| {
+                (
+                    *h,
+                    UdpSocket::bind((Ipv4Addr::new(127, 0, 0, *h), 40000)).unwrap(),
+                )
+            })
             .collect();
         seq.iter()
             .enumerate()
@@ -99,10 +103,8 @@ fn engine_fates(rs: &Ruleset, seq: &[Send]) -> Vec<bool> {
 
 /// Loads `text` through a file of its own (the tests run at once).
 fn load(ns: &Netns, name: &str, text: &str) {
-    let file = std::env::temp_dir().join(format!(
-        "parapet-recent-{name}-{}.v4",
-        std::process::id()
-    ));
+    let file =
+        std::env::temp_dir().join(format!("parapet-recent-{name}-{}.v4", std::process::id()));
     std::fs::write(&file, text).unwrap();
     let loaded = ns.exec(&["iptables-legacy-restore", file.to_str().unwrap()]);
     let _ = std::fs::remove_file(&file);

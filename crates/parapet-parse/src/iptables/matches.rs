@@ -57,10 +57,7 @@ impl RuleParser<'_> {
         // Stateful matches parapet cannot enforce exactly yet: refused, never
         // approximated (a rule that sometimes matches is not a rule that
         // always does).
-        if matches!(
-            n,
-            "hashlimit" | "connlimit" | "quota" | "statistic"
-        ) {
+        if matches!(n, "hashlimit" | "connlimit" | "quota" | "statistic") {
             self.err(
                 name.col,
                 format!("match '{n}' is not supported yet: it keeps state (per address, per flow or per rule) that parapet does not enforce exactly yet; -m limit and -m recent are supported"),

@@ -136,7 +136,7 @@ impl RuleParser<'_> {
                 .iter()
                 .find(|(w, _)| *w == "--reap")
                 .map_or(mcol, |m| m.1);
-            return self.err(col, "--reap needs --seconds");
+            self.err(col, "--reap needs --seconds");
         }
     }
 }

@@ -364,7 +364,11 @@ fn write_recent(out: &mut String, rc: &Recent, family: Family) {
         }
     };
     let side = if rc.rdest { "--rdest" } else { "--rsource" };
-    let _ = write!(out, " --name {} --mask {mask} {side}", shell_quote(&rc.name));
+    let _ = write!(
+        out,
+        " --name {} --mask {mask} {side}",
+        shell_quote(&rc.name)
+    );
 }
 
 /// Writes `-s`/`-d` prefixes; returns the `--src-range`/`--dst-range`
