@@ -6,12 +6,14 @@
 //! the fourth datagram within the minute is dropped, on the kernel's own
 //! clock.
 
+mod common;
+
+use common::Daemon;
 use parapet_daemon::Client;
 use parapet_testbed::{require_root, Pair, Veth};
 use serde_json::{json, Value};
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
-use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const PEER: &str = "10.250.0.2";
 const RULES: &str = "*filter
@@ -21,15 +23,6 @@ const RULES: &str = "*filter
 -A INPUT -p udp -m udp --dport 9998 -m recent --update --seconds 60 --hitcount 4 --name SSH -j DROP
 COMMIT
 ";
-
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn ok(c: &mut Client, v: Value) -> Value {
     let r = c.call(v.clone()).unwrap_or_else(|e| panic!("{v}: {e}"));
@@ -73,31 +66,8 @@ fn recent_tables_through_parapetd() {
     parapet_testbed::remove_stale("recentd");
     let dir = tempfile::tempdir().unwrap();
     let pair = Pair::create("recentd", &Veth::default()).unwrap();
-    let sock = dir.path().join("parapet.sock");
-    let log = dir.path().join("parapetd.log");
-    let child = pair
-        .a
-        .command(env!("CARGO_BIN_EXE_parapetd"))
-        .arg("--socket")
-        .arg(&sock)
-        .arg("--state-dir")
-        .arg(dir.path().join("state"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let _d = Proc(child);
-    let t0 = Instant::now();
-    let mut c = loop {
-        if let Ok(mut c) = Client::connect(&sock) {
-            if c.call(json!({"cmd": "ping"})).is_ok() {
-                break c;
-            }
-        }
-        assert!(t0.elapsed() < Duration::from_secs(30), "parapetd not ready");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let d = Daemon::start_in(&pair.a, dir.path(), &[]);
+    let mut c = d.client();
     ok(
         &mut c,
         json!({"cmd": "apply", "rules": RULES, "name": "recent.rules"}),
