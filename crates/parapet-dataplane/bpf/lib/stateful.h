@@ -36,6 +36,7 @@
 #include "parapet.h"
 #include "image.h"
 #include "maps.h"
+#include "walk_state.h"
 
 /* The kernel's HZ, set by the loader; 0 (unknown): xt limits never pass. */
 const volatile __u32 parapet_hz = 0;
@@ -79,7 +80,9 @@ struct {
 } parapet_recent SEC(".maps");
 
 /* The key and a new entry are built here, not on the stack: the walk's
- * call chain is near the verifier's 512 bytes. */
+ * call chain is near the verifier's 512 bytes.  One per scratch slot of the
+ * walk (walk_state.h): a netfilter run interrupted by a softirq's run on the
+ * same CPU must not find its key overwritten. */
 struct parapet_recent_scratch {
 	struct parapet_recent_key key;
 	struct parapet_recent_entry entry;
@@ -87,7 +90,7 @@ struct parapet_recent_scratch {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, PARAPET_SCRATCH_NF + PARAPET_NF_NEST);
 	__type(key, __u32);
 	__type(value, struct parapet_recent_scratch);
 } parapet_recent_scratch SEC(".maps");
@@ -137,16 +140,17 @@ static __always_inline __u32 xt_user2credits(__u32 user, __u32 hz_cpj)
  */
 static __always_inline int recent_admit(__u32 kind, __u32 table, __u32 seconds,
 					__u32 p2, __u32 mask4, __u64 now,
-					__u32 hz, const struct parapet_key *k)
+					__u32 hz, const struct parapet_key *k,
+					__u32 nest)
 {
-	__u32 zero = 0, i, cmd, hitcount = p2 & 0xff, prefix = (p2 >> 8) & 0xff;
+	__u32 i, cmd, hitcount = p2 & 0xff, prefix = (p2 >> 8) & 0xff;
 	int ret = (kind & PARAPET_IMG_STATEFUL_F_INVERT) != 0;
 	struct parapet_recent_scratch *s;
 	struct parapet_recent_entry *e;
 	__u64 time, hi = ~0ull, lo = ~0ull, *a;
 
 	cmd = (kind >> PARAPET_IMG_STATEFUL_RECENT_CMD_SHIFT) & 3;
-	s = bpf_map_lookup_elem(&parapet_recent_scratch, &zero);
+	s = bpf_map_lookup_elem(&parapet_recent_scratch, &nest);
 	if (!s)
 		return 0;
 	s->key.table = table;
@@ -214,12 +218,12 @@ static __always_inline int recent_admit(__u32 kind, __u32 table, __u32 seconds,
 /*
  * Row `slot_row & 0xffff` of the image in slot `slot_row >> 16`, whose
  * words are kind | flags, then p0..p3 (`lo` = p0 | p1 << 32, `hi` = p2 |
- * p3 << 32), for the packet `k`.  1 when the condition passes; 0 also
+ * p3 << 32), for the packet `k` walked in scratch slot `nest`.  1 when the condition passes; 0 also
  * when it cannot be evaluated.
  */
 static __always_inline int stateful_admit(__u32 slot_row, __u32 kind,
 					  __u64 lo, __u64 hi,
-					  const struct parapet_key *k)
+					  const struct parapet_key *k, __u32 nest)
 {
 	__u32 slot = slot_row >> 16, row = slot_row & 0xffff;
 	__u32 p0 = (__u32)lo, p1 = (__u32)(lo >> 32);
@@ -241,7 +245,7 @@ static __always_inline int stateful_admit(__u32 slot_row, __u32 kind,
 		return recent_admit(kind, p0, p1, p2, p3,
 				    test_ns ? test_ns / (1000000000ull / hz) :
 					      bpf_jiffies64(),
-				    hz, k);
+				    hz, k, nest);
 	}
 	b = bpf_map_lookup_elem(&parapet_buckets, &key);
 	if (!b)
