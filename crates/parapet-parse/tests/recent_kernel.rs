@@ -38,11 +38,13 @@ const MIXED: &str = "*filter
 COMMIT
 ";
 
-/// One datagram: (source host byte of 127.0.0.x, port).
-type Send = (u8, u16);
+/// One datagram: (source host byte of 127.0.0.x, port, pause before it
+/// in milliseconds).
+type Send = (u8, u16, u64);
 
-/// Which datagrams arrive at 127.0.0.1 in the namespace.
-fn arrivals(ns: &Netns, seq: &[Send]) -> Vec<bool> {
+/// Which datagrams arrive at 127.0.0.1 in the namespace, and when each
+/// was sent (nanoseconds after the first).
+fn arrivals(ns: &Netns, seq: &[Send]) -> (Vec<bool>, Vec<u64>) {
     ns.run_in(|| {
         let mut ports: Vec<u16> = seq.iter().map(|s| s.1).collect();
         ports.sort_unstable();
@@ -67,22 +69,26 @@ fn arrivals(ns: &Netns, seq: &[Send]) -> Vec<bool> {
                 )
             })
             .collect();
+        let t0 = std::time::Instant::now();
         seq.iter()
             .enumerate()
-            .map(|(i, (h, port))| {
+            .map(|(i, (h, port, pause))| {
                 let t = &tx.iter().find(|t| t.0 == *h).unwrap().1;
                 let r = &rx.iter().find(|r| r.0 == *port).unwrap().1;
+                std::thread::sleep(Duration::from_millis(*pause));
+                let at = t0.elapsed().as_nanos() as u64;
                 t.send_to(&[i as u8], ("127.0.0.1", *port)).unwrap();
                 let mut buf = [0u8; 4];
                 // Bounded: one datagram or the timeout.
-                matches!(r.recv_from(&mut buf), Ok((1, _)) if buf[0] == i as u8)
+                let got = matches!(r.recv_from(&mut buf), Ok((1, _)) if buf[0] == i as u8);
+                (got, at)
             })
-            .collect()
+            .unzip()
     })
 }
 
-/// The linear engine's fates for the same sequence, 1 ms apart.
-fn engine_fates(rs: &Ruleset, seq: &[Send]) -> Vec<bool> {
+/// The linear engine's fates for the same sequence at the same times.
+fn engine_fates(rs: &Ruleset, seq: &[Send], times: &[u64]) -> Vec<bool> {
     let engine = LinearEngine::new(rs, rs.select_chain(None).unwrap()).unwrap();
     let mut state = StatefulState::new(Clock {
         ns: 1_000_000,
@@ -90,11 +96,11 @@ fn engine_fates(rs: &Ruleset, seq: &[Send]) -> Vec<bool> {
     });
     seq.iter()
         .enumerate()
-        .map(|(i, (h, port))| {
+        .map(|(i, (h, port, _))| {
             let src = u32::from(Ipv4Addr::new(127, 0, 0, *h));
             let mut pkt = Packet::v4(src, 0x7f00_0001, 17, 40000, *port);
             pkt.iif = IfName::new("lo").unwrap();
-            state.set_ns(1_000_000 * (i as u64 + 1));
+            state.set_ns(1_000_000 + times[i]);
             let d = engine.classify_with(&pkt, &NoSets, &mut state).unwrap();
             d.verdict == Verdict::Accept
         })
@@ -118,8 +124,8 @@ fn compare(name: &str, text: &str, seq: &[Send]) -> Vec<bool> {
     let rs = parse(text, "recent.v4", Format::IptablesSave)
         .unwrap()
         .ruleset;
-    let kernel = arrivals(&ns, seq);
-    let parapet = engine_fates(&rs, seq);
+    let (kernel, times) = arrivals(&ns, seq);
+    let parapet = engine_fates(&rs, seq, &times);
     for (i, (k, p)) in kernel.iter().zip(&parapet).enumerate() {
         assert_eq!(
             p, k,
@@ -134,7 +140,7 @@ fn compare(name: &str, text: &str, seq: &[Send]) -> Vec<bool> {
 #[ignore = "needs root"]
 fn ssh_brute_force_pair_agrees_with_iptables_legacy() {
     parapet_testbed::require_root();
-    let seq: Vec<Send> = (0..8).map(|_| (2, 9022)).chain([(3, 9022)]).collect();
+    let seq: Vec<Send> = (0..8).map(|_| (2, 9022, 0)).chain([(3, 9022, 0)]).collect();
     let kernel = compare("ssh", SSH, &seq);
     // The fourth attempt within the minute and later ones are dropped; a
     // second address starts afresh.
@@ -155,7 +161,7 @@ fn every_command_agrees_with_iptables_legacy() {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
-            (2 + (x % 3) as u8, 9001 + ((x >> 8) % 7) as u16)
+            (2 + (x % 3) as u8, 9001 + ((x >> 8) % 7) as u16, 0)
         })
         .collect();
     let kernel = compare("mixed", MIXED, &seq);
@@ -163,5 +169,44 @@ fn every_command_agrees_with_iptables_legacy() {
     assert!(
         dropped > 10 && dropped < 80,
         "a sequence that tests something: {dropped} of 90 dropped"
+    );
+}
+
+/// `--seconds` windows crossed on the real clock (pauses of 1.4 s around
+/// 1 s windows, far from the edges), and `--reap`.
+const TIMED: &str = "*filter
+:INPUT ACCEPT [0:0]
+-A INPUT -i lo -p udp -m udp --dport 9101 -m recent --set --name T --rsource
+-A INPUT -i lo -p udp -m udp --dport 9102 -m recent --rcheck --seconds 1 --name T --rsource -j DROP
+-A INPUT -i lo -p udp -m udp --dport 9103 -m recent --update --seconds 1 --hitcount 2 --name T --rsource -j DROP
+-A INPUT -i lo -p udp -m udp --dport 9104 -m recent --rcheck --seconds 1 --reap --name T --rsource
+-A INPUT -i lo -p udp -m udp --dport 9105 -m recent --rcheck --name T --rsource -j DROP
+COMMIT
+";
+
+#[test]
+#[ignore = "needs root"]
+fn seconds_windows_and_reap_agree_with_iptables_legacy_on_the_real_clock() {
+    parapet_testbed::require_root();
+    let seq: Vec<Send> = vec![
+        (2, 9101, 0),    // set
+        (2, 9102, 0),    // young: dropped
+        (2, 9102, 1400), // old: passes
+        (2, 9105, 0),    // no --seconds: still there, dropped
+        (2, 9101, 0),    // set again
+        (2, 9103, 0),    // 2 stamps, 1 young: passes
+        (2, 9101, 0),    // set
+        (2, 9103, 0),    // 2 young: dropped (and updated)
+        (2, 9103, 300),  // 3 young: dropped
+        (2, 9103, 1400), // none young: passes
+        (3, 9101, 0),    // a second address, newer
+        (2, 9104, 0),    // reap: .2 is the oldest and stale: removed
+        (2, 9105, 0),    // so no longer there: passes
+        (3, 9105, 0),    // .3 stays: dropped
+    ];
+    let kernel = compare("timed", TIMED, &seq);
+    assert_eq!(
+        kernel,
+        [true, false, true, false, true, true, true, false, false, true, true, true, true, false]
     );
 }
