@@ -57,6 +57,15 @@ pub enum DaemonCommand {
     Ban(BanArgs),
     /// Lift bans.
     Unban(BanArgs),
+    /// An xt_recent table in parapetd: list it, or write it as /proc/net/xt_recent/NAME
+    /// takes (+ADDR adds or refreshes, -ADDR removes, / flushes).
+    Recent {
+        /// Table name (`-m recent --name`; iptables' default is DEFAULT).
+        name: String,
+        /// +ADDR, -ADDR or /; none: list the table.
+        #[arg(allow_hyphen_values = true)]
+        write: Option<String>,
+    },
     /// Attach parapetd's eBPF dataplane: without an interface, the ruleset's INPUT, FORWARD
     /// and OUTPUT chains at their netfilter hooks; with one, at XDP or tc there (loads it on
     /// first use; root daemon).
@@ -539,6 +548,9 @@ fn exec(c: &mut Client, cmd: DaemonCommand) -> Result<ExitCode, ClientError> {
             c.call(Value::Object(m))?;
         }
         DaemonCommand::Set { cmd } => return set_cmd(c, cmd),
+        DaemonCommand::Recent { name, write } => {
+            return crate::recent_cmd::recent_cmd(c, name, write)
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

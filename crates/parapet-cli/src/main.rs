@@ -11,6 +11,7 @@ mod load;
 mod manual;
 mod pcap;
 mod progress;
+mod recent_cmd;
 mod report;
 mod run;
 mod set_lookup;

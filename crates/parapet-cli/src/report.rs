@@ -87,15 +87,16 @@ pub fn classify(
     let (parsed, chain, sets) = prepare(rules, args)?;
     let rs = &parsed.ruleset;
     let engine = ChainClassifier::build(rs, chain, args)?;
-    // Offline there is no clock for a limit's bucket: say what is assumed.
+    // Offline there is no clock for a limit's bucket and no recent table:
+    // say what is assumed.
     let limited: Vec<String> = rs
         .rules()
-        .filter(|r| r.limit.is_some())
+        .filter(|r| r.limit.is_some() || r.recent.is_some())
         .map(|r| r.id.to_string())
         .collect();
     if !limited.is_empty() {
         eprintln!(
-            "parapet: note: rules with a limit ({}) are assumed to match; the dataplane enforces them",
+            "parapet: note: rules with a stateful match, limit or recent ({}), are assumed to match; the dataplane enforces them",
             limited.join(", ")
         );
     }
@@ -159,8 +160,10 @@ pub fn trace(rules: &Path, packets: &[String], args: &EngineArgs) -> Result<Exit
             let action = describe_action(&rule.action);
             match step.failed_on {
                 None => println!(
-                    "{indent}rule {:>4} {:<12} {what} -> {action}: matched",
-                    rule.id, step.chain
+                    "{indent}rule {:>4} {:<12} {what} -> {action}: matched{}",
+                    rule.id,
+                    step.chain,
+                    stateful_assumption(rule)
                 ),
                 Some(field) => {
                     let set = rule.matches.get(field).cloned().unwrap_or_default();
@@ -414,4 +417,32 @@ fn prepare(
         .map_err(|e| anyhow!(e))?;
     let sets = engine::sets(args, &parsed)?;
     Ok((parsed, chain, sets))
+}
+
+/// What `trace` assumed of a rule's stateful condition (offline there is no
+/// clock and no table to ask): named, so the reader sees which one decided.
+fn stateful_assumption(rule: &parapet_model::Rule) -> String {
+    if let Some(r) = &rule.recent {
+        let mut s = format!(
+            "{}{} on recent table {}",
+            if r.invert { "! " } else { "" },
+            r.command.option(),
+            r.name
+        );
+        if r.seconds != 0 {
+            s += &format!(" --seconds {}", r.seconds);
+        }
+        if r.hitcount != 0 {
+            s += &format!(" --hitcount {}", r.hitcount);
+        }
+        return format!(" (assuming its stateful match `{s}` answers yes)");
+    }
+    match &rule.limit {
+        Some(l) => format!(
+            " (assuming its stateful match `limit {}/{}` answers yes)",
+            l.rate,
+            l.per.name()
+        ),
+        None => String::new(),
+    }
 }

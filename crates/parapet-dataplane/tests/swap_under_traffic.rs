@@ -127,6 +127,7 @@ fn image(
                 Verdict::Drop
             }),
             limit: None,
+            recent: None,
         });
         let every = padding as usize / CLASSES;
         if (j as usize + 1).is_multiple_of(every) {
@@ -140,6 +141,7 @@ fn image(
                         Verdict::Drop
                     }),
                     limit: None,
+                    recent: None,
                 });
             }
         }

@@ -593,7 +593,7 @@ fn broken_images_fall_back_without_harm() {
             w[e + 1] |= 9 << 8;
         }),
         ("zero partitions", |w| w[7] = 0),
-        ("unknown version", |w| w[1] = 2),
+        ("unknown version", |w| w[1] = parapet_image::VERSION + 1),
     ];
     for (i, (what, br)) in breakers.iter().enumerate() {
         let mut w = good.clone();

@@ -38,6 +38,7 @@ mod packet;
 mod policy;
 mod proto;
 mod reach;
+mod recent;
 mod region;
 mod rule;
 mod stateful;
@@ -57,6 +58,11 @@ pub use packet::{from_ip, to_ip, Packet, PacketSpecError};
 pub use policy::Policy;
 pub use proto::{protocol_name, protocol_number, service_port, PROTOCOLS, SERVICES};
 pub use reach::{Settle, Stop, Walker};
+pub use recent::{
+    masked, table_id, Recent, RecentCheck, RecentCommand, RecentEntry, RecentTable, RecentTables,
+    DEFAULT_NAME as RECENT_DEFAULT_NAME, IP_LIST_TOT, MAX_HITCOUNT as RECENT_MAX_HITCOUNT,
+    STAMPS as RECENT_STAMPS,
+};
 pub use region::{Budget, Cube, OverBudget, Region, Space};
 pub use rule::transport_header_field;
 pub use rule::{

@@ -79,7 +79,7 @@ struct Reach {
 fn limits_let_packets_on(list: &DecisionList) -> DecisionList {
     let mut list = list.clone();
     for e in &mut list.entries {
-        if e.limit.is_some() {
+        if e.is_stateful() {
             e.kind = EntryKind::Count;
         }
     }

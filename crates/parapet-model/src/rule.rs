@@ -3,6 +3,7 @@
 use crate::field::Field;
 use crate::interval::IntervalSet;
 use crate::packet::Packet;
+use crate::recent::Recent;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -309,6 +310,11 @@ pub struct Rule {
     /// `-m limit` / nft `limit rate`: the rule matches only when its bucket
     /// admits the packet (checked after every other match).
     pub limit: Option<Limit>,
+    /// `-m recent`: the rule matches only when its table answers yes
+    /// (checked after every other match; a rule has at most one stateful
+    /// condition, a limit or this).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recent: Option<Recent>,
     /// Also log when the rule matches, whatever its action: nft's
     /// `log prefix "x" drop` is one rule with a log statement and a verdict.
     /// (iptables writes logging as its own `-j LOG` rule, so this is `None`
@@ -336,6 +342,7 @@ impl Rule {
             action,
             comment: None,
             limit: None,
+            recent: None,
             log: None,
             counters: Counters::default(),
             origin: Origin::default(),

@@ -6,7 +6,7 @@ use crate::common::*;
 use parapet_model::*;
 
 pub(super) const SUPPORTED_MATCHES: &str =
-    "tcp, udp, sctp, udplite, icmp, icmp6, multiport, iprange, conntrack, state, set, comment, limit";
+    "tcp, udp, sctp, udplite, icmp, icmp6, multiport, iprange, conntrack, state, set, comment, limit, recent";
 
 const PORT_PROTOS: &[u8] = &[6, 17, 132, 136];
 
@@ -39,6 +39,8 @@ fn option_module(opt: &str) -> Option<&'static [&'static str]> {
         "--match-set" => &["set"],
         "--comment" => &["comment"],
         "--limit" | "--limit-burst" => &["limit"],
+        "--set" | "--rcheck" | "--update" | "--remove" | "--seconds" | "--hitcount" | "--rttl"
+        | "--reap" | "--name" | "--rsource" | "--rdest" | "--mask" => &["recent"],
         _ => return None,
     })
 }
@@ -60,18 +62,16 @@ impl RuleParser<'_> {
             "set",
             "comment",
             "limit",
+            "recent",
         ];
         let n = name.text.as_str();
         // Stateful matches parapet cannot enforce exactly yet: refused, never
         // approximated (a rule that sometimes matches is not a rule that
         // always does).
-        if matches!(
-            n,
-            "recent" | "hashlimit" | "connlimit" | "quota" | "statistic"
-        ) {
+        if matches!(n, "hashlimit" | "connlimit" | "quota" | "statistic") {
             self.err(
                 name.col,
-                format!("match '{n}' is not supported yet: it keeps state (per address, per flow or per rule) that parapet does not enforce exactly yet; -m limit is supported"),
+                format!("match '{n}' is not supported yet: it keeps state (per address, per flow or per rule) that parapet does not enforce exactly yet; -m limit and -m recent are supported"),
             );
             return;
         }
@@ -101,13 +101,38 @@ impl RuleParser<'_> {
                 protos,
             });
         }
-        if self.modules.iter().any(|m| m == "limit") && !matches!(n, "limit" | "comment") {
-            // The kernel would spend a token on packets this match then
-            // refuses; parapet checks limit after the rule's matches.
-            self.err(
+        // The kernel would spend a token (or record a hit) on packets a
+        // later match then refuses; parapet checks the stateful match
+        // after the rule's other matches.
+        if let Some(st) = self
+            .modules
+            .iter()
+            .find(|m| *m == "limit" || *m == "recent")
+            .cloned()
+        {
+            if n == "limit" || n == "recent" {
+                if n != st {
+                    self.err(
+                        name.col,
+                        format!("-m {n} with -m {st} is not supported: a rule has at most one stateful match in parapet (split the rule)"),
+                    );
+                }
+            } else if n != "comment" {
+                self.err(
+                    name.col,
+                    format!("-m {n} after -m {st} is not supported (parapet checks the {st} match after the rule's other matches): write -m {st} last"),
+                );
+            }
+        }
+        if n == "recent" && self.recent.is_none() {
+            self.recent = Some((
+                super::rule::RecentDraft {
+                    recent: Recent::new(RECENT_DEFAULT_NAME, RecentCommand::Set),
+                    command: None,
+                    modifiers: Vec::new(),
+                },
                 name.col,
-                format!("-m {n} after -m limit is not supported (parapet checks the limit after the rule's other matches): write -m limit last"),
-            );
+            ));
         }
         if L4_MATCHES.contains(&n) {
             self.fragment_blind();
@@ -390,6 +415,10 @@ impl RuleParser<'_> {
                     }
                 }
                 self.limit = Some(l);
+            }
+            "--set" | "--rcheck" | "--update" | "--remove" | "--seconds" | "--hitcount"
+            | "--rttl" | "--reap" | "--name" | "--rsource" | "--rdest" | "--mask" => {
+                self.recent_option(opt, col, negated, v, vcol)
             }
             _ => self.err(
                 col,

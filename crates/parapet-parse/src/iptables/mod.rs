@@ -10,6 +10,7 @@
 //! and their options), `targets` (`-j`/`-g` and target options).
 
 mod matches;
+mod recent;
 mod rule;
 mod table;
 mod targets;
@@ -72,6 +73,10 @@ pub(crate) fn parse(
     let mut rs = Ruleset::default();
     let mut table: Option<TableState> = None;
     let mut next_id = 1u32;
+    // `-m recent` table → (IPv4 mask, IPv6 prefix, line) of the first rule
+    // naming it: the kernel keeps that rule's mask for the table.
+    let mut recent_masks: std::collections::HashMap<String, (u32, u8, u32)> =
+        std::collections::HashMap::new();
     let mut last_line = 0;
     for (idx, raw) in text.lines().enumerate() {
         let ln = idx as u32 + 1;
@@ -214,6 +219,7 @@ pub(crate) fn parse(
             needs: Vec::new(),
             comment: None,
             limit: None,
+            recent: None,
             target: None,
             end_col: line.chars().count() as u32 + 1,
             chain: &chain_word.text,
@@ -227,12 +233,30 @@ pub(crate) fn parse(
             matches,
             comment,
             limit,
+            recent,
             target,
             either_port,
             ..
         } = rp;
         if !ok {
             continue;
+        }
+        if let Some((d, col)) = &recent {
+            let r = &d.recent;
+            let first = recent_masks
+                .entry(r.name.clone())
+                .or_insert((r.mask_v4, r.mask_v6, ln));
+            if (first.0, first.1) != (r.mask_v4, r.mask_v6) {
+                errs.push(
+                    ln,
+                    *col,
+                    format!(
+                        "-m recent table '{}' has another --mask at line {}: the kernel keeps the first rule's mask for the whole table, so write one mask per table",
+                        r.name, first.2
+                    ),
+                );
+                continue;
+            }
         }
         // `--ports P`: the source port in P, or else the destination port in
         // P: two disjoint boxes, so one of them at most matches (a jump or
@@ -282,6 +306,7 @@ pub(crate) fn parse(
                 comment: comment.clone(),
                 log: None,
                 limit: limit.clone(),
+                recent: recent.as_ref().map(|(d, _)| d.recent.clone()),
                 counters,
                 origin: Origin { line: ln },
                 kernel: Vec::new(),

@@ -14,6 +14,16 @@ pub(super) struct Need {
     pub(super) protos: &'static [u8],
 }
 
+/// `-m recent` as its options are read: the command may come last.
+#[derive(Clone, Debug)]
+pub(super) struct RecentDraft {
+    pub(super) recent: Recent,
+    /// The command and its column, once given.
+    pub(super) command: Option<(RecentCommand, u32)>,
+    /// Columns of `--seconds`, `--hitcount`, `--reap` when given.
+    pub(super) modifiers: Vec<(&'static str, u32)>,
+}
+
 /// One rule as its options are read: the matches so far and what the
 /// later options (`-j`, `--comment`, `--limit`) set.
 pub(super) struct RuleParser<'a> {
@@ -28,6 +38,9 @@ pub(super) struct RuleParser<'a> {
     pub(super) needs: Vec<Need>,
     pub(super) comment: Option<String>,
     pub(super) limit: Option<Limit>,
+    /// `-m recent`, and the column of its `-m recent`; the command is
+    /// checked when the rule is complete.
+    pub(super) recent: Option<(RecentDraft, u32)>,
     /// The action, and for `-j/-g` to something that may be a chain, the
     /// name and column to resolve at COMMIT.
     pub(super) target: Option<(Action, Option<(String, u32)>)>,
@@ -75,6 +88,8 @@ impl RuleParser<'_> {
             // Number of values the option takes.
             let arity = match opt {
                 "-f" | "--fragment" | "--syn" => 0,
+                "--set" | "--rcheck" | "--update" | "--remove" | "--rsource" | "--rdest"
+                | "--reap" | "--rttl" => 0,
                 "--tcp-flags" | "--match-set" => 2,
                 _ => 1,
             };
@@ -139,6 +154,9 @@ impl RuleParser<'_> {
             self.err(c, "expected an option after '!'");
         }
         self.check_needs();
+        if self.errs.list.len() == before {
+            self.check_recent();
+        }
         self.errs.list.len() == before
     }
 

@@ -358,8 +358,42 @@ fn ipt_rule(rs: &Ruleset, r: &Rule, family: Family, extra: &str) -> Result<Strin
             l.rate, l.burst
         );
     }
+    if let Some(rc) = &r.recent {
+        write_recent(&mut out, rc, family);
+    }
     write_target(&mut out, r)?;
     Ok(out)
+}
+
+/// `-m recent` in iptables-save's order.
+fn write_recent(out: &mut String, rc: &Recent, family: Family) {
+    let neg = if rc.invert { "! " } else { "" };
+    let _ = write!(out, " -m recent {neg}{}", rc.command.option());
+    if rc.seconds != 0 {
+        let _ = write!(out, " --seconds {}", rc.seconds);
+    }
+    if rc.reap {
+        out.push_str(" --reap");
+    }
+    if rc.hitcount != 0 {
+        let _ = write!(out, " --hitcount {}", rc.hitcount);
+    }
+    let mask = match family {
+        Family::V4 => std::net::Ipv4Addr::from(rc.mask_v4).to_string(),
+        Family::V6 => {
+            let m = match rc.mask_v6 {
+                0 => 0,
+                n => u128::MAX << (128 - n.min(128) as u32),
+            };
+            std::net::Ipv6Addr::from(m).to_string()
+        }
+    };
+    let side = if rc.rdest { "--rdest" } else { "--rsource" };
+    let _ = write!(
+        out,
+        " --name {} --mask {mask} {side}",
+        shell_quote(&rc.name)
+    );
 }
 
 /// Writes `-s`/`-d` prefixes; returns the `--src-range`/`--dst-range`

@@ -354,6 +354,12 @@ fn nft_rule(rs: &Ruleset, tfam: TableFamily, r: &Rule) -> Result<String, RenderE
         parts.push(format!("ct state {}{}", nft_op(neg), names.join(",")));
     }
     push_set_lookups(&mut parts, rs, r, family, port_key)?;
+    if r.recent.is_some() {
+        return Err(rerr(
+            id,
+            "-m recent has no nft spelling parapet writes yet (nft's counterpart is a dynamic set with update @set)",
+        ));
+    }
     if let Some(l) = &r.limit {
         parts.push(match &l.object {
             Some(name) => format!("limit name {}", nft_quote(name)),
