@@ -9,7 +9,7 @@ mod fleet_support;
 
 use common::call;
 use fleet_support::{elems, fleet_stats, node, wait_equal, wait_until, Broker};
-use parapet_fleet::{FleetMsg, Kind};
+use parapet_fleet::{batch, FleetMsg, Kind};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -148,16 +148,11 @@ fn concurrent_ban_and_unban_converge() {
     );
 }
 
-fn hostile_subject(set: &str, elem: &str) -> String {
-    let m = FleetMsg {
-        kind: Kind::Add,
-        origin: "x".into(),
-        seq: 1,
-        expires: 0,
-        set: set.into(),
-        elem: elem.into(),
-    };
-    m.subject("parapet")
+/// One change as a batch message (the wire format of the log stream).
+fn batch_bytes(m: &FleetMsg) -> Vec<u8> {
+    let mut b = Vec::new();
+    assert_eq!(batch::pack(std::slice::from_ref(m), &mut b), 1);
+    b
 }
 
 #[test]
@@ -189,21 +184,20 @@ fn hostile_messages_are_rejected_counted_and_survived() {
         set: set.into(),
         elem: elem.into(),
     };
-    let subj = hostile_subject(BAN4, "192.0.2.66");
+    let subj = batch::subject("parapet", "evil");
     // Garbage, truncation, a bad version, a huge payload.
     broker.publish_raw(&subj, b"\x00\x01garbage");
-    let bytes = good(BAN4, "192.0.2.66", 1).to_bytes();
+    let bytes = batch_bytes(&good(BAN4, "192.0.2.66", 1));
     broker.publish_raw(&subj, &bytes[..bytes.len() - 3]);
-    broker.publish_raw(&subj, &[&b"PFM\x09"[..], &bytes[4..]].concat());
+    broker.publish_raw(&subj, &[&b"PFB\x09"[..], &bytes[4..]].concat());
     broker.publish_raw(&subj, &vec![0x41; 100_000]);
-    // Well-formed but lying: subject of another element.
-    broker.publish_raw(&subj, &good(BAN4, "192.0.2.67", 2).to_bytes());
+    // Well-formed but lying: on the subject of another origin.
+    let liar = batch::subject("parapet", "a");
+    broker.publish_raw(&liar, &batch_bytes(&good(BAN4, "192.0.2.67", 2)));
     // Well-formed, but for a set the node does not share.
-    let m = good("mine", "192.0.2.68", 3);
-    broker.publish_raw(&m.subject("parapet"), &m.to_bytes());
+    broker.publish_raw(&subj, &batch_bytes(&good("mine", "192.0.2.68", 3)));
     // Well-formed, but not an address of the set's type.
-    let m = good(BAN4, "2001:db8::7", 4);
-    broker.publish_raw(&m.subject("parapet"), &m.to_bytes());
+    broker.publish_raw(&subj, &batch_bytes(&good(BAN4, "2001:db8::7", 4)));
     wait_until("b counts the rejected messages", LIMIT, || {
         fleet_stats(&b)["rejected"].as_u64().unwrap() >= 7
     });
@@ -382,7 +376,7 @@ fn clock_skew_does_not_resurrect_bans() {
         elems(&a, BAN4).contains(&"192.0.2.21".into())
     });
     assert!(near(remaining(&a, BAN4, "192.0.2.21"), 50));
-    // A fresh node bootstraps the current bans from the compacted stream.
+    // A fresh node bootstraps the current bans by replaying the log.
     let d = node(dir.path(), &broker, "d", &[]);
     let want = strings(&["192.0.2.20", "192.0.2.21", "192.0.2.60"]);
     wait_equal(&[&d], BAN4, &want, LIMIT);

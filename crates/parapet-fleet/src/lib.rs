@@ -4,7 +4,9 @@
 //! `--shared`) across a fleet over NATS JetStream. The design — what is
 //! replicated, ordering, conflicts, failures — is in `docs/fleet.md`.
 //!
-//! - [`wire`]: the fleet message, parsed strictly and emitted side by side;
+//! - [`wire`]: one change (an outbox record), parsed strictly and emitted
+//!   side by side;
+//! - [`batch`]: many changes of one origin in one broker message;
 //! - [`outbox`]: the durable, bounded publish backlog;
 //! - [`replica`]: which consumed messages to apply (dedupe, own echoes);
 //! - [`link`]: the NATS client glue (stream, durable consumer, the
@@ -12,6 +14,7 @@
 //! - [`Fleet`]: what the daemon holds: [`Fleet::publish`] (its hook for
 //!   local changes) and the [`Applier`] it implements for remote ones.
 
+pub mod batch;
 pub mod link;
 pub mod outbox;
 pub mod replica;
@@ -33,8 +36,8 @@ pub struct FleetConfig {
     pub url: String,
     /// This node's id (origin of its messages, name of its consumer).
     pub node: String,
-    /// Subject and stream prefix: subjects `PREFIX.fleet.>`, stream
-    /// `PREFIX_fleet`. Nodes with the same prefix form one fleet.
+    /// Subject and stream prefix: subjects `PREFIX.fleetlog.NODE`, stream
+    /// `PREFIX_fleetlog`. Nodes with the same prefix form one fleet.
     pub prefix: String,
     /// NATS credentials file (`.creds`: JWT and nkey seed).
     pub creds: Option<PathBuf>,

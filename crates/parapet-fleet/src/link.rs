@@ -1,31 +1,42 @@
 //! The NATS glue: connect (retrying forever: a node must start and keep
-//! enforcing while the broker is away), make sure the stream and this
+//! enforcing while the broker is away), make sure the log stream and this
 //! node's durable consumer exist, then run two loops on a current-thread
 //! tokio runtime of the fleet's own thread:
 //!
-//! - publish: outbox records from the acknowledged position, a bounded
-//!   window at a time, each with `Nats-Msg-Id` = origin-seq; the
-//!   position advances only when the broker acknowledged all of them;
-//! - consume: the durable pull consumer, batches of what is ready, each
-//!   message decoded strictly and decided by the [`Replica`]; the batch
-//!   is applied (journaled and synced by the daemon) and only then
-//!   acknowledged (`AckPolicy::All`: one ack per batch). A crash between
-//!   the two makes the broker deliver again, which is idempotent.
+//! - publish: outbox records from the acknowledged position, packed into
+//!   batch messages (`batch.rs`: up to 4096 changes each; woken from idle
+//!   the loop lingers 1 ms first so that a burst shares messages), a
+//!   bounded window at a time, each with `Nats-Msg-Id` = its origin and
+//!   sequence range; the position advances only when the broker
+//!   acknowledged all of them;
+//! - consume: the durable pull consumer, what is ready up to a bounded
+//!   number of changes, each message decoded strictly and each change
+//!   decided by the [`Replica`]; the changes are applied (journaled and
+//!   synced by the daemon) and only then acknowledged (`AckPolicy::All`:
+//!   one ack per round). A crash between the two makes the broker
+//!   deliver again, which is idempotent.
 //!
 //! [`Replica`]: crate::replica::Replica
 
 use crate::wire::FleetMsg;
-use crate::{Applier, Fleet};
+use crate::{batch, Applier, Fleet};
 use async_nats::jetstream::{self, consumer, stream};
 use futures_util::StreamExt;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-/// Records published per round (bounds the acks in flight).
-const PUBLISH_WINDOW: usize = 4096;
-/// Messages applied per batch (bounds memory and the state lock's hold).
-const APPLY_BATCH: usize = 4096;
+/// Records published per round (bounds the acks in flight: at most four
+/// full batch messages).
+const PUBLISH_WINDOW: usize = 4 * batch::MAX_ENTRIES;
+/// How long an idle publisher waits for more changes before packing:
+/// a burst of single bans shares messages at the cost of 1 ms.
+const LINGER: Duration = Duration::from_millis(1);
+/// Changes applied per round (bounds memory and the state lock's hold).
+const APPLY_CHANGES: usize = 4 * batch::MAX_ENTRIES;
+/// Batch messages the consumer may hold unacknowledged (with
+/// [`batch::MAX_BYTES`], bounds what the broker pushes at us).
+const MAX_ACK_PENDING: usize = 64;
 /// Delay between retries after an error.
 const RETRY: Duration = Duration::from_millis(250);
 
@@ -106,18 +117,19 @@ async fn connect(fleet: &Fleet) -> Result<async_nats::Client, String> {
 }
 
 fn stream_name(fleet: &Fleet) -> String {
-    format!("{}_fleet", fleet.config.prefix)
+    format!("{}_fleetlog", fleet.config.prefix)
 }
 
 async fn get_stream(fleet: &Fleet, js: &jetstream::Context) -> Result<stream::Stream, String> {
     let c = &fleet.config;
     js.get_or_create_stream(stream::Config {
         name: stream_name(fleet),
-        subjects: vec![format!("{}.fleet.>", c.prefix)],
-        // One message per element subject: the stream is a compacted
-        // snapshot (the latest change of every element) plus the tail.
-        max_messages_per_subject: 1,
+        subjects: vec![format!("{}.fleetlog.*", c.prefix)],
+        // The log: every batch of every node, in the fleet's order; a new
+        // node replays it from the start. Bounded by bytes, oldest
+        // dropped first (docs/fleet.md, "stream limit reached").
         max_bytes: c.stream_bytes,
+        max_message_size: batch::MAX_BYTES as i32,
         storage: stream::StorageType::File,
         discard: stream::DiscardPolicy::Old,
         duplicate_window: Duration::from_secs(120),
@@ -140,12 +152,15 @@ async fn publish_loop(fleet: Arc<Fleet>, js: jetstream::Context) {
             }
             have_stream = true;
         }
-        let batch = {
+        let read = || {
             let ob = fleet.outbox.lock().unwrap();
             ob.read(ob.acked(), PUBLISH_WINDOW)
         };
+        let batch = read();
         if batch.is_empty() {
             let _ = tokio::time::timeout(Duration::from_millis(200), fleet.wake.notified()).await;
+            // Woken from idle: linger so that a burst is packed together.
+            tokio::time::sleep(LINGER).await;
             continue;
         }
         match publish_batch(&fleet, &js, &batch).await {
@@ -174,18 +189,24 @@ async fn publish_loop(fleet: Arc<Fleet>, js: jetstream::Context) {
 async fn publish_batch(
     fleet: &Fleet,
     js: &jetstream::Context,
-    batch: &[(u64, FleetMsg)],
+    records: &[(u64, FleetMsg)],
 ) -> Result<(), String> {
-    let mut acks = Vec::with_capacity(batch.len());
-    for (_, m) in batch {
+    let msgs: Vec<FleetMsg> = records.iter().map(|(_, m)| m.clone()).collect();
+    let subject = batch::subject(&fleet.config.prefix, &fleet.config.node);
+    let mut acks = Vec::new();
+    let mut at = 0;
+    let mut buf = Vec::new();
+    while at < msgs.len() {
+        let n = batch::pack(&msgs[at..], &mut buf);
         let p = jetstream::message::PublishMessage::build()
-            .payload(m.to_bytes().into())
-            .message_id(m.msg_id());
+            .payload(bytes::Bytes::copy_from_slice(&buf))
+            .message_id(batch::msg_id(&msgs[at..at + n]));
         let ack = js
-            .send_publish(m.subject(&fleet.config.prefix), p)
+            .send_publish(subject.clone(), p)
             .await
             .map_err(|e| e.to_string())?;
         acks.push(ack);
+        at += n;
     }
     for a in acks {
         a.await.map_err(|e| e.to_string())?;
@@ -219,7 +240,7 @@ async fn consume(
                 deliver_policy: consumer::DeliverPolicy::All,
                 ack_policy: consumer::AckPolicy::All,
                 ack_wait: Duration::from_secs(30),
-                max_ack_pending: (APPLY_BATCH * 4) as i64,
+                max_ack_pending: MAX_ACK_PENDING as i64,
                 ..Default::default()
             },
         )
@@ -227,7 +248,7 @@ async fn consume(
         .map_err(|e| format!("consumer {node}: {e}"))?;
     let mut msgs = c
         .stream()
-        .max_messages_per_batch(APPLY_BATCH)
+        .max_messages_per_batch(MAX_ACK_PENDING / 2)
         .heartbeat(Duration::from_secs(2))
         .messages()
         .await
@@ -239,10 +260,16 @@ async fn consume(
             Ok(None) => return Err("consumer stream ended".into()),
             Ok(Some(m)) => m.map_err(|e| e.to_string())?,
         };
+        // Entries counted from the payload sizes (a batch entry is at
+        // least 13 bytes): bounds a round before anything is decoded.
+        let mut bytes = first.payload.len();
         let mut batch = vec![first];
-        while batch.len() < APPLY_BATCH {
+        while bytes < APPLY_CHANGES * 13 && batch.len() < MAX_ACK_PENDING / 2 {
             match futures_util::FutureExt::now_or_never(msgs.next()) {
-                Some(Some(Ok(m))) => batch.push(m),
+                Some(Some(Ok(m))) => {
+                    bytes += m.payload.len();
+                    batch.push(m)
+                }
                 Some(Some(Err(e))) => {
                     fleet.stats.error(format!("consume: {e}"));
                     break;
@@ -272,19 +299,21 @@ async fn apply_batch(
                 st.stream_seq.store(info.stream_sequence, Ordering::Relaxed);
                 published_ms = (info.published.unix_timestamp_nanos() / 1_000_000) as u64;
             }
-            match FleetMsg::parse(&m.payload) {
+            match batch::parse(&m.payload) {
                 Err(e) => {
                     st.rejected.fetch_add(1, Ordering::Relaxed);
                     st.error(format!("rejected message on {}: {e}", m.subject));
                 }
-                Ok(f) if f.subject(&fleet.config.prefix) != m.subject.as_str() => {
+                Ok(f)
+                    if batch::subject(&fleet.config.prefix, &f[0].origin) != m.subject.as_str() =>
+                {
                     st.rejected.fetch_add(1, Ordering::Relaxed);
                     st.error(format!(
-                        "rejected message on {}: subject does not match its content",
+                        "rejected message on {}: subject does not name its origin",
                         m.subject
                     ));
                 }
-                Ok(f) => todo.push(f),
+                Ok(f) => todo.extend(f),
             }
         }
     }

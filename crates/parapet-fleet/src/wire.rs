@@ -1,5 +1,6 @@
 //! The fleet message: one change of one element of a shared set (or the
-//! flush of a set), as published on the JetStream stream. Parse and emit
+//! flush of a set): an outbox record, and an entry of a published batch
+//! (`batch.rs`, which packs many of them into one JetStream message). Parse and emit
 //! side by side; the parser is strict (every field bounded and checked,
 //! no trailing bytes) because any client of the broker can publish.
 //!
@@ -85,24 +86,24 @@ pub fn valid_id(s: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
-fn valid_set(s: &[u8]) -> bool {
+pub(crate) fn valid_set(s: &[u8]) -> bool {
     !s.is_empty()
         && s.len() <= MAX_SET
         && s.iter()
             .all(|b| b.is_ascii_alphanumeric() || b"_.-:".contains(b))
 }
 
-fn valid_elem(s: &[u8]) -> bool {
+pub(crate) fn valid_elem(s: &[u8]) -> bool {
     s.iter().all(|b| (0x21..0x7f).contains(b) || *b == b' ')
 }
 
-struct Reader<'a> {
-    buf: &'a [u8],
-    at: usize,
+pub(crate) struct Reader<'a> {
+    pub(crate) buf: &'a [u8],
+    pub(crate) at: usize,
 }
 
 impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], WireError> {
+    pub(crate) fn take(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], WireError> {
         let end = self.at.checked_add(n).filter(|e| *e <= self.buf.len());
         let Some(end) = end else {
             return Err(WireError { at: self.at, what });
@@ -112,21 +113,21 @@ impl<'a> Reader<'a> {
         Ok(s)
     }
 
-    fn u8(&mut self, what: &'static str) -> Result<u8, WireError> {
+    pub(crate) fn u8(&mut self, what: &'static str) -> Result<u8, WireError> {
         Ok(self.take(1, what)?[0])
     }
 
-    fn u16(&mut self, what: &'static str) -> Result<u16, WireError> {
+    pub(crate) fn u16(&mut self, what: &'static str) -> Result<u16, WireError> {
         let b = self.take(2, what)?;
         Ok(u16::from_be_bytes([b[0], b[1]]))
     }
 
-    fn u64(&mut self, what: &'static str) -> Result<u64, WireError> {
+    pub(crate) fn u64(&mut self, what: &'static str) -> Result<u64, WireError> {
         let b = self.take(8, what)?;
         Ok(u64::from_be_bytes(b.try_into().expect("8 bytes")))
     }
 
-    fn fail<T>(&self, at: usize, what: &'static str) -> Result<T, WireError> {
+    pub(crate) fn fail<T>(&self, at: usize, what: &'static str) -> Result<T, WireError> {
         Err(WireError { at, what })
     }
 }
@@ -216,33 +217,6 @@ impl FleetMsg {
         self.emit(&mut v);
         v
     }
-
-    /// The subject it is published on under `prefix`: one subject per
-    /// element (`PREFIX.fleet.e.HEX(set).HEX(elem)`) so that the stream,
-    /// keeping one message per subject, is a compacted snapshot of the
-    /// latest change of every element; flushes on `PREFIX.fleet.f.HEX(set)`.
-    pub fn subject(&self, prefix: &str) -> String {
-        match self.kind {
-            Kind::Flush => format!("{prefix}.fleet.f.{}", hex(&self.set)),
-            _ => format!("{prefix}.fleet.e.{}.{}", hex(&self.set), hex(&self.elem)),
-        }
-    }
-
-    /// The JetStream message id (`Nats-Msg-Id`): the broker drops a
-    /// re-publish of the same id within its duplicate window.
-    pub fn msg_id(&self) -> String {
-        format!("{}-{}", self.origin, self.seq)
-    }
-}
-
-fn hex(s: &str) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut o = String::with_capacity(s.len() * 2);
-    for b in s.bytes() {
-        o.push(DIGITS[(b >> 4) as usize] as char);
-        o.push(DIGITS[(b & 15) as usize] as char);
-    }
-    o
 }
 
 #[cfg(test)]
@@ -302,14 +276,6 @@ mod tests {
         for (b, what) in cases {
             assert_eq!(FleetMsg::parse(&b).unwrap_err().what, what, "{b:?}");
         }
-    }
-
-    #[test]
-    fn subjects_are_per_element() {
-        assert_eq!(
-            msg().subject("p"),
-            "p.fleet.e.706172617065742d62616e34.3139322e302e322e31"
-        );
     }
 
     proptest::proptest! {
