@@ -3,7 +3,7 @@
 //! which elements it put in ([`Owned`], diffed against each full list into
 //! a [`Plan`]). The thread that polls and commits is the parent module.
 
-use crate::crowdsec_http::{self as http, Decision, Endpoint, Limits, StreamBody};
+use crate::crowdsec_http::{self as http, Decision, Endpoint, Limits, Scope, StreamBody};
 use crate::state::{BAN4, BAN6};
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
@@ -110,13 +110,13 @@ pub struct Target {
 /// Maps a decision to its set element: `Ok(None)` for what parapet does
 /// not enforce (other types and scopes), `Err` for a bad value.
 pub fn target(d: &Decision) -> Result<Option<Target>, String> {
-    if !d.typ.eq_ignore_ascii_case("ban") {
+    if !d.ban {
         return Ok(None);
     }
     let v = d.value.trim();
-    let (addr, len) = match d.scope.to_ascii_lowercase().as_str() {
-        "ip" => (v, None),
-        "range" => {
+    let (addr, len) = match d.scope {
+        Scope::Ip => (v, None),
+        Scope::Range => {
             let (a, l) = v
                 .split_once('/')
                 .ok_or_else(|| format!("range `{v}` without /LEN"))?;
@@ -128,7 +128,7 @@ pub fn target(d: &Decision) -> Result<Option<Target>, String> {
                 ),
             )
         }
-        _ => return Ok(None),
+        Scope::Other => return Ok(None),
     };
     let ip: IpAddr = addr
         .parse()
@@ -386,14 +386,11 @@ impl Source {
 mod tests {
     use super::*;
 
+    /// A decision as the LAPI sends it (through the deserializer).
     fn d(id: i64, scope: &str, value: &str, dur: &str) -> Decision {
-        Decision {
-            id,
-            duration: dur.into(),
-            scope: scope.into(),
-            typ: "ban".into(),
-            value: value.into(),
-        }
+        let j = serde_json::json!({"id": id, "duration": dur, "scope": scope,
+            "type": "ban", "value": value, "origin": "cscli"});
+        serde_json::from_value(j).unwrap()
     }
 
     #[test]
@@ -417,8 +414,10 @@ mod tests {
         assert_eq!(t("Range", "2001:db8:1::/48").set, NET6);
         assert_eq!(t("Range", "192.0.2.1/32").set, BAN4);
         assert!(target(&d(1, "Country", "FR", "1h")).unwrap().is_none());
-        let mut c = d(1, "Ip", "192.0.2.8", "1h");
-        c.typ = "captcha".into();
+        let c: Decision = serde_json::from_str(
+            r#"{"id":1,"duration":"1h","scope":"ip","type":"captcha","value":"192.0.2.8"}"#,
+        )
+        .unwrap();
         assert!(target(&c).unwrap().is_none());
         for v in ["x", "1.2.3.4/33", "1.2.3.4/", "::/129", "1.2.3.4; rm"] {
             let s = if v.contains('/') { "Range" } else { "Ip" };
