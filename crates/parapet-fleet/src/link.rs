@@ -85,8 +85,9 @@ pub(crate) fn run(fleet: Arc<Fleet>, applier: Box<dyn Applier>) {
     });
 }
 
-async fn connect(fleet: &Fleet) -> Result<async_nats::Client, String> {
+async fn connect(fleet: &Arc<Fleet>) -> Result<async_nats::Client, String> {
     let c = &fleet.config;
+    let f = fleet.clone();
     let mut o = async_nats::ConnectOptions::new()
         .name(format!("parapetd {}", c.node))
         .retry_on_initial_connect()
@@ -94,7 +95,21 @@ async fn connect(fleet: &Fleet) -> Result<async_nats::Client, String> {
         // Short and capped: an outage ends with the broker's return, not
         // with an exponential back-off of ours.
         .reconnect_delay_callback(|n| Duration::from_millis((n as u64 * 100).min(1000)))
-        .connection_timeout(Duration::from_secs(2));
+        .connection_timeout(Duration::from_secs(2))
+        // Connection failures (a refused TLS handshake, bad credentials)
+        // happen inside the client's retries: surface them in `stats`.
+        .event_callback(move |ev| {
+            let f = f.clone();
+            async move {
+                use async_nats::Event;
+                if matches!(
+                    ev,
+                    Event::ClientError(_) | Event::ServerError(_) | Event::Disconnected
+                ) {
+                    f.stats.error(format!("connection: {ev}"));
+                }
+            }
+        });
     if let Some(p) = &c.creds {
         o = o
             .credentials_file(p)

@@ -18,6 +18,8 @@ pub struct Broker {
     pub port: u16,
     pub store: PathBuf,
     log: PathBuf,
+    /// A configuration file (TLS, users) instead of the plain flags.
+    conf: Option<PathBuf>,
 }
 
 fn free_port() -> u16 {
@@ -37,6 +39,33 @@ impl Broker {
             port: free_port(),
             store: dir.join("nats-store"),
             log: dir.join("nats.log"),
+            conf: None,
+        };
+        b.restart();
+        b
+    }
+
+    /// Starts it with a configuration file: listen on 127.0.0.1 (free
+    /// port), JetStream under `dir`, plus `extra` (a `tls { }` block,
+    /// `authorization { }`, ...).
+    pub fn start_with_config(dir: &Path, extra: &str) -> Broker {
+        let port = free_port();
+        let store = dir.join("nats-store");
+        let conf = dir.join("nats.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "listen: \"127.0.0.1:{port}\"\njetstream {{ store_dir: \"{}\" }}\n{extra}\n",
+                store.display()
+            ),
+        )
+        .unwrap();
+        let mut b = Broker {
+            child: None,
+            port,
+            store,
+            log: dir.join("nats.log"),
+            conf: Some(conf),
         };
         b.restart();
         b
@@ -45,16 +74,21 @@ impl Broker {
     /// Starts it again on the same port and storage.
     pub fn restart(&mut self) {
         assert!(self.child.is_none());
-        let child = Command::new("nats-server")
-            .args([
-                "-js",
-                "-a",
-                "127.0.0.1",
-                "-p",
-                &self.port.to_string(),
-                "-sd",
-            ])
-            .arg(&self.store)
+        let mut cmd = Command::new("nats-server");
+        match &self.conf {
+            Some(c) => cmd.arg("-c").arg(c),
+            None => cmd
+                .args([
+                    "-js",
+                    "-a",
+                    "127.0.0.1",
+                    "-p",
+                    &self.port.to_string(),
+                    "-sd",
+                ])
+                .arg(&self.store),
+        };
+        let child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&self.log).unwrap())
