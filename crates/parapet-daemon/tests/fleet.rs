@@ -438,3 +438,37 @@ fn partitioned_node_heals() {
     );
     eprintln!("healed: every node equal {t:?} after the link returned");
 }
+
+/// A new node loads the newest snapshot, then the log after it: with the
+/// log purged (as if it had wrapped), the bans reach it from the snapshot
+/// alone, and what the log gets afterwards follows.
+#[test]
+fn new_node_bootstraps_from_a_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path());
+    let a = node(dir.path(), &broker, "a", &["--fleet-snapshot-s", "1"]);
+    ban(&a, &["192.0.2.1", "192.0.2.2", "192.0.2.3"], 600);
+    unban(&a, &["192.0.2.2"]);
+    let want = strings(&["192.0.2.1", "192.0.2.3"]);
+    wait_until("a's own changes are back from the log", LIMIT, || {
+        let s = fleet_stats(&a);
+        s["backlog"] == 0 && s["in_flight"] == 0
+    });
+    let s0 = fleet_stats(&a)["snapshots"].as_u64().unwrap();
+    wait_until("a writes a snapshot after them", LIMIT, || {
+        fleet_stats(&a)["snapshots"].as_u64().unwrap() > s0
+    });
+    let r = broker.request_raw("$JS.API.STREAM.PURGE.parapet_fleetlog", b"");
+    assert!(r.contains("\"success\":true"), "{r}");
+    let c = node(dir.path(), &broker, "c", &[]);
+    wait_equal(&[&c], BAN4, &want, LIMIT);
+    let s = fleet_stats(&c);
+    assert!(s["boot_snapshot_at"].as_u64().unwrap() > 0, "{s}");
+    // The log after the snapshot follows.
+    ban(&a, &["192.0.2.4"], 600);
+    let want = strings(&["192.0.2.1", "192.0.2.3", "192.0.2.4"]);
+    wait_equal(&[&a, &c], BAN4, &want, LIMIT);
+    // Expiries travel absolute through the snapshot too.
+    let t = remaining(&c, BAN4, "192.0.2.1").unwrap();
+    assert!((500..=600).contains(&t), "{t}");
+}

@@ -19,7 +19,7 @@
 //! [`Replica`]: crate::replica::Replica
 
 use crate::wire::FleetMsg;
-use crate::{batch, Applier, Fleet};
+use crate::{batch, snapshot, Applier, Fleet};
 use async_nats::jetstream::{self, consumer, stream};
 use futures_util::StreamExt;
 use std::sync::atomic::Ordering;
@@ -69,6 +69,7 @@ pub(crate) fn run(fleet: Arc<Fleet>, applier: Box<dyn Applier>) {
         let js = jetstream::new(client.clone());
         let _ = fleet.client.set(client);
         let publish = publish_loop(fleet.clone(), js.clone());
+        let snap = snapshot_loop(fleet.clone(), js.clone(), applier.clone());
         let consume = consume_loop(fleet.clone(), js, applier);
         // Stop at once when asked, even in the middle of a broker request
         // that would wait out its timeout (the broker may be gone): what
@@ -79,7 +80,7 @@ pub(crate) fn run(fleet: Arc<Fleet>, applier: Box<dyn Applier>) {
             }
         };
         tokio::select! {
-            _ = async { tokio::join!(publish, consume) } => {}
+            _ = async { tokio::join!(publish, consume, snap) } => {}
             _ = stop => {}
         }
     });
@@ -229,6 +230,35 @@ async fn publish_batch(
     Ok(())
 }
 
+async fn snapshot_loop(fleet: Arc<Fleet>, js: jetstream::Context, applier: Arc<dyn Applier>) {
+    let Some(every) = fleet.config.snapshot_every else {
+        return;
+    };
+    let (mut slot, mut last) = (0u8, None);
+    while !fleet.stopping() {
+        tokio::time::sleep(every).await;
+        let published = fleet.stats.published.load(Ordering::Relaxed);
+        let applied = fleet.stats.applied_seq.load(Ordering::Relaxed);
+        // Nothing new since the last one (or nothing consumed yet: the
+        // position would not be known).
+        if applied == 0 || last == Some((applied, published)) {
+            continue;
+        }
+        let (a, f) = (applier.clone(), fleet.clone());
+        let Ok((at, elems)) = tokio::task::spawn_blocking(move || a.snapshot(&f)).await else {
+            continue;
+        };
+        match snapshot::write(&fleet, &js, slot, at, &elems).await {
+            Ok(_) => {
+                fleet.stats.snapshots.fetch_add(1, Ordering::Relaxed);
+                slot ^= 1;
+                last = Some((applied, published));
+            }
+            Err(e) => fleet.stats.error(format!("snapshot: {e}")),
+        }
+    }
+}
+
 async fn consume_loop(fleet: Arc<Fleet>, js: jetstream::Context, applier: Arc<dyn Applier>) {
     while !fleet.stopping() {
         if let Err(e) = consume(&fleet, &js, &applier).await {
@@ -245,14 +275,29 @@ async fn consume(
 ) -> Result<(), String> {
     let s = get_stream(fleet, js).await?;
     let node = fleet.config.node.clone();
+    // No consumer of ours yet: a new node (or one whose consumer the
+    // broker lost). Start from the newest snapshot when there is one,
+    // then the log after it; otherwise the log from its beginning.
+    let mut deliver = consumer::DeliverPolicy::All;
+    if s.get_consumer::<consumer::pull::Config>(&node)
+        .await
+        .is_err()
+    {
+        if let Some((at, parts)) = snapshot::find(fleet, js).await? {
+            snapshot::load(fleet, js, applier, &parts).await?;
+            fleet.stats.boot_snapshot_at.store(at, Ordering::Relaxed);
+            deliver = consumer::DeliverPolicy::ByStartSequence {
+                start_sequence: at + 1,
+            };
+        }
+    }
     let c: consumer::PullConsumer = s
         .get_or_create_consumer(
             &node,
             consumer::pull::Config {
                 durable_name: Some(node.clone()),
-                // A new node starts at the beginning: the compacted stream
-                // is the snapshot of current bans, then the tail follows.
-                deliver_policy: consumer::DeliverPolicy::All,
+                // Used only when the consumer is created (above).
+                deliver_policy: deliver,
                 ack_policy: consumer::AckPolicy::All,
                 ack_wait: Duration::from_secs(30),
                 max_ack_pending: MAX_ACK_PENDING as i64,
@@ -353,6 +398,10 @@ async fn apply_batch(
                 .fetch_add(r.rejected.len() as u64, Ordering::Relaxed);
             st.error(format!("refused: {e}"));
         }
+    }
+    if let Some(info) = batch.last().and_then(|m| m.info().ok()) {
+        st.applied_seq
+            .store(info.stream_sequence, Ordering::Relaxed);
     }
     let now = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)

@@ -146,6 +146,43 @@ impl Broker {
     }
 }
 
+impl Broker {
+    /// A core NATS request (`PUB` with a reply inbox); the reply's
+    /// payload. For the JetStream API, e.g. purging a stream.
+    pub fn request_raw(&self, subject: &str, payload: &[u8]) -> String {
+        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut info = [0u8; 4096];
+        let _ = s.read(&mut info).unwrap();
+        let mut m = format!(
+            "CONNECT {{\"verbose\":false,\"pedantic\":false}}\r\nSUB _INBOX.test 1\r\nPUB {subject} _INBOX.test {}\r\n",
+            payload.len()
+        )
+        .into_bytes();
+        m.extend_from_slice(payload);
+        m.extend_from_slice(b"\r\n");
+        s.write_all(&m).unwrap();
+        let mut r = Vec::new();
+        let t0 = Instant::now();
+        loop {
+            let text = String::from_utf8_lossy(&r).to_string();
+            if let Some(i) = text.find("MSG _INBOX.test") {
+                if let Some(j) = text[i..].find("\r\n") {
+                    let body = &text[i + j + 2..];
+                    if let Some(k) = body.find("\r\n") {
+                        return body[..k].to_string();
+                    }
+                }
+            }
+            assert!(t0.elapsed() < Duration::from_secs(5), "no reply: {text}");
+            let mut b = [0u8; 4096];
+            let n = s.read(&mut b).unwrap();
+            assert!(n > 0, "broker closed: {text}");
+            r.extend_from_slice(&b[..n]);
+        }
+    }
+}
+
 impl Drop for Broker {
     fn drop(&mut self) {
         self.stop();
