@@ -282,13 +282,23 @@ pub struct StreamBody {
     /// Decisions to enforce.
     #[serde(default, deserialize_with = "null_is_empty")]
     pub new: Vec<Decision>,
-    /// Decisions deleted or expired.
+    /// Decisions deleted or expired: only their ids are kept (a mass
+    /// deletion lists every decision in full).
     #[serde(default, deserialize_with = "null_is_empty")]
-    pub deleted: Vec<Decision>,
+    pub deleted: Vec<Deleted>,
 }
 
-fn null_is_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Decision>, D::Error> {
-    Ok(Option::<Vec<Decision>>::deserialize(d)?.unwrap_or_default())
+/// A deleted decision: its id (the rest is skipped while decoding).
+#[derive(Deserialize, Debug, Clone, Copy)]
+pub struct Deleted {
+    /// The LAPI's decision id.
+    pub id: i64,
+}
+
+fn null_is_empty<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> Result<Vec<T>, D::Error> {
+    Ok(Option::<Vec<T>>::deserialize(d)?.unwrap_or_default())
 }
 
 /// Parses a Go `time.Duration` string (`3h59m58.5s`, `-9.7ms`, `0s`) to

@@ -183,6 +183,16 @@ pub struct Owned {
     by_id: HashMap<i64, (Target, u64)>,
 }
 
+/// Each element of `by_id` with its latest expiry.
+fn elements_of(by_id: &HashMap<i64, (Target, u64)>) -> HashMap<&Target, u64> {
+    let mut m: HashMap<&Target, u64> = HashMap::with_capacity(by_id.len());
+    for (t, exp) in by_id.values() {
+        let e = m.entry(t).or_insert(0);
+        *e = (*e).max(*exp);
+    }
+    m
+}
+
 /// What a stream response changes: per set, elements to add (with
 /// expiry) and to delete.
 #[derive(Default, Debug)]
@@ -210,12 +220,7 @@ impl Owned {
 
     /// Each element's latest expiry.
     fn elements(&self) -> HashMap<&Target, u64> {
-        let mut m: HashMap<&Target, u64> = HashMap::with_capacity(self.by_id.len());
-        for (t, exp) in self.by_id.values() {
-            let e = m.entry(t).or_insert(0);
-            *e = (*e).max(*exp);
-        }
-        m
+        elements_of(&self.by_id)
     }
 
     /// Takes in one response (`startup`: the full list, replacing what is
@@ -236,14 +241,15 @@ impl Owned {
             ));
         }
         let mut plan = Plan::default();
-        let before: HashMap<Target, u64> = self
-            .elements()
-            .into_iter()
-            .map(|(t, e)| (t.clone(), e))
-            .collect();
-        if startup {
-            self.by_id.clear();
+        // A full list replaces what is tracked: the old map is moved out,
+        // not copied (100k decisions are some 10 MB).
+        let old = if startup {
+            std::mem::take(&mut self.by_id)
         } else {
+            self.by_id.clone()
+        };
+        let before = elements_of(&old);
+        if !startup {
             for d in &body.deleted {
                 self.by_id.remove(&d.id);
             }
@@ -275,7 +281,7 @@ impl Owned {
         let after = self.elements();
         for (t, exp) in &after {
             if before
-                .get(*t)
+                .get(t)
                 .map_or(true, |b| b.abs_diff(*exp) > SAME_EXPIRY_MS)
             {
                 plan.adds
@@ -444,13 +450,13 @@ mod tests {
         // deleting one of two decisions on an address keeps it banned
         let del = StreamBody {
             new: vec![],
-            deleted: vec![d(2, "Ip", "192.0.2.1", "-1s")],
+            deleted: vec![http::Deleted { id: 2 }],
         };
         let p = o.update(&del, false, 2000, 10).unwrap();
         assert!(p.dels.is_empty());
         let del = StreamBody {
             new: vec![],
-            deleted: vec![d(1, "Ip", "192.0.2.1", "-1s")],
+            deleted: vec![http::Deleted { id: 1 }],
         };
         let p = o.update(&del, false, 3000, 10).unwrap();
         assert_eq!(p.dels[BAN4], vec!["192.0.2.1".to_string()]);
