@@ -138,55 +138,34 @@ fn tls_with_client_certificates_and_a_user() {
     );
     let user_file = dir.path().join("user");
     std::fs::write(&user_file, "fleet:s3cret-pw\n").unwrap();
-    let user = user_file.to_str().unwrap();
     let (ca, cert, key) = (p("ca.pem"), p("client.pem"), p("client.key"));
-    let full = [
-        "--fleet-tls",
-        "--fleet-tls-ca",
-        &ca,
-        "--fleet-tls-cert",
-        &cert,
-        "--fleet-tls-key",
-        &key,
-        "--fleet-user-file",
-        user,
-    ];
-    let a = node(dir.path(), &broker, "a", &full);
-    let b = node(dir.path(), &broker, "b", &full);
+    // A node's TLS and user flags: the CA, the client certificate, a user file.
+    let flags = |with_ca: bool, with_cert: bool, user: &Path| {
+        let mut v = vec!["--fleet-tls".to_string()];
+        if with_ca {
+            v.extend(["--fleet-tls-ca".into(), ca.clone()]);
+        }
+        if with_cert {
+            v.extend(["--fleet-tls-cert".into(), cert.clone()]);
+            v.extend(["--fleet-tls-key".into(), key.clone()]);
+        }
+        v.extend(["--fleet-user-file".into(), user.to_str().unwrap().into()]);
+        v
+    };
+    let start = |name: &str, flags: Vec<String>| {
+        let f: Vec<&str> = flags.iter().map(|s| s.as_str()).collect();
+        node(dir.path(), &broker, name, &f)
+    };
+    let a = start("a", flags(true, true, &user_file));
+    let b = start("b", flags(true, true, &user_file));
     // Without a client certificate the server refuses the handshake;
     // without the CA the node refuses the server's certificate.
-    let no_cert = node(
-        dir.path(),
-        &broker,
-        "nocert",
-        &[
-            "--fleet-tls",
-            "--fleet-tls-ca",
-            &ca,
-            "--fleet-user-file",
-            user,
-        ],
-    );
-    let no_ca = node(
-        dir.path(),
-        &broker,
-        "noca",
-        &[
-            "--fleet-tls",
-            "--fleet-tls-cert",
-            &cert,
-            "--fleet-tls-key",
-            &key,
-            "--fleet-user-file",
-            user,
-        ],
-    );
+    let no_cert = start("nocert", flags(true, false, &user_file));
+    let no_ca = start("noca", flags(false, true, &user_file));
     // With everything but the right password the server refuses the user.
     let bad_user = dir.path().join("bad-user");
     std::fs::write(&bad_user, "fleet:wrong\n").unwrap();
-    let mut wrong = full;
-    wrong[8] = bad_user.to_str().unwrap();
-    let wrong_pw = node(dir.path(), &broker, "wrongpw", &wrong);
+    let wrong_pw = start("wrongpw", flags(true, true, &bad_user));
     call(
         &mut a.client(),
         json!({"cmd": "ban", "elems": ["192.0.2.9"], "timeout": 600}),

@@ -25,7 +25,7 @@
 //! range within its duplicate window; a range cut differently after a
 //! restart is caught by the receivers' per-origin high-water marks.
 
-use crate::wire::{valid_elem, valid_id, valid_set, FleetMsg, Kind, Reader, WireError};
+use crate::wire::{valid_id, FleetMsg, Reader, WireError};
 
 /// Magic and version.
 pub const MAGIC: [u8; 4] = *b"PFB\x01";
@@ -70,13 +70,8 @@ pub fn pack(msgs: &[FleetMsg], out: &mut Vec<u8>) -> usize {
         if n > 0 && (m.origin != first.origin || Some(m.seq) != next || out.len() >= PACK_BYTES) {
             break;
         }
-        assert!(valid_set(m.set.as_bytes()) && m.elem.len() <= crate::wire::MAX_ELEM);
         out.push(m.kind as u8);
-        out.extend_from_slice(&m.expires.to_be_bytes());
-        out.push(m.set.len() as u8);
-        out.extend_from_slice(m.set.as_bytes());
-        out.extend_from_slice(&(m.elem.len() as u16).to_be_bytes());
-        out.extend_from_slice(m.elem.as_bytes());
+        m.emit_change(out);
         n += 1;
     }
     out[count_at..count_at + 2].copy_from_slice(&(n as u16).to_be_bytes());
@@ -92,21 +87,8 @@ pub fn parse(buf: &[u8]) -> Result<Vec<FleetMsg>, WireError> {
     if r.take(4, "truncated magic")? != MAGIC {
         return r.fail(0, "bad magic or version");
     }
-    let n = r.u8("truncated origin length")? as usize;
-    let at = r.at;
-    let origin = r.take(n, "truncated origin")?;
-    let origin = std::str::from_utf8(origin)
-        .ok()
-        .filter(|o| valid_id(o))
-        .ok_or(WireError {
-            at,
-            what: "bad origin node id",
-        })?;
-    let at = r.at;
-    let first = r.u64("truncated sequence")?;
-    if first == 0 {
-        return r.fail(at, "sequence 0");
-    }
+    let origin = r.origin()?;
+    let first = r.seq()?;
     let at = r.at;
     let count = r.u16("truncated count")? as usize;
     if count == 0 || count > MAX_ENTRIES || first.checked_add(count as u64 - 1).is_none() {
@@ -119,41 +101,15 @@ pub fn parse(buf: &[u8]) -> Result<Vec<FleetMsg>, WireError> {
     }
     let mut out = Vec::with_capacity(count);
     for i in 0..count as u64 {
-        let at = r.at;
-        let kind = match r.u8("truncated kind")? {
-            1 => Kind::Add,
-            2 => Kind::Del,
-            3 => Kind::Flush,
-            _ => return r.fail(at, "unknown kind"),
-        };
-        let at = r.at;
-        let expires = r.u64("truncated expiry")?;
-        if kind != Kind::Add && expires != 0 {
-            return r.fail(at, "expiry on a del or flush");
-        }
-        let n = r.u8("truncated set length")? as usize;
-        let at = r.at;
-        let set = r.take(n, "truncated set name")?;
-        if !valid_set(set) {
-            return r.fail(at, "bad set name");
-        }
-        let n = r.u16("truncated element length")? as usize;
-        let at = r.at;
-        let elem = r.take(n, "truncated element")?;
-        if (kind == Kind::Flush) != elem.is_empty()
-            || n > crate::wire::MAX_ELEM
-            || !valid_elem(elem)
-        {
-            return r.fail(at, "bad element");
-        }
+        let kind = r.kind()?;
+        let (expires, set, elem) = r.change(kind)?;
         out.push(FleetMsg {
             kind,
             origin: origin.to_string(),
             seq: first + i,
             expires,
-            // Checked above: ASCII.
-            set: String::from_utf8_lossy(set).into_owned(),
-            elem: String::from_utf8_lossy(elem).into_owned(),
+            set: set.to_string(),
+            elem: elem.to_string(),
         });
     }
     if r.at != buf.len() {
@@ -165,6 +121,7 @@ pub fn parse(buf: &[u8]) -> Result<Vec<FleetMsg>, WireError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::Kind;
 
     fn m(seq: u64, kind: Kind) -> FleetMsg {
         FleetMsg {

@@ -4,8 +4,9 @@
 //! tokio runtime of the fleet's own thread:
 //!
 //! - publish: outbox records from the acknowledged position, packed into
-//!   batch messages (`batch.rs`: up to 4096 changes each; woken from idle
-//!   the loop lingers 1 ms first so that a burst shares messages), a
+//!   batch messages (`batch.rs`: up to 4096 changes each; woken while
+//!   changes are flowing it lingers 1 ms so that a burst shares
+//!   messages, after a quiet spell it publishes at once), a
 //!   bounded window at a time, each with `Nats-Msg-Id` = its origin and
 //!   sequence range; the position advances only when the broker
 //!   acknowledged all of them;
@@ -20,6 +21,7 @@
 
 use crate::wire::FleetMsg;
 use crate::{batch, snapshot, Applier, Fleet};
+use async_nats::jetstream::context::ConsumerInfoErrorKind;
 use async_nats::jetstream::{self, consumer, stream};
 use futures_util::StreamExt;
 use std::sync::atomic::Ordering;
@@ -29,9 +31,14 @@ use std::time::{Duration, SystemTime};
 /// Records published per round (bounds the acks in flight: at most four
 /// full batch messages).
 const PUBLISH_WINDOW: usize = 4 * batch::MAX_ENTRIES;
-/// How long an idle publisher waits for more changes before packing:
-/// a burst of single bans shares messages at the cost of 1 ms.
+/// How long the publisher, woken while changes are flowing, waits for
+/// more before packing: a burst of single bans shares messages at the
+/// cost of 1 ms.
 const LINGER: Duration = Duration::from_millis(1);
+/// Changes are "flowing" when the last publish is this recent; a ban
+/// after a quiet spell goes out at once (no linger: nothing to share a
+/// message with).
+const BUSY: Duration = Duration::from_millis(20);
 /// Changes applied per round (bounds memory and the state lock's hold).
 const APPLY_CHANGES: usize = 4 * batch::MAX_ENTRIES;
 /// Batch messages the consumer may hold unacknowledged (with
@@ -157,6 +164,8 @@ async fn get_stream(fleet: &Fleet, js: &jetstream::Context) -> Result<stream::St
 
 async fn publish_loop(fleet: Arc<Fleet>, js: jetstream::Context) {
     let mut have_stream = false;
+    let now = tokio::time::Instant::now();
+    let mut last_publish = now.checked_sub(BUSY).unwrap_or(now);
     while !fleet.stopping() {
         // Publishing before the stream exists would fail (no responders)
         // and wait out a retry.
@@ -175,10 +184,12 @@ async fn publish_loop(fleet: Arc<Fleet>, js: jetstream::Context) {
         let batch = read();
         if batch.is_empty() {
             let _ = tokio::time::timeout(Duration::from_millis(200), fleet.wake.notified()).await;
-            // Woken from idle: linger so that a burst is packed together.
-            tokio::time::sleep(LINGER).await;
+            if last_publish.elapsed() < BUSY {
+                tokio::time::sleep(LINGER).await;
+            }
             continue;
         }
+        last_publish = tokio::time::Instant::now();
         match publish_batch(&fleet, &js, &batch).await {
             Ok(()) => {
                 let end = batch.last().expect("non-empty").0;
@@ -279,10 +290,15 @@ async fn consume(
     // broker lost). Start from the newest snapshot when there is one,
     // then the log after it; otherwise the log from its beginning.
     let mut deliver = consumer::DeliverPolicy::All;
-    if s.get_consumer::<consumer::pull::Config>(&node)
-        .await
-        .is_err()
-    {
+    // Only a consumer the broker says does not exist: after any other
+    // error (a timeout) loading a snapshot onto a running node would
+    // bring back what it has since consumed the removal of.
+    let missing = match s.consumer_info(&node).await {
+        Ok(_) => false,
+        Err(e) if e.kind() == ConsumerInfoErrorKind::NotFound => true,
+        Err(e) => return Err(format!("consumer {node}: {e}")),
+    };
+    if missing {
         if let Some((at, parts)) = snapshot::find(fleet, js).await? {
             snapshot::load(fleet, js, applier, &parts).await?;
             fleet.stats.boot_snapshot_at.store(at, Ordering::Relaxed);

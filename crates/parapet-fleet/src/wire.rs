@@ -86,14 +86,14 @@ pub fn valid_id(s: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
-pub(crate) fn valid_set(s: &[u8]) -> bool {
+fn valid_set(s: &[u8]) -> bool {
     !s.is_empty()
         && s.len() <= MAX_SET
         && s.iter()
             .all(|b| b.is_ascii_alphanumeric() || b"_.-:".contains(b))
 }
 
-pub(crate) fn valid_elem(s: &[u8]) -> bool {
+fn valid_elem(s: &[u8]) -> bool {
     s.iter().all(|b| (0x21..0x7f).contains(b) || *b == b' ')
 }
 
@@ -127,6 +127,64 @@ impl<'a> Reader<'a> {
         Ok(u64::from_be_bytes(b.try_into().expect("8 bytes")))
     }
 
+    /// A change's kind.
+    pub(crate) fn kind(&mut self) -> Result<Kind, WireError> {
+        let at = self.at;
+        match self.u8("truncated kind")? {
+            1 => Ok(Kind::Add),
+            2 => Ok(Kind::Del),
+            3 => Ok(Kind::Flush),
+            _ => self.fail(at, "unknown kind"),
+        }
+    }
+
+    /// An origin node id (length byte, then the id).
+    pub(crate) fn origin(&mut self) -> Result<&'a str, WireError> {
+        let n = self.u8("truncated origin length")? as usize;
+        let at = self.at;
+        let origin = self.take(n, "truncated origin")?;
+        std::str::from_utf8(origin)
+            .ok()
+            .filter(|o| valid_id(o))
+            .ok_or(WireError {
+                at,
+                what: "bad origin node id",
+            })
+    }
+
+    /// A sequence number (never 0).
+    pub(crate) fn seq(&mut self) -> Result<u64, WireError> {
+        let at = self.at;
+        match self.u64("truncated sequence")? {
+            0 => self.fail(at, "sequence 0"),
+            s => Ok(s),
+        }
+    }
+
+    /// The rest of a change of `kind`: expiry, set name, element text.
+    pub(crate) fn change(&mut self, kind: Kind) -> Result<(u64, &'a str, &'a str), WireError> {
+        let at = self.at;
+        let expires = self.u64("truncated expiry")?;
+        if kind != Kind::Add && expires != 0 {
+            return self.fail(at, "expiry on a del or flush");
+        }
+        let n = self.u8("truncated set length")? as usize;
+        let at = self.at;
+        let set = self.take(n, "truncated set name")?;
+        if !valid_set(set) {
+            return self.fail(at, "bad set name");
+        }
+        let n = self.u16("truncated element length")? as usize;
+        let at = self.at;
+        let elem = self.take(n, "truncated element")?;
+        if (kind == Kind::Flush) != elem.is_empty() || n > MAX_ELEM || !valid_elem(elem) {
+            return self.fail(at, "bad element");
+        }
+        // Both checked: ASCII.
+        let text = |b: &'a [u8]| std::str::from_utf8(b).expect("ASCII");
+        Ok((expires, text(set), text(elem)))
+    }
+
     pub(crate) fn fail<T>(&self, at: usize, what: &'static str) -> Result<T, WireError> {
         Err(WireError { at, what })
     }
@@ -142,45 +200,10 @@ impl FleetMsg {
         if r.take(4, "truncated magic")? != MAGIC {
             return r.fail(0, "bad magic or version");
         }
-        let at = r.at;
-        let kind = match r.u8("truncated kind")? {
-            1 => Kind::Add,
-            2 => Kind::Del,
-            3 => Kind::Flush,
-            _ => return r.fail(at, "unknown kind"),
-        };
-        let n = r.u8("truncated origin length")? as usize;
-        let at = r.at;
-        let origin = r.take(n, "truncated origin")?;
-        let origin = std::str::from_utf8(origin)
-            .ok()
-            .filter(|o| valid_id(o))
-            .ok_or(WireError {
-                at,
-                what: "bad origin node id",
-            })?;
-        let at = r.at;
-        let seq = r.u64("truncated sequence")?;
-        if seq == 0 {
-            return r.fail(at, "sequence 0");
-        }
-        let at = r.at;
-        let expires = r.u64("truncated expiry")?;
-        if kind != Kind::Add && expires != 0 {
-            return r.fail(at, "expiry on a del or flush");
-        }
-        let n = r.u8("truncated set length")? as usize;
-        let at = r.at;
-        let set = r.take(n, "truncated set name")?;
-        if !valid_set(set) {
-            return r.fail(at, "bad set name");
-        }
-        let n = r.u16("truncated element length")? as usize;
-        let at = r.at;
-        let elem = r.take(n, "truncated element")?;
-        if (kind == Kind::Flush) != elem.is_empty() || n > MAX_ELEM || !valid_elem(elem) {
-            return r.fail(at, "bad element");
-        }
+        let kind = r.kind()?;
+        let origin = r.origin()?;
+        let seq = r.seq()?;
+        let (expires, set, elem) = r.change(kind)?;
         if r.at != buf.len() {
             return r.fail(r.at, "trailing bytes");
         }
@@ -189,8 +212,8 @@ impl FleetMsg {
             origin: origin.to_string(),
             seq,
             expires,
-            set: String::from_utf8_lossy(set).into_owned(),
-            elem: String::from_utf8_lossy(elem).into_owned(),
+            set: set.to_string(),
+            elem: elem.to_string(),
         })
     }
 
@@ -198,12 +221,18 @@ impl FleetMsg {
     /// would reject (a bug of the caller: the daemon only emits valid ones).
     pub fn emit(&self, out: &mut Vec<u8>) {
         assert!(valid_id(&self.origin) && self.seq > 0);
-        assert!(valid_set(self.set.as_bytes()) && self.elem.len() <= MAX_ELEM);
         out.extend_from_slice(&MAGIC);
         out.push(self.kind as u8);
         out.push(self.origin.len() as u8);
         out.extend_from_slice(self.origin.as_bytes());
         out.extend_from_slice(&self.seq.to_be_bytes());
+        self.emit_change(out);
+    }
+
+    /// Appends expiry, set name and element text (the part of a change
+    /// that a batch entry shares with a message).
+    pub(crate) fn emit_change(&self, out: &mut Vec<u8>) {
+        assert!(valid_set(self.set.as_bytes()) && self.elem.len() <= MAX_ELEM);
         out.extend_from_slice(&self.expires.to_be_bytes());
         out.push(self.set.len() as u8);
         out.extend_from_slice(self.set.as_bytes());

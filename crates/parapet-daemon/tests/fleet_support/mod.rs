@@ -122,59 +122,48 @@ impl Broker {
     /// Publishes raw bytes on `subject` with the core NATS protocol (a
     /// peer that bypasses parapetd: the hostile publisher).
     pub fn publish_raw(&self, subject: &str, payload: &[u8]) {
-        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        let mut info = [0u8; 4096];
-        let _ = s.read(&mut info).unwrap();
-        let mut m = format!(
-            "CONNECT {{\"verbose\":false,\"pedantic\":false}}\r\nPUB {subject} {}\r\n",
-            payload.len()
-        )
-        .into_bytes();
+        let mut m = format!("PUB {subject} {}\r\n", payload.len()).into_bytes();
         m.extend_from_slice(payload);
         m.extend_from_slice(b"\r\nPING\r\n");
-        s.write_all(&m).unwrap();
-        let mut r = Vec::new();
-        let t0 = Instant::now();
-        while !String::from_utf8_lossy(&r).contains("PONG") {
-            assert!(t0.elapsed() < Duration::from_secs(5), "no PONG");
-            let mut b = [0u8; 512];
-            let n = s.read(&mut b).unwrap();
-            assert!(n > 0, "broker closed: {}", String::from_utf8_lossy(&r));
-            r.extend_from_slice(&b[..n]);
-        }
+        self.raw(&m, |text| text.contains("PONG").then(String::new));
     }
-}
 
-impl Broker {
     /// A core NATS request (`PUB` with a reply inbox); the reply's
     /// payload. For the JetStream API, e.g. purging a stream.
     pub fn request_raw(&self, subject: &str, payload: &[u8]) -> String {
-        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        let mut info = [0u8; 4096];
-        let _ = s.read(&mut info).unwrap();
         let mut m = format!(
-            "CONNECT {{\"verbose\":false,\"pedantic\":false}}\r\nSUB _INBOX.test 1\r\nPUB {subject} _INBOX.test {}\r\n",
+            "SUB _INBOX.test 1\r\nPUB {subject} _INBOX.test {}\r\n",
             payload.len()
         )
         .into_bytes();
         m.extend_from_slice(payload);
         m.extend_from_slice(b"\r\n");
+        self.raw(&m, |text| {
+            let i = text.find("MSG _INBOX.test")?;
+            let j = text[i..].find("\r\n")?;
+            let body = &text[i + j + 2..];
+            body.find("\r\n").map(|k| body[..k].to_string())
+        })
+    }
+
+    /// Connects, sends `commands` after `CONNECT`, and reads (bounded)
+    /// until `done` finds its answer in what came back.
+    fn raw(&self, commands: &[u8], done: impl Fn(&str) -> Option<String>) -> String {
+        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut info = [0u8; 4096];
+        let _ = s.read(&mut info).unwrap();
+        let mut m = b"CONNECT {\"verbose\":false,\"pedantic\":false}\r\n".to_vec();
+        m.extend_from_slice(commands);
         s.write_all(&m).unwrap();
         let mut r = Vec::new();
         let t0 = Instant::now();
         loop {
             let text = String::from_utf8_lossy(&r).to_string();
-            if let Some(i) = text.find("MSG _INBOX.test") {
-                if let Some(j) = text[i..].find("\r\n") {
-                    let body = &text[i + j + 2..];
-                    if let Some(k) = body.find("\r\n") {
-                        return body[..k].to_string();
-                    }
-                }
+            if let Some(answer) = done(&text) {
+                return answer;
             }
-            assert!(t0.elapsed() < Duration::from_secs(5), "no reply: {text}");
+            assert!(t0.elapsed() < Duration::from_secs(5), "no answer: {text}");
             let mut b = [0u8; 4096];
             let n = s.read(&mut b).unwrap();
             assert!(n > 0, "broker closed: {text}");
