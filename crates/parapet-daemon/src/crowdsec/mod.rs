@@ -125,10 +125,12 @@ fn poll(shared: &Shared, src: &Source, owned: &mut Owned, startup: bool) -> Resu
             .map_err(|e| format!("malformed stream response: {e}"))
     })?;
     let now = shared.state.lock().unwrap().now();
-    // Planned on a copy: a commit that fails leaves the tracked state as
+    // Planned beside the tracked state: a commit that fails leaves it as
     // it was, and the next (full) poll retries.
-    let mut next = owned.clone();
-    let plan = next.update(&body, startup, now, c.max_decisions)?;
+    let (next, plan) = owned.updated(&body, startup, now, c.max_decisions)?;
+    // The decoded response is not needed any more: freed before the
+    // commit allocates (the peak of a full poll).
+    drop(body);
     src.ignored.fetch_add(plan.ignored, Ordering::Relaxed);
     src.bad_decisions
         .fetch_add(plan.bad.len() as u64, Ordering::Relaxed);

@@ -233,6 +233,21 @@ impl Owned {
         now: u64,
         max: usize,
     ) -> Result<Plan, String> {
+        let (next, plan) = self.updated(body, startup, now, max)?;
+        *self = next;
+        Ok(plan)
+    }
+
+    /// [`Owned::update`] without touching `self`: what would be tracked
+    /// after the response, and the element changes. Nothing is copied
+    /// for a full list (the old map is only read, to diff against).
+    pub fn updated(
+        &self,
+        body: &StreamBody,
+        startup: bool,
+        now: u64,
+        max: usize,
+    ) -> Result<(Owned, Plan), String> {
         let base = if startup { 0 } else { self.by_id.len() };
         if base.saturating_add(body.new.len()) > max {
             return Err(format!(
@@ -241,17 +256,19 @@ impl Owned {
             ));
         }
         let mut plan = Plan::default();
-        // A full list replaces what is tracked: the old map is moved out,
-        // not copied (100k decisions are some 10 MB).
-        let old = if startup {
-            std::mem::take(&mut self.by_id)
-        } else {
-            self.by_id.clone()
+        // A full list replaces what is tracked (100k decisions are some
+        // 10 MB: not copied); deltas change a copy.
+        let mut next = Owned {
+            by_id: if startup {
+                HashMap::with_capacity(body.new.len())
+            } else {
+                self.by_id.clone()
+            },
         };
-        let before = elements_of(&old);
+        let before = self.elements();
         if !startup {
             for d in &body.deleted {
-                self.by_id.remove(&d.id);
+                next.by_id.remove(&d.id);
             }
         }
         for d in &body.new {
@@ -274,14 +291,14 @@ impl Owned {
                 }
             };
             if ms > 0 {
-                self.by_id.insert(d.id, (t, now.saturating_add(ms as u64)));
+                next.by_id.insert(d.id, (t, now.saturating_add(ms as u64)));
             }
         }
-        self.by_id.retain(|_, (_, exp)| *exp > now);
-        let after = self.elements();
+        next.by_id.retain(|_, (_, exp)| *exp > now);
+        let after = next.elements();
         for (t, exp) in &after {
             if before
-                .get(t)
+                .get(*t)
                 .map_or(true, |b| b.abs_diff(*exp) > SAME_EXPIRY_MS)
             {
                 plan.adds
@@ -295,7 +312,7 @@ impl Owned {
                 plan.dels.entry(t.set).or_default().push(t.elem.clone());
             }
         }
-        Ok(plan)
+        Ok((next, plan))
     }
 
     /// Reads the ownership file (missing = nothing owned).
