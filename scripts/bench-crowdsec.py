@@ -112,7 +112,10 @@ prometheus:
         url = f"http://127.0.0.1:{port}"
 
         def cscli(*a):
-            return sh("cscli", "-c", f"{d}/config.yaml", *a).stdout
+            r = sh("cscli", "-c", f"{d}/config.yaml", *a, check=False)
+            if r.returncode != 0:
+                raise SystemExit(f"cscli {' '.join(a)}: {r.stderr.strip()[-500:]}")
+            return r.stdout
 
         cscli("machines", "add", "bench", "--password", "bench-password-0123456789",
               "-f", f"{d}/local_api_credentials.yaml", "--url", url)
