@@ -18,9 +18,12 @@ use crate::load;
 use crate::run::{kernel_sets, load_dataplane, Running};
 use anyhow::{bail, Result};
 use clap::{Args, ValueEnum};
-use parapet_dataplane::{AttachPoint, NfFamily, NfFloor, NfHook, PassFloor, TestRunOutcome};
+use parapet_dataplane::{
+    AttachPoint, NfFamily, NfFloor, NfHook, PassFloor, TestRunOutcome, TestRunner,
+};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Barrier;
 
 /// Arguments of `parapet bench dataplane`.
 #[derive(Args)]
@@ -48,6 +51,11 @@ pub struct BenchArgs {
     /// distinct packets back to back instead of one packet repeated.
     #[arg(long)]
     distinct: bool,
+    /// Also time the program on one CPU and on two at once (threads
+    /// pinned to CPUs 0 and 1, each over the whole sample): packets per
+    /// second of each and their ratio (XDP and tc only).
+    #[arg(long)]
+    scale: bool,
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
@@ -219,13 +227,31 @@ pub fn bench(mut args: BenchArgs) -> Result<ExitCode> {
     } else {
         "repeated"
     };
+    let scaled = match (args.scale, nf) {
+        (false, _) => None,
+        (true, Some(_)) => bail!("--scale is for --hook xdp or tc"),
+        (true, None) => {
+            let runners = [dp.test_runner(hook)?, dp.test_runner(hook)?];
+            Some(scale(&runners, &frames, repeat, runs)?)
+        }
+    };
     if args.json {
-        let v = serde_json::json!({"engine": classifier.engine().name(), "hook": args.hook.name(), "mode": mode,
+        let mut v = serde_json::json!({"engine": classifier.engine().name(), "hook": args.hook.name(), "mode": mode,
             "rules": rs.rule_count(), "image_bytes": image_len,
             "ns_per_packet": median, "ns_per_packet_min": min, "ns_per_packet_max": max, "packets_per_sec": 1e9 / median,
             "floor_ns_per_packet": fmedian, "floor_ns_per_packet_min": fmin, "floor_ns_per_packet_max": fmax,
             "above_floor_ns": above, "above_floor_ns_min": above_min, "above_floor_ns_max": above_max,
             "sample": frames.len(), "repeat": repeat, "runs": runs});
+        if let Some(mut sc) = scaled {
+            let (one, _, _) = spread(&mut sc.pps1);
+            let (two, _, _) = spread(&mut sc.pps2);
+            let (r, rmin, rmax) = spread(&mut sc.ratio);
+            v["scale_pps_1cpu"] = serde_json::json!(one);
+            v["scale_pps_2cpu"] = serde_json::json!(two);
+            v["scale_ratio"] = serde_json::json!(r);
+            v["scale_ratio_min"] = serde_json::json!(rmin);
+            v["scale_ratio_max"] = serde_json::json!(rmax);
+        }
         println!("{v}");
     } else {
         println!(
@@ -235,6 +261,106 @@ pub fn bench(mut args: BenchArgs) -> Result<ExitCode> {
             args.hook.name(),
             frames.len(),
         );
+        if let Some(mut sc) = scaled {
+            let (one, _, _) = spread(&mut sc.pps1);
+            let (two, _, _) = spread(&mut sc.pps2);
+            let (r, rmin, rmax) = spread(&mut sc.ratio);
+            println!(
+                "scale: {:.2} Mpps on one CPU, {:.2} Mpps on two (kernel-timed): {r:.2}x (min {rmin:.2}, max {rmax:.2})",
+                one / 1e6,
+                two / 1e6
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Per run of [`scale`]: packets per second on one CPU and on two, and
+/// their ratio.
+struct Scaled {
+    pps1: Vec<f64>,
+    pps2: Vec<f64>,
+    ratio: Vec<f64>,
+}
+
+/// Pin the calling thread to `cpu`.
+fn pin(cpu: usize) -> Result<()> {
+    // SAFETY: cpu_set_t is plain data; CPU_SET stays in bounds for
+    // cpu < CPU_SETSIZE, checked first.
+    unsafe {
+        if cpu >= libc::CPU_SETSIZE as usize {
+            bail!("CPU {cpu} out of range");
+        }
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            bail!("pinning to CPU {cpu}: {}", std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// One pass over `frames` on `cpu`: kernel-timed ns per packet.
+fn pass(runner: &TestRunner, cpu: usize, frames: &[Vec<u8>], repeat: u32) -> Result<f64> {
+    pin(cpu)?;
+    let mut total = 0.0;
+    for f in frames {
+        total += runner.test_run(f, 1, repeat)?.duration.as_nanos() as f64;
+    }
+    Ok(total / frames.len() as f64)
+}
+
+/// The program on CPU 0 alone, then on CPUs 0 and 1 at once, `runs` times
+/// alternately. The kernel's test-run clock leaves out the time a thread
+/// is scheduled away, so the ratio is the program's own scaling while both
+/// run: a cache line written per packet by both CPUs would lower it. (The
+/// wall clock is no measure here: on a shared machine it says how much of
+/// two CPUs the scheduler gave.)
+fn scale(
+    runners: &[TestRunner; 2],
+    frames: &[Vec<u8>],
+    repeat: u32,
+    runs: usize,
+) -> Result<Scaled> {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cpus < 2 {
+        bail!("--scale needs two CPUs, this process may use {cpus}");
+    }
+    let mut sc = Scaled {
+        pps1: Vec::with_capacity(runs),
+        pps2: Vec::with_capacity(runs),
+        ratio: Vec::with_capacity(runs),
+    };
+    for _ in 0..runs {
+        let ns1 = std::thread::scope(|s| {
+            s.spawn(|| pass(&runners[0], 0, frames, repeat))
+                .join()
+                .expect("bench thread")
+        })?;
+        let barrier = Barrier::new(2);
+        let ns2: Vec<f64> = std::thread::scope(|s| {
+            let threads: Vec<_> = runners
+                .iter()
+                .enumerate()
+                .map(|(cpu, r)| {
+                    let b = &barrier;
+                    s.spawn(move || {
+                        pin(cpu)?;
+                        b.wait();
+                        pass(r, cpu, frames, repeat)
+                    })
+                })
+                .collect();
+            threads
+                .into_iter()
+                .map(|t| t.join().expect("bench thread"))
+                .collect::<Result<_>>()
+        })?;
+        let pps1 = 1e9 / ns1;
+        let pps2: f64 = ns2.iter().map(|ns| 1e9 / ns).sum();
+        sc.pps1.push(pps1);
+        sc.pps2.push(pps2);
+        sc.ratio.push(pps2 / pps1);
+    }
+    Ok(sc)
 }

@@ -1,13 +1,14 @@
 //! `parapet bench dataplane --json` reports the floor beside every figure
 //! (issue 15): at XDP and tc, repeated and distinct, `floor_ns_per_packet`
 //! is there and positive, parapet's program costs at least the floor, and
-//! `above_floor_ns` is there. A presence and shape check with tiny
+//! `above_floor_ns` is there; `--scale` adds packets per second on one
+//! and on two CPUs. A presence and shape check with tiny
 //! `--repeat`/`--runs`, not a timing assertion. Needs root (BPF).
 
 use std::path::Path;
 use std::process::Command;
 
-fn bench(dir: &Path, hook: &str, distinct: bool) -> serde_json::Value {
+fn bench(dir: &Path, hook: &str, distinct: bool, extra: &[&str]) -> serde_json::Value {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_parapet"));
     cmd.args(["bench", "dataplane"])
         .arg(dir.join("one.rules"))
@@ -17,6 +18,7 @@ fn bench(dir: &Path, hook: &str, distinct: bool) -> serde_json::Value {
     if distinct {
         cmd.arg("--distinct");
     }
+    cmd.args(extra);
     let out = cmd.output().unwrap();
     assert!(
         out.status.success(),
@@ -46,7 +48,7 @@ fn bench_dataplane_reports_the_floor_at_xdp_and_tc() {
     .unwrap();
     for hook in ["xdp", "tc"] {
         for distinct in [false, true] {
-            let v = bench(tmp.path(), hook, distinct);
+            let v = bench(tmp.path(), hook, distinct, &[]);
             let what = format!("{hook} distinct={distinct}: {v}");
             assert_eq!(v["hook"], hook, "{what}");
             assert_eq!(v["rules"], 1, "{what}");
@@ -66,4 +68,11 @@ fn bench_dataplane_reports_the_floor_at_xdp_and_tc() {
             assert_eq!(v["repeat"], if distinct { 1 } else { 10 }, "{what}");
         }
     }
+    // --scale: the program on one CPU and on two at once
+    let v = bench(tmp.path(), "xdp", false, &["--scale"]);
+    let one = v["scale_pps_1cpu"].as_f64().expect("scale_pps_1cpu");
+    let two = v["scale_pps_2cpu"].as_f64().expect("scale_pps_2cpu");
+    let ratio = v["scale_ratio"].as_f64().expect("scale_ratio");
+    assert!(one > 0.0 && two > 0.0 && ratio > 0.0, "{v}");
+    assert!(v["floor_ns_per_packet"].as_f64().is_some(), "{v}");
 }

@@ -3,10 +3,12 @@
 //! `BPF_PROG_TEST_RUN` on the same frame and context as the real program,
 //! so that what the kernel spends around any program (the test-run loop,
 //! the context set-up, the clock reads) cancels out of "ns above the
-//! floor". The netfilter hooks' twin is [`crate::NfFloor`].
+//! floor". The netfilter hooks' twin is [`crate::NfFloor`]. Also
+//! [`TestRunner`]: parapet's own program as a `Send` handle, for timing it
+//! on several CPUs at once.
 
 use std::ffi::CString;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::time::Duration;
 
 use aya_obj::generated::{bpf_attr, bpf_cmd};
@@ -71,40 +73,67 @@ impl PassFloor {
     /// context [`Dataplane::test_run`](crate::Dataplane::test_run) gives
     /// the real one for the same `ifindex`.
     pub fn test_run(&self, frame: &[u8], ifindex: u32, repeat: u32) -> Result<TestRunOutcome> {
-        if frame.len() < 14 {
-            return Err(Error::FrameTooShort(frame.len()));
-        }
-        let ctx = test_ctx(self.hook, frame.len(), ifindex);
-        // SAFETY: zeroed bpf_attr is valid.
-        let mut attr: bpf_attr = unsafe { std::mem::zeroed() };
-        // SAFETY: plain integer fields of the test arm; buffers outlive the call.
-        unsafe {
-            let t = &mut attr.test;
-            t.prog_fd = self.fd.as_fd().as_raw_fd() as u32;
-            t.data_in = frame.as_ptr() as u64;
-            t.data_size_in = frame.len() as u32;
-            if !ctx.is_empty() {
-                t.ctx_in = ctx.as_ptr() as u64;
-                t.ctx_size_in = ctx.len() as u32;
-            }
-            t.repeat = repeat.max(1);
-        }
-        sys_bpf(bpf_cmd::BPF_PROG_TEST_RUN, &mut attr).map_err(|e| {
-            Error::Floor(format!(
-                "BPF_PROG_TEST_RUN of the {:?} floor: {e}",
-                self.hook
-            ))
-        })?;
-        // SAFETY: the kernel filled the test arm.
-        let (retval, duration) = unsafe { (attr.test.retval, attr.test.duration) };
-        let pass = match self.hook {
-            AttachPoint::Xdp => XDP_PASS,
-            _ => TC_ACT_OK,
-        };
-        Ok(TestRunOutcome {
-            retval,
-            passed: retval == pass,
-            duration: Duration::from_nanos(duration.into()),
-        })
+        test_run_fd(self.fd.as_fd(), self.hook, frame, ifindex, repeat)
     }
+}
+
+/// parapet's XDP or tc program as a file descriptor of its own: what a
+/// benchmark thread needs to test-run it while others do the same (the
+/// [`Dataplane`](crate::Dataplane) handle stays with its owner).
+#[derive(Debug)]
+pub struct TestRunner {
+    hook: AttachPoint,
+    fd: OwnedFd,
+}
+
+impl TestRunner {
+    pub(crate) fn new(hook: AttachPoint, fd: OwnedFd) -> TestRunner {
+        TestRunner { hook, fd }
+    }
+
+    /// [`Dataplane::test_run`](crate::Dataplane::test_run), from any thread.
+    pub fn test_run(&self, frame: &[u8], ifindex: u32, repeat: u32) -> Result<TestRunOutcome> {
+        test_run_fd(self.fd.as_fd(), self.hook, frame, ifindex, repeat)
+    }
+}
+
+/// `BPF_PROG_TEST_RUN` of the XDP or tc program `fd` on `frame`.
+fn test_run_fd(
+    fd: BorrowedFd<'_>,
+    hook: AttachPoint,
+    frame: &[u8],
+    ifindex: u32,
+    repeat: u32,
+) -> Result<TestRunOutcome> {
+    if frame.len() < 14 {
+        return Err(Error::FrameTooShort(frame.len()));
+    }
+    let ctx = test_ctx(hook, frame.len(), ifindex);
+    // SAFETY: zeroed bpf_attr is valid.
+    let mut attr: bpf_attr = unsafe { std::mem::zeroed() };
+    // SAFETY: plain integer fields of the test arm; buffers outlive the call.
+    unsafe {
+        let t = &mut attr.test;
+        t.prog_fd = fd.as_raw_fd() as u32;
+        t.data_in = frame.as_ptr() as u64;
+        t.data_size_in = frame.len() as u32;
+        if !ctx.is_empty() {
+            t.ctx_in = ctx.as_ptr() as u64;
+            t.ctx_size_in = ctx.len() as u32;
+        }
+        t.repeat = repeat.max(1);
+    }
+    sys_bpf(bpf_cmd::BPF_PROG_TEST_RUN, &mut attr)
+        .map_err(|e| Error::Floor(format!("BPF_PROG_TEST_RUN at {hook:?}: {e}")))?;
+    // SAFETY: the kernel filled the test arm.
+    let (retval, duration) = unsafe { (attr.test.retval, attr.test.duration) };
+    let pass = match hook {
+        AttachPoint::Xdp => XDP_PASS,
+        _ => TC_ACT_OK,
+    };
+    Ok(TestRunOutcome {
+        retval,
+        passed: retval == pass,
+        duration: Duration::from_nanos(duration.into()),
+    })
 }

@@ -70,7 +70,7 @@ pub use attach::{hook_pin_name, AttachPoint, Attached, Mode};
 pub use bpf_sys::LinkIds;
 pub use counters::{LogEvent, Stats};
 pub use error::{BadImage, Error, Result};
-pub use floor::PassFloor;
+pub use floor::{PassFloor, TestRunner};
 pub use load::{Dataplane, Features, LoadOptions, BPF_OBJECT};
 pub use netfilter::{NfAttached, NfFamily, NfFloor, NfHook, NfLink, PRIORITY_SEARCH};
 pub use pin::{default_pin_dir, remove_pins, PinnedAttachment};
