@@ -135,14 +135,20 @@ def report(out):
         lines.append(f"| {r['set']} | {r['hook']} | {r['mode']} | {r['rules']} | {r['ns_per_packet']:.0f} "
                      f"[{r['ns_per_packet_min']:.0f}–{r['ns_per_packet_max']:.0f}] | {r['floor_ns_per_packet']:.0f} | "
                      f"{r['above_floor_ns']:.0f} [{r['above_floor_ns_min']:.0f}–{r['above_floor_ns_max']:.0f}] |")
+    shown = None
     for name in sorted(os.listdir(out)):
         if not name.endswith(".static.json"):
             continue
         s = json.load(open(f"{out}/{name}"))
         i = json.load(open(f"{out}/{name.replace('.static.json', '.info.json')}"))
-        lines += ["", f"## Instructions: {name.replace('.static.json', '')}", "",
-                  f"xlated {i['xlated_insns']} insns ({i['xlated_bytes']} B), jited {i['jited_bytes']} B, "
-                  f"verifier processed {i['verified_insns']} insns", "",
+        head = (f"xlated {i['xlated_insns']} insns ({i['xlated_bytes']} B), jited {i['jited_bytes']} B, "
+                f"verifier processed {i['verified_insns']} insns")
+        if s == shown:
+            # the same program (only the image differs): say so, once
+            lines += ["", f"## Instructions: {name.replace('.static.json', '')}", "", head + "; per stage as above"]
+            continue
+        shown = s
+        lines += ["", f"## Instructions: {name.replace('.static.json', '')}", "", head, "",
                   "| stage | xlated insns | share |", "| --- | ---: | ---: |"]
         for k, v in s["by_stage"].items():
             lines.append(f"| {k} | {v} | {100 * v / s['total']:.0f} % |")

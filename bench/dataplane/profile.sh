@@ -54,9 +54,9 @@ done
 for s in "${sets[@]}"; do
   read -r name rules trace <<< "$s"
   for hook in xdp tc; do
-    $P bench dataplane "$rules" "$trace" --hook $hook --sample 256 --repeat 100 --runs 7 --json \
+    $P bench dataplane "$rules" "$trace" --hook $hook --sample 64 --repeat 1000 --runs 5 --json \
       | sed "s/^{/{\"set\":\"$name\",/" >> "$OUT/bench.jsonl"
-    $P bench dataplane "$rules" "$trace" --hook $hook --sample 4096 --runs 7 --distinct --json \
+    $P bench dataplane "$rules" "$trace" --hook $hook --sample 4096 --runs 5 --distinct --json \
       | sed "s/^{/{\"set\":\"$name\",/" >> "$OUT/bench.jsonl"
   done
 done
