@@ -51,9 +51,9 @@ pub struct BenchArgs {
     /// distinct packets back to back instead of one packet repeated.
     #[arg(long)]
     distinct: bool,
-    /// Also time the program on one CPU and on two at once (threads
-    /// pinned to CPUs 0 and 1, each over the whole sample): packets per
-    /// second of each and their ratio (XDP and tc only).
+    /// Also time the program on one CPU (0, then 1) and on two at once
+    /// (threads pinned to CPUs 0 and 1, each over the whole sample):
+    /// packets per second of each and their ratio (XDP and tc only).
     #[arg(long)]
     scale: bool,
     /// Print one JSON object.
@@ -310,8 +310,8 @@ fn pass(runner: &TestRunner, cpu: usize, frames: &[Vec<u8>], repeat: u32) -> Res
     Ok(total / frames.len() as f64)
 }
 
-/// The program on CPU 0 alone, then on CPUs 0 and 1 at once, `runs` times
-/// alternately. The kernel's test-run clock leaves out the time a thread
+/// The program on CPU 0 alone, on CPU 1 alone, then on both at once,
+/// `runs` times in turn; one CPU's rate is the mean of the two alone. The kernel's test-run clock leaves out the time a thread
 /// is scheduled away, so the ratio is the program's own scaling while both
 /// run: a cache line written per packet by both CPUs would lower it. (The
 /// wall clock is no measure here: on a shared machine it says how much of
@@ -332,11 +332,16 @@ fn scale(
         ratio: Vec::with_capacity(runs),
     };
     for _ in 0..runs {
-        let ns1 = std::thread::scope(|s| {
-            s.spawn(|| pass(&runners[0], 0, frames, repeat))
-                .join()
-                .expect("bench thread")
-        })?;
+        // one CPU: each of the two alone, averaged, so that a faster or
+        // quieter CPU does not skew the ratio
+        let mut alone = [0.0; 2];
+        for (cpu, r) in runners.iter().enumerate() {
+            alone[cpu] = std::thread::scope(|s| {
+                s.spawn(|| pass(r, cpu, frames, repeat))
+                    .join()
+                    .expect("bench thread")
+            })?;
+        }
         let barrier = Barrier::new(2);
         let ns2: Vec<f64> = std::thread::scope(|s| {
             let threads: Vec<_> = runners
@@ -356,7 +361,7 @@ fn scale(
                 .map(|t| t.join().expect("bench thread"))
                 .collect::<Result<_>>()
         })?;
-        let pps1 = 1e9 / ns1;
+        let pps1 = (1e9 / alone[0] + 1e9 / alone[1]) / 2.0;
         let pps2: f64 = ns2.iter().map(|ns| 1e9 / ns).sum();
         sc.pps1.push(pps1);
         sc.pps2.push(pps2);
