@@ -16,8 +16,10 @@ use aya_obj::generated::{bpf_attr, bpf_cmd};
 use crate::abi::TestRunOutcome;
 use crate::attach::AttachPoint;
 use crate::error::{Error, Result};
+use crate::load::{Dataplane, PROG_TC, PROG_XDP};
 use crate::netfilter::{owned, sys_bpf};
 use crate::test_run::{test_ctx, TC_ACT_OK, XDP_PASS};
+use aya::programs::{SchedClassifier, Xdp};
 
 /// `enum bpf_prog_type`: `BPF_PROG_TYPE_SCHED_CLS`, `BPF_PROG_TYPE_XDP`.
 const PROG_TYPE_SCHED_CLS: u32 = 3;
@@ -86,11 +88,31 @@ pub struct TestRunner {
     fd: OwnedFd,
 }
 
-impl TestRunner {
-    pub(crate) fn new(hook: AttachPoint, fd: OwnedFd) -> TestRunner {
-        TestRunner { hook, fd }
+impl Dataplane {
+    /// The XDP or tc program as a [`TestRunner`]: its own fd, for test
+    /// runs from other threads.
+    pub fn test_runner(&self, hook: AttachPoint) -> Result<TestRunner> {
+        let name = match hook {
+            AttachPoint::Xdp => PROG_XDP,
+            AttachPoint::Tc => PROG_TC,
+            AttachPoint::Netfilter => {
+                return Err(Error::Floor("a test runner is for XDP or tc".into()))
+            }
+        };
+        let prog = self.ebpf.program(name).ok_or(Error::Missing("program"))?;
+        let fd = match hook {
+            AttachPoint::Xdp => <&Xdp>::try_from(prog)?.fd()?.as_fd().try_clone_to_owned(),
+            _ => <&SchedClassifier>::try_from(prog)?
+                .fd()?
+                .as_fd()
+                .try_clone_to_owned(),
+        }
+        .map_err(|e| Error::Floor(format!("duplicating the program fd: {e}")))?;
+        Ok(TestRunner { hook, fd })
     }
+}
 
+impl TestRunner {
     /// [`Dataplane::test_run`](crate::Dataplane::test_run), from any thread.
     pub fn test_run(&self, frame: &[u8], ifindex: u32, repeat: u32) -> Result<TestRunOutcome> {
         test_run_fd(self.fd.as_fd(), self.hook, frame, ifindex, repeat)

@@ -7,9 +7,7 @@ pub use crate::abi::{KernelDecision, TestRunOutcome};
 use crate::abi::{KernelVerdict, ParseStatus};
 use crate::attach::AttachPoint;
 use crate::error::{Error, Result};
-use crate::floor::TestRunner;
 use crate::load::{Dataplane, PROG_TC, PROG_XDP};
-use std::os::fd::AsFd;
 
 /// XDP_PASS and TC_ACT_OK, from linux/bpf.h and linux/pkt_cls.h.
 pub(crate) const XDP_PASS: u32 = 2;
@@ -116,28 +114,6 @@ impl Dataplane {
             },
             r.data_size_out as usize,
         ))
-    }
-
-    /// The XDP or tc program as a [`TestRunner`]: its own fd, for test
-    /// runs from other threads.
-    pub fn test_runner(&self, hook: AttachPoint) -> Result<TestRunner> {
-        let name = match hook {
-            AttachPoint::Xdp => PROG_XDP,
-            AttachPoint::Tc => PROG_TC,
-            AttachPoint::Netfilter => {
-                return Err(Error::Floor("a test runner is for XDP or tc".into()))
-            }
-        };
-        let prog = self.ebpf.program(name).ok_or(Error::Missing("program"))?;
-        let fd = match hook {
-            AttachPoint::Xdp => <&Xdp>::try_from(prog)?.fd()?.as_fd().try_clone_to_owned(),
-            _ => <&SchedClassifier>::try_from(prog)?
-                .fd()?
-                .as_fd()
-                .try_clone_to_owned(),
-        }
-        .map_err(|e| Error::Floor(format!("duplicating the program fd: {e}")))?;
-        Ok(TestRunner::new(hook, fd))
     }
 
     /// The last packet's key and decision. Only filled when loaded with
