@@ -96,7 +96,7 @@ impl BenchHook {
 
 /// The trivial program a hook's figures are measured against.
 enum Floor {
-    Netfilter(NfFloor),
+    Netfilter(NfFloor, NfHook),
     Pass(PassFloor),
 }
 
@@ -138,7 +138,7 @@ pub fn bench(mut args: BenchArgs) -> Result<ExitCode> {
             // the same chain's image, as that hook's image
             dp.write_hook_image(h, &classifier.image().to_bytes())?;
             dp.swap()?;
-            Floor::Netfilter(NfFloor::load()?)
+            Floor::Netfilter(NfFloor::load()?, h)
         }
         None => Floor::Pass(PassFloor::load(hook)?),
     };
@@ -162,12 +162,9 @@ pub fn bench(mut args: BenchArgs) -> Result<ExitCode> {
         })
     };
     let run_floor = |i: usize, repeat: u32| -> Result<TestRunOutcome> {
-        Ok(match (&floor, nf) {
-            (Floor::Netfilter(f), Some(h)) => f.test_run(h, families[i], &frames[i], repeat)?,
-            (Floor::Pass(f), _) => f.test_run(&frames[i], 1, repeat)?,
-            (Floor::Netfilter(_), None) => {
-                unreachable!("a netfilter floor only at a netfilter hook")
-            }
+        Ok(match &floor {
+            Floor::Netfilter(f, h) => f.test_run(*h, families[i], &frames[i], repeat)?,
+            Floor::Pass(f) => f.test_run(&frames[i], 1, repeat)?,
         })
     };
     let lookup = store.map(crate::set_lookup::StoreLookup);
