@@ -253,3 +253,87 @@ fn depth_first_search_agrees_with_the_walk() {
     }
     assert!(compared > 1000, "only {compared} entries compared");
 }
+
+/// Which points of `pkts` lie in some box of the report, with the two
+/// deciding rule ids there.
+fn located(report: &DiffReport, space: &Space, pkts: &[Packet]) -> Vec<Option<(u32, u32)>> {
+    pkts.iter()
+        .map(|p| {
+            let hits: Vec<&Difference> = report
+                .differences
+                .iter()
+                .filter(|d| space.contains(&d.cube, p))
+                .collect();
+            assert!(hits.len() <= 1, "{p} lies in {} boxes", hits.len());
+            hits.first().map(|d| (d.a.0, d.b.0))
+        })
+        .collect()
+}
+
+/// The path `diff` takes for lists without RETURN entries and with one
+/// policy (only the boxes of rules outside the common subsequence are
+/// compared): boxes whose witnesses differ under the linear engine, points
+/// outside every box that agree, and the same packets, with the same
+/// deciding rules, as the comparison of every region.
+#[test]
+fn diff_of_edited_flat_lists_compares_only_changed_rules_exactly() {
+    let (mut boxes, mut points) = (0, 0);
+    for seed in 0..200u64 {
+        let spec = RandomSpec {
+            rules: 6 + (seed as usize % 40),
+            user_chains: 0,
+            control_flow: seed % 2 == 0,
+            ..Default::default()
+        };
+        let a = random_ruleset(seed, &spec);
+        let b = mutate(&a, seed);
+        let (la, lb) = (list(&a), list(&b));
+        if la
+            .entries
+            .iter()
+            .chain(&lb.entries)
+            .any(|e| matches!(e.kind, EntryKind::Return { .. }))
+        {
+            continue;
+        }
+        let fast = diff(&la, &lb, budget()).unwrap();
+        let full = diff_every_region(&la, &lb, budget()).unwrap();
+        if !fast.unproven.is_empty() || !full.unproven.is_empty() {
+            continue;
+        }
+        let ea = LinearEngine::new(&a, a.select_chain(None).unwrap()).unwrap();
+        let eb = LinearEngine::new(&b, b.select_chain(None).unwrap()).unwrap();
+        let space = Space::of(la.entries.iter().chain(&lb.entries).map(|e| &e.matches)).unwrap();
+        for d in &fast.differences {
+            let (da, db) = (
+                ea.classify(&d.witness, &NoSets).unwrap(),
+                eb.classify(&d.witness, &NoSets).unwrap(),
+            );
+            assert_ne!(da.verdict, db.verdict, "seed {seed}: {}", d.witness);
+            assert_eq!((da.rule_id, db.rule_id), (d.a.0, d.b.0), "seed {seed}");
+            boxes += 1;
+        }
+        // Random packets, and every witness of either report.
+        let mut pkts = packets(&a, seed, 150);
+        pkts.extend(full.differences.iter().map(|d| d.witness.clone()));
+        pkts.extend(fast.differences.iter().map(|d| d.witness.clone()));
+        let (in_fast, in_full) = (located(&fast, &space, &pkts), located(&full, &space, &pkts));
+        for (k, pkt) in pkts.iter().enumerate() {
+            let (da, db) = (
+                ea.classify(pkt, &NoSets).unwrap(),
+                eb.classify(pkt, &NoSets).unwrap(),
+            );
+            assert_eq!(
+                da.verdict != db.verdict,
+                in_fast[k].is_some(),
+                "seed {seed}: {pkt}"
+            );
+            assert_eq!(in_fast[k], in_full[k], "seed {seed}: {pkt}");
+            points += 1;
+        }
+    }
+    assert!(
+        boxes > 300 && points > 15_000,
+        "{boxes} boxes, {points} points"
+    );
+}
