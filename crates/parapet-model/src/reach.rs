@@ -320,6 +320,29 @@ impl<'a> Walker<'a> {
         0
     }
 
+    /// True when `pkt`, scanned from the first entry, arrives at entry `i`
+    /// (no earlier entry decides it; RETURNs skip as in a walk).
+    pub(crate) fn arrives_at(&self, pkt: &crate::packet::Packet, i: usize) -> bool {
+        let point: Vec<(u128, u128)> = self
+            .space
+            .dims()
+            .iter()
+            .map(|&f| (pkt.value(f), pkt.value(f)))
+            .collect();
+        let mut at = 0;
+        for j in self.index.meeting(&self.hulls, &point, 0, i) {
+            if j < at || self.removed[j] || !self.space.contains(&self.cubes[j], pkt) {
+                continue;
+            }
+            match &self.list.entries[j].kind {
+                EntryKind::Decide(_) => return false,
+                EntryKind::Return { resume, .. } => at = *resume as usize,
+                _ => {}
+            }
+        }
+        at <= i
+    }
+
     /// The packets of the universe inside `cube`.
     pub fn universe_within(&self, cube: &Cube) -> Region {
         self.space.universe().intersect(cube)
