@@ -168,7 +168,7 @@ fn every_region(space: &Space, wa: &Walker, wb: &Walker, budget: Budget) -> Diff
             continue;
         }
         let mut rest = Region::empty();
-        let outcome = follow(&wb, j, &wa, budget, Settle::Any, &mut |s, c| {
+        let outcome = follow(wb, j, wa, budget, Settle::Any, &mut |s, c| {
             if s == Stop::Policy {
                 rest.extend_disjoint(Region::from_cube(c.clone()));
             }

@@ -118,6 +118,14 @@ pub fn lint(
         .map(|w| {
             (0..w.list.entries.len())
                 .map(|i| {
+                    // Past the deadline nothing more is proven, probes
+                    // included (a search checks it itself).
+                    if budget
+                        .deadline
+                        .is_some_and(|t| std::time::Instant::now() > t)
+                    {
+                        return Err(OverBudget);
+                    }
                     if let Some(witness) = probe(w, &space, i) {
                         return Ok(Reach {
                             witness: Some(witness),
