@@ -202,6 +202,14 @@ impl Walker<'_> {
                     EntryKind::Decide(v) => {
                         if settle.allows(v) {
                             let end = self.run_end(j).min(to);
+                            let k = self.next_catch_all(&piece.cube, j);
+                            if k < end && !self.is_removed(k) {
+                                touched(k);
+                                if visit(Outcome::Decided(Stop::Entry(k)), &piece.cube) {
+                                    return Ok(true);
+                                }
+                                continue 'pieces;
+                            }
                             let run: Vec<usize> = candidates[p - 1..]
                                 .iter()
                                 .copied()

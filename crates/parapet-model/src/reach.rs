@@ -70,6 +70,13 @@ pub struct Walker<'a> {
     /// For a deciding entry: the end of its run of same-verdict deciding
     /// entries (see [`Settle`]).
     run_end: Vec<usize>,
+    /// Per family (its universe cube), for each index: the first deciding
+    /// entry at or after it that matches every packet of the family (a
+    /// catch-all), or `n`. A search settling a run
+    /// that holds one settles every piece at once, where scanning the run
+    /// for a covering entry costs the run's length per search (quadratic
+    /// over `lint`'s per-rule searches of a 100,000-rule list).
+    next_catch_all: Vec<(Cube, Vec<usize>)>,
 }
 
 /// True when every side of `cube` holds the whole range of the hull's.
@@ -120,9 +127,24 @@ impl<'a> Walker<'a> {
                 _ => {}
             }
         }
+        // Per family's universe cube, the entries that hold all of it.
+        let next_catch_all: Vec<(Cube, Vec<usize>)> = space
+            .universe()
+            .cubes()
+            .iter()
+            .map(|u| {
+                let mut next = vec![n; n + 1];
+                for i in (0..n).rev() {
+                    let all = list.entries[i].kind.is_terminal() && u.is_subset(&cubes[i]);
+                    next[i] = if all { i } else { next[i + 1] };
+                }
+                (u.clone(), next)
+            })
+            .collect();
         Walker {
             list,
             space,
+            next_catch_all,
             removed: vec![false; n],
             cubes,
             hulls,
@@ -140,6 +162,15 @@ impl<'a> Walker<'a> {
     pub(crate) fn hull(&self, i: usize) -> &[(u128, u128)] {
         let d = self.space.dims().len();
         &self.hulls[i * d..(i + 1) * d]
+    }
+
+    /// The first deciding entry at or after `i` that matches every packet
+    /// of `cube`'s family (`entries.len()` when none does).
+    pub(crate) fn next_catch_all(&self, cube: &Cube, i: usize) -> usize {
+        self.next_catch_all
+            .iter()
+            .find(|(u, _)| cube.is_subset(u))
+            .map_or(self.list.entries.len(), |(_, next)| next[i])
     }
 
     /// For a deciding entry, one past the end of its run (see [`Settle`]).
