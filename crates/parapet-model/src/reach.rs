@@ -330,48 +330,45 @@ impl<'a> Walker<'a> {
     /// The rule that decides `pkt` scanning from entry `from` (0: the
     /// policy), skipping removed entries; RETURNs skip as in a walk.
     pub fn decide_point(&self, pkt: &crate::packet::Packet, from: usize) -> u32 {
-        let point: Vec<(u128, u128)> = self
-            .space
-            .dims()
-            .iter()
-            .map(|&f| (pkt.value(f), pkt.value(f)))
-            .collect();
-        let n = self.list.entries.len();
-        let mut i = from;
-        for j in self.index.meeting(&self.hulls, &point, from, n) {
-            if j < i || self.removed[j] || !self.space.contains(&self.cubes[j], pkt) {
-                continue;
-            }
-            match &self.list.entries[j].kind {
-                EntryKind::Decide(_) => return self.list.entries[j].rule_id,
-                EntryKind::Return { resume, .. } => i = *resume as usize,
-                _ => {}
-            }
+        match self.scan_point(pkt, from, self.list.entries.len()) {
+            Ok(j) => self.list.entries[j].rule_id,
+            Err(_) => 0,
         }
-        0
     }
 
     /// True when `pkt`, scanned from the first entry, arrives at entry `i`
-    /// (no earlier entry decides it; RETURNs skip as in a walk).
+    /// (no earlier entry decides it, no RETURN skips past it).
     pub(crate) fn arrives_at(&self, pkt: &crate::packet::Packet, i: usize) -> bool {
+        matches!(self.scan_point(pkt, 0, i), Err(at) if at <= i)
+    }
+
+    /// Scans `pkt` over entries `from..to` as a walk would: `Ok` with the
+    /// deciding entry, or `Err` with the entry it goes on at (past the last
+    /// RETURN it took, if any).
+    fn scan_point(
+        &self,
+        pkt: &crate::packet::Packet,
+        from: usize,
+        to: usize,
+    ) -> Result<usize, usize> {
         let point: Vec<(u128, u128)> = self
             .space
             .dims()
             .iter()
             .map(|&f| (pkt.value(f), pkt.value(f)))
             .collect();
-        let mut at = 0;
-        for j in self.index.meeting(&self.hulls, &point, 0, i) {
+        let mut at = from;
+        for j in self.index.meeting(&self.hulls, &point, from, to) {
             if j < at || self.removed[j] || !self.space.contains(&self.cubes[j], pkt) {
                 continue;
             }
             match &self.list.entries[j].kind {
-                EntryKind::Decide(_) => return false,
+                EntryKind::Decide(_) => return Ok(j),
                 EntryKind::Return { resume, .. } => at = *resume as usize,
                 _ => {}
             }
         }
-        at <= i
+        Err(at)
     }
 
     /// The packets of the universe inside `cube`.
