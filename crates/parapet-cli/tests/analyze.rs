@@ -99,6 +99,27 @@ fn diff_exit_codes_and_json() {
         run(&["diff", "examples/host.rules", "examples/missing.rules"]).0,
         2
     );
+    // --chain per side: INPUT against itself under another spelling is
+    // equivalent; INPUT (policy DROP) against OUTPUT (ACCEPT) is not.
+    let mapped = |map: &str| {
+        run(&[
+            "diff",
+            "examples/host.rules",
+            "examples/host.rules",
+            "--chain",
+            map,
+            "--json",
+        ])
+    };
+    let (code, json, _) = mapped("A:INPUT=B:ip/filter/INPUT");
+    assert_eq!((code, json["equivalent"].as_bool()), (0, Some(true)));
+    let (code, json, _) = mapped("A:INPUT=B:OUTPUT");
+    assert_eq!((code, json["equivalent"].as_bool()), (1, Some(false)));
+    assert!(json["differences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|d| d["b_verdict"] != d["a_verdict"]));
     // A tight budget leaves regions unproven: never a wrong "equivalent".
     // (The set against itself is proven equivalent without any search, as
     // every rule is common to both; against its reversal, where all but
