@@ -24,6 +24,7 @@
 //! [`service_port`]), prefix maths ([`range_to_prefixes`], [`prefix_len`])
 //! and the performance|memory [`Policy`].
 
+mod common_entries;
 mod depth_first;
 mod diff;
 mod display;
@@ -44,7 +45,7 @@ mod rule;
 mod stateful;
 
 pub use depth_first::Outcome;
-pub use diff::{diff, DiffReport, Difference, Unproven};
+pub use diff::{diff, diff_every_region, DiffReport, Difference, Unproven};
 pub use display::{format_set, format_value};
 pub use field::{tcp_flags, CtState, Family, Field, IfName};
 pub use flatten::{
