@@ -15,7 +15,9 @@ fresh IPv4 decisions; then the time from the import's end until
   - bouncer: nft set crowdsec-blacklists holds all N (the last imported
     address first, then the count),
 then `cscli decisions delete --all` and the time until both are empty.
-Prints one JSON line per round and a summary (median, min, max).
+Prints one JSON line per round and a summary (median, min, max); memory
+is each process's RSS when the round's enforcement ended and its peak
+RSS (VmHWM) so far.
 
 Usage (root): scripts/bench-crowdsec.py PARAPETD PARAPET [SIZES] [ROUNDS]
 """
@@ -49,10 +51,11 @@ def wait(what, f, limit=LIMIT_S, step=0.01):
     return time.monotonic()
 
 
-def rss_kib(pid):
+def rss_kib(pid, field="VmRSS"):
+    """Resident memory now (VmRSS) or at its peak so far (VmHWM)."""
     with open(f"/proc/{pid}/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1])
     return 0
 
@@ -109,7 +112,10 @@ prometheus:
         url = f"http://127.0.0.1:{port}"
 
         def cscli(*a):
-            return sh("cscli", "-c", f"{d}/config.yaml", *a).stdout
+            r = sh("cscli", "-c", f"{d}/config.yaml", *a, check=False)
+            if r.returncode != 0:
+                raise SystemExit(f"cscli {' '.join(a)}: {r.stderr.strip()[-500:]}")
+            return r.stdout
 
         cscli("machines", "add", "bench", "--password", "bench-password-0123456789",
               "-f", f"{d}/local_api_credentials.yaml", "--url", url)
@@ -225,7 +231,9 @@ prometheus:
                     # recorded as such after a minute.
                     return len(done) == 2 or now - t1 > 60
                 wait(f"{n} decisions enforced", check, LIMIT_S, 0.02)
-                mem = {"parapetd_rss_kib": rss_kib(pd.pid), "bouncer_rss_kib": rss_kib(bo.pid)}
+                mem = {"parapetd_rss_kib": rss_kib(pd.pid), "bouncer_rss_kib": rss_kib(bo.pid),
+                       "parapetd_peak_kib": rss_kib(pd.pid, "VmHWM"),
+                       "bouncer_peak_kib": rss_kib(bo.pid, "VmHWM")}
                 t2 = time.monotonic()
                 cscli("decisions", "delete", "--all")
                 t3 = time.monotonic()
@@ -259,7 +267,8 @@ prometheus:
                 return f"{statistics.median(v):.3f} [{min(v):.3f}–{max(v):.3f}]"
             print(f"N={n}: parapet {s('parapet_s')}  bouncer {s('bouncer_s')}  | unban parapet {s('parapet_unban_s')}"
                   f"  bouncer {s('bouncer_unban_s')}  | import {s('import_s')}"
-                  f"  | RSS KiB parapetd {max(x['parapetd_rss_kib'] for x in rows)} bouncer {max(x['bouncer_rss_kib'] for x in rows)}")
+                  f"  | RSS KiB parapetd {max(x['parapetd_rss_kib'] for x in rows)} bouncer {max(x['bouncer_rss_kib'] for x in rows)}"
+                  f"  | peak KiB parapetd {max(x['parapetd_peak_kib'] for x in rows)} bouncer {max(x['bouncer_peak_kib'] for x in rows)}")
     finally:
         for p in reversed(procs):
             p.terminate()

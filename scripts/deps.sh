@@ -13,6 +13,8 @@ if [ "$want" = test ]; then
   pkgs+=(tmux)
   # The fleet tests run a real NATS JetStream server.
   pkgs+=(nats-server)
+  # fleet_tls.rs makes a throwaway CA and certificates with openssl.
+  pkgs+=(openssl)
   # The CrowdSec tests run a real Local API (and benchmark the real
   # nftables bouncer); installed offline, services not started (below).
   pkgs+=(crowdsec crowdsec-firewall-bouncer)

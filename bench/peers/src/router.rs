@@ -126,18 +126,7 @@ impl RouterBed {
             (&self.receiver, "198.18.2.1", macs[2].1, "fb0"),
         ];
         for (ns, addr, mac, dev) in neigh {
-            ns.ip(&[
-                "neigh",
-                "replace",
-                addr,
-                "lladdr",
-                mac,
-                "dev",
-                dev,
-                "nud",
-                "permanent",
-            ])
-            .map_err(Error)?;
+            ns.static_neighbour(addr, mac, dev).map_err(Error)?;
         }
         ns_exec(
             &self.router,

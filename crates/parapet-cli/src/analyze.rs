@@ -71,7 +71,8 @@ pub struct DiffArgs {
     a: PathBuf,
     /// The second ruleset.
     b: PathBuf,
-    /// Base chain compared in both: CHAIN (table filter) or TABLE/CHAIN. Default
+    /// Base chain compared in both: CHAIN (table filter) or TABLE/CHAIN; or one
+    /// per side, A:CHAIN=B:CHAIN (e.g. A:INPUT=B:inet/filter/input). Default
     /// filter/INPUT, or the one base chain on the input hook.
     #[arg(long)]
     chain: Option<String>,
@@ -93,6 +94,31 @@ fn list_of(rs: &Ruleset, chain: Option<&str>, path: &Path) -> Result<DecisionLis
         .select_chain(chain)
         .map_err(|e| anyhow!("{}: {e}", path.display()))?;
     flatten_unpruned(rs, id, DEFAULT_MAX_ENTRIES).map_err(|e| anyhow!("{}: {e}", path.display()))
+}
+
+/// The chain of A and of B that `--chain` names: one spec for both, or
+/// `A:SPEC=B:SPEC`. A spec FAMILY/TABLE/CHAIN (as nft names chains) is
+/// looked up as TABLE/CHAIN.
+fn chain_specs(chain: Option<&str>) -> (Option<&str>, Option<&str>) {
+    let Some(c) = chain else {
+        return (None, None);
+    };
+    match c.split_once('=') {
+        Some((a, b)) => {
+            let a = a.strip_prefix("A:").or(a.strip_prefix("a:")).unwrap_or(a);
+            let b = b.strip_prefix("B:").or(b.strip_prefix("b:")).unwrap_or(b);
+            (Some(without_family(a)), Some(without_family(b)))
+        }
+        None => (Some(without_family(c)), Some(without_family(c))),
+    }
+}
+
+/// A FAMILY/TABLE/CHAIN spec as TABLE/CHAIN; others as they are.
+fn without_family(spec: &str) -> &str {
+    match spec.split_once('/') {
+        Some((_, rest)) if rest.contains('/') => rest,
+        _ => spec,
+    }
 }
 
 /// `parapet lint RULES`.
@@ -227,8 +253,9 @@ pub fn diff(args: DiffArgs) -> ExitCode {
 fn run_diff(args: &DiffArgs) -> Result<ExitCode> {
     let a = load::ruleset(&args.a, &args.common.format)?.ruleset;
     let b = load::ruleset(&args.b, &args.common.format)?.ruleset;
-    let la = list_of(&a, args.chain.as_deref(), &args.a)?;
-    let lb = list_of(&b, args.chain.as_deref(), &args.b)?;
+    let (ca, cb) = chain_specs(args.chain.as_deref());
+    let la = list_of(&a, ca, &args.a)?;
+    let lb = list_of(&b, cb, &args.b)?;
     let budget = args.common.budget()?;
     let report = parapet_model::diff(&la, &lb, budget).map_err(|e| anyhow!("{e}"))?;
     if args.common.json {

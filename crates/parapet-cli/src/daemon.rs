@@ -57,6 +57,15 @@ pub enum DaemonCommand {
     Ban(BanArgs),
     /// Lift bans.
     Unban(BanArgs),
+    /// An xt_recent table in parapetd: list it, or write it as /proc/net/xt_recent/NAME
+    /// takes (+ADDR adds or refreshes, -ADDR removes, / flushes).
+    Recent {
+        /// Table name (`-m recent --name`; iptables' default is DEFAULT).
+        name: String,
+        /// +ADDR, -ADDR or /; none: list the table.
+        #[arg(allow_hyphen_values = true)]
+        write: Option<String>,
+    },
     /// Attach parapetd's eBPF dataplane: without an interface, the ruleset's INPUT, FORWARD
     /// and OUTPUT chains at their netfilter hooks; with one, at XDP or tc there (loads it on
     /// first use; root daemon).
@@ -417,6 +426,9 @@ fn exec(c: &mut Client, cmd: DaemonCommand) -> Result<ExitCode, ClientError> {
                     r.get("generation").and_then(Value::as_u64).unwrap_or(0)
                 );
             }
+            if let Some(links) = nf_links(r.get("hooks")) {
+                println!("# at the netfilter hooks: {}", hook_links(&links));
+            }
             print_left_to_kernel(r.get("left_to_kernel"));
             print_notes(&r);
         }
@@ -444,18 +456,7 @@ fn exec(c: &mut Client, cmd: DaemonCommand) -> Result<ExitCode, ClientError> {
                     .flatten()
                 {
                     if let Some(links) = a["links"].as_array() {
-                        let l: Vec<String> = links
-                            .iter()
-                            .map(|l| {
-                                format!(
-                                    "{} {} (priority {})",
-                                    l["chain"].as_str().unwrap_or(""),
-                                    l["family"].as_str().unwrap_or(""),
-                                    l["priority"]
-                                )
-                            })
-                            .collect();
-                        println!("# attached at the netfilter hooks: {}", l.join(", "));
+                        println!("# attached at the netfilter hooks: {}", hook_links(links));
                         continue;
                     }
                     println!(
@@ -521,7 +522,8 @@ fn exec(c: &mut Client, cmd: DaemonCommand) -> Result<ExitCode, ClientError> {
                     m.insert("hook".into(), Value::from(h));
                 }
                 let r = c.call(Value::Object(m))?;
-                println!("attached at the netfilter hooks (INPUT, FORWARD, OUTPUT)");
+                let links = nf_links(r.get("hooks")).unwrap_or_default();
+                println!("attached at the netfilter hooks: {}", hook_links(&links));
                 print_notes(&r);
                 return Ok(ExitCode::SUCCESS);
             };
@@ -546,11 +548,41 @@ fn exec(c: &mut Client, cmd: DaemonCommand) -> Result<ExitCode, ClientError> {
             c.call(Value::Object(m))?;
         }
         DaemonCommand::Set { cmd } => return set_cmd(c, cmd),
+        DaemonCommand::Recent { name, write } => {
+            return crate::recent_cmd::recent_cmd(c, name, write)
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
 
 /// An attach reply's note, warning and warnings on stderr.
+/// The netfilter attachment's links among a reply's attachments.
+fn nf_links(attachments: Option<&Value>) -> Option<Vec<Value>> {
+    attachments?
+        .as_array()?
+        .iter()
+        .find_map(|a| a["links"].as_array().cloned())
+}
+
+/// Which chain runs at which netfilter hook: `INPUT ipv4 (priority 0), …`.
+fn hook_links(links: &[Value]) -> String {
+    if links.is_empty() {
+        return "no chain yet (the next apply places its base chains)".into();
+    }
+    let l: Vec<String> = links
+        .iter()
+        .map(|l| {
+            format!(
+                "{} {} (priority {})",
+                l["chain"].as_str().unwrap_or(""),
+                l["family"].as_str().unwrap_or(""),
+                l["priority"]
+            )
+        })
+        .collect();
+    l.join(", ")
+}
+
 fn print_notes(r: &parapet_daemon::proto::Reply) {
     let r = &r.body;
     for k in ["note", "warning"] {
@@ -733,6 +765,10 @@ fn print_left_to_kernel(left: Option<&Value>) {
                 format!("{name} {n} rule{}", if n == 1 { "" } else { "s" })
             })
             .collect();
+        if let Some(d) = t.get("describe").and_then(Value::as_str) {
+            println!("left to the kernel: {d}");
+            continue;
+        }
         let table = t.get("table").and_then(Value::as_str).unwrap_or("?");
         println!("left to the kernel: {table} ({})", chains.join(", "));
     }

@@ -2,7 +2,7 @@
 //! reported as `FILE:LINE:COL: message`.
 
 use anyhow::{anyhow, Context, Result};
-use parapet_model::{Packet, Ruleset};
+use parapet_model::{LeftToKernel, Packet, Ruleset};
 use parapet_parse::trace::TraceReader;
 use parapet_parse::{Format, ParseError};
 
@@ -98,7 +98,7 @@ fn left_to_kernel(rs: &Ruleset) -> String {
     if rs.left_to_kernel.is_empty() {
         return String::new();
     }
-    let tables: Vec<String> = rs.left_to_kernel.iter().map(|l| l.describe()).collect();
+    let tables = LeftToKernel::summary(&rs.left_to_kernel);
     format!("; left to the kernel: {}", tables.join(", "))
 }
 

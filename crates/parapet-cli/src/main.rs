@@ -4,6 +4,7 @@
 //! Offline commands read files and exit; they never need the daemon.
 
 mod analyze;
+mod bench_dataplane;
 mod daemon;
 mod engine;
 mod gen;
@@ -11,6 +12,7 @@ mod load;
 mod manual;
 mod pcap;
 mod progress;
+mod recent_cmd;
 mod report;
 mod run;
 mod set_lookup;
@@ -144,7 +146,7 @@ enum BenchCommand {
         runs: usize,
     },
     /// Kernel-timed ns/packet of the eBPF program on trace packets (BPF_PROG_TEST_RUN; root).
-    Dataplane(run::BenchArgs),
+    Dataplane(bench_dataplane::BenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -213,7 +215,7 @@ fn main() -> ExitCode {
             }),
         Command::Run(args) => run::run(args),
         Command::Stop { pidfile } => run::stop(&pidfile),
-        Command::Bench(BenchCommand::Dataplane(args)) => run::bench(args),
+        Command::Bench(BenchCommand::Dataplane(args)) => bench_dataplane::bench(args),
         Command::Bench(BenchCommand::Classify {
             rules,
             trace,

@@ -17,6 +17,25 @@ pub fn check(files: &[PathBuf], format: &str) -> Result<ExitCode> {
             Ok(parsed) => {
                 // A ruleset that parses may still not evaluate: unknown jump
                 // targets and loops are errors of the whole file.
+                // nft `set` blocks are read now, not first at classify.
+                let mut store = parapet_sets::SetStore::new();
+                let mut bad_set = false;
+                for b in &parsed.set_blocks {
+                    if let Err(e) = store.load_nft(&b.text) {
+                        let (l, c) = b.file_position(e.line, e.column);
+                        eprintln!(
+                            "{}:{l}:{c}: set '{}': {}",
+                            path.display(),
+                            b.name,
+                            e.message
+                        );
+                        bad_set = true;
+                    }
+                }
+                if bad_set {
+                    failed = true;
+                    continue;
+                }
                 if let Ok(chain) = parsed.ruleset.select_chain(None) {
                     if let Err(e) = parapet_model::flatten(&parsed.ruleset, chain) {
                         eprintln!("{}: {e}", path.display());
@@ -49,7 +68,7 @@ pub fn list(file: &Path, input: &str, output: &str) -> Result<ExitCode> {
     let parsed = load::ruleset(file, input)?;
     let text = match output {
         "iptables-save" | "iptables" => parapet_parse::render::iptables_save(&parsed.ruleset),
-        "nft" => parapet_parse::render::nft(&parsed.ruleset),
+        "nft" => parapet_parse::render::nft_with_sets(&parsed.ruleset, &parsed.set_blocks),
         "json" => Ok(parapet_parse::render::json(&parsed.ruleset)),
         other => bail!("unknown listing format '{other}' (expected iptables-save, nft or json)"),
     }
@@ -68,15 +87,16 @@ pub fn classify(
     let (parsed, chain, sets) = prepare(rules, args)?;
     let rs = &parsed.ruleset;
     let engine = ChainClassifier::build(rs, chain, args)?;
-    // Offline there is no clock for a limit's bucket: say what is assumed.
+    // Offline there is no clock for a limit's bucket and no recent table:
+    // say what is assumed.
     let limited: Vec<String> = rs
         .rules()
-        .filter(|r| r.limit.is_some())
+        .filter(|r| r.limit.is_some() || r.recent.is_some())
         .map(|r| r.id.to_string())
         .collect();
     if !limited.is_empty() {
         eprintln!(
-            "parapet: note: rules with a limit ({}) are assumed to match; the dataplane enforces them",
+            "parapet: note: rules with a stateful match, limit or recent ({}), are assumed to match; the dataplane enforces them",
             limited.join(", ")
         );
     }
@@ -140,8 +160,10 @@ pub fn trace(rules: &Path, packets: &[String], args: &EngineArgs) -> Result<Exit
             let action = describe_action(&rule.action);
             match step.failed_on {
                 None => println!(
-                    "{indent}rule {:>4} {:<12} {what} -> {action}: matched",
-                    rule.id, step.chain
+                    "{indent}rule {:>4} {:<12} {what} -> {action}: matched{}",
+                    rule.id,
+                    step.chain,
+                    stateful_assumption(rule)
                 ),
                 Some(field) => {
                     let set = rule.matches.get(field).cloned().unwrap_or_default();
@@ -198,9 +220,13 @@ fn describe_matches(rs: &parapet_model::Ruleset, m: &Matches, packet_family: Fam
     if m.is_empty() {
         return "(any)".into();
     }
+    // `fragment 0` goes without saying next to ports, flags or an ICMP
+    // type: those matches never match a non-first fragment.
+    let transport = m.reads_transport_header();
     let parts: Vec<String> = m
         .iter()
         .filter(|(f, _)| *f != Field::Family)
+        .filter(|(f, s)| !(transport && *f == Field::Fragment && s.ranges() == [(0, 0)]))
         .map(|(f, s)| match f {
             Field::Set(n) => format!(
                 "{}@{}",
@@ -391,4 +417,32 @@ fn prepare(
         .map_err(|e| anyhow!(e))?;
     let sets = engine::sets(args, &parsed)?;
     Ok((parsed, chain, sets))
+}
+
+/// What `trace` assumed of a rule's stateful condition (offline there is no
+/// clock and no table to ask): named, so the reader sees which one decided.
+fn stateful_assumption(rule: &parapet_model::Rule) -> String {
+    if let Some(r) = &rule.recent {
+        let mut s = format!(
+            "{}{} on recent table {}",
+            if r.invert { "! " } else { "" },
+            r.command.option(),
+            r.name
+        );
+        if r.seconds != 0 {
+            s += &format!(" --seconds {}", r.seconds);
+        }
+        if r.hitcount != 0 {
+            s += &format!(" --hitcount {}", r.hitcount);
+        }
+        return format!(" (assuming its stateful match `{s}` answers yes)");
+    }
+    match &rule.limit {
+        Some(l) => format!(
+            " (assuming its stateful match `limit {}/{}` answers yes)",
+            l.rate,
+            l.per.name()
+        ),
+        None => String::new(),
+    }
 }

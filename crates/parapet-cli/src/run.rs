@@ -11,8 +11,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, ValueEnum};
 use parapet_compile::{compile_chain, Classifier};
 use parapet_dataplane::{
-    ruleset, AttachPoint, Dataplane, Features, LoadOptions, Mode, NfFamily, NfFloor, NfHook,
-    SetSizing, Stat,
+    ruleset, AttachPoint, Dataplane, Features, LoadOptions, Mode, SetSizing, Stat,
 };
 use parapet_model::Ruleset;
 use std::path::{Path, PathBuf};
@@ -146,16 +145,16 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
 
 /// A loaded program with a ruleset's image live in it (what `run` and
 /// `bench dataplane` run).
-struct Running {
-    dp: Dataplane,
-    classifier: Classifier,
-    image_len: usize,
-    max_rule: u32,
+pub(crate) struct Running {
+    pub(crate) dp: Dataplane,
+    pub(crate) classifier: Classifier,
+    pub(crate) image_len: usize,
+    pub(crate) max_rule: u32,
 }
 
 /// Compiles `rs`, loads the program sized for it, installs the actions and
 /// makes the image live.
-fn load_dataplane(
+pub(crate) fn load_dataplane(
     rs: &Ruleset,
     opts: &EngineArgs,
     log_rate: u32,
@@ -248,183 +247,6 @@ fn report(dp: &Dataplane, max_rule: u32, json: bool) -> Result<()> {
     Ok(())
 }
 
-/// Arguments of `parapet bench dataplane`.
-#[derive(Args)]
-pub struct BenchArgs {
-    /// Ruleset file.
-    rules: PathBuf,
-    /// Trace file: the packets to time (up to --sample distinct ones).
-    trace: PathBuf,
-    /// Where to run the program: xdp, tc, or a netfilter hook (input,
-    /// forward, output: the chain of that hook unless --chain says another;
-    /// with the floor, a netfilter program that only accepts).
-    #[arg(long, value_enum, default_value_t = BenchHook::Xdp)]
-    hook: BenchHook,
-    /// Packets taken from the trace.
-    #[arg(long, default_value_t = 256)]
-    sample: usize,
-    /// BPF_PROG_TEST_RUN repetitions per packet (the kernel averages them).
-    #[arg(long, default_value_t = 200)]
-    repeat: u32,
-    /// Timed runs over the sample (at least 5).
-    #[arg(long, default_value_t = 7)]
-    runs: usize,
-    /// Print one JSON object.
-    #[arg(long)]
-    json: bool,
-    #[command(flatten)]
-    opts: EngineArgs,
-}
-
-/// Where `parapet bench dataplane` runs the program.
-#[derive(Copy, Clone, ValueEnum)]
-enum BenchHook {
-    Xdp,
-    Tc,
-    Input,
-    Forward,
-    Output,
-}
-
-/// `parapet bench dataplane`: kernel-timed ns per packet of the real
-/// program (parse, classify, count, verdict), via BPF_PROG_TEST_RUN.
-pub fn bench(mut args: BenchArgs) -> Result<ExitCode> {
-    let nf = match args.hook {
-        BenchHook::Xdp | BenchHook::Tc => None,
-        BenchHook::Input => Some(NfHook::Input),
-        BenchHook::Forward => Some(NfHook::Forward),
-        BenchHook::Output => Some(NfHook::Output),
-    };
-    let parsed = load::ruleset(&args.rules, &args.opts.format)?;
-    let rs = &parsed.ruleset;
-    if let (Some(h), None) = (nf, &args.opts.chain) {
-        if rs.select_chain(Some(h.chain())).is_ok() {
-            args.opts.chain = Some(h.chain().to_string());
-        }
-    }
-    let store = kernel_sets(&args.opts, &parsed)?;
-    let packets = load::trace(&args.trace)?;
-    let sample: Vec<_> = packets.iter().take(args.sample.max(1)).cloned().collect();
-    if sample.is_empty() {
-        bail!("{}: the trace has no packets", args.trace.display());
-    }
-    let Running {
-        mut dp,
-        classifier,
-        image_len,
-        ..
-    } = load_dataplane(rs, &args.opts, 10, store.as_ref())?;
-    let hook = match args.hook {
-        BenchHook::Xdp => AttachPoint::Xdp,
-        BenchHook::Tc => AttachPoint::Tc,
-        _ => AttachPoint::Netfilter,
-    };
-    let floor = match nf {
-        Some(h) => {
-            // the same chain's image, as that hook's image
-            dp.write_hook_image(h, &classifier.image().to_bytes())?;
-            dp.swap()?;
-            Some(NfFloor::load()?)
-        }
-        None => None,
-    };
-    let frames: Vec<Vec<u8>> = sample
-        .iter()
-        .map(parapet_dataplane::frame::frame_of_packet)
-        .collect();
-    let families: Vec<NfFamily> = sample
-        .iter()
-        .map(|p| match p.family {
-            parapet_model::Family::V4 => NfFamily::Ipv4,
-            parapet_model::Family::V6 => NfFamily::Ipv6,
-        })
-        .collect();
-    // one BPF_PROG_TEST_RUN of packet i, `repeat` times
-    let run = |i: usize, repeat: u32| -> Result<parapet_dataplane::TestRunOutcome> {
-        Ok(match nf {
-            Some(h) => dp.test_run_netfilter(h, families[i], &frames[i], repeat)?,
-            None => dp.test_run(hook, &frames[i], 1, repeat)?,
-        })
-    };
-    let lookup = store.map(crate::set_lookup::StoreLookup);
-    // Every sampled packet must get the classifier's verdict from the
-    // kernel, or the timing is of the wrong thing.
-    let mut mismatches = 0;
-    for (i, p) in sample.iter().enumerate() {
-        // A test-run skb at a netfilter hook has no conntrack entry: the
-        // kernel's INVALID (xt_conntrack's view of such a packet).
-        let mut p = p.clone();
-        if nf.is_some() {
-            p.ct_state = parapet_model::CtState::Invalid;
-        }
-        let p = &p;
-        let bits = match &lookup {
-            Some(l) => engine::set_bits(rs, p, l),
-            None => Vec::new(),
-        };
-        let want = classifier.classify(p, &bits).verdict == parapet_model::Verdict::Accept;
-        if run(i, 1)?.passed != want {
-            mismatches += 1;
-        }
-    }
-    if mismatches > 0 {
-        bail!(
-            "the kernel program disagreed with the classifier on {mismatches} of {} packets",
-            sample.len()
-        );
-    }
-    let mut per_packet_ns = Vec::with_capacity(args.runs.max(5));
-    let mut floor_ns = Vec::with_capacity(args.runs.max(5));
-    for _ in 0..args.runs.max(5) {
-        let (mut total, mut ftotal) = (0.0, 0.0);
-        for i in 0..frames.len() {
-            total += run(i, args.repeat.max(1))?.duration.as_secs_f64() * 1e9;
-            // the floor on the same packet, interleaved: same machine state
-            if let (Some(fl), Some(h)) = (&floor, nf) {
-                ftotal += fl
-                    .test_run(h, families[i], &frames[i], args.repeat.max(1))?
-                    .duration
-                    .as_secs_f64()
-                    * 1e9;
-            }
-        }
-        per_packet_ns.push(total / frames.len() as f64);
-        floor_ns.push(ftotal / frames.len() as f64);
-    }
-    per_packet_ns.sort_by(|a, b| a.total_cmp(b));
-    floor_ns.sort_by(|a, b| a.total_cmp(b));
-    let median = per_packet_ns[per_packet_ns.len() / 2];
-    let (min, max) = (per_packet_ns[0], per_packet_ns[per_packet_ns.len() - 1]);
-    let hook_name = match args.hook {
-        BenchHook::Xdp => "xdp",
-        BenchHook::Tc => "tc",
-        BenchHook::Input => "input",
-        BenchHook::Forward => "forward",
-        BenchHook::Output => "output",
-    };
-    if args.json {
-        let mut v = serde_json::json!({"engine": classifier.engine().name(), "hook": hook_name, "rules": rs.rule_count(), "image_bytes": image_len,
-                "ns_per_packet": median, "ns_per_packet_min": min, "ns_per_packet_max": max, "packets_per_sec": 1e9 / median,
-                "sample": frames.len(), "repeat": args.repeat, "runs": per_packet_ns.len()});
-        if floor.is_some() {
-            v["floor_ns_per_packet"] = serde_json::json!(floor_ns[floor_ns.len() / 2]);
-            v["floor_ns_per_packet_min"] = serde_json::json!(floor_ns[0]);
-            v["floor_ns_per_packet_max"] = serde_json::json!(floor_ns[floor_ns.len() - 1]);
-        }
-        println!("{v}");
-    } else {
-        println!(
-            "{} rules, {} engine, {image_len}-byte image at {hook:?}: {median:.1} ns/packet median of {} runs (min {min:.1}, max {max:.1}), {} packets x {} repeats, verdicts checked",
-            rs.rule_count(),
-            classifier.engine().name(),
-            per_packet_ns.len(),
-            frames.len(),
-            args.repeat
-        );
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
 /// Starts this same command again without `--background`, detached, and
 /// returns once it reports the program attached (or failed).
 fn background(pidfile: &Path) -> Result<ExitCode> {
@@ -515,7 +337,7 @@ pub fn stop(pidfile: &Path) -> Result<ExitCode> {
 
 /// The sets a ruleset uses (from `--sets` files and its own nft set blocks),
 /// for the kernel's maps; `None` when it uses none.
-fn kernel_sets(
+pub(crate) fn kernel_sets(
     opts: &EngineArgs,
     parsed: &parapet_parse::Parsed,
 ) -> Result<Option<parapet_sets::SetStore>> {

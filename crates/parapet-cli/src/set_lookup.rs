@@ -31,9 +31,10 @@ pub fn key_for(store: &SetStore, set_ref: &SetRef, pkt: &Packet) -> Option<Looku
 pub fn load(files: &[std::path::PathBuf], parsed: &parapet_parse::Parsed) -> Result<SetStore> {
     let mut store = SetStore::new();
     for block in &parsed.set_blocks {
-        store
-            .load_nft(&block.text)
-            .map_err(|e| anyhow!("set '{}' at line {}: {e}", block.name, block.line))?;
+        store.load_nft(&block.text).map_err(|e| {
+            let (l, c) = block.file_position(e.line, e.column);
+            anyhow!("{l}:{c}: set '{}': {}", block.name, e.message)
+        })?;
     }
     for path in files {
         load_file(&mut store, path)?;

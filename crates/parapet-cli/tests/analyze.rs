@@ -99,15 +99,53 @@ fn diff_exit_codes_and_json() {
         run(&["diff", "examples/host.rules", "examples/missing.rules"]).0,
         2
     );
+    // --chain per side: INPUT against itself under another spelling is
+    // equivalent; INPUT (policy DROP) against OUTPUT (ACCEPT) is not.
+    let mapped = |map: &str| {
+        run(&[
+            "diff",
+            "examples/host.rules",
+            "examples/host.rules",
+            "--chain",
+            map,
+            "--json",
+        ])
+    };
+    let (code, json, _) = mapped("A:INPUT=B:ip/filter/INPUT");
+    assert_eq!((code, json["equivalent"].as_bool()), (0, Some(true)));
+    let (code, json, _) = mapped("A:INPUT=B:OUTPUT");
+    assert_eq!((code, json["equivalent"].as_bool()), (1, Some(false)));
+    assert!(json["differences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|d| d["b_verdict"] != d["a_verdict"]));
     // A tight budget leaves regions unproven: never a wrong "equivalent".
-    let (code, json, _) = run(&[
+    // (The set against itself is proven equivalent without any search, as
+    // every rule is common to both; against its reversal, where all but
+    // one rule changed place, every rule's box is compared.)
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let text = std::fs::read_to_string(root.join("examples/synthetic_2k.cb")).unwrap();
+    let reversed: Vec<&str> = text.lines().rev().collect();
+    let path = std::env::temp_dir().join(format!("parapet-reversed-{}.cb", std::process::id()));
+    std::fs::write(&path, reversed.join("\n") + "\n").unwrap();
+    let (same, _, _) = run(&[
         "diff",
         "examples/synthetic_2k.cb",
         "examples/synthetic_2k.cb",
         "--budget",
         "1",
+    ]);
+    let (code, json, _) = run(&[
+        "diff",
+        "examples/synthetic_2k.cb",
+        path.to_str().unwrap(),
+        "--budget",
+        "1",
         "--json",
     ]);
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(same, 0);
     assert_eq!(code, 2);
     assert_eq!(json["complete"].as_bool(), Some(false));
     assert_eq!(json["equivalent"].as_bool(), Some(false));

@@ -5,7 +5,7 @@ use crate::api::{CompileError, CompileOptions};
 use crate::lower::{field_of, EntryBox, FIELDS};
 use crate::tree::Forest;
 use parapet_image::{self as image, hw, kind};
-use parapet_model::{BucketKey, DecisionList, EntryKind, Limit, LimitFlavor, Verdict};
+use parapet_model::{BucketKey, DecisionList, EntryKind, Limit, LimitFlavor, Recent, Verdict};
 use std::collections::HashMap;
 
 /// The entry records of an image and the verdict table they index: the
@@ -126,16 +126,27 @@ pub(crate) fn entry_records(
             ]);
             nc += 1;
         }
-        let stateful = match &e.limit {
+        // A recent condition's state is its table's (in the BPF map), so
+        // its row is the rule's own.
+        let bucket = match (&e.limit, &e.recent) {
+            (Some(l), _) => Some(BucketKey::of(e.rule_id, l)),
+            (None, Some(_)) => Some(BucketKey::Rule(e.rule_id)),
+            (None, None) => None,
+        };
+        let stateful = match bucket {
             None => 0,
-            Some(l) => {
+            Some(key) => {
                 let next = row_of.len() as u32;
-                let row = *row_of.entry(BucketKey::of(e.rule_id, l)).or_insert(next);
+                let row = *row_of.entry(key).or_insert(next);
                 if row == next {
                     if next as usize >= image::stateful::MAX_ROWS {
                         return Err(CompileError::TooManyStateful(next as usize + 1));
                     }
-                    rows.extend(stateful_row(e.rule_id, l));
+                    rows.extend(match (&e.limit, &e.recent) {
+                        (Some(l), _) => stateful_row(e.rule_id, l),
+                        (None, Some(r)) => recent_row(e.rule_id, r),
+                        (None, None) => unreachable!("a bucket without a condition"),
+                    });
                 }
                 kind::STATEFUL_BIT | row << kind::STATEFUL_ROW_SHIFT
             }
@@ -182,6 +193,26 @@ fn stateful_row(rule_id: u32, l: &Limit) -> [u32; image::stateful::ROW_WORDS] {
             ]
         }
     }
+}
+
+/// The stateful-table row of rule `rule_id`'s `-m recent` (see
+/// `parapet_image::stateful`).
+fn recent_row(rule_id: u32, r: &Recent) -> [u32; image::stateful::ROW_WORDS] {
+    use image::stateful as st;
+    let flags = r.command.code() << st::RECENT_CMD_SHIFT
+        | if r.rdest { st::F_RDEST } else { 0 }
+        | if r.invert { st::F_INVERT } else { 0 }
+        | if r.reap { st::F_REAP } else { 0 };
+    [
+        rule_id,
+        st::RECENT | flags,
+        r.table_id(),
+        r.seconds,
+        r.hitcount.min(st::RECENT_MAX_HITCOUNT) | (r.mask_v6.min(128) as u32) << 8,
+        r.mask_v4,
+        0,
+        0,
+    ]
 }
 
 /// The trees of all partitions laid out together.

@@ -94,7 +94,7 @@ fn boxes(list: &DecisionList) -> Result<Vec<EntryBox>, CompileError> {
                 set_want: 0,
                 never: false,
                 decide: e.kind.is_terminal(),
-                stateful: e.limit.is_some(),
+                stateful: e.is_stateful(),
             };
             for (field, set) in e.matches.iter() {
                 if set.is_empty() {

@@ -3,8 +3,10 @@
 //! from the row's words — the words the BPF walker reads
 //! (`bpf/lib/stateful.h`), so the two walkers cannot differ in data.
 
-use parapet_image::{hw, stateful as st, Image};
-use parapet_model::{Bucket, Clock, NftBucket, XtBucket};
+use parapet_image::{hw, stateful as st, Image, KeyWords};
+use parapet_model::{
+    masked, Bucket, Clock, Family, NftBucket, RecentCheck, RecentCommand, RecentTables, XtBucket,
+};
 
 /// The buckets of one image's stateful rows and the clock the caller moves.
 /// A new image starts with full buckets (the kernel's rules start full when
@@ -15,6 +17,8 @@ pub struct ImageState {
     pub clock: Clock,
     loaded: Clock,
     buckets: Vec<Option<Bucket>>,
+    /// The `-m recent` tables: the same tables whatever the row.
+    pub recent: RecentTables,
 }
 
 impl ImageState {
@@ -24,6 +28,7 @@ impl ImageState {
             clock,
             loaded: clock,
             buckets: vec![None; image.header(hw::N_STATEFUL) as usize],
+            recent: RecentTables::default(),
         }
     }
 
@@ -32,9 +37,9 @@ impl ImageState {
         self.clock.ns = self.clock.ns.max(ns);
     }
 
-    /// Checks row `row` of `image` for a packet now. An image the state was
-    /// not made for (a row beyond it) fails closed: no match.
-    pub fn check(&mut self, image: &Image, row: u32) -> bool {
+    /// Checks row `row` of `image` for the packet `key` now. An image the
+    /// state was not made for (a row beyond it) fails closed: no match.
+    pub fn check(&mut self, image: &Image, row: u32, key: &KeyWords) -> bool {
         let w = image.words();
         let Some(slot) = self.buckets.get_mut(row as usize) else {
             return false;
@@ -62,6 +67,29 @@ impl ImageState {
                     Bucket::Nft(n) => n.admit(cost, max, over, now.ns),
                     Bucket::Xt(_) => false,
                 }
+            }
+            st::RECENT => {
+                let Some(command) = RecentCommand::from_code((r[1] >> st::RECENT_CMD_SHIFT) & 3)
+                else {
+                    return false;
+                };
+                let c = RecentCheck {
+                    table: r[2],
+                    command,
+                    invert: r[1] & st::F_INVERT != 0,
+                    seconds: r[3],
+                    hitcount: r[4] & 0xff,
+                    reap: r[1] & st::F_REAP != 0,
+                };
+                // Field ids 0 (family), 1 (source), 2 (destination).
+                let family = match key.value(0) {
+                    4 => Family::V4,
+                    6 => Family::V6,
+                    _ => return false,
+                };
+                let addr = key.value(if r[1] & st::F_RDEST != 0 { 2 } else { 1 });
+                let k = masked(family, addr, r[5], (r[4] >> 8) as u8);
+                self.recent.check(&c, k, now.jiffies(), now.hz)
             }
             _ => false,
         }

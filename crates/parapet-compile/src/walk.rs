@@ -200,7 +200,7 @@ impl Walker {
     /// `state` (and changing it, as the kernel does) when its entry's
     /// constraints match.
     pub fn lookup_stateful(&self, key: &KeyWords, state: &mut ImageState) -> RawDecision {
-        self.lookup_with(key, &mut |row| state.check(&self.image, row))
+        self.lookup_with(key, &mut |row| state.check(&self.image, row, key))
     }
 
     /// The full decision with stateful conditions checked against `state`.

@@ -117,6 +117,15 @@ pub enum Command<'a> {
         /// XDP mode requested.
         mode: Mode,
     },
+    /// `recent`: an xt_recent table (`set` = its name), listed, or one
+    /// write in `/proc/net/xt_recent` syntax (`elems[0]`: `+ADDR`,
+    /// `-ADDR`, `/`).
+    Recent {
+        /// Table name.
+        name: String,
+        /// The write, if any.
+        write: Option<String>,
+    },
     /// `detach`: from an interface, at one hook or all.
     Detach {
         /// Interface name (checked).
@@ -212,6 +221,10 @@ impl<'a> TryFrom<Request<'a>> for Command<'a> {
                 elems: need_elems(r.elems, " (addresses)")?,
             },
             "counters.reset" => Command::CountersReset,
+            "recent" => Command::Recent {
+                name: need_set(r.set)?,
+                write: r.elems.into_iter().next().map(|s| s.0.into_owned()),
+            },
             "list" => Command::List {
                 format: r.format,
                 counters: r.counters,
@@ -293,6 +306,7 @@ impl Command<'_> {
             | Command::SetTest { .. }
             | Command::SetExplain { .. }
             | Command::CountersReset
+            | Command::Recent { .. }
             | Command::List { .. } => false,
         }
     }

@@ -66,8 +66,18 @@ pub struct Limits {
     pub max_bytes: u64,
 }
 
-/// `GET prefix+path` with header `X-Api-Key`; the body of a 200 response.
-pub fn get(ep: &Endpoint, path: &str, key: &str, lim: Limits) -> Result<Vec<u8>, String> {
+/// `GET prefix+path` with header `X-Api-Key`; the body of a 200 response
+/// is handed to `decode` as a reader (`Content-Length`, chunked, or to
+/// EOF), so a large response is decoded as it arrives and never held
+/// whole in memory. Whatever `decode` leaves unread is an error (it must
+/// consume the body to its end); a cut or oversize response is one too.
+pub fn get<T>(
+    ep: &Endpoint,
+    path: &str,
+    key: &str,
+    lim: Limits,
+    decode: impl FnOnce(&mut dyn Read) -> Result<T, String>,
+) -> Result<T, String> {
     let addr = ep
         .authority
         .to_socket_addrs()
@@ -110,43 +120,95 @@ pub fn get(ep: &Endpoint, path: &str, key: &str, lim: Limits) -> Result<Vec<u8>,
             chunked = v.eq_ignore_ascii_case("chunked");
         }
     }
-    let mut body = Vec::new();
-    if chunked {
-        loop {
-            let size = line(&mut r)?;
-            let size = u64::from_str_radix(size.split(';').next().unwrap_or("").trim(), 16)
-                .map_err(|_| "bad chunk size")?;
-            if size == 0 {
-                break;
-            }
-            read_exact(&mut r, size, &mut body, lim.max_bytes)?;
-            if !line(&mut r)?.is_empty() {
-                return Err("bad chunk end".into());
-            }
-        }
-    } else if let Some(n) = length {
-        read_exact(&mut r, n, &mut body, lim.max_bytes)?;
-    } else {
-        r.read_to_end(&mut body).map_err(|e| e.to_string())?;
-        if r.get_ref().limit() == 0 {
-            return Err(format!("response larger than {} bytes", lim.max_bytes));
-        }
+    if length.is_some_and(|n| n > lim.max_bytes) {
+        return Err(format!("response larger than {} bytes", lim.max_bytes));
     }
+    let mut body = Body {
+        r: &mut r,
+        left: if chunked { Some(0) } else { length },
+        chunked,
+        done: false,
+    };
     if code != 200 {
-        let msg = String::from_utf8_lossy(&body);
+        let mut msg = Vec::new();
+        let _ = (&mut body).take(4096).read_to_end(&mut msg);
+        let msg = String::from_utf8_lossy(&msg);
         return Err(format!("HTTP {code}: {}", clip(msg.trim())));
     }
-    Ok(body)
+    let over = |r: &mut Body<'_, BufReader<std::io::Take<TcpStream>>>| r.r.get_ref().limit() == 0;
+    match decode(&mut body) {
+        Err(_) if over(&mut body) => Err(format!("response larger than {} bytes", lim.max_bytes)),
+        Err(e) => Err(e),
+        Ok(v) => {
+            // The decoder must have read the body to its end (JSON ends
+            // at the end of the body, not before).
+            let more = body.read(&mut [0u8; 1]).map_err(|e| e.to_string())?;
+            if over(&mut body) {
+                Err(format!("response larger than {} bytes", lim.max_bytes))
+            } else if more != 0 {
+                Err("bytes after the decoded body".into())
+            } else {
+                Ok(v)
+            }
+        }
+    }
 }
 
-fn read_exact(r: &mut impl Read, n: u64, body: &mut Vec<u8>, max: u64) -> Result<(), String> {
-    if n > max || body.len() as u64 + n > max {
-        return Err(format!("response larger than {max} bytes"));
+/// A response body as a reader: `left` bytes of a `Content-Length` body
+/// or of the current chunk (chunk framing read and checked here), or to
+/// EOF when neither was given. A body cut short is an error, not an EOF.
+struct Body<'a, R: BufRead> {
+    r: &'a mut R,
+    left: Option<u64>,
+    chunked: bool,
+    done: bool,
+}
+
+impl<R: BufRead> Read for Body<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let cut =
+            |what: &str| std::io::Error::new(std::io::ErrorKind::UnexpectedEof, what.to_string());
+        if self.done || buf.is_empty() {
+            return Ok(0);
+        }
+        if self.chunked && self.left == Some(0) {
+            let size = line(self.r).map_err(|e| cut(&e))?;
+            let size = u64::from_str_radix(size.split(';').next().unwrap_or("").trim(), 16)
+                .map_err(|_| cut("bad chunk size"))?;
+            if size == 0 {
+                // The last chunk: then (no trailers) an empty line.
+                if !line(self.r).map_err(|e| cut(&e))?.is_empty() {
+                    return Err(cut("bad chunked trailer"));
+                }
+                self.done = true;
+                return Ok(0);
+            }
+            self.left = Some(size);
+        }
+        let want = match self.left {
+            Some(n) => buf.len().min(n.min(usize::MAX as u64) as usize),
+            None => buf.len(),
+        };
+        let n = self.r.read(&mut buf[..want])?;
+        match &mut self.left {
+            None if n == 0 => self.done = true,
+            None => {}
+            Some(_) if n == 0 => return Err(cut("response cut short")),
+            Some(l) => {
+                *l -= n as u64;
+                if *l == 0 {
+                    if self.chunked {
+                        if !line(self.r).map_err(|e| cut(&e))?.is_empty() {
+                            return Err(cut("bad chunk end"));
+                        }
+                    } else {
+                        self.done = true;
+                    }
+                }
+            }
+        }
+        Ok(n)
     }
-    let start = body.len();
-    body.resize(start + n as usize, 0);
-    r.read_exact(&mut body[start..])
-        .map_err(|e| format!("response cut short or larger than {max} bytes: {e}"))
 }
 
 /// One CRLF-terminated line (at most 8 KiB).
@@ -169,8 +231,9 @@ fn clip(s: &str) -> String {
     s.chars().take(120).collect()
 }
 
-/// One decision as the stream sends it (fields parapetd ignores are
-/// skipped).
+/// One decision as the stream sends it, kept small (a full list holds
+/// one per decision): the fields parapetd ignores are skipped, and the
+/// type and scope are read into flags rather than kept as text.
 #[derive(Deserialize, Debug, Clone)]
 pub struct Decision {
     /// The LAPI's decision id.
@@ -178,12 +241,39 @@ pub struct Decision {
     /// Go duration text, remaining lifetime (negative when expired).
     pub duration: String,
     /// `Ip`, `Range`, or others (ignored).
-    pub scope: String,
-    /// `ban`, `captcha`, … (only `ban` is enforced).
-    #[serde(rename = "type")]
-    pub typ: String,
+    #[serde(deserialize_with = "scope")]
+    pub scope: Scope,
+    /// Whether the type is `ban` (`captcha`, … are not enforced).
+    #[serde(rename = "type", deserialize_with = "is_ban")]
+    pub ban: bool,
     /// The address or prefix.
     pub value: String,
+}
+
+/// A decision's scope, as far as parapet cares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// One address.
+    Ip,
+    /// A prefix `ADDR/LEN`.
+    Range,
+    /// `Country`, `AS`, … (not enforced).
+    Other,
+}
+
+fn scope<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Scope, D::Error> {
+    let s = std::borrow::Cow::<str>::deserialize(d)?;
+    Ok(if s.eq_ignore_ascii_case("ip") {
+        Scope::Ip
+    } else if s.eq_ignore_ascii_case("range") {
+        Scope::Range
+    } else {
+        Scope::Other
+    })
+}
+
+fn is_ban<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    Ok(std::borrow::Cow::<str>::deserialize(d)?.eq_ignore_ascii_case("ban"))
 }
 
 /// A `/v1/decisions/stream` response (`null` lists are empty).
@@ -192,13 +282,23 @@ pub struct StreamBody {
     /// Decisions to enforce.
     #[serde(default, deserialize_with = "null_is_empty")]
     pub new: Vec<Decision>,
-    /// Decisions deleted or expired.
+    /// Decisions deleted or expired: only their ids are kept (a mass
+    /// deletion lists every decision in full).
     #[serde(default, deserialize_with = "null_is_empty")]
-    pub deleted: Vec<Decision>,
+    pub deleted: Vec<Deleted>,
 }
 
-fn null_is_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Decision>, D::Error> {
-    Ok(Option::<Vec<Decision>>::deserialize(d)?.unwrap_or_default())
+/// A deleted decision: its id (the rest is skipped while decoding).
+#[derive(Deserialize, Debug, Clone, Copy)]
+pub struct Deleted {
+    /// The LAPI's decision id.
+    pub id: i64,
+}
+
+fn null_is_empty<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> Result<Vec<T>, D::Error> {
+    Ok(Option::<Vec<T>>::deserialize(d)?.unwrap_or_default())
 }
 
 /// Parses a Go `time.Duration` string (`3h59m58.5s`, `-9.7ms`, `0s`) to

@@ -124,6 +124,10 @@ fn apply(
     m.insert("rules".into(), Value::from(rules));
     m.insert("generation".into(), Value::from(st.generation));
     m.insert("left_to_kernel".into(), left);
+    if st.kernel.nf_attached() {
+        // which chain now runs at which netfilter hook
+        m.insert("hooks".into(), st.kernel.attachments_json());
+    }
     if !warnings.is_empty() {
         m.insert("warnings".into(), Value::from(warnings));
     }
@@ -141,7 +145,9 @@ fn left_to_kernel(rs: &parapet_model::Ruleset) -> Value {
                 .iter()
                 .map(|(c, n)| json!({"chain": c, "rules": n}))
                 .collect();
-            json!({"table": l.table, "family": l.family.nft_name(), "chains": chains})
+            // `describe`: the summary line (nft objects and other families'
+            // tables have no chains to say what they are).
+            json!({"table": l.table, "family": l.family.nft_name(), "chains": chains, "describe": l.describe()})
         })
         .collect()
 }

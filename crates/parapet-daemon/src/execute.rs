@@ -145,6 +145,7 @@ impl State {
                 Ok(Default::default())
             }
             Command::List { format, counters } => self.list(format, counters, loader),
+            Command::Recent { name, write } => self.recent(&name, write.as_deref()),
             Command::Apply { .. }
             | Command::Attach { .. }
             | Command::Detach { .. }

@@ -55,6 +55,7 @@ mod metrics_sources;
 pub mod metrics_tally;
 pub mod parapetd;
 pub mod proto;
+mod recent;
 mod recovery;
 mod rejecter;
 pub mod server;

@@ -23,13 +23,27 @@ impl Daemon {
     }
 
     pub fn start_env(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Daemon {
+        Self::spawn(
+            Command::new(env!("CARGO_BIN_EXE_parapetd")),
+            dir,
+            extra,
+            env,
+        )
+    }
+
+    /// Starts parapetd inside the network namespace `ns` (its dataplane
+    /// then attaches there).
+    pub fn start_in(ns: &parapet_testbed::Netns, dir: &Path, extra: &[&str]) -> Daemon {
+        Self::spawn(ns.command(env!("CARGO_BIN_EXE_parapetd")), dir, extra, &[])
+    }
+
+    fn spawn(mut cmd: Command, dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Daemon {
         let socket = dir.join("parapet.sock");
         let state = dir.join("state");
         let stderr = dir.join(format!(
             "parapetd.{}.log",
             Instant::now().elapsed().as_nanos() ^ rand_tag()
         ));
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_parapetd"));
         cmd.arg("--socket")
             .arg(&socket)
             .arg("--state-dir")

@@ -629,7 +629,8 @@ fn apply_reports_tables_left_to_the_kernel() {
     let mut c = d.client();
     let router = "*nat\n:PREROUTING ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n-A POSTROUTING -o eth0 -j MASQUERADE\nCOMMIT\n*filter\n:INPUT DROP [0:0]\n-A INPUT -i lo -j ACCEPT\nCOMMIT\n";
     let want = json!([{"table": "nat", "family": "ip", "chains": [
-        {"chain": "PREROUTING", "rules": 0}, {"chain": "POSTROUTING", "rules": 1}]}]);
+        {"chain": "PREROUTING", "rules": 0}, {"chain": "POSTROUTING", "rules": 1}],
+        "describe": "nat (PREROUTING 0 rules, POSTROUTING 1 rule)"}]);
     let r = call(
         &mut c,
         json!({"cmd": "apply", "rules": router, "name": "router.v4", "check": true}),

@@ -9,7 +9,7 @@ mod fleet_support;
 
 use common::call;
 use fleet_support::{elems, fleet_stats, node, wait_equal, wait_until, Broker};
-use parapet_fleet::{FleetMsg, Kind};
+use parapet_fleet::{batch, FleetMsg, Kind};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -148,16 +148,11 @@ fn concurrent_ban_and_unban_converge() {
     );
 }
 
-fn hostile_subject(set: &str, elem: &str) -> String {
-    let m = FleetMsg {
-        kind: Kind::Add,
-        origin: "x".into(),
-        seq: 1,
-        expires: 0,
-        set: set.into(),
-        elem: elem.into(),
-    };
-    m.subject("parapet")
+/// One change as a batch message (the wire format of the log stream).
+fn batch_bytes(m: &FleetMsg) -> Vec<u8> {
+    let mut b = Vec::new();
+    assert_eq!(batch::pack(std::slice::from_ref(m), &mut b), 1);
+    b
 }
 
 #[test]
@@ -189,21 +184,20 @@ fn hostile_messages_are_rejected_counted_and_survived() {
         set: set.into(),
         elem: elem.into(),
     };
-    let subj = hostile_subject(BAN4, "192.0.2.66");
+    let subj = batch::subject("parapet", "evil");
     // Garbage, truncation, a bad version, a huge payload.
     broker.publish_raw(&subj, b"\x00\x01garbage");
-    let bytes = good(BAN4, "192.0.2.66", 1).to_bytes();
+    let bytes = batch_bytes(&good(BAN4, "192.0.2.66", 1));
     broker.publish_raw(&subj, &bytes[..bytes.len() - 3]);
-    broker.publish_raw(&subj, &[&b"PFM\x09"[..], &bytes[4..]].concat());
+    broker.publish_raw(&subj, &[&b"PFB\x09"[..], &bytes[4..]].concat());
     broker.publish_raw(&subj, &vec![0x41; 100_000]);
-    // Well-formed but lying: subject of another element.
-    broker.publish_raw(&subj, &good(BAN4, "192.0.2.67", 2).to_bytes());
+    // Well-formed but lying: on the subject of another origin.
+    let liar = batch::subject("parapet", "a");
+    broker.publish_raw(&liar, &batch_bytes(&good(BAN4, "192.0.2.67", 2)));
     // Well-formed, but for a set the node does not share.
-    let m = good("mine", "192.0.2.68", 3);
-    broker.publish_raw(&m.subject("parapet"), &m.to_bytes());
+    broker.publish_raw(&subj, &batch_bytes(&good("mine", "192.0.2.68", 3)));
     // Well-formed, but not an address of the set's type.
-    let m = good(BAN4, "2001:db8::7", 4);
-    broker.publish_raw(&m.subject("parapet"), &m.to_bytes());
+    broker.publish_raw(&subj, &batch_bytes(&good(BAN4, "2001:db8::7", 4)));
     wait_until("b counts the rejected messages", LIMIT, || {
         fleet_stats(&b)["rejected"].as_u64().unwrap() >= 7
     });
@@ -382,7 +376,7 @@ fn clock_skew_does_not_resurrect_bans() {
         elems(&a, BAN4).contains(&"192.0.2.21".into())
     });
     assert!(near(remaining(&a, BAN4, "192.0.2.21"), 50));
-    // A fresh node bootstraps the current bans from the compacted stream.
+    // A fresh node bootstraps the current bans by replaying the log.
     let d = node(dir.path(), &broker, "d", &[]);
     let want = strings(&["192.0.2.20", "192.0.2.21", "192.0.2.60"]);
     wait_equal(&[&d], BAN4, &want, LIMIT);
@@ -443,4 +437,38 @@ fn partitioned_node_heals() {
         LIMIT,
     );
     eprintln!("healed: every node equal {t:?} after the link returned");
+}
+
+/// A new node loads the newest snapshot, then the log after it: with the
+/// log purged (as if it had wrapped), the bans reach it from the snapshot
+/// alone, and what the log gets afterwards follows.
+#[test]
+fn new_node_bootstraps_from_a_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path());
+    let a = node(dir.path(), &broker, "a", &["--fleet-snapshot-s", "1"]);
+    ban(&a, &["192.0.2.1", "192.0.2.2", "192.0.2.3"], 600);
+    unban(&a, &["192.0.2.2"]);
+    let want = strings(&["192.0.2.1", "192.0.2.3"]);
+    wait_until("a's own changes are back from the log", LIMIT, || {
+        let s = fleet_stats(&a);
+        s["backlog"] == 0 && s["in_flight"] == 0
+    });
+    let s0 = fleet_stats(&a)["snapshots"].as_u64().unwrap();
+    wait_until("a writes a snapshot after them", LIMIT, || {
+        fleet_stats(&a)["snapshots"].as_u64().unwrap() > s0
+    });
+    let r = broker.request_raw("$JS.API.STREAM.PURGE.parapet_fleetlog", b"");
+    assert!(r.contains("\"success\":true"), "{r}");
+    let c = node(dir.path(), &broker, "c", &[]);
+    wait_equal(&[&c], BAN4, &want, LIMIT);
+    let s = fleet_stats(&c);
+    assert!(s["boot_snapshot_at"].as_u64().unwrap() > 0, "{s}");
+    // The log after the snapshot follows.
+    ban(&a, &["192.0.2.4"], 600);
+    let want = strings(&["192.0.2.1", "192.0.2.3", "192.0.2.4"]);
+    wait_equal(&[&a, &c], BAN4, &want, LIMIT);
+    // Expiries travel absolute through the snapshot too.
+    let t = remaining(&c, BAN4, "192.0.2.1").unwrap();
+    assert!((500..=600).contains(&t), "{t}");
 }

@@ -66,6 +66,9 @@ pub enum Error {
     /// The netfilter program is unavailable or its link failed.
     #[error("netfilter hook: {0}")]
     Netfilter(String),
+    /// The benchmark's floor program (`PassFloor`) failed to load or run.
+    #[error("floor program: {0}")]
+    Floor(String),
 }
 
 /// Why bytes were refused as an image (the header checks of

@@ -17,7 +17,8 @@
 //!   interim classifier), `slots.rs` (image slots and the header checks of
 //!   an image, format: `parapet-image`), `counters.rs` (counters,
 //!   statistics, the LOG ring), `set_maps.rs` (sets in the kernel) and
-//!   `test_run.rs` (`BPF_PROG_TEST_RUN`); errors in `error.rs`.
+//!   `test_run.rs` (`BPF_PROG_TEST_RUN`; `floor.rs`: the benchmark's
+//!   trivial XDP and tc programs, [`PassFloor`]); errors in `error.rs`.
 //! - [`pin`]: programs, maps and links pinned under bpffs, so the kernel
 //!   keeps enforcing when the process dies; adoption by the next load and
 //!   the program swap by `BPF_LINK_UPDATE` (raw syscalls in `bpf_sys.rs`).
@@ -46,6 +47,7 @@ pub mod bridge;
 mod counters;
 pub mod ct_table;
 mod error;
+mod floor;
 pub mod frame;
 #[doc(hidden)]
 pub mod kfunc;
@@ -54,6 +56,7 @@ pub mod netfilter;
 mod netfilter_attach;
 mod netlink;
 pub mod pin;
+mod recent;
 mod reject_queue;
 pub mod ruleset;
 mod set_maps;
@@ -68,9 +71,11 @@ pub use attach::{hook_pin_name, AttachPoint, Attached, Mode};
 pub use bpf_sys::LinkIds;
 pub use counters::{LogEvent, Stats};
 pub use error::{BadImage, Error, Result};
+pub use floor::{PassFloor, TestRunner};
 pub use load::{Dataplane, Features, LoadOptions, BPF_OBJECT};
 pub use netfilter::{NfAttached, NfFamily, NfFloor, NfHook, NfLink, PRIORITY_SEARCH};
 pub use pin::{default_pin_dir, remove_pins, PinnedAttachment};
+pub use recent::{RecentAddress, RECENT_STAMPS};
 pub use reject_queue::{NfReject, RejectCounts, RejectQueue, RejectSender};
 pub use set_mirror::{monotonic_ns, PacketPart, SetDim, SetElement, SetError, SetSizing};
 pub use test_run::{KernelDecision, TestRunOutcome};

@@ -168,7 +168,7 @@ pub struct NfAttached {
     pub priority: i32,
 }
 
-fn sys_bpf(cmd: bpf_cmd, attr: &mut bpf_attr) -> io::Result<i64> {
+pub(crate) fn sys_bpf(cmd: bpf_cmd, attr: &mut bpf_attr) -> io::Result<i64> {
     // SAFETY: attr is a valid, fully initialised bpf_attr for cmd and
     // outlives the call; the kernel reads at most its size.
     let r = unsafe {
@@ -186,7 +186,7 @@ fn sys_bpf(cmd: bpf_cmd, attr: &mut bpf_attr) -> io::Result<i64> {
     }
 }
 
-fn owned(fd: i64) -> OwnedFd {
+pub(crate) fn owned(fd: i64) -> OwnedFd {
     // SAFETY: the kernel just returned this new fd to us.
     unsafe { OwnedFd::from_raw_fd(fd as RawFd) }
 }

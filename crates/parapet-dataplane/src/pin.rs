@@ -318,6 +318,7 @@ fn map_fd(m: &aya::maps::Map) -> Option<BorrowedFd<'_>> {
         Map::Array(d)
         | Map::ArrayOfMaps(d)
         | Map::HashMap(d)
+        | Map::LruHashMap(d)
         | Map::LpmTrie(d)
         | Map::PerCpuArray(d)
         | Map::RingBuf(d)

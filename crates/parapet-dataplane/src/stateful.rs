@@ -29,6 +29,12 @@ fn config_hz() -> Option<u32> {
         .and_then(|v| v.trim().parse().ok())
 }
 
+/// The kernel's jiffies now (`/proc/timer_list`, root only): the clock of
+/// `-m recent`'s time stamps, for writes from user space.
+pub fn kernel_jiffies() -> Option<u64> {
+    timer_list_jiffies()
+}
+
 fn timer_list_jiffies() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/timer_list").ok()?;
     text.lines()

@@ -10,8 +10,33 @@ use crate::error::{Error, Result};
 use crate::load::{Dataplane, PROG_TC, PROG_XDP};
 
 /// XDP_PASS and TC_ACT_OK, from linux/bpf.h and linux/pkt_cls.h.
-const XDP_PASS: u32 = 2;
-const TC_ACT_OK: u32 = 0;
+pub(crate) const XDP_PASS: u32 = 2;
+pub(crate) const TC_ACT_OK: u32 = 0;
+
+/// The `ctx_in` of a test run at XDP or tc reporting `ifindex` as the
+/// ingress interface (empty for 0: the kernel's defaults). Shared with the
+/// benchmark's floor program, which must see the same context.
+pub(crate) fn test_ctx(hook: AttachPoint, frame_len: usize, ifindex: u32) -> Vec<u8> {
+    if ifindex == 0 {
+        return Vec::new();
+    }
+    match hook {
+        // struct xdp_md: data, data_end, data_meta, ingress_ifindex,
+        // rx_queue_index, egress_ifindex; data_end must equal the frame
+        // length.
+        AttachPoint::Xdp => [0, frame_len as u32, 0, ifindex, 0, 0]
+            .iter()
+            .flat_map(|v| v.to_ne_bytes())
+            .collect(),
+        // struct __sk_buff up to ingress_ifindex (offset 36); the kernel
+        // accepts a zero-padded prefix.
+        _ => {
+            let mut c = vec![0u8; 40];
+            c[36..40].copy_from_slice(&ifindex.to_ne_bytes());
+            c
+        }
+    }
+}
 
 impl Dataplane {
     /// Run the real program on `frame` with `BPF_PROG_TEST_RUN`, `repeat`
@@ -65,25 +90,7 @@ impl Dataplane {
             }
         };
         let prog = self.ebpf.program(name).ok_or(Error::Missing("program"))?;
-        let mut ctx = Vec::new();
-        if ifindex != 0 {
-            ctx = match hook {
-                // struct xdp_md: data, data_end, data_meta, ingress_ifindex,
-                // rx_queue_index, egress_ifindex; data_end must equal the
-                // frame length.
-                AttachPoint::Xdp => [0, frame.len() as u32, 0, ifindex, 0, 0]
-                    .iter()
-                    .flat_map(|v| v.to_ne_bytes())
-                    .collect(),
-                // struct __sk_buff up to ingress_ifindex (offset 36); the
-                // kernel accepts a zero-padded prefix.
-                _ => {
-                    let mut c = vec![0u8; 40];
-                    c[36..40].copy_from_slice(&ifindex.to_ne_bytes());
-                    c
-                }
-            };
-        }
+        let ctx = test_ctx(hook, frame.len(), ifindex);
         let opts = TestRunOptions {
             data_in: Some(frame),
             ctx_in: (!ctx.is_empty()).then_some(&ctx[..]),

@@ -7,28 +7,14 @@
 
 mod common;
 
+use common::lo::{dp_on_lo as dp, run_on_lo as run};
 use common::wire::{frame_of, wire_packet};
-use common::{load_dataplane, Rng};
+use common::Rng;
 use parapet_compile::{compile, Backend, CompileOptions, ImageState, Walker};
 use parapet_dataplane::stateful::kernel_hz;
-use parapet_dataplane::{AttachPoint, Dataplane, LoadOptions};
+use parapet_dataplane::Dataplane;
 use parapet_gen::{packets_for, random_ruleset, with_random_limits, RandomSpec};
 use parapet_model::*;
-
-const LO: u32 = 1;
-
-fn dp(test: &str) -> Dataplane {
-    let mut dp = load_dataplane(
-        test,
-        &LoadOptions {
-            debug: true,
-            slot_pages: 64,
-            max_rules: 4095,
-        },
-    );
-    dp.set_ifname(LO, "lo").unwrap();
-    dp
-}
 
 fn install(dp: &mut Dataplane, rs: &Ruleset) -> parapet_compile::Image {
     let list = flatten(rs, rs.select_chain(None).unwrap()).unwrap();
@@ -36,14 +22,6 @@ fn install(dp: &mut Dataplane, rs: &Ruleset) -> parapet_compile::Image {
     dp.write_image(&image.to_bytes()).unwrap();
     dp.swap().unwrap();
     image
-}
-
-/// (deciding rule id, non-terminal rule ids) of one frame in the kernel.
-fn run(dp: &Dataplane, frame: &[u8]) -> (u32, Vec<u32>) {
-    dp.test_run(AttachPoint::Xdp, frame, LO, 1).unwrap();
-    let d = dp.last_decision().unwrap().unwrap();
-    assert!(d.by_image, "the image must decide");
-    (d.rule_id, d.nonterminal)
 }
 
 #[test]

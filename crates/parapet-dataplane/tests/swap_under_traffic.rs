@@ -8,7 +8,8 @@
 //! odd). Both are several pages long, padded with rules no probe matches, so
 //! that a page-by-page write could be seen half done. The program is attached
 //! to the loopback of a namespace of the test's own (XDP, tc, or the
-//! netfilter INPUT hook with INPUT's own image); a thread sends probes
+//! netfilter INPUT or OUTPUT hook with that chain's own image), or at the
+//! FORWARD hook of a router between two hosts; a thread sends probes
 //! over it without pause while the main thread alternates `write_image` +
 //! `swap`.
 //!
@@ -49,6 +50,7 @@ use parapet_dataplane::{
     AttachPoint, Dataplane, KernelVerdict as DpVerdict, LoadOptions, Mode, NfFamily, NfHook, Stat,
 };
 use parapet_model::{DecisionList, Entry, EntryKind, Field, IntervalSet, Matches, Packet, Verdict};
+use parapet_testbed::router::{Router, V4};
 use parapet_testbed::Netns;
 
 const CLASSES: usize = 12;
@@ -125,6 +127,7 @@ fn image(
                 Verdict::Drop
             }),
             limit: None,
+            recent: None,
         });
         let every = padding as usize / CLASSES;
         if (j as usize + 1).is_multiple_of(every) {
@@ -138,6 +141,7 @@ fn image(
                         Verdict::Drop
                     }),
                     limit: None,
+                    recent: None,
                 });
             }
         }
@@ -185,8 +189,8 @@ fn images_of(backend: Backend, pad_a: u32, pad_b: u32) -> (Vec<u8>, Vec<u8>) {
 
 /// UDP `RcvbufErrors` of namespace `ns` (`/proc/net/snmp` as seen from
 /// inside it).
-fn udp_rcvbuf_errors(ns: &Netns) -> u64 {
-    ns.run_in(|| {
+fn udp_rcvbuf_errors(ns: &str) -> u64 {
+    parapet_testbed::in_netns(ns, || {
         let snmp = std::fs::read_to_string("/proc/thread-self/net/snmp").unwrap();
         let mut udp = snmp.lines().filter(|l| l.starts_with("Udp: "));
         let (names, values) = (udp.next().unwrap(), udp.next().unwrap());
@@ -322,58 +326,97 @@ fn check(d: &Snapshot, t: &Traffic) -> Result<(), String> {
     }
 }
 
+/// Where the program judges the probes: on the namespace's loopback (XDP,
+/// tc), at a netfilter hook of it (INPUT, OUTPUT: loopback traffic
+/// crosses both), or at FORWARD in a router between two hosts
+/// (`parapet_testbed::router`: probes from L to H through R).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Place {
+    Iface(AttachPoint),
+    Nf(NfHook),
+}
+
 /// The loaded, attached dataplane with one receiving socket per class.
 struct Bed {
     dp: Dataplane,
     socks: Vec<UdpSocket>,
     tx: UdpSocket,
-    // Last: the namespace goes after the sockets and the attachment.
+    /// Where the probes go.
+    to: Ipv4Addr,
+    /// The receivers' namespace (for its receive-buffer drops).
+    rx_ns: String,
+    // Last: the namespaces go after the sockets and the attachment.
+    _router: Option<Router>,
     _ns: Netns,
 }
 
-fn bed(test: &str, tag: &str, hook: AttachPoint) -> Bed {
+fn bed(test: &str, tag: &str, place: Place) -> Bed {
     let mut dp = load_dataplane(test, &LoadOptions::default());
     // A namespace of the test's own, with only its loopback up; deleted on
     // drop (with the attachment and sockets inside).
     let ns = Netns::create(&format!("swap-{tag}")).expect("a network namespace");
+    let router = (place == Place::Nf(NfHook::Forward))
+        .then(|| Router::create(&format!("swap-{tag}")).expect("a router bed"));
+    let (to, rx_ns, tx_ns, at_ns) = match &router {
+        Some(r) => (V4.h.parse().unwrap(), &r.h, &r.l, &r.r),
+        None => (Ipv4Addr::LOCALHOST, &ns, &ns, &ns),
+    };
     // The interim classifier drops everything under rule 0, so a packet it
     // decided shows up as a policy count.
     dp.set_policy(DpVerdict::Drop).unwrap();
-    let (socks, tx) = std::thread::scope(|s| {
+    let in_ns = |n: &Netns| n.enter_current_thread().expect("setns");
+    std::thread::scope(|s| {
         s.spawn(|| {
-            ns.enter_current_thread().expect("setns");
-            let mode = if hook == AttachPoint::Xdp {
-                Mode::Skb
-            } else {
-                Mode::Native
-            };
-            if hook == AttachPoint::Netfilter {
-                // loopback traffic crosses OUTPUT and INPUT: judged at INPUT
-                dp.attach_netfilter(NfHook::Input, NfFamily::Ipv4, 0)
-                    .expect("a netfilter link at INPUT");
-            } else {
-                dp.attach("lo", hook, mode).expect("attach to lo");
+            in_ns(at_ns);
+            match place {
+                Place::Nf(h) => {
+                    dp.attach_netfilter(h, NfFamily::Ipv4, 0)
+                        .expect("a netfilter link");
+                }
+                Place::Iface(hook) => {
+                    let mode = if hook == AttachPoint::Xdp {
+                        Mode::Skb
+                    } else {
+                        Mode::Native
+                    };
+                    dp.attach("lo", hook, mode).expect("attach to lo");
+                }
             }
-            let socks: Vec<UdpSocket> = (0..CLASSES)
-                .map(|k| {
-                    let s =
-                        UdpSocket::bind(SocketAddrV4::new(Ipv4Addr::LOCALHOST, PORT0 + k as u16))
-                            .expect("bind");
-                    s.set_nonblocking(true).unwrap();
-                    set_rcvbuf(&s, 8 << 20);
-                    s
-                })
-                .collect();
-            let tx = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind tx");
-            (socks, tx)
         })
         .join()
         .unwrap()
     });
+    let socks = std::thread::scope(|s| {
+        s.spawn(|| {
+            in_ns(rx_ns);
+            (0..CLASSES)
+                .map(|k| {
+                    let s = UdpSocket::bind(SocketAddrV4::new(to, PORT0 + k as u16)).expect("bind");
+                    s.set_nonblocking(true).unwrap();
+                    set_rcvbuf(&s, 8 << 20);
+                    s
+                })
+                .collect::<Vec<_>>()
+        })
+        .join()
+        .unwrap()
+    });
+    let tx = std::thread::scope(|s| {
+        s.spawn(|| {
+            in_ns(tx_ns);
+            UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).expect("bind tx")
+        })
+        .join()
+        .unwrap()
+    });
+    let rx_ns = rx_ns.name().to_string();
     Bed {
         dp,
         socks,
         tx,
+        to,
+        rx_ns,
+        _router: router,
         _ns: ns,
     }
 }
@@ -426,7 +469,7 @@ fn receive(socks: &[UdpSocket], stop: &AtomicBool) -> Vec<u64> {
 
 /// Sends probes round-robin over the classes until `stop` is set or `max`
 /// were sent; paced lightly so a busy machine's backlog keeps up.
-fn send(tx: &UdpSocket, stop: &AtomicBool, max: usize) -> Vec<u64> {
+fn send(tx: &UdpSocket, to: Ipv4Addr, stop: &AtomicBool, max: usize) -> Vec<u64> {
     let mut sent = vec![0u64; CLASSES];
     let payload = [0x5au8; 64];
     let deadline = Instant::now() + SWAP_TIME + Duration::from_secs(5);
@@ -435,8 +478,13 @@ fn send(tx: &UdpSocket, stop: &AtomicBool, max: usize) -> Vec<u64> {
             break;
         }
         let k = i % CLASSES;
-        let to = SocketAddrV4::new(Ipv4Addr::LOCALHOST, PORT0 + k as u16);
-        tx.send_to(&payload[..payload_len(k)], to).expect("send");
+        let to = SocketAddrV4::new(to, PORT0 + k as u16);
+        match tx.send_to(&payload[..payload_len(k)], to) {
+            Ok(_) => {}
+            // dropped at the sender's own OUTPUT hook: judged all the same
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) => {}
+            Err(e) => panic!("send: {e}"),
+        }
         sent[k] += 1;
         if i % 64 == 63 {
             std::thread::sleep(Duration::from_micros(50));
@@ -455,11 +503,11 @@ fn with_traffic<T>(
     let stop_send = AtomicBool::new(false);
     let stop_recv = AtomicBool::new(false);
     let drops0 = backlog_drops();
-    let rcvbuf0 = udp_rcvbuf_errors(&bed._ns);
-    let (socks, tx, dp) = (&bed.socks, &bed.tx, &mut bed.dp);
+    let rcvbuf0 = udp_rcvbuf_errors(&bed.rx_ns);
+    let (socks, tx, to, dp) = (&bed.socks, &bed.tx, bed.to, &mut bed.dp);
     let (out, sent, received) = std::thread::scope(|s| {
         let rx = s.spawn(|| receive(socks, &stop_recv));
-        let txh = s.spawn(|| send(tx, &stop_send, max));
+        let txh = s.spawn(|| send(tx, to, &stop_send, max));
         let out = main(dp);
         stop_send.store(true, Ordering::Release);
         let sent = txh.join().expect("sender");
@@ -471,22 +519,20 @@ fn with_traffic<T>(
         sent,
         received,
         backlog_drops: backlog_drops() - drops0,
-        rcvbuf_errors: udp_rcvbuf_errors(&bed._ns) - rcvbuf0,
+        rcvbuf_errors: udp_rcvbuf_errors(&bed.rx_ns) - rcvbuf0,
     };
     (out, t)
 }
 
-/// The image where `hook` reads it: image 0, or INPUT's at the netfilter
-/// hooks.
-fn write(dp: &mut Dataplane, hook: AttachPoint, image: &[u8]) {
-    if hook == AttachPoint::Netfilter {
-        dp.write_hook_image(NfHook::Input, image).unwrap();
-    } else {
-        dp.write_image(image).unwrap();
+/// The image where `place` reads it: image 0, or the hook's own.
+fn write(dp: &mut Dataplane, place: Place, image: &[u8]) {
+    match place {
+        Place::Nf(h) => dp.write_hook_image(h, image).unwrap(),
+        Place::Iface(_) => dp.write_image(image).unwrap(),
     }
 }
 
-fn swaps_under_traffic(hook: AttachPoint, tag: &str, (a, b): (Vec<u8>, Vec<u8>)) {
+fn swaps_under_traffic(hook: Place, tag: &str, (a, b): (Vec<u8>, Vec<u8>)) {
     let test = format!("swap_under_traffic_{tag}");
     let mut bed = bed(&test, tag, hook);
     write(&mut bed.dp, hook, &a);
@@ -541,7 +587,7 @@ fn swaps_under_traffic(hook: AttachPoint, tag: &str, (a, b): (Vec<u8>, Vec<u8>))
 #[test]
 #[ignore = "needs root"]
 fn swap_under_traffic_xdp() {
-    swaps_under_traffic(AttachPoint::Xdp, "xdp", images());
+    swaps_under_traffic(Place::Iface(AttachPoint::Xdp), "xdp", images());
 }
 
 /// Long walks: linear images of about 1,600 rules (~24 pages), so that a
@@ -554,7 +600,7 @@ fn swap_under_traffic_xdp() {
 #[ignore = "needs root"]
 fn swap_under_traffic_long_walks_xdp() {
     swaps_under_traffic(
-        AttachPoint::Xdp,
+        Place::Iface(AttachPoint::Xdp),
         "xdplin",
         images_of(Backend::Linear, 1500, 1620),
     );
@@ -563,14 +609,30 @@ fn swap_under_traffic_long_walks_xdp() {
 #[test]
 #[ignore = "needs root"]
 fn swap_under_traffic_tc() {
-    swaps_under_traffic(AttachPoint::Tc, "tc", images());
+    swaps_under_traffic(Place::Iface(AttachPoint::Tc), "tc", images());
 }
 
 /// The same at the netfilter INPUT hook: the image is INPUT's own.
 #[test]
 #[ignore = "needs root"]
 fn swap_under_traffic_netfilter_input() {
-    swaps_under_traffic(AttachPoint::Netfilter, "nfin", images());
+    swaps_under_traffic(Place::Nf(NfHook::Input), "nfin", images());
+}
+
+/// At the netfilter FORWARD hook of a router: the probes go from host L
+/// through R to host H, judged by FORWARD's own image in R.
+#[test]
+#[ignore = "needs root"]
+fn swap_under_traffic_netfilter_forward() {
+    swaps_under_traffic(Place::Nf(NfHook::Forward), "nffw", images());
+}
+
+/// At the netfilter OUTPUT hook: the sender's own packets, judged by
+/// OUTPUT's image before they leave (a dropped one fails its send).
+#[test]
+#[ignore = "needs root"]
+fn swap_under_traffic_netfilter_output() {
+    swaps_under_traffic(Place::Nf(NfHook::Output), "nfout", images());
 }
 
 /// The same checker on deliberately torn images (the first `cut` pages of
@@ -582,7 +644,7 @@ fn swap_under_traffic_netfilter_input() {
 #[ignore = "needs root"]
 fn a_torn_image_is_caught() {
     let test = "a_torn_image_is_caught";
-    let mut bed = bed(test, "torn", AttachPoint::Xdp);
+    let mut bed = bed(test, "torn", Place::Iface(AttachPoint::Xdp));
     let (a, b) = images();
     let page = 4096;
     let mut torn_images = Vec::new();
@@ -686,7 +748,7 @@ fn live_maps(ns: &Netns) -> Result<LiveMaps, String> {
 #[ignore = "needs root"]
 fn writing_the_live_slot_under_traffic_is_caught() {
     let test = "writing_the_live_slot_under_traffic_is_caught";
-    let mut bed = bed(test, "live", AttachPoint::Xdp);
+    let mut bed = bed(test, "live", Place::Iface(AttachPoint::Xdp));
     let (a, b) = images();
     bed.dp.write_image(&a).unwrap();
     bed.dp.swap().unwrap();

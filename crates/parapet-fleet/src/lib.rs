@@ -4,17 +4,23 @@
 //! `--shared`) across a fleet over NATS JetStream. The design — what is
 //! replicated, ordering, conflicts, failures — is in `docs/fleet.md`.
 //!
-//! - [`wire`]: the fleet message, parsed strictly and emitted side by side;
+//! - [`wire`]: one change (an outbox record), parsed strictly and emitted
+//!   side by side;
+//! - [`batch`]: many changes of one origin in one broker message;
 //! - [`outbox`]: the durable, bounded publish backlog;
 //! - [`replica`]: which consumed messages to apply (dedupe, own echoes);
+//! - [`snapshot`]: the shared sets' contents at a log position, written
+//!   periodically, read by a new node before the log;
 //! - [`link`]: the NATS client glue (stream, durable consumer, the
 //!   publish and consume loops) on a tokio runtime of its own thread;
 //! - [`Fleet`]: what the daemon holds: [`Fleet::publish`] (its hook for
 //!   local changes) and the [`Applier`] it implements for remote ones.
 
+pub mod batch;
 pub mod link;
 pub mod outbox;
 pub mod replica;
+pub mod snapshot;
 pub mod wire;
 
 use outbox::Outbox;
@@ -33,8 +39,8 @@ pub struct FleetConfig {
     pub url: String,
     /// This node's id (origin of its messages, name of its consumer).
     pub node: String,
-    /// Subject and stream prefix: subjects `PREFIX.fleet.>`, stream
-    /// `PREFIX_fleet`. Nodes with the same prefix form one fleet.
+    /// Subject and stream prefix: subjects `PREFIX.fleetlog.NODE`, stream
+    /// `PREFIX_fleetlog`. Nodes with the same prefix form one fleet.
     pub prefix: String,
     /// NATS credentials file (`.creds`: JWT and nkey seed).
     pub creds: Option<PathBuf>,
@@ -52,6 +58,8 @@ pub struct FleetConfig {
     pub outbox_bytes: u64,
     /// Largest stream, bytes (when creating it; oldest dropped beyond).
     pub stream_bytes: i64,
+    /// How often to write a snapshot of the shared sets (None: never).
+    pub snapshot_every: Option<std::time::Duration>,
 }
 
 /// One batch of remote changes applied, as the daemon reports it.
@@ -73,6 +81,13 @@ pub struct Applied {
 pub trait Applier: Send + Sync + 'static {
     /// Applies the messages `fleet.decide` accepts, in order.
     fn apply(&self, fleet: &Fleet, msgs: Vec<FleetMsg>) -> Result<Applied, String>;
+    /// Applies one part of a snapshot (adds, not decided: they are no
+    /// origin's changes), journaled and synced.
+    fn apply_snapshot(&self, fleet: &Fleet, msgs: Vec<FleetMsg>) -> Result<Applied, String>;
+    /// Under the state lock: [`FleetStats::applied_seq`] and every live
+    /// element of the shared sets as an add with its absolute expiry,
+    /// origin this node and sequence numbers 1, 2, ...
+    fn snapshot(&self, fleet: &Fleet) -> (u64, Vec<FleetMsg>);
 }
 
 /// Counters for `stats`.
@@ -90,8 +105,14 @@ pub struct FleetStats {
     pub rejected: AtomicU64,
     /// Messages still to consume behind the last one delivered.
     pub lag: AtomicU64,
-    /// Stream sequence of the last message applied.
+    /// Stream sequence of the last message delivered.
     pub stream_seq: AtomicU64,
+    /// Stream sequence of the last message applied (and journaled).
+    pub applied_seq: AtomicU64,
+    /// Snapshots written.
+    pub snapshots: AtomicU64,
+    /// Log position of the snapshot this node bootstrapped from (0: none).
+    pub boot_snapshot_at: AtomicU64,
     /// Milliseconds between a remote message's publication (by the
     /// broker's clock) and its application here, last batch.
     pub apply_delay_ms: AtomicU64,

@@ -1,31 +1,49 @@
 //! The NATS glue: connect (retrying forever: a node must start and keep
-//! enforcing while the broker is away), make sure the stream and this
+//! enforcing while the broker is away), make sure the log stream and this
 //! node's durable consumer exist, then run two loops on a current-thread
 //! tokio runtime of the fleet's own thread:
 //!
-//! - publish: outbox records from the acknowledged position, a bounded
-//!   window at a time, each with `Nats-Msg-Id` = origin-seq; the
-//!   position advances only when the broker acknowledged all of them;
-//! - consume: the durable pull consumer, batches of what is ready, each
-//!   message decoded strictly and decided by the [`Replica`]; the batch
-//!   is applied (journaled and synced by the daemon) and only then
-//!   acknowledged (`AckPolicy::All`: one ack per batch). A crash between
-//!   the two makes the broker deliver again, which is idempotent.
+//! - publish: outbox records from the acknowledged position, packed into
+//!   batch messages (`batch.rs`: up to 4096 changes each; woken while
+//!   changes are flowing it lingers 1 ms so that a burst shares
+//!   messages, after a quiet spell it publishes at once), a
+//!   bounded window at a time, each with `Nats-Msg-Id` = its origin and
+//!   sequence range; the position advances only when the broker
+//!   acknowledged all of them;
+//! - consume: the durable pull consumer, what is ready up to a bounded
+//!   number of changes, each message decoded strictly and each change
+//!   decided by the [`Replica`]; the changes are applied (journaled and
+//!   synced by the daemon) and only then acknowledged (`AckPolicy::All`:
+//!   one ack per round). A crash between the two makes the broker
+//!   deliver again, which is idempotent.
 //!
 //! [`Replica`]: crate::replica::Replica
 
 use crate::wire::FleetMsg;
-use crate::{Applier, Fleet};
+use crate::{batch, snapshot, Applier, Fleet};
+use async_nats::jetstream::context::ConsumerInfoErrorKind;
 use async_nats::jetstream::{self, consumer, stream};
 use futures_util::StreamExt;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-/// Records published per round (bounds the acks in flight).
-const PUBLISH_WINDOW: usize = 4096;
-/// Messages applied per batch (bounds memory and the state lock's hold).
-const APPLY_BATCH: usize = 4096;
+/// Records published per round (bounds the acks in flight: at most four
+/// full batch messages).
+const PUBLISH_WINDOW: usize = 4 * batch::MAX_ENTRIES;
+/// How long the publisher, woken while changes are flowing, waits for
+/// more before packing: a burst of single bans shares messages at the
+/// cost of 1 ms.
+const LINGER: Duration = Duration::from_millis(1);
+/// Changes are "flowing" when the last publish is this recent; a ban
+/// after a quiet spell goes out at once (no linger: nothing to share a
+/// message with).
+const BUSY: Duration = Duration::from_millis(20);
+/// Changes applied per round (bounds memory and the state lock's hold).
+const APPLY_CHANGES: usize = 4 * batch::MAX_ENTRIES;
+/// Batch messages the consumer may hold unacknowledged (with
+/// [`batch::MAX_BYTES`], bounds what the broker pushes at us).
+const MAX_ACK_PENDING: usize = 64;
 /// Delay between retries after an error.
 const RETRY: Duration = Duration::from_millis(250);
 
@@ -58,6 +76,7 @@ pub(crate) fn run(fleet: Arc<Fleet>, applier: Box<dyn Applier>) {
         let js = jetstream::new(client.clone());
         let _ = fleet.client.set(client);
         let publish = publish_loop(fleet.clone(), js.clone());
+        let snap = snapshot_loop(fleet.clone(), js.clone(), applier.clone());
         let consume = consume_loop(fleet.clone(), js, applier);
         // Stop at once when asked, even in the middle of a broker request
         // that would wait out its timeout (the broker may be gone): what
@@ -68,14 +87,15 @@ pub(crate) fn run(fleet: Arc<Fleet>, applier: Box<dyn Applier>) {
             }
         };
         tokio::select! {
-            _ = async { tokio::join!(publish, consume) } => {}
+            _ = async { tokio::join!(publish, consume, snap) } => {}
             _ = stop => {}
         }
     });
 }
 
-async fn connect(fleet: &Fleet) -> Result<async_nats::Client, String> {
+async fn connect(fleet: &Arc<Fleet>) -> Result<async_nats::Client, String> {
     let c = &fleet.config;
+    let f = fleet.clone();
     let mut o = async_nats::ConnectOptions::new()
         .name(format!("parapetd {}", c.node))
         .retry_on_initial_connect()
@@ -83,7 +103,21 @@ async fn connect(fleet: &Fleet) -> Result<async_nats::Client, String> {
         // Short and capped: an outage ends with the broker's return, not
         // with an exponential back-off of ours.
         .reconnect_delay_callback(|n| Duration::from_millis((n as u64 * 100).min(1000)))
-        .connection_timeout(Duration::from_secs(2));
+        .connection_timeout(Duration::from_secs(2))
+        // Connection failures (a refused TLS handshake, bad credentials)
+        // happen inside the client's retries: surface them in `stats`.
+        .event_callback(move |ev| {
+            let f = f.clone();
+            async move {
+                use async_nats::Event;
+                if matches!(
+                    ev,
+                    Event::ClientError(_) | Event::ServerError(_) | Event::Disconnected
+                ) {
+                    f.stats.error(format!("connection: {ev}"));
+                }
+            }
+        });
     if let Some(p) = &c.creds {
         o = o
             .credentials_file(p)
@@ -106,18 +140,19 @@ async fn connect(fleet: &Fleet) -> Result<async_nats::Client, String> {
 }
 
 fn stream_name(fleet: &Fleet) -> String {
-    format!("{}_fleet", fleet.config.prefix)
+    format!("{}_fleetlog", fleet.config.prefix)
 }
 
 async fn get_stream(fleet: &Fleet, js: &jetstream::Context) -> Result<stream::Stream, String> {
     let c = &fleet.config;
     js.get_or_create_stream(stream::Config {
         name: stream_name(fleet),
-        subjects: vec![format!("{}.fleet.>", c.prefix)],
-        // One message per element subject: the stream is a compacted
-        // snapshot (the latest change of every element) plus the tail.
-        max_messages_per_subject: 1,
+        subjects: vec![format!("{}.fleetlog.*", c.prefix)],
+        // The log: every batch of every node, in the fleet's order; a new
+        // node replays it from the start. Bounded by bytes, oldest
+        // dropped first (docs/fleet.md, "stream limit reached").
         max_bytes: c.stream_bytes,
+        max_message_size: batch::MAX_BYTES as i32,
         storage: stream::StorageType::File,
         discard: stream::DiscardPolicy::Old,
         duplicate_window: Duration::from_secs(120),
@@ -129,6 +164,8 @@ async fn get_stream(fleet: &Fleet, js: &jetstream::Context) -> Result<stream::St
 
 async fn publish_loop(fleet: Arc<Fleet>, js: jetstream::Context) {
     let mut have_stream = false;
+    let now = tokio::time::Instant::now();
+    let mut last_publish = now.checked_sub(BUSY).unwrap_or(now);
     while !fleet.stopping() {
         // Publishing before the stream exists would fail (no responders)
         // and wait out a retry.
@@ -140,14 +177,19 @@ async fn publish_loop(fleet: Arc<Fleet>, js: jetstream::Context) {
             }
             have_stream = true;
         }
-        let batch = {
+        let read = || {
             let ob = fleet.outbox.lock().unwrap();
             ob.read(ob.acked(), PUBLISH_WINDOW)
         };
+        let batch = read();
         if batch.is_empty() {
             let _ = tokio::time::timeout(Duration::from_millis(200), fleet.wake.notified()).await;
+            if last_publish.elapsed() < BUSY {
+                tokio::time::sleep(LINGER).await;
+            }
             continue;
         }
+        last_publish = tokio::time::Instant::now();
         match publish_batch(&fleet, &js, &batch).await {
             Ok(()) => {
                 let end = batch.last().expect("non-empty").0;
@@ -174,23 +216,58 @@ async fn publish_loop(fleet: Arc<Fleet>, js: jetstream::Context) {
 async fn publish_batch(
     fleet: &Fleet,
     js: &jetstream::Context,
-    batch: &[(u64, FleetMsg)],
+    records: &[(u64, FleetMsg)],
 ) -> Result<(), String> {
-    let mut acks = Vec::with_capacity(batch.len());
-    for (_, m) in batch {
+    let msgs: Vec<FleetMsg> = records.iter().map(|(_, m)| m.clone()).collect();
+    let subject = batch::subject(&fleet.config.prefix, &fleet.config.node);
+    let mut acks = Vec::new();
+    let mut at = 0;
+    let mut buf = Vec::new();
+    while at < msgs.len() {
+        let n = batch::pack(&msgs[at..], &mut buf);
         let p = jetstream::message::PublishMessage::build()
-            .payload(m.to_bytes().into())
-            .message_id(m.msg_id());
+            .payload(bytes::Bytes::copy_from_slice(&buf))
+            .message_id(batch::msg_id(&msgs[at..at + n]));
         let ack = js
-            .send_publish(m.subject(&fleet.config.prefix), p)
+            .send_publish(subject.clone(), p)
             .await
             .map_err(|e| e.to_string())?;
         acks.push(ack);
+        at += n;
     }
     for a in acks {
         a.await.map_err(|e| e.to_string())?;
     }
     Ok(())
+}
+
+async fn snapshot_loop(fleet: Arc<Fleet>, js: jetstream::Context, applier: Arc<dyn Applier>) {
+    let Some(every) = fleet.config.snapshot_every else {
+        return;
+    };
+    let (mut slot, mut last) = (0u8, None);
+    while !fleet.stopping() {
+        tokio::time::sleep(every).await;
+        let published = fleet.stats.published.load(Ordering::Relaxed);
+        let applied = fleet.stats.applied_seq.load(Ordering::Relaxed);
+        // Nothing new since the last one (or nothing consumed yet: the
+        // position would not be known).
+        if applied == 0 || last == Some((applied, published)) {
+            continue;
+        }
+        let (a, f) = (applier.clone(), fleet.clone());
+        let Ok((at, elems)) = tokio::task::spawn_blocking(move || a.snapshot(&f)).await else {
+            continue;
+        };
+        match snapshot::write(&fleet, &js, slot, at, &elems).await {
+            Ok(_) => {
+                fleet.stats.snapshots.fetch_add(1, Ordering::Relaxed);
+                slot ^= 1;
+                last = Some((applied, published));
+            }
+            Err(e) => fleet.stats.error(format!("snapshot: {e}")),
+        }
+    }
 }
 
 async fn consume_loop(fleet: Arc<Fleet>, js: jetstream::Context, applier: Arc<dyn Applier>) {
@@ -209,17 +286,37 @@ async fn consume(
 ) -> Result<(), String> {
     let s = get_stream(fleet, js).await?;
     let node = fleet.config.node.clone();
+    // No consumer of ours yet: a new node (or one whose consumer the
+    // broker lost). Start from the newest snapshot when there is one,
+    // then the log after it; otherwise the log from its beginning.
+    let mut deliver = consumer::DeliverPolicy::All;
+    // Only a consumer the broker says does not exist: after any other
+    // error (a timeout) loading a snapshot onto a running node would
+    // bring back what it has since consumed the removal of.
+    let missing = match s.consumer_info(&node).await {
+        Ok(_) => false,
+        Err(e) if e.kind() == ConsumerInfoErrorKind::NotFound => true,
+        Err(e) => return Err(format!("consumer {node}: {e}")),
+    };
+    if missing {
+        if let Some((at, parts)) = snapshot::find(fleet, js).await? {
+            snapshot::load(fleet, js, applier, &parts).await?;
+            fleet.stats.boot_snapshot_at.store(at, Ordering::Relaxed);
+            deliver = consumer::DeliverPolicy::ByStartSequence {
+                start_sequence: at + 1,
+            };
+        }
+    }
     let c: consumer::PullConsumer = s
         .get_or_create_consumer(
             &node,
             consumer::pull::Config {
                 durable_name: Some(node.clone()),
-                // A new node starts at the beginning: the compacted stream
-                // is the snapshot of current bans, then the tail follows.
-                deliver_policy: consumer::DeliverPolicy::All,
+                // Used only when the consumer is created (above).
+                deliver_policy: deliver,
                 ack_policy: consumer::AckPolicy::All,
                 ack_wait: Duration::from_secs(30),
-                max_ack_pending: (APPLY_BATCH * 4) as i64,
+                max_ack_pending: MAX_ACK_PENDING as i64,
                 ..Default::default()
             },
         )
@@ -227,7 +324,7 @@ async fn consume(
         .map_err(|e| format!("consumer {node}: {e}"))?;
     let mut msgs = c
         .stream()
-        .max_messages_per_batch(APPLY_BATCH)
+        .max_messages_per_batch(MAX_ACK_PENDING / 2)
         .heartbeat(Duration::from_secs(2))
         .messages()
         .await
@@ -239,10 +336,16 @@ async fn consume(
             Ok(None) => return Err("consumer stream ended".into()),
             Ok(Some(m)) => m.map_err(|e| e.to_string())?,
         };
+        // Entries counted from the payload sizes (a batch entry is at
+        // least 13 bytes): bounds a round before anything is decoded.
+        let mut bytes = first.payload.len();
         let mut batch = vec![first];
-        while batch.len() < APPLY_BATCH {
+        while bytes < APPLY_CHANGES * 13 && batch.len() < MAX_ACK_PENDING / 2 {
             match futures_util::FutureExt::now_or_never(msgs.next()) {
-                Some(Some(Ok(m))) => batch.push(m),
+                Some(Some(Ok(m))) => {
+                    bytes += m.payload.len();
+                    batch.push(m)
+                }
                 Some(Some(Err(e))) => {
                     fleet.stats.error(format!("consume: {e}"));
                     break;
@@ -272,19 +375,21 @@ async fn apply_batch(
                 st.stream_seq.store(info.stream_sequence, Ordering::Relaxed);
                 published_ms = (info.published.unix_timestamp_nanos() / 1_000_000) as u64;
             }
-            match FleetMsg::parse(&m.payload) {
+            match batch::parse(&m.payload) {
                 Err(e) => {
                     st.rejected.fetch_add(1, Ordering::Relaxed);
                     st.error(format!("rejected message on {}: {e}", m.subject));
                 }
-                Ok(f) if f.subject(&fleet.config.prefix) != m.subject.as_str() => {
+                Ok(f)
+                    if batch::subject(&fleet.config.prefix, &f[0].origin) != m.subject.as_str() =>
+                {
                     st.rejected.fetch_add(1, Ordering::Relaxed);
                     st.error(format!(
-                        "rejected message on {}: subject does not match its content",
+                        "rejected message on {}: subject does not name its origin",
                         m.subject
                     ));
                 }
-                Ok(f) => todo.push(f),
+                Ok(f) => todo.extend(f),
             }
         }
     }
@@ -309,6 +414,10 @@ async fn apply_batch(
                 .fetch_add(r.rejected.len() as u64, Ordering::Relaxed);
             st.error(format!("refused: {e}"));
         }
+    }
+    if let Some(info) = batch.last().and_then(|m| m.info().ok()) {
+        st.applied_seq
+            .store(info.stream_sequence, Ordering::Relaxed);
     }
     let now = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)

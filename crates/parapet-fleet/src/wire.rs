@@ -1,5 +1,6 @@
 //! The fleet message: one change of one element of a shared set (or the
-//! flush of a set), as published on the JetStream stream. Parse and emit
+//! flush of a set): an outbox record, and an entry of a published batch
+//! (`batch.rs`, which packs many of them into one JetStream message). Parse and emit
 //! side by side; the parser is strict (every field bounded and checked,
 //! no trailing bytes) because any client of the broker can publish.
 //!
@@ -96,13 +97,13 @@ fn valid_elem(s: &[u8]) -> bool {
     s.iter().all(|b| (0x21..0x7f).contains(b) || *b == b' ')
 }
 
-struct Reader<'a> {
-    buf: &'a [u8],
-    at: usize,
+pub(crate) struct Reader<'a> {
+    pub(crate) buf: &'a [u8],
+    pub(crate) at: usize,
 }
 
 impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], WireError> {
+    pub(crate) fn take(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], WireError> {
         let end = self.at.checked_add(n).filter(|e| *e <= self.buf.len());
         let Some(end) = end else {
             return Err(WireError { at: self.at, what });
@@ -112,21 +113,79 @@ impl<'a> Reader<'a> {
         Ok(s)
     }
 
-    fn u8(&mut self, what: &'static str) -> Result<u8, WireError> {
+    pub(crate) fn u8(&mut self, what: &'static str) -> Result<u8, WireError> {
         Ok(self.take(1, what)?[0])
     }
 
-    fn u16(&mut self, what: &'static str) -> Result<u16, WireError> {
+    pub(crate) fn u16(&mut self, what: &'static str) -> Result<u16, WireError> {
         let b = self.take(2, what)?;
         Ok(u16::from_be_bytes([b[0], b[1]]))
     }
 
-    fn u64(&mut self, what: &'static str) -> Result<u64, WireError> {
+    pub(crate) fn u64(&mut self, what: &'static str) -> Result<u64, WireError> {
         let b = self.take(8, what)?;
         Ok(u64::from_be_bytes(b.try_into().expect("8 bytes")))
     }
 
-    fn fail<T>(&self, at: usize, what: &'static str) -> Result<T, WireError> {
+    /// A change's kind.
+    pub(crate) fn kind(&mut self) -> Result<Kind, WireError> {
+        let at = self.at;
+        match self.u8("truncated kind")? {
+            1 => Ok(Kind::Add),
+            2 => Ok(Kind::Del),
+            3 => Ok(Kind::Flush),
+            _ => self.fail(at, "unknown kind"),
+        }
+    }
+
+    /// An origin node id (length byte, then the id).
+    pub(crate) fn origin(&mut self) -> Result<&'a str, WireError> {
+        let n = self.u8("truncated origin length")? as usize;
+        let at = self.at;
+        let origin = self.take(n, "truncated origin")?;
+        std::str::from_utf8(origin)
+            .ok()
+            .filter(|o| valid_id(o))
+            .ok_or(WireError {
+                at,
+                what: "bad origin node id",
+            })
+    }
+
+    /// A sequence number (never 0).
+    pub(crate) fn seq(&mut self) -> Result<u64, WireError> {
+        let at = self.at;
+        match self.u64("truncated sequence")? {
+            0 => self.fail(at, "sequence 0"),
+            s => Ok(s),
+        }
+    }
+
+    /// The rest of a change of `kind`: expiry, set name, element text.
+    pub(crate) fn change(&mut self, kind: Kind) -> Result<(u64, &'a str, &'a str), WireError> {
+        let at = self.at;
+        let expires = self.u64("truncated expiry")?;
+        if kind != Kind::Add && expires != 0 {
+            return self.fail(at, "expiry on a del or flush");
+        }
+        let n = self.u8("truncated set length")? as usize;
+        let at = self.at;
+        let set = self.take(n, "truncated set name")?;
+        if !valid_set(set) {
+            return self.fail(at, "bad set name");
+        }
+        let n = self.u16("truncated element length")? as usize;
+        let at = self.at;
+        let elem = self.take(n, "truncated element")?;
+        if (kind == Kind::Flush) != elem.is_empty() || n > MAX_ELEM || !valid_elem(elem) {
+            return self.fail(at, "bad element");
+        }
+        // Both checked: ASCII.
+        let text = |b: &'a [u8]| std::str::from_utf8(b).expect("ASCII");
+        Ok((expires, text(set), text(elem)))
+    }
+
+    pub(crate) fn fail<T>(&self, at: usize, what: &'static str) -> Result<T, WireError> {
         Err(WireError { at, what })
     }
 }
@@ -141,45 +200,10 @@ impl FleetMsg {
         if r.take(4, "truncated magic")? != MAGIC {
             return r.fail(0, "bad magic or version");
         }
-        let at = r.at;
-        let kind = match r.u8("truncated kind")? {
-            1 => Kind::Add,
-            2 => Kind::Del,
-            3 => Kind::Flush,
-            _ => return r.fail(at, "unknown kind"),
-        };
-        let n = r.u8("truncated origin length")? as usize;
-        let at = r.at;
-        let origin = r.take(n, "truncated origin")?;
-        let origin = std::str::from_utf8(origin)
-            .ok()
-            .filter(|o| valid_id(o))
-            .ok_or(WireError {
-                at,
-                what: "bad origin node id",
-            })?;
-        let at = r.at;
-        let seq = r.u64("truncated sequence")?;
-        if seq == 0 {
-            return r.fail(at, "sequence 0");
-        }
-        let at = r.at;
-        let expires = r.u64("truncated expiry")?;
-        if kind != Kind::Add && expires != 0 {
-            return r.fail(at, "expiry on a del or flush");
-        }
-        let n = r.u8("truncated set length")? as usize;
-        let at = r.at;
-        let set = r.take(n, "truncated set name")?;
-        if !valid_set(set) {
-            return r.fail(at, "bad set name");
-        }
-        let n = r.u16("truncated element length")? as usize;
-        let at = r.at;
-        let elem = r.take(n, "truncated element")?;
-        if (kind == Kind::Flush) != elem.is_empty() || n > MAX_ELEM || !valid_elem(elem) {
-            return r.fail(at, "bad element");
-        }
+        let kind = r.kind()?;
+        let origin = r.origin()?;
+        let seq = r.seq()?;
+        let (expires, set, elem) = r.change(kind)?;
         if r.at != buf.len() {
             return r.fail(r.at, "trailing bytes");
         }
@@ -188,8 +212,8 @@ impl FleetMsg {
             origin: origin.to_string(),
             seq,
             expires,
-            set: String::from_utf8_lossy(set).into_owned(),
-            elem: String::from_utf8_lossy(elem).into_owned(),
+            set: set.to_string(),
+            elem: elem.to_string(),
         })
     }
 
@@ -197,12 +221,18 @@ impl FleetMsg {
     /// would reject (a bug of the caller: the daemon only emits valid ones).
     pub fn emit(&self, out: &mut Vec<u8>) {
         assert!(valid_id(&self.origin) && self.seq > 0);
-        assert!(valid_set(self.set.as_bytes()) && self.elem.len() <= MAX_ELEM);
         out.extend_from_slice(&MAGIC);
         out.push(self.kind as u8);
         out.push(self.origin.len() as u8);
         out.extend_from_slice(self.origin.as_bytes());
         out.extend_from_slice(&self.seq.to_be_bytes());
+        self.emit_change(out);
+    }
+
+    /// Appends expiry, set name and element text (the part of a change
+    /// that a batch entry shares with a message).
+    pub(crate) fn emit_change(&self, out: &mut Vec<u8>) {
+        assert!(valid_set(self.set.as_bytes()) && self.elem.len() <= MAX_ELEM);
         out.extend_from_slice(&self.expires.to_be_bytes());
         out.push(self.set.len() as u8);
         out.extend_from_slice(self.set.as_bytes());
@@ -216,33 +246,6 @@ impl FleetMsg {
         self.emit(&mut v);
         v
     }
-
-    /// The subject it is published on under `prefix`: one subject per
-    /// element (`PREFIX.fleet.e.HEX(set).HEX(elem)`) so that the stream,
-    /// keeping one message per subject, is a compacted snapshot of the
-    /// latest change of every element; flushes on `PREFIX.fleet.f.HEX(set)`.
-    pub fn subject(&self, prefix: &str) -> String {
-        match self.kind {
-            Kind::Flush => format!("{prefix}.fleet.f.{}", hex(&self.set)),
-            _ => format!("{prefix}.fleet.e.{}.{}", hex(&self.set), hex(&self.elem)),
-        }
-    }
-
-    /// The JetStream message id (`Nats-Msg-Id`): the broker drops a
-    /// re-publish of the same id within its duplicate window.
-    pub fn msg_id(&self) -> String {
-        format!("{}-{}", self.origin, self.seq)
-    }
-}
-
-fn hex(s: &str) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut o = String::with_capacity(s.len() * 2);
-    for b in s.bytes() {
-        o.push(DIGITS[(b >> 4) as usize] as char);
-        o.push(DIGITS[(b & 15) as usize] as char);
-    }
-    o
 }
 
 #[cfg(test)]
@@ -302,14 +305,6 @@ mod tests {
         for (b, what) in cases {
             assert_eq!(FleetMsg::parse(&b).unwrap_err().what, what, "{b:?}");
         }
-    }
-
-    #[test]
-    fn subjects_are_per_element() {
-        assert_eq!(
-            msg().subject("p"),
-            "p.fleet.e.706172617065742d62616e34.3139322e302e322e31"
-        );
     }
 
     proptest::proptest! {

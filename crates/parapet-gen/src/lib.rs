@@ -308,6 +308,7 @@ fn random_action(
         55..=64 => Action::Log(LogSpec {
             prefix: Some("gen ".into()),
             level: None,
+            ..Default::default()
         }),
         65..=69 => Action::Count,
         70..=77 => Action::Return,

@@ -183,6 +183,10 @@ fn validate(w: &[u32]) -> Result<(), ImageError> {
         match row[1] & 0xff {
             crate::stateful::XT_LIMIT if row[1] >> 8 == 0 && row[3] > 0 => {}
             crate::stateful::NFT_LIMIT if row[1] >> 8 <= 1 => {}
+            crate::stateful::RECENT
+                // hitcount: any byte (≤ RECENT_MAX_HITCOUNT); the IPv6
+                // prefix ≤ 128
+                if row[1] >> 13 == 0 && row[4] >> 8 <= 128 => {}
             _ => return bad(format!("stateful row {r} has an unknown kind")),
         }
     }

@@ -22,7 +22,7 @@ pub use key::{u128_at, KeyWords, KEY_OFF, KEY_SETS, KEY_WIDE};
 /// `PRPT` read as a little-endian `u32`.
 pub const MAGIC: u32 = 0x5450_5250;
 /// The format version this crate writes and reads.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 /// Words in the header.
 pub const HEADER_WORDS: usize = 32;
 /// Words per tree node.
@@ -95,6 +95,13 @@ pub mod kind {
 /// - [`stateful::NFT_LIMIT`] (`nft_limit.c`, packets): `p0..p1 = cost`,
 ///   `p2..p3 = tokens_max` (nanoseconds, low word first); flag
 ///   [`stateful::F_OVER`] inverts the answer.
+/// - [`stateful::RECENT`] (`xt_recent.c`, image version 2): flag bits 8..9
+///   the command ([`stateful::RECENT_CMD_SHIFT`]: 0 `--set`, 1 `--rcheck`,
+///   2 `--update`, 3 `--remove`), [`stateful::F_RDEST`],
+///   [`stateful::F_INVERT`], [`stateful::F_REAP`]; `p0` = the table id
+///   (FNV-1a of `--name`), `p1` = `--seconds`, `p2` = `--hitcount` (bits
+///   0..7) | the IPv6 mask's prefix length << 8, `p3` = the IPv4
+///   mask.
 pub mod stateful {
     /// Words per row.
     pub const ROW_WORDS: usize = 8;
@@ -106,6 +113,18 @@ pub mod stateful {
     pub const NFT_LIMIT: u32 = 2;
     /// Row flag (bits 8..): nft `limit rate over`.
     pub const F_OVER: u32 = 0x100;
+    /// Row kind: iptables `-m recent`.
+    pub const RECENT: u32 = 3;
+    /// Shift of a recent row's command (2 bits) in word 1.
+    pub const RECENT_CMD_SHIFT: u32 = 8;
+    /// Recent row flag: `--rdest`.
+    pub const F_RDEST: u32 = 0x400;
+    /// Recent row flag: `!`.
+    pub const F_INVERT: u32 = 0x800;
+    /// Recent row flag: `--reap`.
+    pub const F_REAP: u32 = 0x1000;
+    /// The largest `--hitcount` a recent row holds (the kernel's).
+    pub const RECENT_MAX_HITCOUNT: u32 = 255;
 }
 
 /// The backends an image can hold.

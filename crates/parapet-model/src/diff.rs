@@ -1,7 +1,17 @@
 //! `parapet diff`: the exact set of packets two decision lists give
 //! different verdicts, as disjoint cubes with a witness packet each.
 //!
-//! The packets are partitioned by who decides them: for every deciding
+//! When both lists have the same policy and no RETURN entry, only the
+//! packets matching a deciding entry that is not common to both lists
+//! (`common_entries.rs`: every other packet is decided by the same entry in
+//! both) are compared, each box of such an entry ([`compare_region`]):
+//! followed down A settling runs of one verdict in bulk (only A's verdict
+//! matters so far), each piece down B settling in bulk what B gives the
+//! same verdict, and only the pieces whose verdicts differ followed down A
+//! again, exactly, for A's deciding rule. For a 1 % edit of a ClassBench set
+//! that is 1 % of the rules' boxes instead of all of them.
+//!
+//! Otherwise the packets are partitioned by who decides them: for every deciding
 //! entry of A, its first-match region is walked down B; for every deciding
 //! entry of B, its region is walked down A to find the part A's policy
 //! decides; and, when the policies differ, what neither list decides. Each
@@ -9,6 +19,7 @@
 //! followed depth first ([`Walker::search`]), piece by piece, so no working
 //! region grows with the number of rules a wide one overlaps.
 
+use crate::common_entries::changed_entries;
 use crate::depth_first::Outcome;
 use crate::flatten::{DecisionList, EntryKind};
 use crate::packet::Packet;
@@ -44,9 +55,12 @@ pub struct DiffReport {
 /// A part of the comparison that hit the budget.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Unproven {
-    /// The packets A's rule decides.
+    /// The packets A's rule decides (when only changed rules are compared:
+    /// the packets it matches, those of earlier changed rules excepted).
     A(u32),
-    /// The packets B's rule decides and A's policy.
+    /// The packets B's rule decides and A's policy (when only changed
+    /// rules are compared: the packets B's rule matches, those of earlier
+    /// changed rules excepted).
     B(u32),
     /// The packets both policies decide.
     Policies,
@@ -73,6 +87,30 @@ pub fn space_of(lists: &[&DecisionList]) -> Result<Space, String> {
 pub fn diff(a: &DecisionList, b: &DecisionList, budget: Budget) -> Result<DiffReport, String> {
     let space = space_of(&[a, b])?;
     let (wa, wb) = (Walker::new(a, &space), Walker::new(b, &space));
+    if a.policy == b.policy {
+        if let Some((ca, cb)) = changed_entries(a, b) {
+            return Ok(diff_changed(&space, &wa, &wb, &ca, &cb, budget));
+        }
+    }
+    Ok(every_region(&space, &wa, &wb, budget))
+}
+
+/// [`diff`] without looking for common entries: every deciding region of
+/// both lists is compared (the path for lists with RETURN entries or
+/// different policies; public so that tests and benchmarks can hold the
+/// two paths against each other).
+pub fn diff_every_region(
+    a: &DecisionList,
+    b: &DecisionList,
+    budget: Budget,
+) -> Result<DiffReport, String> {
+    let space = space_of(&[a, b])?;
+    let (wa, wb) = (Walker::new(a, &space), Walker::new(b, &space));
+    Ok(every_region(&space, &wa, &wb, budget))
+}
+
+fn every_region(space: &Space, wa: &Walker, wb: &Walker, budget: Budget) -> DiffReport {
+    let (a, b) = (wa.list, wb.list);
     let mut report = DiffReport::default();
     let emit = |report: &mut DiffReport, region: Region, sa: (u32, &Verdict), sb| {
         let (sb_id, sb_verdict): (u32, &Verdict) = sb;
@@ -97,7 +135,7 @@ pub fn diff(a: &DecisionList, b: &DecisionList, budget: Budget) -> Result<DiffRe
             continue;
         };
         let mut pieces: Vec<(Stop, Cube)> = Vec::new();
-        let outcome = follow(&wa, i, &wb, budget, Settle::SameAs(va), &mut |s, c| {
+        let outcome = follow(wa, i, wb, budget, Settle::SameAs(va), &mut |s, c| {
             if wb.verdict(s) != va {
                 pieces.push((s, c.clone()));
             }
@@ -130,7 +168,7 @@ pub fn diff(a: &DecisionList, b: &DecisionList, budget: Budget) -> Result<DiffRe
             continue;
         }
         let mut rest = Region::empty();
-        let outcome = follow(&wb, j, &wa, budget, Settle::Any, &mut |s, c| {
+        let outcome = follow(wb, j, wa, budget, Settle::Any, &mut |s, c| {
             if s == Stop::Policy {
                 rest.extend_disjoint(Region::from_cube(c.clone()));
             }
@@ -144,9 +182,9 @@ pub fn diff(a: &DecisionList, b: &DecisionList, budget: Budget) -> Result<DiffRe
     if a.policy != b.policy {
         let mut rest = Region::empty();
         let both = through(
-            &wa,
+            wa,
             space.universe(),
-            &wb,
+            wb,
             budget,
             Settle::Any,
             &mut |s, c| {
@@ -160,7 +198,137 @@ pub fn diff(a: &DecisionList, b: &DecisionList, budget: Budget) -> Result<DiffRe
             Err(_) => report.unproven.push(Unproven::Policies),
         }
     }
-    Ok(report)
+    report
+}
+
+/// A stop as a sort key: its entry, the policy last.
+fn order(s: Stop) -> usize {
+    match s {
+        Stop::Entry(k) => k,
+        Stop::Policy => usize::MAX,
+    }
+}
+
+fn stop_of(o: Outcome) -> Stop {
+    match o {
+        Outcome::Decided(s) => s,
+        Outcome::Arrived => Stop::Policy,
+    }
+}
+
+/// [`diff`] of two lists with one policy, comparing only the packets in the
+/// boxes of the deciding entries `ca` of A and `cb` of B (those outside
+/// their common subsequence), each box less the earlier ones.
+fn diff_changed(
+    space: &Space,
+    wa: &Walker,
+    wb: &Walker,
+    ca: &[usize],
+    cb: &[usize],
+    budget: Budget,
+) -> DiffReport {
+    let mut report = DiffReport::default();
+    let changed: Vec<(Unproven, &Cube)> = ca
+        .iter()
+        .map(|&i| (Unproven::A(wa.list.entries[i].rule_id), wa.cube(i)))
+        .chain(
+            cb.iter()
+                .map(|&j| (Unproven::B(wb.list.entries[j].rule_id), wb.cube(j))),
+        )
+        .collect();
+    let mut found: Vec<(usize, usize, Difference)> = Vec::new();
+    for (k, (tag, cube)) in changed.iter().enumerate() {
+        let mut compare = || -> Result<(), OverBudget> {
+            let mut region = wa.universe_within(cube);
+            for (_, earlier) in &changed[..k] {
+                if region.is_empty() {
+                    return Ok(());
+                }
+                if earlier.overlaps(cube) {
+                    region = region.subtract(earlier, budget)?;
+                }
+            }
+            compare_region(wa, wb, &region, budget, &mut |sa, sb, c| {
+                if let Some(witness) = space.witness(c) {
+                    found.push((
+                        order(sa),
+                        order(sb),
+                        Difference {
+                            cube: c.clone(),
+                            witness,
+                            points_log2: space.points_log2(c),
+                            a: (wa.rule_id(sa), wa.verdict(sa).clone()),
+                            b: (wb.rule_id(sb), wb.verdict(sb).clone()),
+                        },
+                    ));
+                }
+            })
+        };
+        if compare().is_err() {
+            report.unproven.push(tag.clone());
+        }
+    }
+    // By A's deciding entry (the policy last), then B's.
+    found.sort_by_key(|(a, b, _)| (*a, *b));
+    report.differences = found.into_iter().map(|f| f.2).collect();
+    report
+}
+
+/// Passes every piece of `region` whose verdicts in A and B differ to
+/// `emit` with its deciding stops (exact on both sides). Verdicts first:
+/// A's runs of one verdict and B's runs of A's verdict are settled in
+/// bulk; only differing pieces are split by A's exact deciding entries.
+fn compare_region(
+    wa: &Walker,
+    wb: &Walker,
+    region: &Region,
+    budget: Budget,
+    emit: &mut dyn FnMut(Stop, Stop, &Cube),
+) -> Result<(), OverBudget> {
+    let (na, nb) = (wa.list.entries.len(), wb.list.entries.len());
+    let mut inner: Result<bool, OverBudget> = Ok(false);
+    let outer = wa.search(
+        region,
+        0,
+        na,
+        budget,
+        Settle::Any,
+        &mut |oa, piece| {
+            let va = wa.verdict(stop_of(oa));
+            let mut exact: Result<bool, OverBudget> = Ok(false);
+            let down_b = wb.search(
+                &Region::from_cube(piece.clone()),
+                0,
+                nb,
+                budget,
+                Settle::SameAs(va),
+                &mut |ob, differing| {
+                    let sb = stop_of(ob);
+                    if wb.verdict(sb) == va {
+                        return false;
+                    }
+                    exact = wa.search(
+                        &Region::from_cube(differing.clone()),
+                        0,
+                        na,
+                        budget,
+                        Settle::Exact,
+                        &mut |oa, c| {
+                            emit(stop_of(oa), sb, c);
+                            false
+                        },
+                        &mut |_| {},
+                    );
+                    exact.is_err()
+                },
+                &mut |_| {},
+            );
+            inner = down_b.and(exact);
+            inner.is_err()
+        },
+        &mut |_| {},
+    );
+    outer.and(inner).map(|_| ())
 }
 
 /// Follows the packets `first`'s entry `i` decides down all of `second`,

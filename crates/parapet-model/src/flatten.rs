@@ -17,6 +17,7 @@
 
 use crate::linear::{Decision, EvalError, SetLookup, MAX_DEPTH};
 use crate::packet::Packet;
+use crate::recent::Recent;
 use crate::rule::{Action, ChainId, Limit, Matches, Ruleset, Verdict};
 use crate::stateful::{Assume, Stateful};
 use serde::{Deserialize, Serialize};
@@ -64,6 +65,17 @@ pub struct Entry {
     /// state) once `matches` hold; when it fails the entry does not match.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<Limit>,
+    /// The rule's `-m recent` condition, checked as `limit` is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recent: Option<Recent>,
+}
+
+impl Entry {
+    /// True when the entry has a stateful condition (it decides only some
+    /// of the packets its matches hold for).
+    pub fn is_stateful(&self) -> bool {
+        self.limit.is_some() || self.recent.is_some()
+    }
 }
 
 /// A base chain flattened into a first-match list.
@@ -213,6 +225,7 @@ impl Flattener<'_> {
                 matches: matches.clone(),
                 kind,
                 limit: rule.limit.clone(),
+                recent: rule.recent.clone(),
             };
             match &rule.action {
                 Action::Verdict(v) => self.push(entry(EntryKind::Decide(v.clone())))?,
@@ -226,7 +239,7 @@ impl Flattener<'_> {
                     }))?;
                 }
                 Action::Jump(target) | Action::Goto(target) => {
-                    if rule.limit.is_some() {
+                    if rule.limit.is_some() || rule.recent.is_some() {
                         return Err(FlattenError::StatefulJump { rule_id: rule.id });
                     }
                     let target_index = table
@@ -242,6 +255,7 @@ impl Flattener<'_> {
                         returns.push(self.entries.len());
                         self.push(Entry {
                             limit: None,
+                            recent: None,
                             ..entry(EntryKind::Return {
                                 resume: 0,
                                 counted: false,
@@ -290,7 +304,7 @@ impl DecisionList {
                     return false;
                 }
                 // A conditional entry decides only some of its packets.
-                if e.kind.is_terminal() && e.limit.is_none() {
+                if e.kind.is_terminal() && !e.is_stateful() {
                     decided.insert(&e.matches);
                 }
                 true
@@ -361,6 +375,11 @@ impl DecisionList {
                     continue;
                 }
             }
+            if let Some(r) = &e.recent {
+                if !stateful.recent(e.rule_id, r, pkt) {
+                    continue;
+                }
+            }
             match &e.kind {
                 EntryKind::Decide(v) => {
                     return Decision {
@@ -394,11 +413,11 @@ impl DecisionList {
     pub fn is_pure_first_match(&self) -> bool {
         self.entries
             .iter()
-            .all(|e| e.kind.is_terminal() && e.limit.is_none())
+            .all(|e| e.kind.is_terminal() && !e.is_stateful())
     }
 
     /// True when some entry has a stateful condition.
     pub fn has_stateful(&self) -> bool {
-        self.entries.iter().any(|e| e.limit.is_some())
+        self.entries.iter().any(|e| e.is_stateful())
     }
 }

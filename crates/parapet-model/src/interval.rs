@@ -174,7 +174,16 @@ impl IntervalSet {
 
     /// True when every value of `self` is in `other`.
     pub fn is_subset(&self, other: &IntervalSet) -> bool {
-        self.intersect(other) == *self
+        // Each range must lie inside one range of `other` (they are sorted
+        // and disjoint, and adjacent ones merged); no allocation, as region
+        // searches ask this per piece and per candidate rule.
+        let mut j = 0;
+        self.ranges.iter().all(|&(lo, hi)| {
+            while j < other.ranges.len() && other.ranges[j].1 < lo {
+                j += 1;
+            }
+            j < other.ranges.len() && other.ranges[j].0 <= lo && hi <= other.ranges[j].1
+        })
     }
 
     /// The number of values in the set, saturating at `u128::MAX`.

@@ -24,6 +24,7 @@
 //! [`service_port`]), prefix maths ([`range_to_prefixes`], [`prefix_len`])
 //! and the performance|memory [`Policy`].
 
+mod common_entries;
 mod depth_first;
 mod diff;
 mod display;
@@ -33,16 +34,18 @@ mod hull_index;
 mod interval;
 mod linear;
 mod lint;
+mod netbase;
 mod packet;
 mod policy;
 mod proto;
 mod reach;
+mod recent;
 mod region;
 mod rule;
 mod stateful;
 
 pub use depth_first::Outcome;
-pub use diff::{diff, DiffReport, Difference, Unproven};
+pub use diff::{diff, diff_every_region, DiffReport, Difference, Unproven};
 pub use display::{format_set, format_value};
 pub use field::{tcp_flags, CtState, Family, Field, IfName};
 pub use flatten::{
@@ -56,11 +59,17 @@ pub use packet::{from_ip, to_ip, Packet, PacketSpecError};
 pub use policy::Policy;
 pub use proto::{protocol_name, protocol_number, service_port, PROTOCOLS, SERVICES};
 pub use reach::{Settle, Stop, Walker};
+pub use recent::{
+    masked, table_id, Recent, RecentCheck, RecentCommand, RecentEntry, RecentTable, RecentTables,
+    DEFAULT_NAME as RECENT_DEFAULT_NAME, IP_LIST_TOT, MAX_HITCOUNT as RECENT_MAX_HITCOUNT,
+    STAMPS as RECENT_STAMPS,
+};
 pub use region::{Budget, Cube, OverBudget, Region, Space};
+pub use rule::transport_header_field;
 pub use rule::{
     Action, BaseChain, Chain, ChainId, Counters, Dir, Hook, LeftToKernel, Limit, LimitFlavor,
     LogSpec, Matches, Origin, Rule, Ruleset, SetKeySpec, SetRef, Table, TableFamily, TimeUnit,
-    Verdict,
+    Verdict, LOG_OPTIONS,
 };
 pub use stateful::{
     xt_credits_per_jiffy, xt_user2credits, Assume, Bucket, BucketKey, Clock, NftBucket, Stateful,

@@ -233,8 +233,9 @@ impl<'a> LinearEngine<'a> {
             });
             // The stateful condition comes last, and only when the fields
             // matched: its state changes only then, as in the kernel.
-            let admitted = match (&rule.limit, failed) {
-                (Some(l), None) => Some(stateful.check(rule.id, l)),
+            let admitted = match (&rule.limit, &rule.recent, failed) {
+                (Some(l), _, None) => Some(stateful.check(rule.id, l)),
+                (None, Some(r), None) => Some(stateful.recent(rule.id, r, pkt)),
                 _ => None,
             };
             observe(TraceStep {

@@ -2,7 +2,7 @@
 //! every frontend (iptables, nft, ipset, the daemon's clients) reads.
 //!
 //! Fixed lists, so parsing does not depend on the host's `/etc/protocols`
-//! or `/etc/services`.
+//! or `/etc/services` (whose names are in `netbase.rs`).
 
 /// Protocol names iptables and nft accept, with their numbers. The first
 /// name of a number is the one printed.
@@ -27,6 +27,7 @@ pub fn protocol_number(s: &str) -> Option<u8> {
     PROTOCOLS
         .iter()
         .chain(&PROTOCOL_ALIASES)
+        .chain(&crate::netbase::NETBASE_PROTOCOLS)
         .find(|(n, _)| n.eq_ignore_ascii_case(s))
         .map(|(_, p)| *p)
         .or_else(|| s.parse().ok())
@@ -74,7 +75,11 @@ pub const SERVICES: [(&str, u16); 27] = [
 
 /// The port of a well-known service name (exact, lowercase).
 pub fn service_port(name: &str) -> Option<u16> {
-    SERVICES.iter().find(|(n, _)| *n == name).map(|&(_, p)| p)
+    SERVICES
+        .iter()
+        .chain(&crate::netbase::NETBASE_SERVICES)
+        .find(|(n, _)| *n == name)
+        .map(|&(_, p)| p)
 }
 
 #[cfg(test)]
@@ -94,5 +99,11 @@ mod tests {
         assert_eq!(service_port("https"), Some(443));
         assert_eq!(service_port("www"), Some(80));
         assert_eq!(service_port("HTTPS"), None);
+        assert_eq!(service_port("bgp"), Some(179));
+        assert_eq!(service_port("pop3"), Some(110));
+        assert_eq!(protocol_number("vrrp"), Some(112));
+        assert_eq!(protocol_number("OSPFIGP"), Some(89));
+        assert_eq!(protocol_number("mh"), Some(135));
+        assert_eq!(protocol_number("ip"), None);
     }
 }

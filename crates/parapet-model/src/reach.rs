@@ -70,6 +70,13 @@ pub struct Walker<'a> {
     /// For a deciding entry: the end of its run of same-verdict deciding
     /// entries (see [`Settle`]).
     run_end: Vec<usize>,
+    /// Per family (its universe cube), for each index: the first deciding
+    /// entry at or after it that matches every packet of the family (a
+    /// catch-all), or `n`. A search settling a run
+    /// that holds one settles every piece at once, where scanning the run
+    /// for a covering entry costs the run's length per search (quadratic
+    /// over `lint`'s per-rule searches of a 100,000-rule list).
+    next_catch_all: Vec<(Cube, Vec<usize>)>,
 }
 
 /// True when every side of `cube` holds the whole range of the hull's.
@@ -120,9 +127,24 @@ impl<'a> Walker<'a> {
                 _ => {}
             }
         }
+        // Per family's universe cube, the entries that hold all of it.
+        let next_catch_all: Vec<(Cube, Vec<usize>)> = space
+            .universe()
+            .cubes()
+            .iter()
+            .map(|u| {
+                let mut next = vec![n; n + 1];
+                for i in (0..n).rev() {
+                    let all = list.entries[i].kind.is_terminal() && u.is_subset(&cubes[i]);
+                    next[i] = if all { i } else { next[i + 1] };
+                }
+                (u.clone(), next)
+            })
+            .collect();
         Walker {
             list,
             space,
+            next_catch_all,
             removed: vec![false; n],
             cubes,
             hulls,
@@ -140,6 +162,15 @@ impl<'a> Walker<'a> {
     pub(crate) fn hull(&self, i: usize) -> &[(u128, u128)] {
         let d = self.space.dims().len();
         &self.hulls[i * d..(i + 1) * d]
+    }
+
+    /// The first deciding entry at or after `i` that matches every packet
+    /// of `cube`'s family (`entries.len()` when none does).
+    pub(crate) fn next_catch_all(&self, cube: &Cube, i: usize) -> usize {
+        self.next_catch_all
+            .iter()
+            .find(|(u, _)| cube.is_subset(u))
+            .map_or(self.list.entries.len(), |(_, next)| next[i])
     }
 
     /// For a deciding entry, one past the end of its run (see [`Settle`]).
@@ -299,25 +330,45 @@ impl<'a> Walker<'a> {
     /// The rule that decides `pkt` scanning from entry `from` (0: the
     /// policy), skipping removed entries; RETURNs skip as in a walk.
     pub fn decide_point(&self, pkt: &crate::packet::Packet, from: usize) -> u32 {
+        match self.scan_point(pkt, from, self.list.entries.len()) {
+            Ok(j) => self.list.entries[j].rule_id,
+            Err(_) => 0,
+        }
+    }
+
+    /// True when `pkt`, scanned from the first entry, arrives at entry `i`
+    /// (no earlier entry decides it, no RETURN skips past it).
+    pub(crate) fn arrives_at(&self, pkt: &crate::packet::Packet, i: usize) -> bool {
+        matches!(self.scan_point(pkt, 0, i), Err(at) if at <= i)
+    }
+
+    /// Scans `pkt` over entries `from..to` as a walk would: `Ok` with the
+    /// deciding entry, or `Err` with the entry it goes on at (past the last
+    /// RETURN it took, if any).
+    fn scan_point(
+        &self,
+        pkt: &crate::packet::Packet,
+        from: usize,
+        to: usize,
+    ) -> Result<usize, usize> {
         let point: Vec<(u128, u128)> = self
             .space
             .dims()
             .iter()
             .map(|&f| (pkt.value(f), pkt.value(f)))
             .collect();
-        let n = self.list.entries.len();
-        let mut i = from;
-        for j in self.index.meeting(&self.hulls, &point, from, n) {
-            if j < i || self.removed[j] || !self.space.contains(&self.cubes[j], pkt) {
+        let mut at = from;
+        for j in self.index.meeting(&self.hulls, &point, from, to) {
+            if j < at || self.removed[j] || !self.space.contains(&self.cubes[j], pkt) {
                 continue;
             }
             match &self.list.entries[j].kind {
-                EntryKind::Decide(_) => return self.list.entries[j].rule_id,
-                EntryKind::Return { resume, .. } => i = *resume as usize,
+                EntryKind::Decide(_) => return Ok(j),
+                EntryKind::Return { resume, .. } => at = *resume as usize,
                 _ => {}
             }
         }
-        0
+        Err(at)
     }
 
     /// The packets of the universe inside `cube`.

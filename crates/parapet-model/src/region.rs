@@ -291,6 +291,16 @@ impl Cube {
         }
     }
 
+    /// The box with these sides (one `(lo, hi)` per dimension).
+    pub fn from_hull(hull: &[(u128, u128)]) -> Cube {
+        Cube {
+            sides: hull
+                .iter()
+                .map(|&(lo, hi)| IntervalSet::range(lo, hi))
+                .collect(),
+        }
+    }
+
     /// The smallest and largest value of each side: the bounding box.
     pub fn hull(&self) -> impl Iterator<Item = (u128, u128)> + '_ {
         self.sides.iter().map(|s| match s.ranges() {

@@ -3,6 +3,7 @@
 use crate::field::Field;
 use crate::interval::IntervalSet;
 use crate::packet::Packet;
+use crate::recent::Recent;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -51,7 +52,23 @@ pub struct LogSpec {
     pub prefix: Option<String>,
     /// `--log-level`, syslog 0-7.
     pub level: Option<u8>,
+    /// What else the log line carries, as iptables names it, in
+    /// [`LOG_OPTIONS`] order: `--log-tcp-sequence`, `--log-tcp-options`,
+    /// `--log-ip-options`, `--log-uid`, `--log-macdecode` (nft `log flags
+    /// tcp sequence,options`, `ip options`, `skuid`, `ether`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub options: Vec<String>,
 }
+
+/// iptables' LOG flags with nft's `log flags` spelling of each, in the order
+/// both print them.
+pub const LOG_OPTIONS: [(&str, &str); 5] = [
+    ("--log-tcp-sequence", "tcp sequence"),
+    ("--log-tcp-options", "tcp options"),
+    ("--log-ip-options", "ip options"),
+    ("--log-uid", "skuid"),
+    ("--log-macdecode", "ether"),
+];
 
 /// What a rule does when it matches.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -229,6 +246,14 @@ impl Matches {
         self.0.iter()
     }
 
+    /// True when it constrains ports, TCP flags or the ICMP type: what
+    /// iptables' tcp/udp/icmp/multiport matches and nft's `tcp dport`, `th`,
+    /// `icmp type` read from the transport header, which a non-first
+    /// fragment does not have (so they never match one).
+    pub fn reads_transport_header(&self) -> bool {
+        self.0.iter().any(|(f, _)| transport_header_field(*f))
+    }
+
     /// True when some field accepts no value, so no packet can match.
     pub fn is_unsatisfiable(&self) -> bool {
         self.0.iter().any(|(_, v)| v.is_empty())
@@ -255,6 +280,15 @@ impl Matches {
     }
 }
 
+/// Ports, TCP flags, the ICMP type: fields read from the transport header
+/// (see [`Matches::reads_transport_header`]).
+pub fn transport_header_field(f: Field) -> bool {
+    matches!(
+        f,
+        Field::SrcPort | Field::DstPort | Field::TcpFlags | Field::IcmpTypeCode
+    )
+}
+
 /// Where a rule came from, for messages.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Origin {
@@ -276,6 +310,11 @@ pub struct Rule {
     /// `-m limit` / nft `limit rate`: the rule matches only when its bucket
     /// admits the packet (checked after every other match).
     pub limit: Option<Limit>,
+    /// `-m recent`: the rule matches only when its table answers yes
+    /// (checked after every other match; a rule has at most one stateful
+    /// condition, a limit or this).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recent: Option<Recent>,
     /// Also log when the rule matches, whatever its action: nft's
     /// `log prefix "x" drop` is one rule with a log statement and a verdict.
     /// (iptables writes logging as its own `-j LOG` rule, so this is `None`
@@ -286,6 +325,12 @@ pub struct Rule {
     pub counters: Counters,
     /// Where the rule came from.
     pub origin: Origin,
+    /// nft statements of the rule that parapet leaves to the kernel, as
+    /// written (`ct helper set "ftp"`, `flow add @ft`, `notrack`): they
+    /// act on conntrack or offload, decide nothing, and are written back
+    /// by the nft renderer. Empty for iptables rules.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kernel: Vec<String>,
 }
 
 impl Rule {
@@ -297,9 +342,11 @@ impl Rule {
             action,
             comment: None,
             limit: None,
+            recent: None,
             log: None,
             counters: Counters::default(),
             origin: Origin::default(),
+            kernel: Vec::new(),
         }
     }
 }
@@ -466,6 +513,14 @@ pub struct LeftToKernel {
     /// listing writes the chain back where its rules keep their ids.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub first_id: u32,
+    /// nft, when it is not a chain: the object as nft names it. `table arp
+    /// filter` is a whole table of another family (`arp`, `bridge`,
+    /// `netdev`; `family` is then unused and `chains` are its chains);
+    /// `flowtable ft`, `ct helper ftp`, `ct timeout t`, `ct expectation e`,
+    /// `synproxy s`, `secmark s` are objects of table `family table`
+    /// (`chains` empty).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object: Option<String>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -481,7 +536,16 @@ impl LeftToKernel {
     /// `nat (PREROUTING 2 rules, POSTROUTING 1 rule)`: for summaries; an
     /// nft chain reads `inet fw4 (dstnat 3 rules)`.
     pub fn describe(&self) -> String {
-        let table = if self.nft {
+        if let Some(o) = self
+            .object
+            .as_ref()
+            .filter(|_| !self.is_other_family_table())
+        {
+            return format!("{} {} {o}", self.family.nft_name(), self.table);
+        }
+        let table = if let Some(t) = self.object.as_ref().and_then(|o| o.strip_prefix("table ")) {
+            t.to_string()
+        } else if self.nft {
             format!("{} {}", self.family.nft_name(), self.table)
         } else {
             self.table.clone()
@@ -491,7 +555,42 @@ impl LeftToKernel {
             .iter()
             .map(|(c, n)| format!("{c} {n} rule{}", if *n == 1 { "" } else { "s" }))
             .collect();
+        if chains.is_empty() && self.object.is_some() {
+            return table;
+        }
         format!("{table} ({})", chains.join(", "))
+    }
+
+    /// [`describe`](Self::describe) of each, with the table objects of one
+    /// kind in one table written once: `inet fw4 ct helper ftp, sip`.
+    pub fn summary(all: &[LeftToKernel]) -> Vec<String> {
+        let mut out: Vec<(Option<String>, String)> = Vec::new();
+        for l in all {
+            let object = l.object.as_ref().filter(|_| {
+                !l.text.is_empty() && l.chains.is_empty() && !l.is_other_family_table()
+            });
+            let Some((kind, name)) = object.and_then(|o| o.rsplit_once(' ')) else {
+                out.push((None, l.describe()));
+                continue;
+            };
+            let group = format!("{} {} {kind}", l.family.nft_name(), l.table);
+            match out.iter_mut().find(|(g, _)| g.as_deref() == Some(&group)) {
+                Some((_, text)) => {
+                    text.push_str(", ");
+                    text.push_str(name);
+                }
+                None => out.push((Some(group.clone()), format!("{group} {name}"))),
+            }
+        }
+        out.into_iter().map(|(_, t)| t).collect()
+    }
+
+    /// True for a whole nft table of another family (`object` is `table
+    /// FAMILY NAME`).
+    pub fn is_other_family_table(&self) -> bool {
+        self.object
+            .as_ref()
+            .is_some_and(|o| o.starts_with("table "))
     }
 }
 

@@ -31,6 +31,8 @@
 //!   one, capped; it passes when at least `cost` tokens are left (which are
 //!   then taken). `over` inverts the answer, not the bookkeeping.
 
+use crate::packet::Packet;
+use crate::recent::{Recent, RecentTables};
 use crate::rule::{Limit, LimitFlavor};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -196,6 +198,10 @@ pub trait Stateful {
     /// Called once the packet matched every other constraint of rule
     /// `rule_id`, whose condition is `limit`. True: the rule matches.
     fn check(&mut self, rule_id: u32, limit: &Limit) -> bool;
+
+    /// As [`Stateful::check`] for a rule whose condition is `-m recent`
+    /// (its tables are shared by every rule naming them; see `recent.rs`).
+    fn recent(&mut self, rule_id: u32, recent: &Recent, pkt: &Packet) -> bool;
 }
 
 /// An offline assumption instead of state: every stateful condition
@@ -205,6 +211,10 @@ pub struct Assume(pub bool);
 
 impl Stateful for Assume {
     fn check(&mut self, _: u32, _: &Limit) -> bool {
+        self.0
+    }
+
+    fn recent(&mut self, _: u32, _: &Recent, _: &Packet) -> bool {
         self.0
     }
 }
@@ -218,6 +228,9 @@ pub struct StatefulState {
     /// When the ruleset was loaded: buckets start full then.
     pub loaded: Clock,
     buckets: HashMap<BucketKey, Bucket>,
+    /// The `-m recent` tables (they outlive a reload in the kernel; here
+    /// they live as long as this state).
+    pub recent: RecentTables,
 }
 
 /// Whose bucket: a rule's own, or a named limit object's (shared).
@@ -246,6 +259,7 @@ impl StatefulState {
             clock,
             loaded: clock,
             buckets: HashMap::new(),
+            recent: RecentTables::default(),
         }
     }
 
@@ -280,6 +294,12 @@ impl Stateful for StatefulState {
             Bucket::Xt(x) => x.admit(limit.xt_avg(), limit.burst, now.hz, now.jiffies()),
             Bucket::Nft(n) => n.admit(limit.nft_cost(), limit.nft_tokens_max(), limit.over, now.ns),
         }
+    }
+
+    fn recent(&mut self, _: u32, recent: &Recent, pkt: &Packet) -> bool {
+        let now = self.clock;
+        self.recent
+            .check(&recent.check(), recent.address(pkt), now.jiffies(), now.hz)
     }
 }
 

@@ -114,6 +114,23 @@ pub struct SetBlock {
     pub text: String,
     /// 1-based line of `set NAME {`.
     pub line: u32,
+    /// 1-based column of `set` on that line, so a position inside the
+    /// block's first line maps back to the file.
+    #[serde(default)]
+    pub col: u32,
+}
+
+impl SetBlock {
+    /// The file position of line `line`, column `col` of [`Self::text`].
+    pub fn file_position(&self, line: usize, col: usize) -> (usize, usize) {
+        let file_line = self.line as usize + line.saturating_sub(1);
+        let file_col = if line <= 1 {
+            col + self.col.max(1) as usize - 1
+        } else {
+            col
+        };
+        (file_line, file_col)
+    }
 }
 
 /// A parsed file.
@@ -185,9 +202,26 @@ pub fn detect(text: &str) -> Format {
 /// With [`Format::Auto`] the format is [`detect`]ed; an undetectable text is
 /// an error at 1:1. [`Format::Ipset`] is not parsed here (the sets crate
 /// does it) and yields an error saying so.
+/// `-N NAME TYPE` first, no `*table`: ipset 4's save format.
+fn legacy_ipset(text: &str) -> bool {
+    let mut lines = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'));
+    lines.next().is_some_and(|l| l.starts_with("-N ")) && !text.lines().any(|l| l.starts_with('*'))
+}
+
 pub fn parse(text: &str, path: &str, format: Format) -> Result<Parsed, Vec<ParseError>> {
     let format = match format {
         Format::Auto => match detect(text) {
+            Format::Auto if legacy_ipset(text) => {
+                return Err(vec![ParseError::new(
+                    path,
+                    1,
+                    1,
+                    "this looks like a legacy ipset save file ('-N SET TYPE', '-A SET ELEM': ipset 4 and older), which parapet does not read; 'ipset save' of a current ipset writes 'create'/'add' lines, which it does",
+                )]);
+            }
             Format::Auto => {
                 return Err(vec![ParseError::new(
                     path,

@@ -37,9 +37,24 @@ fn make_expressible(rs: &mut Ruleset) {
                         m.constrain(*f, v.clone());
                     }
                 }
+                transport_header_means_first_fragment(&mut m);
+                if m.is_unsatisfiable() {
+                    m = Matches::any();
+                    m.constrain(Field::Family, IntervalSet::point(4));
+                    r.action = Action::Count;
+                }
                 r.matches = m;
             }
         }
+    }
+}
+
+/// A port, flag or ICMP match reads the transport header, which a
+/// non-first fragment does not have: iptables' and nft's matches never
+/// match one, and the parsers say so (`fragment` 0).
+fn transport_header_means_first_fragment(m: &mut Matches) {
+    if m.reads_transport_header() {
+        m.constrain(Field::Fragment, IntervalSet::point(0));
     }
 }
 
@@ -121,6 +136,7 @@ fn ipv6_rulesets_survive_ip6tables_save() {
     m.constrain(Field::DstAddr, IntervalSet::range(1, 1000));
     m.constrain(Field::Proto, IntervalSet::point(58));
     m.constrain(Field::IcmpTypeCode, IntervalSet::point(0x8000));
+    m.constrain(Field::Fragment, IntervalSet::point(0));
     rs.tables[0].chains[0]
         .rules
         .push(Rule::new(1, m, Action::Verdict(Verdict::Accept)));
@@ -164,6 +180,11 @@ fn make_nft_expressible(rs: &mut Ruleset) {
                     if keep {
                         m.constrain(*f, v.clone());
                     }
+                }
+                transport_header_means_first_fragment(&mut m);
+                if m.is_unsatisfiable() {
+                    m = Matches::any();
+                    r.action = Action::Count;
                 }
                 r.matches = m;
             }

@@ -20,6 +20,8 @@ use std::os::fd::AsRawFd;
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+pub mod router;
+
 /// Prefix of every namespace a bed creates.
 pub const NS_PREFIX: &str = "pp";
 
@@ -137,6 +139,23 @@ impl Netns {
         let mut all = vec!["-n", &self.name];
         all.extend_from_slice(args);
         ip(&all)
+    }
+
+    /// A permanent neighbour entry (`ip neigh replace ADDR lladdr MAC dev
+    /// DEV nud permanent`), IPv4 or IPv6: no ARP or neighbour discovery
+    /// delays or loses a test packet.
+    pub fn static_neighbour(&self, addr: &str, mac: &str, dev: &str) -> Result<String, String> {
+        self.ip(&[
+            "neigh",
+            "replace",
+            addr,
+            "lladdr",
+            mac,
+            "dev",
+            dev,
+            "nud",
+            "permanent",
+        ])
     }
 
     /// Runs `argv` inside the namespace (`ip netns exec NAME argv…`).
@@ -303,18 +322,7 @@ impl Pair {
         let b_cidr = format!("{}/{}", v.b_addr, v.prefix_len);
         b.ip(&["addr", "add", &b_cidr, "dev", v.b_dev])?;
         let neigh = |ns: &Netns, addr: &Ipv4Addr, mac: &str, dev: &str| {
-            let addr = addr.to_string();
-            ns.ip(&[
-                "neigh",
-                "replace",
-                &addr,
-                "lladdr",
-                mac,
-                "dev",
-                dev,
-                "nud",
-                "permanent",
-            ])
+            ns.static_neighbour(&addr.to_string(), mac, dev)
         };
         neigh(a, &v.b_addr, &b_mac, v.a_dev)?;
         for addr in addrs {

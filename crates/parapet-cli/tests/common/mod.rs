@@ -12,6 +12,8 @@ use parapet_testbed::{Pair, Veth};
 
 pub mod daemon;
 pub mod host;
+pub mod nf_twins;
+pub mod router;
 
 /// The peer side's first address (more may be added per test).
 pub const A_ADDR: [u8; 4] = [10, 203, 0, 1];

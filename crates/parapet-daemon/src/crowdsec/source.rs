@@ -3,7 +3,7 @@
 //! which elements it put in ([`Owned`], diffed against each full list into
 //! a [`Plan`]). The thread that polls and commits is the parent module.
 
-use crate::crowdsec_http::{self as http, Decision, Endpoint, Limits, StreamBody};
+use crate::crowdsec_http::{self as http, Decision, Endpoint, Limits, Scope, StreamBody};
 use crate::state::{BAN4, BAN6};
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
@@ -110,13 +110,13 @@ pub struct Target {
 /// Maps a decision to its set element: `Ok(None)` for what parapet does
 /// not enforce (other types and scopes), `Err` for a bad value.
 pub fn target(d: &Decision) -> Result<Option<Target>, String> {
-    if !d.typ.eq_ignore_ascii_case("ban") {
+    if !d.ban {
         return Ok(None);
     }
     let v = d.value.trim();
-    let (addr, len) = match d.scope.to_ascii_lowercase().as_str() {
-        "ip" => (v, None),
-        "range" => {
+    let (addr, len) = match d.scope {
+        Scope::Ip => (v, None),
+        Scope::Range => {
             let (a, l) = v
                 .split_once('/')
                 .ok_or_else(|| format!("range `{v}` without /LEN"))?;
@@ -128,7 +128,7 @@ pub fn target(d: &Decision) -> Result<Option<Target>, String> {
                 ),
             )
         }
-        _ => return Ok(None),
+        Scope::Other => return Ok(None),
     };
     let ip: IpAddr = addr
         .parse()
@@ -183,6 +183,16 @@ pub struct Owned {
     by_id: HashMap<i64, (Target, u64)>,
 }
 
+/// Each element of `by_id` with its latest expiry.
+fn elements_of(by_id: &HashMap<i64, (Target, u64)>) -> HashMap<&Target, u64> {
+    let mut m: HashMap<&Target, u64> = HashMap::with_capacity(by_id.len());
+    for (t, exp) in by_id.values() {
+        let e = m.entry(t).or_insert(0);
+        *e = (*e).max(*exp);
+    }
+    m
+}
+
 /// What a stream response changes: per set, elements to add (with
 /// expiry) and to delete.
 #[derive(Default, Debug)]
@@ -210,12 +220,7 @@ impl Owned {
 
     /// Each element's latest expiry.
     fn elements(&self) -> HashMap<&Target, u64> {
-        let mut m: HashMap<&Target, u64> = HashMap::with_capacity(self.by_id.len());
-        for (t, exp) in self.by_id.values() {
-            let e = m.entry(t).or_insert(0);
-            *e = (*e).max(*exp);
-        }
-        m
+        elements_of(&self.by_id)
     }
 
     /// Takes in one response (`startup`: the full list, replacing what is
@@ -228,6 +233,21 @@ impl Owned {
         now: u64,
         max: usize,
     ) -> Result<Plan, String> {
+        let (next, plan) = self.updated(body, startup, now, max)?;
+        *self = next;
+        Ok(plan)
+    }
+
+    /// [`Owned::update`] without touching `self`: what would be tracked
+    /// after the response, and the element changes. Nothing is copied
+    /// for a full list (the old map is only read, to diff against).
+    pub fn updated(
+        &self,
+        body: &StreamBody,
+        startup: bool,
+        now: u64,
+        max: usize,
+    ) -> Result<(Owned, Plan), String> {
         let base = if startup { 0 } else { self.by_id.len() };
         if base.saturating_add(body.new.len()) > max {
             return Err(format!(
@@ -236,16 +256,19 @@ impl Owned {
             ));
         }
         let mut plan = Plan::default();
-        let before: HashMap<Target, u64> = self
-            .elements()
-            .into_iter()
-            .map(|(t, e)| (t.clone(), e))
-            .collect();
-        if startup {
-            self.by_id.clear();
-        } else {
+        // A full list replaces what is tracked (100k decisions are some
+        // 10 MB: not copied); deltas change a copy.
+        let mut next = Owned {
+            by_id: if startup {
+                HashMap::with_capacity(body.new.len())
+            } else {
+                self.by_id.clone()
+            },
+        };
+        let before = self.elements();
+        if !startup {
             for d in &body.deleted {
-                self.by_id.remove(&d.id);
+                next.by_id.remove(&d.id);
             }
         }
         for d in &body.new {
@@ -268,11 +291,11 @@ impl Owned {
                 }
             };
             if ms > 0 {
-                self.by_id.insert(d.id, (t, now.saturating_add(ms as u64)));
+                next.by_id.insert(d.id, (t, now.saturating_add(ms as u64)));
             }
         }
-        self.by_id.retain(|_, (_, exp)| *exp > now);
-        let after = self.elements();
+        next.by_id.retain(|_, (_, exp)| *exp > now);
+        let after = next.elements();
         for (t, exp) in &after {
             if before
                 .get(*t)
@@ -289,7 +312,7 @@ impl Owned {
                 plan.dels.entry(t.set).or_default().push(t.elem.clone());
             }
         }
-        Ok(plan)
+        Ok((next, plan))
     }
 
     /// Reads the ownership file (missing = nothing owned).
@@ -386,14 +409,11 @@ impl Source {
 mod tests {
     use super::*;
 
+    /// A decision as the LAPI sends it (through the deserializer).
     fn d(id: i64, scope: &str, value: &str, dur: &str) -> Decision {
-        Decision {
-            id,
-            duration: dur.into(),
-            scope: scope.into(),
-            typ: "ban".into(),
-            value: value.into(),
-        }
+        let j = serde_json::json!({"id": id, "duration": dur, "scope": scope,
+            "type": "ban", "value": value, "origin": "cscli"});
+        serde_json::from_value(j).unwrap()
     }
 
     #[test]
@@ -417,8 +437,10 @@ mod tests {
         assert_eq!(t("Range", "2001:db8:1::/48").set, NET6);
         assert_eq!(t("Range", "192.0.2.1/32").set, BAN4);
         assert!(target(&d(1, "Country", "FR", "1h")).unwrap().is_none());
-        let mut c = d(1, "Ip", "192.0.2.8", "1h");
-        c.typ = "captcha".into();
+        let c: Decision = serde_json::from_str(
+            r#"{"id":1,"duration":"1h","scope":"ip","type":"captcha","value":"192.0.2.8"}"#,
+        )
+        .unwrap();
         assert!(target(&c).unwrap().is_none());
         for v in ["x", "1.2.3.4/33", "1.2.3.4/", "::/129", "1.2.3.4; rm"] {
             let s = if v.contains('/') { "Range" } else { "Ip" };
@@ -445,13 +467,13 @@ mod tests {
         // deleting one of two decisions on an address keeps it banned
         let del = StreamBody {
             new: vec![],
-            deleted: vec![d(2, "Ip", "192.0.2.1", "-1s")],
+            deleted: vec![http::Deleted { id: 2 }],
         };
         let p = o.update(&del, false, 2000, 10).unwrap();
         assert!(p.dels.is_empty());
         let del = StreamBody {
             new: vec![],
-            deleted: vec![d(1, "Ip", "192.0.2.1", "-1s")],
+            deleted: vec![http::Deleted { id: 1 }],
         };
         let p = o.update(&del, false, 3000, 10).unwrap();
         assert_eq!(p.dels[BAN4], vec!["192.0.2.1".to_string()]);

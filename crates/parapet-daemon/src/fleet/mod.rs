@@ -58,6 +58,9 @@ pub(crate) fn stats(shared: &Shared) -> Value {
         "rejected": s.rejected.load(Ordering::Relaxed),
         "lag": s.lag.load(Ordering::Relaxed),
         "stream_seq": s.stream_seq.load(Ordering::Relaxed),
+        "applied_seq": s.applied_seq.load(Ordering::Relaxed),
+        "snapshots": s.snapshots.load(Ordering::Relaxed),
+        "boot_snapshot_at": s.boot_snapshot_at.load(Ordering::Relaxed),
         "apply_delay_ms": s.apply_delay_ms.load(Ordering::Relaxed),
         "last_error": s.last_error.lock().unwrap().clone(),
     })
@@ -66,7 +69,51 @@ pub(crate) fn stats(shared: &Shared) -> Value {
 struct DaemonApplier(Arc<Shared>);
 
 impl Applier for DaemonApplier {
-    fn apply(&self, fleet: &Fleet, mut msgs: Vec<FleetMsg>) -> Result<Applied, String> {
+    fn apply(&self, fleet: &Fleet, msgs: Vec<FleetMsg>) -> Result<Applied, String> {
+        self.commit(Some(fleet), msgs)
+    }
+
+    fn apply_snapshot(&self, _fleet: &Fleet, msgs: Vec<FleetMsg>) -> Result<Applied, String> {
+        self.commit(None, msgs)
+    }
+
+    fn snapshot(&self, fleet: &Fleet) -> (u64, Vec<FleetMsg>) {
+        let st = self.0.state.lock().unwrap();
+        // Read under the lock applications hold: the sets hold at least
+        // every log message up to `at`.
+        let at = fleet.stats.applied_seq.load(Ordering::Relaxed);
+        let now = st.now();
+        let mut out = Vec::new();
+        let mut names: Vec<&String> = st
+            .specs
+            .keys()
+            .filter(|n| is_shared(&st.specs, n))
+            .collect();
+        names.sort();
+        for name in names {
+            let Some(set) = st.sets.get(name) else {
+                continue;
+            };
+            let dims = set.key_dims();
+            set.for_each_element(now, &mut |se| {
+                out.push(FleetMsg {
+                    kind: Kind::Add,
+                    origin: fleet.config.node.clone(),
+                    seq: out.len() as u64 + 1,
+                    expires: se.remaining.map_or(0, |r| now + r.max(1)),
+                    set: name.clone(),
+                    elem: se.element.key_text(dims),
+                });
+            });
+        }
+        (at, out)
+    }
+}
+
+impl DaemonApplier {
+    /// Commits remote changes as [`Origin::Remote`]: decided one by one
+    /// by `fleet` (log messages), or all (a snapshot's adds, `None`).
+    fn commit(&self, fleet: Option<&Fleet>, mut msgs: Vec<FleetMsg>) -> Result<Applied, String> {
         let shared = &self.0;
         let mut lsn = None;
         let mut done = Applied::default();
@@ -77,7 +124,9 @@ impl Applier for DaemonApplier {
             }
             // Decided under the state lock, which local commits (and so
             // their `Fleet::publish`) hold too.
-            msgs.retain(|m| fleet.decide(m));
+            if let Some(fleet) = fleet {
+                msgs.retain(|m| fleet.decide(m));
+            }
             let origin = &mut Origin::Remote {
                 journal: &shared.journal,
                 lsn: &mut lsn,
@@ -190,6 +239,10 @@ pub struct FleetArgs {
     /// Fleet: largest stream when this node creates it, MiB.
     #[arg(long, default_value_t = 1024)]
     pub fleet_stream_mib: u64,
+    /// Fleet: seconds between snapshots of the shared sets (what a new
+    /// node loads before the log); 0 = never.
+    #[arg(long, default_value_t = 300, value_name = "S")]
+    pub fleet_snapshot_s: u64,
     /// Tests only: ms added to the wall clock (simulates clock skew).
     #[arg(long, default_value_t = 0, allow_hyphen_values = true, hide = true)]
     pub clock_offset_ms: i64,
@@ -234,6 +287,8 @@ impl FleetArgs {
             state_dir: state_dir.to_path_buf(),
             outbox_bytes: self.fleet_outbox_mib.max(1) << 20,
             stream_bytes: (self.fleet_stream_mib.max(1) << 20) as i64,
+            snapshot_every: (self.fleet_snapshot_s > 0)
+                .then(|| std::time::Duration::from_secs(self.fleet_snapshot_s)),
         }))
     }
 }

@@ -18,6 +18,8 @@ pub struct Broker {
     pub port: u16,
     pub store: PathBuf,
     log: PathBuf,
+    /// A configuration file (TLS, users) instead of the plain flags.
+    conf: Option<PathBuf>,
 }
 
 fn free_port() -> u16 {
@@ -37,6 +39,33 @@ impl Broker {
             port: free_port(),
             store: dir.join("nats-store"),
             log: dir.join("nats.log"),
+            conf: None,
+        };
+        b.restart();
+        b
+    }
+
+    /// Starts it with a configuration file: listen on 127.0.0.1 (free
+    /// port), JetStream under `dir`, plus `extra` (a `tls { }` block,
+    /// `authorization { }`, ...).
+    pub fn start_with_config(dir: &Path, extra: &str) -> Broker {
+        let port = free_port();
+        let store = dir.join("nats-store");
+        let conf = dir.join("nats.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "listen: \"127.0.0.1:{port}\"\njetstream {{ store_dir: \"{}\" }}\n{extra}\n",
+                store.display()
+            ),
+        )
+        .unwrap();
+        let mut b = Broker {
+            child: None,
+            port,
+            store,
+            log: dir.join("nats.log"),
+            conf: Some(conf),
         };
         b.restart();
         b
@@ -45,16 +74,21 @@ impl Broker {
     /// Starts it again on the same port and storage.
     pub fn restart(&mut self) {
         assert!(self.child.is_none());
-        let child = Command::new("nats-server")
-            .args([
-                "-js",
-                "-a",
-                "127.0.0.1",
-                "-p",
-                &self.port.to_string(),
-                "-sd",
-            ])
-            .arg(&self.store)
+        let mut cmd = Command::new("nats-server");
+        match &self.conf {
+            Some(c) => cmd.arg("-c").arg(c),
+            None => cmd
+                .args([
+                    "-js",
+                    "-a",
+                    "127.0.0.1",
+                    "-p",
+                    &self.port.to_string(),
+                    "-sd",
+                ])
+                .arg(&self.store),
+        };
+        let child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&self.log).unwrap())
@@ -88,25 +122,51 @@ impl Broker {
     /// Publishes raw bytes on `subject` with the core NATS protocol (a
     /// peer that bypasses parapetd: the hostile publisher).
     pub fn publish_raw(&self, subject: &str, payload: &[u8]) {
-        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        let mut info = [0u8; 4096];
-        let _ = s.read(&mut info).unwrap();
+        let mut m = format!("PUB {subject} {}\r\n", payload.len()).into_bytes();
+        m.extend_from_slice(payload);
+        m.extend_from_slice(b"\r\nPING\r\n");
+        self.raw(&m, |text| text.contains("PONG").then(String::new));
+    }
+
+    /// A core NATS request (`PUB` with a reply inbox); the reply's
+    /// payload. For the JetStream API, e.g. purging a stream.
+    pub fn request_raw(&self, subject: &str, payload: &[u8]) -> String {
         let mut m = format!(
-            "CONNECT {{\"verbose\":false,\"pedantic\":false}}\r\nPUB {subject} {}\r\n",
+            "SUB _INBOX.test 1\r\nPUB {subject} _INBOX.test {}\r\n",
             payload.len()
         )
         .into_bytes();
         m.extend_from_slice(payload);
-        m.extend_from_slice(b"\r\nPING\r\n");
+        m.extend_from_slice(b"\r\n");
+        self.raw(&m, |text| {
+            let i = text.find("MSG _INBOX.test")?;
+            let j = text[i..].find("\r\n")?;
+            let body = &text[i + j + 2..];
+            body.find("\r\n").map(|k| body[..k].to_string())
+        })
+    }
+
+    /// Connects, sends `commands` after `CONNECT`, and reads (bounded)
+    /// until `done` finds its answer in what came back.
+    fn raw(&self, commands: &[u8], done: impl Fn(&str) -> Option<String>) -> String {
+        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut info = [0u8; 4096];
+        let _ = s.read(&mut info).unwrap();
+        let mut m = b"CONNECT {\"verbose\":false,\"pedantic\":false}\r\n".to_vec();
+        m.extend_from_slice(commands);
         s.write_all(&m).unwrap();
         let mut r = Vec::new();
         let t0 = Instant::now();
-        while !String::from_utf8_lossy(&r).contains("PONG") {
-            assert!(t0.elapsed() < Duration::from_secs(5), "no PONG");
-            let mut b = [0u8; 512];
+        loop {
+            let text = String::from_utf8_lossy(&r).to_string();
+            if let Some(answer) = done(&text) {
+                return answer;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(5), "no answer: {text}");
+            let mut b = [0u8; 4096];
             let n = s.read(&mut b).unwrap();
-            assert!(n > 0, "broker closed: {}", String::from_utf8_lossy(&r));
+            assert!(n > 0, "broker closed: {text}");
             r.extend_from_slice(&b[..n]);
         }
     }

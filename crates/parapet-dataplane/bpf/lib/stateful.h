@@ -16,15 +16,27 @@
  *   min(tokens + t - last, max) written with one number.
  * A bucket whose generation is not the live image's starts full: a new
  * ruleset starts with full buckets, as rules the kernel loads do.
+ *
+ * iptables -m recent (xt_recent.c's recent_mt): one LRU hash of (table id,
+ * family, masked address) -> a ring of 32 jiffies time stamps, shared by
+ * every row, image and hook naming the table, and kept across reloads (as
+ * the kernel keeps a table while a rule names it).  The Rust twin is
+ * parapet_model::RecentTable.  Where they differ (docs/syntax.md): the
+ * kernel holds 200 addresses per table and evicts the least recently used
+ * one; here PARAPET_RECENT_MAX addresses over all tables with the LRU
+ * hash's approximate eviction; --reap (which only frees memory early) is
+ * not done; two CPUs updating one address at once may lose one time stamp.
  */
 #ifndef PARAPET_LIB_STATEFUL_H
 #define PARAPET_LIB_STATEFUL_H
 
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
 #include "parapet.h"
 #include "image.h"
 #include "maps.h"
+#include "walk_state.h"
 
 /* The kernel's HZ, set by the loader; 0 (unknown): xt limits never pass. */
 const volatile __u32 parapet_hz = 0;
@@ -41,6 +53,47 @@ struct {
 	__type(key, __u32);
 	__type(value, struct parapet_bucket);
 } parapet_buckets SEC(".maps");
+
+/* -m recent's tables.  The stamps are in time order, so "at least h
+ * stamps younger than --seconds" is "the h-th newest is": one stamp is
+ * read per check, whatever the hit count. */
+#define PARAPET_RECENT_MAX 2048
+#define PARAPET_RECENT_STAMPS 256 /* XT_RECENT_MAX_NSTAMPS */
+
+struct parapet_recent_key {
+	__u32 table;  /* FNV-1a of the name (parapet_model::table_id) */
+	__u32 family; /* PARAPET_FAMILY_* */
+	__u8 addr[16]; /* masked; IPv4 in the last 4 bytes, as in the key */
+};
+
+struct parapet_recent_entry {
+	__u64 stamps[PARAPET_RECENT_STAMPS]; /* jiffies */
+	__u32 index;			      /* where the next stamp goes */
+	__u32 nstamps;			      /* valid stamps */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, PARAPET_RECENT_MAX);
+	__type(key, struct parapet_recent_key);
+	__type(value, struct parapet_recent_entry);
+} parapet_recent SEC(".maps");
+
+/* The key and a new entry are built here, not on the stack: the walk's
+ * call chain is near the verifier's 512 bytes.  One per scratch slot of the
+ * walk (walk_state.h): a netfilter run interrupted by a softirq's run on the
+ * same CPU must not find its key overwritten. */
+struct parapet_recent_scratch {
+	struct parapet_recent_key key;
+	struct parapet_recent_entry entry;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, PARAPET_SCRATCH_NF + PARAPET_NF_NEST);
+	__type(key, __u32);
+	__type(value, struct parapet_recent_scratch);
+} parapet_recent_scratch SEC(".maps");
 
 /* Tests only: when [0] is non-zero, the time (ns) every check sees, with
  * jiffies = ns / (1e9 / HZ) (parapet_model::Clock). */
@@ -81,13 +134,96 @@ static __always_inline __u32 xt_user2credits(__u32 user, __u32 hz_cpj)
 }
 
 /*
+ * recent_mt for a recent row (kind | flags, p0 table, p1 seconds, p2
+ * hitcount | IPv6 prefix << 8, p3 IPv4 mask) and the packet `k`, at jiffy
+ * `now`.  1 when the match answers yes.
+ */
+static __always_inline int recent_admit(__u32 kind, __u32 table, __u32 seconds,
+					__u32 p2, __u32 mask4, __u64 now,
+					__u32 hz, const struct parapet_key *k,
+					__u32 nest)
+{
+	__u32 i, cmd, hitcount = p2 & 0xff, prefix = (p2 >> 8) & 0xff;
+	int ret = (kind & PARAPET_IMG_STATEFUL_F_INVERT) != 0;
+	struct parapet_recent_scratch *s;
+	struct parapet_recent_entry *e;
+	__u64 time, hi = ~0ull, lo = ~0ull, *a;
+
+	cmd = (kind >> PARAPET_IMG_STATEFUL_RECENT_CMD_SHIFT) & 3;
+	s = bpf_map_lookup_elem(&parapet_recent_scratch, &nest);
+	if (!s)
+		return 0;
+	s->key.table = table;
+	s->key.family = k->family;
+	if (kind & PARAPET_IMG_STATEFUL_F_RDEST)
+		__builtin_memcpy(s->key.addr, k->dst, 16);
+	else
+		__builtin_memcpy(s->key.addr, k->src, 16);
+	/* The mask as two big-endian halves (the IPv4 address is the last 4
+	 * bytes of the key, network order). */
+	if (k->family == PARAPET_FAMILY_IPV4) {
+		lo = 0xffffffff00000000ull | mask4;
+	} else {
+		if (prefix < 64)
+			hi = prefix ? ~0ull << (64 - prefix) : 0;
+		if (prefix < 128)
+			lo = prefix > 64 ? ~0ull << (128 - prefix) : 0;
+	}
+	a = (__u64 *)s->key.addr;
+	a[0] &= bpf_cpu_to_be64(hi);
+	a[1] &= bpf_cpu_to_be64(lo);
+	e = bpf_map_lookup_elem(&parapet_recent, &s->key);
+	if (!e) {
+		if (cmd != 0) /* only --set adds */
+			return ret;
+		/* Stamps past nstamps are never read: no need to clear
+		 * them (and 2 KiB is too much to clear here). */
+		s->entry.stamps[0] = now;
+		s->entry.nstamps = 1;
+		s->entry.index = 1;
+		/* A failed insert is the kernel's failed allocation: it
+		 * answers as if it had added (and hot-drops the packet). */
+		bpf_map_update_elem(&parapet_recent, &s->key, &s->entry,
+				    BPF_ANY);
+		return !ret;
+	}
+	if (cmd == 3) {
+		bpf_map_delete_elem(&parapet_recent, &s->key);
+		return !ret;
+	}
+	if (cmd == 0) {
+		ret = !ret;
+	} else {
+		__u32 h = hitcount ? hitcount : 1;
+
+		time = now - (__u64)seconds * hz;
+		if (e->nstamps >= h) {
+			/* the h-th newest stamp; the kernel's
+			 * !time_after(time, stamp) */
+			i = (e->index - h) & (PARAPET_RECENT_STAMPS - 1);
+			if (!seconds || (__s64)(e->stamps[i] - time) >= 0)
+				ret = !ret;
+		}
+	}
+	if (cmd == 0 || (cmd == 2 && ret)) {
+		i = e->index & (PARAPET_RECENT_STAMPS - 1);
+		e->stamps[i] = now;
+		e->index = i + 1;
+		if (e->index > e->nstamps)
+			e->nstamps = e->index;
+	}
+	return ret;
+}
+
+/*
  * Row `slot_row & 0xffff` of the image in slot `slot_row >> 16`, whose
  * words are kind | flags, then p0..p3 (`lo` = p0 | p1 << 32, `hi` = p2 |
- * p3 << 32).  1 when the condition passes; 0 also when it cannot be
- * evaluated.
+ * p3 << 32), for the packet `k` walked in scratch slot `nest`.  1 when the condition passes; 0 also
+ * when it cannot be evaluated.
  */
 static __always_inline int stateful_admit(__u32 slot_row, __u32 kind,
-					  __u64 lo, __u64 hi)
+					  __u64 lo, __u64 hi,
+					  const struct parapet_key *k, __u32 nest)
 {
 	__u32 slot = slot_row >> 16, row = slot_row & 0xffff;
 	__u32 p0 = (__u32)lo, p1 = (__u32)(lo >> 32);
@@ -100,6 +236,17 @@ static __always_inline int stateful_admit(__u32 slot_row, __u32 kind,
 
 	if (row >= PARAPET_IMG_STATEFUL_MAX_ROWS || !genp)
 		return 0;
+	if ((kind & 0xff) == PARAPET_IMG_STATEFUL_RECENT) {
+		__u32 hz = parapet_hz;
+
+		/* xt_recent counts --seconds in jiffies */
+		if (hz == 0 || hz > 100000)
+			return 0;
+		return recent_admit(kind, p0, p1, p2, p3,
+				    test_ns ? test_ns / (1000000000ull / hz) :
+					      bpf_jiffies64(),
+				    hz, k, nest);
+	}
 	b = bpf_map_lookup_elem(&parapet_buckets, &key);
 	if (!b)
 		return 0;

@@ -280,6 +280,30 @@ fn c_and_rust_constants_agree() {
             "PARAPET_IMG_STATEFUL_F_OVER",
             (parapet_image::stateful::F_OVER) as u64,
         ),
+        (
+            "PARAPET_IMG_STATEFUL_RECENT",
+            (parapet_image::stateful::RECENT) as u64,
+        ),
+        (
+            "PARAPET_IMG_STATEFUL_RECENT_CMD_SHIFT",
+            (parapet_image::stateful::RECENT_CMD_SHIFT) as u64,
+        ),
+        (
+            "PARAPET_IMG_STATEFUL_F_RDEST",
+            (parapet_image::stateful::F_RDEST) as u64,
+        ),
+        (
+            "PARAPET_IMG_STATEFUL_F_INVERT",
+            (parapet_image::stateful::F_INVERT) as u64,
+        ),
+        (
+            "PARAPET_IMG_STATEFUL_F_REAP",
+            (parapet_image::stateful::F_REAP) as u64,
+        ),
+        (
+            "PARAPET_IMG_STATEFUL_RECENT_MAX_HITCOUNT",
+            (parapet_image::stateful::RECENT_MAX_HITCOUNT) as u64,
+        ),
         ("PARAPET_HW_MAGIC", (parapet_image::hw::MAGIC) as u64),
         ("PARAPET_HW_VERSION", (parapet_image::hw::VERSION) as u64),
         ("PARAPET_HW_BACKEND", (parapet_image::hw::BACKEND) as u64),

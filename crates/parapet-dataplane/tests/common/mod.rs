@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod image;
+pub mod lo;
 pub mod netns;
 pub mod wire;
 

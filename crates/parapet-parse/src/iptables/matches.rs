@@ -6,9 +6,20 @@ use crate::common::*;
 use parapet_model::*;
 
 pub(super) const SUPPORTED_MATCHES: &str =
-    "tcp, udp, sctp, udplite, icmp, icmp6, multiport, iprange, conntrack, state, set, comment, limit";
+    "tcp, udp, sctp, udplite, icmp, icmp6, multiport, iprange, conntrack, state, set, comment, limit, recent";
 
 const PORT_PROTOS: &[u8] = &[6, 17, 132, 136];
+
+/// Matches that read the transport header (see `fragment_blind`).
+const L4_MATCHES: &[&str] = &[
+    "tcp",
+    "udp",
+    "sctp",
+    "udplite",
+    "icmp",
+    "icmp6",
+    "multiport",
+];
 
 /// Which module provides an option.
 fn option_module(opt: &str) -> Option<&'static [&'static str]> {
@@ -28,6 +39,8 @@ fn option_module(opt: &str) -> Option<&'static [&'static str]> {
         "--match-set" => &["set"],
         "--comment" => &["comment"],
         "--limit" | "--limit-burst" => &["limit"],
+        "--set" | "--rcheck" | "--update" | "--remove" | "--seconds" | "--hitcount" | "--rttl"
+        | "--reap" | "--name" | "--rsource" | "--rdest" | "--mask" => &["recent"],
         _ => return None,
     })
 }
@@ -49,18 +62,16 @@ impl RuleParser<'_> {
             "set",
             "comment",
             "limit",
+            "recent",
         ];
         let n = name.text.as_str();
         // Stateful matches parapet cannot enforce exactly yet: refused, never
         // approximated (a rule that sometimes matches is not a rule that
         // always does).
-        if matches!(
-            n,
-            "recent" | "hashlimit" | "connlimit" | "quota" | "statistic"
-        ) {
+        if matches!(n, "hashlimit" | "connlimit" | "quota" | "statistic") {
             self.err(
                 name.col,
-                format!("match '{n}' is not supported yet: it keeps state (per address, per flow or per rule) that parapet does not enforce exactly yet; -m limit is supported"),
+                format!("match '{n}' is not supported yet: it keeps state (per address, per flow or per rule) that parapet does not enforce exactly yet; -m limit and -m recent are supported"),
             );
             return;
         }
@@ -90,15 +101,55 @@ impl RuleParser<'_> {
                 protos,
             });
         }
-        if self.modules.iter().any(|m| m == "limit") && !matches!(n, "limit" | "comment") {
-            // The kernel would spend a token on packets this match then
-            // refuses; parapet checks limit after the rule's matches.
-            self.err(
+        // The kernel would spend a token (or record a hit) on packets a
+        // later match then refuses; parapet checks the stateful match
+        // after the rule's other matches.
+        if let Some(st) = self
+            .modules
+            .iter()
+            .find(|m| *m == "limit" || *m == "recent")
+            .cloned()
+        {
+            if n == "limit" || n == "recent" {
+                if n != st {
+                    self.err(
+                        name.col,
+                        format!("-m {n} with -m {st} is not supported: a rule has at most one stateful match in parapet (split the rule)"),
+                    );
+                }
+            } else if n != "comment" {
+                self.err(
+                    name.col,
+                    format!("-m {n} after -m {st} is not supported (parapet checks the {st} match after the rule's other matches): write -m {st} last"),
+                );
+            }
+        }
+        if n == "recent" && self.recent.is_none() {
+            self.recent = Some((
+                super::rule::RecentDraft {
+                    recent: Recent::new(RECENT_DEFAULT_NAME, RecentCommand::Set),
+                    command: None,
+                    modifiers: Vec::new(),
+                },
                 name.col,
-                format!("-m {n} after -m limit is not supported (parapet checks the limit after the rule's other matches): write -m limit last"),
-            );
+            ));
+        }
+        if L4_MATCHES.contains(&n) {
+            self.fragment_blind();
+        }
+        if n == "multiport" {
+            self.multiport_options = 0;
         }
         self.modules.push(n.to_string());
+    }
+
+    /// The kernel's tcp, udp, sctp, udplite, icmp, icmp6 and multiport
+    /// matches never match a non-first fragment (it has no transport
+    /// header), whatever their options and `!` say: a rule loading one
+    /// matches first fragments and whole packets only.
+    fn fragment_blind(&mut self) {
+        self.matches
+            .constrain(Field::Fragment, IntervalSet::point(0));
     }
 
     fn has_module(&self, mods: &[&str]) -> bool {
@@ -145,6 +196,10 @@ impl RuleParser<'_> {
                 );
                 return;
             }
+            if mods.iter().all(|m| L4_MATCHES.contains(m)) {
+                // Loaded implicitly by `-p tcp --dport …`: the same match.
+                self.fragment_blind();
+            }
         }
         match opt {
             "-s" | "--source" | "-d" | "--destination" => {
@@ -186,6 +241,11 @@ impl RuleParser<'_> {
                 } else {
                     Field::OutIface
                 };
+                let chain = self.chain;
+                if matches!((field, chain), (Field::OutIface, "INPUT") | (Field::InIface, "OUTPUT")) {
+                    let short = if field == Field::InIface { "-i" } else { "-o" };
+                    return self.err(col, format!("iptables refuses {short} in {chain} (\"Can't use {short} with {chain}\"): the packet has no {} interface there", if field == Field::InIface { "input" } else { "output" }));
+                }
                 match iface_set(v) {
                     Ok(set) => self.constrain(field, set, negated, u128::MAX),
                     Err(m) => self.err(vcol, m),
@@ -207,6 +267,10 @@ impl RuleParser<'_> {
                 }
             }
             "--sports" | "--source-ports" | "--dports" | "--destination-ports" | "--ports" => {
+                self.multiport_options += 1;
+                if self.multiport_options > 1 {
+                    return self.err(col, format!("one -m multiport takes one of --sports, --dports, --ports, as in iptables (write another -m multiport for {opt})"));
+                }
                 let mut set = IntervalSet::empty();
                 for part in v.split(',') {
                     match parse_port_range(part, ':') {
@@ -218,10 +282,8 @@ impl RuleParser<'_> {
                     // "source OR destination" is a union of two boxes; only
                     // its negation ("neither") is one box.
                     if negated.is_none() {
-                        return self.err(
-                            col,
-                            "multiport --ports (source or destination port) is not supported: it is not one rule's box; use --sports and --dports in two rules, or '! --ports'",
-                        );
+                        self.either_port = Some((set, col));
+                        return;
                     }
                     self.constrain(Field::SrcPort, set.clone(), negated, 0xffff);
                     self.constrain(Field::DstPort, set, negated, 0xffff);
@@ -353,6 +415,10 @@ impl RuleParser<'_> {
                     }
                 }
                 self.limit = Some(l);
+            }
+            "--set" | "--rcheck" | "--update" | "--remove" | "--seconds" | "--hitcount"
+            | "--rttl" | "--reap" | "--name" | "--rsource" | "--rdest" | "--mask" => {
+                self.recent_option(opt, col, negated, v, vcol)
             }
             _ => self.err(
                 col,

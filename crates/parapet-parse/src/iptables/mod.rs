@@ -10,6 +10,7 @@
 //! and their options), `targets` (`-j`/`-g` and target options).
 
 mod matches;
+mod recent;
 mod rule;
 mod table;
 mod targets;
@@ -18,7 +19,10 @@ use crate::common::*;
 use crate::error::{Errors, ParseError};
 use parapet_model::*;
 use rule::RuleParser;
-use table::{chain_header, finish_table, open_table, parse_counters, PendingTarget, TableState};
+use table::{
+    chain_command, chain_header, finish_table, open_table, parse_counters, PendingTarget,
+    TableState,
+};
 
 pub(crate) use matches::{iface_set, parse_rate};
 pub(crate) use targets::{parse_log_level, LOG_LEVELS};
@@ -69,6 +73,10 @@ pub(crate) fn parse(
     let mut rs = Ruleset::default();
     let mut table: Option<TableState> = None;
     let mut next_id = 1u32;
+    // `-m recent` table → (IPv4 mask, IPv6 prefix, line) of the first rule
+    // naming it: the kernel keeps that rule's mask for the table.
+    let mut recent_masks: std::collections::HashMap<String, (u32, u8, u32)> =
+        std::collections::HashMap::new();
     let mut last_line = 0;
     for (idx, raw) in text.lines().enumerate() {
         let ln = idx as u32 + 1;
@@ -149,11 +157,19 @@ pub(crate) fn parse(
         }
         match w.first().map(|w| w.text.as_str()) {
             Some("-A" | "--append") => {}
+            Some(i @ ("-I" | "--insert")) => {
+                errs.push(ln, w[0].col, format!("'{i}' (insert) is not supported in a restore file: the rule would go before rules written earlier, so rule ids would not be file positions; write it with -A where it belongs"));
+                continue;
+            }
+            Some("-P" | "--policy" | "-N" | "--new-chain" | "-F" | "--flush") => {
+                chain_command(w, ln, t, &mut errs);
+                continue;
+            }
             Some(other) => {
                 errs.push(
                     ln,
                     w[0].col,
-                    format!("expected '-A CHAIN …', ':CHAIN POLICY', '*TABLE', 'COMMIT' or a comment, found '{other}'"),
+                    format!("expected '-A CHAIN …', ':CHAIN POLICY', '-P', '-N', '-F', '*TABLE', 'COMMIT' or a comment, found '{other}'"),
                 );
                 continue;
             }
@@ -203,8 +219,12 @@ pub(crate) fn parse(
             needs: Vec::new(),
             comment: None,
             limit: None,
+            recent: None,
             target: None,
             end_col: line.chars().count() as u32 + 1,
+            chain: &chain_word.text,
+            multiport_options: 0,
+            either_port: None,
         };
         rp.matches
             .constrain(Field::Family, IntervalSet::point(family.value()));
@@ -213,12 +233,56 @@ pub(crate) fn parse(
             matches,
             comment,
             limit,
+            recent,
             target,
+            either_port,
             ..
         } = rp;
         if !ok {
             continue;
         }
+        if let Some((d, col)) = &recent {
+            let r = &d.recent;
+            let first = recent_masks
+                .entry(r.name.clone())
+                .or_insert((r.mask_v4, r.mask_v6, ln));
+            if (first.0, first.1) != (r.mask_v4, r.mask_v6) {
+                errs.push(
+                    ln,
+                    *col,
+                    format!(
+                        "-m recent table '{}' has another --mask at line {}: the kernel keeps the first rule's mask for the whole table, so write one mask per table",
+                        r.name, first.2
+                    ),
+                );
+                continue;
+            }
+        }
+        // `--ports P`: the source port in P, or else the destination port in
+        // P: two disjoint boxes, so one of them at most matches (a jump or
+        // a LOG happens once).
+        let boxes = match either_port {
+            None => vec![matches],
+            Some((_, col))
+                if matches.get(Field::SrcPort).is_some()
+                    || matches.get(Field::DstPort).is_some() =>
+            {
+                errs.push(
+                    ln,
+                    col,
+                    "multiport --ports with other port options in one rule is not supported",
+                );
+                continue;
+            }
+            Some((p, _)) => {
+                let mut src = matches.clone();
+                src.constrain(Field::SrcPort, p.clone());
+                let mut dst = matches;
+                dst.constrain(Field::SrcPort, p.complement(0xffff));
+                dst.constrain(Field::DstPort, p);
+                vec![src, dst]
+            }
+        };
         let action = match target {
             None => Action::Count,
             Some((a, pending)) => {
@@ -234,16 +298,20 @@ pub(crate) fn parse(
                 a
             }
         };
-        t.chains[ci].rules.push(Rule {
-            id,
-            matches,
-            action,
-            comment,
-            log: None,
-            limit,
-            counters,
-            origin: Origin { line: ln },
-        });
+        for matches in boxes {
+            t.chains[ci].rules.push(Rule {
+                id,
+                matches,
+                action: action.clone(),
+                comment: comment.clone(),
+                log: None,
+                limit: limit.clone(),
+                recent: recent.as_ref().map(|(d, _)| d.recent.clone()),
+                counters,
+                origin: Origin { line: ln },
+                kernel: Vec::new(),
+            });
+        }
     }
     if let Some(t) = table {
         let (line, name) = (t.line, t.name.clone());

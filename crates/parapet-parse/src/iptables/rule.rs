@@ -14,6 +14,16 @@ pub(super) struct Need {
     pub(super) protos: &'static [u8],
 }
 
+/// `-m recent` as its options are read: the command may come last.
+#[derive(Clone, Debug)]
+pub(super) struct RecentDraft {
+    pub(super) recent: Recent,
+    /// The command and its column, once given.
+    pub(super) command: Option<(RecentCommand, u32)>,
+    /// Columns of `--seconds`, `--hitcount`, `--reap` when given.
+    pub(super) modifiers: Vec<(&'static str, u32)>,
+}
+
 /// One rule as its options are read: the matches so far and what the
 /// later options (`-j`, `--comment`, `--limit`) set.
 pub(super) struct RuleParser<'a> {
@@ -28,10 +38,22 @@ pub(super) struct RuleParser<'a> {
     pub(super) needs: Vec<Need>,
     pub(super) comment: Option<String>,
     pub(super) limit: Option<Limit>,
+    /// `-m recent`, and the column of its `-m recent`; the command is
+    /// checked when the rule is complete.
+    pub(super) recent: Option<(RecentDraft, u32)>,
     /// The action, and for `-j/-g` to something that may be a chain, the
     /// name and column to resolve at COMMIT.
     pub(super) target: Option<(Action, Option<(String, u32)>)>,
     pub(super) end_col: u32,
+    /// The chain the rule is appended to (`-i` has no meaning in OUTPUT,
+    /// `-o` none in INPUT: iptables refuses them there).
+    pub(super) chain: &'a str,
+    /// Port options since the last `-m multiport` (it takes one).
+    pub(super) multiport_options: u8,
+    /// `-m multiport --ports P`: source OR destination port in P, which is
+    /// two boxes; the rule becomes two model rules with its id (see
+    /// `mod.rs`).
+    pub(super) either_port: Option<(IntervalSet, u32)>,
 }
 
 impl RuleParser<'_> {
@@ -66,6 +88,8 @@ impl RuleParser<'_> {
             // Number of values the option takes.
             let arity = match opt {
                 "-f" | "--fragment" | "--syn" => 0,
+                "--set" | "--rcheck" | "--update" | "--remove" | "--rsource" | "--rdest"
+                | "--reap" | "--rttl" => 0,
                 "--tcp-flags" | "--match-set" => 2,
                 _ => 1,
             };
@@ -99,8 +123,17 @@ impl RuleParser<'_> {
                     if let Some(c) = negated {
                         self.err(c, format!("'!' cannot negate {opt}"));
                     }
-                    self.target(opt, vals[0], &w[j + 1..]);
-                    break;
+                    if self.target.is_some() {
+                        self.err(word.col, format!("{opt}: the rule has a target already"));
+                        return false;
+                    }
+                    // The target's options, then (usually) the rule's again.
+                    match self.target_with_options(opt, vals[0], &w[j + 1..]) {
+                        _ if self.errs.list.len() > before => return false,
+                        Some(k) => i = j + 1 + k,
+                        None => break,
+                    }
+                    continue;
                 }
                 "-m" | "--match" => {
                     if let Some(c) = negated {
@@ -121,6 +154,9 @@ impl RuleParser<'_> {
             self.err(c, "expected an option after '!'");
         }
         self.check_needs();
+        if self.errs.list.len() == before {
+            self.check_recent();
+        }
         self.errs.list.len() == before
     }
 

@@ -74,6 +74,7 @@ impl TableState {
             text: self.text,
             nft: false,
             first_id: 0,
+            object: None,
         }
     }
 }
@@ -155,6 +156,20 @@ pub(super) fn chain_header(words: &[Word], ln: u32, t: &mut TableState, errs: &m
         );
         return;
     };
+    // `:CHAIN [p:b]`: a user chain without the `-` (iptables-nft-restore
+    // reads it so; a built-in chain needs its policy).
+    if !t.builtins.contains(&name)
+        && parse_counters(&policy_word.text).is_some()
+        && words.len() == 2
+    {
+        let dash = Word {
+            text: "-".into(),
+            col: policy_word.col,
+            quoted: false,
+        };
+        let fixed = [name_word.clone(), dash, policy_word.clone()];
+        return chain_header(&fixed, ln, t, errs);
+    }
     let counters = match words.get(2) {
         Some(w) => match parse_counters(&w.text) {
             Some(c) => c,
@@ -239,8 +254,15 @@ pub(super) fn finish_table(t: TableState, family: Family, rs: &mut Ruleset, errs
                         p.target, p.target, t.name
                     )
                 };
-                // Keep the rule out of the loop check below.
-                chains[p.chain].rules[p.rule].action = Action::Count;
+                // Keep the rule out of the loop check below (both model
+                // rules of a `--ports` rule).
+                let id = chains[p.chain].rules[p.rule].id;
+                for r in chains[p.chain].rules[p.rule..]
+                    .iter_mut()
+                    .take_while(|r| r.id == id)
+                {
+                    r.action = Action::Count;
+                }
                 errs.push(p.line, p.col, msg);
             }
         }
@@ -252,4 +274,95 @@ pub(super) fn finish_table(t: TableState, family: Family, rs: &mut Ruleset, errs
         family: table_family(family),
         chains,
     });
+}
+
+/// The commands iptables-restore also reads inside a table: `-P CHAIN
+/// POLICY` (a built-in chain's policy), `-N CHAIN` (a user chain, as
+/// `:CHAIN -`) and `-F [CHAIN]` while the chains flushed have no rules (a
+/// flush after rules would leave ids that are no longer file positions).
+pub(super) fn chain_command(words: &[Word], ln: u32, t: &mut TableState, errs: &mut Errors) {
+    let cmd = &words[0];
+    let arg = words.get(1);
+    match cmd.text.as_str() {
+        "-P" | "--policy" => {
+            let (Some(chain), Some(policy)) = (arg, words.get(2)) else {
+                return errs.push(ln, cmd.col, "expected '-P CHAIN ACCEPT|DROP'");
+            };
+            let verdict = match policy.text.as_str() {
+                "ACCEPT" => Verdict::Accept,
+                "DROP" => Verdict::Drop,
+                other => {
+                    return errs.push(
+                        ln,
+                        policy.col,
+                        format!("expected a policy ACCEPT or DROP, found '{other}'"),
+                    )
+                }
+            };
+            match t.chains.iter_mut().find(|c| c.name == chain.text) {
+                Some(Chain { base: Some(b), .. }) => b.policy = verdict,
+                _ if t.builtins.contains(&chain.text.as_str()) => {
+                    // `-P` before the `:CHAIN` line: declare it with the policy.
+                    let fixed = [
+                        Word {
+                            text: format!(":{}", chain.text),
+                            col: chain.col,
+                            quoted: false,
+                        },
+                        policy.clone(),
+                    ];
+                    chain_header(&fixed, ln, t, errs);
+                }
+                _ => errs.push(
+                    ln,
+                    chain.col,
+                    format!(
+                        "'-P' needs a built-in chain of table '{}' ({}), found '{}'",
+                        t.name,
+                        t.builtins.join(", "),
+                        chain.text
+                    ),
+                ),
+            }
+        }
+        "-N" | "--new-chain" => {
+            let Some(chain) = arg else {
+                return errs.push(ln, cmd.col, "expected '-N CHAIN'");
+            };
+            let fixed = [
+                Word {
+                    text: format!(":{}", chain.text),
+                    col: chain.col,
+                    quoted: false,
+                },
+                Word {
+                    text: "-".into(),
+                    col: chain.col,
+                    quoted: false,
+                },
+            ];
+            chain_header(&fixed, ln, t, errs);
+        }
+        _ => {
+            let flushed: Vec<usize> = match arg {
+                Some(c) => match t.chains.iter().position(|x| x.name == c.text) {
+                    Some(i) => vec![i],
+                    None => {
+                        return errs.push(
+                            ln,
+                            c.col,
+                            format!("chain '{}' is not declared in table '{}'", c.text, t.name),
+                        )
+                    }
+                },
+                None => (0..t.chains.len()).collect(),
+            };
+            let has_rules = flushed.iter().any(|&i| {
+                !t.chains[i].rules.is_empty() || t.kernel_rules.get(i).is_some_and(|n| *n > 0)
+            });
+            if has_rules {
+                errs.push(ln, cmd.col, "'-F' after rules of the chain is not supported (the rules it removes hold rule ids): remove them from the file");
+            }
+        }
+    }
 }

@@ -5,6 +5,17 @@ use super::rule::RuleParser;
 use crate::common::*;
 use parapet_model::*;
 
+/// Options of the targets parapet supports; a word after them that is not
+/// one of these (with its value) is the rule's again: iptables-restore
+/// reads `-j RETURN -d 10.0.0.0/8` like `-d 10.0.0.0/8 -j RETURN`.
+fn target_option_arity(target: &str, opt: &str) -> Option<usize> {
+    match (target, opt) {
+        ("REJECT", "--reject-with") | ("LOG", "--log-prefix" | "--log-level") => Some(1),
+        ("LOG", f) if LOG_OPTIONS.iter().any(|(o, _)| *o == f) => Some(0),
+        _ => None,
+    }
+}
+
 pub(super) const SUPPORTED_TARGETS: &str = "ACCEPT, DROP, REJECT, LOG, RETURN, or a user chain";
 
 /// Targets of iptables extensions we recognize by name, to say "not
@@ -46,6 +57,30 @@ pub(super) const KNOWN_UNSUPPORTED_TARGETS: &[&str] = &[
 ];
 
 impl RuleParser<'_> {
+    /// `-j|-g NAME` and the words after it: reads the target's own options
+    /// and returns how many words they took, the rule's options following
+    /// (`None`: the target took them all, as an unsupported target does —
+    /// the target is the error).
+    pub(super) fn target_with_options(
+        &mut self,
+        opt: &str,
+        name: &Word,
+        rest: &[Word],
+    ) -> Option<usize> {
+        let t = name.text.as_str();
+        if KNOWN_UNSUPPORTED_TARGETS.contains(&t) {
+            self.target(opt, name, rest);
+            return None;
+        }
+        let mut k = 0;
+        while let Some(n) = rest.get(k).and_then(|o| target_option_arity(t, &o.text)) {
+            k += 1 + n;
+        }
+        let k = k.min(rest.len());
+        self.target(opt, name, &rest[..k]);
+        Some(k)
+    }
+
     pub(super) fn target(&mut self, opt: &str, name: &Word, rest: &[Word]) {
         let t = name.text.as_str();
         let goto = opt == "-g" || opt == "--goto";
@@ -53,14 +88,7 @@ impl RuleParser<'_> {
         let mut k = 0;
         while k < rest.len() {
             let o = &rest[k];
-            let flag = matches!(
-                o.text.as_str(),
-                "--log-tcp-sequence"
-                    | "--log-tcp-options"
-                    | "--log-ip-options"
-                    | "--log-uid"
-                    | "--log-macdecode"
-            );
+            let flag = LOG_OPTIONS.iter().any(|(f, _)| *f == o.text);
             if flag {
                 opts.push((o, None));
                 k += 1;
@@ -121,14 +149,22 @@ impl RuleParser<'_> {
                                 return self.err(v.col, format!("expected a log level 0-7 or a syslog name (warning, info, …), found '{}'", v.text))
                             }
                         },
+                        (f, None) if LOG_OPTIONS.iter().any(|(o, _)| *o == f) => {
+                            if !spec.options.iter().any(|o| o == f) {
+                                spec.options.push(f.to_string());
+                            }
+                        }
                         (other, _) => {
                             return self.err(
                                 o.col,
-                                format!("LOG option '{other}' is not supported (supported: --log-prefix TEXT, --log-level LEVEL)"),
+                                format!("LOG option '{other}' is not supported (supported: --log-prefix TEXT, --log-level LEVEL, --log-tcp-sequence, --log-tcp-options, --log-ip-options, --log-uid, --log-macdecode)"),
                             )
                         }
                     }
                 }
+                // One order, whatever the file's, so a listing reads back equal.
+                spec.options
+                    .sort_by_key(|o| LOG_OPTIONS.iter().position(|(f, _)| f == o));
                 Action::Log(spec)
             }
             _ => {

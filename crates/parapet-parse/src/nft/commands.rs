@@ -47,6 +47,8 @@ impl Parser {
                     name: name.clone(),
                     text: format!("set {name} {body}"),
                     line: self.toks[open].line & ((1 << FILE_LINE_BITS) - 1),
+                    // `set NAME ` is written before the `{`.
+                    col: self.toks[open].col.saturating_sub(name.chars().count() as u32 + 5),
                 });
                 Ok(())
             }

@@ -14,6 +14,47 @@ use super::table::{ChainNote, Parser};
 use parapet_model::*;
 
 impl Parser {
+    /// Once the file is read: the rules' statements left to the kernel
+    /// (`ct helper set`, `flow add`, `notrack`), one note per table and
+    /// statement with the number of rules, for `check` and `apply`.
+    pub(super) fn note_kernel_statements(&mut self) {
+        let mut notes: Vec<LeftToKernel> = Vec::new();
+        for t in &self.rs.tables {
+            let mut counts: Vec<(String, Vec<u32>)> = Vec::new();
+            for r in t.chains.iter().flat_map(|c| &c.rules) {
+                for k in &r.kernel {
+                    let head = match (k.find(" set "), k.find(" @")) {
+                        (Some(i), _) => &k[..i + 4],
+                        (None, Some(i)) => &k[..i],
+                        _ => k.as_str(),
+                    };
+                    match counts.iter_mut().find(|(h, _)| h == head) {
+                        Some((_, ids)) if ids.contains(&r.id) => {}
+                        Some((_, ids)) => ids.push(r.id),
+                        None => counts.push((head.to_string(), vec![r.id])),
+                    }
+                }
+            }
+            for (head, ids) in counts {
+                let n = ids.len();
+                notes.push(LeftToKernel {
+                    family: t.family,
+                    table: t.name.clone(),
+                    line: 0,
+                    chains: Vec::new(),
+                    text: String::new(),
+                    nft: true,
+                    first_id: 0,
+                    object: Some(format!(
+                        "'{head}' statements of {n} rule{}",
+                        if n == 1 { "" } else { "s" }
+                    )),
+                });
+            }
+        }
+        self.rs.left_to_kernel.extend(notes);
+    }
+
     fn note_index(&mut self, ti: usize, ci: usize) -> usize {
         let t = &self.rs.tables[ti];
         let key = (t.family, t.name.clone());
@@ -34,6 +75,7 @@ impl Parser {
             first_id: 0,
             jumps: Vec::new(),
             errors: Vec::new(),
+            nat_errors_only: true,
             text: String::new(),
         });
         self.notes.len() - 1
@@ -104,6 +146,17 @@ impl Parser {
                 _ => None,
             })
             .collect();
+        // A NAT statement, not a value (`ct status dnat`, `{ snat, dnat }`).
+        let nat = toks.iter().enumerate().any(|(k, t)| {
+            let value = k > 0
+                && (matches!(toks[k - 1].tok, Tok::Comma | Tok::Open)
+                    || matches!(toks[k - 1].word(), Some("status" | "!=" | "==")));
+            !value
+                && matches!(
+                    t.word(),
+                    Some("snat" | "dnat" | "masquerade" | "redirect" | "tproxy")
+                )
+        });
         let i = self.note_index(ti, ci);
         let n = &mut self.notes[i];
         n.rules += 1;
@@ -111,6 +164,9 @@ impl Parser {
             n.first_id = id;
         }
         n.jumps.extend(jumps);
+        if err.is_some() && !nat {
+            n.nat_errors_only = false;
+        }
         n.errors.extend(err);
     }
 
@@ -151,7 +207,7 @@ impl Parser {
                 }
                 seen
             };
-            let kernel_roots = t
+            let kernel_roots: Vec<&str> = t
                 .chains
                 .iter()
                 .filter(|c| of(&c.name).is_some_and(|n| n.kernel.is_some()))
@@ -164,7 +220,19 @@ impl Parser {
                 .map(|c| c.name.as_str())
                 .collect();
             let from_filter = reach(filter_roots);
-            for c in reach(kernel_roots) {
+            // Regular chains no filter chain reaches whose only errors are
+            // NAT statements: the kernel's NAT (nft checks a NAT statement
+            // against the hook when a NAT chain jumps there).
+            let nat_roots: Vec<&str> = t
+                .chains
+                .iter()
+                .filter(|c| c.base.is_none() && !from_filter.contains(&c.name))
+                .filter(|c| of(&c.name).is_some_and(|n| !n.errors.is_empty() && n.nat_errors_only))
+                .map(|c| c.name.as_str())
+                .collect();
+            let mut roots: Vec<&str> = kernel_roots;
+            roots.extend(nat_roots);
+            for c in reach(roots) {
                 if !from_filter.contains(&c) {
                     kernel_only.push((ti, c));
                 }
@@ -196,6 +264,7 @@ impl Parser {
                 text,
                 nft: true,
                 first_id: n.first_id,
+                object: None,
             });
         }
         for (ti, name) in &kernel_only {

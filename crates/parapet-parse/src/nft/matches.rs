@@ -4,7 +4,7 @@
 
 use super::lexer::{Res, Tok, Token};
 use super::rule::RuleParser;
-use super::vmap::entries;
+use super::vmap::{entries, VmapEntry};
 use crate::common::*;
 use parapet_model::*;
 
@@ -19,6 +19,9 @@ pub(super) enum Kind {
     IcmpType(bool),
     IcmpCode,
     Nfproto,
+    /// `meta protocol`: the ethertype, which in ip/ip6/inet tables is the
+    /// packet's family.
+    Ethertype,
 }
 
 struct Selector {
@@ -28,7 +31,7 @@ struct Selector {
     implied: Vec<(Field, IntervalSet)>,
 }
 
-const SUPPORTED_EXPRS: &str = "ip/ip6 saddr|daddr|protocol|nexthdr, tcp/udp/sctp/udplite sport|dport, tcp flags, meta l4proto|nfproto|iifname|oifname, iifname, oifname, ct state, icmp/icmpv6 type|code, counter, log, limit, comment, accept, drop, reject, jump, goto, return";
+const SUPPORTED_EXPRS: &str = "ip/ip6 saddr|daddr|protocol|nexthdr, tcp/udp/sctp/udplite/th sport|dport, tcp flags, meta l4proto|nfproto|protocol|iifname|oifname, iifname, oifname, ct state, icmp/icmpv6 type|code, counter, log, limit, comment, accept, drop, reject, jump, goto, return";
 
 impl RuleParser<'_> {
     /// A selector expression: `ip saddr`, `tcp dport`, `ct state`, …
@@ -85,19 +88,23 @@ impl RuleParser<'_> {
                         self.matches.constrain(Field::Fragment, IntervalSet::point(frag));
                         Err((0, 0, String::new()))
                     }
-                    other => Err((l, c, format!("'{w} {other}' is not supported (supported: {w} saddr, {w} daddr, {w} protocol)"))),
+                    other => Err((l, c, format!("'{w} {other}' is not supported (supported: {w} saddr, {w} daddr, {w} {})", if w == "ip" { "protocol" } else { "nexthdr" }))),
                 }
             }
             "tcp" | "udp" | "sctp" | "udplite" => {
                 let p = protocol_number(&w).expect("known protocol");
                 let proto = (Field::Proto, IntervalSet::point(p as u128));
                 let k = sub(self, "sport, dport or flags")?;
+                // A transport header load never matches a non-first
+                // fragment (nft_payload breaks on `fragoff`).
+                let first = (Field::Fragment, IntervalSet::point(0));
                 match k.as_str() {
-                    "sport" => sel(Field::SrcPort, Kind::Port, vec![proto]),
-                    "dport" => sel(Field::DstPort, Kind::Port, vec![proto]),
+                    "sport" => sel(Field::SrcPort, Kind::Port, vec![proto, first]),
+                    "dport" => sel(Field::DstPort, Kind::Port, vec![proto, first]),
                     "flags" if w == "tcp" => {
                         self.tcp_flags()?;
                         self.matches.constrain(proto.0, proto.1);
+                        self.matches.constrain(first.0, first.1);
                         Err((0, 0, String::new()))
                     }
                     other => Err((
@@ -128,6 +135,7 @@ impl RuleParser<'_> {
                 let implied = vec![
                     fam_pt(f),
                     (Field::Proto, IntervalSet::point(if v6 { 58 } else { 1 })),
+                    (Field::Fragment, IntervalSet::point(0)),
                 ];
                 let k = sub(self, "type or code")?;
                 match k.as_str() {
@@ -145,13 +153,32 @@ impl RuleParser<'_> {
                 match k.as_str() {
                     "l4proto" => sel(Field::Proto, Kind::Proto, vec![]),
                     "nfproto" => sel(Field::Family, Kind::Nfproto, vec![]),
+                    "protocol" => sel(Field::Family, Kind::Ethertype, vec![]),
                     "iifname" | "iif" => sel(Field::InIface, Kind::Iface, vec![]),
                     "oifname" | "oif" => sel(Field::OutIface, Kind::Iface, vec![]),
-                    other => Err((l, c, format!("'meta {other}' is not supported (supported: meta l4proto, nfproto, iifname, oifname)"))),
+                    other => Err((l, c, format!("'meta {other}' is not supported (supported: meta l4proto, nfproto, protocol, iifname, oifname)"))),
                 }
             }
             "iifname" | "iif" => sel(Field::InIface, Kind::Iface, vec![]),
             "oifname" | "oif" => sel(Field::OutIface, Kind::Iface, vec![]),
+            "th" => {
+                // The transport header's first two 16-bit words: the ports
+                // of tcp/udp/sctp/udplite, other bytes for other protocols.
+                // Exact only where the rule matches port protocols alone,
+                // which `table::rule` checks once the rule is read.
+                let k = sub(self, "sport or dport")?;
+                self.th.get_or_insert((l, c));
+                let first = (Field::Fragment, IntervalSet::point(0));
+                match k.as_str() {
+                    "sport" => sel(Field::SrcPort, Kind::Port, vec![first]),
+                    "dport" => sel(Field::DstPort, Kind::Port, vec![first]),
+                    other => Err((
+                        l,
+                        c,
+                        format!("'th {other}' is not supported (supported: th sport, th dport)"),
+                    )),
+                }
+            }
             "ct" => {
                 let k = sub(self, "state")?;
                 match k.as_str() {
@@ -186,18 +213,24 @@ impl RuleParser<'_> {
             }
             break;
         }
+        if self.peek_word() == Some("set") {
+            return self.fail("a payload or meta statement ('ip daddr set …') is not supported: it changes the packet later rules see");
+        }
+        if matches!(self.peek().map(|t| &t.tok), Some(Tok::Amp)) {
+            return self.fail("a masked comparison ('ip6 saddr & ::ffff == ::1') is not supported: a mask that is not a prefix matches addresses that are no short list of ranges (write a prefix, like 'ip saddr 10.0.0.0/8')");
+        }
+        let keys: Vec<(Field, Kind)> = sels.iter().map(|s| (s.field, s.kind)).collect();
         if self.peek_word() == Some("vmap") {
-            if sels.len() > 1 {
-                return self.fail("a verdict map on a concatenation is not supported (the model has no anonymous concatenations)");
-            }
             if self.rule.limit.is_some() {
                 return self.fail("'limit' before a verdict map is not supported (it would limit each element separately)");
             }
             self.i += 1;
-            for (f, v) in &sels[0].implied {
-                self.matches.constrain(*f, v.clone());
+            for s in &sels {
+                for (f, v) in &s.implied {
+                    self.matches.constrain(*f, v.clone());
+                }
             }
-            return self.vmap(sels[0].field, sels[0].kind);
+            return self.vmap(&keys);
         }
         let mut neg = false;
         let mut cmp: Option<String> = None;
@@ -242,7 +275,14 @@ impl RuleParser<'_> {
             return Ok(());
         }
         if sels.len() > 1 {
-            return self.fail("expected '@SET' after a concatenation (anonymous concatenated sets are not supported)");
+            if neg || cmp.is_some() || !matches!(self.peek().map(|t| &t.tok), Some(Tok::Open)) {
+                return self.fail("expected '@SET' or '{ A . B, … }' after a concatenation (a negated or compared concatenation is not supported: it is not a union of boxes)");
+            }
+            // `ip protocol . th dport { tcp . 22, udp . 53 }`: one model
+            // rule per element (see `table::rule`).
+            let elements = self.braced("'}' closing the set")?;
+            let alts = entries(&elements, &keys, false, |k, t| self.element(k, t))?;
+            return self.alternatives(alts);
         }
         let s = &sels[0];
         let max = match s.kind {
@@ -341,6 +381,15 @@ impl RuleParser<'_> {
             Kind::Proto => protocol_number(text)
                 .map(|p| IntervalSet::point(p as u128))
                 .ok_or_else(|| err(format!("expected a protocol name or number (tcp, udp, icmp, …), found '{text}'"))),
+            Kind::Ethertype => match text {
+                "ip" | "0x0800" | "0x800" | "2048" => Ok(IntervalSet::point(4)),
+                "ip6" | "0x86dd" | "34525" => Ok(IntervalSet::point(6)),
+                // Other ethertypes never reach an ip, ip6 or inet table.
+                "arp" | "vlan" | "8021ad" | "0x0806" | "0x8100" | "0x88a8" => {
+                    Ok(IntervalSet::empty())
+                }
+                _ => Err(err(format!("expected an ethertype (ip, ip6, arp, vlan or 0xNNNN), found '{text}'"))),
+            },
             Kind::Nfproto => match text {
                 "ipv4" => Ok(IntervalSet::point(4)),
                 "ipv6" => Ok(IntervalSet::point(6)),
@@ -358,7 +407,15 @@ impl RuleParser<'_> {
                 .ok_or_else(|| err(format!("expected a conntrack state (new, established, related, invalid, untracked), found '{text}'"))),
             Kind::IcmpType(v6) => {
                 let names = if v6 { ICMP6_NAMES } else { ICMP_NAMES };
-                let t = match names.iter().find(|(n, _, c)| c.is_none() && *n == text) {
+                // nft's own ICMPv6 names that ip6tables does not have.
+                const NFT_ICMP6: [(&str, u8, Option<u8>); 4] = [
+                    ("mld-listener-reduction", 132, None),
+                    ("router-renumbering", 138, None),
+                    ("ind-neighbor-solicit", 141, None),
+                    ("ind-neighbor-advert", 142, None),
+                ];
+                let extra: &[(&str, u8, Option<u8>)] = if v6 { &NFT_ICMP6 } else { &[] };
+                let t = match names.iter().chain(extra).find(|(n, _, c)| c.is_none() && *n == text) {
                     Some((_, t, _)) => *t,
                     None => text.parse::<u8>().map_err(|_| err(format!("expected an ICMP type name or number (like echo-request or 8), found '{text}'")))?,
                 };
@@ -457,28 +514,9 @@ impl RuleParser<'_> {
 
     /// After `KEY vmap`: an anonymous map `{ … }` or `@NAME`. Nothing but a
     /// comment may follow (the map is the rule's verdict).
-    pub(super) fn vmap(&mut self, field: Field, kind: Kind) -> Res<()> {
+    pub(super) fn vmap(&mut self, keys: &[(Field, Kind)]) -> Res<()> {
         let elements: Vec<Token> = match self.peek().map(|t| t.tok.clone()) {
-            Some(Tok::Open) => {
-                self.i += 1;
-                let start = self.i;
-                let mut depth = 1;
-                while let Some(t) = self.peek() {
-                    match t.tok {
-                        Tok::Open => depth += 1,
-                        Tok::Close => depth -= 1,
-                        _ => {}
-                    }
-                    self.i += 1;
-                    if depth == 0 {
-                        break;
-                    }
-                }
-                if depth != 0 {
-                    return self.fail("expected '}' closing the verdict map");
-                }
-                self.toks[start..self.i - 1].to_vec()
-            }
+            Some(Tok::Open) => self.braced("'}' closing the verdict map")?,
             Some(Tok::Word(w)) if w.starts_with('@') => {
                 let name = &w[1..];
                 let Some(map) = self.maps.iter().find(|m| m.name == name) else {
@@ -494,9 +532,63 @@ impl RuleParser<'_> {
             }
             _ => return self.fail("expected '{ KEY : VERDICT, … }' or '@MAP' after 'vmap'"),
         };
-        let entries = entries(&elements, field, |t| self.element(kind, t))?;
-        self.vmap = Some(entries);
+        let entries = entries(&elements, keys, true, |k, t| self.element(k, t))?;
+        self.alternatives(entries)?;
         self.action = Some(Action::Count);
         Ok(())
     }
+
+    /// The tokens between `{` (at the cursor) and its `}`, which is
+    /// consumed too.
+    fn braced(&mut self, what: &str) -> Res<Vec<Token>> {
+        self.i += 1;
+        let start = self.i;
+        let mut depth = 1;
+        while let Some(t) = self.peek() {
+            match t.tok {
+                Tok::Open => depth += 1,
+                Tok::Close => depth -= 1,
+                _ => {}
+            }
+            self.i += 1;
+            if depth == 0 {
+                return Ok(self.toks[start..self.i - 1].to_vec());
+            }
+        }
+        self.fail(format!("expected {what}"))
+    }
+
+    /// The rule becomes one model rule per element (a verdict map, or an
+    /// anonymous concatenated set): one such construct per rule.
+    fn alternatives(&mut self, entries: Vec<VmapEntry>) -> Res<()> {
+        if self.vmap.is_some() {
+            return self.fail(
+                "a second verdict map or anonymous concatenated set in one rule is not supported",
+            );
+        }
+        self.vmap = Some(entries);
+        Ok(())
+    }
+}
+
+/// Transport protocols whose first two header words parapet reads as
+/// ports: `th sport|dport` means those ports there, and only there.
+const PORT_PROTOCOLS: [u128; 4] = [6, 17, 132, 136];
+
+/// `th` (at `th`) is exact only in rules that match port protocols alone.
+pub(super) fn check_th(th: Option<(u32, u32)>, rules: &[Rule]) -> Res<()> {
+    let Some((line, col)) = th else {
+        return Ok(());
+    };
+    let ports = IntervalSet::from_ranges(PORT_PROTOCOLS.iter().map(|&p| (p, p)));
+    for r in rules {
+        let only_ports = r
+            .matches
+            .get(Field::Proto)
+            .is_some_and(|p| p.intersect(&ports) == *p);
+        if !only_ports && !r.matches.is_unsatisfiable() {
+            return Err((line, col, "'th' needs the rule to match only tcp, udp, sctp or udplite first (like 'meta l4proto { tcp, udp } th dport 53'): on other protocols it reads other header bytes".into()));
+        }
+    }
+    Ok(())
 }

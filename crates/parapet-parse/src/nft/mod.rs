@@ -20,6 +20,7 @@ mod commands;
 mod kernel;
 mod lexer;
 mod matches;
+mod objects;
 mod rule;
 mod script;
 mod table;

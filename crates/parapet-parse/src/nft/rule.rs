@@ -22,6 +22,8 @@ pub(super) struct RuleParser<'a> {
     pub(super) vmap: Option<Vec<VmapEntry>>,
     /// The table's named limit objects, for `limit name "NAME"`.
     pub(super) limits: &'a [(String, Limit)],
+    /// Where the rule first used `th` (checked once the rule is read).
+    pub(super) th: Option<(u32, u32)>,
 }
 
 impl RuleParser<'_> {
@@ -104,6 +106,14 @@ impl RuleParser<'_> {
                 ));
             };
             match w {
+                "counter" if self.toks.get(self.i + 1).and_then(|t| t.word()) == Some("name") => {
+                    // A named counter object: counts, decides nothing.
+                    self.i += 2;
+                    self.next_word("a counter name")?;
+                    if self.peek_word() == Some("map") {
+                        return self.fail("'counter name KEY map { … }' (a counter chosen per packet) is not supported");
+                    }
+                }
                 "counter" => {
                     self.i += 1;
                     if self.peek_word() == Some("packets") {
@@ -141,6 +151,62 @@ impl RuleParser<'_> {
                 "comment" => {
                     self.i += 1;
                     self.comment()?;
+                }
+                "notrack" => {
+                    self.i += 1;
+                    self.rule.kernel.push("notrack".into());
+                }
+                "flow" => {
+                    // `flow add @ft` / `flow offload @ft`: offload to a
+                    // flowtable, the kernel's.
+                    self.i += 1;
+                    let op = self.next_word("'add' or 'offload'")?;
+                    let ft = self.next_word("'@FLOWTABLE'")?;
+                    if !matches!(op.word(), Some("add" | "offload"))
+                        || !ft.word().is_some_and(|w| w.starts_with('@'))
+                    {
+                        return Err((op.line, op.col, "expected 'flow add @FLOWTABLE'".into()));
+                    }
+                    self.rule.kernel.push(format!("flow add {}", ft.show()));
+                }
+                _ if self.setter().is_some() => {
+                    // Conntrack helpers, timeouts, zones, marks, labels and
+                    // MSS clamping: they change what the kernel does next,
+                    // decide nothing here, and stay the kernel's.
+                    let head = self.setter().unwrap_or(0);
+                    let from = self.i;
+                    self.i += head;
+                    while let Some(t) = self.peek() {
+                        if matches!(t.tok, Tok::Semi)
+                            || matches!(
+                                t.word(),
+                                Some(
+                                    "comment"
+                                        | "counter"
+                                        | "log"
+                                        | "limit"
+                                        | "accept"
+                                        | "drop"
+                                        | "reject"
+                                        | "return"
+                                        | "jump"
+                                        | "goto"
+                                        | "continue"
+                                        | "notrack"
+                                        | "flow"
+                                )
+                            )
+                        {
+                            break;
+                        }
+                        self.i += 1;
+                    }
+                    if self.i == from + head {
+                        return self.fail("expected a value after 'set'");
+                    }
+                    let text: Vec<String> =
+                        self.toks[from..self.i].iter().map(Token::show).collect();
+                    self.rule.kernel.push(text.join(" "));
                 }
                 "quota" | "meter" | "add" | "update" => {
                     return self.fail(format!("statement '{w}' is not supported yet: it keeps state (a quota, a meter, a dynamic set) that parapet does not enforce exactly yet; 'limit rate' is supported"));
@@ -184,6 +250,31 @@ impl RuleParser<'_> {
         Ok(())
     }
 
+    /// At `ct helper set`, `meta mark set`, `tcp option maxseg size set`
+    /// and the like: the number of words up to and including `set`.
+    fn setter(&self) -> Option<usize> {
+        const HEADS: [&[&str]; 10] = [
+            &["ct", "helper", "set"],
+            &["ct", "timeout", "set"],
+            &["ct", "expectation", "set"],
+            &["ct", "zone", "set"],
+            &["ct", "mark", "set"],
+            &["ct", "secmark", "set"],
+            &["meta", "mark", "set"],
+            &["meta", "secmark", "set"],
+            &["meta", "priority", "set"],
+            &["tcp", "option", "maxseg", "size", "set"],
+        ];
+        HEADS
+            .iter()
+            .find(|h| {
+                h.iter()
+                    .enumerate()
+                    .all(|(k, w)| self.toks.get(self.i + k).and_then(|t| t.word()) == Some(*w))
+            })
+            .map(|h| h.len())
+    }
+
     fn number(&mut self, what: &str) -> Res<u64> {
         let t = self.next_word(what)?;
         t.word().and_then(|w| w.parse().ok()).ok_or((
@@ -219,9 +310,39 @@ impl RuleParser<'_> {
                     let t = self.next_word("a log level")?;
                     spec.level = Some(t.word().and_then(parse_log_level).ok_or((t.line, t.col, format!("expected a log level (emerg, alert, crit, err, warn, notice, info, debug), found '{}'", t.show())))?);
                 }
-                "group" | "flags" | "snaplen" | "queue-threshold" => {
+                "flags" => {
+                    // `flags tcp sequence,options`, `flags ip options`,
+                    // `flags skuid`, `flags ether`, `flags all`.
+                    self.i += 1;
+                    let f = self.next_word("a log flag (tcp, ip, skuid, ether, all)")?;
+                    let mut names: Vec<String> = Vec::new();
+                    match f.word() {
+                        Some(k @ ("tcp" | "ip")) => loop {
+                            let n = self.next_word("sequence or options")?;
+                            names.push(format!("{k} {}", n.show()));
+                            if !matches!(self.peek().map(|t| &t.tok), Some(Tok::Comma)) {
+                                break;
+                            }
+                            self.i += 1;
+                        },
+                        Some("all") => names.extend(LOG_OPTIONS.iter().map(|(_, n)| n.to_string())),
+                        Some(w) => names.push(w.to_string()),
+                        None => {}
+                    }
+                    for n in names {
+                        let Some((o, _)) = LOG_OPTIONS.iter().find(|(_, x)| *x == n) else {
+                            return Err((f.line, f.col, format!("unknown log flag '{n}' (supported: tcp sequence,options, ip options, skuid, ether, all)")));
+                        };
+                        if !spec.options.iter().any(|x| x == o) {
+                            spec.options.push(o.to_string());
+                        }
+                    }
+                    spec.options
+                        .sort_by_key(|o| LOG_OPTIONS.iter().position(|(f, _)| f == o));
+                }
+                "group" | "snaplen" | "queue-threshold" => {
                     return self.fail(format!(
-                        "log option '{w}' is not supported (supported: prefix, level)"
+                        "log option '{w}' is not supported (supported: prefix, level, flags)"
                     ))
                 }
                 _ => break,
@@ -320,8 +441,13 @@ impl RuleParser<'_> {
             let b = self.next_word("'reset' or 'type'")?;
             with = Some(match (a.word(), b.word()) {
                 (Some("tcp"), Some("reset")) => "tcp-reset".to_string(),
-                (Some(k @ ("icmp" | "icmpv6" | "icmpx")), Some("type")) => {
-                    let t = self.next_word("a reject type")?;
+                // `with icmpx admin-prohibited`: nft lists it without `type`.
+                (Some(k @ ("icmp" | "icmpv6" | "icmpx")), _) => {
+                    let t = if b.word() == Some("type") {
+                        self.next_word("a reject type")?
+                    } else {
+                        b.clone()
+                    };
                     let t = t.word().unwrap_or("").to_string();
                     match k {
                         "icmp" => format!(

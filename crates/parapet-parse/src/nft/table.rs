@@ -4,6 +4,7 @@
 
 use super::lexer::SUBSTITUTED;
 use super::lexer::{word_text, JumpAt, Res, Tok, Token};
+use super::matches::check_th;
 use super::rule::RuleParser;
 use super::script::Sources;
 use super::vmap::NamedMap;
@@ -164,6 +165,7 @@ impl Parser {
         }
         self.check_jumps();
         self.leave_chains_to_kernel();
+        self.note_kernel_statements();
         let dormant = std::mem::take(&mut self.dormant);
         self.rs
             .tables
@@ -226,6 +228,18 @@ impl Parser {
     /// `table [FAMILY] NAME [{ … }]`: a declaration, or a body that adds to
     /// the table (a table can be written several times, as in nft).
     pub(super) fn table(&mut self) -> Res<()> {
+        let start = self.pos - 1;
+        if let (Some(f @ ("arp" | "bridge" | "netdev")), Some(Tok::Word(_) | Tok::Str(_))) = (
+            self.peek()
+                .and_then(|t| t.word())
+                .map(str::to_string)
+                .as_deref(),
+            self.toks.get(self.pos + 1).map(|t| &t.tok),
+        ) {
+            let f = f.to_string();
+            self.pos += 1;
+            return self.other_family_table(&f, start);
+        }
         let (family, name) = self.table_ref()?;
         let ti = self.table_index(family, &name);
         if !matches!(self.peek().map(|t| &t.tok), Some(Tok::Open)) {
@@ -269,6 +283,7 @@ impl Parser {
                         name: word_text(&set_name),
                         text,
                         line: t.line & ((1 << crate::error::FILE_LINE_BITS) - 1),
+                        col: t.col,
                     });
                 }
                 (_, Some("map")) => {
@@ -293,17 +308,25 @@ impl Parser {
                     self.pos += 1;
                     self.limit_object(family, &name)?;
                 }
-                (
-                    _,
-                    Some(
-                        other @ ("flowtable" | "counter" | "quota" | "ct" | "secmark" | "synproxy"),
-                    ),
-                ) => {
+                (_, Some("flowtable" | "ct" | "secmark" | "synproxy")) => {
+                    self.kernel_object(family, &name)?;
+                }
+                (_, Some("counter")) => {
+                    // A named counter counts what rules naming it match: as
+                    // an anonymous counter does, it decides nothing.
+                    self.pos += 1;
+                    self.expect_word("a counter name")?;
+                    if matches!(self.peek().map(|t| &t.tok), Some(Tok::Open)) {
+                        self.pos += 1;
+                        self.skip_block();
+                    }
+                }
+                (_, Some(other @ "quota")) => {
                     self.errs.push(
                         t.line,
                         t.col,
                         format!(
-                            "table object '{other}' is not supported (supported: chain, set, map)"
+                            "table object '{other}' is not supported yet: it keeps state (bytes used) that parapet does not enforce yet"
                         ),
                     );
                     self.pos += 1;
@@ -464,6 +487,7 @@ impl Parser {
         }
         let open = self.pos;
         self.pos += 1;
+        let mut bad_base = false;
         loop {
             self.skip_separators();
             let Some(t) = self.peek().cloned() else {
@@ -506,9 +530,12 @@ impl Parser {
                         Err((l, c, m)) => {
                             self.errs.push(l, c, m);
                             self.skip_line();
+                            bad_base = true;
                         }
                     }
                 }
+                // Its header was refused already: no second error for it.
+                (_, Some("policy")) if bad_base => self.skip_line(),
                 (_, Some("policy")) => {
                     self.pos += 1;
                     let p = self.expect_word("a policy (accept or drop)")?;
@@ -699,6 +726,7 @@ impl Parser {
             maps: &maps,
             vmap: None,
             limits: &limits,
+            th: None,
         };
         match family {
             TableFamily::Ip => rp.matches.constrain(Field::Family, IntervalSet::point(4)),
@@ -712,78 +740,36 @@ impl Parser {
         rule.origin = Origin {
             line: first_line & ((1 << crate::error::FILE_LINE_BITS) - 1),
         };
+        let th = rp.th;
         let Some(entries) = rp.vmap else {
+            check_th(th, std::slice::from_ref(&rule))?;
             return Ok((vec![rule], rp.jump.into_iter().collect()));
         };
         // `KEY vmap { k : v, … }`: one rule per element, in order, each with
         // the rule's conditions and KEY in the element; no default.
         let mut rules = Vec::new();
         let mut jumps = Vec::new();
+        jumps.extend(rp.jump);
         for e in entries {
             let mut r = rule.clone();
-            r.matches.constrain(e.field, e.keys);
-            r.action = e.action;
+            for (f, v) in e.key {
+                r.matches.constrain(f, v);
+            }
+            if let Some(a) = e.action {
+                r.action = a;
+            }
             if let Some(j) = e.jump {
                 jumps.push(j);
             }
             rules.push(r);
         }
+        check_th(th, &rules)?;
+        // An element no packet can match (`meta protocol arp` in an inet
+        // table) is no rule: it would decide nothing and cannot be listed.
+        if rules.iter().any(|r| !r.matches.is_unsatisfiable()) {
+            rules.retain(|r| !r.matches.is_unsatisfiable());
+        }
         Ok((rules, jumps))
-    }
-
-    /// After `limit` in a table: `NAME { rate [over] R/UNIT [burst B
-    /// packets]; [comment "C"] }`, a limit object rules share by `limit
-    /// name "NAME"`.
-    fn limit_object(&mut self, family: TableFamily, table: &str) -> Res<()> {
-        let name = word_text(&self.expect_word("a limit object's name")?);
-        self.expect(Tok::Open, "'{' after the limit object's name")?;
-        let open = self.pos;
-        let close = self.skip_block();
-        // The body without separators and comments: `rate …`.
-        let mut body: Vec<Token> = Vec::new();
-        let mut toks = self.toks[open..close].iter();
-        while let Some(t) = toks.next() {
-            match (&t.tok, t.word()) {
-                (Tok::Newline | Tok::Semi, _) => {}
-                (_, Some("comment")) => {
-                    toks.next();
-                }
-                _ => body.push(t.clone()),
-            }
-        }
-        let (line, col) = (self.toks[open].line, self.toks[open].col);
-        let mut none = Vec::new();
-        let mut rp = RuleParser {
-            toks: &body,
-            i: 0,
-            family,
-            set_refs: &mut none,
-            matches: Matches::any(),
-            rule: Rule::new(0, Matches::any(), Action::Count),
-            action: None,
-            jump: None,
-            maps: &[],
-            vmap: None,
-            limits: &[],
-        };
-        rp.limit()?;
-        if let Some(t) = body.get(rp.i) {
-            return Err((
-                t.line,
-                t.col,
-                format!(
-                    "expected the end of limit object '{name}', found '{}'",
-                    t.show()
-                ),
-            ));
-        }
-        let Some(limit) = rp.rule.limit else {
-            return Err((line, col, format!("limit object '{name}' has no rate")));
-        };
-        let key = (family, table.to_string());
-        self.limits.retain(|(t, n, _)| !(*t == key && *n == name));
-        self.limits.push((key, name, limit));
-        Ok(())
     }
 
     /// The text of tokens `from..=close`: the source slice when they are
@@ -824,6 +810,10 @@ pub(super) struct ChainNote {
     pub(super) jumps: Vec<String>,
     /// Rule errors, reported unless the chain is left to the kernel.
     pub(super) errors: Vec<(u32, u32, String)>,
+    /// Whether every rule error is in a rule with a NAT statement (`snat`,
+    /// `dnat`, `masquerade`, `redirect`, `tproxy`): such a chain that no
+    /// filter chain reaches is the kernel's NAT, not a mistake.
+    pub(super) nat_errors_only: bool,
     /// The chain's blocks as written.
     pub(super) text: String,
 }

@@ -18,56 +18,97 @@ pub(super) struct NamedMap {
     pub(super) elements: Vec<Token>,
 }
 
-/// One element of a verdict map, lowered.
+/// One element of a verdict map or of an anonymous concatenated set,
+/// lowered: the box of its key (one interval set per key part).
 pub(super) struct VmapEntry {
-    pub(super) field: Field,
-    pub(super) keys: IntervalSet,
-    pub(super) action: Action,
+    pub(super) key: Vec<(Field, IntervalSet)>,
+    /// The element's verdict; `None` for a set element (the rule's own
+    /// action applies).
+    pub(super) action: Option<Action>,
     pub(super) jump: Option<JumpAt>,
 }
 
-/// The elements of a verdict map (its tokens between the braces, no
-/// newlines), lowered: `key` reads one key with the using selector's value
-/// syntax. Elements must be disjoint, as nft requires.
-pub(super) fn entries(
+/// The elements of a verdict map or a set (its tokens between the braces,
+/// no newlines), lowered: `key_set` reads one key part with the using
+/// selector's value syntax (its kind `K`); a concatenated key is `a . b`. Elements must be
+/// disjoint, as nft requires, so at most one of a rule's lowered rules
+/// matches a packet (a jump or a log happens once, as in nft).
+pub(super) fn entries<K: Copy>(
     elements: &[Token],
-    field: Field,
-    key_set: impl Fn(&Token) -> Res<IntervalSet>,
+    keys: &[(Field, K)],
+    verdicts: bool,
+    key_set: impl Fn(K, &Token) -> Res<IntervalSet>,
 ) -> Res<Vec<VmapEntry>> {
     let mut entries: Vec<VmapEntry> = Vec::new();
-    let mut seen = IntervalSet::empty();
     for el in elements
         .split(|t| t.tok == Tok::Comma)
         .filter(|e| !e.is_empty())
     {
-        let colon = el.iter().position(|t| t.word() == Some(":"));
-        let (Some(colon @ 1), Some(key)) = (colon, el.first()) else {
-            let t = &el[0];
-            return Err((
-                t.line,
-                t.col,
-                "expected 'KEY : VERDICT' in the verdict map".into(),
-            ));
+        let first = &el[0];
+        let (key_toks, verdict) = if verdicts {
+            match el.iter().position(|t| t.word() == Some(":")) {
+                Some(colon) if colon > 0 => (&el[..colon], Some((&el[colon + 1..], &el[colon]))),
+                _ => {
+                    return Err((
+                        first.line,
+                        first.col,
+                        "expected 'KEY : VERDICT' in the verdict map".into(),
+                    ))
+                }
+            }
+        } else {
+            (el, None)
         };
-        let keys = key_set(key)?;
-        if !seen.intersect(&keys).is_empty() {
+        let parts: Vec<&[Token]> = key_toks.split(|t| t.word() == Some(".")).collect();
+        if parts.len() != keys.len() || parts.iter().any(|p| p.len() != 1) {
             return Err((
-                key.line,
-                key.col,
+                first.line,
+                first.col,
                 format!(
-                    "verdict map element '{}' overlaps an earlier one",
-                    key.show()
+                    "expected an element of {} part{} ('a . b'), found '{}'",
+                    keys.len(),
+                    if keys.len() == 1 { "" } else { "s" },
+                    key_toks
+                        .iter()
+                        .map(Token::show)
+                        .collect::<Vec<_>>()
+                        .join(" ")
                 ),
             ));
         }
-        seen = seen.union(&keys);
-        let (action, jump) = element_verdict(&el[colon + 1..], el[colon].clone())?;
-        entries.push(VmapEntry {
-            field,
-            keys,
-            action,
-            jump,
+        let mut key = Vec::new();
+        for ((field, kind), part) in keys.iter().zip(&parts) {
+            key.push((*field, key_set(*kind, &part[0])?));
+        }
+        let overlaps = entries.iter().any(|e| {
+            e.key
+                .iter()
+                .zip(&key)
+                .all(|((_, a), (_, b))| !a.intersect(b).is_empty())
         });
+        if overlaps {
+            return Err((
+                first.line,
+                first.col,
+                format!(
+                    "{}element '{}' overlaps an earlier one",
+                    if verdicts { "verdict map " } else { "set " },
+                    key_toks
+                        .iter()
+                        .map(Token::show)
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                ),
+            ));
+        }
+        let (action, jump) = match verdict {
+            Some((toks, colon)) => {
+                let (a, j) = element_verdict(toks, colon.clone())?;
+                (Some(a), j)
+            }
+            None => (None, None),
+        };
+        entries.push(VmapEntry { key, action, jump });
     }
     Ok(entries)
 }

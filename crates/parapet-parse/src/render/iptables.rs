@@ -129,13 +129,27 @@ pub fn iptables_save(rs: &Ruleset) -> Result<String, RenderError> {
             .flat_map(|c| c.rules.iter().map(move |r| (c, r)))
             .collect();
         rules.sort_by_key(|(_, r)| r.id);
-        {
-            for (c, r) in rules {
-                if with_counters {
-                    let _ = write!(out, "[{}:{}] ", r.counters.packets, r.counters.bytes);
-                }
-                let _ = writeln!(out, "-A {}{}", c.name, ipt_rule(rs, r, family)?);
+        let mut k = 0;
+        while k < rules.len() {
+            let (c, r) = rules[k];
+            if with_counters {
+                let _ = write!(out, "[{}:{}] ", r.counters.packets, r.counters.bytes);
             }
+            // Two model rules with one id: a `-m multiport --ports` rule.
+            let pair = rules.get(k + 1).filter(|(_, n)| n.id == r.id);
+            let text = match pair.and_then(|(_, n)| either_port(r, n)) {
+                Some((one, ports)) => {
+                    k += 1;
+                    let (_, items) = ipt_ports(&ports)
+                        .filter(|(neg, _)| !neg)
+                        .ok_or_else(|| rerr(r.id, "--ports: more than 15 ports or ranges"))?;
+                    let extra = format!(" -m multiport --ports {}", port_list(&items, ':'));
+                    ipt_rule(rs, &one, family, &extra)?
+                }
+                None => ipt_rule(rs, r, family, "")?,
+            };
+            let _ = writeln!(out, "-A {}{text}", c.name);
+            k += 1;
         }
         out.push_str("COMMIT\n");
     }
@@ -260,9 +274,16 @@ fn proto_word(p: u8, family: Family) -> String {
 }
 /// One rule's text after `-A CHAIN`, options in the order iptables-save
 /// prints them.
-fn ipt_rule(rs: &Ruleset, r: &Rule, family: Family) -> Result<String, RenderError> {
+fn ipt_rule(rs: &Ruleset, r: &Rule, family: Family, extra: &str) -> Result<String, RenderError> {
     let id = r.id;
-    if r.matches.is_unsatisfiable() {
+    // `-f` with a port match is empty (the port match never matches a
+    // non-first fragment) and still written: iptables loads it.
+    let fragment_only = r
+        .matches
+        .iter()
+        .all(|(f, v)| !v.is_empty() || *f == Field::Fragment)
+        && reads_transport_header(rs, r);
+    if r.matches.is_unsatisfiable() && !fragment_only {
         return Err(rerr(
             id,
             "the rule matches nothing (an empty constraint), which iptables cannot write",
@@ -282,9 +303,12 @@ fn ipt_rule(rs: &Ruleset, r: &Rule, family: Family) -> Result<String, RenderErro
     write_interfaces(&mut out, r)?;
     let proto = single_proto(r);
     write_protocol(&mut out, r, proto, family)?;
-    if let Some(set) = r.matches.get(Field::Fragment) {
+    if let Some(set) = r.matches.get(Field::Fragment).filter(|s| {
+        !(s.ranges() == [(0, 0)] && (reads_transport_header(rs, r) || !extra.is_empty()))
+    }) {
         match set.ranges() {
-            [(1, 1)] => out.push_str(" -f"),
+            // Empty: `-f` with the port match that never matches one.
+            [(1, 1)] | [] => out.push_str(" -f"),
             _ => out.push_str(" ! -f"),
         }
     }
@@ -294,6 +318,7 @@ fn ipt_rule(rs: &Ruleset, r: &Rule, family: Family) -> Result<String, RenderErro
     let multiport = write_ports_and_flags(&mut out, r, proto)?;
     write_icmp(&mut out, r, proto, family)?;
     out.push_str(&multiport);
+    out.push_str(extra);
     if let Some(set) = r.matches.get(Field::CtState) {
         let (neg, states) = ct_states(set, id)?;
         let names: Vec<&str> = states.iter().map(|s| s.iptables_name()).collect();
@@ -333,8 +358,42 @@ fn ipt_rule(rs: &Ruleset, r: &Rule, family: Family) -> Result<String, RenderErro
             l.rate, l.burst
         );
     }
+    if let Some(rc) = &r.recent {
+        write_recent(&mut out, rc, family);
+    }
     write_target(&mut out, r)?;
     Ok(out)
+}
+
+/// `-m recent` in iptables-save's order.
+fn write_recent(out: &mut String, rc: &Recent, family: Family) {
+    let neg = if rc.invert { "! " } else { "" };
+    let _ = write!(out, " -m recent {neg}{}", rc.command.option());
+    if rc.seconds != 0 {
+        let _ = write!(out, " --seconds {}", rc.seconds);
+    }
+    if rc.reap {
+        out.push_str(" --reap");
+    }
+    if rc.hitcount != 0 {
+        let _ = write!(out, " --hitcount {}", rc.hitcount);
+    }
+    let mask = match family {
+        Family::V4 => std::net::Ipv4Addr::from(rc.mask_v4).to_string(),
+        Family::V6 => {
+            let m = match rc.mask_v6 {
+                0 => 0,
+                n => u128::MAX << (128 - n.min(128) as u32),
+            };
+            std::net::Ipv6Addr::from(m).to_string()
+        }
+    };
+    let side = if rc.rdest { "--rdest" } else { "--rsource" };
+    let _ = write!(
+        out,
+        " --name {} --mask {mask} {side}",
+        shell_quote(&rc.name)
+    );
 }
 
 /// Writes `-s`/`-d` prefixes; returns the `--src-range`/`--dst-range`
@@ -545,6 +604,9 @@ fn write_set_matches(out: &mut String, rs: &Ruleset, r: &Rule) -> Result<(), Ren
 /// Writes `-j TARGET [options]` or `-g CHAIN`; a rule that logs and
 /// decides at once has no iptables spelling.
 fn write_target(out: &mut String, r: &Rule) -> Result<(), RenderError> {
+    if let Some(k) = r.kernel.first() {
+        return Err(rerr(r.id, format!("the rule has the nft statement '{k}' (left to the kernel), which iptables cannot write")));
+    }
     if r.log.is_some() {
         return Err(rerr(r.id, "the rule logs and decides in one rule (nft 'log … verdict'); iptables needs a separate -j LOG rule, which would change rule ids"));
     }
@@ -562,6 +624,9 @@ fn write_target(out: &mut String, r: &Rule) -> Result<(), RenderError> {
             }
             if let Some(l) = spec.level {
                 let _ = write!(out, " --log-level {l}");
+            }
+            for o in &spec.options {
+                let _ = write!(out, " {o}");
             }
         }
         Action::Count => {}
@@ -599,4 +664,50 @@ fn icmp_atom(set: &IntervalSet) -> Option<String> {
     } else {
         None
     }
+}
+
+/// The rule's port, TCP flag or ICMP constraints are written with a match
+/// that reads the transport header (`-m tcp`, `-m multiport`, `-m icmp`,
+/// nft `tcp dport`, …), which never matches a non-first fragment: their
+/// `! -f` goes without saying.
+pub(super) fn reads_transport_header(rs: &Ruleset, r: &Rule) -> bool {
+    // nft's `ip saddr . tcp dport @S` loads the port too.
+    let set_key = |f: &Field| {
+        match f {
+        Field::Set(n) => rs.set_refs.get(*n as usize).is_some_and(|s| {
+            matches!(&s.key, SetKeySpec::Fields(k) if k.iter().any(|f| transport_header_field(*f)))
+        }),
+        _ => false,
+    }
+    };
+    r.matches.reads_transport_header() || r.matches.iter().any(|(f, _)| set_key(f))
+}
+
+/// `a` and `b` are the two model rules of `-m multiport --ports P` (the
+/// source port in P; else the destination port in P, see the parser):
+/// the rule without its ports, and P.
+fn either_port(a: &Rule, b: &Rule) -> Option<(Rule, IntervalSet)> {
+    let p = a.matches.get(Field::SrcPort)?.clone();
+    if a.matches.get(Field::DstPort).is_some()
+        || b.matches.get(Field::DstPort) != Some(&p)
+        || b.matches.get(Field::SrcPort) != Some(&p.complement(0xffff))
+        || (a.action.clone(), &a.comment, &a.limit) != (b.action.clone(), &b.comment, &b.limit)
+    {
+        return None;
+    }
+    let without = |r: &Rule| {
+        let mut m = Matches::any();
+        for (f, v) in r.matches.iter() {
+            if !matches!(f, Field::SrcPort | Field::DstPort) {
+                m.constrain(*f, v.clone());
+            }
+        }
+        m
+    };
+    if without(a) != without(b) {
+        return None;
+    }
+    let mut one = a.clone();
+    one.matches = without(a);
+    Some((one, p))
 }

@@ -16,7 +16,7 @@ mod nft;
 mod spelling;
 
 pub use iptables::iptables_save;
-pub use nft::nft;
+pub use nft::{nft, nft_with_sets};
 pub use spelling::RenderError;
 
 use parapet_model::Ruleset;

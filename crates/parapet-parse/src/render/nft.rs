@@ -21,6 +21,12 @@ use std::fmt::Write as _;
 /// assert_eq!(without_origins(&again), without_origins(&rs));
 /// ```
 pub fn nft(rs: &Ruleset) -> Result<String, RenderError> {
+    nft_with_sets(rs, &[])
+}
+
+/// [`nft`] with the file's named `set` blocks written back into their
+/// tables (before the chains that use them), so the listing classifies.
+pub fn nft_with_sets(rs: &Ruleset, sets: &[crate::SetBlock]) -> Result<String, RenderError> {
     let mut out = String::new();
     // nft cannot hold iptables tables: name them, so nothing goes unsaid
     // (`list --format iptables-save` writes them back).
@@ -31,8 +37,35 @@ pub fn nft(rs: &Ruleset) -> Result<String, RenderError> {
             l.describe()
         );
     }
+    // Tables of other families (arp, bridge, netdev) go back whole, before
+    // the first table whose rules come after theirs: ids are positions.
+    let mut others = rs
+        .left_to_kernel
+        .iter()
+        .filter(|l| l.is_other_family_table())
+        .peekable();
     for t in &rs.tables {
+        if let Some(first) = t.chains.iter().flat_map(|c| &c.rules).map(|r| r.id).min() {
+            while let Some(l) = others.next_if(|l| l.first_id == 0 || l.first_id < first) {
+                let _ = writeln!(out, "{}", l.text.trim_end());
+            }
+        }
         let _ = writeln!(out, "table {} {} {{", t.family.nft_name(), t.name);
+        for b in sets.iter().filter(|b| b.table == t.name) {
+            let _ = writeln!(out, "\t{}\n", b.text.trim_end());
+        }
+        // Its objects left to the kernel (flowtables, ct helpers, …), as
+        // the file had them, before the chains that name them.
+        for l in rs.left_to_kernel.iter().filter(|l| {
+            l.nft
+                && !l.text.is_empty()
+                && !l.is_other_family_table()
+                && l.object.is_some()
+                && l.family == t.family
+                && l.table == t.name
+        }) {
+            let _ = writeln!(out, "\t{}\n", l.text.trim_end());
+        }
         // The limit objects the table's rules name (`limit name "N"`).
         let mut objects: Vec<(&str, &Limit)> = Vec::new();
         for r in t.chains.iter().flat_map(|c| &c.rules) {
@@ -95,6 +128,9 @@ pub fn nft(rs: &Ruleset) -> Result<String, RenderError> {
         }
         out.push_str("}\n");
     }
+    for l in others {
+        let _ = writeln!(out, "{}", l.text.trim_end());
+    }
     Ok(out)
 }
 
@@ -107,7 +143,7 @@ fn kernel_chains_of<'a>(
     let mut v: Vec<&LeftToKernel> = rs
         .left_to_kernel
         .iter()
-        .filter(|l| l.nft && l.family == t.family && l.table == t.name)
+        .filter(|l| l.nft && l.object.is_none() && l.family == t.family && l.table == t.name)
         .collect();
     v.sort_by_key(|l| {
         if l.first_id == 0 {
@@ -127,6 +163,19 @@ fn nft_limit_rate(l: &Limit) -> String {
         let _ = write!(s, " burst {} packets", l.burst);
     }
     s
+}
+
+/// The selector of a rule's ports: its one port protocol's (`tcp`), or
+/// `th` when it matches several port protocols (`meta l4proto { tcp, udp
+/// }`): nft's transport-header ports.
+fn port_selector<'a>(r: &Rule, port_key: Option<&'a str>) -> Option<&'a str> {
+    let ports = IntervalSet::from_ranges([6u128, 17, 132, 136].map(|p| (p, p)));
+    let th = r
+        .matches
+        .get(Field::Proto)
+        .is_some_and(|p| p.intersect(&ports) == *p)
+        .then_some("th");
+    port_key.or(th)
 }
 
 /// `{ a, b }` when several, `a` when one.
@@ -196,6 +245,22 @@ fn nft_log(spec: &LogSpec) -> String {
         };
         let _ = write!(s, " level {name}");
     }
+    // `flags tcp sequence,options flags ip options`: one `flags` per group.
+    let flags: Vec<&str> = LOG_OPTIONS
+        .iter()
+        .filter(|(o, _)| spec.options.iter().any(|x| x == o))
+        .map(|(_, n)| *n)
+        .collect();
+    let tcp: Vec<&str> = flags
+        .iter()
+        .filter_map(|f| f.strip_prefix("tcp "))
+        .collect();
+    if !tcp.is_empty() {
+        let _ = write!(s, " flags tcp {}", tcp.join(","));
+    }
+    for f in flags.iter().filter(|f| !f.starts_with("tcp ")) {
+        let _ = write!(s, " flags {f}");
+    }
     s
 }
 
@@ -203,7 +268,14 @@ fn nft_log(spec: &LogSpec) -> String {
 fn nft_rule(rs: &Ruleset, tfam: TableFamily, r: &Rule) -> Result<String, RenderError> {
     let id = r.id;
     let mut parts: Vec<String> = Vec::new();
-    if r.matches.is_unsatisfiable() {
+    // `-f` with a port match is empty (the port match never matches a
+    // non-first fragment) and still written: iptables loads it.
+    let fragment_only = r
+        .matches
+        .iter()
+        .all(|(f, v)| !v.is_empty() || *f == Field::Fragment)
+        && super::iptables::reads_transport_header(rs, r);
+    if r.matches.is_unsatisfiable() && !fragment_only {
         return Err(rerr(id, "the rule matches nothing (an empty constraint)"));
     }
     let family = rule_family(r);
@@ -233,14 +305,22 @@ fn nft_rule(rs: &Ruleset, tfam: TableFamily, r: &Rule) -> Result<String, RenderE
         ));
     }
     push_addresses(&mut parts, r, family)?;
-    if let Some(set) = r.matches.get(Field::Fragment) {
+    if let Some(set) = r
+        .matches
+        .get(Field::Fragment)
+        .filter(|s| !(s.ranges() == [(0, 0)] && super::iptables::reads_transport_header(rs, r)))
+    {
         if family != Some(Family::V4) {
             return Err(rerr(
                 id,
                 "fragment matching is written only for IPv4 rules in nft (ip frag-off)",
             ));
         }
-        let op = if set.ranges() == [(1, 1)] { "!=" } else { "==" };
+        let op = if set.ranges() == [(1, 1)] || set.is_empty() {
+            "!="
+        } else {
+            "=="
+        };
         parts.push(format!("ip frag-off & 0x1fff {op} 0"));
     }
     push_interfaces(&mut parts, r)?;
@@ -274,6 +354,12 @@ fn nft_rule(rs: &Ruleset, tfam: TableFamily, r: &Rule) -> Result<String, RenderE
         parts.push(format!("ct state {}{}", nft_op(neg), names.join(",")));
     }
     push_set_lookups(&mut parts, rs, r, family, port_key)?;
+    if r.recent.is_some() {
+        return Err(rerr(
+            id,
+            "-m recent has no nft spelling parapet writes yet (nft's counterpart is a dynamic set with update @set)",
+        ));
+    }
     if let Some(l) = &r.limit {
         parts.push(match &l.object {
             Some(name) => format!("limit name {}", nft_quote(name)),
@@ -289,6 +375,7 @@ fn nft_rule(rs: &Ruleset, tfam: TableFamily, r: &Rule) -> Result<String, RenderE
     if let Some(spec) = &r.log {
         parts.push(nft_log(spec));
     }
+    parts.extend(r.kernel.iter().cloned());
     push_verdict(&mut parts, r)?;
     if let Some(c) = &r.comment {
         parts.push(format!("comment {}", nft_quote(c)));
@@ -411,7 +498,7 @@ fn push_ports(
 ) -> Result<(), RenderError> {
     for (field, key) in [(Field::SrcPort, "sport"), (Field::DstPort, "dport")] {
         if let Some(set) = r.matches.get(field) {
-            let pk = port_key.ok_or_else(|| {
+            let pk = port_selector(r, port_key).ok_or_else(|| {
                 rerr(
                     r.id,
                     format!(
@@ -522,7 +609,7 @@ fn push_set_lookups(
                         )
                     }
                     Field::SrcPort | Field::DstPort => {
-                        let pk = port_key.ok_or_else(|| {
+                        let pk = port_selector(r, port_key).ok_or_else(|| {
                             rerr(id, "a port set key needs one of tcp, udp, sctp, udplite")
                         })?;
                         format!(

@@ -1,0 +1,78 @@
+//! `parapet bench dataplane --json` reports the floor beside every figure
+//! (issue 15): at XDP and tc, repeated and distinct, `floor_ns_per_packet`
+//! is there and positive, parapet's program costs at least the floor, and
+//! `above_floor_ns` is there; `--scale` adds packets per second on one
+//! and on two CPUs. A presence and shape check with tiny
+//! `--repeat`/`--runs`, not a timing assertion. Needs root (BPF).
+
+use std::path::Path;
+use std::process::Command;
+
+fn bench(dir: &Path, hook: &str, distinct: bool, extra: &[&str]) -> serde_json::Value {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_parapet"));
+    cmd.args(["bench", "dataplane"])
+        .arg(dir.join("one.rules"))
+        .arg(dir.join("one.trace"))
+        .args(["--hook", hook, "--sample", "4", "--repeat", "10"])
+        .args(["--runs", "5", "--json"]);
+    if distinct {
+        cmd.arg("--distinct");
+    }
+    cmd.args(extra);
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "bench dataplane --hook {hook}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+#[ignore = "needs root"]
+fn bench_dataplane_reports_the_floor_at_xdp_and_tc() {
+    parapet_testbed::require_root();
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(
+        tmp.path().join("one.rules"),
+        "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -p tcp --dport 9 -j DROP\nCOMMIT\n",
+    )
+    .unwrap();
+    // 10.0.0.1 -> 10.0.0.2, tcp to 9 (dropped), udp to 53 and tcp to 80
+    // (passed): src dst sport dport proto
+    std::fs::write(
+        tmp.path().join("one.trace"),
+        "167772161 167772162 1024 9 6\n167772161 167772162 1024 53 17\n\
+         167772161 167772162 1024 80 6\n167772161 167772162 2048 9 6\n",
+    )
+    .unwrap();
+    for hook in ["xdp", "tc"] {
+        for distinct in [false, true] {
+            let v = bench(tmp.path(), hook, distinct, &[]);
+            let what = format!("{hook} distinct={distinct}: {v}");
+            assert_eq!(v["hook"], hook, "{what}");
+            assert_eq!(v["rules"], 1, "{what}");
+            let mode = if distinct { "distinct" } else { "repeated" };
+            assert_eq!(v["mode"], mode, "{what}");
+            let ns = v["ns_per_packet"].as_f64().expect("ns_per_packet");
+            let floor = v["floor_ns_per_packet"].as_f64().expect("floor");
+            assert!(floor > 0.0, "{what}");
+            assert!(ns >= floor, "{what}");
+            let (lo, hi) = (
+                v["floor_ns_per_packet_min"].as_f64().expect("floor min"),
+                v["floor_ns_per_packet_max"].as_f64().expect("floor max"),
+            );
+            assert!(lo <= floor && floor <= hi, "{what}");
+            assert!(v["above_floor_ns"].as_f64().is_some(), "{what}");
+            assert_eq!(v["sample"], 4, "{what}");
+            assert_eq!(v["repeat"], if distinct { 1 } else { 10 }, "{what}");
+        }
+    }
+    // --scale: the program on one CPU and on two at once
+    let v = bench(tmp.path(), "xdp", false, &["--scale"]);
+    let one = v["scale_pps_1cpu"].as_f64().expect("scale_pps_1cpu");
+    let two = v["scale_pps_2cpu"].as_f64().expect("scale_pps_2cpu");
+    let ratio = v["scale_ratio"].as_f64().expect("scale_ratio");
+    assert!(one > 0.0 && two > 0.0 && ratio > 0.0, "{v}");
+    assert!(v["floor_ns_per_packet"].as_f64().is_some(), "{v}");
+}

@@ -1,0 +1,277 @@
+//! A router bed for the netfilter-hook oracles: host L, router R with
+//! forwarding on, host H (IPv4 and IPv6), crafted UDP probes through it and
+//! what became of each, and a real parapetd in R.
+
+use super::daemon::{parapet, parapetd};
+use parapet_testbed::{in_netns, Netns};
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long a packet may take to arrive before it counts as dropped.
+pub const WAIT: Duration = Duration::from_millis(300);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Side {
+    L,
+    R,
+    H,
+}
+
+#[allow(unused_imports)]
+pub use parapet_testbed::router::{Family as Addrs, Router as Topo, V4, V6};
+
+/// The namespace of one side of the bed.
+fn ns(t: &Topo, s: Side) -> &Netns {
+    match s {
+        Side::L => &t.l,
+        Side::R => &t.r,
+        Side::H => &t.h,
+    }
+}
+
+/// A fresh router bed named after `tag`.
+pub fn topo(tag: &str) -> Topo {
+    Topo::create(tag).unwrap_or_else(|e| panic!("router bed {tag}: {e}"))
+}
+
+/// One crafted packet: UDP from `from` (source port `sport`) to `to:port`,
+/// expected (if delivered) at `at` on `at_port` (differs under DNAT).
+/// `reply_of`: instead, the receiver of that earlier probe answers its
+/// sender (a conntrack reply).
+#[derive(Clone, Copy, Debug)]
+pub struct Probe {
+    pub from: Side,
+    pub sport: u16,
+    pub to: &'static str,
+    pub port: u16,
+    pub at: Side,
+    pub at_port: u16,
+    pub reply_of: Option<usize>,
+    /// A TCP connect instead (from an ephemeral port; kept open to the
+    /// end, so only refused, rejected or dropped ones count cleanly).
+    pub tcp: bool,
+}
+
+pub const fn p(from: Side, sport: u16, to: &'static str, port: u16, at: Side) -> Probe {
+    Probe {
+        from,
+        sport,
+        to,
+        port,
+        at,
+        at_port: port,
+        reply_of: None,
+        tcp: false,
+    }
+}
+
+/// A TCP connect from `from` to `to:port`, expected at `at`.
+pub const fn tcp(from: Side, to: &'static str, port: u16, at: Side) -> Probe {
+    Probe {
+        tcp: true,
+        ..p(from, 0, to, port, at)
+    }
+}
+
+/// parapetd in `ns`, killed on drop.
+pub struct Daemon(pub Child);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// parapetd in `ns` with its state under `dir`, once it answers on `sock`.
+pub fn start_daemon(ns: &Netns, dir: &Path, sock: &Path) -> Daemon {
+    let log = std::fs::File::create(dir.join("parapetd.log")).unwrap();
+    let child = ns
+        .command(parapetd(dir))
+        .arg("--socket")
+        .arg(sock)
+        .arg("--state-dir")
+        .arg(dir.join("state"))
+        .args(["--no-fsync", "--max-rules", "100"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let d = Daemon(child);
+    let t0 = Instant::now();
+    while !parapet(sock, &["stats", "--json"]).status.success() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "parapetd did not come up: {}",
+            std::fs::read_to_string(dir.join("parapetd.log")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    d
+}
+
+/// A UDP socket on `port` (0: any) in `ns`, reading with a [`WAIT`] timeout.
+pub fn bind(ns: &Netns, v6: bool, port: u16) -> UdpSocket {
+    let any: IpAddr = if v6 {
+        "::".parse().unwrap()
+    } else {
+        "0.0.0.0".parse().unwrap()
+    };
+    let s = in_netns(ns.name(), || UdpSocket::bind(SocketAddr::new(any, port)))
+        .unwrap_or_else(|e| panic!("bind {port} in {}: {e}", ns.name()));
+    s.set_read_timeout(Some(WAIT)).unwrap();
+    s
+}
+
+/// Whether `s` receives `tag` within [`WAIT`] (other datagrams are
+/// skipped); returns the sender.
+pub fn received(s: &UdpSocket, tag: &[u8]) -> Option<SocketAddr> {
+    let t0 = Instant::now();
+    let mut buf = [0u8; 64];
+    while t0.elapsed() < WAIT {
+        match s.recv_from(&mut buf) {
+            Ok((n, from)) if &buf[..n] == tag => return Some(from),
+            Ok(_) => continue,
+            Err(_) => return None,
+        }
+    }
+    None
+}
+
+/// Whether an ICMP error came back to the connected socket `s`.
+fn refused(s: &UdpSocket) -> bool {
+    s.set_nonblocking(true).unwrap();
+    let mut buf = [0u8; 64];
+    let r = s.recv(&mut buf);
+    s.set_nonblocking(false).unwrap();
+    matches!(r, Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused)
+}
+
+/// A TCP listener on `port` in `ns`.
+pub fn listen(ns: &Netns, v6: bool, port: u16) -> std::net::TcpListener {
+    let any: IpAddr = if v6 {
+        "::".parse().unwrap()
+    } else {
+        "0.0.0.0".parse().unwrap()
+    };
+    in_netns(ns.name(), || {
+        std::net::TcpListener::bind(SocketAddr::new(any, port))
+    })
+    .unwrap_or_else(|e| panic!("listen {port} in {}: {e}", ns.name()))
+}
+
+/// What became of a probe.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Fate {
+    Delivered,
+    Dropped,
+    /// The sender's own OUTPUT hook dropped it: sendto() says EPERM.
+    Refused,
+    /// A reply to a probe that was not delivered: nothing was sent.
+    NotSent,
+    /// Answered: a TCP reset or an ICMP error came back (ECONNREFUSED).
+    Rejected,
+}
+
+/// (fate, counter deltas) per probe.
+pub type Outcome = Vec<(Fate, BTreeMap<u32, u64>)>;
+
+/// A probe's sender socket, its receiver's (side, port), and the sender's
+/// address as the receiver saw it (when delivered).
+type Sent = (UdpSocket, Option<(Side, u16)>, Option<SocketAddr>);
+
+/// Sends every probe in order; `counters` reads the twin's counters.
+pub fn run_probes(
+    t: &Topo,
+    v6: bool,
+    probes: &[Probe],
+    counters: &dyn Fn() -> BTreeMap<u32, u64>,
+) -> Outcome {
+    let mut out: Outcome = Vec::new();
+    // one receiver per (side, port): probes may share them (each probe's
+    // datagram carries its own tag)
+    let mut rxs: BTreeMap<(Side, u16), UdpSocket> = BTreeMap::new();
+    let mut lsn: BTreeMap<(Side, u16), std::net::TcpListener> = BTreeMap::new();
+    let mut streams = Vec::new();
+    // per probe: sender socket, its receiver, the sender as received
+    let mut socks: Vec<Sent> = Vec::new();
+    let mut before = counters();
+    for (i, pr) in probes.iter().enumerate() {
+        let tag = format!("probe {i}");
+        let delivered = if let Some(j) = pr.reply_of {
+            // the receiver of probe j answers where the probe came from
+            // (nothing to answer when probe j did not arrive)
+            let (tx, key, peer) = &socks[j];
+            let rx = &rxs[&key.expect("a reply answers a probe, not a reply")];
+            let fate = match peer.map(|peer| rx.send_to(tag.as_bytes(), peer)) {
+                None => Fate::NotSent,
+                Some(Err(_)) => Fate::Refused,
+                Some(Ok(_)) if received(tx, tag.as_bytes()).is_some() => Fate::Delivered,
+                Some(Ok(_)) => Fate::Dropped,
+            };
+            socks.push((bind(ns(t, pr.from), v6, 0), None, None));
+            fate
+        } else if pr.tcp {
+            let key = (pr.at, pr.at_port);
+            lsn.entry(key)
+                .or_insert_with(|| listen(ns(t, pr.at), v6, pr.at_port));
+            let to = SocketAddr::new(pr.to.parse().unwrap(), pr.port);
+            let r = in_netns(ns(t, pr.from).name(), || {
+                std::net::TcpStream::connect_timeout(&to, WAIT)
+            });
+            socks.push((bind(ns(t, pr.from), v6, 0), None, None));
+            match r {
+                Ok(s) => {
+                    streams.push(s);
+                    Fate::Delivered
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => Fate::Rejected,
+                Err(e) if e.raw_os_error() == Some(1) => Fate::Refused,
+                Err(_) => Fate::Dropped,
+            }
+        } else {
+            let tx = bind(ns(t, pr.from), v6, pr.sport);
+            let key = (pr.at, pr.at_port);
+            let rx = rxs
+                .entry(key)
+                .or_insert_with(|| bind(ns(t, pr.at), v6, pr.at_port));
+            let to: SocketAddr = SocketAddr::new(pr.to.parse().unwrap(), pr.port);
+            // connected: an ICMP error for it is reported (ECONNREFUSED)
+            tx.connect(to).unwrap();
+            let sent = tx.send(tag.as_bytes());
+            let got = sent
+                .as_ref()
+                .ok()
+                .and_then(|_| received(rx, tag.as_bytes()));
+            let fate = match (&sent, got) {
+                (Err(e), _) => {
+                    // EPERM: netfilter dropped it at the sender's OUTPUT
+                    assert_eq!(e.raw_os_error(), Some(1), "probe {i}: {e}");
+                    Fate::Refused
+                }
+                (Ok(_), Some(_)) => Fate::Delivered,
+                (Ok(_), None) if refused(&tx) => Fate::Rejected,
+                (Ok(_), None) => Fate::Dropped,
+            };
+            socks.push((tx, Some(key), got));
+            fate
+        };
+        let after = counters();
+        let delta: BTreeMap<u32, u64> = after
+            .iter()
+            .filter_map(|(id, n)| {
+                let d = n - before.get(id).copied().unwrap_or(0);
+                (d > 0).then_some((*id, d))
+            })
+            .collect();
+        before = after;
+        out.push((delivered, delta));
+        // a late arrival would be counted with the next probe
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    out
+}
