@@ -310,7 +310,12 @@ fn nft_rule(rs: &Ruleset, tfam: TableFamily, r: &Rule) -> Result<String, RenderE
         .get(Field::Fragment)
         .filter(|s| !(s.ranges() == [(0, 0)] && super::iptables::reads_transport_header(rs, r)))
     {
-        if family != Some(Family::V4) {
+        // An IPv6 rule that only excludes non-first fragments because a
+        // full-range port match said so (`--dport 0:65535`) is written
+        // below as that full-range selector: nft's transport payload never
+        // matches a non-first fragment either.
+        let first_only = set.ranges() == [(0, 0)] && port_protocol(single_proto(r)).is_some();
+        if family != Some(Family::V4) && !first_only {
             return Err(rerr(
                 id,
                 "fragment matching is written only for IPv4 rules in nft (ip frag-off)",
@@ -321,18 +326,25 @@ fn nft_rule(rs: &Ruleset, tfam: TableFamily, r: &Rule) -> Result<String, RenderE
         } else {
             "=="
         };
-        parts.push(format!("ip frag-off & 0x1fff {op} 0"));
+        if family == Some(Family::V4) {
+            parts.push(format!("ip frag-off & 0x1fff {op} 0"));
+        }
     }
     push_interfaces(&mut parts, r)?;
     let proto = single_proto(r);
     let port_key = port_protocol(proto);
-    let icmp_key = match (proto, family) {
-        (Some(1), Some(Family::V4)) => Some("icmp"),
-        (Some(58), Some(Family::V6)) => Some("icmpv6"),
-        _ => None,
-    };
+    let icmp_key = transport_icmp(r, family);
     push_protocol(&mut parts, rs, r, family, port_key, icmp_key)?;
     push_ports(&mut parts, r, port_key)?;
+    // the IPv6 first-fragment-only case of the fragment block above
+    let first_only_v6 = family == Some(Family::V6)
+        && r.matches
+            .get(Field::Fragment)
+            .is_some_and(|s| s.ranges() == [(0, 0)])
+        && !super::iptables::reads_transport_header(rs, r);
+    if let (true, Some(k)) = (first_only_v6, port_key) {
+        parts.push(format!("{k} dport 0-65535"));
+    }
     if let Some(set) = r.matches.get(Field::TcpFlags) {
         let s = spell_tcp_flags(set, proto, id)?;
         let (mask, comp) = s.items;
@@ -444,6 +456,15 @@ fn push_interfaces(parts: &mut Vec<String>, r: &Rule) -> Result<(), RenderError>
         }
     }
     Ok(())
+}
+
+/// The ICMP selector word of a rule on ICMP (IPv4) or ICMPv6 (IPv6).
+fn transport_icmp(r: &Rule, family: Option<Family>) -> Option<&'static str> {
+    match (single_proto(r), family) {
+        (Some(1), Some(Family::V4)) => Some("icmp"),
+        (Some(58), Some(Family::V6)) => Some("icmpv6"),
+        _ => None,
+    }
 }
 
 /// `meta l4proto …`, unless a port, flags or ICMP match implies the
