@@ -21,7 +21,7 @@ use parapet_gen::{packets_for, random_ruleset, RandomSpec};
 use parapet_model::{flatten, Dir, Family, Field, Packet, SetKeySpec, SetRef};
 use parapet_sets::{Element, KeyPart, KeyValue, LookupKey, SetDesc, SetStore};
 
-const LO: u32 = 1;
+use common::lo::LO;
 
 /// The reference: the packet's key for `r` built as the CLI's offline
 /// bridge builds it, looked up in the store.
@@ -285,15 +285,7 @@ fn fill(st: &mut SetStore, rng: &mut Rng, pkts: &[Packet], probes: &mut Vec<Pack
 #[ignore = "needs root"]
 fn kernel_set_bits_and_decisions_equal_the_store() {
     let test = "kernel_set_bits_and_decisions_equal_the_store";
-    let mut dp = load_dataplane(
-        test,
-        &LoadOptions {
-            debug: true,
-            slot_pages: 64,
-            max_rules: 4095,
-        },
-    );
-    dp.set_ifname(LO, "lo").unwrap();
+    let mut dp = common::lo::dp_on_lo(test);
     let mut checked = 0usize;
     let mut hits = [0usize; 8];
     let mut by_rule = 0usize;

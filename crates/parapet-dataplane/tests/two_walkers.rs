@@ -8,15 +8,14 @@
 mod common;
 
 use common::image::image_key;
-use common::load_dataplane;
 use common::wire::{frame_of, wire_packet};
 use parapet_compile::{compile, Backend, CompileOptions, KeyWords, Walker};
 use parapet_dataplane::frame::parse_frame;
-use parapet_dataplane::{AttachPoint, KernelVerdict, LoadOptions};
+use parapet_dataplane::{AttachPoint, KernelVerdict};
 use parapet_gen::{packets_for, random_ruleset, RandomSpec};
 use parapet_model::flatten;
 
-const LO: u32 = 1;
+use common::lo::LO;
 
 fn verdict(v: &parapet_model::Verdict) -> KernelVerdict {
     match v {
@@ -30,15 +29,7 @@ fn verdict(v: &parapet_model::Verdict) -> KernelVerdict {
 #[ignore = "needs root"]
 fn bpf_walker_agrees_with_the_rust_walker_on_compiled_rulesets() {
     let test = "bpf_walker_agrees_with_the_rust_walker_on_compiled_rulesets";
-    let mut dp = load_dataplane(
-        test,
-        &LoadOptions {
-            debug: true,
-            slot_pages: 64,
-            max_rules: 4095,
-        },
-    );
-    dp.set_ifname(LO, "lo").unwrap();
+    let mut dp = common::lo::dp_on_lo(test);
     let mut checked = 0;
     let mut by_rule = 0;
     let mut with_nonterm = 0;
