@@ -244,7 +244,26 @@ impl RouterBed {
 
     /// One iperf3 TCP stream from the sender to the receiver for `secs`
     /// seconds; returns the receiver's goodput in Mbit/s.
+    ///
+    /// The client port is fixed, and `tcp_tw_reuse` only reuses a TIME_WAIT
+    /// entry older than a second: a run started at once after the previous
+    /// one can find its port taken. It then waits that second out and
+    /// tries again (at most `PORT_RETRIES` times).
     pub fn tcp_stream(&self, secs: u32) -> Result<f64> {
+        const PORT_RETRIES: usize = 3;
+        let mut tries = 0;
+        loop {
+            match self.tcp_stream_once(secs) {
+                Err(Error(e)) if e.contains("Address already in use") && tries < PORT_RETRIES => {
+                    tries += 1;
+                    std::thread::sleep(Duration::from_millis(1500));
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn tcp_stream_once(&self, secs: u32) -> Result<f64> {
         let mut child = self
             .sender
             .command("iperf3")
