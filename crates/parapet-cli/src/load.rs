@@ -31,17 +31,64 @@ fn open(path: &Path) -> Result<Box<dyn BufRead>> {
 /// the returned error only counts them, so nothing is reported twice.
 pub fn ruleset(path: &Path, format: &str) -> Result<parapet_parse::Parsed> {
     let format: Format = format.parse().map_err(|e: String| anyhow!(e))?;
+    parapet_parse::parse(&text(path)?, &path.display().to_string(), format)
+        .map_err(|errors| report_errors(path, &errors))
+}
+
+/// Checks a file as `parapet check` does ([`parapet_parse::check::check`]):
+/// rules, set blocks or ipset sets, jumps. Errors are printed as for
+/// [`ruleset`].
+pub fn checked(path: &Path, format: &str) -> Result<parapet_parse::check::Checked> {
+    let format: Format = format.parse().map_err(|e: String| anyhow!(e))?;
+    parapet_parse::check::check(&text(path)?, &path.display().to_string(), format)
+        .map_err(|errors| report_errors(path, &errors))
+}
+
+/// Whether `path` is an `ipset save` file (named so, or detected; stdin is
+/// read once, so from stdin only when named).
+pub fn is_ipset(path: &Path, format: &str) -> Result<bool> {
+    let format: Format = format.parse().map_err(|e: String| anyhow!(e))?;
+    Ok(match format {
+        Format::Auto if path == Path::new("-") => false,
+        Format::Auto => parapet_parse::detect(&text(path)?) == Format::Ipset,
+        f => f == Format::Ipset,
+    })
+}
+
+/// A short description of an ipset file's sets.
+pub fn set_summary(sets: &parapet_sets::SetStore) -> String {
+    let elements: usize = sets
+        .names()
+        .iter()
+        .filter_map(|n| sets.get(n))
+        .map(|s| s.len())
+        .sum();
+    format!(
+        "{} set{}, {} element{}",
+        sets.len(),
+        plural(sets.len()),
+        elements,
+        plural(elements)
+    )
+}
+
+/// The whole text of a file (gunzipped, `-` for stdin).
+fn text(path: &Path) -> Result<String> {
     let mut text = String::new();
     open(path)?
         .read_to_string(&mut text)
         .with_context(|| format!("{}: cannot read", path.display()))?;
-    parapet_parse::parse(&text, &path.display().to_string(), format)
-        .map_err(|errors| report_errors(path, &errors))
+    Ok(text)
 }
 
 fn report_errors(path: &Path, errors: &[ParseError]) -> anyhow::Error {
     for e in errors {
-        eprintln!("{e}");
+        // An error of the whole file (a jump loop) has no position.
+        if e.line == 0 {
+            eprintln!("{}: {}", e.file, e.message);
+        } else {
+            eprintln!("{e}");
+        }
     }
     anyhow!(
         "{}: {} error{}, nothing loaded",

@@ -166,7 +166,7 @@ fn main() -> ExitCode {
             output,
             input,
             counters: false,
-        } => report::list(&file, &input, output.as_deref().unwrap_or("iptables-save")),
+        } => report::list(&file, &input, output.as_deref()),
         Command::List {
             file: Some(_),
             counters: true,

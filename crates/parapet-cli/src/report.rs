@@ -13,42 +13,13 @@ use std::time::Instant;
 pub fn check(files: &[PathBuf], format: &str) -> Result<ExitCode> {
     let mut failed = false;
     for path in files {
-        match load::ruleset(path, format) {
-            Ok(parsed) => {
-                // A ruleset that parses may still not evaluate: unknown jump
-                // targets and loops are errors of the whole file.
-                // nft `set` blocks are read now, not first at classify.
-                let mut store = parapet_sets::SetStore::new();
-                let mut bad_set = false;
-                for b in &parsed.set_blocks {
-                    if let Err(e) = store.load_nft(&b.text) {
-                        let (l, c) = b.file_position(e.line, e.column);
-                        eprintln!(
-                            "{}:{l}:{c}: set '{}': {}",
-                            path.display(),
-                            b.name,
-                            e.message
-                        );
-                        bad_set = true;
-                    }
-                }
-                if bad_set {
-                    failed = true;
-                    continue;
-                }
-                if let Ok(chain) = parsed.ruleset.select_chain(None) {
-                    if let Err(e) = parapet_model::flatten(&parsed.ruleset, chain) {
-                        eprintln!("{}: {e}", path.display());
-                        failed = true;
-                        continue;
-                    }
-                }
-                println!(
-                    "{}: ok ({}): {}",
-                    path.display(),
-                    parsed.format,
-                    load::summary(&parsed.ruleset)
-                );
+        match load::checked(path, format) {
+            Ok(checked) => {
+                let summary = match &checked.parsed {
+                    Some(parsed) => load::summary(&parsed.ruleset),
+                    None => load::set_summary(&checked.sets),
+                };
+                println!("{}: ok ({}): {summary}", path.display(), checked.format);
             }
             Err(e) => {
                 eprintln!("parapet: {e}");
@@ -64,13 +35,30 @@ pub fn check(files: &[PathBuf], format: &str) -> Result<ExitCode> {
 }
 
 /// `parapet list`: the parsed model rendered in the requested syntax.
-pub fn list(file: &Path, input: &str, output: &str) -> Result<ExitCode> {
+///
+/// An `ipset save` file lists its sets, as `ipset save` (the default) or as
+/// nft `set` blocks; `--format ipset` lists an nft file's set blocks as
+/// `ipset save` text.
+pub fn list(file: &Path, input: &str, output: Option<&str>) -> Result<ExitCode> {
+    let sets_only = output == Some("ipset") || load::is_ipset(file, input)?;
+    if sets_only {
+        let checked = load::checked(file, input)?;
+        let text = match output.unwrap_or("ipset") {
+            "ipset" => checked.sets.save_ipset(None),
+            "nft" => checked.sets.save_nft(None),
+            other => bail!("an ipset file lists as ipset or nft, not '{other}'"),
+        };
+        print!("{text}");
+        return Ok(ExitCode::SUCCESS);
+    }
     let parsed = load::ruleset(file, input)?;
-    let text = match output {
+    let text = match output.unwrap_or("iptables-save") {
         "iptables-save" | "iptables" => parapet_parse::render::iptables_save(&parsed.ruleset),
         "nft" => parapet_parse::render::nft_with_sets(&parsed.ruleset, &parsed.set_blocks),
         "json" => Ok(parapet_parse::render::json(&parsed.ruleset)),
-        other => bail!("unknown listing format '{other}' (expected iptables-save, nft or json)"),
+        other => {
+            bail!("unknown listing format '{other}' (expected iptables-save, nft, json or ipset)")
+        }
     }
     .map_err(|e| anyhow!("{e}"))?;
     print!("{text}");

@@ -6,6 +6,8 @@
 //!   ClassBench filters, `nft list ruleset` (see `docs/syntax.md` for every
 //!   construct and how it lowers to fields).
 //! - [`detect`]: which [`Format`] a text is in (for `--format auto`).
+//! - [`check::check`]: everything `parapet check` verifies (parse, set
+//!   blocks or ipset sets, jumps), for the CLI and the conformance suite.
 //! - [`trace`]: packet traces.
 //! - [`render`]: a [`Ruleset`] back to iptables-save, nft or JSON.
 //!
@@ -23,6 +25,7 @@
 //! assert_eq!(errs[0].to_string(), "bad.v4:2:4: expected a chain name after -A");
 //! ```
 
+pub mod check;
 mod classbench;
 mod common;
 mod error;
@@ -197,11 +200,6 @@ pub fn detect(text: &str) -> Format {
     Format::Auto
 }
 
-/// Parses `text` (named `path` in errors) in `format`.
-///
-/// With [`Format::Auto`] the format is [`detect`]ed; an undetectable text is
-/// an error at 1:1. [`Format::Ipset`] is not parsed here (the sets crate
-/// does it) and yields an error saying so.
 /// `-N NAME TYPE` first, no `*table`: ipset 4's save format.
 fn legacy_ipset(text: &str) -> bool {
     let mut lines = text
@@ -211,6 +209,11 @@ fn legacy_ipset(text: &str) -> bool {
     lines.next().is_some_and(|l| l.starts_with("-N ")) && !text.lines().any(|l| l.starts_with('*'))
 }
 
+/// Parses `text` (named `path` in errors) in `format`.
+///
+/// With [`Format::Auto`] the format is [`detect`]ed; an undetectable text is
+/// an error at 1:1. [`Format::Ipset`] is not parsed here (the sets crate
+/// does it, through [`check::check`]) and yields an error saying so.
 pub fn parse(text: &str, path: &str, format: Format) -> Result<Parsed, Vec<ParseError>> {
     let format = match format {
         Format::Auto => match detect(text) {

@@ -1,7 +1,7 @@
 //! The conformance suite over `../shared/corpus` (322 real rulesets parapet's
 //! authors did not write; `SOURCES.md` there says where each comes from).
 //!
-//! Every file is loaded as `parapet check` loads it and the outcome is
+//! Every file is loaded by the function `parapet check` calls and the outcome is
 //! compared with `tests/corpus_expectations.tsv`, which must match exactly:
 //! a file that was accepted and is now refused fails (a regression), and a
 //! file that was refused and now loads, or is refused for another reason,
@@ -63,21 +63,12 @@ fn refusal(message: &str) -> String {
     format!("refused: {}", msg.replace('\t', " "))
 }
 
-/// Loads one file as `parapet check` does; `Ok` carries what the round trip
-/// needs.
+/// Loads one file exactly as `parapet check` does ([`check::check`]: rules,
+/// set blocks or ipset sets, jumps); `Ok` carries what the round trip needs.
 fn load(file: &str, text: &str) -> Result<Option<Parsed>, String> {
-    if file.starts_with("ipset/") {
-        let mut store = parapet_sets::SetStore::new();
-        return store
-            .load_ipset(text)
-            .map(|_| None)
-            .map_err(|e| refusal(&e.message));
-    }
-    let parsed = parse(text, file, Format::Auto).map_err(|errs| refusal(&errs[0].message))?;
-    if let Ok(chain) = parsed.ruleset.select_chain(None) {
-        parapet_model::flatten(&parsed.ruleset, chain).map_err(|e| refusal(&e.to_string()))?;
-    }
-    Ok(Some(parsed))
+    check::check(text, file, Format::Auto)
+        .map(|c| c.parsed)
+        .map_err(|errs| refusal(&errs[0].message))
 }
 
 /// parse → render iptables-save → parse gives an equal model.
