@@ -51,8 +51,8 @@ enum Command {
     List {
         /// Ruleset file; omit it to list what parapetd enforces.
         file: Option<PathBuf>,
-        /// Output syntax: iptables-save, nft or json (default: iptables-save for a file,
-        /// as applied for the daemon).
+        /// Output syntax: iptables-save, nft, json or ipset (the file's sets; the default
+        /// for an ipset file) (default: iptables-save for a file, as applied for the daemon).
         #[arg(long = "format")]
         output: Option<String>,
         /// Input format of FILE.

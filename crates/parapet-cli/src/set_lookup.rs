@@ -64,6 +64,12 @@ fn check_refs(store: &SetStore, rs: &Ruleset) -> Result<()> {
                 r.name
             );
         }
+        if let Some(part) = parapet_sets::unreferenceable(store.key_dims(&r.name)) {
+            bail!(
+                "set '{}' is keyed on {part}, which rules cannot match yet (parapet's packet key does not carry it): the set loads and lists, but a rule cannot use it",
+                r.name
+            );
+        }
         if let SetKeySpec::Flags(dirs) = &r.key {
             let dims = store.key_dims(&r.name).len();
             if dirs.len() > dims {

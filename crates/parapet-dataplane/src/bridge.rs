@@ -14,15 +14,17 @@ use crate::error::Result;
 use crate::set_mirror::{PacketPart, SetDim, SetElement};
 use crate::Dataplane;
 
-/// The kernel's dimension type for a set-store dimension.
-pub fn set_dim(p: KeyPart) -> SetDim {
-    match p {
+/// The kernel's dimension type for a set-store dimension; `None` for the
+/// parts the packet key does not carry yet (Ethernet address, mark).
+pub fn set_dim(p: KeyPart) -> Option<SetDim> {
+    Some(match p {
         KeyPart::Ipv4Addr => SetDim::Ipv4Addr,
         KeyPart::Ipv6Addr => SetDim::Ipv6Addr,
         KeyPart::InetService => SetDim::Port,
         KeyPart::InetProto => SetDim::Proto,
         KeyPart::IfName => SetDim::IfName,
-    }
+        KeyPart::EtherAddr | KeyPart::Mark => return None,
+    })
 }
 
 /// The packet parts of `r`'s key for a set of dimensions `dims`, or `None`
@@ -86,7 +88,18 @@ impl Dataplane {
             let id = match ids.get(&r.name) {
                 Some(&id) => id,
                 None => {
-                    let dims: Vec<SetDim> = set.key_dims().iter().map(|&p| set_dim(p)).collect();
+                    let dims: Vec<SetDim> = set
+                        .key_dims()
+                        .iter()
+                        .map(|&p| set_dim(p))
+                        .collect::<Option<_>>()
+                        .ok_or_else(|| {
+                            crate::set_mirror::SetError::BadKey(format!(
+                                "set '{}' is keyed on {}, which the kernel dataplane's packet key does not carry yet",
+                                r.name,
+                                set.desc().type_name()
+                            ))
+                        })?;
                     let els = set_elements(set, now_ms, mono);
                     let id = match self.set_names.get(&r.name).copied() {
                         Some(id) if self.set_dims(id) == Some(&dims[..]) => {

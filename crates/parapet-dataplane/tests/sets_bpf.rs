@@ -57,6 +57,7 @@ fn member(store: &SetStore, r: &SetRef, p: &Packet) -> bool {
                     KeyPart::IfName => Some(KeyValue::Iface(
                         (if src { p.iif } else { p.oif }).0.to_be_bytes(),
                     )),
+                    KeyPart::EtherAddr | KeyPart::Mark => None,
                 }
             }
             SetKeySpec::Fields(fields) => match (part, fields.get(i)) {

@@ -2,7 +2,7 @@
 //! ICMP names, TCP flag sets.
 
 use crate::error::Errors;
-use parapet_model::{width_mask, Family, IntervalSet};
+use parapet_model::{width_mask, Family, IntervalSet, LeftToKernel, Ruleset};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// A word of a line and the 1-based column it starts at.
@@ -126,6 +126,17 @@ pub(crate) fn parse_cidr(s: &str, family: Option<Family>) -> Result<(Family, Int
         Some((a, l)) => (a, Some(l)),
         None => (s, None),
     };
+    let host_name = addr.contains('.')
+        && addr.chars().any(|c| c.is_ascii_alphabetic())
+        && addr
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-');
+    if host_name && parse_ip(addr, None).is_none() {
+        // iptables resolves a name once, when it loads the rules: the rule
+        // then holds whatever DNS answered at that moment. A filter that
+        // changes with DNS answers at load time is refused, named.
+        return Err(format!("'{addr}' is a host name: parapet does not resolve names (iptables resolves them once at load time, so the rule would depend on what DNS answered then); write its address(es)"));
+    }
     let (fam, value) = parse_ip(addr, family).ok_or_else(|| match family {
         Some(Family::V4) => format!("expected an IPv4 address, found '{addr}'"),
         Some(Family::V6) => format!("expected an IPv6 address, found '{addr}'"),
@@ -419,6 +430,57 @@ pub(crate) fn report_loops(names: &[&str], edges: &[Vec<(usize, u32, u32)>], err
             }
         }
     }
+}
+
+/// The rules' statements and targets left to the kernel (nft `ct helper
+/// set`, `flow add`, `notrack`; iptables `-j TCPMSS`, `-j NFLOG`), one note
+/// per table and statement with the number of rules, for `check` and
+/// `apply`.
+pub(crate) fn kernel_statement_notes(rs: &Ruleset, nft: bool) -> Vec<LeftToKernel> {
+    let mut notes: Vec<LeftToKernel> = Vec::new();
+    for t in &rs.tables {
+        let mut counts: Vec<(String, Vec<u32>)> = Vec::new();
+        for r in t.chains.iter().flat_map(|c| &c.rules) {
+            for k in &r.kernel {
+                let head = if k.starts_with("-j ") {
+                    k.split(' ').take(2).collect::<Vec<_>>().join(" ")
+                } else {
+                    match (k.find(" set "), k.find(" @")) {
+                        (Some(i), _) => k[..i + 4].to_string(),
+                        (None, Some(i)) => k[..i].to_string(),
+                        _ => k.clone(),
+                    }
+                };
+                match counts.iter_mut().find(|(h, _)| *h == head) {
+                    Some((_, ids)) if ids.contains(&r.id) => {}
+                    Some((_, ids)) => ids.push(r.id),
+                    None => counts.push((head, vec![r.id])),
+                }
+            }
+        }
+        for (head, ids) in counts {
+            let n = ids.len();
+            notes.push(LeftToKernel {
+                family: t.family,
+                table: t.name.clone(),
+                line: 0,
+                chains: Vec::new(),
+                text: String::new(),
+                nft,
+                first_id: 0,
+                object: Some(format!(
+                    "'{head}' {} of {n} rule{}",
+                    if head.starts_with("-j ") {
+                        "targets"
+                    } else {
+                        "statements"
+                    },
+                    if n == 1 { "" } else { "s" }
+                )),
+            });
+        }
+    }
+    notes
 }
 
 #[cfg(test)]

@@ -337,3 +337,65 @@ fn non_first_fragments_agree_with_iptables_legacy() {
     }
     assert!(differ.is_empty(), "{}", differ.join("\n"));
 }
+
+/// Targets left to the kernel (TCPMSS, NFLOG) are non-terminal: the kernel
+/// counts them and goes on to the next rule, and parapet's decision is the
+/// kernel's next deciding rule. parapet's listing of the file loads back
+/// into iptables-legacy-restore.
+const KERNEL_TARGETS: &str = "*filter
+:INPUT ACCEPT [0:0]
+:FORWARD ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+-A OUTPUT -p tcp -m tcp --tcp-flags SYN,RST SYN -j TCPMSS --set-mss 1400
+-A OUTPUT -p tcp -m tcp --dport 22 -j NFLOG --nflog-group 5 --nflog-prefix \"ssh try\"
+-A OUTPUT -p tcp -m tcp --dport 22 -j ACCEPT
+-A OUTPUT -j TCPMSS --set-mss 1300 -p tcp -m tcp --tcp-flags SYN,RST SYN --dport 80
+-A OUTPUT -p tcp -j ACCEPT
+COMMIT
+";
+
+#[test]
+#[ignore = "needs root"]
+fn targets_left_to_the_kernel_agree_with_iptables_legacy() {
+    require_root();
+    let parsed = parse(KERNEL_TARGETS, "kt.v4", Format::IptablesSave).unwrap();
+    let rs = &parsed.ruleset;
+    let listing = parapet_parse::render::iptables_save(rs).unwrap();
+    let ns = Netns::create("p13-ktgt").unwrap();
+    // parapet's listing is what the kernel runs: it must load as is.
+    restore(&ns, &listing);
+    let engine = LinearEngine::new(rs, rs.select_chain(Some("filter/OUTPUT")).unwrap()).unwrap();
+    let deciding = [3u32, 5];
+    let cases = [
+        (22u16, 0x02u8, 3u32),
+        (80, 0x02, 5),
+        (22, 0x10, 3),
+        (443, 0x02, 5),
+    ];
+    for (dport, flags, want) in cases {
+        let pkt = Packet::v4(0x7f00_0001, 0x7f00_0001, 6, 1000, dport);
+        let ours = engine.classify(&pkt, &NoSets).unwrap().rule_id;
+        ns.exec(&["iptables-legacy", "-Z", "OUTPUT"]).unwrap();
+        ns.run_in(|| send_raw(&tcp(dport, flags)));
+        let out = ns
+            .exec(&["iptables-legacy", "-L", "OUTPUT", "-v", "-x", "-n"])
+            .unwrap();
+        let moved: Vec<u32> = out
+            .lines()
+            .skip(2)
+            .enumerate()
+            .filter(|(_, l)| l.split_whitespace().next() != Some("0"))
+            .map(|(i, _)| i as u32 + 1)
+            .collect();
+        let kernel = moved.iter().copied().find(|r| deciding.contains(r));
+        assert_eq!(
+            (kernel, ours),
+            (Some(want), want),
+            "dport {dport} flags {flags:#x}: kernel counters moved {moved:?}"
+        );
+        // The non-terminal rules before the decision did run in the kernel.
+        if flags == 0x02 {
+            assert!(moved.contains(&1), "TCPMSS did not see the SYN: {moved:?}");
+        }
+    }
+}

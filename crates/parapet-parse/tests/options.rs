@@ -51,7 +51,8 @@ fn addresses_lists_and_masks() {
     // An IPv6 address makes the file ip6tables-save; an IPv4 one is then wrong.
     assert!(ipt_err("-s ::1 -d 1.2.3.4 -j ACCEPT").starts_with("t:4:20: expected an IPv6 address"));
     assert!(ipt_err("-s example.com -j ACCEPT")
-        .contains("expected an IPv4 address, found 'example.com'"));
+        .contains("'example.com' is a host name: parapet does not resolve names"));
+    assert!(ipt_err("-s bad,1.2.3.4 -j ACCEPT").contains("expected an IPv4 address, found 'bad'"));
 }
 
 #[test]
@@ -491,7 +492,7 @@ fn nft_families_and_errors() {
         .starts_with("n:4:10: expected the end of the rule after the verdict"));
     assert!(nft_in("inet", "queue num 1")
         .unwrap_err()
-        .contains("unknown expression 'queue'"));
+        .contains("'queue' is not supported: it hands the packet to a user-space program"));
     assert!(nft_in("inet", "log prefix \"x\" drop drop")
         .unwrap_err()
         .starts_with("n:4:23: expected the end of the rule after the verdict"));

@@ -93,6 +93,14 @@ pub struct IpsetInfo {
     pub typ: String,
     /// `hashsize` as given (a sizing hint only).
     pub hashsize: Option<usize>,
+    /// `netmask N` (`hash:ip`, `bitmap:ip`): every element, and every
+    /// packet address looked up, is its /N network; the set is then an
+    /// interval set of /N prefixes.
+    pub netmask: Option<u32>,
+    /// `range` of a bitmap type whose key is not the range's dimension
+    /// alone (`bitmap:ip,mac`, `bitmap:ip` with `netmask`): checked when
+    /// elements are added, not a bitmap domain.
+    pub range: Option<(u128, u128)>,
 }
 
 /// What a set is: key type, flags, sizing and policy. Picks the backend.

@@ -89,11 +89,33 @@ pub(crate) fn type_dims(typ: &str, v6: bool) -> Option<(Vec<KeyPart>, bool)> {
                 dims.push(KeyPart::InetService);
             }
             "iface" => dims.push(KeyPart::IfName),
+            "mac" => dims.push(KeyPart::EtherAddr),
+            "mark" => dims.push(KeyPart::Mark),
             _ => return None,
         }
     }
+    // The MAC and mark types ipset has: hash:mac, hash:ip,mac,
+    // hash:ip,mark, bitmap:ip,mac.
+    let mac_or_mark = |p: &&str| *p == "mac" || *p == "mark";
+    if parts.iter().any(mac_or_mark)
+        && !matches!(
+            (kind, parts.as_slice()),
+            ("hash", ["mac"] | ["ip", "mac"] | ["ip", "mark"]) | ("bitmap", ["ip", "mac"])
+        )
+    {
+        return None;
+    }
+    if typ == "hash:mac" {
+        // No address: the family plays no part.
+        dims = vec![KeyPart::EtherAddr];
+    }
     match kind {
         "hash" => {}
+        "bitmap" if parts == ["ip", "mac"] => {
+            if v6 {
+                return None;
+            }
+        }
         "bitmap" => {
             if parts.len() != 1 || !(parts[0] == "ip" || parts[0] == "port") {
                 return None;
@@ -200,6 +222,33 @@ pub(crate) fn parse_elem(dims: &[KeyPart], text: &str) -> Result<Element, (usize
         comment: None,
         counters: None,
     })
+}
+
+/// `netmask N`: the element's address becomes its /N network; a bitmap's
+/// `range` kept aside bounds the element's address.
+fn fit_to_ipset_options(info: &IpsetInfo, first: KeyPart, el: &mut Element) -> Result<(), String> {
+    let width = first.width();
+    if let Some(m) = info.netmask {
+        let host = if m >= width {
+            0
+        } else {
+            (1u128 << (width - m)) - 1
+        };
+        let (lo, hi) = el.ranges[0];
+        el.ranges[0] = (lo & !host, hi | host);
+    }
+    if let Some((a, b)) = info.range {
+        let (lo, hi) = el.ranges[0];
+        if lo < a || hi > b {
+            return Err(format!(
+                "element {} is outside the set's range {}-{}",
+                fmt_dim(first, lo, hi),
+                fmt_value(first, a),
+                fmt_value(first, b)
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn describe(dims: &[KeyPart]) -> String {
@@ -329,11 +378,14 @@ pub(crate) fn load(store: &SetStore, text: &str, now: u64) -> Result<Loaded, Err
                     }
                     i += 1;
                 }
+                if typ == "list:set" {
+                    return Err(Error::new(lno, tcol, "set type `list:set` (a set of sets) is not supported yet: match its member sets one rule each"));
+                }
                 let (dims, interval) = type_dims(typ, v6).ok_or_else(|| {
                     Error::new(
                         lno,
                         tcol,
-                        format!("unsupported set type `{typ}`: expected hash:ip, hash:net, hash:ip,port, hash:net,port, hash:ip,port,ip, hash:ip,port,net, hash:net,port,net, hash:net,net, hash:net,iface, bitmap:ip or bitmap:port"),
+                        format!("unsupported set type `{typ}`: expected hash:ip, hash:net, hash:ip,port, hash:net,port, hash:ip,port,ip, hash:ip,port,net, hash:net,port,net, hash:net,net, hash:net,iface, hash:mac, hash:ip,mac, hash:ip,mark, bitmap:ip, bitmap:ip,mac or bitmap:port"),
                     )
                 })?;
                 let mut desc = SetDesc::new(&dims);
@@ -341,6 +393,8 @@ pub(crate) fn load(store: &SetStore, text: &str, now: u64) -> Result<Loaded, Err
                 let mut info = IpsetInfo {
                     typ: typ.to_string(),
                     hashsize: None,
+                    netmask: None,
+                    range: None,
                 };
                 for (o, oc, arg) in desc_opts {
                     let a = arg.map(|x| x.0).unwrap_or("");
@@ -380,6 +434,18 @@ pub(crate) fn load(store: &SetStore, text: &str, now: u64) -> Result<Loaded, Err
                             desc.range = Some(r);
                         }
                         "bucketsize" | "initval" => {}
+                        "netmask" if matches!(typ, "hash:ip" | "bitmap:ip") => {
+                            let bits = dims[0].width() as u64;
+                            match n()? {
+                                m @ 1.. if m <= bits => {
+                                    info.netmask = Some(m as u32);
+                                    desc.interval = true;
+                                }
+                                _ => return Err(Error::new(lno, ac, format!("expected a netmask 1-{bits}, found `{a}`"))),
+                            }
+                        }
+                        // The default mark mask: every bit of the mark counts.
+                        "markmask" if typ == "hash:ip,mark" && matches!(a, "0xffffffff" | "0xFFFFFFFF" | "4294967295") => {}
                         "netmask" | "markmask" | "skbinfo" | "forceadd" => {
                             return Err(Error::new(
                                 lno,
@@ -390,7 +456,13 @@ pub(crate) fn load(store: &SetStore, text: &str, now: u64) -> Result<Loaded, Err
                         _ => return Err(Error::new(lno, oc, format!("unknown create option `{o}`: expected family, hashsize, maxelem, timeout, counters, comment or range"))),
                     }
                 }
-                if typ.starts_with("bitmap:") && desc.range.is_none() {
+                // A bitmap keyed on more than its range's dimension, or on
+                // /N networks, is kept as a hash of its elements; the range
+                // still bounds them.
+                if typ == "bitmap:ip,mac" || (typ == "bitmap:ip" && info.netmask.is_some()) {
+                    info.range = desc.range.take();
+                }
+                if typ.starts_with("bitmap:") && desc.range.is_none() && info.range.is_none() {
                     if typ == "bitmap:port" {
                         desc.range = Some((0, 65535));
                     } else {
@@ -414,6 +486,10 @@ pub(crate) fn load(store: &SetStore, text: &str, now: u64) -> Result<Loaded, Err
                     .ok_or_else(|| Error::new(lno, ncol, format!("set `{name}` does not exist")))?;
                 let mut el = parse_elem(set.key_dims(), etext)
                     .map_err(|(o, m)| Error::new(lno, ecol + o, m))?;
+                if let Some(info) = &set.desc().ipset {
+                    fit_to_ipset_options(info, set.key_dims()[0], &mut el)
+                        .map_err(|m| Error::new(lno, ecol, format!("set `{name}`: {m}")))?;
+                }
                 let mut i = 3;
                 while i < toks.len() {
                     let (o, oc) = toks[i];
@@ -544,8 +620,12 @@ pub(crate) fn save(store: &SetStore, only: Option<&str>, now: u64) -> String {
             continue;
         };
         let _ = write!(out, "create {name} {typ}");
+        let info = d.ipset.as_ref();
         if typ.starts_with("bitmap:") {
-            let (a, b) = d.range.unwrap_or((0, d.dims[0].max()));
+            let (a, b) = d
+                .range
+                .or(info.and_then(|i| i.range))
+                .unwrap_or((0, d.dims[0].max()));
             let _ = write!(
                 out,
                 " range {}-{}",
@@ -559,12 +639,13 @@ pub(crate) fn save(store: &SetStore, only: Option<&str>, now: u64) -> String {
                 .as_ref()
                 .and_then(|i| i.hashsize)
                 .unwrap_or_else(|| set.len().max(1024).next_power_of_two());
-            let _ = write!(
-                out,
-                " family {} hashsize {hs} maxelem {}",
-                if v6 { "inet6" } else { "inet" },
-                set.maxelem()
-            );
+            if typ != "hash:mac" {
+                let _ = write!(out, " family {}", if v6 { "inet6" } else { "inet" });
+            }
+            let _ = write!(out, " hashsize {hs} maxelem {}", set.maxelem());
+        }
+        if let Some(m) = info.and_then(|i| i.netmask) {
+            let _ = write!(out, " netmask {m}");
         }
         if d.timeouts {
             let _ = write!(out, " timeout {}", d.default_timeout / 1000);
@@ -578,7 +659,15 @@ pub(crate) fn save(store: &SetStore, only: Option<&str>, now: u64) -> String {
         out.push('\n');
         set.for_each_element(now, &mut |se| {
             let el = &se.element;
-            let _ = write!(adds, "add {name} {}", fmt_elem(&d.dims, el));
+            let _ = match info.and_then(|i| i.netmask) {
+                // The /N network, as ipset prints it: its first address.
+                Some(_) => write!(
+                    adds,
+                    "add {name} {}",
+                    fmt_value(d.dims[0], el.ranges()[0].0)
+                ),
+                None => write!(adds, "add {name} {}", fmt_elem(&d.dims, el)),
+            };
             if d.timeouts {
                 let secs = se.remaining.map(|r| r.div_ceil(1000)).unwrap_or(0);
                 let _ = write!(adds, " timeout {secs}");

@@ -10,7 +10,8 @@ pub const MAX_DIMS: usize = 4;
 
 /// One dimension of a set key: which packet part it takes.
 ///
-/// nft names: `ipv4_addr`, `ipv6_addr`, `inet_service`, `inet_proto`, `ifname`.
+/// nft names: `ipv4_addr`, `ipv6_addr`, `inet_service`, `inet_proto`,
+/// `ifname`, `ether_addr`, `mark`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum KeyPart {
     /// IPv4 address (32 bits). Packet source or destination address.
@@ -24,6 +25,14 @@ pub enum KeyPart {
     InetProto,
     /// Interface name (up to 16 bytes, NUL padded). Input or output interface.
     IfName,
+    /// Ethernet address (48 bits): ipset `hash:mac`, `hash:ip,mac`,
+    /// `bitmap:ip,mac`, nft `ether_addr`. Such sets load, list and answer
+    /// lookups; rules cannot reference them until the packet key carries
+    /// the MAC address (see `ref_fields`).
+    EtherAddr,
+    /// Packet mark (32 bits): ipset `hash:ip,mark`, nft `mark`. As for
+    /// [`KeyPart::EtherAddr`], not in rules until the key carries the mark.
+    Mark,
 }
 
 impl KeyPart {
@@ -35,6 +44,8 @@ impl KeyPart {
             KeyPart::InetService => 16,
             KeyPart::InetProto => 8,
             KeyPart::IfName => 128,
+            KeyPart::EtherAddr => 48,
+            KeyPart::Mark => 32,
         }
     }
     /// The nft type name.
@@ -45,6 +56,8 @@ impl KeyPart {
             KeyPart::InetService => "inet_service",
             KeyPart::InetProto => "inet_proto",
             KeyPart::IfName => "ifname",
+            KeyPart::EtherAddr => "ether_addr",
+            KeyPart::Mark => "mark",
         }
     }
     /// Parses an nft type name.
@@ -55,6 +68,8 @@ impl KeyPart {
             "inet_service" => KeyPart::InetService,
             "inet_proto" => KeyPart::InetProto,
             "ifname" => KeyPart::IfName,
+            "ether_addr" => KeyPart::EtherAddr,
+            "mark" => KeyPart::Mark,
             _ => return None,
         })
     }
@@ -86,6 +101,10 @@ pub enum KeyValue {
     Proto(u8),
     /// An interface name, NUL padded (as the kernel's `IFNAMSIZ` buffer).
     Iface([u8; 16]),
+    /// An Ethernet address in the low 48 bits.
+    Mac(u64),
+    /// A packet mark.
+    Mark(u32),
 }
 
 /// A lookup key built from packet parts, one per dimension of the set, in
@@ -195,6 +214,8 @@ pub(crate) fn dim_value(part: KeyPart, v: &KeyValue) -> Option<u128> {
         (KeyPart::InetService, KeyValue::Port(p)) => Some(*p as u128),
         (KeyPart::InetProto, KeyValue::Proto(p)) => Some(*p as u128),
         (KeyPart::IfName, KeyValue::Iface(b)) => Some(u128::from_be_bytes(*b)),
+        (KeyPart::EtherAddr, KeyValue::Mac(m)) => Some(*m as u128 & 0xffff_ffff_ffff),
+        (KeyPart::Mark, KeyValue::Mark(m)) => Some(*m as u128),
         _ => None,
     }
 }
@@ -412,7 +433,64 @@ pub(crate) fn parse_dim(part: KeyPart, s: &str) -> Result<(u128, u128), String> 
                 Ok((v, v))
             }
         }
+        KeyPart::EtherAddr => {
+            let one = |t: &str| {
+                mac_value(t).ok_or_else(|| {
+                    format!("expected an Ethernet address like aa:bb:cc:dd:ee:ff, found `{t}`")
+                })
+            };
+            match s.split_once('-') {
+                Some((a, b)) => {
+                    let (a, b) = (one(a)?, one(b)?);
+                    if a > b {
+                        return Err("Ethernet address range is reversed".into());
+                    }
+                    Ok((a, b))
+                }
+                None => one(s).map(|v| (v, v)),
+            }
+        }
+        KeyPart::Mark => {
+            let one = |t: &str| {
+                mark_value(t).ok_or_else(|| {
+                    format!("expected a mark (a 32-bit number, decimal or 0x…), found `{t}`")
+                })
+            };
+            match s.split_once('-') {
+                Some((a, b)) => {
+                    let (a, b) = (one(a)?, one(b)?);
+                    if a > b {
+                        return Err("mark range is reversed".into());
+                    }
+                    Ok((a, b))
+                }
+                None => one(s).map(|v| (v, v)),
+            }
+        }
     }
+}
+
+/// `aa:bb:cc:dd:ee:ff` (hex, one or two digits per byte) as a number.
+fn mac_value(s: &str) -> Option<u128> {
+    let bytes: Vec<&str> = s.split(':').collect();
+    if bytes.len() != 6 {
+        return None;
+    }
+    bytes.iter().try_fold(0u128, |acc, b| {
+        (!b.is_empty() && b.len() <= 2)
+            .then(|| u8::from_str_radix(b, 16).ok())
+            .flatten()
+            .map(|v| acc << 8 | v as u128)
+    })
+}
+
+/// A mark: decimal or `0x` hexadecimal, 32 bits.
+fn mark_value(s: &str) -> Option<u128> {
+    let v = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(h) => u32::from_str_radix(h, 16).ok()?,
+        None => s.parse::<u32>().ok()?,
+    };
+    Some(v as u128)
 }
 
 pub(crate) fn fmt_v4(v: u128) -> String {
@@ -450,6 +528,15 @@ pub(crate) fn fmt_value(part: KeyPart, v: u128) -> String {
             let n = b.iter().position(|&c| c == 0).unwrap_or(16);
             String::from_utf8_lossy(&b[..n]).into_owned()
         }
+        KeyPart::EtherAddr => {
+            let b = (v as u64).to_be_bytes();
+            b[2..]
+                .iter()
+                .map(|x| format!("{x:02x}"))
+                .collect::<Vec<_>>()
+                .join(":")
+        }
+        KeyPart::Mark => format!("0x{:08x}", v as u32),
     }
 }
 

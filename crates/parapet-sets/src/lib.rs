@@ -52,7 +52,7 @@ pub use key::{KeyPart, KeyValue, LookupKey, MAX_DIMS};
 pub use nft::{format_duration, parse_duration};
 /// The rule model's address family and performance|memory policy.
 pub use parapet_model::{Family, Policy};
-pub use reference::{packet_key, ref_fields};
+pub use reference::{packet_key, ref_fields, unreferenceable};
 pub use set::Set;
 pub use set_error::SetError;
 pub use store::{Clock, LoadStats, ManualClock, SetStore, SystemClock};

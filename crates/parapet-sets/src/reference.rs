@@ -14,6 +14,9 @@ use parapet_model::{Dir, Family, Field, Packet, SetKeySpec, SetRef};
 /// last flag repeats when fewer are given; the protocol takes no flag); nft
 /// fields name the packet fields. The fields are among `SrcAddr`,
 /// `DstAddr`, `SrcPort`, `DstPort`, `Proto`, `InIface` and `OutIface`.
+/// A set keyed on an Ethernet address or a mark gives `None`: the packet
+/// key does not carry those yet, and [`unreferenceable`] names them so the
+/// callers refuse such a reference instead of never matching.
 pub fn ref_fields(r: &SetRef, dims: &[KeyPart]) -> Option<Vec<Field>> {
     let mut out = Vec::with_capacity(dims.len());
     for (i, &part) in dims.iter().enumerate() {
@@ -28,6 +31,7 @@ pub fn ref_fields(r: &SetRef, dims: &[KeyPart]) -> Option<Vec<Field>> {
                     KeyPart::InetProto => Field::Proto,
                     KeyPart::IfName if src => Field::InIface,
                     KeyPart::IfName => Field::OutIface,
+                    KeyPart::EtherAddr | KeyPart::Mark => return None,
                 }
             }
             SetKeySpec::Fields(fields) => match (part, *fields.get(i)?) {
@@ -65,8 +69,17 @@ pub fn packet_key(r: &SetRef, dims: &[KeyPart], pkt: &Packet) -> Option<LookupKe
             KeyPart::InetService => KeyValue::Port(pkt.value(field) as u16),
             KeyPart::InetProto => KeyValue::Proto(pkt.proto),
             KeyPart::IfName => KeyValue::Iface(pkt.value(field).to_be_bytes()),
+            KeyPart::EtherAddr | KeyPart::Mark => return None,
         };
         key = key.push(value);
     }
     Some(key)
+}
+
+/// The key part of `dims` that no packet field fills yet (an Ethernet
+/// address, a mark), if any: a rule referencing such a set is refused.
+pub fn unreferenceable(dims: &[KeyPart]) -> Option<KeyPart> {
+    dims.iter()
+        .copied()
+        .find(|d| matches!(d, KeyPart::EtherAddr | KeyPart::Mark))
 }

@@ -41,7 +41,7 @@ pub fn parse_type(typ: &str, family: Option<&str>) -> Result<(Vec<KeyPart>, bool
     for p in typ.split('.') {
         let p = p.trim();
         dims.push(KeyPart::from_nft_name(p).ok_or_else(|| {
-            format!("unknown key type `{p}` (expected ipv4_addr, ipv6_addr, inet_service, inet_proto, ifname, or an ipset type like hash:ip)")
+            format!("unknown key type `{p}` (expected ipv4_addr, ipv6_addr, inet_service, inet_proto, ifname, ether_addr, mark, or an ipset type like hash:ip)")
         })?);
     }
     if dims.len() > MAX_DIMS {
@@ -105,6 +105,8 @@ pub fn element_key(dims: &[KeyPart], el: &Element) -> Option<LookupKey> {
             KeyPart::InetService => KeyValue::Port(lo as u16),
             KeyPart::InetProto => KeyValue::Proto(lo as u8),
             KeyPart::IfName => KeyValue::Iface(lo.to_be_bytes()),
+            KeyPart::EtherAddr => KeyValue::Mac(lo as u64),
+            KeyPart::Mark => KeyValue::Mark(lo as u32),
         });
     }
     Some(k)
@@ -149,7 +151,11 @@ mod tests {
             parse_type("ipv4_addr . inet_service", None).unwrap().0,
             vec![KeyPart::Ipv4Addr, KeyPart::InetService]
         );
-        assert!(parse_type("hash:mac", None).is_err());
+        assert_eq!(
+            parse_type("hash:mac", None).unwrap(),
+            (vec![KeyPart::EtherAddr], false)
+        );
+        assert!(parse_type("list:set", None).is_err());
         assert!(parse_type("ipv5_addr", None).is_err());
         assert!(parse_type("hash:ip", Some("bogus")).is_err());
     }

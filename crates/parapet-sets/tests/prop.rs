@@ -32,6 +32,8 @@ fn base(d: KeyPart) -> u128 {
         KeyPart::IfName => {
             u128::from_be_bytes(*b"eth\0\0\0\0\0\0\0\0\0\0\0\0\0") + (0x30u128 << 96)
         }
+        KeyPart::EtherAddr => 0x0200_0000_0040,
+        KeyPart::Mark => 0x40,
     }
 }
 
@@ -146,6 +148,8 @@ fn key_of(dims: &[KeyPart], p: &[u128]) -> LookupKey {
             KeyPart::InetService => k.port(v as u16),
             KeyPart::InetProto => k.proto(v as u8),
             KeyPart::IfName => k.push(KeyValue::Iface(v.to_be_bytes())),
+            KeyPart::EtherAddr => k.push(KeyValue::Mac(v as u64)),
+            KeyPart::Mark => k.push(KeyValue::Mark(v as u32)),
         };
     }
     k

@@ -420,6 +420,10 @@ impl RuleParser<'_> {
             | "--rttl" | "--reap" | "--name" | "--rsource" | "--rdest" | "--mask" => {
                 self.recent_option(opt, col, negated, v, vcol)
             }
+            "--tcp-option" => self.err(
+                col,
+                "-m tcp --tcp-option is not supported: it matches the TCP options a segment carries, which parapet's packet key does not hold",
+            ),
             _ => self.err(
                 col,
                 format!("unknown option '{opt}' (options: -s -d -p -i -o -f -m -j -g and those of the matches {SUPPORTED_MATCHES})"),

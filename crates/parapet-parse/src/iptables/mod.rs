@@ -221,6 +221,7 @@ pub(crate) fn parse(
             limit: None,
             recent: None,
             target: None,
+            kernel_target: None,
             end_col: line.chars().count() as u32 + 1,
             chain: &chain_word.text,
             multiport_options: 0,
@@ -235,6 +236,7 @@ pub(crate) fn parse(
             limit,
             recent,
             target,
+            kernel_target,
             either_port,
             ..
         } = rp;
@@ -309,7 +311,7 @@ pub(crate) fn parse(
                 recent: recent.as_ref().map(|(d, _)| d.recent.clone()),
                 counters,
                 origin: Origin { line: ln },
-                kernel: Vec::new(),
+                kernel: kernel_target.iter().cloned().collect(),
             });
         }
     }
@@ -327,5 +329,7 @@ pub(crate) fn parse(
             ),
         );
     }
+    let notes = crate::common::kernel_statement_notes(&rs, true);
+    rs.left_to_kernel.extend(notes);
     errs.finish(rs)
 }

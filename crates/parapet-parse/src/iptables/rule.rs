@@ -44,6 +44,9 @@ pub(super) struct RuleParser<'a> {
     /// The action, and for `-j/-g` to something that may be a chain, the
     /// name and column to resolve at COMMIT.
     pub(super) target: Option<(Action, Option<(String, u32)>)>,
+    /// A target left to the kernel (`-j TCPMSS --clamp-mss-to-pmtu`), as
+    /// written; the rule's action is then `Count`.
+    pub(super) kernel_target: Option<String>,
     pub(super) end_col: u32,
     /// The chain the rule is appended to (`-i` has no meaning in OUTPUT,
     /// `-o` none in INPUT: iptables refuses them there).

@@ -12,9 +12,25 @@ fn target_option_arity(target: &str, opt: &str) -> Option<usize> {
     match (target, opt) {
         ("REJECT", "--reject-with") | ("LOG", "--log-prefix" | "--log-level") => Some(1),
         ("LOG", f) if LOG_OPTIONS.iter().any(|(o, _)| *o == f) => Some(0),
+        ("TCPMSS", "--set-mss") => Some(1),
+        ("TCPMSS", "--clamp-mss-to-pmtu") => Some(0),
+        (
+            "NFLOG",
+            "--nflog-group" | "--nflog-prefix" | "--nflog-range" | "--nflog-size"
+            | "--nflog-threshold",
+        ) => Some(1),
+        ("AUDIT", "--type") => Some(1),
         _ => None,
     }
 }
+
+/// Non-terminal targets whose work no later rule of the chain can see, so
+/// parapet leaves them to the kernel's own table and goes on to the next
+/// rule: TCPMSS rewrites the MSS option of SYNs (no match reads it), NFLOG
+/// and AUDIT send a copy to a logging daemon. They are named in `check`'s
+/// summary and written back by `list`. Targets that change what later
+/// rules match (MARK, CONNMARK, TOS, DSCP, TTL, SET) stay refused.
+pub(super) const KERNEL_TARGETS: [&str; 3] = ["TCPMSS", "NFLOG", "AUDIT"];
 
 pub(super) const SUPPORTED_TARGETS: &str = "ACCEPT, DROP, REJECT, LOG, RETURN, or a user chain";
 
@@ -68,7 +84,7 @@ impl RuleParser<'_> {
         rest: &[Word],
     ) -> Option<usize> {
         let t = name.text.as_str();
-        if KNOWN_UNSUPPORTED_TARGETS.contains(&t) {
+        if KNOWN_UNSUPPORTED_TARGETS.contains(&t) && !KERNEL_TARGETS.contains(&t) {
             self.target(opt, name, rest);
             return None;
         }
@@ -166,6 +182,34 @@ impl RuleParser<'_> {
                 spec.options
                     .sort_by_key(|o| LOG_OPTIONS.iter().position(|(f, _)| f == o));
                 Action::Log(spec)
+            }
+            _ if KERNEL_TARGETS.contains(&t) && !goto => {
+                let mut text = format!("-j {t}");
+                for (o, v) in &opts {
+                    if target_option_arity(t, &o.text).is_none() {
+                        return self.err(o.col, format!("unknown {t} option '{}'", o.text));
+                    }
+                    text.push(' ');
+                    text.push_str(&o.text);
+                    if let Some(v) = v {
+                        text.push(' ');
+                        text.push_str(&shell_quote(&v.text));
+                    }
+                }
+                if t == "TCPMSS" && opts.len() != 1 {
+                    return self.err(
+                        name.col,
+                        "TCPMSS needs one of --set-mss N or --clamp-mss-to-pmtu",
+                    );
+                }
+                self.kernel_target = Some(text);
+                Action::Count
+            }
+            "MARK" | "CONNMARK" => {
+                return self.err(
+                    name.col,
+                    format!("target '{t}' is not supported: it changes the packet's mark, which later rules (-m mark, -m connmark) and routing read, and parapet does not change packets; keep the rule in iptables' mangle table"),
+                );
             }
             _ => {
                 if let Some((o, _)) = opts.first() {

@@ -18,40 +18,7 @@ impl Parser {
     /// (`ct helper set`, `flow add`, `notrack`), one note per table and
     /// statement with the number of rules, for `check` and `apply`.
     pub(super) fn note_kernel_statements(&mut self) {
-        let mut notes: Vec<LeftToKernel> = Vec::new();
-        for t in &self.rs.tables {
-            let mut counts: Vec<(String, Vec<u32>)> = Vec::new();
-            for r in t.chains.iter().flat_map(|c| &c.rules) {
-                for k in &r.kernel {
-                    let head = match (k.find(" set "), k.find(" @")) {
-                        (Some(i), _) => &k[..i + 4],
-                        (None, Some(i)) => &k[..i],
-                        _ => k.as_str(),
-                    };
-                    match counts.iter_mut().find(|(h, _)| h == head) {
-                        Some((_, ids)) if ids.contains(&r.id) => {}
-                        Some((_, ids)) => ids.push(r.id),
-                        None => counts.push((head.to_string(), vec![r.id])),
-                    }
-                }
-            }
-            for (head, ids) in counts {
-                let n = ids.len();
-                notes.push(LeftToKernel {
-                    family: t.family,
-                    table: t.name.clone(),
-                    line: 0,
-                    chains: Vec::new(),
-                    text: String::new(),
-                    nft: true,
-                    first_id: 0,
-                    object: Some(format!(
-                        "'{head}' statements of {n} rule{}",
-                        if n == 1 { "" } else { "s" }
-                    )),
-                });
-            }
-        }
+        let notes = crate::common::kernel_statement_notes(&self.rs, true);
         self.rs.left_to_kernel.extend(notes);
     }
 

@@ -257,6 +257,20 @@ impl RuleParser<'_> {
             .map(str::to_string)
         {
             self.i += 1;
+            // `meta l4proto . th dport @s`: a packet is a member only with
+            // the protocol of one of the set's elements. parapet reads
+            // ports for port protocols alone, so the rule keeps to them;
+            // an element naming another protocol never matches (the
+            // kernel would compare that protocol's header bytes).
+            let th_keyed = sels.iter().any(|s| {
+                s.kind == Kind::Port && !s.implied.iter().any(|(f, _)| *f == Field::Proto)
+            });
+            if !neg && th_keyed && sels.iter().any(|s| s.field == Field::Proto) {
+                self.matches.constrain(
+                    Field::Proto,
+                    IntervalSet::from_ranges(PORT_PROTOCOLS.iter().map(|&p| (p, p))),
+                );
+            }
             let set_ref = SetRef {
                 name,
                 key: SetKeySpec::Fields(sels.iter().map(|s| s.field).collect()),

@@ -208,6 +208,9 @@ impl RuleParser<'_> {
                         self.toks[from..self.i].iter().map(Token::show).collect();
                     self.rule.kernel.push(text.join(" "));
                 }
+                "queue" => {
+                    return self.fail("'queue' is not supported: it hands the packet to a user-space program (NFQUEUE) whose verdict parapet cannot know; keep the rule in nftables");
+                }
                 "quota" | "meter" | "add" | "update" => {
                     return self.fail(format!("statement '{w}' is not supported yet: it keeps state (a quota, a meter, a dynamic set) that parapet does not enforce exactly yet; 'limit rate' is supported"));
                 }
@@ -253,7 +256,10 @@ impl RuleParser<'_> {
     /// At `ct helper set`, `meta mark set`, `tcp option maxseg size set`
     /// and the like: the number of words up to and including `set`.
     fn setter(&self) -> Option<usize> {
-        const HEADS: [&[&str]; 10] = [
+        const HEADS: [&[&str]; 12] = [
+            // `mark set 1`: nft's short form of `meta mark set 1`.
+            &["mark", "set"],
+            &["priority", "set"],
             &["ct", "helper", "set"],
             &["ct", "timeout", "set"],
             &["ct", "expectation", "set"],

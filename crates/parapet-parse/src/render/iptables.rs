@@ -48,7 +48,13 @@ pub fn iptables_save(rs: &Ruleset) -> Result<String, RenderError> {
     // places in the rule numbering, so a filter table after a `*nat` must
     // stay after it for its ids to survive a round trip.
     // nft chains left to the kernel have no iptables-save spelling: named.
-    for l in rs.left_to_kernel.iter().filter(|l| l.nft) {
+    // (Notes of rules' statements and targets have no text: the rules
+    // themselves carry them.)
+    for l in rs
+        .left_to_kernel
+        .iter()
+        .filter(|l| l.nft && !l.text.is_empty())
+    {
         let _ = writeln!(
             out,
             "# left to the kernel's netfilter, not listed here: nft chain {}",
@@ -604,6 +610,13 @@ fn write_set_matches(out: &mut String, rs: &Ruleset, r: &Rule) -> Result<(), Ren
 /// Writes `-j TARGET [options]` or `-g CHAIN`; a rule that logs and
 /// decides at once has no iptables spelling.
 fn write_target(out: &mut String, r: &Rule) -> Result<(), RenderError> {
+    if let [k] = r.kernel.as_slice() {
+        if k.starts_with("-j ") {
+            // An iptables target left to the kernel, as the file wrote it.
+            let _ = write!(out, " {k}");
+            return Ok(());
+        }
+    }
     if let Some(k) = r.kernel.first() {
         return Err(rerr(r.id, format!("the rule has the nft statement '{k}' (left to the kernel), which iptables cannot write")));
     }

@@ -387,12 +387,30 @@ fn nft_rule(rs: &Ruleset, tfam: TableFamily, r: &Rule) -> Result<String, RenderE
     if let Some(spec) = &r.log {
         parts.push(nft_log(spec));
     }
-    parts.extend(r.kernel.iter().cloned());
+    for k in &r.kernel {
+        parts.push(nft_kernel_statement(r.id, k)?);
+    }
     push_verdict(&mut parts, r)?;
     if let Some(c) = &r.comment {
         parts.push(format!("comment {}", nft_quote(c)));
     }
     Ok(parts.join(" "))
+}
+
+/// A statement left to the kernel in nft syntax: nft's own as written, an
+/// iptables target (`-j TCPMSS …`) in nft's spelling where it has one.
+fn nft_kernel_statement(id: u32, k: &str) -> Result<String, RenderError> {
+    let Some(target) = k.strip_prefix("-j ") else {
+        return Ok(k.to_string());
+    };
+    match target.split(' ').collect::<Vec<_>>().as_slice() {
+        ["TCPMSS", "--clamp-mss-to-pmtu"] => Ok("tcp option maxseg size set rt mtu".into()),
+        ["TCPMSS", "--set-mss", n] => Ok(format!("tcp option maxseg size set {n}")),
+        _ => Err(rerr(
+            id,
+            format!("the rule's target '{k}' (left to the kernel) has no nft spelling here"),
+        )),
+    }
 }
 
 /// `ip` or `ip6`: the address selector's protocol.

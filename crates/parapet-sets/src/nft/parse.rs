@@ -123,6 +123,8 @@ pub(super) fn typeof_part(expr: &str) -> Option<KeyPart> {
             KeyPart::InetProto
         }
         ["meta", "iifname" | "oifname"] | ["iifname"] | ["oifname"] => KeyPart::IfName,
+        ["ether", "saddr" | "daddr"] => KeyPart::EtherAddr,
+        ["meta", "mark"] | ["ct", "mark"] | ["mark"] => KeyPart::Mark,
         _ => return None,
     })
 }

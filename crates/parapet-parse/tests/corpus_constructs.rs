@@ -1,0 +1,172 @@
+//! Constructs of real rulesets (issue 13 items 1, 2, 7) decided in the
+//! corpus session: targets left to the kernel, `th` in a named set keyed on
+//! the protocol, nft's `mark set` short form, and the clear refusals (host
+//! names, `--tcp-option`, MARK, `queue`). Also `check::check`, the one
+//! function behind `parapet check` and the conformance suite.
+
+use parapet_model::*;
+use parapet_parse::*;
+
+fn first_error(text: &str, format: Format) -> String {
+    parse(text, "f", format).unwrap_err()[0].to_string()
+}
+
+const MSS: &str = "*filter
+:INPUT ACCEPT [0:0]
+:FORWARD DROP [0:0]
+-A FORWARD -p tcp -m tcp --tcp-flags SYN,RST SYN -j TCPMSS --clamp-mss-to-pmtu
+-A FORWARD -j NFLOG --nflog-prefix \"x y\" --nflog-group 2
+-A FORWARD -j TCPMSS --set-mss 1400 -p tcp -m tcp --tcp-flags SYN,RST SYN --dport 80
+-A FORWARD -i eth0 -j ACCEPT
+COMMIT
+";
+
+#[test]
+fn targets_left_to_the_kernel_are_noted_listed_and_do_not_decide() {
+    let rs = parse(MSS, "mss.rules", Format::IptablesSave)
+        .unwrap()
+        .ruleset;
+    let rules: Vec<&Rule> = rs.rules().collect();
+    assert_eq!(rules[0].action, Action::Count);
+    assert_eq!(rules[0].kernel, ["-j TCPMSS --clamp-mss-to-pmtu"]);
+    assert_eq!(
+        rules[1].kernel,
+        ["-j NFLOG --nflog-prefix \"x y\" --nflog-group 2"]
+    );
+    // The options after the target are the rule's again.
+    assert_eq!(rules[2].kernel, ["-j TCPMSS --set-mss 1400"]);
+    assert!(rules[2].matches.get(Field::DstPort).is_some());
+    let notes = LeftToKernel::summary(&rs.left_to_kernel);
+    assert_eq!(
+        notes,
+        [
+            "ip filter '-j TCPMSS' targets of 2 rules",
+            "ip filter '-j NFLOG' targets of 1 rule"
+        ]
+    );
+    // They decide nothing: a SYN to port 80 from eth0 is accepted by rule 4.
+    let mut p = Packet::v4(0x0a00_0001, 0x0a00_0002, 6, 1000, 80);
+    p.tcp_flags = 0x02;
+    p.iif = IfName::new("eth0").unwrap();
+    let e = LinearEngine::new(&rs, rs.select_chain(Some("FORWARD")).unwrap()).unwrap();
+    let d = e.classify(&p, &NoSets).unwrap();
+    assert_eq!((d.rule_id, d.verdict), (4, Verdict::Accept));
+    // iptables-save writes them back; the model reads back equal.
+    let text = render::iptables_save(&rs).unwrap();
+    assert!(
+        text.contains("-A FORWARD -p tcp -m tcp --dport 80 --tcp-flags SYN,RST SYN -j TCPMSS --set-mss 1400\n"),
+        "{text}"
+    );
+    let again = parse(&text, "again", Format::IptablesSave).unwrap().ruleset;
+    assert_eq!(without_origins(&again), without_origins(&rs));
+    // nft has TCPMSS's spelling, not NFLOG's (refused, naming the rule).
+    let err = render::nft(&rs).unwrap_err().to_string();
+    assert!(err.contains("NFLOG") && err.contains('2'), "{err}");
+}
+
+#[test]
+fn targets_that_change_what_later_rules_match_are_refused() {
+    let e = first_error(
+        "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -i ts0 -j MARK --set-xmark 0x40000/0xff0000\nCOMMIT\n",
+        Format::IptablesSave,
+    );
+    assert!(
+        e.starts_with("f:3:20: target 'MARK' is not supported: it changes the packet's mark"),
+        "{e}"
+    );
+    let e = first_error(
+        "*filter\n:FORWARD ACCEPT [0:0]\n-A FORWARD -p tcp -j TCPMSS\nCOMMIT\n",
+        Format::IptablesSave,
+    );
+    assert!(
+        e.contains("TCPMSS needs one of --set-mss N or --clamp-mss-to-pmtu"),
+        "{e}"
+    );
+}
+
+#[test]
+fn host_names_and_tcp_options_are_refused_by_name() {
+    let e = first_error(
+        "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -s pxe.example.org -j ACCEPT\nCOMMIT\n",
+        Format::IptablesSave,
+    );
+    assert!(
+        e.starts_with("f:3:13: 'pxe.example.org' is a host name: parapet does not resolve names"),
+        "{e}"
+    );
+    let e = first_error(
+        "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -p tcp -m tcp --tcp-option 64 -j DROP\nCOMMIT\n",
+        Format::IptablesSave,
+    );
+    assert!(e.contains("--tcp-option is not supported"), "{e}");
+}
+
+fn nft_input(body: &str) -> String {
+    format!("table inet t {{\n\tset s {{\n\t\ttype inet_proto . inet_service\n\t\telements = {{ udp . 53 }}\n\t}}\n\tchain input {{\n\t\ttype filter hook input priority 0; policy accept;\n{body}\t}}\n}}\n")
+}
+
+#[test]
+fn th_in_a_named_set_keyed_on_the_protocol_keeps_to_port_protocols() {
+    let rs = parse(
+        &nft_input("\t\tmeta l4proto . th dport @s drop\n"),
+        "n.nft",
+        Format::Nft,
+    )
+    .unwrap()
+    .ruleset;
+    let r = rs.rules().next().unwrap();
+    assert_eq!(
+        r.matches.get(Field::Proto).unwrap(),
+        &IntervalSet::from_ranges([(6, 6), (17, 17), (132, 132), (136, 136)])
+    );
+    // Without the protocol in the key, `th` stays refused.
+    let e = first_error(&nft_input("\t\tth dport @s drop\n"), Format::Nft);
+    assert!(e.contains("'th' needs the rule to match only tcp"), "{e}");
+}
+
+#[test]
+fn queue_is_refused_and_mark_set_is_left_to_the_kernel() {
+    let e = first_error(&nft_input("\t\ttcp dport 80 queue to 3\n"), Format::Nft);
+    assert!(
+        e.contains(
+            "'queue' is not supported: it hands the packet to a user-space program (NFQUEUE)"
+        ),
+        "{e}"
+    );
+    let rs = parse(
+        &nft_input("\t\ttcp dport 80 mark set 1\n"),
+        "n.nft",
+        Format::Nft,
+    )
+    .unwrap()
+    .ruleset;
+    assert_eq!(rs.rules().next().unwrap().kernel, ["mark set 1"]);
+}
+
+#[test]
+fn check_loads_set_blocks_and_ipset_files() {
+    // An nft set block of a type the sets crate refuses: the file's error,
+    // at the block's line.
+    let text = nft_input("").replace("inet_proto . inet_service", "ipv4_addr . nonsense");
+    let e = check::check(&text, "n.nft", Format::Auto).unwrap_err();
+    assert_eq!(
+        (e[0].line, e[0].message.starts_with("set 's':")),
+        (3, true),
+        "{e:?}"
+    );
+    // An ipset file: its sets, no rules.
+    let c = check::check(
+        "create m hash:mac\nadd m 02:00:00:00:00:01\n",
+        "m.ipset",
+        Format::Auto,
+    )
+    .unwrap();
+    assert_eq!(c.format, Format::Ipset);
+    assert!(c.parsed.is_none());
+    assert_eq!(c.sets.names(), ["m"]);
+    let e = check::check("create m hash:mac\nadd m 02:00\n", "m.ipset", Format::Auto).unwrap_err();
+    assert_eq!(
+        (e[0].file.as_str(), e[0].line, e[0].column),
+        ("m.ipset", 2, 7)
+    );
+}
