@@ -170,3 +170,37 @@ fn check_loads_set_blocks_and_ipset_files() {
         ("m.ipset", 2, 7)
     );
 }
+
+#[test]
+fn masked_comparisons_expand_exactly_when_small() {
+    let rs = parse(
+        &nft_input(
+            "\t\tip saddr & 255.0.255.0 == 10.0.1.0 drop\n\t\tudp dport & 0xfff1 != 3009 accept\n",
+        ),
+        "n.nft",
+        Format::Nft,
+    )
+    .unwrap()
+    .ruleset;
+    let r = rs.rules().next().unwrap();
+    // One range per value of the second octet: 10.X.1.0/24.
+    assert_eq!(r.matches.get(Field::SrcAddr).unwrap().ranges().len(), 256);
+    let e = LinearEngine::new(&rs, rs.select_chain(None).unwrap()).unwrap();
+    let decide = |src: u32, dport: u16| {
+        let d = e
+            .classify(&Packet::v4(src, 0x0a00_0002, 17, 1, dport), &NoSets)
+            .unwrap();
+        (d.rule_id, d.verdict)
+    };
+    assert_eq!(decide(0x0a4d_0105, 53), (1, Verdict::Drop));
+    assert_eq!(decide(0x0a4d_0205, 53), (2, Verdict::Accept));
+    // 3009 with any of bits 1-3 set is still equal under the mask.
+    assert_eq!(decide(0x0a4d_0205, 3015), (0, Verdict::Accept));
+    assert_eq!(decide(0x0a4d_0205, 3010), (2, Verdict::Accept));
+    // Too many holes: refused, saying how many ranges it would take.
+    let e = first_error(
+        &nft_input("\t\tip6 saddr & ::ffff == ::1 drop\n"),
+        Format::Nft,
+    );
+    assert!(e.contains("matches 2^112 ranges"), "{e}");
+}

@@ -148,3 +148,87 @@ fn concatenations_th_and_kernel_parts_agree_with_the_kernel() {
     // 2002 udp, 2004 udp, 2005 tcp, 2006 udp, 2007 tcp, 2008 both).
     assert_eq!(dropped, 9);
 }
+
+/// A named set keyed on the protocol and `th` (the rule keeps to port
+/// protocols), masked comparisons (a port mask with three holes: eight
+/// ranges; an address mask), and nft's `mark set` short form (left to the
+/// kernel).
+const MASKS_AND_SETS: &str = "table inet t {
+\tset s {
+\t\ttype inet_proto . inet_service
+\t\telements = { udp . 3002, tcp . 3004 }
+\t}
+\tchain input {
+\t\ttype filter hook input priority 0; policy accept;
+\t\tiifname \"lo\" mark set 0x1
+\t\tiifname \"lo\" meta l4proto . th dport @s drop
+\t\tiifname \"lo\" udp dport & 0xfff1 == 3009 drop
+\t\tiifname \"lo\" ip daddr & 255.0.255.0 != 127.0.0.0 drop
+\t}
+}
+";
+
+/// The file's set blocks, answering the rules' references.
+struct Blocks(parapet_sets::SetStore);
+
+impl SetLookup for Blocks {
+    fn contains(&self, r: &SetRef, pkt: &Packet) -> bool {
+        parapet_sets::packet_key(r, self.0.key_dims(&r.name), pkt)
+            .and_then(|k| self.0.lookup(&r.name, &k))
+            .unwrap_or(false)
+    }
+}
+
+#[test]
+#[ignore = "needs root"]
+fn masked_comparisons_and_th_sets_agree_with_the_kernel() {
+    parapet_testbed::require_root();
+    let checked = check::check(MASKS_AND_SETS, "masks.nft", Format::Nft).unwrap();
+    let rs = checked.parsed.unwrap().ruleset;
+    let sets = Blocks(checked.sets);
+    let engine = LinearEngine::new(&rs, rs.select_chain(Some("input")).unwrap()).unwrap();
+    let file = std::env::temp_dir().join(format!("parapet-masks-{}.nft", std::process::id()));
+    std::fs::write(&file, MASKS_AND_SETS).unwrap();
+    let ns = Netns::create("nftmask").unwrap();
+    ns.exec(&["nft", "-f", file.to_str().unwrap()]).unwrap();
+    let _ = std::fs::remove_file(&file);
+    let ports: Vec<u16> = (3000..=3024).collect();
+    let arrived: Vec<(u16, bool, bool)> = ns.run_in(|| {
+        ports
+            .iter()
+            .map(|&p| {
+                let udp = udp_arrives(p);
+                let l = std::net::TcpListener::bind(("127.0.0.1", p)).unwrap();
+                let tcp = std::net::TcpStream::connect_timeout(
+                    &std::net::SocketAddr::from(([127, 0, 0, 1], p)),
+                    Duration::from_millis(300),
+                )
+                .is_ok();
+                drop(l);
+                (p, udp, tcp)
+            })
+            .collect()
+    });
+    let mut dropped = 0;
+    for (p, udp, tcp) in arrived {
+        for (proto, kernel) in [(17u8, udp), (6u8, tcp)] {
+            let mut pkt = Packet::v4(0x7f00_0001, 0x7f00_0001, proto, 40000, p);
+            pkt.iif = IfName::new("lo").unwrap();
+            if proto == 6 {
+                pkt.tcp_flags = 0x02;
+            }
+            let d = engine.classify(&pkt, &sets).unwrap();
+            dropped += usize::from(!kernel);
+            assert_eq!(
+                d.verdict == Verdict::Accept,
+                kernel,
+                "proto {proto} port {p}: parapet says {:?} (rule {}), the kernel {}",
+                d.verdict,
+                d.rule_id,
+                if kernel { "accepted" } else { "dropped" }
+            );
+        }
+    }
+    // udp 3002 and tcp 3004 (the set), udp 3009, 3011, …, 3023 (the mask).
+    assert_eq!(dropped, 10);
+}

@@ -217,7 +217,7 @@ impl RuleParser<'_> {
             return self.fail("a payload or meta statement ('ip daddr set …') is not supported: it changes the packet later rules see");
         }
         if matches!(self.peek().map(|t| &t.tok), Some(Tok::Amp)) {
-            return self.fail("a masked comparison ('ip6 saddr & ::ffff == ::1') is not supported: a mask that is not a prefix matches addresses that are no short list of ranges (write a prefix, like 'ip saddr 10.0.0.0/8')");
+            return self.masked(&sels);
         }
         let keys: Vec<(Field, Kind)> = sels.iter().map(|s| (s.field, s.kind)).collect();
         if self.peek_word() == Some("vmap") {
@@ -322,6 +322,89 @@ impl RuleParser<'_> {
             set = set.complement(max);
         }
         // `ip saddr 0.0.0.0/0` says no more than the family does.
+        if !set.is_full(max) {
+            self.matches.constrain(s.field, set);
+        }
+        Ok(())
+    }
+
+    /// `SEL & MASK ==|!= V` on one address or number: the values whose
+    /// masked bits equal V's, as intervals — one per setting of the mask's
+    /// zero bits above its lowest one bit, so a mask with few such holes
+    /// (`& 255.0.255.0`) is exact and small; more than
+    /// 2^[`MAX_MASK_BITS`] intervals is an error.
+    fn masked(&mut self, sels: &[Selector]) -> Res<()> {
+        let [s] = sels else {
+            return self.fail("a masked comparison on a concatenation is not supported");
+        };
+        let (width, max) = match s.kind {
+            Kind::Addr(f) => (f.addr_bits(), width_mask(f.addr_bits())),
+            Kind::Port | Kind::Proto => {
+                let max = s.field.max_value();
+                (128 - max.leading_zeros(), max)
+            }
+            _ => {
+                return self.fail(
+                    "a masked comparison is supported on addresses, ports and protocols only",
+                )
+            }
+        };
+        self.i += 1;
+        let point = |p: &mut Self, what: &str| -> Res<u128> {
+            let t = p.next_word(what)?;
+            // A number as nft prints masks of ports and protocols (`0xfff1`).
+            let number = t.word().and_then(|w| match w.strip_prefix("0x") {
+                Some(h) => u128::from_str_radix(h, 16).ok(),
+                None => w.parse::<u128>().ok(),
+            });
+            if let Some(n) = number.filter(|&n| !matches!(s.kind, Kind::Addr(_)) && n <= max) {
+                return Ok(n);
+            }
+            match p.element(s.kind, &t)?.ranges() {
+                [(a, b)] if a == b => Ok(*a),
+                _ => Err((
+                    t.line,
+                    t.col,
+                    format!("expected one {what}, found '{}'", t.show()),
+                )),
+            }
+        };
+        let mask = point(self, "mask")?;
+        let neg = match self.peek_word() {
+            Some("!=") => true,
+            Some("==") => false,
+            _ => return self.fail("expected '==' or '!=' after the mask"),
+        };
+        self.i += 1;
+        let value = point(self, "value")?;
+        let low = mask.trailing_zeros().min(width);
+        let holes: Vec<u32> = (low..width).filter(|b| mask >> b & 1 == 0).collect();
+        let mut set = IntervalSet::empty();
+        if value & !mask == 0 {
+            if holes.len() > MAX_MASK_BITS as usize {
+                return self.fail(format!("a masked comparison whose mask has {} zero bits above its lowest one bit matches 2^{} ranges (at most 2^{MAX_MASK_BITS} are expanded); write the ranges", holes.len(), holes.len()));
+            }
+            let span = if low >= 128 {
+                u128::MAX
+            } else {
+                (1u128 << low) - 1
+            };
+            for combo in 0u32..(1 << holes.len()) {
+                let lo = holes
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| combo >> i & 1 == 1)
+                    .fold(value & mask, |acc, (_, &b)| acc | 1u128 << b);
+                set = set.union(&IntervalSet::range(lo, (lo | span) & max));
+            }
+        }
+        // (A value with bits outside the mask never equals: empty.)
+        if neg {
+            set = set.complement(max);
+        }
+        for (f, v) in &s.implied {
+            self.matches.constrain(*f, v.clone());
+        }
         if !set.is_full(max) {
             self.matches.constrain(s.field, set);
         }
@@ -584,6 +667,9 @@ impl RuleParser<'_> {
         Ok(())
     }
 }
+
+/// Masked comparisons expand into at most 2^this intervals.
+const MAX_MASK_BITS: u32 = 8;
 
 /// Transport protocols whose first two header words parapet reads as
 /// ports: `th sport|dport` means those ports there, and only there.
