@@ -4,7 +4,7 @@
 use anyhow::{anyhow, Context, Result};
 use parapet_model::{LeftToKernel, Packet, Ruleset};
 use parapet_parse::trace::TraceReader;
-use parapet_parse::{Format, ParseError};
+use parapet_parse::{Format, ParseError, ParseOptions};
 
 pub use crate::pcap::TraceItem;
 use std::io::{BufRead, BufReader, Read};
@@ -31,8 +31,21 @@ fn open(path: &Path) -> Result<Box<dyn BufRead>> {
 /// the returned error only counts them, so nothing is reported twice.
 pub fn ruleset(path: &Path, format: &str) -> Result<parapet_parse::Parsed> {
     let format: Format = format.parse().map_err(|e: String| anyhow!(e))?;
-    parapet_parse::parse(&text(path)?, &path.display().to_string(), format)
+    let name = path.display().to_string();
+    parapet_parse::parse_with(&text(path)?, &name, format, options())
         .map_err(|errors| report_errors(path, &errors))
+}
+
+/// `-I DIR` of the command line: the nft include search path.
+static OPTIONS: std::sync::OnceLock<ParseOptions> = std::sync::OnceLock::new();
+
+/// Sets the include search path, once, before any file is read.
+pub fn set_include_dirs(include_dirs: Vec<std::path::PathBuf>) {
+    let _ = OPTIONS.set(ParseOptions { include_dirs });
+}
+
+fn options() -> &'static ParseOptions {
+    OPTIONS.get_or_init(ParseOptions::default)
 }
 
 /// Checks a file as `parapet check` does ([`parapet_parse::check::check`]):
@@ -40,7 +53,8 @@ pub fn ruleset(path: &Path, format: &str) -> Result<parapet_parse::Parsed> {
 /// [`ruleset`].
 pub fn checked(path: &Path, format: &str) -> Result<parapet_parse::check::Checked> {
     let format: Format = format.parse().map_err(|e: String| anyhow!(e))?;
-    parapet_parse::check::check(&text(path)?, &path.display().to_string(), format)
+    let name = path.display().to_string();
+    parapet_parse::check::check_with(&text(path)?, &name, format, options())
         .map_err(|errors| report_errors(path, &errors))
 }
 

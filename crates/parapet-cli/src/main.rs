@@ -31,6 +31,10 @@ struct Cli {
     /// Control socket of parapetd, for the daemon commands.
     #[arg(long, global = true, env = "PARAPET_SOCKET", value_name = "PATH")]
     socket: Option<PathBuf>,
+    /// Where nft `include`s of ruleset files are looked for when not next to the including
+    /// file, in order (as `nft -I DIR`); repeatable.
+    #[arg(short = 'I', long = "include-dir", global = true, value_name = "DIR")]
+    include_dirs: Vec<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -157,6 +161,7 @@ fn main() -> ExitCode {
         return parapetd_main(ParapetdArgs::parse());
     }
     let cli = Cli::parse();
+    load::set_include_dirs(cli.include_dirs.clone());
     let socket = cli.socket.as_deref();
     let daemon = |cmd| daemon::run(cmd, socket);
     let result = match cli.command {

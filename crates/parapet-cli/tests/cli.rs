@@ -353,3 +353,23 @@ fn nft_set_blocks_are_checked_and_listed() {
         );
     }
 }
+
+/// `-I DIR`: nft includes not next to the including file are looked for
+/// there, as `nft -I` does.
+#[test]
+fn include_dirs_are_searched() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = dir.path().join("lib");
+    std::fs::create_dir(&lib).unwrap();
+    write(&lib, "defs.nft", "define ssh = 22\n");
+    let main = write(
+        dir.path(),
+        "main.nft",
+        "include \"defs.nft\"\ntable inet t {\n\tchain input {\n\t\ttype filter hook input priority 0; policy drop;\n\t\ttcp dport $ssh accept\n\t}\n}\n",
+    );
+    let o = parapet(&["check", s(&main)]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("included file"));
+    let out = stdout(&parapet(&["-I", s(&lib), "check", s(&main)]));
+    assert!(out.contains("ok (nft): 1 table, 1 chain, 1 rule"), "{out}");
+}

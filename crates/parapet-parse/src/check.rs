@@ -6,7 +6,7 @@
 //! save` file, its sets) load into a [`SetStore`], and the default chain
 //! flattens (jumps resolve, no loops).
 
-use crate::{parse, Format, ParseError, Parsed};
+use crate::{parse_with, Format, ParseError, ParseOptions, Parsed};
 use parapet_sets::SetStore;
 
 /// A file that passed [`check`].
@@ -25,6 +25,16 @@ pub struct Checked {
 /// mapped back from the block to the file). An error that has no position
 /// in the text (a jump loop found while flattening) is at line 0, column 0.
 pub fn check(text: &str, path: &str, format: Format) -> Result<Checked, Vec<ParseError>> {
+    check_with(text, path, format, &ParseOptions::default())
+}
+
+/// [`check`] with [`ParseOptions`] (the nft include search path).
+pub fn check_with(
+    text: &str,
+    path: &str,
+    format: Format,
+    opts: &ParseOptions,
+) -> Result<Checked, Vec<ParseError>> {
     let format = match format {
         Format::Auto => crate::detect(text),
         f => f,
@@ -45,7 +55,7 @@ pub fn check(text: &str, path: &str, format: Format) -> Result<Checked, Vec<Pars
             sets,
         });
     }
-    let parsed = parse(text, path, format)?;
+    let parsed = parse_with(text, path, format, opts)?;
     let mut sets = SetStore::new();
     let mut errors = Vec::new();
     for b in &parsed.set_blocks {

@@ -215,6 +215,24 @@ fn legacy_ipset(text: &str) -> bool {
 /// an error at 1:1. [`Format::Ipset`] is not parsed here (the sets crate
 /// does it, through [`check::check`]) and yields an error saying so.
 pub fn parse(text: &str, path: &str, format: Format) -> Result<Parsed, Vec<ParseError>> {
+    parse_with(text, path, format, &ParseOptions::default())
+}
+
+/// What a parse may look at besides the text.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ParseOptions {
+    /// nft `include` search path (`nft -I DIR`): a relative include not
+    /// found next to the including file is looked for in these, in order.
+    pub include_dirs: Vec<std::path::PathBuf>,
+}
+
+/// [`parse`] with [`ParseOptions`].
+pub fn parse_with(
+    text: &str,
+    path: &str,
+    format: Format,
+    opts: &ParseOptions,
+) -> Result<Parsed, Vec<ParseError>> {
     let format = match format {
         Format::Auto => match detect(text) {
             Format::Auto if legacy_ipset(text) => {
@@ -241,7 +259,7 @@ pub fn parse(text: &str, path: &str, format: Format) -> Result<Parsed, Vec<Parse
         Format::IptablesSave => (iptables::parse(text, path, None)?, Vec::new()),
         Format::Ip6tablesSave => (iptables::parse(text, path, Some(Family::V6))?, Vec::new()),
         Format::Classbench => (classbench::parse(text, path)?, Vec::new()),
-        Format::Nft => nft::parse(text, path)?,
+        Format::Nft => nft::parse(text, path, &opts.include_dirs)?,
         Format::Ipset => {
             return Err(vec![ParseError::new(
                 path,

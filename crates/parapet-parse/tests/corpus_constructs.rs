@@ -204,3 +204,31 @@ fn masked_comparisons_expand_exactly_when_small() {
     );
     assert!(e.contains("matches 2^112 ranges"), "{e}");
 }
+
+#[test]
+fn includes_are_looked_for_on_the_search_path_after_the_including_dir() {
+    let root = std::env::temp_dir().join(format!("parapet-incl-{}", std::process::id()));
+    let (main_dir, lib_dir) = (root.join("etc"), root.join("lib"));
+    std::fs::create_dir_all(&main_dir).unwrap();
+    std::fs::create_dir_all(&lib_dir).unwrap();
+    std::fs::write(lib_dir.join("defs.nft"), "define ssh = 22\n").unwrap();
+    let main = main_dir.join("main.nft");
+    let text = "include \"defs.nft\"\ntable inet t {\n\tchain input {\n\t\ttype filter hook input priority 0; policy drop;\n\t\ttcp dport $ssh accept\n\t}\n}\n";
+    let name = main.to_str().unwrap();
+    let e = parse(text, name, Format::Nft).unwrap_err();
+    assert!(e[0].message.contains("included file"), "{e:?}");
+    let opts = ParseOptions {
+        include_dirs: vec![root.join("nowhere"), lib_dir.clone()],
+    };
+    let p = parse_with(text, name, Format::Nft, &opts).unwrap();
+    assert_eq!(p.ruleset.rule_count(), 1);
+    // A file next to the including one comes first.
+    std::fs::write(main_dir.join("defs.nft"), "define ssh = 2222\n").unwrap();
+    let p = parse_with(text, name, Format::Nft, &opts).unwrap();
+    let r = p.ruleset.rules().next().unwrap();
+    assert_eq!(
+        r.matches.get(Field::DstPort).unwrap(),
+        &IntervalSet::point(2222)
+    );
+    let _ = std::fs::remove_dir_all(&root);
+}

@@ -31,9 +31,13 @@ use crate::SetBlock;
 use parapet_model::*;
 use table::Parser;
 
-pub(crate) fn parse(text: &str, file: &str) -> Result<(Ruleset, Vec<SetBlock>), Vec<ParseError>> {
+pub(crate) fn parse(
+    text: &str,
+    file: &str,
+    include_dirs: &[std::path::PathBuf],
+) -> Result<(Ruleset, Vec<SetBlock>), Vec<ParseError>> {
     let mut errs = Errors::new(file);
-    let (toks, sources) = script::expand(text, file, &mut errs);
+    let (toks, sources) = script::expand(text, file, include_dirs, &mut errs);
     let mut p = Parser {
         toks,
         pos: 0,

@@ -25,10 +25,18 @@ struct Expander<'e> {
     defines: HashMap<String, Vec<Token>>,
     /// Canonical paths being included, innermost last (cycle check).
     stack: Vec<PathBuf>,
+    /// `-I DIR`: where a relative include not found next to the including
+    /// file is looked for, in order (nft's include path).
+    search: &'e [PathBuf],
 }
 
 /// Expands includes and variables of `text` (read from `file`).
-pub(super) fn expand(text: &str, file: &str, errs: &mut Errors) -> (Vec<Token>, Sources) {
+pub(super) fn expand(
+    text: &str,
+    file: &str,
+    search: &[PathBuf],
+    errs: &mut Errors,
+) -> (Vec<Token>, Sources) {
     let toks = tokenize(text, errs, 0, 0);
     let dir = Path::new(file)
         .parent()
@@ -40,6 +48,7 @@ pub(super) fn expand(text: &str, file: &str, errs: &mut Errors) -> (Vec<Token>, 
         dirs: vec![dir],
         defines: HashMap::new(),
         stack: std::fs::canonicalize(file).into_iter().collect(),
+        search,
     };
     let mut out = Vec::new();
     ex.run(toks, &mut out);
@@ -165,7 +174,16 @@ impl Expander<'_> {
             return end;
         };
         let dir = self.dirs.get(kw.src as usize).cloned().unwrap_or_default();
-        let files = match resolve(path, &dir) {
+        // Next to the including file first, then the search path.
+        let found = std::iter::once(&dir)
+            .chain(
+                self.search
+                    .iter()
+                    .filter(|_| !Path::new(path).is_absolute()),
+            )
+            .map(|d| resolve(path, d))
+            .find(|r| r.as_ref().is_ok_and(|f| !f.is_empty()));
+        let files = match found.unwrap_or_else(|| resolve(path, &dir)) {
             Ok(f) => f,
             Err(m) => {
                 self.errs.push(kw.line, kw.col, m);
