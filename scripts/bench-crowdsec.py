@@ -139,15 +139,19 @@ prometheus:
         sh("ipset", "create", "crowdsec6-blacklists", "hash:ip", "family", "inet6", "timeout", "0",
            "maxelem", "1000000")
         os.makedirs(f"{d}/ipset")
-        open(f"{d}/ipset-bouncer.yaml", "w").write(f"""mode: ipset
-pid_dir: {d}/ipset/
+
+        def bouncer_yaml(path, mode, rundir, key, backend):
+            """The bouncer's configuration: what both modes share, then the
+            mode's own section."""
+            open(path, "w").write(f"""mode: {mode}
+pid_dir: {rundir}/
 update_frequency: 1s
 daemonize: false
 log_mode: file
-log_dir: {d}/ipset/
+log_dir: {rundir}/
 log_level: warning
 api_url: {url}/
-api_key: {ikey}
+api_key: {key}
 disable_ipv6: false
 deny_action: DROP
 deny_log: false
@@ -155,40 +159,17 @@ supported_decisions_types:
   - ban
 blacklists_ipv4: crowdsec-blacklists
 blacklists_ipv6: crowdsec6-blacklists
-ipset_type: nethash
-prometheus:
+{backend}prometheus:
   enabled: false
 """)
-        open(f"{d}/bouncer.yaml", "w").write(f"""mode: nftables
-pid_dir: {d}/
-update_frequency: 1s
-daemonize: false
-log_mode: file
-log_dir: {d}/
-log_level: warning
-api_url: {url}/
-api_key: {bkey}
-disable_ipv6: false
-deny_action: DROP
-deny_log: false
-supported_decisions_types:
-  - ban
-blacklists_ipv4: crowdsec-blacklists
-blacklists_ipv6: crowdsec6-blacklists
-nftables:
-  ipv4:
+        bouncer_yaml(f"{d}/ipset-bouncer.yaml", "ipset", f"{d}/ipset", ikey, "ipset_type: nethash\n")
+        nft = "".join(f"""  ipv{v}:
     enabled: true
     set-only: false
-    table: crowdsec
-    chain: crowdsec-chain
-  ipv6:
-    enabled: true
-    set-only: false
-    table: crowdsec6
-    chain: crowdsec6-chain
-prometheus:
-  enabled: false
-""")
+    table: crowdsec{t}
+    chain: crowdsec{t}-chain
+""" for v, t in ((4, ""), (6, "6")))
+        bouncer_yaml(f"{d}/bouncer.yaml", "nftables", d, bkey, "nftables:\n" + nft)
         sock = f"{d}/parapet.sock"
         plog = open(f"{d}/parapetd.log", "w")
         pd = subprocess.Popen(["ip", "netns", "exec", NS, parapetd, "--socket", sock, "--state-dir", f"{d}/state",
@@ -257,12 +238,14 @@ prometheus:
                 cscli("decisions", "import", "-i", csv)
                 t1 = time.monotonic()
                 done = {}
-                seen = {"bouncer_count": 0, "ipset_count": 0}
+                seen = {"bouncer_count": 0, "ipset_count": 0, "parapet_count": 0}
 
                 def check():
                     now = time.monotonic()
-                    if "parapet" not in done and p_elements() == base + n:
-                        done["parapet"] = now
+                    if "parapet" not in done:
+                        seen["parapet_count"] = p_elements() - base
+                        if seen["parapet_count"] == n:
+                            done["parapet"] = now
                     # The bouncer inserts in batches: the last address
                     # can be in before all are; count once it is.
                     if "bouncer" not in done and nft_has(ips[-1]):
@@ -301,6 +284,7 @@ prometheus:
                 row = {
                     "n": n, "round": r, "import_s": round(t1 - t0, 3),
                     "parapet_s": round(done["parapet"] - t1, 3) if "parapet" in done else None, "bouncer_s": round(done["bouncer"] - t1, 3) if "bouncer" in done else None,
+                    "parapet_count": seen["parapet_count"],
                     "bouncer_count": seen["bouncer_count"],
                     "ipset_s": round(done["ipset"] - t1, 3) if "ipset" in done else None,
                     "ipset_count": seen["ipset_count"],

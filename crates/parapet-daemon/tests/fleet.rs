@@ -32,6 +32,23 @@ fn unban(d: &common::Daemon, addrs: &[&str]) {
     call(&mut c, json!({"cmd": "unban", "elems": addrs}));
 }
 
+/// Waits until a node's own changes are back from the log, then until it
+/// writes a snapshot after them.
+fn wait_logged_and_snapshotted(a: &common::Daemon) {
+    wait_until(
+        "the node's own changes are back from the log",
+        LIMIT,
+        || {
+            let s = fleet_stats(a);
+            s["backlog"] == 0 && s["in_flight"] == 0
+        },
+    );
+    let s0 = fleet_stats(a)["snapshots"].as_u64().unwrap();
+    wait_until("the node writes a snapshot after them", LIMIT, || {
+        fleet_stats(a)["snapshots"].as_u64().unwrap() > s0
+    });
+}
+
 fn strings(v: &[&str]) -> Vec<String> {
     let mut v: Vec<String> = v.iter().map(|s| s.to_string()).collect();
     v.sort();
@@ -439,14 +456,7 @@ fn new_node_bootstraps_from_a_snapshot() {
     ban(&a, &["192.0.2.1", "192.0.2.2", "192.0.2.3"], 600);
     unban(&a, &["192.0.2.2"]);
     let want = strings(&["192.0.2.1", "192.0.2.3"]);
-    wait_until("a's own changes are back from the log", LIMIT, || {
-        let s = fleet_stats(&a);
-        s["backlog"] == 0 && s["in_flight"] == 0
-    });
-    let s0 = fleet_stats(&a)["snapshots"].as_u64().unwrap();
-    wait_until("a writes a snapshot after them", LIMIT, || {
-        fleet_stats(&a)["snapshots"].as_u64().unwrap() > s0
-    });
+    wait_logged_and_snapshotted(&a);
     let r = broker.request_raw("$JS.API.STREAM.PURGE.parapet_fleetlog", b"");
     assert!(r.contains("\"success\":true"), "{r}");
     let c = node(dir.path(), &broker, "c", &[]);
@@ -497,14 +507,7 @@ fn node_away_past_the_log_horizon_rebootstraps_from_a_snapshot() {
         unban(&a, &churn);
     }
     let want = strings(&["192.0.2.2", "192.0.2.3"]);
-    wait_until("a's changes are in the log", LIMIT, || {
-        let s = fleet_stats(&a);
-        s["backlog"] == 0 && s["in_flight"] == 0
-    });
-    let s0 = fleet_stats(&a)["snapshots"].as_u64().unwrap();
-    wait_until("a writes a snapshot after them", LIMIT, || {
-        fleet_stats(&a)["snapshots"].as_u64().unwrap() > s0
-    });
+    wait_logged_and_snapshotted(&a);
     let c = node(dir.path(), &broker, "c", &small);
     wait_equal(&[&a, &c], BAN4, &want, LIMIT);
     wait_until("c's re-bootstrap ends", LIMIT, || {
