@@ -235,7 +235,17 @@ blacklists_ipv6: crowdsec6-blacklists
                     for ip in ips:
                         f.write(f"1h,ip,ban,{ip}\n")
                 t0 = time.monotonic()
-                cscli("decisions", "import", "-i", csv)
+                # Under load the LAPI's SQLite can refuse a big import
+                # ("database is locked"; nothing imported): try again, at
+                # most 3 times; the import time includes the tries.
+                for attempt in range(3):
+                    try:
+                        cscli("decisions", "import", "-i", csv)
+                        break
+                    except SystemExit as e:
+                        if "database is locked" not in str(e) or attempt == 2:
+                            raise
+                        print(f"import refused (database is locked), try {attempt + 2}", flush=True)
                 t1 = time.monotonic()
                 done = {}
                 seen = {"bouncer_count": 0, "ipset_count": 0, "parapet_count": 0}

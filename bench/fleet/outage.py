@@ -107,7 +107,10 @@ def snapshot_sizes(a, binary):
                 src = r.Node(tmp, broker.url, "src", binary, extra)
                 nodes.append(src)
                 fill(src, n, 1)
-                r.wait("published", 600, lambda: src.stats()["fleet"]["backlog"] == 0, 0.05)
+                # Published and back from the log: a snapshot written
+                # after that is at the log's end (before it, at 0).
+                r.wait("published", 600, lambda: src.stats()["fleet"]["backlog"] == 0
+                       and src.stats()["fleet"]["in_flight"] == 0, 0.05)
                 if path == "snapshot":
                     s0 = src.stats()["fleet"]["snapshots"]
                     r.wait("snapshot written", 600,

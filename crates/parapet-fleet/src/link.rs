@@ -339,8 +339,10 @@ async fn consume(
                     "the newest snapshot (log position {at}) is older than the log's oldest message {first}: changes in between are lost"
                 ));
             }
-            snapshot::load(fleet, js, applier, &parts).await?;
+            // Before its elements show (a reader of `stats` that sees
+            // them sees where they came from).
             fleet.stats.boot_snapshot_at.store(at, Ordering::Relaxed);
+            snapshot::load(fleet, js, applier, &parts).await?;
             deliver = consumer::DeliverPolicy::ByStartSequence {
                 start_sequence: at + 1,
             };
