@@ -1,19 +1,22 @@
 #!/usr/bin/env python3
 """CrowdSec decisions to enforcement: parapetd --crowdsec against the real
-crowdsec-firewall-bouncer (nftables mode), same run, same Local API.
+crowdsec-firewall-bouncer in its nftables mode and in its ipset mode (two
+bouncer processes), same run, same Local API.
 
 Everything runs in a network namespace this script creates (removed at the
 end): Debian's `crowdsec` as the Local API alone (temporary config, SQLite
 in a temporary directory), `parapetd --crowdsec` with its dataplane attached
-(XDP) to a veth there, and `crowdsec-firewall-bouncer` in nftables mode.
-Both poll every second; parapetd also in full every RESYNC (env, default
+(XDP) to a veth there, and `crowdsec-firewall-bouncer` twice: in nftables
+mode and in ipset mode (the script creates its ipsets, which that mode
+fills and never creates). All poll every second; parapetd also in full every RESYNC (env, default
 10) seconds. Each side gets 60 s after the import (and after the delete):
 one still short then is recorded as never complete (null). For each size N, `cscli decisions import` of N
 fresh IPv4 decisions; then the time from the import's end until
   - parapet: its sets hold all N (stats `elements`; committed, journaled
     with fsync, mirrored into the kernel map),
-  - bouncer: nft set crowdsec-blacklists holds all N (the last imported
-    address first, then the count),
+  - bouncer (nftables): nft set crowdsec-blacklists holds all N (the last
+    imported address first, then the count),
+  - bouncer (ipset): ipset crowdsec-blacklists holds all N (likewise),
 then `cscli decisions delete --all` and the time until both are empty.
 Prints one JSON line per round and a summary (median, min, max); memory
 is each process's RSS when the round's enforcement ended and its peak
@@ -129,16 +132,26 @@ prometheus:
         wait("LAPI up", lapi_up, 30, 0.1)
         pkey = cscli("-oraw", "bouncers", "add", "parapet").strip()
         bkey = cscli("-oraw", "bouncers", "add", "nftbouncer").strip()
+        ikey = cscli("-oraw", "bouncers", "add", "ipsetbouncer").strip()
         open(f"{d}/parapet.key", "w").write(pkey)
-        open(f"{d}/bouncer.yaml", "w").write(f"""mode: nftables
-pid_dir: {d}/
+        # ipset mode only adds to sets that exist (timeouts per element).
+        sh("ipset", "create", "crowdsec-blacklists", "hash:ip", "timeout", "0", "maxelem", "1000000")
+        sh("ipset", "create", "crowdsec6-blacklists", "hash:ip", "family", "inet6", "timeout", "0",
+           "maxelem", "1000000")
+        os.makedirs(f"{d}/ipset")
+
+        def bouncer_yaml(path, mode, rundir, key, backend):
+            """The bouncer's configuration: what both modes share, then the
+            mode's own section."""
+            open(path, "w").write(f"""mode: {mode}
+pid_dir: {rundir}/
 update_frequency: 1s
 daemonize: false
 log_mode: file
-log_dir: {d}/
+log_dir: {rundir}/
 log_level: warning
 api_url: {url}/
-api_key: {bkey}
+api_key: {key}
 disable_ipv6: false
 deny_action: DROP
 deny_log: false
@@ -146,20 +159,17 @@ supported_decisions_types:
   - ban
 blacklists_ipv4: crowdsec-blacklists
 blacklists_ipv6: crowdsec6-blacklists
-nftables:
-  ipv4:
-    enabled: true
-    set-only: false
-    table: crowdsec
-    chain: crowdsec-chain
-  ipv6:
-    enabled: true
-    set-only: false
-    table: crowdsec6
-    chain: crowdsec6-chain
-prometheus:
+{backend}prometheus:
   enabled: false
 """)
+        bouncer_yaml(f"{d}/ipset-bouncer.yaml", "ipset", f"{d}/ipset", ikey, "ipset_type: nethash\n")
+        nft = "".join(f"""  ipv{v}:
+    enabled: true
+    set-only: false
+    table: crowdsec{t}
+    chain: crowdsec{t}-chain
+""" for v, t in ((4, ""), (6, "6")))
+        bouncer_yaml(f"{d}/bouncer.yaml", "nftables", d, bkey, "nftables:\n" + nft)
         sock = f"{d}/parapet.sock"
         plog = open(f"{d}/parapetd.log", "w")
         pd = subprocess.Popen(["ip", "netns", "exec", NS, parapetd, "--socket", sock, "--state-dir", f"{d}/state",
@@ -170,6 +180,10 @@ prometheus:
         bo = subprocess.Popen(["ip", "netns", "exec", NS, "crowdsec-firewall-bouncer", "-c", f"{d}/bouncer.yaml"],
                               stdout=blog, stderr=blog)
         procs.append(bo)
+        ilog = open(f"{d}/ipset-bouncer.out", "w")
+        bi = subprocess.Popen(["ip", "netns", "exec", NS, "crowdsec-firewall-bouncer", "-c", f"{d}/ipset-bouncer.yaml"],
+                              stdout=ilog, stderr=ilog)
+        procs.append(bi)
 
         def pcall(*a):
             return subprocess.run([parapet, "--socket", sock, *a], capture_output=True, text=True)
@@ -198,6 +212,16 @@ prometheus:
                     return len(o["set"].get("elem", []))
             return 0
 
+        def ipset_has(ip):
+            return sh("ipset", "test", "crowdsec-blacklists", ip, check=False).returncode == 0
+
+        def ipset_count():
+            r = sh("ipset", "list", "-t", "crowdsec-blacklists", check=False)
+            for line in r.stdout.splitlines():
+                if line.startswith("Number of entries:"):
+                    return int(line.split(":")[1])
+            return -1
+
         wait("bouncer's nft set", lambda: nft_count() == 0, 60, 0.2)
         results = {}
         off = 0
@@ -211,15 +235,27 @@ prometheus:
                     for ip in ips:
                         f.write(f"1h,ip,ban,{ip}\n")
                 t0 = time.monotonic()
-                cscli("decisions", "import", "-i", csv)
+                # Under load the LAPI's SQLite can refuse a big import
+                # ("database is locked"; nothing imported): try again, at
+                # most 3 times; the import time includes the tries.
+                for attempt in range(3):
+                    try:
+                        cscli("decisions", "import", "-i", csv)
+                        break
+                    except SystemExit as e:
+                        if "database is locked" not in str(e) or attempt == 2:
+                            raise
+                        print(f"import refused (database is locked), try {attempt + 2}", flush=True)
                 t1 = time.monotonic()
                 done = {}
-                seen = {"bouncer_count": 0}
+                seen = {"bouncer_count": 0, "ipset_count": 0, "parapet_count": 0}
 
                 def check():
                     now = time.monotonic()
-                    if "parapet" not in done and p_elements() == base + n:
-                        done["parapet"] = now
+                    if "parapet" not in done:
+                        seen["parapet_count"] = p_elements() - base
+                        if seen["parapet_count"] == n:
+                            done["parapet"] = now
                     # The bouncer inserts in batches: the last address
                     # can be in before all are; count once it is.
                     if "bouncer" not in done and nft_has(ips[-1]):
@@ -227,13 +263,19 @@ prometheus:
                         seen["bouncer_count"] = c
                         if c == n:
                             done["bouncer"] = now
+                    if "ipset" not in done and ipset_has(ips[-1]):
+                        c = ipset_count()
+                        seen["ipset_count"] = c
+                        if c == n:
+                            done["ipset"] = now
                     # A bouncer that stays short (missed deltas) is
                     # recorded as such after a minute.
-                    return len(done) == 2 or now - t1 > 60
+                    return len(done) == 3 or now - t1 > 60
                 wait(f"{n} decisions enforced", check, LIMIT_S, 0.02)
                 mem = {"parapetd_rss_kib": rss_kib(pd.pid), "bouncer_rss_kib": rss_kib(bo.pid),
                        "parapetd_peak_kib": rss_kib(pd.pid, "VmHWM"),
-                       "bouncer_peak_kib": rss_kib(bo.pid, "VmHWM")}
+                       "bouncer_peak_kib": rss_kib(bo.pid, "VmHWM"),
+                       "ipset_rss_kib": rss_kib(bi.pid), "ipset_peak_kib": rss_kib(bi.pid, "VmHWM")}
                 t2 = time.monotonic()
                 cscli("decisions", "delete", "--all")
                 t3 = time.monotonic()
@@ -245,12 +287,18 @@ prometheus:
                         gone["parapet"] = now
                     if "bouncer" not in gone and not nft_has(ips[-1]) and nft_count() == 0:
                         gone["bouncer"] = now
-                    return len(gone) == 2 or now - t3 > 60
+                    if "ipset" not in gone and not ipset_has(ips[-1]) and ipset_count() == 0:
+                        gone["ipset"] = now
+                    return len(gone) == 3 or now - t3 > 60
                 wait(f"{n} decisions removed", check_gone, LIMIT_S, 0.02)
                 row = {
                     "n": n, "round": r, "import_s": round(t1 - t0, 3),
                     "parapet_s": round(done["parapet"] - t1, 3) if "parapet" in done else None, "bouncer_s": round(done["bouncer"] - t1, 3) if "bouncer" in done else None,
+                    "parapet_count": seen["parapet_count"],
                     "bouncer_count": seen["bouncer_count"],
+                    "ipset_s": round(done["ipset"] - t1, 3) if "ipset" in done else None,
+                    "ipset_count": seen["ipset_count"],
+                    "ipset_unban_s": round(gone["ipset"] - t3, 3) if "ipset" in gone else None,
                     "delete_all_s": round(t3 - t2, 3),
                     "parapet_unban_s": round(gone["parapet"] - t3, 3) if "parapet" in gone else None,
                     "bouncer_unban_s": round(gone["bouncer"] - t3, 3) if "bouncer" in gone else None,
@@ -265,10 +313,12 @@ prometheus:
                 if len(v) < len(rows):
                     return f"{len(rows) - len(v)} of {len(rows)} never complete" + (f", others {statistics.median(v):.3f}" if v else "")
                 return f"{statistics.median(v):.3f} [{min(v):.3f}–{max(v):.3f}]"
-            print(f"N={n}: parapet {s('parapet_s')}  bouncer {s('bouncer_s')}  | unban parapet {s('parapet_unban_s')}"
-                  f"  bouncer {s('bouncer_unban_s')}  | import {s('import_s')}"
+            print(f"N={n}: parapet {s('parapet_s')}  bouncer {s('bouncer_s')}  ipset bouncer {s('ipset_s')}"
+                  f"  | unban parapet {s('parapet_unban_s')}"
+                  f"  bouncer {s('bouncer_unban_s')}  ipset bouncer {s('ipset_unban_s')}  | import {s('import_s')}"
                   f"  | RSS KiB parapetd {max(x['parapetd_rss_kib'] for x in rows)} bouncer {max(x['bouncer_rss_kib'] for x in rows)}"
-                  f"  | peak KiB parapetd {max(x['parapetd_peak_kib'] for x in rows)} bouncer {max(x['bouncer_peak_kib'] for x in rows)}")
+                  f"  | peak KiB parapetd {max(x['parapetd_peak_kib'] for x in rows)} bouncer {max(x['bouncer_peak_kib'] for x in rows)}"
+                  f"  | ipset bouncer RSS {max(x['ipset_rss_kib'] for x in rows)} peak {max(x['ipset_peak_kib'] for x in rows)}")
     finally:
         for p in reversed(procs):
             p.terminate()

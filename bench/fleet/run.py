@@ -9,9 +9,20 @@ control sockets.
    RATE bans/s is offered across the fleet (batches, paced per node).
 2. Bootstrap: node 0 is filled to BOOT bans (its local ingest time is the
    baseline), then a fresh node joins; time until it holds them all.
+3. (--outage S) Broker outage under load: three nodes take OUTAGE_RATE
+   bans/s (offered across them) while the broker is stopped for S seconds;
+   the load stops when it is back; time from its return (port open) until
+   every node holds every acknowledged ban with nothing left to publish.
+4. (--snapshot-sizes N,...) Bootstrap time against the number of bans, by
+   the snapshot path and, as the baseline in the same run, by replaying
+   the log (a node with no snapshot on the broker): per N, node 0 holds N
+   bans (snapshot written after them), a fresh node joins; time until it
+   holds N.
 
 Usage: bench/fleet/run.py [--rate 100000] [--seconds 10] [--boot 1000000]
        [--bin LABEL=PATH ...] [--out results.json]
+       [--only main,outage,snapshot] [--outage 60] [--outage-rate 10000]
+       [--snapshot-sizes 10000,100000,1000000]
        (needs target/release/parapetd, nats-server). With several --bin, the
        whole benchmark runs once per binary, in order, in one invocation (a
        before/after comparison in the same run), each with a fresh broker.
@@ -28,6 +39,8 @@ import sys
 import tempfile
 import threading
 import time
+
+import outage
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PARAPETD = os.path.join(ROOT, "target", "release", "parapetd")
@@ -77,14 +90,14 @@ def wait(what, limit, f, every=0.01):
 
 
 class Node:
-    def __init__(self, tmp, url, name, binary):
+    def __init__(self, tmp, url, name, binary, extra=()):
         self.dir = os.path.join(tmp, name)
         os.makedirs(self.dir)
         self.sock = os.path.join(self.dir, "s")
         self.log = open(os.path.join(self.dir, "log"), "w")
         self.p = subprocess.Popen(
             [binary, "--socket", self.sock, "--state-dir", os.path.join(self.dir, "st"),
-             "--fleet", url, "--fleet-node", name],
+             "--fleet", url, "--fleet-node", name, *extra],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self.log)
         wait(f"{name} up", 30, lambda: os.path.exists(self.sock))
         time.sleep(0.1)
@@ -174,6 +187,11 @@ def main():
     ap.add_argument("--bin", action="append", default=[],
                     help="LABEL=PATH of a parapetd to measure (repeatable)")
     ap.add_argument("--out")
+    ap.add_argument("--only", default="main",
+                    help="phases: main (latency, bootstrap), outage, snapshot")
+    ap.add_argument("--outage", type=float, default=60)
+    ap.add_argument("--outage-rate", type=int, default=10_000)
+    ap.add_argument("--snapshot-sizes", default="10000,100000,1000000")
     a = ap.parse_args()
     bins = [b.split("=", 1) for b in a.bin] or [["parapetd", PARAPETD]]
     for _, path in bins:
@@ -182,7 +200,14 @@ def main():
     out = {}
     for label, path in bins:
         print(f"== {label}: {path}", flush=True)
-        out[label] = run(a, path)
+        phases = a.only.split(",")
+        out[label] = {}
+        if "main" in phases:
+            out[label].update(run(a, path))
+        if "outage" in phases:
+            out[label]["outage"] = outage.run(a, path)
+        if "snapshot" in phases:
+            out[label]["snapshot"] = outage.snapshot_sizes(a, path)
     print(json.dumps(out))
     if a.out:
         with open(a.out, "w") as f:

@@ -146,3 +146,40 @@ pub fn call(c: &mut Client, v: Value) -> parapet_daemon::proto::Reply {
         Err(e) => panic!("{v} failed: {e}"),
     }
 }
+
+/// Calls and asserts the reply is ok.
+pub fn ok(c: &mut Client, v: Value) {
+    let r = c.call(v.clone()).unwrap_or_else(|e| panic!("{v}: {e}"));
+    assert!(r.ok(), "{v}: {:?}", r.error());
+}
+
+/// Remaining timeout (s) of `elem` in `set` on a daemon; `None` when the
+/// element is absent or permanent.
+pub fn remaining(d: &Daemon, set: &str, elem: &str) -> Option<u64> {
+    let mut c = d.client();
+    let r = call(&mut c, json!({"cmd": "set.list", "set": set}));
+    r["elems"]
+        .as_array()?
+        .iter()
+        .find(|e| e["elem"] == elem)
+        .and_then(|e| e["timeout"].as_u64())
+}
+
+/// A child process (a broker, a LAPI, a daemon started by hand), killed
+/// and reaped on drop.
+pub struct Proc(pub Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The peer's address on a default [`parapet_testbed::Veth`]: the source
+/// of the probe frames the netns tests ban.
+pub const PEER: &str = "10.250.0.2";
+
+/// A ruleset that drops what `parapet-ban4` holds.
+pub const BAN4_RULES: &str =
+    "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -m set --match-set parapet-ban4 src -j DROP\nCOMMIT\n";

@@ -9,23 +9,13 @@ mod common;
 mod crowdsec_support;
 mod fleet_support;
 
-use common::{call, Daemon};
+use common::{call, remaining, Daemon};
 use crowdsec_support::Lapi;
 use fleet_support::elems;
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
-
-fn remaining(d: &Daemon, set: &str, elem: &str) -> Option<u64> {
-    let mut c = d.client();
-    let r = call(&mut c, json!({"cmd": "set.list", "set": set}));
-    r["elems"]
-        .as_array()?
-        .iter()
-        .find(|e| e["elem"] == elem)
-        .and_then(|e| e["timeout"].as_u64())
-}
 
 fn cs_stats(d: &Daemon) -> Value {
     let mut c = d.client();

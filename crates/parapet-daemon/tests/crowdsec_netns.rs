@@ -4,33 +4,17 @@
 //! the peer namespace drop once `cscli decisions add --ip PEER` is made and
 //! pass again after `cscli decisions delete`. Needs root.
 
+mod common;
 mod crowdsec_support;
 
+use common::{ok, Proc, BAN4_RULES, PEER};
 use crowdsec_support::Lapi;
 use parapet_daemon::Client;
 use parapet_testbed::{require_root, Pair, Veth};
 use serde_json::json;
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
-
-const PEER: &str = "10.250.0.2";
-const RULES: &str =
-    "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -m set --match-set parapet-ban4 src -j DROP\nCOMMIT\n";
-
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn ok(c: &mut Client, v: serde_json::Value) {
-    let r = c.call(v.clone()).unwrap_or_else(|e| panic!("{v}: {e}"));
-    assert!(r.ok(), "{v}: {:?}", r.error());
-}
 
 /// Sends datagrams from the peer until `want` (delivered or not) holds for
 /// one, bounded; the time it took.
@@ -105,7 +89,7 @@ fn a_cscli_ban_drops_frames_at_an_attached_veth() {
     );
     ok(
         &mut c,
-        json!({"cmd": "apply", "rules": RULES, "name": "crowdsec.rules"}),
+        json!({"cmd": "apply", "rules": BAN4_RULES, "name": "crowdsec.rules"}),
     );
     ok(
         &mut c,

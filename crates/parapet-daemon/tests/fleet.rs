@@ -7,7 +7,7 @@
 mod common;
 mod fleet_support;
 
-use common::call;
+use common::{call, remaining};
 use fleet_support::{elems, fleet_stats, node, wait_equal, wait_until, Broker};
 use parapet_fleet::{batch, FleetMsg, Kind};
 use serde_json::{json, Value};
@@ -32,21 +32,27 @@ fn unban(d: &common::Daemon, addrs: &[&str]) {
     call(&mut c, json!({"cmd": "unban", "elems": addrs}));
 }
 
+/// Waits until a node's own changes are back from the log, then until it
+/// writes a snapshot after them.
+fn wait_logged_and_snapshotted(a: &common::Daemon) {
+    wait_until(
+        "the node's own changes are back from the log",
+        LIMIT,
+        || {
+            let s = fleet_stats(a);
+            s["backlog"] == 0 && s["in_flight"] == 0
+        },
+    );
+    let s0 = fleet_stats(a)["snapshots"].as_u64().unwrap();
+    wait_until("the node writes a snapshot after them", LIMIT, || {
+        fleet_stats(a)["snapshots"].as_u64().unwrap() > s0
+    });
+}
+
 fn strings(v: &[&str]) -> Vec<String> {
     let mut v: Vec<String> = v.iter().map(|s| s.to_string()).collect();
     v.sort();
     v
-}
-
-/// Remaining timeout (s) of `elem` in `set` on a node.
-fn remaining(d: &common::Daemon, set: &str, elem: &str) -> Option<u64> {
-    let mut c = d.client();
-    let r = call(&mut c, json!({"cmd": "set.list", "set": set}));
-    r["elems"]
-        .as_array()?
-        .iter()
-        .find(|e| e["elem"] == elem)
-        .and_then(|e| e["timeout"].as_u64())
 }
 
 #[test]
@@ -450,14 +456,7 @@ fn new_node_bootstraps_from_a_snapshot() {
     ban(&a, &["192.0.2.1", "192.0.2.2", "192.0.2.3"], 600);
     unban(&a, &["192.0.2.2"]);
     let want = strings(&["192.0.2.1", "192.0.2.3"]);
-    wait_until("a's own changes are back from the log", LIMIT, || {
-        let s = fleet_stats(&a);
-        s["backlog"] == 0 && s["in_flight"] == 0
-    });
-    let s0 = fleet_stats(&a)["snapshots"].as_u64().unwrap();
-    wait_until("a writes a snapshot after them", LIMIT, || {
-        fleet_stats(&a)["snapshots"].as_u64().unwrap() > s0
-    });
+    wait_logged_and_snapshotted(&a);
     let r = broker.request_raw("$JS.API.STREAM.PURGE.parapet_fleetlog", b"");
     assert!(r.contains("\"success\":true"), "{r}");
     let c = node(dir.path(), &broker, "c", &[]);
@@ -471,4 +470,61 @@ fn new_node_bootstraps_from_a_snapshot() {
     // Expiries travel absolute through the snapshot too.
     let t = remaining(&c, BAN4, "192.0.2.1").unwrap();
     assert!((500..=600).contains(&t), "{t}");
+}
+
+/// A node away longer than the log's horizon: the log (1 MiB) drops the
+/// changes it missed, including an unban. Back, it finds the message
+/// after its last acknowledged one gone, re-bootstraps from the newest
+/// snapshot plus the log after it while running, and removes what the
+/// fleet removed in the lost part; what it held and still holds keeps
+/// its expiry (no reban).
+#[test]
+fn node_away_past_the_log_horizon_rebootstraps_from_a_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path());
+    let small = ["--fleet-stream-mib", "1", "--fleet-snapshot-s", "1"];
+    let a = node(dir.path(), &broker, "a", &small);
+    let mut c = node(dir.path(), &broker, "c", &small);
+    ban(&a, &["192.0.2.1", "192.0.2.2"], 600);
+    wait_equal(
+        &[&a, &c],
+        BAN4,
+        &strings(&["192.0.2.1", "192.0.2.2"]),
+        LIMIT,
+    );
+    let before = remaining(&c, BAN4, "192.0.2.2").unwrap();
+    assert!(c.term().success());
+    // While c is away: an unban, a ban, and churn that pushes both out of
+    // the log (10,000 changes a round, about 40 bytes each).
+    unban(&a, &["192.0.2.1"]);
+    ban(&a, &["192.0.2.3"], 600);
+    let churn: Vec<String> = (0..5000)
+        .map(|i| format!("10.1.{}.{}", i / 256, i % 256))
+        .collect();
+    let churn: Vec<&str> = churn.iter().map(String::as_str).collect();
+    for _ in 0..6 {
+        ban(&a, &churn, 600);
+        unban(&a, &churn);
+    }
+    let want = strings(&["192.0.2.2", "192.0.2.3"]);
+    wait_logged_and_snapshotted(&a);
+    let c = node(dir.path(), &broker, "c", &small);
+    wait_equal(&[&a, &c], BAN4, &want, LIMIT);
+    wait_until("c's re-bootstrap ends", LIMIT, || {
+        fleet_stats(&c)["resync_removed"].as_u64().unwrap() > 0
+    });
+    let s = fleet_stats(&c);
+    assert_eq!(s["resyncs"], 1, "{s}");
+    assert_eq!(s["resync_removed"], 1, "only the lost unban: {s}");
+    assert!(s["boot_snapshot_at"].as_u64().unwrap() > 0, "{s}");
+    let after = remaining(&c, BAN4, "192.0.2.2").unwrap();
+    assert!(
+        after <= before && before - after < 60,
+        "{before} -> {after}"
+    );
+    // And it follows the log again.
+    ban(&a, &["192.0.2.4"], 600);
+    let want = strings(&["192.0.2.2", "192.0.2.3", "192.0.2.4"]);
+    wait_equal(&[&a, &c], BAN4, &want, LIMIT);
+    assert_eq!(fleet_stats(&c)["resyncs"], 1);
 }

@@ -7,30 +7,20 @@
 //! from the ban's acknowledgement to the first dropped frame is printed.
 //! Needs root (`#[ignore = "needs root"]`).
 
+mod common;
+
+use common::{ok, Proc, BAN4_RULES, PEER};
 use parapet_daemon::Client;
 use parapet_testbed::{ip, require_root, Netns, Pair, Veth};
 use serde_json::json;
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 const NODES: usize = 3;
 const PORT: u16 = 4222;
 const UDP: u16 = 9999;
-/// The peer's address on every node's veth (default [`Veth`]).
-const PEER: &str = "10.250.0.2";
-const RULES: &str =
-    "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -m set --match-set parapet-ban4 src -j DROP\nCOMMIT\n";
-
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn spawn(ns: &Netns, prog: &str, args: &[&str], log: &Path) -> Proc {
     let c = ns
@@ -59,11 +49,6 @@ fn wait_socket(sock: &Path, log: &Path) -> Client {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-fn ok(c: &mut Client, v: serde_json::Value) {
-    let r = c.call(v.clone()).unwrap_or_else(|e| panic!("{v}: {e}"));
-    assert!(r.ok(), "{v}: {:?}", r.error());
 }
 
 /// A frame from the peer over the node's veth: delivered or dropped.
@@ -178,7 +163,7 @@ fn a_ban_on_one_node_drops_frames_on_every_node() {
         );
         ok(
             c,
-            json!({"cmd": "apply", "rules": RULES, "name": "fleet.rules"}),
+            json!({"cmd": "apply", "rules": BAN4_RULES, "name": "fleet.rules"}),
         );
         ok(
             c,

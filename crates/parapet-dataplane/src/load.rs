@@ -202,6 +202,9 @@ impl Dataplane {
             None
         };
         let conntrack = features.conntrack && conntrack_note.is_none();
+        // Parsed, the kernel's BTF is some 16 MB of heap, and aya's loader
+        // parses its own copy: free ours first so the two never coexist.
+        drop(kernel_btf);
         let ct_mode = u32::from(conntrack);
         let entries = opts.max_rules.saturating_add(1);
         let slot_pages = opts.slot_pages.max(1);
@@ -269,7 +272,7 @@ impl Dataplane {
             }
         }
         // Before the maps are taken: it shares them (src/netfilter.rs).
-        let nf_prog = crate::netfilter::NfProgram::new(object, &ebpf, kernel_btf);
+        let nf_prog = crate::netfilter::NfProgram::new(object, &ebpf);
         let actions = Array::try_from(take(&mut ebpf, "parapet_actions")?)?;
         let counters = PerCpuArray::try_from(take(&mut ebpf, "parapet_counters")?)?;
         let log_limits = Array::try_from(take(&mut ebpf, "parapet_log_limits")?)?;

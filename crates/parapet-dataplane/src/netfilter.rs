@@ -223,7 +223,6 @@ fn load_btf(btf: &Btf) -> io::Result<OwnedFd> {
 pub(crate) struct NfProgram {
     /// The kfunc-resolved object.
     object: Vec<u8>,
-    kernel_btf: Option<Btf>,
     /// Every map of the object by name (duplicated fds of aya's maps).
     maps: Vec<(String, OwnedFd)>,
     prog: std::sync::OnceLock<std::result::Result<OwnedFd, String>>,
@@ -232,7 +231,7 @@ pub(crate) struct NfProgram {
 impl NfProgram {
     /// Keep what the load needs: call before the maps are taken out of
     /// `ebpf`.
-    pub(crate) fn new(object: Vec<u8>, ebpf: &Ebpf, kernel_btf: Option<Btf>) -> NfProgram {
+    pub(crate) fn new(object: Vec<u8>, ebpf: &Ebpf) -> NfProgram {
         let maps = ebpf
             .maps()
             .filter_map(|(name, map)| {
@@ -246,21 +245,23 @@ impl NfProgram {
             .collect();
         NfProgram {
             object,
-            kernel_btf,
             maps,
             prog: std::sync::OnceLock::new(),
         }
     }
 
-    /// The program, loaded on the first call.
+    /// The program, loaded on the first call. The kernel's BTF is parsed
+    /// for this load only: parsed, it is some 16 MB of heap that nothing
+    /// needs afterwards (a daemon kept it for good before).
     pub(crate) fn get(&self) -> &std::result::Result<OwnedFd, String> {
         self.prog.get_or_init(|| {
+            let kernel_btf = Btf::from_sys_fs().ok();
             let fds: Vec<(String, RawFd)> = self
                 .maps
                 .iter()
                 .map(|(n, fd)| (n.clone(), fd.as_raw_fd()))
                 .collect();
-            load_program(&self.object, &fds, self.kernel_btf.as_ref())
+            load_program(&self.object, &fds, kernel_btf.as_ref())
         })
     }
 }

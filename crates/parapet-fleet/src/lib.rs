@@ -88,6 +88,15 @@ pub trait Applier: Send + Sync + 'static {
     /// element of the shared sets as an add with its absolute expiry,
     /// origin this node and sequence numbers 1, 2, ...
     fn snapshot(&self, fleet: &Fleet) -> (u64, Vec<FleetMsg>);
+    /// Under the state lock: hands [`Fleet::begin_resync`] every live
+    /// element of the shared sets ([`replica::element_key`] of its set and
+    /// canonical text → absolute expiry, 0 = permanent).
+    fn begin_resync(&self, fleet: &Fleet);
+    /// Under the state lock: [`Fleet::end_resync`], then removes the
+    /// shared sets' elements whose keys it returned (journaled and synced,
+    /// never published: the fleet removed them in the lost log); returns
+    /// how many.
+    fn end_resync(&self, fleet: &Fleet) -> Result<u64, String>;
 }
 
 /// Counters for `stats`.
@@ -113,6 +122,12 @@ pub struct FleetStats {
     pub snapshots: AtomicU64,
     /// Log position of the snapshot this node bootstrapped from (0: none).
     pub boot_snapshot_at: AtomicU64,
+    /// Re-bootstraps from a snapshot of a running node whose next log
+    /// message was gone (away longer than the log's horizon).
+    pub resyncs: AtomicU64,
+    /// Elements removed by the end of a re-bootstrap (the fleet had
+    /// removed them in the part of the log this node never read).
+    pub resync_removed: AtomicU64,
     /// Milliseconds between a remote message's publication (by the
     /// broker's clock) and its application here, last batch.
     pub apply_delay_ms: AtomicU64,
@@ -209,6 +224,29 @@ impl Fleet {
             self.stats.skipped.fetch_add(1, Ordering::Relaxed);
         }
         d == replica::Decision::Apply
+    }
+
+    /// Starts a re-bootstrap ([`Replica::begin_resync`]); call under the
+    /// state lock.
+    pub fn begin_resync(&self, held: std::collections::HashMap<u64, u64>) {
+        self.replica.lock().unwrap().begin_resync(held);
+    }
+
+    /// During a re-bootstrap, whether a snapshot add is already held as is
+    /// ([`Replica::snapshot_holds`]); call under the state lock.
+    pub fn snapshot_holds(&self, m: &FleetMsg) -> bool {
+        self.replica.lock().unwrap().snapshot_holds(m)
+    }
+
+    /// Whether a re-bootstrap is under way.
+    pub fn resyncing(&self) -> bool {
+        self.replica.lock().unwrap().resyncing()
+    }
+
+    /// Ends a re-bootstrap: the keys of the elements to remove
+    /// ([`Replica::end_resync`]); call under the state lock.
+    pub fn end_resync(&self) -> std::collections::HashSet<u64> {
+        self.replica.lock().unwrap().end_resync()
     }
 
     /// Starts the fleet thread (connect, publish, consume).

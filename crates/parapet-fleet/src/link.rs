@@ -271,18 +271,28 @@ async fn snapshot_loop(fleet: Arc<Fleet>, js: jetstream::Context, applier: Arc<d
 }
 
 async fn consume_loop(fleet: Arc<Fleet>, js: jetstream::Context, applier: Arc<dyn Applier>) {
+    // Set when a delivered message skipped past a gone one: the next
+    // round re-bootstraps.
+    let mut gap = false;
     while !fleet.stopping() {
-        if let Err(e) = consume(&fleet, &js, &applier).await {
+        if let Err(e) = consume(&fleet, &js, &applier, &mut gap).await {
             fleet.stats.error(format!("consume: {e}"));
             tokio::time::sleep(RETRY).await;
         }
     }
 }
 
+/// Whether the log no longer holds the message after `acked`, the last
+/// one this node's consumer acknowledged: the log's oldest is `first`.
+fn horizon_passed(acked: u64, first: u64) -> bool {
+    acked.saturating_add(1) < first
+}
+
 async fn consume(
     fleet: &Arc<Fleet>,
     js: &jetstream::Context,
     applier: &Arc<dyn Applier>,
+    gap: &mut bool,
 ) -> Result<(), String> {
     let s = get_stream(fleet, js).await?;
     let node = fleet.config.node.clone();
@@ -293,21 +303,52 @@ async fn consume(
     // Only a consumer the broker says does not exist: after any other
     // error (a timeout) loading a snapshot onto a running node would
     // bring back what it has since consumed the removal of.
-    let missing = match s.consumer_info(&node).await {
-        Ok(_) => false,
-        Err(e) if e.kind() == ConsumerInfoErrorKind::NotFound => true,
+    let info = match s.consumer_info(&node).await {
+        Ok(i) => Some(i),
+        Err(e) if e.kind() == ConsumerInfoErrorKind::NotFound => None,
         Err(e) => return Err(format!("consumer {node}: {e}")),
     };
-    if missing {
+    let first = s.cached_info().state.first_sequence;
+    // A node away longer than the log's horizon (or one that fell that
+    // far behind): the next message it needs is gone. Re-bootstrap from
+    // a snapshot while running (replica.rs: what it holds is stale until
+    // the snapshot or the tail says otherwise).
+    let resync = match &info {
+        Some(i) if *gap || horizon_passed(i.ack_floor.stream_sequence, first) => {
+            fleet.stats.error(format!(
+                "log horizon passed: the last message acknowledged here is {}, the log's oldest {first}; re-bootstrapping from a snapshot",
+                i.ack_floor.stream_sequence
+            ));
+            s.delete_consumer(&node)
+                .await
+                .map_err(|e| format!("deleting consumer {node}: {e}"))?;
+            let (a, f) = (applier.clone(), fleet.clone());
+            tokio::task::spawn_blocking(move || a.begin_resync(&f))
+                .await
+                .map_err(|e| e.to_string())?;
+            fleet.stats.resyncs.fetch_add(1, Ordering::Relaxed);
+            *gap = false;
+            true
+        }
+        _ => false,
+    };
+    if info.is_none() || resync {
         if let Some((at, parts)) = snapshot::find(fleet, js).await? {
-            snapshot::load(fleet, js, applier, &parts).await?;
+            if resync && at.saturating_add(1) < first {
+                fleet.stats.error(format!(
+                    "the newest snapshot (log position {at}) is older than the log's oldest message {first}: changes in between are lost"
+                ));
+            }
+            // Before its elements show (a reader of `stats` that sees
+            // them sees where they came from).
             fleet.stats.boot_snapshot_at.store(at, Ordering::Relaxed);
+            snapshot::load(fleet, js, applier, &parts).await?;
             deliver = consumer::DeliverPolicy::ByStartSequence {
                 start_sequence: at + 1,
             };
         }
     }
-    let c: consumer::PullConsumer = s
+    let mut c: consumer::PullConsumer = s
         .get_or_create_consumer(
             &node,
             consumer::pull::Config {
@@ -322,6 +363,20 @@ async fn consume(
         )
         .await
         .map_err(|e| format!("consumer {node}: {e}"))?;
+    // The highest stream sequence delivered to this consumer: the next
+    // message must follow it (messages after it are never filtered out,
+    // only dropped at the log's horizon). Unknown for a new consumer.
+    let mut delivered = match &info {
+        Some(i) if !resync => Some(i.delivered.stream_sequence),
+        _ => None,
+    };
+    let caught_up = c
+        .info()
+        .await
+        .is_ok_and(|i| i.num_pending == 0 && i.num_ack_pending == 0);
+    if caught_up && fleet.resyncing() {
+        end_resync(fleet, applier).await?;
+    }
     let mut msgs = c
         .stream()
         .max_messages_per_batch(MAX_ACK_PENDING / 2)
@@ -353,10 +408,37 @@ async fn consume(
                 _ => break,
             }
         }
+        for m in &batch {
+            let Ok(i) = m.info() else { continue };
+            if delivered.is_some_and(|d| i.stream_sequence > d + 1) {
+                // Skipped past a message the log dropped: nothing of this
+                // round is applied or acknowledged.
+                *gap = true;
+                return Err(format!(
+                    "log horizon passed: message {} follows {} here",
+                    i.stream_sequence,
+                    delivered.unwrap_or(0)
+                ));
+            }
+            delivered = Some(delivered.unwrap_or(0).max(i.stream_sequence));
+        }
         apply_batch(fleet, applier, &batch).await?;
         let last = batch.last().expect("non-empty");
         last.ack().await.map_err(|e| format!("ack: {e}"))?;
+        if fleet.resyncing() && last.info().is_ok_and(|i| i.pending == 0) {
+            end_resync(fleet, applier).await?;
+        }
     }
+    Ok(())
+}
+
+/// The tail after the snapshot is read: removes what stayed stale.
+async fn end_resync(fleet: &Arc<Fleet>, applier: &Arc<dyn Applier>) -> Result<(), String> {
+    let (a, f) = (applier.clone(), fleet.clone());
+    let n = tokio::task::spawn_blocking(move || a.end_resync(&f))
+        .await
+        .map_err(|e| e.to_string())??;
+    fleet.stats.resync_removed.fetch_add(n, Ordering::Relaxed);
     Ok(())
 }
 

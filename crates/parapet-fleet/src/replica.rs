@@ -12,9 +12,18 @@
 //!   says ours is later, and it is applied again to converge); an own
 //!   message older than a newer own change of the same element still in
 //!   flight is skipped too (no flapping of a ban then unban).
+//!
+//! And one recovery: a node whose next log message is gone (the log's
+//! horizon passed it) re-bootstraps from a snapshot while it keeps
+//! running. What it held then is "stale" until the snapshot or the tail
+//! after it says otherwise (an add or del of the element, or a local
+//! change); once the tail is caught up, what is still stale was removed
+//! in the lost part of the log and is removed here too. The snapshot's
+//! adds of elements already held with the same expiry are not applied
+//! again: no reban storm, and no unban before the tail is read.
 
 use crate::wire::{FleetMsg, Kind};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::{DefaultHasher, Hash, Hasher};
 
 /// Most origins tracked (a fleet is far smaller; a hostile publisher
@@ -42,13 +51,32 @@ pub struct Replica {
     /// Element subject hash → (own sequence in flight, overridden by a
     /// remote change since).
     pending: HashMap<u64, (u64, bool)>,
+    /// While re-bootstrapping: element key → absolute expiry (0:
+    /// permanent) of what the node held and no one has touched since.
+    stale: Option<HashMap<u64, u64>>,
 }
 
+/// Expiries closer than this are the same ban (the snapshot writer
+/// computed its expiries from its own clock's "now + remaining").
+const SAME_EXPIRY_MS: u64 = 2_000;
+
 fn key(m: &FleetMsg) -> u64 {
+    if m.kind == Kind::Flush {
+        let mut h = DefaultHasher::new();
+        true.hash(&mut h);
+        m.set.hash(&mut h);
+        m.elem.hash(&mut h);
+        return h.finish();
+    }
+    element_key(&m.set, &m.elem)
+}
+
+/// The key of element `elem` (its canonical text) of set `set`.
+pub fn element_key(set: &str, elem: &str) -> u64 {
     let mut h = DefaultHasher::new();
-    (m.kind == Kind::Flush).hash(&mut h);
-    m.set.hash(&mut h);
-    m.elem.hash(&mut h);
+    false.hash(&mut h);
+    set.hash(&mut h);
+    elem.hash(&mut h);
     h.finish()
 }
 
@@ -59,11 +87,48 @@ impl Replica {
             node: node.to_string(),
             origins: HashMap::new(),
             pending: HashMap::new(),
+            stale: None,
         }
+    }
+
+    /// Starts a re-bootstrap: `held` is every live element of the shared
+    /// sets ([`element_key`] → absolute expiry, 0 = permanent).
+    pub fn begin_resync(&mut self, held: HashMap<u64, u64>) {
+        self.stale = Some(held);
+    }
+
+    /// A snapshot's add during a re-bootstrap: whether the node already
+    /// holds the element with this expiry (then it is not applied again).
+    /// Either way the element is no longer stale.
+    pub fn snapshot_holds(&mut self, m: &FleetMsg) -> bool {
+        let Some(stale) = &mut self.stale else {
+            return false;
+        };
+        stale.remove(&key(m)).is_some_and(|e| {
+            (e == 0) == (m.expires == 0) && e.abs_diff(m.expires) <= SAME_EXPIRY_MS
+        })
+    }
+
+    /// Whether a re-bootstrap is under way.
+    pub fn resyncing(&self) -> bool {
+        self.stale.is_some()
+    }
+
+    /// Ends a re-bootstrap (the tail is caught up): the keys of the
+    /// elements still stale, to remove, except own changes in flight.
+    pub fn end_resync(&mut self) -> HashSet<u64> {
+        let stale = self.stale.take().unwrap_or_default();
+        stale
+            .into_keys()
+            .filter(|k| !self.pending.contains_key(k))
+            .collect()
     }
 
     /// A local change was queued for publishing.
     pub fn local(&mut self, m: &FleetMsg) {
+        if let Some(stale) = &mut self.stale {
+            stale.remove(&key(m));
+        }
         if self.pending.len() >= MAX_PENDING {
             self.pending.clear();
         }
@@ -72,6 +137,10 @@ impl Replica {
 
     /// Decides about a consumed message (in stream order).
     pub fn decide(&mut self, m: &FleetMsg) -> Decision {
+        // The tail touched it: its state is the log's from here on.
+        if let Some(stale) = &mut self.stale {
+            stale.remove(&key(m));
+        }
         if let Some(&hwm) = self.origins.get(&m.origin) {
             if m.seq <= hwm {
                 return Decision::SkipStale;
@@ -158,5 +227,38 @@ mod tests {
         // After a restart nothing is pending: own messages apply (in order).
         let mut r = Replica::new("a");
         assert_eq!(r.decide(&m("a", 3, Kind::Add)), Decision::Apply);
+    }
+
+    #[test]
+    fn resync_keeps_what_the_snapshot_the_tail_or_the_node_touched() {
+        let k = |e: &str| element_key("s", e);
+        let mut r = Replica::new("a");
+        let el = |e: &str, kind, expires| FleetMsg {
+            expires,
+            elem: e.into(),
+            ..m("b", 9, kind)
+        };
+        r.local(&el("10.0.0.9", Kind::Add, 0)); // own, in flight
+        r.begin_resync(HashMap::from([
+            (k("10.0.0.1"), 5_000), // in the snapshot, same expiry
+            (k("10.0.0.2"), 5_000), // in the snapshot, other expiry
+            (k("10.0.0.3"), 0),     // touched by the tail
+            (k("10.0.0.4"), 0),     // changed here meanwhile
+            (k("10.0.0.5"), 0),     // removed in the lost part
+            (k("10.0.0.9"), 0),     // own, in flight
+        ]));
+        assert!(r.resyncing());
+        assert!(r.snapshot_holds(&el("10.0.0.1", Kind::Add, 6_000)));
+        assert!(!r.snapshot_holds(&el("10.0.0.2", Kind::Add, 60_000)));
+        assert!(!r.snapshot_holds(&el("10.0.0.7", Kind::Add, 0)));
+        assert_eq!(r.decide(&el("10.0.0.3", Kind::Del, 0)), Decision::Apply);
+        let mut own = el("10.0.0.4", Kind::Add, 0);
+        own.origin = "a".into();
+        own.seq = 20;
+        r.local(&own);
+        assert_eq!(r.end_resync(), HashSet::from([k("10.0.0.5")]));
+        assert!(!r.resyncing());
+        // Not resyncing: a snapshot add is always applied.
+        assert!(!r.snapshot_holds(&el("10.0.0.1", Kind::Add, 5_000)));
     }
 }

@@ -8,9 +8,11 @@
 use crate::change::Change;
 use crate::shared::Shared;
 use crate::state::{Origin, State, BAN4, BAN6};
+use parapet_fleet::replica::element_key;
 use parapet_fleet::{Applied, Applier, Fleet, FleetMsg, Kind};
 use parapet_sets::{parse_element, Clock, Element, SystemClock};
 use serde_json::{json, Value};
+use std::collections::HashMap;
 use std::io;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -61,6 +63,8 @@ pub(crate) fn stats(shared: &Shared) -> Value {
         "applied_seq": s.applied_seq.load(Ordering::Relaxed),
         "snapshots": s.snapshots.load(Ordering::Relaxed),
         "boot_snapshot_at": s.boot_snapshot_at.load(Ordering::Relaxed),
+        "resyncs": s.resyncs.load(Ordering::Relaxed),
+        "resync_removed": s.resync_removed.load(Ordering::Relaxed),
         "apply_delay_ms": s.apply_delay_ms.load(Ordering::Relaxed),
         "last_error": s.last_error.lock().unwrap().clone(),
     })
@@ -70,11 +74,64 @@ struct DaemonApplier(Arc<Shared>);
 
 impl Applier for DaemonApplier {
     fn apply(&self, fleet: &Fleet, msgs: Vec<FleetMsg>) -> Result<Applied, String> {
-        self.commit(Some(fleet), msgs)
+        self.commit(Some(fleet), None, msgs)
     }
 
-    fn apply_snapshot(&self, _fleet: &Fleet, msgs: Vec<FleetMsg>) -> Result<Applied, String> {
-        self.commit(None, msgs)
+    fn apply_snapshot(&self, fleet: &Fleet, msgs: Vec<FleetMsg>) -> Result<Applied, String> {
+        self.commit(None, Some(fleet), msgs)
+    }
+
+    fn begin_resync(&self, fleet: &Fleet) {
+        let st = self.0.state.lock().unwrap();
+        let mut held = HashMap::new();
+        for_each_shared(&st, &mut |set, text, expires| {
+            held.insert(element_key(set, &text), expires);
+        });
+        fleet.begin_resync(held);
+    }
+
+    fn end_resync(&self, fleet: &Fleet) -> Result<u64, String> {
+        let shared = &self.0;
+        let mut lsn = None;
+        let mut removed = 0;
+        {
+            let mut st = shared.state.lock().unwrap();
+            if let Some(e) = shared.journal.failed() {
+                return Err(format!("journal: {e}"));
+            }
+            let gone = fleet.end_resync();
+            let mut msgs = Vec::new();
+            for_each_shared(&st, &mut |set, text, _| {
+                if gone.contains(&element_key(set, &text)) {
+                    msgs.push(FleetMsg {
+                        kind: Kind::Del,
+                        origin: fleet.config.node.clone(),
+                        seq: msgs.len() as u64 + 1,
+                        expires: 0,
+                        set: set.to_string(),
+                        elem: text,
+                    });
+                }
+            });
+            let origin = &mut Origin::Remote {
+                journal: &shared.journal,
+                lsn: &mut lsn,
+            };
+            // Runs of one set (for_each_shared goes set by set).
+            let mut i = 0;
+            while i < msgs.len() {
+                let j = i + msgs[i..]
+                    .iter()
+                    .take_while(|m| m.set == msgs[i].set)
+                    .count();
+                removed += apply_run(&mut st, origin, &msgs[i..j])?;
+                i = j;
+            }
+        }
+        if let Some(l) = lsn {
+            shared.journal.sync(l)?;
+        }
+        Ok(removed)
     }
 
     fn snapshot(&self, fleet: &Fleet) -> (u64, Vec<FleetMsg>) {
@@ -82,38 +139,53 @@ impl Applier for DaemonApplier {
         // Read under the lock applications hold: the sets hold at least
         // every log message up to `at`.
         let at = fleet.stats.applied_seq.load(Ordering::Relaxed);
-        let now = st.now();
         let mut out = Vec::new();
-        let mut names: Vec<&String> = st
-            .specs
-            .keys()
-            .filter(|n| is_shared(&st.specs, n))
-            .collect();
-        names.sort();
-        for name in names {
-            let Some(set) = st.sets.get(name) else {
-                continue;
-            };
-            let dims = set.key_dims();
-            set.for_each_element(now, &mut |se| {
-                out.push(FleetMsg {
-                    kind: Kind::Add,
-                    origin: fleet.config.node.clone(),
-                    seq: out.len() as u64 + 1,
-                    expires: se.remaining.map_or(0, |r| now + r.max(1)),
-                    set: name.clone(),
-                    elem: se.element.key_text(dims),
-                });
+        for_each_shared(&st, &mut |set, elem, expires| {
+            out.push(FleetMsg {
+                kind: Kind::Add,
+                origin: fleet.config.node.clone(),
+                seq: out.len() as u64 + 1,
+                expires,
+                set: set.to_string(),
+                elem,
             });
-        }
+        });
         (at, out)
+    }
+}
+
+/// Every live element of the shared sets, set by set in name order: its
+/// set, canonical text and absolute expiry (0: permanent).
+fn for_each_shared(st: &State, f: &mut dyn FnMut(&str, String, u64)) {
+    let now = st.now();
+    let mut names: Vec<&String> = st
+        .specs
+        .keys()
+        .filter(|n| is_shared(&st.specs, n))
+        .collect();
+    names.sort();
+    for name in names {
+        let Some(set) = st.sets.get(name) else {
+            continue;
+        };
+        let dims = set.key_dims();
+        set.for_each_element(now, &mut |se| {
+            let expires = se.remaining.map_or(0, |r| now + r.max(1));
+            f(name, se.element.key_text(dims), expires);
+        });
     }
 }
 
 impl DaemonApplier {
     /// Commits remote changes as [`Origin::Remote`]: decided one by one
-    /// by `fleet` (log messages), or all (a snapshot's adds, `None`).
-    fn commit(&self, fleet: Option<&Fleet>, mut msgs: Vec<FleetMsg>) -> Result<Applied, String> {
+    /// by `decide` (log messages), or a snapshot's adds (`snapshot`:
+    /// during a re-bootstrap, those already held as they are skipped).
+    fn commit(
+        &self,
+        decide: Option<&Fleet>,
+        snapshot: Option<&Fleet>,
+        mut msgs: Vec<FleetMsg>,
+    ) -> Result<Applied, String> {
         let shared = &self.0;
         let mut lsn = None;
         let mut done = Applied::default();
@@ -124,8 +196,13 @@ impl DaemonApplier {
             }
             // Decided under the state lock, which local commits (and so
             // their `Fleet::publish`) hold too.
-            if let Some(fleet) = fleet {
+            if let Some(fleet) = decide {
                 msgs.retain(|m| fleet.decide(m));
+            }
+            if let Some(fleet) = snapshot {
+                if fleet.resyncing() {
+                    msgs.retain(|m| !fleet.snapshot_holds(m));
+                }
             }
             let origin = &mut Origin::Remote {
                 journal: &shared.journal,

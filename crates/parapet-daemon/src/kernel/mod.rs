@@ -229,6 +229,14 @@ impl Kernel {
         if let Some(why) = dp.netfilter_note() {
             eprintln!("parapetd: the netfilter hooks are not available: {why}");
         }
+        // Loading parsed the kernel's BTF (twice: aya's loader and the
+        // netfilter program's relocation) and the object: tens of MB of
+        // heap, free again now, that glibc keeps resident unless told.
+        #[cfg(target_env = "gnu")]
+        // SAFETY: malloc_trim only releases free heap pages to the kernel.
+        unsafe {
+            libc::malloc_trim(0);
+        }
         Ok(dp)
     }
 

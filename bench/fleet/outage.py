@@ -1,0 +1,133 @@
+"""Phases 3 and 4 of bench/fleet/run.py: a broker outage under load, and
+bootstrap time against the number of bans (snapshot path against log
+replay). Helpers come from run.py (imported lazily: run.py imports this)."""
+
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+
+
+class Broker:
+    """nats-server with JetStream on a fixed port and store, restartable."""
+
+    def __init__(self, tmp):
+        import run
+        self.port = run.free_port()
+        self.store = os.path.join(tmp, "nats")
+        self.url = f"nats://127.0.0.1:{self.port}"
+        self.p = None
+        self.start()
+
+    def start(self):
+        import run
+        self.p = subprocess.Popen(["nats-server", "-js", "-a", "127.0.0.1", "-p", str(self.port),
+                                   "-sd", self.store],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        run.wait("nats up", 20, lambda: run.up(self.port))
+
+    def stop(self):
+        if self.p:
+            self.p.terminate()
+            self.p.wait(20)
+            self.p = None
+
+
+def run(a, binary):
+    """Broker stopped for a.outage s while a.outage_rate bans/s are offered
+    across three nodes; seconds from its return until all are equal."""
+    import run as r
+    tmp = tempfile.mkdtemp(prefix="parapet-fleet-outage-")
+    broker = Broker(tmp)
+    nodes = []
+    res = {"outage_s": a.outage, "rate_offered": a.outage_rate}
+    try:
+        nodes = [r.Node(tmp, broker.url, f"n{i}", binary) for i in range(3)]
+        done, ths = [], []
+        for i, n in enumerate(nodes):
+            t = threading.Thread(target=r.load, args=(n, 1 + i * 4_000_000, a.outage_rate / 3,
+                                                    a.outage + 2, 100, done))
+            t.start()
+            ths.append(t)
+        time.sleep(1)
+        broker.stop()
+        t_down = time.monotonic()
+        time.sleep(a.outage)
+        res["backlog_at_return"] = sum(n.stats()["fleet"]["backlog"] for n in nodes)
+        broker.start()
+        t_up = time.monotonic()
+        res["down_s"] = round(t_up - t_down, 2)
+        for t in ths:
+            t.join()
+        acked = sum(s for s, _ in done)
+        res["bans_acked"] = acked
+
+        def equal():
+            st = [n.stats() for n in nodes]
+            return all(s["elements"] == acked and s["fleet"]["backlog"] == 0 for s in st)
+        r.wait("all nodes equal after the outage", 600, equal, 0.05)
+        # From the broker's return (its port open), as the target says.
+        res["equal_after_return_s"] = round(time.monotonic() - t_up, 2)
+        print("outage:", res, flush=True)
+    finally:
+        for n in nodes:
+            n.stop()
+        broker.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+    return res
+
+
+def fill(node, n, base):
+    i = 0
+    while i < n:
+        k = min(10_000, n - i)
+        node.c.call(cmd="ban", elems=[addr(base + i + j) for j in range(k)], timeout=3600)
+        i += k
+
+
+def addr(i):
+    return f"10.{(i >> 16) & 255}.{(i >> 8) & 255}.{i & 255}"
+
+
+def snapshot_sizes(a, binary):
+    """Per size N: a fresh node's bootstrap through the newest snapshot and,
+    in the same run, through replaying the log (no snapshot written)."""
+    import run as r
+    out = []
+    for n in [int(x) for x in a.snapshot_sizes.split(",")]:
+        row = {"bans": n}
+        for path, extra in (("snapshot", ["--fleet-snapshot-s", "1"]),
+                            ("log_replay", ["--fleet-snapshot-s", "0"])):
+            tmp = tempfile.mkdtemp(prefix="parapet-fleet-snap-")
+            broker = Broker(tmp)
+            nodes = []
+            try:
+                src = r.Node(tmp, broker.url, "src", binary, extra)
+                nodes.append(src)
+                fill(src, n, 1)
+                # Published and back from the log: a snapshot written
+                # after that is at the log's end (before it, at 0).
+                r.wait("published", 600, lambda: src.stats()["fleet"]["backlog"] == 0
+                       and src.stats()["fleet"]["in_flight"] == 0, 0.05)
+                if path == "snapshot":
+                    s0 = src.stats()["fleet"]["snapshots"]
+                    r.wait("snapshot written", 600,
+                           lambda: src.stats()["fleet"]["snapshots"] > s0, 0.05)
+                t0 = time.monotonic()
+                fresh = r.Node(tmp, broker.url, "fresh", binary, ["--fleet-snapshot-s", "0"])
+                nodes.append(fresh)
+                r.wait("fresh node holds every ban", 600,
+                       lambda: fresh.stats()["elements"] >= n, 0.02)
+                row[f"{path}_s"] = round(time.monotonic() - t0, 3)
+                if path == "snapshot":
+                    row["boot_snapshot_at"] = fresh.stats()["fleet"]["boot_snapshot_at"]
+            finally:
+                for x in nodes:
+                    x.stop()
+                broker.stop()
+                shutil.rmtree(tmp, ignore_errors=True)
+        print("bootstrap:", row, flush=True)
+        out.append(row)
+    return out
