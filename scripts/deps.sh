@@ -20,6 +20,8 @@ if [ "$want" = test ]; then
   pkgs+=(crowdsec crowdsec-firewall-bouncer)
   # The FORWARD-position bench smoke test streams TCP with iperf3.
   pkgs+=(iperf3)
+  # pinning.rs: a program loaded by libxdp's xdp-loader is not clobbered.
+  pkgs+=(xdp-tools)
 elif [ "$(id -u)" = 0 ]; then
   # The demo ends with the side-by-side kernel benchmark when it can;
   # iperf3 is the TCP stream of its FORWARD-position experiment.

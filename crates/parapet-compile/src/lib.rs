@@ -57,7 +57,7 @@ mod tree;
 mod walk;
 
 pub use api::{CompileError, CompileOptions, CompileStats, PartitionStats};
-pub use chain::compile_chain;
+pub use chain::{compile_chain, compile_hook_chains, shared_hooks};
 pub use compile::compile;
 pub use fast::FastPath;
 pub use incremental::{Incremental, UpdateError};

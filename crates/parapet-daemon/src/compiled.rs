@@ -18,6 +18,11 @@ pub struct CompiledChain {
     pub policy: parapet_model::Verdict,
     /// The classifier (shared with whoever walks it).
     pub classifier: Arc<Classifier>,
+    /// When several base chains share one hook: all of them, in the order
+    /// the kernel runs them (priority), compiled into this one classifier
+    /// (`parapet_compile::compile_hook_chains`); `chain` is the first.
+    /// Empty for a chain compiled alone.
+    pub joined: Vec<ChainId>,
 }
 
 /// A parsed and compiled ruleset, ready to be swapped in.

@@ -52,34 +52,71 @@ fn families(f: TableFamily) -> &'static [NfFamily] {
     }
 }
 
-/// The chains at INPUT, FORWARD and OUTPUT. One image per hook: two base
-/// chains at one hook (nft chains of different priorities, or an `ip` and
-/// an `ip6` table) are refused with their names.
+/// The chains at INPUT, FORWARD and OUTPUT: one image per hook. Several
+/// base chains at one hook (nft chains of different priorities, in one
+/// table or several: `inet filter input` beside `ip filter input`) run as
+/// the one classifier the loader compiled for them
+/// ([`CompiledChain::joined`]), in the kernel's order; each family's link
+/// sits at the priority of the first of them that family meets (a host's
+/// own chain between two of their priorities runs before or after all of
+/// them). An error when that classifier is missing.
 pub fn hook_plan<'a>(rs: &Ruleset, compiled: &'a [CompiledChain]) -> Result<HookPlan<'a>, String> {
     let mut plan = HookPlan::default();
-    for c in compiled {
+    let mut at: Vec<(NfHook, Vec<&'a CompiledChain>)> = Vec::new();
+    for c in compiled.iter().filter(|c| c.joined.is_empty()) {
         let Some(base) = rs.chain(c.chain).base.as_ref() else {
             continue;
         };
         let Some(hook) = nf_hook(base.hook) else {
             continue;
         };
-        if let Some((_, other)) = plan.chains.iter().find(|(h, _)| *h == hook) {
-            return Err(format!(
-                "two base chains at the {hook} hook ({} and {}): parapet enforces one chain per \
-                 netfilter hook; merge them",
-                other.name, c.name
-            ));
+        match at.iter_mut().find(|(h, _)| *h == hook) {
+            Some((_, v)) => v.push(c),
+            None => at.push((hook, vec![c])),
         }
-        plan.chains.push((hook, c));
-        for &family in families(rs.tables[c.chain.table].family) {
-            plan.links.push(NfWant {
-                hook,
-                family,
-                priority: base.priority,
-            });
+    }
+    for (hook, chains) in at {
+        let placed = match chains.as_slice() {
+            [one] => *one,
+            several => compiled
+                .iter()
+                .find(|j| {
+                    j.joined.len() == several.len()
+                        && several.iter().all(|c| j.joined.contains(&c.chain))
+                })
+                .ok_or_else(|| {
+                    let names: Vec<&str> = several.iter().map(|c| c.name.as_str()).collect();
+                    format!(
+                        "{} base chains at the {hook} hook ({}) and no classifier for them together",
+                        several.len(),
+                        names.join(", ")
+                    )
+                })?,
+        };
+        plan.chains.push((hook, placed));
+        let members = if placed.joined.is_empty() {
+            vec![placed.chain]
+        } else {
+            placed.joined.clone()
+        };
+        // in the kernel's order: the first chain of a family is its link's
+        for id in members {
+            let priority = rs.chain(id).base.as_ref().map_or(0, |b| b.priority);
+            for &family in families(rs.tables[id.table].family) {
+                if !plan
+                    .links
+                    .iter()
+                    .any(|w| w.hook == hook && w.family == family)
+                {
+                    plan.links.push(NfWant {
+                        hook,
+                        family,
+                        priority,
+                    });
+                }
+            }
+            plan.needs_ct |= parapet_dataplane::ruleset::needs_conntrack(rs, id);
         }
-        plan.needs_ct |= parapet_dataplane::ruleset::needs_conntrack(rs, c.chain);
     }
     plan.chains.sort_by_key(|(h, _)| *h);
     Ok(plan)
@@ -179,10 +216,12 @@ pub fn warnings(
                 let other: Vec<&str> = compiled
                     .iter()
                     .filter(|c| {
-                        rs.chain(c.chain)
-                            .base
-                            .as_ref()
-                            .is_some_and(|b| nf_hook(b.hook).is_none())
+                        c.joined.is_empty()
+                            && rs
+                                .chain(c.chain)
+                                .base
+                                .as_ref()
+                                .is_some_and(|b| nf_hook(b.hook).is_none())
                     })
                     .map(|c| c.name.as_str())
                     .collect();
@@ -278,15 +317,35 @@ COMMIT
     }
 
     #[test]
-    fn two_chains_at_one_hook_are_refused_by_name() {
+    fn chains_sharing_a_hook_run_as_one_classifier_at_the_first_priority() {
         let c = load(
             "table inet f {
-  chain a { type filter hook input priority 0; policy accept; }
-  chain b { type filter hook input priority 5; policy accept; }
+  chain a { type filter hook input priority 5; policy accept; tcp dport 22 drop; }
+  chain b { type filter hook input priority -5; policy accept; }
+}
+table ip g {
+  chain c { type filter hook input priority -10; policy accept; ct state new accept; }
 }
 ",
         );
-        let e = hook_plan(&c.ruleset, &c.compiled).unwrap_err();
-        assert!(e.contains("f/a") && e.contains("f/b"), "{e}");
+        let plan = hook_plan(&c.ruleset, &c.compiled).unwrap();
+        assert_eq!(plan.chains.len(), 1);
+        let placed = plan.chains[0].1;
+        assert_eq!(placed.name, "input (g/c then f/b then f/a)");
+        assert_eq!(placed.joined.len(), 3);
+        assert!(plan.needs_ct, "ct state in g/c");
+        let mut links: Vec<(NfFamily, i32)> =
+            plan.links.iter().map(|w| (w.family, w.priority)).collect();
+        links.sort();
+        assert_eq!(links, vec![(NfFamily::Ipv4, -10), (NfFamily::Ipv6, -5)]);
+        // without the joined classifier: refused by name
+        let plain: Vec<CompiledChain> = c
+            .compiled
+            .iter()
+            .filter(|x| x.joined.is_empty())
+            .cloned()
+            .collect();
+        let e = hook_plan(&c.ruleset, &plain).unwrap_err();
+        assert!(e.contains("f/a") && e.contains("g/c"), "{e}");
     }
 }

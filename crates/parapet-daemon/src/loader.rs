@@ -3,7 +3,7 @@
 //! is taken, so a failing or slow compile changes nothing and blocks no one.
 
 use crate::compiled::{CompiledChain, CompiledRuleset, Loader};
-use parapet_compile::{compile_chain, BuildOptions};
+use parapet_compile::{compile_chain, compile_hook_chains, shared_hooks, BuildOptions};
 use parapet_model::{ChainId, Ruleset};
 use parapet_parse::{parse, render, Format};
 use std::sync::Arc;
@@ -38,9 +38,34 @@ impl ParseLoader {
                         chain: id,
                         policy,
                         classifier: Arc::new(cl),
+                        joined: Vec::new(),
                     }),
                     Err(e) => errs.push(format!("{name}:{line}:1: chain {cname}: {e}")),
                 }
+            }
+        }
+        // base chains sharing a hook: one classifier runs them in the
+        // kernel's order (src/hooks.rs places it)
+        for (hook, ids) in shared_hooks(rs) {
+            let names: Vec<String> = ids
+                .iter()
+                .map(|id| format!("{}/{}", rs.tables[id.table].name, rs.chain(*id).name))
+                .collect();
+            let cname = format!("{} ({})", hook.nft_name(), names.join(" then "));
+            let line = rs
+                .chain(ids[0])
+                .rules
+                .first()
+                .map_or(1, |r| r.origin.line.max(1));
+            match compile_hook_chains(rs, &ids, &self.options) {
+                Ok((cl, policy)) => out.push(CompiledChain {
+                    name: cname,
+                    chain: ids[0],
+                    policy,
+                    classifier: Arc::new(cl),
+                    joined: ids,
+                }),
+                Err(e) => errs.push(format!("{name}:{line}:1: the chains at {cname}: {e}")),
             }
         }
         if errs.is_empty() {

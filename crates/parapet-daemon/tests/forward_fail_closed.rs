@@ -5,9 +5,9 @@
 //! 7000 (accepted) from its own address and from a banned one (dropped by
 //! the ban set). Across `kill -9` and a restart (the pinned link adopted,
 //! not re-attached), an upgrade (`--test-program-variant`: a new link made
-//! before the old one goes), refused rulesets (a parse error; two base
-//! chains at FORWARD, refused whole while attached at the hooks: the
-//! links stay), a downgrade, and pins of an older pin ABI (maps not
+//! before the old one goes), a refused ruleset (a parse error: the links
+//! stay), two base chains at FORWARD (joined: the second drops what the
+//! first accepts), a downgrade, and pins of an older pin ABI (maps not
 //! reused: fresh ones from the journal, links renewed make-before-break),
 //! no port-9 or banned packet reaches H and the probes keep arriving.
 //! Needs root.
@@ -21,8 +21,7 @@ use std::net::Ipv4Addr;
 use std::sync::atomic::Ordering;
 
 /// FORWARD drops port 9 and banned sources; rule 1 counts the flood.
-/// (INPUT, empty, as iptables-save always writes it: the daemon still
-/// wants an INPUT chain for interface attachments.)
+/// (INPUT, empty, as iptables-save always writes it.)
 const FWD_RULES: &str = "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n\
                          -A FORWARD -p udp --dport 9 -j DROP\n\
                          -A FORWARD -m set --match-set parapet-ban4 src -j DROP\nCOMMIT\n";
@@ -152,23 +151,24 @@ fn kill9_and_upgrade_never_fail_open_at_forward() {
     );
     check("forward: after a refused apply", through(&t, h, 800));
 
-    // 3b. a ruleset the hooks cannot take (two base chains at FORWARD) is
-    // refused whole while attached there: the links keep enforcing
-    let two = "table ip filter {\n\tchain a {\n\t\ttype filter hook forward priority 0; policy accept;\n\t\tudp dport 9 accept\n\t}\n\tchain b {\n\t\ttype filter hook forward priority 10; policy accept;\n\t}\n\tchain INPUT {\n\t\ttype filter hook input priority 0; policy accept;\n\t}\n}\n";
-    let e = c
-        .call(json!({"cmd": "apply", "rules": two, "name": "two.nft"}))
-        .expect_err("two chains at one hook must be refused while attached there");
-    assert!(
-        e.to_string()
-            .contains("two base chains at the FORWARD hook"),
-        "{e}"
+    // 3b. two base chains at FORWARD (nft, priorities 0 and 10) run as
+    // one: the first accepts port 9 and the banned source, the second
+    // drops them — a drop in any chain is final, as in the kernel. The
+    // links stay (same hooks, family and priority); then the first
+    // ruleset again
+    let two = format!(
+        "table ip filter {{\n\tchain a {{\n\t\ttype filter hook forward priority 0; policy accept;\n\t\tudp dport 9 accept\n\t\tip saddr {BANNED} accept\n\t}}\n\tchain b {{\n\t\ttype filter hook forward priority 10; policy accept;\n\t\tudp dport 9 drop\n\t\tip saddr {BANNED} drop\n\t}}\n\tchain INPUT {{\n\t\ttype filter hook input priority 0; policy accept;\n\t}}\n}}\n"
     );
+    let r = inst.call(json!({"cmd": "apply", "rules": two, "name": "two.nft"}));
+    assert_eq!(r["ok"], Value::from(true), "{r}");
     assert_eq!(
         sorted_links(&inst),
         links3,
-        "the refused apply kept the links"
+        "the same links run the joined chains"
     );
     check("forward: two chains at one hook", through(&t, h, 800));
+    let r = inst.call(json!({"cmd": "apply", "rules": FWD_RULES, "name": "f.v4"}));
+    assert_eq!(r["ok"], Value::from(true), "{r}");
 
     // 3c. back to the first build (a downgrade): renewed again, closed
     let d3 = restart_under_flood(&inst, flow, d3, &[], 1, "forward: downgrade");

@@ -447,3 +447,103 @@ fn a_foreign_xdp_program_is_not_clobbered() {
     b.remove_pinned();
     let _ = std::fs::remove_dir(a.pins.parent().unwrap());
 }
+
+/// libxdp's object of a pass-everything filter (`xdp-tools`), wherever the
+/// architecture's library directory is.
+fn libxdp_pass_object() -> std::path::PathBuf {
+    std::fs::read_dir("/usr/lib")
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("bpf/xdpfilt_alw_all.o"))
+        .chain([std::path::PathBuf::from("/usr/lib/bpf/xdpfilt_alw_all.o")])
+        .find(|p| p.exists())
+        .expect("xdp-tools' xdpfilt_alw_all.o (scripts/deps.sh test installs xdp-tools)")
+}
+
+/// `xdp-loader ARGS` in the bed's namespace (network namespace only: the
+/// host's bpffs, where libxdp keeps its state).
+fn xdp_loader(ns: &parapet_testbed::Netns, args: &[&str]) -> std::process::Output {
+    Command::new("nsenter")
+        .arg(format!("--net=/run/netns/{}", ns.name()))
+        .arg("xdp-loader")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// The other XDP user of the libxdp convention: a program that `xdp-loader`
+/// placed is refused by name and left running (parapet does not chain
+/// through libxdp's dispatcher: this kernel refuses the dispatcher's
+/// multi-program mode, and chaining would run parapet after programs it
+/// does not know), parapet enforces beside it at tc; and the other way
+/// round `xdp-loader` cannot replace parapet's XDP link.
+#[test]
+#[ignore = "needs root"]
+fn a_libxdp_program_is_not_clobbered_and_does_not_clobber() {
+    parapet_testbed::require_root();
+    let obj = libxdp_pass_object();
+    let obj = obj.to_str().unwrap();
+    let (pair, v) = bed("pinlibxdp");
+    let ta = tempfile::tempdir().unwrap();
+    let a = Instance::new(&pair.b, ta.path(), "libxdp");
+    let da = a.start(&[]);
+    let r = a.call(json!({"cmd": "ban", "elems": [BANNED.to_string()]}));
+    assert_eq!(r["ok"], Value::from(true), "{r}");
+    let r = a.call(json!({"cmd": "apply", "rules": RULES, "name": "r.v4"}));
+    assert_eq!(r["ok"], Value::from(true), "{r}");
+    let attach = |hook: &str| {
+        let mut c = Client::connect(&a.dir.join("sock")).unwrap();
+        c.call(json!({"cmd": "attach", "iface": v.b_dev, "hook": hook, "mode": "skb"}))
+    };
+
+    // 1. xdp-loader first: parapet refuses by name, the program stays
+    let o = xdp_loader(&pair.b, &["load", "-m", "skb", v.b_dev, obj]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let foreign = xdp_prog_id(&pair.b, v.b_dev).expect("xdp-loader attached a program");
+    let e = attach("xdp").expect_err("a libxdp program must be refused");
+    let said = e.to_string();
+    assert!(
+        said.contains(&format!("id {foreign}")) && said.contains("xdpfilt_alw_all"),
+        "{said}"
+    );
+    assert_eq!(
+        xdp_prog_id(&pair.b, v.b_dev),
+        Some(foreign),
+        "left in place"
+    );
+    let status = xdp_loader(&pair.b, &["status", v.b_dev]);
+    assert!(
+        String::from_utf8_lossy(&status.stdout).contains("xdpfilt_alw_all"),
+        "{}",
+        String::from_utf8_lossy(&status.stdout)
+    );
+    // beside it at tc parapet enforces: the dropped class stays out
+    attach("tc").expect("parapet attaches at tc beside the libxdp program");
+    let run = Run::start(&pair.a, &pair.b, v.b_addr);
+    settle_for(300);
+    check("libxdp at xdp, parapet at tc", run.finish());
+    assert_eq!(xdp_prog_id(&pair.b, v.b_dev), Some(foreign));
+
+    // 2. parapet first: xdp-loader cannot replace its link
+    let o = xdp_loader(&pair.b, &["unload", "-a", v.b_dev]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r = a.call(json!({"cmd": "detach", "iface": v.b_dev}));
+    assert_eq!(r["ok"], Value::from(true), "{r}");
+    attach("xdp").expect("parapet attaches once the libxdp program is gone");
+    let (link, prog) = a.link();
+    let o = xdp_loader(&pair.b, &["load", "-m", "skb", v.b_dev, obj]);
+    assert!(
+        !o.status.success(),
+        "xdp-loader must not replace parapet's link: {}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    assert_eq!(xdp_prog_id(&pair.b, v.b_dev), Some(prog));
+    assert_eq!(a.link(), (link, prog));
+    let run = Run::start(&pair.a, &pair.b, v.b_addr);
+    settle_for(300);
+    check("parapet at xdp after xdp-loader tried", run.finish());
+
+    kill9(da);
+    a.remove_pinned();
+    let _ = std::fs::remove_dir(a.pins.parent().unwrap());
+}

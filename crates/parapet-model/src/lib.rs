@@ -30,6 +30,7 @@ mod diff;
 mod display;
 mod field;
 mod flatten;
+mod hook_join;
 mod hull_index;
 mod interval;
 mod linear;
@@ -52,6 +53,7 @@ pub use flatten::{
     flatten, flatten_unpruned, flatten_with_limit, DecisionList, Entry, EntryKind, FlattenError,
     DEFAULT_MAX_ENTRIES,
 };
+pub use hook_join::join_at_hook;
 pub use interval::{prefix_len, prefix_range, range_to_prefixes, width_mask, IntervalSet};
 pub use linear::{Decision, EvalError, LinearEngine, NoSets, SetLookup, TraceStep, MAX_DEPTH};
 pub use lint::{lint, Finding, FindingKind, LintReport};

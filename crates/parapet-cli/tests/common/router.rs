@@ -103,9 +103,12 @@ pub fn start_daemon(ns: &Netns, dir: &Path, sock: &Path) -> Daemon {
         .unwrap();
     let d = Daemon(child);
     let t0 = Instant::now();
+    // a restart with pinned links loads and verifies the BPF programs
+    // before it serves: seconds on a quiet machine, 38 s measured at a
+    // load of 16 on 2 cores
     while !parapet(sock, &["stats", "--json"]).status.success() {
         assert!(
-            t0.elapsed() < Duration::from_secs(30),
+            t0.elapsed() < Duration::from_secs(120),
             "parapetd did not come up: {}",
             std::fs::read_to_string(dir.join("parapetd.log")).unwrap_or_default()
         );

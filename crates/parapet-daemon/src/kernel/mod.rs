@@ -8,14 +8,17 @@
 //! under the state lock: a set change and its kernel update, or an apply
 //! and its swap, are one step for every other client.
 
+mod install;
 mod netfilter;
 mod restart;
+
+pub use install::kernel_chain;
+use install::{fits, install, needs_ct};
 
 use crate::compiled::CompiledChain;
 use crate::hooks::{self, NfWant};
 use crate::proto::{code, ErrorReply};
 use parapet_dataplane::ct_table::ConntrackTable;
-use parapet_dataplane::ruleset::Install;
 use parapet_dataplane::{
     bridge, AttachPoint, Dataplane, Features, LoadOptions, Mode, SetSizing, Stat,
 };
@@ -128,20 +131,6 @@ pub(crate) fn dp_err(what: &str, e: impl std::fmt::Display) -> ErrorReply {
     ErrorReply::new(code::DATAPLANE, format!("{what}: {e}"))
 }
 
-/// The ruleset as the kernel needs it: which compiled chain runs at the
-/// hooks.
-pub fn kernel_chain<'a>(
-    cfg: &KernelConfig,
-    rs: &Ruleset,
-    compiled: &'a [CompiledChain],
-) -> Result<&'a CompiledChain, String> {
-    let id = rs.select_chain(cfg.chain.as_deref())?;
-    compiled
-        .iter()
-        .find(|c| c.chain == id)
-        .ok_or_else(|| "the chain for the kernel is not a compiled base chain".to_string())
-}
-
 /// The daemon's kernel dataplane.
 #[derive(Default)]
 pub struct Kernel {
@@ -160,6 +149,9 @@ pub struct Kernel {
     /// Why the active ruleset cannot go to the netfilter hooks (two chains
     /// at one hook); refused there, fine on interfaces.
     pub(crate) nf_refused: Option<String>,
+    /// Why the active ruleset has no chain for the interface hooks (no
+    /// `--chain` and no input chain): `attach IFACE` is refused.
+    pub(crate) no_iface_chain: Option<String>,
     /// What the rejecter thread did with the netfilter REJECTs
     /// (src/rejecter.rs), for `stats`.
     pub nf_reject: std::sync::Arc<parapet_dataplane::RejectCounts>,
@@ -177,6 +169,7 @@ impl Kernel {
             nf_plan: Vec::new(),
             nf_ct: false,
             nf_refused: None,
+            no_iface_chain: None,
             nf_reject: Default::default(),
         }
     }
@@ -328,14 +321,15 @@ impl Kernel {
                     dp.refresh_ifnames()
                         .map_err(|e| dp_err("reading the interface names", e))?;
                 }
-                install(&self.config, dp, rs, compiled, sets, true)
+                install(&self.config, dp, rs, compiled, sets, true, iface)
             }
-            None => Ok((Vec::new(), false, None)),
+            None => Ok(Default::default()),
         };
-        let r = r.and_then(|(plan, ct, refused)| {
-            self.nf_plan = plan;
-            self.nf_ct = ct;
-            self.nf_refused = refused;
+        let r = r.and_then(|done| {
+            self.nf_plan = done.links;
+            self.nf_ct = done.needs_ct;
+            self.nf_refused = done.refused;
+            self.no_iface_chain = done.no_iface_chain;
             // after the swap: a new link finds its chain's image live
             self.sync_nf_links()
         });
@@ -348,7 +342,17 @@ impl Kernel {
         match &self.dp {
             None => Ok(()),
             Some(dp) => {
-                fits(&self.config, dp, rs, compiled)?;
+                let iface = fits(&self.config, dp, rs, compiled)?;
+                let on_iface = self
+                    .attached
+                    .iter()
+                    .any(|a| a.hook != AttachPoint::Netfilter);
+                if let (Some(why), true) = (iface.missing, on_iface) {
+                    return Err(ErrorReply::new(
+                        code::APPLY,
+                        format!("attached to an interface (xdp/tc): {why}; detach it first"),
+                    ));
+                }
                 if let (Err(e), true) = (hooks::hook_plan(rs, compiled), self.nf_attached()) {
                     return Err(ErrorReply::new(
                         code::APPLY,
@@ -383,6 +387,12 @@ impl Kernel {
         }
         if hook == AttachPoint::Netfilter {
             return self.attach_netfilter(mode);
+        }
+        if let Some(why) = &self.no_iface_chain {
+            return Err(ErrorReply::new(
+                code::APPLY,
+                format!("cannot attach to {iface}: {why}"),
+            ));
         }
         let on = self
             .dp
@@ -704,106 +714,6 @@ fn iface_exists(iface: &str) -> bool {
         // SAFETY: a valid NUL-terminated string.
         .map(|c| unsafe { libc::if_nametoindex(c.as_ptr()) } != 0)
         .unwrap_or(false)
-}
-
-/// Makes `rs` live in `dp`: all or nothing (see
-/// [`Dataplane::install_ruleset`]), then zeroes the rule counters, because
-/// the new ruleset's rule ids start again at 1.
-///
-/// Every netfilter hook's chain goes live in the same swap; returns the
-/// links the ruleset wants there, whether its hook chains match ctstate,
-/// and why it cannot go to the hooks at all (then no hook image is
-/// written: fine while the ruleset only runs on interfaces).
-fn install(
-    cfg: &KernelConfig,
-    dp: &mut Dataplane,
-    rs: &Ruleset,
-    compiled: &[CompiledChain],
-    sets: &SetStore,
-    reset_counters: bool,
-) -> Result<(Vec<NfWant>, bool, Option<String>), ErrorReply> {
-    let (chain, image) = fits(cfg, dp, rs, compiled)?;
-    let needs = needs_ct(cfg, dp, rs, compiled)?;
-    let (plan, refused) = match hooks::hook_plan(rs, compiled) {
-        Ok(p) => (p, None),
-        Err(e) => (hooks::HookPlan::default(), Some(e)),
-    };
-    let images: Vec<(parapet_dataplane::NfHook, Vec<u8>)> = plan
-        .chains
-        .iter()
-        .map(|(h, c)| (*h, c.classifier.image().to_bytes()))
-        .collect();
-    let hook_images: Vec<(parapet_dataplane::NfHook, &[u8])> =
-        images.iter().map(|(h, b)| (*h, &b[..])).collect();
-    dp.install_ruleset_hooks_ct(
-        &Install {
-            ruleset: rs,
-            policy: &chain.policy,
-            image: &image,
-            sets: (!rs.set_refs.is_empty()).then_some(sets),
-            log_rate: cfg.log_rate,
-        },
-        &hook_images,
-        needs,
-    )
-    .map_err(|e| {
-        ErrorReply::new(
-            code::APPLY,
-            format!("the kernel dataplane refused the ruleset: {e}"),
-        )
-    })?;
-    if reset_counters {
-        dp.reset_counters()
-            .map_err(|e| dp_err("resetting the kernel counters", e))?;
-    }
-    Ok((plan.links, plan.needs_ct, refused))
-}
-
-/// Whether the kernel chain of `rs` matches ctstate; an error when it does
-/// and the loaded program cannot look connections up (the kernel would
-/// see every packet as UNTRACKED: never silently wrong).
-fn needs_ct(
-    cfg: &KernelConfig,
-    dp: &Dataplane,
-    rs: &Ruleset,
-    compiled: &[CompiledChain],
-) -> Result<bool, ErrorReply> {
-    let chain = kernel_chain(cfg, rs, compiled)
-        .map_err(|e| ErrorReply::new(code::APPLY, format!("the kernel dataplane: {e}")))?;
-    dp.needs_conntrack(
-        rs,
-        chain.chain,
-        &format!("the kernel chain {}", chain.name),
-        "it failed to load with the lookup; see parapetd's log",
-    )
-    .map_err(|e| ErrorReply::new(code::APPLY, e))
-}
-
-/// The kernel chain of `rs` and its image bytes, when they fit the loaded
-/// program; the error names the flag to raise.
-fn fits<'a>(
-    cfg: &KernelConfig,
-    dp: &Dataplane,
-    rs: &Ruleset,
-    compiled: &'a [CompiledChain],
-) -> Result<(&'a CompiledChain, Vec<u8>), ErrorReply> {
-    let chain = kernel_chain(cfg, rs, compiled)
-        .map_err(|e| ErrorReply::new(code::APPLY, format!("the kernel dataplane: {e}")))?;
-    let image = chain.classifier.image().to_bytes();
-    // The dataplane's own check; the messages name the flag to raise.
-    dp.check_fits(rs, image.len()).map_err(|e| {
-        let msg = match e {
-            parapet_dataplane::Error::RuleOutOfRange { rule, max } => format!(
-                "rule id {rule} exceeds the kernel's {max} counter slots; restart parapetd with a larger --max-rules"
-            ),
-            parapet_dataplane::Error::ImageTooLarge { len, cap } => format!(
-                "the classifier image ({len} bytes) does not fit the kernel's image slot ({cap} bytes); restart parapetd with a larger --image-mib"
-            ),
-            other => other.to_string(),
-        };
-        ErrorReply::new(code::APPLY, msg)
-    })?;
-    Ok((chain, image))
 }
 
 #[cfg(test)]

@@ -41,8 +41,11 @@ impl Kernel {
                     if same { "is the live image (made live again, counters kept)" } else { "differs from the live image: made live from the journal" }
                 );
             }
-            (self.nf_plan, self.nf_ct, self.nf_refused) =
-                install(&self.config, &mut dp, rs, compiled, sets, !same)?;
+            let done = install(&self.config, &mut dp, rs, compiled, sets, !same, false)?;
+            self.nf_plan = done.links;
+            self.nf_ct = done.needs_ct;
+            self.nf_refused = done.refused;
+            self.no_iface_chain = done.no_iface_chain;
         }
         if !dp.maps_adopted() && !pinned.is_empty() {
             eprintln!(
@@ -176,9 +179,10 @@ fn live_images_are(
     rs: &Ruleset,
     compiled: &[CompiledChain],
 ) -> bool {
-    let Ok((_, img)) = fits(cfg, dp, rs, compiled) else {
+    let Ok(iface) = fits(cfg, dp, rs, compiled) else {
         return false;
     };
+    let img = iface.image;
     if dp.read_live_image(img.len()).ok() != Some(img) {
         return false;
     }
