@@ -7,8 +7,9 @@ pkgs=(clang llvm libbpf-dev linux-libc-dev pkg-config zlib1g-dev iproute2)
 if [ "$want" = test ]; then
   pkgs+=(iptables nftables ipset fail2ban python3 ethtool)
   # The metrics test scrapes parapetd with a real Prometheus; `make deb`
-  # checks the package with lintian.
-  pkgs+=(prometheus lintian)
+  # checks the package with lintian; the package test reads `man parapet`
+  # (man-db) and checks the unit with systemd-analyze (systemd).
+  pkgs+=(prometheus lintian man-db systemd)
   # `parapet top` is tested in a real terminal.
   pkgs+=(tmux)
   # The fleet tests run a real NATS JetStream server.

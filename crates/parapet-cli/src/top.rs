@@ -1,7 +1,8 @@
 //! `parapet top`: which rules of the active ruleset are hit right now.
 //! Two samples of parapetd's counters an interval apart give each rule's
 //! packets/s and bytes/s; rules are sorted by one of them, with their
-//! text, verdict and totals, the set sizes and the ban rate. `--once
+//! text, verdict and totals, per hook and interface packets/s and drops/s,
+//! the set sizes and the ban rate. `--once
 //! --json` prints one such view for scripts; [`crate::top_screen`] shows
 //! it (once, or redrawn live) and runs the command.
 
@@ -77,6 +78,19 @@ pub struct Sample {
     bans: u64,
     pub sets: Vec<(String, u64)>,
     pub kernel: bool,
+    /// (hook, interface) → (packets, dropped), from `stats.dataplane.hooks`.
+    hooks: Vec<((String, String), (u64, u64))>,
+}
+
+/// One hook on one interface in the view.
+#[derive(Clone, Debug)]
+pub struct HookRow {
+    pub hook: String,
+    pub interface: String,
+    pub packets: u64,
+    pub dropped: u64,
+    pub pps: f64,
+    pub drops_per_s: f64,
 }
 
 /// A rule's line in the view.
@@ -101,6 +115,8 @@ pub struct View {
     pub drop_pps: f64,
     pub bans_per_s: f64,
     pub sets: Vec<(String, u64)>,
+    /// Busiest first.
+    pub hooks: Vec<HookRow>,
 }
 
 fn kind(a: &Action) -> Kind {
@@ -186,6 +202,19 @@ pub fn sample(c: &mut Client) -> Result<Sample, ClientError> {
         })
         .unwrap_or_default();
     let kernel = s.get("counters").is_some_and(Value::is_array);
+    let hooks = s["dataplane"]["hooks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|h| {
+            let name = |k: &str| h[k].as_str().unwrap_or("").to_string();
+            let n = |k: &str| h[k].as_u64().unwrap_or(0);
+            (
+                (name("hook"), name("interface")),
+                (n("packets"), n("dropped")),
+            )
+        })
+        .collect();
     let sets = c.call(json!({"cmd": "set.list"}))?;
     let sets = sets
         .get("sets")
@@ -204,6 +233,7 @@ pub fn sample(c: &mut Client) -> Result<Sample, ClientError> {
         bans: s.get("bans").and_then(Value::as_u64).unwrap_or(0),
         sets,
         kernel,
+        hooks,
     })
 }
 
@@ -232,7 +262,25 @@ pub fn view(cat: &Catalog, a: &Sample, b: &Sample, sort: Sort, chain: Option<&st
         drop_pps: 0.0,
         bans_per_s: b.bans.saturating_sub(a.bans) as f64 / dt,
         sets: b.sets.clone(),
+        hooks: Vec::new(),
     };
+    for (at, (packets, dropped)) in &b.hooks {
+        let before = a.hooks.iter().find(|h| &h.0 == at).map(|h| h.1);
+        let (p0, d0) = before.filter(|_| same).unwrap_or((*packets, *dropped));
+        v.hooks.push(HookRow {
+            hook: at.0.clone(),
+            interface: at.1.clone(),
+            packets: *packets,
+            dropped: *dropped,
+            pps: packets.saturating_sub(p0) as f64 / dt,
+            drops_per_s: dropped.saturating_sub(d0) as f64 / dt,
+        });
+    }
+    v.hooks.sort_by(|x, y| {
+        (y.pps, y.packets)
+            .partial_cmp(&(x.pps, x.packets))
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
     let policy = RuleInfo {
         id: 0,
         chain: String::new(),
@@ -296,6 +344,11 @@ pub fn to_json(v: &View, limit: usize, sort: Sort) -> Value {
         },
         "bans_per_s": v.bans_per_s,
         "sets": v.sets.iter().map(|(s, n)| json!({"set": s, "elements": n})).collect::<Vec<_>>(),
+        "hooks": v.hooks.iter().map(|h| json!({
+            "hook": h.hook, "interface": h.interface,
+            "packets": h.packets, "dropped": h.dropped,
+            "packets_per_s": h.pps, "drops_per_s": h.drops_per_s,
+        })).collect::<Vec<_>>(),
         "rules": v.rows.iter().take(limit).map(|r| json!({
             "rule": r.info.id, "chain": r.info.chain, "text": r.info.text,
             "verdict": kind_name(r.info.kind),

@@ -86,11 +86,32 @@ pub fn render(
             sets.join(", ")
         }
     ));
+    let hooks: Vec<String> = v
+        .hooks
+        .iter()
+        .map(|h| {
+            format!(
+                "{}/{} {} pkt/s {} drop/s",
+                h.hook,
+                h.interface,
+                si(h.pps),
+                si(h.drops_per_s)
+            )
+        })
+        .collect();
+    line(format!(
+        "hooks: {}",
+        if hooks.is_empty() {
+            "none".into()
+        } else {
+            hooks.join(", ")
+        }
+    ));
     line(format!(
         "{:>5} {:>7} {:>7} {:>9} {:>6} {:<12} rule",
         "id", "pkt/s", "B/s", "packets", "action", "chain"
     ));
-    let rows = height.saturating_sub(5);
+    let rows = height.saturating_sub(6);
     for r in v.rows.iter().take(rows) {
         let verdict = match r.info.kind {
             Kind::Accept => "accept",
@@ -268,7 +289,7 @@ fn top(c: &mut Client, args: &TopArgs) -> Result<(), ClientError> {
         if args.json {
             println!("{}", to_json(&v, args.limit, args.sort));
         } else {
-            let size = (100, args.limit + 5);
+            let size = (100, args.limit + 6);
             let text = render(&v, args.sort, args.chain.as_deref(), false, false, size);
             print!("{text}");
         }

@@ -5,94 +5,40 @@
 //! to the rule it counts, and Prometheus' HTTP API must return exactly that
 //! count for the rule's series (and zero for a rule nothing hit); then
 //! `parapet top --once --json` must rank that rule first while more
-//! traffic hits it. Needs
+//! traffic hits it; the per hook and interface series count what tc and
+//! the INPUT hook saw on the veth, and exactly what they dropped. Needs
 //! root (`#[ignore = "needs root"]`) and the `prometheus` binary (installed
 //! by `scripts/deps.sh test`); fails without either.
 
 mod common;
 
 use common::daemon::parapet;
+use common::prometheus::{query, spawn_in, start, wait_for};
 use common::{in_netns, require_root, testbed, B_ADDR};
-use std::io::{Read, Write};
-use std::net::{Ipv4Addr, TcpStream, UdpSocket};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::net::{Ipv4Addr, UdpSocket};
 use std::time::{Duration, Instant};
 
 const SENT: usize = 37;
 const PROBE_PORT: u16 = 5555;
+/// A port rule 3 drops: the per-hook drop count must be exactly these.
+const DROPPED_PORT: u16 = 5556;
+const DROPPED: usize = 23;
 const METRICS: &str = "127.0.0.1:9464";
-const PROMETHEUS: &str = "127.0.0.1:9090";
 
-/// Kills (and reaps) a child on drop.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn spawn_in(ns: &str, exe: &str, args: &[&str], log: &Path) -> Proc {
-    let err = std::fs::File::create(log).unwrap();
-    Proc(
-        Command::new("ip")
-            .args(["netns", "exec", ns, exe])
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(err)
-            .spawn()
-            .unwrap_or_else(|e| panic!("ip netns exec {exe}: {e}")),
-    )
-}
-
-/// One GET on loopback inside namespace `ns`; the body.
-fn get(ns: &str, addr: &'static str, target: String) -> Option<String> {
-    in_netns(ns, move || {
-        let mut s = TcpStream::connect(addr).ok()?;
-        s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
-        write!(
-            s,
-            "GET {target} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-        )
-        .ok()?;
-        let mut out = String::new();
-        s.read_to_string(&mut out).ok()?;
-        Some(out.split_once("\r\n\r\n")?.1.to_string())
-    })
-}
-
-/// The value Prometheus' instant query `q` returns for its one series.
-fn query(ns: &str, q: &str) -> Option<f64> {
-    let enc: String = q
-        .bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'_' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect();
-    // The body may be chunked: take the JSON object between the braces.
-    let body = get(ns, PROMETHEUS, format!("/api/v1/query?query={enc}"))?;
-    let json = &body[body.find('{')?..=body.rfind('}')?];
-    let v: serde_json::Value = serde_json::from_str(json).ok()?;
-    let result = v["data"]["result"].as_array()?;
-    if result.len() != 1 {
-        return None;
-    }
-    result[0]["value"][1].as_str()?.parse().ok()
+fn send(ns: &str, port: u16, n: usize) {
+    in_netns(ns, || {
+        let s = UdpSocket::bind("0.0.0.0:0").unwrap();
+        for _ in 0..n {
+            s.send_to(b"metrics", (Ipv4Addr::from(B_ADDR), port))
+                .unwrap();
+        }
+    });
 }
 
 #[test]
 #[ignore = "needs root"]
 fn prometheus_reads_the_rule_counters_of_known_traffic() {
     require_root();
-    let prometheus = "/usr/bin/prometheus";
-    assert!(
-        Path::new(prometheus).is_file(),
-        "{prometheus} missing: scripts/deps.sh test installs Debian's prometheus"
-    );
     let bed = testbed("mp", &[]);
     let dir = tempfile::tempdir().unwrap();
     let sock = dir.path().join("parapet.sock");
@@ -104,6 +50,7 @@ fn prometheus_reads_the_rule_counters_of_known_traffic() {
             "*filter\n:INPUT ACCEPT [0:0]\n\
              -A INPUT -p tcp --dport 22 -j ACCEPT\n\
              -A INPUT -p udp --dport {PROBE_PORT} -m comment --comment \"metrics probe\" -j ACCEPT\n\
+             -A INPUT -p udp --dport {DROPPED_PORT} -j DROP\n\
              COMMIT\n"
         ),
     )
@@ -149,45 +96,19 @@ fn prometheus_reads_the_rule_counters_of_known_traffic() {
             String::from_utf8_lossy(&o.stderr)
         );
     }
-    in_netns(&bed.a, || {
-        let s = UdpSocket::bind("0.0.0.0:0").unwrap();
-        for _ in 0..SENT {
-            s.send_to(b"metrics", (Ipv4Addr::from(B_ADDR), PROBE_PORT))
-                .unwrap();
-        }
-    });
-    let conf = dir.path().join("prometheus.yml");
-    std::fs::write(
-        &conf,
-        format!(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\
-             scrape_configs:\n  - job_name: parapet\n    static_configs:\n      - targets: ['{METRICS}']\n"
-        ),
-    )
-    .unwrap();
-    let data = dir.path().join("tsdb");
-    let _prom = spawn_in(
-        &bed.b,
-        prometheus,
-        &[
-            &format!("--config.file={}", conf.display()),
-            &format!("--storage.tsdb.path={}", data.display()),
-            &format!("--web.listen-address={PROMETHEUS}"),
-        ],
-        &dir.path().join("prometheus.log"),
-    );
+    send(&bed.a, PROBE_PORT, SENT);
+    send(&bed.a, DROPPED_PORT, DROPPED);
+    let _prom = start(&bed.b, dir.path(), METRICS);
+    let prom_log = dir.path().join("prometheus.log");
     let probe = "parapet_rule_packets_total{job=\"parapet\",rule=\"2\",chain=\"filter/INPUT\",comment=\"metrics probe\"}";
-    let t0 = Instant::now();
-    let mut last = None;
-    while last != Some(SENT as f64) {
-        assert!(
-            t0.elapsed() < Duration::from_secs(90),
-            "Prometheus never read {SENT} for rule 2 (last: {last:?}); prometheus.log:\n{}",
-            std::fs::read_to_string(dir.path().join("prometheus.log")).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(500));
-        last = query(&bed.b, probe);
-    }
+    wait_for(
+        &bed.b,
+        probe,
+        SENT as f64,
+        Duration::from_secs(90),
+        &prom_log,
+    );
+    assert_eq!(query(&bed.b, probe), Some(SENT as f64));
     assert_eq!(
         query(
             &bed.b,
@@ -201,6 +122,21 @@ fn prometheus_reads_the_rule_counters_of_known_traffic() {
         Some((SENT * (20 + 8 + 7)) as f64)
     );
     assert_eq!(query(&bed.b, "up{job=\"parapet\"}"), Some(1.0));
+
+    // Per hook and interface: tc on the bed's veth dropped exactly the
+    // datagrams rule 3 drops (ARP and the like pass), and saw at least
+    // every datagram sent.
+    let tc = format!("hook=\"tc\",interface=\"{}\"", bed.vb);
+    assert_eq!(
+        query(&bed.b, &format!("parapet_hook_dropped_total{{{tc}}}")),
+        Some(DROPPED as f64)
+    );
+    let seen = query(&bed.b, &format!("parapet_hook_packets_total{{{tc}}}")).unwrap();
+    assert!(seen >= (SENT + DROPPED) as f64, "tc saw {seen}");
+    assert!(
+        query(&bed.b, &format!("parapet_hook_bytes_total{{{tc}}}")).unwrap()
+            >= ((SENT + DROPPED) * (20 + 8 + 7)) as f64
+    );
 
     // `parapet top --once --json` sees the rule traffic hits now: more
     // datagrams during its 2 s interval put rule 2 first, by packets/s.
@@ -235,21 +171,32 @@ fn prometheus_reads_the_rule_counters_of_known_traffic() {
     // At the netfilter hooks too: the INPUT hook's packets are a series.
     let o = parapet(&sock, &["attach"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    in_netns(&bed.a, || {
-        let s = UdpSocket::bind("0.0.0.0:0").unwrap();
-        for _ in 0..SENT {
-            s.send_to(b"metrics", (Ipv4Addr::from(B_ADDR), PROBE_PORT))
-                .unwrap();
-        }
-    });
+    send(&bed.a, PROBE_PORT, SENT);
+    send(&bed.a, DROPPED_PORT, DROPPED);
     let input = "parapet_netfilter_packets_total{job=\"parapet\",hook=\"input\"}";
-    let t0 = Instant::now();
-    while query(&bed.b, input).is_none_or(|v| v < SENT as f64) {
-        assert!(
-            t0.elapsed() < Duration::from_secs(60),
-            "Prometheus never read {SENT} packets at the INPUT hook (last: {:?})",
-            query(&bed.b, input)
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    wait_for(
+        &bed.b,
+        input,
+        SENT as f64,
+        Duration::from_secs(60),
+        &prom_log,
+    );
+    // ... and per interface: the INPUT hook dropped rule 3's datagrams
+    // that came in on the veth (tc dropped them first: none reach it).
+    let at_input = format!("hook=\"input\",interface=\"{}\"", bed.vb);
+    wait_for(
+        &bed.b,
+        &format!("parapet_hook_packets_total{{{at_input}}}"),
+        SENT as f64,
+        Duration::from_secs(60),
+        &prom_log,
+    );
+    let stats = parapet(&sock, &["stats", "--json"]);
+    let stats: serde_json::Value = serde_json::from_slice(&stats.stdout).unwrap();
+    let hooks = stats["dataplane"]["hooks"].as_array().unwrap();
+    let tc_row = hooks
+        .iter()
+        .find(|h| h["hook"] == "tc" && h["interface"] == bed.vb.as_str())
+        .unwrap_or_else(|| panic!("no tc row for {}: {hooks:?}", bed.vb));
+    assert_eq!(tc_row["dropped"], 2 * DROPPED as u64, "{tc_row}");
 }

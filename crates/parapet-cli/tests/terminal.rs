@@ -9,7 +9,10 @@
 //!
 //! Progress: `set add --file` and `apply` under `script` (a pseudo
 //! terminal) draw a progress line on stderr, and nothing when stderr is a
-//! pipe. Needs tmux (installed by `scripts/deps.sh test`) and `script`
+//! pipe; in tmux, with the real one-second threshold (the daemon stopped
+//! with SIGSTOP for a while makes an operation long): a quick apply shows
+//! nothing, a long one its elapsed time on the screen, a long set load
+//! its done/total, and neither anything when piped. Needs tmux (installed by `scripts/deps.sh test`) and `script`
 //! (util-linux); fails without them.
 
 mod common;
@@ -41,7 +44,8 @@ impl Tmux {
     }
 
     fn screen(&self) -> String {
-        String::from_utf8_lossy(&self.run(&["capture-pane", "-p", "-t", "top"]).stdout).into_owned()
+        String::from_utf8_lossy(&self.run(&["capture-pane", "-p", "-J", "-t", "top"]).stdout)
+            .into_owned()
     }
 
     /// Waits until the screen contains `what` (10 s at most).
@@ -132,12 +136,29 @@ fn the_live_view_in_a_terminal_sorts_filters_pauses_and_quits() {
         "{s}"
     );
     assert!(s.contains("sets: parapet-ban4 3"), "{s}");
+    // No program loaded: no hook has seen a packet (per hook with real
+    // traffic: the metrics_prometheus and deb_install tests).
+    assert!(s.contains("hooks: none"), "{s}");
     assert!(s.contains("-A INPUT -p udp --dport 53"), "{s}");
     assert!(s.contains("-A sshguard -j ACCEPT"), "{s}");
     assert!(
         s.lines().count() <= 24 && s.lines().all(|l| l.chars().count() <= 80),
         "{s}"
     );
+    // The ban rate: 20 bans within one interval show as a rate.
+    let more: Vec<String> = (10..30).map(|i| format!("192.0.2.{i}")).collect();
+    let mut args = vec!["ban"];
+    args.extend(more.iter().map(String::as_str));
+    ok(&sock, &args);
+    let s = tmux.wait_for("sets: parapet-ban4 23");
+    assert!(
+        !s.contains("bans 0.0/s"),
+        "20 bans in one interval, no ban rate:\n{s}"
+    );
+    tmux.run(&["send-keys", "-t", "top", "b"]);
+    tmux.wait_for("sort: bytes");
+    tmux.run(&["send-keys", "-t", "top", "p"]);
+    tmux.wait_for("sort: packets");
     tmux.run(&["send-keys", "-t", "top", "b"]);
     tmux.wait_for("sort: bytes");
     tmux.run(&["send-keys", "-t", "top", "c"]);
@@ -154,6 +175,18 @@ fn the_live_view_in_a_terminal_sorts_filters_pauses_and_quits() {
     );
     tmux.run(&["send-keys", "-t", "top", "Space"]);
     tmux.wait_for("[paused]");
+    // Paused, the view keeps its samples: a ban does not show (three
+    // intervals later), and shows once resumed.
+    ok(&sock, &["ban", "192.0.2.99"]);
+    std::thread::sleep(Duration::from_millis(1500));
+    let s = tmux.screen();
+    assert!(
+        s.contains("sets: parapet-ban4 23") && s.contains("[paused]"),
+        "the paused view changed:\n{s}"
+    );
+    tmux.run(&["send-keys", "-t", "top", "Space"]);
+    let s = tmux.wait_for("sets: parapet-ban4 24");
+    assert!(!s.contains("[paused]"), "{s}");
     tmux.run(&["send-keys", "-t", "top", "q"]);
     // top leaves the alternate screen and exits 0.
     let s = tmux.wait_for("top-exited-0");
@@ -281,4 +314,165 @@ fn long_operations_show_progress_on_a_terminal_only() {
     assert!(applying.contains("applied "), "{applying:?}");
     let piped = with_progress(&sock, &format!("apply {}", rules.display()), false);
     assert!(!piped.contains("applying"), "{piped:?}");
+}
+
+/// Sends SIGCONT to a process on drop: a test that stopped the daemon
+/// never leaves it stopped, also when it fails.
+struct Stopped(i32);
+
+impl Stopped {
+    fn stop(pid: u32) -> Stopped {
+        // SAFETY: kill(2) on the daemon this test spawned and still owns.
+        unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
+        Stopped(pid as i32)
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        // SAFETY: as in `stop`.
+        unsafe { libc::kill(self.0, libc::SIGCONT) };
+    }
+}
+
+/// Types `cmd` into the shell of window `top` and waits for `done` (the
+/// test's `echo` after it) on the screen.
+fn type_and_wait(tmux: &Tmux, cmd: &str, done: &str) -> String {
+    tmux.run(&[
+        "send-keys",
+        "-t",
+        "top",
+        &format!("{cmd}; echo {done}"),
+        "Enter",
+    ]);
+    tmux.wait_for(&format!("\n{done}"))
+}
+
+#[test]
+fn progress_shows_after_a_second_in_tmux_and_never_when_piped() {
+    // The real threshold (one second), not the tests' override.
+    assert!(std::env::var_os("PARAPET_PROGRESS_AFTER_MS").is_none());
+    let dir = tempfile::tempdir().unwrap();
+    let (d, sock) = daemon(dir.path());
+    let pid = d.0.id();
+    let parapet = format!(
+        "{} --socket {}",
+        env!("CARGO_BIN_EXE_parapet"),
+        sock.display()
+    );
+    let rules = dir.path().join("r.rules");
+    let file = dir.path().join("big.txt");
+    let n = 100_000u32;
+    let text: String = (0..n)
+        .map(|i| format!("{}\n", std::net::Ipv4Addr::from(0x0a00_0000 + i)))
+        .collect();
+    std::fs::write(&file, text).unwrap();
+    ok(&sock, &["set", "create", "big", "ipv4_addr"]);
+
+    let tmux = Tmux(format!("parapet-progress-{}", std::process::id()));
+    let o = tmux.run(&[
+        "new-session",
+        "-d",
+        "-s",
+        "top",
+        "-x",
+        "80",
+        "-y",
+        "24",
+        "bash --norc --noprofile",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // Everything the programs write to the terminal, escapes included.
+    let raw = dir.path().join("raw.log");
+    tmux.run(&[
+        "pipe-pane",
+        "-t",
+        "top",
+        "-o",
+        &format!("cat >> {}", raw.display()),
+    ]);
+    let raw_text = || std::fs::read_to_string(&raw).unwrap_or_default();
+
+    // A quick apply shows nothing.
+    type_and_wait(
+        &tmux,
+        &format!("{parapet} apply {}", rules.display()),
+        "quick-done",
+    );
+    assert!(!raw_text().contains("applying"), "{:?}", raw_text());
+
+    // An apply that takes longer (the daemon stopped for a while) shows
+    // its elapsed time after a second, and erases it when done.
+    let stopped = Stopped::stop(pid);
+    tmux.run(&[
+        "send-keys",
+        "-t",
+        "top",
+        &format!("{parapet} apply {}; echo slow-done", rules.display()),
+        "Enter",
+    ]);
+    let s = tmux.wait_for(&format!("applying {}… 1.", rules.display()));
+    assert!(!s.contains("\nslow-done"), "{s}");
+    drop(stopped);
+    let s = tmux.wait_for("\nslow-done");
+    assert!(
+        s.contains("applied ") && !s.contains("applying"),
+        "not erased:\n{s}"
+    );
+
+    // A set load that takes longer shows done/total once its replies come.
+    let stopped = Stopped::stop(pid);
+    tmux.run(&[
+        "send-keys",
+        "-t",
+        "top",
+        &format!(
+            "{parapet} set add big --file {}; echo load-done",
+            file.display()
+        ),
+        "Enter",
+    ]);
+    std::thread::sleep(Duration::from_millis(1500));
+    drop(stopped);
+    tmux.wait_for("\nload-done");
+    let shown = raw_text();
+    assert!(
+        shown.contains(&format!("set add big: 65536/{n} (65%)")),
+        "{shown:?}"
+    );
+
+    // Piped (stderr not the terminal): nothing, however long it takes.
+    let before = raw_text().len();
+    let out = dir.path().join("piped.txt");
+    for (cmd, done) in [
+        (format!("set del big --file {}", file.display()), "del-done"),
+        (format!("apply {}", rules.display()), "apply-done"),
+    ] {
+        let stopped = Stopped::stop(pid);
+        tmux.run(&[
+            "send-keys",
+            "-t",
+            "top",
+            &format!(
+                "{parapet} {cmd} 2>&1 | cat >> {}; echo {done}",
+                out.display()
+            ),
+            "Enter",
+        ]);
+        std::thread::sleep(Duration::from_millis(1500));
+        drop(stopped);
+        tmux.wait_for(&format!("\n{done}"));
+    }
+    let piped = std::fs::read_to_string(&out).unwrap();
+    assert!(piped.contains("applied "), "{piped:?}");
+    assert!(
+        !piped.contains('%') && !piped.contains("applying") && !piped.contains('\r'),
+        "progress while piped: {piped:?}"
+    );
+    // Nor on the terminal (where the shell's own lines end in \r\n).
+    let later = &raw_text()[before..];
+    assert!(
+        !later.contains('%') && !later.contains("applying"),
+        "progress while piped: {later:?}"
+    );
 }

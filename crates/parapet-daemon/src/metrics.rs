@@ -475,6 +475,33 @@ fn dataplane(w: &mut Writer, dp: &Value) {
         let v = nf["reject"][outcome].as_f64().unwrap_or(0.0);
         w.sample(name, &[("outcome", outcome)], v);
     }
+    // Per hook and interface (`stats.dataplane.hooks`): interface names
+    // are bounded by the interfaces of the namespace, hooks by five.
+    for (name, help, key) in [
+        (
+            "parapet_hook_packets_total",
+            "Packets the program saw, by hook (xdp, tc, input, forward, output) and interface.",
+            "packets",
+        ),
+        (
+            "parapet_hook_bytes_total",
+            "Bytes of those packets (IP length, as the rule counters).",
+            "bytes",
+        ),
+        (
+            "parapet_hook_dropped_total",
+            "Those packets the program did not accept (DROP, REJECT, fail-closed).",
+            "dropped",
+        ),
+    ] {
+        w.family(name, "counter", help);
+        for h in dp["hooks"].as_array().into_iter().flatten() {
+            let hook = h["hook"].as_str().unwrap_or("");
+            let iface = h["interface"].as_str().unwrap_or("");
+            let v = h[key].as_f64().unwrap_or(0.0);
+            w.sample(name, &[("hook", hook), ("interface", iface)], v);
+        }
+    }
     w.gauge(
         "parapet_conntrack_lookup_enabled",
         "1 while the active ruleset makes the program look up conntrack.",

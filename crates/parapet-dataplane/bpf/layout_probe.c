@@ -41,6 +41,10 @@ int main(void)
 	S(parapet_counter);
 	F(parapet_counter, packets);
 	F(parapet_counter, bytes);
+	S(parapet_hook_stat);
+	F(parapet_hook_stat, packets);
+	F(parapet_hook_stat, bytes);
+	F(parapet_hook_stat, dropped);
 	S(parapet_lite_key);
 	F(parapet_lite_key, proto);
 	F(parapet_lite_key, dport);
@@ -129,6 +133,8 @@ int main(void)
 	C(PARAPET_HOOK_NF_OUTPUT);
 	C(PARAPET_IMAGES);
 	C(PARAPET_STAT_MAX);
+	C(PARAPET_HOOK_ROWS);
+	C(PARAPET_HOOK_IFACES);
 	C(PARAPET_NF_REJECT_BYTES);
 	C(PARAPET_IMAGE_PAGE_BYTES);
 	C(PARAPET_IMAGE_DEFAULT_SLOT_PAGES);

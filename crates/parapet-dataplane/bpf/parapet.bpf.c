@@ -48,15 +48,21 @@ int parapet_xdp(struct xdp_md *ctx)
 		key.flags |= PARAPET_KEY_F_CT;
 	}
 	__u32 verdict = parapet_decide(&key, status, PARAPET_HOOK_XDP, 0);
+	int rc = XDP_PASS;
 
-	if ((verdict & 0xff) == PARAPET_VERDICT_ACCEPT)
-		return XDP_PASS;
-	/* REJECT answers out of the same port when it can; else it drops */
-	if ((verdict & 0xff) == PARAPET_VERDICT_REJECT &&
-	    reject_reply(ctx, PARAPET_HOOK_XDP, &key, &offs, verdict >> 8,
-			 frame_len))
-		return XDP_TX;
-	return XDP_DROP;
+	if ((verdict & 0xff) != PARAPET_VERDICT_ACCEPT) {
+		/* REJECT answers out of the same port when it can; else it
+		 * drops */
+		rc = XDP_DROP;
+		if ((verdict & 0xff) == PARAPET_VERDICT_REJECT &&
+		    reject_reply(ctx, PARAPET_HOOK_XDP, &key, &offs,
+				 verdict >> 8, frame_len))
+			rc = XDP_TX;
+	}
+	/* counted last: nothing but rc lives across the call (the frame
+	 * must not grow, see lib/counters.h) */
+	parapet_count_hook(PARAPET_HOOK_XDP, &key, rc != XDP_PASS);
+	return rc;
 }
 
 /* Enough for L2 + VLANs + IPv6 + a few extension headers + TCP. */
@@ -92,15 +98,19 @@ int parapet_tc(struct __sk_buff *skb)
 		key.vlan_id = skb->vlan_tci & 0x0fff;
 	}
 	__u32 verdict = parapet_decide(&key, status, PARAPET_HOOK_TC, 1);
+	int rc = TC_ACT_OK;
 
-	if ((verdict & 0xff) == PARAPET_VERDICT_ACCEPT)
-		return TC_ACT_OK;
-	/* REJECT: the frame becomes the answer and leaves by the port it
-	 * came in on (egress of the ingress device) */
-	if ((verdict & 0xff) == PARAPET_VERDICT_REJECT &&
-	    reject_reply(skb, PARAPET_HOOK_TC, &key, &offs, verdict >> 8, 0))
-		return bpf_redirect(key.ifindex, 0);
-	return TC_ACT_SHOT;
+	if ((verdict & 0xff) != PARAPET_VERDICT_ACCEPT) {
+		/* REJECT: the frame becomes the answer and leaves by the port
+		 * it came in on (egress of the ingress device) */
+		rc = TC_ACT_SHOT;
+		if ((verdict & 0xff) == PARAPET_VERDICT_REJECT &&
+		    reject_reply(skb, PARAPET_HOOK_TC, &key, &offs, verdict >> 8,
+				 0))
+			rc = bpf_redirect(key.ifindex, 0);
+	}
+	parapet_count_hook(PARAPET_HOOK_TC, &key, rc != TC_ACT_OK);
+	return rc;
 }
 
 SEC("classifier/parapet_nf")
@@ -164,6 +174,9 @@ int parapet_nf(struct bpf_nf_ctx *ctx)
 	verdict = parapet_decide(&key, status, hook ? hook : PARAPET_HOOK_NF_INPUT,
 				 PARAPET_SCRATCH_NF + level);
 	*depth = level;
+	if (hook)
+		parapet_count_hook(hook, &key,
+				   (verdict & 0xff) != PARAPET_VERDICT_ACCEPT);
 
 	if ((verdict & 0xff) == PARAPET_VERDICT_ACCEPT)
 		return NF_ACCEPT;

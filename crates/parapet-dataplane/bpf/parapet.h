@@ -222,6 +222,23 @@ enum parapet_stat {
 	PARAPET_STAT_MAX = 23,
 };
 
+/* ---- per hook and interface (per-CPU array parapet_hook_stats) -------- */
+
+/* One row per hook (PARAPET_HOOK_XDP .. PARAPET_HOOK_NF_OUTPUT, row =
+ * hook - 1), one column per interface index below PARAPET_HOOK_IFACES;
+ * column 0 sums every interface with a larger index (no real interface
+ * has index 0).  An array, not a hash: the lookup is a bounds check and
+ * an add, no hashing on the packet path. */
+#define PARAPET_HOOK_ROWS 5
+#define PARAPET_HOOK_IFACES 256
+
+/* What one hook saw on one interface (per CPU). */
+struct parapet_hook_stat {
+	__u64 packets;
+	__u64 bytes;	/* the packets' key.pkt_len, as the rule counters */
+	__u64 dropped;	/* not accepted: DROP, REJECT, fail-closed */
+};
+
 /* ---- REJECT at the netfilter hooks (ring buffer parapet_nf_reject) ----- */
 
 /* Bytes of the rejected packet handed over, from its network header:

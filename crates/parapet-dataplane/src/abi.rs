@@ -39,6 +39,8 @@ unsafe impl aya::Pod for PacketKey {}
 unsafe impl aya::Pod for RawAction {}
 // SAFETY: as above.
 unsafe impl aya::Pod for Counter {}
+// SAFETY: three u64, no padding.
+unsafe impl aya::Pod for HookStat {}
 // SAFETY: as above.
 unsafe impl aya::Pod for LiteKey {}
 // SAFETY: as above.

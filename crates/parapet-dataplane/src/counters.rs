@@ -4,8 +4,8 @@
 use aya::maps::MapError;
 
 use crate::abi::{
-    Counter, KernelVerdict, PacketKey, RawLogEvent, Stat, HOOK_NF_FORWARD, HOOK_NF_INPUT,
-    HOOK_NF_OUTPUT, HOOK_TC, STAT_MAX,
+    Counter, KernelVerdict, PacketKey, RawLogEvent, Stat, HOOK_IFACES, HOOK_NF_FORWARD,
+    HOOK_NF_INPUT, HOOK_NF_OUTPUT, HOOK_ROWS, HOOK_TC, STAT_MAX,
 };
 use crate::actions::gcra;
 use crate::attach::AttachPoint;
@@ -36,6 +36,22 @@ impl Stats {
     pub fn get(&self, s: Stat) -> u64 {
         self.0.get(s as usize).copied().unwrap_or(0)
     }
+}
+
+/// What one hook saw on one interface, summed over CPUs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HookCount {
+    /// `abi::HOOK_XDP` .. `abi::HOOK_NF_OUTPUT`.
+    pub hook: u8,
+    /// The interface (the output one at OUTPUT); 0: every interface whose
+    /// index is [`HOOK_IFACES`] or more.
+    pub ifindex: u32,
+    /// Packets the hook's program ran on.
+    pub packets: u64,
+    /// Their bytes, counted as the rule counters count them.
+    pub bytes: u64,
+    /// Those it did not accept.
+    pub dropped: u64,
 }
 
 impl Dataplane {
@@ -74,6 +90,41 @@ impl Dataplane {
             v.push(self.stats.get(&i, 0)?.iter().sum());
         }
         Ok(Stats(v))
+    }
+
+    /// Per hook and interface: the counts of every hook for the interfaces
+    /// `ifindexes` (those below [`HOOK_IFACES`]) and for the column of all
+    /// larger indices, leaving out what saw no packet. One map lookup per
+    /// hook and interface asked for.
+    pub fn hook_counts(&self, ifindexes: &[u32]) -> Result<Vec<HookCount>> {
+        let mut cols: Vec<u32> = ifindexes
+            .iter()
+            .copied()
+            .filter(|&i| i < HOOK_IFACES)
+            .chain([0])
+            .collect();
+        cols.sort_unstable();
+        cols.dedup();
+        let mut out = Vec::new();
+        for row in 0..HOOK_ROWS {
+            for &col in &cols {
+                let per_cpu = self.hook_stats.get(&(row * HOOK_IFACES + col), 0)?;
+                let sum = per_cpu.iter().fold(HookCount::default(), |a, c| HookCount {
+                    packets: a.packets + c.packets,
+                    bytes: a.bytes + c.bytes,
+                    dropped: a.dropped + c.dropped,
+                    ..a
+                });
+                if sum.packets > 0 {
+                    out.push(HookCount {
+                        hook: (row + 1) as u8,
+                        ifindex: col,
+                        ..sum
+                    });
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// Limit log events of `rule` to `rate_per_sec` with bursts of `burst`.

@@ -65,11 +65,11 @@ mod slots;
 pub mod stateful;
 mod test_run;
 
-pub use abi::{Counter, KernelVerdict, PacketKey, ParseStatus, Stat};
+pub use abi::{Counter, KernelVerdict, PacketKey, ParseStatus, Stat, HOOK_IFACES};
 pub use adopt::program_for_hook;
 pub use attach::{hook_pin_name, AttachPoint, Attached, Mode};
 pub use bpf_sys::LinkIds;
-pub use counters::{LogEvent, Stats};
+pub use counters::{HookCount, LogEvent, Stats};
 pub use error::{BadImage, Error, Result};
 pub use floor::{PassFloor, TestRunner};
 pub use load::{Dataplane, Features, LoadOptions, BPF_OBJECT};

@@ -93,6 +93,7 @@ pub struct Dataplane {
     pub(crate) counters: PerCpuArray<MapData, Counter>,
     pub(crate) log_limits: Array<MapData, LogLimit>,
     pub(crate) stats: PerCpuArray<MapData, u64>,
+    pub(crate) hook_stats: PerCpuArray<MapData, crate::abi::HookStat>,
     pub(crate) lite: BpfHashMap<MapData, LiteKey, u32>,
     pub(crate) image: Array<MapData, [u8; IMAGE_PAGE_BYTES]>,
     pub(crate) gen: Array<MapData, u32>,
@@ -277,6 +278,7 @@ impl Dataplane {
         let counters = PerCpuArray::try_from(take(&mut ebpf, "parapet_counters")?)?;
         let log_limits = Array::try_from(take(&mut ebpf, "parapet_log_limits")?)?;
         let stats = PerCpuArray::try_from(take(&mut ebpf, "parapet_stats")?)?;
+        let hook_stats = PerCpuArray::try_from(take(&mut ebpf, "parapet_hook_stats")?)?;
         let lite = BpfHashMap::try_from(take(&mut ebpf, "parapet_lite")?)?;
         let image = Array::try_from(take(&mut ebpf, "parapet_image")?)?;
         let gen = Array::try_from(take(&mut ebpf, "parapet_gen")?)?;
@@ -303,6 +305,7 @@ impl Dataplane {
             counters,
             log_limits,
             stats,
+            hook_stats,
             lite,
             image,
             gen,

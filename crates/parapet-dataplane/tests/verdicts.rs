@@ -6,9 +6,11 @@ mod common;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use common::load_dataplane;
-use parapet_dataplane::abi::FRAG_LATER;
+use parapet_dataplane::abi::{FRAG_LATER, HOOK_TC, HOOK_XDP};
 use parapet_dataplane::frame::Frame;
-use parapet_dataplane::{AttachPoint, Counter, Dataplane, Error, KernelVerdict, LoadOptions, Stat};
+use parapet_dataplane::{
+    AttachPoint, Counter, Dataplane, Error, HookCount, KernelVerdict, LoadOptions, Stat,
+};
 
 const SRC: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
 const DST: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 2);
@@ -122,7 +124,9 @@ fn counters_sum_packets_and_l3_bytes_per_rule() {
     dp.set_lite_rule(17, 9999, 4).unwrap();
     // 10 runs of a 100-byte-payload datagram (L3 length 128) and 7 runs of
     // a 0-byte one (28), split across hooks; repeat runs count each time.
-    dp.test_run(AttachPoint::Xdp, &udp(9999, 100), 0, 6)
+    // (At XDP the kernel's test run always reports loopback, index 1, as
+    // the ingress interface; at tc, index 0 unless told.)
+    dp.test_run(AttachPoint::Xdp, &udp(9999, 100), 1, 6)
         .unwrap();
     dp.test_run(AttachPoint::Tc, &udp(9999, 100), 0, 4).unwrap();
     dp.test_run(AttachPoint::Xdp, &udp(9999, 0), 0, 7).unwrap();
@@ -152,6 +156,27 @@ fn counters_sum_packets_and_l3_bytes_per_rule() {
     let st = dp.stats().unwrap();
     assert_eq!(st.get(Stat::Packets), 21);
     assert_eq!(st.get(Stat::Truncated), 0);
+    // Per hook and interface: loopback's XDP column, and at tc the column
+    // of index 0 (no interface given); the policy accepts.
+    let hook = |hook, ifindex, packets, bytes, dropped| HookCount {
+        hook,
+        ifindex,
+        packets,
+        bytes,
+        dropped,
+    };
+    assert_eq!(
+        dp.hook_counts(&[1, 2]).unwrap(),
+        vec![
+            hook(HOOK_XDP, 1, 16, 6 * 128 + 10 * 28, 13),
+            hook(HOOK_TC, 0, 5, 4 * 128 + 50, 5),
+        ]
+    );
+    // Interfaces not asked for are not read: loopback's column is left.
+    assert_eq!(
+        dp.hook_counts(&[]).unwrap(),
+        vec![hook(HOOK_TC, 0, 5, 4 * 128 + 50, 5)]
+    );
 
     // Malformed packets are dropped and counted in stats, not per rule.
     let bad = Frame::ipv4(SRC, DST).ihl(3).udp(1, 9999).build();

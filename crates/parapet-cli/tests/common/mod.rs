@@ -13,6 +13,7 @@ use parapet_testbed::{Pair, Veth};
 pub mod daemon;
 pub mod host;
 pub mod nf_twins;
+pub mod prometheus;
 pub mod router;
 
 /// The peer side's first address (more may be added per test).

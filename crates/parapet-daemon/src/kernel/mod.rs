@@ -8,6 +8,7 @@
 //! under the state lock: a set change and its kernel update, or an apply
 //! and its swap, are one step for every other client.
 
+mod hook_stats;
 mod install;
 mod netfilter;
 mod restart;
@@ -655,6 +656,7 @@ impl Kernel {
                     "failed": self.nf_reject.failed.load(std::sync::atomic::Ordering::Relaxed),
                 },
             },
+            "hooks": hook_stats::hooks_json(dp),
             "image_slot_bytes": dp.slot_capacity(),
             "conntrack": {
                 "available": dp.conntrack_available(),

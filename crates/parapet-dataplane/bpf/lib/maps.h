@@ -53,6 +53,14 @@ struct {
 	__type(value, __u64);
 } parapet_stats SEC(".maps");
 
+/* (hook row, interface) -> per-CPU packets, bytes, drops (parapet.h). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, PARAPET_HOOK_ROWS * PARAPET_HOOK_IFACES);
+	__type(key, __u32);
+	__type(value, struct parapet_hook_stat);
+} parapet_hook_stats SEC(".maps");
+
 /* Interim classifier (lite.h): (proto, dport) -> rule id. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);

@@ -28,6 +28,7 @@ fn rust_layout(s: &str, f: &str) -> usize {
         },
         "parapet_action" => RawAction { "verdict" => verdict, "flags" => flags, "reject" => reject },
         "parapet_counter" => Counter { "packets" => packets, "bytes" => bytes },
+        "parapet_hook_stat" => HookStat { "packets" => packets, "bytes" => bytes, "dropped" => dropped },
         "parapet_lite_key" => LiteKey { "proto" => proto, "dport" => dport },
         "parapet_log_limit" => LogLimit {
             "interval_ns" => interval_ns, "tolerance_ns" => tolerance_ns, "tat_ns" => tat_ns
@@ -100,6 +101,8 @@ fn c_and_rust_constants_agree() {
         ("PARAPET_HOOK_NF_OUTPUT", HOOK_NF_OUTPUT.into()),
         ("PARAPET_IMAGES", IMAGES.into()),
         ("PARAPET_STAT_MAX", STAT_MAX.into()),
+        ("PARAPET_HOOK_ROWS", HOOK_ROWS.into()),
+        ("PARAPET_HOOK_IFACES", HOOK_IFACES.into()),
         ("PARAPET_NF_REJECT_BYTES", reject::NF_REJECT_BYTES as u64),
         ("PARAPET_IMAGE_PAGE_BYTES", IMAGE_PAGE_BYTES as u64),
         (

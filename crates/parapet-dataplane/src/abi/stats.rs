@@ -4,6 +4,26 @@
 /// Number of entries of the `parapet_stats` map.
 pub const STAT_MAX: u32 = 23;
 
+/// Rows of the `parapet_hook_stats` map: one per hook, `PARAPET_HOOK_XDP`
+/// (row 0) to `PARAPET_HOOK_NF_OUTPUT` (row 4).
+pub const HOOK_ROWS: u32 = 5;
+/// Columns of a row: interface indices below this each have their own;
+/// column 0 sums the interfaces with larger indices.
+pub const HOOK_IFACES: u32 = 256;
+
+/// `struct parapet_hook_stat`: what one hook saw on one interface, on one
+/// CPU.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HookStat {
+    /// Packets the hook's program ran on.
+    pub packets: u64,
+    /// Sum of their `pkt_len` (as the rule counters count).
+    pub bytes: u64,
+    /// Packets it did not accept (DROP, REJECT, fail-closed drops).
+    pub dropped: u64,
+}
+
 /// `struct parapet_counter`: packets and L3 bytes of one rule on one CPU.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
