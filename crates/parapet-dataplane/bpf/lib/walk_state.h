@@ -37,6 +37,10 @@ struct parapet_walk {
 	/* leaf cursors: [cur, end) word indices per partition */
 	__u32 cur[PARAPET_IMG_MAX_PARTITIONS];
 	__u32 end[PARAPET_IMG_MAX_PARTITIONS];
+	/* the entry index at cur[p] while cur[p] < end[p]: a merge step
+	 * compares these instead of reading every leaf's head again (one
+	 * image read per step, not one per partition) */
+	__u32 head[PARAPET_IMG_MAX_PARTITIONS];
 	__u32 total;
 	/* partitions whose leaf cursor is set up */
 	__u32 parts_done;
