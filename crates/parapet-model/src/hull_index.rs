@@ -24,11 +24,16 @@ struct Level {
 }
 
 impl Level {
-    /// The index range of `keys` whose block may meet `[lo, hi]`.
-    fn run(&self, lo: u128, hi: u128) -> std::ops::Range<usize> {
+    /// The index range of `keys` whose block may meet `[lo, hi]`, cut to
+    /// entries `from..to` in the first and last block: keys sort by
+    /// (block, entry), so for a query within one block (a point, a narrow
+    /// box) the run holds only entries of `from..to` — a search standing
+    /// at entry 90,000 does not look at the 90,000 before it.
+    fn run(&self, lo: u128, hi: u128, from: usize, to: usize) -> std::ops::Range<usize> {
         let (blo, bhi) = (shr(lo, self.shift), shr(hi, self.shift));
-        let start = self.keys.partition_point(|k| k.0 < blo);
-        let end = start + self.keys[start..].partition_point(|k| k.0 <= bhi);
+        let (from, to) = (from as u32, to.min(u32::MAX as usize) as u32);
+        let start = self.keys.partition_point(|k| (k.0, k.1) < (blo, from));
+        let end = start + self.keys[start..].partition_point(|k| (k.0, k.1) < (bhi, to));
         start..end
     }
 }
@@ -102,7 +107,7 @@ impl HullIndex {
         let mut best: Option<(usize, usize)> = None;
         for (dim, levels) in self.levels.iter().enumerate() {
             let (lo, hi) = query[dim];
-            let count: usize = levels.iter().map(|l| l.run(lo, hi).len()).sum();
+            let count: usize = levels.iter().map(|l| l.run(lo, hi, from, to).len()).sum();
             if best.is_none_or(|(c, _)| count < c) {
                 best = Some((count, dim));
             }
@@ -112,7 +117,7 @@ impl HullIndex {
                 let (lo, hi) = query[dim];
                 let mut out: Vec<usize> = self.levels[dim]
                     .iter()
-                    .flat_map(|l| l.keys[l.run(lo, hi)].iter().map(|k| k.1 as usize))
+                    .flat_map(|l| l.keys[l.run(lo, hi, from, to)].iter().map(|k| k.1 as usize))
                     .filter(|&e| (from..to).contains(&e) && meets(e))
                     .collect();
                 out.sort_unstable();

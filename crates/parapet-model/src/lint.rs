@@ -126,7 +126,7 @@ pub fn lint(
                     {
                         return Err(OverBudget);
                     }
-                    if let Some(witness) = probe(w, &space, i) {
+                    if let Some(witness) = probe(w, &space, i, |_| true) {
                         return Ok(Reach {
                             witness: Some(witness),
                             touched: Vec::new(),
@@ -234,6 +234,13 @@ pub fn lint(
             else {
                 continue;
             };
+            if budget
+                .deadline
+                .is_some_and(|t| std::time::Instant::now() > t)
+            {
+                report.unproven.push(e.rule_id);
+                continue;
+            }
             let w = &*walker;
             let n = w.list.entries.len();
             let start = w.universe_within(w.cube(i));
@@ -248,15 +255,50 @@ pub fn lint(
                 };
                 w.verdict(stop) != verdict && space.witness(cube).is_some()
             };
+            // The quick search also tries the witness of the first few
+            // pieces that get another verdict: one that reaches the rule
+            // proves it is needed with one point lookup, where the exact
+            // search below walks every packet before the rule.
+            let (mut differing, mut needed) = (0usize, false);
             let quick = w.search(
                 &start,
                 i + 1,
                 n,
                 budget,
                 Settle::SameAs(verdict),
-                differs,
+                &mut |outcome, cube| {
+                    let stop = match outcome {
+                        Outcome::Decided(stop) => stop,
+                        Outcome::Arrived => Stop::Policy,
+                    };
+                    if w.verdict(stop) == verdict {
+                        return false;
+                    }
+                    let Some(pkt) = space.witness(cube) else {
+                        return false;
+                    };
+                    differing += 1;
+                    needed = w.arrives_at(&pkt, i);
+                    needed || differing >= DIFFERING_TRIES
+                },
                 &mut |_| {},
             );
+            if needed {
+                continue;
+            }
+            let quick = match quick {
+                Ok(false) if differing > 0 => Ok(true),
+                q => q,
+            };
+            // Then corners of the rule's box, before the exact search.
+            if quick != Ok(false)
+                && probe(w, &space, i, |pkt| {
+                    w.verdict(w.stop_from(pkt, i + 1)) != verdict
+                })
+                .is_some()
+            {
+                continue;
+            }
             let found = match quick {
                 Ok(false) => Ok(false),
                 _ => {
@@ -312,12 +354,16 @@ pub fn lint(
     Ok(report)
 }
 
+/// How many pieces with another verdict the quick redundancy search tries
+/// a witness of before it leaves the question to the exact search.
+const DIFFERING_TRIES: usize = 16;
+
 /// A corner of entry `i`'s box (each side at its low or its high end) that
-/// reaches the entry, if one of the first few does: most reachable rules
-/// have one, and a point costs one index lookup where a search of the
-/// rule's box costs a subtraction per piece. Not finding one proves
-/// nothing; the search then decides.
-fn probe(w: &Walker, space: &Space, i: usize) -> Option<Packet> {
+/// reaches the entry and passes `also`, if one of the first few does: most
+/// reachable rules have one, and a point costs one index lookup where a
+/// search of the rule's box costs a subtraction per piece. Not finding one
+/// proves nothing; the search then decides.
+fn probe(w: &Walker, space: &Space, i: usize, also: impl Fn(&Packet) -> bool) -> Option<Packet> {
     const CORNERS: usize = 64;
     let cube = w.cube(i);
     let sides = cube.sides();
@@ -338,7 +384,7 @@ fn probe(w: &Walker, space: &Space, i: usize) -> Option<Packet> {
             })
             .collect();
         let pkt = space.witness(&Cube::from_hull(&corner))?;
-        (space.contains(cube, &pkt) && w.arrives_at(&pkt, i)).then_some(pkt)
+        (space.contains(cube, &pkt) && w.arrives_at(&pkt, i) && also(&pkt)).then_some(pkt)
     })
 }
 

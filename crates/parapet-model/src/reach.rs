@@ -336,6 +336,15 @@ impl<'a> Walker<'a> {
         }
     }
 
+    /// Where `pkt`, standing at entry `from`, is decided (skipping removed
+    /// entries, RETURNs skipping as in a walk).
+    pub(crate) fn stop_from(&self, pkt: &crate::packet::Packet, from: usize) -> Stop {
+        match self.scan_point(pkt, from, self.list.entries.len()) {
+            Ok(j) => Stop::Entry(j),
+            Err(_) => Stop::Policy,
+        }
+    }
+
     /// True when `pkt`, scanned from the first entry, arrives at entry `i`
     /// (no earlier entry decides it, no RETURN skips past it).
     pub(crate) fn arrives_at(&self, pkt: &crate::packet::Packet, i: usize) -> bool {
