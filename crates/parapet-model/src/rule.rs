@@ -1,6 +1,7 @@
 //! Rules, chains, tables and rulesets, with iptables' semantics.
 
 use crate::field::Field;
+use crate::hashlimit::Hashlimit;
 use crate::interval::IntervalSet;
 use crate::packet::Packet;
 use crate::recent::Recent;
@@ -315,6 +316,11 @@ pub struct Rule {
     /// condition, a limit or this).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recent: Option<Recent>,
+    /// `-m hashlimit`: the rule matches only when its table's bucket for
+    /// the packet's key answers yes (checked as `recent` is; a rule has at
+    /// most one stateful condition).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hashlimit: Option<Hashlimit>,
     /// Also log when the rule matches, whatever its action: nft's
     /// `log prefix "x" drop` is one rule with a log statement and a verdict.
     /// (iptables writes logging as its own `-j LOG` rule, so this is `None`
@@ -343,6 +349,7 @@ impl Rule {
             comment: None,
             limit: None,
             recent: None,
+            hashlimit: None,
             log: None,
             counters: Counters::default(),
             origin: Origin::default(),

@@ -6,9 +6,13 @@ use crate::common::*;
 use parapet_model::*;
 
 pub(super) const SUPPORTED_MATCHES: &str =
-    "tcp, udp, sctp, udplite, icmp, icmp6, multiport, iprange, conntrack, state, set, comment, limit, recent";
+    "tcp, udp, sctp, udplite, icmp, icmp6, multiport, iprange, conntrack, state, set, comment, limit, recent, hashlimit";
 
 const PORT_PROTOS: &[u8] = &[6, 17, 132, 136];
+
+/// Matches that keep state: checked after the rule's other matches, at
+/// most one per rule.
+const STATEFUL_MATCHES: &[&str] = &["limit", "recent", "hashlimit"];
 
 /// Matches that read the transport header (see `fragment_blind`).
 const L4_MATCHES: &[&str] = &[
@@ -41,6 +45,7 @@ fn option_module(opt: &str) -> Option<&'static [&'static str]> {
         "--limit" | "--limit-burst" => &["limit"],
         "--set" | "--rcheck" | "--update" | "--remove" | "--seconds" | "--hitcount" | "--rttl"
         | "--reap" | "--name" | "--rsource" | "--rdest" | "--mask" => &["recent"],
+        o if super::hashlimit::OPTIONS.contains(&o) => &["hashlimit"],
         _ => return None,
     })
 }
@@ -63,15 +68,16 @@ impl RuleParser<'_> {
             "comment",
             "limit",
             "recent",
+            "hashlimit",
         ];
         let n = name.text.as_str();
         // Stateful matches parapet cannot enforce exactly yet: refused, never
         // approximated (a rule that sometimes matches is not a rule that
         // always does).
-        if matches!(n, "hashlimit" | "connlimit" | "quota" | "statistic") {
+        if matches!(n, "connlimit" | "quota" | "statistic") {
             self.err(
                 name.col,
-                format!("match '{n}' is not supported yet: it keeps state (per address, per flow or per rule) that parapet does not enforce exactly yet; -m limit and -m recent are supported"),
+                format!("match '{n}' is not supported yet: it keeps state (per address, per flow or per rule) that parapet does not enforce exactly yet; -m limit, -m recent and -m hashlimit are supported"),
             );
             return;
         }
@@ -107,10 +113,10 @@ impl RuleParser<'_> {
         if let Some(st) = self
             .modules
             .iter()
-            .find(|m| *m == "limit" || *m == "recent")
+            .find(|m| STATEFUL_MATCHES.contains(&m.as_str()))
             .cloned()
         {
-            if n == "limit" || n == "recent" {
+            if STATEFUL_MATCHES.contains(&n) {
                 if n != st {
                     self.err(
                         name.col,
@@ -123,6 +129,9 @@ impl RuleParser<'_> {
                     format!("-m {n} after -m {st} is not supported (parapet checks the {st} match after the rule's other matches): write -m {st} last"),
                 );
             }
+        }
+        if n == "hashlimit" && self.hashlimit.is_none() {
+            self.hashlimit = Some(super::hashlimit::HashlimitDraft::new(self.family, name.col));
         }
         if n == "recent" && self.recent.is_none() {
             self.recent = Some((
@@ -419,6 +428,9 @@ impl RuleParser<'_> {
             "--set" | "--rcheck" | "--update" | "--remove" | "--seconds" | "--hitcount"
             | "--rttl" | "--reap" | "--name" | "--rsource" | "--rdest" | "--mask" => {
                 self.recent_option(opt, col, negated, v, vcol)
+            }
+            o if super::hashlimit::OPTIONS.contains(&o) => {
+                self.hashlimit_option(opt, col, negated, v, vcol)
             }
             _ => self.err(
                 col,

@@ -41,6 +41,8 @@ pub(super) struct RuleParser<'a> {
     /// `-m recent`, and the column of its `-m recent`; the command is
     /// checked when the rule is complete.
     pub(super) recent: Option<(RecentDraft, u32)>,
+    /// `-m hashlimit` as its options are read.
+    pub(super) hashlimit: Option<super::hashlimit::HashlimitDraft>,
     /// The action, and for `-j/-g` to something that may be a chain, the
     /// name and column to resolve at COMMIT.
     pub(super) target: Option<(Action, Option<(String, u32)>)>,
@@ -88,8 +90,15 @@ impl RuleParser<'_> {
             // Number of values the option takes.
             let arity = match opt {
                 "-f" | "--fragment" | "--syn" => 0,
-                "--set" | "--rcheck" | "--update" | "--remove" | "--rsource" | "--rdest"
-                | "--reap" | "--rttl" => 0,
+                "--set"
+                | "--rcheck"
+                | "--update"
+                | "--remove"
+                | "--rsource"
+                | "--rdest"
+                | "--reap"
+                | "--rttl"
+                | "--hashlimit-rate-match" => 0,
                 "--tcp-flags" | "--match-set" => 2,
                 _ => 1,
             };
@@ -156,6 +165,7 @@ impl RuleParser<'_> {
         self.check_needs();
         if self.errs.list.len() == before {
             self.check_recent();
+            self.check_hashlimit();
         }
         self.errs.list.len() == before
     }
