@@ -91,12 +91,12 @@ pub fn classify(
     // say what is assumed.
     let limited: Vec<String> = rs
         .rules()
-        .filter(|r| r.limit.is_some() || r.recent.is_some())
+        .filter(|r| r.is_stateful())
         .map(|r| r.id.to_string())
         .collect();
     if !limited.is_empty() {
         eprintln!(
-            "parapet: note: rules with a stateful match, limit or recent ({}), are assumed to match; the dataplane enforces them",
+            "parapet: note: rules with a stateful match, limit, recent or hashlimit ({}), are assumed to match; the dataplane enforces them",
             limited.join(", ")
         );
     }
@@ -436,6 +436,15 @@ fn stateful_assumption(rule: &parapet_model::Rule) -> String {
             s += &format!(" --hitcount {}", r.hitcount);
         }
         return format!(" (assuming its stateful match `{s}` answers yes)");
+    }
+    if let Some(h) = &rule.hashlimit {
+        return format!(
+            " (assuming its stateful match `hashlimit --hashlimit-{} {}/{}` on table {} answers yes)",
+            if h.above { "above" } else { "upto" },
+            h.rate,
+            h.per.name(),
+            h.name
+        );
     }
     match &rule.limit {
         Some(l) => format!(

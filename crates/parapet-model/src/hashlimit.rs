@@ -34,7 +34,7 @@
 use crate::field::Family;
 use crate::packet::Packet;
 use crate::recent::table_id;
-use crate::rule::TimeUnit;
+use crate::time_unit::TimeUnit;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 

@@ -44,6 +44,7 @@ mod recent;
 mod region;
 mod rule;
 mod stateful;
+mod time_unit;
 
 pub use depth_first::Outcome;
 pub use diff::{diff, diff_every_region, DiffReport, Difference, Unproven};

@@ -5,6 +5,7 @@ use crate::hashlimit::Hashlimit;
 use crate::interval::IntervalSet;
 use crate::packet::Packet;
 use crate::recent::Recent;
+pub use crate::time_unit::TimeUnit;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -127,41 +128,6 @@ pub enum LimitFlavor {
     Xt,
     /// `nft_limit.c`: nanosecond tokens.
     Nft,
-}
-
-/// Time units of a rate.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum TimeUnit {
-    /// Per second.
-    Second,
-    /// Per minute.
-    Minute,
-    /// Per hour.
-    Hour,
-    /// Per day.
-    Day,
-}
-
-impl TimeUnit {
-    /// Length of the unit in seconds.
-    pub fn seconds(self) -> u32 {
-        match self {
-            TimeUnit::Second => 1,
-            TimeUnit::Minute => 60,
-            TimeUnit::Hour => 3600,
-            TimeUnit::Day => 86400,
-        }
-    }
-
-    /// iptables' spelling (`second`, `minute`, …).
-    pub fn name(self) -> &'static str {
-        match self {
-            TimeUnit::Second => "second",
-            TimeUnit::Minute => "minute",
-            TimeUnit::Hour => "hour",
-            TimeUnit::Day => "day",
-        }
-    }
 }
 
 /// Packet and byte counters.
@@ -340,6 +306,13 @@ pub struct Rule {
 }
 
 impl Rule {
+    /// True when the rule has a stateful condition (`limit`, `recent`,
+    /// `hashlimit`): it matches only some of the packets its fields hold
+    /// for.
+    pub fn is_stateful(&self) -> bool {
+        self.limit.is_some() || self.recent.is_some() || self.hashlimit.is_some()
+    }
+
     /// A rule with no comment, limit or counters.
     pub fn new(id: u32, matches: Matches, action: Action) -> Self {
         Rule {

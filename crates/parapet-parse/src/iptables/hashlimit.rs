@@ -5,51 +5,6 @@ use super::matches::parse_rate;
 use super::rule::RuleParser;
 use parapet_model::*;
 
-/// `-m hashlimit` as its options are read.
-#[derive(Clone, Debug)]
-pub(super) struct HashlimitDraft {
-    pub(super) h: Hashlimit,
-    /// Column of `-m hashlimit`.
-    pub(super) col: u32,
-    /// `--hashlimit-upto`/`-above` given.
-    pub(super) rate: bool,
-    /// `--hashlimit-name` given.
-    pub(super) name: bool,
-    /// `--hashlimit-htable-expire` given (else the rate's unit, as
-    /// iptables sets it once the rate is known).
-    pub(super) expire: bool,
-}
-
-impl HashlimitDraft {
-    pub(super) fn new(family: Family, col: u32) -> HashlimitDraft {
-        HashlimitDraft {
-            h: Hashlimit::new("", 1, TimeUnit::Second, family),
-            col,
-            rate: false,
-            name: false,
-            expire: false,
-        }
-    }
-}
-
-/// Every option of `-m hashlimit`.
-pub(super) const OPTIONS: &[&str] = &[
-    "--hashlimit",
-    "--hashlimit-upto",
-    "--hashlimit-above",
-    "--hashlimit-burst",
-    "--hashlimit-mode",
-    "--hashlimit-srcmask",
-    "--hashlimit-dstmask",
-    "--hashlimit-name",
-    "--hashlimit-htable-size",
-    "--hashlimit-htable-max",
-    "--hashlimit-htable-gcinterval",
-    "--hashlimit-htable-expire",
-    "--hashlimit-rate-match",
-    "--hashlimit-rate-interval",
-];
-
 impl RuleParser<'_> {
     pub(super) fn hashlimit_option(
         &mut self,

@@ -25,6 +25,24 @@ const L4_MATCHES: &[&str] = &[
     "multiport",
 ];
 
+/// Every option of `-m hashlimit`.
+pub(super) const HASHLIMIT_OPTIONS: &[&str] = &[
+    "--hashlimit",
+    "--hashlimit-upto",
+    "--hashlimit-above",
+    "--hashlimit-burst",
+    "--hashlimit-mode",
+    "--hashlimit-srcmask",
+    "--hashlimit-dstmask",
+    "--hashlimit-name",
+    "--hashlimit-htable-size",
+    "--hashlimit-htable-max",
+    "--hashlimit-htable-gcinterval",
+    "--hashlimit-htable-expire",
+    "--hashlimit-rate-match",
+    "--hashlimit-rate-interval",
+];
+
 /// Which module provides an option.
 fn option_module(opt: &str) -> Option<&'static [&'static str]> {
     Some(match opt {
@@ -45,7 +63,7 @@ fn option_module(opt: &str) -> Option<&'static [&'static str]> {
         "--limit" | "--limit-burst" => &["limit"],
         "--set" | "--rcheck" | "--update" | "--remove" | "--seconds" | "--hitcount" | "--rttl"
         | "--reap" | "--name" | "--rsource" | "--rdest" | "--mask" => &["recent"],
-        o if super::hashlimit::OPTIONS.contains(&o) => &["hashlimit"],
+        o if HASHLIMIT_OPTIONS.contains(&o) => &["hashlimit"],
         _ => return None,
     })
 }
@@ -131,7 +149,7 @@ impl RuleParser<'_> {
             }
         }
         if n == "hashlimit" && self.hashlimit.is_none() {
-            self.hashlimit = Some(super::hashlimit::HashlimitDraft::new(self.family, name.col));
+            self.hashlimit = Some(super::rule::HashlimitDraft::new(self.family, name.col));
         }
         if n == "recent" && self.recent.is_none() {
             self.recent = Some((
@@ -429,7 +447,7 @@ impl RuleParser<'_> {
             | "--rttl" | "--reap" | "--name" | "--rsource" | "--rdest" | "--mask" => {
                 self.recent_option(opt, col, negated, v, vcol)
             }
-            o if super::hashlimit::OPTIONS.contains(&o) => {
+            o if HASHLIMIT_OPTIONS.contains(&o) => {
                 self.hashlimit_option(opt, col, negated, v, vcol)
             }
             _ => self.err(
