@@ -92,7 +92,18 @@ impl RuleParser<'_> {
         // Stateful matches parapet cannot enforce exactly yet: refused, never
         // approximated (a rule that sometimes matches is not a rule that
         // always does).
-        if matches!(n, "connlimit" | "quota" | "statistic") {
+        if n == "connlimit" {
+            // nf_conncount keeps, per masked address, the list of the
+            // host's tracked connections and prunes the closed ones; a BPF
+            // program gets one packet's conntrack entry, never the set of
+            // entries of an address, so the count cannot be known there.
+            self.err(
+                name.col,
+                "match 'connlimit' is not supported: it counts the host's tracked connections per address (the kernel's nf_conncount), which parapet's dataplane cannot enumerate from a packet's conntrack entry; refused rather than guessed (-m hashlimit --hashlimit-mode srcip limits the rate of new connections instead)",
+            );
+            return;
+        }
+        if matches!(n, "quota" | "statistic") {
             self.err(
                 name.col,
                 format!("match '{n}' is not supported yet: it keeps state (per address, per flow or per rule) that parapet does not enforce exactly yet; -m limit, -m recent and -m hashlimit are supported"),
