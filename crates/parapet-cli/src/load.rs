@@ -11,7 +11,8 @@ use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
 /// Opens a file for reading, decompressing `.gz` files on the fly; `-` is stdin.
-fn open(path: &Path) -> Result<Box<dyn BufRead>> {
+/// A file's lines (`-`: standard input; `.gz`: decompressed).
+pub fn open(path: &Path) -> Result<Box<dyn BufRead>> {
     if path == Path::new("-") {
         return Ok(Box::new(BufReader::new(std::io::stdin())));
     }

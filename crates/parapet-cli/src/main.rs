@@ -13,6 +13,7 @@ mod manual;
 mod pcap;
 mod progress;
 mod recent_cmd;
+mod replay;
 mod report;
 mod run;
 mod set_lookup;
@@ -77,6 +78,8 @@ enum Command {
         /// Add a tab and the verdict to each line.
         #[arg(long)]
         verdict: bool,
+        #[command(flatten)]
+        stateful: replay::StatefulArgs,
     },
     /// Show every rule a packet is checked against, why it did or did not match, and what decided.
     Trace {
@@ -194,7 +197,8 @@ fn main() -> ExitCode {
             trace,
             opts,
             verdict,
-        } => report::classify(&rules, &trace, &opts, verdict),
+            stateful,
+        } => report::classify(&rules, &trace, &opts, verdict, &stateful),
         Command::Trace {
             rules,
             packet,

@@ -2,6 +2,7 @@
 
 use crate::engine::{self, ChainClassifier, EngineArgs};
 use crate::load;
+use crate::replay::{self, StatefulArgs};
 use anyhow::{anyhow, bail, Context, Result};
 use parapet_model::{format_set, Decision, Family, Field, Matches, Packet};
 use std::io::{BufWriter, Write};
@@ -71,23 +72,46 @@ pub fn classify(
     trace: &Path,
     args: &EngineArgs,
     with_verdict: bool,
+    stateful: &StatefulArgs,
 ) -> Result<ExitCode> {
     let (parsed, chain, sets) = prepare(rules, args)?;
     let rs = &parsed.ruleset;
-    let engine = ChainClassifier::build(rs, chain, args)?;
-    // Offline there is no clock for a limit's bucket and no recent table:
-    // say what is assumed.
+    // Offline there is no clock for a limit's bucket and no table of
+    // recent or hashlimit: say what is assumed, or replay the trace's times.
     let limited: Vec<String> = rs
         .rules()
-        .filter(|r| r.limit.is_some() || r.recent.is_some())
+        .filter(|r| r.is_stateful())
         .map(|r| r.id.to_string())
         .collect();
     if !limited.is_empty() {
+        let how = match stateful.stateful.as_str() {
+            "match" => "are assumed to match".to_string(),
+            "miss" => "are assumed not to match".to_string(),
+            _ => format!(
+                "keep their state over the trace, timed by its column {} (HZ {})",
+                stateful.time_column, stateful.hz
+            ),
+        };
         eprintln!(
-            "parapet: note: rules with a stateful match, limit or recent ({}), are assumed to match; the dataplane enforces them",
+            "parapet: note: rules with a stateful match, limit, recent or hashlimit ({}), {how}; the dataplane enforces them",
             limited.join(", ")
         );
     }
+    if stateful.stateful != "match" && !limited.is_empty() {
+        // The linear engine (the specification) keeps the state.
+        let stdout = std::io::stdout();
+        let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
+        for d in replay::decisions(rs, chain, sets.as_ref(), trace, stateful)? {
+            match (d, with_verdict) {
+                (None, _) => writeln!(out, "-")?,
+                (Some(d), true) => writeln!(out, "{}\t{}", d.rule_id, d.verdict)?,
+                (Some(d), false) => writeln!(out, "{}", d.rule_id)?,
+            }
+        }
+        out.flush()?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let engine = ChainClassifier::build(rs, chain, args)?;
     let items = load::trace_items(trace)?;
     let stdout = std::io::stdout();
     let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
@@ -424,6 +448,15 @@ fn stateful_assumption(rule: &parapet_model::Rule) -> String {
             s += &format!(" --hitcount {}", r.hitcount);
         }
         return format!(" (assuming its stateful match `{s}` answers yes)");
+    }
+    if let Some(h) = &rule.hashlimit {
+        return format!(
+            " (assuming its stateful match `hashlimit --hashlimit-{} {}/{}` on table {} answers yes)",
+            if h.above { "above" } else { "upto" },
+            h.rate,
+            h.per.name(),
+            h.name
+        );
     }
     match &rule.limit {
         Some(l) => format!(

@@ -5,7 +5,9 @@ use crate::api::{CompileError, CompileOptions};
 use crate::lower::{field_of, EntryBox, FIELDS};
 use crate::tree::Forest;
 use parapet_image::{self as image, hw, kind};
-use parapet_model::{BucketKey, DecisionList, EntryKind, Limit, LimitFlavor, Recent, Verdict};
+use parapet_model::{
+    BucketKey, DecisionList, EntryKind, Hashlimit, Limit, LimitFlavor, Recent, Verdict,
+};
 use std::collections::HashMap;
 
 /// The entry records of an image and the verdict table they index: the
@@ -128,10 +130,10 @@ pub(crate) fn entry_records(
         }
         // A recent condition's state is its table's (in the BPF map), so
         // its row is the rule's own.
-        let bucket = match (&e.limit, &e.recent) {
+        let bucket = match (&e.limit, e.recent.is_some() || e.hashlimit.is_some()) {
             (Some(l), _) => Some(BucketKey::of(e.rule_id, l)),
-            (None, Some(_)) => Some(BucketKey::Rule(e.rule_id)),
-            (None, None) => None,
+            (None, true) => Some(BucketKey::Rule(e.rule_id)),
+            (None, false) => None,
         };
         let stateful = match bucket {
             None => 0,
@@ -142,10 +144,11 @@ pub(crate) fn entry_records(
                     if next as usize >= image::stateful::MAX_ROWS {
                         return Err(CompileError::TooManyStateful(next as usize + 1));
                     }
-                    rows.extend(match (&e.limit, &e.recent) {
-                        (Some(l), _) => stateful_row(e.rule_id, l),
-                        (None, Some(r)) => recent_row(e.rule_id, r),
-                        (None, None) => unreachable!("a bucket without a condition"),
+                    rows.extend(match (&e.limit, &e.recent, &e.hashlimit) {
+                        (Some(l), _, _) => stateful_row(e.rule_id, l),
+                        (None, Some(r), _) => recent_row(e.rule_id, r),
+                        (None, None, Some(h)) => hashlimit_row(e.rule_id, h),
+                        (None, None, None) => unreachable!("a bucket without a condition"),
                     });
                 }
                 kind::STATEFUL_BIT | row << kind::STATEFUL_ROW_SHIFT
@@ -210,6 +213,27 @@ fn recent_row(rule_id: u32, r: &Recent) -> [u32; image::stateful::ROW_WORDS] {
         r.seconds,
         r.hitcount.min(st::RECENT_MAX_HITCOUNT) | (r.mask_v6.min(128) as u32) << 8,
         r.mask_v4,
+        0,
+        0,
+    ]
+}
+
+/// The stateful-table row of rule `rule_id`'s `-m hashlimit` (see
+/// `parapet_image::stateful`).
+fn hashlimit_row(rule_id: u32, h: &Hashlimit) -> [u32; image::stateful::ROW_WORDS] {
+    use image::stateful as st;
+    let avg = h.avg();
+    [
+        rule_id,
+        st::HASHLIMIT
+            | (h.mode as u32 & 0xf) << st::HASHLIMIT_MODE_SHIFT
+            | if h.above { st::F_ABOVE } else { 0 }
+            | (h.srcmask as u32) << st::HASHLIMIT_SRCMASK_SHIFT
+            | (h.dstmask as u32) << st::HASHLIMIT_DSTMASK_SHIFT,
+        h.table_id(),
+        avg as u32,
+        (avg >> 32) as u32 & 0xff | h.burst << st::HASHLIMIT_BURST_SHIFT,
+        h.expire,
         0,
         0,
     ]

@@ -5,8 +5,10 @@
 
 use parapet_image::{hw, stateful as st, Image, KeyWords};
 use parapet_model::{
-    masked, Bucket, Clock, Family, NftBucket, RecentCheck, RecentCommand, RecentTables, XtBucket,
+    hashlimit_key, hashlimit_step, masked, Bucket, Clock, Family, HashlimitBucket, HashlimitKey,
+    NftBucket, RecentCheck, RecentCommand, RecentTables, XtBucket,
 };
+use std::collections::HashMap;
 
 /// The buckets of one image's stateful rows and the clock the caller moves.
 /// A new image starts with full buckets (the kernel's rules start full when
@@ -19,6 +21,9 @@ pub struct ImageState {
     buckets: Vec<Option<Bucket>>,
     /// The `-m recent` tables: the same tables whatever the row.
     pub recent: RecentTables,
+    /// The `-m hashlimit` tables: (table id, key) → bucket, as the BPF
+    /// map's (no per-table capacity: the map's is global).
+    pub hashlimit: HashMap<(u32, HashlimitKey), HashlimitBucket>,
 }
 
 impl ImageState {
@@ -29,6 +34,7 @@ impl ImageState {
             loaded: clock,
             buckets: vec![None; image.header(hw::N_STATEFUL) as usize],
             recent: RecentTables::default(),
+            hashlimit: HashMap::new(),
         }
     }
 
@@ -90,6 +96,30 @@ impl ImageState {
                 let addr = key.value(if r[1] & st::F_RDEST != 0 { 2 } else { 1 });
                 let k = masked(family, addr, r[5], (r[4] >> 8) as u8);
                 self.recent.check(&c, k, now.jiffies(), now.hz)
+            }
+            st::HASHLIMIT => {
+                // Field ids 0 (family), 1/2 (addresses), 4/5 (ports).
+                let family = match key.value(0) {
+                    4 => Family::V4,
+                    6 => Family::V6,
+                    _ => return false,
+                };
+                let k = hashlimit_key(
+                    family,
+                    ((r[1] >> st::HASHLIMIT_MODE_SHIFT) & 0xf) as u8,
+                    (r[1] >> st::HASHLIMIT_SRCMASK_SHIFT) as u8,
+                    (r[1] >> st::HASHLIMIT_DSTMASK_SHIFT) as u8,
+                    [key.value(1), key.value(2)],
+                    [key.value(4) as u16, key.value(5) as u16],
+                );
+                let avg = r[3] as u64 | ((r[4] & 0xff) as u64) << 32;
+                let burst = r[4] >> st::HASHLIMIT_BURST_SHIFT;
+                let mut entry = self.hashlimit.get(&(r[2], k)).copied();
+                let under = hashlimit_step(&mut entry, avg, burst, r[5], now.hz, now.jiffies());
+                if let Some(b) = entry {
+                    self.hashlimit.insert((r[2], k), b);
+                }
+                under != (r[1] & st::F_ABOVE != 0)
             }
             _ => false,
         }

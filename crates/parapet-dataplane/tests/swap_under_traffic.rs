@@ -128,6 +128,7 @@ fn image(
             }),
             limit: None,
             recent: None,
+            hashlimit: None,
         });
         let every = padding as usize / CLASSES;
         if (j as usize + 1).is_multiple_of(every) {
@@ -142,6 +143,7 @@ fn image(
                     }),
                     limit: None,
                     recent: None,
+                    hashlimit: None,
                 });
             }
         }

@@ -187,6 +187,13 @@ fn validate(w: &[u32]) -> Result<(), ImageError> {
                 // hitcount: any byte (≤ RECENT_MAX_HITCOUNT); the IPv6
                 // prefix ≤ 128
                 if row[1] >> 13 == 0 && row[4] >> 8 <= 128 => {}
+            crate::stateful::HASHLIMIT
+                if row[1] & 0xe000 == 0
+                    && (row[1] >> 16) & 0xff <= 128
+                    && row[1] >> 24 <= 128
+                    && (row[3] != 0 || row[4] & 0xff != 0)
+                    && row[4] >> 8 != 0
+                    && row[5] != 0 => {}
             _ => return bad(format!("stateful row {r} has an unknown kind")),
         }
     }

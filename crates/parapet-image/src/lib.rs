@@ -22,7 +22,7 @@ pub use key::{u128_at, KeyWords, KEY_OFF, KEY_SETS, KEY_WIDE};
 /// `PRPT` read as a little-endian `u32`.
 pub const MAGIC: u32 = 0x5450_5250;
 /// The format version this crate writes and reads.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 /// Words in the header.
 pub const HEADER_WORDS: usize = 32;
 /// Words per tree node.
@@ -102,6 +102,14 @@ pub mod kind {
 ///   (FNV-1a of `--name`), `p1` = `--seconds`, `p2` = `--hitcount` (bits
 ///   0..7) | the IPv6 mask's prefix length << 8, `p3` = the IPv4
 ///   mask.
+/// - [`stateful::HASHLIMIT`] (`xt_hashlimit.c`, image version 3): word 1
+///   holds the mode bits << [`stateful::HASHLIMIT_MODE_SHIFT`],
+///   [`stateful::F_ABOVE`], the source and destination prefix lengths
+///   << [`stateful::HASHLIMIT_SRCMASK_SHIFT`] /
+///   [`stateful::HASHLIMIT_DSTMASK_SHIFT`]; `p0` = the table id (FNV-1a of
+///   `--hashlimit-name`), `p1` = `avg`'s low word, `p2` = `avg`'s high
+///   byte | burst << [`stateful::HASHLIMIT_BURST_SHIFT`], `p3` =
+///   `--hashlimit-htable-expire` (ms).
 pub mod stateful {
     /// Words per row.
     pub const ROW_WORDS: usize = 8;
@@ -125,6 +133,19 @@ pub mod stateful {
     pub const F_REAP: u32 = 0x1000;
     /// The largest `--hitcount` a recent row holds (the kernel's).
     pub const RECENT_MAX_HITCOUNT: u32 = 255;
+    /// Row kind: iptables `-m hashlimit` (image version 3).
+    pub const HASHLIMIT: u32 = 4;
+    /// Shift of a hashlimit row's `--hashlimit-mode` bits (4, the kernel's
+    /// `XT_HASHLIMIT_HASH_*`) in word 1.
+    pub const HASHLIMIT_MODE_SHIFT: u32 = 8;
+    /// Hashlimit row flag: `--hashlimit-above`.
+    pub const F_ABOVE: u32 = 0x1000;
+    /// Shift of a hashlimit row's `--hashlimit-srcmask` (8 bits) in word 1.
+    pub const HASHLIMIT_SRCMASK_SHIFT: u32 = 16;
+    /// Shift of a hashlimit row's `--hashlimit-dstmask` (8 bits) in word 1.
+    pub const HASHLIMIT_DSTMASK_SHIFT: u32 = 24;
+    /// Shift of a hashlimit row's burst in `p2`.
+    pub const HASHLIMIT_BURST_SHIFT: u32 = 8;
 }
 
 /// The backends an image can hold.

@@ -15,6 +15,7 @@
 //! on; at the end the policy decides. This is exactly what
 //! [`crate::LinearEngine`] computes, which the tests check.
 
+use crate::hashlimit::Hashlimit;
 use crate::linear::{Decision, EvalError, SetLookup, MAX_DEPTH};
 use crate::packet::Packet;
 use crate::recent::Recent;
@@ -68,13 +69,16 @@ pub struct Entry {
     /// The rule's `-m recent` condition, checked as `limit` is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recent: Option<Recent>,
+    /// The rule's `-m hashlimit` condition, checked as `limit` is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hashlimit: Option<Hashlimit>,
 }
 
 impl Entry {
     /// True when the entry has a stateful condition (it decides only some
     /// of the packets its matches hold for).
     pub fn is_stateful(&self) -> bool {
-        self.limit.is_some() || self.recent.is_some()
+        self.limit.is_some() || self.recent.is_some() || self.hashlimit.is_some()
     }
 }
 
@@ -226,6 +230,7 @@ impl Flattener<'_> {
                 kind,
                 limit: rule.limit.clone(),
                 recent: rule.recent.clone(),
+                hashlimit: rule.hashlimit.clone(),
             };
             match &rule.action {
                 Action::Verdict(v) => self.push(entry(EntryKind::Decide(v.clone())))?,
@@ -239,7 +244,7 @@ impl Flattener<'_> {
                     }))?;
                 }
                 Action::Jump(target) | Action::Goto(target) => {
-                    if rule.limit.is_some() || rule.recent.is_some() {
+                    if rule.limit.is_some() || rule.recent.is_some() || rule.hashlimit.is_some() {
                         return Err(FlattenError::StatefulJump { rule_id: rule.id });
                     }
                     let target_index = table
@@ -256,6 +261,7 @@ impl Flattener<'_> {
                         self.push(Entry {
                             limit: None,
                             recent: None,
+                            hashlimit: None,
                             ..entry(EntryKind::Return {
                                 resume: 0,
                                 counted: false,
@@ -377,6 +383,11 @@ impl DecisionList {
             }
             if let Some(r) = &e.recent {
                 if !stateful.recent(e.rule_id, r, pkt) {
+                    continue;
+                }
+            }
+            if let Some(h) = &e.hashlimit {
+                if !stateful.hashlimit(e.rule_id, h, pkt) {
                     continue;
                 }
             }

@@ -30,6 +30,7 @@ mod diff;
 mod display;
 mod field;
 mod flatten;
+mod hashlimit;
 mod hook_join;
 mod hull_index;
 mod interval;
@@ -44,6 +45,7 @@ mod recent;
 mod region;
 mod rule;
 mod stateful;
+mod time_unit;
 
 pub use depth_first::Outcome;
 pub use diff::{diff, diff_every_region, DiffReport, Difference, Unproven};
@@ -52,6 +54,15 @@ pub use field::{tcp_flags, CtState, Family, Field, IfName};
 pub use flatten::{
     flatten, flatten_unpruned, flatten_with_limit, DecisionList, Entry, EntryKind, FlattenError,
     DEFAULT_MAX_ENTRIES,
+};
+pub use hashlimit::{
+    credits_per_jiffy as hashlimit_credits_per_jiffy, hashlimit_key, hashlimit_step,
+    mode_names as hashlimit_mode_names, msecs_to_jiffies, user2credits as hashlimit_user2credits,
+    Hashlimit, HashlimitBucket, HashlimitKey, HashlimitTables,
+    DEFAULT_BURST as HASHLIMIT_DEFAULT_BURST, MAX_BURST as HASHLIMIT_MAX_BURST,
+    MAX_CREDIT_FACTOR as HASHLIMIT_MAX_CREDIT_FACTOR, MODE_DSTIP as HASHLIMIT_DSTIP,
+    MODE_DSTPORT as HASHLIMIT_DSTPORT, MODE_SRCIP as HASHLIMIT_SRCIP,
+    MODE_SRCPORT as HASHLIMIT_SRCPORT, SCALE as HASHLIMIT_SCALE,
 };
 pub use hook_join::join_at_hook;
 pub use interval::{prefix_len, prefix_range, range_to_prefixes, width_mask, IntervalSet};

@@ -233,9 +233,10 @@ impl<'a> LinearEngine<'a> {
             });
             // The stateful condition comes last, and only when the fields
             // matched: its state changes only then, as in the kernel.
-            let admitted = match (&rule.limit, &rule.recent, failed) {
-                (Some(l), _, None) => Some(stateful.check(rule.id, l)),
-                (None, Some(r), None) => Some(stateful.recent(rule.id, r, pkt)),
+            let admitted = match (&rule.limit, &rule.recent, &rule.hashlimit, failed) {
+                (Some(l), _, _, None) => Some(stateful.check(rule.id, l)),
+                (None, Some(r), _, None) => Some(stateful.recent(rule.id, r, pkt)),
+                (None, None, Some(h), None) => Some(stateful.hashlimit(rule.id, h, pkt)),
                 _ => None,
             };
             observe(TraceStep {

@@ -1,9 +1,11 @@
 //! Rules, chains, tables and rulesets, with iptables' semantics.
 
 use crate::field::Field;
+use crate::hashlimit::Hashlimit;
 use crate::interval::IntervalSet;
 use crate::packet::Packet;
 use crate::recent::Recent;
+pub use crate::time_unit::TimeUnit;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -126,41 +128,6 @@ pub enum LimitFlavor {
     Xt,
     /// `nft_limit.c`: nanosecond tokens.
     Nft,
-}
-
-/// Time units of a rate.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum TimeUnit {
-    /// Per second.
-    Second,
-    /// Per minute.
-    Minute,
-    /// Per hour.
-    Hour,
-    /// Per day.
-    Day,
-}
-
-impl TimeUnit {
-    /// Length of the unit in seconds.
-    pub fn seconds(self) -> u32 {
-        match self {
-            TimeUnit::Second => 1,
-            TimeUnit::Minute => 60,
-            TimeUnit::Hour => 3600,
-            TimeUnit::Day => 86400,
-        }
-    }
-
-    /// iptables' spelling (`second`, `minute`, …).
-    pub fn name(self) -> &'static str {
-        match self {
-            TimeUnit::Second => "second",
-            TimeUnit::Minute => "minute",
-            TimeUnit::Hour => "hour",
-            TimeUnit::Day => "day",
-        }
-    }
 }
 
 /// Packet and byte counters.
@@ -315,6 +282,11 @@ pub struct Rule {
     /// condition, a limit or this).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recent: Option<Recent>,
+    /// `-m hashlimit`: the rule matches only when its table's bucket for
+    /// the packet's key answers yes (checked as `recent` is; a rule has at
+    /// most one stateful condition).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hashlimit: Option<Hashlimit>,
     /// Also log when the rule matches, whatever its action: nft's
     /// `log prefix "x" drop` is one rule with a log statement and a verdict.
     /// (iptables writes logging as its own `-j LOG` rule, so this is `None`
@@ -334,6 +306,13 @@ pub struct Rule {
 }
 
 impl Rule {
+    /// True when the rule has a stateful condition (`limit`, `recent`,
+    /// `hashlimit`): it matches only some of the packets its fields hold
+    /// for.
+    pub fn is_stateful(&self) -> bool {
+        self.limit.is_some() || self.recent.is_some() || self.hashlimit.is_some()
+    }
+
     /// A rule with no comment, limit or counters.
     pub fn new(id: u32, matches: Matches, action: Action) -> Self {
         Rule {
@@ -343,6 +322,7 @@ impl Rule {
             comment: None,
             limit: None,
             recent: None,
+            hashlimit: None,
             log: None,
             counters: Counters::default(),
             origin: Origin::default(),

@@ -31,6 +31,7 @@
 //!   one, capped; it passes when at least `cost` tokens are left (which are
 //!   then taken). `over` inverts the answer, not the bookkeeping.
 
+use crate::hashlimit::{Hashlimit, HashlimitTables};
 use crate::packet::Packet;
 use crate::recent::{Recent, RecentTables};
 use crate::rule::{Limit, LimitFlavor};
@@ -202,6 +203,11 @@ pub trait Stateful {
     /// As [`Stateful::check`] for a rule whose condition is `-m recent`
     /// (its tables are shared by every rule naming them; see `recent.rs`).
     fn recent(&mut self, rule_id: u32, recent: &Recent, pkt: &Packet) -> bool;
+
+    /// As [`Stateful::check`] for a rule whose condition is `-m hashlimit`
+    /// (its tables are shared by every rule naming them; see
+    /// `hashlimit.rs`).
+    fn hashlimit(&mut self, rule_id: u32, hashlimit: &Hashlimit, pkt: &Packet) -> bool;
 }
 
 /// An offline assumption instead of state: every stateful condition
@@ -215,6 +221,10 @@ impl Stateful for Assume {
     }
 
     fn recent(&mut self, _: u32, _: &Recent, _: &Packet) -> bool {
+        self.0
+    }
+
+    fn hashlimit(&mut self, _: u32, _: &Hashlimit, _: &Packet) -> bool {
         self.0
     }
 }
@@ -231,6 +241,8 @@ pub struct StatefulState {
     /// The `-m recent` tables (they outlive a reload in the kernel; here
     /// they live as long as this state).
     pub recent: RecentTables,
+    /// The `-m hashlimit` tables (likewise).
+    pub hashlimit: HashlimitTables,
 }
 
 /// Whose bucket: a rule's own, or a named limit object's (shared).
@@ -260,6 +272,7 @@ impl StatefulState {
             loaded: clock,
             buckets: HashMap::new(),
             recent: RecentTables::default(),
+            hashlimit: HashlimitTables::default(),
         }
     }
 
@@ -300,6 +313,11 @@ impl Stateful for StatefulState {
         let now = self.clock;
         self.recent
             .check(&recent.check(), recent.address(pkt), now.jiffies(), now.hz)
+    }
+
+    fn hashlimit(&mut self, _: u32, hashlimit: &Hashlimit, pkt: &Packet) -> bool {
+        let now = self.clock;
+        self.hashlimit.check(hashlimit, pkt, now.jiffies(), now.hz)
     }
 }
 

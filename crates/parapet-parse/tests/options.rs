@@ -186,6 +186,14 @@ fn conntrack_sets_comments_limits() {
         ipt_err("-m limit --limit 10/fortnight -j ACCEPT").contains("expected a rate like 5/min")
     );
     assert!(ipt_err("--comment x -j ACCEPT").contains("needs -m comment"));
+    // connlimit counts conntrack entries per address: refused with why.
+    let e = ipt_err("-p tcp -m connlimit --connlimit-above 3 -j REJECT");
+    assert!(
+        e.contains(
+            "t:4:20: match 'connlimit' is not supported: it counts the host's tracked connections"
+        ),
+        "{e}"
+    );
     assert!(ipt_err("-m set --match-set s sideways -j ACCEPT").contains("expected src or dst"));
 }
 

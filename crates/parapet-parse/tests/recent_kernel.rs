@@ -9,11 +9,13 @@
 //! 60 s and the sequence takes a few seconds, so it does not depend on
 //! timing; the SSH brute-force pair is its own sequence.
 
+mod common;
+
+use common::udp_lo;
 use parapet_model::*;
 use parapet_parse::*;
 use parapet_testbed::Netns;
-use std::net::{Ipv4Addr, UdpSocket};
-use std::time::Duration;
+use std::net::Ipv4Addr;
 
 /// The classic pair: `--set` every new attempt, drop the fourth within a
 /// minute.
@@ -42,49 +44,12 @@ COMMIT
 /// in milliseconds).
 type Send = (u8, u16, u64);
 
-/// Which datagrams arrive at 127.0.0.1 in the namespace, and when each
-/// was sent (nanoseconds after the first).
 fn arrivals(ns: &Netns, seq: &[Send]) -> (Vec<bool>, Vec<u64>) {
-    ns.run_in(|| {
-        let mut ports: Vec<u16> = seq.iter().map(|s| s.1).collect();
-        ports.sort_unstable();
-        ports.dedup();
-        let rx: Vec<(u16, UdpSocket)> = ports
-            .iter()
-            .map(|p| {
-                let s = UdpSocket::bind(("127.0.0.1", *p)).unwrap();
-                s.set_read_timeout(Some(Duration::from_millis(60))).unwrap();
-                (*p, s)
-            })
-            .collect();
-        let mut srcs: Vec<u8> = seq.iter().map(|s| s.0).collect();
-        srcs.sort_unstable();
-        srcs.dedup();
-        let tx: Vec<(u8, UdpSocket)> = srcs
-            .iter()
-            .map(|h| {
-                (
-                    *h,
-                    UdpSocket::bind((Ipv4Addr::new(127, 0, 0, *h), 40000)).unwrap(),
-                )
-            })
-            .collect();
-        let t0 = std::time::Instant::now();
-        seq.iter()
-            .enumerate()
-            .map(|(i, (h, port, pause))| {
-                let t = &tx.iter().find(|t| t.0 == *h).unwrap().1;
-                let r = &rx.iter().find(|r| r.0 == *port).unwrap().1;
-                std::thread::sleep(Duration::from_millis(*pause));
-                let at = t0.elapsed().as_nanos() as u64;
-                t.send_to(&[i as u8], ("127.0.0.1", *port)).unwrap();
-                let mut buf = [0u8; 4];
-                // Bounded: one datagram or the timeout.
-                let got = matches!(r.recv_from(&mut buf), Ok((1, _)) if buf[0] == i as u8);
-                (got, at)
-            })
-            .unzip()
-    })
+    let seq: Vec<udp_lo::Send> = seq
+        .iter()
+        .map(|(h, p, pause)| (Ipv4Addr::new(127, 0, 0, *h), *p, *pause))
+        .collect();
+    udp_lo::arrivals(ns, &seq)
 }
 
 /// The linear engine's fates for the same sequence at the same times.
@@ -107,20 +72,10 @@ fn engine_fates(rs: &Ruleset, seq: &[Send], times: &[u64]) -> Vec<bool> {
         .collect()
 }
 
-/// Loads `text` through a file of its own (the tests run at once).
-fn load(ns: &Netns, name: &str, text: &str) {
-    let file =
-        std::env::temp_dir().join(format!("parapet-recent-{name}-{}.v4", std::process::id()));
-    std::fs::write(&file, text).unwrap();
-    let loaded = ns.exec(&["iptables-legacy-restore", file.to_str().unwrap()]);
-    let _ = std::fs::remove_file(&file);
-    loaded.unwrap_or_else(|e| panic!("iptables-legacy-restore: {e}"));
-}
-
 fn compare(name: &str, text: &str, seq: &[Send]) -> Vec<bool> {
     // One namespace per test: the tests run at once.
     let ns = Netns::create(&format!("recent-{name}")).unwrap();
-    load(&ns, name, text);
+    udp_lo::load(&ns, &format!("recent-{name}"), text);
     let rs = parse(text, "recent.v4", Format::IptablesSave)
         .unwrap()
         .ruleset;

@@ -37,6 +37,7 @@
 #include "image.h"
 #include "maps.h"
 #include "walk_state.h"
+#include "hashlimit.h"
 
 /* The kernel's HZ, set by the loader; 0 (unknown): xt limits never pass. */
 const volatile __u32 parapet_hz = 0;
@@ -246,6 +247,17 @@ static __always_inline int stateful_admit(__u32 slot_row, __u32 kind,
 				    test_ns ? test_ns / (1000000000ull / hz) :
 					      bpf_jiffies64(),
 				    hz, k, nest);
+	}
+	if ((kind & 0xff) == PARAPET_IMG_STATEFUL_HASHLIMIT) {
+		__u32 hz = parapet_hz;
+
+		/* xt_hashlimit counts in jiffies */
+		if (hz == 0 || hz > 100000)
+			return 0;
+		return hashlimit_admit(kind, p0, p1, p2, p3,
+				       test_ns ? test_ns / (1000000000ull / hz) :
+						 bpf_jiffies64(),
+				       hz, k, nest);
 	}
 	b = bpf_map_lookup_elem(&parapet_buckets, &key);
 	if (!b)

@@ -307,6 +307,46 @@ fn c_and_rust_constants_agree() {
             "PARAPET_IMG_STATEFUL_RECENT_MAX_HITCOUNT",
             (parapet_image::stateful::RECENT_MAX_HITCOUNT) as u64,
         ),
+        (
+            "PARAPET_IMG_STATEFUL_HASHLIMIT",
+            (parapet_image::stateful::HASHLIMIT) as u64,
+        ),
+        (
+            "PARAPET_IMG_STATEFUL_HASHLIMIT_MODE_SHIFT",
+            (parapet_image::stateful::HASHLIMIT_MODE_SHIFT) as u64,
+        ),
+        (
+            "PARAPET_IMG_STATEFUL_F_ABOVE",
+            (parapet_image::stateful::F_ABOVE) as u64,
+        ),
+        (
+            "PARAPET_IMG_STATEFUL_HASHLIMIT_SRCMASK_SHIFT",
+            (parapet_image::stateful::HASHLIMIT_SRCMASK_SHIFT) as u64,
+        ),
+        (
+            "PARAPET_IMG_STATEFUL_HASHLIMIT_DSTMASK_SHIFT",
+            (parapet_image::stateful::HASHLIMIT_DSTMASK_SHIFT) as u64,
+        ),
+        (
+            "PARAPET_IMG_STATEFUL_HASHLIMIT_BURST_SHIFT",
+            (parapet_image::stateful::HASHLIMIT_BURST_SHIFT) as u64,
+        ),
+        (
+            "PARAPET_HASHLIMIT_HASH_DIP",
+            (parapet_model::HASHLIMIT_DSTIP) as u64,
+        ),
+        (
+            "PARAPET_HASHLIMIT_HASH_DPT",
+            (parapet_model::HASHLIMIT_DSTPORT) as u64,
+        ),
+        (
+            "PARAPET_HASHLIMIT_HASH_SIP",
+            (parapet_model::HASHLIMIT_SRCIP) as u64,
+        ),
+        (
+            "PARAPET_HASHLIMIT_HASH_SPT",
+            (parapet_model::HASHLIMIT_SRCPORT) as u64,
+        ),
         ("PARAPET_HW_MAGIC", (parapet_image::hw::MAGIC) as u64),
         ("PARAPET_HW_VERSION", (parapet_image::hw::VERSION) as u64),
         ("PARAPET_HW_BACKEND", (parapet_image::hw::BACKEND) as u64),

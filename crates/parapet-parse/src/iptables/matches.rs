@@ -6,9 +6,13 @@ use crate::common::*;
 use parapet_model::*;
 
 pub(super) const SUPPORTED_MATCHES: &str =
-    "tcp, udp, sctp, udplite, icmp, icmp6, multiport, iprange, conntrack, state, set, comment, limit, recent";
+    "tcp, udp, sctp, udplite, icmp, icmp6, multiport, iprange, conntrack, state, set, comment, limit, recent, hashlimit";
 
 const PORT_PROTOS: &[u8] = &[6, 17, 132, 136];
+
+/// Matches that keep state: checked after the rule's other matches, at
+/// most one per rule.
+const STATEFUL_MATCHES: &[&str] = &["limit", "recent", "hashlimit"];
 
 /// Matches that read the transport header (see `fragment_blind`).
 const L4_MATCHES: &[&str] = &[
@@ -19,6 +23,24 @@ const L4_MATCHES: &[&str] = &[
     "icmp",
     "icmp6",
     "multiport",
+];
+
+/// Every option of `-m hashlimit`.
+pub(super) const HASHLIMIT_OPTIONS: &[&str] = &[
+    "--hashlimit",
+    "--hashlimit-upto",
+    "--hashlimit-above",
+    "--hashlimit-burst",
+    "--hashlimit-mode",
+    "--hashlimit-srcmask",
+    "--hashlimit-dstmask",
+    "--hashlimit-name",
+    "--hashlimit-htable-size",
+    "--hashlimit-htable-max",
+    "--hashlimit-htable-gcinterval",
+    "--hashlimit-htable-expire",
+    "--hashlimit-rate-match",
+    "--hashlimit-rate-interval",
 ];
 
 /// Which module provides an option.
@@ -41,6 +63,7 @@ fn option_module(opt: &str) -> Option<&'static [&'static str]> {
         "--limit" | "--limit-burst" => &["limit"],
         "--set" | "--rcheck" | "--update" | "--remove" | "--seconds" | "--hitcount" | "--rttl"
         | "--reap" | "--name" | "--rsource" | "--rdest" | "--mask" => &["recent"],
+        o if HASHLIMIT_OPTIONS.contains(&o) => &["hashlimit"],
         _ => return None,
     })
 }
@@ -63,15 +86,27 @@ impl RuleParser<'_> {
             "comment",
             "limit",
             "recent",
+            "hashlimit",
         ];
         let n = name.text.as_str();
         // Stateful matches parapet cannot enforce exactly yet: refused, never
         // approximated (a rule that sometimes matches is not a rule that
         // always does).
-        if matches!(n, "hashlimit" | "connlimit" | "quota" | "statistic") {
+        if n == "connlimit" {
+            // nf_conncount keeps, per masked address, the list of the
+            // host's tracked connections and prunes the closed ones; a BPF
+            // program gets one packet's conntrack entry, never the set of
+            // entries of an address, so the count cannot be known there.
             self.err(
                 name.col,
-                format!("match '{n}' is not supported yet: it keeps state (per address, per flow or per rule) that parapet does not enforce exactly yet; -m limit and -m recent are supported"),
+                "match 'connlimit' is not supported: it counts the host's tracked connections per address (the kernel's nf_conncount), which parapet's dataplane cannot enumerate from a packet's conntrack entry; refused rather than guessed (-m hashlimit --hashlimit-mode srcip limits the rate of new connections instead)",
+            );
+            return;
+        }
+        if matches!(n, "quota" | "statistic") {
+            self.err(
+                name.col,
+                format!("match '{n}' is not supported yet: it keeps state (per address, per flow or per rule) that parapet does not enforce exactly yet; -m limit, -m recent and -m hashlimit are supported"),
             );
             return;
         }
@@ -107,10 +142,10 @@ impl RuleParser<'_> {
         if let Some(st) = self
             .modules
             .iter()
-            .find(|m| *m == "limit" || *m == "recent")
+            .find(|m| STATEFUL_MATCHES.contains(&m.as_str()))
             .cloned()
         {
-            if n == "limit" || n == "recent" {
+            if STATEFUL_MATCHES.contains(&n) {
                 if n != st {
                     self.err(
                         name.col,
@@ -123,6 +158,9 @@ impl RuleParser<'_> {
                     format!("-m {n} after -m {st} is not supported (parapet checks the {st} match after the rule's other matches): write -m {st} last"),
                 );
             }
+        }
+        if n == "hashlimit" && self.hashlimit.is_none() {
+            self.hashlimit = Some(super::rule::HashlimitDraft::new(self.family, name.col));
         }
         if n == "recent" && self.recent.is_none() {
             self.recent = Some((
@@ -424,6 +462,9 @@ impl RuleParser<'_> {
                 col,
                 "-m tcp --tcp-option is not supported: it matches the TCP options a segment carries, which parapet's packet key does not hold",
             ),
+            o if HASHLIMIT_OPTIONS.contains(&o) => {
+                self.hashlimit_option(opt, col, negated, v, vcol)
+            }
             _ => self.err(
                 col,
                 format!("unknown option '{opt}' (options: -s -d -p -i -o -f -m -j -g and those of the matches {SUPPORTED_MATCHES})"),

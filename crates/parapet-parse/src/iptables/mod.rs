@@ -9,6 +9,7 @@
 //! `rule` (the option loop of one `-A` line), `matches` (the match modules
 //! and their options), `targets` (`-j`/`-g` and target options).
 
+mod hashlimit;
 mod matches;
 mod recent;
 mod rule;
@@ -76,6 +77,10 @@ pub(crate) fn parse(
     // `-m recent` table → (IPv4 mask, IPv6 prefix, line) of the first rule
     // naming it: the kernel keeps that rule's mask for the table.
     let mut recent_masks: std::collections::HashMap<String, (u32, u8, u32)> =
+        std::collections::HashMap::new();
+    // `-m hashlimit` table → (its settings, line) of the first rule naming
+    // it: the kernel configures the table from that rule alone.
+    let mut hashlimit_tables: std::collections::HashMap<String, (Hashlimit, u32)> =
         std::collections::HashMap::new();
     let mut last_line = 0;
     for (idx, raw) in text.lines().enumerate() {
@@ -220,6 +225,7 @@ pub(crate) fn parse(
             comment: None,
             limit: None,
             recent: None,
+            hashlimit: None,
             target: None,
             kernel_target: None,
             end_col: line.chars().count() as u32 + 1,
@@ -235,6 +241,7 @@ pub(crate) fn parse(
             comment,
             limit,
             recent,
+            hashlimit,
             target,
             kernel_target,
             either_port,
@@ -255,6 +262,28 @@ pub(crate) fn parse(
                     format!(
                         "-m recent table '{}' has another --mask at line {}: the kernel keeps the first rule's mask for the whole table, so write one mask per table",
                         r.name, first.2
+                    ),
+                );
+                continue;
+            }
+        }
+        if let Some(d) = &hashlimit {
+            // upto and above may share a table; every other setting is
+            // the table's.
+            let settings = Hashlimit {
+                above: false,
+                ..d.h.clone()
+            };
+            let first = hashlimit_tables
+                .entry(d.h.name.clone())
+                .or_insert((settings.clone(), ln));
+            if first.0 != settings {
+                errs.push(
+                    ln,
+                    d.col,
+                    format!(
+                        "-m hashlimit table '{}' has other settings at line {}: the kernel configures a table from the first rule naming it, so give every rule of a table the same rate, burst, mode, masks and htable options",
+                        d.h.name, first.1
                     ),
                 );
                 continue;
@@ -309,6 +338,7 @@ pub(crate) fn parse(
                 log: None,
                 limit: limit.clone(),
                 recent: recent.as_ref().map(|(d, _)| d.recent.clone()),
+                hashlimit: hashlimit.as_ref().map(|d| d.h.clone()),
                 counters,
                 origin: Origin { line: ln },
                 kernel: kernel_target.iter().cloned().collect(),

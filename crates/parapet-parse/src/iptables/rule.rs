@@ -24,6 +24,33 @@ pub(super) struct RecentDraft {
     pub(super) modifiers: Vec<(&'static str, u32)>,
 }
 
+/// `-m hashlimit` as its options are read.
+#[derive(Clone, Debug)]
+pub(super) struct HashlimitDraft {
+    pub(super) h: Hashlimit,
+    /// Column of `-m hashlimit`.
+    pub(super) col: u32,
+    /// `--hashlimit-upto`/`-above` given.
+    pub(super) rate: bool,
+    /// `--hashlimit-name` given.
+    pub(super) name: bool,
+    /// `--hashlimit-htable-expire` given (else the rate's unit, as
+    /// iptables sets it once the rate is known).
+    pub(super) expire: bool,
+}
+
+impl HashlimitDraft {
+    pub(super) fn new(family: Family, col: u32) -> HashlimitDraft {
+        HashlimitDraft {
+            h: Hashlimit::new("", 1, TimeUnit::Second, family),
+            col,
+            rate: false,
+            name: false,
+            expire: false,
+        }
+    }
+}
+
 /// One rule as its options are read: the matches so far and what the
 /// later options (`-j`, `--comment`, `--limit`) set.
 pub(super) struct RuleParser<'a> {
@@ -41,6 +68,8 @@ pub(super) struct RuleParser<'a> {
     /// `-m recent`, and the column of its `-m recent`; the command is
     /// checked when the rule is complete.
     pub(super) recent: Option<(RecentDraft, u32)>,
+    /// `-m hashlimit` as its options are read.
+    pub(super) hashlimit: Option<HashlimitDraft>,
     /// The action, and for `-j/-g` to something that may be a chain, the
     /// name and column to resolve at COMMIT.
     pub(super) target: Option<(Action, Option<(String, u32)>)>,
@@ -91,8 +120,15 @@ impl RuleParser<'_> {
             // Number of values the option takes.
             let arity = match opt {
                 "-f" | "--fragment" | "--syn" => 0,
-                "--set" | "--rcheck" | "--update" | "--remove" | "--rsource" | "--rdest"
-                | "--reap" | "--rttl" => 0,
+                "--set"
+                | "--rcheck"
+                | "--update"
+                | "--remove"
+                | "--rsource"
+                | "--rdest"
+                | "--reap"
+                | "--rttl"
+                | "--hashlimit-rate-match" => 0,
                 "--tcp-flags" | "--match-set" => 2,
                 _ => 1,
             };
@@ -159,6 +195,7 @@ impl RuleParser<'_> {
         self.check_needs();
         if self.errs.list.len() == before {
             self.check_recent();
+            self.check_hashlimit();
         }
         self.errs.list.len() == before
     }

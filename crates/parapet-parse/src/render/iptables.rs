@@ -367,6 +367,9 @@ fn ipt_rule(rs: &Ruleset, r: &Rule, family: Family, extra: &str) -> Result<Strin
     if let Some(rc) = &r.recent {
         write_recent(&mut out, rc, family);
     }
+    if let Some(h) = &r.hashlimit {
+        let _ = write!(out, " -m hashlimit {}", h.options(family));
+    }
     write_target(&mut out, r)?;
     Ok(out)
 }

@@ -372,6 +372,12 @@ fn nft_rule(rs: &Ruleset, tfam: TableFamily, r: &Rule) -> Result<String, RenderE
             "-m recent has no nft spelling parapet writes yet (nft's counterpart is a dynamic set with update @set)",
         ));
     }
+    if r.hashlimit.is_some() {
+        return Err(rerr(
+            id,
+            "-m hashlimit has no nft spelling parapet writes yet (nft's counterpart, a meter with a limit, rounds differently: nft_limit's, not xt_hashlimit's)",
+        ));
+    }
     if let Some(l) = &r.limit {
         parts.push(match &l.object {
             Some(name) => format!("limit name {}", nft_quote(name)),

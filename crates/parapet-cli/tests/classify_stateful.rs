@@ -1,0 +1,126 @@
+//! `parapet classify --stateful match|miss|replay`: offline, a ruleset
+//! with stateful matches answers under a stated assumption, or replays the
+//! trace's time column with the kernel's arithmetic (deterministic: the
+//! same trace gives the same answers).
+
+use std::process::{Command, Output};
+
+fn parapet(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_parapet"))
+        .args(args)
+        .output()
+        .expect("run parapet")
+}
+
+fn files(tag: &str, rules: &str, trace: &str) -> (String, String) {
+    let dir = std::env::temp_dir();
+    let r = dir.join(format!("parapet-cs-{tag}-{}.v4", std::process::id()));
+    let t = dir.join(format!("parapet-cs-{tag}-{}.trace", std::process::id()));
+    std::fs::write(&r, rules).unwrap();
+    std::fs::write(&t, trace).unwrap();
+    (r.display().to_string(), t.display().to_string())
+}
+
+const RULES: &str = "*filter
+:INPUT DROP [0:0]
+-A INPUT -p udp -m udp --dport 53 -m hashlimit --hashlimit-upto 2/sec --hashlimit-burst 2 --hashlimit-mode srcip --hashlimit-name dns -j ACCEPT
+-A INPUT -p udp -m udp --dport 123 -m limit --limit 1/sec --limit-burst 1 -j ACCEPT
+-A INPUT -p tcp -m tcp --dport 22 -m recent --set --name ssh
+-A INPUT -p tcp -m tcp --dport 22 -m recent --update --seconds 60 --hitcount 3 --name ssh -j DROP
+-A INPUT -p tcp -m tcp --dport 22 -j ACCEPT
+COMMIT
+";
+
+/// Source 10.0.0.1 (167772161) and 10.0.0.3, with times in column 6.
+const TRACE: &str = "# src dst sport dport proto time
+167772161 167772162 1000 53 17 0.0
+167772161 167772162 1000 53 17 0.1
+167772161 167772162 1000 53 17 0.2
+167772163 167772162 1000 53 17 0.2
+167772161 167772162 1000 53 17 0.8
+167772161 167772162 1000 123 17 1.0
+167772161 167772162 1000 123 17 1.5
+167772161 167772162 1000 123 17 2.1
+167772161 167772162 40000 22 6 3.0
+167772161 167772162 40001 22 6 3.1
+167772161 167772162 40002 22 6 3.2
+167772161 167772162 40003 22 6 3.3
+";
+
+fn lines(out: &Output) -> Vec<String> {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn match_miss_and_replay() {
+    let (r, t) = files("mmr", RULES, TRACE);
+    let matched = parapet(&["classify", &r, &t]);
+    assert_eq!(
+        lines(&matched),
+        ["1", "1", "1", "1", "1", "2", "2", "2", "4", "4", "4", "4"]
+    );
+    assert!(String::from_utf8_lossy(&matched.stderr).contains("(1, 2, 3, 4), are assumed to match"));
+    let missed = parapet(&["classify", &r, &t, "--stateful", "miss"]);
+    assert_eq!(
+        lines(&missed),
+        ["0", "0", "0", "0", "0", "0", "0", "0", "5", "5", "5", "5"]
+    );
+    assert!(String::from_utf8_lossy(&missed.stderr).contains("are assumed not to match"));
+    let replayed = parapet(&["classify", &r, &t, "--stateful", "replay", "--verdict"]);
+    let want = [
+        "1\tACCEPT", // burst
+        "1\tACCEPT",
+        "0\tDROP",   // empty
+        "1\tACCEPT", // another source
+        "1\tACCEPT", // refilled
+        "2\tACCEPT", // limit: burst 1
+        "0\tDROP",   // half a second: no token
+        "2\tACCEPT", // 1.1 s since the last token
+        "5\tACCEPT", // recent: first, second attempt
+        "5\tACCEPT",
+        "4\tDROP", // the third within a minute
+        "4\tDROP",
+    ];
+    assert_eq!(lines(&replayed), want);
+    // deterministic
+    let again = parapet(&["classify", &r, &t, "--stateful", "replay", "--verdict"]);
+    assert_eq!(lines(&again), want);
+}
+
+#[test]
+fn replay_errors_name_the_place() {
+    let (r, t) = files(
+        "err",
+        RULES,
+        "167772161 167772162 1000 53 17 1.0\n167772161 167772162 1000 53 17 0.5\n",
+    );
+    let out = parapet(&["classify", &r, &t, "--stateful", "replay"]);
+    assert!(!out.status.success());
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        e.contains(":2:32: time 0.5 is before the previous packet's"),
+        "{e}"
+    );
+    let out = parapet(&[
+        "classify",
+        &r,
+        &t,
+        "--stateful",
+        "replay",
+        "--time-column",
+        "7",
+    ]);
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        e.contains(":1:35: expected a time in seconds in column 7"),
+        "{e}"
+    );
+}

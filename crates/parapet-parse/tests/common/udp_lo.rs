@@ -1,0 +1,62 @@
+//! The kernel oracles' traffic for stateful matches: UDP datagrams from
+//! loopback sources to 127.0.0.1 in a namespace, one at a time, and which
+//! arrive; and an iptables-save file loaded into the namespace.
+
+use parapet_testbed::Netns;
+use std::net::{Ipv4Addr, UdpSocket};
+use std::time::Duration;
+
+/// One datagram: (source address on lo, destination port, pause before it
+/// in milliseconds).
+pub type Send = (Ipv4Addr, u16, u64);
+
+/// Which datagrams arrive at 127.0.0.1 in the namespace, and when each
+/// was sent (nanoseconds after the first). Every source sends from port
+/// 40000.
+pub fn arrivals(ns: &Netns, seq: &[Send]) -> (Vec<bool>, Vec<u64>) {
+    ns.run_in(|| {
+        let mut ports: Vec<u16> = seq.iter().map(|s| s.1).collect();
+        ports.sort_unstable();
+        ports.dedup();
+        let rx: Vec<(u16, UdpSocket)> = ports
+            .iter()
+            .map(|p| {
+                let s = UdpSocket::bind(("127.0.0.1", *p)).unwrap();
+                s.set_read_timeout(Some(Duration::from_millis(60))).unwrap();
+                (*p, s)
+            })
+            .collect();
+        let mut srcs: Vec<Ipv4Addr> = seq.iter().map(|s| s.0).collect();
+        srcs.sort_unstable();
+        srcs.dedup();
+        let tx: Vec<(Ipv4Addr, UdpSocket)> = srcs
+            .iter()
+            .map(|a| (*a, UdpSocket::bind((*a, 40000)).unwrap()))
+            .collect();
+        let t0 = std::time::Instant::now();
+        seq.iter()
+            .enumerate()
+            .map(|(i, (a, port, pause))| {
+                let t = &tx.iter().find(|t| t.0 == *a).unwrap().1;
+                let r = &rx.iter().find(|r| r.0 == *port).unwrap().1;
+                std::thread::sleep(Duration::from_millis(*pause));
+                let at = t0.elapsed().as_nanos() as u64;
+                t.send_to(&[i as u8], ("127.0.0.1", *port)).unwrap();
+                let mut buf = [0u8; 4];
+                // Bounded: one datagram or the timeout.
+                let got = matches!(r.recv_from(&mut buf), Ok((1, _)) if buf[0] == i as u8);
+                (got, at)
+            })
+            .unzip()
+    })
+}
+
+/// Loads iptables-save `text` with `iptables-legacy-restore` through a
+/// file of its own (the tests run at once).
+pub fn load(ns: &Netns, name: &str, text: &str) {
+    let file = std::env::temp_dir().join(format!("parapet-{name}-{}.v4", std::process::id()));
+    std::fs::write(&file, text).unwrap();
+    let loaded = ns.exec(&["iptables-legacy-restore", file.to_str().unwrap()]);
+    let _ = std::fs::remove_file(&file);
+    loaded.unwrap_or_else(|e| panic!("iptables-legacy-restore: {e}"));
+}
