@@ -61,6 +61,10 @@ const LANES: usize = 16;
 /// Value slots: 0..12 every fixed field saturated at 2^32, 12..16 the low
 /// words of the 128-bit fields (what multi-way cuts on them read).
 const SLOTS: usize = 16;
+/// Fields with a value slot (ids 0..12; a quad node names its slots in
+/// 4 bits). Records on later fields (ttl, dscp, length) are complex; an
+/// image whose trees cut them gets no fast path (the tree walker serves).
+const SLOT_FIELDS: u32 = 12;
 /// Slot of the low word of 128-bit field `f` (1, 2, 8, 9).
 const fn low_slot(f: usize) -> usize {
     match f {
@@ -153,7 +157,7 @@ fn triples(w: &[u32], rec: usize) -> Option<Vec<[u32; 3]>> {
     for _ in 0..nc {
         let c = w[p];
         let field = c & 0xff;
-        if field >= image::SET_FIELD || c & image::WIDE_BIT != 0 || c >> 16 != 1 {
+        if field >= SLOT_FIELDS || c & image::WIDE_BIT != 0 || c >> 16 != 1 {
             return None;
         }
         let (lo, hi) = (w[p + 1], w[p + 2]);
@@ -297,6 +301,9 @@ impl FastPath {
             return None;
         }
         let h = |i: usize| w[i] as usize;
+        if (0..h(hw::N_NODES)).any(|i| w[h(hw::NODES_OFF) + i * NODE_WORDS] & 0xff >= SLOT_FIELDS) {
+            return None;
+        }
         let n_entries = h(hw::N_ENTRIES);
         let (table_off, entries_off) = (h(hw::ENTRY_TABLE_OFF), h(hw::ENTRIES_OFF));
         let rec_at = |i: usize| entries_off + w[table_off + i] as usize;

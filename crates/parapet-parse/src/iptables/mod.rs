@@ -9,6 +9,7 @@
 //! `rule` (the option loop of one `-A` line), `matches` (the match modules
 //! and their options), `targets` (`-j`/`-g` and target options).
 
+mod header;
 mod matches;
 mod recent;
 mod rule;
@@ -24,6 +25,7 @@ use table::{
     TableState,
 };
 
+pub(crate) use header::parse_number;
 pub(crate) use matches::{iface_set, parse_rate};
 pub(crate) use targets::{parse_log_level, LOG_LEVELS};
 
@@ -223,7 +225,7 @@ pub(crate) fn parse(
             target: None,
             end_col: line.chars().count() as u32 + 1,
             chain: &chain_word.text,
-            multiport_options: 0,
+            module_options: 0,
             either_port: None,
         };
         rp.matches

@@ -11,10 +11,12 @@
 //! share: the error, choosing between a set and its complement, and the
 //! spellings both syntaxes agree on.
 
+mod header;
 mod iptables;
 mod nft;
 mod spelling;
 
+pub(crate) use header::nft_dscp_value;
 pub use iptables::iptables_save;
 pub use nft::{nft, nft_with_sets};
 pub use spelling::RenderError;
