@@ -3,6 +3,7 @@
 //! xt_dscp.c).
 
 use super::rule::RuleParser;
+use crate::common::dscp_class;
 use parapet_model::*;
 
 /// The header match modules this file reads.
@@ -18,32 +19,6 @@ pub(super) fn header_option_module(opt: &str) -> Option<&'static [&'static str]>
         _ => return None,
     })
 }
-
-/// The DSCP class names of libxt_dscp (`dscp_helper.c`), with values.
-const DSCP_CLASSES: [(&str, u8); 22] = [
-    ("CS0", 0x00),
-    ("CS1", 0x08),
-    ("CS2", 0x10),
-    ("CS3", 0x18),
-    ("CS4", 0x20),
-    ("CS5", 0x28),
-    ("CS6", 0x30),
-    ("CS7", 0x38),
-    ("BE", 0x00),
-    ("AF11", 0x0a),
-    ("AF12", 0x0c),
-    ("AF13", 0x0e),
-    ("AF21", 0x12),
-    ("AF22", 0x14),
-    ("AF23", 0x16),
-    ("AF31", 0x1a),
-    ("AF32", 0x1c),
-    ("AF33", 0x1e),
-    ("AF41", 0x22),
-    ("AF42", 0x24),
-    ("AF43", 0x26),
-    ("EF", 0x2e),
-];
 
 /// A decimal or `0x` hexadecimal number no larger than `max`.
 pub(crate) fn parse_number(s: &str, max: u32) -> Option<u32> {
@@ -151,10 +126,7 @@ impl RuleParser<'_> {
                 let value = if opt == "--dscp" {
                     parse_number(v, 0x3f)
                 } else {
-                    DSCP_CLASSES
-                        .iter()
-                        .find(|(n, _)| n.eq_ignore_ascii_case(v))
-                        .map(|(_, d)| *d as u32)
+                    dscp_class(v).map(u32::from)
                 };
                 let Some(d) = value else {
                     let what = if opt == "--dscp" {

@@ -443,7 +443,7 @@ impl RuleParser<'_> {
             }
             Kind::Dscp => {
                 let one = |s: &str| {
-                    crate::render::nft_dscp_value(s)
+                    dscp_class(s)
                         .map(u32::from)
                         .or_else(|| crate::iptables::parse_number(s, 0x3f))
                 };

@@ -3,6 +3,7 @@
 //! `ip6 hoplimit`, `ip dscp`, `ip6 dscp`, `meta length`.
 
 use super::spelling::{rerr, spell, RenderError};
+use crate::common::DSCP_CLASSES;
 use parapet_model::*;
 use std::fmt::Write;
 
@@ -82,42 +83,6 @@ fn point(set: &IntervalSet) -> Option<u128> {
     }
 }
 
-/// nft's names of DSCP values (`nft describe ip dscp`), lower case.
-const NFT_DSCP_NAMES: [(&str, u8); 21] = [
-    ("cs0", 0x00),
-    ("cs1", 0x08),
-    ("cs2", 0x10),
-    ("cs3", 0x18),
-    ("cs4", 0x20),
-    ("cs5", 0x28),
-    ("cs6", 0x30),
-    ("cs7", 0x38),
-    ("af11", 0x0a),
-    ("af12", 0x0c),
-    ("af13", 0x0e),
-    ("af21", 0x12),
-    ("af22", 0x14),
-    ("af23", 0x16),
-    ("af31", 0x1a),
-    ("af32", 0x1c),
-    ("af33", 0x1e),
-    ("af41", 0x22),
-    ("af42", 0x24),
-    ("af43", 0x26),
-    ("ef", 0x2e),
-];
-
-/// The DSCP value of an nft name (`ef`, `af41`, `cs1`, and `be`).
-pub(crate) fn nft_dscp_value(name: &str) -> Option<u8> {
-    if name.eq_ignore_ascii_case("be") {
-        return Some(0);
-    }
-    NFT_DSCP_NAMES
-        .iter()
-        .find(|(n, _)| n.eq_ignore_ascii_case(name))
-        .map(|(_, v)| *v)
-}
-
 /// Pushes the rule's TTL, DSCP and length matches in nft syntax.
 pub(super) fn nft_header(
     parts: &mut Vec<String>,
@@ -148,10 +113,10 @@ pub(super) fn nft_header(
             Family::V6 => "ip6 dscp",
         };
         let name = |v: u128| {
-            NFT_DSCP_NAMES
+            DSCP_CLASSES
                 .iter()
                 .find(|(_, d)| *d as u128 == v)
-                .map_or_else(|| format!("0x{v:02x}"), |(n, _)| n.to_string())
+                .map_or_else(|| format!("0x{v:02x}"), |(n, _)| n.to_ascii_lowercase())
         };
         parts.push(format!("{key} {}", nft_values(set, 0x3f, name)));
     }

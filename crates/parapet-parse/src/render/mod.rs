@@ -16,7 +16,6 @@ mod iptables;
 mod nft;
 mod spelling;
 
-pub(crate) use header::nft_dscp_value;
 pub use iptables::iptables_save;
 pub use nft::{nft, nft_with_sets};
 pub use spelling::RenderError;
