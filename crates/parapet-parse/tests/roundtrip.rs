@@ -75,7 +75,7 @@ proptest! {
     #[test]
     fn random_rulesets_survive_iptables_save(seed in any::<u64>()) {
         let spec = RandomSpec { rules: 30, user_chains: 3, ipv6: false, set_refs: 0, control_flow: true };
-        let mut rs = random_ruleset(seed, &spec);
+        let mut rs = parapet_gen::random_ruleset_with_header_fields(seed, &spec);
         make_expressible(&mut rs);
         let text = render::iptables_save(&rs).unwrap();
         let parsed = parse(&text, "gen.v4", Format::Auto)
