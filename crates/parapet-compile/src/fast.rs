@@ -58,9 +58,21 @@ const COMPLEX: u32 = 1 << 31;
 const MAX_TRIPLES: usize = 8;
 /// Lookups walked in lock-step by the batch API.
 const LANES: usize = 16;
-/// Value slots: 0..12 every fixed field saturated at 2^32, 12..16 the low
-/// words of the 128-bit fields (what multi-way cuts on them read).
-const SLOTS: usize = 16;
+/// Value slots: 0..12 the first twelve fixed fields saturated at 2^32,
+/// 12..16 the low words of the 128-bit fields (what multi-way cuts on them
+/// read), 16..19 the fields added later (ttl, dscp, length: ids 12..15);
+/// 32 so a 5-bit slot id indexes it without a bounds check.
+const SLOTS: usize = 32;
+/// Bits of a slot id in a node word.
+const SLOT_MASK: u32 = 0x1f;
+/// Slot of one-word fixed field `f`.
+const fn slot_of(f: u32) -> u32 {
+    if f < 12 {
+        f
+    } else {
+        f + 4
+    }
+}
 /// Slot of the low word of 128-bit field `f` (1, 2, 8, 9).
 const fn low_slot(f: usize) -> usize {
     match f {
@@ -91,7 +103,10 @@ fn values(key: &KeyWords) -> Vals {
     };
     const _: () = assert!(low_slot(1) == 12 && low_slot(2) == 13);
     const _: () = assert!(low_slot(8) == 14 && low_slot(9) == 15);
-    [
+    const _: () = assert!(slot_of(12) == 16 && slot_of(14) == 18);
+    const _: () = assert!(image::FIXED_FIELDS == 15);
+    let mut v = [0u64; SLOTS];
+    v[..19].copy_from_slice(&[
         low(0),
         sat(1),
         sat(2),
@@ -108,14 +123,18 @@ fn values(key: &KeyWords) -> Vals {
         low(2),
         low(8),
         low(9),
-    ]
+        low(12),
+        low(13),
+        low(14),
+    ]);
+    v
 }
 
 /// The compact trees of one image (see the module doc). Lookups take the
 /// image's words too: complex records are checked in the image itself.
 #[derive(Clone, Debug, Default)]
 pub struct FastPath {
-    /// Quad nodes `[K_QUAD << 24 | slot2 << 8 | slot1 << 4 | slot0, cut0,
+    /// Quad nodes `[K_QUAD << 24 | slot2 << 10 | slot1 << 5 | slot0, cut0,
     /// cut1, cut2, 4 children]`, multi-way nodes `[K_MULTI << 24 | shift <<
     /// 16 | slot, lo, fanout base, index mask]`, 128-bit-cut nodes
     /// `[K_WIDE << 24 | field, wide index, left, right]`, fanouts, and
@@ -153,11 +172,11 @@ fn triples(w: &[u32], rec: usize) -> Option<Vec<[u32; 3]>> {
     for _ in 0..nc {
         let c = w[p];
         let field = c & 0xff;
-        if field >= image::SET_FIELD || c & image::WIDE_BIT != 0 || c >> 16 != 1 {
+        if field >= image::FIXED_FIELDS || c & image::WIDE_BIT != 0 || c >> 16 != 1 {
             return None;
         }
         let (lo, hi) = (w[p + 1], w[p + 2]);
-        out.push([field, lo, hi.wrapping_sub(lo)]);
+        out.push([slot_of(field), lo, hi.wrapping_sub(lo)]);
         p += 3;
     }
     (out.len() <= MAX_TRIPLES).then_some(out)
@@ -231,7 +250,7 @@ impl Builder<'_> {
                     // binary node is absorbed (its cut and children move
                     // up); any other child fills both of its slots, so its
                     // cut does not matter.
-                    let mut q = [K_QUAD << 24 | field, cut as u32, 0, 0, 0, 0, 0, 0];
+                    let mut q = [K_QUAD << 24 | slot_of(field), cut as u32, 0, 0, 0, 0, 0, 0];
                     for (side, &c) in [n[1], n[2]].iter().enumerate() {
                         let cn = (c & LEAF_BIT == 0)
                             .then(|| &w[self.nodes_off + c as usize * NODE_WORDS..][..NODE_WORDS]);
@@ -240,7 +259,7 @@ impl Builder<'_> {
                                 if (cn[0] >> 8) & 0xff == NODE_BINARY
                                     && cut_of(cn) <= u32::MAX as u128 =>
                             {
-                                q[0] |= (cn[0] & 0xf) << (4 + 4 * side);
+                                q[0] |= slot_of(cn[0] & 0xff) << (5 + 5 * side);
                                 q[2 + side] = cut_of(cn) as u32;
                                 q[4 + 2 * side] = child(cn[1], self, &mut queue);
                                 q[5 + 2 * side] = child(cn[2], self, &mut queue);
@@ -267,7 +286,7 @@ impl Builder<'_> {
                 let slot = if KEY_WIDE[field as usize] {
                     low_slot(field as usize) as u32
                 } else {
-                    field
+                    slot_of(field)
                 };
                 let fan = self.out.t.len();
                 self.out.t.resize(fan + (1 << bits), 0);
@@ -440,13 +459,13 @@ impl FastPath {
             return n[2 + (key.value(f) > self.wide_cuts[n[1] as usize]) as usize];
         }
         // Quad: two binary levels, their three cuts compared at once.
-        let b0 = v[(h & 0xf) as usize] > n[1] as u64;
-        let b1 = v[((h >> 4) & 0xf) as usize] > n[2] as u64;
-        let b2 = v[((h >> 8) & 0xf) as usize] > n[3] as u64;
+        let b0 = v[(h & SLOT_MASK) as usize] > n[1] as u64;
+        let b1 = v[((h >> 5) & SLOT_MASK) as usize] > n[2] as u64;
+        let b2 = v[((h >> 10) & SLOT_MASK) as usize] > n[3] as u64;
         let iq = 2 * b0 as u32 + select_unpredictable(b0, b2, b1) as u32;
         // Multi-way: as the image walker, wrapping 32-bit arithmetic on the
         // low word is exact because the region spans ≤ 2^32 values.
-        let x = v[(h & 0xf) as usize] as u32;
+        let x = v[(h & SLOT_MASK) as usize] as u32;
         let im = (x.wrapping_sub(n[1]) >> ((h >> 16) & 31)).min(n[3]);
         // Both are computed and one selected: the kind is data, a branch
         // on it mispredicts.
@@ -468,7 +487,7 @@ impl FastPath {
             return record_matches(image, (r[0] & !COMPLEX) as usize, key);
         }
         r[1..].chunks_exact(3).fold(true, |ok, c| {
-            ok & (v[c[0] as usize & 0xf].wrapping_sub(c[1] as u64) <= c[2] as u64)
+            ok & (v[(c[0] & SLOT_MASK) as usize].wrapping_sub(c[1] as u64) <= c[2] as u64)
         })
     }
 

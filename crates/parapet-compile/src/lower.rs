@@ -6,8 +6,8 @@
 use crate::api::CompileError;
 use parapet_model::{DecisionList, EntryKind, Field};
 
-/// Number of fixed fields a tree can cut (field ids 0..=11).
-pub(crate) const FIELDS: usize = 12;
+/// Number of fixed fields a tree can cut (field ids 0..=14).
+pub(crate) const FIELDS: usize = Field::FIXED.len();
 
 /// A region of the packet space: per fixed field, an inclusive range.
 pub(crate) type Region = [(u128, u128); FIELDS];

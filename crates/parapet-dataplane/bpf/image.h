@@ -12,7 +12,7 @@
 #define PARAPET_IMG_MAGIC 0x54505250u /* "PRPT" little-endian */
 #define PARAPET_IMG_VERSION 3
 #define PARAPET_IMG_HEADER_WORDS 32
-#define PARAPET_IMG_KEY_WORDS 26
+#define PARAPET_IMG_KEY_WORDS 29
 #define PARAPET_IMG_NODE_WORDS 8
 #define PARAPET_IMG_PARTITION_WORDS 4
 #define PARAPET_IMG_VERDICT_WORDS 4
@@ -22,7 +22,7 @@
 #define PARAPET_IMG_MAX_DEPTH 64
 #define PARAPET_IMG_MAX_LEAF (1u << 23) /* also bpf_loop's limit */
 #define PARAPET_IMG_MAX_PARTITIONS 8
-/* The format allows 13 constraints per entry (12 fields + sets); 16 is the
+/* The format allows 16 constraints per entry (15 fields + sets); 16 is the
  * walker's cap, anything above is a corrupt image. */
 #define PARAPET_IMG_MAX_CONSTRAINTS 16
 /* Binary search over at most 65535 sorted ranges: 17 halvings suffice. */
@@ -30,7 +30,8 @@
 
 #define PARAPET_IMG_LEAF_BIT 0x80000000u
 #define PARAPET_IMG_WIDE_BIT 0x8000u
-#define PARAPET_IMG_SET_FIELD 12
+#define PARAPET_IMG_FIXED_FIELDS 15 /* field ids 0..14 */
+#define PARAPET_IMG_SET_FIELD 31
 #define PARAPET_IMG_FLAG_PURE_FIRST_MATCH 1u
 
 /* Entry kinds (record word 1, bits 0..3). */
@@ -118,6 +119,10 @@
 #define PARAPET_KW_CTSTATE 22
 #define PARAPET_KW_FRAGMENT 23
 #define PARAPET_KW_SETS 24
+/* Fields added after the set mask (their ids 12, 13, 14). */
+#define PARAPET_KW_TTL 26
+#define PARAPET_KW_DSCP 27
+#define PARAPET_KW_LENGTH 28
 
 /* ctstate values of the key. */
 #define PARAPET_CT_INVALID 0

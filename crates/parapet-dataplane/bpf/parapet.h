@@ -14,7 +14,7 @@
 
 #include <linux/types.h>
 
-#define PARAPET_ABI_VERSION 4
+#define PARAPET_ABI_VERSION 5
 
 /* ---- parsed packet key ------------------------------------------------- */
 
@@ -56,7 +56,8 @@ struct parapet_key {
 	__u8 frag;	 /* PARAPET_FRAG_* bits */
 	__u8 flags;	 /* PARAPET_KEY_F_* bits */
 	__u8 ctstate;	 /* PARAPET_CT_* from the conntrack lookup (flags & CT), else 0 */
-	__u8 _pad[2];	 /* always zero */
+	__u8 ttl;	 /* IPv4 TTL or IPv6 hop limit */
+	__u8 dscp;	 /* DSCP: TOS / traffic class >> 2 */
 	__u32 oifindex;	 /* output interface index at FORWARD/OUTPUT, else 0 */
 };
 

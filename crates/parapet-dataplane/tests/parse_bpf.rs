@@ -80,6 +80,7 @@ fn key4(proto: u8, len: u32) -> PacketKey {
         pkt_len: len,
         family: FAMILY_IPV4,
         proto,
+        ttl: 64, // Frame's default
         ..PacketKey::default()
     }
 }
@@ -92,6 +93,7 @@ fn key6(proto: u8, len: u32) -> PacketKey {
         pkt_len: len,
         family: FAMILY_IPV6,
         proto,
+        ttl: 64,
         ..PacketKey::default()
     }
 }
@@ -143,6 +145,24 @@ fn boundary_cases() -> Vec<Case> {
             .payload(10)
             .build(),
         tcp(key4(6, 50), 40000, 443, 0x02),
+    ));
+    c.push(ok(
+        "ipv4 ttl 1, dscp EF",
+        Frame::ipv4(A4, B4).ttl(1).dscp(46).udp(1, 2).build(),
+        PacketKey {
+            ttl: 1,
+            dscp: 46,
+            ..ports(key4(17, 28), 1, 2)
+        },
+    ));
+    c.push(ok(
+        "ipv6 hop limit 255, dscp 0x27 (traffic class split across bytes 0 and 1)",
+        Frame::ipv6(A6, B6).ttl(255).dscp(0x27).udp(1, 2).build(),
+        PacketKey {
+            ttl: 255,
+            dscp: 0x27,
+            ..ports(key6(17, 48), 1, 2)
+        },
     ));
     c.push(ok(
         "ipv4 ihl 15 (40 bytes of options) udp",
@@ -553,7 +573,10 @@ fn random_frame(rng: &mut Rng) -> Vec<u8> {
             f.l4(L4::Raw { proto, header })
         }
     };
-    f = f.payload(rng.below(80) as usize);
+    f = f
+        .payload(rng.below(80) as usize)
+        .ttl(rng.u8())
+        .dscp(rng.u8());
     if rng.chance(10) {
         f = f.l3_len(rng.u16() % 200);
     }

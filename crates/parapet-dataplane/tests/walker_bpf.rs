@@ -13,6 +13,7 @@ use common::{load_dataplane, Rng};
 use parapet_dataplane::frame::parse_frame;
 use parapet_dataplane::frame::{Frame, L4};
 use parapet_dataplane::{AttachPoint, Dataplane, KernelVerdict, LoadOptions, Stat};
+use parapet_image::{FIXED_FIELDS, KEY_WORDS};
 
 const LO: u32 = 1;
 
@@ -125,6 +126,9 @@ struct Pkt {
     flags: u8,
     icmp: (u8, u8),
     later_fragment: bool,
+    ttl: u8,
+    dscp: u8,
+    payload: usize,
 }
 
 const V4: [Ipv4Addr; 5] = [
@@ -162,6 +166,9 @@ impl Pkt {
             flags: [0x02, 0x10, 0x12, 0x11][rng.below(4) as usize],
             icmp: icmps[rng.below(4) as usize],
             later_fragment: rng.chance(10),
+            ttl: [1, 63, 64, 128, 255][rng.below(5) as usize],
+            dscp: [0, 10, 46, 63][rng.below(4) as usize],
+            payload: [0, 8, 9, 100][rng.below(4) as usize],
         }
     }
 
@@ -200,10 +207,13 @@ impl Pkt {
                 header: vec![0; 4],
             }),
         };
-        f.payload(8).build()
+        f.ttl(self.ttl)
+            .dscp(self.dscp)
+            .payload(self.payload)
+            .build()
     }
 
-    fn key(&self) -> [u32; 26] {
+    fn key(&self) -> [u32; KEY_WORDS] {
         let frame = self.frame();
         let (_, key) = parse_frame(&frame, frame.len() as u32, LO);
         image_key(&key, "lo")
@@ -211,7 +221,12 @@ impl Pkt {
 }
 
 /// Sorted, disjoint closed ranges around values seen in the pool.
-fn random_ranges(rng: &mut Rng, pool: &[[u32; 26]], field: u32, wide: bool) -> Vec<(u128, u128)> {
+fn random_ranges(
+    rng: &mut Rng,
+    pool: &[[u32; KEY_WORDS]],
+    field: u32,
+    wide: bool,
+) -> Vec<(u128, u128)> {
     let cap: u128 = if wide {
         u128::MAX
     } else {
@@ -254,8 +269,8 @@ fn random_ranges(rng: &mut Rng, pool: &[[u32; 26]], field: u32, wide: bool) -> V
     out
 }
 
-fn random_constraint(rng: &mut Rng, pool: &[[u32; 26]], field: u32) -> Constraint {
-    if field == 12 {
+fn random_constraint(rng: &mut Rng, pool: &[[u32; KEY_WORDS]], field: u32) -> Constraint {
+    if field == FIXED_FIELDS {
         let mask = rng.next();
         let want = if rng.chance(70) {
             0
@@ -289,7 +304,7 @@ fn random_constraint(rng: &mut Rng, pool: &[[u32; 26]], field: u32) -> Constrain
 
 fn random_tree(
     rng: &mut Rng,
-    pool: &[[u32; 26]],
+    pool: &[[u32; KEY_WORDS]],
     spec: &[Entry],
     list: Vec<u32>,
     depth: u32,
@@ -300,7 +315,7 @@ fn random_tree(
     if depth < 3 && rng.chance(30) {
         return random_multi(rng, pool, spec, list, depth);
     }
-    let field = rng.below(12) as u32;
+    let field = rng.below(u64::from(FIXED_FIELDS)) as u32;
     let v = key_value(&pool[rng.below(pool.len() as u64) as usize], field);
     let cut = match rng.below(3) {
         0 => v.saturating_sub(1),
@@ -334,14 +349,14 @@ fn random_tree(
 /// routed to it, so a wrong child index loses matches.
 fn random_multi(
     rng: &mut Rng,
-    pool: &[[u32; 26]],
+    pool: &[[u32; KEY_WORDS]],
     spec: &[Entry],
     list: Vec<u32>,
     depth: u32,
 ) -> Tree {
     // one-word fields whose values vary across the pool
-    const ONE_WORD: [u32; 5] = [3, 4, 5, 6, 7];
-    let field = ONE_WORD[rng.below(5) as usize];
+    const ONE_WORD: [u32; 8] = [3, 4, 5, 6, 7, 12, 13, 14];
+    let field = ONE_WORD[rng.below(8) as usize];
     let v = key_value(&pool[rng.below(pool.len() as u64) as usize], field) as u32;
     let bits = 1 + rng.below(3) as u32;
     let shift = rng.below(5) as u32;
@@ -380,7 +395,7 @@ fn random_multi(
     }
 }
 
-fn random_spec(rng: &mut Rng, pool: &[[u32; 26]]) -> ImageSpec {
+fn random_spec(rng: &mut Rng, pool: &[[u32; KEY_WORDS]]) -> ImageSpec {
     let n = 1 + rng.below(40) as usize;
     let mut entries = Vec::new();
     for i in 0..n {
@@ -391,7 +406,8 @@ fn random_spec(rng: &mut Rng, pool: &[[u32; 26]]) -> ImageSpec {
             16 => KIND_JUMP,
             _ => KIND_RETURN,
         };
-        let mut fields: Vec<u32> = (0..13).collect();
+        // every fixed field, and FIXED_FIELDS for the set constraint
+        let mut fields: Vec<u32> = (0..=FIXED_FIELDS).collect();
         let mut constraints = Vec::new();
         for _ in 0..rng.below(4) {
             let f = fields.remove(rng.below(fields.len() as u64) as usize);
@@ -443,7 +459,7 @@ fn random_images_match_the_linear_reference() {
     let mut many_ranges = 0;
     for round in 0..60 {
         let pkts: Vec<Pkt> = (0..12).map(|_| Pkt::random(&mut rng)).collect();
-        let pool: Vec<[u32; 26]> = pkts.iter().map(Pkt::key).collect();
+        let pool: Vec<[u32; KEY_WORDS]> = pkts.iter().map(Pkt::key).collect();
         let spec = random_spec(&mut rng, &pool);
         many_ranges += spec
             .entries

@@ -290,6 +290,69 @@ fn random_matches(rng: &mut SmallRng, pools: &Pools, spec: &RandomSpec) -> Match
     m
 }
 
+/// A generator drawn from `rng` without advancing it, so the packet fields
+/// added later (ttl, dscp, length) leave every earlier seed's packets as
+/// they were.
+fn side_rng(rng: &SmallRng) -> SmallRng {
+    SmallRng::seed_from_u64(rng.clone().gen::<u64>() ^ 0x7f4a_7c15_9e37_79b9)
+}
+
+/// [`random_ruleset`] with TTL, DSCP and length constraints added to some
+/// rules (each writable by iptables and nft). Apart from `random_ruleset`
+/// so the rulesets other tests pin by seed stay as they were.
+pub fn random_ruleset_with_header_fields(seed: u64, spec: &RandomSpec) -> Ruleset {
+    let mut rs = random_ruleset(seed, spec);
+    let mut rng = SmallRng::seed_from_u64(seed ^ 0x6a09_e667_f3bc_c908);
+    for t in &mut rs.tables {
+        for c in &mut t.chains {
+            for r in &mut c.rules {
+                random_header_matches(&mut rng, &mut r.matches);
+            }
+        }
+    }
+    rs
+}
+
+/// Sometimes a TTL, DSCP or length constraint, each one writable by
+/// iptables (`-m ttl`/`-m hl` one value, one range or all but one value;
+/// `-m dscp` one value or its negation; `-m length` one range within
+/// 0..65535).
+fn random_header_matches(rng: &mut SmallRng, m: &mut Matches) {
+    if m.is_unsatisfiable() {
+        return;
+    }
+    // nft writes a TTL or DSCP match as `ip …` or `ip6 …`: only rules of
+    // one family get them.
+    let one_family = m.get(Field::Family).is_some();
+    if one_family && rng.gen_bool(0.15) {
+        let t = rng.gen_range(0u128..=255);
+        let set = match rng.gen_range(0..4) {
+            0 => IntervalSet::point(t),
+            1 => IntervalSet::point(t).complement(0xff),
+            2 => IntervalSet::range(t.min(200), (t.min(200) + rng.gen_range(1..50)).min(255)),
+            _ => IntervalSet::range(0, t.max(1)),
+        };
+        m.constrain(Field::Ttl, set);
+    }
+    if one_family && rng.gen_bool(0.1) {
+        let d = pick(rng, &[0u128, 8, 10, 34, 46, 63]);
+        let set = IntervalSet::point(d);
+        m.constrain(
+            Field::Dscp,
+            if rng.gen_bool(0.3) {
+                set.complement(0x3f)
+            } else {
+                set
+            },
+        );
+    }
+    if rng.gen_bool(0.1) {
+        let lo = pick(rng, &[0u128, 40, 64, 100, 576, 1280, 1500]);
+        let hi = (lo + pick(rng, &[0u128, 1, 60, 500, 65535])).min(0xffff);
+        m.constrain(Field::Length, IntervalSet::range(lo, hi));
+    }
+}
+
 fn random_action(
     rng: &mut SmallRng,
     spec: &RandomSpec,
@@ -445,6 +508,13 @@ pub fn packets_for(rs: &Ruleset, seed: u64, count: usize) -> Vec<Packet> {
             });
             p.ct_state = CtState::ALL[rng.gen_range(0..5)];
             p.fragment = rng.gen_bool(0.05);
+            let mut side = side_rng(&rng);
+            p.ttl = any(&mut side, Field::Ttl) as u8;
+            p.dscp = any(&mut side, Field::Dscp) as u8;
+            // At least the longest headers (IPv6, a fragment header, TCP),
+            // so the packet's frame has this length; at most what a BPF
+            // test run takes in one page.
+            p.len = any(&mut side, Field::Length).clamp(68, 1500) as u32;
             p
         })
         .collect()

@@ -1,9 +1,10 @@
 //! A validated classifier image, and the checks that make it so.
 
 use crate::{
-    checksum, hw, kind, Backend, FLAG_PURE_FIRST_MATCH, HEADER_WORDS, LEAF_BIT, MAGIC, MAX_DEPTH,
-    MAX_ENTRIES, MAX_FANOUT_BITS, MAX_LEAF, MAX_PARTITIONS, MAX_SET_REFS, NODE_BINARY, NODE_MULTI,
-    NODE_WORDS, PARTITION_WORDS, RECORD_HEADER_WORDS, SET_FIELD, VERDICT_WORDS, VERSION, WIDE_BIT,
+    checksum, hw, kind, Backend, FIXED_FIELDS, FLAG_PURE_FIRST_MATCH, HEADER_WORDS, LEAF_BIT,
+    MAGIC, MAX_DEPTH, MAX_ENTRIES, MAX_FANOUT_BITS, MAX_LEAF, MAX_PARTITIONS, MAX_SET_REFS,
+    NODE_BINARY, NODE_MULTI, NODE_WORDS, PARTITION_WORDS, RECORD_HEADER_WORDS, SET_FIELD,
+    VERDICT_WORDS, VERSION, WIDE_BIT,
 };
 use std::fmt;
 
@@ -262,7 +263,7 @@ fn validate(w: &[u32]) -> Result<(), ImageError> {
             let r = (c >> 16) as usize;
             let body = if field == SET_FIELD {
                 4
-            } else if field < SET_FIELD {
+            } else if field < FIXED_FIELDS {
                 max_ranges = max_ranges.max(r);
                 r * if c & WIDE_BIT != 0 { 8 } else { 2 }
             } else {
@@ -330,7 +331,7 @@ fn validate(w: &[u32]) -> Result<(), ImageError> {
         if depth[i] as usize > h(hw::MAX_DEPTH) {
             return bad("a path is deeper than max_depth");
         }
-        if node[0] & 0xff >= SET_FIELD {
+        if node[0] & 0xff >= FIXED_FIELDS {
             return bad(format!("node {i} cuts an unknown field"));
         }
         let children: &[u32] = match (node[0] >> 8) & 0xff {

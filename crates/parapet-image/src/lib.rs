@@ -35,7 +35,7 @@ pub const VERDICT_WORDS: usize = 4;
 /// Words of an entry record's header.
 pub const RECORD_HEADER_WORDS: usize = 4;
 /// Words of the packet key.
-pub const KEY_WORDS: usize = 26;
+pub const KEY_WORDS: usize = 29;
 /// Deepest tree the format allows (root-to-leaf node count).
 pub const MAX_DEPTH: usize = 64;
 /// Most entry indices one leaf may hold (`bpf_loop`'s iteration limit).
@@ -52,8 +52,12 @@ pub const MAX_RANGES: usize = 0xffff;
 pub const LEAF_BIT: u32 = 0x8000_0000;
 /// Bit 15 of a constraint word: ranges are 8 words (128-bit bounds).
 pub const WIDE_BIT: u32 = 0x8000;
-/// Field id of the set-membership constraint.
-pub const SET_FIELD: u32 = 12;
+/// Field ids below this are fixed fields (`Field::FIXED`, the key's
+/// `KEY_OFF`).
+pub const FIXED_FIELDS: u32 = 15;
+/// Field id of the set-membership constraint (apart from the fixed
+/// fields, so fields can be added without moving it).
+pub const SET_FIELD: u32 = 31;
 /// Node kind (bits 8..=15 of node word 0): binary range cut.
 pub const NODE_BINARY: u32 = 0;
 /// Node kind: equal-width multi-way cut over a ≤ 32-bit span.

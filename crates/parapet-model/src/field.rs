@@ -38,6 +38,15 @@ pub enum Field {
     CtState,
     /// 1 for non-first IPv4/IPv6 fragments, 0 otherwise.
     Fragment,
+    /// IPv4 time to live or IPv6 hop limit (`-m ttl`, `-m hl`, `ip ttl`,
+    /// `ip6 hoplimit`).
+    Ttl,
+    /// The DSCP: the upper six bits of the IPv4 TOS byte or the IPv6
+    /// traffic class (`-m dscp`, `ip dscp`, `ip6 dscp`).
+    Dscp,
+    /// The L3 length: IPv4 total length, IPv6 payload length + 40
+    /// (`-m length`, `meta length`).
+    Length,
     /// Membership of the packet's key in the ruleset's set reference `n`
     /// ([`crate::SetRef`]): 1 when the set holds it.
     Set(u16),
@@ -45,7 +54,7 @@ pub enum Field {
 
 impl Field {
     /// The fixed fields, in the order engines lay them out.
-    pub const FIXED: [Field; 12] = [
+    pub const FIXED: [Field; 15] = [
         Field::Family,
         Field::SrcAddr,
         Field::DstAddr,
@@ -58,6 +67,9 @@ impl Field {
         Field::OutIface,
         Field::CtState,
         Field::Fragment,
+        Field::Ttl,
+        Field::Dscp,
+        Field::Length,
     ];
 
     /// Width of the field in bits.
@@ -65,7 +77,9 @@ impl Field {
         match self {
             Field::SrcAddr | Field::DstAddr | Field::InIface | Field::OutIface => 128,
             Field::SrcPort | Field::DstPort | Field::IcmpTypeCode => 16,
-            Field::Family | Field::Proto | Field::TcpFlags | Field::CtState => 8,
+            Field::Family | Field::Proto | Field::TcpFlags | Field::CtState | Field::Ttl => 8,
+            Field::Dscp => 6,
+            Field::Length => 32,
             Field::Fragment | Field::Set(_) => 1,
         }
     }
@@ -90,6 +104,9 @@ impl Field {
             Field::OutIface => "oif".into(),
             Field::CtState => "ctstate".into(),
             Field::Fragment => "fragment".into(),
+            Field::Ttl => "ttl".into(),
+            Field::Dscp => "dscp".into(),
+            Field::Length => "length".into(),
             Field::Set(n) => format!("set{n}"),
         }
     }

@@ -39,11 +39,19 @@ pub struct Packet {
     pub ct_state: CtState,
     /// Non-first fragment.
     pub fragment: bool,
-    /// Length in bytes, for byte counters.
+    /// IPv4 TTL or IPv6 hop limit.
+    pub ttl: u8,
+    /// DSCP (the TOS / traffic class byte shifted right by two).
+    pub dscp: u8,
+    /// The L3 length in bytes (IPv4 total length, IPv6 payload length +
+    /// 40): what `-m length` matches and byte counters count.
     pub len: u32,
 }
 
 impl Packet {
+    /// The TTL of a packet that does not say (Linux's default).
+    pub const DEFAULT_TTL: u8 = 64;
+
     /// A packet of the given family and 5-tuple with every other field at its
     /// default.
     pub fn new(family: Family, src: u128, dst: u128, proto: u8, sport: u16, dport: u16) -> Self {
@@ -61,6 +69,8 @@ impl Packet {
             oif: IfName::default(),
             ct_state: CtState::New,
             fragment: false,
+            ttl: Packet::DEFAULT_TTL,
+            dscp: 0,
             len: 64,
         }
     }
@@ -87,6 +97,9 @@ impl Packet {
             Field::OutIface => self.oif.0,
             Field::CtState => self.ct_state as u128,
             Field::Fragment => self.fragment as u128,
+            Field::Ttl => self.ttl as u128,
+            Field::Dscp => self.dscp as u128,
+            Field::Length => self.len as u128,
             Field::Set(_) => panic!("set membership is not a header field"),
         }
     }
@@ -139,7 +152,7 @@ impl FromStr for Packet {
     type Err = PacketSpecError;
 
     /// Parses `PROTO SRC[:PORT] > DST[:PORT] [iif IF] [oif IF] [ct STATE]
-    /// [flags F,F] [type T] [code C] [len N] [frag]`.
+    /// [flags F,F] [type T] [code C] [len N] [ttl N] [dscp N] [frag]`.
     ///
     /// IPv6 addresses with ports are written `[2001:db8::1]:80`.
     ///
@@ -222,6 +235,18 @@ impl FromStr for Packet {
                         .parse()
                         .map_err(|_| err(i + 1, "expected a length in bytes"))?
                 }
+                "ttl" => {
+                    p.ttl = need("expected a TTL")?
+                        .parse()
+                        .map_err(|_| err(i + 1, "expected a TTL (hop limit) 0-255"))?
+                }
+                "dscp" => {
+                    p.dscp = need("expected a DSCP")?
+                        .parse()
+                        .ok()
+                        .filter(|&d: &u8| d < 64)
+                        .ok_or_else(|| err(i + 1, "expected a DSCP 0-63"))?
+                }
                 "frag" => {
                     p.fragment = true;
                     i += 1;
@@ -230,7 +255,7 @@ impl FromStr for Packet {
                 _ => {
                     return Err(err(
                         i,
-                        "expected iif, oif, ct, flags, type, code, len or frag",
+                        "expected iif, oif, ct, flags, type, code, len, ttl, dscp or frag",
                     ))
                 }
             }
@@ -310,6 +335,12 @@ impl fmt::Display for Packet {
         if self.fragment {
             f.write_str(" frag")?;
         }
+        if self.ttl != Packet::DEFAULT_TTL {
+            write!(f, " ttl {}", self.ttl)?;
+        }
+        if self.dscp != 0 {
+            write!(f, " dscp {}", self.dscp)?;
+        }
         write!(f, " len {}", self.len)
     }
 }
@@ -333,6 +364,7 @@ mod tests {
     fn display_round_trips() {
         for s in [
             "tcp 10.0.0.1:1 > 10.0.0.2:22 iif eth0 flags SYN,ACK frag",
+            "udp 10.0.0.1:1 > 10.0.0.2:53 ttl 1 dscp 46 len 1500",
             "icmp 1.2.3.4 > 5.6.7.8 type 8 code 0",
             "udp [::1]:1 > [::2]:2",
         ] {

@@ -211,6 +211,15 @@ impl Space {
         if let Some(v) = get(Field::Fragment) {
             p.fragment = v == 1;
         }
+        if let Some(v) = get(Field::Ttl) {
+            p.ttl = v as u8;
+        }
+        if let Some(v) = get(Field::Dscp) {
+            p.dscp = v as u8;
+        }
+        if let Some(v) = get(Field::Length) {
+            p.len = v as u32;
+        }
         Some(p)
     }
 

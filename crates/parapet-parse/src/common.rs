@@ -483,6 +483,42 @@ pub(crate) fn kernel_statement_notes(rs: &Ruleset, nft: bool) -> Vec<LeftToKerne
     notes
 }
 
+/// The DSCP class names (libxt_dscp's `dscp_helper.c`; nft has the same
+/// names in lower case, `be` included), with values. The first name of a
+/// value is the one listings write.
+pub(crate) const DSCP_CLASSES: [(&str, u8); 22] = [
+    ("CS0", 0x00),
+    ("CS1", 0x08),
+    ("CS2", 0x10),
+    ("CS3", 0x18),
+    ("CS4", 0x20),
+    ("CS5", 0x28),
+    ("CS6", 0x30),
+    ("CS7", 0x38),
+    ("BE", 0x00),
+    ("AF11", 0x0a),
+    ("AF12", 0x0c),
+    ("AF13", 0x0e),
+    ("AF21", 0x12),
+    ("AF22", 0x14),
+    ("AF23", 0x16),
+    ("AF31", 0x1a),
+    ("AF32", 0x1c),
+    ("AF33", 0x1e),
+    ("AF41", 0x22),
+    ("AF42", 0x24),
+    ("AF43", 0x26),
+    ("EF", 0x2e),
+];
+
+/// The DSCP value of a class name, any case (`EF`, `af41`, `cs1`, `be`).
+pub(crate) fn dscp_class(name: &str) -> Option<u8> {
+    DSCP_CLASSES
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case(name))
+        .map(|(_, v)| *v)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -153,6 +153,8 @@ static __always_inline int parse_ipv4(void *data, void *data_end, __u32 off,
 	key->family = PARAPET_FAMILY_IPV4;
 	key->proto = ip->protocol;
 	key->pkt_len = tot;
+	key->ttl = ip->ttl;
+	key->dscp = ip->tos >> 2;
 	__builtin_memcpy(&key->src[12], &ip->saddr, 4);
 	__builtin_memcpy(&key->dst[12], &ip->daddr, 4);
 
@@ -193,6 +195,9 @@ static __always_inline int parse_ipv6(void *data, void *data_end, __u32 off,
 
 	key->family = PARAPET_FAMILY_IPV6;
 	key->pkt_len = tot;
+	key->ttl = ip6->hop_limit;
+	/* traffic class: the low nibble of byte 0, the high one of byte 1 */
+	key->dscp = ((((__u8 *)ip6)[0] & 0xf) << 2) | (((__u8 *)ip6)[1] >> 6);
 	__builtin_memcpy(key->src, &ip6->saddr, 16);
 	__builtin_memcpy(key->dst, &ip6->daddr, 16);
 

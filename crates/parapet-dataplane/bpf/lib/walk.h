@@ -125,6 +125,9 @@ static __always_inline int key_value(struct parapet_walk *w, __u32 field,
 	case 9: off = PARAPET_KW_OIF; wide = 1; break;
 	case 10: off = PARAPET_KW_CTSTATE; break;
 	case 11: off = PARAPET_KW_FRAGMENT; break;
+	case 12: off = PARAPET_KW_TTL; break;
+	case 13: off = PARAPET_KW_DSCP; break;
+	case 14: off = PARAPET_KW_LENGTH; break;
 	default: return -1;
 	}
 	v[0] = w->key[off];
@@ -618,6 +621,9 @@ static __always_inline void build_key(struct parapet_walk *w,
 	w->key[PARAPET_KW_TCPFLAGS] = key->tcp_flags;
 	w->key[PARAPET_KW_CTSTATE] = key_ctstate(key);
 	w->key[PARAPET_KW_FRAGMENT] = (key->frag & PARAPET_FRAG_LATER) ? 1 : 0;
+	w->key[PARAPET_KW_TTL] = key->ttl;
+	w->key[PARAPET_KW_DSCP] = key->dscp;
+	w->key[PARAPET_KW_LENGTH] = key->pkt_len;
 	w->key[PARAPET_KW_SETS] = 0; /* set_bits() fills these */
 	w->key[PARAPET_KW_SETS + 1] = 0;
 	w->ifn_done = 0;

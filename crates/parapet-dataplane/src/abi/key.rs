@@ -71,8 +71,10 @@ pub struct PacketKey {
     /// `CT_*` from the kernel's conntrack table when the lookup ran for
     /// this packet (`flags & KEY_F_CT`), else 0.
     pub ctstate: u8,
-    /// Always zero.
-    pub _pad: [u8; 2],
+    /// IPv4 TTL or IPv6 hop limit.
+    pub ttl: u8,
+    /// DSCP (the TOS / traffic class byte >> 2).
+    pub dscp: u8,
     /// Output interface index at the FORWARD and OUTPUT netfilter hooks,
     /// else 0.
     pub oifindex: u32,
@@ -125,6 +127,8 @@ impl PacketKey {
             oif: parapet_model::IfName::default(),
             ct_state,
             fragment: self.frag & FRAG_LATER != 0,
+            ttl: self.ttl,
+            dscp: self.dscp,
             len: self.pkt_len,
         })
     }
@@ -155,6 +159,8 @@ impl PacketKey {
             },
             flags: if tracked { KEY_F_CT } else { 0 },
             ctstate: if tracked { p.ct_state as u8 } else { 0 },
+            ttl: p.ttl,
+            dscp: p.dscp,
             ..PacketKey::default()
         }
     }

@@ -24,7 +24,8 @@ fn rust_layout(s: &str, f: &str) -> usize {
             "sport" => sport, "dport" => dport, "vlan_id" => vlan_id,
             "family" => family, "proto" => proto, "icmp_type" => icmp_type,
             "icmp_code" => icmp_code, "tcp_flags" => tcp_flags, "frag" => frag,
-            "flags" => flags, "ctstate" => ctstate, "oifindex" => oifindex
+            "flags" => flags, "ctstate" => ctstate, "ttl" => ttl, "dscp" => dscp,
+            "oifindex" => oifindex
         },
         "parapet_action" => RawAction { "verdict" => verdict, "flags" => flags, "reject" => reject },
         "parapet_counter" => Counter { "packets" => packets, "bytes" => bytes },
@@ -232,6 +233,10 @@ fn c_and_rust_constants_agree() {
         ),
         ("PARAPET_IMG_LEAF_BIT", (parapet_image::LEAF_BIT) as u64),
         ("PARAPET_IMG_WIDE_BIT", (parapet_image::WIDE_BIT) as u64),
+        (
+            "PARAPET_IMG_FIXED_FIELDS",
+            (parapet_image::FIXED_FIELDS) as u64,
+        ),
         ("PARAPET_IMG_SET_FIELD", (parapet_image::SET_FIELD) as u64),
         (
             "PARAPET_IMG_FLAG_PURE_FIRST_MATCH",
@@ -459,6 +464,9 @@ fn c_and_rust_constants_agree() {
         ("PARAPET_KW_CTSTATE", (parapet_image::KEY_OFF[10]) as u64),
         ("PARAPET_KW_FRAGMENT", (parapet_image::KEY_OFF[11]) as u64),
         ("PARAPET_KW_SETS", (parapet_image::KEY_SETS) as u64),
+        ("PARAPET_KW_TTL", (parapet_image::KEY_OFF[12]) as u64),
+        ("PARAPET_KW_DSCP", (parapet_image::KEY_OFF[13]) as u64),
+        ("PARAPET_KW_LENGTH", (parapet_image::KEY_OFF[14]) as u64),
     ];
     assert_eq!(
         rust.len(),

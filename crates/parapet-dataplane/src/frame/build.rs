@@ -198,6 +198,8 @@ pub struct Frame {
     truncate: Option<usize>,
     ihl_override: Option<u8>,
     tot_len_override: Option<u16>,
+    ttl: u8,
+    dscp: u8,
 }
 
 impl Frame {
@@ -213,6 +215,8 @@ impl Frame {
             truncate: None,
             ihl_override: None,
             tot_len_override: None,
+            ttl: 64,
+            dscp: 0,
         }
     }
 
@@ -258,6 +262,18 @@ impl Frame {
     /// Override the IPv4 total length / IPv6 payload length field.
     pub fn l3_len(mut self, len: u16) -> Self {
         self.tot_len_override = Some(len);
+        self
+    }
+
+    /// The IPv4 TTL / IPv6 hop limit (64 unless set).
+    pub fn ttl(mut self, ttl: u8) -> Self {
+        self.ttl = ttl;
+        self
+    }
+
+    /// The DSCP (the upper six bits of the TOS / traffic class byte).
+    pub fn dscp(mut self, dscp: u8) -> Self {
+        self.dscp = dscp & 0x3f;
         self
     }
 
@@ -337,11 +353,12 @@ impl Frame {
                 let ihl = self.ihl_override.unwrap_or((hlen / 4) as u8);
                 let mut h = vec![0u8; hlen];
                 h[0] = 0x40 | (ihl & 0x0f);
+                h[1] = self.dscp << 2;
                 h[2..4].copy_from_slice(&tot.to_be_bytes());
                 h[4..6].copy_from_slice(&0x1234u16.to_be_bytes());
                 let fo = (self.ipv4_frag.0 & 0x1fff) | if self.ipv4_frag.1 { 0x2000 } else { 0 };
                 h[6..8].copy_from_slice(&fo.to_be_bytes());
-                h[8] = 64;
+                h[8] = self.ttl;
                 h[9] = proto;
                 h[12..16].copy_from_slice(&src.octets());
                 h[16..20].copy_from_slice(&dst.octets());
@@ -363,10 +380,12 @@ impl Frame {
                     .tot_len_override
                     .unwrap_or(u16::try_from(exts.len() + l4.len()).unwrap_or(u16::MAX));
                 let mut h = vec![0u8; 40];
-                h[0] = 0x60;
+                // version 6, then the traffic class across bytes 0 and 1
+                h[0] = 0x60 | (self.dscp >> 2);
+                h[1] = (self.dscp & 3) << 6;
                 h[4..6].copy_from_slice(&plen.to_be_bytes());
                 h[6] = first;
-                h[7] = 64;
+                h[7] = self.ttl;
                 h[8..24].copy_from_slice(&src.octets());
                 h[24..40].copy_from_slice(&dst.octets());
                 f.extend_from_slice(&h);
@@ -395,8 +414,10 @@ pub fn ipv4_checksum(h: &[u8]) -> u16 {
 }
 
 /// The Ethernet frame a model packet arrives as: addresses, protocol,
-/// ports (also for SCTP, UDP-Lite and DCCP), TCP flags, ICMP type/code, and
-/// a non-first fragment for `fragment`. Fields the wire cannot carry for the
+/// ports (also for SCTP, UDP-Lite and DCCP), TCP flags, ICMP type/code, TTL,
+/// DSCP, the L3 length `len` (made of payload; a `len` shorter than the
+/// headers gets 16 bytes of payload instead), and a non-first fragment for
+/// `fragment`. Fields the wire cannot carry for the
 /// protocol (ports of ICMP, say) are left out. For benchmarks, `parapet
 /// classify` on captures, and tests that compare the kernel with user space.
 pub fn frame_of_packet(p: &parapet_model::Packet) -> Vec<u8> {
@@ -460,7 +481,10 @@ pub fn frame_of_packet(p: &parapet_model::Packet) -> Vec<u8> {
             header: vec![0; 4],
         },
     };
-    f.l4(l4).payload(16).build()
+    let f = f.l4(l4).ttl(p.ttl).dscp(p.dscp);
+    let headers = f.clone().payload(0).build().len() - 14;
+    let payload = (p.len as usize).checked_sub(headers).unwrap_or(16);
+    f.payload(payload).build()
 }
 
 #[cfg(test)]

@@ -116,6 +116,8 @@ fn parse_ipv4(frame: &[u8], off: usize, frame_len: usize, key: &mut PacketKey) -
     key.family = FAMILY_IPV4;
     key.proto = ip[9];
     key.pkt_len = tot as u32;
+    key.ttl = ip[8];
+    key.dscp = ip[1] >> 2;
     key.src[12..].copy_from_slice(&ip[12..16]);
     key.dst[12..].copy_from_slice(&ip[16..20]);
 
@@ -145,6 +147,9 @@ fn parse_ipv6(frame: &[u8], off: usize, frame_len: usize, key: &mut PacketKey) -
     }
     key.family = FAMILY_IPV6;
     key.pkt_len = tot as u32;
+    key.ttl = ip6[7];
+    // traffic class: the low nibble of byte 0, the high one of byte 1
+    key.dscp = ((ip6[0] & 0x0f) << 2) | (ip6[1] >> 6);
     key.src.copy_from_slice(&ip6[8..24]);
     key.dst.copy_from_slice(&ip6[24..40]);
 

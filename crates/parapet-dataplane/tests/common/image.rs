@@ -6,7 +6,10 @@
 #![allow(dead_code)]
 
 use parapet_dataplane::PacketKey;
-use parapet_image::{checksum, hw, kind, KeyWords, KEY_OFF, KEY_WIDE, MAGIC, VERSION};
+use parapet_image::{
+    checksum, hw, kind, KeyWords, FIXED_FIELDS, KEY_OFF, KEY_SETS, KEY_WIDE, KEY_WORDS, MAGIC,
+    SET_FIELD, VERSION,
+};
 use parapet_model::IfName;
 
 pub const KIND_DECIDE: u32 = kind::DECIDE;
@@ -19,19 +22,19 @@ const HW_CHECKSUM: usize = hw::CHECKSUM;
 
 /// Field id -> (first key word, is 128-bit).
 pub fn field_layout(f: u32) -> (usize, bool) {
-    assert!(f < 12, "no field {f}");
+    assert!(f < FIXED_FIELDS, "no field {f}");
     (KEY_OFF[f as usize], KEY_WIDE[f as usize])
 }
 
 /// The image key of a parsed IP packet that arrived on `iif`, as the BPF
 /// walker builds it (set bits 0: the kernel fills them from its set maps).
-pub fn image_key(key: &PacketKey, iif: &str) -> [u32; 26] {
+pub fn image_key(key: &PacketKey, iif: &str) -> [u32; KEY_WORDS] {
     let iif = IfName::new(iif).expect("an interface name");
     let pkt = key.to_packet(iif).expect("an IP packet");
     KeyWords::new(&pkt, 0).to_words()
 }
 
-pub fn key_value(key: &[u32; 26], f: u32) -> u128 {
+pub fn key_value(key: &[u32; KEY_WORDS], f: u32) -> u128 {
     let (at, wide) = field_layout(f);
     let n = if wide { 4 } else { 1 };
     (0..n).fold(0u128, |v, k| v | u128::from(key[at + k]) << (32 * k))
@@ -39,26 +42,26 @@ pub fn key_value(key: &[u32; 26], f: u32) -> u128 {
 
 #[derive(Clone, Debug)]
 pub enum Constraint {
-    /// Field 0..=11, closed sorted disjoint ranges; `wide` selects 8-word
+    /// A fixed field (0..FIXED_FIELDS), closed sorted disjoint ranges; `wide` selects 8-word
     /// ranges (otherwise every bound must fit in 32 bits).
     Ranges {
         field: u32,
         wide: bool,
         ranges: Vec<(u128, u128)>,
     },
-    /// Field 12: (sets & mask) == want.
+    /// The set field: (sets & mask) == want.
     Sets { mask: u64, want: u64 },
 }
 
 impl Constraint {
-    pub fn matches(&self, key: &[u32; 26]) -> bool {
+    pub fn matches(&self, key: &[u32; KEY_WORDS]) -> bool {
         match self {
             Constraint::Ranges { field, ranges, .. } => {
                 let v = key_value(key, *field);
                 ranges.iter().any(|&(lo, hi)| lo <= v && v <= hi)
             }
             Constraint::Sets { mask, want } => {
-                let sets = u64::from(key[24]) | u64::from(key[25]) << 32;
+                let sets = u64::from(key[KEY_SETS]) | u64::from(key[KEY_SETS + 1]) << 32;
                 sets & mask == *want
             }
         }
@@ -98,7 +101,7 @@ pub struct Entry {
 }
 
 impl Entry {
-    pub fn matches(&self, key: &[u32; 26]) -> bool {
+    pub fn matches(&self, key: &[u32; KEY_WORDS]) -> bool {
         self.constraints.iter().all(|c| c.matches(key))
     }
 }
@@ -132,7 +135,7 @@ pub struct ImageSpec {
 }
 
 /// The linear reference: (rule id, verdict code, non-terminal rule ids).
-pub fn reference(spec: &ImageSpec, key: &[u32; 26]) -> (u32, u32, Vec<u32>) {
+pub fn reference(spec: &ImageSpec, key: &[u32; KEY_WORDS]) -> (u32, u32, Vec<u32>) {
     let mut nonterm = Vec::new();
     let mut i = 0usize;
     while i < spec.entries.len() {
@@ -272,7 +275,7 @@ pub fn assemble(spec: &ImageSpec) -> Vec<u32> {
                     }
                 }
                 Constraint::Sets { mask, want } => {
-                    body.push(12 | 1 << 16);
+                    body.push(SET_FIELD | 1 << 16);
                     body.extend([*mask as u32, (*mask >> 32) as u32]);
                     body.extend([*want as u32, (*want >> 32) as u32]);
                 }

@@ -1,12 +1,13 @@
 //! The match modules (`-m tcp`, `-m multiport`, `-m set`, …) and every
 //! match option, lowered to per-field interval sets.
 
+use super::header::{header_option_module, HEADER_MATCHES};
 use super::rule::{Need, RuleParser};
 use crate::common::*;
 use parapet_model::*;
 
 pub(super) const SUPPORTED_MATCHES: &str =
-    "tcp, udp, sctp, udplite, icmp, icmp6, multiport, iprange, conntrack, state, set, comment, limit, recent, hashlimit";
+    "tcp, udp, sctp, udplite, icmp, icmp6, multiport, iprange, conntrack, state, set, comment, limit, recent, hashlimit, ttl, hl, length, dscp";
 
 const PORT_PROTOS: &[u8] = &[6, 17, 132, 136];
 
@@ -64,7 +65,7 @@ fn option_module(opt: &str) -> Option<&'static [&'static str]> {
         "--set" | "--rcheck" | "--update" | "--remove" | "--seconds" | "--hitcount" | "--rttl"
         | "--reap" | "--name" | "--rsource" | "--rdest" | "--mask" => &["recent"],
         o if HASHLIMIT_OPTIONS.contains(&o) => &["hashlimit"],
-        _ => return None,
+        _ => return header_option_module(opt),
     })
 }
 
@@ -110,7 +111,11 @@ impl RuleParser<'_> {
             );
             return;
         }
-        if !SUPPORTED.contains(&n) {
+        if let Some(m) = self.header_module_family(n) {
+            self.err(name.col, m);
+            return;
+        }
+        if !SUPPORTED.contains(&n) && !HEADER_MATCHES.contains(&n) {
             self.err(
                 name.col,
                 format!("unknown match '{n}' (supported: {SUPPORTED_MATCHES})"),
@@ -175,8 +180,8 @@ impl RuleParser<'_> {
         if L4_MATCHES.contains(&n) {
             self.fragment_blind();
         }
-        if n == "multiport" {
-            self.multiport_options = 0;
+        if n == "multiport" || HEADER_MATCHES.contains(&n) {
+            self.module_options = 0;
         }
         self.modules.push(n.to_string());
     }
@@ -305,8 +310,8 @@ impl RuleParser<'_> {
                 }
             }
             "--sports" | "--source-ports" | "--dports" | "--destination-ports" | "--ports" => {
-                self.multiport_options += 1;
-                if self.multiport_options > 1 {
+                self.module_options += 1;
+                if self.module_options > 1 {
                     return self.err(col, format!("one -m multiport takes one of --sports, --dports, --ports, as in iptables (write another -m multiport for {opt})"));
                 }
                 let mut set = IntervalSet::empty();
@@ -464,6 +469,9 @@ impl RuleParser<'_> {
             ),
             o if HASHLIMIT_OPTIONS.contains(&o) => {
                 self.hashlimit_option(opt, col, negated, v, vcol)
+            }
+            _ if header_option_module(opt).is_some() => {
+                self.header_option(opt, col, negated, v, vcol)
             }
             _ => self.err(
                 col,

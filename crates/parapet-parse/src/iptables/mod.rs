@@ -10,6 +10,7 @@
 //! and their options), `targets` (`-j`/`-g` and target options).
 
 mod hashlimit;
+mod header;
 mod matches;
 mod recent;
 mod rule;
@@ -25,6 +26,7 @@ use table::{
     TableState,
 };
 
+pub(crate) use header::parse_number;
 pub(crate) use matches::{iface_set, parse_rate};
 pub(crate) use targets::{parse_log_level, LOG_LEVELS};
 
@@ -230,7 +232,7 @@ pub(crate) fn parse(
             kernel_target: None,
             end_col: line.chars().count() as u32 + 1,
             chain: &chain_word.text,
-            multiport_options: 0,
+            module_options: 0,
             either_port: None,
         };
         rp.matches

@@ -80,8 +80,9 @@ pub(super) struct RuleParser<'a> {
     /// The chain the rule is appended to (`-i` has no meaning in OUTPUT,
     /// `-o` none in INPUT: iptables refuses them there).
     pub(super) chain: &'a str,
-    /// Port options since the last `-m multiport` (it takes one).
-    pub(super) multiport_options: u8,
+    /// Options since the last `-m` of a module that takes one option
+    /// (`multiport`, `ttl`, `hl`, `length`, `dscp`).
+    pub(super) module_options: u8,
     /// `-m multiport --ports P`: source OR destination port in P, which is
     /// two boxes; the rule becomes two model rules with its id (see
     /// `mod.rs`).

@@ -22,6 +22,11 @@ pub(super) enum Kind {
     /// `meta protocol`: the ethertype, which in ip/ip6/inet tables is the
     /// packet's family.
     Ethertype,
+    /// A plain number up to the given maximum (`ip ttl`, `meta length`),
+    /// decimal or `0x` hex, or a range `A-B`.
+    Number(u128),
+    /// `ip dscp`: a number or one of nft's names (`ef`, `af41`, `cs1`).
+    Dscp,
 }
 
 struct Selector {
@@ -31,7 +36,7 @@ struct Selector {
     implied: Vec<(Field, IntervalSet)>,
 }
 
-const SUPPORTED_EXPRS: &str = "ip/ip6 saddr|daddr|protocol|nexthdr, tcp/udp/sctp/udplite/th sport|dport, tcp flags, meta l4proto|nfproto|protocol|iifname|oifname, iifname, oifname, ct state, icmp/icmpv6 type|code, counter, log, limit, comment, accept, drop, reject, jump, goto, return";
+const SUPPORTED_EXPRS: &str = "ip/ip6 saddr|daddr|protocol|nexthdr|dscp, ip ttl, ip6 hoplimit, tcp/udp/sctp/udplite/th sport|dport, tcp flags, meta l4proto|nfproto|protocol|iifname|oifname|length, iifname, oifname, ct state, icmp/icmpv6 type|code, counter, log, limit, comment, accept, drop, reject, jump, goto, return";
 
 impl RuleParser<'_> {
     /// A selector expression: `ip saddr`, `tcp dport`, `ct state`, …
@@ -71,6 +76,9 @@ impl RuleParser<'_> {
                     "saddr" => sel(Field::SrcAddr, Kind::Addr(f), vec![fam_pt(f)]),
                     "daddr" => sel(Field::DstAddr, Kind::Addr(f), vec![fam_pt(f)]),
                     "protocol" | "nexthdr" => sel(Field::Proto, Kind::Proto, vec![fam_pt(f)]),
+                    "ttl" if f == Family::V4 => sel(Field::Ttl, Kind::Number(0xff), vec![fam_pt(f)]),
+                    "hoplimit" if f == Family::V6 => sel(Field::Ttl, Kind::Number(0xff), vec![fam_pt(f)]),
+                    "dscp" => sel(Field::Dscp, Kind::Dscp, vec![fam_pt(f)]),
                     "frag-off" if f == Family::V4 => {
                         // Only `ip frag-off & 0x1fff != 0` (non-first fragment).
                         let toks: Vec<String> = self.toks[self.i..].iter().take(4).map(|t| t.show()).collect();
@@ -88,7 +96,7 @@ impl RuleParser<'_> {
                         self.matches.constrain(Field::Fragment, IntervalSet::point(frag));
                         Err((0, 0, String::new()))
                     }
-                    other => Err((l, c, format!("'{w} {other}' is not supported (supported: {w} saddr, {w} daddr, {w} {})", if w == "ip" { "protocol" } else { "nexthdr" }))),
+                    other => Err((l, c, format!("'{w} {other}' is not supported (supported: {w} saddr, {w} daddr, {w} {}, {w} dscp)", if w == "ip" { "protocol, ip ttl" } else { "nexthdr, ip6 hoplimit" }))),
                 }
             }
             "tcp" | "udp" | "sctp" | "udplite" => {
@@ -156,7 +164,8 @@ impl RuleParser<'_> {
                     "protocol" => sel(Field::Family, Kind::Ethertype, vec![]),
                     "iifname" | "iif" => sel(Field::InIface, Kind::Iface, vec![]),
                     "oifname" | "oif" => sel(Field::OutIface, Kind::Iface, vec![]),
-                    other => Err((l, c, format!("'meta {other}' is not supported (supported: meta l4proto, nfproto, protocol, iifname, oifname)"))),
+                    "length" => sel(Field::Length, Kind::Number(0xffff_ffff), vec![]),
+                    other => Err((l, c, format!("'meta {other}' is not supported (supported: meta l4proto, nfproto, protocol, iifname, oifname, length)"))),
                 }
             }
             "iifname" | "iif" => sel(Field::InIface, Kind::Iface, vec![]),
@@ -517,6 +526,32 @@ impl RuleParser<'_> {
                     None => text.parse::<u8>().map_err(|_| err(format!("expected an ICMP type name or number (like echo-request or 8), found '{text}'")))?,
                 };
                 Ok(icmp_interval(t, None))
+            }
+            Kind::Number(max) => {
+                let num = |s: &str| crate::iptables::parse_number(s, max.min(u32::MAX as u128) as u32);
+                let (lo, hi) = match text.split_once('-') {
+                    Some((a, b)) => (num(a), num(b)),
+                    None => (num(text), num(text)),
+                };
+                match (lo, hi) {
+                    (Some(lo), Some(hi)) if lo <= hi => Ok(IntervalSet::range(lo as u128, hi as u128)),
+                    _ => Err(err(format!("expected a number 0-{max} or a range A-B, found '{text}'"))),
+                }
+            }
+            Kind::Dscp => {
+                let one = |s: &str| {
+                    dscp_class(s)
+                        .map(u32::from)
+                        .or_else(|| crate::iptables::parse_number(s, 0x3f))
+                };
+                let (lo, hi) = match text.split_once('-') {
+                    Some((a, b)) => (one(a), one(b)),
+                    None => (one(text), one(text)),
+                };
+                match (lo, hi) {
+                    (Some(lo), Some(hi)) if lo <= hi => Ok(IntervalSet::range(lo as u128, hi as u128)),
+                    _ => Err(err(format!("expected a DSCP value 0-63 or name (cs0-cs7, af11-af43, ef), found '{text}'"))),
+                }
             }
             Kind::IcmpCode => {
                 let c: u8 = text.parse().map_err(|_| err(format!("expected an ICMP code 0-255, found '{text}'")))?;

@@ -325,6 +325,7 @@ fn ipt_rule(rs: &Ruleset, r: &Rule, family: Family, extra: &str) -> Result<Strin
     write_icmp(&mut out, r, proto, family)?;
     out.push_str(&multiport);
     out.push_str(extra);
+    super::header::ipt_header(&mut out, r, family)?;
     if let Some(set) = r.matches.get(Field::CtState) {
         let (neg, states) = ct_states(set, id)?;
         let names: Vec<&str> = states.iter().map(|s| s.iptables_name()).collect();
