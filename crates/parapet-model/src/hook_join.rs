@@ -69,6 +69,7 @@ pub fn join_at_hook(chains: Vec<(DecisionList, Option<Family>)>) -> DecisionList
                 kind: EntryKind::Decide(list.policy.clone()),
                 limit: None,
                 recent: None,
+                hashlimit: None,
             });
         } else if last {
             policy = list.policy;
