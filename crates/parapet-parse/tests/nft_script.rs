@@ -505,7 +505,7 @@ fn clearer_messages_and_nft_spellings() {
         })
     );
     // nft's name for the IPv6 protocol field is nexthdr.
-    let e = err(&input("\t\tip6 hoplimit 1 drop\n"));
+    let e = err(&input("\t\tip6 flowlabel 1 drop\n"));
     assert!(
         e.contains("ip6 nexthdr") && !e.contains("ip6 protocol"),
         "{e}"
