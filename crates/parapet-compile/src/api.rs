@@ -30,6 +30,11 @@ pub struct CompileOptions {
     /// `spfac × n` entries in total. 0 disables multi-way cuts (binary range
     /// cuts only).
     pub spfac: f64,
+    /// Keep the entries after one that covers a leaf's whole region
+    /// (normally dropped: no packet of the leaf reaches them). Incremental
+    /// deletes tombstone entries in place, and the entries a tombstone
+    /// uncovers must then still be in the leaf.
+    pub keep_shadowed: bool,
 }
 
 impl Default for CompileOptions {
@@ -42,6 +47,7 @@ impl Default for CompileOptions {
             max_depth: 48,
             work_factor: 4_000,
             spfac: 4.0,
+            keep_shadowed: false,
         }
     }
 }

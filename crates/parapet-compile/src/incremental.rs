@@ -87,6 +87,12 @@ impl Incremental {
         if !list.is_pure_first_match() {
             return Err(UpdateError::NotPure);
         }
+        // A tombstone uncovers the entries after it: the base's leaves must
+        // keep them (the tree would drop what a covering entry shadows).
+        let opts = BuildOptions {
+            keep_shadowed: true,
+            ..opts
+        };
         let policy = list.policy.clone();
         let overlay_list = empty(&policy);
         let linear = BuildOptions {

@@ -76,6 +76,9 @@ pub struct BuildOptions {
     /// Override the multi-way space factor the policy would pick (0 = binary
     /// cuts only).
     pub spfac: Option<f64>,
+    /// Keep shadowed entries in the leaves (see
+    /// [`CompileOptions::keep_shadowed`]); set by [`crate::Incremental`].
+    pub keep_shadowed: bool,
 }
 
 impl Default for BuildOptions {
@@ -87,6 +90,7 @@ impl Default for BuildOptions {
             leaf_size: None,
             partition: true,
             spfac: None,
+            keep_shadowed: false,
         }
     }
 }
@@ -161,6 +165,7 @@ impl Classifier {
             max_memory,
             leaf_size,
             partition: opts.partition,
+            keep_shadowed: opts.keep_shadowed,
             spfac: opts.spfac.unwrap_or(match opts.policy {
                 Policy::Performance => 4.0,
                 Policy::Memory => 1.5,

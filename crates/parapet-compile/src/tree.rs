@@ -170,6 +170,9 @@ impl Builder<'_> {
     /// region and that no RETURN can skip: nothing after it can be reached
     /// for a packet of this region.
     fn prune(&self, list: &mut Vec<u32>, region: &Region) {
+        if self.opts.keep_shadowed {
+            return;
+        }
         if let Some(p) = list.iter().position(|&i| {
             let e = &self.entries[i as usize];
             e.decide && !self.skippable[i as usize] && e.covers(region)
