@@ -126,6 +126,11 @@ impl Netns {
         // The guard exists from here on: a failure below still cleans up.
         let ns = Netns { name };
         ns.ip(&["link", "set", "lo", "up"])?;
+        // Tests bind fixed ports below 50000 (crafted source ports from
+        // 40000 up); an ephemeral port taken by an earlier socket in the
+        // same namespace must never collide with one (a CI run failed on
+        // EADDRINUSE at 42091 so).
+        ns.exec(&["sysctl", "-qw", "net.ipv4.ip_local_port_range=50000 60999"])?;
         Ok(ns)
     }
 
