@@ -96,6 +96,28 @@ impl Walker<'_> {
         visit: &mut dyn FnMut(Outcome, &Cube) -> bool,
         touched: &mut dyn FnMut(usize),
     ) -> Result<bool, OverBudget> {
+        // A run with a catch-all settles every piece at once: no
+        // candidates are needed (see `Walker::settled_in_bulk`).
+        let bulk: Option<Vec<usize>> = start
+            .cubes()
+            .iter()
+            .map(|c| self.settled_in_bulk(c, from, to, settle))
+            .collect();
+        if let Some(stops) = bulk.filter(|s| !s.is_empty()) {
+            if budget
+                .deadline
+                .is_some_and(|t| std::time::Instant::now() > t)
+            {
+                return Err(OverBudget);
+            }
+            for (c, k) in start.cubes().iter().zip(stops) {
+                touched(k);
+                if visit(Outcome::Decided(Stop::Entry(k)), c) {
+                    return Ok(true);
+                }
+            }
+            return Ok(false);
+        }
         let d = self.space.dims().len();
         let hull_of = |c: &Cube| -> Vec<(u128, u128)> { c.hull().collect() };
         // Every piece lies in the start's box: only entries meeting it can

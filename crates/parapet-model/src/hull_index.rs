@@ -10,11 +10,23 @@
 //! block), and each level keeps its (block, entry) pairs sorted. The
 //! entries whose side may meet `[qlo, qhi]` at level `L` are then one
 //! contiguous run, blocks `qlo >> L ..= qhi >> L`, found by binary search.
-//! A query counts the run lengths in every dimension, enumerates the
-//! dimension with the fewest, and filters those by the whole box — so its
-//! cost follows the entries that overlap the query in its most selective
-//! field. The answer is exact: the same entries, in the same order, as a
-//! scan with the same box test.
+//!
+//! **Groups by key field.** A field where an entry is a wildcard files it
+//! in the one block every query meets: in ClassBench fw1, 59 % of the rules
+//! have any source and 25 % any destination (never both), so whichever
+//! single field a query picks, a quarter of the list or more answers it —
+//! a point lookup over 100,000 rules filtered 25,000 boxes. So each entry
+//! belongs to one *group*, that of its key field: the field where the
+//! fewest entries' sides meet its own block (counted when the index is
+//! built, two binary searches per field). Each group is indexed on every
+//! field; a query asks every group separately, on the field that group
+//! answers with the fewest entries (its key field first: for a point, that
+//! run is nearly always a handful), and enumerates only those. A source-
+//! wildcard rule then sits in the destination group, where a query asks
+//! by destination, and no field's wildcards reach every query.
+//!
+//! The answer is exact: the same entries, in the same order, as a scan
+//! with the same box test.
 
 /// One level of one dimension: the entries whose side fits a block of
 /// `2^shift` values, as (block number, entry), sorted.
@@ -42,11 +54,118 @@ fn shr(x: u128, s: u32) -> u128 {
     x.checked_shr(s).unwrap_or(0)
 }
 
+/// The level of a side: the bit length of the block that holds it.
+fn level_of(lo: u128, hi: u128) -> u32 {
+    128 - (lo ^ hi).leading_zeros()
+}
+
+/// The aligned block of `2^shift` values holding `lo`.
+fn block_of(lo: u128, shift: u32) -> (u128, u128) {
+    let mask = 1u128.checked_shl(shift).map_or(u128::MAX, |b| b - 1);
+    (lo & !mask, lo | mask)
+}
+
+/// The entries of one key field, indexed on every field.
+struct Group {
+    /// Its entries, ascending.
+    members: Vec<u32>,
+    /// The field its entries were filed under.
+    key: usize,
+    /// Per dimension, its non-empty levels.
+    levels: Vec<Vec<Level>>,
+}
+
+impl Group {
+    fn new(members: Vec<u32>, key: usize, hulls: &[(u128, u128)], dims: usize) -> Self {
+        let levels = (0..dims)
+            .map(|d| {
+                let mut by_level: Vec<Vec<(u128, u32)>> = vec![Vec::new(); 129];
+                for &e in &members {
+                    let (lo, hi) = hulls[e as usize * dims + d];
+                    let shift = level_of(lo, hi);
+                    by_level[shift as usize].push((shr(lo, shift), e));
+                }
+                by_level
+                    .into_iter()
+                    .enumerate()
+                    .filter(|(_, keys)| !keys.is_empty())
+                    .map(|(shift, mut keys)| {
+                        keys.sort_unstable();
+                        Level {
+                            shift: shift as u32,
+                            keys,
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+        Group {
+            members,
+            key,
+            levels,
+        }
+    }
+
+    /// How many of the group's (block, entry) keys in `from..to` dimension
+    /// `dim` enumerates for `[lo, hi]`.
+    fn count(&self, dim: usize, (lo, hi): (u128, u128), from: usize, to: usize) -> usize {
+        self.levels[dim]
+            .iter()
+            .map(|l| l.run(lo, hi, from, to).len())
+            .sum()
+    }
+
+    /// Appends the group's entries in `from..to` whose box meets `query`
+    /// (unordered) to `out`.
+    fn meeting_into(
+        &self,
+        meets: &dyn Fn(usize) -> bool,
+        query: &[(u128, u128)],
+        from: usize,
+        to: usize,
+        out: &mut Vec<usize>,
+    ) {
+        // A run this short is cheaper to filter than counting the others.
+        const SHORT: usize = 32;
+        let mut best = (self.count(self.key, query[self.key], from, to), self.key);
+        if best.0 > SHORT {
+            for dim in (0..self.levels.len()).filter(|&d| d != self.key) {
+                let count = self.count(dim, query[dim], from, to);
+                if count < best.0 {
+                    best = (count, dim);
+                }
+            }
+        }
+        let lo = self.members.partition_point(|&e| (e as usize) < from);
+        let hi = self.members.partition_point(|&e| (e as usize) < to);
+        let (count, dim) = best;
+        if count < (hi - lo) / 2 {
+            let (qlo, qhi) = query[dim];
+            out.extend(
+                self.levels[dim]
+                    .iter()
+                    .flat_map(|l| {
+                        l.keys[l.run(qlo, qhi, from, to)]
+                            .iter()
+                            .map(|k| k.1 as usize)
+                    })
+                    .filter(|&e| (from..to).contains(&e) && meets(e)),
+            );
+        } else {
+            out.extend(
+                self.members[lo..hi]
+                    .iter()
+                    .map(|&e| e as usize)
+                    .filter(|&e| meets(e)),
+            );
+        }
+    }
+}
+
 /// See the module documentation.
 pub struct HullIndex {
     dims: usize,
-    /// Per dimension, its non-empty levels.
-    levels: Vec<Vec<Level>>,
+    groups: Vec<Group>,
 }
 
 /// True when two boxes (one `(lo, hi)` per dimension) share a point.
@@ -59,34 +178,47 @@ impl HullIndex {
     /// with an empty side (`lo > hi`) meet nothing and are left out.
     pub fn new(hulls: &[(u128, u128)], dims: usize) -> Self {
         let n = hulls.len().checked_div(dims).unwrap_or(0);
-        let mut levels = Vec::with_capacity(dims);
-        for d in 0..dims {
-            let mut by_level: Vec<Vec<(u128, u32)>> = vec![Vec::new(); 129];
-            for e in 0..n {
-                let h = &hulls[e * dims..(e + 1) * dims];
-                if h.iter().any(|&(lo, hi)| lo > hi) {
-                    continue;
-                }
-                let (lo, hi) = h[d];
-                let shift = 128 - (lo ^ hi).leading_zeros();
-                by_level[shift as usize].push((shr(lo, shift), e as u32));
-            }
-            levels.push(
-                by_level
-                    .into_iter()
-                    .enumerate()
-                    .filter(|(_, keys)| !keys.is_empty())
-                    .map(|(shift, mut keys)| {
-                        keys.sort_unstable();
-                        Level {
-                            shift: shift as u32,
-                            keys,
-                        }
-                    })
-                    .collect(),
-            );
+        let valid: Vec<u32> = (0..n)
+            .filter(|&e| {
+                hulls[e * dims..(e + 1) * dims]
+                    .iter()
+                    .all(|&(lo, hi)| lo <= hi)
+            })
+            .map(|e| e as u32)
+            .collect();
+        // Per field, the sides' ends sorted: how many sides meet a block
+        // is all of them but those ending below it and those starting above.
+        let ends: Vec<(Vec<u128>, Vec<u128>)> = (0..dims)
+            .map(|d| {
+                let side = |e: u32| hulls[e as usize * dims + d];
+                let mut los: Vec<u128> = valid.iter().map(|&e| side(e).0).collect();
+                let mut his: Vec<u128> = valid.iter().map(|&e| side(e).1).collect();
+                los.sort_unstable();
+                his.sort_unstable();
+                (los, his)
+            })
+            .collect();
+        let mut members: Vec<Vec<u32>> = vec![Vec::new(); dims];
+        for &e in &valid {
+            let key = (0..dims)
+                .min_by_key(|&d| {
+                    let (lo, hi) = hulls[e as usize * dims + d];
+                    let (blo, bhi) = block_of(lo, level_of(lo, hi));
+                    let (los, his) = &ends[d];
+                    let below = his.partition_point(|&h| h < blo);
+                    let above = los.len() - los.partition_point(|&l| l <= bhi);
+                    los.len() - below - above
+                })
+                .unwrap_or(0);
+            members[key].push(e);
         }
-        HullIndex { dims, levels }
+        let groups = members
+            .into_iter()
+            .enumerate()
+            .filter(|(_, m)| !m.is_empty())
+            .map(|(key, m)| Group::new(m, key, hulls, dims))
+            .collect();
+        HullIndex { dims, groups }
     }
 
     /// The entries in `from..to` whose box meets `query`, ascending.
@@ -103,28 +235,12 @@ impl HullIndex {
         if query.iter().any(|&(lo, hi)| lo > hi) || from >= to {
             return Vec::new();
         }
-        // The most selective dimension; a scan when none beats it.
-        let mut best: Option<(usize, usize)> = None;
-        for (dim, levels) in self.levels.iter().enumerate() {
-            let (lo, hi) = query[dim];
-            let count: usize = levels.iter().map(|l| l.run(lo, hi, from, to).len()).sum();
-            if best.is_none_or(|(c, _)| count < c) {
-                best = Some((count, dim));
-            }
+        let mut out = Vec::new();
+        for g in &self.groups {
+            g.meeting_into(&meets, query, from, to, &mut out);
         }
-        match best {
-            Some((count, dim)) if count < (to - from) / 2 => {
-                let (lo, hi) = query[dim];
-                let mut out: Vec<usize> = self.levels[dim]
-                    .iter()
-                    .flat_map(|l| l.keys[l.run(lo, hi, from, to)].iter().map(|k| k.1 as usize))
-                    .filter(|&e| (from..to).contains(&e) && meets(e))
-                    .collect();
-                out.sort_unstable();
-                out
-            }
-            _ => (from..to).filter(|&e| meets(e)).collect(),
-        }
+        out.sort_unstable();
+        out
     }
 }
 

@@ -77,6 +77,9 @@ pub struct Walker<'a> {
     /// for a covering entry costs the run's length per search (quadratic
     /// over `lint`'s per-rule searches of a 100,000-rule list).
     next_catch_all: Vec<(Cube, Vec<usize>)>,
+    /// For each index: the first deciding or RETURN entry at or after it,
+    /// or `n`.
+    next_stop: Vec<usize>,
 }
 
 /// True when every side of `cube` holds the whole range of the hull's.
@@ -127,6 +130,13 @@ impl<'a> Walker<'a> {
                 _ => {}
             }
         }
+        let mut next_stop = vec![n; n + 1];
+        for i in (0..n).rev() {
+            next_stop[i] = match list.entries[i].kind {
+                EntryKind::Decide(_) | EntryKind::Return { .. } => i,
+                _ => next_stop[i + 1],
+            };
+        }
         // Per family's universe cube, the entries that hold all of it.
         let next_catch_all: Vec<(Cube, Vec<usize>)> = space
             .universe()
@@ -145,6 +155,7 @@ impl<'a> Walker<'a> {
             list,
             space,
             next_catch_all,
+            next_stop,
             removed: vec![false; n],
             cubes,
             hulls,
@@ -171,6 +182,32 @@ impl<'a> Walker<'a> {
             .iter()
             .find(|(u, _)| cube.is_subset(u))
             .map_or(self.list.entries.len(), |(_, next)| next[i])
+    }
+
+    /// The catch-all that decides every packet of `cube` standing at entry
+    /// `from`, when `settle` lets that be settled in bulk: the first entry
+    /// from `from` on that can decide or RETURN decides, with a verdict
+    /// `settle` allows, in a run that holds a catch-all before `to`. Every
+    /// piece of `cube` a search would follow from `from` then ends at that
+    /// catch-all, so a search answers for `cube` without asking the index
+    /// for the entries it meets (for a wide rule of a 100,000-rule list,
+    /// tens of thousands of them).
+    pub(crate) fn settled_in_bulk(
+        &self,
+        cube: &Cube,
+        from: usize,
+        to: usize,
+        settle: Settle,
+    ) -> Option<usize> {
+        if cube.is_empty() || from >= to {
+            return None;
+        }
+        let first = *self.next_stop.get(from)?;
+        let EntryKind::Decide(v) = &self.list.entries.get(first)?.kind else {
+            return None;
+        };
+        let k = self.next_catch_all(cube, from);
+        (settle.allows(v) && k < to && k < self.run_end[first] && !self.removed[k]).then_some(k)
     }
 
     /// For a deciding entry, one past the end of its run (see [`Settle`]).
