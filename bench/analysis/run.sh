@@ -2,7 +2,9 @@
 # Times `parapet lint` and `parapet diff` (against a copy with 1 % of the
 # rules reordered or edited, made by perturb.py) on ClassBench sets, for one
 # or more parapet binaries interleaved in one run: median, min and max wall
-# seconds of ROUNDS runs, the exit code and whether the answer is complete.
+# seconds of ROUNDS runs, the exit code and whether the answer is complete,
+# then the median, min and max CPU seconds (user + system; on a machine
+# shared with other work the wall time mostly measures the others).
 #
 # usage: bench/analysis/run.sh "BIN..." "SET..." [ROUNDS] [TIME_LIMIT]
 #   e.g. bench/analysis/run.sh "/tmp/parapet.before target/release/parapet" \
@@ -13,26 +15,29 @@ here=$(cd "$(dirname "$0")" && pwd)
 data=${DATA:-$here/../../../shared/data/classbench}
 tmp=${TMPDIR:-/tmp}/parapet-analysis-bench
 mkdir -p "$tmp"
-printf 'bin\tset\tcommand\tmedian_s\tmin_s\tmax_s\texit\tcomplete\n'
+printf 'bin\tset\tcommand\tmedian_s\tmin_s\tmax_s\texit\tcomplete\tcpu_median_s\tcpu_min_s\tcpu_max_s\tpeak_rss_kb\n'
 for set in $sets; do
     [ -s "$tmp/$set" ] || gunzip -c "$data/$set.gz" > "$tmp/$set" 2>/dev/null || cp "$data/$set" "$tmp/$set"
     [ -s "$tmp/$set.b" ] || python3 "$here/perturb.py" "$tmp/$set" "$tmp/$set.b"
     for cmd in lint diff; do
         for bin in $bins; do
-            times=""
+            times="" cpus="" rss=0
             for _ in $(seq "$rounds"); do
                 start=$(date +%s.%N)
                 if [ "$cmd" = lint ]; then
-                    set +e; "$bin" lint "$tmp/$set" --json --time-limit "$limit" > "$tmp/out.json" 2>/dev/null; rc=$?; set -e
+                    set +e; /usr/bin/time -o "$tmp/time" -f '%U %S %M' "$bin" lint "$tmp/$set" --json --time-limit "$limit" > "$tmp/out.json" 2>/dev/null; rc=$?; set -e
                 else
-                    set +e; "$bin" diff "$tmp/$set" "$tmp/$set.b" --json --time-limit "$limit" > "$tmp/out.json" 2>/dev/null; rc=$?; set -e
+                    set +e; /usr/bin/time -o "$tmp/time" -f '%U %S %M' "$bin" diff "$tmp/$set" "$tmp/$set.b" --json --time-limit "$limit" > "$tmp/out.json" 2>/dev/null; rc=$?; set -e
                 fi
                 end=$(date +%s.%N)
                 times="$times $(echo "$end - $start" | bc)"
+                cpus="$cpus $(tail -1 "$tmp/time" | awk '{print $1 + $2}')"
+                rss=$(tail -1 "$tmp/time" | awk -v r="$rss" '{print ($3 > r) ? $3 : r}')
             done
             complete=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["complete"])' "$tmp/out.json" 2>/dev/null || echo "?")
             stats=$(echo "$times" | tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {printf "%.2f\t%.2f\t%.2f", a[int((NR+1)/2)], a[1], a[NR]}')
-            printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$bin" "$set" "$cmd" "$stats" "$rc" "$complete"
+            cpu=$(echo "$cpus" | tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {printf "%.2f\t%.2f\t%.2f", a[int((NR+1)/2)], a[1], a[NR]}')
+            printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$bin" "$set" "$cmd" "$stats" "$rc" "$complete" "$cpu" "$rss"
         done
     done
 done

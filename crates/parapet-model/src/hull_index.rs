@@ -107,12 +107,26 @@ impl Group {
     }
 
     /// How many of the group's (block, entry) keys in `from..to` dimension
-    /// `dim` enumerates for `[lo, hi]`.
-    fn count(&self, dim: usize, (lo, hi): (u128, u128), from: usize, to: usize) -> usize {
-        self.levels[dim]
-            .iter()
-            .map(|l| l.run(lo, hi, from, to).len())
-            .sum()
+    /// `dim` enumerates for `[lo, hi]`, or any number `>= bound` once it
+    /// is clear there are at least that many (the levels left are not
+    /// searched: another field already answers with fewer). Coarse levels
+    /// first: the wildcards, the longest runs, are there.
+    fn count(
+        &self,
+        dim: usize,
+        (lo, hi): (u128, u128),
+        from: usize,
+        to: usize,
+        bound: usize,
+    ) -> usize {
+        let mut sum = 0;
+        for l in self.levels[dim].iter().rev() {
+            sum += l.run(lo, hi, from, to).len();
+            if sum >= bound {
+                break;
+            }
+        }
+        sum
     }
 
     /// Appends the group's entries in `from..to` whose box meets `query`
@@ -127,10 +141,13 @@ impl Group {
     ) {
         // A run this short is cheaper to filter than counting the others.
         const SHORT: usize = 32;
-        let mut best = (self.count(self.key, query[self.key], from, to), self.key);
+        let mut best = (
+            self.count(self.key, query[self.key], from, to, usize::MAX),
+            self.key,
+        );
         if best.0 > SHORT {
             for dim in (0..self.levels.len()).filter(|&d| d != self.key) {
-                let count = self.count(dim, query[dim], from, to);
+                let count = self.count(dim, query[dim], from, to, best.0);
                 if count < best.0 {
                     best = (count, dim);
                 }
