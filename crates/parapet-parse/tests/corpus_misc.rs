@@ -117,3 +117,107 @@ fn nft_reject_with_icmp_names_without_type() {
         );
     }
 }
+
+/// fw4's shape: a filter chain, and chains at prerouting and input whose
+/// rules only set the DSCP field.
+const MANGLE: &str = "table inet fw4 {
+	chain input {
+		type filter hook input priority filter; policy drop;
+		tcp dport 22 accept
+	}
+	chain mangle_prerouting {
+		type filter hook prerouting priority mangle; policy accept;
+		meta nfproto ipv4 meta l4proto tcp iifname \"eth0\" counter ip dscp set 0x1 comment \"m\"
+		meta nfproto ipv6 meta l4proto udp counter ip6 dscp set cs1
+	}
+	chain mangle_input {
+		type filter hook input priority mangle; policy accept;
+		counter ip dscp set 0x2
+	}
+}
+";
+
+#[test]
+fn chains_that_only_mangle_are_left_to_the_kernel() {
+    let rs = nft(MANGLE).unwrap();
+    let chains: Vec<&str> = rs.tables[0]
+        .chains
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(chains, ["input"]);
+    let left: Vec<String> = LeftToKernel::summary(&rs.left_to_kernel);
+    assert!(
+        left.contains(&"inet fw4 (mangle_prerouting 2 rules)".to_string())
+            && left.contains(&"inet fw4 (mangle_input 1 rule)".to_string()),
+        "{left:?}"
+    );
+    // The filter rule keeps its id; the kernel's rules keep theirs.
+    assert_eq!(rs.rules().next().unwrap().id, 1);
+    let mut p = Packet::v4(0x0a00_0001, 0x0a00_0002, 6, 40000, 22);
+    assert_eq!(decide(&rs, &p), 1);
+    p.dport = 23;
+    assert_eq!(decide(&rs, &p), 0);
+    // The listing writes the chains back, and reads back the same.
+    let text = render::nft(&rs).unwrap();
+    assert!(text.contains("ip dscp set 0x1"), "{text}");
+    let again = nft(&text).unwrap();
+    assert_eq!(again.tables[0].chains.len(), 1);
+    assert_eq!(again.left_to_kernel.len(), rs.left_to_kernel.len());
+}
+
+#[test]
+fn a_chain_that_mangles_and_filters_stays_refused() {
+    for rule in [
+        "ip dscp set 0x1 accept",
+        "ip dscp set 0x1\n\t\ttcp dport 22 drop",
+        "ip dscp set 0x1\n\t\tjump other",
+    ] {
+        let text = format!(
+            "table ip t {{\n\tchain other {{\n\t}}\n\tchain pre {{\n\t\ttype filter hook prerouting priority mangle; policy accept;\n\t\t{rule}\n\t}}\n}}\n"
+        );
+        let e = nft(&text).unwrap_err();
+        assert!(e.contains("a payload or meta statement"), "{rule}: {e}");
+    }
+    // A policy that drops filters too.
+    let e = nft("table ip t {\n\tchain pre {\n\t\ttype filter hook prerouting priority mangle; policy drop;\n\t\tip dscp set 1\n\t}\n}\n").unwrap_err();
+    assert!(e.contains("a payload or meta statement"), "{e}");
+}
+
+#[test]
+fn a_rule_matching_a_field_the_kernel_mangles_is_refused() {
+    // nft: a filter rule on the DSCP that a chain left to the kernel sets.
+    let text = MANGLE.replace(
+        "tcp dport 22 accept",
+        "tcp dport 22 accept\n\t\tip dscp 1 drop",
+    );
+    let e = nft(&text).unwrap_err();
+    assert!(
+        e.starts_with("n.nft:5:1: this rule matches dscp, which 'ip dscp set' in chain 'mangle_prerouting' of table inet fw4 (left to the kernel) changes"),
+        "{e}"
+    );
+    // iptables: `-j DSCP` in *mangle, `-m dscp` in *filter.
+    let ipt = "*mangle
+:PREROUTING ACCEPT [0:0]
+-A PREROUTING -p tcp -j DSCP --set-dscp 10
+COMMIT
+*filter
+:INPUT ACCEPT [0:0]
+-A INPUT -p tcp --dport 22 -j ACCEPT
+-A INPUT -m dscp --dscp 10 -j DROP
+COMMIT
+";
+    let e = parse(ipt, "r.v4", Format::IptablesSave).unwrap_err()[0].to_string();
+    assert!(
+        e.starts_with("r.v4:8:1: this rule matches dscp, which '-j DSCP' in table 'mangle' (left to the kernel) changes"),
+        "{e}"
+    );
+    // Without the dscp match both load.
+    assert!(parse(
+        &ipt.replace("-A INPUT -m dscp --dscp 10 -j DROP\n", ""),
+        "r.v4",
+        Format::IptablesSave
+    )
+    .is_ok());
+    assert!(nft(MANGLE).is_ok());
+}

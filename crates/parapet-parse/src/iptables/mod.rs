@@ -363,5 +363,6 @@ pub(crate) fn parse(
     }
     let notes = crate::common::kernel_statement_notes(&rs, true);
     rs.left_to_kernel.extend(notes);
+    crate::mangle::refuse_matches_on_mangled_fields(&rs, &mut errs);
     errs.finish(rs)
 }

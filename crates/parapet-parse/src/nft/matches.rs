@@ -38,6 +38,11 @@ struct Selector {
     implied: Vec<(Field, IntervalSet)>,
 }
 
+/// The start of the error for a payload or meta set statement (`ip dscp
+/// set 1`): a chain whose only errors are these and that decides nothing
+/// only mangles, and is left to the kernel (`kernel.rs`).
+pub(super) const PAYLOAD_SET: &str = "a payload or meta statement";
+
 /// `nft describe icmp_code`: the names nft accepts and prints for ICMP codes.
 const NFT_ICMP_CODES: [(&str, u8); 8] = [
     ("net-unreachable", 0),
@@ -247,7 +252,7 @@ impl RuleParser<'_> {
             break;
         }
         if self.peek_word() == Some("set") {
-            return self.fail("a payload or meta statement ('ip daddr set …') is not supported: it changes the packet later rules see");
+            return self.fail(format!("{PAYLOAD_SET} ('ip daddr set …') is not supported in a chain that also filters: it changes the packet later rules see (a chain whose rules only change packets, with no verdict, is left to the kernel)"));
         }
         if matches!(self.peek().map(|t| &t.tok), Some(Tok::Amp)) {
             return self.masked(&sels);
