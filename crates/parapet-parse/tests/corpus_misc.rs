@@ -221,3 +221,37 @@ COMMIT
     .is_ok());
     assert!(nft(MANGLE).is_ok());
 }
+
+#[test]
+fn deleting_a_missing_table_is_refused_as_nft_refuses_it() {
+    // `nft -f` on a fresh host: "Error: No such file or directory; did you
+    // mean table 'filter' in family ip?" (nftables' sets_and_maps example).
+    let e = nft("delete table filter\ntable filter {\n}\n").unwrap_err();
+    assert!(
+        e.starts_with(
+            "n.nft:1:8: cannot delete table 'filter': no such table (nft -f fails here too"
+        ),
+        "{e}"
+    );
+    assert!(e.contains("'table ip filter' before the 'delete'"), "{e}");
+    // Both spellings the message offers load.
+    assert!(nft("table ip filter\ndelete table ip filter\ntable filter {\n}\n").is_ok());
+    assert!(nft("destroy table ip filter\ntable filter {\n}\n").is_ok());
+}
+
+#[test]
+fn refusals_that_stay_say_why() {
+    // `queue` hands the packet to a program whose verdict parapet cannot know.
+    let e = nft(&nft_input("inet", "\t\ttcp dport 80 queue num 3")).unwrap_err();
+    assert!(
+        e.contains("'queue' is not supported: it hands the packet to a user-space program"),
+        "{e}"
+    );
+    // An option no loaded match has (iptables' parser tests use one on purpose).
+    let ipt = "*filter\n:FORWARD ACCEPT [0:0]\n-A FORWARD -p udp -m multiport --ports 8080:8081,8082 --something-else -j ACCEPT\nCOMMIT\n";
+    let e = parse(ipt, "r.v4", Format::IptablesSave).unwrap_err()[0].to_string();
+    assert!(
+        e.starts_with("r.v4:3:55: unknown option '--something-else' (options: "),
+        "{e}"
+    );
+}
