@@ -255,3 +255,167 @@ fn refusals_that_stay_say_why() {
         "{e}"
     );
 }
+
+fn ipt_rule(opts: &str) -> Result<Rule, String> {
+    let text = format!("*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -p tcp {opts} -j DROP\nCOMMIT\n");
+    parse(&text, "r.v4", Format::IptablesSave)
+        .map(|p| p.ruleset.rules().next().unwrap().clone())
+        .map_err(|e| e[0].to_string())
+}
+
+#[test]
+fn iptables_time_options_become_the_window() {
+    let r = ipt_rule("-m time --timestart 22:00 --timestop 02:30:15 --weekdays Sat,7 ! --monthdays 1,2 --datestart 2024-01-01 --datestop 2024-12-31T23:59:59 --kerneltz --contiguous").unwrap();
+    let w = r.time.clone().unwrap();
+    assert_eq!(
+        (w.daytime_start, w.daytime_stop),
+        (22 * 3600, 2 * 3600 + 30 * 60 + 15)
+    );
+    assert_eq!(w.weekdays, 1 << 6 | 1 << 7);
+    assert_eq!(w.monthdays, ALL_MONTHDAYS & !(1 << 1 | 1 << 2));
+    assert_eq!(w.date_start, parse_date("2024-01-01").unwrap());
+    assert_eq!(w.date_stop, parse_date("2025-01-01").unwrap() - 1);
+    assert!(w.kernel_tz && w.contiguous);
+    assert!(r.is_stateful(), "a time window makes the rule conditional");
+    // iptables-save's spelling reads back to the same rule.
+    let rs = parse(
+        "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -p tcp -m time --timestart 22:00 --timestop 02:30:15 --weekdays Sat,7 ! --monthdays 1,2 --datestart 2024-01-01 --kerneltz --contiguous -j DROP\nCOMMIT\n",
+        "r.v4",
+        Format::IptablesSave,
+    )
+    .unwrap()
+    .ruleset;
+    let text = render::iptables_save(&rs).unwrap();
+    assert!(
+        text.contains("-m time --timestart 22:00:00 --timestop 02:30:15 --monthdays 3,4,"),
+        "{text}"
+    );
+    let again = parse(&text, "again.v4", Format::IptablesSave)
+        .unwrap()
+        .ruleset;
+    assert_eq!(
+        again.rules().next().unwrap().time,
+        rs.rules().next().unwrap().time
+    );
+    // What iptables refuses, parapet refuses.
+    for (opts, msg) in [
+        (
+            "-m time --days Mon",
+            "iptables has no --days: it is --weekdays",
+        ),
+        (
+            "-m time --timestart 01:00 --timestop 02:00 --contiguous",
+            "--contiguous only makes sense",
+        ),
+        (
+            "-m time ! --timestart 01:00",
+            "'!' cannot negate --timestart",
+        ),
+        (
+            "-m time --timestart 25:00",
+            "expected a time of day hh:mm[:ss]",
+        ),
+        (
+            "-m time --weekdays Funday",
+            "expected weekdays like Mon,Tue",
+        ),
+        (
+            "-m time --datestart 2024-02-30",
+            "expected a date YYYY[-MM[-DD",
+        ),
+        ("--timestart 01:00", "needs -m time"),
+    ] {
+        let e = ipt_rule(opts).unwrap_err();
+        assert!(e.contains(msg), "{opts}: {e}");
+    }
+}
+
+#[test]
+fn nft_time_keys_become_the_window() {
+    let rs = nft(&nft_input(
+        "inet",
+        "\t\tmeta time \"2022-05-30 21:51:23\"-\"2022-06-01 23:51:23\" accept\n\t\tmeta hour >= \"21:00\" meta day { \"Monday\", \"Sun\" } accept\n\t\tmeta time < \"2022-01-01 00:00:00\" accept\n\t\tmeta day 6 accept",
+    ))
+    .unwrap();
+    let w: Vec<TimeWindow> = rs.rules().map(|r| r.time.clone().unwrap()).collect();
+    assert_eq!(
+        (w[0].date_start, w[0].date_stop),
+        (
+            parse_date("2022-05-30 21:51:23").unwrap(),
+            parse_date("2022-06-01 23:51:23").unwrap()
+        )
+    );
+    assert_eq!(
+        (w[1].daytime_start, w[1].daytime_stop, w[1].weekdays),
+        (21 * 3600, 86_399, 1 << 1 | 1 << 7)
+    );
+    assert_eq!(
+        (w[2].date_start, w[2].date_stop),
+        (0, parse_date("2022-01-01").unwrap() - 1)
+    );
+    assert_eq!(w[3].weekdays, 1 << 6, "nft's day 6 is Saturday");
+    // The nft listing reads back to the same windows.
+    let text = render::nft(&rs).unwrap();
+    let again = nft(&text).unwrap();
+    let back: Vec<TimeWindow> = again.rules().map(|r| r.time.clone().unwrap()).collect();
+    assert_eq!(back, w, "{text}");
+    for (rule, msg) in [
+        (
+            "meta hour \"23:00\"-\"01:00\" accept",
+            "ends before it starts",
+        ),
+        (
+            "meta hour != \"10:00\" accept",
+            "'meta hour !=' is not supported",
+        ),
+        (
+            "meta hour >= \"10:00\" meta hour <= \"11:00\" accept",
+            "two 'meta hour' windows",
+        ),
+        ("meta day \"Funday\" accept", "expected a day"),
+        ("meta time >= \"yesterday\" accept", "expected a date"),
+    ] {
+        let e = nft(&nft_input("inet", &format!("\t\t{rule}"))).unwrap_err();
+        assert!(e.contains(msg), "{rule}: {e}");
+    }
+}
+
+#[test]
+fn a_time_window_decides_by_the_wall_clock() {
+    // 2024-03-10 was a Sunday.
+    let sunday_noon = parse_date("2024-03-10T12:00:00").unwrap();
+    let rs = parse(
+        "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -p tcp -m time --weekdays Sun --timestart 11:00 --timestop 13:00 -j DROP\n-A INPUT -p tcp -j REJECT\nCOMMIT\n",
+        "r.v4",
+        Format::IptablesSave,
+    )
+    .unwrap()
+    .ruleset;
+    let e = LinearEngine::new(&rs, rs.select_chain(None).unwrap()).unwrap();
+    let pkt = Packet::v4(1, 2, 6, 1000, 22);
+    let at = |secs: i64| {
+        let mut s = StatefulState::new(Clock { ns: 0, hz: 250 });
+        s.wall_start_secs = secs;
+        e.classify_with(&pkt, &NoSets, &mut s).unwrap().rule_id
+    };
+    assert_eq!(at(sunday_noon), 1);
+    assert_eq!(
+        at(sunday_noon + 2 * 3600),
+        2,
+        "closed: the next rule decides"
+    );
+    assert_eq!(at(sunday_noon + 86_400), 2, "Monday");
+    // Offline assumptions.
+    assert_eq!(
+        e.classify_with(&pkt, &NoSets, &mut Assume(true))
+            .unwrap()
+            .rule_id,
+        1
+    );
+    assert_eq!(
+        e.classify_with(&pkt, &NoSets, &mut Assume(false))
+            .unwrap()
+            .rule_id,
+        2
+    );
+}

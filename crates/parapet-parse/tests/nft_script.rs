@@ -83,10 +83,9 @@ fn commands_apply_in_file_order() {
         err("table ip t\nadd rule ip t nope accept\n"),
         "n.nft:2:15: no chain 'nope' in table 't'"
     );
-    assert_eq!(
-        err("delete table ip gone\n"),
-        "n.nft:1:8: cannot delete table 'gone': no such table"
-    );
+    assert!(err("delete table ip gone\n").starts_with(
+        "n.nft:1:8: cannot delete table 'gone': no such table (nft -f fails here too"
+    ));
     assert!(err("table ip t\nadd rule ip t c position 3 accept\n").contains("no chain 'c'"));
     assert!(
         err("table ip t { chain c { } }\nadd rule ip t c position 3 accept\n")

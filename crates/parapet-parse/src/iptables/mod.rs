@@ -16,6 +16,7 @@ mod recent;
 mod rule;
 mod table;
 mod targets;
+mod time;
 
 use crate::common::*;
 use crate::error::{Errors, ParseError};
@@ -228,6 +229,7 @@ pub(crate) fn parse(
             limit: None,
             recent: None,
             hashlimit: None,
+            time: None,
             target: None,
             kernel_target: None,
             end_col: line.chars().count() as u32 + 1,
@@ -244,6 +246,7 @@ pub(crate) fn parse(
             limit,
             recent,
             hashlimit,
+            time,
             target,
             kernel_target,
             either_port,
@@ -341,6 +344,7 @@ pub(crate) fn parse(
                 limit: limit.clone(),
                 recent: recent.as_ref().map(|(d, _)| d.recent.clone()),
                 hashlimit: hashlimit.as_ref().map(|d| d.h.clone()),
+                time: time.clone(),
                 counters,
                 origin: Origin { line: ln },
                 kernel: kernel_target.iter().cloned().collect(),
