@@ -132,7 +132,8 @@ impl RuleParser<'_> {
                 | "--reap"
                 | "--rttl"
                 | "--hashlimit-rate-match" => 0,
-                o if super::time::TIME_FLAGS.contains(&o) => 0,
+                // -m time's flags (iptables/time.rs).
+                "--kerneltz" | "--localtz" | "--utc" | "--contiguous" => 0,
                 "--tcp-flags" | "--match-set" => 2,
                 _ => 1,
             };

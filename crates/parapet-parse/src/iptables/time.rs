@@ -20,9 +20,6 @@ pub(super) const TIME_OPTIONS: &[&str] = &[
     "--days",
 ];
 
-/// `-m time` options that take no value.
-pub(super) const TIME_FLAGS: &[&str] = &["--kerneltz", "--localtz", "--utc", "--contiguous"];
-
 /// `Mon,Tue` or `1,2` (1 = Monday … 7 = Sunday) → weekday bits 1..=7.
 fn weekdays(v: &str) -> Option<u8> {
     let mut bits = 0u8;
