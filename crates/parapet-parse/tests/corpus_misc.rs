@@ -419,3 +419,103 @@ fn a_time_window_decides_by_the_wall_clock() {
         2
     );
 }
+
+/// `-I` in a restore file (OpenWrt/firemanxbr-style scripts).
+const INSERTS: &str = "*filter
+:INPUT DROP [0:0]
+:sub - [0:0]
+-A INPUT -p tcp -m tcp --dport 22 -m comment --comment a -j ACCEPT
+-A INPUT -p udp -m multiport --ports 53,853 -m comment --comment b -j ACCEPT
+-A INPUT -m comment --comment c -j sub
+-I INPUT -p tcp -m tcp --dport 22 -m comment --comment d -j DROP
+-I INPUT 3 -p udp -m comment --comment e -j sub
+-I INPUT 6 -m comment --comment f -j ACCEPT
+-A sub -p udp -m udp --dport 9 -m comment --comment g -j DROP
+COMMIT
+*nat
+:PREROUTING ACCEPT [0:0]
+-I PREROUTING -p tcp -j REDIRECT --to-ports 8080
+COMMIT
+";
+
+fn comments(rs: &Ruleset, chain: &str) -> Vec<String> {
+    let c = rs.tables[0]
+        .chains
+        .iter()
+        .find(|c| c.name == chain)
+        .unwrap();
+    let mut out: Vec<String> = Vec::new();
+    for r in &c.rules {
+        let text = format!("{}{}", r.comment.clone().unwrap_or_default(), r.id);
+        if out.last() != Some(&text) {
+            out.push(text);
+        }
+    }
+    out
+}
+
+#[test]
+fn iptables_insert_puts_the_rule_where_restore_does_with_its_file_id() {
+    let rs = parse(INSERTS, "i.v4", Format::IptablesSave)
+        .unwrap()
+        .ruleset;
+    // Chain order as iptables-restore builds it; ids are file positions.
+    assert_eq!(comments(&rs, "INPUT"), ["d4", "a1", "e5", "b2", "c3", "f6"]);
+    let engine = LinearEngine::new(&rs, rs.select_chain(None).unwrap()).unwrap();
+    let decide = |p: &Packet| engine.classify(p, &NoSets).unwrap();
+    assert_eq!(decide(&Packet::v4(1, 2, 6, 1000, 22)).rule_id, 4);
+    // udp to 9: e jumps to sub, where g drops.
+    let d = decide(&Packet::v4(1, 2, 17, 1000, 9));
+    assert_eq!((d.rule_id, d.verdict), (7, Verdict::Drop));
+    assert_eq!(decide(&Packet::v4(1, 2, 6, 1000, 80)).rule_id, 6);
+    // One rule in the chain: -I 1 and 2 are fine, 0 and 3 are not.
+    for (n, want) in [
+        ("0", Some("i.v4:4:10: -I: rule numbers start at 1")),
+        (
+            "3",
+            Some("i.v4:4:10: -I: index of insertion too big (chain 'INPUT' has 1 rules"),
+        ),
+        ("2", None),
+        ("1", None),
+    ] {
+        let text = format!(
+            "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -j DROP\n-I INPUT {n} -j ACCEPT\nCOMMIT\n"
+        );
+        match (parse(&text, "i.v4", Format::IptablesSave), want) {
+            (Err(e), Some(want)) => assert!(e[0].to_string().starts_with(want), "-I {n}: {}", e[0]),
+            (Ok(p), None) => {
+                let ids: Vec<u32> = p.ruleset.rules().map(|r| r.id).collect();
+                assert_eq!(ids, if n == "1" { [2, 1] } else { [1, 2] }, "-I {n}");
+            }
+            (got, _) => panic!("-I {n}: {:?}", got.map(|_| ())),
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs root"]
+fn iptables_insert_order_is_iptables_restores() {
+    parapet_testbed::require_root();
+    let ns = parapet_testbed::Netns::create("insert").unwrap();
+    let file = std::env::temp_dir().join(format!("parapet-insert-{}.v4", std::process::id()));
+    std::fs::write(&file, INSERTS).unwrap();
+    let loaded = ns.exec(&["iptables-legacy-restore", file.to_str().unwrap()]);
+    let _ = std::fs::remove_file(&file);
+    loaded.unwrap();
+    let saved = ns.exec(&["iptables-legacy-save", "-t", "filter"]).unwrap();
+    // The kernel's order of the comments, rule by rule.
+    let kernel: Vec<String> = saved
+        .lines()
+        .filter(|l| l.starts_with("-A INPUT"))
+        .filter_map(|l| l.split("--comment ").nth(1))
+        .map(|c| c.split_whitespace().next().unwrap().to_string())
+        .collect();
+    let rs = parse(INSERTS, "i.v4", Format::IptablesSave)
+        .unwrap()
+        .ruleset;
+    let ours: Vec<String> = comments(&rs, "INPUT")
+        .iter()
+        .map(|c| c.trim_end_matches(char::is_numeric).to_string())
+        .collect();
+    assert_eq!(ours, kernel, "{saved}");
+}
