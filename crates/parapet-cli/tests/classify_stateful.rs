@@ -149,4 +149,12 @@ fn time_windows_replay_at_the_trace_start_plus_the_packet_time() {
     let matched = parapet(&["classify", &r, &t]);
     assert_eq!(lines(&matched), ["1", "1", "1", "1"]);
     assert!(String::from_utf8_lossy(&matched.stderr).contains("except the time windows of rules 1"));
+    // `check` accepts the file and says what apply will refuse.
+    let checked = parapet(&["check", &r]);
+    assert!(
+        lines(&checked)[0]
+            .ends_with("; time windows (rule 1): evaluated offline only, apply refuses them"),
+        "{:?}",
+        lines(&checked)
+    );
 }
