@@ -40,19 +40,85 @@ fn icmp(v6: bool, ty: u8, code: u8) -> Packet {
     p
 }
 
+const ICMP_CODES: [(&str, u8); 8] = [
+    ("net-unreachable", 0),
+    ("host-unreachable", 1),
+    ("prot-unreachable", 2),
+    ("port-unreachable", 3),
+    ("frag-needed", 4),
+    ("net-prohibited", 9),
+    ("host-prohibited", 10),
+    ("admin-prohibited", 13),
+];
+
+const ICMP6_CODES: [(&str, u8); 6] = [
+    ("no-route", 0),
+    ("admin-prohibited", 1),
+    ("addr-unreachable", 3),
+    ("port-unreachable", 4),
+    ("policy-fail", 5),
+    ("reject-route", 6),
+];
+
+/// nft itself maps every code name to the number parapet does: loaded
+/// with `nft -f`, listed with `nft -n` (numbers), in a namespace.
+#[test]
+#[ignore = "needs root"]
+fn nft_icmp_code_names_are_nfts_numbers() {
+    parapet_testbed::require_root();
+    let mut text = String::from("table ip t {\n\tchain c {\n");
+    for (name, _) in ICMP_CODES {
+        text.push_str(&format!("\t\ticmp code {name} accept\n"));
+    }
+    text.push_str("\t}\n}\ntable ip6 u {\n\tchain c {\n");
+    for (name, _) in ICMP6_CODES {
+        text.push_str(&format!("\t\ticmpv6 code {name} accept\n"));
+    }
+    text.push_str("\t}\n}\n");
+    let ns = parapet_testbed::Netns::create("icmpcode").unwrap();
+    let file = std::env::temp_dir().join(format!("parapet-icmpcode-{}.nft", std::process::id()));
+    std::fs::write(&file, &text).unwrap();
+    let loaded = ns.exec(&["nft", "-f", file.to_str().unwrap()]);
+    let _ = std::fs::remove_file(&file);
+    loaded.unwrap();
+    let listed = ns.exec(&["nft", "-n", "list", "ruleset"]).unwrap();
+    let kernel: Vec<String> = listed
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.contains(" code "))
+        .map(str::to_string)
+        .collect();
+    let ours: Vec<String> = ICMP_CODES
+        .iter()
+        .map(|(_, c)| format!("icmp code {c} accept"))
+        .chain(
+            ICMP6_CODES
+                .iter()
+                .map(|(_, c)| format!("icmpv6 code {c} accept")),
+        )
+        .collect();
+    assert_eq!(kernel, ours, "{listed}");
+    // And parapet reads the names as those numbers.
+    let rs = nft(&text).unwrap();
+    let codes: Vec<u8> = rs
+        .rules()
+        .map(|r| {
+            let set = r.matches.get(Field::IcmpTypeCode).unwrap();
+            (set.ranges()[0].0 & 0xff) as u8
+        })
+        .collect();
+    let want: Vec<u8> = ICMP_CODES
+        .iter()
+        .chain(ICMP6_CODES.iter())
+        .map(|(_, c)| *c)
+        .collect();
+    assert_eq!(codes, want);
+}
+
 #[test]
 fn nft_icmp_code_names_are_the_codes_nft_describe_prints() {
     // `nft describe icmp_code` / `icmpv6_code`.
-    let v4 = [
-        ("net-unreachable", 0),
-        ("host-unreachable", 1),
-        ("prot-unreachable", 2),
-        ("port-unreachable", 3),
-        ("frag-needed", 4),
-        ("net-prohibited", 9),
-        ("host-prohibited", 10),
-        ("admin-prohibited", 13),
-    ];
+    let v4 = ICMP_CODES;
     for (name, code) in v4 {
         let rs = nft(&nft_input(
             "ip",
@@ -62,14 +128,7 @@ fn nft_icmp_code_names_are_the_codes_nft_describe_prints() {
         assert_eq!(decide(&rs, &icmp(false, 3, code)), 1, "{name}");
         assert_eq!(decide(&rs, &icmp(false, 3, code ^ 1)), 0, "{name}");
     }
-    let v6 = [
-        ("no-route", 0),
-        ("admin-prohibited", 1),
-        ("addr-unreachable", 3),
-        ("port-unreachable", 4),
-        ("policy-fail", 5),
-        ("reject-route", 6),
-    ];
+    let v6 = ICMP6_CODES;
     for (name, code) in v6 {
         let rs = nft(&nft_input("ip6", &format!("\t\ticmpv6 code {name} drop"))).unwrap();
         assert_eq!(decide(&rs, &icmp(true, 1, code)), 1, "{name}");
