@@ -448,6 +448,18 @@ fn prepare(
 /// What `trace` assumed of a rule's stateful condition (offline there is no
 /// clock and no table to ask): named, so the reader sees which one decided.
 fn stateful_assumption(rule: &parapet_model::Rule) -> String {
+    let other = stateful_match_assumption(rule);
+    match (&rule.time, other.is_empty()) {
+        (None, _) => other,
+        (Some(_), true) => " (assuming its time window is open)".to_string(),
+        (Some(_), false) => {
+            other.replacen(" (assuming", " (assuming its time window is open and", 1)
+        }
+    }
+}
+
+/// [`stateful_assumption`] of the rule's stateful match alone.
+fn stateful_match_assumption(rule: &parapet_model::Rule) -> String {
     if let Some(r) = &rule.recent {
         let mut s = format!(
             "{}{} on recent table {}",

@@ -149,6 +149,13 @@ fn time_windows_replay_at_the_trace_start_plus_the_packet_time() {
     let matched = parapet(&["classify", &r, &t]);
     assert_eq!(lines(&matched), ["1", "1", "1", "1"]);
     assert!(String::from_utf8_lossy(&matched.stderr).contains("except the time windows of rules 1"));
+    // `trace` names the assumption on the rule that matched.
+    let traced = parapet(&["trace", &r, "--packet", "tcp 10.0.0.1:1000 > 10.0.0.2:22"]);
+    let traced = lines(&traced).join("\n");
+    assert!(
+        traced.contains("matched (assuming its time window is open)"),
+        "{traced}"
+    );
     // `check` accepts the file and says what apply will refuse.
     let checked = parapet(&["check", &r]);
     assert!(
