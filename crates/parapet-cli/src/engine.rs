@@ -76,7 +76,10 @@ impl<'a> ChainClassifier<'a> {
         chain: ChainId,
         args: &EngineArgs,
     ) -> Result<ChainClassifier<'a>> {
-        if args.engine == "linear" {
+        // Time windows are not compiled (docs/syntax.md, "Time
+        // conditions"): `auto` picks the linear engine for them.
+        let timed = args.engine == "auto" && rs.rules().any(|r| r.time.is_some());
+        if args.engine == "linear" || timed {
             return Ok(ChainClassifier::Linear(
                 LinearEngine::new(rs, chain).map_err(|e| anyhow!("{e}"))?,
             ));

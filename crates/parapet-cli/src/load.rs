@@ -152,6 +152,26 @@ pub fn summary(rs: &Ruleset) -> String {
         rs.set_refs.len(),
         plural(rs.set_refs.len())
     ) + &left_to_kernel(rs)
+        + &time_windows(rs)
+}
+
+/// `; time windows (rules 6, 7): offline only, apply refuses them`, or
+/// nothing: rules the linear engine evaluates but the compiler refuses
+/// (docs/syntax.md, "Time conditions").
+fn time_windows(rs: &Ruleset) -> String {
+    let ids: Vec<String> = rs
+        .rules()
+        .filter(|r| r.time.is_some())
+        .map(|r| r.id.to_string())
+        .collect();
+    if ids.is_empty() {
+        return String::new();
+    }
+    format!(
+        "; time windows (rule{} {}): evaluated offline only, apply refuses them",
+        plural(ids.len()),
+        ids.join(", ")
+    )
 }
 
 /// `; left to the kernel: nat (PREROUTING 1 rule, …), …`, or nothing: the

@@ -1,4 +1,6 @@
-//! Offline `classify` of stateful matches (`limit`, `recent`, `hashlimit`):
+//! Offline `classify` of stateful matches (`limit`, `recent`, `hashlimit`)
+//! and time conditions (`-m time`, nft `meta time|hour|day`, at the wall
+//! clock `--trace-start` plus the packet's time):
 //! what to assume of them (`--stateful match|miss`), or a timed replay of
 //! the trace (`--stateful replay`: each packet's time from a column of the
 //! trace, one state for the whole trace, the kernel's arithmetic), so the
@@ -31,6 +33,11 @@ pub struct StatefulArgs {
     /// recent and -m hashlimit count.
     #[arg(long, default_value_t = 250)]
     pub hz: u32,
+    /// With --stateful replay: the wall-clock time of the trace's time 0,
+    /// in seconds since 1970-01-01 UTC, for time conditions (-m time, nft
+    /// meta time|hour|day); the current time when not given.
+    #[arg(long = "trace-start", value_name = "UNIX_SECONDS")]
+    pub trace_start: Option<i64>,
 }
 
 /// A text trace's packets with their times (ns since the trace began).
@@ -114,6 +121,11 @@ pub fn decisions(
             );
         }
         let mut state = StatefulState::new(Clock { ns: 0, hz: args.hz });
+        state.wall_start_secs = args.trace_start.unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs() as i64)
+        });
         return timed_trace(trace, args.time_column)?
             .iter()
             .map(|(pkt, ns)| {

@@ -83,6 +83,11 @@ pub fn classify(
         .filter(|r| r.is_stateful())
         .map(|r| r.id.to_string())
         .collect();
+    let timed: Vec<String> = rs
+        .rules()
+        .filter(|r| r.time.is_some())
+        .map(|r| r.id.to_string())
+        .collect();
     if !limited.is_empty() {
         let how = match stateful.stateful.as_str() {
             "match" => "are assumed to match".to_string(),
@@ -92,12 +97,21 @@ pub fn classify(
                 stateful.time_column, stateful.hz
             ),
         };
+        let enforced = if timed.is_empty() {
+            "the dataplane enforces them".to_string()
+        } else {
+            format!(
+                "the dataplane enforces them, except the time windows of rules {}, which only the linear engine evaluates so far (docs/syntax.md, \"Time conditions\")",
+                timed.join(", ")
+            )
+        };
         eprintln!(
-            "parapet: note: rules with a stateful match, limit, recent or hashlimit ({}), {how}; the dataplane enforces them",
+            "parapet: note: rules with a stateful match, limit, recent, hashlimit or time ({}), {how}; {enforced}",
             limited.join(", ")
         );
     }
-    if stateful.stateful != "match" && !limited.is_empty() {
+    // Time windows are not compiled: the linear engine answers for them.
+    if (stateful.stateful != "match" || !timed.is_empty()) && !limited.is_empty() {
         // The linear engine (the specification) keeps the state.
         let stdout = std::io::stdout();
         let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
@@ -434,6 +448,18 @@ fn prepare(
 /// What `trace` assumed of a rule's stateful condition (offline there is no
 /// clock and no table to ask): named, so the reader sees which one decided.
 fn stateful_assumption(rule: &parapet_model::Rule) -> String {
+    let other = stateful_match_assumption(rule);
+    match (&rule.time, other.is_empty()) {
+        (None, _) => other,
+        (Some(_), true) => " (assuming its time window is open)".to_string(),
+        (Some(_), false) => {
+            other.replacen(" (assuming", " (assuming its time window is open and", 1)
+        }
+    }
+}
+
+/// [`stateful_assumption`] of the rule's stateful match alone.
+fn stateful_match_assumption(rule: &parapet_model::Rule) -> String {
     if let Some(r) = &rule.recent {
         let mut s = format!(
             "{}{} on recent table {}",

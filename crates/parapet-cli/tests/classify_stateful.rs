@@ -124,3 +124,44 @@ fn replay_errors_name_the_place() {
         "{e}"
     );
 }
+
+#[test]
+fn time_windows_replay_at_the_trace_start_plus_the_packet_time() {
+    // 2024-03-10 (a Sunday) 12:00:00 UTC = 1710072000.
+    let rules = "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -p tcp -m time --weekdays Sun --timestart 11:00 --timestop 13:00 -j DROP\n-A INPUT -p tcp -j REJECT\nCOMMIT\n";
+    let trace = "167772161 167772162 1000 22 6 0\n167772161 167772162 1000 22 6 3600.5\n167772161 167772162 1000 22 6 3601\n167772161 167772162 1000 22 6 86400\n";
+    let (r, t) = files("time", rules, trace);
+    let replayed = parapet(&[
+        "classify",
+        &r,
+        &t,
+        "--stateful",
+        "replay",
+        "--trace-start",
+        "1710072000",
+    ]);
+    // 13:00:00.5 is still the second 13:00:00, inside (inclusive); 13:00:01 not.
+    assert_eq!(lines(&replayed), ["1", "1", "2", "2"]);
+    let missed = parapet(&["classify", &r, &t, "--stateful", "miss"]);
+    assert_eq!(lines(&missed), ["2", "2", "2", "2"]);
+    // The compiled engines refuse a time window: classify answers with
+    // the linear engine, saying so.
+    let matched = parapet(&["classify", &r, &t]);
+    assert_eq!(lines(&matched), ["1", "1", "1", "1"]);
+    assert!(String::from_utf8_lossy(&matched.stderr).contains("except the time windows of rules 1"));
+    // `trace` names the assumption on the rule that matched.
+    let traced = parapet(&["trace", &r, "--packet", "tcp 10.0.0.1:1000 > 10.0.0.2:22"]);
+    let traced = lines(&traced).join("\n");
+    assert!(
+        traced.contains("matched (assuming its time window is open)"),
+        "{traced}"
+    );
+    // `check` accepts the file and says what apply will refuse.
+    let checked = parapet(&["check", &r]);
+    assert!(
+        lines(&checked)[0]
+            .ends_with("; time windows (rule 1): evaluated offline only, apply refuses them"),
+        "{:?}",
+        lines(&checked)
+    );
+}

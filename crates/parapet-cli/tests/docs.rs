@@ -41,7 +41,13 @@ fn cli_doc_examples_print_what_the_doc_shows() {
     assert!(cases.len() >= 6, "docs/cli.md lost its examples");
     let tmp = tempfile::tempdir().unwrap();
     // Files the examples write go to a scratch directory, not the repo.
-    let scratch = ["bad.rules", "router.rules"];
+    let scratch = [
+        "bad.rules",
+        "router.rules",
+        "mss.rules",
+        "bl.ipset",
+        "weekend.rules",
+    ];
     let in_tmp = |name: &str| tmp.path().join(name).display().to_string();
     for (cmd, want) in cases {
         let cmd = scratch

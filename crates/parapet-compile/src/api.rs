@@ -67,6 +67,12 @@ pub enum CompileError {
     /// More rules with a stateful condition (`limit`) than the image's
     /// stateful table holds.
     TooManyStateful(usize),
+    /// A rule with a time window (`-m time`, nft `meta time|hour|day`):
+    /// the image has no row for it yet; the linear engine evaluates it.
+    TimeWindow {
+        /// The rule's id.
+        rule_id: u32,
+    },
     /// The produced image failed validation (a compiler bug).
     Image(ImageError),
 }
@@ -93,6 +99,10 @@ impl fmt::Display for CompileError {
                 f,
                 "{n} rules with a limit exceed the image format's {} limit per chain",
                 image::stateful::MAX_ROWS
+            ),
+            CompileError::TimeWindow { rule_id } => write!(
+                f,
+                "rule {rule_id} has a time condition (-m time, meta time|hour|day): only the linear engine evaluates it so far (classify --engine linear, --stateful replay); the compiled engines and the kernel dataplane refuse it rather than match at every hour"
             ),
             CompileError::Image(e) => write!(f, "compiler produced a bad image: {e}"),
         }

@@ -65,6 +65,11 @@ pub(crate) fn entry_records(
     // nft limit object) shares one bucket.
     let mut rows: Vec<u32> = Vec::new();
     let mut row_of: HashMap<BucketKey, u32> = HashMap::new();
+    // A time window has no image row yet: compiled without it the rule
+    // would match at every hour, so the compile is refused (never open).
+    if let Some(e) = list.entries.iter().find(|e| e.time.is_some()) {
+        return Err(CompileError::TimeWindow { rule_id: e.rule_id });
+    }
     for (e, c) in list.entries.iter().zip(boxes) {
         entry_table.push(records.len() as u32);
         let start = records.len();

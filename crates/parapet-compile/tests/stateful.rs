@@ -142,3 +142,22 @@ fn limited_udp_rule(flavor: LimitFlavor) -> Ruleset {
     }
     rs
 }
+
+#[test]
+fn a_time_window_is_refused_not_compiled_away() {
+    // The image has no row for a time window yet: compiled without it the
+    // rule would drop at every hour (or accept at every hour).
+    let mut r = Rule::new(1, Matches::any(), Action::Verdict(Verdict::Drop));
+    r.time = Some(TimeWindow {
+        daytime_start: 3600,
+        daytime_stop: 7200,
+        ..TimeWindow::default()
+    });
+    let rs = parapet_gen::one_chain(vec![r], Verdict::Accept);
+    let list = flatten(&rs, rs.select_chain(None).unwrap()).unwrap();
+    assert!(list.entries[0].time.is_some(), "flatten keeps the window");
+    let e = compile(&list, &CompileOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("rule 1 has a time condition"), "{e}");
+}

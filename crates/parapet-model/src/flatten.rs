@@ -21,6 +21,7 @@ use crate::packet::Packet;
 use crate::recent::Recent;
 use crate::rule::{Action, ChainId, Limit, Matches, Ruleset, Verdict};
 use crate::stateful::{Assume, Stateful};
+use crate::time_window::TimeWindow;
 use serde::{Deserialize, Serialize};
 
 /// What a decision-list entry does when it matches.
@@ -72,13 +73,19 @@ pub struct Entry {
     /// The rule's `-m hashlimit` condition, checked as `limit` is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hashlimit: Option<Hashlimit>,
+    /// The rule's time window, checked before the stateful condition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time: Option<TimeWindow>,
 }
 
 impl Entry {
     /// True when the entry has a stateful condition (it decides only some
     /// of the packets its matches hold for).
     pub fn is_stateful(&self) -> bool {
-        self.limit.is_some() || self.recent.is_some() || self.hashlimit.is_some()
+        self.limit.is_some()
+            || self.recent.is_some()
+            || self.hashlimit.is_some()
+            || self.time.is_some()
     }
 }
 
@@ -231,6 +238,7 @@ impl Flattener<'_> {
                 limit: rule.limit.clone(),
                 recent: rule.recent.clone(),
                 hashlimit: rule.hashlimit.clone(),
+                time: rule.time.clone(),
             };
             match &rule.action {
                 Action::Verdict(v) => self.push(entry(EntryKind::Decide(v.clone())))?,
@@ -244,7 +252,7 @@ impl Flattener<'_> {
                     }))?;
                 }
                 Action::Jump(target) | Action::Goto(target) => {
-                    if rule.limit.is_some() || rule.recent.is_some() || rule.hashlimit.is_some() {
+                    if rule.is_stateful() {
                         return Err(FlattenError::StatefulJump { rule_id: rule.id });
                     }
                     let target_index = table
@@ -262,6 +270,7 @@ impl Flattener<'_> {
                             limit: None,
                             recent: None,
                             hashlimit: None,
+                            time: None,
                             ..entry(EntryKind::Return {
                                 resume: 0,
                                 counted: false,
@@ -375,6 +384,11 @@ impl DecisionList {
             i += 1;
             if !e.matches.matches(pkt, &mut set_bit) {
                 continue;
+            }
+            if let Some(w) = &e.time {
+                if !stateful.time(e.rule_id, w) {
+                    continue;
+                }
             }
             if let Some(l) = &e.limit {
                 if !stateful.check(e.rule_id, l) {

@@ -46,6 +46,7 @@ mod region;
 mod rule;
 mod stateful;
 mod time_unit;
+mod time_window;
 
 pub use depth_first::Outcome;
 pub use diff::{diff, diff_every_region, DiffReport, Difference, Unproven};
@@ -87,4 +88,8 @@ pub use rule::{
 pub use stateful::{
     xt_credits_per_jiffy, xt_user2credits, Assume, Bucket, BucketKey, Clock, NftBucket, Stateful,
     StatefulState, XtBucket, NFT_DEFAULT_BURST, XT_LIMIT_SCALE,
+};
+pub use time_window::{
+    format_date, format_daytime, parse_date, parse_daytime, TimeWindow, ALL_MONTHDAYS,
+    ALL_WEEKDAYS, MAX_DATESTOP, WEEKDAY_NAMES,
 };

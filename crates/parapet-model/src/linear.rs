@@ -233,11 +233,18 @@ impl<'a> LinearEngine<'a> {
             });
             // The stateful condition comes last, and only when the fields
             // matched: its state changes only then, as in the kernel.
-            let admitted = match (&rule.limit, &rule.recent, &rule.hashlimit, failed) {
-                (Some(l), _, _, None) => Some(stateful.check(rule.id, l)),
-                (None, Some(r), _, None) => Some(stateful.recent(rule.id, r, pkt)),
-                (None, None, Some(h), None) => Some(stateful.hashlimit(rule.id, h, pkt)),
+            // A time window first: it keeps no state, and a closed one
+            // spends no token (nor records a hit).
+            let open = match (&rule.time, failed) {
+                (Some(w), None) => Some(stateful.time(rule.id, w)),
                 _ => None,
+            };
+            let admitted = match (&rule.limit, &rule.recent, &rule.hashlimit, failed, open) {
+                (_, _, _, _, Some(false)) => Some(false),
+                (Some(l), _, _, None, _) => Some(stateful.check(rule.id, l)),
+                (None, Some(r), _, None, _) => Some(stateful.recent(rule.id, r, pkt)),
+                (None, None, Some(h), None, _) => Some(stateful.hashlimit(rule.id, h, pkt)),
+                _ => open,
             };
             observe(TraceStep {
                 rule_id: rule.id,

@@ -6,6 +6,7 @@ use crate::interval::IntervalSet;
 use crate::packet::Packet;
 use crate::recent::Recent;
 pub use crate::time_unit::TimeUnit;
+use crate::time_window::TimeWindow;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -287,6 +288,11 @@ pub struct Rule {
     /// most one stateful condition).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hashlimit: Option<Hashlimit>,
+    /// `-m time` / nft `meta time|hour|day`: the rule matches only while
+    /// the window is open (a condition on the clock, checked before the
+    /// stateful one; it keeps no state).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time: Option<TimeWindow>,
     /// Also log when the rule matches, whatever its action: nft's
     /// `log prefix "x" drop` is one rule with a log statement and a verdict.
     /// (iptables writes logging as its own `-j LOG` rule, so this is `None`
@@ -310,7 +316,10 @@ impl Rule {
     /// `hashlimit`): it matches only some of the packets its fields hold
     /// for.
     pub fn is_stateful(&self) -> bool {
-        self.limit.is_some() || self.recent.is_some() || self.hashlimit.is_some()
+        self.limit.is_some()
+            || self.recent.is_some()
+            || self.hashlimit.is_some()
+            || self.time.is_some()
     }
 
     /// A rule with no comment, limit or counters.
@@ -323,6 +332,7 @@ impl Rule {
             limit: None,
             recent: None,
             hashlimit: None,
+            time: None,
             log: None,
             counters: Counters::default(),
             origin: Origin::default(),

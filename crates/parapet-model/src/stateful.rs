@@ -35,6 +35,7 @@ use crate::hashlimit::{Hashlimit, HashlimitTables};
 use crate::packet::Packet;
 use crate::recent::{Recent, RecentTables};
 use crate::rule::{Limit, LimitFlavor};
+use crate::time_window::TimeWindow;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
@@ -208,6 +209,10 @@ pub trait Stateful {
     /// (its tables are shared by every rule naming them; see
     /// `hashlimit.rs`).
     fn hashlimit(&mut self, rule_id: u32, hashlimit: &Hashlimit, pkt: &Packet) -> bool;
+
+    /// Whether rule `rule_id`'s time window is open now (`-m time`, nft
+    /// `meta time|hour|day`; see `time_window.rs`).
+    fn time(&mut self, rule_id: u32, window: &TimeWindow) -> bool;
 }
 
 /// An offline assumption instead of state: every stateful condition
@@ -227,6 +232,10 @@ impl Stateful for Assume {
     fn hashlimit(&mut self, _: u32, _: &Hashlimit, _: &Packet) -> bool {
         self.0
     }
+
+    fn time(&mut self, _: u32, _: &TimeWindow) -> bool {
+        self.0
+    }
 }
 
 /// Per-rule buckets and a clock the caller moves: the reference state of
@@ -243,6 +252,13 @@ pub struct StatefulState {
     pub recent: RecentTables,
     /// The `-m hashlimit` tables (likewise).
     pub hashlimit: HashlimitTables,
+    /// The wall clock time windows read: UTC seconds since the epoch when
+    /// `clock.ns` was 0 (0 unless the caller sets it: a replay sets the
+    /// trace's start).
+    pub wall_start_secs: i64,
+    /// The kernel's `sys_tz` for `--kerneltz` windows: minutes west of
+    /// UTC.
+    pub minutes_west: i32,
 }
 
 /// Whose bucket: a rule's own, or a named limit object's (shared).
@@ -273,7 +289,14 @@ impl StatefulState {
             buckets: HashMap::new(),
             recent: RecentTables::default(),
             hashlimit: HashlimitTables::default(),
+            wall_start_secs: 0,
+            minutes_west: 0,
         }
+    }
+
+    /// The wall-clock time now, in UTC seconds since the epoch.
+    pub fn wall_secs(&self) -> i64 {
+        self.wall_start_secs + (self.clock.ns / 1_000_000_000) as i64
     }
 
     /// Moves the clock to `ns` (never backwards: the kernel's clocks are
@@ -318,6 +341,10 @@ impl Stateful for StatefulState {
     fn hashlimit(&mut self, _: u32, hashlimit: &Hashlimit, pkt: &Packet) -> bool {
         let now = self.clock;
         self.hashlimit.check(hashlimit, pkt, now.jiffies(), now.hz)
+    }
+
+    fn time(&mut self, _: u32, window: &TimeWindow) -> bool {
+        window.admits(self.wall_secs(), self.minutes_west)
     }
 }
 

@@ -30,6 +30,7 @@ mod classbench;
 mod common;
 mod error;
 mod iptables;
+mod mangle;
 mod nft;
 pub mod render;
 pub mod trace;

@@ -83,10 +83,9 @@ fn commands_apply_in_file_order() {
         err("table ip t\nadd rule ip t nope accept\n"),
         "n.nft:2:15: no chain 'nope' in table 't'"
     );
-    assert_eq!(
-        err("delete table ip gone\n"),
-        "n.nft:1:8: cannot delete table 'gone': no such table"
-    );
+    assert!(err("delete table ip gone\n").starts_with(
+        "n.nft:1:8: cannot delete table 'gone': no such table (nft -f fails here too"
+    ));
     assert!(err("table ip t\nadd rule ip t c position 3 accept\n").contains("no chain 'c'"));
     assert!(
         err("table ip t { chain c { } }\nadd rule ip t c position 3 accept\n")
@@ -547,6 +546,8 @@ fn unreached_nat_chains_are_the_kernels() {
     assert!(e.contains("n.nft:3:3:"), "{e}");
     let e = err("table ip t {\n\tchain n {\n\t\tct status dnat accept\n\t}\n}\n");
     assert!(e.contains("'ct status' is not supported"), "{e}");
-    let e = err(&input("\t\tip daddr set 10.0.0.1\n"));
+    // In a chain that also filters (a chain that only mangles is the
+    // kernel's: corpus_misc.rs).
+    let e = err(&input("\t\tip daddr set 10.0.0.1\n\t\ttcp dport 1 drop\n"));
     assert!(e.contains("changes the packet later rules see"), "{e}");
 }

@@ -255,7 +255,7 @@ fn file_structure_errors() {
         ("COMMIT\n", "1:1: COMMIT outside a table"),
         (
             "*filter\n-I INPUT -j ACCEPT\nCOMMIT\n",
-            "2:1: '-I' (insert) is not supported",
+            "2:4: chain 'INPUT' is not declared in table 'filter'",
         ),
         (
             "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -j MARK --set-mark 1\nCOMMIT\n",

@@ -7,7 +7,7 @@ use crate::common::*;
 use parapet_model::*;
 
 pub(super) const SUPPORTED_MATCHES: &str =
-    "tcp, udp, sctp, udplite, icmp, icmp6, multiport, iprange, conntrack, state, set, comment, limit, recent, hashlimit, ttl, hl, length, dscp";
+    "tcp, udp, sctp, udplite, icmp, icmp6, multiport, iprange, conntrack, state, set, comment, limit, recent, hashlimit, time, ttl, hl, length, dscp";
 
 const PORT_PROTOS: &[u8] = &[6, 17, 132, 136];
 
@@ -65,6 +65,7 @@ fn option_module(opt: &str) -> Option<&'static [&'static str]> {
         "--set" | "--rcheck" | "--update" | "--remove" | "--seconds" | "--hitcount" | "--rttl"
         | "--reap" | "--name" | "--rsource" | "--rdest" | "--mask" => &["recent"],
         o if HASHLIMIT_OPTIONS.contains(&o) => &["hashlimit"],
+        o if super::time::TIME_OPTIONS.contains(&o) => &["time"],
         _ => return header_option_module(opt),
     })
 }
@@ -88,6 +89,7 @@ impl RuleParser<'_> {
             "limit",
             "recent",
             "hashlimit",
+            "time",
         ];
         let n = name.text.as_str();
         // Stateful matches parapet cannot enforce exactly yet: refused, never
@@ -469,6 +471,9 @@ impl RuleParser<'_> {
             ),
             o if HASHLIMIT_OPTIONS.contains(&o) => {
                 self.hashlimit_option(opt, col, negated, v, vcol)
+            }
+            o if super::time::TIME_OPTIONS.contains(&o) => {
+                self.time_option(opt, col, negated, v, vcol)
             }
             _ if header_option_module(opt).is_some() => {
                 self.header_option(opt, col, negated, v, vcol)

@@ -16,6 +16,7 @@ mod recent;
 mod rule;
 mod table;
 mod targets;
+mod time;
 
 use crate::common::*;
 use crate::error::{Errors, ParseError};
@@ -162,12 +163,10 @@ pub(crate) fn parse(
                 w = &w[1..];
             }
         }
+        let mut insert = false;
         match w.first().map(|w| w.text.as_str()) {
             Some("-A" | "--append") => {}
-            Some(i @ ("-I" | "--insert")) => {
-                errs.push(ln, w[0].col, format!("'{i}' (insert) is not supported in a restore file: the rule would go before rules written earlier, so rule ids would not be file positions; write it with -A where it belongs"));
-                continue;
-            }
+            Some("-I" | "--insert") => insert = true,
             Some("-P" | "--policy" | "-N" | "--new-chain" | "-F" | "--flush") => {
                 chain_command(w, ln, t, &mut errs);
                 continue;
@@ -204,6 +203,48 @@ pub(crate) fn parse(
             );
             continue;
         };
+        // `-I CHAIN [N]`: the rule goes before the chain's N-th rule (1 by
+        // default); its id stays its place in the file, as nft's `insert
+        // rule` (conventions: ids are file positions).
+        let mut opts_from = 2;
+        let mut insert_at = None;
+        if insert {
+            let n = match w.get(2).map(|x| x.text.as_str()) {
+                Some(num) if num.bytes().all(|b| b.is_ascii_digit()) && !num.is_empty() => {
+                    opts_from = 3;
+                    num.parse::<usize>().unwrap_or(usize::MAX)
+                }
+                _ => 1,
+            };
+            if !t.kernel {
+                // Model rules of one iptables rule (`--ports`) share an id
+                // and sit together.
+                let rules = &t.chains[ci].rules;
+                let starts: Vec<usize> = (0..rules.len())
+                    .filter(|&k| k == 0 || rules[k - 1].id != rules[k].id)
+                    .collect();
+                match n {
+                    0 => {
+                        errs.push(ln, w[2].col, "-I: rule numbers start at 1");
+                        continue;
+                    }
+                    n if n <= starts.len() => insert_at = Some(starts[n - 1]),
+                    n if n == starts.len() + 1 => insert_at = Some(rules.len()),
+                    _ => {
+                        errs.push(
+                            ln,
+                            w[2].col,
+                            format!(
+                                "-I: index of insertion too big (chain '{}' has {} rules; iptables-restore refuses it too)",
+                                chain_word.text,
+                                starts.len()
+                            ),
+                        );
+                        continue;
+                    }
+                }
+            }
+        }
         if t.kernel {
             // The kernel's rule: its matches and targets are not parapet's
             // to judge (see `LeftToKernel`). It keeps its place in the
@@ -228,6 +269,7 @@ pub(crate) fn parse(
             limit: None,
             recent: None,
             hashlimit: None,
+            time: None,
             target: None,
             kernel_target: None,
             end_col: line.chars().count() as u32 + 1,
@@ -237,13 +279,14 @@ pub(crate) fn parse(
         };
         rp.matches
             .constrain(Field::Family, IntervalSet::point(family.value()));
-        let ok = rp.parse(&w[2..]);
+        let ok = rp.parse(&w[opts_from.min(w.len())..]);
         let RuleParser {
             matches,
             comment,
             limit,
             recent,
             hashlimit,
+            time,
             target,
             kernel_target,
             either_port,
@@ -316,13 +359,23 @@ pub(crate) fn parse(
                 vec![src, dst]
             }
         };
+        let at = insert_at.unwrap_or(t.chains[ci].rules.len());
+        if insert_at.is_some() {
+            for p in t
+                .pending
+                .iter_mut()
+                .filter(|p| p.chain == ci && p.rule >= at)
+            {
+                p.rule += boxes.len();
+            }
+        }
         let action = match target {
             None => Action::Count,
             Some((a, pending)) => {
                 if let Some((target, col)) = pending {
                     t.pending.push(PendingTarget {
                         chain: ci,
-                        rule: t.chains[ci].rules.len(),
+                        rule: at,
                         target,
                         line: ln,
                         col,
@@ -331,20 +384,24 @@ pub(crate) fn parse(
                 a
             }
         };
-        for matches in boxes {
-            t.chains[ci].rules.push(Rule {
-                id,
-                matches,
-                action: action.clone(),
-                comment: comment.clone(),
-                log: None,
-                limit: limit.clone(),
-                recent: recent.as_ref().map(|(d, _)| d.recent.clone()),
-                hashlimit: hashlimit.as_ref().map(|d| d.h.clone()),
-                counters,
-                origin: Origin { line: ln },
-                kernel: kernel_target.iter().cloned().collect(),
-            });
+        for (k, matches) in boxes.into_iter().enumerate() {
+            t.chains[ci].rules.insert(
+                at + k,
+                Rule {
+                    id,
+                    matches,
+                    action: action.clone(),
+                    comment: comment.clone(),
+                    log: None,
+                    limit: limit.clone(),
+                    recent: recent.as_ref().map(|(d, _)| d.recent.clone()),
+                    hashlimit: hashlimit.as_ref().map(|d| d.h.clone()),
+                    time: time.clone(),
+                    counters,
+                    origin: Origin { line: ln },
+                    kernel: kernel_target.iter().cloned().collect(),
+                },
+            );
         }
     }
     if let Some(t) = table {
@@ -363,5 +420,6 @@ pub(crate) fn parse(
     }
     let notes = crate::common::kernel_statement_notes(&rs, true);
     rs.left_to_kernel.extend(notes);
+    crate::mangle::refuse_matches_on_mangled_fields(&rs, &mut errs);
     errs.finish(rs)
 }

@@ -70,6 +70,8 @@ pub(super) struct RuleParser<'a> {
     pub(super) recent: Option<(RecentDraft, u32)>,
     /// `-m hashlimit` as its options are read.
     pub(super) hashlimit: Option<HashlimitDraft>,
+    /// `-m time` as its options are read.
+    pub(super) time: Option<TimeWindow>,
     /// The action, and for `-j/-g` to something that may be a chain, the
     /// name and column to resolve at COMMIT.
     pub(super) target: Option<(Action, Option<(String, u32)>)>,
@@ -130,6 +132,8 @@ impl RuleParser<'_> {
                 | "--reap"
                 | "--rttl"
                 | "--hashlimit-rate-match" => 0,
+                // -m time's flags (iptables/time.rs).
+                "--kerneltz" | "--localtz" | "--utc" | "--contiguous" => 0,
                 "--tcp-flags" | "--match-set" => 2,
                 _ => 1,
             };
@@ -197,6 +201,7 @@ impl RuleParser<'_> {
         if self.errs.list.len() == before {
             self.check_recent();
             self.check_hashlimit();
+            self.check_time(1);
         }
         self.errs.list.len() == before
     }

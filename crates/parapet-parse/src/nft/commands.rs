@@ -120,7 +120,10 @@ impl Parser {
                     None => Err((
                         obj.line,
                         obj.col,
-                        format!("cannot delete table '{name}': no such table"),
+                        format!(
+                            "cannot delete table '{name}': no such table (nft -f fails here too where the table does not exist yet; to start from an empty table write 'table {f} {name}' before the 'delete', or 'destroy table {f} {name}', nft 1.0.8 and later)",
+                            f = family.nft_name()
+                        ),
                     )),
                 }
             }

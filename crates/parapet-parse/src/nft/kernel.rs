@@ -1,6 +1,8 @@
 //! nft chains parapet leaves to the kernel's netfilter, as iptables `*nat`
 //! is: `type nat` and `type route` base chains, and the regular chains only
-//! they jump to (fw4's `dstnat_lan`). Their rules are read for structure
+//! they jump to (fw4's `dstnat_lan`); `type filter` base chains that only
+//! mangle (their rules set fields, `ip dscp set 1`, and decide nothing; the
+//! guard against parapet rules matching such a field is `mangle.rs`). Their rules are read for structure
 //! only (one rule per statement list, its jumps), keep their ids, and go
 //! into [`Ruleset::left_to_kernel`], one entry per chain with its block, so
 //! `check`/`apply` report them and `list` writes them back.
@@ -43,6 +45,7 @@ impl Parser {
             jumps: Vec::new(),
             errors: Vec::new(),
             nat_errors_only: true,
+            mangle_errors_only: true,
             text: String::new(),
         });
         self.notes.len() - 1
@@ -124,6 +127,13 @@ impl Parser {
                     Some("snat" | "dnat" | "masquerade" | "redirect" | "tproxy")
                 )
         });
+        // A verdict after a set statement: the rule filters too.
+        let verdict = toks.iter().any(|t| {
+            matches!(
+                t.word(),
+                Some("accept" | "drop" | "reject" | "queue" | "return")
+            ) && matches!(t.tok, Tok::Word(_))
+        });
         let i = self.note_index(ti, ci);
         let n = &mut self.notes[i];
         n.rules += 1;
@@ -133,6 +143,12 @@ impl Parser {
         n.jumps.extend(jumps);
         if err.is_some() && !nat {
             n.nat_errors_only = false;
+        }
+        if err
+            .as_ref()
+            .is_some_and(|e| verdict || !e.2.starts_with(super::matches::PAYLOAD_SET))
+        {
+            n.mangle_errors_only = false;
         }
         n.errors.extend(err);
     }
@@ -189,12 +205,17 @@ impl Parser {
             let from_filter = reach(filter_roots);
             // Regular chains no filter chain reaches whose only errors are
             // NAT statements: the kernel's NAT (nft checks a NAT statement
-            // against the hook when a NAT chain jumps there).
+            // against the hook when a NAT chain jumps there); or set
+            // statements: the kernel's mangling.
             let nat_roots: Vec<&str> = t
                 .chains
                 .iter()
                 .filter(|c| c.base.is_none() && !from_filter.contains(&c.name))
-                .filter(|c| of(&c.name).is_some_and(|n| !n.errors.is_empty() && n.nat_errors_only))
+                .filter(|c| {
+                    of(&c.name).is_some_and(|n| {
+                        !n.errors.is_empty() && (n.nat_errors_only || n.mangle_errors_only)
+                    })
+                })
                 .map(|c| c.name.as_str())
                 .collect();
             let mut roots: Vec<&str> = kernel_roots;
@@ -202,6 +223,20 @@ impl Parser {
             for c in reach(roots) {
                 if !from_filter.contains(&c) {
                     kernel_only.push((ti, c));
+                }
+            }
+            // Base chains that only mangle: every rule that did not parse
+            // sets a field (`ip dscp set 1`), none decides (no verdict, no
+            // jump) and the policy accepts. They change packets and never
+            // drop one: the kernel's business, as NAT is.
+            for c in &t.chains {
+                let only_mangles = c.base.as_ref().is_some_and(|b| b.policy == Verdict::Accept)
+                    && c.rules.iter().all(|r| r.action == Action::Count)
+                    && of(&c.name).is_some_and(|n| {
+                        !n.errors.is_empty() && n.mangle_errors_only && n.jumps.is_empty()
+                    });
+                if only_mangles {
+                    kernel_only.push((ti, c.name.clone()));
                 }
             }
         }

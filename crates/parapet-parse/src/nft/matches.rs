@@ -17,7 +17,9 @@ pub(super) enum Kind {
     Iface,
     Ct,
     IcmpType(bool),
-    IcmpCode,
+    /// `icmp code` / `icmpv6 code`: a number or a name `nft describe
+    /// icmp_code` (or `icmpv6_code`) prints.
+    IcmpCode(bool),
     Nfproto,
     /// `meta protocol`: the ethertype, which in ip/ip6/inet tables is the
     /// packet's family.
@@ -35,6 +37,33 @@ struct Selector {
     /// Constraints the selector implies (`tcp dport` implies tcp).
     implied: Vec<(Field, IntervalSet)>,
 }
+
+/// The start of the error for a payload or meta set statement (`ip dscp
+/// set 1`): a chain whose only errors are these and that decides nothing
+/// only mangles, and is left to the kernel (`kernel.rs`).
+pub(super) const PAYLOAD_SET: &str = "a payload or meta statement";
+
+/// `nft describe icmp_code`: the names nft accepts and prints for ICMP codes.
+const NFT_ICMP_CODES: [(&str, u8); 8] = [
+    ("net-unreachable", 0),
+    ("host-unreachable", 1),
+    ("prot-unreachable", 2),
+    ("port-unreachable", 3),
+    ("frag-needed", 4),
+    ("net-prohibited", 9),
+    ("host-prohibited", 10),
+    ("admin-prohibited", 13),
+];
+
+/// `nft describe icmpv6_code`.
+const NFT_ICMP6_CODES: [(&str, u8); 6] = [
+    ("no-route", 0),
+    ("admin-prohibited", 1),
+    ("addr-unreachable", 3),
+    ("port-unreachable", 4),
+    ("policy-fail", 5),
+    ("reject-route", 6),
+];
 
 const SUPPORTED_EXPRS: &str = "ip/ip6 saddr|daddr|protocol|nexthdr|dscp, ip ttl, ip6 hoplimit, tcp/udp/sctp/udplite/th sport|dport, tcp flags, meta l4proto|nfproto|protocol|iifname|oifname|length, iifname, oifname, ct state, icmp/icmpv6 type|code, counter, log, limit, comment, accept, drop, reject, jump, goto, return";
 
@@ -148,7 +177,7 @@ impl RuleParser<'_> {
                 let k = sub(self, "type or code")?;
                 match k.as_str() {
                     "type" => sel(Field::IcmpTypeCode, Kind::IcmpType(v6), implied),
-                    "code" => sel(Field::IcmpTypeCode, Kind::IcmpCode, implied),
+                    "code" => sel(Field::IcmpTypeCode, Kind::IcmpCode(v6), implied),
                     other => Err((
                         l,
                         c,
@@ -223,7 +252,7 @@ impl RuleParser<'_> {
             break;
         }
         if self.peek_word() == Some("set") {
-            return self.fail("a payload or meta statement ('ip daddr set …') is not supported: it changes the packet later rules see");
+            return self.fail(format!("{PAYLOAD_SET} ('ip daddr set …') is not supported in a chain that also filters: it changes the packet later rules see (a chain whose rules only change packets, with no verdict, is left to the kernel)"));
         }
         if matches!(self.peek().map(|t| &t.tok), Some(Tok::Amp)) {
             return self.masked(&sels);
@@ -553,8 +582,19 @@ impl RuleParser<'_> {
                     _ => Err(err(format!("expected a DSCP value 0-63 or name (cs0-cs7, af11-af43, ef), found '{text}'"))),
                 }
             }
-            Kind::IcmpCode => {
-                let c: u8 = text.parse().map_err(|_| err(format!("expected an ICMP code 0-255, found '{text}'")))?;
+            Kind::IcmpCode(v6) => {
+                let names: &[(&str, u8)] = if v6 { &NFT_ICMP6_CODES } else { &NFT_ICMP_CODES };
+                let c: u8 = match names.iter().find(|(n, _)| *n == text) {
+                    Some((_, c)) => *c,
+                    None => text.parse().map_err(|_| {
+                        let known: Vec<&str> = names.iter().map(|(n, _)| *n).collect();
+                        err(format!(
+                            "expected an ICMP{} code 0-255 or one of {}, found '{text}'",
+                            if v6 { "v6" } else { "" },
+                            known.join(", ")
+                        ))
+                    })?,
+                };
                 Ok(IntervalSet::from_ranges((0u128..=255).map(|t| ((t << 8) | c as u128, (t << 8) | c as u128))))
             }
         }

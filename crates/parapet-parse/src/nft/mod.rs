@@ -24,6 +24,7 @@ mod objects;
 mod rule;
 mod script;
 mod table;
+mod time;
 mod vmap;
 
 use crate::error::{Errors, ParseError};

@@ -246,7 +246,16 @@ impl RuleParser<'_> {
                         // match then refuses; parapet checks limit last.
                         return self.fail(format!("a match after 'limit' is not supported (parapet checks the limit after the rule's matches): write '{w} …' before 'limit'"));
                     }
-                    self.match_expr()?
+                    let time = w == "meta"
+                        && matches!(
+                            self.toks.get(self.i + 1).and_then(|t| t.word()),
+                            Some("time" | "hour" | "day")
+                        );
+                    if time {
+                        self.time_expr()?
+                    } else {
+                        self.match_expr()?
+                    }
                 }
             }
         }

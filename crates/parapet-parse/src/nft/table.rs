@@ -166,6 +166,7 @@ impl Parser {
         self.check_jumps();
         self.leave_chains_to_kernel();
         self.note_kernel_statements();
+        crate::mangle::refuse_matches_on_mangled_fields(&self.rs, &mut self.errs);
         let dormant = std::mem::take(&mut self.dormant);
         self.rs
             .tables
@@ -814,6 +815,10 @@ pub(super) struct ChainNote {
     /// `dnat`, `masquerade`, `redirect`, `tproxy`): such a chain that no
     /// filter chain reaches is the kernel's NAT, not a mistake.
     pub(super) nat_errors_only: bool,
+    /// Whether every rule error is a payload or meta set statement (`ip
+    /// dscp set 1`): a base chain with only such errors that decides
+    /// nothing only mangles, and is the kernel's.
+    pub(super) mangle_errors_only: bool,
     /// The chain's blocks as written.
     pub(super) text: String,
 }

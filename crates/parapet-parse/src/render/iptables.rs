@@ -365,6 +365,9 @@ fn ipt_rule(rs: &Ruleset, r: &Rule, family: Family, extra: &str) -> Result<Strin
             l.rate, l.burst
         );
     }
+    if let Some(w) = &r.time {
+        write_time(&mut out, w);
+    }
     if let Some(rc) = &r.recent {
         write_recent(&mut out, rc, family);
     }
@@ -373,6 +376,47 @@ fn ipt_rule(rs: &Ruleset, r: &Rule, family: Family, extra: &str) -> Result<Strin
     }
     write_target(&mut out, r)?;
     Ok(out)
+}
+
+/// `-m time` as iptables-save writes it (libxt_time's order; only what
+/// differs from the always-open window).
+fn write_time(out: &mut String, w: &TimeWindow) {
+    let all = TimeWindow::default();
+    out.push_str(" -m time");
+    if (w.daytime_start, w.daytime_stop) != (all.daytime_start, all.daytime_stop) {
+        let _ = write!(
+            out,
+            " --timestart {} --timestop {}",
+            format_daytime(w.daytime_start),
+            format_daytime(w.daytime_stop)
+        );
+    }
+    if w.monthdays != ALL_MONTHDAYS {
+        let days: Vec<String> = (1..=31)
+            .filter(|d| w.monthdays & (1 << d) != 0)
+            .map(|d: u32| d.to_string())
+            .collect();
+        let _ = write!(out, " --monthdays {}", days.join(","));
+    }
+    if w.weekdays != ALL_WEEKDAYS {
+        let days: Vec<&str> = (1..=7)
+            .filter(|d| w.weekdays & (1 << d) != 0)
+            .map(|d| WEEKDAY_NAMES[d - 1])
+            .collect();
+        let _ = write!(out, " --weekdays {}", days.join(","));
+    }
+    if w.date_start != all.date_start {
+        let _ = write!(out, " --datestart {}", format_date(w.date_start));
+    }
+    if w.date_stop != all.date_stop {
+        let _ = write!(out, " --datestop {}", format_date(w.date_stop));
+    }
+    if w.kernel_tz {
+        out.push_str(" --kerneltz");
+    }
+    if w.contiguous {
+        out.push_str(" --contiguous");
+    }
 }
 
 /// `-m recent` in iptables-save's order.

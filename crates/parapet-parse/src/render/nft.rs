@@ -367,6 +367,9 @@ fn nft_rule(rs: &Ruleset, tfam: TableFamily, r: &Rule) -> Result<String, RenderE
         parts.push(format!("ct state {}{}", nft_op(neg), names.join(",")));
     }
     push_set_lookups(&mut parts, rs, r, family, port_key)?;
+    if let Some(w) = &r.time {
+        parts.extend(nft_time(w).map_err(|m| rerr(id, m))?);
+    }
     if r.recent.is_some() {
         return Err(rerr(
             id,
@@ -732,4 +735,55 @@ fn nft_proto_word(p: u8, _family: Family) -> String {
         136 => "udplite".into(),
         p => protocol_name(p).map_or(p.to_string(), str::to_string),
     }
+}
+
+/// A time window in nft's words (`meta time`, `meta hour`, `meta day`),
+/// dates and hours in UTC; what nft cannot say is an error.
+fn nft_time(w: &TimeWindow) -> Result<Vec<String>, &'static str> {
+    let all = TimeWindow::default();
+    if w.monthdays != ALL_MONTHDAYS {
+        return Err("-m time --monthdays has no nft spelling");
+    }
+    if w.kernel_tz || w.contiguous {
+        return Err("-m time --kerneltz or --contiguous has no nft spelling");
+    }
+    let date = |s: i64| format_date(s).replacen('T', " ", 1);
+    let mut out = Vec::new();
+    match (w.date_start == all.date_start, w.date_stop == all.date_stop) {
+        (true, true) => {}
+        (false, true) => out.push(format!("meta time >= \"{}\"", date(w.date_start))),
+        (true, false) => out.push(format!("meta time <= \"{}\"", date(w.date_stop))),
+        (false, false) => out.push(format!(
+            "meta time \"{}\"-\"{}\"",
+            date(w.date_start),
+            date(w.date_stop)
+        )),
+    }
+    if (w.daytime_start, w.daytime_stop) != (all.daytime_start, all.daytime_stop) {
+        if w.daytime_start > w.daytime_stop {
+            return Err("a -m time window past midnight has no one-rule nft spelling");
+        }
+        out.push(format!(
+            "meta hour \"{}\"-\"{}\"",
+            format_daytime(w.daytime_start),
+            format_daytime(w.daytime_stop)
+        ));
+    }
+    if w.weekdays != ALL_WEEKDAYS {
+        const DAYS: [&str; 7] = [
+            "Monday",
+            "Tuesday",
+            "Wednesday",
+            "Thursday",
+            "Friday",
+            "Saturday",
+            "Sunday",
+        ];
+        let days: Vec<String> = (1..=7)
+            .filter(|d| w.weekdays & (1 << d) != 0)
+            .map(|d| format!("\"{}\"", DAYS[d - 1]))
+            .collect();
+        out.push(format!("meta day {{ {} }}", days.join(", ")));
+    }
+    Ok(out)
 }
