@@ -35,6 +35,53 @@ class Broker:
             self.p = None
 
 
+class Timeline(threading.Thread):
+    """Polls every node's `stats` (its own connections) every 50 ms from
+    the broker's return: per node, when the fleet link is up again, when
+    its outbox is empty for good, and when it holds every ban; the phases
+    of the catch-up (where the time goes)."""
+
+    def __init__(self, nodes, t_up):
+        import run
+        super().__init__(daemon=True)
+        self.clients = [run.Client(n.sock) for n in nodes]
+        self.t_up = t_up
+        self.rows = [[] for _ in nodes]
+        self.halt = threading.Event()
+
+    def run(self):
+        deadline = time.monotonic() + 900
+        while not self.halt.is_set() and time.monotonic() < deadline:
+            for c, rows in zip(self.clients, self.rows):
+                s = c.call(cmd="stats")
+                f = s["fleet"]
+                rows.append((time.monotonic() - self.t_up, f["connected"], f["backlog"],
+                             s["elements"], f["stream_seq"]))
+            time.sleep(0.05)
+
+    def phases(self, acked):
+        """Seconds from the broker's return, per node."""
+        out = []
+        for rows in self.rows:
+            up = next((t for t, c, *_ in rows if c), None)
+            # The outbox empty from then on (not a momentary zero while
+            # the load still runs).
+            busy = [t for t, _, b, *_ in rows if b > 0]
+            drained = next((t for t, _, b, *_ in rows if b == 0 and t > busy[-1]),
+                           None) if busy else (rows[0][0] if rows else None)
+            full = next((t for t, _, _, e, *_ in rows if e >= acked), None)
+            # The consumer's first delivery after the return.
+            seq0 = rows[0][4] if rows else 0
+            consuming = next((t for t, *_, q in rows if q > seq0), None)
+            out.append({"connected_s": r2(up), "consuming_s": r2(consuming),
+                        "outbox_drained_s": r2(drained), "holds_all_s": r2(full)})
+        return out
+
+
+def r2(x):
+    return None if x is None else round(x, 2)
+
+
 def run(a, binary):
     """Broker stopped for a.outage s while a.outage_rate bans/s are offered
     across three nodes; seconds from its return until all are equal."""
@@ -58,9 +105,12 @@ def run(a, binary):
         res["backlog_at_return"] = sum(n.stats()["fleet"]["backlog"] for n in nodes)
         broker.start()
         t_up = time.monotonic()
+        timeline = Timeline(nodes, t_up)
+        timeline.start()
         res["down_s"] = round(t_up - t_down, 2)
         for t in ths:
             t.join()
+        res["load_end_s"] = round(time.monotonic() - t_up, 2)
         acked = sum(s for s, _ in done)
         res["bans_acked"] = acked
 
@@ -70,6 +120,10 @@ def run(a, binary):
         r.wait("all nodes equal after the outage", 600, equal, 0.05)
         # From the broker's return (its port open), as the target says.
         res["equal_after_return_s"] = round(time.monotonic() - t_up, 2)
+        time.sleep(0.1)
+        timeline.halt.set()
+        timeline.join()
+        res["phases"] = timeline.phases(acked)
         print("outage:", res, flush=True)
     finally:
         for n in nodes:

@@ -314,8 +314,30 @@ fn broker_outage_then_every_node_equal() {
         &strings(&["192.0.2.1", "192.0.2.2"]),
         LIMIT,
     );
+    for n in [&a, &b, &c] {
+        call(
+            &mut n.client(),
+            json!({"cmd": "set.create", "set": "bulk", "type": "ipv4_addr", "flags": ["shared"]}),
+        );
+    }
+    let published = |n: &common::Daemon| fleet_stats(n)["published"].as_u64().unwrap();
+    let p0 = published(&a);
     broker.stop();
     let t0 = Instant::now();
+    // A backlog of several publish rounds (16k changes each): they go
+    // out several in flight at once, each change exactly once.
+    let mut bulk = Vec::new();
+    for k in 0..BULK / 10_000 {
+        let chunk: Vec<String> = (k * 10_000..(k + 1) * 10_000)
+            .map(|i| format!("10.{}.{}.{}", 100 + i / 65536, (i / 256) % 256, i % 256))
+            .collect();
+        call(
+            &mut a.client(),
+            json!({"cmd": "set.add", "set": "bulk", "elems": chunk}),
+        );
+        bulk.extend(chunk);
+    }
+    bulk.sort();
     let mut want: Vec<String> = vec!["192.0.2.1".into()];
     for i in 0..500 {
         let x = format!("10.7.{}.{}", i / 256, i % 256);
@@ -340,7 +362,22 @@ fn broker_outage_then_every_node_equal() {
             fleet_stats(n)["backlog"].as_u64() == Some(0)
         });
     }
+    // a's 167 of the 500 bans and the bulk, each acknowledged once.
+    assert_eq!(published(&a) - p0, BULK as u64 + 167);
+    for n in [&b, &c] {
+        wait_until("the bulk everywhere", LIMIT, || {
+            let s = common::call(&mut n.client(), json!({"cmd": "stats"}));
+            s["elements"].as_u64() >= Some((BULK + want.len()) as u64)
+        });
+    }
+    assert_eq!(elems(&a, "bulk"), bulk);
+    assert_eq!(elems(&b, "bulk"), bulk);
+    assert_eq!(elems(&c, "bulk"), bulk);
 }
+
+/// Changes queued on one node during the outage test: several publish
+/// rounds.
+const BULK: usize = 70_000;
 
 /// Node b's clock is 30 s ahead, c's 30 s behind. Expiries travel as
 /// absolute times: a 20 s ban from a is already over on b and never

@@ -78,6 +78,23 @@ pub fn pack(msgs: &[FleetMsg], out: &mut Vec<u8>) -> usize {
     n
 }
 
+/// The number of changes `buf`'s header claims, without parsing the rest
+/// (1 for anything that is not a batch header): sizes a consumer's round
+/// before decoding. Only an estimate for a hostile message, which
+/// [`parse`] then refuses whole.
+pub fn claimed_count(buf: &[u8]) -> usize {
+    let count = || {
+        let olen = *buf.get(4)? as usize;
+        let at = 5 + olen + 8;
+        let c = buf.get(at..at + 2)?;
+        Some(u16::from_be_bytes([c[0], c[1]]) as usize)
+    };
+    match count() {
+        Some(n) if buf.starts_with(&MAGIC) => n.clamp(1, MAX_ENTRIES),
+        _ => 1,
+    }
+}
+
 /// Parses one batch into its changes, each with its origin and sequence.
 pub fn parse(buf: &[u8]) -> Result<Vec<FleetMsg>, WireError> {
     let mut r = Reader { buf, at: 0 };
@@ -159,6 +176,22 @@ mod tests {
         assert_eq!(pack(&many, &mut b), MAX_ENTRIES);
         assert_eq!(parse(&b).unwrap().len(), MAX_ENTRIES);
         assert!(b.len() <= MAX_BYTES);
+        assert_eq!(claimed_count(&b), MAX_ENTRIES);
+    }
+
+    #[test]
+    fn claimed_count_peeks_the_header_only() {
+        let mut b = Vec::new();
+        pack(&[m(5, Kind::Add), m(6, Kind::Add), m(7, Kind::Del)], &mut b);
+        assert_eq!(claimed_count(&b), 3);
+        assert_eq!(claimed_count(&b[..21]), 3, "the entries are not read");
+        assert_eq!(claimed_count(&b[..20]), 1, "truncated count");
+        assert_eq!(claimed_count(b"junk"), 1);
+        let mut lie = b.clone();
+        lie[19..21].copy_from_slice(&[0xff, 0xff]);
+        assert_eq!(claimed_count(&lie), MAX_ENTRIES, "bounded");
+        lie[0] = b'X';
+        assert_eq!(claimed_count(&lie), 1, "not a batch");
     }
 
     #[test]

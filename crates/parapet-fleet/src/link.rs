@@ -7,9 +7,12 @@
 //!   batch messages (`batch.rs`: up to 4096 changes each; woken while
 //!   changes are flowing it lingers 1 ms so that a burst shares
 //!   messages, after a quiet spell it publishes at once), a
-//!   bounded window at a time, each with `Nats-Msg-Id` = its origin and
-//!   sequence range; the position advances only when the broker
-//!   acknowledged all of them;
+//!   bounded window (a round) at a time, each with `Nats-Msg-Id` = its
+//!   origin and sequence range; the position advances round by round as
+//!   the broker acknowledges them. While a full round more is waiting (a
+//!   backlog), up to four rounds are in flight (no round trip's pause
+//!   between them); otherwise the next round waits for the one in
+//!   flight, and what arrives meanwhile shares its messages;
 //! - consume: the durable pull consumer, what is ready up to a bounded
 //!   number of changes, each message decoded strictly and each change
 //!   decided by the [`Replica`]; the changes are applied (journaled and
@@ -28,9 +31,11 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-/// Records published per round (bounds the acks in flight: at most four
-/// full batch messages).
+/// Records published per round (at most four full batch messages).
 const PUBLISH_WINDOW: usize = 4 * batch::MAX_ENTRIES;
+/// Rounds sent and not yet acknowledged (bounds the acks in flight, and
+/// what the broker may have to refuse after an error: 64k changes).
+const ROUNDS_IN_FLIGHT: usize = 4;
 /// How long the publisher, woken while changes are flowing, waits for
 /// more before packing: a burst of single bans shares messages at the
 /// cost of 1 ms.
@@ -44,6 +49,9 @@ const APPLY_CHANGES: usize = 4 * batch::MAX_ENTRIES;
 /// Batch messages the consumer may hold unacknowledged (with
 /// [`batch::MAX_BYTES`], bounds what the broker pushes at us).
 const MAX_ACK_PENDING: usize = 64;
+/// Longest pause between two reconnection attempts: a broker back after
+/// an outage is found within this (the bench's reconnection phase).
+const RECONNECT_MAX_MS: u64 = 200;
 /// Delay between retries after an error.
 const RETRY: Duration = Duration::from_millis(250);
 
@@ -102,7 +110,7 @@ async fn connect(fleet: &Arc<Fleet>) -> Result<async_nats::Client, String> {
         .max_reconnects(None)
         // Short and capped: an outage ends with the broker's return, not
         // with an exponential back-off of ours.
-        .reconnect_delay_callback(|n| Duration::from_millis((n as u64 * 100).min(1000)))
+        .reconnect_delay_callback(|n| Duration::from_millis((n as u64 * 50).min(RECONNECT_MAX_MS)))
         .connection_timeout(Duration::from_secs(2))
         // Connection failures (a refused TLS handshake, bad credentials)
         // happen inside the client's retries: surface them in `stats`.
@@ -162,10 +170,24 @@ async fn get_stream(fleet: &Fleet, js: &jetstream::Context) -> Result<stream::St
     .map_err(|e| format!("stream {}: {e}", stream_name(fleet)))
 }
 
+/// A round sent to the broker and not yet acknowledged: its acks, the
+/// outbox offset just past its last record, and its record count.
+struct Round {
+    acks: Vec<jetstream::context::PublishAckFuture>,
+    end: u64,
+    records: u64,
+}
+
 async fn publish_loop(fleet: Arc<Fleet>, js: jetstream::Context) {
     let mut have_stream = false;
     let now = tokio::time::Instant::now();
     let mut last_publish = now.checked_sub(BUSY).unwrap_or(now);
+    // Rounds in flight, oldest first, and the outbox offset the next one
+    // is read from. The position advances round by round, in order, as
+    // the broker acknowledges them; a backlog (after an outage) goes out
+    // without a round trip's pause between rounds.
+    let mut rounds: std::collections::VecDeque<Round> = std::collections::VecDeque::new();
+    let mut next = 0;
     while !fleet.stopping() {
         // Publishing before the stream exists would fail (no responders)
         // and wait out a retry.
@@ -177,47 +199,95 @@ async fn publish_loop(fleet: Arc<Fleet>, js: jetstream::Context) {
             }
             have_stream = true;
         }
-        let read = || {
-            let ob = fleet.outbox.lock().unwrap();
-            ob.read(ob.acked(), PUBLISH_WINDOW)
-        };
-        let batch = read();
-        if batch.is_empty() {
+        if rounds.len() < ROUNDS_IN_FLIGHT {
+            let batch = {
+                let ob = fleet.outbox.lock().unwrap();
+                let sent: u64 = rounds.iter().map(|r| r.records).sum();
+                if rounds.is_empty() {
+                    next = ob.acked();
+                    ob.read(next, PUBLISH_WINDOW)
+                } else if ob.backlog().saturating_sub(sent) >= PUBLISH_WINDOW as u64 {
+                    ob.read(next, PUBLISH_WINDOW)
+                } else {
+                    // Less than a full round waiting: it waits for the
+                    // round in flight, and shares messages with what
+                    // comes meanwhile (as few messages as possible
+                    // under a steady load).
+                    Vec::new()
+                }
+            };
+            if !batch.is_empty() {
+                last_publish = tokio::time::Instant::now();
+                let end = batch.last().expect("non-empty").0;
+                match send_round(&fleet, &js, &batch).await {
+                    Ok(acks) => {
+                        rounds.push_back(Round {
+                            acks,
+                            end,
+                            records: batch.len() as u64,
+                        });
+                        next = end;
+                        continue;
+                    }
+                    Err(e) => {
+                        failed(&fleet, &mut rounds, &mut have_stream, e).await;
+                        continue;
+                    }
+                }
+            }
+        }
+        let Some(round) = rounds.pop_front() else {
             let _ = tokio::time::timeout(Duration::from_millis(200), fleet.wake.notified()).await;
             if last_publish.elapsed() < BUSY {
                 tokio::time::sleep(LINGER).await;
             }
             continue;
+        };
+        let mut result = Ok(());
+        for a in round.acks {
+            if let Err(e) = a.await {
+                result = Err(e.to_string());
+                break;
+            }
         }
-        last_publish = tokio::time::Instant::now();
-        match publish_batch(&fleet, &js, &batch).await {
+        match result {
             Ok(()) => {
-                let end = batch.last().expect("non-empty").0;
                 let mut ob = fleet.outbox.lock().unwrap();
-                if let Err(e) = ob.ack(end, batch.len() as u64) {
+                if let Err(e) = ob.ack(round.end, round.records) {
                     fleet.stats.error(format!("outbox: {e}"));
                 }
                 fleet
                     .stats
                     .published
-                    .fetch_add(batch.len() as u64, Ordering::Relaxed);
+                    .fetch_add(round.records, Ordering::Relaxed);
             }
-            Err(e) => {
-                // Everything from the acknowledged position goes again;
-                // the broker drops what it already has (same message id).
-                fleet.stats.error(format!("publish: {e}"));
-                have_stream = false;
-                tokio::time::sleep(RETRY).await;
-            }
+            Err(e) => failed(&fleet, &mut rounds, &mut have_stream, e).await,
         }
     }
 }
 
-async fn publish_batch(
+/// A send or an acknowledgement failed: every round still in flight is
+/// dropped and everything from the acknowledged position goes again (the
+/// broker drops what it already has: same message ids).
+async fn failed(
+    fleet: &Fleet,
+    rounds: &mut std::collections::VecDeque<Round>,
+    have_stream: &mut bool,
+    e: String,
+) {
+    fleet.stats.error(format!("publish: {e}"));
+    rounds.clear();
+    *have_stream = false;
+    tokio::time::sleep(RETRY).await;
+}
+
+/// Sends one round's records as batch messages; returns their
+/// acknowledgements (awaited by the caller, in order).
+async fn send_round(
     fleet: &Fleet,
     js: &jetstream::Context,
     records: &[(u64, FleetMsg)],
-) -> Result<(), String> {
+) -> Result<Vec<jetstream::context::PublishAckFuture>, String> {
     let msgs: Vec<FleetMsg> = records.iter().map(|(_, m)| m.clone()).collect();
     let subject = batch::subject(&fleet.config.prefix, &fleet.config.node);
     let mut acks = Vec::new();
@@ -235,10 +305,7 @@ async fn publish_batch(
         acks.push(ack);
         at += n;
     }
-    for a in acks {
-        a.await.map_err(|e| e.to_string())?;
-    }
-    Ok(())
+    Ok(acks)
 }
 
 async fn snapshot_loop(fleet: Arc<Fleet>, js: jetstream::Context, applier: Arc<dyn Applier>) {
@@ -391,14 +458,15 @@ async fn consume(
             Ok(None) => return Err("consumer stream ended".into()),
             Ok(Some(m)) => m.map_err(|e| e.to_string())?,
         };
-        // Entries counted from the payload sizes (a batch entry is at
-        // least 13 bytes): bounds a round before anything is decoded.
-        let mut bytes = first.payload.len();
+        // Changes counted from the batch headers (each message holds at
+        // most MAX_ENTRIES, and at most MAX_BYTES): bounds a round
+        // before anything is decoded.
+        let mut changes = batch::claimed_count(&first.payload);
         let mut batch = vec![first];
-        while bytes < APPLY_CHANGES * 13 && batch.len() < MAX_ACK_PENDING / 2 {
+        while changes < APPLY_CHANGES && batch.len() < MAX_ACK_PENDING / 2 {
             match futures_util::FutureExt::now_or_never(msgs.next()) {
                 Some(Some(Ok(m))) => {
-                    bytes += m.payload.len();
+                    changes += batch::claimed_count(&m.payload);
                     batch.push(m)
                 }
                 Some(Some(Err(e))) => {

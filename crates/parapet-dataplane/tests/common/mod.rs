@@ -6,6 +6,7 @@
 pub mod image;
 pub mod lo;
 pub mod netns;
+pub mod timed;
 pub mod wire;
 
 use parapet_dataplane::{Dataplane, LoadOptions};
