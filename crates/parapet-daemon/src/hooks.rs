@@ -3,7 +3,9 @@
 //!
 //! `parapet attach` without an interface enforces the ruleset's filter base
 //! chains at their own hooks: INPUT at `NF_INET_LOCAL_IN`, FORWARD at
-//! `NF_INET_FORWARD`, OUTPUT at `NF_INET_LOCAL_OUT`, each with its own
+//! `NF_INET_FORWARD`, OUTPUT at `NF_INET_LOCAL_OUT`, nft filter chains at
+//! prerouting and postrouting at `NF_INET_PRE_ROUTING` and
+//! `NF_INET_POST_ROUTING`, each with its own
 //! classifier image, one link per family its table covers, at the chain's
 //! priority (0 for iptables, the nft base chain's otherwise). [`hook_plan`]
 //! works that out from a compiled ruleset; [`warnings`] says where a rule
@@ -40,7 +42,9 @@ fn nf_hook(h: Hook) -> Option<NfHook> {
         Hook::Input => Some(NfHook::Input),
         Hook::Forward => Some(NfHook::Forward),
         Hook::Output => Some(NfHook::Output),
-        _ => None,
+        Hook::Prerouting => Some(NfHook::Prerouting),
+        Hook::Postrouting => Some(NfHook::Postrouting),
+        Hook::Ingress => None,
     }
 }
 
@@ -52,7 +56,8 @@ fn families(f: TableFamily) -> &'static [NfFamily] {
     }
 }
 
-/// The chains at INPUT, FORWARD and OUTPUT: one image per hook. Several
+/// The chains at INPUT, FORWARD, OUTPUT, PREROUTING and POSTROUTING: one
+/// image per hook. Several
 /// base chains at one hook (nft chains of different priorities, in one
 /// table or several: `inet filter input` beside `ip filter input`) run as
 /// the one classifier the loader compiled for them
@@ -227,8 +232,8 @@ pub fn warnings(
                     .collect();
                 if !other.is_empty() {
                     out.push(format!(
-                        "base chains {} are not at INPUT, FORWARD or OUTPUT: not enforced at \
-                         the netfilter hooks",
+                        "base chains {} are not at a netfilter hook (nft ingress): not \
+                         enforced at the netfilter hooks",
                         other.join(", ")
                     ));
                 }
@@ -264,7 +269,7 @@ COMMIT
         let c = load(IPT);
         let plan = hook_plan(&c.ruleset, &c.compiled).unwrap();
         let hooks: Vec<NfHook> = plan.chains.iter().map(|(h, _)| *h).collect();
-        assert_eq!(hooks, NfHook::ALL);
+        assert_eq!(hooks, [NfHook::Input, NfHook::Forward, NfHook::Output]);
         assert_eq!(plan.links.len(), 3);
         assert!(plan
             .links

@@ -26,8 +26,20 @@ const RULES: &str = "*filter
 COMMIT
 ";
 
+/// nft filter chains before and after routing (rule ids 1 and 2).
+const PRE_POST: &str = "table inet f {
+  chain pre { type filter hook prerouting priority mangle; policy accept; tcp dport 7 drop; }
+  chain post { type filter hook postrouting priority 300; policy drop; udp dport 8 accept; }
+}
+";
+
 fn chain_image(text: &str, chain: &str) -> Vec<u8> {
-    let rs = parapet_parse::parse(text, "test", parapet_parse::Format::IptablesSave)
+    let format = if text.starts_with("table") {
+        parapet_parse::Format::Nft
+    } else {
+        parapet_parse::Format::IptablesSave
+    };
+    let rs = parapet_parse::parse(text, "test", format)
         .expect("test ruleset parses")
         .ruleset;
     let list = parapet_model::flatten(&rs, rs.select_chain(Some(chain)).unwrap()).unwrap();
@@ -46,10 +58,14 @@ fn loaded(test: &str) -> Dataplane {
         },
     );
     assert_eq!(dp.netfilter_note(), None, "{test}: netfilter program");
-    for hook in NfHook::ALL {
+    for hook in [NfHook::Input, NfHook::Forward, NfHook::Output] {
         dp.write_hook_image(hook, &chain_image(RULES, hook.chain()))
             .unwrap();
     }
+    dp.write_hook_image(NfHook::Prerouting, &chain_image(PRE_POST, "pre"))
+        .unwrap();
+    dp.write_hook_image(NfHook::Postrouting, &chain_image(PRE_POST, "post"))
+        .unwrap();
     dp.swap().unwrap();
     dp
 }
@@ -108,6 +124,29 @@ fn each_hook_walks_its_own_chain() {
 
 #[test]
 #[ignore = "needs root"]
+fn prerouting_and_postrouting_walk_their_own_images() {
+    let dp = loaded("prerouting_and_postrouting_walk_their_own_images");
+    let v4 = NfFamily::Ipv4;
+    // PREROUTING: rule 1 of PRE_POST, policy ACCEPT
+    assert_eq!(run(&dp, NfHook::Prerouting, v4, &tcp4(7)), (false, 1, true));
+    assert_eq!(run(&dp, NfHook::Prerouting, v4, &tcp4(22)), (true, 0, true));
+    // POSTROUTING: rule 2, policy DROP
+    assert_eq!(run(&dp, NfHook::Postrouting, v4, &udp4(8)), (true, 2, true));
+    assert_eq!(
+        run(&dp, NfHook::Postrouting, v4, &tcp4(7)),
+        (false, 0, true)
+    );
+    // INPUT still walks its own chain (policy DROP, not PREROUTING's)
+    assert_eq!(run(&dp, NfHook::Input, v4, &udp4(53)), (true, 2, true));
+    assert_eq!(run(&dp, NfHook::Input, v4, &tcp4(7)), (false, 0, true));
+    let s = dp.stats().unwrap();
+    assert_eq!(s.get(Stat::NfPrerouting), 2);
+    assert_eq!(s.get(Stat::NfPostrouting), 2);
+    assert_eq!(s.get(Stat::NfInput), 2);
+}
+
+#[test]
+#[ignore = "needs root"]
 fn one_swap_switches_every_hook_and_keeps_the_unwritten_ones() {
     let mut dp = loaded("one_swap_switches_every_hook_and_keeps_the_unwritten_ones");
     let v4 = NfFamily::Ipv4;
@@ -155,7 +194,7 @@ fn links_attach_at_every_hook_and_family_and_detach() {
             }
         }
     });
-    assert_eq!(ids.len(), 6);
+    assert_eq!(ids.len(), 10);
     for id in ids {
         dp.detach(id).unwrap();
     }

@@ -647,6 +647,8 @@ impl Kernel {
                     "input": s.get(Stat::NfInput),
                     "forward": s.get(Stat::NfForward),
                     "output": s.get(Stat::NfOutput),
+                    "prerouting": s.get(Stat::NfPrerouting),
+                    "postrouting": s.get(Stat::NfPostrouting),
                 },
                 "reject": {
                     "queued": s.get(Stat::NfRejectQueued),
