@@ -268,6 +268,15 @@ impl NfProgram {
         }
     }
 
+    /// No netfilter program: every use answers `why`.
+    pub(crate) fn unavailable(why: &str) -> NfProgram {
+        NfProgram {
+            object: Vec::new(),
+            maps: Vec::new(),
+            prog: std::sync::OnceLock::from(Err(why.to_string())),
+        }
+    }
+
     /// The program, loaded on the first call. The kernel's BTF is parsed
     /// for this load only: parsed, it is some 16 MB of heap that nothing
     /// needs afterwards (a daemon kept it for good before).

@@ -295,3 +295,68 @@ fn netfilter_walker_agrees_with_the_linear_engine() {
     );
     assert!(saw_oif, "an output interface reached the walker");
 }
+
+/// Image maps of this process by their number of 4 KiB pages
+/// (`/proc/self/fdinfo`: the kernel's own account of each map).
+fn image_map_pages() -> Vec<u64> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc/self/fdinfo").unwrap().flatten() {
+        let Ok(info) = std::fs::read_to_string(e.path()) else {
+            continue;
+        };
+        let field = |name: &str| {
+            info.lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+        };
+        if field("map_type:") == Some(2) && field("value_size:") == Some(4096) {
+            out.extend(field("max_entries:"));
+        }
+    }
+    out
+}
+
+/// `Features::interface_only`: the image map holds the interface image's
+/// two slots only, the netfilter program is not loaded (the hooks say
+/// why), hook images and links are refused, XDP/tc's image still works.
+#[test]
+#[ignore = "needs root"]
+fn interface_only_leaves_the_hook_images_out() {
+    use parapet_dataplane::{Features, SetSizing, INTERFACE_ONLY_NOTE};
+    parapet_testbed::require_root();
+    // 3 pages a slot: no other test of this process sizes an image map so
+    let opts = LoadOptions {
+        max_rules: 15,
+        slot_pages: 3,
+        debug: true,
+    };
+    let features = Features {
+        interface_only: true,
+        ..Features::default()
+    };
+    let mut dp = Dataplane::load_with(&opts, &SetSizing::default(), &features).unwrap();
+    assert!(!dp.hook_images());
+    assert_eq!(dp.netfilter_note(), Some(INTERFACE_ONLY_NOTE));
+    let pages = image_map_pages();
+    assert!(pages.contains(&(2 * 3)), "{pages:?}");
+    assert!(!pages.contains(&(2 * 6 * 3)), "{pages:?}");
+    assert!(dp
+        .write_hook_image(NfHook::Input, &chain_image(RULES, "INPUT"))
+        .is_err());
+    assert!(dp
+        .attach_netfilter(NfHook::Input, NfFamily::Ipv4, 0)
+        .is_err());
+    dp.write_image(&chain_image(RULES, "INPUT")).unwrap();
+    dp.swap().unwrap();
+    // the interface image decides at XDP: INPUT's rule 1 accepts tcp/22
+    let r = dp
+        .test_run(parapet_dataplane::AttachPoint::Xdp, &tcp4(22), 0, 1)
+        .unwrap();
+    assert!(r.passed);
+    assert_eq!(dp.last_decision().unwrap().map(|d| d.rule_id), Some(1));
+    drop(dp);
+    // and without the switch all six images are there
+    let dp = Dataplane::load_with(&opts, &SetSizing::default(), &Features::default()).unwrap();
+    assert!(dp.hook_images());
+    assert!(image_map_pages().contains(&(2 * 6 * 3)));
+}
