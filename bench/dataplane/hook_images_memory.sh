@@ -5,7 +5,8 @@
 #   bench/dataplane/hook_images_memory.sh [PARAPETD] [RUNS] [IMAGE_MIB]
 #
 # Each run starts parapetd in a fresh network namespace (state and pins in
-# a temporary directory), waits until it answers, reads the kernel's own
+# a temporary directory), waits until it answers, applies a one-rule
+# ruleset and attaches it at XDP on lo (which loads the program), reads the kernel's own
 # account of every BPF map it holds (/proc/PID/fdinfo: memlock), the image
 # map's share of it (the array of 4 KiB pages) and parapetd's VmRSS, then
 # stops it and removes its pins. Needs root. Prints one TSV line per run.
@@ -31,13 +32,23 @@ measure() { # MODE FLAGS...
 		"$PARAPET" --socket "$dir/s" stats --json >/dev/null 2>&1 && break
 		sleep 0.1
 	done
-	local total=0 image=0
+	# nothing touches BPF before an attach: one at XDP on lo loads the
+	# program (the same in both modes)
+	printf '*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -p tcp --dport 9 -j DROP\nCOMMIT\n' >"$dir/rules"
+	"$PARAPET" --socket "$dir/s" apply "$dir/rules" >/dev/null
+	"$PARAPET" --socket "$dir/s" attach lo --hook xdp >/dev/null
+	local total=0 image=0 seen=" "
 	for f in /proc/$pid/fdinfo/*; do
-		local m t v e
+		local m t v e id
 		m=$(awk '/^memlock:/{print $2}' "$f" 2>/dev/null || true)
 		[ -n "$m" ] || continue
 		t=$(awk '/^map_type:/{print $2}' "$f")
 		[ -n "$t" ] || continue
+		# one map may be open several times (aya's fd, the pins', the
+		# netfilter program's copies): count each map once
+		id=$(awk '/^map_id:/{print $2}' "$f")
+		case "$seen" in *" $id "*) continue ;; esac
+		seen="$seen$id "
 		total=$((total + m))
 		v=$(awk '/^value_size:/{print $2}' "$f")
 		e=$(awk '/^max_entries:/{print $2}' "$f")
