@@ -12,7 +12,9 @@
 mod common;
 
 use common::daemon::{ok, parapet, stat_counters, stats};
-use common::router::{p, run_probes, start_daemon, topo, Addrs, Outcome, Probe, Side, V4, V6};
+use common::router::{
+    p, run_probes, start_daemon, start_daemon_with, topo, Addrs, Outcome, Probe, Side, V4, V6,
+};
 use parapet_testbed::require_root;
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -517,4 +519,46 @@ fn prerouting_and_postrouting_chains_see_addresses_around_nat_as_in_the_kernel()
         pk["prerouting"].as_u64() > Some(0) && pk["postrouting"].as_u64() > Some(0),
         "{s}"
     );
+}
+
+/// `--no-hook-images`: no netfilter hook images, so `attach` without an
+/// interface is refused with the reason (and `stats` says it), while the
+/// interface hooks work as before.
+#[test]
+#[ignore = "needs root"]
+fn without_hook_images_attach_at_the_hooks_is_refused_and_xdp_works() {
+    require_root();
+    let t = topo("nfi");
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("parapetd.sock");
+    let _daemon = start_daemon_with(&t.r, dir.path(), &sock, &["--no-hook-images"]);
+    let file = dir.path().join("rules.nft");
+    std::fs::write(&file, PRE_POST).unwrap();
+    let with_input = dir.path().join("input.nft");
+    std::fs::write(
+        &with_input,
+        "table inet f {\n\tchain input {\n\t\ttype filter hook input priority 0; policy accept;\n\t\tudp dport 9 drop\n\t}\n}\n",
+    )
+    .unwrap();
+    ok(&sock, &["apply", with_input.to_str().unwrap()]);
+    let o = parapet(&sock, &["attach"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("--no-hook-images"),
+        "{err}"
+    );
+    ok(&sock, &["attach", "rl", "--hook", "xdp"]);
+    let s = stats(&sock);
+    let note = s["dataplane"]["netfilter"]["note"].as_str().unwrap_or("");
+    assert!(
+        s["dataplane"]["netfilter"]["available"] == false && note.contains("left out"),
+        "{s}"
+    );
+    // a ruleset with chains only at the netfilter hooks' places still
+    // applies (nothing is attached there); the interface chain is kept
+    ok(&sock, &["apply", with_input.to_str().unwrap()]);
+    let o = parapet(&sock, &["apply", file.to_str().unwrap()]);
+    assert!(!o.status.success(), "no input chain while xdp is attached");
+    ok(&sock, &["detach", "rl"]);
+    ok(&sock, &["apply", file.to_str().unwrap()]);
 }
