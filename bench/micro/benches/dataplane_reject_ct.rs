@@ -41,7 +41,10 @@ fn main() {
         Dataplane::load_with(
             &LoadOptions::default(),
             &SetSizing::default(),
-            &Features { conntrack },
+            &Features {
+                conntrack,
+                ..Features::default()
+            },
         )
     };
     let timed = |conntrack| {

@@ -181,8 +181,10 @@ pub(crate) fn load_dataplane(
             debug: false,
         },
         &SetSizing::default(),
+        // XDP/tc only: the netfilter hooks' images are left out
         &Features {
             conntrack: needs_ct,
+            interface_only: true,
         },
     )
     .context("loading the eBPF program (needs root or CAP_BPF+CAP_NET_ADMIN, kernel >= 6.6)")?;

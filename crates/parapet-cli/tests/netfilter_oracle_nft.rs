@@ -12,7 +12,9 @@
 mod common;
 
 use common::daemon::{ok, parapet, stat_counters, stats};
-use common::router::{p, run_probes, start_daemon, topo, Addrs, Outcome, Probe, Side, V4, V6};
+use common::router::{
+    p, run_probes, start_daemon, start_daemon_with, topo, Addrs, Outcome, Probe, Side, V4, V6,
+};
 use parapet_testbed::require_root;
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -126,6 +128,18 @@ fn show(m: &BTreeMap<Place, u64>) -> String {
 /// probes on `ports`; asserts the same fate and counts probe by probe.
 /// Returns the kernel's outcome per family and parapetd's stats.
 fn twins(tag: &str, text: &str, ports: &[u16]) -> (Vec<Outcome>, serde_json::Value) {
+    twins_with(tag, "", text, &|a| probes(a, ports))
+}
+
+/// [`twins`] with `nat` (an nft text, or "") loaded into both routers
+/// with `nft -f` (left to the kernel in both) and the probes `probes`
+/// makes for each family.
+fn twins_with(
+    tag: &str,
+    nat: &str,
+    text: &str,
+    probes: &dyn Fn(&Addrs) -> Vec<Probe>,
+) -> (Vec<Outcome>, serde_json::Value) {
     require_root();
     let at = places(text);
     let quiet = noise(text);
@@ -136,11 +150,14 @@ fn twins(tag: &str, text: &str, ports: &[u16]) -> (Vec<Outcome>, serde_json::Val
     let fams = [V4, V6];
 
     let n = topo(&format!("{tag}n"));
+    if !nat.is_empty() {
+        nft_load(&n.r, nat);
+    }
     nft_load(&n.r, text);
     let kernel: Vec<Outcome> = fams
         .iter()
         .map(|a| {
-            let probes = probes(a, ports);
+            let probes = probes(a);
             run_probes(&n, a.v6, &probes, &|| {
                 strip(
                     nft_counters(&n.r)
@@ -156,6 +173,9 @@ fn twins(tag: &str, text: &str, ports: &[u16]) -> (Vec<Outcome>, serde_json::Val
     drop(n);
 
     let t = topo(&format!("{tag}p"));
+    if !nat.is_empty() {
+        nft_load(&t.r, nat);
+    }
     let dir = tempfile::tempdir().unwrap();
     let sock = dir.path().join("parapetd.sock");
     let _daemon = start_daemon(&t.r, dir.path(), &sock);
@@ -170,7 +190,7 @@ fn twins(tag: &str, text: &str, ports: &[u16]) -> (Vec<Outcome>, serde_json::Val
     let ours: Vec<Outcome> = fams
         .iter()
         .map(|a| {
-            run_probes(&t, a.v6, &probes(a, ports), &|| {
+            run_probes(&t, a.v6, &probes(a), &|| {
                 let mut m: BTreeMap<u32, u64> = stat_counters(&stats(&sock)).into_iter().collect();
                 // the policy (rule 0): nft keeps no count of it; the
                 // counter-only rule closing each chain is compared instead
@@ -183,7 +203,7 @@ fn twins(tag: &str, text: &str, ports: &[u16]) -> (Vec<Outcome>, serde_json::Val
 
     let mut wrong = Vec::new();
     for (a, (k, o)) in fams.iter().zip(kernel.iter().zip(&ours)) {
-        let probes = probes(a, ports);
+        let probes = probes(a);
         for (i, (kp, op)) in k.iter().zip(o).enumerate() {
             if kp != op {
                 let by = |m: &BTreeMap<u32, u64>| {
@@ -372,4 +392,173 @@ fn several_base_chains_at_one_hook_run_in_priority_order_as_in_the_kernel() {
     for ((c, f, p), (wc, wf, wp)) in links.iter().zip(want) {
         assert!(c == wc && f == wf && (p - wp).abs() <= 2, "{links:?}: {s}");
     }
+}
+
+/// The kernel's NAT in both routers: DNAT of R:7000 and R:7002 (on `rl`)
+/// to H:7001, masquerade of what leaves by `rh` to UDP ports 6003 and
+/// 6004 (the source becomes R's address there).
+const PRE_POST_NAT: &str = "table inet nat {
+	chain pre {
+		type nat hook prerouting priority dstnat; policy accept;
+		ip daddr 10.71.1.1 udp dport { 7000, 7002 } dnat ip to 10.71.2.2:7001
+		ip6 daddr fd71:1::1 udp dport { 7000, 7002 } dnat ip6 to [fd71:2::2]:7001
+	}
+	chain post {
+		type nat hook postrouting priority srcnat; policy accept;
+		oifname \"rh\" udp dport { 6003, 6004 } masquerade
+	}
+}
+";
+
+/// Filter chains before and after routing: `pre` at mangle priority
+/// (-150) sees addresses before DNAT (-100), `post` at 300 sees sources
+/// after masquerade (100). Each drop below matches only what the chain
+/// sees at its own place: the DNAT'ed port 7000 (not 7001) at prerouting,
+/// H:7001 only when addressed directly, the masqueraded source at
+/// postrouting (not L's).
+const PRE_POST: &str = "table inet f {
+	chain pre {
+		type filter hook prerouting priority mangle; policy accept;
+		meta l4proto ipv6-icmp counter accept
+		ct state established counter accept
+		udp dport 7000 counter drop
+		ip daddr 10.71.2.2 udp dport 7001 counter drop
+		ip6 daddr fd71:2::2 udp dport 7001 counter drop
+		iifname \"rl\" udp dport 6006 counter drop
+		counter
+	}
+	chain post {
+		type filter hook postrouting priority 300; policy accept;
+		meta l4proto ipv6-icmp counter accept
+		ip saddr 10.71.2.1 udp dport 6003 counter drop
+		ip6 saddr fd71:2::1 udp dport 6003 counter drop
+		ip saddr 10.71.1.2 udp dport 6004 counter drop
+		ip6 saddr fd71:1::2 udp dport 6004 counter drop
+		oifname \"rl\" udp dport 6005 counter drop
+		counter
+	}
+}
+";
+
+/// Probes through the NAT of [`PRE_POST_NAT`], to R, through R and from
+/// R, with the replies of the delivered ones.
+fn pre_post_probes(a: &Addrs) -> Vec<Probe> {
+    use Side::*;
+    let dnat = |sport, port| Probe {
+        at_port: 7001,
+        ..p(L, sport, a.rl, port, H)
+    };
+    let mut ps = vec![
+        dnat(42001, 7000),
+        dnat(42002, 7002),
+        p(L, 42003, a.h, 7001, H),
+        p(L, 42004, a.h, 6003, H),
+        p(L, 42005, a.h, 6004, H),
+        p(H, 42006, a.l, 6004, L),
+        p(H, 42007, a.l, 6005, L),
+        p(R, 42008, a.l, 6005, L),
+        p(R, 42009, a.h, 6003, H),
+        p(R, 42010, a.h, 6004, H),
+        p(L, 42011, a.rl, 6006, R),
+        p(H, 42012, a.rh, 6006, R),
+    ];
+    for i in 0..ps.len() {
+        if ps[i].from != R {
+            ps.push(Probe {
+                reply_of: Some(i),
+                ..ps[i]
+            });
+        }
+    }
+    ps
+}
+
+#[test]
+#[ignore = "needs root"]
+fn prerouting_and_postrouting_chains_see_addresses_around_nat_as_in_the_kernel() {
+    let (kernel, s) = twins_with("nfp", PRE_POST_NAT, PRE_POST, &pre_post_probes);
+    // the oracle itself: prerouting sees the port before DNAT (R:7000
+    // dropped, R:7002 delivered to H:7001 although H:7001 addressed
+    // directly is dropped), postrouting the source after masquerade
+    use common::router::Fate::*;
+    for (fam, k) in ["ipv4", "ipv6"].iter().zip(&kernel) {
+        let f: Vec<_> = k.iter().map(|(f, _)| *f).collect();
+        assert_eq!(
+            &f[..5],
+            &[Dropped, Delivered, Dropped, Dropped, Delivered],
+            "{fam}: {k:?}"
+        );
+        assert_eq!(f[6], Dropped, "{fam}: H -> L:6005 at postrouting: {k:?}");
+        assert_eq!(f[10], Dropped, "{fam}: L -> R:6006 at prerouting: {k:?}");
+        assert_eq!(f[11], Delivered, "{fam}: H -> R:6006 (other iif): {k:?}");
+    }
+    let mut links: Vec<(String, String)> = s["dataplane"]["attachments"][0]["links"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            (
+                l["chain"].as_str().unwrap().to_string(),
+                l["family"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    links.sort();
+    let want: Vec<(String, String)> = [
+        ("POSTROUTING", "ipv4"),
+        ("POSTROUTING", "ipv6"),
+        ("PREROUTING", "ipv4"),
+        ("PREROUTING", "ipv6"),
+    ]
+    .iter()
+    .map(|(c, f)| (c.to_string(), f.to_string()))
+    .collect();
+    assert_eq!(links, want, "{s}");
+    let pk = &s["dataplane"]["netfilter"]["packets"];
+    assert!(
+        pk["prerouting"].as_u64() > Some(0) && pk["postrouting"].as_u64() > Some(0),
+        "{s}"
+    );
+}
+
+/// `--no-hook-images`: no netfilter hook images, so `attach` without an
+/// interface is refused with the reason (and `stats` says it), while the
+/// interface hooks work as before.
+#[test]
+#[ignore = "needs root"]
+fn without_hook_images_attach_at_the_hooks_is_refused_and_xdp_works() {
+    require_root();
+    let t = topo("nfi");
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("parapetd.sock");
+    let _daemon = start_daemon_with(&t.r, dir.path(), &sock, &["--no-hook-images"]);
+    let file = dir.path().join("rules.nft");
+    std::fs::write(&file, PRE_POST).unwrap();
+    let with_input = dir.path().join("input.nft");
+    std::fs::write(
+        &with_input,
+        "table inet f {\n\tchain input {\n\t\ttype filter hook input priority 0; policy accept;\n\t\tudp dport 9 drop\n\t}\n}\n",
+    )
+    .unwrap();
+    ok(&sock, &["apply", with_input.to_str().unwrap()]);
+    let o = parapet(&sock, &["attach"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("--no-hook-images"),
+        "{err}"
+    );
+    ok(&sock, &["attach", "rl", "--hook", "xdp"]);
+    let s = stats(&sock);
+    let note = s["dataplane"]["netfilter"]["note"].as_str().unwrap_or("");
+    assert!(
+        s["dataplane"]["netfilter"]["available"] == false && note.contains("left out"),
+        "{s}"
+    );
+    // a ruleset with chains only at the netfilter hooks' places still
+    // applies (nothing is attached there); the interface chain is kept
+    ok(&sock, &["apply", with_input.to_str().unwrap()]);
+    let o = parapet(&sock, &["apply", file.to_str().unwrap()]);
+    assert!(!o.status.success(), "no input chain while xdp is attached");
+    ok(&sock, &["detach", "rl"]);
+    ok(&sock, &["apply", file.to_str().unwrap()]);
 }

@@ -3,7 +3,9 @@
 //!
 //! `parapet attach` without an interface enforces the ruleset's filter base
 //! chains at their own hooks: INPUT at `NF_INET_LOCAL_IN`, FORWARD at
-//! `NF_INET_FORWARD`, OUTPUT at `NF_INET_LOCAL_OUT`, each with its own
+//! `NF_INET_FORWARD`, OUTPUT at `NF_INET_LOCAL_OUT`, nft filter chains at
+//! prerouting and postrouting at `NF_INET_PRE_ROUTING` and
+//! `NF_INET_POST_ROUTING`, each with its own
 //! classifier image, one link per family its table covers, at the chain's
 //! priority (0 for iptables, the nft base chain's otherwise). [`hook_plan`]
 //! works that out from a compiled ruleset; [`warnings`] says where a rule
@@ -40,7 +42,9 @@ fn nf_hook(h: Hook) -> Option<NfHook> {
         Hook::Input => Some(NfHook::Input),
         Hook::Forward => Some(NfHook::Forward),
         Hook::Output => Some(NfHook::Output),
-        _ => None,
+        Hook::Prerouting => Some(NfHook::Prerouting),
+        Hook::Postrouting => Some(NfHook::Postrouting),
+        Hook::Ingress => None,
     }
 }
 
@@ -52,7 +56,8 @@ fn families(f: TableFamily) -> &'static [NfFamily] {
     }
 }
 
-/// The chains at INPUT, FORWARD and OUTPUT: one image per hook. Several
+/// The chains at INPUT, FORWARD, OUTPUT, PREROUTING and POSTROUTING: one
+/// image per hook. Several
 /// base chains at one hook (nft chains of different priorities, in one
 /// table or several: `inet filter input` beside `ip filter input`) run as
 /// the one classifier the loader compiled for them
@@ -165,6 +170,49 @@ fn forwarding_on() -> bool {
     .any(|p| std::fs::read_to_string(p).is_ok_and(|s| s.trim() != "0"))
 }
 
+/// What the kernel itself runs at a netfilter hook, by priority, that
+/// changes what a later chain sees: conntrack attaches the packet's entry
+/// (-200), NAT rewrites destinations (-100) or sources (100).
+fn kernel_functions(hook: NfHook) -> &'static [(i32, &'static str)] {
+    match hook {
+        NfHook::Prerouting | NfHook::Output => &[(-200, "conntrack"), (-100, "DNAT")],
+        NfHook::Input | NfHook::Postrouting => &[(100, "SNAT")],
+        NfHook::Forward => &[],
+    }
+}
+
+/// Joined chains (several base chains at one hook, run as one classifier
+/// at the first one's priority) with a kernel function between their
+/// priorities: the later chains see the packet before that function has
+/// run, where the kernel shows it to them after (docs/hooks.md).
+fn joined_across_kernel_functions(rs: &Ruleset, plan: &HookPlan<'_>) -> Vec<String> {
+    let mut out = Vec::new();
+    for (hook, c) in &plan.chains {
+        let Some(first) = c.joined.first() else {
+            continue;
+        };
+        let prio = |id: &ChainId| rs.chain(*id).base.as_ref().map_or(0, |b| b.priority);
+        let name = |id: &ChainId| format!("{}/{}", rs.tables[id.table].name, rs.chain(*id).name);
+        let low = prio(first);
+        for id in &c.joined[1..] {
+            for (at, what) in kernel_functions(*hook) {
+                if low < *at && prio(id) > *at {
+                    out.push(format!(
+                        "{} (priority {}) runs joined with {} at priority {low} at {hook}: the \
+                         kernel's {what} (priority {at}) sits between them, so {} sees packets \
+                         before {what} here, after it in the kernel",
+                        name(id),
+                        prio(id),
+                        name(first),
+                        name(id)
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
 /// What changes meaning where the ruleset is placed: `iface_chain` is the
 /// chain placed on interfaces (XDP/tc) when any is attached there, `nf`
 /// whether the netfilter hooks are attached.
@@ -212,7 +260,8 @@ pub fn warnings(
     if nf {
         match hook_plan(rs, compiled) {
             Err(e) => out.push(e),
-            Ok(_) => {
+            Ok(plan) => {
+                out.extend(joined_across_kernel_functions(rs, &plan));
                 let other: Vec<&str> = compiled
                     .iter()
                     .filter(|c| {
@@ -227,8 +276,8 @@ pub fn warnings(
                     .collect();
                 if !other.is_empty() {
                     out.push(format!(
-                        "base chains {} are not at INPUT, FORWARD or OUTPUT: not enforced at \
-                         the netfilter hooks",
+                        "base chains {} are not at a netfilter hook (nft ingress): not \
+                         enforced at the netfilter hooks",
                         other.join(", ")
                     ));
                 }
@@ -264,7 +313,7 @@ COMMIT
         let c = load(IPT);
         let plan = hook_plan(&c.ruleset, &c.compiled).unwrap();
         let hooks: Vec<NfHook> = plan.chains.iter().map(|(h, _)| *h).collect();
-        assert_eq!(hooks, NfHook::ALL);
+        assert_eq!(hooks, [NfHook::Input, NfHook::Forward, NfHook::Output]);
         assert_eq!(plan.links.len(), 3);
         assert!(plan
             .links
@@ -347,5 +396,35 @@ table ip g {
             .collect();
         let e = hook_plan(&c.ruleset, &plain).unwrap_err();
         assert!(e.contains("f/a") && e.contains("g/c"), "{e}");
+        // no kernel function between -10 and 5 at INPUT (SNAT is at 100)
+        let w = warnings(&c.ruleset, &c.compiled, None, true);
+        assert!(w.is_empty(), "{w:?}");
+    }
+
+    #[test]
+    fn prerouting_chains_joined_across_dnat_are_named() {
+        let c = load(
+            "table inet f {
+  chain a { type filter hook prerouting priority mangle; policy accept; udp dport 7 drop; }
+  chain b { type filter hook prerouting priority 0; policy accept; udp dport 8 drop; }
+  chain p { type filter hook postrouting priority 300; policy accept; }
+}
+",
+        );
+        let plan = hook_plan(&c.ruleset, &c.compiled).unwrap();
+        let hooks: Vec<NfHook> = plan.chains.iter().map(|(h, _)| *h).collect();
+        assert_eq!(hooks, [NfHook::Prerouting, NfHook::Postrouting]);
+        assert!(plan
+            .links
+            .iter()
+            .any(|w| w.hook == NfHook::Prerouting && w.priority == -150));
+        let w = warnings(&c.ruleset, &c.compiled, None, true);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].starts_with(
+                "f/b (priority 0) runs joined with f/a at priority -150 at PREROUTING"
+            ) && w[0].contains("DNAT (priority -100)"),
+            "{w:?}"
+        );
     }
 }

@@ -461,7 +461,7 @@ fn dataplane(w: &mut Writer, dp: &Value) {
         "counter",
         "Packets the program saw at each netfilter hook.",
     );
-    for hook in ["input", "forward", "output"] {
+    for hook in ["prerouting", "input", "forward", "output", "postrouting"] {
         let v = nf["packets"][hook].as_f64().unwrap_or(0.0);
         w.sample(name, &[("hook", hook)], v);
     }
@@ -476,11 +476,11 @@ fn dataplane(w: &mut Writer, dp: &Value) {
         w.sample(name, &[("outcome", outcome)], v);
     }
     // Per hook and interface (`stats.dataplane.hooks`): interface names
-    // are bounded by the interfaces of the namespace, hooks by five.
+    // are bounded by the interfaces of the namespace, hooks by seven.
     for (name, help, key) in [
         (
             "parapet_hook_packets_total",
-            "Packets the program saw, by hook (xdp, tc, input, forward, output) and interface.",
+            "Packets the program saw, by hook (xdp, tc, prerouting, input, forward, output, postrouting) and interface.",
             "packets",
         ),
         (

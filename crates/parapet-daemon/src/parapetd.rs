@@ -43,6 +43,12 @@ pub struct ParapetdArgs {
     /// a bigger image is refused by `apply`).
     #[arg(long, default_value_t = 16)]
     pub image_mib: u32,
+    /// Kernel dataplane: leave out the netfilter hooks' classifier images
+    /// (five of the six, each two slots of --image-mib, preallocated in
+    /// kernel memory); `attach` without an interface is then refused. For
+    /// hosts that only attach at XDP or tc.
+    #[arg(long)]
+    pub no_hook_images: bool,
     /// Kernel dataplane: the chain run at the hooks, TABLE/CHAIN (default:
     /// filter/INPUT, or the one base chain on the input hook).
     #[arg(long)]
@@ -159,6 +165,7 @@ pub fn parapetd_main(a: ParapetdArgs) -> ExitCode {
         conntrack_table: !a.no_conntrack_table,
         pin_dir: Some(pin_dir),
         debug_program: a.test_program_variant,
+        hook_images: !a.no_hook_images,
     };
     c.metrics = crate::metrics::MetricsConfig {
         listen: a.metrics,

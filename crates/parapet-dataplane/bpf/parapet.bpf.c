@@ -126,7 +126,10 @@ int parapet_nf(struct bpf_nf_ctx *ctx)
 	struct parapet_nf_buf *buf;
 	int status;
 
-	if (!depth)
+	__u32 hooknum = state->hook;
+	/* a hook this program is never linked at (only the five exist):
+	 * drop (fail closed) */
+	if (!depth || hooknum > NF_INET_POST_ROUTING)
 		return NF_DROP;
 	level = *depth;
 	/* deeper nesting than process + softirq cannot happen; never run
@@ -139,7 +142,7 @@ int parapet_nf(struct bpf_nf_ctx *ctx)
 	*depth = level + 1;
 
 	__builtin_memset(&key, 0, sizeof(key));
-	__u32 hook = nf_parapet_hook(state->hook);
+	__u32 hook = nf_parapet_hook(hooknum);
 	__u8 pf = state->pf;
 	struct net_device *in = state->in, *out = state->out;
 	if (in)
@@ -154,10 +157,10 @@ int parapet_nf(struct bpf_nf_ctx *ctx)
 	buf->b[12] = proto >> 8;
 	buf->b[13] = proto & 0xff;
 	copy = len < PARAPET_NF_COPY ? len : PARAPET_NF_COPY;
-	if (hook == 0 || (pf != NFPROTO_IPV4 && pf != NFPROTO_IPV6) ||
+	if ((pf != NFPROTO_IPV4 && pf != NFPROTO_IPV6) ||
 	    bpf_dynptr_from_skb((struct __sk_buff *)skb, 0, &ptr) ||
 	    bpf_dynptr_read(&buf->b[ETH_HLEN], copy, &ptr, 0, 0)) {
-		/* a hook or family this program was not linked for, or an
+		/* a family this program was not linked for, or an
 		 * unreadable packet: the parser's "truncated" (dropped) */
 		status = PARAPET_PARSE_TRUNCATED;
 		key.pkt_len = len;
@@ -169,14 +172,10 @@ int parapet_nf(struct bpf_nf_ctx *ctx)
 		key.ctstate = nf_ctstate(skb->_nfct);
 		key.flags |= PARAPET_KEY_F_CT;
 	}
-	if (hook)
-		stat_inc(PARAPET_STAT_NF_INPUT + hook - PARAPET_HOOK_NF_INPUT);
-	verdict = parapet_decide(&key, status, hook ? hook : PARAPET_HOOK_NF_INPUT,
-				 PARAPET_SCRATCH_NF + level);
+	parapet_count_nf_hook(hook);
+	verdict = parapet_decide(&key, status, hook, PARAPET_SCRATCH_NF + level);
 	*depth = level;
-	if (hook)
-		parapet_count_hook(hook, &key,
-				   (verdict & 0xff) != PARAPET_VERDICT_ACCEPT);
+	parapet_count_hook(hook, &key, (verdict & 0xff) != PARAPET_VERDICT_ACCEPT);
 
 	if ((verdict & 0xff) == PARAPET_VERDICT_ACCEPT)
 		return NF_ACCEPT;

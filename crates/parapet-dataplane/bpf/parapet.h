@@ -167,22 +167,32 @@ struct parapet_log_limit {
 
 #define PARAPET_HOOK_XDP 1
 #define PARAPET_HOOK_TC 2
-/* netfilter hooks (lib/nf.h): where iptables' filter chains run */
-#define PARAPET_HOOK_NF_INPUT 3
-#define PARAPET_HOOK_NF_FORWARD 4
-#define PARAPET_HOOK_NF_OUTPUT 5
+/* netfilter hooks (lib/nf.h): where iptables' filter chains run and nft
+ * filter chains before and after routing (docs/hooks.md).  In the
+ * kernel's hook order: PARAPET_HOOK_NF_PREROUTING + the hook number, so
+ * the netfilter program derives its hook, image and counters by
+ * arithmetic — the verifier walks the classifier once for all five
+ * hooks, not once per hook (its 1M-instruction budget). */
+#define PARAPET_HOOK_NF_PREROUTING 3
+#define PARAPET_HOOK_NF_INPUT 4
+#define PARAPET_HOOK_NF_FORWARD 5
+#define PARAPET_HOOK_NF_OUTPUT 6
+#define PARAPET_HOOK_NF_POSTROUTING 7
 
 /*
  * Classifier images: one per place a chain is enforced, each with two A/B
  * slots; one generation (parapet_gen) switches all of them at once.
- * Image 0 serves XDP and tc (the chain placed on an interface), 1..3 the
- * INPUT, FORWARD and OUTPUT chains at their netfilter hooks.
+ * Image 0 serves XDP and tc (the chain placed on an interface), 1..5 the
+ * chains at the netfilter hooks, in hook order (image = PARAPET_HOOK_NF_*
+ * - 2).
  */
-#define PARAPET_IMAGES 4
+#define PARAPET_IMAGES 6
 #define PARAPET_IMAGE_IFACE 0
-#define PARAPET_IMAGE_NF_INPUT 1
-#define PARAPET_IMAGE_NF_FORWARD 2
-#define PARAPET_IMAGE_NF_OUTPUT 3
+#define PARAPET_IMAGE_NF_PREROUTING 1
+#define PARAPET_IMAGE_NF_INPUT 2
+#define PARAPET_IMAGE_NF_FORWARD 3
+#define PARAPET_IMAGE_NF_OUTPUT 4
+#define PARAPET_IMAGE_NF_POSTROUTING 5
 
 /* One ring-buffer record per logged packet. */
 struct parapet_log_event {
@@ -220,17 +230,19 @@ enum parapet_stat {
 	PARAPET_STAT_NF_OUTPUT = 20,	  /* ... OUTPUT */
 	PARAPET_STAT_NF_REJECT_QUEUED = 21, /* netfilter REJECT handed to parapetd */
 	PARAPET_STAT_NF_REJECT_RING_FULL = 22, /* ... no room in the ring: no answer */
-	PARAPET_STAT_MAX = 23,
+	PARAPET_STAT_NF_PREROUTING = 23,  /* packets at the netfilter PREROUTING hook */
+	PARAPET_STAT_NF_POSTROUTING = 24, /* ... POSTROUTING */
+	PARAPET_STAT_MAX = 25,
 };
 
 /* ---- per hook and interface (per-CPU array parapet_hook_stats) -------- */
 
-/* One row per hook (PARAPET_HOOK_XDP .. PARAPET_HOOK_NF_OUTPUT, row =
+/* One row per hook (PARAPET_HOOK_XDP .. PARAPET_HOOK_NF_POSTROUTING, row =
  * hook - 1), one column per interface index below PARAPET_HOOK_IFACES;
  * column 0 sums every interface with a larger index (no real interface
  * has index 0).  An array, not a hash: the lookup is a bounds check and
  * an add, no hashing on the packet path. */
-#define PARAPET_HOOK_ROWS 5
+#define PARAPET_HOOK_ROWS 7
 #define PARAPET_HOOK_IFACES 256
 
 /* What one hook saw on one interface (per CPU). */

@@ -4,8 +4,8 @@
 use aya::maps::MapError;
 
 use crate::abi::{
-    Counter, KernelVerdict, PacketKey, RawLogEvent, Stat, HOOK_IFACES, HOOK_NF_FORWARD,
-    HOOK_NF_INPUT, HOOK_NF_OUTPUT, HOOK_ROWS, HOOK_TC, STAT_MAX,
+    Counter, KernelVerdict, PacketKey, RawLogEvent, Stat, HOOK_IFACES, HOOK_NF_POSTROUTING,
+    HOOK_NF_PREROUTING, HOOK_ROWS, HOOK_TC, STAT_MAX,
 };
 use crate::actions::gcra;
 use crate::attach::AttachPoint;
@@ -41,7 +41,7 @@ impl Stats {
 /// What one hook saw on one interface, summed over CPUs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct HookCount {
-    /// `abi::HOOK_XDP` .. `abi::HOOK_NF_OUTPUT`.
+    /// `abi::HOOK_XDP` .. `abi::HOOK_NF_POSTROUTING`.
     pub hook: u8,
     /// The interface (the output one at OUTPUT); 0: every interface whose
     /// index is [`HOOK_IFACES`] or more.
@@ -155,7 +155,7 @@ impl Dataplane {
                 verdict: KernelVerdict::from_raw(raw.verdict.into()).unwrap_or(KernelVerdict::Drop),
                 hook: match raw.hook {
                     HOOK_TC => AttachPoint::Tc,
-                    HOOK_NF_INPUT | HOOK_NF_FORWARD | HOOK_NF_OUTPUT => AttachPoint::Netfilter,
+                    HOOK_NF_PREROUTING..=HOOK_NF_POSTROUTING => AttachPoint::Netfilter,
                     _ => AttachPoint::Xdp,
                 },
                 key: raw.key,

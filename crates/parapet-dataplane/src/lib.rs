@@ -72,7 +72,7 @@ pub use bpf_sys::LinkIds;
 pub use counters::{HookCount, LogEvent, Stats};
 pub use error::{BadImage, Error, Result};
 pub use floor::{PassFloor, TestRunner};
-pub use load::{Dataplane, Features, LoadOptions, BPF_OBJECT};
+pub use load::{Dataplane, Features, LoadOptions, BPF_OBJECT, INTERFACE_ONLY_NOTE};
 pub use netfilter::{NfAttached, NfFamily, NfFloor, NfHook, NfLink, PRIORITY_SEARCH};
 pub use pin::{default_pin_dir, remove_pins, PinnedAttachment};
 pub use recent::{RecentAddress, RECENT_STAMPS};

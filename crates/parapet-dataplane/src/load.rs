@@ -67,7 +67,18 @@ pub struct Features {
     /// linked in, [`Dataplane::set_conntrack`] turns it off and on
     /// without reloading.
     pub conntrack: bool,
+    /// Leave the netfilter hooks' images out: the image map holds the
+    /// interface image (XDP and tc) only, a sixth of its size by default
+    /// (each image is two preallocated slots of `slot_pages`), and the
+    /// netfilter program is never loaded ([`Dataplane::netfilter_note`]
+    /// says why). For dataplanes that only run at XDP or tc.
+    pub interface_only: bool,
 }
+
+/// Why the netfilter hooks are missing from a dataplane loaded with
+/// [`Features::interface_only`].
+pub const INTERFACE_ONLY_NOTE: &str =
+    "the hook images were left out at load (interface only: parapetd --no-hook-images)";
 
 /// The kernel's handle of one attachment, by hook.
 pub(crate) enum LinkId {
@@ -129,6 +140,9 @@ pub struct Dataplane {
     pub(crate) nf_prog: crate::netfilter::NfProgram,
     /// Pages of each image (src/slots.rs).
     pub(crate) image_pages: ImagePages,
+    /// Images the image map holds: all (`abi::IMAGES`), or 1 with
+    /// [`Features::interface_only`].
+    pub(crate) images: u32,
 }
 
 /// `parapet_config` word of the conntrack switch (bpf/lib/maps.h).
@@ -209,6 +223,12 @@ impl Dataplane {
         let ct_mode = u32::from(conntrack);
         let entries = opts.max_rules.saturating_add(1);
         let slot_pages = opts.slot_pages.max(1);
+        // image 0 serves the interfaces; 1.. the netfilter hooks
+        let images = if features.interface_only {
+            1
+        } else {
+            crate::abi::IMAGES
+        };
         let debug_mode: u32 = opts.debug.into();
         // xt_limit counts in jiffies: the program needs the kernel's HZ.
         let hz = crate::stateful::kernel_hz().unwrap_or(0);
@@ -216,10 +236,7 @@ impl Dataplane {
             .map_max_entries("parapet_actions", entries)
             .map_max_entries("parapet_counters", entries)
             .map_max_entries("parapet_log_limits", entries)
-            .map_max_entries(
-                "parapet_image",
-                slot_pages.saturating_mul(2 * crate::abi::IMAGES),
-            )
+            .map_max_entries("parapet_image", slot_pages.saturating_mul(2 * images))
             .map_max_entries("parapet_set_lpm", sizing.lpm_entries.max(1))
             .map_max_entries("parapet_set_tuple", sizing.tuple_entries.max(1))
             .override_global("parapet_debug_mode", &debug_mode, true)
@@ -273,7 +290,11 @@ impl Dataplane {
             }
         }
         // Before the maps are taken: it shares them (src/netfilter.rs).
-        let nf_prog = crate::netfilter::NfProgram::new(object, &ebpf);
+        let nf_prog = if features.interface_only {
+            crate::netfilter::NfProgram::unavailable(INTERFACE_ONLY_NOTE)
+        } else {
+            crate::netfilter::NfProgram::new(object, &ebpf)
+        };
         let actions = Array::try_from(take(&mut ebpf, "parapet_actions")?)?;
         let counters = PerCpuArray::try_from(take(&mut ebpf, "parapet_counters")?)?;
         let log_limits = Array::try_from(take(&mut ebpf, "parapet_log_limits")?)?;
@@ -297,6 +318,7 @@ impl Dataplane {
             ebpf,
             max_rules: opts.max_rules,
             slot_pages,
+            images,
             generation: 0,
             staged: false,
             next_id: 1,

@@ -1,6 +1,8 @@
 //! The netfilter program: the filter chains enforced where iptables'
 //! filter table runs (`NF_INET_LOCAL_IN`, `NF_INET_FORWARD`,
-//! `NF_INET_LOCAL_OUT`), one BPF netfilter link per hook and family
+//! `NF_INET_LOCAL_OUT`) and where nft places filter chains before and
+//! after routing (`NF_INET_PRE_ROUTING`, `NF_INET_POST_ROUTING`), one BPF
+//! netfilter link per hook and family
 //! (Linux >= 6.4, `CONFIG_NETFILTER_BPF_LINK`).
 //!
 //! aya 0.14 has no netfilter program type to load or attach, and its object
@@ -50,52 +52,68 @@ pub const PRIORITY_SEARCH: i32 = 8;
 /// A filter chain's netfilter hook.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum NfHook {
+    /// `NF_INET_PRE_ROUTING`: every arriving packet, before routing;
+    /// before DNAT below nat's priority (-100), after it above.
+    Prerouting,
     /// `NF_INET_LOCAL_IN`: packets for this host, after routing and DNAT.
     Input,
     /// `NF_INET_FORWARD`: routed packets, input and output interface known.
     Forward,
     /// `NF_INET_LOCAL_OUT`: packets this host sends, with their socket.
     Output,
+    /// `NF_INET_POST_ROUTING`: every leaving packet, output interface
+    /// known; before SNAT below nat's priority (100), after it above.
+    Postrouting,
 }
 
 impl NfHook {
-    /// The three, in chain order.
-    pub const ALL: [NfHook; 3] = [NfHook::Input, NfHook::Forward, NfHook::Output];
+    /// The five, in the order a packet meets them.
+    pub const ALL: [NfHook; 5] = [
+        NfHook::Prerouting,
+        NfHook::Input,
+        NfHook::Forward,
+        NfHook::Output,
+        NfHook::Postrouting,
+    ];
 
     /// The kernel's hook number (`enum nf_inet_hooks`).
     pub fn hooknum(self) -> u32 {
         match self {
+            NfHook::Prerouting => 0,
             NfHook::Input => 1,
             NfHook::Forward => 2,
             NfHook::Output => 3,
+            NfHook::Postrouting => 4,
         }
     }
 
-    /// The classifier image this hook walks (`PARAPET_IMAGE_NF_*`).
+    /// The classifier image this hook walks (`PARAPET_IMAGE_NF_*`: 1 +
+    /// the hook number).
     pub fn image(self) -> u32 {
-        match self {
-            NfHook::Input => 1,
-            NfHook::Forward => 2,
-            NfHook::Output => 3,
-        }
+        1 + self.hooknum()
     }
 
     /// The iptables chain enforced here.
     pub fn chain(self) -> &'static str {
         match self {
+            NfHook::Prerouting => "PREROUTING",
             NfHook::Input => "INPUT",
             NfHook::Forward => "FORWARD",
             NfHook::Output => "OUTPUT",
+            NfHook::Postrouting => "POSTROUTING",
         }
     }
 
-    /// The hook of a base chain name (`INPUT`, `FORWARD`, `OUTPUT`, any
-    /// case, as iptables and nft name them).
+    /// The hook of a base chain name (`INPUT`, `FORWARD`, `OUTPUT`,
+    /// `PREROUTING`, `POSTROUTING`, any case, as iptables and nft name
+    /// them).
     pub fn of_chain(name: &str) -> Option<NfHook> {
         match name.to_ascii_lowercase().as_str() {
+            "prerouting" => Some(NfHook::Prerouting),
             "input" => Some(NfHook::Input),
             "forward" => Some(NfHook::Forward),
             "output" => Some(NfHook::Output),
+            "postrouting" => Some(NfHook::Postrouting),
             _ => None,
         }
     }
@@ -247,6 +265,15 @@ impl NfProgram {
             object,
             maps,
             prog: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// No netfilter program: every use answers `why`.
+    pub(crate) fn unavailable(why: &str) -> NfProgram {
+        NfProgram {
+            object: Vec::new(),
+            maps: Vec::new(),
+            prog: std::sync::OnceLock::from(Err(why.to_string())),
         }
     }
 

@@ -46,8 +46,10 @@ use crate::error::{Error, Result};
 /// Bump when a map's layout or meaning changes in a way its key size,
 /// value size, type and size do not show: pins of another version are not
 /// reused (the new program then gets fresh maps, filled from the journal,
-/// and the links are swapped to it).
-pub const PIN_ABI: u32 = 1;
+/// and the links are swapped to it). 2: six images (PREROUTING and
+/// POSTROUTING), so an image map of the same size can have another slot
+/// layout (`--image-mib` 3 with four images is 2 with six).
+pub const PIN_ABI: u32 = 2;
 
 /// Where bpffs is mounted when the system has not done it.
 pub const BPFFS: &str = "/sys/fs/bpf";

@@ -16,7 +16,7 @@
 //! way: every read is bounds checked and every loop is capped, so a bad
 //! image costs a fallback, never safety.
 
-use crate::abi::{IMAGES, IMAGE_PAGE_BYTES, MAX_SET_REFS};
+use crate::abi::{IMAGE_PAGE_BYTES, MAX_SET_REFS};
 use crate::error::{BadImage, Error, Result};
 use crate::load::Dataplane;
 
@@ -66,9 +66,17 @@ impl Dataplane {
         self.write_image_at(hook.image(), image)
     }
 
+    /// Whether the netfilter hooks' images exist (not
+    /// [`Features::interface_only`](crate::Features::interface_only)).
+    pub fn hook_images(&self) -> bool {
+        self.images > 1
+    }
+
     fn write_image_at(&mut self, which: u32, image: &[u8]) -> Result<()> {
-        if which >= IMAGES {
-            return Err(Error::Missing("image"));
+        if which >= self.images {
+            return Err(Error::Missing(
+                "hook image (left out at load: Features::interface_only)",
+            ));
         }
         if image.len() > self.slot_capacity() {
             return Err(Error::ImageTooLarge {
@@ -92,7 +100,7 @@ impl Dataplane {
     /// into its inactive slot, so the flip keeps it.
     fn carry_forward(&mut self) -> Result<()> {
         let live = self.generation & 1;
-        for which in 0..IMAGES {
+        for which in 0..self.images {
             let w = which as usize;
             if self.image_pages.staged[w].is_some() {
                 continue;
@@ -131,7 +139,7 @@ impl Dataplane {
         self.generation = next;
         self.live_refs.clone_from(&self.staged_refs);
         self.staged = false;
-        for w in 0..IMAGES as usize {
+        for w in 0..self.images as usize {
             if let Some(n) = self.image_pages.staged[w].take() {
                 self.image_pages.live[w] = n;
             }
@@ -162,7 +170,7 @@ impl Dataplane {
     }
 
     fn read_live_image_at(&self, which: u32, len: usize) -> Result<Vec<u8>> {
-        if which >= IMAGES {
+        if which >= self.images {
             return Err(Error::Missing("image"));
         }
         let slot = 2 * which + (self.generation & 1);

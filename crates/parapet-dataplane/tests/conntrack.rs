@@ -33,8 +33,15 @@ const OPTS: LoadOptions = LoadOptions {
 fn load_ct(test: &str) -> Dataplane {
     // the privilege check and its message
     drop(load_dataplane(test, &OPTS));
-    let dp = Dataplane::load_with(&OPTS, &SetSizing::default(), &Features { conntrack: true })
-        .expect("load with conntrack");
+    let dp = Dataplane::load_with(
+        &OPTS,
+        &SetSizing::default(),
+        &Features {
+            conntrack: true,
+            ..Features::default()
+        },
+    )
+    .expect("load with conntrack");
     assert!(
         dp.conntrack(),
         "{test}: {}",

@@ -30,7 +30,10 @@ fn setup(test: &str, tag: &str, conntrack: bool) -> (Dataplane, Netns) {
     let dp = Dataplane::load_with(
         &LoadOptions::default(),
         &SetSizing::default(),
-        &Features { conntrack },
+        &Features {
+            conntrack,
+            ..Features::default()
+        },
     )
     .expect("load");
     assert!(

@@ -26,8 +26,20 @@ const RULES: &str = "*filter
 COMMIT
 ";
 
+/// nft filter chains before and after routing (rule ids 1 and 2).
+const PRE_POST: &str = "table inet f {
+  chain pre { type filter hook prerouting priority mangle; policy accept; tcp dport 7 drop; }
+  chain post { type filter hook postrouting priority 300; policy drop; udp dport 8 accept; }
+}
+";
+
 fn chain_image(text: &str, chain: &str) -> Vec<u8> {
-    let rs = parapet_parse::parse(text, "test", parapet_parse::Format::IptablesSave)
+    let format = if text.starts_with("table") {
+        parapet_parse::Format::Nft
+    } else {
+        parapet_parse::Format::IptablesSave
+    };
+    let rs = parapet_parse::parse(text, "test", format)
         .expect("test ruleset parses")
         .ruleset;
     let list = parapet_model::flatten(&rs, rs.select_chain(Some(chain)).unwrap()).unwrap();
@@ -46,10 +58,14 @@ fn loaded(test: &str) -> Dataplane {
         },
     );
     assert_eq!(dp.netfilter_note(), None, "{test}: netfilter program");
-    for hook in NfHook::ALL {
+    for hook in [NfHook::Input, NfHook::Forward, NfHook::Output] {
         dp.write_hook_image(hook, &chain_image(RULES, hook.chain()))
             .unwrap();
     }
+    dp.write_hook_image(NfHook::Prerouting, &chain_image(PRE_POST, "pre"))
+        .unwrap();
+    dp.write_hook_image(NfHook::Postrouting, &chain_image(PRE_POST, "post"))
+        .unwrap();
     dp.swap().unwrap();
     dp
 }
@@ -108,6 +124,29 @@ fn each_hook_walks_its_own_chain() {
 
 #[test]
 #[ignore = "needs root"]
+fn prerouting_and_postrouting_walk_their_own_images() {
+    let dp = loaded("prerouting_and_postrouting_walk_their_own_images");
+    let v4 = NfFamily::Ipv4;
+    // PREROUTING: rule 1 of PRE_POST, policy ACCEPT
+    assert_eq!(run(&dp, NfHook::Prerouting, v4, &tcp4(7)), (false, 1, true));
+    assert_eq!(run(&dp, NfHook::Prerouting, v4, &tcp4(22)), (true, 0, true));
+    // POSTROUTING: rule 2, policy DROP
+    assert_eq!(run(&dp, NfHook::Postrouting, v4, &udp4(8)), (true, 2, true));
+    assert_eq!(
+        run(&dp, NfHook::Postrouting, v4, &tcp4(7)),
+        (false, 0, true)
+    );
+    // INPUT still walks its own chain (policy DROP, not PREROUTING's)
+    assert_eq!(run(&dp, NfHook::Input, v4, &udp4(53)), (true, 2, true));
+    assert_eq!(run(&dp, NfHook::Input, v4, &tcp4(7)), (false, 0, true));
+    let s = dp.stats().unwrap();
+    assert_eq!(s.get(Stat::NfPrerouting), 2);
+    assert_eq!(s.get(Stat::NfPostrouting), 2);
+    assert_eq!(s.get(Stat::NfInput), 2);
+}
+
+#[test]
+#[ignore = "needs root"]
 fn one_swap_switches_every_hook_and_keeps_the_unwritten_ones() {
     let mut dp = loaded("one_swap_switches_every_hook_and_keeps_the_unwritten_ones");
     let v4 = NfFamily::Ipv4;
@@ -155,7 +194,7 @@ fn links_attach_at_every_hook_and_family_and_detach() {
             }
         }
     });
-    assert_eq!(ids.len(), 6);
+    assert_eq!(ids.len(), 10);
     for id in ids {
         dp.detach(id).unwrap();
     }
@@ -255,4 +294,69 @@ fn netfilter_walker_agrees_with_the_linear_engine() {
         "{dropped}/{checked} dropped"
     );
     assert!(saw_oif, "an output interface reached the walker");
+}
+
+/// Image maps of this process by their number of 4 KiB pages
+/// (`/proc/self/fdinfo`: the kernel's own account of each map).
+fn image_map_pages() -> Vec<u64> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc/self/fdinfo").unwrap().flatten() {
+        let Ok(info) = std::fs::read_to_string(e.path()) else {
+            continue;
+        };
+        let field = |name: &str| {
+            info.lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+        };
+        if field("map_type:") == Some(2) && field("value_size:") == Some(4096) {
+            out.extend(field("max_entries:"));
+        }
+    }
+    out
+}
+
+/// `Features::interface_only`: the image map holds the interface image's
+/// two slots only, the netfilter program is not loaded (the hooks say
+/// why), hook images and links are refused, XDP/tc's image still works.
+#[test]
+#[ignore = "needs root"]
+fn interface_only_leaves_the_hook_images_out() {
+    use parapet_dataplane::{Features, SetSizing, INTERFACE_ONLY_NOTE};
+    parapet_testbed::require_root();
+    // 3 pages a slot: no other test of this process sizes an image map so
+    let opts = LoadOptions {
+        max_rules: 15,
+        slot_pages: 3,
+        debug: true,
+    };
+    let features = Features {
+        interface_only: true,
+        ..Features::default()
+    };
+    let mut dp = Dataplane::load_with(&opts, &SetSizing::default(), &features).unwrap();
+    assert!(!dp.hook_images());
+    assert_eq!(dp.netfilter_note(), Some(INTERFACE_ONLY_NOTE));
+    let pages = image_map_pages();
+    assert!(pages.contains(&(2 * 3)), "{pages:?}");
+    assert!(!pages.contains(&(2 * 6 * 3)), "{pages:?}");
+    assert!(dp
+        .write_hook_image(NfHook::Input, &chain_image(RULES, "INPUT"))
+        .is_err());
+    assert!(dp
+        .attach_netfilter(NfHook::Input, NfFamily::Ipv4, 0)
+        .is_err());
+    dp.write_image(&chain_image(RULES, "INPUT")).unwrap();
+    dp.swap().unwrap();
+    // the interface image decides at XDP: INPUT's rule 1 accepts tcp/22
+    let r = dp
+        .test_run(parapet_dataplane::AttachPoint::Xdp, &tcp4(22), 0, 1)
+        .unwrap();
+    assert!(r.passed);
+    assert_eq!(dp.last_decision().unwrap().map(|d| d.rule_id), Some(1));
+    drop(dp);
+    // and without the switch all six images are there
+    let dp = Dataplane::load_with(&opts, &SetSizing::default(), &Features::default()).unwrap();
+    assert!(dp.hook_images());
+    assert!(image_map_pages().contains(&(2 * 6 * 3)));
 }

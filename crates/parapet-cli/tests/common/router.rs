@@ -88,6 +88,11 @@ impl Drop for Daemon {
 
 /// parapetd in `ns` with its state under `dir`, once it answers on `sock`.
 pub fn start_daemon(ns: &Netns, dir: &Path, sock: &Path) -> Daemon {
+    start_daemon_with(ns, dir, sock, &[])
+}
+
+/// [`start_daemon`] with more parapetd flags.
+pub fn start_daemon_with(ns: &Netns, dir: &Path, sock: &Path, flags: &[&str]) -> Daemon {
     let log = std::fs::File::create(dir.join("parapetd.log")).unwrap();
     let child = ns
         .command(parapetd(dir))
@@ -96,6 +101,7 @@ pub fn start_daemon(ns: &Netns, dir: &Path, sock: &Path) -> Daemon {
         .arg("--state-dir")
         .arg(dir.join("state"))
         .args(["--no-fsync", "--max-rules", "100"])
+        .args(flags)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(log)

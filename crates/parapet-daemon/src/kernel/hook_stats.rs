@@ -1,9 +1,13 @@
 //! Per hook and interface statistics: what the program saw at each hook
-//! (XDP, tc, the netfilter INPUT, FORWARD and OUTPUT hooks) on each
+//! (XDP, tc, the netfilter INPUT, FORWARD, OUTPUT, PREROUTING and
+//! POSTROUTING hooks) on each
 //! interface, named as this network namespace names them. `stats` shows
 //! them as `dataplane.hooks`; the metrics as `parapet_hook_*_total`.
 
-use parapet_dataplane::abi::{HOOK_NF_FORWARD, HOOK_NF_INPUT, HOOK_NF_OUTPUT, HOOK_TC, HOOK_XDP};
+use parapet_dataplane::abi::{
+    HOOK_NF_FORWARD, HOOK_NF_INPUT, HOOK_NF_OUTPUT, HOOK_NF_POSTROUTING, HOOK_NF_PREROUTING,
+    HOOK_TC, HOOK_XDP,
+};
 use parapet_dataplane::Dataplane;
 use serde_json::{json, Value};
 use std::ffi::CStr;
@@ -16,6 +20,8 @@ fn hook_label(hook: u8) -> &'static str {
         HOOK_NF_INPUT => "input",
         HOOK_NF_FORWARD => "forward",
         HOOK_NF_OUTPUT => "output",
+        HOOK_NF_PREROUTING => "prerouting",
+        HOOK_NF_POSTROUTING => "postrouting",
         _ => "unknown",
     }
 }

@@ -99,9 +99,12 @@ pub(crate) fn install(
         Ok(p) => (p, None),
         Err(e) => (hooks::HookPlan::default(), Some(e)),
     };
+    // without hook images (--no-hook-images) nothing can be attached at
+    // the hooks (attach_netfilter refuses): their chains are not written
     let images: Vec<(parapet_dataplane::NfHook, Vec<u8>)> = plan
         .chains
         .iter()
+        .filter(|_| dp.hook_images())
         .map(|(h, c)| (*h, c.classifier.image().to_bytes()))
         .collect();
     for (_, img) in &images {

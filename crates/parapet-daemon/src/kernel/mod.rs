@@ -49,6 +49,10 @@ pub struct KernelConfig {
     /// Load the program with its debug constant on (tests: a different
     /// build of the program, for the upgrade swap).
     pub debug_program: bool,
+    /// Allocate the netfilter hooks' classifier images (off:
+    /// `--no-hook-images`, for XDP/tc-only hosts: the image map is a sixth
+    /// of its size and `attach` without an interface is refused).
+    pub hook_images: bool,
 }
 
 /// The nft table parapetd installs for conntrack (`inet parapetd_ct`).
@@ -64,6 +68,7 @@ impl Default for KernelConfig {
             conntrack_table: true,
             pin_dir: None,
             debug_program: false,
+            hook_images: true,
         }
     }
 }
@@ -199,11 +204,24 @@ impl Kernel {
         // dataplane, without it (an apply that needs it then says so).
         let sizing = SetSizing::default();
         let pins = config.pin_dir.as_deref();
-        let with_ct = Dataplane::load_pinned(&opts, &sizing, &Features { conntrack: true }, pins);
+        let interface_only = !config.hook_images;
+        let with_ct = Dataplane::load_pinned(
+            &opts,
+            &sizing,
+            &Features {
+                conntrack: true,
+                interface_only,
+            },
+            pins,
+        );
         let mut dp = with_ct
             .or_else(|e| {
                 eprintln!("parapetd: loading with the conntrack lookup failed ({e}); loading without it");
-                Dataplane::load_pinned(&opts, &sizing, &Features::default(), pins)
+                let f = Features {
+                    conntrack: false,
+                    interface_only,
+                };
+                Dataplane::load_pinned(&opts, &sizing, &f, pins)
             })
             .map_err(|e| {
             dp_err(
@@ -647,6 +665,8 @@ impl Kernel {
                     "input": s.get(Stat::NfInput),
                     "forward": s.get(Stat::NfForward),
                     "output": s.get(Stat::NfOutput),
+                    "prerouting": s.get(Stat::NfPrerouting),
+                    "postrouting": s.get(Stat::NfPostrouting),
                 },
                 "reject": {
                     "queued": s.get(Stat::NfRejectQueued),

@@ -73,6 +73,14 @@ impl Kernel {
         if let Some(why) = &self.nf_refused {
             return Err(ErrorReply::new(code::APPLY, why.clone()));
         }
+        if !dp.hook_images() {
+            return Err(ErrorReply::new(
+                code::DATAPLANE,
+                "parapetd was started with --no-hook-images: the netfilter hooks have no \
+                 images; restart it without that flag, or attach to an interface \
+                 (`parapet attach IFACE --hook xdp|tc`)",
+            ));
+        }
         if let Some(why) = dp.netfilter_note() {
             return Err(ErrorReply::new(
                 code::DATAPLANE,

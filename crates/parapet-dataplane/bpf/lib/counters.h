@@ -34,7 +34,7 @@ static __always_inline void count_rule(__u32 rule_id, __u32 bytes)
 /* Per hook and interface: one packet of key->pkt_len bytes, `dropped`
  * (0 or 1) when the hook did not let it pass, on the interface the hook
  * is about (the
- * input one; the output one at OUTPUT).  A global function taking the key
+ * input one; the output one at OUTPUT and POSTROUTING).  A global function taking the key
  * by pointer: the verifier checks it once, on its own, and the programs'
  * frames do not grow (their combined stack with the walker's is at the
  * verifier's 512-byte limit). */
@@ -43,8 +43,9 @@ __noinline long parapet_count_hook(__u32 hook, const struct parapet_key *key,
 {
 	if (!key)
 		return 0;
-	__u32 ifindex = hook == PARAPET_HOOK_NF_OUTPUT ? key->oifindex :
-							 key->ifindex;
+	__u32 ifindex = hook == PARAPET_HOOK_NF_OUTPUT ||
+				hook == PARAPET_HOOK_NF_POSTROUTING ?
+			key->oifindex : key->ifindex;
 	__u32 col = ifindex < PARAPET_HOOK_IFACES ? ifindex : 0;
 	__u32 idx = (hook - 1) * PARAPET_HOOK_IFACES + col;
 	struct parapet_hook_stat *s =

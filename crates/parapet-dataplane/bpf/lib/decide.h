@@ -64,14 +64,14 @@ static __noinline __u32 image_finish(__u32 idx, __u32 rule_id,
  * malformed IP, and chains too long to walk, are dropped: the kernel would
  * drop most of them anyway, and the rest are evasion attempts.
  */
+/* Arithmetic, not a switch: the netfilter program's hook is a range to
+ * the verifier, and a switch would make it walk the classifier once per
+ * hook (parapet.h, PARAPET_HOOK_NF_*). */
 static __always_inline __u32 hook_image(__u32 hook)
 {
-	switch (hook) {
-	case PARAPET_HOOK_NF_INPUT: return PARAPET_IMAGE_NF_INPUT;
-	case PARAPET_HOOK_NF_FORWARD: return PARAPET_IMAGE_NF_FORWARD;
-	case PARAPET_HOOK_NF_OUTPUT: return PARAPET_IMAGE_NF_OUTPUT;
-	}
-	return PARAPET_IMAGE_IFACE;
+	return hook >= PARAPET_HOOK_NF_PREROUTING ?
+		       hook - PARAPET_HOOK_NF_PREROUTING + PARAPET_IMAGE_NF_PREROUTING :
+		       PARAPET_IMAGE_IFACE;
 }
 
 /* idx: the walk's scratch slot (walk_state.h), chosen by the caller. */

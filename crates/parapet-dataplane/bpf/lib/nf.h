@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT OR Apache-2.0 */
 /*
  * nf.h - what the netfilter program (BPF_PROG_TYPE_NETFILTER, a BPF link at
- * NF_INET_LOCAL_IN / FORWARD / LOCAL_OUT) needs besides the shared parser
+ * NF_INET_PRE_ROUTING / LOCAL_IN / FORWARD / LOCAL_OUT / POST_ROUTING) needs besides the shared parser
  * and walker: the kernel structures it reads, the packet copy it parses,
  * the conntrack state of the packet's own entry, and the nesting level that
  * picks its scratch state.  See docs/dataplane.md, "Netfilter hooks".
@@ -24,6 +24,7 @@
 #include "parapet.h"
 #include "image.h"
 #include "walk_state.h"
+#include "counters.h"
 
 /*
  * The kernel structures, reduced to the fields read.  preserve_access_index
@@ -60,9 +61,11 @@ extern int bpf_dynptr_from_skb(struct __sk_buff *skb, __u64 flags,
 #define NF_ACCEPT 1
 #define NFPROTO_IPV4 2
 #define NFPROTO_IPV6 10
+#define NF_INET_PRE_ROUTING 0
 #define NF_INET_LOCAL_IN 1
 #define NF_INET_FORWARD 2
 #define NF_INET_LOCAL_OUT 3
+#define NF_INET_POST_ROUTING 4
 
 /* Bytes of the packet copied and parsed: enough for every header the
  * parser reads below PARAPET_MAX_OFF. */
@@ -96,7 +99,10 @@ struct {
  * pointer with ctinfo in the low 3 bits), as xt_conntrack reports it:
  * no entry is INVALID, the untracked template is UNTRACKED.  Conntrack runs
  * before the filter priority, so at the filter hooks the entry is there
- * whenever the kernel tracks connections in this namespace.
+ * whenever the kernel tracks connections in this namespace.  A chain at
+ * PREROUTING (or OUTPUT) below conntrack's priority (-200: nft's raw) runs
+ * before the entry is attached and sees INVALID, as nft's ct expression
+ * does there.
  */
 static __always_inline __u32 nf_ctstate(unsigned long nfct)
 {
@@ -117,14 +123,29 @@ static __always_inline __u32 nf_ctstate(unsigned long nfct)
 	return PARAPET_CT_INVALID;
 }
 
-/* The PARAPET_HOOK_* of a netfilter hook number, 0 for any other. */
+/* The PARAPET_HOOK_NF_* of a netfilter hook number (at most
+ * NF_INET_POST_ROUTING: the caller checks).  Arithmetic: see parapet.h. */
 static __always_inline __u32 nf_parapet_hook(__u32 hooknum)
 {
-	switch (hooknum) {
-	case NF_INET_LOCAL_IN: return PARAPET_HOOK_NF_INPUT;
-	case NF_INET_FORWARD: return PARAPET_HOOK_NF_FORWARD;
-	case NF_INET_LOCAL_OUT: return PARAPET_HOOK_NF_OUTPUT;
+	return PARAPET_HOOK_NF_PREROUTING + hooknum;
+}
+
+/* Counts a packet at a netfilter hook in its PARAPET_STAT_NF_*.  A global
+ * function: the verifier checks it once on its own, so the switch does
+ * not split the caller's verification by hook. */
+__noinline long parapet_count_nf_hook(__u32 hook)
+{
+	__u32 idx;
+
+	switch (hook) {
+	case PARAPET_HOOK_NF_PREROUTING: idx = PARAPET_STAT_NF_PREROUTING; break;
+	case PARAPET_HOOK_NF_INPUT: idx = PARAPET_STAT_NF_INPUT; break;
+	case PARAPET_HOOK_NF_FORWARD: idx = PARAPET_STAT_NF_FORWARD; break;
+	case PARAPET_HOOK_NF_OUTPUT: idx = PARAPET_STAT_NF_OUTPUT; break;
+	case PARAPET_HOOK_NF_POSTROUTING: idx = PARAPET_STAT_NF_POSTROUTING; break;
+	default: return 0;
 	}
+	stat_inc(idx);
 	return 0;
 }
 

@@ -9,9 +9,10 @@ pub const ACTION_F_LOG: u8 = 0x01;
 pub const IMAGE_PAGE_BYTES: usize = 4096;
 /// Default pages per image slot (1 MiB).
 pub const IMAGE_DEFAULT_SLOT_PAGES: u32 = 256;
-/// Classifier images, two slots each: 0 for XDP and tc, 1..3 for the
-/// INPUT, FORWARD and OUTPUT netfilter hooks (`PARAPET_IMAGES`).
-pub const IMAGES: u32 = 4;
+/// Classifier images, two slots each: 0 for XDP and tc, 1..5 for the
+/// netfilter hooks PREROUTING, INPUT, FORWARD, OUTPUT, POSTROUTING
+/// (`PARAPET_IMAGES`).
+pub const IMAGES: u32 = 6;
 
 /// A rule's verdict as the kernel program applies it
 /// (`PARAPET_VERDICT_*`): what a `parapet_model::Verdict` becomes in the

@@ -100,6 +100,8 @@ fn c_and_rust_constants_agree() {
         ("PARAPET_HOOK_NF_INPUT", HOOK_NF_INPUT.into()),
         ("PARAPET_HOOK_NF_FORWARD", HOOK_NF_FORWARD.into()),
         ("PARAPET_HOOK_NF_OUTPUT", HOOK_NF_OUTPUT.into()),
+        ("PARAPET_HOOK_NF_PREROUTING", HOOK_NF_PREROUTING.into()),
+        ("PARAPET_HOOK_NF_POSTROUTING", HOOK_NF_POSTROUTING.into()),
         ("PARAPET_IMAGES", IMAGES.into()),
         ("PARAPET_STAT_MAX", STAT_MAX.into()),
         ("PARAPET_HOOK_ROWS", HOOK_ROWS.into()),

@@ -10,12 +10,17 @@ pub const MAX_NONTERM: usize = 16;
 pub const HOOK_XDP: u8 = 1;
 /// `PARAPET_HOOK_TC`.
 pub const HOOK_TC: u8 = 2;
-/// `PARAPET_HOOK_NF_INPUT`: the netfilter program at INPUT.
-pub const HOOK_NF_INPUT: u8 = 3;
+/// `PARAPET_HOOK_NF_PREROUTING`: the netfilter program at PREROUTING.
+/// The five netfilter hooks are this plus the kernel's hook number.
+pub const HOOK_NF_PREROUTING: u8 = 3;
+/// `PARAPET_HOOK_NF_INPUT`.
+pub const HOOK_NF_INPUT: u8 = 4;
 /// `PARAPET_HOOK_NF_FORWARD`.
-pub const HOOK_NF_FORWARD: u8 = 4;
+pub const HOOK_NF_FORWARD: u8 = 5;
 /// `PARAPET_HOOK_NF_OUTPUT`.
-pub const HOOK_NF_OUTPUT: u8 = 5;
+pub const HOOK_NF_OUTPUT: u8 = 6;
+/// `PARAPET_HOOK_NF_POSTROUTING`.
+pub const HOOK_NF_POSTROUTING: u8 = 7;
 
 /// `struct parapet_log_event`: one ring-buffer record.
 #[repr(C)]

@@ -2,11 +2,11 @@
 //! statistics.
 
 /// Number of entries of the `parapet_stats` map.
-pub const STAT_MAX: u32 = 23;
+pub const STAT_MAX: u32 = 25;
 
-/// Rows of the `parapet_hook_stats` map: one per hook, `PARAPET_HOOK_XDP`
-/// (row 0) to `PARAPET_HOOK_NF_OUTPUT` (row 4).
-pub const HOOK_ROWS: u32 = 5;
+/// Rows of the `parapet_hook_stats` map: one per hook (row = hook - 1), `PARAPET_HOOK_XDP`
+/// (row 0) to `PARAPET_HOOK_NF_POSTROUTING` (row 6).
+pub const HOOK_ROWS: u32 = 7;
 /// Columns of a row: interface indices below this each have their own;
 /// column 0 sums the interfaces with larger indices.
 pub const HOOK_IFACES: u32 = 256;
@@ -89,4 +89,8 @@ pub enum Stat {
     NfRejectQueued = 21,
     /// ... lost because that ring was full: dropped without answer.
     NfRejectRingFull = 22,
+    /// Packets the netfilter program saw at PREROUTING.
+    NfPrerouting = 23,
+    /// ... at POSTROUTING.
+    NfPostrouting = 24,
 }
