@@ -22,9 +22,9 @@
 #define PARAPET_IMG_MAX_DEPTH 64
 #define PARAPET_IMG_MAX_LEAF (1u << 23) /* also bpf_loop's limit */
 #define PARAPET_IMG_MAX_PARTITIONS 8
-/* The format allows 16 constraints per entry (15 fields + sets); 16 is the
- * walker's cap, anything above is a corrupt image. */
-#define PARAPET_IMG_MAX_CONSTRAINTS 16
+/* The walker's cap of constraints per entry (one per fixed field + sets,
+ * room for fields to come); anything above is a corrupt image. */
+#define PARAPET_IMG_MAX_CONSTRAINTS 24
 /* Binary search over at most 65535 sorted ranges: 17 halvings suffice. */
 #define PARAPET_IMG_BSEARCH_STEPS 17
 

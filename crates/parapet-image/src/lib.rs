@@ -44,6 +44,9 @@ pub const MAX_LEAF: usize = 1 << 23;
 pub const MAX_ENTRIES: usize = 1 << 23;
 /// Most partitions (trees walked per lookup).
 pub const MAX_PARTITIONS: usize = 8;
+/// Most constraints in one entry record (the walkers' loop bound: one per
+/// fixed field and the set field, with room for fields to come).
+pub const MAX_CONSTRAINTS: usize = 24;
 /// Most set references (one `u64` membership mask).
 pub const MAX_SET_REFS: usize = 64;
 /// Most ranges in one constraint (16 bits of the constraint word).

@@ -396,15 +396,18 @@ static __always_inline void push_nonterm(struct parapet_walk *w, __u32 rec,
  * per-constraint path).
  */
 #define PARAPET_REC_WINDOW 64
+/* The unrolled check stops at 16 constraints: the verifier follows each
+ * step, and a record with more takes the general path (a bpf iterator). */
+#define PARAPET_REC_FAST_CONSTRAINTS 16
 
 static __always_inline int record_fast(struct parapet_walk *w,
 				       const __u32 *R, __u32 nc)
 {
 	__u32 pos = PARAPET_IMG_RECORD_HEADER_WORDS, ci;
 
-	if (!R)
+	if (!R || nc > PARAPET_REC_FAST_CONSTRAINTS)
 		return -1;
-	for (ci = 0; ci < PARAPET_IMG_MAX_CONSTRAINTS; ci++) {
+	for (ci = 0; ci < PARAPET_REC_FAST_CONSTRAINTS; ci++) {
 		__u32 c, r, j, v[4], hit = 0;
 
 		if (ci >= nc)

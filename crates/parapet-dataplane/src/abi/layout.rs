@@ -226,6 +226,10 @@ fn c_and_rust_constants_agree() {
             (parapet_image::RECORD_HEADER_WORDS) as u64,
         ),
         ("PARAPET_IMG_MAX_DEPTH", (parapet_image::MAX_DEPTH) as u64),
+        (
+            "PARAPET_IMG_MAX_CONSTRAINTS",
+            (parapet_image::MAX_CONSTRAINTS) as u64,
+        ),
         ("PARAPET_IMG_MAX_LEAF", (parapet_image::MAX_LEAF) as u64),
         (
             "PARAPET_IMG_MAX_PARTITIONS",
