@@ -83,6 +83,7 @@ fn c_and_rust_constants_agree() {
         ("PARAPET_FRAG_LATER", FRAG_LATER.into()),
         ("PARAPET_KEY_F_VLAN", KEY_F_VLAN.into()),
         ("PARAPET_KEY_F_CT", KEY_F_CT.into()),
+        ("PARAPET_KEY_CT_STATUS_SHIFT", KEY_CT_STATUS_SHIFT.into()),
         ("PARAPET_PARSE_OK", ParseStatus::Ok as u64),
         ("PARAPET_PARSE_NOT_IP", ParseStatus::NotIp as u64),
         ("PARAPET_PARSE_TRUNCATED", ParseStatus::Truncated as u64),
