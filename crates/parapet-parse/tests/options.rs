@@ -163,7 +163,10 @@ fn conntrack_sets_comments_limits() {
     );
     assert!(ipt_err("-m state --state SNAT -j ACCEPT").contains("expected conntrack states"));
     assert_eq!(
-        get(&ipt("-m conntrack --ctstate DNAT -j ACCEPT"), Field::CtStatus),
+        get(
+            &ipt("-m conntrack --ctstate DNAT -j ACCEPT"),
+            Field::CtStatus
+        ),
         [(32, 63)]
     );
     let r = ipt("-m comment --comment 'single quoted \"x\"' -j ACCEPT");
