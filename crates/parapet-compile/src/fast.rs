@@ -60,7 +60,8 @@ const MAX_TRIPLES: usize = 8;
 const LANES: usize = 16;
 /// Value slots: 0..12 the first twelve fixed fields saturated at 2^32,
 /// 12..16 the low words of the 128-bit fields (what multi-way cuts on them
-/// read), 16..19 the fields added later (ttl, dscp, length: ids 12..15);
+/// read), 16..20 the fields added later (ttl, dscp, length, ct status:
+/// ids 12..=15);
 /// 32 so a 5-bit slot id indexes it without a bounds check.
 const SLOTS: usize = 32;
 /// Bits of a slot id in a node word.
@@ -103,10 +104,10 @@ fn values(key: &KeyWords) -> Vals {
     };
     const _: () = assert!(low_slot(1) == 12 && low_slot(2) == 13);
     const _: () = assert!(low_slot(8) == 14 && low_slot(9) == 15);
-    const _: () = assert!(slot_of(12) == 16 && slot_of(14) == 18);
-    const _: () = assert!(image::FIXED_FIELDS == 15);
+    const _: () = assert!(slot_of(12) == 16 && slot_of(15) == 19);
+    const _: () = assert!(image::FIXED_FIELDS == 16);
     let mut v = [0u64; SLOTS];
-    v[..19].copy_from_slice(&[
+    v[..20].copy_from_slice(&[
         low(0),
         sat(1),
         sat(2),
@@ -126,6 +127,7 @@ fn values(key: &KeyWords) -> Vals {
         low(12),
         low(13),
         low(14),
+        low(15),
     ]);
     v
 }

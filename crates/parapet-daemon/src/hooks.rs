@@ -238,6 +238,18 @@ pub fn warnings(
                 c.name
             ));
         }
+        let status: Vec<&Rule> = rules
+            .iter()
+            .copied()
+            .filter(|r| r.matches.get(Field::CtStatus).is_some())
+            .collect();
+        if !status.is_empty() {
+            out.push(format!(
+                "rules {} of {} match the conntrack status (ct status, --ctstate SNAT/DNAT),                  which an interface hook (xdp, tc ingress) does not read: there the status is                  0 (no bit set)",
+                ids(&status),
+                c.name
+            ));
+        }
         let hook = rs.chain(c.chain).base.as_ref().map(|b| b.hook);
         if hook == Some(Hook::Input) && forwarding_on() {
             out.push(format!(
@@ -307,6 +319,24 @@ mod tests {
 -A OUTPUT -p udp --dport 9 -j DROP
 COMMIT
 ";
+
+    #[test]
+    fn ct_status_needs_conntrack_and_is_not_read_on_interfaces() {
+        let c = load(
+            "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD DROP [0:0]\n:OUTPUT ACCEPT [0:0]\n\
+             -A FORWARD -m conntrack --ctstate DNAT -j ACCEPT\nCOMMIT\n",
+        );
+        let plan = hook_plan(&c.ruleset, &c.compiled).unwrap();
+        assert!(plan.needs_ct, "ct status at FORWARD");
+        let fwd = c.compiled.iter().find(|x| x.name == "filter/FORWARD");
+        let w = warnings(&c.ruleset, &c.compiled, fwd, false);
+        assert!(
+            w.iter()
+                .any(|m| m.starts_with("rules 1 of filter/FORWARD match the conntrack status")),
+            "{w:?}"
+        );
+        assert!(warnings(&c.ruleset, &c.compiled, None, true).is_empty());
+    }
 
     #[test]
     fn iptables_chains_go_to_their_hooks_for_ipv4() {

@@ -10,9 +10,9 @@
 #define PARAPET_IMAGE_H
 
 #define PARAPET_IMG_MAGIC 0x54505250u /* "PRPT" little-endian */
-#define PARAPET_IMG_VERSION 3
+#define PARAPET_IMG_VERSION 4
 #define PARAPET_IMG_HEADER_WORDS 32
-#define PARAPET_IMG_KEY_WORDS 29
+#define PARAPET_IMG_KEY_WORDS 30
 #define PARAPET_IMG_NODE_WORDS 8
 #define PARAPET_IMG_PARTITION_WORDS 4
 #define PARAPET_IMG_VERDICT_WORDS 4
@@ -22,15 +22,15 @@
 #define PARAPET_IMG_MAX_DEPTH 64
 #define PARAPET_IMG_MAX_LEAF (1u << 23) /* also bpf_loop's limit */
 #define PARAPET_IMG_MAX_PARTITIONS 8
-/* The format allows 16 constraints per entry (15 fields + sets); 16 is the
- * walker's cap, anything above is a corrupt image. */
-#define PARAPET_IMG_MAX_CONSTRAINTS 16
+/* The walker's cap of constraints per entry (one per fixed field + sets,
+ * room for fields to come); anything above is a corrupt image. */
+#define PARAPET_IMG_MAX_CONSTRAINTS 24
 /* Binary search over at most 65535 sorted ranges: 17 halvings suffice. */
 #define PARAPET_IMG_BSEARCH_STEPS 17
 
 #define PARAPET_IMG_LEAF_BIT 0x80000000u
 #define PARAPET_IMG_WIDE_BIT 0x8000u
-#define PARAPET_IMG_FIXED_FIELDS 15 /* field ids 0..14 */
+#define PARAPET_IMG_FIXED_FIELDS 16 /* field ids 0..15 */
 #define PARAPET_IMG_SET_FIELD 31
 #define PARAPET_IMG_FLAG_PURE_FIRST_MATCH 1u
 
@@ -123,6 +123,7 @@
 #define PARAPET_KW_TTL 26
 #define PARAPET_KW_DSCP 27
 #define PARAPET_KW_LENGTH 28
+#define PARAPET_KW_CTSTATUS 29
 
 /* ctstate values of the key. */
 #define PARAPET_CT_INVALID 0

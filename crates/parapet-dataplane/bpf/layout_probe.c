@@ -33,6 +33,8 @@ int main(void)
 	F(parapet_key, frag);
 	F(parapet_key, flags);
 	F(parapet_key, ctstate);
+	F(parapet_key, ttl);
+	F(parapet_key, dscp);
 	F(parapet_key, oifindex);
 	S(parapet_action);
 	F(parapet_action, verdict);
@@ -114,6 +116,7 @@ int main(void)
 	C(PARAPET_FRAG_LATER);
 	C(PARAPET_KEY_F_VLAN);
 	C(PARAPET_KEY_F_CT);
+	C(PARAPET_KEY_CT_STATUS_SHIFT);
 	C(PARAPET_PARSE_OK);
 	C(PARAPET_PARSE_NOT_IP);
 	C(PARAPET_PARSE_TRUNCATED);
@@ -187,6 +190,7 @@ int main(void)
 	C(PARAPET_IMG_VERDICT_WORDS);
 	C(PARAPET_IMG_RECORD_HEADER_WORDS);
 	C(PARAPET_IMG_MAX_DEPTH);
+	C(PARAPET_IMG_MAX_CONSTRAINTS);
 	C(PARAPET_IMG_MAX_LEAF);
 	C(PARAPET_IMG_MAX_PARTITIONS);
 	C(PARAPET_IMG_LEAF_BIT);
@@ -269,6 +273,7 @@ int main(void)
 	C(PARAPET_KW_TTL);
 	C(PARAPET_KW_DSCP);
 	C(PARAPET_KW_LENGTH);
+	C(PARAPET_KW_CTSTATUS);
 	printf("];\n");
 	return 0;
 }

@@ -170,7 +170,8 @@ int parapet_nf(struct bpf_nf_ctx *ctx)
 	}
 	if (status == PARAPET_PARSE_OK) {
 		key.ctstate = nf_ctstate(skb->_nfct);
-		key.flags |= PARAPET_KEY_F_CT;
+		key.flags |= PARAPET_KEY_F_CT |
+			     (nf_ctstatus(skb->_nfct) << PARAPET_KEY_CT_STATUS_SHIFT);
 	}
 	parapet_count_nf_hook(hook);
 	verdict = parapet_decide(&key, status, hook, PARAPET_SCRATCH_NF + level);

@@ -14,7 +14,7 @@
 
 #include <linux/types.h>
 
-#define PARAPET_ABI_VERSION 5
+#define PARAPET_ABI_VERSION 6
 
 /* ---- parsed packet key ------------------------------------------------- */
 
@@ -30,6 +30,11 @@
 /* parapet_key.flags bits */
 #define PARAPET_KEY_F_VLAN 0x01 /* an 802.1Q/802.1ad tag was present */
 #define PARAPET_KEY_F_CT 0x02   /* ctstate is the conntrack lookup's result */
+/* Bits 2..7 of flags: the conntrack entry's status bits 0..5 (IPS_EXPECTED
+ * .. IPS_DST_NAT) at the netfilter hooks, else 0.  In flags and not a byte
+ * of its own: one more byte grows the key past 64 bytes and the XDP
+ * program's stack past 512 bytes. */
+#define PARAPET_KEY_CT_STATUS_SHIFT 2
 
 /*
  * The classifier input.  Addresses are in network byte order exactly as on

@@ -34,7 +34,8 @@ pub fn max_rule_id(rs: &Ruleset) -> u32 {
 }
 
 /// Whether chain `chain` of `rs`, or a chain it jumps or goes to, matches
-/// `--ctstate`: the kernel then needs the conntrack lookup on
+/// `--ctstate` or the conntrack status (`ct status`): the kernel then
+/// needs the conntrack lookup on
 /// ([`Dataplane::set_conntrack`]), or every packet is UNTRACKED there.
 pub fn needs_conntrack(rs: &Ruleset, chain: ChainId) -> bool {
     let mut seen = vec![chain];
@@ -42,7 +43,7 @@ pub fn needs_conntrack(rs: &Ruleset, chain: ChainId) -> bool {
     while let Some(id) = todo.pop() {
         let table = &rs.tables[id.table].name;
         for r in &rs.chain(id).rules {
-            if r.matches.get(Field::CtState).is_some() {
+            if r.matches.get(Field::CtState).is_some() || r.matches.get(Field::CtStatus).is_some() {
                 return true;
             }
             if let Action::Jump(to) | Action::Goto(to) = &r.action {

@@ -13,7 +13,7 @@ use common::{load_dataplane, Rng};
 use parapet_dataplane::frame::parse_frame;
 use parapet_dataplane::frame::{Frame, L4};
 use parapet_dataplane::{AttachPoint, Dataplane, KernelVerdict, LoadOptions, Stat};
-use parapet_image::{FIXED_FIELDS, KEY_WORDS};
+use parapet_image::{FIXED_FIELDS, KEY_WORDS, MAX_CONSTRAINTS};
 
 const LO: u32 = 1;
 
@@ -409,9 +409,18 @@ fn random_spec(rng: &mut Rng, pool: &[[u32; KEY_WORDS]]) -> ImageSpec {
         // every fixed field, and FIXED_FIELDS for the set constraint
         let mut fields: Vec<u32> = (0..=FIXED_FIELDS).collect();
         let mut constraints = Vec::new();
-        for _ in 0..rng.below(4) {
-            let f = fields.remove(rng.below(fields.len() as u64) as usize);
-            constraints.push(random_constraint(rng, pool, f));
+        if rng.chance(10) {
+            // beyond the 16 the unrolled check takes, up to the walker's
+            // cap (a field may repeat: its constraints all hold)
+            for _ in 0..17 + rng.below(MAX_CONSTRAINTS as u64 - 16) {
+                let f = rng.below(u64::from(FIXED_FIELDS) + 1) as u32;
+                constraints.push(random_constraint(rng, pool, f));
+            }
+        } else {
+            for _ in 0..rng.below(4) {
+                let f = fields.remove(rng.below(fields.len() as u64) as usize);
+                constraints.push(random_constraint(rng, pool, f));
+            }
         }
         entries.push(Entry {
             rule_id: i as u32 + 1,

@@ -2,9 +2,9 @@
 
 use crate::{
     checksum, hw, kind, Backend, FIXED_FIELDS, FLAG_PURE_FIRST_MATCH, HEADER_WORDS, LEAF_BIT,
-    MAGIC, MAX_DEPTH, MAX_ENTRIES, MAX_FANOUT_BITS, MAX_LEAF, MAX_PARTITIONS, MAX_SET_REFS,
-    NODE_BINARY, NODE_MULTI, NODE_WORDS, PARTITION_WORDS, RECORD_HEADER_WORDS, SET_FIELD,
-    VERDICT_WORDS, VERSION, WIDE_BIT,
+    MAGIC, MAX_CONSTRAINTS, MAX_DEPTH, MAX_ENTRIES, MAX_FANOUT_BITS, MAX_LEAF, MAX_PARTITIONS,
+    MAX_SET_REFS, NODE_BINARY, NODE_MULTI, NODE_WORDS, PARTITION_WORDS, RECORD_HEADER_WORDS,
+    SET_FIELD, VERDICT_WORDS, VERSION, WIDE_BIT,
 };
 use std::fmt;
 
@@ -254,6 +254,11 @@ fn validate(w: &[u32]) -> Result<(), ImageError> {
         }
         all_decide &= k == kind::DECIDE && rec[1] & kind::STATEFUL_BIT == 0;
         let nc = (rec[1] >> 16) & 0xff;
+        if nc as usize > MAX_CONSTRAINTS {
+            return bad(format!(
+                "entry {i} has more than {MAX_CONSTRAINTS} constraints"
+            ));
+        }
         let mut p = RECORD_HEADER_WORDS;
         for _ in 0..nc {
             let Some(&c) = rec.get(p) else {

@@ -47,6 +47,11 @@ pub enum Field {
     /// The L3 length: IPv4 total length, IPv6 payload length + 40
     /// (`-m length`, `meta length`).
     Length,
+    /// The conntrack entry's status bits the key carries
+    /// ([`ct_status`]: expected, seen-reply, assured, confirmed, snat,
+    /// dnat; `ct status`, `--ctstatus`, `--ctstate SNAT|DNAT`); 0 for a
+    /// packet without an entry.
+    CtStatus,
     /// Membership of the packet's key in the ruleset's set reference `n`
     /// ([`crate::SetRef`]): 1 when the set holds it.
     Set(u16),
@@ -54,7 +59,7 @@ pub enum Field {
 
 impl Field {
     /// The fixed fields, in the order engines lay them out.
-    pub const FIXED: [Field; 15] = [
+    pub const FIXED: [Field; 16] = [
         Field::Family,
         Field::SrcAddr,
         Field::DstAddr,
@@ -70,6 +75,7 @@ impl Field {
         Field::Ttl,
         Field::Dscp,
         Field::Length,
+        Field::CtStatus,
     ];
 
     /// Width of the field in bits.
@@ -78,7 +84,7 @@ impl Field {
             Field::SrcAddr | Field::DstAddr | Field::InIface | Field::OutIface => 128,
             Field::SrcPort | Field::DstPort | Field::IcmpTypeCode => 16,
             Field::Family | Field::Proto | Field::TcpFlags | Field::CtState | Field::Ttl => 8,
-            Field::Dscp => 6,
+            Field::Dscp | Field::CtStatus => 6,
             Field::Length => 32,
             Field::Fragment | Field::Set(_) => 1,
         }
@@ -107,6 +113,7 @@ impl Field {
             Field::Ttl => "ttl".into(),
             Field::Dscp => "dscp".into(),
             Field::Length => "length".into(),
+            Field::CtStatus => "ctstatus".into(),
             Field::Set(n) => format!("set{n}"),
         }
     }
@@ -187,6 +194,49 @@ impl CtState {
         CtState::ALL
             .into_iter()
             .find(|c| c.iptables_name().eq_ignore_ascii_case(s))
+    }
+}
+
+/// Conntrack status bits as the kernel's `IPS_*` numbers them (the low six,
+/// the ones the packet key carries).
+pub mod ct_status {
+    /// `IPS_EXPECTED`: the connection was expected (a helper's child).
+    pub const EXPECTED: u8 = 0x01;
+    /// `IPS_SEEN_REPLY`: packets were seen in both directions.
+    pub const SEEN_REPLY: u8 = 0x02;
+    /// `IPS_ASSURED`: the entry will not be dropped early.
+    pub const ASSURED: u8 = 0x04;
+    /// `IPS_CONFIRMED`: the entry is in the table (after its first packet).
+    pub const CONFIRMED: u8 = 0x08;
+    /// `IPS_SRC_NAT`: source NAT applies to the connection.
+    pub const SNAT: u8 = 0x10;
+    /// `IPS_DST_NAT`: destination NAT applies to the connection.
+    pub const DNAT: u8 = 0x20;
+
+    /// nft's names, in bit order.
+    pub const NAMES: [(&str, u8); 6] = [
+        ("expected", EXPECTED),
+        ("seen-reply", SEEN_REPLY),
+        ("assured", ASSURED),
+        ("confirmed", CONFIRMED),
+        ("snat", SNAT),
+        ("dnat", DNAT),
+    ];
+
+    /// The bit of an nft name (`dnat`, `seen-reply`).
+    pub fn from_name(s: &str) -> Option<u8> {
+        NAMES.iter().find(|(n, _)| *n == s).map(|&(_, b)| b)
+    }
+
+    /// The bits as nft writes them, comma-separated in bit order
+    /// (`snat,dnat`); empty for 0.
+    pub fn names(bits: u8) -> String {
+        let v: Vec<&str> = NAMES
+            .iter()
+            .filter(|(_, b)| bits & b != 0)
+            .map(|(n, _)| *n)
+            .collect();
+        v.join(",")
     }
 }
 

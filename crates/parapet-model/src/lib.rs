@@ -51,7 +51,7 @@ mod time_window;
 pub use depth_first::Outcome;
 pub use diff::{diff, diff_every_region, DiffReport, Difference, Unproven};
 pub use display::{format_set, format_value};
-pub use field::{tcp_flags, CtState, Family, Field, IfName};
+pub use field::{ct_status, tcp_flags, CtState, Family, Field, IfName};
 pub use flatten::{
     flatten, flatten_unpruned, flatten_with_limit, DecisionList, Entry, EntryKind, FlattenError,
     DEFAULT_MAX_ENTRIES,

@@ -37,6 +37,9 @@ pub struct Packet {
     pub oif: IfName,
     /// Conntrack state.
     pub ct_state: CtState,
+    /// The conntrack entry's status bits ([`crate::ct_status`]); 0 without
+    /// an entry.
+    pub ct_status: u8,
     /// Non-first fragment.
     pub fragment: bool,
     /// IPv4 TTL or IPv6 hop limit.
@@ -68,6 +71,7 @@ impl Packet {
             iif: IfName::default(),
             oif: IfName::default(),
             ct_state: CtState::New,
+            ct_status: 0,
             fragment: false,
             ttl: Packet::DEFAULT_TTL,
             dscp: 0,
@@ -100,6 +104,7 @@ impl Packet {
             Field::Ttl => self.ttl as u128,
             Field::Dscp => self.dscp as u128,
             Field::Length => self.len as u128,
+            Field::CtStatus => self.ct_status as u128,
             Field::Set(_) => panic!("set membership is not a header field"),
         }
     }
@@ -216,6 +221,19 @@ impl FromStr for Packet {
                             )
                         })?
                 }
+                "ctstatus" => {
+                    let list = need("expected conntrack status bits like dnat,assured")?;
+                    let mut bits = 0;
+                    for name in list.split(',') {
+                        bits |= crate::ct_status::from_name(name).ok_or_else(|| {
+                            err(
+                                i + 1,
+                                "expected expected, seen-reply, assured, confirmed, snat or dnat",
+                            )
+                        })?;
+                    }
+                    p.ct_status = bits;
+                }
                 "flags" => {
                     p.tcp_flags = tcp_flags::parse_list(need("expected TCP flags like SYN,ACK")?)
                         .ok_or_else(|| err(i + 1, "expected TCP flags like SYN,ACK"))?
@@ -252,12 +270,10 @@ impl FromStr for Packet {
                     i += 1;
                     continue;
                 }
-                _ => {
-                    return Err(err(
-                        i,
-                        "expected iif, oif, ct, flags, type, code, len, ttl, dscp or frag",
-                    ))
-                }
+                _ => return Err(err(
+                    i,
+                    "expected iif, oif, ct, ctstatus, flags, type, code, len, ttl, dscp or frag",
+                )),
             }
             i += 2;
         }
@@ -341,6 +357,9 @@ impl fmt::Display for Packet {
         if self.dscp != 0 {
             write!(f, " dscp {}", self.dscp)?;
         }
+        if self.ct_status != 0 {
+            write!(f, " ctstatus {}", crate::ct_status::names(self.ct_status))?;
+        }
         write!(f, " len {}", self.len)
     }
 }
@@ -365,6 +384,7 @@ mod tests {
         for s in [
             "tcp 10.0.0.1:1 > 10.0.0.2:22 iif eth0 flags SYN,ACK frag",
             "udp 10.0.0.1:1 > 10.0.0.2:53 ttl 1 dscp 46 len 1500",
+            "tcp 10.0.0.1:1 > 10.0.0.2:80 ct established ctstatus confirmed,dnat",
             "icmp 1.2.3.4 > 5.6.7.8 type 8 code 0",
             "udp [::1]:1 > [::2]:2",
         ] {

@@ -220,6 +220,9 @@ impl Space {
         if let Some(v) = get(Field::Length) {
             p.len = v as u32;
         }
+        if let Some(v) = get(Field::CtStatus) {
+            p.ct_status = v as u8;
+        }
         Some(p)
     }
 

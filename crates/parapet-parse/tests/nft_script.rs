@@ -533,7 +533,8 @@ fn clearer_messages_and_nft_spellings() {
 
 /// A regular chain no filter chain reaches, whose only errors are NAT
 /// statements, is the kernel's NAT; reached from a filter chain, or with
-/// another error (`ct status dnat` is a match, not NAT), it stays an error.
+/// another error (`ct status == dnat` is a match parapet refuses, not NAT),
+/// it stays an error.
 #[test]
 fn unreached_nat_chains_are_the_kernels() {
     let rs = ok("table ip t {\n\tchain n {\n\t\tsnat to ip saddr map { 1.1.1.1 : 2.2.2.2 }\n\t\tmasquerade\n\t}\n\tchain input {\n\t\ttype filter hook input priority 0; policy accept;\n\t\tdrop\n\t}\n}\n");
@@ -544,8 +545,8 @@ fn unreached_nat_chains_are_the_kernels() {
     assert_eq!(decide(&rs, &pkt(Family::V4, 6, 1)), (3, Verdict::Drop));
     let e = err("table ip t {\n\tchain n {\n\t\tmasquerade\n\t}\n\tchain input {\n\t\ttype filter hook input priority 0; policy accept;\n\t\tjump n\n\t}\n}\n");
     assert!(e.contains("n.nft:3:3:"), "{e}");
-    let e = err("table ip t {\n\tchain n {\n\t\tct status dnat accept\n\t}\n}\n");
-    assert!(e.contains("'ct status' is not supported"), "{e}");
+    let e = err("table ip t {\n\tchain n {\n\t\tct status == dnat accept\n\t}\n}\n");
+    assert!(e.contains("compare all 32 status bits"), "{e}");
     // In a chain that also filters (a chain that only mangles is the
     // kernel's: corpus_misc.rs).
     let e = err(&input("\t\tip daddr set 10.0.0.1\n\t\ttcp dport 1 drop\n"));

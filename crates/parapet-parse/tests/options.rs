@@ -161,7 +161,14 @@ fn conntrack_sets_comments_limits() {
         ),
         [(1, 255)]
     );
-    assert!(ipt_err("-m conntrack --ctstate SNAT -j ACCEPT").contains("expected conntrack states"));
+    assert!(ipt_err("-m state --state SNAT -j ACCEPT").contains("expected conntrack states"));
+    assert_eq!(
+        get(
+            &ipt("-m conntrack --ctstate DNAT -j ACCEPT"),
+            Field::CtStatus
+        ),
+        [(32, 63)]
+    );
     let r = ipt("-m comment --comment 'single quoted \"x\"' -j ACCEPT");
     assert_eq!(r.comment.as_deref(), Some("single quoted \"x\""));
     let r = ipt(r#"-m comment --comment "esc \"q\" \\ ok" -j ACCEPT"#);

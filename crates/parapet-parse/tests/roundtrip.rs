@@ -342,3 +342,124 @@ fn header_field_errors_name_the_construct() {
         "{e:?}"
     );
 }
+
+/// Packets with every conntrack status (bits 0..5) in every state that has
+/// an entry; without one (INVALID, UNTRACKED) the status is 0.
+fn status_packets() -> Vec<Packet> {
+    let mut out = Vec::new();
+    for ct in CtState::ALL {
+        let tracked = !matches!(ct, CtState::Invalid | CtState::Untracked);
+        for status in 0u8..if tracked { 64 } else { 1 } {
+            let mut p = Packet::new(Family::V4, 1, 2, 17, 1, 7001);
+            (p.ct_state, p.ct_status) = (ct, status);
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[test]
+fn ct_status_survives_both_syntaxes() {
+    let ipt = "*filter\n:INPUT DROP [0:0]\n\
+               -A INPUT -m conntrack --ctstate DNAT -p udp --dport 1 -j ACCEPT\n\
+               -A INPUT -m conntrack --ctstate SNAT,DNAT -p udp --dport 2 -j ACCEPT\n\
+               -A INPUT -m conntrack ! --ctstate SNAT -j DROP\n\
+               -A INPUT -m conntrack --ctstate DNAT -m conntrack ! --ctstate SNAT -j ACCEPT\n\
+               -A INPUT -m conntrack --ctstate ESTABLISHED -j ACCEPT\n\
+               COMMIT\n";
+    let nft =
+        "table inet t {\n\tchain input {\n\t\ttype filter hook input priority 0; policy drop;\n\
+               \t\tct status dnat udp dport 1 accept\n\
+               \t\tct status snat,dnat udp dport 2 accept\n\
+               \t\tct status & (snat|dnat) == dnat drop\n\
+               \t\tct status & assured != 0 accept\n\
+               \t\tct status & 0x0a == 0x08 accept\n\
+               \t\tct status & seen-reply == 0 drop\n\
+               \t\tct state established accept\n\
+               \t}\n}\n";
+    let mut packets = status_packets();
+    for p in status_packets() {
+        for dport in [1, 2] {
+            packets.push(Packet { dport, ..p.clone() });
+        }
+    }
+    for (name, text, syntaxes) in [
+        ("s.ipt", ipt, &["nft-refused", "iptables"][..]),
+        ("s.nft", nft, &["nft"][..]),
+    ] {
+        let rs = parse(text, name, Format::Auto)
+            .unwrap_or_else(|e| panic!("{name}: {e:?}"))
+            .ruleset;
+        let want = decisions(&rs, &packets);
+        let deciding: std::collections::BTreeSet<u32> = want.iter().map(|d| d.0).collect();
+        assert!(
+            deciding.len() >= 5,
+            "{name}: rules barely decide: {deciding:?}"
+        );
+        for &syntax in syntaxes {
+            let listing = match syntax {
+                "iptables" => render::iptables_save(&rs),
+                "nft-refused" => {
+                    // `! --ctstate SNAT` takes packets without an entry:
+                    // nft's ct status never matches those
+                    let e = render::nft(&rs).unwrap_err();
+                    assert!(e.message.contains("without a conntrack entry"), "{e}");
+                    continue;
+                }
+                _ => render::nft(&rs),
+            }
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+            let again = parse(&listing, name, Format::Auto)
+                .unwrap_or_else(|e| panic!("{name} as {syntax}: {e:?}\n{listing}"))
+                .ruleset;
+            assert_eq!(
+                decisions(&again, &packets),
+                want,
+                "{name} as {syntax}:\n{listing}"
+            );
+        }
+    }
+    // the same conditions without the negations list as nft too
+    let rs = parse(
+        &ipt.replace(" -j DROP\n", " -j ACCEPT\n")
+            .replace("! --ctstate SNAT", "--ctstate SNAT"),
+        "s2",
+        Format::Auto,
+    )
+    .unwrap()
+    .ruleset;
+    let listing = render::nft(&rs).unwrap();
+    let again = parse(&listing, "s2", Format::Auto).unwrap().ruleset;
+    assert_eq!(
+        decisions(&again, &packets),
+        decisions(&rs, &packets),
+        "{listing}"
+    );
+}
+
+#[test]
+fn ct_status_errors_name_the_construct() {
+    let nft_bad = [
+        ("ct status == dnat", "compare all 32 status bits"),
+        ("ct status != dnat", "compare all 32 status bits"),
+        ("ct status { dnat, snat }", "compares all 32 status bits"),
+        ("ct status dying", "ct status parapet knows"),
+        ("ct status & dnat == snat", "bits outside the mask"),
+        ("ct status & dnat", "expected '==' or '!='"),
+    ];
+    for (expr, want) in nft_bad {
+        let text = format!(
+            "table inet t {{\n\tchain c {{\n\t\ttype filter hook forward priority 0;\n\t\t{expr} accept\n\t}}\n}}\n"
+        );
+        let e = parse(&text, "x", Format::Nft).unwrap_err();
+        let msg = format!("{e:?}");
+        assert!(msg.contains(want), "{expr}: {msg}");
+        assert!(msg.contains("line: 4"), "{expr}: position: {msg}");
+    }
+    let text = "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -m conntrack --ctstate ESTABLISHED,DNAT -j DROP\nCOMMIT\n";
+    let msg = format!("{:?}", parse(text, "x", Format::IptablesSave).unwrap_err());
+    assert!(msg.contains("not one box"), "{msg}");
+    let text = "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -m state --state DNAT -j DROP\nCOMMIT\n";
+    let msg = format!("{:?}", parse(text, "x", Format::IptablesSave).unwrap_err());
+    assert!(msg.contains("expected conntrack states"), "{msg}");
+}

@@ -25,6 +25,7 @@
 #include "image.h"
 #include "walk_state.h"
 #include "counters.h"
+#include "conntrack.h" /* struct nf_conn */
 
 /*
  * The kernel structures, reduced to the fields read.  preserve_access_index
@@ -121,6 +122,26 @@ static __always_inline __u32 nf_ctstate(unsigned long nfct)
 		return PARAPET_CT_UNTRACKED;
 	}
 	return PARAPET_CT_INVALID;
+}
+
+/*
+ * The status bits the key carries (IPS_EXPECTED .. IPS_DST_NAT, bits 0..5)
+ * of the packet's own conntrack entry, as `ct status` and xt_conntrack's
+ * --ctstatus / --ctstate SNAT,DNAT read them; 0 without an entry and for
+ * the untracked template.  _nfct is a plain number to the verifier, so the
+ * entry is read with bpf_probe_read_kernel (struct nf_conn: conntrack.h,
+ * its offset relocated against the kernel's BTF).  A failed read is 0.
+ */
+static __always_inline __u8 nf_ctstatus(unsigned long nfct)
+{
+	struct nf_conn *ct = (struct nf_conn *)(nfct & ~7UL);
+	unsigned long status = 0;
+
+	if (nfct == 0 || (nfct & 7) == 7)
+		return 0;
+	if (bpf_core_read(&status, sizeof(status), &ct->status))
+		return 0;
+	return status & 0x3f;
 }
 
 /* The PARAPET_HOOK_NF_* of a netfilter hook number (at most

@@ -128,6 +128,7 @@ static __always_inline int key_value(struct parapet_walk *w, __u32 field,
 	case 12: off = PARAPET_KW_TTL; break;
 	case 13: off = PARAPET_KW_DSCP; break;
 	case 14: off = PARAPET_KW_LENGTH; break;
+	case 15: off = PARAPET_KW_CTSTATUS; break;
 	default: return -1;
 	}
 	v[0] = w->key[off];
@@ -396,15 +397,18 @@ static __always_inline void push_nonterm(struct parapet_walk *w, __u32 rec,
  * per-constraint path).
  */
 #define PARAPET_REC_WINDOW 64
+/* The unrolled check stops at 16 constraints: the verifier follows each
+ * step, and a record with more takes the general path (a bpf iterator). */
+#define PARAPET_REC_FAST_CONSTRAINTS 16
 
 static __always_inline int record_fast(struct parapet_walk *w,
 				       const __u32 *R, __u32 nc)
 {
 	__u32 pos = PARAPET_IMG_RECORD_HEADER_WORDS, ci;
 
-	if (!R)
+	if (!R || nc > PARAPET_REC_FAST_CONSTRAINTS)
 		return -1;
-	for (ci = 0; ci < PARAPET_IMG_MAX_CONSTRAINTS; ci++) {
+	for (ci = 0; ci < PARAPET_REC_FAST_CONSTRAINTS; ci++) {
 		__u32 c, r, j, v[4], hit = 0;
 
 		if (ci >= nc)
@@ -624,6 +628,7 @@ static __always_inline void build_key(struct parapet_walk *w,
 	w->key[PARAPET_KW_TTL] = key->ttl;
 	w->key[PARAPET_KW_DSCP] = key->dscp;
 	w->key[PARAPET_KW_LENGTH] = key->pkt_len;
+	w->key[PARAPET_KW_CTSTATUS] = key->flags >> PARAPET_KEY_CT_STATUS_SHIFT;
 	w->key[PARAPET_KW_SETS] = 0; /* set_bits() fills these */
 	w->key[PARAPET_KW_SETS + 1] = 0;
 	w->ifn_done = 0;

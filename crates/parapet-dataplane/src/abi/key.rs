@@ -20,6 +20,10 @@ pub const FRAG_LATER: u8 = 0x02;
 pub const KEY_F_VLAN: u8 = 0x01;
 /// `flags` bit: the conntrack lookup ran and `ctstate` is its result.
 pub const KEY_F_CT: u8 = 0x02;
+/// `flags` bits 2..7: the conntrack entry's status bits 0..5
+/// (`parapet_model::ct_status`) at the netfilter hooks, else 0 (in `flags`
+/// so the key stays 60 bytes: the XDP program's stack is at its limit).
+pub const KEY_CT_STATUS_SHIFT: u8 = 2;
 
 /// Most VLAN tags the parser walks; a frame with more is refused.
 pub const MAX_VLAN_TAGS: usize = 2;
@@ -66,7 +70,8 @@ pub struct PacketKey {
     pub tcp_flags: u8,
     /// [`FRAG_FRAGMENT`] / [`FRAG_LATER`] bits.
     pub frag: u8,
-    /// [`KEY_F_VLAN`] and [`KEY_F_CT`] bits.
+    /// [`KEY_F_VLAN`] and [`KEY_F_CT`] bits, and the conntrack status above
+    /// [`KEY_CT_STATUS_SHIFT`].
     pub flags: u8,
     /// `CT_*` from the kernel's conntrack table when the lookup ran for
     /// this packet (`flags & KEY_F_CT`), else 0.
@@ -126,6 +131,7 @@ impl PacketKey {
             iif,
             oif: parapet_model::IfName::default(),
             ct_state,
+            ct_status: self.flags >> KEY_CT_STATUS_SHIFT,
             fragment: self.frag & FRAG_LATER != 0,
             ttl: self.ttl,
             dscp: self.dscp,
@@ -157,7 +163,7 @@ impl PacketKey {
             } else {
                 0
             },
-            flags: if tracked { KEY_F_CT } else { 0 },
+            flags: if tracked { KEY_F_CT } else { 0 } | p.ct_status << KEY_CT_STATUS_SHIFT,
             ctstate: if tracked { p.ct_state as u8 } else { 0 },
             ttl: p.ttl,
             dscp: p.dscp,

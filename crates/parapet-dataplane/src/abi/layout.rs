@@ -83,6 +83,7 @@ fn c_and_rust_constants_agree() {
         ("PARAPET_FRAG_LATER", FRAG_LATER.into()),
         ("PARAPET_KEY_F_VLAN", KEY_F_VLAN.into()),
         ("PARAPET_KEY_F_CT", KEY_F_CT.into()),
+        ("PARAPET_KEY_CT_STATUS_SHIFT", KEY_CT_STATUS_SHIFT.into()),
         ("PARAPET_PARSE_OK", ParseStatus::Ok as u64),
         ("PARAPET_PARSE_NOT_IP", ParseStatus::NotIp as u64),
         ("PARAPET_PARSE_TRUNCATED", ParseStatus::Truncated as u64),
@@ -228,6 +229,10 @@ fn c_and_rust_constants_agree() {
             (parapet_image::RECORD_HEADER_WORDS) as u64,
         ),
         ("PARAPET_IMG_MAX_DEPTH", (parapet_image::MAX_DEPTH) as u64),
+        (
+            "PARAPET_IMG_MAX_CONSTRAINTS",
+            (parapet_image::MAX_CONSTRAINTS) as u64,
+        ),
         ("PARAPET_IMG_MAX_LEAF", (parapet_image::MAX_LEAF) as u64),
         (
             "PARAPET_IMG_MAX_PARTITIONS",
@@ -469,6 +474,7 @@ fn c_and_rust_constants_agree() {
         ("PARAPET_KW_TTL", (parapet_image::KEY_OFF[12]) as u64),
         ("PARAPET_KW_DSCP", (parapet_image::KEY_OFF[13]) as u64),
         ("PARAPET_KW_LENGTH", (parapet_image::KEY_OFF[14]) as u64),
+        ("PARAPET_KW_CTSTATUS", (parapet_image::KEY_OFF[15]) as u64),
     ];
     assert_eq!(
         rust.len(),

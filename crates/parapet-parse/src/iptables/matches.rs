@@ -378,16 +378,33 @@ impl RuleParser<'_> {
             }
             "--ctstate" | "--state" => {
                 let mut set = IntervalSet::empty();
+                // xt_conntrack's virtual states: the entry's IPS_SRC_NAT /
+                // IPS_DST_NAT bits (not in -m state)
+                let mut nat = 0;
                 for part in v.split(',') {
                     match CtState::from_name(part) {
                         Some(s) => set = set.union(&IntervalSet::point(s as u128)),
+                        None if opt == "--ctstate" && part.eq_ignore_ascii_case("SNAT") => {
+                            nat |= ct_status::SNAT
+                        }
+                        None if opt == "--ctstate" && part.eq_ignore_ascii_case("DNAT") => {
+                            nat |= ct_status::DNAT
+                        }
                         None => {
                             return self.err(
                                 vcol,
-                                format!("expected conntrack states (NEW, ESTABLISHED, RELATED, INVALID, UNTRACKED), found '{part}'"),
+                                format!("expected conntrack states (NEW, ESTABLISHED, RELATED, INVALID, UNTRACKED{}), found '{part}'", if opt == "--ctstate" { ", SNAT, DNAT" } else { "" }),
                             )
                         }
                     }
+                }
+                if nat != 0 {
+                    if !set.is_empty() {
+                        return self.err(vcol, "--ctstate mixing SNAT/DNAT with states matches either (a state or a NAT bit), which is not one box; write two rules");
+                    }
+                    // No entry: no NAT bit (status 0), as in xt_conntrack.
+                    let bits = crate::ctstatus::any_of(nat);
+                    return self.constrain(Field::CtStatus, bits, negated, crate::ctstatus::BITS as u128);
                 }
                 self.constrain(Field::CtState, set, negated, 0xff);
             }

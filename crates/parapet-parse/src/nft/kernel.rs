@@ -119,8 +119,10 @@ impl Parser {
         // A NAT statement, not a value (`ct status dnat`, `{ snat, dnat }`).
         let nat = toks.iter().enumerate().any(|(k, t)| {
             let value = k > 0
-                && (matches!(toks[k - 1].tok, Tok::Comma | Tok::Open)
-                    || matches!(toks[k - 1].word(), Some("status" | "!=" | "==")));
+                && (matches!(
+                    toks[k - 1].tok,
+                    Tok::Comma | Tok::Open | Tok::Amp | Tok::Pipe | Tok::LParen
+                ) || matches!(toks[k - 1].word(), Some("status" | "!=" | "==")));
             !value
                 && matches!(
                     t.word(),

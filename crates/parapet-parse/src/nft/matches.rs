@@ -65,7 +65,7 @@ const NFT_ICMP6_CODES: [(&str, u8); 6] = [
     ("reject-route", 6),
 ];
 
-const SUPPORTED_EXPRS: &str = "ip/ip6 saddr|daddr|protocol|nexthdr|dscp, ip ttl, ip6 hoplimit, tcp/udp/sctp/udplite/th sport|dport, tcp flags, meta l4proto|nfproto|protocol|iifname|oifname|length, iifname, oifname, ct state, icmp/icmpv6 type|code, counter, log, limit, comment, accept, drop, reject, jump, goto, return";
+const SUPPORTED_EXPRS: &str = "ip/ip6 saddr|daddr|protocol|nexthdr|dscp, ip ttl, ip6 hoplimit, tcp/udp/sctp/udplite/th sport|dport, tcp flags, meta l4proto|nfproto|protocol|iifname|oifname|length, iifname, oifname, ct state, ct status, icmp/icmpv6 type|code, counter, log, limit, comment, accept, drop, reject, jump, goto, return";
 
 impl RuleParser<'_> {
     /// A selector expression: `ip saddr`, `tcp dport`, `ct state`, …
@@ -218,13 +218,17 @@ impl RuleParser<'_> {
                 }
             }
             "ct" => {
-                let k = sub(self, "state")?;
+                let k = sub(self, "state or status")?;
                 match k.as_str() {
                     "state" => sel(Field::CtState, Kind::Ct, vec![]),
+                    "status" => {
+                        self.ct_status()?;
+                        Err((0, 0, String::new()))
+                    }
                     other => Err((
                         l,
                         c,
-                        format!("'ct {other}' is not supported (supported: ct state)"),
+                        format!("'ct {other}' is not supported (supported: ct state, ct status)"),
                     )),
                 }
             }

@@ -17,6 +17,7 @@
 //! their values), `vmap` (verdict map elements → one rule each).
 
 mod commands;
+mod ctstatus;
 mod kernel;
 mod lexer;
 mod matches;

@@ -366,6 +366,13 @@ fn nft_rule(rs: &Ruleset, tfam: TableFamily, r: &Rule) -> Result<String, RenderE
         // nft prints a ct state list comma-separated (a bitmask), not as a set.
         parts.push(format!("ct state {}{}", nft_op(neg), names.join(",")));
     }
+    if let Some(set) = r.matches.get(Field::CtStatus) {
+        let tracked_only = r
+            .matches
+            .get(Field::CtState)
+            .is_some_and(|s| s.is_subset(&crate::ctstatus::tracked()));
+        parts.push(crate::ctstatus::nft(set, tracked_only).map_err(|m| rerr(id, m))?);
+    }
     push_set_lookups(&mut parts, rs, r, family, port_key)?;
     if let Some(w) = &r.time {
         parts.extend(nft_time(w).map_err(|m| rerr(id, m))?);
