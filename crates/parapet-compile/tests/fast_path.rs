@@ -124,6 +124,52 @@ fn random_pure_lists_fast_equals_image_and_list() {
     assert!(wide > 20, "only {wide} 128-bit cuts");
 }
 
+/// The header fields (TTL, DSCP, length: value slots 16..19) through the
+/// fast path's cuts and fixed records: a slot written wrong, or read from
+/// the wrong place, answers differently from the image walk and the list.
+#[test]
+fn header_field_lists_fast_equals_image_and_list() {
+    let mut constrained = 0usize;
+    for seed in 0..60u64 {
+        let spec = RandomSpec {
+            rules: 5 + (seed as usize * 29 % 200),
+            user_chains: 0,
+            set_refs: 0,
+            ipv6: seed % 3 != 0,
+            control_flow: false,
+        };
+        let rs = random_ruleset_with_header_fields(seed, &spec);
+        let list = flatten(&rs, rs.select_chain(None).unwrap()).unwrap();
+        assert!(list.is_pure_first_match(), "seed {seed}");
+        constrained += list
+            .entries
+            .iter()
+            .filter(|e| {
+                [Field::Ttl, Field::Dscp, Field::Length]
+                    .iter()
+                    .any(|&f| e.matches.get(f).is_some())
+            })
+            .count();
+        let packets: Vec<(Packet, Vec<bool>)> = packets_for(&rs, seed, 200)
+            .into_iter()
+            .map(|p| (p, vec![]))
+            .collect();
+        for (name, opts) in configs() {
+            let c = Classifier::build(&list, &opts).unwrap();
+            check(
+                &c,
+                &list,
+                &packets,
+                &format!("header fields, {name}, seed {seed}"),
+            );
+        }
+    }
+    assert!(
+        constrained > 100,
+        "only {constrained} entries with header fields"
+    );
+}
+
 #[test]
 fn classbench_fast_equals_image_and_list() {
     let dir = classbench_dir();
