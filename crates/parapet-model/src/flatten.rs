@@ -15,6 +15,7 @@
 //! on; at the end the policy decides. This is exactly what
 //! [`crate::LinearEngine`] computes, which the tests check.
 
+use crate::dynset::Dynset;
 use crate::hashlimit::Hashlimit;
 use crate::linear::{Decision, EvalError, SetLookup, MAX_DEPTH};
 use crate::packet::Packet;
@@ -72,13 +73,19 @@ pub struct Entry {
     /// The rule's `-m hashlimit` condition, checked as `limit` is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hashlimit: Option<Hashlimit>,
+    /// The rule's nft dynamic-set condition, checked as `limit` is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dynset: Option<Dynset>,
 }
 
 impl Entry {
     /// True when the entry has a stateful condition (it decides only some
     /// of the packets its matches hold for).
     pub fn is_stateful(&self) -> bool {
-        self.limit.is_some() || self.recent.is_some() || self.hashlimit.is_some()
+        self.limit.is_some()
+            || self.recent.is_some()
+            || self.hashlimit.is_some()
+            || self.dynset.is_some()
     }
 }
 
@@ -231,6 +238,7 @@ impl Flattener<'_> {
                 limit: rule.limit.clone(),
                 recent: rule.recent.clone(),
                 hashlimit: rule.hashlimit.clone(),
+                dynset: rule.dynset.clone(),
             };
             match &rule.action {
                 Action::Verdict(v) => self.push(entry(EntryKind::Decide(v.clone())))?,
@@ -244,7 +252,7 @@ impl Flattener<'_> {
                     }))?;
                 }
                 Action::Jump(target) | Action::Goto(target) => {
-                    if rule.limit.is_some() || rule.recent.is_some() || rule.hashlimit.is_some() {
+                    if rule.is_stateful() {
                         return Err(FlattenError::StatefulJump { rule_id: rule.id });
                     }
                     let target_index = table
@@ -262,6 +270,7 @@ impl Flattener<'_> {
                             limit: None,
                             recent: None,
                             hashlimit: None,
+                            dynset: None,
                             ..entry(EntryKind::Return {
                                 resume: 0,
                                 counted: false,
@@ -388,6 +397,11 @@ impl DecisionList {
             }
             if let Some(h) = &e.hashlimit {
                 if !stateful.hashlimit(e.rule_id, h, pkt) {
+                    continue;
+                }
+            }
+            if let Some(d) = &e.dynset {
+                if !stateful.dynset(e.rule_id, d, pkt) {
                     continue;
                 }
             }

@@ -70,6 +70,7 @@ pub fn join_at_hook(chains: Vec<(DecisionList, Option<Family>)>) -> DecisionList
                 limit: None,
                 recent: None,
                 hashlimit: None,
+                dynset: None,
             });
         } else if last {
             policy = list.policy;

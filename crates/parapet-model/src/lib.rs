@@ -28,6 +28,7 @@ mod common_entries;
 mod depth_first;
 mod diff;
 mod display;
+mod dynset;
 mod field;
 mod flatten;
 mod hashlimit;
@@ -50,6 +51,11 @@ mod time_unit;
 pub use depth_first::Outcome;
 pub use diff::{diff, diff_every_region, DiffReport, Difference, Unproven};
 pub use display::{format_set, format_value};
+pub use dynset::{
+    timeout_jiffies as dynset_timeout_jiffies, Dynset, DynsetCheck, DynsetDecl, DynsetElement,
+    DynsetOp, DynsetTables, ElementLimit, DEFAULT_SIZE as DYNSET_DEFAULT_SIZE,
+    MAX_LIMIT_BURST as DYNSET_MAX_LIMIT_BURST, MAX_LIMIT_RATE as DYNSET_MAX_LIMIT_RATE,
+};
 pub use field::{tcp_flags, CtState, Family, Field, IfName};
 pub use flatten::{
     flatten, flatten_unpruned, flatten_with_limit, DecisionList, Entry, EntryKind, FlattenError,

@@ -234,10 +234,14 @@ impl<'a> LinearEngine<'a> {
             // The stateful condition comes last, and only when the fields
             // matched: its state changes only then, as in the kernel.
             let admitted = match (&rule.limit, &rule.recent, &rule.hashlimit, failed) {
+                (_, _, _, Some(_)) => None,
                 (Some(l), _, _, None) => Some(stateful.check(rule.id, l)),
                 (None, Some(r), _, None) => Some(stateful.recent(rule.id, r, pkt)),
                 (None, None, Some(h), None) => Some(stateful.hashlimit(rule.id, h, pkt)),
-                _ => None,
+                (None, None, None, None) => rule
+                    .dynset
+                    .as_ref()
+                    .map(|d| stateful.dynset(rule.id, d, pkt)),
             };
             observe(TraceStep {
                 rule_id: rule.id,

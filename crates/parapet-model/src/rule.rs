@@ -1,5 +1,6 @@
 //! Rules, chains, tables and rulesets, with iptables' semantics.
 
+use crate::dynset::Dynset;
 use crate::field::Field;
 use crate::hashlimit::Hashlimit;
 use crate::interval::IntervalSet;
@@ -287,6 +288,11 @@ pub struct Rule {
     /// most one stateful condition).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hashlimit: Option<Hashlimit>,
+    /// nft dynamic set: `add`/`update`/`delete @s { … }` or `ip saddr @s`
+    /// on a set rules fill (checked as `recent` is; a rule has at most one
+    /// stateful condition).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dynset: Option<Dynset>,
     /// Also log when the rule matches, whatever its action: nft's
     /// `log prefix "x" drop` is one rule with a log statement and a verdict.
     /// (iptables writes logging as its own `-j LOG` rule, so this is `None`
@@ -310,7 +316,10 @@ impl Rule {
     /// `hashlimit`): it matches only some of the packets its fields hold
     /// for.
     pub fn is_stateful(&self) -> bool {
-        self.limit.is_some() || self.recent.is_some() || self.hashlimit.is_some()
+        self.limit.is_some()
+            || self.recent.is_some()
+            || self.hashlimit.is_some()
+            || self.dynset.is_some()
     }
 
     /// A rule with no comment, limit or counters.
@@ -323,6 +332,7 @@ impl Rule {
             limit: None,
             recent: None,
             hashlimit: None,
+            dynset: None,
             log: None,
             counters: Counters::default(),
             origin: Origin::default(),

@@ -31,6 +31,7 @@
 //!   one, capped; it passes when at least `cost` tokens are left (which are
 //!   then taken). `over` inverts the answer, not the bookkeeping.
 
+use crate::dynset::{Dynset, DynsetTables};
 use crate::hashlimit::{Hashlimit, HashlimitTables};
 use crate::packet::Packet;
 use crate::recent::{Recent, RecentTables};
@@ -208,6 +209,10 @@ pub trait Stateful {
     /// (its tables are shared by every rule naming them; see
     /// `hashlimit.rs`).
     fn hashlimit(&mut self, rule_id: u32, hashlimit: &Hashlimit, pkt: &Packet) -> bool;
+
+    /// As [`Stateful::check`] for a rule whose condition is an nft dynamic
+    /// set (`add`/`update`/`delete @s`, `ip saddr @s`; see `dynset.rs`).
+    fn dynset(&mut self, rule_id: u32, dynset: &Dynset, pkt: &Packet) -> bool;
 }
 
 /// An offline assumption instead of state: every stateful condition
@@ -227,6 +232,10 @@ impl Stateful for Assume {
     fn hashlimit(&mut self, _: u32, _: &Hashlimit, _: &Packet) -> bool {
         self.0
     }
+
+    fn dynset(&mut self, _: u32, _: &Dynset, _: &Packet) -> bool {
+        self.0
+    }
 }
 
 /// Per-rule buckets and a clock the caller moves: the reference state of
@@ -243,6 +252,8 @@ pub struct StatefulState {
     pub recent: RecentTables,
     /// The `-m hashlimit` tables (likewise).
     pub hashlimit: HashlimitTables,
+    /// The nft dynamic sets (likewise).
+    pub dynset: DynsetTables,
 }
 
 /// Whose bucket: a rule's own, or a named limit object's (shared).
@@ -273,6 +284,7 @@ impl StatefulState {
             buckets: HashMap::new(),
             recent: RecentTables::default(),
             hashlimit: HashlimitTables::default(),
+            dynset: DynsetTables::default(),
         }
     }
 
@@ -318,6 +330,15 @@ impl Stateful for StatefulState {
     fn hashlimit(&mut self, _: u32, hashlimit: &Hashlimit, pkt: &Packet) -> bool {
         let now = self.clock;
         self.hashlimit.check(hashlimit, pkt, now.jiffies(), now.hz)
+    }
+
+    fn dynset(&mut self, _: u32, dynset: &Dynset, pkt: &Packet) -> bool {
+        let now = self.clock;
+        let Some(key) = dynset.key(pkt) else {
+            return false;
+        };
+        self.dynset
+            .check(&dynset.check(), key, now.jiffies(), now.ns, now.hz)
     }
 }
 
