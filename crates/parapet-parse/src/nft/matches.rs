@@ -29,18 +29,18 @@ pub(super) enum Kind {
     Dscp,
 }
 
-struct Selector {
-    field: Field,
-    kind: Kind,
+pub(super) struct Selector {
+    pub(super) field: Field,
+    pub(super) kind: Kind,
     /// Constraints the selector implies (`tcp dport` implies tcp).
-    implied: Vec<(Field, IntervalSet)>,
+    pub(super) implied: Vec<(Field, IntervalSet)>,
 }
 
 const SUPPORTED_EXPRS: &str = "ip/ip6 saddr|daddr|protocol|nexthdr|dscp, ip ttl, ip6 hoplimit, tcp/udp/sctp/udplite/th sport|dport, tcp flags, meta l4proto|nfproto|protocol|iifname|oifname|length, iifname, oifname, ct state, icmp/icmpv6 type|code, counter, log, limit, comment, accept, drop, reject, jump, goto, return";
 
 impl RuleParser<'_> {
     /// A selector expression: `ip saddr`, `tcp dport`, `ct state`, …
-    fn selector(&mut self) -> Res<Selector> {
+    pub(super) fn selector(&mut self) -> Res<Selector> {
         let t = self.next_word("an expression")?;
         let w = t.word().unwrap_or("").to_string();
         let (l, c) = (t.line, t.col);
@@ -266,6 +266,9 @@ impl RuleParser<'_> {
             .map(str::to_string)
         {
             self.i += 1;
+            if let Some(d) = self.dynsets.iter().find(|d| d.name == name).cloned() {
+                return self.dynset_lookup(d, &sels, neg);
+            }
             // `meta l4proto . th dport @s`: a packet is a member only with
             // the protocol of one of the set's elements. parapet reads
             // ports for port protocols alone, so the rule keeps to them;

@@ -17,6 +17,7 @@
 //! their values), `vmap` (verdict map elements → one rule each).
 
 mod commands;
+mod dynset;
 mod kernel;
 mod lexer;
 mod matches;
@@ -38,7 +39,10 @@ pub(crate) fn parse(
 ) -> Result<(Ruleset, Vec<SetBlock>), Vec<ParseError>> {
     let mut errs = Errors::new(file);
     let (toks, sources) = script::expand(text, file, include_dirs, &mut errs);
+    let written = dynset::written_sets(&toks);
     let mut p = Parser {
+        written,
+        dynsets: Vec::new(),
         toks,
         pos: 0,
         errs,

@@ -24,6 +24,10 @@ pub(super) struct RuleParser<'a> {
     pub(super) limits: &'a [(String, Limit)],
     /// Where the rule first used `th` (checked once the rule is read).
     pub(super) th: Option<(u32, u32)>,
+    /// The table's dynamic sets (those some rule writes).
+    pub(super) dynsets: &'a [DynsetDecl],
+    /// The table's name (a meter's set belongs to it).
+    pub(super) table_name: &'a str,
 }
 
 impl RuleParser<'_> {
@@ -139,6 +143,9 @@ impl RuleParser<'_> {
                     self.log()?;
                 }
                 "limit" => {
+                    if self.rule.dynset.is_some() {
+                        return self.fail("a second stateful condition (limit, a dynamic set) in one rule is not supported");
+                    }
                     if self.rule.limit.is_some() {
                         return self.fail("a second 'limit' in one rule is not supported");
                     }
@@ -211,7 +218,19 @@ impl RuleParser<'_> {
                 "queue" => {
                     return self.fail("'queue' is not supported: it hands the packet to a user-space program (NFQUEUE) whose verdict parapet cannot know; keep the rule in nftables");
                 }
-                "quota" | "meter" | "add" | "update" => {
+                "add" | "update" | "delete" => {
+                    self.i += 1;
+                    self.dynset_statement(match w {
+                        "add" => DynsetOp::Add,
+                        "update" => DynsetOp::Update,
+                        _ => DynsetOp::Delete,
+                    })?;
+                }
+                "meter" => {
+                    self.i += 1;
+                    self.meter()?;
+                }
+                "quota" => {
                     return self.fail(format!("statement '{w}' is not supported yet: it keeps state (a quota, a meter, a dynamic set) that parapet does not enforce exactly yet; 'limit rate' is supported"));
                 }
                 "accept" | "drop" | "return" => {
@@ -241,6 +260,16 @@ impl RuleParser<'_> {
                     });
                 }
                 _ => {
+                    if self
+                        .rule
+                        .dynset
+                        .as_ref()
+                        .is_some_and(|d| d.op != DynsetOp::Lookup)
+                    {
+                        // The kernel would change the set for packets this
+                        // match then refuses.
+                        return self.fail(format!("a match after a dynamic set statement is not supported (parapet checks it after the rule's matches): write '{w} …' before it"));
+                    }
                     if self.rule.limit.is_some() {
                         // The kernel would spend a token on packets this
                         // match then refuses; parapet checks limit last.

@@ -11,6 +11,7 @@
 //! share: the error, choosing between a set and its complement, and the
 //! spellings both syntaxes agree on.
 
+mod dynset;
 mod header;
 mod iptables;
 mod nft;

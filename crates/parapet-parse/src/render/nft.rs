@@ -66,6 +66,7 @@ pub fn nft_with_sets(rs: &Ruleset, sets: &[crate::SetBlock]) -> Result<String, R
         }) {
             let _ = writeln!(out, "\t{}\n", l.text.trim_end());
         }
+        out.push_str(&super::dynset::declarations(t));
         // The limit objects the table's rules name (`limit name "N"`).
         let mut objects: Vec<(&str, &Limit)> = Vec::new();
         for r in t.chains.iter().flat_map(|c| &c.rules) {
@@ -156,7 +157,7 @@ fn kernel_chains_of<'a>(
 }
 
 /// `limit rate [over] R/UNIT [burst B packets]` (burst 5 is nft's default).
-fn nft_limit_rate(l: &Limit) -> String {
+pub(super) fn nft_limit_rate(l: &Limit) -> String {
     let over = if l.over { "over " } else { "" };
     let mut s = format!("limit rate {over}{}/{}", l.rate, l.per.name());
     if l.burst != 5 {
@@ -384,6 +385,9 @@ fn nft_rule(rs: &Ruleset, tfam: TableFamily, r: &Rule) -> Result<String, RenderE
             Some(name) => format!("limit name {}", nft_quote(name)),
             None => nft_limit_rate(l),
         });
+    }
+    if let Some(d) = &r.dynset {
+        parts.push(super::dynset::statement(d));
     }
     if r.counters != Counters::default() || r.action == Action::Count {
         parts.push(format!(
