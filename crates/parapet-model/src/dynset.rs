@@ -243,7 +243,9 @@ impl DynsetTables {
                 let e = match set.get_mut(&key) {
                     Some(e) if live(e) => {
                         if c.op == DynsetOp::Update && e.expires.is_some() {
-                            e.expires = expiry;
+                            // The kernel's `priv->timeout ?: set->timeout`,
+                            // even when that is 0.
+                            e.expires = Some(jiffies + timeout_jiffies(c.timeout_ms, hz));
                         }
                         e
                     }

@@ -38,9 +38,9 @@
 #include "maps.h"
 #include "walk_state.h"
 #include "hashlimit.h"
+#include "clock.h"
+#include "dynset.h"
 
-/* The kernel's HZ, set by the loader; 0 (unknown): xt limits never pass. */
-const volatile __u32 parapet_hz = 0;
 
 struct parapet_bucket {
 	__u64 gen;   /* the image generation the state belongs to */
@@ -95,23 +95,6 @@ struct {
 	__type(key, __u32);
 	__type(value, struct parapet_recent_scratch);
 } parapet_recent_scratch SEC(".maps");
-
-/* Tests only: when [0] is non-zero, the time (ns) every check sees, with
- * jiffies = ns / (1e9 / HZ) (parapet_model::Clock). */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, __u64);
-} parapet_test_clock SEC(".maps");
-
-static __always_inline __u64 stateful_test_ns(void)
-{
-	__u32 zero = 0;
-	__u64 *t = bpf_map_lookup_elem(&parapet_test_clock, &zero);
-
-	return t ? *t : 0;
-}
 
 /* CREDITS_PER_JIFFY: the largest power of two <= 0xFFFFFFFF/(HZ*86400). */
 static __always_inline __u32 xt_credits_per_jiffy(__u32 hz)
@@ -259,6 +242,8 @@ static __always_inline int stateful_admit(__u32 slot_row, __u32 kind,
 						 bpf_jiffies64(),
 				       hz, k, nest);
 	}
+	if ((kind & 0xff) == PARAPET_IMG_STATEFUL_DYNSET)
+		return dynset_admit(kind, lo, hi, k, nest);
 	b = bpf_map_lookup_elem(&parapet_buckets, &key);
 	if (!b)
 		return 0;
