@@ -129,6 +129,7 @@ fn image(
             limit: None,
             recent: None,
             hashlimit: None,
+            dynset: None,
         });
         let every = padding as usize / CLASSES;
         if (j as usize + 1).is_multiple_of(every) {
@@ -144,6 +145,7 @@ fn image(
                     limit: None,
                     recent: None,
                     hashlimit: None,
+                    dynset: None,
                 });
             }
         }
