@@ -93,7 +93,7 @@ pub fn classify(
             ),
         };
         eprintln!(
-            "parapet: note: rules with a stateful match, limit, recent or hashlimit ({}), {how}; the dataplane enforces them",
+            "parapet: note: rules with a stateful match, limit, recent, hashlimit or a dynamic set ({}), {how}; the dataplane enforces them",
             limited.join(", ")
         );
     }
@@ -456,6 +456,24 @@ fn stateful_assumption(rule: &parapet_model::Rule) -> String {
             h.rate,
             h.per.name(),
             h.name
+        );
+    }
+    if let Some(d) = &rule.dynset {
+        let what = match d.op {
+            parapet_model::DynsetOp::Lookup if d.invert => "not in",
+            parapet_model::DynsetOp::Lookup => "in",
+            parapet_model::DynsetOp::Add => "add to",
+            parapet_model::DynsetOp::Update => "update",
+            parapet_model::DynsetOp::Delete => "delete from",
+        };
+        let limit = d
+            .limit
+            .as_ref()
+            .map(|l| format!(" with limit {}/{}", l.rate, l.per.name()))
+            .unwrap_or_default();
+        return format!(
+            " (assuming its stateful match `{what} dynamic set @{}{limit}` answers yes)",
+            d.set.name
         );
     }
     match &rule.limit {
