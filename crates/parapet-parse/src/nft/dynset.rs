@@ -165,7 +165,12 @@ impl RuleParser<'_> {
             ));
         };
         let Some(decl) = self.dynsets.iter().find(|d| d.name == name).cloned() else {
-            return Err((t.line, t.col, format!("no set '{name}' in this table")));
+            let what = if self.maps.iter().any(|m| m.name == name) {
+                format!("map '{name}': a map that rules fill (a key and a value) is not supported yet; sets are")
+            } else {
+                format!("no set '{name}' in this table")
+            };
+            return Err((t.line, t.col, what));
         };
         self.dynset_body(decl, op)
     }
