@@ -6,8 +6,8 @@ use crate::lower::{field_of, EntryBox, FIELDS};
 use crate::tree::Forest;
 use parapet_image::{self as image, hw, kind};
 use parapet_model::{
-    BucketKey, DecisionList, Dynset, EntryKind, Hashlimit, Limit, LimitFlavor, Recent, TimeUnit,
-    Verdict, DYNSET_MAX_LIMIT_BURST, DYNSET_MAX_LIMIT_RATE,
+    BucketKey, DecisionList, Dynset, EntryKind, Hashlimit, Limit, LimitFlavor, Quota, Recent,
+    TimeUnit, Verdict, DYNSET_MAX_LIMIT_BURST, DYNSET_MAX_LIMIT_RATE,
 };
 use std::collections::HashMap;
 
@@ -131,7 +131,8 @@ pub(crate) fn entry_records(
         }
         // A recent condition's state is its table's (in the BPF map), so
         // its row is the rule's own.
-        let shared_state = e.recent.is_some() || e.hashlimit.is_some() || e.dynset.is_some();
+        let shared_state =
+            e.recent.is_some() || e.hashlimit.is_some() || e.dynset.is_some() || e.quota.is_some();
         let bucket = match (&e.limit, shared_state) {
             (Some(l), _) => Some(BucketKey::of(e.rule_id, l)),
             (None, true) => Some(BucketKey::Rule(e.rule_id)),
@@ -150,9 +151,10 @@ pub(crate) fn entry_records(
                         (Some(l), _, _) => stateful_row(e.rule_id, l),
                         (None, Some(r), _) => recent_row(e.rule_id, r),
                         (None, None, Some(h)) => hashlimit_row(e.rule_id, h),
-                        (None, None, None) => match &e.dynset {
-                            Some(d) => dynset_row(e.rule_id, d),
-                            None => unreachable!("a bucket without a condition"),
+                        (None, None, None) => match (&e.dynset, &e.quota) {
+                            (Some(d), _) => dynset_row(e.rule_id, d),
+                            (None, Some(q)) => quota_row(e.rule_id, q),
+                            (None, None) => unreachable!("a bucket without a condition"),
                         },
                     });
                 }
@@ -273,6 +275,21 @@ fn dynset_row(rule_id: u32, d: &Dynset) -> [u32; image::stateful::ROW_WORDS] {
         c.timeout_ms,
         c.size.max(1),
         limit,
+        0,
+        0,
+    ]
+}
+
+/// The stateful-table row of rule `rule_id`'s nft `quota`.
+fn quota_row(rule_id: u32, q: &Quota) -> [u32; image::stateful::ROW_WORDS] {
+    use image::stateful as st;
+    [
+        rule_id,
+        st::QUOTA | if q.over { st::F_OVER } else { 0 },
+        q.bytes as u32,
+        (q.bytes >> 32) as u32,
+        q.used as u32,
+        (q.used >> 32) as u32,
         0,
         0,
     ]

@@ -6,8 +6,8 @@
 use parapet_image::{hw, stateful as st, Image, KeyWords};
 use parapet_model::{
     hashlimit_key, hashlimit_step, masked, Bucket, Clock, DynsetCheck, DynsetOp, DynsetTables,
-    ElementLimit, Family, HashlimitBucket, HashlimitKey, NftBucket, RecentCheck, RecentCommand,
-    RecentTables, XtBucket,
+    ElementLimit, Family, HashlimitBucket, HashlimitKey, NftBucket, Quota, RecentCheck,
+    RecentCommand, RecentTables, XtBucket,
 };
 use std::collections::HashMap;
 
@@ -66,7 +66,7 @@ impl ImageState {
                 });
                 match b {
                     Bucket::Xt(x) => x.admit(avg, burst, now.hz, now.jiffies()),
-                    Bucket::Nft(_) => false,
+                    Bucket::Nft(_) | Bucket::Quota(_) => false,
                 }
             }
             st::NFT_LIMIT => {
@@ -75,7 +75,7 @@ impl ImageState {
                 let b = slot.get_or_insert_with(|| Bucket::Nft(NftBucket::full(max, loaded.ns)));
                 match b {
                     Bucket::Nft(n) => n.admit(cost, max, over, now.ns),
-                    Bucket::Xt(_) => false,
+                    Bucket::Xt(_) | Bucket::Quota(_) => false,
                 }
             }
             st::RECENT => {
@@ -124,6 +124,16 @@ impl ImageState {
                     self.hashlimit.insert((r[2], k), b);
                 }
                 under != (r[1] & st::F_ABOVE != 0)
+            }
+            st::QUOTA => {
+                let (bytes, used) = (u64_at(2), u64_at(4));
+                // Field id 14: the packet's length.
+                let len = key.value(14) as u32;
+                let over = r[1] & st::F_OVER != 0;
+                match slot.get_or_insert(Bucket::Quota(used)) {
+                    Bucket::Quota(c) => Quota { bytes, over, used }.admit(c, len),
+                    _ => false,
+                }
             }
             st::DYNSET => {
                 let Some(op) = DynsetOp::from_code((r[1] >> st::DYNSET_OP_SHIFT) & 3) else {

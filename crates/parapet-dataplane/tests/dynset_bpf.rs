@@ -3,7 +3,8 @@
 //! few addresses to a few addresses over rules using every op (`add`,
 //! `update`, `delete`, lookups with `==` and `!=`, source and destination
 //! keys, a per-element limit with and without `over`, a set that fills to
-//! its size, timeouts the clock crosses) gives, packet by packet, what the
+//! its size, timeouts the clock crosses) and nft quotas (plain and `over`,
+//! crossed within the run) gives, packet by packet, what the
 //! Rust walker and the linear engine (the specification, itself checked
 //! against `nft -f` by `parapet-parse/tests/dynset_kernel.rs`) give.
 
@@ -42,6 +43,9 @@ fn rules(tag: &str, v6: bool) -> String {
 \t\tudp dport 7 {ip} saddr != @a drop
 \t\tudp dport 8 update @m {{ {ip} daddr limit rate 1/second burst 2 packets }} accept
 \t\tudp dport 8 drop
+\t\tudp dport 9 quota 1500 bytes accept
+\t\tudp dport 9 drop
+\t\tudp dport 10 quota over 1 kbytes drop
 \t}}
 }}
 "
@@ -67,7 +71,7 @@ fn packet(v6: bool, rng: &mut Rng) -> Packet {
         addr(v6, d),
         17,
         1000,
-        1 + rng.below(8) as u16,
+        1 + rng.below(10) as u16,
     ))
 }
 
@@ -108,6 +112,7 @@ fn bpf_walker_agrees_with_rust_and_linear_on_a_test_clock() {
         let mut spec = StatefulState::new(clock);
         let mut image_state = ImageState::new(&image, clock);
         let mut rng = Rng::new(run_no as u64 + 11);
+        let mut quota_fates = Vec::new();
         for step in 0..500 {
             // Mostly quick packets, now and then a pause longer than the
             // timeouts.
@@ -130,7 +135,22 @@ fn bpf_walker_agrees_with_rust_and_linear_on_a_test_clock() {
                 "run {run_no} step {step} {backend:?}: BPF walker, {p:?}"
             );
             held += (linear.classify(&p, &NoSets).unwrap() != want) as usize;
+            if p.dport >= 9 {
+                quota_fates.push((p.dport, want.rule_id));
+            }
             checked += 1;
+        }
+        // Each quota is crossed within the run: both fates occur.
+        for port in [9, 10] {
+            let rules: Vec<u32> = quota_fates
+                .iter()
+                .filter(|(p, _)| *p == port)
+                .map(|(_, r)| *r)
+                .collect();
+            assert!(
+                rules.windows(2).any(|w| w[0] != w[1]),
+                "run {run_no}: the quota on port {port} decided alike throughout: {rules:?}"
+            );
         }
     }
     dp.set_test_clock(0).unwrap();

@@ -125,6 +125,9 @@ pub mod kind {
 ///   rate (bits 0..19) | unit (bits 20..23: 0 second, 1 minute, 2 hour,
 ///   3 day) | burst << 24; a packet costs `unit × 1e9 / rate` ns of a
 ///   bucket of `cost × burst` ns.
+/// - [`stateful::QUOTA`] (`nft_quota.c`): `p0..p1` the quota in bytes,
+///   `p2..p3` the bytes counted at load (`used`), low word first; flag
+///   [`stateful::F_OVER`]: `quota over`.
 pub mod stateful {
     /// Words per row.
     pub const ROW_WORDS: usize = 8;
@@ -173,6 +176,8 @@ pub mod stateful {
     pub const DYNSET_UNIT_SHIFT: u32 = 20;
     /// Shift of a dynset row's limit burst (8 bits) in `p3`.
     pub const DYNSET_BURST_SHIFT: u32 = 24;
+    /// Row kind: nft `quota [over] N bytes` (flag [`F_OVER`]: `over`).
+    pub const QUOTA: u32 = 6;
 }
 
 /// The backends an image can hold.

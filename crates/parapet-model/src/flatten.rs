@@ -19,6 +19,7 @@ use crate::dynset::Dynset;
 use crate::hashlimit::Hashlimit;
 use crate::linear::{Decision, EvalError, SetLookup, MAX_DEPTH};
 use crate::packet::Packet;
+use crate::quota::Quota;
 use crate::recent::Recent;
 use crate::rule::{Action, ChainId, Limit, Matches, Ruleset, Verdict};
 use crate::stateful::{Assume, Stateful};
@@ -76,6 +77,9 @@ pub struct Entry {
     /// The rule's nft dynamic-set condition, checked as `limit` is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dynset: Option<Dynset>,
+    /// The rule's nft `quota`, checked as `limit` is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quota: Option<Quota>,
 }
 
 impl Entry {
@@ -86,6 +90,7 @@ impl Entry {
             || self.recent.is_some()
             || self.hashlimit.is_some()
             || self.dynset.is_some()
+            || self.quota.is_some()
     }
 }
 
@@ -239,6 +244,7 @@ impl Flattener<'_> {
                 recent: rule.recent.clone(),
                 hashlimit: rule.hashlimit.clone(),
                 dynset: rule.dynset.clone(),
+                quota: rule.quota.clone(),
             };
             match &rule.action {
                 Action::Verdict(v) => self.push(entry(EntryKind::Decide(v.clone())))?,
@@ -271,6 +277,7 @@ impl Flattener<'_> {
                             recent: None,
                             hashlimit: None,
                             dynset: None,
+                            quota: None,
                             ..entry(EntryKind::Return {
                                 resume: 0,
                                 counted: false,
@@ -402,6 +409,11 @@ impl DecisionList {
             }
             if let Some(d) = &e.dynset {
                 if !stateful.dynset(e.rule_id, d, pkt) {
+                    continue;
+                }
+            }
+            if let Some(q) = &e.quota {
+                if !stateful.quota(e.rule_id, q, pkt) {
                     continue;
                 }
             }

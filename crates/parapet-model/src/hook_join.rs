@@ -71,6 +71,7 @@ pub fn join_at_hook(chains: Vec<(DecisionList, Option<Family>)>) -> DecisionList
                 recent: None,
                 hashlimit: None,
                 dynset: None,
+                quota: None,
             });
         } else if last {
             policy = list.policy;

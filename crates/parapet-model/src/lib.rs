@@ -41,6 +41,7 @@ mod netbase;
 mod packet;
 mod policy;
 mod proto;
+mod quota;
 mod reach;
 mod recent;
 mod region;
@@ -77,6 +78,7 @@ pub use lint::{lint, Finding, FindingKind, LintReport};
 pub use packet::{from_ip, to_ip, Packet, PacketSpecError};
 pub use policy::Policy;
 pub use proto::{protocol_name, protocol_number, service_port, PROTOCOLS, SERVICES};
+pub use quota::Quota;
 pub use reach::{Settle, Stop, Walker};
 pub use recent::{
     masked, table_id, Recent, RecentCheck, RecentCommand, RecentEntry, RecentTable, RecentTables,

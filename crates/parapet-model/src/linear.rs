@@ -238,10 +238,11 @@ impl<'a> LinearEngine<'a> {
                 (Some(l), _, _, None) => Some(stateful.check(rule.id, l)),
                 (None, Some(r), _, None) => Some(stateful.recent(rule.id, r, pkt)),
                 (None, None, Some(h), None) => Some(stateful.hashlimit(rule.id, h, pkt)),
-                (None, None, None, None) => rule
-                    .dynset
-                    .as_ref()
-                    .map(|d| stateful.dynset(rule.id, d, pkt)),
+                (None, None, None, None) => match (&rule.dynset, &rule.quota) {
+                    (Some(d), _) => Some(stateful.dynset(rule.id, d, pkt)),
+                    (None, Some(q)) => Some(stateful.quota(rule.id, q, pkt)),
+                    (None, None) => None,
+                },
             };
             observe(TraceStep {
                 rule_id: rule.id,

@@ -34,6 +34,7 @@
 use crate::dynset::{Dynset, DynsetTables};
 use crate::hashlimit::{Hashlimit, HashlimitTables};
 use crate::packet::Packet;
+use crate::quota::Quota;
 use crate::recent::{Recent, RecentTables};
 use crate::rule::{Limit, LimitFlavor};
 use serde::{Deserialize, Serialize};
@@ -193,6 +194,8 @@ pub enum Bucket {
     Xt(XtBucket),
     /// nft_limit's.
     Nft(NftBucket),
+    /// nft_quota's: the bytes counted.
+    Quota(u64),
 }
 
 /// Answers a rule's stateful condition when evaluation reaches it.
@@ -213,6 +216,10 @@ pub trait Stateful {
     /// As [`Stateful::check`] for a rule whose condition is an nft dynamic
     /// set (`add`/`update`/`delete @s`, `ip saddr @s`; see `dynset.rs`).
     fn dynset(&mut self, rule_id: u32, dynset: &Dynset, pkt: &Packet) -> bool;
+
+    /// As [`Stateful::check`] for a rule whose condition is an nft `quota`
+    /// (a count per rule; see `quota.rs`).
+    fn quota(&mut self, rule_id: u32, quota: &Quota, pkt: &Packet) -> bool;
 }
 
 /// An offline assumption instead of state: every stateful condition
@@ -236,6 +243,10 @@ impl Stateful for Assume {
     fn dynset(&mut self, _: u32, _: &Dynset, _: &Packet) -> bool {
         self.0
     }
+
+    fn quota(&mut self, _: u32, _: &Quota, _: &Packet) -> bool {
+        self.0
+    }
 }
 
 /// Per-rule buckets and a clock the caller moves: the reference state of
@@ -254,6 +265,8 @@ pub struct StatefulState {
     pub hashlimit: HashlimitTables,
     /// The nft dynamic sets (likewise).
     pub dynset: DynsetTables,
+    /// Each quota rule's byte count, by rule id.
+    pub quotas: HashMap<u32, u64>,
 }
 
 /// Whose bucket: a rule's own, or a named limit object's (shared).
@@ -285,6 +298,7 @@ impl StatefulState {
             recent: RecentTables::default(),
             hashlimit: HashlimitTables::default(),
             dynset: DynsetTables::default(),
+            quotas: HashMap::new(),
         }
     }
 
@@ -318,6 +332,7 @@ impl Stateful for StatefulState {
         match b {
             Bucket::Xt(x) => x.admit(limit.xt_avg(), limit.burst, now.hz, now.jiffies()),
             Bucket::Nft(n) => n.admit(limit.nft_cost(), limit.nft_tokens_max(), limit.over, now.ns),
+            Bucket::Quota(_) => false,
         }
     }
 
@@ -339,6 +354,11 @@ impl Stateful for StatefulState {
         };
         self.dynset
             .check(&dynset.check(), key, now.jiffies(), now.ns, now.hz)
+    }
+
+    fn quota(&mut self, rule_id: u32, quota: &Quota, pkt: &Packet) -> bool {
+        let consumed = self.quotas.entry(rule_id).or_insert(quota.used);
+        quota.admit(consumed, Quota::length(pkt))
     }
 }
 

@@ -17,6 +17,11 @@
  * A bucket whose generation is not the live image's starts full: a new
  * ruleset starts with full buckets, as rules the kernel loads do.
  *
+ * nft quota (nft_quota.c): one byte count per row in the bucket's state,
+ * added to atomically, reset to `used` by a new generation; the Rust twin
+ * is parapet_model::Quota::admit.  nft dynamic sets (add/update/delete @s,
+ * lookups): dynset.h.
+ *
  * iptables -m recent (xt_recent.c's recent_mt): one LRU hash of (table id,
  * family, masked address) -> a ring of 32 jiffies time stamps, shared by
  * every row, image and hook naming the table, and kept across reloads (as
@@ -248,6 +253,18 @@ static __always_inline int stateful_admit(__u32 slot_row, __u32 kind,
 	if (!b)
 		return 0;
 
+	if ((kind & 0xff) == PARAPET_IMG_STATEFUL_QUOTA) {
+		/* nft_quota: count the packet's length, then compare with
+		 * the quota (lo); a new generation starts at `used` (hi).
+		 * Two CPUs resetting at once count from `used` twice at
+		 * most once. */
+		if (b->gen != *genp) {
+			b->state = hi;
+			b->gen = *genp;
+		}
+		old = __sync_add_and_fetch(&b->state, (__u64)k->pkt_len);
+		return (old >= lo) == ((kind & PARAPET_IMG_STATEFUL_F_OVER) != 0);
+	}
 	if ((kind & 0xff) == PARAPET_IMG_STATEFUL_XT_LIMIT) {
 		__u32 hz = parapet_hz, hz_cpj, cap, cost, now;
 

@@ -361,6 +361,10 @@ fn c_and_rust_constants_agree() {
             (parapet_image::stateful::DYNSET_BURST_SHIFT) as u64,
         ),
         (
+            "PARAPET_IMG_STATEFUL_QUOTA",
+            (parapet_image::stateful::QUOTA) as u64,
+        ),
+        (
             "PARAPET_HASHLIMIT_HASH_DIP",
             (parapet_model::HASHLIMIT_DSTIP) as u64,
         ),

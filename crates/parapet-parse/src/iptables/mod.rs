@@ -342,6 +342,7 @@ pub(crate) fn parse(
                 recent: recent.as_ref().map(|(d, _)| d.recent.clone()),
                 hashlimit: hashlimit.as_ref().map(|d| d.h.clone()),
                 dynset: None,
+                quota: None,
                 counters,
                 origin: Origin { line: ln },
                 kernel: kernel_target.iter().cloned().collect(),

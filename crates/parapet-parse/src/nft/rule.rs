@@ -143,7 +143,7 @@ impl RuleParser<'_> {
                     self.log()?;
                 }
                 "limit" => {
-                    if self.rule.dynset.is_some() {
+                    if self.rule.dynset.is_some() || self.rule.quota.is_some() {
                         return self.fail("a second stateful condition (limit, a dynamic set) in one rule is not supported");
                     }
                     if self.rule.limit.is_some() {
@@ -231,7 +231,11 @@ impl RuleParser<'_> {
                     self.meter()?;
                 }
                 "quota" => {
-                    return self.fail(format!("statement '{w}' is not supported yet: it keeps state (a quota, a meter, a dynamic set) that parapet does not enforce exactly yet; 'limit rate' is supported"));
+                    if self.rule.is_stateful() {
+                        return self.fail("a second stateful condition (limit, quota, a dynamic set) in one rule is not supported");
+                    }
+                    self.i += 1;
+                    self.quota()?;
                 }
                 "accept" | "drop" | "return" => {
                     self.i += 1;
@@ -269,6 +273,9 @@ impl RuleParser<'_> {
                         // The kernel would change the set for packets this
                         // match then refuses.
                         return self.fail(format!("a match after a dynamic set statement is not supported (parapet checks it after the rule's matches): write '{w} …' before it"));
+                    }
+                    if self.rule.quota.is_some() {
+                        return self.fail(format!("a match after 'quota' is not supported (parapet counts the quota after the rule's matches): write '{w} …' before 'quota'"));
                     }
                     if self.rule.limit.is_some() {
                         // The kernel would spend a token on packets this
@@ -466,6 +473,64 @@ impl RuleParser<'_> {
             object: None,
         });
         Ok(())
+    }
+
+    /// After `quota`: `[over] N [bytes|kbytes|mbytes|gbytes] [used U
+    /// UNIT]`.
+    fn quota(&mut self) -> Res<()> {
+        if self.peek_word() == Some("name") {
+            return self.fail("a named quota object ('quota name \"NAME\"') is not supported yet; 'quota N bytes' in the rule is");
+        }
+        let over = self.peek_word() == Some("over");
+        if over {
+            self.i += 1;
+        }
+        let bytes = self.bytes("a quota like 25 mbytes")?;
+        let mut used = 0;
+        if self.peek_word() == Some("used") {
+            self.i += 1;
+            used = self.bytes("a byte count like 0 bytes")?;
+        }
+        self.rule.quota = Some(Quota { bytes, over, used });
+        Ok(())
+    }
+
+    /// `N [bytes|kbytes|mbytes|gbytes]` (nft also writes `25mbytes`).
+    fn bytes(&mut self, what: &str) -> Res<u64> {
+        let t = self.next_word(what)?;
+        let w = t.word().unwrap_or("");
+        let split = w.find(|c: char| !c.is_ascii_digit()).unwrap_or(w.len());
+        let (num, mut unit) = (w[..split].to_string(), w[split..].to_string());
+        if unit.is_empty()
+            && matches!(
+                self.peek_word(),
+                Some("bytes" | "kbytes" | "mbytes" | "gbytes")
+            )
+        {
+            unit = self.peek_word().unwrap_or("").to_string();
+            self.i += 1;
+        }
+        let scale: u64 = match unit.as_str() {
+            "" | "bytes" => 1,
+            "kbytes" => 1 << 10,
+            "mbytes" => 1 << 20,
+            "gbytes" => 1 << 30,
+            _ => {
+                return Err((
+                    t.line,
+                    t.col,
+                    format!("expected {what}, found '{}'", t.show()),
+                ))
+            }
+        };
+        num.parse::<u64>()
+            .ok()
+            .and_then(|n| n.checked_mul(scale))
+            .ok_or((
+                t.line,
+                t.col,
+                format!("expected {what}, found '{}'", t.show()),
+            ))
     }
 
     fn reject(&mut self) -> Res<()> {

@@ -1,4 +1,4 @@
-//! nft dynamic sets written back: the declarations of the sets a table's
+//! nft dynamic sets and quotas written back: the declarations of the sets a table's
 //! rules fill (`set s { type ipv4_addr; size N; flags dynamic,timeout;
 //! timeout T; }`) and each rule's statement or lookup (`add @s { ip saddr
 //! limit rate over 3/minute }`, `meter m size N { … }`, `ip saddr @s`).
@@ -47,6 +47,29 @@ pub(super) fn declarations(t: &Table) -> String {
         out.push_str("\t}\n\n");
     }
     out
+}
+
+/// An nft `quota` statement, in the largest unit that divides it exactly,
+/// as nft lists it.
+pub(super) fn quota(q: &Quota) -> String {
+    fn amount(n: u64) -> String {
+        for (unit, size) in [
+            ("gbytes", 1u64 << 30),
+            ("mbytes", 1 << 20),
+            ("kbytes", 1 << 10),
+        ] {
+            if n != 0 && n % size == 0 {
+                return format!("{} {unit}", n / size);
+            }
+        }
+        format!("{n} bytes")
+    }
+    let over = if q.over { "over " } else { "" };
+    let mut s = format!("quota {over}{}", amount(q.bytes));
+    if q.used != 0 {
+        s += &format!(" used {}", amount(q.used));
+    }
+    s
 }
 
 /// A rule's dynamic-set statement or lookup.

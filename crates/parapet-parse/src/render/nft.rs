@@ -389,6 +389,9 @@ fn nft_rule(rs: &Ruleset, tfam: TableFamily, r: &Rule) -> Result<String, RenderE
     if let Some(d) = &r.dynset {
         parts.push(super::dynset::statement(d));
     }
+    if let Some(q) = &r.quota {
+        parts.push(super::dynset::quota(q));
+    }
     if r.counters != Counters::default() || r.action == Action::Count {
         parts.push(format!(
             "counter packets {} bytes {}",
