@@ -58,7 +58,7 @@ pub(super) fn quota(q: &Quota) -> String {
             ("mbytes", 1 << 20),
             ("kbytes", 1 << 10),
         ] {
-            if n != 0 && n % size == 0 {
+            if n != 0 && n.is_multiple_of(size) {
                 return format!("{} {unit}", n / size);
             }
         }
