@@ -93,7 +93,7 @@ pub fn classify(
             ),
         };
         eprintln!(
-            "parapet: note: rules with a stateful match, limit, recent, hashlimit or a dynamic set ({}), {how}; the dataplane enforces them",
+            "parapet: note: rules with a stateful match, limit, recent, hashlimit, quota or a dynamic set ({}), {how}; the dataplane enforces them",
             limited.join(", ")
         );
     }
@@ -474,6 +474,13 @@ fn stateful_assumption(rule: &parapet_model::Rule) -> String {
         return format!(
             " (assuming its stateful match `{what} dynamic set @{}{limit}` answers yes)",
             d.set.name
+        );
+    }
+    if let Some(q) = &rule.quota {
+        return format!(
+            " (assuming its stateful match `quota {}{} bytes` answers yes)",
+            if q.over { "over " } else { "" },
+            q.bytes
         );
     }
     match &rule.limit {
