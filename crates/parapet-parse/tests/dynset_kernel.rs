@@ -217,6 +217,14 @@ fn clear_refusals() {
             "table ip t {\n set s { type ipv4_addr; flags dynamic; }\n chain c { add @s { ip saddr } tcp dport 22 drop }\n}\n",
             "3:",
         ),
+        (
+            "table ip t {\n chain c {\n  tcp dport 22 ct count over 2 drop\n }\n}\n",
+            "3:",
+        ),
+        (
+            "table ip t {\n map m { type ipv4_addr : ipv4_addr; }\n chain c { update @m { ip saddr : ip daddr } }\n}\n",
+            "3:",
+        ),
     ] {
         let e = parse(text, "bad.nft", Format::Nft).unwrap_err();
         let shown = format!("{}", e[0]);

@@ -277,6 +277,11 @@ impl RuleParser<'_> {
                             format!("expected a timeout like 60s, found '{}'", v.show()),
                         ))?;
                 }
+                (_, Some("ct"))
+                    if self.toks.get(self.i + 1).and_then(|t| t.word()) == Some("count") =>
+                {
+                    return Err((t.line, t.col, "'ct count' inside a set element is not supported: it counts conntrack's connections per key (nft_connlimit), which parapet's dataplane does not keep".into()));
+                }
                 (_, Some("limit")) if op != DynsetOp::Delete => {
                     self.i += 1;
                     if self.peek_word() == Some("name") {

@@ -192,6 +192,13 @@ impl RuleParser<'_> {
                 let k = sub(self, "state")?;
                 match k.as_str() {
                     "state" => sel(Field::CtState, Kind::Ct, vec![]),
+                    // nft_connlimit counts the conntrack entries of a key;
+                    // parapet's dataplane keeps no such count.
+                    "count" => Err((
+                        l,
+                        c,
+                        "'ct count' is not supported: it counts conntrack's connections per key (nft_connlimit), which parapet's dataplane does not keep; keep the rule in nftables".into(),
+                    )),
                     other => Err((
                         l,
                         c,
