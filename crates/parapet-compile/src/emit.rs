@@ -266,7 +266,7 @@ fn dynset_row(rule_id: u32, d: &Dynset) -> [u32; image::stateful::ROW_WORDS] {
         };
         limit = l.rate.min(DYNSET_MAX_LIMIT_RATE)
             | unit << st::DYNSET_UNIT_SHIFT
-            | l.nft_burst().min(DYNSET_MAX_LIMIT_BURST) << st::DYNSET_BURST_SHIFT;
+            | l.burst.clamp(1, DYNSET_MAX_LIMIT_BURST) << st::DYNSET_BURST_SHIFT;
     }
     [
         rule_id,

@@ -27,10 +27,10 @@
 //! its size may refuse a key a little earlier here or in the kernel).
 
 use crate::field::Family;
+use crate::nft_bucket::NftBucket;
 use crate::packet::Packet;
 use crate::recent::{masked, table_id};
-use crate::rule::{Limit, LimitFlavor};
-use crate::stateful::NftBucket;
+use crate::time_unit::TimeUnit;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
@@ -116,7 +116,33 @@ pub struct Dynset {
     /// set's).
     pub timeout_ms: u64,
     /// A limit per element (nft arithmetic).
-    pub limit: Option<Limit>,
+    pub limit: Option<ElementRate>,
+}
+
+/// A limit inside a set element: `limit rate [over] R/UNIT [burst B
+/// packets]`, with `nft_limit.c`'s arithmetic (as a rule's nft `limit`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ElementRate {
+    /// Packets per `per`.
+    pub rate: u32,
+    /// The time unit of the rate.
+    pub per: TimeUnit,
+    /// The bucket in packets (nft's default 5 already applied).
+    pub burst: u32,
+    /// `over`: the statement passes when the rate is exceeded.
+    pub over: bool,
+}
+
+impl ElementRate {
+    /// Nanoseconds of tokens a packet costs.
+    pub fn cost(&self) -> u64 {
+        self.per.seconds() as u64 * 1_000_000_000 / self.rate.max(1) as u64
+    }
+
+    /// The bucket's size in nanoseconds.
+    pub fn tokens_max(&self) -> u64 {
+        self.cost().saturating_mul(self.burst as u64)
+    }
 }
 
 impl Dynset {
@@ -139,8 +165,8 @@ impl Dynset {
             timeout_ms: self.effective_timeout_ms().min(u32::MAX as u64) as u32,
             size: self.set.size,
             limit: self.limit.as_ref().map(|l| ElementLimit {
-                cost: l.nft_cost(),
-                tokens_max: l.nft_tokens_max(),
+                cost: l.cost(),
+                tokens_max: l.tokens_max(),
                 over: l.over,
             }),
         }
@@ -155,11 +181,6 @@ impl Dynset {
         }
         let a = if self.daddr { pkt.dst } else { pkt.src };
         Some(masked(pkt.family, a, u32::MAX, 128))
-    }
-
-    /// The limit as nft flavour (the parser makes every element limit so).
-    pub fn nft_limit(&self) -> Option<&Limit> {
-        self.limit.as_ref().filter(|l| l.flavor == LimitFlavor::Nft)
     }
 }
 
@@ -275,7 +296,6 @@ impl DynsetTables {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rule::TimeUnit;
 
     fn decl(size: u32, timeout_ms: u64) -> DynsetDecl {
         DynsetDecl {
@@ -289,7 +309,7 @@ mod tests {
         }
     }
 
-    fn dynset(op: DynsetOp, size: u32, timeout_ms: u64, limit: Option<Limit>) -> Dynset {
+    fn dynset(op: DynsetOp, size: u32, timeout_ms: u64, limit: Option<ElementRate>) -> Dynset {
         Dynset {
             set: decl(size, timeout_ms),
             op,
@@ -314,13 +334,11 @@ mod tests {
 
     #[test]
     fn ssh_meter_drops_above_the_rate_per_address() {
-        let l = Limit {
+        let l = ElementRate {
             rate: 1,
             per: TimeUnit::Hour,
             burst: 3,
-            flavor: LimitFlavor::Nft,
             over: true,
-            object: None,
         };
         let add = dynset(DynsetOp::Add, 16, 0, Some(l));
         let mut t = DynsetTables::default();

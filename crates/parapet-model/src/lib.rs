@@ -38,6 +38,7 @@ mod interval;
 mod linear;
 mod lint;
 mod netbase;
+mod nft_bucket;
 mod packet;
 mod policy;
 mod proto;
@@ -54,7 +55,7 @@ pub use diff::{diff, diff_every_region, DiffReport, Difference, Unproven};
 pub use display::{format_set, format_value};
 pub use dynset::{
     timeout_jiffies as dynset_timeout_jiffies, Dynset, DynsetCheck, DynsetDecl, DynsetElement,
-    DynsetOp, DynsetTables, ElementLimit, DEFAULT_SIZE as DYNSET_DEFAULT_SIZE,
+    DynsetOp, DynsetTables, ElementLimit, ElementRate, DEFAULT_SIZE as DYNSET_DEFAULT_SIZE,
     MAX_LIMIT_BURST as DYNSET_MAX_LIMIT_BURST, MAX_LIMIT_RATE as DYNSET_MAX_LIMIT_RATE,
 };
 pub use field::{tcp_flags, CtState, Family, Field, IfName};

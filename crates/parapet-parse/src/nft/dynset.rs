@@ -297,7 +297,12 @@ impl RuleParser<'_> {
                     if l.rate > DYNSET_MAX_LIMIT_RATE || l.nft_burst() > DYNSET_MAX_LIMIT_BURST {
                         return Err((t.line, t.col, format!("a limit inside a set element is supported up to rate {DYNSET_MAX_LIMIT_RATE} and burst {DYNSET_MAX_LIMIT_BURST}")));
                     }
-                    d.limit = Some(l);
+                    d.limit = Some(ElementRate {
+                        rate: l.rate,
+                        per: l.per,
+                        burst: l.nft_burst(),
+                        over: l.over,
+                    });
                 }
                 _ => {
                     return Err((t.line, t.col, format!("'{}' inside a set element is not supported yet (timeout and limit rate are)", t.show())));

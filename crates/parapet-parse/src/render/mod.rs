@@ -11,11 +11,11 @@
 //! share: the error, choosing between a set and its complement, and the
 //! spellings both syntaxes agree on.
 
-mod dynset;
 mod header;
 mod iptables;
 mod nft;
 mod spelling;
+mod stateful;
 
 pub use iptables::iptables_save;
 pub use nft::{nft, nft_with_sets};

@@ -1,9 +1,9 @@
-//! nft dynamic sets and quotas written back: the declarations of the sets a table's
+//! nft's stateful statements written back: `limit rate` (`limit rate over
+//! 3/minute burst 10 packets`), `quota`, and dynamic sets: the declarations of the sets a table's
 //! rules fill (`set s { type ipv4_addr; size N; flags dynamic,timeout;
 //! timeout T; }`) and each rule's statement or lookup (`add @s { ip saddr
 //! limit rate over 3/minute }`, `meter m size N { … }`, `ip saddr @s`).
 
-use super::nft::nft_limit_rate;
 use parapet_model::*;
 use std::fmt::Write;
 
@@ -47,6 +47,16 @@ pub(super) fn declarations(t: &Table) -> String {
         out.push_str("\t}\n\n");
     }
     out
+}
+
+/// `limit rate [over] R/UNIT [burst B packets]` (burst 5 is nft's default).
+pub(super) fn nft_limit_rate(l: &Limit) -> String {
+    let over = if l.over { "over " } else { "" };
+    let mut s = format!("limit rate {over}{}/{}", l.rate, l.per.name());
+    if l.burst != 5 {
+        let _ = write!(s, " burst {} packets", l.burst);
+    }
+    s
 }
 
 /// An nft `quota` statement, in the largest unit that divides it exactly,
@@ -105,7 +115,15 @@ pub(super) fn statement(d: &Dynset) -> String {
         );
     }
     if let Some(l) = &d.limit {
-        let _ = write!(body, " {}", nft_limit_rate(l));
+        let limit = Limit {
+            rate: l.rate,
+            per: l.per,
+            burst: l.burst,
+            flavor: LimitFlavor::Nft,
+            over: l.over,
+            object: None,
+        };
+        let _ = write!(body, " {}", nft_limit_rate(&limit));
     }
     format!("{head} {{ {body} }}")
 }
