@@ -19,7 +19,7 @@ use std::path::Path;
 /// How `classify` treats stateful matches.
 #[derive(clap::Args, Debug, Clone)]
 pub struct StatefulArgs {
-    /// Stateful matches (limit, recent, hashlimit): match (assume every one
+    /// Stateful matches (limit, recent, hashlimit, nft quota and dynamic sets): match (assume every one
     /// matches), miss (assume none does), or replay (keep their state over
     /// the trace, timed by its time column).
     #[arg(long, default_value = "match", value_parser = ["match", "miss", "replay"])]

@@ -106,7 +106,7 @@ pub fn classify(
             )
         };
         eprintln!(
-            "parapet: note: rules with a stateful match, limit, recent, hashlimit or time ({}), {how}; {enforced}",
+            "parapet: note: rules with a stateful match, limit, recent, hashlimit, quota, a dynamic set or time ({}), {how}; {enforced}",
             limited.join(", ")
         );
     }
@@ -482,6 +482,31 @@ fn stateful_match_assumption(rule: &parapet_model::Rule) -> String {
             h.rate,
             h.per.name(),
             h.name
+        );
+    }
+    if let Some(d) = &rule.dynset {
+        let what = match d.op {
+            parapet_model::DynsetOp::Lookup if d.invert => "not in",
+            parapet_model::DynsetOp::Lookup => "in",
+            parapet_model::DynsetOp::Add => "add to",
+            parapet_model::DynsetOp::Update => "update",
+            parapet_model::DynsetOp::Delete => "delete from",
+        };
+        let limit = d
+            .limit
+            .as_ref()
+            .map(|l| format!(" with limit {}/{}", l.rate, l.per.name()))
+            .unwrap_or_default();
+        return format!(
+            " (assuming its stateful match `{what} dynamic set @{}{limit}` answers yes)",
+            d.set.name
+        );
+    }
+    if let Some(q) = &rule.quota {
+        return format!(
+            " (assuming its stateful match `quota {}{} bytes` answers yes)",
+            if q.over { "over " } else { "" },
+            q.bytes
         );
     }
     match &rule.limit {

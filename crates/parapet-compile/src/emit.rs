@@ -6,7 +6,8 @@ use crate::lower::{field_of, EntryBox, FIELDS};
 use crate::tree::Forest;
 use parapet_image::{self as image, hw, kind};
 use parapet_model::{
-    BucketKey, DecisionList, EntryKind, Hashlimit, Limit, LimitFlavor, Recent, Verdict,
+    BucketKey, DecisionList, Dynset, EntryKind, Hashlimit, Limit, LimitFlavor, Quota, Recent,
+    TimeUnit, Verdict, DYNSET_MAX_LIMIT_BURST, DYNSET_MAX_LIMIT_RATE,
 };
 use std::collections::HashMap;
 
@@ -135,7 +136,9 @@ pub(crate) fn entry_records(
         }
         // A recent condition's state is its table's (in the BPF map), so
         // its row is the rule's own.
-        let bucket = match (&e.limit, e.recent.is_some() || e.hashlimit.is_some()) {
+        let shared_state =
+            e.recent.is_some() || e.hashlimit.is_some() || e.dynset.is_some() || e.quota.is_some();
+        let bucket = match (&e.limit, shared_state) {
             (Some(l), _) => Some(BucketKey::of(e.rule_id, l)),
             (None, true) => Some(BucketKey::Rule(e.rule_id)),
             (None, false) => None,
@@ -153,7 +156,11 @@ pub(crate) fn entry_records(
                         (Some(l), _, _) => stateful_row(e.rule_id, l),
                         (None, Some(r), _) => recent_row(e.rule_id, r),
                         (None, None, Some(h)) => hashlimit_row(e.rule_id, h),
-                        (None, None, None) => unreachable!("a bucket without a condition"),
+                        (None, None, None) => match (&e.dynset, &e.quota) {
+                            (Some(d), _) => dynset_row(e.rule_id, d),
+                            (None, Some(q)) => quota_row(e.rule_id, q),
+                            (None, None) => unreachable!("a bucket without a condition"),
+                        },
                     });
                 }
                 kind::STATEFUL_BIT | row << kind::STATEFUL_ROW_SHIFT
@@ -239,6 +246,55 @@ fn hashlimit_row(rule_id: u32, h: &Hashlimit) -> [u32; image::stateful::ROW_WORD
         avg as u32,
         (avg >> 32) as u32 & 0xff | h.burst << st::HASHLIMIT_BURST_SHIFT,
         h.expire,
+        0,
+        0,
+    ]
+}
+
+/// The stateful-table row of rule `rule_id`'s nft dynamic set (see
+/// `parapet_image::stateful`). The parser keeps an element limit's rate
+/// and burst within the row's bits.
+fn dynset_row(rule_id: u32, d: &Dynset) -> [u32; image::stateful::ROW_WORDS] {
+    use image::stateful as st;
+    let c = d.check();
+    let mut flags = c.op.code() << st::DYNSET_OP_SHIFT
+        | if d.daddr { st::F_RDEST } else { 0 }
+        | if d.invert { st::F_INVERT } else { 0 };
+    let mut limit = 0;
+    if let Some(l) = &d.limit {
+        flags |= st::F_DYNSET_LIMIT | if l.over { st::F_DYNSET_OVER } else { 0 };
+        let unit = match l.per {
+            TimeUnit::Second => 0,
+            TimeUnit::Minute => 1,
+            TimeUnit::Hour => 2,
+            TimeUnit::Day => 3,
+        };
+        limit = l.rate.min(DYNSET_MAX_LIMIT_RATE)
+            | unit << st::DYNSET_UNIT_SHIFT
+            | l.burst.clamp(1, DYNSET_MAX_LIMIT_BURST) << st::DYNSET_BURST_SHIFT;
+    }
+    [
+        rule_id,
+        st::DYNSET | flags,
+        c.set,
+        c.timeout_ms,
+        c.size.max(1),
+        limit,
+        0,
+        0,
+    ]
+}
+
+/// The stateful-table row of rule `rule_id`'s nft `quota`.
+fn quota_row(rule_id: u32, q: &Quota) -> [u32; image::stateful::ROW_WORDS] {
+    use image::stateful as st;
+    [
+        rule_id,
+        st::QUOTA | if q.over { st::F_OVER } else { 0 },
+        q.bytes as u32,
+        (q.bytes >> 32) as u32,
+        q.used as u32,
+        (q.used >> 32) as u32,
         0,
         0,
     ]

@@ -5,8 +5,9 @@
 
 use parapet_image::{hw, stateful as st, Image, KeyWords};
 use parapet_model::{
-    hashlimit_key, hashlimit_step, masked, Bucket, Clock, Family, HashlimitBucket, HashlimitKey,
-    NftBucket, RecentCheck, RecentCommand, RecentTables, XtBucket,
+    hashlimit_key, hashlimit_step, masked, Bucket, Clock, DynsetCheck, DynsetOp, DynsetTables,
+    ElementLimit, Family, HashlimitBucket, HashlimitKey, NftBucket, Quota, RecentCheck,
+    RecentCommand, RecentTables, XtBucket,
 };
 use std::collections::HashMap;
 
@@ -24,6 +25,8 @@ pub struct ImageState {
     /// The `-m hashlimit` tables: (table id, key) → bucket, as the BPF
     /// map's (no per-table capacity: the map's is global).
     pub hashlimit: HashMap<(u32, HashlimitKey), HashlimitBucket>,
+    /// The nft dynamic sets: the same sets whatever the row.
+    pub dynset: DynsetTables,
 }
 
 impl ImageState {
@@ -35,6 +38,7 @@ impl ImageState {
             buckets: vec![None; image.header(hw::N_STATEFUL) as usize],
             recent: RecentTables::default(),
             hashlimit: HashMap::new(),
+            dynset: DynsetTables::default(),
         }
     }
 
@@ -62,7 +66,7 @@ impl ImageState {
                 });
                 match b {
                     Bucket::Xt(x) => x.admit(avg, burst, now.hz, now.jiffies()),
-                    Bucket::Nft(_) => false,
+                    Bucket::Nft(_) | Bucket::Quota(_) => false,
                 }
             }
             st::NFT_LIMIT => {
@@ -71,7 +75,7 @@ impl ImageState {
                 let b = slot.get_or_insert_with(|| Bucket::Nft(NftBucket::full(max, loaded.ns)));
                 match b {
                     Bucket::Nft(n) => n.admit(cost, max, over, now.ns),
-                    Bucket::Xt(_) => false,
+                    Bucket::Xt(_) | Bucket::Quota(_) => false,
                 }
             }
             st::RECENT => {
@@ -120,6 +124,48 @@ impl ImageState {
                     self.hashlimit.insert((r[2], k), b);
                 }
                 under != (r[1] & st::F_ABOVE != 0)
+            }
+            st::QUOTA => {
+                let (bytes, used) = (u64_at(2), u64_at(4));
+                // Field id 14: the packet's length.
+                let len = key.value(14) as u32;
+                let over = r[1] & st::F_OVER != 0;
+                match slot.get_or_insert(Bucket::Quota(used)) {
+                    Bucket::Quota(c) => Quota { bytes, over, used }.admit(c, len),
+                    _ => false,
+                }
+            }
+            st::DYNSET => {
+                let Some(op) = DynsetOp::from_code((r[1] >> st::DYNSET_OP_SHIFT) & 3) else {
+                    return false;
+                };
+                let limit = (r[1] & st::F_DYNSET_LIMIT != 0).then(|| {
+                    let unit: u64 =
+                        [1, 60, 3600, 86400][((r[5] >> st::DYNSET_UNIT_SHIFT) & 3) as usize];
+                    let cost = unit * 1_000_000_000 / (r[5] & 0xf_ffff).max(1) as u64;
+                    ElementLimit {
+                        cost,
+                        tokens_max: cost.saturating_mul((r[5] >> st::DYNSET_BURST_SHIFT) as u64),
+                        over: r[1] & st::F_DYNSET_OVER != 0,
+                    }
+                });
+                let c = DynsetCheck {
+                    set: r[2],
+                    op,
+                    invert: r[1] & st::F_INVERT != 0,
+                    timeout_ms: r[3],
+                    size: r[4],
+                    limit,
+                };
+                // Field ids 0 (family), 1 (source), 2 (destination).
+                let family = match key.value(0) {
+                    4 => Family::V4,
+                    6 => Family::V6,
+                    _ => return false,
+                };
+                let addr = key.value(if r[1] & st::F_RDEST != 0 { 2 } else { 1 });
+                let k = masked(family, addr, u32::MAX, 128);
+                self.dynset.check(&c, k, now.jiffies(), now.ns, now.hz)
             }
             _ => false,
         }

@@ -130,6 +130,8 @@ fn image(
             recent: None,
             hashlimit: None,
             time: None,
+            dynset: None,
+            quota: None,
         });
         let every = padding as usize / CLASSES;
         if (j as usize + 1).is_multiple_of(every) {
@@ -146,6 +148,8 @@ fn image(
                     recent: None,
                     hashlimit: None,
                     time: None,
+                    dynset: None,
+                    quota: None,
                 });
             }
         }

@@ -195,6 +195,13 @@ fn validate(w: &[u32]) -> Result<(), ImageError> {
                     && (row[3] != 0 || row[4] & 0xff != 0)
                     && row[4] >> 8 != 0
                     && row[5] != 0 => {}
+            crate::stateful::DYNSET
+                if row[1] >> 14 == 0
+                    && row[4] != 0
+                    && (row[5] >> crate::stateful::DYNSET_UNIT_SHIFT) & 0xf <= 3
+                    && (row[1] & crate::stateful::F_DYNSET_LIMIT == 0
+                        || (row[5] & 0xf_ffff != 0 && row[5] >> 24 != 0)) => {}
+            crate::stateful::QUOTA if row[1] >> 8 <= 1 => {}
             _ => return bad(format!("stateful row {r} has an unknown kind")),
         }
     }

@@ -117,6 +117,20 @@ pub mod kind {
 ///   `--hashlimit-name`), `p1` = `avg`'s low word, `p2` = `avg`'s high
 ///   byte | burst << [`stateful::HASHLIMIT_BURST_SHIFT`], `p3` =
 ///   `--hashlimit-htable-expire` (ms).
+/// - [`stateful::DYNSET`] (`nft_dynset.c`/`nft_lookup.c`, nft dynamic
+///   sets): word 1 holds the op << [`stateful::DYNSET_OP_SHIFT`] (0 `add`,
+///   1 `update`, 2 `delete`, 3 lookup), [`stateful::F_RDEST`] (the key is
+///   the destination address), [`stateful::F_INVERT`] (lookup `!=`),
+///   [`stateful::F_DYNSET_LIMIT`] (the element has a limit) and
+///   [`stateful::F_DYNSET_OVER`] (`limit rate over`); `p0` = the set id
+///   (FNV-1a of `TABLE/SET`), `p1` = the timeout of new or refreshed
+///   elements in ms (0: none), `p2` = the set's size, `p3` = the limit:
+///   rate (bits 0..19) | unit (bits 20..23: 0 second, 1 minute, 2 hour,
+///   3 day) | burst << 24; a packet costs `unit × 1e9 / rate` ns of a
+///   bucket of `cost × burst` ns.
+/// - [`stateful::QUOTA`] (`nft_quota.c`): `p0..p1` the quota in bytes,
+///   `p2..p3` the bytes counted at load (`used`), low word first; flag
+///   [`stateful::F_OVER`]: `quota over`.
 pub mod stateful {
     /// Words per row.
     pub const ROW_WORDS: usize = 8;
@@ -153,6 +167,20 @@ pub mod stateful {
     pub const HASHLIMIT_DSTMASK_SHIFT: u32 = 24;
     /// Shift of a hashlimit row's burst in `p2`.
     pub const HASHLIMIT_BURST_SHIFT: u32 = 8;
+    /// Row kind: an nft dynamic set (`add`/`update`/`delete @s`, lookup).
+    pub const DYNSET: u32 = 5;
+    /// Shift of a dynset row's op (2 bits) in word 1.
+    pub const DYNSET_OP_SHIFT: u32 = 8;
+    /// Dynset row flag: the element has a limit.
+    pub const F_DYNSET_LIMIT: u32 = 0x1000;
+    /// Dynset row flag: `limit rate over`.
+    pub const F_DYNSET_OVER: u32 = 0x2000;
+    /// Shift of a dynset row's limit unit (4 bits) in `p3`.
+    pub const DYNSET_UNIT_SHIFT: u32 = 20;
+    /// Shift of a dynset row's limit burst (8 bits) in `p3`.
+    pub const DYNSET_BURST_SHIFT: u32 = 24;
+    /// Row kind: nft `quota [over] N bytes` (flag [`F_OVER`]: `over`).
+    pub const QUOTA: u32 = 6;
 }
 
 /// The backends an image can hold.

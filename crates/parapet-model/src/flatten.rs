@@ -15,9 +15,11 @@
 //! on; at the end the policy decides. This is exactly what
 //! [`crate::LinearEngine`] computes, which the tests check.
 
+use crate::dynset::Dynset;
 use crate::hashlimit::Hashlimit;
 use crate::linear::{Decision, EvalError, SetLookup, MAX_DEPTH};
 use crate::packet::Packet;
+use crate::quota::Quota;
 use crate::recent::Recent;
 use crate::rule::{Action, ChainId, Limit, Matches, Ruleset, Verdict};
 use crate::stateful::{Assume, Stateful};
@@ -76,6 +78,12 @@ pub struct Entry {
     /// The rule's time window, checked before the stateful condition.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time: Option<TimeWindow>,
+    /// The rule's nft dynamic-set condition, checked as `limit` is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dynset: Option<Dynset>,
+    /// The rule's nft `quota`, checked as `limit` is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quota: Option<Quota>,
 }
 
 impl Entry {
@@ -86,6 +94,8 @@ impl Entry {
             || self.recent.is_some()
             || self.hashlimit.is_some()
             || self.time.is_some()
+            || self.dynset.is_some()
+            || self.quota.is_some()
     }
 }
 
@@ -239,6 +249,8 @@ impl Flattener<'_> {
                 recent: rule.recent.clone(),
                 hashlimit: rule.hashlimit.clone(),
                 time: rule.time.clone(),
+                dynset: rule.dynset.clone(),
+                quota: rule.quota.clone(),
             };
             match &rule.action {
                 Action::Verdict(v) => self.push(entry(EntryKind::Decide(v.clone())))?,
@@ -271,6 +283,8 @@ impl Flattener<'_> {
                             recent: None,
                             hashlimit: None,
                             time: None,
+                            dynset: None,
+                            quota: None,
                             ..entry(EntryKind::Return {
                                 resume: 0,
                                 counted: false,
@@ -402,6 +416,16 @@ impl DecisionList {
             }
             if let Some(h) = &e.hashlimit {
                 if !stateful.hashlimit(e.rule_id, h, pkt) {
+                    continue;
+                }
+            }
+            if let Some(d) = &e.dynset {
+                if !stateful.dynset(e.rule_id, d, pkt) {
+                    continue;
+                }
+            }
+            if let Some(q) = &e.quota {
+                if !stateful.quota(e.rule_id, q, pkt) {
                     continue;
                 }
             }

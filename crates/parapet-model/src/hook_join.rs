@@ -71,6 +71,8 @@ pub fn join_at_hook(chains: Vec<(DecisionList, Option<Family>)>) -> DecisionList
                 recent: None,
                 hashlimit: None,
                 time: None,
+                dynset: None,
+                quota: None,
             });
         } else if last {
             policy = list.policy;

@@ -28,6 +28,7 @@ mod common_entries;
 mod depth_first;
 mod diff;
 mod display;
+mod dynset;
 mod field;
 mod flatten;
 mod hashlimit;
@@ -37,9 +38,11 @@ mod interval;
 mod linear;
 mod lint;
 mod netbase;
+mod nft_bucket;
 mod packet;
 mod policy;
 mod proto;
+mod quota;
 mod reach;
 mod recent;
 mod region;
@@ -51,6 +54,11 @@ mod time_window;
 pub use depth_first::Outcome;
 pub use diff::{diff, diff_every_region, DiffReport, Difference, Unproven};
 pub use display::{format_set, format_value};
+pub use dynset::{
+    timeout_jiffies as dynset_timeout_jiffies, Dynset, DynsetCheck, DynsetDecl, DynsetElement,
+    DynsetOp, DynsetTables, ElementLimit, ElementRate, DEFAULT_SIZE as DYNSET_DEFAULT_SIZE,
+    MAX_LIMIT_BURST as DYNSET_MAX_LIMIT_BURST, MAX_LIMIT_RATE as DYNSET_MAX_LIMIT_RATE,
+};
 pub use field::{ct_status, tcp_flags, CtState, Family, Field, IfName};
 pub use flatten::{
     flatten, flatten_unpruned, flatten_with_limit, DecisionList, Entry, EntryKind, FlattenError,
@@ -72,6 +80,7 @@ pub use lint::{lint, Finding, FindingKind, LintReport};
 pub use packet::{from_ip, to_ip, Packet, PacketSpecError};
 pub use policy::Policy;
 pub use proto::{protocol_name, protocol_number, service_port, PROTOCOLS, SERVICES};
+pub use quota::Quota;
 pub use reach::{Settle, Stop, Walker};
 pub use recent::{
     masked, table_id, Recent, RecentCheck, RecentCommand, RecentEntry, RecentTable, RecentTables,

@@ -1,9 +1,11 @@
 //! Rules, chains, tables and rulesets, with iptables' semantics.
 
+use crate::dynset::Dynset;
 use crate::field::Field;
 use crate::hashlimit::Hashlimit;
 use crate::interval::IntervalSet;
 use crate::packet::Packet;
+use crate::quota::Quota;
 use crate::recent::Recent;
 pub use crate::time_unit::TimeUnit;
 use crate::time_window::TimeWindow;
@@ -293,6 +295,15 @@ pub struct Rule {
     /// stateful one; it keeps no state).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time: Option<TimeWindow>,
+    /// nft dynamic set: `add`/`update`/`delete @s { … }` or `ip saddr @s`
+    /// on a set rules fill (checked as `recent` is; a rule has at most one
+    /// stateful condition).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dynset: Option<Dynset>,
+    /// nft `quota [over] N bytes`: a byte count per rule (checked as
+    /// `limit` is; a rule has at most one stateful condition).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quota: Option<Quota>,
     /// Also log when the rule matches, whatever its action: nft's
     /// `log prefix "x" drop` is one rule with a log statement and a verdict.
     /// (iptables writes logging as its own `-j LOG` rule, so this is `None`
@@ -320,6 +331,8 @@ impl Rule {
             || self.recent.is_some()
             || self.hashlimit.is_some()
             || self.time.is_some()
+            || self.dynset.is_some()
+            || self.quota.is_some()
     }
 
     /// A rule with no comment, limit or counters.
@@ -333,6 +346,8 @@ impl Rule {
             recent: None,
             hashlimit: None,
             time: None,
+            dynset: None,
+            quota: None,
             log: None,
             counters: Counters::default(),
             origin: Origin::default(),

@@ -31,8 +31,11 @@
 //!   one, capped; it passes when at least `cost` tokens are left (which are
 //!   then taken). `over` inverts the answer, not the bookkeeping.
 
+use crate::dynset::{Dynset, DynsetTables};
 use crate::hashlimit::{Hashlimit, HashlimitTables};
+pub use crate::nft_bucket::NftBucket;
 use crate::packet::Packet;
+use crate::quota::Quota;
 use crate::recent::{Recent, RecentTables};
 use crate::rule::{Limit, LimitFlavor};
 use crate::time_window::TimeWindow;
@@ -105,41 +108,6 @@ impl XtBucket {
     }
 }
 
-/// One nft bucket: the time of the last packet and the tokens left (ns).
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NftBucket {
-    /// Nanoseconds at the last packet (or at load).
-    pub last: u64,
-    /// Tokens left, in nanoseconds.
-    pub tokens: u64,
-}
-
-impl NftBucket {
-    /// A full bucket at `now` ns (`nft_limit_init`).
-    pub fn full(tokens_max: u64, now: u64) -> NftBucket {
-        NftBucket {
-            last: now,
-            tokens: tokens_max,
-        }
-    }
-
-    /// `nft_limit_eval` and the `over` inversion: does a packet at `now` ns
-    /// match?
-    pub fn admit(&mut self, cost: u64, tokens_max: u64, over: bool, now: u64) -> bool {
-        let tokens = self
-            .tokens
-            .wrapping_add(now.wrapping_sub(self.last))
-            .min(tokens_max);
-        self.last = now;
-        if tokens >= cost {
-            self.tokens = tokens - cost;
-            return !over;
-        }
-        self.tokens = tokens;
-        over
-    }
-}
-
 impl Limit {
     /// xt: `avg`, seconds between packets × [`XT_LIMIT_SCALE`] (iptables'
     /// `parse_rate`).
@@ -193,6 +161,8 @@ pub enum Bucket {
     Xt(XtBucket),
     /// nft_limit's.
     Nft(NftBucket),
+    /// nft_quota's: the bytes counted.
+    Quota(u64),
 }
 
 /// Answers a rule's stateful condition when evaluation reaches it.
@@ -213,6 +183,14 @@ pub trait Stateful {
     /// Whether rule `rule_id`'s time window is open now (`-m time`, nft
     /// `meta time|hour|day`; see `time_window.rs`).
     fn time(&mut self, rule_id: u32, window: &TimeWindow) -> bool;
+
+    /// As [`Stateful::check`] for a rule whose condition is an nft dynamic
+    /// set (`add`/`update`/`delete @s`, `ip saddr @s`; see `dynset.rs`).
+    fn dynset(&mut self, rule_id: u32, dynset: &Dynset, pkt: &Packet) -> bool;
+
+    /// As [`Stateful::check`] for a rule whose condition is an nft `quota`
+    /// (a count per rule; see `quota.rs`).
+    fn quota(&mut self, rule_id: u32, quota: &Quota, pkt: &Packet) -> bool;
 }
 
 /// An offline assumption instead of state: every stateful condition
@@ -234,6 +212,14 @@ impl Stateful for Assume {
     }
 
     fn time(&mut self, _: u32, _: &TimeWindow) -> bool {
+        self.0
+    }
+
+    fn dynset(&mut self, _: u32, _: &Dynset, _: &Packet) -> bool {
+        self.0
+    }
+
+    fn quota(&mut self, _: u32, _: &Quota, _: &Packet) -> bool {
         self.0
     }
 }
@@ -259,6 +245,10 @@ pub struct StatefulState {
     /// The kernel's `sys_tz` for `--kerneltz` windows: minutes west of
     /// UTC.
     pub minutes_west: i32,
+    /// The nft dynamic sets (likewise).
+    pub dynset: DynsetTables,
+    /// Each quota rule's byte count, by rule id.
+    pub quotas: HashMap<u32, u64>,
 }
 
 /// Whose bucket: a rule's own, or a named limit object's (shared).
@@ -291,6 +281,8 @@ impl StatefulState {
             hashlimit: HashlimitTables::default(),
             wall_start_secs: 0,
             minutes_west: 0,
+            dynset: DynsetTables::default(),
+            quotas: HashMap::new(),
         }
     }
 
@@ -329,6 +321,7 @@ impl Stateful for StatefulState {
         match b {
             Bucket::Xt(x) => x.admit(limit.xt_avg(), limit.burst, now.hz, now.jiffies()),
             Bucket::Nft(n) => n.admit(limit.nft_cost(), limit.nft_tokens_max(), limit.over, now.ns),
+            Bucket::Quota(_) => false,
         }
     }
 
@@ -345,6 +338,20 @@ impl Stateful for StatefulState {
 
     fn time(&mut self, _: u32, window: &TimeWindow) -> bool {
         window.admits(self.wall_secs(), self.minutes_west)
+    }
+
+    fn dynset(&mut self, _: u32, dynset: &Dynset, pkt: &Packet) -> bool {
+        let now = self.clock;
+        let Some(key) = dynset.key(pkt) else {
+            return false;
+        };
+        self.dynset
+            .check(&dynset.check(), key, now.jiffies(), now.ns, now.hz)
+    }
+
+    fn quota(&mut self, rule_id: u32, quota: &Quota, pkt: &Packet) -> bool {
+        let consumed = self.quotas.entry(rule_id).or_insert(quota.used);
+        quota.admit(consumed, Quota::length(pkt))
     }
 }
 

@@ -17,6 +17,11 @@
  * A bucket whose generation is not the live image's starts full: a new
  * ruleset starts with full buckets, as rules the kernel loads do.
  *
+ * nft quota (nft_quota.c): one byte count per row in the bucket's state,
+ * added to atomically, reset to `used` by a new generation; the Rust twin
+ * is parapet_model::Quota::admit.  nft dynamic sets (add/update/delete @s,
+ * lookups): dynset.h.
+ *
  * iptables -m recent (xt_recent.c's recent_mt): one LRU hash of (table id,
  * family, masked address) -> a ring of 32 jiffies time stamps, shared by
  * every row, image and hook naming the table, and kept across reloads (as
@@ -38,9 +43,9 @@
 #include "maps.h"
 #include "walk_state.h"
 #include "hashlimit.h"
+#include "clock.h"
+#include "dynset.h"
 
-/* The kernel's HZ, set by the loader; 0 (unknown): xt limits never pass. */
-const volatile __u32 parapet_hz = 0;
 
 struct parapet_bucket {
 	__u64 gen;   /* the image generation the state belongs to */
@@ -95,23 +100,6 @@ struct {
 	__type(key, __u32);
 	__type(value, struct parapet_recent_scratch);
 } parapet_recent_scratch SEC(".maps");
-
-/* Tests only: when [0] is non-zero, the time (ns) every check sees, with
- * jiffies = ns / (1e9 / HZ) (parapet_model::Clock). */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, __u64);
-} parapet_test_clock SEC(".maps");
-
-static __always_inline __u64 stateful_test_ns(void)
-{
-	__u32 zero = 0;
-	__u64 *t = bpf_map_lookup_elem(&parapet_test_clock, &zero);
-
-	return t ? *t : 0;
-}
 
 /* CREDITS_PER_JIFFY: the largest power of two <= 0xFFFFFFFF/(HZ*86400). */
 static __always_inline __u32 xt_credits_per_jiffy(__u32 hz)
@@ -259,10 +247,24 @@ static __always_inline int stateful_admit(__u32 slot_row, __u32 kind,
 						 bpf_jiffies64(),
 				       hz, k, nest);
 	}
+	if ((kind & 0xff) == PARAPET_IMG_STATEFUL_DYNSET)
+		return dynset_admit(kind, lo, hi, k, nest);
 	b = bpf_map_lookup_elem(&parapet_buckets, &key);
 	if (!b)
 		return 0;
 
+	if ((kind & 0xff) == PARAPET_IMG_STATEFUL_QUOTA) {
+		/* nft_quota: count the packet's length, then compare with
+		 * the quota (lo); a new generation starts at `used` (hi).
+		 * Two CPUs resetting at once count from `used` twice at
+		 * most once. */
+		if (b->gen != *genp) {
+			b->state = hi;
+			b->gen = *genp;
+		}
+		old = __sync_add_and_fetch(&b->state, (__u64)k->pkt_len);
+		return (old >= lo) == ((kind & PARAPET_IMG_STATEFUL_F_OVER) != 0);
+	}
 	if ((kind & 0xff) == PARAPET_IMG_STATEFUL_XT_LIMIT) {
 		__u32 hz = parapet_hz, hz_cpj, cap, cost, now;
 

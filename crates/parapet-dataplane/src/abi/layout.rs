@@ -344,6 +344,34 @@ fn c_and_rust_constants_agree() {
             (parapet_image::stateful::HASHLIMIT_BURST_SHIFT) as u64,
         ),
         (
+            "PARAPET_IMG_STATEFUL_DYNSET",
+            (parapet_image::stateful::DYNSET) as u64,
+        ),
+        (
+            "PARAPET_IMG_STATEFUL_DYNSET_OP_SHIFT",
+            (parapet_image::stateful::DYNSET_OP_SHIFT) as u64,
+        ),
+        (
+            "PARAPET_IMG_STATEFUL_F_DYNSET_LIMIT",
+            (parapet_image::stateful::F_DYNSET_LIMIT) as u64,
+        ),
+        (
+            "PARAPET_IMG_STATEFUL_F_DYNSET_OVER",
+            (parapet_image::stateful::F_DYNSET_OVER) as u64,
+        ),
+        (
+            "PARAPET_IMG_STATEFUL_DYNSET_UNIT_SHIFT",
+            (parapet_image::stateful::DYNSET_UNIT_SHIFT) as u64,
+        ),
+        (
+            "PARAPET_IMG_STATEFUL_DYNSET_BURST_SHIFT",
+            (parapet_image::stateful::DYNSET_BURST_SHIFT) as u64,
+        ),
+        (
+            "PARAPET_IMG_STATEFUL_QUOTA",
+            (parapet_image::stateful::QUOTA) as u64,
+        ),
+        (
             "PARAPET_HASHLIMIT_HASH_DIP",
             (parapet_model::HASHLIMIT_DSTIP) as u64,
         ),

@@ -397,6 +397,8 @@ pub(crate) fn parse(
                     recent: recent.as_ref().map(|(d, _)| d.recent.clone()),
                     hashlimit: hashlimit.as_ref().map(|d| d.h.clone()),
                     time: time.clone(),
+                    dynset: None,
+                    quota: None,
                     counters,
                     origin: Origin { line: ln },
                     kernel: kernel_target.iter().cloned().collect(),

@@ -31,11 +31,11 @@ pub(super) enum Kind {
     Dscp,
 }
 
-struct Selector {
-    field: Field,
-    kind: Kind,
+pub(super) struct Selector {
+    pub(super) field: Field,
+    pub(super) kind: Kind,
     /// Constraints the selector implies (`tcp dport` implies tcp).
-    implied: Vec<(Field, IntervalSet)>,
+    pub(super) implied: Vec<(Field, IntervalSet)>,
 }
 
 /// The start of the error for a payload or meta set statement (`ip dscp
@@ -69,7 +69,7 @@ const SUPPORTED_EXPRS: &str = "ip/ip6 saddr|daddr|protocol|nexthdr|dscp, ip ttl,
 
 impl RuleParser<'_> {
     /// A selector expression: `ip saddr`, `tcp dport`, `ct state`, …
-    fn selector(&mut self) -> Res<Selector> {
+    pub(super) fn selector(&mut self) -> Res<Selector> {
         let t = self.next_word("an expression")?;
         let w = t.word().unwrap_or("").to_string();
         let (l, c) = (t.line, t.col);
@@ -225,6 +225,13 @@ impl RuleParser<'_> {
                         self.ct_status()?;
                         Err((0, 0, String::new()))
                     }
+                    // nft_connlimit counts the conntrack entries of a key;
+                    // parapet's dataplane keeps no such count.
+                    "count" => Err((
+                        l,
+                        c,
+                        "'ct count' is not supported: it counts conntrack's connections per key (nft_connlimit), which parapet's dataplane does not keep; keep the rule in nftables".into(),
+                    )),
                     other => Err((
                         l,
                         c,
@@ -299,6 +306,9 @@ impl RuleParser<'_> {
             .map(str::to_string)
         {
             self.i += 1;
+            if let Some(d) = self.dynsets.iter().find(|d| d.name == name).cloned() {
+                return self.dynset_lookup(d, &sels, neg);
+            }
             // `meta l4proto . th dport @s`: a packet is a member only with
             // the protocol of one of the set's elements. parapet reads
             // ports for port protocols alone, so the rule keeps to them;

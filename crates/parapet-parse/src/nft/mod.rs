@@ -18,6 +18,7 @@
 
 mod commands;
 mod ctstatus;
+mod dynset;
 mod kernel;
 mod lexer;
 mod matches;
@@ -40,7 +41,10 @@ pub(crate) fn parse(
 ) -> Result<(Ruleset, Vec<SetBlock>), Vec<ParseError>> {
     let mut errs = Errors::new(file);
     let (toks, sources) = script::expand(text, file, include_dirs, &mut errs);
+    let written = dynset::written_sets(&toks);
     let mut p = Parser {
+        written,
+        dynsets: Vec::new(),
         toks,
         pos: 0,
         errs,

@@ -169,6 +169,8 @@ impl Parser {
             vmap: None,
             limits: &[],
             th: None,
+            dynsets: &[],
+            table_name: "",
         };
         rp.limit()?;
         if let Some(t) = body.get(rp.i) {

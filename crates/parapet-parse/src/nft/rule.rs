@@ -24,6 +24,10 @@ pub(super) struct RuleParser<'a> {
     pub(super) limits: &'a [(String, Limit)],
     /// Where the rule first used `th` (checked once the rule is read).
     pub(super) th: Option<(u32, u32)>,
+    /// The table's dynamic sets (those some rule writes).
+    pub(super) dynsets: &'a [DynsetDecl],
+    /// The table's name (a meter's set belongs to it).
+    pub(super) table_name: &'a str,
 }
 
 impl RuleParser<'_> {
@@ -139,6 +143,9 @@ impl RuleParser<'_> {
                     self.log()?;
                 }
                 "limit" => {
+                    if self.rule.dynset.is_some() || self.rule.quota.is_some() {
+                        return self.fail("a second stateful condition (limit, a dynamic set) in one rule is not supported");
+                    }
                     if self.rule.limit.is_some() {
                         return self.fail("a second 'limit' in one rule is not supported");
                     }
@@ -211,8 +218,24 @@ impl RuleParser<'_> {
                 "queue" => {
                     return self.fail("'queue' is not supported: it hands the packet to a user-space program (NFQUEUE) whose verdict parapet cannot know; keep the rule in nftables");
                 }
-                "quota" | "meter" | "add" | "update" => {
-                    return self.fail(format!("statement '{w}' is not supported yet: it keeps state (a quota, a meter, a dynamic set) that parapet does not enforce exactly yet; 'limit rate' is supported"));
+                "add" | "update" | "delete" => {
+                    self.i += 1;
+                    self.dynset_statement(match w {
+                        "add" => DynsetOp::Add,
+                        "update" => DynsetOp::Update,
+                        _ => DynsetOp::Delete,
+                    })?;
+                }
+                "meter" => {
+                    self.i += 1;
+                    self.meter()?;
+                }
+                "quota" => {
+                    if self.rule.is_stateful() {
+                        return self.fail("a second stateful condition (limit, quota, a dynamic set) in one rule is not supported");
+                    }
+                    self.i += 1;
+                    self.quota()?;
                 }
                 "accept" | "drop" | "return" => {
                     self.i += 1;
@@ -241,6 +264,19 @@ impl RuleParser<'_> {
                     });
                 }
                 _ => {
+                    if self
+                        .rule
+                        .dynset
+                        .as_ref()
+                        .is_some_and(|d| d.op != DynsetOp::Lookup)
+                    {
+                        // The kernel would change the set for packets this
+                        // match then refuses.
+                        return self.fail(format!("a match after a dynamic set statement is not supported (parapet checks it after the rule's matches): write '{w} …' before it"));
+                    }
+                    if self.rule.quota.is_some() {
+                        return self.fail(format!("a match after 'quota' is not supported (parapet counts the quota after the rule's matches): write '{w} …' before 'quota'"));
+                    }
                     if self.rule.limit.is_some() {
                         // The kernel would spend a token on packets this
                         // match then refuses; parapet checks limit last.
@@ -446,6 +482,64 @@ impl RuleParser<'_> {
             object: None,
         });
         Ok(())
+    }
+
+    /// After `quota`: `[over] N [bytes|kbytes|mbytes|gbytes] [used U
+    /// UNIT]`.
+    fn quota(&mut self) -> Res<()> {
+        if self.peek_word() == Some("name") {
+            return self.fail("a named quota object ('quota name \"NAME\"') is not supported yet; 'quota N bytes' in the rule is");
+        }
+        let over = self.peek_word() == Some("over");
+        if over {
+            self.i += 1;
+        }
+        let bytes = self.bytes("a quota like 25 mbytes")?;
+        let mut used = 0;
+        if self.peek_word() == Some("used") {
+            self.i += 1;
+            used = self.bytes("a byte count like 0 bytes")?;
+        }
+        self.rule.quota = Some(Quota { bytes, over, used });
+        Ok(())
+    }
+
+    /// `N [bytes|kbytes|mbytes|gbytes]` (nft also writes `25mbytes`).
+    fn bytes(&mut self, what: &str) -> Res<u64> {
+        let t = self.next_word(what)?;
+        let w = t.word().unwrap_or("");
+        let split = w.find(|c: char| !c.is_ascii_digit()).unwrap_or(w.len());
+        let (num, mut unit) = (w[..split].to_string(), w[split..].to_string());
+        if unit.is_empty()
+            && matches!(
+                self.peek_word(),
+                Some("bytes" | "kbytes" | "mbytes" | "gbytes")
+            )
+        {
+            unit = self.peek_word().unwrap_or("").to_string();
+            self.i += 1;
+        }
+        let scale: u64 = match unit.as_str() {
+            "" | "bytes" => 1,
+            "kbytes" => 1 << 10,
+            "mbytes" => 1 << 20,
+            "gbytes" => 1 << 30,
+            _ => {
+                return Err((
+                    t.line,
+                    t.col,
+                    format!("expected {what}, found '{}'", t.show()),
+                ))
+            }
+        };
+        num.parse::<u64>()
+            .ok()
+            .and_then(|n| n.checked_mul(scale))
+            .ok_or((
+                t.line,
+                t.col,
+                format!("expected {what}, found '{}'", t.show()),
+            ))
     }
 
     fn reject(&mut self) -> Res<()> {

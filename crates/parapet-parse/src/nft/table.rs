@@ -30,6 +30,10 @@ pub(super) struct Parser {
     pub(super) notes: Vec<ChainNote>,
     /// Named limit objects (`limit NAME { rate … }`) by table.
     pub(super) limits: Vec<((TableFamily, String), String, Limit)>,
+    /// The names of the sets some rule writes (`add @s { … }`).
+    pub(super) written: Vec<String>,
+    /// Dynamic sets (those some rule writes) by table.
+    pub(super) dynsets: Vec<((TableFamily, String), DynsetDecl)>,
 }
 
 /// A jump or goto to check once the file is complete.
@@ -278,10 +282,19 @@ impl Parser {
                     self.expect(Tok::Open, "'{' after the set name")?;
                     let open = self.pos - 1;
                     let close = self.skip_block();
+                    let set_name = word_text(&set_name);
+                    if self.written.contains(&set_name) {
+                        let _ = open;
+                        match super::dynset::declaration(&self.toks[from..=close], &name) {
+                            Ok(d) => self.dynsets.push(((family, name.clone()), d)),
+                            Err((l, c, m)) => self.errs.push(l, c, m),
+                        }
+                        continue;
+                    }
                     let text = self.block_text(from, open, close);
                     self.sets.push(SetBlock {
                         table: name.clone(),
-                        name: word_text(&set_name),
+                        name: set_name,
                         text,
                         line: t.line & ((1 << crate::error::FILE_LINE_BITS) - 1),
                         col: t.col,
@@ -715,7 +728,15 @@ impl Parser {
             .filter(|(t, _, _)| *t == (family, table_name.clone()))
             .map(|(_, n, l)| (n.clone(), l.clone()))
             .collect();
+        let dynsets: Vec<DynsetDecl> = self
+            .dynsets
+            .iter()
+            .filter(|(t, _)| *t == (family, table_name.clone()))
+            .map(|(_, d)| d.clone())
+            .collect();
         let mut rp = RuleParser {
+            dynsets: &dynsets,
+            table_name: &table_name,
             toks: &toks,
             i: 0,
             family,

@@ -15,6 +15,7 @@ mod header;
 mod iptables;
 mod nft;
 mod spelling;
+mod stateful;
 
 pub use iptables::iptables_save;
 pub use nft::{nft, nft_with_sets};

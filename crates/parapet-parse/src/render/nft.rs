@@ -66,6 +66,7 @@ pub fn nft_with_sets(rs: &Ruleset, sets: &[crate::SetBlock]) -> Result<String, R
         }) {
             let _ = writeln!(out, "\t{}\n", l.text.trim_end());
         }
+        out.push_str(&super::stateful::declarations(t));
         // The limit objects the table's rules name (`limit name "N"`).
         let mut objects: Vec<(&str, &Limit)> = Vec::new();
         for r in t.chains.iter().flat_map(|c| &c.rules) {
@@ -86,7 +87,7 @@ pub fn nft_with_sets(rs: &Ruleset, sets: &[crate::SetBlock]) -> Result<String, R
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c));
             let name = if plain { n.to_string() } else { nft_quote(n) };
-            let rate = nft_limit_rate(l);
+            let rate = super::stateful::nft_limit_rate(l);
             let rate = rate.trim_start_matches("limit ");
             let _ = writeln!(out, "\tlimit {name} {{\n\t\t{rate}\n\t}}\n");
         }
@@ -153,16 +154,6 @@ fn kernel_chains_of<'a>(
         }
     });
     v.into_iter().peekable()
-}
-
-/// `limit rate [over] R/UNIT [burst B packets]` (burst 5 is nft's default).
-fn nft_limit_rate(l: &Limit) -> String {
-    let over = if l.over { "over " } else { "" };
-    let mut s = format!("limit rate {over}{}/{}", l.rate, l.per.name());
-    if l.burst != 5 {
-        let _ = write!(s, " burst {} packets", l.burst);
-    }
-    s
 }
 
 /// The selector of a rule's ports: its one port protocol's (`tcp`), or
@@ -392,8 +383,14 @@ fn nft_rule(rs: &Ruleset, tfam: TableFamily, r: &Rule) -> Result<String, RenderE
     if let Some(l) = &r.limit {
         parts.push(match &l.object {
             Some(name) => format!("limit name {}", nft_quote(name)),
-            None => nft_limit_rate(l),
+            None => super::stateful::nft_limit_rate(l),
         });
+    }
+    if let Some(d) = &r.dynset {
+        parts.push(super::stateful::statement(d));
+    }
+    if let Some(q) = &r.quota {
+        parts.push(super::stateful::quota(q));
     }
     if r.counters != Counters::default() || r.action == Action::Count {
         parts.push(format!(

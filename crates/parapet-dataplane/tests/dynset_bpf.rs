@@ -1,0 +1,162 @@
+//! nft dynamic sets in the BPF walker (BPF_PROG_TEST_RUN on the real
+//! program): on the test clock, a timed random sequence of packets from a
+//! few addresses to a few addresses over rules using every op (`add`,
+//! `update`, `delete`, lookups with `==` and `!=`, source and destination
+//! keys, a per-element limit with and without `over`, a set that fills to
+//! its size, timeouts the clock crosses) and nft quotas (plain and `over`,
+//! crossed within the run) gives, packet by packet, what the
+//! Rust walker and the linear engine (the specification, itself checked
+//! against `nft -f` by `parapet-parse/tests/dynset_kernel.rs`) give.
+
+mod common;
+
+use common::lo::{dp_on_lo as dp, run_on_lo as run};
+use common::wire::{frame_of, wire_packet};
+use common::Rng;
+use parapet_compile::{compile, Backend, CompileOptions, ImageState, KeyWords, Walker};
+use parapet_dataplane::stateful::kernel_hz;
+use parapet_model::*;
+
+/// The rules, in a table named after `tag` (the BPF sets outlive an image,
+/// and a set's id is its table's and its own name).
+fn rules(tag: &str, v6: bool) -> String {
+    let (ty, ip) = if v6 {
+        ("ipv6_addr", "ip6")
+    } else {
+        ("ipv4_addr", "ip")
+    };
+    format!(
+        "table inet t{tag} {{
+\tset a {{ type {ty}; size 16; flags dynamic,timeout; timeout 2s; }}
+\tset b {{ type {ty}; size 2; flags dynamic; }}
+\tset m {{ type {ty}; size 16; flags dynamic; }}
+\tchain input {{
+\t\ttype filter hook input priority 0; policy accept;
+\t\tudp dport 1 update @a {{ {ip} saddr }}
+\t\tudp dport 2 {ip} saddr @a drop
+\t\tudp dport 3 add @a {{ {ip} saddr timeout 3s }} accept
+\t\tudp dport 4 add @m {{ {ip} saddr limit rate over 2/second burst 3 packets }} drop
+\t\tudp dport 5 add @b {{ {ip} daddr }}
+\t\tudp dport 5 {ip} daddr @b drop
+\t\tudp dport 6 {ip} daddr != @b drop
+\t\tudp dport 7 delete @a {{ {ip} saddr }}
+\t\tudp dport 7 {ip} saddr != @a drop
+\t\tudp dport 8 update @m {{ {ip} daddr limit rate 1/second burst 2 packets }} accept
+\t\tudp dport 8 drop
+\t\tudp dport 9 quota 1500 bytes accept
+\t\tudp dport 9 drop
+\t\tudp dport 10 quota over 1 kbytes drop
+\t}}
+}}
+"
+    )
+}
+
+/// Three addresses.
+fn addr(v6: bool, i: u64) -> u128 {
+    let v4 = [0x0a00_0001u32, 0x0a00_0002, 0x0a00_0101][i as usize % 3];
+    if v6 {
+        (0x2001_0db8u128 << 96) | v4 as u128
+    } else {
+        v4 as u128
+    }
+}
+
+fn packet(v6: bool, rng: &mut Rng) -> Packet {
+    let fam = if v6 { Family::V6 } else { Family::V4 };
+    let (s, d) = (rng.below(3), rng.below(3));
+    wire_packet(Packet::new(
+        fam,
+        addr(v6, s),
+        addr(v6, d),
+        17,
+        1000,
+        1 + rng.below(10) as u16,
+    ))
+}
+
+#[test]
+#[ignore = "needs root"]
+fn bpf_walker_agrees_with_rust_and_linear_on_a_test_clock() {
+    let mut dp = dp("dynset_bpf_walker_agrees_with_rust_and_linear");
+    let hz = kernel_hz().expect("the kernel's HZ must be known");
+    let (mut checked, mut held) = (0, 0);
+    let salt = std::process::id();
+    for (run_no, (v6, backend)) in [
+        (false, Backend::Linear),
+        (false, Backend::Tree),
+        (true, Backend::Linear),
+        (true, Backend::Tree),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let text = rules(&format!("{salt}x{run_no}"), v6);
+        let rs = parapet_parse::parse(&text, "dynset.nft", parapet_parse::Format::Nft)
+            .unwrap_or_else(|e| panic!("{e:?}"))
+            .ruleset;
+        let start = rs.select_chain(None).unwrap();
+        let linear = LinearEngine::new(&rs, start).unwrap();
+        let list = flatten(&rs, start).unwrap();
+        let opts = CompileOptions {
+            backend,
+            ..CompileOptions::default()
+        };
+        let (image, _) = compile(&list, &opts).unwrap();
+        let mut ns = 1_000_000_000u64 * (1 + run_no as u64);
+        dp.set_test_clock(ns).unwrap();
+        dp.write_image(&image.to_bytes()).unwrap();
+        dp.swap().unwrap();
+        let walker = Walker::new(image.clone());
+        let clock = Clock { ns, hz };
+        let mut spec = StatefulState::new(clock);
+        let mut image_state = ImageState::new(&image, clock);
+        let mut rng = Rng::new(run_no as u64 + 11);
+        let mut quota_fates = Vec::new();
+        for step in 0..500 {
+            // Mostly quick packets, now and then a pause longer than the
+            // timeouts.
+            ns += rng.below(if step % 11 == 0 {
+                3_500_000_000
+            } else {
+                120_000_000
+            });
+            dp.set_test_clock(ns).unwrap();
+            spec.set_ns(ns);
+            image_state.set_ns(ns);
+            let p = packet(v6, &mut rng);
+            let want = linear.classify_with(&p, &NoSets, &mut spec).unwrap();
+            let rust = walker.decide_stateful(&KeyWords::new(&p, 0), &mut image_state);
+            assert_eq!(rust, want, "run {run_no} step {step}: Rust walker, {p:?}");
+            let got = run(&dp, &frame_of(&p));
+            assert_eq!(
+                got,
+                (want.rule_id, want.nonterminal.clone()),
+                "run {run_no} step {step} {backend:?}: BPF walker, {p:?}"
+            );
+            held += (linear.classify(&p, &NoSets).unwrap() != want) as usize;
+            if p.dport >= 9 {
+                quota_fates.push((p.dport, want.rule_id));
+            }
+            checked += 1;
+        }
+        // Each quota is crossed within the run: both fates occur.
+        for port in [9, 10] {
+            let rules: Vec<u32> = quota_fates
+                .iter()
+                .filter(|(p, _)| *p == port)
+                .map(|(_, r)| *r)
+                .collect();
+            assert!(
+                rules.windows(2).any(|w| w[0] != w[1]),
+                "run {run_no}: the quota on port {port} decided alike throughout: {rules:?}"
+            );
+        }
+    }
+    dp.set_test_clock(0).unwrap();
+    assert_eq!(checked, 4 * 500);
+    assert!(
+        held > 100,
+        "only {held} packets were decided otherwise than with every dynamic set assumed to match"
+    );
+}

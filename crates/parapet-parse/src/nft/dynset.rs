@@ -1,0 +1,344 @@
+//! nft dynamic sets: which sets rules fill, their declarations, and the
+//! statements and lookups that use them — `add @s { KEY … }`, `update @s {
+//! KEY timeout 60s }`, `delete @s { KEY }`, `meter NAME { KEY limit rate …
+//! }` and `KEY @s` (semantics: `parapet_model`'s `dynset.rs`).
+//!
+//! A set is dynamic when some rule of the file writes it (found before the
+//! tables are read, so a lookup written before the rule that fills the set
+//! is one too); every other set stays a static set of `parapet-sets`.
+
+use super::lexer::{word_text, Res, Tok, Token};
+use super::matches::Selector;
+use super::rule::RuleParser;
+use parapet_model::*;
+
+/// The names of the sets a rule writes (`add|update|delete @NAME {`).
+pub(super) fn written_sets(toks: &[Token]) -> Vec<String> {
+    let mut names: Vec<String> = toks
+        .windows(3)
+        .filter_map(|w| match (w[0].word(), w[1].word(), &w[2].tok) {
+            (Some("add" | "update" | "delete"), Some(n), Tok::Open) => {
+                n.strip_prefix('@').map(str::to_string)
+            }
+            _ => None,
+        })
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// A `set NAME { … }` block's tokens (from `set` to its `}`) read as a
+/// dynamic set of table `table`.
+pub(super) fn declaration(toks: &[Token], table: &str) -> Res<DynsetDecl> {
+    let name = toks.get(1).map(word_text).unwrap_or_default();
+    let mut decl = DynsetDecl {
+        name: name.clone(),
+        table: table.to_string(),
+        family: Family::V4,
+        size: DYNSET_DEFAULT_SIZE,
+        timeout_ms: 0,
+        has_timeout: false,
+        meter: false,
+    };
+    let mut typed = false;
+    let mut i = 3;
+    let word = |i: usize| toks.get(i).and_then(|t| t.word());
+    while i < toks.len() {
+        let t = &toks[i];
+        match t.word() {
+            Some("type") => {
+                let ty = toks.get(i + 1);
+                decl.family = match ty.and_then(|t| t.word()) {
+                    Some("ipv4_addr") => Family::V4,
+                    Some("ipv6_addr") => Family::V6,
+                    _ => {
+                        let (l, c, shown) = ty.map_or((t.line, t.col, String::new()), |t| {
+                            (t.line, t.col, t.show())
+                        });
+                        return Err((l, c, format!("dynamic set '{name}' of type '{shown}': only sets of one address (ipv4_addr, ipv6_addr) that rules fill are supported yet")));
+                    }
+                };
+                typed = true;
+                i += 2;
+            }
+            Some("typeof") => {
+                decl.family = match (word(i + 1), word(i + 2), word(i + 3)) {
+                    (Some("ip"), Some("saddr" | "daddr"), w) if w != Some(".") => Family::V4,
+                    (Some("ip6"), Some("saddr" | "daddr"), w) if w != Some(".") => Family::V6,
+                    _ => return Err((t.line, t.col, format!("dynamic set '{name}': only 'typeof ip saddr' (or ip daddr, ip6 saddr, ip6 daddr) is supported yet"))),
+                };
+                typed = true;
+                i += 3;
+            }
+            Some("size") => {
+                let n = word(i + 1).and_then(|w| w.parse::<u32>().ok());
+                decl.size = match n {
+                    Some(n) if n > 0 => n,
+                    _ => return Err((t.line, t.col, "expected a size like 'size 65535'".into())),
+                };
+                i += 2;
+            }
+            Some("timeout") => {
+                let ms = word(i + 1).and_then(parapet_sets::parse_duration);
+                decl.timeout_ms = ms.ok_or((
+                    t.line,
+                    t.col,
+                    "expected a timeout like 'timeout 60s'".to_string(),
+                ))?;
+                decl.has_timeout = true;
+                i += 2;
+            }
+            Some("flags") => {
+                i += 1;
+                while let Some(f) = word(i) {
+                    match f {
+                        "timeout" => decl.has_timeout = true,
+                        "dynamic" | "constant" | "interval" => {}
+                        other => {
+                            let t = &toks[i];
+                            return Err((
+                                t.line,
+                                t.col,
+                                format!("dynamic set '{name}': flag '{other}' is not supported"),
+                            ));
+                        }
+                    }
+                    i += 1;
+                    if matches!(toks.get(i).map(|t| &t.tok), Some(Tok::Comma)) {
+                        i += 1;
+                    }
+                }
+            }
+            Some("elements") => {
+                return Err((t.line, t.col, format!("dynamic set '{name}': initial elements of a set that rules fill are not supported yet")));
+            }
+            Some("policy" | "comment" | "gc-interval" | "auto-merge") => i += 2,
+            Some(other) => {
+                return Err((
+                    t.line,
+                    t.col,
+                    format!(
+                        "dynamic set '{name}': '{other}' is not supported in a set that rules fill"
+                    ),
+                ));
+            }
+            None => i += 1,
+        }
+    }
+    if !typed {
+        let (l, c) = toks.first().map_or((1, 1), |t| (t.line, t.col));
+        return Err((l, c, format!("set '{name}' has no 'type'")));
+    }
+    Ok(decl)
+}
+
+/// Which address a one-field key is: `Some(true)` the destination.
+fn key_of(sels: &[Selector]) -> Option<bool> {
+    match sels {
+        [s] if s.field == Field::SrcAddr => Some(false),
+        [s] if s.field == Field::DstAddr => Some(true),
+        _ => None,
+    }
+}
+
+impl RuleParser<'_> {
+    fn no_other_stateful(&self) -> Res<()> {
+        if self.rule.is_stateful() {
+            return self.fail(
+                "a second stateful condition (limit, a dynamic set) in one rule is not supported",
+            );
+        }
+        Ok(())
+    }
+
+    /// After `add`/`update`/`delete`: `@SET { KEY [timeout T] [limit rate
+    /// …] }`.
+    pub(super) fn dynset_statement(&mut self, op: DynsetOp) -> Res<()> {
+        self.no_other_stateful()?;
+        let t = self.next_word("'@SET'")?;
+        let Some(name) = t.word().and_then(|w| w.strip_prefix('@')) else {
+            return Err((
+                t.line,
+                t.col,
+                format!("expected '@SET', found '{}'", t.show()),
+            ));
+        };
+        let Some(decl) = self.dynsets.iter().find(|d| d.name == name).cloned() else {
+            let what = if self.maps.iter().any(|m| m.name == name) {
+                format!("map '{name}': a map that rules fill (a key and a value) is not supported yet; sets are")
+            } else {
+                format!("no set '{name}' in this table")
+            };
+            return Err((t.line, t.col, what));
+        };
+        self.dynset_body(decl, op)
+    }
+
+    /// After `meter`: `NAME [size N] { KEY [timeout T] [limit rate …] }`,
+    /// an `update` of the meter's own set.
+    pub(super) fn meter(&mut self) -> Res<()> {
+        self.no_other_stateful()?;
+        let t = self.next_word("a meter name")?;
+        let mut decl = DynsetDecl {
+            name: word_text(&t),
+            table: self.table_name.to_string(),
+            family: Family::V4,
+            size: DYNSET_DEFAULT_SIZE,
+            timeout_ms: 0,
+            has_timeout: false,
+            meter: true,
+        };
+        if self.peek_word() == Some("size") {
+            self.i += 1;
+            let n = self.next_word("a size")?;
+            decl.size = n
+                .word()
+                .and_then(|w| w.parse().ok())
+                .filter(|n| *n > 0)
+                .ok_or((
+                    n.line,
+                    n.col,
+                    format!("expected a size, found '{}'", n.show()),
+                ))?;
+        }
+        // The meter's key decides its family.
+        if let Some(Tok::Word(w)) = self.toks.get(self.i + 1).map(|t| &t.tok) {
+            decl.family = if w == "ip6" { Family::V6 } else { Family::V4 };
+        }
+        self.dynset_body(decl, DynsetOp::Update)
+    }
+
+    fn dynset_body(&mut self, set: DynsetDecl, op: DynsetOp) -> Res<()> {
+        match self.peek() {
+            Some(t) if t.tok == Tok::Open => self.i += 1,
+            _ => return self.fail(format!("expected '{{' after '@{}'", set.name)),
+        }
+        let (l, c) = self.peek().map_or((0, 1), |t| (t.line, t.col));
+        let fam = match self.peek_word() {
+            Some("ip") => Family::V4,
+            Some("ip6") => Family::V6,
+            _ => return self.fail(format!("only a set keyed by one address (ip saddr, ip daddr, ip6 saddr, ip6 daddr) is supported yet in '@{}'", set.name)),
+        };
+        let sel = self.selector()?;
+        if self.peek_word() == Some(".") {
+            return self.fail("a concatenated key in a dynamic set is not supported yet");
+        }
+        let Some(daddr) = key_of(std::slice::from_ref(&sel)) else {
+            return Err((l, c, format!("only a set keyed by one address (ip saddr, ip daddr, ip6 saddr, ip6 daddr) is supported yet in '@{}'", set.name)));
+        };
+        if fam != set.family {
+            return Err((
+                l,
+                c,
+                format!(
+                    "set '{}' holds {} addresses",
+                    set.name,
+                    if set.family == Family::V4 {
+                        "IPv4"
+                    } else {
+                        "IPv6"
+                    }
+                ),
+            ));
+        }
+        for (f, v) in &sel.implied {
+            self.matches.constrain(*f, v.clone());
+        }
+        self.matches
+            .constrain(Field::Family, IntervalSet::point(fam.value()));
+        let mut d = Dynset {
+            set,
+            op,
+            daddr,
+            invert: false,
+            timeout_ms: 0,
+            limit: None,
+        };
+        loop {
+            let Some(t) = self.peek().cloned() else {
+                return self.fail("expected '}' closing the set element");
+            };
+            match (&t.tok, t.word()) {
+                (Tok::Close, _) => {
+                    self.i += 1;
+                    break;
+                }
+                (_, Some("timeout")) => {
+                    self.i += 1;
+                    let v = self.next_word("a timeout like 60s")?;
+                    d.timeout_ms = v
+                        .word()
+                        .and_then(parapet_sets::parse_duration)
+                        .filter(|ms| *ms > 0 && *ms <= u32::MAX as u64)
+                        .ok_or((
+                            v.line,
+                            v.col,
+                            format!("expected a timeout like 60s, found '{}'", v.show()),
+                        ))?;
+                }
+                (_, Some("ct"))
+                    if self.toks.get(self.i + 1).and_then(|t| t.word()) == Some("count") =>
+                {
+                    return Err((t.line, t.col, "'ct count' inside a set element is not supported: it counts conntrack's connections per key (nft_connlimit), which parapet's dataplane does not keep".into()));
+                }
+                (_, Some("limit")) if op != DynsetOp::Delete => {
+                    self.i += 1;
+                    if self.peek_word() == Some("name") {
+                        return self
+                            .fail("a named limit object inside a set element is not supported");
+                    }
+                    self.limit()?;
+                    let l = self
+                        .rule
+                        .limit
+                        .take()
+                        .expect("limit() sets the rule's limit");
+                    if l.rate > DYNSET_MAX_LIMIT_RATE || l.nft_burst() > DYNSET_MAX_LIMIT_BURST {
+                        return Err((t.line, t.col, format!("a limit inside a set element is supported up to rate {DYNSET_MAX_LIMIT_RATE} and burst {DYNSET_MAX_LIMIT_BURST}")));
+                    }
+                    d.limit = Some(ElementRate {
+                        rate: l.rate,
+                        per: l.per,
+                        burst: l.nft_burst(),
+                        over: l.over,
+                    });
+                }
+                _ => {
+                    return Err((t.line, t.col, format!("'{}' inside a set element is not supported yet (timeout and limit rate are)", t.show())));
+                }
+            }
+        }
+        if d.op == DynsetOp::Delete && d.timeout_ms != 0 {
+            return Err((l, c, "'delete' takes no timeout".into()));
+        }
+        self.rule.dynset = Some(d);
+        Ok(())
+    }
+
+    /// `KEY @SET` (or `KEY != @SET`) on a dynamic set: membership, checked
+    /// as a stateful condition.
+    pub(super) fn dynset_lookup(
+        &mut self,
+        set: DynsetDecl,
+        sels: &[Selector],
+        neg: bool,
+    ) -> Res<()> {
+        let family = set.family;
+        let Some(daddr) = key_of(sels) else {
+            return self.fail(format!("set '{}' is filled by rules: only 'ip saddr @{0}' (or daddr, ip6) is supported yet", set.name));
+        };
+        self.no_other_stateful()?;
+        self.matches
+            .constrain(Field::Family, IntervalSet::point(family.value()));
+        self.rule.dynset = Some(Dynset {
+            set,
+            op: DynsetOp::Lookup,
+            daddr,
+            invert: neg,
+            timeout_ms: 0,
+            limit: None,
+        });
+        Ok(())
+    }
+}

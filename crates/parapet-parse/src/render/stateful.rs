@@ -1,0 +1,129 @@
+//! nft's stateful statements written back: `limit rate` (`limit rate over
+//! 3/minute burst 10 packets`), `quota`, and dynamic sets: the declarations of the sets a table's
+//! rules fill (`set s { type ipv4_addr; size N; flags dynamic,timeout;
+//! timeout T; }`) and each rule's statement or lookup (`add @s { ip saddr
+//! limit rate over 3/minute }`, `meter m size N { … }`, `ip saddr @s`).
+
+use parapet_model::*;
+use std::fmt::Write;
+
+/// The declarations of the dynamic sets `t`'s rules use (meters declare
+/// their own), in first-use order.
+pub(super) fn declarations(t: &Table) -> String {
+    let mut out = String::new();
+    let mut seen: Vec<&str> = Vec::new();
+    for d in t
+        .chains
+        .iter()
+        .flat_map(|c| &c.rules)
+        .filter_map(|r| r.dynset.as_ref())
+    {
+        let s = &d.set;
+        if s.meter || seen.contains(&s.name.as_str()) {
+            continue;
+        }
+        seen.push(&s.name);
+        let ty = match s.family {
+            Family::V4 => "ipv4_addr",
+            Family::V6 => "ipv6_addr",
+        };
+        let flags = if s.has_timeout {
+            "dynamic,timeout"
+        } else {
+            "dynamic"
+        };
+        let _ = write!(
+            out,
+            "\tset {} {{\n\t\ttype {ty}\n\t\tsize {}\n\t\tflags {flags}\n",
+            s.name, s.size
+        );
+        if s.timeout_ms != 0 {
+            let _ = writeln!(
+                out,
+                "\t\ttimeout {}",
+                parapet_sets::format_duration(s.timeout_ms)
+            );
+        }
+        out.push_str("\t}\n\n");
+    }
+    out
+}
+
+/// `limit rate [over] R/UNIT [burst B packets]` (burst 5 is nft's default).
+pub(super) fn nft_limit_rate(l: &Limit) -> String {
+    let over = if l.over { "over " } else { "" };
+    let mut s = format!("limit rate {over}{}/{}", l.rate, l.per.name());
+    if l.burst != 5 {
+        let _ = write!(s, " burst {} packets", l.burst);
+    }
+    s
+}
+
+/// An nft `quota` statement, in the largest unit that divides it exactly,
+/// as nft lists it.
+pub(super) fn quota(q: &Quota) -> String {
+    fn amount(n: u64) -> String {
+        for (unit, size) in [
+            ("gbytes", 1u64 << 30),
+            ("mbytes", 1 << 20),
+            ("kbytes", 1 << 10),
+        ] {
+            if n != 0 && n.is_multiple_of(size) {
+                return format!("{} {unit}", n / size);
+            }
+        }
+        format!("{n} bytes")
+    }
+    let over = if q.over { "over " } else { "" };
+    let mut s = format!("quota {over}{}", amount(q.bytes));
+    if q.used != 0 {
+        s += &format!(" used {}", amount(q.used));
+    }
+    s
+}
+
+/// A rule's dynamic-set statement or lookup.
+pub(super) fn statement(d: &Dynset) -> String {
+    let ip = match d.set.family {
+        Family::V4 => "ip",
+        Family::V6 => "ip6",
+    };
+    let key = format!("{ip} {}", if d.daddr { "daddr" } else { "saddr" });
+    let head = match d.op {
+        DynsetOp::Lookup => {
+            let op = if d.invert { "!= " } else { "" };
+            return format!("{key} {op}@{}", d.set.name);
+        }
+        _ if d.set.meter => {
+            let size = if d.set.size != DYNSET_DEFAULT_SIZE {
+                format!(" size {}", d.set.size)
+            } else {
+                String::new()
+            };
+            format!("meter {}{size}", d.set.name)
+        }
+        DynsetOp::Add => format!("add @{}", d.set.name),
+        DynsetOp::Update => format!("update @{}", d.set.name),
+        DynsetOp::Delete => format!("delete @{}", d.set.name),
+    };
+    let mut body = key;
+    if d.timeout_ms != 0 {
+        let _ = write!(
+            body,
+            " timeout {}",
+            parapet_sets::format_duration(d.timeout_ms)
+        );
+    }
+    if let Some(l) = &d.limit {
+        let limit = Limit {
+            rate: l.rate,
+            per: l.per,
+            burst: l.burst,
+            flavor: LimitFlavor::Nft,
+            over: l.over,
+            object: None,
+        };
+        let _ = write!(body, " {}", nft_limit_rate(&limit));
+    }
+    format!("{head} {{ {body} }}")
+}
