@@ -4,12 +4,13 @@
 //! Both exit 0 when there is nothing to report, 1 when there is, and 2 on
 //! an error or when the budget left the answer unproven with nothing found.
 
+use crate::analyze_explain::{explain_json, explain_text, RuleLines};
 use crate::load;
 use anyhow::{anyhow, Result};
 use clap::Args;
 use parapet_model::{
-    flatten_unpruned, Budget, DecisionList, DiffReport, FindingKind, LintReport, Ruleset, Unproven,
-    DEFAULT_MAX_ENTRIES,
+    flatten_unpruned, Budget, DecisionList, DiffReport, Finding, FindingKind, LintOptions,
+    LintReport, Ruleset, Unproven, DEFAULT_MAX_ENTRIES,
 };
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -60,6 +61,15 @@ impl AnalysisArgs {
 pub struct LintArgs {
     /// Ruleset file (every base chain is analysed).
     rules: PathBuf,
+    /// Per finding: the rules responsible (FILE:LINE), the packets
+    /// concerned as boxes, a witness and the `parapet trace` command that
+    /// shows it.
+    #[arg(long)]
+    explain: bool,
+    /// Most correlation warnings (a later rule partly overlapping an earlier
+    /// one with another verdict), largest overlap first; 0: none.
+    #[arg(long, default_value_t = LintOptions::default().correlations)]
+    correlations: usize,
     #[command(flatten)]
     common: AnalysisArgs,
 }
@@ -129,9 +139,11 @@ pub fn lint(args: LintArgs) -> ExitCode {
 fn run_lint(args: &LintArgs) -> Result<ExitCode> {
     let rs = load::ruleset(&args.rules, &args.common.format)?.ruleset;
     let mut lists = Vec::new();
+    let mut chains = Vec::new();
     for (t, table) in rs.tables.iter().enumerate() {
         for (c, chain) in table.chains.iter().enumerate() {
             if chain.base.is_some() {
+                chains.push(format!("{}/{}", table.name, chain.name));
                 let id = parapet_model::ChainId { table: t, chain: c };
                 lists.push(
                     flatten_unpruned(&rs, id, DEFAULT_MAX_ENTRIES)
@@ -141,12 +153,22 @@ fn run_lint(args: &LintArgs) -> Result<ExitCode> {
         }
     }
     let budget = args.common.budget()?;
-    let report = parapet_model::lint(&rs, &lists, budget)
+    let options = LintOptions {
+        correlations: args.correlations,
+    };
+    let report = parapet_model::lint_with(&rs, &lists, budget, options)
         .map_err(|e| anyhow!("{}: {e}", args.rules.display()))?;
+    let out = LintOutput {
+        path: &args.rules,
+        lines: RuleLines::of(&rs),
+        chains,
+        report: &report,
+        explain: args.explain,
+    };
     if args.common.json {
-        println!("{}", lint_json(&rs, &report));
+        println!("{}", out.json());
     } else {
-        print_lint(&rs, &args.rules, &report);
+        out.print();
     }
     Ok(
         match (report.findings.is_empty(), report.unproven.is_empty()) {
@@ -163,46 +185,169 @@ fn run_lint(args: &LintArgs) -> Result<ExitCode> {
     )
 }
 
-/// Each rule id's line in its file (a lookup per finding: a scan of the
-/// rules per finding was quadratic on 100,000-rule lint reports).
-struct Lines(std::collections::HashMap<u32, u32>);
+/// What `lint` prints, and what it needs to print it.
+struct LintOutput<'a> {
+    path: &'a Path,
+    /// Each rule id's line (a lookup per finding: a scan of the rules per
+    /// finding was quadratic on 100,000-rule lint reports).
+    lines: RuleLines,
+    /// The linted base chains, as TABLE/CHAIN, in the order of the lists.
+    chains: Vec<String>,
+    report: &'a LintReport,
+    explain: bool,
+}
 
-impl Lines {
-    fn of(rs: &Ruleset) -> Lines {
-        Lines(rs.rules().map(|r| (r.id, r.origin.line)).collect())
+impl LintOutput<'_> {
+    /// The base chain a finding's explanation is of, for `trace --chain`.
+    fn chain_of(&self, f: &Finding) -> Option<&str> {
+        f.explain
+            .list
+            .and_then(|l| self.chains.get(l))
+            .map(String::as_str)
     }
 
-    fn get(&self, id: u32) -> u32 {
-        self.0.get(&id).copied().unwrap_or(0)
+    fn finding_json(&self, f: &Finding) -> Value {
+        let mut o = json!({
+            "kind": f.kind.name(),
+            "rule": f.rule,
+            "line": self.lines.get(f.rule),
+            "by": f.by,
+        });
+        if let Some(w) = &f.witness {
+            o["witness"] = json!(w.to_string());
+        }
+        if let Some(n) = f.note {
+            o["note"] = json!(n);
+        }
+        if let Some(c) = &f.chain {
+            o["chain"] = json!(c);
+        }
+        if f.kind == FindingKind::Correlation {
+            if let Some(p) = f.explain.points_log2 {
+                o["points_log2"] = json!((p * 100.0).round() / 100.0);
+            }
+        }
+        if self.explain {
+            o["explain"] = explain_json(
+                f,
+                &self.report.dims,
+                self.path,
+                self.chain_of(f),
+                &self.lines,
+            );
+        }
+        o
+    }
+
+    fn json(&self) -> Value {
+        let report = self.report;
+        let findings: Vec<Value> = report
+            .findings
+            .iter()
+            .map(|f| self.finding_json(f))
+            .collect();
+        let warnings: Vec<Value> = report
+            .warnings
+            .iter()
+            .map(|f| self.finding_json(f))
+            .collect();
+        json!({
+            "findings": findings,
+            "warnings": warnings,
+            "complete": report.unproven.is_empty(),
+            "unproven": report.unproven,
+        })
+    }
+
+    fn what(f: &Finding) -> String {
+        let chain = f.chain.as_deref().unwrap_or("?");
+        match (f.kind, f.note) {
+            (FindingKind::Unreachable, Some(note)) => format!("unreachable: {note}"),
+            (FindingKind::Unreachable, None) => {
+                format!("unreachable: shadowed by {}", rules_text(&f.by))
+            }
+            (FindingKind::Redundant, _) => format!(
+                "redundant: removing it changes no verdict (the packet below then gets the same one from {})",
+                rules_text(&f.by)
+            ),
+            (FindingKind::EmptyMatch, _) => {
+                "empty match: its conditions contradict each other, no packet matches it".into()
+            }
+            (FindingKind::UnreachedChain, note) => format!(
+                "chain {chain} is never reached: {}",
+                note.unwrap_or("no packet enters it")
+            ),
+            (FindingKind::ReturningChain, note) => format!(
+                "warning: chain {chain} always returns: {}",
+                note.unwrap_or("every packet comes back undecided")
+            ),
+            (FindingKind::Correlation, _) => format!(
+                "warning: correlation: partly overlaps {} (another verdict), which takes the 2^{:.1} packets they share first",
+                rules_text(&f.by),
+                f.explain.points_log2.unwrap_or(0.0)
+            ),
+        }
+    }
+
+    fn print_one(&self, f: &Finding) {
+        println!(
+            "{}:{}: rule {}: {}",
+            self.path.display(),
+            self.lines.get(f.rule),
+            f.rule,
+            Self::what(f)
+        );
+        if self.explain {
+            for line in explain_text(
+                f,
+                &self.report.dims,
+                self.path,
+                self.chain_of(f),
+                &self.lines,
+            ) {
+                println!("{line}");
+            }
+        } else if let Some(w) = &f.witness {
+            println!("    e.g. {w}");
+        }
+    }
+
+    fn print(&self) {
+        let report = self.report;
+        for f in report.findings.iter().chain(&report.warnings) {
+            self.print_one(f);
+        }
+        for id in &report.unproven {
+            println!(
+                "{}:{}: rule {id}: not proven within the budget",
+                self.path.display(),
+                self.lines.get(*id)
+            );
+        }
+        let warnings = if report.warnings.is_empty() {
+            String::new()
+        } else {
+            format!(
+                ", {} warning{}",
+                report.warnings.len(),
+                plural(report.warnings.len())
+            )
+        };
+        println!(
+            "{} finding{}{warnings}, {} not proven",
+            report.findings.len(),
+            plural(report.findings.len()),
+            report.unproven.len()
+        );
     }
 }
 
-fn lint_json(rs: &Ruleset, report: &LintReport) -> Value {
-    let lines = Lines::of(rs);
-    let findings: Vec<Value> = report
-        .findings
-        .iter()
-        .map(|f| {
-            let mut o = json!({
-                "kind": f.kind.name(),
-                "rule": f.rule,
-                "line": lines.get(f.rule),
-                "by": f.by,
-            });
-            if let Some(w) = &f.witness {
-                o["witness"] = json!(w.to_string());
-            }
-            if let Some(n) = f.note {
-                o["note"] = json!(n);
-            }
-            o
-        })
-        .collect();
-    json!({
-        "findings": findings,
-        "complete": report.unproven.is_empty(),
-        "unproven": report.unproven,
-    })
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
 }
 
 fn rules_text(ids: &[u32]) -> String {
@@ -217,44 +362,6 @@ fn rules_text(ids: &[u32]) -> String {
         })
         .collect();
     names.join(", ")
-}
-
-fn print_lint(rs: &Ruleset, path: &Path, report: &LintReport) {
-    let lines = Lines::of(rs);
-    for f in &report.findings {
-        let what = match (f.kind, f.note) {
-            (FindingKind::Unreachable, Some(note)) => format!("unreachable: {note}"),
-            (FindingKind::Unreachable, None) => {
-                format!("unreachable: shadowed by {}", rules_text(&f.by))
-            }
-            (FindingKind::Redundant, _) => format!(
-                "redundant: removing it changes no verdict (the packet below then gets the same one from {})",
-                rules_text(&f.by)
-            ),
-        };
-        println!(
-            "{}:{}: rule {}: {what}",
-            path.display(),
-            lines.get(f.rule),
-            f.rule
-        );
-        if let Some(w) = &f.witness {
-            println!("    e.g. {w}");
-        }
-    }
-    for id in &report.unproven {
-        println!(
-            "{}:{}: rule {id}: not proven within the budget",
-            path.display(),
-            lines.get(*id)
-        );
-    }
-    println!(
-        "{} finding{}, {} not proven",
-        report.findings.len(),
-        if report.findings.len() == 1 { "" } else { "s" },
-        report.unproven.len()
-    );
 }
 
 /// `parapet diff A B`.

@@ -24,7 +24,9 @@
 //! [`service_port`]), prefix maths ([`range_to_prefixes`], [`prefix_len`])
 //! and the performance|memory [`Policy`].
 
+mod chain_findings;
 mod common_entries;
+mod correlation;
 mod depth_first;
 mod diff;
 mod display;
@@ -67,7 +69,7 @@ pub use hashlimit::{
 pub use hook_join::join_at_hook;
 pub use interval::{prefix_len, prefix_range, range_to_prefixes, width_mask, IntervalSet};
 pub use linear::{Decision, EvalError, LinearEngine, NoSets, SetLookup, TraceStep, MAX_DEPTH};
-pub use lint::{lint, Finding, FindingKind, LintReport};
+pub use lint::{lint, lint_with, Explain, Finding, FindingKind, LintOptions, LintReport};
 pub use packet::{from_ip, to_ip, Packet, PacketSpecError};
 pub use policy::Policy;
 pub use proto::{protocol_name, protocol_number, service_port, PROTOCOLS, SERVICES};

@@ -11,6 +11,19 @@
 //!   further down. Checked from the last rule to the first, each against
 //!   the list without the redundant rules found so far, so all of them can
 //!   be removed together.
+//! - **empty-match**: the rule's conditions contradict each other (a port
+//!   range that excludes itself, two address conditions with nothing in
+//!   common): no packet can match it, wherever it stands.
+//! - **unreached-chain** (`chain_findings.rs`): no packet reaches any jump
+//!   or goto into a user chain (or none exists): every rule of it is dead.
+//!
+//! Warnings do not change the exit code, because they flag rules that may be
+//! meant as they are:
+//! - **returning-chain** (`chain_findings.rs`): every packet entering a
+//!   chain comes back out of it undecided (it only logs or counts, or its
+//!   deciding rules are never reached);
+//! - **correlation** (`correlation.rs`): a later rule overlaps an earlier
+//!   one with another verdict only partly, ranked by the packets they share.
 
 use crate::depth_first::Outcome;
 use crate::flatten::{DecisionList, EntryKind};
@@ -18,7 +31,7 @@ use crate::packet::Packet;
 use crate::reach::{Settle, Stop, Walker};
 use crate::region::{Budget, Cube, OverBudget, Region, Space};
 use crate::rule::Ruleset;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// What is wrong with a rule.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -27,6 +40,16 @@ pub enum FindingKind {
     Unreachable,
     /// Removing it changes no packet's verdict.
     Redundant,
+    /// Its conditions contradict each other: no packet matches it.
+    EmptyMatch,
+    /// A user chain that no packet enters (`rule`: its first rule).
+    UnreachedChain,
+    /// Warning: every packet entering a user chain comes back undecided
+    /// (`rule`: a jump into it that packets reach).
+    ReturningChain,
+    /// Warning: the rule partly overlaps the earlier rule `by` with another
+    /// verdict (`by` takes the shared packets first).
+    Correlation,
 }
 
 impl FindingKind {
@@ -35,6 +58,10 @@ impl FindingKind {
         match self {
             FindingKind::Unreachable => "unreachable",
             FindingKind::Redundant => "redundant",
+            FindingKind::EmptyMatch => "empty-match",
+            FindingKind::UnreachedChain => "unreached-chain",
+            FindingKind::ReturningChain => "returning-chain",
+            FindingKind::Correlation => "correlation",
         }
     }
 }
@@ -56,6 +83,67 @@ pub struct Finding {
     /// Unreachable without any entry: why (`empty match`, `chain never
     /// reached`).
     pub note: Option<&'static str>,
+    /// Chain findings: the chain, as TABLE/CHAIN.
+    pub chain: Option<String>,
+    /// What `--explain` shows: the boxes concerned and a packet in them.
+    pub explain: Explain,
+}
+
+/// The region behind a finding, for `--explain`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Explain {
+    /// The packets concerned, as boxes of [`LintReport::dims`]: an
+    /// unreachable or redundant rule's match; the packets two correlated
+    /// rules share.
+    pub boxes: Vec<Cube>,
+    /// log2 of the number of points of `boxes` (correlations are ranked
+    /// by it).
+    pub points_log2: Option<f64>,
+    /// A packet of `boxes` whose trace shows the finding: decided by a rule
+    /// of `by` (unreachable), by the rule itself (redundant, correlation:
+    /// the earlier rule).
+    pub witness: Option<Packet>,
+    /// Empty match: the fields no value satisfies.
+    pub empty_fields: Vec<crate::field::Field>,
+    /// Which of the linted lists (base chains) the boxes and witness are of.
+    pub list: Option<usize>,
+}
+
+impl Finding {
+    /// A finding without explanation.
+    pub(crate) fn new(kind: FindingKind, rule: u32, by: Vec<u32>) -> Finding {
+        Finding {
+            kind,
+            rule,
+            by,
+            witness: None,
+            note: None,
+            chain: None,
+            explain: Explain::default(),
+        }
+    }
+
+    /// True for kinds that do not change the exit code.
+    pub fn is_warning(&self) -> bool {
+        matches!(
+            self.kind,
+            FindingKind::ReturningChain | FindingKind::Correlation
+        )
+    }
+}
+
+/// What to look for beyond unreachable and redundant rules.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct LintOptions {
+    /// Most correlation warnings reported (the largest overlaps first); 0
+    /// looks for none.
+    pub correlations: usize,
+}
+
+impl Default for LintOptions {
+    fn default() -> Self {
+        LintOptions { correlations: 10 }
+    }
 }
 
 /// The result of linting.
@@ -63,6 +151,11 @@ pub struct Finding {
 pub struct LintReport {
     /// Findings, by rule id.
     pub findings: Vec<Finding>,
+    /// Warnings (chains that always return, correlations), by kind, then
+    /// rule id; correlations by the packets they cover, most first.
+    pub warnings: Vec<Finding>,
+    /// The fields of the analysis space: the dimensions of explanation boxes.
+    pub dims: Vec<crate::field::Field>,
     /// Rules whose analysis hit the budget: nothing is claimed about them.
     pub unproven: Vec<u32>,
 }
@@ -86,11 +179,22 @@ fn limits_let_packets_on(list: &DecisionList) -> DecisionList {
     list
 }
 
-/// Lints `ruleset`, whose base chains flattened (unpruned) to `lists`.
+/// Lints `ruleset`, whose base chains flattened (unpruned) to `lists`, with
+/// the default [`LintOptions`].
 pub fn lint(
     ruleset: &Ruleset,
     lists: &[DecisionList],
     budget: Budget,
+) -> Result<LintReport, String> {
+    lint_with(ruleset, lists, budget, LintOptions::default())
+}
+
+/// As [`lint`], with `options`.
+pub fn lint_with(
+    ruleset: &Ruleset,
+    lists: &[DecisionList],
+    budget: Budget,
+    options: LintOptions,
 ) -> Result<LintReport, String> {
     // A rule with a limit decides only while its bucket lasts: for what can
     // reach the rules after it, it lets every packet on (a counter-only
@@ -102,7 +206,10 @@ pub fn lint(
             .iter()
             .flat_map(|l| l.entries.iter().map(|e| &e.matches)),
     )?;
-    let mut report = LintReport::default();
+    let mut report = LintReport {
+        dims: space.dims().to_vec(),
+        ..LintReport::default()
+    };
     // rule id -> its entries, as (list, index)
     let mut entries: BTreeMap<u32, Vec<(usize, usize)>> = BTreeMap::new();
     for (l, list) in lists.iter().enumerate() {
@@ -164,21 +271,27 @@ pub fn lint(
         Ok(r.witness.is_some())
     };
     let mut unreachable = std::collections::BTreeSet::new();
+    // Per rule: reached (true), never reached (false), not proven (absent).
+    let mut reached: HashMap<u32, bool> = HashMap::new();
     for rule in ruleset.rules() {
         let Some(at) = entries.get(&rule.id) else {
-            let note = if rule.matches.is_unsatisfiable() {
-                "its match is empty"
-            } else {
-                "no jump reaches its chain with a packet it could match"
-            };
             unreachable.insert(rule.id);
-            report.findings.push(Finding {
-                kind: FindingKind::Unreachable,
-                rule: rule.id,
-                by: Vec::new(),
-                witness: None,
-                note: Some(note),
-            });
+            reached.insert(rule.id, false);
+            if rule.matches.is_unsatisfiable() {
+                let mut f = Finding::new(FindingKind::EmptyMatch, rule.id, Vec::new());
+                f.note = Some("its conditions contradict each other: no packet matches it");
+                f.explain.empty_fields = rule
+                    .matches
+                    .iter()
+                    .filter(|(_, values)| values.is_empty())
+                    .map(|(field, _)| *field)
+                    .collect();
+                report.findings.push(f);
+            } else {
+                let mut f = Finding::new(FindingKind::Unreachable, rule.id, Vec::new());
+                f.note = Some("no jump reaches its chain with a packet it could match");
+                report.findings.push(f);
+            }
             continue;
         };
         let mut any = Ok(false);
@@ -193,19 +306,32 @@ pub fn lint(
             }
         }
         match any {
-            Ok(true) => {}
+            Ok(true) => {
+                reached.insert(rule.id, true);
+            }
             Ok(false) => {
                 unreachable.insert(rule.id);
-                report.findings.push(Finding {
-                    kind: FindingKind::Unreachable,
-                    rule: rule.id,
-                    by: shadowing_rules(&walkers, &reaches, at),
-                    witness: None,
-                    note: None,
-                });
+                reached.insert(rule.id, false);
+                let by = shadowing_rules(&walkers, &reaches, at);
+                let mut f = Finding::new(FindingKind::Unreachable, rule.id, by);
+                f.explain = unreachable_explain(&walkers, &space, at);
+                report.findings.push(f);
             }
             Err(OverBudget) => report.unproven.push(rule.id),
         }
+    }
+    let (chain_findings, chain_warnings) =
+        crate::chain_findings::chain_findings(ruleset, &|id| reached.get(&id).copied());
+    report.findings.extend(chain_findings);
+    report.warnings.extend(chain_warnings);
+    if options.correlations > 0 {
+        report.warnings.extend(crate::correlation::correlations(
+            &walkers,
+            &space,
+            &unreachable,
+            options.correlations,
+            budget,
+        ));
     }
     // Redundancy, last rule first, for rules that flattened to one
     // deciding entry. Unreachable rules are gone first: a rule is not
@@ -337,13 +463,20 @@ pub fn lint(
                 }
             };
             if same {
-                report.findings.push(Finding {
-                    kind: FindingKind::Redundant,
-                    rule: e.rule_id,
-                    by: vec![w.decide_point(witness, i + 1)],
+                let mut f = Finding::new(
+                    FindingKind::Redundant,
+                    e.rule_id,
+                    vec![w.decide_point(witness, i + 1)],
+                );
+                f.witness = Some(witness.clone());
+                f.explain = Explain {
+                    boxes: w.universe_within(w.cube(i)).cubes().to_vec(),
+                    points_log2: Some(space.points_log2(w.cube(i))),
                     witness: Some(witness.clone()),
-                    note: None,
-                });
+                    empty_fields: Vec::new(),
+                    list: Some(l),
+                };
+                report.findings.push(f);
                 walker.remove(i);
             }
         }
@@ -386,6 +519,29 @@ fn probe(w: &Walker, space: &Space, i: usize, also: impl Fn(&Packet) -> bool) ->
         let pkt = space.witness(&Cube::from_hull(&corner))?;
         (space.contains(cube, &pkt) && w.arrives_at(&pkt, i) && also(&pkt)).then_some(pkt)
     })
+}
+
+/// An unreachable rule's explanation: the boxes of its entries and a
+/// packet of them (which an earlier rule decides, or a RETURN skips past).
+fn unreachable_explain(walkers: &[Walker], space: &Space, at: &[(usize, usize)]) -> Explain {
+    let boxes: Vec<Cube> = at
+        .iter()
+        .flat_map(|&(l, i)| {
+            walkers[l]
+                .universe_within(walkers[l].cube(i))
+                .cubes()
+                .to_vec()
+        })
+        .collect();
+    let witness = boxes.iter().find_map(|c| space.witness(c));
+    let points_log2 = boxes.first().map(|c| space.points_log2(c));
+    Explain {
+        boxes,
+        points_log2,
+        witness,
+        empty_fields: Vec::new(),
+        list: at.first().map(|a| a.0),
+    }
 }
 
 /// The rules that took or skipped the packets of an unreachable rule's
