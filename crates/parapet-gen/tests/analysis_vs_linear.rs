@@ -365,3 +365,64 @@ fn diff_of_edited_flat_lists_compares_only_changed_rules_exactly() {
         "{boxes} boxes, {points} points"
     );
 }
+
+/// `lint`'s warnings and chain findings, against the linear engine: a
+/// correlation's witness is decided by the earlier rule while the later
+/// rule matches it with another verdict; no packet is decided by a rule of
+/// a chain that always returns, and no packet touches a rule of a chain
+/// never reached.
+#[test]
+fn lint_warnings_agree_with_linear() {
+    let (mut correlations, mut chains) = (0, 0);
+    for seed in 0..200u64 {
+        let rs = random_ruleset(seed, &spec(seed));
+        let options = LintOptions { correlations: 50 };
+        let report = lint_with(&rs, &[list(&rs)], budget(), options).unwrap();
+        let e = LinearEngine::new(&rs, rs.select_chain(None).unwrap()).unwrap();
+        let rule = |id: u32| rs.rules().find(|r| r.id == id).unwrap();
+        let verdict = |id: u32| match &rule(id).action {
+            Action::Verdict(v) => v.clone(),
+            a => panic!("seed {seed}: rule {id} does not decide: {a:?}"),
+        };
+        let chain_rules = |name: &str| -> Vec<u32> {
+            let (table, chain) = name.split_once('/').unwrap();
+            let id = rs.find_chain(table, chain).unwrap();
+            rs.chain(id).rules.iter().map(|r| r.id).collect()
+        };
+        let pkts = packets(&rs, seed, 200);
+        for f in report.findings.iter().chain(&report.warnings) {
+            match f.kind {
+                FindingKind::Correlation => {
+                    correlations += 1;
+                    let w = f.explain.witness.as_ref().expect("a witness");
+                    let d = e.classify(w, &NoSets).unwrap();
+                    assert_eq!(d.rule_id, f.by[0], "seed {seed}: {w}");
+                    assert!(
+                        rule(f.rule).matches.matches(w, &mut |_| false),
+                        "seed {seed}: {w}"
+                    );
+                    assert_ne!(verdict(f.rule), verdict(f.by[0]), "seed {seed}");
+                }
+                FindingKind::ReturningChain | FindingKind::UnreachedChain => {
+                    chains += 1;
+                    let inside = chain_rules(f.chain.as_deref().unwrap());
+                    for p in &pkts {
+                        let d = e.classify(p, &NoSets).unwrap();
+                        assert!(!inside.contains(&d.rule_id), "seed {seed}: {p} {f:?}");
+                        if f.kind == FindingKind::UnreachedChain {
+                            assert!(
+                                d.nonterminal.iter().all(|id| !inside.contains(id)),
+                                "seed {seed}: {p} {f:?}"
+                            );
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    assert!(
+        correlations > 50 && chains > 0,
+        "{correlations} correlations, {chains} chain findings"
+    );
+}

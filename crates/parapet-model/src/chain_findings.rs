@@ -16,7 +16,7 @@
 //! shares with another caller may hide a return: the finding is then
 //! missed, never made up).
 
-use crate::lint::{Finding, FindingKind};
+use crate::finding::{Finding, FindingKind};
 use crate::rule::{Action, Rule, Ruleset};
 
 /// The chain findings and warnings of `ruleset`; `reached(id)` says whether

@@ -16,8 +16,8 @@
 //! number of pairs; the search stops at the budget's deadline.
 
 use crate::depth_first::Outcome;
+use crate::finding::{Explain, Finding, FindingKind};
 use crate::flatten::EntryKind;
-use crate::lint::{Explain, Finding, FindingKind};
 use crate::reach::{Settle, Walker};
 use crate::region::{Budget, Cube, Space};
 use std::cmp::Ordering;

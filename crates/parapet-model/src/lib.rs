@@ -31,6 +31,7 @@ mod depth_first;
 mod diff;
 mod display;
 mod field;
+mod finding;
 mod flatten;
 mod hashlimit;
 mod hook_join;
@@ -53,6 +54,7 @@ pub use depth_first::Outcome;
 pub use diff::{diff, diff_every_region, DiffReport, Difference, Unproven};
 pub use display::{format_set, format_value};
 pub use field::{tcp_flags, CtState, Family, Field, IfName};
+pub use finding::{Explain, Finding, FindingKind};
 pub use flatten::{
     flatten, flatten_unpruned, flatten_with_limit, DecisionList, Entry, EntryKind, FlattenError,
     DEFAULT_MAX_ENTRIES,
@@ -69,7 +71,7 @@ pub use hashlimit::{
 pub use hook_join::join_at_hook;
 pub use interval::{prefix_len, prefix_range, range_to_prefixes, width_mask, IntervalSet};
 pub use linear::{Decision, EvalError, LinearEngine, NoSets, SetLookup, TraceStep, MAX_DEPTH};
-pub use lint::{lint, lint_with, Explain, Finding, FindingKind, LintOptions, LintReport};
+pub use lint::{lint, lint_with, LintOptions, LintReport};
 pub use packet::{from_ip, to_ip, Packet, PacketSpecError};
 pub use policy::Policy;
 pub use proto::{protocol_name, protocol_number, service_port, PROTOCOLS, SERVICES};
