@@ -86,8 +86,38 @@ pub struct DiffArgs {
     /// filter/INPUT, or the one base chain on the input hook.
     #[arg(long)]
     chain: Option<String>,
+    /// Compare the deciding rule (its id) as well as the verdict, and the
+    /// non-terminal rules (LOG, counter-only) each packet matches.
+    #[arg(long)]
+    rules: bool,
+    /// With --rules: leave out LOG rules (`logs`) and counter-only rules
+    /// (`counters`), comma separated.
+    #[arg(long, value_delimiter = ',')]
+    ignore: Vec<String>,
     #[command(flatten)]
     common: AnalysisArgs,
+}
+
+impl DiffArgs {
+    /// The non-terminal rules `--rules` compares.
+    fn nonterminal(&self) -> Result<parapet_model::NonTerminal> {
+        let mut which = parapet_model::NonTerminal {
+            logs: true,
+            counters: true,
+        };
+        for what in &self.ignore {
+            match what.as_str() {
+                "logs" | "log" => which.logs = false,
+                "counters" | "counter" => which.counters = false,
+                other => {
+                    return Err(anyhow!(
+                        "--ignore {other}: expected logs or counters (comma separated)"
+                    ))
+                }
+            }
+        }
+        Ok(which)
+    }
 }
 
 /// Runs a command whose errors exit 2, as `conventions.md` asks of
@@ -376,11 +406,17 @@ fn run_diff(args: &DiffArgs) -> Result<ExitCode> {
     let la = list_of(&a, ca, &args.a)?;
     let lb = list_of(&b, cb, &args.b)?;
     let budget = args.common.budget()?;
-    let report = parapet_model::diff(&la, &lb, budget).map_err(|e| anyhow!("{e}"))?;
+    let which = args.nonterminal()?;
+    let report = if args.rules {
+        parapet_model::diff_rules(&la, &lb, budget, which)
+    } else {
+        parapet_model::diff(&la, &lb, budget)
+    }
+    .map_err(|e| anyhow!("{e}"))?;
     if args.common.json {
         println!("{}", diff_json(&report));
     } else {
-        print_diff(&report);
+        print_diff(&report, args.rules);
     }
     Ok(
         match (report.differences.is_empty(), report.unproven.is_empty()) {
@@ -411,14 +447,22 @@ fn diff_json(report: &DiffReport) -> Value {
         .differences
         .iter()
         .map(|d| {
-            json!({
+            let mut o = json!({
                 "witness": d.witness.to_string(),
                 "points_log2": (d.points_log2 * 100.0).round() / 100.0,
                 "a": d.a.0,
                 "b": d.b.0,
                 "a_verdict": d.a.1.name(),
                 "b_verdict": d.b.1.name(),
-            })
+            });
+            if let Some(n) = &d.nonterminal {
+                o["nonterminal"] = json!({
+                    "rule": n.rule,
+                    "kind": n.kind,
+                    "in": if n.in_a { "a" } else { "b" },
+                });
+            }
+            o
         })
         .collect();
     let unproven: Vec<String> = report.unproven.iter().map(unproven_text).collect();
@@ -430,8 +474,19 @@ fn diff_json(report: &DiffReport) -> Value {
     })
 }
 
-fn print_diff(report: &DiffReport) {
+fn print_diff(report: &DiffReport, by_rule: bool) {
     for d in &report.differences {
+        if let Some(n) = &d.nonterminal {
+            println!(
+                "{} rule {} matches in {} only  2^{:.1} packets, e.g. {}",
+                n.kind,
+                n.rule,
+                if n.in_a { "a" } else { "b" },
+                d.points_log2,
+                d.witness
+            );
+            continue;
+        }
         let who = |id: u32| {
             if id == 0 {
                 "policy".to_string()
@@ -452,7 +507,9 @@ fn print_diff(report: &DiffReport) {
     for u in &report.unproven {
         println!("not proven within the budget: {}", unproven_text(u));
     }
-    if report.equivalent() {
+    if report.equivalent() && by_rule {
+        println!("equivalent: every packet is decided by the same rule, with the same verdict, and matches the same LOG and counter rules");
+    } else if report.equivalent() {
         println!("equivalent: every packet gets the same verdict");
     } else {
         println!(

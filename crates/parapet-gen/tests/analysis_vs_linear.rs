@@ -426,3 +426,93 @@ fn lint_warnings_agree_with_linear() {
         "{correlations} correlations, {chains} chain findings"
     );
 }
+
+/// The LOG and counter-only rules a decision passed, by id.
+fn logged(rs: &Ruleset, d: &Decision) -> std::collections::BTreeSet<u32> {
+    d.nonterminal
+        .iter()
+        .copied()
+        .filter(|&id| {
+            rs.rules()
+                .any(|r| r.id == id && matches!(r.action, Action::Log(_) | Action::Count))
+        })
+        .collect()
+}
+
+/// `diff --rules`: every box's witness differs as the box says (deciding
+/// rule or verdict; or one non-terminal rule matching on one side only),
+/// every random packet inside a box differs the same way, and every packet
+/// outside all boxes has the same deciding rule, verdict, LOG and counter
+/// rules in both.
+#[test]
+fn diff_by_rule_agrees_with_linear() {
+    let (mut boxes, mut nonterminal, mut outside) = (0, 0, 0);
+    let all = NonTerminal {
+        logs: true,
+        counters: true,
+    };
+    for seed in 0..200u64 {
+        let a = random_ruleset(seed, &spec(seed));
+        let b = mutate(&a, seed);
+        let (la, lb) = (list(&a), list(&b));
+        let report = diff_rules(&la, &lb, budget(), all).unwrap();
+        if !report.unproven.is_empty() {
+            continue;
+        }
+        let ea = LinearEngine::new(&a, a.select_chain(None).unwrap()).unwrap();
+        let eb = LinearEngine::new(&b, b.select_chain(None).unwrap()).unwrap();
+        let space =
+            parapet_model::Space::of(la.entries.iter().chain(&lb.entries).map(|e| &e.matches))
+                .unwrap();
+        let holds = |d: &Difference, pkt: &Packet| {
+            let (da, db) = (
+                ea.classify(pkt, &NoSets).unwrap(),
+                eb.classify(pkt, &NoSets).unwrap(),
+            );
+            match &d.nonterminal {
+                None => (da.rule_id, &da.verdict) != (db.rule_id, &db.verdict),
+                Some(n) => {
+                    let (mine, other) = if n.in_a {
+                        (logged(&a, &da), logged(&b, &db))
+                    } else {
+                        (logged(&b, &db), logged(&a, &da))
+                    };
+                    mine.contains(&n.rule) && !other.contains(&n.rule)
+                }
+            }
+        };
+        for d in &report.differences {
+            assert!(holds(d, &d.witness), "seed {seed}: {d:?}");
+            boxes += 1;
+            nonterminal += d.nonterminal.is_some() as usize;
+        }
+        for pkt in packets(&a, seed, 150) {
+            let mut inside = false;
+            for d in report
+                .differences
+                .iter()
+                .filter(|d| space.contains(&d.cube, &pkt))
+            {
+                assert!(holds(d, &pkt), "seed {seed}: {pkt} in {d:?}");
+                inside = true;
+            }
+            if !inside {
+                let (da, db) = (
+                    ea.classify(&pkt, &NoSets).unwrap(),
+                    eb.classify(&pkt, &NoSets).unwrap(),
+                );
+                assert_eq!(
+                    (da.rule_id, &da.verdict),
+                    (db.rule_id, &db.verdict),
+                    "seed {seed}: {pkt}"
+                );
+                assert_eq!(logged(&a, &da), logged(&b, &db), "seed {seed}: {pkt}");
+                outside += 1;
+            }
+        }
+    }
+    assert!(
+        boxes > 200 && nonterminal > 10 && outside > 10_000,
+        "{boxes} boxes ({nonterminal} non-terminal), {outside} packets outside"
+    );
+}

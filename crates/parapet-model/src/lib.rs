@@ -29,6 +29,7 @@ mod common_entries;
 mod correlation;
 mod depth_first;
 mod diff;
+mod diff_rules;
 mod display;
 mod field;
 mod finding;
@@ -51,7 +52,8 @@ mod stateful;
 mod time_unit;
 
 pub use depth_first::Outcome;
-pub use diff::{diff, diff_every_region, DiffReport, Difference, Unproven};
+pub use diff::{diff, diff_every_region, DiffReport, Difference, NonTerminalDiff, Unproven};
+pub use diff_rules::{diff_rules, NonTerminal};
 pub use display::{format_set, format_value};
 pub use field::{tcp_flags, CtState, Family, Field, IfName};
 pub use finding::{Explain, Finding, FindingKind};
