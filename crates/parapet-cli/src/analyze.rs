@@ -4,7 +4,7 @@
 //! Both exit 0 when there is nothing to report, 1 when there is, and 2 on
 //! an error or when the budget left the answer unproven with nothing found.
 
-use crate::analyze_explain::{explain_json, explain_text, RuleLines};
+use crate::analyze_explain::{explain_json, explain_text, Dims, RuleLines};
 use crate::load;
 use anyhow::{anyhow, Result};
 use clap::Args;
@@ -70,6 +70,11 @@ pub struct LintArgs {
     /// one with another verdict), largest overlap first; 0: none.
     #[arg(long, default_value_t = LintOptions::default().correlations)]
     correlations: usize,
+    /// Set definitions (ipset save or nft set text; repeatable), besides the
+    /// ruleset's own nft set blocks: rules that need a member of a set that
+    /// is empty now are warned of (`empty-set`).
+    #[arg(long = "sets", value_name = "FILE")]
+    sets: Vec<PathBuf>,
     #[command(flatten)]
     common: AnalysisArgs,
 }
@@ -167,7 +172,9 @@ pub fn lint(args: LintArgs) -> ExitCode {
 }
 
 fn run_lint(args: &LintArgs) -> Result<ExitCode> {
-    let rs = load::ruleset(&args.rules, &args.common.format)?.ruleset;
+    let parsed = load::ruleset(&args.rules, &args.common.format)?;
+    let empty_sets = empty_sets(&parsed, &args.sets)?;
+    let rs = parsed.ruleset;
     let mut lists = Vec::new();
     let mut chains = Vec::new();
     for (t, table) in rs.tables.iter().enumerate() {
@@ -186,14 +193,16 @@ fn run_lint(args: &LintArgs) -> Result<ExitCode> {
     let options = LintOptions {
         correlations: args.correlations,
     };
-    let report = parapet_model::lint_with(&rs, &lists, budget, options)
+    let mut report = parapet_model::lint_with(&rs, &lists, budget, options)
         .map_err(|e| anyhow!("{}: {e}", args.rules.display()))?;
+    report.warnings.extend(empty_set_warnings(&rs, &empty_sets));
     let out = LintOutput {
         path: &args.rules,
         lines: RuleLines::of(&rs),
         chains,
         report: &report,
         explain: args.explain,
+        set_names: rs.set_refs.iter().map(|r| r.name.clone()).collect(),
     };
     if args.common.json {
         println!("{}", out.json());
@@ -215,6 +224,68 @@ fn run_lint(args: &LintArgs) -> Result<ExitCode> {
     )
 }
 
+/// The sets the ruleset uses that are defined (by its own nft set blocks
+/// or by `--sets` files) and hold no element now. Sets defined nowhere are
+/// left out: their contents are unknown, and lint's findings hold whatever
+/// they hold.
+fn empty_sets(parsed: &parapet_parse::Parsed, files: &[PathBuf]) -> Result<Vec<String>> {
+    if parsed.ruleset.set_refs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut store = parapet_sets::SetStore::new();
+    for block in &parsed.set_blocks {
+        store.load_nft(&block.text).map_err(|e| {
+            let (l, c) = block.file_position(e.line, e.column);
+            anyhow!("{l}:{c}: set '{}': {}", block.name, e.message)
+        })?;
+    }
+    for path in files {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| anyhow!("{}: cannot read: {e}", path.display()))?;
+        match parapet_parse::detect(&text) {
+            parapet_parse::Format::Ipset => store.load_ipset(&text).map(|_| ()),
+            _ => store.load_nft(&text).map(|_| ()),
+        }
+        .map_err(|e| anyhow!("{}:{e}", path.display()))?;
+    }
+    let mut names: Vec<String> = parsed
+        .ruleset
+        .set_refs
+        .iter()
+        .filter(|r| store.get(&r.name).is_some_and(|s| s.is_empty()))
+        .map(|r| r.name.clone())
+        .collect();
+    names.sort();
+    names.dedup();
+    Ok(names)
+}
+
+/// A warning per rule that needs the packet's key in one of `empty`: it
+/// matches nothing while the set stays empty.
+fn empty_set_warnings(rs: &Ruleset, empty: &[String]) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for rule in rs.rules() {
+        let sets: Vec<String> = rule
+            .matches
+            .iter()
+            .filter_map(|(field, values)| match field {
+                parapet_model::Field::Set(n) if !values.contains(0) => {
+                    let name = &rs.set_refs[*n as usize].name;
+                    empty.contains(name).then(|| name.clone())
+                }
+                _ => None,
+            })
+            .collect();
+        if !sets.is_empty() {
+            let mut f = Finding::new(FindingKind::EmptySet, rule.id, Vec::new());
+            f.note = Some("it needs a member of a set that is empty now");
+            f.sets = sets;
+            out.push(f);
+        }
+    }
+    out
+}
+
 /// What `lint` prints, and what it needs to print it.
 struct LintOutput<'a> {
     path: &'a Path,
@@ -225,9 +296,18 @@ struct LintOutput<'a> {
     chains: Vec<String>,
     report: &'a LintReport,
     explain: bool,
+    /// The set names of the ruleset's set references.
+    set_names: Vec<String>,
 }
 
 impl LintOutput<'_> {
+    fn dims(&self) -> Dims<'_> {
+        Dims {
+            fields: &self.report.dims,
+            set_names: self.set_names.clone(),
+        }
+    }
+
     /// The base chain a finding's explanation is of, for `trace --chain`.
     fn chain_of(&self, f: &Finding) -> Option<&str> {
         f.explain
@@ -252,19 +332,16 @@ impl LintOutput<'_> {
         if let Some(c) = &f.chain {
             o["chain"] = json!(c);
         }
+        if !f.sets.is_empty() {
+            o["depends_on_sets"] = json!(f.sets);
+        }
         if f.kind == FindingKind::Correlation {
             if let Some(p) = f.explain.points_log2 {
                 o["points_log2"] = json!((p * 100.0).round() / 100.0);
             }
         }
         if self.explain {
-            o["explain"] = explain_json(
-                f,
-                &self.report.dims,
-                self.path,
-                self.chain_of(f),
-                &self.lines,
-            );
+            o["explain"] = explain_json(f, &self.dims(), self.path, self.chain_of(f), &self.lines);
         }
         o
     }
@@ -311,6 +388,10 @@ impl LintOutput<'_> {
                 "warning: chain {chain} always returns: {}",
                 note.unwrap_or("every packet comes back undecided")
             ),
+            (FindingKind::EmptySet, _) => format!(
+                "warning: matches nothing while set {} stays empty (depends on the set's current contents)",
+                f.sets.join(", ")
+            ),
             (FindingKind::Correlation, _) => format!(
                 "warning: correlation: partly overlaps {} (another verdict), which takes the 2^{:.1} packets they share first",
                 rules_text(&f.by),
@@ -328,13 +409,7 @@ impl LintOutput<'_> {
             Self::what(f)
         );
         if self.explain {
-            for line in explain_text(
-                f,
-                &self.report.dims,
-                self.path,
-                self.chain_of(f),
-                &self.lines,
-            ) {
+            for line in explain_text(f, &self.dims(), self.path, self.chain_of(f), &self.lines) {
                 println!("{line}");
             }
         } else if let Some(w) = &f.witness {

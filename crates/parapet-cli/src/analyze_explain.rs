@@ -25,9 +25,31 @@ impl RuleLines {
     }
 }
 
+/// The dimensions of explanation boxes, and the names of the sets behind
+/// set-membership dimensions.
+pub struct Dims<'a> {
+    /// The analysis space's fields.
+    pub fields: &'a [Field],
+    /// Set reference n's set name.
+    pub set_names: Vec<String>,
+}
+
+impl Dims<'_> {
+    fn name(&self, f: Field) -> String {
+        match f {
+            Field::Set(n) => format!(
+                "@{}",
+                self.set_names.get(n as usize).map_or("?", String::as_str)
+            ),
+            _ => f.name(),
+        }
+    }
+}
+
 /// One box as `field values` pairs, leaving out the fields it does not
-/// constrain.
-pub fn box_fields(dims: &[Field], cube: &Cube) -> Vec<(String, String)> {
+/// constrain (a set's side: `member` or `not a member`).
+pub fn box_fields(d: &Dims, cube: &Cube) -> Vec<(String, String)> {
+    let dims = d.fields;
     let family = match dims.iter().position(|f| *f == Field::Family) {
         Some(k) if cube.sides()[k].contains(6) && !cube.sides()[k].contains(4) => Family::V6,
         _ => Family::V4,
@@ -50,7 +72,20 @@ pub fn box_fields(dims: &[Field], cube: &Cube) -> Vec<(String, String)> {
             } else {
                 format_set(*f, side, family)
             };
-            (f.name(), text)
+            (d.name(*f), text)
+        })
+        .collect()
+}
+
+/// Set memberships as text: `in @banned`, `not in @allowed`.
+fn memberships(dims: &Dims, sets: &[(u16, bool)]) -> Vec<String> {
+    sets.iter()
+        .map(|&(n, member)| {
+            format!(
+                "{} {}",
+                if member { "in" } else { "not in" },
+                dims.name(Field::Set(n))
+            )
         })
         .collect()
 }
@@ -78,7 +113,7 @@ fn responsible(f: &Finding) -> Vec<u32> {
 /// The explanation as text lines (indented).
 pub fn explain_text(
     f: &Finding,
-    dims: &[Field],
+    dims: &Dims,
     path: &Path,
     chain: Option<&str>,
     lines: &RuleLines,
@@ -120,6 +155,12 @@ pub fn explain_text(
     }
     if let Some(w) = &e.witness {
         out.push(format!("    witness: {w}"));
+        if !e.witness_sets.is_empty() {
+            out.push(format!(
+                "    with its key {} (the trace shows the sets' current contents)",
+                memberships(dims, &e.witness_sets).join(", ")
+            ));
+        }
         out.push(format!("    confirm: {}", trace_command(path, chain, w)));
     }
     out
@@ -128,7 +169,7 @@ pub fn explain_text(
 /// The explanation as one JSON object.
 pub fn explain_json(
     f: &Finding,
-    dims: &[Field],
+    dims: &Dims,
     path: &Path,
     chain: Option<&str>,
     lines: &RuleLines,
@@ -161,6 +202,9 @@ pub fn explain_json(
     if let Some(w) = &f.explain.witness {
         o["witness"] = json!(w.to_string());
         o["trace"] = json!(trace_command(path, chain, w));
+        if !f.explain.witness_sets.is_empty() {
+            o["witness_sets"] = json!(memberships(dims, &f.explain.witness_sets));
+        }
     }
     o
 }

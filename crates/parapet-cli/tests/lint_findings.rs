@@ -157,3 +157,68 @@ fn explain_shows_the_shadowing_rule() {
         "{text}"
     );
 }
+
+/// Sets: membership is a field of its own, free of the others, so findings
+/// hold whatever the sets hold; a rule that needs a member of a set that is
+/// empty now is a warning that says it depends on the set's contents.
+const SETS: &str = "table inet filter {
+  set banned { type ipv4_addr; }
+  set friends { type ipv4_addr; elements = { 192.0.2.1 } }
+  chain input {
+    type filter hook input priority 0; policy drop;
+    ip saddr @friends accept
+    ip saddr 192.0.2.1 drop
+    ip saddr @banned drop
+    ip saddr @banned tcp dport 22 accept
+    tcp dport 22 ip saddr 10.0.0.0/8 tcp dport 80 accept
+  }
+}
+";
+
+#[test]
+fn sets_are_fields_and_empty_sets_are_warned_of() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sets.nft");
+    std::fs::write(&path, SETS).unwrap();
+    let (code, json) = lint_json(path.to_str().unwrap(), &["--explain"]);
+    assert_eq!(code, 1, "{json}");
+    // Rule 4 is shadowed by rule 3 whatever @banned holds; rule 2 is not
+    // (the set may lose 192.0.2.1), but it and rule 3 drop before the
+    // policy drop; rule 5 matches nothing.
+    assert_eq!(
+        kinds(&json["findings"]),
+        [
+            ("redundant".into(), 2),
+            ("redundant".into(), 3),
+            ("unreachable".into(), 4),
+            ("empty-match".into(), 5)
+        ]
+    );
+    assert_eq!(json["findings"][2]["by"][0], 3);
+    assert!(json["findings"][2].get("depends_on_sets").is_none());
+    let warnings = json["warnings"].as_array().unwrap();
+    let empty: Vec<&Value> = warnings
+        .iter()
+        .filter(|w| w["kind"] == "empty-set")
+        .collect();
+    assert_eq!(empty.len(), 2, "{json}");
+    assert_eq!(
+        (empty[0]["rule"].as_u64(), empty[1]["rule"].as_u64()),
+        (Some(3), Some(4))
+    );
+    assert_eq!(empty[0]["depends_on_sets"][0], "banned");
+    // The correlation of rule 2 with rule 1 shares 192.0.2.1 in @friends:
+    // the witness stands for a member, and says so.
+    let c = warnings
+        .iter()
+        .find(|w| w["kind"] == "correlation" && w["rule"] == 2)
+        .expect("rule 2 correlates with rule 1");
+    assert_eq!(c["by"][0], 1);
+    assert_eq!(c["explain"]["witness_sets"][0], "in @friends");
+    assert!(c["explain"]["witness"]
+        .as_str()
+        .unwrap()
+        .contains("192.0.2.1"));
+    let trace = run_trace(c);
+    assert!(trace.contains("decided by rule 1"), "{trace}");
+}

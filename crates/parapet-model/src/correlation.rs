@@ -16,7 +16,7 @@
 //! number of pairs; the search stops at the budget's deadline.
 
 use crate::depth_first::Outcome;
-use crate::finding::{Explain, Finding, FindingKind};
+use crate::finding::{fixed_memberships, Explain, Finding, FindingKind};
 use crate::flatten::EntryKind;
 use crate::reach::{Settle, Walker};
 use crate::region::{Budget, Cube, Space};
@@ -134,6 +134,7 @@ pub(crate) fn correlations(
         // packet the later one was perhaps written for.
         let start = w.universe_within(&c.shared);
         let mut witness = None;
+        let mut witness_sets = Vec::new();
         let searched = w.search(
             &start,
             0,
@@ -144,6 +145,7 @@ pub(crate) fn correlations(
                 witness = (outcome == Outcome::Arrived)
                     .then(|| space.witness(cube))
                     .flatten();
+                witness_sets = fixed_memberships(space, cube);
                 witness.is_some()
             },
             &mut |_| {},
@@ -157,6 +159,7 @@ pub(crate) fn correlations(
             witness,
             empty_fields: Vec::new(),
             list: Some(c.list),
+            witness_sets,
         };
         out.push(f);
     }

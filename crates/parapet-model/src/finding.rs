@@ -22,6 +22,10 @@ pub enum FindingKind {
     /// Warning: the rule partly overlaps the earlier rule `by` with another
     /// verdict (`by` takes the shared packets first).
     Correlation,
+    /// Warning: the rule needs the packet's key in a set that is empty now:
+    /// it matches nothing until the set is filled (depends on the set's
+    /// current contents: `sets`).
+    EmptySet,
 }
 
 impl FindingKind {
@@ -34,6 +38,7 @@ impl FindingKind {
             FindingKind::UnreachedChain => "unreached-chain",
             FindingKind::ReturningChain => "returning-chain",
             FindingKind::Correlation => "correlation",
+            FindingKind::EmptySet => "empty-set",
         }
     }
 }
@@ -59,6 +64,9 @@ pub struct Finding {
     pub chain: Option<String>,
     /// What `--explain` shows: the boxes concerned and a packet in them.
     pub explain: Explain,
+    /// The sets whose current contents the finding depends on (empty: it
+    /// holds whatever the sets hold).
+    pub sets: Vec<String>,
 }
 
 /// The region behind a finding, for `--explain`.
@@ -79,11 +87,28 @@ pub struct Explain {
     pub empty_fields: Vec<crate::field::Field>,
     /// Which of the linted lists (base chains) the boxes and witness are of.
     pub list: Option<usize>,
+    /// The set memberships the witness stands for (set reference, member
+    /// or not): a `--packet` carries none, so its key must be in (or out of)
+    /// these sets for its trace to show the finding.
+    pub witness_sets: Vec<(u16, bool)>,
+}
+
+/// The set memberships every point of `cube` has (sides of one value).
+pub(crate) fn fixed_memberships(space: &crate::region::Space, cube: &Cube) -> Vec<(u16, bool)> {
+    space
+        .dims()
+        .iter()
+        .zip(cube.sides())
+        .filter_map(|(f, side)| match (f, side.ranges()) {
+            (crate::field::Field::Set(n), [(lo, hi)]) if lo == hi => Some((*n, *lo == 1)),
+            _ => None,
+        })
+        .collect()
 }
 
 impl Finding {
     /// A finding without explanation.
-    pub(crate) fn new(kind: FindingKind, rule: u32, by: Vec<u32>) -> Finding {
+    pub fn new(kind: FindingKind, rule: u32, by: Vec<u32>) -> Finding {
         Finding {
             kind,
             rule,
@@ -92,6 +117,7 @@ impl Finding {
             note: None,
             chain: None,
             explain: Explain::default(),
+            sets: Vec::new(),
         }
     }
 
@@ -99,7 +125,7 @@ impl Finding {
     pub fn is_warning(&self) -> bool {
         matches!(
             self.kind,
-            FindingKind::ReturningChain | FindingKind::Correlation
+            FindingKind::ReturningChain | FindingKind::Correlation | FindingKind::EmptySet
         )
     }
 }

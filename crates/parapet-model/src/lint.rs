@@ -26,7 +26,7 @@
 //!   one with another verdict only partly, ranked by the packets they share.
 
 use crate::depth_first::Outcome;
-use crate::finding::{Explain, Finding, FindingKind};
+use crate::finding::{fixed_memberships, Explain, Finding, FindingKind};
 use crate::flatten::{DecisionList, EntryKind};
 use crate::packet::Packet;
 use crate::reach::{Settle, Stop, Walker};
@@ -103,11 +103,13 @@ pub fn lint_with(
     // entry), so lint never calls a rule behind it unreachable.
     let lists: Vec<DecisionList> = lists.iter().map(limits_let_packets_on).collect();
     let lists = &lists[..];
-    let space = Space::of(
+    // Set memberships are free dimensions: findings hold whatever the sets
+    // hold (see `Space::with_sets`).
+    let space = Space::with_sets(
         lists
             .iter()
             .flat_map(|l| l.entries.iter().map(|e| &e.matches)),
-    )?;
+    );
     let mut report = LintReport {
         dims: space.dims().to_vec(),
         ..LintReport::default()
@@ -377,6 +379,7 @@ pub fn lint_with(
                     witness: Some(witness.clone()),
                     empty_fields: Vec::new(),
                     list: Some(l),
+                    witness_sets: fixed_memberships(&space, w.cube(i)),
                 };
                 report.findings.push(f);
                 walker.remove(i);
@@ -435,14 +438,21 @@ fn unreachable_explain(walkers: &[Walker], space: &Space, at: &[(usize, usize)])
                 .to_vec()
         })
         .collect();
-    let witness = boxes.iter().find_map(|c| space.witness(c));
+    let found = boxes
+        .iter()
+        .find_map(|c| space.witness(c).map(|w| (w, fixed_memberships(space, c))));
     let points_log2 = boxes.first().map(|c| space.points_log2(c));
+    let (witness, witness_sets) = match found {
+        Some((w, sets)) => (Some(w), sets),
+        None => (None, Vec::new()),
+    };
     Explain {
         boxes,
         points_log2,
         witness,
         empty_fields: Vec::new(),
         list: at.first().map(|a| a.0),
+        witness_sets,
     }
 }
 
