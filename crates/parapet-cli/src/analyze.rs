@@ -363,6 +363,7 @@ impl LintOutput<'_> {
             "warnings": warnings,
             "complete": report.unproven.is_empty(),
             "unproven": report.unproven,
+            "correlations_complete": report.correlations_complete,
         })
     }
 
@@ -421,6 +422,11 @@ impl LintOutput<'_> {
         let report = self.report;
         for f in report.findings.iter().chain(&report.warnings) {
             self.print_one(f);
+        }
+        if !report.correlations_complete {
+            println!(
+                "correlations: search cut short (rule pairs or time limit); larger ones may exist"
+            );
         }
         for id in &report.unproven {
             println!(

@@ -13,7 +13,11 @@
 //! packet that really reaches the earlier rule (an earlier RETURN or rule
 //! may take the shared packets first: then there is nothing to warn of).
 //! Candidates are kept in a bounded heap, so memory does not grow with the
-//! number of pairs; the search stops at the budget's deadline.
+//! number of pairs; at most [`MAX_PAIRS`] pairs are looked at (on a list
+//! where every rule meets every other, that is the first few thousand
+//! rules), and the search stops at the budget's deadline. Correlations are
+//! warnings, ranked; when a bound cut the search short, the report says
+//! so (`LintReport::correlations_complete`).
 
 use crate::depth_first::Outcome;
 use crate::finding::{fixed_memberships, Explain, Finding, FindingKind};
@@ -54,15 +58,19 @@ impl Ord for Candidate {
     }
 }
 
+/// The most rule pairs one lint looks at for correlations.
+pub const MAX_PAIRS: usize = 4_000_000;
+
 /// Up to `max` correlation warnings over `walkers`' lists, largest shared
-/// region first; rules in `skip` (unreachable ones) take no part.
+/// region first; rules in `skip` (unreachable ones) take no part. The bool
+/// is true when every pair was looked at.
 pub(crate) fn correlations(
     walkers: &[Walker],
     space: &Space,
     skip: &BTreeSet<u32>,
     max: usize,
     budget: Budget,
-) -> Vec<Finding> {
+) -> (Vec<Finding>, bool) {
     // Several candidates may turn out to reach nothing: keep a few more.
     let keep = max.saturating_mul(4).max(16);
     let mut heap: BinaryHeap<Candidate> = BinaryHeap::new();
@@ -71,6 +79,7 @@ pub(crate) fn correlations(
             .deadline
             .is_some_and(|t| std::time::Instant::now() > t)
     };
+    let (mut pairs, mut complete) = (0usize, true);
     'lists: for (l, w) in walkers.iter().enumerate() {
         let entries = &w.list.entries;
         for (j, ej) in entries.iter().enumerate() {
@@ -80,11 +89,14 @@ pub(crate) fn correlations(
             if skip.contains(&ej.rule_id) {
                 continue;
             }
-            if j % 1024 == 0 && late() {
+            if pairs >= MAX_PAIRS || (j % 64 == 0 && late()) {
+                complete = false;
                 break 'lists;
             }
             let cj = w.cube(j);
-            for i in w.meeting(w.hull(j), 0, j) {
+            let meeting = w.meeting(w.hull(j), 0, j);
+            pairs += meeting.len();
+            for i in meeting {
                 let ei = &entries[i];
                 let EntryKind::Decide(vi) = &ei.kind else {
                     continue;
@@ -119,7 +131,11 @@ pub(crate) fn correlations(
     let mut out = Vec::new();
     let mut seen: HashSet<(u32, u32)> = HashSet::new();
     for c in candidates {
-        if out.len() >= max || late() {
+        if out.len() >= max {
+            break;
+        }
+        if late() {
+            complete = false;
             break;
         }
         let w = &walkers[c.list];
@@ -163,5 +179,5 @@ pub(crate) fn correlations(
         };
         out.push(f);
     }
-    out
+    (out, complete)
 }

@@ -58,6 +58,10 @@ pub struct LintReport {
     pub warnings: Vec<Finding>,
     /// The fields of the analysis space: the dimensions of explanation boxes.
     pub dims: Vec<crate::field::Field>,
+    /// False when the correlation search stopped at its bound on rule
+    /// pairs or at the deadline: larger correlations than those reported
+    /// may exist.
+    pub correlations_complete: bool,
     /// Rules whose analysis hit the budget: nothing is claimed about them.
     pub unproven: Vec<u32>,
 }
@@ -112,6 +116,7 @@ pub fn lint_with(
     );
     let mut report = LintReport {
         dims: space.dims().to_vec(),
+        correlations_complete: true,
         ..LintReport::default()
     };
     // rule id -> its entries, as (list, index)
@@ -229,13 +234,15 @@ pub fn lint_with(
     report.findings.extend(chain_findings);
     report.warnings.extend(chain_warnings);
     if options.correlations > 0 {
-        report.warnings.extend(crate::correlation::correlations(
+        let (found, complete) = crate::correlation::correlations(
             &walkers,
             &space,
             &unreachable,
             options.correlations,
             budget,
-        ));
+        );
+        report.warnings.extend(found);
+        report.correlations_complete = complete;
     }
     // Redundancy, last rule first, for rules that flattened to one
     // deciding entry. Unreachable rules are gone first: a rule is not
