@@ -4,12 +4,13 @@
 //! Both exit 0 when there is nothing to report, 1 when there is, and 2 on
 //! an error or when the budget left the answer unproven with nothing found.
 
+use crate::analyze_explain::{explain_json, explain_text, Dims, RuleLines};
 use crate::load;
 use anyhow::{anyhow, Result};
 use clap::Args;
 use parapet_model::{
-    flatten_unpruned, Budget, DecisionList, DiffReport, FindingKind, LintReport, Ruleset, Unproven,
-    DEFAULT_MAX_ENTRIES,
+    flatten_unpruned, Budget, DecisionList, DiffReport, Finding, FindingKind, LintOptions,
+    LintReport, Ruleset, Unproven, DEFAULT_MAX_ENTRIES,
 };
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -60,6 +61,20 @@ impl AnalysisArgs {
 pub struct LintArgs {
     /// Ruleset file (every base chain is analysed).
     rules: PathBuf,
+    /// Per finding: the rules responsible (FILE:LINE), the packets
+    /// concerned as boxes, a witness and the `parapet trace` command that
+    /// shows it.
+    #[arg(long)]
+    explain: bool,
+    /// Most correlation warnings (a later rule partly overlapping an earlier
+    /// one with another verdict), largest overlap first; 0: none.
+    #[arg(long, default_value_t = LintOptions::default().correlations)]
+    correlations: usize,
+    /// Set definitions (ipset save or nft set text; repeatable), besides the
+    /// ruleset's own nft set blocks: rules that need a member of a set that
+    /// is empty now are warned of (`empty-set`).
+    #[arg(long = "sets", value_name = "FILE")]
+    sets: Vec<PathBuf>,
     #[command(flatten)]
     common: AnalysisArgs,
 }
@@ -76,8 +91,38 @@ pub struct DiffArgs {
     /// filter/INPUT, or the one base chain on the input hook.
     #[arg(long)]
     chain: Option<String>,
+    /// Compare the deciding rule (its id) as well as the verdict, and the
+    /// non-terminal rules (LOG, counter-only) each packet matches.
+    #[arg(long)]
+    rules: bool,
+    /// With --rules: leave out LOG rules (`logs`) and counter-only rules
+    /// (`counters`), comma separated.
+    #[arg(long, value_delimiter = ',')]
+    ignore: Vec<String>,
     #[command(flatten)]
     common: AnalysisArgs,
+}
+
+impl DiffArgs {
+    /// The non-terminal rules `--rules` compares.
+    fn nonterminal(&self) -> Result<parapet_model::NonTerminal> {
+        let mut which = parapet_model::NonTerminal {
+            logs: true,
+            counters: true,
+        };
+        for what in &self.ignore {
+            match what.as_str() {
+                "logs" | "log" => which.logs = false,
+                "counters" | "counter" => which.counters = false,
+                other => {
+                    return Err(anyhow!(
+                        "--ignore {other}: expected logs or counters (comma separated)"
+                    ))
+                }
+            }
+        }
+        Ok(which)
+    }
 }
 
 /// Runs a command whose errors exit 2, as `conventions.md` asks of
@@ -127,11 +172,15 @@ pub fn lint(args: LintArgs) -> ExitCode {
 }
 
 fn run_lint(args: &LintArgs) -> Result<ExitCode> {
-    let rs = load::ruleset(&args.rules, &args.common.format)?.ruleset;
+    let parsed = load::ruleset(&args.rules, &args.common.format)?;
+    let empty_sets = empty_sets(&parsed, &args.sets)?;
+    let rs = parsed.ruleset;
     let mut lists = Vec::new();
+    let mut chains = Vec::new();
     for (t, table) in rs.tables.iter().enumerate() {
         for (c, chain) in table.chains.iter().enumerate() {
             if chain.base.is_some() {
+                chains.push(format!("{}/{}", table.name, chain.name));
                 let id = parapet_model::ChainId { table: t, chain: c };
                 lists.push(
                     flatten_unpruned(&rs, id, DEFAULT_MAX_ENTRIES)
@@ -141,12 +190,24 @@ fn run_lint(args: &LintArgs) -> Result<ExitCode> {
         }
     }
     let budget = args.common.budget()?;
-    let report = parapet_model::lint(&rs, &lists, budget)
+    let options = LintOptions {
+        correlations: args.correlations,
+    };
+    let mut report = parapet_model::lint_with(&rs, &lists, budget, options)
         .map_err(|e| anyhow!("{}: {e}", args.rules.display()))?;
+    report.warnings.extend(empty_set_warnings(&rs, &empty_sets));
+    let out = LintOutput {
+        path: &args.rules,
+        lines: RuleLines::of(&rs),
+        chains,
+        report: &report,
+        explain: args.explain,
+        set_names: rs.set_refs.iter().map(|r| r.name.clone()).collect(),
+    };
     if args.common.json {
-        println!("{}", lint_json(&rs, &report));
+        println!("{}", out.json());
     } else {
-        print_lint(&rs, &args.rules, &report);
+        out.print();
     }
     Ok(
         match (report.findings.is_empty(), report.unproven.is_empty()) {
@@ -163,46 +224,241 @@ fn run_lint(args: &LintArgs) -> Result<ExitCode> {
     )
 }
 
-/// Each rule id's line in its file (a lookup per finding: a scan of the
-/// rules per finding was quadratic on 100,000-rule lint reports).
-struct Lines(std::collections::HashMap<u32, u32>);
+/// The sets the ruleset uses that are defined (by its own nft set blocks
+/// or by `--sets` files) and hold no element now. Sets defined nowhere are
+/// left out: their contents are unknown, and lint's findings hold whatever
+/// they hold.
+fn empty_sets(parsed: &parapet_parse::Parsed, files: &[PathBuf]) -> Result<Vec<String>> {
+    if parsed.ruleset.set_refs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut store = parapet_sets::SetStore::new();
+    for block in &parsed.set_blocks {
+        store.load_nft(&block.text).map_err(|e| {
+            let (l, c) = block.file_position(e.line, e.column);
+            anyhow!("{l}:{c}: set '{}': {}", block.name, e.message)
+        })?;
+    }
+    for path in files {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| anyhow!("{}: cannot read: {e}", path.display()))?;
+        match parapet_parse::detect(&text) {
+            parapet_parse::Format::Ipset => store.load_ipset(&text).map(|_| ()),
+            _ => store.load_nft(&text).map(|_| ()),
+        }
+        .map_err(|e| anyhow!("{}:{e}", path.display()))?;
+    }
+    let mut names: Vec<String> = parsed
+        .ruleset
+        .set_refs
+        .iter()
+        .filter(|r| store.get(&r.name).is_some_and(|s| s.is_empty()))
+        .map(|r| r.name.clone())
+        .collect();
+    names.sort();
+    names.dedup();
+    Ok(names)
+}
 
-impl Lines {
-    fn of(rs: &Ruleset) -> Lines {
-        Lines(rs.rules().map(|r| (r.id, r.origin.line)).collect())
+/// A warning per rule that needs the packet's key in one of `empty`: it
+/// matches nothing while the set stays empty.
+fn empty_set_warnings(rs: &Ruleset, empty: &[String]) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for rule in rs.rules() {
+        let sets: Vec<String> = rule
+            .matches
+            .iter()
+            .filter_map(|(field, values)| match field {
+                parapet_model::Field::Set(n) if !values.contains(0) => {
+                    let name = &rs.set_refs[*n as usize].name;
+                    empty.contains(name).then(|| name.clone())
+                }
+                _ => None,
+            })
+            .collect();
+        if !sets.is_empty() {
+            let mut f = Finding::new(FindingKind::EmptySet, rule.id, Vec::new());
+            f.note = Some("it needs a member of a set that is empty now");
+            f.sets = sets;
+            out.push(f);
+        }
+    }
+    out
+}
+
+/// What `lint` prints, and what it needs to print it.
+struct LintOutput<'a> {
+    path: &'a Path,
+    /// Each rule id's line (a lookup per finding: a scan of the rules per
+    /// finding was quadratic on 100,000-rule lint reports).
+    lines: RuleLines,
+    /// The linted base chains, as TABLE/CHAIN, in the order of the lists.
+    chains: Vec<String>,
+    report: &'a LintReport,
+    explain: bool,
+    /// The set names of the ruleset's set references.
+    set_names: Vec<String>,
+}
+
+impl LintOutput<'_> {
+    fn dims(&self) -> Dims<'_> {
+        Dims {
+            fields: &self.report.dims,
+            set_names: self.set_names.clone(),
+        }
     }
 
-    fn get(&self, id: u32) -> u32 {
-        self.0.get(&id).copied().unwrap_or(0)
+    /// The base chain a finding's explanation is of, for `trace --chain`.
+    fn chain_of(&self, f: &Finding) -> Option<&str> {
+        f.explain
+            .list
+            .and_then(|l| self.chains.get(l))
+            .map(String::as_str)
+    }
+
+    fn finding_json(&self, f: &Finding) -> Value {
+        let mut o = json!({
+            "kind": f.kind.name(),
+            "rule": f.rule,
+            "line": self.lines.get(f.rule),
+            "by": f.by,
+        });
+        if let Some(w) = &f.witness {
+            o["witness"] = json!(w.to_string());
+        }
+        if let Some(n) = f.note {
+            o["note"] = json!(n);
+        }
+        if let Some(c) = &f.chain {
+            o["chain"] = json!(c);
+        }
+        if !f.sets.is_empty() {
+            o["depends_on_sets"] = json!(f.sets);
+        }
+        if f.kind == FindingKind::Correlation {
+            if let Some(p) = f.explain.points_log2 {
+                o["points_log2"] = json!((p * 100.0).round() / 100.0);
+            }
+        }
+        if self.explain {
+            o["explain"] = explain_json(f, &self.dims(), self.path, self.chain_of(f), &self.lines);
+        }
+        o
+    }
+
+    fn json(&self) -> Value {
+        let report = self.report;
+        let findings: Vec<Value> = report
+            .findings
+            .iter()
+            .map(|f| self.finding_json(f))
+            .collect();
+        let warnings: Vec<Value> = report
+            .warnings
+            .iter()
+            .map(|f| self.finding_json(f))
+            .collect();
+        json!({
+            "findings": findings,
+            "warnings": warnings,
+            "complete": report.unproven.is_empty(),
+            "unproven": report.unproven,
+            "correlations_complete": report.correlations_complete,
+        })
+    }
+
+    fn what(f: &Finding) -> String {
+        let chain = f.chain.as_deref().unwrap_or("?");
+        match (f.kind, f.note) {
+            (FindingKind::Unreachable, Some(note)) => format!("unreachable: {note}"),
+            (FindingKind::Unreachable, None) => {
+                format!("unreachable: shadowed by {}", rules_text(&f.by))
+            }
+            (FindingKind::Redundant, _) => format!(
+                "redundant: removing it changes no verdict (the packet below then gets the same one from {})",
+                rules_text(&f.by)
+            ),
+            (FindingKind::EmptyMatch, _) => {
+                "empty match: its conditions contradict each other, no packet matches it".into()
+            }
+            (FindingKind::UnreachedChain, note) => format!(
+                "chain {chain} is never reached: {}",
+                note.unwrap_or("no packet enters it")
+            ),
+            (FindingKind::ReturningChain, note) => format!(
+                "warning: chain {chain} always returns: {}",
+                note.unwrap_or("every packet comes back undecided")
+            ),
+            (FindingKind::EmptySet, _) => format!(
+                "warning: matches nothing while set {} stays empty (depends on the set's current contents)",
+                f.sets.join(", ")
+            ),
+            (FindingKind::Correlation, _) => format!(
+                "warning: correlation: partly overlaps {} (another verdict), which takes the 2^{:.1} packets they share first",
+                rules_text(&f.by),
+                f.explain.points_log2.unwrap_or(0.0)
+            ),
+        }
+    }
+
+    fn print_one(&self, f: &Finding) {
+        println!(
+            "{}:{}: rule {}: {}",
+            self.path.display(),
+            self.lines.get(f.rule),
+            f.rule,
+            Self::what(f)
+        );
+        if self.explain {
+            for line in explain_text(f, &self.dims(), self.path, self.chain_of(f), &self.lines) {
+                println!("{line}");
+            }
+        } else if let Some(w) = &f.witness {
+            println!("    e.g. {w}");
+        }
+    }
+
+    fn print(&self) {
+        let report = self.report;
+        for f in report.findings.iter().chain(&report.warnings) {
+            self.print_one(f);
+        }
+        if !report.correlations_complete {
+            println!(
+                "correlations: search cut short (rule pairs or time limit); larger ones may exist"
+            );
+        }
+        for id in &report.unproven {
+            println!(
+                "{}:{}: rule {id}: not proven within the budget",
+                self.path.display(),
+                self.lines.get(*id)
+            );
+        }
+        let warnings = if report.warnings.is_empty() {
+            String::new()
+        } else {
+            format!(
+                ", {} warning{}",
+                report.warnings.len(),
+                plural(report.warnings.len())
+            )
+        };
+        println!(
+            "{} finding{}{warnings}, {} not proven",
+            report.findings.len(),
+            plural(report.findings.len()),
+            report.unproven.len()
+        );
     }
 }
 
-fn lint_json(rs: &Ruleset, report: &LintReport) -> Value {
-    let lines = Lines::of(rs);
-    let findings: Vec<Value> = report
-        .findings
-        .iter()
-        .map(|f| {
-            let mut o = json!({
-                "kind": f.kind.name(),
-                "rule": f.rule,
-                "line": lines.get(f.rule),
-                "by": f.by,
-            });
-            if let Some(w) = &f.witness {
-                o["witness"] = json!(w.to_string());
-            }
-            if let Some(n) = f.note {
-                o["note"] = json!(n);
-            }
-            o
-        })
-        .collect();
-    json!({
-        "findings": findings,
-        "complete": report.unproven.is_empty(),
-        "unproven": report.unproven,
-    })
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
 }
 
 fn rules_text(ids: &[u32]) -> String {
@@ -219,44 +475,6 @@ fn rules_text(ids: &[u32]) -> String {
     names.join(", ")
 }
 
-fn print_lint(rs: &Ruleset, path: &Path, report: &LintReport) {
-    let lines = Lines::of(rs);
-    for f in &report.findings {
-        let what = match (f.kind, f.note) {
-            (FindingKind::Unreachable, Some(note)) => format!("unreachable: {note}"),
-            (FindingKind::Unreachable, None) => {
-                format!("unreachable: shadowed by {}", rules_text(&f.by))
-            }
-            (FindingKind::Redundant, _) => format!(
-                "redundant: removing it changes no verdict (the packet below then gets the same one from {})",
-                rules_text(&f.by)
-            ),
-        };
-        println!(
-            "{}:{}: rule {}: {what}",
-            path.display(),
-            lines.get(f.rule),
-            f.rule
-        );
-        if let Some(w) = &f.witness {
-            println!("    e.g. {w}");
-        }
-    }
-    for id in &report.unproven {
-        println!(
-            "{}:{}: rule {id}: not proven within the budget",
-            path.display(),
-            lines.get(*id)
-        );
-    }
-    println!(
-        "{} finding{}, {} not proven",
-        report.findings.len(),
-        if report.findings.len() == 1 { "" } else { "s" },
-        report.unproven.len()
-    );
-}
-
 /// `parapet diff A B`.
 pub fn diff(args: DiffArgs) -> ExitCode {
     exit_2_on_error(run_diff(&args))
@@ -269,11 +487,17 @@ fn run_diff(args: &DiffArgs) -> Result<ExitCode> {
     let la = list_of(&a, ca, &args.a)?;
     let lb = list_of(&b, cb, &args.b)?;
     let budget = args.common.budget()?;
-    let report = parapet_model::diff(&la, &lb, budget).map_err(|e| anyhow!("{e}"))?;
+    let which = args.nonterminal()?;
+    let report = if args.rules {
+        parapet_model::diff_rules(&la, &lb, budget, which)
+    } else {
+        parapet_model::diff(&la, &lb, budget)
+    }
+    .map_err(|e| anyhow!("{e}"))?;
     if args.common.json {
         println!("{}", diff_json(&report));
     } else {
-        print_diff(&report);
+        print_diff(&report, args.rules);
     }
     Ok(
         match (report.differences.is_empty(), report.unproven.is_empty()) {
@@ -304,14 +528,22 @@ fn diff_json(report: &DiffReport) -> Value {
         .differences
         .iter()
         .map(|d| {
-            json!({
+            let mut o = json!({
                 "witness": d.witness.to_string(),
                 "points_log2": (d.points_log2 * 100.0).round() / 100.0,
                 "a": d.a.0,
                 "b": d.b.0,
                 "a_verdict": d.a.1.name(),
                 "b_verdict": d.b.1.name(),
-            })
+            });
+            if let Some(n) = &d.nonterminal {
+                o["nonterminal"] = json!({
+                    "rule": n.rule,
+                    "kind": n.kind,
+                    "in": if n.in_a { "a" } else { "b" },
+                });
+            }
+            o
         })
         .collect();
     let unproven: Vec<String> = report.unproven.iter().map(unproven_text).collect();
@@ -323,8 +555,19 @@ fn diff_json(report: &DiffReport) -> Value {
     })
 }
 
-fn print_diff(report: &DiffReport) {
+fn print_diff(report: &DiffReport, by_rule: bool) {
     for d in &report.differences {
+        if let Some(n) = &d.nonterminal {
+            println!(
+                "{} rule {} matches in {} only  2^{:.1} packets, e.g. {}",
+                n.kind,
+                n.rule,
+                if n.in_a { "a" } else { "b" },
+                d.points_log2,
+                d.witness
+            );
+            continue;
+        }
         let who = |id: u32| {
             if id == 0 {
                 "policy".to_string()
@@ -345,7 +588,9 @@ fn print_diff(report: &DiffReport) {
     for u in &report.unproven {
         println!("not proven within the budget: {}", unproven_text(u));
     }
-    if report.equivalent() {
+    if report.equivalent() && by_rule {
+        println!("equivalent: every packet is decided by the same rule, with the same verdict, and matches the same LOG and counter rules");
+    } else if report.equivalent() {
         println!("equivalent: every packet gets the same verdict");
     } else {
         println!(

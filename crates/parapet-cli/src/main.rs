@@ -4,6 +4,7 @@
 //! Offline commands read files and exit; they never need the daemon.
 
 mod analyze;
+mod analyze_explain;
 mod bench_dataplane;
 mod daemon;
 mod engine;

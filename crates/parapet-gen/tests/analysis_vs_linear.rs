@@ -365,3 +365,154 @@ fn diff_of_edited_flat_lists_compares_only_changed_rules_exactly() {
         "{boxes} boxes, {points} points"
     );
 }
+
+/// `lint`'s warnings and chain findings, against the linear engine: a
+/// correlation's witness is decided by the earlier rule while the later
+/// rule matches it with another verdict; no packet is decided by a rule of
+/// a chain that always returns, and no packet touches a rule of a chain
+/// never reached.
+#[test]
+fn lint_warnings_agree_with_linear() {
+    let (mut correlations, mut chains) = (0, 0);
+    for seed in 0..200u64 {
+        let rs = random_ruleset(seed, &spec(seed));
+        let options = LintOptions { correlations: 50 };
+        let report = lint_with(&rs, &[list(&rs)], budget(), options).unwrap();
+        let e = LinearEngine::new(&rs, rs.select_chain(None).unwrap()).unwrap();
+        let rule = |id: u32| rs.rules().find(|r| r.id == id).unwrap();
+        let verdict = |id: u32| match &rule(id).action {
+            Action::Verdict(v) => v.clone(),
+            a => panic!("seed {seed}: rule {id} does not decide: {a:?}"),
+        };
+        let chain_rules = |name: &str| -> Vec<u32> {
+            let (table, chain) = name.split_once('/').unwrap();
+            let id = rs.find_chain(table, chain).unwrap();
+            rs.chain(id).rules.iter().map(|r| r.id).collect()
+        };
+        let pkts = packets(&rs, seed, 200);
+        for f in report.findings.iter().chain(&report.warnings) {
+            match f.kind {
+                FindingKind::Correlation => {
+                    correlations += 1;
+                    let w = f.explain.witness.as_ref().expect("a witness");
+                    let d = e.classify(w, &NoSets).unwrap();
+                    assert_eq!(d.rule_id, f.by[0], "seed {seed}: {w}");
+                    assert!(
+                        rule(f.rule).matches.matches(w, &mut |_| false),
+                        "seed {seed}: {w}"
+                    );
+                    assert_ne!(verdict(f.rule), verdict(f.by[0]), "seed {seed}");
+                }
+                FindingKind::ReturningChain | FindingKind::UnreachedChain => {
+                    chains += 1;
+                    let inside = chain_rules(f.chain.as_deref().unwrap());
+                    for p in &pkts {
+                        let d = e.classify(p, &NoSets).unwrap();
+                        assert!(!inside.contains(&d.rule_id), "seed {seed}: {p} {f:?}");
+                        if f.kind == FindingKind::UnreachedChain {
+                            assert!(
+                                d.nonterminal.iter().all(|id| !inside.contains(id)),
+                                "seed {seed}: {p} {f:?}"
+                            );
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    assert!(
+        correlations > 50 && chains > 0,
+        "{correlations} correlations, {chains} chain findings"
+    );
+}
+
+/// The LOG and counter-only rules a decision passed, by id.
+fn logged(rs: &Ruleset, d: &Decision) -> std::collections::BTreeSet<u32> {
+    d.nonterminal
+        .iter()
+        .copied()
+        .filter(|&id| {
+            rs.rules()
+                .any(|r| r.id == id && matches!(r.action, Action::Log(_) | Action::Count))
+        })
+        .collect()
+}
+
+/// `diff --rules`: every box's witness differs as the box says (deciding
+/// rule or verdict; or one non-terminal rule matching on one side only),
+/// every random packet inside a box differs the same way, and every packet
+/// outside all boxes has the same deciding rule, verdict, LOG and counter
+/// rules in both.
+#[test]
+fn diff_by_rule_agrees_with_linear() {
+    let (mut boxes, mut nonterminal, mut outside) = (0, 0, 0);
+    let all = NonTerminal {
+        logs: true,
+        counters: true,
+    };
+    for seed in 0..200u64 {
+        let a = random_ruleset(seed, &spec(seed));
+        let b = mutate(&a, seed);
+        let (la, lb) = (list(&a), list(&b));
+        let report = diff_rules(&la, &lb, budget(), all).unwrap();
+        if !report.unproven.is_empty() {
+            continue;
+        }
+        let ea = LinearEngine::new(&a, a.select_chain(None).unwrap()).unwrap();
+        let eb = LinearEngine::new(&b, b.select_chain(None).unwrap()).unwrap();
+        let space =
+            parapet_model::Space::of(la.entries.iter().chain(&lb.entries).map(|e| &e.matches))
+                .unwrap();
+        let holds = |d: &Difference, pkt: &Packet| {
+            let (da, db) = (
+                ea.classify(pkt, &NoSets).unwrap(),
+                eb.classify(pkt, &NoSets).unwrap(),
+            );
+            match &d.nonterminal {
+                None => (da.rule_id, &da.verdict) != (db.rule_id, &db.verdict),
+                Some(n) => {
+                    let (mine, other) = if n.in_a {
+                        (logged(&a, &da), logged(&b, &db))
+                    } else {
+                        (logged(&b, &db), logged(&a, &da))
+                    };
+                    mine.contains(&n.rule) && !other.contains(&n.rule)
+                }
+            }
+        };
+        for d in &report.differences {
+            assert!(holds(d, &d.witness), "seed {seed}: {d:?}");
+            boxes += 1;
+            nonterminal += d.nonterminal.is_some() as usize;
+        }
+        for pkt in packets(&a, seed, 150) {
+            let mut inside = false;
+            for d in report
+                .differences
+                .iter()
+                .filter(|d| space.contains(&d.cube, &pkt))
+            {
+                assert!(holds(d, &pkt), "seed {seed}: {pkt} in {d:?}");
+                inside = true;
+            }
+            if !inside {
+                let (da, db) = (
+                    ea.classify(&pkt, &NoSets).unwrap(),
+                    eb.classify(&pkt, &NoSets).unwrap(),
+                );
+                assert_eq!(
+                    (da.rule_id, &da.verdict),
+                    (db.rule_id, &db.verdict),
+                    "seed {seed}: {pkt}"
+                );
+                assert_eq!(logged(&a, &da), logged(&b, &db), "seed {seed}: {pkt}");
+                outside += 1;
+            }
+        }
+    }
+    assert!(
+        boxes > 200 && nonterminal > 10 && outside > 10_000,
+        "{boxes} boxes ({nonterminal} non-terminal), {outside} packets outside"
+    );
+}

@@ -40,6 +40,20 @@ pub struct Difference {
     pub a: (u32, Verdict),
     /// B's deciding rule (0: the policy) and verdict.
     pub b: (u32, Verdict),
+    /// Set when the box differs in a non-terminal rule (`diff --rules`):
+    /// which one, and on which side it matches.
+    pub nonterminal: Option<NonTerminalDiff>,
+}
+
+/// A non-terminal rule that matches a box of packets in one list only.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NonTerminalDiff {
+    /// The rule id.
+    pub rule: u32,
+    /// "log" or "counter".
+    pub kind: &'static str,
+    /// True when A's rule matches the packets (and B's does not).
+    pub in_a: bool,
 }
 
 /// The result of a comparison.
@@ -82,6 +96,31 @@ pub fn space_of(lists: &[&DecisionList]) -> Result<Space, String> {
     )
 }
 
+/// The packets that differ by the deciding rule, not only by verdict
+/// (`diff --rules`): every deciding region of both lists is compared
+/// exactly (see `diff_rules.rs` for the non-terminal rules).
+pub(crate) fn diff_by_rule(
+    a: &DecisionList,
+    b: &DecisionList,
+    budget: Budget,
+) -> Result<(Space, DiffReport), String> {
+    let space = space_of(&[a, b])?;
+    let report = {
+        let (wa, wb) = (Walker::new(a, &space), Walker::new(b, &space));
+        every_region(&space, &wa, &wb, budget, Compare::Rules)
+    };
+    Ok((space, report))
+}
+
+/// What [`every_region`] compares per packet.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Compare {
+    /// The verdicts.
+    Verdicts,
+    /// The deciding rule's id and verdict.
+    Rules,
+}
+
 /// Compares two decision lists packet by packet, exactly, within `budget`
 /// (per working region).
 pub fn diff(a: &DecisionList, b: &DecisionList, budget: Budget) -> Result<DiffReport, String> {
@@ -92,7 +131,7 @@ pub fn diff(a: &DecisionList, b: &DecisionList, budget: Budget) -> Result<DiffRe
             return Ok(diff_changed(&space, &wa, &wb, &ca, &cb, budget));
         }
     }
-    Ok(every_region(&space, &wa, &wb, budget))
+    Ok(every_region(&space, &wa, &wb, budget, Compare::Verdicts))
 }
 
 /// [`diff`] without looking for common entries: every deciding region of
@@ -106,15 +145,25 @@ pub fn diff_every_region(
 ) -> Result<DiffReport, String> {
     let space = space_of(&[a, b])?;
     let (wa, wb) = (Walker::new(a, &space), Walker::new(b, &space));
-    Ok(every_region(&space, &wa, &wb, budget))
+    Ok(every_region(&space, &wa, &wb, budget, Compare::Verdicts))
 }
 
-fn every_region(space: &Space, wa: &Walker, wb: &Walker, budget: Budget) -> DiffReport {
+/// With [`Compare::Rules`] every piece is followed exactly on both sides
+/// (no run is settled in bulk) and B's rules with A's policy's verdict are
+/// followed too.
+fn every_region(
+    space: &Space,
+    wa: &Walker,
+    wb: &Walker,
+    budget: Budget,
+    compare: Compare,
+) -> DiffReport {
     let (a, b) = (wa.list, wb.list);
+    let by_rule = compare == Compare::Rules;
     let mut report = DiffReport::default();
     let emit = |report: &mut DiffReport, region: Region, sa: (u32, &Verdict), sb| {
         let (sb_id, sb_verdict): (u32, &Verdict) = sb;
-        if sa.1 == sb_verdict {
+        if sa.1 == sb_verdict && (!by_rule || sa.0 == sb_id) {
             return;
         }
         for cube in region.cubes() {
@@ -125,6 +174,7 @@ fn every_region(space: &Space, wa: &Walker, wb: &Walker, budget: Budget) -> Diff
                     points_log2: space.points_log2(cube),
                     a: (sa.0, sa.1.clone()),
                     b: (sb_id, sb_verdict.clone()),
+                    nonterminal: None,
                 });
             }
         }
@@ -135,8 +185,13 @@ fn every_region(space: &Space, wa: &Walker, wb: &Walker, budget: Budget) -> Diff
             continue;
         };
         let mut pieces: Vec<(Stop, Cube)> = Vec::new();
-        let outcome = follow(wa, i, wb, budget, Settle::SameAs(va), &mut |s, c| {
-            if wb.verdict(s) != va {
+        let settle = if by_rule {
+            Settle::Exact
+        } else {
+            Settle::SameAs(va)
+        };
+        let outcome = follow(wa, i, wb, budget, settle, &mut |s, c| {
+            if wb.verdict(s) != va || (by_rule && wb.rule_id(s) != e.rule_id) {
                 pieces.push((s, c.clone()));
             }
         });
@@ -164,7 +219,7 @@ fn every_region(space: &Space, wa: &Walker, wb: &Walker, budget: Budget) -> Diff
         let EntryKind::Decide(vb) = &e.kind else {
             continue;
         };
-        if *vb == a.policy {
+        if *vb == a.policy && !by_rule {
             continue;
         }
         let mut rest = Region::empty();
@@ -259,6 +314,7 @@ fn diff_changed(
                             points_log2: space.points_log2(c),
                             a: (wa.rule_id(sa), wa.verdict(sa).clone()),
                             b: (wb.rule_id(sb), wb.verdict(sb).clone()),
+                            nonterminal: None,
                         },
                     ));
                 }

@@ -24,12 +24,16 @@
 //! [`service_port`]), prefix maths ([`range_to_prefixes`], [`prefix_len`])
 //! and the performance|memory [`Policy`].
 
+mod chain_findings;
 mod common_entries;
+mod correlation;
 mod depth_first;
 mod diff;
+mod diff_rules;
 mod display;
 mod dynset;
 mod field;
+mod finding;
 mod flatten;
 mod hashlimit;
 mod hook_join;
@@ -52,7 +56,8 @@ mod time_unit;
 mod time_window;
 
 pub use depth_first::Outcome;
-pub use diff::{diff, diff_every_region, DiffReport, Difference, Unproven};
+pub use diff::{diff, diff_every_region, DiffReport, Difference, NonTerminalDiff, Unproven};
+pub use diff_rules::{diff_rules, NonTerminal};
 pub use display::{format_set, format_value};
 pub use dynset::{
     timeout_jiffies as dynset_timeout_jiffies, Dynset, DynsetCheck, DynsetDecl, DynsetElement,
@@ -60,6 +65,7 @@ pub use dynset::{
     MAX_LIMIT_BURST as DYNSET_MAX_LIMIT_BURST, MAX_LIMIT_RATE as DYNSET_MAX_LIMIT_RATE,
 };
 pub use field::{ct_status, tcp_flags, CtState, Family, Field, IfName};
+pub use finding::{Explain, Finding, FindingKind};
 pub use flatten::{
     flatten, flatten_unpruned, flatten_with_limit, DecisionList, Entry, EntryKind, FlattenError,
     DEFAULT_MAX_ENTRIES,
@@ -76,7 +82,7 @@ pub use hashlimit::{
 pub use hook_join::join_at_hook;
 pub use interval::{prefix_len, prefix_range, range_to_prefixes, width_mask, IntervalSet};
 pub use linear::{Decision, EvalError, LinearEngine, NoSets, SetLookup, TraceStep, MAX_DEPTH};
-pub use lint::{lint, Finding, FindingKind, LintReport};
+pub use lint::{lint, lint_with, LintOptions, LintReport};
 pub use packet::{from_ip, to_ip, Packet, PacketSpecError};
 pub use policy::Policy;
 pub use proto::{protocol_name, protocol_number, service_port, PROTOCOLS, SERVICES};

@@ -11,51 +11,41 @@
 //!   further down. Checked from the last rule to the first, each against
 //!   the list without the redundant rules found so far, so all of them can
 //!   be removed together.
+//! - **empty-match**: the rule's conditions contradict each other (a port
+//!   range that excludes itself, two address conditions with nothing in
+//!   common): no packet can match it, wherever it stands.
+//! - **unreached-chain** (`chain_findings.rs`): no packet reaches any jump
+//!   or goto into a user chain (or none exists): every rule of it is dead.
+//!
+//! Warnings do not change the exit code, because they flag rules that may be
+//! meant as they are:
+//! - **returning-chain** (`chain_findings.rs`): every packet entering a
+//!   chain comes back out of it undecided (it only logs or counts, or its
+//!   deciding rules are never reached);
+//! - **correlation** (`correlation.rs`): a later rule overlaps an earlier
+//!   one with another verdict only partly, ranked by the packets they share.
 
 use crate::depth_first::Outcome;
+use crate::finding::{fixed_memberships, Explain, Finding, FindingKind};
 use crate::flatten::{DecisionList, EntryKind};
 use crate::packet::Packet;
 use crate::reach::{Settle, Stop, Walker};
 use crate::region::{Budget, Cube, OverBudget, Region, Space};
 use crate::rule::Ruleset;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
-/// What is wrong with a rule.
+/// What to look for beyond unreachable and redundant rules.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub enum FindingKind {
-    /// No packet reaches it.
-    Unreachable,
-    /// Removing it changes no packet's verdict.
-    Redundant,
+pub struct LintOptions {
+    /// Most correlation warnings reported (the largest overlaps first); 0
+    /// looks for none.
+    pub correlations: usize,
 }
 
-impl FindingKind {
-    /// The name used in output (`unreachable`, `redundant`).
-    pub fn name(self) -> &'static str {
-        match self {
-            FindingKind::Unreachable => "unreachable",
-            FindingKind::Redundant => "redundant",
-        }
+impl Default for LintOptions {
+    fn default() -> Self {
+        LintOptions { correlations: 10 }
     }
-}
-
-/// One finding about one rule.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Finding {
-    /// What kind.
-    pub kind: FindingKind,
-    /// The rule's id.
-    pub rule: u32,
-    /// Unreachable: the earlier rules that take or skip every packet it
-    /// matches (one rule when one suffices). Redundant: the rule that
-    /// decides the witness once it is gone (0: the policy).
-    pub by: Vec<u32>,
-    /// Redundant: a packet the rule decides, which keeps its verdict
-    /// without it.
-    pub witness: Option<Packet>,
-    /// Unreachable without any entry: why (`empty match`, `chain never
-    /// reached`).
-    pub note: Option<&'static str>,
 }
 
 /// The result of linting.
@@ -63,6 +53,15 @@ pub struct Finding {
 pub struct LintReport {
     /// Findings, by rule id.
     pub findings: Vec<Finding>,
+    /// Warnings (chains that always return, correlations), by kind, then
+    /// rule id; correlations by the packets they cover, most first.
+    pub warnings: Vec<Finding>,
+    /// The fields of the analysis space: the dimensions of explanation boxes.
+    pub dims: Vec<crate::field::Field>,
+    /// False when the correlation search stopped at its bound on rule
+    /// pairs or at the deadline: larger correlations than those reported
+    /// may exist.
+    pub correlations_complete: bool,
     /// Rules whose analysis hit the budget: nothing is claimed about them.
     pub unproven: Vec<u32>,
 }
@@ -86,23 +85,40 @@ fn limits_let_packets_on(list: &DecisionList) -> DecisionList {
     list
 }
 
-/// Lints `ruleset`, whose base chains flattened (unpruned) to `lists`.
+/// Lints `ruleset`, whose base chains flattened (unpruned) to `lists`, with
+/// the default [`LintOptions`].
 pub fn lint(
     ruleset: &Ruleset,
     lists: &[DecisionList],
     budget: Budget,
+) -> Result<LintReport, String> {
+    lint_with(ruleset, lists, budget, LintOptions::default())
+}
+
+/// As [`lint`], with `options`.
+pub fn lint_with(
+    ruleset: &Ruleset,
+    lists: &[DecisionList],
+    budget: Budget,
+    options: LintOptions,
 ) -> Result<LintReport, String> {
     // A rule with a limit decides only while its bucket lasts: for what can
     // reach the rules after it, it lets every packet on (a counter-only
     // entry), so lint never calls a rule behind it unreachable.
     let lists: Vec<DecisionList> = lists.iter().map(limits_let_packets_on).collect();
     let lists = &lists[..];
-    let space = Space::of(
+    // Set memberships are free dimensions: findings hold whatever the sets
+    // hold (see `Space::with_sets`).
+    let space = Space::with_sets(
         lists
             .iter()
             .flat_map(|l| l.entries.iter().map(|e| &e.matches)),
-    )?;
-    let mut report = LintReport::default();
+    );
+    let mut report = LintReport {
+        dims: space.dims().to_vec(),
+        correlations_complete: true,
+        ..LintReport::default()
+    };
     // rule id -> its entries, as (list, index)
     let mut entries: BTreeMap<u32, Vec<(usize, usize)>> = BTreeMap::new();
     for (l, list) in lists.iter().enumerate() {
@@ -164,21 +180,27 @@ pub fn lint(
         Ok(r.witness.is_some())
     };
     let mut unreachable = std::collections::BTreeSet::new();
+    // Per rule: reached (true), never reached (false), not proven (absent).
+    let mut reached: HashMap<u32, bool> = HashMap::new();
     for rule in ruleset.rules() {
         let Some(at) = entries.get(&rule.id) else {
-            let note = if rule.matches.is_unsatisfiable() {
-                "its match is empty"
-            } else {
-                "no jump reaches its chain with a packet it could match"
-            };
             unreachable.insert(rule.id);
-            report.findings.push(Finding {
-                kind: FindingKind::Unreachable,
-                rule: rule.id,
-                by: Vec::new(),
-                witness: None,
-                note: Some(note),
-            });
+            reached.insert(rule.id, false);
+            if rule.matches.is_unsatisfiable() {
+                let mut f = Finding::new(FindingKind::EmptyMatch, rule.id, Vec::new());
+                f.note = Some("its conditions contradict each other: no packet matches it");
+                f.explain.empty_fields = rule
+                    .matches
+                    .iter()
+                    .filter(|(_, values)| values.is_empty())
+                    .map(|(field, _)| *field)
+                    .collect();
+                report.findings.push(f);
+            } else {
+                let mut f = Finding::new(FindingKind::Unreachable, rule.id, Vec::new());
+                f.note = Some("no jump reaches its chain with a packet it could match");
+                report.findings.push(f);
+            }
             continue;
         };
         let mut any = Ok(false);
@@ -193,19 +215,34 @@ pub fn lint(
             }
         }
         match any {
-            Ok(true) => {}
+            Ok(true) => {
+                reached.insert(rule.id, true);
+            }
             Ok(false) => {
                 unreachable.insert(rule.id);
-                report.findings.push(Finding {
-                    kind: FindingKind::Unreachable,
-                    rule: rule.id,
-                    by: shadowing_rules(&walkers, &reaches, at),
-                    witness: None,
-                    note: None,
-                });
+                reached.insert(rule.id, false);
+                let by = shadowing_rules(&walkers, &reaches, at);
+                let mut f = Finding::new(FindingKind::Unreachable, rule.id, by);
+                f.explain = unreachable_explain(&walkers, &space, at);
+                report.findings.push(f);
             }
             Err(OverBudget) => report.unproven.push(rule.id),
         }
+    }
+    let (chain_findings, chain_warnings) =
+        crate::chain_findings::chain_findings(ruleset, &|id| reached.get(&id).copied());
+    report.findings.extend(chain_findings);
+    report.warnings.extend(chain_warnings);
+    if options.correlations > 0 {
+        let (found, complete) = crate::correlation::correlations(
+            &walkers,
+            &space,
+            &unreachable,
+            options.correlations,
+            budget,
+        );
+        report.warnings.extend(found);
+        report.correlations_complete = complete;
     }
     // Redundancy, last rule first, for rules that flattened to one
     // deciding entry. Unreachable rules are gone first: a rule is not
@@ -337,13 +374,21 @@ pub fn lint(
                 }
             };
             if same {
-                report.findings.push(Finding {
-                    kind: FindingKind::Redundant,
-                    rule: e.rule_id,
-                    by: vec![w.decide_point(witness, i + 1)],
+                let mut f = Finding::new(
+                    FindingKind::Redundant,
+                    e.rule_id,
+                    vec![w.decide_point(witness, i + 1)],
+                );
+                f.witness = Some(witness.clone());
+                f.explain = Explain {
+                    boxes: w.universe_within(w.cube(i)).cubes().to_vec(),
+                    points_log2: Some(space.points_log2(w.cube(i))),
                     witness: Some(witness.clone()),
-                    note: None,
-                });
+                    empty_fields: Vec::new(),
+                    list: Some(l),
+                    witness_sets: fixed_memberships(&space, w.cube(i)),
+                };
+                report.findings.push(f);
                 walker.remove(i);
             }
         }
@@ -386,6 +431,36 @@ fn probe(w: &Walker, space: &Space, i: usize, also: impl Fn(&Packet) -> bool) ->
         let pkt = space.witness(&Cube::from_hull(&corner))?;
         (space.contains(cube, &pkt) && w.arrives_at(&pkt, i) && also(&pkt)).then_some(pkt)
     })
+}
+
+/// An unreachable rule's explanation: the boxes of its entries and a
+/// packet of them (which an earlier rule decides, or a RETURN skips past).
+fn unreachable_explain(walkers: &[Walker], space: &Space, at: &[(usize, usize)]) -> Explain {
+    let boxes: Vec<Cube> = at
+        .iter()
+        .flat_map(|&(l, i)| {
+            walkers[l]
+                .universe_within(walkers[l].cube(i))
+                .cubes()
+                .to_vec()
+        })
+        .collect();
+    let found = boxes
+        .iter()
+        .find_map(|c| space.witness(c).map(|w| (w, fixed_memberships(space, c))));
+    let points_log2 = boxes.first().map(|c| space.points_log2(c));
+    let (witness, witness_sets) = match found {
+        Some((w, sets)) => (Some(w), sets),
+        None => (None, Vec::new()),
+    };
+    Explain {
+        boxes,
+        points_log2,
+        witness,
+        empty_fields: Vec::new(),
+        list: at.first().map(|a| a.0),
+        witness_sets,
+    }
 }
 
 /// The rules that took or skipped the packets of an unreachable rule's

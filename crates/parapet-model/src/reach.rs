@@ -401,7 +401,7 @@ impl<'a> Walker<'a> {
             .space
             .dims()
             .iter()
-            .map(|&f| (pkt.value(f), pkt.value(f)))
+            .map(|&f| (Space::point_value(f, pkt), Space::point_value(f, pkt)))
             .collect();
         let mut at = from;
         for j in self.index.meeting(&self.hulls, &point, from, to) {

@@ -113,22 +113,44 @@ impl Space {
     /// and addresses (whose universe depends on each other). Set membership
     /// depends on the sets' contents and is refused.
     pub fn of<'a>(matches: impl IntoIterator<Item = &'a Matches>) -> Result<Space, String> {
+        let space = Space::with_sets(matches);
+        if space.dims.iter().any(|f| matches!(f, Field::Set(_))) {
+            return Err(
+                "rules that match named sets are not analysed yet (their contents can change)"
+                    .into(),
+            );
+        }
+        Ok(space)
+    }
+
+    /// As [`Space::of`], with each set reference a dimension of its own
+    /// (0: the packet's key is not in the set, 1: it is), free of every
+    /// other field: the sets' contents are unknown, so every combination of
+    /// memberships is a point. A claim about every point holds whatever the
+    /// sets hold (`lint`). A packet written as `--packet` carries no
+    /// membership: point lookups (witness checks, probes) take every
+    /// membership as 0, consistently, so a point they prove something of is
+    /// a real point of the space.
+    pub fn with_sets<'a>(matches: impl IntoIterator<Item = &'a Matches>) -> Space {
         let mut dims = vec![Field::Family, Field::SrcAddr, Field::DstAddr];
         for m in matches {
             for (f, _) in m.iter() {
-                if let Field::Set(_) = f {
-                    return Err(
-                        "rules that match named sets are not analysed yet (their contents can change)"
-                            .into(),
-                    );
-                }
                 if !dims.contains(f) {
                     dims.push(*f);
                 }
             }
         }
         dims.sort();
-        Ok(Space { dims })
+        Space { dims }
+    }
+
+    /// The value of dimension `f` at `pkt` (a set membership: 0, see
+    /// [`Space::with_sets`]).
+    pub fn point_value(f: Field, pkt: &Packet) -> u128 {
+        match f {
+            Field::Set(_) => 0,
+            _ => pkt.value(f),
+        }
     }
 
     /// The analysed fields.
@@ -231,7 +253,7 @@ impl Space {
         self.dims
             .iter()
             .zip(&cube.sides)
-            .all(|(&f, side)| side.contains(pkt.value(f)))
+            .all(|(&f, side)| side.contains(Space::point_value(f, pkt)))
     }
 
     /// log2 of the number of points of the cube (interface sides count
