@@ -156,7 +156,7 @@ pub(crate) fn correlations(
             0,
             c.earlier,
             budget,
-            Settle::Any,
+            Settle::Arrival,
             &mut |outcome, cube| {
                 witness = (outcome == Outcome::Arrived)
                     .then(|| space.witness(cube))

@@ -223,7 +223,7 @@ impl Walker<'_> {
                 let resume = match &self.list.entries[j].kind {
                     EntryKind::Decide(v) => {
                         if settle.allows(v) {
-                            let end = self.run_end(j).min(to);
+                            let end = self.run_end(j, settle).min(to);
                             let k = self.next_catch_all(&piece.cube, j);
                             if k < end && !self.is_removed(k) {
                                 touched(k);

@@ -438,7 +438,7 @@ fn through_range(
             from,
             to,
             budget,
-            Settle::Any,
+            Settle::Arrival,
             &mut |outcome, cube| {
                 if outcome != Outcome::Arrived {
                     return false;

@@ -43,7 +43,7 @@ fn arriving(w: &Walker, start: &Region, k: usize, budget: Budget) -> Result<Regi
         0,
         k,
         budget,
-        Settle::Any,
+        Settle::Arrival,
         &mut |outcome, cube| {
             if outcome == Outcome::Arrived {
                 out.extend_disjoint(Region::from_cube(cube.clone()));

@@ -156,7 +156,7 @@ pub fn lint_with(
                         0,
                         i,
                         budget,
-                        Settle::Any,
+                        Settle::Arrival,
                         &mut |outcome, cube| {
                             witness = (outcome == Outcome::Arrived)
                                 .then(|| space.witness(cube))
@@ -345,7 +345,7 @@ pub fn lint_with(
                         0,
                         i,
                         budget,
-                        Settle::Any,
+                        Settle::Arrival,
                         &mut |outcome, cube| {
                             if outcome != Outcome::Arrived {
                                 return false;
