@@ -11,7 +11,9 @@
 //! (`CI` set), where a missing corpus fails.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+
+mod common;
+use common::offline::parapet;
 
 fn corpus_dir() -> Option<PathBuf> {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
@@ -20,13 +22,6 @@ fn corpus_dir() -> Option<PathBuf> {
         .into_iter()
         .chain([repo.join("../shared/corpus")])
         .find(|d| d.join("iptables").is_dir())
-}
-
-fn parapet(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_parapet"))
-        .args(args)
-        .output()
-        .unwrap()
 }
 
 /// The messages with which `list --format nft` declines a construct nft

@@ -3,14 +3,10 @@
 //! trace's time column with the kernel's arithmetic (deterministic: the
 //! same trace gives the same answers).
 
-use std::process::{Command, Output};
+use std::process::Output;
 
-fn parapet(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_parapet"))
-        .args(args)
-        .output()
-        .expect("run parapet")
-}
+mod common;
+use common::offline::parapet;
 
 fn files(tag: &str, rules: &str, trace: &str) -> (String, String) {
     let dir = std::env::temp_dir();

@@ -1,34 +1,10 @@
 //! The `parapet` binary, driven as users and outside checks drive it.
 
 use parapet_model::{Family, LinearEngine, NoSets};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
 
-fn parapet(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_parapet"))
-        .args(args)
-        .output()
-        .expect("run parapet")
-}
-
-fn stdout(o: &Output) -> String {
-    assert!(
-        o.status.success(),
-        "parapet failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout.clone()).unwrap()
-}
-
-fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
-    let p = dir.join(name);
-    std::fs::write(&p, text).unwrap();
-    p
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
+mod common;
+use common::offline::{parapet, s, stdout, write};
 
 #[test]
 fn check_reports_file_line_col_and_exits_1() {

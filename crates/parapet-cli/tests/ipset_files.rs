@@ -1,34 +1,8 @@
 //! Issue 13 item 6: `parapet check` and `parapet list` read `ipset save`
 //! files as they read rulesets (the same function the corpus suite calls).
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn parapet(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_parapet"))
-        .args(args)
-        .output()
-        .expect("run parapet")
-}
-
-fn stdout(o: &Output) -> String {
-    assert!(
-        o.status.success(),
-        "parapet failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout.clone()).unwrap()
-}
-
-fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
-    let p = dir.join(name);
-    std::fs::write(&p, text).unwrap();
-    p
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
+mod common;
+use common::offline::{parapet, s, stdout, write};
 
 #[test]
 fn check_reads_an_ipset_file_and_reports_errors_at_their_position() {

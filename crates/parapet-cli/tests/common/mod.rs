@@ -13,6 +13,7 @@ use parapet_testbed::{Pair, Veth};
 pub mod daemon;
 pub mod host;
 pub mod nf_twins;
+pub mod offline;
 pub mod prometheus;
 pub mod router;
 
