@@ -6,9 +6,13 @@
 # then the median, min and max CPU seconds (user + system; on a machine
 # shared with other work the wall time mostly measures the others).
 #
+# A set named NAME+mixed is NAME with every second rule DROP (written by
+# mixed_verdicts.sh with the first binary, from NAME and its perturbed copy).
+# LINT_ARGS adds arguments to every lint (e.g. "--correlations 0").
+#
 # usage: bench/analysis/run.sh "BIN..." "SET..." [ROUNDS] [TIME_LIMIT]
 #   e.g. bench/analysis/run.sh "/tmp/parapet.before target/release/parapet" \
-#        "acl1_10k fw1_10k ipc1_10k acl1_100k" 3 30
+#        "acl1_10k fw1_10k ipc1_10k acl1_100k fw1_10k+mixed" 3 30
 set -eu
 bins=$1 sets=$2 rounds=${3:-3} limit=${4:-60}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -16,16 +20,22 @@ data=${DATA:-$here/../../../shared/data/classbench}
 tmp=${TMPDIR:-/tmp}/parapet-analysis-bench
 mkdir -p "$tmp"
 printf 'bin\tset\tcommand\tmedian_s\tmin_s\tmax_s\texit\tcomplete\tcpu_median_s\tcpu_min_s\tcpu_max_s\tpeak_rss_kb\n'
+first_bin=${bins%% *}
 for set in $sets; do
-    [ -s "$tmp/$set" ] || gunzip -c "$data/$set.gz" > "$tmp/$set" 2>/dev/null || cp "$data/$set" "$tmp/$set"
-    [ -s "$tmp/$set.b" ] || python3 "$here/perturb.py" "$tmp/$set" "$tmp/$set.b"
+    base=${set%+mixed}
+    [ -s "$tmp/$base" ] || gunzip -c "$data/$base.gz" > "$tmp/$base" 2>/dev/null || cp "$data/$base" "$tmp/$base"
+    [ -s "$tmp/$base.b" ] || python3 "$here/perturb.py" "$tmp/$base" "$tmp/$base.b"
+    if [ "$set" != "$base" ]; then
+        [ -s "$tmp/$set" ] || "$here/mixed_verdicts.sh" "$first_bin" "$tmp/$base" "$tmp/$set"
+        [ -s "$tmp/$set.b" ] || "$here/mixed_verdicts.sh" "$first_bin" "$tmp/$base.b" "$tmp/$set.b"
+    fi
     for cmd in lint diff; do
         for bin in $bins; do
             times="" cpus="" rss=0
             for _ in $(seq "$rounds"); do
                 start=$(date +%s.%N)
                 if [ "$cmd" = lint ]; then
-                    set +e; /usr/bin/time -o "$tmp/time" -f '%U %S %M' "$bin" lint "$tmp/$set" --json --time-limit "$limit" > "$tmp/out.json" 2>/dev/null; rc=$?; set -e
+                    set +e; /usr/bin/time -o "$tmp/time" -f '%U %S %M' "$bin" lint "$tmp/$set" --json --time-limit "$limit" ${LINT_ARGS:-} > "$tmp/out.json" 2>/dev/null; rc=$?; set -e
                 else
                     set +e; /usr/bin/time -o "$tmp/time" -f '%U %S %M' "$bin" diff "$tmp/$set" "$tmp/$set.b" --json --time-limit "$limit" > "$tmp/out.json" 2>/dev/null; rc=$?; set -e
                 fi
