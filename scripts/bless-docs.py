@@ -9,14 +9,17 @@ what the doc shows; after an intended change of output, run
 and review the diff.
 """
 import os
+import re
 import subprocess
 import sys
+import tempfile
 
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 binary = os.environ.get("P", os.path.join(root, "target", "debug", "parapet"))
 path = os.path.join(root, "docs", "cli.md")
 lines = open(path).read().split("\n")
 out, in_block, skipping = [], False, False
+tmp = tempfile.mkdtemp(prefix="bless-docs-")
 for line in lines:
     if line.startswith("```"):
         in_block = not in_block
@@ -25,10 +28,18 @@ for line in lines:
         continue
     if in_block and line.startswith("$ ") and "$P" in line:
         out.append(line)
-        cmd = line[2:].replace("bad.rules", "/tmp/bless-bad.rules")
+        # Files an example writes (`> NAME`) go to a scratch directory, as
+        # in tests/docs.rs, never into the repository.
+        cmd = line[2:]
+        scratch = set(re.findall(r">\s*([\w.-]+)", cmd)) | {"bad.rules"}
+        for name in scratch:
+            cmd = cmd.replace(name, os.path.join(tmp, name))
         res = subprocess.run(["bash", "-c", f"cd {root} && {cmd} 2>&1"], env={**os.environ, "P": binary},
                              capture_output=True, text=True)
-        text = res.stdout.replace("/tmp/bless-bad.rules", "bad.rules").rstrip("\n")
+        text = res.stdout
+        for name in scratch:
+            text = text.replace(os.path.join(tmp, name), name)
+        text = text.rstrip("\n")
         if text:
             out.extend(text.split("\n"))
         skipping = True
