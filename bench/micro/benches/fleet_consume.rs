@@ -119,7 +119,7 @@ fn main() {
             let t = cpu();
             let mut changes = batch::parse(m).expect("valid batch");
             let t1 = cpu();
-            changes.retain(|c| replica.decide(c) == parapet_fleet::replica::Decision::Apply);
+            replica.decide_all(&mut changes);
             let t2 = cpu();
             let els: Vec<Element> = changes
                 .iter()
@@ -138,7 +138,10 @@ fn main() {
             t_element += t3 - t2;
             t_insert += t4 - t3;
         }
-        for (i, t) in [t_decode, t_decide, t_element, t_insert].into_iter().enumerate() {
+        for (i, t) in [t_decode, t_decide, t_element, t_insert]
+            .into_iter()
+            .enumerate()
+        {
             stages[i].1.push(t * 1e9 / total);
         }
     }
