@@ -177,14 +177,32 @@ fn bad_tls_flags_are_refused_at_start() {
         ),
     ];
     for (args, why) in cases {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_parapetd"))
+        // Bounded: a parapetd that wrongly accepts the flags runs on.
+        let err_file = dir.path().join("stderr");
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_parapetd"))
             .args(["--socket", dir.path().join("s").to_str().unwrap()])
             .args(["--state-dir", dir.path().join("st").to_str().unwrap()])
             .args(args)
-            .output()
+            .stderr(std::fs::File::create(&err_file).unwrap())
+            .spawn()
             .unwrap();
-        assert!(!out.status.success(), "{args:?}");
-        let err = String::from_utf8_lossy(&out.stderr);
+        let t0 = Instant::now();
+        let status = loop {
+            if let Some(st) = child.try_wait().unwrap() {
+                break Some(st);
+            }
+            if t0.elapsed() > Duration::from_secs(30) {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let err = std::fs::read_to_string(&err_file).unwrap_or_default();
+        assert!(
+            status.is_some_and(|s| !s.success()),
+            "{args:?} accepted: {err}"
+        );
         assert!(err.contains(why), "{args:?}: {err}");
     }
 }
