@@ -237,15 +237,16 @@ blacklists_ipv6: crowdsec6-blacklists
                 t0 = time.monotonic()
                 # Under load the LAPI's SQLite can refuse a big import
                 # ("database is locked"; nothing imported): try again, at
-                # most 3 times; the import time includes the tries.
-                for attempt in range(3):
+                # most 6 times, 2 s apart; the import time includes the tries.
+                for attempt in range(6):
                     try:
                         cscli("decisions", "import", "-i", csv)
                         break
                     except SystemExit as e:
-                        if "database is locked" not in str(e) or attempt == 2:
+                        if "database is locked" not in str(e) or attempt == 5:
                             raise
                         print(f"import refused (database is locked), try {attempt + 2}", flush=True)
+                        time.sleep(2)
                 t1 = time.monotonic()
                 done = {}
                 seen = {"bouncer_count": 0, "ipset_count": 0, "parapet_count": 0}

@@ -1,36 +1,42 @@
-//! The CrowdSec source's HTTP: one bounded `GET` over plain HTTP/1.1 and
-//! the parsing of a decisions stream (`/v1/decisions/stream`) and of Go
-//! duration strings.
+//! The CrowdSec source's HTTP: one bounded `GET` over HTTP/1.1 (plain, or
+//! inside TLS: `crowdsec/tls.rs`) and the parsing of a decisions stream
+//! (`/v1/decisions/stream`) and of Go duration strings.
 //!
 //! Hand-written rather than a client crate: the Local API is on loopback
 //! in the common case, one request shape is needed, and owning the reader
 //! keeps every byte counted against the size cap (status line, headers,
-//! chunked framing and body) with no new dependencies. No TLS: an `https`
-//! URL is refused with a clear error (a remote LAPI can be reached through
-//! a local TLS tunnel).
+//! chunked framing and body) with no new dependencies.
 
+use crate::crowdsec::tls::Tls;
 use serde::Deserialize;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
-/// Where the Local API is: `http://HOST:PORT[/PREFIX]`.
+/// Where the Local API is: `http[s]://HOST:PORT[/PREFIX]`.
 #[derive(Clone, Debug)]
 pub struct Endpoint {
     /// `HOST:PORT` as given (for `Host:` and connecting).
     pub authority: String,
+    /// The host alone (no port, no brackets): the name a TLS server's
+    /// certificate must carry.
+    pub host: String,
     /// Path prefix without a trailing `/`.
     pub prefix: String,
+    /// `https`.
+    pub tls: bool,
 }
 
 impl Endpoint {
-    /// Parses `http://HOST[:PORT][/PREFIX]` (port 8080, the LAPI's, by default).
+    /// Parses `http[s]://HOST[:PORT][/PREFIX]` (port 8080, the LAPI's, by
+    /// default).
     pub fn parse(url: &str) -> Result<Endpoint, String> {
-        let rest = match url.split_once("://") {
-            Some(("http", r)) => r,
+        let (tls, rest) = match url.split_once("://") {
+            Some(("http", r)) => (false, r),
+            Some(("https", r)) => (true, r),
             Some((s, _)) => {
                 return Err(format!(
-                    "--crowdsec {url}: scheme `{s}` not supported (plain http only)"
+                    "--crowdsec {url}: scheme `{s}` not supported (http or https)"
                 ))
             }
             None => return Err(format!("--crowdsec {url}: expected http://HOST:PORT")),
@@ -42,20 +48,28 @@ impl Endpoint {
         if auth.is_empty() || auth.contains('@') {
             return Err(format!("--crowdsec {url}: bad host"));
         }
-        let authority = if auth
+        let port = auth
             .rsplit_once(':')
-            .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
-        {
-            auth.to_string()
-        } else {
-            format!("{auth}:8080")
+            .filter(|(h, p)| p.parse::<u16>().is_ok() && (!h.starts_with('[') || h.ends_with(']')));
+        let (host, authority) = match port {
+            Some((h, _)) => (h, auth.to_string()),
+            None => (auth, format!("{auth}:8080")),
         };
         Ok(Endpoint {
             authority,
+            host: host
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_string(),
             prefix: path.to_string(),
+            tls,
         })
     }
 }
+
+/// A connection to the LAPI: a socket, or TLS over one.
+trait ReadWrite: Read + Write {}
+impl<T: Read + Write> ReadWrite for T {}
 
 /// Limits of one request.
 #[derive(Clone, Copy, Debug)]
@@ -66,7 +80,9 @@ pub struct Limits {
     pub max_bytes: u64,
 }
 
-/// `GET prefix+path` with header `X-Api-Key`; the body of a 200 response
+/// `GET prefix+path` with header `X-Api-Key` (none when `key` is empty: a
+/// client certificate authenticates), inside TLS when `tls` is given
+/// (the endpoint is `https`); the body of a 200 response
 /// is handed to `decode` as a reader (`Content-Length`, chunked, or to
 /// EOF), so a large response is decoded as it arrives and never held
 /// whole in memory. Whatever `decode` leaves unread is an error (it must
@@ -75,6 +91,7 @@ pub fn get<T>(
     ep: &Endpoint,
     path: &str,
     key: &str,
+    tls: Option<&Tls>,
     lim: Limits,
     decode: impl FnOnce(&mut dyn Read) -> Result<T, String>,
 ) -> Result<T, String> {
@@ -84,18 +101,26 @@ pub fn get<T>(
         .map_err(|e| format!("{}: {e}", ep.authority))?
         .next()
         .ok_or_else(|| format!("{}: no address", ep.authority))?;
-    let mut s =
-        TcpStream::connect_timeout(&addr, lim.timeout).map_err(|e| format!("{addr}: {e}"))?;
+    let s = TcpStream::connect_timeout(&addr, lim.timeout).map_err(|e| format!("{addr}: {e}"))?;
     s.set_read_timeout(Some(lim.timeout))
         .map_err(|e| e.to_string())?;
     s.set_write_timeout(Some(lim.timeout))
         .map_err(|e| e.to_string())?;
+    let key_header = if key.is_empty() {
+        String::new()
+    } else {
+        format!("X-Api-Key: {key}\r\n")
+    };
     let req = format!(
-        "GET {}{path} HTTP/1.1\r\nHost: {}\r\nUser-Agent: parapetd/{}\r\nX-Api-Key: {key}\r\nAccept: application/json\r\nConnection: close\r\n\r\n",
+        "GET {}{path} HTTP/1.1\r\nHost: {}\r\nUser-Agent: parapetd/{}\r\n{key_header}Accept: application/json\r\nConnection: close\r\n\r\n",
         ep.prefix,
         ep.authority,
         env!("CARGO_PKG_VERSION")
     );
+    let mut s: Box<dyn ReadWrite> = match tls {
+        Some(t) => Box::new(t.connect(&ep.host, s)?),
+        None => Box::new(s),
+    };
     s.write_all(req.as_bytes())
         .map_err(|e| format!("{addr}: {e}"))?;
     let mut r = BufReader::new(s.take(lim.max_bytes));
@@ -135,7 +160,8 @@ pub fn get<T>(
         let msg = String::from_utf8_lossy(&msg);
         return Err(format!("HTTP {code}: {}", clip(msg.trim())));
     }
-    let over = |r: &mut Body<'_, BufReader<std::io::Take<TcpStream>>>| r.r.get_ref().limit() == 0;
+    let over =
+        |r: &mut Body<'_, BufReader<std::io::Take<Box<dyn ReadWrite>>>>| r.r.get_ref().limit() == 0;
     match decode(&mut body) {
         Err(_) if over(&mut body) => Err(format!("response larger than {} bytes", lim.max_bytes)),
         Err(e) => Err(e),
@@ -373,7 +399,17 @@ mod tests {
             (e.authority.as_str(), e.prefix.as_str()),
             ("localhost:8080", "/lapi")
         );
-        assert!(Endpoint::parse("https://x").is_err());
+        let e = Endpoint::parse("https://[::1]:8443/").unwrap();
+        assert_eq!(
+            (e.host.as_str(), e.authority.as_str(), e.tls),
+            ("::1", "[::1]:8443", true)
+        );
+        let e = Endpoint::parse("https://lapi.example").unwrap();
+        assert_eq!(
+            (e.host.as_str(), e.authority.as_str()),
+            ("lapi.example", "lapi.example:8080")
+        );
+        assert!(Endpoint::parse("ftp://x").is_err());
         assert!(Endpoint::parse("x:1").is_err());
     }
 }

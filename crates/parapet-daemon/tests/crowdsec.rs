@@ -268,7 +268,7 @@ fn bad_flags_are_refused_at_start() {
     let key = dir.path().join("key");
     std::fs::write(&key, "").unwrap();
     for (url, why) in [
-        ("https://127.0.0.1:1", "plain http only"),
+        ("ftp://127.0.0.1:1", "not supported"),
         ("http://127.0.0.1:1", "API key"),
     ] {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_parapetd"))

@@ -8,123 +8,23 @@
 
 mod common;
 mod fleet_support;
+mod tls_support;
 
 use common::call;
 use fleet_support::{elems, fleet_stats, node, wait_equal, wait_until, Broker};
 use serde_json::json;
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 const LIMIT: Duration = Duration::from_secs(20);
-
-fn openssl(dir: &Path, args: &[&str]) {
-    let out = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("openssl not found (Debian's openssl package)");
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// A CA, then a certificate signed by it for `name` with `ext` (a file of
-/// X.509 v3 extensions): `name.pem` and `name.key` (PKCS#8, P-256).
-fn cert(dir: &Path, name: &str, ext: &str) {
-    openssl(
-        dir,
-        &[
-            "genpkey",
-            "-algorithm",
-            "EC",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-out",
-            &format!("{name}.key"),
-        ],
-    );
-    openssl(
-        dir,
-        &[
-            "req",
-            "-new",
-            "-key",
-            &format!("{name}.key"),
-            "-subj",
-            &format!("/CN={name}"),
-            "-out",
-            &format!("{name}.csr"),
-        ],
-    );
-    std::fs::write(dir.join(format!("{name}.ext")), ext).unwrap();
-    openssl(
-        dir,
-        &[
-            "x509",
-            "-req",
-            "-in",
-            &format!("{name}.csr"),
-            "-CA",
-            "ca.pem",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-days",
-            "1",
-            "-extfile",
-            &format!("{name}.ext"),
-            "-out",
-            &format!("{name}.pem"),
-        ],
-    );
-}
-
-fn pki(dir: &Path) {
-    openssl(
-        dir,
-        &[
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-            "-keyout",
-            "ca.key",
-            "-out",
-            "ca.pem",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=parapet test CA",
-            "-addext",
-            "basicConstraints=critical,CA:TRUE",
-            "-addext",
-            "keyUsage=critical,keyCertSign,cRLSign",
-        ],
-    );
-    cert(
-        dir,
-        "server",
-        "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n",
-    );
-    cert(
-        dir,
-        "client",
-        "extendedKeyUsage=clientAuth\nbasicConstraints=CA:FALSE\n",
-    );
-}
 
 #[test]
 fn tls_with_client_certificates_and_a_user() {
     let dir = tempfile::tempdir().unwrap();
     let pki_dir = dir.path().join("pki");
     std::fs::create_dir_all(&pki_dir).unwrap();
-    pki(&pki_dir);
+    tls_support::pki(&pki_dir);
+    tls_support::client_cert(&pki_dir, "client", "/CN=client");
     let p = |f: &str| pki_dir.join(f).to_str().unwrap().to_string();
     let broker = Broker::start_with_config(
         dir.path(),

@@ -26,6 +26,7 @@
 //! restart is caught by the receivers' per-origin high-water marks.
 
 use crate::wire::{valid_id, FleetMsg, Reader, WireError};
+use std::sync::Arc;
 
 /// Magic and version.
 pub const MAGIC: [u8; 4] = *b"PFB\x01";
@@ -117,15 +118,24 @@ pub fn parse(buf: &[u8]) -> Result<Vec<FleetMsg>, WireError> {
         return r.fail(at, "count larger than the batch");
     }
     let mut out = Vec::with_capacity(count);
+    // One allocation per change (its element text): the origin is the
+    // batch's, and a set name is shared by the run of changes naming it
+    // (a consumer applies hundreds of thousands of changes a second after
+    // an outage; three strings per change were a sixth of its time).
+    let origin: Arc<str> = origin.into();
+    let mut set_name: Arc<str> = Arc::from("");
     for i in 0..count as u64 {
         let kind = r.kind()?;
         let (expires, set, elem) = r.change(kind)?;
+        if *set_name != *set {
+            set_name = set.into();
+        }
         out.push(FleetMsg {
             kind,
-            origin: origin.to_string(),
+            origin: origin.clone(),
             seq: first + i,
             expires,
-            set: set.to_string(),
+            set: set_name.clone(),
             elem: elem.to_string(),
         });
     }

@@ -194,13 +194,14 @@ impl Fleet {
         } else {
             elems
         };
+        let (origin, set): (Arc<str>, Arc<str>) = (self.config.node.as_str().into(), set.into());
         for (elem, expires) in elems {
             let m = FleetMsg {
                 kind,
-                origin: self.config.node.clone(),
+                origin: origin.clone(),
                 seq: ob.next_seq(),
                 expires: if kind == Kind::Add { *expires } else { 0 },
-                set: set.to_string(),
+                set: set.clone(),
                 elem: elem.clone(),
             };
             match ob.append(&m) {
@@ -226,9 +227,19 @@ impl Fleet {
         d == replica::Decision::Apply
     }
 
+    /// Keeps the consumed messages to apply (in stream order; see
+    /// [`Replica::decide_all`]): one lock of the replica for a round;
+    /// counts the skipped ones.
+    pub fn decide_all(&self, msgs: &mut Vec<FleetMsg>) {
+        let skipped = self.replica.lock().unwrap().decide_all(msgs);
+        self.stats
+            .skipped
+            .fetch_add(skipped as u64, Ordering::Relaxed);
+    }
+
     /// Starts a re-bootstrap ([`Replica::begin_resync`]); call under the
     /// state lock.
-    pub fn begin_resync(&self, held: std::collections::HashMap<u64, u64>) {
+    pub fn begin_resync(&self, held: replica::KeyMap<u64>) {
         self.replica.lock().unwrap().begin_resync(held);
     }
 
@@ -245,7 +256,7 @@ impl Fleet {
 
     /// Ends a re-bootstrap: the keys of the elements to remove
     /// ([`Replica::end_resync`]); call under the state lock.
-    pub fn end_resync(&self) -> std::collections::HashSet<u64> {
+    pub fn end_resync(&self) -> replica::KeySet {
         self.replica.lock().unwrap().end_resync()
     }
 

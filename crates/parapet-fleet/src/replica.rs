@@ -24,7 +24,34 @@
 
 use crate::wire::{FleetMsg, Kind};
 use std::collections::{HashMap, HashSet};
-use std::hash::{DefaultHasher, Hash, Hasher};
+use std::hash::{BuildHasherDefault, DefaultHasher, Hash, Hasher};
+use std::sync::Arc;
+
+/// The hasher of maps keyed by [`element_key`]s: the key is already a
+/// SipHash of the element, so the map uses it as it is instead of hashing
+/// it a second time.
+#[derive(Default)]
+pub struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        // Only u64 keys are hashed; fold anything else all the same.
+        for b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(*b);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+/// A map keyed by [`element_key`].
+pub type KeyMap<V> = HashMap<u64, V, BuildHasherDefault<KeyHasher>>;
+/// A set of [`element_key`]s.
+pub type KeySet = HashSet<u64, BuildHasherDefault<KeyHasher>>;
 
 /// Most origins tracked (a fleet is far smaller; a hostile publisher
 /// inventing ids cannot grow this).
@@ -47,13 +74,13 @@ pub enum Decision {
 /// The receive-side state.
 pub struct Replica {
     node: String,
-    origins: HashMap<String, u64>,
+    origins: HashMap<Arc<str>, u64>,
     /// Element subject hash → (own sequence in flight, overridden by a
     /// remote change since).
-    pending: HashMap<u64, (u64, bool)>,
+    pending: KeyMap<(u64, bool)>,
     /// While re-bootstrapping: element key → absolute expiry (0:
     /// permanent) of what the node held and no one has touched since.
-    stale: Option<HashMap<u64, u64>>,
+    stale: Option<KeyMap<u64>>,
 }
 
 /// Expiries closer than this are the same ban (the snapshot writer
@@ -86,14 +113,14 @@ impl Replica {
         Replica {
             node: node.to_string(),
             origins: HashMap::new(),
-            pending: HashMap::new(),
+            pending: KeyMap::default(),
             stale: None,
         }
     }
 
     /// Starts a re-bootstrap: `held` is every live element of the shared
     /// sets ([`element_key`] → absolute expiry, 0 = permanent).
-    pub fn begin_resync(&mut self, held: HashMap<u64, u64>) {
+    pub fn begin_resync(&mut self, held: KeyMap<u64>) {
         self.stale = Some(held);
     }
 
@@ -116,7 +143,7 @@ impl Replica {
 
     /// Ends a re-bootstrap (the tail is caught up): the keys of the
     /// elements still stale, to remove, except own changes in flight.
-    pub fn end_resync(&mut self) -> HashSet<u64> {
+    pub fn end_resync(&mut self) -> KeySet {
         let stale = self.stale.take().unwrap_or_default();
         stale
             .into_keys()
@@ -137,25 +164,69 @@ impl Replica {
 
     /// Decides about a consumed message (in stream order).
     pub fn decide(&mut self, m: &FleetMsg) -> Decision {
-        // The tail touched it: its state is the log's from here on.
-        if let Some(stale) = &mut self.stale {
-            stale.remove(&key(m));
-        }
-        if let Some(&hwm) = self.origins.get(&m.origin) {
-            if m.seq <= hwm {
-                return Decision::SkipStale;
+        let mut mark = self.origins.get(&*m.origin).copied();
+        let d = self.decide_with_mark(m, &mut mark);
+        self.set_mark(&m.origin, mark);
+        d
+    }
+
+    /// Decides about consumed messages in stream order and keeps those to
+    /// apply; returns how many were skipped. The same decisions as
+    /// [`Replica::decide`] one by one, with one origin lookup per run of
+    /// one origin's changes (a batch is one run) instead of two per change.
+    pub fn decide_all(&mut self, msgs: &mut Vec<FleetMsg>) -> usize {
+        let before = msgs.len();
+        let mut run: Option<(Arc<str>, Option<u64>)> = None;
+        msgs.retain(|m| {
+            let same = run
+                .as_ref()
+                .is_some_and(|(o, _)| Arc::ptr_eq(o, &m.origin) || **o == *m.origin);
+            if !same {
+                if let Some((o, mark)) = run.take() {
+                    self.set_mark(&o, mark);
+                }
+                run = Some((m.origin.clone(), self.origins.get(&*m.origin).copied()));
             }
+            let mark = &mut run.as_mut().expect("set above").1;
+            self.decide_with_mark(m, mark) == Decision::Apply
+        });
+        if let Some((o, mark)) = run {
+            self.set_mark(&o, mark);
         }
+        before - msgs.len()
+    }
+
+    /// Records `origin`'s high-water mark (when there is room for it).
+    fn set_mark(&mut self, origin: &Arc<str>, mark: Option<u64>) {
+        let Some(seq) = mark else { return };
         let room = self.origins.len() < MAX_ORIGINS;
-        match self.origins.get_mut(&m.origin) {
-            Some(hwm) => *hwm = m.seq,
+        match self.origins.get_mut(&**origin) {
+            Some(hwm) => *hwm = seq,
             None if room => {
-                self.origins.insert(m.origin.clone(), m.seq);
+                self.origins.insert(origin.clone(), seq);
             }
             None => {}
         }
-        let k = key(m);
-        if m.origin == self.node {
+    }
+
+    /// The decision, given (and advancing) the origin's high-water mark.
+    fn decide_with_mark(&mut self, m: &FleetMsg, mark: &mut Option<u64>) -> Decision {
+        // The element's key only when a map may hold it: remote changes
+        // on a node with nothing in flight and no re-bootstrap (the common
+        // case) need no hashing at all.
+        let k = (self.stale.is_some() || !self.pending.is_empty()).then(|| key(m));
+        // The tail touched it: its state is the log's from here on.
+        if let (Some(stale), Some(k)) = (&mut self.stale, k) {
+            stale.remove(&k);
+        }
+        if mark.is_some_and(|hwm| m.seq <= hwm) {
+            return Decision::SkipStale;
+        }
+        *mark = Some(m.seq);
+        let Some(k) = k else {
+            return Decision::Apply;
+        };
+        if *m.origin == *self.node {
             return match self.pending.get(&k).copied() {
                 Some((s, _)) if m.seq < s => Decision::SkipOwn,
                 Some((s, overridden)) if m.seq == s => {
@@ -239,7 +310,7 @@ mod tests {
             ..m("b", 9, kind)
         };
         r.local(&el("10.0.0.9", Kind::Add, 0)); // own, in flight
-        r.begin_resync(HashMap::from([
+        r.begin_resync(KeyMap::from_iter([
             (k("10.0.0.1"), 5_000), // in the snapshot, same expiry
             (k("10.0.0.2"), 5_000), // in the snapshot, other expiry
             (k("10.0.0.3"), 0),     // touched by the tail
@@ -256,9 +327,57 @@ mod tests {
         own.origin = "a".into();
         own.seq = 20;
         r.local(&own);
-        assert_eq!(r.end_resync(), HashSet::from([k("10.0.0.5")]));
+        assert_eq!(r.end_resync(), KeySet::from_iter([k("10.0.0.5")]));
         assert!(!r.resyncing());
         // Not resyncing: a snapshot add is always applied.
         assert!(!r.snapshot_holds(&el("10.0.0.1", Kind::Add, 5_000)));
+    }
+
+    proptest::proptest! {
+        /// `decide_all` over a round decides as `decide` one by one:
+        /// random rounds of three origins (one our own, some changes in
+        /// flight), duplicates and replays included.
+        #[test]
+        fn decide_all_equals_one_by_one(
+            own in proptest::collection::vec((0u64..12, 0usize..3), 0..8),
+            rounds in proptest::collection::vec(
+                proptest::collection::vec((0usize..3, 1u64..12, 0usize..3, proptest::bool::ANY), 0..12),
+                1..5,
+            ),
+            resync in proptest::bool::ANY,
+        ) {
+            let origins: [Arc<str>; 3] = ["a".into(), "b".into(), "c".into()];
+            let msg = |o: usize, seq: u64, e: usize, add: bool| FleetMsg {
+                kind: if add { Kind::Add } else { Kind::Del },
+                origin: origins[o].clone(),
+                seq,
+                expires: 0,
+                set: "s".into(),
+                elem: format!("10.0.0.{e}"),
+            };
+            let (mut one, mut all) = (Replica::new("a"), Replica::new("a"));
+            for r in [&mut one, &mut all] {
+                for &(seq, e) in &own {
+                    r.local(&msg(0, seq + 1, e, true));
+                }
+                if resync {
+                    r.begin_resync(KeyMap::from_iter([(element_key("s", "10.0.0.1"), 0)]));
+                }
+            }
+            for round in rounds {
+                let msgs: Vec<FleetMsg> = round.iter().map(|&(o, s, e, a)| msg(o, s, e, a)).collect();
+                let want: Vec<FleetMsg> = msgs
+                    .iter()
+                    .filter(|m| one.decide(m) == Decision::Apply)
+                    .cloned()
+                    .collect();
+                let mut got = msgs.clone();
+                let skipped = all.decide_all(&mut got);
+                proptest::prop_assert_eq!(&got, &want);
+                proptest::prop_assert_eq!(skipped, msgs.len() - want.len());
+            }
+            proptest::prop_assert_eq!(one.end_resync(), all.end_resync());
+            proptest::prop_assert_eq!(one.pending(), all.pending());
+        }
     }
 }

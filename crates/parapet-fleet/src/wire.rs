@@ -21,6 +21,7 @@
 //! rejected message, never a wrong key.
 
 use std::fmt;
+use std::sync::Arc;
 
 /// Magic and version.
 pub const MAGIC: [u8; 4] = *b"PFM\x01";
@@ -49,14 +50,14 @@ pub enum Kind {
 pub struct FleetMsg {
     /// What it does.
     pub kind: Kind,
-    /// Node that made the change.
-    pub origin: String,
+    /// Node that made the change (shared by the changes of a batch).
+    pub origin: Arc<str>,
     /// That node's sequence number of the change.
     pub seq: u64,
     /// Absolute expiry, ms since the Unix epoch; 0 = permanent.
     pub expires: u64,
-    /// Set name.
-    pub set: String,
+    /// Set name (shared by consecutive changes of one set in a batch).
+    pub set: Arc<str>,
     /// Element text (empty for flush).
     pub elem: String,
 }
@@ -209,10 +210,10 @@ impl FleetMsg {
         }
         Ok(FleetMsg {
             kind,
-            origin: origin.to_string(),
+            origin: origin.into(),
             seq,
             expires,
-            set: set.to_string(),
+            set: set.into(),
             elem: elem.to_string(),
         })
     }

@@ -31,6 +31,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 pub mod source;
+pub mod tls;
 pub use source::*;
 
 /// Starts the source's thread when `--crowdsec` was given.
@@ -120,7 +121,7 @@ fn poll(shared: &Shared, src: &Source, owned: &mut Owned, startup: bool) -> Resu
     let path = format!("/v1/decisions/stream?startup={startup}");
     // Decoded as it arrives: a full list of 100k decisions is about 30 MB
     // of JSON, never held as text.
-    let body: StreamBody = http::get(&c.endpoint, &path, &c.key, c.limits, |r| {
+    let body: StreamBody = http::get(&c.endpoint, &path, &c.key, c.tls.as_ref(), c.limits, |r| {
         serde_json::from_reader(std::io::BufReader::with_capacity(64 << 10, r))
             .map_err(|e| format!("malformed stream response: {e}"))
     })?;

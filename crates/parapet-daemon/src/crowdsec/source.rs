@@ -3,6 +3,7 @@
 //! which elements it put in ([`Owned`], diffed against each full list into
 //! a [`Plan`]). The thread that polls and commits is the parent module.
 
+use super::tls::Tls;
 use crate::crowdsec_http::{self as http, Decision, Endpoint, Limits, Scope, StreamBody};
 use crate::state::{BAN4, BAN6};
 use std::collections::{BTreeMap, HashMap};
@@ -25,12 +26,23 @@ const SAME_EXPIRY_MS: u64 = 5_000;
 #[derive(clap::Args, Debug, Clone)]
 pub struct CrowdsecArgs {
     /// Enforce the ban decisions of a CrowdSec Local API:
-    /// http://HOST:PORT (plain HTTP; loopback in the common case).
-    #[arg(long, value_name = "URL", requires = "crowdsec_key_file")]
+    /// http://HOST:PORT or https://HOST:PORT.
+    #[arg(long, value_name = "URL")]
     pub crowdsec: Option<String>,
     /// CrowdSec: file holding the bouncer API key (`cscli bouncers add`).
     #[arg(long, value_name = "FILE")]
     pub crowdsec_key_file: Option<PathBuf>,
+    /// CrowdSec over https: CA certificates (PEM) that verify the LAPI's
+    /// certificate (default: the system's roots).
+    #[arg(long, value_name = "FILE")]
+    pub crowdsec_tls_ca: Option<PathBuf>,
+    /// CrowdSec over https: client certificate (PEM), for a LAPI that
+    /// authenticates bouncers by certificate (then no API key is needed).
+    #[arg(long, value_name = "FILE", requires = "crowdsec_tls_key")]
+    pub crowdsec_tls_cert: Option<PathBuf>,
+    /// CrowdSec over https: the client certificate's private key (PEM).
+    #[arg(long, value_name = "FILE", requires = "crowdsec_tls_cert")]
+    pub crowdsec_tls_key: Option<PathBuf>,
     /// CrowdSec: seconds between delta polls.
     #[arg(long, default_value_t = 10, value_name = "S")]
     pub crowdsec_interval: u64,
@@ -57,7 +69,9 @@ pub struct CrowdsecConfig {
     /// The URL as given.
     pub url: String,
     pub(super) endpoint: Endpoint,
+    /// Empty when a client certificate authenticates instead.
     pub(super) key: String,
+    pub(super) tls: Option<Tls>,
     pub(super) interval: Duration,
     pub(super) resync: Option<Duration>,
     pub(super) max_decisions: usize,
@@ -71,22 +85,47 @@ impl CrowdsecArgs {
             return Ok(None);
         };
         let endpoint = Endpoint::parse(url)?;
-        let p = self
-            .crowdsec_key_file
-            .as_ref()
-            .ok_or("--crowdsec needs --crowdsec-key-file")?;
-        let key = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
-        let key = key.trim().to_string();
-        if key.is_empty() || !key.bytes().all(|b| b.is_ascii_graphic()) {
+        let client = self
+            .crowdsec_tls_cert
+            .as_deref()
+            .zip(self.crowdsec_tls_key.as_deref());
+        let tls_flags = self.crowdsec_tls_ca.is_some() || client.is_some();
+        let tls = if endpoint.tls {
+            Some(Tls::new(self.crowdsec_tls_ca.as_deref(), client)?)
+        } else if tls_flags {
             return Err(format!(
-                "{}:1:1: expected one API key (printable, no spaces)",
-                p.display()
+                "--crowdsec {url}: the --crowdsec-tls-* options need an https:// URL"
             ));
-        }
+        } else {
+            None
+        };
+        let key = match &self.crowdsec_key_file {
+            None if client.is_some() => String::new(),
+            None => {
+                return Err(
+                    "--crowdsec needs --crowdsec-key-file (or, over https, a client \
+                            certificate: --crowdsec-tls-cert and --crowdsec-tls-key)"
+                        .into(),
+                )
+            }
+            Some(p) => {
+                let key =
+                    std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
+                let key = key.trim().to_string();
+                if key.is_empty() || !key.bytes().all(|b| b.is_ascii_graphic()) {
+                    return Err(format!(
+                        "{}:1:1: expected one API key (printable, no spaces)",
+                        p.display()
+                    ));
+                }
+                key
+            }
+        };
         Ok(Some(CrowdsecConfig {
             url: url.clone(),
             endpoint,
             key,
+            tls,
             interval: Duration::from_secs(self.crowdsec_interval.max(1)),
             resync: (self.crowdsec_resync > 0).then(|| Duration::from_secs(self.crowdsec_resync)),
             max_decisions: self.crowdsec_max_decisions.max(1),

@@ -8,11 +8,10 @@
 use crate::change::Change;
 use crate::shared::Shared;
 use crate::state::{Origin, State, BAN4, BAN6};
-use parapet_fleet::replica::element_key;
+use parapet_fleet::replica::{element_key, KeyMap};
 use parapet_fleet::{Applied, Applier, Fleet, FleetMsg, Kind};
 use parapet_sets::{parse_element, Clock, Element, SystemClock};
 use serde_json::{json, Value};
-use std::collections::HashMap;
 use std::io;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -83,7 +82,7 @@ impl Applier for DaemonApplier {
 
     fn begin_resync(&self, fleet: &Fleet) {
         let st = self.0.state.lock().unwrap();
-        let mut held = HashMap::new();
+        let mut held = KeyMap::default();
         for_each_shared(&st, &mut |set, text, expires| {
             held.insert(element_key(set, &text), expires);
         });
@@ -105,10 +104,10 @@ impl Applier for DaemonApplier {
                 if gone.contains(&element_key(set, &text)) {
                     msgs.push(FleetMsg {
                         kind: Kind::Del,
-                        origin: fleet.config.node.clone(),
+                        origin: fleet.config.node.as_str().into(),
                         seq: msgs.len() as u64 + 1,
                         expires: 0,
-                        set: set.to_string(),
+                        set: set.into(),
                         elem: text,
                     });
                 }
@@ -143,10 +142,10 @@ impl Applier for DaemonApplier {
         for_each_shared(&st, &mut |set, elem, expires| {
             out.push(FleetMsg {
                 kind: Kind::Add,
-                origin: fleet.config.node.clone(),
+                origin: fleet.config.node.as_str().into(),
                 seq: out.len() as u64 + 1,
                 expires,
-                set: set.to_string(),
+                set: set.into(),
                 elem,
             });
         });
@@ -197,7 +196,7 @@ impl DaemonApplier {
             // Decided under the state lock, which local commits (and so
             // their `Fleet::publish`) hold too.
             if let Some(fleet) = decide {
-                msgs.retain(|m| fleet.decide(m));
+                fleet.decide_all(&mut msgs);
             }
             if let Some(fleet) = snapshot {
                 if fleet.resyncing() {
@@ -243,7 +242,7 @@ impl DaemonApplier {
 /// applied. A set that is not shared here is refused: a publisher on the
 /// broker can change only what the node shares.
 fn apply_run(st: &mut State, origin: &mut Origin, run: &[FleetMsg]) -> Result<u64, String> {
-    let (kind, name) = (run[0].kind, run[0].set.clone());
+    let (kind, name) = (run[0].kind, run[0].set.to_string());
     if st.sets.get(&name).is_none() && (name == BAN4 || name == BAN6) {
         if kind != Kind::Add {
             return Ok(run.len() as u64); // nothing was ever banned here

@@ -16,6 +16,7 @@ pub struct Lapi {
     pub dir: PathBuf,
     pub port: u16,
     ns: Option<String>,
+    tls: bool,
 }
 
 fn free_port() -> u16 {
@@ -26,6 +27,15 @@ fn free_port() -> u16 {
 impl Lapi {
     /// Starts the Local API in `dir` (in namespace `ns` when given).
     pub fn start(dir: &Path, ns: Option<&Netns>) -> Lapi {
+        Lapi::start_with(dir, ns, None)
+    }
+
+    /// The same over HTTPS: `pki` holds `server.pem`/`server.key` (a
+    /// certificate for 127.0.0.1) and the CA `ca.pem`, which also
+    /// verifies client certificates when one is given (bouncers by the
+    /// OU `bouncer-ou`); `cscli`, the LAPI's own client here, does not
+    /// verify the server.
+    pub fn start_with(dir: &Path, ns: Option<&Netns>, pki: Option<&Path>) -> Lapi {
         for b in ["crowdsec", "cscli"] {
             assert!(
                 Command::new("sh")
@@ -48,6 +58,22 @@ db_config:\n  type: sqlite\n  db_path: {d}/data/crowdsec.db\n  use_wal: true\n  
 api:\n  client:\n    credentials_path: {d}/local_api_credentials.yaml\n  server:\n    log_level: warning\n    listen_uri: 127.0.0.1:{port}\n    profiles_path: /etc/crowdsec/profiles.yaml\n    trusted_ips:\n      - 127.0.0.1\n\
 prometheus:\n  enabled: false\n"
         );
+        let cfg = match pki {
+            None => cfg,
+            Some(p) => {
+                let p = p.display();
+                cfg.replace(
+                    "    trusted_ips:",
+                    &format!(
+                        "    tls:\n      cert_file: {p}/server.pem\n      key_file: {p}/server.key\n      ca_cert_path: {p}/ca.pem\n      client_verification: VerifyClientCertIfGiven\n      bouncers_allowed_ou:\n        - bouncer-ou\n      agents_allowed_ou:\n        - agent-ou\n    trusted_ips:"
+                    ),
+                )
+                .replace(
+                    "  client:\n",
+                    "  client:\n    insecure_skip_verify: true\n",
+                )
+            }
+        };
         std::fs::write(dir.join("config.yaml"), cfg).unwrap();
         std::fs::write(dir.join("local_api_credentials.yaml"), "").unwrap();
         let mut l = Lapi {
@@ -55,6 +81,7 @@ prometheus:\n  enabled: false\n"
             dir: dir.clone(),
             port,
             ns: ns.map(|n| n.name().to_string()),
+            tls: pki.is_some(),
         };
         l.cscli(&[
             "machines",
@@ -101,7 +128,8 @@ prometheus:\n  enabled: false\n"
     }
 
     pub fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://127.0.0.1:{}", self.port)
     }
 
     pub fn log(&self) -> String {
