@@ -84,19 +84,17 @@ pub mod pkt_type {
     /// by a match: see `docs/hooks.md`).
     pub const MAX: u8 = 7;
 
-    /// nft's names by number (`meta pkttype host`); iptables says
-    /// `unicast` for host.
-    pub const NAMES: [&str; 4] = ["host", "broadcast", "multicast", "otherhost"];
+    /// nft's names by number (`meta pkttype host`, `other`).
+    pub const NAMES: [&str; 4] = ["host", "broadcast", "multicast", "other"];
 
-    /// The number of an nft or iptables name (`unicast` is `host`).
+    /// The number of an nft or iptables name: nft also reads `unicast`
+    /// for host, iptables says `unicast` and `otherhost`.
     pub fn from_name(s: &str) -> Option<u8> {
-        if s.eq_ignore_ascii_case("unicast") {
-            return Some(HOST);
+        match s.to_ascii_lowercase().as_str() {
+            "unicast" => Some(HOST),
+            "otherhost" => Some(OTHERHOST),
+            l => NAMES.iter().position(|n| *n == l).map(|i| i as u8),
         }
-        NAMES
-            .iter()
-            .position(|n| n.eq_ignore_ascii_case(s))
-            .map(|i| i as u8)
     }
 
     /// nft's name of a type number.
@@ -104,12 +102,11 @@ pub mod pkt_type {
         NAMES.get(v as usize).copied()
     }
 
-    /// iptables' name of a type number (`unicast` for host).
+    /// iptables' name of a type number.
     pub fn iptables_name(v: u8) -> Option<&'static str> {
-        if v == HOST {
-            return Some("unicast");
-        }
-        name(v)
+        ["unicast", "broadcast", "multicast", "otherhost"]
+            .get(v as usize)
+            .copied()
     }
 }
 
@@ -193,5 +190,10 @@ mod tests {
         assert_eq!(addr_type::from_name("local"), Some(addr_type::LOCAL));
         assert_eq!(pkt_type::from_name("unicast"), Some(pkt_type::HOST));
         assert_eq!(pkt_type::from_name("otherhost"), Some(pkt_type::OTHERHOST));
+        assert_eq!(pkt_type::from_name("other"), Some(pkt_type::OTHERHOST));
+        assert_eq!(
+            pkt_type::iptables_name(pkt_type::OTHERHOST),
+            Some("otherhost")
+        );
     }
 }

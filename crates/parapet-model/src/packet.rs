@@ -338,7 +338,7 @@ impl FromStr for Packet {
                 "pkttype" => {
                     let v = need("expected a packet type like broadcast")?;
                     p.pkt_type = Some(crate::pkt_type::from_name(v).ok_or_else(|| {
-                        err(i + 1, "expected host, broadcast, multicast or otherhost")
+                        err(i + 1, "expected host, broadcast, multicast or other")
                     })?);
                 }
                 "frag" => {

@@ -54,15 +54,18 @@ impl RuleParser<'_> {
                 format!("-m addrtype {opt} is not supported: it looks the address up in one interface's routes only, which parapet's address types (the host's addresses, whatever the interface) do not model; refused rather than matched host-wide"),
             ),
             "--pkt-type" => {
-                let t = match pkt_type::from_name(v) {
-                    Some(t) => t,
-                    None if matches!(v, "outgoing" | "loopback" | "fastroute") => {
-                        return self.err(vcol, format!("packet type '{v}' is not supported: xt_pkttype reports a looped-back packet as broadcast or multicast, so parapet matches unicast (host), broadcast, multicast and otherhost only"));
+                // libxt_pkttype's names and aliases (`outgoing` and the
+                // rest of PACKET_* it refuses: "Bad packet type").
+                let t = match v.to_ascii_lowercase().as_str() {
+                    "bcast" => pkt_type::BROADCAST,
+                    "mcast" => pkt_type::MULTICAST,
+                    "unicast" | "host" | "broadcast" | "multicast" | "otherhost" => {
+                        pkt_type::from_name(v).expect("a packet type name")
                     }
-                    None => {
+                    _ => {
                         return self.err(
                             vcol,
-                            format!("expected a packet type (unicast, host, broadcast, multicast, otherhost), found '{v}'"),
+                            format!("expected a packet type (unicast, host, broadcast, bcast, multicast, mcast, otherhost), found '{v}'"),
                         )
                     }
                 };

@@ -638,7 +638,7 @@ impl RuleParser<'_> {
                 let (found, max, what) = if kind == Kind::AddrType {
                     (addr_type::from_name(text), addr_type::MAX, "an address type (unspec, unicast, local, broadcast, anycast, multicast, blackhole, unreachable, prohibit, throw, nat, xresolve)")
                 } else {
-                    (pkt_type::from_name(text).filter(|_| text != "unicast"), pkt_type::OTHERHOST, "a packet type (host, broadcast, multicast, otherhost)")
+                    (pkt_type::from_name(text).filter(|_| text != "otherhost"), pkt_type::OTHERHOST, "a packet type (host, unicast, broadcast, multicast, other)")
                 };
                 match found.or_else(|| text.parse::<u8>().ok().filter(|&n| n <= max)) {
                     Some(v) => Ok(IntervalSet::point(v as u128)),
