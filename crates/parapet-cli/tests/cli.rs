@@ -414,6 +414,13 @@ fn address_types_come_from_local_addr_and_are_not_compiled() {
     // By prefix: 224/4 is multicast, so is its packet type.
     assert!(decided(&[], "udp 10.0.0.1:1 > 224.0.0.251:5353").starts_with("decided by rule 2"));
     assert!(decided(&[], &format!("{ssh} dtype local")).starts_with("decided by rule 3"));
+    let summary = stdout(&parapet(&["check", s(&rules)]));
+    assert!(
+        summary.contains(
+            "; address/packet types (rules 1, 2, 3): evaluated offline only, apply refuses them"
+        ),
+        "{summary}"
+    );
     let o = parapet(&["trace", s(&rules), "--packet", ssh, "--engine", "tree"]);
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
