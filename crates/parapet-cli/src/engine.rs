@@ -6,7 +6,8 @@ use anyhow::{anyhow, bail, Result};
 use clap::Args;
 use parapet_compile::{compile_chain, BuildOptions, Classifier, KeyWords, Policy};
 use parapet_model::{
-    flatten, ChainId, Decision, DecisionList, LinearEngine, NoSets, Packet, Ruleset, SetLookup,
+    flatten, ChainId, Decision, DecisionList, Field, LinearEngine, NoSets, Packet, Ruleset,
+    SetLookup,
 };
 use std::path::PathBuf;
 
@@ -34,6 +35,55 @@ pub struct EngineArgs {
     /// Memory budget of the compiled classifier: bytes, or with K, M, G.
     #[arg(long = "max-memory", value_name = "SIZE")]
     pub max_memory: Option<String>,
+    /// An address of the host, ADDR or ADDR/LEN (repeatable): packets from or to it
+    /// have address type LOCAL (-m addrtype, fib … type), and with /LEN (IPv4) the
+    /// subnet's broadcast address has type BROADCAST; other addresses are typed by
+    /// prefix.
+    #[arg(long = "local-addr", value_name = "ADDR[/LEN]")]
+    pub local_addr: Vec<String>,
+}
+
+/// The host's addresses and broadcast addresses of `--local-addr`.
+#[derive(Debug, Default, Clone)]
+pub struct HostAddrs {
+    /// LOCAL addresses (field values: IPv4 as 32 bits).
+    pub local: Vec<u128>,
+    /// BROADCAST addresses.
+    pub broadcast: Vec<u128>,
+}
+
+impl HostAddrs {
+    /// Reads `--local-addr` values.
+    pub fn parse(specs: &[String]) -> Result<HostAddrs> {
+        let mut h = HostAddrs::default();
+        for spec in specs {
+            let (addr, len) = match spec.split_once('/') {
+                Some((a, l)) => (a, Some(l)),
+                None => (spec.as_str(), None),
+            };
+            let ip: std::net::IpAddr = addr.parse().map_err(|_| {
+                anyhow!("--local-addr '{spec}': expected an address, optionally /LEN")
+            })?;
+            let (family, v) = parapet_model::from_ip(ip);
+            h.local.push(v);
+            if let (Some(l), parapet_model::Family::V4) = (len, family) {
+                let l: u32 = l.parse().ok().filter(|&l| l <= 32).ok_or_else(|| {
+                    anyhow!("--local-addr '{spec}': expected a prefix length 0-32")
+                })?;
+                // `ip addr add A/LEN brd +`: the all-ones host part (none
+                // for /31 and /32).
+                if l < 31 {
+                    h.broadcast.push(v | (u32::MAX >> l) as u128);
+                }
+            }
+        }
+        Ok(h)
+    }
+
+    /// Types `pkt`'s addresses.
+    pub fn apply(&self, pkt: &mut Packet) {
+        pkt.set_host_addrs(&self.local, &self.broadcast);
+    }
 }
 
 /// A classifier of one chain, ready to answer, whichever engine was asked
@@ -78,7 +128,14 @@ impl<'a> ChainClassifier<'a> {
     ) -> Result<ChainClassifier<'a>> {
         // Time windows are not compiled (docs/syntax.md, "Time
         // conditions"): `auto` picks the linear engine for them.
-        let timed = args.engine == "auto" && rs.rules().any(|r| r.time.is_some());
+        // Nor are address and packet types (no key word yet).
+        let timed = args.engine == "auto"
+            && rs.rules().any(|r| {
+                r.time.is_some()
+                    || [Field::SrcType, Field::DstType, Field::PktType]
+                        .iter()
+                        .any(|&f| r.matches.get(f).is_some())
+            });
         if args.engine == "linear" || timed {
             return Ok(ChainClassifier::Linear(
                 LinearEngine::new(rs, chain).map_err(|e| anyhow!("{e}"))?,

@@ -153,6 +153,32 @@ pub fn summary(rs: &Ruleset) -> String {
         plural(rs.set_refs.len())
     ) + &left_to_kernel(rs)
         + &time_windows(rs)
+        + &host_types(rs)
+}
+
+/// `; address/packet types (rules 1, 4): evaluated offline only, apply
+/// refuses them`, or nothing: `-m addrtype`, `fib … type`, `-m pkttype`,
+/// `meta pkttype` have no key word yet (docs/syntax.md, "Address and
+/// packet types").
+fn host_types(rs: &Ruleset) -> String {
+    use parapet_model::Field;
+    let ids: Vec<String> = rs
+        .rules()
+        .filter(|r| {
+            [Field::SrcType, Field::DstType, Field::PktType]
+                .iter()
+                .any(|&f| r.matches.get(f).is_some())
+        })
+        .map(|r| r.id.to_string())
+        .collect();
+    if ids.is_empty() {
+        return String::new();
+    }
+    format!(
+        "; address/packet types (rule{} {}): evaluated offline only, apply refuses them",
+        plural(ids.len()),
+        ids.join(", ")
+    )
 }
 
 /// `; time windows (rules 6, 7): offline only, apply refuses them`, or

@@ -127,6 +127,7 @@ pub fn classify(
     }
     let engine = ChainClassifier::build(rs, chain, args)?;
     let items = load::trace_items(trace)?;
+    let host = crate::engine::HostAddrs::parse(&args.local_addr)?;
     let stdout = std::io::stdout();
     let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
     for item in &items {
@@ -147,7 +148,9 @@ pub fn classify(
                 continue;
             }
         };
-        let d = engine.classify(rs, pkt, sets.as_ref())?;
+        let mut pkt = pkt.clone();
+        host.apply(&mut pkt);
+        let d = engine.classify(rs, &pkt, sets.as_ref())?;
         if with_verdict {
             writeln!(out, "{}\t{}", d.rule_id, d.verdict)?;
         } else {
@@ -165,10 +168,12 @@ pub fn trace(rules: &Path, packets: &[String], args: &EngineArgs) -> Result<Exit
     let rs = &parsed.ruleset;
     let linear = parapet_model::LinearEngine::new(rs, chain).map_err(|e| anyhow!("{e}"))?;
     let engine = ChainClassifier::build(rs, chain, args)?;
+    let host = crate::engine::HostAddrs::parse(&args.local_addr)?;
     for spec in packets {
-        let pkt: Packet = spec
+        let mut pkt: Packet = spec
             .parse()
             .map_err(|e| anyhow!("--packet '{spec}': {e}"))?;
+        host.apply(&mut pkt);
         println!("packet: {pkt}");
         let (decision, steps) = linear
             .trace(&pkt, sets.as_ref())

@@ -349,3 +349,59 @@ fn include_dirs_are_searched() {
     let out = stdout(&parapet(&["-I", s(&lib), "check", s(&main)]));
     assert!(out.contains("ok (nft): 1 table, 1 chain, 1 rule"), "{out}");
 }
+
+/// Address and packet types offline: `--local-addr` types the host's
+/// addresses (and, with /LEN, the subnet's broadcast address), `auto`
+/// evaluates them with the linear engine, and a compiled engine refuses
+/// them rather than match every packet.
+#[test]
+fn address_types_come_from_local_addr_and_are_not_compiled() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = write(
+        dir.path(),
+        "types.rules",
+        "*filter\n:INPUT DROP [0:0]\n\
+         -A INPUT -m addrtype --dst-type BROADCAST -j DROP\n\
+         -A INPUT -m pkttype --pkt-type multicast -j DROP\n\
+         -A INPUT -p tcp --dport 22 -m addrtype --dst-type LOCAL -j ACCEPT\n\
+         -A INPUT -p udp -j ACCEPT\nCOMMIT\n",
+    );
+    let decided = |extra: &[&str], pkt: &str| -> String {
+        let mut args = vec!["trace", s(&rules), "--packet", pkt];
+        args.extend_from_slice(extra);
+        let out = stdout(&parapet(&args));
+        out.lines()
+            .find(|l| l.starts_with("decided by"))
+            .unwrap_or_default()
+            .to_string()
+    };
+    let ssh = "tcp 10.0.0.1:1 > 10.0.0.2:22";
+    // Not the host's address: UNICAST, so only the policy.
+    assert!(
+        decided(&[], ssh).starts_with("decided by the chain policy"),
+        "{}",
+        decided(&[], ssh)
+    );
+    let local = ["--local-addr", "10.0.0.2/24"];
+    assert!(decided(&local, ssh).starts_with("decided by rule 3"));
+    let bcast = "udp 10.0.0.1:1 > 10.0.0.255:53";
+    assert!(decided(&local, bcast).starts_with("decided by rule 1"));
+    assert!(decided(&[], bcast).starts_with("decided by rule 4"));
+    // By prefix: 224/4 is multicast, so is its packet type.
+    assert!(decided(&[], "udp 10.0.0.1:1 > 224.0.0.251:5353").starts_with("decided by rule 2"));
+    assert!(decided(&[], &format!("{ssh} dtype local")).starts_with("decided by rule 3"));
+    let summary = stdout(&parapet(&["check", s(&rules)]));
+    assert!(
+        summary.contains(
+            "; address/packet types (rules 1, 2, 3): evaluated offline only, apply refuses them"
+        ),
+        "{summary}"
+    );
+    let o = parapet(&["trace", s(&rules), "--packet", ssh, "--engine", "tree"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("rule 1 matches the destination address type"),
+        "{err}"
+    );
+}

@@ -73,6 +73,15 @@ pub enum CompileError {
         /// The rule's id.
         rule_id: u32,
     },
+    /// A rule matching an address type or packet type (`-m addrtype`,
+    /// `fib … type`, `-m pkttype`, `meta pkttype`): the packet key has no
+    /// word for it yet; the linear engine evaluates it.
+    HostField {
+        /// The rule's id.
+        rule_id: u32,
+        /// The field's name (`dtype`, `stype`, `pkttype`).
+        field: String,
+    },
     /// The produced image failed validation (a compiler bug).
     Image(ImageError),
 }
@@ -103,6 +112,15 @@ impl fmt::Display for CompileError {
             CompileError::TimeWindow { rule_id } => write!(
                 f,
                 "rule {rule_id} has a time condition (-m time, meta time|hour|day): only the linear engine evaluates it so far (classify --engine linear, --stateful replay); the compiled engines and the kernel dataplane refuse it rather than match at every hour"
+            ),
+            CompileError::HostField { rule_id, field } => write!(
+                f,
+                "rule {rule_id} matches the {} (-m addrtype, fib saddr|daddr type, -m pkttype, meta pkttype): only the linear engine evaluates it so far (classify --engine linear); the compiled engines and the kernel dataplane refuse it rather than guess the host's addresses",
+                match field.as_str() {
+                    "stype" => "source address type",
+                    "dtype" => "destination address type",
+                    _ => "link-layer packet type",
+                }
             ),
             CompileError::Image(e) => write!(f, "compiler produced a bad image: {e}"),
         }

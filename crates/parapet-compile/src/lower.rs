@@ -113,7 +113,13 @@ fn boxes(list: &DecisionList) -> Result<Vec<EntryBox>, CompileError> {
                         }
                     }
                     f => {
-                        let id = field_id(*f).expect("fixed field");
+                        // An address or packet type has no key word yet:
+                        // refused, never compiled as if every packet
+                        // matched it.
+                        let id = field_id(*f).ok_or_else(|| CompileError::HostField {
+                            rule_id: e.rule_id,
+                            field: f.name(),
+                        })?;
                         let r = set.ranges().to_vec();
                         if let (Some(first), Some(last)) = (r.first(), r.last()) {
                             c.hull[id] = (first.0, last.1);

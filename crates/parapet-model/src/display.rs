@@ -34,6 +34,12 @@ pub fn format_value(field: Field, v: u128, family: Family) -> String {
             .unwrap_or_else(|| v.to_string()),
         Field::TcpFlags => tcp_flags::format_list(v as u8),
         Field::IcmpTypeCode => format!("{}/{}", v >> 8, v & 0xff),
+        Field::SrcType | Field::DstType => crate::addr_type::name(v as u8)
+            .map(str::to_string)
+            .unwrap_or_else(|| v.to_string()),
+        Field::PktType => crate::pkt_type::name(v as u8)
+            .map(str::to_string)
+            .unwrap_or_else(|| v.to_string()),
         Field::Set(_) => if v == 1 { "member" } else { "not a member" }.into(),
         _ => v.to_string(),
     }
@@ -44,7 +50,12 @@ pub fn format_value(field: Field, v: u128, family: Family) -> String {
 pub fn format_set(field: Field, set: &IntervalSet, family: Family) -> String {
     match field {
         // Few values: list them by name (`RELATED,ESTABLISHED`).
-        Field::CtState | Field::Set(_) | Field::Fragment => {
+        Field::CtState
+        | Field::Set(_)
+        | Field::Fragment
+        | Field::SrcType
+        | Field::DstType
+        | Field::PktType => {
             let names: Vec<String> = set
                 .ranges()
                 .iter()

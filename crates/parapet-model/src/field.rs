@@ -52,6 +52,14 @@ pub enum Field {
     /// dnat; `ct status`, `--ctstatus`, `--ctstate SNAT|DNAT`); 0 for a
     /// packet without an entry.
     CtStatus,
+    /// The source address's type ([`crate::addr_type`]: the kernel's
+    /// `RTN_*` route type; `-m addrtype --src-type`, `fib saddr type`).
+    SrcType,
+    /// The destination address's type (`--dst-type`, `fib daddr type`).
+    DstType,
+    /// The link-layer packet type ([`crate::pkt_type`]: the kernel's
+    /// `PACKET_*`; `-m pkttype`, `meta pkttype`).
+    PktType,
     /// Membership of the packet's key in the ruleset's set reference `n`
     /// ([`crate::SetRef`]): 1 when the set holds it.
     Set(u16),
@@ -85,6 +93,8 @@ impl Field {
             Field::SrcPort | Field::DstPort | Field::IcmpTypeCode => 16,
             Field::Family | Field::Proto | Field::TcpFlags | Field::CtState | Field::Ttl => 8,
             Field::Dscp | Field::CtStatus => 6,
+            Field::SrcType | Field::DstType => 4,
+            Field::PktType => 3,
             Field::Length => 32,
             Field::Fragment | Field::Set(_) => 1,
         }
@@ -114,6 +124,9 @@ impl Field {
             Field::Dscp => "dscp".into(),
             Field::Length => "length".into(),
             Field::CtStatus => "ctstatus".into(),
+            Field::SrcType => "stype".into(),
+            Field::DstType => "dtype".into(),
+            Field::PktType => "pkttype".into(),
             Field::Set(n) => format!("set{n}"),
         }
     }

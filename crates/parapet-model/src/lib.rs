@@ -24,6 +24,7 @@
 //! [`service_port`]), prefix maths ([`range_to_prefixes`], [`prefix_len`])
 //! and the performance|memory [`Policy`].
 
+mod addr_types;
 mod chain_findings;
 mod common_entries;
 mod correlation;
@@ -55,6 +56,7 @@ mod stateful;
 mod time_unit;
 mod time_window;
 
+pub use addr_types::{addr_type, by_prefix, pkt_type, pkt_type_of};
 pub use depth_first::Outcome;
 pub use diff::{diff, diff_every_region, DiffReport, Difference, NonTerminalDiff, Unproven};
 pub use diff_rules::{diff_rules, NonTerminal};

@@ -49,6 +49,15 @@ pub struct Packet {
     /// The L3 length in bytes (IPv4 total length, IPv6 payload length +
     /// 40): what `-m length` matches and byte counters count.
     pub len: u32,
+    /// The source address's type ([`crate::addr_type`]) when the packet
+    /// says it; else [`crate::by_prefix`] of the address.
+    pub src_type: Option<u8>,
+    /// The destination address's type, as `src_type`.
+    pub dst_type: Option<u8>,
+    /// The link-layer packet type ([`crate::pkt_type`]) when the packet
+    /// says it; else the one of its destination type
+    /// ([`crate::pkt_type_of`]).
+    pub pkt_type: Option<u8>,
 }
 
 impl Packet {
@@ -76,6 +85,9 @@ impl Packet {
             ttl: Packet::DEFAULT_TTL,
             dscp: 0,
             len: 64,
+            src_type: None,
+            dst_type: None,
+            pkt_type: None,
         }
     }
 
@@ -105,7 +117,50 @@ impl Packet {
             Field::Dscp => self.dscp as u128,
             Field::Length => self.len as u128,
             Field::CtStatus => self.ct_status as u128,
+            Field::SrcType => self.src_type() as u128,
+            Field::DstType => self.dst_type() as u128,
+            Field::PktType => self.pkt_type() as u128,
             Field::Set(_) => panic!("set membership is not a header field"),
+        }
+    }
+
+    /// The source address's type: the packet's own, else by prefix.
+    pub fn src_type(&self) -> u8 {
+        self.src_type
+            .unwrap_or_else(|| crate::by_prefix(self.family, self.src))
+    }
+
+    /// The destination address's type: the packet's own, else by prefix.
+    pub fn dst_type(&self) -> u8 {
+        self.dst_type
+            .unwrap_or_else(|| crate::by_prefix(self.family, self.dst))
+    }
+
+    /// The link-layer packet type: the packet's own, else the one of its
+    /// destination type.
+    pub fn pkt_type(&self) -> u8 {
+        self.pkt_type
+            .unwrap_or_else(|| crate::pkt_type_of(self.dst_type()))
+    }
+
+    /// Marks the addresses in `local` LOCAL and those in `broadcast`
+    /// BROADCAST (the host's tables, as `--local-addr` gives them); other
+    /// types stay as they are.
+    pub fn set_host_addrs(&mut self, local: &[u128], broadcast: &[u128]) {
+        let of = |a: u128| {
+            if local.contains(&a) {
+                Some(crate::addr_type::LOCAL)
+            } else if broadcast.contains(&a) {
+                Some(crate::addr_type::BROADCAST)
+            } else {
+                None
+            }
+        };
+        if self.src_type.is_none() {
+            self.src_type = of(self.src);
+        }
+        if self.dst_type.is_none() {
+            self.dst_type = of(self.dst);
         }
     }
 
@@ -157,7 +212,8 @@ impl FromStr for Packet {
     type Err = PacketSpecError;
 
     /// Parses `PROTO SRC[:PORT] > DST[:PORT] [iif IF] [oif IF] [ct STATE]
-    /// [flags F,F] [type T] [code C] [len N] [ttl N] [dscp N] [frag]`.
+    /// [flags F,F] [type T] [code C] [len N] [ttl N] [dscp N] [stype T]
+    /// [dtype T] [pkttype T] [frag]`.
     ///
     /// IPv6 addresses with ports are written `[2001:db8::1]:80`.
     ///
@@ -265,6 +321,26 @@ impl FromStr for Packet {
                         .filter(|&d: &u8| d < 64)
                         .ok_or_else(|| err(i + 1, "expected a DSCP 0-63"))?
                 }
+                "stype" | "dtype" => {
+                    let v = need("expected an address type like local")?;
+                    let t = crate::addr_type::from_name(v).ok_or_else(|| {
+                        err(
+                            i + 1,
+                            "expected an address type: unspec, unicast, local, broadcast, anycast, multicast, blackhole, unreachable, prohibit, throw, nat or xresolve",
+                        )
+                    })?;
+                    if key == "stype" {
+                        p.src_type = Some(t)
+                    } else {
+                        p.dst_type = Some(t)
+                    }
+                }
+                "pkttype" => {
+                    let v = need("expected a packet type like broadcast")?;
+                    p.pkt_type = Some(crate::pkt_type::from_name(v).ok_or_else(|| {
+                        err(i + 1, "expected host, broadcast, multicast or other")
+                    })?);
+                }
                 "frag" => {
                     p.fragment = true;
                     i += 1;
@@ -272,7 +348,7 @@ impl FromStr for Packet {
                 }
                 _ => return Err(err(
                     i,
-                    "expected iif, oif, ct, ctstatus, flags, type, code, len, ttl, dscp or frag",
+                    "expected iif, oif, ct, ctstatus, flags, type, code, len, ttl, dscp, stype, dtype, pkttype or frag",
                 )),
             }
             i += 2;
@@ -360,6 +436,16 @@ impl fmt::Display for Packet {
         if self.ct_status != 0 {
             write!(f, " ctstatus {}", crate::ct_status::names(self.ct_status))?;
         }
+        let lower = |n: &str| n.to_ascii_lowercase();
+        if let Some(n) = self.src_type.and_then(crate::addr_type::name) {
+            write!(f, " stype {}", lower(n))?;
+        }
+        if let Some(n) = self.dst_type.and_then(crate::addr_type::name) {
+            write!(f, " dtype {}", lower(n))?;
+        }
+        if let Some(n) = self.pkt_type.and_then(crate::pkt_type::name) {
+            write!(f, " pkttype {n}")?;
+        }
         write!(f, " len {}", self.len)
     }
 }
@@ -385,6 +471,7 @@ mod tests {
             "tcp 10.0.0.1:1 > 10.0.0.2:22 iif eth0 flags SYN,ACK frag",
             "udp 10.0.0.1:1 > 10.0.0.2:53 ttl 1 dscp 46 len 1500",
             "tcp 10.0.0.1:1 > 10.0.0.2:80 ct established ctstatus confirmed,dnat",
+            "udp 0.0.0.0:68 > 10.0.0.255:67 dtype broadcast pkttype broadcast stype unspec",
             "icmp 1.2.3.4 > 5.6.7.8 type 8 code 0",
             "udp [::1]:1 > [::2]:2",
         ] {

@@ -245,6 +245,15 @@ impl Space {
         if let Some(v) = get(Field::CtStatus) {
             p.ct_status = v as u8;
         }
+        if let Some(v) = get(Field::SrcType) {
+            p.src_type = Some(v as u8);
+        }
+        if let Some(v) = get(Field::DstType) {
+            p.dst_type = Some(v as u8);
+        }
+        if let Some(v) = get(Field::PktType) {
+            p.pkt_type = Some(v as u8);
+        }
         Some(p)
     }
 

@@ -25,6 +25,7 @@
 //! assert_eq!(errs[0].to_string(), "bad.v4:2:4: expected a chain name after -A");
 //! ```
 
+mod addrtype;
 pub mod check;
 mod classbench;
 mod common;

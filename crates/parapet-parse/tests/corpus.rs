@@ -475,7 +475,7 @@ fn unsupported_constructs_are_errors_not_dropped() {
                 "9:30",
                 "multiport --ports with other port options in one rule is not supported",
             ),
-            ("10:13", "unknown match 'addrtype'"),
+            ("10:39", "-m addrtype --limit-iface-in is not supported"),
         ],
     );
 }

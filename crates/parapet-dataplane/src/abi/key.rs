@@ -136,6 +136,11 @@ impl PacketKey {
             ttl: self.ttl,
             dscp: self.dscp,
             len: self.pkt_len,
+            // Not in the key (yet): by prefix, as the linear engine reads
+            // an unnamed type.
+            src_type: None,
+            dst_type: None,
+            pkt_type: None,
         })
     }
 

@@ -1,13 +1,14 @@
 //! The match modules (`-m tcp`, `-m multiport`, `-m set`, …) and every
 //! match option, lowered to per-field interval sets.
 
+use super::addrtype::{type_option_module, TYPE_MATCHES};
 use super::header::{header_option_module, HEADER_MATCHES};
 use super::rule::{Need, RuleParser};
 use crate::common::*;
 use parapet_model::*;
 
 pub(super) const SUPPORTED_MATCHES: &str =
-    "tcp, udp, sctp, udplite, icmp, icmp6, multiport, iprange, conntrack, state, set, comment, limit, recent, hashlimit, time, ttl, hl, length, dscp";
+    "tcp, udp, sctp, udplite, icmp, icmp6, multiport, iprange, conntrack, state, set, comment, limit, recent, hashlimit, time, ttl, hl, length, dscp, addrtype, pkttype";
 
 const PORT_PROTOS: &[u8] = &[6, 17, 132, 136];
 
@@ -66,7 +67,7 @@ fn option_module(opt: &str) -> Option<&'static [&'static str]> {
         | "--reap" | "--name" | "--rsource" | "--rdest" | "--mask" => &["recent"],
         o if HASHLIMIT_OPTIONS.contains(&o) => &["hashlimit"],
         o if super::time::TIME_OPTIONS.contains(&o) => &["time"],
-        _ => return header_option_module(opt),
+        _ => return header_option_module(opt).or_else(|| type_option_module(opt)),
     })
 }
 
@@ -117,7 +118,7 @@ impl RuleParser<'_> {
             self.err(name.col, m);
             return;
         }
-        if !SUPPORTED.contains(&n) && !HEADER_MATCHES.contains(&n) {
+        if !SUPPORTED.contains(&n) && !HEADER_MATCHES.contains(&n) && !TYPE_MATCHES.contains(&n) {
             self.err(
                 name.col,
                 format!("unknown match '{n}' (supported: {SUPPORTED_MATCHES})"),
@@ -495,6 +496,7 @@ impl RuleParser<'_> {
             _ if header_option_module(opt).is_some() => {
                 self.header_option(opt, col, negated, v, vcol)
             }
+            _ if type_option_module(opt).is_some() => self.type_option(opt, col, negated, v, vcol),
             _ => self.err(
                 col,
                 format!("unknown option '{opt}' (options: -s -d -p -i -o -f -m -j -g and those of the matches {SUPPORTED_MATCHES})"),

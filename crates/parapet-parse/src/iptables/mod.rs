@@ -9,6 +9,7 @@
 //! `rule` (the option loop of one `-A` line), `matches` (the match modules
 //! and their options), `targets` (`-j`/`-g` and target options).
 
+mod addrtype;
 mod hashlimit;
 mod header;
 mod matches;

@@ -134,6 +134,7 @@ impl RuleParser<'_> {
                 | "--hashlimit-rate-match" => 0,
                 // -m time's flags (iptables/time.rs).
                 "--kerneltz" | "--localtz" | "--utc" | "--contiguous" => 0,
+                "--limit-iface-in" | "--limit-iface-out" => 0,
                 "--tcp-flags" | "--match-set" => 2,
                 _ => 1,
             };

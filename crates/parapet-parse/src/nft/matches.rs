@@ -29,6 +29,10 @@ pub(super) enum Kind {
     Number(u128),
     /// `ip dscp`: a number or one of nft's names (`ef`, `af41`, `cs1`).
     Dscp,
+    /// `fib saddr|daddr type`: a route type name (`local`) or number.
+    AddrType,
+    /// `meta pkttype`: a packet type name (`host`) or number.
+    PktType,
 }
 
 pub(super) struct Selector {
@@ -65,7 +69,7 @@ const NFT_ICMP6_CODES: [(&str, u8); 6] = [
     ("reject-route", 6),
 ];
 
-const SUPPORTED_EXPRS: &str = "ip/ip6 saddr|daddr|protocol|nexthdr|dscp, ip ttl, ip6 hoplimit, tcp/udp/sctp/udplite/th sport|dport, tcp flags, meta l4proto|nfproto|protocol|iifname|oifname|length, iifname, oifname, ct state, ct status, icmp/icmpv6 type|code, counter, log, limit, comment, accept, drop, reject, jump, goto, return";
+const SUPPORTED_EXPRS: &str = "ip/ip6 saddr|daddr|protocol|nexthdr|dscp, ip ttl, ip6 hoplimit, tcp/udp/sctp/udplite/th sport|dport, tcp flags, meta l4proto|nfproto|protocol|iifname|oifname|length|pkttype, fib saddr|daddr type, iifname, oifname, ct state, ct status, icmp/icmpv6 type|code, counter, log, limit, comment, accept, drop, reject, jump, goto, return";
 
 impl RuleParser<'_> {
     /// A selector expression: `ip saddr`, `tcp dport`, `ct state`, …
@@ -194,11 +198,17 @@ impl RuleParser<'_> {
                     "iifname" | "iif" => sel(Field::InIface, Kind::Iface, vec![]),
                     "oifname" | "oif" => sel(Field::OutIface, Kind::Iface, vec![]),
                     "length" => sel(Field::Length, Kind::Number(0xffff_ffff), vec![]),
-                    other => Err((l, c, format!("'meta {other}' is not supported (supported: meta l4proto, nfproto, protocol, iifname, oifname, length)"))),
+                    "pkttype" => sel(Field::PktType, Kind::PktType, vec![]),
+                    other => Err((l, c, format!("'meta {other}' is not supported (supported: meta l4proto, nfproto, protocol, iifname, oifname, length, pkttype)"))),
                 }
             }
             "iifname" | "iif" => sel(Field::InIface, Kind::Iface, vec![]),
             "oifname" | "oif" => sel(Field::OutIface, Kind::Iface, vec![]),
+            "pkttype" => sel(Field::PktType, Kind::PktType, vec![]),
+            "fib" => {
+                let field = self.fib_head()?;
+                sel(field, Kind::AddrType, vec![])
+            }
             "th" => {
                 // The transport header's first two 16-bit words: the ports
                 // of tcp/udp/sctp/udplite, other bytes for other protocols.
@@ -244,6 +254,34 @@ impl RuleParser<'_> {
                 c,
                 format!("unknown expression '{other}' (supported: {SUPPORTED_EXPRS})"),
             )),
+        }
+    }
+
+    /// After `fib`: `saddr` or `daddr` then `type`, the field it reads.
+    /// Refused: a lookup restricted to an interface (`. iif`, `. oif`),
+    /// with a mark (`. mark`), and the reverse-path results (`oif`,
+    /// `oifname`).
+    fn fib_head(&mut self) -> Res<Field> {
+        let t = self.next_word("saddr or daddr")?;
+        let field = match t.word() {
+            Some("saddr") => Field::SrcType,
+            Some("daddr") => Field::DstType,
+            _ => {
+                return Err((
+                    t.line,
+                    t.col,
+                    format!("expected saddr or daddr after fib, found '{}'", t.show()),
+                ))
+            }
+        };
+        if self.peek_word() == Some(".") {
+            return self.fail("a fib lookup with '. iif', '. oif' or '. mark' is not supported: it looks the address up in one interface's (or mark's) routes, which parapet's address types (the host's addresses, whatever the interface) do not model; 'fib saddr . iif oif missing' is a reverse-path check (rp_filter, -m rpfilter), which parapet does not make; keep the rule in nftables");
+        }
+        let r = self.next_word("type")?;
+        match r.word() {
+            Some("type") => Ok(field),
+            Some("oif") | Some("oifname") => Err((r.line, r.col, "fib … oif/oifname (the route's output interface, as reverse-path checks use it) is not supported: parapet has no route lookup; keep the rule in nftables".into())),
+            _ => Err((r.line, r.col, format!("expected 'type' after fib {}, found '{}'", if field == Field::SrcType { "saddr" } else { "daddr" }, r.show()))),
         }
     }
 
@@ -594,6 +632,17 @@ impl RuleParser<'_> {
                 match (lo, hi) {
                     (Some(lo), Some(hi)) if lo <= hi => Ok(IntervalSet::range(lo as u128, hi as u128)),
                     _ => Err(err(format!("expected a DSCP value 0-63 or name (cs0-cs7, af11-af43, ef), found '{text}'"))),
+                }
+            }
+            Kind::AddrType | Kind::PktType => {
+                let (found, max, what) = if kind == Kind::AddrType {
+                    (addr_type::from_name(text), addr_type::MAX, "an address type (unspec, unicast, local, broadcast, anycast, multicast, blackhole, unreachable, prohibit, throw, nat, xresolve)")
+                } else {
+                    (pkt_type::from_name(text).filter(|_| text != "otherhost"), pkt_type::OTHERHOST, "a packet type (host, unicast, broadcast, multicast, other)")
+                };
+                match found.or_else(|| text.parse::<u8>().ok().filter(|&n| n <= max)) {
+                    Some(v) => Ok(IntervalSet::point(v as u128)),
+                    None => Err(err(format!("expected {what}, found '{text}'"))),
                 }
             }
             Kind::IcmpCode(v6) => {

@@ -364,6 +364,11 @@ fn nft_rule(rs: &Ruleset, tfam: TableFamily, r: &Rule) -> Result<String, RenderE
             .is_some_and(|s| s.is_subset(&crate::ctstatus::tracked()));
         parts.push(crate::ctstatus::nft(set, tracked_only).map_err(|m| rerr(id, m))?);
     }
+    for field in [Field::SrcType, Field::DstType, Field::PktType] {
+        if let Some(set) = r.matches.get(field) {
+            parts.push(crate::addrtype::nft(field, set).map_err(|m| rerr(id, m))?);
+        }
+    }
     push_set_lookups(&mut parts, rs, r, family, port_key)?;
     if let Some(w) = &r.time {
         parts.extend(nft_time(w).map_err(|m| rerr(id, m))?);
