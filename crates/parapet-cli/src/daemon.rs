@@ -522,6 +522,28 @@ fn exec(c: &mut Client, cmd: DaemonCommand) -> Result<ExitCode, ClientError> {
                     m.insert("hook".into(), Value::from(h));
                 }
                 let r = c.call(Value::Object(m))?;
+                let tc: Option<Vec<&str>> = r
+                    .get("hooks")
+                    .and_then(Value::as_array)
+                    .and_then(|a| a.iter().find(|a| a["placement"] == "tc"))
+                    .map(|a| {
+                        a["tc_links"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .filter_map(|l| l["iface"].as_str())
+                            .collect()
+                    });
+                if let Some(ifaces) = tc {
+                    // kernels without netfilter BPF links (docs/hooks.md)
+                    println!(
+                        "attached in the tc placement (INPUT, FORWARD, OUTPUT at tc ingress and \
+                         egress): {}",
+                        ifaces.join(", ")
+                    );
+                    print_notes(&r);
+                    return Ok(ExitCode::SUCCESS);
+                }
                 let links = nf_links(r.get("hooks")).unwrap_or_default();
                 println!("attached at the netfilter hooks: {}", hook_links(&links));
                 print_notes(&r);

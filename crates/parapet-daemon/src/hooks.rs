@@ -299,6 +299,74 @@ pub fn warnings(
     out
 }
 
+/// What the hook chains mean differently in the tc placement (kernels
+/// without netfilter BPF links, or parapetd `--hook-placement tc`): see
+/// docs/hooks.md, *Without netfilter BPF links*.
+pub fn tc_placement_warnings(rs: &Ruleset, compiled: &[CompiledChain]) -> Vec<String> {
+    let mut out = Vec::new();
+    let Ok(plan) = hook_plan(rs, compiled) else {
+        return out;
+    };
+    let at = |h: NfHook| plan.chains.iter().find(|(x, _)| *x == h).map(|(_, c)| *c);
+    let dnat = rs.left_to_kernel.iter().any(|t| {
+        t.table == "nat"
+            && t.chains
+                .iter()
+                .any(|(ch, n)| ch.eq_ignore_ascii_case("prerouting") && *n > 0)
+    });
+    if dnat && (at(NfHook::Input).is_some() || at(NfHook::Forward).is_some()) {
+        out.push(
+            "tc placement: the kernel's nat PREROUTING rewrites addresses after tc ingress: \
+             INPUT and FORWARD see a packet's addresses before DNAT, and a packet DNAT'ed \
+             to another host is judged by INPUT (it is addressed to this host there)"
+                .to_string(),
+        );
+    }
+    for (_, c) in &plan.chains {
+        let rules = reachable(rs, c.chain);
+        let status: Vec<&Rule> = rules
+            .iter()
+            .copied()
+            .filter(|r| r.matches.get(Field::CtStatus).is_some())
+            .collect();
+        if !status.is_empty() {
+            out.push(format!(
+                "tc placement: rules {} of {} match the conntrack status, which tc does not \
+                 read: the status is 0 (no bit set) there",
+                ids(&status),
+                c.name
+            ));
+        }
+    }
+    if let Some(c) = at(NfHook::Output) {
+        let rules = reachable(rs, c.chain);
+        let reject: Vec<&Rule> = rules
+            .iter()
+            .copied()
+            .filter(|r| {
+                matches!(
+                    r.action,
+                    Action::Verdict(parapet_model::Verdict::Reject { .. })
+                )
+            })
+            .collect();
+        if !reject.is_empty() {
+            out.push(format!(
+                "tc placement: rules {} of {} REJECT at OUTPUT, which tc egress drops without \
+                 an answer (the sender is not told)",
+                ids(&reject),
+                c.name
+            ));
+        }
+        out.push(format!(
+            "tc placement: {} judges the packets this host sends from a socket; packets the \
+             kernel makes without one pass",
+            c.name
+        ));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
