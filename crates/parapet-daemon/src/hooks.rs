@@ -322,6 +322,20 @@ pub fn tc_placement_warnings(rs: &Ruleset, compiled: &[CompiledChain]) -> Vec<St
                 .to_string(),
         );
     }
+    let snat = rs.left_to_kernel.iter().any(|t| {
+        t.table == "nat"
+            && t.chains
+                .iter()
+                .any(|(ch, n)| ch.eq_ignore_ascii_case("postrouting") && *n > 0)
+    });
+    if snat && at(NfHook::Forward).is_some() {
+        out.push(
+            "tc placement: the kernel's nat POSTROUTING (masquerade/SNAT) is reversed after tc \
+             ingress: replies of translated connections arrive addressed to this host and are \
+             judged by INPUT, not FORWARD"
+                .to_string(),
+        );
+    }
     for (_, c) in &plan.chains {
         let rules = reachable(rs, c.chain);
         let status: Vec<&Rule> = rules
