@@ -129,6 +129,11 @@ fn tc_placement_as_the_kernel_where_they_agree_and_the_documented_differences() 
     );
     assert!(said.contains("before DNAT"), "attach warns of DNAT: {said}");
     load(&t.r, &["iptables-legacy-restore"], NAT4);
+    let again = ok(&sock, &["apply", file.to_str().unwrap()]);
+    assert!(
+        again.contains("# in the tc placement (INPUT, FORWARD, OUTPUT at tc ingress and egress): "),
+        "apply names the placement: {again}"
+    );
     let s = stats(&sock);
     let att = &s["dataplane"]["attachments"][0];
     assert_eq!(s["dataplane"]["netfilter"]["placement"], "tc", "{s}");

@@ -539,4 +539,26 @@ table ip g {
             "{w:?}"
         );
     }
+
+    #[test]
+    fn the_tc_placement_warns_of_what_it_judges_differently() {
+        let c = load(
+            "*nat\n:PREROUTING ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n\
+             -A PREROUTING -p udp --dport 7000 -j DNAT --to-destination 10.0.0.2:7001\n\
+             -A POSTROUTING -o rh -j MASQUERADE\nCOMMIT\n\
+             *filter\n:INPUT ACCEPT [0:0]\n:FORWARD DROP [0:0]\n:OUTPUT ACCEPT [0:0]\n\
+             -A FORWARD -m conntrack --ctstate DNAT -j ACCEPT\n\
+             -A OUTPUT -p tcp --dport 25 -j REJECT --reject-with tcp-reset\nCOMMIT\n",
+        );
+        let w = tc_placement_warnings(&c.ruleset, &c.compiled);
+        let has = |s: &str| w.iter().any(|x| x.contains(s));
+        assert!(has("before DNAT"), "{w:?}");
+        assert!(has("masquerade"), "{w:?}");
+        assert!(has("conntrack status"), "{w:?}");
+        assert!(has("REJECT at OUTPUT"), "{w:?}");
+        assert!(has("from a socket"), "{w:?}");
+        // nothing to warn of without NAT, ct status and OUTPUT
+        let c = load("*filter\n:INPUT DROP [0:0]\n-A INPUT -p tcp --dport 22 -j ACCEPT\nCOMMIT\n");
+        assert!(tc_placement_warnings(&c.ruleset, &c.compiled).is_empty());
+    }
 }

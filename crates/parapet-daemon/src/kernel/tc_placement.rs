@@ -291,3 +291,31 @@ impl Kernel {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compiled::Loader;
+    use crate::loader::ParseLoader;
+
+    fn plan(text: &str) -> Vec<NfWant> {
+        let c = ParseLoader::default().load("t", text, None).unwrap();
+        crate::hooks::hook_plan(&c.ruleset, &c.compiled)
+            .unwrap()
+            .links
+    }
+
+    #[test]
+    fn chains_before_or_after_routing_are_refused_and_the_hook_bits_follow_the_plan() {
+        let pre = plan(
+            "table inet f {\n chain p {\n  type filter hook prerouting priority 0; policy accept;\n }\n}\n",
+        );
+        assert!(tc_refusal(&pre).is_some_and(|w| w.contains("PREROUTING")));
+        let ipt = plan("*filter\n:INPUT DROP [0:0]\n:FORWARD DROP [0:0]\nCOMMIT\n");
+        assert_eq!(tc_refusal(&ipt), None);
+        // iptables-save is IPv4: INPUT (hook 1) and FORWARD (2), bit 2 * hook
+        let want = (1 << 2) | (1 << 4);
+        assert_eq!(plan_bits(&ipt) & want, want);
+        assert_eq!(plan_bits(&ipt) & 0b1010_1010_10, 0, "no IPv6 bit");
+    }
+}
