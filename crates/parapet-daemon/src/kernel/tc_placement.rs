@@ -316,6 +316,6 @@ mod tests {
         // iptables-save is IPv4: INPUT (hook 1) and FORWARD (2), bit 2 * hook
         let want = (1 << 2) | (1 << 4);
         assert_eq!(plan_bits(&ipt) & want, want);
-        assert_eq!(plan_bits(&ipt) & 0b1010_1010_10, 0, "no IPv6 bit");
+        assert_eq!(plan_bits(&ipt) & 0b10_1010_1010, 0, "no IPv6 bit");
     }
 }
