@@ -426,8 +426,8 @@ fn exec(c: &mut Client, cmd: DaemonCommand) -> Result<ExitCode, ClientError> {
                     r.get("generation").and_then(Value::as_u64).unwrap_or(0)
                 );
             }
-            if let Some(links) = nf_links(r.get("hooks")) {
-                println!("# at the netfilter hooks: {}", hook_links(&links));
+            if let Some(a) = nf_attachment(r.get("hooks")) {
+                println!("# {}", placed(a));
             }
             print_left_to_kernel(r.get("left_to_kernel"));
             print_notes(&r);
@@ -455,8 +455,8 @@ fn exec(c: &mut Client, cmd: DaemonCommand) -> Result<ExitCode, ClientError> {
                     .into_iter()
                     .flatten()
                 {
-                    if let Some(links) = a["links"].as_array() {
-                        println!("# attached at the netfilter hooks: {}", hook_links(links));
+                    if a["links"].is_array() {
+                        println!("# attached {}", placed(a));
                         continue;
                     }
                     println!(
@@ -522,8 +522,10 @@ fn exec(c: &mut Client, cmd: DaemonCommand) -> Result<ExitCode, ClientError> {
                     m.insert("hook".into(), Value::from(h));
                 }
                 let r = c.call(Value::Object(m))?;
-                let links = nf_links(r.get("hooks")).unwrap_or_default();
-                println!("attached at the netfilter hooks: {}", hook_links(&links));
+                let a = nf_attachment(r.get("hooks"))
+                    .cloned()
+                    .unwrap_or(Value::Null);
+                println!("attached {}", placed(&a));
                 print_notes(&r);
                 return Ok(ExitCode::SUCCESS);
             };
@@ -556,12 +558,32 @@ fn exec(c: &mut Client, cmd: DaemonCommand) -> Result<ExitCode, ClientError> {
 }
 
 /// An attach reply's note, warning and warnings on stderr.
-/// The netfilter attachment's links among a reply's attachments.
-fn nf_links(attachments: Option<&Value>) -> Option<Vec<Value>> {
+/// The attachment without an interface among a reply's attachments.
+fn nf_attachment(attachments: Option<&Value>) -> Option<&Value> {
     attachments?
         .as_array()?
         .iter()
-        .find_map(|a| a["links"].as_array().cloned())
+        .find(|a| a["links"].is_array())
+}
+
+/// Where the attachment without an interface enforces: `at the netfilter
+/// hooks: INPUT ipv4 (priority 0), …`, or on kernels without netfilter BPF
+/// links (docs/hooks.md) `in the tc placement (…): lo, eth0`.
+fn placed(a: &Value) -> String {
+    if a["placement"] == "tc" {
+        let ifaces: Vec<&str> = a["tc_links"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|l| l["iface"].as_str())
+            .collect();
+        return format!(
+            "in the tc placement (INPUT, FORWARD, OUTPUT at tc ingress and egress): {}",
+            ifaces.join(", ")
+        );
+    }
+    let links = a["links"].as_array().cloned().unwrap_or_default();
+    format!("at the netfilter hooks: {}", hook_links(&links))
 }
 
 /// Which chain runs at which netfilter hook: `INPUT ipv4 (priority 0), …`.

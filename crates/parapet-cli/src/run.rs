@@ -185,6 +185,7 @@ pub(crate) fn load_dataplane(
         &Features {
             conntrack: needs_ct,
             interface_only: true,
+            ..Features::default()
         },
     )
     .context("loading the eBPF program (needs root or CAP_BPF+CAP_NET_ADMIN, kernel >= 6.6)")?;

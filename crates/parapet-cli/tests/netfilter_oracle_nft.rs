@@ -521,6 +521,51 @@ fn prerouting_and_postrouting_chains_see_addresses_around_nat_as_in_the_kernel()
     );
 }
 
+/// nft `reject` in a prerouting chain (the kernel allows it there, not
+/// at postrouting: that file is refused, `parapet-parse`'s
+/// `reject_hooks_kernel.rs`): a TCP reset and an ICMP error, for packets
+/// to R and through R.
+const PRE_REJECT: &str = "table inet f {
+	chain pre {
+		type filter hook prerouting priority 0; policy accept;
+		meta l4proto ipv6-icmp counter accept
+		tcp dport 7500 counter reject with tcp reset
+		udp dport 7501 counter reject
+		counter
+	}
+}
+";
+
+#[test]
+#[ignore = "needs root"]
+fn reject_at_prerouting_answers_as_the_kernel() {
+    use common::router::tcp;
+    use Side::*;
+    let probes = |a: &Addrs| {
+        vec![
+            tcp(L, a.rl, 7500, R),
+            tcp(L, a.h, 7500, H),
+            p(L, 42101, a.rl, 7501, R),
+            p(L, 42102, a.h, 7501, H),
+            p(L, 42103, a.h, 7502, H),
+        ]
+    };
+    let (kernel, s) = twins_with("nfrj", "", PRE_REJECT, &probes);
+    // the oracle itself: every probe to 7500/7501 is refused to L by the
+    // reset or the ICMP error, 7502 passes
+    use common::router::Fate::*;
+    for (fam, k) in ["ipv4", "ipv6"].iter().zip(&kernel) {
+        let f: Vec<_> = k.iter().map(|(f, _)| *f).collect();
+        assert_eq!(
+            f,
+            vec![Rejected, Rejected, Rejected, Rejected, Delivered],
+            "{fam}: {k:?}"
+        );
+    }
+    let sent = s["dataplane"]["netfilter"]["reject"]["sent"].as_u64();
+    assert!(sent >= Some(8), "parapetd answered every REJECT: {s}");
+}
+
 /// `--no-hook-images`: no netfilter hook images, so `attach` without an
 /// interface is refused with the reason (and `stats` says it), while the
 /// interface hooks work as before.

@@ -299,6 +299,88 @@ pub fn warnings(
     out
 }
 
+/// What the hook chains mean differently in the tc placement (kernels
+/// without netfilter BPF links, or parapetd `--hook-placement tc`): see
+/// docs/hooks.md, *Without netfilter BPF links*.
+pub fn tc_placement_warnings(rs: &Ruleset, compiled: &[CompiledChain]) -> Vec<String> {
+    let mut out = Vec::new();
+    let Ok(plan) = hook_plan(rs, compiled) else {
+        return out;
+    };
+    let at = |h: NfHook| plan.chains.iter().find(|(x, _)| *x == h).map(|(_, c)| *c);
+    let dnat = rs.left_to_kernel.iter().any(|t| {
+        t.table == "nat"
+            && t.chains
+                .iter()
+                .any(|(ch, n)| ch.eq_ignore_ascii_case("prerouting") && *n > 0)
+    });
+    if dnat && (at(NfHook::Input).is_some() || at(NfHook::Forward).is_some()) {
+        out.push(
+            "tc placement: the kernel's nat PREROUTING rewrites addresses after tc ingress: \
+             INPUT and FORWARD see a packet's addresses before DNAT, and a packet DNAT'ed \
+             to another host is judged by INPUT (it is addressed to this host there)"
+                .to_string(),
+        );
+    }
+    let snat = rs.left_to_kernel.iter().any(|t| {
+        t.table == "nat"
+            && t.chains
+                .iter()
+                .any(|(ch, n)| ch.eq_ignore_ascii_case("postrouting") && *n > 0)
+    });
+    if snat && at(NfHook::Forward).is_some() {
+        out.push(
+            "tc placement: the kernel's nat POSTROUTING (masquerade/SNAT) is reversed after tc \
+             ingress: replies of translated connections arrive addressed to this host and are \
+             judged by INPUT, not FORWARD"
+                .to_string(),
+        );
+    }
+    for (_, c) in &plan.chains {
+        let rules = reachable(rs, c.chain);
+        let status: Vec<&Rule> = rules
+            .iter()
+            .copied()
+            .filter(|r| r.matches.get(Field::CtStatus).is_some())
+            .collect();
+        if !status.is_empty() {
+            out.push(format!(
+                "tc placement: rules {} of {} match the conntrack status, which tc does not \
+                 read: the status is 0 (no bit set) there",
+                ids(&status),
+                c.name
+            ));
+        }
+    }
+    if let Some(c) = at(NfHook::Output) {
+        let rules = reachable(rs, c.chain);
+        let reject: Vec<&Rule> = rules
+            .iter()
+            .copied()
+            .filter(|r| {
+                matches!(
+                    r.action,
+                    Action::Verdict(parapet_model::Verdict::Reject { .. })
+                )
+            })
+            .collect();
+        if !reject.is_empty() {
+            out.push(format!(
+                "tc placement: rules {} of {} REJECT at OUTPUT, which tc egress drops without \
+                 an answer (the sender is not told)",
+                ids(&reject),
+                c.name
+            ));
+        }
+        out.push(format!(
+            "tc placement: {} judges the packets this host sends from a socket; packets the \
+             kernel makes without one pass",
+            c.name
+        ));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -456,5 +538,27 @@ table ip g {
             ) && w[0].contains("DNAT (priority -100)"),
             "{w:?}"
         );
+    }
+
+    #[test]
+    fn the_tc_placement_warns_of_what_it_judges_differently() {
+        let c = load(
+            "*nat\n:PREROUTING ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n\
+             -A PREROUTING -p udp --dport 7000 -j DNAT --to-destination 10.0.0.2:7001\n\
+             -A POSTROUTING -o rh -j MASQUERADE\nCOMMIT\n\
+             *filter\n:INPUT ACCEPT [0:0]\n:FORWARD DROP [0:0]\n:OUTPUT ACCEPT [0:0]\n\
+             -A FORWARD -m conntrack --ctstate DNAT -j ACCEPT\n\
+             -A OUTPUT -p tcp --dport 25 -j REJECT --reject-with tcp-reset\nCOMMIT\n",
+        );
+        let w = tc_placement_warnings(&c.ruleset, &c.compiled);
+        let has = |s: &str| w.iter().any(|x| x.contains(s));
+        assert!(has("before DNAT"), "{w:?}");
+        assert!(has("masquerade"), "{w:?}");
+        assert!(has("conntrack status"), "{w:?}");
+        assert!(has("REJECT at OUTPUT"), "{w:?}");
+        assert!(has("from a socket"), "{w:?}");
+        // nothing to warn of without NAT, ct status and OUTPUT
+        let c = load("*filter\n:INPUT DROP [0:0]\n-A INPUT -p tcp --dport 22 -j ACCEPT\nCOMMIT\n");
+        assert!(tc_placement_warnings(&c.ruleset, &c.compiled).is_empty());
     }
 }

@@ -49,6 +49,13 @@ pub struct ParapetdArgs {
     /// hosts that only attach at XDP or tc.
     #[arg(long)]
     pub no_hook_images: bool,
+    /// Kernel dataplane: where `attach` without an interface enforces the
+    /// filter chains: `netfilter` (netfilter BPF links, Linux >= 6.4),
+    /// `tc` (tc ingress/egress of every interface with a FIB lookup; the
+    /// fallback, see docs/hooks.md), or `auto` (netfilter where the kernel
+    /// has it, else tc).
+    #[arg(long, default_value = "auto")]
+    pub hook_placement: crate::kernel::HookPlacement,
     /// Kernel dataplane: the chain run at the hooks, TABLE/CHAIN (default:
     /// filter/INPUT, or the one base chain on the input hook).
     #[arg(long)]
@@ -166,6 +173,7 @@ pub fn parapetd_main(a: ParapetdArgs) -> ExitCode {
         pin_dir: Some(pin_dir),
         debug_program: a.test_program_variant,
         hook_images: !a.no_hook_images,
+        hook_placement: a.hook_placement,
     };
     c.metrics = crate::metrics::MetricsConfig {
         listen: a.metrics,

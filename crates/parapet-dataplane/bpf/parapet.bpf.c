@@ -27,6 +27,7 @@
 #include "lib/reject.h"
 #include "lib/nf.h"
 #include "lib/nf_reject.h"
+#include "lib/tc_hooks.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -111,6 +112,105 @@ int parapet_tc(struct __sk_buff *skb)
 	}
 	parapet_count_hook(PARAPET_HOOK_TC, &key, rc != TC_ACT_OK);
 	return rc;
+}
+
+/* The common start of the tc programs: headers linear, the frame parsed,
+ * the conntrack lookup and the outer VLAN tag in the key. */
+static __always_inline int tc_parse(struct __sk_buff *skb,
+				    struct parapet_key *key,
+				    struct parapet_offs *offs)
+{
+	__u32 want = skb->len < PARAPET_TC_PULL ? skb->len : PARAPET_TC_PULL;
+
+	/* Headers may sit in paged fragments at tc; make them linear. */
+	if (skb->data_end - skb->data < want)
+		bpf_skb_pull_data(skb, want);
+
+	void *data = (void *)(long)skb->data;
+	void *data_end = (void *)(long)skb->data_end;
+
+	int status = parapet_parse(data, data_end, skb->len, key, offs);
+	if (ct_live() && status == PARAPET_PARSE_OK) {
+		key->ctstate = ct_state(skb, PARAPET_HOOK_TC, data, data_end,
+					key, offs);
+		key->flags |= PARAPET_KEY_F_CT;
+	}
+	/* At tc the kernel has usually moved the outer tag out of the data
+	 * into skb->vlan_tci; it is the outer one, so it wins. */
+	if (skb->vlan_present) {
+		key->flags |= PARAPET_KEY_F_VLAN;
+		key->vlan_id = skb->vlan_tci & 0x0fff;
+	}
+	return status;
+}
+
+/*
+ * The filter chains at tc, for kernels without netfilter BPF links
+ * (lib/tc_hooks.h): at ingress, INPUT's image for packets routed to this
+ * host, FORWARD's for packets routed through it.  A REJECT is answered in
+ * place, as parapet_tc answers it.
+ */
+SEC("classifier/parapet_tc_hooks_in")
+int parapet_tc_hooks_in(struct __sk_buff *skb)
+{
+	struct parapet_key key;
+	struct parapet_offs offs = {};
+	__u32 hook = PARAPET_HOOK_NF_INPUT, oif = 0;
+
+	__builtin_memset(&key, 0, sizeof(key));
+	key.ifindex = skb->ingress_ifindex;
+	int status = tc_parse(skb, &key, &offs);
+	if (status == PARAPET_PARSE_OK) {
+		int route = tc_route(skb, &key, &oif);
+		if (route == PARAPET_ROUTE_KERNEL_DROPS)
+			return TC_ACT_OK;
+		if (route == PARAPET_ROUTE_FORWARD) {
+			hook = PARAPET_HOOK_NF_FORWARD;
+			key.oifindex = oif;
+		}
+		if (!tc_hook_wanted(hook, key.family))
+			return TC_ACT_OK;
+	}
+	parapet_count_nf_hook(hook);
+	__u32 verdict = parapet_decide(&key, status, hook, 1);
+	int rc = TC_ACT_OK;
+
+	if ((verdict & 0xff) != PARAPET_VERDICT_ACCEPT) {
+		rc = TC_ACT_SHOT;
+		if ((verdict & 0xff) == PARAPET_VERDICT_REJECT &&
+		    reject_reply(skb, PARAPET_HOOK_TC, &key, &offs, verdict >> 8,
+				 0))
+			rc = bpf_redirect(key.ifindex, 0);
+	}
+	parapet_count_hook(hook, &key, rc != TC_ACT_OK);
+	return rc;
+}
+
+/*
+ * At egress: OUTPUT's image for the packets this host sends (they carry
+ * their socket); forwarded ones pass (FORWARD judged them at ingress).
+ * A REJECT at OUTPUT drops without an answer.
+ */
+SEC("classifier/parapet_tc_hooks_out")
+int parapet_tc_hooks_out(struct __sk_buff *skb)
+{
+	struct parapet_key key;
+	struct parapet_offs offs = {};
+
+	if (!skb->sk)
+		return TC_ACT_OK;
+	__builtin_memset(&key, 0, sizeof(key));
+	key.oifindex = skb->ifindex;
+	int status = tc_parse(skb, &key, &offs);
+	if (status == PARAPET_PARSE_OK &&
+	    !tc_hook_wanted(PARAPET_HOOK_NF_OUTPUT, key.family))
+		return TC_ACT_OK;
+	parapet_count_nf_hook(PARAPET_HOOK_NF_OUTPUT);
+	__u32 verdict = parapet_decide(&key, status, PARAPET_HOOK_NF_OUTPUT, 1);
+	int dropped = (verdict & 0xff) != PARAPET_VERDICT_ACCEPT;
+
+	parapet_count_hook(PARAPET_HOOK_NF_OUTPUT, &key, dropped);
+	return dropped ? TC_ACT_SHOT : TC_ACT_OK;
 }
 
 SEC("classifier/parapet_nf")

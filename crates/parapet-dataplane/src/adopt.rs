@@ -24,6 +24,8 @@ pub fn program_for_hook(hook: &str) -> Option<&'static str> {
     match hook {
         "xdp" => Some(PROG_XDP),
         "tc" => Some(PROG_TC),
+        crate::tc_hooks::TC_HOOKS_IN => Some(crate::tc_hooks::PROG_TC_HOOKS_IN),
+        crate::tc_hooks::TC_HOOKS_OUT => Some(crate::tc_hooks::PROG_TC_HOOKS_OUT),
         _ => None,
     }
 }
@@ -43,6 +45,7 @@ impl Dataplane {
             self.adopt_map_state()?;
         }
         let mut netfilter = false;
+        let mut tc_hooks = false;
         for name in read_dir_names(&root.join("links")) {
             let path = root.join("links").join(&name);
             if name.starts_with(REPLACING) {
@@ -55,6 +58,7 @@ impl Dataplane {
                 continue;
             };
             netfilter |= hook == NETFILTER_HOOK;
+            tc_hooks |= crate::tc_hooks::is_tc_hooks_pin(hook);
             let Ok(fd) = bpf_sys::obj_get(&path) else {
                 continue;
             };
@@ -74,9 +78,13 @@ impl Dataplane {
             self.next_id += 1;
             self.links.insert(id, crate::load::LinkId::Pinned(pin));
         }
-        if netfilter {
+        if netfilter || tc_hooks {
             // the netfilter hooks see every interface: `-i`/`-o` by name
             self.refresh_ifnames()?;
+        }
+        if tc_hooks {
+            // their links are swapped to this load's programs, if another
+            self.load_tc_hook_programs()?;
         }
         Ok(())
     }

@@ -63,6 +63,7 @@ mod set_maps;
 pub mod set_mirror;
 mod slots;
 pub mod stateful;
+pub mod tc_hooks;
 mod test_run;
 
 pub use abi::{Counter, KernelVerdict, PacketKey, ParseStatus, Stat, HOOK_IFACES};
@@ -78,4 +79,5 @@ pub use pin::{default_pin_dir, remove_pins, PinnedAttachment};
 pub use recent::{RecentAddress, RECENT_STAMPS};
 pub use reject_queue::{NfReject, RejectCounts, RejectQueue, RejectSender};
 pub use set_mirror::{monotonic_ns, PacketPart, SetDim, SetElement, SetError, SetSizing};
+pub use tc_hooks::{is_tc_hooks_pin, tc_hook_bit, TcHooksAttached, TC_HOOKS_IN, TC_HOOKS_OUT};
 pub use test_run::{KernelDecision, TestRunOutcome};

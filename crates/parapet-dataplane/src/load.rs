@@ -73,6 +73,9 @@ pub struct Features {
     /// netfilter program is never loaded ([`Dataplane::netfilter_note`]
     /// says why). For dataplanes that only run at XDP or tc.
     pub interface_only: bool,
+    /// Load the tc placement's programs (`src/tc_hooks.rs`) now rather
+    /// than at their first attach.
+    pub tc_hooks: bool,
 }
 
 /// Why the netfilter hooks are missing from a dataplane loaded with
@@ -147,6 +150,9 @@ pub struct Dataplane {
 
 /// `parapet_config` word of the conntrack switch (bpf/lib/maps.h).
 pub(crate) const CFG_CT: u32 = 0;
+/// `parapet_config[CFG_TC_HOOKS]`: which hooks and families the tc
+/// placement enforces (`src/tc_hooks.rs`).
+pub(crate) const CFG_TC_HOOKS: u32 = 3;
 
 impl std::fmt::Debug for Dataplane {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -353,6 +359,9 @@ impl Dataplane {
             nf_prog,
             image_pages: Default::default(),
         };
+        if features.tc_hooks {
+            dp.load_tc_hook_programs()?;
+        }
         if dp.maps_adopted() {
             // the live program's settings stay; the caller's state is
             // made live from the pinned generation on

@@ -72,7 +72,7 @@ pub fn rule_ids(text: &str) -> BTreeMap<(String, String, usize), u32> {
 }
 
 /// The legacy twin's filter counters by rule id (policies as 0, summed).
-fn legacy_counters(
+pub fn legacy_counters(
     ns: &Netns,
     v6: bool,
     ids: &BTreeMap<(String, String, usize), u32>,
@@ -206,7 +206,7 @@ fn nft_counters(ns: &Netns, v6: bool, filter_ids: &[u32]) -> BTreeMap<u32, u64> 
 }
 
 /// Feeds `text` to `argv` in `ns`.
-fn load(ns: &Netns, argv: &[&str], text: &str) {
+pub fn load(ns: &Netns, argv: &[&str], text: &str) {
     let mut c = ns
         .command(argv[0])
         .args(&argv[1..])

@@ -93,9 +93,24 @@ pub fn start_daemon(ns: &Netns, dir: &Path, sock: &Path) -> Daemon {
 
 /// [`start_daemon`] with more parapetd flags.
 pub fn start_daemon_with(ns: &Netns, dir: &Path, sock: &Path, flags: &[&str]) -> Daemon {
+    spawn_daemon(ns.command(parapetd(dir)), dir, sock, flags)
+}
+
+/// [`start_daemon_with`], entering only the network namespace (`nsenter
+/// --net`): `ip netns exec` gives the daemon a private mount namespace,
+/// so its pins under bpffs would die with it; these outlive it, as on a
+/// host.
+#[allow(dead_code)]
+pub fn start_daemon_pinned(ns: &Netns, dir: &Path, sock: &Path, flags: &[&str]) -> Daemon {
+    let mut c = std::process::Command::new("nsenter");
+    c.arg(format!("--net=/run/netns/{}", ns.name()))
+        .arg(parapetd(dir));
+    spawn_daemon(c, dir, sock, flags)
+}
+
+fn spawn_daemon(mut c: std::process::Command, dir: &Path, sock: &Path, flags: &[&str]) -> Daemon {
     let log = std::fs::File::create(dir.join("parapetd.log")).unwrap();
-    let child = ns
-        .command(parapetd(dir))
+    let child = c
         .arg("--socket")
         .arg(sock)
         .arg("--state-dir")

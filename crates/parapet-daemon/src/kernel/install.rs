@@ -58,6 +58,17 @@ fn placeholder_image() -> Result<Vec<u8>, ErrorReply> {
         .map_err(|e| ErrorReply::new(code::APPLY, format!("the placeholder image: {e}")))
 }
 
+/// Where the ruleset runs, for [`install`].
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Placed {
+    /// Some interface is attached, so the ruleset must have a chain for it.
+    pub on_iface: bool,
+    /// The hook chains run in the tc placement, where ctstate is the
+    /// conntrack lookup's (the netfilter hooks read the packet's own
+    /// entry): the lookup is on when a hook chain matches it.
+    pub tc_placed: bool,
+}
+
 /// What [`install`] made live beside the interface image.
 #[derive(Default)]
 pub(crate) struct Installed {
@@ -76,8 +87,7 @@ pub(crate) struct Installed {
 /// [`Dataplane::install_ruleset`]), then zeroes the rule counters, because
 /// the new ruleset's rule ids start again at 1.
 ///
-/// Every netfilter hook's chain goes live in the same swap. `on_iface`:
-/// some interface is attached, so the ruleset must have a chain for it.
+/// Every netfilter hook's chain goes live in the same swap.
 pub(crate) fn install(
     cfg: &KernelConfig,
     dp: &mut Dataplane,
@@ -85,8 +95,12 @@ pub(crate) fn install(
     compiled: &[CompiledChain],
     sets: &parapet_sets::SetStore,
     reset_counters: bool,
-    on_iface: bool,
+    placed: Placed,
 ) -> Result<Installed, ErrorReply> {
+    let Placed {
+        on_iface,
+        tc_placed,
+    } = placed;
     let iface = fits(cfg, dp, rs, compiled)?;
     if let (Some(why), true) = (&iface.missing, on_iface) {
         return Err(ErrorReply::new(
@@ -99,6 +113,7 @@ pub(crate) fn install(
         Ok(p) => (p, None),
         Err(e) => (hooks::HookPlan::default(), Some(e)),
     };
+    let needs = needs || (tc_placed && plan.needs_ct);
     // without hook images (--no-hook-images) nothing can be attached at
     // the hooks (attach_netfilter refuses): their chains are not written
     let images: Vec<(parapet_dataplane::NfHook, Vec<u8>)> = plan

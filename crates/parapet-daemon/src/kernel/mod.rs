@@ -12,9 +12,11 @@ mod hook_stats;
 mod install;
 mod netfilter;
 mod restart;
+mod tc_placement;
 
 pub use install::kernel_chain;
-use install::{fits, install, needs_ct};
+use install::{fits, install, needs_ct, Placed};
+pub use tc_placement::HookPlacement;
 
 use crate::compiled::CompiledChain;
 use crate::hooks::{self, NfWant};
@@ -53,6 +55,10 @@ pub struct KernelConfig {
     /// `--no-hook-images`, for XDP/tc-only hosts: the image map is a sixth
     /// of its size and `attach` without an interface is refused).
     pub hook_images: bool,
+    /// Where `attach` without an interface puts the filter chains
+    /// (`--hook-placement`: the netfilter hooks, or tc where the kernel
+    /// has no netfilter BPF links).
+    pub hook_placement: HookPlacement,
 }
 
 /// The nft table parapetd installs for conntrack (`inet parapetd_ct`).
@@ -69,6 +75,7 @@ impl Default for KernelConfig {
             pin_dir: None,
             debug_program: false,
             hook_images: true,
+            hook_placement: HookPlacement::Auto,
         }
     }
 }
@@ -91,6 +98,9 @@ pub struct Attachment {
     /// At [`AttachPoint::Netfilter`]: the links, with their attachment ids
     /// and the priority the kernel took (the nearest free one).
     pub(crate) links: Vec<(NfWant, u64, i32)>,
+    /// At [`AttachPoint::Netfilter`] in the tc placement: the links per
+    /// interface (`links` is then empty).
+    pub(crate) tc_links: Vec<parapet_dataplane::TcHooksAttached>,
 }
 
 /// Parses the protocol's `hook` and `mode` fields.
@@ -205,12 +215,16 @@ impl Kernel {
         let sizing = SetSizing::default();
         let pins = config.pin_dir.as_deref();
         let interface_only = !config.hook_images;
+        // verified now when the placement is forced; under `auto` at the
+        // first attach that needs them
+        let tc_hooks = config.hook_placement == HookPlacement::Tc && !interface_only;
         let with_ct = Dataplane::load_pinned(
             &opts,
             &sizing,
             &Features {
                 conntrack: true,
                 interface_only,
+                tc_hooks,
             },
             pins,
         );
@@ -220,6 +234,7 @@ impl Kernel {
                 let f = Features {
                     conntrack: false,
                     interface_only,
+                    tc_hooks,
                 };
                 Dataplane::load_pinned(&opts, &sizing, &f, pins)
             })
@@ -321,6 +336,11 @@ impl Kernel {
                 format!("attached at the netfilter hooks: {e}"),
             ));
         }
+        if let (Ok(p), true) = (&plan, self.tc_placed()) {
+            if let Some(why) = tc_placement::tc_refusal(&p.links) {
+                return Err(ErrorReply::new(code::APPLY, why));
+            }
+        }
         let nf_ct = plan.is_ok_and(|p| p.needs_ct);
         // the table first, so connections are tracked when the image
         // that reads their state goes live
@@ -329,6 +349,7 @@ impl Kernel {
             .iter()
             .any(|a| a.hook != AttachPoint::Netfilter);
         self.ensure_ct_table((needs && iface) || (nf_ct && self.nf_attached()), true)?;
+        let tc = self.tc_placed();
         let r = match &mut self.dp {
             Some(dp) => {
                 // interfaces made since the attach get their names (-i/-o)
@@ -340,7 +361,18 @@ impl Kernel {
                     dp.refresh_ifnames()
                         .map_err(|e| dp_err("reading the interface names", e))?;
                 }
-                install(&self.config, dp, rs, compiled, sets, true, iface)
+                install(
+                    &self.config,
+                    dp,
+                    rs,
+                    compiled,
+                    sets,
+                    true,
+                    Placed {
+                        on_iface: iface,
+                        tc_placed: tc,
+                    },
+                )
             }
             None => Ok(Default::default()),
         };
@@ -377,6 +409,11 @@ impl Kernel {
                         code::APPLY,
                         format!("attached at the netfilter hooks: {e}"),
                     ));
+                }
+                if let (Ok(p), true) = (hooks::hook_plan(rs, compiled), self.tc_placed()) {
+                    if let Some(why) = tc_placement::tc_refusal(&p.links) {
+                        return Err(ErrorReply::new(code::APPLY, why));
+                    }
                 }
                 needs_ct(&self.config, dp, rs, compiled).map(|_| ())
             }
@@ -438,6 +475,7 @@ impl Kernel {
             note: a.note,
             id: a.id,
             links: Vec::new(),
+            tc_links: Vec::new(),
         };
         self.attached.push(att.clone());
         Ok(att)
@@ -460,6 +498,16 @@ impl Kernel {
                         for (_, id, _) in &a.links {
                             dp.detach(*id)
                                 .map_err(|e| dp_err("detaching from the netfilter hooks", e))?;
+                        }
+                        for l in &a.tc_links {
+                            for id in [l.ingress, l.egress] {
+                                dp.detach(id).map_err(|e| {
+                                    dp_err(
+                                        &format!("detaching the tc placement from {}", l.iface),
+                                        e,
+                                    )
+                                })?;
+                            }
                         }
                     } else {
                         dp.detach(a.id)
@@ -623,6 +671,12 @@ impl Kernel {
                 }
                 if a.hook == AttachPoint::Netfilter {
                     v["links"] = Self::links_json(self.dp.as_ref(), &a.links);
+                    if self.tc_placed() {
+                        v["placement"] = Value::from("tc");
+                        v["tc_links"] = Self::tc_links_json(self.dp.as_ref(), &a.tc_links);
+                    } else {
+                        v["placement"] = Value::from("netfilter");
+                    }
                 }
                 if let Some(m) = a.actual {
                     v["mode"] = Value::from(mode_name(m));
@@ -661,6 +715,7 @@ impl Kernel {
             "netfilter": {
                 "available": dp.netfilter_note().is_none(),
                 "note": dp.netfilter_note(),
+                "placement": if self.tc_placement_with(dp) { "tc" } else { "netfilter" },
                 "packets": {
                     "input": s.get(Stat::NfInput),
                     "forward": s.get(Stat::NfForward),

@@ -25,6 +25,9 @@ impl Kernel {
     /// Makes the netfilter links equal to the plan (when attached there):
     /// new ones first, then the ones no longer wanted go.
     pub(crate) fn sync_nf_links(&mut self) -> Result<(), ErrorReply> {
+        if self.tc_placed() {
+            return self.sync_tc_links();
+        }
         let (Some(dp), Some(att)) = (
             self.dp.as_mut(),
             self.attached
@@ -81,6 +84,9 @@ impl Kernel {
                  (`parapet attach IFACE --hook xdp|tc`)",
             ));
         }
+        if self.tc_placement_with(dp) {
+            return self.attach_tc_placement(mode);
+        }
         if let Some(why) = dp.netfilter_note() {
             return Err(ErrorReply::new(
                 code::DATAPLANE,
@@ -97,6 +103,7 @@ impl Kernel {
             note: None,
             id: 0,
             links: Vec::new(),
+            tc_links: Vec::new(),
         });
         let on = self.dp.as_ref().is_some_and(Dataplane::conntrack);
         let r = self
@@ -242,6 +249,7 @@ impl Kernel {
             note: Some("adopted from its pins".to_string()),
             id: 0,
             links,
+            tc_links: Vec::new(),
         });
         true
     }
@@ -258,6 +266,10 @@ impl Kernel {
         } else {
             None
         };
-        warnings(rs, compiled, chain, self.nf_attached())
+        let mut w = warnings(rs, compiled, chain, self.nf_attached());
+        if self.tc_placed() {
+            w.extend(crate::hooks::tc_placement_warnings(rs, compiled));
+        }
+        w
     }
 }

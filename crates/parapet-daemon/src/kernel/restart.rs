@@ -41,7 +41,23 @@ impl Kernel {
                     if same { "is the live image (made live again, counters kept)" } else { "differs from the live image: made live from the journal" }
                 );
             }
-            let done = install(&self.config, &mut dp, rs, compiled, sets, !same, false)?;
+            let tc = self
+                .pending
+                .iter()
+                .any(|(_, h, _)| *h == AttachPoint::Netfilter)
+                && self.tc_placement_with(&dp);
+            let done = install(
+                &self.config,
+                &mut dp,
+                rs,
+                compiled,
+                sets,
+                !same,
+                Placed {
+                    on_iface: false,
+                    tc_placed: tc,
+                },
+            )?;
             self.nf_plan = done.links;
             self.nf_ct = done.needs_ct;
             self.nf_refused = done.refused;
@@ -67,7 +83,11 @@ impl Kernel {
         let (nf_pinned, pinned): (Vec<_>, Vec<_>) = pinned
             .into_iter()
             .partition(|p| p.hook == parapet_dataplane::hook_pin_name(AttachPoint::Netfilter));
+        let (tc_pinned, pinned): (Vec<_>, Vec<_>) = pinned
+            .into_iter()
+            .partition(|p| parapet_dataplane::is_tc_hooks_pin(&p.hook));
         let nf_adopted = self.adopt_netfilter(&mut dp, nf_pinned);
+        let nf_adopted = self.adopt_tc_placement(&mut dp, tc_pinned) || nf_adopted;
         for p in pinned {
             let want = self.pending.iter().position(|(i, h, _)| {
                 *i == p.target && parapet_dataplane::hook_pin_name(*h) == p.hook
@@ -90,6 +110,7 @@ impl Kernel {
                         note: Some("adopted from its pin".to_string()),
                         id: p.id,
                         links: Vec::new(),
+                        tc_links: Vec::new(),
                     });
                 }
                 None => {

@@ -112,6 +112,10 @@ struct {
  * An array lookup with a constant key is inlined by the verifier, so
  * reading a switch costs a load. */
 #define PARAPET_CFG_CT 0 /* non-zero: look packets up in conntrack */
+/* the tc placement (tc_hooks.h): bit 2 * (hook - PARAPET_HOOK_NF_PREROUTING)
+ * + (IPv6 ? 1 : 0) is set when the ruleset has a chain at that hook for that
+ * family (a netfilter link would exist there) */
+#define PARAPET_CFG_TC_HOOKS 3
 #define PARAPET_CFG_WORDS 4
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

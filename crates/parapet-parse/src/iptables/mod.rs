@@ -253,6 +253,23 @@ pub(crate) fn parse(
             // file), so the filter rules after it keep theirs.
             next_id += 1;
             t.kernel_rules[ci] += 1;
+            // ... but xt_REJECT is registered for the filter table only:
+            // iptables-restore refuses the whole file otherwise
+            if let Some(j) = w[opts_from..]
+                .windows(2)
+                .find(|p| matches!(p[0].text.as_str(), "-j" | "--jump") && p[1].text == "REJECT")
+            {
+                errs.push(
+                    ln,
+                    j[1].col,
+                    format!(
+                        "REJECT is valid only in the filter table (INPUT, FORWARD, OUTPUT and \
+                         the chains they jump to): iptables-restore refuses it in '{}'; use DROP \
+                         there, or REJECT in filter",
+                        t.name
+                    ),
+                );
+            }
             continue;
         }
         let id = next_id;

@@ -23,6 +23,7 @@ mod kernel;
 mod lexer;
 mod matches;
 mod objects;
+mod reject_hooks;
 mod rule;
 mod script;
 mod table;

@@ -1,0 +1,321 @@
+//! The filter chains at tc instead of the netfilter hooks, for kernels
+//! without netfilter BPF links (or forced: parapetd `--hook-placement tc`).
+//! `attach` without an interface then links the tc placement's programs
+//! at ingress and egress of every interface of the namespace
+//! (`parapet_dataplane::tc_hooks`); each apply covers interfaces made
+//! since. docs/hooks.md, *Without netfilter BPF links*.
+
+use super::{dp_err, Attachment, Kernel};
+use crate::hooks::NfWant;
+use crate::proto::{code, ErrorReply};
+use parapet_dataplane::{
+    tc_hook_bit, AttachPoint, Dataplane, Mode, NfHook, PinnedAttachment, TcHooksAttached,
+    TC_HOOKS_IN,
+};
+use serde_json::{json, Value};
+
+/// Where `attach` without an interface puts the filter chains
+/// (parapetd `--hook-placement`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum HookPlacement {
+    /// At the netfilter hooks when the kernel has netfilter BPF links,
+    /// else at tc.
+    #[default]
+    Auto,
+    /// At the netfilter hooks only (refused where the kernel lacks them).
+    Netfilter,
+    /// At tc ingress/egress of every interface, even where the kernel has
+    /// netfilter BPF links.
+    Tc,
+}
+
+impl std::str::FromStr for HookPlacement {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(HookPlacement::Auto),
+            "netfilter" => Ok(HookPlacement::Netfilter),
+            "tc" => Ok(HookPlacement::Tc),
+            _ => Err(format!(
+                "unknown hook placement {s:?} (auto, netfilter or tc)"
+            )),
+        }
+    }
+}
+
+/// What the tc placement enforces differently, as the note of its
+/// attachment (`stats`, `attach`).
+pub const TC_PLACEMENT_NOTE: &str = "tc placement (no netfilter BPF links): INPUT and FORWARD \
+     judged at tc ingress before DNAT, OUTPUT at tc egress for packets with a socket; \
+     see docs/hooks.md";
+
+/// The interfaces of the calling thread's network namespace.
+fn namespace_ifaces() -> Vec<String> {
+    // SAFETY: returns a malloc'd array ending with a zero entry, or NULL.
+    let list = unsafe { libc::if_nameindex() };
+    if list.is_null() {
+        return Vec::new();
+    }
+    let mut names = Vec::new();
+    for i in 0.. {
+        // SAFETY: within the array up to and including its zero entry.
+        let e = unsafe { &*list.add(i) };
+        if e.if_index == 0 || e.if_name.is_null() {
+            break;
+        }
+        // SAFETY: if_name is a NUL-terminated string owned by the list.
+        let name = unsafe { std::ffi::CStr::from_ptr(e.if_name) };
+        names.push(name.to_string_lossy().into_owned());
+    }
+    // SAFETY: the list if_nameindex returned, freed once.
+    unsafe { libc::if_freenameindex(list) };
+    names
+}
+
+/// Why a plan cannot run in the tc placement: it has no hook before
+/// routing or after it (a FIB lookup stands for routing there).
+pub(crate) fn tc_refusal(plan: &[NfWant]) -> Option<String> {
+    let w = plan
+        .iter()
+        .find(|w| matches!(w.hook, NfHook::Prerouting | NfHook::Postrouting))?;
+    Some(format!(
+        "the tc placement (parapetd --hook-placement, a kernel without netfilter BPF links) \
+         enforces INPUT, FORWARD and OUTPUT only: the ruleset has a chain at {}",
+        w.hook.chain()
+    ))
+}
+
+/// The tc placement's word for the plan (`Dataplane::set_tc_hooks`).
+fn plan_bits(plan: &[NfWant]) -> u32 {
+    plan.iter()
+        .fold(0, |b, w| b | tc_hook_bit(w.hook, w.family))
+}
+
+impl Kernel {
+    /// Whether `attach` without an interface uses the tc placement with
+    /// this dataplane.
+    pub(crate) fn tc_placement_with(&self, dp: &Dataplane) -> bool {
+        match self.config.hook_placement {
+            HookPlacement::Tc => true,
+            HookPlacement::Netfilter => false,
+            HookPlacement::Auto => dp.hook_images() && dp.netfilter_note().is_some(),
+        }
+    }
+
+    /// Whether the attachment without an interface is at tc now.
+    pub(crate) fn tc_placed(&self) -> bool {
+        self.nf_attached()
+            && self
+                .dp
+                .as_ref()
+                .is_some_and(|dp| self.tc_placement_with(dp))
+    }
+
+    /// `attach` without an interface in the tc placement.
+    pub(crate) fn attach_tc_placement(&mut self, mode: Mode) -> Result<Attachment, ErrorReply> {
+        if let Some(why) = tc_refusal(&self.nf_plan) {
+            return Err(ErrorReply::new(code::APPLY, why));
+        }
+        self.attached.push(Attachment {
+            iface: String::new(),
+            hook: AttachPoint::Netfilter,
+            mode,
+            actual: None,
+            note: Some(TC_PLACEMENT_NOTE.to_string()),
+            id: 0,
+            links: Vec::new(),
+            tc_links: Vec::new(),
+        });
+        // ctstate comes from the conntrack lookup here (the netfilter
+        // hooks read the packet's own entry instead)
+        if self.nf_ct {
+            if let Some(dp) = self.dp.as_mut() {
+                if let Err(e) = dp.set_conntrack(true) {
+                    self.attached.pop();
+                    return Err(dp_err(
+                        "the tc placement reads ctstate with the conntrack lookup",
+                        e,
+                    ));
+                }
+            }
+        }
+        let on = self.dp.as_ref().is_some_and(Dataplane::conntrack);
+        let r = self
+            .ensure_ct_table(on, true)
+            .and_then(|()| self.sync_tc_links());
+        if let Err(e) = r {
+            if let Some(a) = self.attached.pop() {
+                if let Some(dp) = &mut self.dp {
+                    for l in a.tc_links {
+                        let _ = dp.detach(l.ingress);
+                        let _ = dp.detach(l.egress);
+                    }
+                }
+            }
+            self.prune_ct_table();
+            return Err(e);
+        }
+        Ok(self.attached.last().expect("pushed above").clone())
+    }
+
+    /// Makes the tc placement cover the plan and every interface of the
+    /// namespace: the hooks' word first (a new link enforces the right
+    /// hooks from its first packet), then links on interfaces without
+    /// them; links whose interface is gone are dropped (the kernel
+    /// released them with the device).
+    pub(crate) fn sync_tc_links(&mut self) -> Result<(), ErrorReply> {
+        let (Some(dp), Some(att)) = (
+            self.dp.as_mut(),
+            self.attached
+                .iter_mut()
+                .find(|a| a.hook == AttachPoint::Netfilter),
+        ) else {
+            return Ok(());
+        };
+        if self.nf_refused.is_none() {
+            dp.set_tc_hooks(plan_bits(&self.nf_plan))
+                .map_err(|e| dp_err("writing the tc placement's hooks", e))?;
+        }
+        let here = namespace_ifaces();
+        let mut err = None;
+        att.tc_links.retain(|l| {
+            if here.contains(&l.iface) {
+                return true;
+            }
+            for id in [l.ingress, l.egress] {
+                if let Err(e) = dp.detach(id) {
+                    err = Some(dp_err(&format!("dropping the links of {}", l.iface), e));
+                }
+            }
+            false
+        });
+        for iface in here {
+            if att.tc_links.iter().any(|l| l.iface == iface) {
+                continue;
+            }
+            let l = dp
+                .attach_tc_hooks(&iface)
+                .map_err(|e| dp_err(&format!("attaching the tc placement to {iface}"), e))?;
+            att.tc_links.push(l);
+        }
+        err.map_or(Ok(()), Err)
+    }
+
+    /// A starting parapetd and the tc placement's links an earlier one
+    /// pinned: when the journal has the attachment without an interface
+    /// and this dataplane places it at tc, each interface's pair is taken
+    /// over without re-attaching (an upgrade swapped their program in
+    /// place already); the others are removed. Returns whether the
+    /// attachment was taken (the caller then syncs the links).
+    pub(crate) fn adopt_tc_placement(
+        &mut self,
+        dp: &mut Dataplane,
+        pinned: Vec<PinnedAttachment>,
+    ) -> bool {
+        let wanted = self
+            .pending
+            .iter()
+            .position(|(_, h, _)| *h == AttachPoint::Netfilter)
+            .filter(|_| self.tc_placement_with(dp) && !pinned.is_empty());
+        let mut links: Vec<TcHooksAttached> = Vec::new();
+        let mut orphans = Vec::new();
+        if wanted.is_some() {
+            let (ins, outs): (Vec<_>, Vec<_>) =
+                pinned.into_iter().partition(|p| p.hook == TC_HOOKS_IN);
+            let mut outs: Vec<Option<PinnedAttachment>> = outs.into_iter().map(Some).collect();
+            for i in ins {
+                let out = outs
+                    .iter_mut()
+                    .find(|o| o.as_ref().is_some_and(|o| o.target == i.target))
+                    .and_then(Option::take);
+                match out {
+                    Some(o) => {
+                        eprintln!(
+                            "parapetd: dataplane: adopted the pinned tc placement links of {}; \
+                             not re-attached",
+                            i.target
+                        );
+                        links.push(TcHooksAttached {
+                            iface: i.target,
+                            ingress: i.id,
+                            egress: o.id,
+                        });
+                    }
+                    None => orphans.push(i),
+                }
+            }
+            orphans.extend(outs.into_iter().flatten());
+        } else {
+            orphans = pinned;
+        }
+        for p in orphans {
+            eprintln!(
+                "parapetd: dataplane: removing the pinned tc placement link {}@{}",
+                p.target, p.hook
+            );
+            if let Err(e) = dp.detach(p.id) {
+                eprintln!("parapetd: dataplane: {e}");
+            }
+        }
+        let Some(k) = wanted else {
+            return false;
+        };
+        let (iface, hook, mode) = self.pending.remove(k);
+        self.attached.push(Attachment {
+            iface,
+            hook,
+            mode,
+            actual: None,
+            note: Some(format!("{TC_PLACEMENT_NOTE}; adopted from its pins")),
+            id: 0,
+            links: Vec::new(),
+            tc_links: links,
+        });
+        true
+    }
+
+    /// The tc placement's links as `stats` shows them.
+    pub(crate) fn tc_links_json(dp: Option<&Dataplane>, links: &[TcHooksAttached]) -> Value {
+        links
+            .iter()
+            .map(|l| {
+                let mut v = json!({"iface": l.iface});
+                for (name, id) in [("ingress", l.ingress), ("egress", l.egress)] {
+                    if let Some(ids) = dp.and_then(|d| d.link_ids(id)) {
+                        v[name] = json!({"pinned": true, "link_id": ids.link_id,
+                            "prog_id": ids.prog_id});
+                    }
+                }
+                v
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compiled::Loader;
+    use crate::loader::ParseLoader;
+
+    fn plan(text: &str) -> Vec<NfWant> {
+        let c = ParseLoader::default().load("t", text, None).unwrap();
+        crate::hooks::hook_plan(&c.ruleset, &c.compiled)
+            .unwrap()
+            .links
+    }
+
+    #[test]
+    fn chains_before_or_after_routing_are_refused_and_the_hook_bits_follow_the_plan() {
+        let pre = plan(
+            "table inet f {\n chain p {\n  type filter hook prerouting priority 0; policy accept;\n }\n}\n",
+        );
+        assert!(tc_refusal(&pre).is_some_and(|w| w.contains("PREROUTING")));
+        let ipt = plan("*filter\n:INPUT DROP [0:0]\n:FORWARD DROP [0:0]\nCOMMIT\n");
+        assert_eq!(tc_refusal(&ipt), None);
+        // iptables-save is IPv4: INPUT (hook 1) and FORWARD (2), bit 2 * hook
+        let want = (1 << 2) | (1 << 4);
+        assert_eq!(plan_bits(&ipt) & want, want);
+        assert_eq!(plan_bits(&ipt) & 0b10_1010_1010, 0, "no IPv6 bit");
+    }
+}

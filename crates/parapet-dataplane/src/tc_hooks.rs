@@ -1,0 +1,142 @@
+//! The tc facet of [`Dataplane`] for kernels without netfilter BPF links:
+//! the filter chains' hook images enforced at tc ingress and egress of an
+//! interface (`bpf/lib/tc_hooks.h`: a FIB lookup tells INPUT from FORWARD
+//! at ingress, a socket tells OUTPUT at egress). docs/hooks.md, *Without
+//! netfilter BPF links*, says what differs from the netfilter placement.
+
+use std::os::fd::AsFd;
+
+use aya::programs::links::FdLink;
+use aya::programs::tc::TcAttachType;
+use aya::programs::SchedClassifier;
+
+use crate::error::{Error, Result};
+use crate::load::{Dataplane, LinkId};
+use crate::netfilter::{NfFamily, NfHook};
+use crate::pin::LinkPin;
+
+/// The ingress program of the tc placement (INPUT or FORWARD per packet).
+pub(crate) const PROG_TC_HOOKS_IN: &str = "parapet_tc_hooks_in";
+/// The egress program of the tc placement (OUTPUT).
+pub(crate) const PROG_TC_HOOKS_OUT: &str = "parapet_tc_hooks_out";
+
+/// Pin name (`links/<iface>@<this>`) of a tc placement link at ingress.
+pub const TC_HOOKS_IN: &str = "hooks-tc-in";
+/// Pin name of a tc placement link at egress.
+pub const TC_HOOKS_OUT: &str = "hooks-tc-out";
+
+/// Whether a pin's hook name is one of the tc placement's.
+pub fn is_tc_hooks_pin(hook: &str) -> bool {
+    hook == TC_HOOKS_IN || hook == TC_HOOKS_OUT
+}
+
+/// The two links of the tc placement on one interface.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TcHooksAttached {
+    /// The interface.
+    pub iface: String,
+    /// Attachment id of the ingress link ([`Dataplane::detach`]).
+    pub ingress: u64,
+    /// Attachment id of the egress link.
+    pub egress: u64,
+}
+
+/// The bit of `hook` and `family` in the tc placement's word (as
+/// `bpf/lib/tc_hooks.h` reads it).
+pub fn tc_hook_bit(hook: NfHook, family: NfFamily) -> u32 {
+    let fam = match family {
+        NfFamily::Ipv4 => 0,
+        NfFamily::Ipv6 => 1,
+    };
+    1 << (2 * hook.hooknum() + fam)
+}
+
+impl Dataplane {
+    /// Tells the tc placement's programs which hooks have a chain for
+    /// which family (the OR of [`tc_hook_bit`]s; the links of the
+    /// netfilter placement): a packet whose hook and family have none
+    /// passes, as where the netfilter placement has no link.
+    pub fn set_tc_hooks(&mut self, bits: u32) -> Result<()> {
+        self.config.set(crate::load::CFG_TC_HOOKS, bits, 0)?;
+        Ok(())
+    }
+
+    /// Loads the tc placement's programs unless loaded (they are verified
+    /// only by dataplanes that use them). With pinning they join the
+    /// pinned programs, so an upgrade swaps their links in place.
+    pub fn load_tc_hook_programs(&mut self) -> Result<()> {
+        for name in [PROG_TC_HOOKS_IN, PROG_TC_HOOKS_OUT] {
+            let prog = self
+                .ebpf
+                .program_mut(name)
+                .ok_or(Error::Missing("program"))?;
+            let p = <&mut SchedClassifier>::try_from(prog)?;
+            if p.fd().is_ok() {
+                continue;
+            }
+            p.load()?;
+            if let Some(pins) = &mut self.pins {
+                let fd = p
+                    .fd()?
+                    .as_fd()
+                    .try_clone_to_owned()
+                    .map_err(|e| Error::Pin(format!("dup of program {name}: {e}")))?;
+                pins.progs.push((name, fd));
+            }
+        }
+        Ok(())
+    }
+
+    /// Enforce the INPUT, FORWARD and OUTPUT images at tc on `iface`: one
+    /// link at ingress, one at egress, both TCX links (Linux >= 6.6), pinned
+    /// as `links/<iface>@hooks-tc-in|out` with a pin directory. Either both
+    /// are made or neither.
+    pub fn attach_tc_hooks(&mut self, iface: &str) -> Result<TcHooksAttached> {
+        self.load_tc_hook_programs()?;
+        let ingress = self.attach_tc_hook(iface, PROG_TC_HOOKS_IN, TcAttachType::Ingress)?;
+        let egress = match self.attach_tc_hook(iface, PROG_TC_HOOKS_OUT, TcAttachType::Egress) {
+            Ok(id) => id,
+            Err(e) => {
+                let _ = self.detach(ingress);
+                return Err(e);
+            }
+        };
+        // -i / -o match names: every interface may be one a packet leaves by
+        self.refresh_ifnames()?;
+        Ok(TcHooksAttached {
+            iface: iface.to_string(),
+            ingress,
+            egress,
+        })
+    }
+
+    fn attach_tc_hook(&mut self, iface: &str, name: &str, at: TcAttachType) -> Result<u64> {
+        let prog = self
+            .ebpf
+            .program_mut(name)
+            .ok_or(Error::Missing("program"))?;
+        let prog = <&mut SchedClassifier>::try_from(prog)?;
+        let id = prog.attach(iface, at)?;
+        // out of aya's keeping: a TCX link is a BPF link (pinnable, closed
+        // by its descriptor); a netlink filter (before 6.6) is neither
+        let link = FdLink::try_from(prog.take_link(id)?).map_err(|_| {
+            Error::Pin(format!(
+                "the tc placement needs TCX links (Linux >= 6.6): {iface} got a netlink \
+                 tc filter, which cannot be pinned or adopted"
+            ))
+        })?;
+        let hook = if name == PROG_TC_HOOKS_IN {
+            TC_HOOKS_IN
+        } else {
+            TC_HOOKS_OUT
+        };
+        let kept = match self.pin_dir().map(std::path::Path::to_path_buf) {
+            Some(root) => LinkId::Pinned(LinkPin::pin(&root, link, iface, hook)?),
+            None => LinkId::Fd(link),
+        };
+        let id = self.next_id;
+        self.next_id += 1;
+        self.links.insert(id, kept);
+        Ok(id)
+    }
+}
