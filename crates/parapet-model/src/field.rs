@@ -52,6 +52,14 @@ pub enum Field {
     /// dnat; `ct status`, `--ctstatus`, `--ctstate SNAT|DNAT`); 0 for a
     /// packet without an entry.
     CtStatus,
+    /// The destination port of the conntrack entry's original tuple
+    /// (`--ctorigdstport`, nft `ct original proto-dst`): the kernel's
+    /// `ntohs(tuple.dst.u.all)`, so for ICMP `type << 8 | code`; 0 for a
+    /// packet without an entry (a rule matching it also requires one).
+    CtOrigDstPort,
+    /// The conntrack entry's layer-4 protocol (`--ctproto`, nft
+    /// `ct protocol`); 0 for a packet without an entry.
+    CtProto,
     /// Membership of the packet's key in the ruleset's set reference `n`
     /// ([`crate::SetRef`]): 1 when the set holds it.
     Set(u16),
@@ -59,7 +67,7 @@ pub enum Field {
 
 impl Field {
     /// The fixed fields, in the order engines lay them out.
-    pub const FIXED: [Field; 16] = [
+    pub const FIXED: [Field; 18] = [
         Field::Family,
         Field::SrcAddr,
         Field::DstAddr,
@@ -76,14 +84,21 @@ impl Field {
         Field::Dscp,
         Field::Length,
         Field::CtStatus,
+        Field::CtOrigDstPort,
+        Field::CtProto,
     ];
 
     /// Width of the field in bits.
     pub fn width(self) -> u32 {
         match self {
             Field::SrcAddr | Field::DstAddr | Field::InIface | Field::OutIface => 128,
-            Field::SrcPort | Field::DstPort | Field::IcmpTypeCode => 16,
-            Field::Family | Field::Proto | Field::TcpFlags | Field::CtState | Field::Ttl => 8,
+            Field::SrcPort | Field::DstPort | Field::IcmpTypeCode | Field::CtOrigDstPort => 16,
+            Field::Family
+            | Field::Proto
+            | Field::TcpFlags
+            | Field::CtState
+            | Field::Ttl
+            | Field::CtProto => 8,
             Field::Dscp | Field::CtStatus => 6,
             Field::Length => 32,
             Field::Fragment | Field::Set(_) => 1,
@@ -114,6 +129,8 @@ impl Field {
             Field::Dscp => "dscp".into(),
             Field::Length => "length".into(),
             Field::CtStatus => "ctstatus".into(),
+            Field::CtOrigDstPort => "ctorigdport".into(),
+            Field::CtProto => "ctproto".into(),
             Field::Set(n) => format!("set{n}"),
         }
     }

@@ -40,6 +40,12 @@ pub struct Packet {
     /// The conntrack entry's status bits ([`crate::ct_status`]); 0 without
     /// an entry.
     pub ct_status: u8,
+    /// The destination port of the conntrack entry's original tuple
+    /// ([`Field::CtOrigDstPort`]); 0 without an entry.
+    pub ct_orig_dport: u16,
+    /// The conntrack entry's layer-4 protocol ([`Field::CtProto`]); 0
+    /// without an entry.
+    pub ct_proto: u8,
     /// Non-first fragment.
     pub fragment: bool,
     /// IPv4 TTL or IPv6 hop limit.
@@ -72,6 +78,8 @@ impl Packet {
             oif: IfName::default(),
             ct_state: CtState::New,
             ct_status: 0,
+            ct_orig_dport: 0,
+            ct_proto: 0,
             fragment: false,
             ttl: Packet::DEFAULT_TTL,
             dscp: 0,
@@ -105,6 +113,8 @@ impl Packet {
             Field::Dscp => self.dscp as u128,
             Field::Length => self.len as u128,
             Field::CtStatus => self.ct_status as u128,
+            Field::CtOrigDstPort => self.ct_orig_dport as u128,
+            Field::CtProto => self.ct_proto as u128,
             Field::Set(_) => panic!("set membership is not a header field"),
         }
     }
@@ -234,6 +244,15 @@ impl FromStr for Packet {
                     }
                     p.ct_status = bits;
                 }
+                "ctorigdport" => {
+                    p.ct_orig_dport = need("expected a port")?
+                        .parse()
+                        .map_err(|_| err(i + 1, "expected a port 0-65535"))?
+                }
+                "ctproto" => {
+                    p.ct_proto = protocol_number(need("expected a protocol")?)
+                        .ok_or_else(|| err(i + 1, "expected a protocol name or number"))?
+                }
                 "flags" => {
                     p.tcp_flags = tcp_flags::parse_list(need("expected TCP flags like SYN,ACK")?)
                         .ok_or_else(|| err(i + 1, "expected TCP flags like SYN,ACK"))?
@@ -272,7 +291,7 @@ impl FromStr for Packet {
                 }
                 _ => return Err(err(
                     i,
-                    "expected iif, oif, ct, ctstatus, flags, type, code, len, ttl, dscp or frag",
+                    "expected iif, oif, ct, ctstatus, ctorigdport, ctproto, flags, type, code, len, ttl, dscp or frag",
                 )),
             }
             i += 2;
@@ -360,6 +379,12 @@ impl fmt::Display for Packet {
         if self.ct_status != 0 {
             write!(f, " ctstatus {}", crate::ct_status::names(self.ct_status))?;
         }
+        if self.ct_orig_dport != 0 {
+            write!(f, " ctorigdport {}", self.ct_orig_dport)?;
+        }
+        if self.ct_proto != 0 {
+            write!(f, " ctproto {}", self.ct_proto)?;
+        }
         write!(f, " len {}", self.len)
     }
 }
@@ -385,6 +410,7 @@ mod tests {
             "tcp 10.0.0.1:1 > 10.0.0.2:22 iif eth0 flags SYN,ACK frag",
             "udp 10.0.0.1:1 > 10.0.0.2:53 ttl 1 dscp 46 len 1500",
             "tcp 10.0.0.1:1 > 10.0.0.2:80 ct established ctstatus confirmed,dnat",
+            "tcp 10.0.0.1:1 > 10.0.0.2:80 ct established ctorigdport 25 ctproto 6",
             "icmp 1.2.3.4 > 5.6.7.8 type 8 code 0",
             "udp [::1]:1 > [::2]:2",
         ] {

@@ -28,6 +28,7 @@
 pub mod check;
 mod classbench;
 mod common;
+mod ctorig;
 mod ctstatus;
 mod error;
 mod iptables;

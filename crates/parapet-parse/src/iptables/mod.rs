@@ -9,6 +9,7 @@
 //! `rule` (the option loop of one `-A` line), `matches` (the match modules
 //! and their options), `targets` (`-j`/`-g` and target options).
 
+mod ctorig;
 mod hashlimit;
 mod header;
 mod matches;
@@ -270,6 +271,8 @@ pub(crate) fn parse(
             recent: None,
             hashlimit: None,
             time: None,
+            ct_tuple: None,
+            ctstate_no_entry: None,
             target: None,
             kernel_target: None,
             end_col: line.chars().count() as u32 + 1,
