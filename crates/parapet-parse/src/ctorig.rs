@@ -67,14 +67,29 @@ pub(crate) fn iptables(r: &Rule) -> Result<String, String> {
 }
 
 /// The rule's conditions as nft expressions (`ct protocol 17`, `ct
-/// original proto-dst != 53-60`).
+/// original proto-dst != 53-60`). nft types `proto-dst` by the protocol
+/// an earlier expression fixes (`ct protocol P`, `meta l4proto P`; without
+/// one it refuses "Can't parse symbolic invalid expressions"): `ct
+/// protocol` is written first, and without one value of it the packet's
+/// single protocol, if the rule has one, as `meta l4proto P` (the same
+/// condition the rule already has).
 pub(crate) fn nft(r: &Rule) -> Result<Vec<String>, String> {
+    let single = |f: Field| match r.matches.get(f).map(|s| s.ranges()) {
+        Some([(lo, hi)]) if lo == hi => Some(*lo),
+        _ => None,
+    };
     let mut out = Vec::new();
     for (f, _, expr) in FIELDS {
         let Some(set) = r.matches.get(f) else {
             continue;
         };
         let (neg, lo, hi) = one_range(set, f.max_value()).ok_or_else(|| unwritable(f, expr))?;
+        if f == Field::CtOrigDstPort && single(Field::CtProto).is_none() {
+            match single(Field::Proto) {
+                Some(p) => out.push(format!("meta l4proto {p}")),
+                None => return Err("nft types 'ct original proto-dst' by a protocol written before it ('ct protocol P' or 'meta l4proto P'), which this rule does not have".into()),
+            }
+        }
         let op = if neg { "!= " } else { "" };
         out.push(if lo == hi {
             format!("{expr} {op}{lo}")

@@ -85,22 +85,27 @@ fn a_packet_without_an_entry_never_matches() {
 
 #[test]
 fn both_syntaxes_round_trip() {
+    // nft types `ct original proto-dst` by a protocol written before it
+    // (`ct protocol P` or the packet's `meta l4proto P`)
+    let ipt = "*filter\n:INPUT DROP [0:0]\n\
+        -A INPUT -m conntrack --ctproto 6 --ctorigdstport 25 -j ACCEPT\n\
+        -A INPUT -m conntrack --ctstate NEW --ctproto 17 --ctorigdstport 53 -j ACCEPT\n\
+        -A INPUT -m conntrack ! --ctproto tcp -j DROP\n\
+        -A INPUT -p tcp -m conntrack ! --ctorigdstport 50:60 -j ACCEPT\n\
+        COMMIT\n";
     let nft =
         "table ip filter {\n\tchain INPUT {\n\t\ttype filter hook input priority 0; policy drop;\n\
-               \t\tct original proto-dst 25 accept\n\
+               \t\tct protocol tcp ct original proto-dst 25 accept\n\
                \t\tct state new ct protocol udp ct original proto-dst 53 accept\n\
                \t\tct protocol != 6 drop\n\
-               \t\tct original proto-dst != 50-60 accept\n\
+               \t\tmeta l4proto tcp ct original proto-dst != 50-60 accept\n\
                \t}\n}\n";
     let packets = packets();
-    let from_ipt = parse(IPT, "c.ipt", Format::Auto).unwrap().ruleset;
+    let from_ipt = parse(ipt, "c.ipt", Format::Auto).unwrap().ruleset;
     let from_nft = parse(nft, "c.nft", Format::Auto).unwrap().ruleset;
-    // the same first four rules mean the same in both syntaxes
-    let mut first4 = from_ipt.clone();
-    first4.tables[0].chains[0].rules.truncate(4);
-    assert_eq!(decisions(&first4, &packets), decisions(&from_nft, &packets));
+    let want = decisions(&from_ipt, &packets);
+    assert_eq!(decisions(&from_nft, &packets), want);
     for rs in [&from_ipt, &from_nft] {
-        let want = decisions(rs, &packets);
         for listing in [render::iptables_save(rs).unwrap(), render::nft(rs).unwrap()] {
             let again = parse(&listing, "again", Format::Auto)
                 .unwrap_or_else(|e| panic!("{e:?}\n{listing}"))
@@ -116,9 +121,16 @@ fn both_syntaxes_round_trip() {
     assert!(listing.contains("! --ctorigdstport 50:60"), "{listing}");
     let listing = render::nft(&from_ipt).unwrap();
     assert!(
-        listing.contains("ct original proto-dst != 50-60"),
+        listing.contains("ct protocol 6 ct original proto-dst 25"),
         "{listing}"
     );
+    assert!(
+        listing.contains("meta l4proto 6 ct original proto-dst != 50-60"),
+        "{listing}"
+    );
+    // without a protocol nft cannot type the port: listing as nft refuses
+    let e = render::nft(&parse(IPT, "c.ipt", Format::Auto).unwrap().ruleset).unwrap_err();
+    assert!(e.message.contains("types 'ct original proto-dst'"), "{e}");
 }
 
 #[test]
