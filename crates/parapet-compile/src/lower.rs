@@ -6,7 +6,7 @@
 use crate::api::CompileError;
 use parapet_model::{DecisionList, EntryKind, Field};
 
-/// Number of fixed fields a tree can cut (field ids 0..=15).
+/// Number of fixed fields a tree can cut (field ids 0..=17).
 pub(crate) const FIELDS: usize = Field::FIXED.len();
 
 /// A region of the packet space: per fixed field, an inclusive range.

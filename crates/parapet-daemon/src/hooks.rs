@@ -245,8 +245,27 @@ pub fn warnings(
             .collect();
         if !status.is_empty() {
             out.push(format!(
-                "rules {} of {} match the conntrack status (ct status, --ctstate SNAT/DNAT),                  which an interface hook (xdp, tc ingress) does not read: there the status is                  0 (no bit set)",
+                "rules {} of {} match the conntrack status (ct status, --ctstate SNAT/DNAT), \
+                 which an interface hook (xdp, tc ingress) does not read: there the status is \
+                 0 (no bit set)",
                 ids(&status),
+                c.name
+            ));
+        }
+        let original: Vec<&Rule> = rules
+            .iter()
+            .copied()
+            .filter(|r| {
+                r.matches.get(Field::CtProto).is_some()
+                    || r.matches.get(Field::CtOrigDstPort).is_some()
+            })
+            .collect();
+        if !original.is_empty() {
+            out.push(format!(
+                "rules {} of {} match the conntrack entry's protocol or original destination \
+                 port (--ctproto, --ctorigdstport, ct protocol, ct original proto-dst), which an \
+                 interface hook (xdp, tc ingress) does not read: there both are 0",
+                ids(&original),
                 c.name
             ));
         }
@@ -415,6 +434,26 @@ COMMIT
         assert!(
             w.iter()
                 .any(|m| m.starts_with("rules 1 of filter/FORWARD match the conntrack status")),
+            "{w:?}"
+        );
+        assert!(warnings(&c.ruleset, &c.compiled, None, true).is_empty());
+    }
+
+    #[test]
+    fn ct_original_tuple_is_not_read_on_interfaces() {
+        let c = load(
+            "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD DROP [0:0]\n:OUTPUT ACCEPT [0:0]\n\
+             -A INPUT -p tcp --dport 22 -j ACCEPT\n\
+             -A INPUT -m conntrack --ctproto 17 --ctorigdstport 53 -j ACCEPT\nCOMMIT\n",
+        );
+        let plan = hook_plan(&c.ruleset, &c.compiled).unwrap();
+        assert!(plan.needs_ct, "a tracked state is implied");
+        let input = c.compiled.iter().find(|x| x.name == "filter/INPUT");
+        let w = warnings(&c.ruleset, &c.compiled, input, false);
+        assert!(
+            w.iter().any(|m| m.starts_with(
+                "rules 2 of filter/INPUT match the conntrack entry's protocol or original"
+            )),
             "{w:?}"
         );
         assert!(warnings(&c.ruleset, &c.compiled, None, true).is_empty());

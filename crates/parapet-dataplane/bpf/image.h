@@ -10,9 +10,9 @@
 #define PARAPET_IMAGE_H
 
 #define PARAPET_IMG_MAGIC 0x54505250u /* "PRPT" little-endian */
-#define PARAPET_IMG_VERSION 4
+#define PARAPET_IMG_VERSION 5
 #define PARAPET_IMG_HEADER_WORDS 32
-#define PARAPET_IMG_KEY_WORDS 30
+#define PARAPET_IMG_KEY_WORDS 39
 #define PARAPET_IMG_NODE_WORDS 8
 #define PARAPET_IMG_PARTITION_WORDS 4
 #define PARAPET_IMG_VERDICT_WORDS 4
@@ -30,7 +30,7 @@
 
 #define PARAPET_IMG_LEAF_BIT 0x80000000u
 #define PARAPET_IMG_WIDE_BIT 0x8000u
-#define PARAPET_IMG_FIXED_FIELDS 16 /* field ids 0..15 */
+#define PARAPET_IMG_FIXED_FIELDS 18 /* field ids 0..17 */
 #define PARAPET_IMG_SET_FIELD 31
 #define PARAPET_IMG_FLAG_PURE_FIRST_MATCH 1u
 
@@ -131,6 +131,9 @@
 #define PARAPET_KW_DSCP 27
 #define PARAPET_KW_LENGTH 28
 #define PARAPET_KW_CTSTATUS 29
+/* words 30..36: reserved for fields other branches add */
+#define PARAPET_KW_CTORIGDPORT 37
+#define PARAPET_KW_CTPROTO 38
 
 /* ctstate values of the key. */
 #define PARAPET_CT_INVALID 0

@@ -281,6 +281,8 @@ int main(void)
 	C(PARAPET_KW_DSCP);
 	C(PARAPET_KW_LENGTH);
 	C(PARAPET_KW_CTSTATUS);
+	C(PARAPET_KW_CTORIGDPORT);
+	C(PARAPET_KW_CTPROTO);
 	printf("];\n");
 	return 0;
 }

@@ -268,10 +268,18 @@ int parapet_nf(struct bpf_nf_ctx *ctx)
 		status = parapet_parse(buf->b, &buf->b[ETH_HLEN + copy],
 				       ETH_HLEN + len, &key, &offs);
 	}
+	/* the key extension lives in this level's walk state, zeroed for
+	 * every packet (walk_state.h) */
+	struct walk_cb_ctx wc = { .idx = PARAPET_SCRATCH_NF + level };
+	struct parapet_walk *ws = walk_state(&wc);
+	if (ws)
+		__builtin_memset(&ws->ext, 0, sizeof(ws->ext));
 	if (status == PARAPET_PARSE_OK) {
 		key.ctstate = nf_ctstate(skb->_nfct);
 		key.flags |= PARAPET_KEY_F_CT |
 			     (nf_ctstatus(skb->_nfct) << PARAPET_KEY_CT_STATUS_SHIFT);
+		if (ws)
+			nf_ct_original(skb->_nfct, &ws->ext);
 	}
 	parapet_count_nf_hook(hook);
 	verdict = parapet_decide(&key, status, hook, PARAPET_SCRATCH_NF + level);

@@ -14,7 +14,7 @@
 
 #include <linux/types.h>
 
-#define PARAPET_ABI_VERSION 6
+#define PARAPET_ABI_VERSION 7
 
 /* ---- parsed packet key ------------------------------------------------- */
 
@@ -65,6 +65,20 @@ struct parapet_key {
 	__u8 dscp;	 /* DSCP: TOS / traffic class >> 2 */
 	__u32 oifindex;	 /* output interface index at FORWARD/OUTPUT, else 0 */
 };
+
+/*
+ * Per-packet key data that does not live on the entry's stack (the XDP
+ * program's call chain is at 512 bytes exactly): it is a member of the
+ * per-CPU walk state (lib/walk_state.h), which the hook entry fills before
+ * parapet_decide (zeroed first), and build_key copies it into the image
+ * key.  A field a hook does not read is 0 there (docs/hooks.md).
+ */
+struct parapet_key_ext {
+	__u16 ct_orig_dport; /* conntrack original tuple's dst port (host order) */
+	__u8 ct_proto;	     /* conntrack entry's layer-4 protocol */
+	__u8 pad;
+};
+
 
 /* ---- parser outcome ---------------------------------------------------- */
 

@@ -60,6 +60,14 @@ pub enum Field {
     /// The link-layer packet type ([`crate::pkt_type`]: the kernel's
     /// `PACKET_*`; `-m pkttype`, `meta pkttype`).
     PktType,
+    /// The destination port of the conntrack entry's original tuple
+    /// (`--ctorigdstport`, nft `ct original proto-dst`): the kernel's
+    /// `ntohs(tuple.dst.u.all)`, so for ICMP `type << 8 | code`; 0 for a
+    /// packet without an entry (a rule matching it also requires one).
+    CtOrigDstPort,
+    /// The conntrack entry's layer-4 protocol (`--ctproto`, nft
+    /// `ct protocol`); 0 for a packet without an entry.
+    CtProto,
     /// Membership of the packet's key in the ruleset's set reference `n`
     /// ([`crate::SetRef`]): 1 when the set holds it.
     Set(u16),
@@ -67,7 +75,7 @@ pub enum Field {
 
 impl Field {
     /// The fixed fields, in the order engines lay them out.
-    pub const FIXED: [Field; 16] = [
+    pub const FIXED: [Field; 18] = [
         Field::Family,
         Field::SrcAddr,
         Field::DstAddr,
@@ -84,14 +92,21 @@ impl Field {
         Field::Dscp,
         Field::Length,
         Field::CtStatus,
+        Field::CtOrigDstPort,
+        Field::CtProto,
     ];
 
     /// Width of the field in bits.
     pub fn width(self) -> u32 {
         match self {
             Field::SrcAddr | Field::DstAddr | Field::InIface | Field::OutIface => 128,
-            Field::SrcPort | Field::DstPort | Field::IcmpTypeCode => 16,
-            Field::Family | Field::Proto | Field::TcpFlags | Field::CtState | Field::Ttl => 8,
+            Field::SrcPort | Field::DstPort | Field::IcmpTypeCode | Field::CtOrigDstPort => 16,
+            Field::Family
+            | Field::Proto
+            | Field::TcpFlags
+            | Field::CtState
+            | Field::Ttl
+            | Field::CtProto => 8,
             Field::Dscp | Field::CtStatus => 6,
             Field::SrcType | Field::DstType => 4,
             Field::PktType => 3,
@@ -127,6 +142,8 @@ impl Field {
             Field::SrcType => "stype".into(),
             Field::DstType => "dtype".into(),
             Field::PktType => "pkttype".into(),
+            Field::CtOrigDstPort => "ctorigdport".into(),
+            Field::CtProto => "ctproto".into(),
             Field::Set(n) => format!("set{n}"),
         }
     }

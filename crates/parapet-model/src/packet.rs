@@ -40,6 +40,12 @@ pub struct Packet {
     /// The conntrack entry's status bits ([`crate::ct_status`]); 0 without
     /// an entry.
     pub ct_status: u8,
+    /// The destination port of the conntrack entry's original tuple
+    /// ([`Field::CtOrigDstPort`]); 0 without an entry.
+    pub ct_orig_dport: u16,
+    /// The conntrack entry's layer-4 protocol ([`Field::CtProto`]); 0
+    /// without an entry.
+    pub ct_proto: u8,
     /// Non-first fragment.
     pub fragment: bool,
     /// IPv4 TTL or IPv6 hop limit.
@@ -81,6 +87,8 @@ impl Packet {
             oif: IfName::default(),
             ct_state: CtState::New,
             ct_status: 0,
+            ct_orig_dport: 0,
+            ct_proto: 0,
             fragment: false,
             ttl: Packet::DEFAULT_TTL,
             dscp: 0,
@@ -120,6 +128,8 @@ impl Packet {
             Field::SrcType => self.src_type() as u128,
             Field::DstType => self.dst_type() as u128,
             Field::PktType => self.pkt_type() as u128,
+            Field::CtOrigDstPort => self.ct_orig_dport as u128,
+            Field::CtProto => self.ct_proto as u128,
             Field::Set(_) => panic!("set membership is not a header field"),
         }
     }
@@ -290,6 +300,15 @@ impl FromStr for Packet {
                     }
                     p.ct_status = bits;
                 }
+                "ctorigdport" => {
+                    p.ct_orig_dport = need("expected a port")?
+                        .parse()
+                        .map_err(|_| err(i + 1, "expected a port 0-65535"))?
+                }
+                "ctproto" => {
+                    p.ct_proto = protocol_number(need("expected a protocol")?)
+                        .ok_or_else(|| err(i + 1, "expected a protocol name or number"))?
+                }
                 "flags" => {
                     p.tcp_flags = tcp_flags::parse_list(need("expected TCP flags like SYN,ACK")?)
                         .ok_or_else(|| err(i + 1, "expected TCP flags like SYN,ACK"))?
@@ -348,7 +367,7 @@ impl FromStr for Packet {
                 }
                 _ => return Err(err(
                     i,
-                    "expected iif, oif, ct, ctstatus, flags, type, code, len, ttl, dscp, stype, dtype, pkttype or frag",
+                    "expected iif, oif, ct, ctstatus, ctorigdport, ctproto, flags, type, code, len, ttl, dscp, stype, dtype, pkttype or frag",
                 )),
             }
             i += 2;
@@ -446,6 +465,12 @@ impl fmt::Display for Packet {
         if let Some(n) = self.pkt_type.and_then(crate::pkt_type::name) {
             write!(f, " pkttype {n}")?;
         }
+        if self.ct_orig_dport != 0 {
+            write!(f, " ctorigdport {}", self.ct_orig_dport)?;
+        }
+        if self.ct_proto != 0 {
+            write!(f, " ctproto {}", self.ct_proto)?;
+        }
         write!(f, " len {}", self.len)
     }
 }
@@ -472,6 +497,7 @@ mod tests {
             "udp 10.0.0.1:1 > 10.0.0.2:53 ttl 1 dscp 46 len 1500",
             "tcp 10.0.0.1:1 > 10.0.0.2:80 ct established ctstatus confirmed,dnat",
             "udp 0.0.0.0:68 > 10.0.0.255:67 dtype broadcast pkttype broadcast stype unspec",
+            "tcp 10.0.0.1:1 > 10.0.0.2:80 ct established ctorigdport 25 ctproto 6",
             "icmp 1.2.3.4 > 5.6.7.8 type 8 code 0",
             "udp [::1]:1 > [::2]:2",
         ] {

@@ -254,6 +254,12 @@ impl Space {
         if let Some(v) = get(Field::PktType) {
             p.pkt_type = Some(v as u8);
         }
+        if let Some(v) = get(Field::CtOrigDstPort) {
+            p.ct_orig_dport = v as u16;
+        }
+        if let Some(v) = get(Field::CtProto) {
+            p.ct_proto = v as u8;
+        }
         Some(p)
     }
 

@@ -29,6 +29,7 @@ mod addrtype;
 pub mod check;
 mod classbench;
 mod common;
+mod ctorig;
 mod ctstatus;
 mod error;
 mod iptables;

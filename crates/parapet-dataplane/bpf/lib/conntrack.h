@@ -42,7 +42,23 @@ union nf_conntrack_proto {
 	struct ip_ct_tcp tcp;
 } __attribute__((preserve_access_index));
 
+/* The original tuple's destination: the port (u.all: tcp/udp/sctp/dccp
+ * port, ICMP type and code, …) and the layer-4 protocol. */
+struct nf_conntrack_tuple {
+	struct {
+		union {
+			__be16 all;
+		} u;
+		__u8 protonum;
+	} dst;
+} __attribute__((preserve_access_index));
+
+struct nf_conntrack_tuple_hash {
+	struct nf_conntrack_tuple tuple;
+} __attribute__((preserve_access_index));
+
 struct nf_conn {
+	struct nf_conntrack_tuple_hash tuplehash[2]; /* IP_CT_DIR_ORIGINAL, _REPLY */
 	unsigned long status;
 	union nf_conntrack_proto proto;
 } __attribute__((preserve_access_index));

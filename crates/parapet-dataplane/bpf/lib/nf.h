@@ -144,6 +144,29 @@ static __always_inline __u8 nf_ctstatus(unsigned long nfct)
 	return status & 0x3f;
 }
 
+/*
+ * The original tuple's destination port and the layer-4 protocol of the
+ * packet's own conntrack entry, as xt_conntrack's --ctorigdstport
+ * (ntohs(tuple.dst.u.all)) and --ctproto (nf_ct_protonum) read them, into
+ * the walk state's key extension; left 0 without an entry (a rule reading
+ * them also requires a tracked state) and where a read fails.
+ */
+static __always_inline void nf_ct_original(unsigned long nfct,
+					   struct parapet_key_ext *ext)
+{
+	struct nf_conn *ct = (struct nf_conn *)(nfct & ~7UL);
+	__be16 port = 0;
+	__u8 proto = 0;
+
+	if (nfct == 0 || (nfct & 7) == 7)
+		return;
+	if (bpf_core_read(&port, sizeof(port), &ct->tuplehash[0].tuple.dst.u.all) ||
+	    bpf_core_read(&proto, sizeof(proto), &ct->tuplehash[0].tuple.dst.protonum))
+		return;
+	ext->ct_orig_dport = bpf_ntohs(port);
+	ext->ct_proto = proto;
+}
+
 /* The PARAPET_HOOK_NF_* of a netfilter hook number (at most
  * NF_INET_POST_ROUTING: the caller checks).  Arithmetic: see parapet.h. */
 static __always_inline __u32 nf_parapet_hook(__u32 hooknum)

@@ -132,6 +132,10 @@ impl PacketKey {
             oif: parapet_model::IfName::default(),
             ct_state,
             ct_status: self.flags >> KEY_CT_STATUS_SHIFT,
+            // the key extension (parapet_key_ext) is not part of the key:
+            // 0, as at the interface hooks
+            ct_orig_dport: 0,
+            ct_proto: 0,
             fragment: self.frag & FRAG_LATER != 0,
             ttl: self.ttl,
             dscp: self.dscp,

@@ -503,6 +503,11 @@ fn c_and_rust_constants_agree() {
         ("PARAPET_KW_DSCP", (parapet_image::KEY_OFF[13]) as u64),
         ("PARAPET_KW_LENGTH", (parapet_image::KEY_OFF[14]) as u64),
         ("PARAPET_KW_CTSTATUS", (parapet_image::KEY_OFF[15]) as u64),
+        (
+            "PARAPET_KW_CTORIGDPORT",
+            (parapet_image::KEY_OFF[16]) as u64,
+        ),
+        ("PARAPET_KW_CTPROTO", (parapet_image::KEY_OFF[17]) as u64),
     ];
     assert_eq!(
         rust.len(),

@@ -58,7 +58,8 @@ fn option_module(opt: &str) -> Option<&'static [&'static str]> {
             &["multiport"]
         }
         "--src-range" | "--dst-range" => &["iprange"],
-        "--ctstate" => &["conntrack"],
+        "--ctstate" | "--ctproto" | "--ctorigdstport" => &["conntrack"],
+        o if super::ctorig::REFUSED_CT_OPTIONS.contains(&o) => &["conntrack"],
         "--state" => &["state"],
         "--match-set" => &["set"],
         "--comment" => &["comment"],
@@ -399,6 +400,22 @@ impl RuleParser<'_> {
                         }
                     }
                 }
+                if opt == "--ctstate" {
+                    // A packet without an entry is INVALID or UNTRACKED
+                    // and carries no NAT bit.
+                    let admitted = if negated.is_some() {
+                        set.complement(0xff)
+                    } else {
+                        set.clone()
+                    };
+                    let no_entry = if nat != 0 {
+                        negated.is_some()
+                    } else {
+                        admitted.contains(CtState::Invalid as u128)
+                            || admitted.contains(CtState::Untracked as u128)
+                    };
+                    self.ctstate_no_entry = Some(no_entry);
+                }
                 if nat != 0 {
                     if !set.is_empty() {
                         return self.err(vcol, "--ctstate mixing SNAT/DNAT with states matches either (a state or a NAT bit), which is not one box; write two rules");
@@ -483,6 +500,11 @@ impl RuleParser<'_> {
             | "--rttl" | "--reap" | "--name" | "--rsource" | "--rdest" | "--mask" => {
                 self.recent_option(opt, col, negated, v, vcol)
             }
+            "--ctproto" | "--ctorigdstport" => self.ct_tuple_option(opt, col, negated, v, vcol),
+            o if super::ctorig::REFUSED_CT_OPTIONS.contains(&o) => self.err(
+                col,
+                format!("{o} is not supported (of xt_conntrack's options parapet reads --ctstate, --ctproto and --ctorigdstport): the packet key does not carry the entry's other tuple fields, status or expiry"),
+            ),
             "--tcp-option" => self.err(
                 col,
                 "-m tcp --tcp-option is not supported: it matches the TCP options a segment carries, which parapet's packet key does not hold",

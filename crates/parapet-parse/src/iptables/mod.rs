@@ -10,6 +10,7 @@
 //! and their options), `targets` (`-j`/`-g` and target options).
 
 mod addrtype;
+mod ctorig;
 mod hashlimit;
 mod header;
 mod matches;
@@ -288,6 +289,8 @@ pub(crate) fn parse(
             recent: None,
             hashlimit: None,
             time: None,
+            ct_tuple: None,
+            ctstate_no_entry: None,
             target: None,
             kernel_target: None,
             end_col: line.chars().count() as u32 + 1,

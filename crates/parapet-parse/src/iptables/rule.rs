@@ -72,6 +72,12 @@ pub(super) struct RuleParser<'a> {
     pub(super) hashlimit: Option<HashlimitDraft>,
     /// `-m time` as its options are read.
     pub(super) time: Option<TimeWindow>,
+    /// Column of the first `--ctproto`/`--ctorigdstport`, checked when the
+    /// rule is complete (`iptables/ctorig.rs`).
+    pub(super) ct_tuple: Option<u32>,
+    /// `--ctstate` given: whether it admits a packet without a conntrack
+    /// entry (INVALID, UNTRACKED).
+    pub(super) ctstate_no_entry: Option<bool>,
     /// The action, and for `-j/-g` to something that may be a chain, the
     /// name and column to resolve at COMMIT.
     pub(super) target: Option<(Action, Option<(String, u32)>)>,
@@ -203,6 +209,7 @@ impl RuleParser<'_> {
             self.check_recent();
             self.check_hashlimit();
             self.check_time(1);
+            self.check_ct_tuple();
         }
         self.errs.list.len() == before
     }

@@ -69,7 +69,7 @@ const NFT_ICMP6_CODES: [(&str, u8); 6] = [
     ("reject-route", 6),
 ];
 
-const SUPPORTED_EXPRS: &str = "ip/ip6 saddr|daddr|protocol|nexthdr|dscp, ip ttl, ip6 hoplimit, tcp/udp/sctp/udplite/th sport|dport, tcp flags, meta l4proto|nfproto|protocol|iifname|oifname|length|pkttype, fib saddr|daddr type, iifname, oifname, ct state, ct status, icmp/icmpv6 type|code, counter, log, limit, comment, accept, drop, reject, jump, goto, return";
+const SUPPORTED_EXPRS: &str = "ip/ip6 saddr|daddr|protocol|nexthdr|dscp, ip ttl, ip6 hoplimit, tcp/udp/sctp/udplite/th sport|dport, tcp flags, meta l4proto|nfproto|protocol|iifname|oifname|length|pkttype, fib saddr|daddr type, iifname, oifname, ct state|status|protocol, ct original proto-dst, icmp/icmpv6 type|code, counter, log, limit, comment, accept, drop, reject, jump, goto, return";
 
 impl RuleParser<'_> {
     /// A selector expression: `ip saddr`, `tcp dport`, `ct state`, …
@@ -228,9 +228,20 @@ impl RuleParser<'_> {
                 }
             }
             "ct" => {
-                let k = sub(self, "state or status")?;
+                let k = sub(self, "state, status, protocol or original")?;
+                // nft_ct breaks (no match) on a packet without an entry.
+                let entry = (Field::CtState, crate::ctstatus::tracked());
                 match k.as_str() {
                     "state" => sel(Field::CtState, Kind::Ct, vec![]),
+                    "protocol" => sel(Field::CtProto, Kind::Proto, vec![entry]),
+                    "original" => match sub(self, "proto-dst")?.as_str() {
+                        "proto-dst" => sel(Field::CtOrigDstPort, Kind::Port, vec![entry]),
+                        other => Err((
+                            l,
+                            c,
+                            format!("'ct original {other}' is not supported (supported: ct original proto-dst)"),
+                        )),
+                    },
                     "status" => {
                         self.ct_status()?;
                         Err((0, 0, String::new()))
@@ -245,7 +256,7 @@ impl RuleParser<'_> {
                     other => Err((
                         l,
                         c,
-                        format!("'ct {other}' is not supported (supported: ct state, ct status)"),
+                        format!("'ct {other}' is not supported (supported: ct state, ct status, ct protocol, ct original proto-dst)"),
                     )),
                 }
             }

@@ -369,6 +369,7 @@ fn nft_rule(rs: &Ruleset, tfam: TableFamily, r: &Rule) -> Result<String, RenderE
             parts.push(crate::addrtype::nft(field, set).map_err(|m| rerr(id, m))?);
         }
     }
+    parts.extend(crate::ctorig::nft(r).map_err(|m| rerr(id, m))?);
     push_set_lookups(&mut parts, rs, r, family, port_key)?;
     if let Some(w) = &r.time {
         parts.extend(nft_time(w).map_err(|m| rerr(id, m))?);
