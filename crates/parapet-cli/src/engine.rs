@@ -76,9 +76,10 @@ impl<'a> ChainClassifier<'a> {
         chain: ChainId,
         args: &EngineArgs,
     ) -> Result<ChainClassifier<'a>> {
-        // Time windows are not compiled (docs/syntax.md, "Time
-        // conditions"): `auto` picks the linear engine for them.
-        let timed = args.engine == "auto" && rs.rules().any(|r| r.time.is_some());
+        // A time window with another stateful condition in one rule is
+        // not compiled (docs/syntax.md, "Time conditions"): `auto` picks
+        // the linear engine for it.
+        let timed = args.engine == "auto" && rs.rules().any(|r| r.time_with_another_condition());
         if args.engine == "linear" || timed {
             return Ok(ChainClassifier::Linear(
                 LinearEngine::new(rs, chain).map_err(|e| anyhow!("{e}"))?,

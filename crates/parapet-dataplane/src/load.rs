@@ -353,6 +353,8 @@ impl Dataplane {
             nf_prog,
             image_pages: Default::default(),
         };
+        // Time windows read the wall clock from the first packet on.
+        dp.set_wall_clock(crate::stateful::WallClock::now())?;
         if dp.maps_adopted() {
             // the live program's settings stay; the caller's state is
             // made live from the pinned generation on
