@@ -72,6 +72,8 @@ pub(super) struct RuleParser<'a> {
     pub(super) hashlimit: Option<HashlimitDraft>,
     /// `-m time` as its options are read.
     pub(super) time: Option<TimeWindow>,
+    /// `-m quota --quota N`, as nft's quota it equals (`quota_option`).
+    pub(super) quota: Option<Quota>,
     /// The action, and for `-j/-g` to something that may be a chain, the
     /// name and column to resolve at COMMIT.
     pub(super) target: Option<(Action, Option<(String, u32)>)>,
