@@ -126,12 +126,13 @@ impl<'a> ChainClassifier<'a> {
         chain: ChainId,
         args: &EngineArgs,
     ) -> Result<ChainClassifier<'a>> {
-        // Time windows are not compiled (docs/syntax.md, "Time
-        // conditions"): `auto` picks the linear engine for them.
-        // Nor are address and packet types (no key word yet).
+        // A time window with another stateful condition in one rule is
+        // not compiled (docs/syntax.md, "Time conditions"), nor are address
+        // and packet types (no key word yet): `auto` picks the linear
+        // engine for them.
         let timed = args.engine == "auto"
             && rs.rules().any(|r| {
-                r.time.is_some()
+                r.time_with_another_condition()
                     || [Field::SrcType, Field::DstType, Field::PktType]
                         .iter()
                         .any(|&f| r.matches.get(f).is_some())

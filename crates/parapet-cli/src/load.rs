@@ -181,20 +181,21 @@ fn host_types(rs: &Ruleset) -> String {
     )
 }
 
-/// `; time windows (rules 6, 7): offline only, apply refuses them`, or
-/// nothing: rules the linear engine evaluates but the compiler refuses
-/// (docs/syntax.md, "Time conditions").
+/// `; time windows with another stateful condition (rules 6, 7):
+/// evaluated offline only, apply refuses them`, or nothing: rules the
+/// linear engine evaluates but the compiler refuses (docs/syntax.md, "Time
+/// conditions").
 fn time_windows(rs: &Ruleset) -> String {
     let ids: Vec<String> = rs
         .rules()
-        .filter(|r| r.time.is_some())
+        .filter(|r| r.time_with_another_condition())
         .map(|r| r.id.to_string())
         .collect();
     if ids.is_empty() {
         return String::new();
     }
     format!(
-        "; time windows (rule{} {}): evaluated offline only, apply refuses them",
+        "; time windows with another stateful condition (rule{} {}): evaluated offline only, apply refuses them",
         plural(ids.len()),
         ids.join(", ")
     )

@@ -85,7 +85,7 @@ pub fn classify(
         .collect();
     let timed: Vec<String> = rs
         .rules()
-        .filter(|r| r.time.is_some())
+        .filter(|r| r.time_with_another_condition())
         .map(|r| r.id.to_string())
         .collect();
     if !limited.is_empty() {
@@ -101,7 +101,7 @@ pub fn classify(
             "the dataplane enforces them".to_string()
         } else {
             format!(
-                "the dataplane enforces them, except the time windows of rules {}, which only the linear engine evaluates so far (docs/syntax.md, \"Time conditions\")",
+                "the dataplane enforces them, except rules {}, whose time window comes with another stateful condition: only the linear engine evaluates the two in one rule so far (docs/syntax.md, \"Time conditions\")",
                 timed.join(", ")
             )
         };

@@ -140,11 +140,13 @@ fn time_windows_replay_at_the_trace_start_plus_the_packet_time() {
     assert_eq!(lines(&replayed), ["1", "1", "2", "2"]);
     let missed = parapet(&["classify", &r, &t, "--stateful", "miss"]);
     assert_eq!(lines(&missed), ["2", "2", "2", "2"]);
-    // The compiled engines refuse a time window: classify answers with
-    // the linear engine, saying so.
+    // The compiled engines hold a time window (a time row) and assume it
+    // open, as the linear engine does.
     let matched = parapet(&["classify", &r, &t]);
     assert_eq!(lines(&matched), ["1", "1", "1", "1"]);
-    assert!(String::from_utf8_lossy(&matched.stderr).contains("except the time windows of rules 1"));
+    let compiled = parapet(&["classify", &r, &t, "--engine", "tree"]);
+    assert_eq!(lines(&compiled), ["1", "1", "1", "1"]);
+    assert!(!String::from_utf8_lossy(&matched.stderr).contains("except rules"));
     // `trace` names the assumption on the rule that matched.
     let traced = parapet(&["trace", &r, "--packet", "tcp 10.0.0.1:1000 > 10.0.0.2:22"]);
     let traced = lines(&traced).join("\n");
@@ -152,11 +154,26 @@ fn time_windows_replay_at_the_trace_start_plus_the_packet_time() {
         traced.contains("matched (assuming its time window is open)"),
         "{traced}"
     );
-    // `check` accepts the file and says what apply will refuse.
+    // `check` accepts the file, and apply will take it: no note.
     let checked = parapet(&["check", &r]);
     assert!(
-        lines(&checked)[0]
-            .ends_with("; time windows (rule 1): evaluated offline only, apply refuses them"),
+        lines(&checked)[0].ends_with(" 0 set references"),
+        "{:?}",
+        lines(&checked)
+    );
+    // A window and a limit in one rule: the compiler refuses it (one row
+    // per entry), classify answers with the linear engine, saying so, and
+    // check says what apply will refuse.
+    let both = rules.replace("-j DROP", "-m limit --limit 1/s -j DROP");
+    let (r, t) = files("time_limit", &both, trace);
+    let matched = parapet(&["classify", &r, &t]);
+    assert_eq!(lines(&matched), ["1", "1", "1", "1"]);
+    assert!(String::from_utf8_lossy(&matched.stderr).contains("except rules 1, whose time window"));
+    let checked = parapet(&["check", &r]);
+    assert!(
+        lines(&checked)[0].ends_with(
+            "; time windows with another stateful condition (rule 1): evaluated offline only, apply refuses them"
+        ),
         "{:?}",
         lines(&checked)
     );

@@ -67,8 +67,9 @@ pub enum CompileError {
     /// More rules with a stateful condition (`limit`) than the image's
     /// stateful table holds.
     TooManyStateful(usize),
-    /// A rule with a time window (`-m time`, nft `meta time|hour|day`):
-    /// the image has no row for it yet; the linear engine evaluates it.
+    /// A rule with a time window (`-m time`, nft `meta time|hour|day`) and
+    /// another stateful condition: an image entry names one stateful row;
+    /// the linear engine evaluates both.
     TimeWindow {
         /// The rule's id.
         rule_id: u32,
@@ -111,7 +112,7 @@ impl fmt::Display for CompileError {
             ),
             CompileError::TimeWindow { rule_id } => write!(
                 f,
-                "rule {rule_id} has a time condition (-m time, meta time|hour|day): only the linear engine evaluates it so far (classify --engine linear, --stateful replay); the compiled engines and the kernel dataplane refuse it rather than match at every hour"
+                "rule {rule_id} has a time condition (-m time, meta time|hour|day) together with another stateful condition (limit, recent, hashlimit, quota or a dynamic set): only the linear engine evaluates the two in one rule so far (classify --engine linear, --stateful replay); the compiled engines and the kernel dataplane refuse it rather than drop one of them"
             ),
             CompileError::HostField { rule_id, field } => write!(
                 f,

@@ -7,7 +7,7 @@ use crate::tree::Forest;
 use parapet_image::{self as image, hw, kind};
 use parapet_model::{
     BucketKey, DecisionList, Dynset, EntryKind, Hashlimit, Limit, LimitFlavor, Quota, Recent,
-    TimeUnit, Verdict, DYNSET_MAX_LIMIT_BURST, DYNSET_MAX_LIMIT_RATE,
+    TimeUnit, TimeWindow, Verdict, DYNSET_MAX_LIMIT_BURST, DYNSET_MAX_LIMIT_RATE,
 };
 use std::collections::HashMap;
 
@@ -66,9 +66,14 @@ pub(crate) fn entry_records(
     // nft limit object) shares one bucket.
     let mut rows: Vec<u32> = Vec::new();
     let mut row_of: HashMap<BucketKey, u32> = HashMap::new();
-    // A time window has no image row yet: compiled without it the rule
-    // would match at every hour, so the compile is refused (never open).
-    if let Some(e) = list.entries.iter().find(|e| e.time.is_some()) {
+    // A time window is a row of its own, and an entry names one row: a
+    // rule with a window and another stateful condition is refused rather
+    // than compiled with one of the two dropped.
+    if let Some(e) = list
+        .entries
+        .iter()
+        .find(|e| e.time.is_some() && has_other_condition(e))
+    {
         return Err(CompileError::TimeWindow { rule_id: e.rule_id });
     }
     for (e, c) in list.entries.iter().zip(boxes) {
@@ -136,8 +141,11 @@ pub(crate) fn entry_records(
         }
         // A recent condition's state is its table's (in the BPF map), so
         // its row is the rule's own.
-        let shared_state =
-            e.recent.is_some() || e.hashlimit.is_some() || e.dynset.is_some() || e.quota.is_some();
+        let shared_state = e.recent.is_some()
+            || e.hashlimit.is_some()
+            || e.dynset.is_some()
+            || e.quota.is_some()
+            || e.time.is_some();
         let bucket = match (&e.limit, shared_state) {
             (Some(l), _) => Some(BucketKey::of(e.rule_id, l)),
             (None, true) => Some(BucketKey::Rule(e.rule_id)),
@@ -156,10 +164,13 @@ pub(crate) fn entry_records(
                         (Some(l), _, _) => stateful_row(e.rule_id, l),
                         (None, Some(r), _) => recent_row(e.rule_id, r),
                         (None, None, Some(h)) => hashlimit_row(e.rule_id, h),
-                        (None, None, None) => match (&e.dynset, &e.quota) {
-                            (Some(d), _) => dynset_row(e.rule_id, d),
-                            (None, Some(q)) => quota_row(e.rule_id, q),
-                            (None, None) => unreachable!("a bucket without a condition"),
+                        (None, None, None) => match (&e.dynset, &e.quota, &e.time) {
+                            (Some(d), _, _) => dynset_row(e.rule_id, d),
+                            (None, Some(q), _) => quota_row(e.rule_id, q),
+                            (None, None, Some(w)) => time_row(e.rule_id, w),
+                            (None, None, None) => {
+                                unreachable!("a bucket without a condition")
+                            }
                         },
                     });
                 }
@@ -280,6 +291,37 @@ fn dynset_row(rule_id: u32, d: &Dynset) -> [u32; image::stateful::ROW_WORDS] {
         c.timeout_ms,
         c.size.max(1),
         limit,
+        0,
+        0,
+    ]
+}
+
+/// Whether entry `e` has a stateful condition besides its time window.
+fn has_other_condition(e: &parapet_model::Entry) -> bool {
+    e.limit.is_some()
+        || e.recent.is_some()
+        || e.hashlimit.is_some()
+        || e.dynset.is_some()
+        || e.quota.is_some()
+}
+
+/// The stateful-table row of rule `rule_id`'s time window (see
+/// `parapet_image::stateful::TIME`). Dates outside `0..=u32::MAX` are
+/// clamped: the clock never reads a time before 1970 or after 2106, so the
+/// window is the same.
+pub(crate) fn time_row(rule_id: u32, w: &TimeWindow) -> [u32; image::stateful::ROW_WORDS] {
+    use image::stateful as st;
+    let date = |d: i64| d.clamp(0, u32::MAX as i64) as u32;
+    [
+        rule_id,
+        st::TIME
+            | if w.kernel_tz { st::F_KERNEL_TZ } else { 0 }
+            | if w.contiguous { st::F_CONTIGUOUS } else { 0 }
+            | w.daytime_stop << st::TIME_DAYTIME_STOP_SHIFT,
+        date(w.date_start),
+        date(w.date_stop),
+        w.daytime_start | (w.weekdays as u32) << st::TIME_WEEKDAYS_SHIFT,
+        w.monthdays,
         0,
         0,
     ]

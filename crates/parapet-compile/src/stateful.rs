@@ -7,7 +7,7 @@ use parapet_image::{hw, stateful as st, Image, KeyWords};
 use parapet_model::{
     hashlimit_key, hashlimit_step, masked, Bucket, Clock, DynsetCheck, DynsetOp, DynsetTables,
     ElementLimit, Family, HashlimitBucket, HashlimitKey, NftBucket, Quota, RecentCheck,
-    RecentCommand, RecentTables, XtBucket,
+    RecentCommand, RecentTables, TimeWindow, XtBucket,
 };
 use std::collections::HashMap;
 
@@ -27,6 +27,13 @@ pub struct ImageState {
     pub hashlimit: HashMap<(u32, HashlimitKey), HashlimitBucket>,
     /// The nft dynamic sets: the same sets whatever the row.
     pub dynset: DynsetTables,
+    /// Time windows' wall clock: UTC nanoseconds since the epoch are
+    /// `clock.ns + wall_offset_ns` (the BPF map `parapet_wall_clock`'s
+    /// boot → UTC offset). 0, as in the kernel before the loader wrote
+    /// it: time windows are closed.
+    pub wall_offset_ns: i64,
+    /// The kernel's `sys_tz` for `--kerneltz` windows: minutes west of UTC.
+    pub minutes_west: i32,
 }
 
 impl ImageState {
@@ -39,7 +46,17 @@ impl ImageState {
             recent: RecentTables::default(),
             hashlimit: HashMap::new(),
             dynset: DynsetTables::default(),
+            wall_offset_ns: 0,
+            minutes_west: 0,
         }
+    }
+
+    /// The wall-clock time now, in UTC seconds since the epoch, as the BPF
+    /// walker computes it (`bpf/lib/time_window.h`); `None` when the
+    /// offset was never set or the time is before 1970.
+    pub fn wall_secs(&self) -> Option<i64> {
+        let ns = self.clock.ns.wrapping_add(self.wall_offset_ns as u64) as i64;
+        (self.wall_offset_ns != 0 && ns >= 0).then_some(ns / 1_000_000_000)
     }
 
     /// Moves the clock to `ns` (never backwards).
@@ -167,7 +184,25 @@ impl ImageState {
                 let k = masked(family, addr, u32::MAX, 128);
                 self.dynset.check(&c, k, now.jiffies(), now.ns, now.hz)
             }
+            st::TIME => self
+                .wall_secs()
+                .is_some_and(|now| time_window_of(r).admits(now, self.minutes_west)),
             _ => false,
         }
+    }
+}
+
+/// The window a time row holds (the inverse of the compiler's
+/// `emit::time_row`).
+fn time_window_of(r: &[u32]) -> TimeWindow {
+    TimeWindow {
+        date_start: r[2] as i64,
+        date_stop: r[3] as i64,
+        daytime_start: r[4] & 0x00ff_ffff,
+        daytime_stop: r[1] >> st::TIME_DAYTIME_STOP_SHIFT,
+        weekdays: (r[4] >> st::TIME_WEEKDAYS_SHIFT) as u8,
+        monthdays: r[5],
+        kernel_tz: r[1] & st::F_KERNEL_TZ != 0,
+        contiguous: r[1] & st::F_CONTIGUOUS != 0,
     }
 }

@@ -144,18 +144,46 @@ fn limited_udp_rule(flavor: LimitFlavor) -> Ruleset {
 }
 
 #[test]
-fn a_time_window_is_refused_not_compiled_away() {
-    // The image has no row for a time window yet: compiled without it the
-    // rule would drop at every hour (or accept at every hour).
-    let mut r = Rule::new(1, Matches::any(), Action::Verdict(Verdict::Drop));
-    r.time = Some(TimeWindow {
+fn a_time_window_is_a_row_and_refused_with_another_condition() {
+    // A window alone is a time row: the Rust walker opens it as the
+    // linear engine does (01:00-02:00 UTC: closed at 00:59:59, open at
+    // 01:00:00).
+    let window = TimeWindow {
         daytime_start: 3600,
         daytime_stop: 7200,
         ..TimeWindow::default()
+    };
+    let mut r = Rule::new(1, Matches::any(), Action::Verdict(Verdict::Drop));
+    r.time = Some(window.clone());
+    let rs = parapet_gen::one_chain(vec![r.clone()], Verdict::Accept);
+    let list = flatten(&rs, rs.select_chain(None).unwrap()).unwrap();
+    assert!(list.entries[0].time.is_some(), "flatten keeps the window");
+    let (image, _) = compile(&list, &CompileOptions::default()).unwrap();
+    let walker = Walker::new(image.clone());
+    let p = Packet::v4(1, 2, 17, 3, 4);
+    for (secs, rule) in [(3599i64, 0u32), (3600, 1), (7200, 1), (7201, 0)] {
+        let mut state = ImageState::new(&image, Clock { ns: 0, hz: 250 });
+        state.wall_offset_ns = secs * 1_000_000_000;
+        let got = walker.decide_stateful(&KeyWords::new(&p, 0), &mut state);
+        assert_eq!(got.rule_id, rule, "at {secs} s");
+    }
+    // Without a wall clock (offset 0, as in the kernel before the loader
+    // wrote it) a window is closed.
+    let mut state = ImageState::new(&image, Clock { ns: 0, hz: 250 });
+    let got = walker.decide_stateful(&KeyWords::new(&p, 0), &mut state);
+    assert_eq!(got.rule_id, 0);
+    // With a limit too: one row per entry, so refused rather than one of
+    // the two dropped.
+    r.limit = Some(Limit {
+        rate: 1,
+        per: TimeUnit::Second,
+        burst: 5,
+        flavor: LimitFlavor::Xt,
+        over: false,
+        object: None,
     });
     let rs = parapet_gen::one_chain(vec![r], Verdict::Accept);
     let list = flatten(&rs, rs.select_chain(None).unwrap()).unwrap();
-    assert!(list.entries[0].time.is_some(), "flatten keeps the window");
     let e = compile(&list, &CompileOptions::default())
         .unwrap_err()
         .to_string();

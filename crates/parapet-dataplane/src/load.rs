@@ -362,6 +362,8 @@ impl Dataplane {
         if features.tc_hooks {
             dp.load_tc_hook_programs()?;
         }
+        // Time windows read the wall clock from the first packet on.
+        dp.set_wall_clock(crate::stateful::WallClock::now())?;
         if dp.maps_adopted() {
             // the live program's settings stay; the caller's state is
             // made live from the pinned generation on

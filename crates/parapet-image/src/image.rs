@@ -202,6 +202,11 @@ fn validate(w: &[u32]) -> Result<(), ImageError> {
                     && (row[1] & crate::stateful::F_DYNSET_LIMIT == 0
                         || (row[5] & 0xf_ffff != 0 && row[5] >> 24 != 0)) => {}
             crate::stateful::QUOTA if row[1] >> 8 <= 1 => {}
+            // seconds of the day < 86400; no other flag bits
+            crate::stateful::TIME
+                if row[1] & 0xc00 == 0
+                    && row[1] >> crate::stateful::TIME_DAYTIME_STOP_SHIFT < 86_400
+                    && row[4] & 0x00ff_ffff < 86_400 => {}
             _ => return bad(format!("stateful row {r} has an unknown kind")),
         }
     }

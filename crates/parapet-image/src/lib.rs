@@ -131,6 +131,16 @@ pub mod kind {
 /// - [`stateful::QUOTA`] (`nft_quota.c`): `p0..p1` the quota in bytes,
 ///   `p2..p3` the bytes counted at load (`used`), low word first; flag
 ///   [`stateful::F_OVER`]: `quota over`.
+/// - [`stateful::TIME`] (`xt_time.c`, image version 5; `-m time`, nft
+///   `meta time|hour|day`): flags [`stateful::F_KERNEL_TZ`] (`--kerneltz`)
+///   and [`stateful::F_CONTIGUOUS`], the last second of the day
+///   (`--timestop`) << [`stateful::TIME_DAYTIME_STOP_SHIFT`] in word 1;
+///   `p0` = `--datestart`, `p1` = `--datestop` (UTC seconds since the
+///   epoch, clamped to `0..=u32::MAX`), `p2` = the first second of the day
+///   (`--timestart`, bits 0..16) | weekdays << 24 (bit 1 Monday … 7
+///   Sunday), `p3` = month days (bits 1..31). The clock: UTC seconds from
+///   the kernel's boot time plus an offset user space writes
+///   (docs/dataplane.md, "Wall-clock time").
 pub mod stateful {
     /// Words per row.
     pub const ROW_WORDS: usize = 8;
@@ -181,6 +191,16 @@ pub mod stateful {
     pub const DYNSET_BURST_SHIFT: u32 = 24;
     /// Row kind: nft `quota [over] N bytes` (flag [`F_OVER`]: `over`).
     pub const QUOTA: u32 = 6;
+    /// Row kind: a time window (`xt_time`'s `time_mt`), image version 5.
+    pub const TIME: u32 = 7;
+    /// Time row flag: `--kerneltz` (the kernel's `sys_tz`, not UTC).
+    pub const F_KERNEL_TZ: u32 = 0x100;
+    /// Time row flag: `--contiguous`.
+    pub const F_CONTIGUOUS: u32 = 0x200;
+    /// Shift of a time row's `--timestop` (17 bits) in word 1.
+    pub const TIME_DAYTIME_STOP_SHIFT: u32 = 12;
+    /// Shift of a time row's weekday bits in `p2`.
+    pub const TIME_WEEKDAYS_SHIFT: u32 = 24;
 }
 
 /// The backends an image can hold.

@@ -335,6 +335,18 @@ impl Rule {
             || self.quota.is_some()
     }
 
+    /// A time window together with another stateful condition: the
+    /// image's entries name one stateful row, so only the linear engine
+    /// evaluates such a rule (the compiler refuses it).
+    pub fn time_with_another_condition(&self) -> bool {
+        self.time.is_some()
+            && (self.limit.is_some()
+                || self.recent.is_some()
+                || self.hashlimit.is_some()
+                || self.dynset.is_some()
+                || self.quota.is_some())
+    }
+
     /// A rule with no comment, limit or counters.
     pub fn new(id: u32, matches: Matches, action: Action) -> Self {
         Rule {

@@ -125,3 +125,111 @@ fn quota_agrees_with_nft() {
         "parapet vs the kernel, datagram by datagram"
     );
 }
+
+/// `-m quota` (xt_quota): 9999 accepted while 500 bytes are left for the
+/// datagram — the fourth takes the last 116 bytes exactly, where nft's
+/// `quota 500 bytes` would already be over —; 9998 dropped once 300 are
+/// not left (`!`).
+const XT_QUOTA: &str = "*filter
+:INPUT ACCEPT [0:0]
+-A INPUT -i lo -p udp -m udp --dport 9999 -m quota --quota 500 -j ACCEPT
+-A INPUT -i lo -p udp -m udp --dport 9999 -j DROP
+-A INPUT -i lo -p udp -m udp --dport 9998 -m quota ! --quota 300 -j DROP
+COMMIT
+";
+
+/// IP lengths 128, 128, 128, 116 (= 500), then 29s on 9999; 128s then
+/// 29s on 9998.
+fn xt_sequence() -> Vec<(u16, usize)> {
+    let mut seq = Vec::new();
+    for (i, size) in [100, 100, 100, 88, 1, 1].into_iter().enumerate() {
+        seq.push((9999, size));
+        seq.push((9998, if i < 3 { 100 } else { 1 }));
+    }
+    seq
+}
+
+#[test]
+fn xt_quota_reads_as_nfts_quota_plus_one_and_lists_back() {
+    let rs = parse(XT_QUOTA, "quota.v4", Format::IptablesSave)
+        .unwrap()
+        .ruleset;
+    let quotas: Vec<Option<Quota>> = rs.rules().map(|r| r.quota.clone()).collect();
+    let q = |bytes, over| {
+        Some(Quota {
+            bytes,
+            over,
+            used: 0,
+        })
+    };
+    assert_eq!(quotas, [q(501, false), None, q(301, true)]);
+    let listed = render::iptables_save(&rs).unwrap();
+    assert!(
+        listed.contains("-m quota --quota 500 -j ACCEPT"),
+        "{listed}"
+    );
+    assert!(
+        listed.contains("-m quota ! --quota 300 -j DROP"),
+        "{listed}"
+    );
+    let back = parse(&listed, "listed.v4", Format::IptablesSave)
+        .unwrap()
+        .ruleset;
+    assert_eq!(
+        back.rules().map(|r| r.quota.clone()).collect::<Vec<_>>(),
+        quotas
+    );
+    // nft's quota in iptables' spelling: `used` counts as taken.
+    let nft = parse(
+        "table ip filter {\n chain INPUT {\n  type filter hook input priority 0; policy accept;\n  udp dport 9 quota 500 bytes accept\n  udp dport 8 quota over 300 bytes used 100 bytes drop\n }\n}\n",
+        "quota.nft",
+        Format::Nft,
+    )
+    .unwrap()
+    .ruleset;
+    let listed = render::iptables_save(&nft).unwrap_or_else(|e| panic!("{e:?}"));
+    assert!(
+        listed.contains("-m quota --quota 499 -j ACCEPT"),
+        "{listed}"
+    );
+    assert!(
+        listed.contains("-m quota ! --quota 199 -j DROP"),
+        "{listed}"
+    );
+    for bad in [
+        "-m quota --quota x",
+        "-m quota --quota 18446744073709551615",
+    ] {
+        let text = format!("*filter\n:INPUT ACCEPT [0:0]\n-A INPUT {bad} -j DROP\nCOMMIT\n");
+        let e = parse(&text, "bad.v4", Format::IptablesSave).unwrap_err();
+        assert!(format!("{e:?}").contains("after --quota"), "{bad}: {e:?}");
+    }
+}
+
+#[test]
+#[ignore = "needs root"]
+fn xt_quota_agrees_with_iptables_legacy() {
+    parapet_testbed::require_root();
+    let ns = Netns::create("quota-xt").unwrap();
+    let file = std::env::temp_dir().join(format!("parapet-quota-{}.v4", std::process::id()));
+    std::fs::write(&file, XT_QUOTA).unwrap();
+    let loaded = ns.exec(&["iptables-legacy-restore", file.to_str().unwrap()]);
+    let _ = std::fs::remove_file(&file);
+    loaded.unwrap_or_else(|e| panic!("iptables-legacy-restore: {e}"));
+    let rs = parse(XT_QUOTA, "quota.v4", Format::IptablesSave)
+        .unwrap()
+        .ruleset;
+    let seq = xt_sequence();
+    let kernel = arrivals(&ns, &seq);
+    let parapet = engine_fates(&rs, &seq);
+    // The fourth 9999 datagram (index 6) fits exactly: it arrives.
+    assert!(kernel[6], "the kernel's fates {kernel:?}");
+    assert!(
+        !kernel[8] && kernel[1] && !kernel[5],
+        "the kernel's fates {kernel:?} do not tell anything"
+    );
+    assert_eq!(
+        parapet, kernel,
+        "parapet vs the kernel, datagram by datagram"
+    );
+}

@@ -609,6 +609,17 @@ impl Kernel {
         }
     }
 
+    /// Rewrites the boot → UTC offset time windows read (a stepped or
+    /// slewed wall clock moves it); the reaper calls it every second.
+    pub fn refresh_wall_clock(&mut self) {
+        if let Some(dp) = &mut self.dp {
+            let now = parapet_dataplane::stateful::WallClock::now();
+            if let Err(e) = dp.set_wall_clock(now) {
+                eprintln!("parapetd: dataplane: writing the wall clock: {e}");
+            }
+        }
+    }
+
     /// Per-rule counters from the kernel for rules `1..=n`, plus the
     /// policy's (index 0); `None` when not loaded.
     pub fn counters(&self, n: usize) -> Option<Vec<Counters>> {

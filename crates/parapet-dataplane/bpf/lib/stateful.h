@@ -20,7 +20,8 @@
  * nft quota (nft_quota.c): one byte count per row in the bucket's state,
  * added to atomically, reset to `used` by a new generation; the Rust twin
  * is parapet_model::Quota::admit.  nft dynamic sets (add/update/delete @s,
- * lookups): dynset.h.
+ * lookups): dynset.h.  Time windows (-m time, meta time|hour|day):
+ * time_window.h.
  *
  * iptables -m recent (xt_recent.c's recent_mt): one LRU hash of (table id,
  * family, masked address) -> a ring of 32 jiffies time stamps, shared by
@@ -45,6 +46,7 @@
 #include "hashlimit.h"
 #include "clock.h"
 #include "dynset.h"
+#include "time_window.h"
 
 
 struct parapet_bucket {
@@ -249,6 +251,8 @@ static __always_inline int stateful_admit(__u32 slot_row, __u32 kind,
 	}
 	if ((kind & 0xff) == PARAPET_IMG_STATEFUL_DYNSET)
 		return dynset_admit(kind, lo, hi, k, nest);
+	if ((kind & 0xff) == PARAPET_IMG_STATEFUL_TIME)
+		return time_admit(kind, lo, hi);
 	b = bpf_map_lookup_elem(&parapet_buckets, &key);
 	if (!b)
 		return 0;

@@ -372,6 +372,26 @@ fn c_and_rust_constants_agree() {
             (parapet_image::stateful::QUOTA) as u64,
         ),
         (
+            "PARAPET_IMG_STATEFUL_TIME",
+            (parapet_image::stateful::TIME) as u64,
+        ),
+        (
+            "PARAPET_IMG_STATEFUL_F_KERNEL_TZ",
+            (parapet_image::stateful::F_KERNEL_TZ) as u64,
+        ),
+        (
+            "PARAPET_IMG_STATEFUL_F_CONTIGUOUS",
+            (parapet_image::stateful::F_CONTIGUOUS) as u64,
+        ),
+        (
+            "PARAPET_IMG_STATEFUL_TIME_DAYTIME_STOP_SHIFT",
+            (parapet_image::stateful::TIME_DAYTIME_STOP_SHIFT) as u64,
+        ),
+        (
+            "PARAPET_IMG_STATEFUL_TIME_WEEKDAYS_SHIFT",
+            (parapet_image::stateful::TIME_WEEKDAYS_SHIFT) as u64,
+        ),
+        (
             "PARAPET_HASHLIMIT_HASH_DIP",
             (parapet_model::HASHLIMIT_DSTIP) as u64,
         ),

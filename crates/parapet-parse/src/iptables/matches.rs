@@ -8,13 +8,13 @@ use crate::common::*;
 use parapet_model::*;
 
 pub(super) const SUPPORTED_MATCHES: &str =
-    "tcp, udp, sctp, udplite, icmp, icmp6, multiport, iprange, conntrack, state, set, comment, limit, recent, hashlimit, time, ttl, hl, length, dscp, addrtype, pkttype";
+    "tcp, udp, sctp, udplite, icmp, icmp6, multiport, iprange, conntrack, state, set, comment, limit, recent, hashlimit, quota, time, ttl, hl, length, dscp, addrtype, pkttype";
 
 const PORT_PROTOS: &[u8] = &[6, 17, 132, 136];
 
 /// Matches that keep state: checked after the rule's other matches, at
 /// most one per rule.
-const STATEFUL_MATCHES: &[&str] = &["limit", "recent", "hashlimit"];
+const STATEFUL_MATCHES: &[&str] = &["limit", "recent", "hashlimit", "quota"];
 
 /// Matches that read the transport header (see `fragment_blind`).
 const L4_MATCHES: &[&str] = &[
@@ -68,6 +68,7 @@ fn option_module(opt: &str) -> Option<&'static [&'static str]> {
         | "--reap" | "--name" | "--rsource" | "--rdest" | "--mask" => &["recent"],
         o if HASHLIMIT_OPTIONS.contains(&o) => &["hashlimit"],
         o if super::time::TIME_OPTIONS.contains(&o) => &["time"],
+        "--quota" => &["quota"],
         _ => return header_option_module(opt).or_else(|| type_option_module(opt)),
     })
 }
@@ -91,6 +92,7 @@ impl RuleParser<'_> {
             "limit",
             "recent",
             "hashlimit",
+            "quota",
             "time",
         ];
         let n = name.text.as_str();
@@ -108,10 +110,10 @@ impl RuleParser<'_> {
             );
             return;
         }
-        if matches!(n, "quota" | "statistic") {
+        if n == "statistic" {
             self.err(
                 name.col,
-                format!("match '{n}' is not supported yet: it keeps state (per address, per flow or per rule) that parapet does not enforce exactly yet; -m limit, -m recent and -m hashlimit are supported"),
+                format!("match '{n}' is not supported yet: it keeps state (per address, per flow or per rule) that parapet does not enforce exactly yet; -m limit, -m recent, -m hashlimit and -m quota are supported"),
             );
             return;
         }
@@ -515,6 +517,7 @@ impl RuleParser<'_> {
             o if super::time::TIME_OPTIONS.contains(&o) => {
                 self.time_option(opt, col, negated, v, vcol)
             }
+            "--quota" => self.quota_option(negated, v, vcol),
             _ if header_option_module(opt).is_some() => {
                 self.header_option(opt, col, negated, v, vcol)
             }
@@ -595,4 +598,30 @@ pub(super) fn parse_tcp_flags(s: &str) -> Result<u8, String> {
         };
     }
     Ok(bits)
+}
+
+impl RuleParser<'_> {
+    /// `-m quota [!] --quota N` (`xt_quota.c`): the rule matches while the
+    /// bytes left are at least the packet's length, taking them; the first
+    /// packet that does not fit leaves nothing, so no packet after it
+    /// matches. That is nft's `quota N+1 bytes` exactly (nft matches while
+    /// the count, this packet included, is below its quota: below N+1 is
+    /// at most N; once over, the count only grows), and `!` is `quota
+    /// over`; the rule's count is the model's [`Quota`].
+    fn quota_option(&mut self, negated: Option<u32>, v: &str, vcol: u32) {
+        let bytes = match v.parse::<u64>() {
+            Ok(n) if n < u64::MAX => n + 1,
+            _ => {
+                return self.err(
+                    vcol,
+                    format!("expected a byte count below 2^64 - 1 after --quota, found '{v}'"),
+                )
+            }
+        };
+        self.quota = Some(Quota {
+            bytes,
+            over: negated.is_some(),
+            used: 0,
+        });
+    }
 }

@@ -78,6 +78,8 @@ pub(super) struct RuleParser<'a> {
     /// `--ctstate` given: whether it admits a packet without a conntrack
     /// entry (INVALID, UNTRACKED).
     pub(super) ctstate_no_entry: Option<bool>,
+    /// `-m quota --quota N`, as nft's quota it equals (`quota_option`).
+    pub(super) quota: Option<Quota>,
     /// The action, and for `-j/-g` to something that may be a chain, the
     /// name and column to resolve at COMMIT.
     pub(super) target: Option<(Action, Option<(String, u32)>)>,

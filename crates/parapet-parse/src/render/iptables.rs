@@ -379,11 +379,13 @@ fn ipt_rule(rs: &Ruleset, r: &Rule, family: Family, extra: &str) -> Result<Strin
     if let Some(h) = &r.hashlimit {
         let _ = write!(out, " -m hashlimit {}", h.options(family));
     }
-    if r.quota.is_some() {
-        return Err(RenderError {
-            rule_id: r.id,
-            message: "nft's quota has no iptables spelling parapet writes yet (-m quota counts otherwise)".into(),
-        });
+    if let Some(q) = &r.quota {
+        // xt_quota matches while `--quota` bytes are left for the packet,
+        // nft's quota while its count stays below N: `--quota N-1-used`
+        // is the same rule (the parser reads `--quota N` back as N+1).
+        let left = q.bytes.saturating_sub(q.used).saturating_sub(1);
+        let not = if q.over { " !" } else { "" };
+        let _ = write!(out, " -m quota{not} --quota {left}");
     }
     if r.dynset.is_some() {
         return Err(RenderError {
