@@ -73,6 +73,11 @@ pub enum CompileError {
         /// The rule's id.
         rule_id: u32,
     },
+    /// A masked comparison on a field the image does not key on (a set).
+    MaskedField {
+        /// The rule's id.
+        rule_id: u32,
+    },
     /// The produced image failed validation (a compiler bug).
     Image(ImageError),
 }
@@ -103,6 +108,10 @@ impl fmt::Display for CompileError {
             CompileError::TimeWindow { rule_id } => write!(
                 f,
                 "rule {rule_id} has a time condition (-m time, meta time|hour|day): only the linear engine evaluates it so far (classify --engine linear, --stateful replay); the compiled engines and the kernel dataplane refuse it rather than match at every hour"
+            ),
+            CompileError::MaskedField { rule_id } => write!(
+                f,
+                "rule {rule_id} has a masked comparison on a field the image cannot key on"
             ),
             CompileError::Image(e) => write!(f, "compiler produced a bad image: {e}"),
         }

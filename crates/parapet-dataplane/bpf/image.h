@@ -10,7 +10,7 @@
 #define PARAPET_IMAGE_H
 
 #define PARAPET_IMG_MAGIC 0x54505250u /* "PRPT" little-endian */
-#define PARAPET_IMG_VERSION 4
+#define PARAPET_IMG_VERSION 5
 #define PARAPET_IMG_HEADER_WORDS 32
 #define PARAPET_IMG_KEY_WORDS 30
 #define PARAPET_IMG_NODE_WORDS 8
@@ -30,6 +30,9 @@
 
 #define PARAPET_IMG_LEAF_BIT 0x80000000u
 #define PARAPET_IMG_WIDE_BIT 0x8000u
+/* A masked constraint: key & mask == value (no ranges; body mask, value). */
+#define PARAPET_IMG_MASKED_BIT 0x4000u
+#define PARAPET_IMG_MASK_NEGATE_BIT 0x2000u
 #define PARAPET_IMG_FIXED_FIELDS 16 /* field ids 0..15 */
 #define PARAPET_IMG_SET_FIELD 31
 #define PARAPET_IMG_FLAG_PURE_FIRST_MATCH 1u

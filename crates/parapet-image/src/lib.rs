@@ -22,7 +22,7 @@ pub use key::{u128_at, KeyWords, KEY_OFF, KEY_SETS, KEY_WIDE};
 /// `PRPT` read as a little-endian `u32`.
 pub const MAGIC: u32 = 0x5450_5250;
 /// The format version this crate writes and reads.
-pub const VERSION: u32 = 4;
+pub const VERSION: u32 = 5;
 /// Words in the header.
 pub const HEADER_WORDS: usize = 32;
 /// Words per tree node.
@@ -55,6 +55,12 @@ pub const MAX_RANGES: usize = 0xffff;
 pub const LEAF_BIT: u32 = 0x8000_0000;
 /// Bit 15 of a constraint word: ranges are 8 words (128-bit bounds).
 pub const WIDE_BIT: u32 = 0x8000;
+/// Bit 14 of a constraint word: a masked comparison, `key & mask == value`
+/// (its range count is 0; its body is the mask then the value, one word
+/// each, or four each with [`WIDE_BIT`]).
+pub const MASKED_BIT: u32 = 0x4000;
+/// Bit 13 of a masked constraint word: `!=` (the masked bits differ).
+pub const MASK_NEGATE_BIT: u32 = 0x2000;
 /// Field ids below this are fixed fields (`Field::FIXED`, the key's
 /// `KEY_OFF`).
 pub const FIXED_FIELDS: u32 = 16;

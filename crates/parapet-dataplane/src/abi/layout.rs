@@ -240,6 +240,11 @@ fn c_and_rust_constants_agree() {
         ),
         ("PARAPET_IMG_LEAF_BIT", (parapet_image::LEAF_BIT) as u64),
         ("PARAPET_IMG_WIDE_BIT", (parapet_image::WIDE_BIT) as u64),
+        ("PARAPET_IMG_MASKED_BIT", (parapet_image::MASKED_BIT) as u64),
+        (
+            "PARAPET_IMG_MASK_NEGATE_BIT",
+            (parapet_image::MASK_NEGATE_BIT) as u64,
+        ),
         (
             "PARAPET_IMG_FIXED_FIELDS",
             (parapet_image::FIXED_FIELDS) as u64,

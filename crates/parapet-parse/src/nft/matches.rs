@@ -384,7 +384,7 @@ impl RuleParser<'_> {
     /// masked bits equal V's, as intervals — one per setting of the mask's
     /// zero bits above its lowest one bit, so a mask with few such holes
     /// (`& 255.0.255.0`) is exact and small; more than
-    /// 2^[`MAX_MASK_BITS`] intervals is an error.
+    /// 2^[`MAX_MASK_BITS`] intervals become a [`MaskedMatch`].
     fn masked(&mut self, sels: &[Selector]) -> Res<()> {
         let [s] = sels else {
             return self.fail("a masked comparison on a concatenation is not supported");
@@ -431,11 +431,22 @@ impl RuleParser<'_> {
         let value = point(self, "value")?;
         let low = mask.trailing_zeros().min(width);
         let holes: Vec<u32> = (low..width).filter(|b| mask >> b & 1 == 0).collect();
+        for (f, v) in &s.implied {
+            self.matches.constrain(*f, v.clone());
+        }
+        if value & !mask == 0 && holes.len() > MAX_MASK_BITS as usize {
+            // Too many intervals: kept as a masked comparison, which the
+            // walkers check at the leaf.
+            self.matches.constrain_masked(MaskedMatch {
+                field: s.field,
+                mask,
+                value,
+                negate: neg,
+            });
+            return Ok(());
+        }
         let mut set = IntervalSet::empty();
         if value & !mask == 0 {
-            if holes.len() > MAX_MASK_BITS as usize {
-                return self.fail(format!("a masked comparison whose mask has {} zero bits above its lowest one bit matches 2^{} ranges (at most 2^{MAX_MASK_BITS} are expanded); write the ranges", holes.len(), holes.len()));
-            }
             let span = if low >= 128 {
                 u128::MAX
             } else {
@@ -453,9 +464,6 @@ impl RuleParser<'_> {
         // (A value with bits outside the mask never equals: empty.)
         if neg {
             set = set.complement(max);
-        }
-        for (f, v) in &s.implied {
-            self.matches.constrain(*f, v.clone());
         }
         if !set.is_full(max) {
             self.matches.constrain(s.field, set);

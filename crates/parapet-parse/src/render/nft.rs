@@ -159,7 +159,7 @@ fn kernel_chains_of<'a>(
 /// The selector of a rule's ports: its one port protocol's (`tcp`), or
 /// `th` when it matches several port protocols (`meta l4proto { tcp, udp
 /// }`): nft's transport-header ports.
-fn port_selector<'a>(r: &Rule, port_key: Option<&'a str>) -> Option<&'a str> {
+pub(super) fn port_selector<'a>(r: &Rule, port_key: Option<&'a str>) -> Option<&'a str> {
     let ports = IntervalSet::from_ranges([6u128, 17, 132, 136].map(|p| (p, p)));
     let th = r
         .matches
@@ -365,6 +365,7 @@ fn nft_rule(rs: &Ruleset, tfam: TableFamily, r: &Rule) -> Result<String, RenderE
         parts.push(crate::ctstatus::nft(set, tracked_only).map_err(|m| rerr(id, m))?);
     }
     push_set_lookups(&mut parts, rs, r, family, port_key)?;
+    super::masked::nft_masked(&mut parts, r, family, port_key)?;
     if let Some(w) = &r.time {
         parts.extend(nft_time(w).map_err(|m| rerr(id, m))?);
     }
