@@ -21,7 +21,7 @@ pub(super) fn nft_masked(
             Field::SrcAddr => addr("saddr").map(|(s, f)| (s, Some(f)))?,
             Field::DstAddr => addr("daddr").map(|(s, f)| (s, Some(f)))?,
             Field::SrcPort | Field::DstPort => {
-                let pk = super::nft::port_selector(r, port_key).ok_or_else(|| {
+                let pk = super::spelling::port_selector(r, port_key).ok_or_else(|| {
                     rerr(r.id, "a masked port needs one of tcp, udp, sctp, udplite")
                 })?;
                 let dir = if m.field == Field::SrcPort {
