@@ -120,3 +120,32 @@ fn masked_comparisons_agree_with_nft() {
         differ.join("\n")
     );
 }
+
+/// Analysis with a masked comparison: it decides part of its box, so lint
+/// must not call the rule before it redundant nor the rule after it
+/// unreachable, and diff refuses rather than compare boxes.
+#[test]
+fn lint_and_diff_do_not_trust_a_masked_box() {
+    use parapet_model::{diff, flatten_unpruned, lint, Budget};
+    let text = "table ip filter {
+\tchain INPUT {
+\t\ttype filter hook input priority 0; policy accept;
+\t\ttcp dport 22 drop
+\t\tip saddr & 0.0.0.1 == 0.0.0.1 accept
+\t\tdrop
+\t}
+}
+";
+    let rs = parse(text, "m.nft", Format::Auto).unwrap().ruleset;
+    let list = flatten_unpruned(&rs, rs.select_chain(None).unwrap(), 1000).unwrap();
+    let report = lint(&rs, std::slice::from_ref(&list), Budget::default()).unwrap();
+    // Without rule 1, an odd source would be accepted by rule 2: rule 1
+    // is not redundant; rule 3 takes the even sources: reachable.
+    assert!(
+        report.findings.is_empty(),
+        "findings: {:?}",
+        report.findings
+    );
+    let e = diff(&list, &list, Budget::default()).unwrap_err();
+    assert!(e.contains("masked comparison"), "{e}");
+}
