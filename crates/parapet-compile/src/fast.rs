@@ -87,7 +87,7 @@ const fn low_slot(f: usize) -> usize {
 type Vals = [u64; SLOTS];
 
 /// Slots [`fill_values`] writes; the rest of a [`Vals`] stay zero.
-const FILLED: usize = 20;
+const FILLED: usize = 22;
 
 /// Writes the values a lookup compares into the first [`FILLED`] slots of
 /// `v`, in place. For a cut or bound below 2^32, comparing the saturated
@@ -111,7 +111,7 @@ fn fill_values(key: &KeyWords, v: &mut Vals) {
     const _: () = assert!(low_slot(1) == 12 && low_slot(2) == 13);
     const _: () = assert!(low_slot(8) == 14 && low_slot(9) == 15);
     const _: () = assert!(slot_of(12) == 16 && slot_of(15) == 19);
-    const _: () = assert!(image::FIXED_FIELDS == 16 && slot_of(15) as usize + 1 == FILLED);
+    const _: () = assert!(image::FIXED_FIELDS == 18 && slot_of(17) as usize + 1 == FILLED);
     let v: &mut [u64; FILLED] = (&mut v[..FILLED]).try_into().expect("FILLED <= SLOTS");
     v[0] = low(0);
     v[1] = sat(1);
@@ -133,6 +133,8 @@ fn fill_values(key: &KeyWords, v: &mut Vals) {
     v[17] = low(13);
     v[18] = low(14);
     v[19] = low(15);
+    v[20] = low(16);
+    v[21] = low(17);
 }
 
 /// The compact trees of one image (see the module doc). Lookups take the

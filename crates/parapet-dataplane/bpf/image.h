@@ -12,7 +12,7 @@
 #define PARAPET_IMG_MAGIC 0x54505250u /* "PRPT" little-endian */
 #define PARAPET_IMG_VERSION 5
 #define PARAPET_IMG_HEADER_WORDS 32
-#define PARAPET_IMG_KEY_WORDS 30
+#define PARAPET_IMG_KEY_WORDS 32
 #define PARAPET_IMG_NODE_WORDS 8
 #define PARAPET_IMG_PARTITION_WORDS 4
 #define PARAPET_IMG_VERDICT_WORDS 4
@@ -33,7 +33,7 @@
 /* A masked constraint: key & mask == value (no ranges; body mask, value). */
 #define PARAPET_IMG_MASKED_BIT 0x4000u
 #define PARAPET_IMG_MASK_NEGATE_BIT 0x2000u
-#define PARAPET_IMG_FIXED_FIELDS 16 /* field ids 0..15 */
+#define PARAPET_IMG_FIXED_FIELDS 18 /* field ids 0..17 */
 #define PARAPET_IMG_SET_FIELD 31
 #define PARAPET_IMG_FLAG_PURE_FIRST_MATCH 1u
 
@@ -134,6 +134,9 @@
 #define PARAPET_KW_DSCP 27
 #define PARAPET_KW_LENGTH 28
 #define PARAPET_KW_CTSTATUS 29
+/* Field ids 16, 17: from the walk state's key extension (parapet.h). */
+#define PARAPET_KW_MARK 30
+#define PARAPET_KW_CTMARK 31
 
 /* ctstate values of the key. */
 #define PARAPET_CT_INVALID 0

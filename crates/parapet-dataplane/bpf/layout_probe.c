@@ -283,6 +283,8 @@ int main(void)
 	C(PARAPET_KW_DSCP);
 	C(PARAPET_KW_LENGTH);
 	C(PARAPET_KW_CTSTATUS);
+	C(PARAPET_KW_MARK);
+	C(PARAPET_KW_CTMARK);
 	printf("];\n");
 	return 0;
 }

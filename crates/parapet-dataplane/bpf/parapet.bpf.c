@@ -97,6 +97,13 @@ int parapet_tc(struct __sk_buff *skb)
 		key.flags |= PARAPET_KEY_F_VLAN;
 		key.vlan_id = skb->vlan_tci & 0x0fff;
 	}
+	/* the key extension in tc's scratch slot (walk_state.h): the mark */
+	struct walk_cb_ctx wc = { .idx = 1 };
+	struct parapet_walk *ws = walk_state(&wc);
+	if (ws) {
+		ws->ext.mark = skb->mark;
+		ws->ext.ct_mark = 0;
+	}
 	__u32 verdict = parapet_decide(&key, status, PARAPET_HOOK_TC, 1);
 	int rc = TC_ACT_OK;
 
@@ -172,6 +179,17 @@ int parapet_nf(struct bpf_nf_ctx *ctx)
 		key.ctstate = nf_ctstate(skb->_nfct);
 		key.flags |= PARAPET_KEY_F_CT |
 			     (nf_ctstatus(skb->_nfct) << PARAPET_KEY_CT_STATUS_SHIFT);
+	}
+	/* the key extension in this level's scratch slot (walk_state.h) */
+	struct walk_cb_ctx wc = { .idx = PARAPET_SCRATCH_NF + level };
+	struct parapet_walk *ws = walk_state(&wc);
+	if (ws) {
+		ws->ext.mark = 0;
+		ws->ext.ct_mark = 0;
+		if (status == PARAPET_PARSE_OK) {
+			bpf_core_read(&ws->ext.mark, sizeof(ws->ext.mark), &skb->mark);
+			ws->ext.ct_mark = nf_ctmark(skb->_nfct);
+		}
 	}
 	parapet_count_nf_hook(hook);
 	verdict = parapet_decide(&key, status, hook, PARAPET_SCRATCH_NF + level);

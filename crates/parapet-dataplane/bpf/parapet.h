@@ -14,7 +14,7 @@
 
 #include <linux/types.h>
 
-#define PARAPET_ABI_VERSION 6
+#define PARAPET_ABI_VERSION 7
 
 /* ---- parsed packet key ------------------------------------------------- */
 
@@ -35,6 +35,20 @@
  * of its own: one more byte grows the key past 64 bytes and the XDP
  * program's stack past 512 bytes. */
 #define PARAPET_KEY_CT_STATUS_SHIFT 2
+
+
+/*
+ * Per-packet key data that does not live on the entry's stack (the XDP
+ * call chain is at the verifier's 512 bytes): the member `ext` of the
+ * per-CPU walk state (lib/walk_state.h).  The tc and netfilter entries
+ * fill it in their scratch slot before parapet_decide; XDP's slot is never
+ * written, so its fields stay 0 there.  build_key copies it into the key
+ * words (PARAPET_KW_MARK ...).
+ */
+struct parapet_key_ext {
+	__u32 mark;    /* skb->mark (tc, netfilter) */
+	__u32 ct_mark; /* the conntrack entry's mark (netfilter) */
+};
 
 /*
  * The classifier input.  Addresses are in network byte order exactly as on

@@ -1,4 +1,4 @@
-//! The packet key: the 30 words a walker compares (`docs/image-format.md`,
+//! The packet key: the 32 words a walker compares (`docs/image-format.md`,
 //! `PARAPET_KW_*` in `bpf/image.h`), and the one builder that makes them
 //! from a [`Packet`].
 
@@ -6,18 +6,21 @@ use crate::{KEY_WORDS, MAX_SET_REFS};
 use parapet_model::{Field, Packet};
 
 /// Key word offset of each field id (the order of [`Field::FIXED`]).
-/// The fields added after the set bitmask (ttl, dscp, length, ct status)
+/// The fields added after the set bitmask (ttl, dscp, length, ct status,
+/// mark, ct mark)
 /// follow it, so the first 26 words keep their places.
-pub const KEY_OFF: [usize; 16] = [0, 1, 5, 9, 10, 11, 12, 13, 14, 18, 22, 23, 26, 27, 28, 29];
+pub const KEY_OFF: [usize; 18] = [
+    0, 1, 5, 9, 10, 11, 12, 13, 14, 18, 22, 23, 26, 27, 28, 29, 30, 31,
+];
 /// Whether each field id takes 4 key words (128-bit fields).
-pub const KEY_WIDE: [bool; 16] = [
+pub const KEY_WIDE: [bool; 18] = [
     false, true, true, false, false, false, false, false, true, true, false, false, false, false,
-    false, false,
+    false, false, false, false,
 ];
 /// Key word offset of the set-membership bitmask (2 words).
 pub const KEY_SETS: usize = 24;
 
-/// A packet as the walkers see it: exactly the 30-word key of
+/// A packet as the walkers see it: exactly the 32-word key of
 /// `docs/image-format.md` (every fixed field, 128-bit values least
 /// significant word first, then the set-membership bitmask). Compact on
 /// purpose: a batch of keys streams through the cache.
@@ -59,7 +62,7 @@ impl KeyWords {
         KeyWords::new(pkt, sets)
     }
 
-    /// The value of field id `f` (0..=15).
+    /// The value of field id `f` (0..=17).
     #[inline(always)]
     pub fn value(&self, f: usize) -> u128 {
         let at = KEY_OFF[f];
@@ -83,7 +86,7 @@ impl KeyWords {
         (self.w[KEY_SETS] as u64) | (self.w[KEY_SETS + 1] as u64) << 32
     }
 
-    /// The key as the 30 words of `docs/image-format.md`, for the BPF walker
+    /// The key as the 32 words of `docs/image-format.md`, for the BPF walker
     /// and its tests.
     pub fn to_words(&self) -> [u32; KEY_WORDS] {
         self.w
@@ -110,6 +113,7 @@ mod tests {
         p.ct_state = CtState::Untracked;
         p.fragment = true;
         p.ct_status = 0x28;
+        (p.mark, p.ct_mark) = (0xdead_beef, 7);
         let w = KeyWords::new(&p, 1 << 33 | 1).w;
         assert_eq!(w[0], 4);
         assert_eq!(&w[1..5], &[0x0a00_0001, 0, 0, 0]);
@@ -119,6 +123,7 @@ mod tests {
         assert_eq!((w[22], w[23]), (crate::ct::UNTRACKED, 1));
         assert_eq!((w[24], w[25]), (1, 2));
         assert_eq!((w[26], w[27], w[28], w[29]), (64, 0, 64, 0x28));
+        assert_eq!((w[30], w[31]), (0xdead_beef, 7));
         let v6 = Packet::new(Family::V6, 1 << 100 | 7, 0, 17, 1, 2);
         let k = KeyWords::new(&v6, 0);
         assert_eq!(k.value(1), 1 << 100 | 7);

@@ -52,6 +52,12 @@ pub enum Field {
     /// dnat; `ct status`, `--ctstatus`, `--ctstate SNAT|DNAT`); 0 for a
     /// packet without an entry.
     CtStatus,
+    /// The packet's mark (`skb->mark`: `-m mark`, nft `meta mark`); 0 at
+    /// XDP, where no socket buffer exists yet.
+    Mark,
+    /// The conntrack entry's mark (`-m connmark`, nft `ct mark`); 0 for a
+    /// packet without an entry and at the interface hooks.
+    CtMark,
     /// Membership of the packet's key in the ruleset's set reference `n`
     /// ([`crate::SetRef`]): 1 when the set holds it.
     Set(u16),
@@ -59,7 +65,7 @@ pub enum Field {
 
 impl Field {
     /// The fixed fields, in the order engines lay them out.
-    pub const FIXED: [Field; 16] = [
+    pub const FIXED: [Field; 18] = [
         Field::Family,
         Field::SrcAddr,
         Field::DstAddr,
@@ -76,6 +82,8 @@ impl Field {
         Field::Dscp,
         Field::Length,
         Field::CtStatus,
+        Field::Mark,
+        Field::CtMark,
     ];
 
     /// Width of the field in bits.
@@ -85,7 +93,7 @@ impl Field {
             Field::SrcPort | Field::DstPort | Field::IcmpTypeCode => 16,
             Field::Family | Field::Proto | Field::TcpFlags | Field::CtState | Field::Ttl => 8,
             Field::Dscp | Field::CtStatus => 6,
-            Field::Length => 32,
+            Field::Length | Field::Mark | Field::CtMark => 32,
             Field::Fragment | Field::Set(_) => 1,
         }
     }
@@ -114,6 +122,8 @@ impl Field {
             Field::Dscp => "dscp".into(),
             Field::Length => "length".into(),
             Field::CtStatus => "ctstatus".into(),
+            Field::Mark => "mark".into(),
+            Field::CtMark => "ctmark".into(),
             Field::Set(n) => format!("set{n}"),
         }
     }

@@ -49,6 +49,10 @@ pub struct Packet {
     /// The L3 length in bytes (IPv4 total length, IPv6 payload length +
     /// 40): what `-m length` matches and byte counters count.
     pub len: u32,
+    /// The packet's mark (`skb->mark`).
+    pub mark: u32,
+    /// The conntrack entry's mark; 0 without an entry.
+    pub ct_mark: u32,
 }
 
 impl Packet {
@@ -76,6 +80,8 @@ impl Packet {
             ttl: Packet::DEFAULT_TTL,
             dscp: 0,
             len: 64,
+            mark: 0,
+            ct_mark: 0,
         }
     }
 
@@ -105,6 +111,8 @@ impl Packet {
             Field::Dscp => self.dscp as u128,
             Field::Length => self.len as u128,
             Field::CtStatus => self.ct_status as u128,
+            Field::Mark => self.mark as u128,
+            Field::CtMark => self.ct_mark as u128,
             Field::Set(_) => panic!("set membership is not a header field"),
         }
     }
@@ -265,6 +273,19 @@ impl FromStr for Packet {
                         .filter(|&d: &u8| d < 64)
                         .ok_or_else(|| err(i + 1, "expected a DSCP 0-63"))?
                 }
+                "mark" | "ctmark" => {
+                    let text = need("expected a mark")?;
+                    let v = match text.strip_prefix("0x") {
+                        Some(h) => u32::from_str_radix(h, 16).ok(),
+                        None => text.parse().ok(),
+                    }
+                    .ok_or_else(|| err(i + 1, "expected a mark 0-0xffffffff"))?;
+                    if key == "mark" {
+                        p.mark = v
+                    } else {
+                        p.ct_mark = v
+                    }
+                }
                 "frag" => {
                     p.fragment = true;
                     i += 1;
@@ -272,7 +293,7 @@ impl FromStr for Packet {
                 }
                 _ => return Err(err(
                     i,
-                    "expected iif, oif, ct, ctstatus, flags, type, code, len, ttl, dscp or frag",
+                    "expected iif, oif, ct, ctstatus, mark, ctmark, flags, type, code, len, ttl, dscp or frag",
                 )),
             }
             i += 2;
@@ -359,6 +380,12 @@ impl fmt::Display for Packet {
         }
         if self.ct_status != 0 {
             write!(f, " ctstatus {}", crate::ct_status::names(self.ct_status))?;
+        }
+        if self.mark != 0 {
+            write!(f, " mark {:#x}", self.mark)?;
+        }
+        if self.ct_mark != 0 {
+            write!(f, " ctmark {:#x}", self.ct_mark)?;
         }
         write!(f, " len {}", self.len)
     }

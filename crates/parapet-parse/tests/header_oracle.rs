@@ -12,9 +12,7 @@ mod raw_out;
 use parapet_model::{Family, LinearEngine, NoSets, Packet};
 use parapet_parse::{parse, Format};
 use parapet_testbed::{require_root, Netns};
-use raw_out::{first_moved, nft_decisions, send_raw, wire};
-use std::io::Write;
-use std::process::Stdio;
+use raw_out::{iptables_decisions, nft_decisions};
 
 const V4: &str = "*filter
 :INPUT ACCEPT [0:0]
@@ -61,43 +59,6 @@ const NFT: &str = "table inet t {
 \t}
 }
 ";
-
-/// The kernel's decisions for `packets` under iptables-save `rules`.
-fn iptables_decisions(ns: &Netns, rules: &str, family: Family, packets: &[Packet]) -> Vec<u32> {
-    let tool = match family {
-        Family::V4 => "iptables-legacy",
-        Family::V6 => "ip6tables-legacy",
-    };
-    let mut restore = ns
-        .command(format!("{tool}-restore"))
-        .stdin(Stdio::piped())
-        .spawn()
-        .expect("iptables-legacy-restore");
-    restore
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(rules.as_bytes())
-        .unwrap();
-    assert!(
-        restore.wait().unwrap().success(),
-        "{tool}-restore refused the rules"
-    );
-    packets
-        .iter()
-        .map(|p| {
-            ns.exec(&[tool, "-Z", "OUTPUT"]).unwrap();
-            ns.run_in(|| send_raw(&wire(p), family));
-            let out = ns.exec(&[tool, "-L", "OUTPUT", "-v", "-x", "-n"]).unwrap();
-            let counts: Vec<u64> = out
-                .lines()
-                .skip(2)
-                .map(|l| l.split_whitespace().next().unwrap().parse().unwrap())
-                .collect();
-            first_moved(&counts)
-        })
-        .collect()
-}
 
 /// Every combination of TTLs, DSCPs and lengths on both sides of the
 /// rules' edges (an off-by-one in any bound changes a decision).

@@ -45,6 +45,7 @@ union nf_conntrack_proto {
 struct nf_conn {
 	unsigned long status;
 	union nf_conntrack_proto proto;
+	__u32 mark;
 } __attribute__((preserve_access_index));
 
 /* enum tcp_conntrack: a connection that is over */

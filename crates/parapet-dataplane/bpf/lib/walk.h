@@ -129,6 +129,8 @@ static __always_inline int key_value(struct parapet_walk *w, __u32 field,
 	case 13: off = PARAPET_KW_DSCP; break;
 	case 14: off = PARAPET_KW_LENGTH; break;
 	case 15: off = PARAPET_KW_CTSTATUS; break;
+	case 16: off = PARAPET_KW_MARK; break;
+	case 17: off = PARAPET_KW_CTMARK; break;
 	default: return -1;
 	}
 	v[0] = w->key[off];
@@ -655,6 +657,8 @@ static __always_inline void build_key(struct parapet_walk *w,
 	w->key[PARAPET_KW_DSCP] = key->dscp;
 	w->key[PARAPET_KW_LENGTH] = key->pkt_len;
 	w->key[PARAPET_KW_CTSTATUS] = key->flags >> PARAPET_KEY_CT_STATUS_SHIFT;
+	w->key[PARAPET_KW_MARK] = w->ext.mark;
+	w->key[PARAPET_KW_CTMARK] = w->ext.ct_mark;
 	w->key[PARAPET_KW_SETS] = 0; /* set_bits() fills these */
 	w->key[PARAPET_KW_SETS + 1] = 0;
 	w->ifn_done = 0;

@@ -136,6 +136,9 @@ impl PacketKey {
             ttl: self.ttl,
             dscp: self.dscp,
             len: self.pkt_len,
+            // not in this key: the walk state's key extension (parapet.h)
+            mark: 0,
+            ct_mark: 0,
         })
     }
 

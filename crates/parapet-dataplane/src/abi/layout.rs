@@ -508,6 +508,8 @@ fn c_and_rust_constants_agree() {
         ("PARAPET_KW_DSCP", (parapet_image::KEY_OFF[13]) as u64),
         ("PARAPET_KW_LENGTH", (parapet_image::KEY_OFF[14]) as u64),
         ("PARAPET_KW_CTSTATUS", (parapet_image::KEY_OFF[15]) as u64),
+        ("PARAPET_KW_MARK", (parapet_image::KEY_OFF[16]) as u64),
+        ("PARAPET_KW_CTMARK", (parapet_image::KEY_OFF[17]) as u64),
     ];
     assert_eq!(
         rust.len(),

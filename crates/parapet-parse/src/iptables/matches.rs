@@ -2,12 +2,13 @@
 //! match option, lowered to per-field interval sets.
 
 use super::header::{header_option_module, HEADER_MATCHES};
+use super::mark::MARK_MATCHES;
 use super::rule::{Need, RuleParser};
 use crate::common::*;
 use parapet_model::*;
 
 pub(super) const SUPPORTED_MATCHES: &str =
-    "tcp, udp, sctp, udplite, icmp, icmp6, multiport, iprange, conntrack, state, set, comment, limit, recent, hashlimit, time, ttl, hl, length, dscp";
+    "tcp, udp, sctp, udplite, icmp, icmp6, multiport, iprange, conntrack, state, set, comment, limit, recent, hashlimit, time, ttl, hl, length, dscp, mark, connmark";
 
 const PORT_PROTOS: &[u8] = &[6, 17, 132, 136];
 
@@ -58,6 +59,7 @@ fn option_module(opt: &str) -> Option<&'static [&'static str]> {
         }
         "--src-range" | "--dst-range" => &["iprange"],
         "--ctstate" => &["conntrack"],
+        "--mark" => &["mark", "connmark"],
         "--state" => &["state"],
         "--match-set" => &["set"],
         "--comment" => &["comment"],
@@ -117,7 +119,7 @@ impl RuleParser<'_> {
             self.err(name.col, m);
             return;
         }
-        if !SUPPORTED.contains(&n) && !HEADER_MATCHES.contains(&n) {
+        if !SUPPORTED.contains(&n) && !HEADER_MATCHES.contains(&n) && !MARK_MATCHES.contains(&n) {
             self.err(
                 name.col,
                 format!("unknown match '{n}' (supported: {SUPPORTED_MATCHES})"),
@@ -182,7 +184,7 @@ impl RuleParser<'_> {
         if L4_MATCHES.contains(&n) {
             self.fragment_blind();
         }
-        if n == "multiport" || HEADER_MATCHES.contains(&n) {
+        if n == "multiport" || HEADER_MATCHES.contains(&n) || MARK_MATCHES.contains(&n) {
             self.module_options = 0;
         }
         self.modules.push(n.to_string());
@@ -492,6 +494,7 @@ impl RuleParser<'_> {
             o if super::time::TIME_OPTIONS.contains(&o) => {
                 self.time_option(opt, col, negated, v, vcol)
             }
+            "--mark" => self.mark_option(col, negated, v, vcol),
             _ if header_option_module(opt).is_some() => {
                 self.header_option(opt, col, negated, v, vcol)
             }

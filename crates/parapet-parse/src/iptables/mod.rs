@@ -11,6 +11,7 @@
 
 mod hashlimit;
 mod header;
+mod mark;
 mod matches;
 mod recent;
 mod rule;

@@ -65,7 +65,7 @@ const NFT_ICMP6_CODES: [(&str, u8); 6] = [
     ("reject-route", 6),
 ];
 
-const SUPPORTED_EXPRS: &str = "ip/ip6 saddr|daddr|protocol|nexthdr|dscp, ip ttl, ip6 hoplimit, tcp/udp/sctp/udplite/th sport|dport, tcp flags, meta l4proto|nfproto|protocol|iifname|oifname|length, iifname, oifname, ct state, ct status, icmp/icmpv6 type|code, counter, log, limit, comment, accept, drop, reject, jump, goto, return";
+const SUPPORTED_EXPRS: &str = "ip/ip6 saddr|daddr|protocol|nexthdr|dscp, ip ttl, ip6 hoplimit, tcp/udp/sctp/udplite/th sport|dport, tcp flags, meta l4proto|nfproto|protocol|iifname|oifname|length|mark, mark, iifname, oifname, ct state, ct status, ct mark, icmp/icmpv6 type|code, counter, log, limit, comment, accept, drop, reject, jump, goto, return";
 
 impl RuleParser<'_> {
     /// A selector expression: `ip saddr`, `tcp dport`, `ct state`, …
@@ -194,11 +194,14 @@ impl RuleParser<'_> {
                     "iifname" | "iif" => sel(Field::InIface, Kind::Iface, vec![]),
                     "oifname" | "oif" => sel(Field::OutIface, Kind::Iface, vec![]),
                     "length" => sel(Field::Length, Kind::Number(0xffff_ffff), vec![]),
-                    other => Err((l, c, format!("'meta {other}' is not supported (supported: meta l4proto, nfproto, protocol, iifname, oifname, length)"))),
+                    "mark" => sel(Field::Mark, Kind::Number(0xffff_ffff), vec![]),
+                    other => Err((l, c, format!("'meta {other}' is not supported (supported: meta l4proto, nfproto, protocol, iifname, oifname, length, mark)"))),
                 }
             }
             "iifname" | "iif" => sel(Field::InIface, Kind::Iface, vec![]),
             "oifname" | "oif" => sel(Field::OutIface, Kind::Iface, vec![]),
+            // nft's short form of `meta mark`
+            "mark" => sel(Field::Mark, Kind::Number(0xffff_ffff), vec![]),
             "th" => {
                 // The transport header's first two 16-bit words: the ports
                 // of tcp/udp/sctp/udplite, other bytes for other protocols.
@@ -221,6 +224,7 @@ impl RuleParser<'_> {
                 let k = sub(self, "state or status")?;
                 match k.as_str() {
                     "state" => sel(Field::CtState, Kind::Ct, vec![]),
+                    "mark" => sel(Field::CtMark, Kind::Number(0xffff_ffff), vec![]),
                     "status" => {
                         self.ct_status()?;
                         Err((0, 0, String::new()))
@@ -235,7 +239,7 @@ impl RuleParser<'_> {
                     other => Err((
                         l,
                         c,
-                        format!("'ct {other}' is not supported (supported: ct state, ct status)"),
+                        format!("'ct {other}' is not supported (supported: ct state, ct status, ct mark)"),
                     )),
                 }
             }
@@ -384,20 +388,20 @@ impl RuleParser<'_> {
     /// masked bits equal V's, as intervals — one per setting of the mask's
     /// zero bits above its lowest one bit, so a mask with few such holes
     /// (`& 255.0.255.0`) is exact and small; more than
-    /// 2^[`MAX_MASK_BITS`] intervals become a [`MaskedMatch`].
+    /// 2^`MAX_MASK_BITS` intervals become a [`MaskedMatch`].
     fn masked(&mut self, sels: &[Selector]) -> Res<()> {
         let [s] = sels else {
             return self.fail("a masked comparison on a concatenation is not supported");
         };
         let (width, max) = match s.kind {
             Kind::Addr(f) => (f.addr_bits(), width_mask(f.addr_bits())),
-            Kind::Port | Kind::Proto => {
+            Kind::Port | Kind::Proto | Kind::Number(_) => {
                 let max = s.field.max_value();
                 (128 - max.leading_zeros(), max)
             }
             _ => {
                 return self.fail(
-                    "a masked comparison is supported on addresses, ports and protocols only",
+                    "a masked comparison is supported on addresses, ports, protocols and numbers (mark, length) only",
                 )
             }
         };
@@ -429,45 +433,10 @@ impl RuleParser<'_> {
         };
         self.i += 1;
         let value = point(self, "value")?;
-        let low = mask.trailing_zeros().min(width);
-        let holes: Vec<u32> = (low..width).filter(|b| mask >> b & 1 == 0).collect();
         for (f, v) in &s.implied {
             self.matches.constrain(*f, v.clone());
         }
-        if value & !mask == 0 && holes.len() > MAX_MASK_BITS as usize {
-            // Too many intervals: kept as a masked comparison, which the
-            // walkers check at the leaf.
-            self.matches.constrain_masked(MaskedMatch {
-                field: s.field,
-                mask,
-                value,
-                negate: neg,
-            });
-            return Ok(());
-        }
-        let mut set = IntervalSet::empty();
-        if value & !mask == 0 {
-            let span = if low >= 128 {
-                u128::MAX
-            } else {
-                (1u128 << low) - 1
-            };
-            for combo in 0u32..(1 << holes.len()) {
-                let lo = holes
-                    .iter()
-                    .enumerate()
-                    .filter(|(i, _)| combo >> i & 1 == 1)
-                    .fold(value & mask, |acc, (_, &b)| acc | 1u128 << b);
-                set = set.union(&IntervalSet::range(lo, (lo | span) & max));
-            }
-        }
-        // (A value with bits outside the mask never equals: empty.)
-        if neg {
-            set = set.complement(max);
-        }
-        if !set.is_full(max) {
-            self.matches.constrain(s.field, set);
-        }
+        constrain_masked(&mut self.matches, s.field, width, mask, value, neg);
         Ok(())
     }
 
@@ -764,9 +733,6 @@ impl RuleParser<'_> {
         Ok(())
     }
 }
-
-/// Masked comparisons expand into at most 2^this intervals.
-const MAX_MASK_BITS: u32 = 8;
 
 /// Transport protocols whose first two header words parapet reads as
 /// ports: `th sport|dport` means those ports there, and only there.

@@ -340,7 +340,8 @@ fn ipt_rule(rs: &Ruleset, r: &Rule, family: Family, extra: &str) -> Result<Strin
         out.push_str(&crate::ctstatus::iptables(set).map_err(|m| rerr(id, m))?);
     }
     write_set_matches(&mut out, rs, r)?;
-    super::masked::iptables_masked(r)?;
+    super::masked::iptables_marks(&mut out, r)?;
+    super::masked::iptables_masked(&mut out, r)?;
     if let Some(c) = &r.comment {
         let _ = write!(out, " -m comment --comment {}", quote_always(c));
     }

@@ -352,6 +352,7 @@ fn nft_rule(rs: &Ruleset, tfam: TableFamily, r: &Rule) -> Result<String, RenderE
         parts.push(crate::ctstatus::nft(set, tracked_only).map_err(|m| rerr(id, m))?);
     }
     push_set_lookups(&mut parts, rs, r, family, port_key)?;
+    super::masked::nft_marks(&mut parts, r);
     super::masked::nft_masked(&mut parts, r, family, port_key)?;
     if let Some(w) = &r.time {
         parts.extend(nft_time(w).map_err(|m| rerr(id, m))?);

@@ -7,6 +7,8 @@
 
 use parapet_model::{Family, Packet};
 use parapet_testbed::Netns;
+use std::io::Write;
+use std::process::Stdio;
 
 fn checksum(b: &[u8]) -> u16 {
     let mut s: u32 = b
@@ -134,6 +136,43 @@ pub fn nft_decisions(ns: &Netns, script: &str, packets: &[Packet]) -> Vec<u32> {
             let moved: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
             before = after;
             first_moved(&moved)
+        })
+        .collect()
+}
+
+/// The kernel's decisions for `packets` under iptables-save `rules`.
+pub fn iptables_decisions(ns: &Netns, rules: &str, family: Family, packets: &[Packet]) -> Vec<u32> {
+    let tool = match family {
+        Family::V4 => "iptables-legacy",
+        Family::V6 => "ip6tables-legacy",
+    };
+    let mut restore = ns
+        .command(format!("{tool}-restore"))
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("iptables-legacy-restore");
+    restore
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(rules.as_bytes())
+        .unwrap();
+    assert!(
+        restore.wait().unwrap().success(),
+        "{tool}-restore refused the rules"
+    );
+    packets
+        .iter()
+        .map(|p| {
+            ns.exec(&[tool, "-Z", "OUTPUT"]).unwrap();
+            ns.run_in(|| send_raw(&wire(p), family));
+            let out = ns.exec(&[tool, "-L", "OUTPUT", "-v", "-x", "-n"]).unwrap();
+            let counts: Vec<u64> = out
+                .lines()
+                .skip(2)
+                .map(|l| l.split_whitespace().next().unwrap().parse().unwrap())
+                .collect();
+            first_moved(&counts)
         })
         .collect()
 }
