@@ -404,6 +404,10 @@ mod tests {
         assert_eq!((p.sport, p.dport, p.len), (53, 5353, 100));
         assert_eq!(p.ct_state, CtState::Established);
         assert_eq!(p.oif.to_string(), "wg0");
+        let m: Packet = "udp 1.2.3.4:1 > 5.6.7.8:2 mark 0xff00 ctmark 12"
+            .parse()
+            .unwrap();
+        assert_eq!((m.mark, m.ct_mark), (0xff00, 12));
     }
 
     #[test]
@@ -414,6 +418,7 @@ mod tests {
             "tcp 10.0.0.1:1 > 10.0.0.2:80 ct established ctstatus confirmed,dnat",
             "icmp 1.2.3.4 > 5.6.7.8 type 8 code 0",
             "udp [::1]:1 > [::2]:2",
+            "udp 10.0.0.1:1 > 10.0.0.2:53 mark 0x40000 ctmark 7",
         ] {
             let p: Packet = s.parse().unwrap();
             let again: Packet = p.to_string().parse().unwrap();
