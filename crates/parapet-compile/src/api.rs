@@ -83,6 +83,11 @@ pub enum CompileError {
         /// The field's name (`dtype`, `stype`, `pkttype`).
         field: String,
     },
+    /// A masked comparison on a field the image does not key on (a set).
+    MaskedField {
+        /// The rule's id.
+        rule_id: u32,
+    },
     /// The produced image failed validation (a compiler bug).
     Image(ImageError),
 }
@@ -122,6 +127,10 @@ impl fmt::Display for CompileError {
                     "dtype" => "destination address type",
                     _ => "link-layer packet type",
                 }
+            ),
+            CompileError::MaskedField { rule_id } => write!(
+                f,
+                "rule {rule_id} has a masked comparison on a field the image cannot key on"
             ),
             CompileError::Image(e) => write!(f, "compiler produced a bad image: {e}"),
         }

@@ -129,6 +129,23 @@ pub(crate) fn entry_records(
             }
             nc += 1;
         }
+        for &(f, mask, value, negate) in &c.masked {
+            let wide = mask > u32::MAX as u128 || value > u32::MAX as u128;
+            records.push(
+                f as u32
+                    | image::MASKED_BIT
+                    | if wide { image::WIDE_BIT } else { 0 }
+                    | if negate { image::MASK_NEGATE_BIT } else { 0 },
+            );
+            for v in [mask, value] {
+                if wide {
+                    records.extend((0..4).map(|k| (v >> (32 * k)) as u32));
+                } else {
+                    records.push(v as u32);
+                }
+            }
+            nc += 1;
+        }
         if c.set_mask != 0 {
             records.extend([
                 image::SET_FIELD | (1 << 16),

@@ -60,8 +60,8 @@ const MAX_TRIPLES: usize = 8;
 const LANES: usize = 16;
 /// Value slots: 0..12 the first twelve fixed fields saturated at 2^32,
 /// 12..16 the low words of the 128-bit fields (what multi-way cuts on them
-/// read), 16..22 the fields added later (ttl, dscp, length, ct status,
-/// ct original destination port, ct protocol: ids 12..=17);
+/// read), 16..24 the fields added later (ttl, dscp, length, ct status,
+/// mark, ct mark, ct original destination port, ct protocol: ids 12..=19);
 /// 32 so a 5-bit slot id indexes it without a bounds check.
 const SLOTS: usize = 32;
 /// Bits of a slot id in a node word.
@@ -87,7 +87,7 @@ const fn low_slot(f: usize) -> usize {
 type Vals = [u64; SLOTS];
 
 /// Slots [`fill_values`] writes; the rest of a [`Vals`] stay zero.
-const FILLED: usize = 22;
+const FILLED: usize = 24;
 
 /// Writes the values a lookup compares into the first [`FILLED`] slots of
 /// `v`, in place. For a cut or bound below 2^32, comparing the saturated
@@ -110,8 +110,8 @@ fn fill_values(key: &KeyWords, v: &mut Vals) {
     };
     const _: () = assert!(low_slot(1) == 12 && low_slot(2) == 13);
     const _: () = assert!(low_slot(8) == 14 && low_slot(9) == 15);
-    const _: () = assert!(slot_of(12) == 16 && slot_of(17) == 21);
-    const _: () = assert!(image::FIXED_FIELDS == 18 && slot_of(17) as usize + 1 == FILLED);
+    const _: () = assert!(slot_of(12) == 16 && slot_of(19) == 23);
+    const _: () = assert!(image::FIXED_FIELDS == 20 && slot_of(19) as usize + 1 == FILLED);
     let v: &mut [u64; FILLED] = (&mut v[..FILLED]).try_into().expect("FILLED <= SLOTS");
     v[0] = low(0);
     v[1] = sat(1);
@@ -135,6 +135,8 @@ fn fill_values(key: &KeyWords, v: &mut Vals) {
     v[19] = low(15);
     v[20] = low(16);
     v[21] = low(17);
+    v[22] = low(18);
+    v[23] = low(19);
 }
 
 /// The compact trees of one image (see the module doc). Lookups take the

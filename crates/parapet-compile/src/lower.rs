@@ -35,9 +35,13 @@ pub(crate) struct EntryBox {
     pub never: bool,
     /// A Decide entry.
     pub decide: bool,
-    /// It has a stateful condition: it never covers a region, since the
-    /// packets it matches may still go on to later entries.
+    /// It has a stateful condition or a masked comparison: it never covers
+    /// a region, since the packets it matches may still go on to later
+    /// entries.
     pub stateful: bool,
+    /// Masked comparisons `(field id, mask, value, negate)`, checked at the
+    /// leaf only: the trees treat the field as a wildcard for this entry.
+    pub masked: Vec<(usize, u128, u128, bool)>,
 }
 
 impl EntryBox {
@@ -94,8 +98,14 @@ fn boxes(list: &DecisionList) -> Result<Vec<EntryBox>, CompileError> {
                 set_want: 0,
                 never: false,
                 decide: e.kind.is_terminal(),
-                stateful: e.is_stateful(),
+                stateful: e.is_conditional(),
+                masked: Vec::new(),
             };
+            for m in e.matches.masked() {
+                let id =
+                    field_id(m.field).ok_or(CompileError::MaskedField { rule_id: e.rule_id })?;
+                c.masked.push((id, m.mask, m.value, m.negate));
+            }
             for (field, set) in e.matches.iter() {
                 if set.is_empty() {
                     c.never = true;

@@ -2,7 +2,9 @@
 //! [`crate::Walker`] and the [`crate::FastPath`] (whose complex records are
 //! the image's own).
 
-use parapet_image::{u128_at, KeyWords, RECORD_HEADER_WORDS, SET_FIELD, WIDE_BIT};
+use parapet_image::{
+    u128_at, KeyWords, MASKED_BIT, MASK_NEGATE_BIT, RECORD_HEADER_WORDS, SET_FIELD, WIDE_BIT,
+};
 
 /// Hints the CPU to start loading the cache line of `w[0]`.
 #[inline(always)]
@@ -41,6 +43,20 @@ pub(crate) fn record_matches(w: &[u32], rec: usize, key: &KeyWords) -> bool {
             continue;
         }
         let v = key.value(field);
+        if c & MASKED_BIT != 0 {
+            // `key & mask == value` (or `!=`), narrow or wide.
+            let (mask, value) = if c & WIDE_BIT == 0 {
+                p += 2;
+                (w[p - 2] as u128, w[p - 1] as u128)
+            } else {
+                p += 8;
+                (u128_at(&w[p - 8..p - 4]), u128_at(&w[p - 4..p]))
+            };
+            if (v & mask == value) == (c & MASK_NEGATE_BIT != 0) {
+                return false;
+            }
+            continue;
+        }
         if c & WIDE_BIT == 0 && r == 1 {
             // The common case (a prefix, a port range, a protocol): one
             // narrow range, one unsigned compare. A value above 32 bits

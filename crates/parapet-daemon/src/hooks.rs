@@ -269,6 +269,25 @@ pub fn warnings(
                 c.name
             ));
         }
+        let marks: Vec<&Rule> = rules
+            .iter()
+            .copied()
+            .filter(|r| {
+                let on = |f: Field| f == Field::Mark || f == Field::CtMark;
+                r.matches.iter().any(|(f, _)| on(*f))
+                    || r.matches.masked().iter().any(|m| on(m.field))
+            })
+            .collect();
+        if !marks.is_empty() {
+            out.push(format!(
+                "rules {} of {} match the packet mark or the conntrack mark (-m mark, -m \
+                 connmark, meta mark, ct mark): at xdp both are 0; at tc ingress the conntrack \
+                 mark is 0 and the packet mark only what was set before parapet (usually 0); \
+                 the netfilter hooks read both",
+                ids(&marks),
+                c.name
+            ));
+        }
         let hook = rs.chain(c.chain).base.as_ref().map(|b| b.hook);
         if hook == Some(Hook::Input) && forwarding_on() {
             out.push(format!(

@@ -12,7 +12,7 @@
 #define PARAPET_IMG_MAGIC 0x54505250u /* "PRPT" little-endian */
 #define PARAPET_IMG_VERSION 5
 #define PARAPET_IMG_HEADER_WORDS 32
-#define PARAPET_IMG_KEY_WORDS 39
+#define PARAPET_IMG_KEY_WORDS 34
 #define PARAPET_IMG_NODE_WORDS 8
 #define PARAPET_IMG_PARTITION_WORDS 4
 #define PARAPET_IMG_VERDICT_WORDS 4
@@ -30,7 +30,10 @@
 
 #define PARAPET_IMG_LEAF_BIT 0x80000000u
 #define PARAPET_IMG_WIDE_BIT 0x8000u
-#define PARAPET_IMG_FIXED_FIELDS 18 /* field ids 0..17 */
+/* A masked constraint: key & mask == value (no ranges; body mask, value). */
+#define PARAPET_IMG_MASKED_BIT 0x4000u
+#define PARAPET_IMG_MASK_NEGATE_BIT 0x2000u
+#define PARAPET_IMG_FIXED_FIELDS 20 /* field ids 0..19 */
 #define PARAPET_IMG_SET_FIELD 31
 #define PARAPET_IMG_FLAG_PURE_FIRST_MATCH 1u
 
@@ -136,9 +139,12 @@
 #define PARAPET_KW_DSCP 27
 #define PARAPET_KW_LENGTH 28
 #define PARAPET_KW_CTSTATUS 29
-/* words 30..36: reserved for fields other branches add */
-#define PARAPET_KW_CTORIGDPORT 37
-#define PARAPET_KW_CTPROTO 38
+/* Field ids 16, 17: mark, ct mark; 18, 19: the ct original destination
+ * port and protocol -- all from the walk state's key extension (parapet.h). */
+#define PARAPET_KW_MARK 30
+#define PARAPET_KW_CTMARK 31
+#define PARAPET_KW_CTORIGDPORT 32
+#define PARAPET_KW_CTPROTO 33
 
 /* ctstate values of the key. */
 #define PARAPET_CT_INVALID 0

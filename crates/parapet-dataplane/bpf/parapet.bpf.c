@@ -66,6 +66,20 @@ int parapet_xdp(struct xdp_md *ctx)
 	return rc;
 }
 
+/* The key extension in tc's scratch slot (walk_state.h), shared by every tc
+ * program: zeroed for each packet, then the packet's mark (the conntrack
+ * fields stay 0 at tc). */
+static __always_inline void tc_key_ext(struct __sk_buff *skb)
+{
+	struct walk_cb_ctx wc = { .idx = 1 };
+	struct parapet_walk *ws = walk_state(&wc);
+
+	if (ws) {
+		__builtin_memset(&ws->ext, 0, sizeof(ws->ext));
+		ws->ext.mark = skb->mark;
+	}
+}
+
 /* Enough for L2 + VLANs + IPv6 + a few extension headers + TCP. */
 #define PARAPET_TC_PULL 256
 
@@ -98,6 +112,7 @@ int parapet_tc(struct __sk_buff *skb)
 		key.flags |= PARAPET_KEY_F_VLAN;
 		key.vlan_id = skb->vlan_tci & 0x0fff;
 	}
+	tc_key_ext(skb);
 	__u32 verdict = parapet_decide(&key, status, PARAPET_HOOK_TC, 1);
 	int rc = TC_ACT_OK;
 
@@ -171,6 +186,7 @@ int parapet_tc_hooks_in(struct __sk_buff *skb)
 		if (!tc_hook_wanted(hook, key.family))
 			return TC_ACT_OK;
 	}
+	tc_key_ext(skb);
 	parapet_count_nf_hook(hook);
 	__u32 verdict = parapet_decide(&key, status, hook, 1);
 	int rc = TC_ACT_OK;
@@ -205,6 +221,7 @@ int parapet_tc_hooks_out(struct __sk_buff *skb)
 	if (status == PARAPET_PARSE_OK &&
 	    !tc_hook_wanted(PARAPET_HOOK_NF_OUTPUT, key.family))
 		return TC_ACT_OK;
+	tc_key_ext(skb);
 	parapet_count_nf_hook(PARAPET_HOOK_NF_OUTPUT);
 	__u32 verdict = parapet_decide(&key, status, PARAPET_HOOK_NF_OUTPUT, 1);
 	int dropped = (verdict & 0xff) != PARAPET_VERDICT_ACCEPT;
@@ -269,7 +286,7 @@ int parapet_nf(struct bpf_nf_ctx *ctx)
 				       ETH_HLEN + len, &key, &offs);
 	}
 	/* the key extension lives in this level's walk state, zeroed for
-	 * every packet (walk_state.h) */
+	 * every packet (walk_state.h): marks, the conntrack original tuple */
 	struct walk_cb_ctx wc = { .idx = PARAPET_SCRATCH_NF + level };
 	struct parapet_walk *ws = walk_state(&wc);
 	if (ws)
@@ -278,8 +295,11 @@ int parapet_nf(struct bpf_nf_ctx *ctx)
 		key.ctstate = nf_ctstate(skb->_nfct);
 		key.flags |= PARAPET_KEY_F_CT |
 			     (nf_ctstatus(skb->_nfct) << PARAPET_KEY_CT_STATUS_SHIFT);
-		if (ws)
+		if (ws) {
 			nf_ct_original(skb->_nfct, &ws->ext);
+			bpf_core_read(&ws->ext.mark, sizeof(ws->ext.mark), &skb->mark);
+			ws->ext.ct_mark = nf_ctmark(skb->_nfct);
+		}
 	}
 	parapet_count_nf_hook(hook);
 	verdict = parapet_decide(&key, status, hook, PARAPET_SCRATCH_NF + level);

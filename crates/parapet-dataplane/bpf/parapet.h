@@ -36,6 +36,23 @@
  * program's stack past 512 bytes. */
 #define PARAPET_KEY_CT_STATUS_SHIFT 2
 
+
+/*
+ * Per-packet key data that does not live on the entry's stack (the XDP
+ * call chain is at the verifier's 512 bytes): the member `ext` of the
+ * per-CPU walk state (lib/walk_state.h).  The tc and netfilter entries
+ * fill it in their scratch slot before parapet_decide; XDP's slot is never
+ * written, so its fields stay 0 there.  build_key copies it into the key
+ * words (PARAPET_KW_MARK ...).
+ */
+struct parapet_key_ext {
+	__u32 mark;    /* skb->mark (tc, netfilter) */
+	__u32 ct_mark; /* the conntrack entry's mark (netfilter) */
+	__u16 ct_orig_dport; /* conntrack original tuple's dst port (host order, netfilter) */
+	__u8 ct_proto;	     /* conntrack entry's layer-4 protocol (netfilter) */
+	__u8 pad;
+};
+
 /*
  * The classifier input.  Addresses are in network byte order exactly as on
  * the wire; an IPv4 address sits in the LAST 4 bytes of the 16-byte field and
@@ -64,19 +81,6 @@ struct parapet_key {
 	__u8 ttl;	 /* IPv4 TTL or IPv6 hop limit */
 	__u8 dscp;	 /* DSCP: TOS / traffic class >> 2 */
 	__u32 oifindex;	 /* output interface index at FORWARD/OUTPUT, else 0 */
-};
-
-/*
- * Per-packet key data that does not live on the entry's stack (the XDP
- * program's call chain is at 512 bytes exactly): it is a member of the
- * per-CPU walk state (lib/walk_state.h), which the hook entry fills before
- * parapet_decide (zeroed first), and build_key copies it into the image
- * key.  A field a hook does not read is 0 there (docs/hooks.md).
- */
-struct parapet_key_ext {
-	__u16 ct_orig_dport; /* conntrack original tuple's dst port (host order) */
-	__u8 ct_proto;	     /* conntrack entry's layer-4 protocol */
-	__u8 pad;
 };
 
 

@@ -2,9 +2,9 @@
 
 use crate::{
     checksum, hw, kind, Backend, FIXED_FIELDS, FLAG_PURE_FIRST_MATCH, HEADER_WORDS, LEAF_BIT,
-    MAGIC, MAX_CONSTRAINTS, MAX_DEPTH, MAX_ENTRIES, MAX_FANOUT_BITS, MAX_LEAF, MAX_PARTITIONS,
-    MAX_SET_REFS, NODE_BINARY, NODE_MULTI, NODE_WORDS, PARTITION_WORDS, RECORD_HEADER_WORDS,
-    SET_FIELD, VERDICT_WORDS, VERSION, WIDE_BIT,
+    MAGIC, MASKED_BIT, MAX_CONSTRAINTS, MAX_DEPTH, MAX_ENTRIES, MAX_FANOUT_BITS, MAX_LEAF,
+    MAX_PARTITIONS, MAX_SET_REFS, NODE_BINARY, NODE_MULTI, NODE_WORDS, PARTITION_WORDS,
+    RECORD_HEADER_WORDS, SET_FIELD, VERDICT_WORDS, VERSION, WIDE_BIT,
 };
 use std::fmt;
 
@@ -280,6 +280,15 @@ fn validate(w: &[u32]) -> Result<(), ImageError> {
             let r = (c >> 16) as usize;
             let body = if field == SET_FIELD {
                 4
+            } else if field < FIXED_FIELDS && c & MASKED_BIT != 0 {
+                if r != 0 {
+                    return bad(format!("entry {i} has a masked constraint with ranges"));
+                }
+                if c & WIDE_BIT != 0 {
+                    8
+                } else {
+                    2
+                }
             } else if field < FIXED_FIELDS {
                 max_ranges = max_ranges.max(r);
                 r * if c & WIDE_BIT != 0 { 8 } else { 2 }

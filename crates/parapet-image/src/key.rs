@@ -1,4 +1,4 @@
-//! The packet key: the 39 words a walker compares (`docs/image-format.md`,
+//! The packet key: the 34 words a walker compares (`docs/image-format.md`,
 //! `PARAPET_KW_*` in `bpf/image.h`), and the one builder that makes them
 //! from a [`Packet`].
 
@@ -7,22 +7,21 @@ use parapet_model::{Field, Packet};
 
 /// Key word offset of each field id (the order of [`Field::FIXED`]).
 /// The fields added after the set bitmask (ttl, dscp, length, ct status,
-/// …) follow it, so the first 26 words keep their places. Words 30..=36
-/// are reserved for fields other branches add (marks, address types,
-/// pkttype, source MAC); the ct original destination port is word 37 and
-/// the ct protocol word 38.
-pub const KEY_OFF: [usize; 18] = [
-    0, 1, 5, 9, 10, 11, 12, 13, 14, 18, 22, 23, 26, 27, 28, 29, 37, 38,
+/// mark, ct mark, ct original destination port, ct protocol) follow it, so
+/// the first 26 words keep their places. Words 34.. are for fields added
+/// next (address types, pkttype: `docs/hooks.md`).
+pub const KEY_OFF: [usize; 20] = [
+    0, 1, 5, 9, 10, 11, 12, 13, 14, 18, 22, 23, 26, 27, 28, 29, 30, 31, 32, 33,
 ];
 /// Whether each field id takes 4 key words (128-bit fields).
-pub const KEY_WIDE: [bool; 18] = [
+pub const KEY_WIDE: [bool; 20] = [
     false, true, true, false, false, false, false, false, true, true, false, false, false, false,
-    false, false, false, false,
+    false, false, false, false, false, false,
 ];
 /// Key word offset of the set-membership bitmask (2 words).
 pub const KEY_SETS: usize = 24;
 
-/// A packet as the walkers see it: exactly the 39-word key of
+/// A packet as the walkers see it: exactly the 34-word key of
 /// `docs/image-format.md` (every fixed field, 128-bit values least
 /// significant word first, then the set-membership bitmask). Compact on
 /// purpose: a batch of keys streams through the cache.
@@ -95,7 +94,7 @@ impl KeyWords {
         (self.w[KEY_SETS] as u64) | (self.w[KEY_SETS + 1] as u64) << 32
     }
 
-    /// The key as the 39 words of `docs/image-format.md`, for the BPF walker
+    /// The key as the 34 words of `docs/image-format.md`, for the BPF walker
     /// and its tests.
     pub fn to_words(&self) -> [u32; KEY_WORDS] {
         self.w
@@ -124,6 +123,7 @@ mod tests {
         p.ct_status = 0x28;
         p.ct_orig_dport = 25;
         p.ct_proto = 6;
+        (p.mark, p.ct_mark) = (0xdead_beef, 7);
         let w = KeyWords::new(&p, 1 << 33 | 1).w;
         assert_eq!(w[0], 4);
         assert_eq!(&w[1..5], &[0x0a00_0001, 0, 0, 0]);
@@ -133,7 +133,7 @@ mod tests {
         assert_eq!((w[22], w[23]), (crate::ct::UNTRACKED, 1));
         assert_eq!((w[24], w[25]), (1, 2));
         assert_eq!((w[26], w[27], w[28], w[29]), (64, 0, 64, 0x28));
-        assert_eq!((w[37], w[38]), (25, 6));
+        assert_eq!((w[30], w[31], w[32], w[33]), (0xdead_beef, 7, 25, 6));
         let v6 = Packet::new(Family::V6, 1 << 100 | 7, 0, 17, 1, 2);
         let k = KeyWords::new(&v6, 0);
         assert_eq!(k.value(1), 1 << 100 | 7);

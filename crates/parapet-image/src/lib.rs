@@ -35,7 +35,7 @@ pub const VERDICT_WORDS: usize = 4;
 /// Words of an entry record's header.
 pub const RECORD_HEADER_WORDS: usize = 4;
 /// Words of the packet key.
-pub const KEY_WORDS: usize = 39;
+pub const KEY_WORDS: usize = 34;
 /// Deepest tree the format allows (root-to-leaf node count).
 pub const MAX_DEPTH: usize = 64;
 /// Most entry indices one leaf may hold (`bpf_loop`'s iteration limit).
@@ -55,9 +55,15 @@ pub const MAX_RANGES: usize = 0xffff;
 pub const LEAF_BIT: u32 = 0x8000_0000;
 /// Bit 15 of a constraint word: ranges are 8 words (128-bit bounds).
 pub const WIDE_BIT: u32 = 0x8000;
+/// Bit 14 of a constraint word: a masked comparison, `key & mask == value`
+/// (its range count is 0; its body is the mask then the value, one word
+/// each, or four each with [`WIDE_BIT`]).
+pub const MASKED_BIT: u32 = 0x4000;
+/// Bit 13 of a masked constraint word: `!=` (the masked bits differ).
+pub const MASK_NEGATE_BIT: u32 = 0x2000;
 /// Field ids below this are fixed fields (`Field::FIXED`, the key's
 /// `KEY_OFF`).
-pub const FIXED_FIELDS: u32 = 18;
+pub const FIXED_FIELDS: u32 = 20;
 /// Field id of the set-membership constraint (apart from the fixed
 /// fields, so fields can be added without moving it).
 pub const SET_FIELD: u32 = 31;

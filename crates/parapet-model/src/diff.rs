@@ -89,6 +89,19 @@ impl DiffReport {
 
 /// The analysis space of both lists, or why they cannot be analysed.
 pub fn space_of(lists: &[&DecisionList]) -> Result<Space, String> {
+    // The regions are boxes: a masked comparison (`mark & 0x1 == 0x1`) is
+    // not one, and comparing its box would report wrong witnesses.
+    if let Some(e) = lists
+        .iter()
+        .flat_map(|l| l.entries.iter())
+        .find(|e| e.matches.has_masked())
+    {
+        let m = &e.matches.masked()[0];
+        return Err(format!(
+            "rule {}: a masked comparison ({} & {:#x}) is not analysed by diff; it cannot compare such rules exactly",
+            e.rule_id, m.field, m.mask
+        ));
+    }
     Space::of(
         lists
             .iter()

@@ -68,6 +68,12 @@ pub enum Field {
     /// The conntrack entry's layer-4 protocol (`--ctproto`, nft
     /// `ct protocol`); 0 for a packet without an entry.
     CtProto,
+    /// The packet's mark (`skb->mark`: `-m mark`, nft `meta mark`); 0 at
+    /// XDP, where no socket buffer exists yet.
+    Mark,
+    /// The conntrack entry's mark (`-m connmark`, nft `ct mark`); 0 for a
+    /// packet without an entry and at the interface hooks.
+    CtMark,
     /// Membership of the packet's key in the ruleset's set reference `n`
     /// ([`crate::SetRef`]): 1 when the set holds it.
     Set(u16),
@@ -75,7 +81,7 @@ pub enum Field {
 
 impl Field {
     /// The fixed fields, in the order engines lay them out.
-    pub const FIXED: [Field; 18] = [
+    pub const FIXED: [Field; 20] = [
         Field::Family,
         Field::SrcAddr,
         Field::DstAddr,
@@ -92,6 +98,8 @@ impl Field {
         Field::Dscp,
         Field::Length,
         Field::CtStatus,
+        Field::Mark,
+        Field::CtMark,
         Field::CtOrigDstPort,
         Field::CtProto,
     ];
@@ -110,7 +118,7 @@ impl Field {
             Field::Dscp | Field::CtStatus => 6,
             Field::SrcType | Field::DstType => 4,
             Field::PktType => 3,
-            Field::Length => 32,
+            Field::Length | Field::Mark | Field::CtMark => 32,
             Field::Fragment | Field::Set(_) => 1,
         }
     }
@@ -144,6 +152,8 @@ impl Field {
             Field::PktType => "pkttype".into(),
             Field::CtOrigDstPort => "ctorigdport".into(),
             Field::CtProto => "ctproto".into(),
+            Field::Mark => "mark".into(),
+            Field::CtMark => "ctmark".into(),
             Field::Set(n) => format!("set{n}"),
         }
     }

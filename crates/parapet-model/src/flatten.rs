@@ -97,6 +97,13 @@ impl Entry {
             || self.dynset.is_some()
             || self.quota.is_some()
     }
+
+    /// True when the entry matches only part of its box: a stateful
+    /// condition, or a masked comparison ([`Matches::has_masked`]). Such an
+    /// entry never decides a whole region.
+    pub fn is_conditional(&self) -> bool {
+        self.is_stateful() || self.matches.has_masked()
+    }
 }
 
 /// A base chain flattened into a first-match list.
@@ -333,6 +340,7 @@ impl DecisionList {
                     return false;
                 }
                 // A conditional entry decides only some of its packets.
+                // (Equal matches include equal masked comparisons.)
                 if e.kind.is_terminal() && !e.is_stateful() {
                     decided.insert(&e.matches);
                 }
@@ -458,7 +466,8 @@ impl DecisionList {
     /// exact on such lists.
     ///
     /// An entry with a stateful condition is not: when the condition fails
-    /// the scan goes on past a matching entry.
+    /// the scan goes on past a matching entry. (A masked comparison is: it
+    /// is part of the entry's record, checked with its other constraints.)
     pub fn is_pure_first_match(&self) -> bool {
         self.entries
             .iter()

@@ -227,10 +227,7 @@ impl<'a> LinearEngine<'a> {
                 }
             };
             next += 1;
-            let failed = rule.matches.iter().find(|(f, v)| match f {
-                Field::Set(n) => !v.contains(set_bit(*n) as u128),
-                _ => !v.contains(pkt.value(*f)),
-            });
+            let failed = rule.matches.first_failure(pkt, &mut set_bit);
             // The stateful condition comes last, and only when the fields
             // matched: its state changes only then, as in the kernel.
             // A time window first: it keeps no state, and a closed one
@@ -256,7 +253,7 @@ impl<'a> LinearEngine<'a> {
                 chain: table.chains[chain].name.clone(),
                 at: (self.start.table, chain, next - 1),
                 depth: stack.len(),
-                failed_on: failed.map(|(f, _)| *f),
+                failed_on: failed,
                 stateful: admitted,
             });
             if failed.is_some() || admitted == Some(false) {

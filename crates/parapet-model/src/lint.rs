@@ -78,7 +78,7 @@ struct Reach {
 fn limits_let_packets_on(list: &DecisionList) -> DecisionList {
     let mut list = list.clone();
     for e in &mut list.entries {
-        if e.is_stateful() {
+        if e.is_conditional() {
             e.kind = EntryKind::Count;
         }
     }
@@ -256,11 +256,18 @@ pub fn lint_with(
     }
     for (l, walker) in walkers.iter_mut().enumerate() {
         let list = walker.list;
+        // A masked comparison decides part of its box, which the regions
+        // cannot describe: a rule before one is not called redundant (the
+        // masked rule could take some of its packets once it is gone).
+        let last_masked = list.entries.iter().rposition(|e| e.matches.has_masked());
         for i in (0..list.entries.len()).rev() {
             let e = &list.entries[i];
             let EntryKind::Decide(verdict) = &e.kind else {
                 continue;
             };
+            if last_masked.is_some_and(|m| m > i) {
+                continue;
+            }
             if entries[&e.rule_id].len() != 1 || unreachable.contains(&e.rule_id) {
                 continue;
             }

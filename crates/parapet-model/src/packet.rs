@@ -64,6 +64,10 @@ pub struct Packet {
     /// says it; else the one of its destination type
     /// ([`crate::pkt_type_of`]).
     pub pkt_type: Option<u8>,
+    /// The packet's mark (`skb->mark`).
+    pub mark: u32,
+    /// The conntrack entry's mark; 0 without an entry.
+    pub ct_mark: u32,
 }
 
 impl Packet {
@@ -96,6 +100,8 @@ impl Packet {
             src_type: None,
             dst_type: None,
             pkt_type: None,
+            mark: 0,
+            ct_mark: 0,
         }
     }
 
@@ -130,6 +136,8 @@ impl Packet {
             Field::PktType => self.pkt_type() as u128,
             Field::CtOrigDstPort => self.ct_orig_dport as u128,
             Field::CtProto => self.ct_proto as u128,
+            Field::Mark => self.mark as u128,
+            Field::CtMark => self.ct_mark as u128,
             Field::Set(_) => panic!("set membership is not a header field"),
         }
     }
@@ -360,6 +368,19 @@ impl FromStr for Packet {
                         err(i + 1, "expected host, broadcast, multicast or other")
                     })?);
                 }
+                "mark" | "ctmark" => {
+                    let text = need("expected a mark")?;
+                    let v = match text.strip_prefix("0x") {
+                        Some(h) => u32::from_str_radix(h, 16).ok(),
+                        None => text.parse().ok(),
+                    }
+                    .ok_or_else(|| err(i + 1, "expected a mark 0-0xffffffff"))?;
+                    if key == "mark" {
+                        p.mark = v
+                    } else {
+                        p.ct_mark = v
+                    }
+                }
                 "frag" => {
                     p.fragment = true;
                     i += 1;
@@ -367,7 +388,7 @@ impl FromStr for Packet {
                 }
                 _ => return Err(err(
                     i,
-                    "expected iif, oif, ct, ctstatus, ctorigdport, ctproto, flags, type, code, len, ttl, dscp, stype, dtype, pkttype or frag",
+                    "expected iif, oif, ct, ctstatus, ctorigdport, ctproto, mark, ctmark, flags, type, code, len, ttl, dscp, stype, dtype, pkttype or frag",
                 )),
             }
             i += 2;
@@ -471,6 +492,12 @@ impl fmt::Display for Packet {
         if self.ct_proto != 0 {
             write!(f, " ctproto {}", self.ct_proto)?;
         }
+        if self.mark != 0 {
+            write!(f, " mark {:#x}", self.mark)?;
+        }
+        if self.ct_mark != 0 {
+            write!(f, " ctmark {:#x}", self.ct_mark)?;
+        }
         write!(f, " len {}", self.len)
     }
 }
@@ -488,6 +515,10 @@ mod tests {
         assert_eq!((p.sport, p.dport, p.len), (53, 5353, 100));
         assert_eq!(p.ct_state, CtState::Established);
         assert_eq!(p.oif.to_string(), "wg0");
+        let m: Packet = "udp 1.2.3.4:1 > 5.6.7.8:2 mark 0xff00 ctmark 12"
+            .parse()
+            .unwrap();
+        assert_eq!((m.mark, m.ct_mark), (0xff00, 12));
     }
 
     #[test]
@@ -500,6 +531,7 @@ mod tests {
             "tcp 10.0.0.1:1 > 10.0.0.2:80 ct established ctorigdport 25 ctproto 6",
             "icmp 1.2.3.4 > 5.6.7.8 type 8 code 0",
             "udp [::1]:1 > [::2]:2",
+            "udp 10.0.0.1:1 > 10.0.0.2:53 mark 0x40000 ctmark 7",
         ] {
             let p: Packet = s.parse().unwrap();
             let again: Packet = p.to_string().parse().unwrap();

@@ -260,6 +260,12 @@ impl Space {
         if let Some(v) = get(Field::CtProto) {
             p.ct_proto = v as u8;
         }
+        if let Some(v) = get(Field::Mark) {
+            p.mark = v as u32;
+        }
+        if let Some(v) = get(Field::CtMark) {
+            p.ct_mark = v as u32;
+        }
         Some(p)
     }
 

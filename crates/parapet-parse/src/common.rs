@@ -519,6 +519,58 @@ pub(crate) fn dscp_class(name: &str) -> Option<u8> {
         .map(|(_, v)| *v)
 }
 
+/// Most intervals a masked comparison is expanded to (2^this); past it the
+/// comparison is kept as a [`parapet_model::MaskedMatch`].
+pub(crate) const MAX_MASK_BITS: u32 = 8;
+
+/// `X & mask ==|!= value` on a field of `width` bits: added to `matches`
+/// as intervals — one per setting of the mask's zero bits above its
+/// lowest one bit — when there are at most 2^[`MAX_MASK_BITS`], else as a
+/// masked comparison. A `value` with bits outside the mask never equals.
+pub(crate) fn constrain_masked(
+    matches: &mut parapet_model::Matches,
+    field: parapet_model::Field,
+    width: u32,
+    mask: u128,
+    value: u128,
+    neg: bool,
+) {
+    let max = width_mask(width);
+    let low = mask.trailing_zeros().min(width);
+    let holes: Vec<u32> = (low..width).filter(|b| mask >> b & 1 == 0).collect();
+    if value & !mask == 0 && holes.len() > MAX_MASK_BITS as usize {
+        matches.constrain_masked(parapet_model::MaskedMatch {
+            field,
+            mask,
+            value,
+            negate: neg,
+        });
+        return;
+    }
+    let mut set = IntervalSet::empty();
+    if value & !mask == 0 {
+        let span = if low >= 128 {
+            u128::MAX
+        } else {
+            (1u128 << low) - 1
+        };
+        for combo in 0u32..(1 << holes.len()) {
+            let lo = holes
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| combo >> i & 1 == 1)
+                .fold(value & mask, |acc, (_, &b)| acc | 1u128 << b);
+            set = set.union(&IntervalSet::range(lo, (lo | span) & max));
+        }
+    }
+    if neg {
+        set = set.complement(max);
+    }
+    if !set.is_full(max) {
+        matches.constrain(field, set);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -115,7 +115,8 @@ pub(crate) fn refuse_matches_on_mangled_fields(rs: &Ruleset, errs: &mut Errors) 
     }
     for r in rs.rules() {
         for (field, by) in &changes {
-            if r.matches.iter().any(|(f, _)| f.name() == *field) {
+            let masked = r.matches.masked().iter().any(|m| m.field.name() == *field);
+            if masked || r.matches.iter().any(|(f, _)| f.name() == *field) {
                 errs.push(
                     r.origin.line,
                     1,

@@ -61,6 +61,7 @@ struct nf_conn {
 	struct nf_conntrack_tuple_hash tuplehash[2]; /* IP_CT_DIR_ORIGINAL, _REPLY */
 	unsigned long status;
 	union nf_conntrack_proto proto;
+	__u32 mark;
 } __attribute__((preserve_access_index));
 
 /* enum tcp_conntrack: a connection that is over */

@@ -47,6 +47,7 @@ struct nf_hook_state {
 struct sk_buff {
 	unsigned int len;
 	unsigned long _nfct;
+	__u32 mark;
 } __attribute__((preserve_access_index));
 
 struct bpf_nf_ctx {
@@ -165,6 +166,20 @@ static __always_inline void nf_ct_original(unsigned long nfct,
 		return;
 	ext->ct_orig_dport = bpf_ntohs(port);
 	ext->ct_proto = proto;
+}
+
+/* The conntrack entry's mark (nf_conn.mark, CONFIG_NF_CONNTRACK_MARK), read
+ * as nf_ctstatus reads the status; 0 without an entry or on a failed read. */
+static __always_inline __u32 nf_ctmark(unsigned long nfct)
+{
+	struct nf_conn *ct = (struct nf_conn *)(nfct & ~7UL);
+	__u32 mark = 0;
+
+	if (nfct == 0 || (nfct & 7) == 7)
+		return 0;
+	if (bpf_core_read(&mark, sizeof(mark), &ct->mark))
+		return 0;
+	return mark;
 }
 
 /* The PARAPET_HOOK_NF_* of a netfilter hook number (at most

@@ -129,8 +129,10 @@ static __always_inline int key_value(struct parapet_walk *w, __u32 field,
 	case 13: off = PARAPET_KW_DSCP; break;
 	case 14: off = PARAPET_KW_LENGTH; break;
 	case 15: off = PARAPET_KW_CTSTATUS; break;
-	case 16: off = PARAPET_KW_CTORIGDPORT; break;
-	case 17: off = PARAPET_KW_CTPROTO; break;
+	case 16: off = PARAPET_KW_MARK; break;
+	case 17: off = PARAPET_KW_CTMARK; break;
+	case 18: off = PARAPET_KW_CTORIGDPORT; break;
+	case 19: off = PARAPET_KW_CTPROTO; break;
 	default: return -1;
 	}
 	v[0] = w->key[off];
@@ -279,6 +281,30 @@ static __always_inline long bsearch_step(struct parapet_walk *w)
 /* Evaluate one constraint at w->cpos; clear w->cmatch if it fails. */
 #define PARAPET_IMG_SHORT_RANGES 4
 
+/*
+ * A masked constraint (c has PARAPET_IMG_MASKED_BIT), the key value in
+ * w->val and w->wide set: key & mask == value, or != with
+ * PARAPET_IMG_MASK_NEGATE_BIT.  The body is the mask then the value, one
+ * word each (narrow: the value's upper words meet a zero mask) or four.
+ */
+static __always_inline long masked_step(struct parapet_walk *w, __u32 c)
+{
+	__u32 n = w->wide ? 4 : 1, k, diff = 0;
+
+	for (k = 0; k < 4; k++) {
+		if (k >= n)
+			break;
+		diff |= (w->val[k] & rd(w, w->cpos + k)) ^
+			rd(w, w->cpos + n + k);
+	}
+	w->cpos += 2 * n;
+	if ((diff == 0) == ((c & PARAPET_IMG_MASK_NEGATE_BIT) != 0)) {
+		w->cmatch = 0;
+		return 1;
+	}
+	return w->err ? 1 : 0;
+}
+
 static __always_inline long constraint_step(struct parapet_walk *w)
 {
 	__u32 c, field, r, b[4], at, s;
@@ -304,6 +330,8 @@ static __always_inline long constraint_step(struct parapet_walk *w)
 		return 1;
 	}
 	w->wide = (c & PARAPET_IMG_WIDE_BIT) ? 1 : 0;
+	if (c & PARAPET_IMG_MASKED_BIT)
+		return masked_step(w, c);
 	w->stride = w->wide ? 8 : 2;
 	w->base = w->cpos;
 	w->lo = 0;
@@ -420,7 +448,7 @@ static __always_inline int record_fast(struct parapet_walk *w,
 			return -1;
 		c = R[pos & (PARAPET_REC_WINDOW - 1)];
 		r = c >> 16;
-		if ((c & PARAPET_IMG_WIDE_BIT) ||
+		if ((c & (PARAPET_IMG_WIDE_BIT | PARAPET_IMG_MASKED_BIT)) ||
 		    (c & 0xff) >= PARAPET_IMG_SET_FIELD ||
 		    r > PARAPET_IMG_SHORT_RANGES)
 			return -1;
@@ -631,6 +659,8 @@ static __always_inline void build_key(struct parapet_walk *w,
 	w->key[PARAPET_KW_DSCP] = key->dscp;
 	w->key[PARAPET_KW_LENGTH] = key->pkt_len;
 	w->key[PARAPET_KW_CTSTATUS] = key->flags >> PARAPET_KEY_CT_STATUS_SHIFT;
+	w->key[PARAPET_KW_MARK] = w->ext.mark;
+	w->key[PARAPET_KW_CTMARK] = w->ext.ct_mark;
 	w->key[PARAPET_KW_CTORIGDPORT] = w->ext.ct_orig_dport;
 	w->key[PARAPET_KW_CTPROTO] = w->ext.ct_proto;
 	w->key[PARAPET_KW_SETS] = 0; /* set_bits() fills these */

@@ -19,6 +19,8 @@
 
 struct parapet_walk {
 	__u32 key[PARAPET_IMG_KEY_WORDS];
+	/* filled by the hook entry before parapet_decide (parapet.h) */
+	struct parapet_key_ext ext;
 	__u32 slot;
 	__u32 err;
 	/* header */
@@ -79,8 +81,6 @@ struct parapet_walk {
 	__u32 nonterm_dropped;
 	__u32 hook;
 	struct parapet_key pkey;
-	/* key data the hook entry writes before parapet_decide (parapet.h) */
-	struct parapet_key_ext ext;
 	/* set membership (sets.h) */
 	__u64 now;
 	union {

@@ -145,6 +145,9 @@ impl PacketKey {
             src_type: None,
             dst_type: None,
             pkt_type: None,
+            // not in this key: the walk state's key extension (parapet.h)
+            mark: 0,
+            ct_mark: 0,
         })
     }
 

@@ -240,6 +240,11 @@ fn c_and_rust_constants_agree() {
         ),
         ("PARAPET_IMG_LEAF_BIT", (parapet_image::LEAF_BIT) as u64),
         ("PARAPET_IMG_WIDE_BIT", (parapet_image::WIDE_BIT) as u64),
+        ("PARAPET_IMG_MASKED_BIT", (parapet_image::MASKED_BIT) as u64),
+        (
+            "PARAPET_IMG_MASK_NEGATE_BIT",
+            (parapet_image::MASK_NEGATE_BIT) as u64,
+        ),
         (
             "PARAPET_IMG_FIXED_FIELDS",
             (parapet_image::FIXED_FIELDS) as u64,
@@ -523,11 +528,13 @@ fn c_and_rust_constants_agree() {
         ("PARAPET_KW_DSCP", (parapet_image::KEY_OFF[13]) as u64),
         ("PARAPET_KW_LENGTH", (parapet_image::KEY_OFF[14]) as u64),
         ("PARAPET_KW_CTSTATUS", (parapet_image::KEY_OFF[15]) as u64),
+        ("PARAPET_KW_MARK", (parapet_image::KEY_OFF[16]) as u64),
+        ("PARAPET_KW_CTMARK", (parapet_image::KEY_OFF[17]) as u64),
         (
             "PARAPET_KW_CTORIGDPORT",
-            (parapet_image::KEY_OFF[16]) as u64,
+            (parapet_image::KEY_OFF[18]) as u64,
         ),
-        ("PARAPET_KW_CTPROTO", (parapet_image::KEY_OFF[17]) as u64),
+        ("PARAPET_KW_CTPROTO", (parapet_image::KEY_OFF[19]) as u64),
     ];
     assert_eq!(
         rust.len(),

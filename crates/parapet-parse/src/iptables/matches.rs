@@ -3,12 +3,13 @@
 
 use super::addrtype::{type_option_module, TYPE_MATCHES};
 use super::header::{header_option_module, HEADER_MATCHES};
+use super::mark::MARK_MATCHES;
 use super::rule::{Need, RuleParser};
 use crate::common::*;
 use parapet_model::*;
 
 pub(super) const SUPPORTED_MATCHES: &str =
-    "tcp, udp, sctp, udplite, icmp, icmp6, multiport, iprange, conntrack, state, set, comment, limit, recent, hashlimit, quota, time, ttl, hl, length, dscp, addrtype, pkttype";
+    "tcp, udp, sctp, udplite, icmp, icmp6, multiport, iprange, conntrack, state, set, comment, limit, recent, hashlimit, quota, time, ttl, hl, length, dscp, addrtype, pkttype, mark, connmark";
 
 const PORT_PROTOS: &[u8] = &[6, 17, 132, 136];
 
@@ -60,6 +61,7 @@ fn option_module(opt: &str) -> Option<&'static [&'static str]> {
         "--src-range" | "--dst-range" => &["iprange"],
         "--ctstate" | "--ctproto" | "--ctorigdstport" => &["conntrack"],
         o if super::ctorig::REFUSED_CT_OPTIONS.contains(&o) => &["conntrack"],
+        "--mark" => &["mark", "connmark"],
         "--state" => &["state"],
         "--match-set" => &["set"],
         "--comment" => &["comment"],
@@ -121,7 +123,11 @@ impl RuleParser<'_> {
             self.err(name.col, m);
             return;
         }
-        if !SUPPORTED.contains(&n) && !HEADER_MATCHES.contains(&n) && !TYPE_MATCHES.contains(&n) {
+        if !SUPPORTED.contains(&n)
+            && !HEADER_MATCHES.contains(&n)
+            && !TYPE_MATCHES.contains(&n)
+            && !MARK_MATCHES.contains(&n)
+        {
             self.err(
                 name.col,
                 format!("unknown match '{n}' (supported: {SUPPORTED_MATCHES})"),
@@ -186,7 +192,7 @@ impl RuleParser<'_> {
         if L4_MATCHES.contains(&n) {
             self.fragment_blind();
         }
-        if n == "multiport" || HEADER_MATCHES.contains(&n) {
+        if n == "multiport" || HEADER_MATCHES.contains(&n) || MARK_MATCHES.contains(&n) {
             self.module_options = 0;
         }
         self.modules.push(n.to_string());
@@ -518,6 +524,7 @@ impl RuleParser<'_> {
                 self.time_option(opt, col, negated, v, vcol)
             }
             "--quota" => self.quota_option(negated, v, vcol),
+            "--mark" => self.mark_option(col, negated, v, vcol),
             _ if header_option_module(opt).is_some() => {
                 self.header_option(opt, col, negated, v, vcol)
             }

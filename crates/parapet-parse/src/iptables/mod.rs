@@ -13,6 +13,7 @@ mod addrtype;
 mod ctorig;
 mod hashlimit;
 mod header;
+mod mark;
 mod matches;
 mod recent;
 mod rule;

@@ -69,7 +69,7 @@ const NFT_ICMP6_CODES: [(&str, u8); 6] = [
     ("reject-route", 6),
 ];
 
-const SUPPORTED_EXPRS: &str = "ip/ip6 saddr|daddr|protocol|nexthdr|dscp, ip ttl, ip6 hoplimit, tcp/udp/sctp/udplite/th sport|dport, tcp flags, meta l4proto|nfproto|protocol|iifname|oifname|length|pkttype, fib saddr|daddr type, iifname, oifname, ct state|status|protocol, ct original proto-dst, icmp/icmpv6 type|code, counter, log, limit, comment, accept, drop, reject, jump, goto, return";
+const SUPPORTED_EXPRS: &str = "ip/ip6 saddr|daddr|protocol|nexthdr|dscp, ip ttl, ip6 hoplimit, tcp/udp/sctp/udplite/th sport|dport, tcp flags, meta l4proto|nfproto|protocol|iifname|oifname|length|pkttype|mark, mark, fib saddr|daddr type, iifname, oifname, ct state|status|protocol|mark, ct original proto-dst, icmp/icmpv6 type|code, counter, log, limit, comment, accept, drop, reject, jump, goto, return";
 
 impl RuleParser<'_> {
     /// A selector expression: `ip saddr`, `tcp dport`, `ct state`, …
@@ -199,7 +199,8 @@ impl RuleParser<'_> {
                     "oifname" | "oif" => sel(Field::OutIface, Kind::Iface, vec![]),
                     "length" => sel(Field::Length, Kind::Number(0xffff_ffff), vec![]),
                     "pkttype" => sel(Field::PktType, Kind::PktType, vec![]),
-                    other => Err((l, c, format!("'meta {other}' is not supported (supported: meta l4proto, nfproto, protocol, iifname, oifname, length, pkttype)"))),
+                    "mark" => sel(Field::Mark, Kind::Number(0xffff_ffff), vec![]),
+                    other => Err((l, c, format!("'meta {other}' is not supported (supported: meta l4proto, nfproto, protocol, iifname, oifname, length, pkttype, mark)"))),
                 }
             }
             "iifname" | "iif" => sel(Field::InIface, Kind::Iface, vec![]),
@@ -209,6 +210,8 @@ impl RuleParser<'_> {
                 let field = self.fib_head()?;
                 sel(field, Kind::AddrType, vec![])
             }
+            // nft's short form of `meta mark`
+            "mark" => sel(Field::Mark, Kind::Number(0xffff_ffff), vec![]),
             "th" => {
                 // The transport header's first two 16-bit words: the ports
                 // of tcp/udp/sctp/udplite, other bytes for other protocols.
@@ -228,11 +231,12 @@ impl RuleParser<'_> {
                 }
             }
             "ct" => {
-                let k = sub(self, "state, status, protocol or original")?;
+                let k = sub(self, "state, status, mark, protocol or original")?;
                 // nft_ct breaks (no match) on a packet without an entry.
                 let entry = (Field::CtState, crate::ctstatus::tracked());
                 match k.as_str() {
                     "state" => sel(Field::CtState, Kind::Ct, vec![]),
+                    "mark" => sel(Field::CtMark, Kind::Number(0xffff_ffff), vec![]),
                     "protocol" => sel(Field::CtProto, Kind::Proto, vec![entry]),
                     "original" => match sub(self, "proto-dst")?.as_str() {
                         "proto-dst" => sel(Field::CtOrigDstPort, Kind::Port, vec![entry]),
@@ -256,7 +260,7 @@ impl RuleParser<'_> {
                     other => Err((
                         l,
                         c,
-                        format!("'ct {other}' is not supported (supported: ct state, ct status, ct protocol, ct original proto-dst)"),
+                        format!("'ct {other}' is not supported (supported: ct state, ct status, ct mark, ct protocol, ct original proto-dst)"),
                     )),
                 }
             }
@@ -433,20 +437,20 @@ impl RuleParser<'_> {
     /// masked bits equal V's, as intervals — one per setting of the mask's
     /// zero bits above its lowest one bit, so a mask with few such holes
     /// (`& 255.0.255.0`) is exact and small; more than
-    /// 2^[`MAX_MASK_BITS`] intervals is an error.
+    /// 2^`MAX_MASK_BITS` intervals become a [`MaskedMatch`].
     fn masked(&mut self, sels: &[Selector]) -> Res<()> {
         let [s] = sels else {
             return self.fail("a masked comparison on a concatenation is not supported");
         };
         let (width, max) = match s.kind {
             Kind::Addr(f) => (f.addr_bits(), width_mask(f.addr_bits())),
-            Kind::Port | Kind::Proto => {
+            Kind::Port | Kind::Proto | Kind::Number(_) => {
                 let max = s.field.max_value();
                 (128 - max.leading_zeros(), max)
             }
             _ => {
                 return self.fail(
-                    "a masked comparison is supported on addresses, ports and protocols only",
+                    "a masked comparison is supported on addresses, ports, protocols and numbers (mark, length) only",
                 )
             }
         };
@@ -478,37 +482,10 @@ impl RuleParser<'_> {
         };
         self.i += 1;
         let value = point(self, "value")?;
-        let low = mask.trailing_zeros().min(width);
-        let holes: Vec<u32> = (low..width).filter(|b| mask >> b & 1 == 0).collect();
-        let mut set = IntervalSet::empty();
-        if value & !mask == 0 {
-            if holes.len() > MAX_MASK_BITS as usize {
-                return self.fail(format!("a masked comparison whose mask has {} zero bits above its lowest one bit matches 2^{} ranges (at most 2^{MAX_MASK_BITS} are expanded); write the ranges", holes.len(), holes.len()));
-            }
-            let span = if low >= 128 {
-                u128::MAX
-            } else {
-                (1u128 << low) - 1
-            };
-            for combo in 0u32..(1 << holes.len()) {
-                let lo = holes
-                    .iter()
-                    .enumerate()
-                    .filter(|(i, _)| combo >> i & 1 == 1)
-                    .fold(value & mask, |acc, (_, &b)| acc | 1u128 << b);
-                set = set.union(&IntervalSet::range(lo, (lo | span) & max));
-            }
-        }
-        // (A value with bits outside the mask never equals: empty.)
-        if neg {
-            set = set.complement(max);
-        }
         for (f, v) in &s.implied {
             self.matches.constrain(*f, v.clone());
         }
-        if !set.is_full(max) {
-            self.matches.constrain(s.field, set);
-        }
+        constrain_masked(&mut self.matches, s.field, width, mask, value, neg);
         Ok(())
     }
 
@@ -816,9 +793,6 @@ impl RuleParser<'_> {
         Ok(())
     }
 }
-
-/// Masked comparisons expand into at most 2^this intervals.
-const MAX_MASK_BITS: u32 = 8;
 
 /// Transport protocols whose first two header words parapet reads as
 /// ports: `th sport|dport` means those ports there, and only there.

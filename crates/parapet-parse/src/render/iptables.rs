@@ -342,6 +342,8 @@ fn ipt_rule(rs: &Ruleset, r: &Rule, family: Family, extra: &str) -> Result<Strin
     out.push_str(&crate::addrtype::iptables(r, family).map_err(|m| rerr(id, m))?);
     out.push_str(&crate::ctorig::iptables(r).map_err(|m| rerr(id, m))?);
     write_set_matches(&mut out, rs, r)?;
+    super::masked::iptables_marks(&mut out, r)?;
+    super::masked::iptables_masked(&mut out, r)?;
     if let Some(c) = &r.comment {
         let _ = write!(out, " -m comment --comment {}", quote_always(c));
     }

@@ -13,6 +13,7 @@
 
 mod header;
 mod iptables;
+mod masked;
 mod nft;
 mod spelling;
 mod stateful;

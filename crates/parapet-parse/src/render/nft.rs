@@ -156,19 +156,6 @@ fn kernel_chains_of<'a>(
     v.into_iter().peekable()
 }
 
-/// The selector of a rule's ports: its one port protocol's (`tcp`), or
-/// `th` when it matches several port protocols (`meta l4proto { tcp, udp
-/// }`): nft's transport-header ports.
-fn port_selector<'a>(r: &Rule, port_key: Option<&'a str>) -> Option<&'a str> {
-    let ports = IntervalSet::from_ranges([6u128, 17, 132, 136].map(|p| (p, p)));
-    let th = r
-        .matches
-        .get(Field::Proto)
-        .is_some_and(|p| p.intersect(&ports) == *p)
-        .then_some("th");
-    port_key.or(th)
-}
-
 /// `{ a, b }` when several, `a` when one.
 fn nft_set(items: &[String]) -> String {
     if items.len() == 1 {
@@ -371,6 +358,8 @@ fn nft_rule(rs: &Ruleset, tfam: TableFamily, r: &Rule) -> Result<String, RenderE
     }
     parts.extend(crate::ctorig::nft(r).map_err(|m| rerr(id, m))?);
     push_set_lookups(&mut parts, rs, r, family, port_key)?;
+    super::masked::nft_marks(&mut parts, r);
+    super::masked::nft_masked(&mut parts, r, family, port_key)?;
     if let Some(w) = &r.time {
         parts.extend(nft_time(w).map_err(|m| rerr(id, m))?);
     }

@@ -160,3 +160,16 @@ pub(super) fn set_ref(rs: &Ruleset, n: u16, id: u32) -> Result<&SetRef, RenderEr
         .get(n as usize)
         .ok_or_else(|| rerr(id, format!("set reference {n} does not exist")))
 }
+
+/// The selector of a rule's ports: its one port protocol's (`tcp`), or
+/// `th` when it matches several port protocols (`meta l4proto { tcp, udp
+/// }`): nft's transport-header ports.
+pub(super) fn port_selector<'a>(r: &Rule, port_key: Option<&'a str>) -> Option<&'a str> {
+    let ports = IntervalSet::from_ranges([6u128, 17, 132, 136].map(|p| (p, p)));
+    let th = r
+        .matches
+        .get(Field::Proto)
+        .is_some_and(|p| p.intersect(&ports) == *p)
+        .then_some("th");
+    port_key.or(th)
+}
