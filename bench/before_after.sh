@@ -17,6 +17,8 @@ tag() { sed "s/^{/{\"which\":\"$1\",\"set\":\"$2\",\"round\":$3,/"; }
 for n in 25 1600 25600; do
   "$NEW" gen worst-case "$n" --trace "$OUT/wc$n.trace" --packets 64 > "$OUT/wc$n.rules"
 done
+# issue 15's 1-rule target, on the worst-case trace's packets
+printf '*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -p tcp --dport 9 -j DROP\nCOMMIT\n' > "$OUT/one.rules"
 for r in $(seq 1 "$ROUNDS"); do
   for which in old new; do
     P=$OLD; [ "$which" = new ] && P=$NEW
@@ -24,6 +26,8 @@ for r in $(seq 1 "$ROUNDS"); do
       "$P" bench classify "$DATA/$s.gz" "$DATA/${s}_trace.gz" --json --runs 5 | tag "$which" "$s" "$r" >> "$OUT/results.jsonl"
     done
     for hook in xdp tc; do
+      "$P" bench dataplane "$OUT/one.rules" "$OUT/wc25.trace" --hook $hook --sample 64 --repeat 200 --runs 7 --json \
+        | tag "$which" "one-rule" "$r" >> "$OUT/results.jsonl"
       for n in 25 1600 25600; do
         "$P" bench dataplane "$OUT/wc$n.rules" "$OUT/wc$n.trace" --hook $hook --sample 64 --repeat 200 --runs 7 --json \
           | tag "$which" "worst-case-$n" "$r" >> "$OUT/results.jsonl"
@@ -35,7 +39,7 @@ for r in $(seq 1 "$ROUNDS"); do
     done
   done
 done
-rm -f "$OUT"/wc*.rules "$OUT"/wc*.trace
+rm -f "$OUT"/wc*.rules "$OUT"/wc*.trace "$OUT"/one.rules
 echo "load at end: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/machine.txt"
 python3 - "$OUT" <<'PY'
 import json, sys, statistics as st
@@ -46,6 +50,8 @@ groups = {}
 for r in rows:
     v = r.get("ns_per_packet") or (1e9 / r["lookups_per_sec"] if r.get("lookups_per_sec") else None)
     groups.setdefault(key(r), {}).setdefault(r["which"], []).append(v)
+    if "above_floor_ns" in r:
+        groups.setdefault((r["set"], r["hook"] + " above floor"), {}).setdefault(r["which"], []).append(r["above_floor_ns"])
 lines = ["| set | where | before: ns median [min–max] | after: ns median [min–max] | after/before |", "| --- | --- | ---: | ---: | ---: |"]
 for (s, h), d in groups.items():
     o, n = d.get("old", []), d.get("new", [])

@@ -36,7 +36,7 @@ static long nonterm_cb(__u32 i, void *ctx)
 
 /* Apply an image decision: count the deciding rule and every non-terminal
  * match, log the LOG entries, return the verdict. */
-static __noinline __u32 image_finish(__u32 idx, __u32 rule_id,
+static __always_inline __u32 image_finish(__u32 idx, __u32 rule_id,
 					  const struct parapet_key *key,
 					  int status, __u32 hook)
 {

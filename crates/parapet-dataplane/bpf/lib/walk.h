@@ -215,13 +215,35 @@ advance:
 	return w->err ? 1 : 0;
 }
 
+/* Partition p's leaf cursor, once w->ref is its leaf.  Returns 1 on an
+ * error. */
+static __always_inline long leaf_cursor(struct parapet_walk *w, __u32 p)
+{
+	__u32 leaf, count;
+
+	leaf = w->leaves_off + (w->ref & ~PARAPET_IMG_LEAF_BIT);
+	count = rd(w, leaf);
+	if (count > PARAPET_IMG_MAX_LEAF) {
+		w->err = 6;
+		return 1;
+	}
+	w->cur[p & (PARAPET_IMG_MAX_PARTITIONS - 1)] = leaf + 1;
+	w->end[p & (PARAPET_IMG_MAX_PARTITIONS - 1)] = leaf + 1 + count;
+	w->head[p & (PARAPET_IMG_MAX_PARTITIONS - 1)] = count ? rd(w, leaf + 1) : 0;
+	w->total += count;
+	w->parts_done = p + 1;
+	return w->err ? 1 : 0;
+}
+
 /* Walk partition p's tree and set up its leaf cursor.  Returns 1 to end
  * the partition loop (an error).  Global for the reason given at
  * parapet_merge_step, and so that its descent loop's stack is not part of
- * the merge's call chain (512 bytes for all frames). */
+ * the merge's call chain (512 bytes for all frames).  A root that is a
+ * leaf (tiny images) in partition 0 never gets here: image_walk sets its
+ * cursor up itself, a call saved. */
 __noinline long parapet_partition_step(struct parapet_walk *w, __u32 p)
 {
-	__u32 leaf, count, d;
+	__u32 d;
 
 	if (!w)
 		return 1;
@@ -244,18 +266,7 @@ __noinline long parapet_partition_step(struct parapet_walk *w, __u32 p)
 		w->err = 5; /* deeper than the format allows */
 	if (w->err)
 		return 1;
-	leaf = w->leaves_off + (w->ref & ~PARAPET_IMG_LEAF_BIT);
-	count = rd(w, leaf);
-	if (count > PARAPET_IMG_MAX_LEAF) {
-		w->err = 6;
-		return 1;
-	}
-	w->cur[p & (PARAPET_IMG_MAX_PARTITIONS - 1)] = leaf + 1;
-	w->end[p & (PARAPET_IMG_MAX_PARTITIONS - 1)] = leaf + 1 + count;
-	w->head[p & (PARAPET_IMG_MAX_PARTITIONS - 1)] = count ? rd(w, leaf + 1) : 0;
-	w->total += count;
-	w->parts_done = p + 1;
-	return w->err ? 1 : 0;
+	return leaf_cursor(w, p);
 }
 
 /* One halving of the search for the last range with lo <= value. */
@@ -538,14 +549,15 @@ __noinline long parapet_record_general(struct parapet_walk *w, __u32 rec,
  * One merge step: take the smallest candidate index over all leaves.
  * Returns 1 to end the merge.  idx: the scratch slot, for stateful_cb.
  *
- * A global function: the verifier checks it once, on its own, and its
- * caller sees only "some number" come back, so the merge loop's state
+ * Runs in a global function (parapet_merge_step): the verifier checks it
+ * once, on its own, and its caller sees only "some number" come back, so
+ * the merge loop's state
  * repeats after one pass.  Inlined, the branches of the leaf scan left
  * different constants in registers at each iteration and the verifier
  * followed iteration after iteration ("the sequence of 8193 jumps is too
  * complex").  The verifier lets w be NULL here.
  */
-__noinline long parapet_merge_step(struct parapet_walk *w, __u32 idx)
+static __always_inline long merge_step(struct parapet_walk *w, __u32 idx)
 {
 	struct walk_cb_ctx c = { .idx = idx };
 	__u32 best = 0xffffffff, bp = PARAPET_IMG_MAX_PARTITIONS;
@@ -571,6 +583,7 @@ __noinline long parapet_merge_step(struct parapet_walk *w, __u32 idx)
 	bp &= PARAPET_IMG_MAX_PARTITIONS - 1;
 	cur = w->cur[bp] + 1;
 	w->cur[bp] = cur;
+	w->left -= 1;
 	if (cur < w->end[bp])
 		w->head[bp] = rd(w, cur);
 	if (w->err)
@@ -632,6 +645,27 @@ __noinline long parapet_merge_step(struct parapet_walk *w, __u32 idx)
 	}
 }
 
+/*
+ * One merge step (merge_step), and the end of the merge when the step took
+ * the last leaf element without deciding: the step after it would only
+ * find the leaves empty, and on the common packet with one candidate that
+ * saved step is the whole iterator (three kfunc calls and a step, each a
+ * call and a return).
+ */
+__noinline long parapet_merge_step(struct parapet_walk *w, __u32 idx)
+{
+	long r;
+
+	if (!w)
+		return 1;
+	r = merge_step(w, idx);
+	if (!r && !w->left) {
+		w->merged = 1;
+		return 1; /* candidates exhausted: the policy decides */
+	}
+	return r;
+}
+
 /* The image key of docs/image-format.md from the parsed packet key (the
  * interface names: key_ifnames, on first use). */
 static __always_inline void build_key(struct parapet_walk *w,
@@ -673,7 +707,7 @@ static __always_inline void build_key(struct parapet_walk *w,
  * (0 = policy) and sets w->verdict and the non-terminal list in the
  * scratch state, or returns -1 when the image is unusable.
  */
-static __noinline long image_walk(__u32 idx, __u32 slot,
+static __always_inline long image_walk(__u32 idx, __u32 slot,
 				       const struct parapet_key *key)
 {
 	struct walk_cb_ctx c = { .idx = idx };
@@ -723,8 +757,12 @@ static __noinline long image_walk(__u32 idx, __u32 slot,
 	/* nothing to do (not even the clock) for images without sets */
 	set_bits(w, &c, n_refs);
 
-	/* Partition 0 without an iterator (most small images have one). */
-	if (!parapet_partition_step(w, 0) && w->n_parts > 1) {
+	/* Partition 0 without an iterator (most small images have one), and
+	 * without a call when its root is a leaf. */
+	w->ref = rd(w, w->partitions_off);
+	if (!((w->ref & PARAPET_IMG_LEAF_BIT) ? leaf_cursor(w, 0) :
+						 parapet_partition_step(w, 0)) &&
+	    w->n_parts > 1) {
 		walk_for(p, w->n_parts - 1) {
 			if (parapet_partition_step(w, p + 1))
 				break;
@@ -734,15 +772,16 @@ static __noinline long image_walk(__u32 idx, __u32 slot,
 		w->err = w->err ? w->err : 19;
 		return -1;
 	}
-	/* Each merge step consumes one leaf element; one more finds them
-	 * exhausted.  An iterator runs at most 1 << 23 times. */
+	/* Each merge step consumes one leaf element; the one that takes the
+	 * last ends the merge.  An iterator runs at most 1 << 23 times. */
 	if (w->total >= PARAPET_IMG_MAX_LEAF) {
 		w->err = 12;
 		return -1;
 	}
+	w->left = w->total;
 	/* The first step without an iterator: a first candidate that
-	 * decides (or none at all) ends the merge here.  1 + total steps in
-	 * all, as before. */
+	 * decides, the only candidate, or none at all ends the merge here.
+	 * At most max(total, 1) steps in all. */
 	if (!parapet_merge_step(w, idx)) {
 		walk_for(i, w->total) {
 			if (parapet_merge_step(w, idx))

@@ -44,6 +44,10 @@ struct parapet_walk {
 	 * image read per step, not one per partition) */
 	__u32 head[PARAPET_IMG_MAX_PARTITIONS];
 	__u32 total;
+	/* leaf elements the merge has not taken yet: the step that takes
+	 * the last one ends the merge (no step, and no iterator, only to
+	 * find the leaves empty) */
+	__u32 left;
 	/* partitions whose leaf cursor is set up */
 	__u32 parts_done;
 	/* why the last walk was abandoned (0 = it was not); see the
