@@ -501,7 +501,6 @@ fn syntax_errors_name_line_and_column() {
         &[
             ("4:13", "expected a port number 0-65535, found '70000'"),
             ("5:12", "prefix length 33 is longer than 32"),
-            ("6:3", "'meta mark' is not supported"),
             ("7:8", "jump to unknown chain 'nowhere'"),
             ("8:12", "expected a conntrack state"),
             // `table bridge x` (line 11) is the kernel's: no error.
