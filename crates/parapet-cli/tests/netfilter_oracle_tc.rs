@@ -28,7 +28,7 @@ const FILTER4: &str = "*filter
 -A INPUT -s 10.71.1.0/24 -p udp -m udp --dport 6001 -j DROP
 -A INPUT -i rl -p udp -m udp --dport 6002 -j ACCEPT
 -A INPUT -p udp -m udp --dport 7000 -j ACCEPT
--A FORWARD -i rh -o rl -p udp -m udp --sport 7100 -j ACCEPT
+-A FORWARD -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
 -A FORWARD -d 10.71.2.2/32 -p udp -m udp --dport 7001 -j ACCEPT
 -A FORWARD -i rl -o rh -p udp -m udp --dport 7100:7110 -j ACCEPT
 -A FORWARD -o rh -p udp -m udp --dport 7111 -j DROP
@@ -41,11 +41,6 @@ COMMIT
 
 /// The INPUT rule `--dport 7000 -j ACCEPT` and the FORWARD rule `-d
 /// 10.71.2.2 --dport 7001 -j ACCEPT` (rule ids of NAT4 + FILTER4).
-// The reply of the 7100 probe is let through by its source port, not by
-// `--ctstate RELATED,ESTABLISHED`: since session 8's merges the tc
-// placement's ingress program with the conntrack lookup runs past the
-// verifier's 1M instructions, so a ctstate ruleset is refused there
-// (docs/hooks.md, "Without netfilter BPF links"; issue 14's note).
 const INPUT_7000: u32 = 5;
 const FORWARD_7001: u32 = 7;
 
