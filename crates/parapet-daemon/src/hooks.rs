@@ -213,6 +213,46 @@ fn joined_across_kernel_functions(rs: &Ruleset, plan: &HookPlan<'_>) -> Vec<Stri
     out
 }
 
+/// Fields an interface hook (xdp, tc ingress) does not read, or reads
+/// differently, and what a rule matching them meets there: one entry per
+/// warning `apply` gives for a chain placed at an interface.
+const ABSENT_AT_INTERFACE: &[(&[Field], &str)] = &[
+    (
+        &[Field::OutIface],
+        "match the output interface (-o), which is not known yet at an interface hook \
+         (xdp, tc ingress): they never match there",
+    ),
+    (
+        &[Field::CtStatus],
+        "match the conntrack status (ct status, --ctstate SNAT/DNAT), which an interface \
+         hook (xdp, tc ingress) does not read: there the status is 0 (no bit set)",
+    ),
+    (
+        &[Field::CtProto, Field::CtOrigDstPort],
+        "match the conntrack entry's protocol or original destination port (--ctproto, \
+         --ctorigdstport, ct protocol, ct original proto-dst), which an interface hook (xdp, \
+         tc ingress) does not read: there both are 0",
+    ),
+    (
+        &[Field::Mark, Field::CtMark],
+        "match the packet mark or the conntrack mark (-m mark, -m connmark, meta mark, ct \
+         mark): at xdp both are 0; at tc ingress the conntrack mark is 0 and the packet mark \
+         only what was set before parapet (usually 0); the netfilter hooks read both",
+    ),
+];
+
+/// The rules that constrain any of `fields` (as a range or a mask).
+fn rules_matching<'r>(rules: &[&'r Rule], fields: &[Field]) -> Vec<&'r Rule> {
+    rules
+        .iter()
+        .copied()
+        .filter(|r| {
+            r.matches.iter().any(|(f, _)| fields.contains(f))
+                || r.matches.masked().iter().any(|m| fields.contains(&m.field))
+        })
+        .collect()
+}
+
 /// What changes meaning where the ruleset is placed: `iface_chain` is the
 /// chain placed on interfaces (XDP/tc) when any is attached there, `nf`
 /// whether the netfilter hooks are attached.
@@ -225,68 +265,11 @@ pub fn warnings(
     let mut out = Vec::new();
     if let Some(c) = iface_chain {
         let rules = reachable(rs, c.chain);
-        let oif: Vec<&Rule> = rules
-            .iter()
-            .copied()
-            .filter(|r| r.matches.get(Field::OutIface).is_some())
-            .collect();
-        if !oif.is_empty() {
-            out.push(format!(
-                "rules {} of {} match the output interface (-o), which is not known yet at an \
-                 interface hook (xdp, tc ingress): they never match there",
-                ids(&oif),
-                c.name
-            ));
-        }
-        let status: Vec<&Rule> = rules
-            .iter()
-            .copied()
-            .filter(|r| r.matches.get(Field::CtStatus).is_some())
-            .collect();
-        if !status.is_empty() {
-            out.push(format!(
-                "rules {} of {} match the conntrack status (ct status, --ctstate SNAT/DNAT), \
-                 which an interface hook (xdp, tc ingress) does not read: there the status is \
-                 0 (no bit set)",
-                ids(&status),
-                c.name
-            ));
-        }
-        let original: Vec<&Rule> = rules
-            .iter()
-            .copied()
-            .filter(|r| {
-                r.matches.get(Field::CtProto).is_some()
-                    || r.matches.get(Field::CtOrigDstPort).is_some()
-            })
-            .collect();
-        if !original.is_empty() {
-            out.push(format!(
-                "rules {} of {} match the conntrack entry's protocol or original destination \
-                 port (--ctproto, --ctorigdstport, ct protocol, ct original proto-dst), which an \
-                 interface hook (xdp, tc ingress) does not read: there both are 0",
-                ids(&original),
-                c.name
-            ));
-        }
-        let marks: Vec<&Rule> = rules
-            .iter()
-            .copied()
-            .filter(|r| {
-                let on = |f: Field| f == Field::Mark || f == Field::CtMark;
-                r.matches.iter().any(|(f, _)| on(*f))
-                    || r.matches.masked().iter().any(|m| on(m.field))
-            })
-            .collect();
-        if !marks.is_empty() {
-            out.push(format!(
-                "rules {} of {} match the packet mark or the conntrack mark (-m mark, -m \
-                 connmark, meta mark, ct mark): at xdp both are 0; at tc ingress the conntrack \
-                 mark is 0 and the packet mark only what was set before parapet (usually 0); \
-                 the netfilter hooks read both",
-                ids(&marks),
-                c.name
-            ));
+        for (fields, what) in ABSENT_AT_INTERFACE {
+            let hit = rules_matching(&rules, fields);
+            if !hit.is_empty() {
+                out.push(format!("rules {} of {} {what}", ids(&hit), c.name));
+            }
         }
         let hook = rs.chain(c.chain).base.as_ref().map(|b| b.hook);
         if hook == Some(Hook::Input) && forwarding_on() {
@@ -376,11 +359,7 @@ pub fn tc_placement_warnings(rs: &Ruleset, compiled: &[CompiledChain]) -> Vec<St
     }
     for (_, c) in &plan.chains {
         let rules = reachable(rs, c.chain);
-        let status: Vec<&Rule> = rules
-            .iter()
-            .copied()
-            .filter(|r| r.matches.get(Field::CtStatus).is_some())
-            .collect();
+        let status = rules_matching(&rules, &[Field::CtStatus]);
         if !status.is_empty() {
             out.push(format!(
                 "tc placement: rules {} of {} match the conntrack status, which tc does not \

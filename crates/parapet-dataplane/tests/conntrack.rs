@@ -278,3 +278,35 @@ fn installing_a_ruleset_switches_the_lookup() {
     assert!(dp.test_run(AttachPoint::Xdp, &syn, 0, 1).unwrap().passed);
     assert_eq!(dp.last_decision().unwrap().unwrap().ctstate, CT_UNTRACKED);
 }
+
+/// Every program verifies with the conntrack lookup linked in, as parapetd
+/// loads them (daemon's default options, with and without the debug
+/// build): the tc placement's ingress program once went past the
+/// verifier's million instructions with it, and parapetd then loaded
+/// without the lookup and refused ctstate rulesets in the tc placement.
+#[test]
+#[ignore = "needs root"]
+fn the_tc_placement_programs_verify_with_the_lookup() {
+    drop(load_dataplane(
+        "the_tc_placement_programs_verify_with_the_lookup",
+        &OPTS,
+    ));
+    for debug in [false, true] {
+        let opts = LoadOptions {
+            debug,
+            ..LoadOptions::default()
+        };
+        let mut dp = Dataplane::load_with(
+            &opts,
+            &SetSizing::default(),
+            &Features {
+                conntrack: true,
+                ..Features::default()
+            },
+        )
+        .unwrap_or_else(|e| panic!("debug {debug}: load with conntrack: {e}"));
+        assert!(dp.conntrack(), "{:?}", dp.conntrack_note());
+        dp.load_tc_hook_programs()
+            .unwrap_or_else(|e| panic!("debug {debug}: tc placement programs: {e:?}"));
+    }
+}

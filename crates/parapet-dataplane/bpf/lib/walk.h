@@ -297,23 +297,40 @@ static __always_inline long bsearch_step(struct parapet_walk *w)
  * w->val and w->wide set: key & mask == value, or != with
  * PARAPET_IMG_MASK_NEGATE_BIT.  The body is the mask then the value, one
  * word each (narrow: the value's upper words meet a zero mask) or four.
+ *
+ * Words are read through img_window (a pointer, one exit on failure), not
+ * rd(): with rd()'s stack temporary and error branch per word, the
+ * constraint loop's paths multiplied and the tc placement's ingress
+ * program (with the conntrack lookup) passed the verifier's million
+ * instructions.  Not a global function: any further frame puts the
+ * netfilter program's call chain over the verifier's 512 bytes of stack
+ * (each frame counts at least 32).
  */
 static __always_inline long masked_step(struct parapet_walk *w, __u32 c)
 {
-	__u32 n = w->wide ? 4 : 1, k, diff = 0;
+	const __u32 *mask, *val;
+	__u32 n, k, diff = 0;
 
+	if (!w)
+		return 1;
+	n = w->wide ? 4 : 1;
 	for (k = 0; k < 4; k++) {
 		if (k >= n)
 			break;
-		diff |= (w->val[k] & rd(w, w->cpos + k)) ^
-			rd(w, w->cpos + n + k);
+		mask = img_window(w, w->cpos + k, 1);
+		val = img_window(w, w->cpos + n + k, 1);
+		if (!mask || !val) {
+			w->err = 1;
+			return 1;
+		}
+		diff |= (w->val[k] & *mask) ^ *val;
 	}
 	w->cpos += 2 * n;
 	if ((diff == 0) == ((c & PARAPET_IMG_MASK_NEGATE_BIT) != 0)) {
 		w->cmatch = 0;
 		return 1;
 	}
-	return w->err ? 1 : 0;
+	return 0;
 }
 
 static __always_inline long constraint_step(struct parapet_walk *w)
