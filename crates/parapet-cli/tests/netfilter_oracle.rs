@@ -15,7 +15,7 @@
 
 mod common;
 
-use common::daemon::{ok, stats};
+use common::daemon::{detach_all, stats};
 use common::nf_twins::{assert_kernel, oracle, parapet_counters, same_fates, Case, Verdicts};
 use common::router::{p, run_probes, start_daemon, tcp, Fate, Outcome, Probe, Side, V6};
 use common::router_case4::{self, FILTER4, INPUT_7000, INPUT_DROP};
@@ -50,13 +50,7 @@ fn restart_and_detach(c: &Case, v: Verdicts, open: usize) -> Outcome {
         c.tag
     );
 
-    ok(&sock, &["detach"]);
-    let s = stats(&sock);
-    assert_eq!(
-        s["dataplane"]["attachments"].as_array().map(Vec::len),
-        Some(0),
-        "{s}"
-    );
+    detach_all(&sock);
     let now = run_probes(&pt.topo, v6, &probes[open..open + 1], &|| {
         strip(parapet_counters(&sock, &|id| id))
     });

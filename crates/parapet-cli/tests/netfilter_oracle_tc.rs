@@ -13,7 +13,7 @@
 
 mod common;
 
-use common::daemon::{ok, parapet, stats};
+use common::daemon::{detach_all, ok, parapet, stats};
 use common::nf_twins::{assert_kernel, disagreements, legacy_twin, load, parapet_counters, NAT4};
 use common::router::{run_probes, start_daemon_pinned, topo, Fate, Outcome, ProbeOutcome};
 use common::router_case4::{self, DNAT_PROBE, FILTER4, FORWARD_7001, INPUT_7000, OUTPUT_DROPS};
@@ -148,11 +148,5 @@ fn tc_placement_as_the_kernel_where_they_agree_and_the_documented_differences() 
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
-    ok(&sock, &["detach"]);
-    let s = stats(&sock);
-    assert_eq!(
-        s["dataplane"]["attachments"].as_array().map(Vec::len),
-        Some(0),
-        "{s}"
-    );
+    detach_all(&sock);
 }

@@ -13,7 +13,8 @@ use parapet_testbed::Netns;
 use std::io::Write;
 use std::process::Stdio;
 
-fn checksum(b: &[u8]) -> u16 {
+/// The Internet checksum (RFC 1071) of `b`.
+pub fn checksum(b: &[u8]) -> u16 {
     let mut s: u32 = b
         .chunks(2)
         .map(|c| u32::from(c[0]) << 8 | u32::from(*c.get(1).unwrap_or(&0)))
