@@ -15,9 +15,10 @@
 
 mod common;
 
-use common::daemon::{ok, stats};
-use common::nf_twins::{oracle, parapet_counters, same_fates, Case, Verdicts, NAT4, NAT4_NFT};
-use common::router::{p, run_probes, start_daemon, tcp, Fate, Outcome, Probe, Side, V4, V6};
+use common::daemon::{detach_all, stats};
+use common::nf_twins::{assert_kernel, oracle, parapet_counters, same_fates, Case, Verdicts};
+use common::router::{p, run_probes, start_daemon, tcp, Fate, Outcome, Probe, Side, V6};
+use common::router_case4::{self, FILTER4, INPUT_7000, INPUT_DROP};
 use std::collections::BTreeMap;
 
 /// After the oracle: `kill -9` and a restart of the parapet twin's daemon
@@ -49,13 +50,7 @@ fn restart_and_detach(c: &Case, v: Verdicts, open: usize) -> Outcome {
         c.tag
     );
 
-    ok(&sock, &["detach"]);
-    let s = stats(&sock);
-    assert_eq!(
-        s["dataplane"]["attachments"].as_array().map(Vec::len),
-        Some(0),
-        "{s}"
-    );
+    detach_all(&sock);
     let now = run_probes(&pt.topo, v6, &probes[open..open + 1], &|| {
         strip(parapet_counters(&sock, &|id| id))
     });
@@ -68,89 +63,16 @@ fn restart_and_detach(c: &Case, v: Verdicts, open: usize) -> Outcome {
     kernel
 }
 
-/// Rule 1 is the DNAT rule (the kernel's).
-const FILTER4: &str = "*filter
-:INPUT DROP [0:0]
-:FORWARD DROP [0:0]
-:OUTPUT ACCEPT [0:0]
-:fwd_udp - [0:0]
--A INPUT -p udp -m udp --dport 6000 -j ACCEPT
--A INPUT -s 10.71.1.0/24 -p udp -m udp --dport 6001 -j DROP
--A INPUT -i rl -p udp -m udp --dport 6002 -j ACCEPT
--A INPUT -p udp -m udp --dport 7000 -j ACCEPT
--A FORWARD -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
--A FORWARD -d 10.71.2.2/32 -p udp -m udp --dport 7001 -j ACCEPT
--A FORWARD -i rl -o rh -p udp -m udp --dport 7100:7110 -j ACCEPT
--A FORWARD -o rh -p udp -m udp --dport 7111 -j DROP
--A FORWARD -p tcp -m tcp --dport 7500 -j REJECT --reject-with tcp-reset
--A FORWARD -p udp -m udp --dport 7501 -j REJECT --reject-with icmp-port-unreachable
--A FORWARD -p tcp -m tcp --dport 7502 -j DROP
--A FORWARD -p udp -j fwd_udp
--A OUTPUT -o rh -p udp -m udp --dport 7200 -j DROP
--A OUTPUT -p udp -m udp --dport 7201 -j DROP
--A fwd_udp -p udp -m udp --dport 7300 -j ACCEPT
--A fwd_udp -p udp -m udp --dport 7301 -j RETURN
-COMMIT
-";
-
 #[test]
 #[ignore = "needs root"]
 fn ipv4_input_forward_output_as_the_kernel_with_dnat() {
-    use Side::*;
-    let (r, h) = (V4.rl, V4.h);
-    let mut probes = vec![
-        p(L, 40000, r, 6000, R),
-        p(L, 40001, r, 6001, R),
-        p(L, 40002, r, 6002, R),
-        p(L, 40003, r, 6003, R),
-        // DNAT'ed: judged by FORWARD as 10.71.2.2:7001, never by INPUT
-        Probe {
-            at: H,
-            at_port: 7001,
-            ..p(L, 40004, r, 7000, H)
-        },
-        p(L, 40005, h, 7100, H),
-        p(L, 40007, h, 7111, H),
-        p(L, 40008, h, 7300, H),
-        p(L, 40009, h, 7301, H),
-        p(L, 40010, h, 7302, H),
-        p(R, 40011, h, 7200, H),
-        p(R, 40012, h, 7201, H),
-        p(R, 40013, h, 7202, H),
-        p(H, 40014, V4.l, 7400, L),
-        // REJECT at FORWARD: the sender in L gets the reset / ICMP error
-        tcp(L, h, 7500, H),
-        p(L, 40016, h, 7501, H),
-        tcp(L, h, 7502, H),
-    ];
-    // the reply to the 7100 flow: ESTABLISHED at FORWARD
-    probes.insert(
-        6,
-        Probe {
-            reply_of: Some(5),
-            ..p(H, 0, h, 0, L)
-        },
-    );
-    let c = Case {
-        tag: "nfo4",
-        v6: false,
-        nat: NAT4,
-        nat_nft: NAT4_NFT,
-        filter: FILTER4,
-        probes: &probes,
-        noise: &[],
-    };
-    let k = restart_and_detach(&c, oracle(&c), 1);
+    let probes = router_case4::probes();
+    let c = Case::dnat4("nfo4", FILTER4, &probes);
+    let k = restart_and_detach(&c, oracle(&c), INPUT_DROP);
     // the oracle itself: the bed works and the ruleset decides
-    use Fate::{Delivered as D, Dropped as X, Refused as E, Rejected as J};
-    let fates: Vec<Fate> = k.iter().map(|(d, _)| *d).collect();
-    assert_eq!(
-        fates,
-        vec![D, X, D, X, D, D, D, X, D, X, X, E, E, D, X, J, J, X],
-        "the kernel twin's fates: {k:?}"
-    );
+    assert_kernel(&k, &router_case4::kernel_fates(), &[]);
     assert!(
-        k.iter().all(|(_, c)| !c.contains_key(&5)),
+        k.iter().all(|(_, c)| !c.contains_key(&INPUT_7000)),
         "INPUT never sees the pre-DNAT port"
     );
 }
@@ -206,10 +128,5 @@ fn ipv6_input_forward_output_as_the_kernel() {
     };
     let k = restart_and_detach(&c, oracle(&c), 1);
     use Fate::{Delivered as D, Dropped as X, Refused as E, Rejected as J};
-    let fates: Vec<Fate> = k.iter().map(|(d, _)| *d).collect();
-    assert_eq!(
-        fates,
-        vec![D, X, X, D, D, X, X, E, D, X, J, J],
-        "the kernel twin's fates: {k:?}"
-    );
+    assert_kernel(&k, &[D, X, X, D, D, X, X, E, D, X, J, J], &[]);
 }

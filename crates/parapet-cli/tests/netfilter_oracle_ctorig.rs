@@ -12,7 +12,7 @@
 
 mod common;
 
-use common::nf_twins::{oracle, Case, NAT4, NAT4_NFT};
+use common::nf_twins::{assert_kernel, oracle, Case};
 use common::router::{p, Fate, Probe, Side, V4};
 
 /// Rule 1 is the DNAT rule (the kernel's); rules 3 to 6 read the entry.
@@ -64,27 +64,11 @@ fn ct_original_tuple_at_forward_as_the_kernel() {
         // OUTPUT (the oracle wants every hook to have seen packets)
         p(R, 41005, h, 7202, H),
     ];
-    let c = Case {
-        tag: "nfco",
-        v6: false,
-        nat: NAT4,
-        nat_nft: NAT4_NFT,
-        filter: FILTER,
-        probes: &probes,
-        noise: &[],
-    };
-    let k = oracle(&c).kernel;
+    let k = oracle(&Case::dnat4("nfco", FILTER, &probes)).kernel;
     use Fate::{Delivered as D, Dropped as X};
-    let fates: Vec<Fate> = k.iter().map(|(d, _)| *d).collect();
-    assert_eq!(
-        fates,
-        vec![D, D, D, X, D, D, X, D],
-        "the kernel twin's fates: {k:?}"
+    assert_kernel(
+        &k,
+        &[D, D, D, X, D, D, X, D],
+        &[(1, 3), (2, 3), (3, 4), (4, 6), (5, 5), (6, 4)],
     );
-    for (i, rule) in [(1, 3), (2, 3), (3, 4), (4, 6), (5, 5), (6, 4)] {
-        assert!(
-            k[i].1.contains_key(&rule),
-            "probe {i} by rule {rule}: {k:?}"
-        );
-    }
 }

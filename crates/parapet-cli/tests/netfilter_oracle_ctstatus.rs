@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::nf_twins::{oracle, Case, NAT4, NAT4_NFT};
+use common::nf_twins::{assert_kernel, oracle, Case};
 use common::router::{p, Fate, Probe, Side, V4};
 
 /// Rule 1 is the DNAT rule (the kernel's); rule 3 the ct status rule.
@@ -55,29 +55,9 @@ fn ctstate_dnat_at_forward_as_the_kernel() {
         // OUTPUT (the oracle wants every hook to have seen packets)
         p(R, 41004, h, 7202, H),
     ];
-    let c = Case {
-        tag: "nfcs",
-        v6: false,
-        nat: NAT4,
-        nat_nft: NAT4_NFT,
-        filter: FILTER,
-        probes: &probes,
-        noise: &[],
-    };
-    let k = oracle(&c).kernel;
+    let k = oracle(&Case::dnat4("nfcs", FILTER, &probes)).kernel;
     use Fate::{Delivered as D, Dropped as X};
-    let fates: Vec<Fate> = k.iter().map(|(d, _)| *d).collect();
-    assert_eq!(
-        fates,
-        vec![D, D, X, D, D, D, D],
-        "the kernel twin's fates: {k:?}"
-    );
     // the DNAT'ed flow both ways by the status rule (3), the plain flow's
     // reply by ESTABLISHED (5)
-    for (i, rule) in [(1, 3), (3, 3), (5, 5)] {
-        assert!(
-            k[i].1.contains_key(&rule),
-            "probe {i} by rule {rule}: {k:?}"
-        );
-    }
+    assert_kernel(&k, &[D, D, X, D, D, D, D], &[(1, 3), (3, 3), (5, 5)]);
 }

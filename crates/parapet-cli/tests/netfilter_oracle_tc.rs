@@ -13,36 +13,11 @@
 
 mod common;
 
-use common::daemon::{ok, parapet, stats};
-use common::nf_twins::{legacy_counters, load, parapet_counters, rule_ids, NAT4};
-use common::router::{p, run_probes, start_daemon_pinned, tcp, topo, Fate, Probe, Side, V4};
+use common::daemon::{detach_all, ok, parapet, stats};
+use common::nf_twins::{assert_kernel, disagreements, legacy_twin, load, parapet_counters, NAT4};
+use common::router::{run_probes, start_daemon_pinned, topo, Fate, Outcome, ProbeOutcome};
+use common::router_case4::{self, DNAT_PROBE, FILTER4, FORWARD_7001, INPUT_7000, OUTPUT_DROPS};
 use std::collections::BTreeMap;
-
-/// Rule 1 is the DNAT rule (the kernel's). Rule ids: 2.. INPUT, FORWARD,
-/// OUTPUT in file order.
-const FILTER4: &str = "*filter
-:INPUT DROP [0:0]
-:FORWARD DROP [0:0]
-:OUTPUT ACCEPT [0:0]
--A INPUT -p udp -m udp --dport 6000 -j ACCEPT
--A INPUT -s 10.71.1.0/24 -p udp -m udp --dport 6001 -j DROP
--A INPUT -i rl -p udp -m udp --dport 6002 -j ACCEPT
--A INPUT -p udp -m udp --dport 7000 -j ACCEPT
--A FORWARD -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
--A FORWARD -d 10.71.2.2/32 -p udp -m udp --dport 7001 -j ACCEPT
--A FORWARD -i rl -o rh -p udp -m udp --dport 7100:7110 -j ACCEPT
--A FORWARD -o rh -p udp -m udp --dport 7111 -j DROP
--A FORWARD -p tcp -m tcp --dport 7500 -j REJECT --reject-with tcp-reset
--A FORWARD -p udp -m udp --dport 7501 -j REJECT --reject-with icmp-port-unreachable
--A OUTPUT -o rh -p udp -m udp --dport 7200 -j DROP
--A OUTPUT -p udp -m udp --dport 7201 -j DROP
-COMMIT
-";
-
-/// The INPUT rule `--dport 7000 -j ACCEPT` and the FORWARD rule `-d
-/// 10.71.2.2 --dport 7001 -j ACCEPT` (rule ids of NAT4 + FILTER4).
-const INPUT_7000: u32 = 5;
-const FORWARD_7001: u32 = 7;
 
 /// Removes a daemon's pins (links, maps, programs) on drop.
 struct RemovePins(Option<std::path::PathBuf>);
@@ -59,48 +34,13 @@ impl Drop for RemovePins {
 #[ignore = "needs root"]
 fn tc_placement_as_the_kernel_where_they_agree_and_the_documented_differences() {
     common::require_root();
-    use Side::*;
-    let (r, h) = (V4.rl, V4.h);
-    let mut probes = vec![
-        p(L, 40000, r, 6000, R),
-        p(L, 40001, r, 6001, R),
-        p(L, 40002, r, 6002, R),
-        p(L, 40003, r, 6003, R),
-        // DNAT'ed: the kernel's FORWARD sees 10.71.2.2:7001; the tc
-        // placement's INPUT sees R:7000 (the difference, asserted below)
-        Probe {
-            at: H,
-            at_port: 7001,
-            ..p(L, 40004, r, 7000, H)
-        },
-        p(L, 40005, h, 7100, H),
-        p(L, 40007, h, 7111, H),
-        p(L, 40008, h, 7112, H),
-        // OUTPUT drops: EPERM in the kernel, silent at tc egress
-        p(R, 40011, h, 7200, H),
-        p(R, 40012, h, 7201, H),
-        p(R, 40013, h, 7202, H),
-        p(H, 40014, V4.l, 7400, L),
-        // REJECT at FORWARD: the sender in L gets the reset / ICMP error
-        tcp(L, h, 7500, H),
-        p(L, 40016, h, 7501, H),
-    ];
-    // the reply to the 7100 flow: ESTABLISHED at FORWARD
-    probes.insert(
-        6,
-        Probe {
-            reply_of: Some(5),
-            ..p(H, 0, h, 0, L)
-        },
-    );
-    let (dnat, out_drops) = (4usize, [9usize, 10]);
+    // the IPv4 case of the netfilter-link oracle; at tc, the DNAT'ed
+    // probe is judged by INPUT with its pre-DNAT port and the OUTPUT drops
+    // are silent (the differences, asserted below)
+    let probes = router_case4::probes();
     let text = format!("{NAT4}{FILTER4}");
-    let ids = rule_ids(&text);
-
-    let k = topo("nftck");
-    load(&k.r, &["iptables-legacy-restore"], &text);
-    let kernel = run_probes(&k, false, &probes, &|| legacy_counters(&k.r, false, &ids));
-    drop(k);
+    let kernel = legacy_twin("nftck", false, &text, &probes, &[]);
+    assert_kernel(&kernel, &router_case4::kernel_fates(), &[]);
 
     let t = topo("nftcp");
     let dir = tempfile::tempdir().unwrap();
@@ -159,26 +99,20 @@ fn tc_placement_as_the_kernel_where_they_agree_and_the_documented_differences() 
         "packets judged at every hook: {nf}"
     );
 
-    let check = |ours: &common::router::Outcome, when: &str| {
-        let mut wrong = Vec::new();
-        for (i, (kp, op)) in kernel.iter().zip(ours).enumerate() {
-            let expect = if i == dnat {
+    let check = |ours: &Outcome, when: &str| {
+        let expect = |i: usize, kp: &ProbeOutcome| {
+            if i == DNAT_PROBE {
                 // delivered in both, counted by INPUT's pre-DNAT rule
                 assert_eq!(kp.1.get(&FORWARD_7001), Some(&1), "kernel: {kp:?}");
                 (Fate::Delivered, BTreeMap::from([(INPUT_7000, 1)]))
-            } else if out_drops.contains(&i) {
+            } else if OUTPUT_DROPS.contains(&i) {
                 assert_eq!(kp.0, Fate::Refused, "kernel: {kp:?}");
                 (Fate::Dropped, kp.1.clone())
             } else {
                 kp.clone()
-            };
-            if op != &expect {
-                wrong.push(format!(
-                    "probe {i} {:?}: expected {expect:?} (iptables-legacy {kp:?}), tc placement {op:?}",
-                    probes[i]
-                ));
             }
-        }
+        };
+        let wrong = disagreements("tc placement", &probes, &kernel, ours, &expect);
         assert!(wrong.is_empty(), "{when}:\n{}", wrong.join("\n"));
     };
     check(&ours, "the tc placement");
@@ -196,7 +130,7 @@ fn tc_placement_as_the_kernel_where_they_agree_and_the_documented_differences() 
     );
     // the flows of the first round are in conntrack now: only fates count
     let again = run_probes(&t, false, &probes, &|| parapet_counters(&sock, &|id| id));
-    let fates = |o: &common::router::Outcome| o.iter().map(|(f, _)| *f).collect::<Vec<_>>();
+    let fates = |o: &Outcome| o.iter().map(|(f, _)| *f).collect::<Vec<_>>();
     assert_eq!(fates(&again), fates(&ours), "after the restart: {again:?}");
 
     // the tc placement has no hook before or after routing: refused,
@@ -214,11 +148,5 @@ fn tc_placement_as_the_kernel_where_they_agree_and_the_documented_differences() 
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
-    ok(&sock, &["detach"]);
-    let s = stats(&sock);
-    assert_eq!(
-        s["dataplane"]["attachments"].as_array().map(Vec::len),
-        Some(0),
-        "{s}"
-    );
+    detach_all(&sock);
 }

@@ -4,9 +4,13 @@
 //! its OUTPUT chain, and the rule whose kernel counter moved is compared
 //! with the linear engine's decision, packet by packet.
 
+#[path = "common/raw_out.rs"]
+mod raw_out;
+
 use parapet_model::{LinearEngine, NoSets, Packet};
 use parapet_parse::{parse, Format};
 use parapet_testbed::{require_root, Netns};
+use raw_out::checksum;
 use std::io::Write;
 use std::net::Ipv4Addr;
 use std::process::Stdio;
@@ -27,17 +31,6 @@ const RULES: &str = "*filter
 -A OUTPUT -p icmp -m icmp --icmp-type 255 -j ACCEPT
 COMMIT
 ";
-
-fn checksum(b: &[u8]) -> u16 {
-    let mut s: u32 = b
-        .chunks(2)
-        .map(|c| u32::from(c[0]) << 8 | u32::from(*c.get(1).unwrap_or(&0)))
-        .sum();
-    while s > 0xffff {
-        s = (s >> 16) + (s & 0xffff);
-    }
-    !(s as u16)
-}
 
 /// An IPv4 packet 127.0.0.1 → 127.0.0.1 with a valid header checksum.
 fn ipv4(proto: u8, l4: &[u8]) -> Vec<u8> {

@@ -15,7 +15,7 @@ mod raw_out;
 use parapet_model::{Family, LinearEngine, NoSets, Packet, Ruleset};
 use parapet_parse::{parse, render, Format};
 use parapet_testbed::{require_root, Netns};
-use raw_out::{iptables_decisions, nft_decisions};
+use raw_out::{iptables_decisions, nft_decisions, Sender};
 
 const FILTER: &str = "*filter
 :INPUT ACCEPT [0:0]
@@ -159,6 +159,7 @@ fn marks_agree_with_iptables_legacy() {
         &format!("{}{FILTER}", iptables_mangle()),
         Family::V4,
         &p,
+        Sender::Loopback,
     );
     let rs = parse(FILTER, "m.v4", Format::Auto).unwrap().ruleset;
     compare(
@@ -176,7 +177,7 @@ fn marks_agree_with_nft() {
     let ns = Netns::create("p13-mark-nft").unwrap();
     ns.ip(&["link", "set", "lo", "up"]).unwrap();
     let p = packets();
-    let kernel = nft_decisions(&ns, &format!("{}{NFT}", nft_mangle()), &p);
+    let kernel = nft_decisions(&ns, &format!("{}{NFT}", nft_mangle()), &p, Sender::Loopback);
     let rs = parse(NFT, "m.nft", Format::Auto).unwrap().ruleset;
     compare("nft", &kernel, &decisions(&rs, "output", &p), &p);
 }

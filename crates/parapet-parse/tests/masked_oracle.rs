@@ -13,7 +13,7 @@ mod raw_out;
 use parapet_model::{Family, LinearEngine, NoSets, Packet};
 use parapet_parse::{parse, render, Format};
 use parapet_testbed::{require_root, Netns};
-use raw_out::nft_decisions;
+use raw_out::{nft_decisions, Sender};
 
 const NFT: &str = "table inet t {
 \tchain output {
@@ -101,7 +101,7 @@ fn masked_comparisons_agree_with_nft() {
     let ns = Netns::create("p13-masked-nft").unwrap();
     ns.ip(&["link", "set", "lo", "up"]).unwrap();
     let p = packets();
-    let kernel = nft_decisions(&ns, NFT, &p);
+    let kernel = nft_decisions(&ns, NFT, &p, Sender::Loopback);
     let ours = decisions(NFT, "masked.nft", &p);
     let differ: Vec<String> = p
         .iter()

@@ -59,3 +59,14 @@ pub fn stat_counters(s: &serde_json::Value) -> HashMap<u32, u64> {
         })
         .collect()
 }
+
+/// `parapet detach` without an interface, and no attachment left.
+pub fn detach_all(sock: &Path) {
+    ok(sock, &["detach"]);
+    let s = stats(sock);
+    assert_eq!(
+        s["dataplane"]["attachments"].as_array().map(Vec::len),
+        Some(0),
+        "{s}"
+    );
+}

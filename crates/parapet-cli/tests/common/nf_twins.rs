@@ -8,7 +8,9 @@
 //! all four.
 
 use super::daemon::{ok, parapet, stat_counters, stats};
-use super::router::{run_probes, start_daemon, topo, Daemon, Fate, Outcome, Probe, Topo};
+use super::router::{
+    run_probes, start_daemon, topo, Daemon, Fate, Outcome, Probe, ProbeOutcome, Topo,
+};
 use parapet_testbed::{require_root, Netns};
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -29,6 +31,21 @@ pub struct Case<'a> {
     pub probes: &'a [Probe],
     /// Rule ids left out of the comparison (ICMPv6 noise lands on them).
     pub noise: &'a [u32],
+}
+
+impl<'a> Case<'a> {
+    /// An IPv4 case with the router bed's DNAT ([`NAT4`]) in the kernel.
+    pub fn dnat4(tag: &'a str, filter: &'a str, probes: &'a [Probe]) -> Self {
+        Case {
+            tag,
+            v6: false,
+            nat: NAT4,
+            nat_nft: NAT4_NFT,
+            filter,
+            probes,
+            noise: &[],
+        }
+    }
 }
 
 /// The router bed's DNAT (R:7000 to H:7001), left to the kernel.
@@ -328,11 +345,7 @@ pub fn oracle(c: &Case) -> Verdicts {
     };
     let nft = nft_of(c.filter, v6);
 
-    // iptables-legacy
-    let k = topo(&format!("{}k", c.tag));
-    load(&k.r, &[restore], &text);
-    let kernel = run_probes(&k, v6, probes, &|| strip(legacy_counters(&k.r, v6, &ids)));
-    drop(k);
+    let kernel = legacy_twin(&format!("{}k", c.tag), v6, &text, probes, c.noise);
 
     // nft
     let n = topo(&format!("{}n", c.tag));
@@ -386,14 +399,7 @@ pub fn oracle(c: &Case) -> Verdicts {
         ("parapet", &ours),
         ("parapet (nft)", &by_pn),
     ] {
-        for (i, (kp, op)) in kernel.iter().zip(o).enumerate() {
-            if kp != op {
-                wrong.push(format!(
-                    "probe {i} {:?}: iptables-legacy {kp:?}, {name} {op:?}",
-                    probes[i]
-                ));
-            }
-        }
+        wrong.extend(disagreements(name, probes, &kernel, o, &|_, kp| kp.clone()));
     }
     assert!(
         wrong.is_empty(),
@@ -412,4 +418,66 @@ pub fn oracle(c: &Case) -> Verdicts {
 pub fn same_fates(a: &Outcome, b: &Outcome) -> bool {
     let f = |o: &Outcome| o.iter().map(|(f, _)| *f).collect::<Vec<Fate>>();
     f(a) == f(b)
+}
+
+/// The iptables-legacy twin: a fresh router bed named `tag` with the
+/// iptables-save `text` (nat and filter) in R; each probe's fate and the
+/// filter rules that counted it (rule ids; `noise` left out).
+pub fn legacy_twin(tag: &str, v6: bool, text: &str, probes: &[Probe], noise: &[u32]) -> Outcome {
+    let restore = if v6 {
+        "ip6tables-legacy-restore"
+    } else {
+        "iptables-legacy-restore"
+    };
+    let ids = rule_ids(text);
+    let k = topo(tag);
+    load(&k.r, &[restore], text);
+    run_probes(&k, v6, probes, &|| {
+        let mut m = legacy_counters(&k.r, v6, &ids);
+        m.retain(|id, n| !noise.contains(id) && *n > 0);
+        m
+    })
+}
+
+/// Where a twin's outcome is not what the kernel's implies, probe by
+/// probe: `expect` turns the kernel's outcome of probe i into the twin's
+/// expected one (the identity where the twins must agree), each
+/// difference a line naming the probe, the kernel's and `twin`'s outcome.
+pub fn disagreements(
+    twin: &str,
+    probes: &[Probe],
+    kernel: &Outcome,
+    other: &Outcome,
+    expect: &dyn Fn(usize, &ProbeOutcome) -> ProbeOutcome,
+) -> Vec<String> {
+    let mut wrong = Vec::new();
+    for (i, (kp, op)) in kernel.iter().zip(other).enumerate() {
+        let want = expect(i, kp);
+        if op != &want {
+            let differs = if &want == kp {
+                String::new()
+            } else {
+                format!(" (expected here: {want:?})")
+            };
+            wrong.push(format!(
+                "probe {i} {:?}: iptables-legacy {kp:?}{differs}, {twin} {op:?}",
+                probes[i]
+            ));
+        }
+    }
+    wrong
+}
+
+/// Asserts what the kernel twin itself shows, so that the bed works and
+/// the ruleset decides: every probe's fate, and for the probes named in
+/// `counted_by` (probe index, rule id) a rule that counted it.
+pub fn assert_kernel(kernel: &Outcome, fates: &[Fate], counted_by: &[(usize, u32)]) {
+    let got: Vec<Fate> = kernel.iter().map(|(f, _)| *f).collect();
+    assert_eq!(got, fates, "the kernel twin's fates: {kernel:?}");
+    for &(i, rule) in counted_by {
+        assert!(
+            kernel[i].1.contains_key(&rule),
+            "probe {i} by rule {rule}: {kernel:?}"
+        );
+    }
 }

@@ -201,8 +201,11 @@ pub enum Fate {
     Rejected,
 }
 
+/// One probe's fate and counter deltas (rule id -> packets).
+pub type ProbeOutcome = (Fate, BTreeMap<u32, u64>);
+
 /// (fate, counter deltas) per probe.
-pub type Outcome = Vec<(Fate, BTreeMap<u32, u64>)>;
+pub type Outcome = Vec<ProbeOutcome>;
 
 /// A probe's sender socket, its receiver's (side, port), and the sender's
 /// address as the receiver saw it (when delivered).

@@ -1,16 +1,20 @@
-//! Raw protocol-253 packets out through OUTPUT on loopback, and which
-//! kernel rule counted each: the harness of the kernel-oracle tests of IP
-//! header fields and masked comparisons (protocol 253 is experimental, so
-//! the kernel's own ICMP errors match no rule).
+//! Raw protocol-253 packets out through OUTPUT (to loopback, or to their
+//! own destination) or as Ethernet frames over a veth, which kernel rule
+//! counted each, and the comparison with the linear engine: the harness
+//! of the kernel-oracle tests of IP header fields, marks, masked
+//! comparisons, address types and packet types (protocol 253 is
+//! experimental, so the kernel's own ICMP errors match no rule).
 
 #![allow(dead_code)]
 
-use parapet_model::{Family, Packet};
+use parapet_model::{Family, LinearEngine, NoSets, Packet};
+use parapet_parse::{parse, Format};
 use parapet_testbed::Netns;
 use std::io::Write;
 use std::process::Stdio;
 
-fn checksum(b: &[u8]) -> u16 {
+/// The Internet checksum (RFC 1071) of `b`.
+pub fn checksum(b: &[u8]) -> u16 {
     let mut s: u32 = b
         .chunks(2)
         .map(|c| u32::from(c[0]) << 8 | u32::from(*c.get(1).unwrap_or(&0)))
@@ -50,48 +54,143 @@ pub fn wire(p: &Packet) -> Vec<u8> {
     }
 }
 
-/// Sends a raw IP packet (header included) to the loopback address.
-pub fn send_raw(pkt: &[u8], family: Family) {
-    // SAFETY: a raw socket this function owns; the pointers are to live
-    // locals of the sizes passed.
-    unsafe {
-        let (af, to4, to6) = match family {
+/// How [`send`] sends a packet.
+#[derive(Clone, Copy, Default)]
+pub enum Sender<'a> {
+    /// To the loopback address, whatever the packet's destination.
+    #[default]
+    Loopback,
+    /// To the packet's own destination, broadcasting allowed
+    /// (`SO_BROADCAST`); multicast and limited-broadcast destinations,
+    /// which need an output interface, leave bound to `group_dev`
+    /// (`SO_BINDTODEVICE`).
+    Destination { group_dev: &'a str },
+}
+
+/// Whether the destination is a group the kernel routes only out of a
+/// named interface: multicast, or IPv4's limited broadcast.
+fn needs_device(p: &Packet) -> bool {
+    match p.family {
+        Family::V4 => p.dst == 0xffff_ffff || p.dst >> 28 == 0xe,
+        Family::V6 => p.dst >> 120 == 0xff,
+    }
+}
+
+fn set_opt(fd: libc::c_int, opt: libc::c_int, value: &[u8], what: &str) {
+    // SAFETY: `value` is a live slice of the length passed.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            opt,
+            value.as_ptr() as *const libc::c_void,
+            value.len() as u32,
+        )
+    };
+    assert_eq!(rc, 0, "{what}: {}", std::io::Error::last_os_error());
+}
+
+/// Sends the packet as a raw IP packet (header included, [`wire`]) in the
+/// calling thread's namespace, as `how` says.
+pub fn send(p: &Packet, how: Sender) {
+    let pkt = wire(p);
+    let dst = match how {
+        Sender::Loopback => match p.family {
+            Family::V4 => u32::from(std::net::Ipv4Addr::LOCALHOST) as u128,
+            Family::V6 => u128::from(std::net::Ipv6Addr::LOCALHOST),
+        },
+        Sender::Destination { .. } => p.dst,
+    };
+    let af = match p.family {
+        Family::V4 => libc::AF_INET,
+        Family::V6 => libc::AF_INET6,
+    };
+    // SAFETY: a raw socket this function owns.
+    let fd = unsafe { libc::socket(af, libc::SOCK_RAW, libc::IPPROTO_RAW) };
+    assert!(fd >= 0, "raw socket: {}", std::io::Error::last_os_error());
+    if let Sender::Destination { group_dev } = how {
+        set_opt(fd, libc::SO_BROADCAST, &1i32.to_ne_bytes(), "SO_BROADCAST");
+        if needs_device(p) {
+            let dev = std::ffi::CString::new(group_dev).unwrap();
+            set_opt(
+                fd,
+                libc::SO_BINDTODEVICE,
+                dev.as_bytes_with_nul(),
+                "SO_BINDTODEVICE",
+            );
+        }
+    }
+    // SAFETY: the pointers are to live locals of the sizes passed.
+    let n = unsafe {
+        match p.family {
             Family::V4 => {
                 let mut to: libc::sockaddr_in = std::mem::zeroed();
                 to.sin_family = libc::AF_INET as libc::sa_family_t;
-                to.sin_addr.s_addr = u32::from(std::net::Ipv4Addr::LOCALHOST).to_be();
-                (libc::AF_INET, Some(to), None)
+                to.sin_addr.s_addr = (dst as u32).to_be();
+                libc::sendto(
+                    fd,
+                    pkt.as_ptr() as *const libc::c_void,
+                    pkt.len(),
+                    0,
+                    &to as *const _ as *const libc::sockaddr,
+                    std::mem::size_of::<libc::sockaddr_in>() as u32,
+                )
             }
             Family::V6 => {
                 let mut to: libc::sockaddr_in6 = std::mem::zeroed();
                 to.sin6_family = libc::AF_INET6 as libc::sa_family_t;
-                to.sin6_addr.s6_addr = std::net::Ipv6Addr::LOCALHOST.octets();
-                (libc::AF_INET6, None, Some(to))
+                to.sin6_addr.s6_addr = dst.to_be_bytes();
+                libc::sendto(
+                    fd,
+                    pkt.as_ptr() as *const libc::c_void,
+                    pkt.len(),
+                    0,
+                    &to as *const _ as *const libc::sockaddr,
+                    std::mem::size_of::<libc::sockaddr_in6>() as u32,
+                )
             }
-        };
-        let fd = libc::socket(af, libc::SOCK_RAW, libc::IPPROTO_RAW);
-        assert!(fd >= 0, "raw socket: {}", std::io::Error::last_os_error());
-        let n = match (&to4, &to6) {
-            (Some(to), _) => libc::sendto(
-                fd,
-                pkt.as_ptr() as *const libc::c_void,
-                pkt.len(),
-                0,
-                to as *const _ as *const libc::sockaddr,
-                std::mem::size_of::<libc::sockaddr_in>() as u32,
-            ),
-            (_, Some(to)) => libc::sendto(
-                fd,
-                pkt.as_ptr() as *const libc::c_void,
-                pkt.len(),
-                0,
-                to as *const _ as *const libc::sockaddr,
-                std::mem::size_of::<libc::sockaddr_in6>() as u32,
-            ),
-            _ => unreachable!(),
-        };
-        assert_eq!(n, pkt.len() as isize, "{}", std::io::Error::last_os_error());
+        }
+    };
+    let err = std::io::Error::last_os_error();
+    // SAFETY: the socket opened above, closed once.
+    unsafe { libc::close(fd) };
+    assert_eq!(n, pkt.len() as isize, "sending {p}: {err}");
+}
+
+/// Writes the packet ([`wire`], IPv4) as one Ethernet frame from `src_mac`
+/// to `dst_mac` out of `dev` (AF_PACKET), in the calling thread's
+/// namespace: the link-layer destination is the test's to choose.
+pub fn send_frame(dev: &str, dst_mac: [u8; 6], src_mac: [u8; 6], p: &Packet) {
+    let mut frame = dst_mac.to_vec();
+    frame.extend_from_slice(&src_mac);
+    frame.extend_from_slice(&[0x08, 0x00]);
+    frame.extend_from_slice(&wire(p));
+    let name = std::ffi::CString::new(dev).unwrap();
+    // SAFETY: a packet socket this function owns; the pointers are to live
+    // locals of the sizes passed.
+    unsafe {
+        let fd = libc::socket(libc::AF_PACKET, libc::SOCK_RAW, 0);
+        assert!(
+            fd >= 0,
+            "packet socket: {}",
+            std::io::Error::last_os_error()
+        );
+        let mut to: libc::sockaddr_ll = std::mem::zeroed();
+        to.sll_family = libc::AF_PACKET as u16;
+        to.sll_ifindex = libc::if_nametoindex(name.as_ptr()) as i32;
+        to.sll_halen = 6;
+        to.sll_addr[..6].copy_from_slice(&dst_mac);
+        let n = libc::sendto(
+            fd,
+            frame.as_ptr() as *const libc::c_void,
+            frame.len(),
+            0,
+            &to as *const _ as *const libc::sockaddr,
+            std::mem::size_of::<libc::sockaddr_ll>() as u32,
+        );
+        let err = std::io::Error::last_os_error();
         libc::close(fd);
+        assert_eq!(n, frame.len() as isize, "sending a frame: {err}");
     }
 }
 
@@ -104,11 +203,9 @@ pub fn first_moved(counters: &[u64]) -> u32 {
         .map_or(0, |i| i as u32 + 1)
 }
 
-/// The kernel's decisions for `packets` under the nft script: every rule
-/// counts, and the first counter that grew while a packet passed decided
-/// (nft 1.0.6 cannot reset a rule's counter).
-/// The script's table is `inet t`, its chain `output`.
-pub fn nft_decisions(ns: &Netns, script: &str, packets: &[Packet]) -> Vec<u32> {
+/// Loads the nft script into the namespace through a file of its own
+/// (the tests run at once).
+pub fn load_nft(ns: &Netns, script: &str) {
     let path = std::env::temp_dir().join(format!(
         "parapet-raw-out-{}-{}.nft",
         std::process::id(),
@@ -118,34 +215,31 @@ pub fn nft_decisions(ns: &Netns, script: &str, packets: &[Packet]) -> Vec<u32> {
     let loaded = ns.exec(&["nft", "-f", path.to_str().unwrap()]);
     let _ = std::fs::remove_file(&path);
     loaded.unwrap();
-    let counts = || -> Vec<u64> {
-        let out = ns
-            .exec(&["nft", "list", "chain", "inet", "t", "output"])
-            .unwrap();
-        out.lines()
-            .filter_map(|l| l.split("counter packets ").nth(1))
-            .map(|rest| rest.split_whitespace().next().unwrap().parse().unwrap())
-            .collect()
-    };
-    let mut before = counts();
-    packets
-        .iter()
-        .map(|p| {
-            ns.run_in(|| send_raw(&wire(p), p.family));
-            let after = counts();
-            let moved: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
-            before = after;
-            first_moved(&moved)
-        })
+}
+
+/// The counters of an nft chain's rules, in order (every rule of the
+/// chain must count).
+pub fn nft_counters(ns: &Netns, family: &str, table: &str, chain: &str) -> Vec<u64> {
+    let out = ns
+        .exec(&["nft", "list", "chain", family, table, chain])
+        .unwrap();
+    out.lines()
+        .filter_map(|l| l.split("counter packets ").nth(1))
+        .map(|rest| rest.split_whitespace().next().unwrap().parse().unwrap())
         .collect()
 }
 
-/// The kernel's decisions for `packets` under iptables-save `rules`.
-pub fn iptables_decisions(ns: &Netns, rules: &str, family: Family, packets: &[Packet]) -> Vec<u32> {
-    let tool = match family {
+/// The legacy tool of the family: `iptables-legacy` or `ip6tables-legacy`.
+pub fn legacy_tool(family: Family) -> &'static str {
+    match family {
         Family::V4 => "iptables-legacy",
         Family::V6 => "ip6tables-legacy",
-    };
+    }
+}
+
+/// Loads iptables-save `rules` with the family's legacy restore tool.
+pub fn load_legacy(ns: &Netns, rules: &str, family: Family) {
+    let tool = legacy_tool(family);
     let mut restore = ns
         .command(format!("{tool}-restore"))
         .stdin(Stdio::piped())
@@ -161,18 +255,89 @@ pub fn iptables_decisions(ns: &Netns, rules: &str, family: Family, packets: &[Pa
         restore.wait().unwrap().success(),
         "{tool}-restore refused the rules"
     );
+}
+
+/// The packet counters of a legacy chain's rules, in order.
+pub fn legacy_counters(ns: &Netns, family: Family, chain: &str) -> Vec<u64> {
+    let out = ns
+        .exec(&[legacy_tool(family), "-L", chain, "-v", "-x", "-n"])
+        .unwrap();
+    out.lines()
+        .skip(2)
+        .map(|l| l.split_whitespace().next().unwrap().parse().unwrap())
+        .collect()
+}
+
+/// The kernel's decisions for `packets`, sent as `how` says, under the
+/// nft script: every rule counts, and the first counter that grew while a
+/// packet passed decided (nft 1.0.6 cannot reset a rule's counter).
+/// The script's table is `inet t`, its chain `output`.
+pub fn nft_decisions(ns: &Netns, script: &str, packets: &[Packet], how: Sender) -> Vec<u32> {
+    load_nft(ns, script);
+    let counts = || nft_counters(ns, "inet", "t", "output");
+    let mut before = counts();
     packets
         .iter()
         .map(|p| {
-            ns.exec(&[tool, "-Z", "OUTPUT"]).unwrap();
-            ns.run_in(|| send_raw(&wire(p), family));
-            let out = ns.exec(&[tool, "-L", "OUTPUT", "-v", "-x", "-n"]).unwrap();
-            let counts: Vec<u64> = out
-                .lines()
-                .skip(2)
-                .map(|l| l.split_whitespace().next().unwrap().parse().unwrap())
-                .collect();
-            first_moved(&counts)
+            ns.run_in(|| send(p, how));
+            let after = counts();
+            let moved: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
+            before = after;
+            first_moved(&moved)
         })
         .collect()
+}
+
+/// The kernel's decisions for `packets`, sent as `how` says, under
+/// iptables-save `rules`.
+pub fn iptables_decisions(
+    ns: &Netns,
+    rules: &str,
+    family: Family,
+    packets: &[Packet],
+    how: Sender,
+) -> Vec<u32> {
+    load_legacy(ns, rules, family);
+    packets
+        .iter()
+        .map(|p| {
+            ns.exec(&[legacy_tool(family), "-Z", "OUTPUT"]).unwrap();
+            ns.run_in(|| send(p, how));
+            first_moved(&legacy_counters(ns, family, "OUTPUT"))
+        })
+        .collect()
+}
+
+/// Compares the kernel's decisions with the linear engine's on `chain` of
+/// `rules`, packet by packet; the kernel must have decided by at least
+/// `min_rules` distinct rules, or the comparison proves nothing.
+pub fn agree(
+    rules: &str,
+    name: &str,
+    chain: &str,
+    packets: &[Packet],
+    kernel: &[u32],
+    min_rules: usize,
+) {
+    let rs = parse(rules, name, Format::Auto).unwrap().ruleset;
+    let engine = LinearEngine::new(&rs, rs.select_chain(Some(chain)).unwrap()).unwrap();
+    let mut differ = Vec::new();
+    for (p, &k) in packets.iter().zip(kernel) {
+        let ours = engine.classify(p, &NoSets).unwrap().rule_id;
+        if ours != k {
+            differ.push(format!("{name}: {p}: kernel rule {k}, parapet rule {ours}"));
+        }
+    }
+    let distinct: std::collections::BTreeSet<u32> = kernel.iter().copied().collect();
+    assert!(
+        distinct.len() >= min_rules,
+        "{name}: the kernel decided only {distinct:?}"
+    );
+    assert!(
+        differ.is_empty(),
+        "{} of {} differ:\n{}",
+        differ.len(),
+        packets.len(),
+        differ.join("\n")
+    );
 }
