@@ -247,12 +247,20 @@ impl Kernel {
 
     /// The link watcher saw the namespace's interfaces change (or starts):
     /// while attached in the tc placement, links go onto new interfaces
-    /// and off gone ones ([`Kernel::sync_tc_links`]). `since` is when the
+    /// and off gone ones ([`Kernel::sync_tc_links`]); at the netfilter
+    /// hooks the new names are recorded for `-i`/`-o`. `since` is when the
     /// event was read (the time to the links is kept for `stats`).
     /// Returns what to log.
     pub fn follow_links(&mut self, since: std::time::Instant) -> Vec<String> {
         self.tc_follow.events += 1;
         if !self.tc_placed() {
+            // the netfilter hooks see every interface already: only
+            // `-i`/`-o` need the new names
+            if self.nf_attached() {
+                if let Some(Err(e)) = self.dp.as_mut().map(Dataplane::refresh_ifnames) {
+                    return vec![format!("reading the interfaces' names: {e}")];
+                }
+            }
             return Vec::new();
         }
         let names = |k: &Kernel| -> Vec<String> {
