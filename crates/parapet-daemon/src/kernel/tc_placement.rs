@@ -81,7 +81,9 @@ pub(crate) fn tc_refusal(plan: &[NfWant]) -> Option<String> {
         .find(|w| matches!(w.hook, NfHook::Prerouting | NfHook::Postrouting))?;
     Some(format!(
         "the tc placement (parapetd --hook-placement, a kernel without netfilter BPF links) \
-         enforces INPUT, FORWARD and OUTPUT only: the ruleset has a chain at {}",
+         enforces INPUT, FORWARD and OUTPUT only: the ruleset has a chain at {}, which needs \
+         the netfilter hooks (Linux >= 6.4 with CONFIG_NETFILTER_BPF_LINK; docs/hooks.md, \
+         *Without netfilter BPF links*)",
         w.hook.chain()
     ))
 }
