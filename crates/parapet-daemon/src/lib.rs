@@ -47,6 +47,7 @@ pub mod fleet;
 pub mod hooks;
 pub mod journal;
 pub mod kernel;
+mod link_watch;
 pub mod loader;
 pub mod metrics;
 pub mod metrics_config;

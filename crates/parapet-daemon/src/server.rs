@@ -1,6 +1,7 @@
 //! The daemon: recovery from the state directory, the control socket, a
 //! reader and a writer thread per client, the expiry reaper, sd_notify and
-//! signals.
+//! signals, the link watcher (`link_watch.rs`: the tc placement on
+//! interfaces made later).
 //!
 //! Threads rather than an event loop: a client costs two mostly idle
 //! threads (connections are capped), and a blocking request — an `apply`
@@ -42,6 +43,7 @@ pub struct Daemon {
     reaper: Option<JoinHandle<()>>,
     logger: Option<JoinHandle<()>>,
     rejecter: Option<JoinHandle<()>>,
+    link_watch: Option<JoinHandle<()>>,
     /// Where `--metrics` listens (the bound port when 0 was given).
     pub metrics_addr: Option<std::net::SocketAddr>,
     metrics: Vec<JoinHandle<()>>,
@@ -158,6 +160,10 @@ impl Daemon {
         let rejecter = thread::Builder::new()
             .name("nf-reject".into())
             .spawn(move || crate::rejecter::reject_loop(s))?;
+        let s = shared.clone();
+        let link_watch = thread::Builder::new()
+            .name("link-watch".into())
+            .spawn(move || crate::link_watch::watch_loop(s))?;
         let fleet = crate::fleet::start(&shared)?;
         let crowdsec = crate::crowdsec::start(&shared)?;
         Ok(Daemon {
@@ -166,6 +172,7 @@ impl Daemon {
             reaper: Some(reaper),
             logger: Some(logger),
             rejecter: Some(rejecter),
+            link_watch: Some(link_watch),
             metrics_addr: exporter.addr,
             metrics: exporter.threads,
             fleet,
@@ -207,6 +214,9 @@ impl Daemon {
             let _ = h.join();
         }
         if let Some(h) = self.rejecter.take() {
+            let _ = h.join();
+        }
+        if let Some(h) = self.link_watch.take() {
             let _ = h.join();
         }
         for h in self.metrics.drain(..) {

@@ -205,7 +205,11 @@ int parapet_tc_hooks_in(struct __sk_buff *skb)
 /*
  * At egress: OUTPUT's image for the packets this host sends (they carry
  * their socket); forwarded ones pass (FORWARD judged them at ingress).
- * A REJECT at OUTPUT drops without an answer.
+ * A REJECT at OUTPUT answers the local sender as the kernel's does: the
+ * frame becomes the TCP reset or ICMP error (MACs swapped, so it is
+ * addressed to this interface) and goes into the interface's ingress,
+ * where the stack delivers it to the sending socket (ECONNREFUSED);
+ * it meets INPUT on its way in, as the kernel's answer does.
  */
 SEC("classifier/parapet_tc_hooks_out")
 int parapet_tc_hooks_out(struct __sk_buff *skb)
@@ -224,10 +228,17 @@ int parapet_tc_hooks_out(struct __sk_buff *skb)
 	tc_key_ext(skb);
 	parapet_count_nf_hook(PARAPET_HOOK_NF_OUTPUT);
 	__u32 verdict = parapet_decide(&key, status, PARAPET_HOOK_NF_OUTPUT, 1);
-	int dropped = (verdict & 0xff) != PARAPET_VERDICT_ACCEPT;
+	int rc = TC_ACT_OK;
 
-	parapet_count_hook(PARAPET_HOOK_NF_OUTPUT, &key, dropped);
-	return dropped ? TC_ACT_SHOT : TC_ACT_OK;
+	if ((verdict & 0xff) != PARAPET_VERDICT_ACCEPT) {
+		rc = TC_ACT_SHOT;
+		if ((verdict & 0xff) == PARAPET_VERDICT_REJECT &&
+		    reject_reply(skb, PARAPET_HOOK_TC, &key, &offs, verdict >> 8,
+				 0))
+			rc = bpf_redirect(key.oifindex, BPF_F_INGRESS);
+	}
+	parapet_count_hook(PARAPET_HOOK_NF_OUTPUT, &key, rc != TC_ACT_OK);
+	return rc;
 }
 
 SEC("classifier/parapet_nf")

@@ -35,6 +35,9 @@ pub fn is_tc_hooks_pin(hook: &str) -> bool {
 pub struct TcHooksAttached {
     /// The interface.
     pub iface: String,
+    /// Its index (0: gone or unknown): a renamed interface keeps it, and
+    /// its links with it.
+    pub ifindex: u32,
     /// Attachment id of the ingress link ([`Dataplane::detach`]).
     pub ingress: u64,
     /// Attachment id of the egress link.
@@ -49,6 +52,16 @@ pub fn tc_hook_bit(hook: NfHook, family: NfFamily) -> u32 {
         NfFamily::Ipv6 => 1,
     };
     1 << (2 * hook.hooknum() + fam)
+}
+
+/// The index of interface `name` in the calling thread's namespace (0
+/// when there is none).
+pub fn ifindex_of(name: &str) -> u32 {
+    let Ok(c) = std::ffi::CString::new(name) else {
+        return 0;
+    };
+    // SAFETY: c is a NUL-terminated string that outlives the call.
+    unsafe { libc::if_nametoindex(c.as_ptr()) }
 }
 
 impl Dataplane {
@@ -105,9 +118,28 @@ impl Dataplane {
         self.refresh_ifnames()?;
         Ok(TcHooksAttached {
             iface: iface.to_string(),
+            ifindex: ifindex_of(iface),
             ingress,
             egress,
         })
+    }
+
+    /// The interface of `links` was renamed to `new` (the kernel keeps
+    /// the links on the device): their pins follow the name
+    /// (`links/<new>@hooks-tc-in|out`, renamed in place, so each always
+    /// pins the live link) and `-i`/`-o` see the new name.
+    pub fn rename_tc_hooks(&mut self, links: &mut TcHooksAttached, new: &str) -> Result<()> {
+        let root = self.pin_dir().map(std::path::Path::to_path_buf);
+        for id in [links.ingress, links.egress] {
+            if let (Some(root), Some(LinkId::Pinned(pin))) = (&root, self.links.get_mut(&id)) {
+                let to = crate::pin::link_path(root, new, &pin.hook);
+                std::fs::rename(&pin.path, &to).map_err(|e| crate::pin::pin_err(&pin.path, e))?;
+                pin.path = to;
+                pin.target = new.to_string();
+            }
+        }
+        links.iface = new.to_string();
+        self.refresh_ifnames()
     }
 
     fn attach_tc_hook(&mut self, iface: &str, name: &str, at: TcAttachType) -> Result<u64> {

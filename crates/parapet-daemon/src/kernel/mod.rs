@@ -171,6 +171,8 @@ pub struct Kernel {
     /// What the rejecter thread did with the netfilter REJECTs
     /// (src/rejecter.rs), for `stats`.
     pub nf_reject: std::sync::Arc<parapet_dataplane::RejectCounts>,
+    /// What the link watcher did for the tc placement (src/link_watch.rs).
+    pub(crate) tc_follow: tc_placement::TcFollow,
 }
 
 impl Kernel {
@@ -187,6 +189,7 @@ impl Kernel {
             nf_refused: None,
             no_iface_chain: None,
             nf_reject: Default::default(),
+            tc_follow: Default::default(),
         }
     }
 
@@ -685,6 +688,7 @@ impl Kernel {
                     if self.tc_placed() {
                         v["placement"] = Value::from("tc");
                         v["tc_links"] = Self::tc_links_json(self.dp.as_ref(), &a.tc_links);
+                        v["link_watch"] = self.tc_follow.json();
                     } else {
                         v["placement"] = Value::from("netfilter");
                     }

@@ -49,14 +49,15 @@ pub const TC_PLACEMENT_NOTE: &str = "tc placement (no netfilter BPF links): INPU
      judged at tc ingress before DNAT, OUTPUT at tc egress for packets with a socket; \
      see docs/hooks.md";
 
-/// The interfaces of the calling thread's network namespace.
-fn namespace_ifaces() -> Vec<String> {
+/// The interfaces of the calling thread's network namespace: (index,
+/// name).
+fn namespace_ifaces() -> Vec<(u32, String)> {
     // SAFETY: returns a malloc'd array ending with a zero entry, or NULL.
     let list = unsafe { libc::if_nameindex() };
     if list.is_null() {
         return Vec::new();
     }
-    let mut names = Vec::new();
+    let mut out = Vec::new();
     for i in 0.. {
         // SAFETY: within the array up to and including its zero entry.
         let e = unsafe { &*list.add(i) };
@@ -65,11 +66,11 @@ fn namespace_ifaces() -> Vec<String> {
         }
         // SAFETY: if_name is a NUL-terminated string owned by the list.
         let name = unsafe { std::ffi::CStr::from_ptr(e.if_name) };
-        names.push(name.to_string_lossy().into_owned());
+        out.push((e.if_index, name.to_string_lossy().into_owned()));
     }
     // SAFETY: the list if_nameindex returned, freed once.
     unsafe { libc::if_freenameindex(list) };
-    names
+    out
 }
 
 /// Why a plan cannot run in the tc placement: it has no hook before
@@ -80,9 +81,40 @@ pub(crate) fn tc_refusal(plan: &[NfWant]) -> Option<String> {
         .find(|w| matches!(w.hook, NfHook::Prerouting | NfHook::Postrouting))?;
     Some(format!(
         "the tc placement (parapetd --hook-placement, a kernel without netfilter BPF links) \
-         enforces INPUT, FORWARD and OUTPUT only: the ruleset has a chain at {}",
+         enforces INPUT, FORWARD and OUTPUT only: the ruleset has a chain at {}, which needs \
+         the netfilter hooks (Linux >= 6.4 with CONFIG_NETFILTER_BPF_LINK; docs/hooks.md, \
+         *Without netfilter BPF links*)",
         w.hook.chain()
     ))
+}
+
+/// What the link watcher (src/link_watch.rs) did for the tc placement,
+/// as `stats` shows it (`link_watch` of the attachment).
+#[derive(Debug, Default)]
+pub(crate) struct TcFollow {
+    /// Link event batches seen (each one re-syncs).
+    events: u64,
+    /// Interfaces that got their links from the watcher.
+    attached_late: u64,
+    /// From reading the last event that added links to the links made.
+    last_ms: Option<f64>,
+    /// The last failure (no netlink socket, an attach refused).
+    error: Option<String>,
+}
+
+impl TcFollow {
+    pub(crate) fn json(&self) -> Value {
+        json!({"events": self.events, "attached_late": self.attached_late,
+            "last_ms": self.last_ms, "error": self.error})
+    }
+}
+
+fn join(names: &[&String]) -> String {
+    names
+        .iter()
+        .map(|s| s.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The tc placement's word for the plan (`Dataplane::set_tc_hooks`).
@@ -160,9 +192,12 @@ impl Kernel {
 
     /// Makes the tc placement cover the plan and every interface of the
     /// namespace: the hooks' word first (a new link enforces the right
-    /// hooks from its first packet), then links on interfaces without
-    /// them; links whose interface is gone are dropped (the kernel
-    /// released them with the device).
+    /// hooks from its first packet); then, by interface index, links of a
+    /// renamed interface follow its name (the kernel keeps them on the
+    /// device), links whose interface is gone are dropped (the kernel
+    /// released them with the device; dropped before new ones are made, as
+    /// a new interface may take a gone one's name and pin), and interfaces
+    /// without links get them.
     pub(crate) fn sync_tc_links(&mut self) -> Result<(), ErrorReply> {
         let (Some(dp), Some(att)) = (
             self.dp.as_mut(),
@@ -178,8 +213,19 @@ impl Kernel {
         }
         let here = namespace_ifaces();
         let mut err = None;
+        for l in &mut att.tc_links {
+            let Some((_, name)) = here.iter().find(|(i, _)| *i == l.ifindex) else {
+                continue;
+            };
+            if *name != l.iface {
+                let was = l.iface.clone();
+                if let Err(e) = dp.rename_tc_hooks(l, name) {
+                    err = Some(dp_err(&format!("following {was} renamed {name}"), e));
+                }
+            }
+        }
         att.tc_links.retain(|l| {
-            if here.contains(&l.iface) {
+            if here.iter().any(|(i, _)| *i == l.ifindex) {
                 return true;
             }
             for id in [l.ingress, l.egress] {
@@ -189,16 +235,74 @@ impl Kernel {
             }
             false
         });
-        for iface in here {
-            if att.tc_links.iter().any(|l| l.iface == iface) {
+        for (index, iface) in &here {
+            if att.tc_links.iter().any(|l| l.ifindex == *index) {
                 continue;
             }
             let l = dp
-                .attach_tc_hooks(&iface)
+                .attach_tc_hooks(iface)
                 .map_err(|e| dp_err(&format!("attaching the tc placement to {iface}"), e))?;
             att.tc_links.push(l);
         }
         err.map_or(Ok(()), Err)
+    }
+
+    /// The link watcher saw the namespace's interfaces change (or starts):
+    /// while attached in the tc placement, links go onto new interfaces
+    /// and off gone ones ([`Kernel::sync_tc_links`]); at the netfilter
+    /// hooks the new names are recorded for `-i`/`-o`. `since` is when the
+    /// event was read (the time to the links is kept for `stats`).
+    /// Returns what to log.
+    pub fn follow_links(&mut self, since: std::time::Instant) -> Vec<String> {
+        self.tc_follow.events += 1;
+        if !self.tc_placed() {
+            // the netfilter hooks see every interface already: only
+            // `-i`/`-o` need the new names
+            if self.nf_attached() {
+                if let Some(Err(e)) = self.dp.as_mut().map(Dataplane::refresh_ifnames) {
+                    return vec![format!("reading the interfaces' names: {e}")];
+                }
+            }
+            return Vec::new();
+        }
+        let names = |k: &Kernel| -> Vec<String> {
+            k.attached
+                .iter()
+                .find(|a| a.hook == AttachPoint::Netfilter)
+                .map(|a| a.tc_links.iter().map(|l| l.iface.clone()).collect())
+                .unwrap_or_default()
+        };
+        let before = names(self);
+        let r = self.sync_tc_links();
+        let after = names(self);
+        let ms = since.elapsed().as_secs_f64() * 1e3;
+        let mut said = Vec::new();
+        let added: Vec<&String> = after.iter().filter(|i| !before.contains(i)).collect();
+        let gone: Vec<&String> = before.iter().filter(|i| !after.contains(i)).collect();
+        if !added.is_empty() {
+            self.tc_follow.attached_late += added.len() as u64;
+            self.tc_follow.last_ms = Some(ms);
+            said.push(format!(
+                "the tc placement now on {} ({ms:.1} ms after the link event)",
+                join(&added)
+            ));
+        }
+        if !gone.is_empty() {
+            said.push(format!(
+                "the tc placement's links of {} dropped (interface gone)",
+                join(&gone)
+            ));
+        }
+        self.tc_follow.error = r.err().map(|e| e.msg);
+        if let Some(e) = &self.tc_follow.error {
+            said.push(format!("following the interfaces: {e}"));
+        }
+        said
+    }
+
+    /// The link watcher has no link events (`stats` says why).
+    pub fn link_watch_failed(&mut self, e: &std::io::Error) {
+        self.tc_follow.error = Some(format!("no link events: {e}"));
     }
 
     /// A starting parapetd and the tc placement's links an earlier one
@@ -236,6 +340,10 @@ impl Kernel {
                             i.target
                         );
                         links.push(TcHooksAttached {
+                            // 0 when the pin's interface is gone (or was
+                            // renamed while no parapetd ran): the links
+                            // are dropped and the interface linked anew
+                            ifindex: parapet_dataplane::ifindex_of(&i.target),
                             iface: i.target,
                             ingress: i.id,
                             egress: o.id,
