@@ -428,6 +428,30 @@ impl Dataplane {
         Ok(self.config.get(&CFG_STATS_OFF, 0)? == 0)
     }
 
+    /// The verifier's instruction count (`verified_insns`) of every
+    /// program this dataplane has loaded, by name: the entry programs of
+    /// the object, and the netfilter program once it is loaded (it loads
+    /// on first use; `netfilter_note` loads it). For
+    /// `bench/dataplane/verified_insns.sh`.
+    pub fn verified_insns(&self) -> Result<Vec<(String, u32)>> {
+        use std::os::fd::AsFd;
+        let mut out = Vec::new();
+        for (name, prog) in self.ebpf.programs() {
+            if let Ok(fd) = prog.fd() {
+                let n = crate::bpf_sys::prog_verified_insns(fd.as_fd())
+                    .map_err(|e| Error::Object(format!("program info of {name}: {e}")))?;
+                out.push((name.to_string(), n));
+            }
+        }
+        if let Ok(fd) = self.nf_prog.get() {
+            let n = crate::bpf_sys::prog_verified_insns(fd.as_fd())
+                .map_err(|e| Error::Netfilter(format!("program info: {e}")))?;
+            out.push(("parapet_nf".to_string(), n));
+        }
+        out.sort();
+        Ok(out)
+    }
+
     /// Why the conntrack lookup is off although it was asked for.
     pub fn conntrack_note(&self) -> Option<&str> {
         self.conntrack_note.as_deref()
