@@ -45,9 +45,11 @@ static __always_inline int stats_on(void)
  * (0 or 1) when the hook did not let it pass, on the interface the hook
  * is about (the input one; the output one at OUTPUT and POSTROUTING).
  * Inlined into the entry programs after the verdict (a call per packet
- * costs a mispredicted return on retpoline machines, dataplane.md); it
- * runs after parapet_decide has returned, so its stack slot does not add
- * to the walker's call chains.  Skipped while the statistics are off. */
+ * costs a mispredicted return on retpoline machines, dataplane.md), after
+ * parapet_decide has returned.  Its lookup key's slot grew parapet_nf's
+ * frame from 120 to 128 bytes, which the verifier's 32-byte rounding of
+ * frames leaves at 128: the walker's call chains are no deeper.  Skipped
+ * while the statistics are off. */
 static __always_inline void count_hook(__u32 hook,
 				       const struct parapet_key *key,
 				       __u32 dropped)
