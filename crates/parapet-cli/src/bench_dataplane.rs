@@ -56,6 +56,11 @@ pub struct BenchArgs {
     /// packets per second of each and their ratio (XDP and tc only).
     #[arg(long)]
     scale: bool,
+    /// Also time the program with the per-packet statistics off
+    /// (`parapet_config`'s stats switch), each packet on, off and the floor
+    /// interleaved; reported as a second figure above the floor.
+    #[arg(long)]
+    stats_off_too: bool,
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
@@ -155,12 +160,13 @@ pub fn bench(mut args: BenchArgs) -> Result<ExitCode> {
         .collect();
     // one BPF_PROG_TEST_RUN of packet i, `repeat` times: parapet's program
     // (ingress interface 1, loopback) and the floor with the same context
-    let run = |i: usize, repeat: u32| -> Result<TestRunOutcome> {
-        Ok(match nf {
-            Some(h) => dp.test_run_netfilter(h, families[i], &frames[i], repeat)?,
-            None => dp.test_run(hook, &frames[i], 1, repeat)?,
-        })
-    };
+    let run =
+        |dp: &parapet_dataplane::Dataplane, i: usize, repeat: u32| -> Result<TestRunOutcome> {
+            Ok(match nf {
+                Some(h) => dp.test_run_netfilter(h, families[i], &frames[i], repeat)?,
+                None => dp.test_run(hook, &frames[i], 1, repeat)?,
+            })
+        };
     let run_floor = |i: usize, repeat: u32| -> Result<TestRunOutcome> {
         Ok(match &floor {
             Floor::Netfilter(f, h) => f.test_run(*h, families[i], &frames[i], repeat)?,
@@ -184,7 +190,7 @@ pub fn bench(mut args: BenchArgs) -> Result<ExitCode> {
             None => Vec::new(),
         };
         let want = classifier.classify(p, &bits).verdict == parapet_model::Verdict::Accept;
-        if run(i, 1)?.passed != want {
+        if run(&dp, i, 1)?.passed != want {
             mismatches += 1;
         }
         if !run_floor(i, 1)?.passed {
@@ -204,18 +210,26 @@ pub fn bench(mut args: BenchArgs) -> Result<ExitCode> {
         Vec::with_capacity(runs),
         Vec::with_capacity(runs),
     );
+    let mut off_above_ns = Vec::with_capacity(runs);
     for _ in 0..runs {
-        let (mut total, mut ftotal) = (0.0, 0.0);
+        let (mut total, mut ftotal, mut off_total) = (0.0, 0.0, 0.0);
         for i in 0..frames.len() {
             // the floor on the same packet, interleaved: same machine state
-            total += run(i, repeat)?.duration.as_nanos() as f64;
+            total += run(&dp, i, repeat)?.duration.as_nanos() as f64;
             ftotal += run_floor(i, repeat)?.duration.as_nanos() as f64;
+            if args.stats_off_too {
+                dp.set_packet_stats(false)?;
+                off_total += run(&dp, i, repeat)?.duration.as_nanos() as f64;
+                dp.set_packet_stats(true)?;
+            }
         }
         let n = frames.len() as f64;
         real_ns.push(total / n);
         floor_ns.push(ftotal / n);
         above_ns.push((total - ftotal) / n);
+        off_above_ns.push((off_total - ftotal) / n);
     }
+    let stats_off = args.stats_off_too.then(|| spread(&mut off_above_ns));
     let (median, min, max) = spread(&mut real_ns);
     let (fmedian, fmin, fmax) = spread(&mut floor_ns);
     let (above, above_min, above_max) = spread(&mut above_ns);
@@ -239,6 +253,11 @@ pub fn bench(mut args: BenchArgs) -> Result<ExitCode> {
             "floor_ns_per_packet": fmedian, "floor_ns_per_packet_min": fmin, "floor_ns_per_packet_max": fmax,
             "above_floor_ns": above, "above_floor_ns_min": above_min, "above_floor_ns_max": above_max,
             "sample": frames.len(), "repeat": repeat, "runs": runs});
+        if let Some((off, off_min, off_max)) = stats_off {
+            v["stats_off_above_floor_ns"] = serde_json::json!(off);
+            v["stats_off_above_floor_ns_min"] = serde_json::json!(off_min);
+            v["stats_off_above_floor_ns_max"] = serde_json::json!(off_max);
+        }
         if let Some(mut sc) = scaled {
             let (one, _, _) = spread(&mut sc.pps1);
             let (two, _, _) = spread(&mut sc.pps2);
@@ -258,6 +277,11 @@ pub fn bench(mut args: BenchArgs) -> Result<ExitCode> {
             args.hook.name(),
             frames.len(),
         );
+        if let Some((off, off_min, off_max)) = stats_off {
+            println!(
+                "statistics off: {off:.1} ns above the floor (min {off_min:.1}, max {off_max:.1}), same runs"
+            );
+        }
         if let Some(mut sc) = scaled {
             let (one, _, _) = spread(&mut sc.pps1);
             let (two, _, _) = spread(&mut sc.pps2);

@@ -49,6 +49,12 @@ pub struct ParapetdArgs {
     /// hosts that only attach at XDP or tc.
     #[arg(long)]
     pub no_hook_images: bool,
+    /// Kernel dataplane: do not keep the per-packet statistics no rule
+    /// needs (packets seen, image-decided, per hook and interface: `stats`'
+    /// `dataplane.hooks`, `parapet top`, `parapet_hook_*_total`), a few ns
+    /// per packet; rule counters and drop reasons still count.
+    #[arg(long)]
+    pub no_packet_stats: bool,
     /// Kernel dataplane: where `attach` without an interface enforces the
     /// filter chains: `netfilter` (netfilter BPF links, Linux >= 6.4),
     /// `tc` (tc ingress/egress of every interface with a FIB lookup; the
@@ -173,6 +179,7 @@ pub fn parapetd_main(a: ParapetdArgs) -> ExitCode {
         pin_dir: Some(pin_dir),
         debug_program: a.test_program_variant,
         hook_images: !a.no_hook_images,
+        packet_stats: !a.no_packet_stats,
         hook_placement: a.hook_placement,
     };
     c.metrics = crate::metrics::MetricsConfig {

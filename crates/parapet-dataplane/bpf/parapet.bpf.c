@@ -60,9 +60,8 @@ int parapet_xdp(struct xdp_md *ctx)
 				 verdict >> 8, frame_len))
 			rc = XDP_TX;
 	}
-	/* counted last: nothing but rc lives across the call (the frame
-	 * must not grow, see lib/counters.h) */
-	parapet_count_hook(PARAPET_HOOK_XDP, &key, rc != XDP_PASS);
+	/* counted last, after the walker's call chain has returned */
+	count_hook(PARAPET_HOOK_XDP, &key, rc != XDP_PASS);
 	return rc;
 }
 
@@ -125,7 +124,7 @@ int parapet_tc(struct __sk_buff *skb)
 				 0))
 			rc = bpf_redirect(key.ifindex, 0);
 	}
-	parapet_count_hook(PARAPET_HOOK_TC, &key, rc != TC_ACT_OK);
+	count_hook(PARAPET_HOOK_TC, &key, rc != TC_ACT_OK);
 	return rc;
 }
 
@@ -187,7 +186,8 @@ int parapet_tc_hooks_in(struct __sk_buff *skb)
 			return TC_ACT_OK;
 	}
 	tc_key_ext(skb);
-	parapet_count_nf_hook(hook);
+	if (stats_on())
+		parapet_count_nf_hook(hook);
 	__u32 verdict = parapet_decide(&key, status, hook, 1);
 	int rc = TC_ACT_OK;
 
@@ -198,7 +198,7 @@ int parapet_tc_hooks_in(struct __sk_buff *skb)
 				 0))
 			rc = bpf_redirect(key.ifindex, 0);
 	}
-	parapet_count_hook(hook, &key, rc != TC_ACT_OK);
+	count_hook(hook, &key, rc != TC_ACT_OK);
 	return rc;
 }
 
@@ -237,7 +237,7 @@ int parapet_tc_hooks_out(struct __sk_buff *skb)
 				 0))
 			rc = bpf_redirect(key.oifindex, BPF_F_INGRESS);
 	}
-	parapet_count_hook(PARAPET_HOOK_NF_OUTPUT, &key, rc != TC_ACT_OK);
+	count_hook(PARAPET_HOOK_NF_OUTPUT, &key, rc != TC_ACT_OK);
 	return rc;
 }
 
@@ -312,10 +312,11 @@ int parapet_nf(struct bpf_nf_ctx *ctx)
 			ws->ext.ct_mark = nf_ctmark(skb->_nfct);
 		}
 	}
-	parapet_count_nf_hook(hook);
+	if (stats_on())
+		parapet_count_nf_hook(hook);
 	verdict = parapet_decide(&key, status, hook, PARAPET_SCRATCH_NF + level);
 	*depth = level;
-	parapet_count_hook(hook, &key, (verdict & 0xff) != PARAPET_VERDICT_ACCEPT);
+	count_hook(hook, &key, (verdict & 0xff) != PARAPET_VERDICT_ACCEPT);
 
 	if ((verdict & 0xff) == PARAPET_VERDICT_ACCEPT)
 		return NF_ACCEPT;

@@ -90,6 +90,12 @@ fn word(b: &[u8], at: usize) -> u32 {
     u32::from_ne_bytes(b[at..at + 4].try_into().expect("4 bytes"))
 }
 
+/// `struct bpf_prog_info.verified_insns` (uapi, byte offset 216; Linux
+/// 5.16): the instructions the verifier walked to load the program.
+pub(crate) fn prog_verified_insns(fd: BorrowedFd<'_>) -> io::Result<u32> {
+    Ok(word(&info(fd)?, 216))
+}
+
 /// A link's kernel ids.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LinkIds {

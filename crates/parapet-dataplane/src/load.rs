@@ -150,6 +150,9 @@ pub struct Dataplane {
 
 /// `parapet_config` word of the conntrack switch (bpf/lib/maps.h).
 pub(crate) const CFG_CT: u32 = 0;
+/// `parapet_config[CFG_STATS_OFF]`: non-zero skips the per-packet
+/// statistics no rule needs (bpf/lib/counters.h, `stats_on`).
+pub(crate) const CFG_STATS_OFF: u32 = 1;
 /// `parapet_config[CFG_TC_HOOKS]`: which hooks and families the tc
 /// placement enforces (`src/tc_hooks.rs`).
 pub(crate) const CFG_TC_HOOKS: u32 = 3;
@@ -405,6 +408,48 @@ impl Dataplane {
         self.config.set(CFG_CT, u32::from(on), 0)?;
         self.conntrack = on;
         Ok(())
+    }
+
+    /// Turn the per-packet statistics on or off for the packets that
+    /// start after this call: the packets, image-decided and per-netfilter-
+    /// hook counters of the stats map and the per-hook/interface table
+    /// (`parapet_hook_stats`). Rule counters, error and drop-reason
+    /// statistics always count. On is the map's initial state, so a
+    /// program nobody configured counts.
+    pub fn set_packet_stats(&mut self, on: bool) -> Result<()> {
+        self.config.set(CFG_STATS_OFF, u32::from(!on), 0)?;
+        Ok(())
+    }
+
+    /// Whether the per-packet statistics are on (see
+    /// [`Dataplane::set_packet_stats`]); read from the map, so a pinned
+    /// program adopted after a restart reports what it does.
+    pub fn packet_stats(&self) -> Result<bool> {
+        Ok(self.config.get(&CFG_STATS_OFF, 0)? == 0)
+    }
+
+    /// The verifier's instruction count (`verified_insns`) of every
+    /// program this dataplane has loaded, by name: the entry programs of
+    /// the object, and the netfilter program once it is loaded (it loads
+    /// on first use; `netfilter_note` loads it). For
+    /// `bench/dataplane/verified_insns.sh`.
+    pub fn verified_insns(&self) -> Result<Vec<(String, u32)>> {
+        use std::os::fd::AsFd;
+        let mut out = Vec::new();
+        for (name, prog) in self.ebpf.programs() {
+            if let Ok(fd) = prog.fd() {
+                let n = crate::bpf_sys::prog_verified_insns(fd.as_fd())
+                    .map_err(|e| Error::Object(format!("program info of {name}: {e}")))?;
+                out.push((name.to_string(), n));
+            }
+        }
+        if let Ok(fd) = self.nf_prog.get() {
+            let n = crate::bpf_sys::prog_verified_insns(fd.as_fd())
+                .map_err(|e| Error::Netfilter(format!("program info: {e}")))?;
+            out.push(("parapet_nf".to_string(), n));
+        }
+        out.sort();
+        Ok(out)
     }
 
     /// Why the conntrack lookup is off although it was asked for.

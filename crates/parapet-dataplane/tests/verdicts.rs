@@ -289,3 +289,73 @@ fn image_slots_swap_by_generation() {
     assert_eq!(st.get(Stat::Image), 0);
     assert!(!dp.last_decision().unwrap().unwrap().by_image);
 }
+
+/// The per-packet statistics switch (`PARAPET_CFG_STATS_OFF`): off, the
+/// packets and image-decided statistics and the per-hook table stay
+/// still while every verdict and rule counter stays what it was; on again,
+/// they count. Covers the interim classifier and an image, XDP and tc.
+#[test]
+#[ignore = "needs root"]
+fn the_statistics_switch_stops_only_the_per_packet_statistics() {
+    let mut dp = small("the_statistics_switch_stops_only_the_per_packet_statistics");
+    assert!(dp.packet_stats().unwrap(), "on by default");
+    dp.set_action(4, KernelVerdict::Drop, false).unwrap();
+    dp.set_lite_rule(17, 9999, 4).unwrap();
+    let frames = [udp(9999, 100), udp(80, 0)];
+    let hooks = [AttachPoint::Xdp, AttachPoint::Tc];
+    // (hook, frame) -> passed, 4 runs each: interim classifier, then image
+    let round = |dp: &Dataplane| -> Vec<bool> {
+        let mut v = Vec::new();
+        for h in hooks {
+            for f in &frames {
+                v.push(dp.test_run(h, f, 1, 4).unwrap().passed);
+            }
+        }
+        v
+    };
+    let lite_on = round(&dp);
+    assert_eq!(lite_on, vec![false, true, false, true]);
+    let st = dp.stats().unwrap();
+    assert_eq!(st.get(Stat::Packets), 16);
+    let hooks_on = dp.hook_counts(&[1]).unwrap();
+    assert_eq!(hooks_on.iter().map(|h| h.packets).sum::<u64>(), 16);
+
+    dp.set_packet_stats(false).unwrap();
+    assert!(!dp.packet_stats().unwrap());
+    assert_eq!(round(&dp), lite_on, "verdicts do not depend on the switch");
+    assert_eq!(dp.stats().unwrap().get(Stat::Packets), 16);
+    assert_eq!(dp.hook_counts(&[1]).unwrap(), hooks_on);
+    assert_eq!(
+        dp.counter(4).unwrap().packets,
+        16,
+        "rule counters still count"
+    );
+    assert_eq!(dp.counter(0).unwrap().packets, 16);
+    // malformed packets are still counted: errors are not per-packet noise
+    let bad = Frame::ipv4(SRC, DST).ihl(3).udp(1, 9999).build();
+    assert!(!passes(&dp, AttachPoint::Xdp, &bad));
+    assert_eq!(dp.stats().unwrap().get(Stat::Malformed), 1);
+
+    // an image: accept port 9999, drop the rest
+    dp.write_image(&common::iptables_image(
+        "*filter\n:INPUT DROP [0:0]\n-A INPUT -p udp --dport 9999 -j ACCEPT\nCOMMIT\n",
+    ))
+    .unwrap();
+    dp.swap().unwrap();
+    let image_off = round(&dp);
+    assert_eq!(image_off, vec![true, false, true, false]);
+    assert_eq!(dp.stats().unwrap().get(Stat::Image), 0);
+    dp.set_packet_stats(true).unwrap();
+    assert_eq!(round(&dp), image_off);
+    let st = dp.stats().unwrap();
+    assert_eq!(st.get(Stat::Image), 16);
+    // the malformed packet came while off: in neither
+    assert_eq!(st.get(Stat::Packets), 16 + 16);
+    let after: u64 = dp
+        .hook_counts(&[1])
+        .unwrap()
+        .iter()
+        .map(|h| h.packets)
+        .sum();
+    assert_eq!(after, 16 + 16);
+}

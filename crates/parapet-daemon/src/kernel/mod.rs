@@ -59,6 +59,9 @@ pub struct KernelConfig {
     /// (`--hook-placement`: the netfilter hooks, or tc where the kernel
     /// has no netfilter BPF links).
     pub hook_placement: HookPlacement,
+    /// Keep the per-packet statistics (off: `--no-packet-stats`;
+    /// `Dataplane::set_packet_stats`).
+    pub packet_stats: bool,
 }
 
 /// The nft table parapetd installs for conntrack (`inet parapetd_ct`).
@@ -76,6 +79,7 @@ impl Default for KernelConfig {
             debug_program: false,
             hook_images: true,
             hook_placement: HookPlacement::Auto,
+            packet_stats: true,
         }
     }
 }
@@ -253,6 +257,9 @@ impl Kernel {
             dp.set_conntrack(false)
                 .map_err(|e| dp_err("switching the conntrack lookup off", e))?;
         }
+        // this start's flag, adopted maps included
+        dp.set_packet_stats(config.packet_stats)
+            .map_err(|e| dp_err("setting the per-packet statistics switch", e))?;
         // The netfilter program loads on first use; here, outside the state
         // lock, so a later `attach` without an interface does not verify it
         // under the lock. A kernel without it just has no netfilter hooks.

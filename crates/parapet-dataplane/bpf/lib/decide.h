@@ -45,7 +45,8 @@ static __always_inline __u32 image_finish(__u32 idx, __u32 rule_id,
 
 	if (!w)
 		return PARAPET_VERDICT_DROP;
-	stat_inc(PARAPET_STAT_IMAGE);
+	if (stats_on())
+		stat_inc(PARAPET_STAT_IMAGE);
 	count_rule(rule_id, key->pkt_len);
 	if (w->nonterm_dropped)
 		stat_inc(PARAPET_STAT_NONTERM_TRUNC);
@@ -80,7 +81,8 @@ static __noinline __u32 parapet_decide(const struct parapet_key *key,
 {
 	__u32 walk_err = 0;
 
-	stat_inc(PARAPET_STAT_PACKETS);
+	if (stats_on())
+		stat_inc(PARAPET_STAT_PACKETS);
 	if (status == PARAPET_PARSE_NOT_IP) {
 		stat_inc(PARAPET_STAT_NOT_IP);
 		debug_record(key, status, 0, PARAPET_VERDICT_ACCEPT, 0, walk_err);

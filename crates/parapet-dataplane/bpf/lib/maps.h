@@ -112,6 +112,10 @@ struct {
  * An array lookup with a constant key is inlined by the verifier, so
  * reading a switch costs a load. */
 #define PARAPET_CFG_CT 0 /* non-zero: look packets up in conntrack */
+/* non-zero: skip the per-packet statistics no rule needs
+ * (PARAPET_STAT_PACKETS, PARAPET_STAT_IMAGE, parapet_hook_stats); 0, the
+ * map's initial value, counts them, so a program nobody configured counts */
+#define PARAPET_CFG_STATS_OFF 1
 /* the tc placement (tc_hooks.h): bit 2 * (hook - PARAPET_HOOK_NF_PREROUTING)
  * + (IPv6 ? 1 : 0) is set when the ruleset has a chain at that hook for that
  * family (a netfilter link would exist there) */
