@@ -7,8 +7,11 @@
 # shared with other work the wall time mostly measures the others).
 #
 # A set named NAME+mixed is NAME with every second rule DROP (written by
-# mixed_verdicts.sh with the first binary, from NAME and its perturbed copy).
-# LINT_ARGS adds arguments to every lint (e.g. "--correlations 0").
+# mixed_verdicts.sh with the first binary), diffed against perturb.py's
+# copy of it with 1 % of its rules reordered or given another verdict,
+# protocol or a jump.
+# LINT_ARGS adds arguments to every lint (e.g. "--correlations 0"); CMDS
+# limits the commands timed (default "lint diff").
 #
 # usage: bench/analysis/run.sh "BIN..." "SET..." [ROUNDS] [TIME_LIMIT]
 #   e.g. bench/analysis/run.sh "/tmp/parapet.before target/release/parapet" \
@@ -27,10 +30,12 @@ for set in $sets; do
     [ -s "$tmp/$base.b" ] || python3 "$here/perturb.py" "$tmp/$base" "$tmp/$base.b"
     if [ "$set" != "$base" ]; then
         [ -s "$tmp/$set" ] || "$here/mixed_verdicts.sh" "$first_bin" "$tmp/$base" "$tmp/$set"
-        # perturb.py's edits may leave no iptables-save spelling: no diff then.
-        [ -s "$tmp/$set.b" ] || "$here/mixed_verdicts.sh" "$first_bin" "$tmp/$base.b" "$tmp/$set.b" || true
+        # The mixed set's own perturbation: reorderings and edits that change
+        # verdicts (ACCEPT/DROP/REJECT, ICMP and GRE, a jump), perturb.py on
+        # the iptables-save text.
+        [ -s "$tmp/$set.b" ] || python3 "$here/perturb.py" "$tmp/$set" "$tmp/$set.b"
     fi
-    cmds="lint diff"
+    cmds=${CMDS:-lint diff}
     [ -s "$tmp/$set.b" ] || cmds=lint
     for cmd in $cmds; do
         for bin in $bins; do

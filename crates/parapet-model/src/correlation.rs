@@ -13,7 +13,9 @@
 //! packet that really reaches the earlier rule (an earlier RETURN or rule
 //! may take the shared packets first: then there is nothing to warn of).
 //! Candidates are kept in a bounded heap, so memory does not grow with the
-//! number of pairs; at most [`MAX_PAIRS`] pairs are looked at (on a list
+//! number of pairs; once it is full, rules and pairs whose packets (or
+//! bounding boxes' shared packets) could not enter it are passed over
+//! before any box arithmetic (on a mixed-verdict list most of them); at most [`MAX_PAIRS`] pairs are looked at (on a list
 //! where every rule meets every other, that is the first few thousand
 //! rules), and the search stops at the budget's deadline. Correlations are
 //! warnings, ranked; when a bound cut the search short, the report says
@@ -61,6 +63,25 @@ impl Ord for Candidate {
 /// The most rule pairs one lint looks at for correlations.
 pub const MAX_PAIRS: usize = 4_000_000;
 
+/// How far the bounding boxes' shared points (log2) may fall below the
+/// exact figure through rounding: a pair is skipped on its bound only when
+/// the bound is below the smallest kept overlap by more than this.
+const SLACK: f64 = 1e-6;
+
+/// log2 of the points two bounding boxes share (each side an inclusive
+/// `(lo, hi)`; they meet): never less than the points the boxes' cubes
+/// share, as each side of a cube lies within its hull's, counted as
+/// `IntervalSet::cardinality` counts (saturating at 2^128).
+fn hull_overlap_log2(a: &[(u128, u128)], b: &[(u128, u128)]) -> f64 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| {
+            let (lo, hi) = (x.0.max(y.0), x.1.min(y.1));
+            (hi.saturating_sub(lo).saturating_add(1) as f64).log2()
+        })
+        .sum()
+}
+
 /// Up to `max` correlation warnings over `walkers`' lists, largest shared
 /// region first; rules in `skip` (unreachable ones) take no part. The bool
 /// is true when every pair was looked at.
@@ -94,7 +115,19 @@ pub(crate) fn correlations(
                 break 'lists;
             }
             let cj = w.cube(j);
-            let meeting = w.meeting(w.hull(j), 0, j);
+            // Once the heap is full, a rule with no more points than the
+            // smallest kept overlap shares no more with any earlier rule:
+            // skip it before asking the index (most rules of a large list
+            // are narrow).
+            if heap.len() >= keep
+                && heap
+                    .peek()
+                    .is_some_and(|m| space.points_log2(cj) + SLACK <= m.points_log2)
+            {
+                continue;
+            }
+            let hj = w.hull(j);
+            let meeting = w.meeting(hj, 0, j);
             pairs += meeting.len();
             for i in meeting {
                 let ei = &entries[i];
@@ -102,6 +135,16 @@ pub(crate) fn correlations(
                     continue;
                 };
                 if vi == vj || ei.rule_id == ej.rule_id || skip.contains(&ei.rule_id) {
+                    continue;
+                }
+                // Once the heap is full, a pair whose bounding boxes share
+                // no more points than the smallest kept overlap cannot
+                // enter it: skip the exact box arithmetic (most pairs).
+                if heap.len() >= keep
+                    && heap
+                        .peek()
+                        .is_some_and(|m| hull_overlap_log2(w.hull(i), hj) + SLACK <= m.points_log2)
+                {
                     continue;
                 }
                 let ci = w.cube(i);
