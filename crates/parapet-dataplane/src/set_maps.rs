@@ -182,11 +182,18 @@ impl Dataplane {
         Ok(())
     }
 
+    /// Whether set entries go into the kernel in batches (the default) or
+    /// one `bpf()` update each: the same entries either way. For
+    /// benchmarks that measure what the batches save.
+    pub fn set_batched_writes(&mut self, on: bool) {
+        self.batch_writes = on;
+    }
+
     /// Writes entries of one map (the LPM trie when `lpm`, else the tuple
     /// hash): one `BPF_MAP_UPDATE_BATCH` for two or more, one update each
     /// where the kernel has no batch updates for the map.
     fn put_run(&mut self, lpm: bool, run: &[(EntryKey, SetVal)]) -> Result<()> {
-        if run.len() >= 2 {
+        if run.len() >= 2 && self.batch_writes {
             let (keys, values) = pack(run);
             let map = if lpm {
                 self.set_lpm.map()
