@@ -265,20 +265,9 @@ impl State {
             }
             return Ok(0);
         }
-        // Single values that certainly fit cannot fail to insert (the
-        // parser already matched them to the key type), so they skip
-        // `add_many`'s undo log, which costs a second hash probe each.
-        // Anything else (ranges, a set near maxelem) stays all-or-nothing.
-        let points = els.iter().all(|e| e.ranges().iter().all(|(l, h)| l == h));
-        if points && set.len().saturating_add(els.len()) <= set.maxelem() {
-            let mut n = 0;
-            for e in els {
-                n += set.add(e, now).map_err(set_err)?;
-            }
-            Ok(n)
-        } else {
-            set.add_many(els, now).map_err(set_err)
-        }
+        // `add_many` skips its undo log itself when the batch cannot fail
+        // (single values with room for all of them in a growable hash).
+        set.add_many(els, now).map_err(set_err)
     }
 
     /// Applies one change: to the state (for `apply` and `attach`, the

@@ -1,6 +1,7 @@
 //! The few `bpf(2)` commands aya 0.14 does not offer on a plain file
 //! descriptor: pin an object, open a pinned one, read a link's or a
-//! program's ids, and swap a link's program (`BPF_LINK_UPDATE`). Every raw
+//! program's ids, swap a link's program (`BPF_LINK_UPDATE`), and write
+//! many map entries in one call (`BPF_MAP_UPDATE_BATCH`). Every raw
 //! syscall of the crate's pinning lives here (`pin.rs` uses them).
 
 use std::ffi::CString;
@@ -14,6 +15,7 @@ const BPF_OBJ_PIN: libc::c_long = 6;
 const BPF_OBJ_GET: libc::c_long = 7;
 const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
 const BPF_LINK_UPDATE: libc::c_long = 29;
+const BPF_MAP_UPDATE_BATCH: libc::c_long = 26;
 
 /// `union bpf_attr` is larger; 128 zeroed bytes cover every command here
 /// (the kernel checks that bytes it does not know are zero).
@@ -150,4 +152,31 @@ pub(crate) fn link_update(link: BorrowedFd<'_>, new_prog: BorrowedFd<'_>) -> io:
     a.put_u32(0, link.as_raw_fd() as u32);
     a.put_u32(4, new_prog.as_raw_fd() as u32);
     bpf(BPF_LINK_UPDATE, &mut a).map(drop)
+}
+
+/// `BPF_MAP_UPDATE_BATCH`: writes `count` entries, keys and values back to
+/// back in `keys` and `values` (each exactly `count` times the map's key
+/// or value size), in order, as that many updates would. On an error the
+/// kernel stops at the entry that failed: the error comes with how many
+/// were written before it.
+pub(crate) fn map_update_batch(
+    fd: BorrowedFd<'_>,
+    keys: &[u8],
+    values: &[u8],
+    count: u32,
+) -> Result<(), (io::Error, u32)> {
+    let mut a = Attr::new();
+    // struct { in_batch, out_batch, keys, values; count, map_fd; elem_flags, flags } batch
+    a.put_u64(16, keys.as_ptr() as u64);
+    a.put_u64(24, values.as_ptr() as u64);
+    a.put_u32(32, count);
+    a.put_u32(36, fd.as_raw_fd() as u32);
+    match bpf(BPF_MAP_UPDATE_BATCH, &mut a) {
+        Ok(_) => Ok(()),
+        Err(e) => {
+            let mut done = [0u8; 4];
+            done.copy_from_slice(&a.0[32..36]);
+            Err((e, u32::from_ne_bytes(done)))
+        }
+    }
 }

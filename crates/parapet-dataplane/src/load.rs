@@ -122,6 +122,9 @@ pub struct Dataplane {
     pub(crate) set_descs: Array<MapData, RawSetDesc>,
     pub(crate) set_lpm: LpmTrie<MapData, [u8; 20], SetVal>,
     pub(crate) set_tuple: BpfHashMap<MapData, SetTupleKey, SetVal>,
+    /// Whether set entries are written with `BPF_MAP_UPDATE_BATCH`
+    /// (`set_maps.rs`); off only to measure one update per entry.
+    pub(crate) batch_writes: bool,
     /// User-space mirrors of the sets, by id.
     pub(crate) sets: HashMap<u32, SetState>,
     /// The reference table that goes live with the next swap.
@@ -349,6 +352,7 @@ impl Dataplane {
             set_descs,
             set_lpm,
             set_tuple,
+            batch_writes: true,
             sets: HashMap::new(),
             staged_refs: vec![RawSetRef::default(); MAX_SET_REFS as usize],
             live_refs: vec![RawSetRef::default(); MAX_SET_REFS as usize],

@@ -3,10 +3,14 @@
 //! the set references the next image uses. The element maths and the
 //! user-space mirror are in `set_mirror.rs`.
 
-use aya::maps::lpm_trie::Key as LpmKey;
-use aya::maps::MapError;
+use std::os::fd::AsFd;
 
-use crate::abi::{RawSetRef, MAX_SETS, MAX_SET_REFS};
+use aya::maps::lpm_trie::Key as LpmKey;
+use aya::maps::{IterableMap, MapError};
+use aya::sys::SyscallError;
+
+use crate::abi::{RawSetRef, SetLpmKey, SetTupleKey, SetVal, MAX_SETS, MAX_SET_REFS};
+use crate::bpf_sys::map_update_batch;
 use crate::error::Result;
 use crate::load::Dataplane;
 use crate::set_mirror::{EntryKey, PacketPart, SetDim, SetElement, SetError, SetState, Writes};
@@ -145,25 +149,21 @@ impl Dataplane {
                 self.set_descs.set(id, d, 0)?;
             }
         }
-        for (k, v) in &w.put {
-            match k {
-                EntryKey::Lpm(l) => {
-                    let mut data = [0u8; 20];
-                    data[..2].copy_from_slice(&l.set_id);
-                    data[2..18].copy_from_slice(&l.addr);
-                    self.set_lpm.insert(&LpmKey::new(l.prefixlen, data), v, 0)?
-                }
-                EntryKey::Tuple(t) => self.set_tuple.insert(t, v, 0)?,
-            }
+        // Runs of one map's entries go in one `bpf()` call each.
+        let mut rest = &w.put[..];
+        while let Some((first, _)) = rest.first() {
+            let lpm = matches!(first, EntryKey::Lpm(_));
+            let n = rest
+                .iter()
+                .take_while(|(k, _)| matches!(k, EntryKey::Lpm(_)) == lpm)
+                .count();
+            let (run, tail) = rest.split_at(n);
+            self.put_run(lpm, run)?;
+            rest = tail;
         }
         for k in &w.del {
             let r = match k {
-                EntryKey::Lpm(l) => {
-                    let mut data = [0u8; 20];
-                    data[..2].copy_from_slice(&l.set_id);
-                    data[2..18].copy_from_slice(&l.addr);
-                    self.set_lpm.remove(&LpmKey::new(l.prefixlen, data))
-                }
+                EntryKey::Lpm(l) => self.set_lpm.remove(&LpmKey::new(l.prefixlen, lpm_data(l))),
                 EntryKey::Tuple(t) => self.set_tuple.remove(t),
             };
             match r {
@@ -177,6 +177,49 @@ impl Dataplane {
         if let Some(d) = &w.desc {
             if d.n_shapes == 0 {
                 self.set_descs.set(id, d, 0)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether set entries go into the kernel in batches (the default) or
+    /// one `bpf()` update each: the same entries either way. For
+    /// benchmarks that measure what the batches save.
+    pub fn set_batched_writes(&mut self, on: bool) {
+        self.batch_writes = on;
+    }
+
+    /// Writes entries of one map (the LPM trie when `lpm`, else the tuple
+    /// hash): one `BPF_MAP_UPDATE_BATCH` for two or more, one update each
+    /// where the kernel has no batch updates for the map.
+    fn put_run(&mut self, lpm: bool, run: &[(EntryKey, SetVal)]) -> Result<()> {
+        if run.len() >= 2 && self.batch_writes {
+            let (keys, values) = pack(run);
+            let map = if lpm {
+                self.set_lpm.map()
+            } else {
+                self.set_tuple.map()
+            };
+            match map_update_batch(map.fd().as_fd(), &keys, &values, run.len() as u32) {
+                Ok(()) => return Ok(()),
+                // no batch updates for this map here: one by one below
+                Err((e, 0)) if is_unsupported(&e) => {}
+                Err((io_error, _)) => {
+                    return Err(MapError::SyscallError(SyscallError {
+                        call: "bpf_map_update_batch",
+                        io_error,
+                    })
+                    .into())
+                }
+            }
+        }
+        for (k, v) in run {
+            match k {
+                EntryKey::Lpm(l) => {
+                    self.set_lpm
+                        .insert(&LpmKey::new(l.prefixlen, lpm_data(l)), v, 0)?
+                }
+                EntryKey::Tuple(t) => self.set_tuple.insert(t, v, 0)?,
             }
         }
         Ok(())
@@ -206,4 +249,47 @@ impl Dataplane {
         self.staged_refs[index as usize] = RawSetRef::default();
         Ok(())
     }
+}
+
+/// The LPM trie key's data after its prefix length: set id, address, zero.
+fn lpm_data(l: &SetLpmKey) -> [u8; 20] {
+    let mut data = [0u8; 20];
+    data[..2].copy_from_slice(&l.set_id);
+    data[2..18].copy_from_slice(&l.addr);
+    data
+}
+
+/// Keys and values of a run back to back, laid out as the maps hold them:
+/// `struct bpf_lpm_trie_key` (prefix length, then data) or
+/// `struct parapet_set_tuple_key`, and `struct parapet_set_val`.
+fn pack(run: &[(EntryKey, SetVal)]) -> (Vec<u8>, Vec<u8>) {
+    let mut keys = Vec::with_capacity(run.len() * std::mem::size_of::<SetTupleKey>());
+    let mut values = Vec::with_capacity(run.len() * std::mem::size_of::<SetVal>());
+    for (k, v) in run {
+        match k {
+            EntryKey::Lpm(l) => {
+                keys.extend_from_slice(&l.prefixlen.to_ne_bytes());
+                keys.extend_from_slice(&lpm_data(l));
+            }
+            EntryKey::Tuple(t) => {
+                keys.extend_from_slice(&t.set_id.to_ne_bytes());
+                keys.extend_from_slice(&[t.shape, t._pad]);
+                keys.extend_from_slice(&t.data);
+            }
+        }
+        values.extend_from_slice(&v.expires_ns.to_ne_bytes());
+        values.extend_from_slice(&v.prefixlen.to_ne_bytes());
+        values.extend_from_slice(&v._pad.to_ne_bytes());
+    }
+    (keys, values)
+}
+
+/// Whether a batch call failed because the kernel has no batch updates
+/// for the map (older kernels, map types without them).
+fn is_unsupported(e: &std::io::Error) -> bool {
+    const ENOTSUPP: i32 = 524; // the kernel's own, not EOPNOTSUPP
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EINVAL | libc::EOPNOTSUPP | ENOTSUPP)
+    )
 }

@@ -265,9 +265,14 @@ impl Set {
 
     /// Adds many elements in one call; idempotent (re-adding refreshes).
     /// All-or-nothing: on error (e.g. the set fills up) the set is left as before.
+    /// The same state as [`Set::add`] of each element in turn when that
+    /// succeeds (`tests/prop.rs` checks it).
     pub fn add_many(&mut self, els: &[Element], now: u64) -> Result<usize, SetError> {
         for el in els {
             self.check_elem(el)?;
+        }
+        if self.cannot_fail(els) {
+            return Ok(self.add_points(els, now));
         }
         let maxe = self.maxelem();
         let extra = self.desc.counters || self.desc.comment;
@@ -305,6 +310,48 @@ impl Set {
             Some((e, i)) => Err(self.map_err(e, &els[i])),
             None => Ok(added),
         }
+    }
+
+    /// Whether adding `els` (already checked) cannot fail: a growable hash
+    /// (a fixed one may refuse before `maxelem`; intervals and tuple
+    /// spaces may split entries), single values (one stored entry each),
+    /// and room for all of them even if every one is new. Such a batch
+    /// needs no undo log, which costs a second hash probe per element.
+    fn cannot_fail(&self, els: &[Element]) -> bool {
+        self.kind == BackendKind::HashGrowable
+            && self.len().saturating_add(els.len()) <= self.maxelem()
+            && els.iter().all(|e| e.ranges().iter().all(|(l, h)| l == h))
+    }
+
+    /// The batch of [`Set::cannot_fail`]: one reap and one pass, no undo log.
+    fn add_points(&mut self, els: &[Element], now: u64) -> usize {
+        let maxe = self.maxelem();
+        let extra = self.desc.counters || self.desc.comment;
+        let timeouts = self.desc.timeouts;
+        let bulk = els.len() >= 64 && els.len() * 4 >= self.len();
+        let mut added = 0;
+        let stamped: Vec<(u64, Option<u64>)> = els
+            .iter()
+            .map(|e| (self.stamp(e, now), self.custom_timeout(e)))
+            .collect();
+        typed!(&mut self.inner, t => {
+            if timeouts {
+                t.reap(now, 2 * els.len().min(1 << 16));
+            }
+            if bulk {
+                t.backend.begin_bulk();
+            }
+            for (el, &(exp, custom)) in els.iter().zip(&stamped) {
+                // cannot fail: checked, one entry each, room for all
+                let r = t.insert(el, exp, maxe, now, extra, custom, None);
+                debug_assert!(r.is_ok(), "a batch that cannot fail failed");
+                added += r.unwrap_or(0);
+            }
+            if bulk {
+                t.backend.end_bulk();
+            }
+        });
+        added
     }
 
     /// Adds in bulk mode without an undo log (used by loaders on staged sets).

@@ -100,8 +100,9 @@ pub(crate) fn make_typed<K: Word>(desc: &SetDesc, kind: BackendKind) -> Typed<K>
     }
 }
 
-/// Undo record for all-or-nothing batches.
-pub(crate) type Undo<K> = Vec<(K, K, Option<u64>)>;
+/// Undo record for all-or-nothing batches: an entry's expiry and extras
+/// (own timeout, comment, counters) before the batch touched it.
+pub(crate) type Undo<K> = Vec<(K, K, Option<u64>, Option<Extra>)>;
 
 impl<K: Word> Typed<K> {
     /// Inserts one element (expanding ranges for exact backends).
@@ -121,7 +122,9 @@ impl<K: Word> Typed<K> {
         let mut added = 0usize;
         let mut one = |t: &mut Self, lo: K, hi: K| -> Result<(), BErr> {
             if let Some(u) = undo.as_deref_mut() {
-                u.push((lo, hi, t.backend.get(lo, hi)));
+                let old = t.backend.get(lo, hi);
+                let extra = old.and_then(|_| t.extras.get(&(lo, hi)).cloned());
+                u.push((lo, hi, old, extra));
             }
             let r = match t.backend.insert(lo, hi, exp, maxelem) {
                 Err(BErr::Full) => {
@@ -271,7 +274,7 @@ impl<K: Word> Typed<K> {
     }
 
     pub(crate) fn undo(&mut self, u: Undo<K>) {
-        for (lo, hi, old) in u.into_iter().rev() {
+        for (lo, hi, old, extra) in u.into_iter().rev() {
             match old {
                 None => {
                     self.backend.remove(lo, hi);
@@ -279,6 +282,10 @@ impl<K: Word> Typed<K> {
                 }
                 Some(e) => {
                     let _ = self.backend.insert(lo, hi, e, usize::MAX);
+                    match extra {
+                        Some(x) => self.extras.insert((lo, hi), x),
+                        None => self.extras.remove(&(lo, hi)),
+                    };
                 }
             }
         }
