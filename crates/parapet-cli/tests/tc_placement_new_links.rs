@@ -9,7 +9,7 @@
 mod common;
 
 use common::daemon::{ok, parapet, stats};
-use common::router::{p, run_probes, start_daemon_with, topo, Fate, Side};
+use common::router::{p, run_probes, start_daemon_with, topo, Fate, Side, Topo};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -25,6 +25,21 @@ COMMIT
 
 /// R's address on the interface made after `attach`.
 const NEW_R: &str = "10.71.9.1";
+
+/// A veth pair made after `attach`: `nw0` in R (10.71.9.1), `nw1` in L
+/// (10.71.9.2), both up — an interface new to the daemon.
+fn late_veth(t: &Topo) {
+    t.r.ip(&["link", "add", "nw0", "type", "veth", "peer", "name", "nw1"])
+        .unwrap();
+    t.r.ip(&["link", "set", "nw1", "netns", t.l.name()])
+        .unwrap();
+    t.r.ip(&["addr", "add", "10.71.9.1/24", "dev", "nw0"])
+        .unwrap();
+    t.r.ip(&["link", "set", "nw0", "up"]).unwrap();
+    t.l.ip(&["addr", "add", "10.71.9.2/24", "dev", "nw1"])
+        .unwrap();
+    t.l.ip(&["link", "set", "nw1", "up"]).unwrap();
+}
 
 /// The interfaces carrying the tc placement's links (`stats`).
 fn tc_ifaces(sock: &std::path::Path) -> Vec<String> {
@@ -71,16 +86,7 @@ fn an_interface_made_after_attach_is_judged_without_an_apply() {
     assert!(!tc_ifaces(&sock).iter().any(|i| i == "nw0"));
 
     // a veth from R to L made now: R's end is new to the daemon
-    t.r.ip(&["link", "add", "nw0", "type", "veth", "peer", "name", "nw1"])
-        .unwrap();
-    t.r.ip(&["link", "set", "nw1", "netns", t.l.name()])
-        .unwrap();
-    t.r.ip(&["addr", "add", "10.71.9.1/24", "dev", "nw0"])
-        .unwrap();
-    t.r.ip(&["link", "set", "nw0", "up"]).unwrap();
-    t.l.ip(&["addr", "add", "10.71.9.2/24", "dev", "nw1"])
-        .unwrap();
-    t.l.ip(&["link", "set", "nw1", "up"]).unwrap();
+    late_veth(&t);
     let took = wait_for(&sock, "after the veth was made", &|l| {
         l.iter().any(|i| i == "nw0")
     });
@@ -152,16 +158,7 @@ fn at_the_netfilter_hooks_a_new_interface_matches_its_name() {
     ok(&sock, &["apply", file.to_str().unwrap()]);
     let o = parapet(&sock, &["attach"]);
     assert!(o.status.success(), "{o:?}");
-    t.r.ip(&["link", "add", "nw0", "type", "veth", "peer", "name", "nw1"])
-        .unwrap();
-    t.r.ip(&["link", "set", "nw1", "netns", t.l.name()])
-        .unwrap();
-    t.r.ip(&["addr", "add", "10.71.9.1/24", "dev", "nw0"])
-        .unwrap();
-    t.r.ip(&["link", "set", "nw0", "up"]).unwrap();
-    t.l.ip(&["addr", "add", "10.71.9.2/24", "dev", "nw1"])
-        .unwrap();
-    t.l.ip(&["link", "set", "nw1", "up"]).unwrap();
+    late_veth(&t);
     let counters = || common::nf_twins::parapet_counters(&sock, &|id| id);
     // the watcher's re-sync is not visible in stats here: retry (bounded)
     // until the name matches
