@@ -226,7 +226,8 @@ int parapet_tc_hooks_out(struct __sk_buff *skb)
 	    !tc_hook_wanted(PARAPET_HOOK_NF_OUTPUT, key.family))
 		return TC_ACT_OK;
 	tc_key_ext(skb);
-	parapet_count_nf_hook(PARAPET_HOOK_NF_OUTPUT);
+	if (stats_on())
+		parapet_count_nf_hook(PARAPET_HOOK_NF_OUTPUT);
 	__u32 verdict = parapet_decide(&key, status, PARAPET_HOOK_NF_OUTPUT, 1);
 	int rc = TC_ACT_OK;
 
