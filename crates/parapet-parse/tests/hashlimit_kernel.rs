@@ -147,7 +147,7 @@ fn refill_and_expiry_agree_with_iptables_legacy_on_the_real_clock() {
         (a, 9102, 0),    // 1/min, burst 1: passes
         (a, 9102, 0),    // dropped
         (a, 9102, 100),  // still the entry (expire 400 ms): dropped
-        (a, 9102, 1500), // expired and collected: a full entry, passes
+        (a, 9102, 2500), // expired and collected: a full entry, passes
         (a, 9102, 0),    // dropped
     ];
     let kernel = compare("timed", TIMED, &seq);
