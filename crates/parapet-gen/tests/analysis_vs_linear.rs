@@ -366,6 +366,142 @@ fn diff_of_edited_flat_lists_compares_only_changed_rules_exactly() {
     );
 }
 
+/// A's rules at `at` jump to a user chain `PERTURB` before deciding, as
+/// perturb.py's jump edit does: the jump rule (rule `at`'s matches) is
+/// inserted before rule `at`. The chain holds `rules`.
+fn with_jump(rs: &Ruleset, at: usize, rules: &[(Matches, Action)]) -> Ruleset {
+    let mut out = rs.clone();
+    let c = out.select_chain(None).unwrap();
+    let mut id = out.rules().map(|r| r.id).max().unwrap_or(0);
+    let mut next = || {
+        id += 1;
+        id
+    };
+    let chain: Vec<Rule> = rules
+        .iter()
+        .map(|(m, a)| Rule::new(next(), m.clone(), a.clone()))
+        .collect();
+    let base = &mut out.tables[c.table].chains[c.chain].rules;
+    let at = at % base.len();
+    let jump = Rule::new(
+        next(),
+        base[at].matches.clone(),
+        Action::Jump("PERTURB".into()),
+    );
+    base.insert(at, jump);
+    let table = &mut out.tables[c.table].chains;
+    if let Some(p) = table.iter_mut().find(|ch| ch.name == "PERTURB") {
+        p.rules = chain;
+    } else {
+        table.push(Chain {
+            name: "PERTURB".into(),
+            base: None,
+            rules: chain,
+        });
+    }
+    out
+}
+
+/// Lists with RETURN entries: a RETURN that skips no deciding entry (the
+/// last rule of the chain a jump enters, as perturb.py's jump edit makes)
+/// changes no verdict, so `diff` still compares only the changed rules'
+/// boxes; one that skips deciding entries (here: the chain goes on after
+/// it, and B's RETURN matches other packets than A's) makes `diff`
+/// compare every region. Both against the linear engine and the
+/// comparison of every region, as above.
+#[test]
+fn diff_of_edits_with_returning_jumps_is_exact() {
+    let (mut boxes, mut points, mut skipping) = (0, 0, 0);
+    for seed in 0..240u64 {
+        let spec = RandomSpec {
+            rules: 6 + (seed as usize % 40),
+            user_chains: 0,
+            control_flow: false,
+            ..Default::default()
+        };
+        let base = random_ruleset(seed, &spec);
+        let rules: Vec<Matches> = base.rules().map(|r| r.matches.clone()).collect();
+        let pick = |k: u64| rules[((seed * 11 + k * 5) as usize) % rules.len()].clone();
+        let verdict = |v: Verdict| Action::Verdict(v);
+        let (at, other) = ((seed * 3) as usize, (seed * 7 + 1) as usize);
+        let returning = [
+            (pick(1), verdict(Verdict::Reject)),
+            (pick(2), verdict(Verdict::Drop)),
+            (Matches::default(), Action::Return),
+        ];
+        let (a, b) = match seed % 3 {
+            // B only jumps; A is B without the jump, edited.
+            0 => (mutate(&base, seed), with_jump(&base, at, &returning)),
+            // Both jump, at different rules, and B is edited.
+            1 => (
+                with_jump(&base, other, &returning),
+                mutate(&with_jump(&base, at, &returning), seed),
+            ),
+            // A RETURN that skips a deciding rule, matching other packets
+            // in A than in B.
+            _ => {
+                skipping += 1;
+                let chain = |ret: Matches| {
+                    [
+                        (pick(1), verdict(Verdict::Reject)),
+                        (ret, Action::Return),
+                        (pick(3), verdict(Verdict::Drop)),
+                        (pick(4), verdict(Verdict::Accept)),
+                    ]
+                };
+                (
+                    with_jump(&base, at, &chain(pick(2))),
+                    with_jump(&base, at, &chain(Matches::default())),
+                )
+            }
+        };
+        let (la, lb) = (list(&a), list(&b));
+        assert!(
+            lb.entries
+                .iter()
+                .any(|e| matches!(e.kind, EntryKind::Return { .. })),
+            "seed {seed}: B has no RETURN"
+        );
+        let fast = diff(&la, &lb, budget()).unwrap();
+        let full = diff_every_region(&la, &lb, budget()).unwrap();
+        if !fast.unproven.is_empty() || !full.unproven.is_empty() {
+            continue;
+        }
+        let ea = LinearEngine::new(&a, a.select_chain(None).unwrap()).unwrap();
+        let eb = LinearEngine::new(&b, b.select_chain(None).unwrap()).unwrap();
+        let space = Space::of(la.entries.iter().chain(&lb.entries).map(|e| &e.matches)).unwrap();
+        for d in &fast.differences {
+            let (da, db) = (
+                ea.classify(&d.witness, &NoSets).unwrap(),
+                eb.classify(&d.witness, &NoSets).unwrap(),
+            );
+            assert_ne!(da.verdict, db.verdict, "seed {seed}: {}", d.witness);
+            assert_eq!((da.rule_id, db.rule_id), (d.a.0, d.b.0), "seed {seed}");
+            boxes += 1;
+        }
+        let mut pkts = packets(&a, seed, 150);
+        pkts.extend(full.differences.iter().map(|d| d.witness.clone()));
+        let (in_fast, in_full) = (located(&fast, &space, &pkts), located(&full, &space, &pkts));
+        for (k, pkt) in pkts.iter().enumerate() {
+            let (da, db) = (
+                ea.classify(pkt, &NoSets).unwrap(),
+                eb.classify(pkt, &NoSets).unwrap(),
+            );
+            assert_eq!(
+                da.verdict != db.verdict,
+                in_fast[k].is_some(),
+                "seed {seed}: {pkt}"
+            );
+            assert_eq!(in_fast[k], in_full[k], "seed {seed}: {pkt}");
+            points += 1;
+        }
+    }
+    assert!(
+        boxes > 300 && points > 15_000 && skipping > 50,
+        "{boxes} boxes, {points} points, {skipping} with skipping RETURNs"
+    );
+}
+
 /// `lint`'s warnings and chain findings, against the linear engine: a
 /// correlation's witness is decided by the earlier rule while the later
 /// rule matches it with another verdict; no packet is decided by a rule of

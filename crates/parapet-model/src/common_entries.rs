@@ -19,8 +19,11 @@
 //! (a reordered rule falls out of it), then every gap between two kept
 //! entries is trimmed again from both ends (which picks up duplicates).
 //! Non-deciding entries (LOG, counters, jump markers) change no verdict and
-//! are left out; lists with RETURN entries are not handled here (their
-//! resume indices tie entries to positions), see [`changed_entries`].
+//! are left out, and so is a RETURN that skips no deciding entry (the last
+//! rule of the chain a jump enters: every packet it takes would fall
+//! through to the same next entry anyway). Lists with any other RETURN are
+//! not handled here (its resume index ties entries to positions: a packet
+//! it takes skips entries that may be common), see [`changed_entries`].
 
 use crate::flatten::{DecisionList, Entry, EntryKind};
 use std::collections::HashMap;
@@ -38,17 +41,24 @@ fn key(e: &Entry) -> Key<'_> {
 
 /// The deciding entries of A and of B that are not in the common
 /// subsequence (indices into each list, ascending), or `None` when a list
-/// has a RETURN entry.
+/// has a RETURN entry that skips a deciding entry.
 pub(crate) fn changed_entries(
     a: &DecisionList,
     b: &DecisionList,
 ) -> Option<(Vec<usize>, Vec<usize>)> {
     let deciding = |l: &DecisionList| -> Option<Vec<usize>> {
+        let before = decisions_before(l);
         let mut out = Vec::new();
         for (i, e) in l.entries.iter().enumerate() {
             match e.kind {
                 EntryKind::Decide(_) => out.push(i),
-                EntryKind::Return { .. } => return None,
+                // A RETURN that skips no deciding entry changes no verdict.
+                EntryKind::Return { resume, .. } => {
+                    let resume = (resume as usize).clamp(i + 1, l.entries.len());
+                    if before[resume] != before[i + 1] {
+                        return None;
+                    }
+                }
                 _ => {}
             }
         }
@@ -76,6 +86,16 @@ pub(crate) fn changed_entries(
             .collect()
     };
     Some((rest(&sa, &common_a), rest(&sb, &common_b)))
+}
+
+/// For each index `k` (0..=n): how many deciding entries come before it.
+fn decisions_before(l: &DecisionList) -> Vec<usize> {
+    let mut out = Vec::with_capacity(l.entries.len() + 1);
+    out.push(0);
+    for e in &l.entries {
+        out.push(out.last().unwrap() + e.kind.is_terminal() as usize);
+    }
+    out
 }
 
 /// Gaps are matched again at most this deep: enough for any edit a person

@@ -1,7 +1,8 @@
 //! `parapet diff`: the exact set of packets two decision lists give
 //! different verdicts, as disjoint cubes with a witness packet each.
 //!
-//! When both lists have the same policy and no RETURN entry, only the
+//! When both lists have the same policy and no RETURN entry that skips a
+//! deciding entry (a jump's chain ending in RETURN skips none), only the
 //! packets matching a deciding entry that is not common to both lists
 //! (`common_entries.rs`: every other packet is decided by the same entry in
 //! both) are compared, each box of such an entry ([`compare_region`]):
@@ -148,9 +149,9 @@ pub fn diff(a: &DecisionList, b: &DecisionList, budget: Budget) -> Result<DiffRe
 }
 
 /// [`diff`] without looking for common entries: every deciding region of
-/// both lists is compared (the path for lists with RETURN entries or
-/// different policies; public so that tests and benchmarks can hold the
-/// two paths against each other).
+/// both lists is compared (the path for lists with a RETURN that skips
+/// deciding entries or with different policies; public so that tests and
+/// benchmarks can hold the two paths against each other).
 pub fn diff_every_region(
     a: &DecisionList,
     b: &DecisionList,
