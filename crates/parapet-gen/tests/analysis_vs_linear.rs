@@ -411,7 +411,7 @@ fn with_jump(rs: &Ruleset, at: usize, rules: &[(Matches, Action)]) -> Ruleset {
 /// comparison of every region, as above.
 #[test]
 fn diff_of_edits_with_returning_jumps_is_exact() {
-    let (mut boxes, mut points, mut skipping) = (0, 0, 0);
+    let (mut boxes, mut points, mut skipping, mut with_return) = (0, 0, 0, 0);
     for seed in 0..240u64 {
         let spec = RandomSpec {
             rules: 6 + (seed as usize % 40),
@@ -425,7 +425,7 @@ fn diff_of_edits_with_returning_jumps_is_exact() {
         let verdict = |v: Verdict| Action::Verdict(v);
         let (at, other) = ((seed * 3) as usize, (seed * 7 + 1) as usize);
         let returning = [
-            (pick(1), verdict(Verdict::Reject)),
+            (pick(1), verdict(Verdict::Reject { with: None })),
             (pick(2), verdict(Verdict::Drop)),
             (Matches::default(), Action::Return),
         ];
@@ -443,7 +443,7 @@ fn diff_of_edits_with_returning_jumps_is_exact() {
                 skipping += 1;
                 let chain = |ret: Matches| {
                     [
-                        (pick(1), verdict(Verdict::Reject)),
+                        (pick(1), verdict(Verdict::Reject { with: None })),
                         (ret, Action::Return),
                         (pick(3), verdict(Verdict::Drop)),
                         (pick(4), verdict(Verdict::Accept)),
@@ -456,12 +456,15 @@ fn diff_of_edits_with_returning_jumps_is_exact() {
             }
         };
         let (la, lb) = (list(&a), list(&b));
-        assert!(
-            lb.entries
-                .iter()
-                .any(|e| matches!(e.kind, EntryKind::Return { .. })),
-            "seed {seed}: B has no RETURN"
-        );
+        // (An edit of B may have removed its jump.)
+        if !lb
+            .entries
+            .iter()
+            .any(|e| matches!(e.kind, EntryKind::Return { .. }))
+        {
+            continue;
+        }
+        with_return += 1;
         let fast = diff(&la, &lb, budget()).unwrap();
         let full = diff_every_region(&la, &lb, budget()).unwrap();
         if !fast.unproven.is_empty() || !full.unproven.is_empty() {
@@ -497,8 +500,9 @@ fn diff_of_edits_with_returning_jumps_is_exact() {
         }
     }
     assert!(
-        boxes > 300 && points > 15_000 && skipping > 50,
-        "{boxes} boxes, {points} points, {skipping} with skipping RETURNs"
+        boxes > 300 && points > 15_000 && skipping > 50 && with_return > 200,
+        "{boxes} boxes, {points} points, {with_return} lists with RETURNs, \
+         {skipping} of them skipping"
     );
 }
 
