@@ -3,8 +3,10 @@
 //! made after `attach` gets the placement's links without an apply, and
 //! its packets are judged (the INPUT policy drops what no rule accepts,
 //! the rules count); a renamed one keeps being judged under its new name;
-//! a deleted one's links are forgotten. At the netfilter hooks the new
-//! interface's name is recorded, so `-i` matches it. Needs root.
+//! a deleted one's links are forgotten; one made while an apply holds the
+//! daemon's state lock is judged before that apply ends. At the netfilter
+//! hooks the new interface's name is recorded, so `-i` matches it. Needs
+//! root.
 
 mod common;
 
@@ -175,5 +177,134 @@ fn at_the_netfilter_hooks_a_new_interface_matches_its_name() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+    ok(&sock, &["detach"]);
+}
+
+/// How long each apply holds the state lock in the next test
+/// (`--test-apply-hold-ms`): the link watcher must not wait for it.
+const HOLD: Duration = Duration::from_secs(8);
+
+/// An interface made while an apply holds the state lock is linked ahead
+/// of the lock: its packets are judged (policy drop, an accept, `-i` by
+/// its name) before that apply ends, within a generous bound.
+#[test]
+#[ignore = "needs root"]
+fn an_interface_made_during_a_long_apply_is_judged_before_it_ends() {
+    common::require_root();
+    let t = topo("tcla");
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("parapetd.sock");
+    let hold = HOLD.as_millis().to_string();
+    let _daemon = start_daemon_with(
+        &t.r,
+        dir.path(),
+        &sock,
+        &["--hook-placement", "tc", "--test-apply-hold-ms", &hold],
+    );
+    let file = dir.path().join("rules");
+    std::fs::write(
+        &file,
+        format!(
+            "{}-A INPUT -i nw0 -p udp -m udp --dport 6003 -j ACCEPT\nCOMMIT\n",
+            FILTER4.trim_end().trim_end_matches("COMMIT")
+        ),
+    )
+    .unwrap();
+    ok(&sock, &["apply", file.to_str().unwrap()]);
+    let o = parapet(&sock, &["attach"]);
+    assert!(o.status.success(), "{o:?}");
+
+    // a second apply: it holds the state lock for HOLD
+    let mut apply = std::process::Command::new(env!("CARGO_BIN_EXE_parapet"))
+        .args([
+            "--socket",
+            sock.to_str().unwrap(),
+            "apply",
+            file.to_str().unwrap(),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    // it compiles aside (a few rules: milliseconds), then takes the lock
+    std::thread::sleep(Duration::from_millis(500));
+
+    late_veth(&t);
+    let made = Instant::now();
+    let probes = [
+        p(Side::L, 0, NEW_R, 6002, Side::R),
+        p(Side::L, 0, NEW_R, 6000, Side::R),
+        p(Side::L, 0, NEW_R, 6003, Side::R),
+    ];
+    // no counters: reading them would wait for the lock
+    let none = BTreeMap::new;
+    let judged = vec![
+        // the INPUT policy, not delivered as on an unfiltered interface
+        (Fate::Dropped, BTreeMap::new()),
+        (Fate::Delivered, BTreeMap::new()),
+        // `-i nw0`: the name is known from the first packet
+        (Fate::Delivered, BTreeMap::new()),
+    ];
+    let mut last;
+    let took = loop {
+        last = run_probes(&t, false, &probes, &none);
+        if last == judged {
+            break made.elapsed();
+        }
+        assert!(
+            made.elapsed() < Duration::from_secs(30),
+            "never judged as the ruleset says: {last:?}"
+        );
+    };
+    let apply_running = apply.try_wait().unwrap().is_none();
+    eprintln!(
+        "nw0 judged {took:?} after `ip link set up` returned; the apply started {:?} \
+         before and was {}",
+        made - started,
+        if apply_running {
+            "still running"
+        } else {
+            "done"
+        }
+    );
+    assert!(
+        apply_running,
+        "judged only after the apply that held the lock ended ({took:?}; probes: {last:?})"
+    );
+    // generous: a loaded 2-core machine; the hold is HOLD
+    assert!(
+        took < HOLD / 2,
+        "judged {took:?} after the interface was made"
+    );
+
+    let t0 = Instant::now();
+    while apply.try_wait().unwrap().is_none() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "the apply never ended"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let o = apply.wait_with_output().unwrap();
+    assert!(o.status.success(), "the held apply: {o:?}");
+    // the links made ahead of the lock are the daemon's now
+    wait_for(&sock, "after the apply", &|l| l.iter().any(|i| i == "nw0"));
+    let watch = &stats(&sock)["dataplane"]["attachments"][0]["link_watch"];
+    eprintln!("link_watch: {watch}");
+    let (links, lock) = (
+        watch["last_ms"].as_f64().unwrap(),
+        watch["lock_ms"].as_f64().unwrap(),
+    );
+    assert!(
+        links < lock,
+        "links {links} ms, the state lock {lock} ms after the event"
+    );
+    let counters = || common::nf_twins::parapet_counters(&sock, &|id| id);
+    assert_eq!(
+        run_probes(&t, false, &probes[..1], &counters),
+        vec![(Fate::Dropped, BTreeMap::from([(0, 1)]))],
+        "the policy counts on nw0 after the takeover"
+    );
     ok(&sock, &["detach"]);
 }

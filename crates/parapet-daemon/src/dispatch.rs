@@ -92,6 +92,9 @@ fn apply(
         .load(&name, &text, format)
         .map_err(apply_error)?;
     let mut st = shared.state.lock().unwrap();
+    if !check && !shared.config.test_apply_hold.is_zero() {
+        std::thread::sleep(shared.config.test_apply_hold);
+    }
     st.check_loaded(&name, &compiled).map_err(apply_error)?;
     let rules = compiled.ruleset.rule_count();
     let left = left_to_kernel(&compiled.ruleset);

@@ -6,7 +6,10 @@
 //! kernel state re-sync the placement's links with the namespace's
 //! interfaces ([`Kernel::follow_links`](crate::kernel::Kernel::follow_links)).
 //! The messages are not parsed: the re-sync reads the interfaces itself,
-//! so a burst of events costs one re-sync. docs/hooks.md, *Without
+//! so a burst of events costs one re-sync. New interfaces are linked
+//! before the state lock is taken, with the programs the kernel state
+//! publishes (`TcWatch` in src/kernel/tc_placement.rs), so an
+//! apply holding the lock does not hold them back. docs/hooks.md, *Without
 //! netfilter BPF links*, says what the window between an interface
 //! appearing and its links is.
 
@@ -124,12 +127,26 @@ pub(crate) fn watch_loop(shared: Arc<Shared>) {
             return;
         }
     };
+    let ahead = shared.state.lock().unwrap().kernel.tc_watch.clone();
     // interfaces made between the daemon's restore and this subscription
     let mut due = true;
     while !shared.shutdown.load(Ordering::SeqCst) {
         if due {
             let t0 = Instant::now();
-            let said = shared.state.lock().unwrap().kernel.follow_links(t0);
+            // new interfaces get their links first, without the state lock
+            // (an apply may hold it for seconds); the re-sync under the
+            // lock then takes them over
+            let (linked, failed) = ahead.lock().unwrap_or_else(|e| e.into_inner()).link_new();
+            let linked_at = Instant::now();
+            for line in failed {
+                eprintln!("parapetd: dataplane: {line}");
+            }
+            let said = shared
+                .state
+                .lock()
+                .unwrap()
+                .kernel
+                .follow_links(t0, &linked, linked_at);
             for line in said {
                 eprintln!("parapetd: dataplane: {line}");
             }

@@ -88,6 +88,10 @@ pub struct ParapetdArgs {
     /// different build of the program (exercises the upgrade swap).
     #[arg(long, hide = true)]
     pub test_program_variant: bool,
+    /// Tests only: `apply` holds the state lock this long before it swaps
+    /// (a long apply: the link watcher must not wait for it).
+    #[arg(long, hide = true, value_name = "MS", default_value_t = 0)]
+    pub test_apply_hold_ms: u64,
     /// Serve Prometheus metrics at http://ADDR:PORT/metrics (loopback only
     /// unless --metrics-allow-remote; no listener without this flag).
     #[arg(long, value_name = "ADDR:PORT")]
@@ -190,6 +194,7 @@ pub fn parapetd_main(a: ParapetdArgs) -> ExitCode {
         max_rule_series: a.metrics_max_rules,
     };
     c.clock_offset_ms = a.fleet.clock_offset_ms;
+    c.test_apply_hold = std::time::Duration::from_millis(a.test_apply_hold_ms.min(60_000));
     c.fleet = match a.fleet.config(&c.state_dir) {
         Ok(f) => f,
         Err(e) => {

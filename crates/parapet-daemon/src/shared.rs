@@ -43,6 +43,9 @@ pub struct Config {
     pub clock_offset_ms: i64,
     /// CrowdSec Local API source (`--crowdsec`), if any.
     pub crowdsec: Option<crate::crowdsec::source::CrowdsecConfig>,
+    /// Tests only: how long `apply` holds the state lock before it swaps
+    /// (`--test-apply-hold-ms`: a long apply, for the link watcher's test).
+    pub test_apply_hold: Duration,
 }
 
 impl Config {
@@ -63,6 +66,7 @@ impl Config {
             fleet: None,
             clock_offset_ms: 0,
             crowdsec: None,
+            test_apply_hold: Duration::ZERO,
         }
     }
 }

@@ -80,6 +80,7 @@ pub use recent::{RecentAddress, RECENT_STAMPS};
 pub use reject_queue::{NfReject, RejectCounts, RejectQueue, RejectSender};
 pub use set_mirror::{monotonic_ns, PacketPart, SetDim, SetElement, SetError, SetSizing};
 pub use tc_hooks::{
-    ifindex_of, is_tc_hooks_pin, tc_hook_bit, TcHooksAttached, TC_HOOKS_IN, TC_HOOKS_OUT,
+    ifindex_of, is_tc_hooks_pin, tc_hook_bit, TcHooksAttached, TcHooksKit, TcHooksLinks,
+    TC_HOOKS_IN, TC_HOOKS_OUT,
 };
 pub use test_run::{KernelDecision, TestRunOutcome};

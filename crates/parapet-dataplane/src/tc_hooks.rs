@@ -4,11 +4,15 @@
 //! at ingress, a socket tells OUTPUT at egress). docs/hooks.md, *Without
 //! netfilter BPF links*, says what differs from the netfilter placement.
 
+use std::borrow::Cow;
 use std::os::fd::AsFd;
 
+use aya::maps::{HashMap as BpfHashMap, IterableMap, Map, MapData};
 use aya::programs::links::FdLink;
 use aya::programs::tc::TcAttachType;
 use aya::programs::SchedClassifier;
+
+use crate::abi::IfName;
 
 use crate::error::{Error, Result};
 use crate::load::{Dataplane, LinkId};
@@ -162,6 +166,12 @@ impl Dataplane {
         } else {
             TC_HOOKS_OUT
         };
+        self.keep_tc_link(iface, hook, link)
+    }
+
+    /// Takes `link` into the dataplane's keeping: pinned as
+    /// `links/<iface>@<hook>` when pinning, detached by its id.
+    fn keep_tc_link(&mut self, iface: &str, hook: &str, link: FdLink) -> Result<u64> {
         let kept = match self.pin_dir().map(std::path::Path::to_path_buf) {
             Some(root) => LinkId::Pinned(LinkPin::pin(&root, link, iface, hook)?),
             None => LinkId::Fd(link),
@@ -170,5 +180,141 @@ impl Dataplane {
         self.next_id += 1;
         self.links.insert(id, kept);
         Ok(id)
+    }
+}
+
+/// What a thread without the [`Dataplane`] needs to put the tc placement
+/// on a new interface: its own handles on the two loaded programs and on
+/// the interface-name map ([`Dataplane::tc_hooks_kit`]). parapetd's link
+/// watcher links new interfaces with it while another thread holds the
+/// dataplane (an apply): the links judge packets from then on, and the
+/// dataplane takes them over later ([`Dataplane::keep_tc_hooks`]).
+pub struct TcHooksKit {
+    ingress: SchedClassifier,
+    egress: SchedClassifier,
+    ifnames: BpfHashMap<MapData, u32, IfName>,
+}
+
+/// The two links a [`TcHooksKit`] made on one interface, not yet in the
+/// dataplane's keeping (dropping them detaches them).
+pub struct TcHooksLinks {
+    /// The interface, as named when linked.
+    pub iface: String,
+    /// Its index.
+    pub ifindex: u32,
+    ingress: FdLink,
+    egress: FdLink,
+}
+
+impl std::fmt::Debug for TcHooksLinks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "TcHooksLinks({}#{})", self.iface, self.ifindex)
+    }
+}
+
+impl TcHooksKit {
+    /// Links both programs on `iface` (index `ifindex`), its name first in
+    /// the interface-name map so `-i`/`-o` match it from the first packet.
+    /// Either both links are made or neither.
+    pub fn link(&mut self, iface: &str, ifindex: u32) -> Result<TcHooksLinks> {
+        let mut n = IfName::default();
+        let len = iface.len().min(15);
+        n.name[..len].copy_from_slice(&iface.as_bytes()[..len]);
+        self.ifnames.insert(ifindex, n, 0)?;
+        let ingress = tcx_link(&mut self.ingress, iface, TcAttachType::Ingress)?;
+        let egress = tcx_link(&mut self.egress, iface, TcAttachType::Egress)?;
+        Ok(TcHooksLinks {
+            iface: iface.to_string(),
+            ifindex,
+            ingress,
+            egress,
+        })
+    }
+}
+
+fn tcx_link(p: &mut SchedClassifier, iface: &str, at: TcAttachType) -> Result<FdLink> {
+    let id = p.attach(iface, at)?;
+    FdLink::try_from(p.take_link(id)?).map_err(|_| {
+        Error::Pin(format!(
+            "the tc placement needs TCX links (Linux >= 6.6): {iface} got a netlink tc filter"
+        ))
+    })
+}
+
+impl Dataplane {
+    /// A [`TcHooksKit`] for the tc placement's programs (loaded here if
+    /// they are not yet).
+    pub fn tc_hooks_kit(&mut self) -> Result<TcHooksKit> {
+        self.load_tc_hook_programs()?;
+        let mut progs = Vec::new();
+        for name in [PROG_TC_HOOKS_IN, PROG_TC_HOOKS_OUT] {
+            let prog = self
+                .ebpf
+                .program_mut(name)
+                .ok_or(Error::Missing("program"))?;
+            let p = <&mut SchedClassifier>::try_from(prog)?;
+            progs.push(SchedClassifier::from_program_info(
+                p.info()?,
+                Cow::Borrowed(name),
+            )?);
+        }
+        let fd = self
+            .ifnames
+            .map()
+            .fd()
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(|e| Error::Pin(format!("dup of the interface-name map: {e}")))?;
+        let ifnames = BpfHashMap::try_from(Map::HashMap(MapData::from_fd(fd)?))?;
+        let egress = progs.pop().ok_or(Error::Missing("program"))?;
+        let ingress = progs.pop().ok_or(Error::Missing("program"))?;
+        Ok(TcHooksKit {
+            ingress,
+            egress,
+            ifnames,
+        })
+    }
+
+    /// Takes over the links a [`TcHooksKit`] made, as if
+    /// [`Dataplane::attach_tc_hooks`] had made them on `iface` (the
+    /// interface's name now: it may have been renamed since). Refused
+    /// (and the links dropped) when they run other programs than this
+    /// dataplane's (a kit of a dataplane since replaced): the caller
+    /// attaches anew.
+    pub fn keep_tc_hooks(&mut self, links: TcHooksLinks, iface: &str) -> Result<TcHooksAttached> {
+        for (name, link) in [
+            (PROG_TC_HOOKS_IN, &links.ingress),
+            (PROG_TC_HOOKS_OUT, &links.egress),
+        ] {
+            let prog = self
+                .ebpf
+                .program_mut(name)
+                .ok_or(Error::Missing("program"))?;
+            let ours = <&mut SchedClassifier>::try_from(prog)?.info()?.id();
+            let runs = link
+                .info()
+                .map_err(|e| Error::Pin(format!("reading a link of {iface}: {e}")))?
+                .program_id();
+            if runs != ours {
+                return Err(Error::Pin(format!(
+                    "the links made on {iface} run program {runs}, not {ours}"
+                )));
+            }
+        }
+        let ingress = self.keep_tc_link(iface, TC_HOOKS_IN, links.ingress)?;
+        let egress = match self.keep_tc_link(iface, TC_HOOKS_OUT, links.egress) {
+            Ok(id) => id,
+            Err(e) => {
+                let _ = self.detach(ingress);
+                return Err(e);
+            }
+        };
+        self.refresh_ifnames()?;
+        Ok(TcHooksAttached {
+            iface: iface.to_string(),
+            ifindex: links.ifindex,
+            ingress,
+            egress,
+        })
     }
 }

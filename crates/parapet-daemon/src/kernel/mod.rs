@@ -177,6 +177,8 @@ pub struct Kernel {
     pub nf_reject: std::sync::Arc<parapet_dataplane::RejectCounts>,
     /// What the link watcher did for the tc placement (src/link_watch.rs).
     pub(crate) tc_follow: tc_placement::TcFollow,
+    /// What the link watcher may link without the state lock.
+    pub tc_watch: std::sync::Arc<std::sync::Mutex<tc_placement::TcWatch>>,
 }
 
 impl Kernel {
@@ -194,6 +196,7 @@ impl Kernel {
             no_iface_chain: None,
             nf_reject: Default::default(),
             tc_follow: Default::default(),
+            tc_watch: Default::default(),
         }
     }
 
@@ -531,6 +534,7 @@ impl Kernel {
             }
         }
         self.prune_ct_table();
+        self.publish_tc_watch();
         if gone.is_empty() {
             return Err(ErrorReply::new(
                 code::INVALID,

@@ -10,7 +10,7 @@ use crate::hooks::NfWant;
 use crate::proto::{code, ErrorReply};
 use parapet_dataplane::{
     tc_hook_bit, AttachPoint, Dataplane, Mode, NfHook, PinnedAttachment, TcHooksAttached,
-    TC_HOOKS_IN,
+    TcHooksKit, TcHooksLinks, TC_HOOKS_IN,
 };
 use serde_json::{json, Value};
 
@@ -51,7 +51,7 @@ pub const TC_PLACEMENT_NOTE: &str = "tc placement (no netfilter BPF links): INPU
 
 /// The interfaces of the calling thread's network namespace: (index,
 /// name).
-fn namespace_ifaces() -> Vec<(u32, String)> {
+pub(crate) fn namespace_ifaces() -> Vec<(u32, String)> {
     // SAFETY: returns a malloc'd array ending with a zero entry, or NULL.
     let list = unsafe { libc::if_nameindex() };
     if list.is_null() {
@@ -96,8 +96,12 @@ pub(crate) struct TcFollow {
     events: u64,
     /// Interfaces that got their links from the watcher.
     attached_late: u64,
-    /// From reading the last event that added links to the links made.
+    /// From reading the last event that added links to the links made
+    /// (ahead of the state lock, or by the re-sync under it).
     last_ms: Option<f64>,
+    /// From reading that event to holding the state lock (an apply holds
+    /// it while it swaps in a ruleset).
+    lock_ms: Option<f64>,
     /// The last failure (no netlink socket, an attach refused).
     error: Option<String>,
 }
@@ -105,7 +109,51 @@ pub(crate) struct TcFollow {
 impl TcFollow {
     pub(crate) fn json(&self) -> Value {
         json!({"events": self.events, "attached_late": self.attached_late,
-            "last_ms": self.last_ms, "error": self.error})
+            "last_ms": self.last_ms, "lock_ms": self.lock_ms, "error": self.error})
+    }
+}
+
+/// What the link watcher may do without the state lock, shared with it
+/// (`Kernel::tc_watch`): while the tc placement is attached, the programs
+/// to link a new interface with and the interfaces whose links the state
+/// holds. Published after every re-sync of the links and every detach, so
+/// an apply holding the state lock does not hold a new interface's links
+/// back (src/link_watch.rs).
+#[derive(Default)]
+pub struct TcWatch {
+    /// The tc placement's programs (None: not attached in the tc placement).
+    pub kit: Option<TcHooksKit>,
+    /// Indices of the interfaces that have their links.
+    pub covered: Vec<u32>,
+    /// Links made with the kit, until a re-sync under the state lock takes
+    /// them over (the watcher's or an apply's, whichever comes first).
+    made: Vec<TcHooksLinks>,
+}
+
+impl TcWatch {
+    /// Links every interface of the namespace that has no links yet with
+    /// the kit (none when not attached in the tc placement): the links
+    /// judge packets from now on; the next re-sync of the links takes them
+    /// over. Returns the interfaces linked (index, name) and what failed
+    /// (the re-sync retries those).
+    pub fn link_new(&mut self) -> (Vec<(u32, String)>, Vec<String>) {
+        let (mut linked, mut failed) = (Vec::new(), Vec::new());
+        let Some(kit) = self.kit.as_mut() else {
+            return (linked, failed);
+        };
+        for (index, iface) in namespace_ifaces() {
+            if self.covered.contains(&index) || self.made.iter().any(|m| m.ifindex == index) {
+                continue;
+            }
+            match kit.link(&iface, index) {
+                Ok(l) => {
+                    self.made.push(l);
+                    linked.push((index, iface));
+                }
+                Err(e) => failed.push(format!("linking {iface} ahead of the state lock: {e}")),
+            }
+        }
+        (linked, failed)
     }
 }
 
@@ -185,6 +233,7 @@ impl Kernel {
                 }
             }
             self.prune_ct_table();
+            self.publish_tc_watch();
             return Err(e);
         }
         Ok(self.attached.last().expect("pushed above").clone())
@@ -199,6 +248,40 @@ impl Kernel {
     /// a new interface may take a gone one's name and pin), and interfaces
     /// without links get them.
     pub(crate) fn sync_tc_links(&mut self) -> Result<(), ErrorReply> {
+        // links the watcher made ahead of the state lock are taken over
+        // where their interface still lacks links; the rest are dropped
+        let made =
+            std::mem::take(&mut self.tc_watch.lock().unwrap_or_else(|e| e.into_inner()).made);
+        let r = self.sync_tc_links_with(made);
+        self.publish_tc_watch();
+        r
+    }
+
+    /// Tells the link watcher what it may link ahead of the state lock: the
+    /// programs while attached in the tc placement (a fresh kit each time,
+    /// so one of a replaced dataplane does not outlive it), and which
+    /// interfaces have links.
+    pub(crate) fn publish_tc_watch(&mut self) {
+        let covered: Option<Vec<u32>> = self
+            .attached
+            .iter()
+            .find(|a| a.hook == AttachPoint::Netfilter)
+            .filter(|_| self.tc_placed())
+            .map(|a| a.tc_links.iter().map(|l| l.ifindex).collect());
+        let kit = match (&covered, self.dp.as_mut()) {
+            (Some(_), Some(dp)) => dp.tc_hooks_kit().ok(),
+            _ => None,
+        };
+        let mut w = self.tc_watch.lock().unwrap_or_else(|e| e.into_inner());
+        if covered.is_none() {
+            // not attached in the tc placement (any more): nothing to keep
+            w.made.clear();
+        }
+        w.covered = covered.unwrap_or_default();
+        w.kit = kit;
+    }
+
+    fn sync_tc_links_with(&mut self, mut made: Vec<TcHooksLinks>) -> Result<(), ErrorReply> {
         let (Some(dp), Some(att)) = (
             self.dp.as_mut(),
             self.attached
@@ -239,9 +322,19 @@ impl Kernel {
             if att.tc_links.iter().any(|l| l.ifindex == *index) {
                 continue;
             }
-            let l = dp
-                .attach_tc_hooks(iface)
-                .map_err(|e| dp_err(&format!("attaching the tc placement to {iface}"), e))?;
+            let ahead = made
+                .iter()
+                .position(|m| m.ifindex == *index)
+                .map(|i| made.swap_remove(i));
+            // links of a kit whose programs are not this dataplane's are
+            // refused (and dropped): attached anew right after
+            let kept = ahead.and_then(|m| dp.keep_tc_hooks(m, iface).ok());
+            let l = match kept {
+                Some(l) => l,
+                None => dp
+                    .attach_tc_hooks(iface)
+                    .map_err(|e| dp_err(&format!("attaching the tc placement to {iface}"), e))?,
+            };
             att.tc_links.push(l);
         }
         err.map_or(Ok(()), Err)
@@ -249,13 +342,21 @@ impl Kernel {
 
     /// The link watcher saw the namespace's interfaces change (or starts):
     /// while attached in the tc placement, links go onto new interfaces
-    /// and off gone ones ([`Kernel::sync_tc_links`]); at the netfilter
-    /// hooks the new names are recorded for `-i`/`-o`. `since` is when the
-    /// event was read (the time to the links is kept for `stats`).
-    /// Returns what to log.
-    pub fn follow_links(&mut self, since: std::time::Instant) -> Vec<String> {
+    /// and off gone ones ([`Kernel::sync_tc_links`]), taking over those the
+    /// watcher made ahead of the state lock (`ahead`, in place since
+    /// `linked_at`; an apply's re-sync may have taken them over already);
+    /// at the netfilter hooks the new names are recorded for `-i`/`-o`.
+    /// `since` is when the event was read (the time to the links is kept
+    /// for `stats`). Returns what to log.
+    pub fn follow_links(
+        &mut self,
+        since: std::time::Instant,
+        ahead: &[(u32, String)],
+        linked_at: std::time::Instant,
+    ) -> Vec<String> {
         self.tc_follow.events += 1;
         if !self.tc_placed() {
+            self.publish_tc_watch();
             // the netfilter hooks see every interface already: only
             // `-i`/`-o` need the new names
             if self.nf_attached() {
@@ -272,18 +373,34 @@ impl Kernel {
                 .map(|a| a.tc_links.iter().map(|l| l.iface.clone()).collect())
                 .unwrap_or_default()
         };
+        let locked_ms = since.elapsed().as_secs_f64() * 1e3;
         let before = names(self);
         let r = self.sync_tc_links();
         let after = names(self);
-        let ms = since.elapsed().as_secs_f64() * 1e3;
         let mut said = Vec::new();
-        let added: Vec<&String> = after.iter().filter(|i| !before.contains(i)).collect();
+        let mut added: Vec<&String> = after.iter().filter(|i| !before.contains(i)).collect();
         let gone: Vec<&String> = before.iter().filter(|i| !after.contains(i)).collect();
+        // linked ahead and taken over by an apply's re-sync before this one
+        for (_, n) in ahead {
+            if after.contains(n) && !added.contains(&n) {
+                added.push(n);
+            }
+        }
         if !added.is_empty() {
+            // every new interface linked ahead of the lock: the window
+            // ended then; else when the re-sync linked the rest
+            let all_ahead = added.iter().all(|n| ahead.iter().any(|(_, a)| a == *n));
+            let ms = if all_ahead {
+                linked_at.saturating_duration_since(since).as_secs_f64() * 1e3
+            } else {
+                since.elapsed().as_secs_f64() * 1e3
+            };
             self.tc_follow.attached_late += added.len() as u64;
             self.tc_follow.last_ms = Some(ms);
+            self.tc_follow.lock_ms = Some(locked_ms);
             said.push(format!(
-                "the tc placement now on {} ({ms:.1} ms after the link event)",
+                "the tc placement now on {} ({ms:.1} ms after the link event; the state \
+                 lock {locked_ms:.1} ms after it)",
                 join(&added)
             ));
         }
