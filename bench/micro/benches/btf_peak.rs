@@ -9,7 +9,10 @@
 //! - `idle`: the process as it starts;
 //! - `btf`: one parse: the peak, and resident while it is held;
 //! - `load`: `Dataplane::load` (both parses inside): the peak, and
-//!   resident once loaded.
+//!   resident once loaded;
+//! - `load_trim`: the same, then `malloc_trim(0)` as parapetd does after
+//!   its load: what the trim gives back (resident), and that the peak
+//!   stays.
 
 use std::process::Command;
 
@@ -32,6 +35,14 @@ fn phase(name: &str) {
             let dp = parapet_dataplane::Dataplane::load(&Default::default()).expect("load (root)");
             std::hint::black_box(&dp);
         }
+        "load_trim" => {
+            let dp = parapet_dataplane::Dataplane::load(&Default::default()).expect("load (root)");
+            // SAFETY: malloc_trim only releases free heap pages to the kernel.
+            unsafe {
+                libc::malloc_trim(0);
+            }
+            std::hint::black_box(&dp);
+        }
         _ => panic!("unknown phase {name}"),
     }
     println!(
@@ -52,7 +63,7 @@ fn main() {
     let runs: usize = args.first().and_then(|s| s.parse().ok()).unwrap_or(3);
     let me = std::env::current_exe().unwrap();
     for _ in 0..runs {
-        for p in ["idle", "btf", "load"] {
+        for p in ["idle", "btf", "load", "load_trim"] {
             let out = Command::new(&me)
                 .arg(format!("phase={p}"))
                 .output()

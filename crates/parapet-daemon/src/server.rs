@@ -260,19 +260,38 @@ fn reap_loop(shared: Arc<Shared>) {
     while !shared.shutdown.load(Ordering::SeqCst) {
         thread::sleep(shared.config.reap_interval);
         tick += 1;
-        // Bounded work per tick so the lock is held briefly.
-        let mut st = shared.state.lock().unwrap();
-        st.reap(1 << 14);
         // Expired kernel entries already match nothing; freeing them scans
         // the kernel sets' mirrors, so it runs every 8th tick (2 s).
         if tick % 8 == 0 {
-            st.kernel.reap(1 << 14);
+            reap_kernel(&shared);
         }
+        // Bounded work per tick so the lock is held briefly.
+        let mut st = shared.state.lock().unwrap();
+        st.reap(1 << 14);
         // Time windows read boot time plus this offset: rewritten every
         // 4th tick (1 s) so a stepped wall clock is followed within a
         // second (docs/dataplane.md, "Wall-clock time").
         if tick % 4 == 0 {
             st.kernel.refresh_wall_clock();
+        }
+    }
+}
+
+/// Kernel entries freed per set and lock hold: one batch delete each
+/// (`BPF_MAP_DELETE_BATCH`, a few ms for 16,384 entries).
+const KERNEL_REAP_CHUNK: usize = 1 << 14;
+/// Chunks per reaping round: up to 1 M entries of a set every 2 s.
+const KERNEL_REAP_CHUNKS: usize = 64;
+
+/// Frees the kernel entries of every expired element (a mass expiry of
+/// 100k bans goes in one round, not one chunk per round), in chunks with
+/// the state's lock released between them so bans and unbans interleave.
+fn reap_kernel(shared: &Shared) {
+    for _ in 0..KERNEL_REAP_CHUNKS {
+        let gone = shared.state.lock().unwrap().kernel.reap(KERNEL_REAP_CHUNK);
+        // fewer than one chunk over all sets: every set is done
+        if gone < KERNEL_REAP_CHUNK {
+            break;
         }
     }
 }

@@ -1,7 +1,8 @@
 //! The few `bpf(2)` commands aya 0.14 does not offer on a plain file
 //! descriptor: pin an object, open a pinned one, read a link's or a
-//! program's ids, swap a link's program (`BPF_LINK_UPDATE`), and write
-//! many map entries in one call (`BPF_MAP_UPDATE_BATCH`). Every raw
+//! program's ids, swap a link's program (`BPF_LINK_UPDATE`), and write or
+//! delete many map entries in one call (`BPF_MAP_UPDATE_BATCH`,
+//! `BPF_MAP_DELETE_BATCH`). Every raw
 //! syscall of the crate's pinning lives here (`pin.rs` uses them).
 
 use std::ffi::CString;
@@ -16,6 +17,7 @@ const BPF_OBJ_GET: libc::c_long = 7;
 const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
 const BPF_LINK_UPDATE: libc::c_long = 29;
 const BPF_MAP_UPDATE_BATCH: libc::c_long = 26;
+const BPF_MAP_DELETE_BATCH: libc::c_long = 27;
 
 /// `union bpf_attr` is larger; 128 zeroed bytes cover every command here
 /// (the kernel checks that bytes it does not know are zero).
@@ -171,7 +173,29 @@ pub(crate) fn map_update_batch(
     a.put_u64(24, values.as_ptr() as u64);
     a.put_u32(32, count);
     a.put_u32(36, fd.as_raw_fd() as u32);
-    match bpf(BPF_MAP_UPDATE_BATCH, &mut a) {
+    batch_call(BPF_MAP_UPDATE_BATCH, &mut a)
+}
+
+/// `BPF_MAP_DELETE_BATCH`: deletes `count` entries whose keys are back to
+/// back in `keys`, in order, as that many deletes would. The kernel stops
+/// at the first key that fails (`ENOENT` for an absent one): the error
+/// comes with how many were deleted before it.
+pub(crate) fn map_delete_batch(
+    fd: BorrowedFd<'_>,
+    keys: &[u8],
+    count: u32,
+) -> Result<(), (io::Error, u32)> {
+    let mut a = Attr::new();
+    a.put_u64(16, keys.as_ptr() as u64);
+    a.put_u32(32, count);
+    a.put_u32(36, fd.as_raw_fd() as u32);
+    batch_call(BPF_MAP_DELETE_BATCH, &mut a)
+}
+
+/// Runs a batch command; on an error, also the count the kernel wrote
+/// back (the entries done before the one that failed).
+fn batch_call(cmd: libc::c_long, a: &mut Attr) -> Result<(), (io::Error, u32)> {
+    match bpf(cmd, a) {
         Ok(_) => Ok(()),
         Err(e) => {
             let mut done = [0u8; 4];

@@ -78,7 +78,9 @@ pub use netfilter::{NfAttached, NfFamily, NfFloor, NfHook, NfLink, PRIORITY_SEAR
 pub use pin::{default_pin_dir, remove_pins, PinnedAttachment};
 pub use recent::{RecentAddress, RECENT_STAMPS};
 pub use reject_queue::{NfReject, RejectCounts, RejectQueue, RejectSender};
-pub use set_mirror::{monotonic_ns, PacketPart, SetDim, SetElement, SetError, SetSizing};
+pub use set_mirror::{
+    monotonic_ns, KernelSetEntry, PacketPart, SetDim, SetElement, SetError, SetSizing,
+};
 pub use tc_hooks::{
     ifindex_of, is_tc_hooks_pin, tc_hook_bit, TcHooksAttached, TcHooksKit, TcHooksLinks,
     TC_HOOKS_IN, TC_HOOKS_OUT,

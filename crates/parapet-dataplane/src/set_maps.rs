@@ -10,10 +10,12 @@ use aya::maps::{IterableMap, MapError};
 use aya::sys::SyscallError;
 
 use crate::abi::{RawSetRef, SetLpmKey, SetTupleKey, SetVal, MAX_SETS, MAX_SET_REFS};
-use crate::bpf_sys::map_update_batch;
+use crate::bpf_sys::{map_delete_batch, map_update_batch};
 use crate::error::Result;
 use crate::load::Dataplane;
-use crate::set_mirror::{EntryKey, PacketPart, SetDim, SetElement, SetError, SetState, Writes};
+use crate::set_mirror::{
+    EntryKey, KernelSetEntry, PacketPart, SetDim, SetElement, SetError, SetState, Writes,
+};
 
 impl Dataplane {
     /// Create set `id` (`0..1024`) with key dimensions `dims` (1 to 4,
@@ -161,17 +163,16 @@ impl Dataplane {
             self.put_run(lpm, run)?;
             rest = tail;
         }
-        for k in &w.del {
-            let r = match k {
-                EntryKey::Lpm(l) => self.set_lpm.remove(&LpmKey::new(l.prefixlen, lpm_data(l))),
-                EntryKey::Tuple(t) => self.set_tuple.remove(t),
-            };
-            match r {
-                Ok(()) | Err(MapError::KeyNotFound) => {}
-                Err(MapError::SyscallError(e))
-                    if e.io_error.raw_os_error() == Some(libc::ENOENT) => {}
-                Err(e) => return Err(e.into()),
-            }
+        let mut rest = &w.del[..];
+        while let Some(first) = rest.first() {
+            let lpm = matches!(first, EntryKey::Lpm(_));
+            let n = rest
+                .iter()
+                .take_while(|k| matches!(k, EntryKey::Lpm(_)) == lpm)
+                .count();
+            let (run, tail) = rest.split_at(n);
+            self.del_run(lpm, run)?;
+            rest = tail;
         }
         // A flush clears the shapes last.
         if let Some(d) = &w.desc {
@@ -182,9 +183,10 @@ impl Dataplane {
         Ok(())
     }
 
-    /// Whether set entries go into the kernel in batches (the default) or
-    /// one `bpf()` update each: the same entries either way. For
-    /// benchmarks that measure what the batches save.
+    /// Whether set entries are written and deleted in batches (the
+    /// default) or with one `bpf()` call each: the same entries either
+    /// way. For benchmarks that measure what the batches save, and tests
+    /// that compare the two.
     pub fn set_batched_writes(&mut self, on: bool) {
         self.batch_writes = on;
     }
@@ -223,6 +225,95 @@ impl Dataplane {
             }
         }
         Ok(())
+    }
+
+    /// Deletes entries of one map: one `BPF_MAP_DELETE_BATCH` for two or
+    /// more, one delete each where the kernel has no batch deletes for the
+    /// map. An absent entry (the mirror said it was there) is skipped, as
+    /// a single delete ignores it: the batch goes on after it.
+    fn del_run(&mut self, lpm: bool, run: &[EntryKey]) -> Result<()> {
+        let mut at = 0;
+        if run.len() >= 2 && self.batch_writes {
+            let keys = pack_keys(run);
+            let key_bytes = keys.len() / run.len();
+            let map = if lpm {
+                self.set_lpm.map()
+            } else {
+                self.set_tuple.map()
+            };
+            while run.len() - at >= 2 {
+                let left = (run.len() - at) as u32;
+                match map_delete_batch(map.fd().as_fd(), &keys[at * key_bytes..], left) {
+                    Ok(()) => return Ok(()),
+                    Err((e, done)) if e.raw_os_error() == Some(libc::ENOENT) && done < left => {
+                        at += done as usize + 1;
+                    }
+                    // no batch deletes for this map here: one by one below
+                    Err((e, 0)) if at == 0 && is_unsupported(&e) => break,
+                    Err((io_error, _)) => {
+                        return Err(MapError::SyscallError(SyscallError {
+                            call: "bpf_map_delete_batch",
+                            io_error,
+                        })
+                        .into())
+                    }
+                }
+            }
+        }
+        for k in &run[at..] {
+            let r = match k {
+                EntryKey::Lpm(l) => self.set_lpm.remove(&LpmKey::new(l.prefixlen, lpm_data(l))),
+                EntryKey::Tuple(t) => self.set_tuple.remove(t),
+            };
+            match r {
+                Ok(()) | Err(MapError::KeyNotFound) => {}
+                Err(MapError::SyscallError(e))
+                    if e.io_error.raw_os_error() == Some(libc::ENOENT) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+
+    /// The entries of set `id` as the kernel's maps hold them, read back
+    /// (sorted; for checks that the maps equal the mirror). An entry of
+    /// the LPM trie is its prefix length and address, one of the tuple
+    /// hash its shape and masked key bytes.
+    pub fn set_kernel_entries(&self, id: u32) -> Result<Vec<KernelSetEntry>> {
+        let st = self.set_state(id)?;
+        let mut out = Vec::new();
+        if st.kind == crate::abi::SET_LPM {
+            for k in self.set_lpm.keys() {
+                let k = k?;
+                let data = k.data();
+                if u16::from_be_bytes([data[0], data[1]]) as u32 != id {
+                    continue;
+                }
+                let v = self.set_lpm.get(&k, 0)?;
+                out.push(KernelSetEntry {
+                    shape: 0,
+                    prefixlen: k.prefix_len(),
+                    key: data[2..18].to_vec(),
+                    expires_ns: v.expires_ns,
+                });
+            }
+        } else {
+            for k in self.set_tuple.keys() {
+                let k = k?;
+                if u32::from(k.set_id) != id {
+                    continue;
+                }
+                let v = self.set_tuple.get(&k, 0)?;
+                out.push(KernelSetEntry {
+                    shape: k.shape,
+                    prefixlen: v.prefixlen,
+                    key: k.data.to_vec(),
+                    expires_ns: v.expires_ns,
+                });
+            }
+        }
+        out.sort();
+        Ok(out)
     }
 
     /// Define set reference `index` (bit `index` of the image key) of the
@@ -266,22 +357,35 @@ fn pack(run: &[(EntryKey, SetVal)]) -> (Vec<u8>, Vec<u8>) {
     let mut keys = Vec::with_capacity(run.len() * std::mem::size_of::<SetTupleKey>());
     let mut values = Vec::with_capacity(run.len() * std::mem::size_of::<SetVal>());
     for (k, v) in run {
-        match k {
-            EntryKey::Lpm(l) => {
-                keys.extend_from_slice(&l.prefixlen.to_ne_bytes());
-                keys.extend_from_slice(&lpm_data(l));
-            }
-            EntryKey::Tuple(t) => {
-                keys.extend_from_slice(&t.set_id.to_ne_bytes());
-                keys.extend_from_slice(&[t.shape, t._pad]);
-                keys.extend_from_slice(&t.data);
-            }
-        }
+        pack_key(k, &mut keys);
         values.extend_from_slice(&v.expires_ns.to_ne_bytes());
         values.extend_from_slice(&v.prefixlen.to_ne_bytes());
         values.extend_from_slice(&v._pad.to_ne_bytes());
     }
     (keys, values)
+}
+
+/// Keys of a run back to back, as [`pack`] lays them out.
+fn pack_keys(run: &[EntryKey]) -> Vec<u8> {
+    let mut keys = Vec::with_capacity(run.len() * std::mem::size_of::<SetTupleKey>());
+    for k in run {
+        pack_key(k, &mut keys);
+    }
+    keys
+}
+
+fn pack_key(k: &EntryKey, keys: &mut Vec<u8>) {
+    match k {
+        EntryKey::Lpm(l) => {
+            keys.extend_from_slice(&l.prefixlen.to_ne_bytes());
+            keys.extend_from_slice(&lpm_data(l));
+        }
+        EntryKey::Tuple(t) => {
+            keys.extend_from_slice(&t.set_id.to_ne_bytes());
+            keys.extend_from_slice(&[t.shape, t._pad]);
+            keys.extend_from_slice(&t.data);
+        }
+    }
 }
 
 /// Whether a batch call failed because the kernel has no batch updates

@@ -262,6 +262,21 @@ pub(crate) struct SetState {
     pub shapes: Vec<[u8; SET_MAX_DIMS]>,
 }
 
+/// One entry of a set in the kernel's maps, read back
+/// ([`crate::Dataplane::set_kernel_entries`]).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct KernelSetEntry {
+    /// The tuple hash's shape index (0 in the LPM trie).
+    pub shape: u8,
+    /// LPM trie: the key's prefix length (16 + the address bits); tuple
+    /// hash: the value's prefix length field.
+    pub prefixlen: u32,
+    /// LPM trie: the 16 address bytes; tuple hash: the masked key bytes.
+    pub key: Vec<u8>,
+    /// The entry's expiry (`CLOCK_MONOTONIC` ns, 0 = permanent).
+    pub expires_ns: u64,
+}
+
 /// What to write to the maps after a mirror update.
 #[derive(Default)]
 pub(crate) struct Writes {
