@@ -95,7 +95,10 @@ fn mac_source_at_input_and_forward_as_the_kernel() {
     require_root();
     let text = filter();
     let ids = rule_ids(&text);
-    let filter_ids: Vec<u32> = ids.values().copied().collect();
+    // in file order: the n-th counted rule of nft's listing is the n-th
+    // rule of the file
+    let mut filter_ids: Vec<u32> = ids.values().copied().collect();
+    filter_ids.sort();
     let probes: Vec<Probe> = probes().iter().map(|x| x.0).collect();
     let nonzero = |mut m: std::collections::BTreeMap<u32, u64>| {
         m.retain(|_, n| *n > 0);
@@ -141,16 +144,25 @@ fn mac_source_at_input_and_forward_as_the_kernel() {
     }
     assert!(wrong.is_empty(), "{}\nnft:\n{nft}", wrong.join("\n"));
 
-    // parapetd refuses it, naming the rule, until its walker reads the MAC
+    // parapetd refuses to load it, naming the rule, until its walker reads
+    // the MAC
     let dir = tempfile::tempdir().unwrap();
-    let (state, sock) = (dir.path().join("state"), dir.path().join("sock"));
+    let sock = dir.path().join("sock");
     let file = dir.path().join("mac.ipt");
     std::fs::write(&file, &text).unwrap();
-    let _d = start_daemon(&n.r, &state, &sock);
+    let _d = start_daemon(&n.r, dir.path(), &sock);
+    // apply stores it (nothing is in the kernel yet); attach loads it
     let o = parapet(&sock, &["apply", file.to_str().unwrap()]);
-    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{o:?}");
+    let o = parapet(&sock, &["attach"]);
+    let err = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
     assert!(
         !o.status.success() && err.contains("source MAC"),
-        "apply: {err}"
+        "attach: {:?} {err}",
+        o.status
     );
 }
