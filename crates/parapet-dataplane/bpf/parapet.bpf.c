@@ -31,6 +31,32 @@
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
+/* The Ethernet source address of a frame starting at `data` into the key
+ * extension (-m mac, ether saddr). */
+static __always_inline void ext_mac_src(struct parapet_walk *ws, void *data,
+					void *data_end)
+{
+	__u8 *eth = data;
+
+	if ((void *)(eth + 12) > data_end)
+		return;
+	__builtin_memcpy(ws->ext.mac_src, eth + 6, 6);
+	ws->ext.mac_present = 1;
+}
+
+/* The key extension in XDP's scratch slot: zeroed for each packet, then
+ * the frame's source MAC. */
+static __always_inline void xdp_key_ext(void *data, void *data_end)
+{
+	struct walk_cb_ctx wc = { .idx = 0 };
+	struct parapet_walk *ws = walk_state(&wc);
+
+	if (ws) {
+		__builtin_memset(&ws->ext, 0, sizeof(ws->ext));
+		ext_mac_src(ws, data, data_end);
+	}
+}
+
 SEC("xdp")
 int parapet_xdp(struct xdp_md *ctx)
 {
@@ -48,6 +74,7 @@ int parapet_xdp(struct xdp_md *ctx)
 				       &key, &offs);
 		key.flags |= PARAPET_KEY_F_CT;
 	}
+	xdp_key_ext(data, data_end);
 	__u32 verdict = parapet_decide(&key, status, PARAPET_HOOK_XDP, 0);
 	int rc = XDP_PASS;
 
@@ -66,9 +93,11 @@ int parapet_xdp(struct xdp_md *ctx)
 }
 
 /* The key extension in tc's scratch slot (walk_state.h), shared by every tc
- * program: zeroed for each packet, then the packet's mark (the conntrack
- * fields stay 0 at tc). */
-static __always_inline void tc_key_ext(struct __sk_buff *skb)
+ * program: zeroed for each packet, then the packet's mark and, for a
+ * received frame (`mac`), its source MAC (the conntrack fields stay 0 at
+ * tc). At egress the frame's MAC is the host's own, which netfilter's
+ * OUTPUT and POSTROUTING never see: left absent there. */
+static __always_inline void tc_key_ext(struct __sk_buff *skb, int mac)
 {
 	struct walk_cb_ctx wc = { .idx = 1 };
 	struct parapet_walk *ws = walk_state(&wc);
@@ -76,6 +105,9 @@ static __always_inline void tc_key_ext(struct __sk_buff *skb)
 	if (ws) {
 		__builtin_memset(&ws->ext, 0, sizeof(ws->ext));
 		ws->ext.mark = skb->mark;
+		if (mac)
+			ext_mac_src(ws, (void *)(long)skb->data,
+				    (void *)(long)skb->data_end);
 	}
 }
 
@@ -111,7 +143,7 @@ int parapet_tc(struct __sk_buff *skb)
 		key.flags |= PARAPET_KEY_F_VLAN;
 		key.vlan_id = skb->vlan_tci & 0x0fff;
 	}
-	tc_key_ext(skb);
+	tc_key_ext(skb, 1);
 	__u32 verdict = parapet_decide(&key, status, PARAPET_HOOK_TC, 1);
 	int rc = TC_ACT_OK;
 
@@ -185,7 +217,7 @@ int parapet_tc_hooks_in(struct __sk_buff *skb)
 		if (!tc_hook_wanted(hook, key.family))
 			return TC_ACT_OK;
 	}
-	tc_key_ext(skb);
+	tc_key_ext(skb, 1);
 	if (stats_on())
 		parapet_count_nf_hook(hook);
 	__u32 verdict = parapet_decide(&key, status, hook, 1);
@@ -225,7 +257,7 @@ int parapet_tc_hooks_out(struct __sk_buff *skb)
 	if (status == PARAPET_PARSE_OK &&
 	    !tc_hook_wanted(PARAPET_HOOK_NF_OUTPUT, key.family))
 		return TC_ACT_OK;
-	tc_key_ext(skb);
+	tc_key_ext(skb, 0);
 	if (stats_on())
 		parapet_count_nf_hook(PARAPET_HOOK_NF_OUTPUT);
 	__u32 verdict = parapet_decide(&key, status, PARAPET_HOOK_NF_OUTPUT, 1);
@@ -311,6 +343,7 @@ int parapet_nf(struct bpf_nf_ctx *ctx)
 			nf_ct_original(skb->_nfct, &ws->ext);
 			bpf_core_read(&ws->ext.mark, sizeof(ws->ext.mark), &skb->mark);
 			ws->ext.ct_mark = nf_ctmark(skb->_nfct);
+			nf_mac_src(skb, &ws->ext);
 		}
 	}
 	if (stats_on())

@@ -13,7 +13,13 @@ use common::{load_dataplane, Rng};
 use parapet_dataplane::frame::parse_frame;
 use parapet_dataplane::frame::{Frame, L4};
 use parapet_dataplane::{AttachPoint, Dataplane, KernelVerdict, LoadOptions, Stat};
-use parapet_image::{FIXED_FIELDS, KEY_WORDS, MAX_CONSTRAINTS};
+use parapet_image::{KEY_WORDS, MAX_CONSTRAINTS};
+
+/// The fixed fields the BPF walker reads (ids 0..=19): the address and
+/// packet types and the source MAC (ids 20..=23) have key words but no
+/// case in `key_value` yet (docs/dataplane.md), so images never cut them.
+/// Also the random images' stand-in for the set constraint.
+const FIXED_FIELDS: u32 = 20;
 
 const LO: u32 = 1;
 
