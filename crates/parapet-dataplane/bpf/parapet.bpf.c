@@ -70,8 +70,7 @@ int parapet_xdp(struct xdp_md *ctx)
 	__u32 frame_len = (__u32)(data_end - data);
 	int status = parapet_parse(data, data_end, frame_len, &key, &offs);
 	if (ct_live() && status == PARAPET_PARSE_OK) {
-		key.ctstate = ct_state(ctx, PARAPET_HOOK_XDP, data, data_end,
-				       &key, &offs);
+		key.ctstate = ct_state_xdp(ctx, &key, &offs);
 		key.flags |= PARAPET_KEY_F_CT;
 	}
 	xdp_key_ext(data, data_end);
@@ -114,6 +113,24 @@ static __always_inline void tc_key_ext(struct __sk_buff *skb, int mac)
 /* Enough for L2 + VLANs + IPv6 + a few extension headers + TCP. */
 #define PARAPET_TC_PULL 256
 
+/*
+ * A tc program's return code for the classifier's verdict: ACCEPT passes;
+ * DROP, and a REJECT that cannot be answered, drop; an answered REJECT's
+ * frame (now the reply) is redirected to `ifindex` with `flags`.
+ */
+static __always_inline int tc_verdict_rc(struct __sk_buff *skb, __u32 verdict,
+					 const struct parapet_key *key,
+					 const struct parapet_offs *offs,
+					 __u32 ifindex, __u64 flags)
+{
+	if ((verdict & 0xff) == PARAPET_VERDICT_ACCEPT)
+		return TC_ACT_OK;
+	if ((verdict & 0xff) == PARAPET_VERDICT_REJECT &&
+	    reject_reply(skb, PARAPET_HOOK_TC, key, offs, verdict >> 8, 0))
+		return bpf_redirect(ifindex, flags);
+	return TC_ACT_SHOT;
+}
+
 SEC("classifier")
 int parapet_tc(struct __sk_buff *skb)
 {
@@ -133,8 +150,7 @@ int parapet_tc(struct __sk_buff *skb)
 	key.ifindex = skb->ingress_ifindex;
 	int status = parapet_parse(data, data_end, skb->len, &key, &offs);
 	if (ct_live() && status == PARAPET_PARSE_OK) {
-		key.ctstate = ct_state(skb, PARAPET_HOOK_TC, data, data_end,
-				       &key, &offs);
+		key.ctstate = ct_state_tc(skb, &key, &offs);
 		key.flags |= PARAPET_KEY_F_CT;
 	}
 	/* At tc the kernel has usually moved the outer tag out of the data
@@ -145,17 +161,9 @@ int parapet_tc(struct __sk_buff *skb)
 	}
 	tc_key_ext(skb, 1);
 	__u32 verdict = parapet_decide(&key, status, PARAPET_HOOK_TC, 1);
-	int rc = TC_ACT_OK;
-
-	if ((verdict & 0xff) != PARAPET_VERDICT_ACCEPT) {
-		/* REJECT: the frame becomes the answer and leaves by the port
-		 * it came in on (egress of the ingress device) */
-		rc = TC_ACT_SHOT;
-		if ((verdict & 0xff) == PARAPET_VERDICT_REJECT &&
-		    reject_reply(skb, PARAPET_HOOK_TC, &key, &offs, verdict >> 8,
-				 0))
-			rc = bpf_redirect(key.ifindex, 0);
-	}
+	/* a REJECT's answer leaves by the port the frame came in on (egress
+	 * of the ingress device) */
+	int rc = tc_verdict_rc(skb, verdict, &key, &offs, key.ifindex, 0);
 	count_hook(PARAPET_HOOK_TC, &key, rc != TC_ACT_OK);
 	return rc;
 }
@@ -177,8 +185,7 @@ static __always_inline int tc_parse(struct __sk_buff *skb,
 
 	int status = parapet_parse(data, data_end, skb->len, key, offs);
 	if (ct_live() && status == PARAPET_PARSE_OK) {
-		key->ctstate = ct_state(skb, PARAPET_HOOK_TC, data, data_end,
-					key, offs);
+		key->ctstate = ct_state_tc(skb, key, offs);
 		key->flags |= PARAPET_KEY_F_CT;
 	}
 	/* At tc the kernel has usually moved the outer tag out of the data
@@ -221,15 +228,7 @@ int parapet_tc_hooks_in(struct __sk_buff *skb)
 	if (stats_on())
 		parapet_count_nf_hook(hook);
 	__u32 verdict = parapet_decide(&key, status, hook, 1);
-	int rc = TC_ACT_OK;
-
-	if ((verdict & 0xff) != PARAPET_VERDICT_ACCEPT) {
-		rc = TC_ACT_SHOT;
-		if ((verdict & 0xff) == PARAPET_VERDICT_REJECT &&
-		    reject_reply(skb, PARAPET_HOOK_TC, &key, &offs, verdict >> 8,
-				 0))
-			rc = bpf_redirect(key.ifindex, 0);
-	}
+	int rc = tc_verdict_rc(skb, verdict, &key, &offs, key.ifindex, 0);
 	count_hook(hook, &key, rc != TC_ACT_OK);
 	return rc;
 }
@@ -261,15 +260,8 @@ int parapet_tc_hooks_out(struct __sk_buff *skb)
 	if (stats_on())
 		parapet_count_nf_hook(PARAPET_HOOK_NF_OUTPUT);
 	__u32 verdict = parapet_decide(&key, status, PARAPET_HOOK_NF_OUTPUT, 1);
-	int rc = TC_ACT_OK;
-
-	if ((verdict & 0xff) != PARAPET_VERDICT_ACCEPT) {
-		rc = TC_ACT_SHOT;
-		if ((verdict & 0xff) == PARAPET_VERDICT_REJECT &&
-		    reject_reply(skb, PARAPET_HOOK_TC, &key, &offs, verdict >> 8,
-				 0))
-			rc = bpf_redirect(key.oifindex, BPF_F_INGRESS);
-	}
+	int rc = tc_verdict_rc(skb, verdict, &key, &offs, key.oifindex,
+			       BPF_F_INGRESS);
 	count_hook(PARAPET_HOOK_NF_OUTPUT, &key, rc != TC_ACT_OK);
 	return rc;
 }

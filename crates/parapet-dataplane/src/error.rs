@@ -20,15 +20,6 @@ pub enum Error {
     /// The object lacks a map or program this code expects (build mismatch).
     #[error("BPF object has no {0}")]
     Missing(&'static str),
-    /// A rule matching a field the kernel program's walker does not read
-    /// yet (the source MAC: `bpf/lib/walk.h`, `key_value`).
-    #[error("rule {rule} matches the {field}, which parapet's kernel walker does not read yet (the ruleset is enforced by `parapet check`/`classify` only; keep the rule in the kernel's netfilter)")]
-    FieldNotInKernel {
-        /// The rule.
-        rule: u32,
-        /// The field's name.
-        field: &'static str,
-    },
     /// A rule id beyond `LoadOptions::max_rules`.
     #[error("rule id {rule} out of range (max {max})")]
     RuleOutOfRange {

@@ -80,17 +80,6 @@ impl Dataplane {
     /// Whether a ruleset with these rule ids and this image fits the
     /// loaded program: the error names what is too small.
     pub fn check_fits(&self, rs: &Ruleset, image_len: usize) -> Result<()> {
-        // Never compiled as if every packet matched: refused until the
-        // walker reads the source MAC (docs/dataplane.md).
-        if let Some(r) = rs
-            .rules()
-            .find(|r| r.matches.get(parapet_model::Field::MacSrc).is_some())
-        {
-            return Err(Error::FieldNotInKernel {
-                rule: r.id,
-                field: "source MAC (-m mac, ether saddr)",
-            });
-        }
         let max = max_rule_id(rs);
         if max > self.max_rules() {
             return Err(Error::RuleOutOfRange {
