@@ -60,8 +60,10 @@ const MAX_TRIPLES: usize = 8;
 const LANES: usize = 16;
 /// Value slots: 0..12 the first twelve fixed fields saturated at 2^32,
 /// 12..16 the low words of the 128-bit fields (what multi-way cuts on them
-/// read), 16..24 the fields added later (ttl, dscp, length, ct status,
-/// mark, ct mark, ct original destination port, ct protocol: ids 12..=19);
+/// read), 16..27 the fields added later (ttl, dscp, length, ct status,
+/// mark, ct mark, ct original destination port, ct protocol, address and
+/// packet types: ids 12..=22), 27 the source MAC (id 23) saturated, 28 its
+/// low word;
 /// 32 so a 5-bit slot id indexes it without a bounds check.
 const SLOTS: usize = 32;
 /// Bits of a slot id in a node word.
@@ -74,20 +76,22 @@ const fn slot_of(f: u32) -> u32 {
         f + 4
     }
 }
-/// Slot of the low word of 128-bit field `f` (1, 2, 8, 9).
+/// Slot of the low word of multi-word field `f` (1, 2, 8, 9; the source
+/// MAC, 23).
 const fn low_slot(f: usize) -> usize {
     match f {
         1 => 12,
         2 => 13,
         8 => 14,
-        _ => 15,
+        9 => 15,
+        _ => 28,
     }
 }
 
 type Vals = [u64; SLOTS];
 
 /// Slots [`fill_values`] writes; the rest of a [`Vals`] stay zero.
-const FILLED: usize = 24;
+const FILLED: usize = 29;
 
 /// Writes the values a lookup compares into the first [`FILLED`] slots of
 /// `v`, in place. For a cut or bound below 2^32, comparing the saturated
@@ -108,10 +112,12 @@ fn fill_values(key: &KeyWords, v: &mut Vals) {
         let high = w[at + 1] | w[at + 2] | w[at + 3];
         select_unpredictable(high != 0, 1 << 32, w[at] as u64)
     };
+
     const _: () = assert!(low_slot(1) == 12 && low_slot(2) == 13);
     const _: () = assert!(low_slot(8) == 14 && low_slot(9) == 15);
     const _: () = assert!(slot_of(12) == 16 && slot_of(19) == 23);
-    const _: () = assert!(image::FIXED_FIELDS == 20 && slot_of(19) as usize + 1 == FILLED);
+    const _: () = assert!(slot_of(23) == 27 && low_slot(23) == 28);
+    const _: () = assert!(image::FIXED_FIELDS == 24 && low_slot(23) + 1 == FILLED);
     let v: &mut [u64; FILLED] = (&mut v[..FILLED]).try_into().expect("FILLED <= SLOTS");
     v[0] = low(0);
     v[1] = sat(1);
@@ -137,6 +143,11 @@ fn fill_values(key: &KeyWords, v: &mut Vals) {
     v[21] = low(17);
     v[22] = low(18);
     v[23] = low(19);
+    v[24] = low(20);
+    v[25] = low(21);
+    v[26] = low(22);
+    v[27] = sat(23);
+    v[28] = low(23);
 }
 
 /// The compact trees of one image (see the module doc). Lookups take the

@@ -6,7 +6,7 @@
 use crate::api::CompileError;
 use parapet_model::{DecisionList, EntryKind, Field};
 
-/// Number of fixed fields a tree can cut (field ids 0..=17).
+/// Number of fixed fields a tree can cut (field ids 0..=23).
 pub(crate) const FIELDS: usize = Field::FIXED.len();
 
 /// A region of the packet space: per fixed field, an inclusive range.
@@ -79,6 +79,11 @@ fn field_id(f: Field) -> Option<usize> {
     Field::FIXED.iter().position(|&x| x == f)
 }
 
+/// Fixed fields whose key words no hook fills yet (the address and packet
+/// types, words 34..=36, reserved in the key layout): a rule on them is
+/// refused, never compiled as if every packet had the by-prefix value.
+const NO_KEY_VALUE_YET: [Field; 3] = [Field::SrcType, Field::DstType, Field::PktType];
+
 /// Lowers every entry of `list` to a box.
 pub(crate) fn lower(list: &DecisionList) -> Result<Lowered, CompileError> {
     Ok(Lowered {
@@ -126,10 +131,12 @@ fn boxes(list: &DecisionList) -> Result<Vec<EntryBox>, CompileError> {
                         // An address or packet type has no key word yet:
                         // refused, never compiled as if every packet
                         // matched it.
-                        let id = field_id(*f).ok_or_else(|| CompileError::HostField {
-                            rule_id: e.rule_id,
-                            field: f.name(),
-                        })?;
+                        let id = field_id(*f)
+                            .filter(|_| !NO_KEY_VALUE_YET.contains(f))
+                            .ok_or_else(|| CompileError::HostField {
+                                rule_id: e.rule_id,
+                                field: f.name(),
+                            })?;
                         let r = set.ranges().to_vec();
                         if let (Some(first), Some(last)) = (r.first(), r.last()) {
                             c.hull[id] = (first.0, last.1);

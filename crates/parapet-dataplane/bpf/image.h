@@ -10,9 +10,9 @@
 #define PARAPET_IMAGE_H
 
 #define PARAPET_IMG_MAGIC 0x54505250u /* "PRPT" little-endian */
-#define PARAPET_IMG_VERSION 5
+#define PARAPET_IMG_VERSION 6
 #define PARAPET_IMG_HEADER_WORDS 32
-#define PARAPET_IMG_KEY_WORDS 34
+#define PARAPET_IMG_KEY_WORDS 41
 #define PARAPET_IMG_NODE_WORDS 8
 #define PARAPET_IMG_PARTITION_WORDS 4
 #define PARAPET_IMG_VERDICT_WORDS 4
@@ -33,7 +33,7 @@
 /* A masked constraint: key & mask == value (no ranges; body mask, value). */
 #define PARAPET_IMG_MASKED_BIT 0x4000u
 #define PARAPET_IMG_MASK_NEGATE_BIT 0x2000u
-#define PARAPET_IMG_FIXED_FIELDS 20 /* field ids 0..19 */
+#define PARAPET_IMG_FIXED_FIELDS 24 /* field ids 0..23 */
 #define PARAPET_IMG_SET_FIELD 31
 #define PARAPET_IMG_FLAG_PURE_FIRST_MATCH 1u
 
@@ -145,6 +145,11 @@
 #define PARAPET_KW_CTMARK 31
 #define PARAPET_KW_CTORIGDPORT 32
 #define PARAPET_KW_CTPROTO 33
+/* words 34..36: the address and packet types (field ids 20..22) */
+/* the source MAC, 4 words like an address (the upper two always 0):
+ * bits 0..31, then 32..47 and the presence
+ * bit 48 (bit 16 of the second word) */
+#define PARAPET_KW_MACSRC 37
 
 /* ctstate values of the key. */
 #define PARAPET_CT_INVALID 0

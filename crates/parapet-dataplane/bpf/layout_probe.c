@@ -292,6 +292,7 @@ int main(void)
 	C(PARAPET_KW_CTMARK);
 	C(PARAPET_KW_CTORIGDPORT);
 	C(PARAPET_KW_CTPROTO);
+	C(PARAPET_KW_MACSRC);
 	printf("];\n");
 	return 0;
 }

@@ -31,6 +31,32 @@
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
+/* The Ethernet source address of a frame starting at `data` into the key
+ * extension (-m mac, ether saddr). */
+static __always_inline void ext_mac_src(struct parapet_walk *ws, void *data,
+					void *data_end)
+{
+	__u8 *eth = data;
+
+	if ((void *)(eth + 12) > data_end)
+		return;
+	__builtin_memcpy(ws->ext.mac_src, eth + 6, 6);
+	ws->ext.mac_present = 1;
+}
+
+/* The key extension in XDP's scratch slot: zeroed for each packet, then
+ * the frame's source MAC. */
+static __always_inline void xdp_key_ext(void *data, void *data_end)
+{
+	struct walk_cb_ctx wc = { .idx = 0 };
+	struct parapet_walk *ws = walk_state(&wc);
+
+	if (ws) {
+		__builtin_memset(&ws->ext, 0, sizeof(ws->ext));
+		ext_mac_src(ws, data, data_end);
+	}
+}
+
 SEC("xdp")
 int parapet_xdp(struct xdp_md *ctx)
 {
@@ -44,10 +70,10 @@ int parapet_xdp(struct xdp_md *ctx)
 	__u32 frame_len = (__u32)(data_end - data);
 	int status = parapet_parse(data, data_end, frame_len, &key, &offs);
 	if (ct_live() && status == PARAPET_PARSE_OK) {
-		key.ctstate = ct_state(ctx, PARAPET_HOOK_XDP, data, data_end,
-				       &key, &offs);
+		key.ctstate = ct_state_xdp(ctx, &key, &offs);
 		key.flags |= PARAPET_KEY_F_CT;
 	}
+	xdp_key_ext(data, data_end);
 	__u32 verdict = parapet_decide(&key, status, PARAPET_HOOK_XDP, 0);
 	int rc = XDP_PASS;
 
@@ -66,9 +92,11 @@ int parapet_xdp(struct xdp_md *ctx)
 }
 
 /* The key extension in tc's scratch slot (walk_state.h), shared by every tc
- * program: zeroed for each packet, then the packet's mark (the conntrack
- * fields stay 0 at tc). */
-static __always_inline void tc_key_ext(struct __sk_buff *skb)
+ * program: zeroed for each packet, then the packet's mark and, for a
+ * received frame (`mac`), its source MAC (the conntrack fields stay 0 at
+ * tc). At egress the frame's MAC is the host's own, which netfilter's
+ * OUTPUT and POSTROUTING never see: left absent there. */
+static __always_inline void tc_key_ext(struct __sk_buff *skb, int mac)
 {
 	struct walk_cb_ctx wc = { .idx = 1 };
 	struct parapet_walk *ws = walk_state(&wc);
@@ -76,11 +104,32 @@ static __always_inline void tc_key_ext(struct __sk_buff *skb)
 	if (ws) {
 		__builtin_memset(&ws->ext, 0, sizeof(ws->ext));
 		ws->ext.mark = skb->mark;
+		if (mac)
+			ext_mac_src(ws, (void *)(long)skb->data,
+				    (void *)(long)skb->data_end);
 	}
 }
 
 /* Enough for L2 + VLANs + IPv6 + a few extension headers + TCP. */
 #define PARAPET_TC_PULL 256
+
+/*
+ * A tc program's return code for the classifier's verdict: ACCEPT passes;
+ * DROP, and a REJECT that cannot be answered, drop; an answered REJECT's
+ * frame (now the reply) is redirected to `ifindex` with `flags`.
+ */
+static __always_inline int tc_verdict_rc(struct __sk_buff *skb, __u32 verdict,
+					 const struct parapet_key *key,
+					 const struct parapet_offs *offs,
+					 __u32 ifindex, __u64 flags)
+{
+	if ((verdict & 0xff) == PARAPET_VERDICT_ACCEPT)
+		return TC_ACT_OK;
+	if ((verdict & 0xff) == PARAPET_VERDICT_REJECT &&
+	    reject_reply(skb, PARAPET_HOOK_TC, key, offs, verdict >> 8, 0))
+		return bpf_redirect(ifindex, flags);
+	return TC_ACT_SHOT;
+}
 
 SEC("classifier")
 int parapet_tc(struct __sk_buff *skb)
@@ -101,8 +150,7 @@ int parapet_tc(struct __sk_buff *skb)
 	key.ifindex = skb->ingress_ifindex;
 	int status = parapet_parse(data, data_end, skb->len, &key, &offs);
 	if (ct_live() && status == PARAPET_PARSE_OK) {
-		key.ctstate = ct_state(skb, PARAPET_HOOK_TC, data, data_end,
-				       &key, &offs);
+		key.ctstate = ct_state_tc(skb, &key, &offs);
 		key.flags |= PARAPET_KEY_F_CT;
 	}
 	/* At tc the kernel has usually moved the outer tag out of the data
@@ -111,19 +159,11 @@ int parapet_tc(struct __sk_buff *skb)
 		key.flags |= PARAPET_KEY_F_VLAN;
 		key.vlan_id = skb->vlan_tci & 0x0fff;
 	}
-	tc_key_ext(skb);
+	tc_key_ext(skb, 1);
 	__u32 verdict = parapet_decide(&key, status, PARAPET_HOOK_TC, 1);
-	int rc = TC_ACT_OK;
-
-	if ((verdict & 0xff) != PARAPET_VERDICT_ACCEPT) {
-		/* REJECT: the frame becomes the answer and leaves by the port
-		 * it came in on (egress of the ingress device) */
-		rc = TC_ACT_SHOT;
-		if ((verdict & 0xff) == PARAPET_VERDICT_REJECT &&
-		    reject_reply(skb, PARAPET_HOOK_TC, &key, &offs, verdict >> 8,
-				 0))
-			rc = bpf_redirect(key.ifindex, 0);
-	}
+	/* a REJECT's answer leaves by the port the frame came in on (egress
+	 * of the ingress device) */
+	int rc = tc_verdict_rc(skb, verdict, &key, &offs, key.ifindex, 0);
 	count_hook(PARAPET_HOOK_TC, &key, rc != TC_ACT_OK);
 	return rc;
 }
@@ -145,8 +185,7 @@ static __always_inline int tc_parse(struct __sk_buff *skb,
 
 	int status = parapet_parse(data, data_end, skb->len, key, offs);
 	if (ct_live() && status == PARAPET_PARSE_OK) {
-		key->ctstate = ct_state(skb, PARAPET_HOOK_TC, data, data_end,
-					key, offs);
+		key->ctstate = ct_state_tc(skb, key, offs);
 		key->flags |= PARAPET_KEY_F_CT;
 	}
 	/* At tc the kernel has usually moved the outer tag out of the data
@@ -185,19 +224,11 @@ int parapet_tc_hooks_in(struct __sk_buff *skb)
 		if (!tc_hook_wanted(hook, key.family))
 			return TC_ACT_OK;
 	}
-	tc_key_ext(skb);
+	tc_key_ext(skb, 1);
 	if (stats_on())
 		parapet_count_nf_hook(hook);
 	__u32 verdict = parapet_decide(&key, status, hook, 1);
-	int rc = TC_ACT_OK;
-
-	if ((verdict & 0xff) != PARAPET_VERDICT_ACCEPT) {
-		rc = TC_ACT_SHOT;
-		if ((verdict & 0xff) == PARAPET_VERDICT_REJECT &&
-		    reject_reply(skb, PARAPET_HOOK_TC, &key, &offs, verdict >> 8,
-				 0))
-			rc = bpf_redirect(key.ifindex, 0);
-	}
+	int rc = tc_verdict_rc(skb, verdict, &key, &offs, key.ifindex, 0);
 	count_hook(hook, &key, rc != TC_ACT_OK);
 	return rc;
 }
@@ -225,19 +256,12 @@ int parapet_tc_hooks_out(struct __sk_buff *skb)
 	if (status == PARAPET_PARSE_OK &&
 	    !tc_hook_wanted(PARAPET_HOOK_NF_OUTPUT, key.family))
 		return TC_ACT_OK;
-	tc_key_ext(skb);
+	tc_key_ext(skb, 0);
 	if (stats_on())
 		parapet_count_nf_hook(PARAPET_HOOK_NF_OUTPUT);
 	__u32 verdict = parapet_decide(&key, status, PARAPET_HOOK_NF_OUTPUT, 1);
-	int rc = TC_ACT_OK;
-
-	if ((verdict & 0xff) != PARAPET_VERDICT_ACCEPT) {
-		rc = TC_ACT_SHOT;
-		if ((verdict & 0xff) == PARAPET_VERDICT_REJECT &&
-		    reject_reply(skb, PARAPET_HOOK_TC, &key, &offs, verdict >> 8,
-				 0))
-			rc = bpf_redirect(key.oifindex, BPF_F_INGRESS);
-	}
+	int rc = tc_verdict_rc(skb, verdict, &key, &offs, key.oifindex,
+			       BPF_F_INGRESS);
 	count_hook(PARAPET_HOOK_NF_OUTPUT, &key, rc != TC_ACT_OK);
 	return rc;
 }
@@ -311,6 +335,7 @@ int parapet_nf(struct bpf_nf_ctx *ctx)
 			nf_ct_original(skb->_nfct, &ws->ext);
 			bpf_core_read(&ws->ext.mark, sizeof(ws->ext.mark), &skb->mark);
 			ws->ext.ct_mark = nf_ctmark(skb->_nfct);
+			nf_mac_src(skb, &ws->ext);
 		}
 	}
 	if (stats_on())

@@ -14,7 +14,7 @@
 
 #include <linux/types.h>
 
-#define PARAPET_ABI_VERSION 7
+#define PARAPET_ABI_VERSION 8
 
 /* ---- parsed packet key ------------------------------------------------- */
 
@@ -51,6 +51,11 @@ struct parapet_key_ext {
 	__u16 ct_orig_dport; /* conntrack original tuple's dst port (host order, netfilter) */
 	__u8 ct_proto;	     /* conntrack entry's layer-4 protocol (netfilter) */
 	__u8 pad;
+	/* the Ethernet source address as on the wire, and 1 when the hook
+	 * has one (XDP, tc ingress; netfilter: xt_mac's checks), else 0 */
+	__u8 mac_src[6];
+	__u8 mac_present;
+	__u8 pad2;
 };
 
 /*

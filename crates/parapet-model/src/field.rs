@@ -74,6 +74,11 @@ pub enum Field {
     /// The conntrack entry's mark (`-m connmark`, nft `ct mark`); 0 for a
     /// packet without an entry and at the interface hooks.
     CtMark,
+    /// The Ethernet source address (`-m mac --mac-source`, nft `ether
+    /// saddr`) with a presence bit: `1 << 48 | mac` when the packet has an
+    /// Ethernet header the hook can read, 0 when it has none (xt_mac and
+    /// nft's link-layer payload then match nothing, negated or not).
+    MacSrc,
     /// Membership of the packet's key in the ruleset's set reference `n`
     /// ([`crate::SetRef`]): 1 when the set holds it.
     Set(u16),
@@ -81,7 +86,7 @@ pub enum Field {
 
 impl Field {
     /// The fixed fields, in the order engines lay them out.
-    pub const FIXED: [Field; 20] = [
+    pub const FIXED: [Field; 24] = [
         Field::Family,
         Field::SrcAddr,
         Field::DstAddr,
@@ -102,6 +107,10 @@ impl Field {
         Field::CtMark,
         Field::CtOrigDstPort,
         Field::CtProto,
+        Field::SrcType,
+        Field::DstType,
+        Field::PktType,
+        Field::MacSrc,
     ];
 
     /// Width of the field in bits.
@@ -120,6 +129,7 @@ impl Field {
             Field::PktType => 3,
             Field::Length | Field::Mark | Field::CtMark => 32,
             Field::Fragment | Field::Set(_) => 1,
+            Field::MacSrc => 49,
         }
     }
 
@@ -154,6 +164,7 @@ impl Field {
             Field::CtProto => "ctproto".into(),
             Field::Mark => "mark".into(),
             Field::CtMark => "ctmark".into(),
+            Field::MacSrc => "macsrc".into(),
             Field::Set(n) => format!("set{n}"),
         }
     }

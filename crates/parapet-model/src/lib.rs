@@ -42,6 +42,7 @@ mod hull_index;
 mod interval;
 mod linear;
 mod lint;
+pub mod mac;
 mod masked;
 mod netbase;
 mod nft_bucket;

@@ -68,6 +68,9 @@ pub struct Packet {
     pub mark: u32,
     /// The conntrack entry's mark; 0 without an entry.
     pub ct_mark: u32,
+    /// The Ethernet source address, when the hook sees an Ethernet header
+    /// ([`Field::MacSrc`]); `None` (the default) matches no MAC rule.
+    pub mac_src: Option<u64>,
 }
 
 impl Packet {
@@ -102,6 +105,7 @@ impl Packet {
             pkt_type: None,
             mark: 0,
             ct_mark: 0,
+            mac_src: None,
         }
     }
 
@@ -138,6 +142,7 @@ impl Packet {
             Field::CtProto => self.ct_proto as u128,
             Field::Mark => self.mark as u128,
             Field::CtMark => self.ct_mark as u128,
+            Field::MacSrc => crate::mac::key_value(self.mac_src),
             Field::Set(_) => panic!("set membership is not a header field"),
         }
     }
@@ -312,6 +317,12 @@ impl FromStr for Packet {
                     p.ct_orig_dport = need("expected a port")?
                         .parse()
                         .map_err(|_| err(i + 1, "expected a port 0-65535"))?
+                }
+                "macsrc" => {
+                    p.mac_src = Some(
+                        crate::mac::parse(need("expected a MAC address")?)
+                            .ok_or_else(|| err(i + 1, "expected a MAC address like 02:00:00:00:00:01"))?,
+                    )
                 }
                 "ctproto" => {
                     p.ct_proto = protocol_number(need("expected a protocol")?)
@@ -497,6 +508,9 @@ impl fmt::Display for Packet {
         }
         if self.ct_mark != 0 {
             write!(f, " ctmark {:#x}", self.ct_mark)?;
+        }
+        if let Some(m) = self.mac_src {
+            write!(f, " macsrc {}", crate::mac::format(m))?;
         }
         write!(f, " len {}", self.len)
     }

@@ -266,6 +266,9 @@ impl Space {
         if let Some(v) = get(Field::CtMark) {
             p.ct_mark = v as u32;
         }
+        if let Some(v) = get(Field::MacSrc) {
+            p.mac_src = crate::mac::from_key_value(v);
+        }
         Some(p)
     }
 

@@ -241,3 +241,39 @@ fn includes_are_looked_for_on_the_search_path_after_the_including_dir() {
     );
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// nft's `log group N` (NFLOG) is left to the kernel as iptables' `-j
+/// NFLOG` is: noted, written back, and the rule goes on to its verdict.
+#[test]
+fn nft_log_group_is_left_to_the_kernel_like_nflog() {
+    let text = "table ip filter {\n\tchain input {\n\t\ttype filter hook input priority 0; policy accept;\n\
+        \t\ttcp dport 22 log group 2 prefix \"ssh \" snaplen 64 drop\n\
+        \t\tlog group 0\n\t}\n}\n";
+    let rs = parse(text, "g.nft", Format::Nft).unwrap().ruleset;
+    let rules: Vec<&Rule> = rs.rules().collect();
+    assert_eq!(rules[0].kernel, ["log group 2 prefix \"ssh \" snaplen 64"]);
+    assert_eq!(rules[0].action, Action::Verdict(Verdict::Drop));
+    assert_eq!(rules[1].kernel, ["log group 0"]);
+    assert_eq!(rules[1].action, Action::Count);
+    let notes = LeftToKernel::summary(&rs.left_to_kernel);
+    assert!(notes.iter().any(|n| n.contains("log group")), "{notes:?}");
+    let p = Packet::v4(1, 2, 6, 1000, 22);
+    let e = LinearEngine::new(&rs, rs.select_chain(None).unwrap()).unwrap();
+    let d = e.classify(&p, &NoSets).unwrap();
+    assert_eq!((d.rule_id, d.verdict), (rules[0].id, Verdict::Drop));
+    let listing = render::nft(&rs).unwrap();
+    assert!(
+        listing.contains("log group 2 prefix \"ssh \" snaplen 64"),
+        "{listing}"
+    );
+    let e = first_error(
+        "table ip filter {\n\tchain input {\n\t\ttype filter hook input priority 0;\n\t\tlog group 1 level info\n\t}\n}\n",
+        Format::Nft,
+    );
+    assert!(e.contains("'log group' takes no level"), "{e}");
+    let e = first_error(
+        "table ip filter {\n\tchain input {\n\t\ttype filter hook input priority 0;\n\t\tlog snaplen 10\n\t}\n}\n",
+        Format::Nft,
+    );
+    assert!(e.contains("need 'log group N'"), "{e}");
+}

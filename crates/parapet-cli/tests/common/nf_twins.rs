@@ -199,7 +199,7 @@ pub fn with_counters(nft: &str) -> String {
 
 /// The nft twin's counters by rule id: the n-th counted rule of the filter
 /// table is the n-th filter rule of the iptables-save file.
-fn nft_counters(ns: &Netns, v6: bool, filter_ids: &[u32]) -> BTreeMap<u32, u64> {
+pub fn nft_counters(ns: &Netns, v6: bool, filter_ids: &[u32]) -> BTreeMap<u32, u64> {
     let fam = if v6 { "ip6" } else { "ip" };
     let out = ns.exec(&["nft", "list", "table", fam, "filter"]).unwrap();
     let mut m = BTreeMap::new();

@@ -288,4 +288,27 @@ static __always_inline __u8 ct_state(void *ctx, __u32 hook, void *data,
 	return ct_result(ct, &q);
 }
 
+/*
+ * ct_state as a subprogram of its own, one per program type (the kfunc
+ * differs): the lookup's query (struct ct_query, 56 bytes) lives on this
+ * frame, which returns before parapet_decide is called, instead of on the
+ * entry's, which is on the walker's deepest call chain (docs/dataplane.md,
+ * "Stack").  Static: verified in its caller's context, as when inlined.
+ */
+static __noinline __u8 ct_state_xdp(struct xdp_md *ctx,
+				    const struct parapet_key *key,
+				    const struct parapet_offs *offs)
+{
+	return ct_state(ctx, PARAPET_HOOK_XDP, (void *)(long)ctx->data,
+			(void *)(long)ctx->data_end, key, offs);
+}
+
+static __noinline __u8 ct_state_tc(struct __sk_buff *skb,
+				   const struct parapet_key *key,
+				   const struct parapet_offs *offs)
+{
+	return ct_state(skb, PARAPET_HOOK_TC, (void *)(long)skb->data,
+			(void *)(long)skb->data_end, key, offs);
+}
+
 #endif /* PARAPET_LIB_CONNTRACK_H */

@@ -35,6 +35,7 @@
  */
 struct net_device {
 	int ifindex;
+	unsigned short type; /* ARPHRD_* */
 } __attribute__((preserve_access_index));
 
 struct nf_hook_state {
@@ -48,7 +49,13 @@ struct sk_buff {
 	unsigned int len;
 	unsigned long _nfct;
 	__u32 mark;
+	struct net_device *dev;
+	unsigned char *head;
+	unsigned char *data;
+	__u16 mac_header;
 } __attribute__((preserve_access_index));
+
+#define PARAPET_ARPHRD_ETHER 1
 
 struct bpf_nf_ctx {
 	const struct nf_hook_state *state;
@@ -180,6 +187,31 @@ static __always_inline __u32 nf_ctmark(unsigned long nfct)
 	if (bpf_core_read(&mark, sizeof(mark), &ct->mark))
 		return 0;
 	return mark;
+}
+
+/*
+ * The packet's Ethernet source address, as xt_mac reads it: only from an
+ * ARPHRD_ETHER device and a MAC header that lies between the buffer's head
+ * and its data (so never for a packet this host sends: at OUTPUT and
+ * POSTROUTING the header is not set or not yet written); else the key
+ * extension says absent and no MAC rule matches.  Read straight into the
+ * walk state: no stack.
+ */
+static __always_inline void nf_mac_src(struct sk_buff *skb,
+				       struct parapet_key_ext *ext)
+{
+	struct net_device *dev = skb->dev;
+	unsigned char *head = skb->head;
+	__u64 mac = skb->mac_header;
+
+	if (!dev || dev->type != PARAPET_ARPHRD_ETHER)
+		return;
+	/* mac_header is ~0 when unset: past data, refused here */
+	if (head + mac + ETH_HLEN > skb->data)
+		return;
+	if (bpf_probe_read_kernel(ext->mac_src, 6, head + mac + 6))
+		return;
+	ext->mac_present = 1;
 }
 
 /* The PARAPET_HOOK_NF_* of a netfilter hook number (at most

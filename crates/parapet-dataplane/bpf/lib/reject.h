@@ -25,6 +25,14 @@
 #define PARAPET_REPLY_BUF (PARAPET_REJECT_MAX_L3 + 512 + 8)
 struct parapet_reply_buf {
 	__u8 b[PARAPET_REPLY_BUF];
+	/* the frame's L2 header, the quoted TCP header and the checksum's
+	 * pseudo-header: here, not on the stack, whose bytes the hook
+	 * entries need for the walker's call chain (docs/dataplane.md,
+	 * "Stack") */
+	__u8 l2[24];
+	__u8 mac[8];
+	__u8 th[20];
+	__u8 ph[40];
 };
 
 struct {
@@ -157,13 +165,14 @@ static __always_inline __u16 csum_fold(__s64 s)
 
 /* Checksum of a transport message at buf[off, off + len) with its
  * pseudo-header (RFC 793 / RFC 8200 8.1), stored at buf[off + at]. */
-static __always_inline int l4_csum(__u8 *buf, int v6, const struct parapet_key *key,
-				   __u8 proto, __u32 off, __u32 len, __u32 at)
+static __always_inline int l4_csum(struct parapet_reply_buf *rb, int v6,
+				   const struct parapet_key *key, __u8 proto,
+				   __u32 off, __u32 len, __u32 at)
 {
-	__u8 ph[40];
+	__u8 *buf = rb->b, *ph = rb->ph;
 	__s64 s;
 
-	__builtin_memset(ph, 0, sizeof(ph));
+	__builtin_memset(ph, 0, sizeof(rb->ph));
 	/* the reply goes from the packet's destination to its source */
 	if (v6) {
 		__builtin_memcpy(ph, key->dst, 16);
@@ -268,13 +277,18 @@ static __always_inline int reject_reply(void *ctx, __u32 hook,
 					__u32 rtype, __u32 frame_len)
 {
 	__u32 zero = 0;
-	__u8 l2[24], mac[6];
+	struct parapet_reply_buf *rb = bpf_map_lookup_elem(&parapet_reply, &zero);
 	int v6 = key->family == PARAPET_FAMILY_IPV6;
 	struct reject_plan p = reject_plan(rtype, v6, key->proto);
 	__u32 l3 = offs->l3, l4 = offs->l4, rlen;
 
+	if (!rb) {
+		stat_inc(PARAPET_STAT_REJECT_FAILED);
+		return 0;
+	}
+	__u8 *l2 = rb->l2;
 	/* Ethernet and up to two VLAN tags: 14 <= l3 <= 22 */
-	if (l3 < 14 || l3 > sizeof(l2) ||
+	if (l3 < 14 || l3 > sizeof(rb->l2) ||
 	    pkt_load(ctx, hook, 0, l2, l3) < 0 || !p.ok ||
 	    !reject_eligible(key, l2)) {
 		stat_inc(PARAPET_STAT_REJECT_NO_REPLY);
@@ -289,14 +303,13 @@ static __always_inline int reject_reply(void *ctx, __u32 hook,
 		stat_inc(PARAPET_STAT_REJECT_LIMITED);
 		return 0;
 	}
-	struct parapet_reply_buf *rb = bpf_map_lookup_elem(&parapet_reply, &zero);
-	if (!rb || l3 > PARAPET_MAX_OFF || l4 > PARAPET_MAX_OFF)
+	if (l3 > PARAPET_MAX_OFF || l4 > PARAPET_MAX_OFF)
 		goto fail;
 	__u8 *buf = rb->b;
 	__u32 hl = v6 ? 40 : 20;
 
 	if (p.rst) {
-		__u8 th[20];
+		__u8 *th = rb->th;
 		if (l4 <= l3 || pkt_load(ctx, hook, l4, th, 20) < 0)
 			goto fail;
 		/* segment length: the datagram past the IP headers */
@@ -325,7 +338,7 @@ static __always_inline int reject_reply(void *ctx, __u32 hook,
 			t[13] = TCPF_RST | TCPF_ACK;
 		}
 		reply_ip(buf, v6, key, IPPROTO_TCP, rlen, 0, 0x4000 /* DF */);
-		if (l4_csum(buf, v6, key, IPPROTO_TCP, hl, 20, 16) < 0)
+		if (l4_csum(rb, v6, key, IPPROTO_TCP, hl, 20, 16) < 0)
 			goto fail;
 	} else {
 		__u32 q;
@@ -361,7 +374,7 @@ static __always_inline int reject_reply(void *ctx, __u32 hook,
 		reply_ip(buf, v6, key, v6 ? IPPROTO_ICMPV6 : IPPROTO_ICMP, rlen,
 			 0xc0, 0);
 		if (v6) {
-			if (l4_csum(buf, 1, key, IPPROTO_ICMPV6, 40, rlen - 40, 2) < 0)
+			if (l4_csum(rb, 1, key, IPPROTO_ICMPV6, 40, rlen - 40, 2) < 0)
 				goto fail;
 		} else {
 			__s64 s = csum_buf(buf, 20, (rlen - 20 + 3) & ~3u, 0);
@@ -375,10 +388,10 @@ static __always_inline int reject_reply(void *ctx, __u32 hook,
 		goto fail;
 	if (pkt_resize(ctx, hook, l3 + rlen, frame_len) < 0)
 		goto fail;
-	__builtin_memcpy(mac, l2, 6);
+	__builtin_memcpy(rb->mac, l2, 6);
 	__builtin_memcpy(l2, l2 + 6, 6);
-	__builtin_memcpy(l2 + 6, mac, 6);
-	if (l3 < 14 || l3 > sizeof(l2) ||
+	__builtin_memcpy(l2 + 6, rb->mac, 6);
+	if (l3 < 14 || l3 > sizeof(rb->l2) ||
 	    pkt_store(ctx, hook, 0, l2, l3) < 0 ||
 	    pkt_store(ctx, hook, l3, buf, rlen) < 0)
 		goto fail;

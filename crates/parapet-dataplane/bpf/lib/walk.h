@@ -103,42 +103,66 @@ static __always_inline int cmp128(const __u32 *a, const __u32 *b)
 	return 0;
 }
 
-/* The key's value of `field` as 4 words (zero-extended); -1 if unknown. */
+/*
+ * Each fixed field's first key word (image.h's layout), with
+ * PARAPET_KW_WIDE for the 128-bit fields (addresses, interface names, the
+ * source MAC).  A table, not a switch case per field: the verifier walks
+ * every case as a path of its own at every call in every loop iteration
+ * (one more case took the tc placement's ingress program past its million
+ * instructions); a load from .rodata with a bounded index is one path.
+ */
+#define PARAPET_KW_WIDE 0x80
+static const __u8 parapet_key_word_of[PARAPET_IMG_FIXED_FIELDS] = {
+	PARAPET_KW_FAMILY,
+	PARAPET_KW_SADDR | PARAPET_KW_WIDE,
+	PARAPET_KW_DADDR | PARAPET_KW_WIDE,
+	PARAPET_KW_PROTO,
+	PARAPET_KW_SPORT,
+	PARAPET_KW_DPORT,
+	PARAPET_KW_ICMP,
+	PARAPET_KW_TCPFLAGS,
+	PARAPET_KW_IIF | PARAPET_KW_WIDE,
+	PARAPET_KW_OIF | PARAPET_KW_WIDE,
+	PARAPET_KW_CTSTATE,
+	PARAPET_KW_FRAGMENT,
+	PARAPET_KW_TTL,
+	PARAPET_KW_DSCP,
+	PARAPET_KW_LENGTH,
+	PARAPET_KW_CTSTATUS,
+	PARAPET_KW_MARK,
+	PARAPET_KW_CTMARK,
+	PARAPET_KW_CTORIGDPORT,
+	PARAPET_KW_CTPROTO,
+	PARAPET_KW_CTPROTO + 1, /* ids 20..22: address and packet types */
+	PARAPET_KW_CTPROTO + 2,
+	PARAPET_KW_CTPROTO + 3,
+	PARAPET_KW_MACSRC | PARAPET_KW_WIDE,
+};
+_Static_assert(PARAPET_IMG_FIXED_FIELDS == 24, "one table entry per fixed field");
+_Static_assert(PARAPET_KW_MACSRC + 4 <= PARAPET_IMG_KEY_WORDS,
+	       "every entry's 4 words are inside the key");
+
+/* The key's value of `field` as 4 words (zero-extended); -1 if unknown.
+ * Four words are read for every field and the upper three masked off for
+ * the 32-bit ones: no branch on the width. */
 static __always_inline int key_value(struct parapet_walk *w, __u32 field,
 				     __u32 *v)
 {
-	__u32 off, wide = 0;
+	__u32 e, off, wide;
 
 	if (field == 8 || field == 9)
 		key_ifnames(w);
-
-	switch (field) {
-	case 0: off = PARAPET_KW_FAMILY; break;
-	case 1: off = PARAPET_KW_SADDR; wide = 1; break;
-	case 2: off = PARAPET_KW_DADDR; wide = 1; break;
-	case 3: off = PARAPET_KW_PROTO; break;
-	case 4: off = PARAPET_KW_SPORT; break;
-	case 5: off = PARAPET_KW_DPORT; break;
-	case 6: off = PARAPET_KW_ICMP; break;
-	case 7: off = PARAPET_KW_TCPFLAGS; break;
-	case 8: off = PARAPET_KW_IIF; wide = 1; break;
-	case 9: off = PARAPET_KW_OIF; wide = 1; break;
-	case 10: off = PARAPET_KW_CTSTATE; break;
-	case 11: off = PARAPET_KW_FRAGMENT; break;
-	case 12: off = PARAPET_KW_TTL; break;
-	case 13: off = PARAPET_KW_DSCP; break;
-	case 14: off = PARAPET_KW_LENGTH; break;
-	case 15: off = PARAPET_KW_CTSTATUS; break;
-	case 16: off = PARAPET_KW_MARK; break;
-	case 17: off = PARAPET_KW_CTMARK; break;
-	case 18: off = PARAPET_KW_CTORIGDPORT; break;
-	case 19: off = PARAPET_KW_CTPROTO; break;
-	default: return -1;
-	}
+	if (field >= PARAPET_IMG_FIXED_FIELDS)
+		return -1;
+	e = parapet_key_word_of[field];
+	off = e & ~PARAPET_KW_WIDE;
+	wide = -(e >> 7); /* all ones for a 128-bit field, else 0 */
+	if (off > PARAPET_IMG_KEY_WORDS - 4)
+		return -1;
 	v[0] = w->key[off];
-	v[1] = wide ? w->key[off + 1] : 0;
-	v[2] = wide ? w->key[off + 2] : 0;
-	v[3] = wide ? w->key[off + 3] : 0;
+	v[1] = w->key[off + 1] & wide;
+	v[2] = w->key[off + 2] & wide;
+	v[3] = w->key[off + 3] & wide;
 	return 0;
 }
 
@@ -714,6 +738,17 @@ static __always_inline void build_key(struct parapet_walk *w,
 	w->key[PARAPET_KW_CTMARK] = w->ext.ct_mark;
 	w->key[PARAPET_KW_CTORIGDPORT] = w->ext.ct_orig_dport;
 	w->key[PARAPET_KW_CTPROTO] = w->ext.ct_proto;
+	w->key[PARAPET_KW_MACSRC] = be32_at(&w->ext.mac_src[2]);
+	w->key[PARAPET_KW_MACSRC + 1] = (__u32)w->ext.mac_present << 16 |
+					(__u32)w->ext.mac_src[0] << 8 |
+					w->ext.mac_src[1];
+	w->key[PARAPET_KW_MACSRC + 2] = 0;
+	w->key[PARAPET_KW_MACSRC + 3] = 0;
+	/* the address and packet types (ids 20..22): not filled yet, and
+	 * the loader refuses images that read them (ruleset.rs) */
+	w->key[PARAPET_KW_CTPROTO + 1] = 0;
+	w->key[PARAPET_KW_CTPROTO + 2] = 0;
+	w->key[PARAPET_KW_CTPROTO + 3] = 0;
 	w->key[PARAPET_KW_SETS] = 0; /* set_bits() fills these */
 	w->key[PARAPET_KW_SETS + 1] = 0;
 	w->ifn_done = 0;

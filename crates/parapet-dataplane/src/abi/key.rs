@@ -148,6 +148,7 @@ impl PacketKey {
             // not in this key: the walk state's key extension (parapet.h)
             mark: 0,
             ct_mark: 0,
+            mac_src: None,
         })
     }
 

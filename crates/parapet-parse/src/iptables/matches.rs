@@ -3,13 +3,14 @@
 
 use super::addrtype::{type_option_module, TYPE_MATCHES};
 use super::header::{header_option_module, HEADER_MATCHES};
+use super::mac::MAC_MATCHES;
 use super::mark::MARK_MATCHES;
 use super::rule::{Need, RuleParser};
 use crate::common::*;
 use parapet_model::*;
 
 pub(super) const SUPPORTED_MATCHES: &str =
-    "tcp, udp, sctp, udplite, icmp, icmp6, multiport, iprange, conntrack, state, set, comment, limit, recent, hashlimit, quota, time, ttl, hl, length, dscp, addrtype, pkttype, mark, connmark";
+    "tcp, udp, sctp, udplite, icmp, icmp6, multiport, iprange, conntrack, state, set, comment, limit, recent, hashlimit, quota, time, ttl, hl, length, dscp, addrtype, pkttype, mark, connmark, mac";
 
 const PORT_PROTOS: &[u8] = &[6, 17, 132, 136];
 
@@ -62,6 +63,7 @@ fn option_module(opt: &str) -> Option<&'static [&'static str]> {
         "--ctstate" | "--ctproto" | "--ctorigdstport" => &["conntrack"],
         o if super::ctorig::REFUSED_CT_OPTIONS.contains(&o) => &["conntrack"],
         "--mark" => &["mark", "connmark"],
+        "--mac-source" => MAC_MATCHES,
         "--state" => &["state"],
         "--match-set" => &["set"],
         "--comment" => &["comment"],
@@ -127,6 +129,7 @@ impl RuleParser<'_> {
             && !HEADER_MATCHES.contains(&n)
             && !TYPE_MATCHES.contains(&n)
             && !MARK_MATCHES.contains(&n)
+            && !MAC_MATCHES.contains(&n)
         {
             self.err(
                 name.col,
@@ -525,6 +528,7 @@ impl RuleParser<'_> {
             }
             "--quota" => self.quota_option(negated, v, vcol),
             "--mark" => self.mark_option(col, negated, v, vcol),
+            "--mac-source" => self.mac_option(col, negated, v, vcol),
             _ if header_option_module(opt).is_some() => {
                 self.header_option(opt, col, negated, v, vcol)
             }

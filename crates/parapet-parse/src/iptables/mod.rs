@@ -13,6 +13,7 @@ mod addrtype;
 mod ctorig;
 mod hashlimit;
 mod header;
+mod mac;
 mod mark;
 mod matches;
 mod recent;

@@ -33,6 +33,8 @@ pub(super) enum Kind {
     AddrType,
     /// `meta pkttype`: a packet type name (`host`) or number.
     PktType,
+    /// `ether saddr`: a MAC address `xx:xx:xx:xx:xx:xx`.
+    Mac,
 }
 
 pub(super) struct Selector {
@@ -69,7 +71,7 @@ const NFT_ICMP6_CODES: [(&str, u8); 6] = [
     ("reject-route", 6),
 ];
 
-const SUPPORTED_EXPRS: &str = "ip/ip6 saddr|daddr|protocol|nexthdr|dscp, ip ttl, ip6 hoplimit, tcp/udp/sctp/udplite/th sport|dport, tcp flags, meta l4proto|nfproto|protocol|iifname|oifname|length|pkttype|mark, mark, fib saddr|daddr type, iifname, oifname, ct state|status|protocol|mark, ct original proto-dst, icmp/icmpv6 type|code, counter, log, limit, comment, accept, drop, reject, jump, goto, return";
+const SUPPORTED_EXPRS: &str = "ip/ip6 saddr|daddr|protocol|nexthdr|dscp, ip ttl, ip6 hoplimit, tcp/udp/sctp/udplite/th sport|dport, tcp flags, meta l4proto|nfproto|protocol|iifname|oifname|length|pkttype|mark, mark, fib saddr|daddr type, ether saddr, iifname, oifname, ct state|status|protocol|mark, ct original proto-dst, icmp/icmpv6 type|code, counter, log, limit, comment, accept, drop, reject, jump, goto, return";
 
 impl RuleParser<'_> {
     /// A selector expression: `ip saddr`, `tcp dport`, `ct state`, …
@@ -212,6 +214,14 @@ impl RuleParser<'_> {
             }
             // nft's short form of `meta mark`
             "mark" => sel(Field::Mark, Kind::Number(0xffff_ffff), vec![]),
+            "ether" => match sub(self, "saddr")?.as_str() {
+                "saddr" => sel(Field::MacSrc, Kind::Mac, vec![]),
+                other => Err((
+                    l,
+                    c,
+                    format!("'ether {other}' is not supported (supported: ether saddr)"),
+                )),
+            },
             "th" => {
                 // The transport header's first two 16-bit words: the ports
                 // of tcp/udp/sctp/udplite, other bytes for other protocols.
@@ -409,6 +419,19 @@ impl RuleParser<'_> {
             _ => s.field.max_value(),
         };
         let mut set = self.value(s.kind)?;
+        if s.kind == Kind::Mac {
+            if cmp.is_some() {
+                return self.fail("'ether saddr' compares with == or != only");
+            }
+            // A packet without a link-layer header matches neither way
+            // (nft_payload breaks): the complement is within the present
+            // addresses (`parapet_model::mac`).
+            if neg {
+                set = IntervalSet::range(mac::PRESENT, 2 * mac::PRESENT - 1).difference(&set);
+            }
+            self.matches.constrain(s.field, set);
+            return Ok(());
+        }
         if let Some(op) = cmp {
             // `tcp dport < 1024`: only numbers compare.
             let [(v, _)] = set.ranges() else {
@@ -622,6 +645,10 @@ impl RuleParser<'_> {
                     _ => Err(err(format!("expected a DSCP value 0-63 or name (cs0-cs7, af11-af43, ef), found '{text}'"))),
                 }
             }
+            Kind::Mac => match mac::parse(text) {
+                Some(m) => Ok(IntervalSet::point(mac::key_value(Some(m)))),
+                None => Err(err(format!("expected a MAC address xx:xx:xx:xx:xx:xx, found '{text}'"))),
+            },
             Kind::AddrType | Kind::PktType => {
                 let (found, max, what) = if kind == Kind::AddrType {
                     (addr_type::from_name(text), addr_type::MAX, "an address type (unspec, unicast, local, broadcast, anycast, multicast, blackhole, unreachable, prohibit, throw, nat, xresolve)")

@@ -350,6 +350,11 @@ impl RuleParser<'_> {
 
     fn log(&mut self) -> Res<()> {
         let mut spec = LogSpec::default();
+        // `log group N`: to nfnetlink_log (NFLOG), a logging daemon's
+        // copy that decides nothing: left to the kernel like iptables'
+        // `-j NFLOG` (`kernel_statement_notes`), the rule goes on.
+        let from = self.i - 1;
+        let mut group: Option<(u32, u32)> = None;
         while let Some(w) = self.peek_word() {
             match w {
                 "prefix" => {
@@ -392,12 +397,42 @@ impl RuleParser<'_> {
                         .sort_by_key(|o| LOG_OPTIONS.iter().position(|(f, _)| f == o));
                 }
                 "group" | "snaplen" | "queue-threshold" => {
-                    return self.fail(format!(
-                        "log option '{w}' is not supported (supported: prefix, level, flags)"
-                    ))
+                    let w = w.to_string();
+                    let (line, col) = self.peek().map_or((0, 0), |t| (t.line, t.col));
+                    self.i += 1;
+                    let t = self.next_word("a number")?;
+                    if t.word().and_then(|n| n.parse::<u32>().ok()).is_none() {
+                        return Err((
+                            t.line,
+                            t.col,
+                            format!("expected a number after 'log {w}', found '{}'", t.show()),
+                        ));
+                    }
+                    if w == "group" {
+                        group = Some((line, col));
+                    }
                 }
                 _ => break,
             }
+        }
+        if let Some((line, col)) = group {
+            if spec.level.is_some() || !spec.options.is_empty() {
+                return Err((
+                    line,
+                    col,
+                    "'log group' takes no level or flags (nft refuses them: they are syslog's)"
+                        .into(),
+                ));
+            }
+            let text: Vec<String> = self.toks[from..self.i].iter().map(Token::show).collect();
+            self.rule.kernel.push(text.join(" "));
+            return Ok(());
+        }
+        if self.toks[from..self.i]
+            .iter()
+            .any(|t| matches!(t.word(), Some("snaplen" | "queue-threshold")))
+        {
+            return self.fail("'log snaplen' and 'log queue-threshold' need 'log group N'");
         }
         self.action = Some(Action::Log(spec));
         Ok(())

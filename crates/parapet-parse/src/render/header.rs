@@ -1,6 +1,7 @@
 //! The IP header fields (TTL / hop limit, DSCP, length) in both syntaxes:
 //! iptables' `-m ttl`/`-m hl`, `-m dscp`, `-m length`; nft's `ip ttl`,
-//! `ip6 hoplimit`, `ip dscp`, `ip6 dscp`, `meta length`.
+//! `ip6 hoplimit`, `ip dscp`, `ip6 dscp`, `meta length`; and the Ethernet
+//! source address (`-m mac --mac-source`, `ether saddr`).
 
 use super::spelling::{rerr, spell, RenderError};
 use crate::common::DSCP_CLASSES;
@@ -51,7 +52,29 @@ pub(super) fn ipt_header(out: &mut String, r: &Rule, family: Family) -> Result<(
         };
         let _ = write!(out, " -m length {neg}--length {range}");
     }
+    if let Some(set) = r.matches.get(Field::MacSrc) {
+        let (neg, m) = mac_spelling(set).ok_or_else(|| {
+            rerr(
+                r.id,
+                "the source MACs are not one address nor all but one, which -m mac cannot write",
+            )
+        })?;
+        let neg = if neg { "! " } else { "" };
+        let _ = write!(out, " -m mac {neg}--mac-source {}", mac::format(m));
+    }
     Ok(())
+}
+
+/// A source-MAC value set as `(negated, address)`: one present address, or
+/// every present address but one (`parapet_model::mac`).
+fn mac_spelling(set: &IntervalSet) -> Option<(bool, u64)> {
+    if let Some(m) = point(set).and_then(mac::from_key_value) {
+        return Some((false, m));
+    }
+    let present = IntervalSet::range(mac::PRESENT, 2 * mac::PRESENT - 1);
+    let missing = present.difference(set);
+    let m = point(&missing).and_then(mac::from_key_value)?;
+    (mac::match_values(m, true) == *set).then_some((true, m))
 }
 
 /// `-m ttl --ttl-eq N`, `! --ttl-eq N`, `--ttl-lt N`, `--ttl-gt N`, or a
@@ -125,6 +148,13 @@ pub(super) fn nft_header(
             "meta length {}",
             nft_values(set, 0xffff_ffff, |v| v.to_string())
         ));
+    }
+    if let Some(set) = r.matches.get(Field::MacSrc) {
+        let (neg, m) = mac_spelling(set).ok_or_else(|| {
+            rerr(r.id, "the source MACs are not one address nor all but one, which this listing cannot write")
+        })?;
+        let op = if neg { "!= " } else { "" };
+        parts.push(format!("ether saddr {op}{}", mac::format(m)));
     }
     Ok(())
 }
