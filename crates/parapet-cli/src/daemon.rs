@@ -801,6 +801,15 @@ fn print_left_to_kernel(left: Option<&Value>) {
     }
 }
 
+/// `on` or `off (…)`: the per-packet statistics switch in `stats`' text.
+fn on_off(on: bool) -> &'static str {
+    if on {
+        "on"
+    } else {
+        "off (parapetd --no-packet-stats: packets seen, image-decided and per-hook counts stand still)"
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -888,14 +897,5 @@ mod tests {
         assert!(read_elem_file(&p)
             .unwrap_err()
             .contains(":1:10: unexpected `junk`"));
-    }
-}
-
-/// `on` or `off (…)`: the per-packet statistics switch in `stats`' text.
-fn on_off(on: bool) -> &'static str {
-    if on {
-        "on"
-    } else {
-        "off (parapetd --no-packet-stats: packets seen, image-decided and per-hook counts stand still)"
     }
 }

@@ -195,7 +195,7 @@ pub(crate) fn load_dataplane(
             ..Features::default()
         },
     )
-    .context("loading the eBPF program (needs root or CAP_BPF+CAP_NET_ADMIN, kernel >= 6.6)")?;
+    .context("loading the eBPF program (needs root or CAP_BPF+CAP_NET_ADMIN, kernel >= 6.9)")?;
     dp.needs_conntrack(
         rs,
         chain,

@@ -58,8 +58,26 @@ fn wait_counted(what: &str, mut counted: impl FnMut() -> (u64, u64)) {
     }
 }
 
+/// Stops parapetd when the test ends, failed or not.
+struct Daemon(Child);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").arg(self.0.id().to_string()).status();
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(20) {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Starts `parapetd --no-packet-stats` in namespace `ns`; waits for its socket.
-fn start_daemon(ns: &str, exe: &Path, sock: &Path, state: &Path, log: &Path) -> Child {
+fn start_daemon(ns: &str, exe: &Path, sock: &Path, state: &Path, log: &Path) -> Daemon {
     let err = std::fs::File::create(log).unwrap();
     let child = Command::new("ip")
         .args(["netns", "exec", ns])
@@ -75,6 +93,7 @@ fn start_daemon(ns: &str, exe: &Path, sock: &Path, state: &Path, log: &Path) -> 
         .stderr(err)
         .spawn()
         .unwrap();
+    let daemon = Daemon(child);
     let t0 = Instant::now();
     while !parapet(sock, &["stats", "--json"]).status.success() {
         assert!(
@@ -84,7 +103,7 @@ fn start_daemon(ns: &str, exe: &Path, sock: &Path, state: &Path, log: &Path) -> 
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    child
+    daemon
 }
 
 #[test]
@@ -101,16 +120,16 @@ fn parapetd_without_packet_stats_counts_rules_only() {
     let rules = dir.path().join("r.rules");
     std::fs::write(&rules, ruleset_text()).unwrap();
     let exe = parapetd(dir.path());
-    let mut daemon = start_daemon(&bed.b, &exe, &sock, &state, &log);
+    let daemon = start_daemon(&bed.b, &exe, &sock, &state, &log);
     let s = stats(&sock);
     assert_eq!(s["dataplane"]["packet_stats"], false, "before load: {s}");
     ok(&sock, &["apply", rules.to_str().unwrap()]);
     let o = parapet(&sock, &["attach", &bed.vb, "--hook", "xdp"]);
-    if !o.status.success() {
-        let _ = daemon.kill();
-        let _ = daemon.wait();
-        panic!("parapet attach: {}", String::from_utf8_lossy(&o.stderr));
-    }
+    assert!(
+        o.status.success(),
+        "parapet attach: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 
     send(&bed);
     wait_counted("parapetd", || {
@@ -136,8 +155,7 @@ fn parapetd_without_packet_stats_counts_rules_only() {
 
     // The pinned program goes with --remove-pinned (it keeps enforcing
     // across a stop otherwise), leaving the interface to `parapet run`.
-    let _ = Command::new("kill").arg(daemon.id().to_string()).status();
-    let _ = daemon.wait();
+    drop(daemon);
     let o = Command::new("ip")
         .args(["netns", "exec", &bed.b])
         .arg(&exe)
@@ -159,7 +177,15 @@ fn parapetd_without_packet_stats_counts_rules_only() {
             "run",
         ])
         .arg(&rules)
-        .args(["--iface", &bed.vb, "--hook", "xdp", "--json"])
+        .args([
+            "--iface",
+            &bed.vb,
+            "--hook",
+            "xdp",
+            "--json",
+            "--seconds",
+            "120",
+        ])
         .arg("--no-packet-stats")
         .arg("--background")
         .arg(&pidfile)
