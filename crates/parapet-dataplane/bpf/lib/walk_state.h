@@ -2,7 +2,8 @@
 /*
  * walk_state.h - the per-CPU scratch state of an image walk, shared by the
  * walker (walk.h), set membership (sets.h) and the decision (decide.h), and
- * the open-coded loop (walk_for) the walker's loops are written with.  The
+ * the two loop forms the walker's loops are written with: the open-coded
+ * iterator (walk_for) and the may_goto loop (loop_budget_spent).  The
  * walker finds the state once per packet; the remaining bpf_loop callbacks
  * (set membership, the stateful condition, non-terminal matches: all only
  * when the image uses them) find it again through walk_state(ctx).  See
