@@ -488,8 +488,13 @@ fn exec(c: &mut Client, cmd: DaemonCommand) -> Result<ExitCode, ClientError> {
             if json {
                 println!("{}", Value::Object(body));
             } else {
+                let stats_on = body["dataplane"]["packet_stats"].as_bool();
                 for (k, v) in body {
                     println!("{k}: {v}");
+                }
+                // said in words: with it off, the packet counts above stand still
+                if let Some(on) = stats_on {
+                    println!("per-packet statistics: {}", on_off(on));
                 }
             }
         }
@@ -793,6 +798,15 @@ fn print_left_to_kernel(left: Option<&Value>) {
         }
         let table = t.get("table").and_then(Value::as_str).unwrap_or("?");
         println!("left to the kernel: {table} ({})", chains.join(", "));
+    }
+}
+
+/// `on` or `off (…)`: the per-packet statistics switch in `stats`' text.
+fn on_off(on: bool) -> &'static str {
+    if on {
+        "on"
+    } else {
+        "off (parapetd --no-packet-stats: packets seen, image-decided and per-hook counts stand still)"
     }
 }
 

@@ -507,6 +507,11 @@ fn dataplane(w: &mut Writer, dp: &Value) {
         "1 while the active ruleset makes the program look up conntrack.",
         dp["conntrack"]["lookup"].as_bool().unwrap_or(false) as u8 as f64,
     );
+    w.gauge(
+        "parapet_packet_stats_enabled",
+        "1 while the program keeps the per-packet statistics (0: parapetd --no-packet-stats).",
+        dp["packet_stats"].as_bool().unwrap_or(true) as u8 as f64,
+    );
     let name = "parapet_set_kernel_elements";
     w.family(name, "gauge", "Elements of the set in the kernel's maps.");
     if let Some(sets) = dp["sets"].as_array() {

@@ -216,6 +216,14 @@ impl Dataplane {
                 "the image walker needs the bpf_iter_num kfuncs (Linux >= 6.4 with BTF)".into(),
             ));
         }
+        // ... and their descent and partition loops are may_goto loops
+        // (bpf/lib/walk_state.h, loop_budget_spent): a clear error here,
+        // not a verifier log about an unknown opcode.
+        if !kernel_has_may_goto() {
+            return Err(Error::Object(
+                "the image walker needs the may_goto instruction (Linux >= 6.9)".into(),
+            ));
+        }
         let conntrack_note = if !features.conntrack {
             None
         } else if kernel_btf.is_none() {
@@ -473,4 +481,32 @@ impl Dataplane {
 pub(crate) struct ImagePages {
     pub(crate) live: [usize; crate::abi::IMAGES as usize],
     pub(crate) staged: [Option<usize>; crate::abi::IMAGES as usize],
+}
+
+/// Whether this kernel's verifier takes `may_goto`: loads the XDP program
+/// `may_goto +0; r0 = XDP_PASS; exit` and drops it.
+fn kernel_has_may_goto() -> bool {
+    use aya_obj::generated::{bpf_attr, bpf_cmd};
+    // BPF_JMP | BPF_JCOND (may_goto, offset 0); BPF_ALU64 | BPF_MOV | BPF_K
+    // r0 = 2; BPF_JMP | BPF_EXIT
+    let raw: [[u8; 8]; 3] = [
+        [0xe5, 0, 0, 0, 0, 0, 0, 0],
+        [0xb7, 0, 0, 0, 2, 0, 0, 0],
+        [0x95, 0, 0, 0, 0, 0, 0, 0],
+    ];
+    let license = std::ffi::CString::new("GPL").expect("no NUL");
+    // SAFETY: zeroed bpf_attr is valid.
+    let mut attr: bpf_attr = unsafe { std::mem::zeroed() };
+    // SAFETY: plain integer fields of the prog_load arm; raw and license
+    // outlive the syscall.
+    unsafe {
+        let u = &mut attr.__bindgen_anon_3;
+        u.prog_type = 6; // BPF_PROG_TYPE_XDP
+        u.insns = raw.as_ptr() as u64;
+        u.insn_cnt = raw.len() as u32;
+        u.license = license.as_ptr() as u64;
+    }
+    crate::netfilter::sys_bpf(bpf_cmd::BPF_PROG_LOAD, &mut attr)
+        .map(crate::netfilter::owned)
+        .is_ok()
 }

@@ -719,7 +719,8 @@ impl Kernel {
     pub fn stats(&self) -> Value {
         let attachments = self.attachments_json();
         let Some(dp) = &self.dp else {
-            return json!({"loaded": false, "attachments": attachments});
+            return json!({"loaded": false, "attachments": attachments,
+                "packet_stats": self.config.packet_stats});
         };
         let s = dp.stats().unwrap_or_default();
         let sets: Vec<Value> = dp
@@ -738,6 +739,9 @@ impl Kernel {
             "pin_dir": dp.pin_dir().map(|p| p.display().to_string()),
             "build": dp.build_id(),
             "max_rules": dp.max_rules(),
+            // what the program does (read from its config map), not what
+            // was asked: a pinned program adopted at start says its own
+            "packet_stats": dp.packet_stats().unwrap_or(self.config.packet_stats),
             "netfilter": {
                 "available": dp.netfilter_note().is_none(),
                 "note": dp.netfilter_note(),

@@ -259,38 +259,51 @@ static __always_inline long leaf_cursor(struct parapet_walk *w, __u32 p)
 	return w->err ? 1 : 0;
 }
 
-/* Walk partition p's tree and set up its leaf cursor.  Returns 1 to end
- * the partition loop (an error).  Global for the reason given at
- * parapet_merge_step, and so that its descent loop's stack is not part of
- * the merge's call chain (512 bytes for all frames).  A root that is a
- * leaf (tiny images) in partition 0 never gets here: image_walk sets its
- * cursor up itself, a call saved. */
-__noinline long parapet_partition_step(struct parapet_walk *w, __u32 p)
+/*
+ * Walk the trees of partitions parts_done .. n_parts-1 to their leaves and
+ * set up their leaf cursors, all in one call.  Returns 1 on an error.
+ * Global for the reason given at parapet_merge_step, and so that its loops'
+ * stack is not part of the merge's call chain (512 bytes for all frames).
+ * Both loops are may_goto loops (loop_budget_spent) with their counters in
+ * the scratch state: no iterator kfunc calls (three per loop, and one more
+ * per pass), and no call per partition.  A root that is a leaf (tiny
+ * images) in partition 0 never gets here: image_walk sets its cursor up
+ * itself, a call saved.
+ */
+__noinline long parapet_partitions(struct parapet_walk *w)
 {
-	__u32 d;
+	__u32 p;
 
 	if (!w)
 		return 1;
-	if (p >= PARAPET_IMG_MAX_PARTITIONS) {
-		w->err = 18;
-		return 1;
-	}
-	w->ref = rd(w, w->partitions_off + p * PARAPET_IMG_PARTITION_WORDS);
-	/* A root that is a leaf (small rulesets) starts no iterator: three
-	 * kfunc calls saved.  (A first descent step peeled out of the loop
-	 * instead made the verifier run for minutes: its branches enter the
-	 * loop with different states.) */
-	if (!(w->ref & PARAPET_IMG_LEAF_BIT)) {
-		walk_for(d, PARAPET_IMG_MAX_DEPTH) {
-			if (descend_step(w))
+	for (;;) {
+		/* volatile: reloaded from the map value on every pass, so the
+		 * verifier sees an unknown number and the loop converges (a
+		 * counter the compiler keeps in a register grows a range per
+		 * pass, and the verifier follows every pass) */
+		p = *(volatile __u32 *)&w->parts_done;
+		if (loop_budget_spent() || p >= w->n_parts)
+			break;
+		if (p >= PARAPET_IMG_MAX_PARTITIONS) {
+			w->err = 18;
+			return 1;
+		}
+		w->ref = rd(w, w->partitions_off +
+				       p * PARAPET_IMG_PARTITION_WORDS);
+		*(volatile __u32 *)&w->depth = 0;
+		while (!(w->ref & PARAPET_IMG_LEAF_BIT)) {
+			if (loop_budget_spent() ||
+			    (*(volatile __u32 *)&w->depth)++ >=
+				    PARAPET_IMG_MAX_DEPTH ||
+			    descend_step(w))
 				break;
 		}
+		if (!w->err && !(w->ref & PARAPET_IMG_LEAF_BIT))
+			w->err = 5; /* deeper than the format allows */
+		if (w->err || leaf_cursor(w, p))
+			return 1;
 	}
-	if (!w->err && !(w->ref & PARAPET_IMG_LEAF_BIT))
-		w->err = 5; /* deeper than the format allows */
-	if (w->err)
-		return 1;
-	return leaf_cursor(w, p);
+	return w->err ? 1 : 0;
 }
 
 /* One halving of the search for the last range with lo <= value. */
@@ -764,7 +777,7 @@ static __always_inline long image_walk(__u32 idx, __u32 slot,
 {
 	struct walk_cb_ctx c = { .idx = idx };
 	struct parapet_walk *w = walk_state(&c);
-	__u32 vi, code, rule, p, i, n_refs, rtype;
+	__u32 vi, code, rule, i, n_refs, rtype;
 	const __u32 *H, *V;
 
 	if (!w)
@@ -809,17 +822,12 @@ static __always_inline long image_walk(__u32 idx, __u32 slot,
 	/* nothing to do (not even the clock) for images without sets */
 	set_bits(w, &c, n_refs);
 
-	/* Partition 0 without an iterator (most small images have one), and
-	 * without a call when its root is a leaf. */
+	/* Partition 0 without a call when its root is a leaf (most small
+	 * images have one partition); the rest in one call. */
 	w->ref = rd(w, w->partitions_off);
-	if (!((w->ref & PARAPET_IMG_LEAF_BIT) ? leaf_cursor(w, 0) :
-						 parapet_partition_step(w, 0)) &&
-	    w->n_parts > 1) {
-		walk_for(p, w->n_parts - 1) {
-			if (parapet_partition_step(w, p + 1))
-				break;
-		}
-	}
+	if (!((w->ref & PARAPET_IMG_LEAF_BIT) && leaf_cursor(w, 0)) &&
+	    w->parts_done < w->n_parts)
+		parapet_partitions(w);
 	if (w->err || w->parts_done != w->n_parts) {
 		w->err = w->err ? w->err : 19;
 		return -1;

@@ -2,7 +2,8 @@
 /*
  * walk_state.h - the per-CPU scratch state of an image walk, shared by the
  * walker (walk.h), set membership (sets.h) and the decision (decide.h), and
- * the open-coded loop (walk_for) the walker's loops are written with.  The
+ * the two loop forms the walker's loops are written with: the open-coded
+ * iterator (walk_for) and the may_goto loop (loop_budget_spent).  The
  * walker finds the state once per packet; the remaining bpf_loop callbacks
  * (set membership, the stateful condition, non-terminal matches: all only
  * when the image uses them) find it again through walk_state(ctx).  See
@@ -52,8 +53,11 @@ struct parapet_walk {
 	__u32 parts_done;
 	/* why the last walk was abandoned (0 = it was not); see the
 	 * assignments of err for the codes */
-	/* tree descent */
+	/* tree descent: the node, and the steps taken to it (in the map
+	 * value, not a register, so the verifier does not follow each depth
+	 * on its own: see loop_budget_spent) */
 	__u32 ref;
+	__u32 depth;
 	/* merge scan */
 	__u32 pos;
 	__u32 done;
@@ -202,5 +206,27 @@ static __always_inline int walk_iter_next(struct bpf_iter_num *it, __u32 *i)
 		     __attribute__((cleanup(bpf_iter_num_destroy))),        \
 	     *i##_on = (bpf_iter_num_new(&i##_it, 0, (int)(n)), &i##_it);    \
 	     i##_on && walk_iter_next(&i##_it, &(i));)
+
+/*
+ * 1 once the verifier's loop budget ran out, else 0: the may_goto
+ * instruction (Linux >= 6.9; BPF_JMP | BPF_JCOND, code 0xe5).  A loop that
+ * asks this on every pass and keeps its counters in the scratch map value
+ * converges in the verifier like an iterator loop, and costs a decrement
+ * and a branch per pass at run time instead of a kfunc call.  Clang 14's
+ * assembler does not know the mnemonic, so the instructions are spelled
+ * out as bytes, with fixed jump offsets: may_goto +1 skips the goto +1
+ * when the budget is spent, landing on "= 1".
+ */
+static __always_inline int loop_budget_spent(void)
+{
+	int spent;
+
+	asm volatile("%0 = 0\n\t"
+		     ".byte 0xe5, 0\n\t.short 1\n\t.long 0\n\t"
+		     ".byte 0x05, 0\n\t.short 1\n\t.long 0\n\t"
+		     "%0 = 1"
+		     : "=r"(spent));
+	return spent;
+}
 
 #endif /* PARAPET_LIB_WALK_STATE_H */
