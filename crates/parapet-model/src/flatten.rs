@@ -7,7 +7,10 @@
 //! it apply only to packets it did *not* match — so it stays an entry that,
 //! when it matches, resumes the scan at the end of its inlined block. A goto
 //! is a jump followed by a RETURN with the same matches: when the target
-//! chain ends, the rest of the calling chain is skipped.
+//! chain ends, the rest of the calling chain is skipped. A jump or goto
+//! with a stateful condition (`-m limit -j CHAIN`) is checked once, by an
+//! uncounted RETURN before its block: admitted, it resumes into the block;
+//! not admitted, the next entry skips the block (see `emit_chain`).
 //!
 //! Semantics of a [`DecisionList`]: scan entries in order; at the first
 //! matching `Decide`, stop; a matching `Return` moves the scan to its
@@ -130,13 +133,6 @@ pub enum FlattenError {
         /// The configured bound.
         limit: usize,
     },
-    /// A jump or goto with a stateful condition (`-m limit -j CHAIN`): the
-    /// inlined rules would all depend on one check made at the jump, which
-    /// a decision list cannot say.
-    StatefulJump {
-        /// The jumping rule.
-        rule_id: u32,
-    },
 }
 
 impl std::fmt::Display for FlattenError {
@@ -147,10 +143,6 @@ impl std::fmt::Display for FlattenError {
             FlattenError::TooLarge { limit } => write!(
                 f,
                 "inlining the chains' jumps gives more than {limit} entries"
-            ),
-            FlattenError::StatefulJump { rule_id } => write!(
-                f,
-                "rule {rule_id}: a jump or goto with a limit is not supported yet (put the limit on the rules of the target chain)"
             ),
         }
     }
@@ -271,9 +263,6 @@ impl Flattener<'_> {
                     }))?;
                 }
                 Action::Jump(target) | Action::Goto(target) => {
-                    if rule.is_stateful() {
-                        return Err(FlattenError::StatefulJump { rule_id: rule.id });
-                    }
                     let target_index = table
                         .chains
                         .iter()
@@ -281,22 +270,49 @@ impl Flattener<'_> {
                         .ok_or_else(|| {
                             FlattenError::Eval(EvalError::UnknownChain(target.clone()))
                         })?;
-                    self.push(entry(EntryKind::Jump))?;
+                    let stateless = |kind| Entry {
+                        limit: None,
+                        recent: None,
+                        hashlimit: None,
+                        time: None,
+                        dynset: None,
+                        quota: None,
+                        ..entry(kind)
+                    };
+                    // A stateful jump (`-m limit -j CHAIN`) is checked once,
+                    // before the block: when its condition admits the
+                    // packet, an uncounted RETURN hops over the next entry
+                    // into the block; when it does not, that next entry (the
+                    // jump's matches alone) skips the whole block, as the
+                    // kernel goes on with the rule after the jump.
+                    let skip = if rule.is_stateful() {
+                        let admitted = self.entries.len() as u32 + 2;
+                        self.push(entry(EntryKind::Return {
+                            resume: admitted,
+                            counted: false,
+                        }))?;
+                        self.push(stateless(EntryKind::Return {
+                            resume: 0,
+                            counted: false,
+                        }))?;
+                        Some(self.entries.len() - 1)
+                    } else {
+                        None
+                    };
+                    self.push(stateless(EntryKind::Jump))?;
                     self.emit_chain(target_index, &matches)?;
                     if matches!(rule.action, Action::Goto(_)) {
                         returns.push(self.entries.len());
-                        self.push(Entry {
-                            limit: None,
-                            recent: None,
-                            hashlimit: None,
-                            time: None,
-                            dynset: None,
-                            quota: None,
-                            ..entry(EntryKind::Return {
-                                resume: 0,
-                                counted: false,
-                            })
-                        })?;
+                        self.push(stateless(EntryKind::Return {
+                            resume: 0,
+                            counted: false,
+                        }))?;
+                    }
+                    if let Some(skip) = skip {
+                        let past = self.entries.len() as u32;
+                        if let EntryKind::Return { resume, .. } = &mut self.entries[skip].kind {
+                            *resume = past;
+                        }
                     }
                 }
             }
