@@ -135,7 +135,7 @@ impl<'a> ChainClassifier<'a> {
                 r.time_with_another_condition()
                     || [Field::SrcType, Field::DstType, Field::PktType]
                         .iter()
-                        .any(|&f| r.matches.get(f).is_some())
+                        .any(|&f| r.all_matches().get(f).is_some())
             });
         if args.engine == "linear" || timed {
             return Ok(ChainClassifier::Linear(

@@ -167,7 +167,7 @@ fn host_types(rs: &Ruleset) -> String {
         .filter(|r| {
             [Field::SrcType, Field::DstType, Field::PktType]
                 .iter()
-                .any(|&f| r.matches.get(f).is_some())
+                .any(|&f| r.all_matches().get(f).is_some())
         })
         .map(|r| r.id.to_string())
         .collect();

@@ -247,8 +247,11 @@ fn rules_matching<'r>(rules: &[&'r Rule], fields: &[Field]) -> Vec<&'r Rule> {
         .iter()
         .copied()
         .filter(|r| {
-            r.matches.iter().any(|(f, _)| fields.contains(f))
-                || r.matches.masked().iter().any(|m| fields.contains(&m.field))
+            r.all_matches().iter().any(|(f, _)| fields.contains(f))
+                || r.all_matches()
+                    .masked()
+                    .iter()
+                    .any(|m| fields.contains(&m.field))
         })
         .collect()
 }
