@@ -59,7 +59,7 @@ fn option_module(opt: &str) -> Option<&'static [&'static str]> {
             &["multiport"]
         }
         "--src-range" | "--dst-range" => &["iprange"],
-        "--ctstate" | "--ctproto" | "--ctorigdstport" => &["conntrack"],
+        "--ctstate" | "--ctproto" | "--ctorigdstport" | "--ctorigsrcport" => &["conntrack"],
         o if super::ctorig::REFUSED_CT_OPTIONS.contains(&o) => &["conntrack"],
         "--mark" => &["mark", "connmark"],
         "--state" => &["state"],
@@ -567,10 +567,12 @@ impl RuleParser<'_> {
             | "--rttl" | "--reap" | "--name" | "--rsource" | "--rdest" | "--mask" => {
                 self.recent_option(opt, col, negated, v, vcol)
             }
-            "--ctproto" | "--ctorigdstport" => self.ct_tuple_option(opt, col, negated, v, vcol),
+            "--ctproto" | "--ctorigdstport" | "--ctorigsrcport" => {
+                self.ct_tuple_option(opt, col, negated, v, vcol)
+            }
             o if super::ctorig::REFUSED_CT_OPTIONS.contains(&o) => self.err(
                 col,
-                format!("{o} is not supported (of xt_conntrack's options parapet reads --ctstate, --ctproto and --ctorigdstport): the packet key does not carry the entry's other tuple fields, status or expiry"),
+                format!("{o} is not supported (of xt_conntrack's options parapet reads --ctstate, --ctproto, --ctorigdstport and --ctorigsrcport): the packet key does not carry the entry's other tuple fields, status or expiry"),
             ),
             "--tcp-option" => self.err(
                 col,
