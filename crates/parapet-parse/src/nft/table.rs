@@ -591,6 +591,14 @@ impl Parser {
         if self.is_kernel_chain(ti, ci) {
             return self.kernel_rule(ti, ci);
         }
+        let bodies = match self.lift_anonymous_chains(ti) {
+            Ok(b) => b,
+            Err((l, c, m)) => {
+                self.errs.push(l, c, m);
+                self.skip_line();
+                return Ok(());
+            }
+        };
         let id = self.next_id;
         self.next_id += 1;
         let family = self.rs.tables[ti].family;
@@ -623,6 +631,9 @@ impl Parser {
             chain.rules.splice(0..0, rules);
         } else {
             chain.rules.extend(rules);
+        }
+        for body in bodies {
+            self.anonymous_chain(ti, body)?;
         }
         Ok(())
     }
