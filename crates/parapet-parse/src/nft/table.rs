@@ -336,16 +336,9 @@ impl Parser {
                         self.skip_block();
                     }
                 }
-                (_, Some(other @ "quota")) => {
-                    self.errs.push(
-                        t.line,
-                        t.col,
-                        format!(
-                            "table object '{other}' is not supported yet: it keeps state (bytes used) that parapet does not enforce yet"
-                        ),
-                    );
+                (_, Some("quota")) => {
                     self.pos += 1;
-                    self.skip_line();
+                    self.quota_object(family)?;
                 }
                 _ => {
                     self.errs.push(
