@@ -133,9 +133,14 @@ impl<'a> ChainClassifier<'a> {
         let timed = args.engine == "auto"
             && rs.rules().any(|r| {
                 r.time_with_another_condition()
-                    || [Field::SrcType, Field::DstType, Field::PktType]
-                        .iter()
-                        .any(|&f| r.matches.get(f).is_some())
+                    || [
+                        Field::SrcType,
+                        Field::DstType,
+                        Field::PktType,
+                        Field::CtOrigSrcPort,
+                    ]
+                    .iter()
+                    .any(|&f| r.all_matches().get(f).is_some())
             });
         if args.engine == "linear" || timed {
             return Ok(ChainClassifier::Linear(

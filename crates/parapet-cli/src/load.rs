@@ -154,6 +154,27 @@ pub fn summary(rs: &Ruleset) -> String {
     ) + &left_to_kernel(rs)
         + &time_windows(rs)
         + &host_types(rs)
+        + &offline_fields(rs)
+}
+
+/// `; the conntrack entry's original source port (rules 3, 4): evaluated
+/// offline only, apply refuses it`, or nothing: `--ctorigsrcport`, `ct
+/// original proto-src` have no key word yet (docs/syntax.md).
+fn offline_fields(rs: &Ruleset) -> String {
+    use parapet_model::Field;
+    let ids: Vec<String> = rs
+        .rules()
+        .filter(|r| r.all_matches().get(Field::CtOrigSrcPort).is_some())
+        .map(|r| r.id.to_string())
+        .collect();
+    if ids.is_empty() {
+        return String::new();
+    }
+    format!(
+        "; the conntrack entry's original source port (rule{} {}): evaluated offline only, apply refuses it",
+        plural(ids.len()),
+        ids.join(", ")
+    )
 }
 
 /// `; address/packet types (rules 1, 4): evaluated offline only, apply
@@ -167,7 +188,7 @@ fn host_types(rs: &Ruleset) -> String {
         .filter(|r| {
             [Field::SrcType, Field::DstType, Field::PktType]
                 .iter()
-                .any(|&f| r.matches.get(f).is_some())
+                .any(|&f| r.all_matches().get(f).is_some())
         })
         .map(|r| r.id.to_string())
         .collect();

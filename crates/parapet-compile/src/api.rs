@@ -125,6 +125,7 @@ impl fmt::Display for CompileError {
                 match field.as_str() {
                     "stype" => "source address type",
                     "dtype" => "destination address type",
+                    "ctorigsport" => "conntrack entry's original source port (--ctorigsrcport, ct original proto-src)",
                     _ => "link-layer packet type",
                 }
             ),

@@ -228,10 +228,10 @@ const ABSENT_AT_INTERFACE: &[(&[Field], &str)] = &[
          hook (xdp, tc ingress) does not read: there the status is 0 (no bit set)",
     ),
     (
-        &[Field::CtProto, Field::CtOrigDstPort],
-        "match the conntrack entry's protocol or original destination port (--ctproto, \
-         --ctorigdstport, ct protocol, ct original proto-dst), which an interface hook (xdp, \
-         tc ingress) does not read: there both are 0",
+        &[Field::CtProto, Field::CtOrigDstPort, Field::CtOrigSrcPort],
+        "match the conntrack entry's protocol or original ports (--ctproto, --ctorigdstport, \
+         --ctorigsrcport, ct protocol, ct original proto-dst|proto-src), which an interface \
+         hook (xdp, tc ingress) does not read: there they are 0",
     ),
     (
         &[Field::Mark, Field::CtMark],
@@ -247,8 +247,11 @@ fn rules_matching<'r>(rules: &[&'r Rule], fields: &[Field]) -> Vec<&'r Rule> {
         .iter()
         .copied()
         .filter(|r| {
-            r.matches.iter().any(|(f, _)| fields.contains(f))
-                || r.matches.masked().iter().any(|m| fields.contains(&m.field))
+            r.all_matches().iter().any(|(f, _)| fields.contains(f))
+                || r.all_matches()
+                    .masked()
+                    .iter()
+                    .any(|m| fields.contains(&m.field))
         })
         .collect()
 }

@@ -43,7 +43,9 @@ pub fn needs_conntrack(rs: &Ruleset, chain: ChainId) -> bool {
     while let Some(id) = todo.pop() {
         let table = &rs.tables[id.table].name;
         for r in &rs.chain(id).rules {
-            if r.matches.get(Field::CtState).is_some() || r.matches.get(Field::CtStatus).is_some() {
+            if r.all_matches().get(Field::CtState).is_some()
+                || r.all_matches().get(Field::CtStatus).is_some()
+            {
                 return true;
             }
             if let Action::Jump(to) | Action::Goto(to) = &r.action {

@@ -65,6 +65,11 @@ pub enum Field {
     /// `ntohs(tuple.dst.u.all)`, so for ICMP `type << 8 | code`; 0 for a
     /// packet without an entry (a rule matching it also requires one).
     CtOrigDstPort,
+    /// The source port of the conntrack entry's original tuple
+    /// (`--ctorigsrcport`, nft `ct original proto-src`), as
+    /// [`Field::CtOrigDstPort`]. Not in the packet key yet: only the
+    /// linear engine evaluates it (the compiled engines refuse it).
+    CtOrigSrcPort,
     /// The conntrack entry's layer-4 protocol (`--ctproto`, nft
     /// `ct protocol`); 0 for a packet without an entry.
     CtProto,
@@ -117,7 +122,11 @@ impl Field {
     pub fn width(self) -> u32 {
         match self {
             Field::SrcAddr | Field::DstAddr | Field::InIface | Field::OutIface => 128,
-            Field::SrcPort | Field::DstPort | Field::IcmpTypeCode | Field::CtOrigDstPort => 16,
+            Field::SrcPort
+            | Field::DstPort
+            | Field::IcmpTypeCode
+            | Field::CtOrigDstPort
+            | Field::CtOrigSrcPort => 16,
             Field::Family
             | Field::Proto
             | Field::TcpFlags
@@ -161,6 +170,7 @@ impl Field {
             Field::DstType => "dtype".into(),
             Field::PktType => "pkttype".into(),
             Field::CtOrigDstPort => "ctorigdport".into(),
+            Field::CtOrigSrcPort => "ctorigsport".into(),
             Field::CtProto => "ctproto".into(),
             Field::Mark => "mark".into(),
             Field::CtMark => "ctmark".into(),

@@ -7,7 +7,12 @@
 //! it apply only to packets it did *not* match — so it stays an entry that,
 //! when it matches, resumes the scan at the end of its inlined block. A goto
 //! is a jump followed by a RETURN with the same matches: when the target
-//! chain ends, the rest of the calling chain is skipped.
+//! chain ends, the rest of the calling chain is skipped. A jump or goto
+//! with a stateful condition (`-m limit -j CHAIN`), and a rule with matches
+//! after its stateful one (`Rule::after_stateful`), check the condition
+//! once, by an uncounted RETURN before the rule's entries: admitted, it
+//! resumes into them; not admitted, the next entry skips them (see
+//! `emit_chain`).
 //!
 //! Semantics of a [`DecisionList`]: scan entries in order; at the first
 //! matching `Decide`, stop; a matching `Return` moves the scan to its
@@ -130,13 +135,6 @@ pub enum FlattenError {
         /// The configured bound.
         limit: usize,
     },
-    /// A jump or goto with a stateful condition (`-m limit -j CHAIN`): the
-    /// inlined rules would all depend on one check made at the jump, which
-    /// a decision list cannot say.
-    StatefulJump {
-        /// The jumping rule.
-        rule_id: u32,
-    },
 }
 
 impl std::fmt::Display for FlattenError {
@@ -147,10 +145,6 @@ impl std::fmt::Display for FlattenError {
             FlattenError::TooLarge { limit } => write!(
                 f,
                 "inlining the chains' jumps gives more than {limit} entries"
-            ),
-            FlattenError::StatefulJump { rule_id } => write!(
-                f,
-                "rule {rule_id}: a jump or goto with a limit is not supported yet (put the limit on the rules of the target chain)"
             ),
         }
     }
@@ -248,7 +242,20 @@ impl Flattener<'_> {
             if matches.is_unsatisfiable() {
                 continue;
             }
-            let entry = |kind| Entry {
+            let jumps = matches!(rule.action, Action::Jump(_) | Action::Goto(_));
+            // A stateful jump (`-m limit -j CHAIN`), or a rule with matches
+            // after its stateful one, checks the condition once, before
+            // the rest: when it admits the packet, an uncounted RETURN hops
+            // over the next entry; when it does not, that next entry (the
+            // rule's first matches alone) skips the rule's entries, as the
+            // kernel goes on with the next rule. The entries between carry
+            // no condition.
+            let guarded = rule.is_stateful() && (jumps || rule.after_stateful.is_some());
+            let checked = match &rule.after_stateful {
+                Some(after) if guarded => context.and(after),
+                _ => matches.clone(),
+            };
+            let guard = |kind| Entry {
                 rule_id: rule.id,
                 matches: matches.clone(),
                 kind,
@@ -259,7 +266,46 @@ impl Flattener<'_> {
                 dynset: rule.dynset.clone(),
                 quota: rule.quota.clone(),
             };
+            let entry = |kind| {
+                if guarded {
+                    Entry {
+                        matches: checked.clone(),
+                        limit: None,
+                        recent: None,
+                        hashlimit: None,
+                        time: None,
+                        dynset: None,
+                        quota: None,
+                        ..guard(kind)
+                    }
+                } else {
+                    guard(kind)
+                }
+            };
+            let skip = if guarded {
+                let admitted = self.entries.len() as u32 + 2;
+                self.push(guard(EntryKind::Return {
+                    resume: admitted,
+                    counted: false,
+                }))?;
+                self.push(Entry {
+                    limit: None,
+                    recent: None,
+                    hashlimit: None,
+                    time: None,
+                    dynset: None,
+                    quota: None,
+                    ..guard(EntryKind::Return {
+                        resume: 0,
+                        counted: false,
+                    })
+                })?;
+                Some(self.entries.len() - 1)
+            } else {
+                None
+            };
             match &rule.action {
+                _ if checked.is_unsatisfiable() => {}
                 Action::Verdict(v) => self.push(entry(EntryKind::Decide(v.clone())))?,
                 Action::Log(_) => self.push(entry(EntryKind::Log))?,
                 Action::Count => self.push(entry(EntryKind::Count))?,
@@ -271,9 +317,6 @@ impl Flattener<'_> {
                     }))?;
                 }
                 Action::Jump(target) | Action::Goto(target) => {
-                    if rule.is_stateful() {
-                        return Err(FlattenError::StatefulJump { rule_id: rule.id });
-                    }
                     let target_index = table
                         .chains
                         .iter()
@@ -281,23 +324,33 @@ impl Flattener<'_> {
                         .ok_or_else(|| {
                             FlattenError::Eval(EvalError::UnknownChain(target.clone()))
                         })?;
-                    self.push(entry(EntryKind::Jump))?;
-                    self.emit_chain(target_index, &matches)?;
+                    let marker = Entry {
+                        limit: None,
+                        recent: None,
+                        hashlimit: None,
+                        time: None,
+                        dynset: None,
+                        quota: None,
+                        ..entry(EntryKind::Jump)
+                    };
+                    self.push(marker.clone())?;
+                    self.emit_chain(target_index, &checked)?;
                     if matches!(rule.action, Action::Goto(_)) {
                         returns.push(self.entries.len());
                         self.push(Entry {
-                            limit: None,
-                            recent: None,
-                            hashlimit: None,
-                            time: None,
-                            dynset: None,
-                            quota: None,
-                            ..entry(EntryKind::Return {
+                            kind: EntryKind::Return {
                                 resume: 0,
                                 counted: false,
-                            })
+                            },
+                            ..marker
                         })?;
                     }
+                }
+            }
+            if let Some(skip) = skip {
+                let past = self.entries.len() as u32;
+                if let EntryKind::Return { resume, .. } = &mut self.entries[skip].kind {
+                    *resume = past;
                 }
             }
         }

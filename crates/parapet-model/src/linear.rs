@@ -248,6 +248,14 @@ impl<'a> LinearEngine<'a> {
                 },
                 _ => open,
             };
+            // Matches written after the stateful one run only once it
+            // admitted the packet, as the kernel runs them in order.
+            let failed = match (&rule.after_stateful, admitted) {
+                (Some(after), a) if failed.is_none() && a != Some(false) => {
+                    after.first_failure(pkt, &mut set_bit)
+                }
+                _ => failed,
+            };
             observe(TraceStep {
                 rule_id: rule.id,
                 chain: table.chains[chain].name.clone(),

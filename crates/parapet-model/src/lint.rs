@@ -75,11 +75,45 @@ struct Reach {
 }
 
 /// `list` with every entry that has a limit made counter-only.
+///
+/// A guarded rule (a stateful jump, or matches after the stateful one:
+/// `flatten::emit_chain`) is a conditional RETURN into the rule's entries
+/// and an unconditional one past them: both become counter-only, and so
+/// does what decides inside (a decision, or a RETURN past the guard), so
+/// lint walks the path where the condition refuses and still sees the
+/// rule's entries.
 fn limits_let_packets_on(list: &DecisionList) -> DecisionList {
     let mut list = list.clone();
-    for e in &mut list.entries {
-        if e.is_conditional() {
-            e.kind = EntryKind::Count;
+    let n = list.entries.len();
+    for i in 0..n {
+        let guard = match (&list.entries[i].kind, list.entries.get(i + 1)) {
+            (EntryKind::Return { resume, .. }, Some(next))
+                if list.entries[i].is_stateful() && *resume as usize == i + 2 =>
+            {
+                match next.kind {
+                    EntryKind::Return { resume: past, .. } if !next.is_stateful() => {
+                        Some(past as usize)
+                    }
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        if let Some(past) = guard {
+            for e in &mut list.entries[i + 1..past.min(n)] {
+                let decides = match e.kind {
+                    EntryKind::Decide(_) => true,
+                    EntryKind::Return { resume, .. } => resume as usize > past,
+                    _ => false,
+                };
+                if decides {
+                    e.kind = EntryKind::Count;
+                }
+            }
+            list.entries[i + 1].kind = EntryKind::Count;
+        }
+        if list.entries[i].is_conditional() {
+            list.entries[i].kind = EntryKind::Count;
         }
     }
     list

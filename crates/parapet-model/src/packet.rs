@@ -43,6 +43,9 @@ pub struct Packet {
     /// The destination port of the conntrack entry's original tuple
     /// ([`Field::CtOrigDstPort`]); 0 without an entry.
     pub ct_orig_dport: u16,
+    /// The source port of the conntrack entry's original tuple
+    /// ([`Field::CtOrigSrcPort`]); 0 without an entry.
+    pub ct_orig_sport: u16,
     /// The conntrack entry's layer-4 protocol ([`Field::CtProto`]); 0
     /// without an entry.
     pub ct_proto: u8,
@@ -95,6 +98,7 @@ impl Packet {
             ct_state: CtState::New,
             ct_status: 0,
             ct_orig_dport: 0,
+            ct_orig_sport: 0,
             ct_proto: 0,
             fragment: false,
             ttl: Packet::DEFAULT_TTL,
@@ -139,6 +143,7 @@ impl Packet {
             Field::DstType => self.dst_type() as u128,
             Field::PktType => self.pkt_type() as u128,
             Field::CtOrigDstPort => self.ct_orig_dport as u128,
+            Field::CtOrigSrcPort => self.ct_orig_sport as u128,
             Field::CtProto => self.ct_proto as u128,
             Field::Mark => self.mark as u128,
             Field::CtMark => self.ct_mark as u128,
@@ -324,6 +329,11 @@ impl FromStr for Packet {
                             .ok_or_else(|| err(i + 1, "expected a MAC address like 02:00:00:00:00:01"))?,
                     )
                 }
+                "ctorigsport" => {
+                    p.ct_orig_sport = need("expected a port")?
+                        .parse()
+                        .map_err(|_| err(i + 1, "expected a port 0-65535"))?
+                }
                 "ctproto" => {
                     p.ct_proto = protocol_number(need("expected a protocol")?)
                         .ok_or_else(|| err(i + 1, "expected a protocol name or number"))?
@@ -499,6 +509,9 @@ impl fmt::Display for Packet {
         }
         if self.ct_orig_dport != 0 {
             write!(f, " ctorigdport {}", self.ct_orig_dport)?;
+        }
+        if self.ct_orig_sport != 0 {
+            write!(f, " ctorigsport {}", self.ct_orig_sport)?;
         }
         if self.ct_proto != 0 {
             write!(f, " ctproto {}", self.ct_proto)?;

@@ -257,6 +257,9 @@ impl Space {
         if let Some(v) = get(Field::CtOrigDstPort) {
             p.ct_orig_dport = v as u16;
         }
+        if let Some(v) = get(Field::CtOrigSrcPort) {
+            p.ct_orig_sport = v as u16;
+        }
         if let Some(v) = get(Field::CtProto) {
             p.ct_proto = v as u8;
         }

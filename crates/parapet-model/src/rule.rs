@@ -213,6 +213,40 @@ impl Matches {
         }
     }
 
+    /// What `self` adds to `base` (which it includes, as the whole
+    /// conjunction of a rule includes the matches before its stateful
+    /// one): the fields whose values differ, and the masked comparisons
+    /// `base` does not have.
+    pub fn beyond(&self, base: &Matches) -> Matches {
+        Matches {
+            fields: self
+                .fields
+                .iter()
+                .filter(|(f, v)| base.get(*f) != Some(v))
+                .cloned()
+                .collect(),
+            masked: self
+                .masked
+                .iter()
+                .filter(|m| !base.masked.contains(m))
+                .cloned()
+                .collect(),
+        }
+    }
+
+    /// `self` without its constraint on `field`.
+    pub fn without(&self, field: Field) -> Matches {
+        Matches {
+            fields: self
+                .fields
+                .iter()
+                .filter(|(f, _)| *f != field)
+                .cloned()
+                .collect(),
+            masked: self.masked.clone(),
+        }
+    }
+
     /// The conjunction of both.
     pub fn and(&self, other: &Matches) -> Matches {
         let mut out = self.clone();
@@ -360,6 +394,15 @@ pub struct Rule {
     /// `limit` is; a rule has at most one stateful condition).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quota: Option<Quota>,
+    /// Matches the kernel checks *after* the stateful condition
+    /// (`-p udp -m recent --update … -m udp --dport 123`: the kernel runs a
+    /// rule's matches in order, so `--update` records a hit for every UDP
+    /// packet, while the rule matches only port 123). When set, it is the
+    /// rule's whole conjunction (it includes `matches`), and `matches` is
+    /// the part checked before the stateful condition; the rule matches a
+    /// packet its stateful condition admits only if this holds too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_stateful: Option<Matches>,
     /// Also log when the rule matches, whatever its action: nft's
     /// `log prefix "x" drop` is one rule with a log statement and a verdict.
     /// (iptables writes logging as its own `-j LOG` rule, so this is `None`
@@ -403,6 +446,13 @@ impl Rule {
                 || self.quota.is_some())
     }
 
+    /// Every field the rule reads: its whole conjunction, the matches
+    /// after its stateful one included (for the checks that ask which
+    /// fields a ruleset uses).
+    pub fn all_matches(&self) -> &Matches {
+        self.after_stateful.as_ref().unwrap_or(&self.matches)
+    }
+
     /// A rule with no comment, limit or counters.
     pub fn new(id: u32, matches: Matches, action: Action) -> Self {
         Rule {
@@ -416,6 +466,7 @@ impl Rule {
             time: None,
             dynset: None,
             quota: None,
+            after_stateful: None,
             log: None,
             counters: Counters::default(),
             origin: Origin::default(),

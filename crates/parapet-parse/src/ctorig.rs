@@ -1,7 +1,8 @@
 //! The conntrack entry's original tuple and protocol
-//! ([`Field::CtOrigDstPort`], [`Field::CtProto`]) as both syntaxes write
-//! them: xt_conntrack's `--ctorigdstport` and `--ctproto`, nft's
-//! `ct original proto-dst` and `ct protocol`.
+//! ([`Field::CtOrigDstPort`], [`Field::CtOrigSrcPort`], [`Field::CtProto`])
+//! as both syntaxes write them: xt_conntrack's `--ctorigdstport`,
+//! `--ctorigsrcport` and `--ctproto`, nft's `ct original proto-dst`,
+//! `ct original proto-src` and `ct protocol`.
 //!
 //! Both read the packet's conntrack entry, so neither matches a packet
 //! without one, whatever the operator: a rule using them also requires a
@@ -17,8 +18,13 @@ use std::fmt::Write;
 
 /// The fields of this module, with the xt_conntrack option and nft
 /// expression of each.
-const FIELDS: [(Field, &str, &str); 2] = [
+const FIELDS: [(Field, &str, &str); 3] = [
     (Field::CtProto, "--ctproto", "ct protocol"),
+    (
+        Field::CtOrigSrcPort,
+        "--ctorigsrcport",
+        "ct original proto-src",
+    ),
     (
         Field::CtOrigDstPort,
         "--ctorigdstport",
@@ -84,10 +90,14 @@ pub(crate) fn nft(r: &Rule) -> Result<Vec<String>, String> {
             continue;
         };
         let (neg, lo, hi) = one_range(set, f.max_value()).ok_or_else(|| unwritable(f, expr))?;
-        if f == Field::CtOrigDstPort && single(Field::CtProto).is_none() {
+        let typed = out.iter().any(|e: &String| e.starts_with("meta l4proto"));
+        if matches!(f, Field::CtOrigDstPort | Field::CtOrigSrcPort)
+            && single(Field::CtProto).is_none()
+            && !typed
+        {
             match single(Field::Proto) {
                 Some(p) => out.push(format!("meta l4proto {p}")),
-                None => return Err("nft types 'ct original proto-dst' by a protocol written before it ('ct protocol P' or 'meta l4proto P'), which this rule does not have".into()),
+                None => return Err(format!("nft types '{expr}' by a protocol written before it ('ct protocol P' or 'meta l4proto P'), which this rule does not have")),
             }
         }
         let op = if neg { "!= " } else { "" };

@@ -115,8 +115,12 @@ pub(crate) fn refuse_matches_on_mangled_fields(rs: &Ruleset, errs: &mut Errors) 
     }
     for r in rs.rules() {
         for (field, by) in &changes {
-            let masked = r.matches.masked().iter().any(|m| m.field.name() == *field);
-            if masked || r.matches.iter().any(|(f, _)| f.name() == *field) {
+            let masked = r
+                .all_matches()
+                .masked()
+                .iter()
+                .any(|m| m.field.name() == *field);
+            if masked || r.all_matches().iter().any(|(f, _)| f.name() == *field) {
                 errs.push(
                     r.origin.line,
                     1,

@@ -172,3 +172,71 @@ fn refusals_name_the_construct() {
     let e = parse(nft, "n", Format::Nft).unwrap_err()[0].to_string();
     assert!(e.contains("'ct original saddr' is not supported"), "{e}");
 }
+
+/// `--ctorigsrcport` / `ct original proto-src` (the corpus's
+/// `diekmann_typical_home_user.rules`: DHCP, 68 → 67): the original
+/// tuple's source port, not the packet's; evaluated by the linear engine
+/// (the compiled engines refuse it: no key word yet).
+#[test]
+fn the_original_source_port_is_the_entrys() {
+    let ipt = "*filter\n:INPUT DROP [0:0]\n\
+        -A INPUT -m conntrack --ctstate NEW --ctproto 17 --ctorigsrcport 68 --ctorigdstport 67 -j ACCEPT\n\
+        -A INPUT -p udp -m conntrack ! --ctorigsrcport 1000:2000 -j REJECT\n\
+        COMMIT\n";
+    let nft =
+        "table ip filter {\n\tchain INPUT {\n\t\ttype filter hook input priority 0; policy drop;\n\
+               \t\tct state new ct protocol udp ct original proto-src 68 ct original proto-dst 67 accept\n\
+               \t\tmeta l4proto udp ct original proto-src != 1000-2000 reject\n\
+               \t}\n}\n";
+    let mut packets = Vec::new();
+    for ct in [CtState::New, CtState::Established, CtState::Invalid] {
+        for (sport, orig_sport) in [(68, 68), (68, 1500), (5000, 68), (5000, 1500), (5000, 7)] {
+            let mut p = Packet::new(Family::V4, 1, 2, 17, sport, 67);
+            p.ct_state = ct;
+            if ct != CtState::Invalid {
+                (p.ct_proto, p.ct_orig_dport, p.ct_orig_sport) = (17, 67, orig_sport);
+            }
+            packets.push(p);
+        }
+    }
+    let from_ipt = parse(ipt, "c.ipt", Format::Auto).unwrap().ruleset;
+    let from_nft = parse(nft, "c.nft", Format::Auto).unwrap().ruleset;
+    let want = decisions(&from_ipt, &packets);
+    // NEW with original source port 68 accepted whatever the packet's
+    // port; 1500 is in the refused range; without an entry: the policy.
+    let accepted: Vec<bool> = want.iter().map(|d| d.0 == 1).collect();
+    assert_eq!(
+        accepted,
+        [
+            true, false, true, false, false, false, false, false, false, false, false, false,
+            false, false, false
+        ]
+    );
+    let rejected: Vec<bool> = want.iter().map(|d| d.0 == 2).collect();
+    assert_eq!(
+        rejected,
+        [
+            false, false, false, false, true, true, false, true, false, true, false, false, false,
+            false, false
+        ]
+    );
+    assert_eq!(decisions(&from_nft, &packets), want);
+    for rs in [&from_ipt, &from_nft] {
+        for listing in [render::iptables_save(rs).unwrap(), render::nft(rs).unwrap()] {
+            let again = parse(&listing, "again", Format::Auto)
+                .unwrap_or_else(|e| panic!("{e:?}\n{listing}"))
+                .ruleset;
+            assert_eq!(decisions(&again, &packets), want, "{listing}");
+        }
+    }
+    let listing = render::iptables_save(&from_ipt).unwrap();
+    assert!(
+        listing.contains("--ctproto 17 --ctorigsrcport 68 --ctorigdstport 67"),
+        "{listing}"
+    );
+    let listing = render::nft(&from_ipt).unwrap();
+    assert!(
+        listing.contains("ct protocol 17 ct original proto-src 68 ct original proto-dst 67"),
+        "{listing}"
+    );
+}

@@ -487,9 +487,13 @@ fn other_families_objects_and_statements_are_left_to_the_kernel() {
 }
 
 #[test]
-fn quota_objects_and_synproxy_stay_refused() {
-    let e = err("table inet t {\n\tquota q {\n\t\tover 10 mbytes\n\t}\n}\n");
-    assert!(e.contains("n.nft:2:2:") && e.contains("keeps state"), "{e}");
+fn quota_objects_are_read_and_rules_using_them_refused() {
+    ok("table inet t {\n\tquota q {\n\t\tover 10 mbytes\n\t}\n}\n");
+    let e = err("table inet t {\n\tquota q {\n\t\tover 10 mbytes\n\t}\n\tchain c {\n\t\tquota name \"q\" drop\n\t}\n}\n");
+    assert!(
+        e.contains("n.nft:6:9:") && e.contains("named quota object"),
+        "{e}"
+    );
 }
 
 /// Issue 13 item 7's messages.

@@ -233,3 +233,42 @@ fn xt_quota_agrees_with_iptables_legacy() {
         "parapet vs the kernel, datagram by datagram"
     );
 }
+
+/// A named quota object is read and checked (as a rule's quota), and
+/// decides nothing by itself; a rule counting against one is refused at
+/// its position (the count shared by every rule naming it is not kept).
+#[test]
+fn quota_objects_are_checked_and_rules_naming_them_refused() {
+    let table = |body: &str, rule: &str| {
+        format!(
+            "table inet t {{\n\tquota q {{\n\t\t{body}\n\t}}\n\tchain c {{\n\t\ttype filter hook input priority 0; policy accept;\n\t\t{rule}\n\t}}\n}}\n"
+        )
+    };
+    for body in ["over 25 mbytes", "2000 bytes used 10 bytes", "25mbytes"] {
+        let text = table(body, "udp dport 53 drop");
+        let rs = parse(&text, "q.nft", Format::Nft)
+            .unwrap_or_else(|e| panic!("{body}: {e:?}"))
+            .ruleset;
+        assert_eq!(rs.rules().count(), 1, "{body}");
+    }
+    for (body, rule, want) in [
+        (
+            "over 25 furlongs",
+            "accept",
+            "q.nft:3:11: expected the end of quota object",
+        ),
+        (
+            "25 mbytes extra",
+            "accept",
+            "q.nft:3:13: expected the end of quota object 'q'",
+        ),
+        (
+            "25 mbytes",
+            "quota name \"q\" drop",
+            "q.nft:7:9: a rule using a named quota object",
+        ),
+    ] {
+        let e = parse(&table(body, rule), "q.nft", Format::Nft).unwrap_err()[0].to_string();
+        assert!(e.starts_with(want), "{body} / {rule}: {e}");
+    }
+}

@@ -72,8 +72,12 @@ fn the_kernels_checks_and_parapets_refusals() {
         ("-m recent --set ! --name x", "'!' cannot negate --name"),
         ("--seconds 5", "--seconds needs -m recent"),
         (
-            "-m recent --set -p tcp -m tcp --dport 22",
-            "-m tcp after -m recent is not supported",
+            "-m recent --set -m time --weekdays Mon",
+            "-m time after -m recent is not supported",
+        ),
+        (
+            "-p tcp -m recent --set -m multiport --ports 22",
+            "--ports after a stateful match is not supported",
         ),
         (
             "-m recent --set -m limit",

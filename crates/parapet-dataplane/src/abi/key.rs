@@ -135,6 +135,7 @@ impl PacketKey {
             // the key extension (parapet_key_ext) is not part of the key:
             // 0, as at the interface hooks
             ct_orig_dport: 0,
+            ct_orig_sport: 0,
             ct_proto: 0,
             fragment: self.frag & FRAG_LATER != 0,
             ttl: self.ttl,

@@ -1,4 +1,4 @@
-//! xt_conntrack's `--ctproto` and `--ctorigdstport` (values and spellings
+//! xt_conntrack's `--ctproto`, `--ctorigdstport` and `--ctorigsrcport` (values and spellings
 //! in [`crate::ctorig`]), and the rule-level check of what a packet
 //! without a conntrack entry does with them.
 
@@ -12,7 +12,6 @@ pub(super) const REFUSED_CT_OPTIONS: &[&str] = &[
     "--ctorigdst",
     "--ctreplsrc",
     "--ctrepldst",
-    "--ctorigsrcport",
     "--ctreplsrcport",
     "--ctrepldstport",
     "--ctstatus",
@@ -21,7 +20,7 @@ pub(super) const REFUSED_CT_OPTIONS: &[&str] = &[
 ];
 
 impl RuleParser<'_> {
-    /// `[!] --ctproto P` or `[!] --ctorigdstport P[:P]`.
+    /// `[!] --ctproto P`, `[!] --ctorigdstport P[:P]` or `[!] --ctorigsrcport P[:P]`.
     pub(super) fn ct_tuple_option(
         &mut self,
         opt: &str,
@@ -49,6 +48,9 @@ impl RuleParser<'_> {
             }
         } else {
             match parse_port_range(v, ':') {
+                Ok((lo, hi)) if opt == "--ctorigsrcport" => {
+                    (Field::CtOrigSrcPort, IntervalSet::range(lo, hi))
+                }
                 Ok((lo, hi)) => (Field::CtOrigDstPort, IntervalSet::range(lo, hi)),
                 Err(m) => return self.err(vcol, m),
             }
@@ -73,7 +75,7 @@ impl RuleParser<'_> {
         match self.ctstate_no_entry {
             Some(true) => self.err(
                 col,
-                "--ctproto/--ctorigdstport with a --ctstate admitting INVALID or UNTRACKED is not supported: xt_conntrack matches those packets (no entry) without reading the other options, which is a second box; write two rules",
+                "--ctproto/--ctorigdstport/--ctorigsrcport with a --ctstate admitting INVALID or UNTRACKED is not supported: xt_conntrack matches those packets (no entry) without reading the other options, which is a second box; write two rules",
             ),
             Some(false) => {}
             None => self

@@ -60,7 +60,7 @@ fn option_module(opt: &str) -> Option<&'static [&'static str]> {
             &["multiport"]
         }
         "--src-range" | "--dst-range" => &["iprange"],
-        "--ctstate" | "--ctproto" | "--ctorigdstport" => &["conntrack"],
+        "--ctstate" | "--ctproto" | "--ctorigdstport" | "--ctorigsrcport" => &["conntrack"],
         o if super::ctorig::REFUSED_CT_OPTIONS.contains(&o) => &["conntrack"],
         "--mark" => &["mark", "connmark"],
         "--mac-source" => MAC_MATCHES,
@@ -172,11 +172,13 @@ impl RuleParser<'_> {
                         format!("-m {n} with -m {st} is not supported: a rule has at most one stateful match in parapet (split the rule)"),
                     );
                 }
-            } else if n != "comment" {
+            } else if n == "time" {
                 self.err(
                     name.col,
-                    format!("-m {n} after -m {st} is not supported (parapet checks the {st} match after the rule's other matches): write -m {st} last"),
+                    format!("-m time after -m {st} is not supported (parapet checks a time window before the stateful match): write -m time before -m {st}"),
                 );
+            } else if n != "comment" {
+                self.begin_after_stateful();
             }
         }
         if n == "hashlimit" && self.hashlimit.is_none() {
@@ -199,6 +201,21 @@ impl RuleParser<'_> {
             self.module_options = 0;
         }
         self.modules.push(n.to_string());
+    }
+
+    /// The matches from here on run after the stateful one, as the kernel
+    /// runs a rule's matches in order (`Rule::after_stateful`).
+    fn begin_after_stateful(&mut self) {
+        if self.before_stateful.is_none() {
+            self.before_stateful = Some(self.matches.clone());
+        }
+    }
+
+    /// True once a stateful match is loaded.
+    fn stateful_loaded(&self) -> bool {
+        self.modules
+            .iter()
+            .any(|m| STATEFUL_MATCHES.contains(&m.as_str()))
     }
 
     /// The kernel's tcp, udp, sctp, udplite, icmp, icmp6 and multiport
@@ -240,6 +257,48 @@ impl RuleParser<'_> {
     }
 
     pub(super) fn option(&mut self, opt: &str, col: u32, negated: Option<u32>, vals: &[&Word]) {
+        // The rule's own options (-s, -d, -p, -i, -o, -f) are the kernel's
+        // IP part, checked before every match wherever they are written.
+        let ip_part = matches!(
+            opt,
+            "-s" | "--source"
+                | "-d"
+                | "--destination"
+                | "-p"
+                | "--protocol"
+                | "-i"
+                | "--in-interface"
+                | "-o"
+                | "--out-interface"
+                | "-f"
+                | "--fragment"
+        );
+        if let Some(before) = self.before_stateful.take_if(|_| ip_part) {
+            let whole = std::mem::replace(&mut self.matches, before);
+            self.option_in_order(opt, col, negated, vals);
+            let before = std::mem::replace(&mut self.matches, Matches::any());
+            self.matches = whole.and(&before);
+            self.before_stateful = Some(before);
+            return;
+        }
+        // A protocol's options with no `-m` load its match implicitly, at
+        // the first of them: after a stateful match, it runs after it.
+        if let Some(mods) = option_module(opt) {
+            let explicit = mods.iter().any(|m| self.modules.iter().any(|l| l == m));
+            if !explicit && !ip_part {
+                if self.stateful_loaded() && !self.implicit_l4 {
+                    self.begin_after_stateful();
+                }
+                self.implicit_l4 = true;
+            }
+        }
+        if opt == "--ports" && self.before_stateful.is_some() {
+            return self.err(col, "-m multiport --ports after a stateful match is not supported (it is two boxes): write it before the stateful match");
+        }
+        self.option_in_order(opt, col, negated, vals)
+    }
+
+    fn option_in_order(&mut self, opt: &str, col: u32, negated: Option<u32>, vals: &[&Word]) {
         let v = vals.first().map(|w| w.text.as_str()).unwrap_or("");
         let vcol = vals.first().map_or(col, |w| w.col);
         let addr_max = width_mask(self.family.addr_bits());
@@ -511,10 +570,12 @@ impl RuleParser<'_> {
             | "--rttl" | "--reap" | "--name" | "--rsource" | "--rdest" | "--mask" => {
                 self.recent_option(opt, col, negated, v, vcol)
             }
-            "--ctproto" | "--ctorigdstport" => self.ct_tuple_option(opt, col, negated, v, vcol),
+            "--ctproto" | "--ctorigdstport" | "--ctorigsrcport" => {
+                self.ct_tuple_option(opt, col, negated, v, vcol)
+            }
             o if super::ctorig::REFUSED_CT_OPTIONS.contains(&o) => self.err(
                 col,
-                format!("{o} is not supported (of xt_conntrack's options parapet reads --ctstate, --ctproto and --ctorigdstport): the packet key does not carry the entry's other tuple fields, status or expiry"),
+                format!("{o} is not supported (of xt_conntrack's options parapet reads --ctstate, --ctproto, --ctorigdstport and --ctorigsrcport): the packet key does not carry the entry's other tuple fields, status or expiry"),
             ),
             "--tcp-option" => self.err(
                 col,

@@ -300,6 +300,8 @@ pub(crate) fn parse(
             chain: &chain_word.text,
             module_options: 0,
             either_port: None,
+            before_stateful: None,
+            implicit_l4: false,
         };
         rp.matches
             .constrain(Field::Family, IntervalSet::point(family.value()));
@@ -315,8 +317,16 @@ pub(crate) fn parse(
             target,
             kernel_target,
             either_port,
+            before_stateful,
             ..
         } = rp;
+        // Matches written after the stateful one: the rule's first matches
+        // are those before it, and the whole conjunction is checked once
+        // the stateful condition admitted the packet.
+        let (matches, after_stateful) = match before_stateful {
+            Some(before) => (before, Some(matches)),
+            None => (matches, None),
+        };
         if !ok {
             continue;
         }
@@ -424,6 +434,7 @@ pub(crate) fn parse(
                     time: time.clone(),
                     dynset: None,
                     quota: quota.clone(),
+                    after_stateful: after_stateful.clone(),
                     counters,
                     origin: Origin { line: ln },
                     kernel: kernel_target.iter().cloned().collect(),

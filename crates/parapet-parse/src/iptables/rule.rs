@@ -97,6 +97,14 @@ pub(super) struct RuleParser<'a> {
     /// two boxes; the rule becomes two model rules with its id (see
     /// `mod.rs`).
     pub(super) either_port: Option<(IntervalSet, u32)>,
+    /// The rule's matches as they stood when a match came after its
+    /// stateful one (`-m recent --set … -m udp --dport 123`): the kernel
+    /// runs the stateful match on those packets, and `matches` goes on to
+    /// the whole conjunction (`Rule::after_stateful`).
+    pub(super) before_stateful: Option<Matches>,
+    /// A protocol's match loaded implicitly (`-p tcp --dport 22` with no
+    /// `-m tcp`) before any stateful match: its later options are its own.
+    pub(super) implicit_l4: bool,
 }
 
 impl RuleParser<'_> {

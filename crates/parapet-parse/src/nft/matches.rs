@@ -250,10 +250,11 @@ impl RuleParser<'_> {
                     "protocol" => sel(Field::CtProto, Kind::Proto, vec![entry]),
                     "original" => match sub(self, "proto-dst")?.as_str() {
                         "proto-dst" => sel(Field::CtOrigDstPort, Kind::Port, vec![entry]),
+                        "proto-src" => sel(Field::CtOrigSrcPort, Kind::Port, vec![entry]),
                         other => Err((
                             l,
                             c,
-                            format!("'ct original {other}' is not supported (supported: ct original proto-dst)"),
+                            format!("'ct original {other}' is not supported (supported: ct original proto-dst, ct original proto-src)"),
                         )),
                     },
                     "status" => {

@@ -16,6 +16,7 @@
 //! (one rule's statements and verdict), `matches` (selector expressions and
 //! their values), `vmap` (verdict map elements → one rule each).
 
+mod binding;
 mod commands;
 mod ctstatus;
 mod dynset;

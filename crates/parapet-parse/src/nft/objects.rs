@@ -191,4 +191,63 @@ impl Parser {
         self.limits.push((key, name, limit));
         Ok(())
     }
+
+    /// `quota NAME { [over] N UNIT [used M UNIT] }` in a table: read and
+    /// checked as a rule's `quota` is. An object decides nothing by itself
+    /// (only the rules naming it count against it, and such a rule is
+    /// refused); like a named counter, it is not kept in the model.
+    pub(super) fn quota_object(&mut self, family: TableFamily) -> Res<()> {
+        let name = word_text(&self.expect_word("a quota object's name")?);
+        self.expect(Tok::Open, "'{' after the quota object's name")?;
+        let open = self.pos;
+        let close = self.skip_block();
+        let mut body: Vec<Token> = Vec::new();
+        let mut toks = self.toks[open..close].iter();
+        while let Some(t) = toks.next() {
+            match (&t.tok, t.word()) {
+                (Tok::Newline | Tok::Semi, _) => {}
+                (_, Some("comment")) => {
+                    toks.next();
+                }
+                _ => body.push(t.clone()),
+            }
+        }
+        let (line, col) = (self.toks[open].line, self.toks[open].col);
+        if body.is_empty() {
+            return Err((
+                line,
+                col,
+                format!("quota object '{name}' has no byte count"),
+            ));
+        }
+        let mut none = Vec::new();
+        let mut rp = RuleParser {
+            toks: &body,
+            i: 0,
+            family,
+            set_refs: &mut none,
+            matches: Matches::any(),
+            rule: Rule::new(0, Matches::any(), Action::Count),
+            action: None,
+            jump: None,
+            maps: &[],
+            vmap: None,
+            limits: &[],
+            th: None,
+            dynsets: &[],
+            table_name: "",
+        };
+        rp.quota()?;
+        if let Some(t) = body.get(rp.i) {
+            return Err((
+                t.line,
+                t.col,
+                format!(
+                    "expected the end of quota object '{name}', found '{}'",
+                    t.show()
+                ),
+            ));
+        }
+        Ok(())
+    }
 }

@@ -113,10 +113,17 @@ impl RuleParser<'_> {
                 "counter" if self.toks.get(self.i + 1).and_then(|t| t.word()) == Some("name") => {
                     // A named counter object: counts, decides nothing.
                     self.i += 2;
-                    self.next_word("a counter name")?;
-                    if self.peek_word() == Some("map") {
+                    // `counter name ip saddr map { … }`: the key is one or
+                    // more words before `map`.
+                    let per_packet = self.toks[self.i..]
+                        .iter()
+                        .take(4)
+                        .take_while(|t| matches!(t.tok, Tok::Word(_)))
+                        .any(|t| t.word() == Some("map"));
+                    if per_packet {
                         return self.fail("'counter name KEY map { … }' (a counter chosen per packet) is not supported");
                     }
+                    self.next_word("a counter name")?;
                 }
                 "counter" => {
                     self.i += 1;
@@ -521,9 +528,9 @@ impl RuleParser<'_> {
 
     /// After `quota`: `[over] N [bytes|kbytes|mbytes|gbytes] [used U
     /// UNIT]`.
-    fn quota(&mut self) -> Res<()> {
+    pub(super) fn quota(&mut self) -> Res<()> {
         if self.peek_word() == Some("name") {
-            return self.fail("a named quota object ('quota name \"NAME\"') is not supported yet; 'quota N bytes' in the rule is");
+            return self.fail("a rule using a named quota object ('quota name \"NAME\"') is not supported yet: the object's count is shared by every rule naming it, which parapet does not keep yet; 'quota N bytes' in the rule is");
         }
         let over = self.peek_word() == Some("over");
         if over {

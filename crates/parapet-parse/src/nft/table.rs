@@ -336,16 +336,9 @@ impl Parser {
                         self.skip_block();
                     }
                 }
-                (_, Some(other @ "quota")) => {
-                    self.errs.push(
-                        t.line,
-                        t.col,
-                        format!(
-                            "table object '{other}' is not supported yet: it keeps state (bytes used) that parapet does not enforce yet"
-                        ),
-                    );
+                (_, Some("quota")) => {
                     self.pos += 1;
-                    self.skip_line();
+                    self.quota_object(family)?;
                 }
                 _ => {
                     self.errs.push(
@@ -591,6 +584,14 @@ impl Parser {
         if self.is_kernel_chain(ti, ci) {
             return self.kernel_rule(ti, ci);
         }
+        let bodies = match self.lift_anonymous_chains(ti) {
+            Ok(b) => b,
+            Err((l, c, m)) => {
+                self.errs.push(l, c, m);
+                self.skip_line();
+                return Ok(());
+            }
+        };
         let id = self.next_id;
         self.next_id += 1;
         let family = self.rs.tables[ti].family;
@@ -623,6 +624,9 @@ impl Parser {
             chain.rules.splice(0..0, rules);
         } else {
             chain.rules.extend(rules);
+        }
+        for body in bodies {
+            self.anonymous_chain(ti, body)?;
         }
         Ok(())
     }

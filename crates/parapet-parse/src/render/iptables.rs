@@ -321,29 +321,7 @@ fn ipt_rule(rs: &Ruleset, r: &Rule, family: Family, extra: &str) -> Result<Strin
     if !ranges.is_empty() {
         let _ = write!(out, " -m iprange {}", ranges.join(" "));
     }
-    let multiport = write_ports_and_flags(&mut out, r, proto)?;
-    write_icmp(&mut out, r, proto, family)?;
-    out.push_str(&multiport);
-    out.push_str(extra);
-    super::header::ipt_header(&mut out, r, family)?;
-    if let Some(set) = r.matches.get(Field::CtState) {
-        let (neg, states) = ct_states(set, id)?;
-        let names: Vec<&str> = states.iter().map(|s| s.iptables_name()).collect();
-        let _ = write!(
-            out,
-            " -m conntrack {}--ctstate {}",
-            neg_str(neg),
-            names.join(",")
-        );
-    }
-    if let Some(set) = r.matches.get(Field::CtStatus) {
-        out.push_str(&crate::ctstatus::iptables(set).map_err(|m| rerr(id, m))?);
-    }
-    out.push_str(&crate::addrtype::iptables(r, family).map_err(|m| rerr(id, m))?);
-    out.push_str(&crate::ctorig::iptables(r).map_err(|m| rerr(id, m))?);
-    write_set_matches(&mut out, rs, r)?;
-    super::masked::iptables_marks(&mut out, r)?;
-    super::masked::iptables_masked(&mut out, r)?;
+    write_module_matches(&mut out, rs, r, proto, family, extra)?;
     if let Some(c) = &r.comment {
         let _ = write!(out, " -m comment --comment {}", quote_always(c));
     }
@@ -395,8 +373,93 @@ fn ipt_rule(rs: &Ruleset, r: &Rule, family: Family, extra: &str) -> Result<Strin
             message: "an nft dynamic set has no iptables spelling parapet writes (-m recent and -m hashlimit keep other state)".into(),
         });
     }
+    write_after_stateful(&mut out, rs, r, proto, family)?;
     write_target(&mut out, r)?;
     Ok(out)
+}
+
+/// The matches written as modules (`-m tcp`, `-m conntrack`, `-m set`, …),
+/// in iptables-save's order.
+fn write_module_matches(
+    out: &mut String,
+    rs: &Ruleset,
+    r: &Rule,
+    proto: Option<u8>,
+    family: Family,
+    extra: &str,
+) -> Result<(), RenderError> {
+    let id = r.id;
+    let multiport = write_ports_and_flags(out, r, proto)?;
+    write_icmp(out, r, proto, family)?;
+    out.push_str(&multiport);
+    out.push_str(extra);
+    super::header::ipt_header(out, r, family)?;
+    if let Some(set) = r.matches.get(Field::CtState) {
+        let (neg, states) = ct_states(set, id)?;
+        let names: Vec<&str> = states.iter().map(|s| s.iptables_name()).collect();
+        let _ = write!(
+            out,
+            " -m conntrack {}--ctstate {}",
+            neg_str(neg),
+            names.join(",")
+        );
+    }
+    if let Some(set) = r.matches.get(Field::CtStatus) {
+        out.push_str(&crate::ctstatus::iptables(set).map_err(|m| rerr(id, m))?);
+    }
+    out.push_str(&crate::addrtype::iptables(r, family).map_err(|m| rerr(id, m))?);
+    out.push_str(&crate::ctorig::iptables(r).map_err(|m| rerr(id, m))?);
+    write_set_matches(out, rs, r)?;
+    super::masked::iptables_marks(out, r)?;
+    super::masked::iptables_masked(out, r)?;
+    Ok(())
+}
+
+/// The matches the kernel checks after the stateful one
+/// (`Rule::after_stateful`), written after it, as modules.
+fn write_after_stateful(
+    out: &mut String,
+    rs: &Ruleset,
+    r: &Rule,
+    proto: Option<u8>,
+    family: Family,
+) -> Result<(), RenderError> {
+    let Some(after) = &r.after_stateful else {
+        return Ok(());
+    };
+    let mut later = after.beyond(&r.matches);
+    // A protocol match written after the stateful one skips non-first
+    // fragments there: implied by the module, as when parsed.
+    if later
+        .get(Field::Fragment)
+        .is_some_and(|f| f.ranges() == [(0, 0)])
+        && later.reads_transport_header()
+    {
+        later = later.without(Field::Fragment);
+    }
+    if let Some((f, _)) = later.iter().find(|(f, _)| {
+        matches!(
+            f,
+            Field::SrcAddr
+                | Field::DstAddr
+                | Field::InIface
+                | Field::OutIface
+                | Field::Proto
+                | Field::Family
+                | Field::Fragment
+        )
+    }) {
+        return Err(rerr(
+            r.id,
+            format!(
+                "a match on {} after the stateful one has no iptables spelling parapet writes",
+                f.name()
+            ),
+        ));
+    }
+    let mut post = Rule::new(r.id, later, r.action.clone());
+    post.after_stateful = None;
+    write_module_matches(out, rs, &post, proto, family, "")
 }
 
 /// `-m time` as iptables-save writes it (libxt_time's order; only what

@@ -245,6 +245,12 @@ fn nft_log(spec: &LogSpec) -> String {
 /// One rule's statement list, in the order `nft list ruleset` prints it.
 fn nft_rule(rs: &Ruleset, tfam: TableFamily, r: &Rule) -> Result<String, RenderError> {
     let id = r.id;
+    if r.after_stateful.is_some() {
+        return Err(rerr(
+            id,
+            "matches after the stateful one (-m recent … -m udp --dport N) have no nft spelling parapet writes yet",
+        ));
+    }
     let mut parts: Vec<String> = Vec::new();
     // `-f` with a port match is empty (the port match never matches a
     // non-first fragment) and still written: iptables loads it.
