@@ -47,21 +47,29 @@ fn main() {
 
     check_headers_alone(&clang, &bpf_dir, multiarch.as_deref());
 
-    let obj = out.join("parapet.bpf.o");
-    let mut cmd = Command::new(&clang);
-    cmd.args([
-        "-O2", "-g", "-target", "bpf", "-mcpu=v3", "-Wall", "-Werror",
-    ])
-    .arg("-I")
-    .arg(&bpf_dir);
-    if let Some(dir) = &multiarch {
-        cmd.arg("-I").arg(dir);
+    // Two objects from one source: the walker's budget loops as may_goto
+    // loops (Linux >= 6.9) and as iterator loops (older kernels); the
+    // loader probes the kernel and picks one (src/load.rs).
+    for (name, defines) in [
+        ("parapet.bpf.o", &[][..]),
+        ("parapet_iter.bpf.o", &["-DPARAPET_ITER_LOOPS"][..]),
+    ] {
+        let mut cmd = Command::new(&clang);
+        cmd.args([
+            "-O2", "-g", "-target", "bpf", "-mcpu=v3", "-Wall", "-Werror",
+        ])
+        .args(defines)
+        .arg("-I")
+        .arg(&bpf_dir);
+        if let Some(dir) = &multiarch {
+            cmd.arg("-I").arg(dir);
+        }
+        cmd.arg("-c")
+            .arg(bpf_dir.join("parapet.bpf.c"))
+            .arg("-o")
+            .arg(out.join(name));
+        run(&mut cmd, "compiling bpf/parapet.bpf.c");
     }
-    cmd.arg("-c")
-        .arg(bpf_dir.join("parapet.bpf.c"))
-        .arg("-o")
-        .arg(&obj);
-    run(&mut cmd, "compiling bpf/parapet.bpf.c");
 
     // The layout probe runs on the build host; the library is only ever
     // built for Linux hosts that also run it, so host == target here.

@@ -73,7 +73,10 @@ pub use bpf_sys::LinkIds;
 pub use counters::{HookCount, LogEvent, Stats};
 pub use error::{BadImage, Error, Result};
 pub use floor::{PassFloor, TestRunner};
-pub use load::{Dataplane, Features, LoadOptions, BPF_OBJECT, INTERFACE_ONLY_NOTE};
+pub use load::{
+    bpf_object_for_this_kernel, Dataplane, Features, LoadOptions, BPF_OBJECT, BPF_OBJECT_ITER,
+    INTERFACE_ONLY_NOTE,
+};
 pub use netfilter::{NfAttached, NfFamily, NfFloor, NfHook, NfLink, PRIORITY_SEARCH};
 pub use pin::{default_pin_dir, remove_pins, PinnedAttachment};
 pub use recent::{RecentAddress, RECENT_STAMPS};

@@ -27,6 +27,25 @@ use crate::set_mirror::{SetSizing, SetState};
 /// The compiled BPF object (`bpf/parapet.bpf.c`, built by `build.rs`).
 pub static BPF_OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/parapet.bpf.o"));
 
+/// The same program with the walker's budget loops written as iterator
+/// loops (`-DPARAPET_ITER_LOOPS`, `bpf/lib/walk_state.h`), for kernels
+/// whose verifier has no `may_goto` (6.6–6.8).
+pub static BPF_OBJECT_ITER: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/parapet_iter.bpf.o"));
+
+/// The object this kernel loads: the `may_goto` loops where the verifier
+/// takes them (Linux >= 6.9: a decrement and a branch per pass), else the
+/// iterator loops (kfunc calls per pass). `PARAPET_WALKER_LOOPS=iter` in
+/// the environment picks the iterator object on any kernel, so that the
+/// tests run both objects on one machine.
+pub fn bpf_object_for_this_kernel() -> &'static [u8] {
+    let forced = std::env::var_os("PARAPET_WALKER_LOOPS").is_some_and(|v| v == "iter");
+    if forced || !kernel_has_may_goto() {
+        BPF_OBJECT_ITER
+    } else {
+        BPF_OBJECT
+    }
+}
+
 pub(crate) const PROG_XDP: &str = "parapet_xdp";
 pub(crate) const PROG_TC: &str = "parapet_tc";
 
@@ -208,20 +227,13 @@ impl Dataplane {
         // BTF first (src/kfunc.rs).
         let kernel_btf = aya::Btf::from_sys_fs().ok();
         let (object, missing) =
-            crate::kfunc::resolve(BPF_OBJECT, kernel_btf.as_ref()).map_err(Error::Object)?;
+            crate::kfunc::resolve(bpf_object_for_this_kernel(), kernel_btf.as_ref())
+                .map_err(Error::Object)?;
         // The image walker's loops are the kernel's numeric iterator
         // (bpf/lib/walk_state.h): without it they would run no iteration.
         if kernel_btf.is_none() || missing.iter().any(|m| m.starts_with("bpf_iter_num_")) {
             return Err(Error::Object(
                 "the image walker needs the bpf_iter_num kfuncs (Linux >= 6.4 with BTF)".into(),
-            ));
-        }
-        // ... and their descent and partition loops are may_goto loops
-        // (bpf/lib/walk_state.h, loop_budget_spent): a clear error here,
-        // not a verifier log about an unknown opcode.
-        if !kernel_has_may_goto() {
-            return Err(Error::Object(
-                "the image walker needs the may_goto instruction (Linux >= 6.9)".into(),
             ));
         }
         let conntrack_note = if !features.conntrack {

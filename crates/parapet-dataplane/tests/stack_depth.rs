@@ -9,8 +9,19 @@ use std::process::Command;
 
 #[test]
 fn deepest_call_chain_leaves_32_bytes_of_stack() {
-    let obj = std::env::temp_dir().join(format!("parapet-stack-{}.o", std::process::id()));
-    std::fs::write(&obj, parapet_dataplane::BPF_OBJECT).unwrap();
+    check(parapet_dataplane::BPF_OBJECT, "may_goto");
+}
+
+/// The object for kernels without may_goto: its iterators sit on the
+/// partition walk's frame.
+#[test]
+fn the_iterator_object_leaves_32_bytes_too() {
+    check(parapet_dataplane::BPF_OBJECT_ITER, "iter");
+}
+
+fn check(object: &[u8], name: &str) {
+    let obj = std::env::temp_dir().join(format!("parapet-stack-{name}-{}.o", std::process::id()));
+    std::fs::write(&obj, object).unwrap();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/bpf_stack.py");
     let out = Command::new("python3")
         .arg(&script)

@@ -273,10 +273,12 @@ static __always_inline long leaf_cursor(struct parapet_walk *w, __u32 p)
 __noinline long parapet_partitions(struct parapet_walk *w)
 {
 	__u32 p;
+	budget_loop_var(pass);
+	budget_loop_var(step);
 
 	if (!w)
 		return 1;
-	for (;;) {
+	budget_loop(pass, PARAPET_IMG_MAX_PARTITIONS + 1) {
 		/* volatile: reloaded from the map value on every pass, so the
 		 * verifier sees an unknown number and the loop converges (a
 		 * counter the compiler keeps in a register grows a range per
@@ -291,7 +293,9 @@ __noinline long parapet_partitions(struct parapet_walk *w)
 		w->ref = rd(w, w->partitions_off +
 				       p * PARAPET_IMG_PARTITION_WORDS);
 		*(volatile __u32 *)&w->depth = 0;
-		while (!(w->ref & PARAPET_IMG_LEAF_BIT)) {
+		budget_loop(step, PARAPET_IMG_MAX_DEPTH + 1) {
+			if (w->ref & PARAPET_IMG_LEAF_BIT)
+				break;
 			if (loop_budget_spent() ||
 			    (*(volatile __u32 *)&w->depth)++ >=
 				    PARAPET_IMG_MAX_DEPTH ||

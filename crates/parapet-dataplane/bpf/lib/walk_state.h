@@ -207,6 +207,24 @@ static __always_inline int walk_iter_next(struct bpf_iter_num *it, __u32 *i)
 	     *i##_on = (bpf_iter_num_new(&i##_it, 0, (int)(n)), &i##_it);    \
 	     i##_on && walk_iter_next(&i##_it, &(i));)
 
+#ifdef PARAPET_ITER_LOOPS
+/*
+ * The object for kernels without may_goto (6.6-6.8; build.rs compiles it
+ * with -DPARAPET_ITER_LOOPS, the loader picks it by probing): the budget
+ * loops are iterator loops of at most n passes, the budget never "runs
+ * out".  Same bodies, same bounds checks inside them.
+ */
+#define budget_loop_var(i) __u32 i
+#define budget_loop(i, n) walk_for(i, n)
+static __always_inline int loop_budget_spent(void)
+{
+	return 0;
+}
+#else
+/* A may_goto loop: the pass bound n is the body's own business. */
+#define budget_loop_var(i)
+#define budget_loop(i, n) for (;;)
+
 /*
  * 1 once the verifier's loop budget ran out, else 0: the may_goto
  * instruction (Linux >= 6.9; BPF_JMP | BPF_JCOND, code 0xe5).  A loop that
@@ -228,5 +246,6 @@ static __always_inline int loop_budget_spent(void)
 		     : "=r"(spent));
 	return spent;
 }
+#endif /* PARAPET_ITER_LOOPS */
 
 #endif /* PARAPET_LIB_WALK_STATE_H */
