@@ -36,6 +36,10 @@ test: deps
 		$(MAKE) --no-print-directory deb || exit 1; \
 		echo "$(CARGO) test --workspace --no-fail-fast --tests -- --include-ignored"; \
 		$(CARGO) test --workspace --no-fail-fast --tests -- --include-ignored; s=$$?; \
+		echo "PARAPET_WALKER_LOOPS=iter: the object for kernels without may_goto"; \
+		PARAPET_WALKER_LOOPS=iter $(CARGO) test -p parapet-dataplane --no-fail-fast \
+			--test walker_loops --test walker_bpf --test two_walkers --test conntrack \
+			-- --include-ignored || s=1; \
 		echo "$(CARGO) test --workspace --no-fail-fast --doc"; \
 		$(CARGO) test --workspace --no-fail-fast --doc || s=1; \
 		exit $$s; \
