@@ -248,7 +248,7 @@ fn nft_rule(rs: &Ruleset, tfam: TableFamily, r: &Rule) -> Result<String, RenderE
     if r.after_stateful.is_some() {
         return Err(rerr(
             id,
-            "matches after the stateful one (-m recent … -m udp --dport N) have no nft spelling parapet writes yet",
+            "matches after the stateful one (-m recent … -m udp --dport N): this order has no nft spelling parapet writes yet",
         ));
     }
     let mut parts: Vec<String> = Vec::new();
