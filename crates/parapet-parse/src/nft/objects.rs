@@ -140,50 +140,9 @@ impl Parser {
     pub(super) fn limit_object(&mut self, family: TableFamily, table: &str) -> Res<()> {
         let name = word_text(&self.expect_word("a limit object's name")?);
         self.expect(Tok::Open, "'{' after the limit object's name")?;
-        let open = self.pos;
-        let close = self.skip_block();
-        // The body without separators and comments: `rate …`.
-        let mut body: Vec<Token> = Vec::new();
-        let mut toks = self.toks[open..close].iter();
-        while let Some(t) = toks.next() {
-            match (&t.tok, t.word()) {
-                (Tok::Newline | Tok::Semi, _) => {}
-                (_, Some("comment")) => {
-                    toks.next();
-                }
-                _ => body.push(t.clone()),
-            }
-        }
-        let (line, col) = (self.toks[open].line, self.toks[open].col);
-        let mut none = Vec::new();
-        let mut rp = RuleParser {
-            toks: &body,
-            i: 0,
-            family,
-            set_refs: &mut none,
-            matches: Matches::any(),
-            rule: Rule::new(0, Matches::any(), Action::Count),
-            action: None,
-            jump: None,
-            maps: &[],
-            vmap: None,
-            limits: &[],
-            th: None,
-            dynsets: &[],
-            table_name: "",
-        };
-        rp.limit()?;
-        if let Some(t) = body.get(rp.i) {
-            return Err((
-                t.line,
-                t.col,
-                format!(
-                    "expected the end of limit object '{name}', found '{}'",
-                    t.show()
-                ),
-            ));
-        }
-        let Some(limit) = rp.rule.limit else {
+        let (body, line, col) = self.object_body();
+        let rule = object_statement(&body, family, "limit", &name, |rp| rp.limit())?;
+        let Some(limit) = rule.limit else {
             return Err((line, col, format!("limit object '{name}' has no rate")));
         };
         let key = (family, table.to_string());
@@ -199,6 +158,21 @@ impl Parser {
     pub(super) fn quota_object(&mut self, family: TableFamily) -> Res<()> {
         let name = word_text(&self.expect_word("a quota object's name")?);
         self.expect(Tok::Open, "'{' after the quota object's name")?;
+        let (body, line, col) = self.object_body();
+        if body.is_empty() {
+            return Err((
+                line,
+                col,
+                format!("quota object '{name}' has no byte count"),
+            ));
+        }
+        object_statement(&body, family, "quota", &name, |rp| rp.quota())?;
+        Ok(())
+    }
+
+    /// The `{ … }` body of a table object after its name, without
+    /// separators and comments, and where it opens (for errors about it).
+    fn object_body(&mut self) -> (Vec<Token>, u32, u32) {
         let open = self.pos;
         let close = self.skip_block();
         let mut body: Vec<Token> = Vec::new();
@@ -212,42 +186,47 @@ impl Parser {
                 _ => body.push(t.clone()),
             }
         }
-        let (line, col) = (self.toks[open].line, self.toks[open].col);
-        if body.is_empty() {
-            return Err((
-                line,
-                col,
-                format!("quota object '{name}' has no byte count"),
-            ));
-        }
-        let mut none = Vec::new();
-        let mut rp = RuleParser {
-            toks: &body,
-            i: 0,
-            family,
-            set_refs: &mut none,
-            matches: Matches::any(),
-            rule: Rule::new(0, Matches::any(), Action::Count),
-            action: None,
-            jump: None,
-            maps: &[],
-            vmap: None,
-            limits: &[],
-            th: None,
-            dynsets: &[],
-            table_name: "",
-        };
-        rp.quota()?;
-        if let Some(t) = body.get(rp.i) {
-            return Err((
-                t.line,
-                t.col,
-                format!(
-                    "expected the end of quota object '{name}', found '{}'",
-                    t.show()
-                ),
-            ));
-        }
-        Ok(())
+        (body, self.toks[open].line, self.toks[open].col)
     }
+}
+
+/// Reads an object's body as the one rule statement it spells (`parse`:
+/// `limit`'s or `quota`'s), which must take every token; returns the rule
+/// the statement was read into.
+fn object_statement(
+    body: &[Token],
+    family: TableFamily,
+    kind: &str,
+    name: &str,
+    parse: impl FnOnce(&mut RuleParser) -> Res<()>,
+) -> Res<Rule> {
+    let mut none = Vec::new();
+    let mut rp = RuleParser {
+        toks: body,
+        i: 0,
+        family,
+        set_refs: &mut none,
+        matches: Matches::any(),
+        rule: Rule::new(0, Matches::any(), Action::Count),
+        action: None,
+        jump: None,
+        maps: &[],
+        vmap: None,
+        limits: &[],
+        th: None,
+        dynsets: &[],
+        table_name: "",
+    };
+    parse(&mut rp)?;
+    if let Some(t) = body.get(rp.i) {
+        return Err((
+            t.line,
+            t.col,
+            format!(
+                "expected the end of {kind} object '{name}', found '{}'",
+                t.show()
+            ),
+        ));
+    }
+    Ok(rp.rule)
 }
