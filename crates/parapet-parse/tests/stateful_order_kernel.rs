@@ -11,12 +11,11 @@
 //! sequence does not depend on timing.
 
 mod common;
+#[path = "common/paced.rs"]
+mod paced;
 
-use common::udp_lo;
 use parapet_model::*;
 use parapet_parse::*;
-use parapet_testbed::Netns;
-use std::net::Ipv4Addr;
 
 const RULES: &str = "*filter
 :INPUT ACCEPT [0:0]
@@ -54,43 +53,12 @@ const WANT: [bool; 16] = [
     true, false,
 ];
 
-/// The linear engine's and the flattened list's fates, 1 ms apart.
-fn engine_fates(rs: &Ruleset) -> (Vec<bool>, Vec<bool>) {
-    let start = rs.select_chain(None).unwrap();
-    let engine = LinearEngine::new(rs, start).unwrap();
-    let list = flatten(rs, start).unwrap();
-    let clock = Clock {
-        ns: 1_000_000,
-        hz: 250,
-    };
-    let (mut spec_state, mut list_state) = (StatefulState::new(clock), StatefulState::new(clock));
-    SEQ.iter()
-        .enumerate()
-        .map(|(i, (h, port))| {
-            let src = u32::from(Ipv4Addr::new(127, 0, 0, *h));
-            let mut pkt = Packet::v4(src, 0x7f00_0001, 17, 40000, *port);
-            pkt.iif = IfName::new("lo").unwrap();
-            let ns = 1_000_000 * (i as u64 + 1);
-            spec_state.set_ns(ns);
-            list_state.set_ns(ns);
-            let spec = engine
-                .classify_with(&pkt, &NoSets, &mut spec_state)
-                .unwrap();
-            let flat = list.classify_stateful(&pkt, &[], &mut list_state);
-            (
-                spec.verdict == Verdict::Accept,
-                flat.verdict == Verdict::Accept,
-            )
-        })
-        .unzip()
-}
-
 #[test]
 fn matches_after_the_stateful_one_run_after_it_in_every_engine() {
     let rs = parse(RULES, "order.v4", Format::IptablesSave)
         .unwrap()
         .ruleset;
-    let (spec, flat) = engine_fates(&rs);
+    let (spec, flat) = paced::engine_fates(&rs, &SEQ);
     assert_eq!(spec, WANT, "the specification");
     assert_eq!(flat, WANT, "the flattened list");
     // Written back in the kernel's order, and read back to the same model.
@@ -114,12 +82,6 @@ fn matches_after_the_stateful_one_run_after_it_in_every_engine() {
 #[ignore = "needs root"]
 fn matches_after_recent_and_limit_agree_with_iptables_legacy() {
     parapet_testbed::require_root();
-    let ns = Netns::create("stateful-order").unwrap();
-    udp_lo::load(&ns, "stateful-order", RULES);
-    let seq: Vec<udp_lo::Send> = SEQ
-        .iter()
-        .map(|(h, p)| (Ipv4Addr::new(127, 0, 0, *h), *p, 0))
-        .collect();
-    let (kernel, _) = udp_lo::arrivals(&ns, &seq);
+    let kernel = paced::kernel_fates("stateful-order", RULES, &SEQ);
     assert_eq!(kernel, WANT, "the kernel, datagram by datagram");
 }
