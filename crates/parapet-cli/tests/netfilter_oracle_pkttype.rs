@@ -13,6 +13,8 @@
 //! layer before any netfilter hook: not sent.) Needs root.
 
 mod common;
+#[path = "../../parapet-parse/tests/common/raw_out.rs"]
+mod raw_out;
 
 use common::daemon::{ok, parapet, stat_counters, stats};
 use common::nf_twins::{load, nft_counters, nft_of, with_counters};
@@ -20,6 +22,7 @@ use common::router::start_daemon_with;
 use parapet_model::{from_ip, pkt_type, Family, LinearEngine, NoSets, Packet};
 use parapet_parse::{parse, Format};
 use parapet_testbed::{require_root, Pair, Veth};
+use raw_out::send_frame;
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
@@ -80,52 +83,15 @@ fn probes() -> Vec<([u8; 6], u8, Ipv4Addr)> {
         .collect()
 }
 
-/// An Ethernet frame to `mac` with a 60-byte IPv4 packet of protocol 253.
-fn frame(mac: [u8; 6], dst: Ipv4Addr) -> Vec<u8> {
-    let mut ip = vec![0x45, 0, 0, 60, 0, 1, 0, 0, 64, 253, 0, 0];
-    ip.extend_from_slice(&SRC.octets());
-    ip.extend_from_slice(&dst.octets());
-    let mut sum: u32 = ip
-        .chunks(2)
-        .map(|c| u32::from(c[0]) << 8 | u32::from(c[1]))
-        .sum();
-    while sum > 0xffff {
-        sum = (sum >> 16) + (sum & 0xffff);
-    }
-    ip[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
-    ip.resize(60, 0);
-    let mut f = mac.to_vec();
-    f.extend_from_slice(&Veth::default().a_mac);
-    f.extend_from_slice(&[0x08, 0x00]);
-    f.extend_from_slice(&ip);
-    f
-}
-
-/// Writes one Ethernet frame out of `dev` in the calling thread's namespace.
-fn send_frame(dev: &str, frame: &[u8]) {
-    let name = std::ffi::CString::new(dev).unwrap();
-    // SAFETY: a packet socket owned here; the pointers are to live locals of
-    // the sizes passed.
-    unsafe {
-        let fd = libc::socket(libc::AF_PACKET, libc::SOCK_RAW, 0);
-        assert!(fd >= 0, "{}", std::io::Error::last_os_error());
-        let mut to: libc::sockaddr_ll = std::mem::zeroed();
-        to.sll_family = libc::AF_PACKET as u16;
-        to.sll_ifindex = libc::if_nametoindex(name.as_ptr()) as i32;
-        to.sll_halen = 6;
-        to.sll_addr[..6].copy_from_slice(&frame[..6]);
-        let n = libc::sendto(
-            fd,
-            frame.as_ptr().cast(),
-            frame.len(),
-            0,
-            (&to as *const libc::sockaddr_ll).cast(),
-            std::mem::size_of::<libc::sockaddr_ll>() as u32,
-        );
-        let err = std::io::Error::last_os_error();
-        libc::close(fd);
-        assert_eq!(n, frame.len() as isize, "sending a frame: {err}");
-    }
+/// The IPv4 packet of protocol 253 (60 bytes, TTL 64) from the sender to
+/// `dst`, as the linear engine sees it with packet type `ty`.
+fn packet(dst: Ipv4Addr, ty: u8) -> Packet {
+    let addr = |a: Ipv4Addr| from_ip(a.into()).1;
+    let mut p = Packet::new(Family::V4, addr(SRC), addr(dst), 253, 0, 0);
+    p.len = 60;
+    p.ttl = 64;
+    p.pkt_type = Some(ty);
+    p
 }
 
 /// Sends every probe and reads which of the receiver's rules counted it
@@ -135,9 +101,10 @@ fn decisions(pair: &Pair, counts: &dyn Fn() -> Vec<u64>) -> Vec<u32> {
     let mut before = counts();
     probes()
         .iter()
-        .map(|&(mac, _, dst)| {
-            let f = frame(mac, dst);
-            pair.a.run_in(|| send_frame(dev, &f));
+        .map(|&(mac, ty, dst)| {
+            let p = packet(dst, ty);
+            pair.a
+                .run_in(|| send_frame(dev, mac, Veth::default().a_mac, &p));
             let deadline = Instant::now() + Duration::from_secs(10);
             loop {
                 let after = counts();
@@ -215,12 +182,7 @@ fn linear() -> Vec<u32> {
     let e = LinearEngine::new(&rs, rs.select_chain(Some("INPUT")).unwrap()).unwrap();
     probes()
         .iter()
-        .map(|&(_, ty, dst)| {
-            let addr = |a: Ipv4Addr| from_ip(a.into()).1;
-            let mut pkt = Packet::new(Family::V4, addr(SRC), addr(dst), 253, 0, 0);
-            pkt.pkt_type = Some(ty);
-            e.classify(&pkt, &NoSets).unwrap().rule_id
-        })
+        .map(|&(_, ty, dst)| e.classify(&packet(dst, ty), &NoSets).unwrap().rule_id)
         .collect()
 }
 
