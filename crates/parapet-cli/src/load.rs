@@ -177,16 +177,15 @@ fn offline_fields(rs: &Ruleset) -> String {
     )
 }
 
-/// `; address/packet types (rules 1, 4): evaluated offline only, apply
-/// refuses them`, or nothing: `-m addrtype`, `fib … type`, `-m pkttype`,
-/// `meta pkttype` have no key word yet (docs/syntax.md, "Address and
-/// packet types").
+/// `; address types (rules 1, 4): evaluated offline only, apply refuses
+/// them`, or nothing: the dataplane has no value for `-m addrtype` and
+/// `fib … type` yet (docs/syntax.md, "Address and packet types").
 fn host_types(rs: &Ruleset) -> String {
     use parapet_model::Field;
     let ids: Vec<String> = rs
         .rules()
         .filter(|r| {
-            [Field::SrcType, Field::DstType, Field::PktType]
+            [Field::SrcType, Field::DstType]
                 .iter()
                 .any(|&f| r.all_matches().get(f).is_some())
         })
@@ -196,7 +195,7 @@ fn host_types(rs: &Ruleset) -> String {
         return String::new();
     }
     format!(
-        "; address/packet types (rule{} {}): evaluated offline only, apply refuses them",
+        "; address types (rule{} {}): evaluated offline only, apply refuses them",
         plural(ids.len()),
         ids.join(", ")
     )

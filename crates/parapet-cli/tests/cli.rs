@@ -352,8 +352,8 @@ fn include_dirs_are_searched() {
 
 /// Address and packet types offline: `--local-addr` types the host's
 /// addresses (and, with /LEN, the subnet's broadcast address), `auto`
-/// evaluates them with the linear engine, and a compiled engine refuses
-/// them rather than match every packet.
+/// evaluates address types with the linear engine, and a compiled engine
+/// refuses them rather than match every packet; the packet type compiles.
 #[test]
 fn address_types_come_from_local_addr_and_are_not_compiled() {
     let dir = tempfile::tempdir().unwrap();
@@ -392,9 +392,8 @@ fn address_types_come_from_local_addr_and_are_not_compiled() {
     assert!(decided(&[], &format!("{ssh} dtype local")).starts_with("decided by rule 3"));
     let summary = stdout(&parapet(&["check", s(&rules)]));
     assert!(
-        summary.contains(
-            "; address/packet types (rules 1, 2, 3): evaluated offline only, apply refuses them"
-        ),
+        summary
+            .contains("; address types (rules 1, 3): evaluated offline only, apply refuses them"),
         "{summary}"
     );
     let o = parapet(&["trace", s(&rules), "--packet", ssh, "--engine", "tree"]);
@@ -404,4 +403,20 @@ fn address_types_come_from_local_addr_and_are_not_compiled() {
         err.contains("rule 1 matches the destination address type"),
         "{err}"
     );
+    // The packet type alone compiles: every hook fills its key word.
+    let pkttype = write(
+        dir.path(),
+        "pkttype.rules",
+        "*filter\n:INPUT ACCEPT [0:0]\n\
+         -A INPUT -m pkttype --pkt-type broadcast -j DROP\nCOMMIT\n",
+    );
+    let out = stdout(&parapet(&[
+        "trace",
+        s(&pkttype),
+        "--packet",
+        "udp 10.0.0.1:1 > 10.0.0.255:53 pkttype broadcast",
+        "--engine",
+        "tree",
+    ]));
+    assert!(out.contains("decided by rule 1"), "{out}");
 }

@@ -74,13 +74,13 @@ pub enum CompileError {
         /// The rule's id.
         rule_id: u32,
     },
-    /// A rule matching an address type or packet type (`-m addrtype`,
-    /// `fib … type`, `-m pkttype`, `meta pkttype`): the packet key has no
-    /// word for it yet; the linear engine evaluates it.
+    /// A rule matching an address type (`-m addrtype`, `fib … type`) or
+    /// another field no hook fills: the dataplane has no value for it
+    /// yet; the linear engine evaluates it.
     HostField {
         /// The rule's id.
         rule_id: u32,
-        /// The field's name (`dtype`, `stype`, `pkttype`).
+        /// The field's name (`dtype`, `stype`, `ctorigsport`).
         field: String,
     },
     /// A masked comparison on a field the image does not key on (a set).
@@ -121,12 +121,11 @@ impl fmt::Display for CompileError {
             ),
             CompileError::HostField { rule_id, field } => write!(
                 f,
-                "rule {rule_id} matches the {} (-m addrtype, fib saddr|daddr type, -m pkttype, meta pkttype): only the linear engine evaluates it so far (classify --engine linear); the compiled engines and the kernel dataplane refuse it rather than guess the host's addresses",
+                "rule {rule_id} matches the {} (-m addrtype, fib saddr|daddr type): only the linear engine evaluates it so far (classify --engine linear); the compiled engines and the kernel dataplane refuse it rather than guess the host's addresses",
                 match field.as_str() {
                     "stype" => "source address type",
-                    "dtype" => "destination address type",
                     "ctorigsport" => "conntrack entry's original source port (--ctorigsrcport, ct original proto-src)",
-                    _ => "link-layer packet type",
+                    _ => "destination address type",
                 }
             ),
             CompileError::MaskedField { rule_id } => write!(

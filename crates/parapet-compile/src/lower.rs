@@ -79,10 +79,12 @@ fn field_id(f: Field) -> Option<usize> {
     Field::FIXED.iter().position(|&x| x == f)
 }
 
-/// Fixed fields whose key words no hook fills yet (the address and packet
-/// types, words 34..=36, reserved in the key layout): a rule on them is
+/// Fixed fields whose key words no hook fills yet (the address types,
+/// words 34 and 35, reserved in the key layout): a rule on them is
 /// refused, never compiled as if every packet had the by-prefix value.
-const NO_KEY_VALUE_YET: [Field; 3] = [Field::SrcType, Field::DstType, Field::PktType];
+/// The packet type (word 36) every hook fills (docs/hooks.md, "Address
+/// and packet types").
+const NO_KEY_VALUE_YET: [Field; 2] = [Field::SrcType, Field::DstType];
 
 /// Lowers every entry of `list` to a box.
 pub(crate) fn lower(list: &DecisionList) -> Result<Lowered, CompileError> {
@@ -128,7 +130,7 @@ fn boxes(list: &DecisionList) -> Result<Vec<EntryBox>, CompileError> {
                         }
                     }
                     f => {
-                        // An address or packet type has no key word yet:
+                        // An address type has no key value yet:
                         // refused, never compiled as if every packet
                         // matched it.
                         let id = field_id(*f)

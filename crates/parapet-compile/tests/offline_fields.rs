@@ -1,9 +1,14 @@
 //! Fields the packet key has no word for yet (the conntrack entry's
-//! original source port, `--ctorigsrcport`): compiling a rule on one is
-//! refused with the rule and the field named, never built as if every
-//! packet matched it.
+//! original source port, `--ctorigsrcport`) or no hook fills yet (the
+//! address types): compiling a rule on one is refused with the rule and
+//! the field named, never built as if every packet matched it. The packet
+//! type, which every hook fills, compiles.
 
-use parapet_compile::{compile, CompileOptions};
+mod common;
+
+use common::configs;
+use parapet_compile::{compile, Classifier, CompileOptions};
+use parapet_image::KeyWords;
 use parapet_model::*;
 
 #[test]
@@ -21,4 +26,81 @@ fn the_original_source_port_is_refused_by_the_compiler() {
         msg.contains("rule 1") && msg.contains("original source port"),
         "{msg}"
     );
+}
+
+fn one_rule_list(field: Field, value: u128) -> DecisionList {
+    let mut m = Matches::any();
+    m.constrain(field, IntervalSet::point(value));
+    let rs = parapet_gen::one_chain(
+        vec![Rule::new(1, m, Action::Verdict(Verdict::Accept))],
+        Verdict::Drop,
+    );
+    flatten(&rs, rs.select_chain(None).unwrap()).unwrap()
+}
+
+#[test]
+fn the_address_types_are_refused_by_the_compiler() {
+    for (field, what) in [
+        (Field::SrcType, "source address type"),
+        (Field::DstType, "destination address type"),
+    ] {
+        let list = one_rule_list(field, addr_type::LOCAL as u128);
+        let msg = compile(&list, &CompileOptions::default())
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("rule 1") && msg.contains(what), "{msg}");
+    }
+}
+
+/// `-m pkttype --pkt-type broadcast -j DROP`, `-p udp -m pkttype !
+/// --pkt-type unicast -j ACCEPT`, `-m pkttype --pkt-type unicast -j
+/// ACCEPT`, policy DROP: every engine and the image walk decide each
+/// packet type as the decision list does.
+#[test]
+fn the_packet_type_compiles_in_every_engine() {
+    let rule = |id: u32, proto: Option<u128>, types: &[u128], v: Verdict| {
+        let mut m = Matches::any();
+        if let Some(p) = proto {
+            m.constrain(Field::Proto, IntervalSet::point(p));
+        }
+        let mut set = IntervalSet::empty();
+        for &t in types {
+            set = set.union(&IntervalSet::point(t));
+        }
+        m.constrain(Field::PktType, set);
+        Rule::new(id, m, Action::Verdict(v))
+    };
+    let rs = parapet_gen::one_chain(
+        vec![
+            rule(1, None, &[1], Verdict::Drop),
+            rule(2, Some(17), &[1, 2, 3, 4, 5, 6, 7], Verdict::Accept),
+            rule(3, None, &[0], Verdict::Accept),
+        ],
+        Verdict::Drop,
+    );
+    let list = flatten(&rs, rs.select_chain(None).unwrap()).unwrap();
+    // (protocol, packet type) -> the deciding rule (0: the policy)
+    let cases = [
+        (6, 0, 3),
+        (6, 1, 1),
+        (6, 2, 0),
+        (6, 3, 0),
+        (17, 0, 3),
+        (17, 1, 1),
+        (17, 2, 2),
+        (17, 3, 2),
+    ];
+    for (name, opts) in configs() {
+        let c = Classifier::build(&list, &opts).unwrap();
+        for &(proto, ty, want) in &cases {
+            let mut p = Packet::v4(0x0a00_0001, 0x0a00_0002, proto, 1000, 53);
+            p.pkt_type = Some(ty);
+            let d = list.classify(&p, &[]);
+            let id = if d.rule_id <= 3 { d.rule_id } else { 0 };
+            assert_eq!(id, want, "list: {p}");
+            assert_eq!(c.classify(&p, &[]), d, "{name}: {p}");
+            let k = KeyWords::from_bits(&p, &[]);
+            assert_eq!(c.walker().decide(&k), d, "{name} image walk: {p}");
+        }
+    }
 }

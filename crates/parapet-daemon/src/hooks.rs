@@ -239,6 +239,12 @@ const ABSENT_AT_INTERFACE: &[(&[Field], &str)] = &[
          mark): at xdp both are 0; at tc ingress the conntrack mark is 0 and the packet mark \
          only what was set before parapet (usually 0); the netfilter hooks read both",
     ),
+    (
+        &[Field::PktType],
+        "match the packet type (-m pkttype, meta pkttype): at xdp it comes from the \
+         destination MAC alone, so a frame to another host's MAC (otherhost) counts as host \
+         there; tc ingress and the netfilter hooks read the kernel's",
+    ),
 ];
 
 /// The rules that constrain any of `fields` (as a range or a mask).
@@ -436,6 +442,23 @@ COMMIT
             w.iter().any(|m| m.starts_with(
                 "rules 2 of filter/INPUT match the conntrack entry's protocol or original"
             )),
+            "{w:?}"
+        );
+        assert!(warnings(&c.ruleset, &c.compiled, None, true).is_empty());
+    }
+
+    #[test]
+    fn pkttype_compiles_and_warns_at_interfaces() {
+        let c = load(
+            "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD DROP [0:0]\n:OUTPUT ACCEPT [0:0]\n\
+             -A INPUT -p tcp --dport 22 -j ACCEPT\n\
+             -A INPUT -m pkttype --pkt-type multicast -j DROP\nCOMMIT\n",
+        );
+        let input = c.compiled.iter().find(|x| x.name == "filter/INPUT");
+        let w = warnings(&c.ruleset, &c.compiled, input, false);
+        assert!(
+            w.iter()
+                .any(|m| m.starts_with("rules 2 of filter/INPUT match the packet type")),
             "{w:?}"
         );
         assert!(warnings(&c.ruleset, &c.compiled, None, true).is_empty());

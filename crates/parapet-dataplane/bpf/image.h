@@ -145,7 +145,12 @@
 #define PARAPET_KW_CTMARK 31
 #define PARAPET_KW_CTORIGDPORT 32
 #define PARAPET_KW_CTPROTO 33
-/* words 34..36: the address and packet types (field ids 20..22) */
+/* Field ids 20, 21: the source and destination address types (RTN_*;
+ * not filled yet); 22: the link-layer packet type (PACKET_*, from the key
+ * extension's pkt_type). */
+#define PARAPET_KW_STYPE 34
+#define PARAPET_KW_DTYPE 35
+#define PARAPET_KW_PKTTYPE 36
 /* the source MAC, 4 words like an address (the upper two always 0):
  * bits 0..31, then 32..47 and the presence
  * bit 48 (bit 16 of the second word) */

@@ -45,7 +45,7 @@ static __always_inline void ext_mac_src(struct parapet_walk *ws, void *data,
 }
 
 /* The key extension in XDP's scratch slot: zeroed for each packet, then
- * the frame's source MAC. */
+ * the frame's source MAC and its packet type (from the destination MAC). */
 static __always_inline void xdp_key_ext(void *data, void *data_end)
 {
 	struct walk_cb_ctx wc = { .idx = 0 };
@@ -54,6 +54,7 @@ static __always_inline void xdp_key_ext(void *data, void *data_end)
 	if (ws) {
 		__builtin_memset(&ws->ext, 0, sizeof(ws->ext));
 		ext_mac_src(ws, data, data_end);
+		ws->ext.pkt_type = eth_pkt_type(data, data_end);
 	}
 }
 
@@ -92,11 +93,12 @@ int parapet_xdp(struct xdp_md *ctx)
 }
 
 /* The key extension in tc's scratch slot (walk_state.h), shared by every tc
- * program: zeroed for each packet, then the packet's mark and, for a
- * received frame (`mac`), its source MAC (the conntrack fields stay 0 at
- * tc). At egress the frame's MAC is the host's own, which netfilter's
+ * program: zeroed for each packet, then the packet's mark, its packet type
+ * as the kernel set it and, for a received frame (`mac`), its source MAC
+ * (the conntrack fields stay 0 at tc). At egress the frame's MAC is the host's own, which netfilter's
  * OUTPUT and POSTROUTING never see: left absent there. */
-static __always_inline void tc_key_ext(struct __sk_buff *skb, int mac)
+static __always_inline void tc_key_ext(struct __sk_buff *skb,
+				       const struct parapet_key *key, int mac)
 {
 	struct walk_cb_ctx wc = { .idx = 1 };
 	struct parapet_walk *ws = walk_state(&wc);
@@ -104,6 +106,7 @@ static __always_inline void tc_key_ext(struct __sk_buff *skb, int mac)
 	if (ws) {
 		__builtin_memset(&ws->ext, 0, sizeof(ws->ext));
 		ws->ext.mark = skb->mark;
+		ws->ext.pkt_type = pkt_type_seen(skb->pkt_type, key);
 		if (mac)
 			ext_mac_src(ws, (void *)(long)skb->data,
 				    (void *)(long)skb->data_end);
@@ -159,7 +162,7 @@ int parapet_tc(struct __sk_buff *skb)
 		key.flags |= PARAPET_KEY_F_VLAN;
 		key.vlan_id = skb->vlan_tci & 0x0fff;
 	}
-	tc_key_ext(skb, 1);
+	tc_key_ext(skb, &key, 1);
 	__u32 verdict = parapet_decide(&key, status, PARAPET_HOOK_TC, 1);
 	/* a REJECT's answer leaves by the port the frame came in on (egress
 	 * of the ingress device) */
@@ -224,7 +227,7 @@ int parapet_tc_hooks_in(struct __sk_buff *skb)
 		if (!tc_hook_wanted(hook, key.family))
 			return TC_ACT_OK;
 	}
-	tc_key_ext(skb, 1);
+	tc_key_ext(skb, &key, 1);
 	if (stats_on())
 		parapet_count_nf_hook(hook);
 	__u32 verdict = parapet_decide(&key, status, hook, 1);
@@ -256,7 +259,7 @@ int parapet_tc_hooks_out(struct __sk_buff *skb)
 	if (status == PARAPET_PARSE_OK &&
 	    !tc_hook_wanted(PARAPET_HOOK_NF_OUTPUT, key.family))
 		return TC_ACT_OK;
-	tc_key_ext(skb, 0);
+	tc_key_ext(skb, &key, 0);
 	if (stats_on())
 		parapet_count_nf_hook(PARAPET_HOOK_NF_OUTPUT);
 	__u32 verdict = parapet_decide(&key, status, PARAPET_HOOK_NF_OUTPUT, 1);
@@ -336,6 +339,8 @@ int parapet_nf(struct bpf_nf_ctx *ctx)
 			bpf_core_read(&ws->ext.mark, sizeof(ws->ext.mark), &skb->mark);
 			ws->ext.ct_mark = nf_ctmark(skb->_nfct);
 			nf_mac_src(skb, &ws->ext);
+			ws->ext.pkt_type = pkt_type_seen(
+				BPF_CORE_READ_BITFIELD_PROBED(skb, pkt_type), &key);
 		}
 	}
 	if (stats_on())

@@ -41,16 +41,19 @@
  * Per-packet key data that does not live on the entry's stack (the XDP
  * call chain is at the verifier's 512 bytes): the member `ext` of the
  * per-CPU walk state (lib/walk_state.h).  The tc and netfilter entries
- * fill it in their scratch slot before parapet_decide; XDP's slot is never
- * written, so its fields stay 0 there.  build_key copies it into the key
- * words (PARAPET_KW_MARK ...).
+ * fill it in their scratch slot before parapet_decide; XDP fills only the
+ * source MAC and the packet type, so its other fields stay 0 there.
+ * build_key copies it into the key words (PARAPET_KW_MARK ...).
  */
 struct parapet_key_ext {
 	__u32 mark;    /* skb->mark (tc, netfilter) */
 	__u32 ct_mark; /* the conntrack entry's mark (netfilter) */
 	__u16 ct_orig_dport; /* conntrack original tuple's dst port (host order, netfilter) */
 	__u8 ct_proto;	     /* conntrack entry's layer-4 protocol (netfilter) */
-	__u8 pad;
+	/* the packet type as -m pkttype and meta pkttype see it
+	 * (PARAPET_PACKET_*, lib/parse.h): skb->pkt_type at tc and netfilter,
+	 * the destination MAC's at XDP (every hook) */
+	__u8 pkt_type;
 	/* the Ethernet source address as on the wire, and 1 when the hook
 	 * has one (XDP, tc ingress; netfilter: xt_mac's checks), else 0 */
 	__u8 mac_src[6];

@@ -16,11 +16,12 @@ use parapet_dataplane::{AttachPoint, Dataplane, KernelVerdict, LoadOptions, Stat
 use parapet_image::{KeyWords, FIXED_FIELDS, KEY_WORDS, MAX_CONSTRAINTS};
 use parapet_model::IfName;
 
-/// The fixed fields the BPF walker reads: ids 0..=19 and the source MAC
-/// (23). The address and packet types (ids 20..=22) have key words the
-/// kernel does not fill yet (docs/dataplane.md), so images never cut them.
-const WALKER_FIELDS: [u32; 21] = [
-    0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 23,
+/// The fixed fields the BPF walker reads: ids 0..=19, the packet type (22)
+/// and the source MAC (23). The address types (ids 20, 21) have key words
+/// the kernel does not fill yet (docs/dataplane.md), so images never cut
+/// them.
+const WALKER_FIELDS: [u32; 22] = [
+    0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 22, 23,
 ];
 /// The random images' stand-in for the set constraint.
 const SETS: u32 = FIXED_FIELDS;
@@ -36,10 +37,40 @@ const MACS: [[u8; 6]; 3] = [
     [0x00, 0x1b, 0x21, 0xaa, 0xbb, 0xcc],
 ];
 
-/// The image key the walker builds for `frame` at XDP or tc ingress: the
-/// parsed packet's, with the frame's source MAC (the walk state's key
-/// extension, not part of the parsed key).
-fn frame_key(frame: &[u8]) -> [u32; KEY_WORDS] {
+/// Destination MACs of the random packets: the frame builder's (another
+/// host's), broadcast, an IPv4 multicast group's, and lo's own (zero).
+const DST_MACS: [[u8; 6]; 4] = [
+    [0x02, 0, 0, 0, 0, 0x02],
+    [0xff; 6],
+    [0x01, 0x00, 0x5e, 0x00, 0x00, 0x01],
+    [0; 6],
+];
+
+/// The packet type (`PACKET_*`) the walker sees for a frame to `dst` at
+/// `hook`. XDP reads the destination MAC alone: the group bit multicast,
+/// all ones broadcast, else host. tc reads skb->pkt_type, which the test
+/// run sets with eth_type_trans on lo (address and broadcast address
+/// 00:00:00:00:00:00): lo's own address host, any other group address
+/// multicast (all ones too: it is not lo's broadcast address), any other
+/// address otherhost.
+fn pkt_type_at(hook: AttachPoint, dst: &[u8]) -> u8 {
+    use parapet_model::pkt_type::*;
+    let group = dst[0] & 1 == 1;
+    match hook {
+        AttachPoint::Xdp if dst.iter().all(|&b| b == 0xff) => BROADCAST,
+        AttachPoint::Xdp if group => MULTICAST,
+        AttachPoint::Xdp => HOST,
+        _ if dst.iter().all(|&b| b == 0) => HOST,
+        _ if group => MULTICAST,
+        _ => OTHERHOST,
+    }
+}
+
+/// The image key the walker builds for `frame` at `hook` (XDP or tc
+/// ingress): the parsed packet's, with the frame's source MAC and its
+/// packet type (the walk state's key extension, not part of the parsed
+/// key).
+fn frame_key(frame: &[u8], hook: AttachPoint) -> [u32; KEY_WORDS] {
     let (_, key) = parse_frame(frame, frame.len() as u32, LO);
     let mut pkt = key
         .to_packet(IfName::new("lo").unwrap())
@@ -47,6 +78,7 @@ fn frame_key(frame: &[u8]) -> [u32; KEY_WORDS] {
     let mut mac = [0u8; 8];
     mac[2..].copy_from_slice(&frame[6..12]);
     pkt.mac_src = Some(u64::from_be_bytes(mac));
+    pkt.pkt_type = Some(pkt_type_at(hook, &frame[..6]));
     KeyWords::new(&pkt, 0).to_words()
 }
 
@@ -87,8 +119,8 @@ fn classify(dp: &Dataplane, hook: AttachPoint, frame: &[u8]) -> (u32, KernelVerd
     (d.rule_id, d.verdict, d.nonterminal)
 }
 
-fn expect(spec: &ImageSpec, frame: &[u8]) -> (u32, KernelVerdict, Vec<u32>) {
-    let (rule, code, nonterm) = reference(spec, &frame_key(frame));
+fn expect(spec: &ImageSpec, frame: &[u8], hook: AttachPoint) -> (u32, KernelVerdict, Vec<u32>) {
+    let (rule, code, nonterm) = reference(spec, &frame_key(frame, hook));
     (rule, verdict_of(code), nonterm)
 }
 
@@ -164,6 +196,7 @@ struct Pkt {
     dscp: u8,
     payload: usize,
     mac: usize,
+    dst_mac: usize,
 }
 
 const V4: [Ipv4Addr; 5] = [
@@ -205,6 +238,7 @@ impl Pkt {
             dscp: [0, 10, 46, 63][rng.below(4) as usize],
             payload: [0, 8, 9, 100][rng.below(4) as usize],
             mac: rng.below(MACS.len() as u64) as usize,
+            dst_mac: rng.below(DST_MACS.len() as u64) as usize,
         }
     }
 
@@ -248,12 +282,16 @@ impl Pkt {
             .dscp(self.dscp)
             .payload(self.payload)
             .build();
+        frame[..6].copy_from_slice(&DST_MACS[self.dst_mac]);
         frame[6..12].copy_from_slice(&MACS[self.mac]);
         frame
     }
 
-    fn key(&self) -> [u32; KEY_WORDS] {
-        frame_key(&self.frame())
+    /// The packet's keys at XDP and at tc (they differ in the packet
+    /// type only).
+    fn keys(&self) -> [[u32; KEY_WORDS]; 2] {
+        let f = self.frame();
+        [AttachPoint::Xdp, AttachPoint::Tc].map(|h| frame_key(&f, h))
     }
 }
 
@@ -506,7 +544,7 @@ fn random_images_match_the_linear_reference() {
     let mut many_ranges = 0;
     for round in 0..60 {
         let pkts: Vec<Pkt> = (0..12).map(|_| Pkt::random(&mut rng)).collect();
-        let pool: Vec<[u32; KEY_WORDS]> = pkts.iter().map(Pkt::key).collect();
+        let pool: Vec<[u32; KEY_WORDS]> = pkts.iter().flat_map(Pkt::keys).collect();
         let spec = random_spec(&mut rng, &pool);
         many_ranges += spec
             .entries
@@ -517,16 +555,16 @@ fn random_images_match_the_linear_reference() {
         install(&mut dp, &spec);
         for (j, p) in pkts.iter().enumerate() {
             let frame = p.frame();
-            let (rule, verdict, mut nonterm) = expect(&spec, &frame);
-            if nonterm.len() > 16 {
-                nonterm.truncate(16);
-                truncated += 1;
-            }
             let hook = if j % 2 == 0 {
                 AttachPoint::Xdp
             } else {
                 AttachPoint::Tc
             };
+            let (rule, verdict, mut nonterm) = expect(&spec, &frame, hook);
+            if nonterm.len() > 16 {
+                nonterm.truncate(16);
+                truncated += 1;
+            }
             let got = classify(&dp, hook, &frame);
             assert_eq!(
                 got,

@@ -46,6 +46,7 @@ struct nf_hook_state {
 } __attribute__((preserve_access_index));
 
 struct sk_buff {
+	__u8 pkt_type : 3;
 	unsigned int len;
 	unsigned long _nfct;
 	__u32 mark;

@@ -292,6 +292,47 @@ static __noinline int parapet_parse(void *data, void *data_end,
 	return PARAPET_PARSE_NOT_IP;
 }
 
+/* ---- link-layer packet type (skb->pkt_type, PACKET_*) ------------------ */
+
+#define PARAPET_PACKET_HOST 0
+#define PARAPET_PACKET_BROADCAST 1
+#define PARAPET_PACKET_MULTICAST 2
+#define PARAPET_PACKET_LOOPBACK 5
+
+/*
+ * The packet type a match sees for the kernel's skb->pkt_type `raw`: as
+ * xt_pkttype and nft's meta pkttype read it, a looped-back copy
+ * (PACKET_LOOPBACK: a local multicast or broadcast) is MULTICAST for IPv6
+ * and for an IPv4 multicast destination, else BROADCAST.
+ */
+static __always_inline __u8 pkt_type_seen(__u32 raw,
+					  const struct parapet_key *key)
+{
+	if (raw != PARAPET_PACKET_LOOPBACK)
+		return raw & 7;
+	if (key->family == PARAPET_FAMILY_IPV6 || (key->dst[12] >> 4) == 0xe)
+		return PARAPET_PACKET_MULTICAST;
+	return PARAPET_PACKET_BROADCAST;
+}
+
+/*
+ * The packet type of a frame at XDP, where no skb says it: from the
+ * destination MAC alone, as eth_type_trans sets it -- the group bit
+ * MULTICAST, all ones BROADCAST, else HOST.  A frame to another host's MAC
+ * (PACKET_OTHERHOST) is not told apart: that needs the interface's own
+ * MAC (docs/hooks.md, "Address and packet types").
+ */
+static __always_inline __u8 eth_pkt_type(void *data, void *data_end)
+{
+	__u8 *mac = data;
+
+	if (data + ETH_HLEN > data_end || !(mac[0] & 1))
+		return PARAPET_PACKET_HOST;
+	if ((mac[0] & mac[1] & mac[2] & mac[3] & mac[4] & mac[5]) == 0xff)
+		return PARAPET_PACKET_BROADCAST;
+	return PARAPET_PACKET_MULTICAST;
+}
+
 /* TCP flag bits of parapet_key.tcp_flags (the TCP header's byte 13). */
 #define TCPF_FIN 0x01
 #define TCPF_SYN 0x02

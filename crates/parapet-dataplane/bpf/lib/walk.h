@@ -133,9 +133,9 @@ static const __u8 parapet_key_word_of[PARAPET_IMG_FIXED_FIELDS] = {
 	PARAPET_KW_CTMARK,
 	PARAPET_KW_CTORIGDPORT,
 	PARAPET_KW_CTPROTO,
-	PARAPET_KW_CTPROTO + 1, /* ids 20..22: address and packet types */
-	PARAPET_KW_CTPROTO + 2,
-	PARAPET_KW_CTPROTO + 3,
+	PARAPET_KW_STYPE,
+	PARAPET_KW_DTYPE,
+	PARAPET_KW_PKTTYPE,
 	PARAPET_KW_MACSRC | PARAPET_KW_WIDE,
 };
 _Static_assert(PARAPET_IMG_FIXED_FIELDS == 24, "one table entry per fixed field");
@@ -765,11 +765,12 @@ static __always_inline void build_key(struct parapet_walk *w,
 					w->ext.mac_src[1];
 	w->key[PARAPET_KW_MACSRC + 2] = 0;
 	w->key[PARAPET_KW_MACSRC + 3] = 0;
-	/* the address and packet types (ids 20..22): not filled yet, and
-	 * the loader refuses images that read them (ruleset.rs) */
-	w->key[PARAPET_KW_CTPROTO + 1] = 0;
-	w->key[PARAPET_KW_CTPROTO + 2] = 0;
-	w->key[PARAPET_KW_CTPROTO + 3] = 0;
+	/* the address types (ids 20, 21): not filled yet, and the compiler
+	 * refuses rules on them (lower.rs); the packet type (id 22) from
+	 * the key extension */
+	w->key[PARAPET_KW_STYPE] = 0;
+	w->key[PARAPET_KW_DTYPE] = 0;
+	w->key[PARAPET_KW_PKTTYPE] = w->ext.pkt_type;
 	w->key[PARAPET_KW_SETS] = 0; /* set_bits() fills these */
 	w->key[PARAPET_KW_SETS + 1] = 0;
 	w->ifn_done = 0;

@@ -535,6 +535,9 @@ fn c_and_rust_constants_agree() {
             (parapet_image::KEY_OFF[18]) as u64,
         ),
         ("PARAPET_KW_CTPROTO", (parapet_image::KEY_OFF[19]) as u64),
+        ("PARAPET_KW_STYPE", (parapet_image::KEY_OFF[20]) as u64),
+        ("PARAPET_KW_DTYPE", (parapet_image::KEY_OFF[21]) as u64),
+        ("PARAPET_KW_PKTTYPE", (parapet_image::KEY_OFF[22]) as u64),
         ("PARAPET_KW_MACSRC", (parapet_image::KEY_OFF[23]) as u64),
     ];
     assert_eq!(

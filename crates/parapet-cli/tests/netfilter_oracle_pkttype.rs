@@ -1,0 +1,219 @@
+//! The link-layer packet type (`-m pkttype`, nft `meta pkttype`) in the
+//! dataplane against the kernel: namespace pairs of a sender and a
+//! receiver; the receiver enforces one ruleset with iptables-legacy, with
+//! nft (parapet's listing, a counter on every rule), with parapetd at the
+//! netfilter hooks (`skb->pkt_type` read by the netfilter program) and with
+//! parapetd in the tc placement (`skb->pkt_type` at tc ingress). The sender
+//! writes Ethernet frames (AF_PACKET) to the receiver's MAC, to the
+//! broadcast MAC and to a multicast MAC, carrying IPv4 packets of protocol
+//! 253 to the receiver's address, to a subnet's broadcast address, to
+//! 255.255.255.255 and to 224.0.0.1; the rule that counted each is compared
+//! probe by probe, and with the linear engine given the probe's packet
+//! type. (A frame to another host's MAC, `otherhost`, is dropped by the IP
+//! layer before any netfilter hook: not sent.) Needs root.
+
+mod common;
+#[path = "../../parapet-parse/tests/common/raw_out.rs"]
+mod raw_out;
+
+use common::daemon::{ok, parapet, stat_counters, stats};
+use common::nf_twins::{load, nft_counters, nft_of, with_counters};
+use common::router::start_daemon_with;
+use parapet_model::{from_ip, pkt_type, Family, LinearEngine, NoSets, Packet};
+use parapet_parse::{parse, Format};
+use parapet_testbed::{require_root, Pair, Veth};
+use raw_out::send_frame;
+use std::net::Ipv4Addr;
+use std::time::{Duration, Instant};
+
+/// Every probe meets a rule of its own kind: the packet type with the
+/// destination, so a wrong type moves the probe to another rule.
+const IPT: &str = "*filter
+:INPUT ACCEPT [0:0]
+:FORWARD ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+-A INPUT -p 253 -d 10.251.0.255 -m pkttype --pkt-type broadcast -j ACCEPT
+-A INPUT -p 253 -d 224.0.0.0/4 -m pkttype --pkt-type multicast -j ACCEPT
+-A INPUT -p 253 -d 224.0.0.0/4 -m pkttype --pkt-type unicast -j ACCEPT
+-A INPUT -p 253 -d 255.255.255.255 -m pkttype --pkt-type unicast -j ACCEPT
+-A INPUT -p 253 -m pkttype --pkt-type multicast -j ACCEPT
+-A INPUT -p 253 -m pkttype ! --pkt-type unicast -j ACCEPT
+-A INPUT -p 253 -m pkttype --pkt-type unicast -j ACCEPT
+-A INPUT -p 253 -j ACCEPT
+COMMIT
+";
+
+const SRC: Ipv4Addr = Ipv4Addr::new(10, 250, 0, 1);
+const LOCAL: Ipv4Addr = Ipv4Addr::new(10, 250, 0, 2);
+const BCAST: Ipv4Addr = Ipv4Addr::new(10, 251, 0, 255);
+const RULES: u32 = 8;
+
+/// The expected rule of each probe (the kernel must agree: checked).
+const EXPECTED: [u32; 12] = [7, 7, 4, 3, 6, 1, 6, 6, 5, 5, 5, 2];
+
+fn pair(tag: &str) -> Pair {
+    let v = Veth {
+        prefix_len: 24,
+        disable_ipv6: true,
+        ..Veth::default()
+    };
+    let pair = Pair::create(tag, &v).unwrap();
+    pair.b
+        .ip(&["addr", "add", "10.251.0.2/24", "brd", "+", "dev", v.b_dev])
+        .unwrap();
+    pair
+}
+
+/// (destination MAC, its packet type, destination address) of every
+/// probe, in the order of [`EXPECTED`].
+fn probes() -> Vec<([u8; 6], u8, Ipv4Addr)> {
+    let macs = [
+        (Veth::default().b_mac, pkt_type::HOST),
+        ([0xff; 6], pkt_type::BROADCAST),
+        ([0x01, 0x00, 0x5e, 0x00, 0x00, 0x01], pkt_type::MULTICAST),
+    ];
+    let dsts = [
+        LOCAL,
+        BCAST,
+        Ipv4Addr::BROADCAST,
+        Ipv4Addr::new(224, 0, 0, 1),
+    ];
+    macs.iter()
+        .flat_map(|&(m, t)| dsts.iter().map(move |&d| (m, t, d)))
+        .collect()
+}
+
+/// The IPv4 packet of protocol 253 (60 bytes, TTL 64) from the sender to
+/// `dst`, as the linear engine sees it with packet type `ty`.
+fn packet(dst: Ipv4Addr, ty: u8) -> Packet {
+    let addr = |a: Ipv4Addr| from_ip(a.into()).1;
+    let mut p = Packet::new(Family::V4, addr(SRC), addr(dst), 253, 0, 0);
+    p.len = 60;
+    p.ttl = 64;
+    p.pkt_type = Some(ty);
+    p
+}
+
+/// Sends every probe and reads which of the receiver's rules counted it
+/// (`counts`: packets per rule 1..=RULES; 0: none moved within 10 s).
+fn decisions(pair: &Pair, counts: &dyn Fn() -> Vec<u64>) -> Vec<u32> {
+    let dev = Veth::default().a_dev;
+    let mut before = counts();
+    probes()
+        .iter()
+        .map(|&(mac, ty, dst)| {
+            let p = packet(dst, ty);
+            pair.a
+                .run_in(|| send_frame(dev, mac, Veth::default().a_mac, &p));
+            let deadline = Instant::now() + Duration::from_secs(10);
+            loop {
+                let after = counts();
+                let moved = after.iter().zip(&before).position(|(a, b)| a > b);
+                if moved.is_some() || Instant::now() > deadline {
+                    before = after;
+                    return moved.map_or(0, |i| i as u32 + 1);
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        })
+        .collect()
+}
+
+fn legacy_twin() -> Vec<u32> {
+    let pair = pair("p13-pt-ipt");
+    load(&pair.b, &["iptables-legacy-restore"], IPT);
+    let counts = || -> Vec<u64> {
+        let out = pair
+            .b
+            .exec(&["iptables-legacy", "-L", "INPUT", "-v", "-x", "-n"])
+            .unwrap();
+        out.lines()
+            .skip(2)
+            .map(|l| l.split_whitespace().next().unwrap().parse().unwrap())
+            .collect()
+    };
+    decisions(&pair, &counts)
+}
+
+fn nft_twin() -> Vec<u32> {
+    let pair = pair("p13-pt-nft");
+    let nft = nft_of(IPT, false);
+    assert!(nft.contains("meta pkttype != host"), "{nft}");
+    load(&pair.b, &["nft", "-f", "-"], &with_counters(&nft));
+    let ids: Vec<u32> = (1..=RULES).collect();
+    let counts = || -> Vec<u64> {
+        let m = nft_counters(&pair.b, false, &ids);
+        ids.iter().map(|i| m.get(i).copied().unwrap_or(0)).collect()
+    };
+    decisions(&pair, &counts)
+}
+
+/// parapetd in the receiver, started with `flags`, the ruleset applied and
+/// attached without an interface (at the netfilter hooks, or at tc in the
+/// tc placement).
+fn parapetd_twin(tag: &str, flags: &[&str]) -> Vec<u32> {
+    let pair = pair(tag);
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("sock");
+    let file = dir.path().join("rules.v4");
+    std::fs::write(&file, IPT).unwrap();
+    let _daemon = start_daemon_with(&pair.b, dir.path(), &sock, flags);
+    ok(&sock, &["apply", file.to_str().unwrap()]);
+    let o = parapet(&sock, &["attach"]);
+    assert!(
+        o.status.success(),
+        "attach: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let counts = || -> Vec<u64> {
+        let c = stat_counters(&stats(&sock));
+        (1..=RULES)
+            .map(|r| c.get(&r).copied().unwrap_or(0))
+            .collect()
+    };
+    decisions(&pair, &counts)
+}
+
+/// The linear engine's rule for each probe, given its packet type.
+fn linear() -> Vec<u32> {
+    let rs = parse(IPT, "pkttype.ipt", Format::IptablesSave)
+        .unwrap()
+        .ruleset;
+    let e = LinearEngine::new(&rs, rs.select_chain(Some("INPUT")).unwrap()).unwrap();
+    probes()
+        .iter()
+        .map(|&(_, ty, dst)| e.classify(&packet(dst, ty), &NoSets).unwrap().rule_id)
+        .collect()
+}
+
+fn differences(name: &str, kernel: &[u32], ours: &[u32]) -> Vec<String> {
+    probes()
+        .iter()
+        .zip(kernel.iter().zip(ours))
+        .filter(|(_, (k, o))| k != o)
+        .map(|((mac, _, dst), (k, o))| {
+            format!("to {mac:02x?} {dst}: kernel rule {k}, {name} rule {o}")
+        })
+        .collect()
+}
+
+#[test]
+#[ignore = "needs root"]
+fn pkttype_at_the_netfilter_hooks_and_tc_as_the_kernel() {
+    require_root();
+    let kernel = legacy_twin();
+    assert_eq!(kernel, EXPECTED, "the kernel twin");
+    let mut differ = differences("linear engine", &kernel, &linear());
+    differ.extend(differences("nft", &kernel, &nft_twin()));
+    differ.extend(differences(
+        "parapetd (netfilter)",
+        &kernel,
+        &parapetd_twin("p13-pt-nf", &[]),
+    ));
+    differ.extend(differences(
+        "parapetd (tc placement)",
+        &kernel,
+        &parapetd_twin("p13-pt-tc", &["--hook-placement", "tc"]),
+    ));
+    assert!(differ.is_empty(), "{}", differ.join("\n"));
+}
