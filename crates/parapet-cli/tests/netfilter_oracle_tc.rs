@@ -124,8 +124,9 @@ fn tc_placement_as_the_kernel_where_they_agree_and_the_documented_differences() 
     let fates = |o: &Outcome| o.iter().map(|(f, _)| *f).collect::<Vec<_>>();
     assert_eq!(fates(&again), fates(&ours), "after the restart: {again:?}");
 
-    // the tc placement has no hook before or after routing: refused,
-    // the running ruleset stays
+    // a prerouting chain at priority 0 (after the kernel's conntrack and
+    // DNAT: tc ingress sees other addresses) is refused, the running
+    // ruleset stays
     let pre = dir.path().join("pre.nft");
     std::fs::write(
         &pre,
