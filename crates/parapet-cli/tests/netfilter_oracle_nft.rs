@@ -13,7 +13,8 @@ mod common;
 
 use common::daemon::{ok, parapet, stat_counters, stats};
 use common::router::{
-    p, run_probes, start_daemon, start_daemon_with, topo, Addrs, Outcome, Probe, Side, V4, V6,
+    p, run_probes, start_daemon, start_daemon_pinned, start_daemon_with, topo, Addrs, Outcome,
+    Probe, RemovePins, Side, V4, V6,
 };
 use parapet_testbed::require_root;
 use std::collections::BTreeMap;
@@ -140,6 +141,25 @@ fn twins_with(
     text: &str,
     probes: &dyn Fn(&Addrs) -> Vec<Probe>,
 ) -> (Vec<Outcome>, serde_json::Value) {
+    twins_at(false, tag, nat, text, probes)
+}
+
+/// parapetd's flags for the tc placement (this kernel has netfilter BPF
+/// links: forced).
+const TC_PLACEMENT: [&str; 2] = ["--hook-placement", "tc"];
+
+/// [`twins_with`], parapetd attached at the netfilter hooks or, `tc`, in
+/// the tc placement with pins: there the same probes then run while
+/// parapetd is dead (`kill -9`: the pinned links and their stage map
+/// judge alone) and after a restart that adopts the pins, and must meet
+/// the same fates.
+fn twins_at(
+    tc: bool,
+    tag: &str,
+    nat: &str,
+    text: &str,
+    probes: &dyn Fn(&Addrs) -> Vec<Probe>,
+) -> (Vec<Outcome>, serde_json::Value) {
     require_root();
     let at = places(text);
     let quiet = noise(text);
@@ -178,15 +198,27 @@ fn twins_with(
     }
     let dir = tempfile::tempdir().unwrap();
     let sock = dir.path().join("parapetd.sock");
-    let _daemon = start_daemon(&t.r, dir.path(), &sock);
+    let daemon = if tc {
+        start_daemon_pinned(&t.r, dir.path(), &sock, &TC_PLACEMENT)
+    } else {
+        start_daemon(&t.r, dir.path(), &sock)
+    };
     let file = dir.path().join("rules.nft");
     std::fs::write(&file, text).unwrap();
     ok(&sock, &["apply", file.to_str().unwrap(), "--format", "nft"]);
-    let said = ok(&sock, &["attach"]);
-    assert!(
-        said.starts_with("attached at the netfilter hooks: "),
-        "{said}"
+    let _pins = RemovePins(
+        stats(&sock)["dataplane"]["pin_dir"]
+            .as_str()
+            .filter(|_| tc)
+            .map(std::path::PathBuf::from),
     );
+    let said = ok(&sock, &["attach"]);
+    let placed = if tc {
+        "attached in the tc placement"
+    } else {
+        "attached at the netfilter hooks: "
+    };
+    assert!(said.starts_with(placed), "{said}");
     let ours: Vec<Outcome> = fams
         .iter()
         .map(|a| {
@@ -205,6 +237,14 @@ fn twins_with(
     for (a, (k, o)) in fams.iter().zip(kernel.iter().zip(&ours)) {
         let probes = probes(a);
         for (i, (kp, op)) in k.iter().zip(o).enumerate() {
+            // a drop of this host's own packet after OUTPUT is silent at
+            // tc egress (the kernel's is EPERM to the sender: documented)
+            let silent = tc && kp.0 == common::router::Fate::Refused;
+            let kp = &if silent {
+                (common::router::Fate::Dropped, kp.1.clone())
+            } else {
+                kp.clone()
+            };
             if kp != op {
                 let by = |m: &BTreeMap<u32, u64>| {
                     show(
@@ -229,6 +269,31 @@ fn twins_with(
         "{tag}: the twins differ:\n{}\nruleset:\n{text}",
         wrong.join("\n")
     );
+    if tc {
+        let fates = |o: &[Outcome]| {
+            o.iter()
+                .map(|o| o.iter().map(|(f, _)| *f).collect::<Vec<_>>())
+                .collect::<Vec<_>>()
+        };
+        let round = || -> Vec<Outcome> {
+            fams.iter()
+                .map(|a| run_probes(&t, a.v6, &probes(a), &BTreeMap::new))
+                .collect()
+        };
+        drop(daemon);
+        assert_eq!(
+            fates(&round()),
+            fates(&ours),
+            "{tag}: while parapetd is dead"
+        );
+        let _d = start_daemon_pinned(&t.r, dir.path(), &sock, &TC_PLACEMENT);
+        let note = stats(&sock)["dataplane"]["attachments"][0]["note"].clone();
+        assert!(
+            note.as_str().is_some_and(|n| n.contains("adopted")),
+            "{tag}: the pinned links adopted: {note}"
+        );
+        assert_eq!(fates(&round()), fates(&ours), "{tag}: after a restart");
+    }
     (kernel, s)
 }
 
@@ -521,6 +586,40 @@ fn prerouting_and_postrouting_chains_see_addresses_around_nat_as_in_the_kernel()
     );
 }
 
+/// [`PRE_POST`] where the tc placement can enforce it: `pre` below
+/// conntrack (raw, -300: the kernel's chain sees no conntrack entry, so
+/// `ct state established` never matches there) and `post` above SNAT
+/// (300), as they are at tc ingress and egress.
+fn pre_post_raw() -> String {
+    PRE_POST.replace("priority mangle", "priority raw")
+}
+
+#[test]
+#[ignore = "needs root"]
+fn prerouting_and_postrouting_chains_in_the_tc_placement_as_in_the_kernel() {
+    let text = pre_post_raw();
+    let (kernel, s) = twins_at(true, "nftpp", PRE_POST_NAT, &text, &pre_post_probes);
+    // the oracle: the same fates as at mangle priority (the drops match
+    // addresses before DNAT and after masquerade)
+    use common::router::Fate::*;
+    for (fam, k) in ["ipv4", "ipv6"].iter().zip(&kernel) {
+        let f: Vec<_> = k.iter().map(|(f, _)| *f).collect();
+        assert_eq!(
+            &f[..5],
+            &[Dropped, Delivered, Dropped, Dropped, Delivered],
+            "{fam}: {k:?}"
+        );
+        assert_eq!(f[6], Dropped, "{fam}: H -> L:6005 at postrouting: {k:?}");
+        assert_eq!(f[10], Dropped, "{fam}: L -> R:6006 at prerouting: {k:?}");
+    }
+    assert_eq!(s["dataplane"]["netfilter"]["placement"], "tc", "{s}");
+    let pk = &s["dataplane"]["netfilter"]["packets"];
+    assert!(
+        pk["prerouting"].as_u64() > Some(0) && pk["postrouting"].as_u64() > Some(0),
+        "{s}"
+    );
+}
+
 /// nft `reject` in a prerouting chain (the kernel allows it there, not
 /// at postrouting: that file is refused, `parapet-parse`'s
 /// `reject_hooks_kernel.rs`): a TCP reset and an ICMP error, for packets
@@ -538,7 +637,7 @@ const PRE_REJECT: &str = "table inet f {
 
 #[test]
 #[ignore = "needs root"]
-fn reject_at_prerouting_answers_as_the_kernel() {
+fn reject_at_prerouting_answers_as_the_kernel_at_the_hooks_and_at_tc() {
     use common::router::tcp;
     use Side::*;
     let probes = |a: &Addrs| {
@@ -551,6 +650,10 @@ fn reject_at_prerouting_answers_as_the_kernel() {
         ]
     };
     let (kernel, s) = twins_with("nfrj", "", PRE_REJECT, &probes);
+    // the tc placement answers in place (below conntrack: raw priority)
+    let raw = PRE_REJECT.replace("priority 0", "priority raw");
+    let (at_tc, _) = twins_at(true, "nfrjt", "", &raw, &probes);
+    assert_eq!(at_tc, kernel, "the kernel at raw priority as at 0");
     // the oracle itself: every probe to 7500/7501 is refused to L by the
     // reset or the ICMP error, 7502 passes
     use common::router::Fate::*;

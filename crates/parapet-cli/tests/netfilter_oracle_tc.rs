@@ -15,20 +15,11 @@ mod common;
 
 use common::daemon::{detach_all, ok, parapet, stats};
 use common::nf_twins::{assert_kernel, disagreements, legacy_twin, load, parapet_counters, NAT4};
-use common::router::{run_probes, start_daemon_pinned, topo, Fate, Outcome, ProbeOutcome};
+use common::router::{
+    run_probes, start_daemon_pinned, topo, Fate, Outcome, ProbeOutcome, RemovePins,
+};
 use common::router_case4::{self, DNAT_PROBE, FILTER4, FORWARD_7001, INPUT_7000, OUTPUT_DROPS};
 use std::collections::BTreeMap;
-
-/// Removes a daemon's pins (links, maps, programs) on drop.
-struct RemovePins(Option<std::path::PathBuf>);
-
-impl Drop for RemovePins {
-    fn drop(&mut self) {
-        if let Some(p) = &self.0 {
-            let _ = parapet_dataplane::remove_pins(p);
-        }
-    }
-}
 
 #[test]
 #[ignore = "needs root"]
@@ -133,8 +124,9 @@ fn tc_placement_as_the_kernel_where_they_agree_and_the_documented_differences() 
     let fates = |o: &Outcome| o.iter().map(|(f, _)| *f).collect::<Vec<_>>();
     assert_eq!(fates(&again), fates(&ours), "after the restart: {again:?}");
 
-    // the tc placement has no hook before or after routing: refused,
-    // the running ruleset stays
+    // a prerouting chain at priority 0 (after the kernel's conntrack and
+    // DNAT: tc ingress sees other addresses) is refused, the running
+    // ruleset stays
     let pre = dir.path().join("pre.nft");
     std::fs::write(
         &pre,

@@ -201,9 +201,54 @@ static __always_inline int tc_parse(struct __sk_buff *skb,
 }
 
 /*
+ * The tc placement's ingress link (lib/tc_hooks.h): PREROUTING's image,
+ * where the ruleset has a prerouting chain (one below conntrack: the
+ * packet has no conntrack entry yet, so ctstate is INVALID as the
+ * kernel's raw chain sees it), then the INPUT/FORWARD stage by a tail
+ * call.  A REJECT is answered in place, as at INPUT.
+ */
+SEC("classifier/parapet_tc_pre_in")
+int parapet_tc_pre_in(struct __sk_buff *skb)
+{
+	struct parapet_key key;
+	struct parapet_offs offs = {};
+	__u32 want = skb->len < PARAPET_TC_PULL ? skb->len : PARAPET_TC_PULL;
+
+	if (!tc_hook_any(PARAPET_HOOK_NF_PREROUTING))
+		return tc_next_stage(skb, PARAPET_TC_STAGE_ROUTE_IN);
+	if (skb->data_end - skb->data < want)
+		bpf_skb_pull_data(skb, want);
+	__builtin_memset(&key, 0, sizeof(key));
+	key.ifindex = skb->ingress_ifindex;
+	int status = parapet_parse((void *)(long)skb->data,
+				   (void *)(long)skb->data_end, skb->len, &key,
+				   &offs);
+	/* not an IP packet the parser knows: the next stage judges it */
+	if (status != PARAPET_PARSE_OK ||
+	    !tc_hook_wanted(PARAPET_HOOK_NF_PREROUTING, key.family))
+		return tc_next_stage(skb, PARAPET_TC_STAGE_ROUTE_IN);
+	key.ctstate = PARAPET_CT_INVALID;
+	key.flags |= PARAPET_KEY_F_CT;
+	if (skb->vlan_present) {
+		key.flags |= PARAPET_KEY_F_VLAN;
+		key.vlan_id = skb->vlan_tci & 0x0fff;
+	}
+	tc_key_ext(skb, &key, 1);
+	if (stats_on())
+		parapet_count_nf_hook(PARAPET_HOOK_NF_PREROUTING);
+	__u32 verdict = parapet_decide(&key, status, PARAPET_HOOK_NF_PREROUTING, 1);
+	int rc = tc_verdict_rc(skb, verdict, &key, &offs, key.ifindex, 0);
+	count_hook(PARAPET_HOOK_NF_PREROUTING, &key, rc != TC_ACT_OK);
+	if (rc != TC_ACT_OK)
+		return rc;
+	return tc_next_stage(skb, PARAPET_TC_STAGE_ROUTE_IN);
+}
+
+/*
  * The filter chains at tc, for kernels without netfilter BPF links
  * (lib/tc_hooks.h): at ingress, INPUT's image for packets routed to this
- * host, FORWARD's for packets routed through it.  A REJECT is answered in
+ * host, FORWARD's for packets routed through it (the second stage of the
+ * ingress link, parapet_tc_pre_in's tail call).  A REJECT is answered in
  * place, as parapet_tc answers it.
  */
 SEC("classifier/parapet_tc_hooks_in")
@@ -252,13 +297,13 @@ int parapet_tc_hooks_out(struct __sk_buff *skb)
 	struct parapet_offs offs = {};
 
 	if (!skb->sk)
-		return TC_ACT_OK;
+		goto postrouting;
 	__builtin_memset(&key, 0, sizeof(key));
 	key.oifindex = skb->ifindex;
 	int status = tc_parse(skb, &key, &offs);
 	if (status == PARAPET_PARSE_OK &&
 	    !tc_hook_wanted(PARAPET_HOOK_NF_OUTPUT, key.family))
-		return TC_ACT_OK;
+		goto postrouting;
 	tc_key_ext(skb, &key, 0);
 	if (stats_on())
 		parapet_count_nf_hook(PARAPET_HOOK_NF_OUTPUT);
@@ -266,6 +311,43 @@ int parapet_tc_hooks_out(struct __sk_buff *skb)
 	int rc = tc_verdict_rc(skb, verdict, &key, &offs, key.oifindex,
 			       BPF_F_INGRESS);
 	count_hook(PARAPET_HOOK_NF_OUTPUT, &key, rc != TC_ACT_OK);
+	if (rc != TC_ACT_OK)
+		return rc;
+postrouting:
+	/* every packet that leaves meets POSTROUTING: this host's own after
+	 * OUTPUT accepted them, forwarded ones (FORWARD judged them) */
+	if (!tc_hook_any(PARAPET_HOOK_NF_POSTROUTING))
+		return TC_ACT_OK;
+	return tc_next_stage(skb, PARAPET_TC_STAGE_POST_OUT);
+}
+
+/*
+ * The POSTROUTING stage at egress (parapet_tc_hooks_out's tail call):
+ * POSTROUTING's image for every packet that leaves, after the kernel's
+ * SNAT (a postrouting chain above priority 100 sees the same).  Nothing
+ * follows it; a verdict other than ACCEPT drops (the kernel has no REJECT
+ * at postrouting).
+ */
+SEC("classifier/parapet_tc_post_out")
+int parapet_tc_post_out(struct __sk_buff *skb)
+{
+	struct parapet_key key;
+	struct parapet_offs offs = {};
+
+	__builtin_memset(&key, 0, sizeof(key));
+	key.oifindex = skb->ifindex;
+	int status = tc_parse(skb, &key, &offs);
+	if (status == PARAPET_PARSE_OK &&
+	    !tc_hook_wanted(PARAPET_HOOK_NF_POSTROUTING, key.family))
+		return TC_ACT_OK;
+	tc_key_ext(skb, &key, 0);
+	if (stats_on())
+		parapet_count_nf_hook(PARAPET_HOOK_NF_POSTROUTING);
+	__u32 verdict =
+		parapet_decide(&key, status, PARAPET_HOOK_NF_POSTROUTING, 1);
+	int rc = (verdict & 0xff) == PARAPET_VERDICT_ACCEPT ? TC_ACT_OK :
+							       TC_ACT_SHOT;
+	count_hook(PARAPET_HOOK_NF_POSTROUTING, &key, rc != TC_ACT_OK);
 	return rc;
 }
 

@@ -24,7 +24,7 @@ pub fn program_for_hook(hook: &str) -> Option<&'static str> {
     match hook {
         "xdp" => Some(PROG_XDP),
         "tc" => Some(PROG_TC),
-        crate::tc_hooks::TC_HOOKS_IN => Some(crate::tc_hooks::PROG_TC_HOOKS_IN),
+        crate::tc_hooks::TC_HOOKS_IN => Some(crate::tc_hooks::PROG_TC_PRE_IN),
         crate::tc_hooks::TC_HOOKS_OUT => Some(crate::tc_hooks::PROG_TC_HOOKS_OUT),
         _ => None,
     }

@@ -86,6 +86,6 @@ pub use set_mirror::{
 };
 pub use tc_hooks::{
     ifindex_of, is_tc_hooks_pin, tc_hook_bit, TcHooksAttached, TcHooksKit, TcHooksLinks,
-    TC_HOOKS_IN, TC_HOOKS_OUT,
+    STAGE_POST_OUT, STAGE_ROUTE_IN, TC_HOOKS_IN, TC_HOOKS_OUT,
 };
 pub use test_run::{KernelDecision, TestRunOutcome};

@@ -219,6 +219,7 @@ fn map_fd(map: &Map) -> Option<RawFd> {
         | Map::PerCpuArray(d)
         | Map::PerCpuHashMap(d)
         | Map::LruHashMap(d)
+        | Map::ProgramArray(d)
         | Map::RingBuf(d) => d,
         _ => return None,
     };

@@ -323,6 +323,7 @@ fn map_fd(m: &aya::maps::Map) -> Option<BorrowedFd<'_>> {
         | Map::LruHashMap(d)
         | Map::LpmTrie(d)
         | Map::PerCpuArray(d)
+        | Map::ProgramArray(d)
         | Map::RingBuf(d)
         | Map::Unsupported(d) => d,
         _ => return None,

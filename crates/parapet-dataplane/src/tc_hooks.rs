@@ -7,7 +7,7 @@
 use std::borrow::Cow;
 use std::os::fd::AsFd;
 
-use aya::maps::{HashMap as BpfHashMap, IterableMap, Map, MapData};
+use aya::maps::{HashMap as BpfHashMap, IterableMap, Map, MapData, ProgramArray};
 use aya::programs::links::FdLink;
 use aya::programs::tc::TcAttachType;
 use aya::programs::SchedClassifier;
@@ -19,10 +19,32 @@ use crate::load::{Dataplane, LinkId};
 use crate::netfilter::{NfFamily, NfHook};
 use crate::pin::LinkPin;
 
-/// The ingress program of the tc placement (INPUT or FORWARD per packet).
+/// The program linked at ingress in the tc placement: PREROUTING, then
+/// the INPUT/FORWARD stage by a tail call.
+pub(crate) const PROG_TC_PRE_IN: &str = "parapet_tc_pre_in";
+/// The ingress program's second stage (INPUT or FORWARD per packet), in
+/// slot [`STAGE_ROUTE_IN`] of the stage map.
 pub(crate) const PROG_TC_HOOKS_IN: &str = "parapet_tc_hooks_in";
-/// The egress program of the tc placement (OUTPUT).
+/// The program linked at egress in the tc placement: OUTPUT, then the
+/// POSTROUTING stage by a tail call.
 pub(crate) const PROG_TC_HOOKS_OUT: &str = "parapet_tc_hooks_out";
+/// The egress program's second stage (POSTROUTING), in slot
+/// [`STAGE_POST_OUT`].
+pub(crate) const PROG_TC_POST_OUT: &str = "parapet_tc_post_out";
+/// The stage map (`BPF_MAP_TYPE_PROG_ARRAY`, `bpf/lib/tc_hooks.h`): the
+/// linked programs tail-call their second stage through it.
+const MAP_TC_STAGES: &str = "parapet_tc_stages";
+/// Slot of the INPUT/FORWARD stage (`PARAPET_TC_STAGE_ROUTE_IN`).
+pub const STAGE_ROUTE_IN: u32 = 0;
+/// Slot of the POSTROUTING stage (`PARAPET_TC_STAGE_POST_OUT`).
+pub const STAGE_POST_OUT: u32 = 1;
+/// The programs of the tc placement, linked ones and stages, in load order.
+const TC_PROGRAMS: [&str; 4] = [
+    PROG_TC_PRE_IN,
+    PROG_TC_HOOKS_IN,
+    PROG_TC_HOOKS_OUT,
+    PROG_TC_POST_OUT,
+];
 
 /// Pin name (`links/<iface>@<this>`) of a tc placement link at ingress.
 pub const TC_HOOKS_IN: &str = "hooks-tc-in";
@@ -79,10 +101,14 @@ impl Dataplane {
     }
 
     /// Loads the tc placement's programs unless loaded (they are verified
-    /// only by dataplanes that use them). With pinning they join the
-    /// pinned programs, so an upgrade swaps their links in place.
+    /// only by dataplanes that use them) and writes the second stages into
+    /// the stage map, before any link can run the first ones. With pinning
+    /// they join the pinned programs, so an upgrade swaps their links in
+    /// place; the stage map is pinned with the maps, so the slots outlive
+    /// the process, and an upgrade that reuses it writes its own stages
+    /// here before it swaps the links' programs.
     pub fn load_tc_hook_programs(&mut self) -> Result<()> {
-        for name in [PROG_TC_HOOKS_IN, PROG_TC_HOOKS_OUT] {
+        for name in TC_PROGRAMS {
             let prog = self
                 .ebpf
                 .program_mut(name)
@@ -101,7 +127,61 @@ impl Dataplane {
                 pins.progs.push((name, fd));
             }
         }
+        for (slot, name) in [
+            (STAGE_ROUTE_IN, PROG_TC_HOOKS_IN),
+            (STAGE_POST_OUT, PROG_TC_POST_OUT),
+        ] {
+            let fd = self
+                .ebpf
+                .program(name)
+                .ok_or(Error::Missing("program"))?
+                .fd()?
+                .try_clone()
+                .map_err(|e| Error::Pin(format!("dup of program {name}: {e}")))?;
+            self.tc_stages()?.set(slot, &fd, 0)?;
+        }
         Ok(())
+    }
+
+    fn tc_stages(&mut self) -> Result<ProgramArray<&mut MapData>> {
+        let map = self
+            .ebpf
+            .map_mut(MAP_TC_STAGES)
+            .ok_or(Error::Missing("map"))?;
+        Ok(ProgramArray::try_from(map)?)
+    }
+
+    /// Empties a stage slot (tests: a linked program whose stage is
+    /// missing must drop, never pass).
+    #[doc(hidden)]
+    pub fn clear_tc_stage(&mut self, slot: u32) -> Result<()> {
+        self.tc_stages()?.clear_index(&slot)?;
+        Ok(())
+    }
+
+    /// `BPF_PROG_TEST_RUN` of a linked tc placement program (`egress`
+    /// false: the ingress one) on `frame`, with ingress interface
+    /// `ifindex` (tests: the stage map's tail calls run as on a link).
+    /// Returns the program's return code.
+    #[doc(hidden)]
+    pub fn test_run_tc_hooks(&self, egress: bool, frame: &[u8], ifindex: u32) -> Result<u32> {
+        let name = if egress {
+            PROG_TC_HOOKS_OUT
+        } else {
+            PROG_TC_PRE_IN
+        };
+        let prog = self.ebpf.program(name).ok_or(Error::Missing("program"))?;
+        let ctx = crate::test_run::test_ctx(crate::AttachPoint::Tc, frame.len(), ifindex);
+        let opts = aya::programs::TestRunOptions {
+            data_in: Some(frame),
+            ctx_in: (!ctx.is_empty()).then_some(&ctx[..]),
+            repeat: 1,
+            ..Default::default()
+        };
+        use aya::programs::TestRun;
+        Ok(<&SchedClassifier>::try_from(prog)?
+            .test_run(opts)?
+            .return_value)
     }
 
     /// Enforce the INPUT, FORWARD and OUTPUT images at tc on `iface`: one
@@ -110,7 +190,7 @@ impl Dataplane {
     /// are made or neither.
     pub fn attach_tc_hooks(&mut self, iface: &str) -> Result<TcHooksAttached> {
         self.load_tc_hook_programs()?;
-        let ingress = self.attach_tc_hook(iface, PROG_TC_HOOKS_IN, TcAttachType::Ingress)?;
+        let ingress = self.attach_tc_hook(iface, PROG_TC_PRE_IN, TcAttachType::Ingress)?;
         let egress = match self.attach_tc_hook(iface, PROG_TC_HOOKS_OUT, TcAttachType::Egress) {
             Ok(id) => id,
             Err(e) => {
@@ -161,7 +241,7 @@ impl Dataplane {
                  tc filter, which cannot be pinned or adopted"
             ))
         })?;
-        let hook = if name == PROG_TC_HOOKS_IN {
+        let hook = if name == PROG_TC_PRE_IN {
             TC_HOOKS_IN
         } else {
             TC_HOOKS_OUT
@@ -247,7 +327,7 @@ impl Dataplane {
     pub fn tc_hooks_kit(&mut self) -> Result<TcHooksKit> {
         self.load_tc_hook_programs()?;
         let mut progs = Vec::new();
-        for name in [PROG_TC_HOOKS_IN, PROG_TC_HOOKS_OUT] {
+        for name in [PROG_TC_PRE_IN, PROG_TC_HOOKS_OUT] {
             let prog = self
                 .ebpf
                 .program_mut(name)
@@ -283,7 +363,7 @@ impl Dataplane {
     /// attaches anew.
     pub fn keep_tc_hooks(&mut self, links: TcHooksLinks, iface: &str) -> Result<TcHooksAttached> {
         for (name, link) in [
-            (PROG_TC_HOOKS_IN, &links.ingress),
+            (PROG_TC_PRE_IN, &links.ingress),
             (PROG_TC_HOOKS_OUT, &links.egress),
         ] {
             let prog = self

@@ -86,6 +86,18 @@ impl Drop for Daemon {
     }
 }
 
+/// Removes a daemon's pins (links, maps, programs) on drop: they outlive
+/// the daemon (host bpffs), also when an assertion fails.
+pub struct RemovePins(pub Option<std::path::PathBuf>);
+
+impl Drop for RemovePins {
+    fn drop(&mut self) {
+        if let Some(p) = &self.0 {
+            let _ = parapet_dataplane::remove_pins(p);
+        }
+    }
+}
+
 /// parapetd in `ns` with its state under `dir`, once it answers on `sock`.
 pub fn start_daemon(ns: &Netns, dir: &Path, sock: &Path) -> Daemon {
     start_daemon_with(ns, dir, sock, &[])

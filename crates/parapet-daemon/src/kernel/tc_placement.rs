@@ -73,18 +73,44 @@ pub(crate) fn namespace_ifaces() -> Vec<(u32, String)> {
     out
 }
 
-/// Why a plan cannot run in the tc placement: it has no hook before
-/// routing or after it (a FIB lookup stands for routing there).
+/// The kernel's conntrack priority at prerouting (`NF_IP_PRI_CONNTRACK`):
+/// tc ingress runs before it, so a prerouting chain below it sees there
+/// what it sees in the kernel (no conntrack entry, no DNAT yet).
+pub(crate) const TC_PREROUTING_BELOW: i32 = -200;
+/// The kernel's SNAT priority at postrouting (`NF_IP_PRI_NAT_SRC`): tc
+/// egress runs after it, so a postrouting chain above it sees there what
+/// it sees in the kernel (the translated source).
+pub(crate) const TC_POSTROUTING_ABOVE: i32 = 100;
+
+/// Why a plan cannot run in the tc placement: a chain before routing or
+/// after it whose priority sees other addresses than tc does (prerouting
+/// at or above conntrack, postrouting at or below SNAT). Those below
+/// conntrack and above SNAT run at tc as stages of their own.
 pub(crate) fn tc_refusal(plan: &[NfWant]) -> Option<String> {
-    let w = plan
-        .iter()
-        .find(|w| matches!(w.hook, NfHook::Prerouting | NfHook::Postrouting))?;
+    let w = plan.iter().find(|w| match w.hook {
+        NfHook::Prerouting => w.priority >= TC_PREROUTING_BELOW,
+        NfHook::Postrouting => w.priority <= TC_POSTROUTING_ABOVE,
+        _ => false,
+    })?;
+    let (bound, why) = if w.hook == NfHook::Prerouting {
+        (
+            format!("below {TC_PREROUTING_BELOW} (raw)"),
+            "tc ingress runs before the kernel's conntrack and DNAT",
+        )
+    } else {
+        (
+            format!("above {TC_POSTROUTING_ABOVE}"),
+            "tc egress runs after the kernel's SNAT",
+        )
+    };
     Some(format!(
         "the tc placement (parapetd --hook-placement, a kernel without netfilter BPF links) \
-         enforces INPUT, FORWARD and OUTPUT only: the ruleset has a chain at {}, which needs \
-         the netfilter hooks (Linux >= 6.4 with CONFIG_NETFILTER_BPF_LINK; docs/hooks.md, \
-         *Without netfilter BPF links*)",
-        w.hook.chain()
+         enforces a {} chain only at priority {bound}: {why}, so the ruleset's chain at \
+         priority {} would see other addresses or conntrack state there than in the kernel; \
+         it needs the netfilter hooks (Linux >= 6.4 with CONFIG_NETFILTER_BPF_LINK; \
+         docs/hooks.md, *Without netfilter BPF links*)",
+        w.hook.chain(),
+        w.priority
     ))
 }
 
@@ -536,6 +562,27 @@ mod tests {
             "table inet f {\n chain p {\n  type filter hook prerouting priority 0; policy accept;\n }\n}\n",
         );
         assert!(tc_refusal(&pre).is_some_and(|w| w.contains("PREROUTING")));
+        let chain = |hook: &str, prio: &str| {
+            plan(&format!(
+                "table inet f {{\n chain c {{\n  type filter hook {hook} priority {prio}; \
+                 policy accept;\n }}\n}}\n"
+            ))
+        };
+        // tc sees what the kernel's chain sees only below conntrack at
+        // prerouting and above SNAT at postrouting
+        for (hook, prio, refused) in [
+            ("prerouting", "raw", false),
+            ("prerouting", "-201", false),
+            ("prerouting", "-200", true),
+            ("prerouting", "mangle", true),
+            ("postrouting", "101", false),
+            ("postrouting", "300", false),
+            ("postrouting", "srcnat", true),
+            ("postrouting", "0", true),
+        ] {
+            let why = tc_refusal(&chain(hook, prio));
+            assert_eq!(why.is_some(), refused, "{hook} {prio}: {why:?}");
+        }
         let ipt = plan("*filter\n:INPUT DROP [0:0]\n:FORWARD DROP [0:0]\nCOMMIT\n");
         assert_eq!(tc_refusal(&ipt), None);
         // iptables-save is IPv4: INPUT (hook 1) and FORWARD (2), bit 2 * hook

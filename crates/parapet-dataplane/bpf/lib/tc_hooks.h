@@ -8,11 +8,20 @@
  * packet for this host (INPUT) from one to be routed through it (FORWARD,
  * with the output interface for -o); at egress a packet with a socket is
  * this host's own (OUTPUT), and one without passes (FORWARD judged it).
+ *
+ * PREROUTING and POSTROUTING chains (only where tc sees what the kernel's
+ * chain sees: below conntrack at prerouting, after SNAT at postrouting)
+ * are stages of their own, one tail call apart: parapet_tc_pre_in, linked
+ * at ingress, walks PREROUTING and tail-calls the INPUT/FORWARD stage
+ * (parapet_tc_hooks_in); parapet_tc_hooks_out, linked at egress, walks
+ * OUTPUT and tail-calls the POSTROUTING stage (parapet_tc_post_out).  Each
+ * stage is a program with its own verifier budget and stack.
  */
 #ifndef PARAPET_LIB_TC_HOOKS_H
 #define PARAPET_LIB_TC_HOOKS_H
 
 #include <linux/bpf.h>
+#include <linux/pkt_cls.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 #include "parapet.h"
@@ -20,6 +29,23 @@
 
 #define PARAPET_AF_INET 2
 #define PARAPET_AF_INET6 10
+
+/*
+ * The second stage of each tc placement link, by slot: filled by parapetd
+ * before any link is made and pinned with the maps.  The tail call stands
+ * in the entry function (a subprogram may not tail-call under our 512-byte
+ * call chain); a slot found empty fails closed (TC_ACT_SHOT).
+ */
+#define PARAPET_TC_STAGE_ROUTE_IN 0 /* parapet_tc_hooks_in: INPUT/FORWARD */
+#define PARAPET_TC_STAGE_POST_OUT 1 /* parapet_tc_post_out: POSTROUTING */
+#define PARAPET_TC_STAGES 2
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, PARAPET_TC_STAGES);
+	__type(key, __u32);
+	__type(value, __u32);
+} parapet_tc_stages SEC(".maps");
 
 /* What the FIB lookup made of an arriving packet. */
 #define PARAPET_ROUTE_LOCAL 0	  /* for this host: INPUT */
@@ -41,6 +67,28 @@ static __always_inline int tc_hook_wanted(__u32 hook, __u8 family)
 		    (family == PARAPET_FAMILY_IPV6 ? 1 : 0);
 
 	return bits && ((*bits >> (bit & 15)) & 1);
+}
+
+/* Whether the ruleset has a chain at `hook` for either family: a stage
+ * whose hook has none is not entered (no tail call, no parse). */
+static __always_inline int tc_hook_any(__u32 hook)
+{
+	__u32 k = PARAPET_CFG_TC_HOOKS;
+	__u32 *bits = bpf_map_lookup_elem(&parapet_config, &k);
+	__u32 bit = 2 * (hook - PARAPET_HOOK_NF_PREROUTING);
+
+	return bits && ((*bits >> (bit & 15)) & 3);
+}
+
+/*
+ * Runs the stage in `slot` in place of the caller (the caller's stage
+ * accepted the packet).  Inline on purpose: the tail call must sit in the
+ * entry function.  Returns only when the slot is empty: fail closed.
+ */
+static __always_inline int tc_next_stage(struct __sk_buff *skb, __u32 slot)
+{
+	bpf_tail_call(skb, &parapet_tc_stages, slot);
+	return TC_ACT_SHOT;
 }
 
 /*
