@@ -785,9 +785,8 @@ static __always_inline long image_walk(__u32 idx, __u32 slot,
 {
 	struct walk_cb_ctx c = { .idx = idx };
 	struct parapet_walk *w = walk_state(&c);
-	__u32 vi, code, rule, n_refs, rtype;
+	__u32 vi, code, rule, i, n_refs, rtype;
 	const __u32 *H, *V;
-	budget_loop_var(pass);
 
 	if (!w)
 		return -1;
@@ -848,19 +847,12 @@ static __always_inline long image_walk(__u32 idx, __u32 slot,
 		return -1;
 	}
 	w->left = w->total;
-	/* The first step before the loop: a first candidate that decides,
-	 * the only candidate, or none at all ends the merge here (on the
-	 * iterator object, without the iterator's three kfunc calls).  At
-	 * most max(total, 1) steps in all.  The loop is a may_goto loop: a
-	 * call per candidate and no kfunc (it was an iterator, three kfunc
-	 * calls and one per pass).  The step stays a global function: the
-	 * verifier checks it once and the loop sees one unknown come back,
-	 * so the loop's state repeats after one pass (inlined, the step's
-	 * paths took the verifier past "8193 jumps": docs/dataplane.md,
-	 * "Session 11"). */
+	/* The first step without an iterator: a first candidate that
+	 * decides, the only candidate, or none at all ends the merge here.
+	 * At most max(total, 1) steps in all. */
 	if (!parapet_merge_step(w, idx)) {
-		budget_loop(pass, w->total) {
-			if (loop_budget_spent() || parapet_merge_step(w, idx))
+		walk_for(i, w->total) {
+			if (parapet_merge_step(w, idx))
 				break;
 		}
 	}
