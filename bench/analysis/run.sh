@@ -9,7 +9,9 @@
 # A set named NAME+mixed is NAME with every second rule DROP (written by
 # mixed_verdicts.sh with the first binary), diffed against perturb.py's
 # copy of it with 1 % of its rules reordered or given another verdict,
-# protocol or a jump.
+# protocol or a jump. A set named NAME+mixed+flow is that pair cut into
+# user chains entered by jumps and gotos, with RETURNs in the middle of
+# them (control_flow.py).
 # LINT_ARGS adds arguments to every lint (e.g. "--correlations 0"); CMDS
 # limits the commands timed (default "lint diff").
 #
@@ -25,15 +27,22 @@ mkdir -p "$tmp"
 printf 'bin\tset\tcommand\tmedian_s\tmin_s\tmax_s\texit\tcomplete\tcpu_median_s\tcpu_min_s\tcpu_max_s\tpeak_rss_kb\n'
 first_bin=${bins%% *}
 for set in $sets; do
-    base=${set%+mixed}
+    mixed=${set%+flow}
+    base=${mixed%+mixed}
     [ -s "$tmp/$base" ] || gunzip -c "$data/$base.gz" > "$tmp/$base" 2>/dev/null || cp "$data/$base" "$tmp/$base"
     [ -s "$tmp/$base.b" ] || python3 "$here/perturb.py" "$tmp/$base" "$tmp/$base.b"
-    if [ "$set" != "$base" ]; then
-        [ -s "$tmp/$set" ] || "$here/mixed_verdicts.sh" "$first_bin" "$tmp/$base" "$tmp/$set"
+    if [ "$mixed" != "$base" ]; then
+        [ -s "$tmp/$mixed" ] || "$here/mixed_verdicts.sh" "$first_bin" "$tmp/$base" "$tmp/$mixed"
         # The mixed set's own perturbation: reorderings and edits that change
         # verdicts (ACCEPT/DROP/REJECT, ICMP and GRE, a jump), perturb.py on
         # the iptables-save text.
-        [ -s "$tmp/$set.b" ] || python3 "$here/perturb.py" "$tmp/$set" "$tmp/$set.b"
+        [ -s "$tmp/$mixed.b" ] || python3 "$here/perturb.py" "$tmp/$mixed" "$tmp/$mixed.b"
+    fi
+    if [ "$set" != "$mixed" ]; then
+        # The mixed pair cut into user chains entered by jumps and gotos,
+        # with RETURNs in them (control_flow.py: Docker's and ufw's shapes).
+        [ -s "$tmp/$set" ] || python3 "$here/control_flow.py" "$tmp/$mixed" "$tmp/$set"
+        [ -s "$tmp/$set.b" ] || python3 "$here/control_flow.py" "$tmp/$mixed.b" "$tmp/$set.b"
     fi
     cmds=${CMDS:-lint diff}
     [ -s "$tmp/$set.b" ] || cmds=lint

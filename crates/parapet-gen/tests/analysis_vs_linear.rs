@@ -402,13 +402,58 @@ fn with_jump(rs: &Ruleset, at: usize, rules: &[(Matches, Action)]) -> Ruleset {
     out
 }
 
+/// `diff` (the changed-rules path, lists of one policy) against the linear
+/// engine and the comparison of every region: every box's witness gets
+/// different verdicts and the box's deciding rules; random points and
+/// every witness lie in a box exactly when their verdicts differ, in the
+/// same box (same deciding rules) as the comparison of every region
+/// finds. Returns the boxes and points checked (none when either
+/// comparison hit the budget).
+fn changed_rules_path_is_exact(a: &Ruleset, b: &Ruleset, seed: u64) -> (usize, usize) {
+    let (la, lb) = (list(a), list(b));
+    let fast = diff(&la, &lb, budget()).unwrap();
+    let full = diff_every_region(&la, &lb, budget()).unwrap();
+    if !fast.unproven.is_empty() || !full.unproven.is_empty() {
+        return (0, 0);
+    }
+    let ea = LinearEngine::new(a, a.select_chain(None).unwrap()).unwrap();
+    let eb = LinearEngine::new(b, b.select_chain(None).unwrap()).unwrap();
+    let space = Space::of(la.entries.iter().chain(&lb.entries).map(|e| &e.matches)).unwrap();
+    let (mut boxes, mut points) = (0, 0);
+    for d in &fast.differences {
+        let (da, db) = (
+            ea.classify(&d.witness, &NoSets).unwrap(),
+            eb.classify(&d.witness, &NoSets).unwrap(),
+        );
+        assert_ne!(da.verdict, db.verdict, "seed {seed}: {}", d.witness);
+        assert_eq!((da.rule_id, db.rule_id), (d.a.0, d.b.0), "seed {seed}");
+        boxes += 1;
+    }
+    let mut pkts = packets(a, seed, 150);
+    pkts.extend(full.differences.iter().map(|d| d.witness.clone()));
+    let (in_fast, in_full) = (located(&fast, &space, &pkts), located(&full, &space, &pkts));
+    for (k, pkt) in pkts.iter().enumerate() {
+        let (da, db) = (
+            ea.classify(pkt, &NoSets).unwrap(),
+            eb.classify(pkt, &NoSets).unwrap(),
+        );
+        assert_eq!(
+            da.verdict != db.verdict,
+            in_fast[k].is_some(),
+            "seed {seed}: {pkt}"
+        );
+        assert_eq!(in_fast[k], in_full[k], "seed {seed}: {pkt}");
+        points += 1;
+    }
+    (boxes, points)
+}
+
 /// Lists with RETURN entries: a RETURN that skips no deciding entry (the
 /// last rule of the chain a jump enters, as perturb.py's jump edit makes)
-/// changes no verdict, so `diff` still compares only the changed rules'
-/// boxes; one that skips deciding entries (here: the chain goes on after
-/// it, and B's RETURN matches other packets than A's) makes `diff`
-/// compare every region. Both against the linear engine and the
-/// comparison of every region, as above.
+/// changes no verdict; one that skips deciding entries (here: the chain
+/// goes on after it, and B's RETURN matches other packets than A's) is
+/// compared like a deciding entry. Both against the linear engine and the
+/// comparison of every region.
 #[test]
 fn diff_of_edits_with_returning_jumps_is_exact() {
     let (mut boxes, mut points, mut skipping, mut with_return) = (0, 0, 0, 0);
@@ -455,7 +500,7 @@ fn diff_of_edits_with_returning_jumps_is_exact() {
                 )
             }
         };
-        let (la, lb) = (list(&a), list(&b));
+        let lb = list(&b);
         // (An edit of B may have removed its jump.)
         if !lb
             .entries
@@ -465,44 +510,58 @@ fn diff_of_edits_with_returning_jumps_is_exact() {
             continue;
         }
         with_return += 1;
-        let fast = diff(&la, &lb, budget()).unwrap();
-        let full = diff_every_region(&la, &lb, budget()).unwrap();
-        if !fast.unproven.is_empty() || !full.unproven.is_empty() {
-            continue;
-        }
-        let ea = LinearEngine::new(&a, a.select_chain(None).unwrap()).unwrap();
-        let eb = LinearEngine::new(&b, b.select_chain(None).unwrap()).unwrap();
-        let space = Space::of(la.entries.iter().chain(&lb.entries).map(|e| &e.matches)).unwrap();
-        for d in &fast.differences {
-            let (da, db) = (
-                ea.classify(&d.witness, &NoSets).unwrap(),
-                eb.classify(&d.witness, &NoSets).unwrap(),
-            );
-            assert_ne!(da.verdict, db.verdict, "seed {seed}: {}", d.witness);
-            assert_eq!((da.rule_id, db.rule_id), (d.a.0, d.b.0), "seed {seed}");
-            boxes += 1;
-        }
-        let mut pkts = packets(&a, seed, 150);
-        pkts.extend(full.differences.iter().map(|d| d.witness.clone()));
-        let (in_fast, in_full) = (located(&fast, &space, &pkts), located(&full, &space, &pkts));
-        for (k, pkt) in pkts.iter().enumerate() {
-            let (da, db) = (
-                ea.classify(pkt, &NoSets).unwrap(),
-                eb.classify(pkt, &NoSets).unwrap(),
-            );
-            assert_eq!(
-                da.verdict != db.verdict,
-                in_fast[k].is_some(),
-                "seed {seed}: {pkt}"
-            );
-            assert_eq!(in_fast[k], in_full[k], "seed {seed}: {pkt}");
-            points += 1;
-        }
+        let (b_, p_) = changed_rules_path_is_exact(&a, &b, seed);
+        (boxes, points) = (boxes + b_, points + p_);
     }
     assert!(
         boxes > 300 && points > 15_000 && skipping > 50 && with_return > 200,
         "{boxes} boxes, {points} points, {with_return} lists with RETURNs, \
          {skipping} of them skipping"
+    );
+}
+
+/// An edit of any chain (user chains too) of random rulesets with jumps,
+/// gotos and RETURNs in the middle of chains, as Docker's and ufw's chains
+/// have: the changed-rules path, with common RETURNs matched across the
+/// lists, against the linear engine and the comparison of every region.
+#[test]
+fn diff_of_edits_with_gotos_and_mid_chain_returns_is_exact() {
+    let (mut boxes, mut points, mut compared) = (0, 0, 0);
+    for seed in 0..300u64 {
+        let spec = RandomSpec {
+            rules: 6 + (seed as usize % 30),
+            user_chains: 1 + (seed % 3) as usize,
+            ipv6: seed % 4 == 0,
+            control_flow: true,
+            ..Default::default()
+        };
+        let a = random_ruleset(seed, &spec);
+        // Edit one chain, the base chain or a user chain, by moving it first.
+        let mut b = a.clone();
+        let chains = &mut b.tables[0].chains;
+        let pick = (seed as usize / 3) % chains.len();
+        chains.swap(0, pick);
+        let mut b = mutate(&b, seed);
+        b.tables[0].chains.swap(0, pick);
+        let la = list(&a);
+        let skipping = |l: &DecisionList| {
+            l.entries.iter().enumerate().any(|(i, e)| {
+                matches!(e.kind, EntryKind::Return { resume, .. }
+                    if l.entries[i + 1..(resume as usize).min(l.entries.len())]
+                        .iter()
+                        .any(|x| x.kind.is_terminal()))
+            })
+        };
+        if !skipping(&la) || la.policy != list(&b).policy {
+            continue;
+        }
+        let (b_, p_) = changed_rules_path_is_exact(&a, &b, seed);
+        compared += (p_ > 0) as usize;
+        (boxes, points) = (boxes + b_, points + p_);
+    }
+    assert!(
+        boxes > 200 && points > 15_000 && compared > 100,
+        "{boxes} boxes, {points} points, {compared} pairs compared"
     );
 }
 

@@ -1,5 +1,5 @@
-//! The deciding entries two decision lists share, in the same order in
-//! both: what lets `diff` look only where the lists differ.
+//! The deciding entries (and RETURNs) two decision lists share, in the
+//! same order in both: what lets `diff` look only where the lists differ.
 //!
 //! If the deciding entries `C` of A and of B are equal (same match, same
 //! verdict, same limit) and in the same relative order in both, a packet
@@ -19,52 +19,60 @@
 //! (a reordered rule falls out of it), then every gap between two kept
 //! entries is trimmed again from both ends (which picks up duplicates).
 //! Non-deciding entries (LOG, counters, jump markers) change no verdict and
-//! are left out, and so is a RETURN that skips no deciding entry (the last
-//! rule of the chain a jump enters: every packet it takes would fall
-//! through to the same next entry anyway). Lists with any other RETURN are
-//! not handled here (its resume index ties entries to positions: a packet
-//! it takes skips entries that may be common), see [`changed_entries`].
+//! are left out, and so is a RETURN that skips no deciding entry and no
+//! RETURN (the last rule of the chain a jump enters: every packet it takes
+//! would go on at the same next entry anyway).
+//!
+//! **RETURNs** (a goto's implied one, one in the middle of a chain, as
+//! Docker's `DOCKER` chain starts with `-i docker0 -j RETURN`) are matched
+//! like deciding entries, by their match alone: where they resume is a
+//! position, and positions differ between the lists. After matching, a
+//! common RETURN pair must skip the same common entries in both lists (as
+//! many common entries come before A's resume index as before B's);
+//! pairs that do not are unmatched, until none is left. Then a packet that
+//! matches no entry outside the common subsequence walks, in both lists,
+//! the same common entries and is sent by the same common RETURNs to the
+//! same common entry: the same entry decides it, or both policies. So
+//! every packet whose verdict differs again lies in the box of an entry
+//! outside it (a deciding entry or a RETURN), and `diff` compares only
+//! those boxes, exactly, through the whole lists (RETURNs and all).
+//!
+//! The proof for one packet `p` that matches no unmatched entry: unmatched
+//! entries do nothing to `p` (a deciding entry or RETURN that does not
+//! match passes it on), and non-deciding entries and RETURNs that skip
+//! nothing that counts change no verdict; what remains of either list for
+//! `p` is the common subsequence, where the `k`-th entry is the same match
+//! and action in both, and a RETURN at `k` resumes at the same common
+//! index in both. By induction over `k`, `p` stands at the same common
+//! entry in both lists at every step.
 
 use crate::flatten::{DecisionList, Entry, EntryKind};
 use std::collections::HashMap;
 
-/// What makes two deciding entries the same: everything but the rule id.
+/// What makes two entries the same: everything but the rule id and, for a
+/// RETURN, where it resumes (positions differ between the lists; whether
+/// two RETURNs skip the same common entries is checked after matching, see
+/// [`unmatch_misaligned_returns`]). `None` for a RETURN's verdict.
 type Key<'a> = (
     &'a crate::rule::Matches,
-    &'a EntryKind,
+    Option<&'a crate::rule::Verdict>,
     &'a Option<crate::rule::Limit>,
 );
 
 fn key(e: &Entry) -> Key<'_> {
-    (&e.matches, &e.kind, &e.limit)
+    let verdict = match &e.kind {
+        EntryKind::Decide(v) => Some(v),
+        _ => None,
+    };
+    (&e.matches, verdict, &e.limit)
 }
 
-/// The deciding entries of A and of B that are not in the common
-/// subsequence (indices into each list, ascending), or `None` when a list
-/// has a RETURN entry that skips a deciding entry.
-pub(crate) fn changed_entries(
-    a: &DecisionList,
-    b: &DecisionList,
-) -> Option<(Vec<usize>, Vec<usize>)> {
-    let deciding = |l: &DecisionList| -> Option<Vec<usize>> {
-        let before = decisions_before(l);
-        let mut out = Vec::new();
-        for (i, e) in l.entries.iter().enumerate() {
-            match e.kind {
-                EntryKind::Decide(_) => out.push(i),
-                // A RETURN that skips no deciding entry changes no verdict.
-                EntryKind::Return { resume, .. } => {
-                    let resume = (resume as usize).clamp(i + 1, l.entries.len());
-                    if before[resume] != before[i + 1] {
-                        return None;
-                    }
-                }
-                _ => {}
-            }
-        }
-        Some(out)
-    };
-    let (sa, sb) = (deciding(a)?, deciding(b)?);
+/// The entries of A and of B that are not in the common subsequence of
+/// the entries that can change a verdict (indices into each list,
+/// ascending): deciding entries and the RETURNs that skip one of those.
+/// Every packet whose verdict differs matches one of them.
+pub(crate) fn changed_entries(a: &DecisionList, b: &DecisionList) -> (Vec<usize>, Vec<usize>) {
+    let (sa, sb) = (verdict_entries(a), verdict_entries(b));
     let ka: Vec<Key> = sa.iter().map(|&i| key(&a.entries[i])).collect();
     let kb: Vec<Key> = sb.iter().map(|&i| key(&b.entries[i])).collect();
     let mut common_a = vec![false; ka.len()];
@@ -78,6 +86,7 @@ pub(crate) fn changed_entries(
         &mut common_b,
         0,
     );
+    unmatch_misaligned_returns((a, &sa, &mut common_a), (b, &sb, &mut common_b));
     let rest = |s: &[usize], common: &[bool]| -> Vec<usize> {
         s.iter()
             .zip(common)
@@ -85,17 +94,99 @@ pub(crate) fn changed_entries(
             .map(|(&i, _)| i)
             .collect()
     };
-    Some((rest(&sa, &common_a), rest(&sb, &common_b)))
+    (rest(&sa, &common_a), rest(&sb, &common_b))
 }
 
-/// For each index `k` (0..=n): how many deciding entries come before it.
-fn decisions_before(l: &DecisionList) -> Vec<usize> {
-    let mut out = Vec::with_capacity(l.entries.len() + 1);
-    out.push(0);
+/// The entries that can change a verdict, ascending: every deciding entry,
+/// and every RETURN that skips one of those (a RETURN whose skip holds
+/// only LOG, counter and jump entries, or nothing — the last rule of a
+/// jumped-to chain — sends the packet where it would have gone anyway).
+fn verdict_entries(l: &DecisionList) -> Vec<usize> {
+    // For each index: how many deciding and RETURN entries come before it.
+    let mut before = Vec::with_capacity(l.entries.len() + 1);
+    before.push(0usize);
     for e in &l.entries {
-        out.push(out.last().unwrap() + e.kind.is_terminal() as usize);
+        let counts = matches!(e.kind, EntryKind::Decide(_) | EntryKind::Return { .. });
+        before.push(before.last().unwrap() + counts as usize);
     }
-    out
+    l.entries
+        .iter()
+        .enumerate()
+        .filter(|(i, e)| match e.kind {
+            EntryKind::Decide(_) => true,
+            EntryKind::Return { resume, .. } => {
+                let resume = (resume as usize).clamp(i + 1, l.entries.len());
+                before[resume] != before[i + 1]
+            }
+            _ => false,
+        })
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// Unmarks every common RETURN pair that does not skip the same common
+/// entries in both lists, until none is left. Then a packet that matches
+/// no unmarked entry meets, in both lists, the same common entries in the
+/// same order and is sent by the same common RETURNs to the same common
+/// entry (the `k`-th common entry of A is the `k`-th of B): the same entry
+/// decides it in both, or both policies do. Unmarking a RETURN only moves
+/// its packets into the region `diff` compares exactly.
+fn unmatch_misaligned_returns(
+    (a, sa, common_a): (&DecisionList, &[usize], &mut [bool]),
+    (b, sb, common_b): (&DecisionList, &[usize], &mut [bool]),
+) {
+    loop {
+        // For each list index: how many common entries come before it.
+        let common_before = |l: &DecisionList, s: &[usize], common: &[bool]| {
+            let mut out = vec![0usize; l.entries.len() + 1];
+            let mut count = 0;
+            let mut next = s.iter().zip(common).peekable();
+            for (i, slot) in out.iter_mut().enumerate() {
+                while let Some((&at, &c)) = next.peek() {
+                    if at >= i {
+                        break;
+                    }
+                    count += c as usize;
+                    next.next();
+                }
+                *slot = count;
+            }
+            out
+        };
+        let (ba, bb) = (
+            common_before(a, sa, common_a),
+            common_before(b, sb, common_b),
+        );
+        let resume = |l: &DecisionList, i: usize| match l.entries[i].kind {
+            EntryKind::Return { resume, .. } => {
+                Some((resume as usize).clamp(i + 1, l.entries.len()))
+            }
+            _ => None,
+        };
+        let pa = sa
+            .iter()
+            .zip(common_a.iter())
+            .enumerate()
+            .filter(|(_, (_, &c))| c);
+        let pb = sb
+            .iter()
+            .zip(common_b.iter())
+            .enumerate()
+            .filter(|(_, (_, &c))| c);
+        let misaligned: Vec<(usize, usize)> = pa
+            .zip(pb)
+            .filter_map(|((xa, (&ia, _)), (xb, (&ib, _)))| {
+                let (ra, rb) = (resume(a, ia)?, resume(b, ib)?);
+                (ba[ra] != bb[rb]).then_some((xa, xb))
+            })
+            .collect();
+        if misaligned.is_empty() {
+            return;
+        }
+        for (xa, xb) in misaligned {
+            (common_a[xa], common_b[xb]) = (false, false);
+        }
+    }
 }
 
 /// Gaps are matched again at most this deep: enough for any edit a person
@@ -193,6 +284,13 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    fn verdict_of(k: &EntryKind) -> Option<&crate::rule::Verdict> {
+        match k {
+            EntryKind::Decide(v) => Some(v),
+            _ => None,
+        }
+    }
+
     proptest! {
         /// The marked entries form a common subsequence: equal keys, in
         /// the same order on both sides; a list compared with itself is
@@ -217,8 +315,8 @@ mod tests {
                 })
                 .collect();
             let none = None;
-            let ka: Vec<Key> = a.iter().map(|&v| (&ms[v as usize], &kinds[v as usize], &none)).collect();
-            let kb: Vec<Key> = b.iter().map(|&v| (&ms[v as usize], &kinds[v as usize], &none)).collect();
+            let ka: Vec<Key> = a.iter().map(|&v| (&ms[v as usize], verdict_of(&kinds[v as usize]), &none)).collect();
+            let kb: Vec<Key> = b.iter().map(|&v| (&ms[v as usize], verdict_of(&kinds[v as usize]), &none)).collect();
             let (mut ca, mut cb) = (vec![false; a.len()], vec![false; b.len()]);
             match_range(&ka, &kb, (0, a.len()), (0, b.len()), &mut ca, &mut cb, 0);
             let pa: Vec<u8> = a.iter().zip(&ca).filter(|p| *p.1).map(|p| *p.0).collect();

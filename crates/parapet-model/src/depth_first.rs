@@ -96,6 +96,35 @@ impl Walker<'_> {
         visit: &mut dyn FnMut(Outcome, &Cube) -> bool,
         touched: &mut dyn FnMut(usize),
     ) -> Result<bool, OverBudget> {
+        self.search_settling(
+            start,
+            from,
+            to,
+            budget,
+            settle,
+            &mut |o, _, c| visit(o, c),
+            touched,
+        )
+    }
+
+    /// [`Walker::search`], passing `visit` with every decided piece the
+    /// first entry its exact deciding entry can be: the deciding entry
+    /// itself when the piece was decided exactly, the entry where it
+    /// entered the run (or the start) when a run settled it in bulk. No
+    /// entry before that one meets the piece, so the exact deciding entry
+    /// of a bulk-settled piece is found by a search of that stretch only
+    /// (`diff` does, for the pieces whose verdicts differ).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn search_settling(
+        &self,
+        start: &Region,
+        from: usize,
+        to: usize,
+        budget: Budget,
+        settle: Settle,
+        visit: &mut dyn FnMut(Outcome, usize, &Cube) -> bool,
+        touched: &mut dyn FnMut(usize),
+    ) -> Result<bool, OverBudget> {
         // A run with a catch-all settles every piece at once: no
         // candidates are needed (see `Walker::settled_in_bulk`).
         let bulk: Option<Vec<usize>> = start
@@ -112,7 +141,7 @@ impl Walker<'_> {
             }
             for (c, k) in start.cubes().iter().zip(stops) {
                 touched(k);
-                if visit(Outcome::Decided(Stop::Entry(k)), c) {
+                if visit(Outcome::Decided(Stop::Entry(k)), from, c) {
                     return Ok(true);
                 }
             }
@@ -170,7 +199,7 @@ impl Walker<'_> {
                     holds(self.hull(k), &piece.hull) && piece.cube.is_subset(self.cube(k))
                 }) {
                     touched(k);
-                    if visit(Outcome::Decided(Stop::Entry(k)), &piece.cube) {
+                    if visit(Outcome::Decided(Stop::Entry(k)), piece.at, &piece.cube) {
                         return Ok(true);
                     }
                     continue 'pieces;
@@ -188,7 +217,7 @@ impl Walker<'_> {
                 touched(k);
                 let cube_k = self.cube(k);
                 let hit = piece.cube.intersect(cube_k);
-                if visit(Outcome::Decided(Stop::Entry(k)), &hit) {
+                if visit(Outcome::Decided(Stop::Entry(k)), piece.at, &hit) {
                     return Ok(true);
                 }
                 let rest = Rc::new(meet.into_iter().filter(|&x| x != k).collect::<Vec<_>>());
@@ -227,7 +256,7 @@ impl Walker<'_> {
                             let k = self.next_catch_all(&piece.cube, j);
                             if k < end && !self.is_removed(k) {
                                 touched(k);
-                                if visit(Outcome::Decided(Stop::Entry(k)), &piece.cube) {
+                                if visit(Outcome::Decided(Stop::Entry(k)), j, &piece.cube) {
                                     return Ok(true);
                                 }
                                 continue 'pieces;
@@ -241,6 +270,9 @@ impl Walker<'_> {
                                 })
                                 .collect();
                             piece.run = Some((Rc::new(run), end));
+                            // No entry before `j` meets the piece: the run
+                            // is entered here.
+                            piece.at = j;
                             stack.push(piece);
                             continue 'pieces;
                         }
@@ -263,7 +295,7 @@ impl Walker<'_> {
                         at: r,
                         run: None,
                     });
-                } else if visit(Outcome::Decided(Stop::Entry(j)), &hit) {
+                } else if visit(Outcome::Decided(Stop::Entry(j)), j, &hit) {
                     return Ok(true);
                 }
                 for c in outside.into_iter().rev() {
@@ -280,7 +312,7 @@ impl Walker<'_> {
                 }
                 continue 'pieces;
             }
-            if visit(Outcome::Arrived, &piece.cube) {
+            if visit(Outcome::Arrived, piece.at, &piece.cube) {
                 return Ok(true);
             }
         }

@@ -299,6 +299,49 @@ impl Cube {
         &self.sides
     }
 
+    /// The same points in fewer cubes: cubes equal on every side but one
+    /// are one cube (that side the union of theirs), merged dimension by
+    /// dimension until a round merges nothing. A merged cube takes the
+    /// place of the first of its parts. Pairwise disjoint cubes stay
+    /// pairwise disjoint (two parts equal elsewhere are disjoint on the
+    /// side they differ in, and a cube missing both parts misses their
+    /// union).
+    pub fn merge_all(mut cubes: Vec<Cube>) -> Vec<Cube> {
+        let dims = cubes.first().map_or(0, |c| c.sides.len());
+        let mut quiet = 0;
+        let mut dim = 0;
+        // Stop when every dimension in a row merged nothing.
+        while quiet < dims && cubes.len() > 1 {
+            let before = cubes.len();
+            let mut first_of: std::collections::HashMap<Vec<&IntervalSet>, usize> =
+                std::collections::HashMap::with_capacity(cubes.len());
+            let mut into: Vec<usize> = Vec::with_capacity(cubes.len());
+            for (i, c) in cubes.iter().enumerate() {
+                let rest: Vec<&IntervalSet> = c
+                    .sides
+                    .iter()
+                    .enumerate()
+                    .filter(|&(d, _)| d != dim)
+                    .map(|(_, side)| side)
+                    .collect();
+                into.push(*first_of.entry(rest).or_insert(i));
+            }
+            drop(first_of);
+            let mut merged: Vec<Option<Cube>> = cubes.into_iter().map(Some).collect();
+            for i in 0..merged.len() {
+                if into[i] != i {
+                    let part = merged[i].take().expect("merged once");
+                    let target = merged[into[i]].as_mut().expect("a first part stays");
+                    target.sides[dim] = target.sides[dim].union(&part.sides[dim]);
+                }
+            }
+            cubes = merged.into_iter().flatten().collect();
+            quiet = if cubes.len() < before { 0 } else { quiet + 1 };
+            dim = (dim + 1) % dims.max(1);
+        }
+        cubes
+    }
+
     /// True when some side is empty.
     pub fn is_empty(&self) -> bool {
         self.sides.iter().any(|s| s.is_empty())
@@ -508,6 +551,38 @@ mod tests {
                         let hits_out = outside.cubes().iter().filter(|c| space.contains(c, &p)).count();
                         prop_assert_eq!(hits_in, (in_a && in_b) as usize);
                         prop_assert_eq!(hits_out, (in_a && !in_b) as usize);
+                    }
+                }
+            }
+        }
+
+        /// Merging disjoint cubes keeps every point in exactly one cube
+        /// and never adds cubes; a cube cut by another comes back whole.
+        #[test]
+        fn merge_all_keeps_the_points(
+            a in prop::collection::vec((0u128..8, 0u128..8), 3),
+            b in prop::collection::vec((0u128..8, 0u128..8), 3),
+        ) {
+            let space = Space { dims: vec![Field::Proto, Field::SrcPort, Field::DstPort] };
+            let (ca, cb) = (cube(&space, &a), cube(&space, &b));
+            let (inside, outside) = Region::from_cube(ca.clone())
+                .split(&cb, Budget::default())
+                .unwrap();
+            let pieces: Vec<Cube> = inside.cubes().iter().chain(outside.cubes()).cloned().collect();
+            let merged = Cube::merge_all(pieces.clone());
+            prop_assert!(merged.len() <= pieces.len());
+            if !ca.is_empty() {
+                prop_assert_eq!(merged, vec![ca.clone()]);
+            }
+            let merged = Cube::merge_all(outside.cubes().to_vec());
+            for x in 0..8u128 {
+                for y in 0..8u128 {
+                    for z in 0..8u128 {
+                        let mut p = Packet::v4(0, 0, x as u8, y as u16, z as u16);
+                        p.proto = x as u8;
+                        let want = space.contains(&ca, &p) && !space.contains(&cb, &p);
+                        let hits = merged.iter().filter(|c| space.contains(c, &p)).count();
+                        prop_assert_eq!(hits, want as usize);
                     }
                 }
             }
