@@ -19,10 +19,17 @@ control sockets.
    bans (snapshot written after them), a fresh node joins; time until it
    holds N.
 
+With --ruleset (outage phase), each node first applies a ruleset that
+drops `parapet-ban4`'s members and attaches its dataplane (XDP, skb mode)
+to a veth interface of its own, so every ban it takes or receives is
+also written to its kernel set map (the batched writes are then part of
+the catch-up). The whole run then happens in a private network namespace
+the script makes (broker, nodes and interfaces in it; needs root).
+
 Usage: bench/fleet/run.py [--rate 100000] [--seconds 10] [--boot 1000000]
        [--bin LABEL=PATH ...] [--out results.json]
        [--only main,outage,snapshot] [--outage 60] [--outage-rate 10000]
-       [--snapshot-sizes 10000,100000,1000000]
+       [--snapshot-sizes 10000,100000,1000000] [--ruleset]
        (needs target/release/parapetd, nats-server). With several --bin, the
        whole benchmark runs once per binary, in order, in one invocation (a
        before/after comparison in the same run), each with a fresh broker.
@@ -192,7 +199,11 @@ def main():
     ap.add_argument("--outage", type=float, default=60)
     ap.add_argument("--outage-rate", type=int, default=10_000)
     ap.add_argument("--snapshot-sizes", default="10000,100000,1000000")
+    ap.add_argument("--ruleset", action="store_true",
+                    help="outage: each node enforces its ban set in the kernel")
     a = ap.parse_args()
+    if a.ruleset:
+        outage.private_netns()
     bins = [b.split("=", 1) for b in a.bin] or [["parapetd", PARAPETD]]
     for _, path in bins:
         if not os.path.exists(path):
