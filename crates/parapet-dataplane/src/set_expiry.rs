@@ -57,21 +57,10 @@ impl ExpiryIndex {
 mod tests {
     use std::collections::HashMap;
 
-    use crate::set_mirror::{SetDim, SetElement, SetState};
+    use rand::rngs::SmallRng;
+    use rand::{Rng, SeedableRng};
 
-    /// xorshift64*: a fixed-seed generator, so a failure replays.
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-        }
-        fn below(&mut self, n: u64) -> u64 {
-            self.next() % n
-        }
-    }
+    use crate::set_mirror::{SetDim, SetElement, SetState};
 
     type Ranges = Vec<(u128, u128)>;
 
@@ -83,17 +72,17 @@ mod tests {
 
     /// A random element of a small key space (so adds refresh, deletes
     /// hit and ranges overlap), with a random expiry in 1..=20 or none.
-    fn element(rng: &mut Rng, dims: usize) -> SetElement {
+    fn element(rng: &mut SmallRng, dims: usize) -> SetElement {
         let ranges: Ranges = (0..dims)
             .map(|d| {
-                let lo = u128::from(rng.below(24));
-                let width = if d == 0 { rng.below(3) } else { 0 };
+                let lo = u128::from(rng.gen_range(0..24u64));
+                let width = if d == 0 { rng.gen_range(0..3u64) } else { 0 };
                 (lo, lo + u128::from(width))
             })
             .collect();
-        let exp = match rng.below(4) {
+        let exp = match rng.gen_range(0..4) {
             0 => 0,
-            _ => 1 + rng.below(20),
+            _ => 1 + rng.gen_range(0..20u64),
         };
         SetElement::new(&ranges).expires(exp)
     }
@@ -126,7 +115,7 @@ mod tests {
     #[test]
     fn the_index_reaps_what_the_scan_reaps() {
         for (seed, dims) in [(1u64, 1usize), (2, 1), (3, 2), (4, 2), (5, 1)] {
-            let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ seed);
+            let mut rng = SmallRng::seed_from_u64(seed);
             let d = if dims == 1 {
                 vec![SetDim::Port]
             } else {
@@ -137,9 +126,9 @@ mod tests {
             let mut model: HashMap<Ranges, u64> = HashMap::new();
             let mut now = 0u64;
             for step in 0..600 {
-                match rng.below(10) {
+                match rng.gen_range(0..10) {
                     0..=4 => {
-                        let els: Vec<_> = (0..1 + rng.below(4))
+                        let els: Vec<_> = (0..1 + rng.gen_range(0..4))
                             .map(|_| element(&mut rng, dims))
                             .collect();
                         by_index.add(0, &els).unwrap();
@@ -161,8 +150,8 @@ mod tests {
                     }
                     _ => {
                         // time passes, then a reaping round of a small budget
-                        now += rng.below(3);
-                        let budget = 1 + rng.below(5) as usize;
+                        now += rng.gen_range(0..3);
+                        let budget = 1 + rng.gen_range(0..5usize);
                         check_round(&by_index, &model, now, budget);
                         let a = by_index.expired(now, budget);
                         by_index.del(0, &a).unwrap();
