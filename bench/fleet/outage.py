@@ -82,6 +82,47 @@ def r2(x):
     return None if x is None else round(x, 2)
 
 
+CLONE_NEWNET = 0x40000000
+
+# What a node enforces with --ruleset: drop the ban set's members.
+BAN4_RULES = ("*filter\n:INPUT ACCEPT [0:0]\n"
+              "-A INPUT -m set --match-set parapet-ban4 src -j DROP\nCOMMIT\n")
+# Banned on every node before the load, to create the ban set the ruleset
+# names (one element more on every node, outside the load's addresses).
+ARM_ADDR = "192.0.2.1"
+
+
+def private_netns():
+    """Moves this process (and so the broker and nodes it starts) into a
+    new network namespace with `lo` up: the veth interfaces and the
+    dataplanes attached to them stay in it."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(CLONE_NEWNET) != 0:
+        raise SystemExit(f"--ruleset: unshare(CLONE_NEWNET): errno {ctypes.get_errno()} (root?)")
+    subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+
+
+def enforce(node, i):
+    """The node's ban set into its kernel: the set (by a ban), the ruleset
+    that drops its members, the dataplane attached to a veth of its own."""
+    dev = f"fleet{i}"
+    # (a veth pair: the kernel here has no dummy interfaces)
+    subprocess.run(["ip", "link", "add", dev, "type", "veth", "peer", "name", dev + "p"],
+                   check=True)
+    for d in (dev, dev + "p"):
+        subprocess.run(["ip", "link", "set", d, "up"], check=True)
+    node.c.call(cmd="ban", elems=[ARM_ADDR], timeout=3600)
+    node.c.call(cmd="apply", rules=BAN4_RULES, name="fleet.rules")
+    node.c.call(cmd="attach", iface=dev, hook="xdp", mode="skb")
+
+
+def remove_dummies(n):
+    for i in range(n):
+        subprocess.run(["ip", "link", "del", f"fleet{i}"],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 def run(a, binary):
     """Broker stopped for a.outage s while a.outage_rate bans/s are offered
     across three nodes; seconds from its return until all are equal."""
@@ -89,9 +130,16 @@ def run(a, binary):
     tmp = tempfile.mkdtemp(prefix="parapet-fleet-outage-")
     broker = Broker(tmp)
     nodes = []
-    res = {"outage_s": a.outage, "rate_offered": a.outage_rate}
+    res = {"outage_s": a.outage, "rate_offered": a.outage_rate, "ruleset": a.ruleset}
+    extra = 0
     try:
         nodes = [r.Node(tmp, broker.url, f"n{i}", binary) for i in range(3)]
+        if a.ruleset:
+            for i, n in enumerate(nodes):
+                enforce(n, i)
+            extra = 1
+            r.wait("the armed ban everywhere", 60,
+                   lambda: all(n.stats()["elements"] == extra for n in nodes), 0.05)
         done, ths = [], []
         for i, n in enumerate(nodes):
             t = threading.Thread(target=r.load, args=(n, 1 + i * 4_000_000, a.outage_rate / 3,
@@ -111,12 +159,21 @@ def run(a, binary):
         for t in ths:
             t.join()
         res["load_end_s"] = round(time.monotonic() - t_up, 2)
-        acked = sum(s for s, _ in done)
-        res["bans_acked"] = acked
+        acked = sum(s for s, _ in done) + extra
+        res["bans_acked"] = acked - extra
+
+        def in_kernel(s):
+            """Elements of the kernel's ban set (its mirror, written with
+            the map under the state lock); without --ruleset, the store's."""
+            if not a.ruleset:
+                return s["elements"]
+            sets = s["dataplane"].get("sets", [])
+            return next((x["elements"] for x in sets if x["set"] == "parapet-ban4"), -1)
 
         def equal():
             st = [n.stats() for n in nodes]
-            return all(s["elements"] == acked and s["fleet"]["backlog"] == 0 for s in st)
+            return all(s["elements"] == acked and in_kernel(s) == acked
+                       and s["fleet"]["backlog"] == 0 for s in st)
         r.wait("all nodes equal after the outage", 600, equal, 0.05)
         # From the broker's return (its port open), as the target says.
         res["equal_after_return_s"] = round(time.monotonic() - t_up, 2)
@@ -128,7 +185,14 @@ def run(a, binary):
     finally:
         for n in nodes:
             n.stop()
+            if a.ruleset:
+                # a killed node's pins outlive it (they keep enforcing)
+                subprocess.run([binary, "--state-dir", os.path.join(n.dir, "st"),
+                                "--remove-pinned"], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
         broker.stop()
+        if a.ruleset:
+            remove_dummies(len(nodes))
         shutil.rmtree(tmp, ignore_errors=True)
     return res
 

@@ -19,10 +19,19 @@ control sockets.
    bans (snapshot written after them), a fresh node joins; time until it
    holds N.
 
+With --ruleset (outage phase), each node first applies a ruleset that
+drops `parapet-ban4`'s members and attaches its dataplane (XDP, skb mode)
+to a veth interface of its own, so every ban it takes or receives is
+also written to its kernel set map (the batched writes are then part of
+the catch-up). The whole run then happens in a private network namespace
+the script makes (broker, nodes and interfaces in it; needs root).
+--ruleset-baseline runs each binary's outage phase without the ruleset
+first (key `outage`, then `outage_ruleset`): the same-run baseline.
+
 Usage: bench/fleet/run.py [--rate 100000] [--seconds 10] [--boot 1000000]
        [--bin LABEL=PATH ...] [--out results.json]
        [--only main,outage,snapshot] [--outage 60] [--outage-rate 10000]
-       [--snapshot-sizes 10000,100000,1000000]
+       [--snapshot-sizes 10000,100000,1000000] [--ruleset [--ruleset-baseline]]
        (needs target/release/parapetd, nats-server). With several --bin, the
        whole benchmark runs once per binary, in order, in one invocation (a
        before/after comparison in the same run), each with a fresh broker.
@@ -192,7 +201,14 @@ def main():
     ap.add_argument("--outage", type=float, default=60)
     ap.add_argument("--outage-rate", type=int, default=10_000)
     ap.add_argument("--snapshot-sizes", default="10000,100000,1000000")
+    ap.add_argument("--ruleset", action="store_true",
+                    help="outage: each node enforces its ban set in the kernel")
+    ap.add_argument("--ruleset-baseline", action="store_true",
+                    help="with --ruleset: each binary's outage also without it, first")
     a = ap.parse_args()
+    if a.ruleset:
+        outage.private_netns()
+    modes = [False, True] if a.ruleset and a.ruleset_baseline else [a.ruleset]
     bins = [b.split("=", 1) for b in a.bin] or [["parapetd", PARAPETD]]
     for _, path in bins:
         if not os.path.exists(path):
@@ -205,7 +221,9 @@ def main():
         if "main" in phases:
             out[label].update(run(a, path))
         if "outage" in phases:
-            out[label]["outage"] = outage.run(a, path)
+            for mode in modes:
+                a.ruleset = mode
+                out[label]["outage_ruleset" if mode else "outage"] = outage.run(a, path)
         if "snapshot" in phases:
             out[label]["snapshot"] = outage.snapshot_sizes(a, path)
     print(json.dumps(out))

@@ -15,26 +15,17 @@
 //! (defaults 100000 and 5). Needs root. Prints one JSON line: medians
 //! (min–max).
 
-use parapet_dataplane::{Dataplane, LoadOptions, SetDim, SetElement, SetSizing};
-use std::time::{Duration, Instant};
+#[path = "common/ban_runs.rs"]
+#[allow(dead_code)]
+mod ban_runs;
+#[path = "common/set_bench.rs"]
+#[allow(dead_code)]
+mod set_bench;
 
-/// The daemon's kernel reaping budget per set and call (server.rs).
-const REAP_BUDGET: usize = 1 << 14;
-
-fn median(mut v: Vec<f64>) -> (f64, f64, f64) {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    (v[v.len() / 2], v[0], v[v.len() - 1])
-}
-
-fn addresses(n: usize, expires_ns: u64) -> Vec<SetElement> {
-    (0..n as u32)
-        .map(|i| {
-            let mut e = SetElement::exact(&[u128::from(0x0a00_0000 | (i & 0x00ff_ffff))]);
-            e.expires_ns = expires_ns;
-            e
-        })
-        .collect()
-}
+use ban_runs::median;
+use parapet_dataplane::{Dataplane, SetElement};
+use set_bench::{addresses, expiry_run, REAP_BUDGET};
+use std::time::Instant;
 
 /// Seconds to delete every element in chunks of 4096.
 fn unban_run(dp: &mut Dataplane, els: &[SetElement]) -> f64 {
@@ -48,47 +39,11 @@ fn unban_run(dp: &mut Dataplane, els: &[SetElement]) -> f64 {
     s
 }
 
-/// Seconds of reaping calls until the kernel holds none of `n` elements
-/// that expired together, and the calls it took.
-fn expiry_run(dp: &mut Dataplane, n: usize) -> (f64, usize) {
-    let at = parapet_dataplane::monotonic_ns() + 300_000_000;
-    dp.set_add(0, &addresses(n, at)).unwrap();
-    while parapet_dataplane::monotonic_ns() <= at {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let (mut busy, mut calls) = (Duration::ZERO, 0);
-    // bounded: every call frees up to REAP_BUDGET entries
-    for _ in 0..(n / REAP_BUDGET + 2) {
-        let t = Instant::now();
-        let gone = dp.reap_sets(REAP_BUDGET).unwrap();
-        busy += t.elapsed();
-        calls += 1;
-        if gone == 0 || dp.set_len(0).unwrap() == 0 {
-            break;
-        }
-    }
-    assert_eq!(dp.set_kernel_entries(0).unwrap().len(), 0, "all reaped");
-    (busy.as_secs_f64(), calls)
-}
-
 fn main() {
-    let mut args = std::env::args().skip(1).filter(|a| a != "--bench");
-    let n: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(100_000);
-    let runs: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(5);
-    let mut dp = match Dataplane::load_sized(
-        &LoadOptions::default(),
-        &SetSizing {
-            lpm_entries: (2 * n).max(1024) as u32,
-            tuple_entries: 1024,
-        },
-    ) {
-        Ok(dp) => dp,
-        Err(e) => {
-            eprintln!("skipped: cannot load the BPF dataplane ({e}); run as root");
-            return;
-        }
+    let (n, runs) = ban_runs::n_and_runs(100_000, 5);
+    let Some(mut dp) = set_bench::dataplane_with_set(n) else {
+        return;
     };
-    dp.create_set(0, &[SetDim::Ipv4Addr]).unwrap();
     let els = addresses(n, parapet_dataplane::monotonic_ns() + 3_600_000_000_000);
     let (mut unban, mut expiry, mut calls) = ([vec![], vec![]], [vec![], vec![]], 0);
     for r in 0..2 * runs {

@@ -8,40 +8,22 @@
 //! addresses; runs alternate one-by-one and batched. Prints the median
 //! (min–max) addresses per second of each.
 
-use parapet_dataplane::{Dataplane, LoadOptions, SetDim, SetElement, SetSizing};
+#[path = "common/ban_runs.rs"]
+#[allow(dead_code)]
+mod ban_runs;
+#[path = "common/set_bench.rs"]
+#[allow(dead_code)]
+mod set_bench;
+
+use ban_runs::median;
 use std::time::Instant;
 
-fn median(mut v: Vec<f64>) -> (f64, f64, f64) {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    (v[v.len() / 2], v[0], v[v.len() - 1])
-}
-
 fn main() {
-    let mut args = std::env::args().skip(1).filter(|a| a != "--bench");
-    let n: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(200_000);
-    let runs: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(7);
-    let mut dp = match Dataplane::load_sized(
-        &LoadOptions::default(),
-        &SetSizing {
-            lpm_entries: (2 * n).max(1024) as u32,
-            tuple_entries: 1024,
-        },
-    ) {
-        Ok(dp) => dp,
-        Err(e) => {
-            eprintln!("skipped: cannot load the BPF dataplane ({e}); run as root");
-            return;
-        }
+    let (n, runs) = ban_runs::n_and_runs(200_000, 7);
+    let Some(mut dp) = set_bench::dataplane_with_set(n) else {
+        return;
     };
-    dp.create_set(0, &[SetDim::Ipv4Addr]).unwrap();
-    let expires = parapet_dataplane::monotonic_ns() + 3_600_000_000_000;
-    let els: Vec<SetElement> = (0..n as u32)
-        .map(|i| {
-            let mut e = SetElement::exact(&[u128::from(0x0a00_0000 | (i & 0x00ff_ffff))]);
-            e.expires_ns = expires;
-            e
-        })
-        .collect();
+    let els = set_bench::addresses(n, parapet_dataplane::monotonic_ns() + 3_600_000_000_000);
     let (mut single, mut batched) = (Vec::new(), Vec::new());
     for r in 0..2 * runs {
         let batch = r % 2 == 1;

@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::daemon::{ok, parapet, parapetd, stat_counters, stats};
+use common::daemon::{ok, parapet, parapetd, start_parapetd_in, stat_counters, stats};
 use common::{host, in_netns, require_root, testbed, Bed, B_ADDR};
 use parapet_model::{
     Action, Dir, Field, IfName, IntervalSet, LinearEngine, Matches, Packet, Rule, Ruleset,
@@ -20,7 +20,7 @@ use parapet_model::{
 use std::collections::{BTreeSet, HashMap};
 use std::net::{Ipv4Addr, SocketAddrV4, TcpListener, UdpSocket};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 /// Peer addresses the packets come from (the first is the bed's own).
@@ -242,35 +242,7 @@ fn attach(sock: &Path, iface: &str, hook: &str, daemon: &mut std::process::Child
 
 /// Starts parapetd in namespace `ns` and waits for its socket.
 fn start_daemon(ns: &str, exe: &Path, sock: &Path, state: &Path, log: &Path) -> Child {
-    let _ = std::fs::remove_file(sock);
-    let err = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(log)
-        .unwrap();
-    let child = Command::new("ip")
-        .args(["netns", "exec", ns])
-        .arg(exe)
-        .arg("--socket")
-        .arg(sock)
-        .arg("--state-dir")
-        .arg(state)
-        .args(["--no-fsync", "--max-rules", "300"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(err)
-        .spawn()
-        .unwrap();
-    let t0 = Instant::now();
-    while !parapet(sock, &["stats", "--json"]).status.success() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(30),
-            "parapetd did not come up: {}",
-            std::fs::read_to_string(log).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    child
+    start_parapetd_in(ns, exe, sock, state, log, &["--max-rules", "300"])
 }
 
 /// Sends every flow `rounds` times and returns how many of each arrived.

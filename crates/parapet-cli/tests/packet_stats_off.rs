@@ -7,11 +7,11 @@
 
 mod common;
 
-use common::daemon::{ok, parapet, parapetd, stat_counters, stats};
+use common::daemon::{ok, parapet, parapetd, start_parapetd_in, stat_counters, stats};
 use common::{in_netns, require_root, testbed, Bed, B_ADDR};
 use std::net::{Ipv4Addr, UdpSocket};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 /// Rule 1 drops datagrams to `DROPPED`, rule 2 accepts those to `PASSED`
@@ -78,32 +78,8 @@ impl Drop for Daemon {
 
 /// Starts `parapetd --no-packet-stats` in namespace `ns`; waits for its socket.
 fn start_daemon(ns: &str, exe: &Path, sock: &Path, state: &Path, log: &Path) -> Daemon {
-    let err = std::fs::File::create(log).unwrap();
-    let child = Command::new("ip")
-        .args(["netns", "exec", ns])
-        .arg(exe)
-        .arg("--socket")
-        .arg(sock)
-        .arg("--state-dir")
-        .arg(state)
-        .args(["--no-fsync", "--max-rules", "16", "--no-hook-images"])
-        .arg("--no-packet-stats")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(err)
-        .spawn()
-        .unwrap();
-    let daemon = Daemon(child);
-    let t0 = Instant::now();
-    while !parapet(sock, &["stats", "--json"]).status.success() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(120),
-            "parapetd did not come up: {}",
-            std::fs::read_to_string(log).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    daemon
+    let flags = ["--max-rules", "16", "--no-hook-images", "--no-packet-stats"];
+    Daemon(start_parapetd_in(ns, exe, sock, state, log, &flags))
 }
 
 #[test]

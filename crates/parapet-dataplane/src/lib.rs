@@ -59,6 +59,7 @@ pub mod pin;
 mod recent;
 mod reject_queue;
 pub mod ruleset;
+mod set_expiry;
 mod set_maps;
 pub mod set_mirror;
 mod slots;

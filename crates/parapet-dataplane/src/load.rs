@@ -144,6 +144,10 @@ pub struct Dataplane {
     /// Whether set entries are written with `BPF_MAP_UPDATE_BATCH`
     /// (`set_maps.rs`); off only to measure one update per entry.
     pub(crate) batch_writes: bool,
+    /// Whether reaping finds expired elements by scanning every element
+    /// of a set rather than by its expiry index (`set_expiry.rs`); on only
+    /// to measure what the index saves.
+    pub(crate) reap_by_scan: bool,
     /// User-space mirrors of the sets, by id.
     pub(crate) sets: HashMap<u32, SetState>,
     /// The reference table that goes live with the next swap.
@@ -373,6 +377,7 @@ impl Dataplane {
             set_lpm,
             set_tuple,
             batch_writes: true,
+            reap_by_scan: false,
             sets: HashMap::new(),
             staged_refs: vec![RawSetRef::default(); MAX_SET_REFS as usize],
             live_refs: vec![RawSetRef::default(); MAX_SET_REFS as usize],

@@ -7,7 +7,9 @@
 //! filled with the survivors only. The mirror and the kernel's maps (read
 //! back) of A, B and C must be equal. A second test deletes an entry
 //! behind the mirror's back (through the pinned map): a batch must go on
-//! past it.
+//! past it. A third reaps sets holding expired elements, through the
+//! expiry index and by the scan it replaced: both must leave the maps as
+//! deleting the expired elements does.
 
 mod common;
 
@@ -154,6 +156,68 @@ fn batched_deletes_leave_the_maps_as_single_deletes_do() {
     }
     // nothing left behind in either map
     assert!(dp.set_kernel_entries(0).is_err(), "sets destroyed");
+}
+
+/// Random elements, about half of them expired already (overlapping the
+/// live ones), go into set A (reaped through the expiry index) and set B
+/// (reaped by a scan), in small budgets; set C loses the expired ones by
+/// `set_del`: the three must be equal.
+fn reap_round(dp: &mut Dataplane, seed: u64, dims: &[SetDim]) {
+    let mut rng = Rng::new(0x4ea9 + seed);
+    let n = 40 + rng.below(300) as usize;
+    let mut els = random_elements(&mut rng, n, dims.len() == 2);
+    let past = monotonic_ns() - 1;
+    for el in els.iter_mut() {
+        if rng.chance(50) {
+            el.expires_ns = past - rng.below(1000);
+        }
+    }
+    // an element added twice keeps its last expiry: the model too
+    let mut seen = std::collections::HashSet::new();
+    els.reverse();
+    els.retain(|e| seen.insert(e.ranges.clone()));
+    let expired: Vec<SetElement> = els
+        .iter()
+        .filter(|e| e.expires_ns != 0 && e.expires_ns <= past)
+        .cloned()
+        .collect();
+    let what = format!("seed {seed}, {} dimension(s)", dims.len());
+    let (a, b, c) = (3, 4, 5);
+    // (added in full, so that a concatenation's shapes are numbered as
+    // in A and B, then the expired ones deleted)
+    dp.create_set(c, dims).unwrap();
+    dp.set_add(c, &els).unwrap();
+    dp.set_del(c, &expired).unwrap();
+    for (id, by_scan) in [(a, false), (b, true)] {
+        dp.create_set(id, dims).unwrap();
+        dp.set_add(id, &els).unwrap();
+        dp.set_reap_by_scan(by_scan);
+        // bounded: every call frees up to 7 elements of the set
+        for _ in 0..=n / 7 + 1 {
+            if dp.reap_sets(7).unwrap() == 0 {
+                break;
+            }
+        }
+        same(
+            &state(dp, id),
+            &state(dp, c),
+            &format!("{what}: reaped (by scan: {by_scan}) vs deleted"),
+        );
+    }
+    dp.set_reap_by_scan(false);
+    for id in [a, b, c] {
+        dp.destroy_set(id).unwrap();
+    }
+}
+
+#[test]
+#[ignore = "needs root"]
+fn reaping_leaves_the_maps_as_deleting_the_expired_elements_does() {
+    let mut dp = load_dataplane("sets_reap", &LoadOptions::default());
+    for seed in 0..4 {
+        reap_round(&mut dp, seed, &[SetDim::Ipv4Addr]);
+        reap_round(&mut dp, seed, &[SetDim::Ipv4Addr, SetDim::Port]);
+    }
 }
 
 /// A pin directory on bpffs, removed when dropped.
