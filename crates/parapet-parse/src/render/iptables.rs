@@ -516,6 +516,9 @@ fn write_recent(out: &mut String, rc: &Recent, family: Family) {
     if rc.hitcount != 0 {
         let _ = write!(out, " --hitcount {}", rc.hitcount);
     }
+    if rc.rttl {
+        out.push_str(" --rttl");
+    }
     let mask = match family {
         Family::V4 => std::net::Ipv4Addr::from(rc.mask_v4).to_string(),
         Family::V6 => {
