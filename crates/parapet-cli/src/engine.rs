@@ -129,7 +129,7 @@ impl<'a> ChainClassifier<'a> {
         // A time window with another stateful condition in one rule is
         // not compiled (docs/syntax.md, "Time conditions"), nor are address
         // and packet types (no key word yet): `auto` picks the linear
-        // engine for them.
+        // engine for them, and for the socket owner (no key word yet).
         let timed = args.engine == "auto"
             && rs.rules().any(|r| {
                 r.time_with_another_condition()
@@ -138,6 +138,8 @@ impl<'a> ChainClassifier<'a> {
                         Field::DstType,
                         Field::PktType,
                         Field::CtOrigSrcPort,
+                        Field::SkUid,
+                        Field::SkGid,
                     ]
                     .iter()
                     .any(|&f| r.all_matches().get(f).is_some())

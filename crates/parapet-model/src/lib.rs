@@ -46,6 +46,7 @@ pub mod mac;
 mod masked;
 mod netbase;
 mod nft_bucket;
+pub mod owner;
 mod packet;
 mod policy;
 mod proto;
