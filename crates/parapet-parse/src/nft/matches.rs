@@ -818,7 +818,7 @@ impl RuleParser<'_> {
 
     /// The tokens between `{` (at the cursor) and its `}`, which is
     /// consumed too.
-    fn braced(&mut self, what: &str) -> Res<Vec<Token>> {
+    pub(super) fn braced(&mut self, what: &str) -> Res<Vec<Token>> {
         self.i += 1;
         let start = self.i;
         let mut depth = 1;
@@ -838,7 +838,7 @@ impl RuleParser<'_> {
 
     /// The rule becomes one model rule per element (a verdict map, or an
     /// anonymous concatenated set): one such construct per rule.
-    fn alternatives(&mut self, entries: Vec<VmapEntry>) -> Res<()> {
+    pub(super) fn alternatives(&mut self, entries: Vec<VmapEntry>) -> Res<()> {
         if self.vmap.is_some() {
             return self.fail(
                 "a second verdict map or anonymous concatenated set in one rule is not supported",

@@ -786,6 +786,9 @@ impl Parser {
             if let Some(a) = e.action {
                 r.action = a;
             }
+            if let Some(l) = e.limit {
+                r.limit = Some(l);
+            }
             if let Some(j) = e.jump {
                 jumps.push(j);
             }
