@@ -36,8 +36,9 @@ pub fn recent_cmd(
             .map(|s| s.to_string())
             .collect();
         println!(
-            "src={} ttl: 0 last_seen: {} oldest_pkt: {} {}",
+            "src={} ttl: {} last_seen: {} oldest_pkt: {} {}",
             e["src"].as_str().unwrap_or(""),
+            e["ttl"].as_u64().unwrap_or(0),
             e["last_seen"],
             e["oldest_pkt"],
             stamps.join(", ")

@@ -245,7 +245,8 @@ fn recent_row(rule_id: u32, r: &Recent) -> [u32; image::stateful::ROW_WORDS] {
     let flags = r.command.code() << st::RECENT_CMD_SHIFT
         | if r.rdest { st::F_RDEST } else { 0 }
         | if r.invert { st::F_INVERT } else { 0 }
-        | if r.reap { st::F_REAP } else { 0 };
+        | if r.reap { st::F_REAP } else { 0 }
+        | if r.rttl { st::F_RTTL } else { 0 };
     [
         rule_id,
         st::RECENT | flags,

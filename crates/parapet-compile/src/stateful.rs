@@ -5,9 +5,9 @@
 
 use parapet_image::{hw, stateful as st, Image, KeyWords};
 use parapet_model::{
-    hashlimit_key, hashlimit_step, masked, Bucket, Clock, DynsetCheck, DynsetOp, DynsetTables,
-    ElementLimit, Family, HashlimitBucket, HashlimitKey, NftBucket, Quota, RecentCheck,
-    RecentCommand, RecentTables, TimeWindow, XtBucket,
+    hashlimit_key, hashlimit_step, masked, recent_seen_ttl, Bucket, Clock, DynsetCheck, DynsetOp,
+    DynsetTables, ElementLimit, Family, HashlimitBucket, HashlimitKey, NftBucket, Quota,
+    RecentCheck, RecentCommand, RecentTables, TimeWindow, XtBucket,
 };
 use std::collections::HashMap;
 
@@ -107,8 +107,10 @@ impl ImageState {
                     seconds: r[3],
                     hitcount: r[4] & 0xff,
                     reap: r[1] & st::F_REAP != 0,
+                    rttl: r[1] & st::F_RTTL != 0,
                 };
-                // Field ids 0 (family), 1 (source), 2 (destination).
+                // Field ids 0 (family), 1 (source), 2 (destination), 8
+                // and 9 (input and output interface), 12 (TTL).
                 let family = match key.value(0) {
                     4 => Family::V4,
                     6 => Family::V6,
@@ -116,7 +118,9 @@ impl ImageState {
                 };
                 let addr = key.value(if r[1] & st::F_RDEST != 0 { 2 } else { 1 });
                 let k = masked(family, addr, r[5], (r[4] >> 8) as u8);
-                self.recent.check(&c, k, now.jiffies(), now.hz)
+                let forwarded = key.value(8) != 0 && key.value(9) != 0;
+                let ttl = recent_seen_ttl(key.value(12) as u8, forwarded);
+                self.recent.check(&c, k, ttl, now.jiffies(), now.hz)
             }
             st::HASHLIMIT => {
                 // Field ids 0 (family), 1/2 (addresses), 4/5 (ports).

@@ -1,8 +1,8 @@
-//! Fields the packet key has no word for yet (the conntrack entry's
-//! original source port, `--ctorigsrcport`) or no hook fills yet (the
-//! address types): compiling a rule on one is refused with the rule and
-//! the field named, never built as if every packet matched it. The packet
-//! type, which every hook fills, compiles.
+//! Fields the packet key has no word for yet (the socket owner, `-m
+//! owner`; the conntrack entry's original source port, `--ctorigsrcport`)
+//! or no hook fills yet (the address types): compiling a rule on one is
+//! refused with the rule and the field named, never built as if every
+//! packet matched it. The packet type, which every hook fills, compiles.
 
 mod common;
 
@@ -102,5 +102,24 @@ fn the_packet_type_compiles_in_every_engine() {
             let k = KeyWords::from_bits(&p, &[]);
             assert_eq!(c.walker().decide(&k), d, "{name} image walk: {p}");
         }
+    }
+}
+
+#[test]
+fn the_socket_owner_is_refused_by_the_compiler() {
+    for f in [Field::SkUid, Field::SkGid] {
+        let mut m = Matches::any();
+        m.constrain(f, owner::xt_ids(1000, 1000, false));
+        let rs = parapet_gen::one_chain(
+            vec![Rule::new(1, m, Action::Verdict(Verdict::Drop))],
+            Verdict::Accept,
+        );
+        let list = flatten(&rs, rs.select_chain(None).unwrap()).unwrap();
+        let e = compile(&list, &CompileOptions::default()).unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.contains("rule 1") && msg.contains("socket owner"),
+            "{msg}"
+        );
     }
 }

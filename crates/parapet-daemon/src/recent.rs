@@ -45,6 +45,7 @@ impl State {
                     .map(|a| {
                         json!({
                             "src": a.addr.to_string(),
+                            "ttl": a.ttl,
                             "last_seen": a.last_seen,
                             "oldest_pkt": a.index,
                             "stamps": a.stamps,

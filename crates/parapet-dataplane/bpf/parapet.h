@@ -14,7 +14,7 @@
 
 #include <linux/types.h>
 
-#define PARAPET_ABI_VERSION 8
+#define PARAPET_ABI_VERSION 9
 
 /* ---- parsed packet key ------------------------------------------------- */
 

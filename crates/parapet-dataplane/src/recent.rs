@@ -28,9 +28,11 @@ struct RecentValue {
     stamps: [u64; RECENT_STAMPS],
     index: u32,
     nstamps: u32,
+    ttl: u32,
+    reserved: u32,
 }
 
-// SAFETY: plain `repr(C)` integers with no padding (24 and 2056 bytes), as
+// SAFETY: plain `repr(C)` integers with no padding (24 and 2064 bytes), as
 // the BPF program lays them out.
 unsafe impl aya::Pod for RecentKey {}
 // SAFETY: as above.
@@ -45,6 +47,9 @@ pub struct RecentAddress {
     pub last_seen: u64,
     /// Where the next stamp goes (`oldest_pkt` in `/proc`).
     pub index: u32,
+    /// The TTL recorded with the newest `--set`/`--update` (`ttl:` in
+    /// `/proc`; 0 for an address added by hand).
+    pub ttl: u8,
     /// Jiffies of the hits kept, in ring order.
     pub stamps: Vec<u64>,
 }
@@ -101,6 +106,7 @@ impl Dataplane {
                 addr,
                 last_seen: v.stamps[newest],
                 index: v.index,
+                ttl: v.ttl as u8,
                 stamps: v.stamps[..n].to_vec(),
             });
         }
@@ -127,6 +133,8 @@ impl Dataplane {
                     stamps: [0; RECENT_STAMPS],
                     index: 1,
                     nstamps: 1,
+                    ttl: 0,
+                    reserved: 0,
                 };
                 v.stamps[0] = now;
                 (v, true)

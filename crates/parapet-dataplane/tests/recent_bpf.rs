@@ -1,7 +1,8 @@
 //! `-m recent` in the BPF walker (BPF_PROG_TEST_RUN on the real program):
 //! on the test clock, a timed random sequence of packets from a few
 //! addresses (some sharing a /24 or a /64, so `--mask` matters) over rules
-//! using every command (and a `--hitcount` above 32), with `--seconds` windows the clock crosses, gives
+//! using every command (and a `--hitcount` above 32, and `--rttl` with
+//! two TTLs), with `--seconds` windows the clock crosses, gives
 //! packet by packet what the Rust walker and the linear engine (the
 //! specification, itself checked against iptables-legacy by
 //! `parapet-parse/tests/recent_kernel.rs`) give; the SSH brute-force pair
@@ -43,6 +44,8 @@ fn rules(tag: &str, v6: bool) -> String {
 -A INPUT -p udp -m udp --dport 7 -m recent --rcheck --seconds 2 --hitcount 2 --name C{tag} --mask {mask} -j DROP
 -A INPUT -p udp -m udp --dport 8 -m recent --set --name D{tag} --mask {zero}
 -A INPUT -p udp -m udp --dport 8 -m recent --update --hitcount 40 --name D{tag} --mask {zero} -j DROP
+-A INPUT -p udp -m udp --dport 9 -m recent --rcheck --rttl --name A{tag} -j DROP
+-A INPUT -p udp -m udp --dport 10 -m recent --update --hitcount 2 --rttl --name C{tag} --mask {mask} -j DROP
 COMMIT
 "
     )
@@ -51,14 +54,17 @@ COMMIT
 fn packet(v6: bool, rng: &mut Rng) -> Packet {
     let fam = if v6 { Family::V6 } else { Family::V4 };
     let (s, d) = (rng.below(3), rng.below(3));
-    wire_packet(Packet::new(
+    let mut p = Packet::new(
         fam,
         addr(v6, s),
         addr(v6, d),
         17,
         1000,
-        1 + rng.below(8) as u16,
-    ))
+        1 + rng.below(10) as u16,
+    );
+    // two TTLs, so --rttl finds and misses
+    p.ttl = 63 + rng.below(2) as u8;
+    wire_packet(p)
 }
 
 #[test]

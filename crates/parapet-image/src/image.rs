@@ -187,7 +187,7 @@ fn validate(w: &[u32]) -> Result<(), ImageError> {
             crate::stateful::RECENT
                 // hitcount: any byte (≤ RECENT_MAX_HITCOUNT); the IPv6
                 // prefix ≤ 128
-                if row[1] >> 13 == 0 && row[4] >> 8 <= 128 => {}
+                if row[1] >> 14 == 0 && row[4] >> 8 <= 128 => {}
             crate::stateful::HASHLIMIT
                 if row[1] & 0xe000 == 0
                     && (row[1] >> 16) & 0xff <= 128

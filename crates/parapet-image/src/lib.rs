@@ -22,7 +22,7 @@ pub use key::{u128_at, KeyWords, KEY_OFF, KEY_SETS, KEY_WIDE};
 /// `PRPT` read as a little-endian `u32`.
 pub const MAGIC: u32 = 0x5450_5250;
 /// The format version this crate writes and reads.
-pub const VERSION: u32 = 6;
+pub const VERSION: u32 = 7;
 /// Words in the header.
 pub const HEADER_WORDS: usize = 32;
 /// Words per tree node.
@@ -111,7 +111,8 @@ pub mod kind {
 /// - [`stateful::RECENT`] (`xt_recent.c`, image version 2): flag bits 8..9
 ///   the command ([`stateful::RECENT_CMD_SHIFT`]: 0 `--set`, 1 `--rcheck`,
 ///   2 `--update`, 3 `--remove`), [`stateful::F_RDEST`],
-///   [`stateful::F_INVERT`], [`stateful::F_REAP`]; `p0` = the table id
+///   [`stateful::F_INVERT`], [`stateful::F_REAP`], [`stateful::F_RTTL`]
+///   (image version 7); `p0` = the table id
 ///   (FNV-1a of `--name`), `p1` = `--seconds`, `p2` = `--hitcount` (bits
 ///   0..7) | the IPv6 mask's prefix length << 8, `p3` = the IPv4
 ///   mask.
@@ -168,6 +169,8 @@ pub mod stateful {
     pub const F_INVERT: u32 = 0x800;
     /// Recent row flag: `--reap`.
     pub const F_REAP: u32 = 0x1000;
+    /// Recent row flag: `--rttl` (image version 7).
+    pub const F_RTTL: u32 = 0x2000;
     /// The largest `--hitcount` a recent row holds (the kernel's).
     pub const RECENT_MAX_HITCOUNT: u32 = 255;
     /// Row kind: iptables `-m hashlimit` (image version 3).

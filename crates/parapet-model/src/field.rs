@@ -84,6 +84,14 @@ pub enum Field {
     /// Ethernet header the hook can read, 0 when it has none (xt_mac and
     /// nft's link-layer payload then match nothing, negated or not).
     MacSrc,
+    /// The owner uid of the packet's socket (`-m owner --uid-owner`,
+    /// `--socket-exists`, nft `meta skuid`), packed with whether there is
+    /// one ([`crate::owner`]). Not in the packet key yet: only the linear
+    /// engine evaluates it (the compiled engines refuse it).
+    SkUid,
+    /// The owner gid of the packet's socket (`--gid-owner`, `meta skgid`),
+    /// packed as [`Field::SkUid`].
+    SkGid,
     /// Membership of the packet's key in the ruleset's set reference `n`
     /// ([`crate::SetRef`]): 1 when the set holds it.
     Set(u16),
@@ -136,7 +144,7 @@ impl Field {
             Field::Dscp | Field::CtStatus => 6,
             Field::SrcType | Field::DstType => 4,
             Field::PktType => 3,
-            Field::Length | Field::Mark | Field::CtMark => 32,
+            Field::Length | Field::Mark | Field::CtMark | Field::SkUid | Field::SkGid => 32,
             Field::Fragment | Field::Set(_) => 1,
             Field::MacSrc => 49,
         }
@@ -175,6 +183,8 @@ impl Field {
             Field::Mark => "mark".into(),
             Field::CtMark => "ctmark".into(),
             Field::MacSrc => "macsrc".into(),
+            Field::SkUid => "skuid".into(),
+            Field::SkGid => "skgid".into(),
             Field::Set(n) => format!("set{n}"),
         }
     }

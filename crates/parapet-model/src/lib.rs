@@ -46,6 +46,7 @@ pub mod mac;
 mod masked;
 mod netbase;
 mod nft_bucket;
+pub mod owner;
 mod packet;
 mod policy;
 mod proto;
@@ -94,9 +95,9 @@ pub use proto::{protocol_name, protocol_number, service_port, PROTOCOLS, SERVICE
 pub use quota::Quota;
 pub use reach::{Settle, Stop, Walker};
 pub use recent::{
-    masked, table_id, Recent, RecentCheck, RecentCommand, RecentEntry, RecentTable, RecentTables,
-    DEFAULT_NAME as RECENT_DEFAULT_NAME, IP_LIST_TOT, MAX_HITCOUNT as RECENT_MAX_HITCOUNT,
-    STAMPS as RECENT_STAMPS,
+    masked, seen_ttl as recent_seen_ttl, table_id, Recent, RecentCheck, RecentCommand, RecentEntry,
+    RecentTable, RecentTables, DEFAULT_NAME as RECENT_DEFAULT_NAME, IP_LIST_TOT,
+    MAX_HITCOUNT as RECENT_MAX_HITCOUNT, STAMPS as RECENT_STAMPS,
 };
 pub use region::{Budget, Cube, OverBudget, Region, Space};
 pub use rule::transport_header_field;

@@ -74,6 +74,11 @@ pub struct Packet {
     /// The Ethernet source address, when the hook sees an Ethernet header
     /// ([`Field::MacSrc`]); `None` (the default) matches no MAC rule.
     pub mac_src: Option<u64>,
+    /// The socket's owner uid, packed ([`crate::owner`]: 0 no socket, 1
+    /// no file, uid + 2); 0 by default.
+    pub sk_uid: u32,
+    /// The socket's owner gid, packed as `sk_uid`.
+    pub sk_gid: u32,
 }
 
 impl Packet {
@@ -110,6 +115,8 @@ impl Packet {
             mark: 0,
             ct_mark: 0,
             mac_src: None,
+            sk_uid: 0,
+            sk_gid: 0,
         }
     }
 
@@ -148,6 +155,8 @@ impl Packet {
             Field::Mark => self.mark as u128,
             Field::CtMark => self.ct_mark as u128,
             Field::MacSrc => crate::mac::key_value(self.mac_src),
+            Field::SkUid => self.sk_uid as u128,
+            Field::SkGid => self.sk_gid as u128,
             Field::Set(_) => panic!("set membership is not a header field"),
         }
     }
@@ -317,6 +326,22 @@ impl FromStr for Packet {
                         })?;
                     }
                     p.ct_status = bits;
+                }
+                "skuid" | "skgid" => {
+                    let v = match need("expected an owner id or nofile")? {
+                        "nofile" => crate::owner::NO_FILE as u32,
+                        n => n
+                            .parse::<u32>()
+                            .ok()
+                            .filter(|id| *id <= crate::owner::MAX_ID)
+                            .map(|id| crate::owner::key_value(id) as u32)
+                            .ok_or_else(|| err(i + 1, "expected an owner id or nofile"))?,
+                    };
+                    if key == "skuid" {
+                        p.sk_uid = v
+                    } else {
+                        p.sk_gid = v
+                    }
                 }
                 "ctorigdport" => {
                     p.ct_orig_dport = need("expected a port")?
@@ -524,6 +549,13 @@ impl fmt::Display for Packet {
         }
         if let Some(m) = self.mac_src {
             write!(f, " macsrc {}", crate::mac::format(m))?;
+        }
+        for (name, v) in [("skuid", self.sk_uid), ("skgid", self.sk_gid)] {
+            match v {
+                0 => {}
+                1 => write!(f, " {name} nofile")?,
+                id => write!(f, " {name} {}", id - 2)?,
+            }
         }
         write!(f, " len {}", self.len)
     }

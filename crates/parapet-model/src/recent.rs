@@ -14,7 +14,9 @@
 //!
 //! `recent_mt`, step by step (`ret` starts as the rule's `!`):
 //! - the address (source, or destination with `--rdest`) is masked with
-//!   `--mask` and looked up;
+//!   `--mask` and looked up; with `--rttl`, an entry whose recorded TTL is
+//!   neither the packet's (as [`seen_ttl`] says) nor 0 is not found (a
+//!   packet TTL of 0 finds any);
 //! - not found: `--set` adds it (one time stamp) and the answer flips;
 //!   every other command answers `ret` unchanged;
 //! - found: `--set` flips the answer; `--remove` deletes the entry and
@@ -26,7 +28,9 @@
 //!   updated);
 //! - `--set`, and `--update` when the final answer is true (so `!
 //!   --update` refreshes on a miss, as the kernel's does), record a new
-//!   time stamp and make the entry the most recently used.
+//!   time stamp and the packet's TTL, and make the entry the most recently
+//!   used. A new entry records the packet's TTL too (`+ADDR` written by
+//!   hand records 0, which any `--rttl` finds).
 
 use crate::field::Family;
 use crate::packet::Packet;
@@ -103,6 +107,9 @@ pub struct Recent {
     pub hitcount: u32,
     /// `--reap`.
     pub reap: bool,
+    /// `--rttl`: the entry must have been recorded with the packet's TTL.
+    #[serde(default)]
+    pub rttl: bool,
     /// `--mask` of an IPv4 rule (all ones by default).
     pub mask_v4: u32,
     /// `--mask` of an IPv6 rule, as a prefix length (128 by default;
@@ -121,6 +128,7 @@ impl Recent {
             seconds: 0,
             hitcount: 0,
             reap: false,
+            rttl: false,
             mask_v4: u32::MAX,
             mask_v6: 128,
         }
@@ -141,6 +149,7 @@ impl Recent {
             seconds: self.seconds,
             hitcount: self.hitcount,
             reap: self.reap,
+            rttl: self.rttl,
         }
     }
 
@@ -187,6 +196,18 @@ pub struct RecentCheck {
     pub hitcount: u32,
     /// `--reap`.
     pub reap: bool,
+    /// `--rttl`.
+    pub rttl: bool,
+}
+
+/// The TTL `recent_mt` compares and records for `pkt`: the IPv4 TTL or
+/// IPv6 hop limit, plus one (modulo 256) for a forwarded packet — one with
+/// both an input and an output interface, which the kernel sees after the
+/// router decremented it ("use TTL as seen before forwarding"). A packet
+/// this host sends (no input interface) counts as having its socket, as
+/// the kernel's does when `skb->sk` is set.
+pub fn seen_ttl(ttl: u8, forwarded: bool) -> u8 {
+    ttl.wrapping_add(u8::from(forwarded))
 }
 
 /// One address's entry: a ring of time stamps, as `struct recent_entry`.
@@ -198,6 +219,9 @@ pub struct RecentEntry {
     pub index: u32,
     /// Valid stamps.
     pub nstamps: u32,
+    /// The TTL recorded with the newest `--set`/`--update` (0 for an
+    /// address added by hand: any `--rttl` finds it).
+    pub ttl: u8,
     /// Least-recently-used order: larger is more recent.
     used: u64,
 }
@@ -236,7 +260,7 @@ impl RecentTable {
 
     /// `recent_entry_init`: a new entry seen `now`, evicting the least
     /// recently used one when the table is full.
-    pub fn add(&mut self, key: (u8, u128), now: u64) {
+    pub fn add(&mut self, key: (u8, u128), now: u64, ttl: u8) {
         if self.entries.len() >= IP_LIST_TOT {
             if let Some(old) = self.oldest() {
                 self.entries.remove(&old);
@@ -251,6 +275,7 @@ impl RecentTable {
                 stamps,
                 index: 1,
                 nstamps: 1,
+                ttl,
                 used: self.seq,
             },
         );
@@ -273,7 +298,7 @@ impl RecentTable {
         if self.entries.contains_key(&key) {
             self.touch(key, now);
         } else {
-            self.add(key, now);
+            self.add(key, now, 0);
         }
     }
 
@@ -287,15 +312,19 @@ impl RecentTable {
         self.entries.clear();
     }
 
-    /// `recent_mt` for a packet whose masked address is `key`, at jiffy
-    /// `now` on a kernel of `hz`.
-    pub fn check(&mut self, c: &RecentCheck, key: (u8, u128), now: u64, hz: u32) -> bool {
+    /// `recent_mt` for a packet whose masked address is `key` and whose
+    /// TTL is `ttl` ([`seen_ttl`]), at jiffy `now` on a kernel of `hz`.
+    pub fn check(&mut self, c: &RecentCheck, key: (u8, u128), ttl: u8, now: u64, hz: u32) -> bool {
         let mut ret = c.invert;
-        let Some(e) = self.entries.get(&key) else {
+        let found = self
+            .entries
+            .get(&key)
+            .filter(|e| !c.rttl || ttl == 0 || e.ttl == 0 || e.ttl == ttl);
+        let Some(e) = found else {
             if c.command != RecentCommand::Set {
                 return ret;
             }
-            self.add(key, now);
+            self.add(key, now, ttl);
             return !ret;
         };
         match c.command {
@@ -330,6 +359,9 @@ impl RecentTable {
         }
         if c.command == RecentCommand::Set || (c.command == RecentCommand::Update && ret) {
             self.touch(key, now);
+            if let Some(e) = self.entries.get_mut(&key) {
+                e.ttl = ttl;
+            }
         }
         ret
     }
@@ -353,8 +385,8 @@ impl RecentTables {
     }
 
     /// `recent_mt` on table `c.table`.
-    pub fn check(&mut self, c: &RecentCheck, key: (u8, u128), now: u64, hz: u32) -> bool {
-        self.table(c.table).check(c, key, now, hz)
+    pub fn check(&mut self, c: &RecentCheck, key: (u8, u128), ttl: u8, now: u64, hz: u32) -> bool {
+        self.table(c.table).check(c, key, ttl, now, hz)
     }
 }
 
@@ -364,7 +396,7 @@ mod tests {
 
     fn run(r: &Recent, t: &mut RecentTables, src: u32, now: u64) -> bool {
         let p = Packet::v4(src, 1, 6, 1000, 22);
-        t.check(&r.check(), r.address(&p), now, 100)
+        t.check(&r.check(), r.address(&p), 64, now, 100)
     }
 
     #[test]
@@ -418,6 +450,33 @@ mod tests {
         let rm = Recent::new("X", RecentCommand::Remove);
         assert!(run(&rm, &mut t, 1, 2));
         assert!(!run(&rm, &mut t, 1, 3));
+    }
+
+    #[test]
+    fn rttl_finds_only_the_recorded_ttl() {
+        let set = Recent::new("R", RecentCommand::Set);
+        let mut chk = Recent::new("R", RecentCommand::Update);
+        chk.rttl = true;
+        let mut t = RecentTables::default();
+        let key = (4, 7u128);
+        assert!(t.check(&set.check(), key, 64, 0, 100));
+        assert!(!t.check(&chk.check(), key, 63, 1, 100), "another TTL");
+        assert!(t.check(&chk.check(), key, 64, 2, 100), "the recorded one");
+        assert!(
+            t.check(&chk.check(), key, 0, 3, 100),
+            "a TTL of 0 finds any"
+        );
+        // the update at TTL 0 recorded 0: now any TTL finds it
+        assert!(t.check(&chk.check(), key, 9, 4, 100));
+        // without --rttl the TTL does not matter
+        let plain = Recent::new("R", RecentCommand::Rcheck);
+        assert!(t.check(&plain.check(), key, 200, 5, 100));
+        // +ADDR by hand records 0
+        t.table(set.table_id()).write_add((4, 8), 6);
+        assert!(t.check(&chk.check(), (4, 8), 33, 7, 100));
+        assert_eq!(seen_ttl(255, true), 0);
+        assert_eq!(seen_ttl(63, true), 64);
+        assert_eq!(seen_ttl(63, false), 63);
     }
 
     #[test]

@@ -272,6 +272,12 @@ impl Space {
         if let Some(v) = get(Field::MacSrc) {
             p.mac_src = crate::mac::from_key_value(v);
         }
+        if let Some(v) = get(Field::SkUid) {
+            p.sk_uid = v as u32;
+        }
+        if let Some(v) = get(Field::SkGid) {
+            p.sk_gid = v as u32;
+        }
         Some(p)
     }
 

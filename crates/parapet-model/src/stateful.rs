@@ -36,7 +36,7 @@ use crate::hashlimit::{Hashlimit, HashlimitTables};
 pub use crate::nft_bucket::NftBucket;
 use crate::packet::Packet;
 use crate::quota::Quota;
-use crate::recent::{Recent, RecentTables};
+use crate::recent::{seen_ttl, Recent, RecentTables};
 use crate::rule::{Limit, LimitFlavor};
 use crate::time_window::TimeWindow;
 use serde::{Deserialize, Serialize};
@@ -327,8 +327,14 @@ impl Stateful for StatefulState {
 
     fn recent(&mut self, _: u32, recent: &Recent, pkt: &Packet) -> bool {
         let now = self.clock;
-        self.recent
-            .check(&recent.check(), recent.address(pkt), now.jiffies(), now.hz)
+        let forwarded = pkt.iif.0 != 0 && pkt.oif.0 != 0;
+        self.recent.check(
+            &recent.check(),
+            recent.address(pkt),
+            seen_ttl(pkt.ttl, forwarded),
+            now.jiffies(),
+            now.hz,
+        )
     }
 
     fn hashlimit(&mut self, _: u32, hashlimit: &Hashlimit, pkt: &Packet) -> bool {

@@ -35,6 +35,7 @@ mod error;
 mod iptables;
 mod mangle;
 mod nft;
+mod owner_ids;
 pub mod render;
 pub mod trace;
 

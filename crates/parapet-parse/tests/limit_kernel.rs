@@ -52,6 +52,25 @@ const NFT_OBJECT: &str = "table inet t {
 }
 ";
 
+/// `limit name KEY map`: the port picks the object (3 and 2 tokens); a
+/// port in no element breaks the rule (the next one drops it).
+const NFT_OBJECT_MAP: &str = "table inet t {
+\tlimit a {
+\t\trate 1/hour burst 3 packets
+\t}
+
+\tlimit b {
+\t\trate 1/hour burst 2 packets
+\t}
+
+\tchain input {
+\t\ttype filter hook input priority 0; policy accept;
+\t\tiifname \"lo\" limit name udp dport map { 9999 : \"a\", 9998 : \"b\" } accept
+\t\tiifname \"lo\" udp dport { 9997, 9998, 9999 } drop
+\t}
+}
+";
+
 /// Which of `n` datagrams sent to 127.0.0.1 in the namespace arrive, the
 /// i-th to port `ports[i % ports.len()]`.
 fn arrivals(ns: &Netns, n: usize, ports: &[u16]) -> Vec<bool> {
@@ -145,6 +164,7 @@ fn nft_limit_agrees_with_nft() {
         ("nft", NFT, &[9999u16][..]),
         ("nft over", NFT_OVER, &[9999][..]),
         ("nft named object", NFT_OBJECT, &[9999, 9998][..]),
+        ("nft object map", NFT_OBJECT_MAP, &[9999, 9998, 9997][..]),
     ] {
         let ns = Netns::create("limit-nft").unwrap();
         load(&ns, "nft -f", "nft", text);

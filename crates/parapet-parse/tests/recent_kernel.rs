@@ -7,7 +7,8 @@
 //! datagram by datagram, what the linear engine decides for the same
 //! sequence with its tables (`StatefulState`). Every `--seconds` window is
 //! 60 s and the sequence takes a few seconds, so it does not depend on
-//! timing; the SSH brute-force pair is its own sequence.
+//! timing; the SSH brute-force pair is its own sequence, and so is
+//! `--rttl` (datagrams sent with different TTLs).
 
 mod common;
 
@@ -44,16 +45,19 @@ COMMIT
 /// in milliseconds).
 type Send = (u8, u16, u64);
 
-fn arrivals(ns: &Netns, seq: &[Send]) -> (Vec<bool>, Vec<u64>) {
-    let seq: Vec<udp_lo::Send> = seq
+/// A [`Send`] with the TTL the datagram is sent with.
+type SendTtl = (Send, u8);
+
+fn arrivals(ns: &Netns, seq: &[SendTtl]) -> (Vec<bool>, Vec<u64>) {
+    let seq: Vec<udp_lo::SendTtl> = seq
         .iter()
-        .map(|(h, p, pause)| (Ipv4Addr::new(127, 0, 0, *h), *p, *pause))
+        .map(|((h, p, pause), ttl)| ((Ipv4Addr::new(127, 0, 0, *h), *p, *pause), *ttl))
         .collect();
-    udp_lo::arrivals(ns, &seq)
+    udp_lo::arrivals_ttl(ns, &seq)
 }
 
 /// The linear engine's fates for the same sequence at the same times.
-fn engine_fates(rs: &Ruleset, seq: &[Send], times: &[u64]) -> Vec<bool> {
+fn engine_fates(rs: &Ruleset, seq: &[SendTtl], times: &[u64]) -> Vec<bool> {
     let engine = LinearEngine::new(rs, rs.select_chain(None).unwrap()).unwrap();
     let mut state = StatefulState::new(Clock {
         ns: 1_000_000,
@@ -61,10 +65,11 @@ fn engine_fates(rs: &Ruleset, seq: &[Send], times: &[u64]) -> Vec<bool> {
     });
     seq.iter()
         .enumerate()
-        .map(|(i, (h, port, _))| {
+        .map(|(i, ((h, port, _), ttl))| {
             let src = u32::from(Ipv4Addr::new(127, 0, 0, *h));
             let mut pkt = Packet::v4(src, 0x7f00_0001, 17, 40000, *port);
             pkt.iif = IfName::new("lo").unwrap();
+            pkt.ttl = *ttl;
             state.set_ns(1_000_000 + times[i]);
             let d = engine.classify_with(&pkt, &NoSets, &mut state).unwrap();
             d.verdict == Verdict::Accept
@@ -73,6 +78,11 @@ fn engine_fates(rs: &Ruleset, seq: &[Send], times: &[u64]) -> Vec<bool> {
 }
 
 fn compare(name: &str, text: &str, seq: &[Send]) -> Vec<bool> {
+    let seq: Vec<SendTtl> = seq.iter().map(|s| (*s, 64)).collect();
+    compare_ttl(name, text, &seq)
+}
+
+fn compare_ttl(name: &str, text: &str, seq: &[SendTtl]) -> Vec<bool> {
     // One namespace per test: the tests run at once.
     let ns = Netns::create(&format!("recent-{name}")).unwrap();
     udp_lo::load(&ns, &format!("recent-{name}"), text);
@@ -163,5 +173,52 @@ fn seconds_windows_and_reap_agree_with_iptables_legacy_on_the_real_clock() {
     assert_eq!(
         kernel,
         [true, false, true, false, true, true, true, false, false, true, true, true, true, false]
+    );
+}
+
+/// `--rttl`: `--rcheck`/`--update` find an entry only when the datagram's
+/// TTL is the one the last `--set`/`--update` recorded; without `--rttl`
+/// the TTL does not matter.
+const RTTL: &str = "*filter
+:INPUT ACCEPT [0:0]
+-A INPUT -i lo -p udp -m udp --dport 9201 -m recent --set --name L --rsource
+-A INPUT -i lo -p udp -m udp --dport 9202 -m recent --rcheck --rttl --name L --rsource -j DROP
+-A INPUT -i lo -p udp -m udp --dport 9203 -m recent --update --hitcount 2 --rttl --name L --rsource -j DROP
+-A INPUT -i lo -p udp -m udp --dport 9204 -m recent --rcheck --name L --rsource -j DROP
+-A INPUT -i lo -p udp -m udp --dport 9205 -m recent ! --rcheck --rttl --name L --rsource -j DROP
+COMMIT
+";
+
+#[test]
+#[ignore = "needs root"]
+fn rttl_agrees_with_iptables_legacy() {
+    parapet_testbed::require_root();
+    let mut seq: Vec<SendTtl> = vec![
+        ((2, 9201, 0), 64), // set, recording 64
+        ((2, 9202, 0), 64), // the same TTL: dropped
+        ((2, 9202, 0), 63), // another: not found, passes
+        ((2, 9204, 0), 63), // without --rttl: dropped
+        ((2, 9205, 0), 63), // ! and not found: dropped
+        ((2, 9201, 0), 63), // set again, recording 63
+        ((2, 9202, 0), 64), // passes now
+        ((2, 9202, 0), 63), // dropped
+        ((2, 9203, 0), 63), // 2 stamps at 63: dropped, records 63
+        ((2, 9203, 0), 40), // another TTL: passes
+        ((3, 9202, 0), 64), // a second address, never set: passes
+    ];
+    // Then a fixed pseudo-random sequence over two sources, the five
+    // ports and three TTLs.
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    seq.extend((0..80).map(|_| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let ttl = [1, 63, 64][(x >> 20) as usize % 3];
+        ((2 + (x % 2) as u8, 9201 + ((x >> 8) % 5) as u16, 0), ttl)
+    }));
+    let kernel = compare_ttl("rttl", RTTL, &seq);
+    assert_eq!(
+        kernel[..11],
+        [true, false, true, false, false, true, true, false, false, true, true]
     );
 }

@@ -35,6 +35,8 @@ fn options_and_defaults() {
     assert!(r.invert && r.reap && r.rdest);
     assert_eq!((r.seconds, r.hitcount), (60, 41));
     assert_eq!((r.name.as_str(), r.mask_v4), ("SSH", 0xffff_0000));
+    assert!(!r.rttl);
+    assert!(recent("-m recent --rcheck --rttl --name T -j DROP").rttl);
     let r = load(
         &["-m recent --rcheck --mask ffff:ffff:ffff:ff00:: -j DROP"],
         Format::Ip6tablesSave,
@@ -67,7 +69,14 @@ fn the_kernels_checks_and_parapets_refusals() {
             "-m recent --rcheck --hitcount 256",
             "more than the kernel's 255",
         ),
-        ("-m recent --rcheck --rttl", "--rttl is not supported yet"),
+        (
+            "-m recent --set --rttl",
+            "--rttl only goes with --rcheck or --update, not --set",
+        ),
+        (
+            "-m recent --remove --rttl",
+            "--rttl only goes with --rcheck or --update, not --remove",
+        ),
         ("-m recent --rcheck --name a/b", "no '/'"),
         ("-m recent --set ! --name x", "'!' cannot negate --name"),
         ("--seconds 5", "--seconds needs -m recent"),
@@ -110,12 +119,14 @@ fn the_kernels_checks_and_parapets_refusals() {
 
 #[test]
 fn iptables_save_round_trip_and_no_nft_spelling() {
-    let text = "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -p tcp -m tcp --dport 22 -m recent --set --name SSH --mask 255.255.255.255 --rsource\n-A INPUT -p tcp -m tcp --dport 22 -m recent ! --update --seconds 60 --reap --hitcount 4 --name SSH --mask 255.255.255.255 --rsource -j DROP\nCOMMIT\n";
+    let text = "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -p tcp -m tcp --dport 22 -m recent --set --name SSH --mask 255.255.255.255 --rsource\n-A INPUT -p tcp -m tcp --dport 22 -m recent ! --update --seconds 60 --reap --hitcount 4 --name SSH --mask 255.255.255.255 --rsource -j DROP\n-A INPUT -p tcp -m tcp --dport 23 -m recent --rcheck --seconds 5 --reap --hitcount 2 --rttl --name SSH --mask 255.255.255.255 --rsource -j DROP\nCOMMIT\n";
     let rs = parse(text, "r.rules", Format::IptablesSave)
         .unwrap()
         .ruleset;
     let listed = render::iptables_save(&rs).unwrap();
     assert!(listed.contains("-m recent ! --update --seconds 60 --reap --hitcount 4 --name SSH --mask 255.255.255.255 --rsource -j DROP"), "{listed}");
+    // iptables-legacy-save's spelling of --rttl
+    assert!(listed.contains("-m recent --rcheck --seconds 5 --reap --hitcount 2 --rttl --name SSH --mask 255.255.255.255 --rsource -j DROP"), "{listed}");
     let again = parse(&listed, "r.rules", Format::IptablesSave)
         .unwrap()
         .ruleset;

@@ -78,6 +78,8 @@ struct parapet_recent_entry {
 	__u64 stamps[PARAPET_RECENT_STAMPS]; /* jiffies */
 	__u32 index;			      /* where the next stamp goes */
 	__u32 nstamps;			      /* valid stamps */
+	__u32 ttl;	/* recorded by --set/--update; 0 (by hand): any */
+	__u32 reserved;
 };
 
 struct {
@@ -127,14 +129,17 @@ static __always_inline __u32 xt_user2credits(__u32 user, __u32 hz_cpj)
 /*
  * recent_mt for a recent row (kind | flags, p0 table, p1 seconds, p2
  * hitcount | IPv6 prefix << 8, p3 IPv4 mask) and the packet `k`, at jiffy
- * `now`.  1 when the match answers yes.
+ * `now`.  1 when the match answers yes.  The TTL it compares (--rttl) and
+ * records is the packet's, plus one when it is forwarded (both interfaces
+ * known): the kernel's "TTL as seen before forwarding"
+ * (parapet_model::recent_seen_ttl).
  */
 static __always_inline int recent_admit(__u32 kind, __u32 table, __u32 seconds,
 					__u32 p2, __u32 mask4, __u64 now,
 					__u32 hz, const struct parapet_key *k,
 					__u32 nest)
 {
-	__u32 i, cmd, hitcount = p2 & 0xff, prefix = (p2 >> 8) & 0xff;
+	__u32 i, cmd, ttl, hitcount = p2 & 0xff, prefix = (p2 >> 8) & 0xff;
 	int ret = (kind & PARAPET_IMG_STATEFUL_F_INVERT) != 0;
 	struct parapet_recent_scratch *s;
 	struct parapet_recent_entry *e;
@@ -163,7 +168,13 @@ static __always_inline int recent_admit(__u32 kind, __u32 table, __u32 seconds,
 	a = (__u64 *)s->key.addr;
 	a[0] &= bpf_cpu_to_be64(hi);
 	a[1] &= bpf_cpu_to_be64(lo);
+	ttl = (__u8)(k->ttl + (k->ifindex && k->oifindex ? 1 : 0));
 	e = bpf_map_lookup_elem(&parapet_recent, &s->key);
+	/* --rttl: an entry recorded with another TTL is not found (a TTL of
+	 * 0 on either side finds any) */
+	if (e && (kind & PARAPET_IMG_STATEFUL_F_RTTL) && ttl && e->ttl &&
+	    e->ttl != ttl)
+		e = 0;
 	if (!e) {
 		if (cmd != 0) /* only --set adds */
 			return ret;
@@ -172,6 +183,8 @@ static __always_inline int recent_admit(__u32 kind, __u32 table, __u32 seconds,
 		s->entry.stamps[0] = now;
 		s->entry.nstamps = 1;
 		s->entry.index = 1;
+		s->entry.ttl = ttl;
+		s->entry.reserved = 0;
 		/* A failed insert is the kernel's failed allocation: it
 		 * answers as if it had added (and hot-drops the packet). */
 		bpf_map_update_elem(&parapet_recent, &s->key, &s->entry,
@@ -202,6 +215,7 @@ static __always_inline int recent_admit(__u32 kind, __u32 table, __u32 seconds,
 		e->index = i + 1;
 		if (e->index > e->nstamps)
 			e->nstamps = e->index;
+		e->ttl = ttl;
 	}
 	return ret;
 }

@@ -150,6 +150,8 @@ impl PacketKey {
             mark: 0,
             ct_mark: 0,
             mac_src: None,
+            sk_uid: 0,
+            sk_gid: 0,
         })
     }
 

@@ -321,6 +321,10 @@ fn c_and_rust_constants_agree() {
             (parapet_image::stateful::F_REAP) as u64,
         ),
         (
+            "PARAPET_IMG_STATEFUL_F_RTTL",
+            (parapet_image::stateful::F_RTTL) as u64,
+        ),
+        (
             "PARAPET_IMG_STATEFUL_RECENT_MAX_HITCOUNT",
             (parapet_image::stateful::RECENT_MAX_HITCOUNT) as u64,
         ),

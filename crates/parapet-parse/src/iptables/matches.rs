@@ -5,12 +5,13 @@ use super::addrtype::{type_option_module, TYPE_MATCHES};
 use super::header::{header_option_module, HEADER_MATCHES};
 use super::mac::MAC_MATCHES;
 use super::mark::MARK_MATCHES;
+use super::owner::{OWNER_MATCHES, OWNER_OPTIONS};
 use super::rule::{Need, RuleParser};
 use crate::common::*;
 use parapet_model::*;
 
 pub(super) const SUPPORTED_MATCHES: &str =
-    "tcp, udp, sctp, udplite, icmp, icmp6, multiport, iprange, conntrack, state, set, comment, limit, recent, hashlimit, quota, time, ttl, hl, length, dscp, addrtype, pkttype, mark, connmark, mac";
+    "tcp, udp, sctp, udplite, icmp, icmp6, multiport, iprange, conntrack, state, set, comment, limit, recent, hashlimit, quota, time, ttl, hl, length, dscp, addrtype, pkttype, mark, connmark, mac, owner";
 
 const PORT_PROTOS: &[u8] = &[6, 17, 132, 136];
 
@@ -64,6 +65,7 @@ fn option_module(opt: &str) -> Option<&'static [&'static str]> {
         o if super::ctorig::REFUSED_CT_OPTIONS.contains(&o) => &["conntrack"],
         "--mark" => &["mark", "connmark"],
         "--mac-source" => MAC_MATCHES,
+        o if OWNER_OPTIONS.contains(&o) => OWNER_MATCHES,
         "--state" => &["state"],
         "--match-set" => &["set"],
         "--comment" => &["comment"],
@@ -130,6 +132,7 @@ impl RuleParser<'_> {
             && !TYPE_MATCHES.contains(&n)
             && !MARK_MATCHES.contains(&n)
             && !MAC_MATCHES.contains(&n)
+            && !OWNER_MATCHES.contains(&n)
         {
             self.err(
                 name.col,
@@ -193,6 +196,9 @@ impl RuleParser<'_> {
                 },
                 name.col,
             ));
+        }
+        if n == "owner" {
+            self.owner_module(name.col);
         }
         if L4_MATCHES.contains(&n) {
             self.fragment_blind();
@@ -590,6 +596,7 @@ impl RuleParser<'_> {
             "--quota" => self.quota_option(negated, v, vcol),
             "--mark" => self.mark_option(col, negated, v, vcol),
             "--mac-source" => self.mac_option(col, negated, v, vcol),
+            o if OWNER_OPTIONS.contains(&o) => self.owner_option(o, col, negated, v, vcol),
             _ if header_option_module(opt).is_some() => {
                 self.header_option(opt, col, negated, v, vcol)
             }

@@ -16,6 +16,7 @@ mod header;
 mod mac;
 mod mark;
 mod matches;
+mod owner;
 mod recent;
 mod rule;
 mod table;
@@ -293,6 +294,7 @@ pub(crate) fn parse(
             time: None,
             ct_tuple: None,
             ctstate_no_entry: None,
+            owner_pending: None,
             quota: None,
             target: None,
             kernel_target: None,

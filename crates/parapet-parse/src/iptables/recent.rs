@@ -60,7 +60,11 @@ impl RuleParser<'_> {
                 draft.modifiers.push(("--reap", col));
                 Ok(())
             }
-            "--rttl" => Err("--rttl is not supported yet (parapet's packet key has no TTL)".into()),
+            "--rttl" => {
+                r.rttl = true;
+                draft.modifiers.push(("--rttl", col));
+                Ok(())
+            }
             "--seconds" => match v.parse::<u32>() {
                 Ok(s) => {
                     r.seconds = s;
@@ -106,8 +110,8 @@ impl RuleParser<'_> {
         }
     }
 
-    /// `recent_mt_check`: exactly one command; `--seconds`, `--hitcount`
-    /// and `--reap` only with `--rcheck`/`--update`; `--reap` needs
+    /// `recent_mt_check`: exactly one command; `--seconds`, `--hitcount`,
+    /// `--rttl` and `--reap` only with `--rcheck`/`--update`; `--reap` needs
     /// `--seconds`.
     pub(super) fn check_recent(&mut self) {
         let Some((draft, mcol)) = self.recent.clone() else {

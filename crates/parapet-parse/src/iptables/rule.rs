@@ -78,6 +78,8 @@ pub(super) struct RuleParser<'a> {
     /// `--ctstate` given: whether it admits a packet without a conntrack
     /// entry (INVALID, UNTRACKED).
     pub(super) ctstate_no_entry: Option<bool>,
+    /// Column of a `-m owner` that has no option yet (`iptables/owner.rs`).
+    pub(super) owner_pending: Option<u32>,
     /// `-m quota --quota N`, as nft's quota it equals (`quota_option`).
     pub(super) quota: Option<Quota>,
     /// The action, and for `-j/-g` to something that may be a chain, the
@@ -148,6 +150,7 @@ impl RuleParser<'_> {
                 | "--reap"
                 | "--rttl"
                 | "--hashlimit-rate-match" => 0,
+                "--socket-exists" | "--suppl-groups" => 0,
                 // -m time's flags (iptables/time.rs).
                 "--kerneltz" | "--localtz" | "--utc" | "--contiguous" => 0,
                 "--limit-iface-in" | "--limit-iface-out" => 0,
@@ -220,6 +223,7 @@ impl RuleParser<'_> {
             self.check_hashlimit();
             self.check_time(1);
             self.check_ct_tuple();
+            self.check_owner();
         }
         self.errs.list.len() == before
     }

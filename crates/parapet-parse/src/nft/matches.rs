@@ -6,6 +6,7 @@ use super::lexer::{Res, Tok, Token};
 use super::rule::RuleParser;
 use super::vmap::{entries, VmapEntry};
 use crate::common::*;
+use crate::owner_ids::OwnerKind;
 use parapet_model::*;
 
 /// What kind of values a selector compares.
@@ -35,6 +36,9 @@ pub(super) enum Kind {
     PktType,
     /// `ether saddr`: a MAC address `xx:xx:xx:xx:xx:xx`.
     Mac,
+    /// `meta skuid`/`skgid`: a user or group name, an id or a range,
+    /// packed as `parapet_model::owner` (id + 2).
+    Owner(OwnerKind),
 }
 
 pub(super) struct Selector {
@@ -71,7 +75,7 @@ const NFT_ICMP6_CODES: [(&str, u8); 6] = [
     ("reject-route", 6),
 ];
 
-const SUPPORTED_EXPRS: &str = "ip/ip6 saddr|daddr|protocol|nexthdr|dscp, ip ttl, ip6 hoplimit, tcp/udp/sctp/udplite/th sport|dport, tcp flags, meta l4proto|nfproto|protocol|iifname|oifname|length|pkttype|mark, mark, fib saddr|daddr type, ether saddr, iifname, oifname, ct state|status|protocol|mark, ct original proto-dst, icmp/icmpv6 type|code, counter, log, limit, comment, accept, drop, reject, jump, goto, return";
+const SUPPORTED_EXPRS: &str = "ip/ip6 saddr|daddr|protocol|nexthdr|dscp, ip ttl, ip6 hoplimit, tcp/udp/sctp/udplite/th sport|dport, tcp flags, meta l4proto|nfproto|protocol|iifname|oifname|length|pkttype|mark|skuid|skgid, mark, skuid, skgid, fib saddr|daddr type, ether saddr, iifname, oifname, ct state|status|protocol|mark, ct original proto-dst, icmp/icmpv6 type|code, counter, log, limit, comment, accept, drop, reject, jump, goto, return";
 
 impl RuleParser<'_> {
     /// A selector expression: `ip saddr`, `tcp dport`, `ct state`, …
@@ -202,7 +206,9 @@ impl RuleParser<'_> {
                     "length" => sel(Field::Length, Kind::Number(0xffff_ffff), vec![]),
                     "pkttype" => sel(Field::PktType, Kind::PktType, vec![]),
                     "mark" => sel(Field::Mark, Kind::Number(0xffff_ffff), vec![]),
-                    other => Err((l, c, format!("'meta {other}' is not supported (supported: meta l4proto, nfproto, protocol, iifname, oifname, length, pkttype, mark)"))),
+                    "skuid" => sel(Field::SkUid, Kind::Owner(OwnerKind::User), vec![]),
+                    "skgid" => sel(Field::SkGid, Kind::Owner(OwnerKind::Group), vec![]),
+                    other => Err((l, c, format!("'meta {other}' is not supported (supported: meta l4proto, nfproto, protocol, iifname, oifname, length, pkttype, mark, skuid, skgid)"))),
                 }
             }
             "iifname" | "iif" => sel(Field::InIface, Kind::Iface, vec![]),
@@ -214,6 +220,9 @@ impl RuleParser<'_> {
             }
             // nft's short form of `meta mark`
             "mark" => sel(Field::Mark, Kind::Number(0xffff_ffff), vec![]),
+            // and of `meta skuid`/`meta skgid`
+            "skuid" => sel(Field::SkUid, Kind::Owner(OwnerKind::User), vec![]),
+            "skgid" => sel(Field::SkGid, Kind::Owner(OwnerKind::Group), vec![]),
             "ether" => match sub(self, "saddr")?.as_str() {
                 "saddr" => sel(Field::MacSrc, Kind::Mac, vec![]),
                 other => Err((
@@ -333,6 +342,11 @@ impl RuleParser<'_> {
             return self.masked(&sels);
         }
         let keys: Vec<(Field, Kind)> = sels.iter().map(|s| (s.field, s.kind)).collect();
+        let owner_keyed = sels.iter().any(|s| matches!(s.kind, Kind::Owner(_)));
+        let looks_up = self.peek_word().is_some_and(|w| w.starts_with('@'));
+        if owner_keyed && (sels.len() > 1 || self.peek_word() == Some("vmap") || looks_up) {
+            return self.fail("'meta skuid'/'meta skgid' as a set, map or concatenation key is not supported yet: compare it with a value, a range or an anonymous set");
+        }
         if self.peek_word() == Some("vmap") {
             if self.rule.limit.is_some() {
                 return self.fail("'limit' before a verdict map is not supported (it would limit each element separately)");
@@ -420,6 +434,16 @@ impl RuleParser<'_> {
             _ => s.field.max_value(),
         };
         let mut set = self.value(s.kind)?;
+        if matches!(s.kind, Kind::Owner(_)) {
+            if cmp.is_some() {
+                return self.fail("'meta skuid'/'meta skgid' compare with == or != only in parapet (write a range A-B)");
+            }
+            // Without a socket with a file nft_meta breaks the rule, `!=`
+            // included: the complement is within the ids.
+            set = owner::nft_ids(&set, neg);
+            self.matches.constrain(s.field, set);
+            return Ok(());
+        }
         if s.kind == Kind::Mac {
             if cmp.is_some() {
                 return self.fail("'ether saddr' compares with == or != only");
@@ -646,6 +670,9 @@ impl RuleParser<'_> {
                     _ => Err(err(format!("expected a DSCP value 0-63 or name (cs0-cs7, af11-af43, ef), found '{text}'"))),
                 }
             }
+            Kind::Owner(kind) => crate::owner_ids::nft_range(kind, text)
+                .map(|(lo, hi)| IntervalSet::range(lo as u128, hi as u128))
+                .map_err(err),
             Kind::Mac => match mac::parse(text) {
                 Some(m) => Ok(IntervalSet::point(mac::key_value(Some(m)))),
                 None => Err(err(format!("expected a MAC address xx:xx:xx:xx:xx:xx, found '{text}'"))),
@@ -791,7 +818,7 @@ impl RuleParser<'_> {
 
     /// The tokens between `{` (at the cursor) and its `}`, which is
     /// consumed too.
-    fn braced(&mut self, what: &str) -> Res<Vec<Token>> {
+    pub(super) fn braced(&mut self, what: &str) -> Res<Vec<Token>> {
         self.i += 1;
         let start = self.i;
         let mut depth = 1;
@@ -811,7 +838,7 @@ impl RuleParser<'_> {
 
     /// The rule becomes one model rule per element (a verdict map, or an
     /// anonymous concatenated set): one such construct per rule.
-    fn alternatives(&mut self, entries: Vec<VmapEntry>) -> Res<()> {
+    pub(super) fn alternatives(&mut self, entries: Vec<VmapEntry>) -> Res<()> {
         if self.vmap.is_some() {
             return self.fail(
                 "a second verdict map or anonymous concatenated set in one rule is not supported",

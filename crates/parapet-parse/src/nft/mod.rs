@@ -24,6 +24,7 @@ mod kernel;
 mod lexer;
 mod matches;
 mod objects;
+mod objref;
 mod reject_hooks;
 mod rule;
 mod script;

@@ -458,11 +458,8 @@ impl RuleParser<'_> {
             };
             let Some((_, l)) = self.limits.iter().find(|(n, _)| *n == name) else {
                 if self.toks[self.i..].iter().any(|t| t.word() == Some("map")) {
-                    return Err((
-                        t.line,
-                        t.col,
-                        "'limit name KEY map { … }' (a limit object chosen per packet) is not supported yet".into(),
-                    ));
+                    self.i -= 1;
+                    return self.limit_map();
                 }
                 return Err((
                     t.line,

@@ -169,6 +169,7 @@ impl Parser {
         }
         self.check_jumps();
         self.refuse_reject_after_routing();
+        self.refuse_owner_before_output();
         self.leave_chains_to_kernel();
         self.note_kernel_statements();
         crate::mangle::refuse_matches_on_mangled_fields(&self.rs, &mut self.errs);
@@ -784,6 +785,9 @@ impl Parser {
             }
             if let Some(a) = e.action {
                 r.action = a;
+            }
+            if let Some(l) = e.limit {
+                r.limit = Some(l);
             }
             if let Some(j) = e.jump {
                 jumps.push(j);

@@ -26,6 +26,9 @@ pub(super) struct VmapEntry {
     /// action applies).
     pub(super) action: Option<Action>,
     pub(super) jump: Option<JumpAt>,
+    /// The limit object an element of `limit name KEY map { … }` names
+    /// (`nft/objref.rs`); `None` otherwise.
+    pub(super) limit: Option<Limit>,
 }
 
 /// The elements of a verdict map or a set (its tokens between the braces,
@@ -108,7 +111,12 @@ pub(super) fn entries<K: Copy>(
             }
             None => (None, None),
         };
-        entries.push(VmapEntry { key, action, jump });
+        entries.push(VmapEntry {
+            key,
+            action,
+            jump,
+            limit: None,
+        });
     }
     Ok(entries)
 }

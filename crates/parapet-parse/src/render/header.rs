@@ -161,7 +161,7 @@ pub(super) fn nft_header(
 
 /// `V`, `A-B`, `{ V, A-B }` or `!= …`: the set or its complement, whichever
 /// is shorter. `set` is not empty (an empty rule is refused before).
-fn nft_values(set: &IntervalSet, max: u128, name: impl Fn(u128) -> String) -> String {
+pub(super) fn nft_values(set: &IntervalSet, max: u128, name: impl Fn(u128) -> String) -> String {
     let s = spell(set, max, |s| {
         (!s.is_empty()).then(|| (s.ranges().len(), s.ranges().to_vec()))
     })

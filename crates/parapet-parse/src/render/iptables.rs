@@ -394,6 +394,7 @@ fn write_module_matches(
     out.push_str(&multiport);
     out.push_str(extra);
     super::header::ipt_header(out, r, family)?;
+    super::owner::ipt_owner(out, r)?;
     if let Some(set) = r.matches.get(Field::CtState) {
         let (neg, states) = ct_states(set, id)?;
         let names: Vec<&str> = states.iter().map(|s| s.iptables_name()).collect();
@@ -515,6 +516,9 @@ fn write_recent(out: &mut String, rc: &Recent, family: Family) {
     }
     if rc.hitcount != 0 {
         let _ = write!(out, " --hitcount {}", rc.hitcount);
+    }
+    if rc.rttl {
+        out.push_str(" --rttl");
     }
     let mask = match family {
         Family::V4 => std::net::Ipv4Addr::from(rc.mask_v4).to_string(),

@@ -15,6 +15,7 @@ mod header;
 mod iptables;
 mod masked;
 mod nft;
+mod owner;
 mod spelling;
 mod stateful;
 

@@ -2,6 +2,9 @@
 //! loopback sources to 127.0.0.1 in a namespace, one at a time, and which
 //! arrive; and an iptables-save file loaded into the namespace.
 
+// Each test binary uses some of these.
+#![allow(dead_code)]
+
 use parapet_testbed::Netns;
 use std::net::{Ipv4Addr, UdpSocket};
 use std::time::Duration;
@@ -10,14 +13,23 @@ use std::time::Duration;
 /// in milliseconds).
 pub type Send = (Ipv4Addr, u16, u64);
 
+/// One datagram sent with an IP TTL of its own: ([`Send`], TTL).
+pub type SendTtl = (Send, u8);
+
 /// Which datagrams arrive at 127.0.0.1 in the namespace, and when each
 /// was sent (nanoseconds after the first). Every source sends from port
-/// 40000.
+/// 40000, with the default TTL of 64.
 pub fn arrivals(ns: &Netns, seq: &[Send]) -> (Vec<bool>, Vec<u64>) {
+    let seq: Vec<SendTtl> = seq.iter().map(|s| (*s, 64)).collect();
+    arrivals_ttl(ns, &seq)
+}
+
+/// As [`arrivals`], each datagram sent with its own TTL.
+pub fn arrivals_ttl(ns: &Netns, seq: &[SendTtl]) -> (Vec<bool>, Vec<u64>) {
     // The index rides in one byte.
     assert!(seq.len() <= 256, "at most 256 datagrams per sequence");
     ns.run_in(|| {
-        let mut ports: Vec<u16> = seq.iter().map(|s| s.1).collect();
+        let mut ports: Vec<u16> = seq.iter().map(|s| s.0 .1).collect();
         ports.sort_unstable();
         ports.dedup();
         let rx: Vec<(u16, UdpSocket)> = ports
@@ -28,7 +40,7 @@ pub fn arrivals(ns: &Netns, seq: &[Send]) -> (Vec<bool>, Vec<u64>) {
                 (*p, s)
             })
             .collect();
-        let mut srcs: Vec<Ipv4Addr> = seq.iter().map(|s| s.0).collect();
+        let mut srcs: Vec<Ipv4Addr> = seq.iter().map(|s| s.0 .0).collect();
         srcs.sort_unstable();
         srcs.dedup();
         let tx: Vec<(Ipv4Addr, UdpSocket)> = srcs
@@ -42,10 +54,11 @@ pub fn arrivals(ns: &Netns, seq: &[Send]) -> (Vec<bool>, Vec<u64>) {
         // a drop, and does not shift the datagrams after it.
         let mut arrived = vec![false; seq.len()];
         let mut sent_at = Vec::with_capacity(seq.len());
-        for (i, (a, port, pause)) in seq.iter().enumerate() {
+        for (i, ((a, port, pause), ttl)) in seq.iter().enumerate() {
             let t = &tx.iter().find(|t| t.0 == *a).unwrap().1;
             let r = &rx.iter().find(|r| r.0 == *port).unwrap().1;
             std::thread::sleep(Duration::from_millis(*pause));
+            t.set_ttl(u32::from(*ttl)).unwrap();
             sent_at.push(t0.elapsed().as_nanos() as u64);
             t.send_to(&[i as u8], ("127.0.0.1", *port)).unwrap();
             // Bounded: until this datagram or the timeout.
