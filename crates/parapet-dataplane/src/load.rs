@@ -13,7 +13,7 @@ use aya::maps::lpm_trie::LpmTrie;
 use aya::maps::{Array, ArrayOfMaps, HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf};
 use aya::programs::tc::SchedClassifierLinkId;
 use aya::programs::xdp::XdpLinkId;
-use aya::programs::{SchedClassifier, Xdp};
+use aya::programs::{ProgramError, SchedClassifier, Xdp};
 use aya::{Ebpf, EbpfLoader};
 
 use crate::abi::reject;
@@ -311,12 +311,12 @@ impl Dataplane {
             let fd = match name {
                 PROG_XDP => {
                     let p = <&mut Xdp>::try_from(prog)?;
-                    p.load()?;
+                    load_retrying(|| p.load())?;
                     p.fd()?.as_fd().try_clone_to_owned()
                 }
                 _ => {
                     let p = <&mut SchedClassifier>::try_from(prog)?;
-                    p.load()?;
+                    load_retrying(|| p.load())?;
                     p.fd()?.as_fd().try_clone_to_owned()
                 }
             };
@@ -526,4 +526,25 @@ fn kernel_has_may_goto() -> bool {
     crate::netfilter::sys_bpf(bpf_cmd::BPF_PROG_LOAD, &mut attr)
         .map(crate::netfilter::owned)
         .is_ok()
+}
+
+/// Loads one program, again when the kernel answers EAGAIN: the verifier
+/// stops with EAGAIN whenever a signal is pending for the loading thread
+/// (a child's exit under a SIGCHLD handler, as tokio installs one), which
+/// says nothing about the program; libbpf retries the same way. Bounded:
+/// five attempts, then the error stands.
+pub(crate) fn load_retrying(
+    mut load: impl FnMut() -> std::result::Result<(), ProgramError>,
+) -> std::result::Result<(), ProgramError> {
+    let mut attempts = 1;
+    loop {
+        match load() {
+            Err(ProgramError::LoadError { io_error, .. })
+                if io_error.kind() == std::io::ErrorKind::WouldBlock && attempts < 5 =>
+            {
+                attempts += 1
+            }
+            r => return r,
+        }
+    }
 }

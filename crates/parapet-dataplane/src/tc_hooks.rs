@@ -117,7 +117,7 @@ impl Dataplane {
             if p.fd().is_ok() {
                 continue;
             }
-            p.load()?;
+            crate::load::load_retrying(|| p.load())?;
             if let Some(pins) = &mut self.pins {
                 let fd = p
                     .fd()?
