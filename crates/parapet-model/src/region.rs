@@ -333,15 +333,30 @@ impl Cube {
                 into.push(*first_of.entry(rest).or_insert(i));
             }
             drop(first_of);
-            let mut merged: Vec<Option<Cube>> = cubes.into_iter().map(Some).collect();
-            for i in 0..merged.len() {
+            // All of a merged cube's parts' intervals are normalized in one
+            // sort: a union per part re-sorted the growing side every time,
+            // quadratic in the parts (fw1_10k's mixed-verdict diff merges
+            // hundreds of pieces into one box, and spent most of its time
+            // here).
+            let mut parts: Vec<Vec<(u128, u128)>> = vec![Vec::new(); cubes.len()];
+            for (i, c) in cubes.iter().enumerate() {
                 if into[i] != i {
-                    let part = merged[i].take().expect("merged once");
-                    let target = merged[into[i]].as_mut().expect("a first part stays");
-                    target.sides[dim] = target.sides[dim].union(&part.sides[dim]);
+                    parts[into[i]].extend_from_slice(c.sides[dim].ranges());
                 }
             }
-            cubes = merged.into_iter().flatten().collect();
+            cubes = cubes
+                .into_iter()
+                .zip(parts)
+                .enumerate()
+                .filter(|&(i, _)| into[i] == i)
+                .map(|(_, (mut c, mut more))| {
+                    if !more.is_empty() {
+                        more.extend_from_slice(c.sides[dim].ranges());
+                        c.sides[dim] = IntervalSet::from_ranges(more);
+                    }
+                    c
+                })
+                .collect();
             quiet = if cubes.len() < before { 0 } else { quiet + 1 };
             dim = (dim + 1) % dims.max(1);
         }
@@ -589,6 +604,43 @@ mod tests {
                         let want = space.contains(&ca, &p) && !space.contains(&cb, &p);
                         let hits = merged.iter().filter(|c| space.contains(c, &p)).count();
                         prop_assert_eq!(hits, want as usize);
+                    }
+                }
+            }
+        }
+        /// Many pieces of one cube (cut by several others, so that one
+        /// merged box takes several parts at once) merge back to exactly
+        /// the points they held: every point in one cube, none added.
+        #[test]
+        fn merge_all_of_many_parts_keeps_the_points(
+            a in prop::collection::vec((0u128..8, 0u128..8), 3),
+            cuts in prop::collection::vec(prop::collection::vec((0u128..8, 0u128..8), 3), 1..6),
+        ) {
+            let space = Space { dims: vec![Field::Proto, Field::SrcPort, Field::DstPort] };
+            let ca = cube(&space, &a);
+            let mut inside = Vec::new();
+            let mut rest = Region::from_cube(ca.clone());
+            for c in &cuts {
+                let (hit, miss) = rest.split(&cube(&space, c), Budget::default()).unwrap();
+                inside.extend(hit.cubes().iter().cloned());
+                rest = miss;
+            }
+            let pieces: Vec<Cube> = inside.iter().chain(rest.cubes()).cloned().collect();
+            let merged = Cube::merge_all(pieces.clone());
+            prop_assert!(merged.len() <= pieces.len());
+            if !ca.is_empty() {
+                prop_assert_eq!(merged, vec![ca.clone()]);
+            }
+            let merged = Cube::merge_all(inside.clone());
+            for x in 0..8u128 {
+                for y in 0..8u128 {
+                    for z in 0..8u128 {
+                        let mut p = Packet::v4(0, 0, x as u8, y as u16, z as u16);
+                        p.proto = x as u8;
+                        let want = inside.iter().filter(|c| space.contains(c, &p)).count();
+                        prop_assert!(want <= 1);
+                        let hits = merged.iter().filter(|c| space.contains(c, &p)).count();
+                        prop_assert_eq!(hits, want);
                     }
                 }
             }
