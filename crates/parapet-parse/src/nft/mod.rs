@@ -11,12 +11,15 @@
 //!
 //! One job a file: `lexer` (text → tokens with positions), `script`
 //! (`include`, `define`, `$NAME`: one token stream), `table` (tables,
-//! chains, base chain headers, set and map blocks, jump resolution),
-//! `commands` (`add`/`insert`/`flush`/`delete` applied in order), `rule`
-//! (one rule's statements and verdict), `matches` (selector expressions and
-//! their values), `vmap` (verdict map elements → one rule each).
+//! set and map blocks, jump resolution), `chain` (chain bodies, base chain
+//! headers, rules added to their chain), `commands` (`add`/`insert`/
+//! `flush`/`delete` applied in order), `rule` (one rule's statements and
+//! verdict), `matches` (selector expressions and
+//! their values), `vmap` (verdict map elements → one
+//! rule each).
 
 mod binding;
+mod chain;
 mod commands;
 mod ctstatus;
 mod dynset;
