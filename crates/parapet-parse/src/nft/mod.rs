@@ -14,8 +14,8 @@
 //! set and map blocks, jump resolution), `chain` (chain bodies, base chain
 //! headers, rules added to their chain), `commands` (`add`/`insert`/
 //! `flush`/`delete` applied in order), `rule` (one rule's statements and
-//! verdict), `matches` (selector expressions and
-//! their values), `vmap` (verdict map elements → one
+//! verdict), `matches` (selector expressions), `values` (the values and
+//! anonymous sets they compare with), `vmap` (verdict map elements → one
 //! rule each).
 
 mod binding;
@@ -33,6 +33,7 @@ mod rule;
 mod script;
 mod table;
 mod time;
+mod values;
 mod vmap;
 
 use crate::error::{Errors, ParseError};
