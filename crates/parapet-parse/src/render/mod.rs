@@ -7,11 +7,13 @@
 //! approximated. Parsing the output gives back an equal model (rule ids,
 //! matches, actions, policies).
 //!
-//! One file per syntax (`iptables`, `nft`); `spelling` holds what both
-//! share: the error, choosing between a set and its complement, and the
-//! spellings both syntaxes agree on.
+//! One file per syntax (`iptables`, with its match modules in
+//! `ipt_matches`; `nft`); `spelling` holds what both share: the error,
+//! choosing between a set and its complement, and the spellings both
+//! syntaxes agree on.
 
 mod header;
+mod ipt_matches;
 mod iptables;
 mod masked;
 mod nft;
