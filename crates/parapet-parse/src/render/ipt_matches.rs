@@ -1,8 +1,7 @@
-//! The iptables-save renderer's match modules: `-m tcp`/`-m multiport`,
-//! `-m icmp`, `-m set`, `-m time`, `-m recent` and the other modules a rule
-//! writes after its addresses, interfaces and protocol.
+//! The iptables-save renderer's match modules (`-m tcp`/`-m multiport`,
+//! `-m icmp`, `-m set`, `-m time`, `-m recent`, …) and the port, protocol
+//! and `!` spellings they share with the rule header.
 
-use super::iptables::{ipt_ports, neg_str, port_list, proto_word};
 use super::spelling::*;
 use crate::common::*;
 use parapet_model::*;
@@ -305,5 +304,48 @@ fn icmp_atom(set: &IntervalSet) -> Option<String> {
         Some(t.to_string())
     } else {
         None
+    }
+}
+
+/// A port set as `P`, `A:B` or a multiport list of at most 15 items.
+pub(super) fn ipt_ports(set: &IntervalSet) -> Option<(bool, Vec<(u128, u128)>)> {
+    let s = spell(set, 0xffff, |s| {
+        let items: usize = s
+            .ranges()
+            .iter()
+            .map(|(lo, hi)| if lo == hi { 1 } else { 2 })
+            .sum();
+        (!s.is_empty() && items <= 15).then(|| (items, s.ranges().to_vec()))
+    })?;
+    Some((s.neg, s.items))
+}
+
+pub(super) fn port_list(items: &[(u128, u128)], sep: char) -> String {
+    items
+        .iter()
+        .map(|(lo, hi)| {
+            if lo == hi {
+                lo.to_string()
+            } else {
+                format!("{lo}{sep}{hi}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+pub(super) fn neg_str(neg: bool) -> &'static str {
+    if neg {
+        "! "
+    } else {
+        ""
+    }
+}
+
+pub(super) fn proto_word(p: u8, family: Family) -> String {
+    match p {
+        58 if family == Family::V6 => "ipv6-icmp".into(),
+        136 => "udplite".into(),
+        p => protocol_name(p).map_or(p.to_string(), str::to_string),
     }
 }
