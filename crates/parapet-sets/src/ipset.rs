@@ -193,8 +193,11 @@ pub(crate) fn parse_elem(dims: &[KeyPart], text: &str) -> Result<Element, (usize
             };
             ranges[i] = parse_dim(KeyPart::InetProto, proto).map_err(|m| (poff, m))?;
             if !matches!(ranges[i].0, 6 | 17 | 132 | 136) || ranges[i].0 != ranges[i].1 {
-                // ipset accepts port numbers only for tcp/udp/sctp/udplite
-                if !(ranges[i].0 == 0 && port == "0") {
+                // ipset accepts port numbers only for tcp/udp/sctp/udplite;
+                // another protocol (not ICMP's type:code) takes the pseudo
+                // port 0, which is what its packets carry.
+                let icmp = matches!(ranges[i].0, 1 | 58);
+                if !(ranges[i].0 == ranges[i].1 && !icmp && port == "0") {
                     return Err((poff, format!("expected tcp:, udp:, sctp: or udplite: before the port, found `{p}` (icmp type/code elements are not supported)")));
                 }
             }
@@ -598,6 +601,15 @@ pub(crate) fn load(store: &SetStore, text: &str, now: u64) -> Result<Loaded, Err
                     }
                 }
                 None => {
+                    // The kernel destroys nothing while a list holds a set.
+                    let mut held: Vec<(&String, &String)> = lists
+                        .iter()
+                        .flat_map(|(l, list)| list.members.iter().map(move |m| (l, &m.name)))
+                        .collect();
+                    held.sort();
+                    if let Some((list, set)) = held.first() {
+                        return Err(Error::new(lno, ccol, format!("set `{set}` is in use: list:set `{list}` holds it (flush the list first)")));
+                    }
                     lists.clear();
                     st.destroy_all();
                 }

@@ -223,6 +223,10 @@ fn what_ipset_refuses_is_an_error_at_its_position() {
         "5:8: rename of a list:set or of a set a list:set holds is not supported"
     );
     assert_eq!(
+        load_err(&format!("{base}add l a\ndestroy\n")),
+        "5:1: set `a` is in use: list:set `l` holds it (flush the list first)"
+    );
+    assert_eq!(
         load_err("create a hash:ip\ncreate a list:set\n"),
         "2:8: set `a` already exists"
     );
@@ -237,6 +241,11 @@ fn destroy_and_flush_of_a_list_release_its_members() {
     s.load_ipset("create a hash:ip\nadd l a\ndestroy l\ndestroy a\n")
         .unwrap();
     assert!(s.list("l").is_none() && s.get("a").is_none());
+    s.load_ipset("create a hash:ip\nadd l a\nflush l\ndestroy\n")
+        .unwrap_err();
+    s.load_ipset("create a hash:ip\ncreate l list:set\nadd l a\nflush l\ndestroy\n")
+        .unwrap();
+    assert!(s.list_names().is_empty() && s.names().is_empty());
 }
 
 proptest! {
