@@ -11,9 +11,6 @@
 //! held (the kernel's "set is in use").
 
 use crate::key::KeyPart;
-use crate::reference::packet_key;
-use crate::store::SetStore;
-use parapet_model::{Packet, SetKeySpec, SetRef};
 
 /// The kernel's default `size` of a list:set.
 pub const DEFAULT_LIST_SIZE: usize = 8;
@@ -144,53 +141,6 @@ impl ListSet {
 /// MAC and mark parts (the protocol rides with the port and takes no flag).
 pub fn kernel_dimension(dims: &[KeyPart]) -> usize {
     dims.iter().filter(|d| **d != KeyPart::InetProto).count()
-}
-
-impl SetStore {
-    /// Whether `pkt` matches the set reference `r` at time `now` (the
-    /// reference's own `!` is the caller's): a plain set by its key, a
-    /// list:set by its first matching member (see the module). `None` when
-    /// there is no set or list of that name.
-    pub fn ref_matches_at(&self, r: &SetRef, pkt: &Packet, now: u64) -> Option<bool> {
-        if let Some(list) = self.list(&r.name) {
-            // A list is an ipset type: only iptables' direction flags
-            // reach it.
-            let SetKeySpec::Flags(dirs) = &r.key else {
-                return Some(false);
-            };
-            let found = list.live(now).any(|m| {
-                self.get(&m.name).is_some_and(|set| {
-                    kernel_dimension(set.key_dims()) <= dirs.len()
-                        && packet_key(r, set.key_dims(), pkt).is_some_and(|k| set.contains(&k, now))
-                })
-            });
-            return Some(found);
-        }
-        let set = self.get(&r.name)?;
-        Some(packet_key(r, set.key_dims(), pkt).is_some_and(|k| set.contains(&k, now)))
-    }
-
-    /// [`ref_matches_at`](Self::ref_matches_at) on the store's clock.
-    pub fn ref_matches(&self, r: &SetRef, pkt: &Packet) -> Option<bool> {
-        self.ref_matches_at(r, pkt, self.now())
-    }
-
-    /// The list:set of that name.
-    pub fn list(&self, name: &str) -> Option<&ListSet> {
-        self.lists.get(name)
-    }
-
-    /// The list:set names, sorted.
-    pub fn list_names(&self) -> Vec<&str> {
-        let mut v: Vec<&str> = self.lists.keys().map(|s| s.as_str()).collect();
-        v.sort_unstable();
-        v
-    }
-
-    /// The list (if any) that holds set `name` at `now`.
-    pub fn held_by(&self, name: &str, now: u64) -> Option<&str> {
-        held_by(&self.lists, name, now)
-    }
 }
 
 /// The first list (by name) in `lists` holding set `name` at `now`.

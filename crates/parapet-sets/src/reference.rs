@@ -1,9 +1,13 @@
 //! Which packet field feeds each dimension of a set's key, for a rule's
 //! set reference: the one mapping the offline lookup (`parapet classify`)
 //! and the kernel bridge (`parapet-dataplane`'s `bridge::ref_parts`) share.
-//! The BPF side reads the result from the set-reference map.
+//! The BPF side reads the result from the set-reference map. Also the
+//! whole answer for a reference, list:set included
+//! ([`SetStore::ref_matches`]).
 
 use crate::key::{KeyPart, KeyValue, LookupKey};
+use crate::list_set::{held_by, kernel_dimension, ListSet};
+use crate::store::SetStore;
 use parapet_model::{Dir, Family, Field, Packet, SetKeySpec, SetRef};
 
 /// The packet field of each dimension of `r`'s key for a set with key
@@ -82,4 +86,51 @@ pub fn unreferenceable(dims: &[KeyPart]) -> Option<KeyPart> {
     dims.iter()
         .copied()
         .find(|d| matches!(d, KeyPart::EtherAddr | KeyPart::Mark))
+}
+
+impl SetStore {
+    /// Whether `pkt` matches the set reference `r` at time `now` (the
+    /// reference's own `!` is the caller's): a plain set by its key, a
+    /// list:set by its first matching member (see the module). `None` when
+    /// there is no set or list of that name.
+    pub fn ref_matches_at(&self, r: &SetRef, pkt: &Packet, now: u64) -> Option<bool> {
+        if let Some(list) = self.list(&r.name) {
+            // A list is an ipset type: only iptables' direction flags
+            // reach it.
+            let SetKeySpec::Flags(dirs) = &r.key else {
+                return Some(false);
+            };
+            let found = list.live(now).any(|m| {
+                self.get(&m.name).is_some_and(|set| {
+                    kernel_dimension(set.key_dims()) <= dirs.len()
+                        && packet_key(r, set.key_dims(), pkt).is_some_and(|k| set.contains(&k, now))
+                })
+            });
+            return Some(found);
+        }
+        let set = self.get(&r.name)?;
+        Some(packet_key(r, set.key_dims(), pkt).is_some_and(|k| set.contains(&k, now)))
+    }
+
+    /// [`ref_matches_at`](Self::ref_matches_at) on the store's clock.
+    pub fn ref_matches(&self, r: &SetRef, pkt: &Packet) -> Option<bool> {
+        self.ref_matches_at(r, pkt, self.now())
+    }
+
+    /// The list:set of that name.
+    pub fn list(&self, name: &str) -> Option<&ListSet> {
+        self.lists.get(name)
+    }
+
+    /// The list:set names, sorted.
+    pub fn list_names(&self) -> Vec<&str> {
+        let mut v: Vec<&str> = self.lists.keys().map(|s| s.as_str()).collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// The list (if any) that holds set `name` at `now`.
+    pub fn held_by(&self, name: &str, now: u64) -> Option<&str> {
+        held_by(&self.lists, name, now)
+    }
 }
