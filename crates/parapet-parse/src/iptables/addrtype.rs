@@ -2,6 +2,7 @@
 //! the kernel's semantics (xt_addrtype.c, xt_pkttype.c); value sets in
 //! [`crate::addrtype`].
 
+use super::option_arg::OptionArg;
 use super::rule::RuleParser;
 use crate::addrtype::{iptables_types, PKT_MAX, TYPE_MAX};
 use parapet_model::*;
@@ -20,14 +21,14 @@ pub(super) fn type_option_module(opt: &str) -> Option<&'static [&'static str]> {
 
 impl RuleParser<'_> {
     /// One option of `-m addrtype` or `-m pkttype`; `v` is its value.
-    pub(super) fn type_option(
-        &mut self,
-        opt: &str,
-        col: u32,
-        negated: Option<u32>,
-        v: &str,
-        vcol: u32,
-    ) {
+    pub(super) fn type_option(&mut self, arg: OptionArg<'_>) {
+        let OptionArg {
+            name: opt,
+            col,
+            negated,
+            value: v,
+            vcol,
+        } = arg;
         match opt {
             "--src-type" | "--dst-type" => {
                 let field = if opt == "--src-type" {

@@ -2,6 +2,7 @@
 //! in [`crate::ctorig`]), and the rule-level check of what a packet
 //! without a conntrack entry does with them.
 
+use super::option_arg::OptionArg;
 use super::rule::RuleParser;
 use crate::common::parse_port_range;
 use parapet_model::*;
@@ -21,14 +22,14 @@ pub(super) const REFUSED_CT_OPTIONS: &[&str] = &[
 
 impl RuleParser<'_> {
     /// `[!] --ctproto P`, `[!] --ctorigdstport P[:P]` or `[!] --ctorigsrcport P[:P]`.
-    pub(super) fn ct_tuple_option(
-        &mut self,
-        opt: &str,
-        col: u32,
-        negated: Option<u32>,
-        v: &str,
-        vcol: u32,
-    ) {
+    pub(super) fn ct_tuple_option(&mut self, arg: OptionArg<'_>) {
+        let OptionArg {
+            name: opt,
+            col,
+            negated,
+            value: v,
+            vcol,
+        } = arg;
         let (field, set) = if opt == "--ctproto" {
             match protocol_number(v) {
                 // libxt_conntrack refuses it ("rule would never match protocol")

@@ -2,18 +2,19 @@
 //! the checks `hashlimit_mt_check` makes when the rule is loaded.
 
 use super::matches::parse_rate;
+use super::option_arg::OptionArg;
 use super::rule::RuleParser;
 use parapet_model::*;
 
 impl RuleParser<'_> {
-    pub(super) fn hashlimit_option(
-        &mut self,
-        opt: &str,
-        col: u32,
-        negated: Option<u32>,
-        v: &str,
-        vcol: u32,
-    ) {
+    pub(super) fn hashlimit_option(&mut self, arg: OptionArg<'_>) {
+        let OptionArg {
+            name: opt,
+            col,
+            negated,
+            value: v,
+            vcol,
+        } = arg;
         let family = self.family;
         let Some(d) = self.hashlimit.as_mut() else {
             return self.err(col, format!("{opt} needs -m hashlimit before it"));

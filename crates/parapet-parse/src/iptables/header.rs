@@ -2,6 +2,7 @@
 //! `-m dscp`, with the kernel's semantics (xt_hl.c, xt_length.c,
 //! xt_dscp.c).
 
+use super::option_arg::OptionArg;
 use super::rule::RuleParser;
 use crate::common::dscp_class;
 use parapet_model::*;
@@ -46,14 +47,14 @@ impl RuleParser<'_> {
     }
 
     /// One option of a header match. `vals` holds its one value.
-    pub(super) fn header_option(
-        &mut self,
-        opt: &str,
-        col: u32,
-        negated: Option<u32>,
-        v: &str,
-        vcol: u32,
-    ) {
+    pub(super) fn header_option(&mut self, arg: OptionArg<'_>) {
+        let OptionArg {
+            name: opt,
+            col,
+            negated,
+            value: v,
+            vcol,
+        } = arg;
         // Each of these modules takes exactly one option per -m, as
         // iptables' parsers enforce (two need two -m).
         self.module_options += 1;

@@ -5,6 +5,7 @@
 //! INPUT and FORWARD only, so iptables-restore refuses it in OUTPUT and
 //! POSTROUTING.
 
+use super::option_arg::OptionArg;
 use super::rule::RuleParser;
 use parapet_model::*;
 
@@ -13,7 +14,14 @@ pub(super) const MAC_MATCHES: &[&str] = &["mac"];
 
 impl RuleParser<'_> {
     /// `--mac-source MAC` of the last `-m mac`.
-    pub(super) fn mac_option(&mut self, col: u32, negated: Option<u32>, v: &str, vcol: u32) {
+    pub(super) fn mac_option(&mut self, arg: OptionArg<'_>) {
+        let OptionArg {
+            col,
+            negated,
+            value: v,
+            vcol,
+            ..
+        } = arg;
         let chain = self.chain;
         if matches!(chain, "OUTPUT" | "POSTROUTING") {
             return self.err(

@@ -4,6 +4,7 @@
 //! others a masked comparison (`common::constrain_masked`).
 
 use super::header::parse_number;
+use super::option_arg::OptionArg;
 use super::rule::RuleParser;
 use parapet_model::*;
 
@@ -12,7 +13,14 @@ pub(super) const MARK_MATCHES: &[&str] = &["mark", "connmark"];
 
 impl RuleParser<'_> {
     /// `--mark V[/M]` of the last `-m mark` or `-m connmark`.
-    pub(super) fn mark_option(&mut self, col: u32, negated: Option<u32>, v: &str, vcol: u32) {
+    pub(super) fn mark_option(&mut self, arg: OptionArg<'_>) {
+        let OptionArg {
+            col,
+            negated,
+            value: v,
+            vcol,
+            ..
+        } = arg;
         self.module_options += 1;
         if self.module_options > 1 {
             return self.err(

@@ -5,6 +5,7 @@ use super::addrtype::{type_option_module, TYPE_MATCHES};
 use super::header::{header_option_module, HEADER_MATCHES};
 use super::mac::MAC_MATCHES;
 use super::mark::MARK_MATCHES;
+use super::option_arg::OptionArg;
 use super::owner::{OWNER_MATCHES, OWNER_OPTIONS};
 use super::rule::{Need, RuleParser};
 use crate::common::*;
@@ -307,6 +308,13 @@ impl RuleParser<'_> {
     fn option_in_order(&mut self, opt: &str, col: u32, negated: Option<u32>, vals: &[&Word]) {
         let v = vals.first().map(|w| w.text.as_str()).unwrap_or("");
         let vcol = vals.first().map_or(col, |w| w.col);
+        let arg = OptionArg {
+            name: opt,
+            col,
+            negated,
+            value: v,
+            vcol,
+        };
         let addr_max = width_mask(self.family.addr_bits());
         if let Some(mods) = option_module(opt) {
             if !self.has_module(mods) {
@@ -574,10 +582,10 @@ impl RuleParser<'_> {
             }
             "--set" | "--rcheck" | "--update" | "--remove" | "--seconds" | "--hitcount"
             | "--rttl" | "--reap" | "--name" | "--rsource" | "--rdest" | "--mask" => {
-                self.recent_option(opt, col, negated, v, vcol)
+                self.recent_option(arg)
             }
             "--ctproto" | "--ctorigdstport" | "--ctorigsrcport" => {
-                self.ct_tuple_option(opt, col, negated, v, vcol)
+                self.ct_tuple_option(arg)
             }
             o if super::ctorig::REFUSED_CT_OPTIONS.contains(&o) => self.err(
                 col,
@@ -588,19 +596,19 @@ impl RuleParser<'_> {
                 "-m tcp --tcp-option is not supported: it matches the TCP options a segment carries, which parapet's packet key does not hold",
             ),
             o if HASHLIMIT_OPTIONS.contains(&o) => {
-                self.hashlimit_option(opt, col, negated, v, vcol)
+                self.hashlimit_option(arg)
             }
             o if super::time::TIME_OPTIONS.contains(&o) => {
-                self.time_option(opt, col, negated, v, vcol)
+                self.time_option(arg)
             }
             "--quota" => self.quota_option(negated, v, vcol),
-            "--mark" => self.mark_option(col, negated, v, vcol),
-            "--mac-source" => self.mac_option(col, negated, v, vcol),
-            o if OWNER_OPTIONS.contains(&o) => self.owner_option(o, col, negated, v, vcol),
+            "--mark" => self.mark_option(arg),
+            "--mac-source" => self.mac_option(arg),
+            o if OWNER_OPTIONS.contains(&o) => self.owner_option(arg),
             _ if header_option_module(opt).is_some() => {
-                self.header_option(opt, col, negated, v, vcol)
+                self.header_option(arg)
             }
-            _ if type_option_module(opt).is_some() => self.type_option(opt, col, negated, v, vcol),
+            _ if type_option_module(opt).is_some() => self.type_option(arg),
             _ => self.err(
                 col,
                 format!("unknown option '{opt}' (options: -s -d -p -i -o -f -m -j -g and those of the matches {SUPPORTED_MATCHES})"),

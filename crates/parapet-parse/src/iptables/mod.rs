@@ -7,7 +7,8 @@
 //!
 //! One job a file: `table` (table and chain structure, jump resolution),
 //! `rule` (the option loop of one `-A` line), `matches` (the match modules
-//! and their options), `targets` (`-j`/`-g` and target options).
+//! and their options; `option_arg` the one shape each module's option
+//! reader takes), `targets` (`-j`/`-g` and target options).
 
 mod addrtype;
 mod ctorig;
@@ -16,6 +17,7 @@ mod header;
 mod mac;
 mod mark;
 mod matches;
+mod option_arg;
 mod owner;
 mod recent;
 mod rule;

@@ -6,6 +6,7 @@
 //! INPUT, FORWARD and PREROUTING. `--suppl-groups` (the socket owner's
 //! supplementary groups) is refused: the packed value holds one gid.
 
+use super::option_arg::OptionArg;
 use super::rule::RuleParser;
 use crate::owner_ids::{xt_range, OwnerKind};
 use parapet_model::*;
@@ -36,14 +37,14 @@ impl RuleParser<'_> {
     }
 
     /// One option of the last `-m owner`.
-    pub(super) fn owner_option(
-        &mut self,
-        opt: &str,
-        col: u32,
-        negated: Option<u32>,
-        v: &str,
-        vcol: u32,
-    ) {
+    pub(super) fn owner_option(&mut self, arg: OptionArg<'_>) {
+        let OptionArg {
+            name: opt,
+            col,
+            negated,
+            value: v,
+            vcol,
+        } = arg;
         self.owner_pending = None;
         let neg = negated.is_some();
         match opt {

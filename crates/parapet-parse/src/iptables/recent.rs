@@ -1,18 +1,19 @@
 //! `-m recent`'s options (libxt_recent's spelling) and the checks
 //! `xt_recent`'s `recent_mt_check` makes when the rule is loaded.
 
+use super::option_arg::OptionArg;
 use super::rule::RuleParser;
 use parapet_model::*;
 
 impl RuleParser<'_> {
-    pub(super) fn recent_option(
-        &mut self,
-        opt: &str,
-        col: u32,
-        negated: Option<u32>,
-        v: &str,
-        vcol: u32,
-    ) {
+    pub(super) fn recent_option(&mut self, arg: OptionArg<'_>) {
+        let OptionArg {
+            name: opt,
+            col,
+            negated,
+            value: v,
+            vcol,
+        } = arg;
         let family = self.family;
         let Some((draft, _)) = self.recent.as_mut() else {
             return self.err(col, format!("{opt} needs -m recent before it"));

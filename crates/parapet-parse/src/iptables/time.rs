@@ -2,6 +2,7 @@
 //! times are UTC unless `--kerneltz` says the kernel's local time, as
 //! iptables documents.
 
+use super::option_arg::OptionArg;
 use super::rule::RuleParser;
 use parapet_model::*;
 
@@ -45,14 +46,14 @@ fn monthdays(v: &str) -> Option<u32> {
 
 impl RuleParser<'_> {
     /// One `-m time` option.
-    pub(super) fn time_option(
-        &mut self,
-        opt: &str,
-        col: u32,
-        negated: Option<u32>,
-        v: &str,
-        vcol: u32,
-    ) {
+    pub(super) fn time_option(&mut self, arg: OptionArg<'_>) {
+        let OptionArg {
+            name: opt,
+            col,
+            negated,
+            value: v,
+            vcol,
+        } = arg;
         let mut w = self.time.take().unwrap_or_default();
         if let Some(c) = negated.filter(|_| !matches!(opt, "--weekdays" | "--monthdays")) {
             return self.err(
