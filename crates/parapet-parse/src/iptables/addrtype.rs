@@ -22,13 +22,7 @@ pub(super) fn type_option_module(opt: &str) -> Option<&'static [&'static str]> {
 impl RuleParser<'_> {
     /// One option of `-m addrtype` or `-m pkttype`; `v` is its value.
     pub(super) fn type_option(&mut self, arg: OptionArg<'_>) {
-        let OptionArg {
-            name: opt,
-            col,
-            negated,
-            value: v,
-            vcol,
-        } = arg;
+        let (opt, col, negated, v, vcol) = arg.parts();
         match opt {
             "--src-type" | "--dst-type" => {
                 let field = if opt == "--src-type" {

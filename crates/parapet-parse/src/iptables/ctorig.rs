@@ -23,13 +23,7 @@ pub(super) const REFUSED_CT_OPTIONS: &[&str] = &[
 impl RuleParser<'_> {
     /// `[!] --ctproto P`, `[!] --ctorigdstport P[:P]` or `[!] --ctorigsrcport P[:P]`.
     pub(super) fn ct_tuple_option(&mut self, arg: OptionArg<'_>) {
-        let OptionArg {
-            name: opt,
-            col,
-            negated,
-            value: v,
-            vcol,
-        } = arg;
+        let (opt, col, negated, v, vcol) = arg.parts();
         let (field, set) = if opt == "--ctproto" {
             match protocol_number(v) {
                 // libxt_conntrack refuses it ("rule would never match protocol")

@@ -8,13 +8,7 @@ use parapet_model::*;
 
 impl RuleParser<'_> {
     pub(super) fn hashlimit_option(&mut self, arg: OptionArg<'_>) {
-        let OptionArg {
-            name: opt,
-            col,
-            negated,
-            value: v,
-            vcol,
-        } = arg;
+        let (opt, col, negated, v, vcol) = arg.parts();
         let family = self.family;
         let Some(d) = self.hashlimit.as_mut() else {
             return self.err(col, format!("{opt} needs -m hashlimit before it"));

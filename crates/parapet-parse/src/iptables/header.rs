@@ -48,13 +48,7 @@ impl RuleParser<'_> {
 
     /// One option of a header match. `vals` holds its one value.
     pub(super) fn header_option(&mut self, arg: OptionArg<'_>) {
-        let OptionArg {
-            name: opt,
-            col,
-            negated,
-            value: v,
-            vcol,
-        } = arg;
+        let (opt, col, negated, v, vcol) = arg.parts();
         // Each of these modules takes exactly one option per -m, as
         // iptables' parsers enforce (two need two -m).
         self.module_options += 1;

@@ -15,13 +15,7 @@ pub(super) const MAC_MATCHES: &[&str] = &["mac"];
 impl RuleParser<'_> {
     /// `--mac-source MAC` of the last `-m mac`.
     pub(super) fn mac_option(&mut self, arg: OptionArg<'_>) {
-        let OptionArg {
-            col,
-            negated,
-            value: v,
-            vcol,
-            ..
-        } = arg;
+        let (_, col, negated, v, vcol) = arg.parts();
         let chain = self.chain;
         if matches!(chain, "OUTPUT" | "POSTROUTING") {
             return self.err(

@@ -14,13 +14,7 @@ pub(super) const MARK_MATCHES: &[&str] = &["mark", "connmark"];
 impl RuleParser<'_> {
     /// `--mark V[/M]` of the last `-m mark` or `-m connmark`.
     pub(super) fn mark_option(&mut self, arg: OptionArg<'_>) {
-        let OptionArg {
-            col,
-            negated,
-            value: v,
-            vcol,
-            ..
-        } = arg;
+        let (_, col, negated, v, vcol) = arg.parts();
         self.module_options += 1;
         if self.module_options > 1 {
             return self.err(

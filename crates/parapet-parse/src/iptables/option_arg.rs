@@ -12,3 +12,11 @@ pub(super) struct OptionArg<'a> {
     pub(super) value: &'a str,
     pub(super) vcol: u32,
 }
+
+impl<'a> OptionArg<'a> {
+    /// (name, column, `!` column, value, value column), for readers that
+    /// name them as locals.
+    pub(super) fn parts(self) -> (&'a str, u32, Option<u32>, &'a str, u32) {
+        (self.name, self.col, self.negated, self.value, self.vcol)
+    }
+}

@@ -38,13 +38,7 @@ impl RuleParser<'_> {
 
     /// One option of the last `-m owner`.
     pub(super) fn owner_option(&mut self, arg: OptionArg<'_>) {
-        let OptionArg {
-            name: opt,
-            col,
-            negated,
-            value: v,
-            vcol,
-        } = arg;
+        let (opt, col, negated, v, vcol) = arg.parts();
         self.owner_pending = None;
         let neg = negated.is_some();
         match opt {

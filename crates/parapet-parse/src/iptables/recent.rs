@@ -7,13 +7,7 @@ use parapet_model::*;
 
 impl RuleParser<'_> {
     pub(super) fn recent_option(&mut self, arg: OptionArg<'_>) {
-        let OptionArg {
-            name: opt,
-            col,
-            negated,
-            value: v,
-            vcol,
-        } = arg;
+        let (opt, col, negated, v, vcol) = arg.parts();
         let family = self.family;
         let Some((draft, _)) = self.recent.as_mut() else {
             return self.err(col, format!("{opt} needs -m recent before it"));

@@ -47,13 +47,7 @@ fn monthdays(v: &str) -> Option<u32> {
 impl RuleParser<'_> {
     /// One `-m time` option.
     pub(super) fn time_option(&mut self, arg: OptionArg<'_>) {
-        let OptionArg {
-            name: opt,
-            col,
-            negated,
-            value: v,
-            vcol,
-        } = arg;
+        let (opt, col, negated, v, vcol) = arg.parts();
         let mut w = self.time.take().unwrap_or_default();
         if let Some(c) = negated.filter(|_| !matches!(opt, "--weekdays" | "--monthdays")) {
             return self.err(
