@@ -51,3 +51,37 @@ fn list_prints_an_ipset_file_in_ipset_and_nft_syntax() {
     let o = parapet(&["list", s(&f), "--format", "json"]);
     assert_eq!(o.status.code(), Some(1));
 }
+
+#[test]
+fn classify_matches_a_list_set_by_its_first_matching_member() {
+    let dir = tempfile::tempdir().unwrap();
+    // `pair` has two dimensions: under `src` alone the kernel skips it.
+    let ipset = write(
+        dir.path(),
+        "l.ipset",
+        "create a hash:ip family inet\nadd a 10.1.0.1\ncreate pair hash:ip,port family inet\nadd pair 10.2.0.1,tcp:1\ncreate l list:set\nadd l pair\nadd l a\n",
+    );
+    let rules = write(dir.path(), "l.rules", "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -m set --match-set l src -j DROP\n-A INPUT -m set --match-set l src,dst -j REJECT\nCOMMIT\n");
+    // 10.1.0.1 -> x: in `a`; 10.2.0.1 -> x:1 tcp: only `pair`, under
+    // src,dst; 10.3.0.1: neither.
+    let trace = write(
+        dir.path(),
+        "l.trace",
+        "167837697 167837698 1 1 6\n167903233 167837698 1 1 6\n168034305 167837698 1 1 6\n",
+    );
+    for engine in ["linear", "auto"] {
+        let out = stdout(&parapet(&[
+            "classify",
+            s(&rules),
+            s(&trace),
+            "--sets",
+            s(&ipset),
+            "--engine",
+            engine,
+            "--verdict",
+        ]));
+        assert_eq!(out, "1\tDROP\n2\tREJECT\n0\tACCEPT\n", "engine {engine}");
+    }
+    let out = stdout(&parapet(&["check", s(&ipset)]));
+    assert!(out.contains("ok (ipset)"), "{out}");
+}

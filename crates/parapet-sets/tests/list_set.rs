@@ -127,6 +127,9 @@ fn before_and_after_place_members_and_save_keeps_the_order() {
     );
     let again = store_at(&saved, &clock);
     assert_eq!(again.list("l"), s.list("l"));
+    assert!(s
+        .save_nft(None)
+        .ends_with("# list:set l (members: a, b, c) has no nft equivalent\n"));
 }
 
 #[test]

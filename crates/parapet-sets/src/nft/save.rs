@@ -103,5 +103,20 @@ pub(crate) fn save(store: &SetStore, only: Option<&str>, now: u64) -> String {
         }
         out.push_str("}\n");
     }
+    // nft has no set of sets: say so rather than leave the list out.
+    let lists = match only {
+        Some(n) => vec![n],
+        None => store.list_names(),
+    };
+    for name in lists {
+        if let Some(list) = store.list(name) {
+            let members: Vec<&str> = list.live(now).map(|m| m.name.as_str()).collect();
+            let _ = writeln!(
+                out,
+                "# list:set {name} (members: {}) has no nft equivalent",
+                members.join(", ")
+            );
+        }
+    }
     out
 }
