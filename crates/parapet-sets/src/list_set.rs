@@ -25,6 +25,13 @@ pub struct ListMember {
     pub expires: Option<u64>,
 }
 
+impl ListMember {
+    /// Whether it has not expired at `now`.
+    pub fn live_at(&self, now: u64) -> bool {
+        !matches!(self.expires, Some(e) if e <= now)
+    }
+}
+
 /// A `list:set`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ListSet {
@@ -60,9 +67,7 @@ impl ListSet {
 
     /// The members live at `now`, in match order.
     pub fn live(&self, now: u64) -> impl Iterator<Item = &ListMember> {
-        self.members
-            .iter()
-            .filter(move |m| m.expires.is_none_or(|e| e > now))
+        self.members.iter().filter(move |m| m.live_at(now))
     }
 
     /// Whether `name` is a live member at `now`.
@@ -82,7 +87,7 @@ impl ListSet {
         timeout_ms: Option<u64>,
         now: u64,
     ) -> Result<(), String> {
-        self.members.retain(|m| m.expires.is_none_or(|e| e > now));
+        self.members.retain(|m| m.live_at(now));
         if self.members.iter().any(|m| m.name == name) {
             return Err(format!("set `{name}` is already in the list"));
         }
@@ -126,7 +131,7 @@ impl ListSet {
 
     /// Deletes member `name`; an error when it is not a live member.
     pub fn del(&mut self, name: &str, now: u64) -> Result<(), String> {
-        self.members.retain(|m| m.expires.is_none_or(|e| e > now));
+        self.members.retain(|m| m.live_at(now));
         let i = self
             .members
             .iter()
