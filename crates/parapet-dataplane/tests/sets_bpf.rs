@@ -518,3 +518,31 @@ fn expired_elements_never_match_and_prefix_ends_are_exact() {
     assert_eq!(dp.last_decision().unwrap().unwrap().set_bits, 0);
     assert_eq!(bits(&dp, 0x0a00_0001, 1), 1);
 }
+
+/// A list:set reference has no kernel form yet: installing it is an error
+/// that names it, not a reference that silently matches nothing.
+#[test]
+#[ignore = "needs root"]
+fn a_list_set_reference_is_refused_by_name() {
+    let test = "a_list_set_reference_is_refused_by_name";
+    let mut dp = load_dataplane(test, &LoadOptions::default());
+    let mut store = SetStore::new();
+    store
+        .load_ipset("create a hash:ip family inet\nadd a 10.0.0.1\ncreate l list:set\nadd l a\n")
+        .unwrap();
+    let direct = SetRef {
+        name: "a".into(),
+        key: SetKeySpec::Flags(vec![Dir::Src]),
+    };
+    dp.install_sets(std::slice::from_ref(&direct), &store)
+        .unwrap();
+    let list = SetRef {
+        name: "l".into(),
+        ..direct
+    };
+    let e = dp.install_sets(&[list], &store).unwrap_err();
+    assert!(
+        e.to_string().contains("set 'l' is an ipset list:set"),
+        "{e:#}"
+    );
+}
