@@ -15,18 +15,33 @@ use parapet_model::{Dir, Family, Field, Packet, SetKeySpec, SetRef};
 /// that cannot fill its dimension).
 ///
 /// iptables direction flags pick source or destination per dimension (the
-/// last flag repeats when fewer are given; the protocol takes no flag); nft
+/// protocol takes no flag; fewer flags than the set's dimensions give
+/// `None`, as the kernel never matches them; more are allowed); nft
 /// fields name the packet fields. The fields are among `SrcAddr`,
 /// `DstAddr`, `SrcPort`, `DstPort`, `Proto`, `InIface` and `OutIface`.
 /// A set keyed on an Ethernet address or a mark gives `None`: the packet
 /// key does not carry those yet, and [`unreferenceable`] names them so the
 /// callers refuse such a reference instead of never matching.
 pub fn ref_fields(r: &SetRef, dims: &[KeyPart]) -> Option<Vec<Field>> {
+    // The kernel's ip_set_test: fewer direction flags than the set's
+    // dimension never match (`--match-set IP_PORT_SET src`).
+    if let SetKeySpec::Flags(dirs) = &r.key {
+        if dirs.len() < kernel_dimension(dims) {
+            return None;
+        }
+    }
     let mut out = Vec::with_capacity(dims.len());
+    // The flag of each dimension: the protocol has none, so the port after
+    // it takes the next flag (`hash:ip,port,ip` with `src,dst,src`: the
+    // destination port).
+    let mut flag = 0;
     for (i, &part) in dims.iter().enumerate() {
         let f = match &r.key {
             SetKeySpec::Flags(dirs) => {
-                let src = *dirs.get(i).or(dirs.last())? == Dir::Src;
+                let src = *dirs.get(flag)? == Dir::Src;
+                if part != KeyPart::InetProto {
+                    flag += 1;
+                }
                 match part {
                     KeyPart::Ipv4Addr | KeyPart::Ipv6Addr if src => Field::SrcAddr,
                     KeyPart::Ipv4Addr | KeyPart::Ipv6Addr => Field::DstAddr,

@@ -174,6 +174,45 @@ fn the_corpus_setlist_files_load() {
     assert_eq!(s.list_names(), ["test"]);
 }
 
+#[test]
+fn flags_map_onto_the_kernels_dimensions() {
+    use parapet_model::Field;
+    use parapet_sets::{ref_fields, KeyPart};
+    let ip_port_ip = [
+        KeyPart::Ipv4Addr,
+        KeyPart::InetProto,
+        KeyPart::InetService,
+        KeyPart::Ipv4Addr,
+    ];
+    // the protocol takes no flag: the port has the second one
+    assert_eq!(
+        ref_fields(&flags("s", &[Dir::Src, Dir::Dst, Dir::Src]), &ip_port_ip),
+        Some(vec![
+            Field::SrcAddr,
+            Field::Proto,
+            Field::DstPort,
+            Field::SrcAddr
+        ])
+    );
+    // fewer flags than dimensions: the kernel never matches
+    assert_eq!(
+        ref_fields(&flags("s", &[Dir::Src, Dir::Dst]), &ip_port_ip),
+        None
+    );
+    assert_eq!(
+        ref_fields(
+            &flags("s", &[Dir::Dst]),
+            &[KeyPart::Ipv4Addr, KeyPart::IfName]
+        ),
+        None
+    );
+    // more are allowed (the first ones count)
+    assert_eq!(
+        ref_fields(&flags("s", &[Dir::Dst, Dir::Src]), &[KeyPart::Ipv4Addr]),
+        Some(vec![Field::DstAddr])
+    );
+}
+
 fn load_err(text: &str) -> String {
     let mut s = SetStore::new();
     let before = format!("{:?}", s);
