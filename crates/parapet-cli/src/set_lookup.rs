@@ -3,7 +3,7 @@
 
 use anyhow::{anyhow, bail, Context, Result};
 use parapet_model::{Packet, Ruleset, SetKeySpec, SetLookup, SetRef};
-use parapet_sets::{LookupKey, SetStore};
+use parapet_sets::SetStore;
 use std::path::Path;
 
 /// A [`SetStore`] seen through the model's [`SetLookup`].
@@ -11,18 +11,11 @@ pub struct StoreLookup(pub SetStore);
 
 impl SetLookup for StoreLookup {
     fn contains(&self, set_ref: &SetRef, pkt: &Packet) -> bool {
-        match key_for(&self.0, set_ref, pkt) {
-            Some(key) => self.0.lookup(&set_ref.name, &key).unwrap_or(false),
-            // A packet of the other family, or a key the set's type cannot
-            // hold, is not a member (ipset behaves the same way).
-            None => false,
-        }
+        // A packet of the other family, or a key the set's type cannot
+        // hold, is not a member (ipset behaves the same way); a list:set
+        // answers with its first matching member.
+        self.0.ref_matches(set_ref, pkt).unwrap_or(false)
     }
-}
-
-/// Builds the lookup key of `pkt` for `set_ref` from the set's key type.
-pub fn key_for(store: &SetStore, set_ref: &SetRef, pkt: &Packet) -> Option<LookupKey> {
-    parapet_sets::packet_key(set_ref, store.key_dims(&set_ref.name), pkt)
 }
 
 /// Loads set files (ipset save or nft set text, detected from the content)
@@ -58,6 +51,22 @@ fn load_file(store: &mut SetStore, path: &Path) -> Result<()> {
 
 fn check_refs(store: &SetStore, rs: &Ruleset) -> Result<()> {
     for r in &rs.set_refs {
+        if let Some(list) = store.list(&r.name) {
+            if !matches!(r.key, SetKeySpec::Flags(_)) {
+                bail!(
+                    "set '{}' is an ipset list:set: only iptables' --match-set can use it",
+                    r.name
+                );
+            }
+            // Members whose key carries what the packet key does not would
+            // never match: refuse them as a direct reference is refused.
+            for m in &list.members {
+                if let Some(part) = parapet_sets::unreferenceable(store.key_dims(&m.name)) {
+                    bail!("list:set '{}' holds set '{}', keyed on {part}, which rules cannot match yet", r.name, m.name);
+                }
+            }
+            continue;
+        }
         if store.get(&r.name).is_none() {
             bail!(
                 "the ruleset uses set '{}', which no --sets file defines",

@@ -3,7 +3,7 @@
 //!
 //! [`ref_parts`] builds a reference's key from the packet fields
 //! [`parapet_sets::ref_fields`] picks, the mapping the offline lookup
-//! (`parapet-cli`'s `set_lookup::key_for`) uses too.
+//! (`parapet-cli`'s `set_lookup`, through `SetStore::ref_matches`) uses too.
 
 use std::collections::BTreeMap;
 
@@ -81,6 +81,14 @@ impl Dataplane {
         let mut ids = BTreeMap::new();
         let (now_ms, mono) = (store.now(), crate::set_mirror::monotonic_ns());
         for (n, r) in refs.iter().enumerate() {
+            if store.list(&r.name).is_some() {
+                // Matching nothing would change verdicts silently (and
+                // fail open under `! --match-set … -j DROP`): refuse.
+                Err(crate::set_mirror::SetError::BadKey(format!(
+                    "set '{}' is an ipset list:set, which the kernel dataplane does not evaluate yet: reference its member sets one rule each (parapet classify evaluates list:set)",
+                    r.name
+                )))?;
+            }
             let Some(set) = store.get(&r.name) else {
                 self.undefine_set_ref(n as u32)?;
                 continue;

@@ -3,6 +3,7 @@
 use crate::desc::{IpsetInfo, SetDesc};
 use crate::element::Element;
 use crate::key::{fmt_value, parse_dim, KeyPart, MAX_DIMS};
+use crate::list_set::{create_list, held_by, member_options, save_list};
 use crate::set::Set;
 use crate::store::{LoadStats, Loaded, SetStore, Staging};
 use crate::Error;
@@ -192,8 +193,11 @@ pub(crate) fn parse_elem(dims: &[KeyPart], text: &str) -> Result<Element, (usize
             };
             ranges[i] = parse_dim(KeyPart::InetProto, proto).map_err(|m| (poff, m))?;
             if !matches!(ranges[i].0, 6 | 17 | 132 | 136) || ranges[i].0 != ranges[i].1 {
-                // ipset accepts port numbers only for tcp/udp/sctp/udplite
-                if !(ranges[i].0 == 0 && port == "0") {
+                // ipset accepts port numbers only for tcp/udp/sctp/udplite;
+                // another protocol (not ICMP's type:code) takes the pseudo
+                // port 0, which is what its packets carry.
+                let icmp = matches!(ranges[i].0, 1 | 58);
+                if !(ranges[i].0 == ranges[i].1 && !icmp && port == "0") {
                     return Err((poff, format!("expected tcp:, udp:, sctp: or udplite: before the port, found `{p}` (icmp type/code elements are not supported)")));
                 }
             }
@@ -300,6 +304,7 @@ pub(crate) fn fmt_elem(dims: &[KeyPart], el: &Element) -> String {
 
 pub(crate) fn load(store: &SetStore, text: &str, now: u64) -> Result<Loaded, Error> {
     let mut st = Staging::new(store);
+    let mut lists = store.lists.clone();
     let mut stats = LoadStats::default();
     let mut toks: Vec<(&str, usize)> = Vec::with_capacity(8);
     for (li, raw) in text.lines().enumerate() {
@@ -322,7 +327,7 @@ pub(crate) fn load(store: &SetStore, text: &str, now: u64) -> Result<Loaded, Err
             "create" | "-N" | "n" => {
                 let (name, ncol) = need(1, "a set name")?;
                 let (typ, tcol) = need(2, "a set type (e.g. hash:ip)")?;
-                if st.exists(name) {
+                if st.exists(name) || lists.contains_key(name) {
                     return Err(Error::new(
                         lno,
                         ncol,
@@ -379,7 +384,9 @@ pub(crate) fn load(store: &SetStore, text: &str, now: u64) -> Result<Loaded, Err
                     i += 1;
                 }
                 if typ == "list:set" {
-                    return Err(Error::new(lno, tcol, "set type `list:set` (a set of sets) is not supported yet: match its member sets one rule each"));
+                    lists.insert(name.to_string(), create_list(&desc_opts, lno)?);
+                    stats.sets_created += 1;
+                    continue;
                 }
                 let (dims, interval) = type_dims(typ, v6).ok_or_else(|| {
                     Error::new(
@@ -481,6 +488,32 @@ pub(crate) fn load(store: &SetStore, text: &str, now: u64) -> Result<Loaded, Err
             "add" | "-A" | "a" | "del" | "-D" | "d" => {
                 let (name, ncol) = need(1, "a set name")?;
                 let (etext, ecol) = need(2, "an element")?;
+                if lists.contains_key(name) {
+                    let member = etext;
+                    let (at, timeout) = member_options(&toks[3..], lno, eol)?;
+                    if lists.contains_key(member) {
+                        return Err(Error::new(
+                            lno,
+                            ecol,
+                            format!("set `{member}` is a list:set: a list cannot hold a list"),
+                        ));
+                    }
+                    let list = lists.get_mut(name).expect("checked above");
+                    let done = if cmd.starts_with('a') || cmd == "-A" {
+                        if !st.exists(member) {
+                            return Err(Error::new(
+                                lno,
+                                ecol,
+                                format!("set `{member}` does not exist"),
+                            ));
+                        }
+                        list.add(member, at, timeout, now)
+                    } else {
+                        list.del(member, now)
+                    };
+                    done.map_err(|m| Error::new(lno, ecol, format!("list:set `{name}`: {m}")))?;
+                    continue;
+                }
                 let set = st
                     .get_mut(name)
                     .ok_or_else(|| Error::new(lno, ncol, format!("set `{name}` does not exist")))?;
@@ -531,11 +564,15 @@ pub(crate) fn load(store: &SetStore, text: &str, now: u64) -> Result<Loaded, Err
                 }
             }
             "flush" | "-F" => match toks.get(1) {
+                Some(&(name, _)) if lists.contains_key(name) => {
+                    lists.get_mut(name).expect("checked").members.clear()
+                }
                 Some(&(name, nc)) => st
                     .get_mut(name)
                     .ok_or_else(|| Error::new(lno, nc, format!("set `{name}` does not exist")))?
                     .flush(),
                 None => {
+                    lists.values_mut().for_each(|l| l.members.clear());
                     let names: Vec<String> = store
                         .names()
                         .iter()
@@ -550,18 +587,47 @@ pub(crate) fn load(store: &SetStore, text: &str, now: u64) -> Result<Loaded, Err
                 }
             },
             "destroy" | "-X" | "x" => match toks.get(1) {
+                Some(&(name, _)) if lists.remove(name).is_some() => {}
                 Some(&(name, nc)) => {
+                    if let Some(list) = held_by(&lists, name, now) {
+                        return Err(Error::new(
+                            lno,
+                            nc,
+                            format!("set `{name}` is in use: list:set `{list}` holds it"),
+                        ));
+                    }
                     if !st.destroy(name) {
                         return Err(Error::new(lno, nc, format!("set `{name}` does not exist")));
                     }
                 }
                 None => {
+                    // The kernel destroys nothing while a list holds a set.
+                    let mut held: Vec<(&String, &String)> = lists
+                        .iter()
+                        .flat_map(|(l, list)| list.members.iter().map(move |m| (l, &m.name)))
+                        .collect();
+                    held.sort();
+                    if let Some((list, set)) = held.first() {
+                        return Err(Error::new(lno, ccol, format!("set `{set}` is in use: list:set `{list}` holds it (flush the list first)")));
+                    }
+                    lists.clear();
                     st.destroy_all();
                 }
             },
             "swap" | "-W" | "rename" | "-E" => {
                 let (a, ac) = need(1, "a set name")?;
                 let (b, bc) = need(2, "a set name")?;
+                for (n, c) in [(a, ac), (b, bc)] {
+                    if lists.contains_key(n) || held_by(&lists, n, now).is_some() {
+                        return Err(Error::new(
+                            lno,
+                            c,
+                            format!(
+                                "{cmd} of a list:set or of a set a list:set holds is not supported"
+                            ),
+                        ));
+                    }
+                }
                 let sa = st
                     .get(a)
                     .ok_or_else(|| Error::new(lno, ac, format!("set `{a}` does not exist")))?
@@ -598,7 +664,7 @@ pub(crate) fn load(store: &SetStore, text: &str, now: u64) -> Result<Loaded, Err
         }
     }
     let (staged, removed) = st.finish();
-    Ok((staged, removed, stats))
+    Ok((staged, removed, stats, lists))
 }
 
 pub(crate) fn save(store: &SetStore, only: Option<&str>, now: u64) -> String {
@@ -686,6 +752,16 @@ pub(crate) fn save(store: &SetStore, only: Option<&str>, now: u64) -> String {
         out.push_str(&adds);
         adds.clear();
     }
+    // Lists after the sets they hold, as restore needs them.
+    let lists = match only {
+        Some(n) => vec![n],
+        None => store.list_names(),
+    };
+    for name in lists {
+        if let Some(list) = store.list(name) {
+            out.push_str(&save_list(name, list, now));
+        }
+    }
     out
 }
 
@@ -695,8 +771,8 @@ impl SetStore {
     /// `flush`, `destroy`, `swap`). All or nothing: on error nothing changes.
     pub fn load_ipset(&mut self, text: &str) -> Result<LoadStats, Error> {
         let now = self.now();
-        let (staged, removed, stats) = load(self, text, now)?;
-        self.commit(staged, removed);
+        let (staged, removed, stats, lists) = load(self, text, now)?;
+        self.commit(staged, removed, lists);
         Ok(stats)
     }
     /// `ipset save` text of all sets (sorted by name), or of one set.

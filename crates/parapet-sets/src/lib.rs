@@ -34,6 +34,7 @@ mod element;
 mod ipset;
 mod key;
 mod limits;
+mod list_set;
 mod nft;
 mod reference;
 mod set;
@@ -49,6 +50,7 @@ pub use desc::{
 };
 pub use element::{Element, StoredElement};
 pub use key::{KeyPart, KeyValue, LookupKey, MAX_DIMS};
+pub use list_set::{kernel_dimension, ListMember, ListSet, Placement, DEFAULT_LIST_SIZE};
 pub use nft::{format_duration, parse_duration};
 /// The rule model's address family and performance|memory policy.
 pub use parapet_model::{Family, Policy};

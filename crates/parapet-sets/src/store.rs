@@ -3,6 +3,7 @@
 use crate::desc::{Explain, SetDesc};
 use crate::element::Element;
 use crate::key::{KeyPart, LookupKey};
+use crate::list_set::ListSet;
 use crate::set::Set;
 use crate::set_error::SetError;
 use std::collections::HashMap;
@@ -93,6 +94,8 @@ pub struct LoadStats {
 /// ```
 pub struct SetStore {
     sets: HashMap<String, Set>,
+    /// The `list:set`s, by name (names are unique across sets and lists).
+    pub(crate) lists: HashMap<String, ListSet>,
     clock: Arc<dyn Clock>,
 }
 
@@ -106,6 +109,7 @@ impl Clone for SetStore {
     fn clone(&self) -> Self {
         SetStore {
             sets: self.sets.clone(),
+            lists: self.lists.clone(),
             clock: self.clock.clone(),
         }
     }
@@ -115,6 +119,7 @@ impl std::fmt::Debug for SetStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SetStore")
             .field("sets", &self.sets)
+            .field("lists", &self.lists)
             .finish()
     }
 }
@@ -128,6 +133,7 @@ impl SetStore {
     pub fn with_clock(clock: Arc<dyn Clock>) -> SetStore {
         SetStore {
             sets: HashMap::new(),
+            lists: HashMap::new(),
             clock,
         }
     }
@@ -265,7 +271,13 @@ impl SetStore {
         self.sets.get(name).map(|s| s.explain())
     }
 
-    pub(crate) fn commit(&mut self, staged: HashMap<String, Set>, removed: Vec<String>) {
+    pub(crate) fn commit(
+        &mut self,
+        staged: HashMap<String, Set>,
+        removed: Vec<String>,
+        lists: HashMap<String, ListSet>,
+    ) {
+        self.lists = lists;
         for r in removed {
             self.sets.remove(&r);
         }
@@ -277,8 +289,13 @@ impl SetStore {
 }
 
 /// What a text load produces before it is committed: the staged sets, the
-/// names removed, and the counts.
-pub(crate) type Loaded = (HashMap<String, Set>, Vec<String>, LoadStats);
+/// names removed, the counts, and the lists as they are after the load.
+pub(crate) type Loaded = (
+    HashMap<String, Set>,
+    Vec<String>,
+    LoadStats,
+    HashMap<String, ListSet>,
+);
 
 /// Copy-on-touch staging of sets for all-or-nothing loads.
 pub(crate) struct Staging<'a> {

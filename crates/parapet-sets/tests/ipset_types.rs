@@ -120,9 +120,9 @@ fn bad_elements_and_options_are_refused_where_they_are() {
             "unsupported set type `hash:mac,ip`",
         ),
         (
-            "create l list:set\n",
-            1,
-            "`list:set` (a set of sets) is not supported yet",
+            "create l list:set\nadd l nope\n",
+            2,
+            "set `nope` does not exist",
         ),
     ];
     for (text, line, want) in cases {

@@ -212,7 +212,7 @@ pub(crate) fn load(store: &SetStore, text: &str, now: u64) -> Result<Loaded, Err
         }
     }
     let (staged, removed) = st.finish();
-    Ok((staged, removed, stats))
+    Ok((staged, removed, stats, store.lists.clone()))
 }
 
 fn create(st: &mut Staging, def: SetDef, now: u64, stats: &mut LoadStats) -> Result<(), Error> {
@@ -246,8 +246,8 @@ impl SetStore {
     /// `add element` / `delete element` / `flush set` commands. All or nothing.
     pub fn load_nft(&mut self, text: &str) -> Result<LoadStats, Error> {
         let now = self.now();
-        let (staged, removed, stats) = load(self, text, now)?;
-        self.commit(staged, removed);
+        let (staged, removed, stats, lists) = load(self, text, now)?;
+        self.commit(staged, removed, lists);
         Ok(stats)
     }
     /// nft text of all sets (sorted by name), or of one set.
