@@ -278,6 +278,9 @@ impl Space {
         if let Some(v) = get(Field::SkGid) {
             p.sk_gid = v as u32;
         }
+        if let Some(v) = get(Field::Routing) {
+            p.rt = v as u32;
+        }
         Some(p)
     }
 
