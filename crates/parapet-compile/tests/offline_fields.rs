@@ -123,3 +123,25 @@ fn the_socket_owner_is_refused_by_the_compiler() {
         );
     }
 }
+
+#[test]
+fn the_routing_header_is_refused_by_the_compiler() {
+    let mut m = Matches::any();
+    m.constrain(
+        Field::Routing,
+        routing::values(routing::Part::Type, &IntervalSet::point(0)),
+    );
+    let rs = parapet_gen::one_chain(
+        vec![Rule::new(1, m, Action::Verdict(Verdict::Drop))],
+        Verdict::Accept,
+    );
+    let list = flatten(&rs, rs.select_chain(None).unwrap()).unwrap();
+    let e = compile(&list, &CompileOptions::default()).unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains("rule 1")
+            && msg.contains("IPv6 routing header")
+            && msg.contains("only the linear engine"),
+        "{msg}"
+    );
+}

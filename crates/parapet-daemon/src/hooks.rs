@@ -385,8 +385,36 @@ pub fn tc_placement_warnings(rs: &Ruleset, compiled: &[CompiledChain]) -> Vec<St
             c.name
         ));
     }
+    if let Some(c) = at(NfHook::Postrouting) {
+        // tc egress runs after SNAT: the lookup's tuple is the translated
+        // one, which no conntrack entry has (ct_result in
+        // bpf/lib/conntrack.h then says NEW or INVALID)
+        let rules = reachable(rs, c.chain);
+        let ct = rules_matching(&rules, POSTROUTING_CT_FIELDS);
+        if !ct.is_empty() {
+            out.push(format!(
+                "tc placement: rules {} of {} match the conntrack state or entry, looked up \
+                 at tc egress with the packet's tuple after SNAT: for a masqueraded or \
+                 SNAT'ed connection conntrack finds no entry there, so its packets are NEW \
+                 (INVALID for TCP other than a SYN or an ACK) and the entry's fields 0, not \
+                 what the kernel's chain sees; docs/hooks.md, *Before and after routing at tc*",
+                ids(&ct),
+                c.name
+            ));
+        }
+    }
     out
 }
+
+/// What a postrouting chain reads from the conntrack entry (the status is
+/// warned of at every hook of the tc placement already).
+const POSTROUTING_CT_FIELDS: &[Field] = &[
+    Field::CtState,
+    Field::CtOrigDstPort,
+    Field::CtOrigSrcPort,
+    Field::CtProto,
+    Field::CtMark,
+];
 
 #[cfg(test)]
 mod tests {
@@ -605,5 +633,26 @@ table ip g {
         // nothing to warn of without NAT, ct status and OUTPUT
         let c = load("*filter\n:INPUT DROP [0:0]\n-A INPUT -p tcp --dport 22 -j ACCEPT\nCOMMIT\n");
         assert!(tc_placement_warnings(&c.ruleset, &c.compiled).is_empty());
+    }
+
+    #[test]
+    fn the_tc_placement_warns_of_ctstate_at_postrouting_after_snat() {
+        let post = |rules: &str| {
+            load(&format!(
+                "table inet f {{\n chain post {{\n  type filter hook postrouting priority 300; \
+                 policy accept;\n{rules} }}\n chain fwd {{\n  type filter hook forward \
+                 priority 0; policy accept;\n  ct state established accept\n }}\n}}\n"
+            ))
+        };
+        let c = post("  ct state new counter\n  udp dport 53 ct state established drop\n");
+        let w = tc_placement_warnings(&c.ruleset, &c.compiled);
+        let snat: Vec<&String> = w.iter().filter(|x| x.contains("after SNAT")).collect();
+        assert_eq!(snat.len(), 1, "{w:?}");
+        assert!(snat[0].contains("rules 1, 2 of f/post"), "{w:?}");
+        // ctstate at FORWARD (tc ingress, before any NAT) is not this
+        assert!(!snat[0].contains("fwd"), "{w:?}");
+        let c = post("  udp dport 53 drop\n");
+        let w = tc_placement_warnings(&c.ruleset, &c.compiled);
+        assert!(!w.iter().any(|x| x.contains("after SNAT")), "{w:?}");
     }
 }

@@ -14,8 +14,36 @@ use crate::bpf_sys::{self, LinkIds};
 use crate::error::{Error, Result};
 use crate::load::{Dataplane, PROG_TC, PROG_XDP};
 use crate::pin::{
-    maps_dir, pin_err, read_dir_names, LinkPin, PinnedAttachment, NETFILTER_HOOK, REPLACING,
+    maps_dir, pin_err, read_dir_names, staged_final_name, LinkPin, PinnedAttachment,
+    NETFILTER_HOOK, REPLACING,
 };
+
+/// Gives each link pin staged ahead of a killed process's takeover
+/// ([`crate::pin::STAGED`]) its own name, as the takeover would have: the
+/// link keeps enforcing through the rename (bpffs renames atomically). A
+/// pin of that name whose link still runs on an interface is kept and the
+/// staged link removed (the interface's name went to another device
+/// meanwhile: the caller links it anew).
+fn adopt_staged_pins(links: &Path) {
+    for name in read_dir_names(links) {
+        let Some(fin) = staged_final_name(&name) else {
+            continue;
+        };
+        let (from, to) = (links.join(&name), links.join(fin));
+        let live = bpf_sys::obj_get(&to)
+            .ok()
+            .and_then(|fd| bpf_sys::link_ids(fd.as_fd()).ok())
+            .is_some_and(|ids| ids.ifindex != 0);
+        // on failure the staged pin stays: it is then taken as a link of
+        // an interface named `staged:…`, which none is, so the caller
+        // drops it after linking the interface anew
+        let _ = if live {
+            std::fs::remove_file(&from)
+        } else {
+            std::fs::rename(&from, &to)
+        };
+    }
+}
 
 /// The program that runs at a hook, by the hook's pin name (`xdp`, `tc`).
 /// Netfilter links are not here: their program cannot be swapped in place
@@ -46,6 +74,7 @@ impl Dataplane {
         }
         let mut netfilter = false;
         let mut tc_hooks = false;
+        adopt_staged_pins(&root.join("links"));
         for name in read_dir_names(&root.join("links")) {
             let path = root.join("links").join(&name);
             if name.starts_with(REPLACING) {

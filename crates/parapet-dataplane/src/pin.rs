@@ -258,6 +258,26 @@ pub(crate) const NETFILTER_HOOK: &str = "netfilter";
 /// No interface name has a `:`; bpffs refuses a `.` in names (EPERM).
 pub(crate) const REPLACING: &str = "replacing:";
 
+/// Prefix of a link pin made ahead of the owner's state lock (the tc
+/// placement's links of a new interface, [`crate::TcHooksKit`]): the link
+/// is pinned the moment it exists, so a process killed before it takes
+/// the link over leaves it enforcing; the takeover renames the pin to its
+/// own name, and a starting process adopts a staged pin as if it had
+/// ([`staged_final_name`]).
+pub(crate) const STAGED: &str = "staged:";
+
+/// `links/staged:<target>@<hook>` under `root` (see [`STAGED`]).
+pub(crate) fn staged_link_path(root: &Path, target: &str, hook: &str) -> PathBuf {
+    root.join("links")
+        .join(format!("{STAGED}{}@{hook}", escape_target(target)))
+}
+
+/// The pin name a staged pin takes when adopted (its name without
+/// [`STAGED`]), or None for other names.
+pub(crate) fn staged_final_name(name: &str) -> Option<&str> {
+    name.strip_prefix(STAGED)
+}
+
 pub(crate) fn pin_err(path: &Path, e: io::Error) -> Error {
     Error::Pin(format!("{}: {e}", path.display()))
 }
@@ -431,5 +451,18 @@ mod tests {
             let (target, hook) = file.rsplit_once('@').unwrap();
             assert_eq!((unescape_target(target).as_str(), hook), (name, "xdp"));
         }
+    }
+
+    #[test]
+    fn a_staged_pin_names_its_final_pin() {
+        let staged = staged_link_path(Path::new("/r"), "eth0.7", "hooks-tc-in");
+        let file = staged.file_name().unwrap().to_str().unwrap();
+        assert_eq!(file, "staged:eth0%2E7@hooks-tc-in");
+        let fin = staged_final_name(file).unwrap();
+        assert_eq!(
+            Path::new("/r/links").join(fin),
+            link_path(Path::new("/r"), "eth0.7", "hooks-tc-in")
+        );
+        assert_eq!(staged_final_name("eth0@xdp"), None);
     }
 }

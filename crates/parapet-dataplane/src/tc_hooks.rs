@@ -249,6 +249,27 @@ impl Dataplane {
         self.keep_tc_link(iface, hook, link)
     }
 
+    /// Takes a link made ahead into the dataplane's keeping: a staged pin
+    /// is renamed to `links/<iface>@<hook>` (atomically: the link is
+    /// pinned throughout), an unstaged link pinned there.
+    fn keep_ahead_link(&mut self, iface: &str, hook: &str, ahead: &mut AheadLink) -> Result<u64> {
+        let (Some(root), Some(staged)) = (
+            self.pin_dir().map(std::path::Path::to_path_buf),
+            ahead.staged.clone(),
+        ) else {
+            let link = ahead.link.take().expect("held until taken");
+            return self.keep_tc_link(iface, hook, link);
+        };
+        let path = crate::pin::link_path(&root, iface, hook);
+        std::fs::rename(&staged, &path).map_err(|e| crate::pin::pin_err(&path, e))?;
+        ahead.staged = None;
+        let pin = LinkPin::open(path, iface, hook)?;
+        let id = self.next_id;
+        self.next_id += 1;
+        self.links.insert(id, LinkId::Pinned(pin));
+        Ok(id)
+    }
+
     /// Takes `link` into the dataplane's keeping: pinned as
     /// `links/<iface>@<hook>` when pinning, detached by its id.
     fn keep_tc_link(&mut self, iface: &str, hook: &str, link: FdLink) -> Result<u64> {
@@ -273,17 +294,70 @@ pub struct TcHooksKit {
     ingress: SchedClassifier,
     egress: SchedClassifier,
     ifnames: BpfHashMap<MapData, u32, IfName>,
+    /// The dataplane's pin directory: each link is pinned under a staged
+    /// name the moment it exists ([`crate::pin::STAGED`]).
+    pin_root: Option<std::path::PathBuf>,
+}
+
+/// One link a [`TcHooksKit`] made, with its staged pin when pinning:
+/// dropped before the dataplane takes it over, the pin goes too (and the
+/// link with it).
+struct AheadLink {
+    link: Option<FdLink>,
+    staged: Option<std::path::PathBuf>,
+}
+
+impl AheadLink {
+    /// Pins `link` as `links/staged:<iface>@<hook>` under `root`, if any.
+    fn stage(
+        link: FdLink,
+        root: Option<&std::path::Path>,
+        iface: &str,
+        hook: &str,
+    ) -> Result<Self> {
+        let Some(root) = root else {
+            return Ok(AheadLink {
+                link: Some(link),
+                staged: None,
+            });
+        };
+        let path = crate::pin::staged_link_path(root, iface, hook);
+        // one left by a kit whose links were not taken over
+        let _ = std::fs::remove_file(&path);
+        let pinned = link
+            .pin(&path)
+            .map_err(|e| Error::Pin(format!("{}: {e}", path.display())))?;
+        Ok(AheadLink {
+            link: Some(FdLink::from(pinned)),
+            staged: Some(path),
+        })
+    }
+
+    fn link(&self) -> &FdLink {
+        self.link.as_ref().expect("held until taken")
+    }
+}
+
+impl Drop for AheadLink {
+    fn drop(&mut self) {
+        if let Some(p) = self.staged.take() {
+            let _ = std::fs::remove_file(p);
+        }
+    }
 }
 
 /// The two links a [`TcHooksKit`] made on one interface, not yet in the
-/// dataplane's keeping (dropping them detaches them).
+/// dataplane's keeping (dropping them detaches them). With a pin
+/// directory they are pinned under staged names from the moment they
+/// exist, so a process killed before the takeover leaves them enforcing
+/// and the next start adopts them.
 pub struct TcHooksLinks {
     /// The interface, as named when linked.
     pub iface: String,
     /// Its index.
     pub ifindex: u32,
-    ingress: FdLink,
-    egress: FdLink,
+    ingress: AheadLink,
+    egress: AheadLink,
 }
 
 impl std::fmt::Debug for TcHooksLinks {
@@ -301,8 +375,11 @@ impl TcHooksKit {
         let len = iface.len().min(15);
         n.name[..len].copy_from_slice(&iface.as_bytes()[..len]);
         self.ifnames.insert(ifindex, n, 0)?;
+        let root = self.pin_root.as_deref();
         let ingress = tcx_link(&mut self.ingress, iface, TcAttachType::Ingress)?;
+        let ingress = AheadLink::stage(ingress, root, iface, TC_HOOKS_IN)?;
         let egress = tcx_link(&mut self.egress, iface, TcAttachType::Egress)?;
+        let egress = AheadLink::stage(egress, root, iface, TC_HOOKS_OUT)?;
         Ok(TcHooksLinks {
             iface: iface.to_string(),
             ifindex,
@@ -352,6 +429,7 @@ impl Dataplane {
             ingress,
             egress,
             ifnames,
+            pin_root: self.pin_dir().map(std::path::Path::to_path_buf),
         })
     }
 
@@ -361,10 +439,14 @@ impl Dataplane {
     /// (and the links dropped) when they run other programs than this
     /// dataplane's (a kit of a dataplane since replaced): the caller
     /// attaches anew.
-    pub fn keep_tc_hooks(&mut self, links: TcHooksLinks, iface: &str) -> Result<TcHooksAttached> {
+    pub fn keep_tc_hooks(
+        &mut self,
+        mut links: TcHooksLinks,
+        iface: &str,
+    ) -> Result<TcHooksAttached> {
         for (name, link) in [
-            (PROG_TC_PRE_IN, &links.ingress),
-            (PROG_TC_HOOKS_OUT, &links.egress),
+            (PROG_TC_PRE_IN, links.ingress.link()),
+            (PROG_TC_HOOKS_OUT, links.egress.link()),
         ] {
             let prog = self
                 .ebpf
@@ -381,8 +463,8 @@ impl Dataplane {
                 )));
             }
         }
-        let ingress = self.keep_tc_link(iface, TC_HOOKS_IN, links.ingress)?;
-        let egress = match self.keep_tc_link(iface, TC_HOOKS_OUT, links.egress) {
+        let ingress = self.keep_ahead_link(iface, TC_HOOKS_IN, &mut links.ingress)?;
+        let egress = match self.keep_ahead_link(iface, TC_HOOKS_OUT, &mut links.egress) {
             Ok(id) => id,
             Err(e) => {
                 let _ = self.detach(ingress);

@@ -92,6 +92,12 @@ pub enum Field {
     /// The owner gid of the packet's socket (`--gid-owner`, `meta skgid`),
     /// packed as [`Field::SkUid`].
     SkGid,
+    /// The packet's first IPv6 routing header (`-m rt`, nft `rt type|
+    /// seg-left|hdrlength`), packed with a presence bit
+    /// ([`crate::routing`]: `1 << 24 | type << 16 | segments_left << 8 |
+    /// hdrlen`, 0 without one). Not in the packet key yet: only the linear
+    /// engine evaluates it (the compiled engines refuse it).
+    Routing,
     /// Membership of the packet's key in the ruleset's set reference `n`
     /// ([`crate::SetRef`]): 1 when the set holds it.
     Set(u16),
@@ -147,6 +153,7 @@ impl Field {
             Field::Length | Field::Mark | Field::CtMark | Field::SkUid | Field::SkGid => 32,
             Field::Fragment | Field::Set(_) => 1,
             Field::MacSrc => 49,
+            Field::Routing => 25,
         }
     }
 
@@ -185,6 +192,7 @@ impl Field {
             Field::MacSrc => "macsrc".into(),
             Field::SkUid => "skuid".into(),
             Field::SkGid => "skgid".into(),
+            Field::Routing => "rt".into(),
             Field::Set(n) => format!("set{n}"),
         }
     }

@@ -54,6 +54,7 @@ mod quota;
 mod reach;
 mod recent;
 mod region;
+pub mod routing;
 mod rule;
 mod stateful;
 mod time_unit;

@@ -79,6 +79,9 @@ pub struct Packet {
     pub sk_uid: u32,
     /// The socket's owner gid, packed as `sk_uid`.
     pub sk_gid: u32,
+    /// The first IPv6 routing header, packed ([`crate::routing`]: 0
+    /// without one, the default).
+    pub rt: u32,
 }
 
 impl Packet {
@@ -117,6 +120,7 @@ impl Packet {
             mac_src: None,
             sk_uid: 0,
             sk_gid: 0,
+            rt: 0,
         }
     }
 
@@ -157,6 +161,7 @@ impl Packet {
             Field::MacSrc => crate::mac::key_value(self.mac_src),
             Field::SkUid => self.sk_uid as u128,
             Field::SkGid => self.sk_gid as u128,
+            Field::Routing => self.rt as u128,
             Field::Set(_) => panic!("set membership is not a header field"),
         }
     }
@@ -250,7 +255,7 @@ impl FromStr for Packet {
 
     /// Parses `PROTO SRC[:PORT] > DST[:PORT] [iif IF] [oif IF] [ct STATE]
     /// [flags F,F] [type T] [code C] [len N] [ttl N] [dscp N] [stype T]
-    /// [dtype T] [pkttype T] [frag]`.
+    /// [dtype T] [pkttype T] [rt TYPE/SEGLEFT/HDRLEN] [frag]`.
     ///
     /// IPv6 addresses with ports are written `[2001:db8::1]:80`.
     ///
@@ -326,6 +331,25 @@ impl FromStr for Packet {
                         })?;
                     }
                     p.ct_status = bits;
+                }
+                "rt" => {
+                    // TYPE/SEGLEFT/HDRLEN: the first routing header (IPv6).
+                    let bad = || err(i + 1, "expected a routing header TYPE/SEGLEFT/HDRLEN (three bytes, like 0/2/4)");
+                    let v = need("expected a routing header TYPE/SEGLEFT/HDRLEN")?;
+                    let b: Vec<u8> = v
+                        .split('/')
+                        .map(|x| x.parse::<u8>())
+                        .collect::<Result<_, _>>()
+                        .map_err(|_| bad())?;
+                    let [t, s, l] = b[..] else { return Err(bad()) };
+                    if p.family != Family::V6 {
+                        return Err(err(i, "a routing header is an IPv6 extension header"));
+                    }
+                    p.rt = crate::routing::key_value(Some(crate::routing::RoutingHeader {
+                        rt_type: t,
+                        segments_left: s,
+                        hdrlen: l,
+                    })) as u32;
                 }
                 "skuid" | "skgid" => {
                     let v = match need("expected an owner id or nofile")? {
@@ -549,6 +573,9 @@ impl fmt::Display for Packet {
         }
         if let Some(m) = self.mac_src {
             write!(f, " macsrc {}", crate::mac::format(m))?;
+        }
+        if let Some(h) = crate::routing::from_key_value(self.rt as u128) {
+            write!(f, " rt {}/{}/{}", h.rt_type, h.segments_left, h.hdrlen)?;
         }
         for (name, v) in [("skuid", self.sk_uid), ("skgid", self.sk_gid)] {
             match v {

@@ -152,6 +152,7 @@ impl PacketKey {
             mac_src: None,
             sk_uid: 0,
             sk_gid: 0,
+            rt: 0,
         })
     }
 

@@ -7,12 +7,13 @@ use super::mac::MAC_MATCHES;
 use super::mark::MARK_MATCHES;
 use super::option_arg::OptionArg;
 use super::owner::{OWNER_MATCHES, OWNER_OPTIONS};
+use super::rt::{RT_MATCHES, RT_OPTIONS};
 use super::rule::{Need, RuleParser};
 use crate::common::*;
 use parapet_model::*;
 
 pub(super) const SUPPORTED_MATCHES: &str =
-    "tcp, udp, sctp, udplite, icmp, icmp6, multiport, iprange, conntrack, state, set, comment, limit, recent, hashlimit, quota, time, ttl, hl, length, dscp, addrtype, pkttype, mark, connmark, mac, owner";
+    "tcp, udp, sctp, udplite, icmp, icmp6, multiport, iprange, conntrack, state, set, comment, limit, recent, hashlimit, quota, time, ttl, hl, length, dscp, addrtype, pkttype, mark, connmark, mac, owner, rt";
 
 const PORT_PROTOS: &[u8] = &[6, 17, 132, 136];
 
@@ -67,6 +68,7 @@ fn option_module(opt: &str) -> Option<&'static [&'static str]> {
         "--mark" => &["mark", "connmark"],
         "--mac-source" => MAC_MATCHES,
         o if OWNER_OPTIONS.contains(&o) => OWNER_MATCHES,
+        o if RT_OPTIONS.contains(&o) => RT_MATCHES,
         "--state" => &["state"],
         "--match-set" => &["set"],
         "--comment" => &["comment"],
@@ -134,6 +136,7 @@ impl RuleParser<'_> {
             && !MARK_MATCHES.contains(&n)
             && !MAC_MATCHES.contains(&n)
             && !OWNER_MATCHES.contains(&n)
+            && !RT_MATCHES.contains(&n)
         {
             self.err(
                 name.col,
@@ -200,6 +203,9 @@ impl RuleParser<'_> {
         }
         if n == "owner" {
             self.owner_module(name.col);
+        }
+        if n == "rt" {
+            self.rt_module(name.col);
         }
         if L4_MATCHES.contains(&n) {
             self.fragment_blind();
@@ -605,6 +611,7 @@ impl RuleParser<'_> {
             "--mark" => self.mark_option(arg),
             "--mac-source" => self.mac_option(arg),
             o if OWNER_OPTIONS.contains(&o) => self.owner_option(arg),
+            o if RT_OPTIONS.contains(&o) => self.rt_option(arg),
             _ if header_option_module(opt).is_some() => {
                 self.header_option(arg)
             }

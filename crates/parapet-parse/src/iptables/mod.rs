@@ -20,6 +20,7 @@ mod matches;
 mod option_arg;
 mod owner;
 mod recent;
+mod rt;
 mod rule;
 mod table;
 mod targets;
@@ -39,7 +40,8 @@ pub(crate) use matches::{iface_set, parse_rate};
 pub(crate) use targets::{parse_log_level, LOG_LEVELS};
 
 /// Guesses the family of an iptables-save text: ip6tables-save says so in
-/// its header comment; otherwise an IPv6 address or ICMPv6 names it.
+/// its header comment; otherwise an IPv6 address, ICMPv6 or `-m rt`
+/// names it.
 pub(crate) fn detect_family(text: &str) -> Family {
     for line in text.lines() {
         let l = line.trim();
@@ -63,7 +65,8 @@ pub(crate) fn detect_family(text: &str) -> Family {
                 {
                     return Family::V6;
                 }
-                if opt == "--icmpv6-type" {
+                // ip6tables-only matches
+                if opt == "--icmpv6-type" || (matches!(opt, "-m" | "--match") && val == "rt") {
                     return Family::V6;
                 }
             }

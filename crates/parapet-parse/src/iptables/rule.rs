@@ -151,6 +151,7 @@ impl RuleParser<'_> {
                 | "--rttl"
                 | "--hashlimit-rate-match" => 0,
                 "--socket-exists" | "--suppl-groups" => 0,
+                "--rt-0-res" | "--rt-0-not-strict" => 0,
                 // -m time's flags (iptables/time.rs).
                 "--kerneltz" | "--localtz" | "--utc" | "--contiguous" => 0,
                 "--limit-iface-in" | "--limit-iface-out" => 0,

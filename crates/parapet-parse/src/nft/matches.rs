@@ -7,6 +7,7 @@ use super::rule::RuleParser;
 use super::vmap::{entries, VmapEntry};
 use crate::common::*;
 use crate::owner_ids::OwnerKind;
+use parapet_model::routing;
 use parapet_model::*;
 
 /// What kind of values a selector compares.
@@ -39,6 +40,9 @@ pub(super) enum Kind {
     /// `meta skuid`/`skgid`: a user or group name, an id or a range,
     /// packed as `parapet_model::owner` (id + 2).
     Owner(OwnerKind),
+    /// `rt type|seg-left|hdrlength`: one byte of the first IPv6 routing
+    /// header, lifted into `Field::Routing` (`parapet_model::routing`).
+    Rt(routing::Part),
 }
 
 pub(super) struct Selector {
@@ -53,7 +57,7 @@ pub(super) struct Selector {
 /// only mangles, and is left to the kernel (`kernel.rs`).
 pub(super) const PAYLOAD_SET: &str = "a payload or meta statement";
 
-const SUPPORTED_EXPRS: &str = "ip/ip6 saddr|daddr|protocol|nexthdr|dscp, ip ttl, ip6 hoplimit, tcp/udp/sctp/udplite/th sport|dport, tcp flags, meta l4proto|nfproto|protocol|iifname|oifname|length|pkttype|mark|skuid|skgid, mark, skuid, skgid, fib saddr|daddr type, ether saddr, iifname, oifname, ct state|status|protocol|mark, ct original proto-dst, icmp/icmpv6 type|code, counter, log, limit, comment, accept, drop, reject, jump, goto, return";
+const SUPPORTED_EXPRS: &str = "ip/ip6 saddr|daddr|protocol|nexthdr|dscp, ip ttl, ip6 hoplimit, tcp/udp/sctp/udplite/th sport|dport, tcp flags, meta l4proto|nfproto|protocol|iifname|oifname|length|pkttype|mark|skuid|skgid, mark, skuid, skgid, fib saddr|daddr type, ether saddr, rt type|seg-left|hdrlength, exthdr rt exists|missing, iifname, oifname, ct state|status|protocol|mark, ct original proto-dst, icmp/icmpv6 type|code, counter, log, limit, comment, accept, drop, reject, jump, goto, return";
 
 impl RuleParser<'_> {
     /// A selector expression: `ip saddr`, `tcp dport`, `ct state`, …
@@ -201,6 +205,47 @@ impl RuleParser<'_> {
             // and of `meta skuid`/`meta skgid`
             "skuid" => sel(Field::SkUid, Kind::Owner(OwnerKind::User), vec![]),
             "skgid" => sel(Field::SkGid, Kind::Owner(OwnerKind::Group), vec![]),
+            "rt" => {
+                if self.family == TableFamily::Ip {
+                    return Err((
+                        l,
+                        c,
+                        "'rt' matches the IPv6 routing header: it cannot appear in an ip table"
+                            .into(),
+                    ));
+                }
+                let part = match sub(self, "type, seg-left or hdrlength")?.as_str() {
+                    "type" => routing::Part::Type,
+                    "seg-left" => routing::Part::SegmentsLeft,
+                    "hdrlength" => routing::Part::HdrLen,
+                    other => return Err((l, c, format!("'rt {other}' is not supported (supported: rt type, rt seg-left, rt hdrlength)"))),
+                };
+                sel(Field::Routing, Kind::Rt(part), vec![])
+            }
+            "exthdr" => {
+                let what = sub(self, "rt")?;
+                if what != "rt" {
+                    return Err((l, c, format!("'exthdr {what}' is not supported (supported: exthdr rt exists, exthdr rt missing)")));
+                }
+                if self.family == TableFamily::Ip {
+                    return Err((l, c, "'exthdr rt' matches the IPv6 routing header: it cannot appear in an ip table".into()));
+                }
+                let set = match sub(self, "exists or missing")?.as_str() {
+                    "exists" => routing::present(),
+                    "missing" => IntervalSet::point(0),
+                    other => {
+                        return Err((
+                            l,
+                            c,
+                            format!(
+                                "expected exists or missing after 'exthdr rt', found '{other}'"
+                            ),
+                        ))
+                    }
+                };
+                self.matches.constrain(Field::Routing, set);
+                Err((0, 0, String::new()))
+            }
             "ether" => match sub(self, "saddr")?.as_str() {
                 "saddr" => sel(Field::MacSrc, Kind::Mac, vec![]),
                 other => Err((
@@ -325,6 +370,10 @@ impl RuleParser<'_> {
         if owner_keyed && (sels.len() > 1 || self.peek_word() == Some("vmap") || looks_up) {
             return self.fail("'meta skuid'/'meta skgid' as a set, map or concatenation key is not supported yet: compare it with a value, a range or an anonymous set");
         }
+        let rt_keyed = sels.iter().any(|s| matches!(s.kind, Kind::Rt(_)));
+        if rt_keyed && (sels.len() > 1 || self.peek_word() == Some("vmap") || looks_up) {
+            return self.fail("'rt type|seg-left|hdrlength' as a set, map or concatenation key is not supported yet: compare it with a value, a range or an anonymous set");
+        }
         if self.peek_word() == Some("vmap") {
             if self.rule.limit.is_some() {
                 return self.fail("'limit' before a verdict map is not supported (it would limit each element separately)");
@@ -409,6 +458,7 @@ impl RuleParser<'_> {
         let s = &sels[0];
         let max = match s.kind {
             Kind::Addr(f) => width_mask(f.addr_bits()),
+            Kind::Rt(_) => routing::BYTE_MAX,
             _ => s.field.max_value(),
         };
         let mut set = self.value(s.kind)?;
@@ -451,6 +501,13 @@ impl RuleParser<'_> {
         }
         if neg {
             set = set.complement(max);
+        }
+        if let Kind::Rt(part) = s.kind {
+            // Without a routing header nft_exthdr breaks the rule, `!=`
+            // included: the values are present headers only.
+            self.matches
+                .constrain(Field::Routing, routing::values(part, &set));
+            return Ok(());
         }
         // `ip saddr 0.0.0.0/0` says no more than the family does.
         if !set.is_full(max) {

@@ -6,6 +6,7 @@ use super::lexer::{Res, Tok, Token};
 use super::matches::Kind;
 use super::rule::RuleParser;
 use crate::common::*;
+use parapet_model::routing;
 use parapet_model::*;
 
 /// `nft describe icmp_code`: the names nft accepts and prints for ICMP codes.
@@ -138,7 +139,11 @@ impl RuleParser<'_> {
                 };
                 Ok(icmp_interval(t, None))
             }
-            Kind::Number(max) => {
+            Kind::Number(_) | Kind::Rt(_) => {
+                let max = match kind {
+                    Kind::Number(max) => max,
+                    _ => routing::BYTE_MAX,
+                };
                 let num = |s: &str| crate::iptables::parse_number(s, max.min(u32::MAX as u128) as u32);
                 let (lo, hi) = match text.split_once('-') {
                     Some((a, b)) => (num(a), num(b)),

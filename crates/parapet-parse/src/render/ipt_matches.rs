@@ -24,6 +24,7 @@ pub(super) fn write_module_matches(
     out.push_str(extra);
     super::header::ipt_header(out, r, family)?;
     super::owner::ipt_owner(out, r)?;
+    super::rt::ipt_rt(out, r)?;
     if let Some(set) = r.matches.get(Field::CtState) {
         let (neg, states) = ct_states(set, id)?;
         let names: Vec<&str> = states.iter().map(|s| s.iptables_name()).collect();

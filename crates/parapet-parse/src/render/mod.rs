@@ -18,6 +18,7 @@ mod iptables;
 mod masked;
 mod nft;
 mod owner;
+mod rt;
 mod spelling;
 mod stateful;
 

@@ -342,6 +342,7 @@ fn nft_rule(rs: &Ruleset, tfam: TableFamily, r: &Rule) -> Result<String, RenderE
     push_icmp(&mut parts, r, icmp_key)?;
     super::header::nft_header(&mut parts, r, family)?;
     super::owner::nft_owner(&mut parts, r)?;
+    super::rt::nft_rt(&mut parts, r)?;
     if let Some(set) = r.matches.get(Field::CtState) {
         let (neg, states) = ct_states(set, id)?;
         let names: Vec<String> = states

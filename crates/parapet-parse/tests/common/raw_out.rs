@@ -26,7 +26,8 @@ pub fn checksum(b: &[u8]) -> u16 {
 }
 
 /// A protocol-253 packet with the packet's addresses, TTL, DSCP and L3
-/// length (sent to loopback by [`send_raw`] whatever its destination).
+/// length, and for IPv6 its routing header ([`Packet::rt`]) if it has one
+/// (sent to loopback by [`send`] whatever its destination).
 pub fn wire(p: &Packet) -> Vec<u8> {
     match p.family {
         Family::V4 => {
@@ -48,6 +49,16 @@ pub fn wire(p: &Packet) -> Vec<u8> {
             h[7] = p.ttl;
             h[8..24].copy_from_slice(&p.src.to_be_bytes());
             h[24..40].copy_from_slice(&p.dst.to_be_bytes());
+            // the packet's routing header, if it has one, before the payload
+            if let Some(rt) = parapet_model::routing::from_key_value(p.rt as u128) {
+                h[6] = 43;
+                h.extend([253, rt.hdrlen, rt.rt_type, rt.segments_left]);
+                h.resize(40 + (rt.hdrlen as usize + 1) * 8, 0);
+                assert!(
+                    h.len() <= p.len as usize,
+                    "{p}: shorter than its routing header"
+                );
+            }
             h.resize(p.len as usize, 0xab);
             h
         }
@@ -93,7 +104,16 @@ fn set_opt(fd: libc::c_int, opt: libc::c_int, value: &[u8], what: &str) {
 /// Sends the packet as a raw IP packet (header included, [`wire`]) in the
 /// calling thread's namespace, as `how` says.
 pub fn send(p: &Packet, how: Sender) {
-    let pkt = wire(p);
+    if let Err(err) = send_wire(p, &wire(p), how) {
+        panic!("sending {p}: {err}");
+    }
+}
+
+/// Sends `pkt`, raw bytes from the IP header on, as [`send`] sends `p`'s
+/// (its family and destination are `p`'s): for packets a [`Packet`]
+/// cannot describe, like a truncated extension header. The error is
+/// sendto's (`EPERM` when OUTPUT dropped the packet).
+pub fn send_wire(p: &Packet, pkt: &[u8], how: Sender) -> std::io::Result<()> {
     let dst = match how {
         Sender::Loopback => match p.family {
             Family::V4 => u32::from(std::net::Ipv4Addr::LOCALHOST) as u128,
@@ -154,7 +174,11 @@ pub fn send(p: &Packet, how: Sender) {
     let err = std::io::Error::last_os_error();
     // SAFETY: the socket opened above, closed once.
     unsafe { libc::close(fd) };
-    assert_eq!(n, pkt.len() as isize, "sending {p}: {err}");
+    if n < 0 {
+        return Err(err);
+    }
+    assert_eq!(n, pkt.len() as isize, "sending {p}: a short write");
+    Ok(())
 }
 
 /// Writes the packet ([`wire`], IPv4) as one Ethernet frame from `src_mac`
