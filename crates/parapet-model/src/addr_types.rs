@@ -145,6 +145,25 @@ pub fn by_prefix(family: Family, addr: u128) -> u8 {
     }
 }
 
+/// The types no host state the dataplane mirrors gives: an address that is
+/// not UNSPEC, LOCAL, BROADCAST or MULTICAST is UNICAST there (and in
+/// [`by_prefix`]), while the kernel reads ANYCAST, BLACKHOLE, UNREACHABLE,
+/// PROHIBIT, THROW, NAT and XRESOLVE from routes of the whole table.
+const UNICAST_LIKE: [u8; 8] = [1, 4, 6, 7, 8, 9, 10, 11];
+
+/// Whether an address type set matches every unicast-like type alike (all
+/// of them, `! --dst-type LOCAL`, or none, `--dst-type LOCAL`): then
+/// typing those addresses UNICAST, as the dataplane does, decides as the
+/// kernel does. A set telling UNICAST from UNREACHABLE (IPv6 `--dst-type
+/// UNREACHABLE`) does not: the compiler refuses it.
+pub fn host_typed(set: &crate::IntervalSet) -> bool {
+    let n = UNICAST_LIKE
+        .iter()
+        .filter(|&&t| set.contains(t as u128))
+        .count();
+    n == 0 || n == UNICAST_LIKE.len()
+}
+
 /// The link-layer packet type a packet to `dst_type` has when nothing else
 /// says: multicast and broadcast destinations go to the link's multicast and
 /// broadcast addresses, anything else to the host.
