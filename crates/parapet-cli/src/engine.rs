@@ -138,9 +138,9 @@ impl<'a> ChainClassifier<'a> {
                         .iter()
                         .any(|&f| r.all_matches().get(f).is_some())
                     || [Field::SrcType, Field::DstType].iter().any(|&f| {
-                        r.all_matches()
-                            .get(f)
-                            .is_some_and(|set| !parapet_model::host_typed(set))
+                        r.all_matches().get(f).is_some_and(|set| {
+                            !parapet_model::dataplane_typed(r.all_matches().get(Field::Family), set)
+                        })
                     })
             });
         if args.engine == "linear" || timed {

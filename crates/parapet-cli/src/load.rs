@@ -198,9 +198,9 @@ fn host_types(rs: &Ruleset) -> String {
         .rules()
         .filter(|r| {
             [Field::SrcType, Field::DstType].iter().any(|&f| {
-                r.all_matches()
-                    .get(f)
-                    .is_some_and(|set| !parapet_model::host_typed(set))
+                r.all_matches().get(f).is_some_and(|set| {
+                    !parapet_model::dataplane_typed(r.all_matches().get(Field::Family), set)
+                })
             })
         })
         .map(|r| r.id.to_string())

@@ -352,8 +352,8 @@ fn include_dirs_are_searched() {
 
 /// Address and packet types offline: `--local-addr` types the host's
 /// addresses (and, with /LEN, the subnet's broadcast address), and every
-/// engine evaluates them; a type set beyond the host's local table
-/// (`BLACKHOLE`, a route of the main table) is evaluated by the linear
+/// engine evaluates them; an IPv6 type set beyond the host's local table
+/// (`unreachable`: no route in the whole table) is evaluated by the linear
 /// engine and refused by a compiled one rather than matched as if every
 /// address were unicast.
 #[test]
@@ -410,13 +410,12 @@ fn address_types_come_from_local_addr_and_compile() {
     };
     assert!(tree(&format!("{ssh} dtype local")).starts_with("decided by rule 3"));
     assert!(tree(ssh).starts_with("decided by the chain policy"));
-    let blackhole = write(
+    let unreachable = write(
         dir.path(),
-        "blackhole.rules",
-        "*filter\n:INPUT ACCEPT [0:0]\n\
-         -A INPUT -m addrtype --dst-type BLACKHOLE -j DROP\nCOMMIT\n",
+        "unreachable.nft",
+        "table ip6 t {\n  chain c {\n    type filter hook input priority 0; policy accept;\n    fib daddr type unreachable drop\n  }\n}\n",
     );
-    let summary = stdout(&parapet(&["check", s(&blackhole)]));
+    let summary = stdout(&parapet(&["check", s(&unreachable)]));
     assert!(
         summary.contains(
             "; address types beyond the local table (rule 1): evaluated offline only, apply refuses them"
@@ -425,16 +424,16 @@ fn address_types_come_from_local_addr_and_compile() {
     );
     let o = parapet(&[
         "trace",
-        s(&blackhole),
+        s(&unreachable),
         "--packet",
-        "udp 10.0.0.1:1 > 10.0.0.2:53",
+        "udp [2001:db8::1]:1 > [2001:db8::2]:53",
         "--engine",
         "tree",
     ]);
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
-        err.contains("rule 1 matches the destination address type"),
+        err.contains("rule 1 matches the IPv6 destination address type"),
         "{err}"
     );
     // The packet type alone compiles: every hook fills its key word.

@@ -130,7 +130,7 @@ impl fmt::Display for CompileError {
             ),
             CompileError::HostField { rule_id, field } => write!(
                 f,
-                "rule {rule_id} matches the {} (-m addrtype, fib saddr|daddr type) by a type that tells UNICAST from ANYCAST, BLACKHOLE, UNREACHABLE, PROHIBIT, THROW, NAT or XRESOLVE: the kernel reads those from the whole routing table, the dataplane only the local and broadcast addresses of the `local` table (docs/hooks.md, \"Address and packet types\"), so the compiled engines and the kernel dataplane refuse it rather than guess; classify --engine linear evaluates it",
+                "rule {rule_id} matches the IPv6 {} (-m addrtype, fib saddr|daddr type) by a type set that tells UNICAST from ANYCAST, BLACKHOLE, UNREACHABLE, PROHIBIT or THROW: for IPv6 the kernel reads those from a lookup in the whole routing table, the dataplane only the host's addresses of the `local` table (docs/hooks.md, \"Address and packet types\"), so the compiled engines and the kernel dataplane refuse it rather than guess; classify --engine linear evaluates it",
                 if field == "stype" { "source address type" } else { "destination address type" }
             ),
             CompileError::MaskedField { rule_id } => write!(

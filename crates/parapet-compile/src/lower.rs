@@ -128,7 +128,7 @@ fn boxes(list: &DecisionList) -> Result<Vec<EntryBox>, CompileError> {
                         // refused, never compiled as if every packet
                         // matched it.
                         let typed = !matches!(f, Field::SrcType | Field::DstType)
-                            || parapet_model::host_typed(set);
+                            || parapet_model::dataplane_typed(e.matches.get(Field::Family), set);
                         let id = field_id(*f).filter(|_| typed).ok_or_else(|| {
                             CompileError::HostField {
                                 rule_id: e.rule_id,
