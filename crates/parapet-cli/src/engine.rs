@@ -128,15 +128,13 @@ impl<'a> ChainClassifier<'a> {
     ) -> Result<ChainClassifier<'a>> {
         // A time window with another stateful condition in one rule is
         // not compiled (docs/syntax.md, "Time conditions"), nor are address
-        // types (the dataplane has no value for them yet) nor the socket
-        // owner and the IPv6 routing header (no key word yet): `auto` picks
-        // the linear engine for them.
+        // types beyond the host's local table (UNREACHABLE, …) nor the
+        // socket owner and the IPv6 routing header (no key word yet): `auto`
+        // picks the linear engine for them.
         let timed = args.engine == "auto"
             && rs.rules().any(|r| {
                 r.time_with_another_condition()
                     || [
-                        Field::SrcType,
-                        Field::DstType,
                         Field::CtOrigSrcPort,
                         Field::SkUid,
                         Field::SkGid,
@@ -144,6 +142,11 @@ impl<'a> ChainClassifier<'a> {
                     ]
                     .iter()
                     .any(|&f| r.all_matches().get(f).is_some())
+                    || [Field::SrcType, Field::DstType].iter().any(|&f| {
+                        r.all_matches().get(f).is_some_and(|set| {
+                            !parapet_model::dataplane_typed(r.all_matches().get(Field::Family), set)
+                        })
+                    })
             });
         if args.engine == "linear" || timed {
             return Ok(ChainClassifier::Linear(

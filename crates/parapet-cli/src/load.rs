@@ -188,17 +188,21 @@ fn offline_fields(rs: &Ruleset) -> String {
     out
 }
 
-/// `; address types (rules 1, 4): evaluated offline only, apply refuses
-/// them`, or nothing: the dataplane has no value for `-m addrtype` and
-/// `fib … type` yet (docs/syntax.md, "Address and packet types").
+/// `; address types beyond the local table (rules 1, 4): evaluated
+/// offline only, apply refuses them`, or nothing: the dataplane types
+/// addresses by the host's `local` table only, so a rule telling UNICAST
+/// from UNREACHABLE, BLACKHOLE, … is not compiled (docs/syntax.md,
+/// "Address and packet types").
 fn host_types(rs: &Ruleset) -> String {
     use parapet_model::Field;
     let ids: Vec<String> = rs
         .rules()
         .filter(|r| {
-            [Field::SrcType, Field::DstType]
-                .iter()
-                .any(|&f| r.all_matches().get(f).is_some())
+            [Field::SrcType, Field::DstType].iter().any(|&f| {
+                r.all_matches().get(f).is_some_and(|set| {
+                    !parapet_model::dataplane_typed(r.all_matches().get(Field::Family), set)
+                })
+            })
         })
         .map(|r| r.id.to_string())
         .collect();
@@ -206,7 +210,7 @@ fn host_types(rs: &Ruleset) -> String {
         return String::new();
     }
     format!(
-        "; address types (rule{} {}): evaluated offline only, apply refuses them",
+        "; address types beyond the local table (rule{} {}): evaluated offline only, apply refuses them",
         plural(ids.len()),
         ids.join(", ")
     )

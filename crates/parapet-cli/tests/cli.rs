@@ -351,11 +351,13 @@ fn include_dirs_are_searched() {
 }
 
 /// Address and packet types offline: `--local-addr` types the host's
-/// addresses (and, with /LEN, the subnet's broadcast address), `auto`
-/// evaluates address types with the linear engine, and a compiled engine
-/// refuses them rather than match every packet; the packet type compiles.
+/// addresses (and, with /LEN, the subnet's broadcast address), and every
+/// engine evaluates them; an IPv6 type set beyond the host's local table
+/// (`unreachable`: no route in the whole table) is evaluated by the linear
+/// engine and refused by a compiled one rather than matched as if every
+/// address were unicast.
 #[test]
-fn address_types_come_from_local_addr_and_are_not_compiled() {
+fn address_types_come_from_local_addr_and_compile() {
     let dir = tempfile::tempdir().unwrap();
     let rules = write(
         dir.path(),
@@ -391,16 +393,47 @@ fn address_types_come_from_local_addr_and_are_not_compiled() {
     assert!(decided(&[], "udp 10.0.0.1:1 > 224.0.0.251:5353").starts_with("decided by rule 2"));
     assert!(decided(&[], &format!("{ssh} dtype local")).starts_with("decided by rule 3"));
     let summary = stdout(&parapet(&["check", s(&rules)]));
+    assert!(!summary.contains("address types"), "{summary}");
+    let tree = |pkt: &str| -> String {
+        let out = stdout(&parapet(&[
+            "trace",
+            s(&rules),
+            "--packet",
+            pkt,
+            "--engine",
+            "tree",
+        ]));
+        out.lines()
+            .find(|l| l.starts_with("decided by"))
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(tree(&format!("{ssh} dtype local")).starts_with("decided by rule 3"));
+    assert!(tree(ssh).starts_with("decided by the chain policy"));
+    let unreachable = write(
+        dir.path(),
+        "unreachable.nft",
+        "table ip6 t {\n  chain c {\n    type filter hook input priority 0; policy accept;\n    fib daddr type unreachable drop\n  }\n}\n",
+    );
+    let summary = stdout(&parapet(&["check", s(&unreachable)]));
     assert!(
-        summary
-            .contains("; address types (rules 1, 3): evaluated offline only, apply refuses them"),
+        summary.contains(
+            "; address types beyond the local table (rule 1): evaluated offline only, apply refuses them"
+        ),
         "{summary}"
     );
-    let o = parapet(&["trace", s(&rules), "--packet", ssh, "--engine", "tree"]);
+    let o = parapet(&[
+        "trace",
+        s(&unreachable),
+        "--packet",
+        "udp [2001:db8::1]:1 > [2001:db8::2]:53",
+        "--engine",
+        "tree",
+    ]);
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
-        err.contains("rule 1 matches the destination address type"),
+        err.contains("rule 1 matches the IPv6 destination address type"),
         "{err}"
     );
     // The packet type alone compiles: every hook fills its key word.

@@ -74,9 +74,10 @@ pub enum CompileError {
         /// The rule's id.
         rule_id: u32,
     },
-    /// A rule matching an address type (`-m addrtype`, `fib … type`) or
-    /// another field no hook fills: the dataplane has no value for it
-    /// yet; the linear engine evaluates it.
+    /// A rule matching a field no hook fills (the conntrack original
+    /// source port), or an address type set telling UNICAST from the
+    /// route types the dataplane does not mirror (`UNREACHABLE`, …): the
+    /// linear engine evaluates it.
     HostField {
         /// The rule's id.
         rule_id: u32,
@@ -127,14 +128,14 @@ impl fmt::Display for CompileError {
                 f,
                 "rule {rule_id} matches the IPv6 routing header (-m rt, rt type|seg-left|hdrlength, exthdr rt): only the linear engine evaluates it so far (classify --engine linear); the compiled engines and the kernel dataplane refuse it (the packet key has no routing header word yet) rather than guess"
             ),
+            CompileError::HostField { rule_id, field } if field == "ctorigsport" => write!(
+                f,
+                "rule {rule_id} matches the conntrack entry's original source port (--ctorigsrcport, ct original proto-src): only the linear engine evaluates it so far (classify --engine linear); the compiled engines and the kernel dataplane refuse it rather than guess"
+            ),
             CompileError::HostField { rule_id, field } => write!(
                 f,
-                "rule {rule_id} matches the {} (-m addrtype, fib saddr|daddr type): only the linear engine evaluates it so far (classify --engine linear); the compiled engines and the kernel dataplane refuse it rather than guess the host's addresses",
-                match field.as_str() {
-                    "stype" => "source address type",
-                    "ctorigsport" => "conntrack entry's original source port (--ctorigsrcport, ct original proto-src)",
-                    _ => "destination address type",
-                }
+                "rule {rule_id} matches the IPv6 {} (-m addrtype, fib saddr|daddr type) by a type set that tells UNICAST from ANYCAST, BLACKHOLE, UNREACHABLE, PROHIBIT or THROW: for IPv6 the kernel reads those from a lookup in the whole routing table, the dataplane only the host's addresses of the `local` table (docs/hooks.md, \"Address and packet types\"), so the compiled engines and the kernel dataplane refuse it rather than guess; classify --engine linear evaluates it",
+                if field == "stype" { "source address type" } else { "destination address type" }
             ),
             CompileError::MaskedField { rule_id } => write!(
                 f,

@@ -501,6 +501,17 @@ pub(crate) fn image_words(
     } else {
         0
     };
+    // the dataplane types the addresses only for images that read them
+    if list.entries.iter().any(|e| {
+        e.matches.iter().any(|(f, _)| {
+            matches!(
+                f,
+                parapet_model::Field::SrcType | parapet_model::Field::DstType
+            )
+        })
+    }) {
+        w[hw::FLAGS] |= image::FLAG_ADDR_TYPES;
+    }
     w[hw::TOTAL_WORDS] = w.len() as u32;
     w[hw::N_ENTRIES] = list.entries.len() as u32;
     w[hw::N_PARTITIONS] = forest.trees.len() as u32;

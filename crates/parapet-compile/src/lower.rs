@@ -79,13 +79,6 @@ fn field_id(f: Field) -> Option<usize> {
     Field::FIXED.iter().position(|&x| x == f)
 }
 
-/// Fixed fields whose key words no hook fills yet (the address types,
-/// words 34 and 35, reserved in the key layout): a rule on them is
-/// refused, never compiled as if every packet had the by-prefix value.
-/// The packet type (word 36) every hook fills (docs/hooks.md, "Address
-/// and packet types").
-const NO_KEY_VALUE_YET: [Field; 2] = [Field::SrcType, Field::DstType];
-
 /// Lowers every entry of `list` to a box.
 pub(crate) fn lower(list: &DecisionList) -> Result<Lowered, CompileError> {
     Ok(Lowered {
@@ -130,15 +123,18 @@ fn boxes(list: &DecisionList) -> Result<Vec<EntryBox>, CompileError> {
                         }
                     }
                     f => {
-                        // An address type has no key value yet:
+                        // A field the key has no word for, or an address
+                        // type set the dataplane cannot tell apart:
                         // refused, never compiled as if every packet
                         // matched it.
-                        let id = field_id(*f)
-                            .filter(|_| !NO_KEY_VALUE_YET.contains(f))
-                            .ok_or_else(|| CompileError::HostField {
+                        let typed = !matches!(f, Field::SrcType | Field::DstType)
+                            || parapet_model::dataplane_typed(e.matches.get(Field::Family), set);
+                        let id = field_id(*f).filter(|_| typed).ok_or_else(|| {
+                            CompileError::HostField {
                                 rule_id: e.rule_id,
                                 field: f.name(),
-                            })?;
+                            }
+                        })?;
                         let r = set.ranges().to_vec();
                         if let (Some(first), Some(last)) = (r.first(), r.last()) {
                             c.hull[id] = (first.0, last.1);

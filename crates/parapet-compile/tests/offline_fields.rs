@@ -1,8 +1,9 @@
 //! Fields the packet key has no word for yet (the socket owner, `-m
-//! owner`; the conntrack entry's original source port, `--ctorigsrcport`)
-//! or no hook fills yet (the address types): compiling a rule on one is
-//! refused with the rule and the field named, never built as if every
-//! packet matched it. The packet type, which every hook fills, compiles.
+//! owner`; the conntrack entry's original source port, `--ctorigsrcport`),
+//! and address types beyond the host's `local` table: compiling a rule on
+//! one is refused with the rule and the field named, never built as if
+//! every packet matched it. The packet and address types, which every
+//! hook fills, compile.
 
 mod common;
 
@@ -38,17 +39,96 @@ fn one_rule_list(field: Field, value: u128) -> DecisionList {
     flatten(&rs, rs.select_chain(None).unwrap()).unwrap()
 }
 
+/// A type set telling UNICAST from a route type the dataplane does not
+/// mirror (IPv6 `--dst-type UNREACHABLE`, `--src-type BLACKHOLE`) is
+/// refused; the kernel reads those from the whole routing table.
 #[test]
-fn the_address_types_are_refused_by_the_compiler() {
-    for (field, what) in [
-        (Field::SrcType, "source address type"),
-        (Field::DstType, "destination address type"),
+fn address_types_beyond_the_local_table_are_refused_by_the_compiler() {
+    for (field, t, what) in [
+        (Field::SrcType, addr_type::BLACKHOLE, "source address type"),
+        (
+            Field::DstType,
+            addr_type::UNREACHABLE,
+            "destination address type",
+        ),
+        (
+            Field::DstType,
+            addr_type::UNICAST,
+            "destination address type",
+        ),
     ] {
-        let list = one_rule_list(field, addr_type::LOCAL as u128);
+        let list = one_rule_list(field, t as u128);
         let msg = compile(&list, &CompileOptions::default())
             .unwrap_err()
             .to_string();
         assert!(msg.contains("rule 1") && msg.contains(what), "{msg}");
+    }
+}
+
+/// `--dst-type LOCAL -j ACCEPT`, `--src-type BROADCAST,MULTICAST -j DROP`,
+/// `! --dst-type LOCAL,BROADCAST` (every unicast-like type) `-j DROP`,
+/// policy ACCEPT: every engine and the image walk decide each pair of
+/// address types as the decision list does, and the image says it reads
+/// them (the header flag the dataplane types addresses on).
+#[test]
+fn the_address_types_compile_in_every_engine() {
+    use addr_type::*;
+    let set = |ts: &[u8]| {
+        ts.iter().fold(IntervalSet::empty(), |s, &t| {
+            s.union(&IntervalSet::point(t as u128))
+        })
+    };
+    let rule = |id: u32, f: Field, s: IntervalSet, v: Verdict| {
+        let mut m = Matches::any();
+        m.constrain(f, s);
+        Rule::new(id, m, Action::Verdict(v))
+    };
+    let rs = parapet_gen::one_chain(
+        vec![
+            rule(1, Field::DstType, set(&[LOCAL]), Verdict::Accept),
+            rule(
+                2,
+                Field::SrcType,
+                set(&[BROADCAST, MULTICAST]),
+                Verdict::Drop,
+            ),
+            rule(
+                3,
+                Field::DstType,
+                set(&[LOCAL, BROADCAST]).complement(0xf),
+                Verdict::Drop,
+            ),
+        ],
+        Verdict::Accept,
+    );
+    let list = flatten(&rs, rs.select_chain(None).unwrap()).unwrap();
+    let types = [UNSPEC, UNICAST, LOCAL, BROADCAST, MULTICAST];
+    for (name, opts) in configs() {
+        let c = Classifier::build(&list, &opts).unwrap();
+        let flags = c.image().words()[parapet_image::hw::FLAGS];
+        assert_ne!(flags & parapet_image::FLAG_ADDR_TYPES, 0, "{name}");
+        for &st in &types {
+            for &dt in &types {
+                let mut p = Packet::v4(0x0a00_0001, 0x0a00_0002, 17, 1000, 53);
+                p.src_type = Some(st);
+                p.dst_type = Some(dt);
+                let d = list.classify(&p, &[]);
+                let want = if dt == LOCAL {
+                    1
+                } else if st == BROADCAST || st == MULTICAST {
+                    2
+                } else if dt != BROADCAST {
+                    3
+                } else {
+                    0
+                };
+                let id = if d.rule_id <= 3 { d.rule_id } else { 0 };
+                assert_eq!(id, want, "list: {p}");
+                assert_eq!(c.classify(&p, &[]), d, "{name}: {p}");
+                let k = KeyWords::from_bits(&p, &[]);
+                assert_eq!(c.walker().decide(&k), d, "{name} image walk: {p}");
+            }
+        }
     }
 }
 

@@ -33,6 +33,7 @@
 //! The protocol, persistence, limits and the fail2ban set-up are documented
 //! in `docs/daemon.md`.
 
+mod addr_watch;
 pub mod change;
 pub mod client;
 pub mod command;

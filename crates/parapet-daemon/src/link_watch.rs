@@ -24,13 +24,15 @@ use crate::shared::Shared;
 
 /// How long one wait for events lasts before the thread looks at the
 /// shutdown flag.
-const TICK: Duration = Duration::from_millis(200);
+pub(crate) const TICK: Duration = Duration::from_millis(200);
 
-/// An rtnetlink socket that receives the namespace's link events.
-struct LinkEvents(OwnedFd);
+/// An rtnetlink socket that receives some of the namespace's event
+/// groups (`RTMGRP_*`): link events here, address and route events for the
+/// address mirror (src/addr_watch.rs).
+pub(crate) struct RtnlEvents(OwnedFd);
 
-impl LinkEvents {
-    fn open() -> io::Result<LinkEvents> {
+impl RtnlEvents {
+    pub(crate) fn open(groups: u32) -> io::Result<RtnlEvents> {
         // SAFETY: plain socket(2); the descriptor is owned right below.
         let fd = unsafe {
             libc::socket(
@@ -43,11 +45,11 @@ impl LinkEvents {
             return Err(io::Error::last_os_error());
         }
         // SAFETY: fd is a fresh descriptor nothing else owns.
-        let sock = LinkEvents(unsafe { OwnedFd::from_raw_fd(fd) });
+        let sock = RtnlEvents(unsafe { OwnedFd::from_raw_fd(fd) });
         // SAFETY: sockaddr_nl is plain data; zero is its empty value.
         let mut addr: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
         addr.nl_family = libc::AF_NETLINK as libc::sa_family_t;
-        addr.nl_groups = libc::RTMGRP_LINK as u32;
+        addr.nl_groups = groups;
         // SAFETY: addr is a valid sockaddr_nl of the size given.
         let r = unsafe {
             libc::bind(
@@ -82,7 +84,7 @@ impl LinkEvents {
     /// Waits up to [`TICK`] for events, then takes every queued one;
     /// returns how many arrived (a lost batch counts as one: the caller
     /// re-syncs either way).
-    fn wait(&self) -> io::Result<u64> {
+    pub(crate) fn wait(&self) -> io::Result<u64> {
         let mut buf = [0u8; 8192];
         let mut n = 0u64;
         let mut flags = 0;
@@ -116,7 +118,7 @@ impl LinkEvents {
 
 /// The link watcher thread's body.
 pub(crate) fn watch_loop(shared: Arc<Shared>) {
-    let events = match LinkEvents::open() {
+    let events = match RtnlEvents::open(libc::RTMGRP_LINK as u32) {
         Ok(s) => s,
         Err(e) => {
             shared.state.lock().unwrap().kernel.link_watch_failed(&e);

@@ -1,7 +1,8 @@
 //! The daemon: recovery from the state directory, the control socket, a
 //! reader and a writer thread per client, the expiry reaper, sd_notify and
 //! signals, the link watcher (`link_watch.rs`: the tc placement on
-//! interfaces made later).
+//! interfaces made later) and the address watcher (`addr_watch.rs`: the
+//! address-type mirror follows the host's addresses).
 //!
 //! Threads rather than an event loop: a client costs two mostly idle
 //! threads (connections are capped), and a blocking request — an `apply`
@@ -44,6 +45,7 @@ pub struct Daemon {
     logger: Option<JoinHandle<()>>,
     rejecter: Option<JoinHandle<()>>,
     link_watch: Option<JoinHandle<()>>,
+    addr_watch: Option<JoinHandle<()>>,
     /// Where `--metrics` listens (the bound port when 0 was given).
     pub metrics_addr: Option<std::net::SocketAddr>,
     metrics: Vec<JoinHandle<()>>,
@@ -164,6 +166,10 @@ impl Daemon {
         let link_watch = thread::Builder::new()
             .name("link-watch".into())
             .spawn(move || crate::link_watch::watch_loop(s))?;
+        let s = shared.clone();
+        let addr_watch = thread::Builder::new()
+            .name("addr-watch".into())
+            .spawn(move || crate::addr_watch::watch_loop(s))?;
         let fleet = crate::fleet::start(&shared)?;
         let crowdsec = crate::crowdsec::start(&shared)?;
         Ok(Daemon {
@@ -173,6 +179,7 @@ impl Daemon {
             logger: Some(logger),
             rejecter: Some(rejecter),
             link_watch: Some(link_watch),
+            addr_watch: Some(addr_watch),
             metrics_addr: exporter.addr,
             metrics: exporter.threads,
             fleet,
@@ -217,6 +224,9 @@ impl Daemon {
             let _ = h.join();
         }
         if let Some(h) = self.link_watch.take() {
+            let _ = h.join();
+        }
+        if let Some(h) = self.addr_watch.take() {
             let _ = h.join();
         }
         for h in self.metrics.drain(..) {

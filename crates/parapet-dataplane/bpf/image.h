@@ -10,7 +10,7 @@
 #define PARAPET_IMAGE_H
 
 #define PARAPET_IMG_MAGIC 0x54505250u /* "PRPT" little-endian */
-#define PARAPET_IMG_VERSION 7
+#define PARAPET_IMG_VERSION 8
 #define PARAPET_IMG_HEADER_WORDS 32
 #define PARAPET_IMG_KEY_WORDS 41
 #define PARAPET_IMG_NODE_WORDS 8
@@ -36,6 +36,8 @@
 #define PARAPET_IMG_FIXED_FIELDS 24 /* field ids 0..23 */
 #define PARAPET_IMG_SET_FIELD 31
 #define PARAPET_IMG_FLAG_PURE_FIRST_MATCH 1u
+/* some entry reads the address types (key words 34, 35): lib/addr_type.h */
+#define PARAPET_IMG_FLAG_ADDR_TYPES 2u
 
 /* Entry kinds (record word 1, bits 0..3). */
 #define PARAPET_IMG_KIND_DECIDE 0
@@ -146,8 +148,8 @@
 #define PARAPET_KW_CTMARK 31
 #define PARAPET_KW_CTORIGDPORT 32
 #define PARAPET_KW_CTPROTO 33
-/* Field ids 20, 21: the source and destination address types (RTN_*;
- * not filled yet); 22: the link-layer packet type (PACKET_*, from the key
+/* Field ids 20, 21: the source and destination address types (RTN_*,
+ * lib/addr_type.h, when the header has PARAPET_IMG_FLAG_ADDR_TYPES); 22: the link-layer packet type (PACKET_*, from the key
  * extension's pkt_type). */
 #define PARAPET_KW_STYPE 34
 #define PARAPET_KW_DTYPE 35

@@ -14,7 +14,7 @@
 
 #include <linux/types.h>
 
-#define PARAPET_ABI_VERSION 9
+#define PARAPET_ABI_VERSION 10
 
 /* ---- parsed packet key ------------------------------------------------- */
 

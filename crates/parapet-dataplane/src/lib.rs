@@ -40,6 +40,7 @@
 
 pub mod abi;
 mod actions;
+pub mod addr_types;
 mod adopt;
 mod attach;
 mod bpf_sys;

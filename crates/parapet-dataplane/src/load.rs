@@ -141,6 +141,8 @@ pub struct Dataplane {
     pub(crate) set_descs: Array<MapData, RawSetDesc>,
     pub(crate) set_lpm: LpmTrie<MapData, [u8; 20], SetVal>,
     pub(crate) set_tuple: BpfHashMap<MapData, SetTupleKey, SetVal>,
+    /// The address-type mirror (src/addr_types.rs).
+    pub(crate) addr_types: LpmTrie<MapData, [u8; 20], u32>,
     /// Whether set entries are written with `BPF_MAP_UPDATE_BATCH`
     /// (`set_maps.rs`); off only to measure one update per entry.
     pub(crate) batch_writes: bool,
@@ -348,6 +350,7 @@ impl Dataplane {
         let set_descs = Array::try_from(take(&mut ebpf, "parapet_set_descs")?)?;
         let set_lpm = LpmTrie::try_from(take(&mut ebpf, "parapet_set_lpm")?)?;
         let set_tuple = BpfHashMap::try_from(take(&mut ebpf, "parapet_set_tuple")?)?;
+        let addr_types = LpmTrie::try_from(take(&mut ebpf, "parapet_addr_types")?)?;
         let reject_limit = Array::try_from(take(&mut ebpf, "parapet_reject_limit")?)?;
         let config = Array::try_from(take(&mut ebpf, "parapet_config")?)?;
         let mut dp = Dataplane {
@@ -376,6 +379,7 @@ impl Dataplane {
             set_descs,
             set_lpm,
             set_tuple,
+            addr_types,
             batch_writes: true,
             reap_by_scan: false,
             sets: HashMap::new(),

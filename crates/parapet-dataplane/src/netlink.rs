@@ -1,6 +1,7 @@
 //! One rtnetlink question aya 0.14 cannot ask: which XDP programs are on
 //! an interface (`RTM_GETLINK`, the `IFLA_XDP` attributes), so an attach
-//! never replaces another program silently (`attach.rs`).
+//! never replaces another program silently (`attach.rs`). Its message
+//! and attribute readers serve the route dump of `addr_types.rs` too.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -13,16 +14,16 @@ const IFLA_XDP: u16 = 43;
 const IFLA_XDP_IDS: [u16; 4] = [4, 5, 6, 7];
 const NLA_TYPE_MASK: u16 = 0x3fff;
 
-fn u16_at(b: &[u8], at: usize) -> Option<u16> {
+pub(crate) fn u16_at(b: &[u8], at: usize) -> Option<u16> {
     Some(u16::from_ne_bytes(b.get(at..at + 2)?.try_into().ok()?))
 }
 
-fn u32_at(b: &[u8], at: usize) -> Option<u32> {
+pub(crate) fn u32_at(b: &[u8], at: usize) -> Option<u32> {
     Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
 }
 
 /// The `(type, payload)` of each attribute in `b`.
-fn attrs(b: &[u8]) -> Vec<(u16, &[u8])> {
+pub(crate) fn attrs(b: &[u8]) -> Vec<(u16, &[u8])> {
     let mut out = Vec::new();
     let mut off = 0;
     while let (Some(len), Some(ty)) = (u16_at(b, off), u16_at(b, off + 2)) {

@@ -8,6 +8,7 @@ mod common;
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
+use common::addr_mirror::{addr_mirror, addr_type_of};
 use common::image::*;
 use common::{load_dataplane, Rng};
 use parapet_dataplane::frame::parse_frame;
@@ -16,13 +17,12 @@ use parapet_dataplane::{AttachPoint, Dataplane, KernelVerdict, LoadOptions, Stat
 use parapet_image::{KeyWords, FIXED_FIELDS, KEY_WORDS, MAX_CONSTRAINTS};
 use parapet_model::IfName;
 
-/// The fixed fields the BPF walker reads: ids 0..=19, the packet type (22)
-/// and the source MAC (23). The address types (ids 20, 21) have key words
-/// the kernel does not fill yet (docs/dataplane.md), so images never cut
-/// them.
-const WALKER_FIELDS: [u32; 22] = [
-    0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 22, 23,
+/// The fixed fields the BPF walker reads: ids 0..=23, the address types
+/// (20, 21) typed by the mirror `addr_mirror()` and by prefix.
+const WALKER_FIELDS: [u32; 24] = [
+    0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23,
 ];
+
 /// The random images' stand-in for the set constraint.
 const SETS: u32 = FIXED_FIELDS;
 
@@ -79,6 +79,8 @@ fn frame_key(frame: &[u8], hook: AttachPoint) -> [u32; KEY_WORDS] {
     mac[2..].copy_from_slice(&frame[6..12]);
     pkt.mac_src = Some(u64::from_be_bytes(mac));
     pkt.pkt_type = Some(pkt_type_at(hook, &frame[..6]));
+    pkt.src_type = Some(addr_type_of(key.src_ip().unwrap()));
+    pkt.dst_type = Some(addr_type_of(key.dst_ip().unwrap()));
     KeyWords::new(&pkt, 0).to_words()
 }
 
@@ -94,6 +96,7 @@ fn dp(test: &str) -> Dataplane {
         },
     );
     dp.set_ifname(LO, "lo").unwrap();
+    dp.set_addr_types(&addr_mirror()).unwrap();
     dp
 }
 
@@ -199,18 +202,24 @@ struct Pkt {
     dst_mac: usize,
 }
 
-const V4: [Ipv4Addr; 5] = [
+const V4: [Ipv4Addr; 9] = [
     Ipv4Addr::new(10, 0, 0, 1),
     Ipv4Addr::new(10, 0, 0, 200),
     Ipv4Addr::new(10, 1, 2, 3),
     Ipv4Addr::new(192, 0, 2, 9),
     Ipv4Addr::new(198, 51, 100, 1),
+    Ipv4Addr::new(255, 255, 255, 255),
+    Ipv4Addr::new(224, 0, 0, 251),
+    Ipv4Addr::new(127, 0, 0, 1),
+    Ipv4Addr::new(127, 255, 255, 255),
 ];
-const V6: [Ipv6Addr; 4] = [
+const V6: [Ipv6Addr; 6] = [
     Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1),
     Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 0xff),
     Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, 5),
     Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 1),
+    Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1),
+    Ipv6Addr::LOCALHOST,
 ];
 const PORTS: [u16; 8] = [0, 22, 53, 80, 443, 1024, 8080, 65535];
 

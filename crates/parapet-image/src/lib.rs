@@ -22,7 +22,7 @@ pub use key::{u128_at, KeyWords, KEY_OFF, KEY_SETS, KEY_WIDE};
 /// `PRPT` read as a little-endian `u32`.
 pub const MAGIC: u32 = 0x5450_5250;
 /// The format version this crate writes and reads.
-pub const VERSION: u32 = 7;
+pub const VERSION: u32 = 8;
 /// Words in the header.
 pub const HEADER_WORDS: usize = 32;
 /// Words per tree node.
@@ -75,6 +75,10 @@ pub const NODE_MULTI: u32 = 1;
 pub const MAX_FANOUT_BITS: u32 = 8;
 /// Header flag: every entry is a Decide entry.
 pub const FLAG_PURE_FIRST_MATCH: u32 = 1;
+/// Header flag: some entry matches an address type (key words 34, 35):
+/// the dataplane types the packet's addresses only for such images
+/// (docs/hooks.md, "Address and packet types").
+pub const FLAG_ADDR_TYPES: u32 = 2;
 
 /// Entry kinds as the record's word 1 encodes them.
 pub mod kind {

@@ -145,6 +145,34 @@ pub fn by_prefix(family: Family, addr: u128) -> u8 {
     }
 }
 
+/// The IPv6 route types beyond the `local` table: an address that is not
+/// UNSPEC, LOCAL or MULTICAST is UNICAST in the dataplane (and in
+/// [`by_prefix`]), while for IPv6 the kernel reads ANYCAST, BLACKHOLE,
+/// UNREACHABLE (no route at all), PROHIBIT and THROW from a route lookup
+/// in the whole table (xt_addrtype's `match_lookup_rt6`, nft's
+/// `nft_fib6_eval_type`).
+const UNICAST_LIKE: [u8; 8] = [1, 4, 6, 7, 8, 9, 10, 11];
+
+/// Whether the dataplane's address types decide a rule on address type set
+/// `set` as the kernel does, for a rule of families `family` (the rule's
+/// [`crate::Field::Family`] set; `None`: both). IPv4 always: the kernel's
+/// `inet_addr_type` reads the `local` table alone, whose local and
+/// broadcast routes the dataplane mirrors, else UNICAST. IPv6 when the set
+/// matches every unicast-like type alike (all of them, `! --dst-type
+/// LOCAL`, or none, `--dst-type LOCAL`); a set telling UNICAST from
+/// UNREACHABLE (`--dst-type UNREACHABLE`, `fib daddr type unicast` in
+/// nft's ip6 family) does not: the compiler refuses it.
+pub fn dataplane_typed(family: Option<&crate::IntervalSet>, set: &crate::IntervalSet) -> bool {
+    if family.is_some_and(|f| !f.contains(6)) {
+        return true;
+    }
+    let n = UNICAST_LIKE
+        .iter()
+        .filter(|&&t| set.contains(t as u128))
+        .count();
+    n == 0 || n == UNICAST_LIKE.len()
+}
+
 /// The link-layer packet type a packet to `dst_type` has when nothing else
 /// says: multicast and broadcast destinations go to the link's multicast and
 /// broadcast addresses, anything else to the host.

@@ -60,7 +60,7 @@ mod stateful;
 mod time_unit;
 mod time_window;
 
-pub use addr_types::{addr_type, by_prefix, pkt_type, pkt_type_of};
+pub use addr_types::{addr_type, by_prefix, dataplane_typed, pkt_type, pkt_type_of};
 pub use depth_first::Outcome;
 pub use diff::{diff, diff_every_region, DiffReport, Difference, NonTerminalDiff, Unproven};
 pub use diff_rules::{diff_rules, NonTerminal};

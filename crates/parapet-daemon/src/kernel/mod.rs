@@ -8,6 +8,7 @@
 //! under the state lock: a set change and its kernel update, or an apply
 //! and its swap, are one step for every other client.
 
+mod addr_mirror;
 mod hook_stats;
 mod install;
 mod netfilter;
@@ -179,6 +180,8 @@ pub struct Kernel {
     pub(crate) tc_follow: tc_placement::TcFollow,
     /// What the link watcher may link without the state lock.
     pub tc_watch: std::sync::Arc<std::sync::Mutex<tc_placement::TcWatch>>,
+    /// The address-type mirror (kernel/addr_mirror.rs).
+    pub(crate) addr_mirror: addr_mirror::AddrMirror,
 }
 
 impl Kernel {
@@ -197,6 +200,7 @@ impl Kernel {
             nf_reject: Default::default(),
             tc_follow: Default::default(),
             tc_watch: Default::default(),
+            addr_mirror: Default::default(),
         }
     }
 
@@ -763,6 +767,7 @@ impl Kernel {
             },
             "hooks": hook_stats::hooks_json(dp),
             "image_slot_bytes": dp.slot_capacity(),
+            "addr_mirror": self.addr_mirror.json(),
             "conntrack": {
                 "available": dp.conntrack_available(),
                 "lookup": dp.conntrack(),

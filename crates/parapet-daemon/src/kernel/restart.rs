@@ -25,6 +25,8 @@ impl Kernel {
         if self.dp.is_some() {
             return Ok(());
         }
+        // before any image goes live: the address types read it
+        self.addr_mirror.fill(&mut dp);
         let pinned = dp.pinned_attachments();
         if self.config.conntrack_table && pinned.is_empty() {
             // left behind by a parapetd that was killed (a pinned program

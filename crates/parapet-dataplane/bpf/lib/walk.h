@@ -36,6 +36,7 @@
 #include "ctstate.h"
 #include "sets.h"
 #include "stateful.h"
+#include "addr_type.h"
 
 /*
  * Image access: 32-bit word `word` of image slot `slot`, or -1 when the word
@@ -765,9 +766,9 @@ static __always_inline void build_key(struct parapet_walk *w,
 					w->ext.mac_src[1];
 	w->key[PARAPET_KW_MACSRC + 2] = 0;
 	w->key[PARAPET_KW_MACSRC + 3] = 0;
-	/* the address types (ids 20, 21): not filled yet, and the compiler
-	 * refuses rules on them (lower.rs); the packet type (id 22) from
-	 * the key extension */
+	/* the address types (ids 20, 21): UNSPEC here, typed after this by
+	 * parapet_addr_types_fill when the image reads them (addr_type.h);
+	 * the packet type (id 22) from the key extension */
 	w->key[PARAPET_KW_STYPE] = 0;
 	w->key[PARAPET_KW_DTYPE] = 0;
 	w->key[PARAPET_KW_PKTTYPE] = w->ext.pkt_type;
@@ -828,6 +829,8 @@ static __always_inline long image_walk(__u32 idx, __u32 slot,
 	/* pkey first: key_ifnames() reads its interface indices */
 	__builtin_memcpy(&w->pkey, key, sizeof(*key));
 	build_key(w, key);
+	if (H[PARAPET_HW_FLAGS] & PARAPET_IMG_FLAG_ADDR_TYPES)
+		parapet_addr_types_fill(w);
 	/* nothing to do (not even the clock) for images without sets */
 	set_bits(w, &c, n_refs);
 

@@ -255,6 +255,10 @@ fn c_and_rust_constants_agree() {
             (parapet_image::FLAG_PURE_FIRST_MATCH) as u64,
         ),
         (
+            "PARAPET_IMG_FLAG_ADDR_TYPES",
+            (parapet_image::FLAG_ADDR_TYPES) as u64,
+        ),
+        (
             "PARAPET_IMG_KIND_DECIDE",
             (parapet_image::kind::DECIDE) as u64,
         ),

@@ -165,6 +165,25 @@ fn push128(out: &mut Vec<u32>, v: u128) {
 }
 
 /// Assemble the image words (valid header, checksum included).
+/// Whether a constraint or a tree node of `spec` reads an address type
+/// (field ids 20, 21): the header flag the walker types addresses on.
+fn reads_addr_types(spec: &ImageSpec) -> bool {
+    fn tree(t: &Tree) -> bool {
+        match t {
+            Tree::Leaf(_) => false,
+            Tree::Node { field, le, gt, .. } => matches!(field, 20 | 21) || tree(le) || tree(gt),
+            Tree::Multi {
+                field, children, ..
+            } => matches!(field, 20 | 21) || children.iter().any(tree),
+        }
+    }
+    spec.entries
+        .iter()
+        .flat_map(|e| &e.constraints)
+        .any(|c| matches!(c, Constraint::Ranges { field: 20 | 21, .. }))
+        || spec.partitions.iter().any(tree)
+}
+
 pub fn assemble(spec: &ImageSpec) -> Vec<u32> {
     // Nodes in preorder, so children always follow their parent.
     let mut nodes: Vec<[u32; 8]> = Vec::new();
@@ -295,6 +314,9 @@ pub fn assemble(spec: &ImageSpec) -> Vec<u32> {
     w[1] = VERSION;
     w[2] = u32::from(!nodes.is_empty());
     w[3] = u32::from(all_decide);
+    if reads_addr_types(spec) {
+        w[3] |= parapet_image::FLAG_ADDR_TYPES;
+    }
     w[6] = spec.entries.len() as u32;
     w[7] = spec.partitions.len() as u32;
     w[8] = spec.policy;

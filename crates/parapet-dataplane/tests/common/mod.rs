@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod addr_mirror;
 pub mod image;
 pub mod lo;
 pub mod netns;

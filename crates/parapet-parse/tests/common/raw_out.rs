@@ -181,13 +181,16 @@ pub fn send_wire(p: &Packet, pkt: &[u8], how: Sender) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Writes the packet ([`wire`], IPv4) as one Ethernet frame from `src_mac`
+/// Writes the packet ([`wire`], IPv4 or IPv6) as one Ethernet frame from `src_mac`
 /// to `dst_mac` out of `dev` (AF_PACKET), in the calling thread's
 /// namespace: the link-layer destination is the test's to choose.
 pub fn send_frame(dev: &str, dst_mac: [u8; 6], src_mac: [u8; 6], p: &Packet) {
     let mut frame = dst_mac.to_vec();
     frame.extend_from_slice(&src_mac);
-    frame.extend_from_slice(&[0x08, 0x00]);
+    frame.extend_from_slice(match p.family {
+        Family::V4 => &[0x08, 0x00],
+        Family::V6 => &[0x86, 0xdd],
+    });
     frame.extend_from_slice(&wire(p));
     let name = std::ffi::CString::new(dev).unwrap();
     // SAFETY: a packet socket this function owns; the pointers are to live
