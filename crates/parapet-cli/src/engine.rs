@@ -128,20 +128,15 @@ impl<'a> ChainClassifier<'a> {
     ) -> Result<ChainClassifier<'a>> {
         // A time window with another stateful condition in one rule is
         // not compiled (docs/syntax.md, "Time conditions"), nor are address
-        // types (the dataplane has no value for them yet) nor the socket
-        // owner (no key word yet): `auto` picks the linear engine for them.
+        // types (the dataplane has no value for them yet) nor the conntrack
+        // original source port (no key word yet): `auto` picks the linear
+        // engine for them.
         let timed = args.engine == "auto"
             && rs.rules().any(|r| {
                 r.time_with_another_condition()
-                    || [
-                        Field::SrcType,
-                        Field::DstType,
-                        Field::CtOrigSrcPort,
-                        Field::SkUid,
-                        Field::SkGid,
-                    ]
-                    .iter()
-                    .any(|&f| r.all_matches().get(f).is_some())
+                    || [Field::SrcType, Field::DstType, Field::CtOrigSrcPort]
+                        .iter()
+                        .any(|&f| r.all_matches().get(f).is_some())
             });
         if args.engine == "linear" || timed {
             return Ok(ChainClassifier::Linear(

@@ -158,19 +158,15 @@ pub fn summary(rs: &Ruleset) -> String {
 }
 
 /// `; the conntrack entry's original source port (rules 3, 4): evaluated
-/// offline only, apply refuses it`, the same for the socket owner, or
-/// nothing: `--ctorigsrcport`, `ct original proto-src`, `-m owner` and
-/// `meta skuid|skgid` have no key word yet (docs/syntax.md).
+/// offline only, apply refuses it`, or nothing: `--ctorigsrcport` and `ct
+/// original proto-src` have no key word yet (docs/syntax.md).
 fn offline_fields(rs: &Ruleset) -> String {
     use parapet_model::Field;
     let mut out = String::new();
-    for (fields, what) in [
-        (
-            &[Field::CtOrigSrcPort][..],
-            "the conntrack entry's original source port",
-        ),
-        (&[Field::SkUid, Field::SkGid][..], "the socket owner"),
-    ] {
+    for (fields, what) in [(
+        &[Field::CtOrigSrcPort][..],
+        "the conntrack entry's original source port",
+    )] {
         let ids: Vec<String> = rs
             .rules()
             .filter(|r| fields.iter().any(|f| r.all_matches().get(*f).is_some()))

@@ -84,13 +84,16 @@ pub enum Field {
     /// Ethernet header the hook can read, 0 when it has none (xt_mac and
     /// nft's link-layer payload then match nothing, negated or not).
     MacSrc,
+    /// Reserved for the IPv6 routing header match (`-m rt`), key word 41
+    /// (field id 24): no rule constrains it and every key holds 0 there.
+    RtReserved,
     /// The owner uid of the packet's socket (`-m owner --uid-owner`,
     /// `--socket-exists`, nft `meta skuid`), packed with whether there is
-    /// one ([`crate::owner`]). Not in the packet key yet: only the linear
-    /// engine evaluates it (the compiled engines refuse it).
+    /// one ([`crate::owner`]); key word 42 (field id 25), filled at the
+    /// netfilter OUTPUT and POSTROUTING hooks only (`docs/hooks.md`).
     SkUid,
     /// The owner gid of the packet's socket (`--gid-owner`, `meta skgid`),
-    /// packed as [`Field::SkUid`].
+    /// packed as [`Field::SkUid`]; key word 43 (field id 26).
     SkGid,
     /// Membership of the packet's key in the ruleset's set reference `n`
     /// ([`crate::SetRef`]): 1 when the set holds it.
@@ -99,7 +102,7 @@ pub enum Field {
 
 impl Field {
     /// The fixed fields, in the order engines lay them out.
-    pub const FIXED: [Field; 24] = [
+    pub const FIXED: [Field; 27] = [
         Field::Family,
         Field::SrcAddr,
         Field::DstAddr,
@@ -124,6 +127,9 @@ impl Field {
         Field::DstType,
         Field::PktType,
         Field::MacSrc,
+        Field::RtReserved,
+        Field::SkUid,
+        Field::SkGid,
     ];
 
     /// Width of the field in bits.
@@ -144,7 +150,12 @@ impl Field {
             Field::Dscp | Field::CtStatus => 6,
             Field::SrcType | Field::DstType => 4,
             Field::PktType => 3,
-            Field::Length | Field::Mark | Field::CtMark | Field::SkUid | Field::SkGid => 32,
+            Field::Length
+            | Field::Mark
+            | Field::CtMark
+            | Field::SkUid
+            | Field::SkGid
+            | Field::RtReserved => 32,
             Field::Fragment | Field::Set(_) => 1,
             Field::MacSrc => 49,
         }
@@ -183,6 +194,7 @@ impl Field {
             Field::Mark => "mark".into(),
             Field::CtMark => "ctmark".into(),
             Field::MacSrc => "macsrc".into(),
+            Field::RtReserved => "rtreserved".into(),
             Field::SkUid => "skuid".into(),
             Field::SkGid => "skgid".into(),
             Field::Set(n) => format!("set{n}"),

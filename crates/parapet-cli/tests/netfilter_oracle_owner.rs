@@ -1,0 +1,178 @@
+//! `-m owner` (nft `meta skuid|skgid`) against the kernel at the netfilter
+//! OUTPUT hook. The same ruleset goes into the kernel of one network
+//! namespace (`iptables-legacy-restore`, `nft -f`) and into parapetd at
+//! the netfilter hooks of another; in each, processes running as
+//! different uids and gids (`setpriv`) send UDP datagrams to 127.0.0.1,
+//! and connection attempts to closed TCP ports draw the kernel's resets (a
+//! packet of the kernel's own socket, which has no file: `--socket-exists`
+//! matches it, `--uid-owner` does not, `! --uid-owner` does). Which
+//! datagrams and resets arrive must be the same, packet by packet, and
+//! parapetd's counters must name the rules that dropped. Needs root.
+
+mod common;
+
+use common::daemon::{ok, parapet, stat_counters, stats};
+use common::router::start_daemon;
+use parapet_testbed::owner::{reset_arrives, udp_arrivals};
+use parapet_testbed::{require_root, Netns};
+
+/// The senders: (uid, gid).
+const SENDERS: [(u32, u32); 4] = [(0, 0), (1500, 2000), (3000, 3000), (1200, 1700)];
+const UDP_PORTS: [u16; 7] = [9301, 9302, 9303, 9304, 9305, 9306, 9307];
+/// Closed ports whose resets the rules at 94xx judge.
+const RST_PORTS: [u16; 4] = [9401, 9402, 9403, 9404];
+
+/// Every uid/gid option, negated and not, `--socket-exists`, and the four
+/// answers for a socket without a file (rules 8..=11).
+const IPT: &str = "*filter
+:INPUT ACCEPT [0:0]
+:FORWARD ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+-A OUTPUT -o lo -p udp -m udp --dport 9301 -m owner --uid-owner 0 -j DROP
+-A OUTPUT -o lo -p udp -m udp --dport 9302 -m owner ! --uid-owner 1000-1999 -j DROP
+-A OUTPUT -o lo -p udp -m udp --dport 9303 -m owner --gid-owner 2000 -j DROP
+-A OUTPUT -o lo -p udp -m udp --dport 9304 -m owner --socket-exists ! --gid-owner 2000 -j DROP
+-A OUTPUT -o lo -p udp -m udp --dport 9305 -m owner --uid-owner 1500 --gid-owner 1500-2500 -j DROP
+-A OUTPUT -o lo -p udp -m udp --dport 9306 -m owner ! --socket-exists -j DROP
+-A OUTPUT -o lo -p udp -m udp --dport 9307 -m owner --uid-owner 3000 -j DROP
+-A OUTPUT -o lo -p tcp -m tcp --sport 9401 --tcp-flags RST RST -m owner --socket-exists -j DROP
+-A OUTPUT -o lo -p tcp -m tcp --sport 9402 --tcp-flags RST RST -m owner ! --uid-owner 0 -j DROP
+-A OUTPUT -o lo -p tcp -m tcp --sport 9403 --tcp-flags RST RST -m owner --uid-owner 0 -j DROP
+-A OUTPUT -o lo -p tcp -m tcp --sport 9404 --tcp-flags RST RST -m owner ! --socket-exists -j DROP
+COMMIT
+";
+
+/// nft's spelling, at OUTPUT and POSTROUTING: without a socket file
+/// `!=` breaks the rule too (nft_meta).
+const NFT: &str = "table inet t {
+  chain out {
+    type filter hook output priority 0; policy accept;
+    oifname \"lo\" udp dport 9301 meta skuid 0 drop
+    oifname \"lo\" udp dport 9302 meta skuid != 1000-1999 drop
+    oifname \"lo\" udp dport 9303 meta skgid 2000 drop
+    oifname \"lo\" tcp sport 9401 tcp flags & rst == rst meta skuid != 0 drop
+  }
+  chain post {
+    type filter hook postrouting priority 0; policy accept;
+    oifname \"lo\" udp dport 9304 meta skgid != 2000 drop
+    oifname \"lo\" udp dport 9305 meta skuid 1500 meta skgid 1500-2500 drop
+    oifname \"lo\" udp dport 9306 meta skuid { 0, 3000 } drop
+    oifname \"lo\" tcp sport 9402 tcp flags & rst == rst meta skuid 0 drop
+  }
+}
+";
+
+/// Every datagram's fate, then every reset's.
+fn fates(ns: &Netns) -> Vec<bool> {
+    let mut out = udp_arrivals(ns, &SENDERS, &UDP_PORTS);
+    out.extend(RST_PORTS.iter().map(|&p| reset_arrives(ns, p)));
+    out
+}
+
+fn what(i: usize) -> String {
+    let n = SENDERS.len() * UDP_PORTS.len();
+    if i < n {
+        format!(
+            "udp from {:?} to {}",
+            SENDERS[i / UDP_PORTS.len()],
+            UDP_PORTS[i % UDP_PORTS.len()]
+        )
+    } else {
+        format!("reset from {}", RST_PORTS[i - n])
+    }
+}
+
+/// The kernel's fates with `text` loaded by `argv`, in a namespace of its
+/// own.
+fn kernel(tag: &str, argv: &[&str], text: &str) -> Vec<bool> {
+    let ns = Netns::create(tag).unwrap();
+    ns.exec(&["ip", "link", "set", "lo", "up"]).unwrap();
+    common::nf_twins::load(&ns, argv, text);
+    fates(&ns)
+}
+
+/// parapetd's fates with `text` (in `format`) applied and attached at
+/// the netfilter hooks; its per-rule drop counters.
+fn parapetd(tag: &str, text: &str, format: &str) -> (Vec<bool>, Vec<(u32, u64)>) {
+    let ns = Netns::create(tag).unwrap();
+    ns.exec(&["ip", "link", "set", "lo", "up"]).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("parapetd.sock");
+    let _daemon = start_daemon(&ns, dir.path(), &sock);
+    let file = dir.path().join("rules");
+    std::fs::write(&file, text).unwrap();
+    ok(
+        &sock,
+        &["apply", file.to_str().unwrap(), "--format", format],
+    );
+    let o = parapet(&sock, &["attach"]);
+    assert!(
+        o.status.success(),
+        "parapet attach: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let f = fates(&ns);
+    let mut counters: Vec<(u32, u64)> = stat_counters(&stats(&sock))
+        .into_iter()
+        .filter(|(id, n)| *id != 0 && *n > 0)
+        .collect();
+    counters.sort();
+    (f, counters)
+}
+
+fn compare(kernel: &[bool], ours: &[bool], what_: &str) {
+    assert_eq!(kernel.len(), ours.len());
+    let wrong: Vec<String> = kernel
+        .iter()
+        .zip(ours)
+        .enumerate()
+        .filter(|(_, (k, p))| k != p)
+        .map(|(i, (k, p))| format!("{}: kernel delivered {k}, parapet {p}", what(i)))
+        .collect();
+    assert!(wrong.is_empty(), "{what_}:\n{}", wrong.join("\n"));
+}
+
+#[test]
+#[ignore = "needs root"]
+fn owner_at_output_as_iptables_legacy() {
+    require_root();
+    let k = kernel("ownk", &["iptables-legacy-restore"], IPT);
+    let n = SENDERS.len() * UDP_PORTS.len();
+    // the resets: a socket without a file (the kernel's control socket)
+    assert_eq!(
+        &k[n..],
+        &[false, false, true, true],
+        "the kernel's resets: --socket-exists and ! --uid-owner drop them"
+    );
+    let dropped = k[..n].iter().filter(|a| !**a).count();
+    assert!(
+        dropped > 5 && dropped < 25,
+        "{dropped} of {n} dropped: {k:?}"
+    );
+    let (ours, counters) = parapetd("ownp", IPT, "iptables");
+    compare(&k, &ours, "parapetd at the netfilter hooks");
+    // the rules that dropped are the ones counted: every DROP rule that
+    // dropped something in the kernel (1..=5, 7, 8, 9) and no other
+    let counted: Vec<u32> = counters.iter().map(|c| c.0).collect();
+    assert!(
+        [8, 9].iter().all(|r| counted.contains(r)) && !counted.contains(&10),
+        "{counters:?}"
+    );
+}
+
+#[test]
+#[ignore = "needs root"]
+fn skuid_and_skgid_at_output_and_postrouting_as_nft() {
+    require_root();
+    let k = kernel("ownkn", &["nft", "-f", "-"], NFT);
+    let n = SENDERS.len() * UDP_PORTS.len();
+    // nft: without a file no skuid rule matches, `!=` included
+    assert_eq!(&k[n..], &[true, true, true, true], "{k:?}");
+    let dropped = k[..n].iter().filter(|a| !**a).count();
+    assert!(
+        dropped > 5 && dropped < 25,
+        "{dropped} of {n} dropped: {k:?}"
+    );
+    let (ours, _) = parapetd("ownpn", NFT, "nft");
+    compare(&k, &ours, "parapetd at the netfilter hooks (nft)");
+}

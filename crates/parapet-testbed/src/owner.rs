@@ -1,0 +1,89 @@
+//! Packets this host sends as given users, for the socket owner's kernel
+//! oracles (`-m owner`, nft `meta skuid|skgid`): UDP datagrams from
+//! processes running with a uid and gid (`setpriv`), and the reset the
+//! kernel itself sends for a closed TCP port (a packet of the kernel's own
+//! socket, which has no file). Shared by `parapet-parse`'s
+//! `owner_kernel.rs` (the linear engine against the kernel) and
+//! `parapet-cli`'s `netfilter_oracle_owner.rs` (parapetd's BPF program
+//! against the kernel).
+
+use crate::Netns;
+use std::net::{TcpStream, UdpSocket};
+use std::time::Duration;
+
+/// Which datagrams arrive at 127.0.0.1 in `ns` when each sender `(uid,
+/// gid)` sends one to each of `ports` (datagram index = sender ×
+/// `ports.len()` + port index).
+pub fn udp_arrivals(ns: &Netns, senders: &[(u32, u32)], ports: &[u16]) -> Vec<bool> {
+    let rx: Vec<UdpSocket> = ns.run_in(|| {
+        ports
+            .iter()
+            .map(|&p| {
+                let s = UdpSocket::bind(("127.0.0.1", p)).unwrap();
+                s.set_nonblocking(true).unwrap();
+                s
+            })
+            .collect()
+    });
+    for (i, (uid, gid)) in senders.iter().enumerate() {
+        // One bash per sender: a socket per datagram, opened as that
+        // user, whose file carries the credentials the kernel reads.
+        // A dropped datagram fails its send (EPERM): the script goes on.
+        let script: String = ports
+            .iter()
+            .enumerate()
+            .map(|(k, p)| {
+                format!(
+                    "printf '{}' > /dev/udp/127.0.0.1/{p} 2>/dev/null; ",
+                    i * ports.len() + k
+                )
+            })
+            .chain(["true".to_string()])
+            .collect();
+        let out = ns
+            .command("setpriv")
+            .args([
+                &format!("--reuid={uid}"),
+                &format!("--regid={gid}"),
+                "--clear-groups",
+                "bash",
+                "-c",
+                &script,
+            ])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "setpriv: {out:?}");
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let mut arrived = vec![false; senders.len() * ports.len()];
+    for r in &rx {
+        let mut buf = [0u8; 8];
+        // bounded: at most one datagram per sender on a port
+        for _ in 0..=senders.len() {
+            let Ok((n, _)) = r.recv_from(&mut buf) else {
+                break;
+            };
+            let i: usize = std::str::from_utf8(&buf[..n]).unwrap().parse().unwrap();
+            arrived[i] = true;
+        }
+    }
+    arrived
+}
+
+/// Whether the kernel's reset for a connection attempt to closed TCP port
+/// `port` of 127.0.0.1 in `ns` arrives (the connect is refused), or is
+/// dropped on its way out (the connect times out after 1.5 s). The reset
+/// leaves through OUTPUT with the kernel's control socket: a socket
+/// without a file.
+pub fn reset_arrives(ns: &Netns, port: u16) -> bool {
+    ns.run_in(|| {
+        match TcpStream::connect_timeout(
+            &([127, 0, 0, 1], port).into(),
+            Duration::from_millis(1500),
+        ) {
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => true,
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => false,
+            other => panic!("connect to closed port {port}: {other:?}"),
+        }
+    })
+}
