@@ -12,7 +12,7 @@
 mod common;
 
 use common::daemon::{ok, parapet, stat_counters, stats};
-use common::router::start_daemon;
+use common::router::{start_daemon, start_daemon_with};
 use parapet_testbed::owner::{reset_arrives, udp_arrivals};
 use parapet_testbed::{require_root, Netns};
 
@@ -175,4 +175,52 @@ fn skuid_and_skgid_at_output_and_postrouting_as_nft() {
     );
     let (ours, _) = parapetd("ownpn", NFT, "nft");
     compare(&k, &ours, "parapetd at the netfilter hooks (nft)");
+}
+
+/// Where no socket can be read the owner rules are refused, never run as
+/// if no packet had one: the OUTPUT chain placed on an interface (xdp)
+/// and the tc placement (tc egress).
+#[test]
+#[ignore = "needs root"]
+fn owner_rules_are_refused_at_interfaces_and_in_the_tc_placement() {
+    require_root();
+    for (tag, flags, attach, want) in [
+        (
+            "ownx",
+            &["--chain", "filter/OUTPUT"][..],
+            &["attach", "lo", "--hook", "xdp"][..],
+            "which an interface hook (xdp, tc) does not have",
+        ),
+        (
+            "ownt",
+            &["--hook-placement", "tc"][..],
+            &["attach"][..],
+            "the tc placement",
+        ),
+    ] {
+        let ns = Netns::create(tag).unwrap();
+        ns.exec(&["ip", "link", "set", "lo", "up"]).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let sock = dir.path().join("parapetd.sock");
+        let _daemon = start_daemon_with(&ns, dir.path(), &sock, flags);
+        let file = dir.path().join("rules");
+        std::fs::write(&file, IPT).unwrap();
+        ok(
+            &sock,
+            &["apply", file.to_str().unwrap(), "--format", "iptables"],
+        );
+        let o = parapet(&sock, attach);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            !o.status.success() && err.contains("rules 1, 2, 3") && err.contains(want),
+            "{tag}: {attach:?}: {err}"
+        );
+        assert!(err.contains("socket owner"), "{err}");
+        let s = stats(&sock);
+        assert_eq!(
+            s["dataplane"]["attachments"].as_array().map(Vec::len),
+            Some(0),
+            "{s}"
+        );
+    }
 }
