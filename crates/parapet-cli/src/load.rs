@@ -162,25 +162,19 @@ pub fn summary(rs: &Ruleset) -> String {
 /// original proto-src` have no key word yet (docs/syntax.md).
 fn offline_fields(rs: &Ruleset) -> String {
     use parapet_model::Field;
-    let mut out = String::new();
-    for (fields, what) in [(
-        &[Field::CtOrigSrcPort][..],
-        "the conntrack entry's original source port",
-    )] {
-        let ids: Vec<String> = rs
-            .rules()
-            .filter(|r| fields.iter().any(|f| r.all_matches().get(*f).is_some()))
-            .map(|r| r.id.to_string())
-            .collect();
-        if !ids.is_empty() {
-            out += &format!(
-                "; {what} (rule{} {}): evaluated offline only, apply refuses it",
-                plural(ids.len()),
-                ids.join(", ")
-            );
-        }
+    let ids: Vec<String> = rs
+        .rules()
+        .filter(|r| r.all_matches().get(Field::CtOrigSrcPort).is_some())
+        .map(|r| r.id.to_string())
+        .collect();
+    if ids.is_empty() {
+        return String::new();
     }
-    out
+    format!(
+        "; the conntrack entry's original source port (rule{} {}): evaluated offline only, apply refuses it",
+        plural(ids.len()),
+        ids.join(", ")
+    )
 }
 
 /// `; address types (rules 1, 4): evaluated offline only, apply refuses

@@ -16,12 +16,15 @@ use parapet_dataplane::{AttachPoint, Dataplane, KernelVerdict, LoadOptions, Stat
 use parapet_image::{KeyWords, FIXED_FIELDS, KEY_WORDS, MAX_CONSTRAINTS};
 use parapet_model::IfName;
 
-/// The fixed fields the BPF walker reads: ids 0..=19, the packet type (22)
-/// and the source MAC (23). The address types (ids 20, 21) have key words
+/// The fixed fields the BPF walker reads: ids 0..=19, the packet type (22),
+/// the source MAC (23) and ids 24..=26. The address types (ids 20, 21) have key words
 /// the kernel does not fill yet (docs/dataplane.md), so images never cut
 /// them.
-const WALKER_FIELDS: [u32; 22] = [
-    0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 22, 23,
+/// The reserved id 24 and the socket owner (25, 26: words 42 and 43, the
+/// last one-word field at the key's end) are 0 in every test frame's key
+/// (no socket at these hooks), which the images cut and constrain too.
+const WALKER_FIELDS: [u32; 25] = [
+    0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 22, 23, 24, 25, 26,
 ];
 /// The random images' stand-in for the set constraint.
 const SETS: u32 = FIXED_FIELDS;
