@@ -46,7 +46,7 @@ const SENDERS: [(u32, u32); 4] = [(0, 0), (1500, 2000), (3000, 3000), (1200, 170
 /// shared with `parapet-cli`'s `netfilter_oracle_owner.rs`).
 fn arrivals(ns: &Netns) -> Vec<bool> {
     let ports: Vec<u16> = (9301..=9307).collect();
-    parapet_testbed::owner::udp_arrivals(ns, &SENDERS, &ports)
+    parapet_testbed::owner::udp_arrivals(ns, [127, 0, 0, 1].into(), &SENDERS, &ports)
 }
 
 /// The linear engine's fates at the ruleset's output chain.

@@ -8,18 +8,18 @@
 //! against the kernel).
 
 use crate::Netns;
-use std::net::{TcpStream, UdpSocket};
+use std::net::{IpAddr, TcpStream, UdpSocket};
 use std::time::Duration;
 
-/// Which datagrams arrive at 127.0.0.1 in `ns` when each sender `(uid,
-/// gid)` sends one to each of `ports` (datagram index = sender ×
-/// `ports.len()` + port index).
-pub fn udp_arrivals(ns: &Netns, senders: &[(u32, u32)], ports: &[u16]) -> Vec<bool> {
+/// Which datagrams arrive at `addr` (a loopback address) in `ns` when each
+/// sender `(uid, gid)` sends one to each of `ports` (datagram index =
+/// sender × `ports.len()` + port index).
+pub fn udp_arrivals(ns: &Netns, addr: IpAddr, senders: &[(u32, u32)], ports: &[u16]) -> Vec<bool> {
     let rx: Vec<UdpSocket> = ns.run_in(|| {
         ports
             .iter()
             .map(|&p| {
-                let s = UdpSocket::bind(("127.0.0.1", p)).unwrap();
+                let s = UdpSocket::bind((addr, p)).unwrap();
                 s.set_nonblocking(true).unwrap();
                 s
             })
@@ -34,7 +34,7 @@ pub fn udp_arrivals(ns: &Netns, senders: &[(u32, u32)], ports: &[u16]) -> Vec<bo
             .enumerate()
             .map(|(k, p)| {
                 format!(
-                    "printf '{}' > /dev/udp/127.0.0.1/{p} 2>/dev/null; ",
+                    "printf '{}' > /dev/udp/{addr}/{p} 2>/dev/null; ",
                     i * ports.len() + k
                 )
             })
@@ -71,16 +71,14 @@ pub fn udp_arrivals(ns: &Netns, senders: &[(u32, u32)], ports: &[u16]) -> Vec<bo
 }
 
 /// Whether the kernel's reset for a connection attempt to closed TCP port
-/// `port` of 127.0.0.1 in `ns` arrives (the connect is refused), or is
-/// dropped on its way out (the connect times out after 1.5 s). The reset
-/// leaves through OUTPUT with the kernel's control socket: a socket
-/// without a file.
-pub fn reset_arrives(ns: &Netns, port: u16) -> bool {
+/// `port` of `addr` (a loopback address) in `ns` arrives (the connect is
+/// refused), or is dropped on its way out (the connect times out after
+/// 1.5 s). The reset leaves through OUTPUT without a socket of a user:
+/// IPv4 sends it on the kernel's control socket (a socket without a
+/// file), IPv6 with none (`tcp_v6_send_response`).
+pub fn reset_arrives(ns: &Netns, addr: IpAddr, port: u16) -> bool {
     ns.run_in(|| {
-        match TcpStream::connect_timeout(
-            &([127, 0, 0, 1], port).into(),
-            Duration::from_millis(1500),
-        ) {
+        match TcpStream::connect_timeout(&(addr, port).into(), Duration::from_millis(1500)) {
             Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => true,
             Err(e) if e.kind() == std::io::ErrorKind::TimedOut => false,
             other => panic!("connect to closed port {port}: {other:?}"),
