@@ -13,7 +13,7 @@ mod common;
 
 use common::daemon::{ok, parapet, stat_counters, stats};
 use common::router::{start_daemon, start_daemon_with};
-use parapet_testbed::owner::{reset_arrives, udp_arrivals};
+use parapet_testbed::owner::{reset_arrives, synack_arrives, udp_arrivals};
 use parapet_testbed::{require_root, Netns};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -22,6 +22,9 @@ const SENDERS: [(u32, u32); 4] = [(0, 0), (1500, 2000), (3000, 3000), (1200, 170
 const UDP_PORTS: [u16; 7] = [9301, 9302, 9303, 9304, 9305, 9306, 9307];
 /// Closed ports whose resets the rules at 94xx judge.
 const RST_PORTS: [u16; 4] = [9401, 9402, 9403, 9404];
+/// Listeners (port, uid = gid) whose SYN-ACKs rules 12 and 13 judge: the
+/// request socket answers with its listener's owner.
+const LISTENERS: [(u16, u32); 3] = [(9501, 1500), (9502, 1600), (9503, 1500)];
 
 /// Every uid/gid option, negated and not, `--socket-exists`, and the four
 /// answers for a socket without a file (rules 8..=11).
@@ -40,6 +43,8 @@ const IPT: &str = "*filter
 -A OUTPUT -o lo -p tcp -m tcp --sport 9402 --tcp-flags RST RST -m owner ! --uid-owner 0 -j DROP
 -A OUTPUT -o lo -p tcp -m tcp --sport 9403 --tcp-flags RST RST -m owner --uid-owner 0 -j DROP
 -A OUTPUT -o lo -p tcp -m tcp --sport 9404 --tcp-flags RST RST -m owner ! --socket-exists -j DROP
+-A OUTPUT -o lo -p tcp -m tcp --sport 9501:9502 --tcp-flags SYN,ACK SYN,ACK -m owner --uid-owner 1500 -j DROP
+-A OUTPUT -o lo -p tcp -m tcp --sport 9503 --tcp-flags SYN,ACK SYN,ACK -m owner ! --gid-owner 1500 -j DROP
 COMMIT
 ";
 
@@ -67,6 +72,11 @@ const NFT: &str = "table inet t {
 fn fates(ns: &Netns, addr: IpAddr) -> Vec<bool> {
     let mut out = udp_arrivals(ns, addr, &SENDERS, &UDP_PORTS);
     out.extend(RST_PORTS.iter().map(|&p| reset_arrives(ns, addr, p)));
+    out.extend(
+        LISTENERS
+            .iter()
+            .map(|&(p, id)| synack_arrives(ns, addr, p, id, id)),
+    );
     out
 }
 
@@ -81,8 +91,10 @@ fn what(i: usize) -> String {
             SENDERS[i / UDP_PORTS.len()],
             UDP_PORTS[i % UDP_PORTS.len()]
         )
-    } else {
+    } else if i < n + RST_PORTS.len() {
         format!("reset from {}", RST_PORTS[i - n])
+    } else {
+        format!("syn-ack of {:?}", LISTENERS[i - n - RST_PORTS.len()])
     }
 }
 
@@ -144,9 +156,14 @@ fn owner_at_output_as_iptables_legacy() {
     let n = SENDERS.len() * UDP_PORTS.len();
     // the resets: a socket without a file (the kernel's control socket)
     assert_eq!(
-        &k[n..],
+        &k[n..n + 4],
         &[false, false, true, true],
         "the kernel's resets: --socket-exists and ! --uid-owner drop them"
+    );
+    assert_eq!(
+        &k[n + 4..],
+        &[false, true, true],
+        "the SYN-ACKs carry their listener's owner"
     );
     let dropped = k[..n].iter().filter(|a| !**a).count();
     assert!(
@@ -171,7 +188,7 @@ fn skuid_and_skgid_at_output_and_postrouting_as_nft() {
     let k = kernel("ownkn", &["nft", "-f", "-"], NFT, V4);
     let n = SENDERS.len() * UDP_PORTS.len();
     // nft: without a file no skuid rule matches, `!=` included
-    assert_eq!(&k[n..], &[true, true, true, true], "{k:?}");
+    assert_eq!(&k[n..n + 4], &[true, true, true, true], "{k:?}");
     let dropped = k[..n].iter().filter(|a| !**a).count();
     assert!(
         dropped > 5 && dropped < 25,
@@ -206,7 +223,12 @@ fn owner_at_output_as_ip6tables_legacy() {
         dropped > 5 && dropped < 25,
         "{dropped} of {n} dropped: {k:?}"
     );
-    assert_eq!(&k[n..], &[true, false, true, false], "the resets: {k:?}");
+    assert_eq!(
+        &k[n..n + 4],
+        &[true, false, true, false],
+        "the resets: {k:?}"
+    );
+    assert_eq!(&k[n + 4..], &[false, true, true], "the SYN-ACKs: {k:?}");
     let (ours, _) = parapetd("ownp6", IPT, "ip6tables", V6);
     compare(&k, &ours, "parapetd at the netfilter hooks (IPv6)");
 }

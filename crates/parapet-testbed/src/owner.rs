@@ -85,3 +85,54 @@ pub fn reset_arrives(ns: &Netns, addr: IpAddr, port: u16) -> bool {
         }
     })
 }
+
+/// Whether a connection to `addr`:`port` in `ns` is answered (the
+/// listener's SYN-ACK arrives and the connect succeeds) while a process
+/// running as `uid`/`gid` listens there, or the SYN-ACK is dropped on its
+/// way out (the connect times out after 1.5 s). The SYN-ACK leaves with
+/// the connection's request socket, which the kernel's owner matches
+/// (`skb_to_full_sk`) answer for with the listener's owner.
+pub fn synack_arrives(ns: &Netns, addr: IpAddr, port: u16, uid: u32, gid: u32) -> bool {
+    let family = if addr.is_ipv6() {
+        "AF_INET6"
+    } else {
+        "AF_INET"
+    };
+    let listen = format!(
+        "import socket, time\n\
+         s = socket.socket(socket.{family})\n\
+         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+         s.bind(('{addr}', {port}))\n\
+         s.listen(4)\n\
+         print('up', flush=True)\n\
+         time.sleep(6)\n"
+    );
+    let mut child = ns
+        .command("setpriv")
+        .args([
+            &format!("--reuid={uid}"),
+            &format!("--regid={gid}"),
+            "--clear-groups",
+            "/usr/bin/python3",
+            "-c",
+            &listen,
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // wait for the listen (one line, or the end of the output)
+    let mut up = String::new();
+    let out = child.stdout.take().unwrap();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(out), &mut up).unwrap();
+    assert_eq!(up.trim(), "up", "listener as {uid}/{gid} on {port}");
+    let arrived = ns.run_in(|| {
+        match TcpStream::connect_timeout(&(addr, port).into(), Duration::from_millis(1500)) {
+            Ok(_) => true,
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => false,
+            Err(e) => panic!("connect to {port}: {e}"),
+        }
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    arrived
+}
