@@ -129,19 +129,14 @@ impl<'a> ChainClassifier<'a> {
         // A time window with another stateful condition in one rule is
         // not compiled (docs/syntax.md, "Time conditions"), nor are address
         // types beyond the host's local table (UNREACHABLE, …) nor the
-        // socket owner and the IPv6 routing header (no key word yet): `auto`
+        // IPv6 routing header (no key word yet): `auto`
         // picks the linear engine for them.
         let timed = args.engine == "auto"
             && rs.rules().any(|r| {
                 r.time_with_another_condition()
-                    || [
-                        Field::CtOrigSrcPort,
-                        Field::SkUid,
-                        Field::SkGid,
-                        Field::Routing,
-                    ]
-                    .iter()
-                    .any(|&f| r.all_matches().get(f).is_some())
+                    || [Field::CtOrigSrcPort, Field::Routing]
+                        .iter()
+                        .any(|&f| r.all_matches().get(f).is_some())
                     || [Field::SrcType, Field::DstType].iter().any(|&f| {
                         r.all_matches().get(f).is_some_and(|set| {
                             !parapet_model::dataplane_typed(r.all_matches().get(Field::Family), set)

@@ -158,9 +158,8 @@ pub fn summary(rs: &Ruleset) -> String {
 }
 
 /// `; the conntrack entry's original source port (rules 3, 4): evaluated
-/// offline only, apply refuses it`, the same for the socket owner, or
-/// nothing: `--ctorigsrcport`, `ct original proto-src`, `-m owner` and
-/// `meta skuid|skgid` have no key word yet (docs/syntax.md).
+/// offline only, apply refuses it`, or nothing: `--ctorigsrcport` and `ct
+/// original proto-src` have no key word yet (docs/syntax.md).
 fn offline_fields(rs: &Ruleset) -> String {
     use parapet_model::Field;
     let mut out = String::new();
@@ -169,7 +168,6 @@ fn offline_fields(rs: &Ruleset) -> String {
             &[Field::CtOrigSrcPort][..],
             "the conntrack entry's original source port",
         ),
-        (&[Field::SkUid, Field::SkGid][..], "the socket owner"),
         (&[Field::Routing][..], "the IPv6 routing header"),
     ] {
         let ids: Vec<String> = rs

@@ -1,9 +1,9 @@
-//! Fields the packet key has no word for yet (the socket owner, `-m
-//! owner`; the conntrack entry's original source port, `--ctorigsrcport`),
-//! and address types beyond the host's `local` table: compiling a rule on
-//! one is refused with the rule and the field named, never built as if
-//! every packet matched it. The packet and address types, which every
-//! hook fills, compile.
+//! Fields the packet key has no word for yet (the conntrack entry's
+//! original source port, `--ctorigsrcport`; the IPv6 routing header until
+//! its key word lands), and address types beyond the host's `local` table:
+//! compiling a rule on one is refused with the rule and the field named,
+//! never built as if every packet matched it. The packet and address types,
+//! which every hook fills, and the socket owner (key words 42, 43) compile.
 
 mod common;
 
@@ -185,22 +185,66 @@ fn the_packet_type_compiles_in_every_engine() {
     }
 }
 
+/// `-m owner --uid-owner 1000-1999 -j DROP`, `-m owner ! --gid-owner 50
+/// -j ACCEPT`, `-m owner --socket-exists -j DROP`, policy ACCEPT: every
+/// engine and the image walk decide each owner as the decision list does
+/// (key words 42 and 43), no socket and a socket without a file included.
 #[test]
-fn the_socket_owner_is_refused_by_the_compiler() {
-    for f in [Field::SkUid, Field::SkGid] {
+fn the_socket_owner_compiles_in_every_engine() {
+    let rule = |id: u32, f: Field, set: IntervalSet, v: Verdict| {
         let mut m = Matches::any();
-        m.constrain(f, owner::xt_ids(1000, 1000, false));
-        let rs = parapet_gen::one_chain(
-            vec![Rule::new(1, m, Action::Verdict(Verdict::Drop))],
-            Verdict::Accept,
-        );
-        let list = flatten(&rs, rs.select_chain(None).unwrap()).unwrap();
-        let e = compile(&list, &CompileOptions::default()).unwrap_err();
-        let msg = e.to_string();
-        assert!(
-            msg.contains("rule 1") && msg.contains("socket owner"),
-            "{msg}"
-        );
+        m.constrain(f, set);
+        Rule::new(id, m, Action::Verdict(v))
+    };
+    let rs = parapet_gen::one_chain(
+        vec![
+            rule(
+                1,
+                Field::SkUid,
+                owner::xt_ids(1000, 1999, false),
+                Verdict::Drop,
+            ),
+            rule(
+                2,
+                Field::SkGid,
+                owner::xt_ids(50, 50, true),
+                Verdict::Accept,
+            ),
+            rule(
+                3,
+                Field::SkUid,
+                owner::xt_socket_exists(false),
+                Verdict::Drop,
+            ),
+        ],
+        Verdict::Accept,
+    );
+    let list = flatten(&rs, rs.select_chain(None).unwrap()).unwrap();
+    let kv = |id: u32| owner::key_value(id) as u32;
+    let none = owner::NO_SOCKET as u32;
+    let nofile = owner::NO_FILE as u32;
+    // (uid, gid) as packed -> the deciding rule (0: the policy)
+    let cases = [
+        (none, none, 2),
+        (nofile, nofile, 2),
+        (kv(1000), kv(50), 1),
+        (kv(1999), kv(0), 1),
+        (kv(2000), kv(0), 2),
+        (kv(0), kv(50), 3),
+        (kv(999), kv(50), 3),
+    ];
+    for (name, opts) in configs() {
+        let c = Classifier::build(&list, &opts).unwrap();
+        for &(uid, gid, want) in &cases {
+            let mut p = Packet::v4(0x0a00_0001, 0x0a00_0002, 17, 1000, 53);
+            (p.sk_uid, p.sk_gid) = (uid, gid);
+            let d = list.classify(&p, &[]);
+            let id = if d.rule_id <= 3 { d.rule_id } else { 0 };
+            assert_eq!(id, want, "list: {p}");
+            assert_eq!(c.classify(&p, &[]), d, "{name}: {p}");
+            let k = KeyWords::from_bits(&p, &[]);
+            assert_eq!(c.walker().decide(&k), d, "{name} image walk: {p}");
+        }
     }
 }
 

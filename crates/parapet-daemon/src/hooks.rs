@@ -35,6 +35,10 @@ pub struct HookPlan<'a> {
     pub links: Vec<NfWant>,
     /// Some hook chain matches ctstate: the kernel must track connections.
     pub needs_ct: bool,
+    /// The hook chains' rules that match the socket owner (`-m owner`,
+    /// `meta skuid|skgid`), as "rules 3, 4 of filter/OUTPUT": only the
+    /// netfilter program reads the owner (the tc placement refuses them).
+    pub owner: Option<String>,
 }
 
 fn nf_hook(h: Hook) -> Option<NfHook> {
@@ -124,7 +128,31 @@ pub fn hook_plan<'a>(rs: &Ruleset, compiled: &'a [CompiledChain]) -> Result<Hook
         }
     }
     plan.chains.sort_by_key(|(h, _)| *h);
+    let owner: Vec<String> = plan
+        .chains
+        .iter()
+        .filter_map(|(_, c)| owner_rules(rs, c))
+        .collect();
+    plan.owner = (!owner.is_empty()).then(|| owner.join("; "));
     Ok(plan)
+}
+
+/// `rules 3, 4 of filter/OUTPUT` when rules `c` can reach match the socket
+/// owner (`-m owner`, `meta skuid|skgid`), else `None`: the owner is read
+/// only at the netfilter LOCAL_OUT and POST_ROUTING hooks, never at an
+/// interface (xdp, tc), where a packet has no socket yet or any more.
+pub fn owner_rules(rs: &Ruleset, c: &CompiledChain) -> Option<String> {
+    let mut chains = vec![c.chain];
+    chains.extend(c.joined.iter().copied());
+    let mut hit: Vec<&Rule> = Vec::new();
+    for id in chains {
+        for r in rules_matching(&reachable(rs, id), &[Field::SkUid, Field::SkGid]) {
+            if !hit.iter().any(|h| h.id == r.id) {
+                hit.push(r);
+            }
+        }
+    }
+    (!hit.is_empty()).then(|| format!("rules {} of {}", ids(&hit), c.name))
 }
 
 /// The rules a packet entering `chain` can meet (its own and those of the

@@ -298,6 +298,9 @@ int main(void)
 	C(PARAPET_KW_DTYPE);
 	C(PARAPET_KW_PKTTYPE);
 	C(PARAPET_KW_MACSRC);
+	C(PARAPET_KW_RT_RESERVED);
+	C(PARAPET_KW_SKUID);
+	C(PARAPET_KW_SKGID);
 	printf("];\n");
 	return 0;
 }

@@ -410,8 +410,10 @@ int parapet_nf(struct bpf_nf_ctx *ctx)
 	 * every packet (walk_state.h): marks, the conntrack original tuple */
 	struct walk_cb_ctx wc = { .idx = PARAPET_SCRATCH_NF + level };
 	struct parapet_walk *ws = walk_state(&wc);
-	if (ws)
+	if (ws) {
 		__builtin_memset(&ws->ext, 0, sizeof(ws->ext));
+		nf_owner_at(state, skb, &ws->ext);
+	}
 	if (status == PARAPET_PARSE_OK) {
 		key.ctstate = nf_ctstate(skb->_nfct);
 		key.flags |= PARAPET_KEY_F_CT |

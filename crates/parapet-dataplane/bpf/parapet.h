@@ -59,6 +59,11 @@ struct parapet_key_ext {
 	__u8 mac_src[6];
 	__u8 mac_present;
 	__u8 pad2;
+	/* the socket owner's uid and gid, packed as parapet_model::owner
+	 * packs them (0 no socket, 1 no file, id + 2): netfilter LOCAL_OUT
+	 * and POST_ROUTING only (lib/nf.h, nf_sk_owner), else 0 */
+	__u32 sk_uid;
+	__u32 sk_gid;
 };
 
 /*

@@ -181,6 +181,10 @@ pub(crate) const CFG_CT: u32 = 0;
 /// `parapet_config[CFG_STATS_OFF]`: non-zero skips the per-packet
 /// statistics no rule needs (bpf/lib/counters.h, `stats_on`).
 pub(crate) const CFG_STATS_OFF: u32 = 1;
+/// `parapet_config[CFG_OWNER]`: non-zero when the live images constrain
+/// the socket owner, which the netfilter program then reads at LOCAL_OUT
+/// and POST_ROUTING (bpf/lib/nf.h, `nf_sk_owner`).
+pub(crate) const CFG_OWNER: u32 = 2;
 /// `parapet_config[CFG_TC_HOOKS]`: which hooks and families the tc
 /// placement enforces (`src/tc_hooks.rs`).
 pub(crate) const CFG_TC_HOOKS: u32 = 3;

@@ -218,6 +218,15 @@ impl Dataplane {
         for (_, image) in hooks {
             self.check_fits(i.ruleset, image.len())?;
         }
+        // The owner switch goes on before an image that reads the owner
+        // goes live and off only after the last one is gone, as the
+        // conntrack switch does: no image runs with owner words it expects
+        // filled and finds 0 ("no socket").
+        let owner = reads_owner(i.ruleset);
+        let owner_was = self.config.get(&crate::load::CFG_OWNER, 0)? != 0;
+        if owner {
+            self.config.set(crate::load::CFG_OWNER, 1, 0)?;
+        }
         let staged = (|| -> Result<()> {
             // Elements go into the maps before the image that reads them.
             match i.sets {
@@ -238,12 +247,45 @@ impl Dataplane {
         if let Err(e) = staged {
             self.unstage();
             let _ = self.destroy_unused_sets();
+            let _ = self
+                .config
+                .set(crate::load::CFG_OWNER, u32::from(owner_was), 0);
             return Err(e);
         }
-        let generation = self.swap()?;
+        let generation = match self.swap() {
+            Ok(g) => g,
+            Err(e) => {
+                let _ = self
+                    .config
+                    .set(crate::load::CFG_OWNER, u32::from(owner_was), 0);
+                return Err(e);
+            }
+        };
+        if !owner {
+            self.config.set(crate::load::CFG_OWNER, 0, 0)?;
+        }
         self.install_actions(i.ruleset, i.policy, i.log_rate)?;
         self.destroy_unused_sets()?;
         Ok(generation)
+    }
+}
+
+/// Whether any rule of `rs` constrains the socket owner (`-m owner`, nft
+/// `meta skuid|skgid`): the netfilter program reads it only then.
+pub fn reads_owner(rs: &Ruleset) -> bool {
+    use parapet_model::Field;
+    rs.rules().any(|r| {
+        [Field::SkUid, Field::SkGid]
+            .iter()
+            .any(|&f| r.all_matches().get(f).is_some())
+    })
+}
+
+impl Dataplane {
+    /// Whether the netfilter program reads the socket owner now
+    /// (`parapet_config[CFG_OWNER]`, set by the installs).
+    pub fn reads_owner(&self) -> Result<bool> {
+        Ok(self.config.get(&crate::load::CFG_OWNER, 0)? != 0)
     }
 }
 

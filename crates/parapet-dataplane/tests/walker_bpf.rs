@@ -17,10 +17,14 @@ use parapet_dataplane::{AttachPoint, Dataplane, KernelVerdict, LoadOptions, Stat
 use parapet_image::{KeyWords, FIXED_FIELDS, KEY_WORDS, MAX_CONSTRAINTS};
 use parapet_model::IfName;
 
-/// The fixed fields the BPF walker reads: ids 0..=23, the address types
-/// (20, 21) typed by the mirror `addr_mirror()` and by prefix.
-const WALKER_FIELDS: [u32; 24] = [
-    0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23,
+/// The fixed fields the BPF walker reads: ids 0..=26, the address types
+/// (20, 21) typed by the mirror `addr_mirror()` and by prefix. The reserved
+/// id 24 and the socket owner (25, 26: words 42 and 43, the last one-word
+/// field at the key's end) are 0 in every test frame's key (no socket at
+/// these hooks), which the images cut and constrain too.
+const WALKER_FIELDS: [u32; 27] = [
+    0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25,
+    26,
 ];
 
 /// The random images' stand-in for the set constraint.

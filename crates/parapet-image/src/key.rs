@@ -1,4 +1,4 @@
-//! The packet key: the 41 words a walker compares (`docs/image-format.md`,
+//! The packet key: the 44 words a walker compares (`docs/image-format.md`,
 //! `PARAPET_KW_*` in `bpf/image.h`), and the one builder that makes them
 //! from a [`Packet`].
 
@@ -9,21 +9,24 @@ use parapet_model::{Field, Packet};
 /// The fields added after the set bitmask (ttl, dscp, length, ct status,
 /// mark, ct mark, ct original destination port, ct protocol) follow it, so
 /// the first 26 words keep their places. Words 34..=36 are the address
-/// and packet types (field ids 20..=22), 37..=40 the source MAC (id 23).
-pub const KEY_OFF: [usize; 24] = [
-    0, 1, 5, 9, 10, 11, 12, 13, 14, 18, 22, 23, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37,
+/// and packet types (field ids 20..=22), 37..=40 the source MAC (id 23),
+/// 41 reserved for the routing header match (id 24), 42 and 43 the socket
+/// owner's uid and gid (ids 25, 26).
+pub const KEY_OFF: [usize; 27] = [
+    0, 1, 5, 9, 10, 11, 12, 13, 14, 18, 22, 23, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 41,
+    42, 43,
 ];
 /// Whether each field id takes 4 key words (128-bit fields, and the
 /// source MAC: 49 bits with its presence bit, words 37..=40, the upper two
 /// always 0, so the walkers read it as they read addresses).
-pub const KEY_WIDE: [bool; 24] = [
+pub const KEY_WIDE: [bool; 27] = [
     false, true, true, false, false, false, false, false, true, true, false, false, false, false,
-    false, false, false, false, false, false, false, false, false, true,
+    false, false, false, false, false, false, false, false, false, true, false, false, false,
 ];
 /// Key word offset of the set-membership bitmask (2 words).
 pub const KEY_SETS: usize = 24;
 
-/// A packet as the walkers see it: exactly the 41-word key of
+/// A packet as the walkers see it: exactly the 44-word key of
 /// `docs/image-format.md` (every fixed field, 128-bit values least
 /// significant word first, then the set-membership bitmask). Compact on
 /// purpose: a batch of keys streams through the cache.
@@ -72,7 +75,7 @@ impl KeyWords {
         KeyWords::new(pkt, sets)
     }
 
-    /// The value of field id `f` (0..=23).
+    /// The value of field id `f` (0..=26).
     #[inline(always)]
     pub fn value(&self, f: usize) -> u128 {
         let at = KEY_OFF[f];
@@ -96,7 +99,7 @@ impl KeyWords {
         (self.w[KEY_SETS] as u64) | (self.w[KEY_SETS + 1] as u64) << 32
     }
 
-    /// The key as the 41 words of `docs/image-format.md`, for the BPF walker
+    /// The key as the 44 words of `docs/image-format.md`, for the BPF walker
     /// and its tests.
     pub fn to_words(&self) -> [u32; KEY_WORDS] {
         self.w
@@ -141,6 +144,11 @@ mod tests {
         let k = KeyWords::new(&p, 0);
         assert_eq!(&k.w[37..41], &[0x5e00_00fb, 0x1_0200, 0, 0]);
         assert_eq!(k.value(23), 1 << 48 | 0x0200_5e00_00fb);
+        assert_eq!(&k.w[41..44], &[0, 0, 0], "no socket: 0, rt reserved: 0");
+        (p.sk_uid, p.sk_gid) = (1002, 1);
+        let k = KeyWords::new(&p, 0);
+        assert_eq!((k.w[42], k.w[43]), (1002, 1));
+        assert_eq!((k.value(25), k.value(26)), (1002, 1));
         let v6 = Packet::new(Family::V6, 1 << 100 | 7, 0, 17, 1, 2);
         let k = KeyWords::new(&v6, 0);
         assert_eq!(k.value(1), 1 << 100 | 7);

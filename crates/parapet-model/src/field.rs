@@ -84,13 +84,16 @@ pub enum Field {
     /// Ethernet header the hook can read, 0 when it has none (xt_mac and
     /// nft's link-layer payload then match nothing, negated or not).
     MacSrc,
+    /// Reserved for the IPv6 routing header match (`-m rt`), key word 41
+    /// (field id 24): no rule constrains it and every key holds 0 there.
+    RtReserved,
     /// The owner uid of the packet's socket (`-m owner --uid-owner`,
     /// `--socket-exists`, nft `meta skuid`), packed with whether there is
-    /// one ([`crate::owner`]). Not in the packet key yet: only the linear
-    /// engine evaluates it (the compiled engines refuse it).
+    /// one ([`crate::owner`]); key word 42 (field id 25), filled at the
+    /// netfilter OUTPUT and POSTROUTING hooks only (`docs/hooks.md`).
     SkUid,
     /// The owner gid of the packet's socket (`--gid-owner`, `meta skgid`),
-    /// packed as [`Field::SkUid`].
+    /// packed as [`Field::SkUid`]; key word 43 (field id 26).
     SkGid,
     /// The packet's first IPv6 routing header (`-m rt`, nft `rt type|
     /// seg-left|hdrlength`), packed with a presence bit
@@ -105,7 +108,7 @@ pub enum Field {
 
 impl Field {
     /// The fixed fields, in the order engines lay them out.
-    pub const FIXED: [Field; 24] = [
+    pub const FIXED: [Field; 27] = [
         Field::Family,
         Field::SrcAddr,
         Field::DstAddr,
@@ -130,6 +133,9 @@ impl Field {
         Field::DstType,
         Field::PktType,
         Field::MacSrc,
+        Field::RtReserved,
+        Field::SkUid,
+        Field::SkGid,
     ];
 
     /// Width of the field in bits.
@@ -150,7 +156,12 @@ impl Field {
             Field::Dscp | Field::CtStatus => 6,
             Field::SrcType | Field::DstType => 4,
             Field::PktType => 3,
-            Field::Length | Field::Mark | Field::CtMark | Field::SkUid | Field::SkGid => 32,
+            Field::Length
+            | Field::Mark
+            | Field::CtMark
+            | Field::SkUid
+            | Field::SkGid
+            | Field::RtReserved => 32,
             Field::Fragment | Field::Set(_) => 1,
             Field::MacSrc => 49,
             Field::Routing => 25,
@@ -190,6 +201,7 @@ impl Field {
             Field::Mark => "mark".into(),
             Field::CtMark => "ctmark".into(),
             Field::MacSrc => "macsrc".into(),
+            Field::RtReserved => "rtreserved".into(),
             Field::SkUid => "skuid".into(),
             Field::SkGid => "skgid".into(),
             Field::Routing => "rt".into(),

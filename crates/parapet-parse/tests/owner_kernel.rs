@@ -9,8 +9,6 @@
 use parapet_model::*;
 use parapet_parse::*;
 use parapet_testbed::Netns;
-use std::net::UdpSocket;
-use std::time::Duration;
 
 /// Every uid/gid option, negated and not, and `--socket-exists`.
 const IPT: &str = "*filter
@@ -44,59 +42,11 @@ const NFT: &str = "table inet t {
 const SENDERS: [(u32, u32); 4] = [(0, 0), (1500, 2000), (3000, 3000), (1200, 1700)];
 
 /// Which datagrams arrive: each sender sends one to each port 9301..=9307
-/// (datagram index = sender × 7 + port offset).
+/// (datagram index = sender × 7 + port offset; `parapet_testbed::owner`,
+/// shared with `parapet-cli`'s `netfilter_oracle_owner.rs`).
 fn arrivals(ns: &Netns) -> Vec<bool> {
-    let rx: Vec<UdpSocket> = ns.run_in(|| {
-        (9301..=9307u16)
-            .map(|p| {
-                let s = UdpSocket::bind(("127.0.0.1", p)).unwrap();
-                s.set_nonblocking(true).unwrap();
-                s
-            })
-            .collect()
-    });
-    for (i, (uid, gid)) in SENDERS.iter().enumerate() {
-        // One bash per sender: a socket per datagram, opened as that
-        // user, whose file carries the credentials xt_owner reads.
-        // A dropped datagram fails its send (EPERM): the script goes on.
-        let script: String = (0..7)
-            .map(|k| {
-                format!(
-                    "printf '{}' > /dev/udp/127.0.0.1/{} 2>/dev/null; ",
-                    i * 7 + k,
-                    9301 + k
-                )
-            })
-            .chain(["true".to_string()])
-            .collect();
-        let out = ns
-            .command("setpriv")
-            .args([
-                &format!("--reuid={uid}"),
-                &format!("--regid={gid}"),
-                "--clear-groups",
-                "bash",
-                "-c",
-                &script,
-            ])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "setpriv: {out:?}");
-    }
-    std::thread::sleep(Duration::from_millis(300));
-    let mut arrived = vec![false; SENDERS.len() * 7];
-    for r in &rx {
-        let mut buf = [0u8; 8];
-        // bounded: at most one datagram per sender on a port
-        for _ in 0..=SENDERS.len() {
-            let Ok((n, _)) = r.recv_from(&mut buf) else {
-                break;
-            };
-            let i: usize = std::str::from_utf8(&buf[..n]).unwrap().parse().unwrap();
-            arrived[i] = true;
-        }
-    }
-    arrived
+    let ports: Vec<u16> = (9301..=9307).collect();
+    parapet_testbed::owner::udp_arrivals(ns, [127, 0, 0, 1].into(), &SENDERS, &ports)
 }
 
 /// The linear engine's fates at the ruleset's output chain.

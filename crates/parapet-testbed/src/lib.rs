@@ -20,6 +20,7 @@ use std::os::fd::AsRawFd;
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+pub mod owner;
 pub mod router;
 
 /// Prefix of every namespace a bed creates.

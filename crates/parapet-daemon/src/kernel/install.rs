@@ -81,6 +81,8 @@ pub(crate) struct Installed {
     pub refused: Option<String>,
     /// Why it has no chain for interfaces (then `attach IFACE` is refused).
     pub no_iface_chain: Option<String>,
+    /// The hook chains' rules on the socket owner (`HookPlan::owner`).
+    pub owner: Option<String>,
 }
 
 /// Makes `rs` live in `dp`: all or nothing (see
@@ -153,6 +155,7 @@ pub(crate) fn install(
         needs_ct: plan.needs_ct,
         refused,
         no_iface_chain: iface.missing,
+        owner: plan.owner,
     })
 }
 
@@ -208,7 +211,16 @@ pub(crate) fn fits<'a>(
         Some(chain) => IfaceImage {
             chain: Some(chain),
             image: chain.classifier.image().to_bytes(),
-            missing: None,
+            // the socket owner is read at the netfilter hooks only: a
+            // chain with owner rules has no meaning at an interface
+            missing: crate::hooks::owner_rules(rs, chain).map(|rules| {
+                format!(
+                    "{rules} match the socket owner (-m owner, meta skuid|skgid), which an \
+                     interface hook (xdp, tc) does not have: parapet reads it only at the \
+                     netfilter OUTPUT and POSTROUTING hooks (`parapet attach` without an \
+                     interface)"
+                )
+            }),
         },
         None => IfaceImage {
             chain: None,

@@ -165,6 +165,9 @@ pub struct Kernel {
     ct_table: Option<ConntrackTable>,
     /// The netfilter links the active ruleset wants (src/hooks.rs).
     pub(crate) nf_plan: Vec<NfWant>,
+    /// The hook chains' rules on the socket owner (`HookPlan::owner`):
+    /// the tc placement refuses them.
+    pub(crate) nf_owner: Option<String>,
     /// The active ruleset's hook chains match ctstate.
     pub(crate) nf_ct: bool,
     /// Why the active ruleset cannot go to the netfilter hooks (two chains
@@ -194,6 +197,7 @@ impl Kernel {
             pending: Vec::new(),
             ct_table: None,
             nf_plan: Vec::new(),
+            nf_owner: None,
             nf_ct: false,
             nf_refused: None,
             no_iface_chain: None,
@@ -354,7 +358,9 @@ impl Kernel {
             ));
         }
         if let (Ok(p), true) = (&plan, self.tc_placed()) {
-            if let Some(why) = tc_placement::tc_refusal(&p.links) {
+            if let Some(why) = tc_placement::tc_refusal(&p.links)
+                .or_else(|| tc_placement::tc_owner_refusal(p.owner.as_ref()))
+            {
                 return Err(ErrorReply::new(code::APPLY, why));
             }
         }
@@ -395,6 +401,7 @@ impl Kernel {
         };
         let r = r.and_then(|done| {
             self.nf_plan = done.links;
+            self.nf_owner = done.owner;
             self.nf_ct = done.needs_ct;
             self.nf_refused = done.refused;
             self.no_iface_chain = done.no_iface_chain;
@@ -428,7 +435,9 @@ impl Kernel {
                     ));
                 }
                 if let (Ok(p), true) = (hooks::hook_plan(rs, compiled), self.tc_placed()) {
-                    if let Some(why) = tc_placement::tc_refusal(&p.links) {
+                    if let Some(why) = tc_placement::tc_refusal(&p.links)
+                        .or_else(|| tc_placement::tc_owner_refusal(p.owner.as_ref()))
+                    {
                         return Err(ErrorReply::new(code::APPLY, why));
                     }
                 }

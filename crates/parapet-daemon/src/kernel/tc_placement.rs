@@ -114,6 +114,20 @@ pub(crate) fn tc_refusal(plan: &[NfWant]) -> Option<String> {
     ))
 }
 
+/// Why the tc placement cannot run rules on the socket owner (`owner`: a
+/// [`crate::hooks::HookPlan`]'s `owner`): tc egress sees packets after
+/// netfilter, with no socket to read as the netfilter program does.
+pub(crate) fn tc_owner_refusal(owner: Option<&String>) -> Option<String> {
+    owner.map(|rules| {
+        format!(
+            "the tc placement (parapetd --hook-placement, a kernel without netfilter BPF links) \
+             cannot enforce {rules}: they match the socket owner (-m owner, meta skuid|skgid), \
+             which parapet reads only at the netfilter OUTPUT and POSTROUTING hooks (Linux >= \
+             6.4 with CONFIG_NETFILTER_BPF_LINK; docs/hooks.md)"
+        )
+    })
+}
+
 /// What the link watcher (src/link_watch.rs) did for the tc placement,
 /// as `stats` shows it (`link_watch` of the attachment).
 #[derive(Debug, Default)]
@@ -219,7 +233,9 @@ impl Kernel {
 
     /// `attach` without an interface in the tc placement.
     pub(crate) fn attach_tc_placement(&mut self, mode: Mode) -> Result<Attachment, ErrorReply> {
-        if let Some(why) = tc_refusal(&self.nf_plan) {
+        if let Some(why) =
+            tc_refusal(&self.nf_plan).or_else(|| tc_owner_refusal(self.nf_owner.as_ref()))
+        {
             return Err(ErrorReply::new(code::APPLY, why));
         }
         self.attached.push(Attachment {

@@ -119,6 +119,9 @@ struct {
 /* the tc placement (tc_hooks.h): bit 2 * (hook - PARAPET_HOOK_NF_PREROUTING)
  * + (IPv6 ? 1 : 0) is set when the ruleset has a chain at that hook for that
  * family (a netfilter link would exist there) */
+/* non-zero: the live images constrain the socket owner; the netfilter
+ * program reads it at LOCAL_OUT and POST_ROUTING (nf.h, nf_sk_owner) */
+#define PARAPET_CFG_OWNER 2
 #define PARAPET_CFG_TC_HOOKS 3
 #define PARAPET_CFG_WORDS 4
 struct {

@@ -138,8 +138,11 @@ static const __u8 parapet_key_word_of[PARAPET_IMG_FIXED_FIELDS] = {
 	PARAPET_KW_DTYPE,
 	PARAPET_KW_PKTTYPE,
 	PARAPET_KW_MACSRC | PARAPET_KW_WIDE,
+	PARAPET_KW_RT_RESERVED,
+	PARAPET_KW_SKUID,
+	PARAPET_KW_SKGID,
 };
-_Static_assert(PARAPET_IMG_FIXED_FIELDS == 24, "one table entry per fixed field");
+_Static_assert(PARAPET_IMG_FIXED_FIELDS == 27, "one table entry per fixed field");
 _Static_assert(PARAPET_KW_MACSRC + 4 <= PARAPET_IMG_KEY_WORDS,
 	       "every entry's 4 words are inside the key");
 
@@ -158,7 +161,9 @@ static __always_inline int key_value(struct parapet_walk *w, __u32 field,
 	e = parapet_key_word_of[field];
 	off = e & ~PARAPET_KW_WIDE;
 	wide = -(e >> 7); /* all ones for a 128-bit field, else 0 */
-	if (off > PARAPET_IMG_KEY_WORDS - 4)
+	/* the key array has 3 words of padding after the last (walk_state.h):
+	 * the masked-off reads of a one-word field at its end stay inside */
+	if (off > PARAPET_IMG_KEY_WORDS - 1)
 		return -1;
 	v[0] = w->key[off];
 	v[1] = w->key[off + 1] & wide;
@@ -772,6 +777,9 @@ static __always_inline void build_key(struct parapet_walk *w,
 	w->key[PARAPET_KW_STYPE] = 0;
 	w->key[PARAPET_KW_DTYPE] = 0;
 	w->key[PARAPET_KW_PKTTYPE] = w->ext.pkt_type;
+	w->key[PARAPET_KW_RT_RESERVED] = 0;
+	w->key[PARAPET_KW_SKUID] = w->ext.sk_uid;
+	w->key[PARAPET_KW_SKGID] = w->ext.sk_gid;
 	w->key[PARAPET_KW_SETS] = 0; /* set_bits() fills these */
 	w->key[PARAPET_KW_SETS + 1] = 0;
 	w->ifn_done = 0;
