@@ -129,8 +129,7 @@ impl<'a> ChainClassifier<'a> {
         // A time window with another stateful condition in one rule is
         // not compiled (docs/syntax.md, "Time conditions"), nor are address
         // types (the dataplane has no value for them yet) nor the socket
-        // owner and the IPv6 routing header (no key word yet): `auto` picks
-        // the linear engine for them.
+        // owner (no key word yet): `auto` picks the linear engine for them.
         let timed = args.engine == "auto"
             && rs.rules().any(|r| {
                 r.time_with_another_condition()
@@ -140,7 +139,6 @@ impl<'a> ChainClassifier<'a> {
                         Field::CtOrigSrcPort,
                         Field::SkUid,
                         Field::SkGid,
-                        Field::Routing,
                     ]
                     .iter()
                     .any(|&f| r.all_matches().get(f).is_some())

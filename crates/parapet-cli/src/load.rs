@@ -170,7 +170,6 @@ fn offline_fields(rs: &Ruleset) -> String {
             "the conntrack entry's original source port",
         ),
         (&[Field::SkUid, Field::SkGid][..], "the socket owner"),
-        (&[Field::Routing][..], "the IPv6 routing header"),
     ] {
         let ids: Vec<String> = rs
             .rules()

@@ -123,10 +123,6 @@ impl fmt::Display for CompileError {
                 f,
                 "rule {rule_id} matches the socket owner (-m owner, meta skuid|skgid): only the linear engine evaluates it so far (classify --engine linear); the compiled engines and the kernel dataplane refuse it (the packet key has no owner words yet) rather than guess who sent the packet"
             ),
-            CompileError::HostField { rule_id, field } if field == "rt" => write!(
-                f,
-                "rule {rule_id} matches the IPv6 routing header (-m rt, rt type|seg-left|hdrlength, exthdr rt): only the linear engine evaluates it so far (classify --engine linear); the compiled engines and the kernel dataplane refuse it (the packet key has no routing header word yet) rather than guess"
-            ),
             CompileError::HostField { rule_id, field } => write!(
                 f,
                 "rule {rule_id} matches the {} (-m addrtype, fib saddr|daddr type): only the linear engine evaluates it so far (classify --engine linear); the compiled engines and the kernel dataplane refuse it rather than guess the host's addresses",

@@ -63,7 +63,7 @@ const LANES: usize = 16;
 /// read), 16..27 the fields added later (ttl, dscp, length, ct status,
 /// mark, ct mark, ct original destination port, ct protocol, address and
 /// packet types: ids 12..=22), 27 the source MAC (id 23) saturated, 28 its
-/// low word;
+/// low word, 29 the routing header (id 24);
 /// 32 so a 5-bit slot id indexes it without a bounds check.
 const SLOTS: usize = 32;
 /// Bits of a slot id in a node word.
@@ -72,8 +72,11 @@ const SLOT_MASK: u32 = 0x1f;
 const fn slot_of(f: u32) -> u32 {
     if f < 12 {
         f
-    } else {
+    } else if f < 24 {
         f + 4
+    } else {
+        // past the source MAC's low word (slot 28)
+        f + 5
     }
 }
 /// Slot of the low word of multi-word field `f` (1, 2, 8, 9; the source
@@ -91,7 +94,7 @@ const fn low_slot(f: usize) -> usize {
 type Vals = [u64; SLOTS];
 
 /// Slots [`fill_values`] writes; the rest of a [`Vals`] stay zero.
-const FILLED: usize = 29;
+const FILLED: usize = 30;
 
 /// Writes the values a lookup compares into the first [`FILLED`] slots of
 /// `v`, in place. For a cut or bound below 2^32, comparing the saturated
@@ -117,7 +120,8 @@ fn fill_values(key: &KeyWords, v: &mut Vals) {
     const _: () = assert!(low_slot(8) == 14 && low_slot(9) == 15);
     const _: () = assert!(slot_of(12) == 16 && slot_of(19) == 23);
     const _: () = assert!(slot_of(23) == 27 && low_slot(23) == 28);
-    const _: () = assert!(image::FIXED_FIELDS == 24 && low_slot(23) + 1 == FILLED);
+    const _: () = assert!(slot_of(24) == 29 && image::FIXED_FIELDS == 25);
+    const _: () = assert!(slot_of(24) as usize + 1 == FILLED);
     let v: &mut [u64; FILLED] = (&mut v[..FILLED]).try_into().expect("FILLED <= SLOTS");
     v[0] = low(0);
     v[1] = sat(1);
@@ -148,6 +152,7 @@ fn fill_values(key: &KeyWords, v: &mut Vals) {
     v[26] = low(22);
     v[27] = sat(23);
     v[28] = low(23);
+    v[29] = low(24);
 }
 
 /// The compact trees of one image (see the module doc). Lookups take the

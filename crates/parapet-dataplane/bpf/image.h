@@ -10,9 +10,9 @@
 #define PARAPET_IMAGE_H
 
 #define PARAPET_IMG_MAGIC 0x54505250u /* "PRPT" little-endian */
-#define PARAPET_IMG_VERSION 7
+#define PARAPET_IMG_VERSION 8
 #define PARAPET_IMG_HEADER_WORDS 32
-#define PARAPET_IMG_KEY_WORDS 41
+#define PARAPET_IMG_KEY_WORDS 42
 #define PARAPET_IMG_NODE_WORDS 8
 #define PARAPET_IMG_PARTITION_WORDS 4
 #define PARAPET_IMG_VERDICT_WORDS 4
@@ -33,7 +33,7 @@
 /* A masked constraint: key & mask == value (no ranges; body mask, value). */
 #define PARAPET_IMG_MASKED_BIT 0x4000u
 #define PARAPET_IMG_MASK_NEGATE_BIT 0x2000u
-#define PARAPET_IMG_FIXED_FIELDS 24 /* field ids 0..23 */
+#define PARAPET_IMG_FIXED_FIELDS 25 /* field ids 0..24 */
 #define PARAPET_IMG_SET_FIELD 31
 #define PARAPET_IMG_FLAG_PURE_FIRST_MATCH 1u
 
@@ -156,6 +156,9 @@
  * bits 0..31, then 32..47 and the presence
  * bit 48 (bit 16 of the second word) */
 #define PARAPET_KW_MACSRC 37
+/* Field id 24: the first IPv6 routing header, packed (the key
+ * extension's rt, from the parser's struct parapet_offs). */
+#define PARAPET_KW_RT 41
 
 /* ctstate values of the key. */
 #define PARAPET_CT_INVALID 0

@@ -297,6 +297,7 @@ int main(void)
 	C(PARAPET_KW_DTYPE);
 	C(PARAPET_KW_PKTTYPE);
 	C(PARAPET_KW_MACSRC);
+	C(PARAPET_KW_RT);
 	printf("];\n");
 	return 0;
 }

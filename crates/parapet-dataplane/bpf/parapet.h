@@ -14,7 +14,7 @@
 
 #include <linux/types.h>
 
-#define PARAPET_ABI_VERSION 9
+#define PARAPET_ABI_VERSION 10
 
 /* ---- parsed packet key ------------------------------------------------- */
 
@@ -59,6 +59,9 @@ struct parapet_key_ext {
 	__u8 mac_src[6];
 	__u8 mac_present;
 	__u8 pad2;
+	/* the first IPv6 routing header (struct parapet_offs's rt: every
+	 * hook, from the parser) */
+	__u32 rt;
 };
 
 /*

@@ -1,4 +1,4 @@
-//! The packet key: the 41 words a walker compares (`docs/image-format.md`,
+//! The packet key: the 42 words a walker compares (`docs/image-format.md`,
 //! `PARAPET_KW_*` in `bpf/image.h`), and the one builder that makes them
 //! from a [`Packet`].
 
@@ -9,21 +9,22 @@ use parapet_model::{Field, Packet};
 /// The fields added after the set bitmask (ttl, dscp, length, ct status,
 /// mark, ct mark, ct original destination port, ct protocol) follow it, so
 /// the first 26 words keep their places. Words 34..=36 are the address
-/// and packet types (field ids 20..=22), 37..=40 the source MAC (id 23).
-pub const KEY_OFF: [usize; 24] = [
-    0, 1, 5, 9, 10, 11, 12, 13, 14, 18, 22, 23, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37,
+/// and packet types (field ids 20..=22), 37..=40 the source MAC (id 23),
+/// 41 the first IPv6 routing header (id 24, `parapet_model::routing`).
+pub const KEY_OFF: [usize; 25] = [
+    0, 1, 5, 9, 10, 11, 12, 13, 14, 18, 22, 23, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 41,
 ];
 /// Whether each field id takes 4 key words (128-bit fields, and the
 /// source MAC: 49 bits with its presence bit, words 37..=40, the upper two
 /// always 0, so the walkers read it as they read addresses).
-pub const KEY_WIDE: [bool; 24] = [
+pub const KEY_WIDE: [bool; 25] = [
     false, true, true, false, false, false, false, false, true, true, false, false, false, false,
-    false, false, false, false, false, false, false, false, false, true,
+    false, false, false, false, false, false, false, false, false, true, false,
 ];
 /// Key word offset of the set-membership bitmask (2 words).
 pub const KEY_SETS: usize = 24;
 
-/// A packet as the walkers see it: exactly the 41-word key of
+/// A packet as the walkers see it: exactly the 42-word key of
 /// `docs/image-format.md` (every fixed field, 128-bit values least
 /// significant word first, then the set-membership bitmask). Compact on
 /// purpose: a batch of keys streams through the cache.
@@ -72,7 +73,7 @@ impl KeyWords {
         KeyWords::new(pkt, sets)
     }
 
-    /// The value of field id `f` (0..=23).
+    /// The value of field id `f` (0..=24).
     #[inline(always)]
     pub fn value(&self, f: usize) -> u128 {
         let at = KEY_OFF[f];

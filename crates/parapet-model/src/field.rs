@@ -95,8 +95,7 @@ pub enum Field {
     /// The packet's first IPv6 routing header (`-m rt`, nft `rt type|
     /// seg-left|hdrlength`), packed with a presence bit
     /// ([`crate::routing`]: `1 << 24 | type << 16 | segments_left << 8 |
-    /// hdrlen`, 0 without one). Not in the packet key yet: only the linear
-    /// engine evaluates it (the compiled engines refuse it).
+    /// hdrlen`, 0 without one): key word 41, field id 24.
     Routing,
     /// Membership of the packet's key in the ruleset's set reference `n`
     /// ([`crate::SetRef`]): 1 when the set holds it.
@@ -105,7 +104,7 @@ pub enum Field {
 
 impl Field {
     /// The fixed fields, in the order engines lay them out.
-    pub const FIXED: [Field; 24] = [
+    pub const FIXED: [Field; 25] = [
         Field::Family,
         Field::SrcAddr,
         Field::DstAddr,
@@ -130,6 +129,7 @@ impl Field {
         Field::DstType,
         Field::PktType,
         Field::MacSrc,
+        Field::Routing,
     ];
 
     /// Width of the field in bits.

@@ -137,10 +137,12 @@ static const __u8 parapet_key_word_of[PARAPET_IMG_FIXED_FIELDS] = {
 	PARAPET_KW_DTYPE,
 	PARAPET_KW_PKTTYPE,
 	PARAPET_KW_MACSRC | PARAPET_KW_WIDE,
+	PARAPET_KW_RT,
 };
-_Static_assert(PARAPET_IMG_FIXED_FIELDS == 24, "one table entry per fixed field");
-_Static_assert(PARAPET_KW_MACSRC + 4 <= PARAPET_IMG_KEY_WORDS,
-	       "every entry's 4 words are inside the key");
+_Static_assert(PARAPET_IMG_FIXED_FIELDS == 25, "one table entry per fixed field");
+_Static_assert(PARAPET_KW_MACSRC + 4 <= PARAPET_IMG_KEY_WORDS &&
+		       PARAPET_KW_RT + 1 == PARAPET_IMG_KEY_WORDS,
+	       "every entry's 4 words are inside the walk state's key");
 
 /* The key's value of `field` as 4 words (zero-extended); -1 if unknown.
  * Four words are read for every field and the upper three masked off for
@@ -157,7 +159,7 @@ static __always_inline int key_value(struct parapet_walk *w, __u32 field,
 	e = parapet_key_word_of[field];
 	off = e & ~PARAPET_KW_WIDE;
 	wide = -(e >> 7); /* all ones for a 128-bit field, else 0 */
-	if (off > PARAPET_IMG_KEY_WORDS - 4)
+	if (off > PARAPET_IMG_KEY_WORDS - 1)
 		return -1;
 	v[0] = w->key[off];
 	v[1] = w->key[off + 1] & wide;
@@ -771,6 +773,7 @@ static __always_inline void build_key(struct parapet_walk *w,
 	w->key[PARAPET_KW_STYPE] = 0;
 	w->key[PARAPET_KW_DTYPE] = 0;
 	w->key[PARAPET_KW_PKTTYPE] = w->ext.pkt_type;
+	w->key[PARAPET_KW_RT] = w->ext.rt;
 	w->key[PARAPET_KW_SETS] = 0; /* set_bits() fills these */
 	w->key[PARAPET_KW_SETS + 1] = 0;
 	w->ifn_done = 0;

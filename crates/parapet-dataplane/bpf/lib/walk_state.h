@@ -19,7 +19,10 @@
 #include "maps.h"
 
 struct parapet_walk {
-	__u32 key[PARAPET_IMG_KEY_WORDS];
+	/* + 3: key_value reads four words at any field's first one, and
+	 * the last field (the routing header, one word) is the key's last
+	 * word; the three past it are read and masked off */
+	__u32 key[PARAPET_IMG_KEY_WORDS + 3];
 	/* filled by the hook entry before parapet_decide (parapet.h) */
 	struct parapet_key_ext ext;
 	__u32 slot;
