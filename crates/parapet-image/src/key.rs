@@ -97,7 +97,7 @@ impl KeyWords {
         (self.w[KEY_SETS] as u64) | (self.w[KEY_SETS + 1] as u64) << 32
     }
 
-    /// The key as the 41 words of `docs/image-format.md`, for the BPF walker
+    /// The key as the 42 words of `docs/image-format.md`, for the BPF walker
     /// and its tests.
     pub fn to_words(&self) -> [u32; KEY_WORDS] {
         self.w
