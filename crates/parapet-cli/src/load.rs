@@ -163,13 +163,10 @@ pub fn summary(rs: &Ruleset) -> String {
 fn offline_fields(rs: &Ruleset) -> String {
     use parapet_model::Field;
     let mut out = String::new();
-    for (fields, what) in [
-        (
-            &[Field::CtOrigSrcPort][..],
-            "the conntrack entry's original source port",
-        ),
-        (&[Field::Routing][..], "the IPv6 routing header"),
-    ] {
+    for (fields, what) in [(
+        &[Field::CtOrigSrcPort][..],
+        "the conntrack entry's original source port",
+    )] {
         let ids: Vec<String> = rs
             .rules()
             .filter(|r| fields.iter().any(|f| r.all_matches().get(*f).is_some()))

@@ -120,10 +120,6 @@ impl fmt::Display for CompileError {
                 f,
                 "rule {rule_id} has a time condition (-m time, meta time|hour|day) together with another stateful condition (limit, recent, hashlimit, quota or a dynamic set): only the linear engine evaluates the two in one rule so far (classify --engine linear, --stateful replay); the compiled engines and the kernel dataplane refuse it rather than drop one of them"
             ),
-            CompileError::HostField { rule_id, field } if field == "rt" => write!(
-                f,
-                "rule {rule_id} matches the IPv6 routing header (-m rt, rt type|seg-left|hdrlength, exthdr rt): only the linear engine evaluates it so far (classify --engine linear); the compiled engines and the kernel dataplane refuse it (the packet key has no routing header word yet) rather than guess"
-            ),
             CompileError::HostField { rule_id, field } if field == "ctorigsport" => write!(
                 f,
                 "rule {rule_id} matches the conntrack entry's original source port (--ctorigsrcport, ct original proto-src): only the linear engine evaluates it so far (classify --engine linear); the compiled engines and the kernel dataplane refuse it rather than guess"

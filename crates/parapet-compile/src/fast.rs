@@ -63,8 +63,7 @@ const LANES: usize = 16;
 /// read), 16..27 the fields added later (ttl, dscp, length, ct status,
 /// mark, ct mark, ct original destination port, ct protocol, address and
 /// packet types: ids 12..=22), 27 the source MAC (id 23) saturated, 28 its
-/// low word, 29..32 the fields after it (id 24, reserved for the routing
-/// header match; 25 and 26, the socket owner's uid and gid);
+/// low word, 29..32 the fields after it (id 24, the routing header; 25 and 26, the socket owner's uid and gid);
 /// 32 so a 5-bit slot id indexes it without a bounds check.
 const SLOTS: usize = 32;
 /// Bits of a slot id in a node word.
@@ -76,6 +75,7 @@ const fn slot_of(f: u32) -> u32 {
     } else if f < 24 {
         f + 4
     } else {
+        // past the source MAC's low word (slot 28)
         f + 5
     }
 }

@@ -158,9 +158,10 @@
  * bits 0..31, then 32..47 and the presence
  * bit 48 (bit 16 of the second word) */
 #define PARAPET_KW_MACSRC 37
-/* Field id 24: reserved for the routing header match (always 0); 25, 26:
- * the socket owner's uid and gid (the key extension's sk_uid, sk_gid). */
-#define PARAPET_KW_RT_RESERVED 41
+/* Field id 24: the first IPv6 routing header, packed (the key
+ * extension's rt, from the parser's struct parapet_offs); 25, 26: the
+ * socket owner's uid and gid (the key extension's sk_uid, sk_gid). */
+#define PARAPET_KW_RT 41
 #define PARAPET_KW_SKUID 42
 #define PARAPET_KW_SKGID 43
 

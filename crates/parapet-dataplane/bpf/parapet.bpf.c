@@ -46,7 +46,8 @@ static __always_inline void ext_mac_src(struct parapet_walk *ws, void *data,
 
 /* The key extension in XDP's scratch slot: zeroed for each packet, then
  * the frame's source MAC and its packet type (from the destination MAC). */
-static __always_inline void xdp_key_ext(void *data, void *data_end)
+static __always_inline void xdp_key_ext(void *data, void *data_end,
+					__u32 rt)
 {
 	struct walk_cb_ctx wc = { .idx = 0 };
 	struct parapet_walk *ws = walk_state(&wc);
@@ -55,6 +56,7 @@ static __always_inline void xdp_key_ext(void *data, void *data_end)
 		__builtin_memset(&ws->ext, 0, sizeof(ws->ext));
 		ext_mac_src(ws, data, data_end);
 		ws->ext.pkt_type = eth_pkt_type(data, data_end);
+		ws->ext.rt = rt;
 	}
 }
 
@@ -74,7 +76,7 @@ int parapet_xdp(struct xdp_md *ctx)
 		key.ctstate = ct_state_xdp(ctx, &key, &offs);
 		key.flags |= PARAPET_KEY_F_CT;
 	}
-	xdp_key_ext(data, data_end);
+	xdp_key_ext(data, data_end, offs.rt);
 	__u32 verdict = parapet_decide(&key, status, PARAPET_HOOK_XDP, 0);
 	int rc = XDP_PASS;
 
@@ -98,7 +100,8 @@ int parapet_xdp(struct xdp_md *ctx)
  * (the conntrack fields stay 0 at tc). At egress the frame's MAC is the host's own, which netfilter's
  * OUTPUT and POSTROUTING never see: left absent there. */
 static __always_inline void tc_key_ext(struct __sk_buff *skb,
-				       const struct parapet_key *key, int mac)
+				       const struct parapet_key *key, int mac,
+				       __u32 rt)
 {
 	struct walk_cb_ctx wc = { .idx = 1 };
 	struct parapet_walk *ws = walk_state(&wc);
@@ -107,6 +110,7 @@ static __always_inline void tc_key_ext(struct __sk_buff *skb,
 		__builtin_memset(&ws->ext, 0, sizeof(ws->ext));
 		ws->ext.mark = skb->mark;
 		ws->ext.pkt_type = pkt_type_seen(skb->pkt_type, key);
+		ws->ext.rt = rt;
 		if (mac)
 			ext_mac_src(ws, (void *)(long)skb->data,
 				    (void *)(long)skb->data_end);
@@ -162,7 +166,7 @@ int parapet_tc(struct __sk_buff *skb)
 		key.flags |= PARAPET_KEY_F_VLAN;
 		key.vlan_id = skb->vlan_tci & 0x0fff;
 	}
-	tc_key_ext(skb, &key, 1);
+	tc_key_ext(skb, &key, 1, offs.rt);
 	__u32 verdict = parapet_decide(&key, status, PARAPET_HOOK_TC, 1);
 	/* a REJECT's answer leaves by the port the frame came in on (egress
 	 * of the ingress device) */
@@ -233,7 +237,7 @@ int parapet_tc_pre_in(struct __sk_buff *skb)
 		key.flags |= PARAPET_KEY_F_VLAN;
 		key.vlan_id = skb->vlan_tci & 0x0fff;
 	}
-	tc_key_ext(skb, &key, 1);
+	tc_key_ext(skb, &key, 1, offs.rt);
 	if (stats_on())
 		parapet_count_nf_hook(PARAPET_HOOK_NF_PREROUTING);
 	__u32 verdict = parapet_decide(&key, status, PARAPET_HOOK_NF_PREROUTING, 1);
@@ -272,7 +276,7 @@ int parapet_tc_hooks_in(struct __sk_buff *skb)
 		if (!tc_hook_wanted(hook, key.family))
 			return TC_ACT_OK;
 	}
-	tc_key_ext(skb, &key, 1);
+	tc_key_ext(skb, &key, 1, offs.rt);
 	if (stats_on())
 		parapet_count_nf_hook(hook);
 	__u32 verdict = parapet_decide(&key, status, hook, 1);
@@ -304,7 +308,7 @@ int parapet_tc_hooks_out(struct __sk_buff *skb)
 	if (status == PARAPET_PARSE_OK &&
 	    !tc_hook_wanted(PARAPET_HOOK_NF_OUTPUT, key.family))
 		goto postrouting;
-	tc_key_ext(skb, &key, 0);
+	tc_key_ext(skb, &key, 0, offs.rt);
 	if (stats_on())
 		parapet_count_nf_hook(PARAPET_HOOK_NF_OUTPUT);
 	__u32 verdict = parapet_decide(&key, status, PARAPET_HOOK_NF_OUTPUT, 1);
@@ -340,7 +344,7 @@ int parapet_tc_post_out(struct __sk_buff *skb)
 	if (status == PARAPET_PARSE_OK &&
 	    !tc_hook_wanted(PARAPET_HOOK_NF_POSTROUTING, key.family))
 		return TC_ACT_OK;
-	tc_key_ext(skb, &key, 0);
+	tc_key_ext(skb, &key, 0, offs.rt);
 	if (stats_on())
 		parapet_count_nf_hook(PARAPET_HOOK_NF_POSTROUTING);
 	__u32 verdict =
@@ -425,6 +429,7 @@ int parapet_nf(struct bpf_nf_ctx *ctx)
 			nf_mac_src(skb, &ws->ext);
 			ws->ext.pkt_type = pkt_type_seen(
 				BPF_CORE_READ_BITFIELD_PROBED(skb, pkt_type), &key);
+			ws->ext.rt = offs.rt;
 		}
 	}
 	if (stats_on())

@@ -64,6 +64,9 @@ struct parapet_key_ext {
 	 * and POST_ROUTING only (lib/nf.h, nf_sk_owner), else 0 */
 	__u32 sk_uid;
 	__u32 sk_gid;
+	/* the first IPv6 routing header (struct parapet_offs's rt: every
+	 * hook, from the parser) */
+	__u32 rt;
 };
 
 /*

@@ -15,13 +15,13 @@ use parapet_dataplane::frame::parse_frame;
 use parapet_dataplane::frame::{Frame, L4};
 use parapet_dataplane::{AttachPoint, Dataplane, KernelVerdict, LoadOptions, Stat};
 use parapet_image::{KeyWords, FIXED_FIELDS, KEY_WORDS, MAX_CONSTRAINTS};
-use parapet_model::IfName;
+use parapet_model::{routing, IfName};
 
 /// The fixed fields the BPF walker reads: ids 0..=26, the address types
-/// (20, 21) typed by the mirror `addr_mirror()` and by prefix. The reserved
-/// id 24 and the socket owner (25, 26: words 42 and 43, the last one-word
-/// field at the key's end) are 0 in every test frame's key (no socket at
-/// these hooks), which the images cut and constrain too.
+/// (20, 21) typed by the mirror `addr_mirror()` and by prefix. The routing
+/// header (24) from the frame; the socket owner (25, 26: words 42 and 43,
+/// the last one-word field at the key's end) is 0 in every test frame's
+/// key (no socket at these hooks), which the images cut and constrain too.
 const WALKER_FIELDS: [u32; 27] = [
     0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25,
     26,
@@ -85,7 +85,30 @@ fn frame_key(frame: &[u8], hook: AttachPoint) -> [u32; KEY_WORDS] {
     pkt.pkt_type = Some(pkt_type_at(hook, &frame[..6]));
     pkt.src_type = Some(addr_type_of(key.src_ip().unwrap()));
     pkt.dst_type = Some(addr_type_of(key.dst_ip().unwrap()));
+    pkt.rt = routing_of(frame);
     KeyWords::new(&pkt, 0).to_words()
+}
+
+/// The first routing header of an untagged IPv6 frame built here (its
+/// extension chain: options and routing headers, then the rest), packed
+/// as `parapet_model::routing`; 0 without one.
+fn routing_of(frame: &[u8]) -> u32 {
+    if frame[12..14] != [0x86, 0xdd] {
+        return 0;
+    }
+    let (mut nh, mut at) = (frame[20], 54);
+    while matches!(nh, 0 | 43 | 60) {
+        if nh == 43 {
+            return routing::key_value(Some(routing::RoutingHeader {
+                rt_type: frame[at + 2],
+                segments_left: frame[at + 3],
+                hdrlen: frame[at + 1],
+            })) as u32;
+        }
+        nh = frame[at];
+        at += (usize::from(frame[at + 1]) + 1) * 8;
+    }
+    0
 }
 
 const LO: u32 = 1;
@@ -204,6 +227,8 @@ struct Pkt {
     payload: usize,
     mac: usize,
     dst_mac: usize,
+    /// IPv6: a routing header's (type, segments left, Hdr Ext Len).
+    rt: Option<(u8, u8, u8)>,
 }
 
 const V4: [Ipv4Addr; 9] = [
@@ -252,12 +277,26 @@ impl Pkt {
             payload: [0, 8, 9, 100][rng.below(4) as usize],
             mac: rng.below(MACS.len() as u64) as usize,
             dst_mac: rng.below(DST_MACS.len() as u64) as usize,
+            rt: (v6 && rng.chance(50)).then(|| {
+                (
+                    [0, 2, 4][rng.below(3) as usize],
+                    [0, 1, 5][rng.below(3) as usize],
+                    [0, 2][rng.below(2) as usize],
+                )
+            }),
         }
     }
 
     fn frame(&self) -> Vec<u8> {
         let f = if self.v6 {
-            let f = Frame::ipv6(V6[self.src], V6[self.dst]);
+            let mut f = Frame::ipv6(V6[self.src], V6[self.dst]);
+            if let Some((rt_type, segments_left, len8)) = self.rt {
+                f = f.ext(parapet_dataplane::frame::Ext::RoutingHeader {
+                    len8,
+                    rt_type,
+                    segments_left,
+                });
+            }
             if self.later_fragment {
                 f.ext(parapet_dataplane::frame::Ext::Fragment {
                     offset: 8,

@@ -10,8 +10,8 @@ use parapet_model::{Field, Packet};
 /// mark, ct mark, ct original destination port, ct protocol) follow it, so
 /// the first 26 words keep their places. Words 34..=36 are the address
 /// and packet types (field ids 20..=22), 37..=40 the source MAC (id 23),
-/// 41 reserved for the routing header match (id 24), 42 and 43 the socket
-/// owner's uid and gid (ids 25, 26).
+/// 41 the first IPv6 routing header (id 24, `parapet_model::routing`), 42
+/// and 43 the socket owner's uid and gid (ids 25, 26).
 pub const KEY_OFF: [usize; 27] = [
     0, 1, 5, 9, 10, 11, 12, 13, 14, 18, 22, 23, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 41,
     42, 43,

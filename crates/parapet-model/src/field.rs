@@ -84,9 +84,6 @@ pub enum Field {
     /// Ethernet header the hook can read, 0 when it has none (xt_mac and
     /// nft's link-layer payload then match nothing, negated or not).
     MacSrc,
-    /// Reserved for the IPv6 routing header match (`-m rt`), key word 41
-    /// (field id 24): no rule constrains it and every key holds 0 there.
-    RtReserved,
     /// The owner uid of the packet's socket (`-m owner --uid-owner`,
     /// `--socket-exists`, nft `meta skuid`), packed with whether there is
     /// one ([`crate::owner`]); key word 42 (field id 25), filled at the
@@ -98,8 +95,7 @@ pub enum Field {
     /// The packet's first IPv6 routing header (`-m rt`, nft `rt type|
     /// seg-left|hdrlength`), packed with a presence bit
     /// ([`crate::routing`]: `1 << 24 | type << 16 | segments_left << 8 |
-    /// hdrlen`, 0 without one). Not in the packet key yet: only the linear
-    /// engine evaluates it (the compiled engines refuse it).
+    /// hdrlen`, 0 without one): key word 41, field id 24.
     Routing,
     /// Membership of the packet's key in the ruleset's set reference `n`
     /// ([`crate::SetRef`]): 1 when the set holds it.
@@ -133,7 +129,7 @@ impl Field {
         Field::DstType,
         Field::PktType,
         Field::MacSrc,
-        Field::RtReserved,
+        Field::Routing,
         Field::SkUid,
         Field::SkGid,
     ];
@@ -156,12 +152,7 @@ impl Field {
             Field::Dscp | Field::CtStatus => 6,
             Field::SrcType | Field::DstType => 4,
             Field::PktType => 3,
-            Field::Length
-            | Field::Mark
-            | Field::CtMark
-            | Field::SkUid
-            | Field::SkGid
-            | Field::RtReserved => 32,
+            Field::Length | Field::Mark | Field::CtMark | Field::SkUid | Field::SkGid => 32,
             Field::Fragment | Field::Set(_) => 1,
             Field::MacSrc => 49,
             Field::Routing => 25,
@@ -201,7 +192,6 @@ impl Field {
             Field::Mark => "mark".into(),
             Field::CtMark => "ctmark".into(),
             Field::MacSrc => "macsrc".into(),
-            Field::RtReserved => "rtreserved".into(),
             Field::SkUid => "skuid".into(),
             Field::SkGid => "skgid".into(),
             Field::Routing => "rt".into(),

@@ -159,7 +159,6 @@ impl Packet {
             Field::Mark => self.mark as u128,
             Field::CtMark => self.ct_mark as u128,
             Field::MacSrc => crate::mac::key_value(self.mac_src),
-            Field::RtReserved => 0,
             Field::SkUid => self.sk_uid as u128,
             Field::SkGid => self.sk_gid as u128,
             Field::Routing => self.rt as u128,

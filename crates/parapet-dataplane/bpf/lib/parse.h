@@ -29,6 +29,15 @@
 		__p;                                                            \
 	})
 
+/* 1 when the byte v is not 0, else 0, computed without a branch: the
+ * empty asm hides v's range, so the compiler cannot turn (v + 255) >> 8
+ * back into a comparison (which the BPF backend emits as a jump). */
+static __always_inline __u32 byte_nonzero(__u32 v)
+{
+	asm volatile("" : "+r"(v));
+	return ((v & 0xff) + 0xff) >> 8;
+}
+
 static __always_inline int is_ipv6_ext(__u8 nh)
 {
 	switch (nh) {
@@ -125,6 +134,12 @@ static __always_inline int parse_l4(void *data, void *data_end, __u32 l4off,
 struct parapet_offs {
 	__u32 l3; /* IP header */
 	__u32 l4; /* transport header; 0 when there is none */
+	/* the first IPv6 routing header, packed as Field::Routing
+	 * (parapet_model::routing): 1 << 24 | type << 16 | segments left
+	 * << 8 | hdrlen; 0 without one.  The entries copy it into the key
+	 * extension.  (Narrowing l3/l4 to __u16 to keep 8 bytes lost the
+	 * verifier the bounds of REJECT's pkt_load lengths.) */
+	__u32 rt;
 };
 
 static __always_inline int parse_ipv4(void *data, void *data_end, __u32 off,
@@ -204,6 +219,7 @@ static __always_inline int parse_ipv6(void *data, void *data_end, __u32 off,
 	__u8 nh = ip6->nexthdr;
 	__u32 cur = off + sizeof(struct ipv6hdr);
 	__u32 l3_end = off + tot;
+	__u32 rt = 0;
 	int i;
 
 	/* Bounded walk of the extension chain to the transport header. */
@@ -223,6 +239,7 @@ static __always_inline int parse_ipv6(void *data, void *data_end, __u32 off,
 				key->frag = PARAPET_FRAG_FRAGMENT |
 					    PARAPET_FRAG_LATER;
 				key->proto = h[0];
+				offs->rt = rt;
 				return PARAPET_PARSE_OK;
 			}
 			/* offset 0 with M=0 is an "atomic fragment"
@@ -233,6 +250,21 @@ static __always_inline int parse_ipv6(void *data, void *data_end, __u32 off,
 			len = ((__u32)h[1] + 2) * 4;
 		} else {
 			len = ((__u32)h[1] + 1) * 8;
+			/* an options or routing header longer than the
+			 * datagram is truncated (ip6t_rt hot-drops such a
+			 * routing header; the kernel's input drops both) */
+			if (cur + len > l3_end)
+				return PARAPET_PARSE_TRUNCATED;
+			/* the first routing header, as ipv6_find_hdr
+			 * finds it for -m rt and nft's rt, recorded
+			 * without a branch: a branch would split the
+			 * verifier's states for the rest of the program
+			 * (docs/hooks.md, "Verifier budget"); rt >> 24 is 1
+			 * once one is recorded */
+			rt |= (1u << 24 | (__u32)h[2] << 16 |
+			       (__u32)h[3] << 8 | h[1]) &
+			      ((byte_nonzero(nh ^ IPPROTO_ROUTING) |
+				(rt >> 24)) - 1);
 		}
 		nh = h[0];
 		cur += len;
@@ -244,6 +276,7 @@ static __always_inline int parse_ipv6(void *data, void *data_end, __u32 off,
 
 	key->proto = nh;
 	offs->l4 = cur;
+	offs->rt = rt;
 	return parse_l4(data, data_end, cur, l3_end, key);
 }
 

@@ -138,7 +138,7 @@ static const __u8 parapet_key_word_of[PARAPET_IMG_FIXED_FIELDS] = {
 	PARAPET_KW_DTYPE,
 	PARAPET_KW_PKTTYPE,
 	PARAPET_KW_MACSRC | PARAPET_KW_WIDE,
-	PARAPET_KW_RT_RESERVED,
+	PARAPET_KW_RT,
 	PARAPET_KW_SKUID,
 	PARAPET_KW_SKGID,
 };
@@ -777,7 +777,7 @@ static __always_inline void build_key(struct parapet_walk *w,
 	w->key[PARAPET_KW_STYPE] = 0;
 	w->key[PARAPET_KW_DTYPE] = 0;
 	w->key[PARAPET_KW_PKTTYPE] = w->ext.pkt_type;
-	w->key[PARAPET_KW_RT_RESERVED] = 0;
+	w->key[PARAPET_KW_RT] = w->ext.rt;
 	w->key[PARAPET_KW_SKUID] = w->ext.sk_uid;
 	w->key[PARAPET_KW_SKGID] = w->ext.sk_gid;
 	w->key[PARAPET_KW_SETS] = 0; /* set_bits() fills these */

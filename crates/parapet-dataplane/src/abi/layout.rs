@@ -547,10 +547,7 @@ fn c_and_rust_constants_agree() {
         ("PARAPET_KW_DTYPE", (parapet_image::KEY_OFF[21]) as u64),
         ("PARAPET_KW_PKTTYPE", (parapet_image::KEY_OFF[22]) as u64),
         ("PARAPET_KW_MACSRC", (parapet_image::KEY_OFF[23]) as u64),
-        (
-            "PARAPET_KW_RT_RESERVED",
-            (parapet_image::KEY_OFF[24]) as u64,
-        ),
+        ("PARAPET_KW_RT", (parapet_image::KEY_OFF[24]) as u64),
         ("PARAPET_KW_SKUID", (parapet_image::KEY_OFF[25]) as u64),
         ("PARAPET_KW_SKGID", (parapet_image::KEY_OFF[26]) as u64),
     ];

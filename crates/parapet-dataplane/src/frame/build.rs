@@ -127,6 +127,16 @@ pub enum Ext {
         /// Hdr Ext Len.
         len8: u8,
     },
+    /// Routing (43) with the given routing type and segments left (its
+    /// body zeros): what `-m rt` and nft's `rt` read.
+    RoutingHeader {
+        /// Hdr Ext Len.
+        len8: u8,
+        /// Routing Type.
+        rt_type: u8,
+        /// Segments Left.
+        segments_left: u8,
+    },
     /// Destination Options (60).
     DestOpts {
         /// Hdr Ext Len.
@@ -150,7 +160,7 @@ impl Ext {
     fn number(&self) -> u8 {
         match self {
             Ext::HopByHop { .. } => 0,
-            Ext::Routing { .. } => 43,
+            Ext::Routing { .. } | Ext::RoutingHeader { .. } => 43,
             Ext::DestOpts { .. } => 60,
             Ext::Fragment { .. } => 44,
             Ext::Ah { .. } => 51,
@@ -159,6 +169,15 @@ impl Ext {
 
     fn bytes(&self, next: u8) -> Vec<u8> {
         match *self {
+            Ext::RoutingHeader {
+                len8,
+                rt_type,
+                segments_left,
+            } => {
+                let mut h = vec![0u8; (usize::from(len8) + 1) * 8];
+                h[..4].copy_from_slice(&[next, len8, rt_type, segments_left]);
+                h
+            }
             Ext::HopByHop { len8 } | Ext::Routing { len8 } | Ext::DestOpts { len8 } => {
                 let mut h = vec![0u8; (usize::from(len8) + 1) * 8];
                 h[0] = next;

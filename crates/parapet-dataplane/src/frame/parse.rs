@@ -178,7 +178,16 @@ fn parse_ipv6(frame: &[u8], off: usize, frame_len: usize, key: &mut PacketKey) -
                 8
             }
             IPPROTO_AH => (usize::from(h[1]) + 2) * 4,
-            _ => (usize::from(h[1]) + 1) * 8,
+            _ => {
+                // an options or routing header longer than the datagram
+                // is truncated (ip6t_rt hot-drops such a routing header;
+                // the kernel's input drops both)
+                let len = (usize::from(h[1]) + 1) * 8;
+                if cur + len > l3_end {
+                    return ParseStatus::Truncated;
+                }
+                len
+            }
         };
         nh = h[0];
         cur += len;
