@@ -4,6 +4,7 @@ replay). Helpers come from run.py (imported lazily: run.py imports this)."""
 
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
@@ -123,6 +124,25 @@ def remove_dummies(n):
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+def cpu_s(pid):
+    """CPU seconds (user + system) of `pid` so far, exited threads
+    included (/proc/PID/stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def profile_catch_up(node):
+    """With PARAPET_FLEET_PERF=FILE: `perf record -g` of one node from the
+    broker's return until every node is equal (its catch-up), into FILE."""
+    spec = os.environ.get("PARAPET_FLEET_PERF")
+    if not spec:
+        return None
+    return subprocess.Popen(
+        ["perf", "record", "-g", "-F", "499", "-o", spec, "-p", str(node.p.pid)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 def run(a, binary):
     """Broker stopped for a.outage s while a.outage_rate bans/s are offered
     across three nodes; seconds from its return until all are equal."""
@@ -153,6 +173,10 @@ def run(a, binary):
         res["backlog_at_return"] = sum(n.stats()["fleet"]["backlog"] for n in nodes)
         broker.start()
         t_up = time.monotonic()
+        perf = profile_catch_up(nodes[1])
+        pids = {f"n{i}": n.p.pid for i, n in enumerate(nodes)}
+        pids["nats"] = broker.p.pid
+        cpu0 = {k: cpu_s(v) for k, v in pids.items()}
         timeline = Timeline(nodes, t_up)
         timeline.start()
         res["down_s"] = round(t_up - t_down, 2)
@@ -177,6 +201,11 @@ def run(a, binary):
         r.wait("all nodes equal after the outage", 600, equal, 0.05)
         # From the broker's return (its port open), as the target says.
         res["equal_after_return_s"] = round(time.monotonic() - t_up, 2)
+        # CPU seconds of each process from the broker's return to equal
+        res["catch_up_cpu_s"] = {k: round(cpu_s(v) - cpu0[k], 2) for k, v in pids.items()}
+        if perf:
+            perf.send_signal(signal.SIGINT)
+            perf.wait()
         time.sleep(0.1)
         timeline.halt.set()
         timeline.join()

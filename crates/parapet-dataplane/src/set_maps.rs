@@ -96,7 +96,7 @@ impl Dataplane {
     pub fn set_add(&mut self, id: u32, els: &[SetElement]) -> Result<()> {
         let st = self.sets.get_mut(&id).ok_or(SetError::NoSuchSet(id))?;
         let w = st.add(id, els)?;
-        self.apply(id, w)
+        self.apply_or_fall_behind(id, w)
     }
 
     /// Delete elements (named by their ranges, expiry ignored) from set
@@ -105,7 +105,7 @@ impl Dataplane {
     pub fn set_del(&mut self, id: u32, els: &[SetElement]) -> Result<()> {
         let st = self.sets.get_mut(&id).ok_or(SetError::NoSuchSet(id))?;
         let w = st.del(id, els)?;
-        self.apply(id, w)
+        self.apply_or_fall_behind(id, w)
     }
 
     /// Make set `id` hold exactly `els`, without a moment in which an
@@ -114,8 +114,8 @@ impl Dataplane {
     pub fn set_replace(&mut self, id: u32, els: &[SetElement]) -> Result<()> {
         let st = self.sets.get_mut(&id).ok_or(SetError::NoSuchSet(id))?;
         let (add, del) = st.replace(id, els)?;
-        self.apply(id, add)?;
-        self.apply(id, del)
+        self.apply_or_fall_behind(id, add)?;
+        self.apply_or_fall_behind(id, del)
     }
 
     /// Delete up to `budget` elements of every set that expired (they
@@ -145,7 +145,20 @@ impl Dataplane {
     pub fn set_flush(&mut self, id: u32) -> Result<()> {
         let st = self.sets.get_mut(&id).ok_or(SetError::NoSuchSet(id))?;
         let w = st.flush();
-        self.apply(id, w)
+        self.apply_or_fall_behind(id, w)
+    }
+
+    /// [`Self::apply`]; on failure the mirror is ahead of the kernel, so
+    /// the set's adds stop skipping entries the mirror says are there
+    /// (`SetState::kernel_behind`).
+    fn apply_or_fall_behind(&mut self, id: u32, w: Writes) -> Result<()> {
+        let r = self.apply(id, w);
+        if r.is_err() {
+            if let Some(st) = self.sets.get_mut(&id) {
+                st.kernel_behind = true;
+            }
+        }
+        r
     }
 
     fn apply(&mut self, id: u32, w: Writes) -> Result<()> {

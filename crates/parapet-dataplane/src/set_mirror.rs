@@ -9,10 +9,15 @@
 //! part feeds each dimension. Two references (e.g. `src` and `dst`) can
 //! share one set.
 
-use std::collections::HashMap;
+use std::collections::HashMap as StdHashMap;
 use std::sync::Arc;
 
 use parapet_model::range_to_prefixes;
+
+/// The mirror's maps: keyed by addresses others choose, hashed with a
+/// random seed, and fast (std's SipHash was a tenth of a fleet node's
+/// catch-up, benchmarks.md §6x).
+type HashMap<K, V> = StdHashMap<K, V, parapet_sets::Seeded>;
 
 use crate::abi::{
     RawSetDesc, RawSetRef, SetLpmKey, SetTupleKey, SetVal, SET_KEY_BYTES, SET_LPM, SET_MAX_DIMS,
@@ -263,6 +268,11 @@ pub(crate) struct SetState {
     pub entries: HashMap<EntryKey, Contrib>,
     /// tuple sets: per-dimension prefix lengths of each shape
     pub shapes: Vec<[u8; SET_MAX_DIMS]>,
+    /// A write to the kernel's maps failed after the mirror changed: the
+    /// kernel may lack what the mirror holds, so every entry an add
+    /// touches is written again, even one the mirror says is there with
+    /// that expiry.
+    pub kernel_behind: bool,
 }
 
 /// One entry of a set in the kernel's maps, read back
@@ -309,10 +319,11 @@ impl SetState {
         Ok(SetState {
             dims: dims.to_vec(),
             kind,
-            elements: HashMap::new(),
+            elements: HashMap::default(),
             expiry: Default::default(),
-            entries: HashMap::new(),
+            entries: HashMap::default(),
             shapes: Vec::new(),
+            kernel_behind: false,
         })
     }
 
@@ -474,7 +485,10 @@ impl SetState {
             self.shapes = shapes;
             w.desc = Some(self.desc());
         }
-        let mut touched: HashMap<EntryKey, ()> = HashMap::new();
+        // each entry touched, with the expiry the kernel holds for it
+        // before this call (None: not in the kernel yet)
+        let mut touched: HashMap<EntryKey, Option<u64>> =
+            HashMap::with_capacity_and_hasher(staged.len(), Default::default());
         for (key, entries, exp) in staged {
             let key: Arc<[u8]> = match self.elements.get_key_value(&key[..]) {
                 Some((k, _)) => Arc::clone(k),
@@ -483,19 +497,33 @@ impl SetState {
             let old = self.elements.insert(Arc::clone(&key), exp);
             self.expiry.moved(&key, old, exp);
             for ek in entries {
-                match (self.entries.get_mut(&ek), old) {
-                    (Some(c), Some(o)) => c.replace(o, exp),
-                    (Some(c), None) => c.insert(exp),
+                let held = match (self.entries.get_mut(&ek), old) {
+                    (Some(c), Some(o)) => {
+                        let held = c.max_expiry();
+                        c.replace(o, exp);
+                        Some(held)
+                    }
+                    (Some(c), None) => {
+                        let held = c.max_expiry();
+                        c.insert(exp);
+                        Some(held)
+                    }
                     (None, _) => {
                         self.entries.insert(ek, Contrib::One(exp));
+                        None
                     }
-                }
-                touched.insert(ek, ());
+                };
+                touched.entry(ek).or_insert(held);
             }
         }
-        for ek in touched.into_keys() {
-            let c = &self.entries[&ek];
-            w.put.push((ek, entry_val(&ek, c.max_expiry())));
+        for (ek, held) in touched {
+            let now = self.entries[&ek].max_expiry();
+            // an entry the kernel holds with this expiry already (a ban
+            // refreshed as it was, a replicated ban this node has) costs
+            // no write
+            if self.kernel_behind || held != Some(now) {
+                w.put.push((ek, entry_val(&ek, now)));
+            }
         }
         Ok(w)
     }
@@ -503,7 +531,7 @@ impl SetState {
     /// Delete elements (named by their ranges; absent ones are ignored).
     pub fn del(&mut self, set: u32, els: &[SetElement]) -> Result<Writes, SetError> {
         let mut w = Writes::default();
-        let mut touched: HashMap<EntryKey, ()> = HashMap::new();
+        let mut touched: HashMap<EntryKey, ()> = HashMap::default();
         for el in els {
             let key = self.element_key(el)?;
             let Some((key, exp)) = self.elements.remove_entry(&key[..]) else {
@@ -669,6 +697,35 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_add_that_changes_no_entry_writes_nothing_unless_the_kernel_is_behind() {
+        let mut s = SetState::new(3, &[SetDim::Ipv4Addr]).unwrap();
+        let a = SetElement::new(&[(0x0a00_0001, 0x0a00_0001)]).expires(100);
+        assert_eq!(s.add(3, std::slice::from_ref(&a)).unwrap().put.len(), 1);
+        // the same ban again (a replicated ban held already): no write
+        assert!(s.add(3, std::slice::from_ref(&a)).unwrap().put.is_empty());
+        // twice in one call, new: one write
+        let b = SetElement::new(&[(0x0a00_0002, 0x0a00_0002)]).expires(100);
+        assert_eq!(s.add(3, &[b.clone(), b.clone()]).unwrap().put.len(), 1);
+        // another expiry: written
+        let later = SetElement::new(&[(0x0a00_0001, 0x0a00_0001)]).expires(300);
+        let w = s.add(3, std::slice::from_ref(&later)).unwrap();
+        assert_eq!(w.put.len(), 1);
+        assert_eq!(w.put[0].1.expires_ns, 300);
+        // an overlapping element that leaves the entry's expiry as it is
+        // (the /24 covers another entry; the /32 keeps 300)
+        let wide = SetElement::new(&[(0x0a00_0000, 0x0a00_00ff)]).expires(200);
+        let w = s.add(3, std::slice::from_ref(&wide)).unwrap();
+        assert!(
+            w.put.iter().all(|p| p.1.prefixlen != 16 + 32),
+            "{}",
+            w.put.len()
+        );
+        // after a failed kernel write the mirror may be ahead: write again
+        s.kernel_behind = true;
+        assert_eq!(s.add(3, std::slice::from_ref(&later)).unwrap().put.len(), 1);
+    }
+
+    #[test]
     fn overlapping_elements_keep_the_latest_expiry() {
         let mut s = SetState::new(3, &[SetDim::Ipv4Addr]).unwrap();
         // the same /24 from a prefix and from a range
@@ -727,7 +784,8 @@ mod tests {
         let c = SetElement::exact(&[0xffff_ffff, 65535]);
         s.add(2, &[a.clone(), b.clone()]).unwrap();
         let (add, del) = s.replace(2, &[b.clone(), c.clone()]).unwrap();
-        assert_eq!((add.put.len(), add.del.len()), (3, 0));
+        // b's two entries are in the kernel as they are: only c is written
+        assert_eq!((add.put.len(), add.del.len()), (1, 0));
         assert_eq!((del.put.len(), del.del.len()), (0, 1));
         assert_eq!(s.len(), 2);
         let mut keep = std::collections::HashSet::new();

@@ -44,6 +44,7 @@ mod text;
 mod typed;
 mod word;
 
+pub use backend::{Seeded, SeededHasher};
 pub use desc::{
     choose_backend, BackendKind, Complexity, Explain, IpsetInfo, SetDesc, DEFAULT_MAXELEM,
     FIXED_HASH_LIMIT, MAX_EXPAND,

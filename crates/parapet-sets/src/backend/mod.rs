@@ -142,11 +142,22 @@ impl<K: Word> Clone for Backend<K> {
     }
 }
 
-/// A seeded, fast hasher for std maps of packed words.
+/// A seeded, fast hasher for std maps of packed words (and of the
+/// dataplane's set mirror: SipHash, std's default, was a tenth of a fleet
+/// node's catch-up, benchmarks.md §6x). The seed is random per map made
+/// with [`Default`], so keys an outsider picks (banned addresses) cannot
+/// be chosen to collide.
 #[derive(Clone, Copy)]
-pub(crate) struct Seeded(pub u64);
+pub struct Seeded(pub u64);
 
-pub(crate) struct SeededHasher(u64);
+impl Default for Seeded {
+    fn default() -> Self {
+        Seeded(random_seed())
+    }
+}
+
+/// The hasher of [`Seeded`].
+pub struct SeededHasher(u64);
 
 impl std::hash::BuildHasher for Seeded {
     type Hasher = SeededHasher;
