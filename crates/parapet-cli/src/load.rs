@@ -162,11 +162,13 @@ pub fn summary(rs: &Ruleset) -> String {
 /// original proto-src` have no key word yet (docs/syntax.md).
 fn offline_fields(rs: &Ruleset) -> String {
     use parapet_model::Field;
-    let mut out = String::new();
-    for (fields, what) in [(
-        &[Field::CtOrigSrcPort][..],
+    // (the fields, what the note calls them): one note per entry
+    const OFFLINE: &[(&[Field], &str)] = &[(
+        &[Field::CtOrigSrcPort],
         "the conntrack entry's original source port",
-    )] {
+    )];
+    let mut out = String::new();
+    for (fields, what) in OFFLINE {
         let ids: Vec<String> = rs
             .rules()
             .filter(|r| fields.iter().any(|f| r.all_matches().get(*f).is_some()))
