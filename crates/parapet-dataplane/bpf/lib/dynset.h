@@ -63,7 +63,7 @@ struct {
 } parapet_dynset_count SEC(".maps");
 
 /* The key, a new element and the row's numbers are kept here, not on the
- * stack: stateful_cb (walk.h) is on the deepest call chain, at the
+ * stack: stateful_cb (walk_record.h) is on the deepest call chain, at the
  * verifier's 512 bytes, so nothing here may live across a helper call but
  * the scratch and key pointers.  One per scratch slot of the walk, as
  * recent's. */
@@ -152,7 +152,7 @@ static __noinline int dynset_run(struct parapet_dynset_scratch *s);
  * size | p3 limit << 32) for the packet `k` walked in scratch slot
  * `nest`.  1 when the rule goes on; 0 also when HZ is unknown (element
  * timeouts are in jiffies).  Two functions, not inlined, each with no
- * stack of its own: inlined, this grew stateful_cb's frame (walk.h),
+ * stack of its own: inlined, this grew stateful_cb's frame (walk_record.h),
  * which is on the walk's deepest call chain, at the verifier's 512 bytes
  * (check with llvm-objdump: no `r10 -` in either).  This one moves the
  * row and the key into the scratch slot, dynset_run does the rest.

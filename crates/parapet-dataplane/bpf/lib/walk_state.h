@@ -21,7 +21,7 @@
 struct parapet_walk {
 	/* 3 words past the key: key_value() reads 4 words for every field and
 	 * masks the upper three of a one-word field off, so a one-word field
-	 * may be the key's last word (walk.h) */
+	 * may be the key's last word (walk_key.h) */
 	__u32 key[PARAPET_IMG_KEY_WORDS + 3];
 	/* filled by the hook entry before parapet_decide (parapet.h) */
 	struct parapet_key_ext ext;

@@ -37,7 +37,7 @@ pub struct KernelDecision {
     /// jumps, counted RETURNs), in evaluation order, at most 16.
     pub nonterminal: Vec<u32>,
     /// Why the image walker gave up on this packet, 0 when it did not (the
-    /// codes are the `w->err` assignments in `bpf/lib/walk.h`).
+    /// codes are the `w->err` assignments in `bpf/lib/walk.h` and the headers it includes).
     pub walk_err: u32,
     /// The REJECT type (`abi::reject::*`) when the verdict is REJECT.
     pub reject: u8,
