@@ -233,12 +233,32 @@ impl Dataplane {
         features: &Features,
         pin_dir: Option<&std::path::Path>,
     ) -> Result<Self> {
+        Self::load_object(
+            bpf_object_for_this_kernel(),
+            None,
+            opts,
+            sizing,
+            features,
+            pin_dir,
+        )
+    }
+
+    /// [`Dataplane::load_pinned`] of `raw_object`; `stop_after`, for the
+    /// stage profile's object only (src/stage_profile.rs), is the stage
+    /// its programs return after (`parapet_stop_after`).
+    pub(crate) fn load_object(
+        raw_object: &[u8],
+        stop_after: Option<u32>,
+        opts: &LoadOptions,
+        sizing: &SetSizing,
+        features: &Features,
+        pin_dir: Option<&std::path::Path>,
+    ) -> Result<Self> {
         // aya 0.14 cannot link kfuncs: resolve them against this kernel's
         // BTF first (src/kfunc.rs).
         let kernel_btf = aya::Btf::from_sys_fs().ok();
         let (object, missing) =
-            crate::kfunc::resolve(bpf_object_for_this_kernel(), kernel_btf.as_ref())
-                .map_err(Error::Object)?;
+            crate::kfunc::resolve(raw_object, kernel_btf.as_ref()).map_err(Error::Object)?;
         // The image walker's loops are the kernel's numeric iterator
         // (bpf/lib/walk_state.h): without it they would run no iteration.
         if kernel_btf.is_none() || missing.iter().any(|m| m.starts_with("bpf_iter_num_")) {
@@ -274,7 +294,8 @@ impl Dataplane {
         let debug_mode: u32 = opts.debug.into();
         // xt_limit counts in jiffies: the program needs the kernel's HZ.
         let hz = crate::stateful::kernel_hz().unwrap_or(0);
-        let mut ebpf = EbpfLoader::new()
+        let mut loader = EbpfLoader::new();
+        loader
             .map_max_entries("parapet_actions", entries)
             .map_max_entries("parapet_counters", entries)
             .map_max_entries("parapet_log_limits", entries)
@@ -284,8 +305,11 @@ impl Dataplane {
             .override_global("parapet_debug_mode", &debug_mode, true)
             .override_global("parapet_slot_pages", &slot_pages, true)
             .override_global("parapet_ct_mode", &ct_mode, true)
-            .override_global("parapet_hz", &hz, true)
-            .load(&object)?;
+            .override_global("parapet_hz", &hz, true);
+        if let Some(stop) = &stop_after {
+            loader.override_global("parapet_stop_after", stop, true);
+        }
+        let mut ebpf = loader.load(&object)?;
         // Pinning: the maps must point at the pinned ones before the
         // programs that use them are loaded.
         let mut pins = match pin_dir {
