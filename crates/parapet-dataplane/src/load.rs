@@ -18,8 +18,8 @@ use aya::{Ebpf, EbpfLoader};
 
 use crate::abi::reject;
 use crate::abi::{
-    Counter, DebugRec, IfName, LiteKey, LogLimit, RawAction, RawSetDesc, RawSetRef, SetTupleKey,
-    SetVal, IMAGE_DEFAULT_SLOT_PAGES, IMAGE_PAGE_BYTES, MAX_SET_REFS,
+    Counter, DebugRec, IfName, LiteKey, LogLimit, RawAction, RawSetDesc, RawSetRef, SetExact4Key,
+    SetExact6Key, SetTupleKey, SetVal, IMAGE_DEFAULT_SLOT_PAGES, IMAGE_PAGE_BYTES, MAX_SET_REFS,
 };
 use crate::error::{Error, Result};
 use crate::set_mirror::{SetSizing, SetState};
@@ -141,6 +141,14 @@ pub struct Dataplane {
     pub(crate) set_descs: Array<MapData, RawSetDesc>,
     pub(crate) set_lpm: LpmTrie<MapData, [u8; 20], SetVal>,
     pub(crate) set_tuple: BpfHashMap<MapData, SetTupleKey, SetVal>,
+    /// Single addresses of address sets (`set_maps.rs`): expiry by key.
+    pub(crate) set_exact4: BpfHashMap<MapData, SetExact4Key, u64>,
+    pub(crate) set_exact6: BpfHashMap<MapData, SetExact6Key, u64>,
+    /// Capacity of the two exact hashes (IPv4, IPv6), and the entries the
+    /// adopted sets hold in them until they are purged: a set's single
+    /// addresses go to the trie when the hash has no room left.
+    pub(crate) exact_cap: [usize; 2],
+    pub(crate) exact_adopted: [usize; 2],
     /// The address-type mirror (src/addr_types.rs).
     pub(crate) addr_types: LpmTrie<MapData, [u8; 20], u32>,
     /// Whether set entries are written with `BPF_MAP_UPDATE_BATCH`
@@ -302,6 +310,8 @@ impl Dataplane {
             .map_max_entries("parapet_image", slot_pages.saturating_mul(2 * images))
             .map_max_entries("parapet_set_lpm", sizing.lpm_entries.max(1))
             .map_max_entries("parapet_set_tuple", sizing.tuple_entries.max(1))
+            .map_max_entries("parapet_set_exact4", sizing.exact4_entries.max(1))
+            .map_max_entries("parapet_set_exact6", sizing.exact6_entries.max(1))
             .override_global("parapet_debug_mode", &debug_mode, true)
             .override_global("parapet_slot_pages", &slot_pages, true)
             .override_global("parapet_ct_mode", &ct_mode, true)
@@ -378,6 +388,8 @@ impl Dataplane {
         let set_descs = Array::try_from(take(&mut ebpf, "parapet_set_descs")?)?;
         let set_lpm = LpmTrie::try_from(take(&mut ebpf, "parapet_set_lpm")?)?;
         let set_tuple = BpfHashMap::try_from(take(&mut ebpf, "parapet_set_tuple")?)?;
+        let set_exact4 = BpfHashMap::try_from(take(&mut ebpf, "parapet_set_exact4")?)?;
+        let set_exact6 = BpfHashMap::try_from(take(&mut ebpf, "parapet_set_exact6")?)?;
         let addr_types = LpmTrie::try_from(take(&mut ebpf, "parapet_addr_types")?)?;
         let reject_limit = Array::try_from(take(&mut ebpf, "parapet_reject_limit")?)?;
         let config = Array::try_from(take(&mut ebpf, "parapet_config")?)?;
@@ -407,6 +419,13 @@ impl Dataplane {
             set_descs,
             set_lpm,
             set_tuple,
+            set_exact4,
+            set_exact6,
+            exact_cap: [
+                sizing.exact4_entries.max(1) as usize,
+                sizing.exact6_entries.max(1) as usize,
+            ],
+            exact_adopted: [0, 0],
             addr_types,
             batch_writes: true,
             reap_by_scan: false,
