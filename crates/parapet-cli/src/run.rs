@@ -209,6 +209,9 @@ pub(crate) fn load_dataplane_stopping(
         Some(s) => Dataplane::load_stopping_after(&load_opts, &SetSizing::default(), &features, s),
     }
     .context("loading the eBPF program (needs root or CAP_BPF+CAP_NET_ADMIN, kernel >= 6.9)")?;
+    if let Some(why) = ruleset::mark_refusal(rs) {
+        bail!("{why}");
+    }
     dp.needs_conntrack(
         rs,
         chain,

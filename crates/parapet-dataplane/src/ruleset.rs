@@ -78,6 +78,22 @@ pub struct Install<'a> {
     pub log_rate: u32,
 }
 
+/// Why the kernel dataplane refuses `rs`, when a rule changes the packet
+/// mark (`-j MARK`, nft `meta mark set`): the programs do not write the
+/// mark, so the kernel's NAT, `ip rule fwmark` and later hooks would not
+/// see it (the classifier itself decides as the kernel: later rules'
+/// mark matches are rewritten, `flatten.rs`).
+pub fn mark_refusal(rs: &Ruleset) -> Option<String> {
+    let r = rs.rules().find(|r| r.set_mark.is_some())?;
+    Some(format!(
+        "rule {} (line {}) changes the packet's mark (-j MARK / meta mark set), which the kernel \
+         dataplane does not write yet: the kernel's NAT, 'ip rule fwmark' and later hooks would not \
+         see it; keep the mark rules in iptables' mangle table or nft (parapet check, trace and \
+         classify model them offline)",
+        r.id, r.origin.line
+    ))
+}
+
 impl Dataplane {
     /// Whether a ruleset with these rule ids and this image fits the
     /// loaded program: the error names what is too small.

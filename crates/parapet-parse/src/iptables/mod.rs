@@ -303,6 +303,7 @@ pub(crate) fn parse(
             quota: None,
             target: None,
             kernel_target: None,
+            set_mark: None,
             end_col: line.chars().count() as u32 + 1,
             chain: &chain_word.text,
             module_options: 0,
@@ -323,6 +324,7 @@ pub(crate) fn parse(
             quota,
             target,
             kernel_target,
+            set_mark,
             either_port,
             before_stateful,
             ..
@@ -435,6 +437,7 @@ pub(crate) fn parse(
                     action: action.clone(),
                     comment: comment.clone(),
                     log: None,
+                    set_mark,
                     limit: limit.clone(),
                     recent: recent.as_ref().map(|(d, _)| d.recent.clone()),
                     hashlimit: hashlimit.as_ref().map(|d| d.h.clone()),
