@@ -212,6 +212,9 @@ pub(crate) fn load_dataplane_stopping(
     if let Some(why) = ruleset::mark_refusal(rs) {
         bail!("{why}");
     }
+    if let Some(note) = ruleset::mark_note(rs) {
+        eprintln!("parapet: warning: {note}");
+    }
     dp.needs_conntrack(
         rs,
         chain,
