@@ -20,7 +20,10 @@ for n in 25 256 800; do
 done
 head -64 "$D/acl1_1k" > "$T/acl64.cb"
 ./trace64.py < "$T/acl64.cb" > "$T/acl64.trace"
-cp one_rule.rules one_rule.trace "$T/"
+# issue 15's 1-rule ruleset and four packets (src dst sport dport proto)
+printf '*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n-A INPUT -p tcp -m tcp --dport 9 -j DROP\nCOMMIT\n' > "$T/one_rule.rules"
+printf '%s\n' '167772161 167772162 40000 9 6' '167772161 167772162 40000 80 6' \
+  '167772161 167772162 40000 9 17' '3405803781 167772162 51000 443 6' > "$T/one_rule.trace"
 echo "load at start: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 for round in $(seq "$ROUNDS"); do
   for set in $SETS; do
