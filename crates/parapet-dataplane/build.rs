@@ -49,10 +49,13 @@ fn main() {
 
     // Two objects from one source: the walker's budget loops as may_goto
     // loops (Linux >= 6.9) and as iterator loops (older kernels); the
-    // loader probes the kernel and picks one (src/load.rs).
+    // loader probes the kernel and picks one (src/load.rs). A third, for
+    // benchmarks only: the may_goto object with the stage profile's early
+    // returns (bpf/lib/stage_stop.h, src/stage_profile.rs).
     for (name, defines) in [
         ("parapet.bpf.o", &[][..]),
         ("parapet_iter.bpf.o", &["-DPARAPET_ITER_LOOPS"][..]),
+        ("parapet_stages.bpf.o", &["-DPARAPET_STAGE_PROFILE"][..]),
     ] {
         let mut cmd = Command::new(&clang);
         cmd.args([

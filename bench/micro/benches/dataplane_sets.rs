@@ -74,6 +74,7 @@ fn main() {
         &SetSizing {
             lpm_entries: 4 << 20,
             tuple_entries: 1 << 16,
+            ..SetSizing::default()
         },
     ) {
         Ok(dp) => dp,

@@ -68,6 +68,12 @@ pub struct BenchArgs {
     /// interleaved; reported as a second figure above the floor.
     #[arg(long)]
     stats_off_too: bool,
+    /// Also time the stage profile (XDP and tc): the program stopped after
+    /// parse, decide, key, descent and merge, each on the same packets in
+    /// the same runs; reported as ns above the floor per stop and each
+    /// stage's price (docs/dataplane.md, "Profile").
+    #[arg(long)]
+    stages: bool,
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
@@ -131,8 +137,8 @@ pub fn bench(mut args: BenchArgs) -> Result<ExitCode> {
         if !matches!(args.hook, BenchHook::Xdp) {
             bail!("--engine generated is an XDP program: use --hook xdp");
         }
-        if args.scale || args.stats_off_too {
-            bail!("--scale and --stats-off-too time the main program, not --engine generated");
+        if args.scale || args.stats_off_too || args.stages {
+            bail!("--scale, --stats-off-too and --stages time the main program, not --engine generated");
         }
         args.opts.engine = "auto".into();
     }
@@ -205,6 +211,12 @@ pub fn bench(mut args: BenchArgs) -> Result<ExitCode> {
             Floor::Pass(f) => f.test_run(&frames[i], 1, repeat)?,
         })
     };
+    // the stage profile's programs, each with the same image live
+    let mut stages = match (args.stages, nf) {
+        (false, _) => crate::bench_stages::Stages::none(),
+        (true, Some(_)) => bail!("--stages is for --hook xdp or tc"),
+        (true, None) => crate::bench_stages::Stages::load(rs, &args.opts, store.as_ref())?,
+    };
     let lookup = store.map(crate::set_lookup::StoreLookup);
     // Every sampled packet must get the classifier's verdict from the
     // kernel, or the timing is of the wrong thing; and the floor must pass.
@@ -254,8 +266,10 @@ pub fn bench(mut args: BenchArgs) -> Result<ExitCode> {
                 off_total += run(&dp, i, repeat)?.duration.as_nanos() as f64;
                 dp.set_packet_stats(true)?;
             }
+            stages.time_packet(|sdp| Ok(run(sdp, i, repeat)?.duration.as_nanos() as f64))?;
         }
         let n = frames.len() as f64;
+        stages.end_run(ftotal, total, n);
         real_ns.push(total / n);
         floor_ns.push(ftotal / n);
         above_ns.push((total - ftotal) / n);
@@ -294,6 +308,9 @@ pub fn bench(mut args: BenchArgs) -> Result<ExitCode> {
             "floor_ns_per_packet": fmedian, "floor_ns_per_packet_min": fmin, "floor_ns_per_packet_max": fmax,
             "above_floor_ns": above, "above_floor_ns_min": above_min, "above_floor_ns_max": above_max,
             "sample": frames.len(), "repeat": repeat, "runs": runs});
+        if let Some(st) = stages.json() {
+            v["stages"] = st;
+        }
         if let Some(g) = &program {
             v["program_insns"] = serde_json::json!(g.insn_count());
         }
@@ -321,6 +338,7 @@ pub fn bench(mut args: BenchArgs) -> Result<ExitCode> {
             args.hook.name(),
             frames.len(),
         );
+        stages.print();
         if let Some((off, off_min, off_max)) = stats_off {
             println!(
                 "statistics off: {off:.1} ns above the floor (min {off_min:.1}, max {off_max:.1}), same runs"

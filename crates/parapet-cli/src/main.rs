@@ -6,6 +6,7 @@
 mod analyze;
 mod analyze_explain;
 mod bench_dataplane;
+mod bench_stages;
 mod daemon;
 mod engine;
 mod gen;

@@ -167,6 +167,18 @@ pub(crate) fn load_dataplane(
     log_rate: u32,
     store: Option<&parapet_sets::SetStore>,
 ) -> Result<Running> {
+    load_dataplane_stopping(rs, opts, log_rate, store, None)
+}
+
+/// [`load_dataplane`]; with `stop`, the stage profile's program that
+/// returns "pass" after that stage (`parapet bench dataplane --stages`).
+pub(crate) fn load_dataplane_stopping(
+    rs: &Ruleset,
+    opts: &EngineArgs,
+    log_rate: u32,
+    store: Option<&parapet_sets::SetStore>,
+    stop: Option<parapet_dataplane::Stage>,
+) -> Result<Running> {
     let chain = rs
         .select_chain(opts.chain.as_deref())
         .map_err(|e| anyhow!(e))?;
@@ -181,20 +193,21 @@ pub(crate) fn load_dataplane(
     let needs_ct = ruleset::needs_conntrack(rs, chain);
     // The kfuncs are linked in only when the ruleset reads ctstate: this
     // program lives for one ruleset, and linking needs nf_conntrack.
-    let mut dp = Dataplane::load_with(
-        &LoadOptions {
-            max_rules: max_rule.max(1),
-            slot_pages: pages,
-            debug: false,
-        },
-        &SetSizing::default(),
-        // XDP/tc only: the netfilter hooks' images are left out
-        &Features {
-            conntrack: needs_ct,
-            interface_only: true,
-            ..Features::default()
-        },
-    )
+    let load_opts = LoadOptions {
+        max_rules: max_rule.max(1),
+        slot_pages: pages,
+        debug: false,
+    };
+    // XDP/tc only: the netfilter hooks' images are left out
+    let features = Features {
+        conntrack: needs_ct,
+        interface_only: true,
+        ..Features::default()
+    };
+    let mut dp = match stop {
+        None => Dataplane::load_with(&load_opts, &SetSizing::default(), &features),
+        Some(s) => Dataplane::load_stopping_after(&load_opts, &SetSizing::default(), &features, s),
+    }
     .context("loading the eBPF program (needs root or CAP_BPF+CAP_NET_ADMIN, kernel >= 6.9)")?;
     dp.needs_conntrack(
         rs,

@@ -4,7 +4,7 @@ use parapet_model::{Family, LinearEngine, NoSets};
 use std::path::Path;
 
 mod common;
-use common::offline::{parapet, s, stdout, write};
+use common::offline::{assert_verdicts, parapet, s, stdout, write};
 
 #[test]
 fn check_reports_file_line_col_and_exits_1() {
@@ -151,19 +151,13 @@ fn sets_from_ipset_files_and_nft_blocks() {
         "s.trace",
         "167837697 167837698 1 1 6\n167903233 167837698 1 1 6\n167903233 167903234 1 1 6\n",
     );
-    for engine in ["linear", "auto"] {
-        let out = stdout(&parapet(&[
-            "classify",
-            s(&rules),
-            s(&trace),
-            "--sets",
-            s(&ipset),
-            "--engine",
-            engine,
-            "--verdict",
-        ]));
-        assert_eq!(out, "1\tDROP\n0\tACCEPT\n2\tREJECT\n", "engine {engine}");
-    }
+    assert_verdicts(
+        &rules,
+        &trace,
+        &["--sets", s(&ipset)],
+        &["linear", "auto"],
+        "1\tDROP\n0\tACCEPT\n2\tREJECT\n",
+    );
     let missing = parapet(&["classify", s(&rules), s(&trace)]);
     assert_eq!(missing.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&missing.stderr).contains("set 'bl'"));
@@ -271,20 +265,13 @@ fn pcap_captures_classify_like_traces() {
     }
     let cap = dir.path().join("c.pcap");
     std::fs::write(&cap, pcap).unwrap();
-    for engine in ["linear", "auto"] {
-        let out = stdout(&parapet(&[
-            "classify",
-            s(&rules),
-            s(&cap),
-            "--verdict",
-            "--engine",
-            engine,
-        ]));
-        assert_eq!(
-            out, "1\tDROP\n2\tREJECT\n0\tACCEPT\n-\tACCEPT (not IP)\n",
-            "engine {engine}"
-        );
-    }
+    assert_verdicts(
+        &rules,
+        &cap,
+        &[],
+        &["linear", "auto"],
+        "1\tDROP\n2\tREJECT\n0\tACCEPT\n-\tACCEPT (not IP)\n",
+    );
 }
 
 /// Issue 13 item 7: `check` reads nft set blocks (an error in one is the

@@ -2,7 +2,7 @@
 //! files as they read rulesets (the same function the corpus suite calls).
 
 mod common;
-use common::offline::{parapet, s, stdout, write};
+use common::offline::{assert_verdicts, parapet, s, stdout, write};
 
 #[test]
 fn check_reads_an_ipset_file_and_reports_errors_at_their_position() {
@@ -69,19 +69,13 @@ fn classify_matches_a_list_set_by_its_first_matching_member() {
         "l.trace",
         "167837697 167837698 1 1 6\n167903233 167837698 1 1 6\n168034305 167837698 1 1 6\n",
     );
-    for engine in ["linear", "auto"] {
-        let out = stdout(&parapet(&[
-            "classify",
-            s(&rules),
-            s(&trace),
-            "--sets",
-            s(&ipset),
-            "--engine",
-            engine,
-            "--verdict",
-        ]));
-        assert_eq!(out, "1\tDROP\n2\tREJECT\n0\tACCEPT\n", "engine {engine}");
-    }
+    assert_verdicts(
+        &rules,
+        &trace,
+        &["--sets", s(&ipset)],
+        &["linear", "auto"],
+        "1\tDROP\n2\tREJECT\n0\tACCEPT\n",
+    );
     let out = stdout(&parapet(&["check", s(&ipset)]));
     assert!(out.contains("ok (ipset)"), "{out}");
 }

@@ -18,9 +18,9 @@ mod common;
 #[path = "../../parapet-parse/tests/common/raw_out.rs"]
 mod raw_out;
 
-use common::daemon::{ok, parapet, stat_counters, stats};
+use common::daemon::stats;
 use common::nf_twins::{load, nft_counters, nft_of, with_counters};
-use common::router::start_daemon_with;
+use common::router::{applied_and_attached, rule_counts};
 use parapet_model::{addr_type, from_ip, LinearEngine, NoSets, Packet};
 use parapet_parse::{parse, Format};
 use parapet_testbed::{require_root, Netns, Pair, Veth};
@@ -311,46 +311,28 @@ fn mirror(sock: &std::path::Path) -> (u64, u64) {
 /// tc placement).
 fn parapetd_twin(tag: &str, fam: &Fam, flags: &[&str]) -> Vec<u32> {
     let pair = pair(tag, fam);
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("sock");
-    let file = dir.path().join("rules");
-    std::fs::write(&file, fam.rules).unwrap();
     let format = if fam.v6 {
         "ip6tables-save"
     } else {
         "iptables-save"
     };
-    let _daemon = start_daemon_with(&pair.b, dir.path(), &sock, flags);
-    ok(
-        &sock,
-        &["apply", file.to_str().unwrap(), "--format", format],
-    );
-    let o = parapet(&sock, &["attach"]);
+    let d = applied_and_attached(&pair.b, fam.rules, Some(format), flags);
+    let sock = &d.sock;
     assert!(
-        o.status.success(),
-        "attach: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    assert!(
-        mirror(&sock).0 >= 2,
+        mirror(sock).0 >= 2,
         "the mirror holds the receiver's local routes: {}",
-        stats(&sock)["dataplane"]["addr_mirror"]
+        stats(sock)["dataplane"]["addr_mirror"]
     );
-    let counts = || -> Vec<u64> {
-        let c = stat_counters(&stats(&sock));
-        (1..=fam.n_rules)
-            .map(|r| c.get(&r).copied().unwrap_or(0))
-            .collect()
-    };
+    let counts = || rule_counts(sock, fam.n_rules);
     let add = || {
         // the address watcher refreshes once per burst of events: wait
         // (bounded) until a refresh after the add holds one more route,
         // never for a fixed time
-        let (routes, refreshes) = mirror(&sock);
+        let (routes, refreshes) = mirror(sock);
         add_address(&pair, fam);
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            let (r, n) = mirror(&sock);
+            let (r, n) = mirror(sock);
             if (r > routes && n > refreshes) || Instant::now() > deadline {
                 break;
             }

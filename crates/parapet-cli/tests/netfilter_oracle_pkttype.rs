@@ -16,9 +16,8 @@ mod common;
 #[path = "../../parapet-parse/tests/common/raw_out.rs"]
 mod raw_out;
 
-use common::daemon::{ok, parapet, stat_counters, stats};
 use common::nf_twins::{load, nft_counters, nft_of, with_counters};
-use common::router::start_daemon_with;
+use common::router::{applied_and_attached, rule_counts};
 use parapet_model::{from_ip, pkt_type, Family, LinearEngine, NoSets, Packet};
 use parapet_parse::{parse, Format};
 use parapet_testbed::{require_root, Pair, Veth};
@@ -153,25 +152,8 @@ fn nft_twin() -> Vec<u32> {
 /// tc placement).
 fn parapetd_twin(tag: &str, flags: &[&str]) -> Vec<u32> {
     let pair = pair(tag);
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("sock");
-    let file = dir.path().join("rules.v4");
-    std::fs::write(&file, IPT).unwrap();
-    let _daemon = start_daemon_with(&pair.b, dir.path(), &sock, flags);
-    ok(&sock, &["apply", file.to_str().unwrap()]);
-    let o = parapet(&sock, &["attach"]);
-    assert!(
-        o.status.success(),
-        "attach: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let counts = || -> Vec<u64> {
-        let c = stat_counters(&stats(&sock));
-        (1..=RULES)
-            .map(|r| c.get(&r).copied().unwrap_or(0))
-            .collect()
-    };
-    decisions(&pair, &counts)
+    let d = applied_and_attached(&pair.b, IPT, None, flags);
+    decisions(&pair, &|| rule_counts(&d.sock, RULES))
 }
 
 /// The linear engine's rule for each probe, given its packet type.

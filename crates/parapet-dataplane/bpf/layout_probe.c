@@ -100,6 +100,12 @@ int main(void)
 	F(parapet_set_tuple_key, set_id);
 	F(parapet_set_tuple_key, shape);
 	F(parapet_set_tuple_key, data);
+	S(parapet_set_exact4_key);
+	F(parapet_set_exact4_key, set_id);
+	F(parapet_set_exact4_key, addr);
+	S(parapet_set_exact6_key);
+	F(parapet_set_exact6_key, set_id);
+	F(parapet_set_exact6_key, addr);
 	S(parapet_set_val);
 	F(parapet_set_val, expires_ns);
 	F(parapet_set_val, prefixlen);

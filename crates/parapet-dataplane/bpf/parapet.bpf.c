@@ -28,6 +28,7 @@
 #include "lib/nf.h"
 #include "lib/nf_reject.h"
 #include "lib/tc_hooks.h"
+#include "lib/stage_stop.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -72,12 +73,14 @@ int parapet_xdp(struct xdp_md *ctx)
 	key.ifindex = ctx->ingress_ifindex;
 	__u32 frame_len = (__u32)(data_end - data);
 	int status = parapet_parse(data, data_end, frame_len, &key, &offs);
+	PARAPET_STOP_AT(PARAPET_STOP_PARSE, XDP_PASS);
 	if (ct_live() && status == PARAPET_PARSE_OK) {
 		key.ctstate = ct_state_xdp(ctx, &key, &offs);
 		key.flags |= PARAPET_KEY_F_CT;
 	}
 	xdp_key_ext(data, data_end, offs.rt);
 	__u32 verdict = parapet_decide(&key, status, PARAPET_HOOK_XDP, 0);
+	PARAPET_STOP_AFTER_WALK(XDP_PASS);
 	int rc = XDP_PASS;
 
 	if ((verdict & 0xff) != PARAPET_VERDICT_ACCEPT) {
@@ -156,6 +159,7 @@ int parapet_tc(struct __sk_buff *skb)
 	__builtin_memset(&key, 0, sizeof(key));
 	key.ifindex = skb->ingress_ifindex;
 	int status = parapet_parse(data, data_end, skb->len, &key, &offs);
+	PARAPET_STOP_AT(PARAPET_STOP_PARSE, TC_ACT_OK);
 	if (ct_live() && status == PARAPET_PARSE_OK) {
 		key.ctstate = ct_state_tc(skb, &key, &offs);
 		key.flags |= PARAPET_KEY_F_CT;
@@ -168,6 +172,7 @@ int parapet_tc(struct __sk_buff *skb)
 	}
 	tc_key_ext(skb, &key, 1, offs.rt);
 	__u32 verdict = parapet_decide(&key, status, PARAPET_HOOK_TC, 1);
+	PARAPET_STOP_AFTER_WALK(TC_ACT_OK);
 	/* a REJECT's answer leaves by the port the frame came in on (egress
 	 * of the ingress device) */
 	int rc = tc_verdict_rc(skb, verdict, &key, &offs, key.ifindex, 0);

@@ -14,7 +14,7 @@
 
 #include <linux/types.h>
 
-#define PARAPET_ABI_VERSION 10
+#define PARAPET_ABI_VERSION 11
 
 /* ---- parsed packet key ------------------------------------------------- */
 
@@ -346,7 +346,8 @@ struct parapet_debug_rec {
 /* How a set stores its elements. */
 enum parapet_set_kind {
 	PARAPET_SET_NONE = 0,  /* undefined reference: never a member */
-	PARAPET_SET_LPM = 1,   /* one dimension: parapet_set_lpm */
+	PARAPET_SET_LPM = 1,   /* one dimension: parapet_set_lpm (single addresses:
+				* parapet_set_exact4/6 first) */
 	PARAPET_SET_TUPLE = 2, /* anything else: parapet_set_tuple, one probe per shape */
 };
 
@@ -396,7 +397,22 @@ struct parapet_set_tuple_key {
 	__u32 data[PARAPET_SET_KEY_WORDS]; /* dims back to back, big-endian bytes */
 };
 
-/* Value of both element maps. */
+/* parapet_set_exact4 / parapet_set_exact6 key: one address (a /32 or a
+ * /128 element entry) of an address set; the value is its expiry (__u64,
+ * CLOCK_MONOTONIC ns, 0 = permanent). */
+struct parapet_set_exact4_key {
+	__u16 set_id;
+	__u16 _pad;
+	__u8 addr[4];	  /* big-endian */
+};
+
+struct parapet_set_exact6_key {
+	__u16 set_id;
+	__u16 _pad;
+	__u8 addr[16];	  /* big-endian */
+};
+
+/* Value of the LPM trie and the tuple hash. */
 struct parapet_set_val {
 	__u64 expires_ns; /* CLOCK_MONOTONIC (bpf_ktime_get_ns); 0 = permanent */
 	__u32 prefixlen;  /* LPM: the entry's own prefixlen */

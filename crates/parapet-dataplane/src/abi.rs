@@ -29,7 +29,7 @@ pub use sets::*;
 pub use stats::*;
 
 /// Version of the ABI in `parapet.h`; bumped whenever a layout changes.
-pub const ABI_VERSION: u32 = 10;
+pub const ABI_VERSION: u32 = 11;
 
 // SAFETY: all of these are #[repr(C)] plain integers/arrays with explicit
 // padding fields, so every bit pattern is valid and there are no
@@ -57,5 +57,9 @@ unsafe impl aya::Pod for RawSetDesc {}
 unsafe impl aya::Pod for SetLpmKey {}
 // SAFETY: as above.
 unsafe impl aya::Pod for SetTupleKey {}
+// SAFETY: as above.
+unsafe impl aya::Pod for SetExact4Key {}
+// SAFETY: as above.
+unsafe impl aya::Pod for SetExact6Key {}
 // SAFETY: as above.
 unsafe impl aya::Pod for SetVal {}

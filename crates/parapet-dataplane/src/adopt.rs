@@ -143,6 +143,13 @@ impl Dataplane {
         if let Some(p) = &mut self.pins {
             p.adopted_sets = held;
         }
+        // every entry of the exact hashes is the adopted program's: it
+        // takes room the new sets' single addresses cannot have until
+        // the purge
+        self.exact_adopted = [
+            self.set_exact4.keys().count(),
+            self.set_exact6.keys().count(),
+        ];
         Ok(())
     }
 
@@ -205,6 +212,26 @@ impl Dataplane {
         for k in &tuple {
             let _ = self.set_tuple.remove(k);
         }
+        let exact4: Vec<_> = self
+            .set_exact4
+            .keys()
+            .filter_map(|k| k.ok())
+            .filter(|k| purge.contains(&u32::from(k.set_id)))
+            .collect();
+        for k in &exact4 {
+            let _ = self.set_exact4.remove(k);
+        }
+        let exact6: Vec<_> = self
+            .set_exact6
+            .keys()
+            .filter_map(|k| k.ok())
+            .filter(|k| purge.contains(&u32::from(k.set_id)))
+            .collect();
+        for k in &exact6 {
+            let _ = self.set_exact6.remove(k);
+        }
+        self.exact_adopted[0] = self.exact_adopted[0].saturating_sub(exact4.len());
+        self.exact_adopted[1] = self.exact_adopted[1].saturating_sub(exact6.len());
         for &id in &purge {
             self.set_descs.set(id, RawSetDesc::default(), 0)?;
         }

@@ -18,7 +18,8 @@
 //!   an image, format: `parapet-image`), `counters.rs` (counters,
 //!   statistics, the LOG ring), `set_maps.rs` (sets in the kernel) and
 //!   `test_run.rs` (`BPF_PROG_TEST_RUN`; `floor.rs`: the benchmark's
-//!   trivial XDP and tc programs, [`PassFloor`]); errors in `error.rs`.
+//!   trivial XDP and tc programs, [`PassFloor`]; `stage_profile.rs`: the
+//!   program stopped after one stage, [`Stage`]); errors in `error.rs`.
 //! - [`pin`]: programs, maps and links pinned under bpffs, so the kernel
 //!   keeps enforcing when the process dies; adoption by the next load and
 //!   the program swap by `BPF_LINK_UPDATE` (raw syscalls in `bpf_sys.rs`).
@@ -67,6 +68,7 @@ mod set_expiry;
 mod set_maps;
 pub mod set_mirror;
 mod slots;
+mod stage_profile;
 pub mod stateful;
 pub mod tc_hooks;
 mod test_run;
@@ -89,6 +91,7 @@ pub use reject_queue::{NfReject, RejectCounts, RejectQueue, RejectSender};
 pub use set_mirror::{
     monotonic_ns, KernelSetEntry, PacketPart, SetDim, SetElement, SetError, SetSizing,
 };
+pub use stage_profile::{Stage, BPF_OBJECT_STAGES};
 pub use tc_hooks::{
     ifindex_of, is_tc_hooks_pin, tc_hook_bit, TcHooksAttached, TcHooksKit, TcHooksLinks,
     STAGE_POST_OUT, STAGE_ROUTE_IN, TC_HOOKS_IN, TC_HOOKS_OUT,

@@ -18,8 +18,8 @@ use aya::{Ebpf, EbpfLoader};
 
 use crate::abi::reject;
 use crate::abi::{
-    Counter, DebugRec, IfName, LiteKey, LogLimit, RawAction, RawSetDesc, RawSetRef, SetTupleKey,
-    SetVal, IMAGE_DEFAULT_SLOT_PAGES, IMAGE_PAGE_BYTES, MAX_SET_REFS,
+    Counter, DebugRec, IfName, LiteKey, LogLimit, RawAction, RawSetDesc, RawSetRef, SetExact4Key,
+    SetExact6Key, SetTupleKey, SetVal, IMAGE_DEFAULT_SLOT_PAGES, IMAGE_PAGE_BYTES, MAX_SET_REFS,
 };
 use crate::error::{Error, Result};
 use crate::set_mirror::{SetSizing, SetState};
@@ -141,6 +141,14 @@ pub struct Dataplane {
     pub(crate) set_descs: Array<MapData, RawSetDesc>,
     pub(crate) set_lpm: LpmTrie<MapData, [u8; 20], SetVal>,
     pub(crate) set_tuple: BpfHashMap<MapData, SetTupleKey, SetVal>,
+    /// Single addresses of address sets (`set_maps.rs`): expiry by key.
+    pub(crate) set_exact4: BpfHashMap<MapData, SetExact4Key, u64>,
+    pub(crate) set_exact6: BpfHashMap<MapData, SetExact6Key, u64>,
+    /// Capacity of the two exact hashes (IPv4, IPv6), and the entries the
+    /// adopted sets hold in them until they are purged: a set's single
+    /// addresses go to the trie when the hash has no room left.
+    pub(crate) exact_cap: [usize; 2],
+    pub(crate) exact_adopted: [usize; 2],
     /// The address-type mirror (src/addr_types.rs).
     pub(crate) addr_types: LpmTrie<MapData, [u8; 20], u32>,
     /// Whether set entries are written with `BPF_MAP_UPDATE_BATCH`
@@ -233,12 +241,32 @@ impl Dataplane {
         features: &Features,
         pin_dir: Option<&std::path::Path>,
     ) -> Result<Self> {
+        Self::load_object(
+            bpf_object_for_this_kernel(),
+            None,
+            opts,
+            sizing,
+            features,
+            pin_dir,
+        )
+    }
+
+    /// [`Dataplane::load_pinned`] of `raw_object`; `stop_after`, for the
+    /// stage profile's object only (src/stage_profile.rs), is the stage
+    /// its programs return after (`parapet_stop_after`).
+    pub(crate) fn load_object(
+        raw_object: &[u8],
+        stop_after: Option<u32>,
+        opts: &LoadOptions,
+        sizing: &SetSizing,
+        features: &Features,
+        pin_dir: Option<&std::path::Path>,
+    ) -> Result<Self> {
         // aya 0.14 cannot link kfuncs: resolve them against this kernel's
         // BTF first (src/kfunc.rs).
         let kernel_btf = aya::Btf::from_sys_fs().ok();
         let (object, missing) =
-            crate::kfunc::resolve(bpf_object_for_this_kernel(), kernel_btf.as_ref())
-                .map_err(Error::Object)?;
+            crate::kfunc::resolve(raw_object, kernel_btf.as_ref()).map_err(Error::Object)?;
         // The image walker's loops are the kernel's numeric iterator
         // (bpf/lib/walk_state.h): without it they would run no iteration.
         if kernel_btf.is_none() || missing.iter().any(|m| m.starts_with("bpf_iter_num_")) {
@@ -274,18 +302,24 @@ impl Dataplane {
         let debug_mode: u32 = opts.debug.into();
         // xt_limit counts in jiffies: the program needs the kernel's HZ.
         let hz = crate::stateful::kernel_hz().unwrap_or(0);
-        let mut ebpf = EbpfLoader::new()
+        let mut loader = EbpfLoader::new();
+        loader
             .map_max_entries("parapet_actions", entries)
             .map_max_entries("parapet_counters", entries)
             .map_max_entries("parapet_log_limits", entries)
             .map_max_entries("parapet_image", slot_pages.saturating_mul(2 * images))
             .map_max_entries("parapet_set_lpm", sizing.lpm_entries.max(1))
             .map_max_entries("parapet_set_tuple", sizing.tuple_entries.max(1))
+            .map_max_entries("parapet_set_exact4", sizing.exact4_entries.max(1))
+            .map_max_entries("parapet_set_exact6", sizing.exact6_entries.max(1))
             .override_global("parapet_debug_mode", &debug_mode, true)
             .override_global("parapet_slot_pages", &slot_pages, true)
             .override_global("parapet_ct_mode", &ct_mode, true)
-            .override_global("parapet_hz", &hz, true)
-            .load(&object)?;
+            .override_global("parapet_hz", &hz, true);
+        if let Some(stop) = &stop_after {
+            loader.override_global("parapet_stop_after", stop, true);
+        }
+        let mut ebpf = loader.load(&object)?;
         // Pinning: the maps must point at the pinned ones before the
         // programs that use them are loaded.
         let mut pins = match pin_dir {
@@ -354,6 +388,8 @@ impl Dataplane {
         let set_descs = Array::try_from(take(&mut ebpf, "parapet_set_descs")?)?;
         let set_lpm = LpmTrie::try_from(take(&mut ebpf, "parapet_set_lpm")?)?;
         let set_tuple = BpfHashMap::try_from(take(&mut ebpf, "parapet_set_tuple")?)?;
+        let set_exact4 = BpfHashMap::try_from(take(&mut ebpf, "parapet_set_exact4")?)?;
+        let set_exact6 = BpfHashMap::try_from(take(&mut ebpf, "parapet_set_exact6")?)?;
         let addr_types = LpmTrie::try_from(take(&mut ebpf, "parapet_addr_types")?)?;
         let reject_limit = Array::try_from(take(&mut ebpf, "parapet_reject_limit")?)?;
         let config = Array::try_from(take(&mut ebpf, "parapet_config")?)?;
@@ -383,6 +419,13 @@ impl Dataplane {
             set_descs,
             set_lpm,
             set_tuple,
+            set_exact4,
+            set_exact6,
+            exact_cap: [
+                sizing.exact4_entries.max(1) as usize,
+                sizing.exact6_entries.max(1) as usize,
+            ],
+            exact_adopted: [0, 0],
             addr_types,
             batch_writes: true,
             reap_by_scan: false,

@@ -48,8 +48,10 @@ use crate::error::{Error, Result};
 /// reused (the new program then gets fresh maps, filled from the journal,
 /// and the links are swapped to it). 2: six images (PREROUTING and
 /// POSTROUTING), so an image map of the same size can have another slot
-/// layout (`--image-mib` 3 with four images is 2 with six).
-pub const PIN_ABI: u32 = 2;
+/// layout (`--image-mib` 3 with four images is 2 with six). 3: single
+/// addresses of address sets in the exact hashes, no longer in the trie
+/// (a program of version 2 on these maps would miss them).
+pub const PIN_ABI: u32 = 3;
 
 /// Where bpffs is mounted when the system has not done it.
 pub const BPFFS: &str = "/sys/fs/bpf";

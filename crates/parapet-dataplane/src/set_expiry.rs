@@ -131,8 +131,8 @@ mod tests {
                         let els: Vec<_> = (0..1 + rng.gen_range(0..4))
                             .map(|_| element(&mut rng, dims))
                             .collect();
-                        by_index.add(0, &els).unwrap();
-                        by_scan.add(0, &els).unwrap();
+                        by_index.add(0, &els, &mut [usize::MAX; 2]).unwrap();
+                        by_scan.add(0, &els, &mut [usize::MAX; 2]).unwrap();
                         for e in els {
                             model.insert(e.ranges, e.expires_ns);
                         }

@@ -14,7 +14,8 @@ use crate::bpf_sys::{map_delete_batch, map_update_batch};
 use crate::error::Result;
 use crate::load::Dataplane;
 use crate::set_mirror::{
-    EntryKey, KernelSetEntry, PacketPart, SetDim, SetElement, SetError, SetState, Writes,
+    EntryKey, EntryMap, ExactRoom, KernelSetEntry, PacketPart, SetDim, SetElement, SetError,
+    SetState, Writes,
 };
 
 impl Dataplane {
@@ -85,6 +86,32 @@ impl Dataplane {
         Ok(self.set_state(id)?.entries.len())
     }
 
+    /// Entries of set `id` the kernel's exact hashes hold (its single
+    /// addresses but those that went to the trie when the hash was full),
+    /// read back from the kernel.
+    pub fn set_exact_entries(&self, id: u32) -> Result<usize> {
+        self.set_state(id)?;
+        let mut n = 0;
+        for k in self.set_exact4.keys() {
+            n += usize::from(u32::from(k?.set_id) == id);
+        }
+        for k in self.set_exact6.keys() {
+            n += usize::from(u32::from(k?.set_id) == id);
+        }
+        Ok(n)
+    }
+
+    /// What the exact hashes have left for new single addresses: their
+    /// size less every set's entries and the adopted sets'.
+    fn exact_room(&self) -> ExactRoom {
+        let mut room = self.exact_cap;
+        for (f, r) in room.iter_mut().enumerate() {
+            let used: usize = self.sets.values().map(|s| s.exact[f]).sum();
+            *r = r.saturating_sub(used + self.exact_adopted[f]);
+        }
+        room
+    }
+
     fn set_state(&self, id: u32) -> Result<&SetState> {
         self.sets.get(&id).ok_or(SetError::NoSuchSet(id).into())
     }
@@ -94,8 +121,9 @@ impl Dataplane {
     /// anything is written; packets see each map entry change atomically,
     /// and no program is reloaded.
     pub fn set_add(&mut self, id: u32, els: &[SetElement]) -> Result<()> {
+        let mut room = self.exact_room();
         let st = self.sets.get_mut(&id).ok_or(SetError::NoSuchSet(id))?;
-        let w = st.add(id, els)?;
+        let w = st.add(id, els, &mut room)?;
         self.apply_or_fall_behind(id, w)
     }
 
@@ -112,8 +140,9 @@ impl Dataplane {
     /// element of both the old and the new contents is missing: the new
     /// elements are added (or refreshed) first, then the others deleted.
     pub fn set_replace(&mut self, id: u32, els: &[SetElement]) -> Result<()> {
+        let mut room = self.exact_room();
         let st = self.sets.get_mut(&id).ok_or(SetError::NoSuchSet(id))?;
-        let (add, del) = st.replace(id, els)?;
+        let (add, del) = st.replace(id, els, &mut room)?;
         self.apply_or_fall_behind(id, add)?;
         self.apply_or_fall_behind(id, del)
     }
@@ -169,28 +198,24 @@ impl Dataplane {
                 self.set_descs.set(id, d, 0)?;
             }
         }
-        // Runs of one map's entries go in one `bpf()` call each.
-        let mut rest = &w.put[..];
-        while let Some((first, _)) = rest.first() {
-            let lpm = matches!(first, EntryKey::Lpm(_));
-            let n = rest
+        // Each map's entries go in one `bpf()` call (the order among
+        // one call's entries does not matter: each is a change of its own).
+        for map in MAPS {
+            let run: Vec<(EntryKey, SetVal)> = w
+                .put
                 .iter()
-                .take_while(|(k, _)| matches!(k, EntryKey::Lpm(_)) == lpm)
-                .count();
-            let (run, tail) = rest.split_at(n);
-            self.put_run(lpm, run)?;
-            rest = tail;
+                .filter(|(k, _)| k.map() == map)
+                .copied()
+                .collect();
+            if !run.is_empty() {
+                self.put_run(map, &run)?;
+            }
         }
-        let mut rest = &w.del[..];
-        while let Some(first) = rest.first() {
-            let lpm = matches!(first, EntryKey::Lpm(_));
-            let n = rest
-                .iter()
-                .take_while(|k| matches!(k, EntryKey::Lpm(_)) == lpm)
-                .count();
-            let (run, tail) = rest.split_at(n);
-            self.del_run(lpm, run)?;
-            rest = tail;
+        for map in MAPS {
+            let run: Vec<EntryKey> = w.del.iter().filter(|k| k.map() == map).copied().collect();
+            if !run.is_empty() {
+                self.del_run(map, &run)?;
+            }
         }
         // A flush clears the shapes last.
         if let Some(d) = &w.desc {
@@ -217,17 +242,23 @@ impl Dataplane {
         self.reap_by_scan = on;
     }
 
-    /// Writes entries of one map (the LPM trie when `lpm`, else the tuple
-    /// hash): one `BPF_MAP_UPDATE_BATCH` for two or more, one update each
-    /// where the kernel has no batch updates for the map.
-    fn put_run(&mut self, lpm: bool, run: &[(EntryKey, SetVal)]) -> Result<()> {
+    /// The kernel map `map`.
+    fn entry_map(&self, map: EntryMap) -> &aya::maps::MapData {
+        match map {
+            EntryMap::Lpm => self.set_lpm.map(),
+            EntryMap::Tuple => self.set_tuple.map(),
+            EntryMap::Exact4 => self.set_exact4.map(),
+            EntryMap::Exact6 => self.set_exact6.map(),
+        }
+    }
+
+    /// Writes entries of one map: one `BPF_MAP_UPDATE_BATCH` for two or
+    /// more, one update each where the kernel has no batch updates for the
+    /// map.
+    fn put_run(&mut self, map: EntryMap, run: &[(EntryKey, SetVal)]) -> Result<()> {
         if run.len() >= 2 && self.batch_writes {
             let (keys, values) = pack(run);
-            let map = if lpm {
-                self.set_lpm.map()
-            } else {
-                self.set_tuple.map()
-            };
+            let map = self.entry_map(map);
             match map_update_batch(map.fd().as_fd(), &keys, &values, run.len() as u32) {
                 Ok(()) => return Ok(()),
                 // no batch updates for this map here: one by one below
@@ -248,6 +279,8 @@ impl Dataplane {
                         .insert(&LpmKey::new(l.prefixlen, lpm_data(l)), v, 0)?
                 }
                 EntryKey::Tuple(t) => self.set_tuple.insert(t, v, 0)?,
+                EntryKey::Exact4(k) => self.set_exact4.insert(k, v.expires_ns, 0)?,
+                EntryKey::Exact6(k) => self.set_exact6.insert(k, v.expires_ns, 0)?,
             }
         }
         Ok(())
@@ -257,16 +290,12 @@ impl Dataplane {
     /// more, one delete each where the kernel has no batch deletes for the
     /// map. An absent entry (the mirror said it was there) is skipped, as
     /// a single delete ignores it: the batch goes on after it.
-    fn del_run(&mut self, lpm: bool, run: &[EntryKey]) -> Result<()> {
+    fn del_run(&mut self, map: EntryMap, run: &[EntryKey]) -> Result<()> {
         let mut at = 0;
         if run.len() >= 2 && self.batch_writes {
             let keys = pack_keys(run);
             let key_bytes = keys.len() / run.len();
-            let map = if lpm {
-                self.set_lpm.map()
-            } else {
-                self.set_tuple.map()
-            };
+            let map = self.entry_map(map);
             while run.len() - at >= 2 {
                 let left = (run.len() - at) as u32;
                 match map_delete_batch(map.fd().as_fd(), &keys[at * key_bytes..], left) {
@@ -290,6 +319,8 @@ impl Dataplane {
             let r = match k {
                 EntryKey::Lpm(l) => self.set_lpm.remove(&LpmKey::new(l.prefixlen, lpm_data(l))),
                 EntryKey::Tuple(t) => self.set_tuple.remove(t),
+                EntryKey::Exact4(k) => self.set_exact4.remove(k),
+                EntryKey::Exact6(k) => self.set_exact6.remove(k),
             };
             match r {
                 Ok(()) | Err(MapError::KeyNotFound) => {}
@@ -322,6 +353,32 @@ impl Dataplane {
                     key: data[2..18].to_vec(),
                     expires_ns: v.expires_ns,
                 });
+            }
+            // single addresses in the exact hashes, shown as the trie
+            // would hold them (full-length prefixes)
+            for k in self.set_exact4.keys() {
+                let k = k?;
+                if u32::from(k.set_id) == id {
+                    let mut key = vec![0; 16];
+                    key[..4].copy_from_slice(&k.addr);
+                    out.push(KernelSetEntry {
+                        shape: 0,
+                        prefixlen: 16 + 32,
+                        key,
+                        expires_ns: self.set_exact4.get(&k, 0)?,
+                    });
+                }
+            }
+            for k in self.set_exact6.keys() {
+                let k = k?;
+                if u32::from(k.set_id) == id {
+                    out.push(KernelSetEntry {
+                        shape: 0,
+                        prefixlen: 16 + 128,
+                        key: k.addr.to_vec(),
+                        expires_ns: self.set_exact6.get(&k, 0)?,
+                    });
+                }
             }
         } else {
             for k in self.set_tuple.keys() {
@@ -368,6 +425,14 @@ impl Dataplane {
     }
 }
 
+/// The maps set entries live in, in the order [`Dataplane::apply`] writes them.
+const MAPS: [EntryMap; 4] = [
+    EntryMap::Exact4,
+    EntryMap::Exact6,
+    EntryMap::Lpm,
+    EntryMap::Tuple,
+];
+
 /// The LPM trie key's data after its prefix length: set id, address, zero.
 fn lpm_data(l: &SetLpmKey) -> [u8; 20] {
     let mut data = [0u8; 20];
@@ -385,8 +450,11 @@ fn pack(run: &[(EntryKey, SetVal)]) -> (Vec<u8>, Vec<u8>) {
     for (k, v) in run {
         pack_key(k, &mut keys);
         values.extend_from_slice(&v.expires_ns.to_ne_bytes());
-        values.extend_from_slice(&v.prefixlen.to_ne_bytes());
-        values.extend_from_slice(&v._pad.to_ne_bytes());
+        // the exact hashes' value is the expiry alone
+        if !matches!(k, EntryKey::Exact4(_) | EntryKey::Exact6(_)) {
+            values.extend_from_slice(&v.prefixlen.to_ne_bytes());
+            values.extend_from_slice(&v._pad.to_ne_bytes());
+        }
     }
     (keys, values)
 }
@@ -410,6 +478,16 @@ fn pack_key(k: &EntryKey, keys: &mut Vec<u8>) {
             keys.extend_from_slice(&t.set_id.to_ne_bytes());
             keys.extend_from_slice(&[t.shape, t._pad]);
             keys.extend_from_slice(&t.data);
+        }
+        EntryKey::Exact4(e) => {
+            keys.extend_from_slice(&e.set_id.to_ne_bytes());
+            keys.extend_from_slice(&e._pad.to_ne_bytes());
+            keys.extend_from_slice(&e.addr);
+        }
+        EntryKey::Exact6(e) => {
+            keys.extend_from_slice(&e.set_id.to_ne_bytes());
+            keys.extend_from_slice(&e._pad.to_ne_bytes());
+            keys.extend_from_slice(&e.addr);
         }
     }
 }

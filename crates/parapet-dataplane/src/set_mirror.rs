@@ -20,8 +20,8 @@ use parapet_model::range_to_prefixes;
 type HashMap<K, V> = StdHashMap<K, V, parapet_sets::Seeded>;
 
 use crate::abi::{
-    RawSetDesc, RawSetRef, SetLpmKey, SetTupleKey, SetVal, SET_KEY_BYTES, SET_LPM, SET_MAX_DIMS,
-    SET_MAX_SHAPES, SET_TUPLE,
+    RawSetDesc, RawSetRef, SetExact4Key, SetExact6Key, SetLpmKey, SetTupleKey, SetVal,
+    SET_KEY_BYTES, SET_LPM, SET_MAX_DIMS, SET_MAX_SHAPES, SET_TUPLE,
 };
 
 mod api_types;
@@ -35,7 +35,52 @@ pub use api_types::{
 pub(crate) enum EntryKey {
     Lpm(SetLpmKey),
     Tuple(SetTupleKey),
+    /// A single address of an address set, in the exact hash (a /32 or
+    /// /128 the trie would otherwise hold: see [`SetState::place`]).
+    Exact4(SetExact4Key),
+    Exact6(SetExact6Key),
 }
+
+impl EntryKey {
+    /// Which kernel map holds the entry.
+    pub fn map(&self) -> EntryMap {
+        match self {
+            EntryKey::Lpm(_) => EntryMap::Lpm,
+            EntryKey::Tuple(_) => EntryMap::Tuple,
+            EntryKey::Exact4(_) => EntryMap::Exact4,
+            EntryKey::Exact6(_) => EntryMap::Exact6,
+        }
+    }
+
+    /// The trie's entry for the same single address (a full-length prefix).
+    fn lpm_twin(&self) -> Option<EntryKey> {
+        let (set_id, addr, bits): (u16, &[u8], u32) = match self {
+            EntryKey::Exact4(k) => (k.set_id, &k.addr, 32),
+            EntryKey::Exact6(k) => (k.set_id, &k.addr, 128),
+            _ => return None,
+        };
+        let mut k = SetLpmKey {
+            prefixlen: 16 + bits,
+            set_id: set_id.to_be_bytes(),
+            ..SetLpmKey::default()
+        };
+        k.addr[..addr.len()].copy_from_slice(addr);
+        Some(EntryKey::Lpm(k))
+    }
+}
+
+/// The kernel maps set entries live in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum EntryMap {
+    Lpm,
+    Tuple,
+    Exact4,
+    Exact6,
+}
+
+/// Room left in the exact hashes (IPv4, IPv6) for new single addresses,
+/// over all sets; a new one without room goes to the trie.
+pub(crate) type ExactRoom = [usize; 2];
 
 /// The expiries of the elements behind one map entry (a multiset: the
 /// entry's value is the latest). Almost always one: kept inline.
@@ -112,6 +157,8 @@ pub(crate) struct SetState {
     pub entries: HashMap<EntryKey, Contrib>,
     /// tuple sets: per-dimension prefix lengths of each shape
     pub shapes: Vec<[u8; SET_MAX_DIMS]>,
+    /// Entries of this set in the exact hashes (IPv4, IPv6).
+    pub exact: [usize; 2],
     /// A write to the kernel's maps failed after the mirror changed: the
     /// kernel may lack what the mirror holds, so every entry an add
     /// touches is written again, even one the mirror says is there with
@@ -167,6 +214,7 @@ impl SetState {
             expiry: Default::default(),
             entries: HashMap::default(),
             shapes: Vec::new(),
+            exact: [0, 0],
             kernel_behind: false,
         })
     }
@@ -235,6 +283,25 @@ impl SetState {
         if self.kind == SET_LPM {
             let n = self.dims[0].bytes();
             for &(v, len) in &per_dim[0] {
+                // a single address: the exact hash's key (where it lives
+                // is [`SetState::place`]'s choice)
+                if len == 32 && self.dims[0] == SetDim::Ipv4Addr {
+                    let addr = (v as u32).to_be_bytes();
+                    out.push(EntryKey::Exact4(SetExact4Key {
+                        set_id: set as u16,
+                        _pad: 0,
+                        addr,
+                    }));
+                    continue;
+                }
+                if len == 128 && self.dims[0] == SetDim::Ipv6Addr {
+                    out.push(EntryKey::Exact6(SetExact6Key {
+                        set_id: set as u16,
+                        _pad: 0,
+                        addr: v.to_be_bytes(),
+                    }));
+                    continue;
+                }
                 let mut k = SetLpmKey {
                     prefixlen: 16 + len,
                     set_id: (set as u16).to_be_bytes(),
@@ -314,9 +381,51 @@ impl SetState {
         desc
     }
 
+    /// Where the entry `ek` (as [`SetState::split`] names it) lives: a
+    /// single address held already stays where it is (the exact hash or,
+    /// added when the hash was full, the trie); a new one goes to the
+    /// exact hash while `room` has space for it (taking it), else to the
+    /// trie. `None` room: only look (a delete).
+    fn place(&mut self, ek: EntryKey, room: Option<&mut ExactRoom>) -> EntryKey {
+        let Some(twin) = ek.lpm_twin() else {
+            return ek;
+        };
+        if self.entries.contains_key(&ek) {
+            return ek;
+        }
+        if self.entries.contains_key(&twin) {
+            return twin;
+        }
+        let fam = usize::from(matches!(ek, EntryKey::Exact6(_)));
+        match room {
+            Some(room) if room[fam] > 0 => {
+                room[fam] -= 1;
+                ek
+            }
+            Some(_) => twin,
+            None => ek,
+        }
+    }
+
+    /// Count an entry of the exact hashes in (`1`) or out (`-1`).
+    fn count_exact(&mut self, ek: &EntryKey, d: isize) {
+        let fam = match ek {
+            EntryKey::Exact4(_) => 0,
+            EntryKey::Exact6(_) => 1,
+            _ => return,
+        };
+        self.exact[fam] = self.exact[fam].saturating_add_signed(d);
+    }
+
     /// Add (or refresh) elements in the mirror; returns the map writes.
     /// All or nothing: an element that does not fit changes nothing.
-    pub fn add(&mut self, set: u32, els: &[SetElement]) -> Result<Writes, SetError> {
+    /// `room`: what the exact hashes have left (taken from as they fill).
+    pub fn add(
+        &mut self,
+        set: u32,
+        els: &[SetElement],
+        room: &mut ExactRoom,
+    ) -> Result<Writes, SetError> {
         let mut shapes = self.shapes.clone();
         let mut staged = Vec::with_capacity(els.len());
         for el in els {
@@ -341,6 +450,7 @@ impl SetState {
             let old = self.elements.insert(Arc::clone(&key), exp);
             self.expiry.moved(&key, old, exp);
             for ek in entries {
+                let ek = self.place(ek, Some(room));
                 let held = match (self.entries.get_mut(&ek), old) {
                     (Some(c), Some(o)) => {
                         let held = c.max_expiry();
@@ -354,6 +464,7 @@ impl SetState {
                     }
                     (None, _) => {
                         self.entries.insert(ek, Contrib::One(exp));
+                        self.count_exact(&ek, 1);
                         None
                     }
                 };
@@ -385,9 +496,11 @@ impl SetState {
             // shapes of an existing element already exist
             let mut shapes = self.shapes.clone();
             for ek in self.split(set, el, &mut shapes)? {
+                let ek = self.place(ek, None);
                 if let Some(c) = self.entries.get_mut(&ek) {
                     if !c.remove(exp) {
                         self.entries.remove(&ek);
+                        self.count_exact(&ek, -1);
                     }
                     touched.insert(ek, ());
                 }
@@ -455,12 +568,17 @@ impl SetState {
     /// Make the set hold exactly `els`: add (or refresh) them, then delete
     /// the others. Returns the two batches of writes in that order, so an
     /// element in both the old and the new contents never disappears.
-    pub fn replace(&mut self, set: u32, els: &[SetElement]) -> Result<(Writes, Writes), SetError> {
+    pub fn replace(
+        &mut self,
+        set: u32,
+        els: &[SetElement],
+        room: &mut ExactRoom,
+    ) -> Result<(Writes, Writes), SetError> {
         let mut keep = std::collections::HashSet::with_capacity(els.len());
         for el in els {
             keep.insert(self.element_key(el)?);
         }
-        let add = self.add(set, els)?;
+        let add = self.add(set, els, room)?;
         let stale = self.others(&keep);
         let del = self.del(set, &stale)?;
         Ok((add, del))
@@ -472,6 +590,7 @@ impl SetState {
         self.elements.clear();
         self.expiry.clear();
         self.shapes.clear();
+        self.exact = [0, 0];
         Writes {
             put: Vec::new(),
             del,
@@ -531,135 +650,12 @@ fn entry_val(k: &EntryKey, expires_ns: u64) -> SetVal {
         prefixlen: match k {
             EntryKey::Lpm(l) => l.prefixlen,
             EntryKey::Tuple(_) => 0,
+            EntryKey::Exact4(_) => 16 + 32,
+            EntryKey::Exact6(_) => 16 + 128,
         },
         _pad: 0,
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_add_that_changes_no_entry_writes_nothing_unless_the_kernel_is_behind() {
-        let mut s = SetState::new(3, &[SetDim::Ipv4Addr]).unwrap();
-        let a = SetElement::new(&[(0x0a00_0001, 0x0a00_0001)]).expires(100);
-        assert_eq!(s.add(3, std::slice::from_ref(&a)).unwrap().put.len(), 1);
-        // the same ban again (a replicated ban held already): no write
-        assert!(s.add(3, std::slice::from_ref(&a)).unwrap().put.is_empty());
-        // twice in one call, new: one write
-        let b = SetElement::new(&[(0x0a00_0002, 0x0a00_0002)]).expires(100);
-        assert_eq!(s.add(3, &[b.clone(), b.clone()]).unwrap().put.len(), 1);
-        // another expiry: written
-        let later = SetElement::new(&[(0x0a00_0001, 0x0a00_0001)]).expires(300);
-        let w = s.add(3, std::slice::from_ref(&later)).unwrap();
-        assert_eq!(w.put.len(), 1);
-        assert_eq!(w.put[0].1.expires_ns, 300);
-        // an overlapping element that leaves the entry's expiry as it is
-        // (the /24 covers another entry; the /32 keeps 300)
-        let wide = SetElement::new(&[(0x0a00_0000, 0x0a00_00ff)]).expires(200);
-        let w = s.add(3, std::slice::from_ref(&wide)).unwrap();
-        assert!(
-            w.put.iter().all(|p| p.1.prefixlen != 16 + 32),
-            "{}",
-            w.put.len()
-        );
-        // after a failed kernel write the mirror may be ahead: write again
-        s.kernel_behind = true;
-        assert_eq!(s.add(3, std::slice::from_ref(&later)).unwrap().put.len(), 1);
-    }
-
-    #[test]
-    fn overlapping_elements_keep_the_latest_expiry() {
-        let mut s = SetState::new(3, &[SetDim::Ipv4Addr]).unwrap();
-        // the same /24 from a prefix and from a range
-        let a = SetElement::new(&[(0x0a00_0000, 0x0a00_00ff)]).expires(100);
-        let b = SetElement::new(&[(0x0a00_0000, 0x0a00_017f)]).expires(200);
-        let w = s.add(3, std::slice::from_ref(&a)).unwrap();
-        assert_eq!(w.put.len(), 1);
-        assert_eq!(w.put[0].1.expires_ns, 100);
-        let mut w = s.add(3, std::slice::from_ref(&b)).unwrap();
-        w.put.sort_by_key(|p| p.1.prefixlen);
-        let got: Vec<_> = w
-            .put
-            .iter()
-            .map(|p| (p.1.expires_ns, p.1.prefixlen))
-            .collect();
-        assert_eq!(got, vec![(200, 16 + 24), (200, 16 + 25)]);
-        assert_eq!(s.entries.len(), 2);
-        let w = s.del(3, &[b]).unwrap();
-        assert_eq!((w.put.len(), w.del.len()), (1, 1));
-        assert_eq!(w.put[0].1.expires_ns, 100);
-        let w = s.del(3, &[a]).unwrap();
-        assert_eq!((w.put.len(), w.del.len()), (0, 1));
-        assert!(s.entries.is_empty());
-    }
-
-    #[test]
-    fn three_elements_behind_one_entry() {
-        let mut s = SetState::new(0, &[SetDim::Ipv4Addr]).unwrap();
-        let slash24 = |w: &Writes| {
-            w.put
-                .iter()
-                .find(|p| p.1.prefixlen == 16 + 24)
-                .map(|p| p.1.expires_ns)
-        };
-        let a = SetElement::new(&[(0x0a00_0000, 0x0a00_00ff)]).expires(100);
-        let b = SetElement::new(&[(0x0a00_0000, 0x0a00_017f)]).expires(200);
-        let c = SetElement::new(&[(0x09ff_ffff, 0x0a00_00ff)]);
-        s.add(0, &[a.clone(), b.clone(), c.clone()]).unwrap();
-        assert_eq!(s.entries.len(), 3); // /24, /25 and 9.255.255.255/32
-        let w = s.del(0, std::slice::from_ref(&c)).unwrap();
-        assert_eq!((slash24(&w), w.del.len()), (Some(200), 1));
-        let w = s.del(0, std::slice::from_ref(&a)).unwrap();
-        assert_eq!(slash24(&w), Some(200));
-        let w = s.add(0, &[b.clone().expires(50)]).unwrap();
-        assert_eq!(slash24(&w), Some(50));
-        let w = s.del(0, &[b]).unwrap();
-        assert_eq!((w.put.len(), w.del.len()), (0, 2));
-        assert!(s.entries.is_empty());
-    }
-
-    #[test]
-    fn replace_adds_first_and_deletes_the_rest() {
-        let mut s = SetState::new(2, &[SetDim::Ipv4Addr, SetDim::Port]).unwrap();
-        let a = SetElement::new(&[(10, 10), (80, 80)]);
-        let b = SetElement::new(&[(0x0a00_0000, 0x0aff_ffff), (1000, 1001)]);
-        let c = SetElement::exact(&[0xffff_ffff, 65535]);
-        s.add(2, &[a.clone(), b.clone()]).unwrap();
-        let (add, del) = s.replace(2, &[b.clone(), c.clone()]).unwrap();
-        // b's two entries are in the kernel as they are: only c is written
-        assert_eq!((add.put.len(), add.del.len()), (1, 0));
-        assert_eq!((del.put.len(), del.del.len()), (0, 1));
-        assert_eq!(s.len(), 2);
-        let mut keep = std::collections::HashSet::new();
-        keep.insert(s.element_key(&b).unwrap());
-        assert_eq!(s.others(&keep), vec![c]);
-    }
-
-    #[test]
-    fn tuple_shapes_and_masks() {
-        let mut s = SetState::new(1, &[SetDim::Ipv4Addr, SetDim::Port]).unwrap();
-        let w = s
-            .add(
-                1,
-                &[SetElement::new(&[(0x0a00_0000, 0x0aff_ffff), (80, 81)])],
-            )
-            .unwrap();
-        // a short port range becomes points: two entries, one shape
-        assert_eq!(w.put.len(), 2);
-        let d = w.desc.unwrap();
-        assert_eq!(d.n_shapes, 1);
-        let mut bytes = Vec::new();
-        for x in d.mask[0] {
-            bytes.extend_from_slice(&x.to_ne_bytes());
-        }
-        assert_eq!(&bytes[..8], &[0xff, 0, 0, 0, 0xff, 0xff, 0, 0]);
-        let w = s
-            .add(1, &[SetElement::new(&[(0, 0xffff_ffff), (1024, 65535)])])
-            .unwrap();
-        assert_eq!((w.put.len(), w.desc.unwrap().n_shapes), (6, 7));
-        assert!(s.add(1, &[SetElement::new(&[(1, 0), (0, 0)])]).is_err());
-        assert_eq!(s.len(), 2);
-    }
-}
+mod tests;

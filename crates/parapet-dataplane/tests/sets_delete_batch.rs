@@ -6,8 +6,8 @@
 //! the same selection in one `set_del` with batches on, and set C is
 //! filled with the survivors only. The mirror and the kernel's maps (read
 //! back) of A, B and C must be equal. A second test deletes an entry
-//! behind the mirror's back (through the pinned map): a batch must go on
-//! past it. A third reaps sets holding expired elements, through the
+//! behind the mirror's back (through the pinned map: the exact hash, then
+//! the trie): a batch must go on past it. A third reaps sets holding expired elements, through the
 //! expiry index and by the scan it replaced: both must leave the maps as
 //! deleting the expired elements does.
 
@@ -16,7 +16,7 @@ mod common;
 use std::path::PathBuf;
 
 use aya::maps::lpm_trie::{Key, LpmTrie};
-use aya::maps::{Map, MapData};
+use aya::maps::{HashMap as BpfHashMap, Map, MapData};
 use common::{load_dataplane, Rng};
 use parapet_dataplane::{
     monotonic_ns, Dataplane, Features, KernelSetEntry, LoadOptions, SetDim, SetElement, SetSizing,
@@ -234,14 +234,26 @@ impl Drop for PinDir {
 #[ignore = "needs root"]
 fn a_batch_delete_goes_on_past_an_entry_already_gone() {
     parapet_testbed::require_root();
+    // single addresses in the exact hash (the default), and in the trie
+    // (an exact hash of one entry: the other nine overflow to the trie)
+    for exact4_entries in [SetSizing::default().exact4_entries, 1] {
+        batch_delete_past_a_missing_entry(exact4_entries);
+    }
+}
+
+fn batch_delete_past_a_missing_entry(exact4_entries: u32) {
     let dir = PinDir(PathBuf::from(format!(
-        "/sys/fs/bpf/parapet-test-delbatch-{}",
+        "/sys/fs/bpf/parapet-test-delbatch-{}-{exact4_entries}",
         std::process::id()
     )));
     parapet_dataplane::pin::ensure_bpffs(&dir.0).unwrap();
+    let sizing = SetSizing {
+        exact4_entries,
+        ..SetSizing::default()
+    };
     let mut dp = Dataplane::load_pinned(
         &LoadOptions::default(),
-        &SetSizing::default(),
+        &sizing,
         &Features::default(),
         Some(&dir.0),
     )
@@ -253,21 +265,35 @@ fn a_batch_delete_goes_on_past_an_entry_already_gone() {
         .collect();
     dp.set_add(7, &els).unwrap();
     assert_eq!(dp.set_kernel_entries(7).unwrap().len(), 10);
+    let in_hash = dp.set_exact_entries(7).unwrap();
+    assert_eq!(in_hash, 10.min(exact4_entries as usize));
 
-    // 10.0.0.5 leaves the trie without the mirror knowing
-    let pinned = std::fs::read_dir(&dir.0)
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .map(|e| e.path().join("parapet_set_lpm"))
-        .find(|p| p.exists())
-        .expect("the pinned LPM trie");
-    let md = MapData::from_pin(&pinned).unwrap();
-    let mut trie: LpmTrie<MapData, [u8; 20], [u8; 16]> =
-        LpmTrie::try_from(Map::LpmTrie(md)).unwrap();
-    let mut data = [0u8; 20];
-    data[..2].copy_from_slice(&7u16.to_be_bytes());
-    data[2..6].copy_from_slice(&[10, 0, 0, 5]);
-    trie.remove(&Key::new(16 + 32, data)).unwrap();
+    // 10.0.0.5 leaves the kernel without the mirror knowing
+    let pinned = |name: &str| {
+        std::fs::read_dir(&dir.0)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .map(|e| e.path().join(name))
+            .find(|p| p.exists())
+            .expect("the pinned map")
+    };
+    if in_hash == 10 {
+        let md = MapData::from_pin(pinned("parapet_set_exact4")).unwrap();
+        let mut hash: BpfHashMap<MapData, [u8; 8], u64> =
+            BpfHashMap::try_from(Map::HashMap(md)).unwrap();
+        let mut key = [0u8; 8];
+        key[..2].copy_from_slice(&7u16.to_ne_bytes());
+        key[4..].copy_from_slice(&[10, 0, 0, 5]);
+        hash.remove(&key).unwrap();
+    } else {
+        let md = MapData::from_pin(pinned("parapet_set_lpm")).unwrap();
+        let mut trie: LpmTrie<MapData, [u8; 20], [u8; 16]> =
+            LpmTrie::try_from(Map::LpmTrie(md)).unwrap();
+        let mut data = [0u8; 20];
+        data[..2].copy_from_slice(&7u16.to_be_bytes());
+        data[2..6].copy_from_slice(&[10, 0, 0, 5]);
+        trie.remove(&Key::new(16 + 32, data)).unwrap();
+    }
     assert_eq!(dp.set_kernel_entries(7).unwrap().len(), 9);
 
     dp.set_batched_writes(true);

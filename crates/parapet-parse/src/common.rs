@@ -33,47 +33,9 @@ pub(crate) fn shell_words(line: &str) -> Result<Vec<Word>, (u32, String)> {
         let mut quoted = false;
         while i < chars.len() && !chars[i].is_whitespace() {
             match chars[i] {
-                '"' => {
+                q @ ('"' | '\'') => {
                     quoted = true;
-                    let open = i;
-                    i += 1;
-                    loop {
-                        match chars.get(i) {
-                            None => {
-                                return Err((
-                                    open as u32 + 1,
-                                    "unterminated \"-quoted string".into(),
-                                ))
-                            }
-                            Some('"') => break,
-                            Some('\\') if matches!(chars.get(i + 1), Some('"' | '\\')) => {
-                                text.push(chars[i + 1]);
-                                i += 1;
-                            }
-                            Some(c) => text.push(*c),
-                        }
-                        i += 1;
-                    }
-                    i += 1;
-                }
-                '\'' => {
-                    quoted = true;
-                    let open = i;
-                    i += 1;
-                    loop {
-                        match chars.get(i) {
-                            None => {
-                                return Err((
-                                    open as u32 + 1,
-                                    "unterminated '-quoted string".into(),
-                                ))
-                            }
-                            Some('\'') => break,
-                            Some(c) => text.push(*c),
-                        }
-                        i += 1;
-                    }
-                    i += 1;
+                    i = quoted_part(&chars, i, q, &mut text)?;
                 }
                 c => {
                     text.push(c);
@@ -88,6 +50,30 @@ pub(crate) fn shell_words(line: &str) -> Result<Vec<Word>, (u32, String)> {
         });
     }
     Ok(out)
+}
+
+/// Reads the part of a word quoted by `q` that opens at `open` into
+/// `text` and returns the index after its closing quote. Inside `"…"`,
+/// `\"` and `\\` escape; inside `'…'` nothing does (POSIX).
+fn quoted_part(
+    chars: &[char],
+    open: usize,
+    q: char,
+    text: &mut String,
+) -> Result<usize, (u32, String)> {
+    let mut i = open + 1;
+    loop {
+        match chars.get(i) {
+            None => return Err((open as u32 + 1, format!("unterminated {q}-quoted string"))),
+            Some(c) if *c == q => return Ok(i + 1),
+            Some('\\') if q == '"' && matches!(chars.get(i + 1), Some('"' | '\\')) => {
+                text.push(chars[i + 1]);
+                i += 1;
+            }
+            Some(c) => text.push(*c),
+        }
+        i += 1;
+    }
 }
 
 /// Quotes a word for iptables-save output when the shell would split or
@@ -595,6 +581,13 @@ mod tests {
         assert_eq!(w[5].col, 27);
         assert!(w[5].quoted && !w[4].quoted);
         assert_eq!(shell_words("a 'b").unwrap_err().0, 3);
+        assert_eq!(
+            shell_words("x \"b").unwrap_err(),
+            (3, "unterminated \"-quoted string".to_string())
+        );
+        // single quotes take a backslash literally, double quotes escape
+        assert_eq!(shell_words(r#"'a\"'"#).unwrap()[0].text, r#"a\""#);
+        assert_eq!(shell_words(r#""a\\b""#).unwrap()[0].text, r"a\b");
     }
 
     #[test]

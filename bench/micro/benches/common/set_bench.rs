@@ -9,12 +9,14 @@ use std::time::{Duration, Instant};
 /// The daemon's kernel reaping budget per set and call (server.rs).
 pub const REAP_BUDGET: usize = 1 << 14;
 
-/// A dataplane with room for `n` LPM entries (twice over) and an empty
+/// A dataplane with room for `n` LPM and exact-hash entries (twice over) and an empty
 /// IPv4 set 0; `None` (with a note) when it cannot be loaded (not root).
 pub fn dataplane_with_set(n: usize) -> Option<Dataplane> {
     let sizing = SetSizing {
         lpm_entries: (2 * n).max(1024) as u32,
         tuple_entries: 1024,
+        exact4_entries: (2 * n).max(1024) as u32,
+        exact6_entries: 1024,
     };
     match Dataplane::load_sized(&LoadOptions::default(), &sizing) {
         Ok(mut dp) => {

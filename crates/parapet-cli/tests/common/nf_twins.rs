@@ -7,9 +7,10 @@
 //! counted by the same rule (iptables-save rule ids, 0 = the policy) in
 //! all four.
 
-use super::daemon::{ok, parapet, stat_counters, stats};
+use super::daemon::{ok, stat_counters, stats};
 use super::router::{
-    run_probes, start_daemon, topo, Daemon, Fate, Outcome, Probe, ProbeOutcome, Topo,
+    applied_and_attached, run_probes, topo, AttachedDaemon, Daemon, Fate, Outcome, Probe,
+    ProbeOutcome, Topo,
 };
 use parapet_testbed::{require_root, Netns};
 use std::collections::BTreeMap;
@@ -246,24 +247,15 @@ pub struct ParapetTwin {
 /// attached without an interface; the attachment checked.
 pub fn parapet_twin(tag: &str, v6: bool, rules: &str, format: &str) -> ParapetTwin {
     let topo = topo(tag);
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("parapetd.sock");
-    let daemon = start_daemon(&topo.r, dir.path(), &sock);
+    let AttachedDaemon {
+        daemon,
+        sock,
+        attached: said,
+        dir,
+    } = applied_and_attached(&topo.r, rules, Some(format), &[]);
     let file = dir.path().join("rules");
-    std::fs::write(&file, rules).unwrap();
-    ok(
-        &sock,
-        &["apply", file.to_str().unwrap(), "--format", format],
-    );
-    let o = parapet(&sock, &["attach"]);
-    assert!(
-        o.status.success(),
-        "parapet attach: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
     // attach and every later apply say which chain runs at which hook
     let fam = if v6 { "ipv6" } else { "ipv4" };
-    let said = String::from_utf8_lossy(&o.stdout).to_string();
     let at = |chain: &str| format!("{chain} {fam} (priority ");
     assert!(
         said.starts_with("attached at the netfilter hooks: ") && said.contains(&at("FORWARD")),
@@ -299,7 +291,7 @@ pub fn parapet_twin(tag: &str, v6: bool, rules: &str, format: &str) -> ParapetTw
         topo,
         dir,
         sock,
-        daemon: Some(daemon),
+        daemon,
     }
 }
 

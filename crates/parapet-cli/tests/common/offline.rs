@@ -33,3 +33,15 @@ pub fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
 pub fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
+
+/// Runs `parapet classify RULES INPUT --verdict EXTRA… --engine E` for each
+/// engine in `engines` and asserts that every one prints `want`: the
+/// linear engine is the specification, the others must agree with it.
+pub fn assert_verdicts(rules: &Path, input: &Path, extra: &[&str], engines: &[&str], want: &str) {
+    for engine in engines {
+        let mut args = vec!["classify", s(rules), s(input), "--verdict"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--engine", engine]);
+        assert_eq!(stdout(&parapet(&args)), want, "engine {engine}");
+    }
+}

@@ -314,3 +314,57 @@ pub fn run_probes(
     }
     out
 }
+
+/// A parapetd with a ruleset applied and attached without an interface
+/// (at the netfilter hooks, or at tc in the tc placement): what the
+/// kernel-oracle twins compare with the kernel's own filters.
+pub struct AttachedDaemon {
+    /// Dropped first: the daemon stops before its directory goes (a test
+    /// may stop it earlier, to restart it on the same state).
+    pub daemon: Option<Daemon>,
+    /// The daemon's socket.
+    pub sock: std::path::PathBuf,
+    /// What `parapet attach` printed.
+    pub attached: String,
+    /// State directory, socket and ruleset file.
+    pub dir: tempfile::TempDir,
+}
+
+/// Starts parapetd in `ns` with `flags`, applies `rules` (read as
+/// `format` when given, else by its contents) and attaches it without an
+/// interface; panics with parapet's message when either step fails.
+pub fn applied_and_attached(
+    ns: &Netns,
+    rules: &str,
+    format: Option<&str>,
+    flags: &[&str],
+) -> AttachedDaemon {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("parapetd.sock");
+    let file = dir.path().join("rules");
+    std::fs::write(&file, rules).unwrap();
+    let daemon = start_daemon_with(ns, dir.path(), &sock, flags);
+    let mut apply = vec!["apply", file.to_str().unwrap()];
+    if let Some(f) = format {
+        apply.extend_from_slice(&["--format", f]);
+    }
+    super::daemon::ok(&sock, &apply);
+    let o = parapet(&sock, &["attach"]);
+    assert!(
+        o.status.success(),
+        "parapet attach: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    AttachedDaemon {
+        daemon: Some(daemon),
+        sock,
+        attached: String::from_utf8_lossy(&o.stdout).to_string(),
+        dir,
+    }
+}
+
+/// Packets counted by rules 1..=`n`, in order, from `parapet stats`.
+pub fn rule_counts(sock: &Path, n: u32) -> Vec<u64> {
+    let c = super::daemon::stat_counters(&super::daemon::stats(sock));
+    (1..=n).map(|r| c.get(&r).copied().unwrap_or(0)).collect()
+}

@@ -18,6 +18,7 @@
 #include "walk.h"
 #include "debug.h"
 #include "lite.h"
+#include "stage_stop.h"
 
 /* Count (and log, for LOG entries) one non-terminal match of the image. */
 static long nonterm_cb(__u32 i, void *ctx)
@@ -103,6 +104,7 @@ static __noinline __u32 parapet_decide(const struct parapet_key *key,
 	__u32 *gen = bpf_map_lookup_elem(&parapet_gen, &zero);
 	if (gen && *gen) {
 		long r = image_walk(idx, 2 * hook_image(hook) + (*gen & 1), key);
+		PARAPET_STOP_IF(r == PARAPET_WALK_STOPPED, PARAPET_VERDICT_ACCEPT);
 		if (r >= 0)
 			return image_finish(idx, (__u32)r, key, status, hook);
 		stat_inc(PARAPET_STAT_IMAGE_ERROR);

@@ -190,6 +190,25 @@ struct {
 	__type(value, struct parapet_set_val);
 } parapet_set_lpm SEC(".maps");
 
+/* Single addresses of address sets, looked up before the trie (sets.h);
+ * resized by the loader (SetSizing::exact4_entries, exact6_entries).
+ * A hash insert costs a fraction of a trie insert (docs/sets.md). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1 << 20);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct parapet_set_exact4_key);
+	__type(value, __u64);
+} parapet_set_exact4 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1 << 18);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct parapet_set_exact6_key);
+	__type(value, __u64);
+} parapet_set_exact6 SEC(".maps");
+
 /* Resized by the loader (LoadOptions::set_tuple_entries). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);

@@ -9,9 +9,12 @@
  * + n]: which set, which packet part per key dimension, the family.  The
  * elements of a set live in one of two maps (maps.h) shared by every set:
  *
+ * - parapet_set_exact4 / parapet_set_exact6, hashes, for the single
+ *   addresses (/32, /128 entries) of address sets: looked up first.
  * - parapet_set_lpm, an LPM trie, for sets of one dimension (address,
  *   port, protocol or interface name): the key is (set id, value); ranges
- *   were split into prefixes by user space.  The longest matching prefix may have expired while a shorter
+ *   were split into prefixes by user space (single addresses too once the
+ *   exact hash is full).  The longest matching prefix may have expired while a shorter
  *   one is live, so an expired hit retries with a prefixlen one shorter
  *   than the hit's (bounded by the 129 possible lengths).
  * - parapet_set_tuple, a hash, for everything else: the concatenated key,
@@ -187,6 +190,31 @@ static long set_ref_cb(__u32 i, void *ctx)
 		const __u8 *a = r->part[0] == PARAPET_PART_SADDR ? w->pkey.src :
 								     w->pkey.dst;
 		struct parapet_set_val *v;
+		__u64 *e;
+
+		/* Single addresses first, in a hash (user space puts /32 and
+		 * /128 entries there while it has room, set_mirror.rs): a live
+		 * one is the answer; otherwise the trie's entries decide. The
+		 * key is built in the walk's scratch bytes. */
+		if (r->width[0] == 4) {
+			struct parapet_set_exact4_key *k4 = (void *)w->sbytes;
+
+			k4->set_id = r->set_id;
+			k4->_pad = 0;
+			__builtin_memcpy(k4->addr, a + 12, 4);
+			e = bpf_map_lookup_elem(&parapet_set_exact4, k4);
+		} else {
+			struct parapet_set_exact6_key *k6 = (void *)w->sbytes;
+
+			k6->set_id = r->set_id;
+			k6->_pad = 0;
+			__builtin_memcpy(k6->addr, a, 16);
+			e = bpf_map_lookup_elem(&parapet_set_exact6, k6);
+		}
+		if (e && (*e == 0 || *e > w->now)) {
+			w->smember = 1;
+			goto out;
+		}
 
 		w->lkey.set_id[0] = r->set_id >> 8;
 		w->lkey.set_id[1] = r->set_id & 0xff;

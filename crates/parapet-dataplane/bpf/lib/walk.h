@@ -48,6 +48,7 @@
 #include "walk_tree.h"
 #include "walk_record.h"
 #include "walk_merge.h"
+#include "stage_stop.h"
 
 /*
  * Classify `key` with the image in `slot`.  Returns the deciding rule id
@@ -64,6 +65,7 @@ static __always_inline long image_walk(__u32 idx, __u32 slot,
 
 	if (!w)
 		return -1;
+	PARAPET_STOP_AT(PARAPET_STOP_DECIDE, PARAPET_WALK_STOPPED);
 	w->slot = slot;
 	w->err = 0;
 	/* The whole header through one map lookup: it always fits the
@@ -105,6 +107,7 @@ static __always_inline long image_walk(__u32 idx, __u32 slot,
 		parapet_addr_types_fill(w);
 	/* nothing to do (not even the clock) for images without sets */
 	set_bits(w, &c, n_refs);
+	PARAPET_STOP_AT(PARAPET_STOP_KEY, PARAPET_WALK_STOPPED);
 
 	/* Partition 0 without a call when its root is a leaf (most small
 	 * images have one partition); the rest in one call. */
@@ -116,6 +119,7 @@ static __always_inline long image_walk(__u32 idx, __u32 slot,
 		w->err = w->err ? w->err : 19;
 		return -1;
 	}
+	PARAPET_STOP_AT(PARAPET_STOP_DESCENT, PARAPET_WALK_STOPPED);
 	/* Each merge step consumes one leaf element; the one that takes the
 	 * last ends the merge.  An iterator runs at most 1 << 23 times. */
 	if (w->total >= PARAPET_IMG_MAX_LEAF) {
@@ -138,6 +142,7 @@ static __always_inline long image_walk(__u32 idx, __u32 slot,
 		w->err = w->err ? w->err : 17;
 		return -1;
 	}
+	PARAPET_STOP_AT(PARAPET_STOP_MERGE, PARAPET_WALK_STOPPED);
 
 	if (w->done) {
 		rule = w->entry_rule;

@@ -59,6 +59,8 @@ fn rust_layout(s: &str, f: &str) -> usize {
         "parapet_set_tuple_key" => SetTupleKey {
             "set_id" => set_id, "shape" => shape, "data" => data
         },
+        "parapet_set_exact4_key" => SetExact4Key { "set_id" => set_id, "addr" => addr },
+        "parapet_set_exact6_key" => SetExact6Key { "set_id" => set_id, "addr" => addr },
         "parapet_set_val" => SetVal { "expires_ns" => expires_ns, "prefixlen" => prefixlen },
         "parapet_ifname" => IfName {},
         "parapet_image_page" => [u8; IMAGE_PAGE_BYTES] {},

@@ -1,5 +1,6 @@
 //! The set maps' structs: set references (how the image key's set bits are
-//! computed), tuple-set shapes, and the LPM and tuple keys and values.
+//! computed), tuple-set shapes, and the LPM, exact-address and tuple keys
+//! and values.
 
 /// Most set references an image may use (one `u64` of key bits).
 pub const MAX_SET_REFS: u32 = 64;
@@ -95,6 +96,31 @@ impl Default for SetTupleKey {
             data: [0; SET_KEY_BYTES],
         }
     }
+}
+
+/// `struct parapet_set_exact4_key`: one IPv4 address of an address set
+/// (the value is its expiry, a `u64`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct SetExact4Key {
+    /// Set id.
+    pub set_id: u16,
+    /// Zero.
+    pub _pad: u16,
+    /// Address, big-endian.
+    pub addr: [u8; 4],
+}
+
+/// `struct parapet_set_exact6_key`: one IPv6 address of an address set.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct SetExact6Key {
+    /// Set id.
+    pub set_id: u16,
+    /// Zero.
+    pub _pad: u16,
+    /// Address, big-endian.
+    pub addr: [u8; 16],
 }
 
 /// `struct parapet_set_val`.

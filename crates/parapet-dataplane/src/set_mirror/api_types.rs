@@ -95,15 +95,21 @@ impl SetElement {
     }
 }
 
-/// Sizes of the element maps, fixed at load time. Both maps allocate per
-/// entry (`BPF_F_NO_PREALLOC`); the tuple hash also allocates
-/// 16 bytes per entry of `tuple_entries` for its buckets up front.
+/// Sizes of the element maps, fixed at load time. Every map allocates per
+/// entry (`BPF_F_NO_PREALLOC`); the hashes (tuple, exact) also allocate
+/// 16 bytes per entry of their size for their buckets up front.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SetSizing {
-    /// Most prefixes in the LPM trie (single-address sets), over all sets.
+    /// Most prefixes in the LPM trie (one-dimension sets), over all sets.
     pub lpm_entries: u32,
     /// Most entries in the tuple hash (other sets), over all sets.
     pub tuple_entries: u32,
+    /// Most single IPv4 addresses in the exact hash, over all sets; the
+    /// ones beyond go to the LPM trie as /32 prefixes.
+    pub exact4_entries: u32,
+    /// Most single IPv6 addresses in the exact hash, over all sets; the
+    /// ones beyond go to the LPM trie as /128 prefixes.
+    pub exact6_entries: u32,
 }
 
 impl Default for SetSizing {
@@ -111,6 +117,9 @@ impl Default for SetSizing {
         SetSizing {
             lpm_entries: 16 << 20,
             tuple_entries: 1 << 18,
+            // 16 MiB and 4 MiB of buckets: a million IPv4 bans fit
+            exact4_entries: 1 << 20,
+            exact6_entries: 1 << 18,
         }
     }
 }

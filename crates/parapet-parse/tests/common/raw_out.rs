@@ -7,6 +7,7 @@
 
 #![allow(dead_code)]
 
+use parapet_model::routing::{key_value, RoutingHeader};
 use parapet_model::{Family, LinearEngine, NoSets, Packet};
 use parapet_parse::{parse, Format};
 use parapet_testbed::Netns;
@@ -367,4 +368,45 @@ pub fn agree(
         packets.len(),
         differ.join("\n")
     );
+}
+
+/// IPv6 packets of protocol 253 from ::1 to ::1 for the routing header
+/// oracles: one without a routing header, then one with each combination
+/// of routing type (0, 2, 4), segments left (0, 1, 2, 5, 6) and header
+/// length (in 8-byte units beyond the first 8) of `hdrlens`.
+pub fn routing_header_packets(hdrlens: &[u8]) -> Vec<Packet> {
+    let base: Packet = "253 ::1 > ::1".parse().unwrap();
+    let mut out = vec![Packet {
+        len: 48,
+        ..base.clone()
+    }];
+    for rt_type in [0u8, 2, 4] {
+        for segments_left in [0u8, 1, 2, 5, 6] {
+            for &hdrlen in hdrlens {
+                let mut p = base.clone();
+                p.rt = key_value(Some(RoutingHeader {
+                    rt_type,
+                    segments_left,
+                    hdrlen,
+                })) as u32;
+                p.len = 40 + (hdrlen as u32 + 1) * 8 + 8;
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+/// An IPv6 packet from ::1 to ::1 whose payload is `ext` after a routing
+/// header next header (43): a routing header the packet cuts short.
+pub fn truncated_routing_header(ext: &[u8]) -> Vec<u8> {
+    let mut h = vec![0u8; 40];
+    h[0] = 0x60;
+    h[4..6].copy_from_slice(&(ext.len() as u16).to_be_bytes());
+    h[6] = 43;
+    h[7] = 64;
+    h[23] = 1;
+    h[39] = 1;
+    h.extend_from_slice(ext);
+    h
 }
