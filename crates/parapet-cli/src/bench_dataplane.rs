@@ -15,8 +15,9 @@
 //!
 //! `--engine generated` times the generated straight-line program of the
 //! chain's decision list (`parapet_dataplane::codegen`, XDP only, for the
-//! lists it takes) instead of the main program's image walker; the other
-//! engines time the walker on that engine's image.
+//! lists it takes; with per-rule counters as the walker keeps them,
+//! `generated-nocount` without) instead of the main program's image
+//! walker; the other engines time the walker on that engine's image.
 
 use crate::engine::{self, EngineArgs};
 use crate::load;
@@ -128,7 +129,10 @@ pub fn bench(mut args: BenchArgs) -> Result<ExitCode> {
     let nf = args.hook.netfilter();
     // the generated program is timed; the meta-engine's classifier checks
     // its verdicts
-    let generated = args.opts.engine == "generated";
+    // `generated` counts per rule as the walker does; `generated-nocount`
+    // leaves the counters out
+    let generated = matches!(args.opts.engine.as_str(), "generated" | "generated-nocount");
+    let counted = args.opts.engine == "generated";
     if generated {
         if !matches!(args.hook, BenchHook::Xdp) {
             bail!("--engine generated is an XDP program: use --hook xdp");
@@ -176,7 +180,7 @@ pub fn bench(mut args: BenchArgs) -> Result<ExitCode> {
             .select_chain(args.opts.chain.as_deref())
             .map_err(anyhow::Error::msg)?;
         let list = parapet_model::flatten(rs, chain)?;
-        Some(GeneratedXdp::load(&list)?)
+        Some(GeneratedXdp::load(&list, counted)?)
     } else {
         None
     };
@@ -288,9 +292,10 @@ pub fn bench(mut args: BenchArgs) -> Result<ExitCode> {
             Some(scale(&runners, &frames, repeat, runs)?)
         }
     };
-    let engine = match &program {
-        Some(_) => "generated",
-        None => classifier.engine().name(),
+    let engine = match (&program, counted) {
+        (Some(_), true) => "generated",
+        (Some(_), false) => "generated-nocount",
+        (None, _) => classifier.engine().name(),
     };
     let what = match &program {
         Some(g) => format!("{}-instruction program", g.insn_count()),

@@ -14,7 +14,7 @@ mod parse;
 mod rules;
 
 use std::ffi::CString;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 use aya_obj::generated::{bpf_attr, bpf_cmd};
 use parapet_model::DecisionList;
@@ -30,9 +30,13 @@ use crate::netfilter::{owned, sys_bpf};
 /// `BPF_PROG_TYPE_XDP`.
 const PROG_TYPE_XDP: u32 = 6;
 
+/// `BPF_MAP_TYPE_PERCPU_ARRAY`.
+const MAP_TYPE_PERCPU_ARRAY: u32 = 6;
+
 /// The instructions (8 bytes each) of `list`'s program, or why it has
-/// none.
-pub fn generate(list: &DecisionList) -> Result<Vec<[u8; 8]>> {
+/// none; with `counters` (a per-CPU array of `{packets, bytes}`, one per
+/// entry and the policy last) it counts as the walker counts.
+pub fn generate(list: &DecisionList, counters: Option<BorrowedFd<'_>>) -> Result<Vec<[u8; 8]>> {
     if let Some(why) = ineligible(list) {
         return Err(Error::Codegen(format!("not eligible: {why}")));
     }
@@ -42,12 +46,13 @@ pub fn generate(list: &DecisionList) -> Result<Vec<[u8; 8]>> {
         drop: a.label(),
         pass: a.label(),
     };
-    parse::emit_parser(&mut a, rules::used_slots(list), &exits);
+    let counters = counters.map(|fd| fd.as_raw_fd());
+    parse::emit_parser(&mut a, rules::used_slots(list, counters.is_some()), &exits);
     a.bind(exits.drop);
     a.ret(parse::XDP_DROP);
     a.bind(exits.pass);
     a.ret(parse::XDP_PASS);
-    rules::emit_rules(&mut a, list, exits.classify);
+    rules::emit_rules(&mut a, list, exits.classify, counters);
     a.finish()
         .map_err(|e| Error::Codegen(format!("assembling: {e:?}")))
 }
@@ -57,13 +62,22 @@ pub fn generate(list: &DecisionList) -> Result<Vec<[u8; 8]>> {
 pub struct GeneratedXdp {
     fd: OwnedFd,
     insns: usize,
+    /// The per-entry counters, when it counts.
+    counters: Option<OwnedFd>,
+    entries: usize,
 }
 
 impl GeneratedXdp {
     /// Generate `list`'s program and load it (the verifier's log in the
-    /// error when it refuses).
-    pub fn load(list: &DecisionList) -> Result<GeneratedXdp> {
-        let prog = generate(list)?;
+    /// error when it refuses); `counted`: with per-entry counters, as the
+    /// walker keeps them.
+    pub fn load(list: &DecisionList, counted: bool) -> Result<GeneratedXdp> {
+        let entries = list.entries.len();
+        let counters = match counted {
+            true => Some(create_counters(entries as u32 + 1)?),
+            false => None,
+        };
+        let prog = generate(list, counters.as_ref().map(|fd| fd.as_fd()))?;
         let license = CString::new("GPL").expect("no NUL");
         let mut log = vec![0u8; 1 << 20];
         let fd = match load_raw(&prog, &license, None) {
@@ -91,7 +105,39 @@ impl GeneratedXdp {
         Ok(GeneratedXdp {
             fd,
             insns: prog.len(),
+            counters,
+            entries,
         })
+    }
+
+    /// `(packets, bytes)` of each entry and, last, of the policy, summed
+    /// over the CPUs; `None` for a program loaded without counters.
+    pub fn counters(&self) -> Result<Option<Vec<(u64, u64)>>> {
+        let Some(map) = &self.counters else {
+            return Ok(None);
+        };
+        let cpus =
+            aya::util::nr_cpus().map_err(|(what, e)| Error::Codegen(format!("{what}: {e}")))?;
+        let mut out = Vec::with_capacity(self.entries + 1);
+        let mut values = vec![0u64; 2 * cpus];
+        for idx in 0..=self.entries as u32 {
+            // SAFETY: zeroed bpf_attr is valid.
+            let mut attr: bpf_attr = unsafe { std::mem::zeroed() };
+            // SAFETY: plain fields of the map-element arm; key and values
+            // (16 bytes per possible CPU, as the kernel writes a per-CPU
+            // value) outlive the call.
+            unsafe {
+                let u = &mut attr.__bindgen_anon_2;
+                u.map_fd = map.as_raw_fd() as u32;
+                u.key = &idx as *const u32 as u64;
+                u.__bindgen_anon_1.value = values.as_mut_ptr() as u64;
+            }
+            sys_bpf(bpf_cmd::BPF_MAP_LOOKUP_ELEM, &mut attr)
+                .map_err(|e| Error::Codegen(format!("reading counter {idx}: {e}")))?;
+            let sum = |k: usize| values.iter().skip(k).step_by(2).sum::<u64>();
+            out.push((sum(0), sum(1)));
+        }
+        Ok(Some(out))
     }
 
     /// Instructions in the program.
@@ -110,6 +156,23 @@ impl GeneratedXdp {
     pub fn test_run(&self, frame: &[u8], ifindex: u32, repeat: u32) -> Result<TestRunOutcome> {
         test_run_fd(self.fd.as_fd(), AttachPoint::Xdp, frame, ifindex, repeat)
     }
+}
+
+/// A per-CPU array of `entries` `{packets, bytes}` counters.
+fn create_counters(entries: u32) -> Result<OwnedFd> {
+    // SAFETY: zeroed bpf_attr is valid.
+    let mut attr: bpf_attr = unsafe { std::mem::zeroed() };
+    // SAFETY: plain integer fields of the map-create arm.
+    unsafe {
+        let u = &mut attr.__bindgen_anon_1;
+        u.map_type = MAP_TYPE_PERCPU_ARRAY;
+        u.key_size = 4;
+        u.value_size = 16;
+        u.max_entries = entries;
+    }
+    sys_bpf(bpf_cmd::BPF_MAP_CREATE, &mut attr)
+        .map(owned)
+        .map_err(|e| Error::Codegen(format!("creating the counters: {e}")))
 }
 
 fn load_raw(

@@ -33,6 +33,8 @@
 //!   for the conntrack lookup.
 //! - [`ruleset`]: a compiled ruleset into the kernel
 //!   ([`Dataplane::install_ruleset`]), shared by `parapet run` and `parapetd`.
+//! - [`codegen`]: a short decision list as a straight-line XDP program of
+//!   its own (no image, maps or calls), for benchmarks and tests so far.
 //!
 //! Classification: the BPF image walker (`bpf/lib/walk.h`) reads the
 //! classifier image written with [`Dataplane::write_image`] and made live

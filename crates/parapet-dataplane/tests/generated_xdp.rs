@@ -20,7 +20,8 @@ use parapet_dataplane::codegen::{ineligible, GeneratedXdp, MAX_BRANCHES, MAX_ENT
 use parapet_dataplane::frame::{parse_frame, Ext, Frame};
 use parapet_dataplane::{AttachPoint, Dataplane, ParseStatus};
 use parapet_gen::{packets_for, random_ruleset_with_header_fields, worst_case, RandomSpec};
-use parapet_model::{flatten, DecisionList, EntryKind, Field, IfName, Verdict};
+use parapet_model::{flatten, Decision, DecisionList, EntryKind, Field, IfName, Verdict};
+use std::collections::HashMap;
 
 /// `list` made eligible: interface and conntrack constraints dropped,
 /// REJECT made DROP, LOG made a counter entry.
@@ -52,6 +53,16 @@ fn spec_passes(list: &DecisionList, frame: &[u8]) -> bool {
         }
         _ => false,
     }
+}
+
+/// The spec's decision for a frame the rules decide, and its L3 length.
+fn spec_decision(list: &DecisionList, frame: &[u8]) -> Option<(Decision, u64)> {
+    let (status, key) = parse_frame(frame, frame.len() as u32, LO);
+    if status != ParseStatus::Ok {
+        return None;
+    }
+    let p = key.to_packet(IfName::new("lo").unwrap()).expect("IP");
+    Some((list.classify(&p, &[]), u64::from(p.len)))
 }
 
 /// Frames the parser must get right beyond well-formed ones: cut short,
@@ -159,6 +170,7 @@ fn generated_programs_agree_with_the_spec_and_the_main_program() {
     let mut dp = dp_on_lo("generated_programs_agree_with_the_spec_and_the_main_program");
     let mut rng = Rng::new(0x6765_6e78);
     let (mut checked, mut dropped, mut by_parser, mut lists) = (0, 0, 0, 0);
+    let mut counted_rules = 0;
     for seed in 0..24u64 {
         let spec = RandomSpec {
             rules: 5 + (seed as usize * 23) % 120,
@@ -171,7 +183,9 @@ fn generated_programs_agree_with_the_spec_and_the_main_program() {
             continue;
         }
         assert_eq!(ineligible(&list), None, "seed {seed}");
-        let prog = GeneratedXdp::load(&list).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        let prog = GeneratedXdp::load(&list, true).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        // (packets, bytes) by rule id (0: the policy), as the spec counts
+        let mut want_counts: HashMap<u32, (u64, u64)> = HashMap::new();
         main_program(&mut dp, &list);
         lists += 1;
         let frames: Vec<Vec<u8>> = packets_for(&rs, seed, 200)
@@ -188,11 +202,32 @@ fn generated_programs_agree_with_the_spec_and_the_main_program() {
                 (want, want),
                 "seed {seed} frame {i} (generated, main program) against the spec: {f:02x?}"
             );
+            if let Some((d, len)) = spec_decision(&list, f) {
+                for id in std::iter::once(d.rule_id).chain(d.nonterminal) {
+                    let c = want_counts.entry(id).or_default();
+                    *c = (c.0 + 1, c.1 + len);
+                }
+            }
             checked += 1;
             dropped += usize::from(!want);
             by_parser += usize::from(parse_frame(f, f.len() as u32, LO).0 != ParseStatus::Ok);
         }
+        let mut got_counts: HashMap<u32, (u64, u64)> = HashMap::new();
+        let counts = prog.counters().unwrap().expect("loaded with counters");
+        let ids = list.entries.iter().map(|e| e.rule_id).chain([0]);
+        for (id, (packets, bytes)) in ids.zip(counts) {
+            if packets > 0 {
+                let c = got_counts.entry(id).or_default();
+                *c = (c.0 + packets, c.1 + bytes);
+            }
+        }
+        assert_eq!(got_counts, want_counts, "seed {seed}: counters by rule id");
+        counted_rules += got_counts.len();
     }
+    assert!(
+        counted_rules > 100,
+        "{counted_rules} rules counted something"
+    );
     assert!(lists >= 20, "{lists} lists generated");
     assert!(
         dropped > checked / 10 && dropped < checked * 9 / 10,
@@ -235,28 +270,29 @@ fn what_the_program_cannot_do_is_not_eligible() {
     let rs = worst_case(MAX_ENTRIES + 1);
     let too_long = flatten(&rs, rs.select_chain(None).unwrap()).unwrap();
     assert!(ineligible(&too_long).unwrap().contains("entries"));
-    assert!(parapet_dataplane::codegen::generate(&with_log).is_err());
+    assert!(parapet_dataplane::codegen::generate(&with_log, None).is_err());
 }
 
 /// The verifier takes the longest eligible lists: nf-HiPAC's worst case
-/// (six fields, eight comparisons per rule) as long as MAX_BRANCHES lets
+/// (six fields, eight comparisons and a counter per rule) as long as MAX_BRANCHES lets
 /// it be, and a random list as long as the limits let it be; the worst
 /// case's probe walks every rule to the last.
 #[test]
 #[ignore = "needs root"]
 fn the_verifier_takes_the_longest_eligible_lists() {
     parapet_testbed::require_root();
-    let rs = worst_case(MAX_BRANCHES / 8 - 1);
+    // nine jumps a rule: eight comparisons and the counter's null check
+    let rs = worst_case(MAX_BRANCHES / 9 - 1);
     let worst = flatten(&rs, rs.select_chain(None).unwrap()).unwrap();
     assert_eq!(ineligible(&worst), None);
-    let rs = worst_case(MAX_BRANCHES / 8);
+    let rs = worst_case(MAX_BRANCHES / 9);
     let one_more = flatten(&rs, rs.select_chain(None).unwrap()).unwrap();
     assert!(ineligible(&one_more).unwrap().contains("comparisons"));
-    let prog = GeneratedXdp::load(&worst).unwrap();
+    let prog = GeneratedXdp::load(&worst, true).unwrap();
     let probe = frame_of(&parapet_gen::worst_case_packet());
     assert!(prog.test_run(&probe, LO, 1).unwrap().passed);
     let mut miss = parapet_gen::worst_case_packet();
-    miss.dport = 10_000 + (MAX_BRANCHES as u16 / 8 - 2);
+    miss.dport = 10_000 + (MAX_BRANCHES as u16 / 9 - 2);
     assert!(!prog.test_run(&frame_of(&miss), LO, 1).unwrap().passed);
     println!(
         "worst case, {} entries: {} instructions, {} verified",
@@ -285,7 +321,7 @@ fn the_verifier_takes_the_longest_eligible_lists() {
         len -= 16;
     }
     assert!(len >= 256, "{len} entries");
-    let prog = GeneratedXdp::load(&random).unwrap();
+    let prog = GeneratedXdp::load(&random, true).unwrap();
     println!(
         "random, {} entries: {} instructions, {} verified",
         random.entries.len(),

@@ -222,6 +222,23 @@ impl Asm {
         self.push(ST | MEM | DW, dst, R0, off, imm);
     }
 
+    /// `*(u32 *)(dst + off) = imm`.
+    pub(crate) fn store_imm32(&mut self, dst: Reg, off: i16, imm: i32) {
+        self.push(ST | MEM, dst, R0, off, imm);
+    }
+
+    /// `dst = the map behind fd` (`ld_imm64` with `BPF_PSEUDO_MAP_FD`: the
+    /// verifier turns the fd into the map's address).
+    pub(crate) fn ld_map_fd(&mut self, dst: Reg, fd: i32) {
+        self.push(LD | DW | IMM, dst, R1, 0, fd);
+        self.push(0, R0, R0, 0, 0);
+    }
+
+    /// `call helper` (r1..r5 arguments and clobbered, r0 the result).
+    pub(crate) fn call(&mut self, helper: i32) {
+        self.push(JMP | 0x80, R0, R0, 0, helper);
+    }
+
     /// Conditional jumps emitted so far.
     pub(crate) fn branches(&self) -> usize {
         self.branches

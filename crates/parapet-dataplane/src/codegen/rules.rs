@@ -7,7 +7,7 @@
 
 use parapet_model::{DecisionList, EntryKind, Field, IntervalSet, Verdict};
 
-use super::asm::{Alu, Asm, Cond, Label, Reg, Size, FP, R1, R2, R3};
+use super::asm::{Alu, Asm, Cond, Label, Reg, Size, FP, R0, R1, R2, R3};
 use super::parse::{Slot, Used, XDP_DROP, XDP_PASS};
 
 /// The most entries a generated program takes; longer lists stay with
@@ -90,10 +90,10 @@ pub fn ineligible(list: &DecisionList) -> Option<String> {
             _ => {}
         }
     }
-    // the rules compiled once to count their jumps
+    // the rules compiled once to count their jumps, counters included
     let mut dry = Asm::default();
     let start = dry.label();
-    emit_rules(&mut dry, list, start);
+    emit_rules(&mut dry, list, start, Some(0));
     if dry.branches() > MAX_BRANCHES {
         return Some(format!(
             "{} comparisons, more than the {MAX_BRANCHES} a generated program takes",
@@ -103,9 +103,12 @@ pub fn ineligible(list: &DecisionList) -> Option<String> {
     None
 }
 
-/// The slots the entries read.
-pub(crate) fn used_slots(list: &DecisionList) -> Used {
+/// The slots the entries read (and the length, which counters add up).
+pub(crate) fn used_slots(list: &DecisionList, counted: bool) -> Used {
     let mut used = Used::default();
+    if counted {
+        used.add(Slot::Length);
+    }
     for e in &list.entries {
         for (f, _) in e.matches.iter() {
             if let Some((a, b)) = slots(*f) {
@@ -215,8 +218,40 @@ fn in_set(a: &mut Asm, field: Field, set: &IntervalSet, miss: Label) {
     a.bind(hit);
 }
 
-/// Emits the entries and the policy, from `classify` (bound here).
-pub(crate) fn emit_rules(a: &mut Asm, list: &DecisionList, classify: Label) {
+/// Where the per-rule counter key is built on the stack: below the slots.
+const COUNTER_KEY: i16 = -8 * (Slot::ALL.len() as i16 + 1);
+
+/// `BPF_FUNC_map_lookup_elem`.
+const MAP_LOOKUP_ELEM: i32 = 1;
+
+/// Counts the packet (1, and its L3 length in bytes) in slot `idx` of the
+/// per-CPU array behind `counters` (`{packets, bytes}` per entry, the
+/// policy last). The lookup's key is a constant the verifier sees, so it
+/// inlines the array lookup: no call at run time.
+fn count(a: &mut Asm, counters: Option<i32>, idx: usize) {
+    let Some(fd) = counters else { return };
+    a.store_imm32(FP, COUNTER_KEY, idx as i32);
+    a.ld_map_fd(R1, fd);
+    a.alu_reg(Alu::Mov, R2, FP);
+    a.alu_imm(Alu::Add, R2, i32::from(COUNTER_KEY));
+    a.call(MAP_LOOKUP_ELEM);
+    let none = a.label();
+    a.jmp_imm(Cond::Eq, R0, 0, none);
+    a.load(Size::Dw, R1, R0, 0);
+    a.alu_imm(Alu::Add, R1, 1);
+    a.store(R0, 0, R1);
+    a.load(Size::Dw, R1, R0, 8);
+    a.load(Size::Dw, R2, FP, Slot::Length.off());
+    a.alu_reg(Alu::Add, R1, R2);
+    a.store(R0, 8, R1);
+    a.bind(none);
+}
+
+/// Emits the entries and the policy, from `classify` (bound here); with
+/// `counters` (a per-CPU array's fd), each matching entry that the walker
+/// counts (decisions, counter and jump markers, counted RETURNs) and the
+/// policy count the packet.
+pub(crate) fn emit_rules(a: &mut Asm, list: &DecisionList, classify: Label, counters: Option<i32>) {
     a.bind(classify);
     let labels: Vec<Label> = (0..=list.entries.len()).map(|_| a.label()).collect();
     for (i, e) in list.entries.iter().enumerate() {
@@ -226,14 +261,21 @@ pub(crate) fn emit_rules(a: &mut Asm, list: &DecisionList, classify: Label) {
             in_set(a, *f, set, next);
         }
         match &e.kind {
-            EntryKind::Decide(v) => a.ret(xdp_verdict(v).expect("eligible verdicts only")),
-            EntryKind::Return { resume, .. } => {
+            EntryKind::Decide(v) => {
+                count(a, counters, i);
+                a.ret(xdp_verdict(v).expect("eligible verdicts only"))
+            }
+            EntryKind::Return { resume, counted } => {
+                if *counted {
+                    count(a, counters, i);
+                }
                 let to = (*resume as usize).min(list.entries.len());
                 a.ja(labels[to]);
             }
-            EntryKind::Count | EntryKind::Jump | EntryKind::Log => {}
+            EntryKind::Count | EntryKind::Jump | EntryKind::Log => count(a, counters, i),
         }
     }
     a.bind(labels[list.entries.len()]);
+    count(a, counters, list.entries.len());
     a.ret(xdp_verdict(&list.policy).expect("eligible policy only"));
 }
