@@ -9,6 +9,7 @@
 
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
 #include "parapet.h"
 #include "image.h"
 #include "maps.h"
@@ -92,9 +93,14 @@ static __always_inline void build_key(struct parapet_walk *w,
 
 #pragma unroll
 	for (k = 0; k < 4; k++) {
-		/* word k holds bits 32k..32k+31: bytes 12-4k .. 15-4k */
-		w->key[PARAPET_KW_SADDR + k] = be32_at(&key->src[12 - 4 * k]);
-		w->key[PARAPET_KW_DADDR + k] = be32_at(&key->dst[12 - 4 * k]);
+		/* word k holds bits 32k..32k+31: bytes 12-4k .. 15-4k, one
+		 * aligned load and a byte swap (the struct is 4-aligned and
+		 * the addresses start it; be32_at's four byte loads, shifts
+		 * and ors were 64 instructions more per packet) */
+		w->key[PARAPET_KW_SADDR + k] =
+			bpf_ntohl(((const __u32 *)key->src)[3 - k]);
+		w->key[PARAPET_KW_DADDR + k] =
+			bpf_ntohl(((const __u32 *)key->dst)[3 - k]);
 		w->key[PARAPET_KW_IIF + k] = 0;
 		w->key[PARAPET_KW_OIF + k] = 0; /* key_ifnames() fills them */
 	}
