@@ -31,7 +31,7 @@ use crate::packet::Packet;
 use crate::reach::{Settle, Stop, Walker};
 use crate::region::{Budget, Cube, OverBudget, Region, Space};
 use crate::rule::Verdict;
-use crate::same_decider::SameDecider;
+use crate::same_decider::{InB, SameDecider};
 use std::collections::BTreeMap;
 
 /// One box of packets the two lists treat differently.
@@ -395,14 +395,15 @@ fn compare_region(
         Settle::Any,
         &mut |oa, entered, piece| {
             let sa = stop_of(oa);
-            if same.in_b(sa, piece).is_some() {
-                return false;
-            }
+            let from_b = match same.in_b(sa, entered, piece) {
+                InB::Decided(_) => return false,
+                InB::From(at) => at,
+            };
             let va = wa.verdict(sa);
             let mut exact: Result<bool, OverBudget> = Ok(false);
             let down_b = wb.search(
                 &Region::from_cube(piece.clone()),
-                0,
+                from_b,
                 nb,
                 budget,
                 Settle::SameAs(va),

@@ -48,8 +48,24 @@
 //! entry of the run up to `a_k`; when the walk to `a_k` met no changed
 //! entry, that entry is common, `a_k'` with `k' ≤ k`, whose partner
 //! `b_k'` comes no later than `b_k`, and the argument is the same with
-//! `k'`. A piece decided by a changed entry or by A's policy is always
-//! searched.
+//! `k'`.
+//!
+//! **Where B's search starts otherwise.** A piece A decides by a changed
+//! entry, or by its policy, or one whose check walk in B to the partner
+//! fails, is searched in B — but not always from the top. Let `m` be the
+//! number of common entries before the entry where the piece entered A's
+//! deciding run (its deciding entry when decided exactly; no entry of A
+//! from there to the decider meets it otherwise, so whatever decides `p`
+//! in A comes at or after it). If the check walks find no changed entry
+//! in A before the decider and none in B before `b_(m-1)`, the induction
+//! above, run for `m' < m`, brings `p` in B past `b_(m-1)` (`b_(m-1)` and
+//! `a_(m-1)` do not decide it, A deciding it later) to just after it, or,
+//! when the last common RETURN it took sends it further, to where that
+//! RETURN resumes, with `c = m` either way. So B's search starts there.
+//! Taking `m` from A's reported decider instead of the entry where its run
+//! was entered is wrong for pieces settled in bulk (a common entry of the
+//! run before the reported one decides them): the property tests fail on
+//! it.
 
 use crate::flatten::EntryKind;
 use crate::hull_index::HullIndex;
@@ -91,10 +107,12 @@ impl<'w> CheckWalk<'w> {
         }
     }
 
-    /// True when `piece` (bounding box `hull`), standing at the top of the
-    /// list, comes to entry `to` matching no changed entry on the way, and
-    /// each common RETURN it comes to holds all of it or none of it.
-    fn clear_to(&self, piece: &Cube, hull: &[(u128, u128)], to: usize) -> bool {
+    /// Where `piece` (bounding box `hull`), standing at the top of the
+    /// list, stands once it has passed every entry before `to` (the resume
+    /// index of the last RETURN it took, or 0), when it matches no changed
+    /// entry on the way and each common RETURN it comes to holds all of it
+    /// or none of it; `None` otherwise.
+    fn walk_to(&self, piece: &Cube, hull: &[(u128, u128)], to: usize) -> Option<usize> {
         let n = self.at.partition_point(|&(i, _)| i < to);
         let mut position = 0;
         for k in self.index.meeting(&self.hulls, hull, 0, n) {
@@ -104,24 +122,37 @@ impl<'w> CheckWalk<'w> {
                 continue;
             }
             if changed || !piece.is_subset(cube) {
-                return false;
+                return None;
             }
             let EntryKind::Return { resume, .. } = self.walker.list.entries[i].kind else {
                 unreachable!("only RETURNs are watched among the common entries");
             };
-            position = resume as usize;
+            position = (resume as usize).max(i + 1);
         }
-        // A RETURN past `to` would skip it (A's search says the piece
-        // arrives there; this is a guard).
-        position <= to
+        Some(position)
     }
 }
 
+/// What [`SameDecider::in_b`] knows of how B decides a piece.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum InB {
+    /// This entry of B decides all of it.
+    Decided(usize),
+    /// Every packet of it comes to this entry of B undecided: a search of
+    /// B can start there.
+    From(usize),
+}
+
 /// Answers, for a piece of A and A's deciding stop, whether B decides the
-/// piece by the partner of A's entry (see the module documentation).
+/// piece by the partner of A's entry, or else where in B its search can
+/// start (see the module documentation).
 pub(crate) struct SameDecider<'w> {
     /// For each entry of A: its partner in B when it is common.
     partner: Vec<Option<usize>>,
+    /// The common entries of each list, ascending (the `k`-th of A is the
+    /// partner of the `k`-th of B).
+    common_a: Vec<usize>,
+    common_b: Vec<usize>,
     in_a: CheckWalk<'w>,
     in_b: CheckWalk<'w>,
 }
@@ -144,20 +175,43 @@ impl<'w> SameDecider<'w> {
             in_a: CheckWalk::new(wa, ca, &common_a),
             in_b: CheckWalk::new(wb, cb, &common_b),
             partner,
+            common_a,
+            common_b,
         }
     }
 
-    /// B's entry that decides every packet of `piece`, when `sa` (A's
-    /// deciding stop for it: its exact entry, or the covering entry of a
-    /// run of one verdict that settled it) is a common entry and the piece
-    /// comes to it in A, and to its partner in B, matching no changed
-    /// entry.
-    pub(crate) fn in_b(&self, sa: Stop, piece: &Cube) -> Option<usize> {
-        let Stop::Entry(i) = sa else {
-            return None;
+    /// How B decides `piece`, which A decides at `sa` (its exact entry,
+    /// or the covering entry of a run of one verdict that settled it, or
+    /// the policy), having entered that run (or arrived) at `entered`, no
+    /// entry from `entered` on before `sa` meeting it otherwise.
+    /// [`InB::Decided`] when `sa` is a common entry the piece comes to in
+    /// A, and to its partner in B, matching no changed entry; else
+    /// [`InB::From`] where B's search can start: past B's partners of the
+    /// common entries before `entered`, when the piece gets there matching
+    /// no changed entry in either list, or 0.
+    pub(crate) fn in_b(&self, sa: Stop, entered: usize, piece: &Cube) -> InB {
+        let i = match sa {
+            Stop::Entry(i) => i,
+            Stop::Policy => self.partner.len(),
         };
-        let j = self.partner[i]?;
         let hull: Vec<(u128, u128)> = piece.hull().collect();
-        (self.in_a.clear_to(piece, &hull, i) && self.in_b.clear_to(piece, &hull, j)).then_some(j)
+        // A RETURN past `i` would skip it (A's search says the piece gets
+        // there; this is a guard).
+        if self.in_a.walk_to(piece, &hull, i).is_none_or(|at| at > i) {
+            return InB::From(0);
+        }
+        if let Some(j) = self.partner.get(i).copied().flatten() {
+            if self.in_b.walk_to(piece, &hull, j).is_some_and(|at| at <= j) {
+                return InB::Decided(j);
+            }
+        }
+        // The common entries before where the piece entered: it passes
+        // them in A, so it passes their partners in B.
+        let m = self.common_a.partition_point(|&x| x < entered.min(i));
+        let past = m.checked_sub(1).map_or(0, |k| self.common_b[k] + 1);
+        match self.in_b.walk_to(piece, &hull, past) {
+            Some(at) => InB::From(at.max(past)),
+            None => InB::From(0),
+        }
     }
 }
