@@ -67,11 +67,22 @@ fn key(e: &Entry) -> Key<'_> {
     (&e.matches, verdict, &e.limit)
 }
 
+/// How the entries of two lists that can change a verdict (deciding
+/// entries and the RETURNs that skip one of those) correspond.
+pub(crate) struct Correspondence {
+    /// A's entries outside the common subsequence (indices, ascending).
+    pub changed_a: Vec<usize>,
+    /// B's entries outside the common subsequence (indices, ascending).
+    pub changed_b: Vec<usize>,
+    /// For each entry of A in the common subsequence: its partner in B
+    /// (the `k`-th common entry of A is matched with the `k`-th of B).
+    pub partner: Vec<Option<usize>>,
+}
+
 /// The entries of A and of B that are not in the common subsequence of
-/// the entries that can change a verdict (indices into each list,
-/// ascending): deciding entries and the RETURNs that skip one of those.
-/// Every packet whose verdict differs matches one of them.
-pub(crate) fn changed_entries(a: &DecisionList, b: &DecisionList) -> (Vec<usize>, Vec<usize>) {
+/// the entries that can change a verdict, and the partners of those that
+/// are. Every packet whose verdict differs matches a changed entry.
+pub(crate) fn changed_entries(a: &DecisionList, b: &DecisionList) -> Correspondence {
     let (sa, sb) = (verdict_entries(a), verdict_entries(b));
     let ka: Vec<Key> = sa.iter().map(|&i| key(&a.entries[i])).collect();
     let kb: Vec<Key> = sb.iter().map(|&i| key(&b.entries[i])).collect();
@@ -87,14 +98,25 @@ pub(crate) fn changed_entries(a: &DecisionList, b: &DecisionList) -> (Vec<usize>
         0,
     );
     unmatch_misaligned_returns((a, &sa, &mut common_a), (b, &sb, &mut common_b));
-    let rest = |s: &[usize], common: &[bool]| -> Vec<usize> {
+    let pick = |s: &[usize], common: &[bool], want: bool| -> Vec<usize> {
         s.iter()
             .zip(common)
-            .filter(|(_, &c)| !c)
+            .filter(|(_, &c)| c == want)
             .map(|(&i, _)| i)
             .collect()
     };
-    (rest(&sa, &common_a), rest(&sb, &common_b))
+    let mut partner = vec![None; a.entries.len()];
+    for (i, j) in pick(&sa, &common_a, true)
+        .into_iter()
+        .zip(pick(&sb, &common_b, true))
+    {
+        partner[i] = Some(j);
+    }
+    Correspondence {
+        changed_a: pick(&sa, &common_a, false),
+        changed_b: pick(&sb, &common_b, false),
+        partner,
+    }
 }
 
 /// The entries that can change a verdict, ascending: every deciding entry,

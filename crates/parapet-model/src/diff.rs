@@ -31,6 +31,7 @@ use crate::packet::Packet;
 use crate::reach::{Settle, Stop, Walker};
 use crate::region::{Budget, Cube, OverBudget, Region, Space};
 use crate::rule::Verdict;
+use crate::same_decider::{InB, SameDecider};
 use std::collections::BTreeMap;
 
 /// One box of packets the two lists treat differently.
@@ -146,8 +147,15 @@ pub fn diff(a: &DecisionList, b: &DecisionList, budget: Budget) -> Result<DiffRe
     let space = space_of(&[a, b])?;
     let (wa, wb) = (Walker::new(a, &space), Walker::new(b, &space));
     if a.policy == b.policy {
-        let (ca, cb) = changed_entries(a, b);
-        return Ok(diff_changed(&space, &wa, &wb, &ca, &cb, budget));
+        let c = changed_entries(a, b);
+        let same = SameDecider::new(&wa, &wb, &c.changed_a, &c.changed_b, c.partner);
+        return Ok(diff_changed(
+            &space,
+            (&wa, &wb),
+            (&c.changed_a, &c.changed_b),
+            &same,
+            budget,
+        ));
     }
     Ok(every_region(&space, &wa, &wb, budget, Compare::Verdicts))
 }
@@ -294,10 +302,9 @@ fn stop_of(o: Outcome) -> Stop {
 /// their common subsequence), each box less the earlier ones.
 fn diff_changed(
     space: &Space,
-    wa: &Walker,
-    wb: &Walker,
-    ca: &[usize],
-    cb: &[usize],
+    (wa, wb): (&Walker, &Walker),
+    (ca, cb): (&[usize], &[usize]),
+    same: &SameDecider,
     budget: Budget,
 ) -> DiffReport {
     let mut report = DiffReport::default();
@@ -324,7 +331,7 @@ fn diff_changed(
                     region = region.subtract(earlier, budget)?;
                 }
             }
-            compare_region(wa, wb, &region, budget, &mut |sa, sb, c| {
+            compare_region(wa, wb, same, &region, budget, &mut |sa, sb, c| {
                 // A box with no packet to show (no writable value on a
                 // side) is not a difference.
                 if space.witness(c).is_some() {
@@ -367,9 +374,13 @@ fn diff_changed(
 /// the piece entered the run to the entry that settled it (no earlier
 /// entry meets the piece). A piece decided exactly (a run one entry long,
 /// as in a list whose verdicts alternate) needs no second search at all.
+/// Nor does B need a search for a piece A decides by an entry common to
+/// both lists with no changed entry before it meeting the piece
+/// ([`SameDecider`]): B decides it by that entry's partner.
 fn compare_region(
     wa: &Walker,
     wb: &Walker,
+    same: &SameDecider,
     region: &Region,
     budget: Budget,
     emit: &mut dyn FnMut(Stop, Stop, &Cube),
@@ -384,11 +395,15 @@ fn compare_region(
         Settle::Any,
         &mut |oa, entered, piece| {
             let sa = stop_of(oa);
+            let from_b = match same.in_b(sa, entered, piece) {
+                InB::Decided(_) => return false,
+                InB::From(at) => at,
+            };
             let va = wa.verdict(sa);
             let mut exact: Result<bool, OverBudget> = Ok(false);
             let down_b = wb.search(
                 &Region::from_cube(piece.clone()),
-                0,
+                from_b,
                 nb,
                 budget,
                 Settle::SameAs(va),

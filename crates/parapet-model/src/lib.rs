@@ -58,6 +58,7 @@ mod recent;
 mod region;
 pub mod routing;
 mod rule;
+mod same_decider;
 mod stateful;
 mod time_unit;
 mod time_window;
