@@ -106,7 +106,7 @@ pub fn classify(
             )
         };
         eprintln!(
-            "parapet: note: rules with a stateful match, limit, recent, hashlimit, quota, a dynamic set or time ({}), {how}; {enforced}",
+            "parapet: note: rules with a stateful match, limit, recent, hashlimit, quota, statistic, a dynamic set or time ({}), {how}; {enforced}",
             limited.join(", ")
         );
     }
@@ -513,6 +513,19 @@ fn stateful_match_assumption(rule: &parapet_model::Rule) -> String {
             if q.over { "over " } else { "" },
             q.bytes
         );
+    }
+    if let Some(st) = &rule.statistic {
+        let what = match st.mode {
+            parapet_model::StatisticMode::Nth { every, packet } => {
+                format!("statistic --mode nth --every {every} --packet {packet}")
+            }
+            parapet_model::StatisticMode::Random { threshold } => format!(
+                "statistic --mode random --probability {}",
+                parapet_model::Statistic::probability_text(threshold)
+            ),
+        };
+        let not = if st.invert { "! " } else { "" };
+        return format!(" (assuming its stateful match `{not}{what}` answers yes)");
     }
     match &rule.limit {
         Some(l) => format!(

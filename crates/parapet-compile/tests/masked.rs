@@ -160,5 +160,6 @@ fn entry(rule_id: u32, matches: Matches, v: Verdict) -> Entry {
         time: None,
         dynset: None,
         quota: None,
+        statistic: None,
     }
 }

@@ -132,6 +132,7 @@ fn image(
             time: None,
             dynset: None,
             quota: None,
+            statistic: None,
         });
         let every = padding as usize / CLASSES;
         if (j as usize + 1).is_multiple_of(every) {
@@ -150,6 +151,7 @@ fn image(
                     time: None,
                     dynset: None,
                     quota: None,
+                    statistic: None,
                 });
             }
         }

@@ -28,6 +28,7 @@ use crate::quota::Quota;
 use crate::recent::Recent;
 use crate::rule::{Action, ChainId, Limit, Matches, Ruleset, Verdict};
 use crate::stateful::{Assume, Stateful};
+use crate::statistic::Statistic;
 use crate::time_window::TimeWindow;
 use serde::{Deserialize, Serialize};
 
@@ -89,6 +90,9 @@ pub struct Entry {
     /// The rule's nft `quota`, checked as `limit` is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quota: Option<Quota>,
+    /// The rule's `-m statistic`, checked as `limit` is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub statistic: Option<Statistic>,
 }
 
 impl Entry {
@@ -101,6 +105,7 @@ impl Entry {
             || self.time.is_some()
             || self.dynset.is_some()
             || self.quota.is_some()
+            || self.statistic.is_some()
     }
 
     /// True when the entry matches only part of its box: a stateful
@@ -265,6 +270,7 @@ impl Flattener<'_> {
                 time: rule.time.clone(),
                 dynset: rule.dynset.clone(),
                 quota: rule.quota.clone(),
+                statistic: rule.statistic.clone(),
             };
             let entry = |kind| {
                 if guarded {
@@ -276,6 +282,7 @@ impl Flattener<'_> {
                         time: None,
                         dynset: None,
                         quota: None,
+                        statistic: None,
                         ..guard(kind)
                     }
                 } else {
@@ -295,6 +302,7 @@ impl Flattener<'_> {
                     time: None,
                     dynset: None,
                     quota: None,
+                    statistic: None,
                     ..guard(EntryKind::Return {
                         resume: 0,
                         counted: false,
@@ -331,6 +339,7 @@ impl Flattener<'_> {
                         time: None,
                         dynset: None,
                         quota: None,
+                        statistic: None,
                         ..entry(EntryKind::Jump)
                     };
                     self.push(marker.clone())?;
@@ -487,6 +496,11 @@ impl DecisionList {
             }
             if let Some(q) = &e.quota {
                 if !stateful.quota(e.rule_id, q, pkt) {
+                    continue;
+                }
+            }
+            if let Some(s) = &e.statistic {
+                if !stateful.statistic(e.rule_id, s) {
                     continue;
                 }
             }

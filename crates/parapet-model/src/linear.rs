@@ -241,10 +241,11 @@ impl<'a> LinearEngine<'a> {
                 (Some(l), _, _, None, _) => Some(stateful.check(rule.id, l)),
                 (None, Some(r), _, None, _) => Some(stateful.recent(rule.id, r, pkt)),
                 (None, None, Some(h), None, _) => Some(stateful.hashlimit(rule.id, h, pkt)),
-                (None, None, None, None, _) => match (&rule.dynset, &rule.quota) {
-                    (Some(d), _) => Some(stateful.dynset(rule.id, d, pkt)),
-                    (None, Some(q)) => Some(stateful.quota(rule.id, q, pkt)),
-                    (None, None) => open,
+                (None, None, None, None, _) => match (&rule.dynset, &rule.quota, &rule.statistic) {
+                    (Some(d), _, _) => Some(stateful.dynset(rule.id, d, pkt)),
+                    (None, Some(q), _) => Some(stateful.quota(rule.id, q, pkt)),
+                    (None, None, Some(s)) => Some(stateful.statistic(rule.id, s)),
+                    (None, None, None) => open,
                 },
                 _ => open,
             };

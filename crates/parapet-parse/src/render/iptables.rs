@@ -330,6 +330,9 @@ fn ipt_rule(rs: &Ruleset, r: &Rule, family: Family, extra: &str) -> Result<Strin
         let not = if q.over { " !" } else { "" };
         let _ = write!(out, " -m quota{not} --quota {left}");
     }
+    if let Some(st) = &r.statistic {
+        out.push_str(&super::stateful::statistic_iptables(st));
+    }
     if r.dynset.is_some() {
         return Err(RenderError {
             rule_id: r.id,

@@ -395,6 +395,9 @@ fn nft_rule(rs: &Ruleset, tfam: TableFamily, r: &Rule) -> Result<String, RenderE
     if let Some(q) = &r.quota {
         parts.push(super::stateful::quota(q));
     }
+    if let Some(st) = &r.statistic {
+        parts.push(super::stateful::statistic_nft(st).map_err(|m| rerr(id, m))?);
+    }
     if r.counters != Counters::default() || r.action == Action::Count {
         parts.push(format!(
             "counter packets {} bytes {}",
