@@ -12,12 +12,18 @@
 //! - **distinct** (`--distinct`): one call per packet with repeat 1,
 //!   cycling through the sample, so consecutive runs take different paths
 //!   through the image, different counters and different set entries.
+//!
+//! `--engine generated` times the generated straight-line program of the
+//! chain's decision list (`parapet_dataplane::codegen`, XDP only, for the
+//! lists it takes) instead of the main program's image walker; the other
+//! engines time the walker on that engine's image.
 
 use crate::engine::{self, EngineArgs};
 use crate::load;
 use crate::run::{kernel_sets, load_dataplane, Running};
 use anyhow::{bail, Result};
 use clap::{Args, ValueEnum};
+use parapet_dataplane::codegen::GeneratedXdp;
 use parapet_dataplane::{
     AttachPoint, NfFamily, NfFloor, NfHook, PassFloor, TestRunOutcome, TestRunner,
 };
@@ -120,6 +126,18 @@ fn spread(v: &mut [f64]) -> (f64, f64, f64) {
 /// `parapet bench dataplane`.
 pub fn bench(mut args: BenchArgs) -> Result<ExitCode> {
     let nf = args.hook.netfilter();
+    // the generated program is timed; the meta-engine's classifier checks
+    // its verdicts
+    let generated = args.opts.engine == "generated";
+    if generated {
+        if !matches!(args.hook, BenchHook::Xdp) {
+            bail!("--engine generated is an XDP program: use --hook xdp");
+        }
+        if args.scale || args.stats_off_too || args.stages {
+            bail!("--scale, --stats-off-too and --stages time the main program, not --engine generated");
+        }
+        args.opts.engine = "auto".into();
+    }
     let parsed = load::ruleset(&args.rules, &args.opts.format)?;
     let rs = &parsed.ruleset;
     if let (Some(h), None) = (nf, &args.opts.chain) {
@@ -153,6 +171,15 @@ pub fn bench(mut args: BenchArgs) -> Result<ExitCode> {
         }
         None => Floor::Pass(PassFloor::load(hook)?),
     };
+    let program = if generated {
+        let chain = rs
+            .select_chain(args.opts.chain.as_deref())
+            .map_err(anyhow::Error::msg)?;
+        let list = parapet_model::flatten(rs, chain)?;
+        Some(GeneratedXdp::load(&list)?)
+    } else {
+        None
+    };
     let frames: Vec<Vec<u8>> = sample
         .iter()
         .map(parapet_dataplane::frame::frame_of_packet)
@@ -168,9 +195,10 @@ pub fn bench(mut args: BenchArgs) -> Result<ExitCode> {
     // (ingress interface 1, loopback) and the floor with the same context
     let run =
         |dp: &parapet_dataplane::Dataplane, i: usize, repeat: u32| -> Result<TestRunOutcome> {
-            Ok(match nf {
-                Some(h) => dp.test_run_netfilter(h, families[i], &frames[i], repeat)?,
-                None => dp.test_run(hook, &frames[i], 1, repeat)?,
+            Ok(match (nf, &program) {
+                (Some(h), _) => dp.test_run_netfilter(h, families[i], &frames[i], repeat)?,
+                (None, Some(g)) => g.test_run(&frames[i], 1, repeat)?,
+                (None, None) => dp.test_run(hook, &frames[i], 1, repeat)?,
             })
         };
     let run_floor = |i: usize, repeat: u32| -> Result<TestRunOutcome> {
@@ -260,8 +288,16 @@ pub fn bench(mut args: BenchArgs) -> Result<ExitCode> {
             Some(scale(&runners, &frames, repeat, runs)?)
         }
     };
+    let engine = match &program {
+        Some(_) => "generated",
+        None => classifier.engine().name(),
+    };
+    let what = match &program {
+        Some(g) => format!("{}-instruction program", g.insn_count()),
+        None => format!("{image_len}-byte image"),
+    };
     if args.json {
-        let mut v = serde_json::json!({"engine": classifier.engine().name(), "hook": args.hook.name(), "mode": mode,
+        let mut v = serde_json::json!({"engine": engine, "hook": args.hook.name(), "mode": mode,
             "rules": rs.rule_count(), "image_bytes": image_len,
             "ns_per_packet": median, "ns_per_packet_min": min, "ns_per_packet_max": max, "packets_per_sec": 1e9 / median,
             "floor_ns_per_packet": fmedian, "floor_ns_per_packet_min": fmin, "floor_ns_per_packet_max": fmax,
@@ -269,6 +305,9 @@ pub fn bench(mut args: BenchArgs) -> Result<ExitCode> {
             "sample": frames.len(), "repeat": repeat, "runs": runs});
         if let Some(st) = stages.json() {
             v["stages"] = st;
+        }
+        if let Some(g) = &program {
+            v["program_insns"] = serde_json::json!(g.insn_count());
         }
         if let Some((off, off_min, off_max)) = stats_off {
             v["stats_off_above_floor_ns"] = serde_json::json!(off);
@@ -288,9 +327,9 @@ pub fn bench(mut args: BenchArgs) -> Result<ExitCode> {
         println!("{v}");
     } else {
         println!(
-            "{} rules, {} engine, {image_len}-byte image at {}: {median:.1} ns/packet median of {runs} runs (min {min:.1}, max {max:.1}), floor {fmedian:.1} (min {fmin:.1}, max {fmax:.1}), {above:.1} ns above the floor (min {above_min:.1}, max {above_max:.1}); {} {mode} packets x {repeat} repeats, verdicts checked",
+            "{} rules, {} engine, {what} at {}: {median:.1} ns/packet median of {runs} runs (min {min:.1}, max {max:.1}), floor {fmedian:.1} (min {fmin:.1}, max {fmax:.1}), {above:.1} ns above the floor (min {above_min:.1}, max {above_max:.1}); {} {mode} packets x {repeat} repeats, verdicts checked",
             rs.rule_count(),
-            classifier.engine().name(),
+            engine,
             args.hook.name(),
             frames.len(),
         );

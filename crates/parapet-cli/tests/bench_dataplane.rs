@@ -76,3 +76,49 @@ fn bench_dataplane_reports_the_floor_at_xdp_and_tc() {
     assert!(one > 0.0 && two > 0.0 && ratio > 0.0, "{v}");
     assert!(v["floor_ns_per_packet"].as_f64().is_some(), "{v}");
 }
+
+/// `--engine generated` times the generated straight-line program (XDP):
+/// the JSON says so and gives its instruction count, the verdicts were
+/// checked (the command fails otherwise), and a ruleset the generator
+/// does not take, or another hook, is refused with the reason.
+#[test]
+#[ignore = "needs root"]
+fn bench_dataplane_times_the_generated_program() {
+    parapet_testbed::require_root();
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(
+        tmp.path().join("one.rules"),
+        "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -p tcp --dport 9 -j DROP\nCOMMIT\n",
+    )
+    .unwrap();
+    std::fs::write(
+        tmp.path().join("one.trace"),
+        "167772161 167772162 1024 9 6\n167772161 167772162 1024 53 17\n",
+    )
+    .unwrap();
+    for distinct in [false, true] {
+        let v = bench(tmp.path(), "xdp", distinct, &["--engine", "generated"]);
+        assert_eq!(v["engine"], "generated", "{v}");
+        assert!(
+            v["program_insns"].as_u64().expect("program_insns") > 0,
+            "{v}"
+        );
+        assert!(v["above_floor_ns"].as_f64().is_some(), "{v}");
+    }
+    let refused = |rules: &str, hook: &str| -> String {
+        std::fs::write(tmp.path().join("two.rules"), rules).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_parapet"))
+            .args(["bench", "dataplane"])
+            .arg(tmp.path().join("two.rules"))
+            .arg(tmp.path().join("one.trace"))
+            .args(["--hook", hook, "--engine", "generated", "--runs", "5"])
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let iface = "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -i lo -j DROP\nCOMMIT\n";
+    assert!(refused(iface, "xdp").contains("not eligible"));
+    let one = "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -p tcp --dport 9 -j DROP\nCOMMIT\n";
+    assert!(refused(one, "tc").contains("--hook xdp"));
+}

@@ -10,8 +10,9 @@
 
 mod common;
 
-use common::daemon::{ok, parapet, stats};
-use common::router::{p, run_probes, start_daemon_with, topo, Fate, Side, Topo};
+use common::daemon::{ok, stats};
+use common::router::{p, run_probes, Fate, Side};
+use common::tc_bed::{late_veth, tc_ifaces, TcBed, NEW_R};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -24,36 +25,6 @@ const FILTER4: &str = "*filter
 -A INPUT -p udp -m udp --dport 6001 -j DROP
 COMMIT
 ";
-
-/// R's address on the interface made after `attach`.
-const NEW_R: &str = "10.71.9.1";
-
-/// A veth pair made after `attach`: `nw0` in R (10.71.9.1), `nw1` in L
-/// (10.71.9.2), both up — an interface new to the daemon.
-fn late_veth(t: &Topo) {
-    t.r.ip(&["link", "add", "nw0", "type", "veth", "peer", "name", "nw1"])
-        .unwrap();
-    t.r.ip(&["link", "set", "nw1", "netns", t.l.name()])
-        .unwrap();
-    t.r.ip(&["addr", "add", "10.71.9.1/24", "dev", "nw0"])
-        .unwrap();
-    t.r.ip(&["link", "set", "nw0", "up"]).unwrap();
-    t.l.ip(&["addr", "add", "10.71.9.2/24", "dev", "nw1"])
-        .unwrap();
-    t.l.ip(&["link", "set", "nw1", "up"]).unwrap();
-}
-
-/// The interfaces carrying the tc placement's links (`stats`).
-fn tc_ifaces(sock: &std::path::Path) -> Vec<String> {
-    stats(sock)["dataplane"]["attachments"][0]["tc_links"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|l| l["iface"].as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default()
-}
 
 /// Waits (bounded) until `want` holds for the linked interfaces.
 fn wait_for(sock: &std::path::Path, what: &str, want: &dyn Fn(&[String]) -> bool) -> Duration {
@@ -76,23 +47,16 @@ fn wait_for(sock: &std::path::Path, what: &str, want: &dyn Fn(&[String]) -> bool
 #[ignore = "needs root"]
 fn an_interface_made_after_attach_is_judged_without_an_apply() {
     common::require_root();
-    let t = topo("tcnl");
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("parapetd.sock");
-    let _daemon = start_daemon_with(&t.r, dir.path(), &sock, &["--hook-placement", "tc"]);
-    let file = dir.path().join("rules");
-    std::fs::write(&file, FILTER4).unwrap();
-    ok(&sock, &["apply", file.to_str().unwrap()]);
-    let o = parapet(&sock, &["attach"]);
-    assert!(o.status.success(), "{o:?}");
-    assert!(!tc_ifaces(&sock).iter().any(|i| i == "nw0"));
+    let bed = TcBed::new("tcnl", FILTER4, false, &["--hook-placement", "tc"]);
+    let (t, sock) = (&bed.t, &bed.sock);
+    assert!(!tc_ifaces(sock).iter().any(|i| i == "nw0"));
 
     // a veth from R to L made now: R's end is new to the daemon
-    late_veth(&t);
-    let took = wait_for(&sock, "after the veth was made", &|l| {
+    late_veth(t);
+    let took = wait_for(sock, "after the veth was made", &|l| {
         l.iter().any(|i| i == "nw0")
     });
-    let watch = &stats(&sock)["dataplane"]["attachments"][0]["link_watch"];
+    let watch = &stats(sock)["dataplane"]["attachments"][0]["link_watch"];
     eprintln!(
         "nw0 linked {took:?} after `ip link set up` returned (seen by polling stats); \
          the daemon's event-to-links time: {} ms",
@@ -105,7 +69,7 @@ fn an_interface_made_after_attach_is_judged_without_an_apply() {
         p(Side::L, 40101, NEW_R, 6001, Side::R),
         p(Side::L, 40102, NEW_R, 6002, Side::R),
     ];
-    let counters = || common::nf_twins::parapet_counters(&sock, &|id| id);
+    let counters = || common::nf_twins::parapet_counters(sock, &|id| id);
     let expect = vec![
         (Fate::Delivered, BTreeMap::from([(1, 1)])),
         (Fate::Dropped, BTreeMap::from([(2, 1)])),
@@ -113,7 +77,7 @@ fn an_interface_made_after_attach_is_judged_without_an_apply() {
         (Fate::Dropped, BTreeMap::from([(0, 1)])),
     ];
     assert_eq!(
-        run_probes(&t, false, &probes, &counters),
+        run_probes(t, false, &probes, &counters),
         expect,
         "on the interface made after attach"
     );
@@ -122,23 +86,23 @@ fn an_interface_made_after_attach_is_judged_without_an_apply() {
     t.r.ip(&["link", "set", "nw0", "down"]).unwrap();
     t.r.ip(&["link", "set", "nw0", "name", "nw2"]).unwrap();
     t.r.ip(&["link", "set", "nw2", "up"]).unwrap();
-    wait_for(&sock, "after the rename", &|l| {
+    wait_for(sock, "after the rename", &|l| {
         l.iter().any(|i| i == "nw2") && !l.iter().any(|i| i == "nw0")
     });
     // the link comes up with carrier: give the routes a moment
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(
-        run_probes(&t, false, &probes, &counters),
+        run_probes(t, false, &probes, &counters),
         expect,
         "on the renamed interface"
     );
 
     // deleted: forgotten
     t.r.ip(&["link", "del", "nw2"]).unwrap();
-    wait_for(&sock, "after the delete", &|l| {
+    wait_for(sock, "after the delete", &|l| {
         !l.iter().any(|i| i == "nw2") && l.iter().any(|i| i == "rl")
     });
-    ok(&sock, &["detach"]);
+    ok(sock, &["detach"]);
 }
 
 /// At the netfilter hooks every interface is seen already; the watcher
@@ -147,37 +111,31 @@ fn an_interface_made_after_attach_is_judged_without_an_apply() {
 #[ignore = "needs root"]
 fn at_the_netfilter_hooks_a_new_interface_matches_its_name() {
     common::require_root();
-    let t = topo("nfnl");
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("parapetd.sock");
-    let _daemon = start_daemon_with(&t.r, dir.path(), &sock, &["--hook-placement", "netfilter"]);
-    let file = dir.path().join("rules");
-    std::fs::write(
-        &file,
+    let bed = TcBed::new(
+        "nfnl",
         "*filter\n:INPUT DROP [0:0]\n-A INPUT -i nw0 -p udp -m udp --dport 6000 -j ACCEPT\nCOMMIT\n",
-    )
-    .unwrap();
-    ok(&sock, &["apply", file.to_str().unwrap()]);
-    let o = parapet(&sock, &["attach"]);
-    assert!(o.status.success(), "{o:?}");
-    late_veth(&t);
-    let counters = || common::nf_twins::parapet_counters(&sock, &|id| id);
+        false,
+        &["--hook-placement", "netfilter"],
+    );
+    let (t, sock) = (&bed.t, &bed.sock);
+    late_veth(t);
+    let counters = || common::nf_twins::parapet_counters(sock, &|id| id);
     // the watcher's re-sync is not visible in stats here: retry (bounded)
     // until the name matches
     let t0 = Instant::now();
     loop {
-        let got = run_probes(&t, false, &[p(Side::L, 0, NEW_R, 6000, Side::R)], &counters);
+        let got = run_probes(t, false, &[p(Side::L, 0, NEW_R, 6000, Side::R)], &counters);
         if got == vec![(Fate::Delivered, BTreeMap::from([(1, 1)]))] {
             break;
         }
         assert!(
             t0.elapsed() < Duration::from_secs(30),
             "`-i nw0` never matched: {got:?}: {}",
-            stats(&sock)
+            stats(sock)
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    ok(&sock, &["detach"]);
+    ok(sock, &["detach"]);
 }
 
 /// How long each apply holds the state lock in the next test
@@ -191,28 +149,18 @@ const HOLD: Duration = Duration::from_secs(8);
 #[ignore = "needs root"]
 fn an_interface_made_during_a_long_apply_is_judged_before_it_ends() {
     common::require_root();
-    let t = topo("tcla");
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("parapetd.sock");
     let hold = HOLD.as_millis().to_string();
-    let _daemon = start_daemon_with(
-        &t.r,
-        dir.path(),
-        &sock,
+    let rules = format!(
+        "{}-A INPUT -i nw0 -p udp -m udp --dport 6003 -j ACCEPT\nCOMMIT\n",
+        FILTER4.trim_end().trim_end_matches("COMMIT")
+    );
+    let bed = TcBed::new(
+        "tcla",
+        &rules,
+        false,
         &["--hook-placement", "tc", "--test-apply-hold-ms", &hold],
     );
-    let file = dir.path().join("rules");
-    std::fs::write(
-        &file,
-        format!(
-            "{}-A INPUT -i nw0 -p udp -m udp --dport 6003 -j ACCEPT\nCOMMIT\n",
-            FILTER4.trim_end().trim_end_matches("COMMIT")
-        ),
-    )
-    .unwrap();
-    ok(&sock, &["apply", file.to_str().unwrap()]);
-    let o = parapet(&sock, &["attach"]);
-    assert!(o.status.success(), "{o:?}");
+    let (t, sock, file) = (&bed.t, &bed.sock, &bed.rules);
 
     // a second apply: it holds the state lock for HOLD
     let mut apply = std::process::Command::new(env!("CARGO_BIN_EXE_parapet"))
@@ -230,7 +178,7 @@ fn an_interface_made_during_a_long_apply_is_judged_before_it_ends() {
     // it compiles aside (a few rules: milliseconds), then takes the lock
     std::thread::sleep(Duration::from_millis(500));
 
-    late_veth(&t);
+    late_veth(t);
     let made = Instant::now();
     let probes = [
         p(Side::L, 0, NEW_R, 6002, Side::R),
@@ -248,7 +196,7 @@ fn an_interface_made_during_a_long_apply_is_judged_before_it_ends() {
     ];
     let mut last;
     let took = loop {
-        last = run_probes(&t, false, &probes, &none);
+        last = run_probes(t, false, &probes, &none);
         if last == judged {
             break made.elapsed();
         }
@@ -289,8 +237,8 @@ fn an_interface_made_during_a_long_apply_is_judged_before_it_ends() {
     let o = apply.wait_with_output().unwrap();
     assert!(o.status.success(), "the held apply: {o:?}");
     // the links made ahead of the lock are the daemon's now
-    wait_for(&sock, "after the apply", &|l| l.iter().any(|i| i == "nw0"));
-    let watch = &stats(&sock)["dataplane"]["attachments"][0]["link_watch"];
+    wait_for(sock, "after the apply", &|l| l.iter().any(|i| i == "nw0"));
+    let watch = &stats(sock)["dataplane"]["attachments"][0]["link_watch"];
     eprintln!("link_watch: {watch}");
     let (links, lock) = (
         watch["last_ms"].as_f64().unwrap(),
@@ -300,11 +248,11 @@ fn an_interface_made_during_a_long_apply_is_judged_before_it_ends() {
         links < lock,
         "links {links} ms, the state lock {lock} ms after the event"
     );
-    let counters = || common::nf_twins::parapet_counters(&sock, &|id| id);
+    let counters = || common::nf_twins::parapet_counters(sock, &|id| id);
     assert_eq!(
-        run_probes(&t, false, &probes[..1], &counters),
+        run_probes(t, false, &probes[..1], &counters),
         vec![(Fate::Dropped, BTreeMap::from([(0, 1)]))],
         "the policy counts on nw0 after the takeover"
     );
-    ok(&sock, &["detach"]);
+    ok(sock, &["detach"]);
 }

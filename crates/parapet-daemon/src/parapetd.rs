@@ -92,6 +92,11 @@ pub struct ParapetdArgs {
     /// (a long apply: the link watcher must not wait for it).
     #[arg(long, hide = true, value_name = "MS", default_value_t = 0)]
     pub test_apply_hold_ms: u64,
+    /// Tests only: the link watcher aborts parapetd between a new
+    /// interface's ingress and egress links in the tc placement (the
+    /// restart must complete the interface).
+    #[arg(long, hide = true)]
+    pub test_abort_between_tc_links: bool,
     /// Serve Prometheus metrics at http://ADDR:PORT/metrics (loopback only
     /// unless --metrics-allow-remote; no listener without this flag).
     #[arg(long, value_name = "ADDR:PORT")]
@@ -185,6 +190,7 @@ pub fn parapetd_main(a: ParapetdArgs) -> ExitCode {
         hook_images: !a.no_hook_images,
         packet_stats: !a.no_packet_stats,
         hook_placement: a.hook_placement,
+        test_abort_between_tc_links: a.test_abort_between_tc_links,
     };
     c.metrics = crate::metrics::MetricsConfig {
         listen: a.metrics,

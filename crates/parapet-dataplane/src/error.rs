@@ -69,6 +69,9 @@ pub enum Error {
     /// The benchmark's floor program (`PassFloor`) failed to load or run.
     #[error("floor program: {0}")]
     Floor(String),
+    /// A generated program (`GeneratedXdp`) could not be made or loaded.
+    #[error("generated program: {0}")]
+    Codegen(String),
 }
 
 /// Why bytes were refused as an image (the header checks of

@@ -120,7 +120,7 @@ impl TestRunner {
 }
 
 /// `BPF_PROG_TEST_RUN` of the XDP or tc program `fd` on `frame`.
-fn test_run_fd(
+pub(crate) fn test_run_fd(
     fd: BorrowedFd<'_>,
     hook: AttachPoint,
     frame: &[u8],

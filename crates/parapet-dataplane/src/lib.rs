@@ -46,6 +46,7 @@ mod adopt;
 mod attach;
 mod bpf_sys;
 pub mod bridge;
+pub mod codegen;
 mod counters;
 pub mod ct_table;
 mod error;

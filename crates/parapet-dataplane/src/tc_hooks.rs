@@ -208,6 +208,23 @@ impl Dataplane {
         })
     }
 
+    /// One of the tc placement's two links on `iface` (`egress`: the
+    /// egress one), pinned as `links/<iface>@hooks-tc-in|out`: a starting
+    /// parapetd completes an interface an earlier one was killed between
+    /// linking (the lone link keeps enforcing throughout). Returns the
+    /// attachment id.
+    pub fn attach_tc_hook_half(&mut self, iface: &str, egress: bool) -> Result<u64> {
+        self.load_tc_hook_programs()?;
+        let (name, at) = if egress {
+            (PROG_TC_HOOKS_OUT, TcAttachType::Egress)
+        } else {
+            (PROG_TC_PRE_IN, TcAttachType::Ingress)
+        };
+        let id = self.attach_tc_hook(iface, name, at)?;
+        self.refresh_ifnames()?;
+        Ok(id)
+    }
+
     /// The interface of `links` was renamed to `new` (the kernel keeps
     /// the links on the device): their pins follow the name
     /// (`links/<new>@hooks-tc-in|out`, renamed in place, so each always
@@ -369,8 +386,23 @@ impl std::fmt::Debug for TcHooksLinks {
 impl TcHooksKit {
     /// Links both programs on `iface` (index `ifindex`), its name first in
     /// the interface-name map so `-i`/`-o` match it from the first packet.
-    /// Either both links are made or neither.
+    /// Either both links are made or neither (a process killed between
+    /// them leaves the ingress link pinned alone: the next start adds the
+    /// egress one, [`Dataplane::attach_tc_hook_half`]).
     pub fn link(&mut self, iface: &str, ifindex: u32) -> Result<TcHooksLinks> {
+        self.link_pausing(iface, ifindex, &mut || {})
+    }
+
+    /// [`TcHooksKit::link`], calling `between` after the ingress link is
+    /// made and pinned and before the egress one (tests: parapetd's
+    /// `--test-abort-between-tc-links` dies there).
+    #[doc(hidden)]
+    pub fn link_pausing(
+        &mut self,
+        iface: &str,
+        ifindex: u32,
+        between: &mut dyn FnMut(),
+    ) -> Result<TcHooksLinks> {
         let mut n = IfName::default();
         let len = iface.len().min(15);
         n.name[..len].copy_from_slice(&iface.as_bytes()[..len]);
@@ -378,6 +410,7 @@ impl TcHooksKit {
         let root = self.pin_root.as_deref();
         let ingress = tcx_link(&mut self.ingress, iface, TcAttachType::Ingress)?;
         let ingress = AheadLink::stage(ingress, root, iface, TC_HOOKS_IN)?;
+        between();
         let egress = tcx_link(&mut self.egress, iface, TcAttachType::Egress)?;
         let egress = AheadLink::stage(egress, root, iface, TC_HOOKS_OUT)?;
         Ok(TcHooksLinks {

@@ -8,14 +8,28 @@
 //! against the kernel).
 
 use crate::Netns;
-use std::net::{IpAddr, TcpStream, UdpSocket};
+use std::io::Read;
+use std::net::{IpAddr, TcpListener, TcpStream, UdpSocket};
 use std::time::Duration;
 
 /// Which datagrams arrive at `addr` (a loopback address) in `ns` when each
 /// sender `(uid, gid)` sends one to each of `ports` (datagram index =
 /// sender × `ports.len()` + port index).
 pub fn udp_arrivals(ns: &Netns, addr: IpAddr, senders: &[(u32, u32)], ports: &[u16]) -> Vec<bool> {
-    let rx: Vec<UdpSocket> = ns.run_in(|| {
+    udp_arrivals_at(ns, ns, addr, senders, ports)
+}
+
+/// [`udp_arrivals`] with the receivers in `rx_ns` (`addr` one of its
+/// addresses): the datagrams leave `ns` by the interface its route to
+/// `addr` names (a veth to `rx_ns`, say).
+pub fn udp_arrivals_at(
+    ns: &Netns,
+    rx_ns: &Netns,
+    addr: IpAddr,
+    senders: &[(u32, u32)],
+    ports: &[u16],
+) -> Vec<bool> {
+    let rx: Vec<UdpSocket> = rx_ns.run_in(|| {
         ports
             .iter()
             .map(|&p| {
@@ -135,4 +149,83 @@ pub fn synack_arrives(ns: &Netns, addr: IpAddr, port: u16, uid: u32, gid: u32) -
     let _ = child.kill();
     let _ = child.wait();
     arrived
+}
+
+/// Whether the last ACK of a connection whose client closed first arrives:
+/// a process running as `uid`/`gid` in `ns` connects to `addr`:`port`
+/// (a loopback address) and closes at once; the server (this process)
+/// reads the end and, once the client's socket has become a time-wait
+/// socket (its FIN acknowledged: the closed socket is handed over to the
+/// kernel's time-wait table), sends its own FIN. The ACK answering it is
+/// sent for the time-wait socket, which has no full socket and so no owner
+/// (`skb_to_full_sk` gives none). Arrived: the server's socket has left
+/// LAST-ACK 600 ms later (`ss`); dropped: it is still there, retrying its
+/// FIN. Panics unless a time-wait socket was made.
+pub fn timewait_ack_arrives(ns: &Netns, addr: IpAddr, port: u16, uid: u32, gid: u32) -> bool {
+    let listener = ns.run_in(|| TcpListener::bind((addr, port)).unwrap());
+    let family = if addr.is_ipv6() {
+        "AF_INET6"
+    } else {
+        "AF_INET"
+    };
+    let client = format!(
+        "import socket\n\
+         s = socket.socket(socket.{family})\n\
+         s.connect(('{addr}', {port}))\n\
+         s.close()\n"
+    );
+    let out = ns
+        .command("setpriv")
+        .args([
+            &format!("--reuid={uid}"),
+            &format!("--regid={gid}"),
+            "--clear-groups",
+            "/usr/bin/python3",
+            "-c",
+            &client,
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "client as {uid}/{gid}: {out:?}");
+    // the connection is queued (the client's handshake ACK was its own
+    // socket's, which the oracle's rules leave alone)
+    listener.set_nonblocking(true).unwrap();
+    let mut conn = None;
+    for _ in 0..30 {
+        if let Ok((c, _)) = listener.accept() {
+            conn = Some(c);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut conn = conn.unwrap_or_else(|| panic!("no connection on {port}"));
+    conn.set_nonblocking(false).unwrap();
+    conn.set_read_timeout(Some(Duration::from_millis(1500)))
+        .unwrap();
+    let mut buf = [0u8; 8];
+    assert_eq!(conn.read(&mut buf).unwrap(), 0, "the client's FIN");
+    // past the delayed ACK (at most 200 ms): the client's FIN is
+    // acknowledged, its closed socket a time-wait one
+    std::thread::sleep(Duration::from_millis(400));
+    conn.shutdown(std::net::Shutdown::Write).unwrap();
+    std::thread::sleep(Duration::from_millis(600));
+    let ss = |state: &str, side: &str| {
+        ns.exec(&[
+            "ss",
+            "-Htn",
+            "state",
+            state,
+            "(",
+            side,
+            "=",
+            &format!(":{port}"),
+            ")",
+        ])
+        .unwrap()
+    };
+    assert!(
+        !ss("time-wait", "dport").trim().is_empty(),
+        "the client's socket on {port} is in TIME-WAIT"
+    );
+    ss("last-ack", "sport").trim().is_empty()
 }

@@ -17,6 +17,7 @@ pub mod offline;
 pub mod prometheus;
 pub mod router;
 pub mod router_case4;
+pub mod tc_bed;
 
 /// The peer side's first address (more may be added per test).
 pub const A_ADDR: [u8; 4] = [10, 203, 0, 1];

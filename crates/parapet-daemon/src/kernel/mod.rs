@@ -65,6 +65,10 @@ pub struct KernelConfig {
     /// Keep the per-packet statistics (off: `--no-packet-stats`;
     /// `Dataplane::set_packet_stats`).
     pub packet_stats: bool,
+    /// Tests only (`--test-abort-between-tc-links`): the link watcher
+    /// aborts the process between a new interface's two tc placement
+    /// links.
+    pub test_abort_between_tc_links: bool,
 }
 
 /// The nft table parapetd installs for conntrack (`inet parapetd_ct`).
@@ -83,6 +87,7 @@ impl Default for KernelConfig {
             hook_images: true,
             hook_placement: HookPlacement::Auto,
             packet_stats: true,
+            test_abort_between_tc_links: false,
         }
     }
 }

@@ -168,6 +168,10 @@ pub struct TcWatch {
     /// Links made with the kit, until a re-sync under the state lock takes
     /// them over (the watcher's or an apply's, whichever comes first).
     made: Vec<TcHooksLinks>,
+    /// Tests only (parapetd `--test-abort-between-tc-links`): the process
+    /// kills itself (SIGKILL) between a new interface's ingress and
+    /// egress links.
+    pub(crate) abort_between_links: bool,
 }
 
 impl TcWatch {
@@ -185,7 +189,17 @@ impl TcWatch {
             if self.covered.contains(&index) || self.made.iter().any(|m| m.ifindex == index) {
                 continue;
             }
-            match kit.link(&iface, index) {
+            let abort = self.abort_between_links;
+            let mut between = || {
+                if abort {
+                    eprintln!("parapetd: --test-abort-between-tc-links: killed on {iface}");
+                    // SAFETY: kill(2) of this process; SIGKILL, as `kill -9`
+                    // would (no destructor, no core file)
+                    unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
+                    std::process::abort();
+                }
+            };
+            match kit.link_pausing(&iface, index, &mut between) {
                 Ok(l) => {
                     self.made.push(l);
                     linked.push((index, iface));
@@ -195,6 +209,63 @@ impl TcWatch {
         }
         (linked, failed)
     }
+}
+
+/// The index of the device a pinned link runs on (0: its device is gone,
+/// or its ids could not be read).
+fn live_ifindex(p: &PinnedAttachment) -> u32 {
+    p.ids.map_or(0, |i| i.ifindex)
+}
+
+/// Whether two pinned links are on one device (by name when either
+/// device is gone).
+fn same_device(a: &PinnedAttachment, b: &PinnedAttachment) -> bool {
+    match (live_ifindex(a), live_ifindex(b)) {
+        (0, _) | (_, 0) => a.target == b.target,
+        (x, y) => x == y,
+    }
+}
+
+/// A tc placement link pinned without its partner (a parapetd killed
+/// between the two links of an interface): the missing one is linked now
+/// with this dataplane's program and the lone one kept, so its direction
+/// stays judged throughout. Packets of the missing direction passed from
+/// the kill to here (docs/hooks.md, *Without netfilter BPF links*).
+/// `Err` (what to log) when its device is gone or the link fails: the
+/// caller removes the lone link and the re-sync links the interface anew.
+fn complete_half(dp: &mut Dataplane, p: &PinnedAttachment) -> Result<TcHooksAttached, String> {
+    let ifindex = live_ifindex(p);
+    let now = namespace_ifaces()
+        .into_iter()
+        .find(|(i, _)| *i == ifindex && ifindex != 0)
+        .map(|(_, name)| name)
+        .ok_or_else(|| {
+            format!(
+                "the tc placement link {}@{} has no device",
+                p.target, p.hook
+            )
+        })?;
+    let ingress_alone = p.hook == TC_HOOKS_IN;
+    let other = dp
+        .attach_tc_hook_half(&now, ingress_alone)
+        .map_err(|e| format!("completing the tc placement on {now}: {e}"))?;
+    eprintln!(
+        "parapetd: dataplane: the tc placement on {now} had only its {} link pinned (a \
+         parapetd stopped between its two links): kept it, linked {} now",
+        if ingress_alone { "ingress" } else { "egress" },
+        if ingress_alone { "egress" } else { "ingress" },
+    );
+    let (ingress, egress) = if ingress_alone {
+        (p.id, other)
+    } else {
+        (other, p.id)
+    };
+    Ok(TcHooksAttached {
+        iface: p.target.clone(),
+        ifindex,
+        ingress,
+        egress,
+    })
 }
 
 fn join(names: &[&String]) -> String {
@@ -321,6 +392,7 @@ impl Kernel {
         }
         w.covered = covered.unwrap_or_default();
         w.kit = kit;
+        w.abort_between_links = self.config.test_abort_between_tc_links;
     }
 
     fn sync_tc_links_with(&mut self, mut made: Vec<TcHooksLinks>) -> Result<(), ErrorReply> {
@@ -468,8 +540,10 @@ impl Kernel {
     /// pinned: when the journal has the attachment without an interface
     /// and this dataplane places it at tc, each interface's pair is taken
     /// over without re-attaching (an upgrade swapped their program in
-    /// place already); the others are removed. Returns whether the
-    /// attachment was taken (the caller then syncs the links).
+    /// place already); an interface with one link only (a parapetd killed
+    /// between its two links) keeps that link and gets the other one here,
+    /// before the daemon serves; the others are removed. Returns whether
+    /// the attachment was taken (the caller then syncs the links).
     pub(crate) fn adopt_tc_placement(
         &mut self,
         dp: &mut Dataplane,
@@ -486,10 +560,13 @@ impl Kernel {
             let (ins, outs): (Vec<_>, Vec<_>) =
                 pinned.into_iter().partition(|p| p.hook == TC_HOOKS_IN);
             let mut outs: Vec<Option<PinnedAttachment>> = outs.into_iter().map(Some).collect();
+            let mut lone = Vec::new();
             for i in ins {
+                // by the device the links run on (a kill between renaming
+                // the two pins of a renamed interface leaves two names)
                 let out = outs
                     .iter_mut()
-                    .find(|o| o.as_ref().is_some_and(|o| o.target == i.target))
+                    .find(|o| o.as_ref().is_some_and(|o| same_device(o, &i)))
                     .and_then(Option::take);
                 match out {
                     Some(o) => {
@@ -499,19 +576,25 @@ impl Kernel {
                             i.target
                         );
                         links.push(TcHooksAttached {
-                            // 0 when the pin's interface is gone (or was
-                            // renamed while no parapetd ran): the links
-                            // are dropped and the interface linked anew
-                            ifindex: parapet_dataplane::ifindex_of(&i.target),
+                            ifindex: live_ifindex(&i),
                             iface: i.target,
                             ingress: i.id,
                             egress: o.id,
                         });
                     }
-                    None => orphans.push(i),
+                    None => lone.push(i),
                 }
             }
-            orphans.extend(outs.into_iter().flatten());
+            lone.extend(outs.into_iter().flatten());
+            for p in lone {
+                match complete_half(dp, &p) {
+                    Ok(l) => links.push(l),
+                    Err(why) => {
+                        eprintln!("parapetd: dataplane: {why}");
+                        orphans.push(p);
+                    }
+                }
+            }
         } else {
             orphans = pinned;
         }

@@ -62,10 +62,12 @@ struct parapet_bucket {
 	__u64 state; /* see above */
 };
 
-/* (slot, row) -> bucket. */
+/* (image slot, row) -> bucket: every hook's image numbers its rows from
+ * 0, so a bucket per slot (two per image: one per generation parity), or
+ * INPUT's `limit` would spend OUTPUT's. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 2 * PARAPET_IMG_STATEFUL_MAX_ROWS);
+	__uint(max_entries, 2 * PARAPET_IMAGES * PARAPET_IMG_STATEFUL_MAX_ROWS);
 	__type(key, __u32);
 	__type(value, struct parapet_bucket);
 } parapet_buckets SEC(".maps");
@@ -241,7 +243,7 @@ static __always_inline int stateful_admit(__u32 slot_row, __u32 kind,
 	__u32 slot = slot_row >> 16, row = slot_row & 0xffff;
 	__u32 p0 = (__u32)lo, p1 = (__u32)(lo >> 32);
 	__u32 p2 = (__u32)hi, p3 = (__u32)(hi >> 32);
-	__u32 zero = 0, key = (slot & 1) * PARAPET_IMG_STATEFUL_MAX_ROWS + row;
+	__u32 zero = 0, key = slot * PARAPET_IMG_STATEFUL_MAX_ROWS + row;
 	__u32 *genp = bpf_map_lookup_elem(&parapet_gen, &zero);
 	struct parapet_bucket *b;
 	__u64 test_ns = stateful_test_ns(), old, next = 0;

@@ -267,7 +267,7 @@ static long stateful_cb(__u32 i, void *ctx)
 	w->val[1] = rd(w, at + 2);
 	w->val[2] = rd(w, at + 3);
 	w->val[3] = rd(w, at + 4);
-	if (w->err || !stateful_admit((w->slot & 1) << 16 | row, kind,
+	if (w->err || !stateful_admit(w->slot << 16 | row, kind,
 				      (__u64)w->val[0] | (__u64)w->val[1] << 32,
 				      (__u64)w->val[2] | (__u64)w->val[3] << 32,
 				      &w->pkey, ((struct walk_cb_ctx *)ctx)->idx))

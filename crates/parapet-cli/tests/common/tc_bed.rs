@@ -1,0 +1,137 @@
+//! The tc placement's end-to-end bed (tc_placement_new_links.rs,
+//! tc_placement_staged_pins.rs): parapetd in the router bed's R with a
+//! ruleset applied and attached without an interface, a veth pair made
+//! after that (`nw0` in R, `nw1` in L), and the placement's links as
+//! `stats` shows them.
+
+use super::daemon::{ok, parapet, stats};
+use super::router::{start_daemon_pinned, start_daemon_with, topo, Daemon, RemovePins, Topo};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// R's address on the interface made after `attach`.
+pub const NEW_R: &str = "10.71.9.1";
+/// L's address on it.
+pub const NEW_L: &str = "10.71.9.2";
+
+/// A router bed with parapetd in R. Fields drop in order: the daemon is
+/// killed, then the namespaces go, then the pins and the state directory.
+pub struct TcBed {
+    pub daemon: Option<Daemon>,
+    pub t: Topo,
+    /// The daemon's pins (host bpffs) when started pinned: removed on
+    /// drop, also when an assertion fails.
+    pub pins: RemovePins,
+    /// The daemon's socket.
+    pub sock: PathBuf,
+    /// The ruleset file applied at the start.
+    pub rules: PathBuf,
+    pinned: bool,
+    pub dir: tempfile::TempDir,
+}
+
+impl TcBed {
+    /// parapetd (with `flags`) in a fresh router bed named `tag`; `rules`
+    /// applied and attached without an interface. `pinned`: the daemon
+    /// enters only R's network namespace, so its pins outlive it
+    /// ([`start_daemon_pinned`]).
+    pub fn new(tag: &str, rules: &str, pinned: bool, flags: &[&str]) -> TcBed {
+        let t = topo(tag);
+        let dir = tempfile::tempdir().unwrap();
+        let sock = dir.path().join("parapetd.sock");
+        let file = dir.path().join("rules");
+        std::fs::write(&file, rules).unwrap();
+        let mut bed = TcBed {
+            daemon: None,
+            t,
+            pins: RemovePins(None),
+            sock,
+            rules: file,
+            pinned,
+            dir,
+        };
+        bed.start(flags);
+        ok(&bed.sock, &["apply", bed.rules.to_str().unwrap()]);
+        let o = parapet(&bed.sock, &["attach"]);
+        if pinned {
+            // known once the program is loaded
+            let pins = stats(&bed.sock)["dataplane"]["pin_dir"]
+                .as_str()
+                .map(PathBuf::from);
+            bed.pins = RemovePins(pins);
+        }
+        assert!(o.status.success(), "{o:?}");
+        bed
+    }
+
+    /// Starts parapetd (again) with `flags`, as [`TcBed::new`] did.
+    pub fn start(&mut self, flags: &[&str]) {
+        let (r, dir, sock) = (&self.t.r, self.dir.path(), &self.sock);
+        self.daemon = Some(if self.pinned {
+            start_daemon_pinned(r, dir, sock, flags)
+        } else {
+            start_daemon_with(r, dir, sock, flags)
+        });
+    }
+
+    /// The pin directory (started pinned).
+    pub fn pin_dir(&self) -> &Path {
+        self.pins.0.as_deref().expect("started pinned")
+    }
+
+    /// parapetd's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("parapetd.log")).unwrap_or_default()
+    }
+}
+
+/// A veth pair made after `attach`: `nw0` in R ([`NEW_R`]), `nw1` in L
+/// ([`NEW_L`]), both up — an interface new to the daemon. Made in L, one
+/// end moved to R: R never sees `nw1`.
+pub fn late_veth(t: &Topo) {
+    t.l.ip(&["link", "add", "nw1", "type", "veth", "peer", "name", "nw0"])
+        .unwrap();
+    t.l.ip(&["link", "set", "nw0", "netns", t.r.name()])
+        .unwrap();
+    t.r.ip(&["addr", "add", &format!("{NEW_R}/24"), "dev", "nw0"])
+        .unwrap();
+    t.r.ip(&["link", "set", "nw0", "up"]).unwrap();
+    t.l.ip(&["addr", "add", &format!("{NEW_L}/24"), "dev", "nw1"])
+        .unwrap();
+    t.l.ip(&["link", "set", "nw1", "up"]).unwrap();
+}
+
+/// One interface's tc placement links in `stats`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TcLinkIds {
+    pub ingress: u64,
+    pub egress: u64,
+    /// The program the ingress link runs.
+    pub ingress_prog: u64,
+}
+
+/// The tc placement's links in `stats`, by interface.
+pub fn tc_links(sock: &Path) -> BTreeMap<String, TcLinkIds> {
+    let s = stats(sock);
+    s["dataplane"]["attachments"][0]["tc_links"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|l| {
+                    let id = |d: &str, k: &str| l[d][k].as_u64().unwrap_or(0);
+                    let ids = TcLinkIds {
+                        ingress: id("ingress", "link_id"),
+                        egress: id("egress", "link_id"),
+                        ingress_prog: id("ingress", "prog_id"),
+                    };
+                    (l["iface"].as_str().unwrap_or("").to_string(), ids)
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The interfaces carrying the tc placement's links (`stats`).
+pub fn tc_ifaces(sock: &Path) -> Vec<String> {
+    tc_links(sock).into_keys().collect()
+}

@@ -1,0 +1,239 @@
+//! The generated program's rules: each decision-list entry as
+//! compare-and-branch on the parsed fields' stack slots, a failed
+//! comparison jumping to the next entry; a matching `Decide` returns its
+//! verdict, a matching `Return` jumps to its resume entry, the policy
+//! ends the list. What a decision list may hold to be generated at all is
+//! [`ineligible`].
+
+use parapet_model::{DecisionList, EntryKind, Field, IntervalSet, Verdict};
+
+use super::asm::{Alu, Asm, Cond, Label, Reg, Size, FP, R1, R2, R3};
+use super::parse::{Slot, Used, XDP_DROP, XDP_PASS};
+
+/// The most entries a generated program takes; longer lists stay with
+/// the tree walker. Measured (docs/dataplane.md, "Generated programs"):
+/// nf-HiPAC's worst case verifies at 1,024 entries (29,372 instructions,
+/// 226,420 walked by the verifier) and fails at 4,096, where the verifier's
+/// stack of branches still to explore passes its 8,192 (see
+/// [`MAX_BRANCHES`]).
+pub const MAX_ENTRIES: usize = 1024;
+
+/// The most conditional jumps the rules may compile to. The verifier
+/// follows one path first and keeps the other side of each undecided jump
+/// on it for later, refusing a program with more than 8,192 pending; a
+/// path meets each jump of the rules at most once (they only jump
+/// forward), so this bound, with the parser's hundred-odd jumps, keeps
+/// every program under that limit. nf-HiPAC's worst case takes eight per
+/// rule: 1,000 rules.
+pub const MAX_BRANCHES: usize = 8000;
+
+/// The slots of a field the generated program compares: one, or the
+/// high and low halves of an address.
+fn slots(field: Field) -> Option<(Slot, Option<Slot>)> {
+    Some(match field {
+        Field::Family => (Slot::Family, None),
+        Field::SrcAddr => (Slot::SrcHi, Some(Slot::SrcLo)),
+        Field::DstAddr => (Slot::DstHi, Some(Slot::DstLo)),
+        Field::Proto => (Slot::Proto, None),
+        Field::SrcPort => (Slot::SrcPort, None),
+        Field::DstPort => (Slot::DstPort, None),
+        Field::IcmpTypeCode => (Slot::Icmp, None),
+        Field::TcpFlags => (Slot::TcpFlags, None),
+        Field::Fragment => (Slot::Fragment, None),
+        Field::Ttl => (Slot::Ttl, None),
+        Field::Dscp => (Slot::Dscp, None),
+        Field::Length => (Slot::Length, None),
+        _ => return None,
+    })
+}
+
+fn xdp_verdict(v: &Verdict) -> Option<i32> {
+    match v {
+        Verdict::Accept => Some(XDP_PASS),
+        Verdict::Drop => Some(XDP_DROP),
+        Verdict::Reject { .. } => None,
+    }
+}
+
+/// Why `list` cannot be a generated program, or `None` when it can: at
+/// most [`MAX_ENTRIES`] entries; header fields only (family, addresses,
+/// protocol, ports, ICMP type/code, TCP flags, fragment, TTL, DSCP,
+/// length: no interfaces, sets, conntrack, marks, masked comparisons or
+/// stateful conditions); ACCEPT and DROP (no REJECT, no LOG). Counter and
+/// jump markers are kept as nothing: the program counts nothing.
+pub fn ineligible(list: &DecisionList) -> Option<String> {
+    if list.entries.len() > MAX_ENTRIES {
+        return Some(format!(
+            "{} entries, more than the {MAX_ENTRIES} a generated program takes",
+            list.entries.len()
+        ));
+    }
+    if xdp_verdict(&list.policy).is_none() {
+        return Some("a REJECT policy".into());
+    }
+    for e in &list.entries {
+        let id = e.rule_id;
+        if e.is_stateful() {
+            return Some(format!("rule {id} has a stateful condition"));
+        }
+        if e.matches.has_masked() {
+            return Some(format!("rule {id} has a masked comparison"));
+        }
+        if let Some((f, _)) = e.matches.iter().find(|(f, _)| slots(*f).is_none()) {
+            return Some(format!("rule {id} matches on {f:?}"));
+        }
+        match &e.kind {
+            EntryKind::Decide(v) if xdp_verdict(v).is_none() => {
+                return Some(format!("rule {id} rejects"))
+            }
+            EntryKind::Log => return Some(format!("rule {id} logs")),
+            _ => {}
+        }
+    }
+    // the rules compiled once to count their jumps
+    let mut dry = Asm::default();
+    let start = dry.label();
+    emit_rules(&mut dry, list, start);
+    if dry.branches() > MAX_BRANCHES {
+        return Some(format!(
+            "{} comparisons, more than the {MAX_BRANCHES} a generated program takes",
+            dry.branches()
+        ));
+    }
+    None
+}
+
+/// The slots the entries read.
+pub(crate) fn used_slots(list: &DecisionList) -> Used {
+    let mut used = Used::default();
+    for e in &list.entries {
+        for (f, _) in e.matches.iter() {
+            if let Some((a, b)) = slots(*f) {
+                used.add(a);
+                if let Some(b) = b {
+                    used.add(b);
+                }
+            }
+        }
+    }
+    used
+}
+
+/// `if reg cond v goto to`, for any 64-bit `v` (r3 holds a constant the
+/// immediate cannot).
+fn jmp_const(a: &mut Asm, cond: Cond, reg: Reg, v: u64, to: Label) {
+    if v <= i32::MAX as u64 {
+        a.jmp_imm(cond, reg, v as i32, to);
+    } else {
+        a.mov_u64(R3, v);
+        a.jmp_reg(cond, reg, R3, to);
+    }
+}
+
+/// To `miss` unless `lo <= r1 <= hi` (64-bit values).
+fn in_range64(a: &mut Asm, lo: u64, hi: u64, miss: Label) {
+    if lo == hi {
+        jmp_const(a, Cond::Ne, R1, lo, miss);
+        return;
+    }
+    if lo > 0 {
+        jmp_const(a, Cond::Lt, R1, lo, miss);
+    }
+    if hi < u64::MAX {
+        jmp_const(a, Cond::Gt, R1, hi, miss);
+    }
+}
+
+/// To `miss` unless `lo <= (r1 << 64 | r2) <= hi`.
+fn in_range128(a: &mut Asm, lo: u128, hi: u128, miss: Label) {
+    let (lh, ll, hh, hl) = ((lo >> 64) as u64, lo as u64, (hi >> 64) as u64, hi as u64);
+    if lh == hh {
+        // one high half (every IPv4 range): it, then the low half's range
+        jmp_const(a, Cond::Ne, R1, lh, miss);
+        a.alu_reg(Alu::Mov, R1, R2);
+        in_range64(a, ll, hl, miss);
+        return;
+    }
+    if lo > 0 {
+        // r >= lo: above lo's high half, or equal to it and the low half
+        let ok = a.label();
+        jmp_const(a, Cond::Lt, R1, lh, miss);
+        if ll > 0 {
+            jmp_const(a, Cond::Gt, R1, lh, ok);
+            jmp_const(a, Cond::Lt, R2, ll, miss);
+        }
+        a.bind(ok);
+    }
+    if hi < u128::MAX {
+        let ok = a.label();
+        jmp_const(a, Cond::Gt, R1, hh, miss);
+        if hl < u64::MAX {
+            jmp_const(a, Cond::Lt, R1, hh, ok);
+            jmp_const(a, Cond::Gt, R2, hl, miss);
+        }
+        a.bind(ok);
+    }
+}
+
+/// `reg = slot`, with the verifier's link between the two cut (`|= 0`
+/// clears the register's scalar id): otherwise each comparison narrows
+/// the slot's range for the rest of the path, later comparisons become
+/// decided, their registers precise, and the verifier explores every
+/// path through the rules separately (a 120-rule list exceeded its
+/// million instructions).
+fn load_unlinked(a: &mut Asm, reg: Reg, slot: Slot) {
+    a.load(Size::Dw, reg, FP, slot.off());
+    a.alu_imm(Alu::Or, reg, 0);
+}
+
+/// To `miss` unless the field's value is in `set`.
+fn in_set(a: &mut Asm, field: Field, set: &IntervalSet, miss: Label) {
+    let (first, second) = slots(field).expect("eligible fields only");
+    let ranges = set.ranges();
+    if ranges.is_empty() {
+        a.ja(miss);
+        return;
+    }
+    let hit = a.label();
+    for (i, &(lo, hi)) in ranges.iter().enumerate() {
+        let last = i + 1 == ranges.len();
+        let next = if last { miss } else { a.label() };
+        // reloaded for each range: in_range128 moves the low half into r1
+        load_unlinked(a, R1, first);
+        match second {
+            Some(low) => {
+                load_unlinked(a, R2, low);
+                in_range128(a, lo, hi, next);
+            }
+            None => in_range64(a, lo as u64, hi.min(u64::MAX as u128) as u64, next),
+        }
+        if !last {
+            a.ja(hit);
+            a.bind(next);
+        }
+    }
+    a.bind(hit);
+}
+
+/// Emits the entries and the policy, from `classify` (bound here).
+pub(crate) fn emit_rules(a: &mut Asm, list: &DecisionList, classify: Label) {
+    a.bind(classify);
+    let labels: Vec<Label> = (0..=list.entries.len()).map(|_| a.label()).collect();
+    for (i, e) in list.entries.iter().enumerate() {
+        a.bind(labels[i]);
+        let next = labels[i + 1];
+        for (f, set) in e.matches.iter() {
+            in_set(a, *f, set, next);
+        }
+        match &e.kind {
+            EntryKind::Decide(v) => a.ret(xdp_verdict(v).expect("eligible verdicts only")),
+            EntryKind::Return { resume, .. } => {
+                let to = (*resume as usize).min(list.entries.len());
+                a.ja(labels[to]);
+            }
+            EntryKind::Count | EntryKind::Jump | EntryKind::Log => {}
+        }
+    }
+    a.bind(labels[list.entries.len()]);
+    a.ret(xdp_verdict(&list.policy).expect("eligible policy only"));
+}
