@@ -155,6 +155,32 @@ pub fn summary(rs: &Ruleset) -> String {
         + &time_windows(rs)
         + &host_types(rs)
         + &offline_fields(rs)
+        + &mark_changes(rs)
+}
+
+/// `; mark changes (rules 3, 9): …`, or nothing: the kernel dataplane
+/// does not write the mark, so `apply` refuses mark changes some rule
+/// reads and enforces the rest of those no rule reads (docs/syntax.md,
+/// "Mark changes").
+fn mark_changes(rs: &Ruleset) -> String {
+    let ids: Vec<String> = rs
+        .rules()
+        .filter(|r| r.set_mark.is_some())
+        .map(|r| r.id.to_string())
+        .collect();
+    if ids.is_empty() {
+        return String::new();
+    }
+    let what = if parapet_dataplane::ruleset::mark_refusal(rs).is_some() {
+        "a rule matches the mark: evaluated offline only, apply refuses them"
+    } else {
+        "no rule matches the mark: apply enforces the rest, the host's own rules set the mark"
+    };
+    format!(
+        "; mark changes (rule{} {}): {what}",
+        plural(ids.len()),
+        ids.join(", ")
+    )
 }
 
 /// `; the conntrack entry's original source port (rules 3, 4): evaluated

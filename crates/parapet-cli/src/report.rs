@@ -178,6 +178,9 @@ pub fn trace(rules: &Path, packets: &[String], args: &EngineArgs) -> Result<Exit
         let (decision, steps) = linear
             .trace(&pkt, sets.as_ref())
             .map_err(|e| anyhow!("{e}"))?;
+        // the mark as the rules see it: a MARK rule changes it for the
+        // rules after it
+        let mut seen = pkt.clone();
         for step in &steps {
             let (t, c, i) = step.at;
             let rule = rs
@@ -188,13 +191,16 @@ pub fn trace(rules: &Path, packets: &[String], args: &EngineArgs) -> Result<Exit
                 .context("trace names a rule the ruleset lacks")?;
             let indent = "  ".repeat(step.depth + 1);
             let what = describe_matches(rs, &rule.matches, pkt.family);
-            let action = describe_action(&rule.action);
+            let action = describe_action(rule);
             match step.failed_on {
                 None => println!(
-                    "{indent}rule {:>4} {:<12} {what} -> {action}: matched{}",
+                    "{indent}rule {:>4} {:<12} {what} -> {action}: matched{}{}",
                     rule.id,
                     step.chain,
-                    stateful_assumption(rule)
+                    stateful_assumption(rule),
+                    step.mark
+                        .map(|m| format!(", mark now {m:#x}"))
+                        .unwrap_or_default()
                 ),
                 Some(field) => {
                     let set = rule.matches.get(field).cloned().unwrap_or_default();
@@ -209,7 +215,7 @@ pub fn trace(rules: &Path, packets: &[String], args: &EngineArgs) -> Result<Exit
                         }
                         _ => format!(
                             "{field} {} not in {}",
-                            parapet_model::format_value(field, pkt.value(field), pkt.family),
+                            parapet_model::format_value(field, seen.value(field), pkt.family),
                             format_set(field, &set, pkt.family)
                         ),
                     };
@@ -219,8 +225,11 @@ pub fn trace(rules: &Path, packets: &[String], args: &EngineArgs) -> Result<Exit
                     );
                 }
             }
+            if let Some(m) = step.mark {
+                seen.mark = m;
+            }
         }
-        print_decision(&decision);
+        print_decision(&decision, &pkt);
         let other = engine.classify(rs, &pkt, sets.as_ref())?;
         if other != decision {
             bail!("engine '{}' disagrees with the linear engine: {:?} vs {:?} — please report this bug", engine.name(), other, decision);
@@ -229,7 +238,7 @@ pub fn trace(rules: &Path, packets: &[String], args: &EngineArgs) -> Result<Exit
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_decision(d: &Decision) {
+fn print_decision(d: &Decision, pkt: &Packet) {
     if d.rule_id == 0 {
         println!("decided by the chain policy: {}", d.verdict);
     } else {
@@ -238,6 +247,14 @@ fn print_decision(d: &Decision) {
     if !d.nonterminal.is_empty() {
         let ids: Vec<String> = d.nonterminal.iter().map(u32::to_string).collect();
         println!("non-terminal rules matched on the way: {}", ids.join(", "));
+    }
+    if let Some(m) = d.mark {
+        println!(
+            "mark set to (mark & {:#x}) ^ {:#x}: {:#x} for this packet",
+            !m.mask,
+            m.value,
+            m.apply(pkt.mark)
+        );
     }
 }
 
@@ -274,15 +291,21 @@ fn describe_matches(rs: &parapet_model::Ruleset, m: &Matches, packet_family: Fam
     }
 }
 
-fn describe_action(a: &parapet_model::Action) -> String {
+fn describe_action(rule: &parapet_model::Rule) -> String {
     use parapet_model::Action;
-    match a {
+    let action = match &rule.action {
         Action::Verdict(v) => v.to_string(),
         Action::Log(_) => "LOG".into(),
+        Action::Count if rule.set_mark.is_some() => String::new(),
         Action::Count => "count".into(),
         Action::Return => "RETURN".into(),
         Action::Jump(c) => format!("jump {c}"),
         Action::Goto(c) => format!("goto {c}"),
+    };
+    match rule.set_mark {
+        Some(m) if action.is_empty() => format!("MARK --set-xmark {:#x}/{:#x}", m.value, m.mask),
+        Some(m) => format!("MARK --set-xmark {:#x}/{:#x}, {action}", m.value, m.mask),
+        None => action,
     }
 }
 

@@ -209,6 +209,12 @@ pub(crate) fn load_dataplane_stopping(
         Some(s) => Dataplane::load_stopping_after(&load_opts, &SetSizing::default(), &features, s),
     }
     .context("loading the eBPF program (needs root or CAP_BPF+CAP_NET_ADMIN, kernel >= 6.9)")?;
+    if let Some(why) = ruleset::mark_refusal(rs) {
+        bail!("{why}");
+    }
+    if let Some(note) = ruleset::mark_note(rs) {
+        eprintln!("parapet: warning: {note}");
+    }
     dp.needs_conntrack(
         rs,
         chain,

@@ -3,7 +3,10 @@
 //! `parapet run`, the offline engines and `parapetd` share.
 
 use crate::{BuildOptions, Classifier};
-use parapet_model::{flatten, join_at_hook, ChainId, Family, Hook, Ruleset, TableFamily, Verdict};
+use parapet_model::{
+    flatten, flatten_marks_unresolved, join_at_hook, ChainId, Family, Hook, Ruleset, TableFamily,
+    Verdict, DEFAULT_MAX_ENTRIES,
+};
 
 /// Compiles `chain` of `rs`: the classifier and the chain's policy (the
 /// verdict when no rule decides). Errors are the flattener's or the
@@ -60,7 +63,10 @@ pub fn compile_hook_chains(
         .all(|id| rs.tables[id.table].family == rs.tables[chains[0].table].family);
     let mut lists = Vec::new();
     for id in chains {
-        let list = flatten(rs, *id).map_err(|e| e.to_string())?;
+        // a mark one chain sets is the mark the next reads: the joined
+        // list's mark changes are rewritten once, below
+        let list =
+            flatten_marks_unresolved(rs, *id, DEFAULT_MAX_ENTRIES).map_err(|e| e.to_string())?;
         let family = match rs.tables[id.table].family {
             _ if one_family => None,
             TableFamily::Ip => Some(Family::V4),
@@ -69,7 +75,10 @@ pub fn compile_hook_chains(
         };
         lists.push((list, family));
     }
-    let list = join_at_hook(lists);
+    let mut list = join_at_hook(lists);
+    list.resolve_marks(DEFAULT_MAX_ENTRIES)
+        .map_err(|e| e.to_string())?;
+    list.prune_shadowed();
     let classifier = Classifier::build(&list, opts).map_err(|e| e.to_string())?;
     Ok((classifier, list.policy))
 }

@@ -8,7 +8,7 @@ use crate::compile::compile;
 use crate::fast::FastPath;
 use crate::walk::{RawDecision, Walker};
 use parapet_image::{hw, Backend, Image, ImageError, KeyWords};
-use parapet_model::{Decision, DecisionList, Packet};
+use parapet_model::{Decision, DecisionList, MarkTable, Packet};
 use std::fmt::Write as _;
 use std::str::FromStr;
 
@@ -112,6 +112,9 @@ pub struct Classifier {
     stats: CompileStats,
     reasons: Vec<String>,
     entries: usize,
+    /// The rules' mark changes, which the image does not carry: decisions
+    /// get their mark from the ids of the rules that matched.
+    marks: MarkTable,
 }
 
 impl Classifier {
@@ -192,6 +195,7 @@ impl Classifier {
             stats,
             reasons,
             entries: n,
+            marks: list.mark_table(),
         })
     }
 
@@ -209,6 +213,8 @@ impl Classifier {
             stats: CompileStats::default(),
             reasons: vec!["loaded from an image".into()],
             entries,
+            // an image says nothing of marks (the kernel refuses them)
+            marks: MarkTable::default(),
         }
     }
 
@@ -301,13 +307,18 @@ impl Classifier {
         set_bits: &[bool],
         state: &mut crate::ImageState,
     ) -> Decision {
-        self.walker
-            .decide_stateful(&KeyWords::from_bits(pkt, set_bits), state)
+        let mut d = self
+            .walker
+            .decide_stateful(&KeyWords::from_bits(pkt, set_bits), state);
+        self.marks.fill(&mut d);
+        d
     }
 
     /// Classifies a key.
     pub fn classify_key(&self, key: &KeyWords) -> Decision {
-        self.walker.decision(&self.lookup(key))
+        let mut d = self.walker.decision(&self.lookup(key));
+        self.marks.fill(&mut d);
+        d
     }
 
     /// Deciding rule id (0 = policy) of one key.

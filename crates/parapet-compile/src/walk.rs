@@ -338,6 +338,8 @@ impl Walker {
                 .entry
                 .map_or_else(|| self.policy().clone(), |i| self.verdict(i).clone()),
             nonterminal: raw.nonterminal.iter().map(|&i| self.rule_id(i)).collect(),
+            // the image carries no mark changes: `Classifier` fills it
+            mark: None,
         }
     }
 

@@ -74,14 +74,7 @@ fn random_rulesets_agree_with_linear() {
                 .collect();
             let mut ids = vec![0u32; keys.len()];
             c.classify_batch_ids(&keys, &mut ids);
-            let mut ds = vec![
-                Decision {
-                    rule_id: 0,
-                    verdict: Verdict::Accept,
-                    nonterminal: vec![]
-                };
-                keys.len()
-            ];
+            let mut ds = vec![Decision::new(0, Verdict::Accept, vec![]); keys.len()];
             c.classify_batch(&keys, &mut ds);
             for (i, k) in keys.iter().enumerate() {
                 let want = c.classify_key(k);

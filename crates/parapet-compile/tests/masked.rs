@@ -161,5 +161,6 @@ fn entry(rule_id: u32, matches: Matches, v: Verdict) -> Entry {
         dynset: None,
         quota: None,
         statistic: None,
+        set_mark: None,
     }
 }

@@ -299,7 +299,9 @@ pub fn warnings(
     iface_chain: Option<&CompiledChain>,
     nf: bool,
 ) -> Vec<String> {
-    let mut out = Vec::new();
+    let mut out: Vec<String> = parapet_dataplane::ruleset::mark_note(rs)
+        .into_iter()
+        .collect();
     if let Some(c) = iface_chain {
         let rules = reachable(rs, c.chain);
         for (fields, what) in ABSENT_AT_INTERFACE {

@@ -78,6 +78,53 @@ pub struct Install<'a> {
     pub log_rate: u32,
 }
 
+/// Why the kernel dataplane refuses `rs`, when a rule changes the packet
+/// mark (`-j MARK`, nft `meta mark set`) and some rule reads the mark:
+/// the programs do not write the mark, so later rules at the kernel's own
+/// hooks, its NAT and `ip rule fwmark` would not see parapet's change (the
+/// classifier itself decides as the kernel: later rules' mark matches are
+/// rewritten, `mark_resolve.rs`). A change no rule of the ruleset reads is
+/// not refused: see [`mark_note`].
+pub fn mark_refusal(rs: &Ruleset) -> Option<String> {
+    let r = rs.rules().find(|r| r.set_mark.is_some())?;
+    let reader = rs
+        .rules()
+        .find(|r| parapet_model::reads_mark(r.all_matches()))?;
+    Some(format!(
+        "rule {} (line {}) changes the packet's mark (-j MARK / meta mark set) and rule {} (line {}) \
+         matches the mark: the kernel dataplane does not write the mark yet, so the kernel's NAT, \
+         'ip rule fwmark' and later hooks would not see it; keep the mark rules in iptables' \
+         mangle table or nft (parapet check, trace and classify model them offline)",
+        r.id, r.origin.line, reader.id, reader.origin.line
+    ))
+}
+
+/// The warning `apply` gives for mark changes no rule of `rs` reads (fw4's
+/// and routing marks): parapet enforces every other part of those rules
+/// and leaves the mark to the host's own iptables/nft rules, as it leaves
+/// other statements that decide nothing (docs/syntax.md, "Mark changes").
+pub fn mark_note(rs: &Ruleset) -> Option<String> {
+    if mark_refusal(rs).is_some() {
+        return None;
+    }
+    let ids: Vec<String> = rs
+        .rules()
+        .filter(|r| r.set_mark.is_some())
+        .map(|r| r.id.to_string())
+        .collect();
+    (!ids.is_empty()).then(|| {
+        format!(
+            "rule{} {} change{} the packet's mark, which no rule of the ruleset reads: the kernel \
+             dataplane enforces the rest of {} and does not write the mark (the host's own \
+             iptables/nft rules keep doing that)",
+            if ids.len() == 1 { "" } else { "s" },
+            ids.join(", "),
+            if ids.len() == 1 { "s" } else { "" },
+            if ids.len() == 1 { "it" } else { "them" },
+        )
+    })
+}
+
 impl Dataplane {
     /// Whether a ruleset with these rule ids and this image fits the
     /// loaded program: the error names what is too small.
@@ -323,4 +370,43 @@ pub fn log_line(rs: &Ruleset, ev: &LogEvent) -> String {
         k.dport,
         k.pkt_len
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{mark_note, mark_refusal};
+    use parapet_parse::{parse, Format};
+
+    fn rules(body: &str) -> parapet_model::Ruleset {
+        let text = format!("*filter\n:FORWARD ACCEPT [0:0]\n{body}COMMIT\n");
+        parse(&text, "m.rules", Format::IptablesSave)
+            .unwrap()
+            .ruleset
+    }
+
+    #[test]
+    fn a_mark_change_is_refused_only_when_a_rule_reads_the_mark() {
+        let set = "-A FORWARD -i ts0 -j MARK --set-mark 7\n";
+        let read = "-A FORWARD -m mark --mark 7 -j ACCEPT\n";
+        let rs = rules(&format!("{set}{read}"));
+        let why = mark_refusal(&rs).unwrap();
+        assert!(
+            why.contains("rule 1 (line 3)") && why.contains("rule 2 (line 4)"),
+            "{why}"
+        );
+        assert_eq!(mark_note(&rs), None);
+        // a reader before the change reads the host's mark, still refused:
+        // parapet cannot tell where the host's NAT or routing reads it
+        let rs = rules(&format!("{read}{set}"));
+        assert!(mark_refusal(&rs).is_some());
+        let rs = rules(&format!("{set}-A FORWARD -j ACCEPT\n"));
+        assert_eq!(mark_refusal(&rs), None);
+        let note = mark_note(&rs).unwrap();
+        assert!(
+            note.starts_with("rule 1 changes the packet's mark"),
+            "{note}"
+        );
+        let rs = rules(read);
+        assert_eq!((mark_refusal(&rs), mark_note(&rs)), (None, None));
+    }
 }

@@ -133,6 +133,7 @@ fn image(
             dynset: None,
             quota: None,
             statistic: None,
+            set_mark: None,
         });
         let every = padding as usize / CLASSES;
         if (j as usize + 1).is_multiple_of(every) {
@@ -152,6 +153,7 @@ fn image(
                     dynset: None,
                     quota: None,
                     statistic: None,
+                    set_mark: None,
                 });
             }
         }

@@ -73,6 +73,7 @@ fn goto_skips_the_rest_of_the_calling_chain() {
         rule_id: 0,
         verdict: Verdict::Drop,
         nonterminal: vec![1, 3],
+        mark: None,
     };
     assert_eq!(
         LinearEngine::new(&rs, start)

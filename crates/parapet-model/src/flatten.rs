@@ -22,7 +22,9 @@
 
 use crate::dynset::Dynset;
 use crate::hashlimit::Hashlimit;
+use crate::linear::then_mark;
 use crate::linear::{Decision, EvalError, SetLookup, MAX_DEPTH};
+use crate::mark_set::MarkSet;
 use crate::packet::Packet;
 use crate::quota::Quota;
 use crate::recent::Recent;
@@ -93,6 +95,12 @@ pub struct Entry {
     /// The rule's `-m statistic`, checked as `limit` is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub statistic: Option<Statistic>,
+    /// The rule's mark change (`-j MARK`), made when the entry matches. In
+    /// a flattened list the entries after it already read the mark from
+    /// before every change ([`DecisionList::resolve_marks`]): this only
+    /// says what the decision does to the mark.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub set_mark: Option<MarkSet>,
 }
 
 impl Entry {
@@ -140,6 +148,9 @@ pub enum FlattenError {
         /// The configured bound.
         limit: usize,
     },
+    /// Rules read the mark after a rule that changes it, in a way the
+    /// rewrite for the classifiers does not take (`mark_resolve.rs`).
+    Mark(String),
 }
 
 impl std::fmt::Display for FlattenError {
@@ -151,6 +162,7 @@ impl std::fmt::Display for FlattenError {
                 f,
                 "inlining the chains' jumps gives more than {limit} entries"
             ),
+            FlattenError::Mark(why) => f.write_str(why),
         }
     }
 }
@@ -180,6 +192,21 @@ pub fn flatten_with_limit(
 /// terminal entry: analysis (`parapet lint`) must see every rule to say
 /// which earlier rule shadows it.
 pub fn flatten_unpruned(
+    ruleset: &Ruleset,
+    start: ChainId,
+    max_entries: usize,
+) -> Result<DecisionList, FlattenError> {
+    let mut list = flatten_marks_unresolved(ruleset, start, max_entries)?;
+    list.resolve_marks(max_entries)?;
+    Ok(list)
+}
+
+/// As [`flatten_unpruned`], leaving the entries after a mark change
+/// reading the changed mark: for joining several base chains at one hook
+/// (`hook_join.rs`), whose result is then resolved once
+/// ([`DecisionList::resolve_marks`]) — a mark one chain sets is the mark
+/// the next one reads.
+pub fn flatten_marks_unresolved(
     ruleset: &Ruleset,
     start: ChainId,
     max_entries: usize,
@@ -255,7 +282,12 @@ impl Flattener<'_> {
             // rule's first matches alone) skips the rule's entries, as the
             // kernel goes on with the next rule. The entries between carry
             // no condition.
-            let guarded = rule.is_stateful() && (jumps || rule.after_stateful.is_some());
+            // A mark change with a stateful condition is guarded too, so
+            // the entry that changes the mark is unconditional: the rules
+            // after it are rewritten for the packets it matched
+            // (`mark_resolve.rs`), which must be all of its box.
+            let guarded = rule.is_stateful()
+                && (jumps || rule.after_stateful.is_some() || rule.set_mark.is_some());
             let checked = match &rule.after_stateful {
                 Some(after) if guarded => context.and(after),
                 _ => matches.clone(),
@@ -271,6 +303,7 @@ impl Flattener<'_> {
                 dynset: rule.dynset.clone(),
                 quota: rule.quota.clone(),
                 statistic: rule.statistic.clone(),
+                set_mark: rule.set_mark,
             };
             let entry = |kind| {
                 if guarded {
@@ -291,10 +324,13 @@ impl Flattener<'_> {
             };
             let skip = if guarded {
                 let admitted = self.entries.len() as u32 + 2;
-                self.push(guard(EntryKind::Return {
-                    resume: admitted,
-                    counted: false,
-                }))?;
+                self.push(Entry {
+                    set_mark: None,
+                    ..guard(EntryKind::Return {
+                        resume: admitted,
+                        counted: false,
+                    })
+                })?;
                 self.push(Entry {
                     limit: None,
                     recent: None,
@@ -303,6 +339,7 @@ impl Flattener<'_> {
                     dynset: None,
                     quota: None,
                     statistic: None,
+                    set_mark: None,
                     ..guard(EntryKind::Return {
                         resume: 0,
                         counted: false,
@@ -351,6 +388,7 @@ impl Flattener<'_> {
                                 resume: 0,
                                 counted: false,
                             },
+                            set_mark: None,
                             ..marker
                         })?;
                     }
@@ -462,6 +500,7 @@ impl DecisionList {
         stateful: &mut dyn Stateful,
     ) -> Decision {
         let mut nonterminal = Vec::new();
+        let mut mark = None;
         let mut i = start;
         let mut set_bit = |n: u16| set_bits[n as usize];
         while let Some(e) = self.entries.get(i) {
@@ -504,12 +543,14 @@ impl DecisionList {
                     continue;
                 }
             }
+            mark = then_mark(mark, e.set_mark);
             match &e.kind {
                 EntryKind::Decide(v) => {
                     return Decision {
                         rule_id: e.rule_id,
                         verdict: v.clone(),
                         nonterminal,
+                        mark,
                     }
                 }
                 EntryKind::Log | EntryKind::Count | EntryKind::Jump => nonterminal.push(e.rule_id),
@@ -525,6 +566,7 @@ impl DecisionList {
             rule_id: 0,
             verdict: self.policy.clone(),
             nonterminal,
+            mark,
         }
     }
 

@@ -74,6 +74,7 @@ pub fn join_at_hook(chains: Vec<(DecisionList, Option<Family>)>) -> DecisionList
                 dynset: None,
                 quota: None,
                 statistic: None,
+                set_mark: None,
             });
         } else if last {
             policy = list.policy;

@@ -43,6 +43,8 @@ mod interval;
 mod linear;
 mod lint;
 pub mod mac;
+mod mark_resolve;
+mod mark_set;
 mod masked;
 mod netbase;
 mod nft_bucket;
@@ -74,8 +76,8 @@ pub use dynset::{
 pub use field::{ct_status, tcp_flags, CtState, Family, Field, IfName};
 pub use finding::{Explain, Finding, FindingKind};
 pub use flatten::{
-    flatten, flatten_unpruned, flatten_with_limit, DecisionList, Entry, EntryKind, FlattenError,
-    DEFAULT_MAX_ENTRIES,
+    flatten, flatten_marks_unresolved, flatten_unpruned, flatten_with_limit, DecisionList, Entry,
+    EntryKind, FlattenError, DEFAULT_MAX_ENTRIES,
 };
 pub use hashlimit::{
     credits_per_jiffy as hashlimit_credits_per_jiffy, hashlimit_key, hashlimit_step,
@@ -90,6 +92,10 @@ pub use hook_join::join_at_hook;
 pub use interval::{prefix_len, prefix_range, range_to_prefixes, width_mask, IntervalSet};
 pub use linear::{Decision, EvalError, LinearEngine, NoSets, SetLookup, TraceStep, MAX_DEPTH};
 pub use lint::{lint, lint_with, LintOptions, LintReport};
+pub use mark_resolve::{
+    reads_mark, rewrite as rewrite_for_mark, MarkRewriteError, MarkTable, MAX_MARK_FORKS,
+};
+pub use mark_set::{MarkSet, MaskedPreimage, MAX_PREIMAGE_INTERVALS};
 pub use masked::MaskedMatch;
 pub use packet::{from_ip, to_ip, Packet, PacketSpecError};
 pub use policy::Policy;

@@ -7,6 +7,7 @@
 //! engine is tested against it.
 
 use crate::field::Field;
+use crate::mark_set::MarkSet;
 use crate::packet::Packet;
 use crate::rule::{Action, ChainId, Ruleset, SetRef, Verdict};
 use crate::stateful::{Assume, Stateful};
@@ -39,6 +40,31 @@ pub struct Decision {
     /// Ids of the non-terminal rules that matched on the way (LOG, counters,
     /// jumps, gotos, RETURNs), in evaluation order.
     pub nonterminal: Vec<u32>,
+    /// What the rules that matched (`-j MARK`, `meta mark set`) did to the
+    /// packet's mark, as one change; `None` when none did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mark: Option<MarkSet>,
+}
+
+impl Decision {
+    /// The decision of `rule_id` (0: the policy) with `verdict`, after the
+    /// non-terminal rules `nonterminal`, with no mark change.
+    pub fn new(rule_id: u32, verdict: Verdict, nonterminal: Vec<u32>) -> Self {
+        Decision {
+            rule_id,
+            verdict,
+            nonterminal,
+            mark: None,
+        }
+    }
+}
+
+/// `so_far` and then `next`, for a decision's mark.
+pub(crate) fn then_mark(so_far: Option<MarkSet>, next: Option<MarkSet>) -> Option<MarkSet> {
+    match (so_far, next) {
+        (Some(a), Some(b)) => Some(a.then(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 /// One rule a packet was checked against, for [`LinearEngine::trace`].
@@ -62,6 +88,10 @@ pub struct TraceStep {
     /// on). `None` when there was nothing to check.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stateful: Option<bool>,
+    /// For a rule that matched and sets the mark (`-j MARK`): the packet's
+    /// mark after it, which the rules after it read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mark: Option<u32>,
 }
 
 /// Why evaluation could not finish.
@@ -211,6 +241,11 @@ impl<'a> LinearEngine<'a> {
             *slot.get_or_insert_with(|| sets.contains(&self.ruleset.set_refs[n as usize], pkt))
         };
         let mut nonterminal = Vec::new();
+        // The packet as the rules see it: a MARK rule changes its mark for
+        // every rule after it. (Set keys never hold the mark, so the set
+        // answers above, for `pkt`, stay right.)
+        let mut seen = pkt.clone();
+        let mut mark: Option<MarkSet> = None;
         // Return addresses: (chain index, index of the next rule).
         let mut stack: Vec<(usize, usize)> = Vec::new();
         let (mut chain, mut next) = (self.start.chain, 0usize);
@@ -223,11 +258,11 @@ impl<'a> LinearEngine<'a> {
                         (chain, next) = (c, n);
                         continue;
                     }
-                    None => return Ok(self.policy_decision(nonterminal)),
+                    None => return Ok(self.policy_decision(nonterminal, mark)),
                 }
             };
             next += 1;
-            let failed = rule.matches.first_failure(pkt, &mut set_bit);
+            let failed = rule.matches.first_failure(&seen, &mut set_bit);
             // The stateful condition comes last, and only when the fields
             // matched: its state changes only then, as in the kernel.
             // A time window first: it keeps no state, and a closed one
@@ -239,11 +274,11 @@ impl<'a> LinearEngine<'a> {
             let admitted = match (&rule.limit, &rule.recent, &rule.hashlimit, failed, open) {
                 (_, _, _, _, Some(false)) => Some(false),
                 (Some(l), _, _, None, _) => Some(stateful.check(rule.id, l)),
-                (None, Some(r), _, None, _) => Some(stateful.recent(rule.id, r, pkt)),
-                (None, None, Some(h), None, _) => Some(stateful.hashlimit(rule.id, h, pkt)),
+                (None, Some(r), _, None, _) => Some(stateful.recent(rule.id, r, &seen)),
+                (None, None, Some(h), None, _) => Some(stateful.hashlimit(rule.id, h, &seen)),
                 (None, None, None, None, _) => match (&rule.dynset, &rule.quota, &rule.statistic) {
-                    (Some(d), _, _) => Some(stateful.dynset(rule.id, d, pkt)),
-                    (None, Some(q), _) => Some(stateful.quota(rule.id, q, pkt)),
+                    (Some(d), _, _) => Some(stateful.dynset(rule.id, d, &seen)),
+                    (None, Some(q), _) => Some(stateful.quota(rule.id, q, &seen)),
                     (None, None, Some(s)) => Some(stateful.statistic(rule.id, s)),
                     (None, None, None) => open,
                 },
@@ -253,10 +288,15 @@ impl<'a> LinearEngine<'a> {
             // admitted the packet, as the kernel runs them in order.
             let failed = match (&rule.after_stateful, admitted) {
                 (Some(after), a) if failed.is_none() && a != Some(false) => {
-                    after.first_failure(pkt, &mut set_bit)
+                    after.first_failure(&seen, &mut set_bit)
                 }
                 _ => failed,
             };
+            let matched = failed.is_none() && admitted != Some(false);
+            let new_mark = rule
+                .set_mark
+                .filter(|_| matched)
+                .map(|c| c.apply(seen.mark));
             observe(TraceStep {
                 rule_id: rule.id,
                 chain: table.chains[chain].name.clone(),
@@ -264,9 +304,14 @@ impl<'a> LinearEngine<'a> {
                 depth: stack.len(),
                 failed_on: failed,
                 stateful: admitted,
+                mark: new_mark,
             });
-            if failed.is_some() || admitted == Some(false) {
+            if !matched {
                 continue;
+            }
+            if let Some(new_mark) = new_mark {
+                seen.mark = new_mark;
+                mark = then_mark(mark, rule.set_mark);
             }
             match &rule.action {
                 Action::Verdict(v) => {
@@ -274,6 +319,7 @@ impl<'a> LinearEngine<'a> {
                         rule_id: rule.id,
                         verdict: v.clone(),
                         nonterminal,
+                        mark,
                     });
                 }
                 Action::Log(_) | Action::Count => nonterminal.push(rule.id),
@@ -281,7 +327,7 @@ impl<'a> LinearEngine<'a> {
                     nonterminal.push(rule.id);
                     match stack.pop() {
                         Some((c, n)) => (chain, next) = (c, n),
-                        None => return Ok(self.policy_decision(nonterminal)),
+                        None => return Ok(self.policy_decision(nonterminal, mark)),
                     }
                 }
                 Action::Jump(target) | Action::Goto(target) => {
@@ -301,11 +347,12 @@ impl<'a> LinearEngine<'a> {
         }
     }
 
-    fn policy_decision(&self, nonterminal: Vec<u32>) -> Decision {
+    fn policy_decision(&self, nonterminal: Vec<u32>, mark: Option<MarkSet>) -> Decision {
         Decision {
             rule_id: 0,
             verdict: self.policy.clone(),
             nonterminal,
+            mark,
         }
     }
 }

@@ -4,6 +4,7 @@ use crate::dynset::Dynset;
 use crate::field::Field;
 use crate::hashlimit::Hashlimit;
 use crate::interval::IntervalSet;
+use crate::mark_set::MarkSet;
 use crate::masked::MaskedMatch;
 use crate::packet::Packet;
 use crate::quota::Quota;
@@ -159,6 +160,19 @@ impl Matches {
                 .cloned()
                 .collect(),
             masked: self.masked.clone(),
+        }
+    }
+
+    /// `self` without its masked comparisons on `field`.
+    pub fn without_masked(&self, field: Field) -> Matches {
+        Matches {
+            fields: self.fields.clone(),
+            masked: self
+                .masked
+                .iter()
+                .filter(|m| m.field != field)
+                .cloned()
+                .collect(),
         }
     }
 
@@ -329,6 +343,11 @@ pub struct Rule {
     /// for iptables rulesets.) It does not change what the rule decides.
     #[serde(default)]
     pub log: Option<LogSpec>,
+    /// `-j MARK` / nft `meta mark set`: when the rule matches, the
+    /// packet's mark changes (before its action), and every later rule of
+    /// the traversal reads the new mark (`mark_set.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub set_mark: Option<MarkSet>,
     /// Counters as read from the file (`[p:b]`, nft `counter packets … bytes …`).
     pub counters: Counters,
     /// Where the rule came from.
@@ -391,6 +410,7 @@ impl Rule {
             statistic: None,
             after_stateful: None,
             log: None,
+            set_mark: None,
             counters: Counters::default(),
             origin: Origin::default(),
             kernel: Vec::new(),

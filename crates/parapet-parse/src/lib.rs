@@ -34,6 +34,7 @@ mod ctstatus;
 mod error;
 mod iptables;
 mod mangle;
+mod mark_stmt;
 mod nft;
 mod owner_ids;
 pub mod render;

@@ -468,7 +468,7 @@ fn unsupported_constructs_are_errors_not_dropped() {
         &[
             (
                 "7:13",
-                "target 'MARK' is not supported: it changes the packet's mark",
+                "target 'CONNMARK' is not supported: it changes the connection's mark",
             ),
             ("8:20", "unknown match 'foo' (supported: tcp, udp"),
             (

@@ -67,11 +67,13 @@ fn targets_left_to_the_kernel_are_noted_listed_and_do_not_decide() {
 #[test]
 fn targets_that_change_what_later_rules_match_are_refused() {
     let e = first_error(
-        "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -i ts0 -j MARK --set-xmark 0x40000/0xff0000\nCOMMIT\n",
+        "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -i ts0 -j CONNMARK --set-xmark 0x40000/0xff0000\nCOMMIT\n",
         Format::IptablesSave,
     );
     assert!(
-        e.starts_with("f:3:20: target 'MARK' is not supported: it changes the packet's mark"),
+        e.starts_with(
+            "f:3:20: target 'CONNMARK' is not supported: it changes the connection's mark"
+        ),
         "{e}"
     );
     let e = first_error(
@@ -125,7 +127,7 @@ fn th_in_a_named_set_keyed_on_the_protocol_keeps_to_port_protocols() {
 }
 
 #[test]
-fn queue_is_refused_and_mark_set_is_left_to_the_kernel() {
+fn queue_is_refused_and_mark_set_of_a_number_is_modelled() {
     let e = first_error(&nft_input("\t\ttcp dport 80 queue to 3\n"), Format::Nft);
     assert!(
         e.contains(
@@ -140,7 +142,18 @@ fn queue_is_refused_and_mark_set_is_left_to_the_kernel() {
     )
     .unwrap()
     .ruleset;
-    assert_eq!(rs.rules().next().unwrap().kernel, ["mark set 1"]);
+    let r = rs.rules().next().unwrap();
+    assert_eq!(r.set_mark, Some(MarkSet::set(1, u32::MAX)));
+    assert!(r.kernel.is_empty());
+    // a value parapet does not compute stays the kernel's
+    let rs = parse(
+        &nft_input("\t\ttcp dport 80 mark set ct mark\n"),
+        "n.nft",
+        Format::Nft,
+    )
+    .unwrap()
+    .ruleset;
+    assert_eq!(rs.rules().next().unwrap().kernel, ["mark set ct mark"]);
 }
 
 #[test]

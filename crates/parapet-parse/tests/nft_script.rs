@@ -432,7 +432,7 @@ table inet t {
 \t\ttype filter hook input priority 0; policy drop;
 \t\ttcp dport 21 ct helper set \"ftp\" counter name c
 \t\tmeta l4proto { tcp, udp } flow add @ft
-\t\tmeta mark set 0x10 accept
+\t\tmeta mark set ct mark accept
 \t}
 \tchain out {
 \t\ttype filter hook output priority raw; policy accept;
@@ -472,7 +472,7 @@ fn other_families_objects_and_statements_are_left_to_the_kernel() {
         "ct helper sip {",
         "flow add @ft",
         "notrack",
-        "meta mark set 0x10 accept",
+        "meta mark set ct mark accept",
     ] {
         assert!(out.contains(part), "{part} missing:\n{out}");
     }

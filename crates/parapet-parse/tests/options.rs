@@ -265,8 +265,8 @@ fn file_structure_errors() {
             "2:4: chain 'INPUT' is not declared in table 'filter'",
         ),
         (
-            "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -j MARK --set-mark 1\nCOMMIT\n",
-            "3:13: target 'MARK' is not supported",
+            "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -j MARK --set-mark 1/2/3\nCOMMIT\n",
+            "3:29: --set-mark takes VALUE[/MASK]",
         ),
         (
             "*filter\n*filter\nCOMMIT\n",

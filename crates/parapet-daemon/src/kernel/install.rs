@@ -103,6 +103,9 @@ pub(crate) fn install(
         on_iface,
         tc_placed,
     } = placed;
+    if let Some(why) = parapet_dataplane::ruleset::mark_refusal(rs) {
+        return Err(ErrorReply::new(code::APPLY, why));
+    }
     let iface = fits(cfg, dp, rs, compiled)?;
     if let (Some(why), true) = (&iface.missing, on_iface) {
         return Err(ErrorReply::new(

@@ -306,6 +306,7 @@ pub(crate) fn parse(
             statistic_done: None,
             target: None,
             kernel_target: None,
+            set_mark: None,
             end_col: line.chars().count() as u32 + 1,
             chain: &chain_word.text,
             module_options: 0,
@@ -327,6 +328,7 @@ pub(crate) fn parse(
             statistic_done: statistic,
             target,
             kernel_target,
+            set_mark,
             either_port,
             before_stateful,
             ..
@@ -439,6 +441,7 @@ pub(crate) fn parse(
                     action: action.clone(),
                     comment: comment.clone(),
                     log: None,
+                    set_mark,
                     limit: limit.clone(),
                     recent: recent.as_ref().map(|(d, _)| d.recent.clone()),
                     hashlimit: hashlimit.as_ref().map(|d| d.h.clone()),

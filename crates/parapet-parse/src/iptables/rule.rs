@@ -120,6 +120,9 @@ pub(super) struct RuleParser<'a> {
     /// A target left to the kernel (`-j TCPMSS --clamp-mss-to-pmtu`), as
     /// written; the rule's action is then `Count`.
     pub(super) kernel_target: Option<String>,
+    /// `-j MARK --set-xmark V/M` and its other forms (`targets.rs`); the
+    /// rule's action is then `Count`.
+    pub(super) set_mark: Option<MarkSet>,
     pub(super) end_col: u32,
     /// The chain the rule is appended to (`-i` has no meaning in OUTPUT,
     /// `-o` none in INPUT: iptables refuses them there).

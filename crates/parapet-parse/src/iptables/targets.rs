@@ -20,6 +20,7 @@ fn target_option_arity(target: &str, opt: &str) -> Option<usize> {
             | "--nflog-threshold",
         ) => Some(1),
         ("AUDIT", "--type") => Some(1),
+        ("MARK", o) if MARK_OPTIONS.contains(&o) => Some(1),
         _ => None,
     }
 }
@@ -29,10 +30,22 @@ fn target_option_arity(target: &str, opt: &str) -> Option<usize> {
 /// rule: TCPMSS rewrites the MSS option of SYNs (no match reads it), NFLOG
 /// and AUDIT send a copy to a logging daemon. They are named in `check`'s
 /// summary and written back by `list`. Targets that change what later
-/// rules match (MARK, CONNMARK, TOS, DSCP, TTL, SET) stay refused.
+/// rules match (CONNMARK, TOS, DSCP, TTL, SET) stay refused; MARK is
+/// modelled (`Rule::set_mark`, later rules read the new mark).
 pub(super) const KERNEL_TARGETS: [&str; 3] = ["TCPMSS", "NFLOG", "AUDIT"];
 
-pub(super) const SUPPORTED_TARGETS: &str = "ACCEPT, DROP, REJECT, LOG, RETURN, or a user chain";
+pub(super) const SUPPORTED_TARGETS: &str =
+    "ACCEPT, DROP, REJECT, LOG, MARK, RETURN, or a user chain";
+
+/// The options of `-j MARK` (libxt_MARK; iptables-save writes every one
+/// as `--set-xmark`).
+const MARK_OPTIONS: [&str; 5] = [
+    "--set-xmark",
+    "--set-mark",
+    "--and-mark",
+    "--or-mark",
+    "--xor-mark",
+];
 
 /// Targets of iptables extensions we recognize by name, to say "not
 /// supported" instead of "unknown chain".
@@ -84,7 +97,7 @@ impl RuleParser<'_> {
         rest: &[Word],
     ) -> Option<usize> {
         let t = name.text.as_str();
-        if KNOWN_UNSUPPORTED_TARGETS.contains(&t) && !KERNEL_TARGETS.contains(&t) {
+        if KNOWN_UNSUPPORTED_TARGETS.contains(&t) && !KERNEL_TARGETS.contains(&t) && t != "MARK" {
             self.target(opt, name, rest);
             return None;
         }
@@ -205,10 +218,17 @@ impl RuleParser<'_> {
                 self.kernel_target = Some(text);
                 Action::Count
             }
-            "MARK" | "CONNMARK" => {
+            "MARK" if !goto => {
+                let Some(change) = self.mark_target(name, &opts) else {
+                    return;
+                };
+                self.set_mark = Some(change);
+                Action::Count
+            }
+            "CONNMARK" => {
                 return self.err(
                     name.col,
-                    format!("target '{t}' is not supported: it changes the packet's mark, which later rules (-m mark, -m connmark) and routing read, and parapet does not change packets; keep the rule in iptables' mangle table"),
+                    format!("target '{t}' is not supported: it changes the connection's mark, which later rules (-m connmark) read, and parapet does not change connections; keep the rule in iptables' mangle table"),
                 );
             }
             _ => {
@@ -232,6 +252,54 @@ impl RuleParser<'_> {
             }
         };
         self.target = Some((action, None));
+    }
+}
+
+impl RuleParser<'_> {
+    /// `-j MARK` with its one option: the change it makes, as xt_MARK's
+    /// `(mark & ~mask) ^ value` (libxt_MARK's parse of each form).
+    fn mark_target(&mut self, name: &Word, opts: &[(&Word, Option<&Word>)]) -> Option<MarkSet> {
+        let [(o, v)] = opts else {
+            self.err(
+                name.col,
+                "MARK needs one of --set-xmark, --set-mark, --and-mark, --or-mark, --xor-mark",
+            );
+            return None;
+        };
+        let Some(v) = v else {
+            self.err(o.col, format!("{} needs a value", o.text));
+            return None;
+        };
+        let num = |s: &str| super::header::parse_number(s, u32::MAX);
+        let masked = matches!(o.text.as_str(), "--set-xmark" | "--set-mark");
+        let (value, mask) = match v.text.split_once('/') {
+            Some((a, b)) if masked => (num(a), num(b)),
+            None if masked => (num(&v.text), Some(u32::MAX)),
+            Some(_) => (None, None),
+            None => (num(&v.text), Some(0)),
+        };
+        let (Some(value), Some(mask)) = (value, mask) else {
+            let form = if masked { "VALUE[/MASK]" } else { "VALUE" };
+            self.err(
+                v.col,
+                format!(
+                    "{} takes {form} (numbers up to 0xffffffff), found '{}'",
+                    o.text, v.text
+                ),
+            );
+            return None;
+        };
+        Some(match o.text.as_str() {
+            "--set-xmark" => MarkSet::xmark(value, mask),
+            "--set-mark" => MarkSet::set(value, mask),
+            "--and-mark" => MarkSet::and(value),
+            "--or-mark" => MarkSet::or(value),
+            "--xor-mark" => MarkSet::xor(value),
+            other => {
+                self.err(o.col, format!("unknown MARK option '{other}'"));
+                return None;
+            }
+        })
     }
 }
 

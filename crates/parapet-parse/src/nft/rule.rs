@@ -220,7 +220,23 @@ impl RuleParser<'_> {
                     }
                     let text: Vec<String> =
                         self.toks[from..self.i].iter().map(Token::show).collect();
-                    self.rule.kernel.push(text.join(" "));
+                    // `meta mark set` of a number or of the mark's own
+                    // bits is parapet's (later rules read the new mark);
+                    // other values (`ip dscp << 2`) stay the kernel's
+                    let own = match text.first().map(String::as_str) {
+                        Some("mark") => crate::mark_stmt::mark_set_value(&text[2..]),
+                        Some("meta") if text.get(1).map(String::as_str) == Some("mark") => {
+                            crate::mark_stmt::mark_set_value(&text[3..])
+                        }
+                        _ => None,
+                    };
+                    match own {
+                        Some(change) => {
+                            let before = self.rule.set_mark.unwrap_or_default();
+                            self.rule.set_mark = Some(before.then(change));
+                        }
+                        None => self.rule.kernel.push(text.join(" ")),
+                    }
                 }
                 "queue" => {
                     return self.fail("'queue' is not supported: it hands the packet to a user-space program (NFQUEUE) whose verdict parapet cannot know; keep the rule in nftables");
@@ -290,6 +306,11 @@ impl RuleParser<'_> {
                     }
                     if self.rule.statistic.is_some() {
                         return self.fail(format!("a match after 'numgen' is not supported (parapet counts it after the rule's matches): write '{w} …' before 'numgen'"));
+                    }
+                    if self.rule.set_mark.is_some() {
+                        // nft would read the new mark; parapet matches
+                        // first, then changes the mark
+                        return self.fail(format!("a match after 'meta mark set' is not supported (parapet changes the mark after the rule's matches): write '{w} …' before it"));
                     }
                     if self.rule.quota.is_some() {
                         return self.fail(format!("a match after 'quota' is not supported (parapet counts the quota after the rule's matches): write '{w} …' before 'quota'"));

@@ -440,6 +440,13 @@ fn write_target(out: &mut String, r: &Rule) -> Result<(), RenderError> {
     if r.log.is_some() {
         return Err(rerr(r.id, "the rule logs and decides in one rule (nft 'log … verdict'); iptables needs a separate -j LOG rule, which would change rule ids"));
     }
+    if let Some(change) = r.set_mark {
+        if r.action != Action::Count {
+            return Err(rerr(r.id, "the rule changes the mark and has a verdict or jump (nft 'meta mark set … accept'); iptables needs a separate -j MARK rule, which would change rule ids"));
+        }
+        let _ = write!(out, " {}", crate::mark_stmt::iptables_mark_target(change));
+        return Ok(());
+    }
     match &r.action {
         Action::Verdict(Verdict::Reject { with: Some(w) }) => {
             let _ = write!(out, " -j REJECT --reject-with {}", shell_quote(w));

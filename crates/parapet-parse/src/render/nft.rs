@@ -407,6 +407,9 @@ fn nft_rule(rs: &Ruleset, tfam: TableFamily, r: &Rule) -> Result<String, RenderE
     if let Some(spec) = &r.log {
         parts.push(nft_log(spec));
     }
+    if let Some(change) = r.set_mark {
+        parts.push(crate::mark_stmt::nft_mark_set(change));
+    }
     for k in &r.kernel {
         parts.push(nft_kernel_statement(r.id, k)?);
     }
