@@ -129,14 +129,20 @@ impl<'a> ChainClassifier<'a> {
         // A time window with another stateful condition in one rule is
         // not compiled (docs/syntax.md, "Time conditions"), nor are address
         // types beyond the host's local table (UNREACHABLE, …) nor the
-        // conntrack original source port (no key word yet): `auto` picks
-        // the linear engine for them.
+        // conntrack original source port and addresses (no key word yet):
+        // `auto` picks the linear engine for them.
         let timed = args.engine == "auto"
             && rs.rules().any(|r| {
                 r.time_with_another_condition()
-                    || [Field::CtOrigSrcPort]
-                        .iter()
-                        .any(|&f| r.all_matches().get(f).is_some())
+                    || [
+                        Field::CtOrigSrcPort,
+                        Field::CtOrigSrc,
+                        Field::CtOrigDst,
+                        Field::CtReplSrc,
+                        Field::CtReplDst,
+                    ]
+                    .iter()
+                    .any(|&f| r.all_matches().get(f).is_some())
                     || [Field::SrcType, Field::DstType].iter().any(|&f| {
                         r.all_matches().get(f).is_some_and(|set| {
                             !parapet_model::dataplane_typed(r.all_matches().get(Field::Family), set)

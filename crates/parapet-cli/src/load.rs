@@ -184,15 +184,27 @@ fn mark_changes(rs: &Ruleset) -> String {
 }
 
 /// `; the conntrack entry's original source port (rules 3, 4): evaluated
-/// offline only, apply refuses it`, or nothing: `--ctorigsrcport` and `ct
-/// original proto-src` have no key word yet (docs/syntax.md).
+/// offline only, apply refuses it`, or nothing: `--ctorigsrcport`, `ct
+/// original proto-src` and the entry's addresses (`--ctorigsrc`, …, `ct
+/// original|reply ip saddr|daddr`) have no key word yet (docs/syntax.md).
 fn offline_fields(rs: &Ruleset) -> String {
     use parapet_model::Field;
     // (the fields, what the note calls them): one note per entry
-    const OFFLINE: &[(&[Field], &str)] = &[(
-        &[Field::CtOrigSrcPort],
-        "the conntrack entry's original source port",
-    )];
+    const OFFLINE: &[(&[Field], &str)] = &[
+        (
+            &[Field::CtOrigSrcPort],
+            "the conntrack entry's original source port",
+        ),
+        (
+            &[
+                Field::CtOrigSrc,
+                Field::CtOrigDst,
+                Field::CtReplSrc,
+                Field::CtReplDst,
+            ],
+            "the conntrack entry's addresses",
+        ),
+    ];
     let mut out = String::new();
     for (fields, what) in OFFLINE {
         let ids: Vec<String> = rs

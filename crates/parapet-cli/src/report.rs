@@ -486,76 +486,82 @@ fn stateful_assumption(rule: &parapet_model::Rule) -> String {
     }
 }
 
-/// [`stateful_assumption`] of the rule's stateful match alone.
+/// [`stateful_assumption`] of the rule's stateful matches alone, in the
+/// order the kernel runs them (`Rule::conditions`).
 fn stateful_match_assumption(rule: &parapet_model::Rule) -> String {
-    if let Some(r) = &rule.recent {
-        let mut s = format!(
-            "{}{} on recent table {}",
-            if r.invert { "! " } else { "" },
-            r.command.option(),
-            r.name
-        );
-        if r.seconds != 0 {
-            s += &format!(" --seconds {}", r.seconds);
-        }
-        if r.hitcount != 0 {
-            s += &format!(" --hitcount {}", r.hitcount);
-        }
-        return format!(" (assuming its stateful match `{s}` answers yes)");
+    let texts: Vec<String> = rule
+        .conditions()
+        .iter()
+        .map(|c| format!("`{}`", condition_text(c)))
+        .collect();
+    match texts.as_slice() {
+        [] => String::new(),
+        [one] => format!(" (assuming its stateful match {one} answers yes)"),
+        many => format!(
+            " (assuming its stateful matches {} answer yes, in this order)",
+            many.join(" and ")
+        ),
     }
-    if let Some(h) = &rule.hashlimit {
-        return format!(
-            " (assuming its stateful match `hashlimit --hashlimit-{} {}/{}` on table {} answers yes)",
+}
+
+/// One stateful condition as `trace` names it.
+fn condition_text(c: &parapet_model::Condition<'_>) -> String {
+    use parapet_model::Condition;
+    match c {
+        Condition::Recent(r) => {
+            let mut s = format!(
+                "{}{} on recent table {}",
+                if r.invert { "! " } else { "" },
+                r.command.option(),
+                r.name
+            );
+            if r.seconds != 0 {
+                s += &format!(" --seconds {}", r.seconds);
+            }
+            if r.hitcount != 0 {
+                s += &format!(" --hitcount {}", r.hitcount);
+            }
+            s
+        }
+        Condition::Hashlimit(h) => format!(
+            "hashlimit --hashlimit-{} {}/{} on table {}",
             if h.above { "above" } else { "upto" },
             h.rate,
             h.per.name(),
             h.name
-        );
-    }
-    if let Some(d) = &rule.dynset {
-        let what = match d.op {
-            parapet_model::DynsetOp::Lookup if d.invert => "not in",
-            parapet_model::DynsetOp::Lookup => "in",
-            parapet_model::DynsetOp::Add => "add to",
-            parapet_model::DynsetOp::Update => "update",
-            parapet_model::DynsetOp::Delete => "delete from",
-        };
-        let limit = d
-            .limit
-            .as_ref()
-            .map(|l| format!(" with limit {}/{}", l.rate, l.per.name()))
-            .unwrap_or_default();
-        return format!(
-            " (assuming its stateful match `{what} dynamic set @{}{limit}` answers yes)",
-            d.set.name
-        );
-    }
-    if let Some(q) = &rule.quota {
-        return format!(
-            " (assuming its stateful match `quota {}{} bytes` answers yes)",
+        ),
+        Condition::Dynset(d) => {
+            let what = match d.op {
+                parapet_model::DynsetOp::Lookup if d.invert => "not in",
+                parapet_model::DynsetOp::Lookup => "in",
+                parapet_model::DynsetOp::Add => "add to",
+                parapet_model::DynsetOp::Update => "update",
+                parapet_model::DynsetOp::Delete => "delete from",
+            };
+            let limit = d
+                .limit
+                .as_ref()
+                .map(|l| format!(" with limit {}/{}", l.rate, l.per.name()))
+                .unwrap_or_default();
+            format!("{what} dynamic set @{}{limit}", d.set.name)
+        }
+        Condition::Quota(q) => format!(
+            "quota {}{} bytes",
             if q.over { "over " } else { "" },
             q.bytes
-        );
-    }
-    if let Some(st) = &rule.statistic {
-        let what = match st.mode {
-            parapet_model::StatisticMode::Nth { every, packet } => {
-                format!("statistic --mode nth --every {every} --packet {packet}")
-            }
-            parapet_model::StatisticMode::Random { threshold } => format!(
-                "statistic --mode random --probability {}",
-                parapet_model::Statistic::probability_text(threshold)
-            ),
-        };
-        let not = if st.invert { "! " } else { "" };
-        return format!(" (assuming its stateful match `{not}{what}` answers yes)");
-    }
-    match &rule.limit {
-        Some(l) => format!(
-            " (assuming its stateful match `limit {}/{}` answers yes)",
-            l.rate,
-            l.per.name()
         ),
-        None => String::new(),
+        Condition::Statistic(st) => {
+            let what = match st.mode {
+                parapet_model::StatisticMode::Nth { every, packet } => {
+                    format!("statistic --mode nth --every {every} --packet {packet}")
+                }
+                parapet_model::StatisticMode::Random { threshold } => format!(
+                    "statistic --mode random --probability {}",
+                    parapet_model::Statistic::probability_text(threshold)
+                ),
+            };
+            format!("{}{what}", if st.invert { "! " } else { "" })
+        }
+        Condition::Limit(l) => format!("limit {}/{}", l.rate, l.per.name()),
     }
 }

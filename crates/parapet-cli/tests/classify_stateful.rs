@@ -178,3 +178,31 @@ fn time_windows_replay_at_the_trace_start_plus_the_packet_time() {
         lines(&checked)
     );
 }
+
+/// A rule with two stateful matches (`-m recent --update … -m limit …`,
+/// the corpus's rmsgw): `trace` names both, in the order the kernel runs
+/// them; `classify --stateful replay` spends the limit's tokens only on
+/// the packets the recent table admitted (the third and fourth attempts:
+/// a burst of 2 allows both).
+#[test]
+fn trace_and_replay_two_stateful_matches_in_order() {
+    let rules = "*filter
+:INPUT ACCEPT [0:0]
+-A INPUT -p tcp -m tcp --dport 22 -m recent --set --name ssh
+-A INPUT -p tcp -m tcp --dport 22 -m recent --update --seconds 60 --hitcount 3 --name ssh -m limit --limit 1/hour --limit-burst 2 -j DROP
+COMMIT
+";
+    let trace: String = (0..5)
+        .map(|i| format!("167772161 167772162 1000 22 6 {i}.0\n"))
+        .collect();
+    let (r, t) = files("pair", rules, &trace);
+    let traced = parapet(&["trace", &r, "--packet", "tcp 10.0.0.1:1000 > 10.0.0.2:22"]);
+    let traced = lines(&traced).join("\n");
+    assert!(
+        traced.contains("(assuming its stateful matches `--update on recent table ssh --seconds 60 --hitcount 3` and `limit 1/hour` answer yes, in this order)"),
+        "{traced}"
+    );
+    let replayed = parapet(&["classify", &r, &t, "--stateful", "replay"]);
+    // hits 1, 2: the update does not match; 3, 4: a token each; 5: none left
+    assert_eq!(lines(&replayed), ["0", "0", "2", "2", "0"]);
+}

@@ -74,8 +74,8 @@ pub enum CompileError {
         /// The rule's id.
         rule_id: u32,
     },
-    /// A rule matching a field no hook fills (the conntrack original
-    /// source port), or an address type set telling UNICAST from the
+    /// A rule matching a field no hook fills (the conntrack entry's
+    /// original source port and its addresses), or an address type set telling UNICAST from the
     /// route types the dataplane does not mirror (`UNREACHABLE`, …): the
     /// linear engine evaluates it.
     HostField {
@@ -124,6 +124,22 @@ impl fmt::Display for CompileError {
                 f,
                 "rule {rule_id} matches the conntrack entry's original source port (--ctorigsrcport, ct original proto-src): only the linear engine evaluates it so far (classify --engine linear); the compiled engines and the kernel dataplane refuse it rather than guess"
             ),
+            CompileError::HostField { rule_id, field }
+                if ["ctorigsrc", "ctorigdst", "ctreplsrc", "ctrepldst"].contains(&field.as_str()) =>
+            {
+                write!(
+                    f,
+                    "rule {rule_id} matches the conntrack entry's {} address (--{field}, ct {} ip|ip6 {}): the packet key has no word for the entry's addresses yet, so only the linear engine evaluates it (classify --engine linear); the compiled engines and the kernel dataplane refuse it rather than guess",
+                    match field.as_str() {
+                        "ctorigsrc" => "original source",
+                        "ctorigdst" => "original destination",
+                        "ctreplsrc" => "reply source",
+                        _ => "reply destination",
+                    },
+                    if field.starts_with("ctorig") { "original" } else { "reply" },
+                    if field.ends_with("src") { "saddr" } else { "daddr" },
+                )
+            }
             CompileError::HostField { rule_id, field } => write!(
                 f,
                 "rule {rule_id} matches the IPv6 {} (-m addrtype, fib saddr|daddr type) by a type set that tells UNICAST from ANYCAST, BLACKHOLE, UNREACHABLE, PROHIBIT or THROW: for IPv6 the kernel reads those from a lookup in the whole routing table, the dataplane only the host's addresses of the `local` table (docs/hooks.md, \"Address and packet types\"), so the compiled engines and the kernel dataplane refuse it rather than guess; classify --engine linear evaluates it",

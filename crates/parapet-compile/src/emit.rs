@@ -66,7 +66,10 @@ pub(crate) fn entry_records(
     // Bucket → its row: every entry of one rule (and every rule naming one
     // nft limit object) shares one bucket.
     let mut rows: Vec<u32> = Vec::new();
-    let mut row_of: HashMap<BucketKey, u32> = HashMap::new();
+    // Keyed by the condition's kind too: a rule with several conditions
+    // (`-m recent … -m limit …`, flattened into one guard per condition)
+    // has a row per condition.
+    let mut row_of: HashMap<(BucketKey, u8), u32> = HashMap::new();
     // A time window is a row of its own, and an entry names one row: a
     // rule with a window and another stateful condition is refused rather
     // than compiled with one of the two dropped.
@@ -170,11 +173,22 @@ pub(crate) fn entry_records(
             (None, true) => Some(BucketKey::Rule(e.rule_id)),
             (None, false) => None,
         };
+        // which condition the row is of (a time window alone: 5)
+        let condition = [
+            e.limit.is_some(),
+            e.recent.is_some(),
+            e.hashlimit.is_some(),
+            e.dynset.is_some(),
+            e.quota.is_some(),
+        ]
+        .iter()
+        .position(|&c| c)
+        .unwrap_or(5) as u8;
         let stateful = match bucket {
             None => 0,
             Some(key) => {
                 let next = row_of.len() as u32;
-                let row = *row_of.entry(key).or_insert(next);
+                let row = *row_of.entry((key, condition)).or_insert(next);
                 if row == next {
                     if next as usize >= image::stateful::MAX_ROWS {
                         return Err(CompileError::TooManyStateful(next as usize + 1));

@@ -1,5 +1,5 @@
 //! Fields the packet key has no word for yet (the conntrack entry's
-//! original source port, `--ctorigsrcport`; the IPv6 routing header until
+//! original source port, `--ctorigsrcport`, and its addresses; the IPv6 routing header until
 //! its key word lands), and address types beyond the host's `local` table:
 //! compiling a rule on one is refused with the rule and the field named,
 //! never built as if every packet matched it. The packet and address types,
@@ -27,6 +27,36 @@ fn the_original_source_port_is_refused_by_the_compiler() {
         msg.contains("rule 1") && msg.contains("original source port"),
         "{msg}"
     );
+}
+
+/// The conntrack entry's addresses (`--ctorigsrc` … `--ctrepldst`, `ct
+/// original|reply ip saddr|daddr`): no key word, refused with the rule
+/// and the address named.
+#[test]
+fn the_entrys_addresses_are_refused_by_the_compiler() {
+    for (field, what) in [
+        (Field::CtOrigSrc, "original source address (--ctorigsrc"),
+        (
+            Field::CtOrigDst,
+            "original destination address (--ctorigdst",
+        ),
+        (
+            Field::CtReplSrc,
+            "reply source address (--ctreplsrc, ct reply ip|ip6 saddr",
+        ),
+        (
+            Field::CtReplDst,
+            "reply destination address (--ctrepldst, ct reply ip|ip6 daddr",
+        ),
+    ] {
+        let msg = compile(
+            &one_rule_list(field, 0x0a00_0001),
+            &CompileOptions::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(msg.contains("rule 1") && msg.contains(what), "{msg}");
+    }
 }
 
 fn one_rule_list(field: Field, value: u128) -> DecisionList {

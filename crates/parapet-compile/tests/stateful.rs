@@ -189,3 +189,101 @@ fn a_time_window_is_a_row_and_refused_with_another_condition() {
         .to_string();
     assert!(e.starts_with("rule 1 has a time condition"), "{e}");
 }
+
+/// A rule with two stateful conditions (`-m recent --update … -m limit …`
+/// and the reverse, `-m limit … -m recent --set`, as in the corpus's
+/// `cfg_AG7GN_rmsgw_rules.v4`): flattened into one guard per condition,
+/// each with its own stateful row, the Rust walker (both backends) decides
+/// every packet of a timed sequence as the linear engine does, and the
+/// order matters (reversing it changes the fates).
+#[test]
+fn two_conditions_in_one_rule_keep_their_order_in_every_engine() {
+    let limit = Limit {
+        rate: 1,
+        per: TimeUnit::Hour,
+        burst: 2,
+        flavor: LimitFlavor::Xt,
+        over: false,
+        object: None,
+    };
+    let udp_to = |port: u128| {
+        let mut m = Matches::any();
+        m.constrain(Field::Family, IntervalSet::point(4));
+        m.constrain(Field::Proto, IntervalSet::point(17));
+        m.constrain(Field::DstPort, IntervalSet::point(port));
+        m
+    };
+    let mut set = Rule::new(1, udp_to(9301), Action::Count);
+    set.recent = Some(Recent::new("P", RecentCommand::Set));
+    let mut update = Rule::new(2, udp_to(9301), Action::Verdict(Verdict::Drop));
+    update.recent = Some(Recent {
+        seconds: 60,
+        hitcount: 2,
+        ..Recent::new("P", RecentCommand::Update)
+    });
+    update.limit = Some(limit.clone());
+    update.stateful_order = vec![StatefulKind::Recent, StatefulKind::Limit];
+    let mut limited_set = Rule::new(3, udp_to(9302), Action::Verdict(Verdict::Drop));
+    limited_set.limit = Some(limit);
+    limited_set.recent = Some(Recent::new("Q", RecentCommand::Set));
+    limited_set.stateful_order = vec![StatefulKind::Limit, StatefulKind::Recent];
+    let mut check = Rule::new(4, udp_to(9303), Action::Verdict(Verdict::Drop));
+    check.recent = Some(Recent::new("Q", RecentCommand::Rcheck));
+    let rules = vec![set, update, limited_set, check];
+    let seq: Vec<Packet> = [
+        (2, 9301),
+        (2, 9301),
+        (2, 9301),
+        (2, 9301),
+        (3, 9301),
+        (3, 9301),
+        (2, 9302),
+        (4, 9303),
+        (3, 9302),
+        (4, 9302),
+        (4, 9303),
+        (3, 9303),
+        (2, 9303),
+        (5, 9302),
+        (5, 9303),
+    ]
+    .iter()
+    .map(|&(h, port)| Packet::v4(0x7f00_0000 | h, 0x7f00_0001, 17, 40000, port))
+    .collect();
+    let fates = |rules: Vec<Rule>| -> Vec<u32> {
+        let rs = parapet_gen::one_chain(rules, Verdict::Accept);
+        let linear = LinearEngine::new(&rs, rs.select_chain(None).unwrap()).unwrap();
+        let list = flatten(&rs, rs.select_chain(None).unwrap()).unwrap();
+        let clock = Clock { ns: 1_000, hz: 250 };
+        let mut spec_state = StatefulState::new(clock);
+        let want: Vec<Decision> = seq
+            .iter()
+            .map(|p| linear.classify_with(p, &NoSets, &mut spec_state).unwrap())
+            .collect();
+        for backend in [Backend::Linear, Backend::Tree] {
+            let opts = CompileOptions {
+                backend,
+                ..CompileOptions::default()
+            };
+            let (image, _) = compile(&list, &opts).unwrap();
+            let walker = Walker::new(image.clone());
+            let mut image_state = ImageState::new(&image, clock);
+            let mut list_state = StatefulState::new(clock);
+            for (i, p) in seq.iter().enumerate() {
+                let flat = list.classify_stateful(p, &[], &mut list_state);
+                assert_eq!(flat, want[i], "packet {i}: list vs linear");
+                let got = walker.decide_stateful(&KeyWords::new(p, 0), &mut image_state);
+                assert_eq!(got, want[i], "packet {i} {backend:?}: walker vs linear");
+            }
+        }
+        want.iter().map(|d| d.rule_id).collect()
+    };
+    // 0: the policy accepted it; 2, 3, 4: dropped by that rule
+    let want = [0, 2, 2, 0, 0, 0, 3, 0, 3, 0, 0, 4, 4, 0, 0];
+    assert_eq!(fates(rules.clone()), want);
+    let mut reversed = rules;
+    for r in &mut reversed {
+        r.stateful_order.reverse();
+    }
+    assert_ne!(fates(reversed), want, "the order changes the fates");
+}

@@ -83,6 +83,38 @@ fn bpf_walker_agrees_with_rust_and_linear_on_a_test_clock() {
     });
 }
 
+/// Two stateful matches in one rule, in both orders (the corpus's
+/// `cfg_AG7GN_rmsgw_rules.v4` writes `-m recent --update … -m limit …`),
+/// and a hashlimit, a recent and a port match after both: flattened into
+/// chained guards, one stateful row per condition.
+fn paired_rules(tag: &str, _v6: bool) -> String {
+    format!(
+        "*filter
+:INPUT ACCEPT [0:0]
+-A INPUT -p udp -m udp --dport 1 -m recent --set --name P{tag}
+-A INPUT -p udp -m udp --dport 1 -m recent --update --seconds 2 --hitcount 3 --name P{tag} -m limit --limit 2/sec --limit-burst 2 -j DROP
+-A INPUT -p udp -m udp --dport 2 -m limit --limit 3/sec --limit-burst 2 -m recent --set --name Q{tag} -j DROP
+-A INPUT -p udp -m udp --dport 3 -m recent --rcheck --seconds 2 --name Q{tag} -j DROP
+-A INPUT -p udp -m hashlimit --hashlimit-upto 2/sec --hashlimit-burst 2 --hashlimit-name H{tag} -m recent --rcheck --name P{tag} -m udp --dport 4:5 -j DROP
+COMMIT
+"
+    )
+}
+
+#[test]
+#[ignore = "needs root"]
+fn two_conditions_in_one_rule_agree_on_a_test_clock() {
+    agree_on_a_test_clock(&Timed {
+        what: "recent",
+        rules: paired_rules,
+        packet,
+        seed: 11,
+        long_every: 9,
+        long_ns: 3_500_000_000,
+        short_ns: 150_000_000,
+    });
+}
+
 #[test]
 #[ignore = "needs root"]
 fn ssh_pair_on_the_kernels_clock() {

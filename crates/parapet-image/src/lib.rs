@@ -104,7 +104,9 @@ pub mod kind {
 
 /// The stateful table: one row of [`stateful::ROW_WORDS`] words per rule
 /// with a stateful condition (every entry of that rule names the same row,
-/// so they share one bucket, as the kernel's rule has one).
+/// so they share one bucket, as the kernel's rule has one), and per
+/// condition of a rule with several (`-m recent … -m limit …`: each guard
+/// entry names its condition's row).
 ///
 /// Row: `[rule_id, kind | flags, p0, p1, p2, p3, 0, 0]`.
 /// - [`stateful::XT_LIMIT`] (`xt_limit.c`): `p0 = avg`, `p1 = burst`; the

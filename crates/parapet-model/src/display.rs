@@ -16,7 +16,7 @@ use crate::proto::protocol_name;
 /// ```
 pub fn format_value(field: Field, v: u128, family: Family) -> String {
     match field {
-        Field::SrcAddr | Field::DstAddr => to_ip(family, v).to_string(),
+        f if f.is_address() => to_ip(family, v).to_string(),
         Field::Proto => protocol_name(v as u8)
             .map(str::to_string)
             .unwrap_or_else(|| v.to_string()),
@@ -77,7 +77,7 @@ pub fn format_set(field: Field, set: &IntervalSet, family: Family) -> String {
         }
         _ => {}
     }
-    let addr = matches!(field, Field::SrcAddr | Field::DstAddr);
+    let addr = field.is_address();
     let parts: Vec<String> = set
         .ranges()
         .iter()

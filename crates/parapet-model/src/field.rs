@@ -73,6 +73,22 @@ pub enum Field {
     /// The conntrack entry's layer-4 protocol (`--ctproto`, nft
     /// `ct protocol`); 0 for a packet without an entry.
     CtProto,
+    /// The source address of the conntrack entry's original tuple
+    /// (`--ctorigsrc`, nft `ct original ip|ip6 saddr`), as
+    /// [`Field::SrcAddr`] holds addresses. A rule matching it also
+    /// requires an entry. Not in the packet key: only the linear engine
+    /// evaluates it (the compiled engines refuse it), as
+    /// [`Field::CtOrigSrcPort`].
+    CtOrigSrc,
+    /// The destination address of the original tuple (`--ctorigdst`, nft
+    /// `ct original ip|ip6 daddr`): before DNAT.
+    CtOrigDst,
+    /// The source address of the reply tuple (`--ctreplsrc`, nft `ct
+    /// reply ip|ip6 saddr`): who answers, after DNAT.
+    CtReplSrc,
+    /// The destination address of the reply tuple (`--ctrepldst`, nft
+    /// `ct reply ip|ip6 daddr`): whom the answer goes to, after SNAT.
+    CtReplDst,
     /// The packet's mark (`skb->mark`: `-m mark`, nft `meta mark`); 0 at
     /// XDP, where no socket buffer exists yet.
     Mark,
@@ -137,7 +153,14 @@ impl Field {
     /// Width of the field in bits.
     pub fn width(self) -> u32 {
         match self {
-            Field::SrcAddr | Field::DstAddr | Field::InIface | Field::OutIface => 128,
+            Field::SrcAddr
+            | Field::DstAddr
+            | Field::InIface
+            | Field::OutIface
+            | Field::CtOrigSrc
+            | Field::CtOrigDst
+            | Field::CtReplSrc
+            | Field::CtReplDst => 128,
             Field::SrcPort
             | Field::DstPort
             | Field::IcmpTypeCode
@@ -157,6 +180,21 @@ impl Field {
             Field::MacSrc => 49,
             Field::Routing => 25,
         }
+    }
+
+    /// True for the fields holding an address of the packet's family
+    /// (IPv4 in the low 32 bits): the packet's own and the conntrack
+    /// entry's tuples.
+    pub fn is_address(self) -> bool {
+        matches!(
+            self,
+            Field::SrcAddr
+                | Field::DstAddr
+                | Field::CtOrigSrc
+                | Field::CtOrigDst
+                | Field::CtReplSrc
+                | Field::CtReplDst
+        )
     }
 
     /// Largest value of the field.
@@ -189,6 +227,10 @@ impl Field {
             Field::CtOrigDstPort => "ctorigdport".into(),
             Field::CtOrigSrcPort => "ctorigsport".into(),
             Field::CtProto => "ctproto".into(),
+            Field::CtOrigSrc => "ctorigsrc".into(),
+            Field::CtOrigDst => "ctorigdst".into(),
+            Field::CtReplSrc => "ctreplsrc".into(),
+            Field::CtReplDst => "ctrepldst".into(),
             Field::Mark => "mark".into(),
             Field::CtMark => "ctmark".into(),
             Field::MacSrc => "macsrc".into(),

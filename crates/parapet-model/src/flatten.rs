@@ -28,7 +28,7 @@ use crate::mark_set::MarkSet;
 use crate::packet::Packet;
 use crate::quota::Quota;
 use crate::recent::Recent;
-use crate::rule::{Action, ChainId, Limit, Matches, Ruleset, Verdict};
+use crate::rule::{Action, ChainId, Condition, Limit, Matches, Ruleset, Verdict};
 use crate::stateful::{Assume, Stateful};
 use crate::statistic::Statistic;
 use crate::time_window::TimeWindow;
@@ -282,12 +282,19 @@ impl Flattener<'_> {
             // rule's first matches alone) skips the rule's entries, as the
             // kernel goes on with the next rule. The entries between carry
             // no condition.
+            // Several conditions (`-m recent … -m limit …`) are guards in
+            // a row, one condition each, in the rule's order: the second
+            // pair is reached only when the first admitted the packet.
             // A mark change with a stateful condition is guarded too, so
             // the entry that changes the mark is unconditional: the rules
             // after it are rewritten for the packets it matched
             // (`mark_resolve.rs`), which must be all of its box.
+            let conditions = rule.conditions();
             let guarded = rule.is_stateful()
-                && (jumps || rule.after_stateful.is_some() || rule.set_mark.is_some());
+                && (jumps
+                    || rule.after_stateful.is_some()
+                    || rule.set_mark.is_some()
+                    || conditions.len() > 1);
             let checked = match &rule.after_stateful {
                 Some(after) if guarded => context.and(after),
                 _ => matches.clone(),
@@ -322,16 +329,9 @@ impl Flattener<'_> {
                     guard(kind)
                 }
             };
-            let skip = if guarded {
-                let admitted = self.entries.len() as u32 + 2;
-                self.push(Entry {
-                    set_mark: None,
-                    ..guard(EntryKind::Return {
-                        resume: admitted,
-                        counted: false,
-                    })
-                })?;
-                self.push(Entry {
+            let mut skips = Vec::new();
+            if guarded {
+                let bare = |kind| Entry {
                     limit: None,
                     recent: None,
                     hashlimit: None,
@@ -340,15 +340,42 @@ impl Flattener<'_> {
                     quota: None,
                     statistic: None,
                     set_mark: None,
-                    ..guard(EntryKind::Return {
+                    ..guard(kind)
+                };
+                // One guard per condition (the time window with the
+                // first); with one condition, the rule's own.
+                let guards: Vec<Entry> = if conditions.len() > 1 {
+                    conditions
+                        .iter()
+                        .enumerate()
+                        .map(|(k, c)| {
+                            let mut g = with_condition(bare(EntryKind::Count), c);
+                            if k == 0 {
+                                g.time = rule.time.clone();
+                            }
+                            g
+                        })
+                        .collect()
+                } else {
+                    vec![guard(EntryKind::Count)]
+                };
+                for g in guards {
+                    let admitted = self.entries.len() as u32 + 2;
+                    self.push(Entry {
+                        kind: EntryKind::Return {
+                            resume: admitted,
+                            counted: false,
+                        },
+                        set_mark: None,
+                        ..g
+                    })?;
+                    self.push(bare(EntryKind::Return {
                         resume: 0,
                         counted: false,
-                    })
-                })?;
-                Some(self.entries.len() - 1)
-            } else {
-                None
-            };
+                    }))?;
+                    skips.push(self.entries.len() - 1);
+                }
+            }
             match &rule.action {
                 _ if checked.is_unsatisfiable() => {}
                 Action::Verdict(v) => self.push(entry(EntryKind::Decide(v.clone())))?,
@@ -394,8 +421,8 @@ impl Flattener<'_> {
                     }
                 }
             }
-            if let Some(skip) = skip {
-                let past = self.entries.len() as u32;
+            let past = self.entries.len() as u32;
+            for skip in skips {
                 if let EntryKind::Return { resume, .. } = &mut self.entries[skip].kind {
                     *resume = past;
                 }
@@ -409,6 +436,36 @@ impl Flattener<'_> {
         }
         self.path.pop();
         Ok(())
+    }
+}
+
+/// `e` with one stateful condition (a guard of a rule with several).
+fn with_condition(e: Entry, c: &Condition) -> Entry {
+    match c {
+        Condition::Limit(l) => Entry {
+            limit: Some((*l).clone()),
+            ..e
+        },
+        Condition::Recent(r) => Entry {
+            recent: Some((*r).clone()),
+            ..e
+        },
+        Condition::Hashlimit(h) => Entry {
+            hashlimit: Some((*h).clone()),
+            ..e
+        },
+        Condition::Dynset(d) => Entry {
+            dynset: Some((*d).clone()),
+            ..e
+        },
+        Condition::Quota(q) => Entry {
+            quota: Some((*q).clone()),
+            ..e
+        },
+        Condition::Statistic(st) => Entry {
+            statistic: Some((*st).clone()),
+            ..e
+        },
     }
 }
 

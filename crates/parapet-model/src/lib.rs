@@ -97,7 +97,7 @@ pub use mark_resolve::{
 };
 pub use mark_set::{MarkSet, MaskedPreimage, MAX_PREIMAGE_INTERVALS};
 pub use masked::MaskedMatch;
-pub use packet::{from_ip, to_ip, Packet, PacketSpecError};
+pub use packet::{from_ip, to_ip, CtAddrs, Packet, PacketSpecError, CT_ADDR_FIELDS};
 pub use policy::Policy;
 pub use proto::{protocol_name, protocol_number, service_port, PROTOCOLS, SERVICES};
 pub use quota::Quota;
@@ -110,9 +110,9 @@ pub use recent::{
 pub use region::{Budget, Cube, OverBudget, Region, Space};
 pub use rule::transport_header_field;
 pub use rule::{
-    Action, BaseChain, Chain, ChainId, Counters, Dir, Hook, LeftToKernel, Limit, LimitFlavor,
-    LogSpec, Matches, Origin, Rule, Ruleset, SetKeySpec, SetRef, Table, TableFamily, TimeUnit,
-    Verdict, LOG_OPTIONS,
+    Action, BaseChain, Chain, ChainId, Condition, Counters, Dir, Hook, LeftToKernel, Limit,
+    LimitFlavor, LogSpec, Matches, Origin, Rule, Ruleset, SetKeySpec, SetRef, StatefulKind, Table,
+    TableFamily, TimeUnit, Verdict, LOG_OPTIONS,
 };
 pub use stateful::{
     xt_credits_per_jiffy, xt_user2credits, Assume, Bucket, BucketKey, Clock, NftBucket, Stateful,

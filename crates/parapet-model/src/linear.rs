@@ -271,17 +271,19 @@ impl<'a> LinearEngine<'a> {
                 (Some(w), None) => Some(stateful.time(rule.id, w)),
                 _ => None,
             };
-            let admitted = match (&rule.limit, &rule.recent, &rule.hashlimit, failed, open) {
-                (_, _, _, _, Some(false)) => Some(false),
-                (Some(l), _, _, None, _) => Some(stateful.check(rule.id, l)),
-                (None, Some(r), _, None, _) => Some(stateful.recent(rule.id, r, &seen)),
-                (None, None, Some(h), None, _) => Some(stateful.hashlimit(rule.id, h, &seen)),
-                (None, None, None, None, _) => match (&rule.dynset, &rule.quota, &rule.statistic) {
-                    (Some(d), _, _) => Some(stateful.dynset(rule.id, d, &seen)),
-                    (None, Some(q), _) => Some(stateful.quota(rule.id, q, &seen)),
-                    (None, None, Some(s)) => Some(stateful.statistic(rule.id, s)),
-                    (None, None, None) => open,
-                },
+            // Several conditions run in their written order, each only
+            // once every one before it admitted the packet (`all` stops
+            // at the first refusal), as the kernel runs a rule's matches.
+            let admitted = match (failed, open) {
+                (_, Some(false)) => Some(false),
+                (None, _) => {
+                    let conditions = rule.conditions();
+                    if conditions.is_empty() {
+                        open
+                    } else {
+                        Some(conditions.iter().all(|c| c.admit(stateful, rule.id, &seen)))
+                    }
+                }
                 _ => open,
             };
             // Matches written after the stateful one run only once it

@@ -49,6 +49,13 @@ pub struct Packet {
     /// The conntrack entry's layer-4 protocol ([`Field::CtProto`]); 0
     /// without an entry.
     pub ct_proto: u8,
+    /// The conntrack entry's addresses, those the packet says
+    /// ([`CtAddrs`]; boxed: rare, and the packet stays small). `None`
+    /// (the default): the packet's own tuple is the entry's, as for the
+    /// first packet of a connection without NAT ([`Packet::value`]).
+    /// Without an entry (INVALID, UNTRACKED) no rule reading them
+    /// matches, whatever they hold.
+    pub ct_addrs: Option<Box<CtAddrs>>,
     /// Non-first fragment.
     pub fragment: bool,
     /// IPv4 TTL or IPv6 hop limit.
@@ -108,6 +115,7 @@ impl Packet {
             ct_orig_dport: 0,
             ct_orig_sport: 0,
             ct_proto: 0,
+            ct_addrs: None,
             fragment: false,
             ttl: Packet::DEFAULT_TTL,
             dscp: 0,
@@ -156,6 +164,10 @@ impl Packet {
             Field::CtOrigDstPort => self.ct_orig_dport as u128,
             Field::CtOrigSrcPort => self.ct_orig_sport as u128,
             Field::CtProto => self.ct_proto as u128,
+            Field::CtOrigSrc => self.ct_addr(field).unwrap_or(self.src),
+            Field::CtOrigDst => self.ct_addr(field).unwrap_or(self.dst),
+            Field::CtReplSrc => self.ct_addr(field).unwrap_or(self.dst),
+            Field::CtReplDst => self.ct_addr(field).unwrap_or(self.src),
             Field::Mark => self.mark as u128,
             Field::CtMark => self.ct_mark as u128,
             Field::MacSrc => crate::mac::key_value(self.mac_src),
@@ -163,6 +175,33 @@ impl Packet {
             Field::SkGid => self.sk_gid as u128,
             Field::Routing => self.rt as u128,
             Field::Set(_) => panic!("set membership is not a header field"),
+        }
+    }
+
+    /// The conntrack entry's address in `field` ([`Field::CtOrigSrc`],
+    /// [`Field::CtOrigDst`], [`Field::CtReplSrc`], [`Field::CtReplDst`])
+    /// when the packet says it.
+    pub fn ct_addr(&self, field: Field) -> Option<u128> {
+        let c = self.ct_addrs.as_deref()?;
+        match field {
+            Field::CtOrigSrc => c.orig_src,
+            Field::CtOrigDst => c.orig_dst,
+            Field::CtReplSrc => c.repl_src,
+            Field::CtReplDst => c.repl_dst,
+            _ => None,
+        }
+    }
+
+    /// Says the conntrack entry's address in `field` (one of the four of
+    /// [`Packet::ct_addr`]; other fields are left alone).
+    pub fn set_ct_addr(&mut self, field: Field, addr: u128) {
+        let c = self.ct_addrs.get_or_insert_with(Box::default);
+        match field {
+            Field::CtOrigSrc => c.orig_src = Some(addr),
+            Field::CtOrigDst => c.orig_dst = Some(addr),
+            Field::CtReplSrc => c.repl_src = Some(addr),
+            Field::CtReplDst => c.repl_dst = Some(addr),
+            _ => {}
         }
     }
 
@@ -217,6 +256,28 @@ impl Packet {
     }
 }
 
+/// The conntrack entry's addresses a packet says ([`Packet::ct_addrs`]):
+/// each `None` is the packet's own tuple's.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct CtAddrs {
+    /// The original tuple's source ([`Field::CtOrigSrc`]).
+    pub orig_src: Option<u128>,
+    /// The original tuple's destination (before DNAT).
+    pub orig_dst: Option<u128>,
+    /// The reply tuple's source (after DNAT).
+    pub repl_src: Option<u128>,
+    /// The reply tuple's destination (after SNAT).
+    pub repl_dst: Option<u128>,
+}
+
+/// The fields of the conntrack entry's addresses, in xt_conntrack's order.
+pub const CT_ADDR_FIELDS: [Field; 4] = [
+    Field::CtOrigSrc,
+    Field::CtOrigDst,
+    Field::CtReplSrc,
+    Field::CtReplDst,
+];
+
 /// Converts a field value back to an address of the family.
 pub fn to_ip(family: Family, v: u128) -> IpAddr {
     match family {
@@ -255,7 +316,8 @@ impl FromStr for Packet {
 
     /// Parses `PROTO SRC[:PORT] > DST[:PORT] [iif IF] [oif IF] [ct STATE]
     /// [flags F,F] [type T] [code C] [len N] [ttl N] [dscp N] [stype T]
-    /// [dtype T] [pkttype T] [rt TYPE/SEGLEFT/HDRLEN] [frag]`.
+    /// [dtype T] [pkttype T] [rt TYPE/SEGLEFT/HDRLEN] [ctorigsrc|ctorigdst|
+    /// ctreplsrc|ctrepldst ADDR] [frag]`.
     ///
     /// IPv6 addresses with ports are written `[2001:db8::1]:80`.
     ///
@@ -387,6 +449,23 @@ impl FromStr for Packet {
                     p.ct_proto = protocol_number(need("expected a protocol")?)
                         .ok_or_else(|| err(i + 1, "expected a protocol name or number"))?
                 }
+                "ctorigsrc" | "ctorigdst" | "ctreplsrc" | "ctrepldst" => {
+                    let v = need("expected an address")?;
+                    let (fam, a) = v
+                        .parse::<IpAddr>()
+                        .map(from_ip)
+                        .map_err(|_| err(i + 1, "expected an IP address"))?;
+                    if fam != p.family {
+                        return Err(err(i + 1, "the conntrack entry's addresses are of the packet's family"));
+                    }
+                    let field = match key {
+                        "ctorigsrc" => Field::CtOrigSrc,
+                        "ctorigdst" => Field::CtOrigDst,
+                        "ctreplsrc" => Field::CtReplSrc,
+                        _ => Field::CtReplDst,
+                    };
+                    p.set_ct_addr(field, a);
+                }
                 "flags" => {
                     p.tcp_flags = tcp_flags::parse_list(need("expected TCP flags like SYN,ACK")?)
                         .ok_or_else(|| err(i + 1, "expected TCP flags like SYN,ACK"))?
@@ -458,7 +537,7 @@ impl FromStr for Packet {
                 }
                 _ => return Err(err(
                     i,
-                    "expected iif, oif, ct, ctstatus, ctorigdport, ctproto, mark, ctmark, flags, type, code, len, ttl, dscp, stype, dtype, pkttype or frag",
+                    "expected iif, oif, ct, ctstatus, ctorigdport, ctorigsport, ctproto, ctorigsrc, ctorigdst, ctreplsrc, ctrepldst, mark, ctmark, flags, type, code, len, ttl, dscp, stype, dtype, pkttype or frag",
                 )),
             }
             i += 2;
@@ -565,6 +644,12 @@ impl fmt::Display for Packet {
         if self.ct_proto != 0 {
             write!(f, " ctproto {}", self.ct_proto)?;
         }
+        for field in CT_ADDR_FIELDS {
+            if let Some(a) = self.ct_addr(field) {
+                let name = field.name();
+                write!(f, " {name} {}", to_ip(self.family, a))?;
+            }
+        }
         if self.mark != 0 {
             write!(f, " mark {:#x}", self.mark)?;
         }
@@ -615,6 +700,8 @@ mod tests {
             "tcp 10.0.0.1:1 > 10.0.0.2:80 ct established ctstatus confirmed,dnat",
             "udp 0.0.0.0:68 > 10.0.0.255:67 dtype broadcast pkttype broadcast stype unspec",
             "tcp 10.0.0.1:1 > 10.0.0.2:80 ct established ctorigdport 25 ctproto 6",
+            "udp 10.0.0.1:1 > 10.0.0.2:53 ct established ctorigdst 192.0.2.1 ctreplsrc 10.0.0.2",
+            "udp [::1]:1 > [::2]:2 ctorigsrc 2001:db8::1 ctrepldst ::3",
             "icmp 1.2.3.4 > 5.6.7.8 type 8 code 0",
             "udp [::1]:1 > [::2]:2",
             "udp 10.0.0.1:1 > 10.0.0.2:53 mark 0x40000 ctmark 7",

@@ -168,9 +168,7 @@ impl Space {
                     .iter()
                     .map(|&f| match f {
                         Field::Family => IntervalSet::point(family.value()),
-                        Field::SrcAddr | Field::DstAddr => {
-                            IntervalSet::full(width_mask(family.addr_bits()))
-                        }
+                        f if f.is_address() => IntervalSet::full(width_mask(family.addr_bits())),
                         Field::CtState => IntervalSet::full(CtState::Untracked as u128),
                         _ => IntervalSet::full(f.max_value()),
                     })
@@ -259,6 +257,11 @@ impl Space {
         }
         if let Some(v) = get(Field::CtOrigSrcPort) {
             p.ct_orig_sport = v as u16;
+        }
+        for f in crate::packet::CT_ADDR_FIELDS {
+            if let Some(v) = get(f) {
+                p.set_ct_addr(f, v);
+            }
         }
         if let Some(v) = get(Field::CtProto) {
             p.ct_proto = v as u8;

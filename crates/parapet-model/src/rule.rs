@@ -15,7 +15,9 @@ use crate::time_window::TimeWindow;
 use serde::{Deserialize, Serialize};
 
 mod action;
+mod condition;
 pub use action::{Action, LogSpec, Verdict, LOG_OPTIONS};
+pub use condition::{Condition, StatefulKind};
 
 /// `-m limit` / nft `limit rate [over]`: a per-rule token bucket, a
 /// stateful condition checked after the rule's other matches (see
@@ -300,13 +302,12 @@ pub struct Rule {
     /// admits the packet (checked after every other match).
     pub limit: Option<Limit>,
     /// `-m recent`: the rule matches only when its table answers yes
-    /// (checked after every other match; a rule has at most one stateful
-    /// condition, a limit or this).
+    /// (checked after every other match; with a limit or hashlimit too,
+    /// in [`Rule::stateful_order`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recent: Option<Recent>,
     /// `-m hashlimit`: the rule matches only when its table's bucket for
-    /// the packet's key answers yes (checked as `recent` is; a rule has at
-    /// most one stateful condition).
+    /// the packet's key answers yes (checked as `recent` is).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hashlimit: Option<Hashlimit>,
     /// `-m time` / nft `meta time|hour|day`: the rule matches only while
@@ -320,7 +321,7 @@ pub struct Rule {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dynset: Option<Dynset>,
     /// nft `quota [over] N bytes`: a byte count per rule (checked as
-    /// `limit` is; a rule has at most one stateful condition).
+    /// `limit` is).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quota: Option<Quota>,
     /// `-m statistic`: every n-th or a random share of the packets
@@ -337,6 +338,12 @@ pub struct Rule {
     /// packet its stateful condition admits only if this holds too.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after_stateful: Option<Matches>,
+    /// The order of the rule's stateful conditions when it has more than
+    /// one (`-m recent --update … -m limit …`): each runs only when every
+    /// one before it admitted the packet ([`Rule::conditions`]). Empty
+    /// with one condition or none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stateful_order: Vec<StatefulKind>,
     /// Also log when the rule matches, whatever its action: nft's
     /// `log prefix "x" drop` is one rule with a log statement and a verdict.
     /// (iptables writes logging as its own `-j LOG` rule, so this is `None`
@@ -409,6 +416,7 @@ impl Rule {
             quota: None,
             statistic: None,
             after_stateful: None,
+            stateful_order: Vec::new(),
             log: None,
             set_mark: None,
             counters: Counters::default(),

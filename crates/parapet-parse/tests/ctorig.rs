@@ -151,8 +151,8 @@ fn refusals_name_the_construct() {
         ),
         ("-m conntrack --ctorigdstport 9:8 -j DROP", "is empty"),
         (
-            "-m conntrack --ctorigsrc 10.0.0.1 -j DROP",
-            "--ctorigsrc is not supported",
+            "-m conntrack --ctreplsrcport 53 -j DROP",
+            "--ctreplsrcport is not supported",
         ),
         (
             "-m conntrack --ctdir REPLY -j DROP",
@@ -168,9 +168,9 @@ fn refusals_name_the_construct() {
         assert!(e.contains(want), "{rule}: {e}");
         assert!(e.starts_with("t:3:"), "{e}");
     }
-    let nft = "table ip filter {\n\tchain c {\n\t\ttype filter hook input priority 0;\n\t\tct original saddr 1.2.3.4 drop\n\t}\n}\n";
+    let nft = "table ip filter {\n\tchain c {\n\t\ttype filter hook input priority 0;\n\t\tct reply proto-src 53 drop\n\t}\n}\n";
     let e = parse(nft, "n", Format::Nft).unwrap_err()[0].to_string();
-    assert!(e.contains("'ct original saddr' is not supported"), "{e}");
+    assert!(e.contains("'ct reply proto-src' is not supported"), "{e}");
 }
 
 /// `--ctorigsrcport` / `ct original proto-src` (the corpus's

@@ -101,8 +101,8 @@ fn the_kernels_checks_and_parapets_refusals() {
         ),
         ("--hashlimit-upto 5/s", "needs -m hashlimit"),
         (
-            "-m hashlimit --hashlimit-upto 5/s --hashlimit-name b -m recent --set",
-            "-m recent with -m hashlimit is not supported",
+            "-p tcp -m hashlimit --hashlimit-upto 5/s --hashlimit-name b -m tcp --dport 22 -m recent --set",
+            "-m recent after -m hashlimit and another match is not supported",
         ),
     ] {
         let e = load(&[rule], Format::IptablesSave).unwrap_err();

@@ -89,8 +89,8 @@ fn the_kernels_checks_and_parapets_refusals() {
             "--ports after a stateful match is not supported",
         ),
         (
-            "-m recent --set -m limit",
-            "-m limit with -m recent is not supported",
+            "-p udp -m recent --set -m udp --dport 53 -m limit",
+            "-m limit after -m recent and another match is not supported",
         ),
     ] {
         let e = refused(rule);

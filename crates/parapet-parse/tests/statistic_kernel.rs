@@ -187,11 +187,6 @@ fn statistic_refusals_are_iptables_and_carry_a_position() {
             55,
             "cannot be used with",
         ),
-        (
-            "-m statistic --mode nth --every 2 --packet 0 -m limit --limit 1/s",
-            58,
-            "at most one stateful",
-        ),
     ] {
         let text = format!("*filter\n:INPUT ACCEPT [0:0]\n-A INPUT {opts} -j DROP\nCOMMIT\n");
         let err = match parse(&text, "bad.v4", Format::IptablesSave) {

@@ -318,14 +318,7 @@ pub fn oracle(c: &Case) -> Verdicts {
     require_root();
     let (v6, probes) = (c.v6, c.probes);
     let text = format!("{}{}", c.nat, c.filter);
-    let ids = rule_ids(&text);
-    let filter_ids: Vec<u32> = ids
-        .iter()
-        .filter(|((t, _, _), _)| t == "filter")
-        .map(|(_, id)| *id)
-        .collect::<std::collections::BTreeSet<u32>>()
-        .into_iter()
-        .collect();
+    let filter_ids = filter_rule_ids(&text);
     let strip = |mut m: BTreeMap<u32, u64>| {
         m.retain(|id, n| !c.noise.contains(id) && *n > 0);
         m
@@ -339,17 +332,7 @@ pub fn oracle(c: &Case) -> Verdicts {
 
     let kernel = legacy_twin(&format!("{}k", c.tag), v6, &text, probes, c.noise);
 
-    // nft
-    let n = topo(&format!("{}n", c.tag));
-    load(
-        &n.r,
-        &["nft", "-f", "-"],
-        &format!("{}{}", c.nat_nft, with_counters(&nft)),
-    );
-    let by_nft = run_probes(&n, v6, probes, &|| {
-        strip(nft_counters(&n.r, v6, &filter_ids))
-    });
-    drop(n);
+    let by_nft = nft_twin(&format!("{}n", c.tag), c, &nft, &filter_ids);
 
     // parapetd from the nft text (its rule ids: positions in that file)
     let pn = parapet_twin(&format!("{}q", c.tag), v6, &nft, "nft");
@@ -404,6 +387,35 @@ pub fn oracle(c: &Case) -> Verdicts {
         kernel,
         parapet: pp,
     }
+}
+
+/// The nft twin: a fresh router bed named `tag` with the case's nft nat
+/// and `nft` (the filter table as parapet lists it) with counters in R;
+/// each probe's fate and the filter rules that counted it, by the
+/// iptables-save ids `filter_ids` (the case's noise left out).
+pub fn nft_twin(tag: &str, c: &Case, nft: &str, filter_ids: &[u32]) -> Outcome {
+    let n = topo(tag);
+    load(
+        &n.r,
+        &["nft", "-f", "-"],
+        &format!("{}{}", c.nat_nft, with_counters(nft)),
+    );
+    run_probes(&n, c.v6, c.probes, &|| {
+        let mut m = nft_counters(&n.r, c.v6, filter_ids);
+        m.retain(|id, k| !c.noise.contains(id) && *k > 0);
+        m
+    })
+}
+
+/// The filter table's rule ids of an iptables-save text, in order.
+pub fn filter_rule_ids(text: &str) -> Vec<u32> {
+    rule_ids(text)
+        .iter()
+        .filter(|((t, _, _), _)| t == "filter")
+        .map(|(_, id)| *id)
+        .collect::<std::collections::BTreeSet<u32>>()
+        .into_iter()
+        .collect()
 }
 
 /// Whether every probe met the same fate in two runs.

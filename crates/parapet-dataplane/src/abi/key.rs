@@ -137,6 +137,8 @@ impl PacketKey {
             ct_orig_dport: 0,
             ct_orig_sport: 0,
             ct_proto: 0,
+            // not in the key (the compilers refuse rules reading them)
+            ct_addrs: None,
             fragment: self.frag & FRAG_LATER != 0,
             ttl: self.ttl,
             dscp: self.dscp,

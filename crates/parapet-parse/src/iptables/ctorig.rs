@@ -1,18 +1,16 @@
-//! xt_conntrack's `--ctproto`, `--ctorigdstport` and `--ctorigsrcport` (values and spellings
-//! in [`crate::ctorig`]), and the rule-level check of what a packet
-//! without a conntrack entry does with them.
+//! xt_conntrack's `--ctproto`, `--ctorigdstport`, `--ctorigsrcport` and
+//! the tuples' addresses `--ctorigsrc`, `--ctorigdst`, `--ctreplsrc`,
+//! `--ctrepldst` (values and spellings in [`crate::ctorig`]), and the
+//! rule-level check of what a packet without a conntrack entry does with
+//! them.
 
 use super::option_arg::OptionArg;
 use super::rule::RuleParser;
-use crate::common::parse_port_range;
+use crate::common::{parse_cidr, parse_port_range};
 use parapet_model::*;
 
 /// xt_conntrack options parapet refuses, and why.
 pub(super) const REFUSED_CT_OPTIONS: &[&str] = &[
-    "--ctorigsrc",
-    "--ctorigdst",
-    "--ctreplsrc",
-    "--ctrepldst",
     "--ctreplsrcport",
     "--ctrepldstport",
     "--ctstatus",
@@ -21,10 +19,26 @@ pub(super) const REFUSED_CT_OPTIONS: &[&str] = &[
 ];
 
 impl RuleParser<'_> {
-    /// `[!] --ctproto P`, `[!] --ctorigdstport P[:P]` or `[!] --ctorigsrcport P[:P]`.
+    /// `[!] --ctproto P`, `[!] --ctorigdstport P[:P]`, `[!]
+    /// --ctorigsrcport P[:P]` or `[!] --ctorigsrc|--ctorigdst|--ctreplsrc|
+    /// --ctrepldst ADDR[/MASK]` (one address of the table's family, as
+    /// libxt_conntrack's host/mask option reads it; xt_conntrack compares
+    /// `(entry ^ addr) & mask`, the prefix here).
     pub(super) fn ct_tuple_option(&mut self, arg: OptionArg<'_>) {
         let (opt, col, negated, v, vcol) = arg.parts();
-        let (field, set) = if opt == "--ctproto" {
+        let addr_field = match opt {
+            "--ctorigsrc" => Some(Field::CtOrigSrc),
+            "--ctorigdst" => Some(Field::CtOrigDst),
+            "--ctreplsrc" => Some(Field::CtReplSrc),
+            "--ctrepldst" => Some(Field::CtReplDst),
+            _ => None,
+        };
+        let (field, set) = if let Some(f) = addr_field {
+            match parse_cidr(v, Some(self.family)) {
+                Ok((_, set)) => (f, set),
+                Err(m) => return self.err(vcol, format!("{opt}: {m}")),
+            }
+        } else if opt == "--ctproto" {
             match protocol_number(v) {
                 // libxt_conntrack refuses it ("rule would never match protocol")
                 Some(0) if negated.is_some() => {
@@ -50,8 +64,14 @@ impl RuleParser<'_> {
                 Err(m) => return self.err(vcol, m),
             }
         };
+        // An address's complement stays within the family's width.
+        let max = if field.is_address() {
+            width_mask(self.family.addr_bits())
+        } else {
+            field.max_value()
+        };
         let set = if negated.is_some() {
-            set.complement(field.max_value())
+            set.complement(max)
         } else {
             set
         };
@@ -70,7 +90,7 @@ impl RuleParser<'_> {
         match self.ctstate_no_entry {
             Some(true) => self.err(
                 col,
-                "--ctproto/--ctorigdstport/--ctorigsrcport with a --ctstate admitting INVALID or UNTRACKED is not supported: xt_conntrack matches those packets (no entry) without reading the other options, which is a second box; write two rules",
+                "--ctproto/--ctorigdstport/--ctorigsrcport/--ctorigsrc/--ctorigdst/--ctreplsrc/--ctrepldst with a --ctstate admitting INVALID or UNTRACKED is not supported: xt_conntrack matches those packets (no entry) without reading the other options, which is a second box; write two rules",
             ),
             Some(false) => {}
             None => self

@@ -18,9 +18,21 @@ pub(super) const SUPPORTED_MATCHES: &str =
 
 const PORT_PROTOS: &[u8] = &[6, 17, 132, 136];
 
-/// Matches that keep state: checked after the rule's other matches, at
-/// most one per rule.
+/// Matches that keep state: checked after the rule's other matches, in
+/// their written order.
 const STATEFUL_MATCHES: &[&str] = &["limit", "recent", "hashlimit", "quota", "statistic"];
+
+/// The condition a stateful match module is.
+fn stateful_kind(module: &str) -> Option<StatefulKind> {
+    Some(match module {
+        "limit" => StatefulKind::Limit,
+        "recent" => StatefulKind::Recent,
+        "hashlimit" => StatefulKind::Hashlimit,
+        "quota" => StatefulKind::Quota,
+        "statistic" => StatefulKind::Statistic,
+        _ => return None,
+    })
+}
 
 /// Matches that read the transport header (see `fragment_blind`).
 const L4_MATCHES: &[&str] = &[
@@ -64,7 +76,8 @@ fn option_module(opt: &str) -> Option<&'static [&'static str]> {
             &["multiport"]
         }
         "--src-range" | "--dst-range" => &["iprange"],
-        "--ctstate" | "--ctproto" | "--ctorigdstport" | "--ctorigsrcport" => &["conntrack"],
+        "--ctstate" | "--ctproto" | "--ctorigdstport" | "--ctorigsrcport" | "--ctorigsrc"
+        | "--ctorigdst" | "--ctreplsrc" | "--ctrepldst" => &["conntrack"],
         o if super::ctorig::REFUSED_CT_OPTIONS.contains(&o) => &["conntrack"],
         "--mark" => &["mark", "connmark"],
         "--mac-source" => MAC_MATCHES,
@@ -159,9 +172,11 @@ impl RuleParser<'_> {
                 protos,
             });
         }
-        // The kernel would spend a token (or record a hit) on packets a
-        // later match then refuses; parapet checks the stateful match
-        // after the rule's other matches.
+        // The kernel runs a rule's matches in order: a stateful match
+        // spends a token (or records a hit) only for the packets every
+        // match before it admitted, so the rule keeps its stateful
+        // matches in order (`Rule::stateful_order`) and what comes after
+        // the first of them apart (`Rule::after_stateful`).
         if let Some(st) = self
             .modules
             .iter()
@@ -169,10 +184,10 @@ impl RuleParser<'_> {
             .cloned()
         {
             if STATEFUL_MATCHES.contains(&n) {
-                if n != st {
+                if n != st && self.before_stateful.is_some() {
                     self.err(
                         name.col,
-                        format!("-m {n} with -m {st} is not supported: a rule has at most one stateful match in parapet (split the rule)"),
+                        format!("-m {n} after -m {st} and another match is not supported: parapet keeps a rule's stateful matches in order, with the matches before the first or after the last of them (write the other match before -m {st} or after -m {n})"),
                     );
                 }
             } else if n == "time" {
@@ -183,6 +198,9 @@ impl RuleParser<'_> {
             } else if n != "comment" {
                 self.begin_after_stateful();
             }
+        }
+        if let Some(kind) = stateful_kind(n).filter(|k| !self.stateful_order.contains(k)) {
+            self.stateful_order.push(kind);
         }
         if n == "hashlimit" && self.hashlimit.is_none() {
             self.hashlimit = Some(super::rule::HashlimitDraft::new(self.family, name.col));
@@ -589,12 +607,11 @@ impl RuleParser<'_> {
             | "--rttl" | "--reap" | "--name" | "--rsource" | "--rdest" | "--mask" => {
                 self.recent_option(arg)
             }
-            "--ctproto" | "--ctorigdstport" | "--ctorigsrcport" => {
-                self.ct_tuple_option(arg)
-            }
+            "--ctproto" | "--ctorigdstport" | "--ctorigsrcport" | "--ctorigsrc" | "--ctorigdst"
+            | "--ctreplsrc" | "--ctrepldst" => self.ct_tuple_option(arg),
             o if super::ctorig::REFUSED_CT_OPTIONS.contains(&o) => self.err(
                 col,
-                format!("{o} is not supported (of xt_conntrack's options parapet reads --ctstate, --ctproto, --ctorigdstport and --ctorigsrcport): the packet key does not carry the entry's other tuple fields, status or expiry"),
+                format!("{o} is not supported (of xt_conntrack's options parapet reads --ctstate, --ctproto, --ctorigsrc, --ctorigdst, --ctreplsrc, --ctrepldst, --ctorigdstport and --ctorigsrcport): the packet model does not carry the entry's reply ports, status or expiry"),
             ),
             "--tcp-option" => self.err(
                 col,

@@ -312,6 +312,7 @@ pub(crate) fn parse(
             module_options: 0,
             either_port: None,
             before_stateful: None,
+            stateful_order: Vec::new(),
             implicit_l4: false,
         };
         rp.matches
@@ -331,8 +332,14 @@ pub(crate) fn parse(
             set_mark,
             either_port,
             before_stateful,
+            stateful_order,
             ..
         } = rp;
+        let stateful_order = if stateful_order.len() > 1 {
+            stateful_order
+        } else {
+            Vec::new()
+        };
         // Matches written after the stateful one: the rule's first matches
         // are those before it, and the whole conjunction is checked once
         // the stateful condition admitted the packet.
@@ -450,6 +457,7 @@ pub(crate) fn parse(
                     quota: quota.clone(),
                     statistic: statistic.clone(),
                     after_stateful: after_stateful.clone(),
+                    stateful_order: stateful_order.clone(),
                     counters,
                     origin: Origin { line: ln },
                     kernel: kernel_target.iter().cloned().collect(),

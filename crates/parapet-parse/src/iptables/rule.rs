@@ -139,6 +139,9 @@ pub(super) struct RuleParser<'a> {
     /// runs the stateful match on those packets, and `matches` goes on to
     /// the whole conjunction (`Rule::after_stateful`).
     pub(super) before_stateful: Option<Matches>,
+    /// The stateful matches in their written order (`Rule::stateful_order`
+    /// when more than one).
+    pub(super) stateful_order: Vec<StatefulKind>,
     /// A protocol's match loaded implicitly (`-p tcp --dport 22` with no
     /// `-m tcp`) before any stateful match: its later options are its own.
     pub(super) implicit_l4: bool,

@@ -21,6 +21,7 @@
 mod binding;
 mod chain;
 mod commands;
+mod ctaddr;
 mod ctstatus;
 mod dynset;
 mod kernel;

@@ -39,7 +39,7 @@ pub(super) fn write_module_matches(
         out.push_str(&crate::ctstatus::iptables(set).map_err(|m| rerr(id, m))?);
     }
     out.push_str(&crate::addrtype::iptables(r, family).map_err(|m| rerr(id, m))?);
-    out.push_str(&crate::ctorig::iptables(r).map_err(|m| rerr(id, m))?);
+    out.push_str(&crate::ctorig::iptables(r, family).map_err(|m| rerr(id, m))?);
     write_set_matches(out, rs, r)?;
     super::masked::iptables_marks(out, r)?;
     super::masked::iptables_masked(out, r)?;

@@ -288,60 +288,68 @@ fn ipt_rule(rs: &Ruleset, r: &Rule, family: Family, extra: &str) -> Result<Strin
     if let Some(c) = &r.comment {
         let _ = write!(out, " -m comment --comment {}", quote_always(c));
     }
-    if let Some(l) = &r.limit {
-        if l.object.is_some() {
-            return Err(rerr(
-                id,
-                "a named nft limit object (shared by several rules) has no iptables spelling",
-            ));
-        }
-        if l.over {
-            return Err(rerr(
-                id,
-                "'limit rate over' has no iptables spelling (-m limit matches under the rate)",
-            ));
-        }
-        let unit = match l.per {
-            TimeUnit::Second => "sec",
-            TimeUnit::Minute => "min",
-            TimeUnit::Hour => "hour",
-            TimeUnit::Day => "day",
-        };
-        let _ = write!(
-            out,
-            " -m limit --limit {}/{unit} --limit-burst {}",
-            l.rate, l.burst
-        );
-    }
+    // A time window first (the parser refuses one after a stateful
+    // match), then the stateful matches in the rule's order: the kernel
+    // runs each only for the packets the ones before it admitted.
     if let Some(w) = &r.time {
         write_time(&mut out, w);
     }
-    if let Some(rc) = &r.recent {
-        write_recent(&mut out, rc, family);
-    }
-    if let Some(h) = &r.hashlimit {
-        let _ = write!(out, " -m hashlimit {}", h.options(family));
-    }
-    if let Some(q) = &r.quota {
-        // xt_quota matches while `--quota` bytes are left for the packet,
-        // nft's quota while its count stays below N: `--quota N-1-used`
-        // is the same rule (the parser reads `--quota N` back as N+1).
-        let left = q.bytes.saturating_sub(q.used).saturating_sub(1);
-        let not = if q.over { " !" } else { "" };
-        let _ = write!(out, " -m quota{not} --quota {left}");
-    }
-    if let Some(st) = &r.statistic {
-        out.push_str(&super::stateful::statistic_iptables(st));
-    }
-    if r.dynset.is_some() {
-        return Err(RenderError {
-            rule_id: r.id,
-            message: "an nft dynamic set has no iptables spelling parapet writes (-m recent and -m hashlimit keep other state)".into(),
-        });
+    for c in r.conditions() {
+        match c {
+            Condition::Limit(l) => write_limit(&mut out, id, l)?,
+            Condition::Recent(rc) => write_recent(&mut out, rc, family),
+            Condition::Hashlimit(h) => {
+                let _ = write!(out, " -m hashlimit {}", h.options(family));
+            }
+            Condition::Quota(q) => {
+                // xt_quota matches while `--quota` bytes are left for the
+                // packet, nft's quota while its count stays below N:
+                // `--quota N-1-used` is the same rule (the parser reads
+                // `--quota N` back as N+1).
+                let left = q.bytes.saturating_sub(q.used).saturating_sub(1);
+                let not = if q.over { " !" } else { "" };
+                let _ = write!(out, " -m quota{not} --quota {left}");
+            }
+            Condition::Statistic(st) => out.push_str(&super::stateful::statistic_iptables(st)),
+            Condition::Dynset(_) => {
+                return Err(RenderError {
+                    rule_id: r.id,
+                    message: "an nft dynamic set has no iptables spelling parapet writes (-m recent and -m hashlimit keep other state)".into(),
+                })
+            }
+        }
     }
     write_after_stateful(&mut out, rs, r, proto, family)?;
     write_target(&mut out, r)?;
     Ok(out)
+}
+
+/// `-m limit` as iptables-save writes it.
+fn write_limit(out: &mut String, id: u32, l: &Limit) -> Result<(), RenderError> {
+    if l.object.is_some() {
+        return Err(rerr(
+            id,
+            "a named nft limit object (shared by several rules) has no iptables spelling",
+        ));
+    }
+    if l.over {
+        return Err(rerr(
+            id,
+            "'limit rate over' has no iptables spelling (-m limit matches under the rate)",
+        ));
+    }
+    let unit = match l.per {
+        TimeUnit::Second => "sec",
+        TimeUnit::Minute => "min",
+        TimeUnit::Hour => "hour",
+        TimeUnit::Day => "day",
+    };
+    let _ = write!(
+        out,
+        " -m limit --limit {}/{unit} --limit-burst {}",
+        l.rate, l.burst
+    );
+    Ok(())
 }
 
 /// Writes `-s`/`-d` prefixes; returns the `--src-range`/`--dst-range`

@@ -383,20 +383,18 @@ fn nft_rule(rs: &Ruleset, tfam: TableFamily, r: &Rule) -> Result<String, RenderE
             "-m hashlimit has no nft spelling parapet writes yet (nft's counterpart, a meter with a limit, rounds differently: nft_limit's, not xt_hashlimit's)",
         ));
     }
-    if let Some(l) = &r.limit {
-        parts.push(match &l.object {
-            Some(name) => format!("limit name {}", nft_quote(name)),
-            None => super::stateful::nft_limit_rate(l),
-        });
-    }
-    if let Some(d) = &r.dynset {
-        parts.push(super::stateful::statement(d));
-    }
-    if let Some(q) = &r.quota {
-        parts.push(super::stateful::quota(q));
-    }
-    if let Some(st) = &r.statistic {
-        parts.push(super::stateful::statistic_nft(st).map_err(|m| rerr(id, m))?);
+    // in the rule's order: nft runs a rule's expressions as written
+    for c in r.conditions() {
+        match c {
+            Condition::Limit(l) => parts.push(match &l.object {
+                Some(name) => format!("limit name {}", nft_quote(name)),
+                None => super::stateful::nft_limit_rate(l),
+            }),
+            Condition::Dynset(d) => parts.push(super::stateful::statement(d)),
+            Condition::Quota(q) => parts.push(super::stateful::quota(q)),
+            Condition::Statistic(st) => parts.push(super::stateful::statistic_nft(id, st)?),
+            Condition::Recent(_) | Condition::Hashlimit(_) => {} // refused above
+        }
     }
     if r.counters != Counters::default() || r.action == Action::Count {
         parts.push(format!(

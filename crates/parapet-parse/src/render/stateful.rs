@@ -86,13 +86,16 @@ pub(super) fn quota(q: &Quota) -> String {
 /// N [!= ]P` (nft_numgen's counter hands packet i the number i mod N, as
 /// xt_statistic picks packet P of every N); `--mode random` has no nft
 /// spelling parapet reads back yet (`meta random`).
-pub(super) fn statistic_nft(s: &Statistic) -> Result<String, String> {
+pub(super) fn statistic_nft(rule_id: u32, s: &Statistic) -> Result<String, super::RenderError> {
     match s.mode {
         StatisticMode::Nth { every, packet } => {
             let not = if s.invert { "!= " } else { "" };
             Ok(format!("numgen inc mod {every} {not}{packet}"))
         }
-        StatisticMode::Random { .. } => Err("-m statistic --mode random has no nft spelling parapet writes yet (nft's is 'meta random', which parapet does not read)".into()),
+        StatisticMode::Random { .. } => Err(super::RenderError {
+            rule_id,
+            message: "-m statistic --mode random has no nft spelling parapet writes yet (nft's is 'meta random', which parapet does not read)".into(),
+        }),
     }
 }
 

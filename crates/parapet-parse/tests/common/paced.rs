@@ -1,8 +1,9 @@
 //! One sequence of loopback datagrams (source 127.0.0.H, destination
 //! port) through the specification and the flattened list, 1 ms apart on a
 //! test clock, and through the kernel (`udp_lo`): the oracles of a limit on
-//! a jump and of matches after a stateful one. Not in `common/mod.rs`: only
-//! those two files use it (`#[path]`).
+//! a jump, of matches after a stateful one and of two stateful matches in
+//! one rule. Not in `common/mod.rs`: only those three files use it
+//! (`#[path]`).
 
 use crate::common::udp_lo;
 use parapet_model::*;
