@@ -106,7 +106,7 @@ pub fn classify(
             )
         };
         eprintln!(
-            "parapet: note: rules with a stateful match, limit, recent, hashlimit, quota, a dynamic set or time ({}), {how}; {enforced}",
+            "parapet: note: rules with a stateful match, limit, recent, hashlimit, quota, statistic, a dynamic set or time ({}), {how}; {enforced}",
             limited.join(", ")
         );
     }
@@ -550,6 +550,18 @@ fn condition_text(c: &parapet_model::Condition<'_>) -> String {
             if q.over { "over " } else { "" },
             q.bytes
         ),
+        Condition::Statistic(st) => {
+            let what = match st.mode {
+                parapet_model::StatisticMode::Nth { every, packet } => {
+                    format!("statistic --mode nth --every {every} --packet {packet}")
+                }
+                parapet_model::StatisticMode::Random { threshold } => format!(
+                    "statistic --mode random --probability {}",
+                    parapet_model::Statistic::probability_text(threshold)
+                ),
+            };
+            format!("{}{what}", if st.invert { "! " } else { "" })
+        }
         Condition::Limit(l) => format!("limit {}/{}", l.rate, l.per.name()),
     }
 }

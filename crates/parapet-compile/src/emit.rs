@@ -7,7 +7,8 @@ use crate::tree::Forest;
 use parapet_image::{self as image, hw, kind};
 use parapet_model::{
     BucketKey, DecisionList, Dynset, EntryKind, Hashlimit, Limit, LimitFlavor, Quota, Recent,
-    TimeUnit, TimeWindow, Verdict, DYNSET_MAX_LIMIT_BURST, DYNSET_MAX_LIMIT_RATE,
+    Statistic, StatisticMode, TimeUnit, TimeWindow, Verdict, DYNSET_MAX_LIMIT_BURST,
+    DYNSET_MAX_LIMIT_RATE,
 };
 use std::collections::HashMap;
 
@@ -165,6 +166,7 @@ pub(crate) fn entry_records(
             || e.hashlimit.is_some()
             || e.dynset.is_some()
             || e.quota.is_some()
+            || e.statistic.is_some()
             || e.time.is_some();
         let bucket = match (&e.limit, shared_state) {
             (Some(l), _) => Some(BucketKey::of(e.rule_id, l)),
@@ -195,13 +197,14 @@ pub(crate) fn entry_records(
                         (Some(l), _, _) => stateful_row(e.rule_id, l),
                         (None, Some(r), _) => recent_row(e.rule_id, r),
                         (None, None, Some(h)) => hashlimit_row(e.rule_id, h),
-                        (None, None, None) => match (&e.dynset, &e.quota, &e.time) {
+                        (None, None, None) => match (&e.dynset, &e.quota, &e.statistic) {
                             (Some(d), _, _) => dynset_row(e.rule_id, d),
                             (None, Some(q), _) => quota_row(e.rule_id, q),
-                            (None, None, Some(w)) => time_row(e.rule_id, w),
-                            (None, None, None) => {
-                                unreachable!("a bucket without a condition")
-                            }
+                            (None, None, Some(s)) => statistic_row(e.rule_id, s),
+                            (None, None, None) => match &e.time {
+                                Some(w) => time_row(e.rule_id, w),
+                                None => unreachable!("a bucket without a condition"),
+                            },
                         },
                     });
                 }
@@ -335,6 +338,7 @@ fn has_other_condition(e: &parapet_model::Entry) -> bool {
         || e.hashlimit.is_some()
         || e.dynset.is_some()
         || e.quota.is_some()
+        || e.statistic.is_some()
 }
 
 /// The stateful-table row of rule `rule_id`'s time window (see
@@ -372,6 +376,17 @@ fn quota_row(rule_id: u32, q: &Quota) -> [u32; image::stateful::ROW_WORDS] {
         0,
         0,
     ]
+}
+
+/// The stateful-table row of rule `rule_id`'s `-m statistic`.
+fn statistic_row(rule_id: u32, s: &Statistic) -> [u32; image::stateful::ROW_WORDS] {
+    use image::stateful as st;
+    let invert = if s.invert { st::F_INVERT } else { 0 };
+    let (kind, p0, p1) = match s.mode {
+        StatisticMode::Nth { every, packet } => (st::STATISTIC_NTH, every, packet),
+        StatisticMode::Random { threshold } => (st::STATISTIC_RANDOM, threshold, 0),
+    };
+    [rule_id, kind | invert, p0, p1, 0, 0, 0, 0]
 }
 
 /// The trees of all partitions laid out together.

@@ -7,7 +7,7 @@ use parapet_image::{hw, stateful as st, Image, KeyWords};
 use parapet_model::{
     hashlimit_key, hashlimit_step, masked, recent_seen_ttl, Bucket, Clock, DynsetCheck, DynsetOp,
     DynsetTables, ElementLimit, Family, HashlimitBucket, HashlimitKey, NftBucket, Quota,
-    RecentCheck, RecentCommand, RecentTables, TimeWindow, XtBucket,
+    RandomWords, RecentCheck, RecentCommand, RecentTables, Statistic, TimeWindow, XtBucket,
 };
 use std::collections::HashMap;
 
@@ -34,6 +34,9 @@ pub struct ImageState {
     pub wall_offset_ns: i64,
     /// The kernel's `sys_tz` for `--kerneltz` windows: minutes west of UTC.
     pub minutes_west: i32,
+    /// The random words `-m statistic --mode random` reads (the BPF
+    /// walker's are `bpf_get_prandom_u32`'s).
+    pub random: RandomWords,
 }
 
 impl ImageState {
@@ -48,6 +51,7 @@ impl ImageState {
             dynset: DynsetTables::default(),
             wall_offset_ns: 0,
             minutes_west: 0,
+            random: RandomWords::default(),
         }
     }
 
@@ -83,7 +87,7 @@ impl ImageState {
                 });
                 match b {
                     Bucket::Xt(x) => x.admit(avg, burst, now.hz, now.jiffies()),
-                    Bucket::Nft(_) | Bucket::Quota(_) => false,
+                    Bucket::Nft(_) | Bucket::Quota(_) | Bucket::Nth(_) => false,
                 }
             }
             st::NFT_LIMIT => {
@@ -92,7 +96,7 @@ impl ImageState {
                 let b = slot.get_or_insert_with(|| Bucket::Nft(NftBucket::full(max, loaded.ns)));
                 match b {
                     Bucket::Nft(n) => n.admit(cost, max, over, now.ns),
-                    Bucket::Xt(_) | Bucket::Quota(_) => false,
+                    Bucket::Xt(_) | Bucket::Quota(_) | Bucket::Nth(_) => false,
                 }
             }
             st::RECENT => {
@@ -155,6 +159,17 @@ impl ImageState {
                     Bucket::Quota(c) => Quota { bytes, over, used }.admit(c, len),
                     _ => false,
                 }
+            }
+            st::STATISTIC_NTH => {
+                let invert = r[1] & st::F_INVERT != 0;
+                match slot.get_or_insert(Bucket::Nth(0)) {
+                    Bucket::Nth(seen) => Statistic::nth_admit(r[2], r[3], invert, seen),
+                    _ => false,
+                }
+            }
+            st::STATISTIC_RANDOM => {
+                let invert = r[1] & st::F_INVERT != 0;
+                Statistic::random_admit(r[2], invert, self.random.next_u32())
             }
             st::DYNSET => {
                 let Some(op) = DynsetOp::from_code((r[1] >> st::DYNSET_OP_SHIFT) & 3) else {

@@ -160,6 +160,7 @@ fn entry(rule_id: u32, matches: Matches, v: Verdict) -> Entry {
         time: None,
         dynset: None,
         quota: None,
+        statistic: None,
         set_mark: None,
     }
 }

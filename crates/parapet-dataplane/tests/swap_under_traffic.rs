@@ -132,6 +132,7 @@ fn image(
             time: None,
             dynset: None,
             quota: None,
+            statistic: None,
             set_mark: None,
         });
         let every = padding as usize / CLASSES;
@@ -151,6 +152,7 @@ fn image(
                     time: None,
                     dynset: None,
                     quota: None,
+                    statistic: None,
                     set_mark: None,
                 });
             }

@@ -207,6 +207,13 @@ fn validate(w: &[u32]) -> Result<(), ImageError> {
                 if row[1] & 0xc00 == 0
                     && row[1] >> crate::stateful::TIME_DAYTIME_STOP_SHIFT < 86_400
                     && row[4] & 0x00ff_ffff < 86_400 => {}
+            // `--every` ≥ 1 with `--packet` below it; a threshold ≤ 2^31.
+            crate::stateful::STATISTIC_NTH
+                if row[1] & !(crate::stateful::F_INVERT | 0xff) == 0
+                    && row[2] != 0
+                    && row[3] < row[2] => {}
+            crate::stateful::STATISTIC_RANDOM
+                if row[1] & !(crate::stateful::F_INVERT | 0xff) == 0 && row[2] <= 1 << 31 => {}
             _ => return bad(format!("stateful row {r} has an unknown kind")),
         }
     }

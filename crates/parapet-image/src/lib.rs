@@ -22,7 +22,7 @@ pub use key::{u128_at, KeyWords, KEY_OFF, KEY_SETS, KEY_WIDE};
 /// `PRPT` read as a little-endian `u32`.
 pub const MAGIC: u32 = 0x5450_5250;
 /// The format version this crate writes and reads.
-pub const VERSION: u32 = 8;
+pub const VERSION: u32 = 9;
 /// Words in the header.
 pub const HEADER_WORDS: usize = 32;
 /// Words per tree node.
@@ -154,6 +154,15 @@ pub mod kind {
 ///   Sunday), `p3` = month days (bits 1..31). The clock: UTC seconds from
 ///   the kernel's boot time plus an offset user space writes
 ///   (docs/dataplane.md, "Wall-clock time").
+/// - [`stateful::STATISTIC_NTH`] (`xt_statistic.c`, image version 9):
+///   `p0` = `--every` (≥ 1), `p1` = `--packet` (< `p0`); flag
+///   [`stateful::F_INVERT`]: `!`. The packets counted live in the row's
+///   bucket; packet `i` (from 0, since the generation began) matches when
+///   `i mod p0 == p1`.
+/// - [`stateful::STATISTIC_RANDOM`] (`xt_statistic.c`, image version 9):
+///   `p0` = the threshold (`--probability` × 2^31, rounded; ≤ 2^31); the
+///   packet matches when a random word's low 31 bits are below it; flag
+///   [`stateful::F_INVERT`]: `!`.
 pub mod stateful {
     /// Words per row.
     pub const ROW_WORDS: usize = 8;
@@ -208,6 +217,12 @@ pub mod stateful {
     pub const QUOTA: u32 = 6;
     /// Row kind: a time window (`xt_time`'s `time_mt`), image version 5.
     pub const TIME: u32 = 7;
+    /// Row kind: `-m statistic --mode nth` (image version 9; flag
+    /// [`F_INVERT`]: `!`).
+    pub const STATISTIC_NTH: u32 = 8;
+    /// Row kind: `-m statistic --mode random` (image version 9; flag
+    /// [`F_INVERT`]: `!`).
+    pub const STATISTIC_RANDOM: u32 = 9;
     /// Time row flag: `--kerneltz` (the kernel's `sys_tz`, not UTC).
     pub const F_KERNEL_TZ: u32 = 0x100;
     /// Time row flag: `--contiguous`.

@@ -30,6 +30,7 @@ use crate::quota::Quota;
 use crate::recent::Recent;
 use crate::rule::{Action, ChainId, Condition, Limit, Matches, Ruleset, Verdict};
 use crate::stateful::{Assume, Stateful};
+use crate::statistic::Statistic;
 use crate::time_window::TimeWindow;
 use serde::{Deserialize, Serialize};
 
@@ -91,6 +92,9 @@ pub struct Entry {
     /// The rule's nft `quota`, checked as `limit` is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quota: Option<Quota>,
+    /// The rule's `-m statistic`, checked as `limit` is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub statistic: Option<Statistic>,
     /// The rule's mark change (`-j MARK`), made when the entry matches. In
     /// a flattened list the entries after it already read the mark from
     /// before every change ([`DecisionList::resolve_marks`]): this only
@@ -109,6 +113,7 @@ impl Entry {
             || self.time.is_some()
             || self.dynset.is_some()
             || self.quota.is_some()
+            || self.statistic.is_some()
     }
 
     /// True when the entry matches only part of its box: a stateful
@@ -304,6 +309,7 @@ impl Flattener<'_> {
                 time: rule.time.clone(),
                 dynset: rule.dynset.clone(),
                 quota: rule.quota.clone(),
+                statistic: rule.statistic.clone(),
                 set_mark: rule.set_mark,
             };
             let entry = |kind| {
@@ -316,6 +322,7 @@ impl Flattener<'_> {
                         time: None,
                         dynset: None,
                         quota: None,
+                        statistic: None,
                         ..guard(kind)
                     }
                 } else {
@@ -331,6 +338,7 @@ impl Flattener<'_> {
                     time: None,
                     dynset: None,
                     quota: None,
+                    statistic: None,
                     set_mark: None,
                     ..guard(kind)
                 };
@@ -395,6 +403,7 @@ impl Flattener<'_> {
                         time: None,
                         dynset: None,
                         quota: None,
+                        statistic: None,
                         ..entry(EntryKind::Jump)
                     };
                     self.push(marker.clone())?;
@@ -451,6 +460,10 @@ fn with_condition(e: Entry, c: &Condition) -> Entry {
         },
         Condition::Quota(q) => Entry {
             quota: Some((*q).clone()),
+            ..e
+        },
+        Condition::Statistic(st) => Entry {
+            statistic: Some((*st).clone()),
             ..e
         },
     }
@@ -579,6 +592,11 @@ impl DecisionList {
             }
             if let Some(q) = &e.quota {
                 if !stateful.quota(e.rule_id, q, pkt) {
+                    continue;
+                }
+            }
+            if let Some(s) = &e.statistic {
+                if !stateful.statistic(e.rule_id, s) {
                     continue;
                 }
             }

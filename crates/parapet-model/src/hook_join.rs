@@ -73,6 +73,7 @@ pub fn join_at_hook(chains: Vec<(DecisionList, Option<Family>)>) -> DecisionList
                 time: None,
                 dynset: None,
                 quota: None,
+                statistic: None,
                 set_mark: None,
             });
         } else if last {

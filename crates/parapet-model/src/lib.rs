@@ -60,6 +60,7 @@ pub mod routing;
 mod rule;
 mod same_decider;
 mod stateful;
+mod statistic;
 mod time_unit;
 mod time_window;
 
@@ -118,6 +119,7 @@ pub use stateful::{
     xt_credits_per_jiffy, xt_user2credits, Assume, Bucket, BucketKey, Clock, NftBucket, Stateful,
     StatefulState, XtBucket, NFT_DEFAULT_BURST, XT_LIMIT_SCALE,
 };
+pub use statistic::{RandomWords, Statistic, StatisticMode, RANDOM_ONE as STATISTIC_RANDOM_ONE};
 pub use time_window::{
     format_date, format_daytime, parse_date, parse_daytime, TimeWindow, ALL_MONTHDAYS,
     ALL_WEEKDAYS, MAX_DATESTOP, WEEKDAY_NAMES,

@@ -190,6 +190,7 @@ impl Rewriter<'_> {
                 time: None,
                 dynset: None,
                 quota: None,
+                statistic: None,
                 set_mark: None,
             })?;
         }

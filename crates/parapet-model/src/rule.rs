@@ -9,6 +9,7 @@ use crate::masked::MaskedMatch;
 use crate::packet::Packet;
 use crate::quota::Quota;
 use crate::recent::Recent;
+use crate::statistic::Statistic;
 pub use crate::time_unit::TimeUnit;
 use crate::time_window::TimeWindow;
 use serde::{Deserialize, Serialize};
@@ -323,6 +324,11 @@ pub struct Rule {
     /// `limit` is).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quota: Option<Quota>,
+    /// `-m statistic`: every n-th or a random share of the packets
+    /// reaching it (checked as `limit` is; a rule has at most one stateful
+    /// condition).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub statistic: Option<Statistic>,
     /// Matches the kernel checks *after* the stateful condition
     /// (`-p udp -m recent --update … -m udp --dport 123`: the kernel runs a
     /// rule's matches in order, so `--update` records a hit for every UDP
@@ -372,6 +378,7 @@ impl Rule {
             || self.time.is_some()
             || self.dynset.is_some()
             || self.quota.is_some()
+            || self.statistic.is_some()
     }
 
     /// A time window together with another stateful condition: the
@@ -383,7 +390,8 @@ impl Rule {
                 || self.recent.is_some()
                 || self.hashlimit.is_some()
                 || self.dynset.is_some()
-                || self.quota.is_some())
+                || self.quota.is_some()
+                || self.statistic.is_some())
     }
 
     /// Every field the rule reads: its whole conjunction, the matches
@@ -406,6 +414,7 @@ impl Rule {
             time: None,
             dynset: None,
             quota: None,
+            statistic: None,
             after_stateful: None,
             stateful_order: Vec::new(),
             log: None,

@@ -38,6 +38,7 @@ use crate::packet::Packet;
 use crate::quota::Quota;
 use crate::recent::{seen_ttl, Recent, RecentTables};
 use crate::rule::{Limit, LimitFlavor};
+use crate::statistic::{RandomWords, Statistic, StatisticMode};
 use crate::time_window::TimeWindow;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -163,6 +164,8 @@ pub enum Bucket {
     Nft(NftBucket),
     /// nft_quota's: the bytes counted.
     Quota(u64),
+    /// `-m statistic --mode nth`'s: the packets counted.
+    Nth(u64),
 }
 
 /// Answers a rule's stateful condition when evaluation reaches it.
@@ -191,6 +194,10 @@ pub trait Stateful {
     /// As [`Stateful::check`] for a rule whose condition is an nft `quota`
     /// (a count per rule; see `quota.rs`).
     fn quota(&mut self, rule_id: u32, quota: &Quota, pkt: &Packet) -> bool;
+
+    /// As [`Stateful::check`] for a rule whose condition is `-m statistic`
+    /// (a counter per rule, or a random word; see `statistic.rs`).
+    fn statistic(&mut self, rule_id: u32, statistic: &Statistic) -> bool;
 }
 
 /// An offline assumption instead of state: every stateful condition
@@ -222,6 +229,10 @@ impl Stateful for Assume {
     fn quota(&mut self, _: u32, _: &Quota, _: &Packet) -> bool {
         self.0
     }
+
+    fn statistic(&mut self, _: u32, _: &Statistic) -> bool {
+        self.0
+    }
 }
 
 /// Per-rule buckets and a clock the caller moves: the reference state of
@@ -249,6 +260,10 @@ pub struct StatefulState {
     pub dynset: DynsetTables,
     /// Each quota rule's byte count, by rule id.
     pub quotas: HashMap<u32, u64>,
+    /// Each `-m statistic --mode nth` rule's packets seen, by rule id.
+    pub nth_seen: HashMap<u32, u64>,
+    /// The random words `-m statistic --mode random` reads.
+    pub random: RandomWords,
 }
 
 /// Whose bucket: a rule's own, or a named limit object's (shared).
@@ -283,6 +298,8 @@ impl StatefulState {
             minutes_west: 0,
             dynset: DynsetTables::default(),
             quotas: HashMap::new(),
+            nth_seen: HashMap::new(),
+            random: RandomWords::default(),
         }
     }
 
@@ -321,7 +338,7 @@ impl Stateful for StatefulState {
         match b {
             Bucket::Xt(x) => x.admit(limit.xt_avg(), limit.burst, now.hz, now.jiffies()),
             Bucket::Nft(n) => n.admit(limit.nft_cost(), limit.nft_tokens_max(), limit.over, now.ns),
-            Bucket::Quota(_) => false,
+            Bucket::Quota(_) | Bucket::Nth(_) => false,
         }
     }
 
@@ -358,6 +375,18 @@ impl Stateful for StatefulState {
     fn quota(&mut self, rule_id: u32, quota: &Quota, pkt: &Packet) -> bool {
         let consumed = self.quotas.entry(rule_id).or_insert(quota.used);
         quota.admit(consumed, Quota::length(pkt))
+    }
+
+    fn statistic(&mut self, rule_id: u32, statistic: &Statistic) -> bool {
+        match statistic.mode {
+            StatisticMode::Nth { every, packet } => {
+                let seen = self.nth_seen.entry(rule_id).or_insert(0);
+                Statistic::nth_admit(every, packet, statistic.invert, seen)
+            }
+            StatisticMode::Random { threshold } => {
+                Statistic::random_admit(threshold, statistic.invert, self.random.next_u32())
+            }
+        }
     }
 }
 

@@ -23,6 +23,14 @@
  * lookups): dynset.h.  Time windows (-m time, meta time|hour|day):
  * time_window.h.
  *
+ * -m statistic (xt_statistic.c): --mode nth counts the packets reaching
+ * the row in the bucket's state with one atomic add, shared by every CPU
+ * as the kernel's per-rule counter is, and packet i (from 0 in the
+ * generation) matches when i mod every == packet; --mode random compares
+ * bpf_get_prandom_u32()'s low 31 bits with the stored threshold, as the
+ * kernel does with get_random_u32().  The Rust twin is
+ * parapet_model::Statistic.
+ *
  * iptables -m recent (xt_recent.c's recent_mt): one LRU hash of (table id,
  * family, masked address) -> a ring of 32 jiffies time stamps, shared by
  * every row, image and hook naming the table, and kept across reloads (as
@@ -269,9 +277,26 @@ static __always_inline int stateful_admit(__u32 slot_row, __u32 kind,
 		return dynset_admit(kind, lo, hi, k, nest);
 	if ((kind & 0xff) == PARAPET_IMG_STATEFUL_TIME)
 		return time_admit(kind, lo, hi);
+	if ((kind & 0xff) == PARAPET_IMG_STATEFUL_STATISTIC_RANDOM)
+		return ((bpf_get_prandom_u32() & 0x7fffffffu) < p0) !=
+		       ((kind & PARAPET_IMG_STATEFUL_F_INVERT) != 0);
 	b = bpf_map_lookup_elem(&parapet_buckets, &key);
 	if (!b)
 		return 0;
+
+	if ((kind & 0xff) == PARAPET_IMG_STATEFUL_STATISTIC_NTH) {
+		/* A new generation counts from 0; two CPUs resetting at once
+		 * may count one packet twice, once. */
+		if (b->gen != *genp) {
+			b->state = 0;
+			b->gen = *genp;
+		}
+		old = __sync_fetch_and_add(&b->state, 1);
+		if (p0 == 0)
+			return 0;
+		return (old % p0 == p1) !=
+		       ((kind & PARAPET_IMG_STATEFUL_F_INVERT) != 0);
+	}
 
 	if ((kind & 0xff) == PARAPET_IMG_STATEFUL_QUOTA) {
 		/* nft_quota: count the packet's length, then compare with

@@ -391,6 +391,14 @@ fn c_and_rust_constants_agree() {
             (parapet_image::stateful::TIME) as u64,
         ),
         (
+            "PARAPET_IMG_STATEFUL_STATISTIC_NTH",
+            (parapet_image::stateful::STATISTIC_NTH) as u64,
+        ),
+        (
+            "PARAPET_IMG_STATEFUL_STATISTIC_RANDOM",
+            (parapet_image::stateful::STATISTIC_RANDOM) as u64,
+        ),
+        (
             "PARAPET_IMG_STATEFUL_F_KERNEL_TZ",
             (parapet_image::stateful::F_KERNEL_TZ) as u64,
         ),

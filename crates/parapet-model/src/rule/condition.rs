@@ -1,5 +1,5 @@
 //! A rule's stateful conditions (`limit`, `recent`, `hashlimit`, a
-//! dynamic set, `quota`) one by one, in the order the kernel checks them.
+//! dynamic set, `quota`, `-m statistic`) one by one, in the order the kernel checks them.
 //!
 //! The kernel runs a rule's matches as written and stops at the first
 //! that fails, so a stateful match runs (and changes its state) only when
@@ -20,6 +20,7 @@ use crate::packet::Packet;
 use crate::quota::Quota;
 use crate::recent::Recent;
 use crate::stateful::Stateful;
+use crate::statistic::Statistic;
 use serde::{Deserialize, Serialize};
 
 /// Which stateful condition.
@@ -35,17 +36,20 @@ pub enum StatefulKind {
     Dynset,
     /// `-m quota`, nft `quota`.
     Quota,
+    /// `-m statistic`, nft `numgen inc`.
+    Statistic,
 }
 
 impl StatefulKind {
     /// The order of a rule's conditions when it does not say (it has at
     /// most one).
-    pub const DEFAULT_ORDER: [StatefulKind; 5] = [
+    pub const DEFAULT_ORDER: [StatefulKind; 6] = [
         StatefulKind::Limit,
         StatefulKind::Recent,
         StatefulKind::Hashlimit,
         StatefulKind::Dynset,
         StatefulKind::Quota,
+        StatefulKind::Statistic,
     ];
 }
 
@@ -62,6 +66,8 @@ pub enum Condition<'a> {
     Dynset(&'a Dynset),
     /// Its quota.
     Quota(&'a Quota),
+    /// Its `-m statistic`.
+    Statistic(&'a Statistic),
 }
 
 impl Condition<'_> {
@@ -74,6 +80,7 @@ impl Condition<'_> {
             Condition::Hashlimit(h) => stateful.hashlimit(rule_id, h, pkt),
             Condition::Dynset(d) => stateful.dynset(rule_id, d, pkt),
             Condition::Quota(q) => stateful.quota(rule_id, q, pkt),
+            Condition::Statistic(s) => stateful.statistic(rule_id, s),
         }
     }
 }
@@ -89,6 +96,7 @@ impl Rule {
             StatefulKind::Hashlimit => self.hashlimit.as_ref().map(Condition::Hashlimit),
             StatefulKind::Dynset => self.dynset.as_ref().map(Condition::Dynset),
             StatefulKind::Quota => self.quota.as_ref().map(Condition::Quota),
+            StatefulKind::Statistic => self.statistic.as_ref().map(Condition::Statistic),
         };
         if self.stateful_order.is_empty() {
             StatefulKind::DEFAULT_ORDER.iter().filter_map(of).collect()

@@ -8,18 +8,19 @@ use super::mark::MARK_MATCHES;
 use super::option_arg::OptionArg;
 use super::owner::{OWNER_MATCHES, OWNER_OPTIONS};
 use super::rt::{RT_MATCHES, RT_OPTIONS};
-use super::rule::{Need, RuleParser};
+use super::rule::{Need, RuleParser, StatisticDraft};
+use super::statistic::STATISTIC_OPTIONS;
 use crate::common::*;
 use parapet_model::*;
 
 pub(super) const SUPPORTED_MATCHES: &str =
-    "tcp, udp, sctp, udplite, icmp, icmp6, multiport, iprange, conntrack, state, set, comment, limit, recent, hashlimit, quota, time, ttl, hl, length, dscp, addrtype, pkttype, mark, connmark, mac, owner, rt";
+    "tcp, udp, sctp, udplite, icmp, icmp6, multiport, iprange, conntrack, state, set, comment, limit, recent, hashlimit, quota, statistic, time, ttl, hl, length, dscp, addrtype, pkttype, mark, connmark, mac, owner, rt";
 
 const PORT_PROTOS: &[u8] = &[6, 17, 132, 136];
 
 /// Matches that keep state: checked after the rule's other matches, in
 /// their written order.
-const STATEFUL_MATCHES: &[&str] = &["limit", "recent", "hashlimit", "quota"];
+const STATEFUL_MATCHES: &[&str] = &["limit", "recent", "hashlimit", "quota", "statistic"];
 
 /// The condition a stateful match module is.
 fn stateful_kind(module: &str) -> Option<StatefulKind> {
@@ -28,6 +29,7 @@ fn stateful_kind(module: &str) -> Option<StatefulKind> {
         "recent" => StatefulKind::Recent,
         "hashlimit" => StatefulKind::Hashlimit,
         "quota" => StatefulKind::Quota,
+        "statistic" => StatefulKind::Statistic,
         _ => return None,
     })
 }
@@ -90,6 +92,7 @@ fn option_module(opt: &str) -> Option<&'static [&'static str]> {
         o if HASHLIMIT_OPTIONS.contains(&o) => &["hashlimit"],
         o if super::time::TIME_OPTIONS.contains(&o) => &["time"],
         "--quota" => &["quota"],
+        o if STATISTIC_OPTIONS.contains(&o) => &["statistic"],
         _ => return header_option_module(opt).or_else(|| type_option_module(opt)),
     })
 }
@@ -114,6 +117,7 @@ impl RuleParser<'_> {
             "recent",
             "hashlimit",
             "quota",
+            "statistic",
             "time",
         ];
         let n = name.text.as_str();
@@ -128,13 +132,6 @@ impl RuleParser<'_> {
             self.err(
                 name.col,
                 "match 'connlimit' is not supported: it counts the host's tracked connections per address (the kernel's nf_conncount), which parapet's dataplane cannot enumerate from a packet's conntrack entry; refused rather than guessed (-m hashlimit --hashlimit-mode srcip limits the rate of new connections instead)",
-            );
-            return;
-        }
-        if n == "statistic" {
-            self.err(
-                name.col,
-                format!("match '{n}' is not supported yet: it keeps state (per address, per flow or per rule) that parapet does not enforce exactly yet; -m limit, -m recent, -m hashlimit and -m quota are supported"),
             );
             return;
         }
@@ -217,6 +214,9 @@ impl RuleParser<'_> {
                 },
                 name.col,
             ));
+        }
+        if n == "statistic" && self.statistic.is_none() {
+            self.statistic = Some(StatisticDraft::new(name.col));
         }
         if n == "owner" {
             self.owner_module(name.col);
@@ -624,6 +624,7 @@ impl RuleParser<'_> {
                 self.time_option(arg)
             }
             "--quota" => self.quota_option(negated, v, vcol),
+            o if STATISTIC_OPTIONS.contains(&o) => self.statistic_option(arg),
             "--mark" => self.mark_option(arg),
             "--mac-source" => self.mac_option(arg),
             o if OWNER_OPTIONS.contains(&o) => self.owner_option(arg),

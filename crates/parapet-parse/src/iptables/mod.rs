@@ -22,6 +22,7 @@ mod owner;
 mod recent;
 mod rt;
 mod rule;
+mod statistic;
 mod table;
 mod targets;
 mod time;
@@ -301,6 +302,8 @@ pub(crate) fn parse(
             ctstate_no_entry: None,
             owner_pending: None,
             quota: None,
+            statistic: None,
+            statistic_done: None,
             target: None,
             kernel_target: None,
             set_mark: None,
@@ -323,6 +326,7 @@ pub(crate) fn parse(
             hashlimit,
             time,
             quota,
+            statistic_done: statistic,
             target,
             kernel_target,
             set_mark,
@@ -451,6 +455,7 @@ pub(crate) fn parse(
                     time: time.clone(),
                     dynset: None,
                     quota: quota.clone(),
+                    statistic: statistic.clone(),
                     after_stateful: after_stateful.clone(),
                     stateful_order: stateful_order.clone(),
                     counters,

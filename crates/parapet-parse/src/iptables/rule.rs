@@ -24,6 +24,34 @@ pub(super) struct RecentDraft {
     pub(super) modifiers: Vec<(&'static str, u32)>,
 }
 
+/// `-m statistic` as its options are read; checked when the rule is
+/// complete (`check_statistic` in `iptables/statistic.rs`).
+#[derive(Clone, Debug, Default)]
+pub(super) struct StatisticDraft {
+    /// Column of `-m statistic`.
+    pub(super) col: u32,
+    /// `--mode`: true for `nth`.
+    pub(super) nth: Option<bool>,
+    /// `--probability`, as the kernel stores it.
+    pub(super) threshold: Option<u32>,
+    /// `--every`, and its column.
+    pub(super) every: Option<(u32, u32)>,
+    /// `--packet`, and its column.
+    pub(super) packet: Option<(u32, u32)>,
+    /// `!` before `--every` or `--probability`.
+    pub(super) invert: bool,
+}
+
+impl StatisticDraft {
+    /// A draft for the `-m statistic` at column `col`.
+    pub(super) fn new(col: u32) -> StatisticDraft {
+        StatisticDraft {
+            col,
+            ..StatisticDraft::default()
+        }
+    }
+}
+
 /// `-m hashlimit` as its options are read.
 #[derive(Clone, Debug)]
 pub(super) struct HashlimitDraft {
@@ -82,6 +110,10 @@ pub(super) struct RuleParser<'a> {
     pub(super) owner_pending: Option<u32>,
     /// `-m quota --quota N`, as nft's quota it equals (`quota_option`).
     pub(super) quota: Option<Quota>,
+    /// `-m statistic` as its options are read (`iptables/statistic.rs`).
+    pub(super) statistic: Option<StatisticDraft>,
+    /// The checked `-m statistic`, once the rule is complete.
+    pub(super) statistic_done: Option<Statistic>,
     /// The action, and for `-j/-g` to something that may be a chain, the
     /// name and column to resolve at COMMIT.
     pub(super) target: Option<(Action, Option<(String, u32)>)>,
@@ -231,6 +263,7 @@ impl RuleParser<'_> {
             self.check_time(1);
             self.check_ct_tuple();
             self.check_owner();
+            self.statistic_done = self.check_statistic();
         }
         self.errs.list.len() == before
     }

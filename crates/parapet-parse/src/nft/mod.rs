@@ -27,6 +27,7 @@ mod dynset;
 mod kernel;
 mod lexer;
 mod matches;
+mod numgen;
 mod objects;
 mod objref;
 mod reject_hooks;

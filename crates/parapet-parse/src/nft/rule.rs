@@ -253,6 +253,13 @@ impl RuleParser<'_> {
                     self.i += 1;
                     self.meter()?;
                 }
+                "numgen" => {
+                    if self.rule.is_stateful() {
+                        return self.fail("a second stateful condition (limit, quota, numgen, a dynamic set) in one rule is not supported");
+                    }
+                    self.i += 1;
+                    self.numgen()?;
+                }
                 "quota" => {
                     if self.rule.is_stateful() {
                         return self.fail("a second stateful condition (limit, quota, a dynamic set) in one rule is not supported");
@@ -296,6 +303,9 @@ impl RuleParser<'_> {
                         // The kernel would change the set for packets this
                         // match then refuses.
                         return self.fail(format!("a match after a dynamic set statement is not supported (parapet checks it after the rule's matches): write '{w} …' before it"));
+                    }
+                    if self.rule.statistic.is_some() {
+                        return self.fail(format!("a match after 'numgen' is not supported (parapet counts it after the rule's matches): write '{w} …' before 'numgen'"));
                     }
                     if self.rule.set_mark.is_some() {
                         // nft would read the new mark; parapet matches
@@ -354,7 +364,7 @@ impl RuleParser<'_> {
             .map(|h| h.len())
     }
 
-    fn number(&mut self, what: &str) -> Res<u64> {
+    pub(super) fn number(&mut self, what: &str) -> Res<u64> {
         let t = self.next_word(what)?;
         t.word().and_then(|w| w.parse().ok()).ok_or((
             t.line,

@@ -310,6 +310,7 @@ fn ipt_rule(rs: &Ruleset, r: &Rule, family: Family, extra: &str) -> Result<Strin
                 let not = if q.over { " !" } else { "" };
                 let _ = write!(out, " -m quota{not} --quota {left}");
             }
+            Condition::Statistic(st) => out.push_str(&super::stateful::statistic_iptables(st)),
             Condition::Dynset(_) => {
                 return Err(RenderError {
                     rule_id: r.id,

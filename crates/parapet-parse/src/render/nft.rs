@@ -392,8 +392,8 @@ fn nft_rule(rs: &Ruleset, tfam: TableFamily, r: &Rule) -> Result<String, RenderE
             }),
             Condition::Dynset(d) => parts.push(super::stateful::statement(d)),
             Condition::Quota(q) => parts.push(super::stateful::quota(q)),
-            // refused above
-            Condition::Recent(_) | Condition::Hashlimit(_) => {}
+            Condition::Statistic(st) => parts.push(super::stateful::statistic_nft(id, st)?),
+            Condition::Recent(_) | Condition::Hashlimit(_) => {} // refused above
         }
     }
     if r.counters != Counters::default() || r.action == Action::Count {

@@ -1,5 +1,5 @@
 //! nft's stateful statements written back: `limit rate` (`limit rate over
-//! 3/minute burst 10 packets`), `quota`, and dynamic sets: the declarations of the sets a table's
+//! 3/minute burst 10 packets`), `quota`, `-m statistic` (both syntaxes), and dynamic sets: the declarations of the sets a table's
 //! rules fill (`set s { type ipv4_addr; size N; flags dynamic,timeout;
 //! timeout T; }`) and each rule's statement or lookup (`add @s { ip saddr
 //! limit rate over 3/minute }`, `meter m size N { … }`, `ip saddr @s`).
@@ -80,6 +80,38 @@ pub(super) fn quota(q: &Quota) -> String {
         s += &format!(" used {}", amount(q.used));
     }
     s
+}
+
+/// A rule's `-m statistic` in nft syntax: `--mode nth` is `numgen inc mod
+/// N [!= ]P` (nft_numgen's counter hands packet i the number i mod N, as
+/// xt_statistic picks packet P of every N); `--mode random` has no nft
+/// spelling parapet reads back yet (`meta random`).
+pub(super) fn statistic_nft(rule_id: u32, s: &Statistic) -> Result<String, super::RenderError> {
+    match s.mode {
+        StatisticMode::Nth { every, packet } => {
+            let not = if s.invert { "!= " } else { "" };
+            Ok(format!("numgen inc mod {every} {not}{packet}"))
+        }
+        StatisticMode::Random { .. } => Err(super::RenderError {
+            rule_id,
+            message: "-m statistic --mode random has no nft spelling parapet writes yet (nft's is 'meta random', which parapet does not read)".into(),
+        }),
+    }
+}
+
+/// A rule's `-m statistic` in iptables-save's words (libxt_statistic's
+/// `statistic_save`: `--packet` always, the probability to 11 places).
+pub(super) fn statistic_iptables(s: &Statistic) -> String {
+    let not = if s.invert { " !" } else { "" };
+    match s.mode {
+        StatisticMode::Nth { every, packet } => {
+            format!(" -m statistic --mode nth{not} --every {every} --packet {packet}")
+        }
+        StatisticMode::Random { threshold } => format!(
+            " -m statistic --mode random{not} --probability {}",
+            Statistic::probability_text(threshold)
+        ),
+    }
 }
 
 /// A rule's dynamic-set statement or lookup.
