@@ -241,15 +241,23 @@ struct Flattener<'a> {
     max_entries: usize,
 }
 
+/// Appends `entry` to a list that may hold at most `max` entries: a list
+/// past its bound is refused, never cut short.
+pub(crate) fn push_bounded(
+    entries: &mut Vec<Entry>,
+    max: usize,
+    entry: Entry,
+) -> Result<(), FlattenError> {
+    if entries.len() >= max {
+        return Err(FlattenError::TooLarge { limit: max });
+    }
+    entries.push(entry);
+    Ok(())
+}
+
 impl Flattener<'_> {
     fn push(&mut self, entry: Entry) -> Result<(), FlattenError> {
-        if self.entries.len() >= self.max_entries {
-            return Err(FlattenError::TooLarge {
-                limit: self.max_entries,
-            });
-        }
-        self.entries.push(entry);
-        Ok(())
+        push_bounded(&mut self.entries, self.max_entries, entry)
     }
 
     fn emit_chain(&mut self, chain_index: usize, context: &Matches) -> Result<(), FlattenError> {

@@ -105,13 +105,7 @@ struct Rewriter<'a> {
 
 impl Rewriter<'_> {
     fn push(&mut self, e: Entry) -> Result<(), FlattenError> {
-        if self.out.len() >= self.max_entries {
-            return Err(FlattenError::TooLarge {
-                limit: self.max_entries,
-            });
-        }
-        self.out.push(e);
-        Ok(())
+        crate::flatten::push_bounded(&mut self.out, self.max_entries, e)
     }
 
     /// Emits entries `start..` of the source for packets that match

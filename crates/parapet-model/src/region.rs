@@ -663,12 +663,13 @@ mod tests {
                 inside.extend(hit.cubes().iter().cloned());
                 rest = miss;
             }
+            // Not asserted: that all pieces merge back into `ca`. Merging
+            // two boxes at a time cannot undo every partition (a pinwheel
+            // of five boxes has no two that form a box), so the pieces'
+            // merge only has to hold `ca`'s points, each once.
             let pieces: Vec<Cube> = inside.iter().chain(rest.cubes()).cloned().collect();
-            let merged = Cube::merge_all(pieces.clone());
-            prop_assert!(merged.len() <= pieces.len());
-            if !ca.is_empty() {
-                prop_assert_eq!(merged, vec![ca.clone()]);
-            }
+            let whole = Cube::merge_all(pieces.clone());
+            prop_assert!(whole.len() <= pieces.len());
             let merged = Cube::merge_all(inside.clone());
             for x in 0..8u128 {
                 for y in 0..8u128 {
@@ -679,6 +680,8 @@ mod tests {
                         prop_assert!(want <= 1);
                         let hits = merged.iter().filter(|c| space.contains(c, &p)).count();
                         prop_assert_eq!(hits, want);
+                        let in_whole = whole.iter().filter(|c| space.contains(c, &p)).count();
+                        prop_assert_eq!(in_whole, space.contains(&ca, &p) as usize);
                     }
                 }
             }

@@ -13,9 +13,9 @@
 mod raw_out;
 
 use parapet_model::{Family, LinearEngine, NoSets, Packet, Ruleset};
-use parapet_parse::{parse, render, Format};
+use parapet_parse::{parse, Format};
 use parapet_testbed::{require_root, Netns};
-use raw_out::{iptables_decisions, nft_decisions, Sender};
+use raw_out::{iptables_decisions, listings_keep, nft_decisions, Sender};
 
 const FILTER: &str = "*filter
 :INPUT ACCEPT [0:0]
@@ -116,31 +116,10 @@ fn compare(name: &str, kernel: &[u32], ours: &[u32], p: &[Packet]) {
 #[test]
 fn marks_survive_both_syntaxes() {
     let p = packets();
-    for (name, text, chain) in [("m.v4", FILTER, "filter/OUTPUT"), ("m.nft", NFT, "output")] {
-        let rs = parse(text, name, Format::Auto).unwrap().ruleset;
-        let want = decisions(&rs, chain, &p);
-        for syntax in ["iptables", "nft"] {
-            let listing = match syntax {
-                "iptables" if name == "m.nft" => continue,
-                "iptables" => render::iptables_save(&rs),
-                _ => render::nft(&rs),
-            }
-            .unwrap_or_else(|e| panic!("{name} as {syntax}: {e}"));
-            let again = parse(&listing, name, Format::Auto)
-                .unwrap_or_else(|e| panic!("{name} as {syntax}: {e:?}\n{listing}"))
-                .ruleset;
-            let chain = if syntax == "nft" && name == "m.v4" {
-                "filter/OUTPUT"
-            } else {
-                chain
-            };
-            assert_eq!(
-                decisions(&again, chain, &p),
-                want,
-                "{name} as {syntax}:\n{listing}"
-            );
-        }
-    }
+    listings_keep(
+        &[("m.v4", FILTER, "filter/OUTPUT"), ("m.nft", NFT, "output")],
+        &|rs, chain| decisions(rs, chain, &p),
+    );
     // A mark the ruleset's own mangle table sets: refused, named.
     let with_mangle = format!("{}{FILTER}", iptables_mangle());
     let e = parse(&with_mangle, "both.v4", Format::Auto).unwrap_err();

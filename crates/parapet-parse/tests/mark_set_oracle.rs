@@ -13,9 +13,9 @@
 mod raw_out;
 
 use parapet_model::{Family, LinearEngine, NoSets, Packet, Ruleset};
-use parapet_parse::{parse, render, Format};
+use parapet_parse::{parse, Format};
 use parapet_testbed::{require_root, Netns};
-use raw_out::{legacy_counters, load_legacy, load_nft, nft_counters, send, Sender};
+use raw_out::{legacy_counters, listings_keep, load_legacy, load_nft, nft_counters, send, Sender};
 
 const FILTER: &str = "*filter
 :INPUT ACCEPT [0:0]
@@ -122,31 +122,10 @@ fn compare(name: &str, kernel: &[(Vec<u32>, bool)], ours: &[(Vec<u32>, u32)], p:
 #[test]
 fn mark_changes_read_back_in_both_syntaxes() {
     let p = packets();
-    for (name, text, chain) in [("m.v4", FILTER, "filter/OUTPUT"), ("m.nft", NFT, "output")] {
-        let rs = parse(text, name, Format::Auto).unwrap().ruleset;
-        let want = ours(&rs, chain, &p);
-        for syntax in ["iptables", "nft"] {
-            let listing = match syntax {
-                "iptables" if name == "m.nft" => continue,
-                "iptables" => render::iptables_save(&rs),
-                _ => render::nft(&rs),
-            }
-            .unwrap_or_else(|e| panic!("{name} as {syntax}: {e}"));
-            let again = parse(&listing, name, Format::Auto)
-                .unwrap_or_else(|e| panic!("{name} as {syntax}: {e:?}\n{listing}"))
-                .ruleset;
-            let chain = if syntax == "nft" && name == "m.v4" {
-                "filter/OUTPUT"
-            } else {
-                chain
-            };
-            assert_eq!(
-                ours(&again, chain, &p),
-                want,
-                "{name} as {syntax}:\n{listing}"
-            );
-        }
-    }
+    listings_keep(
+        &[("m.v4", FILTER, "filter/OUTPUT"), ("m.nft", NFT, "output")],
+        &|rs, chain| ours(rs, chain, &p),
+    );
 }
 
 #[test]

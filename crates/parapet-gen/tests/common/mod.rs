@@ -146,8 +146,10 @@ pub fn changed_rules_path_is_exact(a: &Ruleset, b: &Ruleset, seed: u64) -> (usiz
         assert_eq!((da.rule_id, db.rule_id), (d.a.0, d.b.0), "seed {seed}");
         boxes += 1;
     }
+    // Random packets, and every witness of either report.
     let mut pkts = packets(a, seed, 150);
     pkts.extend(full.differences.iter().map(|d| d.witness.clone()));
+    pkts.extend(fast.differences.iter().map(|d| d.witness.clone()));
     let (in_fast, in_full) = (located(&fast, &space, &pkts), located(&full, &space, &pkts));
     for (k, pkt) in pkts.iter().enumerate() {
         let (da, db) = (

@@ -9,7 +9,7 @@
 
 use parapet_model::routing::{key_value, RoutingHeader};
 use parapet_model::{Family, LinearEngine, NoSets, Packet};
-use parapet_parse::{parse, Format};
+use parapet_parse::{parse, render, Format};
 use parapet_testbed::Netns;
 use std::io::Write;
 use std::process::Stdio;
@@ -409,4 +409,34 @@ pub fn truncated_routing_header(ext: &[u8]) -> Vec<u8> {
     h[39] = 1;
     h.extend_from_slice(ext);
     h
+}
+
+/// The mark oracles' round trip: each `(file name, text, chain)` — an
+/// iptables-save file read with its OUTPUT as `filter/OUTPUT`, or an nft
+/// file — listed as iptables-save (iptables files only) and as nft, read
+/// back, and `outcome` of the listing's chain equal to the file's.
+pub fn listings_keep<T: PartialEq + std::fmt::Debug>(
+    cases: &[(&str, &str, &str)],
+    outcome: &dyn Fn(&parapet_model::Ruleset, &str) -> T,
+) {
+    for &(name, text, chain) in cases {
+        let rs = parse(text, name, Format::Auto).unwrap().ruleset;
+        let want = outcome(&rs, chain);
+        for syntax in ["iptables", "nft"] {
+            let listing = match syntax {
+                "iptables" if name.ends_with(".nft") => continue,
+                "iptables" => render::iptables_save(&rs),
+                _ => render::nft(&rs),
+            }
+            .unwrap_or_else(|e| panic!("{name} as {syntax}: {e}"));
+            let again = parse(&listing, name, Format::Auto)
+                .unwrap_or_else(|e| panic!("{name} as {syntax}: {e:?}\n{listing}"))
+                .ruleset;
+            assert_eq!(
+                outcome(&again, chain),
+                want,
+                "{name} as {syntax}:\n{listing}"
+            );
+        }
+    }
 }
