@@ -150,6 +150,27 @@ fn spawn_daemon(mut c: std::process::Command, dir: &Path, sock: &Path, flags: &[
     d
 }
 
+/// `bind` again while a fixed `port` is still in use, for at most two
+/// seconds. Why it can be: the socket a previous round closed may live on
+/// for a moment in a child that another test thread forked and has not
+/// yet exec'd (close-on-exec closes it only at exec); CI saw it once on a
+/// loaded machine.
+fn retry_in_use<T>(port: u16, bind: impl Fn() -> std::io::Result<T>) -> std::io::Result<T> {
+    let t0 = Instant::now();
+    loop {
+        match bind() {
+            Err(e)
+                if port != 0
+                    && e.kind() == std::io::ErrorKind::AddrInUse
+                    && t0.elapsed() < Duration::from_secs(2) =>
+            {
+                std::thread::sleep(Duration::from_millis(20))
+            }
+            r => return r,
+        }
+    }
+}
+
 /// A UDP socket on `port` (0: any) in `ns`, reading with a [`WAIT`] timeout.
 pub fn bind(ns: &Netns, v6: bool, port: u16) -> UdpSocket {
     let any: IpAddr = if v6 {
@@ -157,8 +178,10 @@ pub fn bind(ns: &Netns, v6: bool, port: u16) -> UdpSocket {
     } else {
         "0.0.0.0".parse().unwrap()
     };
-    let s = in_netns(ns.name(), || UdpSocket::bind(SocketAddr::new(any, port)))
-        .unwrap_or_else(|e| panic!("bind {port} in {}: {e}", ns.name()));
+    let s = retry_in_use(port, || {
+        in_netns(ns.name(), || UdpSocket::bind(SocketAddr::new(any, port)))
+    })
+    .unwrap_or_else(|e| panic!("bind {port} in {}: {e}", ns.name()));
     s.set_read_timeout(Some(WAIT)).unwrap();
     s
 }
@@ -194,8 +217,10 @@ pub fn listen(ns: &Netns, v6: bool, port: u16) -> std::net::TcpListener {
     } else {
         "0.0.0.0".parse().unwrap()
     };
-    in_netns(ns.name(), || {
-        std::net::TcpListener::bind(SocketAddr::new(any, port))
+    retry_in_use(port, || {
+        in_netns(ns.name(), || {
+            std::net::TcpListener::bind(SocketAddr::new(any, port))
+        })
     })
     .unwrap_or_else(|e| panic!("listen {port} in {}: {e}", ns.name()))
 }
