@@ -141,9 +141,36 @@ enum Compare {
     Rules,
 }
 
+/// How many differing pieces `diff` holds for merging per cube of the
+/// budget's working region (`Budget::max_cubes`): 1,000,000 with the
+/// default budget, some 900 MiB (benchmarks.md §62). fw1_10k's
+/// mixed-verdict edit holds 230,560 and ipc1_10k's +flow variant 770,179
+/// (both under it, their reports unchanged); fw1_10k's +flow variant grew
+/// past 5 GiB unbounded.
+pub const HELD_PER_BUDGET_CUBE: usize = 50;
+
 /// Compares two decision lists packet by packet, exactly, within `budget`
-/// (per working region).
+/// (per working region; the differing pieces held for merging are bounded
+/// by [`HELD_PER_BUDGET_CUBE`] times its cubes, see [`diff_holding`]).
 pub fn diff(a: &DecisionList, b: &DecisionList, budget: Budget) -> Result<DiffReport, String> {
+    let max_held = budget.max_cubes.saturating_mul(HELD_PER_BUDGET_CUBE);
+    diff_holding(a, b, budget, max_held)
+}
+
+/// [`diff`] holding at most about `max_held` differing pieces before they
+/// are written out. Past `max_held` every pair's pieces are merged into
+/// boxes in place (the same packets, in other boxes than one merge at the
+/// end might make); when that leaves more than three quarters of
+/// `max_held` (so that a quarter of it comes between two merges: the
+/// merges cost a bounded multiple of the pieces), the comparison stops there: the boxes found so far are
+/// reported (each is a real difference) and the changed rules not yet
+/// compared, the one being compared included, are reported as not proven.
+pub fn diff_holding(
+    a: &DecisionList,
+    b: &DecisionList,
+    budget: Budget,
+    max_held: usize,
+) -> Result<DiffReport, String> {
     let space = space_of(&[a, b])?;
     let (wa, wb) = (Walker::new(a, &space), Walker::new(b, &space));
     if a.policy == b.policy {
@@ -155,6 +182,7 @@ pub fn diff(a: &DecisionList, b: &DecisionList, budget: Budget) -> Result<DiffRe
             (&c.changed_a, &c.changed_b),
             &same,
             budget,
+            max_held,
         ));
     }
     Ok(every_region(&space, &wa, &wb, budget, Compare::Verdicts))
@@ -306,6 +334,7 @@ fn diff_changed(
     (ca, cb): (&[usize], &[usize]),
     same: &SameDecider,
     budget: Budget,
+    max_held: usize,
 ) -> DiffReport {
     let mut report = DiffReport::default();
     let changed: Vec<(Unproven, &Cube)> = ca
@@ -320,7 +349,14 @@ fn diff_changed(
     // boxes before their witnesses are written: fw1_10k's mixed-verdict
     // edit cut into 230,560 pieces.
     let mut found: BTreeMap<(usize, usize), (Stop, Stop, Vec<Cube>)> = BTreeMap::new();
+    // The pieces `found` holds; `full` once merging them in place left
+    // more than three quarters of `max_held` (nothing more is compared).
+    let (mut held, mut full) = (0usize, false);
     for (k, (tag, cube)) in changed.iter().enumerate() {
+        if full {
+            report.unproven.push(tag.clone());
+            continue;
+        }
         let mut compare = || -> Result<(), OverBudget> {
             let mut region = wa.universe_within(cube);
             for (_, earlier) in &changed[..k] {
@@ -334,13 +370,20 @@ fn diff_changed(
             compare_region(wa, wb, same, &region, budget, &mut |sa, sb, c| {
                 // A box with no packet to show (no writable value on a
                 // side) is not a difference.
-                if space.witness(c).is_some() {
-                    found
-                        .entry((order(sa), order(sb)))
-                        .or_insert_with(|| (sa, sb, Vec::new()))
-                        .2
-                        .push(c.clone());
+                if space.witness(c).is_none() {
+                    return false;
                 }
+                found
+                    .entry((order(sa), order(sb)))
+                    .or_insert_with(|| (sa, sb, Vec::new()))
+                    .2
+                    .push(c.clone());
+                held += 1;
+                if held > max_held {
+                    held = merge_held(&mut found);
+                    full = held > max_held - max_held / 4;
+                }
+                full
             })
         };
         if compare().is_err() {
@@ -366,8 +409,21 @@ fn diff_changed(
     report
 }
 
+/// Merges every pair's held pieces into boxes in place; the pieces held
+/// then.
+fn merge_held(found: &mut BTreeMap<(usize, usize), (Stop, Stop, Vec<Cube>)>) -> usize {
+    found
+        .values_mut()
+        .map(|(_, _, cubes)| {
+            *cubes = Cube::merge_all(std::mem::take(cubes));
+            cubes.len()
+        })
+        .sum()
+}
+
 /// Passes every piece of `region` whose verdicts in A and B differ to
-/// `emit` with its deciding stops (exact on both sides). Verdicts first:
+/// `emit` with its deciding stops (exact on both sides); when `emit`
+/// returns true the comparison stops, over budget. Verdicts first:
 /// A's runs of one verdict and B's runs of A's verdict are settled in
 /// bulk; only differing pieces are split by A's exact deciding entries,
 /// and only where a run settled them: a search of A from the entry where
@@ -383,10 +439,12 @@ fn compare_region(
     same: &SameDecider,
     region: &Region,
     budget: Budget,
-    emit: &mut dyn FnMut(Stop, Stop, &Cube),
+    emit: &mut dyn FnMut(Stop, Stop, &Cube) -> bool,
 ) -> Result<(), OverBudget> {
     let nb = wb.list.entries.len();
     let mut inner: Result<bool, OverBudget> = Ok(false);
+    // Set when `emit` asked to stop.
+    let mut stop = false;
     let outer = wa.search_settling(
         region,
         0,
@@ -415,8 +473,8 @@ fn compare_region(
                     let settled_at = match sa {
                         Stop::Entry(k) if k != entered => k,
                         _ => {
-                            emit(sa, sb, differing);
-                            return false;
+                            stop = emit(sa, sb, differing);
+                            return stop;
                         }
                     };
                     exact = wa.search(
@@ -427,20 +485,23 @@ fn compare_region(
                         Settle::Exact,
                         &mut |oa, c| {
                             debug_assert!(oa != Outcome::Arrived, "the settling entry holds it");
-                            emit(stop_of(oa), sb, c);
-                            false
+                            stop = emit(stop_of(oa), sb, c);
+                            stop
                         },
                         &mut |_| {},
                     );
-                    exact.is_err()
+                    exact.is_err() || stop
                 },
                 &mut |_| {},
             );
             inner = down_b.and(exact);
-            inner.is_err()
+            inner.is_err() || stop
         },
         &mut |_| {},
     );
+    if stop {
+        return Err(OverBudget);
+    }
     outer.and(inner).map(|_| ())
 }
 

@@ -66,7 +66,10 @@ mod time_window;
 
 pub use addr_types::{addr_type, by_prefix, dataplane_typed, pkt_type, pkt_type_of};
 pub use depth_first::Outcome;
-pub use diff::{diff, diff_every_region, DiffReport, Difference, NonTerminalDiff, Unproven};
+pub use diff::{
+    diff, diff_every_region, diff_holding, DiffReport, Difference, NonTerminalDiff, Unproven,
+    HELD_PER_BUDGET_CUBE,
+};
 pub use diff_rules::{diff_rules, NonTerminal};
 pub use display::{format_set, format_value};
 pub use dynset::{
