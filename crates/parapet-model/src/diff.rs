@@ -142,12 +142,12 @@ enum Compare {
 }
 
 /// How many differing pieces `diff` holds for merging per cube of the
-/// budget's working region (`Budget::max_cubes`): 1,000,000 with the
-/// default budget, some 900 MiB (benchmarks.md §62). fw1_10k's
-/// mixed-verdict edit holds 230,560 and ipc1_10k's +flow variant 770,179
-/// (both under it, their reports unchanged); fw1_10k's +flow variant grew
-/// past 5 GiB unbounded.
-pub const HELD_PER_BUDGET_CUBE: usize = 50;
+/// budget's working region (`Budget::max_cubes`): 800,000 with the
+/// default budget, a peak of some 900 MiB (benchmarks.md §62; 1,000,000
+/// peaked at 1.05 GiB). fw1_10k's mixed-verdict edit holds 230,560 and
+/// ipc1_10k's +flow variant 770,179 (both under it, their reports
+/// unchanged); fw1_10k's +flow variant grew past 5 GiB unbounded.
+pub const HELD_PER_BUDGET_CUBE: usize = 40;
 
 /// Compares two decision lists packet by packet, exactly, within `budget`
 /// (per working region; the differing pieces held for merging are bounded
