@@ -54,6 +54,7 @@ pub mod ct_table;
 mod error;
 mod floor;
 pub mod frame;
+mod handover;
 #[doc(hidden)]
 pub mod kfunc;
 mod load;
@@ -80,6 +81,7 @@ pub use bpf_sys::LinkIds;
 pub use counters::{HookCount, LogEvent, Stats};
 pub use error::{BadImage, Error, Result};
 pub use floor::{PassFloor, TestRunner};
+pub use handover::{handover_dir, remove_handover, remove_stale_handovers};
 pub use load::{
     bpf_object_for_this_kernel, Dataplane, Features, LoadOptions, BPF_OBJECT, BPF_OBJECT_ITER,
     INTERFACE_ONLY_NOTE,

@@ -420,6 +420,7 @@ pub(crate) fn read_dir_names(dir: &Path) -> Vec<String> {
 /// detaches them) and the directory. Returns how many pins went.
 pub fn remove_pins(root: &Path) -> io::Result<usize> {
     let mut n = 0;
+    crate::handover::remove_stale_handovers(root, None)?;
     for sub in ["links", "progs"].into_iter().map(String::from).chain(
         read_dir_names(root)
             .into_iter()
