@@ -10,133 +10,26 @@
 //! and pins the programs and maps under a staging directory inside the
 //! pin directory; the daemon then builds its [`Dataplane`] from those pins
 //! with [`Dataplane::open_handover`], without parsing any BTF, and removes
-//! the staging pins. Nothing of the instance's own pins (`maps-v*`,
+//! the staging pins (`crate::pin::remove_handover`). Nothing of the instance's own pins (`maps-v*`,
 //! `progs`, `links`) is written by the child: the daemon adopts and
 //! swaps as after an in-process load.
 
 use std::os::fd::{AsFd, OwnedFd};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use aya::maps::{Map, MapData};
 use aya::programs::{Program, SchedClassifier, Xdp};
-use aya::Ebpf;
 use aya_obj::programs::XdpAttachType;
 
 use crate::bpf_sys;
 use crate::error::{Error, Result};
 use crate::load::{Assembly, Dataplane, Features, LoadOptions, PROG_TC, PROG_XDP};
-use crate::pin::{pin_err, read_dir_names, Pins};
+use crate::objects::Objects;
+use crate::pin::{pin_err, read_dir_names, remove_handover, Pins};
 use crate::set_mirror::SetSizing;
 
 /// Name of the netfilter program's pin in a staging directory.
 const PROG_NF: &str = "parapet_nf";
-
-/// Prefix of staging directories under a pin directory.
-const HANDOVER_PREFIX: &str = "handover-";
-
-/// The programs and maps of a [`Dataplane`] that are looked up by name
-/// after the load: held by aya's handle after an in-process load, or
-/// opened from the pins a loader process handed over.
-pub(crate) struct Objects {
-    loaded: Option<Ebpf>,
-    progs: Vec<(String, Program)>,
-    maps: Vec<(String, Map)>,
-}
-
-impl Objects {
-    pub(crate) fn loaded(ebpf: Ebpf) -> Objects {
-        Objects {
-            loaded: Some(ebpf),
-            progs: Vec::new(),
-            maps: Vec::new(),
-        }
-    }
-
-    pub(crate) fn program(&self, name: &str) -> Option<&Program> {
-        match &self.loaded {
-            Some(e) => e.program(name),
-            None => self.progs.iter().find(|(n, _)| n == name).map(|(_, p)| p),
-        }
-    }
-
-    pub(crate) fn program_mut(&mut self, name: &str) -> Option<&mut Program> {
-        match &mut self.loaded {
-            Some(e) => e.program_mut(name),
-            None => self
-                .progs
-                .iter_mut()
-                .find(|(n, _)| n == name)
-                .map(|(_, p)| p),
-        }
-    }
-
-    pub(crate) fn programs(&self) -> Vec<(&str, &Program)> {
-        match &self.loaded {
-            Some(e) => e.programs().collect(),
-            None => self.progs.iter().map(|(n, p)| (n.as_str(), p)).collect(),
-        }
-    }
-
-    pub(crate) fn map_mut(&mut self, name: &str) -> Option<&mut Map> {
-        match &mut self.loaded {
-            Some(e) => e.map_mut(name),
-            None => self
-                .maps
-                .iter_mut()
-                .find(|(n, _)| n == name)
-                .map(|(_, m)| m),
-        }
-    }
-
-    pub(crate) fn take_map(&mut self, name: &str) -> Option<Map> {
-        match &mut self.loaded {
-            Some(e) => e.take_map(name),
-            None => {
-                let i = self.maps.iter().position(|(n, _)| n == name)?;
-                Some(self.maps.swap_remove(i).1)
-            }
-        }
-    }
-}
-
-/// The staging directory of hand-over `n` to the process `pid` under the
-/// pin directory `root` (several loads may run at once: two first
-/// attaches, say).
-pub fn handover_dir(root: &Path, pid: u32, n: u32) -> PathBuf {
-    root.join(format!("{HANDOVER_PREFIX}{pid}-{n}"))
-}
-
-/// Removes a staging directory and its pins (the objects live on while a
-/// process holds them).
-pub fn remove_handover(dir: &Path) -> std::io::Result<()> {
-    for sub in ["maps", "progs"] {
-        let d = dir.join(sub);
-        for name in read_dir_names(&d) {
-            std::fs::remove_file(d.join(name))?;
-        }
-        if d.exists() {
-            std::fs::remove_dir(&d)?;
-        }
-    }
-    if dir.exists() {
-        std::fs::remove_dir(dir)?;
-    }
-    Ok(())
-}
-
-/// Removes the staging directories under `root` of processes other than
-/// `keep_pid` (left by a process that died during a hand-over; a pin
-/// directory has one daemon, under its state directory's lock).
-pub fn remove_stale_handovers(root: &Path, keep_pid: Option<u32>) -> std::io::Result<()> {
-    let ours = keep_pid.map(|p| format!("{HANDOVER_PREFIX}{p}-"));
-    for name in read_dir_names(root) {
-        if name.starts_with(HANDOVER_PREFIX) && !ours.as_ref().is_some_and(|o| name.starts_with(o))
-        {
-            remove_handover(&root.join(name))?;
-        }
-    }
-    Ok(())
-}
 
 /// Hash of the raw object this kernel loads and the load-time constants
 /// both sides can compute without the kernel's BTF: the daemon checks the
@@ -332,11 +225,7 @@ impl Dataplane {
             adopted_sets: Default::default(),
             stale_nf: Default::default(),
         };
-        let objects = Objects {
-            loaded: None,
-            progs,
-            maps,
-        };
+        let objects = Objects::opened(progs, maps);
         let mut dp = Dataplane::assemble(
             objects,
             Assembly {

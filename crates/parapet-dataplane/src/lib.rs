@@ -61,6 +61,7 @@ mod load;
 pub mod netfilter;
 mod netfilter_attach;
 mod netlink;
+mod objects;
 pub mod pin;
 mod recent;
 mod reject_queue;
@@ -81,13 +82,15 @@ pub use bpf_sys::LinkIds;
 pub use counters::{HookCount, LogEvent, Stats};
 pub use error::{BadImage, Error, Result};
 pub use floor::{PassFloor, TestRunner};
-pub use handover::{handover_dir, remove_handover, remove_stale_handovers};
 pub use load::{
     bpf_object_for_this_kernel, Dataplane, Features, LoadOptions, BPF_OBJECT, BPF_OBJECT_ITER,
     INTERFACE_ONLY_NOTE,
 };
 pub use netfilter::{NfAttached, NfFamily, NfFloor, NfHook, NfLink, PRIORITY_SEARCH};
-pub use pin::{default_pin_dir, remove_pins, PinnedAttachment};
+pub use pin::{
+    default_pin_dir, handover_dir, remove_handover, remove_pins, remove_stale_handovers,
+    PinnedAttachment,
+};
 pub use recent::{RecentAddress, RECENT_STAMPS};
 pub use reject_queue::{NfReject, RejectCounts, RejectQueue, RejectSender};
 pub use set_mirror::{

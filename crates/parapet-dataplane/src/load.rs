@@ -118,7 +118,7 @@ pub struct Dataplane {
     /// The programs and the maps taken on first use: aya's handle of an
     /// in-process load, or the ones a loader process handed over
     /// (`src/handover.rs`).
-    pub(crate) ebpf: crate::handover::Objects,
+    pub(crate) ebpf: crate::objects::Objects,
     pub(crate) max_rules: u32,
     pub(crate) slot_pages: u32,
     pub(crate) generation: u32,
@@ -211,7 +211,7 @@ impl std::fmt::Debug for Dataplane {
     }
 }
 
-fn take(objs: &mut crate::handover::Objects, name: &'static str) -> Result<aya::maps::Map> {
+fn take(objs: &mut crate::objects::Objects, name: &'static str) -> Result<aya::maps::Map> {
     objs.take_map(name).ok_or(Error::Missing(name))
 }
 
@@ -403,7 +403,7 @@ impl Dataplane {
             crate::netfilter::NfProgram::new(object, &ebpf)
         };
         Self::assemble(
-            crate::handover::Objects::loaded(ebpf),
+            crate::objects::Objects::loaded(ebpf),
             Assembly {
                 max_rules: opts.max_rules,
                 slot_pages,
@@ -421,7 +421,7 @@ impl Dataplane {
     }
 
     /// The [`Dataplane`] of loaded programs and maps in `objs`.
-    pub(crate) fn assemble(mut objs: crate::handover::Objects, a: Assembly) -> Result<Self> {
+    pub(crate) fn assemble(mut objs: crate::objects::Objects, a: Assembly) -> Result<Self> {
         let ebpf = &mut objs;
         let actions = Array::try_from(take(ebpf, "parapet_actions")?)?;
         let counters = PerCpuArray::try_from(take(ebpf, "parapet_counters")?)?;
