@@ -97,6 +97,15 @@ pub struct ParapetdArgs {
     /// restart must complete the interface).
     #[arg(long, hide = true)]
     pub test_abort_between_tc_links: bool,
+    /// Load the eBPF program in this process rather than in a child
+    /// (benchmarks and tests: the load's kernel BTF parse then stays in
+    /// parapetd's memory peak).
+    #[arg(long, hide = true)]
+    pub load_in_process: bool,
+    /// Internal: be the loader child of a parapetd with the same flags
+    /// (`kernel/load_child.rs`): load, pin under DIR, report, exit.
+    #[arg(long, hide = true, value_name = "DIR")]
+    pub load_helper: Option<PathBuf>,
     /// Serve Prometheus metrics at http://ADDR:PORT/metrics (loopback only
     /// unless --metrics-allow-remote; no listener without this flag).
     #[arg(long, value_name = "ADDR:PORT")]
@@ -165,24 +174,12 @@ fn parse_mode(s: &str) -> Result<u32, String> {
     u32::from_str_radix(s.trim_start_matches("0o"), 8).map_err(|e| format!("bad mode `{s}`: {e}"))
 }
 
-/// `parapetd`'s main: the `parapetd` binary, and the `parapet` binary when
-/// invoked under the name `parapetd` (one executable can serve both).
-pub fn parapetd_main(a: ParapetdArgs) -> ExitCode {
-    if a.remove_pinned {
-        return remove_pinned(&a);
-    }
-    let pin_dir = pin_dir_of(&a);
-    let mut c = crate::server::Config::new(a.socket, a.state_dir);
-    c.config = a.config;
-    c.socket_mode = a.socket_mode;
-    c.socket_group = a.socket_group;
-    c.fsync = !a.no_fsync;
-    c.max_clients = a.max_clients.max(1);
-    c.snapshot_bytes = a.snapshot_mib.max(1) << 20;
-    c.kernel = crate::kernel::KernelConfig {
+/// The kernel dataplane's part of the flags.
+fn kernel_config(a: &ParapetdArgs, pin_dir: PathBuf) -> crate::kernel::KernelConfig {
+    crate::kernel::KernelConfig {
         max_rules: a.max_rules.max(1),
         image_mib: a.image_mib.clamp(1, 1024),
-        chain: a.chain,
+        chain: a.chain.clone(),
         log_rate: a.log_rate,
         conntrack_table: !a.no_conntrack_table,
         pin_dir: Some(pin_dir),
@@ -191,7 +188,43 @@ pub fn parapetd_main(a: ParapetdArgs) -> ExitCode {
         packet_stats: !a.no_packet_stats,
         hook_placement: a.hook_placement,
         test_abort_between_tc_links: a.test_abort_between_tc_links,
-    };
+        load_child: (!a.load_in_process).then(|| std::env::args_os().collect()),
+    }
+}
+
+/// `--load-helper DIR`: the loader child's main. Its report goes to
+/// standard output, an error to standard error (the parent's error text).
+fn load_helper(config: &crate::kernel::KernelConfig, staging: &std::path::Path) -> ExitCode {
+    match crate::kernel::run_load_helper(config, staging) {
+        Ok(report) => {
+            print!("{report}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `parapetd`'s main: the `parapetd` binary, and the `parapet` binary when
+/// invoked under the name `parapetd` (one executable can serve both).
+pub fn parapetd_main(a: ParapetdArgs) -> ExitCode {
+    if a.remove_pinned {
+        return remove_pinned(&a);
+    }
+    let pin_dir = pin_dir_of(&a);
+    if let Some(staging) = &a.load_helper {
+        return load_helper(&kernel_config(&a, pin_dir), staging);
+    }
+    let mut c = crate::server::Config::new(a.socket.clone(), a.state_dir.clone());
+    c.kernel = kernel_config(&a, pin_dir);
+    c.config = a.config;
+    c.socket_mode = a.socket_mode;
+    c.socket_group = a.socket_group;
+    c.fsync = !a.no_fsync;
+    c.max_clients = a.max_clients.max(1);
+    c.snapshot_bytes = a.snapshot_mib.max(1) << 20;
     c.metrics = crate::metrics::MetricsConfig {
         listen: a.metrics,
         allow_remote: a.metrics_allow_remote,

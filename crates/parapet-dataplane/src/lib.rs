@@ -54,12 +54,14 @@ pub mod ct_table;
 mod error;
 mod floor;
 pub mod frame;
+mod handover;
 #[doc(hidden)]
 pub mod kfunc;
 mod load;
 pub mod netfilter;
 mod netfilter_attach;
 mod netlink;
+mod objects;
 pub mod pin;
 mod recent;
 mod reject_queue;
@@ -85,7 +87,10 @@ pub use load::{
     INTERFACE_ONLY_NOTE,
 };
 pub use netfilter::{NfAttached, NfFamily, NfFloor, NfHook, NfLink, PRIORITY_SEARCH};
-pub use pin::{default_pin_dir, remove_pins, PinnedAttachment};
+pub use pin::{
+    default_pin_dir, handover_dir, remove_handover, remove_pins, remove_stale_handovers,
+    PinnedAttachment,
+};
 pub use recent::{RecentAddress, RECENT_STAMPS};
 pub use reject_queue::{NfReject, RejectCounts, RejectQueue, RejectSender};
 pub use set_mirror::{

@@ -14,7 +14,7 @@ use aya::maps::{Array, ArrayOfMaps, HashMap as BpfHashMap, MapData, PerCpuArray,
 use aya::programs::tc::SchedClassifierLinkId;
 use aya::programs::xdp::XdpLinkId;
 use aya::programs::{ProgramError, SchedClassifier, Xdp};
-use aya::{Ebpf, EbpfLoader};
+use aya::EbpfLoader;
 
 use crate::abi::reject;
 use crate::abi::{
@@ -115,7 +115,10 @@ pub(crate) enum LinkId {
 
 /// The loaded BPF dataplane and its maps.
 pub struct Dataplane {
-    pub(crate) ebpf: Ebpf,
+    /// The programs and the maps taken on first use: aya's handle of an
+    /// in-process load, or the ones a loader process handed over
+    /// (`src/handover.rs`).
+    pub(crate) ebpf: crate::objects::Objects,
     pub(crate) max_rules: u32,
     pub(crate) slot_pages: u32,
     pub(crate) generation: u32,
@@ -208,8 +211,20 @@ impl std::fmt::Debug for Dataplane {
     }
 }
 
-fn take(ebpf: &mut Ebpf, name: &'static str) -> Result<aya::maps::Map> {
-    ebpf.take_map(name).ok_or(Error::Missing(name))
+fn take(objs: &mut crate::objects::Objects, name: &'static str) -> Result<aya::maps::Map> {
+    objs.take_map(name).ok_or(Error::Missing(name))
+}
+
+/// What [`Dataplane::assemble`] needs besides the maps and programs.
+pub(crate) struct Assembly {
+    pub(crate) max_rules: u32,
+    pub(crate) slot_pages: u32,
+    pub(crate) images: u32,
+    pub(crate) exact_cap: [usize; 2],
+    pub(crate) conntrack: bool,
+    pub(crate) conntrack_note: Option<String>,
+    pub(crate) pins: Option<crate::pin::Pins>,
+    pub(crate) nf_prog: crate::netfilter::NfProgram,
 }
 
 impl Dataplane {
@@ -255,6 +270,25 @@ impl Dataplane {
     /// stage profile's object only (src/stage_profile.rs), is the stage
     /// its programs return after (`parapet_stop_after`).
     pub(crate) fn load_object(
+        raw_object: &[u8],
+        stop_after: Option<u32>,
+        opts: &LoadOptions,
+        sizing: &SetSizing,
+        features: &Features,
+        pin_dir: Option<&std::path::Path>,
+    ) -> Result<Self> {
+        let mut dp =
+            Self::load_unfinished(raw_object, stop_after, opts, sizing, features, pin_dir)?;
+        dp.finish_load(features)?;
+        Ok(dp)
+    }
+
+    /// The load itself: programs verified, maps created or reused, nothing
+    /// written to the maps or taken from the pins yet (a loader process
+    /// hands this over, `src/handover.rs`). The netfilter program is left
+    /// out with [`Features::interface_only`] only; the tc placement's are
+    /// not loaded.
+    pub(crate) fn load_unfinished(
         raw_object: &[u8],
         stop_after: Option<u32>,
         opts: &LoadOptions,
@@ -330,10 +364,7 @@ impl Dataplane {
                 let maps_reused = crate::pin::reuse_pinned_maps(root, &ebpf)?;
                 let maps = crate::pin::object_map_fds(&ebpf)?;
                 // the build: the object and every load-time constant
-                let consts: Vec<u8> = [debug_mode, slot_pages, ct_mode]
-                    .iter()
-                    .flat_map(|c| c.to_le_bytes())
-                    .collect();
+                let consts = load_constants(debug_mode, slot_pages, ct_mode);
                 let build = crate::pin::stable_hash([&object[..], &consts[..]]);
                 Some(crate::pin::Pins {
                     root: root.to_path_buf(),
@@ -371,33 +402,54 @@ impl Dataplane {
         } else {
             crate::netfilter::NfProgram::new(object, &ebpf)
         };
-        let actions = Array::try_from(take(&mut ebpf, "parapet_actions")?)?;
-        let counters = PerCpuArray::try_from(take(&mut ebpf, "parapet_counters")?)?;
-        let log_limits = Array::try_from(take(&mut ebpf, "parapet_log_limits")?)?;
-        let stats = PerCpuArray::try_from(take(&mut ebpf, "parapet_stats")?)?;
-        let hook_stats = PerCpuArray::try_from(take(&mut ebpf, "parapet_hook_stats")?)?;
-        let lite = BpfHashMap::try_from(take(&mut ebpf, "parapet_lite")?)?;
-        let image = Array::try_from(take(&mut ebpf, "parapet_image")?)?;
-        let gen = Array::try_from(take(&mut ebpf, "parapet_gen")?)?;
-        let debug = Array::try_from(take(&mut ebpf, "parapet_debug")?)?;
-        let ifnames = BpfHashMap::try_from(take(&mut ebpf, "parapet_ifnames")?)?;
-        let rcu_barrier = ArrayOfMaps::try_from(take(&mut ebpf, "parapet_rcu_barrier")?)?;
-        let log = RingBuf::try_from(take(&mut ebpf, "parapet_log")?)?;
-        let nf_reject = Some(RingBuf::try_from(take(&mut ebpf, "parapet_nf_reject")?)?);
-        let set_refs = Array::try_from(take(&mut ebpf, "parapet_set_refs")?)?;
-        let set_descs = Array::try_from(take(&mut ebpf, "parapet_set_descs")?)?;
-        let set_lpm = LpmTrie::try_from(take(&mut ebpf, "parapet_set_lpm")?)?;
-        let set_tuple = BpfHashMap::try_from(take(&mut ebpf, "parapet_set_tuple")?)?;
-        let set_exact4 = BpfHashMap::try_from(take(&mut ebpf, "parapet_set_exact4")?)?;
-        let set_exact6 = BpfHashMap::try_from(take(&mut ebpf, "parapet_set_exact6")?)?;
-        let addr_types = LpmTrie::try_from(take(&mut ebpf, "parapet_addr_types")?)?;
-        let reject_limit = Array::try_from(take(&mut ebpf, "parapet_reject_limit")?)?;
-        let config = Array::try_from(take(&mut ebpf, "parapet_config")?)?;
-        let mut dp = Dataplane {
-            ebpf,
-            max_rules: opts.max_rules,
-            slot_pages,
-            images,
+        Self::assemble(
+            crate::objects::Objects::loaded(ebpf),
+            Assembly {
+                max_rules: opts.max_rules,
+                slot_pages,
+                images,
+                exact_cap: [
+                    sizing.exact4_entries.max(1) as usize,
+                    sizing.exact6_entries.max(1) as usize,
+                ],
+                conntrack,
+                conntrack_note,
+                pins,
+                nf_prog,
+            },
+        )
+    }
+
+    /// The [`Dataplane`] of loaded programs and maps in `objs`.
+    pub(crate) fn assemble(mut objs: crate::objects::Objects, a: Assembly) -> Result<Self> {
+        let ebpf = &mut objs;
+        let actions = Array::try_from(take(ebpf, "parapet_actions")?)?;
+        let counters = PerCpuArray::try_from(take(ebpf, "parapet_counters")?)?;
+        let log_limits = Array::try_from(take(ebpf, "parapet_log_limits")?)?;
+        let stats = PerCpuArray::try_from(take(ebpf, "parapet_stats")?)?;
+        let hook_stats = PerCpuArray::try_from(take(ebpf, "parapet_hook_stats")?)?;
+        let lite = BpfHashMap::try_from(take(ebpf, "parapet_lite")?)?;
+        let image = Array::try_from(take(ebpf, "parapet_image")?)?;
+        let gen = Array::try_from(take(ebpf, "parapet_gen")?)?;
+        let debug = Array::try_from(take(ebpf, "parapet_debug")?)?;
+        let ifnames = BpfHashMap::try_from(take(ebpf, "parapet_ifnames")?)?;
+        let rcu_barrier = ArrayOfMaps::try_from(take(ebpf, "parapet_rcu_barrier")?)?;
+        let log = RingBuf::try_from(take(ebpf, "parapet_log")?)?;
+        let nf_reject = Some(RingBuf::try_from(take(ebpf, "parapet_nf_reject")?)?);
+        let set_refs = Array::try_from(take(ebpf, "parapet_set_refs")?)?;
+        let set_descs = Array::try_from(take(ebpf, "parapet_set_descs")?)?;
+        let set_lpm = LpmTrie::try_from(take(ebpf, "parapet_set_lpm")?)?;
+        let set_tuple = BpfHashMap::try_from(take(ebpf, "parapet_set_tuple")?)?;
+        let set_exact4 = BpfHashMap::try_from(take(ebpf, "parapet_set_exact4")?)?;
+        let set_exact6 = BpfHashMap::try_from(take(ebpf, "parapet_set_exact6")?)?;
+        let addr_types = LpmTrie::try_from(take(ebpf, "parapet_addr_types")?)?;
+        let reject_limit = Array::try_from(take(ebpf, "parapet_reject_limit")?)?;
+        let config = Array::try_from(take(ebpf, "parapet_config")?)?;
+        Ok(Dataplane {
+            ebpf: objs,
+            max_rules: a.max_rules,
+            slot_pages: a.slot_pages,
+            images: a.images,
             generation: 0,
             staged: false,
             next_id: 1,
@@ -421,10 +473,7 @@ impl Dataplane {
             set_tuple,
             set_exact4,
             set_exact6,
-            exact_cap: [
-                sizing.exact4_entries.max(1) as usize,
-                sizing.exact6_entries.max(1) as usize,
-            ],
+            exact_cap: a.exact_cap,
             exact_adopted: [0, 0],
             addr_types,
             batch_writes: true,
@@ -435,13 +484,20 @@ impl Dataplane {
             set_names: HashMap::new(),
             reject_limit,
             config,
-            conntrack_linked: conntrack,
+            conntrack_linked: a.conntrack,
             conntrack: false,
-            conntrack_note,
-            pins,
-            nf_prog,
+            conntrack_note: a.conntrack_note,
+            pins: a.pins,
+            nf_prog: a.nf_prog,
             image_pages: Default::default(),
-        };
+        })
+    }
+
+    /// After the load: the tc placement's programs when asked for, the
+    /// wall clock, and the pinned state adopted (or the defaults written
+    /// to fresh maps).
+    pub(crate) fn finish_load(&mut self, features: &Features) -> Result<()> {
+        let dp = self;
         if features.tc_hooks {
             dp.load_tc_hook_programs()?;
         }
@@ -453,10 +509,10 @@ impl Dataplane {
             dp.adopt_pins()?;
         } else {
             dp.set_reject_rate(reject::DEFAULT_RATE, reject::DEFAULT_BURST)?;
-            dp.set_conntrack(conntrack)?;
+            dp.set_conntrack(dp.conntrack_linked)?;
             dp.adopt_pins()?;
         }
-        Ok(dp)
+        Ok(())
     }
 
     /// True when packets get their ctstate from the kernel's conntrack
@@ -541,6 +597,15 @@ impl Dataplane {
     pub fn max_rules(&self) -> u32 {
         self.max_rules
     }
+}
+
+/// The load-time constants that, with the object, make a build (the
+/// program pins' `<build>`).
+pub(crate) fn load_constants(debug_mode: u32, slot_pages: u32, ct_mode: u32) -> Vec<u8> {
+    [debug_mode, slot_pages, ct_mode]
+        .iter()
+        .flat_map(|c| c.to_le_bytes())
+        .collect()
 }
 
 /// Pages each image occupies, live and staged (written since the last

@@ -269,6 +269,16 @@ impl NfProgram {
         }
     }
 
+    /// The program loaded already (by a loader process,
+    /// `src/handover.rs`).
+    pub(crate) fn loaded(fd: OwnedFd) -> NfProgram {
+        NfProgram {
+            object: Vec::new(),
+            maps: Vec::new(),
+            prog: std::sync::OnceLock::from(Ok(fd)),
+        }
+    }
+
     /// No netfilter program: every use answers `why`.
     pub(crate) fn unavailable(why: &str) -> NfProgram {
         NfProgram {

@@ -13,6 +13,9 @@
 //!                                  `eth0@xdp`, `eth0@tc`, and one per
 //!                                  netfilter hook and family, e.g.
 //!                                  `input-ipv4@netfilter`
+//! handover-<pid>-<n>/{maps,progs}/  what a loader process loaded for
+//!                                  daemon <pid> (`src/handover.rs`), for
+//!                                  the moment of the hand-over only
 //! ```
 //!
 //! A load with a pin directory ([`Dataplane::load_pinned`]) reuses
@@ -420,6 +423,7 @@ pub(crate) fn read_dir_names(dir: &Path) -> Vec<String> {
 /// detaches them) and the directory. Returns how many pins went.
 pub fn remove_pins(root: &Path) -> io::Result<usize> {
     let mut n = 0;
+    remove_stale_handovers(root, None)?;
     for sub in ["links", "progs"].into_iter().map(String::from).chain(
         read_dir_names(root)
             .into_iter()
@@ -438,6 +442,49 @@ pub fn remove_pins(root: &Path) -> io::Result<usize> {
         std::fs::remove_dir(root)?;
     }
     Ok(n)
+}
+
+/// Prefix of the staging directories of hand-overs from a loader process
+/// (`src/handover.rs`) under a pin directory.
+const HANDOVER_PREFIX: &str = "handover-";
+
+/// The staging directory of hand-over `n` to the process `pid` under the
+/// pin directory `root` (several loads may run at once: two first
+/// attaches, say).
+pub fn handover_dir(root: &Path, pid: u32, n: u32) -> PathBuf {
+    root.join(format!("{HANDOVER_PREFIX}{pid}-{n}"))
+}
+
+/// Removes a staging directory and its pins (the objects live on while a
+/// process holds them).
+pub fn remove_handover(dir: &Path) -> std::io::Result<()> {
+    for sub in ["maps", "progs"] {
+        let d = dir.join(sub);
+        for name in read_dir_names(&d) {
+            std::fs::remove_file(d.join(name))?;
+        }
+        if d.exists() {
+            std::fs::remove_dir(&d)?;
+        }
+    }
+    if dir.exists() {
+        std::fs::remove_dir(dir)?;
+    }
+    Ok(())
+}
+
+/// Removes the staging directories under `root` of processes other than
+/// `keep_pid` (left by a process that died during a hand-over; a pin
+/// directory has one daemon, under its state directory's lock).
+pub fn remove_stale_handovers(root: &Path, keep_pid: Option<u32>) -> std::io::Result<()> {
+    let ours = keep_pid.map(|p| format!("{HANDOVER_PREFIX}{p}-"));
+    for name in read_dir_names(root) {
+        if name.starts_with(HANDOVER_PREFIX) && !ours.as_ref().is_some_and(|o| name.starts_with(o))
+        {
+            remove_handover(&root.join(name))?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -39,7 +39,7 @@ pub const STAGE_ROUTE_IN: u32 = 0;
 /// Slot of the POSTROUTING stage (`PARAPET_TC_STAGE_POST_OUT`).
 pub const STAGE_POST_OUT: u32 = 1;
 /// The programs of the tc placement, linked ones and stages, in load order.
-const TC_PROGRAMS: [&str; 4] = [
+pub(crate) const TC_PROGRAMS: [&str; 4] = [
     PROG_TC_PRE_IN,
     PROG_TC_HOOKS_IN,
     PROG_TC_HOOKS_OUT,
@@ -108,6 +108,27 @@ impl Dataplane {
     /// the process, and an upgrade that reuses it writes its own stages
     /// here before it swaps the links' programs.
     pub fn load_tc_hook_programs(&mut self) -> Result<()> {
+        self.load_tc_programs()?;
+        for (slot, name) in [
+            (STAGE_ROUTE_IN, PROG_TC_HOOKS_IN),
+            (STAGE_POST_OUT, PROG_TC_POST_OUT),
+        ] {
+            let fd = self
+                .ebpf
+                .program(name)
+                .ok_or(Error::Missing("program"))?
+                .fd()?
+                .try_clone()
+                .map_err(|e| Error::Pin(format!("dup of program {name}: {e}")))?;
+            self.tc_stages()?.set(slot, &fd, 0)?;
+        }
+        Ok(())
+    }
+
+    /// Loads the tc placement's programs unless loaded, and no more: the
+    /// stage map is left as it is (a loader process, `src/handover.rs`,
+    /// leaves the live stages to the process that takes over).
+    pub(crate) fn load_tc_programs(&mut self) -> Result<()> {
         for name in TC_PROGRAMS {
             let prog = self
                 .ebpf
@@ -126,19 +147,6 @@ impl Dataplane {
                     .map_err(|e| Error::Pin(format!("dup of program {name}: {e}")))?;
                 pins.progs.push((name, fd));
             }
-        }
-        for (slot, name) in [
-            (STAGE_ROUTE_IN, PROG_TC_HOOKS_IN),
-            (STAGE_POST_OUT, PROG_TC_POST_OUT),
-        ] {
-            let fd = self
-                .ebpf
-                .program(name)
-                .ok_or(Error::Missing("program"))?
-                .fd()?
-                .try_clone()
-                .map_err(|e| Error::Pin(format!("dup of program {name}: {e}")))?;
-            self.tc_stages()?.set(slot, &fd, 0)?;
         }
         Ok(())
     }

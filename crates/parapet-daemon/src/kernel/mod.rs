@@ -11,6 +11,7 @@
 mod addr_mirror;
 mod hook_stats;
 mod install;
+mod load_child;
 mod netfilter;
 mod readout;
 mod restart;
@@ -19,6 +20,7 @@ mod tc_placement;
 
 pub use install::kernel_chain;
 use install::{fits, install, needs_ct, Placed};
+pub use load_child::{run_load_helper, TEST_LOAD_HELPER_FAIL};
 pub use tc_placement::HookPlacement;
 
 use crate::compiled::CompiledChain;
@@ -69,6 +71,12 @@ pub struct KernelConfig {
     /// aborts the process between a new interface's two tc placement
     /// links.
     pub test_abort_between_tc_links: bool,
+    /// The command line (argv, from argv[0] on) that runs this daemon
+    /// again: loads run it, with `--load-helper`, as a child process that
+    /// pins what it loaded for this one to open (`kernel/load_child.rs`),
+    /// so the kernel BTF's parse stays out of this process's memory peak.
+    /// `None`, or no `pin_dir`: loads run in this process.
+    pub load_child: Option<Vec<std::ffi::OsString>>,
 }
 
 /// The nft table parapetd installs for conntrack (`inet parapetd_ct`).
@@ -88,6 +96,7 @@ impl Default for KernelConfig {
             hook_placement: HookPlacement::Auto,
             packet_stats: true,
             test_abort_between_tc_links: false,
+            load_child: None,
         }
     }
 }
@@ -159,6 +168,47 @@ pub(crate) fn dp_err(what: &str, e: impl std::fmt::Display) -> ErrorReply {
     ErrorReply::new(code::DATAPLANE, format!("{what}: {e}"))
 }
 
+/// What a failed load is reported as.
+const LOAD_WHAT: &str =
+    "loading the eBPF program (needs root or CAP_BPF+CAP_NET_ADMIN+CAP_PERFMON, kernel >= 6.6)";
+
+/// The load's sizing and features, from the config: the conntrack kfuncs
+/// linked in whenever the kernel has them, so a later apply can switch the
+/// lookup on.
+fn load_params(config: &KernelConfig) -> (LoadOptions, SetSizing, Features) {
+    let opts = LoadOptions {
+        max_rules: config.max_rules.max(1),
+        slot_pages: config.image_mib.max(1).saturating_mul(256),
+        debug: config.debug_program,
+    };
+    let interface_only = !config.hook_images;
+    let features = Features {
+        conntrack: true,
+        interface_only,
+        // verified now when the placement is forced; under `auto` at the
+        // first attach that needs them
+        tc_hooks: config.hook_placement == HookPlacement::Tc && !interface_only,
+    };
+    (opts, SetSizing::default(), features)
+}
+
+/// Runs `load` with `features`, again without the conntrack lookup when
+/// that fails: a kernel that has the kfuncs but refuses the lookup code
+/// still gets a dataplane, without it (an apply that needs it then says
+/// so).
+fn load_with_fallback<T>(
+    features: &Features,
+    load: impl Fn(&Features) -> parapet_dataplane::Result<T>,
+) -> parapet_dataplane::Result<T> {
+    load(features).or_else(|e| {
+        eprintln!("parapetd: loading with the conntrack lookup failed ({e}); loading without it");
+        load(&Features {
+            conntrack: false,
+            ..features.clone()
+        })
+    })
+}
+
 /// The daemon's kernel dataplane.
 #[derive(Default)]
 pub struct Kernel {
@@ -228,47 +278,17 @@ impl Kernel {
     /// Loads and verifies the program, sized by the config (seconds of
     /// CPU: call it without the state lock, then [`Kernel::adopt`]).
     pub fn load(config: &KernelConfig) -> Result<Dataplane, ErrorReply> {
-        let opts = LoadOptions {
-            max_rules: config.max_rules.max(1),
-            slot_pages: config.image_mib.max(1).saturating_mul(256),
-            debug: config.debug_program,
-        };
-        // With the conntrack kfuncs linked in whenever the kernel has them,
-        // so a later apply can switch the lookup on; off until one does.
-        // A kernel that has them but refuses the lookup code still gets a
-        // dataplane, without it (an apply that needs it then says so).
-        let sizing = SetSizing::default();
+        let (opts, sizing, features) = load_params(config);
         let pins = config.pin_dir.as_deref();
-        let interface_only = !config.hook_images;
-        // verified now when the placement is forced; under `auto` at the
-        // first attach that needs them
-        let tc_hooks = config.hook_placement == HookPlacement::Tc && !interface_only;
-        let with_ct = Dataplane::load_pinned(
-            &opts,
-            &sizing,
-            &Features {
-                conntrack: true,
-                interface_only,
-                tc_hooks,
-            },
-            pins,
-        );
-        let mut dp = with_ct
-            .or_else(|e| {
-                eprintln!("parapetd: loading with the conntrack lookup failed ({e}); loading without it");
-                let f = Features {
-                    conntrack: false,
-                    interface_only,
-                    tc_hooks,
-                };
-                Dataplane::load_pinned(&opts, &sizing, &f, pins)
+        let mut dp = match (&config.load_child, pins) {
+            (Some(argv), Some(pins)) => {
+                load_child::load_in_child(argv, &opts, &sizing, &features, pins)?
+            }
+            _ => load_with_fallback(&features, |f| {
+                Dataplane::load_pinned(&opts, &sizing, f, pins)
             })
-            .map_err(|e| {
-            dp_err(
-                "loading the eBPF program (needs root or CAP_BPF+CAP_NET_ADMIN+CAP_PERFMON, kernel >= 6.6)",
-                e,
-            )
-        })?;
+            .map_err(|e| dp_err(LOAD_WHAT, e))?,
+        };
         if !dp.maps_adopted() {
             // (adopted maps keep the live program's switch until the
             // journal's ruleset is made live in them)
