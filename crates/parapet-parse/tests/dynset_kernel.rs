@@ -76,6 +76,34 @@ const OLD_METER: &str = "table ip t {
 }
 ";
 
+/// Counters in a set and in its elements count, and decide nothing: the
+/// set declares `counter` (each element counts); the limit's element also
+/// counts, after its limit (nft_dynset runs the element's expressions in
+/// order, the counter never fails).
+const COUNTED: &str = "table ip t {
+\tset seen {
+\t\ttype ipv4_addr
+\t\tsize 16
+\t\tflags dynamic
+\t\tcounter
+\t}
+
+\tset flood {
+\t\ttype ipv4_addr
+\t\tsize 16
+\t\tflags dynamic,timeout
+\t\ttimeout 1h
+\t}
+
+\tchain input {
+\t\ttype filter hook input priority 0; policy accept;
+\t\tiifname \"lo\" udp dport 9998 update @seen { ip saddr }
+\t\tiifname \"lo\" udp dport 9999 ip saddr != @seen drop
+\t\tiifname \"lo\" udp dport 9999 update @flood { ip saddr limit rate over 1/hour burst 2 packets counter } drop
+\t}
+}
+";
+
 /// (source host byte, port) of each datagram.
 type Sequence = Vec<(u8, u16)>;
 
@@ -170,11 +198,24 @@ fn cases() -> Vec<(&'static str, &'static str, Sequence)> {
         (4, 9999),
     ];
     let old: Sequence = (0..8).map(|i| ([2, 3][i % 2], 9999)).collect();
+    let counted = vec![
+        (2, 9999),
+        (2, 9998),
+        (3, 9998),
+        (2, 9999),
+        (2, 9999),
+        (3, 9999),
+        (2, 9999),
+        (4, 9999),
+        (3, 9999),
+        (3, 9999),
+    ];
     vec![
         ("meter-like add with a limit", METER, meter),
         ("port knocking", KNOCK, knock),
         ("a full set", FULL, full),
         ("meter", OLD_METER, old),
+        ("counters in a set and in an element", COUNTED, counted),
     ]
 }
 
@@ -210,7 +251,7 @@ fn clear_refusals() {
             "2:",
         ),
         (
-            "table ip t {\n set s { type ipv4_addr; flags dynamic; }\n chain c { add @s { ip saddr counter } }\n}\n",
+            "table ip t {\n set s { type ipv4_addr; flags dynamic; }\n chain c { add @s { ip saddr quota 10 bytes } }\n}\n",
             "3:",
         ),
         (

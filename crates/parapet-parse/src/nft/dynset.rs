@@ -113,6 +113,9 @@ pub(super) fn declaration(toks: &[Token], table: &str) -> Res<DynsetDecl> {
             Some("elements") => {
                 return Err((t.line, t.col, format!("dynamic set '{name}': initial elements of a set that rules fill are not supported yet")));
             }
+            // Elements count packets and bytes (`nft list set` shows
+            // them): accounting, which decides nothing.
+            Some("counter") => i += 1,
             Some("policy" | "comment" | "gc-interval" | "auto-merge") => i += 2,
             Some(other) => {
                 return Err((
@@ -277,6 +280,25 @@ impl RuleParser<'_> {
                             format!("expected a timeout like 60s, found '{}'", v.show()),
                         ))?;
                 }
+                (_, Some("counter")) => {
+                    // The element's counter: accounting, which never
+                    // fails the statement (`nft_counter_eval`), whatever
+                    // its place among the element's expressions.
+                    self.i += 1;
+                    if self.peek_word() == Some("packets") {
+                        self.i += 1;
+                        self.number("a packet count")?;
+                        let b = self.next_word("'bytes'")?;
+                        if b.word() != Some("bytes") {
+                            return Err((
+                                b.line,
+                                b.col,
+                                format!("expected 'bytes', found '{}'", b.show()),
+                            ));
+                        }
+                        self.number("a byte count")?;
+                    }
+                }
                 (_, Some("ct"))
                     if self.toks.get(self.i + 1).and_then(|t| t.word()) == Some("count") =>
                 {
@@ -305,7 +327,7 @@ impl RuleParser<'_> {
                     });
                 }
                 _ => {
-                    return Err((t.line, t.col, format!("'{}' inside a set element is not supported yet (timeout and limit rate are)", t.show())));
+                    return Err((t.line, t.col, format!("'{}' inside a set element is not supported yet (timeout, limit rate and counter are)", t.show())));
                 }
             }
         }
