@@ -104,6 +104,29 @@ const COUNTED: &str = "table ip t {
 }
 ";
 
+/// Keys of an address and a service: a knock on 9001 admits the source
+/// to 9101 (a constant port), a first datagram to 9102 admits its source
+/// to 9102 (the packet's port) and is dropped, a knock on 9003 takes the
+/// 9101 admission away again.
+const PAIRS: &str = "table inet t {
+\tset pairs {
+\t\ttype ipv4_addr . inet_service
+\t\tsize 16
+\t\tflags dynamic,timeout
+\t\ttimeout 1h
+\t}
+
+\tchain input {
+\t\ttype filter hook input priority 0; policy accept;
+\t\tiifname \"lo\" udp dport 9001 add @pairs { ip saddr . 9101 }
+\t\tiifname \"lo\" udp dport 9003 delete @pairs { ip saddr . 9101 }
+\t\tiifname \"lo\" udp dport 9101-9102 ip saddr . udp dport @pairs accept
+\t\tiifname \"lo\" udp dport 9102 add @pairs { ip saddr . udp dport } drop
+\t\tiifname \"lo\" udp dport 9101 drop
+\t}
+}
+";
+
 /// (source host byte, port) of each datagram.
 type Sequence = Vec<(u8, u16)>;
 
@@ -198,6 +221,23 @@ fn cases() -> Vec<(&'static str, &'static str, Sequence)> {
         (4, 9999),
     ];
     let old: Sequence = (0..8).map(|i| ([2, 3][i % 2], 9999)).collect();
+    let pairs = vec![
+        (2, 9101),
+        (2, 9001),
+        (2, 9101),
+        (3, 9101),
+        (3, 9102),
+        (3, 9102),
+        (2, 9102),
+        (2, 9102),
+        (3, 9101),
+        (2, 9003),
+        (2, 9101),
+        (2, 9102),
+        (4, 9102),
+        (4, 9102),
+        (4, 9101),
+    ];
     let counted = vec![
         (2, 9999),
         (2, 9998),
@@ -216,6 +256,7 @@ fn cases() -> Vec<(&'static str, &'static str, Sequence)> {
         ("a full set", FULL, full),
         ("meter", OLD_METER, old),
         ("counters in a set and in an element", COUNTED, counted),
+        ("keys of an address and a service", PAIRS, pairs),
     ]
 }
 
@@ -247,7 +288,7 @@ fn listings_read_back_equal() {
 fn clear_refusals() {
     for (text, want) in [
         (
-            "table ip t {\n set s { type ipv4_addr . inet_service; flags dynamic; }\n chain c { add @s { ip saddr . tcp dport } }\n}\n",
+            "table ip t {\n set s { type ipv4_addr . ipv4_addr; flags dynamic; }\n chain c { add @s { ip saddr . ip daddr } }\n}\n",
             "2:",
         ),
         (
