@@ -6,9 +6,9 @@ use crate::lower::{field_of, EntryBox, FIELDS};
 use crate::tree::Forest;
 use parapet_image::{self as image, hw, kind};
 use parapet_model::{
-    BucketKey, DecisionList, Dynset, DynsetPort, EntryKind, Hashlimit, Limit, LimitFlavor, Quota,
-    Recent, Statistic, StatisticMode, TimeUnit, TimeWindow, Verdict, DYNSET_MAX_LIMIT_BURST,
-    DYNSET_MAX_LIMIT_RATE,
+    BucketKey, DecisionList, Dynset, DynsetOp, DynsetPort, EntryKind, Hashlimit, Limit,
+    LimitFlavor, Quota, Recent, Statistic, StatisticMode, TimeUnit, TimeWindow, Verdict,
+    DYNSET_MAX_LIMIT_BURST, DYNSET_MAX_LIMIT_RATE,
 };
 use std::collections::HashMap;
 
@@ -184,6 +184,12 @@ pub(crate) fn entry_records(
         .iter()
         .position(|&c| c)
         .unwrap_or(5) as u8;
+        // A dynamic set's lookup before the rule's statement on one
+        // (`Rule::dynset_lookup`) is a row of its own: 6 for every lookup.
+        let condition = match &e.dynset {
+            Some(d) if d.op == DynsetOp::Lookup => 6,
+            _ => condition,
+        };
         let stateful = match bucket {
             None => 0,
             Some(key) => {

@@ -4,7 +4,8 @@
 //! `update`, `delete`, lookups with `==` and `!=`, source and destination
 //! keys, a per-element limit with and without `over`, a set that fills to
 //! its size, timeouts the clock crosses, keys of an address and a service
-//! — the packet's port or a constant one) and nft quotas (plain and `over`,
+//! — the packet's port or a constant one —, a lookup before a statement
+//! in one rule) and nft quotas (plain and `over`,
 //! crossed within the run) gives, packet by packet, what the
 //! Rust walker and the linear engine (the specification, itself checked
 //! against `nft -f` by `parapet-parse/tests/dynset_kernel.rs`) give.
@@ -32,6 +33,7 @@ fn rules(tag: &str, v6: bool) -> String {
 \tset b {{ type {ty}; size 2; flags dynamic; }}
 \tset m {{ type {ty}; size 16; flags dynamic; }}
 \tset p {{ type {ty} . inet_service; size 4; flags dynamic,timeout; timeout 2s; }}
+\tset q {{ type {ty}; size 16; flags dynamic; }}
 \tchain input {{
 \t\ttype filter hook input priority 0; policy accept;
 \t\tudp dport 1 update @a {{ {ip} saddr }}
@@ -53,6 +55,8 @@ fn rules(tag: &str, v6: bool) -> String {
 \t\tudp dport 13 update @p {{ {ip} saddr . 14 timeout 1s }}
 \t\tudp dport 14 {ip} saddr . udp dport != @p drop
 \t\tudp dport 15 delete @p {{ {ip} daddr . udp sport }}
+\t\tudp dport 16 {ip} saddr . udp sport @p add @q {{ {ip} daddr }}
+\t\tudp dport 17 {ip} daddr @q drop
 \t}}
 }}
 "
@@ -78,7 +82,7 @@ fn packet(v6: bool, rng: &mut Rng) -> Packet {
         addr(v6, d),
         17,
         1000 + rng.below(2) as u16,
-        1 + rng.below(15) as u16,
+        1 + rng.below(17) as u16,
     ))
 }
 

@@ -127,6 +127,35 @@ const PAIRS: &str = "table inet t {
 }
 ";
 
+/// Port knocking in three steps as nft's own test writes it: each knock
+/// is a lookup of the previous one and, in the same rule, an `add` of the
+/// next (the lookup decides first: a knock out of turn adds nothing).
+const KNOCK_STEPS: &str = "table inet t {
+\tset cand {
+\t\ttype ipv4_addr . inet_service
+\t\tsize 16
+\t\tflags dynamic,timeout
+\t\ttimeout 1h
+\t}
+
+\tset clients {
+\t\ttype ipv4_addr
+\t\tsize 16
+\t\tflags dynamic,timeout
+\t\ttimeout 1h
+\t}
+
+\tchain input {
+\t\ttype filter hook input priority 0; policy accept;
+\t\tiifname \"lo\" udp dport 9001 add @cand { ip saddr . 9002 timeout 1h }
+\t\tiifname \"lo\" udp dport 9002 ip saddr . udp dport @cand add @cand { ip saddr . 9003 timeout 1h }
+\t\tiifname \"lo\" udp dport 9003 ip saddr . udp dport @cand add @clients { ip saddr timeout 2h }
+\t\tiifname \"lo\" udp dport 9999 ip saddr @clients accept
+\t\tiifname \"lo\" udp dport 9999 drop
+\t}
+}
+";
+
 /// (source host byte, port) of each datagram.
 type Sequence = Vec<(u8, u16)>;
 
@@ -238,6 +267,25 @@ fn cases() -> Vec<(&'static str, &'static str, Sequence)> {
         (4, 9102),
         (4, 9101),
     ];
+    let knock_steps = vec![
+        (2, 9999),
+        (2, 9002),
+        (2, 9003),
+        (2, 9999),
+        (2, 9001),
+        (2, 9003),
+        (2, 9999),
+        (2, 9002),
+        (2, 9003),
+        (2, 9999),
+        (3, 9002),
+        (3, 9999),
+        (3, 9001),
+        (3, 9002),
+        (3, 9003),
+        (3, 9999),
+        (4, 9999),
+    ];
     let counted = vec![
         (2, 9999),
         (2, 9998),
@@ -257,6 +305,11 @@ fn cases() -> Vec<(&'static str, &'static str, Sequence)> {
         ("meter", OLD_METER, old),
         ("counters in a set and in an element", COUNTED, counted),
         ("keys of an address and a service", PAIRS, pairs),
+        (
+            "knocks: a lookup and an add in one rule",
+            KNOCK_STEPS,
+            knock_steps,
+        ),
     ]
 }
 

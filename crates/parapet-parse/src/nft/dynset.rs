@@ -198,6 +198,19 @@ fn key_type(set: &DynsetDecl) -> &'static str {
 }
 
 impl RuleParser<'_> {
+    /// As [`Self::no_other_stateful`], a lookup before the statement
+    /// aside.
+    fn no_other_stateful_but_a_lookup(&self) -> Res<()> {
+        let mut rule = self.rule.clone();
+        rule.dynset_lookup = None;
+        if rule.is_stateful() {
+            return self.fail(
+                "a second stateful condition (limit, a dynamic set) in one rule is not supported (a dynamic set's lookup before its statement is)",
+            );
+        }
+        Ok(())
+    }
+
     fn no_other_stateful(&self) -> Res<()> {
         if self.rule.is_stateful() {
             return self.fail(
@@ -210,7 +223,18 @@ impl RuleParser<'_> {
     /// After `add`/`update`/`delete`: `@SET { KEY [timeout T] [limit rate
     /// …] }`.
     pub(super) fn dynset_statement(&mut self, op: DynsetOp) -> Res<()> {
-        self.no_other_stateful()?;
+        // A lookup before the statement (port knocking's `ip saddr . tcp
+        // dport @s add @s { … }`) is checked first, as nft runs it.
+        if self
+            .rule
+            .dynset
+            .as_ref()
+            .is_some_and(|d| d.op == DynsetOp::Lookup)
+            && self.rule.dynset_lookup.is_none()
+        {
+            self.rule.dynset_lookup = self.rule.dynset.take();
+        }
+        self.no_other_stateful_but_a_lookup()?;
         let t = self.next_word("'@SET'")?;
         let Some(name) = t.word().and_then(|w| w.strip_prefix('@')) else {
             return Err((

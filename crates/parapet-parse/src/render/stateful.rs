@@ -16,7 +16,7 @@ pub(super) fn declarations(t: &Table) -> String {
         .chains
         .iter()
         .flat_map(|c| &c.rules)
-        .filter_map(|r| r.dynset.as_ref())
+        .flat_map(|r| r.dynset_lookup.iter().chain(&r.dynset))
     {
         let s = &d.set;
         if s.meter || seen.contains(&s.name.as_str()) {
