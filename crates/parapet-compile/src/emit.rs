@@ -6,9 +6,9 @@ use crate::lower::{field_of, EntryBox, FIELDS};
 use crate::tree::Forest;
 use parapet_image::{self as image, hw, kind};
 use parapet_model::{
-    BucketKey, DecisionList, Dynset, EntryKind, Hashlimit, Limit, LimitFlavor, Quota, Recent,
-    Statistic, StatisticMode, TimeUnit, TimeWindow, Verdict, DYNSET_MAX_LIMIT_BURST,
-    DYNSET_MAX_LIMIT_RATE,
+    BucketKey, DecisionList, Dynset, DynsetOp, DynsetPort, EntryKind, Hashlimit, Limit,
+    LimitFlavor, Quota, Recent, Statistic, StatisticMode, TimeUnit, TimeWindow, Verdict,
+    DYNSET_MAX_LIMIT_BURST, DYNSET_MAX_LIMIT_RATE,
 };
 use std::collections::HashMap;
 
@@ -184,6 +184,12 @@ pub(crate) fn entry_records(
         .iter()
         .position(|&c| c)
         .unwrap_or(5) as u8;
+        // A dynamic set's lookup before the rule's statement on one
+        // (`Rule::dynset_lookup`) is a row of its own: 6 for every lookup.
+        let condition = match &e.dynset {
+            Some(d) if d.op == DynsetOp::Lookup => 6,
+            _ => condition,
+        };
         let stateful = match bucket {
             None => 0,
             Some(key) => {
@@ -305,7 +311,15 @@ fn dynset_row(rule_id: u32, d: &Dynset) -> [u32; image::stateful::ROW_WORDS] {
     let c = d.check();
     let mut flags = c.op.code() << st::DYNSET_OP_SHIFT
         | if d.daddr { st::F_RDEST } else { 0 }
-        | if d.invert { st::F_INVERT } else { 0 };
+        | if d.invert { st::F_INVERT } else { 0 }
+        | match d.port {
+            None => 0,
+            Some(DynsetPort::Src) => 1 << st::DYNSET_PORT_SHIFT,
+            Some(DynsetPort::Dst) => 2 << st::DYNSET_PORT_SHIFT,
+            Some(DynsetPort::Const(p)) => {
+                3 << st::DYNSET_PORT_SHIFT | (p as u32) << st::DYNSET_PORT_CONST_SHIFT
+            }
+        };
     let mut limit = 0;
     if let Some(l) = &d.limit {
         flags |= st::F_DYNSET_LIMIT | if l.over { st::F_DYNSET_OVER } else { 0 };

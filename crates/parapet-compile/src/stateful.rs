@@ -193,15 +193,23 @@ impl ImageState {
                     size: r[4],
                     limit,
                 };
-                // Field ids 0 (family), 1 (source), 2 (destination).
+                // Field ids 0 (family), 1 (source), 2 (destination), 4
+                // and 5 (ports).
                 let family = match key.value(0) {
                     4 => Family::V4,
                     6 => Family::V6,
                     _ => return false,
                 };
                 let addr = key.value(if r[1] & st::F_RDEST != 0 { 2 } else { 1 });
-                let k = masked(family, addr, u32::MAX, 128);
-                self.dynset.check(&c, k, now.jiffies(), now.ns, now.hz)
+                let (fam, addr) = masked(family, addr, u32::MAX, 128);
+                let port = match (r[1] >> st::DYNSET_PORT_SHIFT) & 3 {
+                    0 => 0,
+                    1 => key.value(4) as u16,
+                    2 => key.value(5) as u16,
+                    _ => (r[1] >> st::DYNSET_PORT_CONST_SHIFT) as u16,
+                };
+                self.dynset
+                    .check(&c, (fam, port, addr), now.jiffies(), now.ns, now.hz)
             }
             st::TIME => self
                 .wall_secs()

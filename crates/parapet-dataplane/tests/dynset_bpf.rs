@@ -3,7 +3,9 @@
 //! few addresses to a few addresses over rules using every op (`add`,
 //! `update`, `delete`, lookups with `==` and `!=`, source and destination
 //! keys, a per-element limit with and without `over`, a set that fills to
-//! its size, timeouts the clock crosses) and nft quotas (plain and `over`,
+//! its size, timeouts the clock crosses, keys of an address and a service
+//! — the packet's port or a constant one —, a lookup before a statement
+//! in one rule) and nft quotas (plain and `over`,
 //! crossed within the run) gives, packet by packet, what the
 //! Rust walker and the linear engine (the specification, itself checked
 //! against `nft -f` by `parapet-parse/tests/dynset_kernel.rs`) give.
@@ -30,6 +32,8 @@ fn rules(tag: &str, v6: bool) -> String {
 \tset a {{ type {ty}; size 16; flags dynamic,timeout; timeout 2s; }}
 \tset b {{ type {ty}; size 2; flags dynamic; }}
 \tset m {{ type {ty}; size 16; flags dynamic; }}
+\tset p {{ type {ty} . inet_service; size 4; flags dynamic,timeout; timeout 2s; }}
+\tset q {{ type {ty}; size 16; flags dynamic; }}
 \tchain input {{
 \t\ttype filter hook input priority 0; policy accept;
 \t\tudp dport 1 update @a {{ {ip} saddr }}
@@ -46,6 +50,13 @@ fn rules(tag: &str, v6: bool) -> String {
 \t\tudp dport 9 quota 1500 bytes accept
 \t\tudp dport 9 drop
 \t\tudp dport 10 quota over 1 kbytes drop
+\t\tudp dport 11 add @p {{ {ip} saddr . udp sport }}
+\t\tudp dport 12 {ip} saddr . udp sport @p drop
+\t\tudp dport 13 update @p {{ {ip} saddr . 14 timeout 1s }}
+\t\tudp dport 14 {ip} saddr . udp dport != @p drop
+\t\tudp dport 15 delete @p {{ {ip} daddr . udp sport }}
+\t\tudp dport 16 {ip} saddr . udp sport @p add @q {{ {ip} daddr }}
+\t\tudp dport 17 {ip} daddr @q drop
 \t}}
 }}
 "
@@ -70,8 +81,8 @@ fn packet(v6: bool, rng: &mut Rng) -> Packet {
         addr(v6, s),
         addr(v6, d),
         17,
-        1000,
-        1 + rng.below(10) as u16,
+        1000 + rng.below(2) as u16,
+        1 + rng.below(17) as u16,
     ))
 }
 
@@ -135,7 +146,7 @@ fn bpf_walker_agrees_with_rust_and_linear_on_a_test_clock() {
                 "run {run_no} step {step} {backend:?}: BPF walker, {p:?}"
             );
             held += (linear.classify(&p, &NoSets).unwrap() != want) as usize;
-            if p.dport >= 9 {
+            if (9..=10).contains(&p.dport) {
                 quota_fates.push((p.dport, want.rule_id));
             }
             checked += 1;

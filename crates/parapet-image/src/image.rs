@@ -195,8 +195,10 @@ fn validate(w: &[u32]) -> Result<(), ImageError> {
                     && (row[3] != 0 || row[4] & 0xff != 0)
                     && row[4] >> 8 != 0
                     && row[5] != 0 => {}
+            // A port above the service bits only with a constant one.
             crate::stateful::DYNSET
-                if row[1] >> 14 == 0
+                if ((row[1] >> crate::stateful::DYNSET_PORT_SHIFT) & 3 == 3
+                    || row[1] >> crate::stateful::DYNSET_PORT_CONST_SHIFT == 0)
                     && row[4] != 0
                     && (row[5] >> crate::stateful::DYNSET_UNIT_SHIFT) & 0xf <= 3
                     && (row[1] & crate::stateful::F_DYNSET_LIMIT == 0

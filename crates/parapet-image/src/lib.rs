@@ -22,7 +22,7 @@ pub use key::{u128_at, KeyWords, KEY_OFF, KEY_SETS, KEY_WIDE};
 /// `PRPT` read as a little-endian `u32`.
 pub const MAGIC: u32 = 0x5450_5250;
 /// The format version this crate writes and reads.
-pub const VERSION: u32 = 9;
+pub const VERSION: u32 = 10;
 /// Words in the header.
 pub const HEADER_WORDS: usize = 32;
 /// Words per tree node.
@@ -135,7 +135,10 @@ pub mod kind {
 ///   1 `update`, 2 `delete`, 3 lookup), [`stateful::F_RDEST`] (the key is
 ///   the destination address), [`stateful::F_INVERT`] (lookup `!=`),
 ///   [`stateful::F_DYNSET_LIMIT`] (the element has a limit) and
-///   [`stateful::F_DYNSET_OVER`] (`limit rate over`); `p0` = the set id
+///   [`stateful::F_DYNSET_OVER`] (`limit rate over`), and (image version
+///   10) the key's service << [`stateful::DYNSET_PORT_SHIFT`] (0 none: the
+///   key is the address alone, 1 the source port, 2 the destination port,
+///   3 the port << [`stateful::DYNSET_PORT_CONST_SHIFT`]); `p0` = the set id
 ///   (FNV-1a of `TABLE/SET`), `p1` = the timeout of new or refreshed
 ///   elements in ms (0: none), `p2` = the set's size, `p3` = the limit:
 ///   rate (bits 0..19) | unit (bits 20..23: 0 second, 1 minute, 2 hour,
@@ -209,6 +212,12 @@ pub mod stateful {
     pub const F_DYNSET_LIMIT: u32 = 0x1000;
     /// Dynset row flag: `limit rate over`.
     pub const F_DYNSET_OVER: u32 = 0x2000;
+    /// Shift of a dynset row's key service (2 bits: 0 none, 1 the source
+    /// port, 2 the destination port, 3 a constant) in word 1 (image
+    /// version 10).
+    pub const DYNSET_PORT_SHIFT: u32 = 14;
+    /// Shift of a dynset row's constant port (16 bits) in word 1.
+    pub const DYNSET_PORT_CONST_SHIFT: u32 = 16;
     /// Shift of a dynset row's limit unit (4 bits) in `p3`.
     pub const DYNSET_UNIT_SHIFT: u32 = 20;
     /// Shift of a dynset row's limit burst (8 bits) in `p3`.

@@ -19,6 +19,11 @@
 //! - `delete`: removes the element; always passes.
 //! - lookup (`ip saddr @s`, `!= @s`): a live element is there.
 //!
+//! A key is one address, or an address and a service (`type ipv4_addr .
+//! inet_service`: `add @s { ip saddr . tcp dport }`, `{ ip saddr . 10002
+//! }`, `ip saddr . tcp dport @s`): the port is the packet's source or
+//! destination port, or a number the rule writes.
+//!
 //! Timeouts are in jiffies, as the kernel's (`nsecs_to_jiffies64` of the
 //! milliseconds nft sends; an element expires when `jiffies >= expiry`).
 //! Expired elements are dropped when a rule next touches their key;
@@ -92,6 +97,10 @@ pub struct DynsetDecl {
     pub has_timeout: bool,
     /// Written as `meter NAME { … }` (listed back the same way).
     pub meter: bool,
+    /// The key is an address and a service (`type ipv4_addr .
+    /// inet_service`), not an address alone.
+    #[serde(default)]
+    pub service: bool,
 }
 
 impl DynsetDecl {
@@ -117,7 +126,35 @@ pub struct Dynset {
     pub timeout_ms: u64,
     /// A limit per element (nft arithmetic).
     pub limit: Option<ElementRate>,
+    /// The key's service, when the set's key has one.
+    #[serde(default)]
+    pub port: Option<DynsetPort>,
 }
+
+/// Where the service of an `address . service` key comes from.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum DynsetPort {
+    /// The packet's source port (`tcp sport`, `udp sport`, …).
+    Src,
+    /// The packet's destination port.
+    Dst,
+    /// A number the rule writes (`add @s { ip saddr . 10002 }`).
+    Const(u16),
+}
+
+impl DynsetPort {
+    /// The port for a packet.
+    pub fn of(self, pkt: &Packet) -> u16 {
+        match self {
+            DynsetPort::Src => pkt.sport,
+            DynsetPort::Dst => pkt.dport,
+            DynsetPort::Const(p) => p,
+        }
+    }
+}
+
+/// An element's key: (family, port (0 without a service), address).
+pub type DynsetKey = (u8, u16, u128);
 
 /// A limit inside a set element: `limit rate [over] R/UNIT [burst B
 /// packets]`, with `nft_limit.c`'s arithmetic (as a rule's nft `limit`).
@@ -172,15 +209,16 @@ impl Dynset {
         }
     }
 
-    /// The packet's key: (family, address); `None` when the packet is not
-    /// of the set's family (such a packet never reaches the statement: the
-    /// rule matches the family first).
-    pub fn key(&self, pkt: &Packet) -> Option<(u8, u128)> {
+    /// The packet's key; `None` when the packet is not of the set's
+    /// family (such a packet never reaches the statement: the rule matches
+    /// the family first).
+    pub fn key(&self, pkt: &Packet) -> Option<DynsetKey> {
         if pkt.family != self.set.family {
             return None;
         }
         let a = if self.daddr { pkt.dst } else { pkt.src };
-        Some(masked(pkt.family, a, u32::MAX, 128))
+        let (family, addr) = masked(pkt.family, a, u32::MAX, 128);
+        Some((family, self.port.map_or(0, |p| p.of(pkt)), addr))
     }
 }
 
@@ -231,12 +269,12 @@ pub fn timeout_jiffies(ms: u32, hz: u32) -> u64 {
 /// Every dynamic set, by id: key → element.
 #[derive(Clone, Debug, Default)]
 pub struct DynsetTables {
-    sets: HashMap<u32, HashMap<(u8, u128), DynsetElement>>,
+    sets: HashMap<u32, HashMap<DynsetKey, DynsetElement>>,
 }
 
 impl DynsetTables {
     /// The elements of set `id`, if a rule touched it.
-    pub fn set(&self, id: u32) -> Option<&HashMap<(u8, u128), DynsetElement>> {
+    pub fn set(&self, id: u32) -> Option<&HashMap<DynsetKey, DynsetElement>> {
         self.sets.get(&id)
     }
 
@@ -245,7 +283,7 @@ impl DynsetTables {
     pub fn check(
         &mut self,
         c: &DynsetCheck,
-        key: (u8, u128),
+        key: DynsetKey,
         jiffies: u64,
         ns: u64,
         hz: u32,
@@ -306,6 +344,7 @@ mod tests {
             timeout_ms,
             has_timeout: timeout_ms != 0,
             meter: false,
+            service: false,
         }
     }
 
@@ -317,6 +356,7 @@ mod tests {
             invert: false,
             timeout_ms: 0,
             limit,
+            port: None,
         }
     }
 
@@ -365,6 +405,23 @@ mod tests {
         assert!(run(&upd, &mut t, 7, 20), "update refreshes");
         assert!(run(&look, &mut t, 7, 29));
         assert!(!run(&look, &mut t, 7, 30));
+    }
+
+    #[test]
+    fn a_service_key_holds_the_port() {
+        let mut add = dynset(DynsetOp::Add, 16, 0, None);
+        add.set.service = true;
+        add.port = Some(DynsetPort::Const(22));
+        let mut look = add.clone();
+        look.op = DynsetOp::Lookup;
+        look.port = Some(DynsetPort::Dst);
+        let mut t = DynsetTables::default();
+        // `run` sends to port 22.
+        assert!(!run(&look, &mut t, 7, 0));
+        assert!(run(&add, &mut t, 7, 0));
+        assert!(run(&look, &mut t, 7, 1));
+        look.port = Some(DynsetPort::Src);
+        assert!(!run(&look, &mut t, 7, 1), "port 1000 is another key");
     }
 
     #[test]

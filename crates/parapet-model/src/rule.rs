@@ -320,6 +320,12 @@ pub struct Rule {
     /// stateful condition).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dynset: Option<Dynset>,
+    /// A membership test of a dynamic set written before the rule's
+    /// dynamic-set statement (port knocking: `ip saddr . tcp dport @s add
+    /// @s { ip saddr . 10003 }`), checked before it; a lookup alone is
+    /// [`Rule::dynset`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dynset_lookup: Option<Dynset>,
     /// nft `quota [over] N bytes`: a byte count per rule (checked as
     /// `limit` is).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -377,6 +383,7 @@ impl Rule {
             || self.hashlimit.is_some()
             || self.time.is_some()
             || self.dynset.is_some()
+            || self.dynset_lookup.is_some()
             || self.quota.is_some()
             || self.statistic.is_some()
     }
@@ -390,6 +397,7 @@ impl Rule {
                 || self.recent.is_some()
                 || self.hashlimit.is_some()
                 || self.dynset.is_some()
+                || self.dynset_lookup.is_some()
                 || self.quota.is_some()
                 || self.statistic.is_some())
     }
@@ -413,6 +421,7 @@ impl Rule {
             hashlimit: None,
             time: None,
             dynset: None,
+            dynset_lookup: None,
             quota: None,
             statistic: None,
             after_stateful: None,

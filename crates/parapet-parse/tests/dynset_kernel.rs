@@ -76,6 +76,86 @@ const OLD_METER: &str = "table ip t {
 }
 ";
 
+/// Counters in a set and in its elements count, and decide nothing: the
+/// set declares `counter` (each element counts); the limit's element also
+/// counts, after its limit (nft_dynset runs the element's expressions in
+/// order, the counter never fails).
+const COUNTED: &str = "table ip t {
+\tset seen {
+\t\ttype ipv4_addr
+\t\tsize 16
+\t\tflags dynamic
+\t\tcounter
+\t}
+
+\tset flood {
+\t\ttype ipv4_addr
+\t\tsize 16
+\t\tflags dynamic,timeout
+\t\ttimeout 1h
+\t}
+
+\tchain input {
+\t\ttype filter hook input priority 0; policy accept;
+\t\tiifname \"lo\" udp dport 9998 update @seen { ip saddr }
+\t\tiifname \"lo\" udp dport 9999 ip saddr != @seen drop
+\t\tiifname \"lo\" udp dport 9999 update @flood { ip saddr limit rate over 1/hour burst 2 packets counter } drop
+\t}
+}
+";
+
+/// Keys of an address and a service: a knock on 9001 admits the source
+/// to 9101 (a constant port), a first datagram to 9102 admits its source
+/// to 9102 (the packet's port) and is dropped, a knock on 9003 takes the
+/// 9101 admission away again.
+const PAIRS: &str = "table inet t {
+\tset pairs {
+\t\ttype ipv4_addr . inet_service
+\t\tsize 16
+\t\tflags dynamic,timeout
+\t\ttimeout 1h
+\t}
+
+\tchain input {
+\t\ttype filter hook input priority 0; policy accept;
+\t\tiifname \"lo\" udp dport 9001 add @pairs { ip saddr . 9101 }
+\t\tiifname \"lo\" udp dport 9003 delete @pairs { ip saddr . 9101 }
+\t\tiifname \"lo\" udp dport 9101-9102 ip saddr . udp dport @pairs accept
+\t\tiifname \"lo\" udp dport 9102 add @pairs { ip saddr . udp dport } drop
+\t\tiifname \"lo\" udp dport 9101 drop
+\t}
+}
+";
+
+/// Port knocking in three steps as nft's own test writes it: each knock
+/// is a lookup of the previous one and, in the same rule, an `add` of the
+/// next (the lookup decides first: a knock out of turn adds nothing).
+const KNOCK_STEPS: &str = "table inet t {
+\tset cand {
+\t\ttype ipv4_addr . inet_service
+\t\tsize 16
+\t\tflags dynamic,timeout
+\t\ttimeout 1h
+\t}
+
+\tset clients {
+\t\ttype ipv4_addr
+\t\tsize 16
+\t\tflags dynamic,timeout
+\t\ttimeout 1h
+\t}
+
+\tchain input {
+\t\ttype filter hook input priority 0; policy accept;
+\t\tiifname \"lo\" udp dport 9001 add @cand { ip saddr . 9002 timeout 1h }
+\t\tiifname \"lo\" udp dport 9002 ip saddr . udp dport @cand add @cand { ip saddr . 9003 timeout 1h }
+\t\tiifname \"lo\" udp dport 9003 ip saddr . udp dport @cand add @clients { ip saddr timeout 2h }
+\t\tiifname \"lo\" udp dport 9999 ip saddr @clients accept
+\t\tiifname \"lo\" udp dport 9999 drop
+\t}
+}
+";
+
 /// (source host byte, port) of each datagram.
 type Sequence = Vec<(u8, u16)>;
 
@@ -170,11 +250,66 @@ fn cases() -> Vec<(&'static str, &'static str, Sequence)> {
         (4, 9999),
     ];
     let old: Sequence = (0..8).map(|i| ([2, 3][i % 2], 9999)).collect();
+    let pairs = vec![
+        (2, 9101),
+        (2, 9001),
+        (2, 9101),
+        (3, 9101),
+        (3, 9102),
+        (3, 9102),
+        (2, 9102),
+        (2, 9102),
+        (3, 9101),
+        (2, 9003),
+        (2, 9101),
+        (2, 9102),
+        (4, 9102),
+        (4, 9102),
+        (4, 9101),
+    ];
+    let knock_steps = vec![
+        (2, 9999),
+        (2, 9002),
+        (2, 9003),
+        (2, 9999),
+        (2, 9001),
+        (2, 9003),
+        (2, 9999),
+        (2, 9002),
+        (2, 9003),
+        (2, 9999),
+        (3, 9002),
+        (3, 9999),
+        (3, 9001),
+        (3, 9002),
+        (3, 9003),
+        (3, 9999),
+        (4, 9999),
+    ];
+    let counted = vec![
+        (2, 9999),
+        (2, 9998),
+        (3, 9998),
+        (2, 9999),
+        (2, 9999),
+        (3, 9999),
+        (2, 9999),
+        (4, 9999),
+        (3, 9999),
+        (3, 9999),
+    ];
     vec![
         ("meter-like add with a limit", METER, meter),
         ("port knocking", KNOCK, knock),
         ("a full set", FULL, full),
         ("meter", OLD_METER, old),
+        ("counters in a set and in an element", COUNTED, counted),
+        ("keys of an address and a service", PAIRS, pairs),
+        (
+            "knocks: a lookup and an add in one rule",
+            KNOCK_STEPS,
+            knock_steps,
+        ),
     ]
 }
 
@@ -206,11 +341,11 @@ fn listings_read_back_equal() {
 fn clear_refusals() {
     for (text, want) in [
         (
-            "table ip t {\n set s { type ipv4_addr . inet_service; flags dynamic; }\n chain c { add @s { ip saddr . tcp dport } }\n}\n",
+            "table ip t {\n set s { type ipv4_addr . ipv4_addr; flags dynamic; }\n chain c { add @s { ip saddr . ip daddr } }\n}\n",
             "2:",
         ),
         (
-            "table ip t {\n set s { type ipv4_addr; flags dynamic; }\n chain c { add @s { ip saddr counter } }\n}\n",
+            "table ip t {\n set s { type ipv4_addr; flags dynamic; }\n chain c { add @s { ip saddr quota 10 bytes } }\n}\n",
             "3:",
         ),
         (

@@ -3,7 +3,8 @@
  * dynset.h - nft dynamic sets for stateful.h: nft_dynset.c's add, update
  * and delete (a rule that fills a set as packets pass, optionally with a
  * limit per element) and nft_lookup.c's membership test on such a set.
- * One hash of (set id, family, address) -> element, shared by every row,
+ * One hash of (set id, family, port, address) -> element (the port of a
+ * set of `address . inet_service`, else 0), shared by every row,
  * image and hook naming the set and kept across reloads (as nft keeps a
  * set's elements while the set is declared), and one count of elements
  * per set against the set's size.  The Rust twin is
@@ -36,9 +37,13 @@
 #define PARAPET_DYNSET_MAX 65536
 #define PARAPET_DYNSET_SETS 1024
 
+/* The port shares what was a 32-bit family word (image version 10): an
+ * element made before, with its port 0, reads the same on little-endian
+ * hosts, so a set kept across the upgrade keeps its elements. */
 struct parapet_dynset_key {
 	__u32 set;     /* FNV-1a of TABLE/SET (parapet_model::DynsetDecl::id) */
-	__u32 family;  /* PARAPET_FAMILY_* */
+	__u16 family;  /* PARAPET_FAMILY_* */
+	__u16 port;    /* the key's service (host order), else 0 */
 	__u8 addr[16]; /* IPv4 in the last 4 bytes, as in the key */
 };
 
@@ -174,6 +179,19 @@ static __noinline int dynset_admit(__u32 kind, __u64 lo, __u64 hi,
 		s->limit = (__u32)(hi >> 32);
 		s->key.set = (__u32)lo;
 		s->key.family = k->family;
+		s->key.port = 0;
+		switch ((kind >> PARAPET_IMG_STATEFUL_DYNSET_PORT_SHIFT) & 3) {
+		case 1:
+			s->key.port = k->sport;
+			break;
+		case 2:
+			s->key.port = k->dport;
+			break;
+		case 3:
+			s->key.port =
+				kind >> PARAPET_IMG_STATEFUL_DYNSET_PORT_CONST_SHIFT;
+			break;
+		}
 		if (kind & PARAPET_IMG_STATEFUL_F_RDEST)
 			__builtin_memcpy(s->key.addr, k->dst, 16);
 		else

@@ -375,6 +375,14 @@ fn c_and_rust_constants_agree() {
             (parapet_image::stateful::F_DYNSET_OVER) as u64,
         ),
         (
+            "PARAPET_IMG_STATEFUL_DYNSET_PORT_SHIFT",
+            (parapet_image::stateful::DYNSET_PORT_SHIFT) as u64,
+        ),
+        (
+            "PARAPET_IMG_STATEFUL_DYNSET_PORT_CONST_SHIFT",
+            (parapet_image::stateful::DYNSET_PORT_CONST_SHIFT) as u64,
+        ),
+        (
             "PARAPET_IMG_STATEFUL_DYNSET_UNIT_SHIFT",
             (parapet_image::stateful::DYNSET_UNIT_SHIFT) as u64,
         ),

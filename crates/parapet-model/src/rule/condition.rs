@@ -34,6 +34,9 @@ pub enum StatefulKind {
     Hashlimit,
     /// An nft dynamic set.
     Dynset,
+    /// A dynamic set's membership test before the rule's dynamic-set
+    /// statement ([`Rule::dynset_lookup`]).
+    DynsetLookup,
     /// `-m quota`, nft `quota`.
     Quota,
     /// `-m statistic`, nft `numgen inc`.
@@ -42,11 +45,12 @@ pub enum StatefulKind {
 
 impl StatefulKind {
     /// The order of a rule's conditions when it does not say (it has at
-    /// most one).
-    pub const DEFAULT_ORDER: [StatefulKind; 6] = [
+    /// most one, or a dynamic set's lookup and then its statement).
+    pub const DEFAULT_ORDER: [StatefulKind; 7] = [
         StatefulKind::Limit,
         StatefulKind::Recent,
         StatefulKind::Hashlimit,
+        StatefulKind::DynsetLookup,
         StatefulKind::Dynset,
         StatefulKind::Quota,
         StatefulKind::Statistic,
@@ -95,6 +99,7 @@ impl Rule {
             StatefulKind::Recent => self.recent.as_ref().map(Condition::Recent),
             StatefulKind::Hashlimit => self.hashlimit.as_ref().map(Condition::Hashlimit),
             StatefulKind::Dynset => self.dynset.as_ref().map(Condition::Dynset),
+            StatefulKind::DynsetLookup => self.dynset_lookup.as_ref().map(Condition::Dynset),
             StatefulKind::Quota => self.quota.as_ref().map(Condition::Quota),
             StatefulKind::Statistic => self.statistic.as_ref().map(Condition::Statistic),
         };

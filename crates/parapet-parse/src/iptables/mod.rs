@@ -454,6 +454,7 @@ pub(crate) fn parse(
                     hashlimit: hashlimit.as_ref().map(|d| d.h.clone()),
                     time: time.clone(),
                     dynset: None,
+                    dynset_lookup: None,
                     quota: quota.clone(),
                     statistic: statistic.clone(),
                     after_stateful: after_stateful.clone(),

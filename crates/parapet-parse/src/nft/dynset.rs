@@ -40,6 +40,7 @@ pub(super) fn declaration(toks: &[Token], table: &str) -> Res<DynsetDecl> {
         timeout_ms: 0,
         has_timeout: false,
         meter: false,
+        service: false,
     };
     let mut typed = false;
     let mut i = 3;
@@ -49,27 +50,40 @@ pub(super) fn declaration(toks: &[Token], table: &str) -> Res<DynsetDecl> {
         match t.word() {
             Some("type") => {
                 let ty = toks.get(i + 1);
+                // An address, or an address and a service.
+                let service = word(i + 2) == Some(".") && word(i + 3) == Some("inet_service");
+                let dims = if service { 4 } else { 2 };
                 decl.family = match ty.and_then(|t| t.word()) {
-                    Some("ipv4_addr") => Family::V4,
-                    Some("ipv6_addr") => Family::V6,
+                    Some("ipv4_addr") if word(i + dims) != Some(".") => Family::V4,
+                    Some("ipv6_addr") if word(i + dims) != Some(".") => Family::V6,
+                    Some("ipv4_addr" | "ipv6_addr") => {
+                        return Err((t.line, t.col, format!("dynamic set '{name}': '.' is not supported in a set that rules fill beyond 'ipv4_addr . inet_service' (or ipv6_addr)")));
+                    }
                     _ => {
                         let (l, c, shown) = ty.map_or((t.line, t.col, String::new()), |t| {
                             (t.line, t.col, t.show())
                         });
-                        return Err((l, c, format!("dynamic set '{name}' of type '{shown}': only sets of one address (ipv4_addr, ipv6_addr) that rules fill are supported yet")));
+                        return Err((l, c, format!("dynamic set '{name}' of type '{shown}': only sets of one address (ipv4_addr, ipv6_addr), or of an address and a service, that rules fill are supported yet")));
                     }
                 };
+                decl.service = service;
                 typed = true;
-                i += 2;
+                i += dims;
             }
             Some("typeof") => {
-                decl.family = match (word(i + 1), word(i + 2), word(i + 3)) {
+                // `typeof ip saddr`, or `typeof ip saddr . tcp dport`.
+                let service = word(i + 3) == Some(".")
+                    && matches!(word(i + 4), Some(p) if PORT_PROTOCOL_WORDS.contains(&p))
+                    && matches!(word(i + 5), Some("sport" | "dport"));
+                let dims = if service { 6 } else { 3 };
+                decl.family = match (word(i + 1), word(i + 2), word(i + dims)) {
                     (Some("ip"), Some("saddr" | "daddr"), w) if w != Some(".") => Family::V4,
                     (Some("ip6"), Some("saddr" | "daddr"), w) if w != Some(".") => Family::V6,
-                    _ => return Err((t.line, t.col, format!("dynamic set '{name}': only 'typeof ip saddr' (or ip daddr, ip6 saddr, ip6 daddr) is supported yet"))),
+                    _ => return Err((t.line, t.col, format!("dynamic set '{name}': only 'typeof ip saddr' (or ip daddr, ip6 saddr, ip6 daddr), alone or '. tcp dport' (or sport, udp, sctp, udplite), is supported yet"))),
                 };
+                decl.service = service;
                 typed = true;
-                i += 3;
+                i += dims;
             }
             Some("size") => {
                 let n = word(i + 1).and_then(|w| w.parse::<u32>().ok());
@@ -113,6 +127,9 @@ pub(super) fn declaration(toks: &[Token], table: &str) -> Res<DynsetDecl> {
             Some("elements") => {
                 return Err((t.line, t.col, format!("dynamic set '{name}': initial elements of a set that rules fill are not supported yet")));
             }
+            // Elements count packets and bytes (`nft list set` shows
+            // them): accounting, which decides nothing.
+            Some("counter") => i += 1,
             Some("policy" | "comment" | "gc-interval" | "auto-merge") => i += 2,
             Some(other) => {
                 return Err((
@@ -133,16 +150,67 @@ pub(super) fn declaration(toks: &[Token], table: &str) -> Res<DynsetDecl> {
     Ok(decl)
 }
 
-/// Which address a one-field key is: `Some(true)` the destination.
-fn key_of(sels: &[Selector]) -> Option<bool> {
-    match sels {
-        [s] if s.field == Field::SrcAddr => Some(false),
-        [s] if s.field == Field::DstAddr => Some(true),
+/// The protocols whose ports a service key reads (nft's `tcp dport`, …):
+/// each implies its protocol, so no packet without ports reaches the key.
+const PORT_PROTOCOL_WORDS: [&str; 4] = ["tcp", "udp", "sctp", "udplite"];
+
+/// Which address a key's first field is (`Some(true)`: the destination).
+fn address_of(s: &Selector) -> Option<bool> {
+    match s.field {
+        Field::SrcAddr => Some(false),
+        Field::DstAddr => Some(true),
         _ => None,
     }
 }
 
+/// The packet's port a service field is; `None` for any other field and
+/// for `th` (which implies no protocol).
+fn port_of(s: &Selector) -> Option<DynsetPort> {
+    if !s.implied.iter().any(|(f, _)| *f == Field::Proto) {
+        return None;
+    }
+    match s.field {
+        Field::SrcPort => Some(DynsetPort::Src),
+        Field::DstPort => Some(DynsetPort::Dst),
+        _ => None,
+    }
+}
+
+/// A lookup's key: (the destination address?, the port) for a set of
+/// addresses (`[ip saddr]`) or of an address and a service (`[ip saddr,
+/// tcp dport]`).
+fn key_of(sels: &[Selector], service: bool) -> Option<(bool, Option<DynsetPort>)> {
+    match sels {
+        [a] if !service => Some((address_of(a)?, None)),
+        [a, p] if service => Some((address_of(a)?, Some(port_of(p)?))),
+        _ => None,
+    }
+}
+
+/// The name of a set's key type, for messages.
+fn key_type(set: &DynsetDecl) -> &'static str {
+    match (set.family, set.service) {
+        (Family::V4, false) => "ipv4_addr",
+        (Family::V6, false) => "ipv6_addr",
+        (Family::V4, true) => "ipv4_addr . inet_service",
+        (Family::V6, true) => "ipv6_addr . inet_service",
+    }
+}
+
 impl RuleParser<'_> {
+    /// As [`Self::no_other_stateful`], a lookup before the statement
+    /// aside.
+    fn no_other_stateful_but_a_lookup(&self) -> Res<()> {
+        let mut rule = self.rule.clone();
+        rule.dynset_lookup = None;
+        if rule.is_stateful() {
+            return self.fail(
+                "a second stateful condition (limit, a dynamic set) in one rule is not supported (a dynamic set's lookup before its statement is)",
+            );
+        }
+        Ok(())
+    }
+
     fn no_other_stateful(&self) -> Res<()> {
         if self.rule.is_stateful() {
             return self.fail(
@@ -155,7 +223,18 @@ impl RuleParser<'_> {
     /// After `add`/`update`/`delete`: `@SET { KEY [timeout T] [limit rate
     /// …] }`.
     pub(super) fn dynset_statement(&mut self, op: DynsetOp) -> Res<()> {
-        self.no_other_stateful()?;
+        // A lookup before the statement (port knocking's `ip saddr . tcp
+        // dport @s add @s { … }`) is checked first, as nft runs it.
+        if self
+            .rule
+            .dynset
+            .as_ref()
+            .is_some_and(|d| d.op == DynsetOp::Lookup)
+            && self.rule.dynset_lookup.is_none()
+        {
+            self.rule.dynset_lookup = self.rule.dynset.take();
+        }
+        self.no_other_stateful_but_a_lookup()?;
         let t = self.next_word("'@SET'")?;
         let Some(name) = t.word().and_then(|w| w.strip_prefix('@')) else {
             return Err((
@@ -188,6 +267,7 @@ impl RuleParser<'_> {
             timeout_ms: 0,
             has_timeout: false,
             meter: true,
+            service: false,
         };
         if self.peek_word() == Some("size") {
             self.i += 1;
@@ -209,6 +289,24 @@ impl RuleParser<'_> {
         self.dynset_body(decl, DynsetOp::Update)
     }
 
+    /// After `KEY .` in a set element: the service, a port number or the
+    /// packet's port (`tcp dport`, …; its protocol becomes a match).
+    fn service_of_key(&mut self, set: &DynsetDecl) -> Res<DynsetPort> {
+        if let Some(n) = self.peek_word().and_then(|w| w.parse::<u16>().ok()) {
+            self.i += 1;
+            return Ok(DynsetPort::Const(n));
+        }
+        let (l, c) = self.peek().map_or((0, 1), |t| (t.line, t.col));
+        let sel = self.selector()?;
+        let Some(port) = port_of(&sel) else {
+            return Err((l, c, format!("the service of a key of set '{}' is a port number or 'tcp dport' (or sport, udp, sctp, udplite)", set.name)));
+        };
+        for (f, v) in &sel.implied {
+            self.matches.constrain(*f, v.clone());
+        }
+        Ok(port)
+    }
+
     fn dynset_body(&mut self, set: DynsetDecl, op: DynsetOp) -> Res<()> {
         match self.peek() {
             Some(t) if t.tok == Tok::Open => self.i += 1,
@@ -221,11 +319,35 @@ impl RuleParser<'_> {
             _ => return self.fail(format!("only a set keyed by one address (ip saddr, ip daddr, ip6 saddr, ip6 daddr) is supported yet in '@{}'", set.name)),
         };
         let sel = self.selector()?;
-        if self.peek_word() == Some(".") {
-            return self.fail("a concatenated key in a dynamic set is not supported yet");
-        }
-        let Some(daddr) = key_of(std::slice::from_ref(&sel)) else {
-            return Err((l, c, format!("only a set keyed by one address (ip saddr, ip daddr, ip6 saddr, ip6 daddr) is supported yet in '@{}'", set.name)));
+        let Some(daddr) = address_of(&sel) else {
+            return Err((l, c, format!("only a set keyed by one address (ip saddr, ip daddr, ip6 saddr, ip6 daddr), or an address and a service, is supported yet in '@{}'", set.name)));
+        };
+        let port = if self.peek_word() == Some(".") {
+            self.i += 1;
+            if !set.service {
+                return Err((
+                    l,
+                    c,
+                    format!(
+                        "set '{}' is of type {}: the key has one field",
+                        set.name,
+                        key_type(&set)
+                    ),
+                ));
+            }
+            Some(self.service_of_key(&set)?)
+        } else if set.service {
+            return Err((
+                l,
+                c,
+                format!(
+                    "set '{}' is of type {}: the key needs '. SERVICE'",
+                    set.name,
+                    key_type(&set)
+                ),
+            ));
+        } else {
+            None
         };
         if fam != set.family {
             return Err((
@@ -254,6 +376,7 @@ impl RuleParser<'_> {
             invert: false,
             timeout_ms: 0,
             limit: None,
+            port,
         };
         loop {
             let Some(t) = self.peek().cloned() else {
@@ -276,6 +399,25 @@ impl RuleParser<'_> {
                             v.col,
                             format!("expected a timeout like 60s, found '{}'", v.show()),
                         ))?;
+                }
+                (_, Some("counter")) => {
+                    // The element's counter: accounting, which never
+                    // fails the statement (`nft_counter_eval`), whatever
+                    // its place among the element's expressions.
+                    self.i += 1;
+                    if self.peek_word() == Some("packets") {
+                        self.i += 1;
+                        self.number("a packet count")?;
+                        let b = self.next_word("'bytes'")?;
+                        if b.word() != Some("bytes") {
+                            return Err((
+                                b.line,
+                                b.col,
+                                format!("expected 'bytes', found '{}'", b.show()),
+                            ));
+                        }
+                        self.number("a byte count")?;
+                    }
                 }
                 (_, Some("ct"))
                     if self.toks.get(self.i + 1).and_then(|t| t.word()) == Some("count") =>
@@ -305,7 +447,7 @@ impl RuleParser<'_> {
                     });
                 }
                 _ => {
-                    return Err((t.line, t.col, format!("'{}' inside a set element is not supported yet (timeout and limit rate are)", t.show())));
+                    return Err((t.line, t.col, format!("'{}' inside a set element is not supported yet (timeout, limit rate and counter are)", t.show())));
                 }
             }
         }
@@ -325,8 +467,8 @@ impl RuleParser<'_> {
         neg: bool,
     ) -> Res<()> {
         let family = set.family;
-        let Some(daddr) = key_of(sels) else {
-            return self.fail(format!("set '{}' is filled by rules: only 'ip saddr @{0}' (or daddr, ip6) is supported yet", set.name));
+        let Some((daddr, port)) = key_of(sels, set.service) else {
+            return self.fail(format!("set '{}' of type {} is filled by rules: only 'ip saddr @{0}' (or daddr, ip6), or 'ip saddr . tcp dport @{0}' (or sport, udp, sctp, udplite) for a set of an address and a service, is supported yet", set.name, key_type(&set)));
         };
         self.no_other_stateful()?;
         self.matches
@@ -338,6 +480,7 @@ impl RuleParser<'_> {
             invert: neg,
             timeout_ms: 0,
             limit: None,
+            port,
         });
         Ok(())
     }

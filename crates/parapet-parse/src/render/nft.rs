@@ -390,7 +390,7 @@ fn nft_rule(rs: &Ruleset, tfam: TableFamily, r: &Rule) -> Result<String, RenderE
                 Some(name) => format!("limit name {}", nft_quote(name)),
                 None => super::stateful::nft_limit_rate(l),
             }),
-            Condition::Dynset(d) => parts.push(super::stateful::statement(d)),
+            Condition::Dynset(d) => parts.push(super::stateful::statement(d, single_proto(r))),
             Condition::Quota(q) => parts.push(super::stateful::quota(q)),
             Condition::Statistic(st) => parts.push(super::stateful::statistic_nft(id, st)?),
             Condition::Recent(_) | Condition::Hashlimit(_) => {} // refused above

@@ -16,16 +16,18 @@ pub(super) fn declarations(t: &Table) -> String {
         .chains
         .iter()
         .flat_map(|c| &c.rules)
-        .filter_map(|r| r.dynset.as_ref())
+        .flat_map(|r| r.dynset_lookup.iter().chain(&r.dynset))
     {
         let s = &d.set;
         if s.meter || seen.contains(&s.name.as_str()) {
             continue;
         }
         seen.push(&s.name);
-        let ty = match s.family {
-            Family::V4 => "ipv4_addr",
-            Family::V6 => "ipv6_addr",
+        let ty = match (s.family, s.service) {
+            (Family::V4, false) => "ipv4_addr",
+            (Family::V6, false) => "ipv6_addr",
+            (Family::V4, true) => "ipv4_addr . inet_service",
+            (Family::V6, true) => "ipv6_addr . inet_service",
         };
         let flags = if s.has_timeout {
             "dynamic,timeout"
@@ -114,13 +116,33 @@ pub(super) fn statistic_iptables(s: &Statistic) -> String {
     }
 }
 
-/// A rule's dynamic-set statement or lookup.
-pub(super) fn statement(d: &Dynset) -> String {
+/// A rule's dynamic-set statement or lookup; `protocol` is the rule's one
+/// protocol, if it has one (a key's packet port is that protocol's).
+pub(super) fn statement(d: &Dynset, protocol: Option<u8>) -> String {
     let ip = match d.set.family {
         Family::V4 => "ip",
         Family::V6 => "ip6",
     };
-    let key = format!("{ip} {}", if d.daddr { "daddr" } else { "saddr" });
+    let mut key = format!("{ip} {}", if d.daddr { "daddr" } else { "saddr" });
+    if let Some(p) = d.port {
+        // The protocol a packet port implies is one of the rule's
+        // matches (`tcp dport`): the listing names it again.
+        let _ = write!(
+            key,
+            " . {}",
+            match p {
+                DynsetPort::Const(n) => n.to_string(),
+                DynsetPort::Src => format!(
+                    "{} sport",
+                    super::spelling::port_protocol(protocol).unwrap_or("th")
+                ),
+                DynsetPort::Dst => format!(
+                    "{} dport",
+                    super::spelling::port_protocol(protocol).unwrap_or("th")
+                ),
+            }
+        );
+    }
     let head = match d.op {
         DynsetOp::Lookup => {
             let op = if d.invert { "!= " } else { "" };
