@@ -7,7 +7,8 @@
 //! written into the outer ends (AF_PACKET) so that they arrive on a0 or
 //! b0 from sources whose route back leaves through that interface,
 //! through the other one, or nowhere (spoofed, unrouted, local,
-//! broadcast, link-local, 0.0.0.0 to the limited broadcast). nft's
+//! broadcast, link-local, 0.0.0.0 to the limited broadcast), and raw
+//! packets looped back from unrouted and routed sources. nft's
 //! prerouting counters say which rule decided; the linear engine decides
 //! from each packet's `rpath`, which the namespace's routing table gives
 //! (`ip route get`, as nft's fib looks the source up): the routing view
@@ -18,7 +19,7 @@ mod raw_out;
 
 use parapet_model::{rev_path, Family, Packet};
 use parapet_testbed::{require_root, Netns};
-use raw_out::{agree, first_moved, load_legacy, load_nft, nft_counters, send_frame};
+use raw_out::{agree, first_moved, load_legacy, load_nft, nft_counters, send, send_frame, Sender};
 use std::net::IpAddr;
 
 /// Each outcome decided by its own rule: 1 none, 2 another interface,
@@ -114,8 +115,12 @@ fn addr(s: &str) -> u128 {
 /// for a packet that came in on `iif`: `ip route get` (with the input
 /// interface as the output hint for link-local sources, as nft_fib6
 /// restricts those lookups), no route or a local address → none. The
-/// kernel's skips (0.0.0.0 to the limited broadcast) → iif.
+/// kernel's skips (a packet from loopback; 0.0.0.0 to the limited
+/// broadcast) → iif.
 fn routing_view(ns: &Netns, p: &Packet, iif: &str) -> u8 {
+    if iif == "lo" {
+        return rev_path::IIF;
+    }
     let src = p.src_ip();
     if let (IpAddr::V4(s), IpAddr::V4(d)) = (src, p.dst_ip()) {
         if s.is_unspecified() && (d.is_broadcast() || d.octets()[..3] == [224, 0, 0]) {
@@ -185,6 +190,20 @@ fn probes(ns: &Netns) -> Vec<(&'static str, Packet)> {
             add(Family::V6, s, d6);
         }
     }
+    // Looped back (sent to the loopback address): nft skips the lookup
+    // for a packet from loopback, whatever its source.
+    for (family, s, d) in [
+        (Family::V4, "192.0.2.7", "127.0.0.1"),
+        (Family::V4, "10.2.0.7", "127.0.0.1"),
+        (Family::V6, "2001:db8:ff::7", "::1"),
+        (Family::V6, "2001:db8:2::7", "::1"),
+    ] {
+        let mut p = Packet::new(family, addr(s), addr(d), 253, 0, 0);
+        p.len = 60;
+        p.iif = parapet_model::IfName::new("lo").unwrap();
+        p.rev_path = routing_view(ns, &p, "lo");
+        out.push(("lo", p));
+    }
     out
 }
 
@@ -198,12 +217,12 @@ fn kernel_decisions(ns: &Netns, script: &str, probes: &[(&str, Packet)]) -> Vec<
     probes
         .iter()
         .map(|(iif, p)| {
-            let (outer, to) = if *iif == "a0" {
-                ("a1", A_MAC)
-            } else {
-                ("b1", B_MAC)
-            };
-            ns.run_in(|| send_frame(outer, mac(to), mac("02:00:00:00:00:99"), p));
+            let from = mac("02:00:00:00:00:99");
+            match *iif {
+                "lo" => ns.run_in(|| send(p, Sender::Loopback)),
+                "a0" => ns.run_in(|| send_frame("a1", mac(A_MAC), from, p)),
+                _ => ns.run_in(|| send_frame("b1", mac(B_MAC), from, p)),
+            }
             let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
             loop {
                 let after = counts();
@@ -272,4 +291,47 @@ fn rpfilter_tables_as_iptables_restore() {
         1,
         "the filter rule alone is parapet's"
     );
+}
+
+/// nft refuses the `oif` result of a fib lookup in output and postrouting
+/// chains ("Operation not supported"), and accepts it in prerouting,
+/// input and forward, in every spelling: parapet loads the same files.
+#[test]
+#[ignore = "needs root"]
+fn fib_oif_hooks_and_spellings_as_nft() {
+    require_root();
+    let ns = Netns::create("k13rpf-hooks").unwrap();
+    let path = std::env::temp_dir().join(format!("k13rpf-hooks-{}.nft", std::process::id()));
+    let mut refused = 0;
+    for expr in [
+        "fib saddr . iif oif missing",
+        "fib saddr . iif oif exists",
+        "fib saddr oif missing",
+        "fib saddr . iif oif != missing",
+        "fib saddr . iif oif 0",
+        "fib saddr oif != 0",
+    ] {
+        for hook in ["prerouting", "input", "forward", "output", "postrouting"] {
+            let text = format!(
+                "table inet t {{\n\tchain c {{\n\t\ttype filter hook {hook} priority 0; policy accept;\n\t\t{expr} counter drop\n\t}}\n}}\n"
+            );
+            std::fs::write(&path, &text).unwrap();
+            let kernel = ns.exec(&["nft", "-f", path.to_str().unwrap()]).is_ok();
+            ns.exec(&["nft", "flush", "ruleset"]).unwrap();
+            let ours = parapet_parse::parse(&text, "h.nft", parapet_parse::Format::Nft);
+            assert_eq!(ours.is_ok(), kernel, "{hook}: {expr}: {:?}", ours.err());
+            if let Err(e) = ours {
+                assert!(
+                    e[0].to_string().starts_with(
+                        "h.nft:4:3: fib saddr … oif (reverse path) is valid in prerouting"
+                    ),
+                    "{}",
+                    e[0]
+                );
+                refused += 1;
+            }
+        }
+    }
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(refused, 12, "output and postrouting, six spellings");
 }

@@ -51,14 +51,14 @@ impl RuleParser<'_> {
 
 /// The value after `fib saddr [. iif] oif`: `missing` (no route back, or
 /// one that does not leave through the input interface with `. iif`) or
-/// `exists`.
+/// `exists`; `0` is nft's other spelling of missing (no interface).
 pub(super) fn rev_path_value(iif: bool, text: &str) -> Result<IntervalSet, String> {
     let missing = rev_path::missing(iif);
     match text {
-        "missing" => Ok(missing),
+        "missing" | "0" => Ok(missing),
         "exists" => Ok(missing.complement(rev_path::MAX as u128)),
         _ => Err(format!(
-            "expected missing or exists after 'fib saddr{} oif', found '{text}' (an interface index or name is not supported)",
+            "expected missing or exists after 'fib saddr{} oif', found '{text}' (an interface index other than 0 or a name is not supported)",
             if iif { " . iif" } else { "" }
         )),
     }
