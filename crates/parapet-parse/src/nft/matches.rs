@@ -60,7 +60,7 @@ pub(super) struct Selector {
 /// only mangles, and is left to the kernel (`kernel.rs`).
 pub(super) const PAYLOAD_SET: &str = "a payload or meta statement";
 
-const SUPPORTED_EXPRS: &str = "ip/ip6 saddr|daddr|protocol|nexthdr|dscp, ip ttl, ip6 hoplimit, tcp/udp/sctp/udplite/th sport|dport, tcp flags, meta l4proto|nfproto|protocol|iifname|oifname|length|pkttype|mark|skuid|skgid, mark, skuid, skgid, fib saddr|daddr type, ether saddr, rt type|seg-left|hdrlength, exthdr rt exists|missing, iifname, oifname, ct state|status|protocol|mark, ct original proto-dst|proto-src, ct original|reply ip|ip6 saddr|daddr, icmp/icmpv6 type|code, counter, log, limit, comment, accept, drop, reject, jump, goto, return";
+const SUPPORTED_EXPRS: &str = "ip/ip6 saddr|daddr|protocol|nexthdr|dscp, ip ttl, ip6 hoplimit, tcp/udp/sctp/udplite/th sport|dport, tcp flags, meta l4proto|nfproto|protocol|iifname|oifname|length|pkttype|mark|skuid|skgid, mark, skuid, skgid, fib saddr|daddr type, fib saddr [. iif] oif missing|exists, ether saddr, rt type|seg-left|hdrlength, exthdr rt exists|missing, iifname, oifname, ct state|status|protocol|mark, ct original proto-dst|proto-src, ct original|reply ip|ip6 saddr|daddr, icmp/icmpv6 type|code, counter, log, limit, comment, accept, drop, reject, jump, goto, return";
 
 impl RuleParser<'_> {
     /// A selector expression: `ip saddr`, `tcp dport`, `ct state`, …
