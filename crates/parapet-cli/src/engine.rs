@@ -129,12 +129,14 @@ impl<'a> ChainClassifier<'a> {
         // A time window with another stateful condition in one rule is
         // not compiled (docs/syntax.md, "Time conditions"), nor are address
         // types beyond the host's local table (UNREACHABLE, …) nor the
-        // conntrack original source port and addresses (no key word yet):
+        // conntrack original source port and addresses, nor the reverse-path
+        // outcome (no key word yet):
         // `auto` picks the linear engine for them.
         let timed = args.engine == "auto"
             && rs.rules().any(|r| {
                 r.time_with_another_condition()
                     || [
+                        Field::RevPath,
                         Field::CtOrigSrcPort,
                         Field::CtOrigSrc,
                         Field::CtOrigDst,

@@ -110,6 +110,13 @@ pub fn classify(
             limited.join(", ")
         );
     }
+    let rev_path = rev_path_rules(rs);
+    if !rev_path.is_empty() {
+        eprintln!(
+            "parapet: note: rules with a reverse-path check (fib saddr … oif) ({}): a trace line says nothing of the host's routes, so every packet's route back is assumed to leave through its input interface (rpath iif: not spoofed); trace --packet '… rpath other|none' evaluates the other outcomes",
+            rev_path.join(", ")
+        );
+    }
     // Time windows are not compiled: the linear engine answers for them.
     if (stateful.stateful != "match" || !timed.is_empty()) && !limited.is_empty() {
         // The linear engine (the specification) keeps the state.
@@ -175,6 +182,9 @@ pub fn trace(rules: &Path, packets: &[String], args: &EngineArgs) -> Result<Exit
             .map_err(|e| anyhow!("--packet '{spec}': {e}"))?;
         host.apply(&mut pkt);
         println!("packet: {pkt}");
+        if !rev_path_rules(rs).is_empty() && !spec.split_whitespace().any(|w| w == "rpath") {
+            println!("  (assuming the route back to the source leaves through the input interface: rpath iif; say rpath other|none otherwise)");
+        }
         let (decision, steps) = linear
             .trace(&pkt, sets.as_ref())
             .map_err(|e| anyhow!("{e}"))?;
@@ -564,4 +574,13 @@ fn condition_text(c: &parapet_model::Condition<'_>) -> String {
         }
         Condition::Limit(l) => format!("limit {}/{}", l.rate, l.per.name()),
     }
+}
+
+/// The ids of the rules with a reverse-path check (`fib saddr … oif`),
+/// whose outcome is the host's routing table's: offline it is assumed.
+fn rev_path_rules(rs: &parapet_model::Ruleset) -> Vec<String> {
+    rs.rules()
+        .filter(|r| r.all_matches().get(Field::RevPath).is_some())
+        .map(|r| r.id.to_string())
+        .collect()
 }

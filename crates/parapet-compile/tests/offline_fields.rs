@@ -59,6 +59,23 @@ fn the_entrys_addresses_are_refused_by_the_compiler() {
     }
 }
 
+/// The reverse-path outcome (`fib saddr . iif oif missing`) comes from
+/// the host's routing table, which the key does not carry: refused with
+/// the rule named.
+#[test]
+fn the_reverse_path_check_is_refused_by_the_compiler() {
+    let msg = compile(
+        &one_rule_list(Field::RevPath, rev_path::NONE as u128),
+        &CompileOptions::default(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        msg.contains("rule 1") && msg.contains("reverse-path check (fib saddr"),
+        "{msg}"
+    );
+}
+
 fn one_rule_list(field: Field, value: u128) -> DecisionList {
     let mut m = Matches::any();
     m.constrain(field, IntervalSet::point(value));

@@ -40,6 +40,9 @@ pub fn format_value(field: Field, v: u128, family: Family) -> String {
         Field::PktType => crate::pkt_type::name(v as u8)
             .map(str::to_string)
             .unwrap_or_else(|| v.to_string()),
+        Field::RevPath => crate::rev_path::name(v as u8)
+            .map(str::to_string)
+            .unwrap_or_else(|| v.to_string()),
         Field::Set(_) => if v == 1 { "member" } else { "not a member" }.into(),
         _ => v.to_string(),
     }
@@ -55,7 +58,8 @@ pub fn format_set(field: Field, set: &IntervalSet, family: Family) -> String {
         | Field::Fragment
         | Field::SrcType
         | Field::DstType
-        | Field::PktType => {
+        | Field::PktType
+        | Field::RevPath => {
             let names: Vec<String> = set
                 .ranges()
                 .iter()

@@ -113,6 +113,12 @@ pub enum Field {
     /// ([`crate::routing`]: `1 << 24 | type << 16 | segments_left << 8 |
     /// hdrlen`, 0 without one): key word 41, field id 24.
     Routing,
+    /// Where the host's route back to the source leaves
+    /// ([`crate::rev_path`]: through the input interface, another one, or
+    /// none): nft's `fib saddr [. iif] oif missing|exists`. Not in the
+    /// packet key: only the linear engine evaluates it (the compiled
+    /// engines refuse it, `apply` with them).
+    RevPath,
     /// Membership of the packet's key in the ruleset's set reference `n`
     /// ([`crate::SetRef`]): 1 when the set holds it.
     Set(u16),
@@ -175,6 +181,7 @@ impl Field {
             Field::Dscp | Field::CtStatus => 6,
             Field::SrcType | Field::DstType => 4,
             Field::PktType => 3,
+            Field::RevPath => 2,
             Field::Length | Field::Mark | Field::CtMark | Field::SkUid | Field::SkGid => 32,
             Field::Fragment | Field::Set(_) => 1,
             Field::MacSrc => 49,
@@ -237,6 +244,7 @@ impl Field {
             Field::SkUid => "skuid".into(),
             Field::SkGid => "skgid".into(),
             Field::Routing => "rt".into(),
+            Field::RevPath => "rpath".into(),
             Field::Set(n) => format!("set{n}"),
         }
     }

@@ -56,6 +56,7 @@ mod quota;
 mod reach;
 mod recent;
 mod region;
+pub mod rev_path;
 pub mod routing;
 mod rule;
 mod same_decider;

@@ -89,6 +89,10 @@ pub struct Packet {
     /// The first IPv6 routing header, packed ([`crate::routing`]: 0
     /// without one, the default).
     pub rt: u32,
+    /// Where the host's route back to the source leaves
+    /// ([`crate::rev_path`]); [`crate::rev_path::IIF`] unless the packet
+    /// says otherwise.
+    pub rev_path: u8,
 }
 
 impl Packet {
@@ -129,6 +133,7 @@ impl Packet {
             sk_uid: 0,
             sk_gid: 0,
             rt: 0,
+            rev_path: crate::rev_path::IIF,
         }
     }
 
@@ -174,6 +179,7 @@ impl Packet {
             Field::SkUid => self.sk_uid as u128,
             Field::SkGid => self.sk_gid as u128,
             Field::Routing => self.rt as u128,
+            Field::RevPath => self.rev_path as u128,
             Field::Set(_) => panic!("set membership is not a header field"),
         }
     }
@@ -316,7 +322,7 @@ impl FromStr for Packet {
 
     /// Parses `PROTO SRC[:PORT] > DST[:PORT] [iif IF] [oif IF] [ct STATE]
     /// [flags F,F] [type T] [code C] [len N] [ttl N] [dscp N] [stype T]
-    /// [dtype T] [pkttype T] [rt TYPE/SEGLEFT/HDRLEN] [ctorigsrc|ctorigdst|
+    /// [dtype T] [pkttype T] [rpath iif|other|none] [rt TYPE/SEGLEFT/HDRLEN] [ctorigsrc|ctorigdst|
     /// ctreplsrc|ctrepldst ADDR] [frag]`.
     ///
     /// IPv6 addresses with ports are written `[2001:db8::1]:80`.
@@ -511,6 +517,11 @@ impl FromStr for Packet {
                         p.dst_type = Some(t)
                     }
                 }
+                "rpath" => {
+                    let v = need("expected where the route back leaves: iif, other or none")?;
+                    p.rev_path = crate::rev_path::from_name(v)
+                        .ok_or_else(|| err(i + 1, "expected iif, other or none"))?;
+                }
                 "pkttype" => {
                     let v = need("expected a packet type like broadcast")?;
                     p.pkt_type = Some(crate::pkt_type::from_name(v).ok_or_else(|| {
@@ -537,7 +548,7 @@ impl FromStr for Packet {
                 }
                 _ => return Err(err(
                     i,
-                    "expected iif, oif, ct, ctstatus, ctorigdport, ctorigsport, ctproto, ctorigsrc, ctorigdst, ctreplsrc, ctrepldst, mark, ctmark, flags, type, code, len, ttl, dscp, stype, dtype, pkttype or frag",
+                    "expected iif, oif, ct, ctstatus, ctorigdport, ctorigsport, ctproto, ctorigsrc, ctorigdst, ctreplsrc, ctrepldst, mark, ctmark, flags, type, code, len, ttl, dscp, stype, dtype, pkttype, rpath or frag",
                 )),
             }
             i += 2;
@@ -634,6 +645,10 @@ impl fmt::Display for Packet {
         }
         if let Some(n) = self.pkt_type.and_then(crate::pkt_type::name) {
             write!(f, " pkttype {n}")?;
+        }
+        if self.rev_path != crate::rev_path::IIF {
+            let n = crate::rev_path::name(self.rev_path).unwrap_or("?");
+            write!(f, " rpath {n}")?;
         }
         if self.ct_orig_dport != 0 {
             write!(f, " ctorigdport {}", self.ct_orig_dport)?;

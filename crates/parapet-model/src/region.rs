@@ -258,6 +258,9 @@ impl Space {
         if let Some(v) = get(Field::CtOrigSrcPort) {
             p.ct_orig_sport = v as u16;
         }
+        if let Some(v) = get(Field::RevPath) {
+            p.rev_path = v as u8;
+        }
         for f in crate::packet::CT_ADDR_FIELDS {
             if let Some(v) = get(f) {
                 p.set_ct_addr(f, v);

@@ -38,6 +38,7 @@ mod mark_stmt;
 mod nft;
 mod owner_ids;
 pub mod render;
+mod rev_path;
 pub mod trace;
 
 pub use error::ParseError;

@@ -103,9 +103,10 @@ fn types_survive_both_syntaxes() {
 #[test]
 fn unmodelled_lookups_are_refused_with_their_position() {
     let nft_bad = [
-        ("fib saddr . iif oif missing drop", "reverse-path"),
+        ("fib saddr . iif . mark oif missing drop", "policy routes"),
+        ("fib saddr . iif oifname \"lo\" accept", "oifname"),
         ("fib daddr . iif type local accept", "one interface's"),
-        ("fib daddr oif exists accept", "no route lookup"),
+        ("fib daddr oif exists accept", "no forward route lookup"),
         ("fib daddr type nowhere accept", "expected an address type"),
         ("meta pkttype otherhost accept", "expected a packet type"),
     ];

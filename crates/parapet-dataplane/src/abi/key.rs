@@ -155,6 +155,8 @@ impl PacketKey {
             sk_uid: 0,
             sk_gid: 0,
             rt: 0,
+            // not in the key (the compilers refuse rules reading it)
+            rev_path: parapet_model::rev_path::IIF,
         })
     }
 

@@ -135,6 +135,15 @@ impl RuleParser<'_> {
             );
             return;
         }
+        if n == "rpfilter" {
+            // xt_rpfilter's checkentry refuses every other table; in
+            // `*raw`/`*mangle` (left to the kernel) it loads as written.
+            self.err(
+                name.col,
+                "match 'rpfilter' is valid only in the raw and mangle tables (PREROUTING), as iptables-restore says: there parapet leaves it to the kernel, which enforces it; in nftables 'fib saddr . iif oif missing drop' in a prerouting chain is the same check, which parapet evaluates",
+            );
+            return;
+        }
         if let Some(m) = self.header_module_family(n) {
             self.err(name.col, m);
             return;

@@ -35,6 +35,9 @@ pub(super) enum Kind {
     AddrType,
     /// `meta pkttype`: a packet type name (`host`) or number.
     PktType,
+    /// `fib saddr [. iif] oif`: `missing` or `exists`; true with `. iif`
+    /// ([`parapet_model::rev_path`]).
+    RevPath(bool),
     /// `ether saddr`: a MAC address `xx:xx:xx:xx:xx:xx`.
     Mac,
     /// `meta skuid`/`skgid`: a user or group name, an id or a range,
@@ -57,7 +60,7 @@ pub(super) struct Selector {
 /// only mangles, and is left to the kernel (`kernel.rs`).
 pub(super) const PAYLOAD_SET: &str = "a payload or meta statement";
 
-const SUPPORTED_EXPRS: &str = "ip/ip6 saddr|daddr|protocol|nexthdr|dscp, ip ttl, ip6 hoplimit, tcp/udp/sctp/udplite/th sport|dport, tcp flags, meta l4proto|nfproto|protocol|iifname|oifname|length|pkttype|mark|skuid|skgid, mark, skuid, skgid, fib saddr|daddr type, ether saddr, rt type|seg-left|hdrlength, exthdr rt exists|missing, iifname, oifname, ct state|status|protocol|mark, ct original proto-dst|proto-src, ct original|reply ip|ip6 saddr|daddr, icmp/icmpv6 type|code, counter, log, limit, comment, accept, drop, reject, jump, goto, return";
+const SUPPORTED_EXPRS: &str = "ip/ip6 saddr|daddr|protocol|nexthdr|dscp, ip ttl, ip6 hoplimit, tcp/udp/sctp/udplite/th sport|dport, tcp flags, meta l4proto|nfproto|protocol|iifname|oifname|length|pkttype|mark|skuid|skgid, mark, skuid, skgid, fib saddr|daddr type, fib saddr [. iif] oif missing|exists, ether saddr, rt type|seg-left|hdrlength, exthdr rt exists|missing, iifname, oifname, ct state|status|protocol|mark, ct original proto-dst|proto-src, ct original|reply ip|ip6 saddr|daddr, icmp/icmpv6 type|code, counter, log, limit, comment, accept, drop, reject, jump, goto, return";
 
 impl RuleParser<'_> {
     /// A selector expression: `ip saddr`, `tcp dport`, `ct state`, …
@@ -197,8 +200,8 @@ impl RuleParser<'_> {
             "oifname" | "oif" => sel(Field::OutIface, Kind::Iface, vec![]),
             "pkttype" => sel(Field::PktType, Kind::PktType, vec![]),
             "fib" => {
-                let field = self.fib_head()?;
-                sel(field, Kind::AddrType, vec![])
+                let (field, kind) = self.fib_head()?;
+                sel(field, kind, vec![])
             }
             // nft's short form of `meta mark`
             "mark" => sel(Field::Mark, Kind::Number(0xffff_ffff), vec![]),
@@ -335,34 +338,6 @@ impl RuleParser<'_> {
                 c,
                 format!("unknown expression '{other}' (supported: {SUPPORTED_EXPRS})"),
             )),
-        }
-    }
-
-    /// After `fib`: `saddr` or `daddr` then `type`, the field it reads.
-    /// Refused: a lookup restricted to an interface (`. iif`, `. oif`),
-    /// with a mark (`. mark`), and the reverse-path results (`oif`,
-    /// `oifname`).
-    fn fib_head(&mut self) -> Res<Field> {
-        let t = self.next_word("saddr or daddr")?;
-        let field = match t.word() {
-            Some("saddr") => Field::SrcType,
-            Some("daddr") => Field::DstType,
-            _ => {
-                return Err((
-                    t.line,
-                    t.col,
-                    format!("expected saddr or daddr after fib, found '{}'", t.show()),
-                ))
-            }
-        };
-        if self.peek_word() == Some(".") {
-            return self.fail("a fib lookup with '. iif', '. oif' or '. mark' is not supported: it looks the address up in one interface's (or mark's) routes, which parapet's address types (the host's addresses, whatever the interface) do not model; 'fib saddr . iif oif missing' is a reverse-path check (rp_filter, -m rpfilter), which parapet does not make; keep the rule in nftables");
-        }
-        let r = self.next_word("type")?;
-        match r.word() {
-            Some("type") => Ok(field),
-            Some("oif") | Some("oifname") => Err((r.line, r.col, "fib … oif/oifname (the route's output interface, as reverse-path checks use it) is not supported: parapet has no route lookup; keep the rule in nftables".into())),
-            _ => Err((r.line, r.col, format!("expected 'type' after fib {}, found '{}'", if field == Field::SrcType { "saddr" } else { "daddr" }, r.show()))),
         }
     }
 
@@ -538,6 +513,10 @@ impl RuleParser<'_> {
         }
         if neg {
             set = set.complement(max);
+        }
+        if let Kind::RevPath(_) = s.kind {
+            // The field's two bits hold three outcomes.
+            set = set.intersect(&IntervalSet::range(0, rev_path::MAX as u128));
         }
         if let Kind::Rt(part) = s.kind {
             // Without a routing header nft_exthdr breaks the rule, `!=`

@@ -24,6 +24,7 @@ mod commands;
 mod ctaddr;
 mod ctstatus;
 mod dynset;
+mod fib;
 mod kernel;
 mod lexer;
 mod matches;

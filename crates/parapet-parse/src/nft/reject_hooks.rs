@@ -4,6 +4,9 @@
 //! postrouting ("Could not process rule: Operation not supported"). parapet
 //! refuses the same files, at the `reject` statement. And where parapet
 //! reads the socket owner (`meta skuid`/`skgid`): output and postrouting.
+//! And where nft's reverse-path lookup may run (`fib saddr … oif`:
+//! nft_fib_validate allows the oif result at prerouting, input and
+//! forward only).
 
 use super::table::Parser;
 use parapet_model::*;
@@ -94,6 +97,27 @@ impl Parser {
                     "meta skuid/skgid is supported in output and postrouting chains only: the \
                      chain {base} reaches it, where a received packet's socket (attached by \
                      early demux) is one parapet cannot read"
+                ),
+            );
+        }
+    }
+
+    /// Once the file is read: an error at every `fib saddr … oif` in a
+    /// chain that an output or postrouting base chain reaches, which the
+    /// kernel refuses ("Operation not supported").
+    pub(super) fn refuse_rev_path_after_output(&mut self) {
+        let found = self.reached_from(&[Hook::Output, Hook::Postrouting], |r| {
+            r.all_matches().get(Field::RevPath).is_some()
+        });
+        for (line, base) in found {
+            let col = self.col_of(line, "fib");
+            self.errs.push(
+                line,
+                col,
+                format!(
+                    "fib saddr … oif (reverse path) is valid in prerouting, input and forward \
+                     chains only: the chain {base} reaches it, and the kernel refuses it there \
+                     (Operation not supported)"
                 ),
             );
         }

@@ -168,6 +168,7 @@ impl Parser {
         self.check_jumps();
         self.refuse_reject_after_routing();
         self.refuse_owner_before_output();
+        self.refuse_rev_path_after_output();
         self.leave_chains_to_kernel();
         self.note_kernel_statements();
         crate::mangle::refuse_matches_on_mangled_fields(&self.rs, &mut self.errs);

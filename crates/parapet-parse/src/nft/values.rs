@@ -176,6 +176,7 @@ impl RuleParser<'_> {
                 Some(m) => Ok(IntervalSet::point(mac::key_value(Some(m)))),
                 None => Err(err(format!("expected a MAC address xx:xx:xx:xx:xx:xx, found '{text}'"))),
             },
+            Kind::RevPath(iif) => super::fib::rev_path_value(iif, text).map_err(err),
             Kind::AddrType | Kind::PktType => {
                 let (found, max, what) = if kind == Kind::AddrType {
                     (addr_type::from_name(text), addr_type::MAX, "an address type (unspec, unicast, local, broadcast, anycast, multicast, blackhole, unreachable, prohibit, throw, nat, xresolve)")

@@ -40,6 +40,7 @@ pub(super) fn write_module_matches(
     }
     out.push_str(&crate::addrtype::iptables(r, family).map_err(|m| rerr(id, m))?);
     out.push_str(&crate::ctorig::iptables(r, family).map_err(|m| rerr(id, m))?);
+    out.push_str(&crate::rev_path::iptables(r).map_err(|m| rerr(id, m))?);
     write_set_matches(out, rs, r)?;
     super::masked::iptables_marks(out, r)?;
     super::masked::iptables_masked(out, r)?;

@@ -364,6 +364,9 @@ fn nft_rule(rs: &Ruleset, tfam: TableFamily, r: &Rule) -> Result<String, RenderE
             parts.push(crate::addrtype::nft(field, set).map_err(|m| rerr(id, m))?);
         }
     }
+    if let Some(set) = r.matches.get(Field::RevPath) {
+        parts.push(crate::rev_path::nft(set).map_err(|m| rerr(id, m))?);
+    }
     parts.extend(crate::ctorig::nft(r).map_err(|m| rerr(id, m))?);
     push_set_lookups(&mut parts, rs, r, family, port_key)?;
     super::masked::nft_marks(&mut parts, r);
