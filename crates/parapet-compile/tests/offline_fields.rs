@@ -1,6 +1,6 @@
 //! Fields the packet key has no word for yet (the conntrack entry's
 //! original source port, `--ctorigsrcport`, and its addresses; the IPv6 routing header until
-//! its key word lands), and address types beyond the host's `local` table:
+//! its key word lands; TCP options, `--tcp-option`), and address types beyond the host's `local` table:
 //! compiling a rule on one is refused with the rule and the field named,
 //! never built as if every packet matched it. The packet and address types,
 //! which every hook fills, and the socket owner (key words 42, 43) compile.
@@ -56,6 +56,25 @@ fn the_entrys_addresses_are_refused_by_the_compiler() {
         .unwrap_err()
         .to_string();
         assert!(msg.contains("rule 1") && msg.contains(what), "{msg}");
+    }
+}
+
+/// `-m tcp --tcp-option N` (`Field::TcpOption`): no key word for the
+/// segment's options yet, refused with the rule and the option named, in
+/// both senses (a `!` test is no more compilable than a positive one).
+#[test]
+fn tcp_options_are_refused_by_the_compiler() {
+    for want in [0, 1] {
+        let msg = compile(
+            &one_rule_list(Field::TcpOption(64), want),
+            &CompileOptions::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            msg.contains("rule 1") && msg.contains("--tcp-option 64"),
+            "{msg}"
+        );
     }
 }
 

@@ -113,6 +113,13 @@ pub enum Field {
     /// ([`crate::routing`]: `1 << 24 | type << 16 | segments_left << 8 |
     /// hdrlen`, 0 without one): key word 41, field id 24.
     Routing,
+    /// Whether TCP option kind `n` is among the segment's options, as
+    /// xt_tcpudp's walk finds it ([`crate::tcp_option`]; `-m tcp
+    /// --tcp-option n`): 1 present, 0 absent (and 0 for a segment without
+    /// options or a packet that is not TCP). Not in the packet key yet:
+    /// only the linear engine evaluates it (the compiled engines refuse
+    /// it).
+    TcpOption(u8),
     /// Membership of the packet's key in the ruleset's set reference `n`
     /// ([`crate::SetRef`]): 1 when the set holds it.
     Set(u16),
@@ -176,7 +183,7 @@ impl Field {
             Field::SrcType | Field::DstType => 4,
             Field::PktType => 3,
             Field::Length | Field::Mark | Field::CtMark | Field::SkUid | Field::SkGid => 32,
-            Field::Fragment | Field::Set(_) => 1,
+            Field::Fragment | Field::Set(_) | Field::TcpOption(_) => 1,
             Field::MacSrc => 49,
             Field::Routing => 25,
         }
@@ -237,6 +244,7 @@ impl Field {
             Field::SkUid => "skuid".into(),
             Field::SkGid => "skgid".into(),
             Field::Routing => "rt".into(),
+            Field::TcpOption(n) => format!("tcpopt{n}"),
             Field::Set(n) => format!("set{n}"),
         }
     }

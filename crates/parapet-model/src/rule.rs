@@ -271,12 +271,16 @@ impl Matches {
     }
 }
 
-/// Ports, TCP flags, the ICMP type: fields read from the transport header
+/// Ports, TCP flags and options, the ICMP type: fields read from the transport header
 /// (see [`Matches::reads_transport_header`]).
 pub fn transport_header_field(f: Field) -> bool {
     matches!(
         f,
-        Field::SrcPort | Field::DstPort | Field::TcpFlags | Field::IcmpTypeCode
+        Field::SrcPort
+            | Field::DstPort
+            | Field::TcpFlags
+            | Field::IcmpTypeCode
+            | Field::TcpOption(_)
     )
 }
 

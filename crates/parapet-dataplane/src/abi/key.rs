@@ -155,6 +155,8 @@ impl PacketKey {
             sk_uid: 0,
             sk_gid: 0,
             rt: 0,
+            // not in the key (the compilers refuse rules reading them)
+            tcp_options: None,
         })
     }
 

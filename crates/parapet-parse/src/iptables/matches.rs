@@ -69,7 +69,7 @@ fn option_module(opt: &str) -> Option<&'static [&'static str]> {
         "--sport" | "--source-port" | "--dport" | "--destination-port" => {
             &["tcp", "udp", "sctp", "udplite"]
         }
-        "--tcp-flags" | "--syn" => &["tcp"],
+        "--tcp-flags" | "--syn" | "--tcp-option" => &["tcp"],
         "--icmp-type" => &["icmp"],
         "--icmpv6-type" => &["icmp6"],
         "--sports" | "--dports" | "--ports" | "--source-ports" | "--destination-ports" => {
@@ -226,6 +226,9 @@ impl RuleParser<'_> {
         }
         if L4_MATCHES.contains(&n) {
             self.fragment_blind();
+        }
+        if n == "tcp" {
+            self.tcp_option_given = false;
         }
         if n == "multiport" || HEADER_MATCHES.contains(&n) || MARK_MATCHES.contains(&n) {
             self.module_options = 0;
@@ -613,10 +616,7 @@ impl RuleParser<'_> {
                 col,
                 format!("{o} is not supported (of xt_conntrack's options parapet reads --ctstate, --ctproto, --ctorigsrc, --ctorigdst, --ctreplsrc, --ctrepldst, --ctorigdstport and --ctorigsrcport): the packet model does not carry the entry's reply ports, status or expiry"),
             ),
-            "--tcp-option" => self.err(
-                col,
-                "-m tcp --tcp-option is not supported: it matches the TCP options a segment carries, which parapet's packet key does not hold",
-            ),
+            "--tcp-option" => self.tcp_option(arg),
             o if HASHLIMIT_OPTIONS.contains(&o) => {
                 self.hashlimit_option(arg)
             }

@@ -25,6 +25,7 @@ mod rule;
 mod statistic;
 mod table;
 mod targets;
+mod tcp_option;
 mod time;
 
 use crate::common::*;
@@ -314,6 +315,7 @@ pub(crate) fn parse(
             before_stateful: None,
             stateful_order: Vec::new(),
             implicit_l4: false,
+            tcp_option_given: false,
         };
         rp.matches
             .constrain(Field::Family, IntervalSet::point(family.value()));

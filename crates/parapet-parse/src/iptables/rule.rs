@@ -145,6 +145,9 @@ pub(super) struct RuleParser<'a> {
     /// A protocol's match loaded implicitly (`-p tcp --dport 22` with no
     /// `-m tcp`) before any stateful match: its later options are its own.
     pub(super) implicit_l4: bool,
+    /// The current `-m tcp` (or `-p tcp`'s implicit one) has its one
+    /// `--tcp-option` (`tcp_option.rs`).
+    pub(super) tcp_option_given: bool,
 }
 
 impl RuleParser<'_> {
