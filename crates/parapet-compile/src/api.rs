@@ -140,6 +140,10 @@ impl fmt::Display for CompileError {
                     if field.ends_with("src") { "saddr" } else { "daddr" },
                 )
             }
+            CompileError::HostField { rule_id, field } if field == "string" => write!(
+                f,
+                "rule {rule_id} has a -m string match: it searches the packet's bytes, which the packet key does not hold, so only the linear engine evaluates it so far (classify --engine linear); the compiled engines and the kernel dataplane refuse it rather than guess"
+            ),
             CompileError::HostField { rule_id, field } if field.starts_with("tcpopt") => write!(
                 f,
                 "rule {rule_id} matches a TCP option (-m tcp --tcp-option {}): the packet key has no word for the segment's options yet, so only the linear engine evaluates it (classify --engine linear); the compiled engines and the kernel dataplane refuse it rather than guess",

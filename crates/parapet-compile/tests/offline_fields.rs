@@ -78,6 +78,30 @@ fn tcp_options_are_refused_by_the_compiler() {
     }
 }
 
+/// `-m string` (`Matches::payload`): the key does not hold the packet's
+/// bytes; refused with the rule named, never compiled as if it matched.
+#[test]
+fn string_matches_are_refused_by_the_compiler() {
+    let mut m = Matches::any();
+    m.constrain_payload(string_match::StringMatch {
+        pattern: b"facebook.com".to_vec(),
+        algo: string_match::StringAlgo::Bm,
+        from: 0,
+        to: u16::MAX,
+        icase: false,
+        invert: false,
+    });
+    let rs = parapet_gen::one_chain(
+        vec![Rule::new(1, m, Action::Verdict(Verdict::Drop))],
+        Verdict::Accept,
+    );
+    let list = flatten(&rs, rs.select_chain(None).unwrap()).unwrap();
+    let msg = compile(&list, &CompileOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(msg.contains("rule 1 has a -m string match"), "{msg}");
+}
+
 fn one_rule_list(field: Field, value: u128) -> DecisionList {
     let mut m = Matches::any();
     m.constrain(field, IntervalSet::point(value));

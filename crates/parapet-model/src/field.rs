@@ -120,6 +120,10 @@ pub enum Field {
     /// only the linear engine evaluates it (the compiled engines refuse
     /// it).
     TcpOption(u8),
+    /// The packet's bytes (`-m string`): not a key field; it names a
+    /// failed string match in traces and refusals (the matches ride in
+    /// [`crate::Matches::payload`]).
+    Payload,
     /// Membership of the packet's key in the ruleset's set reference `n`
     /// ([`crate::SetRef`]): 1 when the set holds it.
     Set(u16),
@@ -183,7 +187,7 @@ impl Field {
             Field::SrcType | Field::DstType => 4,
             Field::PktType => 3,
             Field::Length | Field::Mark | Field::CtMark | Field::SkUid | Field::SkGid => 32,
-            Field::Fragment | Field::Set(_) | Field::TcpOption(_) => 1,
+            Field::Fragment | Field::Set(_) | Field::TcpOption(_) | Field::Payload => 1,
             Field::MacSrc => 49,
             Field::Routing => 25,
         }
@@ -245,6 +249,7 @@ impl Field {
             Field::SkGid => "skgid".into(),
             Field::Routing => "rt".into(),
             Field::TcpOption(n) => format!("tcpopt{n}"),
+            Field::Payload => "string".into(),
             Field::Set(n) => format!("set{n}"),
         }
     }

@@ -94,6 +94,11 @@ pub struct Packet {
     /// (the default) for a segment without options.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tcp_options: Option<Box<[u8]>>,
+    /// The packet's bytes from the network header on, when the packet
+    /// says them: what `-m string` searches ([`crate::string_match`]);
+    /// `None` (the default): no bytes, nothing is found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub datagram: Option<Box<[u8]>>,
 }
 
 impl Packet {
@@ -135,6 +140,7 @@ impl Packet {
             sk_gid: 0,
             rt: 0,
             tcp_options: None,
+            datagram: None,
         }
     }
 
@@ -185,6 +191,7 @@ impl Packet {
                 (self.proto == 6 && crate::tcp_option::present(options, kind)) as u128
             }
             Field::Set(_) => panic!("set membership is not a header field"),
+            Field::Payload => panic!("the packet's bytes are not one value"),
         }
     }
 
@@ -435,6 +442,18 @@ impl FromStr for Packet {
                         .filter(|b| !b.is_empty() && b.len() % 4 == 0 && b.len() <= crate::tcp_option::MAX_LEN)
                         .ok_or_else(bad)?;
                     p.tcp_options = Some(bytes.into_boxed_slice());
+                }
+                "datagram" => {
+                    // the packet's bytes from the IP header on, in hex
+                    let bad = || err(i + 1, "expected the packet's bytes from the IP header on, as hex");
+                    let v = need("expected the packet's bytes as hex")?;
+                    let bytes = (0..v.len())
+                        .step_by(2)
+                        .map(|k| v.get(k..k + 2).and_then(|b| u8::from_str_radix(b, 16).ok()))
+                        .collect::<Option<Vec<u8>>>()
+                        .filter(|b| !b.is_empty())
+                        .ok_or_else(bad)?;
+                    p.datagram = Some(bytes.into_boxed_slice());
                 }
                 "skuid" | "skgid" => {
                     let v = match need("expected an owner id or nofile")? {
@@ -698,6 +717,12 @@ impl fmt::Display for Packet {
                 write!(f, "{b:02x}")?;
             }
         }
+        if let Some(d) = &self.datagram {
+            f.write_str(" datagram ")?;
+            for b in d.iter() {
+                write!(f, "{b:02x}")?;
+            }
+        }
         write!(f, " len {}", self.len)
     }
 }
@@ -735,6 +760,7 @@ mod tests {
             "udp [::1]:1 > [::2]:2",
             "udp 10.0.0.1:1 > 10.0.0.2:53 mark 0x40000 ctmark 7",
             "tcp 10.0.0.1:1 > 10.0.0.2:22 tcpopt 020405b401010402",
+            "udp 10.0.0.1:1 > 10.0.0.2:53 datagram 4500001c",
         ] {
             let p: Packet = s.parse().unwrap();
             let again: Packet = p.to_string().parse().unwrap();

@@ -157,6 +157,7 @@ impl PacketKey {
             rt: 0,
             // not in the key (the compilers refuse rules reading them)
             tcp_options: None,
+            datagram: None,
         })
     }
 

@@ -23,6 +23,7 @@ mod recent;
 mod rt;
 mod rule;
 mod statistic;
+mod string;
 mod table;
 mod targets;
 mod tcp_option;
@@ -316,6 +317,7 @@ pub(crate) fn parse(
             stateful_order: Vec::new(),
             implicit_l4: false,
             tcp_option_given: false,
+            string: None,
         };
         rp.matches
             .constrain(Field::Family, IntervalSet::point(family.value()));

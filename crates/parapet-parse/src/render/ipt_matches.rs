@@ -43,6 +43,7 @@ pub(super) fn write_module_matches(
     write_set_matches(out, rs, r)?;
     super::masked::iptables_marks(out, r)?;
     super::masked::iptables_masked(out, r)?;
+    super::string::iptables(out, r);
     Ok(())
 }
 

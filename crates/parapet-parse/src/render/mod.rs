@@ -21,6 +21,7 @@ mod owner;
 mod rt;
 mod spelling;
 mod stateful;
+mod string;
 mod tcp_option;
 
 pub use iptables::iptables_save;

@@ -340,6 +340,7 @@ fn nft_rule(rs: &Ruleset, tfam: TableFamily, r: &Rule) -> Result<String, RenderE
         ));
     }
     super::tcp_option::nft_refusal(r)?;
+    super::string::nft_refusal(r)?;
     push_icmp(&mut parts, r, icmp_key)?;
     super::header::nft_header(&mut parts, r, family)?;
     super::owner::nft_owner(&mut parts, r)?;
