@@ -209,3 +209,28 @@ fn iptables_refusals_are_refused_with_their_position() {
         );
     }
 }
+
+/// Analysis with a `-m string` rule: it decides part of its box, so lint
+/// must not call the rule before it redundant nor the rule after it
+/// unreachable, and diff refuses rather than compare boxes.
+#[test]
+fn lint_and_diff_do_not_trust_a_string_box() {
+    use parapet_model::{diff, flatten_unpruned, lint, Budget};
+    let text = "*filter
+:INPUT ACCEPT [0:0]
+-A INPUT -p tcp -m tcp --dport 22 -j DROP
+-A INPUT -p tcp -m string --string \"x\" --algo bm -j ACCEPT
+-A INPUT -p tcp -j DROP
+COMMIT
+";
+    let rs = parse(text, "s.v4", Format::IptablesSave).unwrap().ruleset;
+    let list = flatten_unpruned(&rs, rs.select_chain(None).unwrap(), 1000).unwrap();
+    let report = lint(&rs, std::slice::from_ref(&list), Budget::default()).unwrap();
+    assert!(
+        report.findings.is_empty(),
+        "findings: {:?}",
+        report.findings
+    );
+    let e = diff(&list, &list, Budget::default()).unwrap_err();
+    assert!(e.contains("-m string"), "{e}");
+}
