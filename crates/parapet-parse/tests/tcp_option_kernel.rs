@@ -293,3 +293,37 @@ fn iptables_refusals_are_refused_with_their_position() {
         }
     }
 }
+
+/// lint reads `--tcp-option` as the one-bit field it is: a rule testing
+/// an option behind a rule dropping every segment with it is unreachable,
+/// one behind a `!` test of another option is not, and the witness packet
+/// carries the option (the linear engine sends it to the shadowing rule).
+#[test]
+fn lint_sees_tcp_options_and_its_witness_carries_them() {
+    use parapet_model::{flatten_unpruned, lint, Budget};
+    let text = "*filter
+:INPUT DROP [0:0]
+-A INPUT -p tcp -m tcp --tcp-option 30 -j DROP
+-A INPUT -p tcp -m tcp ! --tcp-option 2 -j ACCEPT
+-A INPUT -p tcp -m tcp --tcp-option 30 -j ACCEPT
+-A INPUT -p tcp -m tcp --tcp-option 2 -j ACCEPT
+COMMIT
+";
+    let rs = parse(text, "l.v4", Format::IptablesSave).unwrap().ruleset;
+    let list = flatten_unpruned(&rs, rs.select_chain(None).unwrap(), 1000).unwrap();
+    let report = lint(&rs, std::slice::from_ref(&list), Budget::default()).unwrap();
+    let flagged: Vec<u32> = report.findings.iter().map(|f| f.rule).collect();
+    assert_eq!(flagged, [3], "{:?}", report.findings);
+    let witness = report.findings[0]
+        .explain
+        .witness
+        .clone()
+        .expect("a witness");
+    assert!(witness.tcp_options.is_some(), "{witness}");
+    let engine = LinearEngine::new(&rs, rs.select_chain(None).unwrap()).unwrap();
+    assert_eq!(
+        engine.classify(&witness, &NoSets).unwrap().rule_id,
+        1,
+        "{witness}"
+    );
+}
