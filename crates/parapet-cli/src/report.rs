@@ -223,6 +223,14 @@ pub fn trace(rules: &Path, packets: &[String], args: &EngineArgs) -> Result<Exit
                                 format!("the packet is in set {name}")
                             }
                         }
+                        // the first `-m string` the packet's bytes fail
+                        Field::Payload => rule
+                            .matches
+                            .payload()
+                            .iter()
+                            .find(|m| !m.holds(seen.datagram.as_deref()))
+                            .map(|m| format!("the packet's bytes fail {}", describe_string(m)))
+                            .unwrap_or_default(),
                         _ => format!(
                             "{field} {} not in {}",
                             parapet_model::format_value(field, seen.value(field), pkt.family),
@@ -281,7 +289,7 @@ fn describe_matches(rs: &parapet_model::Ruleset, m: &Matches, packet_family: Fam
     // `fragment 0` goes without saying next to ports, flags or an ICMP
     // type: those matches never match a non-first fragment.
     let transport = m.reads_transport_header();
-    let parts: Vec<String> = m
+    let mut parts: Vec<String> = m
         .iter()
         .filter(|(f, _)| *f != Field::Family)
         .filter(|(f, s)| !(transport && *f == Field::Fragment && s.ranges() == [(0, 0)]))
@@ -294,11 +302,22 @@ fn describe_matches(rs: &parapet_model::Ruleset, m: &Matches, packet_family: Fam
             _ => format!("{f} {}", format_set(*f, s, family)),
         })
         .collect();
+    parts.extend(m.payload().iter().map(describe_string));
     if parts.is_empty() {
         format!("ipv{}", if family == Family::V6 { 6 } else { 4 })
     } else {
         parts.join(" ")
     }
+}
+
+/// `string "ab"` (`!string` for `! --string`), bytes escaped as Rust
+/// writes them.
+fn describe_string(m: &parapet_model::string_match::StringMatch) -> String {
+    format!(
+        "{}string \"{}\"",
+        if m.invert { "!" } else { "" },
+        m.pattern.escape_ascii()
+    )
 }
 
 fn describe_action(rule: &parapet_model::Rule) -> String {

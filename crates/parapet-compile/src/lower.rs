@@ -101,6 +101,14 @@ fn boxes(list: &DecisionList) -> Result<Vec<EntryBox>, CompileError> {
                 stateful: e.is_conditional(),
                 masked: Vec::new(),
             };
+            // `-m string` reads the packet's bytes, which the key does
+            // not hold: refused, never compiled as if it matched.
+            if e.matches.has_payload() {
+                return Err(CompileError::HostField {
+                    rule_id: e.rule_id,
+                    field: Field::Payload.name(),
+                });
+            }
             for m in e.matches.masked() {
                 let id =
                     field_id(m.field).ok_or(CompileError::MaskedField { rule_id: e.rule_id })?;

@@ -1,6 +1,6 @@
 //! Fields the packet key has no word for yet (the conntrack entry's
 //! original source port, `--ctorigsrcport`, and its addresses; the IPv6 routing header until
-//! its key word lands), and address types beyond the host's `local` table:
+//! its key word lands; TCP options, `--tcp-option`), and address types beyond the host's `local` table:
 //! compiling a rule on one is refused with the rule and the field named,
 //! never built as if every packet matched it. The packet and address types,
 //! which every hook fills, and the socket owner (key words 42, 43) compile.
@@ -74,6 +74,49 @@ fn the_reverse_path_check_is_refused_by_the_compiler() {
         msg.contains("rule 1") && msg.contains("reverse-path check (fib saddr"),
         "{msg}"
     );
+}
+
+/// `-m tcp --tcp-option N` (`Field::TcpOption`): no key word for the
+/// segment's options yet, refused with the rule and the option named, in
+/// both senses (a `!` test is no more compilable than a positive one).
+#[test]
+fn tcp_options_are_refused_by_the_compiler() {
+    for want in [0, 1] {
+        let msg = compile(
+            &one_rule_list(Field::TcpOption(64), want),
+            &CompileOptions::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            msg.contains("rule 1") && msg.contains("--tcp-option 64"),
+            "{msg}"
+        );
+    }
+}
+
+/// `-m string` (`Matches::payload`): the key does not hold the packet's
+/// bytes; refused with the rule named, never compiled as if it matched.
+#[test]
+fn string_matches_are_refused_by_the_compiler() {
+    let mut m = Matches::any();
+    m.constrain_payload(string_match::StringMatch {
+        pattern: b"facebook.com".to_vec(),
+        algo: string_match::StringAlgo::Bm,
+        from: 0,
+        to: u16::MAX,
+        icase: false,
+        invert: false,
+    });
+    let rs = parapet_gen::one_chain(
+        vec![Rule::new(1, m, Action::Verdict(Verdict::Drop))],
+        Verdict::Accept,
+    );
+    let list = flatten(&rs, rs.select_chain(None).unwrap()).unwrap();
+    let msg = compile(&list, &CompileOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(msg.contains("rule 1 has a -m string match"), "{msg}");
 }
 
 fn one_rule_list(field: Field, value: u128) -> DecisionList {

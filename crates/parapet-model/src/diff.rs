@@ -98,6 +98,17 @@ impl DiffReport {
 pub fn space_of(lists: &[&DecisionList]) -> Result<Space, String> {
     // The regions are boxes: a masked comparison (`mark & 0x1 == 0x1`) is
     // not one, and comparing its box would report wrong witnesses.
+    // Nor is a `-m string` match (it reads the packet's bytes).
+    if let Some(e) = lists
+        .iter()
+        .flat_map(|l| l.entries.iter())
+        .find(|e| e.matches.has_payload())
+    {
+        return Err(format!(
+            "rule {}: a -m string match (the packet's bytes) is not analysed by diff; it cannot compare such rules exactly",
+            e.rule_id
+        ));
+    }
     if let Some(e) = lists
         .iter()
         .flat_map(|l| l.entries.iter())

@@ -119,6 +119,17 @@ pub enum Field {
     /// packet key: only the linear engine evaluates it (the compiled
     /// engines refuse it, `apply` with them).
     RevPath,
+    /// Whether TCP option kind `n` is among the segment's options, as
+    /// xt_tcpudp's walk finds it ([`crate::tcp_option`]; `-m tcp
+    /// --tcp-option n`): 1 present, 0 absent (and 0 for a segment without
+    /// options or a packet that is not TCP). Not in the packet key yet:
+    /// only the linear engine evaluates it (the compiled engines refuse
+    /// it).
+    TcpOption(u8),
+    /// The packet's bytes (`-m string`): not a key field; it names a
+    /// failed string match in traces and refusals (the matches ride in
+    /// [`crate::Matches::payload`]).
+    Payload,
     /// Membership of the packet's key in the ruleset's set reference `n`
     /// ([`crate::SetRef`]): 1 when the set holds it.
     Set(u16),
@@ -183,7 +194,7 @@ impl Field {
             Field::PktType => 3,
             Field::RevPath => 2,
             Field::Length | Field::Mark | Field::CtMark | Field::SkUid | Field::SkGid => 32,
-            Field::Fragment | Field::Set(_) => 1,
+            Field::Fragment | Field::Set(_) | Field::TcpOption(_) | Field::Payload => 1,
             Field::MacSrc => 49,
             Field::Routing => 25,
         }
@@ -245,6 +256,8 @@ impl Field {
             Field::SkGid => "skgid".into(),
             Field::Routing => "rt".into(),
             Field::RevPath => "rpath".into(),
+            Field::TcpOption(n) => format!("tcpopt{n}"),
+            Field::Payload => "string".into(),
             Field::Set(n) => format!("set{n}"),
         }
     }

@@ -120,7 +120,7 @@ impl Entry {
     /// condition, or a masked comparison ([`Matches::has_masked`]). Such an
     /// entry never decides a whole region.
     pub fn is_conditional(&self) -> bool {
-        self.is_stateful() || self.matches.has_masked()
+        self.is_stateful() || self.matches.has_masked() || self.matches.has_payload()
     }
 }
 

@@ -62,6 +62,8 @@ mod rule;
 mod same_decider;
 mod stateful;
 mod statistic;
+pub mod string_match;
+pub mod tcp_option;
 mod time_unit;
 mod time_window;
 

@@ -293,7 +293,10 @@ pub fn lint_with(
         // A masked comparison decides part of its box, which the regions
         // cannot describe: a rule before one is not called redundant (the
         // masked rule could take some of its packets once it is gone).
-        let last_masked = list.entries.iter().rposition(|e| e.matches.has_masked());
+        let last_masked = list
+            .entries
+            .iter()
+            .rposition(|e| e.matches.has_masked() || e.matches.has_payload());
         for i in (0..list.entries.len()).rev() {
             let e = &list.entries[i];
             let EntryKind::Decide(verdict) = &e.kind else {

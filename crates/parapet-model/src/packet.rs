@@ -93,6 +93,16 @@ pub struct Packet {
     /// ([`crate::rev_path`]); [`crate::rev_path::IIF`] unless the packet
     /// says otherwise.
     pub rev_path: u8,
+    /// The TCP option area (the `data offset × 4 − 20` bytes after the
+    /// fixed header, at most 40), as [`Field::TcpOption`] reads it; `None`
+    /// (the default) for a segment without options.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_options: Option<Box<[u8]>>,
+    /// The packet's bytes from the network header on, when the packet
+    /// says them: what `-m string` searches ([`crate::string_match`]);
+    /// `None` (the default): no bytes, nothing is found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub datagram: Option<Box<[u8]>>,
 }
 
 impl Packet {
@@ -134,6 +144,8 @@ impl Packet {
             sk_gid: 0,
             rt: 0,
             rev_path: crate::rev_path::IIF,
+            tcp_options: None,
+            datagram: None,
         }
     }
 
@@ -180,7 +192,12 @@ impl Packet {
             Field::SkGid => self.sk_gid as u128,
             Field::Routing => self.rt as u128,
             Field::RevPath => self.rev_path as u128,
+            Field::TcpOption(kind) => {
+                let options = self.tcp_options.as_deref().unwrap_or(&[]);
+                (self.proto == 6 && crate::tcp_option::present(options, kind)) as u128
+            }
             Field::Set(_) => panic!("set membership is not a header field"),
+            Field::Payload => panic!("the packet's bytes are not one value"),
         }
     }
 
@@ -418,6 +435,31 @@ impl FromStr for Packet {
                         segments_left: s,
                         hdrlen: l,
                     })) as u32;
+                }
+                "tcpopt" => {
+                    // the option area as hex bytes: whole 32-bit words, as
+                    // the data offset counts them
+                    let bad = || err(i + 1, "expected the TCP option area as hex bytes, a multiple of 4 and at most 40 (like 020405b401010402)");
+                    let v = need("expected the TCP option area as hex bytes")?;
+                    let bytes = (0..v.len())
+                        .step_by(2)
+                        .map(|k| v.get(k..k + 2).and_then(|b| u8::from_str_radix(b, 16).ok()))
+                        .collect::<Option<Vec<u8>>>()
+                        .filter(|b| !b.is_empty() && b.len() % 4 == 0 && b.len() <= crate::tcp_option::MAX_LEN)
+                        .ok_or_else(bad)?;
+                    p.tcp_options = Some(bytes.into_boxed_slice());
+                }
+                "datagram" => {
+                    // the packet's bytes from the IP header on, in hex
+                    let bad = || err(i + 1, "expected the packet's bytes from the IP header on, as hex");
+                    let v = need("expected the packet's bytes as hex")?;
+                    let bytes = (0..v.len())
+                        .step_by(2)
+                        .map(|k| v.get(k..k + 2).and_then(|b| u8::from_str_radix(b, 16).ok()))
+                        .collect::<Option<Vec<u8>>>()
+                        .filter(|b| !b.is_empty())
+                        .ok_or_else(bad)?;
+                    p.datagram = Some(bytes.into_boxed_slice());
                 }
                 "skuid" | "skgid" => {
                     let v = match need("expected an owner id or nofile")? {
@@ -684,6 +726,18 @@ impl fmt::Display for Packet {
                 id => write!(f, " {name} {}", id - 2)?,
             }
         }
+        if let Some(o) = &self.tcp_options {
+            f.write_str(" tcpopt ")?;
+            for b in o.iter() {
+                write!(f, "{b:02x}")?;
+            }
+        }
+        if let Some(d) = &self.datagram {
+            f.write_str(" datagram ")?;
+            for b in d.iter() {
+                write!(f, "{b:02x}")?;
+            }
+        }
         write!(f, " len {}", self.len)
     }
 }
@@ -720,6 +774,8 @@ mod tests {
             "icmp 1.2.3.4 > 5.6.7.8 type 8 code 0",
             "udp [::1]:1 > [::2]:2",
             "udp 10.0.0.1:1 > 10.0.0.2:53 mark 0x40000 ctmark 7",
+            "tcp 10.0.0.1:1 > 10.0.0.2:22 tcpopt 020405b401010402",
+            "udp 10.0.0.1:1 > 10.0.0.2:53 datagram 4500001c",
         ] {
             let p: Packet = s.parse().unwrap();
             let again: Packet = p.to_string().parse().unwrap();

@@ -287,6 +287,26 @@ impl Space {
         if let Some(v) = get(Field::Routing) {
             p.rt = v as u32;
         }
+        // The TCP options the cube wants present, each as kind and a
+        // length of 2 (NOP and End of List as one byte), padded with End
+        // of List: the walk finds exactly those (iptables tests kinds
+        // 1-255, so the padding's kind 0 is never asked about).
+        let mut options = Vec::new();
+        for (f, v) in &values {
+            if let (Field::TcpOption(kind), 1) = (f, v) {
+                options.push(*kind);
+                if *kind >= 2 {
+                    options.push(2);
+                }
+            }
+        }
+        if !options.is_empty() {
+            options.resize(options.len().next_multiple_of(4), 0);
+            if options.len() > crate::tcp_option::MAX_LEN {
+                return None;
+            }
+            p.tcp_options = Some(options.into_boxed_slice());
+        }
         Some(p)
     }
 

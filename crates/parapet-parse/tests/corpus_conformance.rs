@@ -90,10 +90,30 @@ fn iptables_round_trip(file: &str, parsed: &Parsed) -> Result<(), String> {
             parsed.format, again.format
         ));
     }
-    if without_origins(&again.ruleset) != without_origins(rs) {
+    if in_listing_order(&without_origins(&again.ruleset)) != in_listing_order(&without_origins(rs))
+    {
         return Err(format!("{file}: round trip changed the model\n{text}"));
     }
     Ok(())
+}
+
+/// The ruleset with its rule ids numbered in the order the rules are
+/// listed: a rule's id is its position in the file, and `-I CHAIN` puts
+/// a rule before rules written above it, so the listing (which writes
+/// each chain in order) renumbers it. Rules sharing an id (`-m multiport
+/// --ports`) keep sharing one.
+fn in_listing_order(rs: &parapet_model::Ruleset) -> parapet_model::Ruleset {
+    let mut rs = rs.clone();
+    let mut new_ids = std::collections::HashMap::new();
+    for t in &mut rs.tables {
+        for c in &mut t.chains {
+            for r in &mut c.rules {
+                let next = new_ids.len() as u32 + 1;
+                r.id = *new_ids.entry(r.id).or_insert(next);
+            }
+        }
+    }
+    rs
 }
 
 /// parse → render nft (with the file's set blocks) → parse gives an equal

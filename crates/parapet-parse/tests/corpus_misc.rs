@@ -360,7 +360,7 @@ fn iptables_time_options_become_the_window() {
     for (opts, msg) in [
         (
             "-m time --days Mon",
-            "iptables has no --days: it is --weekdays",
+            "--days is the option of the old ipt_time match (patch-o-matic, before iptables 1.4.0 / Linux 2.6.23); iptables refuses it today (unknown option \"--days\"), as parapet does: write --weekdays",
         ),
         (
             "-m time --timestart 01:00 --timestop 02:00 --contiguous",

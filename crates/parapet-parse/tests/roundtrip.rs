@@ -513,3 +513,41 @@ proptest! {
         }
     }
 }
+
+/// `-I CHAIN` puts a rule before rules written above it (its id, its place
+/// in the file, is later than theirs): the listing keeps it first in its
+/// chain, so the listed ruleset decides as the file does. (The listing
+/// wrote rules in id order before, which moved it behind them.)
+#[test]
+fn inserted_rules_stay_first_in_the_listing() {
+    let text = "*filter\n:INPUT ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n-A INPUT -p tcp -j ACCEPT\n-A OUTPUT -p tcp -j ACCEPT\n-I INPUT -p tcp -m tcp --dport 22 -j DROP\n-I INPUT 2 -p tcp -m tcp --dport 23 -j DROP\nCOMMIT\n";
+    let rs = parse(text, "i.v4", Format::IptablesSave).unwrap().ruleset;
+    let listed = render::iptables_save(&rs).unwrap();
+    let input: Vec<&str> = listed
+        .lines()
+        .filter(|l| l.starts_with("-A INPUT"))
+        .collect();
+    assert_eq!(
+        input,
+        [
+            "-A INPUT -p tcp -m tcp --dport 22 -j DROP",
+            "-A INPUT -p tcp -m tcp --dport 23 -j DROP",
+            "-A INPUT -p tcp -j ACCEPT"
+        ],
+        "{listed}"
+    );
+    let back = parse(&listed, "l.v4", Format::IptablesSave)
+        .unwrap()
+        .ruleset;
+    let pkt = Packet::v4(0x0a00_0001, 0x0a00_0002, 6, 1000, 22);
+    let verdict = |rs: &Ruleset| {
+        let chain = rs.select_chain(Some("filter/INPUT")).unwrap();
+        LinearEngine::new(rs, chain)
+            .unwrap()
+            .classify(&pkt, &NoSets)
+            .unwrap()
+            .verdict
+    };
+    assert_eq!(verdict(&rs), Verdict::Drop);
+    assert_eq!(verdict(&back), Verdict::Drop);
+}

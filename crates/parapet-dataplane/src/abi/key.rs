@@ -155,8 +155,10 @@ impl PacketKey {
             sk_uid: 0,
             sk_gid: 0,
             rt: 0,
-            // not in the key (the compilers refuse rules reading it)
+            // not in the key (the compilers refuse rules reading them)
             rev_path: parapet_model::rev_path::IIF,
+            tcp_options: None,
+            datagram: None,
         })
     }
 

@@ -79,6 +79,9 @@ pub fn ineligible(list: &DecisionList) -> Option<String> {
         if e.matches.has_masked() {
             return Some(format!("rule {id} has a masked comparison"));
         }
+        if e.matches.has_payload() {
+            return Some(format!("rule {id} has a -m string match"));
+        }
         if let Some((f, _)) = e.matches.iter().find(|(f, _)| slots(*f).is_none()) {
             return Some(format!("rule {id} matches on {f:?}"));
         }

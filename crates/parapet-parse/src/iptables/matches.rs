@@ -14,7 +14,7 @@ use crate::common::*;
 use parapet_model::*;
 
 pub(super) const SUPPORTED_MATCHES: &str =
-    "tcp, udp, sctp, udplite, icmp, icmp6, multiport, iprange, conntrack, state, set, comment, limit, recent, hashlimit, quota, statistic, time, ttl, hl, length, dscp, addrtype, pkttype, mark, connmark, mac, owner, rt";
+    "tcp, udp, sctp, udplite, icmp, icmp6, multiport, iprange, conntrack, state, set, comment, limit, recent, hashlimit, quota, statistic, string, time, ttl, hl, length, dscp, addrtype, pkttype, mark, connmark, mac, owner, rt";
 
 const PORT_PROTOS: &[u8] = &[6, 17, 132, 136];
 
@@ -69,7 +69,7 @@ fn option_module(opt: &str) -> Option<&'static [&'static str]> {
         "--sport" | "--source-port" | "--dport" | "--destination-port" => {
             &["tcp", "udp", "sctp", "udplite"]
         }
-        "--tcp-flags" | "--syn" => &["tcp"],
+        "--tcp-flags" | "--syn" | "--tcp-option" => &["tcp"],
         "--icmp-type" => &["icmp"],
         "--icmpv6-type" => &["icmp6"],
         "--sports" | "--dports" | "--ports" | "--source-ports" | "--destination-ports" => {
@@ -93,6 +93,7 @@ fn option_module(opt: &str) -> Option<&'static [&'static str]> {
         o if super::time::TIME_OPTIONS.contains(&o) => &["time"],
         "--quota" => &["quota"],
         o if STATISTIC_OPTIONS.contains(&o) => &["statistic"],
+        o if super::string::STRING_OPTIONS.contains(&o) => &["string"],
         _ => return header_option_module(opt).or_else(|| type_option_module(opt)),
     })
 }
@@ -118,9 +119,13 @@ impl RuleParser<'_> {
             "hashlimit",
             "quota",
             "statistic",
+            "string",
             "time",
         ];
         let n = name.text.as_str();
+        // A `-m string` before this one is complete (and stays before a
+        // stateful match that follows).
+        self.finish_string();
         // Stateful matches parapet cannot enforce exactly yet: refused, never
         // approximated (a rule that sometimes matches is not a rule that
         // always does).
@@ -233,8 +238,14 @@ impl RuleParser<'_> {
         if n == "rt" {
             self.rt_module(name.col);
         }
+        if n == "string" {
+            self.string_module(name.col);
+        }
         if L4_MATCHES.contains(&n) {
             self.fragment_blind();
+        }
+        if n == "tcp" {
+            self.tcp_option_given = false;
         }
         if n == "multiport" || HEADER_MATCHES.contains(&n) || MARK_MATCHES.contains(&n) {
             self.module_options = 0;
@@ -622,10 +633,7 @@ impl RuleParser<'_> {
                 col,
                 format!("{o} is not supported (of xt_conntrack's options parapet reads --ctstate, --ctproto, --ctorigsrc, --ctorigdst, --ctreplsrc, --ctrepldst, --ctorigdstport and --ctorigsrcport): the packet model does not carry the entry's reply ports, status or expiry"),
             ),
-            "--tcp-option" => self.err(
-                col,
-                "-m tcp --tcp-option is not supported: it matches the TCP options a segment carries, which parapet's packet key does not hold",
-            ),
+            "--tcp-option" => self.tcp_option(arg),
             o if HASHLIMIT_OPTIONS.contains(&o) => {
                 self.hashlimit_option(arg)
             }
@@ -634,6 +642,7 @@ impl RuleParser<'_> {
             }
             "--quota" => self.quota_option(negated, v, vcol),
             o if STATISTIC_OPTIONS.contains(&o) => self.statistic_option(arg),
+            o if super::string::STRING_OPTIONS.contains(&o) => self.string_option(arg),
             "--mark" => self.mark_option(arg),
             "--mac-source" => self.mac_option(arg),
             o if OWNER_OPTIONS.contains(&o) => self.owner_option(arg),

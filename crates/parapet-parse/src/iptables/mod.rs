@@ -23,8 +23,10 @@ mod recent;
 mod rt;
 mod rule;
 mod statistic;
+mod string;
 mod table;
 mod targets;
+mod tcp_option;
 mod time;
 
 use crate::common::*;
@@ -314,6 +316,8 @@ pub(crate) fn parse(
             before_stateful: None,
             stateful_order: Vec::new(),
             implicit_l4: false,
+            tcp_option_given: false,
+            string: None,
         };
         rp.matches
             .constrain(Field::Family, IntervalSet::point(family.value()));

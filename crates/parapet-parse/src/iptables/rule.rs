@@ -3,6 +3,7 @@
 
 use crate::common::*;
 use crate::error::Errors;
+use parapet_model::string_match::StringAlgo;
 use parapet_model::*;
 
 /// Which protocol an option needs, checked when the rule is complete
@@ -50,6 +51,20 @@ impl StatisticDraft {
             ..StatisticDraft::default()
         }
     }
+}
+
+/// `-m string` as its options are read; completed when the next `-m`
+/// starts or the rule ends (`finish_string` in `iptables/string.rs`).
+#[derive(Debug)]
+pub(super) struct StringDraft {
+    /// Column of `string` after its `-m`.
+    pub(super) col: u32,
+    /// The pattern, and whether `!` came before it.
+    pub(super) pattern: Option<(Vec<u8>, bool)>,
+    pub(super) algo: Option<StringAlgo>,
+    pub(super) from: u16,
+    pub(super) to: u16,
+    pub(super) icase: bool,
 }
 
 /// `-m hashlimit` as its options are read.
@@ -145,6 +160,11 @@ pub(super) struct RuleParser<'a> {
     /// A protocol's match loaded implicitly (`-p tcp --dport 22` with no
     /// `-m tcp`) before any stateful match: its later options are its own.
     pub(super) implicit_l4: bool,
+    /// The current `-m tcp` (or `-p tcp`'s implicit one) has its one
+    /// `--tcp-option` (`tcp_option.rs`).
+    pub(super) tcp_option_given: bool,
+    /// `-m string` as its options are read (`iptables/string.rs`).
+    pub(super) string: Option<StringDraft>,
 }
 
 impl RuleParser<'_> {
@@ -192,6 +212,7 @@ impl RuleParser<'_> {
                 "--rt-0-res" | "--rt-0-not-strict" => 0,
                 // -m time's flags (iptables/time.rs).
                 "--kerneltz" | "--localtz" | "--utc" | "--contiguous" => 0,
+                "--icase" => 0,
                 "--limit-iface-in" | "--limit-iface-out" => 0,
                 "--tcp-flags" | "--match-set" => 2,
                 _ => 1,
@@ -255,6 +276,9 @@ impl RuleParser<'_> {
         }
         if let Some(c) = neg {
             self.err(c, "expected an option after '!'");
+        }
+        if self.errs.list.len() == before {
+            self.finish_string();
         }
         self.check_needs();
         if self.errs.list.len() == before {

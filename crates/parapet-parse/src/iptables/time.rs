@@ -77,7 +77,12 @@ impl RuleParser<'_> {
             "--kerneltz" | "--localtz" => w.kernel_tz = true,
             "--utc" => w.kernel_tz = false,
             "--contiguous" => w.contiguous = true,
-            _ => return self.err(col, format!("unknown option '{opt}' of -m time (iptables has no --days: it is --weekdays)")),
+            // Not an alias: `--days` is the option of the old ipt_time
+            // match (patch-o-matic's libipt_time, before iptables 1.4.0 and
+            // Linux 2.6.23's xt_time); libxt_time, "based on libipt_time.c",
+            // renamed it `--weekdays`, and iptables refuses `--days` since.
+            "--days" => return self.err(col, "--days is the option of the old ipt_time match (patch-o-matic, before iptables 1.4.0 / Linux 2.6.23); iptables refuses it today (unknown option \"--days\"), as parapet does: write --weekdays with the same days (Mon,Tue,… or 1-7)"),
+            _ => return self.err(col, format!("unknown option '{opt}' of -m time")),
         }
         self.time = Some(w);
     }

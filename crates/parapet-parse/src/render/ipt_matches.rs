@@ -44,6 +44,7 @@ pub(super) fn write_module_matches(
     write_set_matches(out, rs, r)?;
     super::masked::iptables_marks(out, r)?;
     super::masked::iptables_masked(out, r)?;
+    super::string::iptables(out, r);
     Ok(())
 }
 
@@ -212,6 +213,8 @@ fn write_ports_and_flags(
             }
         }
     }
+    // `--tcp-option` (iptables-save writes it before `--tcp-flags`)
+    let more_options = super::tcp_option::iptables(&mut proto_opts, r, port_mod)?;
     if let Some(set) = r.matches.get(Field::TcpFlags) {
         let s = spell_tcp_flags(set, proto, id)?;
         let (mask, comp) = s.items;
@@ -230,7 +233,7 @@ fn write_ports_and_flags(
         );
     }
     if let Some(m) = port_mod.filter(|_| !proto_opts.is_empty()) {
-        let _ = write!(out, " -m {m}{proto_opts}");
+        let _ = write!(out, " -m {m}{proto_opts}{more_options}");
     } else if !proto_opts.is_empty() {
         unreachable!("port options are only written with a port protocol");
     }

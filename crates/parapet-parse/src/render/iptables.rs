@@ -131,14 +131,26 @@ pub fn iptables_save(rs: &Ruleset) -> Result<String, RenderError> {
                 }
             }
         }
-        // Rules in id order, not chain order: ids are positions in the file,
-        // and a hand-written file may interleave chains.
-        let mut rules: Vec<(&Chain, &Rule)> = t
+        // The chains interleaved as in the file (ids are positions in the
+        // file), each chain's rules in its own order: a rule inserted with
+        // `-I` has a later id than the rules it precedes, and `-A` in id
+        // order would move it behind them.
+        let mut slots: Vec<(u32, usize)> = t
             .chains
             .iter()
-            .flat_map(|c| c.rules.iter().map(move |r| (c, r)))
+            .enumerate()
+            .flat_map(|(i, c)| c.rules.iter().map(move |r| (r.id, i)))
             .collect();
-        rules.sort_by_key(|(_, r)| r.id);
+        slots.sort_by_key(|&(id, _)| id);
+        let mut next_of = vec![0usize; t.chains.len()];
+        let rules: Vec<(&Chain, &Rule)> = slots
+            .iter()
+            .map(|&(_, i)| {
+                let c = &t.chains[i];
+                next_of[i] += 1;
+                (c, &c.rules[next_of[i] - 1])
+            })
+            .collect();
         let mut k = 0;
         while k < rules.len() {
             let (c, r) = rules[k];

@@ -21,6 +21,8 @@ mod owner;
 mod rt;
 mod spelling;
 mod stateful;
+mod string;
+mod tcp_option;
 
 pub use iptables::iptables_save;
 pub use nft::{nft, nft_with_sets};

@@ -339,6 +339,8 @@ fn nft_rule(rs: &Ruleset, tfam: TableFamily, r: &Rule) -> Result<String, RenderE
             nft_flags(comp, "|")
         ));
     }
+    super::tcp_option::nft_refusal(r)?;
+    super::string::nft_refusal(r)?;
     push_icmp(&mut parts, r, icmp_key)?;
     super::header::nft_header(&mut parts, r, family)?;
     super::owner::nft_owner(&mut parts, r)?;
