@@ -199,6 +199,9 @@ fn load_raw(
         for (d, s) in u.prog_name.iter_mut().zip(GENERATED_PROG_NAME.bytes()) {
             *d = s as _;
         }
+        // as aya loads the main program: an XDP link swaps only between
+        // programs of the same expected attach type
+        u.expected_attach_type = aya_obj::generated::bpf_attach_type::BPF_XDP as u32;
         if let Some(log) = log {
             u.log_level = 1;
             u.log_buf = log.as_mut_ptr() as u64;

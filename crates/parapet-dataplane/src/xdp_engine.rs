@@ -19,13 +19,21 @@ use crate::test_run::TestRunOutcome;
 /// A generated program on a dataplane's maps, loaded and not attached
 /// ([`Dataplane::load_xdp_generated`]).
 #[derive(Debug)]
-pub struct GeneratedOnMaps(OwnedFd);
+pub struct GeneratedOnMaps {
+    fd: OwnedFd,
+    insns: usize,
+}
 
 impl GeneratedOnMaps {
+    /// Instructions in the program.
+    pub fn insn_count(&self) -> usize {
+        self.insns
+    }
+
     /// `BPF_PROG_TEST_RUN` on `frame`, `repeat` times, with the context
     /// the main program's test runs have for `ifindex`.
     pub fn test_run(&self, frame: &[u8], ifindex: u32, repeat: u32) -> Result<TestRunOutcome> {
-        crate::floor::test_run_fd(self.0.as_fd(), AttachPoint::Xdp, frame, ifindex, repeat)
+        crate::floor::test_run_fd(self.fd.as_fd(), AttachPoint::Xdp, frame, ifindex, repeat)
     }
 }
 
@@ -57,7 +65,7 @@ impl Dataplane {
         }
         let prog = match (choice.engine, list) {
             (XdpEngine::Generated, Some(l)) => match self.load_generated(l) {
-                Ok(fd) => Some(fd),
+                Ok((fd, _)) => Some(fd),
                 Err(e) => {
                     choice = Choice {
                         engine: XdpEngine::Walker,
@@ -80,17 +88,19 @@ impl Dataplane {
     /// links for `list` (eligible), loaded but not attached: for test runs
     /// (tests, the benchmark). It counts in this dataplane's maps.
     pub fn load_xdp_generated(&self, list: &DecisionList) -> Result<GeneratedOnMaps> {
-        self.load_generated(list).map(GeneratedOnMaps)
+        let (fd, insns) = self.load_generated(list)?;
+        Ok(GeneratedOnMaps { fd, insns })
     }
 
     /// The generated program of `list`, counting in this dataplane's maps.
-    fn load_generated(&self, list: &DecisionList) -> Result<OwnedFd> {
+    fn load_generated(&self, list: &DecisionList) -> Result<(OwnedFd, usize)> {
         codegen::load_attached(
             list,
             &Maps {
                 counters: self.counters.map().fd().as_fd(),
                 stats: self.stats.map().fd().as_fd(),
                 config: self.config.map().fd().as_fd(),
+                hook_stats: self.hook_stats.map().fd().as_fd(),
             },
         )
     }

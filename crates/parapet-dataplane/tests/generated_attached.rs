@@ -3,8 +3,10 @@
 //! decide random eligible lists frame by frame as the linear engine does
 //! (`DecisionList::classify` after the Rust parser), count every rule in
 //! the main program's per-rule counters under the rule's id (read back
-//! with `Dataplane::counter`, the path `parapet counters` takes) and the
-//! packets in its statistics. Also: which engine `choose` picks.
+//! with `Dataplane::counter`, the path `parapet counters` takes), the
+//! packets in its statistics and in the XDP row of its hook statistics
+//! (packets, drops). Also: which engine `choose` picks, and that the
+//! verifier takes the longest list `--xdp-engine generated` may ask for.
 
 mod common;
 
@@ -40,6 +42,15 @@ fn spec(list: &DecisionList, frame: &[u8]) -> (bool, Option<(Vec<u32>, u64)>, bo
     }
 }
 
+/// The hook statistics' XDP row in loopback's column.
+fn xdp_row(dp: &parapet_dataplane::Dataplane) -> parapet_dataplane::HookCount {
+    dp.hook_counts(&[LO])
+        .unwrap()
+        .into_iter()
+        .find(|h| h.hook == 1 && h.ifindex == LO)
+        .unwrap_or_default()
+}
+
 #[test]
 #[ignore = "needs root"]
 fn the_attached_program_decides_and_counts_as_the_linear_engine() {
@@ -60,6 +71,7 @@ fn the_attached_program_decides_and_counts_as_the_linear_engine() {
             .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
         dp.reset_counters().unwrap();
         let before = dp.stats().unwrap();
+        let hook_before = xdp_row(&dp);
         let mut frames: Vec<Vec<u8>> = packets_for(&rs, seed, 150)
             .into_iter()
             .map(|p| frame_of(&wire_packet(p)))
@@ -74,18 +86,20 @@ fn the_attached_program_decides_and_counts_as_the_linear_engine() {
         arp[12..14].copy_from_slice(&[0x08, 0x06]);
         frames.push(arp);
         let mut want: HashMap<u32, (u64, u64)> = HashMap::new();
-        let mut not_ip = 0;
+        let (mut not_ip, mut list_dropped, mut decided_bytes) = (0, 0, 0);
         for (i, f) in frames.iter().enumerate() {
             let (passes, counted, is_not_ip) = spec(&list, f);
             let got = prog.test_run(f, LO, 1).unwrap().passed;
             assert_eq!(got, passes, "seed {seed} frame {i}: {f:02x?}");
             if let Some((ids, len)) = counted {
+                decided_bytes += len;
                 for id in ids {
                     let c = want.entry(id).or_default();
                     *c = (c.0 + 1, c.1 + len);
                 }
             }
             not_ip += u64::from(is_not_ip);
+            list_dropped += u64::from(!passes);
             dropped += usize::from(!passes);
         }
         // every rule id of the list, and the policy's 0, read as `parapet
@@ -102,6 +116,14 @@ fn the_attached_program_decides_and_counts_as_the_linear_engine() {
         let delta = |s: Stat| after.get(s) - before.get(s);
         assert_eq!(delta(Stat::Packets), frames.len() as u64, "seed {seed}");
         assert_eq!(delta(Stat::NotIp), not_ip, "seed {seed}");
+        // the XDP row of the hook statistics, loopback's column
+        let hook = xdp_row(&dp);
+        assert_eq!(hook.packets - hook_before.packets, frames.len() as u64);
+        assert_eq!(hook.dropped - hook_before.dropped, list_dropped);
+        assert!(
+            hook.bytes - hook_before.bytes >= decided_bytes,
+            "seed {seed}"
+        );
         counted_rules += got.len();
         frames_run += frames.len();
         lists += 1;
@@ -115,6 +137,12 @@ fn the_attached_program_decides_and_counts_as_the_linear_engine() {
     let probe = frame_of(&parapet_gen::worst_case_packet());
     prog.test_run(&probe, LO, 5).unwrap();
     assert_eq!(dp.stats().unwrap().get(Stat::Packets), before);
+    // the longest eligible list loads as the attached program too
+    let rs = worst_case(parapet_dataplane::codegen::MAX_BRANCHES / 9 - 1);
+    let worst = flatten(&rs, rs.select_chain(None).unwrap()).unwrap();
+    assert_eq!(parapet_dataplane::codegen::ineligible(&worst), None);
+    let prog = dp.load_xdp_generated(&worst).unwrap();
+    assert!(prog.test_run(&probe, LO, 1).unwrap().passed);
     assert!(
         counted_rules > 80,
         "{counted_rules} rules counted something"

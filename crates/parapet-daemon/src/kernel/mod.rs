@@ -16,6 +16,7 @@ mod readout;
 mod restart;
 mod set_sync;
 mod tc_placement;
+mod xdp_engine;
 
 pub use install::kernel_chain;
 use install::{fits, install, needs_ct, Placed};
@@ -69,6 +70,10 @@ pub struct KernelConfig {
     /// aborts the process between a new interface's two tc placement
     /// links.
     pub test_abort_between_tc_links: bool,
+    /// The program on XDP links (`--xdp-engine`): the walker, a program
+    /// generated from the interface chain, or the cheaper of the two
+    /// (`parapet_dataplane::codegen::choose`).
+    pub xdp_engine: parapet_dataplane::EngineWant,
 }
 
 /// The nft table parapetd installs for conntrack (`inet parapetd_ct`).
@@ -88,6 +93,7 @@ impl Default for KernelConfig {
             hook_placement: HookPlacement::Auto,
             packet_stats: true,
             test_abort_between_tc_links: false,
+            xdp_engine: parapet_dataplane::EngineWant::Auto,
         }
     }
 }
@@ -192,6 +198,8 @@ pub struct Kernel {
     pub tc_watch: std::sync::Arc<std::sync::Mutex<tc_placement::TcWatch>>,
     /// The address-type mirror (kernel/addr_mirror.rs).
     pub(crate) addr_mirror: addr_mirror::AddrMirror,
+    /// The XDP links' engine (kernel/xdp_engine.rs).
+    pub(crate) xdp: xdp_engine::XdpEngineState,
 }
 
 impl Kernel {
@@ -212,6 +220,7 @@ impl Kernel {
             tc_follow: Default::default(),
             tc_watch: Default::default(),
             addr_mirror: Default::default(),
+            xdp: Default::default(),
         }
     }
 
@@ -406,6 +415,11 @@ impl Kernel {
             }
             None => Ok(Default::default()),
         };
+        if r.is_ok() {
+            // the walker's image is live: the XDP links get their engine
+            self.keep_iface_list(rs, compiled);
+            self.sync_xdp_engine();
+        }
         let r = r.and_then(|done| {
             self.nf_plan = done.links;
             self.nf_owner = done.owner;
@@ -511,6 +525,9 @@ impl Kernel {
             tc_links: Vec::new(),
         };
         self.attached.push(att.clone());
+        if hook == AttachPoint::Xdp {
+            self.sync_xdp_engine();
+        }
         Ok(att)
     }
 

@@ -252,19 +252,35 @@ fn count(a: &mut Asm, counters: Option<i32>, idx: u32) {
 /// counts (decisions, counter and jump markers, counted RETURNs) and the
 /// policy count the packet, entry `i` in slot `i`, the policy last.
 pub(crate) fn emit_rules(a: &mut Asm, list: &DecisionList, classify: Label, counters: Option<i32>) {
-    emit_rules_keyed(a, list, classify, counters, &|i| i as u32);
+    emit_rules_keyed(a, list, classify, counters, &|i| i as u32, None);
 }
 
+/// Where the rules' verdicts go instead of returning (pass, drop).
+pub(crate) type VerdictExits = Option<(Label, Label)>;
+
 /// [`emit_rules`], entry `i` counted in slot `key(i)` (the policy is
-/// `key(entries)`): the attached program counts in the main program's
-/// counters by rule id (`codegen/attached.rs`).
+/// `key(entries)`), and with `exits` a decision jumps to the exit of its
+/// verdict rather than returning: the attached program counts in the main
+/// program's counters by rule id and its hook statistics at the exits
+/// (`codegen/attached.rs`).
 pub(crate) fn emit_rules_keyed(
     a: &mut Asm,
     list: &DecisionList,
     classify: Label,
     counters: Option<i32>,
     key: &dyn Fn(usize) -> u32,
+    exits: VerdictExits,
 ) {
+    let decide = |a: &mut Asm, v: &Verdict| {
+        let v = xdp_verdict(v).expect("eligible verdicts only");
+        match exits {
+            // the exits follow the rules: further than a jump's offset
+            // reaches in the longest lists
+            Some((pass, _)) if v == XDP_PASS => a.ja_long(pass),
+            Some((_, drop)) => a.ja_long(drop),
+            None => a.ret(v),
+        }
+    };
     a.bind(classify);
     let labels: Vec<Label> = (0..=list.entries.len()).map(|_| a.label()).collect();
     for (i, e) in list.entries.iter().enumerate() {
@@ -276,7 +292,7 @@ pub(crate) fn emit_rules_keyed(
         match &e.kind {
             EntryKind::Decide(v) => {
                 count(a, counters, key(i));
-                a.ret(xdp_verdict(v).expect("eligible verdicts only"))
+                decide(a, v)
             }
             EntryKind::Return { resume, counted } => {
                 if *counted {
@@ -290,5 +306,5 @@ pub(crate) fn emit_rules_keyed(
     }
     a.bind(labels[list.entries.len()]);
     count(a, counters, key(list.entries.len()));
-    a.ret(xdp_verdict(&list.policy).expect("eligible policy only"));
+    decide(a, &list.policy);
 }

@@ -1,0 +1,61 @@
+//! The engine on the XDP links: after every change that can move a
+//! ruleset across the line — an apply, an XDP attach, a restart that
+//! adopted pinned links — the interface chain's decision list is given to
+//! `Dataplane::set_xdp_engine`, which picks the walker or a generated
+//! program and swaps it onto each link in place.
+
+use std::sync::Arc;
+
+use parapet_dataplane::{codegen::Choice, AttachPoint};
+use parapet_model::{flatten, DecisionList, Ruleset};
+use serde_json::{json, Value};
+
+use super::{kernel_chain, Kernel};
+use crate::compiled::CompiledChain;
+
+/// What the XDP links run and why.
+#[derive(Default)]
+pub(crate) struct XdpEngineState {
+    /// The active ruleset's interface chain, flattened (`None`: no chain).
+    list: Option<Arc<DecisionList>>,
+    /// The last choice made while an XDP link existed.
+    choice: Option<Choice>,
+}
+
+impl Kernel {
+    /// Keeps the decision list of `rs`'s interface chain for the next
+    /// [`Kernel::sync_xdp_engine`].
+    pub(crate) fn keep_iface_list(&mut self, rs: &Ruleset, compiled: &[CompiledChain]) {
+        self.xdp.list = kernel_chain(&self.config, rs, compiled)
+            .ok()
+            .and_then(|c| flatten(rs, c.chain).ok())
+            .map(Arc::new);
+    }
+
+    /// Puts the chosen engine on every XDP link (nothing without one).
+    pub(crate) fn sync_xdp_engine(&mut self) {
+        let xdp = self.attached.iter().any(|a| a.hook == AttachPoint::Xdp);
+        let Some(dp) = self.dp.as_mut().filter(|_| xdp) else {
+            self.xdp.choice = None;
+            return;
+        };
+        let choice = dp.set_xdp_engine(self.xdp.list.as_deref(), self.config.xdp_engine);
+        if self.xdp.choice.as_ref() != Some(&choice) {
+            eprintln!(
+                "parapetd: dataplane: XDP engine {} ({})",
+                choice.engine.name(),
+                choice.reason
+            );
+        }
+        self.xdp.choice = Some(choice);
+    }
+
+    /// The `xdp_engine` object of `stats`: asked for, chosen, why.
+    pub(crate) fn xdp_engine_json(&self) -> Value {
+        json!({
+            "requested": self.config.xdp_engine.name(),
+            "engine": self.xdp.choice.as_ref().map(|c| c.engine.name()),
+            "reason": self.xdp.choice.as_ref().map(|c| c.reason.clone()),
+        })
+    }
+}
