@@ -7,7 +7,8 @@
 //! generated program back, in the same link under a flood with no
 //! dropped-class packet through and the probes arriving; a restart adopts
 //! the link (not re-attached) and keeps enforcing; `--xdp-engine walker`
-//! keeps the walker. Veth pair in namespaces of its own; needs root.
+//! keeps the walker. Three more round trips under paced traffic lose no
+//! probe and let no port-9 datagram through. Veth pair in namespaces of its own; needs root.
 
 mod pin_support;
 
@@ -105,6 +106,97 @@ fn apply_under_flood(inst: &Instance, pair: &Pair, v: &Veth<'_>, rules: &str, wh
     assert_eq!(inst.link().0, link, "{what}: the same link");
 }
 
+/// Swaps between the engines under paced traffic (a port-9 datagram and a
+/// probe every millisecond, no flood: nothing may be lost to a queue): 3
+/// round trips generated -> walker -> generated, checked by `engine` each
+/// time; every probe sent must arrive and no port-9 datagram, so there
+/// was no moment without a program and no packet the swap lost.
+fn swaps_lose_no_packet(inst: &Instance, pair: &Pair, v: &Veth<'_>, big: &str) {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::Arc;
+    let stop = Arc::new(AtomicBool::new(false));
+    let (sent, probes, nines) = (
+        Arc::new(AtomicU64::new(0)),
+        Arc::new(AtomicU64::new(0)),
+        Arc::new(AtomicU64::new(0)),
+    );
+    let to = v.b_addr;
+    let mut threads = Vec::new();
+    for (port, seen) in [(PROBE_PORT, probes.clone()), (DROPPED_PORT, nines.clone())] {
+        let ns = std::fs::File::open(format!("/run/netns/{}", pair.b.name())).unwrap();
+        let stop = stop.clone();
+        let s = {
+            // bound before the sender starts
+            let (tx, rx) = std::sync::mpsc::channel();
+            threads.push(std::thread::spawn(move || {
+                parapet_testbed::enter(&ns).unwrap();
+                let s = UdpSocket::bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port)).unwrap();
+                s.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
+                tx.send(()).unwrap();
+                let mut buf = [0u8; 64];
+                let t0 = std::time::Instant::now();
+                while !stop.load(Ordering::SeqCst) && t0.elapsed() < Duration::from_secs(120) {
+                    if s.recv_from(&mut buf).is_ok() {
+                        seen.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+                s.set_nonblocking(true).unwrap();
+                for _ in 0..100_000 {
+                    if s.recv_from(&mut buf).is_err() {
+                        break;
+                    }
+                    seen.fetch_add(1, Ordering::SeqCst);
+                }
+            }));
+            rx
+        };
+        s.recv_timeout(Duration::from_secs(5)).unwrap();
+    }
+    let sender = {
+        let ns = std::fs::File::open(format!("/run/netns/{}", pair.a.name())).unwrap();
+        let (stop, sent) = (stop.clone(), sent.clone());
+        std::thread::spawn(move || {
+            parapet_testbed::enter(&ns).unwrap();
+            let s = UdpSocket::bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)).unwrap();
+            let t0 = std::time::Instant::now();
+            while !stop.load(Ordering::SeqCst) && t0.elapsed() < Duration::from_secs(120) {
+                s.send_to(b"nine", SocketAddrV4::new(to, DROPPED_PORT))
+                    .unwrap();
+                s.send_to(b"probe", SocketAddrV4::new(to, PROBE_PORT))
+                    .unwrap();
+                sent.fetch_add(1, Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        })
+    };
+    let link = inst.link().0;
+    for _ in 0..3 {
+        settle_for(150);
+        apply(inst, big);
+        assert_eq!(engine(inst).0, "walker");
+        settle_for(150);
+        apply(inst, SMALL);
+        assert_eq!(engine(inst).0, "generated");
+    }
+    settle_for(150);
+    stop.store(true, Ordering::SeqCst);
+    sender.join().unwrap();
+    settle_for(100);
+    for t in threads {
+        t.join().unwrap();
+    }
+    let (sent, probes, nines) = (
+        sent.load(Ordering::SeqCst),
+        probes.load(Ordering::SeqCst),
+        nines.load(Ordering::SeqCst),
+    );
+    eprintln!("swaps: {probes} of {sent} probes and {nines} port-9 datagrams arrived");
+    assert!(sent > 200, "{sent} sent");
+    assert_eq!(nines, 0, "port-9 datagrams through a swap");
+    assert_eq!(probes, sent, "probes lost across the swaps");
+    assert_eq!(inst.link().0, link, "the same link throughout");
+}
+
 #[test]
 #[ignore = "needs root"]
 fn the_generated_program_is_attached_swapped_and_adopted() {
@@ -163,6 +255,7 @@ fn the_generated_program_is_attached_swapped_and_adopted() {
     // and back
     apply_under_flood(&inst, &pair, &v, SMALL, "back to the generated program");
     assert_eq!(engine(&inst).0, "generated");
+    swaps_lose_no_packet(&inst, &pair, &v, &big);
 
     // kill -9 and restart under the flood: the link is adopted, the
     // generated program runs again
