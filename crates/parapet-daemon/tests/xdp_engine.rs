@@ -281,6 +281,13 @@ fn the_generated_program_is_attached_swapped_and_adopted() {
     assert_eq!(e, "walker", "{why}");
     assert_eq!(why["requested"], "walker", "{why}");
 
+    // detached: no engine reported, the pin gone
+    let r = inst.call(json!({"cmd": "detach", "iface": v.b_dev}));
+    assert_eq!(r["ok"], Value::from(true), "{r}");
+    let s = inst.call(json!({"cmd": "stats"}));
+    assert_eq!(s["dataplane"]["xdp_engine"]["engine"], Value::Null, "{s}");
+    assert!(inst.link_pins().is_empty(), "{:?}", inst.link_pins());
+
     kill9(d3);
     inst.remove_pinned();
     let _ = std::fs::remove_dir(inst.pins.parent().unwrap());

@@ -50,12 +50,15 @@ impl Kernel {
         self.xdp.choice = Some(choice);
     }
 
-    /// The `xdp_engine` object of `stats`: asked for, chosen, why.
+    /// The `xdp_engine` object of `stats`: asked for, chosen, why (no
+    /// choice while nothing is attached at XDP).
     pub(crate) fn xdp_engine_json(&self) -> Value {
+        let xdp = self.attached.iter().any(|a| a.hook == AttachPoint::Xdp);
+        let choice = self.xdp.choice.as_ref().filter(|_| xdp);
         json!({
             "requested": self.config.xdp_engine.name(),
-            "engine": self.xdp.choice.as_ref().map(|c| c.engine.name()),
-            "reason": self.xdp.choice.as_ref().map(|c| c.reason.clone()),
+            "engine": choice.map(|c| c.engine.name()),
+            "reason": choice.map(|c| c.reason.clone()),
         })
     }
 }
