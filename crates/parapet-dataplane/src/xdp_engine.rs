@@ -37,15 +37,43 @@ impl GeneratedOnMaps {
     }
 }
 
+/// An engine chosen, and its program loaded, not yet on the links
+/// ([`Dataplane::prepare_xdp_engine`]).
+#[derive(Debug)]
+pub struct PreparedXdpEngine {
+    choice: Choice,
+    prog: Option<OwnedFd>,
+}
+
+impl PreparedXdpEngine {
+    /// The engine it will put on the links, and why.
+    pub fn choice(&self) -> &Choice {
+        &self.choice
+    }
+}
+
 impl Dataplane {
     /// Puts the engine [`codegen::choose`] picks for `list` (the chain
     /// placed on interfaces; `None`: no chain, the walker) on every XDP
     /// link, after the caller made the ruleset live in the maps (the
-    /// walker must find it there, and the counters were reset). A new
-    /// generated program per call; one the verifier refuses leaves the
-    /// walker. Unpinned XDP links (no pin directory) keep the walker: the
-    /// swap needs the link's descriptor, which aya keeps for itself.
+    /// walker must find it there): [`Dataplane::prepare_xdp_engine`] then
+    /// [`Dataplane::commit_xdp_engine`].
     pub fn set_xdp_engine(&mut self, list: Option<&DecisionList>, want: EngineWant) -> Choice {
+        let prepared = self.prepare_xdp_engine(list, want);
+        self.commit_xdp_engine(prepared)
+    }
+
+    /// Chooses the engine for `list` and, for a generated one, generates
+    /// and loads its program — before the ruleset goes live, so the swap
+    /// that follows it ([`Dataplane::commit_xdp_engine`]) is only the link
+    /// update. One the verifier refuses leaves the walker. Unpinned XDP
+    /// links (no pin directory) keep the walker: the swap needs the link's
+    /// descriptor, which aya keeps for itself.
+    pub fn prepare_xdp_engine(
+        &self,
+        list: Option<&DecisionList>,
+        want: EngineWant,
+    ) -> PreparedXdpEngine {
         let mut choice = match list {
             Some(l) => codegen::choose(l, want),
             None => Choice {
@@ -76,9 +104,16 @@ impl Dataplane {
             },
             _ => None,
         };
+        PreparedXdpEngine { choice, prog }
+    }
+
+    /// Swaps the prepared engine onto every pinned XDP link with
+    /// `BPF_LINK_UPDATE`; returns the choice (its reason names a failed
+    /// update: the links already swapped run a program as valid as the
+    /// others).
+    pub fn commit_xdp_engine(&mut self, prepared: PreparedXdpEngine) -> Choice {
+        let PreparedXdpEngine { mut choice, prog } = prepared;
         if let Err(e) = self.swap_xdp_links(prog.as_ref()) {
-            // the links that were swapped run a program as valid as the
-            // others: the choice reports the failure
             choice.reason = format!("{} (swapping: {e})", choice.reason);
         }
         choice

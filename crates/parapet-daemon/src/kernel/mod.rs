@@ -388,6 +388,9 @@ impl Kernel {
             .iter()
             .any(|a| a.hook != AttachPoint::Netfilter);
         self.ensure_ct_table((needs && iface) || (nf_ct && self.nf_attached()), true)?;
+        // the XDP links' next program loaded before the swap, put on them
+        // right after it
+        let xdp = self.prepare_xdp(rs, compiled);
         let tc = self.tc_placed();
         let r = match &mut self.dp {
             Some(dp) => {
@@ -417,8 +420,7 @@ impl Kernel {
         };
         if r.is_ok() {
             // the walker's image is live: the XDP links get their engine
-            self.keep_iface_list(rs, compiled);
-            self.sync_xdp_engine();
+            self.commit_xdp(xdp);
         }
         let r = r.and_then(|done| {
             self.nf_plan = done.links;

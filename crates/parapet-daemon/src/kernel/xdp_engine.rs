@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use parapet_dataplane::{codegen::Choice, AttachPoint};
+use parapet_dataplane::{codegen::Choice, AttachPoint, PreparedXdpEngine};
 use parapet_model::{flatten, DecisionList, Ruleset};
 use serde_json::{json, Value};
 
@@ -22,14 +22,68 @@ pub(crate) struct XdpEngineState {
     choice: Option<Choice>,
 }
 
+/// The decision list of `rs`'s interface chain, when it has one.
+fn iface_list(
+    cfg: &super::KernelConfig,
+    rs: &Ruleset,
+    compiled: &[CompiledChain],
+) -> Option<Arc<DecisionList>> {
+    kernel_chain(cfg, rs, compiled)
+        .ok()
+        .and_then(|c| flatten(rs, c.chain).ok())
+        .map(Arc::new)
+}
+
+/// An apply's XDP engine, prepared before its ruleset goes live
+/// ([`Kernel::prepare_xdp`]).
+pub(crate) struct PendingXdp {
+    list: Option<Arc<DecisionList>>,
+    prepared: Option<PreparedXdpEngine>,
+}
+
 impl Kernel {
     /// Keeps the decision list of `rs`'s interface chain for the next
     /// [`Kernel::sync_xdp_engine`].
     pub(crate) fn keep_iface_list(&mut self, rs: &Ruleset, compiled: &[CompiledChain]) {
-        self.xdp.list = kernel_chain(&self.config, rs, compiled)
-            .ok()
-            .and_then(|c| flatten(rs, c.chain).ok())
-            .map(Arc::new);
+        self.xdp.list = iface_list(&self.config, rs, compiled);
+    }
+
+    /// Before an apply's swap: the new ruleset's interface list and, while
+    /// an XDP link exists, its engine chosen and loaded, so that after the
+    /// swap [`Kernel::commit_xdp`] only updates the links.
+    pub(crate) fn prepare_xdp(&self, rs: &Ruleset, compiled: &[CompiledChain]) -> PendingXdp {
+        let list = iface_list(&self.config, rs, compiled);
+        let xdp = self.attached.iter().any(|a| a.hook == AttachPoint::Xdp);
+        let prepared = self
+            .dp
+            .as_ref()
+            .filter(|_| xdp)
+            .map(|dp| dp.prepare_xdp_engine(list.as_deref(), self.config.xdp_engine));
+        PendingXdp { list, prepared }
+    }
+
+    /// After the apply's swap: the prepared engine onto the XDP links.
+    pub(crate) fn commit_xdp(&mut self, pending: PendingXdp) {
+        self.xdp.list = pending.list;
+        match (self.dp.as_mut(), pending.prepared) {
+            (Some(dp), Some(p)) => {
+                let choice = dp.commit_xdp_engine(p);
+                self.note_choice(choice);
+            }
+            _ => self.sync_xdp_engine(),
+        }
+    }
+
+    /// Keeps `choice` for `stats`, logging a change.
+    fn note_choice(&mut self, choice: Choice) {
+        if self.xdp.choice.as_ref() != Some(&choice) {
+            eprintln!(
+                "parapetd: dataplane: XDP engine {} ({})",
+                choice.engine.name(),
+                choice.reason
+            );
+        }
+        self.xdp.choice = Some(choice);
     }
 
     /// Puts the chosen engine on every XDP link (nothing without one).
@@ -40,14 +94,7 @@ impl Kernel {
             return;
         };
         let choice = dp.set_xdp_engine(self.xdp.list.as_deref(), self.config.xdp_engine);
-        if self.xdp.choice.as_ref() != Some(&choice) {
-            eprintln!(
-                "parapetd: dataplane: XDP engine {} ({})",
-                choice.engine.name(),
-                choice.reason
-            );
-        }
-        self.xdp.choice = Some(choice);
+        self.note_choice(choice);
     }
 
     /// The `xdp_engine` object of `stats`: asked for, chosen, why (no
