@@ -17,7 +17,10 @@
 //! chain's decision list (`parapet_dataplane::codegen`, XDP only, for the
 //! lists it takes; with per-rule counters as the walker keeps them,
 //! `generated-nocount` without) instead of the main program's image
-//! walker; the other engines time the walker on that engine's image.
+//! walker; `generated-attached` the program as parapetd attaches it
+//! (`Dataplane::load_xdp_generated`: counting in the main program's maps,
+//! its statistics and hook rows included); the other engines time the
+//! walker on that engine's image.
 
 use crate::engine::{self, EngineArgs};
 use crate::load;
@@ -25,6 +28,7 @@ use crate::run::{kernel_sets, load_dataplane, Running};
 use anyhow::{bail, Result};
 use clap::{Args, ValueEnum};
 use parapet_dataplane::codegen::GeneratedXdp;
+use parapet_dataplane::GeneratedOnMaps;
 use parapet_dataplane::{
     AttachPoint, NfFamily, NfFloor, NfHook, PassFloor, TestRunOutcome, TestRunner,
 };
@@ -118,6 +122,30 @@ enum Floor {
     Pass(PassFloor),
 }
 
+/// A generated program timed instead of the main one: on its own
+/// (`generated`, `generated-nocount`) or as parapetd attaches it
+/// (`generated-attached`).
+enum Generated {
+    Standalone(GeneratedXdp),
+    Attached(GeneratedOnMaps),
+}
+
+impl Generated {
+    fn test_run(&self, frame: &[u8], ifindex: u32, repeat: u32) -> Result<TestRunOutcome> {
+        Ok(match self {
+            Generated::Standalone(g) => g.test_run(frame, ifindex, repeat)?,
+            Generated::Attached(g) => g.test_run(frame, ifindex, repeat)?,
+        })
+    }
+
+    fn insn_count(&self) -> usize {
+        match self {
+            Generated::Standalone(g) => g.insn_count(),
+            Generated::Attached(g) => g.insn_count(),
+        }
+    }
+}
+
 /// Median, min and max of `v` (sorted in place; not empty).
 fn spread(v: &mut [f64]) -> (f64, f64, f64) {
     v.sort_by(|a, b| a.total_cmp(b));
@@ -131,8 +159,12 @@ pub fn bench(mut args: BenchArgs) -> Result<ExitCode> {
     // its verdicts
     // `generated` counts per rule as the walker does; `generated-nocount`
     // leaves the counters out
-    let generated = matches!(args.opts.engine.as_str(), "generated" | "generated-nocount");
-    let counted = args.opts.engine == "generated";
+    let flavour = args.opts.engine.clone();
+    let generated = matches!(
+        flavour.as_str(),
+        "generated" | "generated-nocount" | "generated-attached"
+    );
+    let counted = flavour != "generated-nocount";
     if generated {
         if !matches!(args.hook, BenchHook::Xdp) {
             bail!("--engine generated is an XDP program: use --hook xdp");
@@ -180,7 +212,10 @@ pub fn bench(mut args: BenchArgs) -> Result<ExitCode> {
             .select_chain(args.opts.chain.as_deref())
             .map_err(anyhow::Error::msg)?;
         let list = parapet_model::flatten(rs, chain)?;
-        Some(GeneratedXdp::load(&list, counted)?)
+        Some(match flavour.as_str() {
+            "generated-attached" => Generated::Attached(dp.load_xdp_generated(&list)?),
+            _ => Generated::Standalone(GeneratedXdp::load(&list, counted)?),
+        })
     } else {
         None
     };
@@ -292,10 +327,9 @@ pub fn bench(mut args: BenchArgs) -> Result<ExitCode> {
             Some(scale(&runners, &frames, repeat, runs)?)
         }
     };
-    let engine = match (&program, counted) {
-        (Some(_), true) => "generated",
-        (Some(_), false) => "generated-nocount",
-        (None, _) => classifier.engine().name(),
+    let engine = match &program {
+        Some(_) => flavour.as_str(),
+        None => classifier.engine().name(),
     };
     let what = match &program {
         Some(g) => format!("{}-instruction program", g.insn_count()),

@@ -243,12 +243,16 @@ fn exec(c: &mut Client, cmd: DaemonCommand) -> Result<ExitCode, ClientError> {
                 println!("{}", Value::Object(body));
             } else {
                 let stats_on = body["dataplane"]["packet_stats"].as_bool();
+                let xdp = body["dataplane"]["xdp_engine"].clone();
                 for (k, v) in body {
                     println!("{k}: {v}");
                 }
                 // said in words: with it off, the packet counts above stand still
                 if let Some(on) = stats_on {
                     println!("per-packet statistics: {}", on_off(on));
+                }
+                if let (Some(e), Some(why)) = (xdp["engine"].as_str(), xdp["reason"].as_str()) {
+                    println!("xdp engine: {e} ({why})");
                 }
             }
         }

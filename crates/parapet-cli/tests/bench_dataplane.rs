@@ -77,7 +77,8 @@ fn bench_dataplane_reports_the_floor_at_xdp_and_tc() {
     assert!(v["floor_ns_per_packet"].as_f64().is_some(), "{v}");
 }
 
-/// `--engine generated` times the generated straight-line program (XDP):
+/// `--engine generated` times the generated straight-line program (XDP),
+/// `generated-attached` the program parapetd attaches:
 /// the JSON says so and gives its instruction count, the verdicts were
 /// checked (the command fails otherwise), and a ruleset the generator
 /// does not take, or another hook, is refused with the reason.
@@ -96,9 +97,14 @@ fn bench_dataplane_times_the_generated_program() {
         "167772161 167772162 1024 9 6\n167772161 167772162 1024 53 17\n",
     )
     .unwrap();
-    for distinct in [false, true] {
-        let v = bench(tmp.path(), "xdp", distinct, &["--engine", "generated"]);
-        assert_eq!(v["engine"], "generated", "{v}");
+    // and as parapetd attaches it (counting in the main program's maps)
+    for (distinct, engine) in [
+        (false, "generated"),
+        (true, "generated"),
+        (false, "generated-attached"),
+    ] {
+        let v = bench(tmp.path(), "xdp", distinct, &["--engine", engine]);
+        assert_eq!(v["engine"], engine, "{v}");
         assert!(
             v["program_insns"].as_u64().expect("program_insns") > 0,
             "{v}"

@@ -62,6 +62,14 @@ pub struct ParapetdArgs {
     /// has it, else tc).
     #[arg(long, default_value = "auto")]
     pub hook_placement: crate::kernel::HookPlacement,
+    /// Kernel dataplane: the program on XDP attachments: `walker` (the
+    /// main program, every ruleset), `generated` (a straight-line program
+    /// generated from the interface chain whenever it is eligible:
+    /// header fields, ACCEPT/DROP, no sets, conntrack, LOG or REJECT), or
+    /// `auto` (generated when eligible and its rules take at most 512
+    /// comparisons, where it is the faster; docs/dataplane.md).
+    #[arg(long, default_value = "auto")]
+    pub xdp_engine: parapet_dataplane::EngineWant,
     /// Kernel dataplane: the chain run at the hooks, TABLE/CHAIN (default:
     /// filter/INPUT, or the one base chain on the input hook).
     #[arg(long)]
@@ -189,6 +197,7 @@ fn kernel_config(a: &ParapetdArgs, pin_dir: PathBuf) -> crate::kernel::KernelCon
         hook_placement: a.hook_placement,
         test_abort_between_tc_links: a.test_abort_between_tc_links,
         load_child: (!a.load_in_process).then(|| std::env::args_os().collect()),
+        xdp_engine: a.xdp_engine,
     }
 }
 

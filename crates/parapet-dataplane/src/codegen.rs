@@ -10,6 +10,7 @@
 //! what it does and does not do that the walker does.
 
 mod asm;
+mod attached;
 mod parse;
 mod rules;
 
@@ -19,6 +20,10 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use aya_obj::generated::{bpf_attr, bpf_cmd};
 use parapet_model::DecisionList;
 
+pub use attached::{
+    choose, generate_attached, load_attached, rule_jumps, Choice, EngineWant, Maps, XdpEngine,
+    AUTO_MAX_JUMPS, GENERATED_PROG_NAME,
+};
 pub use rules::{ineligible, MAX_BRANCHES, MAX_ENTRIES};
 
 use crate::abi::TestRunOutcome;
@@ -190,6 +195,13 @@ fn load_raw(
         u.insns = prog.as_ptr() as u64;
         u.insn_cnt = prog.len() as u32;
         u.license = license.as_ptr() as u64;
+        // the name `stats` and a restarted parapetd know it by on a link
+        for (d, s) in u.prog_name.iter_mut().zip(GENERATED_PROG_NAME.bytes()) {
+            *d = s as _;
+        }
+        // as aya loads the main program: an XDP link swaps only between
+        // programs of the same expected attach type
+        u.expected_attach_type = aya_obj::generated::bpf_attach_type::BPF_XDP as u32;
         if let Some(log) = log {
             u.log_level = 1;
             u.log_buf = log.as_mut_ptr() as u64;

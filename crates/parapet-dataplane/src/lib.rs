@@ -74,11 +74,13 @@ mod stage_profile;
 pub mod stateful;
 pub mod tc_hooks;
 mod test_run;
+mod xdp_engine;
 
 pub use abi::{Counter, KernelVerdict, PacketKey, ParseStatus, Stat, HOOK_IFACES};
 pub use adopt::program_for_hook;
 pub use attach::{hook_pin_name, AttachPoint, Attached, Mode};
 pub use bpf_sys::LinkIds;
+pub use codegen::{EngineWant, XdpEngine};
 pub use counters::{HookCount, LogEvent, Stats};
 pub use error::{BadImage, Error, Result};
 pub use floor::{PassFloor, TestRunner};
@@ -102,3 +104,4 @@ pub use tc_hooks::{
     STAGE_POST_OUT, STAGE_ROUTE_IN, TC_HOOKS_IN, TC_HOOKS_OUT,
 };
 pub use test_run::{KernelDecision, TestRunOutcome};
+pub use xdp_engine::{GeneratedOnMaps, PreparedXdpEngine};

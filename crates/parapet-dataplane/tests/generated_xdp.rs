@@ -12,6 +12,7 @@ mod common;
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
+use common::eligible::eligible;
 use common::lo::{dp_on_lo, LO};
 use common::wire::{frame_of, wire_packet};
 use common::Rng;
@@ -22,23 +23,6 @@ use parapet_dataplane::{AttachPoint, Dataplane, ParseStatus};
 use parapet_gen::{packets_for, random_ruleset_with_header_fields, worst_case, RandomSpec};
 use parapet_model::{flatten, Decision, DecisionList, EntryKind, Field, IfName, Verdict};
 use std::collections::HashMap;
-
-/// `list` made eligible: interface and conntrack constraints dropped,
-/// REJECT made DROP, LOG made a counter entry.
-fn eligible(mut list: DecisionList) -> DecisionList {
-    for e in &mut list.entries {
-        e.matches = e.matches.without(Field::InIface).without(Field::CtState);
-        match &e.kind {
-            EntryKind::Decide(Verdict::Reject { .. }) => e.kind = EntryKind::Decide(Verdict::Drop),
-            EntryKind::Log => e.kind = EntryKind::Count,
-            _ => {}
-        }
-    }
-    if matches!(list.policy, Verdict::Reject { .. }) {
-        list.policy = Verdict::Drop;
-    }
-    list
-}
 
 /// Whether `frame` passes by the spec: a frame that is not IP passes, one
 /// the parser refuses (truncated, malformed, nested too deep) is dropped,

@@ -17,6 +17,7 @@ mod readout;
 mod restart;
 mod set_sync;
 mod tc_placement;
+mod xdp_engine;
 
 pub use install::kernel_chain;
 use install::{fits, install, needs_ct, Placed};
@@ -77,6 +78,10 @@ pub struct KernelConfig {
     /// so the kernel BTF's parse stays out of this process's memory peak.
     /// `None`, or no `pin_dir`: loads run in this process.
     pub load_child: Option<Vec<std::ffi::OsString>>,
+    /// The program on XDP links (`--xdp-engine`): the walker, a program
+    /// generated from the interface chain, or the cheaper of the two
+    /// (`parapet_dataplane::codegen::choose`).
+    pub xdp_engine: parapet_dataplane::EngineWant,
 }
 
 /// The nft table parapetd installs for conntrack (`inet parapetd_ct`).
@@ -97,6 +102,7 @@ impl Default for KernelConfig {
             packet_stats: true,
             test_abort_between_tc_links: false,
             load_child: None,
+            xdp_engine: parapet_dataplane::EngineWant::Auto,
         }
     }
 }
@@ -242,6 +248,8 @@ pub struct Kernel {
     pub tc_watch: std::sync::Arc<std::sync::Mutex<tc_placement::TcWatch>>,
     /// The address-type mirror (kernel/addr_mirror.rs).
     pub(crate) addr_mirror: addr_mirror::AddrMirror,
+    /// The XDP links' engine (kernel/xdp_engine.rs).
+    pub(crate) xdp: xdp_engine::XdpEngineState,
 }
 
 impl Kernel {
@@ -262,6 +270,7 @@ impl Kernel {
             tc_follow: Default::default(),
             tc_watch: Default::default(),
             addr_mirror: Default::default(),
+            xdp: Default::default(),
         }
     }
 
@@ -399,6 +408,9 @@ impl Kernel {
             .iter()
             .any(|a| a.hook != AttachPoint::Netfilter);
         self.ensure_ct_table((needs && iface) || (nf_ct && self.nf_attached()), true)?;
+        // the XDP links' next program loaded before the swap, put on them
+        // right after it
+        let xdp = self.prepare_xdp(rs, compiled);
         let tc = self.tc_placed();
         let r = match &mut self.dp {
             Some(dp) => {
@@ -426,6 +438,10 @@ impl Kernel {
             }
             None => Ok(Default::default()),
         };
+        if r.is_ok() {
+            // the walker's image is live: the XDP links get their engine
+            self.commit_xdp(xdp);
+        }
         let r = r.and_then(|done| {
             self.nf_plan = done.links;
             self.nf_owner = done.owner;
@@ -531,6 +547,9 @@ impl Kernel {
             tc_links: Vec::new(),
         };
         self.attached.push(att.clone());
+        if hook == AttachPoint::Xdp {
+            self.sync_xdp_engine();
+        }
         Ok(att)
     }
 

@@ -78,6 +78,11 @@ impl Kernel {
                 if let Some(m) = a.actual {
                     v["mode"] = Value::from(mode_name(m));
                 }
+                if a.hook == AttachPoint::Xdp {
+                    // what the link runs, read from the kernel
+                    let e = self.dp.as_ref().and_then(|d| d.xdp_engine_of(a.id));
+                    v["engine"] = e.map_or(Value::Null, |e| Value::from(e.name()));
+                }
                 if let Some(n) = &a.note {
                     v["note"] = Value::from(n.clone());
                 }
@@ -133,6 +138,7 @@ impl Kernel {
                 },
             },
             "hooks": hook_stats::hooks_json(dp),
+            "xdp_engine": self.xdp_engine_json(),
             "image_slot_bytes": dp.slot_capacity(),
             "addr_mirror": self.addr_mirror.json(),
             "conntrack": {

@@ -129,6 +129,12 @@ impl Kernel {
         }
         let on = dp.conntrack();
         self.dp = Some(dp);
+        // the adopted XDP links keep running what they ran until now: the
+        // engine is chosen again for the journal's ruleset and swapped in
+        if let Some((rs, compiled)) = active {
+            self.keep_iface_list(rs, compiled);
+        }
+        self.sync_xdp_engine();
         if nf_adopted {
             // chains the journal's ruleset has and the pins had not
             if let Err(e) = self.sync_nf_links() {

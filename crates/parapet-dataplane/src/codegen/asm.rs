@@ -26,6 +26,8 @@ const ST: u8 = 0x02;
 const STX: u8 = 0x03;
 const ALU: u8 = 0x04;
 const JMP: u8 = 0x05;
+/// With `BPF_JA`: `gotol`, the offset in the 32-bit immediate (Linux 6.4).
+const JMP32_JA: u8 = 0x06;
 const ALU64: u8 = 0x07;
 // load/store sizes and modes
 const DW: u8 = 0x18;
@@ -264,6 +266,13 @@ impl Asm {
         self.push(JMP, R0, R0, 0, 0);
     }
 
+    /// `goto to` for any distance (`gotol`: the offset in the immediate,
+    /// where a jump's 16-bit offset reaches 32,767 instructions).
+    pub(crate) fn ja_long(&mut self, to: Label) {
+        self.fixups.push((self.insns.len(), to));
+        self.push(JMP32_JA, R0, R0, 0, 0);
+    }
+
     /// `r0 = v; exit`.
     pub(crate) fn ret(&mut self, v: i32) {
         self.alu_imm(Alu::Mov, R0, v);
@@ -295,7 +304,11 @@ impl Asm {
             let mut insn = *insn;
             if let Some(t) = target[i] {
                 let off = new_at[t] as i64 - (new_at[i] as i64 + 1);
-                insn.off = i16::try_from(off).map_err(|_| AsmError::TooFar)?;
+                if insn.code == JMP32_JA {
+                    insn.imm = i32::try_from(off).map_err(|_| AsmError::TooFar)?;
+                } else {
+                    insn.off = i16::try_from(off).map_err(|_| AsmError::TooFar)?;
+                }
             }
             out.push(insn.bytes());
         }
@@ -322,7 +335,7 @@ impl Asm {
                 todo.push(t);
             }
             // exit and goto do not fall through
-            if code != JMP | 0x90 && code != JMP {
+            if code != JMP | 0x90 && code != JMP && code != JMP32_JA {
                 todo.push(i + 1);
             }
         }

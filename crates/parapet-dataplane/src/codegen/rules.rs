@@ -231,7 +231,7 @@ const MAP_LOOKUP_ELEM: i32 = 1;
 /// per-CPU array behind `counters` (`{packets, bytes}` per entry, the
 /// policy last). The lookup's key is a constant the verifier sees, so it
 /// inlines the array lookup: no call at run time.
-fn count(a: &mut Asm, counters: Option<i32>, idx: usize) {
+fn count(a: &mut Asm, counters: Option<i32>, idx: u32) {
     let Some(fd) = counters else { return };
     a.store_imm32(FP, COUNTER_KEY, idx as i32);
     a.ld_map_fd(R1, fd);
@@ -253,8 +253,37 @@ fn count(a: &mut Asm, counters: Option<i32>, idx: usize) {
 /// Emits the entries and the policy, from `classify` (bound here); with
 /// `counters` (a per-CPU array's fd), each matching entry that the walker
 /// counts (decisions, counter and jump markers, counted RETURNs) and the
-/// policy count the packet.
+/// policy count the packet, entry `i` in slot `i`, the policy last.
 pub(crate) fn emit_rules(a: &mut Asm, list: &DecisionList, classify: Label, counters: Option<i32>) {
+    emit_rules_keyed(a, list, classify, counters, &|i| i as u32, None);
+}
+
+/// Where the rules' verdicts go instead of returning (pass, drop).
+pub(crate) type VerdictExits = Option<(Label, Label)>;
+
+/// [`emit_rules`], entry `i` counted in slot `key(i)` (the policy is
+/// `key(entries)`), and with `exits` a decision jumps to the exit of its
+/// verdict rather than returning: the attached program counts in the main
+/// program's counters by rule id and its hook statistics at the exits
+/// (`codegen/attached.rs`).
+pub(crate) fn emit_rules_keyed(
+    a: &mut Asm,
+    list: &DecisionList,
+    classify: Label,
+    counters: Option<i32>,
+    key: &dyn Fn(usize) -> u32,
+    exits: VerdictExits,
+) {
+    let decide = |a: &mut Asm, v: &Verdict| {
+        let v = xdp_verdict(v).expect("eligible verdicts only");
+        match exits {
+            // the exits follow the rules: further than a jump's offset
+            // reaches in the longest lists
+            Some((pass, _)) if v == XDP_PASS => a.ja_long(pass),
+            Some((_, drop)) => a.ja_long(drop),
+            None => a.ret(v),
+        }
+    };
     a.bind(classify);
     let labels: Vec<Label> = (0..=list.entries.len()).map(|_| a.label()).collect();
     for (i, e) in list.entries.iter().enumerate() {
@@ -265,20 +294,20 @@ pub(crate) fn emit_rules(a: &mut Asm, list: &DecisionList, classify: Label, coun
         }
         match &e.kind {
             EntryKind::Decide(v) => {
-                count(a, counters, i);
-                a.ret(xdp_verdict(v).expect("eligible verdicts only"))
+                count(a, counters, key(i));
+                decide(a, v)
             }
             EntryKind::Return { resume, counted } => {
                 if *counted {
-                    count(a, counters, i);
+                    count(a, counters, key(i));
                 }
                 let to = (*resume as usize).min(list.entries.len());
                 a.ja(labels[to]);
             }
-            EntryKind::Count | EntryKind::Jump | EntryKind::Log => count(a, counters, i),
+            EntryKind::Count | EntryKind::Jump | EntryKind::Log => count(a, counters, key(i)),
         }
     }
     a.bind(labels[list.entries.len()]);
-    count(a, counters, list.entries.len());
-    a.ret(xdp_verdict(&list.policy).expect("eligible policy only"));
+    count(a, counters, key(list.entries.len()));
+    decide(a, &list.policy);
 }

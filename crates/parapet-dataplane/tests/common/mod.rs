@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod addr_mirror;
+pub mod eligible;
 pub mod image;
 pub mod lo;
 pub mod netns;
