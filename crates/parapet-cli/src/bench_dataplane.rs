@@ -17,7 +17,9 @@
 //! chain's decision list (`parapet_dataplane::codegen`, XDP only, for the
 //! lists it takes; with per-rule counters as the walker keeps them,
 //! `generated-nocount` without) instead of the main program's image
-//! walker; the other engines time the walker on that engine's image.
+//! walker; `--engine generated-tree` the compiled decision tree emitted
+//! as code (`codegen::generate_tree`: the tree engine's image, no
+//! counters); the other engines time the walker on that engine's image.
 
 use crate::engine::{self, EngineArgs};
 use crate::load;
@@ -131,8 +133,12 @@ pub fn bench(mut args: BenchArgs) -> Result<ExitCode> {
     // its verdicts
     // `generated` counts per rule as the walker does; `generated-nocount`
     // leaves the counters out
-    let generated = matches!(args.opts.engine.as_str(), "generated" | "generated-nocount");
+    let generated = matches!(
+        args.opts.engine.as_str(),
+        "generated" | "generated-nocount" | "generated-tree"
+    );
     let counted = args.opts.engine == "generated";
+    let tree_form = args.opts.engine == "generated-tree";
     if generated {
         if !matches!(args.hook, BenchHook::Xdp) {
             bail!("--engine generated is an XDP program: use --hook xdp");
@@ -175,12 +181,28 @@ pub fn bench(mut args: BenchArgs) -> Result<ExitCode> {
         }
         None => Floor::Pass(PassFloor::load(hook)?),
     };
+    // the tree form's shape, and the generated program's generation and
+    // load (the verifier's) time
+    let mut tree_shape = None;
+    let mut load_ms = 0.0;
     let program = if generated {
         let chain = rs
             .select_chain(args.opts.chain.as_deref())
             .map_err(anyhow::Error::msg)?;
         let list = parapet_model::flatten(rs, chain)?;
-        Some(GeneratedXdp::load(&list, counted)?)
+        let started = std::time::Instant::now();
+        if tree_form {
+            let opts = parapet_compile::CompileOptions::default();
+            let (image, _) = parapet_compile::compile(&list, &opts)?;
+            let (g, shape) = GeneratedXdp::load_tree(&list, &image)?;
+            tree_shape = Some(shape);
+            load_ms = started.elapsed().as_secs_f64() * 1e3;
+            Some(g)
+        } else {
+            let g = GeneratedXdp::load(&list, counted)?;
+            load_ms = started.elapsed().as_secs_f64() * 1e3;
+            Some(g)
+        }
     } else {
         None
     };
@@ -293,6 +315,7 @@ pub fn bench(mut args: BenchArgs) -> Result<ExitCode> {
         }
     };
     let engine = match (&program, counted) {
+        (Some(_), _) if tree_form => "generated-tree",
         (Some(_), true) => "generated",
         (Some(_), false) => "generated-nocount",
         (None, _) => classifier.engine().name(),
@@ -313,6 +336,12 @@ pub fn bench(mut args: BenchArgs) -> Result<ExitCode> {
         }
         if let Some(g) = &program {
             v["program_insns"] = serde_json::json!(g.insn_count());
+            v["load_ms"] = serde_json::json!(load_ms);
+            v["verified_insns"] = serde_json::json!(g.verified_insns()?);
+        }
+        if let Some(t) = &tree_shape {
+            v["tree"] = serde_json::json!({"partitions": t.partitions, "nodes": t.nodes,
+                "leaves": t.leaves, "checks": t.checks, "elided": t.elided, "implied": t.implied});
         }
         if let Some((off, off_min, off_max)) = stats_off {
             v["stats_off_above_floor_ns"] = serde_json::json!(off);
