@@ -19,8 +19,10 @@
 //! `generated-nocount` without) instead of the main program's image
 //! walker; `generated-attached` the program as parapetd attaches it
 //! (`Dataplane::load_xdp_generated`: counting in the main program's maps,
-//! its statistics and hook rows included); the other engines time the
-//! walker on that engine's image.
+//! its statistics and hook rows included); `generated-tree` the compiled
+//! decision tree emitted as code (`codegen::generate_tree`: the tree
+//! engine's image, no counters); the other engines time the walker on that
+//! engine's image.
 
 use crate::engine::{self, EngineArgs};
 use crate::load;
@@ -123,7 +125,7 @@ enum Floor {
 }
 
 /// A generated program timed instead of the main one: on its own
-/// (`generated`, `generated-nocount`) or as parapetd attaches it
+/// (`generated`, `generated-nocount`, `generated-tree`) or as parapetd attaches it
 /// (`generated-attached`).
 enum Generated {
     Standalone(GeneratedXdp),
@@ -144,6 +146,13 @@ impl Generated {
             Generated::Attached(g) => g.insn_count(),
         }
     }
+
+    fn verified_insns(&self) -> Result<u32> {
+        Ok(match self {
+            Generated::Standalone(g) => g.verified_insns()?,
+            Generated::Attached(g) => g.verified_insns()?,
+        })
+    }
 }
 
 /// Median, min and max of `v` (sorted in place; not empty).
@@ -162,9 +171,10 @@ pub fn bench(mut args: BenchArgs) -> Result<ExitCode> {
     let flavour = args.opts.engine.clone();
     let generated = matches!(
         flavour.as_str(),
-        "generated" | "generated-nocount" | "generated-attached"
+        "generated" | "generated-nocount" | "generated-attached" | "generated-tree"
     );
     let counted = flavour != "generated-nocount";
+    let tree_form = flavour == "generated-tree";
     if generated {
         if !matches!(args.hook, BenchHook::Xdp) {
             bail!("--engine generated is an XDP program: use --hook xdp");
@@ -207,15 +217,29 @@ pub fn bench(mut args: BenchArgs) -> Result<ExitCode> {
         }
         None => Floor::Pass(PassFloor::load(hook)?),
     };
+    // the tree form's shape, and the generated program's generation and
+    // load (the verifier's) time
+    let mut tree_shape = None;
+    let mut load_ms = 0.0;
     let program = if generated {
         let chain = rs
             .select_chain(args.opts.chain.as_deref())
             .map_err(anyhow::Error::msg)?;
         let list = parapet_model::flatten(rs, chain)?;
-        Some(match flavour.as_str() {
-            "generated-attached" => Generated::Attached(dp.load_xdp_generated(&list)?),
-            _ => Generated::Standalone(GeneratedXdp::load(&list, counted)?),
-        })
+        let started = std::time::Instant::now();
+        let g = if tree_form {
+            let opts = parapet_compile::CompileOptions::default();
+            let (image, _) = parapet_compile::compile(&list, &opts)?;
+            let (g, shape) = GeneratedXdp::load_tree(&list, &image)?;
+            tree_shape = Some(shape);
+            Generated::Standalone(g)
+        } else if flavour == "generated-attached" {
+            Generated::Attached(dp.load_xdp_generated(&list)?)
+        } else {
+            Generated::Standalone(GeneratedXdp::load(&list, counted)?)
+        };
+        load_ms = started.elapsed().as_secs_f64() * 1e3;
+        Some(g)
     } else {
         None
     };
@@ -347,6 +371,12 @@ pub fn bench(mut args: BenchArgs) -> Result<ExitCode> {
         }
         if let Some(g) = &program {
             v["program_insns"] = serde_json::json!(g.insn_count());
+            v["load_ms"] = serde_json::json!(load_ms);
+            v["verified_insns"] = serde_json::json!(g.verified_insns()?);
+        }
+        if let Some(t) = &tree_shape {
+            v["tree"] = serde_json::json!({"partitions": t.partitions, "nodes": t.nodes,
+                "leaves": t.leaves, "checks": t.checks, "elided": t.elided, "implied": t.implied});
         }
         if let Some((off, off_min, off_max)) = stats_off {
             v["stats_off_above_floor_ns"] = serde_json::json!(off);

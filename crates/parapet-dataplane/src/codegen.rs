@@ -13,6 +13,7 @@ mod asm;
 mod attached;
 mod parse;
 mod rules;
+mod tree;
 
 use std::ffi::CString;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
@@ -25,6 +26,7 @@ pub use attached::{
     AUTO_MAX_JUMPS, GENERATED_PROG_NAME,
 };
 pub use rules::{ineligible, MAX_BRANCHES, MAX_ENTRIES};
+pub use tree::{generate_tree, tree_ineligible, TreeShape, MAX_TREE_INSNS};
 
 use crate::abi::TestRunOutcome;
 use crate::attach::AttachPoint;
@@ -83,30 +85,7 @@ impl GeneratedXdp {
             false => None,
         };
         let prog = generate(list, counters.as_ref().map(|fd| fd.as_fd()))?;
-        let license = CString::new("GPL").expect("no NUL");
-        let mut log = vec![0u8; 1 << 20];
-        let fd = match load_raw(&prog, &license, None) {
-            Ok(fd) => fd,
-            // again with the verifier's log, to say why
-            Err(first) => {
-                let _ = load_raw(&prog, &license, Some(&mut log));
-                let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
-                let text = String::from_utf8_lossy(&log[..end]);
-                let tail: String = text
-                    .lines()
-                    .rev()
-                    .take(20)
-                    .collect::<Vec<_>>()
-                    .into_iter()
-                    .rev()
-                    .collect::<Vec<_>>()
-                    .join("\n");
-                return Err(Error::Codegen(format!(
-                    "the verifier refused the generated program ({} instructions): {first}\n{tail}",
-                    prog.len()
-                )));
-            }
-        };
+        let fd = load_checked(&prog)?;
         Ok(GeneratedXdp {
             fd,
             insns: prog.len(),
@@ -160,6 +139,35 @@ impl GeneratedXdp {
     /// the main program's test runs have for `ifindex`.
     pub fn test_run(&self, frame: &[u8], ifindex: u32, repeat: u32) -> Result<TestRunOutcome> {
         test_run_fd(self.fd.as_fd(), AttachPoint::Xdp, frame, ifindex, repeat)
+    }
+}
+
+/// `prog` loaded as an XDP program, or the verifier's refusal with the
+/// last lines of its log.
+fn load_checked(prog: &[[u8; 8]]) -> Result<OwnedFd> {
+    let license = CString::new("GPL").expect("no NUL");
+    let mut log = vec![0u8; 1 << 20];
+    match load_raw(prog, &license, None) {
+        Ok(fd) => Ok(fd),
+        // again with the verifier's log, to say why
+        Err(first) => {
+            let _ = load_raw(prog, &license, Some(&mut log));
+            let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
+            let text = String::from_utf8_lossy(&log[..end]);
+            let tail: String = text
+                .lines()
+                .rev()
+                .take(20)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect::<Vec<_>>()
+                .join("\n");
+            Err(Error::Codegen(format!(
+                "the verifier refused the generated program ({} instructions): {first}\n{tail}",
+                prog.len()
+            )))
+        }
     }
 }
 

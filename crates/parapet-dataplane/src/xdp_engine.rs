@@ -30,6 +30,12 @@ impl GeneratedOnMaps {
         self.insns
     }
 
+    /// The instructions the verifier walked to load it.
+    pub fn verified_insns(&self) -> Result<u32> {
+        crate::bpf_sys::prog_verified_insns(self.fd.as_fd())
+            .map_err(|e| crate::Error::Codegen(format!("reading the program's info: {e}")))
+    }
+
     /// `BPF_PROG_TEST_RUN` on `frame`, `repeat` times, with the context
     /// the main program's test runs have for `ifindex`.
     pub fn test_run(&self, frame: &[u8], ifindex: u32, repeat: u32) -> Result<TestRunOutcome> {

@@ -26,8 +26,7 @@ const ST: u8 = 0x02;
 const STX: u8 = 0x03;
 const ALU: u8 = 0x04;
 const JMP: u8 = 0x05;
-/// With `BPF_JA`: `gotol`, the offset in the 32-bit immediate (Linux 6.4).
-const JMP32_JA: u8 = 0x06;
+const JMP32: u8 = 0x06;
 const ALU64: u8 = 0x07;
 // load/store sizes and modes
 const DW: u8 = 0x18;
@@ -67,6 +66,7 @@ pub(crate) enum Alu {
     Lsh,
     Rsh,
     Mov,
+    Xor,
 }
 
 impl Alu {
@@ -79,6 +79,7 @@ impl Alu {
             Alu::Lsh => 0x60,
             Alu::Rsh => 0x70,
             Alu::Mov => 0xb0,
+            Alu::Xor => 0xa0,
         }
     }
 }
@@ -147,6 +148,8 @@ pub(crate) struct Asm {
     fixups: Vec<(usize, Label)>,
     /// Conditional jumps emitted.
     branches: usize,
+    /// `gotol` instructions (their offset is in the immediate).
+    long_jumps: Vec<usize>,
 }
 
 /// Why a program could not be assembled.
@@ -266,11 +269,12 @@ impl Asm {
         self.push(JMP, R0, R0, 0, 0);
     }
 
-    /// `goto to` for any distance (`gotol`: the offset in the immediate,
-    /// where a jump's 16-bit offset reaches 32,767 instructions).
+    /// `gotol to` (`BPF_JMP32 | BPF_JA`, kernel 6.4+): the 32-bit offset
+    /// of the immediate, for a target beyond the 16-bit reach of `ja`.
     pub(crate) fn ja_long(&mut self, to: Label) {
         self.fixups.push((self.insns.len(), to));
-        self.push(JMP32_JA, R0, R0, 0, 0);
+        self.long_jumps.push(self.insns.len());
+        self.push(JMP32, R0, R0, 0, 0);
     }
 
     /// `r0 = v; exit`.
@@ -297,6 +301,10 @@ impl Asm {
         }
         new_at.push(n);
         let mut out = Vec::with_capacity(n);
+        let mut long = vec![false; self.insns.len()];
+        for &at in &self.long_jumps {
+            long[at] = true;
+        }
         for (i, insn) in self.insns.iter().enumerate() {
             if !keep[i] {
                 continue;
@@ -304,7 +312,7 @@ impl Asm {
             let mut insn = *insn;
             if let Some(t) = target[i] {
                 let off = new_at[t] as i64 - (new_at[i] as i64 + 1);
-                if insn.code == JMP32_JA {
+                if long[i] {
                     insn.imm = i32::try_from(off).map_err(|_| AsmError::TooFar)?;
                 } else {
                     insn.off = i16::try_from(off).map_err(|_| AsmError::TooFar)?;
@@ -334,8 +342,8 @@ impl Asm {
             if let Some(t) = target[i] {
                 todo.push(t);
             }
-            // exit and goto do not fall through
-            if code != JMP | 0x90 && code != JMP && code != JMP32_JA {
+            // exit, goto and gotol do not fall through
+            if code != JMP | 0x90 && code != JMP && code != JMP32 {
                 todo.push(i + 1);
             }
         }
@@ -381,6 +389,43 @@ mod tests {
         assert_eq!(p.len(), 3);
         assert_eq!(p[0], [0x05, 0, 0, 0, 0, 0, 0, 0]);
         assert_eq!(p[1], [0xb7, 0x00, 0, 0, 2, 0, 0, 0]);
+    }
+
+    #[test]
+    fn long_jumps_carry_their_offset_in_the_immediate() {
+        let mut a = Asm::default();
+        let end = a.label();
+        a.ja_long(end);
+        a.ret(1); // unreachable: left out
+        a.bind(end);
+        a.alu_reg(Alu::Xor, R2, R3);
+        a.ret(2);
+        let p = a.finish().unwrap();
+        assert_eq!(p[0], [0x06, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(p[1], [0xaf, 0x32, 0, 0, 0, 0, 0, 0]);
+        let mut far = Asm::default();
+        let end = far.label();
+        far.ja_long(end);
+        for _ in 0..40_000 {
+            far.alu_imm(Alu::Add, R2, 1);
+        }
+        far.bind(end);
+        far.ret(2);
+        let p = far.finish().unwrap();
+        assert_eq!(p.len(), 3, "the skipped additions are unreachable");
+        let mut reach = Asm::default();
+        let end = reach.label();
+        let skip = reach.label();
+        reach.jmp_imm(Cond::Eq, R1, 0, skip);
+        reach.ja_long(end);
+        reach.bind(skip);
+        for _ in 0..40_000 {
+            reach.alu_imm(Alu::Add, R2, 1);
+        }
+        reach.bind(end);
+        reach.ret(2);
+        let p = reach.finish().unwrap();
+        assert_eq!(p[1][4..8], 40_000i32.to_le_bytes());
     }
 
     #[test]

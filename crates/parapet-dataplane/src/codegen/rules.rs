@@ -29,7 +29,7 @@ pub const MAX_BRANCHES: usize = 8000;
 
 /// The slots of a field the generated program compares: one, or the
 /// high and low halves of an address.
-fn slots(field: Field) -> Option<(Slot, Option<Slot>)> {
+pub(crate) fn slots(field: Field) -> Option<(Slot, Option<Slot>)> {
     Some(match field {
         Field::Family => (Slot::Family, None),
         Field::SrcAddr => (Slot::SrcHi, Some(Slot::SrcLo)),
@@ -47,7 +47,7 @@ fn slots(field: Field) -> Option<(Slot, Option<Slot>)> {
     })
 }
 
-fn xdp_verdict(v: &Verdict) -> Option<i32> {
+pub(crate) fn xdp_verdict(v: &Verdict) -> Option<i32> {
     match v {
         Verdict::Accept => Some(XDP_PASS),
         Verdict::Drop => Some(XDP_DROP),
@@ -68,6 +68,26 @@ pub fn ineligible(list: &DecisionList) -> Option<String> {
             list.entries.len()
         ));
     }
+    if let Some(why) = unsupported(list) {
+        return Some(why);
+    }
+    // the rules compiled once to count their jumps, counters included
+    let mut dry = Asm::default();
+    let start = dry.label();
+    emit_rules(&mut dry, list, start, Some(0));
+    if dry.branches() > MAX_BRANCHES {
+        return Some(format!(
+            "{} comparisons, more than the {MAX_BRANCHES} a generated program takes",
+            dry.branches()
+        ));
+    }
+    None
+}
+
+/// What in `list` no generated program can do, whatever its size: a
+/// field other than the header fields, a masked comparison, a stateful
+/// condition, REJECT or LOG.
+pub(crate) fn unsupported(list: &DecisionList) -> Option<String> {
     if xdp_verdict(&list.policy).is_none() {
         return Some("a REJECT policy".into());
     }
@@ -93,16 +113,6 @@ pub fn ineligible(list: &DecisionList) -> Option<String> {
             _ => {}
         }
     }
-    // the rules compiled once to count their jumps, counters included
-    let mut dry = Asm::default();
-    let start = dry.label();
-    emit_rules(&mut dry, list, start, Some(0));
-    if dry.branches() > MAX_BRANCHES {
-        return Some(format!(
-            "{} comparisons, more than the {MAX_BRANCHES} a generated program takes",
-            dry.branches()
-        ));
-    }
     None
 }
 
@@ -127,7 +137,7 @@ pub(crate) fn used_slots(list: &DecisionList, counted: bool) -> Used {
 
 /// `if reg cond v goto to`, for any 64-bit `v` (r3 holds a constant the
 /// immediate cannot).
-fn jmp_const(a: &mut Asm, cond: Cond, reg: Reg, v: u64, to: Label) {
+pub(crate) fn jmp_const(a: &mut Asm, cond: Cond, reg: Reg, v: u64, to: Label) {
     if v <= i32::MAX as u64 {
         a.jmp_imm(cond, reg, v as i32, to);
     } else {
@@ -137,7 +147,7 @@ fn jmp_const(a: &mut Asm, cond: Cond, reg: Reg, v: u64, to: Label) {
 }
 
 /// To `miss` unless `lo <= r1 <= hi` (64-bit values).
-fn in_range64(a: &mut Asm, lo: u64, hi: u64, miss: Label) {
+pub(crate) fn in_range64(a: &mut Asm, lo: u64, hi: u64, miss: Label) {
     if lo == hi {
         jmp_const(a, Cond::Ne, R1, lo, miss);
         return;
@@ -151,7 +161,7 @@ fn in_range64(a: &mut Asm, lo: u64, hi: u64, miss: Label) {
 }
 
 /// To `miss` unless `lo <= (r1 << 64 | r2) <= hi`.
-fn in_range128(a: &mut Asm, lo: u128, hi: u128, miss: Label) {
+pub(crate) fn in_range128(a: &mut Asm, lo: u128, hi: u128, miss: Label) {
     let (lh, ll, hh, hl) = ((lo >> 64) as u64, lo as u64, (hi >> 64) as u64, hi as u64);
     if lh == hh {
         // one high half (every IPv4 range): it, then the low half's range
@@ -187,7 +197,7 @@ fn in_range128(a: &mut Asm, lo: u128, hi: u128, miss: Label) {
 /// decided, their registers precise, and the verifier explores every
 /// path through the rules separately (a 120-rule list exceeded its
 /// million instructions).
-fn load_unlinked(a: &mut Asm, reg: Reg, slot: Slot) {
+pub(crate) fn load_unlinked(a: &mut Asm, reg: Reg, slot: Slot) {
     a.load(Size::Dw, reg, FP, slot.off());
     a.alu_imm(Alu::Or, reg, 0);
 }

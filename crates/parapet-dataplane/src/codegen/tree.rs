@@ -1,0 +1,569 @@
+//! The compiled decision tree as code: the image's trees (one per
+//! partition, `docs/image-format.md`) emitted as compare-and-branch — a
+//! binary node one comparison of its field with the cut, a multi-way node
+//! its child index computed as the walker computes it and a binary search
+//! over the children — and each leaf's candidates as the linear program's
+//! checks, with the comparisons the path down already decided left out.
+//! The partitions' first matches are merged by the smallest entry index,
+//! as the walker's fast path merges them. Only pure first-match lists (ACCEPT and DROP
+//! entries) of the header fields the parser reads.
+//!
+//! For the verifier (docs/dataplane.md, "Generated programs", "The tree
+//! form"): every value the rules compare is made opaque once parsed (xor
+//! with a zero the verifier cannot see is zero, from two loads of the
+//! ingress ifindex), and so is the best match so far; every path then
+//! reaches each partition's end and the verdict dispatch in the same
+//! state, so the verifier walks each instruction about once, and no path
+//! meets more than the tree's depth and a few leaves' jumps.
+
+use parapet_image::{self as image, hw, u128_at, Image};
+use parapet_model::{DecisionList, EntryKind, Field};
+
+use super::asm::{Alu, Asm, Cond, Label, Size, FP, R1, R2, R3, R9};
+use super::parse::{self, Exits, Slot, Used, XDP_DROP, XDP_PASS};
+use super::rules::{
+    in_range128, in_range64, jmp_const, load_unlinked, slots, unsupported, used_slots, xdp_verdict,
+};
+use super::{load_checked, GeneratedXdp};
+use crate::error::{Error, Result};
+
+/// The most instructions the kernel loads in one program
+/// (`BPF_COMPLEXITY_LIMIT_INSNS`, also the verifier's budget of
+/// instructions walked).
+pub const MAX_TREE_INSNS: usize = 1_000_000;
+
+/// Stack slots of the tree form, below the parser's slots and the linear
+/// program's counter key: the opaque zero and the best entry so far.
+const ZERO: i16 = -8 * (Slot::ALL.len() as i16 + 2);
+const BEST: i16 = ZERO - 8;
+
+/// `xdp_md.ingress_ifindex`.
+const XDP_MD_INGRESS_IFINDEX: i16 = 12;
+
+/// What a tree program is made of.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TreeShape {
+    /// Instructions.
+    pub insns: usize,
+    /// Partitions (trees) with entries.
+    pub partitions: usize,
+    /// Internal nodes emitted.
+    pub nodes: usize,
+    /// Leaves emitted.
+    pub leaves: usize,
+    /// Candidate checks emitted (one per entry per leaf holding it).
+    pub checks: usize,
+    /// Candidates left out: the leaf's region holds no packet they match.
+    pub elided: usize,
+    /// Field comparisons left out: the leaf's region lies within them.
+    pub implied: usize,
+}
+
+/// Per fixed field (ids of [`Field::FIXED`]): the values a packet at this
+/// point of the tree can have.
+type Region = [(u128, u128); 27];
+
+fn whole_space() -> Region {
+    std::array::from_fn(|f| (0, Field::FIXED[f].max_value()))
+}
+
+fn field_id(f: Field) -> usize {
+    Field::FIXED
+        .iter()
+        .position(|&x| x == f)
+        .expect("eligible fields are fixed fields")
+}
+
+/// Why `list` with its compiled `image` cannot be a tree program, or
+/// `None` when it can (the size is known only once generated: see
+/// [`MAX_TREE_INSNS`]).
+pub fn tree_ineligible(list: &DecisionList, image: &Image) -> Option<String> {
+    if let Some(why) = unsupported(list) {
+        return Some(why);
+    }
+    if !list.is_pure_first_match() {
+        return Some("not pure first-match (RETURN, counter, jump or LOG entries)".into());
+    }
+    let w = image.words();
+    if w[hw::N_ENTRIES] as usize != list.entries.len() {
+        return Some("the image is not this list's".into());
+    }
+    let (nodes_off, n_nodes) = (w[hw::NODES_OFF] as usize, w[hw::N_NODES] as usize);
+    for i in 0..n_nodes {
+        let fid = (w[nodes_off + i * image::NODE_WORDS] & 0xff) as usize;
+        match Field::FIXED.get(fid) {
+            Some(&f) if slots(f).is_some() => {}
+            _ => return Some(format!("the tree cuts on field id {fid}")),
+        }
+    }
+    None
+}
+
+/// `list`'s tree program from its compiled `image` (the compiler's trees,
+/// `parapet_compile::compile`), and its shape.
+pub fn generate_tree(list: &DecisionList, image: &Image) -> Result<(Vec<[u8; 8]>, TreeShape)> {
+    if let Some(why) = tree_ineligible(list, image) {
+        return Err(Error::Codegen(format!(
+            "not eligible for the tree form: {why}"
+        )));
+    }
+    let w = image.words();
+    let mut g = Gen {
+        a: Asm::default(),
+        list,
+        w,
+        nodes_off: w[hw::NODES_OFF] as usize,
+        fanout_off: w[hw::FANOUT_OFF] as usize,
+        leaves_off: w[hw::LEAVES_OFF] as usize,
+        earlier_sets: false,
+        any_set: false,
+        min_later: u32::MAX,
+        done: None,
+        shape: TreeShape::default(),
+    };
+    let a = &mut g.a;
+    let exits = Exits {
+        classify: a.label(),
+        drop: a.label(),
+        pass: a.label(),
+    };
+    // A zero the verifier cannot see is one: the ingress ifindex, read
+    // twice, xor'ed, spread over 64 bits.
+    a.load(Size::W, R2, R1, XDP_MD_INGRESS_IFINDEX);
+    a.load(Size::W, R3, R1, XDP_MD_INGRESS_IFINDEX);
+    a.alu_reg(Alu::Xor, R2, R3);
+    a.alu_reg(Alu::Mov, R3, R2);
+    a.alu_imm(Alu::Lsh, R3, 32);
+    a.alu_reg(Alu::Or, R2, R3);
+    a.store(FP, ZERO, R2);
+    let used = g.used_slots();
+    let a = &mut g.a;
+    parse::emit_parser(a, used, &exits);
+    a.bind(exits.drop);
+    a.ret(XDP_DROP);
+    a.bind(exits.pass);
+    a.ret(XDP_PASS);
+    a.bind(exits.classify);
+    // every parser path on: the same opaque values from here
+    a.load(Size::Dw, R9, FP, ZERO);
+    for s in Slot::ALL.into_iter().filter(|&s| used.has(s)) {
+        a.load(Size::Dw, R1, FP, s.off());
+        a.alu_reg(Alu::Xor, R1, R9);
+        a.store(FP, s.off(), R1);
+    }
+    g.set_best(list.entries.len() as u64);
+    let n_parts = w[hw::N_PARTITIONS] as usize;
+    let part = |p: usize| &w[w[hw::PARTITIONS_OFF] as usize + p * image::PARTITION_WORDS..][..4];
+    for p in 0..n_parts {
+        let (root, min_entry) = (part(p)[0], part(p)[3]);
+        if min_entry == u32::MAX {
+            continue;
+        }
+        g.shape.partitions += 1;
+        g.min_later = (p + 1..n_parts)
+            .map(|q| part(q)[3])
+            .min()
+            .unwrap_or(u32::MAX);
+        g.earlier_sets = g.any_set;
+        let done = g.a.label();
+        g.done = Some(done);
+        // nothing here can beat an earlier partition's match below it
+        g.skip_unless_best_above(min_entry);
+        g.emit_ref(root, &whole_space(), 0)?;
+        g.a.bind(done);
+    }
+    g.verdict_dispatch();
+    let prog =
+        g.a.finish()
+            .map_err(|e| Error::Codegen(format!("assembling: {e:?}")))?;
+    g.shape.insns = prog.len();
+    if prog.len() > MAX_TREE_INSNS {
+        return Err(Error::Codegen(format!(
+            "{} instructions, more than the {MAX_TREE_INSNS} the kernel loads",
+            prog.len()
+        )));
+    }
+    Ok((prog, g.shape))
+}
+
+impl GeneratedXdp {
+    /// `list`'s tree program (see [`generate_tree`]) loaded, with its
+    /// shape; no counters.
+    pub fn load_tree(list: &DecisionList, image: &Image) -> Result<(GeneratedXdp, TreeShape)> {
+        let (prog, shape) = generate_tree(list, image)?;
+        let fd = load_checked(&prog)?;
+        let loaded = GeneratedXdp {
+            fd,
+            insns: prog.len(),
+            counters: None,
+            entries: list.entries.len(),
+        };
+        Ok((loaded, shape))
+    }
+}
+
+struct Gen<'a> {
+    a: Asm,
+    list: &'a DecisionList,
+    w: &'a [u32],
+    nodes_off: usize,
+    fanout_off: usize,
+    leaves_off: usize,
+    /// An earlier partition may have set the best entry.
+    earlier_sets: bool,
+    /// Some partition so far sets it.
+    any_set: bool,
+    /// The smallest entry of the partitions after this one: a match below
+    /// it decides.
+    min_later: u32,
+    /// This partition's end.
+    done: Option<Label>,
+    shape: TreeShape,
+}
+
+impl Gen<'_> {
+    /// The entries' slots and the slots of the fields the trees cut.
+    fn used_slots(&self) -> Used {
+        let mut used = used_slots(self.list, false);
+        let n_nodes = self.w[hw::N_NODES] as usize;
+        for i in 0..n_nodes {
+            let fid = (self.w[self.nodes_off + i * image::NODE_WORDS] & 0xff) as usize;
+            let (a, b) = slots(Field::FIXED[fid]).expect("eligible");
+            used.add(a);
+            if let Some(b) = b {
+                used.add(b);
+            }
+        }
+        used
+    }
+
+    fn done(&self) -> Label {
+        self.done.expect("inside a partition")
+    }
+
+    /// The best entry so far := `entry`, opaque to the verifier.
+    fn set_best(&mut self, entry: u64) {
+        self.a.mov_u64(R1, entry);
+        self.a.load(Size::Dw, R2, FP, ZERO);
+        self.a.alu_reg(Alu::Xor, R1, R2);
+        self.a.store(FP, BEST, R1);
+    }
+
+    /// To this partition's end unless the best entry so far is above
+    /// `entry` (nothing to do when no earlier partition sets it).
+    fn skip_unless_best_above(&mut self, entry: u32) {
+        if !self.earlier_sets {
+            return;
+        }
+        let on = self.a.label();
+        self.a.load(Size::Dw, R1, FP, BEST);
+        self.a.alu_imm(Alu::Or, R1, 0);
+        jmp_const(&mut self.a, Cond::Gt, R1, u64::from(entry), on);
+        let done = self.done();
+        self.a.ja_long(done);
+        self.a.bind(on);
+    }
+
+    /// The subtree at child ref `r`, whose packets lie in `region`.
+    fn emit_ref(&mut self, r: u32, region: &Region, depth: usize) -> Result<()> {
+        if depth > image::MAX_DEPTH {
+            return Err(Error::Codegen(
+                "a tree deeper than the format allows".into(),
+            ));
+        }
+        if r & image::LEAF_BIT != 0 {
+            self.leaf(self.leaves_off + (r & !image::LEAF_BIT) as usize, region);
+            return Ok(());
+        }
+        let n: [u32; 8] = self.w[self.nodes_off + r as usize * image::NODE_WORDS..][..8]
+            .try_into()
+            .expect("8 words");
+        let fid = (n[0] & 0xff) as usize;
+        self.shape.nodes += 1;
+        if n[0] >> 8 == image::NODE_BINARY {
+            self.binary(&n, fid, region, depth)
+        } else {
+            self.multi_way(&n, fid, region, depth)
+        }
+    }
+
+    /// Left when the field is at most the cut, right otherwise.
+    fn binary(&mut self, n: &[u32; 8], fid: usize, region: &Region, depth: usize) -> Result<()> {
+        let cut = u128_at(&n[4..8]);
+        let (lo, hi) = region[fid];
+        if cut >= hi {
+            return self.emit_ref(n[1], region, depth + 1);
+        }
+        if cut < lo {
+            return self.emit_ref(n[2], region, depth + 1);
+        }
+        let (left, right) = (self.a.label(), self.a.label());
+        let (first, second) = slots(Field::FIXED[fid]).expect("eligible");
+        let a = &mut self.a;
+        match second {
+            None => {
+                load_unlinked(a, R1, first);
+                jmp_const(a, Cond::Lt, R1, cut as u64 + 1, left);
+            }
+            // the high half fixed by the path: the low halves decide
+            Some(low) if lo >> 64 == hi >> 64 => {
+                load_unlinked(a, R1, low);
+                jmp_const(a, Cond::Lt, R1, cut as u64 + 1, left);
+            }
+            Some(low) => {
+                let (ch, cl) = ((cut >> 64) as u64, cut as u64);
+                load_unlinked(a, R1, first);
+                load_unlinked(a, R2, low);
+                if ch > 0 {
+                    jmp_const(a, Cond::Lt, R1, ch, left);
+                }
+                let above = a.label();
+                jmp_const(a, Cond::Gt, R1, ch, above);
+                match cl.checked_add(1) {
+                    Some(c) => jmp_const(a, Cond::Lt, R2, c, left),
+                    None => a.ja(left),
+                }
+                a.bind(above);
+            }
+        }
+        a.ja_long(right);
+        a.bind(left);
+        let mut sub = *region;
+        sub[fid].1 = cut;
+        self.emit_ref(n[1], &sub, depth + 1)?;
+        self.a.bind(right);
+        let mut sub = *region;
+        sub[fid].0 = cut + 1;
+        self.emit_ref(n[2], &sub, depth + 1)
+    }
+
+    /// `idx = min(((low word - lo) mod 2^32) >> shift, 2^bits - 1)`, as the
+    /// walker computes it, then a binary search over the runs of equal
+    /// children, then each distinct child.
+    fn multi_way(&mut self, n: &[u32; 8], fid: usize, region: &Region, depth: usize) -> Result<()> {
+        let (off, bits, shift, base) = (n[1] as usize, n[2] & 0xff, (n[2] >> 8) & 0xff, n[3]);
+        let count = 1usize << bits;
+        let children = &self.w[self.fanout_off + off..][..count];
+        // runs of equal children: (first index, child)
+        let mut runs: Vec<(usize, u32)> = Vec::new();
+        for (i, &c) in children.iter().enumerate() {
+            if runs.last().map(|r| r.1) != Some(c) {
+                runs.push((i, c));
+            }
+        }
+        let (first, second) = slots(Field::FIXED[fid]).expect("eligible");
+        let a = &mut self.a;
+        load_unlinked(a, R1, second.unwrap_or(first));
+        if base != 0 {
+            a.mov_u64(R3, u64::from(base));
+            a.alu_reg(Alu::Sub, R1, R3);
+        }
+        a.alu_imm(Alu::Lsh, R1, 32);
+        a.alu_imm(Alu::Rsh, R1, 32 + shift as i32);
+        // one label per distinct child, its region the hull of its runs
+        let mut distinct: Vec<(u32, Label, usize, usize)> = Vec::new();
+        let mut targets = Vec::with_capacity(runs.len());
+        for (k, &(start, child)) in runs.iter().enumerate() {
+            let end = runs.get(k + 1).map_or(count - 1, |r| r.0 - 1);
+            match distinct.iter_mut().find(|d| d.0 == child) {
+                Some(d) => {
+                    d.3 = end;
+                    targets.push(d.1);
+                }
+                None => {
+                    let l = self.a.label();
+                    distinct.push((child, l, start, end));
+                    targets.push(l);
+                }
+            }
+        }
+        let starts: Vec<usize> = runs.iter().map(|r| r.0).collect();
+        self.index_search(&starts, &targets);
+        let (lo, hi) = region[fid];
+        // the compiler's region, as this walk tracks it: narrow to the
+        // child's slice (otherwise keep the node's region, which holds it)
+        let narrow = hi - lo < 1 << 32 && lo as u32 == base;
+        for (child, label, i0, i1) in distinct {
+            self.a.bind(label);
+            let mut sub = *region;
+            if narrow {
+                let s_lo = lo + ((i0 as u128) << shift);
+                let s_hi = match i1 + 1 == count {
+                    true => hi,
+                    false => hi.min(lo + (((i1 + 1) as u128) << shift) - 1),
+                };
+                if s_lo <= s_hi {
+                    sub[fid] = (s_lo, s_hi);
+                }
+            }
+            self.emit_ref(child, &sub, depth + 1)?;
+        }
+        Ok(())
+    }
+
+    /// With the child index in r1: to `targets[k]` for the run `k` whose
+    /// first index `starts[k]` is the largest at most r1.
+    fn index_search(&mut self, starts: &[usize], targets: &[Label]) {
+        if starts.len() == 1 {
+            self.a.ja_long(targets[0]);
+            return;
+        }
+        let mid = starts.len() / 2;
+        let below = self.a.label();
+        self.a.jmp_imm(Cond::Lt, R1, starts[mid] as i32, below);
+        self.index_search(&starts[mid..], &targets[mid..]);
+        self.a.bind(below);
+        self.index_search(&starts[..mid], &targets[..mid]);
+    }
+
+    /// A leaf at word `at` of the image: its candidates in entry order,
+    /// the first match ending the partition.
+    fn leaf(&mut self, at: usize, region: &Region) {
+        self.shape.leaves += 1;
+        let count = self.w[at] as usize;
+        let cands: Vec<u32> = self.w[at + 1..at + 1 + count].to_vec();
+        let done = self.done();
+        let Some(&first) = cands.first() else {
+            self.a.ja_long(done);
+            return;
+        };
+        self.skip_unless_best_above(first);
+        for c in cands {
+            let Some(plan) = self.plan(c as usize, region) else {
+                self.shape.elided += 1;
+                continue;
+            };
+            self.shape.checks += 1;
+            let next = self.a.label();
+            for (fid, ranges) in plan {
+                self.in_ranges(fid, &ranges, region, next);
+            }
+            // matched: it wins unless an earlier partition's match is below
+            self.skip_unless_best_above(c);
+            let EntryKind::Decide(v) = &self.list.entries[c as usize].kind else {
+                unreachable!("pure first-match lists only");
+            };
+            if c < self.min_later {
+                self.a.ret(xdp_verdict(v).expect("eligible"));
+            } else {
+                self.set_best(u64::from(c));
+                self.any_set = true;
+                self.a.ja_long(done);
+            }
+            self.a.bind(next);
+        }
+        self.a.ja_long(done);
+    }
+
+    /// The comparisons entry `c` needs in `region`: per field id, its
+    /// ranges that meet the region, an end left `None` where the region
+    /// already lies beyond it; `None` when the entry matches no packet of
+    /// the region.
+    fn plan(&mut self, c: usize, region: &Region) -> Option<Vec<(usize, Vec<Bounds>)>> {
+        let mut plan = Vec::new();
+        for (f, set) in self.list.entries[c].matches.iter() {
+            let fid = field_id(*f);
+            let (lo, hi) = region[fid];
+            let meet: Vec<(u128, u128)> = set
+                .ranges()
+                .iter()
+                .copied()
+                .filter(|&(a, b)| a <= hi && b >= lo)
+                .collect();
+            if meet.is_empty() {
+                return None;
+            }
+            if meet.iter().any(|&(a, b)| a <= lo && b >= hi) {
+                self.shape.implied += 1;
+                continue;
+            }
+            let bounds = meet
+                .into_iter()
+                .map(|(a, b)| ((a > lo).then_some(a), (b < hi).then_some(b)))
+                .collect();
+            plan.push((fid, bounds));
+        }
+        Some(plan)
+    }
+
+    /// To `miss` unless field `fid` lies in one of `ranges`.
+    fn in_ranges(&mut self, fid: usize, ranges: &[Bounds], region: &Region, miss: Label) {
+        let (first, second) = slots(Field::FIXED[fid]).expect("eligible");
+        let (lo, hi) = region[fid];
+        let a = &mut self.a;
+        let hit = a.label();
+        for (i, &(rlo, rhi)) in ranges.iter().enumerate() {
+            let last = i + 1 == ranges.len();
+            let next = if last { miss } else { a.label() };
+            match second {
+                None => {
+                    load_unlinked(a, R1, first);
+                    let (l, h) = (rlo.unwrap_or(0) as u64, rhi.map_or(u64::MAX, |h| h as u64));
+                    in_range64(a, l, h, next);
+                }
+                // the high half fixed by the path: the low halves decide
+                Some(low) if lo >> 64 == hi >> 64 => {
+                    load_unlinked(a, R1, low);
+                    let (l, h) = (
+                        rlo.map_or(0, |l| l as u64),
+                        rhi.map_or(u64::MAX, |h| h as u64),
+                    );
+                    in_range64(a, l, h, next);
+                }
+                Some(low) => {
+                    load_unlinked(a, R1, first);
+                    load_unlinked(a, R2, low);
+                    in_range128(a, rlo.unwrap_or(0), rhi.unwrap_or(u128::MAX), next);
+                }
+            }
+            if !last {
+                a.ja(hit);
+                a.bind(next);
+            }
+        }
+        a.bind(hit);
+    }
+
+    /// After the last partition: the verdict of the best entry (the
+    /// policy's when none matched), by a binary search over the runs of
+    /// equal verdicts.
+    fn verdict_dispatch(&mut self) {
+        let policy = xdp_verdict(&self.list.policy).expect("eligible");
+        if !self.any_set {
+            self.a.ret(policy);
+            return;
+        }
+        let mut runs: Vec<(u64, i32)> = Vec::new();
+        let verdicts = self.list.entries.iter().map(|e| match &e.kind {
+            EntryKind::Decide(v) => xdp_verdict(v).expect("eligible"),
+            _ => unreachable!("pure first-match lists only"),
+        });
+        for (i, v) in verdicts.chain([policy]).enumerate() {
+            if runs.last().map(|r| r.1) != Some(v) {
+                runs.push((i as u64, v));
+            }
+        }
+        self.a.load(Size::Dw, R1, FP, BEST);
+        self.a.alu_imm(Alu::Or, R1, 0);
+        self.verdict_search(&runs);
+    }
+
+    fn verdict_search(&mut self, runs: &[(u64, i32)]) {
+        if runs.len() == 1 {
+            self.a.ret(runs[0].1);
+            return;
+        }
+        let mid = runs.len() / 2;
+        let (below, above) = (self.a.label(), self.a.label());
+        jmp_const(&mut self.a, Cond::Lt, R1, runs[mid].0, below);
+        self.a.ja_long(above);
+        self.a.bind(below);
+        self.verdict_search(&runs[..mid]);
+        self.a.bind(above);
+        self.verdict_search(&runs[mid..]);
+    }
+}
+
+/// A range's ends that still need comparing (`None`: the region lies
+/// within that end).
+type Bounds = (Option<u128>, Option<u128>);

@@ -1,0 +1,326 @@
+//! The tree form of generated programs (src/codegen/tree.rs): the
+//! compiler's trees emitted as compare-and-branch, checked frame by frame
+//! against the linear scan of the decision list (the spec) and against the
+//! linear generated program — random pure first-match lists of both
+//! families compiled with binary and multi-way cuts, their rule-edge
+//! packets and frames the parser decides; ClassBench acl1, fw1 and ipc1
+//! 10k with their traces; nf-HiPAC's worst case up to 2,560 rules. Also:
+//! what the tree form cannot do is refused.
+
+mod common;
+
+use std::io::BufReader;
+
+use common::lo::LO;
+use common::wire::{frame_of, wire_packet};
+use common::Rng;
+use parapet_compile::{compile, CompileOptions};
+use parapet_dataplane::codegen::{generate_tree, ineligible, tree_ineligible, GeneratedXdp};
+use parapet_dataplane::frame::{parse_frame, Frame};
+use parapet_dataplane::ParseStatus;
+use parapet_gen::{packets_for, random_ruleset_with_header_fields, worst_case, RandomSpec};
+use parapet_model::{flatten, DecisionList, EntryKind, Field, IfName, Packet, Verdict};
+
+/// `list` made a pure first-match list of the header fields: interface
+/// and conntrack constraints dropped, REJECT made DROP, every entry that
+/// is not a decision (RETURN, LOG, counter, jump) left out.
+fn pure(mut list: DecisionList) -> DecisionList {
+    list.entries.retain(|e| e.kind.is_terminal());
+    for e in &mut list.entries {
+        e.matches = e.matches.without(Field::InIface).without(Field::CtState);
+        if let EntryKind::Decide(Verdict::Reject { .. }) = e.kind {
+            e.kind = EntryKind::Decide(Verdict::Drop);
+        }
+    }
+    if matches!(list.policy, Verdict::Reject { .. }) {
+        list.policy = Verdict::Drop;
+    }
+    list
+}
+
+/// Whether `frame` passes by the spec: not IP passes, what the parser
+/// refuses is dropped, the decision list decides the rest.
+fn spec_passes(list: &DecisionList, frame: &[u8]) -> bool {
+    let (status, key) = parse_frame(frame, frame.len() as u32, LO);
+    match status {
+        ParseStatus::NotIp => true,
+        ParseStatus::Ok => {
+            let p = key.to_packet(IfName::new("lo").unwrap()).expect("IP");
+            list.classify(&p, &[]).verdict == Verdict::Accept
+        }
+        _ => false,
+    }
+}
+
+/// Frames beyond well-formed ones: cut short, a header byte overwritten,
+/// VLAN-tagged, fragments, non-IP.
+fn odd_frames(rng: &mut Rng, base: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    for f in base.iter().take(40) {
+        let cut = 14 + rng.below((f.len() - 14) as u64) as usize;
+        out.push(f[..cut].to_vec());
+        let mut g = f.clone();
+        let at = 12 + rng.below(70.min(g.len() as u64 - 12)) as usize;
+        g[at] = rng.u8();
+        out.push(g);
+    }
+    let (a, b) = ("10.0.0.1".parse().unwrap(), "192.0.2.7".parse().unwrap());
+    for dport in [0u16, 22, 80, 1024, 65535] {
+        let tcp = Frame::ipv4(a, b).tcp(40000, dport, 0x12);
+        out.push(tcp.clone().vlan(0x8100, 5).build());
+        out.push(tcp.clone().ipv4_frag(185, false).build());
+        out.push(tcp.clone().ipv4_frag(0, true).build());
+    }
+    out.push(Frame::non_ip(0x0806).payload(28).build());
+    out
+}
+
+/// Compile options that make multi-way cuts and small leaves likely (so
+/// the trees are deep and wide), or the defaults.
+fn options(variant: u64) -> CompileOptions {
+    match variant % 3 {
+        0 => CompileOptions::default(),
+        1 => CompileOptions {
+            leaf_size: 2,
+            spfac: 8.0,
+            ..CompileOptions::default()
+        },
+        _ => CompileOptions {
+            leaf_size: 2,
+            spfac: 0.0,
+            ..CompileOptions::default()
+        },
+    }
+}
+
+#[test]
+#[ignore = "needs root"]
+fn tree_programs_agree_with_the_spec_and_the_linear_program() {
+    parapet_testbed::require_root();
+    let mut rng = Rng::new(0x7472_6565);
+    let (mut frames_checked, mut dropped, mut lists) = (0usize, 0usize, 0usize);
+    let (mut nodes, mut elided, mut implied, mut multi_lists) = (0, 0, 0, 0);
+    for seed in 0..20u64 {
+        let spec = RandomSpec {
+            rules: 5 + (seed as usize * 37) % 150,
+            ipv6: seed % 3 != 0,
+            ..RandomSpec::default()
+        };
+        let rs = random_ruleset_with_header_fields(seed, &spec);
+        let list = pure(flatten(&rs, rs.select_chain(None).unwrap()).unwrap());
+        let opts = options(seed);
+        let (image, stats) = compile(&list, &opts).unwrap();
+        assert_eq!(tree_ineligible(&list, &image), None, "seed {seed}");
+        let (prog, shape) =
+            GeneratedXdp::load_tree(&list, &image).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        let linear = match ineligible(&list) {
+            None => Some(GeneratedXdp::load(&list, false).unwrap()),
+            Some(_) => None,
+        };
+        println!("seed {seed}: {} entries, {shape:?}", list.entries.len());
+        lists += 1;
+        nodes += shape.nodes;
+        elided += shape.elided;
+        implied += shape.implied;
+        multi_lists +=
+            usize::from(opts.spfac > 0.0 && stats.partitions.iter().any(|p| p.nodes > 0));
+        let frames: Vec<Vec<u8>> = packets_for(&rs, seed, 300)
+            .into_iter()
+            .map(|p| frame_of(&wire_packet(p)))
+            .collect();
+        let odd = odd_frames(&mut rng, &frames);
+        for (i, f) in frames.iter().chain(&odd).enumerate() {
+            let want = spec_passes(&list, f);
+            let got = prog.test_run(f, LO, 1).unwrap().passed;
+            assert_eq!(
+                got, want,
+                "seed {seed} frame {i}: tree program against the spec: {f:02x?}"
+            );
+            if let Some(l) = &linear {
+                assert_eq!(
+                    l.test_run(f, LO, 1).unwrap().passed,
+                    want,
+                    "seed {seed} frame {i}: linear"
+                );
+            }
+            frames_checked += 1;
+            dropped += usize::from(!want);
+        }
+    }
+    println!(
+        "{lists} lists, {frames_checked} frames, {dropped} dropped; {nodes} nodes, \
+         {elided} candidates and {implied} comparisons left out by the path"
+    );
+    assert!(
+        lists >= 20 && multi_lists >= 5,
+        "{lists} lists, {multi_lists} with cuts"
+    );
+    assert!(nodes > 200, "{nodes} nodes: the trees were not trees");
+    // (the compiler's leaves hold only entries that meet their region, so
+    // candidates are rarely left out; comparisons the path decided are)
+    assert!(implied > 100, "the path's regions left nothing out");
+    assert!(
+        dropped > frames_checked / 10 && dropped < frames_checked * 9 / 10,
+        "{dropped} of {frames_checked} frames dropped"
+    );
+}
+
+/// Reads a file, through `zcat` when gzipped.
+fn read_maybe_gz(path: &str) -> String {
+    if path.ends_with(".gz") {
+        let out = std::process::Command::new("zcat")
+            .arg(path)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "zcat {path}");
+        String::from_utf8(out.stdout).unwrap()
+    } else {
+        std::fs::read_to_string(path).unwrap()
+    }
+}
+
+const CLASSBENCH: &str = "/work/shared/data/classbench";
+
+/// A ClassBench filter set's decision list (verdicts alternating by rule,
+/// so that the verdict says which rule decided, policy DROP as the parser
+/// makes it) and its trace's packets.
+fn classbench(name: &str) -> Option<(DecisionList, Vec<Packet>)> {
+    let rules = format!("{CLASSBENCH}/{name}.gz");
+    if !std::path::Path::new(&rules).exists() {
+        eprintln!("skipped: no {rules}");
+        return None;
+    }
+    let text = read_maybe_gz(&rules);
+    let parsed =
+        parapet_parse::parse(&text, &rules, parapet_parse::Format::Classbench).expect("parses");
+    let rs = &parsed.ruleset;
+    let mut list = flatten(rs, rs.select_chain(None).unwrap()).unwrap();
+    for (i, e) in list.entries.iter_mut().enumerate() {
+        if i % 3 == 1 {
+            e.kind = EntryKind::Decide(Verdict::Drop);
+        }
+    }
+    let trace = read_maybe_gz(&format!("{CLASSBENCH}/{name}_trace.gz"));
+    let packets = parapet_parse::trace::TraceReader::new(BufReader::new(trace.as_bytes()), name)
+        .map(|p| p.unwrap())
+        .collect();
+    Some((list, packets))
+}
+
+#[test]
+#[ignore = "needs root"]
+fn classbench_10k_tree_programs_agree_with_the_spec() {
+    parapet_testbed::require_root();
+    for name in ["acl1_10k", "fw1_10k", "ipc1_10k"] {
+        let Some((list, packets)) = classbench(name) else {
+            continue;
+        };
+        let (image, _) = compile(&list, &CompileOptions::default()).unwrap();
+        let started = std::time::Instant::now();
+        generate_tree(&list, &image).unwrap();
+        let generated = started.elapsed();
+        let (prog, shape) = GeneratedXdp::load_tree(&list, &image).unwrap();
+        let load = started.elapsed() - 2 * generated;
+        let (mut checked, mut dropped) = (0, 0);
+        // every trace packet is checked: 4,000 a set at most, spread over the trace
+        let step = (packets.len() / 4000).max(1);
+        for p in packets.iter().step_by(step) {
+            let p = wire_packet(p.clone());
+            let want = list.classify(&p, &[]).verdict == Verdict::Accept;
+            let f = frame_of(&p);
+            assert_eq!(
+                prog.test_run(&f, LO, 1).unwrap().passed,
+                want,
+                "{name}: {p:?}"
+            );
+            checked += 1;
+            dropped += usize::from(!want);
+        }
+        println!(
+            "{name}: {} entries, {shape:?}, {} verified, generated in {generated:?}, loaded in {load:?}; {checked} packets, {dropped} dropped",
+            list.entries.len(),
+            prog.verified_insns().unwrap()
+        );
+        assert!(checked >= 1000 && dropped > checked / 20 && dropped < checked * 19 / 20);
+    }
+}
+
+/// The worst-case sizes tried: `PARAPET_TREE_WORST` (comma-separated), or
+/// 25, 256 and 2,560. 25,600 (`PARAPET_TREE_WORST=25600`) did not load in
+/// 20 minutes on the busy test VM: the verifier's stack liveness pass
+/// (docs/dataplane.md, "The tree form").
+fn worst_case_sizes() -> Vec<usize> {
+    match std::env::var("PARAPET_TREE_WORST") {
+        Ok(v) => v.split(',').map(|n| n.trim().parse().unwrap()).collect(),
+        Err(_) => vec![25, 256, 2560],
+    }
+}
+
+#[test]
+#[ignore = "needs root"]
+fn the_worst_case_up_to_2560_rules_verifies_and_decides() {
+    parapet_testbed::require_root();
+    for n in worst_case_sizes() {
+        let rs = worst_case(n);
+        let list = flatten(&rs, rs.select_chain(None).unwrap()).unwrap();
+        let (image, _) = compile(&list, &CompileOptions::default()).unwrap();
+        let started = std::time::Instant::now();
+        generate_tree(&list, &image).unwrap();
+        let generated = started.elapsed();
+        let (prog, shape) = GeneratedXdp::load_tree(&list, &image).unwrap();
+        let load = started.elapsed() - 2 * generated;
+        // the probe passes every rule to the last; packets near it too
+        let probe = parapet_gen::worst_case_packet();
+        let mut packets = vec![probe.clone()];
+        for d in [0u16, 1, 2, 100] {
+            let mut p = probe.clone();
+            p.dport = p.dport.wrapping_sub(d);
+            packets.push(p);
+            let mut p = probe.clone();
+            p.sport = p.sport.wrapping_add(d);
+            packets.push(p);
+        }
+        for p in packets {
+            let p = wire_packet(p);
+            let want = list.classify(&p, &[]).verdict == Verdict::Accept;
+            assert_eq!(
+                prog.test_run(&frame_of(&p), LO, 1).unwrap().passed,
+                want,
+                "{n}: {p:?}"
+            );
+        }
+        println!(
+            "worst case {n}: {shape:?}, {} verified, generated in {generated:?}, loaded in {load:?}",
+            prog.verified_insns().unwrap()
+        );
+    }
+}
+
+#[test]
+fn what_the_tree_form_cannot_do_is_refused() {
+    let spec = RandomSpec {
+        rules: 60,
+        ..RandomSpec::default()
+    };
+    let rs = random_ruleset_with_header_fields(5, &spec);
+    let list = pure(flatten(&rs, rs.select_chain(None).unwrap()).unwrap());
+    let (image, _) = compile(&list, &CompileOptions::default()).unwrap();
+    assert_eq!(tree_ineligible(&list, &image), None);
+    assert!(generate_tree(&list, &image).is_ok());
+    let mut counter = list.clone();
+    counter.entries[0].kind = EntryKind::Count;
+    let (counter_image, _) = compile(&counter, &CompileOptions::default()).unwrap();
+    assert!(tree_ineligible(&counter, &counter_image)
+        .unwrap()
+        .contains("first-match"));
+    let mut shorter = list.clone();
+    shorter.entries.pop();
+    assert!(tree_ineligible(&shorter, &image)
+        .unwrap()
+        .contains("not this list"));
+    let mut iface = list.clone();
+    iface.entries[0]
+        .matches
+        .constrain(Field::InIface, parapet_model::IntervalSet::point(1));
+    assert!(generate_tree(&iface, &image).is_err());
+}
