@@ -147,6 +147,8 @@ fn run(seed: u64, sizing: &SetSizing) -> (usize, usize, usize) {
 
     let mut rng = Rng::new(seed);
     let (mut probes, mut members, mut most_in_hash) = (0, 0, 0);
+    // differences a slow round leaves undecided (see the probe loop)
+    let mut late = 0usize;
     // every element either set holds or held, for deletes and probes
     let mut known: [Vec<(u128, u128)>; 2] = [Vec::new(), Vec::new()];
     for round in 0..ROUNDS {
@@ -203,9 +205,17 @@ fn run(seed: u64, sizing: &SetSizing) -> (usize, usize, usize) {
                     continue;
                 }
                 let want = store_member(&store, f, a);
+                let got = kernel_member(&dp, f, a);
+                // The kernel's clock runs on; the store's moves only when
+                // told. A round slower than SOON_MS (a loaded machine) may
+                // see this round's short-lived elements gone from the
+                // kernel only: that difference proves nothing either way.
+                if got != want && monotonic_ns() >= now_ns + SOON_MS * 1_000_000 {
+                    late += 1;
+                    continue;
+                }
                 assert_eq!(
-                    kernel_member(&dp, f, a),
-                    want,
+                    got, want,
                     "seed {seed} round {round} {} {a:#x}: kernel and store differ ({sizing:?})",
                     f.name
                 );
@@ -224,6 +234,11 @@ fn run(seed: u64, sizing: &SetSizing) -> (usize, usize, usize) {
             );
         }
     }
+    // most comparisons must be conclusive, or the run tested nothing
+    assert!(
+        late * 10 < probes,
+        "{late} of {probes} probes came after their round's short lives ended"
+    );
     let hash_now = dp.set_exact_entries(V4.id).unwrap() + dp.set_exact_entries(V6.id).unwrap();
     assert!(
         hash_now <= (sizing.exact4_entries + sizing.exact6_entries) as usize,

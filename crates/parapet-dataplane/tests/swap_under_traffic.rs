@@ -679,11 +679,23 @@ fn a_torn_image_is_caught() {
         bed.dp.write_image_unchecked(torn).unwrap();
         bed.dp.swap().unwrap();
         let before = snapshot(&bed.dp);
-        let ((), t) = with_traffic(&mut bed, 20 * CLASSES, |_| {
-            std::thread::sleep(Duration::from_millis(50));
+        let probes = 20 * CLASSES;
+        // Send all probes before stopping: wait (at most 5 s) until the
+        // program has seen them, so a loaded machine whose sender thread
+        // ran late cannot make the check pass on no packets at all.
+        let ((), t) = with_traffic(&mut bed, probes, |dp| {
+            let until = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < until
+                && dp.stats().unwrap().get(Stat::Packets) - before.packets < probes as u64
+            {
+                std::thread::sleep(Duration::from_millis(10));
+            }
         });
-        // Send all probes before stopping: the sender stops on its count.
         let d = delta(&snapshot(&bed.dp), &before);
+        assert!(
+            d.packets > 0,
+            "{test}: {name}: no probe reached the program ({t:?})"
+        );
         match check(&d, &t) {
             Err(e) => {
                 caught += 1;
