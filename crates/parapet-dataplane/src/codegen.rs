@@ -188,10 +188,41 @@ fn create_counters(entries: u32) -> Result<OwnedFd> {
         .map_err(|e| Error::Codegen(format!("creating the counters: {e}")))
 }
 
+/// The verifier's log of loading `prog` at `level` (1: the path of a
+/// refusal; 2: every instruction's state and the stack liveness passes,
+/// `live stack update done` at each), whether or not it loads; the
+/// program is unloaded again. For tests that ask the kernel what its
+/// verifier did.
+pub fn verifier_log(prog: &[[u8; 8]], level: u32) -> Result<String> {
+    let license = CString::new("GPL").expect("no NUL");
+    // the kernel refuses a log that does not fit (ENOSPC): grow it
+    let mut size = 16usize << 20;
+    loop {
+        let mut log = vec![0u8; size];
+        let outcome = load_logged(prog, &license, Some((&mut log, level)));
+        let full = matches!(&outcome, Err(e) if e.raw_os_error() == Some(libc::ENOSPC));
+        if full && size < 1 << 30 {
+            size *= 4;
+            continue;
+        }
+        let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
+        return Ok(String::from_utf8_lossy(&log[..end]).into_owned());
+    }
+}
+
 fn load_raw(
     prog: &[[u8; 8]],
     license: &CString,
     log: Option<&mut [u8]>,
+) -> std::io::Result<OwnedFd> {
+    load_logged(prog, license, log.map(|log| (log, 1)))
+}
+
+/// [`load_raw`] with the log's level.
+fn load_logged(
+    prog: &[[u8; 8]],
+    license: &CString,
+    log: Option<(&mut [u8], u32)>,
 ) -> std::io::Result<OwnedFd> {
     // SAFETY: zeroed bpf_attr is valid.
     let mut attr: bpf_attr = unsafe { std::mem::zeroed() };
@@ -210,8 +241,8 @@ fn load_raw(
         // as aya loads the main program: an XDP link swaps only between
         // programs of the same expected attach type
         u.expected_attach_type = aya_obj::generated::bpf_attach_type::BPF_XDP as u32;
-        if let Some(log) = log {
-            u.log_level = 1;
+        if let Some((log, level)) = log {
+            u.log_level = level;
             u.log_buf = log.as_mut_ptr() as u64;
             u.log_size = log.len() as u32;
         }

@@ -3,10 +3,12 @@
 //! binary node one comparison of its field with the cut, a multi-way node
 //! its child index computed as the walker computes it and a binary search
 //! over the children — and each leaf's candidates as the linear program's
-//! checks, with the comparisons the path down already decided left out.
-//! The partitions' first matches are merged by the smallest entry index,
-//! as the walker's fast path merges them. Only pure first-match lists (ACCEPT and DROP
-//! entries) of the header fields the parser reads.
+//! checks, with the comparisons the path down already decided left out;
+//! what every entry of a partition compares is checked once at its root
+//! and left out below. The partitions' first matches are merged by the
+//! smallest entry index, as the walker's fast path merges them. Only pure
+//! first-match lists (ACCEPT and DROP entries) of the header fields the
+//! parser reads.
 //!
 //! For the verifier (docs/dataplane.md, "Generated programs", "The tree
 //! form"): every value the rules compare is made opaque once parsed (xor
@@ -14,17 +16,23 @@
 //! ingress ifindex), and so is the best match so far; every path then
 //! reaches each partition's end and the verdict dispatch in the same
 //! state, so the verifier walks each instruction about once, and no path
-//! meets more than the tree's depth and a few leaves' jumps.
+//! meets more than the tree's depth and a few leaves' jumps. The fields
+//! are kept in registers where they fit and nothing is written to the
+//! stack after the parser (`tree/homes.rs`), so the kernel's stack
+//! liveness pass runs a few times per load, not once per leaf.
 
 use parapet_image::{self as image, hw, u128_at, Image};
 use parapet_model::{DecisionList, EntryKind, Field};
 
-use super::asm::{Alu, Asm, Cond, Label, Size, FP, R1, R2, R3, R9};
+use super::asm::{Alu, Asm, Cond, Label, Size, FP, R1, R2, R3};
 use super::parse::{self, Exits, Slot, Used, XDP_DROP, XDP_PASS};
 use super::rules::{
-    in_range128, in_range64, jmp_const, load_unlinked, slots, unsupported, used_slots, xdp_verdict,
+    in_range128, in_range64, jmp_const, slots, unsupported, used_slots, xdp_verdict,
 };
 use super::{load_checked, GeneratedXdp};
+use homes::{Homes, BEST};
+
+mod homes;
 use crate::error::{Error, Result};
 
 /// The most instructions the kernel loads in one program
@@ -32,10 +40,9 @@ use crate::error::{Error, Result};
 /// instructions walked).
 pub const MAX_TREE_INSNS: usize = 1_000_000;
 
-/// Stack slots of the tree form, below the parser's slots and the linear
-/// program's counter key: the opaque zero and the best entry so far.
+/// The tree form's stack slot, below the parser's slots and the linear
+/// program's counter key: the opaque zero.
 const ZERO: i16 = -8 * (Slot::ALL.len() as i16 + 2);
-const BEST: i16 = ZERO - 8;
 
 /// `xdp_md.ingress_ifindex`.
 const XDP_MD_INGRESS_IFINDEX: i16 = 12;
@@ -57,6 +64,18 @@ pub struct TreeShape {
     pub elided: usize,
     /// Field comparisons left out: the leaf's region lies within them.
     pub implied: usize,
+    /// Field comparisons made once at a partition's root because every
+    /// entry of the partition makes them (a packet outside them matches
+    /// none), then left out of the leaves.
+    pub common: usize,
+    /// Compared fields kept in registers through the trees.
+    pub in_registers: usize,
+    /// Compared fields left in their stack slots (more than the registers
+    /// hold).
+    pub on_stack: usize,
+    /// The trees read fields on the stack, and their verdicts leave
+    /// through exits that keep those slots live for the verifier.
+    pub guarded_exits: bool,
 }
 
 /// Per fixed field (ids of [`Field::FIXED`]): the values a packet at this
@@ -107,9 +126,31 @@ pub fn generate_tree(list: &DecisionList, image: &Image) -> Result<(Vec<[u8; 8]>
             "not eligible for the tree form: {why}"
         )));
     }
+    // first with every field on the stack, to count the trees' reads of
+    // each; then the most read in registers
+    let dry = emit(list, image, Homes::default())?;
+    let g = emit(list, image, dry.homes_by_reads())?;
+    let prog =
+        g.a.finish()
+            .map_err(|e| Error::Codegen(format!("assembling: {e:?}")))?;
+    let mut shape = g.shape;
+    shape.insns = prog.len();
+    if prog.len() > MAX_TREE_INSNS {
+        return Err(Error::Codegen(format!(
+            "{} instructions, more than the {MAX_TREE_INSNS} the kernel loads",
+            prog.len()
+        )));
+    }
+    Ok((prog, shape))
+}
+
+/// The program with the fields kept in `homes`, unassembled.
+fn emit<'a>(list: &'a DecisionList, image: &'a Image, homes: Homes) -> Result<Gen<'a>> {
     let w = image.words();
+    let mut a = Asm::default();
+    let (exit_pass, exit_drop) = (a.label(), a.label());
     let mut g = Gen {
-        a: Asm::default(),
+        a,
         list,
         w,
         nodes_off: w[hw::NODES_OFF] as usize,
@@ -119,6 +160,13 @@ pub fn generate_tree(list: &DecisionList, image: &Image) -> Result<(Vec<[u8; 8]>
         any_set: false,
         min_later: u32::MAX,
         done: None,
+        homes,
+        spilled: Vec::new(),
+        reads: [0; Slot::ALL.len()],
+        at_root: false,
+        exit_pass,
+        exit_drop,
+        used: Used::default(),
         shape: TreeShape::default(),
     };
     let a = &mut g.a;
@@ -137,6 +185,7 @@ pub fn generate_tree(list: &DecisionList, image: &Image) -> Result<(Vec<[u8; 8]>
     a.alu_reg(Alu::Or, R2, R3);
     a.store(FP, ZERO, R2);
     let used = g.used_slots();
+    g.used = used;
     let a = &mut g.a;
     parse::emit_parser(a, used, &exits);
     a.bind(exits.drop);
@@ -144,12 +193,24 @@ pub fn generate_tree(list: &DecisionList, image: &Image) -> Result<(Vec<[u8; 8]>
     a.bind(exits.pass);
     a.ret(XDP_PASS);
     a.bind(exits.classify);
-    // every parser path on: the same opaque values from here
-    a.load(Size::Dw, R9, FP, ZERO);
+    // every parser path on: the same opaque values from here, in their
+    // registers or back in their slots
+    a.load(Size::Dw, R1, FP, ZERO);
     for s in Slot::ALL.into_iter().filter(|&s| used.has(s)) {
-        a.load(Size::Dw, R1, FP, s.off());
-        a.alu_reg(Alu::Xor, R1, R9);
-        a.store(FP, s.off(), R1);
+        match g.homes.regs[s as usize] {
+            Some(r) => {
+                a.load(Size::Dw, r, FP, s.off());
+                a.alu_reg(Alu::Xor, r, R1);
+                g.shape.in_registers += 1;
+            }
+            None => {
+                a.load(Size::Dw, R2, FP, s.off());
+                a.alu_reg(Alu::Xor, R2, R1);
+                a.store(FP, s.off(), R2);
+                g.spilled.push(s);
+                g.shape.on_stack += 1;
+            }
+        }
     }
     g.set_best(list.entries.len() as u64);
     let n_parts = w[hw::N_PARTITIONS] as usize;
@@ -169,21 +230,14 @@ pub fn generate_tree(list: &DecisionList, image: &Image) -> Result<(Vec<[u8; 8]>
         g.done = Some(done);
         // nothing here can beat an earlier partition's match below it
         g.skip_unless_best_above(min_entry);
-        g.emit_ref(root, &whole_space(), 0)?;
+        let region = g.common_checks(root);
+        g.emit_ref(root, &region, 0)?;
         g.a.bind(done);
     }
     g.verdict_dispatch();
-    let prog =
-        g.a.finish()
-            .map_err(|e| Error::Codegen(format!("assembling: {e:?}")))?;
-    g.shape.insns = prog.len();
-    if prog.len() > MAX_TREE_INSNS {
-        return Err(Error::Codegen(format!(
-            "{} instructions, more than the {MAX_TREE_INSNS} the kernel loads",
-            prog.len()
-        )));
-    }
-    Ok((prog, g.shape))
+    g.exits();
+    g.shape.guarded_exits = g.homes.guarded;
+    Ok(g)
 }
 
 impl GeneratedXdp {
@@ -218,6 +272,20 @@ struct Gen<'a> {
     min_later: u32,
     /// This partition's end.
     done: Option<Label>,
+    /// Where the fields are kept.
+    homes: Homes,
+    /// The compared fields left in their stack slots.
+    spilled: Vec<Slot>,
+    /// Per slot: the trees' reads of it (the common checks at the roots
+    /// not counted: a few per partition).
+    reads: [usize; Slot::ALL.len()],
+    /// Emitting a root's common checks.
+    at_root: bool,
+    /// The guarded exits (with [`Homes::guarded`]).
+    exit_pass: Label,
+    exit_drop: Label,
+    /// The slots the parser fills.
+    used: Used,
     shape: TreeShape,
 }
 
@@ -237,31 +305,83 @@ impl Gen<'_> {
         used
     }
 
+    /// The entries in the leaves under child ref `r`, ascending.
+    fn entries_under(&self, r: u32) -> Vec<u32> {
+        let (mut seen, mut todo, mut out) = (std::collections::HashSet::new(), vec![r], Vec::new());
+        while let Some(r) = todo.pop() {
+            if !seen.insert(r) {
+                continue;
+            }
+            if r & image::LEAF_BIT != 0 {
+                let at = self.leaves_off + (r & !image::LEAF_BIT) as usize;
+                out.extend_from_slice(&self.w[at + 1..at + 1 + self.w[at] as usize]);
+                continue;
+            }
+            let n = &self.w[self.nodes_off + r as usize * image::NODE_WORDS..][..4];
+            if n[0] >> 8 == image::NODE_BINARY {
+                todo.extend([n[1], n[2]]);
+            } else {
+                let (off, bits) = (n[1] as usize, n[2] & 0xff);
+                todo.extend_from_slice(&self.w[self.fanout_off + off..][..1 << bits]);
+            }
+        }
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// At the root of the tree `root`: per field that every entry of the
+    /// tree compares, one check that the packet lies within the hull of
+    /// their ranges (to the partition's end if not: it matches none of
+    /// them), and the region the tree's code then starts from. Where the
+    /// entries share a constraint (nf-HiPAC's worst case: one source, one
+    /// destination, one protocol and source port for all rules) each
+    /// leaf's candidates then find it implied, and the program shrinks to
+    /// its tree.
+    fn common_checks(&mut self, root: u32) -> Region {
+        let mut region = whole_space();
+        let entries = self.entries_under(root);
+        if entries.is_empty() {
+            return region;
+        }
+        self.at_root = true;
+        // a failed check leaves by a long jump (the tree lies between)
+        let (out, tree) = (self.a.label(), self.a.label());
+        for (fid, &field) in Field::FIXED.iter().enumerate() {
+            let mut hull: Option<(u128, u128)> = None;
+            for &e in &entries {
+                let Some(set) = self.list.entries[e as usize].matches.get(field) else {
+                    hull = None;
+                    break;
+                };
+                let (Some(first), Some(last)) = (set.ranges().first(), set.ranges().last()) else {
+                    // matches no packet: constrains nothing here
+                    continue;
+                };
+                let (lo, hi) = hull.unwrap_or((first.0, last.1));
+                hull = Some((lo.min(first.0), hi.max(last.1)));
+            }
+            let Some((lo, hi)) = hull else { continue };
+            let (rlo, rhi) = region[fid];
+            if lo <= rlo && hi >= rhi {
+                continue;
+            }
+            self.shape.common += 1;
+            let bounds = ((lo > rlo).then_some(lo), (hi < rhi).then_some(hi));
+            self.in_ranges(fid, &[bounds], &region, out);
+            region[fid] = (lo.max(rlo), hi.min(rhi));
+        }
+        self.at_root = false;
+        let done = self.done();
+        self.a.ja(tree);
+        self.a.bind(out);
+        self.a.ja_long(done);
+        self.a.bind(tree);
+        region
+    }
+
     fn done(&self) -> Label {
         self.done.expect("inside a partition")
-    }
-
-    /// The best entry so far := `entry`, opaque to the verifier.
-    fn set_best(&mut self, entry: u64) {
-        self.a.mov_u64(R1, entry);
-        self.a.load(Size::Dw, R2, FP, ZERO);
-        self.a.alu_reg(Alu::Xor, R1, R2);
-        self.a.store(FP, BEST, R1);
-    }
-
-    /// To this partition's end unless the best entry so far is above
-    /// `entry` (nothing to do when no earlier partition sets it).
-    fn skip_unless_best_above(&mut self, entry: u32) {
-        if !self.earlier_sets {
-            return;
-        }
-        let on = self.a.label();
-        self.a.load(Size::Dw, R1, FP, BEST);
-        self.a.alu_imm(Alu::Or, R1, 0);
-        jmp_const(&mut self.a, Cond::Gt, R1, u64::from(entry), on);
-        let done = self.done();
-        self.a.ja_long(done);
-        self.a.bind(on);
     }
 
     /// The subtree at child ref `r`, whose packets lie in `region`.
@@ -299,21 +419,21 @@ impl Gen<'_> {
         }
         let (left, right) = (self.a.label(), self.a.label());
         let (first, second) = slots(Field::FIXED[fid]).expect("eligible");
-        let a = &mut self.a;
         match second {
             None => {
-                load_unlinked(a, R1, first);
-                jmp_const(a, Cond::Lt, R1, cut as u64 + 1, left);
+                self.fetch(R1, first);
+                jmp_const(&mut self.a, Cond::Lt, R1, cut as u64 + 1, left);
             }
             // the high half fixed by the path: the low halves decide
             Some(low) if lo >> 64 == hi >> 64 => {
-                load_unlinked(a, R1, low);
-                jmp_const(a, Cond::Lt, R1, cut as u64 + 1, left);
+                self.fetch(R1, low);
+                jmp_const(&mut self.a, Cond::Lt, R1, cut as u64 + 1, left);
             }
             Some(low) => {
                 let (ch, cl) = ((cut >> 64) as u64, cut as u64);
-                load_unlinked(a, R1, first);
-                load_unlinked(a, R2, low);
+                self.fetch(R1, first);
+                self.fetch(R2, low);
+                let a = &mut self.a;
                 if ch > 0 {
                     jmp_const(a, Cond::Lt, R1, ch, left);
                 }
@@ -326,6 +446,7 @@ impl Gen<'_> {
                 a.bind(above);
             }
         }
+        let a = &mut self.a;
         a.ja_long(right);
         a.bind(left);
         let mut sub = *region;
@@ -352,8 +473,8 @@ impl Gen<'_> {
             }
         }
         let (first, second) = slots(Field::FIXED[fid]).expect("eligible");
+        self.fetch(R1, second.unwrap_or(first));
         let a = &mut self.a;
-        load_unlinked(a, R1, second.unwrap_or(first));
         if base != 0 {
             a.mov_u64(R3, u64::from(base));
             a.alu_reg(Alu::Sub, R1, R3);
@@ -444,7 +565,7 @@ impl Gen<'_> {
                 unreachable!("pure first-match lists only");
             };
             if c < self.min_later {
-                self.a.ret(xdp_verdict(v).expect("eligible"));
+                self.verdict(xdp_verdict(v).expect("eligible"));
             } else {
                 self.set_best(u64::from(c));
                 self.any_set = true;
@@ -490,38 +611,38 @@ impl Gen<'_> {
     fn in_ranges(&mut self, fid: usize, ranges: &[Bounds], region: &Region, miss: Label) {
         let (first, second) = slots(Field::FIXED[fid]).expect("eligible");
         let (lo, hi) = region[fid];
-        let a = &mut self.a;
-        let hit = a.label();
+        let hit = self.a.label();
         for (i, &(rlo, rhi)) in ranges.iter().enumerate() {
             let last = i + 1 == ranges.len();
-            let next = if last { miss } else { a.label() };
+            let next = if last { miss } else { self.a.label() };
             match second {
                 None => {
-                    load_unlinked(a, R1, first);
+                    self.fetch(R1, first);
                     let (l, h) = (rlo.unwrap_or(0) as u64, rhi.map_or(u64::MAX, |h| h as u64));
-                    in_range64(a, l, h, next);
+                    in_range64(&mut self.a, l, h, next);
                 }
                 // the high half fixed by the path: the low halves decide
                 Some(low) if lo >> 64 == hi >> 64 => {
-                    load_unlinked(a, R1, low);
+                    self.fetch(R1, low);
                     let (l, h) = (
                         rlo.map_or(0, |l| l as u64),
                         rhi.map_or(u64::MAX, |h| h as u64),
                     );
-                    in_range64(a, l, h, next);
+                    in_range64(&mut self.a, l, h, next);
                 }
                 Some(low) => {
-                    load_unlinked(a, R1, first);
-                    load_unlinked(a, R2, low);
-                    in_range128(a, rlo.unwrap_or(0), rhi.unwrap_or(u128::MAX), next);
+                    self.fetch(R1, first);
+                    self.fetch(R2, low);
+                    let (l, h) = (rlo.unwrap_or(0), rhi.unwrap_or(u128::MAX));
+                    in_range128(&mut self.a, l, h, next);
                 }
             }
             if !last {
-                a.ja(hit);
-                a.bind(next);
+                self.a.ja(hit);
+                self.a.bind(next);
             }
         }
-        a.bind(hit);
+        self.a.bind(hit);
     }
 
     /// After the last partition: the verdict of the best entry (the
@@ -530,7 +651,7 @@ impl Gen<'_> {
     fn verdict_dispatch(&mut self) {
         let policy = xdp_verdict(&self.list.policy).expect("eligible");
         if !self.any_set {
-            self.a.ret(policy);
+            self.verdict(policy);
             return;
         }
         let mut runs: Vec<(u64, i32)> = Vec::new();
@@ -543,14 +664,16 @@ impl Gen<'_> {
                 runs.push((i as u64, v));
             }
         }
-        self.a.load(Size::Dw, R1, FP, BEST);
-        self.a.alu_imm(Alu::Or, R1, 0);
+        // r1 = the best entry, unlinked; reading the zero here keeps its
+        // slot live wherever `set_best` reads it
+        self.a.load(Size::Dw, R1, FP, ZERO);
+        self.a.alu_reg(Alu::Xor, R1, BEST);
         self.verdict_search(&runs);
     }
 
     fn verdict_search(&mut self, runs: &[(u64, i32)]) {
         if runs.len() == 1 {
-            self.a.ret(runs[0].1);
+            self.verdict(runs[0].1);
             return;
         }
         let mid = runs.len() / 2;
