@@ -106,7 +106,8 @@ def private_netns():
 
 def enforce(node, i):
     """The node's ban set into its kernel: the set (by a ban), the ruleset
-    that drops its members, the dataplane attached to a veth of its own."""
+    that drops its members, the dataplane attached to a veth of its own.
+    Returns the seconds the attach took."""
     dev = f"fleet{i}"
     # (a veth pair: the kernel here has no dummy interfaces)
     subprocess.run(["ip", "link", "add", dev, "type", "veth", "peer", "name", dev + "p"],
@@ -115,7 +116,16 @@ def enforce(node, i):
         subprocess.run(["ip", "link", "set", d, "up"], check=True)
     node.c.call(cmd="ban", elems=[ARM_ADDR], timeout=3600)
     node.c.call(cmd="apply", rules=BAN4_RULES, name="fleet.rules")
+    t0 = time.monotonic()
     node.c.call(cmd="attach", iface=dev, hook="xdp", mode="skb")
+    # The first attach loads the programs (the verifier's time, mostly).
+    return time.monotonic() - t0
+
+
+def remove_pins(binary, node):
+    """A killed node's pins outlive it (they keep enforcing): removed."""
+    subprocess.run([binary, "--state-dir", os.path.join(node.dir, "st"), "--remove-pinned"],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def remove_dummies(n):
@@ -215,10 +225,7 @@ def run(a, binary):
         for n in nodes:
             n.stop()
             if a.ruleset:
-                # a killed node's pins outlive it (they keep enforcing)
-                subprocess.run([binary, "--state-dir", os.path.join(n.dir, "st"),
-                                "--remove-pinned"], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
+                remove_pins(binary, n)
         broker.stop()
         if a.ruleset:
             remove_dummies(len(nodes))
