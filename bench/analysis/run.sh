@@ -13,13 +13,18 @@
 # user chains entered by jumps and gotos, with RETURNs in the middle of
 # them (control_flow.py).
 # LINT_ARGS adds arguments to every lint (e.g. "--correlations 0"); CMDS
-# limits the commands timed (default "lint diff").
+# limits the commands timed (default "lint diff"). Every run is also killed
+# KILL_AFTER seconds after it started (default TIME_LIMIT + 60: the parse,
+# the final merge and the report are not under --time-limit); a killed
+# run's "complete" is "killed". KEEP=DIR keeps each command's last report
+# as DIR/BIN.SET.COMMAND.json (to compare two binaries' answers).
 #
 # usage: bench/analysis/run.sh "BIN..." "SET..." [ROUNDS] [TIME_LIMIT]
 #   e.g. bench/analysis/run.sh "/tmp/parapet.before target/release/parapet" \
 #        "acl1_10k fw1_10k ipc1_10k acl1_100k fw1_10k+mixed" 3 30
 set -eu
 bins=$1 sets=$2 rounds=${3:-3} limit=${4:-60}
+kill_after=${KILL_AFTER:-$((limit + 60))}
 here=$(cd "$(dirname "$0")" && pwd)
 data=${DATA:-$here/../../../shared/data/classbench}
 tmp=${TMPDIR:-/tmp}/parapet-analysis-bench
@@ -52,9 +57,9 @@ for set in $sets; do
             for _ in $(seq "$rounds"); do
                 start=$(date +%s.%N)
                 if [ "$cmd" = lint ]; then
-                    set +e; /usr/bin/time -o "$tmp/time" -f '%U %S %M' "$bin" lint "$tmp/$set" --json --time-limit "$limit" ${LINT_ARGS:-} > "$tmp/out.json" 2>/dev/null; rc=$?; set -e
+                    set +e; /usr/bin/time -o "$tmp/time" -f '%U %S %M' timeout "$kill_after" "$bin" lint "$tmp/$set" --json --time-limit "$limit" ${LINT_ARGS:-} > "$tmp/out.json" 2>/dev/null; rc=$?; set -e
                 else
-                    set +e; /usr/bin/time -o "$tmp/time" -f '%U %S %M' "$bin" diff "$tmp/$set" "$tmp/$set.b" --json --time-limit "$limit" > "$tmp/out.json" 2>/dev/null; rc=$?; set -e
+                    set +e; /usr/bin/time -o "$tmp/time" -f '%U %S %M' timeout "$kill_after" "$bin" diff "$tmp/$set" "$tmp/$set.b" --json --time-limit "$limit" > "$tmp/out.json" 2>/dev/null; rc=$?; set -e
                 fi
                 end=$(date +%s.%N)
                 times="$times $(echo "$end - $start" | bc)"
@@ -62,6 +67,8 @@ for set in $sets; do
                 rss=$(tail -1 "$tmp/time" | awk -v r="$rss" '{print ($3 > r) ? $3 : r}')
             done
             complete=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["complete"])' "$tmp/out.json" 2>/dev/null || echo "?")
+            [ "$rc" != 124 ] || complete=killed
+            [ -z "${KEEP:-}" ] || cp "$tmp/out.json" "$KEEP/$(basename "$bin").$set.$cmd.json"
             stats=$(echo "$times" | tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {printf "%.2f\t%.2f\t%.2f", a[int((NR+1)/2)], a[1], a[NR]}')
             cpu=$(echo "$cpus" | tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {printf "%.2f\t%.2f\t%.2f", a[int((NR+1)/2)], a[1], a[NR]}')
             printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$bin" "$set" "$cmd" "$stats" "$rc" "$complete" "$cpu" "$rss"

@@ -65,6 +65,9 @@ fn block_of(lo: u128, shift: u32) -> (u128, u128) {
     (lo & !mask, lo | mask)
 }
 
+/// Runs of one field's levels: (level, range of its keys).
+type Runs = Vec<(usize, std::ops::Range<usize>)>;
+
 /// The entries of one key field, indexed on every field.
 struct Group {
     /// Its entries, ascending.
@@ -110,18 +113,24 @@ impl Group {
     /// `dim` enumerates for `[lo, hi]`, or any number `>= bound` once it
     /// is clear there are at least that many (the levels left are not
     /// searched: another field already answers with fewer). Coarse levels
-    /// first: the wildcards, the longest runs, are there.
+    /// first: the wildcards, the longest runs, are there. The runs found
+    /// are left in `runs` (level, key range), so that the field that wins
+    /// is enumerated without its binary searches again (they were half of
+    /// a point lookup's cost, benchmarks.md §66).
     fn count(
         &self,
         dim: usize,
         (lo, hi): (u128, u128),
-        from: usize,
-        to: usize,
+        (from, to): (usize, usize),
         bound: usize,
+        runs: &mut Runs,
     ) -> usize {
+        runs.clear();
         let mut sum = 0;
-        for l in self.levels[dim].iter().rev() {
-            sum += l.run(lo, hi, from, to).len();
+        for (at, l) in self.levels[dim].iter().enumerate().rev() {
+            let run = l.run(lo, hi, from, to);
+            sum += run.len();
+            runs.push((at, run));
             if sum >= bound {
                 break;
             }
@@ -138,18 +147,22 @@ impl Group {
         from: usize,
         to: usize,
         out: &mut Vec<usize>,
+        scratch: (&mut Runs, &mut Runs),
     ) {
         // A run this short is cheaper to filter than counting the others.
         const SHORT: usize = 32;
+        let (best_runs, runs) = scratch;
         let mut best = (
-            self.count(self.key, query[self.key], from, to, usize::MAX),
+            self.count(self.key, query[self.key], (from, to), usize::MAX, best_runs),
             self.key,
         );
         if best.0 > SHORT {
             for dim in (0..self.levels.len()).filter(|&d| d != self.key) {
-                let count = self.count(dim, query[dim], from, to, best.0);
+                let count = self.count(dim, query[dim], (from, to), best.0, runs);
                 if count < best.0 {
+                    // Counted below the bound: every level's run is there.
                     best = (count, dim);
+                    std::mem::swap(best_runs, runs);
                 }
             }
         }
@@ -157,14 +170,12 @@ impl Group {
         let hi = self.members.partition_point(|&e| (e as usize) < to);
         let (count, dim) = best;
         if count < (hi - lo) / 2 {
-            let (qlo, qhi) = query[dim];
+            let levels = &self.levels[dim];
             out.extend(
-                self.levels[dim]
+                best_runs
                     .iter()
-                    .flat_map(|l| {
-                        l.keys[l.run(qlo, qhi, from, to)]
-                            .iter()
-                            .map(|k| k.1 as usize)
+                    .flat_map(|(at, run)| {
+                        levels[*at].keys[run.clone()].iter().map(|k| k.1 as usize)
                     })
                     .filter(|&e| (from..to).contains(&e) && meets(e)),
             );
@@ -253,8 +264,18 @@ impl HullIndex {
             return Vec::new();
         }
         let mut out = Vec::new();
+        // The best field's runs and the runs of the field being counted,
+        // one pair of buffers for every group.
+        let (mut best_runs, mut runs) = (Vec::new(), Vec::new());
         for g in &self.groups {
-            g.meeting_into(&meets, query, from, to, &mut out);
+            g.meeting_into(
+                &meets,
+                query,
+                from,
+                to,
+                &mut out,
+                (&mut best_runs, &mut runs),
+            );
         }
         out.sort_unstable();
         out
