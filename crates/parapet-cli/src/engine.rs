@@ -130,7 +130,7 @@ impl<'a> ChainClassifier<'a> {
         // not compiled (docs/syntax.md, "Time conditions"), nor are address
         // types beyond the host's local table (UNREACHABLE, …) nor the
         // conntrack original source port and addresses, nor the reverse-path
-        // outcome, nor TCP options, nor `-m string` (no key word yet): `auto`
+        // outcome, nor `-m string` (no key word yet): `auto`
         // picks the linear engine for them.
         let timed = args.engine == "auto"
             && rs.rules().any(|r| {
@@ -145,7 +145,6 @@ impl<'a> ChainClassifier<'a> {
                     ]
                     .iter()
                     .any(|&f| r.all_matches().get(f).is_some())
-                    || crate::load::reads_tcp_options(r)
                     || r.all_matches().has_payload()
                     || [Field::SrcType, Field::DstType].iter().any(|&f| {
                         r.all_matches().get(f).is_some_and(|set| {

@@ -186,8 +186,8 @@ fn mark_changes(rs: &Ruleset) -> String {
 /// `; the conntrack entry's original source port (rules 3, 4): evaluated
 /// offline only, apply refuses it`, or nothing: `--ctorigsrcport`, `ct
 /// original proto-src` and the entry's addresses (`--ctorigsrc`, …, `ct
-/// original|reply ip saddr|daddr`), TCP options (`--tcp-option`) and the
-/// packet's bytes (`-m string`) have no key word yet (docs/syntax.md).
+/// original|reply ip saddr|daddr`) and the packet's bytes (`-m string`)
+/// have no key word yet (docs/syntax.md).
 fn offline_fields(rs: &Ruleset) -> String {
     use parapet_model::Field;
     // (the fields, what the note calls them): one note per entry
@@ -225,37 +225,19 @@ fn offline_fields(rs: &Ruleset) -> String {
             );
         }
     }
-    for (what, reads) in [
-        (
-            "TCP options",
-            reads_tcp_options as fn(&parapet_model::Rule) -> bool,
-        ),
-        ("-m string", |r: &parapet_model::Rule| {
-            r.all_matches().has_payload()
-        }),
-    ] {
-        let ids: Vec<String> = rs
-            .rules()
-            .filter(|r| reads(r))
-            .map(|r| r.id.to_string())
-            .collect();
-        if !ids.is_empty() {
-            out += &format!(
-                "; {what} (rule{} {}): evaluated offline only, apply refuses them",
-                plural(ids.len()),
-                ids.join(", ")
-            );
-        }
+    let strings: Vec<String> = rs
+        .rules()
+        .filter(|r| r.all_matches().has_payload())
+        .map(|r| r.id.to_string())
+        .collect();
+    if !strings.is_empty() {
+        out += &format!(
+            "; -m string (rule{} {}): evaluated offline only, apply refuses them",
+            plural(strings.len()),
+            strings.join(", ")
+        );
     }
     out
-}
-
-/// True when the rule tests a TCP option (`-m tcp --tcp-option N`), which
-/// the packet key has no word for yet.
-pub(crate) fn reads_tcp_options(r: &parapet_model::Rule) -> bool {
-    r.all_matches()
-        .iter()
-        .any(|(f, _)| matches!(f, parapet_model::Field::TcpOption(_)))
 }
 
 /// `; address types beyond the local table (rules 1, 4): evaluated

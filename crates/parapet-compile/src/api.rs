@@ -148,11 +148,6 @@ impl fmt::Display for CompileError {
                 f,
                 "rule {rule_id} has a -m string match: it searches the packet's bytes, which the packet key does not hold, so only the linear engine evaluates it so far (classify --engine linear); the compiled engines and the kernel dataplane refuse it rather than guess"
             ),
-            CompileError::HostField { rule_id, field } if field.starts_with("tcpopt") => write!(
-                f,
-                "rule {rule_id} matches a TCP option (-m tcp --tcp-option {}): the packet key has no word for the segment's options yet, so only the linear engine evaluates it (classify --engine linear); the compiled engines and the kernel dataplane refuse it rather than guess",
-                &field["tcpopt".len()..]
-            ),
             CompileError::HostField { rule_id, field } => write!(
                 f,
                 "rule {rule_id} matches the IPv6 {} (-m addrtype, fib saddr|daddr type) by a type set that tells UNICAST from ANYCAST, BLACKHOLE, UNREACHABLE, PROHIBIT or THROW: for IPv6 the kernel reads those from a lookup in the whole routing table, the dataplane only the host's addresses of the `local` table (docs/hooks.md, \"Address and packet types\"), so the compiled engines and the kernel dataplane refuse it rather than guess; classify --engine linear evaluates it",

@@ -555,6 +555,14 @@ pub(crate) fn image_words(
     }) {
         w[hw::FLAGS] |= image::FLAG_ADDR_TYPES;
     }
+    // and walks the TCP option area only for images that test a kind
+    if list.entries.iter().any(|e| {
+        e.matches
+            .iter()
+            .any(|(f, _)| matches!(f, parapet_model::Field::TcpOption(_)))
+    }) {
+        w[hw::FLAGS] |= image::FLAG_TCP_OPTIONS;
+    }
     w[hw::TOTAL_WORDS] = w.len() as u32;
     w[hw::N_ENTRIES] = list.entries.len() as u32;
     w[hw::N_PARTITIONS] = forest.trees.len() as u32;

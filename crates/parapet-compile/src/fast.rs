@@ -68,6 +68,11 @@ const LANES: usize = 16;
 const SLOTS: usize = 32;
 /// Bits of a slot id in a node word.
 const SLOT_MASK: u32 = 0x1f;
+/// Fields with a value slot (ids 0..=26): the TCP option bitmaps after
+/// them (ids 27, 28) are only ever tested by masked constraints, which
+/// make a record complex, and no tree cuts them (a fast path is not built
+/// for an image whose tree does).
+const SLOTTED_FIELDS: u32 = 27;
 /// Slot of one-word fixed field `f`.
 const fn slot_of(f: u32) -> u32 {
     if f < 12 {
@@ -121,7 +126,8 @@ fn fill_values(key: &KeyWords, v: &mut Vals) {
     const _: () = assert!(slot_of(12) == 16 && slot_of(19) == 23);
     const _: () = assert!(slot_of(23) == 27 && low_slot(23) == 28);
     const _: () = assert!(slot_of(24) == 29 && slot_of(26) == 31);
-    const _: () = assert!(image::FIXED_FIELDS == 27 && slot_of(26) as usize + 1 == FILLED);
+    const _: () = assert!(SLOTTED_FIELDS == 27 && slot_of(26) as usize + 1 == FILLED);
+    const _: () = assert!(image::FIXED_FIELDS == SLOTTED_FIELDS + 2);
     let v: &mut [u64; FILLED] = (&mut v[..FILLED]).try_into().expect("FILLED <= SLOTS");
     v[0] = low(0);
     v[1] = sat(1);
@@ -199,7 +205,7 @@ fn triples(w: &[u32], rec: usize) -> Option<Vec<[u32; 3]>> {
     for _ in 0..nc {
         let c = w[p];
         let field = c & 0xff;
-        if field >= image::FIXED_FIELDS || c & image::WIDE_BIT != 0 || c >> 16 != 1 {
+        if field >= SLOTTED_FIELDS || c & image::WIDE_BIT != 0 || c >> 16 != 1 {
             return None;
         }
         let (lo, hi) = (w[p + 1], w[p + 2]);
@@ -384,6 +390,10 @@ impl FastPath {
             }
         }
         if w.len() >= COMPLEX as usize {
+            return None;
+        }
+        let (nodes_off, n_nodes) = (h(hw::NODES_OFF), h(hw::N_NODES));
+        if (0..n_nodes).any(|i| w[nodes_off + i * NODE_WORDS] & 0xff >= SLOTTED_FIELDS) {
             return None;
         }
         out.t.extend([K_LEAF << 24, 0, 0, 0, 0, 0, 0]);

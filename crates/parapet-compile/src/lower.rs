@@ -6,7 +6,7 @@
 use crate::api::CompileError;
 use parapet_model::{DecisionList, EntryKind, Field};
 
-/// Number of fixed fields a tree can cut (field ids 0..=23).
+/// Number of fixed fields a tree can cut (field ids 0..=28).
 pub(crate) const FIELDS: usize = Field::FIXED.len();
 
 /// A region of the packet space: per fixed field, an inclusive range.
@@ -114,11 +114,24 @@ fn boxes(list: &DecisionList) -> Result<Vec<EntryBox>, CompileError> {
                     field_id(m.field).ok_or(CompileError::MaskedField { rule_id: e.rule_id })?;
                 c.masked.push((id, m.mask, m.value, m.negate));
             }
+            // `--tcp-option N` tests, per bitmap field: the kinds' bits
+            // and the bits that must be set (one masked test per half)
+            let mut options = [(0u128, 0u128); 2];
             for (field, set) in e.matches.iter() {
                 if set.is_empty() {
                     c.never = true;
                 }
                 match field {
+                    Field::TcpOption(kind) => {
+                        // Over the one-bit domain the set is {0}, {1} or
+                        // empty (full constraints are not stored).
+                        let (key_field, bit) = parapet_model::tcp_option::key_bit(*kind);
+                        let half = &mut options[(key_field == Field::TcpOptionsHigh) as usize];
+                        half.0 |= bit;
+                        if set.contains(1) {
+                            half.1 |= bit;
+                        }
+                    }
                     Field::Set(n) => {
                         let bit = 1u64
                             .checked_shl(*n as u32)
@@ -149,6 +162,17 @@ fn boxes(list: &DecisionList) -> Result<Vec<EntryBox>, CompileError> {
                         }
                         c.ranges[id] = Some(r);
                     }
+                }
+            }
+            for (key_field, (mask, value)) in [Field::TcpOptionsLow, Field::TcpOptionsHigh]
+                .into_iter()
+                .zip(options)
+            {
+                if mask != 0 {
+                    let id = field_id(key_field).expect("a fixed field");
+                    c.masked.push((id, mask, value, false));
+                    // checked at the leaf only: the entry covers no region
+                    c.stateful = true;
                 }
             }
             Ok(c)

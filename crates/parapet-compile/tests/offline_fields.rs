@@ -1,9 +1,9 @@
 //! Fields the packet key has no word for yet (the conntrack entry's
-//! original source port, `--ctorigsrcport`, and its addresses; the IPv6 routing header until
-//! its key word lands; TCP options, `--tcp-option`), and address types beyond the host's `local` table:
+//! original source port, `--ctorigsrcport`, and its addresses), and address types beyond the host's `local` table:
 //! compiling a rule on one is refused with the rule and the field named,
 //! never built as if every packet matched it. The packet and address types,
-//! which every hook fills, and the socket owner (key words 42, 43) compile.
+//! which every hook fills, the socket owner (key words 42, 43) and TCP
+//! options (words 44..=51) compile.
 
 mod common;
 
@@ -76,23 +76,64 @@ fn the_reverse_path_check_is_refused_by_the_compiler() {
     );
 }
 
-/// `-m tcp --tcp-option N` (`Field::TcpOption`): no key word for the
-/// segment's options yet, refused with the rule and the option named, in
-/// both senses (a `!` test is no more compilable than a positive one).
+/// `-m tcp --tcp-option N` (`Field::TcpOption`) compiles to a masked test
+/// of one bit of the option bitmaps (key words 44..=51), in both senses
+/// and at both ends of each half (kinds 0, 127, 128, 255); every engine
+/// and the image walk decide as the decision list does, and the image
+/// says it reads TCP options (the header flag the dataplane walks the
+/// option area on). Random rulesets and option areas: `tcp_options.rs`.
 #[test]
-fn tcp_options_are_refused_by_the_compiler() {
-    for want in [0, 1] {
-        let msg = compile(
-            &one_rule_list(Field::TcpOption(64), want),
-            &CompileOptions::default(),
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(
-            msg.contains("rule 1") && msg.contains("--tcp-option 64"),
-            "{msg}"
-        );
+fn tcp_options_compile_in_every_engine() {
+    let rule = |id: u32, tests: &[(u8, bool)], v: Verdict| {
+        let mut m = Matches::any();
+        m.constrain(Field::Proto, IntervalSet::point(6));
+        for &(kind, want) in tests {
+            m.constrain(Field::TcpOption(kind), IntervalSet::point(want as u128));
+        }
+        Rule::new(id, m, Action::Verdict(v))
+    };
+    let rs = parapet_gen::one_chain(
+        vec![
+            rule(1, &[(255, true), (0, false)], Verdict::Drop),
+            rule(2, &[(128, true), (127, true)], Verdict::Accept),
+            rule(3, &[(1, false)], Verdict::Drop),
+            rule(4, &[(0, true)], Verdict::Accept),
+        ],
+        Verdict::Drop,
+    );
+    let list = flatten(&rs, rs.select_chain(None).unwrap()).unwrap();
+    // (option area, the deciding rule: 0 the policy)
+    let cases: [(&[u8], u32); 8] = [
+        (&[255, 2, 1, 1], 1),
+        (&[255, 2, 0, 0], 3), // 0 read: not rule 1; no NOP: rule 3
+        (&[1, 255, 2, 0], 4), // 0 read, NOP read: rule 4
+        (&[128, 2, 127, 2], 2),
+        (&[127, 4, 128, 2], 3), // 128 inside 127's body: not read
+        (&[2, 4, 5, 0xb4], 3),
+        (&[1, 1, 1, 1], 0),
+        (&[], 3),
+    ];
+    for (name, opts) in configs() {
+        let c = Classifier::build(&list, &opts).unwrap();
+        let flags = c.image().words()[parapet_image::hw::FLAGS];
+        assert_ne!(flags & parapet_image::FLAG_TCP_OPTIONS, 0, "{name}");
+        for &(area, want) in &cases {
+            let mut p = Packet::v4(0x0a00_0001, 0x0a00_0002, 6, 1000, 22);
+            p.tcp_options = (!area.is_empty()).then(|| area.into());
+            let d = list.classify(&p, &[]);
+            let id = if d.rule_id <= 4 { d.rule_id } else { 0 };
+            assert_eq!(id, want, "list: {area:?}");
+            assert_eq!(c.classify(&p, &[]), d, "{name}: {area:?}");
+            let k = KeyWords::from_bits(&p, &[]);
+            assert_eq!(c.walker().decide(&k), d, "{name} image walk: {area:?}");
+        }
     }
+    // an image without option tests does not ask for the walk
+    let plain = Classifier::build(&one_rule_list(Field::DstPort, 22), &Default::default()).unwrap();
+    assert_eq!(
+        plain.image().words()[parapet_image::hw::FLAGS] & parapet_image::FLAG_TCP_OPTIONS,
+        0
+    );
 }
 
 /// `-m string` (`Matches::payload`): the key does not hold the packet's

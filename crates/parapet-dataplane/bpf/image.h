@@ -10,9 +10,9 @@
 #define PARAPET_IMAGE_H
 
 #define PARAPET_IMG_MAGIC 0x54505250u /* "PRPT" little-endian */
-#define PARAPET_IMG_VERSION 10
+#define PARAPET_IMG_VERSION 11
 #define PARAPET_IMG_HEADER_WORDS 32
-#define PARAPET_IMG_KEY_WORDS 44
+#define PARAPET_IMG_KEY_WORDS 52
 #define PARAPET_IMG_NODE_WORDS 8
 #define PARAPET_IMG_PARTITION_WORDS 4
 #define PARAPET_IMG_VERDICT_WORDS 4
@@ -33,11 +33,13 @@
 /* A masked constraint: key & mask == value (no ranges; body mask, value). */
 #define PARAPET_IMG_MASKED_BIT 0x4000u
 #define PARAPET_IMG_MASK_NEGATE_BIT 0x2000u
-#define PARAPET_IMG_FIXED_FIELDS 27 /* field ids 0..26 */
+#define PARAPET_IMG_FIXED_FIELDS 29 /* field ids 0..28 */
 #define PARAPET_IMG_SET_FIELD 31
 #define PARAPET_IMG_FLAG_PURE_FIRST_MATCH 1u
 /* some entry reads the address types (key words 34, 35): lib/addr_type.h */
 #define PARAPET_IMG_FLAG_ADDR_TYPES 2u
+/* some entry tests a TCP option kind (key words 44..51): lib/tcp_options.h */
+#define PARAPET_IMG_FLAG_TCP_OPTIONS 4u
 
 /* Entry kinds (record word 1, bits 0..3). */
 #define PARAPET_IMG_KIND_DECIDE 0
@@ -168,6 +170,11 @@
 #define PARAPET_KW_RT 41
 #define PARAPET_KW_SKUID 42
 #define PARAPET_KW_SKGID 43
+/* Field ids 27, 28: the TCP option kinds the segment's option area holds,
+ * two 128-bit bitmaps (bit n of word 44 + n / 32: kind n), filled by
+ * lib/tcp_options.h when the header has PARAPET_IMG_FLAG_TCP_OPTIONS. */
+#define PARAPET_KW_TCPOPT_LO 44
+#define PARAPET_KW_TCPOPT_HI 48
 
 /* ctstate values of the key. */
 #define PARAPET_CT_INVALID 0

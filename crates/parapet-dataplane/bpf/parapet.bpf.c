@@ -28,6 +28,7 @@
 #include "lib/nf.h"
 #include "lib/nf_reject.h"
 #include "lib/tc_hooks.h"
+#include "lib/tcp_options.h"
 #include "lib/stage_stop.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
@@ -46,9 +47,10 @@ static __always_inline void ext_mac_src(struct parapet_walk *ws, void *data,
 }
 
 /* The key extension in XDP's scratch slot: zeroed for each packet, then
- * the frame's source MAC and its packet type (from the destination MAC). */
+ * the frame's source MAC, its packet type (from the destination MAC) and
+ * what the parser found (the routing header, the TCP option area). */
 static __always_inline void xdp_key_ext(void *data, void *data_end,
-					__u32 rt)
+					const struct parapet_offs *offs)
 {
 	struct walk_cb_ctx wc = { .idx = 0 };
 	struct parapet_walk *ws = walk_state(&wc);
@@ -57,7 +59,8 @@ static __always_inline void xdp_key_ext(void *data, void *data_end,
 		__builtin_memset(&ws->ext, 0, sizeof(ws->ext));
 		ext_mac_src(ws, data, data_end);
 		ws->ext.pkt_type = eth_pkt_type(data, data_end);
-		ws->ext.rt = rt;
+		ws->ext.rt = offs->rt;
+		ws->ext.tcp_opt_area = offs->tcp_opt;
 	}
 }
 
@@ -78,7 +81,8 @@ int parapet_xdp(struct xdp_md *ctx)
 		key.ctstate = ct_state_xdp(ctx, &key, &offs);
 		key.flags |= PARAPET_KEY_F_CT;
 	}
-	xdp_key_ext(data, data_end, offs.rt);
+	xdp_key_ext(data, data_end, &offs);
+	status = xdp_tcp_options(ctx, &offs, status);
 	__u32 verdict = parapet_decide(&key, status, PARAPET_HOOK_XDP, 0);
 	PARAPET_STOP_AFTER_WALK(XDP_PASS);
 	int rc = XDP_PASS;
@@ -104,7 +108,7 @@ int parapet_xdp(struct xdp_md *ctx)
  * OUTPUT and POSTROUTING never see: left absent there. */
 static __always_inline void tc_key_ext(struct __sk_buff *skb,
 				       const struct parapet_key *key, int mac,
-				       __u32 rt)
+				       const struct parapet_offs *offs)
 {
 	struct walk_cb_ctx wc = { .idx = 1 };
 	struct parapet_walk *ws = walk_state(&wc);
@@ -113,7 +117,8 @@ static __always_inline void tc_key_ext(struct __sk_buff *skb,
 		__builtin_memset(&ws->ext, 0, sizeof(ws->ext));
 		ws->ext.mark = skb->mark;
 		ws->ext.pkt_type = pkt_type_seen(skb->pkt_type, key);
-		ws->ext.rt = rt;
+		ws->ext.rt = offs->rt;
+		ws->ext.tcp_opt_area = offs->tcp_opt;
 		if (mac)
 			ext_mac_src(ws, (void *)(long)skb->data,
 				    (void *)(long)skb->data_end);
@@ -170,7 +175,8 @@ int parapet_tc(struct __sk_buff *skb)
 		key.flags |= PARAPET_KEY_F_VLAN;
 		key.vlan_id = skb->vlan_tci & 0x0fff;
 	}
-	tc_key_ext(skb, &key, 1, offs.rt);
+	tc_key_ext(skb, &key, 1, &offs);
+	status = tc_tcp_options(skb, &offs, status);
 	__u32 verdict = parapet_decide(&key, status, PARAPET_HOOK_TC, 1);
 	PARAPET_STOP_AFTER_WALK(TC_ACT_OK);
 	/* a REJECT's answer leaves by the port the frame came in on (egress
@@ -242,7 +248,8 @@ int parapet_tc_pre_in(struct __sk_buff *skb)
 		key.flags |= PARAPET_KEY_F_VLAN;
 		key.vlan_id = skb->vlan_tci & 0x0fff;
 	}
-	tc_key_ext(skb, &key, 1, offs.rt);
+	tc_key_ext(skb, &key, 1, &offs);
+	status = tc_tcp_options(skb, &offs, status);
 	if (stats_on())
 		parapet_count_nf_hook(PARAPET_HOOK_NF_PREROUTING);
 	__u32 verdict = parapet_decide(&key, status, PARAPET_HOOK_NF_PREROUTING, 1);
@@ -281,7 +288,8 @@ int parapet_tc_hooks_in(struct __sk_buff *skb)
 		if (!tc_hook_wanted(hook, key.family))
 			return TC_ACT_OK;
 	}
-	tc_key_ext(skb, &key, 1, offs.rt);
+	tc_key_ext(skb, &key, 1, &offs);
+	status = tc_tcp_options(skb, &offs, status);
 	if (stats_on())
 		parapet_count_nf_hook(hook);
 	__u32 verdict = parapet_decide(&key, status, hook, 1);
@@ -313,7 +321,8 @@ int parapet_tc_hooks_out(struct __sk_buff *skb)
 	if (status == PARAPET_PARSE_OK &&
 	    !tc_hook_wanted(PARAPET_HOOK_NF_OUTPUT, key.family))
 		goto postrouting;
-	tc_key_ext(skb, &key, 0, offs.rt);
+	tc_key_ext(skb, &key, 0, &offs);
+	status = tc_tcp_options(skb, &offs, status);
 	if (stats_on())
 		parapet_count_nf_hook(PARAPET_HOOK_NF_OUTPUT);
 	__u32 verdict = parapet_decide(&key, status, PARAPET_HOOK_NF_OUTPUT, 1);
@@ -349,7 +358,8 @@ int parapet_tc_post_out(struct __sk_buff *skb)
 	if (status == PARAPET_PARSE_OK &&
 	    !tc_hook_wanted(PARAPET_HOOK_NF_POSTROUTING, key.family))
 		return TC_ACT_OK;
-	tc_key_ext(skb, &key, 0, offs.rt);
+	tc_key_ext(skb, &key, 0, &offs);
+	status = tc_tcp_options(skb, &offs, status);
 	if (stats_on())
 		parapet_count_nf_hook(PARAPET_HOOK_NF_POSTROUTING);
 	__u32 verdict =
@@ -435,7 +445,9 @@ int parapet_nf(struct bpf_nf_ctx *ctx)
 			ws->ext.pkt_type = pkt_type_seen(
 				BPF_CORE_READ_BITFIELD_PROBED(skb, pkt_type), &key);
 			ws->ext.rt = offs.rt;
+			ws->ext.tcp_opt_area = offs.tcp_opt;
 		}
+		status = nf_tcp_options(ws, buf->b, &offs, status);
 	}
 	if (stats_on())
 		parapet_count_nf_hook(hook);

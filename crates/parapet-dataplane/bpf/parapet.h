@@ -14,7 +14,7 @@
 
 #include <linux/types.h>
 
-#define PARAPET_ABI_VERSION 11
+#define PARAPET_ABI_VERSION 12
 
 /* ---- parsed packet key ------------------------------------------------- */
 
@@ -67,6 +67,13 @@ struct parapet_key_ext {
 	/* the first IPv6 routing header (struct parapet_offs's rt: every
 	 * hook, from the parser) */
 	__u32 rt;
+	/* the TCP option area as the parser found it (struct parapet_offs's
+	 * tcp_opt: its length, 0..40, or PARAPET_TCP_OPT_PAST), and how many
+	 * of its bytes the entry copied into the walk state's tcp_opt (only
+	 * while the images test options: lib/tcp_options.h) */
+	__u8 tcp_opt_area;
+	__u8 tcp_opt_copied;
+	__u8 pad3[2];
 };
 
 /*
@@ -120,6 +127,12 @@ enum parapet_parse_status {
  * truncated (dropped).
  */
 #define PARAPET_MAX_OFF 1024
+/* The longest TCP option area (a data offset of 15 words, less the fixed
+ * header), and the area length that says the data offset runs past the
+ * datagram (struct parapet_offs's tcp_opt, parapet_key_ext's
+ * tcp_opt_area). */
+#define PARAPET_TCP_OPT_MAX 40
+#define PARAPET_TCP_OPT_PAST 0xff
 
 /* ---- verdicts and rule actions ----------------------------------------- */
 

@@ -199,6 +199,10 @@ pub(crate) const CFG_OWNER: u32 = 2;
 /// `parapet_config[CFG_TC_HOOKS]`: which hooks and families the tc
 /// placement enforces (`src/tc_hooks.rs`).
 pub(crate) const CFG_TC_HOOKS: u32 = 3;
+/// `parapet_config[CFG_TCP_OPTIONS]`: non-zero when the live images test
+/// TCP option kinds; the entries then copy each segment's option area
+/// for the walker (bpf/lib/tcp_options.h).
+pub(crate) const CFG_TCP_OPTIONS: u32 = 4;
 
 impl std::fmt::Debug for Dataplane {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -265,15 +265,27 @@ impl Dataplane {
         for (_, image) in hooks {
             self.check_fits(i.ruleset, image.len())?;
         }
-        // The owner switch goes on before an image that reads the owner
-        // goes live and off only after the last one is gone, as the
-        // conntrack switch does: no image runs with owner words it expects
-        // filled and finds 0 ("no socket").
-        let owner = reads_owner(i.ruleset);
-        let owner_was = self.config.get(&crate::load::CFG_OWNER, 0)? != 0;
-        if owner {
-            self.config.set(crate::load::CFG_OWNER, 1, 0)?;
+        // The owner and TCP option switches go on before an image that
+        // reads them goes live and off only after the last one is gone,
+        // as the conntrack switch does: no image runs with owner words it
+        // expects filled and finds 0 ("no socket"), nor without the
+        // option area it walks (the walk is then abandoned).
+        let switches = [
+            (crate::load::CFG_OWNER, reads_owner(i.ruleset)),
+            (crate::load::CFG_TCP_OPTIONS, reads_tcp_options(i.ruleset)),
+        ];
+        let mut was = [false; 2];
+        for ((word, on), was) in switches.iter().zip(&mut was) {
+            *was = self.config.get(word, 0)? != 0;
+            if *on {
+                self.config.set(*word, 1, 0)?;
+            }
         }
+        let restore = |dp: &mut Self| {
+            for ((word, _), was) in switches.iter().zip(was) {
+                let _ = dp.config.set(*word, u32::from(was), 0);
+            }
+        };
         let staged = (|| -> Result<()> {
             // Elements go into the maps before the image that reads them.
             match i.sets {
@@ -294,22 +306,20 @@ impl Dataplane {
         if let Err(e) = staged {
             self.unstage();
             let _ = self.destroy_unused_sets();
-            let _ = self
-                .config
-                .set(crate::load::CFG_OWNER, u32::from(owner_was), 0);
+            restore(self);
             return Err(e);
         }
         let generation = match self.swap() {
             Ok(g) => g,
             Err(e) => {
-                let _ = self
-                    .config
-                    .set(crate::load::CFG_OWNER, u32::from(owner_was), 0);
+                restore(self);
                 return Err(e);
             }
         };
-        if !owner {
-            self.config.set(crate::load::CFG_OWNER, 0, 0)?;
+        for (word, on) in switches {
+            if !on {
+                self.config.set(word, 0, 0)?;
+            }
         }
         self.install_actions(i.ruleset, i.policy, i.log_rate)?;
         self.destroy_unused_sets()?;
@@ -328,11 +338,28 @@ pub fn reads_owner(rs: &Ruleset) -> bool {
     })
 }
 
+/// Whether any rule of `rs` tests a TCP option kind (`-m tcp
+/// --tcp-option`): the entries copy the option area only then.
+pub fn reads_tcp_options(rs: &Ruleset) -> bool {
+    use parapet_model::Field;
+    rs.rules().any(|r| {
+        r.all_matches()
+            .iter()
+            .any(|(f, _)| matches!(f, Field::TcpOption(_)))
+    })
+}
+
 impl Dataplane {
     /// Whether the netfilter program reads the socket owner now
     /// (`parapet_config[CFG_OWNER]`, set by the installs).
     pub fn reads_owner(&self) -> Result<bool> {
         Ok(self.config.get(&crate::load::CFG_OWNER, 0)? != 0)
+    }
+
+    /// Whether the entries copy TCP option areas now
+    /// (`parapet_config[CFG_TCP_OPTIONS]`, set by the installs).
+    pub fn reads_tcp_options(&self) -> Result<bool> {
+        Ok(self.config.get(&crate::load::CFG_TCP_OPTIONS, 0)? != 0)
     }
 }
 

@@ -17,14 +17,16 @@ use parapet_dataplane::{AttachPoint, Dataplane, KernelVerdict, LoadOptions, Stat
 use parapet_image::{KeyWords, FIXED_FIELDS, KEY_WORDS, MAX_CONSTRAINTS};
 use parapet_model::{routing, IfName};
 
-/// The fixed fields the BPF walker reads: ids 0..=26, the address types
+/// The fixed fields the BPF walker reads: ids 0..=28, the address types
 /// (20, 21) typed by the mirror `addr_mirror()` and by prefix. The routing
-/// header (24) from the frame; the socket owner (25, 26: words 42 and 43,
-/// the last one-word field at the key's end) is 0 in every test frame's
-/// key (no socket at these hooks), which the images cut and constrain too.
-const WALKER_FIELDS: [u32; 27] = [
+/// header (24) from the frame; the socket owner (25, 26: words 42 and 43)
+/// is 0 in every test frame's key (no socket at these hooks), and so are
+/// the TCP option bitmaps (27, 28: words 44..=51, the wide fields at the
+/// key's end; these images test no option, so the program walks none),
+/// which the images cut and constrain too.
+const WALKER_FIELDS: [u32; 29] = [
     0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25,
-    26,
+    26, 27, 28,
 ];
 
 /// The random images' stand-in for the set constraint.

@@ -11,9 +11,13 @@
 //!   chain in a linear filter, failing only on the last field checked.
 //! - [`cross_product`]: half the rules pin only the source, half only the
 //!   destination, so decision trees that cut naively multiply regions.
+//! - [`tcp_options`]: TCP option areas (malformed ones included) and
+//!   rules testing option kinds, `!` included.
 
 use parapet_model::*;
 use rand::rngs::SmallRng;
+
+pub mod tcp_options;
 use rand::{Rng, SeedableRng};
 
 /// `rs` with a small limit (1–20/s, burst 1–4, iptables' or nft's

@@ -1,4 +1,4 @@
-//! The packet key: the 44 words a walker compares (`docs/image-format.md`,
+//! The packet key: the 52 words a walker compares (`docs/image-format.md`,
 //! `PARAPET_KW_*` in `bpf/image.h`), and the one builder that makes them
 //! from a [`Packet`].
 
@@ -11,22 +11,26 @@ use parapet_model::{Field, Packet};
 /// the first 26 words keep their places. Words 34..=36 are the address
 /// and packet types (field ids 20..=22), 37..=40 the source MAC (id 23),
 /// 41 the first IPv6 routing header (id 24, `parapet_model::routing`), 42
-/// and 43 the socket owner's uid and gid (ids 25, 26).
-pub const KEY_OFF: [usize; 27] = [
+/// and 43 the socket owner's uid and gid (ids 25, 26), 44..=51 the TCP
+/// option kinds the segment's option area holds, two 128-bit bitmaps
+/// (ids 27, 28; `parapet_model::tcp_option::kinds`).
+pub const KEY_OFF: [usize; 29] = [
     0, 1, 5, 9, 10, 11, 12, 13, 14, 18, 22, 23, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 41,
-    42, 43,
+    42, 43, 44, 48,
 ];
 /// Whether each field id takes 4 key words (128-bit fields, and the
 /// source MAC: 49 bits with its presence bit, words 37..=40, the upper two
-/// always 0, so the walkers read it as they read addresses).
-pub const KEY_WIDE: [bool; 27] = [
+/// always 0, so the walkers read it as they read addresses; the TCP
+/// option bitmaps).
+pub const KEY_WIDE: [bool; 29] = [
     false, true, true, false, false, false, false, false, true, true, false, false, false, false,
-    false, false, false, false, false, false, false, false, false, true, false, false, false,
+    false, false, false, false, false, false, false, false, false, true, false, false, false, true,
+    true,
 ];
 /// Key word offset of the set-membership bitmask (2 words).
 pub const KEY_SETS: usize = 24;
 
-/// A packet as the walkers see it: exactly the 44-word key of
+/// A packet as the walkers see it: exactly the 52-word key of
 /// `docs/image-format.md` (every fixed field, 128-bit values least
 /// significant word first, then the set-membership bitmask). Compact on
 /// purpose: a batch of keys streams through the cache.
@@ -75,7 +79,7 @@ impl KeyWords {
         KeyWords::new(pkt, sets)
     }
 
-    /// The value of field id `f` (0..=26).
+    /// The value of field id `f` (0..=28).
     #[inline(always)]
     pub fn value(&self, f: usize) -> u128 {
         let at = KEY_OFF[f];
@@ -99,7 +103,7 @@ impl KeyWords {
         (self.w[KEY_SETS] as u64) | (self.w[KEY_SETS + 1] as u64) << 32
     }
 
-    /// The key as the 44 words of `docs/image-format.md`, for the BPF walker
+    /// The key as the 52 words of `docs/image-format.md`, for the BPF walker
     /// and its tests.
     pub fn to_words(&self) -> [u32; KEY_WORDS] {
         self.w
@@ -149,6 +153,13 @@ mod tests {
         let k = KeyWords::new(&p, 0);
         assert_eq!((k.w[42], k.w[43]), (1002, 1));
         assert_eq!((k.value(25), k.value(26)), (1002, 1));
+        assert_eq!(&k.w[44..52], &[0; 8], "not TCP: no option kinds");
+        // MSS, NOP, window scale, kind 200 (length 2): kinds 2, 1, 3 and
+        // 200, least significant word first
+        let mut t = Packet::v4(0x0a00_0001, 0, 6, 1000, 22);
+        t.tcp_options = Some(vec![2, 4, 5, 0xb4, 1, 3, 3, 7, 200, 2, 0, 0].into_boxed_slice());
+        let k = KeyWords::new(&t, 0);
+        assert_eq!(&k.w[44..52], &[0b1111, 0, 0, 0, 0, 0, 1 << 8, 0]);
         let v6 = Packet::new(Family::V6, 1 << 100 | 7, 0, 17, 1, 2);
         let k = KeyWords::new(&v6, 0);
         assert_eq!(k.value(1), 1 << 100 | 7);

@@ -22,7 +22,7 @@ pub use key::{u128_at, KeyWords, KEY_OFF, KEY_SETS, KEY_WIDE};
 /// `PRPT` read as a little-endian `u32`.
 pub const MAGIC: u32 = 0x5450_5250;
 /// The format version this crate writes and reads.
-pub const VERSION: u32 = 10;
+pub const VERSION: u32 = 11;
 /// Words in the header.
 pub const HEADER_WORDS: usize = 32;
 /// Words per tree node.
@@ -35,7 +35,7 @@ pub const VERDICT_WORDS: usize = 4;
 /// Words of an entry record's header.
 pub const RECORD_HEADER_WORDS: usize = 4;
 /// Words of the packet key.
-pub const KEY_WORDS: usize = 44;
+pub const KEY_WORDS: usize = 52;
 /// Deepest tree the format allows (root-to-leaf node count).
 pub const MAX_DEPTH: usize = 64;
 /// Most entry indices one leaf may hold (`bpf_loop`'s iteration limit).
@@ -63,7 +63,7 @@ pub const MASKED_BIT: u32 = 0x4000;
 pub const MASK_NEGATE_BIT: u32 = 0x2000;
 /// Field ids below this are fixed fields (`Field::FIXED`, the key's
 /// `KEY_OFF`).
-pub const FIXED_FIELDS: u32 = 27;
+pub const FIXED_FIELDS: u32 = 29;
 /// Field id of the set-membership constraint (apart from the fixed
 /// fields, so fields can be added without moving it).
 pub const SET_FIELD: u32 = 31;
@@ -79,6 +79,10 @@ pub const FLAG_PURE_FIRST_MATCH: u32 = 1;
 /// the dataplane types the packet's addresses only for such images
 /// (docs/hooks.md, "Address and packet types").
 pub const FLAG_ADDR_TYPES: u32 = 2;
+/// Header flag: some entry tests a TCP option kind (field ids 27, 28; key
+/// words 44..=51, image version 11): the dataplane walks the segment's
+/// option area only for such images (docs/dataplane.md, "TCP options").
+pub const FLAG_TCP_OPTIONS: u32 = 4;
 
 /// Entry kinds as the record's word 1 encodes them.
 pub mod kind {

@@ -122,10 +122,19 @@ pub enum Field {
     /// Whether TCP option kind `n` is among the segment's options, as
     /// xt_tcpudp's walk finds it ([`crate::tcp_option`]; `-m tcp
     /// --tcp-option n`): 1 present, 0 absent (and 0 for a segment without
-    /// options or a packet that is not TCP). Not in the packet key yet:
-    /// only the linear engine evaluates it (the compiled engines refuse
-    /// it).
+    /// options or a packet that is not TCP). The compiled engines test it
+    /// as one bit of [`Field::TcpOptionsLow`] or [`Field::TcpOptionsHigh`].
     TcpOption(u8),
+    /// The option kinds 0..=127 xt_tcpudp's walk reads in the segment's
+    /// option area, as a bitmap (bit `n`: kind `n`;
+    /// [`crate::tcp_option::kinds`]); 0 for a packet that is not TCP. The
+    /// key's form of [`Field::TcpOption`] (key words 44..=47, field id
+    /// 27): no rule constrains it, the compiler lowers `TcpOption(n)` to a
+    /// masked test of its bit.
+    TcpOptionsLow,
+    /// The option kinds 128..=255, as [`Field::TcpOptionsLow`] (bit `n`:
+    /// kind `128 + n`; key words 48..=51, field id 28).
+    TcpOptionsHigh,
     /// The packet's bytes (`-m string`): not a key field; it names a
     /// failed string match in traces and refusals (the matches ride in
     /// [`crate::Matches::payload`]).
@@ -137,7 +146,7 @@ pub enum Field {
 
 impl Field {
     /// The fixed fields, in the order engines lay them out.
-    pub const FIXED: [Field; 27] = [
+    pub const FIXED: [Field; 29] = [
         Field::Family,
         Field::SrcAddr,
         Field::DstAddr,
@@ -165,6 +174,8 @@ impl Field {
         Field::Routing,
         Field::SkUid,
         Field::SkGid,
+        Field::TcpOptionsLow,
+        Field::TcpOptionsHigh,
     ];
 
     /// Width of the field in bits.
@@ -177,7 +188,9 @@ impl Field {
             | Field::CtOrigSrc
             | Field::CtOrigDst
             | Field::CtReplSrc
-            | Field::CtReplDst => 128,
+            | Field::CtReplDst
+            | Field::TcpOptionsLow
+            | Field::TcpOptionsHigh => 128,
             Field::SrcPort
             | Field::DstPort
             | Field::IcmpTypeCode
@@ -257,6 +270,8 @@ impl Field {
             Field::Routing => "rt".into(),
             Field::RevPath => "rpath".into(),
             Field::TcpOption(n) => format!("tcpopt{n}"),
+            Field::TcpOptionsLow => "tcpopts0".into(),
+            Field::TcpOptionsHigh => "tcpopts1".into(),
             Field::Payload => "string".into(),
             Field::Set(n) => format!("set{n}"),
         }

@@ -196,6 +196,12 @@ impl Packet {
                 let options = self.tcp_options.as_deref().unwrap_or(&[]);
                 (self.proto == 6 && crate::tcp_option::present(options, kind)) as u128
             }
+            Field::TcpOptionsLow | Field::TcpOptionsHigh => match &self.tcp_options {
+                Some(options) if self.proto == 6 => {
+                    crate::tcp_option::kinds(options)[(field == Field::TcpOptionsHigh) as usize]
+                }
+                _ => 0,
+            },
             Field::Set(_) => panic!("set membership is not a header field"),
             Field::Payload => panic!("the packet's bytes are not one value"),
         }

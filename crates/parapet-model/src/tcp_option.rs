@@ -26,13 +26,20 @@ pub const MAX_LEN: usize = 40;
 /// 20-byte header, `data offset × 4 − 20` of them) meets a byte equal to
 /// `kind` at a position it reads as a kind.
 pub fn present(options: &[u8], kind: u8) -> bool {
+    kinds_read(options).any(|k| k == kind)
+}
+
+/// Every byte the kernel's walk over `options` reads as a kind, in order.
+/// Where the walk goes never depends on the kind it looks for (it compares
+/// before it steps), so the kinds one walk reads answer every
+/// `--tcp-option N` at once: what [`kinds`] and the dataplane's bitmap rely
+/// on.
+fn kinds_read(options: &[u8]) -> impl Iterator<Item = u8> + '_ {
     let mut i = 0;
     // Every step moves on by at least one byte: at most `options.len()`
     // steps.
-    while let Some(&k) = options.get(i) {
-        if k == kind {
-            return true;
-        }
+    std::iter::from_fn(move || {
+        let &k = options.get(i)?;
         i += match (k, options.get(i + 1)) {
             (0 | 1, _) => 1,
             // the kernel reads the byte after the area here (whatever it
@@ -41,13 +48,37 @@ pub fn present(options: &[u8], kind: u8) -> bool {
             (_, None) | (_, Some(0)) => 1,
             (_, Some(&len)) => len as usize,
         };
+        Some(k)
+    })
+}
+
+/// The kinds the walk over `options` reads, as two 128-bit bitmaps: bit
+/// `n` of the first is kind `n`, bit `n` of the second kind `128 + n`
+/// ([`crate::Field::TcpOptionsLow`], [`crate::Field::TcpOptionsHigh`]).
+/// `present(options, k)` is exactly bit `k` of this.
+pub fn kinds(options: &[u8]) -> [u128; 2] {
+    let mut bits = [0u128; 2];
+    for k in kinds_read(options) {
+        bits[(k >> 7) as usize] |= 1 << (k & 0x7f);
     }
-    false
+    bits
+}
+
+/// The key field and the one-bit mask that hold kind `kind` in [`kinds`]'
+/// bitmaps: what `TcpOption(kind)` is tested against in the compiled
+/// engines.
+pub fn key_bit(kind: u8) -> (crate::Field, u128) {
+    let field = if kind < 128 {
+        crate::Field::TcpOptionsLow
+    } else {
+        crate::Field::TcpOptionsHigh
+    };
+    (field, 1 << (kind & 0x7f))
 }
 
 #[cfg(test)]
 mod tests {
-    use super::present;
+    use super::{key_bit, kinds, present};
 
     #[test]
     fn the_walk_follows_lengths_and_single_byte_kinds() {
@@ -67,5 +98,47 @@ mod tests {
         // a kind in the last byte is found; its missing length ends the walk
         assert!(present(&[1, 1, 1, 77], 77));
         assert!(!present(&[], 1));
+    }
+
+    /// The bitmap answers every kind as the walk does, on random option
+    /// areas of every length 0..=40 (malformed ones included: random
+    /// lengths, NOP padding, End of Option List anywhere) and on the
+    /// boundary kinds.
+    #[test]
+    fn the_bitmap_answers_every_kind_as_the_walk() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for round in 0..4000 {
+            let len = (next() % 41) as usize;
+            let area: Vec<u8> = (0..len)
+                .map(|_| match next() % 8 {
+                    0 => 0,
+                    1 => 1,
+                    2 => 2 + (next() % 6) as u8,
+                    3 => [127, 128, 255][(next() % 3) as usize],
+                    _ => next() as u8,
+                })
+                .collect();
+            let bits = kinds(&area);
+            for k in 0..=255u8 {
+                let (field, mask) = key_bit(k);
+                let half = (field == crate::Field::TcpOptionsHigh) as usize;
+                assert_eq!(
+                    bits[half] & mask != 0,
+                    present(&area, k),
+                    "round {round}, kind {k}, area {area:?}"
+                );
+            }
+        }
+        assert_eq!(kinds(&[]), [0, 0]);
+        assert_eq!(
+            kinds(&[0, 1, 127, 2, 128, 2, 255]),
+            [1 | 2 | 1 << 127, 1 | 1 << 127]
+        );
     }
 }

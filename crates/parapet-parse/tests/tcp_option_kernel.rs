@@ -19,7 +19,10 @@ mod raw_out;
 use parapet_model::{Family, Field, IntervalSet, LinearEngine, NoSets, Packet};
 use parapet_parse::{parse, render, Format};
 use parapet_testbed::{require_root, Netns};
-use raw_out::{agree, first_moved, legacy_counters, load_legacy, send_wire, Sender};
+use raw_out::{
+    agree, first_moved, legacy_counters, load_legacy, send_wire, tcp_option_areas as areas,
+    tcp_segment as segment, Sender,
+};
 
 /// Rule 1: MSS (2); 2: kind 30 written as hex; 3: 7 present and 8 absent
 /// (two -m tcp); 4: no NOP; 5: kind 77; 6: the rest of the probes.
@@ -36,40 +39,6 @@ const RULES: &str = "*filter
 COMMIT
 ";
 
-/// The option areas probed: (area, where nft's walk answers otherwise).
-fn areas() -> Vec<(Vec<u8>, bool)> {
-    let mut last_kind = vec![1u8; 39];
-    last_kind.push(2);
-    vec![
-        (vec![], false),
-        // MSS 1460, NOP, NOP, SACK permitted
-        (vec![2, 4, 5, 0xb4, 1, 1, 4, 2], false),
-        // NOP, NOP, timestamps
-        (vec![1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 0], false),
-        // a kind after End of Option List is found (in the last byte,
-        // which nft never reads)
-        (vec![0, 0, 0, 7], true),
-        (vec![7, 2, 8, 2], false),
-        // a length of 0 moves one byte on: the 0 is End of List, then 2
-        (vec![5, 0, 2, 0], false),
-        // a length of 1: the length byte is read as the next kind (NOP)
-        (vec![9, 1, 2, 0], false),
-        // window scale's value byte 30 is not a kind
-        (vec![3, 3, 30, 0], false),
-        // a length past the area ends the walk: 2 is not found (nor by
-        // nft, which misses option 6 as well)
-        (vec![6, 200, 2, 1], false),
-        // kind 30 running past the area: xt finds it, nft does not
-        (vec![1, 1, 30, 9], true),
-        (vec![77, 2, 1, 1], false),
-        // option 77 running past the area: xt finds it, nft does not
-        (vec![1, 77, 4, 0], true),
-        // a kind in the last byte: xt finds it, nft never reads it
-        (last_kind, true),
-        (vec![0, 0, 0, 30], true),
-    ]
-}
-
 fn probes(family: Family) -> Vec<Packet> {
     let lo = match family {
         Family::V4 => 0x7f00_0001,
@@ -83,40 +52,6 @@ fn probes(family: Family) -> Vec<Packet> {
             p
         })
         .collect()
-}
-
-/// The probe as raw bytes from the IP header on: a TCP segment whose data
-/// offset covers `p.tcp_options` (or, with `doff`, says that many words).
-fn segment(p: &Packet, doff: Option<u8>) -> Vec<u8> {
-    let opts = p.tcp_options.as_deref().unwrap_or(&[]);
-    let mut tcp = Vec::new();
-    tcp.extend(p.sport.to_be_bytes());
-    tcp.extend(p.dport.to_be_bytes());
-    tcp.extend([0, 0, 0, 1, 0, 0, 0, 0]);
-    tcp.push(doff.unwrap_or(5 + opts.len() as u8 / 4) << 4);
-    tcp.push(p.tcp_flags);
-    tcp.extend([0xff, 0xff, 0, 0, 0, 0]);
-    tcp.extend(opts);
-    let mut ip = match p.family {
-        Family::V4 => {
-            let mut h = vec![0x45, 0, 0, 0, 0, 1, 0, 0, 64, 6, 0, 0];
-            h.extend((p.src as u32).to_be_bytes());
-            h.extend((p.dst as u32).to_be_bytes());
-            h[2..4].copy_from_slice(&(20 + tcp.len() as u16).to_be_bytes());
-            let c = raw_out::checksum(&h);
-            h[10..12].copy_from_slice(&c.to_be_bytes());
-            h
-        }
-        Family::V6 => {
-            let mut h = vec![0x60, 0, 0, 0, 0, 0, 6, 64];
-            h[4..6].copy_from_slice(&(tcp.len() as u16).to_be_bytes());
-            h.extend(p.src.to_be_bytes());
-            h.extend(p.dst.to_be_bytes());
-            h
-        }
-    };
-    ip.extend(tcp);
-    ip
 }
 
 /// Which rule counted each probe: the first whose counter (`counters`,

@@ -123,7 +123,10 @@ struct {
  * program reads it at LOCAL_OUT and POST_ROUTING (nf.h, nf_sk_owner) */
 #define PARAPET_CFG_OWNER 2
 #define PARAPET_CFG_TC_HOOKS 3
-#define PARAPET_CFG_WORDS 4
+/* non-zero: the live images test TCP option kinds; the entries copy the
+ * option area into the walk state (lib/tcp_options.h) */
+#define PARAPET_CFG_TCP_OPTIONS 4
+#define PARAPET_CFG_WORDS 5
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, PARAPET_CFG_WORDS);

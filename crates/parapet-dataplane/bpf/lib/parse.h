@@ -82,9 +82,11 @@ static __always_inline __u8 *l4_hdr(void *data, void *data_end, __u32 l4off,
  * into the second fragment.
  */
 static __always_inline int parse_l4(void *data, void *data_end, __u32 l4off,
-				    __u32 l3_end, struct parapet_key *key)
+				    __u32 l3_end, struct parapet_key *key,
+				    __u32 *tcp_opt)
 {
 	int status = PARAPET_PARSE_OK;
+	__u32 hl;
 	__u8 *p;
 
 	switch (key->proto) {
@@ -96,6 +98,13 @@ static __always_inline int parse_l4(void *data, void *data_end, __u32 l4off,
 		if ((p[12] >> 4) < 5)
 			return PARAPET_PARSE_MALFORMED;
 		key->tcp_flags = p[13];
+		/* the option area's length for lib/tcp_options.h, or
+		 * PARAPET_TCP_OPT_PAST when the data offset runs past the
+		 * datagram (without a branch: the sign of what is left) */
+		hl = (__u32)(p[12] >> 4) * 4;
+		*tcp_opt = (hl - 20) |
+			   ((__u32)((__s32)(l3_end - l4off - hl) >> 31) &
+			    PARAPET_TCP_OPT_PAST);
 		break;
 	case IPPROTO_UDP:
 	case IPPROTO_UDPLITE:
@@ -134,6 +143,10 @@ static __always_inline int parse_l4(void *data, void *data_end, __u32 l4off,
 struct parapet_offs {
 	__u32 l3; /* IP header */
 	__u32 l4; /* transport header; 0 when there is none */
+	/* the TCP option area: its length (0..PARAPET_TCP_OPT_MAX), or
+	 * PARAPET_TCP_OPT_PAST when the data offset runs past the datagram;
+	 * 0 for a packet that is not TCP (lib/tcp_options.h) */
+	__u32 tcp_opt;
 	/* the first IPv6 routing header, packed as Field::Routing
 	 * (parapet_model::routing): 1 << 24 | type << 16 | segments left
 	 * << 8 | hdrlen; 0 without one.  The entries copy it into the key
@@ -185,7 +198,8 @@ static __always_inline int parse_ipv4(void *data, void *data_end, __u32 off,
 		key->frag = PARAPET_FRAG_FRAGMENT;
 
 	offs->l4 = off + hlen;
-	return parse_l4(data, data_end, off + hlen, off + tot, key);
+	return parse_l4(data, data_end, off + hlen, off + tot, key,
+			&offs->tcp_opt);
 }
 
 static __always_inline int parse_ipv6(void *data, void *data_end, __u32 off,
@@ -277,7 +291,7 @@ static __always_inline int parse_ipv6(void *data, void *data_end, __u32 off,
 	key->proto = nh;
 	offs->l4 = cur;
 	offs->rt = rt;
-	return parse_l4(data, data_end, cur, l3_end, key);
+	return parse_l4(data, data_end, cur, l3_end, key, &offs->tcp_opt);
 }
 
 /*

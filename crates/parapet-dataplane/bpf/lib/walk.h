@@ -43,6 +43,7 @@
 #include "sets.h"
 #include "stateful.h"
 #include "addr_type.h"
+#include "tcp_options.h"
 #include "image_read.h"
 #include "walk_key.h"
 #include "walk_tree.h"
@@ -105,6 +106,13 @@ static __always_inline long image_walk(__u32 idx, __u32 slot,
 	build_key(w, key);
 	if (H[PARAPET_HW_FLAGS] & PARAPET_IMG_FLAG_ADDR_TYPES)
 		parapet_addr_types_fill(w);
+	/* the option kinds, for images that test them: an area the entry
+	 * did not copy abandons the walk (tcp_options.h) */
+	if ((H[PARAPET_HW_FLAGS] & PARAPET_IMG_FLAG_TCP_OPTIONS) &&
+	    parapet_tcp_options_fill(w)) {
+		w->err = 20;
+		return -1;
+	}
 	/* nothing to do (not even the clock) for images without sets */
 	set_bits(w, &c, n_refs);
 	PARAPET_STOP_AT(PARAPET_STOP_KEY, PARAPET_WALK_STOPPED);

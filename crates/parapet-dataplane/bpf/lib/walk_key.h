@@ -53,9 +53,11 @@ static const __u8 parapet_key_word_of[PARAPET_IMG_FIXED_FIELDS] = {
 	PARAPET_KW_RT,
 	PARAPET_KW_SKUID,
 	PARAPET_KW_SKGID,
+	PARAPET_KW_TCPOPT_LO | PARAPET_KW_WIDE,
+	PARAPET_KW_TCPOPT_HI | PARAPET_KW_WIDE,
 };
-_Static_assert(PARAPET_IMG_FIXED_FIELDS == 27, "one table entry per fixed field");
-_Static_assert(PARAPET_KW_MACSRC + 4 <= PARAPET_IMG_KEY_WORDS,
+_Static_assert(PARAPET_IMG_FIXED_FIELDS == 29, "one table entry per fixed field");
+_Static_assert(PARAPET_KW_TCPOPT_HI + 4 <= PARAPET_IMG_KEY_WORDS,
 	       "every entry's 4 words are inside the key");
 
 /* The key's value of `field` as 4 words (zero-extended); -1 if unknown.
@@ -135,6 +137,11 @@ static __always_inline void build_key(struct parapet_walk *w,
 	w->key[PARAPET_KW_RT] = w->ext.rt;
 	w->key[PARAPET_KW_SKUID] = w->ext.sk_uid;
 	w->key[PARAPET_KW_SKGID] = w->ext.sk_gid;
+	/* the option kinds: 0 here, filled after this by
+	 * parapet_tcp_options_fill when the image tests them */
+#pragma unroll
+	for (k = 0; k < 8; k++)
+		w->key[PARAPET_KW_TCPOPT_LO + k] = 0;
 	w->key[PARAPET_KW_SETS] = 0; /* set_bits() fills these */
 	w->key[PARAPET_KW_SETS + 1] = 0;
 	w->ifn_done = 0;

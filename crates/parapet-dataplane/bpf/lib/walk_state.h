@@ -104,6 +104,11 @@ struct parapet_walk {
 	__u32 smember;
 	struct parapet_set_lpm_key lkey;
 	struct parapet_set_tuple_key tkey;
+	/* the TCP option area, copied by the entry while the images test
+	 * options (ext.tcp_opt_copied bytes; lib/tcp_options.h), and the
+	 * walk's position in it */
+	__u8 tcp_opt[PARAPET_TCP_OPT_MAX];
+	__u32 opt_pos;
 };
 
 /* Big-endian 4 bytes at p as a number (addresses and names are numbers

@@ -261,6 +261,10 @@ fn c_and_rust_constants_agree() {
             (parapet_image::FLAG_ADDR_TYPES) as u64,
         ),
         (
+            "PARAPET_IMG_FLAG_TCP_OPTIONS",
+            (parapet_image::FLAG_TCP_OPTIONS) as u64,
+        ),
+        (
             "PARAPET_IMG_KIND_DECIDE",
             (parapet_image::kind::DECIDE) as u64,
         ),
@@ -568,6 +572,8 @@ fn c_and_rust_constants_agree() {
         ("PARAPET_KW_RT", (parapet_image::KEY_OFF[24]) as u64),
         ("PARAPET_KW_SKUID", (parapet_image::KEY_OFF[25]) as u64),
         ("PARAPET_KW_SKGID", (parapet_image::KEY_OFF[26]) as u64),
+        ("PARAPET_KW_TCPOPT_LO", (parapet_image::KEY_OFF[27]) as u64),
+        ("PARAPET_KW_TCPOPT_HI", (parapet_image::KEY_OFF[28]) as u64),
     ];
     assert_eq!(
         rust.len(),

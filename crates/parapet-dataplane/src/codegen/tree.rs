@@ -80,7 +80,7 @@ pub struct TreeShape {
 
 /// Per fixed field (ids of [`Field::FIXED`]): the values a packet at this
 /// point of the tree can have.
-type Region = [(u128, u128); 27];
+type Region = [(u128, u128); Field::FIXED.len()];
 
 fn whole_space() -> Region {
     std::array::from_fn(|f| (0, Field::FIXED[f].max_value()))

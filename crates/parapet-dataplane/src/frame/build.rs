@@ -219,6 +219,8 @@ pub struct Frame {
     tot_len_override: Option<u16>,
     ttl: u8,
     dscp: u8,
+    tcp_options: Vec<u8>,
+    tcp_doff: Option<u8>,
 }
 
 impl Frame {
@@ -236,6 +238,8 @@ impl Frame {
             tot_len_override: None,
             ttl: 64,
             dscp: 0,
+            tcp_options: Vec::new(),
+            tcp_doff: None,
         }
     }
 
@@ -317,6 +321,22 @@ impl Frame {
         })
     }
 
+    /// The TCP option area after the fixed header (zero-padded to whole
+    /// words; the data offset covers it unless [`Frame::tcp_doff`] says
+    /// otherwise).
+    pub fn tcp_options(mut self, area: &[u8]) -> Self {
+        self.tcp_options = area.to_vec();
+        self.tcp_options.resize(area.len().div_ceil(4) * 4, 0);
+        self
+    }
+
+    /// Override the TCP data offset (in words; to craft an option area
+    /// that runs past the segment).
+    pub fn tcp_doff(mut self, words: u8) -> Self {
+        self.tcp_doff = Some(words);
+        self
+    }
+
     /// UDP shorthand.
     pub fn udp(self, sport: u16, dport: u16) -> Self {
         self.l4(L4::Udp { sport, dport })
@@ -360,6 +380,11 @@ impl Frame {
             (Some(l4), false) => l4.bytes(self.payload_len),
             _ => Vec::new(),
         };
+        if let (Some(L4::Tcp { .. }), false) = (&self.l4, later_fragment) {
+            let words = 5 + self.tcp_options.len() / 4;
+            l4[12] = self.tcp_doff.unwrap_or(words as u8) << 4;
+            l4.extend_from_slice(&self.tcp_options);
+        }
         l4.extend(std::iter::repeat_n(0xab, self.payload_len));
         let proto = self.l4.as_ref().map_or(59, L4::proto); // 59: no next header
 
@@ -434,7 +459,7 @@ pub fn ipv4_checksum(h: &[u8]) -> u16 {
 
 /// The Ethernet frame a model packet arrives as: addresses, protocol,
 /// ports (also for SCTP, UDP-Lite and DCCP), TCP flags, ICMP type/code, TTL,
-/// DSCP, the L3 length `len` (made of payload; a `len` shorter than the
+/// DSCP, the TCP option area, the L3 length `len` (made of payload; a `len` shorter than the
 /// headers gets 16 bytes of payload instead), and a non-first fragment for
 /// `fragment`. Fields the wire cannot carry for the
 /// protocol (ports of ICMP, say) are left out. For benchmarks, `parapet
@@ -442,7 +467,7 @@ pub fn ipv4_checksum(h: &[u8]) -> u16 {
 pub fn frame_of_packet(p: &parapet_model::Packet) -> Vec<u8> {
     use parapet_model::Family;
     use std::net::{Ipv4Addr, Ipv6Addr};
-    let f = match p.family {
+    let mut f = match p.family {
         Family::V4 => {
             let f = Frame::ipv4(Ipv4Addr::from(p.src as u32), Ipv4Addr::from(p.dst as u32));
             if p.fragment {
@@ -470,11 +495,16 @@ pub fn frame_of_packet(p: &parapet_model::Packet) -> Vec<u8> {
         h
     };
     let l4 = match p.proto {
-        6 => L4::Tcp {
-            sport: p.sport,
-            dport: p.dport,
-            flags: p.tcp_flags,
-        },
+        6 => {
+            if let Some(area) = &p.tcp_options {
+                f = f.tcp_options(area);
+            }
+            L4::Tcp {
+                sport: p.sport,
+                dport: p.dport,
+                flags: p.tcp_flags,
+            }
+        }
         17 => L4::Udp {
             sport: p.sport,
             dport: p.dport,
