@@ -376,7 +376,9 @@ pub fn bench(mut args: BenchArgs) -> Result<ExitCode> {
         }
         if let Some(t) = &tree_shape {
             v["tree"] = serde_json::json!({"partitions": t.partitions, "nodes": t.nodes,
-                "leaves": t.leaves, "checks": t.checks, "elided": t.elided, "implied": t.implied});
+                "leaves": t.leaves, "checks": t.checks, "elided": t.elided, "implied": t.implied,
+                "common": t.common, "in_registers": t.in_registers, "on_stack": t.on_stack,
+                "guarded_exits": t.guarded_exits});
         }
         if let Some((off, off_min, off_max)) = stats_off {
             v["stats_off_above_floor_ns"] = serde_json::json!(off);
