@@ -3,7 +3,7 @@
 //! capture classifies offline exactly as the kernel would see it.
 
 use anyhow::{bail, Context, Result};
-use parapet_dataplane::frame::parse_frame;
+use parapet_dataplane::frame::{parse_frame_tcp, TcpOptionArea};
 use parapet_dataplane::ParseStatus;
 use parapet_model::{CtState, Family, Packet};
 use pcap_file::pcap::PcapReader;
@@ -99,7 +99,7 @@ fn to_ethernet(link: DataLink, data: &[u8], path: &Path) -> Result<Vec<u8>> {
 
 /// Parses one frame as the dataplane does.
 pub fn classify_frame(frame: &[u8]) -> TraceItem {
-    let (status, k) = parse_frame(frame, frame.len() as u32, 0);
+    let (status, k, area) = parse_frame_tcp(frame, frame.len() as u32, 0);
     match status {
         ParseStatus::Ok => {}
         ParseStatus::NotIp => {
@@ -143,6 +143,12 @@ pub fn classify_frame(frame: &[u8]) -> TraceItem {
     p.tcp_flags = k.tcp_flags;
     p.fragment = k.frag & parapet_dataplane::abi::FRAG_LATER != 0;
     p.len = k.pkt_len;
+    // the option area `--tcp-option` reads (a data offset past the
+    // datagram: none, which the model does not tell apart; the dataplane
+    // drops such a segment while its images test options)
+    if let TcpOptionArea::At(r) = area {
+        p.tcp_options = frame.get(r).map(Box::from);
+    }
     // A capture carries no conntrack state; as for text traces, each packet
     // is taken as the first of its flow.
     p.ct_state = CtState::New;

@@ -5,7 +5,7 @@
 //! (key words 44..=51) and refuse `-m string` by name.
 
 mod common;
-use common::offline::{parapet, s, stdout, write};
+use common::offline::{assert_verdicts, parapet, s, stdout, write};
 
 const RULES: &str = "*filter
 :INPUT ACCEPT [0:0]
@@ -87,5 +87,50 @@ fn tcp_options_and_strings_are_evaluated_offline() {
     assert!(
         out.contains("no match, the packet's bytes fail string \"ab\""),
         "{out}"
+    );
+}
+
+/// A capture's TCP option areas reach every engine: `classify` on a pcap
+/// of three SYNs (kind 30 read as a kind; 30 as window scale's value byte;
+/// no options) against `--tcp-option 30 -j DROP` decides each as the
+/// linear engine does, in the linear and the compiled engines.
+#[test]
+fn pcap_option_areas_are_classified() {
+    use parapet_dataplane::frame::Frame;
+    let dir = tempfile::tempdir().unwrap();
+    let rules = write(
+        dir.path(),
+        "o.rules",
+        "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -p tcp -m tcp --tcp-option 30 -j DROP\nCOMMIT\n",
+    );
+    let syn = |area: &[u8]| {
+        Frame::ipv4("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap())
+            .tcp(40000, 22, 0x02)
+            .tcp_options(area)
+            .build()
+    };
+    let frames = [syn(&[1, 30, 2, 0]), syn(&[3, 3, 30, 0]), syn(&[])];
+    // pcap: global header (microsecond magic, v2.4, Ethernet), then records
+    let mut pcap = Vec::new();
+    pcap.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
+    pcap.extend_from_slice(&2u16.to_le_bytes());
+    pcap.extend_from_slice(&4u16.to_le_bytes());
+    pcap.extend_from_slice(&[0; 8]);
+    pcap.extend_from_slice(&65535u32.to_le_bytes());
+    pcap.extend_from_slice(&1u32.to_le_bytes());
+    for f in &frames {
+        pcap.extend_from_slice(&[0; 8]);
+        pcap.extend_from_slice(&(f.len() as u32).to_le_bytes());
+        pcap.extend_from_slice(&(f.len() as u32).to_le_bytes());
+        pcap.extend_from_slice(f);
+    }
+    let cap = dir.path().join("o.pcap");
+    std::fs::write(&cap, pcap).unwrap();
+    assert_verdicts(
+        &rules,
+        &cap,
+        &[],
+        &["linear", "tree", "auto"],
+        "1\tDROP\n0\tACCEPT\n0\tACCEPT\n",
     );
 }

@@ -9,5 +9,5 @@ pub mod parse;
 pub mod reply;
 
 pub use build::{frame_of_packet, ipv4_checksum, Ext, Frame, L3, L4};
-pub use parse::{is_ipv6_ext, parse_frame};
+pub use parse::{is_ipv6_ext, parse_frame, parse_frame_tcp, TcpOptionArea};
 pub use reply::{reject_reply, reply_kind, Reply, ReplyKind};

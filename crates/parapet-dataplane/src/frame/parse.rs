@@ -40,13 +40,38 @@ pub fn is_ipv6_ext(nh: u8) -> bool {
 /// leaves them, but only keys with [`ParseStatus::Ok`] or
 /// [`ParseStatus::NotIp`] are meaningful.
 pub fn parse_frame(frame: &[u8], frame_len: u32, ifindex: u32) -> (ParseStatus, PacketKey) {
+    let (status, key, _) = parse_frame_tcp(frame, frame_len, ifindex);
+    (status, key)
+}
+
+/// Where a TCP segment's option area lies, as the BPF parser records it
+/// (`struct parapet_offs`'s `tcp_opt`, `bpf/lib/tcp_options.h`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum TcpOptionArea {
+    /// Not a TCP segment the parser read, or one without options.
+    #[default]
+    None,
+    /// The area's bytes in the frame (at most 40).
+    At(std::ops::Range<usize>),
+    /// The data offset runs past the datagram: the dataplane drops the
+    /// segment while its images test options (the kernel's "hotdrop").
+    PastDatagram,
+}
+
+/// [`parse_frame`], and where the segment's TCP options are.
+pub fn parse_frame_tcp(
+    frame: &[u8],
+    frame_len: u32,
+    ifindex: u32,
+) -> (ParseStatus, PacketKey, TcpOptionArea) {
     let mut key = PacketKey {
         ifindex,
         pkt_len: frame_len,
         ..PacketKey::default()
     };
-    let status = parse_into(frame, frame_len, &mut key);
-    (status, key)
+    let mut area = TcpOptionArea::None;
+    let status = parse_into(frame, frame_len, &mut key, &mut area);
+    (status, key, area)
 }
 
 /// `HDR_AT`: `len` bytes at `off`, if the offset is within the walk bound
@@ -62,7 +87,12 @@ fn be16(b: &[u8], at: usize) -> u16 {
     u16::from_be_bytes([b[at], b[at + 1]])
 }
 
-fn parse_into(frame: &[u8], frame_len: u32, key: &mut PacketKey) -> ParseStatus {
+fn parse_into(
+    frame: &[u8],
+    frame_len: u32,
+    key: &mut PacketKey,
+    area: &mut TcpOptionArea,
+) -> ParseStatus {
     let Some(eth) = hdr(frame, 0, 14) else {
         return ParseStatus::Truncated;
     };
@@ -86,13 +116,19 @@ fn parse_into(frame: &[u8], frame_len: u32, key: &mut PacketKey) -> ParseStatus 
         return ParseStatus::ExtLimit;
     }
     match proto {
-        ETH_P_IP => parse_ipv4(frame, off, frame_len as usize, key),
-        ETH_P_IPV6 => parse_ipv6(frame, off, frame_len as usize, key),
+        ETH_P_IP => parse_ipv4(frame, off, frame_len as usize, key, area),
+        ETH_P_IPV6 => parse_ipv6(frame, off, frame_len as usize, key, area),
         _ => ParseStatus::NotIp,
     }
 }
 
-fn parse_ipv4(frame: &[u8], off: usize, frame_len: usize, key: &mut PacketKey) -> ParseStatus {
+fn parse_ipv4(
+    frame: &[u8],
+    off: usize,
+    frame_len: usize,
+    key: &mut PacketKey,
+    area: &mut TcpOptionArea,
+) -> ParseStatus {
     let Some(ip) = hdr(frame, off, 20) else {
         return ParseStatus::Truncated;
     };
@@ -129,10 +165,16 @@ fn parse_ipv4(frame: &[u8], off: usize, frame_len: usize, key: &mut PacketKey) -
     if frag & 0x2000 != 0 {
         key.frag = FRAG_FRAGMENT;
     }
-    parse_l4(frame, off + hlen, off + tot, key)
+    parse_l4(frame, off + hlen, off + tot, key, area)
 }
 
-fn parse_ipv6(frame: &[u8], off: usize, frame_len: usize, key: &mut PacketKey) -> ParseStatus {
+fn parse_ipv6(
+    frame: &[u8],
+    off: usize,
+    frame_len: usize,
+    key: &mut PacketKey,
+    area: &mut TcpOptionArea,
+) -> ParseStatus {
     let Some(ip6) = hdr(frame, off, 40) else {
         return ParseStatus::Truncated;
     };
@@ -199,10 +241,16 @@ fn parse_ipv6(frame: &[u8], off: usize, frame_len: usize, key: &mut PacketKey) -
         return ParseStatus::ExtLimit;
     }
     key.proto = nh;
-    parse_l4(frame, cur, l3_end, key)
+    parse_l4(frame, cur, l3_end, key, area)
 }
 
-fn parse_l4(frame: &[u8], l4off: usize, l3_end: usize, key: &mut PacketKey) -> ParseStatus {
+fn parse_l4(
+    frame: &[u8],
+    l4off: usize,
+    l3_end: usize,
+    key: &mut PacketKey,
+    area: &mut TcpOptionArea,
+) -> ParseStatus {
     let need = match key.proto {
         IPPROTO_TCP => 20,
         IPPROTO_UDP | IPPROTO_UDPLITE => 8,
@@ -228,10 +276,54 @@ fn parse_l4(frame: &[u8], l4off: usize, l3_end: usize, key: &mut PacketKey) -> P
                 return ParseStatus::Malformed;
             }
             key.tcp_flags = p[13];
+            let hl = usize::from(p[12] >> 4) * 4;
+            *area = if l4off + hl > l3_end {
+                TcpOptionArea::PastDatagram
+            } else if hl > 20 {
+                TcpOptionArea::At(l4off + 20..l4off + hl)
+            } else {
+                TcpOptionArea::None
+            };
         }
         _ => {}
     }
     key.sport = be16(p, 0);
     key.dport = be16(p, 2);
     ParseStatus::Ok
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{parse_frame_tcp, TcpOptionArea};
+    use crate::abi::ParseStatus;
+    use crate::frame::Frame;
+
+    /// The option area as `struct parapet_offs`'s `tcp_opt` records it:
+    /// its bytes, none, or a data offset past the datagram (still `Ok`:
+    /// only images that test options drop it).
+    #[test]
+    fn the_tcp_option_area_is_found() {
+        let syn = || Frame::ipv4([10, 0, 0, 1].into(), [10, 0, 0, 2].into()).tcp(1, 22, 2);
+        let f = syn().tcp_options(&[2, 4, 5, 0xb4]).payload(3).build();
+        let (st, _, area) = parse_frame_tcp(&f, f.len() as u32, 0);
+        let TcpOptionArea::At(r) = area.clone() else {
+            panic!("{area:?}")
+        };
+        assert_eq!((st, &f[r]), (ParseStatus::Ok, &[2, 4, 5, 0xb4][..]));
+        let f = syn().build();
+        assert_eq!(
+            parse_frame_tcp(&f, f.len() as u32, 0).2,
+            TcpOptionArea::None
+        );
+        let f = syn().tcp_doff(15).build();
+        let (st, _, area) = parse_frame_tcp(&f, f.len() as u32, 0);
+        assert_eq!((st, area), (ParseStatus::Ok, TcpOptionArea::PastDatagram));
+        let f = Frame::ipv4([10, 0, 0, 1].into(), [10, 0, 0, 2].into())
+            .udp(1, 53)
+            .build();
+        assert_eq!(
+            parse_frame_tcp(&f, f.len() as u32, 0).2,
+            TcpOptionArea::None
+        );
+    }
 }
