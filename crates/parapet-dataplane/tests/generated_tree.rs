@@ -4,8 +4,10 @@
 //! linear generated program — random pure first-match lists of both
 //! families compiled with binary and multi-way cuts, their rule-edge
 //! packets and frames the parser decides; ClassBench acl1, fw1 and ipc1
-//! 10k with their traces; nf-HiPAC's worst case up to 2,560 rules. Also:
-//! what the tree form cannot do is refused.
+//! 10k with their traces; nf-HiPAC's worst case up to 25,600 rules. Also:
+//! the kernel's stack liveness pass runs a few times per load, not once
+//! per leaf (counted in its verifier log), and what the tree form cannot
+//! do is refused.
 
 mod common;
 
