@@ -26,7 +26,10 @@ pub use attached::{
     AUTO_MAX_JUMPS, GENERATED_PROG_NAME,
 };
 pub use rules::{ineligible, MAX_BRANCHES, MAX_ENTRIES};
-pub use tree::{generate_tree, tree_ineligible, TreeShape, MAX_TREE_INSNS};
+pub use tree::{
+    generate_tree, generate_tree_attached, load_tree_attached, tree_ineligible, TreeShape,
+    MAX_TREE_INSNS,
+};
 
 use crate::abi::TestRunOutcome;
 use crate::attach::AttachPoint;

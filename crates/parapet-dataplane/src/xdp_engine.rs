@@ -133,17 +133,33 @@ impl Dataplane {
         Ok(GeneratedOnMaps { fd, insns })
     }
 
+    /// The tree form of `list`'s generated program from its compiled
+    /// `image` (pure first-match lists, [`codegen::tree_ineligible`]),
+    /// counting in this dataplane's maps as [`Dataplane::load_xdp_generated`]'s
+    /// does, loaded but not attached, and its shape.
+    pub fn load_xdp_generated_tree(
+        &self,
+        list: &DecisionList,
+        image: &parapet_image::Image,
+    ) -> Result<(GeneratedOnMaps, codegen::TreeShape)> {
+        let (fd, shape) = codegen::load_tree_attached(list, image, &self.codegen_maps())?;
+        let insns = shape.insns;
+        Ok((GeneratedOnMaps { fd, insns }, shape))
+    }
+
     /// The generated program of `list`, counting in this dataplane's maps.
     fn load_generated(&self, list: &DecisionList) -> Result<(OwnedFd, usize)> {
-        codegen::load_attached(
-            list,
-            &Maps {
-                counters: self.counters.map().fd().as_fd(),
-                stats: self.stats.map().fd().as_fd(),
-                config: self.config.map().fd().as_fd(),
-                hook_stats: self.hook_stats.map().fd().as_fd(),
-            },
-        )
+        codegen::load_attached(list, &self.codegen_maps())
+    }
+
+    /// The main program's maps a generated program counts in.
+    fn codegen_maps(&self) -> Maps<'_> {
+        Maps {
+            counters: self.counters.map().fd().as_fd(),
+            stats: self.stats.map().fd().as_fd(),
+            config: self.config.map().fd().as_fd(),
+            hook_stats: self.hook_stats.map().fd().as_fd(),
+        }
     }
 
     /// `BPF_LINK_UPDATE` of every pinned XDP link to `prog`, or to the

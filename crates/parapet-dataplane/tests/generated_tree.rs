@@ -13,6 +13,7 @@ mod common;
 
 use std::io::BufReader;
 
+use common::eligible::pure;
 use common::lo::LO;
 use common::wire::{frame_of, wire_packet};
 use common::Rng;
@@ -24,23 +25,6 @@ use parapet_dataplane::frame::{parse_frame, Frame};
 use parapet_dataplane::ParseStatus;
 use parapet_gen::{packets_for, random_ruleset_with_header_fields, worst_case, RandomSpec};
 use parapet_model::{flatten, DecisionList, EntryKind, Field, IfName, Packet, Verdict};
-
-/// `list` made a pure first-match list of the header fields: interface
-/// and conntrack constraints dropped, REJECT made DROP, every entry that
-/// is not a decision (RETURN, LOG, counter, jump) left out.
-fn pure(mut list: DecisionList) -> DecisionList {
-    list.entries.retain(|e| e.kind.is_terminal());
-    for e in &mut list.entries {
-        e.matches = e.matches.without(Field::InIface).without(Field::CtState);
-        if let EntryKind::Decide(Verdict::Reject { .. }) = e.kind {
-            e.kind = EntryKind::Decide(Verdict::Drop);
-        }
-    }
-    if matches!(list.policy, Verdict::Reject { .. }) {
-        list.policy = Verdict::Drop;
-    }
-    list
-}
 
 /// Whether `frame` passes by the spec: not IP passes, what the parser
 /// refuses is dropped, the decision list decides the rest.

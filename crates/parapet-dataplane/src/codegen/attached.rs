@@ -145,8 +145,8 @@ pub fn choose(list: &DecisionList, want: EngineWant) -> Choice {
 /// and the rules' counter key: a map key, whether the per-packet
 /// statistics are on, the ingress interface.
 const STATS_KEY: i16 = -8 * (Slot::ALL.len() as i16 + 2);
-const STATS_ON: i16 = STATS_KEY - 8;
-const IFINDEX: i16 = STATS_KEY - 16;
+pub(super) const STATS_ON: i16 = STATS_KEY - 8;
+pub(super) const IFINDEX: i16 = STATS_KEY - 16;
 
 /// `xdp_md.ingress_ifindex`.
 const XDP_MD_INGRESS_IFINDEX: i16 = 12;
@@ -156,7 +156,7 @@ const MAP_LOOKUP_ELEM: i32 = 1;
 
 /// `stats[idx] += 1` in the per-CPU `u64` array behind `stats`
 /// (clobbers r0–r5).
-fn count_stat(a: &mut Asm, stats: i32, idx: u32) {
+pub(super) fn count_stat(a: &mut Asm, stats: i32, idx: u32) {
     a.store_imm32(FP, STATS_KEY, idx as i32);
     a.ld_map_fd(R1, stats);
     a.alu_reg(Alu::Mov, R2, FP);
@@ -175,7 +175,7 @@ fn count_stat(a: &mut Asm, stats: i32, idx: u32) {
 /// program) the packet counted in `stats[Stat::Packets]` and the switch
 /// noted for the exits; the context (r1, where the parser starts) kept in
 /// r6 across the lookups.
-fn count_packet(a: &mut Asm, maps: &Maps<'_>) {
+pub(super) fn count_packet(a: &mut Asm, maps: &Maps<'_>) {
     a.alu_reg(Alu::Mov, R6, R1);
     a.load(Size::W, R2, R1, XDP_MD_INGRESS_IFINDEX);
     a.store(FP, IFINDEX, R2);
@@ -200,7 +200,7 @@ fn count_packet(a: &mut Asm, maps: &Maps<'_>) {
 /// in the main program: the column of its interface, or 0 from
 /// `HOOK_IFACES` on; its L3 length; dropped or not) while the switch is
 /// on, then the program returns `verdict`.
-fn exit_counted(a: &mut Asm, hook_stats: i32, verdict: i32) {
+pub(super) fn exit_counted(a: &mut Asm, hook_stats: i32, verdict: i32) {
     let ret = a.label();
     a.load(Size::Dw, R1, FP, STATS_ON);
     a.jmp_imm(Cond::Eq, R1, 0, ret);

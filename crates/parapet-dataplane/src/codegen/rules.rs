@@ -232,7 +232,7 @@ fn in_set(a: &mut Asm, field: Field, set: &IntervalSet, miss: Label) {
 }
 
 /// Where the per-rule counter key is built on the stack: below the slots.
-const COUNTER_KEY: i16 = -8 * (Slot::ALL.len() as i16 + 1);
+pub(crate) const COUNTER_KEY: i16 = -8 * (Slot::ALL.len() as i16 + 1);
 
 /// `BPF_FUNC_map_lookup_elem`.
 const MAP_LOOKUP_ELEM: i32 = 1;
@@ -244,6 +244,13 @@ const MAP_LOOKUP_ELEM: i32 = 1;
 fn count(a: &mut Asm, counters: Option<i32>, idx: u32) {
     let Some(fd) = counters else { return };
     a.store_imm32(FP, COUNTER_KEY, idx as i32);
+    count_keyed(a, fd);
+}
+
+/// `counters[key] += {1, the packet's L3 length}`, the key (a `u32`) at
+/// [`COUNTER_KEY`] on the stack, in the per-CPU array `counters`
+/// (clobbers r0–r5).
+pub(crate) fn count_keyed(a: &mut Asm, fd: i32) {
     a.ld_map_fd(R1, fd);
     a.alu_reg(Alu::Mov, R2, FP);
     a.alu_imm(Alu::Add, R2, i32::from(COUNTER_KEY));

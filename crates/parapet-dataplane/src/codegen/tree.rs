@@ -25,24 +25,29 @@ use parapet_image::{self as image, hw, u128_at, Image};
 use parapet_model::{DecisionList, EntryKind, Field};
 
 use super::asm::{Alu, Asm, Cond, Label, Size, FP, R1, R2, R3};
-use super::parse::{self, Exits, Slot, Used, XDP_DROP, XDP_PASS};
+use super::attached::Maps;
+use super::parse::{self, Exits, Slot, Used};
 use super::rules::{
     in_range128, in_range64, jmp_const, slots, unsupported, used_slots, xdp_verdict,
 };
 use super::{load_checked, GeneratedXdp};
+use counted::Counted;
 use homes::{Homes, BEST};
 
+mod counted;
 mod homes;
 use crate::error::{Error, Result};
+pub use counted::{generate_tree_attached, load_tree_attached};
 
 /// The most instructions the kernel loads in one program
 /// (`BPF_COMPLEXITY_LIMIT_INSNS`, also the verifier's budget of
 /// instructions walked).
 pub const MAX_TREE_INSNS: usize = 1_000_000;
 
-/// The tree form's stack slot, below the parser's slots and the linear
-/// program's counter key: the opaque zero.
-const ZERO: i16 = -8 * (Slot::ALL.len() as i16 + 2);
+/// The tree form's stack slot, below the parser's slots, the linear
+/// program's counter key and the attached program's slots: the opaque
+/// zero.
+const ZERO: i16 = super::attached::IFINDEX - 8;
 
 /// `xdp_md.ingress_ifindex`.
 const XDP_MD_INGRESS_IFINDEX: i16 = 12;
@@ -121,6 +126,16 @@ pub fn tree_ineligible(list: &DecisionList, image: &Image) -> Option<String> {
 /// `list`'s tree program from its compiled `image` (the compiler's trees,
 /// `parapet_compile::compile`), and its shape.
 pub fn generate_tree(list: &DecisionList, image: &Image) -> Result<(Vec<[u8; 8]>, TreeShape)> {
+    generate_tree_on(list, image, None)
+}
+
+/// [`generate_tree`], and with `maps` counting in them as the attached
+/// linear program does (`tree/counted.rs`).
+fn generate_tree_on(
+    list: &DecisionList,
+    image: &Image,
+    maps: Option<&Maps<'_>>,
+) -> Result<(Vec<[u8; 8]>, TreeShape)> {
     if let Some(why) = tree_ineligible(list, image) {
         return Err(Error::Codegen(format!(
             "not eligible for the tree form: {why}"
@@ -128,8 +143,8 @@ pub fn generate_tree(list: &DecisionList, image: &Image) -> Result<(Vec<[u8; 8]>
     }
     // first with every field on the stack, to count the trees' reads of
     // each; then the most read in registers
-    let dry = emit(list, image, Homes::default())?;
-    let g = emit(list, image, dry.homes_by_reads())?;
+    let dry = emit(list, image, Homes::default(), maps)?;
+    let g = emit(list, image, dry.homes_by_reads(), maps)?;
     let prog =
         g.a.finish()
             .map_err(|e| Error::Codegen(format!("assembling: {e:?}")))?;
@@ -145,7 +160,12 @@ pub fn generate_tree(list: &DecisionList, image: &Image) -> Result<(Vec<[u8; 8]>
 }
 
 /// The program with the fields kept in `homes`, unassembled.
-fn emit<'a>(list: &'a DecisionList, image: &'a Image, homes: Homes) -> Result<Gen<'a>> {
+fn emit<'a>(
+    list: &'a DecisionList,
+    image: &'a Image,
+    homes: Homes,
+    maps: Option<&Maps<'_>>,
+) -> Result<Gen<'a>> {
     let w = image.words();
     let mut a = Asm::default();
     let (exit_pass, exit_drop) = (a.label(), a.label());
@@ -167,8 +187,12 @@ fn emit<'a>(list: &'a DecisionList, image: &'a Image, homes: Homes) -> Result<Ge
         exit_pass,
         exit_drop,
         used: Used::default(),
+        counted: None,
         shape: TreeShape::default(),
     };
+    if let Some(maps) = maps {
+        g.counted = Some(Counted::new(&mut g.a, maps));
+    }
     let a = &mut g.a;
     let exits = Exits {
         classify: a.label(),
@@ -184,14 +208,15 @@ fn emit<'a>(list: &'a DecisionList, image: &'a Image, homes: Homes) -> Result<Ge
     a.alu_imm(Alu::Lsh, R3, 32);
     a.alu_reg(Alu::Or, R2, R3);
     a.store(FP, ZERO, R2);
+    if g.counted.is_some() {
+        g.opaque_stats_switch();
+    }
     let used = g.used_slots();
     g.used = used;
     let a = &mut g.a;
     parse::emit_parser(a, used, &exits);
-    a.bind(exits.drop);
-    a.ret(XDP_DROP);
-    a.bind(exits.pass);
-    a.ret(XDP_PASS);
+    g.parser_exits(&exits);
+    let a = &mut g.a;
     a.bind(exits.classify);
     // every parser path on: the same opaque values from here, in their
     // registers or back in their slots
@@ -286,13 +311,15 @@ struct Gen<'a> {
     exit_drop: Label,
     /// The slots the parser fills.
     used: Used,
+    /// Counting in the main program's maps (the attached tree program).
+    counted: Option<Counted>,
     shape: TreeShape,
 }
 
 impl Gen<'_> {
     /// The entries' slots and the slots of the fields the trees cut.
     fn used_slots(&self) -> Used {
-        let mut used = used_slots(self.list, false);
+        let mut used = used_slots(self.list, self.counted.is_some());
         let n_nodes = self.w[hw::N_NODES] as usize;
         for i in 0..n_nodes {
             let fid = (self.w[self.nodes_off + i * image::NODE_WORDS] & 0xff) as usize;
@@ -565,7 +592,7 @@ impl Gen<'_> {
                 unreachable!("pure first-match lists only");
             };
             if c < self.min_later {
-                self.verdict(xdp_verdict(v).expect("eligible"));
+                self.decide(c as usize, xdp_verdict(v).expect("eligible"));
             } else {
                 self.set_best(u64::from(c));
                 self.any_set = true;
@@ -651,7 +678,11 @@ impl Gen<'_> {
     fn verdict_dispatch(&mut self) {
         let policy = xdp_verdict(&self.list.policy).expect("eligible");
         if !self.any_set {
-            self.verdict(policy);
+            self.decide(self.list.entries.len(), policy);
+            return;
+        }
+        if self.counted.is_some() {
+            self.counted_dispatch();
             return;
         }
         let mut runs: Vec<(u64, i32)> = Vec::new();

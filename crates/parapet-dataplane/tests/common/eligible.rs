@@ -19,3 +19,20 @@ pub fn eligible(mut list: DecisionList) -> DecisionList {
     }
     list
 }
+
+/// `list` made a pure first-match list of the header fields: interface
+/// and conntrack constraints dropped, REJECT made DROP, every entry that
+/// is not a decision (RETURN, LOG, counter, jump) left out.
+pub fn pure(mut list: DecisionList) -> DecisionList {
+    list.entries.retain(|e| e.kind.is_terminal());
+    for e in &mut list.entries {
+        e.matches = e.matches.without(Field::InIface).without(Field::CtState);
+        if let EntryKind::Decide(Verdict::Reject { .. }) = e.kind {
+            e.kind = EntryKind::Decide(Verdict::Drop);
+        }
+    }
+    if matches!(list.policy, Verdict::Reject { .. }) {
+        list.policy = Verdict::Drop;
+    }
+    list
+}

@@ -87,6 +87,10 @@ impl Gen<'_> {
     /// reads of them add nothing and the pass runs a few times, not once
     /// per leaf (docs/dataplane.md, "The tree form").
     pub(super) fn exits(&mut self) {
+        if self.counted.is_some() {
+            self.counted_exits();
+            return;
+        }
         if !self.homes.guarded {
             return;
         }
@@ -110,6 +114,9 @@ impl Gen<'_> {
     /// read of the zero's slot is live everywhere: the verdict dispatch
     /// reads it.)
     pub(super) fn set_best(&mut self, entry: u64) {
+        if let Some(c) = &mut self.counted {
+            c.best.insert(entry as usize);
+        }
         let entry = i32::try_from(entry).expect("entry indexes fit an immediate");
         self.a.load(Size::Dw, BEST, FP, ZERO);
         self.a.alu_imm(Alu::Xor, BEST, entry);

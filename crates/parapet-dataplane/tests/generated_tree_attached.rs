@@ -1,0 +1,229 @@
+//! The tree form as parapetd would attach it (src/codegen/tree/counted.rs,
+//! `Dataplane::load_xdp_generated_tree`): loaded against the main
+//! program's maps, it must decide random pure first-match lists and
+//! nf-HiPAC's worst case frame by frame as the linear engine does
+//! (`DecisionList::classify` after the Rust parser), and count exactly as
+//! the attached linear program counts the same frames: every deciding
+//! rule under its rule id in the main program's per-rule counters (read
+//! with `Dataplane::counter`, the path `parapet counters` takes), the
+//! policy under 0, the packets and non-IP frames in its statistics, the
+//! XDP row of its hook statistics (packets, bytes, drops).
+
+mod common;
+
+use std::collections::HashMap;
+
+use common::eligible::pure;
+use common::lo::{dp_on_lo, LO};
+use common::wire::{frame_of, wire_packet};
+use common::Rng;
+use parapet_compile::{compile, CompileOptions};
+use parapet_dataplane::codegen::{ineligible, tree_ineligible};
+use parapet_dataplane::frame::parse_frame;
+use parapet_dataplane::{Dataplane, HookCount, ParseStatus, Stat};
+use parapet_gen::{packets_for, random_ruleset_with_header_fields, worst_case, RandomSpec};
+use parapet_model::{flatten, DecisionList, IfName, Packet, Verdict};
+
+/// What one program did with a batch of frames: per frame whether it
+/// passed; the per-rule counters that moved (rule id: packets, bytes);
+/// the packets and non-IP statistics; the XDP row of the hook statistics
+/// in loopback's column (packets, bytes, dropped).
+#[derive(Debug, PartialEq, Eq)]
+struct Counted {
+    passed: Vec<bool>,
+    rules: HashMap<u32, (u64, u64)>,
+    packets: u64,
+    not_ip: u64,
+    hook: (u64, u64, u64),
+}
+
+fn xdp_row(dp: &Dataplane) -> HookCount {
+    dp.hook_counts(&[LO])
+        .unwrap()
+        .into_iter()
+        .find(|h| h.hook == 1 && h.ifindex == LO)
+        .unwrap_or_default()
+}
+
+/// Runs `frames` through `run` (one program's test run) on `dp`'s
+/// counters, reset first, and reads back what it counted for the rule
+/// ids of `list` and the policy's 0.
+fn run_counted(
+    dp: &mut Dataplane,
+    list: &DecisionList,
+    frames: &[Vec<u8>],
+    run: &dyn Fn(&[u8]) -> bool,
+) -> Counted {
+    dp.reset_counters().unwrap();
+    let (stats, hook) = (dp.stats().unwrap(), xdp_row(dp));
+    let passed = frames.iter().map(|f| run(f)).collect();
+    let mut rules = HashMap::new();
+    for id in list.entries.iter().map(|e| e.rule_id).chain([0]) {
+        let c = dp.counter(id).unwrap();
+        if c.packets > 0 {
+            rules.insert(id, (c.packets, c.bytes));
+        }
+    }
+    let (after, hook_after) = (dp.stats().unwrap(), xdp_row(dp));
+    let delta = |s: Stat| after.get(s) - stats.get(s);
+    Counted {
+        passed,
+        rules,
+        packets: delta(Stat::Packets),
+        not_ip: delta(Stat::NotIp),
+        hook: (
+            hook_after.packets - hook.packets,
+            hook_after.bytes - hook.bytes,
+            hook_after.dropped - hook.dropped,
+        ),
+    }
+}
+
+/// The spec's fate of each frame (passes) and the per-rule counts the
+/// linear engine gives them.
+fn spec(list: &DecisionList, frames: &[Vec<u8>]) -> (Vec<bool>, HashMap<u32, (u64, u64)>) {
+    let (mut passed, mut rules) = (Vec::new(), HashMap::new());
+    for f in frames {
+        let (status, key) = parse_frame(f, f.len() as u32, LO);
+        passed.push(match status {
+            ParseStatus::NotIp => true,
+            ParseStatus::Ok => {
+                let p = key.to_packet(IfName::new("lo").unwrap()).expect("IP");
+                let d = list.classify(&p, &[]);
+                let c: &mut (u64, u64) = rules.entry(d.rule_id).or_default();
+                *c = (c.0 + 1, c.1 + u64::from(p.len));
+                d.verdict == Verdict::Accept
+            }
+            _ => false,
+        });
+    }
+    (passed, rules)
+}
+
+/// Checks the attached tree program of `list` (compiled with `opts`)
+/// against the spec on `frames`, and against the attached linear program
+/// when the list is short enough for it; returns the rules counted and
+/// the frames dropped.
+fn check(
+    dp: &mut Dataplane,
+    what: &str,
+    list: &DecisionList,
+    frames: &[Vec<u8>],
+) -> (usize, usize) {
+    check_with(dp, what, list, frames, &CompileOptions::default())
+}
+
+fn check_with(
+    dp: &mut Dataplane,
+    what: &str,
+    list: &DecisionList,
+    frames: &[Vec<u8>],
+    opts: &CompileOptions,
+) -> (usize, usize) {
+    let (image, _) = compile(list, opts).unwrap();
+    assert_eq!(tree_ineligible(list, &image), None, "{what}");
+    let (tree, shape) = dp
+        .load_xdp_generated_tree(list, &image)
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    let by_tree = run_counted(dp, list, frames, &|f| {
+        tree.test_run(f, LO, 1).unwrap().passed
+    });
+    let (passed, rules) = spec(list, frames);
+    assert_eq!(by_tree.passed, passed, "{what}: verdicts ({shape:?})");
+    assert_eq!(by_tree.rules, rules, "{what}: the counters by rule id");
+    // the linear program takes lists up to MAX_ENTRIES
+    if ineligible(list).is_none() {
+        let linear = dp.load_xdp_generated(list).unwrap();
+        let by_linear = run_counted(dp, list, frames, &|f| {
+            linear.test_run(f, LO, 1).unwrap().passed
+        });
+        assert_eq!(by_tree, by_linear, "{what}: as the attached linear program");
+    }
+    assert_eq!(by_tree.packets, frames.len() as u64, "{what}");
+    let dropped = passed.iter().filter(|&&p| !p).count();
+    assert_eq!(by_tree.hook.0, frames.len() as u64, "{what}");
+    assert_eq!(by_tree.hook.2, dropped as u64, "{what}");
+    (rules.len(), dropped)
+}
+
+/// Frames of `packets`, some cut short (the parser drops them), and one
+/// that is not IP.
+fn frames_of(rng: &mut Rng, packets: Vec<Packet>) -> Vec<Vec<u8>> {
+    let mut frames: Vec<Vec<u8>> = packets
+        .into_iter()
+        .map(|p| frame_of(&wire_packet(p)))
+        .collect();
+    let whole = frames.len();
+    for i in 0..20 {
+        let f = &frames[i % whole];
+        let cut = 14 + rng.below((f.len() - 14) as u64) as usize;
+        frames.push(f[..cut].to_vec());
+    }
+    let mut arp = frames[0][..42.min(frames[0].len())].to_vec();
+    arp[12..14].copy_from_slice(&[0x08, 0x06]);
+    frames.push(arp);
+    frames
+}
+
+#[test]
+#[ignore = "needs root"]
+fn the_attached_tree_program_decides_and_counts_as_the_linear_engine() {
+    let mut dp = dp_on_lo("the_attached_tree_program_decides_and_counts_as_the_linear_engine");
+    dp.set_packet_stats(true).unwrap();
+    let mut rng = Rng::new(0x7472_6361);
+    let (mut counted_rules, mut dropped, mut frames_run) = (0, 0, 0);
+    for seed in 0..12u64 {
+        let spec_rs = RandomSpec {
+            rules: 5 + (seed as usize * 37) % 150,
+            ipv6: seed % 3 != 0,
+            ..RandomSpec::default()
+        };
+        let rs = random_ruleset_with_header_fields(seed, &spec_rs);
+        let list = pure(flatten(&rs, rs.select_chain(None).unwrap()).unwrap());
+        // small leaves and multi-way cuts too: deep, wide trees
+        let opts = match seed % 2 {
+            0 => CompileOptions::default(),
+            _ => CompileOptions {
+                leaf_size: 2,
+                spfac: 8.0,
+                ..CompileOptions::default()
+            },
+        };
+        let frames = frames_of(&mut rng, packets_for(&rs, seed, 150));
+        let (r, d) = check_with(&mut dp, &format!("seed {seed}"), &list, &frames, &opts);
+        counted_rules += r;
+        dropped += d;
+        frames_run += frames.len();
+    }
+    assert!(counted_rules > 80, "{counted_rules} rules counted");
+    assert!(
+        dropped > frames_run / 10 && dropped < frames_run * 9 / 10,
+        "{dropped} of {frames_run} dropped"
+    );
+    // nf-HiPAC's worst case past AUTO_MAX_JUMPS: the probe passes every
+    // rule to the last, its neighbours stop at earlier ones or the policy
+    let rs = worst_case(2560);
+    let list = flatten(&rs, rs.select_chain(None).unwrap()).unwrap();
+    let probe = parapet_gen::worst_case_packet();
+    let mut packets = vec![probe.clone()];
+    for d in [1u16, 2, 100, 2000] {
+        let mut p = probe.clone();
+        p.dport = p.dport.wrapping_sub(d);
+        packets.push(p);
+        let mut p = probe.clone();
+        p.sport = p.sport.wrapping_add(d);
+        packets.push(p);
+    }
+    let frames = frames_of(&mut rng, packets);
+    let (r, d) = check(&mut dp, "worst case 2560", &list, &frames);
+    assert!(r >= 2 && d > 0, "{r} rules counted, {d} dropped");
+    // with the statistics switched off the packets are not counted
+    dp.set_packet_stats(false).unwrap();
+    let (image, _) = compile(&list, &CompileOptions::default()).unwrap();
+    let (tree, _) = dp.load_xdp_generated_tree(&list, &image).unwrap();
+    let before = dp.stats().unwrap().get(Stat::Packets);
+    tree.test_run(&frame_of(&wire_packet(probe)), LO, 5)
+        .unwrap();
+    assert_eq!(dp.stats().unwrap().get(Stat::Packets), before);
+    println!("{frames_run} random frames, {dropped} dropped, {counted_rules} rules counted");
+}
