@@ -152,8 +152,9 @@ impl Dataplane {
         codegen::load_attached(list, &self.codegen_maps())
     }
 
-    /// The main program's maps a generated program counts in.
-    fn codegen_maps(&self) -> Maps<'_> {
+    /// The main program's maps a generated program counts in (for
+    /// [`codegen::generate_tree_attached`] in tests).
+    pub fn codegen_maps(&self) -> Maps<'_> {
         Maps {
             counters: self.counters.map().fd().as_fd(),
             stats: self.stats.map().fd().as_fd(),

@@ -18,9 +18,11 @@ use common::lo::{dp_on_lo, LO};
 use common::wire::{frame_of, wire_packet};
 use common::Rng;
 use parapet_compile::{compile, CompileOptions};
-use parapet_dataplane::codegen::{ineligible, tree_ineligible};
+use parapet_dataplane::codegen::{
+    generate_tree_attached, ineligible, tree_ineligible, verifier_log,
+};
 use parapet_dataplane::frame::parse_frame;
-use parapet_dataplane::{Dataplane, HookCount, ParseStatus, Stat};
+use parapet_dataplane::{Dataplane, HookCount, LoadOptions, ParseStatus, Stat};
 use parapet_gen::{packets_for, random_ruleset_with_header_fields, worst_case, RandomSpec};
 use parapet_model::{flatten, DecisionList, IfName, Packet, Verdict};
 
@@ -226,4 +228,83 @@ fn the_attached_tree_program_decides_and_counts_as_the_linear_engine() {
         .unwrap();
     assert_eq!(dp.stats().unwrap().get(Stat::Packets), before);
     println!("{frames_run} random frames, {dropped} dropped, {counted_rules} rules counted");
+}
+
+/// The counting costs the largest list a few instructions per decision:
+/// nf-HiPAC's worst case at 25,600 rules still loads attached, and its
+/// probe is decided (counted under the last rule's id) as the spec says.
+#[test]
+#[ignore = "needs root"]
+fn the_attached_tree_program_loads_for_25600_worst_case_rules() {
+    let test = "the_attached_tree_program_loads_for_25600_worst_case_rules";
+    // counters for every rule id of the list
+    let opts = LoadOptions {
+        debug: true,
+        slot_pages: 64,
+        max_rules: 32_767,
+    };
+    let mut dp = common::load_dataplane(test, &opts);
+    dp.set_ifname(LO, "lo").unwrap();
+    let rs = worst_case(25_600);
+    let list = flatten(&rs, rs.select_chain(None).unwrap()).unwrap();
+    let (image, _) = compile(&list, &CompileOptions::default()).unwrap();
+    let started = std::time::Instant::now();
+    let (tree, shape) = dp.load_xdp_generated_tree(&list, &image).unwrap();
+    let load = started.elapsed();
+    println!("loaded in {load:?}");
+    let probe = wire_packet(parapet_gen::worst_case_packet());
+    let d = list.classify(&probe, &[]);
+    dp.reset_counters().unwrap();
+    let passed = tree.test_run(&frame_of(&probe), LO, 3).unwrap().passed;
+    assert_eq!(passed, d.verdict == Verdict::Accept);
+    let c = dp.counter(d.rule_id).unwrap();
+    assert_eq!((c.packets, c.bytes), (3, 3 * u64::from(probe.len)));
+    println!(
+        "worst case 25600 attached: {} instructions, {} verified, loaded in {load:?} \
+         (compile not counted; measured while other work ran)",
+        shape.insns,
+        tree.verified_insns().unwrap()
+    );
+}
+
+/// The counted exits keep the tree form's load near linear: the kernel's
+/// stack liveness pass (6.17+) reruns a few times per load, not once per
+/// leaf (a decision that read the stack, or wrote it, at its own
+/// instruction would rerun it once per leaf: generated_tree.rs).
+#[test]
+#[ignore = "needs root"]
+fn the_attached_tree_program_reruns_stack_liveness_a_few_times() {
+    let dp = dp_on_lo("the_attached_tree_program_reruns_stack_liveness_a_few_times");
+    let mut lists = Vec::new();
+    let rs = worst_case(256);
+    lists.push(flatten(&rs, rs.select_chain(None).unwrap()).unwrap());
+    for seed in [4u64, 5, 7, 8] {
+        let spec = RandomSpec {
+            rules: 150,
+            ipv6: seed % 3 != 0,
+            ..RandomSpec::default()
+        };
+        let rs = random_ruleset_with_header_fields(seed, &spec);
+        lists.push(pure(flatten(&rs, rs.select_chain(None).unwrap()).unwrap()));
+    }
+    let (mut checks, mut any_pass) = (0, false);
+    for (i, list) in lists.iter().enumerate() {
+        let (image, _) = compile(list, &CompileOptions::default()).unwrap();
+        let (prog, shape) = generate_tree_attached(list, &image, &dp.codegen_maps()).unwrap();
+        let log = verifier_log(&prog, 2).unwrap();
+        assert!(log.contains("processed"), "no verifier log: {log:.200}");
+        let passes = log
+            .lines()
+            .filter(|l| l.contains("live stack update done"))
+            .count();
+        println!("list {i}: {passes} passes, {} checks", shape.checks);
+        any_pass |= passes > 0;
+        assert!(passes <= 16, "list {i}: {passes} passes, {shape:?}");
+        checks += shape.checks;
+    }
+    if !any_pass {
+        eprintln!("skipped: this kernel's verifier has no stack liveness pass (before 6.17)");
+        return;
+    }
+    assert!(checks > 500, "{checks} checks");
 }

@@ -7,7 +7,8 @@
 //!
 //! For the verifier (docs/dataplane.md, "The tree form"): a decision does
 //! not count where it is made; it leaves the rule id in r2, made opaque
-//! with the zero, and jumps to its verdict's counted exit. Every decision
+//! (xor'ed with the best entry xor'ed with itself, a zero the verifier
+//! cannot see is one), and jumps to its verdict's counted exit. Every decision
 //! then reaches that exit in the same state, so the verifier walks the
 //! counting once per exit rather than once per leaf, and nothing is
 //! written to the stack in the trees (the stack liveness pass, `homes.rs`).
@@ -100,7 +101,11 @@ impl Gen<'_> {
             c.exit_drop
         };
         let key = self.list.entries.get(entry).map_or(0, |e| e.rule_id);
-        self.a.load(Size::Dw, R2, FP, ZERO);
+        // zero, opaque, from the best entry (opaque) rather than the
+        // zero's slot: a read of the stack here would be a read at a new
+        // instruction per leaf, one rerun of the stack liveness pass each
+        self.a.alu_reg(Alu::Mov, R2, BEST);
+        self.a.alu_reg(Alu::Xor, R2, BEST);
         self.a.alu_imm(Alu::Xor, R2, key as i32);
         self.a.ja_long(exit);
     }
