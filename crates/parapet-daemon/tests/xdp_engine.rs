@@ -3,8 +3,10 @@
 //! and attached at XDP runs as a generated program (`stats` says so, read
 //! from the program the link runs), drops what the linear engine drops and
 //! counts it in the rule's counter exactly; a ruleset of more comparisons
-//! than AUTO_MAX_JUMPS swaps the walker in, and the small one the
-//! generated program back, in the same link under a flood with no
+//! than AUTO_MAX_JUMPS swaps the tree form in (`generated-tree`, counting
+//! rule 1 exactly too), the same with a LOG rule (eligible for neither)
+//! the walker, and the small one the generated program back, in the same
+//! link under a flood with no
 //! dropped-class packet through and the probes arriving; a restart adopts
 //! the link (not re-attached) and keeps enforcing; `--xdp-engine walker`
 //! keeps the walker. Three more round trips under paced traffic lose no
@@ -41,6 +43,14 @@ fn large(n: usize) -> String {
     }
     s.push_str("COMMIT\n");
     s
+}
+
+/// [`large`] with a LOG rule no test packet matches: neither generated
+/// program takes it.
+fn large_logged(n: usize) -> String {
+    let s = large(n);
+    let body = s.trim_end_matches("COMMIT\n");
+    format!("{body}-A INPUT -p tcp --dport 7 -j LOG\nCOMMIT\n")
 }
 
 /// (the attachment's engine, the `xdp_engine` object) from `stats`.
@@ -239,18 +249,29 @@ fn the_generated_program_is_attached_swapped_and_adopted() {
         "stats counts the packets: {p0} -> {p2}"
     );
 
-    // more comparisons than a generated program is faster at: the walker
-    let big = large(60);
-    apply_under_flood(&inst, &pair, &v, &big, "to the walker");
+    // more comparisons than the straight-line program is faster at: the
+    // tree form
+    apply_under_flood(&inst, &pair, &v, &large(60), "to the tree form");
     let (e, why) = engine(&inst);
-    assert_eq!(e, "walker", "{why}");
+    assert_eq!(e, "generated-tree", "{why}");
+    let reason = why["reason"].as_str().unwrap();
     assert!(
-        why["reason"].as_str().unwrap().contains("comparisons"),
+        reason.contains("comparisons") && reason.contains("tree form"),
         "{why}"
     );
     let (c3, _) = counts(&inst);
     send_exactly(&pair, v.b_addr, 100);
-    assert_eq!(counts(&inst).0 - c3, 100, "the walker counts rule 1 too");
+    assert_eq!(counts(&inst).0 - c3, 100, "the tree form counts rule 1");
+
+    // and with a LOG rule, eligible for neither: the walker
+    let big = large_logged(60);
+    apply_under_flood(&inst, &pair, &v, &big, "to the walker");
+    let (e, why) = engine(&inst);
+    assert_eq!(e, "walker", "{why}");
+    assert!(why["reason"].as_str().unwrap().contains("logs"), "{why}");
+    let (c4, _) = counts(&inst);
+    send_exactly(&pair, v.b_addr, 100);
+    assert_eq!(counts(&inst).0 - c4, 100, "the walker counts rule 1 too");
 
     // and back
     apply_under_flood(&inst, &pair, &v, SMALL, "back to the generated program");

@@ -11,6 +11,7 @@
 
 mod asm;
 mod attached;
+mod choice;
 mod parse;
 mod rules;
 mod tree;
@@ -22,8 +23,11 @@ use aya_obj::generated::{bpf_attr, bpf_cmd};
 use parapet_model::DecisionList;
 
 pub use attached::{
-    choose, generate_attached, load_attached, rule_jumps, Choice, EngineWant, Maps, XdpEngine,
-    AUTO_MAX_JUMPS, GENERATED_PROG_NAME,
+    generate_attached, load_attached, Maps, GENERATED_PROG_NAME, GENERATED_TREE_PROG_NAME,
+};
+pub use choice::{
+    choose, choose_with_image, rule_jumps, Choice, EngineWant, XdpEngine, AUTO_MAX_JUMPS,
+    AUTO_MAX_TREE_ENTRIES,
 };
 pub use rules::{ineligible, MAX_BRANCHES, MAX_ENTRIES};
 pub use tree::{
@@ -148,13 +152,18 @@ impl GeneratedXdp {
 /// `prog` loaded as an XDP program, or the verifier's refusal with the
 /// last lines of its log.
 fn load_checked(prog: &[[u8; 8]]) -> Result<OwnedFd> {
+    load_checked_named(prog, GENERATED_PROG_NAME)
+}
+
+/// [`load_checked`], the program named `name` in the kernel.
+fn load_checked_named(prog: &[[u8; 8]], name: &str) -> Result<OwnedFd> {
     let license = CString::new("GPL").expect("no NUL");
     let mut log = vec![0u8; 1 << 20];
-    match load_raw(prog, &license, None) {
+    match load_logged(prog, &license, None, name) {
         Ok(fd) => Ok(fd),
         // again with the verifier's log, to say why
         Err(first) => {
-            let _ = load_raw(prog, &license, Some(&mut log));
+            let _ = load_logged(prog, &license, Some((&mut log, 1)), name);
             let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
             let text = String::from_utf8_lossy(&log[..end]);
             let tail: String = text
@@ -202,7 +211,7 @@ pub fn verifier_log(prog: &[[u8; 8]], level: u32) -> Result<String> {
     let mut size = 16usize << 20;
     loop {
         let mut log = vec![0u8; size];
-        let outcome = load_logged(prog, &license, Some((&mut log, level)));
+        let outcome = load_logged(prog, &license, Some((&mut log, level)), GENERATED_PROG_NAME);
         let full = matches!(&outcome, Err(e) if e.raw_os_error() == Some(libc::ENOSPC));
         if full && size < 1 << 30 {
             size *= 4;
@@ -218,7 +227,7 @@ fn load_raw(
     license: &CString,
     log: Option<&mut [u8]>,
 ) -> std::io::Result<OwnedFd> {
-    load_logged(prog, license, log.map(|log| (log, 1)))
+    load_logged(prog, license, log.map(|log| (log, 1)), GENERATED_PROG_NAME)
 }
 
 /// [`load_raw`] with the log's level.
@@ -226,6 +235,7 @@ fn load_logged(
     prog: &[[u8; 8]],
     license: &CString,
     log: Option<(&mut [u8], u32)>,
+    name: &str,
 ) -> std::io::Result<OwnedFd> {
     // SAFETY: zeroed bpf_attr is valid.
     let mut attr: bpf_attr = unsafe { std::mem::zeroed() };
@@ -238,7 +248,7 @@ fn load_logged(
         u.insn_cnt = prog.len() as u32;
         u.license = license.as_ptr() as u64;
         // the name `stats` and a restarted parapetd know it by on a link
-        for (d, s) in u.prog_name.iter_mut().zip(GENERATED_PROG_NAME.bytes()) {
+        for (d, s) in u.prog_name.iter_mut().zip(name.bytes()) {
             *d = s as _;
         }
         // as aya loads the main program: an XDP link swaps only between

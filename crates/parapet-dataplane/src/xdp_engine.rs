@@ -7,11 +7,14 @@ use std::os::fd::{AsFd, OwnedFd};
 
 use aya::maps::IterableMap;
 use aya::programs::Xdp;
+use parapet_image::Image;
 use parapet_model::DecisionList;
 
 use crate::attach::{hook_pin_name, AttachPoint};
 use crate::bpf_sys;
-use crate::codegen::{self, Choice, EngineWant, Maps, XdpEngine, GENERATED_PROG_NAME};
+use crate::codegen::{
+    self, Choice, EngineWant, Maps, XdpEngine, GENERATED_PROG_NAME, GENERATED_TREE_PROG_NAME,
+};
 use crate::error::{Error, Result};
 use crate::load::{Dataplane, LinkId, PROG_XDP};
 use crate::test_run::TestRunOutcome;
@@ -69,6 +72,17 @@ impl Dataplane {
         self.commit_xdp_engine(prepared)
     }
 
+    /// [`Dataplane::set_xdp_engine`] knowing the list's compiled image
+    /// (the tree form may be chosen: [`codegen::choose_with_image`]).
+    pub fn set_xdp_engine_with_image(
+        &mut self,
+        list: Option<(&DecisionList, &Image)>,
+        want: EngineWant,
+    ) -> Choice {
+        let prepared = self.prepare_xdp_engine_with_image(list, want);
+        self.commit_xdp_engine(prepared)
+    }
+
     /// Chooses the engine for `list` and, for a generated one, generates
     /// and loads its program — before the ruleset goes live, so the swap
     /// that follows it ([`Dataplane::commit_xdp_engine`]) is only the link
@@ -80,8 +94,27 @@ impl Dataplane {
         list: Option<&DecisionList>,
         want: EngineWant,
     ) -> PreparedXdpEngine {
+        self.prepare(list, None, want)
+    }
+
+    /// [`Dataplane::prepare_xdp_engine`] knowing the list's compiled
+    /// image: the tree form may be chosen ([`codegen::choose_with_image`]).
+    pub fn prepare_xdp_engine_with_image(
+        &self,
+        list: Option<(&DecisionList, &Image)>,
+        want: EngineWant,
+    ) -> PreparedXdpEngine {
+        self.prepare(list.map(|l| l.0), list.map(|l| l.1), want)
+    }
+
+    fn prepare(
+        &self,
+        list: Option<&DecisionList>,
+        image: Option<&Image>,
+        want: EngineWant,
+    ) -> PreparedXdpEngine {
         let mut choice = match list {
-            Some(l) => codegen::choose(l, want),
+            Some(l) => codegen::choose_with_image(l, image, want),
             None => Choice {
                 engine: XdpEngine::Walker,
                 reason: "no chain for the interface hooks".into(),
@@ -91,24 +124,29 @@ impl Dataplane {
             .links
             .values()
             .any(|l| matches!(l, LinkId::Xdp(_)) || is_fd_xdp(l));
-        if choice.engine == XdpEngine::Generated && unpinned {
+        if choice.engine != XdpEngine::Walker && unpinned {
             choice = Choice {
                 engine: XdpEngine::Walker,
                 reason: "an XDP link is not pinned (no pin directory): only the walker".into(),
             };
         }
-        let prog = match (choice.engine, list) {
-            (XdpEngine::Generated, Some(l)) => match self.load_generated(l) {
-                Ok((fd, _)) => Some(fd),
-                Err(e) => {
-                    choice = Choice {
-                        engine: XdpEngine::Walker,
-                        reason: format!("the generated program did not load: {e}"),
-                    };
-                    None
-                }
-            },
+        let loaded = match (choice.engine, list, image) {
+            (XdpEngine::Generated, Some(l), _) => Some(self.load_generated(l).map(|(fd, _)| fd)),
+            (XdpEngine::GeneratedTree, Some(l), Some(image)) => {
+                Some(codegen::load_tree_attached(l, image, &self.codegen_maps()).map(|(fd, _)| fd))
+            }
             _ => None,
+        };
+        let prog = match loaded {
+            Some(Ok(fd)) => Some(fd),
+            Some(Err(e)) => {
+                choice = Choice {
+                    engine: XdpEngine::Walker,
+                    reason: format!("the generated program did not load: {e}"),
+                };
+                None
+            }
+            None => None,
         };
         PreparedXdpEngine { choice, prog }
     }
@@ -206,10 +244,10 @@ impl Dataplane {
 /// The engine the pinned link runs, by its program's name.
 fn engine_of_link(pin: &crate::pin::LinkPin) -> Option<XdpEngine> {
     let name = crate::netlink::prog_name(pin.ids()?.prog_id)?;
-    Some(if name == GENERATED_PROG_NAME {
-        XdpEngine::Generated
-    } else {
-        XdpEngine::Walker
+    Some(match name.as_str() {
+        GENERATED_PROG_NAME => XdpEngine::Generated,
+        GENERATED_TREE_PROG_NAME => XdpEngine::GeneratedTree,
+        _ => XdpEngine::Walker,
     })
 }
 

@@ -19,7 +19,8 @@ use common::wire::{frame_of, wire_packet};
 use common::Rng;
 use parapet_compile::{compile, CompileOptions};
 use parapet_dataplane::codegen::{
-    generate_tree_attached, ineligible, tree_ineligible, verifier_log,
+    choose_with_image, generate_tree_attached, ineligible, tree_ineligible, verifier_log,
+    EngineWant, XdpEngine,
 };
 use parapet_dataplane::frame::parse_frame;
 use parapet_dataplane::{Dataplane, HookCount, LoadOptions, ParseStatus, Stat};
@@ -307,4 +308,50 @@ fn the_attached_tree_program_reruns_stack_liveness_a_few_times() {
         return;
     }
     assert!(checks > 500, "{checks} checks");
+}
+
+/// `auto` with the image: the straight-line program up to its crossing,
+/// the tree form past it (and past the linear program's entries), the
+/// walker for what neither takes; asked for, the tree form whenever the
+/// list and image are eligible.
+#[test]
+fn auto_picks_the_tree_form_past_the_linear_crossing() {
+    let compiled = |list: DecisionList| {
+        let (image, _) = compile(&list, &CompileOptions::default()).unwrap();
+        (list, image)
+    };
+    let worst = |n: usize| {
+        let rs = worst_case(n);
+        compiled(flatten(&rs, rs.select_chain(None).unwrap()).unwrap())
+    };
+    let pick =
+        |(l, i): &(DecisionList, parapet_image::Image), want| choose_with_image(l, Some(i), want);
+    let (short, long, longest) = (worst(25), worst(200), worst(2560));
+    assert_eq!(pick(&short, EngineWant::Auto).engine, XdpEngine::Generated);
+    for l in [&long, &longest] {
+        let c = pick(l, EngineWant::Auto);
+        assert_eq!(c.engine, XdpEngine::GeneratedTree, "{}", c.reason);
+        assert_eq!(c.engine.name(), "generated-tree");
+    }
+    assert_eq!(
+        pick(&short, EngineWant::GeneratedTree).engine,
+        XdpEngine::GeneratedTree
+    );
+    assert_eq!(pick(&long, EngineWant::Walker).engine, XdpEngine::Walker);
+    assert_eq!(
+        pick(&long, EngineWant::Generated).engine,
+        XdpEngine::Generated
+    );
+    // without the image, or with another list's, the walker
+    let c = choose_with_image(&long.0, None, EngineWant::Auto);
+    assert_eq!(c.engine, XdpEngine::Walker);
+    assert!(c.reason.contains("no compiled image"), "{}", c.reason);
+    let c = choose_with_image(&long.0, Some(&short.1), EngineWant::Auto);
+    assert_eq!(c.engine, XdpEngine::Walker, "{}", c.reason);
+    // not pure first-match (a counter entry): the walker under auto
+    let mut counted = long.0.clone();
+    counted.entries[0].kind = parapet_model::EntryKind::Count;
+    let c = pick(&compiled(counted), EngineWant::Auto);
+    assert_eq!(c.engine, XdpEngine::Walker, "{}", c.reason);
+    assert!(c.reason.contains("tree form"), "{}", c.reason);
 }

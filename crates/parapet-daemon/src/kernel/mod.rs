@@ -79,8 +79,9 @@ pub struct KernelConfig {
     /// `None`, or no `pin_dir`: loads run in this process.
     pub load_child: Option<Vec<std::ffi::OsString>>,
     /// The program on XDP links (`--xdp-engine`): the walker, a program
-    /// generated from the interface chain, or the cheaper of the two
-    /// (`parapet_dataplane::codegen::choose`).
+    /// generated from the interface chain (straight-line or the tree
+    /// form), or the cheapest that fits
+    /// (`parapet_dataplane::codegen::choose_with_image`).
     pub xdp_engine: parapet_dataplane::EngineWant,
 }
 

@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 
+use parapet_compile::Classifier;
 use parapet_dataplane::{codegen::Choice, AttachPoint, PreparedXdpEngine};
 use parapet_model::{flatten, DecisionList, Ruleset};
 use serde_json::{json, Value};
@@ -13,31 +14,47 @@ use serde_json::{json, Value};
 use super::{kernel_chain, Kernel};
 use crate::compiled::CompiledChain;
 
+/// The interface chain flattened, and its classifier: the tree form is
+/// generated from its image.
+pub(crate) struct IfaceList {
+    list: DecisionList,
+    classifier: Arc<Classifier>,
+}
+
+impl IfaceList {
+    fn with_image(&self) -> (&DecisionList, &parapet_compile::Image) {
+        (&self.list, self.classifier.image())
+    }
+}
+
 /// What the XDP links run and why.
 #[derive(Default)]
 pub(crate) struct XdpEngineState {
-    /// The active ruleset's interface chain, flattened (`None`: no chain).
-    list: Option<Arc<DecisionList>>,
+    /// The active ruleset's interface chain (`None`: no chain).
+    list: Option<Arc<IfaceList>>,
     /// The last choice made while an XDP link existed.
     choice: Option<Choice>,
 }
 
-/// The decision list of `rs`'s interface chain, when it has one.
+/// The decision list of `rs`'s interface chain and its classifier, when
+/// it has one.
 fn iface_list(
     cfg: &super::KernelConfig,
     rs: &Ruleset,
     compiled: &[CompiledChain],
-) -> Option<Arc<DecisionList>> {
-    kernel_chain(cfg, rs, compiled)
-        .ok()
-        .and_then(|c| flatten(rs, c.chain).ok())
-        .map(Arc::new)
+) -> Option<Arc<IfaceList>> {
+    let c = kernel_chain(cfg, rs, compiled).ok()?;
+    let list = flatten(rs, c.chain).ok()?;
+    Some(Arc::new(IfaceList {
+        list,
+        classifier: c.classifier.clone(),
+    }))
 }
 
 /// An apply's XDP engine, prepared before its ruleset goes live
 /// ([`Kernel::prepare_xdp`]).
 pub(crate) struct PendingXdp {
-    list: Option<Arc<DecisionList>>,
+    list: Option<Arc<IfaceList>>,
     prepared: Option<PreparedXdpEngine>,
 }
 
@@ -54,11 +71,10 @@ impl Kernel {
     pub(crate) fn prepare_xdp(&self, rs: &Ruleset, compiled: &[CompiledChain]) -> PendingXdp {
         let list = iface_list(&self.config, rs, compiled);
         let xdp = self.attached.iter().any(|a| a.hook == AttachPoint::Xdp);
-        let prepared = self
-            .dp
-            .as_ref()
-            .filter(|_| xdp)
-            .map(|dp| dp.prepare_xdp_engine(list.as_deref(), self.config.xdp_engine));
+        let prepared = self.dp.as_ref().filter(|_| xdp).map(|dp| {
+            let with_image = list.as_deref().map(IfaceList::with_image);
+            dp.prepare_xdp_engine_with_image(with_image, self.config.xdp_engine)
+        });
         PendingXdp { list, prepared }
     }
 
@@ -93,7 +109,8 @@ impl Kernel {
             self.xdp.choice = None;
             return;
         };
-        let choice = dp.set_xdp_engine(self.xdp.list.as_deref(), self.config.xdp_engine);
+        let with_image = self.xdp.list.as_deref().map(IfaceList::with_image);
+        let choice = dp.set_xdp_engine_with_image(with_image, self.config.xdp_engine);
         self.note_choice(choice);
     }
 

@@ -1,6 +1,6 @@
-//! The generated program as parapetd attaches it at XDP: which engine a
-//! chain gets ([`choose`]) and the program that goes on the link
-//! ([`load_attached`]) — the same straight-line code, counting into the
+//! The generated program as parapetd attaches it at XDP: the program
+//! that goes on the link ([`load_attached`]; which engine a chain gets is
+//! `choice.rs`) — the same straight-line code, counting into the
 //! main program's own maps (per-rule counters by rule id, the packets
 //! statistic), so `parapet counters`, `list --counters` and `stats` read
 //! it through the same code as the walker. docs/dataplane.md, "Generated
@@ -8,7 +8,6 @@
 
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
-use std::str::FromStr;
 
 use parapet_model::DecisionList;
 
@@ -22,124 +21,9 @@ use crate::error::{Error, Result};
 /// `parapet_xdp`).
 pub const GENERATED_PROG_NAME: &str = "parapet_gen";
 
-/// The most conditional jumps a decision list's rules may take for
-/// `--engine auto` to generate its program. A packet's path meets each
-/// of them at most once (the rules only jump forward), so this bounds its
-/// comparisons. §57 (docs/benchmarks.md): the generated program costs
-/// 10 ns above the floor at one rule and 2–3 ns per worst-case rule of
-/// eight comparisons, the walker 116–200 ns whatever the rules; they
-/// cross between 60 and 100 such rules, 480–800 jumps. 512 (64 of them)
-/// keeps to the generated side of the crossing; §60 measures both at 25.
-pub const AUTO_MAX_JUMPS: usize = 512;
-
-/// The program that runs at an XDP attachment.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum XdpEngine {
-    /// The main program: the image walker.
-    Walker,
-    /// A program generated from the chain's decision list.
-    Generated,
-}
-
-impl XdpEngine {
-    /// Its name in `stats` (`walker`, `generated`).
-    pub fn name(self) -> &'static str {
-        match self {
-            XdpEngine::Walker => "walker",
-            XdpEngine::Generated => "generated",
-        }
-    }
-}
-
-/// The engine asked for (parapetd's `--engine`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum EngineWant {
-    /// The generated program when the list is eligible and short enough
-    /// ([`AUTO_MAX_JUMPS`]), the walker otherwise.
-    #[default]
-    Auto,
-    /// Always the walker.
-    Walker,
-    /// The generated program whenever the list is eligible.
-    Generated,
-}
-
-impl EngineWant {
-    /// Its flag value.
-    pub fn name(self) -> &'static str {
-        match self {
-            EngineWant::Auto => "auto",
-            EngineWant::Walker => "walker",
-            EngineWant::Generated => "generated",
-        }
-    }
-}
-
-impl FromStr for EngineWant {
-    type Err = String;
-    fn from_str(s: &str) -> std::result::Result<Self, String> {
-        match s {
-            "auto" => Ok(EngineWant::Auto),
-            "walker" => Ok(EngineWant::Walker),
-            "generated" => Ok(EngineWant::Generated),
-            other => Err(format!(
-                "unknown engine `{other}` (expected auto, walker or generated)"
-            )),
-        }
-    }
-}
-
-/// The engine [`choose`] picked, and why.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Choice {
-    /// The engine.
-    pub engine: XdpEngine,
-    /// Why, for `stats` and the log.
-    pub reason: String,
-}
-
-/// The conditional jumps of `list`'s rules (no counters): the most
-/// comparisons a packet meets in its generated program after the parser.
-pub fn rule_jumps(list: &DecisionList) -> usize {
-    let mut dry = Asm::default();
-    let start = dry.label();
-    rules::emit_rules(&mut dry, list, start, None);
-    dry.branches()
-}
-
-/// The engine for the chain at an XDP attachment: the walker when asked
-/// for, or when `list` is not eligible ([`ineligible`]); the generated
-/// program when asked for, or under `auto` when its rules take at most
-/// [`AUTO_MAX_JUMPS`] conditional jumps.
-pub fn choose(list: &DecisionList, want: EngineWant) -> Choice {
-    let walker = |reason: String| Choice {
-        engine: XdpEngine::Walker,
-        reason,
-    };
-    if want == EngineWant::Walker {
-        return walker("engine walker requested".into());
-    }
-    if let Some(why) = ineligible(list) {
-        return walker(format!("not eligible for a generated program: {why}"));
-    }
-    let jumps = rule_jumps(list);
-    if want == EngineWant::Auto && jumps > AUTO_MAX_JUMPS {
-        return walker(format!(
-            "{jumps} comparisons on the longest path, more than the {AUTO_MAX_JUMPS} \
-             below which a generated program is faster"
-        ));
-    }
-    Choice {
-        engine: XdpEngine::Generated,
-        reason: match want {
-            EngineWant::Generated => format!("engine generated requested ({jumps} comparisons)"),
-            _ => format!(
-                "{} entries, {jumps} comparisons on the longest path (at most {AUTO_MAX_JUMPS})",
-                list.entries.len()
-            ),
-        },
-    }
-}
+/// The kernel name of an attached tree program (the tree form,
+/// `tree/counted.rs`).
+pub const GENERATED_TREE_PROG_NAME: &str = "parapet_gentree";
 
 /// Stack slots of the attached program's own, below the parser's slots
 /// and the rules' counter key: a map key, whether the per-packet
@@ -311,39 +195,4 @@ pub fn load_attached(list: &DecisionList, maps: &Maps<'_>) -> Result<(OwnedFd, u
         ))
     })?;
     Ok((fd, prog.len()))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use parapet_model::Verdict;
-
-    fn empty(policy: Verdict) -> DecisionList {
-        DecisionList {
-            entries: Vec::new(),
-            policy,
-            set_ref_count: 0,
-        }
-    }
-
-    #[test]
-    fn engine_flag_values_round_trip() {
-        for w in [EngineWant::Auto, EngineWant::Walker, EngineWant::Generated] {
-            assert_eq!(w.name().parse::<EngineWant>(), Ok(w));
-        }
-        assert!("tree".parse::<EngineWant>().is_err());
-    }
-
-    #[test]
-    fn the_choice_follows_the_request_and_eligibility() {
-        let list = empty(Verdict::Drop);
-        assert_eq!(choose(&list, EngineWant::Auto).engine, XdpEngine::Generated);
-        assert_eq!(choose(&list, EngineWant::Walker).engine, XdpEngine::Walker);
-        let reject = empty(Verdict::Reject {
-            with: Default::default(),
-        });
-        let c = choose(&reject, EngineWant::Generated);
-        assert_eq!(c.engine, XdpEngine::Walker);
-        assert!(c.reason.contains("REJECT"), "{}", c.reason);
-    }
 }

@@ -182,14 +182,15 @@ pub fn generate_tree_attached(
     generate_tree_on(list, image, Some(maps))
 }
 
-/// [`generate_tree_attached`] loaded, named as the attached linear
-/// program is; the verifier's last lines in the error when it refuses.
+/// [`generate_tree_attached`] loaded, named
+/// [`super::super::GENERATED_TREE_PROG_NAME`]; the verifier's last lines
+/// in the error when it refuses.
 pub fn load_tree_attached(
     list: &DecisionList,
     image: &Image,
     maps: &Maps<'_>,
 ) -> Result<(OwnedFd, TreeShape)> {
     let (prog, shape) = generate_tree_attached(list, image, maps)?;
-    let fd = super::load_checked(&prog)?;
+    let fd = super::super::load_checked_named(&prog, super::super::GENERATED_TREE_PROG_NAME)?;
     Ok((fd, shape))
 }
