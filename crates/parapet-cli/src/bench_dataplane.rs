@@ -21,8 +21,10 @@
 //! (`Dataplane::load_xdp_generated`: counting in the main program's maps,
 //! its statistics and hook rows included); `generated-tree` the compiled
 //! decision tree emitted as code (`codegen::generate_tree`: the tree
-//! engine's image, no counters); the other engines time the walker on that
-//! engine's image.
+//! engine's image, no counters), `generated-tree-attached` the same as
+//! parapetd attaches it (`Dataplane::load_xdp_generated_tree`: counting
+//! as `generated-attached` does); the other engines time the walker on
+//! that engine's image.
 
 use crate::engine::{self, EngineArgs};
 use crate::load;
@@ -126,7 +128,7 @@ enum Floor {
 
 /// A generated program timed instead of the main one: on its own
 /// (`generated`, `generated-nocount`, `generated-tree`) or as parapetd attaches it
-/// (`generated-attached`).
+/// (`generated-attached`, `generated-tree-attached`).
 enum Generated {
     Standalone(GeneratedXdp),
     Attached(GeneratedOnMaps),
@@ -171,10 +173,17 @@ pub fn bench(mut args: BenchArgs) -> Result<ExitCode> {
     let flavour = args.opts.engine.clone();
     let generated = matches!(
         flavour.as_str(),
-        "generated" | "generated-nocount" | "generated-attached" | "generated-tree"
+        "generated"
+            | "generated-nocount"
+            | "generated-attached"
+            | "generated-tree"
+            | "generated-tree-attached"
     );
     let counted = flavour != "generated-nocount";
-    let tree_form = flavour == "generated-tree";
+    let tree_form = matches!(
+        flavour.as_str(),
+        "generated-tree" | "generated-tree-attached"
+    );
     if generated {
         if !matches!(args.hook, BenchHook::Xdp) {
             bail!("--engine generated is an XDP program: use --hook xdp");
@@ -230,9 +239,15 @@ pub fn bench(mut args: BenchArgs) -> Result<ExitCode> {
         let g = if tree_form {
             let opts = parapet_compile::CompileOptions::default();
             let (image, _) = parapet_compile::compile(&list, &opts)?;
-            let (g, shape) = GeneratedXdp::load_tree(&list, &image)?;
-            tree_shape = Some(shape);
-            Generated::Standalone(g)
+            if flavour == "generated-tree-attached" {
+                let (g, shape) = dp.load_xdp_generated_tree(&list, &image)?;
+                tree_shape = Some(shape);
+                Generated::Attached(g)
+            } else {
+                let (g, shape) = GeneratedXdp::load_tree(&list, &image)?;
+                tree_shape = Some(shape);
+                Generated::Standalone(g)
+            }
         } else if flavour == "generated-attached" {
             Generated::Attached(dp.load_xdp_generated(&list)?)
         } else {
