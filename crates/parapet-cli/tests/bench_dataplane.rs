@@ -78,7 +78,8 @@ fn bench_dataplane_reports_the_floor_at_xdp_and_tc() {
 }
 
 /// `--engine generated` times the generated straight-line program (XDP),
-/// `generated-attached` the program parapetd attaches:
+/// `generated-attached` the program parapetd attaches, `generated-tree`
+/// and `generated-tree-attached` the tree form on its own and attached:
 /// the JSON says so and gives its instruction count, the verdicts were
 /// checked (the command fails otherwise), and a ruleset the generator
 /// does not take, or another hook, is refused with the reason.
@@ -102,6 +103,8 @@ fn bench_dataplane_times_the_generated_program() {
         (false, "generated"),
         (true, "generated"),
         (false, "generated-attached"),
+        (false, "generated-tree"),
+        (false, "generated-tree-attached"),
     ] {
         let v = bench(tmp.path(), "xdp", distinct, &["--engine", engine]);
         assert_eq!(v["engine"], engine, "{v}");
