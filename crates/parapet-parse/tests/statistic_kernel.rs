@@ -9,11 +9,17 @@
 //! back equal, and iptables' refusals are refused with their position.
 
 mod common;
+#[path = "common/raw_out.rs"]
+mod raw_out;
+#[path = "common/save_text.rs"]
+mod save_text;
 
 use common::udp_lo;
 use parapet_model::*;
 use parapet_parse::*;
 use parapet_testbed::Netns;
+use raw_out::{legacy_counters, load_nft};
+use save_text::{listed_back, refused, refused_at};
 use std::net::Ipv4Addr;
 
 /// 9001: every third datagram from packet 1 dropped; 9002: the others
@@ -64,7 +70,7 @@ fn engine_fates(rs: &Ruleset, seq: &[udp_lo::Send]) -> Vec<bool> {
 
 #[test]
 fn statistic_lists_back_as_iptables_save_writes_it() {
-    let rs = parse(NTH, "nth.v4", Format::IptablesSave).unwrap().ruleset;
+    let (rs, _, back) = listed_back(NTH, "nth.v4");
     let stats: Vec<Option<Statistic>> = rs.rules().map(|r| r.statistic.clone()).collect();
     let nth = |every, packet, invert| {
         Some(Statistic {
@@ -88,13 +94,6 @@ fn statistic_lists_back_as_iptables_save_writes_it() {
             random(1 << 31)
         ]
     );
-    let listed = render::iptables_save(&rs).unwrap();
-    for line in NTH.lines().filter(|l| l.starts_with("-A")) {
-        assert!(listed.contains(line), "{line} not in\n{listed}");
-    }
-    let back = parse(&listed, "listed.v4", Format::IptablesSave)
-        .unwrap()
-        .ruleset;
     assert_eq!(
         back.rules()
             .map(|r| r.statistic.clone())
@@ -188,19 +187,7 @@ fn statistic_refusals_are_iptables_and_carry_a_position() {
             "cannot be used with",
         ),
     ] {
-        let text = format!("*filter\n:INPUT ACCEPT [0:0]\n-A INPUT {opts} -j DROP\nCOMMIT\n");
-        let err = match parse(&text, "bad.v4", Format::IptablesSave) {
-            Ok(_) => panic!("{opts}: accepted"),
-            Err(e) => e
-                .iter()
-                .map(|e| e.to_string())
-                .collect::<Vec<_>>()
-                .join("\n"),
-        };
-        assert!(
-            err.contains(&format!("bad.v4:3:{col}:")) && err.contains(says),
-            "{opts}: {err}"
-        );
+        refused_at(&format!("-A INPUT {opts} -j DROP"), col, says);
     }
 }
 
@@ -223,16 +210,6 @@ fn nth_and_random_extremes_agree_with_iptables_legacy() {
         parapet, kernel,
         "parapet vs the kernel, datagram by datagram"
     );
-}
-
-/// Packets counted by each rule of INPUT, from `iptables-legacy-save -c`.
-fn rule_counts(ns: &Netns) -> Vec<u64> {
-    let saved = ns.exec(&["iptables-legacy-save", "-c"]).unwrap();
-    saved
-        .lines()
-        .filter(|l| l.starts_with('[') && l.contains("-A INPUT"))
-        .map(|l| l[1..l.find(':').unwrap()].parse().unwrap())
-        .collect()
 }
 
 #[test]
@@ -259,7 +236,7 @@ COMMIT
             tx.send_to(&[i as u8], ("127.0.0.1", 9010)).unwrap();
         }
     });
-    let counts = rule_counts(&ns);
+    let counts = legacy_counters(&ns, Family::V4, "INPUT");
     assert_eq!(counts.iter().sum::<u64>(), N, "{counts:?}");
     assert!(
         counts[0].abs_diff(N / 2) <= BOUND,
@@ -327,14 +304,7 @@ fn numgen_inc_reads_as_nth_and_lists_back() {
         ("numgen inc mod 2 0 udp dport 9", "after 'numgen'"),
     ] {
         let text = format!("table ip t {{\n chain c {{\n  {expr} accept\n }}\n}}\n");
-        let err = match parse(&text, "bad.nft", Format::Nft) {
-            Ok(_) => panic!("{expr}: accepted"),
-            Err(e) => e
-                .iter()
-                .map(|e| e.to_string())
-                .collect::<Vec<_>>()
-                .join("\n"),
-        };
+        let err = refused(&text, "bad.nft", Format::Nft);
         assert!(
             err.contains("bad.nft:3:") && err.contains(says),
             "{expr}: {err}"
@@ -347,11 +317,7 @@ fn numgen_inc_reads_as_nth_and_lists_back() {
 fn numgen_inc_agrees_with_nft() {
     parapet_testbed::require_root();
     let ns = Netns::create("k13stat-numgen").unwrap();
-    let file = std::env::temp_dir().join(format!("parapet-k13stat-{}.nft", std::process::id()));
-    std::fs::write(&file, NUMGEN).unwrap();
-    let loaded = ns.exec(&["nft", "-f", file.to_str().unwrap()]);
-    let _ = std::fs::remove_file(&file);
-    loaded.unwrap_or_else(|e| panic!("nft -f: {e}"));
+    load_nft(&ns, NUMGEN);
     let rs = parse(NUMGEN, "numgen.nft", Format::Nft).unwrap().ruleset;
     let seq: Vec<udp_lo::Send> = sequence()
         .into_iter()

@@ -11,11 +11,14 @@
 
 #[path = "common/raw_out.rs"]
 mod raw_out;
+#[path = "common/save_text.rs"]
+mod save_text;
 
 use parapet_model::{Family, Packet};
 use parapet_parse::{parse, render, Format};
 use parapet_testbed::{require_root, Netns};
-use raw_out::{agree, first_moved, legacy_counters, load_legacy, send_wire, Sender};
+use raw_out::{agree, counted_decisions, legacy_counters, load_legacy, send_wire, Sender};
+use save_text::{linted, listed_back, refused_at};
 
 /// The UDP payload starts at byte 28 (20 of IP header, 8 of UDP). Rule 3
 /// reads bytes [30, 40); rule 6's hex pattern is the source port 40001 in
@@ -93,38 +96,25 @@ fn probes() -> Vec<Packet> {
 fn strings_agree_with_iptables_legacy() {
     require_root();
     let ns = Netns::create("k13str-string").unwrap();
-    ns.ip(&["link", "set", "lo", "up"]).unwrap();
     load_legacy(&ns, RULES, Family::V4);
     let packets = probes();
-    let mut before = legacy_counters(&ns, Family::V4, "OUTPUT");
-    let kernel: Vec<u32> = packets
-        .iter()
-        .map(|p| {
-            ns.run_in(|| send_wire(p, p.datagram.as_deref().unwrap(), Sender::Loopback))
-                .unwrap_or_else(|e| panic!("{p}: {e}"));
-            let after = legacy_counters(&ns, Family::V4, "OUTPUT");
-            let moved: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
-            before = after;
-            first_moved(&moved)
-        })
-        .collect();
+    let kernel = counted_decisions(
+        &ns,
+        &packets,
+        || legacy_counters(&ns, Family::V4, "OUTPUT"),
+        |p| {
+            send_wire(p, p.datagram.as_deref().unwrap(), Sender::Loopback)
+                .unwrap_or_else(|e| panic!("{p}: {e}"))
+        },
+    );
     agree(RULES, "string", "filter/OUTPUT", &packets, &kernel, 8);
 }
 
 #[test]
 fn strings_list_back_as_iptables_save_writes_them() {
-    let rs = parse(RULES, "string.v4", Format::IptablesSave)
-        .unwrap()
-        .ruleset;
-    let listed = render::iptables_save(&rs).unwrap();
-    for line in RULES.lines().filter(|l| l.starts_with("-A")) {
-        // (a rule's string matches are kept in pattern order, which the
-        // rules above are written in)
-        assert!(listed.contains(line), "{line} not in\n{listed}");
-    }
-    let back = parse(&listed, "listed.v4", Format::IptablesSave)
-        .unwrap()
-        .ruleset;
+    // (a rule's string matches are kept in pattern order, which the
+    // rules above are written in)
+    let (rs, _, back) = listed_back(RULES, "string.v4");
     assert!(rs
         .rules()
         .map(|r| &r.matches)
@@ -194,19 +184,7 @@ fn iptables_refusals_are_refused_with_their_position() {
             "more than the kernel's 128",
         ),
     ] {
-        let text = format!("*filter\n:INPUT ACCEPT [0:0]\n-A INPUT {opts} -j DROP\nCOMMIT\n");
-        let err = match parse(&text, "bad.v4", Format::IptablesSave) {
-            Ok(_) => panic!("{opts}: accepted"),
-            Err(e) => e
-                .iter()
-                .map(|e| e.to_string())
-                .collect::<Vec<_>>()
-                .join("\n"),
-        };
-        assert!(
-            err.contains(&format!("bad.v4:3:{col}:")) && err.contains(says),
-            "{opts}: {err}"
-        );
+        refused_at(&format!("-A INPUT {opts} -j DROP"), col, says);
     }
 }
 
@@ -215,7 +193,7 @@ fn iptables_refusals_are_refused_with_their_position() {
 /// unreachable, and diff refuses rather than compare boxes.
 #[test]
 fn lint_and_diff_do_not_trust_a_string_box() {
-    use parapet_model::{diff, flatten_unpruned, lint, Budget};
+    use parapet_model::{diff, Budget};
     let text = "*filter
 :INPUT ACCEPT [0:0]
 -A INPUT -p tcp -m tcp --dport 22 -j DROP
@@ -223,9 +201,7 @@ fn lint_and_diff_do_not_trust_a_string_box() {
 -A INPUT -p tcp -j DROP
 COMMIT
 ";
-    let rs = parse(text, "s.v4", Format::IptablesSave).unwrap().ruleset;
-    let list = flatten_unpruned(&rs, rs.select_chain(None).unwrap(), 1000).unwrap();
-    let report = lint(&rs, std::slice::from_ref(&list), Budget::default()).unwrap();
+    let (_, list, report) = linted(text, "s.v4", Format::IptablesSave);
     assert!(
         report.findings.is_empty(),
         "findings: {:?}",

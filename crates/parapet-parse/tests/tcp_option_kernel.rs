@@ -15,14 +15,17 @@
 
 #[path = "common/raw_out.rs"]
 mod raw_out;
+#[path = "common/save_text.rs"]
+mod save_text;
 
 use parapet_model::{Family, Field, IntervalSet, LinearEngine, NoSets, Packet};
 use parapet_parse::{parse, render, Format};
 use parapet_testbed::{require_root, Netns};
 use raw_out::{
-    agree, first_moved, legacy_counters, load_legacy, send_wire, tcp_option_areas as areas,
-    tcp_segment as segment, Sender,
+    agree, counted_decisions, legacy_counters, load_legacy, send_wire, tcp_option_areas as areas,
+    tcp_option_packets, tcp_segment as segment, Sender,
 };
+use save_text::{input_rule_file, linted, listed_back, refused, refused_at};
 
 /// Rule 1: MSS (2); 2: kind 30 written as hex; 3: 7 present and 8 absent
 /// (two -m tcp); 4: no NOP; 5: kind 77; 6: the rest of the probes.
@@ -39,36 +42,12 @@ const RULES: &str = "*filter
 COMMIT
 ";
 
-fn probes(family: Family) -> Vec<Packet> {
-    let lo = match family {
-        Family::V4 => 0x7f00_0001,
-        Family::V6 => 1,
-    };
-    areas()
-        .into_iter()
-        .map(|(area, _)| {
-            let mut p = Packet::new(family, lo, lo, 6, 40000, 9999);
-            p.tcp_options = (!area.is_empty()).then(|| area.into_boxed_slice());
-            p
-        })
-        .collect()
-}
-
-/// Which rule counted each probe: the first whose counter (`counters`,
-/// the chain's rules in order) grew while it passed.
-fn decisions(ns: &Netns, packets: &[Packet], counters: &dyn Fn() -> Vec<u64>) -> Vec<u32> {
-    let mut before = counters();
-    packets
-        .iter()
-        .map(|p| {
-            ns.run_in(|| send_wire(p, &segment(p, None), Sender::Loopback))
-                .unwrap_or_else(|e| panic!("{p}: {e}"));
-            let after = counters();
-            let moved: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
-            before = after;
-            first_moved(&moved)
-        })
-        .collect()
+/// Which rule counted each probe, sent as its segment: the first whose
+/// counter (`counters`, the chain's rules in order) grew while it passed.
+fn decisions(ns: &Netns, packets: &[Packet], counters: impl Fn() -> Vec<u64>) -> Vec<u32> {
+    counted_decisions(ns, packets, counters, |p| {
+        send_wire(p, &segment(p, None), Sender::Loopback).unwrap_or_else(|e| panic!("{p}: {e}"))
+    })
 }
 
 /// `RULES` in nft's own words.
@@ -94,11 +73,10 @@ fn v6_rules() -> String {
 fn tcp_options_agree_with_iptables_legacy() {
     require_root();
     let ns = Netns::create("k13str-tcpopt").unwrap();
-    ns.ip(&["link", "set", "lo", "up"]).unwrap();
     for (family, rules) in [(Family::V4, RULES.to_string()), (Family::V6, v6_rules())] {
         load_legacy(&ns, &rules, family);
-        let packets = probes(family);
-        let kernel = decisions(&ns, &packets, &|| legacy_counters(&ns, family, "OUTPUT"));
+        let packets = tcp_option_packets(family);
+        let kernel = decisions(&ns, &packets, || legacy_counters(&ns, family, "OUTPUT"));
         agree(&rules, "tcpopt", "filter/OUTPUT", &packets, &kernel, 6);
     }
 }
@@ -111,9 +89,8 @@ fn tcp_options_agree_with_iptables_legacy() {
 fn a_truncated_option_area_is_dropped_by_the_kernel() {
     require_root();
     let ns = Netns::create("k13str-tcpopt-drop").unwrap();
-    ns.ip(&["link", "set", "lo", "up"]).unwrap();
     load_legacy(&ns, RULES, Family::V4);
-    let p = probes(Family::V4).remove(0);
+    let p = tcp_option_packets(Family::V4).remove(0);
     let sent = ns.run_in(|| send_wire(&p, &segment(&p, Some(15)), Sender::Loopback));
     assert_eq!(
         sent.map_err(|e| e.raw_os_error()),
@@ -134,10 +111,9 @@ fn a_truncated_option_area_is_dropped_by_the_kernel() {
 fn nfts_own_walk_differs_exactly_where_expected() {
     require_root();
     let ns = Netns::create("k13str-tcpopt-nft").unwrap();
-    ns.ip(&["link", "set", "lo", "up"]).unwrap();
     raw_out::load_nft(&ns, NFT);
-    let packets = probes(Family::V4);
-    let kernel = decisions(&ns, &packets, &|| {
+    let packets = tcp_option_packets(Family::V4);
+    let kernel = decisions(&ns, &packets, || {
         raw_out::nft_counters(&ns, "inet", "t", "output")
     });
     let rs = parse(RULES, "tcpopt", Format::Auto).unwrap().ruleset;
@@ -154,9 +130,7 @@ fn nfts_own_walk_differs_exactly_where_expected() {
 
 #[test]
 fn tcp_options_list_back_as_iptables_save_writes_them() {
-    let rs = parse(RULES, "tcpopt.v4", Format::IptablesSave)
-        .unwrap()
-        .ruleset;
+    let (rs, _, back) = listed_back(RULES, "tcpopt.v4");
     let third = rs.rules().nth(2).unwrap();
     assert_eq!(
         third.matches.get(Field::TcpOption(7)),
@@ -166,13 +140,6 @@ fn tcp_options_list_back_as_iptables_save_writes_them() {
         third.matches.get(Field::TcpOption(8)),
         Some(&IntervalSet::point(0))
     );
-    let listed = render::iptables_save(&rs).unwrap();
-    for line in RULES.lines().filter(|l| l.starts_with("-A")) {
-        assert!(listed.contains(line), "{line} not in\n{listed}");
-    }
-    let back = parse(&listed, "listed.v4", Format::IptablesSave)
-        .unwrap()
-        .ruleset;
     assert!(rs
         .rules()
         .map(|r| &r.matches)
@@ -211,20 +178,10 @@ fn iptables_refusals_are_refused_with_their_position() {
         ("-A INPUT -p udp -m tcp --tcp-option 3 -j DROP", 0, ""),
         ("-A INPUT -p tcp -m udp --tcp-option 3 -j DROP", 0, ""),
     ] {
-        let text = format!("*filter\n:INPUT ACCEPT [0:0]\n{rule}\nCOMMIT\n");
-        let e = match parse(&text, "bad.v4", Format::IptablesSave) {
-            Ok(_) => panic!("{rule}: accepted"),
-            Err(e) => e
-                .iter()
-                .map(|e| e.to_string())
-                .collect::<Vec<_>>()
-                .join("\n"),
-        };
         if col > 0 {
-            assert!(
-                e.contains(&format!("bad.v4:3:{col}:")) && e.contains(what),
-                "{rule}: {e}"
-            );
+            refused_at(rule, col, what);
+        } else {
+            refused(&input_rule_file(rule), "bad.v4", Format::IptablesSave);
         }
     }
 }
@@ -235,7 +192,6 @@ fn iptables_refusals_are_refused_with_their_position() {
 /// carries the option (the linear engine sends it to the shadowing rule).
 #[test]
 fn lint_sees_tcp_options_and_its_witness_carries_them() {
-    use parapet_model::{flatten_unpruned, lint, Budget};
     let text = "*filter
 :INPUT DROP [0:0]
 -A INPUT -p tcp -m tcp --tcp-option 30 -j DROP
@@ -244,9 +200,7 @@ fn lint_sees_tcp_options_and_its_witness_carries_them() {
 -A INPUT -p tcp -m tcp --tcp-option 2 -j ACCEPT
 COMMIT
 ";
-    let rs = parse(text, "l.v4", Format::IptablesSave).unwrap().ruleset;
-    let list = flatten_unpruned(&rs, rs.select_chain(None).unwrap(), 1000).unwrap();
-    let report = lint(&rs, std::slice::from_ref(&list), Budget::default()).unwrap();
+    let (rs, _, report) = linted(text, "l.v4", Format::IptablesSave);
     let flagged: Vec<u32> = report.findings.iter().map(|f| f.rule).collect();
     assert_eq!(flagged, [3], "{:?}", report.findings);
     let witness = report.findings[0]

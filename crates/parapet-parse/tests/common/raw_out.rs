@@ -302,13 +302,30 @@ pub fn legacy_counters(ns: &Netns, family: Family, chain: &str) -> Vec<u64> {
 /// The script's table is `inet t`, its chain `output`.
 pub fn nft_decisions(ns: &Netns, script: &str, packets: &[Packet], how: Sender) -> Vec<u32> {
     load_nft(ns, script);
-    let counts = || nft_counters(ns, "inet", "t", "output");
-    let mut before = counts();
+    counted_decisions(
+        ns,
+        packets,
+        || nft_counters(ns, "inet", "t", "output"),
+        |p| send(p, how),
+    )
+}
+
+/// Which rule decided each packet, for counters that are not reset
+/// between packets: `send_one` sends it inside the namespace, and the
+/// first of `counters` (the chain's rule counters, in order) that grew
+/// while it passed decided (0: none, the policy).
+pub fn counted_decisions(
+    ns: &Netns,
+    packets: &[Packet],
+    counters: impl Fn() -> Vec<u64>,
+    send_one: impl Fn(&Packet) + Sync,
+) -> Vec<u32> {
+    let mut before = counters();
     packets
         .iter()
         .map(|p| {
-            ns.run_in(|| send(p, how));
-            let after = counts();
+            ns.run_in(|| send_one(p));
+            let after = counters();
             let moved: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
             before = after;
             first_moved(&moved)
@@ -475,6 +492,23 @@ pub fn tcp_option_areas() -> Vec<(Vec<u8>, bool)> {
         (last_kind, true),
         (vec![0, 0, 0, 30], true),
     ]
+}
+
+/// One TCP packet per [`tcp_option_areas`] entry, from and to the
+/// family's loopback address (port 40000 to 9999), carrying the area.
+pub fn tcp_option_packets(family: Family) -> Vec<Packet> {
+    let lo = match family {
+        Family::V4 => 0x7f00_0001,
+        Family::V6 => 1,
+    };
+    tcp_option_areas()
+        .into_iter()
+        .map(|(area, _)| {
+            let mut p = Packet::new(family, lo, lo, 6, 40000, 9999);
+            p.tcp_options = (!area.is_empty()).then(|| area.into_boxed_slice());
+            p
+        })
+        .collect()
 }
 
 /// The probe as raw bytes from the IP header on: a TCP segment whose data
