@@ -19,12 +19,12 @@ mod common;
 mod raw_out;
 
 use common::daemon::stats;
-use common::nf_twins::{load, nft_counters, nft_of, with_counters};
+use common::nf_twins::{assert_rules_agree, load, nft_of, nft_rule_counts, with_counters};
 use common::router::{applied_and_attached, rule_counts};
-use parapet_model::{addr_type, from_ip, LinearEngine, NoSets, Packet};
+use parapet_model::{addr_type, from_ip, Family, LinearEngine, NoSets, Packet};
 use parapet_parse::{parse, Format};
 use parapet_testbed::{require_root, Netns, Pair, Veth};
-use raw_out::send_frame;
+use raw_out::{frame_decisions, legacy_counters};
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
@@ -217,30 +217,17 @@ fn packet(fam: &Fam, dst: IpAddr, ty: u8) -> Packet {
 /// Before the last probe `add` gives the receiver [`Fam::added`] (and
 /// waits for whatever must see it).
 fn decisions(pair: &Pair, fam: &Fam, counts: &dyn Fn() -> Vec<u64>, add: &dyn Fn()) -> Vec<u32> {
-    let dev = Veth::default().a_dev;
-    let mut before = counts();
-    fam.probes
+    let v = Veth::default();
+    let frames: Vec<([u8; 6], Packet)> = fam
+        .probes
         .iter()
-        .enumerate()
-        .map(|(i, &(dst, mac, ty))| {
-            if i + 1 == fam.probes.len() {
-                add();
-            }
-            let p = packet(fam, dst, ty);
-            pair.a
-                .run_in(|| send_frame(dev, mac, Veth::default().a_mac, &p));
-            let deadline = Instant::now() + Duration::from_secs(10);
-            loop {
-                let after = counts();
-                let moved = after.iter().zip(&before).position(|(a, b)| a > b);
-                if moved.is_some() || Instant::now() > deadline {
-                    before = after;
-                    return moved.map_or(0, |i| i as u32 + 1);
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        })
-        .collect()
+        .map(|&(dst, mac, ty)| (mac, packet(fam, dst, ty)))
+        .collect();
+    frame_decisions(&pair.a, (v.a_dev, v.a_mac), &frames, counts, |i| {
+        if i + 1 == frames.len() {
+            add();
+        }
+    })
 }
 
 /// Gives the receiver the address of [`Fam::added`].
@@ -252,21 +239,12 @@ fn add_address(pair: &Pair, fam: &Fam) {
     pair.b.ip(&args).unwrap();
 }
 
+/// The legacy twin's counters of INPUT's rules, then FORWARD's.
 fn legacy_counts(ns: &Netns, v6: bool) -> Vec<u64> {
-    let tool = if v6 {
-        "ip6tables-legacy"
-    } else {
-        "iptables-legacy"
-    };
+    let family = if v6 { Family::V6 } else { Family::V4 };
     ["INPUT", "FORWARD"]
         .iter()
-        .flat_map(|chain| {
-            let out = ns.exec(&[tool, "-L", chain, "-v", "-x", "-n"]).unwrap();
-            out.lines()
-                .skip(2)
-                .map(|l| l.split_whitespace().next().unwrap().parse().unwrap())
-                .collect::<Vec<u64>>()
-        })
+        .flat_map(|chain| legacy_counters(ns, family, chain))
         .collect()
 }
 
@@ -288,11 +266,7 @@ fn nft_twin(tag: &str, fam: &Fam) -> Vec<u32> {
     let nft = nft_of(fam.rules, fam.v6);
     assert!(nft.contains("fib daddr type local"), "{nft}");
     load(&pair.b, &["nft", "-f", "-"], &with_counters(&nft));
-    let ids: Vec<u32> = (1..=fam.n_rules).collect();
-    let counts = || -> Vec<u64> {
-        let m = nft_counters(&pair.b, fam.v6, &ids);
-        ids.iter().map(|i| m.get(i).copied().unwrap_or(0)).collect()
-    };
+    let counts = || nft_rule_counts(&pair.b, fam.v6, fam.n_rules);
     decisions(&pair, fam, &counts, &|| add_address(&pair, fam))
 }
 
@@ -366,41 +340,29 @@ fn linear(fam: &Fam) -> Vec<u32> {
         .collect()
 }
 
-fn differences(fam: &Fam, name: &str, kernel: &[u32], ours: &[u32]) -> Vec<String> {
-    fam.probes
-        .iter()
-        .zip(kernel.iter().zip(ours))
-        .filter(|(_, (k, o))| k != o)
-        .map(|((dst, _, ty), (k, o))| {
-            format!("to {dst} (type {ty}): kernel rule {k}, {name} rule {o}")
-        })
-        .collect()
-}
-
 fn agree(fam: &Fam, tag: &str) {
     require_root();
     let kernel = legacy_twin(&format!("{tag}-ipt"), fam);
     assert_eq!(kernel, fam.expected, "the kernel twin");
-    let mut differ = differences(fam, "linear engine", &kernel, &linear(fam));
-    differ.extend(differences(
-        fam,
-        "nft",
+    assert_rules_agree(
         &kernel,
-        &nft_twin(&format!("{tag}-nft"), fam),
-    ));
-    differ.extend(differences(
-        fam,
-        "parapetd (netfilter)",
-        &kernel,
-        &parapetd_twin(&format!("{tag}-nf"), fam, &[]),
-    ));
-    differ.extend(differences(
-        fam,
-        "parapetd (tc placement)",
-        &kernel,
-        &parapetd_twin(&format!("{tag}-tc"), fam, &["--hook-placement", "tc"]),
-    ));
-    assert!(differ.is_empty(), "{}", differ.join("\n"));
+        &[
+            ("linear engine", linear(fam)),
+            ("nft", nft_twin(&format!("{tag}-nft"), fam)),
+            (
+                "parapetd (netfilter)",
+                parapetd_twin(&format!("{tag}-nf"), fam, &[]),
+            ),
+            (
+                "parapetd (tc placement)",
+                parapetd_twin(&format!("{tag}-tc"), fam, &["--hook-placement", "tc"]),
+            ),
+        ],
+        &|i| {
+            let (dst, _, ty) = fam.probes[i];
+            format!("to {dst} (type {ty})")
+        },
+    );
 }
 
 #[test]

@@ -14,7 +14,7 @@
 mod common;
 
 use common::daemon::{ok, parapet, stat_counters, stats};
-use common::router::{start_daemon, start_daemon_with};
+use common::router::{applied_and_attached, start_daemon_with};
 use parapet_testbed::owner::{
     reset_arrives, synack_arrives, timewait_ack_arrives, udp_arrivals, udp_arrivals_at,
 };
@@ -116,7 +116,6 @@ fn what(i: usize) -> String {
 /// own.
 fn kernel(tag: &str, argv: &[&str], text: &str, addr: IpAddr) -> Vec<bool> {
     let ns = Netns::create(tag).unwrap();
-    ns.exec(&["ip", "link", "set", "lo", "up"]).unwrap();
     common::nf_twins::load(&ns, argv, text);
     fates(&ns, addr)
 }
@@ -125,7 +124,6 @@ fn kernel(tag: &str, argv: &[&str], text: &str, addr: IpAddr) -> Vec<bool> {
 /// the netfilter hooks; its per-rule drop counters.
 fn parapetd(tag: &str, text: &str, format: &str, addr: IpAddr) -> (Vec<bool>, Vec<(u32, u64)>) {
     let ns = Netns::create(tag).unwrap();
-    ns.exec(&["ip", "link", "set", "lo", "up"]).unwrap();
     parapetd_in(&ns, text, format, &|ns| fates(ns, addr))
 }
 
@@ -136,23 +134,9 @@ fn parapetd_in(
     format: &str,
     fates: &dyn Fn(&Netns) -> Vec<bool>,
 ) -> (Vec<bool>, Vec<(u32, u64)>) {
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("parapetd.sock");
-    let _daemon = start_daemon(ns, dir.path(), &sock);
-    let file = dir.path().join("rules");
-    std::fs::write(&file, text).unwrap();
-    ok(
-        &sock,
-        &["apply", file.to_str().unwrap(), "--format", format],
-    );
-    let o = parapet(&sock, &["attach"]);
-    assert!(
-        o.status.success(),
-        "parapet attach: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let d = applied_and_attached(ns, text, Some(format), &[]);
     let f = fates(ns);
-    let mut counters: Vec<(u32, u64)> = stat_counters(&stats(&sock))
+    let mut counters: Vec<(u32, u64)> = stat_counters(&stats(&d.sock))
         .into_iter()
         .filter(|(id, n)| *id != 0 && *n > 0)
         .collect();
@@ -334,7 +318,6 @@ fn owner_rules_are_refused_at_interfaces_and_in_the_tc_placement() {
         ),
     ] {
         let ns = Netns::create(tag).unwrap();
-        ns.exec(&["ip", "link", "set", "lo", "up"]).unwrap();
         let dir = tempfile::tempdir().unwrap();
         let sock = dir.path().join("parapetd.sock");
         let _daemon = start_daemon_with(&ns, dir.path(), &sock, flags);

@@ -16,14 +16,13 @@ mod common;
 #[path = "../../parapet-parse/tests/common/raw_out.rs"]
 mod raw_out;
 
-use common::nf_twins::{load, nft_counters, nft_of, with_counters};
+use common::nf_twins::{assert_rules_agree, load, nft_of, nft_rule_counts, with_counters};
 use common::router::{applied_and_attached, rule_counts};
 use parapet_model::{from_ip, pkt_type, Family, LinearEngine, NoSets, Packet};
 use parapet_parse::{parse, Format};
 use parapet_testbed::{require_root, Pair, Veth};
-use raw_out::send_frame;
+use raw_out::{frame_decisions, legacy_counters};
 use std::net::Ipv4Addr;
-use std::time::{Duration, Instant};
 
 /// Every probe meets a rule of its own kind: the packet type with the
 /// destination, so a wrong type moves the probe to another rule.
@@ -95,43 +94,19 @@ fn packet(dst: Ipv4Addr, ty: u8) -> Packet {
 
 /// Sends every probe and reads which of the receiver's rules counted it
 /// (`counts`: packets per rule 1..=RULES; 0: none moved within 10 s).
-fn decisions(pair: &Pair, counts: &dyn Fn() -> Vec<u64>) -> Vec<u32> {
-    let dev = Veth::default().a_dev;
-    let mut before = counts();
-    probes()
+fn decisions(pair: &Pair, counts: impl Fn() -> Vec<u64>) -> Vec<u32> {
+    let v = Veth::default();
+    let frames: Vec<([u8; 6], Packet)> = probes()
         .iter()
-        .map(|&(mac, ty, dst)| {
-            let p = packet(dst, ty);
-            pair.a
-                .run_in(|| send_frame(dev, mac, Veth::default().a_mac, &p));
-            let deadline = Instant::now() + Duration::from_secs(10);
-            loop {
-                let after = counts();
-                let moved = after.iter().zip(&before).position(|(a, b)| a > b);
-                if moved.is_some() || Instant::now() > deadline {
-                    before = after;
-                    return moved.map_or(0, |i| i as u32 + 1);
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        })
-        .collect()
+        .map(|&(mac, ty, dst)| (mac, packet(dst, ty)))
+        .collect();
+    frame_decisions(&pair.a, (v.a_dev, v.a_mac), &frames, counts, |_| ())
 }
 
 fn legacy_twin() -> Vec<u32> {
     let pair = pair("p13-pt-ipt");
     load(&pair.b, &["iptables-legacy-restore"], IPT);
-    let counts = || -> Vec<u64> {
-        let out = pair
-            .b
-            .exec(&["iptables-legacy", "-L", "INPUT", "-v", "-x", "-n"])
-            .unwrap();
-        out.lines()
-            .skip(2)
-            .map(|l| l.split_whitespace().next().unwrap().parse().unwrap())
-            .collect()
-    };
-    decisions(&pair, &counts)
+    decisions(&pair, || legacy_counters(&pair.b, Family::V4, "INPUT"))
 }
 
 fn nft_twin() -> Vec<u32> {
@@ -139,12 +114,7 @@ fn nft_twin() -> Vec<u32> {
     let nft = nft_of(IPT, false);
     assert!(nft.contains("meta pkttype != host"), "{nft}");
     load(&pair.b, &["nft", "-f", "-"], &with_counters(&nft));
-    let ids: Vec<u32> = (1..=RULES).collect();
-    let counts = || -> Vec<u64> {
-        let m = nft_counters(&pair.b, false, &ids);
-        ids.iter().map(|i| m.get(i).copied().unwrap_or(0)).collect()
-    };
-    decisions(&pair, &counts)
+    decisions(&pair, || nft_rule_counts(&pair.b, false, RULES))
 }
 
 /// parapetd in the receiver, started with `flags`, the ruleset applied and
@@ -153,7 +123,7 @@ fn nft_twin() -> Vec<u32> {
 fn parapetd_twin(tag: &str, flags: &[&str]) -> Vec<u32> {
     let pair = pair(tag);
     let d = applied_and_attached(&pair.b, IPT, None, flags);
-    decisions(&pair, &|| rule_counts(&d.sock, RULES))
+    decisions(&pair, || rule_counts(&d.sock, RULES))
 }
 
 /// The linear engine's rule for each probe, given its packet type.
@@ -168,34 +138,27 @@ fn linear() -> Vec<u32> {
         .collect()
 }
 
-fn differences(name: &str, kernel: &[u32], ours: &[u32]) -> Vec<String> {
-    probes()
-        .iter()
-        .zip(kernel.iter().zip(ours))
-        .filter(|(_, (k, o))| k != o)
-        .map(|((mac, _, dst), (k, o))| {
-            format!("to {mac:02x?} {dst}: kernel rule {k}, {name} rule {o}")
-        })
-        .collect()
-}
-
 #[test]
 #[ignore = "needs root"]
 fn pkttype_at_the_netfilter_hooks_and_tc_as_the_kernel() {
     require_root();
     let kernel = legacy_twin();
     assert_eq!(kernel, EXPECTED, "the kernel twin");
-    let mut differ = differences("linear engine", &kernel, &linear());
-    differ.extend(differences("nft", &kernel, &nft_twin()));
-    differ.extend(differences(
-        "parapetd (netfilter)",
+    let probes = probes();
+    assert_rules_agree(
         &kernel,
-        &parapetd_twin("p13-pt-nf", &[]),
-    ));
-    differ.extend(differences(
-        "parapetd (tc placement)",
-        &kernel,
-        &parapetd_twin("p13-pt-tc", &["--hook-placement", "tc"]),
-    ));
-    assert!(differ.is_empty(), "{}", differ.join("\n"));
+        &[
+            ("linear engine", linear()),
+            ("nft", nft_twin()),
+            ("parapetd (netfilter)", parapetd_twin("p13-pt-nf", &[])),
+            (
+                "parapetd (tc placement)",
+                parapetd_twin("p13-pt-tc", &["--hook-placement", "tc"]),
+            ),
+        ],
+        &|i| {
+            let (mac, _, dst) = probes[i];
+            format!("to {mac:02x?} {dst}")
+        },
+    );
 }

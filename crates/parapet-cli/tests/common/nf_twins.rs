@@ -223,6 +223,14 @@ pub fn nft_counters(ns: &Netns, v6: bool, filter_ids: &[u32]) -> BTreeMap<u32, u
     m
 }
 
+/// The nft twin's packet counters of rules 1..=`n` (iptables-save ids),
+/// in order: [`nft_counters`] of a file whose filter rules are those.
+pub fn nft_rule_counts(ns: &Netns, v6: bool, n: u32) -> Vec<u64> {
+    let ids: Vec<u32> = (1..=n).collect();
+    let m = nft_counters(ns, v6, &ids);
+    ids.iter().map(|i| m.get(i).copied().unwrap_or(0)).collect()
+}
+
 /// Feeds `text` to `argv` in `ns`.
 pub fn load(ns: &Netns, argv: &[&str], text: &str) {
     let mut c = ns
@@ -484,4 +492,24 @@ pub fn assert_kernel(kernel: &Outcome, fates: &[Fate], counted_by: &[(usize, u32
             "probe {i} by rule {rule}: {kernel:?}"
         );
     }
+}
+
+/// Asserts that every twin (its name, the rule that counted each probe)
+/// agrees with the kernel's rules, probe by probe; `what(i)` names probe
+/// i in the message, which lists every difference of every twin.
+pub fn assert_rules_agree(
+    kernel: &[u32],
+    twins: &[(&str, Vec<u32>)],
+    what: &dyn Fn(usize) -> String,
+) {
+    let mut differ = Vec::new();
+    for (name, ours) in twins {
+        assert_eq!(ours.len(), kernel.len(), "{name}: one rule per probe");
+        for (i, (k, o)) in kernel.iter().zip(ours).enumerate() {
+            if k != o {
+                differ.push(format!("{}: kernel rule {k}, {name} rule {o}", what(i)));
+            }
+        }
+    }
+    assert!(differ.is_empty(), "{}", differ.join("\n"));
 }

@@ -13,6 +13,7 @@ use parapet_parse::{parse, render, Format};
 use parapet_testbed::Netns;
 use std::io::Write;
 use std::process::Stdio;
+use std::time::{Duration, Instant};
 
 /// The Internet checksum (RFC 1071) of `b`.
 pub fn checksum(b: &[u8]) -> u16 {
@@ -320,17 +321,64 @@ pub fn counted_decisions(
     counters: impl Fn() -> Vec<u64>,
     send_one: impl Fn(&Packet) + Sync,
 ) -> Vec<u32> {
+    polled_decisions(packets, counters, |_, p| {
+        ns.run_in(|| send_one(p));
+        ((), Duration::ZERO)
+    })
+    .into_iter()
+    .map(|(_, rule)| rule)
+    .collect()
+}
+
+/// Which rule counted each probe, where a counter may move a while after
+/// the packet passed (parapetd's reach its stats a moment later):
+/// `send_one` sends probe i and returns what the test keeps of the
+/// sending and how long to wait; `counters` (the chain's rule counters,
+/// in order, never reset) are read until one grew or that time is up
+/// (0: none grew, the policy).
+pub fn polled_decisions<P, T>(
+    probes: &[P],
+    counters: impl Fn() -> Vec<u64>,
+    mut send_one: impl FnMut(usize, &P) -> (T, Duration),
+) -> Vec<(T, u32)> {
     let mut before = counters();
-    packets
+    probes
         .iter()
-        .map(|p| {
-            ns.run_in(|| send_one(p));
-            let after = counters();
-            let moved: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
-            before = after;
-            first_moved(&moved)
+        .enumerate()
+        .map(|(i, probe)| {
+            let (kept, wait) = send_one(i, probe);
+            let deadline = Instant::now() + wait;
+            loop {
+                let after = counters();
+                let moved = after.iter().zip(&before).position(|(a, b)| a > b);
+                if moved.is_some() || Instant::now() >= deadline {
+                    before = after;
+                    return (kept, moved.map_or(0, |r| r as u32 + 1));
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
         })
         .collect()
+}
+
+/// (sendto's errno, the rule that counted: 0 none) of each probe, raw
+/// bytes sent as `p`'s ([`send_wire`], to loopback) in `ns`, by
+/// [`polled_decisions`]: a counter may take up to 10 s to move for a
+/// packet that left, 1 s for one sendto says OUTPUT dropped.
+pub fn raw_decisions(
+    ns: &Netns,
+    p: &Packet,
+    probes: &[Vec<u8>],
+    counters: impl Fn() -> Vec<u64>,
+) -> Vec<(Option<i32>, u32)> {
+    polled_decisions(probes, counters, |_, bytes| {
+        let sent = ns.run_in(|| send_wire(p, bytes, Sender::Loopback));
+        let errno = sent.err().and_then(|e| e.raw_os_error());
+        (
+            errno,
+            Duration::from_secs(if errno.is_some() { 1 } else { 10 }),
+        )
+    })
 }
 
 /// The kernel's decisions for `packets`, sent as `how` says, under
@@ -428,6 +476,38 @@ pub fn truncated_routing_header(ext: &[u8]) -> Vec<u8> {
     h
 }
 
+/// The rule that counted each of `frames` (destination MAC, packet), sent
+/// as Ethernet frames by [`send_frame`] out of `dev` from `src_mac` in
+/// `sender`, by [`polled_decisions`] (a counter may take up to 10 s to
+/// move); `before_each(i)` runs before frame i leaves.
+pub fn frame_decisions(
+    sender: &Netns,
+    (dev, src_mac): (&str, [u8; 6]),
+    frames: &[([u8; 6], Packet)],
+    counters: impl Fn() -> Vec<u64>,
+    mut before_each: impl FnMut(usize),
+) -> Vec<u32> {
+    polled_decisions(frames, counters, |i, (dst_mac, p)| {
+        before_each(i);
+        sender.run_in(|| send_frame(dev, *dst_mac, src_mac, p));
+        ((), Duration::from_secs(10))
+    })
+    .into_iter()
+    .map(|(_, rule)| rule)
+    .collect()
+}
+
+/// Two routing headers a packet cuts short (`rt_kernel.rs`, parapet-cli's
+/// `netfilter_oracle_rt.rs`): two bytes of one, and a type 0 header with
+/// 3 segments left that says 24 bytes but has 8. ip6t_rt hot-drops both;
+/// nft reads the bytes it needs.
+pub fn truncated_routing_headers() -> [Vec<u8>; 2] {
+    [
+        truncated_routing_header(&[253, 0]),
+        truncated_routing_header(&[253, 2, 0, 3, 0, 0, 0, 0]),
+    ]
+}
+
 /// The mark oracles' round trip: each `(file name, text, chain)` — an
 /// iptables-save file read with its OUTPUT as `filter/OUTPUT`, or an nft
 /// file — listed as iptables-save (iptables files only) and as nft, read
@@ -455,6 +535,29 @@ pub fn listings_keep<T: PartialEq + std::fmt::Debug>(
                 "{name} as {syntax}:\n{listing}"
             );
         }
+    }
+}
+
+/// The option oracles' iptables-save rules (`tcp_option_kernel.rs`,
+/// parapet-cli's `netfilter_oracle_tcpopt.rs`), for the family's tool.
+/// Rule 1: MSS (2); 2: kind 30; 3: 7 present and 8 absent (two -m tcp);
+/// 4: no NOP; 5: kind 77; 6: the rest of the probes.
+pub fn tcp_option_rules(family: Family) -> String {
+    let rules = "*filter
+:INPUT ACCEPT [0:0]
+:FORWARD ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+-A OUTPUT -p tcp -m tcp --sport 40000 --tcp-option 2 -j ACCEPT
+-A OUTPUT -p tcp -m tcp --sport 40000 --tcp-option 30 -j ACCEPT
+-A OUTPUT -p tcp -m tcp --sport 40000 --tcp-option 7 -m tcp ! --tcp-option 8 -j ACCEPT
+-A OUTPUT -p tcp -m tcp --sport 40000 ! --tcp-option 1 -j ACCEPT
+-A OUTPUT -p tcp -m tcp --sport 40000 --tcp-option 77 -j ACCEPT
+-A OUTPUT -p tcp -m tcp --sport 40000 -j ACCEPT
+COMMIT
+";
+    match family {
+        Family::V4 => rules.to_string(),
+        Family::V6 => format!("# Generated by ip6tables-save\n{rules}"),
     }
 }
 
