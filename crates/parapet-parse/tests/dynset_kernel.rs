@@ -7,11 +7,16 @@
 //! comes back and no element expires within the test: the fates do not
 //! depend on timing. Also: each ruleset's nft listing reads back equal.
 
+mod common;
+#[path = "common/paced.rs"]
+mod paced;
+#[path = "common/raw_out.rs"]
+mod raw_out;
+
+use common::udp_lo::assert_fates;
 use parapet_model::*;
 use parapet_parse::*;
 use parapet_testbed::Netns;
-use std::net::UdpSocket;
-use std::time::Duration;
 
 /// The SSH brute-force pattern: per source address, a bucket of 3; the
 /// fourth datagram and later are dropped.
@@ -158,72 +163,6 @@ const KNOCK_STEPS: &str = "table inet t {
 
 /// (source host byte, port) of each datagram.
 type Sequence = Vec<(u8, u16)>;
-
-/// Which datagrams arrive: each is sent from 127.0.0.`src` to 127.0.0.1.
-fn arrivals(ns: &Netns, seq: &Sequence) -> Vec<bool> {
-    ns.run_in(|| {
-        let mut ports: Vec<u16> = seq.iter().map(|(_, p)| *p).collect();
-        ports.sort();
-        ports.dedup();
-        let rx: Vec<(u16, UdpSocket)> = ports
-            .iter()
-            .map(|p| {
-                let s = UdpSocket::bind(("127.0.0.1", *p)).unwrap();
-                s.set_read_timeout(Some(Duration::from_millis(100)))
-                    .unwrap();
-                (*p, s)
-            })
-            .collect();
-        let tx: Vec<UdpSocket> = (2..=4u8)
-            .map(|h| UdpSocket::bind(("127.0.0.".to_string() + &h.to_string(), 0)).unwrap())
-            .collect();
-        seq.iter()
-            .enumerate()
-            .map(|(i, (src, port))| {
-                tx[(*src - 2) as usize]
-                    .send_to(&[i as u8], ("127.0.0.1", *port))
-                    .unwrap();
-                let s = &rx.iter().find(|(p, _)| p == port).unwrap().1;
-                let mut buf = [0u8; 4];
-                // Bounded: one datagram or the timeout.
-                matches!(s.recv_from(&mut buf), Ok((1, _)) if buf[0] == i as u8)
-            })
-            .collect()
-    })
-}
-
-/// The linear engine's fates for the same sequence, 1 ms apart.
-fn engine_fates(rs: &Ruleset, seq: &Sequence) -> Vec<bool> {
-    let engine = LinearEngine::new(rs, rs.select_chain(None).unwrap()).unwrap();
-    let mut state = StatefulState::new(Clock {
-        ns: 1_000_000,
-        hz: 250,
-    });
-    seq.iter()
-        .enumerate()
-        .map(|(i, (src, port))| {
-            let mut pkt = Packet::v4(
-                0x7f00_0000 | *src as u128 as u32,
-                0x7f00_0001,
-                17,
-                40000,
-                *port,
-            );
-            pkt.iif = IfName::new("lo").unwrap();
-            state.set_ns(1_000_000 * (i as u64 + 1));
-            let d = engine.classify_with(&pkt, &NoSets, &mut state).unwrap();
-            d.verdict == Verdict::Accept
-        })
-        .collect()
-}
-
-fn load(ns: &Netns, text: &str) {
-    let file = std::env::temp_dir().join(format!("parapet-dynset-{}.nft", std::process::id()));
-    std::fs::write(&file, text).unwrap();
-    let loaded = ns.exec(&["nft", "-f", file.to_str().unwrap()]);
-    let _ = std::fs::remove_file(&file);
-    loaded.unwrap_or_else(|e| panic!("nft -f: {e}"));
-}
 
 fn cases() -> Vec<(&'static str, &'static str, Sequence)> {
     let meter: Sequence = (0..12).map(|i| ([2, 3, 2, 4][i % 4], 9999)).collect();
@@ -373,17 +312,11 @@ fn dynamic_sets_agree_with_nft() {
     parapet_testbed::require_root();
     for (name, text, seq) in cases() {
         let ns = Netns::create("dynset-nft").unwrap();
-        load(&ns, text);
+        raw_out::load_nft(&ns, text);
         let rs = parse(text, "dynset.nft", Format::Nft).unwrap().ruleset;
-        let kernel = arrivals(&ns, &seq);
-        let parapet = engine_fates(&rs, &seq);
-        assert!(
-            kernel.iter().any(|a| *a) && kernel.iter().any(|a| !*a),
-            "{name}: the kernel's fates {kernel:?} do not tell anything"
-        );
-        assert_eq!(
-            parapet, kernel,
-            "{name}: parapet vs the kernel, datagram by datagram"
-        );
+        let kernel = paced::arrivals(&ns, &seq);
+        let (spec, flat) = paced::engine_fates(&rs, &seq);
+        assert_fates(name, &kernel, &spec);
+        assert_fates(&format!("{name} (flattened)"), &kernel, &flat);
     }
 }

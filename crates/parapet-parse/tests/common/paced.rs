@@ -1,9 +1,12 @@
 //! One sequence of loopback datagrams (source 127.0.0.H, destination
 //! port) through the specification and the flattened list, 1 ms apart on a
 //! test clock, and through the kernel (`udp_lo`): the oracles of a limit on
-//! a jump, of matches after a stateful one and of two stateful matches in
-//! one rule. Not in `common/mod.rs`: only those three files use it
-//! (`#[path]`).
+//! a jump, of matches after a stateful one, of two stateful matches in
+//! one rule and of nft's dynamic sets. Not in `common/mod.rs`: only those
+//! files use it (`#[path]`).
+
+// Each test binary uses some of these.
+#![allow(dead_code)]
 
 use crate::common::udp_lo;
 use parapet_model::*;
@@ -46,9 +49,15 @@ pub fn engine_fates(rs: &Ruleset, seq: &[(u8, u16)]) -> (Vec<bool>, Vec<bool>) {
 pub fn kernel_fates(name: &str, rules: &str, seq: &[(u8, u16)]) -> Vec<bool> {
     let ns = Netns::create(name).unwrap();
     udp_lo::load(&ns, name, rules);
+    arrivals(&ns, seq)
+}
+
+/// Which datagrams of the sequence arrive in `ns`, sent back to back
+/// ([`udp_lo::arrivals`]).
+pub fn arrivals(ns: &Netns, seq: &[(u8, u16)]) -> Vec<bool> {
     let seq: Vec<udp_lo::Send> = seq
         .iter()
         .map(|(h, p)| (Ipv4Addr::new(127, 0, 0, *h), *p, 0))
         .collect();
-    udp_lo::arrivals(&ns, &seq).0
+    udp_lo::arrivals(ns, &seq).0
 }

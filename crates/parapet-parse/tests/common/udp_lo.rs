@@ -83,6 +83,20 @@ pub fn arrivals_ttl(ns: &Netns, seq: &[SendTtl]) -> (Vec<bool>, Vec<u64>) {
     })
 }
 
+/// Asserts that the kernel's fates tell something (a datagram arrived, one
+/// did not) and that parapet's are the same, datagram by datagram; `what`
+/// names the case in the messages.
+pub fn assert_fates(what: &str, kernel: &[bool], parapet: &[bool]) {
+    assert!(
+        kernel.iter().any(|a| *a) && kernel.iter().any(|a| !*a),
+        "{what}: the kernel's fates {kernel:?} do not tell anything"
+    );
+    assert_eq!(
+        parapet, kernel,
+        "{what}: parapet vs the kernel, datagram by datagram"
+    );
+}
+
 /// Loads iptables-save `text` with `iptables-legacy-restore` through a
 /// file of its own (the tests run at once).
 pub fn load(ns: &Netns, name: &str, text: &str) {
