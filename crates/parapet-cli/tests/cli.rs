@@ -4,7 +4,10 @@ use parapet_model::{Family, LinearEngine, NoSets};
 use std::path::Path;
 
 mod common;
-use common::offline::{assert_verdicts, parapet, s, stdout, write};
+use common::offline::{
+    assert_classified, assert_set_verdicts, assert_verdicts, decided, parapet, s, stdout, write,
+    write_pcap,
+};
 
 #[test]
 fn check_reports_file_line_col_and_exits_1() {
@@ -70,16 +73,14 @@ fn engines_agree_with_the_linear_engine_through_iptables_save() {
             .iter()
             .map(|p| format!("{}\n", linear.classify(p, &NoSets).unwrap().rule_id))
             .collect();
-        for engine in ["linear", "flat", "scan", "tree", "auto"] {
-            let got = stdout(&parapet(&[
-                "classify",
-                s(&rules),
-                s(&trace),
-                "--engine",
-                engine,
-            ]));
-            assert_eq!(got, want, "seed {seed}, engine {engine}");
-        }
+        assert_classified(
+            &format!("seed {seed}"),
+            &rules,
+            &trace,
+            &[],
+            &["linear", "flat", "scan", "tree", "auto"],
+            &want,
+        );
         packets_checked += read_back.len();
     }
     assert!(packets_checked > 5_000);
@@ -138,26 +139,19 @@ fn classbench_first_match_is_at_or_before_the_generating_filter() {
 #[test]
 fn sets_from_ipset_files_and_nft_blocks() {
     let dir = tempfile::tempdir().unwrap();
-    let ipset = write(
-        dir.path(),
-        "bl.ipset",
-        "create bl hash:net family inet\nadd bl 10.1.0.0/16\nadd bl 192.0.2.1\n",
-    );
-    let rules = write(dir.path(), "s.rules", "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -m set --match-set bl src -j DROP\n-A INPUT -m set ! --match-set bl dst -j REJECT\nCOMMIT\n");
     // 10.1.0.1 -> 10.1.0.2: src in set; 10.2.0.1 -> 10.1.0.2: dst in set;
     // 10.2.0.1 -> 10.2.0.2: neither.
-    let trace = write(
+    let case = assert_set_verdicts(
         dir.path(),
-        "s.trace",
-        "167837697 167837698 1 1 6\n167903233 167837698 1 1 6\n167903233 167903234 1 1 6\n",
-    );
-    assert_verdicts(
-        &rules,
-        &trace,
-        &["--sets", s(&ipset)],
-        &["linear", "auto"],
+        "s",
+        [
+            "create bl hash:net family inet\nadd bl 10.1.0.0/16\nadd bl 192.0.2.1\n",
+            "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -m set --match-set bl src -j DROP\n-A INPUT -m set ! --match-set bl dst -j REJECT\nCOMMIT\n",
+            "167837697 167837698 1 1 6\n167903233 167837698 1 1 6\n167903233 167903234 1 1 6\n",
+        ],
         "1\tDROP\n0\tACCEPT\n2\tREJECT\n",
     );
+    let (rules, trace) = (case.rules, case.trace);
     let missing = parapet(&["classify", s(&rules), s(&trace)]);
     assert_eq!(missing.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&missing.stderr).contains("set 'bl'"));
@@ -249,22 +243,7 @@ fn pcap_captures_classify_like_traces() {
             .build(),
         Frame::non_ip(0x0806).build(),
     ];
-    // pcap: global header (microsecond magic, v2.4, Ethernet), then records.
-    let mut pcap = Vec::new();
-    pcap.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
-    pcap.extend_from_slice(&2u16.to_le_bytes());
-    pcap.extend_from_slice(&4u16.to_le_bytes());
-    pcap.extend_from_slice(&[0; 8]);
-    pcap.extend_from_slice(&65535u32.to_le_bytes());
-    pcap.extend_from_slice(&1u32.to_le_bytes());
-    for f in &frames {
-        pcap.extend_from_slice(&[0; 8]);
-        pcap.extend_from_slice(&(f.len() as u32).to_le_bytes());
-        pcap.extend_from_slice(&(f.len() as u32).to_le_bytes());
-        pcap.extend_from_slice(f);
-    }
-    let cap = dir.path().join("c.pcap");
-    std::fs::write(&cap, pcap).unwrap();
+    let cap = write_pcap(dir.path(), "c.pcap", &frames);
     assert_verdicts(
         &rules,
         &cap,
@@ -355,15 +334,7 @@ fn address_types_come_from_local_addr_and_compile() {
          -A INPUT -p tcp --dport 22 -m addrtype --dst-type LOCAL -j ACCEPT\n\
          -A INPUT -p udp -j ACCEPT\nCOMMIT\n",
     );
-    let decided = |extra: &[&str], pkt: &str| -> String {
-        let mut args = vec!["trace", s(&rules), "--packet", pkt];
-        args.extend_from_slice(extra);
-        let out = stdout(&parapet(&args));
-        out.lines()
-            .find(|l| l.starts_with("decided by"))
-            .unwrap_or_default()
-            .to_string()
-    };
+    let decided = |extra: &[&str], pkt: &str| decided(&rules, pkt, extra);
     let ssh = "tcp 10.0.0.1:1 > 10.0.0.2:22";
     // Not the host's address: UNICAST, so only the policy.
     assert!(
@@ -381,20 +352,7 @@ fn address_types_come_from_local_addr_and_compile() {
     assert!(decided(&[], &format!("{ssh} dtype local")).starts_with("decided by rule 3"));
     let summary = stdout(&parapet(&["check", s(&rules)]));
     assert!(!summary.contains("address types"), "{summary}");
-    let tree = |pkt: &str| -> String {
-        let out = stdout(&parapet(&[
-            "trace",
-            s(&rules),
-            "--packet",
-            pkt,
-            "--engine",
-            "tree",
-        ]));
-        out.lines()
-            .find(|l| l.starts_with("decided by"))
-            .unwrap_or_default()
-            .to_string()
-    };
+    let tree = |pkt: &str| decided(&["--engine", "tree"], pkt);
     assert!(tree(&format!("{ssh} dtype local")).starts_with("decided by rule 3"));
     assert!(tree(ssh).starts_with("decided by the chain policy"));
     let unreachable = write(

@@ -2,7 +2,7 @@
 //! files as they read rulesets (the same function the corpus suite calls).
 
 mod common;
-use common::offline::{assert_verdicts, parapet, s, stdout, write};
+use common::offline::{assert_set_verdicts, parapet, s, stdout, write};
 
 #[test]
 fn check_reads_an_ipset_file_and_reports_errors_at_their_position() {
@@ -56,26 +56,18 @@ fn list_prints_an_ipset_file_in_ipset_and_nft_syntax() {
 fn classify_matches_a_list_set_by_its_first_matching_member() {
     let dir = tempfile::tempdir().unwrap();
     // `pair` has two dimensions: under `src` alone the kernel skips it.
-    let ipset = write(
-        dir.path(),
-        "l.ipset",
-        "create a hash:ip family inet\nadd a 10.1.0.1\ncreate pair hash:ip,port family inet\nadd pair 10.2.0.1,tcp:1\ncreate l list:set\nadd l pair\nadd l a\n",
-    );
-    let rules = write(dir.path(), "l.rules", "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -m set --match-set l src -j DROP\n-A INPUT -m set --match-set l src,dst -j REJECT\nCOMMIT\n");
     // 10.1.0.1 -> x: in `a`; 10.2.0.1 -> x:1 tcp: only `pair`, under
     // src,dst; 10.3.0.1: neither.
-    let trace = write(
+    let case = assert_set_verdicts(
         dir.path(),
-        "l.trace",
-        "167837697 167837698 1 1 6\n167903233 167837698 1 1 6\n168034305 167837698 1 1 6\n",
-    );
-    assert_verdicts(
-        &rules,
-        &trace,
-        &["--sets", s(&ipset)],
-        &["linear", "auto"],
+        "l",
+        [
+            "create a hash:ip family inet\nadd a 10.1.0.1\ncreate pair hash:ip,port family inet\nadd pair 10.2.0.1,tcp:1\ncreate l list:set\nadd l pair\nadd l a\n",
+            "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -m set --match-set l src -j DROP\n-A INPUT -m set --match-set l src,dst -j REJECT\nCOMMIT\n",
+            "167837697 167837698 1 1 6\n167903233 167837698 1 1 6\n168034305 167837698 1 1 6\n",
+        ],
         "1\tDROP\n2\tREJECT\n0\tACCEPT\n",
     );
-    let out = stdout(&parapet(&["check", s(&ipset)]));
+    let out = stdout(&parapet(&["check", s(&case.ipset)]));
     assert!(out.contains("ok (ipset)"), "{out}");
 }

@@ -5,7 +5,7 @@
 //! (key words 44..=51) and refuse `-m string` by name.
 
 mod common;
-use common::offline::{assert_verdicts, parapet, s, stdout, write};
+use common::offline::{assert_verdicts, decided, parapet, s, stdout, write, write_pcap};
 
 const RULES: &str = "*filter
 :INPUT ACCEPT [0:0]
@@ -25,44 +25,29 @@ fn tcp_options_and_strings_are_evaluated_offline() {
     );
     assert!(!summary.contains("TCP options"), "{summary}");
     // engine auto: the linear engine, which reads both
-    let decided = |pkt: &str| -> String {
-        let out = stdout(&parapet(&["trace", s(&rules), "--packet", pkt]));
-        out.lines()
-            .find(|l| l.starts_with("decided by"))
-            .unwrap_or_default()
-            .to_string()
-    };
+    let decided_by = |pkt: &str| decided(&rules, pkt, &[]);
     let tcp = "tcp 10.0.0.1:1 > 10.0.0.2:22";
-    assert!(decided(&format!("{tcp} tcpopt 01011e02")).starts_with("decided by rule 1"));
+    assert!(decided_by(&format!("{tcp} tcpopt 01011e02")).starts_with("decided by rule 1"));
     // 30 is window scale's value byte there, not a kind
-    assert!(decided(&format!("{tcp} tcpopt 03031e00")).starts_with("decided by the chain policy"));
+    assert!(
+        decided_by(&format!("{tcp} tcpopt 03031e00")).starts_with("decided by the chain policy")
+    );
     // 28 bytes of IPv4 and UDP header, then "xaby"
     let header = "4500002000010000401100000a0000010a0000020001003500080000";
     let udp = "udp 10.0.0.1:1 > 10.0.0.2:53";
-    assert!(decided(&format!("{udp} datagram {header}78616279")).starts_with("decided by rule 2"));
-    assert!(decided(&format!("{udp} datagram {header}78614279"))
+    assert!(
+        decided_by(&format!("{udp} datagram {header}78616279")).starts_with("decided by rule 2")
+    );
+    assert!(decided_by(&format!("{udp} datagram {header}78614279"))
         .starts_with("decided by the chain policy"));
-    assert!(decided(udp).starts_with("decided by the chain policy"));
+    assert!(decided_by(udp).starts_with("decided by the chain policy"));
     // the compiled engines read the option area's kinds
     let options_only = write(
         dir.path(),
         "o.rules",
         "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -p tcp -m tcp --tcp-option 30 -j DROP\nCOMMIT\n",
     );
-    let tree = |pkt: &str| -> String {
-        let out = stdout(&parapet(&[
-            "trace",
-            s(&options_only),
-            "--packet",
-            pkt,
-            "--engine",
-            "tree",
-        ]));
-        out.lines()
-            .find(|l| l.starts_with("decided by"))
-            .unwrap_or_default()
-            .to_string()
-    };
+    let tree = |pkt: &str| decided(&options_only, pkt, &["--engine", "tree"]);
     assert!(tree(&format!("{tcp} tcpopt 01011e02")).starts_with("decided by rule 1"));
     assert!(tree(&format!("{tcp} tcpopt 03031e00")).starts_with("decided by the chain policy"));
     // and refuse -m string by name (the whole chain compiles)
@@ -110,22 +95,7 @@ fn pcap_option_areas_are_classified() {
             .build()
     };
     let frames = [syn(&[1, 30, 2, 0]), syn(&[3, 3, 30, 0]), syn(&[])];
-    // pcap: global header (microsecond magic, v2.4, Ethernet), then records
-    let mut pcap = Vec::new();
-    pcap.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
-    pcap.extend_from_slice(&2u16.to_le_bytes());
-    pcap.extend_from_slice(&4u16.to_le_bytes());
-    pcap.extend_from_slice(&[0; 8]);
-    pcap.extend_from_slice(&65535u32.to_le_bytes());
-    pcap.extend_from_slice(&1u32.to_le_bytes());
-    for f in &frames {
-        pcap.extend_from_slice(&[0; 8]);
-        pcap.extend_from_slice(&(f.len() as u32).to_le_bytes());
-        pcap.extend_from_slice(&(f.len() as u32).to_le_bytes());
-        pcap.extend_from_slice(f);
-    }
-    let cap = dir.path().join("o.pcap");
-    std::fs::write(&cap, pcap).unwrap();
+    let cap = write_pcap(dir.path(), "o.pcap", &frames);
     assert_verdicts(
         &rules,
         &cap,
