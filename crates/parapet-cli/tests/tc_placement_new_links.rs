@@ -12,7 +12,7 @@ mod common;
 
 use common::daemon::{ok, stats};
 use common::router::{p, run_probes, Fate, Side};
-use common::tc_bed::{late_veth, tc_ifaces, TcBed, NEW_R};
+use common::tc_bed::{late_veth, outcome_becomes, tc_ifaces, TcBed, NEW_R};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -122,19 +122,13 @@ fn at_the_netfilter_hooks_a_new_interface_matches_its_name() {
     let counters = || common::nf_twins::parapet_counters(sock, &|id| id);
     // the watcher's re-sync is not visible in stats here: retry (bounded)
     // until the name matches
-    let t0 = Instant::now();
-    loop {
-        let got = run_probes(t, false, &[p(Side::L, 0, NEW_R, 6000, Side::R)], &counters);
-        if got == vec![(Fate::Delivered, BTreeMap::from([(1, 1)]))] {
-            break;
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(30),
-            "`-i nw0` never matched: {got:?}: {}",
-            stats(sock)
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    outcome_becomes(
+        t,
+        "`-i nw0` matching",
+        &[p(Side::L, 0, NEW_R, 6000, Side::R)],
+        &counters,
+        &vec![(Fate::Delivered, BTreeMap::from([(1, 1)]))],
+    );
     ok(sock, &["detach"]);
 }
 
@@ -160,20 +154,10 @@ fn an_interface_made_during_a_long_apply_is_judged_before_it_ends() {
         false,
         &["--hook-placement", "tc", "--test-apply-hold-ms", &hold],
     );
-    let (t, sock, file) = (&bed.t, &bed.sock, &bed.rules);
+    let (t, sock) = (&bed.t, &bed.sock);
 
     // a second apply: it holds the state lock for HOLD
-    let mut apply = std::process::Command::new(env!("CARGO_BIN_EXE_parapet"))
-        .args([
-            "--socket",
-            sock.to_str().unwrap(),
-            "apply",
-            file.to_str().unwrap(),
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut apply = bed.apply_in_background();
     let started = Instant::now();
     // it compiles aside (a few rules: milliseconds), then takes the lock
     std::thread::sleep(Duration::from_millis(500));
@@ -194,17 +178,8 @@ fn an_interface_made_during_a_long_apply_is_judged_before_it_ends() {
         // `-i nw0`: the name is known from the first packet
         (Fate::Delivered, BTreeMap::new()),
     ];
-    let mut last;
-    let took = loop {
-        last = run_probes(t, false, &probes, &none);
-        if last == judged {
-            break made.elapsed();
-        }
-        assert!(
-            made.elapsed() < Duration::from_secs(30),
-            "never judged as the ruleset says: {last:?}"
-        );
-    };
+    outcome_becomes(t, "judged as the ruleset says", &probes, &none, &judged);
+    let took = made.elapsed();
     let apply_running = apply.try_wait().unwrap().is_none();
     eprintln!(
         "nw0 judged {took:?} after `ip link set up` returned; the apply started {:?} \
@@ -218,7 +193,7 @@ fn an_interface_made_during_a_long_apply_is_judged_before_it_ends() {
     );
     assert!(
         apply_running,
-        "judged only after the apply that held the lock ended ({took:?}; probes: {last:?})"
+        "judged only after the apply that held the lock ended ({took:?})"
     );
     // generous: a loaded 2-core machine; the hold is HOLD
     assert!(

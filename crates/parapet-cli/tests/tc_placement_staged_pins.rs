@@ -11,8 +11,8 @@
 mod common;
 
 use common::daemon::ok;
-use common::router::{p, run_probes, Daemon, Fate, Probe, Side, Topo};
-use common::tc_bed::{late_veth, tc_links, TcBed, TcLinkIds, NEW_L, NEW_R};
+use common::router::{p, Daemon, Fate, Outcome, Probe, Side, Topo};
+use common::tc_bed::{late_veth, outcome_becomes, tc_links, TcBed, TcLinkIds, NEW_L, NEW_R};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -74,22 +74,11 @@ fn pins_of(links: &BTreeMap<String, TcLinkIds>) -> BTreeSet<String> {
         .collect()
 }
 
-/// Sends `probes` until their fates are `want` (bounded).
+/// Sends `probes` until their fates are `want` (bounded); no counters
+/// are read.
 fn fates_become(t: &Topo, what: &str, probes: &[Probe], want: &[Fate]) {
-    let t0 = Instant::now();
-    loop {
-        let got: Vec<Fate> = run_probes(t, false, probes, &BTreeMap::new)
-            .into_iter()
-            .map(|(f, _)| f)
-            .collect();
-        if got == want {
-            return;
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(30),
-            "{what}: {got:?}, not {want:?}"
-        );
-    }
+    let want: Outcome = want.iter().map(|f| (*f, BTreeMap::new())).collect();
+    outcome_becomes(t, what, probes, &BTreeMap::new, &want);
 }
 
 /// What arrives on `nw0` (tc ingress: INPUT): 6002 dropped by the
@@ -121,7 +110,7 @@ fn links_made_ahead_of_the_takeover_survive_a_kill_and_are_adopted() {
         true,
         &["--hook-placement", "tc", "--test-apply-hold-ms", &hold],
     );
-    let (sock, file) = (bed.sock.clone(), bed.rules.clone());
+    let sock = bed.sock.clone();
     let pins = bed.pin_dir().to_path_buf();
     let before = tc_links(&sock);
     assert!(
@@ -130,13 +119,7 @@ fn links_made_ahead_of_the_takeover_survive_a_kill_and_are_adopted() {
     );
 
     // an apply that holds the state lock: the takeover cannot happen
-    let mut apply = std::process::Command::new(env!("CARGO_BIN_EXE_parapet"))
-        .args(["--socket", sock.to_str().unwrap(), "apply"])
-        .arg(&file)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut apply = bed.apply_in_background();
     let started = Instant::now();
     std::thread::sleep(Duration::from_millis(500));
     late_veth(&bed.t);

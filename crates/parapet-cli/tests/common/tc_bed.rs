@@ -5,9 +5,14 @@
 //! `stats` shows them.
 
 use super::daemon::{ok, parapet, stats};
-use super::router::{start_daemon_pinned, start_daemon_with, topo, Daemon, RemovePins, Topo};
+use super::router::{
+    run_probes, start_daemon_pinned, start_daemon_with, topo, Daemon, Outcome, Probe, RemovePins,
+    Topo,
+};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 /// R's address on the interface made after `attach`.
 pub const NEW_R: &str = "10.71.9.1";
@@ -79,6 +84,19 @@ impl TcBed {
         self.pins.0.as_deref().expect("started pinned")
     }
 
+    /// `parapet apply` of the bed's ruleset file, started and left running
+    /// (its output piped): with `--test-apply-hold-ms` it holds the state
+    /// lock while the test acts.
+    pub fn apply_in_background(&self) -> Child {
+        Command::new(env!("CARGO_BIN_EXE_parapet"))
+            .args(["--socket", self.sock.to_str().unwrap(), "apply"])
+            .arg(&self.rules)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
     /// parapetd's log so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("parapetd.log")).unwrap_or_default()
@@ -134,4 +152,26 @@ pub fn tc_links(sock: &Path) -> BTreeMap<String, TcLinkIds> {
 /// The interfaces carrying the tc placement's links (`stats`).
 pub fn tc_ifaces(sock: &Path) -> Vec<String> {
     tc_links(sock).into_keys().collect()
+}
+
+/// Sends `probes` ([`run_probes`], `counters` read for each) again and
+/// again until their outcome is `want`, for at most 30 s.
+pub fn outcome_becomes(
+    t: &Topo,
+    what: &str,
+    probes: &[Probe],
+    counters: &dyn Fn() -> BTreeMap<u32, u64>,
+    want: &Outcome,
+) {
+    let t0 = Instant::now();
+    loop {
+        let got = run_probes(t, false, probes, counters);
+        if &got == want {
+            return;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "{what}: {got:?}, not {want:?}"
+        );
+    }
 }
