@@ -21,7 +21,7 @@ use common::router::{applied_and_attached, rule_counts};
 use parapet_model::{from_ip, pkt_type, Family, LinearEngine, NoSets, Packet};
 use parapet_parse::{parse, Format};
 use parapet_testbed::{require_root, Pair, Veth};
-use raw_out::{frame_decisions, legacy_counters};
+use raw_out::{broadcast_pair as pair, frame_decisions, legacy_counters};
 use std::net::Ipv4Addr;
 
 /// Every probe meets a rule of its own kind: the packet type with the
@@ -48,19 +48,6 @@ const RULES: u32 = 8;
 
 /// The expected rule of each probe (the kernel must agree: checked).
 const EXPECTED: [u32; 12] = [7, 7, 4, 3, 6, 1, 6, 6, 5, 5, 5, 2];
-
-fn pair(tag: &str) -> Pair {
-    let v = Veth {
-        prefix_len: 24,
-        disable_ipv6: true,
-        ..Veth::default()
-    };
-    let pair = Pair::create(tag, &v).unwrap();
-    pair.b
-        .ip(&["addr", "add", "10.251.0.2/24", "brd", "+", "dev", v.b_dev])
-        .unwrap();
-    pair
-}
 
 /// (destination MAC, its packet type, destination address) of every
 /// probe, in the order of [`EXPECTED`].

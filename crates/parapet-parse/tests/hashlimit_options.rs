@@ -3,8 +3,12 @@
 //! the iptables-save round trip (through the kernel's own iptables-save
 //! when root).
 
+#[path = "common/save_text.rs"]
+mod save_text;
+
 use parapet_model::*;
 use parapet_parse::*;
+use save_text::listed_back;
 
 /// The rules of a filter table holding `rules` (one per line), or the
 /// first error.
@@ -138,16 +142,7 @@ fn hashlimits(rs: &Ruleset) -> Vec<Option<Hashlimit>> {
 
 #[test]
 fn iptables_save_round_trip_and_no_nft_spelling() {
-    let rs = parse(TEXT, "r.rules", Format::IptablesSave)
-        .unwrap()
-        .ruleset;
-    let listed = render::iptables_save(&rs).unwrap();
-    for line in TEXT.lines().filter(|l| l.starts_with("-A")) {
-        assert!(listed.contains(line), "{line} not in\n{listed}");
-    }
-    let again = parse(&listed, "r.rules", Format::IptablesSave)
-        .unwrap()
-        .ruleset;
+    let (rs, _, again) = listed_back(TEXT, "r.rules");
     assert_eq!(hashlimits(&again), hashlimits(&rs));
     let e = render::nft(&rs).unwrap_err().to_string();
     assert!(e.contains("-m hashlimit has no nft spelling"), "{e}");

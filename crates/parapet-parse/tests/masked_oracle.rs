@@ -9,6 +9,8 @@
 
 #[path = "common/raw_out.rs"]
 mod raw_out;
+#[path = "common/save_text.rs"]
+mod save_text;
 
 use parapet_model::{Family, LinearEngine, NoSets, Packet};
 use parapet_parse::{parse, render, Format};
@@ -126,7 +128,7 @@ fn masked_comparisons_agree_with_nft() {
 /// unreachable, and diff refuses rather than compare boxes.
 #[test]
 fn lint_and_diff_do_not_trust_a_masked_box() {
-    use parapet_model::{diff, flatten_unpruned, lint, Budget};
+    use parapet_model::{diff, Budget};
     let text = "table ip filter {
 \tchain INPUT {
 \t\ttype filter hook input priority 0; policy accept;
@@ -136,9 +138,7 @@ fn lint_and_diff_do_not_trust_a_masked_box() {
 \t}
 }
 ";
-    let rs = parse(text, "m.nft", Format::Auto).unwrap().ruleset;
-    let list = flatten_unpruned(&rs, rs.select_chain(None).unwrap(), 1000).unwrap();
-    let report = lint(&rs, std::slice::from_ref(&list), Budget::default()).unwrap();
+    let (_, list, report) = save_text::linted(text, "m.nft", Format::Auto);
     // Without rule 1, an odd source would be accepted by rule 2: rule 1
     // is not redundant; rule 3 takes the even sources: reachable.
     assert!(

@@ -15,7 +15,8 @@ mod raw_out;
 use parapet_model::{pkt_type, Family, Packet};
 use parapet_testbed::{require_root, Netns, Pair, Veth};
 use raw_out::{
-    agree, first_moved, legacy_counters, load_legacy, load_nft, nft_counters, send_frame,
+    agree, broadcast_pair as pair, frame_decisions, legacy_counters, load_legacy, load_nft,
+    nft_counters,
 };
 use std::net::Ipv4Addr;
 
@@ -55,19 +56,6 @@ const LOCAL: Ipv4Addr = Ipv4Addr::new(10, 250, 0, 2);
 const LOCAL2: Ipv4Addr = Ipv4Addr::new(10, 251, 0, 2);
 const BCAST: Ipv4Addr = Ipv4Addr::new(10, 251, 0, 255);
 
-fn pair(tag: &str) -> Pair {
-    let v = Veth {
-        prefix_len: 24,
-        disable_ipv6: true,
-        ..Veth::default()
-    };
-    let pair = Pair::create(tag, &v).unwrap();
-    pair.b
-        .ip(&["addr", "add", "10.251.0.2/24", "brd", "+", "dev", v.b_dev])
-        .unwrap();
-    pair
-}
-
 /// (destination MAC, packet) for every MAC kind and destination.
 fn probes() -> Vec<([u8; 6], Packet)> {
     let b_mac = Veth::default().b_mac;
@@ -101,23 +89,13 @@ fn probes() -> Vec<([u8; 6], Packet)> {
 /// the other namespace's backlog: wait until a counter moves (bounded).
 fn decisions(pair: &Pair, counts: &dyn Fn(&Netns) -> Vec<u64>) -> Vec<u32> {
     let v = Veth::default();
-    let mut before = counts(&pair.b);
-    probes()
-        .iter()
-        .map(|(mac, p)| {
-            pair.a.run_in(|| send_frame(v.a_dev, *mac, v.a_mac, p));
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-            loop {
-                let after = counts(&pair.b);
-                let moved: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
-                if moved.iter().any(|&m| m > 0) || std::time::Instant::now() > deadline {
-                    before = after;
-                    return first_moved(&moved);
-                }
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-        })
-        .collect()
+    frame_decisions(
+        &pair.a,
+        (v.a_dev, v.a_mac),
+        &probes(),
+        || counts(&pair.b),
+        |_| (),
+    )
 }
 
 /// The probes' packets, in order.

@@ -6,6 +6,11 @@
 //! so the fates do not depend on timing. Also: the listing reads back
 //! equal.
 
+mod common;
+#[path = "common/raw_out.rs"]
+mod raw_out;
+
+use common::udp_lo;
 use parapet_model::*;
 use parapet_parse::*;
 use parapet_testbed::Netns;
@@ -107,23 +112,12 @@ fn quota_listing_reads_back_equal() {
 fn quota_agrees_with_nft() {
     parapet_testbed::require_root();
     let ns = Netns::create("quota-nft").unwrap();
-    let file = std::env::temp_dir().join(format!("parapet-quota-{}.nft", std::process::id()));
-    std::fs::write(&file, QUOTA).unwrap();
-    let loaded = ns.exec(&["nft", "-f", file.to_str().unwrap()]);
-    let _ = std::fs::remove_file(&file);
-    loaded.unwrap_or_else(|e| panic!("nft -f: {e}"));
+    raw_out::load_nft(&ns, QUOTA);
     let rs = parse(QUOTA, "quota.nft", Format::Nft).unwrap().ruleset;
     let seq = sequence();
     let kernel = arrivals(&ns, &seq);
     let parapet = engine_fates(&rs, &seq);
-    assert!(
-        kernel.iter().any(|a| *a) && kernel.iter().any(|a| !*a),
-        "the kernel's fates {kernel:?} do not tell anything"
-    );
-    assert_eq!(
-        parapet, kernel,
-        "parapet vs the kernel, datagram by datagram"
-    );
+    udp_lo::assert_fates("quota (nft)", &kernel, &parapet);
 }
 
 /// `-m quota` (xt_quota): 9999 accepted while 500 bytes are left for the
@@ -211,11 +205,7 @@ fn xt_quota_reads_as_nfts_quota_plus_one_and_lists_back() {
 fn xt_quota_agrees_with_iptables_legacy() {
     parapet_testbed::require_root();
     let ns = Netns::create("quota-xt").unwrap();
-    let file = std::env::temp_dir().join(format!("parapet-quota-{}.v4", std::process::id()));
-    std::fs::write(&file, XT_QUOTA).unwrap();
-    let loaded = ns.exec(&["iptables-legacy-restore", file.to_str().unwrap()]);
-    let _ = std::fs::remove_file(&file);
-    loaded.unwrap_or_else(|e| panic!("iptables-legacy-restore: {e}"));
+    udp_lo::load(&ns, "quota-xt", XT_QUOTA);
     let rs = parse(XT_QUOTA, "quota.v4", Format::IptablesSave)
         .unwrap()
         .ruleset;

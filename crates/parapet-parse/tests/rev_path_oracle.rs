@@ -19,8 +19,11 @@ mod raw_out;
 
 use parapet_model::{rev_path, Family, Packet};
 use parapet_testbed::{require_root, Netns};
-use raw_out::{agree, first_moved, load_legacy, load_nft, nft_counters, send, send_frame, Sender};
+use raw_out::{
+    agree, load_legacy, load_nft, nft_counters, polled_decisions, send, send_frame, Sender,
+};
 use std::net::IpAddr;
+use std::time::Duration;
 
 /// Each outcome decided by its own rule: 1 none, 2 another interface,
 /// 3 the input interface.
@@ -213,28 +216,18 @@ fn probes(ns: &Netns) -> Vec<(&'static str, Packet)> {
 fn kernel_decisions(ns: &Netns, script: &str, probes: &[(&str, Packet)]) -> Vec<u32> {
     load_nft(ns, script);
     let counts = || nft_counters(ns, "inet", "t", "pre");
-    let mut before = counts();
-    probes
-        .iter()
-        .map(|(iif, p)| {
-            let from = mac("02:00:00:00:00:99");
-            match *iif {
-                "lo" => ns.run_in(|| send(p, Sender::Loopback)),
-                "a0" => ns.run_in(|| send_frame("a1", mac(A_MAC), from, p)),
-                _ => ns.run_in(|| send_frame("b1", mac(B_MAC), from, p)),
-            }
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-            loop {
-                let after = counts();
-                let moved: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
-                if moved.iter().any(|&m| m > 0) || std::time::Instant::now() > deadline {
-                    before = after;
-                    return first_moved(&moved);
-                }
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-        })
-        .collect()
+    polled_decisions(probes, counts, |_, (iif, p)| {
+        let from = mac("02:00:00:00:00:99");
+        match *iif {
+            "lo" => ns.run_in(|| send(p, Sender::Loopback)),
+            "a0" => ns.run_in(|| send_frame("a1", mac(A_MAC), from, p)),
+            _ => ns.run_in(|| send_frame("b1", mac(B_MAC), from, p)),
+        }
+        ((), Duration::from_secs(10))
+    })
+    .into_iter()
+    .map(|(_, rule)| rule)
+    .collect()
 }
 
 #[test]

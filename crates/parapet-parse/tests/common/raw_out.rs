@@ -10,7 +10,7 @@
 use parapet_model::routing::{key_value, RoutingHeader};
 use parapet_model::{Family, LinearEngine, NoSets, Packet};
 use parapet_parse::{parse, render, Format};
-use parapet_testbed::Netns;
+use parapet_testbed::{Netns, Pair, Veth};
 use std::io::Write;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -474,6 +474,22 @@ pub fn truncated_routing_header(ext: &[u8]) -> Vec<u8> {
     h[39] = 1;
     h.extend_from_slice(ext);
     h
+}
+
+/// The packet-type oracles' veth pair (`pkttype_oracle.rs`, parapet-cli's
+/// `netfilter_oracle_pkttype.rs`), IPv6 off: the receiver has a second
+/// address, 10.251.0.2/24, with its subnet's broadcast address.
+pub fn broadcast_pair(tag: &str) -> Pair {
+    let v = Veth {
+        prefix_len: 24,
+        disable_ipv6: true,
+        ..Veth::default()
+    };
+    let pair = Pair::create(tag, &v).unwrap();
+    pair.b
+        .ip(&["addr", "add", "10.251.0.2/24", "brd", "+", "dev", v.b_dev])
+        .unwrap();
+    pair
 }
 
 /// The rule that counted each of `frames` (destination MAC, packet), sent
