@@ -13,8 +13,8 @@
 
 mod common;
 
-use common::daemon::{ok, parapet, stat_counters, stats};
-use common::router::{applied_and_attached, start_daemon_with};
+use common::daemon::{stat_counters, stats};
+use common::router::{applied, applied_and_attached};
 use parapet_testbed::owner::{
     reset_arrives, synack_arrives, timewait_ack_arrives, udp_arrivals, udp_arrivals_at,
 };
@@ -307,34 +307,26 @@ fn owner_rules_are_refused_at_interfaces_and_in_the_tc_placement() {
         (
             "ownx",
             &["--chain", "filter/OUTPUT"][..],
-            &["attach", "lo", "--hook", "xdp"][..],
+            &["lo", "--hook", "xdp"][..],
             "which an interface hook (xdp, tc) does not have",
         ),
         (
             "ownt",
             &["--hook-placement", "tc"][..],
-            &["attach"][..],
+            &[][..],
             "the tc placement",
         ),
     ] {
         let ns = Netns::create(tag).unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let sock = dir.path().join("parapetd.sock");
-        let _daemon = start_daemon_with(&ns, dir.path(), &sock, flags);
-        let file = dir.path().join("rules");
-        std::fs::write(&file, IPT).unwrap();
-        ok(
-            &sock,
-            &["apply", file.to_str().unwrap(), "--format", "iptables"],
-        );
-        let o = parapet(&sock, attach);
+        let d = applied(&ns, IPT, Some("iptables"), flags);
+        let o = d.attach(attach);
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(
             !o.status.success() && err.contains("rules 1, 2, 3") && err.contains(want),
             "{tag}: {attach:?}: {err}"
         );
         assert!(err.contains("socket owner"), "{err}");
-        let s = stats(&sock);
+        let s = stats(&d.sock);
         assert_eq!(
             s["dataplane"]["attachments"].as_array().map(Vec::len),
             Some(0),

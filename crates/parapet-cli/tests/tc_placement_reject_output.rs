@@ -13,11 +13,8 @@
 
 mod common;
 
-use common::daemon::{ok, parapet};
 use common::nf_twins::{legacy_counters, load, parapet_counters, rule_ids};
-use common::router::{
-    p, run_probes, start_daemon_with, tcp, topo, Fate, Outcome, Probe, Side, V4, V6,
-};
+use common::router::{applied, p, run_probes, tcp, topo, Fate, Outcome, Probe, Side, V4, V6};
 
 fn filter(v6: bool) -> String {
     let icmp = if v6 {
@@ -91,22 +88,17 @@ fn compare(v6: bool) {
         .collect();
 
     let t = topo(&format!("{tag}p"));
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("parapetd.sock");
-    let _daemon = start_daemon_with(&t.r, dir.path(), &sock, &["--hook-placement", "tc"]);
-    let file = dir.path().join("rules");
-    std::fs::write(&file, &text).unwrap();
     let fmt = if v6 {
         "ip6tables-save"
     } else {
         "iptables-save"
     };
-    ok(&sock, &["apply", file.to_str().unwrap(), "--format", fmt]);
-    let o = parapet(&sock, &["attach"]);
+    let d = applied(&t.r, &text, Some(fmt), &["--hook-placement", "tc"]);
+    let o = d.attach(&[]);
     assert!(o.status.success(), "{o:?}");
     let said = String::from_utf8_lossy(&o.stderr);
     assert!(!said.contains("REJECT at OUTPUT"), "no warning: {said}");
-    let ours = run_probes(&t, v6, &probes, &|| parapet_counters(&sock, &|id| id));
+    let ours = run_probes(&t, v6, &probes, &|| parapet_counters(&d.sock, &|id| id));
     assert_eq!(
         rules(&ours),
         expect,

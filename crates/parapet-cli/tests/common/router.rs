@@ -355,15 +355,29 @@ pub struct AttachedDaemon {
     pub dir: tempfile::TempDir,
 }
 
-/// Starts parapetd in `ns` with `flags`, applies `rules` (read as
-/// `format` when given, else by its contents) and attaches it without an
-/// interface; panics with parapet's message when either step fails.
-pub fn applied_and_attached(
-    ns: &Netns,
-    rules: &str,
-    format: Option<&str>,
-    flags: &[&str],
-) -> AttachedDaemon {
+/// A parapetd with a ruleset applied, not attached yet ([`applied`]).
+pub struct AppliedDaemon {
+    /// Dropped first: the daemon stops before its directory goes.
+    pub daemon: Option<Daemon>,
+    /// The daemon's socket.
+    pub sock: std::path::PathBuf,
+    /// State directory, socket and ruleset file.
+    pub dir: tempfile::TempDir,
+}
+
+impl AppliedDaemon {
+    /// `parapet attach ARGS…`: its output, whether it succeeded or not.
+    pub fn attach(&self, args: &[&str]) -> std::process::Output {
+        let mut all = vec!["attach"];
+        all.extend_from_slice(args);
+        parapet(&self.sock, &all)
+    }
+}
+
+/// Starts parapetd in `ns` with `flags` and applies `rules` (read as
+/// `format` when given, else by its contents); panics with parapet's
+/// message when the apply fails.
+pub fn applied(ns: &Netns, rules: &str, format: Option<&str>, flags: &[&str]) -> AppliedDaemon {
     let dir = tempfile::tempdir().unwrap();
     let sock = dir.path().join("parapetd.sock");
     let file = dir.path().join("rules");
@@ -374,17 +388,33 @@ pub fn applied_and_attached(
         apply.extend_from_slice(&["--format", f]);
     }
     super::daemon::ok(&sock, &apply);
-    let o = parapet(&sock, &["attach"]);
+    AppliedDaemon {
+        daemon: Some(daemon),
+        sock,
+        dir,
+    }
+}
+
+/// [`applied`], then attached without an interface; panics with
+/// parapet's message when either step fails.
+pub fn applied_and_attached(
+    ns: &Netns,
+    rules: &str,
+    format: Option<&str>,
+    flags: &[&str],
+) -> AttachedDaemon {
+    let d = applied(ns, rules, format, flags);
+    let o = d.attach(&[]);
     assert!(
         o.status.success(),
         "parapet attach: {}",
         String::from_utf8_lossy(&o.stderr)
     );
     AttachedDaemon {
-        daemon: Some(daemon),
-        sock,
+        daemon: d.daemon,
+        sock: d.sock,
         attached: String::from_utf8_lossy(&o.stdout).to_string(),
-        dir,
+        dir: d.dir,
     }
 }
 
