@@ -18,10 +18,12 @@ mod raw_out;
 
 use common::nf_twins::{assert_rules_agree, load, nft_of, nft_rule_counts, with_counters};
 use common::router::{applied_and_attached, rule_counts};
-use parapet_model::{from_ip, pkt_type, Family, LinearEngine, NoSets, Packet};
+use parapet_model::{from_ip, Family, LinearEngine, NoSets, Packet};
 use parapet_parse::{parse, Format};
 use parapet_testbed::{require_root, Pair, Veth};
-use raw_out::{broadcast_pair as pair, frame_decisions, legacy_counters};
+use raw_out::{
+    broadcast_pair as pair, broadcast_pair_probes, frame_decisions, legacy_counters, PAIR_SRC,
+};
 use std::net::Ipv4Addr;
 
 /// Every probe meets a rule of its own kind: the packet type with the
@@ -41,9 +43,6 @@ const IPT: &str = "*filter
 COMMIT
 ";
 
-const SRC: Ipv4Addr = Ipv4Addr::new(10, 250, 0, 1);
-const LOCAL: Ipv4Addr = Ipv4Addr::new(10, 250, 0, 2);
-const BCAST: Ipv4Addr = Ipv4Addr::new(10, 251, 0, 255);
 const RULES: u32 = 8;
 
 /// The expected rule of each probe (the kernel must agree: checked).
@@ -52,27 +51,14 @@ const EXPECTED: [u32; 12] = [7, 7, 4, 3, 6, 1, 6, 6, 5, 5, 5, 2];
 /// (destination MAC, its packet type, destination address) of every
 /// probe, in the order of [`EXPECTED`].
 fn probes() -> Vec<([u8; 6], u8, Ipv4Addr)> {
-    let macs = [
-        (Veth::default().b_mac, pkt_type::HOST),
-        ([0xff; 6], pkt_type::BROADCAST),
-        ([0x01, 0x00, 0x5e, 0x00, 0x00, 0x01], pkt_type::MULTICAST),
-    ];
-    let dsts = [
-        LOCAL,
-        BCAST,
-        Ipv4Addr::BROADCAST,
-        Ipv4Addr::new(224, 0, 0, 1),
-    ];
-    macs.iter()
-        .flat_map(|&(m, t)| dsts.iter().map(move |&d| (m, t, d)))
-        .collect()
+    broadcast_pair_probes()
 }
 
 /// The IPv4 packet of protocol 253 (60 bytes, TTL 64) from the sender to
 /// `dst`, as the linear engine sees it with packet type `ty`.
 fn packet(dst: Ipv4Addr, ty: u8) -> Packet {
     let addr = |a: Ipv4Addr| from_ip(a.into()).1;
-    let mut p = Packet::new(Family::V4, addr(SRC), addr(dst), 253, 0, 0);
+    let mut p = Packet::new(Family::V4, addr(PAIR_SRC), addr(dst), 253, 0, 0);
     p.len = 60;
     p.ttl = 64;
     p.pkt_type = Some(ty);

@@ -12,11 +12,11 @@
 #[path = "common/raw_out.rs"]
 mod raw_out;
 
-use parapet_model::{pkt_type, Family, Packet};
+use parapet_model::{Family, Packet};
 use parapet_testbed::{require_root, Netns, Pair, Veth};
 use raw_out::{
-    agree, broadcast_pair as pair, frame_decisions, legacy_counters, load_legacy, load_nft,
-    nft_counters,
+    agree, broadcast_pair as pair, broadcast_pair_probes, frame_decisions, legacy_counters,
+    load_legacy, load_nft, nft_counters, PAIR_BCAST, PAIR_LOCAL, PAIR_SRC,
 };
 use std::net::Ipv4Addr;
 
@@ -50,38 +50,22 @@ const NFT: &str = "table ip t {
 }
 ";
 
-const SRC: Ipv4Addr = Ipv4Addr::new(10, 250, 0, 1);
-const LOCAL: Ipv4Addr = Ipv4Addr::new(10, 250, 0, 2);
 /// A second address of the receiver, with a broadcast address.
 const LOCAL2: Ipv4Addr = Ipv4Addr::new(10, 251, 0, 2);
-const BCAST: Ipv4Addr = Ipv4Addr::new(10, 251, 0, 255);
 
 /// (destination MAC, packet) for every MAC kind and destination.
 fn probes() -> Vec<([u8; 6], Packet)> {
-    let b_mac = Veth::default().b_mac;
-    let macs = [
-        (b_mac, pkt_type::HOST),
-        ([0xff; 6], pkt_type::BROADCAST),
-        ([0x01, 0x00, 0x5e, 0x00, 0x00, 0x01], pkt_type::MULTICAST),
-    ];
-    let dsts = [
-        LOCAL,
-        BCAST,
-        Ipv4Addr::BROADCAST,
-        Ipv4Addr::new(224, 0, 0, 1),
-    ];
-    let local = [u32::from(LOCAL) as u128, u32::from(LOCAL2) as u128];
-    let mut out = Vec::new();
-    for (mac, t) in macs {
-        for d in dsts {
-            let mut p = Packet::v4(u32::from(SRC), u32::from(d), 253, 0, 0);
+    let local = [u32::from(PAIR_LOCAL) as u128, u32::from(LOCAL2) as u128];
+    broadcast_pair_probes()
+        .into_iter()
+        .map(|(mac, t, d)| {
+            let mut p = Packet::v4(u32::from(PAIR_SRC), u32::from(d), 253, 0, 0);
             p.len = 60;
             p.pkt_type = Some(t);
-            p.set_host_addrs(&local, &[u32::from(BCAST) as u128]);
-            out.push((mac, p));
-        }
-    }
-    out
+            p.set_host_addrs(&local, &[u32::from(PAIR_BCAST) as u128]);
+            (mac, p)
+        })
+        .collect()
 }
 
 /// Sends each probe from a to b and reads which of b's counters moved;

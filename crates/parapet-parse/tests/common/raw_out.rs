@@ -8,10 +8,11 @@
 #![allow(dead_code)]
 
 use parapet_model::routing::{key_value, RoutingHeader};
-use parapet_model::{Family, LinearEngine, NoSets, Packet};
+use parapet_model::{pkt_type, Family, LinearEngine, NoSets, Packet};
 use parapet_parse::{parse, render, Format};
 use parapet_testbed::{Netns, Pair, Veth};
 use std::io::Write;
+use std::net::Ipv4Addr;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -490,6 +491,34 @@ pub fn broadcast_pair(tag: &str) -> Pair {
         .ip(&["addr", "add", "10.251.0.2/24", "brd", "+", "dev", v.b_dev])
         .unwrap();
     pair
+}
+
+/// The sender's address on [`broadcast_pair`].
+pub const PAIR_SRC: Ipv4Addr = Ipv4Addr::new(10, 250, 0, 1);
+/// The receiver's first address on [`broadcast_pair`].
+pub const PAIR_LOCAL: Ipv4Addr = Ipv4Addr::new(10, 250, 0, 2);
+/// The broadcast address of the receiver's second subnet.
+pub const PAIR_BCAST: Ipv4Addr = Ipv4Addr::new(10, 251, 0, 255);
+
+/// The packet-type oracles' probes on [`broadcast_pair`]: (destination
+/// MAC, its packet type, destination address) for the receiver's MAC, the
+/// broadcast MAC and a multicast MAC, each to [`PAIR_LOCAL`],
+/// [`PAIR_BCAST`], 255.255.255.255 and 224.0.0.1, in that order.
+pub fn broadcast_pair_probes() -> Vec<([u8; 6], u8, Ipv4Addr)> {
+    let macs = [
+        (Veth::default().b_mac, pkt_type::HOST),
+        ([0xff; 6], pkt_type::BROADCAST),
+        ([0x01, 0x00, 0x5e, 0x00, 0x00, 0x01], pkt_type::MULTICAST),
+    ];
+    let dsts = [
+        PAIR_LOCAL,
+        PAIR_BCAST,
+        Ipv4Addr::BROADCAST,
+        Ipv4Addr::new(224, 0, 0, 1),
+    ];
+    macs.iter()
+        .flat_map(|&(m, t)| dsts.iter().map(move |&d| (m, t, d)))
+        .collect()
 }
 
 /// The rule that counted each of `frames` (destination MAC, packet), sent
