@@ -101,6 +101,44 @@ pub struct DynsetDecl {
     /// inet_service`), not an address alone.
     #[serde(default)]
     pub service: bool,
+    /// The elements the declaration gives (`elements = { … }`): the set
+    /// holds them from the moment the ruleset is loaded.
+    #[serde(default)]
+    pub elements: Vec<DynsetInitial>,
+}
+
+/// An element a dynamic set's declaration gives: `10.0.0.1`, `10.0.0.1 .
+/// 22`, with nft's `timeout T` and `expires T`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct DynsetInitial {
+    /// The address (IPv4 in the low 32 bits).
+    pub addr: u128,
+    /// The service of an `address . service` key, else 0.
+    pub port: u16,
+    /// The element's own `timeout` in ms (0: the set's).
+    pub timeout_ms: u64,
+    /// `expires`: ms left at load time (`None`: the whole timeout).
+    pub expires_ms: Option<u64>,
+}
+
+impl DynsetInitial {
+    /// Its key in a set of `family`.
+    pub fn key(&self, family: Family) -> DynsetKey {
+        let (family, addr) = masked(family, self.addr, u32::MAX, 128);
+        (family, self.port, addr)
+    }
+
+    /// The ms from load to its expiry in set `decl` (`None`: never), as
+    /// `nft_add_set_elem`: `expires`, else the element's timeout, else
+    /// the set's; neither: no timeout at all.
+    pub fn lifetime_ms(&self, decl: &DynsetDecl) -> Option<u64> {
+        let timeout = if self.timeout_ms != 0 {
+            self.timeout_ms
+        } else {
+            decl.timeout_ms
+        };
+        (timeout != 0).then_some(self.expires_ms.unwrap_or(timeout))
+    }
 }
 
 impl DynsetDecl {
@@ -273,6 +311,28 @@ pub struct DynsetTables {
 }
 
 impl DynsetTables {
+    /// Puts `decl`'s declared elements in its set, as loaded at jiffy
+    /// `loaded` on a kernel of `hz` — once: a set a rule touched already
+    /// (or seeded before) is left as it is.
+    pub fn seed(&mut self, decl: &DynsetDecl, loaded: u64, hz: u32) {
+        let std::collections::hash_map::Entry::Vacant(v) = self.sets.entry(decl.id()) else {
+            return;
+        };
+        let set = v.insert(HashMap::new());
+        for e in &decl.elements {
+            let expires = e
+                .lifetime_ms(decl)
+                .map(|ms| loaded + timeout_jiffies(ms.min(u32::MAX as u64) as u32, hz));
+            set.insert(
+                e.key(decl.family),
+                DynsetElement {
+                    expires,
+                    bucket: None,
+                },
+            );
+        }
+    }
+
     /// The elements of set `id`, if a rule touched it.
     pub fn set(&self, id: u32) -> Option<&HashMap<DynsetKey, DynsetElement>> {
         self.sets.get(&id)
@@ -345,6 +405,7 @@ mod tests {
             has_timeout: timeout_ms != 0,
             meter: false,
             service: false,
+            elements: Vec::new(),
         }
     }
 
@@ -422,6 +483,43 @@ mod tests {
         assert!(run(&look, &mut t, 7, 1));
         look.port = Some(DynsetPort::Src);
         assert!(!run(&look, &mut t, 7, 1), "port 1000 is another key");
+    }
+
+    #[test]
+    fn declared_elements_live_from_the_load() {
+        let mut look = dynset(DynsetOp::Lookup, 2, 10_000, None);
+        look.set.elements = vec![
+            // The set's 10 s.
+            DynsetInitial {
+                addr: 7,
+                port: 0,
+                timeout_ms: 0,
+                expires_ms: None,
+            },
+            // Its own 30 s, 5 s of them left.
+            DynsetInitial {
+                addr: 8,
+                port: 0,
+                timeout_ms: 30_000,
+                expires_ms: Some(5_000),
+            },
+        ];
+        let add = Dynset {
+            op: DynsetOp::Add,
+            ..look.clone()
+        };
+        let mut t = DynsetTables::default();
+        t.seed(&look.set, 0, 250);
+        assert!(run(&look, &mut t, 7, 9));
+        assert!(run(&look, &mut t, 8, 4));
+        assert!(!run(&look, &mut t, 8, 5), "expires 5s");
+        assert!(!run(&add, &mut t, 9, 6), "two elements fill size 2");
+        t.seed(&look.set, 100 * 250, 250);
+        assert!(!run(&look, &mut t, 7, 10), "seeded once");
+        let mut never = look.set.clone();
+        never.timeout_ms = 0;
+        assert_eq!(never.elements[0].lifetime_ms(&never), None);
+        assert_eq!(never.elements[1].lifetime_ms(&never), Some(5_000));
     }
 
     #[test]

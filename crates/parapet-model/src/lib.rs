@@ -77,7 +77,7 @@ pub use diff_rules::{diff_rules, NonTerminal};
 pub use display::{format_set, format_value};
 pub use dynset::{
     timeout_jiffies as dynset_timeout_jiffies, Dynset, DynsetCheck, DynsetDecl, DynsetElement,
-    DynsetKey, DynsetOp, DynsetPort, DynsetTables, ElementLimit, ElementRate,
+    DynsetInitial, DynsetKey, DynsetOp, DynsetPort, DynsetTables, ElementLimit, ElementRate,
     DEFAULT_SIZE as DYNSET_DEFAULT_SIZE, MAX_LIMIT_BURST as DYNSET_MAX_LIMIT_BURST,
     MAX_LIMIT_RATE as DYNSET_MAX_LIMIT_RATE,
 };

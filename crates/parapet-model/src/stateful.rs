@@ -364,10 +364,12 @@ impl Stateful for StatefulState {
     }
 
     fn dynset(&mut self, _: u32, dynset: &Dynset, pkt: &Packet) -> bool {
-        let now = self.clock;
+        let (now, loaded) = (self.clock, self.loaded);
         let Some(key) = dynset.key(pkt) else {
             return false;
         };
+        // The declared elements were there from the load on.
+        self.dynset.seed(&dynset.set, loaded.jiffies(), loaded.hz);
         self.dynset
             .check(&dynset.check(), key, now.jiffies(), now.ns, now.hz)
     }

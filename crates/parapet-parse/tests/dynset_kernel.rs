@@ -161,6 +161,36 @@ const KNOCK_STEPS: &str = "table inet t {
 }
 ";
 
+/// Sets declared with elements: `allowed` holds .2 from the load on (its
+/// own timeout, part of it already gone) and has room for one more, which
+/// an `add` takes; `pinned` holds .3 . 9997 for ever (no timeout at all).
+const DECLARED: &str = "table ip t {
+\tset allowed {
+\t\ttype ipv4_addr
+\t\tsize 2
+\t\tflags dynamic,timeout
+\t\ttimeout 1h
+\t\telements = { 127.0.0.2 timeout 2h expires 1h30m }
+\t}
+
+\tset pinned {
+\t\ttype ipv4_addr . inet_service
+\t\tsize 16
+\t\tflags dynamic
+\t\telements = { 127.0.0.3 . 9997 }
+\t}
+
+\tchain input {
+\t\ttype filter hook input priority 0; policy accept;
+\t\tiifname \"lo\" udp dport 9998 add @allowed { ip saddr }
+\t\tiifname \"lo\" udp dport 9999 ip saddr @allowed accept
+\t\tiifname \"lo\" udp dport 9999 drop
+\t\tiifname \"lo\" udp dport 9996 add @pinned { ip saddr . 9997 }
+\t\tiifname \"lo\" udp dport 9997 ip saddr . udp dport @pinned drop
+\t}
+}
+";
+
 /// (source host byte, port) of each datagram.
 type Sequence = Vec<(u8, u16)>;
 
@@ -237,7 +267,22 @@ fn cases() -> Vec<(&'static str, &'static str, Sequence)> {
         (3, 9999),
         (3, 9999),
     ];
+    let declared = vec![
+        (2, 9999),
+        (3, 9999),
+        (4, 9999),
+        (4, 9998),
+        (4, 9999),
+        (3, 9998),
+        (3, 9999),
+        (3, 9997),
+        (2, 9997),
+        (2, 9996),
+        (2, 9997),
+        (4, 9997),
+    ];
     vec![
+        ("sets declared with elements", DECLARED, declared),
         ("meter-like add with a limit", METER, meter),
         ("port knocking", KNOCK, knock),
         ("a full set", FULL, full),
@@ -298,6 +343,33 @@ fn clear_refusals() {
         (
             "table ip t {\n map m { type ipv4_addr : ipv4_addr; }\n chain c { update @m { ip saddr : ip daddr } }\n}\n",
             "3:",
+        ),
+        // Declared elements: of the wrong family, more than `size`, a
+        // timeout in a set without timeouts, `expires` without a timeout,
+        // a missing service, a limit on a rule filling such a set.
+        (
+            "table ip t {\n set s { type ipv4_addr; flags dynamic;\n elements = { 10.0.0.1, ::1 } }\n chain c { add @s { ip saddr } }\n}\n",
+            "3:25:",
+        ),
+        (
+            "table ip t {\n set s { type ipv4_addr; size 1; flags dynamic;\n elements = { 10.0.0.1, 10.0.0.1, 10.0.0.2 } }\n chain c { add @s { ip saddr } }\n}\n",
+            "3:35:",
+        ),
+        (
+            "table ip t {\n set s { type ipv4_addr; flags dynamic;\n elements = { 10.0.0.1 timeout 1m } }\n chain c { add @s { ip saddr } }\n}\n",
+            "3:24:",
+        ),
+        (
+            "table ip t {\n set s { type ipv4_addr; flags dynamic;\n elements = { 10.0.0.1 expires 1m } }\n chain c { add @s { ip saddr } }\n}\n",
+            "3:15:",
+        ),
+        (
+            "table ip t {\n set s { type ipv4_addr . inet_service; flags dynamic;\n elements = { 10.0.0.1 } }\n chain c { add @s { ip saddr . 22 } }\n}\n",
+            "3:15:",
+        ),
+        (
+            "table ip t {\n set s { type ipv4_addr; flags dynamic;\n elements = { 10.0.0.1 } }\n chain c { add @s { ip saddr limit rate 1/second } }\n}\n",
+            "4:21:",
         ),
     ] {
         let e = parse(text, "bad.nft", Format::Nft).unwrap_err();

@@ -41,8 +41,11 @@ pub(super) fn declaration(toks: &[Token], table: &str) -> Res<DynsetDecl> {
         has_timeout: false,
         meter: false,
         service: false,
+        elements: Vec::new(),
     };
     let mut typed = false;
+    // Where `elements` stands: read once the type and timeout are known.
+    let mut elements_at = None;
     let mut i = 3;
     let word = |i: usize| toks.get(i).and_then(|t| t.word());
     while i < toks.len() {
@@ -125,7 +128,18 @@ pub(super) fn declaration(toks: &[Token], table: &str) -> Res<DynsetDecl> {
                 }
             }
             Some("elements") => {
-                return Err((t.line, t.col, format!("dynamic set '{name}': initial elements of a set that rules fill are not supported yet")));
+                if word(i + 1) != Some("=")
+                    || !matches!(toks.get(i + 2).map(|t| &t.tok), Some(Tok::Open))
+                {
+                    return Err((t.line, t.col, "expected 'elements = { … }'".into()));
+                }
+                elements_at = Some(i + 3);
+                // Past the block's `}`.
+                i += 3;
+                while i < toks.len() && toks[i].tok != Tok::Close {
+                    i += 1;
+                }
+                i += 1;
             }
             // Elements count packets and bytes (`nft list set` shows
             // them): accounting, which decides nothing.
@@ -147,7 +161,167 @@ pub(super) fn declaration(toks: &[Token], table: &str) -> Res<DynsetDecl> {
         let (l, c) = toks.first().map_or((1, 1), |t| (t.line, t.col));
         return Err((l, c, format!("set '{name}' has no 'type'")));
     }
+    if let Some(at) = elements_at {
+        decl.elements = initial_elements(toks, at, &decl)?;
+    }
     Ok(decl)
+}
+
+/// The elements of `elements = { … }` from token `at` (just past `{`):
+/// `ADDR [. SERVICE] [timeout T] [expires T] [counter …] [comment "…"]`,
+/// separated by commas, checked as the kernel's `nft_add_set_elem` checks
+/// them.
+fn initial_elements(toks: &[Token], at: usize, set: &DynsetDecl) -> Res<Vec<DynsetInitial>> {
+    let name = &set.name;
+    let mut out: Vec<DynsetInitial> = Vec::new();
+    let mut i = at;
+    let word = |i: usize| toks.get(i).and_then(|t| t.word());
+    let skip_newlines = |i: &mut usize| {
+        while toks.get(*i).is_some_and(|t| t.tok == Tok::Newline) {
+            *i += 1;
+        }
+    };
+    loop {
+        skip_newlines(&mut i);
+        let Some(t) = toks.get(i) else {
+            return Err((
+                0,
+                1,
+                format!("set '{name}': expected '}}' closing its elements"),
+            ));
+        };
+        if t.tok == Tok::Close {
+            return Ok(out);
+        }
+        let fam = if set.family == Family::V4 {
+            "IPv4"
+        } else {
+            "IPv6"
+        };
+        let addr = t
+            .word()
+            .and_then(|w| crate::common::parse_ip(w, Some(set.family)))
+            .map(|(_, a)| a)
+            .ok_or_else(|| {
+                (
+                    t.line,
+                    t.col,
+                    format!(
+                        "set '{name}' holds {fam} addresses (type {}): '{}' is not one",
+                        key_type(set),
+                        t.show()
+                    ),
+                )
+            })?;
+        i += 1;
+        let mut e = DynsetInitial {
+            addr,
+            port: 0,
+            timeout_ms: 0,
+            expires_ms: None,
+        };
+        if word(i) == Some(".") {
+            if !set.service {
+                let d = &toks[i];
+                return Err((
+                    d.line,
+                    d.col,
+                    format!(
+                        "set '{name}' is of type {}: an element has one field",
+                        key_type(set)
+                    ),
+                ));
+            }
+            let p = toks.get(i + 1).unwrap_or(&toks[i]);
+            e.port = p
+                .word()
+                .and_then(|w| crate::common::parse_port(w).ok())
+                .map(|p| p as u16)
+                .ok_or((
+                    p.line,
+                    p.col,
+                    format!(
+                        "expected a port number or service name, found '{}'",
+                        p.show()
+                    ),
+                ))?;
+            i += 2;
+        } else if set.service {
+            return Err((
+                t.line,
+                t.col,
+                format!(
+                    "set '{name}' is of type {}: the element needs '. SERVICE'",
+                    key_type(set)
+                ),
+            ));
+        }
+        while let Some(o) = toks.get(i) {
+            let duration = |what: &str| {
+                toks.get(i + 1)
+                    .and_then(|v| v.word())
+                    .and_then(parapet_sets::parse_duration)
+                    .filter(|ms| *ms > 0 && *ms <= u32::MAX as u64)
+                    .ok_or((
+                        o.line,
+                        o.col,
+                        format!("expected '{what} T' like '{what} 60s'"),
+                    ))
+            };
+            match (&o.tok, o.word()) {
+                (Tok::Comma | Tok::Close | Tok::Newline, _) => break,
+                (_, Some("timeout")) => {
+                    if !set.has_timeout {
+                        return Err((o.line, o.col, format!("set '{name}' has no 'flags timeout' (nor a timeout): its elements cannot expire")));
+                    }
+                    e.timeout_ms = duration("timeout")?;
+                    i += 2;
+                }
+                (_, Some("expires")) => {
+                    e.expires_ms = Some(duration("expires")?);
+                    i += 2;
+                }
+                // Accounting, which decides nothing (as a rule's element
+                // counter).
+                (_, Some("counter")) => {
+                    i += 1;
+                    if word(i) == Some("packets") && word(i + 2) == Some("bytes") {
+                        i += 4;
+                    }
+                }
+                (_, Some("comment")) => i += 2,
+                _ => {
+                    return Err((o.line, o.col, format!("'{}' in an element of set '{name}' is not supported (timeout, expires, counter and comment are)", o.show())));
+                }
+            }
+        }
+        if e.expires_ms.is_some() && e.lifetime_ms(set).is_none() {
+            return Err((
+                t.line,
+                t.col,
+                format!("set '{name}': 'expires' needs a timeout (the element's or the set's)"),
+            ));
+        }
+        // nft -f adds the same element twice without complaint: the first
+        // stays.
+        if !out.iter().any(|o| (o.addr, o.port) == (e.addr, e.port)) {
+            if out.len() >= set.size as usize {
+                return Err((
+                    t.line,
+                    t.col,
+                    format!(
+                        "set '{name}' has size {}: more elements than that",
+                        set.size
+                    ),
+                ));
+            }
+            out.push(e);
+        }
+        skip_newlines(&mut i);
+        if toks.get(i).is_some_and(|t| t.tok == Tok::Comma) {
+            i += 1;
+        }
+    }
 }
 
 /// The protocols whose ports a service key reads (nft's `tcp dport`, …):
@@ -268,6 +442,7 @@ impl RuleParser<'_> {
             has_timeout: false,
             meter: true,
             service: false,
+            elements: Vec::new(),
         };
         if self.peek_word() == Some("size") {
             self.i += 1;
@@ -450,6 +625,11 @@ impl RuleParser<'_> {
                     return Err((t.line, t.col, format!("'{}' inside a set element is not supported yet (timeout, limit rate and counter are)", t.show())));
                 }
             }
+        }
+        if d.limit.is_some() && !d.set.elements.is_empty() {
+            // A declared element has no limit of its own, which the BPF
+            // map's element (a bucket always) cannot say.
+            return Err((l, c, format!("a limit inside a set element of set '{}', which declares elements, is not supported yet", d.set.name)));
         }
         if d.op == DynsetOp::Delete && d.timeout_ms != 0 {
             return Err((l, c, "'delete' takes no timeout".into()));

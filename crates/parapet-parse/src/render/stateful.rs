@@ -46,7 +46,31 @@ pub(super) fn declarations(t: &Table) -> String {
                 parapet_sets::format_duration(s.timeout_ms)
             );
         }
+        if !s.elements.is_empty() {
+            let elements: Vec<String> = s.elements.iter().map(|e| initial_element(s, e)).collect();
+            let _ = writeln!(out, "\t\telements = {{ {} }}", elements.join(", "));
+        }
         out.push_str("\t}\n\n");
+    }
+    out
+}
+
+/// A declared element as nft writes it: `10.0.0.1 . 22 timeout 30s
+/// expires 12s`.
+fn initial_element(s: &DynsetDecl, e: &DynsetInitial) -> String {
+    let mut out = crate::common::fmt_ip(s.family, e.addr);
+    if s.service {
+        let _ = write!(out, " . {}", e.port);
+    }
+    if e.timeout_ms != 0 {
+        let _ = write!(
+            out,
+            " timeout {}",
+            parapet_sets::format_duration(e.timeout_ms)
+        );
+    }
+    if let Some(ms) = e.expires_ms {
+        let _ = write!(out, " expires {}", parapet_sets::format_duration(ms));
     }
     out
 }
