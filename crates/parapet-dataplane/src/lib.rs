@@ -51,6 +51,7 @@ pub mod bridge;
 pub mod codegen;
 mod counters;
 pub mod ct_table;
+mod dynset_seed;
 mod error;
 mod floor;
 pub mod frame;

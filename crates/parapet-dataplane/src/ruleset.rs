@@ -298,6 +298,8 @@ impl Dataplane {
                     }
                 }
             }
+            // A dynamic set's declared elements too (`dynset_seed.rs`).
+            self.seed_dynsets(i.ruleset)?;
             for (hook, image) in hooks {
                 self.write_hook_image(*hook, image)?;
             }

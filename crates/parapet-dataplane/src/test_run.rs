@@ -152,4 +152,14 @@ impl Dataplane {
         clock.set(0, ns, 0)?;
         Ok(())
     }
+
+    /// The test clock's time (0: the kernel's clocks run).
+    pub(crate) fn test_clock(&mut self) -> Result<u64> {
+        let map = self
+            .ebpf
+            .map_mut("parapet_test_clock")
+            .ok_or(Error::Missing("map parapet_test_clock"))?;
+        let clock: aya::maps::Array<_, u64> = aya::maps::Array::try_from(map)?;
+        Ok(clock.get(&0, 0)?)
+    }
 }

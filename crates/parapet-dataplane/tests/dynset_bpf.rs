@@ -16,6 +16,7 @@ use common::lo::{dp_on_lo as dp, run_on_lo as run};
 use common::wire::{frame_of, wire_packet};
 use common::Rng;
 use parapet_compile::{compile, Backend, CompileOptions, ImageState, KeyWords, Walker};
+use parapet_dataplane::ruleset::Install;
 use parapet_dataplane::stateful::kernel_hz;
 use parapet_model::*;
 
@@ -168,6 +169,131 @@ fn bpf_walker_agrees_with_rust_and_linear_on_a_test_clock() {
     assert_eq!(checked, 4 * 500);
     assert!(
         held > 100,
+        "only {held} packets were decided otherwise than with every dynamic set assumed to match"
+    );
+}
+
+/// Sets declared with elements (`elements = { … }`): one with the set's
+/// timeout and one with its own and `expires`, one of an address and a
+/// service that never expires; rules that look them up, add, refresh and
+/// delete.
+fn declared(tag: &str, v6: bool) -> String {
+    let (ty, ip) = if v6 {
+        ("ipv6_addr", "ip6")
+    } else {
+        ("ipv4_addr", "ip")
+    };
+    let a = |i: u64| {
+        let v = addr(v6, i);
+        if v6 {
+            std::net::Ipv6Addr::from(v).to_string()
+        } else {
+            std::net::Ipv4Addr::from(v as u32).to_string()
+        }
+    };
+    format!(
+        "table inet d{tag} {{
+\tset d {{ type {ty}; size 3; flags dynamic,timeout; timeout 2s; elements = {{ {}, {} timeout 4s expires 1s }}; }}
+\tset n {{ type {ty} . inet_service; size 4; flags dynamic; elements = {{ {} . 3, {} . 1000 }}; }}
+\tchain input {{
+\t\ttype filter hook input priority 0; policy accept;
+\t\tudp dport 1 add @d {{ {ip} saddr }}
+\t\tudp dport 2 {ip} saddr @d drop
+\t\tudp dport 3 {ip} saddr . udp dport @n drop
+\t\tudp dport 4 {ip} saddr . udp sport != @n drop
+\t\tudp dport 5 update @d {{ {ip} daddr }}
+\t\tudp dport 6 delete @d {{ {ip} saddr }}
+\t\tudp dport 7 {ip} daddr @d drop
+\t\tudp dport 8 add @n {{ {ip} daddr . udp sport }}
+\t}}
+}}
+",
+        a(0),
+        a(1),
+        a(2),
+        a(0)
+    )
+}
+
+#[test]
+#[ignore = "needs root"]
+fn declared_elements_are_seeded_as_the_linear_engine_starts() {
+    let mut dp = dp("dynset_bpf_declared_elements_are_seeded");
+    let hz = kernel_hz().expect("the kernel's HZ must be known");
+    let salt = std::process::id();
+    let mut held = 0;
+    for (run_no, v6) in [false, true].into_iter().enumerate() {
+        let text = declared(&format!("{salt}x{run_no}"), v6);
+        let rs = parapet_parse::parse(&text, "declared.nft", parapet_parse::Format::Nft)
+            .unwrap_or_else(|e| panic!("{e:?}"))
+            .ruleset;
+        let start = rs.select_chain(None).unwrap();
+        let linear = LinearEngine::new(&rs, start).unwrap();
+        let list = flatten(&rs, start).unwrap();
+        let (image, _) = compile(&list, &CompileOptions::default()).unwrap();
+        let mut ns = 1_000_000_000u64 * (1 + run_no as u64);
+        dp.set_test_clock(ns).unwrap();
+        // As parapetd applies it: the elements go in before the image.
+        let install = Install {
+            ruleset: &rs,
+            policy: &Verdict::Accept,
+            image: &image.to_bytes(),
+            sets: None,
+            log_rate: 1,
+        };
+        dp.install_ruleset(&install).unwrap();
+        let walker = Walker::new(image.clone());
+        let clock = Clock { ns, hz };
+        let mut spec = StatefulState::new(clock);
+        let mut image_state = ImageState::new(&image, clock);
+        for d in DynsetDecl::with_elements(&rs) {
+            image_state.dynset.seed(d, clock.jiffies(), hz);
+        }
+        let mut rng = Rng::new(run_no as u64 + 31);
+        for step in 0..300 {
+            ns += rng.below(if step % 13 == 0 {
+                2_500_000_000
+            } else {
+                100_000_000
+            });
+            dp.set_test_clock(ns).unwrap();
+            spec.set_ns(ns);
+            image_state.set_ns(ns);
+            let mut p = packet(v6, &mut rng);
+            p.dport = 1 + p.dport % 8;
+            let want = linear.classify_with(&p, &NoSets, &mut spec).unwrap();
+            let rust = walker.decide_stateful(&KeyWords::new(&p, 0), &mut image_state);
+            assert_eq!(rust, want, "run {run_no} step {step}: Rust walker, {p:?}");
+            let got = run(&dp, &frame_of(&p));
+            assert_eq!(
+                got,
+                (want.rule_id, want.nonterminal.clone()),
+                "run {run_no} step {step}: BPF walker, {p:?}"
+            );
+            held += (linear.classify(&p, &NoSets).unwrap() != want) as usize;
+        }
+        // A re-apply, as `nft -f` of the same file: every declared element
+        // is there again (deleted or expired ones re-added, live ones'
+        // expiry moved), elements rules added stay.
+        ns += 10_000_000_000;
+        dp.set_test_clock(ns).unwrap();
+        dp.install_ruleset(&install).unwrap();
+        let probe = |s: u64, sport: u16, dport: u16| {
+            let fam = if v6 { Family::V6 } else { Family::V4 };
+            wire_packet(Packet::new(fam, addr(v6, s), addr(v6, 1), 17, sport, dport))
+        };
+        for (s, dport, what) in [(0, 2, "d: 0"), (1, 2, "d: 1"), (2, 3, "n: 2 . 3")] {
+            let got = run(&dp, &frame_of(&probe(s, 1000, dport))).0;
+            let want = if dport == 2 { 2 } else { 3 };
+            assert_eq!(
+                got, want,
+                "run {run_no}: after the re-apply, {what} is there"
+            );
+        }
+    }
+    dp.set_test_clock(0).unwrap();
+    assert!(
+        held > 50,
         "only {held} packets were decided otherwise than with every dynamic set assumed to match"
     );
 }

@@ -146,6 +146,24 @@ impl DynsetDecl {
     pub fn id(&self) -> u32 {
         table_id(&format!("{}/{}", self.table, self.name))
     }
+
+    /// The dynamic sets of `rs` that declare elements, each once, in
+    /// first-use order.
+    pub fn with_elements(rs: &crate::Ruleset) -> Vec<&DynsetDecl> {
+        let mut out: Vec<&DynsetDecl> = Vec::new();
+        let uses = rs
+            .tables
+            .iter()
+            .flat_map(|t| &t.chains)
+            .flat_map(|c| &c.rules)
+            .flat_map(|r| r.dynset_lookup.iter().chain(&r.dynset));
+        for d in uses {
+            if !d.set.elements.is_empty() && !out.iter().any(|o| o.id() == d.set.id()) {
+                out.push(&d.set);
+            }
+        }
+        out
+    }
 }
 
 /// One rule's use of a dynamic set: a stateful condition.
