@@ -346,7 +346,8 @@ fn clear_refusals() {
         ),
         // Declared elements: of the wrong family, more than `size`, a
         // timeout in a set without timeouts, `expires` without a timeout,
-        // a missing service, a limit on a rule filling such a set.
+        // a missing service, `expires` beyond the timeout, `add element`
+        // to such a set, a limit on a rule filling such a set.
         (
             "table ip t {\n set s { type ipv4_addr; flags dynamic;\n elements = { 10.0.0.1, ::1 } }\n chain c { add @s { ip saddr } }\n}\n",
             "3:25:",
@@ -366,6 +367,14 @@ fn clear_refusals() {
         (
             "table ip t {\n set s { type ipv4_addr . inet_service; flags dynamic;\n elements = { 10.0.0.1 } }\n chain c { add @s { ip saddr . 22 } }\n}\n",
             "3:15:",
+        ),
+        (
+            "table ip t {\n set s { type ipv4_addr; flags dynamic; timeout 1m;\n elements = { 10.0.0.1 timeout 0s, 10.0.0.2 expires 2m } }\n chain c { add @s { ip saddr } }\n}\n",
+            "3:36:",
+        ),
+        (
+            "table ip t {\n set s { type ipv4_addr; flags dynamic; }\n chain c { add @s { ip saddr } }\n}\nadd element ip t s { 10.0.0.1 }\n",
+            "5:18:",
         ),
         (
             "table ip t {\n set s { type ipv4_addr; flags dynamic;\n elements = { 10.0.0.1 } }\n chain c { add @s { ip saddr limit rate 1/second } }\n}\n",

@@ -66,6 +66,9 @@ impl Parser {
                     .iter_mut()
                     .find(|s| s.table == table && s.name == name)
                 else {
+                    if self.dynsets.iter().any(|(k, d)| k.1 == table && d.name == name) {
+                        return Err((t.line, t.col, format!("set '{name}' is filled by rules: 'add element' to it is not supported yet (give its elements in its declaration, 'elements = {{ … }}')")));
+                    }
                     return Err((t.line, t.col, format!("no set '{name}' in table '{table}'")));
                 };
                 // A set block may say `elements = …` more than once; the

@@ -261,7 +261,7 @@ fn initial_elements(toks: &[Token], at: usize, set: &DynsetDecl) -> Res<Vec<Dyns
                 toks.get(i + 1)
                     .and_then(|v| v.word())
                     .and_then(parapet_sets::parse_duration)
-                    .filter(|ms| *ms > 0 && *ms <= u32::MAX as u64)
+                    .filter(|ms| *ms <= u32::MAX as u64)
                     .ok_or((
                         o.line,
                         o.col,
@@ -277,8 +277,9 @@ fn initial_elements(toks: &[Token], at: usize, set: &DynsetDecl) -> Res<Vec<Dyns
                     e.timeout_ms = duration("timeout")?;
                     i += 2;
                 }
+                // 0, as nft sends none: the whole timeout.
                 (_, Some("expires")) => {
-                    e.expires_ms = Some(duration("expires")?);
+                    e.expires_ms = Some(duration("expires")?).filter(|ms| *ms != 0);
                     i += 2;
                 }
                 // Accounting, which decides nothing (as a rule's element
@@ -300,6 +301,20 @@ fn initial_elements(toks: &[Token], at: usize, set: &DynsetDecl) -> Res<Vec<Dyns
                 t.line,
                 t.col,
                 format!("set '{name}': 'expires' needs a timeout (the element's or the set's)"),
+            ));
+        }
+        let timeout = if e.timeout_ms != 0 {
+            e.timeout_ms
+        } else {
+            set.timeout_ms
+        };
+        if e.expires_ms.is_some_and(|x| x > timeout) {
+            return Err((
+                t.line,
+                t.col,
+                format!(
+                    "set '{name}': 'expires' beyond the element's timeout (the kernel's ERANGE)"
+                ),
             ));
         }
         // nft -f adds the same element twice without complaint: the first
