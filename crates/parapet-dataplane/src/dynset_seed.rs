@@ -5,7 +5,7 @@
 //! (what `nft -f` of the same file does to an existing table, checked on
 //! Linux 6.18); an absent one is added and counted against the set's
 //! size. Elements a rule added stay. The Rust twin is
-//! `parapet_model::DynsetTables::seed`.
+//! `parapet_model::DynsetTables::reapply`.
 
 use crate::error::{Error, Result};
 use crate::load::Dataplane;

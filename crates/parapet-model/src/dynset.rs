@@ -333,21 +333,35 @@ impl DynsetTables {
     /// `loaded` on a kernel of `hz` — once: a set a rule touched already
     /// (or seeded before) is left as it is.
     pub fn seed(&mut self, decl: &DynsetDecl, loaded: u64, hz: u32) {
-        let std::collections::hash_map::Entry::Vacant(v) = self.sets.entry(decl.id()) else {
-            return;
-        };
-        let set = v.insert(HashMap::new());
+        if !self.sets.contains_key(&decl.id()) {
+            self.reapply(decl, loaded, hz);
+        }
+    }
+
+    /// Puts `decl`'s declared elements in its set again at jiffy `now`, as
+    /// `nft -f` of the same file does to an existing table (and parapetd's
+    /// re-apply to `parapet_dynset`): one still there keeps its place with
+    /// its expiry moved to its declared lifetime (if it has one), an absent
+    /// one is added while the set has room; the others stay.
+    pub fn reapply(&mut self, decl: &DynsetDecl, now: u64, hz: u32) {
+        let set = self.sets.entry(decl.id()).or_default();
         for e in &decl.elements {
             let expires = e
                 .lifetime_ms(decl)
-                .map(|ms| loaded + timeout_jiffies(ms.min(u32::MAX as u64) as u32, hz));
-            set.insert(
-                e.key(decl.family),
-                DynsetElement {
-                    expires,
-                    bucket: None,
-                },
-            );
+                .map(|ms| now + timeout_jiffies(ms.min(u32::MAX as u64) as u32, hz));
+            let room = set.len() < decl.size as usize;
+            match set.get_mut(&e.key(decl.family)) {
+                Some(old) if expires.is_some() => old.expires = expires,
+                Some(_) => {}
+                None if room => {
+                    let fresh = DynsetElement {
+                        expires,
+                        bucket: None,
+                    };
+                    set.insert(e.key(decl.family), fresh);
+                }
+                None => {}
+            }
         }
     }
 
@@ -534,6 +548,25 @@ mod tests {
         assert!(!run(&add, &mut t, 9, 6), "two elements fill size 2");
         t.seed(&look.set, 100 * 250, 250);
         assert!(!run(&look, &mut t, 7, 10), "seeded once");
+        // A re-apply at 20 s: 7's expiry moved; 8, deleted, finds no room
+        // (9 took it: `nft -f` would refuse the file); what rules added
+        // stays.
+        let del = Dynset {
+            op: DynsetOp::Delete,
+            ..look.clone()
+        };
+        assert!(run(&del, &mut t, 8, 11));
+        let mut add_never = add.clone();
+        add_never.set.timeout_ms = 0;
+        assert!(run(&add_never, &mut t, 9, 12), "room after the delete");
+        t.reapply(&look.set, 20 * 250, 250);
+        assert!(run(&look, &mut t, 7, 29));
+        assert!(!run(&look, &mut t, 8, 21), "no room: left out");
+        assert!(run(&look, &mut t, 9, 30), "added by a rule: stays");
+        assert!(run(&del, &mut t, 9, 31));
+        t.reapply(&look.set, 32 * 250, 250);
+        assert!(run(&look, &mut t, 8, 36), "room again: back, 5 s");
+        assert!(!run(&look, &mut t, 8, 37));
         let mut never = look.set.clone();
         never.timeout_ms = 0;
         assert_eq!(never.elements[0].lifetime_ms(&never), None);
