@@ -25,7 +25,10 @@ pub struct ImageState {
     /// The `-m hashlimit` tables: (table id, key) → bucket, as the BPF
     /// map's (no per-table capacity: the map's is global).
     pub hashlimit: HashMap<(u32, HashlimitKey), HashlimitBucket>,
-    /// The nft dynamic sets: the same sets whatever the row.
+    /// The nft dynamic sets: the same sets whatever the row. A set's
+    /// declared elements are not in the image: the caller seeds them
+    /// (`DynsetTables::seed`), as parapetd seeds the BPF map
+    /// (`Dataplane::seed_dynsets`).
     pub dynset: DynsetTables,
     /// Time windows' wall clock: UTC nanoseconds since the epoch are
     /// `clock.ns + wall_offset_ns` (the BPF map `parapet_wall_clock`'s
