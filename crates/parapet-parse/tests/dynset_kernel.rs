@@ -191,6 +191,23 @@ const DECLARED: &str = "table ip t {
 }
 ";
 
+/// Elements added by an `add element` command after the rules.
+const ADDED: &str = "table ip t {
+\tset s {
+\t\ttype ipv4_addr
+\t\tsize 4
+\t\tflags dynamic
+\t}
+
+\tchain input {
+\t\ttype filter hook input priority 0; policy accept;
+\t\tiifname \"lo\" udp dport 9998 add @s { ip saddr }
+\t\tiifname \"lo\" udp dport 9999 ip saddr != @s drop
+\t}
+}
+add element ip t s { 127.0.0.3 }
+";
+
 /// (source host byte, port) of each datagram.
 type Sequence = Vec<(u8, u16)>;
 
@@ -281,8 +298,10 @@ fn cases() -> Vec<(&'static str, &'static str, Sequence)> {
         (2, 9997),
         (4, 9997),
     ];
+    let added = vec![(2, 9999), (3, 9999), (2, 9998), (2, 9999), (4, 9999)];
     vec![
         ("sets declared with elements", DECLARED, declared),
+        ("elements of an add element command", ADDED, added),
         ("meter-like add with a limit", METER, meter),
         ("port knocking", KNOCK, knock),
         ("a full set", FULL, full),
@@ -346,8 +365,9 @@ fn clear_refusals() {
         ),
         // Declared elements: of the wrong family, more than `size`, a
         // timeout in a set without timeouts, `expires` without a timeout,
-        // a missing service, `expires` beyond the timeout, `add element`
-        // to such a set, a limit on a rule filling such a set.
+        // a missing service, `expires` beyond the timeout, an `add
+        // element` of the wrong family, a limit on a rule filling such a
+        // set.
         (
             "table ip t {\n set s { type ipv4_addr; flags dynamic;\n elements = { 10.0.0.1, ::1 } }\n chain c { add @s { ip saddr } }\n}\n",
             "3:25:",
@@ -373,8 +393,8 @@ fn clear_refusals() {
             "3:36:",
         ),
         (
-            "table ip t {\n set s { type ipv4_addr; flags dynamic; }\n chain c { add @s { ip saddr } }\n}\nadd element ip t s { 10.0.0.1 }\n",
-            "5:18:",
+            "table ip t {\n set s { type ipv4_addr; flags dynamic; }\n chain c { add @s { ip saddr } }\n}\nadd element ip t s { 10.0.0.1, ::1 }\n",
+            "5:32:",
         ),
         (
             "table ip t {\n set s { type ipv4_addr; flags dynamic;\n elements = { 10.0.0.1 } }\n chain c { add @s { ip saddr limit rate 1/second } }\n}\n",

@@ -66,8 +66,25 @@ impl Parser {
                     .iter_mut()
                     .find(|s| s.table == table && s.name == name)
                 else {
-                    if self.dynsets.iter().any(|(k, d)| k.1 == table && d.name == name) {
-                        return Err((t.line, t.col, format!("set '{name}' is filled by rules: 'add element' to it is not supported yet (give its elements in its declaration, 'elements = {{ … }}')")));
+                    let family = self.rs.tables[ti].family;
+                    if let Some((_, d)) = self
+                        .dynsets
+                        .iter_mut()
+                        .find(|(k, d)| *k == (family, table.clone()) && d.name == name)
+                    {
+                        // A set rules fill: its declared elements, in the
+                        // declaration and every rule's copy of it.
+                        d.elements = super::dynset::initial_elements(&self.toks, open + 1, d)?;
+                        let d = d.clone();
+                        let uses = self.rs.tables[ti]
+                            .chains
+                            .iter_mut()
+                            .flat_map(|c| &mut c.rules)
+                            .flat_map(|r| r.dynset.iter_mut().chain(&mut r.dynset_lookup));
+                        for u in uses.filter(|u| u.set.id() == d.id() && !u.set.meter) {
+                            u.set = d.clone();
+                        }
+                        return Ok(());
                     }
                     return Err((t.line, t.col, format!("no set '{name}' in table '{table}'")));
                 };

@@ -167,13 +167,19 @@ pub(super) fn declaration(toks: &[Token], table: &str) -> Res<DynsetDecl> {
     Ok(decl)
 }
 
-/// The elements of `elements = { … }` from token `at` (just past `{`):
+/// The set's elements and those of `elements = { … }` (or of `add
+/// element … { … }`) from token `at` (just past `{`):
 /// `ADDR [. SERVICE] [timeout T] [expires T] [counter …] [comment "…"]`,
 /// separated by commas, checked as the kernel's `nft_add_set_elem` checks
 /// them.
-fn initial_elements(toks: &[Token], at: usize, set: &DynsetDecl) -> Res<Vec<DynsetInitial>> {
+pub(super) fn initial_elements(
+    toks: &[Token],
+    at: usize,
+    set: &DynsetDecl,
+) -> Res<Vec<DynsetInitial>> {
     let name = &set.name;
-    let mut out: Vec<DynsetInitial> = Vec::new();
+    // After those it has (`add element` adds to them).
+    let mut out: Vec<DynsetInitial> = set.elements.clone();
     let mut i = at;
     let word = |i: usize| toks.get(i).and_then(|t| t.word());
     let skip_newlines = |i: &mut usize| {
