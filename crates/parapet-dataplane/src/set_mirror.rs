@@ -519,7 +519,23 @@ impl SetState {
             };
             self.expiry.moved(&key, old, exp);
             for &ek in entries.as_slice() {
-                let ek = self.place(ek, Some(room));
+                // Where the entry lives ([`SetState::place`]). While no
+                // single address went to the trie, a held one is where the
+                // lookup below finds it, and a new one takes room in the
+                // exact hash in the vacant arm: one lookup, not two.
+                let placed = self.singles_in_trie;
+                let mut ek = if placed {
+                    self.place(ek, Some(room))
+                } else {
+                    ek
+                };
+                let fam = match ek {
+                    EntryKey::Exact4(_) => Some(0),
+                    EntryKey::Exact6(_) => Some(1),
+                    _ => None,
+                };
+                let mut fresh = false;
+                let mut full = false;
                 let (held, now) = match (self.entries.entry(ek), old) {
                     (Entry::Occupied(mut o), Some(old)) => {
                         let c = o.get_mut();
@@ -534,11 +550,27 @@ impl SetState {
                         (Some(held), c.max_expiry())
                     }
                     (Entry::Vacant(v), _) => {
-                        v.insert(Contrib::One(exp));
-                        self.count_exact(&ek, 1);
+                        match fam.filter(|_| !placed) {
+                            Some(f) if room[f] == 0 => full = true,
+                            Some(f) => room[f] -= 1,
+                            None => {}
+                        }
+                        if !full {
+                            v.insert(Contrib::One(exp));
+                        }
+                        fresh = true;
                         (None, Contrib::One(exp).max_expiry())
                     }
                 };
+                if full {
+                    // the exact hash is full: the trie holds it
+                    self.singles_in_trie = true;
+                    ek = ek.lpm_twin().expect("a single address");
+                    self.entries.insert(ek, Contrib::One(exp));
+                }
+                if fresh {
+                    self.count_exact(&ek, 1);
+                }
                 touched
                     .entry(ek)
                     .and_modify(|t| t.1 = now)
