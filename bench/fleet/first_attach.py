@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -31,8 +32,10 @@ def one(binary, bans, trace):
     st = os.path.join(tmp, "strace")
     if trace:
         argv = ["strace", "-f", "-tt", "-T", "-e", "trace=bpf", "-o", st] + argv
+    # its own process group: under strace, killing strace alone would
+    # leave parapetd (and its pins) behind
     p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                         stderr=open(os.path.join(d, "log"), "w"))
+                         stderr=open(os.path.join(d, "log"), "w"), start_new_session=True)
     res = {"bans": bans, "load": os.getloadavg()[0]}
     try:
         run.wait("parapetd up", 30, lambda: os.path.exists(sock))
@@ -46,16 +49,33 @@ def one(binary, bans, trace):
             i += k
         res["first_attach_s"] = round(outage.enforce(node, 0), 2)
     finally:
-        p.kill()
+        os.killpg(p.pid, signal.SIGKILL)
         p.wait()
+        # (under strace, parapetd is strace's child: gone a moment later)
+        for _ in range(500):
+            try:
+                os.killpg(p.pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.01)
         outage.remove_pins(binary, type("N", (), {"dir": d})())
         outage.remove_dummies(1)
     if trace:
-        loads = []
+        # strace -f splits a call that another thread's interrupts into
+        # "<unfinished ...>" and "<... bpf resumed>" lines, by thread id
+        loads, started = [], {}
         for line in open(st):
-            if "BPF_PROG_LOAD" in line and "prog_name=\"parapet" in line:
+            f = line.split()
+            if "BPF_PROG_LOAD" in line and 'prog_name="parapet' in line:
                 name = line.split('prog_name="')[1].split('"')[0]
-                loads.append({"prog": name, "at": line.split()[1],
+                if "unfinished" in line:
+                    started[f[0]] = (name, f[1])
+                else:
+                    loads.append({"prog": name, "at": f[1],
+                                  "s": float(line.rsplit("<", 1)[1].rstrip(">\n"))})
+            elif "bpf resumed" in line and f[0] in started:
+                name, at = started.pop(f[0])
+                loads.append({"prog": name, "at": at,
                               "s": float(line.rsplit("<", 1)[1].rstrip(">\n"))})
         res["prog_loads"] = loads
     shutil.rmtree(tmp, ignore_errors=True)
