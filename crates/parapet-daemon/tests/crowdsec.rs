@@ -262,6 +262,141 @@ fn hostile_responses_are_rejected_counted_and_survived() {
     assert_eq!(elems(&d, "parapet-ban4"), ["192.0.2.1"]);
 }
 
+/// A loopback LAPI stand-in that answers by the request's `startup`
+/// parameter: full lists from `full(n)` (n: full polls before this one),
+/// deltas from `delta(n)`; returns the port, the request paths in order
+/// and a stop flag (bounded: it stops after 600 requests).
+#[allow(clippy::type_complexity)]
+fn serve_by_path(
+    full: fn(usize) -> String,
+    delta: fn(usize) -> String,
+) -> (
+    u16,
+    std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.set_nonblocking(true).unwrap();
+    let port = l.local_addr().unwrap().port();
+    let paths = Arc::new(Mutex::new(Vec::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let (p, st) = (paths.clone(), stop.clone());
+    std::thread::spawn(move || {
+        let (mut fulls, mut deltas) = (0, 0);
+        while !st.load(Ordering::SeqCst) && p.lock().unwrap().len() < 600 {
+            let Ok((mut s, _)) = l.accept() else {
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
+            };
+            s.set_nonblocking(false).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let mut req = Vec::new();
+            let mut buf = [0u8; 4096];
+            while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+                match s.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => req.extend_from_slice(&buf[..n]),
+                }
+            }
+            let line = String::from_utf8_lossy(&req);
+            let path = line.split(' ').nth(1).unwrap_or("").to_string();
+            let body = if path.ends_with("startup=true") {
+                fulls += 1;
+                full(fulls - 1)
+            } else {
+                deltas += 1;
+                delta(deltas - 1)
+            };
+            p.lock().unwrap().push(path);
+            let _ = s.write_all(&http(&body));
+        }
+    });
+    (port, paths, stop)
+}
+
+/// `n` ban decisions of 10.1.0.0/16 (ids 1..=n), plus `extra` as id 100000.
+fn decisions(n: usize, extra: Option<&str>) -> String {
+    let mut v: Vec<String> = (0..n)
+        .map(|i| {
+            format!(
+                r#"{{"duration":"1h","id":{},"scope":"Ip","type":"ban","value":"10.1.{}.{}"}}"#,
+                i + 1,
+                i >> 8,
+                i & 255
+            )
+        })
+        .collect();
+    if let Some(a) = extra {
+        v.push(format!(
+            r#"{{"duration":"1h","id":100000,"scope":"Ip","type":"ban","value":"{a}"}}"#
+        ));
+    }
+    format!(r#"{{"new":[{}],"deleted":null}}"#, v.join(","))
+}
+
+#[test]
+fn a_bulk_insert_is_completed_by_a_full_poll_when_its_deltas_end() {
+    // The LAPI's deltas during an import miss some decisions (§8, §67):
+    // here the burst's delta lacks 10.2.0.1, which the full list has.
+    // Full polls by interval are off (`--crowdsec-resync 0`): only the
+    // end of the burst can bring it, promptly.
+    let (port, paths, stop) = serve_by_path(
+        |n| match n {
+            0 => decisions(0, None),
+            _ => decisions(150, Some("10.2.0.1")),
+        },
+        |n| match n {
+            0 => decisions(150, None),
+            _ => decisions(0, None),
+        },
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("key");
+    std::fs::write(&key, "0123456789abcdef\n").unwrap();
+    let url = format!("http://127.0.0.1:{port}");
+    let d = Daemon::start(
+        dir.path(),
+        &[
+            "--crowdsec",
+            &url,
+            "--crowdsec-key-file",
+            key.to_str().unwrap(),
+            "--crowdsec-interval",
+            "1",
+            "--crowdsec-resync",
+            "0",
+        ],
+    );
+    let t0 = Instant::now();
+    wait_until("the missed decision enforced", &d, || {
+        elems(&d, "parapet-ban4").len() == 151
+    });
+    let took = t0.elapsed();
+    assert!(elems(&d, "parapet-ban4").contains(&"10.2.0.1".to_string()));
+    let s = cs_stats(&d);
+    assert_eq!(s["settles"], 1, "{s}");
+    // full, the burst's delta, the empty one that ended it, then full
+    let seen = paths.lock().unwrap().clone();
+    let kinds: Vec<bool> = seen.iter().map(|p| p.ends_with("startup=true")).collect();
+    assert_eq!(kinds[..4], [true, false, false, true], "{seen:?}");
+    // and quiet deltas after it call for no more full polls
+    next_poll(&d);
+    next_poll(&d);
+    assert_eq!(cs_stats(&d)["settles"], 1);
+    let fulls = paths
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|p| p.ends_with("startup=true"))
+        .count();
+    assert_eq!(fulls, 2, "{:?}", paths.lock().unwrap());
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    // three polls 1 s apart, not a resync interval
+    assert!(took < Duration::from_secs(10), "{took:?}");
+}
+
 #[test]
 fn bad_flags_are_refused_at_start() {
     let dir = tempfile::tempdir().unwrap();

@@ -123,7 +123,16 @@ impl Dataplane {
             features,
             Some(pin_dir),
         )?;
-        dp.load_tc_programs()?;
+        // The netfilter program verifies beside the tc placement's.
+        let nf_prog = std::mem::replace(
+            &mut dp.nf_prog,
+            crate::netfilter::NfProgram::unavailable("being loaded"),
+        );
+        let loaded = dp.load_tc_programs_beside(|| {
+            nf_prog.get();
+        });
+        dp.nf_prog = nf_prog;
+        loaded?;
         let nf = dp.nf_prog.get();
         let pins = dp.pins.as_ref().ok_or(Error::Missing("pins"))?;
         for sub in ["maps", "progs"] {

@@ -56,6 +56,17 @@ impl Objects {
         }
     }
 
+    pub(crate) fn programs_mut(&mut self) -> Vec<(&str, &mut Program)> {
+        match &mut self.loaded {
+            Some(e) => e.programs_mut().collect(),
+            None => self
+                .progs
+                .iter_mut()
+                .map(|(n, p)| (n.as_str(), p))
+                .collect(),
+        }
+    }
+
     pub(crate) fn map_mut(&mut self, name: &str) -> Option<&mut Map> {
         match &mut self.loaded {
             Some(e) => e.map_mut(name),

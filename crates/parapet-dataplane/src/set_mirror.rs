@@ -9,6 +9,7 @@
 //! part feeds each dimension. Two references (e.g. `src` and `dst`) can
 //! share one set.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap as StdHashMap;
 use std::sync::Arc;
 
@@ -146,6 +147,21 @@ impl Contrib {
     }
 }
 
+/// The entries of one element: almost always one (a single address).
+enum Split {
+    One(EntryKey),
+    Many(Vec<EntryKey>),
+}
+
+impl Split {
+    fn as_slice(&self) -> &[EntryKey] {
+        match self {
+            Split::One(k) => std::slice::from_ref(k),
+            Split::Many(v) => v,
+        }
+    }
+}
+
 /// User-space mirror of one set.
 pub(crate) struct SetState {
     pub dims: Vec<SetDim>,
@@ -164,6 +180,10 @@ pub(crate) struct SetState {
     /// touches is written again, even one the mirror says is there with
     /// that expiry.
     pub kernel_behind: bool,
+    /// A single address went to the trie (the exact hash was full): until
+    /// a flush, a single address may be held there ([`SetState::place`]
+    /// looks for it only then).
+    singles_in_trie: bool,
 }
 
 /// One entry of a set in the kernel's maps, read back
@@ -216,6 +236,7 @@ impl SetState {
             shapes: Vec::new(),
             exact: [0, 0],
             kernel_behind: false,
+            singles_in_trie: false,
         })
     }
 
@@ -224,6 +245,14 @@ impl SetState {
     }
 
     fn element_key(&self, el: &SetElement) -> Result<Box<[u8]>, SetError> {
+        let mut k = Vec::new();
+        self.element_key_into(el, &mut k)?;
+        Ok(k.into_boxed_slice())
+    }
+
+    /// [`SetState::element_key`] into `k` (cleared first).
+    fn element_key_into(&self, el: &SetElement, k: &mut Vec<u8>) -> Result<(), SetError> {
+        k.clear();
         if el.ranges.len() != self.dims.len() {
             return Err(SetError::BadElement(format!(
                 "{} ranges for a key of {} dimensions",
@@ -231,7 +260,6 @@ impl SetState {
                 self.dims.len()
             )));
         }
-        let mut k = Vec::with_capacity(64);
         for (&(lo, hi), d) in el.ranges.iter().zip(&self.dims) {
             if lo > hi || hi > d.max() {
                 return Err(SetError::BadElement(format!(
@@ -242,7 +270,33 @@ impl SetState {
             k.extend_from_slice(&lo.to_be_bytes()[16 - n..]);
             k.extend_from_slice(&hi.to_be_bytes()[16 - n..]);
         }
-        Ok(k.into_boxed_slice())
+        Ok(())
+    }
+
+    /// The one entry of a single address in an address set (what
+    /// [`SetState::split`] returns for it, without its allocations);
+    /// `None` for anything else. The element's ranges are checked
+    /// ([`SetState::element_key_into`]) before.
+    fn single_entry(&self, set: u32, el: &SetElement) -> Option<EntryKey> {
+        let &[(lo, hi)] = &el.ranges[..] else {
+            return None;
+        };
+        if lo != hi || self.kind != SET_LPM {
+            return None;
+        }
+        match self.dims[0] {
+            SetDim::Ipv4Addr => Some(EntryKey::Exact4(SetExact4Key {
+                set_id: set as u16,
+                _pad: 0,
+                addr: (lo as u32).to_be_bytes(),
+            })),
+            SetDim::Ipv6Addr => Some(EntryKey::Exact6(SetExact6Key {
+                set_id: set as u16,
+                _pad: 0,
+                addr: lo.to_be_bytes(),
+            })),
+            _ => None,
+        }
     }
 
     /// The map entries of an element; may add shapes (tuple sets).
@@ -393,7 +447,7 @@ impl SetState {
         if self.entries.contains_key(&ek) {
             return ek;
         }
-        if self.entries.contains_key(&twin) {
+        if self.singles_in_trie && self.entries.contains_key(&twin) {
             return twin;
         }
         let fam = usize::from(matches!(ek, EntryKey::Exact6(_)));
@@ -402,7 +456,10 @@ impl SetState {
                 room[fam] -= 1;
                 ek
             }
-            Some(_) => twin,
+            Some(_) => {
+                self.singles_in_trie = true;
+                twin
+            }
             None => ek,
         }
     }
@@ -428,51 +485,99 @@ impl SetState {
     ) -> Result<Writes, SetError> {
         let mut shapes = self.shapes.clone();
         let mut staged = Vec::with_capacity(els.len());
+        let mut buf = Vec::with_capacity(2 * SET_KEY_BYTES);
         for el in els {
-            let key = self.element_key(el)?;
-            let entries = self.split(set, el, &mut shapes)?;
-            staged.push((key, entries, el.expires_ns));
+            self.element_key_into(el, &mut buf)?;
+            // a single address (a ban): its one entry without the
+            // general split's allocations
+            let entries = match self.single_entry(set, el) {
+                Some(ek) => Split::One(ek),
+                None => Split::Many(self.split(set, el, &mut shapes)?),
+            };
+            staged.push((Arc::<[u8]>::from(&buf[..]), entries, el.expires_ns));
         }
         let mut w = Writes::default();
         if shapes.len() != self.shapes.len() {
             self.shapes = shapes;
             w.desc = Some(self.desc());
         }
-        // each entry touched, with the expiry the kernel holds for it
-        // before this call (None: not in the kernel yet)
-        let mut touched: HashMap<EntryKey, Option<u64>> =
+        // each entry touched: the expiry the kernel holds for it before
+        // this call (None: not in the kernel yet), and the entry's expiry
+        // after its last touch
+        let mut touched: HashMap<EntryKey, (Option<u64>, u64)> =
             HashMap::with_capacity_and_hasher(staged.len(), Default::default());
         for (key, entries, exp) in staged {
-            let key: Arc<[u8]> = match self.elements.get_key_value(&key[..]) {
-                Some((k, _)) => Arc::clone(k),
-                None => key.into(),
+            // (one lookup: a held element keeps its key, shared with the
+            // expiry index; the new copy is dropped)
+            let (key, old) = match self.elements.entry(key) {
+                Entry::Occupied(mut o) => (Arc::clone(o.key()), Some(o.insert(exp))),
+                Entry::Vacant(v) => {
+                    let key = Arc::clone(v.key());
+                    v.insert(exp);
+                    (key, None)
+                }
             };
-            let old = self.elements.insert(Arc::clone(&key), exp);
             self.expiry.moved(&key, old, exp);
-            for ek in entries {
-                let ek = self.place(ek, Some(room));
-                let held = match (self.entries.get_mut(&ek), old) {
-                    (Some(c), Some(o)) => {
+            for &ek in entries.as_slice() {
+                // Where the entry lives ([`SetState::place`]). While no
+                // single address went to the trie, a held one is where the
+                // lookup below finds it, and a new one takes room in the
+                // exact hash in the vacant arm: one lookup, not two.
+                let placed = self.singles_in_trie;
+                let mut ek = if placed {
+                    self.place(ek, Some(room))
+                } else {
+                    ek
+                };
+                let fam = match ek {
+                    EntryKey::Exact4(_) => Some(0),
+                    EntryKey::Exact6(_) => Some(1),
+                    _ => None,
+                };
+                let mut fresh = false;
+                let mut full = false;
+                let (held, now) = match (self.entries.entry(ek), old) {
+                    (Entry::Occupied(mut o), Some(old)) => {
+                        let c = o.get_mut();
                         let held = c.max_expiry();
-                        c.replace(o, exp);
-                        Some(held)
+                        c.replace(old, exp);
+                        (Some(held), c.max_expiry())
                     }
-                    (Some(c), None) => {
+                    (Entry::Occupied(mut o), None) => {
+                        let c = o.get_mut();
                         let held = c.max_expiry();
                         c.insert(exp);
-                        Some(held)
+                        (Some(held), c.max_expiry())
                     }
-                    (None, _) => {
-                        self.entries.insert(ek, Contrib::One(exp));
-                        self.count_exact(&ek, 1);
-                        None
+                    (Entry::Vacant(v), _) => {
+                        match fam.filter(|_| !placed) {
+                            Some(f) if room[f] == 0 => full = true,
+                            Some(f) => room[f] -= 1,
+                            None => {}
+                        }
+                        if !full {
+                            v.insert(Contrib::One(exp));
+                        }
+                        fresh = true;
+                        (None, Contrib::One(exp).max_expiry())
                     }
                 };
-                touched.entry(ek).or_insert(held);
+                if full {
+                    // the exact hash is full: the trie holds it
+                    self.singles_in_trie = true;
+                    ek = ek.lpm_twin().expect("a single address");
+                    self.entries.insert(ek, Contrib::One(exp));
+                }
+                if fresh {
+                    self.count_exact(&ek, 1);
+                }
+                touched
+                    .entry(ek)
+                    .and_modify(|t| t.1 = now)
+                    .or_insert((held, now));
             }
         }
-        for (ek, held) in touched {
-            let now = self.entries[&ek].max_expiry();
+        for (ek, (held, now)) in touched {
             // an entry the kernel holds with this expiry already (a ban
             // refreshed as it was, a replicated ban this node has) costs
             // no write
@@ -591,6 +696,7 @@ impl SetState {
         self.expiry.clear();
         self.shapes.clear();
         self.exact = [0, 0];
+        self.singles_in_trie = false;
         Writes {
             put: Vec::new(),
             del,

@@ -129,24 +129,17 @@ impl Dataplane {
     /// stage map is left as it is (a loader process, `src/handover.rs`,
     /// leaves the live stages to the process that takes over).
     pub(crate) fn load_tc_programs(&mut self) -> Result<()> {
-        for name in TC_PROGRAMS {
-            let prog = self
-                .ebpf
-                .program_mut(name)
-                .ok_or(Error::Missing("program"))?;
-            let p = <&mut SchedClassifier>::try_from(prog)?;
-            if p.fd().is_ok() {
-                continue;
-            }
-            crate::load::load_retrying(|| p.load())?;
-            if let Some(pins) = &mut self.pins {
-                let fd = p
-                    .fd()?
-                    .as_fd()
-                    .try_clone_to_owned()
-                    .map_err(|e| Error::Pin(format!("dup of program {name}: {e}")))?;
-                pins.progs.push((name, fd));
-            }
+        self.load_tc_programs_beside(|| ())
+    }
+
+    /// [`Self::load_tc_programs`], all at once, with `beside` running on
+    /// one more thread (the loader process verifies the netfilter program
+    /// there).
+    pub(crate) fn load_tc_programs_beside(&mut self, beside: impl FnOnce() + Send) -> Result<()> {
+        let loaded =
+            crate::load::load_programs_at_once(self.ebpf.programs_mut(), &TC_PROGRAMS, beside)?;
+        if let Some(pins) = &mut self.pins {
+            pins.progs.extend(loaded);
         }
         Ok(())
     }

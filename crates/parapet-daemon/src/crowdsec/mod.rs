@@ -5,7 +5,9 @@
 //! first and after any error, `startup=false` (deltas) every interval,
 //! in full again every `--crowdsec-resync` seconds (a safety net: the
 //! real nftables bouncer, on the same deltas, was seen to stay 50 of
-//! 10,000 decisions short, `docs/benchmarks.md` section 8) —
+//! 10,000 decisions short, `docs/benchmarks.md` section 8), and at once
+//! after a burst of bulk-inserted decisions ends ([`Burst`]: the deltas
+//! miss some of an import) —
 //! and commits `ban` decisions as typed [`Change`]s through
 //! [`State::commit`] like a client's (journaled, mirrored into the kernel,
 //! published to the fleet when the set is shared): scope `Ip` into
@@ -56,6 +58,7 @@ pub(crate) fn stats(shared: &Shared) -> Value {
         "url": s.config.url,
         "connected": s.connected.load(Ordering::Relaxed),
         "polls": n(&s.polls),
+        "settles": n(&s.settles),
         "errors": n(&s.errors),
         "decisions": n(&s.tracked),
         "added": n(&s.added),
@@ -76,6 +79,7 @@ fn run(shared: &Shared, src: &Source) {
     });
     let mut startup = true;
     let mut last_full = Instant::now();
+    let mut burst = Burst::default();
     while !src.stop.load(Ordering::SeqCst) && !shared.shutdown.load(Ordering::SeqCst) {
         let t0 = Instant::now();
         if src.config.resync.is_some_and(|r| last_full.elapsed() >= r) {
@@ -93,8 +97,13 @@ fn run(shared: &Shared, src: &Source) {
             libc::malloc_trim(0);
         }
         match polled {
-            Ok(()) => {
-                startup = false;
+            Ok(changes) => {
+                // A delta that ends a burst of bulk inserts is followed
+                // at once by a full poll: the LAPI misses some of them.
+                startup = burst.ended(startup, changes);
+                if startup {
+                    src.settles.fetch_add(1, Ordering::Relaxed);
+                }
                 src.connected.store(true, Ordering::Relaxed);
             }
             Err(e) => {
@@ -116,7 +125,42 @@ fn run(shared: &Shared, src: &Source) {
     }
 }
 
-fn poll(shared: &Shared, src: &Source, owned: &mut Owned, startup: bool) -> Result<(), String> {
+/// Decisions in consecutive non-empty delta polls that make the first
+/// empty one after them call for a full poll. A `cscli decisions import`
+/// or a blocklist pull inserts thousands at once, and the LAPI's deltas
+/// miss some of a bulk insert (benchmarks.md §8, §67: up to the next
+/// `--crowdsec-resync`, 7–14 s late at 100k); single decisions, as
+/// scenarios make them, are below it and cost no full poll.
+pub(crate) const SETTLE_MIN_CHANGES: u64 = 100;
+
+/// The delta polls since the last full one: how many decisions the
+/// current run of non-empty deltas brought.
+#[derive(Default)]
+pub(crate) struct Burst {
+    changes: u64,
+}
+
+impl Burst {
+    /// Records a successful poll (`full`: it was a full one) that brought
+    /// `changes` decisions; returns whether the next poll is a full one:
+    /// after a burst of at least [`SETTLE_MIN_CHANGES`] that this empty
+    /// delta ended. At most one full poll per burst (the full poll starts
+    /// the count again), so a steady stream costs no more than before.
+    pub(crate) fn ended(&mut self, full: bool, changes: u64) -> bool {
+        if full {
+            self.changes = 0;
+            return false;
+        }
+        if changes > 0 {
+            self.changes = self.changes.saturating_add(changes);
+            return false;
+        }
+        std::mem::take(&mut self.changes) >= SETTLE_MIN_CHANGES
+    }
+}
+
+/// One poll; returns how many decisions (new and deleted) it brought.
+fn poll(shared: &Shared, src: &Source, owned: &mut Owned, startup: bool) -> Result<u64, String> {
     let c = &src.config;
     let path = format!("/v1/decisions/stream?startup={startup}");
     // Decoded as it arrives: a full list of 100k decisions is about 30 MB
@@ -125,6 +169,7 @@ fn poll(shared: &Shared, src: &Source, owned: &mut Owned, startup: bool) -> Resu
         serde_json::from_reader(std::io::BufReader::with_capacity(64 << 10, r))
             .map_err(|e| format!("malformed stream response: {e}"))
     })?;
+    let brought = (body.new.len() + body.deleted.len()) as u64;
     let now = shared.state.lock().unwrap().now();
     // Planned beside the tracked state: a commit that fails leaves it as
     // it was, and the next (full) poll retries.
@@ -149,7 +194,7 @@ fn poll(shared: &Shared, src: &Source, owned: &mut Owned, startup: bool) -> Resu
     }
     *owned = next;
     src.tracked.store(owned.len() as u64, Ordering::Relaxed);
-    Ok(())
+    Ok(brought)
 }
 
 /// Commits a plan as a client's changes, then waits for the journal.
@@ -238,5 +283,36 @@ fn spec(name: &str) -> SetSpec {
         timeout: None,
         size: None,
         policy: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Burst, SETTLE_MIN_CHANGES};
+
+    #[test]
+    fn a_full_poll_follows_a_burst_once_it_ends() {
+        let mut b = Burst::default();
+        assert!(!b.ended(true, 5_000), "a full poll starts the count");
+        assert!(!b.ended(false, 0), "nothing happened");
+        assert!(!b.ended(false, SETTLE_MIN_CHANGES / 2));
+        assert!(!b.ended(false, SETTLE_MIN_CHANGES / 2), "still going");
+        assert!(b.ended(false, 0), "the burst ended");
+        // the full poll that follows, then quiet: no second one
+        assert!(!b.ended(true, 0));
+        assert!(!b.ended(false, 0));
+    }
+
+    #[test]
+    fn single_decisions_cost_no_full_poll() {
+        let mut b = Burst::default();
+        for _ in 0..1000 {
+            assert!(!b.ended(false, 1));
+            assert!(!b.ended(false, 0));
+        }
+        // a burst the full poll interrupted (`--crowdsec-resync`) starts over
+        assert!(!b.ended(false, SETTLE_MIN_CHANGES));
+        assert!(!b.ended(true, 0));
+        assert!(!b.ended(false, 0));
     }
 }

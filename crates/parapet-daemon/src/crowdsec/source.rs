@@ -399,6 +399,8 @@ pub struct Source {
     /// Settings.
     pub config: CrowdsecConfig,
     pub(super) polls: AtomicU64,
+    /// Full polls made because a burst of deltas ended (`Burst`).
+    pub(super) settles: AtomicU64,
     pub(super) errors: AtomicU64,
     pub(super) added: AtomicU64,
     pub(super) deleted: AtomicU64,
@@ -417,6 +419,7 @@ impl Source {
         Arc::new(Source {
             config,
             polls: AtomicU64::new(0),
+            settles: AtomicU64::new(0),
             errors: AtomicU64::new(0),
             added: AtomicU64::new(0),
             deleted: AtomicU64::new(0),

@@ -194,3 +194,68 @@ fn tuple_shapes_and_masks() {
         .is_err());
     assert_eq!(s.len(), 2);
 }
+
+#[test]
+fn a_single_address_has_the_entry_the_split_gives_it() {
+    for (dim, addrs) in [
+        (SetDim::Ipv4Addr, vec![0u128, 1, 0x0a00_0001, 0xffff_ffff]),
+        (
+            SetDim::Ipv6Addr,
+            vec![0, 1, 0x2001_0db8 << 96 | 7, u128::MAX],
+        ),
+    ] {
+        let s = SetState::new(9, &[dim]).unwrap();
+        for a in addrs {
+            let el = SetElement::new(&[(a, a)]);
+            let mut shapes = Vec::new();
+            let split = s.split(9, &el, &mut shapes).unwrap();
+            assert_eq!(
+                split,
+                vec![s.single_entry(9, &el).unwrap()],
+                "{dim:?} {a:#x}"
+            );
+        }
+        // a range, even of two addresses, takes the general split
+        assert!(s.single_entry(9, &SetElement::new(&[(4, 5)])).is_none());
+    }
+    // not an address set
+    let ports = SetState::new(9, &[SetDim::Port]).unwrap();
+    assert!(ports
+        .single_entry(9, &SetElement::new(&[(80, 80)]))
+        .is_none());
+}
+
+#[test]
+fn one_element_twice_in_one_call_is_written_once_with_its_last_expiry() {
+    let mut s = SetState::new(3, &[SetDim::Ipv4Addr]).unwrap();
+    let a = |exp| SetElement::new(&[(0x0a00_0001, 0x0a00_0001)]).expires(exp);
+    let w = s.add(3, &[a(100), a(300)], &mut room()).unwrap();
+    assert_eq!(w.put.len(), 1);
+    assert_eq!(w.put[0].1.expires_ns, 300);
+    // held with 300: the same again in one call writes nothing, another
+    // expiry after it writes that one
+    assert!(s
+        .add(3, &[a(300), a(300)], &mut room())
+        .unwrap()
+        .put
+        .is_empty());
+    let w = s.add(3, &[a(300), a(500)], &mut room()).unwrap();
+    assert_eq!((w.put.len(), w.put[0].1.expires_ns), (1, 500));
+}
+
+#[test]
+fn a_single_address_in_the_trie_is_found_there_after_the_hash_filled() {
+    let mut s = SetState::new(3, &[SetDim::Ipv4Addr]).unwrap();
+    let a = |x, exp| SetElement::new(&[(x, x)]).expires(exp);
+    let mut room = [1, 1];
+    s.add(3, &[a(1, 100), a(2, 100)], &mut room).unwrap();
+    assert_eq!(s.exact, [1, 0], "the second went to the trie");
+    // refreshed: stays where it is, no new hash entry
+    let w = s.add(3, &[a(2, 200)], &mut [5, 5]).unwrap();
+    assert_eq!(w.put.len(), 1);
+    assert!(matches!(w.put[0].0, EntryKey::Lpm(_)), "{:?}", w.put[0].0);
+    assert_eq!(s.exact, [1, 0]);
+    // deleted from where it is
+    let w = s.del(3, &[a(2, 0)]).unwrap();
+    assert!(matches!(w.del[..], [EntryKey::Lpm(_)]));
+}
