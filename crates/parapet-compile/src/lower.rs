@@ -96,7 +96,7 @@ pub(crate) fn lower(list: &DecisionList) -> Result<Lowered, CompileError> {
 /// Entry `e`'s `-m string` matches as one masked test of the pattern
 /// hits (a bit per distinct search, `!` wanting it clear), added to
 /// `rows` as needed; `None` when a search is both wanted and refused
-/// (the entry never matches).
+/// (the entry never matches: the caller writes a test no packet passes).
 fn pattern_test(
     e: &parapet_model::Entry,
     rows: &mut Vec<Pattern>,
@@ -149,7 +149,11 @@ fn boxes(list: &DecisionList, rows: &mut Vec<Pattern>) -> Result<Vec<EntryBox>, 
                     Some((mask, want)) => {
                         c.masked.push((patterns::FIELD as usize, mask, want, false));
                     }
-                    None => c.never = true,
+                    None => {
+                        // `(hits & 0) == 1`: a test no packet passes
+                        c.masked.push((patterns::FIELD as usize, 0, 1, false));
+                        c.never = true;
+                    }
                 }
                 c.stateful = true;
             }
