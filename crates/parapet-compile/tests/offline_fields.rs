@@ -137,7 +137,13 @@ fn tcp_options_compile_in_every_engine() {
     );
 }
 
-fn string(pattern: &[u8], from: u16, to: u16, icase: bool, invert: bool) -> string_match::StringMatch {
+fn string(
+    pattern: &[u8],
+    from: u16,
+    to: u16,
+    icase: bool,
+    invert: bool,
+) -> string_match::StringMatch {
     string_match::StringMatch {
         pattern: pattern.to_vec(),
         algo: string_match::StringAlgo::Bm,
@@ -167,16 +173,26 @@ fn string_matches_compile_to_pattern_hits() {
         vec![
             rule(
                 1,
-                vec![string(b"ab", 0, 20, false, false), string(b"ab", 0, 20, false, true)],
+                vec![
+                    string(b"ab", 0, 20, false, false),
+                    string(b"ab", 0, 20, false, true),
+                ],
                 Verdict::Drop,
             ),
             rule(
                 2,
-                vec![string(b"GET", 28, 40, true, false), string(b"xx", 0, 65535, false, true)],
+                vec![
+                    string(b"GET", 28, 40, true, false),
+                    string(b"xx", 0, 65535, false, true),
+                ],
                 Verdict::Drop,
             ),
             rule(3, vec![string(b"ab", 0, 20, false, false)], Verdict::Accept),
-            rule(4, vec![string(&[0xff], 0, 65535, true, false)], Verdict::Drop),
+            rule(
+                4,
+                vec![string(&[0xff], 0, 65535, true, false)],
+                Verdict::Drop,
+            ),
         ],
         Verdict::Accept,
     );
@@ -192,7 +208,11 @@ fn string_matches_compile_to_pattern_hits() {
     for (name, opts) in configs() {
         let c = Classifier::build(&list, &opts).unwrap();
         let w = c.image().words();
-        assert_ne!(w[parapet_image::hw::FLAGS] & parapet_image::FLAG_PATTERNS, 0, "{name}");
+        assert_ne!(
+            w[parapet_image::hw::FLAGS] & parapet_image::FLAG_PATTERNS,
+            0,
+            "{name}"
+        );
         // "ab" once though two rules search it, "GET", "xx", 0xff
         assert_eq!(w[parapet_image::hw::N_PATTERNS], 4, "{name}");
         let mut decided = std::collections::BTreeSet::new();

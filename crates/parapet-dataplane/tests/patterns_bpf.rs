@@ -108,7 +108,11 @@ fn ruleset(rng: &mut Rng, n: usize) -> Ruleset {
             let not = if rng.chance(20) { " !" } else { "" };
             rule += &format!("{not} --hex-string \"|{}|\"", hex(p));
         }
-        rule += if rng.chance(50) { " -j DROP\n" } else { " -j ACCEPT\n" };
+        rule += if rng.chance(50) {
+            " -j DROP\n"
+        } else {
+            " -j ACCEPT\n"
+        };
         text += &rule;
     }
     text += "COMMIT\n";
@@ -118,7 +122,9 @@ fn ruleset(rng: &mut Rng, n: usize) -> Ruleset {
 /// A datagram's payload of `len` bytes from a small alphabet, with
 /// patterns planted at the edges.
 fn payload(rng: &mut Rng, len: usize, headers: usize) -> Vec<u8> {
-    let alphabet = [b'a', b'b', b'A', b'B', 0xff, 0xdf, 0xbf, b'G', b'E', b'T', b' ', b'/'];
+    let alphabet = [
+        b'a', b'b', b'A', b'B', 0xff, 0xdf, 0xbf, b'G', b'E', b'T', b' ', b'/',
+    ];
     let mut out: Vec<u8> = (0..len)
         .map(|_| alphabet[rng.below(alphabet.len() as u64) as usize])
         .collect();
@@ -153,7 +159,14 @@ fn packet(rng: &mut Rng, len_max: usize) -> (Packet, Vec<u8>) {
     let v6 = rng.chance(30);
     let proto = if rng.chance(50) { 6 } else { 17 };
     let mut p = if v6 {
-        Packet::new(Family::V6, 0x2001_0db8 << 96 | 1, 0x2001_0db8 << 96 | 2, proto, 40000, 80)
+        Packet::new(
+            Family::V6,
+            0x2001_0db8 << 96 | 1,
+            0x2001_0db8 << 96 | 2,
+            proto,
+            40000,
+            80,
+        )
     } else {
         Packet::v4(0x0a00_0001, 0x0a00_0002, proto, 40000, 80)
     };
@@ -239,7 +252,10 @@ fn bpf_finds_strings_as_the_linear_engine() {
             long += usize::from(p.len > 1000);
         }
     }
-    assert!(by_rule > checked / 4, "{by_rule}/{checked} decided by a rule");
+    assert!(
+        by_rule > checked / 4,
+        "{by_rule}/{checked} decided by a rule"
+    );
     assert!(long > checked / 10, "{long}/{checked} long datagrams");
 }
 
@@ -363,9 +379,16 @@ fn icase_folds_latin1_as_the_kernel() {
         p.len = 40;
         p.datagram = Some(frame[14..].to_vec().into_boxed_slice());
         let want = list.classify(&p, &[]);
-        assert_eq!(want.rule_id == 1, found, "linear engine: {pat:#x} in {text:#x}");
+        assert_eq!(
+            want.rule_id == 1,
+            found,
+            "linear engine: {pat:#x} in {text:#x}"
+        );
         dp.test_run(AttachPoint::Xdp, &frame, LO, 1).unwrap();
         let d = dp.last_decision().unwrap().unwrap();
-        assert!(d.by_image && d.rule_id == want.rule_id, "{pat:#x} in {text:#x}: {d:?}");
+        assert!(
+            d.by_image && d.rule_id == want.rule_id,
+            "{pat:#x} in {text:#x}: {d:?}"
+        );
     }
 }
