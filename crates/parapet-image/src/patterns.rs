@@ -123,9 +123,24 @@ fn bytes_at(w: &[u32], off: usize, len: usize) -> Option<Vec<u8>> {
     Some(b)
 }
 
-/// Row `i` of image `w`: (stored bytes, prefix table, from, to, icase),
-/// or `None` when it does not lie inside the image or is malformed.
-pub fn row(w: &[u32], i: usize) -> Option<(Vec<u8>, Vec<u8>, u16, u16, bool)> {
+/// A row as the image stores it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredRow {
+    /// The pattern's bytes, folded when `icase`.
+    pub stored: Vec<u8>,
+    /// Its prefix table.
+    pub fail: Vec<u8>,
+    /// `--from`.
+    pub from: u16,
+    /// `--to`.
+    pub to: u16,
+    /// `--icase`.
+    pub icase: bool,
+}
+
+/// Row `i` of image `w`, or `None` when it does not lie inside the image
+/// or is malformed.
+pub fn row(w: &[u32], i: usize) -> Option<StoredRow> {
     let off = *w.get(crate::hw::PATTERNS_OFF)? as usize;
     let r = w.get(off + i * ROW_WORDS..off + (i + 1) * ROW_WORDS)?;
     let len = (r[1] & 0xff) as usize;
@@ -136,7 +151,13 @@ pub fn row(w: &[u32], i: usize) -> Option<(Vec<u8>, Vec<u8>, u16, u16, bool)> {
     let data = r[0] as usize;
     let pat = bytes_at(w, data, len)?;
     let fail = bytes_at(w, data + len.div_ceil(4), len)?;
-    Some((pat, fail, from, to, r[1] & F_ICASE != 0))
+    Some(StoredRow {
+        stored: pat,
+        fail,
+        from,
+        to,
+        icase: r[1] & F_ICASE != 0,
+    })
 }
 
 /// Checks the table of image `w` (rows inside the image, lengths, prefix
@@ -147,11 +168,11 @@ pub fn check(w: &[u32]) -> Result<(), String> {
         return Err("too many pattern rows".into());
     }
     for i in 0..n {
-        let (_, fail, from, to, _) = row(w, i).ok_or(format!("pattern row {i} is malformed"))?;
-        if from > to {
+        let r = row(w, i).ok_or(format!("pattern row {i} is malformed"))?;
+        if r.from > r.to {
             return Err(format!("pattern row {i} starts after its end"));
         }
-        if fail.iter().enumerate().any(|(k, &f)| f as usize > k) {
+        if r.fail.iter().enumerate().any(|(k, &f)| f as usize > k) {
             return Err(format!("pattern row {i} has a bad prefix table"));
         }
     }
@@ -178,9 +199,7 @@ pub fn hits(w: &[u32], datagram: Option<&[u8]>) -> u128 {
     let Some(d) = datagram else { return 0 };
     let n = (w[crate::hw::N_PATTERNS] as usize).min(MAX_ROWS);
     (0..n)
-        .filter(|&i| {
-            row(w, i).is_some_and(|(pat, _, from, to, icase)| found(&pat, from, to, icase, d))
-        })
+        .filter(|&i| row(w, i).is_some_and(|r| found(&r.stored, r.from, r.to, r.icase, d)))
         .fold(0u128, |m, i| m | 1 << i)
 }
 
