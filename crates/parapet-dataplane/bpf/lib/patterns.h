@@ -197,20 +197,49 @@ static __always_inline int pattern_load(struct parapet_walk *w)
 	return 0;
 }
 
+/* Whether a byte of the 8 in v is zero (the classic bit trick). */
+static __always_inline __u64 has_zero_byte(__u64 v)
+{
+	return (v - 0x0101010101010101ull) & ~v & 0x8080808080808080ull;
+}
+
 /*
  * The Knuth-Morris-Pratt search of the loaded row over dgram[pat_i ..
  * pat_end): 1 found, 0 not, -1 an error.  Each step moves i on or j back,
- * and j moves on only with i: at most 2 * (end - from) steps.
+ * and j moves on only with i: at most 2 * (end - from) steps.  While no
+ * prefix is matched (j = 0) a step skips 8 bytes none of which can start
+ * the pattern (the pattern's first byte, or under --icase the one byte
+ * that folds to it, 0x20 above: a superset is enough to skip safely).
+ * A may_goto loop (walk_state.h), its step count in the map value.
  */
 static __always_inline int pattern_search(struct parapet_walk *w)
 {
-	__u32 n, i, j, c, p, nj;
+	__u32 i, j, c, p, nj;
+	__u64 first, other, v;
+	budget_loop_var(n);
 
-	walk_for(n, 2 * PARAPET_DGRAM_MAX + 2) {
+	first = w->pat[0] * 0x0101010101010101ull;
+	other = w->pat_icase ? (__u64)((w->pat[0] + 0x20) & 0xff) *
+				       0x0101010101010101ull :
+			       first;
+	*(volatile __u32 *)&w->pat_steps = 0;
+	budget_loop(n, 2 * PARAPET_DGRAM_MAX + 2) {
+		if (loop_budget_spent() ||
+		    (*(volatile __u32 *)&w->pat_steps)++ > 2 * PARAPET_DGRAM_MAX + 2)
+			break;
 		i = w->pat_i;
 		j = w->pat_j;
 		if (i >= w->pat_end)
 			return 0;
+		if (j == 0 && i + 8 <= w->pat_end) {
+			/* i + 8 <= pat_end <= the copied bytes: the mask only
+			 * bounds i for the verifier */
+			v = *(__u64 *)&w->dgram[i & (PARAPET_DGRAM_MAX - 1)];
+			if (!has_zero_byte(v ^ first) && !has_zero_byte(v ^ other)) {
+				w->pat_i = i + 8;
+				continue;
+			}
+		}
 		c = w->dgram[i & (PARAPET_DGRAM_MAX - 1)];
 		if (w->pat_icase)
 			c = kernel_toupper(c);
@@ -231,7 +260,7 @@ static __always_inline int pattern_search(struct parapet_walk *w)
 			w->pat_i = i + 1;
 		}
 	}
-	/* the step bound ran out: a corrupt table or a verifier cap */
+	/* the loop budget or the step bound ran out: never a guess */
 	w->err = 23;
 	return -1;
 }

@@ -126,6 +126,7 @@ struct parapet_walk {
 	__u32 pat_end;
 	__u32 pat_at;
 	__u32 pat_words;
+	__u32 pat_steps;
 };
 
 /* Big-endian 4 bytes at p as a number (addresses and names are numbers
