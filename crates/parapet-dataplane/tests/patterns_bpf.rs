@@ -336,6 +336,18 @@ fn the_pattern_switch_and_what_it_guards() {
     let d = decide(&dp, &udp_frame(3000, b"needle"));
     assert!(!d.by_image && d.walk_err == 22, "{d:?}");
 
+    // the search that backs up at every byte runs to the end, in budget
+    let backs_up = parse(
+        "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -p udp -m string --algo kmp --string aaaaaaab -j DROP\nCOMMIT\n",
+    );
+    install(&mut dp, &backs_up, &Verdict::Accept, &image_of(&backs_up));
+    let mut a = vec![b'a'; 2020];
+    let d = decide(&dp, &udp_frame(2048, &a));
+    assert!(d.by_image && d.rule_id == 0, "{d:?}");
+    a.push(b'b');
+    let d = decide(&dp, &udp_frame(2048, &a));
+    assert!(d.by_image && d.rule_id == 1, "{d:?}");
+
     install(&mut dp, &plain, &Verdict::Accept, &image_of(&plain));
     assert!(!dp.reads_patterns().unwrap());
     let d = decide(&dp, &needle);
