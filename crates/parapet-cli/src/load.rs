@@ -225,18 +225,6 @@ fn offline_fields(rs: &Ruleset) -> String {
             );
         }
     }
-    let strings: Vec<String> = rs
-        .rules()
-        .filter(|r| r.all_matches().has_payload())
-        .map(|r| r.id.to_string())
-        .collect();
-    if !strings.is_empty() {
-        out += &format!(
-            "; -m string (rule{} {}): evaluated offline only, apply refuses them",
-            plural(strings.len()),
-            strings.join(", ")
-        );
-    }
     out
 }
 

@@ -149,8 +149,25 @@ pub fn classify_frame(frame: &[u8]) -> TraceItem {
     if let TcpOptionArea::At(r) = area {
         p.tcp_options = frame.get(r).map(Box::from);
     }
+    // the datagram from its IP header (`-m string` searches it): after
+    // the Ethernet header and up to two VLAN tags, the L3 length
+    p.datagram = datagram_of(frame, p.len as usize).map(Box::from);
     // A capture carries no conntrack state; as for text traces, each packet
     // is taken as the first of its flow.
     p.ct_state = CtState::New;
     TraceItem::Packet(p)
+}
+
+/// The bytes of `frame`'s datagram (its IP header on, `len` of them, or
+/// what the frame holds), past the Ethernet header and up to two VLAN
+/// tags.
+fn datagram_of(frame: &[u8], len: usize) -> Option<&[u8]> {
+    let mut at = 12;
+    for _ in 0..2 {
+        if matches!(frame.get(at..at + 2)?, [0x81, 0x00] | [0x88, 0xa8]) {
+            at += 4;
+        }
+    }
+    let l3 = frame.get(at + 2..)?;
+    Some(&l3[..len.min(l3.len())])
 }

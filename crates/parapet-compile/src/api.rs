@@ -144,9 +144,10 @@ impl fmt::Display for CompileError {
                     if field.ends_with("src") { "saddr" } else { "daddr" },
                 )
             }
-            CompileError::HostField { rule_id, field } if field == "string" => write!(
+            CompileError::HostField { rule_id, field } if field == "string-rows" => write!(
                 f,
-                "rule {rule_id} has a -m string match: it searches the packet's bytes, which the packet key does not hold, so only the linear engine evaluates it so far (classify --engine linear); the compiled engines and the kernel dataplane refuse it rather than guess"
+                "rule {rule_id} has a -m string match past the image's {} distinct searches (pattern, --from, --to, --icase) per chain: only the linear engine evaluates so many (classify --engine linear); the compiled engines and the kernel dataplane refuse it rather than guess",
+                image::patterns::MAX_ROWS
             ),
             CompileError::HostField { rule_id, field } => write!(
                 f,

@@ -66,7 +66,7 @@ fn compile_with(
     let partitions = partition(&lowered.boxes, opts, both);
     let budget = Budget::new(opts, n, records.fixed_words(partitions.len()));
     let forest = build_trees(&lowered, &partitions, opts, &budget);
-    let words = image_words(list, opts, &records, &forest);
+    let words = image_words(list, opts, &records, &forest, &lowered.patterns);
     let img = Image::from_words(words).map_err(CompileError::Image)?;
     let stats = CompileStats {
         image_bytes: img.len_bytes(),

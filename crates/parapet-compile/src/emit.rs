@@ -134,7 +134,10 @@ pub(crate) fn entry_records(
             nc += 1;
         }
         for &(f, mask, value, negate) in &c.masked {
-            let wide = mask > u32::MAX as u128 || value > u32::MAX as u128;
+            // the pattern hits are always read as 4 words
+            let wide = mask > u32::MAX as u128
+                || value > u32::MAX as u128
+                || f == image::patterns::FIELD as usize;
             records.push(
                 f as u32
                     | image::MASKED_BIT
@@ -517,6 +520,7 @@ pub(crate) fn image_words(
     opts: &CompileOptions,
     entries: &EntryRecords,
     forest: &Forest,
+    patterns: &[image::patterns::Pattern],
 ) -> Vec<u32> {
     let trees = lay_out_trees(forest);
     let (verdict_words, string_words, strings_bytes) = verdict_words(&entries.verdicts);
@@ -536,6 +540,9 @@ pub(crate) fn image_words(
     put(&mut w, hw::STRINGS_OFF, &string_words);
     put(&mut w, hw::STATEFUL_OFF, &entries.stateful);
     w[hw::N_STATEFUL] = (entries.stateful.len() / image::stateful::ROW_WORDS) as u32;
+    let table = image::patterns::table_words(patterns, w.len());
+    put(&mut w, hw::PATTERNS_OFF, &table);
+    w[hw::N_PATTERNS] = patterns.len() as u32;
     w[hw::MAGIC] = image::MAGIC;
     w[hw::VERSION] = image::VERSION;
     w[hw::BACKEND] = opts.backend as u32;
@@ -562,6 +569,10 @@ pub(crate) fn image_words(
             .any(|(f, _)| matches!(f, parapet_model::Field::TcpOption(_)))
     }) {
         w[hw::FLAGS] |= image::FLAG_TCP_OPTIONS;
+    }
+    // and copies and searches the datagram only for images with patterns
+    if !patterns.is_empty() {
+        w[hw::FLAGS] |= image::FLAG_PATTERNS;
     }
     w[hw::TOTAL_WORDS] = w.len() as u32;
     w[hw::N_ENTRIES] = list.entries.len() as u32;

@@ -4,6 +4,7 @@
 //! RETURN can skip.
 
 use crate::api::CompileError;
+use parapet_image::patterns::{self, Pattern};
 use parapet_model::{DecisionList, EntryKind, Field};
 
 /// Number of fixed fields a tree can cut (field ids 0..=28).
@@ -19,6 +20,9 @@ pub(crate) struct Lowered {
     pub boxes: Vec<EntryBox>,
     /// Per entry: whether a RETURN before it can resume past it.
     pub skippable: Vec<bool>,
+    /// The distinct `-m string` searches: row `i` is bit `i` of the
+    /// pattern hits (`parapet_image::patterns`).
+    pub patterns: Vec<Pattern>,
 }
 
 /// One entry as a box, for the compiler.
@@ -81,13 +85,49 @@ fn field_id(f: Field) -> Option<usize> {
 
 /// Lowers every entry of `list` to a box.
 pub(crate) fn lower(list: &DecisionList) -> Result<Lowered, CompileError> {
+    let mut patterns = Vec::new();
     Ok(Lowered {
-        boxes: boxes(list)?,
+        boxes: boxes(list, &mut patterns)?,
         skippable: skippable(list),
+        patterns,
     })
 }
 
-fn boxes(list: &DecisionList) -> Result<Vec<EntryBox>, CompileError> {
+/// Entry `e`'s `-m string` matches as one masked test of the pattern
+/// hits (a bit per distinct search, `!` wanting it clear), added to
+/// `rows` as needed; `None` when a search is both wanted and refused
+/// (the entry never matches: the caller writes a test no packet passes).
+fn pattern_test(
+    e: &parapet_model::Entry,
+    rows: &mut Vec<Pattern>,
+) -> Result<Option<(u128, u128)>, CompileError> {
+    let (mut mask, mut want, mut refused) = (0u128, 0u128, 0u128);
+    for m in e.matches.payload() {
+        let p = Pattern::of(m);
+        let i = match rows.iter().position(|r| *r == p) {
+            Some(i) => i,
+            None if rows.len() < patterns::MAX_ROWS => {
+                rows.push(p);
+                rows.len() - 1
+            }
+            None => {
+                return Err(CompileError::HostField {
+                    rule_id: e.rule_id,
+                    field: "string-rows".into(),
+                })
+            }
+        };
+        mask |= 1 << i;
+        if m.invert {
+            refused |= 1 << i;
+        } else {
+            want |= 1 << i;
+        }
+    }
+    Ok((want & refused == 0).then_some((mask, want)))
+}
+
+fn boxes(list: &DecisionList, rows: &mut Vec<Pattern>) -> Result<Vec<EntryBox>, CompileError> {
     list.entries
         .iter()
         .map(|e| -> Result<EntryBox, CompileError> {
@@ -101,13 +141,21 @@ fn boxes(list: &DecisionList) -> Result<Vec<EntryBox>, CompileError> {
                 stateful: e.is_conditional(),
                 masked: Vec::new(),
             };
-            // `-m string` reads the packet's bytes, which the key does
-            // not hold: refused, never compiled as if it matched.
+            // `-m string`: a masked test of the pattern hits, which the
+            // walkers fill from the packet's bytes; checked at the leaf
+            // only, like the TCP options below
             if e.matches.has_payload() {
-                return Err(CompileError::HostField {
-                    rule_id: e.rule_id,
-                    field: Field::Payload.name(),
-                });
+                match pattern_test(e, rows)? {
+                    Some((mask, want)) => {
+                        c.masked.push((patterns::FIELD as usize, mask, want, false));
+                    }
+                    None => {
+                        // `(hits & 0) == 1`: a test no packet passes
+                        c.masked.push((patterns::FIELD as usize, 0, 1, false));
+                        c.never = true;
+                    }
+                }
+                c.stateful = true;
             }
             for m in e.matches.masked() {
                 let id =

@@ -295,7 +295,15 @@ impl Classifier {
     /// Classifies a packet; `set_bits[n]` is membership in set reference
     /// `n`, as for `DecisionList::classify`.
     pub fn classify(&self, pkt: &Packet, set_bits: &[bool]) -> Decision {
-        self.classify_key(&KeyWords::from_bits(pkt, set_bits))
+        self.classify_key(&self.key_of(pkt, set_bits))
+    }
+
+    /// The key of a packet, with the pattern hits of its bytes when the
+    /// image tests `-m string` patterns ([`Walker::fill_patterns`]).
+    pub fn key_of(&self, pkt: &Packet, set_bits: &[bool]) -> KeyWords {
+        let mut key = KeyWords::from_bits(pkt, set_bits);
+        self.walker.fill_patterns(&mut key, pkt);
+        key
     }
 
     /// Classifies a packet checking stateful conditions against `state`
@@ -309,7 +317,7 @@ impl Classifier {
     ) -> Decision {
         let mut d = self
             .walker
-            .decide_stateful(&KeyWords::from_bits(pkt, set_bits), state);
+            .decide_stateful(&self.key_of(pkt, set_bits), state);
         self.marks.fill(&mut d);
         d
     }
@@ -355,6 +363,7 @@ impl Classifier {
         for (pc, oc) in pkts.chunks(256).zip(out.chunks_mut(256)) {
             for (k, p) in keys.iter_mut().zip(pc) {
                 *k = KeyWords::new(p, 0);
+                self.walker.fill_patterns(k, p);
             }
             self.classify_batch_ids(&keys[..pc.len()], oc);
         }

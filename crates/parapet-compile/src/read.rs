@@ -42,7 +42,13 @@ pub(crate) fn record_matches(w: &[u32], rec: usize, key: &KeyWords) -> bool {
             p += 4;
             continue;
         }
-        let v = key.value(field);
+        // the pattern hits sit apart from the fixed fields, as the set
+        // bits do (`parapet_image::patterns`)
+        let v = if field == parapet_image::patterns::FIELD as usize {
+            key.patterns()
+        } else {
+            key.value(field)
+        };
         if c & MASKED_BIT != 0 {
             // `key & mask == value` (or `!=`), narrow or wide.
             let (mask, value) = if c & WIDE_BIT == 0 {

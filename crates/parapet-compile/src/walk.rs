@@ -324,6 +324,18 @@ impl Walker {
         &self.verdicts[self.image.header(hw::POLICY) as usize]
     }
 
+    /// Fills `key`'s pattern hits from `pkt`'s bytes (its `datagram`)
+    /// when the image tests `-m string` patterns: what the BPF walker
+    /// finds by searching the packet (`parapet_image::patterns`).
+    pub fn fill_patterns(&self, key: &mut KeyWords, pkt: &parapet_model::Packet) {
+        if self.image.header(hw::FLAGS) & image::FLAG_PATTERNS != 0 {
+            key.set_patterns(image::patterns::hits(
+                self.image.words(),
+                pkt.datagram.as_deref(),
+            ));
+        }
+    }
+
     /// The full decision for a key, as `DecisionList::classify` gives it.
     pub fn decide(&self, key: &KeyWords) -> Decision {
         self.decision(&self.lookup(key))

@@ -2,8 +2,9 @@
 //! original source port, `--ctorigsrcport`, and its addresses), and address types beyond the host's `local` table:
 //! compiling a rule on one is refused with the rule and the field named,
 //! never built as if every packet matched it. The packet and address types,
-//! which every hook fills, the socket owner (key words 42, 43) and TCP
-//! options (words 44..=51) compile.
+//! which every hook fills, the socket owner (key words 42, 43), TCP
+//! options (words 44..=51) and `-m string` (the pattern hits, words
+//! 52..=55) compile.
 
 mod common;
 
@@ -136,28 +137,117 @@ fn tcp_options_compile_in_every_engine() {
     );
 }
 
-/// `-m string` (`Matches::payload`): the key does not hold the packet's
-/// bytes; refused with the rule named, never compiled as if it matched.
-#[test]
-fn string_matches_are_refused_by_the_compiler() {
-    let mut m = Matches::any();
-    m.constrain_payload(string_match::StringMatch {
-        pattern: b"facebook.com".to_vec(),
+fn string(
+    pattern: &[u8],
+    from: u16,
+    to: u16,
+    icase: bool,
+    invert: bool,
+) -> string_match::StringMatch {
+    string_match::StringMatch {
+        pattern: pattern.to_vec(),
         algo: string_match::StringAlgo::Bm,
-        from: 0,
-        to: u16::MAX,
-        icase: false,
-        invert: false,
-    });
+        from,
+        to,
+        icase,
+        invert,
+    }
+}
+
+/// `-m string` (`Matches::payload`) compiles to a masked test of the
+/// pattern hits (image version 12): two strings in one rule, `!`, a
+/// search repeated by another rule (one row), `--icase` and a rule that
+/// wants one search both found and not (never matches); every engine
+/// decides as the linear engine on datagrams with and without the
+/// patterns, and a packet without bytes holds none of them.
+#[test]
+fn string_matches_compile_to_pattern_hits() {
+    let rule = |id: u32, ms: Vec<string_match::StringMatch>, v: Verdict| {
+        let mut m = Matches::any();
+        for s in ms {
+            m.constrain_payload(s);
+        }
+        Rule::new(id, m, Action::Verdict(v))
+    };
     let rs = parapet_gen::one_chain(
-        vec![Rule::new(1, m, Action::Verdict(Verdict::Drop))],
+        vec![
+            rule(
+                1,
+                vec![
+                    string(b"ab", 0, 20, false, false),
+                    string(b"ab", 0, 20, false, true),
+                ],
+                Verdict::Drop,
+            ),
+            rule(
+                2,
+                vec![
+                    string(b"GET", 28, 40, true, false),
+                    string(b"xx", 0, 65535, false, true),
+                ],
+                Verdict::Drop,
+            ),
+            rule(3, vec![string(b"ab", 0, 20, false, false)], Verdict::Accept),
+            rule(
+                4,
+                vec![string(&[0xff], 0, 65535, true, false)],
+                Verdict::Drop,
+            ),
+        ],
         Verdict::Accept,
     );
+    let list = flatten(&rs, rs.select_chain(None).unwrap()).unwrap();
+    let mut datagrams: Vec<Option<Vec<u8>>> = vec![None];
+    for tail in [&b"get /"[..], b"GET xx", b"nothing", &[0xff], &[0xdf]] {
+        let mut d = vec![0u8; 28];
+        d.extend_from_slice(tail);
+        datagrams.push(Some(d));
+    }
+    datagrams.push(Some(b"0123456789abcdefghijklmnopqrstuvw".to_vec()));
+    datagrams.push(Some(b"0123456789012345678ab".to_vec()));
+    for (name, opts) in configs() {
+        let c = Classifier::build(&list, &opts).unwrap();
+        let w = c.image().words();
+        assert_ne!(
+            w[parapet_image::hw::FLAGS] & parapet_image::FLAG_PATTERNS,
+            0,
+            "{name}"
+        );
+        // "ab" once though two rules search it, "GET", "xx", 0xff
+        assert_eq!(w[parapet_image::hw::N_PATTERNS], 4, "{name}");
+        let mut decided = std::collections::BTreeSet::new();
+        for d in &datagrams {
+            let mut p = Packet::v4(0x0a00_0001, 0x0a00_0002, 17, 1000, 53);
+            p.datagram = d.clone().map(Vec::into_boxed_slice);
+            let want = list.classify(&p, &[]);
+            assert_ne!(want.rule_id, 1, "rule 1 never matches");
+            assert_eq!(c.classify(&p, &[]), want, "{name}: {d:?}");
+            decided.insert(want.rule_id);
+        }
+        assert_eq!(decided.into_iter().collect::<Vec<_>>(), [0, 2, 3, 4]);
+    }
+}
+
+/// More distinct searches than the pattern hits' 128 bits: refused with
+/// the rule named, never compiled as if it matched.
+#[test]
+fn too_many_distinct_strings_are_refused_by_the_compiler() {
+    let rules = (0..129u32)
+        .map(|i| {
+            let mut m = Matches::any();
+            m.constrain_payload(string(format!("p{i}").as_bytes(), 0, 65535, false, false));
+            Rule::new(i + 1, m, Action::Verdict(Verdict::Drop))
+        })
+        .collect();
+    let rs = parapet_gen::one_chain(rules, Verdict::Accept);
     let list = flatten(&rs, rs.select_chain(None).unwrap()).unwrap();
     let msg = compile(&list, &CompileOptions::default())
         .unwrap_err()
         .to_string();
-    assert!(msg.contains("rule 1 has a -m string match"), "{msg}");
+    assert!(
+        msg.contains("rule 129 has a -m string match past the image's 128"),
+        "{msg}"
+    );
 }
 
 fn one_rule_list(field: Field, value: u128) -> DecisionList {

@@ -10,9 +10,9 @@
 #define PARAPET_IMAGE_H
 
 #define PARAPET_IMG_MAGIC 0x54505250u /* "PRPT" little-endian */
-#define PARAPET_IMG_VERSION 11
+#define PARAPET_IMG_VERSION 12
 #define PARAPET_IMG_HEADER_WORDS 32
-#define PARAPET_IMG_KEY_WORDS 52
+#define PARAPET_IMG_KEY_WORDS 56
 #define PARAPET_IMG_NODE_WORDS 8
 #define PARAPET_IMG_PARTITION_WORDS 4
 #define PARAPET_IMG_VERDICT_WORDS 4
@@ -40,6 +40,16 @@
 #define PARAPET_IMG_FLAG_ADDR_TYPES 2u
 /* some entry tests a TCP option kind (key words 44..51): lib/tcp_options.h */
 #define PARAPET_IMG_FLAG_TCP_OPTIONS 4u
+/* some entry tests a -m string pattern (key words 52..55): lib/patterns.h */
+#define PARAPET_IMG_FLAG_PATTERNS 8u
+/* The pattern table (image version 12; parapet_image::patterns): rows of
+ * [data_off, len | F_ICASE, from, to]; the hits are field 30, a wide
+ * masked constraint. */
+#define PARAPET_IMG_PATTERN_FIELD 30
+#define PARAPET_IMG_PATTERN_ROW_WORDS 4
+#define PARAPET_IMG_PATTERN_MAX_ROWS 128
+#define PARAPET_IMG_PATTERN_MAX_LEN 128
+#define PARAPET_IMG_PATTERN_F_ICASE 0x100u
 
 /* Entry kinds (record word 1, bits 0..3). */
 #define PARAPET_IMG_KIND_DECIDE 0
@@ -123,6 +133,8 @@
 #define PARAPET_HW_FANOUT_WORDS 26
 #define PARAPET_HW_STATEFUL_OFF 27
 #define PARAPET_HW_N_STATEFUL 28
+#define PARAPET_HW_PATTERNS_OFF 29
+#define PARAPET_HW_N_PATTERNS 30
 
 /* Node kinds (node word 0, bits 8..15). */
 #define PARAPET_IMG_NODE_BINARY 0   /* range cut: <= cut left, else right */
@@ -175,6 +187,10 @@
  * lib/tcp_options.h when the header has PARAPET_IMG_FLAG_TCP_OPTIONS. */
 #define PARAPET_KW_TCPOPT_LO 44
 #define PARAPET_KW_TCPOPT_HI 48
+/* Field id 30 (apart from the fixed fields): the pattern hits, bit i =
+ * pattern row i found in the datagram; filled lazily by lib/patterns.h
+ * when a candidate's constraint reads them. */
+#define PARAPET_KW_PATTERNS 52
 
 /* ctstate values of the key. */
 #define PARAPET_CT_INVALID 0

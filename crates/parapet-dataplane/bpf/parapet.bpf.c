@@ -29,6 +29,7 @@
 #include "lib/nf_reject.h"
 #include "lib/tc_hooks.h"
 #include "lib/tcp_options.h"
+#include "lib/patterns.h"
 #include "lib/stage_stop.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
@@ -83,6 +84,7 @@ int parapet_xdp(struct xdp_md *ctx)
 	}
 	xdp_key_ext(data, data_end, &offs);
 	status = xdp_tcp_options(ctx, &offs, status);
+	xdp_patterns(ctx, &key, &offs, frame_len, status);
 	__u32 verdict = parapet_decide(&key, status, PARAPET_HOOK_XDP, 0);
 	PARAPET_STOP_AFTER_WALK(XDP_PASS);
 	int rc = XDP_PASS;
@@ -177,6 +179,7 @@ int parapet_tc(struct __sk_buff *skb)
 	}
 	tc_key_ext(skb, &key, 1, &offs);
 	status = tc_tcp_options(skb, &offs, status);
+	tc_patterns(skb, &key, &offs, status);
 	__u32 verdict = parapet_decide(&key, status, PARAPET_HOOK_TC, 1);
 	PARAPET_STOP_AFTER_WALK(TC_ACT_OK);
 	/* a REJECT's answer leaves by the port the frame came in on (egress
@@ -250,6 +253,7 @@ int parapet_tc_pre_in(struct __sk_buff *skb)
 	}
 	tc_key_ext(skb, &key, 1, &offs);
 	status = tc_tcp_options(skb, &offs, status);
+	tc_patterns(skb, &key, &offs, status);
 	if (stats_on())
 		parapet_count_nf_hook(PARAPET_HOOK_NF_PREROUTING);
 	__u32 verdict = parapet_decide(&key, status, PARAPET_HOOK_NF_PREROUTING, 1);
@@ -290,6 +294,7 @@ int parapet_tc_hooks_in(struct __sk_buff *skb)
 	}
 	tc_key_ext(skb, &key, 1, &offs);
 	status = tc_tcp_options(skb, &offs, status);
+	tc_patterns(skb, &key, &offs, status);
 	if (stats_on())
 		parapet_count_nf_hook(hook);
 	__u32 verdict = parapet_decide(&key, status, hook, 1);
@@ -323,6 +328,7 @@ int parapet_tc_hooks_out(struct __sk_buff *skb)
 		goto postrouting;
 	tc_key_ext(skb, &key, 0, &offs);
 	status = tc_tcp_options(skb, &offs, status);
+	tc_patterns(skb, &key, &offs, status);
 	if (stats_on())
 		parapet_count_nf_hook(PARAPET_HOOK_NF_OUTPUT);
 	__u32 verdict = parapet_decide(&key, status, PARAPET_HOOK_NF_OUTPUT, 1);
@@ -360,6 +366,7 @@ int parapet_tc_post_out(struct __sk_buff *skb)
 		return TC_ACT_OK;
 	tc_key_ext(skb, &key, 0, &offs);
 	status = tc_tcp_options(skb, &offs, status);
+	tc_patterns(skb, &key, &offs, status);
 	if (stats_on())
 		parapet_count_nf_hook(PARAPET_HOOK_NF_POSTROUTING);
 	__u32 verdict =
@@ -448,6 +455,7 @@ int parapet_nf(struct bpf_nf_ctx *ctx)
 			ws->ext.tcp_opt_area = offs.tcp_opt;
 		}
 		status = nf_tcp_options(ws, buf->b, &offs, status);
+		nf_patterns(PARAPET_SCRATCH_NF + level, &ptr, &key, len, status);
 	}
 	if (stats_on())
 		parapet_count_nf_hook(hook);

@@ -14,7 +14,7 @@
 
 #include <linux/types.h>
 
-#define PARAPET_ABI_VERSION 12
+#define PARAPET_ABI_VERSION 13
 
 /* ---- parsed packet key ------------------------------------------------- */
 
@@ -74,6 +74,12 @@ struct parapet_key_ext {
 	__u8 tcp_opt_area;
 	__u8 tcp_opt_copied;
 	__u8 pad3[2];
+	/* the datagram from its IP header as -m string sees it: its length
+	 * (the L3 length, at most what the frame holds), and how many of its
+	 * bytes the entry copied into the walk state's dgram (only while the
+	 * images test patterns: lib/patterns.h) */
+	__u32 dgram_len;
+	__u32 dgram_copied;
 };
 
 /*
@@ -132,6 +138,10 @@ enum parapet_parse_status {
  * datagram (struct parapet_offs's tcp_opt, parapet_key_ext's
  * tcp_opt_area). */
 #define PARAPET_TCP_OPT_MAX 40
+/* The bytes of a datagram the entry copies for -m string (a power of two:
+ * indices are masked with it).  A search that would read past them
+ * abandons the walk (lib/patterns.h): never a guess. */
+#define PARAPET_DGRAM_MAX 2048
 #define PARAPET_TCP_OPT_PAST 0xff
 
 /* ---- verdicts and rule actions ----------------------------------------- */

@@ -203,6 +203,10 @@ pub(crate) const CFG_TC_HOOKS: u32 = 3;
 /// TCP option kinds; the entries then copy each segment's option area
 /// for the walker (bpf/lib/tcp_options.h).
 pub(crate) const CFG_TCP_OPTIONS: u32 = 4;
+/// `parapet_config[CFG_PATTERNS]`: non-zero when the live images test
+/// `-m string` patterns: the entries copy the datagram for the walker's
+/// search (bpf/lib/patterns.h).
+pub(crate) const CFG_PATTERNS: u32 = 5;
 
 impl std::fmt::Debug for Dataplane {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -273,8 +273,9 @@ impl Dataplane {
         let switches = [
             (crate::load::CFG_OWNER, reads_owner(i.ruleset)),
             (crate::load::CFG_TCP_OPTIONS, reads_tcp_options(i.ruleset)),
+            (crate::load::CFG_PATTERNS, reads_patterns(i.ruleset)),
         ];
-        let mut was = [false; 2];
+        let mut was = [false; 3];
         for ((word, on), was) in switches.iter().zip(&mut was) {
             *was = self.config.get(word, 0)? != 0;
             if *on {
@@ -351,7 +352,19 @@ pub fn reads_tcp_options(rs: &Ruleset) -> bool {
     })
 }
 
+/// Whether any rule of `rs` has a `-m string` match: the entries copy
+/// the datagram only then.
+pub fn reads_patterns(rs: &Ruleset) -> bool {
+    rs.rules().any(|r| r.all_matches().has_payload())
+}
+
 impl Dataplane {
+    /// Whether the entries copy datagrams for `-m string` now
+    /// (`parapet_config[CFG_PATTERNS]`, set by the installs).
+    pub fn reads_patterns(&self) -> Result<bool> {
+        Ok(self.config.get(&crate::load::CFG_PATTERNS, 0)? != 0)
+    }
+
     /// Whether the netfilter program reads the socket owner now
     /// (`parapet_config[CFG_OWNER]`, set by the installs).
     pub fn reads_owner(&self) -> Result<bool> {

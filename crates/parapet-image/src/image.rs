@@ -167,6 +167,15 @@ fn validate(w: &[u32]) -> Result<(), ImageError> {
         h(hw::STRINGS_BYTES).div_ceil(4),
         "string",
     )?;
+    if h(hw::N_PATTERNS) > 0 {
+        region(
+            w,
+            h(hw::PATTERNS_OFF),
+            h(hw::N_PATTERNS).saturating_mul(crate::patterns::ROW_WORDS),
+            "pattern",
+        )?;
+        crate::patterns::check(w).map_err(ImageError)?;
+    }
     let n_stateful = h(hw::N_STATEFUL);
     if n_stateful > crate::stateful::MAX_ROWS {
         return bad("too many stateful rows");
@@ -289,6 +298,15 @@ fn validate(w: &[u32]) -> Result<(), ImageError> {
             let r = (c >> 16) as usize;
             let body = if field == SET_FIELD {
                 4
+            } else if field == crate::patterns::FIELD {
+                // the pattern hits: a wide masked comparison only
+                if r != 0 || c & MASKED_BIT == 0 || c & WIDE_BIT == 0 {
+                    return bad(format!("entry {i} has a malformed pattern constraint"));
+                }
+                if w[hw::FLAGS] & crate::FLAG_PATTERNS == 0 {
+                    return bad(format!("entry {i} tests a pattern without FLAG_PATTERNS"));
+                }
+                8
             } else if field < FIXED_FIELDS && c & MASKED_BIT != 0 {
                 if r != 0 {
                     return bad(format!("entry {i} has a masked constraint with ranges"));

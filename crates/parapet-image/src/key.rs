@@ -1,4 +1,4 @@
-//! The packet key: the 52 words a walker compares (`docs/image-format.md`,
+//! The packet key: the 56 words a walker compares (`docs/image-format.md`,
 //! `PARAPET_KW_*` in `bpf/image.h`), and the one builder that makes them
 //! from a [`Packet`].
 
@@ -13,7 +13,9 @@ use parapet_model::{Field, Packet};
 /// 41 the first IPv6 routing header (id 24, `parapet_model::routing`), 42
 /// and 43 the socket owner's uid and gid (ids 25, 26), 44..=51 the TCP
 /// option kinds the segment's option area holds, two 128-bit bitmaps
-/// (ids 27, 28; `parapet_model::tcp_option::kinds`).
+/// (ids 27, 28; `parapet_model::tcp_option::kinds`); 52..=55 the
+/// pattern hits (field id 30, [`crate::patterns`]: not a model field,
+/// filled by the walkers).
 pub const KEY_OFF: [usize; 29] = [
     0, 1, 5, 9, 10, 11, 12, 13, 14, 18, 22, 23, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 41,
     42, 43, 44, 48,
@@ -30,7 +32,7 @@ pub const KEY_WIDE: [bool; 29] = [
 /// Key word offset of the set-membership bitmask (2 words).
 pub const KEY_SETS: usize = 24;
 
-/// A packet as the walkers see it: exactly the 52-word key of
+/// A packet as the walkers see it: exactly the 56-word key of
 /// `docs/image-format.md` (every fixed field, 128-bit values least
 /// significant word first, then the set-membership bitmask). Compact on
 /// purpose: a batch of keys streams through the cache.
@@ -97,13 +99,28 @@ impl KeyWords {
         self.w[KEY_OFF[f]]
     }
 
+    /// The pattern hits (key words 52..=55, [`crate::patterns`]).
+    #[inline(always)]
+    pub fn patterns(&self) -> u128 {
+        u128_at(&self.w[crate::patterns::KEY_WORD..crate::patterns::KEY_WORD + 4])
+    }
+
+    /// Sets the pattern hits (the Rust engines fill them from the
+    /// packet's bytes with [`crate::patterns::hits`]).
+    #[inline]
+    pub fn set_patterns(&mut self, hits: u128) {
+        for k in 0..4 {
+            self.w[crate::patterns::KEY_WORD + k] = (hits >> (32 * k)) as u32;
+        }
+    }
+
     /// The set-membership bitmask.
     #[inline(always)]
     pub fn sets(&self) -> u64 {
         (self.w[KEY_SETS] as u64) | (self.w[KEY_SETS + 1] as u64) << 32
     }
 
-    /// The key as the 52 words of `docs/image-format.md`, for the BPF walker
+    /// The key as the 56 words of `docs/image-format.md`, for the BPF walker
     /// and its tests.
     pub fn to_words(&self) -> [u32; KEY_WORDS] {
         self.w

@@ -14,6 +14,7 @@
 pub mod ct;
 mod image;
 mod key;
+pub mod patterns;
 pub mod reject;
 
 pub use image::{check_header, words_of_bytes, Image, ImageError};
@@ -22,7 +23,7 @@ pub use key::{u128_at, KeyWords, KEY_OFF, KEY_SETS, KEY_WIDE};
 /// `PRPT` read as a little-endian `u32`.
 pub const MAGIC: u32 = 0x5450_5250;
 /// The format version this crate writes and reads.
-pub const VERSION: u32 = 11;
+pub const VERSION: u32 = 12;
 /// Words in the header.
 pub const HEADER_WORDS: usize = 32;
 /// Words per tree node.
@@ -35,7 +36,7 @@ pub const VERDICT_WORDS: usize = 4;
 /// Words of an entry record's header.
 pub const RECORD_HEADER_WORDS: usize = 4;
 /// Words of the packet key.
-pub const KEY_WORDS: usize = 52;
+pub const KEY_WORDS: usize = 56;
 /// Deepest tree the format allows (root-to-leaf node count).
 pub const MAX_DEPTH: usize = 64;
 /// Most entry indices one leaf may hold (`bpf_loop`'s iteration limit).
@@ -83,6 +84,11 @@ pub const FLAG_ADDR_TYPES: u32 = 2;
 /// words 44..=51, image version 11): the dataplane walks the segment's
 /// option area only for such images (docs/dataplane.md, "TCP options").
 pub const FLAG_TCP_OPTIONS: u32 = 4;
+/// Header flag: some entry tests a `-m string` pattern (field
+/// [`patterns::FIELD`], key words 52..=55, image version 12): the dataplane
+/// copies the datagram and searches it only for such images
+/// (docs/dataplane.md, "String matches").
+pub const FLAG_PATTERNS: u32 = 8;
 
 /// Entry kinds as the record's word 1 encodes them.
 pub mod kind {
@@ -287,6 +293,10 @@ pub mod hw {
     pub const FANOUT_WORDS: usize = 26;
     pub const STATEFUL_OFF: usize = 27;
     pub const N_STATEFUL: usize = 28;
+    /// The pattern table (image version 12; [`crate::patterns`]).
+    pub const PATTERNS_OFF: usize = 29;
+    /// Rows of the pattern table.
+    pub const N_PATTERNS: usize = 30;
 }
 
 /// FNV-1a over the image's bytes with the checksum word read as zero.

@@ -57,7 +57,7 @@ pub struct StringMatch {
 }
 
 /// The kernel's `toupper` (lib/ctype.c: ASCII and Latin-1 lower case).
-fn kernel_toupper(c: u8) -> u8 {
+pub fn kernel_toupper(c: u8) -> u8 {
     match c {
         b'a'..=b'z' | 0xdf..=0xf6 | 0xf8..=0xff => c - 0x20,
         _ => c,

@@ -126,7 +126,9 @@ struct {
 /* non-zero: the live images test TCP option kinds; the entries copy the
  * option area into the walk state (lib/tcp_options.h) */
 #define PARAPET_CFG_TCP_OPTIONS 4
-#define PARAPET_CFG_WORDS 5
+/* non-zero: the entries copy the datagram for -m string (lib/patterns.h) */
+#define PARAPET_CFG_PATTERNS 5
+#define PARAPET_CFG_WORDS 6
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, PARAPET_CFG_WORDS);

@@ -44,6 +44,7 @@
 #include "stateful.h"
 #include "addr_type.h"
 #include "tcp_options.h"
+#include "patterns.h"
 #include "image_read.h"
 #include "walk_key.h"
 #include "walk_tree.h"
@@ -111,6 +112,13 @@ static __always_inline long image_walk(__u32 idx, __u32 slot,
 	if ((H[PARAPET_HW_FLAGS] & PARAPET_IMG_FLAG_TCP_OPTIONS) &&
 	    parapet_tcp_options_fill(w)) {
 		w->err = 20;
+		return -1;
+	}
+	/* the pattern hits start unsearched; an image with patterns whose
+	 * datagram the entry did not copy is abandoned (patterns.h) */
+	if ((H[PARAPET_HW_FLAGS] & PARAPET_IMG_FLAG_PATTERNS) &&
+	    patterns_begin(w)) {
+		w->err = 21;
 		return -1;
 	}
 	/* nothing to do (not even the clock) for images without sets */

@@ -142,6 +142,11 @@ static __always_inline void build_key(struct parapet_walk *w,
 #pragma unroll
 	for (k = 0; k < 8; k++)
 		w->key[PARAPET_KW_TCPOPT_LO + k] = 0;
+	/* the pattern hits: 0 here, set row by row by patterns_fill as
+	 * candidates read them (patterns.h) */
+#pragma unroll
+	for (k = 0; k < 4; k++)
+		w->key[PARAPET_KW_PATTERNS + k] = 0;
 	w->key[PARAPET_KW_SETS] = 0; /* set_bits() fills these */
 	w->key[PARAPET_KW_SETS + 1] = 0;
 	w->ifn_done = 0;

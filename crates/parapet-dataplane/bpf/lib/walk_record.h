@@ -17,6 +17,7 @@
 #include "stateful.h"
 #include "image_read.h"
 #include "walk_key.h"
+#include "patterns.h"
 
 /* One halving of the search for the last range with lo <= value. */
 static __always_inline long bsearch_step(struct parapet_walk *w)
@@ -101,6 +102,22 @@ static __always_inline long constraint_step(struct parapet_walk *w)
 			return 1;
 		}
 		return w->err ? 1 : 0;
+	}
+	/* -m string: the rows this constraint names are searched now (once
+	 * per packet each), then compared as any wide masked constraint */
+	if (field == PARAPET_IMG_PATTERN_FIELD) {
+		if (!(c & PARAPET_IMG_MASKED_BIT) || !(c & PARAPET_IMG_WIDE_BIT)) {
+			w->err = 23;
+			return 1;
+		}
+		if (patterns_fill(w, w->cpos))
+			return 1;
+		w->val[0] = w->key[PARAPET_KW_PATTERNS];
+		w->val[1] = w->key[PARAPET_KW_PATTERNS + 1];
+		w->val[2] = w->key[PARAPET_KW_PATTERNS + 2];
+		w->val[3] = w->key[PARAPET_KW_PATTERNS + 3];
+		w->wide = 1;
+		return masked_step(w, c);
 	}
 	if (key_value(w, field, w->val) < 0) {
 		w->err = 7;

@@ -109,6 +109,24 @@ struct parapet_walk {
 	 * walk's position in it */
 	__u8 tcp_opt[PARAPET_TCP_OPT_MAX];
 	__u32 opt_pos;
+	/* -m string (lib/patterns.h): the datagram's first bytes, copied by
+	 * the entry while the images test patterns (ext.dgram_copied); the
+	 * rows this walk has searched and those a constraint wants; the row
+	 * being searched: its pattern and prefix table, and the search */
+	__u8 dgram[PARAPET_DGRAM_MAX];
+	__u8 pat[PARAPET_IMG_PATTERN_MAX_LEN];
+	__u8 pat_fail[PARAPET_IMG_PATTERN_MAX_LEN];
+	__u32 pat_done[4];
+	__u32 pat_want[4];
+	__u32 pat_row;
+	__u32 pat_len;
+	__u32 pat_icase;
+	__u32 pat_i;
+	__u32 pat_j;
+	__u32 pat_end;
+	__u32 pat_at;
+	__u32 pat_words;
+	__u32 pat_steps;
 };
 
 /* Big-endian 4 bytes at p as a number (addresses and names are numbers

@@ -265,6 +265,34 @@ fn c_and_rust_constants_agree() {
             (parapet_image::FLAG_TCP_OPTIONS) as u64,
         ),
         (
+            "PARAPET_IMG_FLAG_PATTERNS",
+            (parapet_image::FLAG_PATTERNS) as u64,
+        ),
+        (
+            "PARAPET_IMG_PATTERN_FIELD",
+            (parapet_image::patterns::FIELD) as u64,
+        ),
+        (
+            "PARAPET_IMG_PATTERN_ROW_WORDS",
+            (parapet_image::patterns::ROW_WORDS) as u64,
+        ),
+        (
+            "PARAPET_IMG_PATTERN_MAX_ROWS",
+            (parapet_image::patterns::MAX_ROWS) as u64,
+        ),
+        (
+            "PARAPET_IMG_PATTERN_MAX_LEN",
+            (parapet_model::string_match::MAX_PATTERN) as u64,
+        ),
+        (
+            "PARAPET_IMG_PATTERN_F_ICASE",
+            (parapet_image::patterns::F_ICASE) as u64,
+        ),
+        (
+            "PARAPET_KW_PATTERNS",
+            (parapet_image::patterns::KEY_WORD) as u64,
+        ),
+        (
             "PARAPET_IMG_KIND_DECIDE",
             (parapet_image::kind::DECIDE) as u64,
         ),
@@ -528,6 +556,14 @@ fn c_and_rust_constants_agree() {
         (
             "PARAPET_HW_N_STATEFUL",
             (parapet_image::hw::N_STATEFUL) as u64,
+        ),
+        (
+            "PARAPET_HW_PATTERNS_OFF",
+            (parapet_image::hw::PATTERNS_OFF) as u64,
+        ),
+        (
+            "PARAPET_HW_N_PATTERNS",
+            (parapet_image::hw::N_PATTERNS) as u64,
         ),
         (
             "PARAPET_IMG_NODE_BINARY",

@@ -461,12 +461,23 @@ pub fn ipv4_checksum(h: &[u8]) -> u16 {
 /// ports (also for SCTP, UDP-Lite and DCCP), TCP flags, ICMP type/code, TTL,
 /// DSCP, the TCP option area, the L3 length `len` (made of payload; a `len` shorter than the
 /// headers gets 16 bytes of payload instead), and a non-first fragment for
-/// `fragment`. Fields the wire cannot carry for the
+/// `fragment`; a packet with its `datagram` is that datagram behind an
+/// Ethernet header. Fields the wire cannot carry for the
 /// protocol (ports of ICMP, say) are left out. For benchmarks, `parapet
 /// classify` on captures, and tests that compare the kernel with user space.
 pub fn frame_of_packet(p: &parapet_model::Packet) -> Vec<u8> {
     use parapet_model::Family;
     use std::net::{Ipv4Addr, Ipv6Addr};
+    // a packet that says its bytes (`-m string`) arrives as them
+    if let Some(d) = &p.datagram {
+        let mut f = vec![0x02, 0, 0, 0, 0, 0x02, 0x02, 0, 0, 0, 0, 0x01];
+        f.extend_from_slice(match p.family {
+            Family::V4 => &[0x08, 0x00],
+            Family::V6 => &[0x86, 0xdd],
+        });
+        f.extend_from_slice(d);
+        return f;
+    }
     let mut f = match p.family {
         Family::V4 => {
             let f = Frame::ipv4(Ipv4Addr::from(p.src as u32), Ipv4Addr::from(p.dst as u32));
