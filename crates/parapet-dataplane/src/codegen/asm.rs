@@ -244,6 +244,11 @@ impl Asm {
         self.push(JMP | 0x80, R0, R0, 0, helper);
     }
 
+    /// Instructions emitted so far (before unreachable code is left out).
+    pub(crate) fn len(&self) -> usize {
+        self.insns.len()
+    }
+
     /// Conditional jumps emitted so far.
     pub(crate) fn branches(&self) -> usize {
         self.branches
