@@ -32,8 +32,8 @@ pub use choice::{
 pub use rules::{ineligible, MAX_BRANCHES, MAX_ENTRIES};
 pub use tree::{
     generate_tree, generate_tree_attached, load_tree_attached, load_tree_attached_within,
-    tree_ineligible, TreeProgram,
-    TreeShape, MAX_TREE_INSNS, MAX_TREE_PROGRAMS, MAX_TREE_TOTAL_INSNS, TREE_PROGRAM_BUDGET,
+    tree_ineligible, TreeProgram, TreeShape, MAX_TREE_INSNS, MAX_TREE_PROGRAMS,
+    MAX_TREE_TOTAL_INSNS, TREE_PROGRAM_BUDGET,
 };
 
 use crate::abi::TestRunOutcome;

@@ -435,10 +435,11 @@ pub fn remove_pins(root: &Path) -> io::Result<usize> {
         .into_iter()
         .map(String::from)
         .chain(
-        read_dir_names(root)
-            .into_iter()
-            .filter(|d| d.starts_with("maps-v")),
-    ) {
+            read_dir_names(root)
+                .into_iter()
+                .filter(|d| d.starts_with("maps-v")),
+        )
+    {
         let dir = root.join(&sub);
         for name in read_dir_names(&dir) {
             std::fs::remove_file(dir.join(&name))?;

@@ -49,9 +49,8 @@ impl GeneratedOnMaps {
         std::iter::once(&self.fd)
             .chain(&self.parts)
             .map(|fd| {
-                crate::bpf_sys::prog_verified_insns(fd.as_fd()).map_err(|e| {
-                    crate::Error::Codegen(format!("reading the program's info: {e}"))
-                })
+                crate::bpf_sys::prog_verified_insns(fd.as_fd())
+                    .map_err(|e| crate::Error::Codegen(format!("reading the program's info: {e}")))
             })
             .collect()
     }
@@ -209,7 +208,10 @@ impl Dataplane {
                 Err(e) => {
                     choice = Choice {
                         engine: XdpEngine::Walker,
-                        reason: format!("{} (pinning its prog array: {e}); the walker", choice.reason),
+                        reason: format!(
+                            "{} (pinning its prog array: {e}); the walker",
+                            choice.reason
+                        ),
                     };
                     prog = None;
                 }

@@ -249,6 +249,12 @@ impl Asm {
         self.insns.len()
     }
 
+    /// Sets the immediate of instruction `at` (a constant known only
+    /// after it was emitted).
+    pub(crate) fn set_imm(&mut self, at: usize, imm: i32) {
+        self.insns[at].imm = imm;
+    }
+
     /// Conditional jumps emitted so far.
     pub(crate) fn branches(&self) -> usize {
         self.branches

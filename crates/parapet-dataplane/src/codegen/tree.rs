@@ -152,7 +152,14 @@ fn generate_tree_on(
     // first with every field on the stack, to count the trees' reads of
     // each; then the most read in registers
     let dry = emit(list, image, Homes::default(), maps, None, MAX_TREE_INSNS)?;
-    let g = emit(list, image, dry.homes_by_reads(), maps, None, MAX_TREE_INSNS)?;
+    let g = emit(
+        list,
+        image,
+        dry.homes_by_reads(),
+        maps,
+        None,
+        MAX_TREE_INSNS,
+    )?;
     one_program(g)
 }
 
@@ -212,6 +219,8 @@ fn emit<'a>(
         sizes: Vec::new(),
         header: 0,
         limit,
+        occs: Vec::new(),
+        cur_occ: None,
     };
     if g.split.is_some() {
         // for the tail calls
@@ -264,9 +273,14 @@ fn emit<'a>(
         // nothing here can beat an earlier partition's match below it
         g.skip_unless_best_above(min_entry);
         let region = g.common_checks(root);
+        let root_occ = g.occs.len();
         g.emit_ref(root, &region, 0)?;
         g.a.bind(done);
-        g.sizes.push((p, g.a.len() - before));
+        g.sizes.push(PartSize {
+            part: p,
+            size: g.a.len() - before,
+            root: root_occ,
+        });
     }
     if g.split.as_ref().is_some_and(|s| s.starts_at(n_parts)) {
         g.next_program()?;
@@ -348,12 +362,33 @@ struct Gen<'a> {
     shape: TreeShape,
     /// The trees split over programs (`tree/split.rs`).
     split: Option<Split>,
-    /// Per partition emitted: its index and its instructions.
-    sizes: Vec<(usize, usize)>,
+    /// Per partition emitted: its index, instructions and root occurrence.
+    sizes: Vec<PartSize>,
     /// The instructions before the first partition.
     header: usize,
     /// The most instructions the generation may emit (all programs).
     limit: usize,
+    /// Every [`Gen::emit_ref`] so far, in emission order.
+    occs: Vec<Occ>,
+    /// The occurrence being emitted.
+    cur_occ: Option<usize>,
+}
+
+/// A partition as emitted.
+#[derive(Clone, Copy, Debug)]
+struct PartSize {
+    part: usize,
+    size: usize,
+    /// Its tree's root occurrence ([`Occ`]).
+    root: usize,
+}
+
+/// One [`Gen::emit_ref`]: the occurrence it was called from (`None`: a
+/// partition's root) and the instructions it emitted.
+#[derive(Clone, Copy, Debug)]
+struct Occ {
+    parent: Option<usize>,
+    size: usize,
 }
 
 impl Gen<'_> {
@@ -479,7 +514,10 @@ impl Gen<'_> {
         }
     }
 
-    /// The subtree at child ref `r`, whose packets lie in `region`.
+    /// The subtree at child ref `r`, whose packets lie in `region`: here,
+    /// or in a program of its own when the split says so (each call is an
+    /// occurrence, numbered in emission order, its size noted for the
+    /// split's plan).
     fn emit_ref(&mut self, r: u32, region: &Region, depth: usize) -> Result<()> {
         if self.a.len() + self.split.as_ref().map_or(0, Split::emitted) > self.limit {
             return Err(Error::Codegen(format!(
@@ -487,6 +525,25 @@ impl Gen<'_> {
                 self.limit
             )));
         }
+        let occ = self.occs.len();
+        self.occs.push(Occ {
+            parent: self.cur_occ,
+            size: 0,
+        });
+        let parent = self.cur_occ.replace(occ);
+        let start = self.a.len();
+        let done = if self.split.as_ref().is_some_and(|s| s.extracts(occ)) {
+            self.extracted(occ, r, region, depth)
+        } else {
+            self.emit_node(r, region, depth)
+        };
+        self.occs[occ].size = self.a.len().saturating_sub(start);
+        self.cur_occ = parent;
+        done
+    }
+
+    /// [`Gen::emit_ref`]'s node or leaf, here.
+    fn emit_node(&mut self, r: u32, region: &Region, depth: usize) -> Result<()> {
         if depth > image::MAX_DEPTH {
             return Err(Error::Codegen(
                 "a tree deeper than the format allows".into(),

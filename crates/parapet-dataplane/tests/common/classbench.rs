@@ -46,4 +46,3 @@ pub fn classbench(name: &str) -> Option<(DecisionList, Vec<Packet>)> {
         .collect();
     Some((list, packets))
 }
-

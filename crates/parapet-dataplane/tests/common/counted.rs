@@ -106,4 +106,3 @@ pub fn frames_of(rng: &mut Rng, packets: Vec<Packet>) -> Vec<Vec<u8>> {
     frames.push(arp);
     frames
 }
-

@@ -61,6 +61,17 @@ impl Counted {
         self.exit_pass = a.label();
         self.exit_drop = a.label();
     }
+
+    /// The exits (pass, drop) of the program being generated.
+    pub(super) fn exits(&self) -> (Label, Label) {
+        (self.exit_pass, self.exit_drop)
+    }
+
+    /// Back to a suspended program's exits.
+    pub(super) fn set_exits(&mut self, (pass, drop): (Label, Label)) {
+        self.exit_pass = pass;
+        self.exit_drop = drop;
+    }
 }
 
 impl Gen<'_> {

@@ -18,17 +18,19 @@
 //! gone, which the kernel answers by emptying it) drops the packet:
 //! never open.
 
+use std::collections::BTreeMap;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
 use aya_obj::generated::{bpf_attr, bpf_cmd};
 use parapet_image::Image;
 use parapet_model::DecisionList;
 
-use super::super::asm::{Alu, Asm, Cond, Size, FP, R0, R1, R2, R3};
+use super::super::asm::{Alu, Asm, Cond, Label, Size, FP, R0, R1, R2, R3};
 use super::super::attached::{IFINDEX, STATS_ON};
 use super::super::parse::{Slot, XDP_DROP};
+use super::counted::Counted;
 use super::homes::{Homes, BEST};
-use super::{emit, tree_ineligible, Gen, TreeShape, MAX_TREE_INSNS, ZERO};
+use super::{emit, tree_ineligible, Gen, Occ, PartSize, Region, TreeShape, MAX_TREE_INSNS, ZERO};
 use crate::codegen::attached::Maps;
 use crate::error::{Error, Result};
 use crate::netfilter::{owned, sys_bpf};
@@ -41,9 +43,15 @@ use crate::netfilter::{owned, sys_bpf};
 /// before the split (fw1 10k attached: 368,989) in one program.
 pub const TREE_PROGRAM_BUDGET: usize = 450_000;
 
-/// The most programs of a split tree form: 33 tail calls is the kernel's
-/// limit per packet (`MAX_TAIL_CALL_CNT`).
-pub const MAX_TREE_PROGRAMS: usize = 16;
+/// The most programs of a split tree form (the prog array's size).
+pub const MAX_TREE_PROGRAMS: usize = 64;
+
+/// The most programs on a packet's path: the kernel's limit of 33 tail
+/// calls per packet (`MAX_TAIL_CALL_CNT`), the first program not one.
+const MAX_CHAIN: usize = 34;
+
+/// Instructions of a tail call ([`Gen::tail_call`]).
+const TAIL_CALL_INSNS: usize = 20;
 
 /// The most instructions the tree form generates in all its programs: the
 /// bound on generation and on the verifier's time (about 5 µs per
@@ -65,7 +73,9 @@ const KEY: i16 = ZERO - 16;
 const STATE_STATS_ON: i16 = 8 * Slot::ALL.len() as i16;
 const STATE_IFINDEX: i16 = STATE_STATS_ON + 8;
 const STATE_BEST: i16 = STATE_IFINDEX + 8;
-const STATE_BYTES: u32 = STATE_BEST as u32 + 8;
+/// Which member of a group of subtrees ([`Plan::groups`]) its program runs.
+const STATE_WHICH: i16 = STATE_BEST + 8;
+const STATE_BYTES: u32 = STATE_WHICH as u32 + 8;
 
 /// `BPF_FUNC_map_lookup_elem`, `BPF_FUNC_tail_call`.
 const MAP_LOOKUP_ELEM: i32 = 1;
@@ -99,23 +109,60 @@ pub struct TreeProgram {
 pub(super) struct Split {
     state: i32,
     progs: i32,
-    /// The partition each program after the first starts at (the
-    /// partitions' count: the verdict dispatch alone).
-    starts: Vec<usize>,
-    /// The programs before the one being generated.
-    done: Vec<Asm>,
+    plan: Plan,
+    /// Per program index: the finished programs (`None`: being generated,
+    /// or suspended while a subtree of its has a program generated).
+    programs: Vec<Option<Asm>>,
+    /// The index of the main line's program being generated.
+    current: usize,
+    /// Tail calls to the program after the partition being generated (at
+    /// the end of its subtrees' programs): (program, instruction of the
+    /// index), set when that program starts.
+    pending: Vec<(usize, usize)>,
+    /// The groups whose program has started, by group.
+    live: BTreeMap<usize, Group>,
+}
+
+/// A group's program while its members are generated: its index, a label
+/// per member, its exits, the members still to come.
+struct Group {
+    prog: usize,
+    members: Vec<Label>,
+    exit_pass: Label,
+    exit_drop: Label,
+    counted: Option<(Label, Label)>,
+    left: usize,
 }
 
 impl Split {
-    /// A program starts at partition `p`.
+    /// A main-line program starts at partition `p`.
     pub(super) fn starts_at(&self, p: usize) -> bool {
-        self.starts.contains(&p)
+        self.plan.starts.contains(&p)
+    }
+
+    /// Occurrence `occ` ([`super::Occ`]) is in a program of its own.
+    pub(super) fn extracts(&self, occ: usize) -> bool {
+        self.plan.extract.contains_key(&occ)
     }
 
     /// Instructions in the finished programs.
     pub(super) fn emitted(&self) -> usize {
-        self.done.iter().map(Asm::len).sum()
+        self.programs.iter().flatten().map(Asm::len).sum()
     }
+
+    fn alloc(&mut self) -> usize {
+        self.programs.push(None);
+        self.programs.len() - 1
+    }
+}
+
+/// The labels of the program being generated, kept while another is.
+struct Suspended {
+    a: Asm,
+    exit_pass: Label,
+    exit_drop: Label,
+    counted: Option<(Label, Label)>,
+    done: Option<Label>,
 }
 
 /// `*(fp + KEY) = 0; r0 = lookup(state, fp + KEY)`, the packet dropped
@@ -133,9 +180,8 @@ fn lookup_state(a: &mut Asm, state: i32) {
 }
 
 impl Gen<'_> {
-    fn split_fds(&self) -> (i32, i32) {
-        let s = self.split.as_ref().expect("a split tree form");
-        (s.state, s.progs)
+    fn split(&mut self) -> &mut Split {
+        self.split.as_mut().expect("a split tree form")
     }
 
     /// (stack offset, state offset) of what a continuation restores: the
@@ -156,7 +202,7 @@ impl Gen<'_> {
     /// In the first program, once the parser has filled the slots: their
     /// values to the state map.
     pub(super) fn save_state(&mut self) {
-        let (state, _) = self.split_fds();
+        let state = self.split().state;
         let saved = self.saved();
         let a = &mut self.a;
         lookup_state(a, state);
@@ -166,33 +212,39 @@ impl Gen<'_> {
         }
     }
 
-    /// Ends this program with the tail call to the next (the best entry so
-    /// far stored for it) and its exits, and starts the next with its
-    /// prologue: the slots and the best entry restored, the fields loaded
-    /// as after the parser.
-    pub(super) fn next_program(&mut self) -> Result<()> {
-        let (state, progs) = self.split_fds();
-        let next = self.split.as_ref().map_or(0, |s| s.done.len()) + 1;
+    /// The best entry so far (and for a group's program the member,
+    /// `which`) to the state map, then the tail call to program `to`; the
+    /// instruction that holds `to`, for a later [`Asm::set_imm`].
+    fn tail_call(&mut self, to: usize, which: Option<usize>) -> usize {
+        let (state, progs) = (self.split().state, self.split().progs);
         let a = &mut self.a;
         lookup_state(a, state);
         a.store(R0, STATE_BEST, BEST);
+        if let Some(w) = which {
+            a.store_imm(R0, STATE_WHICH, w as i32);
+        }
         a.load(Size::Dw, R1, FP, CTX);
         a.ld_map_fd(R2, progs);
-        a.alu_imm(Alu::Mov, R3, next as i32);
+        let at = a.len();
+        a.alu_imm(Alu::Mov, R3, to as i32);
         a.call(TAIL_CALL);
         a.ret(XDP_DROP);
-        self.exits();
-        let finished = std::mem::take(&mut self.a);
-        if let Some(s) = &mut self.split {
-            s.done.push(finished);
-        }
+        at
+    }
+
+    /// A fresh program in `a` with its own exits, from its prologue: the
+    /// slots and the best entry restored, the fields loaded as after the
+    /// parser; with `members` (a group's program) then to the label of
+    /// the member the state names.
+    fn start_program(&mut self, members: &[Label]) {
         self.exit_pass = self.a.label();
         self.exit_drop = self.a.label();
         if let Some(c) = &mut self.counted {
             c.fresh_exits(&mut self.a);
         }
-        // the continuation: r1 the context, as the first program had it
+        let state = self.split().state;
         let saved = self.saved();
+        // r1 the context, as the first program had it
         let a = &mut self.a;
         a.store(FP, CTX, R1);
         super::store_opaque_zero(a);
@@ -202,53 +254,244 @@ impl Gen<'_> {
             a.store(FP, stack, R1);
         }
         a.load(Size::Dw, BEST, R0, STATE_BEST);
+        // r3: what the fields' registers leave free
+        a.load(Size::Dw, R3, R0, STATE_WHICH);
         self.load_fields(false);
+        if !members.is_empty() {
+            self.a.alu_reg(Alu::Mov, R1, R3);
+            let starts: Vec<usize> = (0..members.len()).collect();
+            self.index_search(&starts, members);
+        }
+    }
+
+    /// Ends the main line's program with the tail call to the next and its
+    /// exits, and starts the next; the programs of the last partition's
+    /// subtrees continue there too.
+    pub(super) fn next_program(&mut self) -> Result<()> {
+        let next = self.split().alloc();
+        self.tail_call(next, None);
+        self.exits();
+        let finished = std::mem::take(&mut self.a);
+        let s = self.split();
+        s.programs[s.current] = Some(finished);
+        s.current = next;
+        for (prog, at) in std::mem::take(&mut s.pending) {
+            if let Some(a) = &mut s.programs[prog] {
+                a.set_imm(at, next as i32);
+            }
+        }
+        self.start_program(&[]);
+        Ok(())
+    }
+
+    /// The subtree at occurrence `occ` (child ref `r`) in its group's
+    /// program: a tail call to it here, naming the member; there (the
+    /// program started at the group's first member, resumed at the
+    /// others) the subtree at the member's label, ending (at this
+    /// partition's end) with a tail call to the program after the
+    /// partition.
+    pub(super) fn extracted(
+        &mut self,
+        occ: usize,
+        r: u32,
+        region: &Region,
+        depth: usize,
+    ) -> Result<()> {
+        let (group, member) = self.split().plan.extract[&occ];
+        let size = self.split().plan.groups[group].len();
+        let prog = match self.split().live.get(&group) {
+            Some(g) => g.prog,
+            None => self.split().alloc(),
+        };
+        self.tail_call(prog, Some(member));
+        let suspended = Suspended {
+            a: std::mem::take(&mut self.a),
+            exit_pass: self.exit_pass,
+            exit_drop: self.exit_drop,
+            counted: self.counted.as_ref().map(Counted::exits),
+            done: self.done,
+        };
+        let mut g = match self.split().live.remove(&group) {
+            Some(g) => {
+                let s = self.split();
+                self.a = s.programs[g.prog].take().expect("a started group");
+                self.exit_pass = g.exit_pass;
+                self.exit_drop = g.exit_drop;
+                if let (Some(c), Some(exits)) = (&mut self.counted, g.counted) {
+                    c.set_exits(exits);
+                }
+                g
+            }
+            None => {
+                let members: Vec<Label> = (0..size).map(|_| self.a.label()).collect();
+                self.start_program(&members);
+                Group {
+                    prog,
+                    members,
+                    exit_pass: self.exit_pass,
+                    exit_drop: self.exit_drop,
+                    counted: self.counted.as_ref().map(Counted::exits),
+                    left: size,
+                }
+            }
+        };
+        self.a.bind(g.members[member]);
+        let done = self.a.label();
+        self.done = Some(done);
+        self.emit_node(r, region, depth)?;
+        self.a.bind(done);
+        // the index of the program after this partition, once it starts
+        let at = self.tail_call(0, None);
+        self.split().pending.push((prog, at));
+        g.left -= 1;
+        if g.left == 0 {
+            self.exits();
+        }
+        let program = std::mem::replace(&mut self.a, suspended.a);
+        let s = self.split();
+        s.programs[prog] = Some(program);
+        if g.left > 0 {
+            s.live.insert(group, g);
+        }
+        self.exit_pass = suspended.exit_pass;
+        self.exit_drop = suspended.exit_drop;
+        if let (Some(c), Some(exits)) = (&mut self.counted, suspended.counted) {
+            c.set_exits(exits);
+        }
+        self.done = suspended.done;
         Ok(())
     }
 }
 
-/// Where programs after the first start, from the dry generation's
-/// per-partition `sizes`, its `header` (parser and prologue) and its
-/// `total`: runs of partitions filled up to [`TREE_PROGRAM_BUDGET`]; the
-/// verdict dispatch (what follows the last partition) alone when it does
-/// not fit the last run.
+/// Where the trees are split: the partitions main-line programs start at
+/// (the partitions' count: the verdict dispatch), and the occurrences
+/// ([`super::Occ`]) cut out into programs of their own, in groups of
+/// siblings that share one (by occurrence: its group and its place in it).
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Plan {
+    starts: Vec<usize>,
+    extract: BTreeMap<usize, (usize, usize)>,
+    groups: Vec<Vec<usize>>,
+}
+
+/// The instructions left of occurrence `o` once the subtrees it keeps
+/// are within `limit`: its children cut first, then the largest of them
+/// cut out while it is over, packed into groups of at most `limit`
+/// (first fit, largest first) that share a program.
+fn cut(o: usize, occs: &[Occ], children: &[Vec<usize>], limit: usize, plan: &mut Plan) -> usize {
+    let mut kept: Vec<(usize, usize)> = children[o]
+        .iter()
+        .map(|&c| (cut(c, occs, children, limit, plan), c))
+        .collect();
+    let theirs: usize = children[o].iter().map(|&c| occs[c].size).sum();
+    let mut own = occs[o].size.saturating_sub(theirs) + kept.iter().map(|k| k.0).sum::<usize>();
+    kept.sort_unstable_by(|a, b| b.cmp(a));
+    let mut bins: Vec<(usize, Vec<usize>)> = Vec::new();
+    for (size, c) in kept {
+        if own <= limit {
+            break;
+        }
+        own = own - size + TAIL_CALL_INSNS;
+        let size = size + TAIL_CALL_INSNS;
+        match bins.iter_mut().find(|b| b.0 + size <= limit) {
+            Some(b) => {
+                b.0 += size;
+                b.1.push(c);
+            }
+            None => bins.push((size, vec![c])),
+        }
+    }
+    for (_, members) in bins {
+        let group = plan.groups.len();
+        for (i, &m) in members.iter().enumerate() {
+            plan.extract.insert(m, (group, i));
+        }
+        plan.groups.push(members);
+    }
+    own
+}
+
+/// The split of the dry generation's trees into programs of at most
+/// `budget` instructions, from its partitions (`sizes`), occurrences, its
+/// `header` (parser and prologue) and its `total`: a partition larger than
+/// a program has subtrees cut out into programs of their own ([`cut`])
+/// and the next partition starts a program (where they continue); the
+/// partitions fill main-line programs in order; the verdict dispatch
+/// (what follows the last partition) is a program alone when it does not
+/// fit the last.
 fn plan(
-    sizes: &[(usize, usize)],
+    sizes: &[PartSize],
+    occs: &[Occ],
     header: usize,
     total: usize,
     n_parts: usize,
     budget: usize,
-) -> Result<Vec<usize>> {
-    let trees: usize = sizes.iter().map(|s| s.1).sum();
+) -> Result<Plan> {
+    let trees: usize = sizes.iter().map(|s| s.size).sum();
     let tail = total.saturating_sub(header + trees);
-    let mut starts = Vec::new();
-    let (mut run, mut in_run) = (header, 0);
-    for &(p, n) in sizes {
-        // a partition alone in its program may take up to the kernel's
-        // limit (the verifier then says whether it walks it)
+    let limit = budget.saturating_sub(PROGRAM_OVERHEAD);
+    let mut children = vec![Vec::new(); occs.len()];
+    for (i, o) in occs.iter().enumerate() {
+        if let Some(p) = o.parent {
+            children[p].push(i);
+        }
+    }
+    let mut plan = Plan::default();
+    let (mut run, mut in_run, mut after_cut) = (header, 0, false);
+    // the programs a packet passes through at most
+    let mut chain = 1;
+    for ps in sizes {
+        let mut n = ps.size;
+        let cut_before = plan.extract.len();
+        if n > limit {
+            let kept = cut(ps.root, occs, &children, limit, &mut plan);
+            n = n - occs[ps.root].size + kept;
+            chain += plan
+                .extract
+                .range(ps.root..)
+                .map(|(&o, _)| nesting(o, occs, &plan.extract))
+                .max()
+                .unwrap_or(0);
+        }
         if n + PROGRAM_OVERHEAD > MAX_TREE_INSNS {
             return Err(Error::Codegen(format!(
-                "partition {p}'s tree alone is {n} instructions, more than one program holds"
+                "partition {}'s tree keeps {n} instructions in one program, more than one holds",
+                ps.part
             )));
         }
-        if run + n + PROGRAM_OVERHEAD > budget && in_run > 0 {
-            starts.push(p);
+        if after_cut || (run + n + PROGRAM_OVERHEAD > budget && in_run > 0) {
+            plan.starts.push(ps.part);
             (run, in_run) = (PROGRAM_OVERHEAD, 0);
+            chain += 1;
         }
         run += n;
         in_run += 1;
+        after_cut = plan.extract.len() > cut_before;
     }
-    if run + tail + PROGRAM_OVERHEAD > budget {
-        starts.push(n_parts);
+    if after_cut || run + tail + PROGRAM_OVERHEAD > budget {
+        plan.starts.push(n_parts);
+        chain += 1;
     }
-    if starts.len() + 1 > MAX_TREE_PROGRAMS {
+    let programs = 1 + plan.starts.len() + plan.groups.len();
+    if programs > MAX_TREE_PROGRAMS || chain > MAX_CHAIN {
         return Err(Error::Codegen(format!(
-            "{} programs of at most {budget} instructions, more than the \
-             {MAX_TREE_PROGRAMS} of the tree form",
-            starts.len() + 1
+            "{programs} programs of at most {budget} instructions, {chain} on a packet's path: \
+             more than the {MAX_TREE_PROGRAMS} of the tree form or the {MAX_CHAIN} a packet \
+             may pass"
         )));
     }
-    Ok(starts)
+    Ok(plan)
+}
+
+/// How many of `o` and its ancestors are programs of their own.
+fn nesting(o: usize, occs: &[Occ], extract: &BTreeMap<usize, (usize, usize)>) -> usize {
+    let mut n = 0;
+    let mut at = Some(o);
+    while let Some(i) = at {
+        n += usize::from(extract.contains_key(&i));
+        at = occs[i].parent;
+    }
+    n
 }
 
 /// `list`'s tree form loaded, counting in `maps` when given, the first
@@ -267,7 +510,14 @@ pub(crate) fn load_tree_on(
             "not eligible for the tree form: {why}"
         )));
     }
-    let dry = emit(list, image, Homes::default(), maps, None, MAX_TREE_TOTAL_INSNS)?;
+    let dry = emit(
+        list,
+        image,
+        Homes::default(),
+        maps,
+        None,
+        MAX_TREE_TOTAL_INSNS,
+    )?;
     let homes = dry.homes_by_reads();
     if dry.a.len() <= budget {
         let g = emit(list, image, homes, maps, None, MAX_TREE_INSNS)?;
@@ -281,18 +531,36 @@ pub(crate) fn load_tree_on(
         return Ok((loaded, shape));
     }
     let n_parts = image.words()[parapet_image::hw::N_PARTITIONS] as usize;
-    let starts = plan(&dry.sizes, dry.header, dry.a.len(), n_parts, budget)?;
+    let plan = plan(
+        &dry.sizes,
+        &dry.occs,
+        dry.header,
+        dry.a.len(),
+        n_parts,
+        budget,
+    )?;
+    let n_programs = 1 + plan.starts.len() + plan.groups.len();
     let state = create_map(MAP_TYPE_PERCPU_ARRAY, STATE_BYTES, 1)?;
-    let prog_array = create_map(MAP_TYPE_PROG_ARRAY, 4, starts.len() as u32 + 1)?;
+    let prog_array = create_map(MAP_TYPE_PROG_ARRAY, 4, n_programs as u32)?;
     let split = Split {
         state: state.as_raw_fd(),
         progs: prog_array.as_raw_fd(),
-        starts,
-        done: Vec::new(),
+        plan,
+        programs: vec![None],
+        current: 0,
+        pending: Vec::new(),
+        live: BTreeMap::new(),
     };
     let mut g = emit(list, image, homes, maps, Some(split), MAX_TREE_TOTAL_INSNS)?;
-    let mut asms = g.split.take().map(|s| s.done).unwrap_or_default();
-    asms.push(g.a);
+    let mut s = g.split.take().expect("split");
+    s.programs[s.current] = Some(g.a);
+    let asms: Vec<Asm> = s.programs.into_iter().flatten().collect();
+    if asms.len() != n_programs {
+        return Err(Error::Codegen(format!(
+            "{} programs generated, {n_programs} planned",
+            asms.len()
+        )));
+    }
     let mut shape = g.shape;
     shape.programs = asms.len();
     shape.guarded_exits = g.homes.guarded;
@@ -369,25 +637,90 @@ mod tests {
 
     const B: usize = TREE_PROGRAM_BUDGET;
 
+    /// Partitions of `sizes` (index, instructions), each tree one leaf.
+    fn leaves(sizes: &[(usize, usize)]) -> (Vec<PartSize>, Vec<Occ>) {
+        let parts = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &(part, size))| PartSize {
+                part,
+                size,
+                root: i,
+            })
+            .collect();
+        let occs = sizes
+            .iter()
+            .map(|&(_, size)| Occ { parent: None, size })
+            .collect();
+        (parts, occs)
+    }
+
     #[test]
     fn the_plan_fills_programs_up_to_the_budget() {
         let sizes: Vec<(usize, usize)> = (0..10).map(|p| (p, 200_000)).collect();
-        let starts = plan(&sizes, 1_000, 1_000 + 2_000_000 + 500, 10, B).unwrap();
-        assert_eq!(starts, vec![2, 4, 6, 8]);
+        let (parts, occs) = leaves(&sizes);
+        let p = plan(&parts, &occs, 1_000, 1_000 + 2_000_000 + 500, 10, B).unwrap();
+        assert_eq!(p.starts, vec![2, 4, 6, 8]);
+        assert!(p.extract.is_empty());
         // small enough for one: no starts
-        let sizes = [(0, 1_000), (3, 2_000)];
-        assert!(plan(&sizes, 900, 4_000, 4, B).unwrap().is_empty());
+        let (parts, occs) = leaves(&[(0, 1_000), (3, 2_000)]);
+        assert_eq!(
+            plan(&parts, &occs, 900, 4_000, 4, B).unwrap(),
+            Plan::default()
+        );
         // a dispatch that does not fit the last run is a program alone
-        let sizes = [(0, 300_000), (1, 140_000)];
-        assert_eq!(plan(&sizes, 900, 900 + 440_000 + 100_000, 2, B).unwrap(), vec![2]);
+        let (parts, occs) = leaves(&[(0, 300_000), (1, 140_000)]);
+        let p = plan(&parts, &occs, 900, 900 + 440_000 + 100_000, 2, B).unwrap();
+        assert_eq!(p.starts, vec![2]);
+    }
+
+    #[test]
+    fn a_partition_larger_than_a_program_has_its_largest_subtrees_cut_out() {
+        // partition 0: a root of 40,000 instructions of its own and four
+        // subtrees of 290,000; partition 1 a leaf of 10,000
+        let mut occs = vec![Occ {
+            parent: None,
+            size: 1_200_000,
+        }];
+        occs.extend((0..4).map(|_| Occ {
+            parent: Some(0),
+            size: 290_000,
+        }));
+        occs.push(Occ {
+            parent: None,
+            size: 10_000,
+        });
+        let parts = [
+            PartSize {
+                part: 0,
+                size: 1_200_500,
+                root: 0,
+            },
+            PartSize {
+                part: 1,
+                size: 10_000,
+                root: 5,
+            },
+        ];
+        let p = plan(&parts, &occs, 900, 900 + 1_210_500 + 100, 2, B).unwrap();
+        // three subtrees out (1.2M → 910k → 620k → 330k), the next
+        // partition starts the program they continue in
+        assert_eq!(p.extract.len(), 3, "{p:?}");
+        assert!(!p.extract.contains_key(&0) && !p.extract.contains_key(&5));
+        // 290,020 each: one a group
+        assert_eq!(p.groups.len(), 3, "{p:?}");
+        assert_eq!(p.starts, vec![1]);
     }
 
     #[test]
     fn too_many_programs_or_too_large_a_partition_is_refused() {
-        let sizes: Vec<(usize, usize)> = (0..40).map(|p| (p, 400_000)).collect();
-        assert!(plan(&sizes, 1_000, 16_001_000, 40, B).is_err());
-        let sizes = [(0, 100_000), (1, 1_200_000)];
-        let e = plan(&sizes, 1_000, 1_301_000, 2, B).unwrap_err();
+        let sizes: Vec<(usize, usize)> = (0..70).map(|p| (p, 400_000)).collect();
+        let (parts, occs) = leaves(&sizes);
+        let e = plan(&parts, &occs, 1_000, 28_001_000, 70, B).unwrap_err();
+        assert!(e.to_string().contains("programs of at most"), "{e}");
+        // a leaf cannot be cut
+        let (parts, occs) = leaves(&[(0, 100_000), (1, 1_200_000)]);
+        let e = plan(&parts, &occs, 1_000, 1_301_000, 2, B).unwrap_err();
         assert!(e.to_string().contains("partition 1"), "{e}");
     }
 }
