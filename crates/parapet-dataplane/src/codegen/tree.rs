@@ -286,6 +286,9 @@ fn emit<'a>(
         g.next_program()?;
     }
     g.verdict_dispatch();
+    if let Some(current) = g.split.as_ref().map(|s| s.current) {
+        g.call_blocks(current);
+    }
     g.exits();
     g.shape.guarded_exits = g.homes.guarded;
     Ok(g)
