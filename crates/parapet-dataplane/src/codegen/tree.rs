@@ -805,51 +805,6 @@ impl Gen<'_> {
         }
         self.a.bind(hit);
     }
-
-    /// After the last partition: the verdict of the best entry (the
-    /// policy's when none matched), by a binary search over the runs of
-    /// equal verdicts.
-    fn verdict_dispatch(&mut self) {
-        let policy = xdp_verdict(&self.list.policy).expect("eligible");
-        if !self.any_set {
-            self.decide(self.list.entries.len(), policy);
-            return;
-        }
-        if self.counted.is_some() {
-            self.counted_dispatch();
-            return;
-        }
-        let mut runs: Vec<(u64, i32)> = Vec::new();
-        let verdicts = self.list.entries.iter().map(|e| match &e.kind {
-            EntryKind::Decide(v) => xdp_verdict(v).expect("eligible"),
-            _ => unreachable!("pure first-match lists only"),
-        });
-        for (i, v) in verdicts.chain([policy]).enumerate() {
-            if runs.last().map(|r| r.1) != Some(v) {
-                runs.push((i as u64, v));
-            }
-        }
-        // r1 = the best entry, unlinked; reading the zero here keeps its
-        // slot live wherever `set_best` reads it
-        self.a.load(Size::Dw, R1, FP, ZERO);
-        self.a.alu_reg(Alu::Xor, R1, BEST);
-        self.verdict_search(&runs);
-    }
-
-    fn verdict_search(&mut self, runs: &[(u64, i32)]) {
-        if runs.len() == 1 {
-            self.verdict(runs[0].1);
-            return;
-        }
-        let mid = runs.len() / 2;
-        let (below, above) = (self.a.label(), self.a.label());
-        jmp_const(&mut self.a, Cond::Lt, R1, runs[mid].0, below);
-        self.a.ja_long(above);
-        self.a.bind(below);
-        self.verdict_search(&runs[..mid]);
-        self.a.bind(above);
-        self.verdict_search(&runs[mid..]);
-    }
 }
 
 /// A range's ends that still need comparing (`None`: the region lies
