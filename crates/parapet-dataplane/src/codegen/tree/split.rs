@@ -1,16 +1,18 @@
 //! The tree form split over several programs, for lists whose trees are
 //! more code than one program may be: the verifier walks at most a
 //! million instructions per program (`MAX_TREE_INSNS`), and a program
-//! reached by `bpf_tail_call` is verified on its own. The partitions are
-//! cut into runs of at most [`TREE_PROGRAM_BUDGET`] instructions (sizes
-//! from the first, dry generation); the first program parses, saves what
-//! the trees compare to a per-CPU state map, and walks its run; at a run's
-//! end it stores the best entry so far and tail-calls the next program
-//! through a prog array (constant index: the JIT patches a direct jump),
-//! which restores the fields and the best entry and walks on; the last
-//! has the verdict dispatch. Each program has its own counted exits, so
-//! counting is as in one program. docs/dataplane.md, "The tree form",
-//! *Split*.
+//! reached by `bpf_tail_call` is verified on its own. The plan comes from
+//! the first, dry generation's sizes ([`plan`]): partitions packed into
+//! main-line programs of at most [`TREE_PROGRAM_BUDGET`] instructions; a
+//! partition larger than that has subtrees cut out into programs of their
+//! own, siblings grouped into one ([`cut`]), which continue at the next
+//! main-line program. The first program parses and saves what the trees
+//! compare to a per-CPU state map; every tail call (through a prog array,
+//! constant index: the JIT patches a direct jump) stores the best entry
+//! so far, and the program it enters restores the fields and the best
+//! entry and walks on; the last has the verdict dispatch. Each program has
+//! its own counted exits, so counting is as in one program.
+//! docs/dataplane.md, "The tree form", *Split*.
 //!
 //! The state map is per-CPU: an XDP program runs to its end on one CPU,
 //! tail calls included, so nothing is shared between CPUs. A tail call
