@@ -18,6 +18,7 @@ use common::Rng;
 use parapet_compile::{compile, CompileOptions};
 use parapet_dataplane::codegen::{MAX_TREE_PROGRAMS, TREE_PROGRAM_BUDGET};
 use parapet_dataplane::{Dataplane, LoadOptions};
+use parapet_dataplane::{EngineWant, XdpEngine};
 use parapet_gen::{packets_for, random_ruleset_with_header_fields, worst_case, RandomSpec};
 use parapet_model::{flatten, DecisionList};
 
@@ -215,4 +216,62 @@ fn classbench_100k_split_tree_programs_agree_with_the_spec() {
             rules.len()
         );
     }
+}
+
+/// The pin directory of a test, removed with its pins at the end.
+struct PinDir(std::path::PathBuf);
+
+impl Drop for PinDir {
+    fn drop(&mut self) {
+        let _ = parapet_dataplane::pin::remove_pins(&self.0);
+    }
+}
+
+/// The kernel empties a prog array when its last descriptor and pin are
+/// gone: the split form parapetd swaps in pins its array in the pin
+/// directory (`xdp-tree/progs-<id>`), and a swap to the walker unpins it.
+#[test]
+#[ignore = "needs root"]
+fn the_split_form_pins_its_prog_array_until_swapped_out() {
+    parapet_testbed::require_root();
+    let Some((list, _)) = classbench("acl1_100k") else {
+        return;
+    };
+    let dir = PinDir(std::path::PathBuf::from(format!(
+        "/sys/fs/bpf/parapet-test-split-{}",
+        std::process::id()
+    )));
+    parapet_dataplane::pin::ensure_bpffs(&dir.0).unwrap();
+    let opts = LoadOptions {
+        debug: true,
+        slot_pages: 64,
+        max_rules: 131_071,
+    };
+    let mut dp = Dataplane::load_pinned(
+        &opts,
+        &Default::default(),
+        &Default::default(),
+        Some(&dir.0),
+    )
+    .unwrap();
+    dp.finish_adoption().unwrap();
+    let (image, _) = compile(&list, &CompileOptions::default()).unwrap();
+    let pins = || -> Vec<String> {
+        std::fs::read_dir(dir.0.join("xdp-tree"))
+            .map(|rd| {
+                rd.filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let choice = dp.set_xdp_engine_with_image(Some((&list, &image)), EngineWant::Auto);
+    assert_eq!(choice.engine, XdpEngine::GeneratedTree, "{}", choice.reason);
+    assert!(choice.reason.contains("programs of"), "{}", choice.reason);
+    let pinned = pins();
+    assert_eq!(pinned.len(), 1, "{pinned:?}");
+    assert!(pinned[0].starts_with("progs-"), "{pinned:?}");
+    let choice = dp.set_xdp_engine(None, EngineWant::Auto);
+    assert_eq!(choice.engine, XdpEngine::Walker, "{}", choice.reason);
+    assert!(pins().is_empty(), "{:?}", pins());
 }
