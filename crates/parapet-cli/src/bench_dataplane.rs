@@ -370,9 +370,14 @@ pub fn bench(mut args: BenchArgs) -> Result<ExitCode> {
         Some(_) => flavour.as_str(),
         None => classifier.engine().name(),
     };
-    let what = match &program {
-        Some(g) => format!("{}-instruction program", g.insn_count()),
-        None => format!("{image_len}-byte image"),
+    let what = match (&program, &tree_shape) {
+        (Some(g), Some(t)) if t.programs > 1 => format!(
+            "{}-instruction tree form in {} programs (tail calls)",
+            g.insn_count(),
+            t.programs
+        ),
+        (Some(g), _) => format!("{}-instruction program", g.insn_count()),
+        (None, _) => format!("{image_len}-byte image"),
     };
     if args.json {
         let mut v = serde_json::json!({"engine": engine, "hook": args.hook.name(), "mode": mode,
@@ -393,7 +398,7 @@ pub fn bench(mut args: BenchArgs) -> Result<ExitCode> {
             v["tree"] = serde_json::json!({"partitions": t.partitions, "nodes": t.nodes,
                 "leaves": t.leaves, "checks": t.checks, "elided": t.elided, "implied": t.implied,
                 "common": t.common, "in_registers": t.in_registers, "on_stack": t.on_stack,
-                "guarded_exits": t.guarded_exits});
+                "guarded_exits": t.guarded_exits, "programs": t.programs, "largest": t.largest});
         }
         if let Some((off, off_min, off_max)) = stats_off {
             v["stats_off_above_floor_ns"] = serde_json::json!(off);

@@ -100,6 +100,11 @@ pub(crate) fn prog_verified_insns(fd: BorrowedFd<'_>) -> io::Result<u32> {
     Ok(word(&info(fd)?, 216))
 }
 
+/// `struct bpf_prog_info.id` (byte offset 4): the program's id.
+pub(crate) fn prog_id(fd: BorrowedFd<'_>) -> io::Result<u32> {
+    Ok(word(&info(fd)?, 4))
+}
+
 /// A link's kernel ids.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LinkIds {

@@ -31,8 +31,9 @@ pub use choice::{
 };
 pub use rules::{ineligible, MAX_BRANCHES, MAX_ENTRIES};
 pub use tree::{
-    generate_tree, generate_tree_attached, load_tree_attached, tree_ineligible, TreeShape,
-    MAX_TREE_INSNS,
+    generate_tree, generate_tree_attached, load_tree_attached, load_tree_attached_within,
+    tree_ineligible, TreeProgram, TreeShape, MAX_TREE_INSNS, MAX_TREE_PROGRAMS,
+    MAX_TREE_TOTAL_INSNS, TREE_PROGRAM_BUDGET,
 };
 
 use crate::abi::TestRunOutcome;
@@ -79,6 +80,8 @@ pub struct GeneratedXdp {
     /// The per-entry counters, when it counts.
     counters: Option<OwnedFd>,
     entries: usize,
+    /// The split tree form's prog array, kept open while the program runs.
+    _prog_array: Option<OwnedFd>,
 }
 
 impl GeneratedXdp {
@@ -98,6 +101,7 @@ impl GeneratedXdp {
             insns: prog.len(),
             counters,
             entries,
+            _prog_array: None,
         })
     }
 

@@ -13,6 +13,9 @@
 //!                                  `eth0@xdp`, `eth0@tc`, and one per
 //!                                  netfilter hook and family, e.g.
 //!                                  `input-ipv4@netfilter`
+//! xdp-tree/progs-<prog id>         the prog array of the split tree form
+//!                                  the XDP links run (its first program's
+//!                                  id; `src/xdp_engine.rs`)
 //! handover-<pid>-<n>/{maps,progs}/  what a loader process loaded for
 //!                                  daemon <pid> (`src/handover.rs`), for
 //!                                  the moment of the hand-over only
@@ -141,6 +144,10 @@ pub fn ensure_bpffs(dir: &Path) -> io::Result<()> {
     }
     Ok(())
 }
+
+/// The directory of the split tree form's prog arrays under a pin
+/// directory.
+pub(crate) const XDP_TREE_DIR: &str = "xdp-tree";
 
 pub(crate) fn maps_dir(root: &Path) -> PathBuf {
     root.join(format!("maps-v{PIN_ABI}"))
@@ -424,11 +431,15 @@ pub(crate) fn read_dir_names(dir: &Path) -> Vec<String> {
 pub fn remove_pins(root: &Path) -> io::Result<usize> {
     let mut n = 0;
     remove_stale_handovers(root, None)?;
-    for sub in ["links", "progs"].into_iter().map(String::from).chain(
-        read_dir_names(root)
-            .into_iter()
-            .filter(|d| d.starts_with("maps-v")),
-    ) {
+    for sub in ["links", "progs", XDP_TREE_DIR]
+        .into_iter()
+        .map(String::from)
+        .chain(
+            read_dir_names(root)
+                .into_iter()
+                .filter(|d| d.starts_with("maps-v")),
+        )
+    {
         let dir = root.join(&sub);
         for name in read_dir_names(&dir) {
             std::fs::remove_file(dir.join(&name))?;

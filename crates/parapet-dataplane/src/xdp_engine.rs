@@ -25,6 +25,10 @@ use crate::test_run::TestRunOutcome;
 pub struct GeneratedOnMaps {
     fd: OwnedFd,
     insns: usize,
+    /// The split tree form's prog array, kept open while it runs, and
+    /// its programs after the first.
+    _prog_array: Option<OwnedFd>,
+    parts: Vec<OwnedFd>,
 }
 
 impl GeneratedOnMaps {
@@ -33,10 +37,22 @@ impl GeneratedOnMaps {
         self.insns
     }
 
-    /// The instructions the verifier walked to load it.
+    /// The instructions the verifier walked to load it (all its programs
+    /// when split).
     pub fn verified_insns(&self) -> Result<u32> {
-        crate::bpf_sys::prog_verified_insns(self.fd.as_fd())
-            .map_err(|e| crate::Error::Codegen(format!("reading the program's info: {e}")))
+        Ok(self.verified_per_program()?.iter().sum())
+    }
+
+    /// The instructions the verifier walked per program: one, or each of
+    /// a split tree form's in order.
+    pub fn verified_per_program(&self) -> Result<Vec<u32>> {
+        std::iter::once(&self.fd)
+            .chain(&self.parts)
+            .map(|fd| {
+                crate::bpf_sys::prog_verified_insns(fd.as_fd())
+                    .map_err(|e| crate::Error::Codegen(format!("reading the program's info: {e}")))
+            })
+            .collect()
     }
 
     /// `BPF_PROG_TEST_RUN` on `frame`, `repeat` times, with the context
@@ -52,6 +68,10 @@ impl GeneratedOnMaps {
 pub struct PreparedXdpEngine {
     choice: Choice,
     prog: Option<OwnedFd>,
+    /// The split tree form's prog array (`codegen::TreeProgram`): pinned
+    /// with the swap, as the kernel empties it when its last descriptor
+    /// and pin are gone.
+    prog_array: Option<OwnedFd>,
 }
 
 impl PreparedXdpEngine {
@@ -131,36 +151,110 @@ impl Dataplane {
             };
         }
         let loaded = match (choice.engine, list, image) {
-            (XdpEngine::Generated, Some(l), _) => Some(self.load_generated(l).map(|(fd, _)| fd)),
-            (XdpEngine::GeneratedTree, Some(l), Some(image)) => {
-                Some(codegen::load_tree_attached(l, image, &self.codegen_maps()).map(|(fd, _)| fd))
+            (XdpEngine::Generated, Some(l), _) => {
+                Some(self.load_generated(l).map(|(fd, _)| (fd, None)))
             }
+            (XdpEngine::GeneratedTree, Some(l), Some(image)) => Some(
+                codegen::load_tree_attached(l, image, &self.codegen_maps()).map(|(t, shape)| {
+                    if shape.programs > 1 {
+                        choice.reason = format!(
+                            "{}, {} programs of {} instructions",
+                            choice.reason, shape.programs, shape.insns
+                        );
+                    }
+                    (t.entry, t.prog_array)
+                }),
+            ),
             _ => None,
         };
-        let prog = match loaded {
-            Some(Ok(fd)) => Some(fd),
+        let (prog, prog_array) = match loaded {
+            Some(Ok((fd, array))) => (Some(fd), array),
             Some(Err(e)) => {
                 choice = Choice {
                     engine: XdpEngine::Walker,
                     reason: format!("the generated program did not load: {e}"),
                 };
-                None
+                (None, None)
             }
-            None => None,
+            None => (None, None),
         };
-        PreparedXdpEngine { choice, prog }
+        PreparedXdpEngine {
+            choice,
+            prog,
+            prog_array,
+        }
     }
 
     /// Swaps the prepared engine onto every pinned XDP link with
     /// `BPF_LINK_UPDATE`; returns the choice (its reason names a failed
     /// update: the links already swapped run a program as valid as the
     /// others).
+    ///
+    /// A split tree form's prog array is pinned first
+    /// (`xdp-tree/progs-<entry program id>` in the pin directory, so the
+    /// program keeps its tail calls while parapetd is dead or restarting);
+    /// when it cannot be, the walker stays. After the swap the other
+    /// programs' prog array pins go.
     pub fn commit_xdp_engine(&mut self, prepared: PreparedXdpEngine) -> Choice {
-        let PreparedXdpEngine { mut choice, prog } = prepared;
-        if let Err(e) = self.swap_xdp_links(prog.as_ref()) {
-            choice.reason = format!("{} (swapping: {e})", choice.reason);
+        let PreparedXdpEngine {
+            mut choice,
+            mut prog,
+            prog_array,
+        } = prepared;
+        let mut keep = None;
+        if let (Some(array), Some(entry)) = (&prog_array, &prog) {
+            match self.pin_prog_array(array, entry) {
+                Ok(path) => keep = Some(path),
+                Err(e) => {
+                    choice = Choice {
+                        engine: XdpEngine::Walker,
+                        reason: format!(
+                            "{} (pinning its prog array: {e}); the walker",
+                            choice.reason
+                        ),
+                    };
+                    prog = None;
+                }
+            }
+        }
+        match self.swap_xdp_links(prog.as_ref()) {
+            Err(e) => choice.reason = format!("{} (swapping: {e})", choice.reason),
+            Ok(()) => self.unpin_prog_arrays_but(keep.as_deref()),
         }
         choice
+    }
+
+    /// The pin directory's home of the split tree form's prog arrays.
+    fn prog_array_dir(&self) -> Option<std::path::PathBuf> {
+        Some(self.pins.as_ref()?.root.join(crate::pin::XDP_TREE_DIR))
+    }
+
+    /// Pins `array`, the prog array of the tree program `entry`, as
+    /// `xdp-tree/progs-<entry program id>`.
+    fn pin_prog_array(&self, array: &OwnedFd, entry: &OwnedFd) -> Result<std::path::PathBuf> {
+        let dir = self
+            .prog_array_dir()
+            .ok_or(Error::Pin("no pin directory".into()))?;
+        std::fs::create_dir_all(&dir).map_err(|e| crate::pin::pin_err(&dir, e))?;
+        let id = bpf_sys::prog_id(entry.as_fd())
+            .map_err(|e| Error::Pin(format!("the tree program's id: {e}")))?;
+        let path = dir.join(format!("progs-{id}"));
+        bpf_sys::obj_pin(array.as_fd(), &path).map_err(|e| crate::pin::pin_err(&path, e))?;
+        Ok(path)
+    }
+
+    /// Removes the pinned prog arrays other than `keep` (no link runs
+    /// their programs any more).
+    fn unpin_prog_arrays_but(&self, keep: Option<&std::path::Path>) {
+        let Some(dir) = self.prog_array_dir() else {
+            return;
+        };
+        for name in crate::pin::read_dir_names(&dir) {
+            let path = dir.join(name);
+            if Some(path.as_path()) != keep {
+                let _ = std::fs::remove_file(&path);
+            }
+        }
     }
 
     /// The program [`Dataplane::set_xdp_engine`] would put on the XDP
@@ -168,7 +262,12 @@ impl Dataplane {
     /// (tests, the benchmark). It counts in this dataplane's maps.
     pub fn load_xdp_generated(&self, list: &DecisionList) -> Result<GeneratedOnMaps> {
         let (fd, insns) = self.load_generated(list)?;
-        Ok(GeneratedOnMaps { fd, insns })
+        Ok(GeneratedOnMaps {
+            fd,
+            insns,
+            _prog_array: None,
+            parts: Vec::new(),
+        })
     }
 
     /// The tree form of `list`'s generated program from its compiled
@@ -180,9 +279,27 @@ impl Dataplane {
         list: &DecisionList,
         image: &parapet_image::Image,
     ) -> Result<(GeneratedOnMaps, codegen::TreeShape)> {
-        let (fd, shape) = codegen::load_tree_attached(list, image, &self.codegen_maps())?;
-        let insns = shape.insns;
-        Ok((GeneratedOnMaps { fd, insns }, shape))
+        self.load_xdp_generated_tree_within(list, image, codegen::TREE_PROGRAM_BUDGET)
+    }
+
+    /// [`Dataplane::load_xdp_generated_tree`] split over programs of at
+    /// most `budget` instructions when it is larger (tests split small
+    /// lists with it; `codegen::TREE_PROGRAM_BUDGET` otherwise).
+    pub fn load_xdp_generated_tree_within(
+        &self,
+        list: &DecisionList,
+        image: &parapet_image::Image,
+        budget: usize,
+    ) -> Result<(GeneratedOnMaps, codegen::TreeShape)> {
+        let (t, shape) =
+            codegen::load_tree_attached_within(list, image, &self.codegen_maps(), budget)?;
+        let loaded = GeneratedOnMaps {
+            fd: t.entry,
+            insns: shape.insns,
+            _prog_array: t.prog_array,
+            parts: t.parts,
+        };
+        Ok((loaded, shape))
     }
 
     /// The generated program of `list`, counting in this dataplane's maps.

@@ -11,8 +11,7 @@
 
 mod common;
 
-use std::io::BufReader;
-
+use common::classbench::classbench;
 use common::eligible::pure;
 use common::lo::LO;
 use common::wire::{frame_of, wire_packet};
@@ -24,7 +23,7 @@ use parapet_dataplane::codegen::{
 use parapet_dataplane::frame::{parse_frame, Frame};
 use parapet_dataplane::ParseStatus;
 use parapet_gen::{packets_for, random_ruleset_with_header_fields, worst_case, RandomSpec};
-use parapet_model::{flatten, DecisionList, EntryKind, Field, IfName, Packet, Verdict};
+use parapet_model::{flatten, DecisionList, EntryKind, Field, IfName, Verdict};
 
 /// Whether `frame` passes by the spec: not IP passes, what the parser
 /// refuses is dropped, the decision list decides the rest.
@@ -164,48 +163,6 @@ fn tree_programs_agree_with_the_spec_and_the_linear_program() {
         dropped > frames_checked / 10 && dropped < frames_checked * 9 / 10,
         "{dropped} of {frames_checked} frames dropped"
     );
-}
-
-/// Reads a file, through `zcat` when gzipped.
-fn read_maybe_gz(path: &str) -> String {
-    if path.ends_with(".gz") {
-        let out = std::process::Command::new("zcat")
-            .arg(path)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "zcat {path}");
-        String::from_utf8(out.stdout).unwrap()
-    } else {
-        std::fs::read_to_string(path).unwrap()
-    }
-}
-
-const CLASSBENCH: &str = "/work/shared/data/classbench";
-
-/// A ClassBench filter set's decision list (verdicts alternating by rule,
-/// so that the verdict says which rule decided, policy DROP as the parser
-/// makes it) and its trace's packets.
-fn classbench(name: &str) -> Option<(DecisionList, Vec<Packet>)> {
-    let rules = format!("{CLASSBENCH}/{name}.gz");
-    if !std::path::Path::new(&rules).exists() {
-        eprintln!("skipped: no {rules}");
-        return None;
-    }
-    let text = read_maybe_gz(&rules);
-    let parsed =
-        parapet_parse::parse(&text, &rules, parapet_parse::Format::Classbench).expect("parses");
-    let rs = &parsed.ruleset;
-    let mut list = flatten(rs, rs.select_chain(None).unwrap()).unwrap();
-    for (i, e) in list.entries.iter_mut().enumerate() {
-        if i % 3 == 1 {
-            e.kind = EntryKind::Decide(Verdict::Drop);
-        }
-    }
-    let trace = read_maybe_gz(&format!("{CLASSBENCH}/{name}_trace.gz"));
-    let packets = parapet_parse::trace::TraceReader::new(BufReader::new(trace.as_bytes()), name)
-        .map(|p| p.unwrap())
-        .collect();
-    Some((list, packets))
 }
 
 #[test]

@@ -244,6 +244,17 @@ impl Asm {
         self.push(JMP | 0x80, R0, R0, 0, helper);
     }
 
+    /// Instructions emitted so far (before unreachable code is left out).
+    pub(crate) fn len(&self) -> usize {
+        self.insns.len()
+    }
+
+    /// Sets the immediate of instruction `at` (a constant known only
+    /// after it was emitted).
+    pub(crate) fn set_imm(&mut self, at: usize, imm: i32) {
+        self.insns[at].imm = imm;
+    }
+
     /// Conditional jumps emitted so far.
     pub(crate) fn branches(&self) -> usize {
         self.branches

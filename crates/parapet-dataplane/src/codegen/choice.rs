@@ -13,13 +13,13 @@ use super::rules::{self, ineligible};
 use super::tree::tree_ineligible;
 
 /// The most entries a list may have for `--engine auto` to generate its
-/// tree program (when the linear one would be slower): the sizes measured
-/// to load in 1–2 s (nf-HiPAC's worst case at 25,600 rules, ClassBench
-/// 10k; docs/dataplane.md, "The tree form") with room; past it the
-/// walker stays rather than spend the generation and the verifier on a
-/// program that may pass the kernel's million instructions
-/// ([`super::MAX_TREE_INSNS`]: ClassBench acl1 100k does).
-pub const AUTO_MAX_TREE_ENTRIES: usize = 32_768;
+/// tree program (when the linear one would be slower): ClassBench at 100k
+/// rules with room. Its trees are more than one program holds; they are
+/// split over programs entered by tail calls (`tree/split.rs`), and the
+/// generation stops at [`super::MAX_TREE_TOTAL_INSNS`] instructions (the
+/// walker stays, with the reason): the bound on the generation's and the
+/// verifier's time (docs/dataplane.md, "The tree form", *Split*).
+pub const AUTO_MAX_TREE_ENTRIES: usize = 131_072;
 
 /// The most conditional jumps a decision list's rules may take for
 /// `--engine auto` to generate its program. A packet's path meets each

@@ -30,14 +30,17 @@ use super::parse::{self, Exits, Slot, Used};
 use super::rules::{
     in_range128, in_range64, jmp_const, slots, unsupported, used_slots, xdp_verdict,
 };
-use super::{load_checked, GeneratedXdp};
+use super::GeneratedXdp;
 use counted::Counted;
 use homes::{Homes, BEST};
+use split::Split;
 
 mod counted;
 mod homes;
+mod split;
 use crate::error::{Error, Result};
-pub use counted::{generate_tree_attached, load_tree_attached};
+pub use counted::{generate_tree_attached, load_tree_attached, load_tree_attached_within};
+pub use split::{TreeProgram, MAX_TREE_PROGRAMS, MAX_TREE_TOTAL_INSNS, TREE_PROGRAM_BUDGET};
 
 /// The most instructions the kernel loads in one program
 /// (`BPF_COMPLEXITY_LIMIT_INSNS`, also the verifier's budget of
@@ -81,6 +84,11 @@ pub struct TreeShape {
     /// The trees read fields on the stack, and their verdicts leave
     /// through exits that keep those slots live for the verifier.
     pub guarded_exits: bool,
+    /// Programs: 1, or more when the trees are split over programs
+    /// entered by tail calls (`tree/split.rs`); `insns` counts them all.
+    pub programs: usize,
+    /// Instructions of the largest program.
+    pub largest: usize,
 }
 
 /// Per fixed field (ids of [`Field::FIXED`]): the values a packet at this
@@ -143,13 +151,27 @@ fn generate_tree_on(
     }
     // first with every field on the stack, to count the trees' reads of
     // each; then the most read in registers
-    let dry = emit(list, image, Homes::default(), maps)?;
-    let g = emit(list, image, dry.homes_by_reads(), maps)?;
+    let dry = emit(list, image, Homes::default(), maps, None, MAX_TREE_INSNS)?;
+    let g = emit(
+        list,
+        image,
+        dry.homes_by_reads(),
+        maps,
+        None,
+        MAX_TREE_INSNS,
+    )?;
+    one_program(g)
+}
+
+/// The program `g` generated, assembled, and its shape.
+fn one_program(g: Gen<'_>) -> Result<(Vec<[u8; 8]>, TreeShape)> {
     let prog =
         g.a.finish()
             .map_err(|e| Error::Codegen(format!("assembling: {e:?}")))?;
     let mut shape = g.shape;
     shape.insns = prog.len();
+    shape.programs = 1;
+    shape.largest = prog.len();
     if prog.len() > MAX_TREE_INSNS {
         return Err(Error::Codegen(format!(
             "{} instructions, more than the {MAX_TREE_INSNS} the kernel loads",
@@ -159,12 +181,16 @@ fn generate_tree_on(
     Ok((prog, shape))
 }
 
-/// The program with the fields kept in `homes`, unassembled.
+/// The program with the fields kept in `homes`, unassembled: one, or
+/// with `split` the programs it plans (the last in `a`, the others in the
+/// split); more than `limit` instructions is an error.
 fn emit<'a>(
     list: &'a DecisionList,
     image: &'a Image,
     homes: Homes,
     maps: Option<&Maps<'_>>,
+    split: Option<Split>,
+    limit: usize,
 ) -> Result<Gen<'a>> {
     let w = image.words();
     let mut a = Asm::default();
@@ -189,7 +215,17 @@ fn emit<'a>(
         used: Used::default(),
         counted: None,
         shape: TreeShape::default(),
+        split,
+        sizes: Vec::new(),
+        header: 0,
+        limit,
+        occs: Vec::new(),
+        cur_occ: None,
     };
+    if g.split.is_some() {
+        // for the tail calls
+        g.a.store(FP, split::CTX, R1);
+    }
     if let Some(maps) = maps {
         g.counted = Some(Counted::new(&mut g.a, maps));
     }
@@ -199,15 +235,7 @@ fn emit<'a>(
         drop: a.label(),
         pass: a.label(),
     };
-    // A zero the verifier cannot see is one: the ingress ifindex, read
-    // twice, xor'ed, spread over 64 bits.
-    a.load(Size::W, R2, R1, XDP_MD_INGRESS_IFINDEX);
-    a.load(Size::W, R3, R1, XDP_MD_INGRESS_IFINDEX);
-    a.alu_reg(Alu::Xor, R2, R3);
-    a.alu_reg(Alu::Mov, R3, R2);
-    a.alu_imm(Alu::Lsh, R3, 32);
-    a.alu_reg(Alu::Or, R2, R3);
-    a.store(FP, ZERO, R2);
+    store_opaque_zero(a);
     if g.counted.is_some() {
         g.opaque_stats_switch();
     }
@@ -216,28 +244,13 @@ fn emit<'a>(
     let a = &mut g.a;
     parse::emit_parser(a, used, &exits);
     g.parser_exits(&exits);
-    let a = &mut g.a;
-    a.bind(exits.classify);
-    // every parser path on: the same opaque values from here, in their
-    // registers or back in their slots
-    a.load(Size::Dw, R1, FP, ZERO);
-    for s in Slot::ALL.into_iter().filter(|&s| used.has(s)) {
-        match g.homes.regs[s as usize] {
-            Some(r) => {
-                a.load(Size::Dw, r, FP, s.off());
-                a.alu_reg(Alu::Xor, r, R1);
-                g.shape.in_registers += 1;
-            }
-            None => {
-                a.load(Size::Dw, R2, FP, s.off());
-                a.alu_reg(Alu::Xor, R2, R1);
-                a.store(FP, s.off(), R2);
-                g.spilled.push(s);
-                g.shape.on_stack += 1;
-            }
-        }
+    g.a.bind(exits.classify);
+    if g.split.is_some() {
+        g.save_state();
     }
+    g.load_fields(true);
     g.set_best(list.entries.len() as u64);
+    g.header = g.a.len();
     let n_parts = w[hw::N_PARTITIONS] as usize;
     let part = |p: usize| &w[w[hw::PARTITIONS_OFF] as usize + p * image::PARTITION_WORDS..][..4];
     for p in 0..n_parts {
@@ -246,6 +259,10 @@ fn emit<'a>(
             continue;
         }
         g.shape.partitions += 1;
+        if g.split.as_ref().is_some_and(|s| s.starts_at(p)) {
+            g.next_program()?;
+        }
+        let before = g.a.len();
         g.min_later = (p + 1..n_parts)
             .map(|q| part(q)[3])
             .min()
@@ -256,26 +273,58 @@ fn emit<'a>(
         // nothing here can beat an earlier partition's match below it
         g.skip_unless_best_above(min_entry);
         let region = g.common_checks(root);
+        let root_occ = g.occs.len();
         g.emit_ref(root, &region, 0)?;
         g.a.bind(done);
+        g.sizes.push(PartSize {
+            part: p,
+            size: g.a.len() - before,
+            root: root_occ,
+        });
+    }
+    if g.split.as_ref().is_some_and(|s| s.starts_at(n_parts)) {
+        g.next_program()?;
     }
     g.verdict_dispatch();
+    if let Some(current) = g.split.as_ref().map(|s| s.current) {
+        g.call_blocks(current);
+    }
     g.exits();
     g.shape.guarded_exits = g.homes.guarded;
     Ok(g)
 }
 
+/// With the context in r1: the zero the verifier cannot see is one (the
+/// ingress ifindex, read twice, xor'ed, spread over 64 bits) in r2 and
+/// its stack slot.
+fn store_opaque_zero(a: &mut Asm) {
+    a.load(Size::W, R2, R1, XDP_MD_INGRESS_IFINDEX);
+    a.load(Size::W, R3, R1, XDP_MD_INGRESS_IFINDEX);
+    a.alu_reg(Alu::Xor, R2, R3);
+    a.alu_reg(Alu::Mov, R3, R2);
+    a.alu_imm(Alu::Lsh, R3, 32);
+    a.alu_reg(Alu::Or, R2, R3);
+    a.store(FP, ZERO, R2);
+}
+
 impl GeneratedXdp {
     /// `list`'s tree program (see [`generate_tree`]) loaded, with its
-    /// shape; no counters.
+    /// shape; no counters. Split over programs when it is larger than
+    /// one holds ([`TREE_PROGRAM_BUDGET`], `tree/split.rs`).
     pub fn load_tree(list: &DecisionList, image: &Image) -> Result<(GeneratedXdp, TreeShape)> {
-        let (prog, shape) = generate_tree(list, image)?;
-        let fd = load_checked(&prog)?;
+        let (prog, shape) = split::load_tree_on(
+            list,
+            image,
+            None,
+            super::GENERATED_PROG_NAME,
+            TREE_PROGRAM_BUDGET,
+        )?;
         let loaded = GeneratedXdp {
-            fd,
-            insns: prog.len(),
+            fd: prog.entry,
+            insns: shape.insns,
             counters: None,
             entries: list.entries.len(),
+            _prog_array: prog.prog_array,
         };
         Ok((loaded, shape))
     }
@@ -314,6 +363,35 @@ struct Gen<'a> {
     /// Counting in the main program's maps (the attached tree program).
     counted: Option<Counted>,
     shape: TreeShape,
+    /// The trees split over programs (`tree/split.rs`).
+    split: Option<Split>,
+    /// Per partition emitted: its index, instructions and root occurrence.
+    sizes: Vec<PartSize>,
+    /// The instructions before the first partition.
+    header: usize,
+    /// The most instructions the generation may emit (all programs).
+    limit: usize,
+    /// Every [`Gen::emit_ref`] so far, in emission order.
+    occs: Vec<Occ>,
+    /// The occurrence being emitted.
+    cur_occ: Option<usize>,
+}
+
+/// A partition as emitted.
+#[derive(Clone, Copy, Debug)]
+struct PartSize {
+    part: usize,
+    size: usize,
+    /// Its tree's root occurrence ([`Occ`]).
+    root: usize,
+}
+
+/// One [`Gen::emit_ref`]: the occurrence it was called from (`None`: a
+/// partition's root) and the instructions it emitted.
+#[derive(Clone, Copy, Debug)]
+struct Occ {
+    parent: Option<usize>,
+    size: usize,
 }
 
 impl Gen<'_> {
@@ -411,8 +489,64 @@ impl Gen<'_> {
         self.done.expect("inside a partition")
     }
 
-    /// The subtree at child ref `r`, whose packets lie in `region`.
+    /// At the trees' start (after the parser, or a continuation's
+    /// prologue): the compared fields, opaque, into their registers or
+    /// back into their slots; `first`: the first time (counted in the
+    /// shape).
+    fn load_fields(&mut self, first: bool) {
+        // every parser path on: the same opaque values from here
+        self.a.load(Size::Dw, R1, FP, ZERO);
+        for s in Slot::ALL.into_iter().filter(|&s| self.used.has(s)) {
+            let a = &mut self.a;
+            match self.homes.regs[s as usize] {
+                Some(r) => {
+                    a.load(Size::Dw, r, FP, s.off());
+                    a.alu_reg(Alu::Xor, r, R1);
+                    self.shape.in_registers += usize::from(first);
+                }
+                None => {
+                    a.load(Size::Dw, R2, FP, s.off());
+                    a.alu_reg(Alu::Xor, R2, R1);
+                    a.store(FP, s.off(), R2);
+                    if first {
+                        self.spilled.push(s);
+                        self.shape.on_stack += 1;
+                    }
+                }
+            }
+        }
+    }
+
+    /// The subtree at child ref `r`, whose packets lie in `region`: here,
+    /// or in a program of its own when the split says so (each call is an
+    /// occurrence, numbered in emission order, its size noted for the
+    /// split's plan).
     fn emit_ref(&mut self, r: u32, region: &Region, depth: usize) -> Result<()> {
+        if self.a.len() + self.split.as_ref().map_or(0, Split::emitted) > self.limit {
+            return Err(Error::Codegen(format!(
+                "more than {} instructions: over the tree form's budget",
+                self.limit
+            )));
+        }
+        let occ = self.occs.len();
+        self.occs.push(Occ {
+            parent: self.cur_occ,
+            size: 0,
+        });
+        let parent = self.cur_occ.replace(occ);
+        let start = self.a.len();
+        let done = if self.split.as_ref().is_some_and(|s| s.extracts(occ)) {
+            self.extracted(occ, r, region, depth)
+        } else {
+            self.emit_node(r, region, depth)
+        };
+        self.occs[occ].size = self.a.len().saturating_sub(start);
+        self.cur_occ = parent;
+        done
+    }
+
+    /// [`Gen::emit_ref`]'s node or leaf, here.
+    fn emit_node(&mut self, r: u32, region: &Region, depth: usize) -> Result<()> {
         if depth > image::MAX_DEPTH {
             return Err(Error::Codegen(
                 "a tree deeper than the format allows".into(),
@@ -670,51 +804,6 @@ impl Gen<'_> {
             }
         }
         self.a.bind(hit);
-    }
-
-    /// After the last partition: the verdict of the best entry (the
-    /// policy's when none matched), by a binary search over the runs of
-    /// equal verdicts.
-    fn verdict_dispatch(&mut self) {
-        let policy = xdp_verdict(&self.list.policy).expect("eligible");
-        if !self.any_set {
-            self.decide(self.list.entries.len(), policy);
-            return;
-        }
-        if self.counted.is_some() {
-            self.counted_dispatch();
-            return;
-        }
-        let mut runs: Vec<(u64, i32)> = Vec::new();
-        let verdicts = self.list.entries.iter().map(|e| match &e.kind {
-            EntryKind::Decide(v) => xdp_verdict(v).expect("eligible"),
-            _ => unreachable!("pure first-match lists only"),
-        });
-        for (i, v) in verdicts.chain([policy]).enumerate() {
-            if runs.last().map(|r| r.1) != Some(v) {
-                runs.push((i as u64, v));
-            }
-        }
-        // r1 = the best entry, unlinked; reading the zero here keeps its
-        // slot live wherever `set_best` reads it
-        self.a.load(Size::Dw, R1, FP, ZERO);
-        self.a.alu_reg(Alu::Xor, R1, BEST);
-        self.verdict_search(&runs);
-    }
-
-    fn verdict_search(&mut self, runs: &[(u64, i32)]) {
-        if runs.len() == 1 {
-            self.verdict(runs[0].1);
-            return;
-        }
-        let mid = runs.len() / 2;
-        let (below, above) = (self.a.label(), self.a.label());
-        jmp_const(&mut self.a, Cond::Lt, R1, runs[mid].0, below);
-        self.a.ja_long(above);
-        self.a.bind(below);
-        self.verdict_search(&runs[..mid]);
-        self.a.bind(above);
-        self.verdict_search(&runs[mid..]);
     }
 }
 

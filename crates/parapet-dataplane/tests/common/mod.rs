@@ -4,6 +4,8 @@
 #![allow(dead_code)]
 
 pub mod addr_mirror;
+pub mod classbench;
+pub mod counted;
 pub mod eligible;
 pub mod image;
 pub mod lo;

@@ -14,7 +14,7 @@
 //! written to the stack in the trees (the stack liveness pass, `homes.rs`).
 
 use std::collections::BTreeSet;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 
 use parapet_image::Image;
 use parapet_model::{DecisionList, EntryKind};
@@ -23,7 +23,7 @@ use super::super::asm::{Alu, Asm, Cond, Label, Size, FP, R1, R2, R3};
 use super::super::attached::{count_packet, count_stat, exit_counted, Maps, STATS_ON};
 use super::super::parse::{Exits, XDP_DROP, XDP_PASS};
 use super::super::rules::{count_keyed, jmp_const, xdp_verdict, COUNTER_KEY};
-use super::{generate_tree_on, Gen, TreeShape, BEST, ZERO};
+use super::{generate_tree_on, Gen, TreeProgram, TreeShape, BEST, ZERO};
 use crate::error::Result;
 
 /// The maps the attached tree program counts in (descriptors, valid while
@@ -52,6 +52,25 @@ impl Counted {
             exit_drop: a.label(),
             best: BTreeSet::new(),
         }
+    }
+}
+
+impl Counted {
+    /// New exits for the next program of a split tree form.
+    pub(super) fn fresh_exits(&mut self, a: &mut Asm) {
+        self.exit_pass = a.label();
+        self.exit_drop = a.label();
+    }
+
+    /// The exits (pass, drop) of the program being generated.
+    pub(super) fn exits(&self) -> (Label, Label) {
+        (self.exit_pass, self.exit_drop)
+    }
+
+    /// Back to a suspended program's exits.
+    pub(super) fn set_exits(&mut self, (pass, drop): (Label, Label)) {
+        self.exit_pass = pass;
+        self.exit_drop = drop;
     }
 }
 
@@ -182,15 +201,32 @@ pub fn generate_tree_attached(
     generate_tree_on(list, image, Some(maps))
 }
 
-/// [`generate_tree_attached`] loaded, named
+/// `list`'s tree form as parapetd attaches it (the program of
+/// [`generate_tree_attached`], or split over programs when larger than
+/// one holds: `tree/split.rs`) loaded, the first program named
 /// [`super::super::GENERATED_TREE_PROG_NAME`]; the verifier's last lines
 /// in the error when it refuses.
 pub fn load_tree_attached(
     list: &DecisionList,
     image: &Image,
     maps: &Maps<'_>,
-) -> Result<(OwnedFd, TreeShape)> {
-    let (prog, shape) = generate_tree_attached(list, image, maps)?;
-    let fd = super::super::load_checked_named(&prog, super::super::GENERATED_TREE_PROG_NAME)?;
-    Ok((fd, shape))
+) -> Result<(TreeProgram, TreeShape)> {
+    load_tree_attached_within(list, image, maps, super::TREE_PROGRAM_BUDGET)
+}
+
+/// [`load_tree_attached`] with programs of at most `budget` instructions
+/// (tests split small lists with it).
+pub fn load_tree_attached_within(
+    list: &DecisionList,
+    image: &Image,
+    maps: &Maps<'_>,
+    budget: usize,
+) -> Result<(TreeProgram, TreeShape)> {
+    super::split::load_tree_on(
+        list,
+        image,
+        Some(maps),
+        super::super::GENERATED_TREE_PROG_NAME,
+        budget,
+    )
 }

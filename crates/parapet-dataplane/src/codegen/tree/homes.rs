@@ -1,7 +1,7 @@
 //! Where the tree program keeps what it compares: the parsed fields in
 //! registers (the most read) or their stack slots, the best entry so far
-//! in a register; and the exits that keep the stack's fields live for
-//! the verifier. The kernel's stack liveness pass (6.17+,
+//! in a register; the exits that keep the stack's fields live for the
+//! verifier, and the verdict dispatch after the last partition. The kernel's stack liveness pass (6.17+,
 //! `bpf_update_live_stack`) reruns over the whole program at the end of
 //! every path that read a slot where it was not yet known live or wrote
 //! one at a new instruction: with the fields and the best entry on the
@@ -10,8 +10,9 @@
 
 use super::super::asm::{Alu, Cond, Reg, Size, FP, R0, R1, R4, R5, R6, R7, R8, R9};
 use super::super::parse::{Slot, XDP_DROP, XDP_PASS};
-use super::super::rules::{jmp_const, load_unlinked};
+use super::super::rules::{jmp_const, load_unlinked, xdp_verdict};
 use super::{Gen, ZERO};
+use parapet_model::EntryKind;
 
 /// Where the trees keep the parsed fields they compare most, instead of
 /// their stack slots (r1–r3 are the comparisons' scratch registers).
@@ -135,5 +136,50 @@ impl Gen<'_> {
         let done = self.done();
         self.a.ja_long(done);
         self.a.bind(on);
+    }
+
+    /// After the last partition: the verdict of the best entry (the
+    /// policy's when none matched), by a binary search over the runs of
+    /// equal verdicts.
+    pub(super) fn verdict_dispatch(&mut self) {
+        let policy = xdp_verdict(&self.list.policy).expect("eligible");
+        if !self.any_set {
+            self.decide(self.list.entries.len(), policy);
+            return;
+        }
+        if self.counted.is_some() {
+            self.counted_dispatch();
+            return;
+        }
+        let mut runs: Vec<(u64, i32)> = Vec::new();
+        let verdicts = self.list.entries.iter().map(|e| match &e.kind {
+            EntryKind::Decide(v) => xdp_verdict(v).expect("eligible"),
+            _ => unreachable!("pure first-match lists only"),
+        });
+        for (i, v) in verdicts.chain([policy]).enumerate() {
+            if runs.last().map(|r| r.1) != Some(v) {
+                runs.push((i as u64, v));
+            }
+        }
+        // r1 = the best entry, unlinked; reading the zero here keeps its
+        // slot live wherever `set_best` reads it
+        self.a.load(Size::Dw, R1, FP, ZERO);
+        self.a.alu_reg(Alu::Xor, R1, BEST);
+        self.verdict_search(&runs);
+    }
+
+    fn verdict_search(&mut self, runs: &[(u64, i32)]) {
+        if runs.len() == 1 {
+            self.verdict(runs[0].1);
+            return;
+        }
+        let mid = runs.len() / 2;
+        let (below, above) = (self.a.label(), self.a.label());
+        jmp_const(&mut self.a, Cond::Lt, R1, runs[mid].0, below);
+        self.a.ja_long(above);
+        self.a.bind(below);
+        self.verdict_search(&runs[..mid]);
+        self.a.bind(above);
+        self.verdict_search(&runs[mid..]);
     }
 }
