@@ -39,7 +39,8 @@ mod counted;
 mod homes;
 mod split;
 use crate::error::{Error, Result};
-pub use counted::{generate_tree_attached, load_tree_attached, load_tree_attached_within};
+pub use counted::generate_tree_attached;
+pub use split::{load_tree_attached, load_tree_attached_within};
 pub use split::{TreeProgram, MAX_TREE_PROGRAMS, MAX_TREE_TOTAL_INSNS, TREE_PROGRAM_BUDGET};
 
 /// The most instructions the kernel loads in one program

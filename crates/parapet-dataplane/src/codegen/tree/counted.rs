@@ -23,7 +23,7 @@ use super::super::asm::{Alu, Asm, Cond, Label, Size, FP, R1, R2, R3};
 use super::super::attached::{count_packet, count_stat, exit_counted, Maps, STATS_ON};
 use super::super::parse::{Exits, XDP_DROP, XDP_PASS};
 use super::super::rules::{count_keyed, jmp_const, xdp_verdict, COUNTER_KEY};
-use super::{generate_tree_on, Gen, TreeProgram, TreeShape, BEST, ZERO};
+use super::{generate_tree_on, Gen, TreeShape, BEST, ZERO};
 use crate::error::Result;
 
 /// The maps the attached tree program counts in (descriptors, valid while
@@ -199,34 +199,4 @@ pub fn generate_tree_attached(
     maps: &Maps<'_>,
 ) -> Result<(Vec<[u8; 8]>, TreeShape)> {
     generate_tree_on(list, image, Some(maps))
-}
-
-/// `list`'s tree form as parapetd attaches it (the program of
-/// [`generate_tree_attached`], or split over programs when larger than
-/// one holds: `tree/split.rs`) loaded, the first program named
-/// [`super::super::GENERATED_TREE_PROG_NAME`]; the verifier's last lines
-/// in the error when it refuses.
-pub fn load_tree_attached(
-    list: &DecisionList,
-    image: &Image,
-    maps: &Maps<'_>,
-) -> Result<(TreeProgram, TreeShape)> {
-    load_tree_attached_within(list, image, maps, super::TREE_PROGRAM_BUDGET)
-}
-
-/// [`load_tree_attached`] with programs of at most `budget` instructions
-/// (tests split small lists with it).
-pub fn load_tree_attached_within(
-    list: &DecisionList,
-    image: &Image,
-    maps: &Maps<'_>,
-    budget: usize,
-) -> Result<(TreeProgram, TreeShape)> {
-    super::split::load_tree_on(
-        list,
-        image,
-        Some(maps),
-        super::super::GENERATED_TREE_PROG_NAME,
-        budget,
-    )
 }
