@@ -699,6 +699,36 @@ fn prog_array_set(prog_array: &OwnedFd, idx: u32, prog: &OwnedFd) -> Result<()> 
         .map_err(|e| Error::Codegen(format!("filling the prog array at {idx}: {e}")))
 }
 
+/// `list`'s tree form as parapetd attaches it (the program of
+/// [`super::counted::generate_tree_attached`], or split over programs when larger than
+/// one holds: `tree/split.rs`) loaded, the first program named
+/// [`super::super::GENERATED_TREE_PROG_NAME`]; the verifier's last lines
+/// in the error when it refuses.
+pub fn load_tree_attached(
+    list: &DecisionList,
+    image: &Image,
+    maps: &Maps<'_>,
+) -> Result<(TreeProgram, TreeShape)> {
+    load_tree_attached_within(list, image, maps, super::TREE_PROGRAM_BUDGET)
+}
+
+/// [`load_tree_attached`] with programs of at most `budget` instructions
+/// (tests split small lists with it).
+pub fn load_tree_attached_within(
+    list: &DecisionList,
+    image: &Image,
+    maps: &Maps<'_>,
+    budget: usize,
+) -> Result<(TreeProgram, TreeShape)> {
+    load_tree_on(
+        list,
+        image,
+        Some(maps),
+        super::super::GENERATED_TREE_PROG_NAME,
+        budget,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -791,34 +821,4 @@ mod tests {
         let e = plan(&parts, &occs, 1_000, 1_301_000, 2, B).unwrap_err();
         assert!(e.to_string().contains("partition 1"), "{e}");
     }
-}
-
-/// `list`'s tree form as parapetd attaches it (the program of
-/// [`super::counted::generate_tree_attached`], or split over programs when larger than
-/// one holds: `tree/split.rs`) loaded, the first program named
-/// [`super::super::GENERATED_TREE_PROG_NAME`]; the verifier's last lines
-/// in the error when it refuses.
-pub fn load_tree_attached(
-    list: &DecisionList,
-    image: &Image,
-    maps: &Maps<'_>,
-) -> Result<(TreeProgram, TreeShape)> {
-    load_tree_attached_within(list, image, maps, super::TREE_PROGRAM_BUDGET)
-}
-
-/// [`load_tree_attached`] with programs of at most `budget` instructions
-/// (tests split small lists with it).
-pub fn load_tree_attached_within(
-    list: &DecisionList,
-    image: &Image,
-    maps: &Maps<'_>,
-    budget: usize,
-) -> Result<(TreeProgram, TreeShape)> {
-    load_tree_on(
-        list,
-        image,
-        Some(maps),
-        super::super::GENERATED_TREE_PROG_NAME,
-        budget,
-    )
 }
