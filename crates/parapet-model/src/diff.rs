@@ -158,8 +158,9 @@ enum Compare {
 /// `diff` of 100,000-rule lists (~560 MiB of its own) pass 1 GiB
 /// (benchmarks.md §66); counted in bytes, a piece whose sides were cut into
 /// many ranges weighs what it takes. fw1_10k's mixed-verdict edit holds
-/// 230,560 pieces, ipc1_10k's +flow variant 770,179 (§62; about 450 bytes
-/// each with 8 fields, since sides keep one range inline).
+/// 230,560 pieces, ipc1_10k's +flow variant 770,179 (§62; 408 bytes with
+/// 8 fields of one range each, since sides keep one range inline; the
+/// latter now merges in place once, §70).
 pub const HELD_BYTES_PER_BUDGET_CUBE: usize = 16 << 10;
 
 /// Compares two decision lists packet by packet, exactly, within `budget`
