@@ -625,3 +625,45 @@ fn print_diff(report: &DiffReport, by_rule: bool) {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn list(text: &str) -> DecisionList {
+        let rs = parapet_parse::parse(text, "t", parapet_parse::Format::Auto)
+            .unwrap()
+            .ruleset;
+        flatten_unpruned(&rs, rs.select_chain(None).unwrap(), DEFAULT_MAX_ENTRIES).unwrap()
+    }
+
+    /// The report written box by box is the text the whole report as one
+    /// JSON value printed (sorted keys, compact), with and without
+    /// differences and unproven regions.
+    #[test]
+    fn streamed_diff_json_is_the_value_printed() {
+        let a = list("*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -p tcp --dport 22 -j DROP\n-A INPUT -s 10.0.0.0/8 -j DROP\nCOMMIT\n");
+        let b = list("*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -p tcp --dport 23 -j DROP\nCOMMIT\n");
+        let mut report = parapet_model::diff(&a, &b, Budget::default()).unwrap();
+        assert!(report.differences.len() >= 2);
+        for unproven in [vec![], vec![Unproven::A(2), Unproven::Policies]] {
+            report.unproven = unproven;
+            let value = json!({
+                "equivalent": report.equivalent(),
+                "complete": report.unproven.is_empty(),
+                "differences": report.differences.iter().map(difference_json).collect::<Vec<_>>(),
+                "unproven": report.unproven.iter().map(unproven_text).collect::<Vec<_>>(),
+            });
+            let mut out = Vec::new();
+            write_diff_json(&report, &mut out).unwrap();
+            assert_eq!(String::from_utf8(out).unwrap(), format!("{value}\n"));
+        }
+        let same = parapet_model::diff(&a, &a, Budget::default()).unwrap();
+        let mut out = Vec::new();
+        write_diff_json(&same, &mut out).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "{\"complete\":true,\"differences\":[],\"equivalent\":true,\"unproven\":[]}\n"
+        );
+    }
+}
