@@ -1,4 +1,4 @@
-//! `diff`'s bound on the differing pieces it holds for merging
+//! `diff`'s bound on the bytes of differing pieces it holds for merging
 //! (`diff_holding`): past the bound they are merged in place, and when
 //! that leaves more than three quarters of the bound the comparison stops with the rest not proven.
 //! Either way every reported box must be a real difference, and a report
@@ -11,6 +11,13 @@ mod common;
 use common::*;
 use parapet_gen::*;
 use parapet_model::*;
+
+/// The bytes of a piece of the lists' space whose sides are one range
+/// each (the bounds below are a number of such pieces).
+fn piece_bytes(a: &DecisionList, b: &DecisionList) -> usize {
+    let space = Space::of(a.entries.iter().chain(&b.entries).map(|e| &e.matches)).unwrap();
+    space.universe().cubes()[0].bytes()
+}
 
 fn spec(seed: u64) -> RandomSpec {
     RandomSpec {
@@ -31,7 +38,7 @@ fn a_bounded_diff_reports_only_differences_and_all_of_them_when_complete() {
         if !whole.unproven.is_empty() || la.policy != lb.policy {
             continue;
         }
-        let max_held = 4 + (seed % 13) as usize;
+        let max_held = (4 + (seed % 13) as usize) * piece_bytes(&la, &lb);
         let bounded = diff_holding(&la, &lb, budget(), max_held).unwrap();
         let ea = LinearEngine::new(&a, a.select_chain(None).unwrap()).unwrap();
         let eb = LinearEngine::new(&b, b.select_chain(None).unwrap()).unwrap();
@@ -137,10 +144,11 @@ fn pieces_merged_in_place_go_on_to_a_complete_answer() {
     ));
     let a = input(with_drop);
     let (la, lb) = (list(&a), list(&b));
-    let bounded = diff_holding(&la, &lb, budget(), 8).unwrap();
+    let piece = piece_bytes(&la, &lb);
+    let bounded = diff_holding(&la, &lb, budget(), 8 * piece).unwrap();
     assert!(bounded.unproven.is_empty(), "{:?}", bounded.unproven);
     // Over the bound with nothing merged in place: stopped.
-    let stopped = diff_holding(&la, &lb, budget(), 1).unwrap();
+    let stopped = diff_holding(&la, &lb, budget(), piece).unwrap();
     assert!(!stopped.unproven.is_empty());
     let ea = LinearEngine::new(&a, a.select_chain(None).unwrap()).unwrap();
     let eb = LinearEngine::new(&b, b.select_chain(None).unwrap()).unwrap();

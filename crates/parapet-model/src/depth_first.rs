@@ -43,10 +43,15 @@ pub enum Outcome {
     Arrived,
 }
 
+/// A piece's bounding box, inline for up to 8 fields (a heap block per
+/// piece was one of the allocations that took a quarter of `diff`'s CPU,
+/// benchmarks.md §66).
+type Hull = smallvec::SmallVec<[(u128, u128); 8]>;
+
 /// One piece waiting to be followed.
 struct Piece {
     cube: Cube,
-    hull: Vec<(u128, u128)>,
+    hull: Hull,
     /// The entries that may meet it (ascending); it looks at those from
     /// `at` on.
     candidates: Rc<Vec<usize>>,
@@ -148,7 +153,7 @@ impl Walker<'_> {
             return Ok(false);
         }
         let d = self.space.dims().len();
-        let hull_of = |c: &Cube| -> Vec<(u128, u128)> { c.hull().collect() };
+        let hull_of = |c: &Cube| -> Hull { c.hull().collect() };
         // Every piece lies in the start's box: only entries meeting it can
         // take anything.
         let mut whole = vec![(u128::MAX, 0u128); d];
@@ -172,6 +177,9 @@ impl Walker<'_> {
             })
             .collect();
         let mut steps = 0u32;
+        // The pieces of one split outside the entry, before they go on the
+        // stack (one vector for the whole search).
+        let mut outside: Vec<Cube> = Vec::new();
         'pieces: while let Some(mut piece) = stack.pop() {
             // The first piece of every search looks at the clock: `diff`
             // and `lint` run many short searches.
@@ -215,15 +223,12 @@ impl Walker<'_> {
                     continue 'pieces;
                 };
                 touched(k);
-                let cube_k = self.cube(k);
-                let hit = piece.cube.intersect(cube_k);
+                let hit = piece.cube.split_into(self.cube(k), &mut outside);
                 if visit(Outcome::Decided(Stop::Entry(k)), piece.at, &hit) {
                     return Ok(true);
                 }
                 let rest = Rc::new(meet.into_iter().filter(|&x| x != k).collect::<Vec<_>>());
-                let mut outside = Vec::new();
-                piece.cube.subtract_into(cube_k, &mut outside);
-                for c in outside.into_iter().rev() {
+                for c in outside.drain(..).rev() {
                     stack.push(Piece {
                         hull: hull_of(&c),
                         cube: c,
@@ -282,9 +287,7 @@ impl Walker<'_> {
                     _ => continue,
                 };
                 touched(j);
-                let hit = piece.cube.intersect(cube_j);
-                let mut outside = Vec::new();
-                piece.cube.subtract_into(cube_j, &mut outside);
+                let hit = piece.cube.split_into(cube_j, &mut outside);
                 // The outside pieces go on from the next entry, in order;
                 // the part a RETURN took resumes after them.
                 if let Some(r) = resume {
@@ -298,7 +301,7 @@ impl Walker<'_> {
                 } else if visit(Outcome::Decided(Stop::Entry(j)), j, &hit) {
                     return Ok(true);
                 }
-                for c in outside.into_iter().rev() {
+                for c in outside.drain(..).rev() {
                     stack.push(Piece {
                         hull: hull_of(&c),
                         cube: c,

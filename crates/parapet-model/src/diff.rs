@@ -152,30 +152,35 @@ enum Compare {
     Rules,
 }
 
-/// How many differing pieces `diff` holds for merging per cube of the
-/// budget's working region (`Budget::max_cubes`): 800,000 with the
-/// default budget, a peak of some 900 MiB (benchmarks.md §62; 1,000,000
-/// peaked at 1.05 GiB). fw1_10k's mixed-verdict edit holds 230,560 and
-/// ipc1_10k's +flow variant 770,179 (both under it, their reports
-/// unchanged); fw1_10k's +flow variant grew past 5 GiB unbounded.
-pub const HELD_PER_BUDGET_CUBE: usize = 40;
+/// How many bytes of differing pieces `diff` holds for merging per cube of
+/// the budget's working region (`Budget::max_cubes`): 320 MiB with the
+/// default budget. A bound in pieces (40 per budget cube, 800,000) let a
+/// `diff` of 100,000-rule lists (~560 MiB of its own) pass 1 GiB
+/// (benchmarks.md §66); counted in bytes, a piece whose sides were cut into
+/// many ranges weighs what it takes. fw1_10k's mixed-verdict edit holds
+/// 230,560 pieces, ipc1_10k's +flow variant 770,179 (§62; 408 bytes with
+/// 8 fields of one range each, since sides keep one range inline; the
+/// latter now merges in place once, §70).
+pub const HELD_BYTES_PER_BUDGET_CUBE: usize = 16 << 10;
 
 /// Compares two decision lists packet by packet, exactly, within `budget`
 /// (per working region; the differing pieces held for merging are bounded
-/// by [`HELD_PER_BUDGET_CUBE`] times its cubes, see [`diff_holding`]).
+/// by [`HELD_BYTES_PER_BUDGET_CUBE`] times its cubes, see
+/// [`diff_holding`]).
 pub fn diff(a: &DecisionList, b: &DecisionList, budget: Budget) -> Result<DiffReport, String> {
-    let max_held = budget.max_cubes.saturating_mul(HELD_PER_BUDGET_CUBE);
+    let max_held = budget.max_cubes.saturating_mul(HELD_BYTES_PER_BUDGET_CUBE);
     diff_holding(a, b, budget, max_held)
 }
 
-/// [`diff`] holding at most about `max_held` differing pieces before they
-/// are written out. Past `max_held` every pair's pieces are merged into
-/// boxes in place (the same packets, in other boxes than one merge at the
-/// end might make); when that leaves more than three quarters of
-/// `max_held` (so that a quarter of it comes between two merges: the
-/// merges cost a bounded multiple of the pieces), the comparison stops there: the boxes found so far are
-/// reported (each is a real difference) and the changed rules not yet
-/// compared, the one being compared included, are reported as not proven.
+/// [`diff`] holding at most about `max_held` bytes of differing pieces
+/// ([`Cube::bytes`]) before they are written out. Past `max_held` every
+/// pair's pieces are merged into boxes in place (the same packets, in
+/// other boxes than one merge at the end might make); when that leaves
+/// more than three quarters of `max_held` (so that a quarter of it comes
+/// between two merges: the merges cost a bounded multiple of the pieces),
+/// the comparison stops there: the boxes found so far are reported (each
+/// is a real difference) and the changed rules not yet compared, the one
+/// being compared included, are reported as not proven.
 pub fn diff_holding(
     a: &DecisionList,
     b: &DecisionList,
@@ -360,8 +365,9 @@ fn diff_changed(
     // boxes before their witnesses are written: fw1_10k's mixed-verdict
     // edit cut into 230,560 pieces.
     let mut found: BTreeMap<(usize, usize), (Stop, Stop, Vec<Cube>)> = BTreeMap::new();
-    // The pieces `found` holds; `full` once merging them in place left
-    // more than three quarters of `max_held` (nothing more is compared).
+    // The bytes of the pieces `found` holds; `full` once merging them in
+    // place left more than three quarters of `max_held` (nothing more is
+    // compared).
     let (mut held, mut full) = (0usize, false);
     for (k, (tag, cube)) in changed.iter().enumerate() {
         if full {
@@ -384,12 +390,13 @@ fn diff_changed(
                 if space.witness(c).is_none() {
                     return false;
                 }
+                let piece = c.clone();
+                held += piece.bytes();
                 found
                     .entry((order(sa), order(sb)))
                     .or_insert_with(|| (sa, sb, Vec::new()))
                     .2
-                    .push(c.clone());
-                held += 1;
+                    .push(piece);
                 if held > max_held {
                     held = merge_held(&mut found);
                     full = held > max_held - max_held / 4;
@@ -420,14 +427,14 @@ fn diff_changed(
     report
 }
 
-/// Merges every pair's held pieces into boxes in place; the pieces held
+/// Merges every pair's held pieces into boxes in place; the bytes held
 /// then.
 fn merge_held(found: &mut BTreeMap<(usize, usize), (Stop, Stop, Vec<Cube>)>) -> usize {
     found
         .values_mut()
         .map(|(_, _, cubes)| {
             *cubes = Cube::merge_all(std::mem::take(cubes));
-            cubes.len()
+            cubes.iter().map(Cube::bytes).sum::<usize>()
         })
         .sum()
 }

@@ -71,7 +71,7 @@ pub use addr_types::{addr_type, by_prefix, dataplane_typed, pkt_type, pkt_type_o
 pub use depth_first::Outcome;
 pub use diff::{
     diff, diff_every_region, diff_holding, DiffReport, Difference, NonTerminalDiff, Unproven,
-    HELD_PER_BUDGET_CUBE,
+    HELD_BYTES_PER_BUDGET_CUBE,
 };
 pub use diff_rules::{diff_rules, NonTerminal};
 pub use display::{format_set, format_value};

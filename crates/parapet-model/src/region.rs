@@ -380,9 +380,11 @@ impl Cube {
                 .iter()
                 .fold(0x243f_6a88_85a3_08d3, |h, &(lo, hi)| mix(mix(h, lo), hi))
         };
-        let mut hashes: Vec<Vec<u64>> = cubes
+        // One flat vector, `dims` hashes per cube (a vector per cube was
+        // an allocation per piece).
+        let mut hashes: Vec<u64> = cubes
             .iter()
-            .map(|c| c.sides.iter().map(side_hash).collect())
+            .flat_map(|c| c.sides.iter().map(side_hash))
             .collect();
         let mut quiet = 0;
         let mut dim = 0;
@@ -404,21 +406,27 @@ impl Cube {
                     .enumerate()
                     .all(|(d, (x, y))| d == dim || x == y)
             };
-            // Per key, the first parts seen with it (one per distinct
-            // other-sides, nearly always one).
+            // Per key, the first part seen with it; parts with the same key
+            // but other sides elsewhere (a collision, nearly never) are
+            // chained after it, in the order seen. A vector per key was an
+            // allocation per part and round.
             // Keyed by hashes already: the map does not hash them again.
-            let mut firsts: HashMap<u64, Vec<usize>, BuildHasherDefault<HashedKey>> =
+            const END: usize = usize::MAX;
+            let mut firsts: HashMap<u64, usize, BuildHasherDefault<HashedKey>> =
                 HashMap::with_capacity_and_hasher(cubes.len(), Default::default());
+            let mut chained: Vec<usize> = vec![END; cubes.len()];
             let mut into: Vec<usize> = Vec::with_capacity(cubes.len());
             for (i, c) in cubes.iter().enumerate() {
-                let seen = firsts.entry(key(&hashes[i])).or_default();
-                match seen.iter().find(|&&f| same_elsewhere(&cubes[f], c)) {
-                    Some(&f) => into.push(f),
-                    None => {
-                        seen.push(i);
-                        into.push(i);
+                let mut f = *firsts
+                    .entry(key(&hashes[i * dims..(i + 1) * dims]))
+                    .or_insert(i);
+                while f != i && !same_elsewhere(&cubes[f], c) {
+                    if chained[f] == END {
+                        chained[f] = i;
                     }
+                    f = chained[f];
                 }
+                into.push(f);
             }
             drop(firsts);
             // All of a merged cube's parts' intervals are normalized in one
@@ -432,26 +440,40 @@ impl Cube {
                     parts[into[i]].extend_from_slice(c.sides[dim].ranges());
                 }
             }
-            let kept: Vec<(Cube, Vec<u64>)> = cubes
+            let mut kept_hashes = Vec::with_capacity(hashes.len());
+            cubes = cubes
                 .into_iter()
-                .zip(hashes)
                 .zip(parts)
                 .enumerate()
                 .filter(|&(i, _)| into[i] == i)
-                .map(|(_, ((mut c, mut h), mut more))| {
+                .map(|(i, (mut c, mut more))| {
+                    let at = kept_hashes.len();
+                    kept_hashes.extend_from_slice(&hashes[i * dims..(i + 1) * dims]);
                     if !more.is_empty() {
                         more.extend_from_slice(c.sides[dim].ranges());
                         c.sides[dim] = IntervalSet::from_ranges(more);
-                        h[dim] = side_hash(&c.sides[dim]);
+                        kept_hashes[at + dim] = side_hash(&c.sides[dim]);
                     }
-                    (c, h)
+                    c
                 })
                 .collect();
-            (cubes, hashes) = kept.into_iter().unzip();
+            hashes = kept_hashes;
             quiet = if cubes.len() < before { 0 } else { quiet + 1 };
             dim = (dim + 1) % dims.max(1);
         }
         cubes
+    }
+
+    /// The bytes the cube takes: itself, its sides and their ranges on
+    /// the heap (what `diff` counts of the pieces it holds).
+    pub fn bytes(&self) -> usize {
+        std::mem::size_of::<Cube>()
+            + self.sides.capacity() * std::mem::size_of::<IntervalSet>()
+            + self
+                .sides
+                .iter()
+                .map(IntervalSet::heap_bytes)
+                .sum::<usize>()
     }
 
     /// True when some side is empty.
@@ -495,6 +517,16 @@ impl Cube {
             out.push(self.clone());
             return;
         }
+        self.split_into(other, out);
+    }
+
+    /// For a cube that overlaps `other`: pushes `self \ other` onto `out`
+    /// as [`Cube::subtract_into`] does and returns `self ∩ other`, which
+    /// the subtraction builds on the way (the last piece's sides before
+    /// its own): a search that wants both parts of a split gets them for
+    /// the price of one.
+    pub fn split_into(&self, other: &Cube, out: &mut Vec<Cube>) -> Cube {
+        debug_assert!(self.overlaps(other));
         let mut rest = self.clone();
         for k in 0..self.sides.len() {
             let outside = rest.sides[k].difference(&other.sides[k]);
@@ -505,6 +537,7 @@ impl Cube {
                 rest.sides[k] = rest.sides[k].intersect(&other.sides[k]);
             }
         }
+        rest
     }
 
     /// The box with these sides (one `(lo, hi)` per dimension).
@@ -584,8 +617,7 @@ impl Region {
                 outside.push(c);
                 continue;
             }
-            inside.push(c.intersect(cube));
-            c.subtract_into(cube, &mut outside);
+            inside.push(c.split_into(cube, &mut outside));
             if outside.len() > budget.max_cubes {
                 return Err(OverBudget);
             }
