@@ -13,42 +13,14 @@
 
 mod common;
 
+use common::installed::{image_of, install, kernel_verdict as verdict, parse};
 use common::lo::{dp_on_lo, LO};
 use common::Rng;
 use parapet_compile::{compile, Backend, CompileOptions, KeyWords, Walker};
 use parapet_dataplane::frame::frame_of_packet;
-use parapet_dataplane::ruleset::{reads_patterns, Install};
-use parapet_dataplane::{AttachPoint, Dataplane, KernelVerdict, NfFamily, NfHook};
+use parapet_dataplane::ruleset::reads_patterns;
+use parapet_dataplane::{AttachPoint, Dataplane, NfFamily, NfHook};
 use parapet_model::{flatten, Family, Packet, Ruleset, Verdict};
-
-fn verdict(v: &Verdict) -> KernelVerdict {
-    match v {
-        Verdict::Accept => KernelVerdict::Accept,
-        Verdict::Drop => KernelVerdict::Drop,
-        Verdict::Reject { .. } => KernelVerdict::Reject,
-    }
-}
-
-/// `image` live at the interfaces and at INPUT, as an apply makes it.
-fn install(dp: &mut Dataplane, rs: &Ruleset, policy: &Verdict, image: &[u8]) {
-    dp.install_ruleset_hooks(
-        &Install {
-            ruleset: rs,
-            policy,
-            image,
-            sets: None,
-            log_rate: 1,
-        },
-        &[(NfHook::Input, image)],
-    )
-    .unwrap();
-}
-
-fn parse(text: &str) -> Ruleset {
-    parapet_parse::parse(text, "test", parapet_parse::Format::IptablesSave)
-        .unwrap_or_else(|e| panic!("{e:?}\n{text}"))
-        .ruleset
-}
 
 /// The patterns the rulesets pick from: short and long, repeated
 /// prefixes (KMP's fallbacks), bytes that fold across Latin-1 (0xff
@@ -280,14 +252,6 @@ const PLAIN_RULES: &str = "*filter
 -A INPUT -p tcp -j DROP
 COMMIT
 ";
-
-fn image_of(rs: &Ruleset) -> Vec<u8> {
-    let list = flatten(rs, rs.select_chain(Some("INPUT")).unwrap()).unwrap();
-    compile(&list, &CompileOptions::default())
-        .unwrap()
-        .0
-        .to_bytes()
-}
 
 /// A UDP datagram of `len` bytes whose last bytes are `tail`.
 fn udp_frame(len: usize, tail: &[u8]) -> Vec<u8> {

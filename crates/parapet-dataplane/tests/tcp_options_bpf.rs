@@ -12,42 +12,14 @@
 
 mod common;
 
+use common::installed::{image_of, install, kernel_verdict as verdict, parse};
 use common::lo::{dp_on_lo, LO};
 use parapet_compile::{compile, Backend, CompileOptions, KeyWords, Walker};
 use parapet_dataplane::frame::{frame_of_packet, Frame};
-use parapet_dataplane::ruleset::{reads_tcp_options, Install};
+use parapet_dataplane::ruleset::reads_tcp_options;
 use parapet_dataplane::{AttachPoint, Dataplane, KernelVerdict, NfFamily, NfHook, ParseStatus};
 use parapet_gen::tcp_options::{tcp_option_packets, tcp_option_ruleset};
-use parapet_model::{flatten, Family, Ruleset, Verdict};
-
-fn verdict(v: &Verdict) -> KernelVerdict {
-    match v {
-        Verdict::Accept => KernelVerdict::Accept,
-        Verdict::Drop => KernelVerdict::Drop,
-        Verdict::Reject { .. } => KernelVerdict::Reject,
-    }
-}
-
-/// `image` live at the interfaces and at INPUT, as an apply makes it.
-fn install(dp: &mut Dataplane, rs: &Ruleset, policy: &Verdict, image: &[u8]) {
-    dp.install_ruleset_hooks(
-        &Install {
-            ruleset: rs,
-            policy,
-            image,
-            sets: None,
-            log_rate: 1,
-        },
-        &[(NfHook::Input, image)],
-    )
-    .unwrap();
-}
-
-fn parse(text: &str) -> Ruleset {
-    parapet_parse::parse(text, "test", parapet_parse::Format::IptablesSave)
-        .unwrap()
-        .ruleset
-}
+use parapet_model::{flatten, Family, Verdict};
 
 #[test]
 #[ignore = "needs root"]
@@ -126,14 +98,6 @@ const PLAIN_RULES: &str = "*filter
 -A INPUT -p udp -j DROP
 COMMIT
 ";
-
-fn image_of(rs: &Ruleset) -> Vec<u8> {
-    let list = flatten(rs, rs.select_chain(Some("INPUT")).unwrap()).unwrap();
-    compile(&list, &CompileOptions::default())
-        .unwrap()
-        .0
-        .to_bytes()
-}
 
 fn tcp_frame(area: &[u8]) -> Frame {
     Frame::ipv4([10, 0, 0, 1].into(), [10, 0, 0, 2].into())

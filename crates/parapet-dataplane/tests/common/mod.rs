@@ -8,6 +8,7 @@ pub mod classbench;
 pub mod counted;
 pub mod eligible;
 pub mod image;
+pub mod installed;
 pub mod lo;
 pub mod netns;
 pub mod timed;
