@@ -158,6 +158,26 @@ enum BenchCommand {
     Dataplane(bench_dataplane::BenchArgs),
 }
 
+/// `parapet list … | head`: the reader closing early is how pipelines end,
+/// not a bug — exit as a program killed by SIGPIPE would (status 141),
+/// without the panic's backtrace. (SIGPIPE itself stays ignored: the
+/// client's writes to parapetd's socket must fail with an error, not kill.)
+fn quiet_on_closed_stdout() {
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let message = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(141);
+        }
+        default_hook(info)
+    }));
+}
+
 fn main() -> ExitCode {
     // Invoked as `parapetd` (a link to this binary): be the daemon.
     let argv0 = std::env::args_os().next().unwrap_or_default();
@@ -165,6 +185,7 @@ fn main() -> ExitCode {
         use parapet_daemon::parapetd::{parapetd_main, ParapetdArgs};
         return parapetd_main(ParapetdArgs::parse());
     }
+    quiet_on_closed_stdout();
     let cli = Cli::parse();
     load::set_include_dirs(cli.include_dirs.clone());
     let socket = cli.socket.as_deref();

@@ -398,3 +398,26 @@ fn address_types_come_from_local_addr_and_compile() {
     ]));
     assert!(out.contains("decided by rule 1"), "{out}");
 }
+
+/// `parapet lint … | head`: the reader closes the pipe before parapet has
+/// written everything; parapet ends as a program killed by SIGPIPE would
+/// (status 141), without a panic or a backtrace on stderr.
+#[test]
+fn a_reader_closing_stdout_early_ends_it_quietly() {
+    use std::process::{Command, Stdio};
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    // the built-in ClassBench set's --explain report is megabytes: far
+    // more than a pipe holds, so the write past the closed end is certain
+    let mut child = Command::new(env!("CARGO_BIN_EXE_parapet"))
+        .args(["lint", "--explain", "--correlations", "0"])
+        .arg(root.join("examples/synthetic_2k.cb"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(141), "stderr: {stderr}");
+    assert!(!stderr.contains("panicked"), "stderr: {stderr}");
+}
