@@ -230,13 +230,32 @@ fn decisions(pair: &Pair, fam: &Fam, counts: &dyn Fn() -> Vec<u64>, add: &dyn Fn
     })
 }
 
-/// Gives the receiver the address of [`Fam::added`].
+/// Gives the receiver the address of [`Fam::added`] and waits (bounded)
+/// until its `local` route exists: IPv6 inserts that route from the
+/// address's DAD work, after `ip addr add` has returned, and a probe sent
+/// before it is still forwarded.
 fn add_address(pair: &Pair, fam: &Fam) {
     let mut args = vec!["addr", "add", fam.added[0], "dev", Veth::default().b_dev];
     if !fam.added[1].is_empty() {
         args.push(fam.added[1]);
     }
     pair.b.ip(&args).unwrap();
+    let addr = fam.added[0].split('/').next().unwrap();
+    let family = if fam.v6 { "-6" } else { "-4" };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while pair
+        .b
+        .ip(&[family, "route", "show", "table", "local", addr])
+        .unwrap()
+        .trim()
+        .is_empty()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "no local route for {addr} 10 s after it was added"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// The legacy twin's counters of INPUT's rules, then FORWARD's.

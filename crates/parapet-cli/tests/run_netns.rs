@@ -232,7 +232,7 @@ fn scenario(hook: &str, background: bool) {
             assert_eq!(
                 counted(rule),
                 want as u64,
-                "{hook}: counter of deciding rule {rule}"
+                "{hook}: counter of deciding rule {rule}; the report: {last}"
             );
         }
     }

@@ -11,7 +11,7 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 /// How long a packet may take to arrive before it counts as dropped.
-pub const WAIT: Duration = Duration::from_millis(300);
+pub const WAIT: Duration = Duration::from_millis(1000);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Side {
