@@ -178,6 +178,8 @@ fn pair(tag: &str, fam: &Fam) -> Pair {
         .unwrap();
         b.exec(&["sysctl", "-qw", "net.ipv6.conf.all.forwarding=1"])
             .unwrap();
+        pair.a.wait_local_route("2001:db8:250::1").unwrap();
+        b.wait_local_route("2001:db8:250::2").unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
         for ns in [&pair.a, &pair.b] {
             while !ns
@@ -241,21 +243,7 @@ fn add_address(pair: &Pair, fam: &Fam) {
     }
     pair.b.ip(&args).unwrap();
     let addr = fam.added[0].split('/').next().unwrap();
-    let family = if fam.v6 { "-6" } else { "-4" };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while pair
-        .b
-        .ip(&[family, "route", "show", "table", "local", addr])
-        .unwrap()
-        .trim()
-        .is_empty()
-    {
-        assert!(
-            Instant::now() < deadline,
-            "no local route for {addr} 10 s after it was added"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    pair.b.wait_local_route(addr).unwrap();
 }
 
 /// The legacy twin's counters of INPUT's rules, then FORWARD's.

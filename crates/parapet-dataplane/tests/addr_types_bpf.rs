@@ -86,6 +86,7 @@ fn the_mirror_types_addresses_as_the_namespaces_local_table() {
         "nodad",
     ])
     .unwrap();
+    ns.wait_local_route("2001:db8:77::5").unwrap();
     let routes = ns.run_in(local_table).unwrap();
     let has = |a: &str, len: u8, kind: u8| {
         routes.iter().any(|r| {

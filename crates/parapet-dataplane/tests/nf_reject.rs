@@ -50,6 +50,9 @@ fn add_v6(ns: &Netns) {
         ])
         .expect("IPv6 address");
     }
+    for (name, addr) in [(&ns.rx, RX6), (&ns.tx, TX6)] {
+        parapet_testbed::wait_local_route(name, &addr.to_string()).unwrap();
+    }
 }
 
 /// Listeners on both ports where the probes go: without a REJECT, the

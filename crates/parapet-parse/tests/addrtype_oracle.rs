@@ -89,6 +89,7 @@ fn host(tag: &str) -> Netns {
     ] {
         ns.ip(args).unwrap();
     }
+    ns.wait_local_route("2001:db8:9::1").unwrap();
     ns
 }
 

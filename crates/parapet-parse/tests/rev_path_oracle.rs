@@ -104,6 +104,8 @@ fn host(tag: &str) -> Netns {
     ] {
         ns.ip(args).unwrap();
     }
+    ns.wait_local_route("2001:db8:1::1").unwrap();
+    ns.wait_local_route("2001:db8:2::1").unwrap();
     ns
 }
 

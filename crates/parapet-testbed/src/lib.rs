@@ -78,6 +78,28 @@ pub fn ip(args: &[&str]) -> Result<String, String> {
     run("ip", args)
 }
 
+/// Waits (at most 10 s) until `addr` has its route in the `local` table
+/// of namespace `ns`. The kernel inserts an IPv6 address's local route
+/// from the address's DAD work (also with `nodad`), after `ip addr add` or
+/// `ip link set up` has returned; a packet to the address before that is
+/// forwarded or unroutable, not local.
+pub fn wait_local_route(ns: &str, addr: &str) -> Result<(), String> {
+    let family = if addr.contains(':') { "-6" } else { "-4" };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let routes = ip(&["-n", ns, family, "route", "show", "table", "local", addr])?;
+        if !routes.trim().is_empty() {
+            return Ok(());
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(format!(
+                "{ns}: no local route for {addr} 10 s after it was added"
+            ));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// Runs `f` on a fresh thread that has entered namespace `name`. Network
 /// namespaces are per thread: sockets made and processes spawned by `f`
 /// live there, the rest of the program is unaffected.
@@ -145,6 +167,11 @@ impl Netns {
         let mut all = vec!["-n", &self.name];
         all.extend_from_slice(args);
         ip(&all)
+    }
+
+    /// Waits until `addr` has its `local` route: [`wait_local_route`].
+    pub fn wait_local_route(&self, addr: &str) -> Result<(), String> {
+        wait_local_route(&self.name, addr)
     }
 
     /// A permanent neighbour entry (`ip neigh replace ADDR lladdr MAC dev

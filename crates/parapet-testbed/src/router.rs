@@ -142,6 +142,9 @@ impl Router {
                 ns.static_neighbour(addr, mac, dev)?;
             }
         }
+        for (ns, addr) in [(&t.l, V6.l), (&t.r, V6.rl), (&t.r, V6.rh), (&t.h, V6.h)] {
+            ns.wait_local_route(addr)?;
+        }
         t.r.exec(&["sysctl", "-qw", "net.ipv4.ip_forward=1"])?;
         t.r.exec(&["sysctl", "-qw", "net.ipv6.conf.all.forwarding=1"])?;
         Ok(t)
