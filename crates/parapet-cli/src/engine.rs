@@ -4,7 +4,7 @@
 
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
-use parapet_compile::{compile_chain, BuildOptions, Classifier, KeyWords, Policy};
+use parapet_compile::{BuildOptions, Classifier, CompileError, KeyWords, Policy};
 use parapet_model::{
     flatten, ChainId, Decision, DecisionList, Field, LinearEngine, NoSets, Packet, Ruleset,
     SetLookup,
@@ -130,8 +130,10 @@ impl<'a> ChainClassifier<'a> {
         // not compiled (docs/syntax.md, "Time conditions"), nor are address
         // types beyond the host's local table (UNREACHABLE, …) nor the
         // conntrack original source port and addresses, nor the reverse-path
-        // outcome, nor `-m string` (no key word yet): `auto`
-        // picks the linear engine for them.
+        // outcome: `auto` picks the linear engine for them. `-m string`
+        // compiles (the pattern hits, image version 12) unless a chain
+        // has more distinct searches than the image's pattern table
+        // holds; then, below, the linear engine too.
         let timed = args.engine == "auto"
             && rs.rules().any(|r| {
                 r.time_with_another_condition()
@@ -145,7 +147,6 @@ impl<'a> ChainClassifier<'a> {
                     ]
                     .iter()
                     .any(|&f| r.all_matches().get(f).is_some())
-                    || r.all_matches().has_payload()
                     || [Field::SrcType, Field::DstType].iter().any(|&f| {
                         r.all_matches().get(f).is_some_and(|set| {
                             !parapet_model::dataplane_typed(r.all_matches().get(Field::Family), set)
@@ -180,7 +181,18 @@ impl<'a> ChainClassifier<'a> {
         if let Some(m) = &args.max_memory {
             opts.max_memory = parse_size(m)?;
         }
-        let (classifier, _) = compile_chain(rs, chain, &opts).map_err(|e| anyhow!(e))?;
+        let list = flatten(rs, chain).map_err(|e| anyhow!("{e}"))?;
+        let classifier = match Classifier::build(&list, &opts) {
+            Ok(c) => c,
+            Err(CompileError::HostField { field, .. })
+                if args.engine == "auto" && field == "string-rows" =>
+            {
+                return Ok(ChainClassifier::Linear(
+                    LinearEngine::new(rs, chain).map_err(|e| anyhow!("{e}"))?,
+                ));
+            }
+            Err(e) => bail!("{e}"),
+        };
         Ok(ChainClassifier::Compiled(Box::new(classifier)))
     }
 

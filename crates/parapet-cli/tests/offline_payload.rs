@@ -1,8 +1,8 @@
 //! `-m tcp --tcp-option` and `-m string` through the `parapet` binary:
-//! `trace` (engine auto) evaluates both with the linear engine on the
-//! packet's option area (`tcpopt HEX`) and bytes (`datagram HEX`); the
-//! compiled engines evaluate TCP options (key words 44..=51) and strings
-//! (the pattern hits, key words 52..=55) alike.
+//! `trace` evaluates both on the packet's option area (`tcpopt HEX`) and
+//! bytes (`datagram HEX`); the compiled engines evaluate TCP options (key
+//! words 44..=51) and strings (the pattern hits, key words 52..=55) as the
+//! linear engine does, and `auto` compiles both (session 18: strings too).
 
 mod common;
 use common::offline::{assert_verdicts, decided, parapet, s, stdout, write, write_pcap};
@@ -22,7 +22,8 @@ fn tcp_options_and_strings_are_evaluated_offline() {
     // enforced everywhere since image version 12: no offline-only note
     assert!(!summary.contains("-m string"), "{summary}");
     assert!(!summary.contains("TCP options"), "{summary}");
-    // engine auto: the linear engine, which reads both
+    // engine auto (a scan of two compiled entries), checked by trace
+    // against the linear engine, which explains
     let decided_by = |pkt: &str| decided(&rules, pkt, &[]);
     let tcp = "tcp 10.0.0.1:1 > 10.0.0.2:22";
     assert!(decided_by(&format!("{tcp} tcpopt 01011e02")).starts_with("decided by rule 1"));
@@ -109,4 +110,64 @@ fn pcap_option_areas_are_classified() {
         &["linear", "tree", "auto"],
         "1\tDROP\n0\tACCEPT\n0\tACCEPT\n",
     );
+}
+
+/// `-m string` under `--engine auto`: a chain of strings compiles (the
+/// pattern hits) and decides a capture's datagrams as the linear engine
+/// does; a chain with more distinct searches than the image's pattern
+/// table holds (128) is left to the linear engine by `auto`, and refused
+/// by the compiled engines asked for by name.
+#[test]
+fn auto_compiles_strings_and_leaves_too_many_to_the_linear_engine() {
+    use parapet_dataplane::frame::Frame;
+    let dir = tempfile::tempdir().unwrap();
+    let mut text = String::from("*filter\n:INPUT ACCEPT [0:0]\n");
+    text.push_str("-A INPUT -p udp -m string --string \"ab\" --algo kmp -j DROP\n");
+    for port in 1..=4 {
+        text.push_str(&format!("-A INPUT -p tcp --dport {port} -j DROP\n"));
+    }
+    text.push_str("COMMIT\n");
+    let rules = write(dir.path(), "s.rules", &text);
+    let explained = stdout(&parapet(&["explain", s(&rules)]));
+    assert!(explained.contains("engine: tree"), "{explained}");
+    let udp = |tail: &[u8; 4]| {
+        let mut f = Frame::ipv4("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap())
+            .udp(40000, 53)
+            .payload(4)
+            .build();
+        let n = f.len();
+        f[n - 4..].copy_from_slice(tail);
+        f
+    };
+    let frames = [udp(b"xaby"), udp(b"xaBy"), udp(b"abab")];
+    let cap = write_pcap(dir.path(), "s.pcap", &frames);
+    assert_verdicts(
+        &rules,
+        &cap,
+        &[],
+        &["linear", "tree", "scan", "auto"],
+        "1\tDROP\n0\tACCEPT\n1\tDROP\n",
+    );
+
+    let mut many = String::from("*filter\n:INPUT ACCEPT [0:0]\n");
+    for i in 0..129 {
+        many.push_str(&format!(
+            "-A INPUT -p udp -m string --string \"p{i:03}\" --algo kmp -j DROP\n"
+        ));
+    }
+    many.push_str("-A INPUT -p udp -m string --string \"ab\" --algo bm -j DROP\nCOMMIT\n");
+    let many = write(dir.path(), "many.rules", &many);
+    let explained = stdout(&parapet(&["explain", s(&many)]));
+    assert!(explained.contains("engine: linear"), "{explained}");
+    assert_verdicts(
+        &many,
+        &cap,
+        &[],
+        &["linear", "auto"],
+        "130\tDROP\n0\tACCEPT\n130\tDROP\n",
+    );
+    let refused = parapet(&["explain", s(&many), "--engine", "tree"]);
+    assert!(!refused.status.success());
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("128 distinct searches"), "{said}");
 }
