@@ -1,4 +1,5 @@
-//! The kernel as the oracle for verdict maps: the same nft script is loaded
+//! The kernel as the oracle for verdict maps (and anonymous set elements
+//! with their own `counter`): the same nft script is loaded
 //! with `nft -f` into a network namespace this test creates, UDP datagrams
 //! go to 127.0.0.1 on each port, and whether one arrives (accepted) or not
 //! (dropped) must equal the linear engine's verdict for that packet.
@@ -23,6 +24,7 @@ table inet t {
 \t\tiifname \"lo\" udp dport vmap @m
 \t\tiifname \"lo\" udp dport vmap { 1008 : drop, 1009 : goto j, 1002-1004 : accept }
 \t\tiifname \"lo\" udp dport 1006-1007 drop
+\t\tiifname \"lo\" udp dport { 999 counter, 1010 counter packets 0 bytes 0 } drop
 \t}
 }
 ";

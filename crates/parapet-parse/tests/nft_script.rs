@@ -550,3 +550,27 @@ fn unreached_nat_chains_are_the_kernels() {
     let e = err(&input("\t\tip daddr set 10.0.0.1\n\t\ttcp dport 1 drop\n"));
     assert!(e.contains("changes the packet later rules see"), "{e}");
 }
+
+/// An anonymous set element's own `counter [packets N bytes N]` is read
+/// (it counts, decides nothing); its malformed forms fail at the word.
+#[test]
+fn anonymous_set_element_counters() {
+    let rs = ok(&input(
+        "\t\tudp dport { 53 counter packets 0 bytes 0, 54 counter } drop\n",
+    ));
+    assert_eq!(decide(&rs, &pkt(Family::V4, 17, 54)), (1, Verdict::Drop));
+    assert_eq!(decide(&rs, &pkt(Family::V4, 17, 55)), (0, Verdict::Accept));
+    for (line, want) in [
+        (
+            "\t\tudp dport { 53 counter packets x bytes 0 } drop\n",
+            "n.nft:4:34: expected a number of packets",
+        ),
+        (
+            "\t\tudp dport { 53 counter packets 1 } drop\n",
+            "n.nft:4:36: expected 'bytes N'",
+        ),
+    ] {
+        let e = err(&input(line));
+        assert!(e.contains(want), "{line:?}: {e}");
+    }
+}
