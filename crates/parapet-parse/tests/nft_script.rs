@@ -574,3 +574,31 @@ fn anonymous_set_element_counters() {
         assert!(e.contains(want), "{line:?}: {e}");
     }
 }
+
+/// A verdict after a verdict map is the verdict of its `continue`
+/// elements (nft runs the next statement only after `continue`; a key in
+/// no element ends the rule); anything else after it stays an error.
+#[test]
+fn a_verdict_after_a_verdict_map() {
+    let rs = ok(&input(
+        "\t\tudp dport vmap { 53 : continue, 54 : accept, 55 : drop } drop\n\t\tudp dport 56 drop\n",
+    ));
+    assert_eq!(decide(&rs, &pkt(Family::V4, 17, 53)).1, Verdict::Drop);
+    assert_eq!(decide(&rs, &pkt(Family::V4, 17, 54)).1, Verdict::Accept);
+    assert_eq!(decide(&rs, &pkt(Family::V4, 17, 55)).1, Verdict::Drop);
+    assert_eq!(decide(&rs, &pkt(Family::V4, 17, 56)).1, Verdict::Drop);
+    assert_eq!(decide(&rs, &pkt(Family::V4, 17, 57)), (0, Verdict::Accept));
+    for (line, want) in [
+        (
+            "\t\tudp dport vmap { 53 : continue } accept drop\n",
+            "n.nft:4:43: expected the end of the rule after the verdict, found 'drop'",
+        ),
+        (
+            "\t\tudp dport vmap { 53 : continue } jump x\n",
+            "n.nft:4:36: expected the end of the rule after the verdict, found 'jump'",
+        ),
+    ] {
+        let e = err(&input(line));
+        assert!(e.contains(want), "{line:?}: {e}");
+    }
+}

@@ -66,6 +66,23 @@ impl RuleParser<'_> {
         }
     }
 
+    /// `accept` or `drop` right after a verdict map (`ip saddr vmap @m
+    /// accept`, as nftables' tests write it).
+    fn verdict_after_vmap(&self, t: &Token) -> Option<Verdict> {
+        let mapped = self
+            .vmap
+            .as_ref()
+            .is_some_and(|es| es.iter().all(|e| e.action.is_some()));
+        if !mapped || self.action != Some(Action::Count) {
+            return None;
+        }
+        match t.word() {
+            Some("accept") => Some(Verdict::Accept),
+            Some("drop") => Some(Verdict::Drop),
+            _ => None,
+        }
+    }
+
     pub(super) fn parse(&mut self) -> Res<()> {
         while let Some(t) = self.peek().cloned() {
             if self.action.is_some() {
@@ -85,6 +102,21 @@ impl RuleParser<'_> {
                     if let Some(Action::Log(spec)) = self.action.take() {
                         self.rule.log = Some(spec);
                     }
+                    continue;
+                }
+                if let Some(v) = self.verdict_after_vmap(&t) {
+                    // `KEY vmap … accept`: nft goes on to the next
+                    // statement only after an element whose verdict is
+                    // `continue`; a key in no element ends the rule (the
+                    // lookup fails), any other verdict decides. So the
+                    // verdict is the `continue` elements' own.
+                    for e in self.vmap.iter_mut().flatten() {
+                        if e.action == Some(Action::Count) {
+                            e.action = Some(Action::Verdict(v.clone()));
+                        }
+                    }
+                    self.action = Some(Action::Verdict(v));
+                    self.i += 1;
                     continue;
                 }
                 if matches!(self.action, Some(Action::Log(_))) && t.word() == Some("limit") {
