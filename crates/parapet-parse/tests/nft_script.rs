@@ -602,3 +602,31 @@ fn a_verdict_after_a_verdict_map() {
         assert!(e.contains(want), "{line:?}: {e}");
     }
 }
+
+/// `ct helper "NAME"` as a match decides nothing at the end of a rule (a
+/// failed match stops only what follows it): read, kept for the listing;
+/// before a statement it is refused at its place.
+#[test]
+fn a_trailing_ct_helper_match() {
+    let rs = ok(&input(
+        "\t\tudp dport 137 ct helper \"netbios-ns\"\n\t\tudp dport 137 drop\n",
+    ));
+    assert_eq!(
+        rs.tables[0].chains[0].rules[0].kernel,
+        ["ct helper \"netbios-ns\""]
+    );
+    assert_eq!(decide(&rs, &pkt(Family::V4, 17, 137)), (2, Verdict::Drop));
+    // The listing writes it after the rule's counter, still last.
+    let listed = render::nft(&rs).unwrap();
+    assert!(listed.contains("ct helper \"netbios-ns\"\n"), "{listed}");
+    let again = parse(&listed, "listed.nft", Format::Nft).unwrap().ruleset;
+    assert_eq!(
+        again.tables[0].chains[0].rules[0].kernel,
+        rs.tables[0].chains[0].rules[0].kernel
+    );
+    let e = err(&input("\t\tudp dport 137 ct helper \"ftp\" accept\n"));
+    assert!(
+        e.starts_with("n.nft:4:17: 'ct helper \"NAME\"' as a match"),
+        "{e}"
+    );
+}

@@ -215,6 +215,11 @@ impl RuleParser<'_> {
                     }
                     self.rule.kernel.push(format!("flow add {}", ft.show()));
                 }
+                "ct" if self.toks.get(self.i + 1).and_then(|t| t.word()) == Some("helper")
+                    && self.toks.get(self.i + 2).and_then(|t| t.word()) != Some("set") =>
+                {
+                    self.trailing_ct_helper()?
+                }
                 _ if self.setter().is_some() => {
                     // Conntrack helpers, timeouts, zones, marks, labels and
                     // MSS clamping: they change what the kernel does next,
@@ -365,6 +370,31 @@ impl RuleParser<'_> {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// At `ct helper "NAME"`, a match on the connection's helper, which
+    /// parapet's packet key does not carry. nft runs a rule's expressions
+    /// in order and a failed match only stops the ones after it, so a
+    /// match with no statement after it (`udp dport 137 ct helper
+    /// "netbios-ns"`, as nftables' tests write it) decides nothing: it is
+    /// kept for the kernel's listing. Anywhere else it is refused.
+    fn trailing_ct_helper(&mut self) -> Res<()> {
+        let from = self.i;
+        self.i += 2;
+        self.next_word("a helper name")?;
+        let rest = &self.toks[self.i..];
+        let trailing = match rest.first().and_then(|t| t.word()) {
+            None => rest.is_empty() || matches!(rest[0].tok, Tok::Semi),
+            Some("comment") => rest.len() == 2,
+            _ => false,
+        };
+        if !trailing {
+            let t = &self.toks[from];
+            return Err((t.line, t.col, "'ct helper \"NAME\"' as a match is supported only at the end of a rule, where it decides nothing (the packet key does not carry the connection's helper); to attach a helper write 'ct helper set \"NAME\"'".into()));
+        }
+        let text: Vec<String> = self.toks[from..self.i].iter().map(Token::show).collect();
+        self.rule.kernel.push(text.join(" "));
         Ok(())
     }
 
