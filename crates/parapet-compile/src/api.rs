@@ -74,6 +74,15 @@ pub enum CompileError {
         /// The rule's id.
         rule_id: u32,
     },
+    /// A `-m recent --hitcount` above what the image's row and the BPF
+    /// map's stamp ring hold (255): Linux 6.11 and later accept up to
+    /// 65,535; the linear engine evaluates it.
+    RecentHitcount {
+        /// The rule's id.
+        rule_id: u32,
+        /// Its `--hitcount`.
+        hitcount: u32,
+    },
     /// A rule matching a field no hook fills (the conntrack entry's
     /// original source port and its addresses, a TCP option), or an address type set telling UNICAST from the
     /// route types the dataplane does not mirror (`UNREACHABLE`, …): the
@@ -115,6 +124,12 @@ impl fmt::Display for CompileError {
                 f,
                 "{n} rules with a limit exceed the image format's {} limit per chain",
                 image::stateful::MAX_ROWS
+            ),
+            CompileError::RecentHitcount { rule_id, hitcount } => write!(
+                f,
+                "rule {rule_id} has -m recent --hitcount {hitcount}: the compiled engines and the kernel dataplane keep {} time stamps per address (--hitcount up to {}, the limit of kernels before 6.11), so only the linear engine evaluates it (classify --engine linear); they refuse it rather than count short",
+                image::stateful::RECENT_MAX_HITCOUNT + 1,
+                image::stateful::RECENT_MAX_HITCOUNT
             ),
             CompileError::TimeWindow { rule_id } => write!(
                 f,

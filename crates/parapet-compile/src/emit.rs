@@ -80,6 +80,18 @@ pub(crate) fn entry_records(
     {
         return Err(CompileError::TimeWindow { rule_id: e.rule_id });
     }
+    // The row keeps a hit count in a byte, and the BPF ring 256 stamps.
+    if let Some((e, r)) = list
+        .entries
+        .iter()
+        .filter_map(|e| Some((e, e.recent.as_ref()?)))
+        .find(|(_, r)| r.hitcount > image::stateful::RECENT_MAX_HITCOUNT)
+    {
+        return Err(CompileError::RecentHitcount {
+            rule_id: e.rule_id,
+            hitcount: r.hitcount,
+        });
+    }
     for (e, c) in list.entries.iter().zip(boxes) {
         entry_table.push(records.len() as u32);
         let start = records.len();
@@ -278,7 +290,7 @@ fn recent_row(rule_id: u32, r: &Recent) -> [u32; image::stateful::ROW_WORDS] {
         st::RECENT | flags,
         r.table_id(),
         r.seconds,
-        r.hitcount.min(st::RECENT_MAX_HITCOUNT) | (r.mask_v6.min(128) as u32) << 8,
+        r.hitcount | (r.mask_v6.min(128) as u32) << 8,
         r.mask_v4,
         0,
         0,

@@ -287,3 +287,29 @@ fn two_conditions_in_one_rule_keep_their_order_in_every_engine() {
     }
     assert_ne!(fates(reversed), want, "the order changes the fates");
 }
+
+/// `-m recent --hitcount` above 255 (Linux 6.11 and later accept up to
+/// 65,535): the image's row and the BPF ring hold 255, so the compiled
+/// engines refuse it by rule rather than count short; 255 compiles.
+#[test]
+fn a_recent_hitcount_above_255_is_refused_not_clamped() {
+    for (hitcount, refused) in [(255u32, false), (256, true), (348, true)] {
+        let mut upd = Recent::new("SSH", RecentCommand::Rcheck);
+        upd.hitcount = hitcount;
+        let mut r = Rule::new(1, Matches::any(), Action::Verdict(Verdict::Drop));
+        r.recent = Some(upd);
+        let rs = parapet_gen::one_chain(vec![r], Verdict::Accept);
+        let list = flatten(&rs, rs.select_chain(None).unwrap()).unwrap();
+        match compile(&list, &CompileOptions::default()) {
+            Ok(_) => assert!(!refused, "--hitcount {hitcount} compiled"),
+            Err(e) => {
+                let e = e.to_string();
+                assert!(refused, "--hitcount {hitcount}: {e}");
+                assert!(
+                    e.starts_with(&format!("rule 1 has -m recent --hitcount {hitcount}:")),
+                    "{e}"
+                );
+            }
+        }
+    }
+}

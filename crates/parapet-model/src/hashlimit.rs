@@ -42,8 +42,9 @@ use std::collections::HashMap;
 pub const SCALE: u64 = 1_000_000;
 /// iptables' default `--hashlimit-burst`.
 pub const DEFAULT_BURST: u32 = 5;
-/// iptables' largest `--hashlimit-burst`.
-pub const MAX_BURST: u32 = 10_000;
+/// iptables' largest `--hashlimit-burst` (`XT_HASHLIMIT_BURST_MAX` of
+/// revision ≥ 2; revision 1's was 10,000). The image row holds 24 bits.
+pub const MAX_BURST: u32 = 1_000_000;
 /// iptables' default `--hashlimit-htable-gcinterval` (ms).
 pub const DEFAULT_GCINTERVAL: u32 = 1000;
 /// The kernel's default table size on a machine with more than 1 GiB.

@@ -5,12 +5,13 @@
 //! A table holds at most [`IP_LIST_TOT`] addresses (the kernel's module
 //! parameter `ip_list_tot`, default 200): adding one more evicts the least
 //! recently used. Each address keeps its last [`STAMPS`] hit times in a
-//! ring. (The kernel's ring is smaller — 32 stamps, or the next power of
-//! two above the table's largest `--hitcount` — which answers the same:
-//! stamps are recorded in time order, so "at least `h` stamps younger than
-//! `--seconds`" is "the `h`-th newest stamp is", and every ring holds the
-//! `h` newest for every `h` a rule asks.) Times are jiffies, as the
-//! kernel's.
+//! ring that grows as hits come (at most 8 bytes a hit, up to 512 KiB for an
+//! address hit 65,536 times). (The kernel's ring is smaller — 32 stamps, or
+//! the next power of two above the table's largest `--hitcount` — which
+//! answers the same: stamps are recorded in time order, so "at least `h`
+//! stamps younger than `--seconds`" is "the `h`-th newest stamp is", and
+//! every ring holds the `h` newest for every `h` a rule asks.) Times are
+//! jiffies, as the kernel's.
 //!
 //! `recent_mt`, step by step (`ret` starts as the rule's `!`):
 //! - the address (source, or destination with `--rdest`) is masked with
@@ -39,9 +40,12 @@ use std::collections::HashMap;
 
 /// The kernel's `ip_list_tot` default: addresses per table.
 pub const IP_LIST_TOT: usize = 200;
-/// Time stamps kept per address: the kernel's `XT_RECENT_MAX_NSTAMPS`.
-pub const STAMPS: usize = 256;
-/// The largest `--hitcount` the kernel accepts.
+/// Time stamps kept per address: the kernel's `XT_RECENT_MAX_NSTAMPS`
+/// (65,536 since Linux 6.11; 256 before).
+pub const STAMPS: usize = 65_536;
+/// The largest `--hitcount` the kernel accepts (255 before Linux 6.11,
+/// whose iptables-restore refuses more; the kernel dataplane keeps 256
+/// stamps and refuses more: `parapet_compile::CompileError::RecentHitcount`).
 pub const MAX_HITCOUNT: u32 = STAMPS as u32 - 1;
 /// The table name iptables uses without `--name`.
 pub const DEFAULT_NAME: &str = "DEFAULT";
@@ -213,8 +217,9 @@ pub fn seen_ttl(ttl: u8, forwarded: bool) -> u8 {
 /// One address's entry: a ring of time stamps, as `struct recent_entry`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RecentEntry {
-    /// Jiffies of the hits; the first `nstamps` are valid.
-    pub stamps: [u64; STAMPS],
+    /// Jiffies of the hits, a ring of at most [`STAMPS`] that grows by
+    /// one a hit until it is full; all are valid.
+    pub stamps: Vec<u64>,
     /// Where the next stamp goes (1..=STAMPS after the first).
     pub index: u32,
     /// Valid stamps.
@@ -229,7 +234,8 @@ pub struct RecentEntry {
 impl RecentEntry {
     /// The newest stamp.
     pub fn last_seen(&self) -> u64 {
-        self.stamps[(self.index as usize + STAMPS - 1) % STAMPS]
+        // `index` is 1..=STAMPS: where the next stamp goes, after the newest.
+        self.stamps[self.index as usize - 1]
     }
 }
 
@@ -267,12 +273,10 @@ impl RecentTable {
             }
         }
         self.seq += 1;
-        let mut stamps = [0; STAMPS];
-        stamps[0] = now;
         self.entries.insert(
             key,
             RecentEntry {
-                stamps,
+                stamps: vec![now],
                 index: 1,
                 nstamps: 1,
                 ttl,
@@ -286,7 +290,10 @@ impl RecentTable {
         self.seq += 1;
         if let Some(e) = self.entries.get_mut(&key) {
             e.index &= STAMPS as u32 - 1;
-            e.stamps[e.index as usize] = now;
+            match e.stamps.get_mut(e.index as usize) {
+                Some(s) => *s = now,
+                None => e.stamps.push(now),
+            }
             e.index += 1;
             e.nstamps = e.nstamps.max(e.index);
             e.used = self.seq;

@@ -163,6 +163,7 @@ pub struct Parsed {
 /// assert_eq!(detect("@1.2.3.4/32\t0.0.0.0/0\t0 : 65535\t0 : 65535\t0x06/0xFF\n"), Format::Classbench);
 /// assert_eq!(detect("table inet filter {\n}\n"), Format::Nft);
 /// assert_eq!(detect("create ban hash:ip\nadd ban 1.2.3.4\n"), Format::Ipset);
+/// assert_eq!(detect("-N ban iphash\n-A ban 1.2.3.4\nCOMMIT\n"), Format::Ipset);
 /// assert_eq!(detect("hello"), Format::Auto);
 /// ```
 ///
@@ -201,13 +202,17 @@ pub fn detect(text: &str) -> Format {
                 return Format::Nft
             }
             "create" | "add" if l.split_whitespace().count() >= 3 => return Format::Ipset,
+            // ipset 4's `-N SET TYPE` / `-A SET ELEM`, which a current
+            // `ipset restore` still reads.
+            "-N" if legacy_ipset(text) => return Format::Ipset,
             _ => return Format::Auto,
         }
     }
     Format::Auto
 }
 
-/// `-N NAME TYPE` first, no `*table`: ipset 4's save format.
+/// `-N NAME TYPE` first, no `*table`: ipset 4's save format (an
+/// iptables-restore file's `-N CHAIN` comes after its `*table`).
 fn legacy_ipset(text: &str) -> bool {
     let mut lines = text
         .lines()
@@ -242,14 +247,6 @@ pub fn parse_with(
 ) -> Result<Parsed, Vec<ParseError>> {
     let format = match format {
         Format::Auto => match detect(text) {
-            Format::Auto if legacy_ipset(text) => {
-                return Err(vec![ParseError::new(
-                    path,
-                    1,
-                    1,
-                    "this looks like a legacy ipset save file ('-N SET TYPE', '-A SET ELEM': ipset 4 and older), which parapet does not read; 'ipset save' of a current ipset writes 'create'/'add' lines, which it does",
-                )]);
-            }
             Format::Auto => {
                 return Err(vec![ParseError::new(
                     path,

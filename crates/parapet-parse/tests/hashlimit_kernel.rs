@@ -33,6 +33,18 @@ const MIXED: &str = "*filter
 COMMIT
 ";
 
+/// Rules of one chain naming one table with other settings (the corpus's
+/// `diekmann_typical_home_user.rules`): the first configures the table;
+/// the second's burst 9 and `srcip,dstport` key are not what counts, its
+/// `--hashlimit-above` is.
+const SHARED: &str = "*filter
+:INPUT ACCEPT [0:0]
+-A INPUT -i lo -p udp -m udp --dport 9201 -m hashlimit --hashlimit-upto 1/hour --hashlimit-burst 3 --hashlimit-mode srcip --hashlimit-name S -j ACCEPT
+-A INPUT -i lo -p udp -m udp --dport 9201 -j DROP
+-A INPUT -i lo -p udp -m udp --dport 9202 -m hashlimit --hashlimit-above 2/hour --hashlimit-burst 9 --hashlimit-mode srcip,dstport --hashlimit-name S -j DROP
+COMMIT
+";
+
 /// Refill at the rate and expiry, on the real clock.
 const TIMED: &str = "*filter
 :INPUT ACCEPT [0:0]
@@ -124,6 +136,28 @@ fn every_mode_agrees_with_iptables_legacy() {
     assert!(
         dropped > 20 && dropped < 100,
         "a sequence that tests something: {dropped} of 120 dropped"
+    );
+}
+
+#[test]
+#[ignore = "needs root"]
+fn a_table_shared_with_other_settings_agrees_with_iptables_legacy() {
+    parapet_testbed::require_root();
+    let srcs = [Ipv4Addr::new(127, 0, 0, 2), Ipv4Addr::new(127, 0, 0, 3)];
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let seq: Vec<Send> = (0..40)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (srcs[(x % 2) as usize], 9201 + ((x >> 8) % 2) as u16, 0)
+        })
+        .collect();
+    let kernel = compare("shared", SHARED, &seq);
+    let dropped = kernel.iter().filter(|a| !**a).count();
+    assert!(
+        dropped > 10 && dropped < 35,
+        "a sequence that tests something: {dropped} of 40 dropped"
     );
 }
 

@@ -85,7 +85,12 @@ fn the_kernels_checks_and_parapets_refusals() {
         ),
         (
             "-m hashlimit --hashlimit-upto 5/s --hashlimit-burst 0 --hashlimit-name b",
-            "--hashlimit-burst takes 1 to 10000",
+            "--hashlimit-burst takes 1 to 1000000",
+        ),
+        (
+            // iptables-restore: "out of range (1-1000000)".
+            "-m hashlimit --hashlimit-upto 5/s --hashlimit-burst 1000001 --hashlimit-name b",
+            "--hashlimit-burst takes 1 to 1000000",
         ),
         (
             "-m hashlimit --hashlimit-upto 5/s --hashlimit-htable-expire 0 --hashlimit-name b",
@@ -112,20 +117,39 @@ fn the_kernels_checks_and_parapets_refusals() {
         let e = load(&[rule], Format::IptablesSave).unwrap_err();
         assert!(e.contains(want), "{rule}: {e}");
     }
-    // The kernel configures a table from its first rule.
-    let e = load(
+    // The kernel configures a table from its first rule: a later rule of
+    // one chain shares the table's rate, burst and mode and keeps its own
+    // upto/above (hashlimit_kernel.rs checks it against the kernel).
+    let rules = load(
         &[
             "-m hashlimit --hashlimit-upto 5/s --hashlimit-name T",
             "-m hashlimit --hashlimit-above 5/s --hashlimit-name T -j DROP",
-            "-m hashlimit --hashlimit-above 6/s --hashlimit-name T -j DROP",
+            "-m hashlimit --hashlimit-above 6/s --hashlimit-burst 9 --hashlimit-name T -j DROP",
         ],
         Format::IptablesSave,
     )
-    .unwrap_err();
-    assert!(
-        e.starts_with("r.rules:5:13:") && e.contains("other settings at line 3"),
-        "{e}"
+    .unwrap();
+    let first = rules[0].hashlimit.clone().unwrap();
+    let third = rules[2].hashlimit.clone().unwrap();
+    assert_eq!(
+        third,
+        Hashlimit {
+            above: true,
+            ..first
+        }
     );
+    // In another chain, or inserted with -I, which rule the kernel checks
+    // first is iptables' chain layout: refused, at the option.
+    for (second, col) in [("-A OTHER", 13), ("-I INPUT", 13)] {
+        let text = format!(
+            "*filter\n:INPUT ACCEPT [0:0]\n:OTHER - [0:0]\n-A INPUT -m hashlimit --hashlimit-upto 5/s --hashlimit-name T\n{second} -m hashlimit --hashlimit-above 6/s --hashlimit-name T -j DROP\nCOMMIT\n"
+        );
+        let e = parse(&text, "r.rules", Format::IptablesSave).unwrap_err()[0].to_string();
+        assert!(
+            e.starts_with(&format!("r.rules:5:{col}:")) && e.contains("other settings at line 4"),
+            "{second}: {e}"
+        );
+    }
 }
 
 const TEXT: &str = "*filter

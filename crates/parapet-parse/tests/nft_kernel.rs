@@ -1,4 +1,6 @@
-//! The kernel as the oracle for verdict maps: the same nft script is loaded
+//! The kernel as the oracle for verdict maps (a verdict after one applies
+//! to its `continue` elements; anonymous set elements with their own
+//! `counter`): the same nft script is loaded
 //! with `nft -f` into a network namespace this test creates, UDP datagrams
 //! go to 127.0.0.1 on each port, and whether one arrives (accepted) or not
 //! (dropped) must equal the linear engine's verdict for that packet.
@@ -23,6 +25,8 @@ table inet t {
 \t\tiifname \"lo\" udp dport vmap @m
 \t\tiifname \"lo\" udp dport vmap { 1008 : drop, 1009 : goto j, 1002-1004 : accept }
 \t\tiifname \"lo\" udp dport 1006-1007 drop
+\t\tiifname \"lo\" udp dport { 999 counter, 1010 counter packets 0 bytes 0 } drop
+\t\tiifname \"lo\" udp dport vmap { 1011 : continue, 1012 : accept } drop
 \t}
 }
 ";
@@ -49,7 +53,7 @@ fn verdict_maps_agree_with_the_kernel() {
     std::fs::write(&dir, RULES).unwrap();
     let ns = Netns::create("vmap").unwrap();
     ns.exec(&["nft", "-f", dir.to_str().unwrap()]).unwrap();
-    let ports: Vec<u16> = (999..=1010).collect();
+    let ports: Vec<u16> = (999..=1013).collect();
     let arrived: Vec<bool> = ns.run_in(|| ports.iter().map(|&p| udp_arrives(p)).collect());
     let _ = std::fs::remove_file(&dir);
     for (p, kernel) in ports.iter().zip(arrived) {

@@ -521,18 +521,12 @@ fn clearer_messages_and_nft_spellings() {
     )
     .unwrap_err();
     assert_eq!(e.len(), 1, "{e:?}");
-    // ipset 4's save format is named, not "cannot tell the format".
-    let e = parse(
-        "-N ban iphash\n-A ban 1.2.3.4\nCOMMIT\n",
-        "old.ipset",
-        Format::Auto,
-    )
-    .unwrap_err();
-    assert!(
-        e[0].to_string().contains("legacy ipset save file"),
-        "{}",
-        e[0]
-    );
+    // ipset 4's save format, which a current `ipset restore` still reads,
+    // loads as sets (tests/ipset_legacy_kernel.rs checks it against ipset).
+    let text = "-N ban iphash --hashsize 128\n-A ban 1.2.3.4\nCOMMIT\n";
+    assert_eq!(detect(text), Format::Ipset);
+    let c = parapet_parse::check::check(text, "old.ipset", Format::Auto).unwrap();
+    assert_eq!(c.format, Format::Ipset);
 }
 
 /// A regular chain no filter chain reaches, whose only errors are NAT
@@ -555,4 +549,84 @@ fn unreached_nat_chains_are_the_kernels() {
     // kernel's: corpus_misc.rs).
     let e = err(&input("\t\tip daddr set 10.0.0.1\n\t\ttcp dport 1 drop\n"));
     assert!(e.contains("changes the packet later rules see"), "{e}");
+}
+
+/// An anonymous set element's own `counter [packets N bytes N]` is read
+/// (it counts, decides nothing); its malformed forms fail at the word.
+#[test]
+fn anonymous_set_element_counters() {
+    let rs = ok(&input(
+        "\t\tudp dport { 53 counter packets 0 bytes 0, 54 counter } drop\n",
+    ));
+    assert_eq!(decide(&rs, &pkt(Family::V4, 17, 54)), (1, Verdict::Drop));
+    assert_eq!(decide(&rs, &pkt(Family::V4, 17, 55)), (0, Verdict::Accept));
+    for (line, want) in [
+        (
+            "\t\tudp dport { 53 counter packets x bytes 0 } drop\n",
+            "n.nft:4:34: expected a number of packets",
+        ),
+        (
+            "\t\tudp dport { 53 counter packets 1 } drop\n",
+            "n.nft:4:36: expected 'bytes N'",
+        ),
+    ] {
+        let e = err(&input(line));
+        assert!(e.contains(want), "{line:?}: {e}");
+    }
+}
+
+/// A verdict after a verdict map is the verdict of its `continue`
+/// elements (nft runs the next statement only after `continue`; a key in
+/// no element ends the rule); anything else after it stays an error.
+#[test]
+fn a_verdict_after_a_verdict_map() {
+    let rs = ok(&input(
+        "\t\tudp dport vmap { 53 : continue, 54 : accept, 55 : drop } drop\n\t\tudp dport 56 drop\n",
+    ));
+    assert_eq!(decide(&rs, &pkt(Family::V4, 17, 53)).1, Verdict::Drop);
+    assert_eq!(decide(&rs, &pkt(Family::V4, 17, 54)).1, Verdict::Accept);
+    assert_eq!(decide(&rs, &pkt(Family::V4, 17, 55)).1, Verdict::Drop);
+    assert_eq!(decide(&rs, &pkt(Family::V4, 17, 56)).1, Verdict::Drop);
+    assert_eq!(decide(&rs, &pkt(Family::V4, 17, 57)), (0, Verdict::Accept));
+    for (line, want) in [
+        (
+            "\t\tudp dport vmap { 53 : continue } accept drop\n",
+            "n.nft:4:43: expected the end of the rule after the verdict, found 'drop'",
+        ),
+        (
+            "\t\tudp dport vmap { 53 : continue } jump x\n",
+            "n.nft:4:36: expected the end of the rule after the verdict, found 'jump'",
+        ),
+    ] {
+        let e = err(&input(line));
+        assert!(e.contains(want), "{line:?}: {e}");
+    }
+}
+
+/// `ct helper "NAME"` as a match decides nothing at the end of a rule (a
+/// failed match stops only what follows it): read, kept for the listing;
+/// before a statement it is refused at its place.
+#[test]
+fn a_trailing_ct_helper_match() {
+    let rs = ok(&input(
+        "\t\tudp dport 137 ct helper \"netbios-ns\"\n\t\tudp dport 137 drop\n",
+    ));
+    assert_eq!(
+        rs.tables[0].chains[0].rules[0].kernel,
+        ["ct helper \"netbios-ns\""]
+    );
+    assert_eq!(decide(&rs, &pkt(Family::V4, 17, 137)), (2, Verdict::Drop));
+    // The listing writes it after the rule's counter, still last.
+    let listed = render::nft(&rs).unwrap();
+    assert!(listed.contains("ct helper \"netbios-ns\"\n"), "{listed}");
+    let again = parse(&listed, "listed.nft", Format::Nft).unwrap().ruleset;
+    assert_eq!(
+        again.tables[0].chains[0].rules[0].kernel,
+        rs.tables[0].chains[0].rules[0].kernel
+    );
+    let e = err(&input("\t\tudp dport 137 ct helper \"ftp\" accept\n"));
+    assert!(
+        e.starts_with("n.nft:4:17: 'ct helper \"NAME\"' as a match"),
+        "{e}"
+    );
 }

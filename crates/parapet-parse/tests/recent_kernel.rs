@@ -27,6 +27,15 @@ const SSH: &str = "*filter
 COMMIT
 ";
 
+/// A `--hitcount` above 255, which Linux 6.11 and later accept (up to
+/// 65,535; the corpus's `diekmann_typical_home_user.rules` has 348).
+const MANY_HITS: &str = "*filter
+:INPUT ACCEPT [0:0]
+-A INPUT -i lo -p udp -m udp --dport 9030 -m recent --set --name H --rsource
+-A INPUT -i lo -p udp -m udp --dport 9030 -m recent --rcheck --seconds 60 --hitcount 300 --name H --rsource -j DROP
+COMMIT
+";
+
 /// Every command, sharing tables across rules.
 const MIXED: &str = "*filter
 :INPUT ACCEPT [0:0]
@@ -113,6 +122,21 @@ fn ssh_brute_force_pair_agrees_with_iptables_legacy() {
         kernel,
         [true, true, true, false, false, false, false, false, true]
     );
+}
+
+#[test]
+#[ignore = "needs root"]
+fn a_hitcount_above_255_agrees_with_iptables_legacy() {
+    parapet_testbed::require_root();
+    // 302 datagrams from one source, then one from another: the 300th
+    // `--set` makes 300 stamps, and from then on `--rcheck` drops.
+    let seq: Vec<Send> = (0..302)
+        .map(|_| (2, 9030, 0))
+        .chain([(3, 9030, 0)])
+        .collect();
+    let kernel = compare("many", MANY_HITS, &seq);
+    let dropped: Vec<usize> = (0..kernel.len()).filter(|&i| !kernel[i]).collect();
+    assert_eq!(dropped, [299, 300, 301], "the datagrams the kernel dropped");
 }
 
 #[test]

@@ -66,8 +66,8 @@ fn the_kernels_checks_and_parapets_refusals() {
         ),
         ("-m recent --rcheck --reap", "--reap needs --seconds"),
         (
-            "-m recent --rcheck --hitcount 256",
-            "more than the kernel's 255",
+            "-m recent --rcheck --hitcount 65536",
+            "more than the kernel's 65535",
         ),
         (
             "-m recent --set --rttl",

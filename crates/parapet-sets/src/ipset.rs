@@ -2,6 +2,7 @@
 
 use crate::desc::{IpsetInfo, SetDesc};
 use crate::element::Element;
+use crate::ipset_legacy::{canonical_type, option_word};
 use crate::key::{fmt_value, parse_dim, KeyPart, MAX_DIMS};
 use crate::list_set::{create_list, held_by, member_options, save_list};
 use crate::set::Set;
@@ -327,6 +328,7 @@ pub(crate) fn load(store: &SetStore, text: &str, now: u64) -> Result<Loaded, Err
             "create" | "-N" | "n" => {
                 let (name, ncol) = need(1, "a set name")?;
                 let (typ, tcol) = need(2, "a set type (e.g. hash:ip)")?;
+                let typ = canonical_type(typ);
                 if st.exists(name) || lists.contains_key(name) {
                     return Err(Error::new(
                         lno,
@@ -340,6 +342,7 @@ pub(crate) fn load(store: &SetStore, text: &str, now: u64) -> Result<Loaded, Err
                 let mut i = 3;
                 while i < toks.len() {
                     let (o, oc) = toks[i];
+                    let o = option_word(o);
                     let takes = matches!(
                         o,
                         "family"
@@ -526,6 +529,7 @@ pub(crate) fn load(store: &SetStore, text: &str, now: u64) -> Result<Loaded, Err
                 let mut i = 3;
                 while i < toks.len() {
                     let (o, oc) = toks[i];
+                    let o = option_word(o);
                     match o {
                         "timeout" => {
                             el.timeout = Some(num::<u64>(toks.get(i + 1), lno, eol, "a timeout in seconds")?.saturating_mul(1000));

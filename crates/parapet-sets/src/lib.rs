@@ -32,6 +32,7 @@ mod backend;
 mod desc;
 mod element;
 mod ipset;
+mod ipset_legacy;
 mod key;
 mod limits;
 mod list_set;

@@ -168,3 +168,71 @@ impl RuleParser<'_> {
         }
     }
 }
+
+/// The first rule naming a `-m hashlimit` table: `hashlimit_mt_check`
+/// creates the table from that rule's settings, and a later rule naming
+/// the table shares it whatever it says (`htable_find_get` looks a table up
+/// by name and family only). In `hashlimit_mt_common` a later rule's own
+/// `--hashlimit-upto`/`--hashlimit-above` (the mode's invert bit) decides
+/// how it answers; the rate, burst, key mode, masks and htable options are
+/// the table's (its buckets are filled, refilled and keyed from the
+/// table's configuration).
+#[derive(Clone, Debug)]
+pub(super) struct FirstRule {
+    /// The rule's settings without upto/above (which is `above`).
+    settings: Hashlimit,
+    above: bool,
+    line: u32,
+    table: String,
+    chain: String,
+    appended: bool,
+}
+
+impl FirstRule {
+    /// Rule `h` at `line`, in `chain` of iptables table `table`, appended
+    /// (`-A`) or inserted (`-I`).
+    pub(super) fn new(
+        h: &Hashlimit,
+        line: u32,
+        table: &str,
+        chain: &str,
+        appended: bool,
+    ) -> FirstRule {
+        FirstRule {
+            settings: Hashlimit {
+                above: false,
+                ..h.clone()
+            },
+            above: h.above,
+            line,
+            table: table.to_string(),
+            chain: chain.to_string(),
+            appended,
+        }
+    }
+
+    /// What `later`'s hashlimit does: its own settings when they are the
+    /// table's; else the table's settings with its own upto/above, when
+    /// this rule is sure to come first in the kernel's table (both
+    /// appended to one chain; across chains or with `-I` the order the
+    /// kernel checks rules in is libiptc's layout, not the file's), and an
+    /// error otherwise.
+    pub(super) fn settings_for(&self, later: &FirstRule) -> Result<Hashlimit, String> {
+        let above = |s: &Hashlimit, a: bool| Hashlimit {
+            above: a,
+            ..s.clone()
+        };
+        let own_above = later.above;
+        if later.settings == self.settings {
+            return Ok(above(&self.settings, own_above));
+        }
+        if self.appended && later.appended && self.table == later.table && self.chain == later.chain
+        {
+            return Ok(above(&self.settings, own_above));
+        }
+        Err(format!(
+            "-m hashlimit table '{}' has other settings at line {}, in another chain or with -I: the kernel configures a table from the first rule naming it (its rate, burst, mode, masks and htable options are every rule's), and which rule is first depends on how iptables lays the chains out; give every rule of a table the same settings",
+            self.settings.name, self.line
+        ))
+    }
+}

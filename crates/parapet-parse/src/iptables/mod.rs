@@ -94,9 +94,9 @@ pub(crate) fn parse(
     // naming it: the kernel keeps that rule's mask for the table.
     let mut recent_masks: std::collections::HashMap<String, (u32, u8, u32)> =
         std::collections::HashMap::new();
-    // `-m hashlimit` table → (its settings, line) of the first rule naming
-    // it: the kernel configures the table from that rule alone.
-    let mut hashlimit_tables: std::collections::HashMap<String, (Hashlimit, u32)> =
+    // `-m hashlimit` table → the first rule naming it: the kernel
+    // configures the table from that rule alone.
+    let mut hashlimit_tables: std::collections::HashMap<String, hashlimit::FirstRule> =
         std::collections::HashMap::new();
     let mut last_line = 0;
     for (idx, raw) in text.lines().enumerate() {
@@ -327,7 +327,7 @@ pub(crate) fn parse(
             comment,
             limit,
             recent,
-            hashlimit,
+            mut hashlimit,
             time,
             quota,
             statistic_done: statistic,
@@ -371,26 +371,18 @@ pub(crate) fn parse(
                 continue;
             }
         }
-        if let Some(d) = &hashlimit {
-            // upto and above may share a table; every other setting is
-            // the table's.
-            let settings = Hashlimit {
-                above: false,
-                ..d.h.clone()
-            };
+        if let Some(d) = &mut hashlimit {
+            let here =
+                hashlimit::FirstRule::new(&d.h, ln, &t.name, &chain_word.text, w[0].text == "-A");
             let first = hashlimit_tables
                 .entry(d.h.name.clone())
-                .or_insert((settings.clone(), ln));
-            if first.0 != settings {
-                errs.push(
-                    ln,
-                    d.col,
-                    format!(
-                        "-m hashlimit table '{}' has other settings at line {}: the kernel configures a table from the first rule naming it, so give every rule of a table the same rate, burst, mode, masks and htable options",
-                        d.h.name, first.1
-                    ),
-                );
-                continue;
+                .or_insert(here.clone());
+            match first.settings_for(&here) {
+                Ok(h) => d.h = h,
+                Err(m) => {
+                    errs.push(ln, d.col, m);
+                    continue;
+                }
             }
         }
         // `--ports P`: the source port in P, or else the destination port in

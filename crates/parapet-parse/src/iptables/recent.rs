@@ -70,7 +70,7 @@ impl RuleParser<'_> {
             },
             "--hitcount" => match v.parse::<u32>() {
                 Ok(h) if h > RECENT_MAX_HITCOUNT => Err(format!(
-                    "--hitcount {h} is more than the kernel's {RECENT_MAX_HITCOUNT}"
+                    "--hitcount {h} is more than the kernel's {RECENT_MAX_HITCOUNT} (xt_recent: hitcount is larger than allowed maximum)"
                 )),
                 Ok(h) => {
                     r.hitcount = h;

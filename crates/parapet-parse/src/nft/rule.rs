@@ -66,6 +66,23 @@ impl RuleParser<'_> {
         }
     }
 
+    /// `accept` or `drop` right after a verdict map (`ip saddr vmap @m
+    /// accept`, as nftables' tests write it).
+    fn verdict_after_vmap(&self, t: &Token) -> Option<Verdict> {
+        let mapped = self
+            .vmap
+            .as_ref()
+            .is_some_and(|es| es.iter().all(|e| e.action.is_some()));
+        if !mapped || self.action != Some(Action::Count) {
+            return None;
+        }
+        match t.word() {
+            Some("accept") => Some(Verdict::Accept),
+            Some("drop") => Some(Verdict::Drop),
+            _ => None,
+        }
+    }
+
     pub(super) fn parse(&mut self) -> Res<()> {
         while let Some(t) = self.peek().cloned() {
             if self.action.is_some() {
@@ -85,6 +102,21 @@ impl RuleParser<'_> {
                     if let Some(Action::Log(spec)) = self.action.take() {
                         self.rule.log = Some(spec);
                     }
+                    continue;
+                }
+                if let Some(v) = self.verdict_after_vmap(&t) {
+                    // `KEY vmap … accept`: nft goes on to the next
+                    // statement only after an element whose verdict is
+                    // `continue`; a key in no element ends the rule (the
+                    // lookup fails), any other verdict decides. So the
+                    // verdict is the `continue` elements' own.
+                    for e in self.vmap.iter_mut().flatten() {
+                        if e.action == Some(Action::Count) {
+                            e.action = Some(Action::Verdict(v.clone()));
+                        }
+                    }
+                    self.action = Some(Action::Verdict(v));
+                    self.i += 1;
                     continue;
                 }
                 if matches!(self.action, Some(Action::Log(_))) && t.word() == Some("limit") {
@@ -182,6 +214,11 @@ impl RuleParser<'_> {
                         return Err((op.line, op.col, "expected 'flow add @FLOWTABLE'".into()));
                     }
                     self.rule.kernel.push(format!("flow add {}", ft.show()));
+                }
+                "ct" if self.toks.get(self.i + 1).and_then(|t| t.word()) == Some("helper")
+                    && self.toks.get(self.i + 2).and_then(|t| t.word()) != Some("set") =>
+                {
+                    self.trailing_ct_helper()?
                 }
                 _ if self.setter().is_some() => {
                     // Conntrack helpers, timeouts, zones, marks, labels and
@@ -333,6 +370,31 @@ impl RuleParser<'_> {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// At `ct helper "NAME"`, a match on the connection's helper, which
+    /// parapet's packet key does not carry. nft runs a rule's expressions
+    /// in order and a failed match only stops the ones after it, so a
+    /// match with no statement after it (`udp dport 137 ct helper
+    /// "netbios-ns"`, as nftables' tests write it) decides nothing: it is
+    /// kept for the kernel's listing. Anywhere else it is refused.
+    fn trailing_ct_helper(&mut self) -> Res<()> {
+        let from = self.i;
+        self.i += 2;
+        self.next_word("a helper name")?;
+        let rest = &self.toks[self.i..];
+        let trailing = match rest.first().and_then(|t| t.word()) {
+            None => rest.is_empty() || matches!(rest[0].tok, Tok::Semi),
+            Some("comment") => rest.len() == 2,
+            _ => false,
+        };
+        if !trailing {
+            let t = &self.toks[from];
+            return Err((t.line, t.col, "'ct helper \"NAME\"' as a match is supported only at the end of a rule, where it decides nothing (the packet key does not carry the connection's helper); to attach a helper write 'ct helper set \"NAME\"'".into()));
+        }
+        let text: Vec<String> = self.toks[from..self.i].iter().map(Token::show).collect();
+        self.rule.kernel.push(text.join(" "));
         Ok(())
     }
 

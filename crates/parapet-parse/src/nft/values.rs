@@ -40,6 +40,7 @@ impl RuleParser<'_> {
             loop {
                 let t = self.next_word("a set element")?;
                 set = set.union(&self.element(kind, &t)?);
+                self.element_counter()?;
                 match self.peek().map(|t| &t.tok) {
                     Some(Tok::Comma) => {
                         self.i += 1;
@@ -66,6 +67,33 @@ impl RuleParser<'_> {
             set = set.union(&self.element(kind, &t)?);
         }
         Ok(set)
+    }
+
+    /// An element's own `counter [packets N bytes N]` (`{ 0xa counter
+    /// packets 0 bytes 0 }`, as nft lists an anonymous set whose elements
+    /// count): it counts the packets the element matches and decides
+    /// nothing, so it is read and left to the kernel's listing.
+    fn element_counter(&mut self) -> Res<()> {
+        if !matches!(self.peek().map(|t| &t.tok), Some(Tok::Word(w)) if w == "counter") {
+            return Ok(());
+        }
+        self.i += 1;
+        for what in ["packets", "bytes"] {
+            match self.peek().map(|t| &t.tok) {
+                Some(Tok::Word(w)) if w == what => {
+                    self.i += 1;
+                    let n = self.next_word(&format!("a number of {what}"))?;
+                    if !matches!(&n.tok, Tok::Word(w) if w.parse::<u64>().is_ok()) {
+                        return Err((n.line, n.col, format!("expected a number of {what}")));
+                    }
+                }
+                _ if what == "packets" => return Ok(()),
+                _ => {
+                    return self.fail("expected 'bytes N' after the element's 'counter packets N'")
+                }
+            }
+        }
+        Ok(())
     }
 
     pub(super) fn element(&self, kind: Kind, t: &Token) -> Res<IntervalSet> {

@@ -26,8 +26,8 @@ pub fn arrivals(ns: &Netns, seq: &[Send]) -> (Vec<bool>, Vec<u64>) {
 
 /// As [`arrivals`], each datagram sent with its own TTL.
 pub fn arrivals_ttl(ns: &Netns, seq: &[SendTtl]) -> (Vec<bool>, Vec<u64>) {
-    // The index rides in one byte.
-    assert!(seq.len() <= 256, "at most 256 datagrams per sequence");
+    // The index rides in two bytes.
+    assert!(seq.len() <= 65_536, "at most 65,536 datagrams per sequence");
     ns.run_in(|| {
         let mut ports: Vec<u16> = seq.iter().map(|s| s.0 .1).collect();
         ports.sort_unstable();
@@ -60,12 +60,14 @@ pub fn arrivals_ttl(ns: &Netns, seq: &[SendTtl]) -> (Vec<bool>, Vec<u64>) {
             std::thread::sleep(Duration::from_millis(*pause));
             t.set_ttl(u32::from(*ttl)).unwrap();
             sent_at.push(t0.elapsed().as_nanos() as u64);
-            t.send_to(&[i as u8], ("127.0.0.1", *port)).unwrap();
+            t.send_to(&(i as u16).to_le_bytes(), ("127.0.0.1", *port))
+                .unwrap();
             // Bounded: until this datagram or the timeout.
             let mut buf = [0u8; 4];
-            while let Ok((1, _)) = r.recv_from(&mut buf) {
-                arrived[usize::from(buf[0])] = true;
-                if usize::from(buf[0]) == i {
+            while let Ok((2, _)) = r.recv_from(&mut buf) {
+                let k = usize::from(u16::from_le_bytes([buf[0], buf[1]]));
+                arrived[k] = true;
+                if k == i {
                     break;
                 }
             }
@@ -75,8 +77,8 @@ pub fn arrivals_ttl(ns: &Netns, seq: &[SendTtl]) -> (Vec<bool>, Vec<u64>) {
         for (_, r) in &rx {
             r.set_nonblocking(true).unwrap();
             let mut buf = [0u8; 4];
-            while let Ok((1, _)) = r.recv_from(&mut buf) {
-                arrived[usize::from(buf[0])] = true;
+            while let Ok((2, _)) = r.recv_from(&mut buf) {
+                arrived[usize::from(u16::from_le_bytes([buf[0], buf[1]]))] = true;
             }
         }
         (arrived, sent_at)
