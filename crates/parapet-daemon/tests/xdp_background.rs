@@ -11,7 +11,9 @@
 //! arrives per port, the XDP row's drops and rule 1's counter, exactly).
 //! An apply of a small ruleset during a load keeps its straight-line
 //! program (the stale tree form is dropped, never attached), and of a
-//! second large one during a load ends with the newest attached. Veth
+//! second large one during a load ends with the newest attached; a
+//! `kill -9` and restart with the split form on the link never lets a
+//! dropped packet through and ends with the split form again. Veth
 //! pair in namespaces of its own; needs root.
 
 mod pin_support;
@@ -104,6 +106,17 @@ fn xdp_dropped(inst: &Instance, dev: &str) -> u64 {
         })
         .and_then(|h| h["dropped"].as_u64())
         .unwrap_or(0)
+}
+
+/// The split form's pinned prog arrays (`xdp-tree/progs-<id>`).
+fn tree_pins(inst: &Instance) -> Vec<String> {
+    std::fs::read_dir(inst.pins.join("xdp-tree"))
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn apply(inst: &Instance, rules: &str) -> Duration {
@@ -229,14 +242,15 @@ fn the_tree_form_loads_in_the_background() {
     let tmp = tempfile::tempdir().unwrap();
     let inst = Instance::new(&pair.b, tmp.path(), "k15bg");
     let _ = parapet_dataplane::remove_pins(&inst.pins);
-    let d = inst.start(&[
+    let flags = [
         "--chain",
         "filter/FORWARD",
         "--test-tree-budget",
         BUDGET,
         "--test-xdp-load-hold-ms",
         HOLD_MS,
-    ]);
+    ];
+    let d = inst.start(&flags);
     // the ban set exists before a ruleset names it
     let r = inst.call(json!({"cmd": "ban", "elems": ["192.0.2.1"]}));
     assert_eq!(r["ok"], Value::from(true), "{r}");
@@ -316,6 +330,23 @@ fn the_tree_form_loads_in_the_background() {
     wait_for_tree(&inst);
     decides_as_the_spec(&inst, &pair, &v, true, "the newest ruleset");
     assert_eq!(xdp_link(&inst), link, "the same link");
+    assert_eq!(tree_pins(&inst).len(), 1, "{:?}", tree_pins(&inst));
+
+    // 4. kill -9 with the split form on the link, and a restart: never
+    // open (the walker while it loads again), then the split form again,
+    // its prog array the one pinned
+    let d = restart_under_flood(
+        &inst,
+        (&pair.a, &pair.b, v.b_addr),
+        d,
+        &flags,
+        1,
+        "restart with the split form on the link",
+    );
+    assert_eq!(xdp_link(&inst), link, "adopted, not re-attached");
+    wait_for_tree(&inst);
+    decides_as_the_spec(&inst, &pair, &v, true, "after the restart");
+    assert_eq!(tree_pins(&inst).len(), 1, "{:?}", tree_pins(&inst));
 
     kill9(d);
     inst.remove_pinned();
