@@ -85,6 +85,11 @@ pub struct BenchArgs {
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
+    /// With `--engine generated-tree-attached`: split the tree form over
+    /// programs of at most INSNS instructions (default: only past what one
+    /// program holds), to price the tail calls against the one program.
+    #[arg(long, value_name = "INSNS")]
+    tree_budget: Option<usize>,
     #[command(flatten)]
     opts: EngineArgs,
 }
@@ -240,7 +245,10 @@ pub fn bench(mut args: BenchArgs) -> Result<ExitCode> {
             let opts = parapet_compile::CompileOptions::default();
             let (image, _) = parapet_compile::compile(&list, &opts)?;
             if flavour == "generated-tree-attached" {
-                let (g, shape) = dp.load_xdp_generated_tree(&list, &image)?;
+                let budget = args
+                    .tree_budget
+                    .unwrap_or(parapet_dataplane::codegen::TREE_PROGRAM_BUDGET);
+                let (g, shape) = dp.load_xdp_generated_tree_within(&list, &image, budget)?;
                 tree_shape = Some(shape);
                 Generated::Attached(g)
             } else {

@@ -254,6 +254,13 @@ fn exec(c: &mut Client, cmd: DaemonCommand) -> Result<ExitCode, ClientError> {
                 if let (Some(e), Some(why)) = (xdp["engine"].as_str(), xdp["reason"].as_str()) {
                     println!("xdp engine: {e} ({why})");
                 }
+                let loading = &xdp["loading"];
+                if let (Some(e), Some(n)) =
+                    (loading["engine"].as_str(), loading["entries"].as_u64())
+                {
+                    let ms = loading["ms"].as_u64().unwrap_or(0);
+                    println!("xdp engine loading: {e} of {n} entries, for {ms} ms");
+                }
             }
         }
         DaemonCommand::Counters {

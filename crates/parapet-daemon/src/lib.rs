@@ -63,6 +63,7 @@ mod rejecter;
 pub mod server;
 mod shared;
 pub mod state;
+mod xdp_loader;
 
 pub use client::{socket_path, Client, ClientError, DEFAULT_SOCKET, DEFAULT_STATE_DIR, SOCKET_ENV};
 pub use compiled::{CompiledChain, CompiledRuleset, Loader};

@@ -66,8 +66,11 @@ pub struct ParapetdArgs {
     /// main program, every ruleset), `generated` (a straight-line program
     /// generated from the interface chain whenever it is eligible:
     /// header fields, ACCEPT/DROP, no sets, conntrack, LOG or REJECT), or
-    /// `auto` (generated when eligible and its rules take at most 512
-    /// comparisons, where it is the faster; docs/dataplane.md).
+    /// `generated-tree` (the tree form, from the chain's compiled trees),
+    /// or `auto` (generated when eligible and its rules take at most 512
+    /// comparisons, where it is the faster, else the tree form up to
+    /// 131,072 entries; the tree form loads in the background while the
+    /// walker enforces; docs/dataplane.md).
     #[arg(long, default_value = "auto")]
     pub xdp_engine: parapet_dataplane::EngineWant,
     /// Kernel dataplane: the chain run at the hooks, TABLE/CHAIN (default:
@@ -100,6 +103,14 @@ pub struct ParapetdArgs {
     /// (a long apply: the link watcher must not wait for it).
     #[arg(long, hide = true, value_name = "MS", default_value_t = 0)]
     pub test_apply_hold_ms: u64,
+    /// Tests only: instructions per program of the split tree form (a
+    /// small list then takes the split form).
+    #[arg(long, hide = true, value_name = "INSNS")]
+    pub test_tree_budget: Option<usize>,
+    /// Tests only: the background load of a tree form waits this long
+    /// (without the state lock) before its swap.
+    #[arg(long, hide = true, value_name = "MS", default_value_t = 0)]
+    pub test_xdp_load_hold_ms: u64,
     /// Tests only: the link watcher aborts parapetd between a new
     /// interface's ingress and egress links in the tc placement (the
     /// restart must complete the interface).
@@ -198,6 +209,8 @@ fn kernel_config(a: &ParapetdArgs, pin_dir: PathBuf) -> crate::kernel::KernelCon
         test_abort_between_tc_links: a.test_abort_between_tc_links,
         load_child: (!a.load_in_process).then(|| std::env::args_os().collect()),
         xdp_engine: a.xdp_engine,
+        test_tree_budget: a.test_tree_budget,
+        test_xdp_load_hold: std::time::Duration::from_millis(a.test_xdp_load_hold_ms.min(60_000)),
     }
 }
 

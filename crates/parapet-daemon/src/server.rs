@@ -46,6 +46,7 @@ pub struct Daemon {
     rejecter: Option<JoinHandle<()>>,
     link_watch: Option<JoinHandle<()>>,
     addr_watch: Option<JoinHandle<()>>,
+    xdp_loader: Option<JoinHandle<()>>,
     /// Where `--metrics` listens (the bound port when 0 was given).
     pub metrics_addr: Option<std::net::SocketAddr>,
     metrics: Vec<JoinHandle<()>>,
@@ -170,6 +171,10 @@ impl Daemon {
         let addr_watch = thread::Builder::new()
             .name("addr-watch".into())
             .spawn(move || crate::addr_watch::watch_loop(s))?;
+        let s = shared.clone();
+        let xdp_loader = thread::Builder::new()
+            .name("xdp-loader".into())
+            .spawn(move || crate::xdp_loader::load_loop(s))?;
         let fleet = crate::fleet::start(&shared)?;
         let crowdsec = crate::crowdsec::start(&shared)?;
         Ok(Daemon {
@@ -180,6 +185,7 @@ impl Daemon {
             rejecter: Some(rejecter),
             link_watch: Some(link_watch),
             addr_watch: Some(addr_watch),
+            xdp_loader: Some(xdp_loader),
             metrics_addr: exporter.addr,
             metrics: exporter.threads,
             fleet,
@@ -227,6 +233,11 @@ impl Daemon {
             let _ = h.join();
         }
         if let Some(h) = self.addr_watch.take() {
+            let _ = h.join();
+        }
+        // (a tree form loading now is finished first: at most the
+        // verifier's seconds)
+        if let Some(h) = self.xdp_loader.take() {
             let _ = h.join();
         }
         for h in self.metrics.drain(..) {

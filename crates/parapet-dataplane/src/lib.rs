@@ -105,4 +105,4 @@ pub use tc_hooks::{
     STAGE_POST_OUT, STAGE_ROUTE_IN, TC_HOOKS_IN, TC_HOOKS_OUT,
 };
 pub use test_run::{KernelDecision, TestRunOutcome};
-pub use xdp_engine::{GeneratedOnMaps, PreparedXdpEngine};
+pub use xdp_engine::{GeneratedOnMaps, PreparedXdpEngine, XdpEngineLoader};

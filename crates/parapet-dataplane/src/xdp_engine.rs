@@ -3,7 +3,7 @@
 //! ([`crate::codegen`]), swapped on each link with `BPF_LINK_UPDATE` —
 //! never detached, so no packet passes a link without a program.
 
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use aya::maps::IterableMap;
 use aya::programs::Xdp;
@@ -81,6 +81,116 @@ impl PreparedXdpEngine {
     }
 }
 
+impl PreparedXdpEngine {
+    /// The walker, for `reason` (nothing loaded): what the links run while
+    /// a chosen program loads elsewhere ([`XdpEngineLoader`]).
+    pub fn walker(reason: String) -> PreparedXdpEngine {
+        PreparedXdpEngine {
+            choice: Choice {
+                engine: XdpEngine::Walker,
+                reason,
+            },
+            prog: None,
+            prog_array: None,
+        }
+    }
+}
+
+/// Loads a chosen engine's program on any thread
+/// ([`Dataplane::xdp_engine_loader`]): its own descriptors of the maps the
+/// program counts in, so the generation and the verifier (seconds for the
+/// split tree form) need neither the dataplane nor its owner's lock. The
+/// result goes on the links with [`Dataplane::commit_xdp_engine`].
+#[derive(Debug)]
+pub struct XdpEngineLoader {
+    counters: OwnedFd,
+    stats: OwnedFd,
+    config: OwnedFd,
+    hook_stats: OwnedFd,
+    /// Instructions per program of the split tree form.
+    budget: usize,
+}
+
+impl XdpEngineLoader {
+    /// Splits the tree form over programs of at most `budget` instructions
+    /// (`codegen::TREE_PROGRAM_BUDGET` unless set: tests split small lists
+    /// with it).
+    pub fn with_tree_budget(mut self, budget: usize) -> XdpEngineLoader {
+        self.budget = budget;
+        self
+    }
+
+    /// The chosen engine's program for `list` (and its compiled `image`
+    /// for the tree form) generated and loaded, not yet on the links; one
+    /// that does not load leaves the walker, with the reason.
+    pub fn load(
+        &self,
+        choice: Choice,
+        list: Option<&DecisionList>,
+        image: Option<&Image>,
+    ) -> PreparedXdpEngine {
+        let maps = Maps {
+            counters: self.counters.as_fd(),
+            stats: self.stats.as_fd(),
+            config: self.config.as_fd(),
+            hook_stats: self.hook_stats.as_fd(),
+        };
+        load_within(choice, list, image, &maps, self.budget)
+    }
+}
+
+/// [`XdpEngineLoader::load`] on `maps`, the tree form's programs of the
+/// default budget.
+fn load_chosen(
+    choice: Choice,
+    list: Option<&DecisionList>,
+    image: Option<&Image>,
+    maps: &Maps<'_>,
+) -> PreparedXdpEngine {
+    load_within(choice, list, image, maps, codegen::TREE_PROGRAM_BUDGET)
+}
+
+fn load_within(
+    mut choice: Choice,
+    list: Option<&DecisionList>,
+    image: Option<&Image>,
+    maps: &Maps<'_>,
+    budget: usize,
+) -> PreparedXdpEngine {
+    let loaded = match (choice.engine, list, image) {
+        (XdpEngine::Generated, Some(l), _) => {
+            Some(codegen::load_attached(l, maps).map(|(fd, _)| (fd, None)))
+        }
+        (XdpEngine::GeneratedTree, Some(l), Some(image)) => Some(
+            codegen::load_tree_attached_within(l, image, maps, budget).map(|(t, shape)| {
+                if shape.programs > 1 {
+                    choice.reason = format!(
+                        "{}, {} programs of {} instructions",
+                        choice.reason, shape.programs, shape.insns
+                    );
+                }
+                (t.entry, t.prog_array)
+            }),
+        ),
+        _ => None,
+    };
+    match loaded {
+        Some(Ok((fd, array))) => PreparedXdpEngine {
+            choice,
+            prog: Some(fd),
+            prog_array: array,
+        },
+        Some(Err(e)) => {
+            PreparedXdpEngine::walker(format!("the generated program did not load: {e}"))
+        }
+        None => PreparedXdpEngine {
+            choice,
+            prog: None,
+            prog_array: None,
+        },
+    }
+}
+
 impl Dataplane {
     /// Puts the engine [`codegen::choose`] picks for `list` (the chain
     /// placed on interfaces; `None`: no chain, the walker) on every XDP
@@ -133,7 +243,33 @@ impl Dataplane {
         image: Option<&Image>,
         want: EngineWant,
     ) -> PreparedXdpEngine {
-        let mut choice = match list {
+        let choice = self.choose_xdp_engine(list, image, want);
+        self.load_xdp_engine(choice, list, image)
+    }
+
+    /// The program of `choice` (from [`Dataplane::choose_xdp_engine`])
+    /// loaded on this thread, on this dataplane's maps.
+    pub fn load_xdp_engine(
+        &self,
+        choice: Choice,
+        list: Option<&DecisionList>,
+        image: Option<&Image>,
+    ) -> PreparedXdpEngine {
+        load_chosen(choice, list, image, &self.codegen_maps())
+    }
+
+    /// The engine [`codegen::choose_with_image`] picks for `list` (`None`:
+    /// no chain, the walker), the walker while an XDP link is not pinned
+    /// (the swap needs the link's descriptor, which aya keeps for an
+    /// unpinned one). Nothing is loaded: [`XdpEngineLoader::load`] does
+    /// that, on any thread.
+    pub fn choose_xdp_engine(
+        &self,
+        list: Option<&DecisionList>,
+        image: Option<&Image>,
+        want: EngineWant,
+    ) -> Choice {
+        let choice = match list {
             Some(l) => codegen::choose_with_image(l, image, want),
             None => Choice {
                 engine: XdpEngine::Walker,
@@ -145,44 +281,30 @@ impl Dataplane {
             .values()
             .any(|l| matches!(l, LinkId::Xdp(_)) || is_fd_xdp(l));
         if choice.engine != XdpEngine::Walker && unpinned {
-            choice = Choice {
+            return Choice {
                 engine: XdpEngine::Walker,
                 reason: "an XDP link is not pinned (no pin directory): only the walker".into(),
             };
         }
-        let loaded = match (choice.engine, list, image) {
-            (XdpEngine::Generated, Some(l), _) => {
-                Some(self.load_generated(l).map(|(fd, _)| (fd, None)))
-            }
-            (XdpEngine::GeneratedTree, Some(l), Some(image)) => Some(
-                codegen::load_tree_attached(l, image, &self.codegen_maps()).map(|(t, shape)| {
-                    if shape.programs > 1 {
-                        choice.reason = format!(
-                            "{}, {} programs of {} instructions",
-                            choice.reason, shape.programs, shape.insns
-                        );
-                    }
-                    (t.entry, t.prog_array)
-                }),
-            ),
-            _ => None,
+        choice
+    }
+
+    /// What loads a chosen engine's program away from this dataplane
+    /// (another thread, without the caller's locks): its own descriptors
+    /// of the maps the program counts in.
+    pub fn xdp_engine_loader(&self) -> Result<XdpEngineLoader> {
+        let dup = |fd: BorrowedFd<'_>| {
+            fd.try_clone_to_owned()
+                .map_err(|e| Error::Codegen(format!("dup of a map: {e}")))
         };
-        let (prog, prog_array) = match loaded {
-            Some(Ok((fd, array))) => (Some(fd), array),
-            Some(Err(e)) => {
-                choice = Choice {
-                    engine: XdpEngine::Walker,
-                    reason: format!("the generated program did not load: {e}"),
-                };
-                (None, None)
-            }
-            None => (None, None),
-        };
-        PreparedXdpEngine {
-            choice,
-            prog,
-            prog_array,
-        }
+        let m = self.codegen_maps();
+        Ok(XdpEngineLoader {
+            counters: dup(m.counters)?,
+            stats: dup(m.stats)?,
+            config: dup(m.config)?,
+            hook_stats: dup(m.hook_stats)?,
+            budget: codegen::TREE_PROGRAM_BUDGET,
+        })
     }
 
     /// Swaps the prepared engine onto every pinned XDP link with

@@ -83,6 +83,13 @@ pub struct KernelConfig {
     /// form), or the cheapest that fits
     /// (`parapet_dataplane::codegen::choose_with_image`).
     pub xdp_engine: parapet_dataplane::EngineWant,
+    /// Tests only (`--test-tree-budget`): instructions per program of the
+    /// split tree form (`None`: `codegen::TREE_PROGRAM_BUDGET`), so a
+    /// small list takes the split form.
+    pub test_tree_budget: Option<usize>,
+    /// Tests only (`--test-xdp-load-hold-ms`): the background load of a
+    /// tree form waits this long (without the state lock) before its swap.
+    pub test_xdp_load_hold: std::time::Duration,
 }
 
 /// The nft table parapetd installs for conntrack (`inet parapetd_ct`).
@@ -104,6 +111,8 @@ impl Default for KernelConfig {
             test_abort_between_tc_links: false,
             load_child: None,
             xdp_engine: parapet_dataplane::EngineWant::Auto,
+            test_tree_budget: None,
+            test_xdp_load_hold: std::time::Duration::ZERO,
         }
     }
 }

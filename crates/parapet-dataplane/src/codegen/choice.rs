@@ -13,14 +13,13 @@ use super::rules::{self, ineligible};
 use super::tree::tree_ineligible;
 
 /// The most entries a list may have for `--engine auto` to generate its
-/// tree program (when the linear one would be slower). Larger lists (the
-/// split form, `tree/split.rs`, ClassBench at 100k: 7–8 programs) take
-/// 15–30 s to verify, and parapetd loads the XDP program inside an apply,
-/// under the state lock: bans and other commands would wait that long.
-/// So `auto` keeps the walker past this size, and the split form is
-/// taken when asked for (`generated-tree`), until the load moves off the
-/// apply path (docs/dataplane.md, "The tree form", *Split*).
-pub const AUTO_MAX_TREE_ENTRIES: usize = 32_768;
+/// tree program (when the linear one would be slower): ClassBench at 100k
+/// (92–100k entries) takes the split form (`tree/split.rs`, 7–8
+/// programs, 11–30 s to verify). parapetd loads the tree form in the
+/// background, without its state lock, while the walker enforces the new
+/// ruleset (docs/daemon.md, "XDP engine"); the generation is bounded by
+/// `MAX_TREE_TOTAL_INSNS` and `MAX_TREE_PROGRAMS` whatever the size.
+pub const AUTO_MAX_TREE_ENTRIES: usize = 131_072;
 
 /// The most conditional jumps a decision list's rules may take for
 /// `--engine auto` to generate its program. A packet's path meets each
@@ -142,7 +141,7 @@ pub fn choose_with_image(list: &DecisionList, image: Option<&Image>, want: Engin
         let n = list.entries.len();
         if want == EngineWant::Auto && n > AUTO_MAX_TREE_ENTRIES {
             return walker(format!(
-                "{linear}; {n} entries, more than the {AUTO_MAX_TREE_ENTRIES} auto takes the tree form for (its load would hold commands; --xdp-engine generated-tree takes it)"
+                "{linear}; {n} entries, more than the {AUTO_MAX_TREE_ENTRIES} auto takes the tree form for (--xdp-engine generated-tree takes it)"
             ));
         }
         Choice {
