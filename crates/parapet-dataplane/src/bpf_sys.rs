@@ -16,6 +16,7 @@ const BPF_OBJ_PIN: libc::c_long = 6;
 const BPF_OBJ_GET: libc::c_long = 7;
 const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
 const BPF_LINK_UPDATE: libc::c_long = 29;
+const BPF_MAP_LOOKUP_BATCH: libc::c_long = 24;
 const BPF_MAP_UPDATE_BATCH: libc::c_long = 26;
 const BPF_MAP_DELETE_BATCH: libc::c_long = 27;
 
@@ -179,6 +180,46 @@ pub(crate) fn map_update_batch(
     a.put_u32(32, count);
     a.put_u32(36, fd.as_raw_fd() as u32);
     batch_call(BPF_MAP_UPDATE_BATCH, &mut a)
+}
+
+/// `BPF_MAP_LOOKUP_BATCH` over an array map: up to `count` entries from
+/// index `first` on, their keys and values written back to back into
+/// `keys` and `values` (room for `count` of each: a per-CPU map's value
+/// is its value size rounded up to 8 bytes, once per possible CPU).
+/// Returns how many were read: fewer than `count` only at the map's end.
+/// The kernel walks the array as that many lookups would, one entry after
+/// another, without a lock: each entry is as current as a lookup's.
+pub(crate) fn map_lookup_batch(
+    fd: BorrowedFd<'_>,
+    first: u32,
+    keys: &mut [u8],
+    values: &mut [u8],
+    count: u32,
+) -> io::Result<u32> {
+    let mut a = Attr::new();
+    // in_batch is the key *before* the first one read (an array's next
+    // key is the following index); none starts at index 0
+    let prev = first.wrapping_sub(1).to_ne_bytes();
+    let mut out_batch = [0u8; 4];
+    if first > 0 {
+        a.put_u64(0, prev.as_ptr() as u64);
+    }
+    a.put_u64(8, out_batch.as_mut_ptr() as u64);
+    a.put_u64(16, keys.as_mut_ptr() as u64);
+    a.put_u64(24, values.as_mut_ptr() as u64);
+    a.put_u32(32, count);
+    a.put_u32(36, fd.as_raw_fd() as u32);
+    let read = |a: &Attr| {
+        let mut n = [0u8; 4];
+        n.copy_from_slice(&a.0[32..36]);
+        u32::from_ne_bytes(n)
+    };
+    match bpf(BPF_MAP_LOOKUP_BATCH, &mut a) {
+        Ok(_) => Ok(read(&a)),
+        // the end of the map: what was read before it
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(read(&a)),
+        Err(e) => Err(e),
+    }
 }
 
 /// `BPF_MAP_DELETE_BATCH`: deletes `count` entries whose keys are back to

@@ -1,7 +1,9 @@
 //! What the program reports: per-rule counters, dataplane-wide statistics,
 //! and the rate-limited LOG ring buffer.
 
-use aya::maps::MapError;
+use std::os::fd::AsFd;
+
+use aya::maps::{IterableMap, MapError};
 
 use crate::abi::{
     Counter, KernelVerdict, PacketKey, RawLogEvent, Stat, HOOK_IFACES, HOOK_NF_POSTROUTING,
@@ -9,6 +11,7 @@ use crate::abi::{
 };
 use crate::actions::gcra;
 use crate::attach::AttachPoint;
+use crate::bpf_sys::{map_lookup_batch, map_update_batch};
 use crate::error::Result;
 use crate::load::Dataplane;
 
@@ -54,6 +57,40 @@ pub struct HookCount {
     pub dropped: u64,
 }
 
+/// Rules per batch call of [`Dataplane::counter_range`] and
+/// [`Dataplane::reset_counters`]: 8,192 rules of two CPUs are 256 KiB of
+/// values.
+const COUNTER_BATCH: u64 = 8192;
+
+/// A [`Counter`] as a per-CPU map stores it, per CPU: two u64s (already
+/// a multiple of 8 bytes, so no rounding).
+const COUNTER_BYTES: usize = std::mem::size_of::<Counter>();
+
+fn cpu_err(io_error: std::io::Error) -> MapError {
+    MapError::SyscallError(aya::sys::SyscallError {
+        call: "nr_cpus",
+        io_error,
+    })
+}
+
+/// The possible CPUs, whose count sizes a per-CPU map's values.
+fn nr_cpus() -> Result<usize> {
+    Ok(aya::util::nr_cpus().map_err(|(_, e)| cpu_err(e))?)
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    let mut v = [0u8; 8];
+    v.copy_from_slice(&b[at..at + 8]);
+    u64::from_ne_bytes(v)
+}
+
+/// Whether a batch lookup's keys are `first, first + 1, …`.
+fn keys_follow(keys: &[u8], first: u32) -> bool {
+    keys.chunks_exact(4)
+        .enumerate()
+        .all(|(i, k)| u32::from_ne_bytes([k[0], k[1], k[2], k[3]]) == first + i as u32)
+}
+
 impl Dataplane {
     /// Packets and bytes rule `rule` decided, summed over CPUs.
     pub fn counter(&self, rule: u32) -> Result<Counter> {
@@ -65,20 +102,73 @@ impl Dataplane {
         }))
     }
 
-    /// Zero every rule's counters (all CPUs). An increment racing with the
-    /// reset on another CPU may survive it or be lost.
+    /// Packets and bytes of rules `first..first + count` (0 = the policy),
+    /// summed over CPUs; ids past the program's `max_rules` are left out
+    /// (the result is shorter). One `BPF_MAP_LOOKUP_BATCH` per
+    /// [`COUNTER_BATCH`] rules instead of a lookup each: at 100,000 rules
+    /// that is what `stats` and a scrape wait for (and the daemon's state
+    /// lock with them); a kernel without batch lookups gets one each.
+    pub fn counter_range(&self, first: u32, count: usize) -> Result<Vec<Counter>> {
+        let end = (u64::from(first) + count as u64).min(u64::from(self.max_rules) + 1);
+        let mut out = Vec::with_capacity(end.saturating_sub(u64::from(first)) as usize);
+        let cpus = nr_cpus()?;
+        let fd = self.counters.map().fd().as_fd();
+        let mut at = u64::from(first);
+        while at < end {
+            let n = (end - at).min(COUNTER_BATCH) as u32;
+            let mut keys = vec![0u8; n as usize * 4];
+            let mut values = vec![0u8; n as usize * cpus * COUNTER_BYTES];
+            let read = match map_lookup_batch(fd, at as u32, &mut keys, &mut values, n) {
+                Ok(read) if read == n && keys_follow(&keys, at as u32) => read,
+                // no batch lookups here (or an answer not in index order):
+                // one lookup per rule
+                _ => {
+                    for rule in at as u32..end as u32 {
+                        out.push(self.counter(rule)?);
+                    }
+                    return Ok(out);
+                }
+            };
+            for v in values
+                .chunks_exact(cpus * COUNTER_BYTES)
+                .take(read as usize)
+            {
+                out.push(
+                    v.chunks_exact(COUNTER_BYTES)
+                        .fold(Counter::default(), |a, c| Counter {
+                            packets: a.packets + u64_at(c, 0),
+                            bytes: a.bytes + u64_at(c, 8),
+                        }),
+                );
+            }
+            at += u64::from(read);
+        }
+        Ok(out)
+    }
+
+    /// Zero every rule's counters (all CPUs): one `BPF_MAP_UPDATE_BATCH`
+    /// per [`COUNTER_BATCH`] rules (one update each where the kernel has
+    /// none). An increment racing with the reset on another CPU may
+    /// survive it or be lost.
     pub fn reset_counters(&mut self) -> Result<()> {
-        let cpu_err = |io_error| {
-            MapError::SyscallError(aya::sys::SyscallError {
-                call: "nr_cpus",
-                io_error,
-            })
-        };
-        let cpus = aya::util::nr_cpus().map_err(|(_, e)| cpu_err(e))?;
-        for rule in 0..=self.max_rules {
-            let zeros = aya::maps::PerCpuValues::try_from(vec![Counter::default(); cpus])
-                .map_err(cpu_err)?;
-            self.counters.set(rule, zeros, 0)?;
+        let cpus = nr_cpus()?;
+        let total = u64::from(self.max_rules) + 1;
+        let mut at = 0u64;
+        while at < total {
+            let n = (total - at).min(COUNTER_BATCH) as u32;
+            let keys: Vec<u8> = (at as u32..at as u32 + n)
+                .flat_map(u32::to_ne_bytes)
+                .collect();
+            let zeros = vec![0u8; n as usize * cpus * COUNTER_BYTES];
+            let fd = self.counters.map().fd().as_fd();
+            if map_update_batch(fd, &keys, &zeros, n).is_err() {
+                for rule in at as u32..at as u32 + n {
+                    let zeros = aya::maps::PerCpuValues::try_from(vec![Counter::default(); cpus])
+                        .map_err(cpu_err)?;
+                    self.counters.set(rule, zeros, 0)?;
+                }
+            }
+            at += u64::from(n);
         }
         Ok(())
     }

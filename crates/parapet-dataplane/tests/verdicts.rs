@@ -359,3 +359,55 @@ fn the_statistics_switch_stops_only_the_per_packet_statistics() {
         .sum();
     assert_eq!(after, 16 + 16);
 }
+
+/// `counter_range` reads what `counter` reads, rule by rule, with one
+/// batch lookup per 8,192 rules: across batch edges, from an id other than
+/// 0, and cut at `max_rules`; `reset_counters` (batched too) zeroes every
+/// rule on every CPU.
+#[test]
+#[ignore = "needs root"]
+fn counter_ranges_read_every_rule_as_single_lookups() {
+    let max_rules = 20_000;
+    let mut dp = load_dataplane(
+        "counter_ranges_read_every_rule_as_single_lookups",
+        &LoadOptions {
+            max_rules,
+            slot_pages: 2,
+            debug: true,
+        },
+    );
+    // rules 1, 8191, 8192, 8193 and 20000 count 1..=5 packets of their
+    // own destination port; the policy the rest
+    let counted = [(1u32, 1u32), (8191, 2), (8192, 3), (8193, 4), (20_000, 5)];
+    for (i, &(rule, runs)) in counted.iter().enumerate() {
+        let port = 1000 + i as u16;
+        dp.set_action(rule, KernelVerdict::Drop, false).unwrap();
+        dp.set_lite_rule(17, port, rule).unwrap();
+        dp.test_run(AttachPoint::Xdp, &udp(port, 10), 0, runs)
+            .unwrap();
+    }
+    dp.test_run(AttachPoint::Tc, &udp(80, 0), 0, 2).unwrap();
+    let single: Vec<Counter> = (0..=max_rules).map(|r| dp.counter(r).unwrap()).collect();
+    for &(rule, runs) in &counted {
+        assert_eq!(
+            single[rule as usize].packets,
+            u64::from(runs),
+            "rule {rule}"
+        );
+    }
+    assert_eq!(single[0].packets, 2);
+    let all = dp.counter_range(0, max_rules as usize + 1).unwrap();
+    assert_eq!(all, single);
+    let mid = dp.counter_range(8190, 5).unwrap();
+    assert_eq!(mid, single[8190..8195]);
+    // past max_rules: cut
+    let tail = dp.counter_range(19_998, 10).unwrap();
+    assert_eq!(tail, single[19_998..]);
+    assert!(dp.counter_range(max_rules + 1, 3).unwrap().is_empty());
+
+    dp.reset_counters().unwrap();
+    let zeroed = dp.counter_range(0, max_rules as usize + 1).unwrap();
+    assert_eq!(zeroed.len(), max_rules as usize + 1);
+    assert!(zeroed.iter().all(|c| *c == Counter::default()));
+    assert_eq!(dp.counter(8192).unwrap(), Counter::default());
+}
