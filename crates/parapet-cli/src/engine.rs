@@ -129,14 +129,13 @@ impl<'a> ChainClassifier<'a> {
         // A time window with another stateful condition in one rule is
         // not compiled (docs/syntax.md, "Time conditions"), nor are address
         // types beyond the host's local table (UNREACHABLE, …) nor the
-        // conntrack original source port and addresses, nor the reverse-path
-        // outcome, nor `-m string` (no key word yet): `auto`
+        // conntrack original source port and addresses, nor `-m string`
+        // (no key word yet): `auto`
         // picks the linear engine for them.
         let timed = args.engine == "auto"
             && rs.rules().any(|r| {
                 r.time_with_another_condition()
                     || [
-                        Field::RevPath,
                         Field::CtOrigSrcPort,
                         Field::CtOrigSrc,
                         Field::CtOrigDst,

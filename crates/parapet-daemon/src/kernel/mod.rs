@@ -401,6 +401,11 @@ impl Kernel {
                 return Err(ErrorReply::new(code::APPLY, why));
             }
         }
+        if let (Ok(p), true, false) = (&plan, self.nf_attached(), self.tc_placed()) {
+            if let Some(why) = hooks::nf_rev_path_refusal(p.rev_path.as_ref()) {
+                return Err(ErrorReply::new(code::APPLY, why));
+            }
+        }
         let nf_ct = plan.is_ok_and(|p| p.needs_ct);
         // the table first, so connections are tracked when the image
         // that reads their state goes live
@@ -482,6 +487,15 @@ impl Kernel {
                     if let Some(why) = tc_placement::tc_refusal(&p.links)
                         .or_else(|| tc_placement::tc_owner_refusal(p.owner.as_ref()))
                     {
+                        return Err(ErrorReply::new(code::APPLY, why));
+                    }
+                }
+                if let (Ok(p), true, false) = (
+                    hooks::hook_plan(rs, compiled),
+                    self.nf_attached(),
+                    self.tc_placed(),
+                ) {
+                    if let Some(why) = hooks::nf_rev_path_refusal(p.rev_path.as_ref()) {
                         return Err(ErrorReply::new(code::APPLY, why));
                     }
                 }
