@@ -277,3 +277,42 @@ fn reverse_path_at_xdp_and_tc_as_nft() {
 fn reverse_path_v6_at_xdp_and_tc_as_nft() {
     agree(&v6(), "p13-rp6");
 }
+
+/// At the netfilter hooks a BPF program has no route lookup: `attach`
+/// without an interface (netfilter placement) refuses the applied
+/// ruleset, and an `apply` while attached there refuses it too, naming
+/// the rules and where the check runs instead; the ruleset in force
+/// stays.
+#[test]
+#[ignore = "needs root"]
+fn the_netfilter_hooks_refuse_the_check() {
+    require_root();
+    let pair = pair("p13-rpnf", &v4());
+    let d = applied(&pair.b, RULES, None, &[]);
+    let o = d.attach(&[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success()
+            && err.contains("rules 1, 2 of t/pre have a reverse-path check")
+            && err.contains("bpf_fib_lookup"),
+        "{err}"
+    );
+    let plain = d.dir.path().join("plain.nft");
+    std::fs::write(
+        &plain,
+        "table inet t {\n\tchain pre {\n\t\ttype filter hook prerouting priority -300; policy accept;\n\t\tmeta l4proto 253 counter accept\n\t}\n}\n",
+    )
+    .unwrap();
+    let parapet = |args: &[&str]| common::daemon::parapet(&d.sock, args);
+    assert!(parapet(&["apply", plain.to_str().unwrap()])
+        .status
+        .success());
+    assert!(d.attach(&[]).status.success());
+    let rules = d.dir.path().join("rules");
+    let o = parapet(&["apply", rules.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("have a reverse-path check"),
+        "{err}"
+    );
+}

@@ -156,7 +156,7 @@ pub fn nf_rev_path_refusal(rev_path: Option<&String>) -> Option<String> {
             "{rules} have a reverse-path check (fib saddr [. iif] oif missing|exists): a \
              netfilter BPF program cannot look routes up (bpf_fib_lookup is offered to XDP \
              and tc programs only), so parapet enforces it at an interface (`parapet attach \
-             IFACE`) or in the tc placement (parapetd --tc-placement), not at the netfilter \
+             IFACE`) or in the tc placement (parapetd --hook-placement tc), not at the netfilter \
              hooks"
         )
     })

@@ -232,6 +232,10 @@ pub struct Kernel {
     /// The hook chains' rules on the socket owner (`HookPlan::owner`):
     /// the tc placement refuses them.
     pub(crate) nf_owner: Option<String>,
+    /// The active ruleset's hook-chain rules with a reverse-path check:
+    /// `attach` at the netfilter hooks refuses them (the tc placement
+    /// takes them).
+    pub(crate) nf_rev_path: Option<String>,
     /// The active ruleset's hook chains match ctstate.
     pub(crate) nf_ct: bool,
     /// Why the active ruleset cannot go to the netfilter hooks (two chains
@@ -264,6 +268,7 @@ impl Kernel {
             ct_table: None,
             nf_plan: Vec::new(),
             nf_owner: None,
+            nf_rev_path: None,
             nf_ct: false,
             nf_refused: None,
             no_iface_chain: None,
@@ -451,6 +456,7 @@ impl Kernel {
         let r = r.and_then(|done| {
             self.nf_plan = done.links;
             self.nf_owner = done.owner;
+            self.nf_rev_path = done.rev_path;
             self.nf_ct = done.needs_ct;
             self.nf_refused = done.refused;
             self.no_iface_chain = done.no_iface_chain;
