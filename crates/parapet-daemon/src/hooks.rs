@@ -351,6 +351,20 @@ pub fn warnings(
                 out.push(format!("rules {} of {} {what}", ids(&hit), c.name));
             }
         }
+        let hit = rules_matching(&rules, &[Field::RevPath]);
+        if !hit.is_empty() {
+            out.push(format!(
+                "rules {} of {} have a reverse-path check: the interface hooks look each \
+                 packet's source up (bpf_fib_lookup from lo, as nft's fib does), so parapet \
+                 turned forwarding on at lo (net.ipv4.conf.lo.forwarding, \
+                 net.ipv6.conf.lo.forwarding); writing net.ipv4.ip_forward turns it off \
+                 again until the next apply, and meanwhile the walk is abandoned and the \
+                 interim classifier decides (the chain's policy; stats counts them as image \
+                 errors)",
+                ids(&hit),
+                c.name
+            ));
+        }
         let hook = rs.chain(c.chain).base.as_ref().map(|b| b.hook);
         if hook == Some(Hook::Input) && forwarding_on() {
             out.push(format!(
@@ -544,6 +558,28 @@ COMMIT
             "{w:?}"
         );
         assert!(warnings(&c.ruleset, &c.compiled, None, true).is_empty());
+    }
+
+    #[test]
+    fn reverse_path_warns_at_interfaces() {
+        let c = load(
+            "table inet t {\n\tchain pre {\n\t\ttype filter hook prerouting priority -300; \
+             policy accept;\n\t\tudp dport 53 accept\n\t\tfib saddr . iif oif missing \
+             drop\n\t}\n}\n",
+        );
+        let pre = c.compiled.iter().find(|x| x.name.ends_with("pre"));
+        let w = warnings(&c.ruleset, &c.compiled, pre, false);
+        assert!(
+            w.iter().any(|m| m.contains("have a reverse-path check")
+                && m.contains("net.ipv4.conf.lo.forwarding")),
+            "{w:?}"
+        );
+        let plan = hook_plan(&c.ruleset, &c.compiled).unwrap();
+        let why = nf_rev_path_refusal(plan.rev_path.as_ref()).unwrap();
+        assert!(
+            why.starts_with("rules 2 of ") && why.contains("bpf_fib_lookup"),
+            "{why}"
+        );
     }
 
     #[test]
