@@ -90,8 +90,28 @@ pub struct BenchArgs {
     /// program holds), to price the tail calls against the one program.
     #[arg(long, value_name = "INSNS")]
     tree_budget: Option<usize>,
+    /// The input interface the test runs report for the program and its
+    /// floor (XDP and tc; default lo): a device of this namespace. A
+    /// reverse-path check (fib saddr [. iif] oif) looks routes up only for
+    /// a packet that did not come from lo.
+    #[arg(long, value_name = "IFACE")]
+    iif: Option<String>,
     #[command(flatten)]
     opts: EngineArgs,
+}
+
+/// The index of `--iif` (1, loopback, without it).
+fn iif_index(iif: Option<&str>) -> Result<u32> {
+    let Some(name) = iif else {
+        return Ok(1);
+    };
+    let c = std::ffi::CString::new(name).map_err(|_| anyhow::anyhow!("--iif {name:?}"))?;
+    // SAFETY: a NUL-terminated name this function owns.
+    let index = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if index == 0 {
+        bail!("--iif {name}: no such interface in this namespace");
+    }
+    Ok(index)
 }
 
 /// Where `parapet bench dataplane` runs the program.
@@ -278,19 +298,21 @@ pub fn bench(mut args: BenchArgs) -> Result<ExitCode> {
         })
         .collect();
     // one BPF_PROG_TEST_RUN of packet i, `repeat` times: parapet's program
-    // (ingress interface 1, loopback) and the floor with the same context
+    // (ingress interface --iif, else 1, loopback) and the floor with the
+    // same context
+    let iif = iif_index(args.iif.as_deref())?;
     let run =
         |dp: &parapet_dataplane::Dataplane, i: usize, repeat: u32| -> Result<TestRunOutcome> {
             Ok(match (nf, &program) {
                 (Some(h), _) => dp.test_run_netfilter(h, families[i], &frames[i], repeat)?,
-                (None, Some(g)) => g.test_run(&frames[i], 1, repeat)?,
-                (None, None) => dp.test_run(hook, &frames[i], 1, repeat)?,
+                (None, Some(g)) => g.test_run(&frames[i], iif, repeat)?,
+                (None, None) => dp.test_run(hook, &frames[i], iif, repeat)?,
             })
         };
     let run_floor = |i: usize, repeat: u32| -> Result<TestRunOutcome> {
         Ok(match &floor {
             Floor::Netfilter(f, h) => f.test_run(*h, families[i], &frames[i], repeat)?,
-            Floor::Pass(f) => f.test_run(&frames[i], 1, repeat)?,
+            Floor::Pass(f) => f.test_run(&frames[i], iif, repeat)?,
         })
     };
     // the stage profile's programs, each with the same image live

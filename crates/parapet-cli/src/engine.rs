@@ -129,16 +129,15 @@ impl<'a> ChainClassifier<'a> {
         // A time window with another stateful condition in one rule is
         // not compiled (docs/syntax.md, "Time conditions"), nor are address
         // types beyond the host's local table (UNREACHABLE, …) nor the
-        // conntrack original source port and addresses, nor the reverse-path
-        // outcome: `auto` picks the linear engine for them. `-m string`
-        // compiles (the pattern hits, image version 12) unless a chain
-        // has more distinct searches than the image's pattern table
-        // holds; then, below, the linear engine too.
+        // conntrack original source port and addresses: `auto` picks the
+        // linear engine for them. `-m string` compiles (the pattern hits,
+        // image version 12) unless a chain has more distinct searches than
+        // the image's pattern table holds; then, below, the linear engine
+        // too.
         let timed = args.engine == "auto"
             && rs.rules().any(|r| {
                 r.time_with_another_condition()
                     || [
-                        Field::RevPath,
                         Field::CtOrigSrcPort,
                         Field::CtOrigSrc,
                         Field::CtOrigDst,

@@ -197,10 +197,6 @@ fn offline_fields(rs: &Ruleset) -> String {
             "the conntrack entry's original source port",
         ),
         (
-            &[Field::RevPath],
-            "the reverse-path check (fib saddr … oif)",
-        ),
-        (
             &[
                 Field::CtOrigSrc,
                 Field::CtOrigDst,

@@ -135,10 +135,6 @@ impl fmt::Display for CompileError {
                 f,
                 "rule {rule_id} has a time condition (-m time, meta time|hour|day) together with another stateful condition (limit, recent, hashlimit, quota or a dynamic set): only the linear engine evaluates the two in one rule so far (classify --engine linear, --stateful replay); the compiled engines and the kernel dataplane refuse it rather than drop one of them"
             ),
-            CompileError::HostField { rule_id, field } if field == "rpath" => write!(
-                f,
-                "rule {rule_id} has a reverse-path check (fib saddr [. iif] oif missing|exists): its outcome comes from a lookup in the host's routing table, which the packet key does not carry, so only the linear engine evaluates it so far (classify --engine linear, the packet's `rpath iif|other|none` saying the lookup's outcome); the compiled engines and the kernel dataplane refuse it rather than guess"
-            ),
             CompileError::HostField { rule_id, field } if field == "ctorigsport" => write!(
                 f,
                 "rule {rule_id} matches the conntrack entry's original source port (--ctorigsrcport, ct original proto-src): only the linear engine evaluates it so far (classify --engine linear); the compiled engines and the kernel dataplane refuse it rather than guess"

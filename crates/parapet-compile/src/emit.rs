@@ -586,6 +586,14 @@ pub(crate) fn image_words(
     if !patterns.is_empty() {
         w[hw::FLAGS] |= image::FLAG_PATTERNS;
     }
+    // and says which images read the route back to the source
+    if list
+        .entries
+        .iter()
+        .any(|e| e.matches.get(parapet_model::Field::RevPath).is_some())
+    {
+        w[hw::FLAGS] |= image::FLAG_REV_PATH;
+    }
     w[hw::TOTAL_WORDS] = w.len() as u32;
     w[hw::N_ENTRIES] = list.entries.len() as u32;
     w[hw::N_PARTITIONS] = forest.trees.len() as u32;

@@ -60,23 +60,6 @@ fn the_entrys_addresses_are_refused_by_the_compiler() {
     }
 }
 
-/// The reverse-path outcome (`fib saddr . iif oif missing`) comes from
-/// the host's routing table, which the key does not carry: refused with
-/// the rule named.
-#[test]
-fn the_reverse_path_check_is_refused_by_the_compiler() {
-    let msg = compile(
-        &one_rule_list(Field::RevPath, rev_path::NONE as u128),
-        &CompileOptions::default(),
-    )
-    .unwrap_err()
-    .to_string();
-    assert!(
-        msg.contains("rule 1") && msg.contains("reverse-path check (fib saddr"),
-        "{msg}"
-    );
-}
-
 /// `-m tcp --tcp-option N` (`Field::TcpOption`) compiles to a masked test
 /// of one bit of the option bitmaps (key words 44..=51), in both senses
 /// and at both ends of each half (kinds 0, 127, 128, 255); every engine

@@ -39,6 +39,11 @@ pub struct HookPlan<'a> {
     /// `meta skuid|skgid`), as "rules 3, 4 of filter/OUTPUT": only the
     /// netfilter program reads the owner (the tc placement refuses them).
     pub owner: Option<String>,
+    /// The hook chains' rules with a reverse-path check (`fib saddr [.
+    /// iif] oif`), as "rules 1 of inet/filter/prerouting": the netfilter
+    /// program has no `bpf_fib_lookup` (only the tc placement and the
+    /// interfaces look sources up).
+    pub rev_path: Option<String>,
 }
 
 fn nf_hook(h: Hook) -> Option<NfHook> {
@@ -134,7 +139,43 @@ pub fn hook_plan<'a>(rs: &Ruleset, compiled: &'a [CompiledChain]) -> Result<Hook
         .filter_map(|(_, c)| owner_rules(rs, c))
         .collect();
     plan.owner = (!owner.is_empty()).then(|| owner.join("; "));
+    let rev_path: Vec<String> = plan
+        .chains
+        .iter()
+        .filter_map(|(_, c)| chain_rules(rs, c, &[Field::RevPath]))
+        .collect();
+    plan.rev_path = (!rev_path.is_empty()).then(|| rev_path.join("; "));
     Ok(plan)
+}
+
+/// Why the netfilter hooks cannot enforce the plan's reverse-path checks,
+/// or `None` when it has none.
+pub fn nf_rev_path_refusal(rev_path: Option<&String>) -> Option<String> {
+    rev_path.map(|rules| {
+        format!(
+            "{rules} have a reverse-path check (fib saddr [. iif] oif missing|exists): a \
+             netfilter BPF program cannot look routes up (bpf_fib_lookup is offered to XDP \
+             and tc programs only), so parapet enforces it at an interface (`parapet attach \
+             IFACE`) or in the tc placement (parapetd --hook-placement tc), not at the netfilter \
+             hooks"
+        )
+    })
+}
+
+/// `rules 3, 4 of NAME` when rules `c` can reach constrain any of
+/// `fields`, else `None`.
+fn chain_rules(rs: &Ruleset, c: &CompiledChain, fields: &[Field]) -> Option<String> {
+    let mut chains = vec![c.chain];
+    chains.extend(c.joined.iter().copied());
+    let mut hit: Vec<&Rule> = Vec::new();
+    for id in chains {
+        for r in rules_matching(&reachable(rs, id), fields) {
+            if !hit.iter().any(|h| h.id == r.id) {
+                hit.push(r);
+            }
+        }
+    }
+    (!hit.is_empty()).then(|| format!("rules {} of {}", ids(&hit), c.name))
 }
 
 /// `rules 3, 4 of filter/OUTPUT` when rules `c` can reach match the socket
@@ -309,6 +350,20 @@ pub fn warnings(
             if !hit.is_empty() {
                 out.push(format!("rules {} of {} {what}", ids(&hit), c.name));
             }
+        }
+        let hit = rules_matching(&rules, &[Field::RevPath]);
+        if !hit.is_empty() {
+            out.push(format!(
+                "rules {} of {} have a reverse-path check: the interface hooks look each \
+                 packet's source up (bpf_fib_lookup from lo, as nft's fib does), so parapet \
+                 turned forwarding on at lo (net.ipv4.conf.lo.forwarding, \
+                 net.ipv6.conf.lo.forwarding); writing net.ipv4.ip_forward turns it off \
+                 again until the next apply, and meanwhile the walk is abandoned and the \
+                 interim classifier decides (the chain's policy; stats counts them as image \
+                 errors)",
+                ids(&hit),
+                c.name
+            ));
         }
         let hook = rs.chain(c.chain).base.as_ref().map(|b| b.hook);
         if hook == Some(Hook::Input) && forwarding_on() {
@@ -503,6 +558,28 @@ COMMIT
             "{w:?}"
         );
         assert!(warnings(&c.ruleset, &c.compiled, None, true).is_empty());
+    }
+
+    #[test]
+    fn reverse_path_warns_at_interfaces() {
+        let c = load(
+            "table inet t {\n\tchain pre {\n\t\ttype filter hook prerouting priority -300; \
+             policy accept;\n\t\tudp dport 53 accept\n\t\tfib saddr . iif oif missing \
+             drop\n\t}\n}\n",
+        );
+        let pre = c.compiled.iter().find(|x| x.name.ends_with("pre"));
+        let w = warnings(&c.ruleset, &c.compiled, pre, false);
+        assert!(
+            w.iter().any(|m| m.contains("have a reverse-path check")
+                && m.contains("net.ipv4.conf.lo.forwarding")),
+            "{w:?}"
+        );
+        let plan = hook_plan(&c.ruleset, &c.compiled).unwrap();
+        let why = nf_rev_path_refusal(plan.rev_path.as_ref()).unwrap();
+        assert!(
+            why.starts_with("rules 2 of ") && why.contains("bpf_fib_lookup"),
+            "{why}"
+        );
     }
 
     #[test]

@@ -10,9 +10,9 @@
 #define PARAPET_IMAGE_H
 
 #define PARAPET_IMG_MAGIC 0x54505250u /* "PRPT" little-endian */
-#define PARAPET_IMG_VERSION 12
+#define PARAPET_IMG_VERSION 13
 #define PARAPET_IMG_HEADER_WORDS 32
-#define PARAPET_IMG_KEY_WORDS 56
+#define PARAPET_IMG_KEY_WORDS 57
 #define PARAPET_IMG_NODE_WORDS 8
 #define PARAPET_IMG_PARTITION_WORDS 4
 #define PARAPET_IMG_VERDICT_WORDS 4
@@ -33,7 +33,7 @@
 /* A masked constraint: key & mask == value (no ranges; body mask, value). */
 #define PARAPET_IMG_MASKED_BIT 0x4000u
 #define PARAPET_IMG_MASK_NEGATE_BIT 0x2000u
-#define PARAPET_IMG_FIXED_FIELDS 29 /* field ids 0..28 */
+#define PARAPET_IMG_FIXED_FIELDS 30 /* field ids 0..29 */
 #define PARAPET_IMG_SET_FIELD 31
 #define PARAPET_IMG_FLAG_PURE_FIRST_MATCH 1u
 /* some entry reads the address types (key words 34, 35): lib/addr_type.h */
@@ -42,6 +42,9 @@
 #define PARAPET_IMG_FLAG_TCP_OPTIONS 4u
 /* some entry tests a -m string pattern (key words 52..55): lib/patterns.h */
 #define PARAPET_IMG_FLAG_PATTERNS 8u
+/* some entry reads the reverse-path outcome (key word 56): the entries
+ * look the source up (lib/rev_path.h) while parapet_config says so */
+#define PARAPET_IMG_FLAG_REV_PATH 16u
 /* The pattern table (image version 12; parapet_image::patterns): rows of
  * [data_off, len | F_ICASE, from, to]; the hits are field 30, a wide
  * masked constraint. */
@@ -191,6 +194,10 @@
  * pattern row i found in the datagram; filled lazily by lib/patterns.h
  * when a candidate's constraint reads them. */
 #define PARAPET_KW_PATTERNS 52
+/* Field id 29: the reverse-path outcome (parapet_model::rev_path: 0 iif,
+ * 1 other, 2 none), from the key extension's rev_path (lib/rev_path.h;
+ * image version 13). */
+#define PARAPET_KW_REVPATH 56
 
 /* ctstate values of the key. */
 #define PARAPET_CT_INVALID 0

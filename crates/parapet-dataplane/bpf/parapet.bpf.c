@@ -30,6 +30,7 @@
 #include "lib/tc_hooks.h"
 #include "lib/tcp_options.h"
 #include "lib/patterns.h"
+#include "lib/rev_path.h"
 #include "lib/stage_stop.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
@@ -47,6 +48,26 @@ static __always_inline void ext_mac_src(struct parapet_walk *ws, void *data,
 	ws->ext.mac_present = 1;
 }
 
+/*
+ * The reverse-path outcome into the key extension of scratch slot `slot`
+ * (lib/rev_path.h), for a parsed packet that arrived on key->ifindex,
+ * while the switch is on; else it stays UNKNOWN.  Not inlined: the
+ * lookup's parameters stay off the entries' frames.
+ */
+static __noinline void ext_rev_path(void *ctx, __u32 slot,
+				    const struct parapet_key *key, int looped,
+				    int status)
+{
+	struct walk_cb_ctx wc = { .idx = slot };
+	struct parapet_walk *ws;
+
+	if (!key || status != PARAPET_PARSE_OK || !rev_path_on())
+		return;
+	ws = walk_state(&wc);
+	if (ws)
+		ws->ext.rev_path = rev_path_of(ctx, key, key->ifindex, looped);
+}
+
 /* The key extension in XDP's scratch slot: zeroed for each packet, then
  * the frame's source MAC, its packet type (from the destination MAC) and
  * what the parser found (the routing header, the TCP option area). */
@@ -58,6 +79,7 @@ static __always_inline void xdp_key_ext(void *data, void *data_end,
 
 	if (ws) {
 		__builtin_memset(&ws->ext, 0, sizeof(ws->ext));
+		ws->ext.rev_path = PARAPET_REV_PATH_UNKNOWN;
 		ext_mac_src(ws, data, data_end);
 		ws->ext.pkt_type = eth_pkt_type(data, data_end);
 		ws->ext.rt = offs->rt;
@@ -83,6 +105,7 @@ int parapet_xdp(struct xdp_md *ctx)
 		key.flags |= PARAPET_KEY_F_CT;
 	}
 	xdp_key_ext(data, data_end, &offs);
+	ext_rev_path(ctx, 0, &key, 0, status);
 	status = xdp_tcp_options(ctx, &offs, status);
 	xdp_patterns(ctx, &key, &offs, frame_len, status);
 	__u32 verdict = parapet_decide(&key, status, PARAPET_HOOK_XDP, 0);
@@ -117,6 +140,7 @@ static __always_inline void tc_key_ext(struct __sk_buff *skb,
 
 	if (ws) {
 		__builtin_memset(&ws->ext, 0, sizeof(ws->ext));
+		ws->ext.rev_path = PARAPET_REV_PATH_UNKNOWN;
 		ws->ext.mark = skb->mark;
 		ws->ext.pkt_type = pkt_type_seen(skb->pkt_type, key);
 		ws->ext.rt = offs->rt;
@@ -178,6 +202,8 @@ int parapet_tc(struct __sk_buff *skb)
 		key.vlan_id = skb->vlan_tci & 0x0fff;
 	}
 	tc_key_ext(skb, &key, 1, &offs);
+	ext_rev_path(skb, 1, &key,
+		     skb->pkt_type == PARAPET_PACKET_LOOPBACK_RAW, status);
 	status = tc_tcp_options(skb, &offs, status);
 	tc_patterns(skb, &key, &offs, status);
 	__u32 verdict = parapet_decide(&key, status, PARAPET_HOOK_TC, 1);
@@ -252,6 +278,8 @@ int parapet_tc_pre_in(struct __sk_buff *skb)
 		key.vlan_id = skb->vlan_tci & 0x0fff;
 	}
 	tc_key_ext(skb, &key, 1, &offs);
+	ext_rev_path(skb, 1, &key,
+		     skb->pkt_type == PARAPET_PACKET_LOOPBACK_RAW, status);
 	status = tc_tcp_options(skb, &offs, status);
 	tc_patterns(skb, &key, &offs, status);
 	if (stats_on())
@@ -293,6 +321,8 @@ int parapet_tc_hooks_in(struct __sk_buff *skb)
 			return TC_ACT_OK;
 	}
 	tc_key_ext(skb, &key, 1, &offs);
+	ext_rev_path(skb, 1, &key,
+		     skb->pkt_type == PARAPET_PACKET_LOOPBACK_RAW, status);
 	status = tc_tcp_options(skb, &offs, status);
 	tc_patterns(skb, &key, &offs, status);
 	if (stats_on())
@@ -438,6 +468,9 @@ int parapet_nf(struct bpf_nf_ctx *ctx)
 	struct parapet_walk *ws = walk_state(&wc);
 	if (ws) {
 		__builtin_memset(&ws->ext, 0, sizeof(ws->ext));
+		/* no bpf_fib_lookup for this program type: an image that
+		 * reads the outcome is abandoned here (apply refuses it) */
+		ws->ext.rev_path = PARAPET_REV_PATH_UNKNOWN;
 		nf_owner_at(state, skb, &ws->ext);
 	}
 	if (status == PARAPET_PARSE_OK) {

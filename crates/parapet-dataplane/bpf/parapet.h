@@ -14,7 +14,7 @@
 
 #include <linux/types.h>
 
-#define PARAPET_ABI_VERSION 13
+#define PARAPET_ABI_VERSION 14
 
 /* ---- parsed packet key ------------------------------------------------- */
 
@@ -73,7 +73,12 @@ struct parapet_key_ext {
 	 * while the images test options: lib/tcp_options.h) */
 	__u8 tcp_opt_area;
 	__u8 tcp_opt_copied;
-	__u8 pad3[2];
+	/* where the route back to the source leaves (parapet_model::rev_path:
+	 * 0 iif, 1 other, 2 none): looked up by the XDP and tc ingress entries
+	 * while parapet_config[PARAPET_CFG_REV_PATH] is on (lib/rev_path.h),
+	 * else 0 */
+	__u8 rev_path;
+	__u8 pad3;
 	/* the datagram from its IP header as -m string sees it: its length
 	 * (the L3 length, at most what the frame holds), and how many of its
 	 * bytes the entry copied into the walk state's dgram (only while the

@@ -29,7 +29,7 @@ pub use sets::*;
 pub use stats::*;
 
 /// Version of the ABI in `parapet.h`; bumped whenever a layout changes.
-pub const ABI_VERSION: u32 = 13;
+pub const ABI_VERSION: u32 = 14;
 
 // SAFETY: all of these are #[repr(C)] plain integers/arrays with explicit
 // padding fields, so every bit pattern is valid and there are no

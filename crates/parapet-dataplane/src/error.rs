@@ -60,6 +60,9 @@ pub enum Error {
     /// Another program is attached where ours would go.
     #[error("{0}")]
     Occupied(String),
+    /// The reverse-path lookups cannot be turned on (src/rev_path.rs).
+    #[error("reverse-path lookups: {0}")]
+    RevPath(String),
     /// The embedded object could not be prepared for this kernel.
     #[error("preparing the BPF object: {0}")]
     Object(String),

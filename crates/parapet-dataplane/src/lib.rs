@@ -66,6 +66,7 @@ mod objects;
 pub mod pin;
 mod recent;
 mod reject_queue;
+pub mod rev_path;
 pub mod ruleset;
 mod set_expiry;
 mod set_maps;

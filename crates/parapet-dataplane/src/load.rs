@@ -207,6 +207,10 @@ pub(crate) const CFG_TCP_OPTIONS: u32 = 4;
 /// `-m string` patterns: the entries copy the datagram for the walker's
 /// search (bpf/lib/patterns.h).
 pub(crate) const CFG_PATTERNS: u32 = 5;
+/// `parapet_config[CFG_REV_PATH]`: non-zero when the live images read the
+/// reverse-path outcome: the XDP and tc ingress entries then look each
+/// packet's source up with `bpf_fib_lookup` (bpf/lib/rev_path.h).
+pub(crate) const CFG_REV_PATH: u32 = 6;
 
 impl std::fmt::Debug for Dataplane {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

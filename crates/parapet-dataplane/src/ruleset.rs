@@ -274,8 +274,13 @@ impl Dataplane {
             (crate::load::CFG_OWNER, reads_owner(i.ruleset)),
             (crate::load::CFG_TCP_OPTIONS, reads_tcp_options(i.ruleset)),
             (crate::load::CFG_PATTERNS, reads_patterns(i.ruleset)),
+            (crate::load::CFG_REV_PATH, reads_rev_path(i.ruleset)),
         ];
-        let mut was = [false; 3];
+        // the lookups from lo want forwarding on there (src/rev_path.rs)
+        if reads_rev_path(i.ruleset) {
+            crate::rev_path::lo_forwarding()?;
+        }
+        let mut was = [false; 4];
         for ((word, on), was) in switches.iter().zip(&mut was) {
             *was = self.config.get(word, 0)? != 0;
             if *on {
@@ -358,7 +363,20 @@ pub fn reads_patterns(rs: &Ruleset) -> bool {
     rs.rules().any(|r| r.all_matches().has_payload())
 }
 
+/// Whether any rule of `rs` has a reverse-path check (`fib saddr [. iif]
+/// oif`): the XDP and tc ingress entries look sources up only then.
+pub fn reads_rev_path(rs: &Ruleset) -> bool {
+    rs.rules()
+        .any(|r| r.all_matches().get(parapet_model::Field::RevPath).is_some())
+}
+
 impl Dataplane {
+    /// Whether the XDP and tc ingress entries look each packet's source
+    /// up now (`parapet_config[CFG_REV_PATH]`, set by the installs).
+    pub fn reads_rev_path(&self) -> Result<bool> {
+        Ok(self.config.get(&crate::load::CFG_REV_PATH, 0)? != 0)
+    }
+
     /// Whether the entries copy datagrams for `-m string` now
     /// (`parapet_config[CFG_PATTERNS]`, set by the installs).
     pub fn reads_patterns(&self) -> Result<bool> {

@@ -1,4 +1,4 @@
-//! The packet key: the 56 words a walker compares (`docs/image-format.md`,
+//! The packet key: the 57 words a walker compares (`docs/image-format.md`,
 //! `PARAPET_KW_*` in `bpf/image.h`), and the one builder that makes them
 //! from a [`Packet`].
 
@@ -15,24 +15,25 @@ use parapet_model::{Field, Packet};
 /// option kinds the segment's option area holds, two 128-bit bitmaps
 /// (ids 27, 28; `parapet_model::tcp_option::kinds`); 52..=55 the
 /// pattern hits (field id 30, [`crate::patterns`]: not a model field,
-/// filled by the walkers).
-pub const KEY_OFF: [usize; 29] = [
+/// filled by the walkers); 56 the reverse-path outcome (field id 29,
+/// `parapet_model::rev_path`, image version 13).
+pub const KEY_OFF: [usize; 30] = [
     0, 1, 5, 9, 10, 11, 12, 13, 14, 18, 22, 23, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 41,
-    42, 43, 44, 48,
+    42, 43, 44, 48, 56,
 ];
 /// Whether each field id takes 4 key words (128-bit fields, and the
 /// source MAC: 49 bits with its presence bit, words 37..=40, the upper two
 /// always 0, so the walkers read it as they read addresses; the TCP
 /// option bitmaps).
-pub const KEY_WIDE: [bool; 29] = [
+pub const KEY_WIDE: [bool; 30] = [
     false, true, true, false, false, false, false, false, true, true, false, false, false, false,
     false, false, false, false, false, false, false, false, false, true, false, false, false, true,
-    true,
+    true, false,
 ];
 /// Key word offset of the set-membership bitmask (2 words).
 pub const KEY_SETS: usize = 24;
 
-/// A packet as the walkers see it: exactly the 56-word key of
+/// A packet as the walkers see it: exactly the 57-word key of
 /// `docs/image-format.md` (every fixed field, 128-bit values least
 /// significant word first, then the set-membership bitmask). Compact on
 /// purpose: a batch of keys streams through the cache.
@@ -81,7 +82,7 @@ impl KeyWords {
         KeyWords::new(pkt, sets)
     }
 
-    /// The value of field id `f` (0..=28).
+    /// The value of field id `f` (0..=29).
     #[inline(always)]
     pub fn value(&self, f: usize) -> u128 {
         let at = KEY_OFF[f];
@@ -120,7 +121,7 @@ impl KeyWords {
         (self.w[KEY_SETS] as u64) | (self.w[KEY_SETS + 1] as u64) << 32
     }
 
-    /// The key as the 56 words of `docs/image-format.md`, for the BPF walker
+    /// The key as the 57 words of `docs/image-format.md`, for the BPF walker
     /// and its tests.
     pub fn to_words(&self) -> [u32; KEY_WORDS] {
         self.w
@@ -177,6 +178,10 @@ mod tests {
         t.tcp_options = Some(vec![2, 4, 5, 0xb4, 1, 3, 3, 7, 200, 2, 0, 0].into_boxed_slice());
         let k = KeyWords::new(&t, 0);
         assert_eq!(&k.w[44..52], &[0b1111, 0, 0, 0, 0, 0, 1 << 8, 0]);
+        assert_eq!(k.w[56], 0, "the route back through the input interface");
+        t.rev_path = parapet_model::rev_path::NONE;
+        assert_eq!(KeyWords::new(&t, 0).w[56], 2);
+        assert_eq!(KeyWords::new(&t, 0).value(29), 2);
         let v6 = Packet::new(Family::V6, 1 << 100 | 7, 0, 17, 1, 2);
         let k = KeyWords::new(&v6, 0);
         assert_eq!(k.value(1), 1 << 100 | 7);

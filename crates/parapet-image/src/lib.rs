@@ -23,7 +23,7 @@ pub use key::{u128_at, KeyWords, KEY_OFF, KEY_SETS, KEY_WIDE};
 /// `PRPT` read as a little-endian `u32`.
 pub const MAGIC: u32 = 0x5450_5250;
 /// The format version this crate writes and reads.
-pub const VERSION: u32 = 12;
+pub const VERSION: u32 = 13;
 /// Words in the header.
 pub const HEADER_WORDS: usize = 32;
 /// Words per tree node.
@@ -36,7 +36,7 @@ pub const VERDICT_WORDS: usize = 4;
 /// Words of an entry record's header.
 pub const RECORD_HEADER_WORDS: usize = 4;
 /// Words of the packet key.
-pub const KEY_WORDS: usize = 56;
+pub const KEY_WORDS: usize = 57;
 /// Deepest tree the format allows (root-to-leaf node count).
 pub const MAX_DEPTH: usize = 64;
 /// Most entry indices one leaf may hold (`bpf_loop`'s iteration limit).
@@ -64,7 +64,7 @@ pub const MASKED_BIT: u32 = 0x4000;
 pub const MASK_NEGATE_BIT: u32 = 0x2000;
 /// Field ids below this are fixed fields (`Field::FIXED`, the key's
 /// `KEY_OFF`).
-pub const FIXED_FIELDS: u32 = 29;
+pub const FIXED_FIELDS: u32 = 30;
 /// Field id of the set-membership constraint (apart from the fixed
 /// fields, so fields can be added without moving it).
 pub const SET_FIELD: u32 = 31;
@@ -89,6 +89,11 @@ pub const FLAG_TCP_OPTIONS: u32 = 4;
 /// copies the datagram and searches it only for such images
 /// (docs/dataplane.md, "String matches").
 pub const FLAG_PATTERNS: u32 = 8;
+/// Header flag: some entry reads the reverse-path outcome (field id 29,
+/// key word 56, image version 13): the dataplane looks the packet's
+/// source up in the host's routes (`bpf_fib_lookup`) only for such images
+/// (docs/dataplane.md, "Reverse path").
+pub const FLAG_REV_PATH: u32 = 16;
 
 /// Entry kinds as the record's word 1 encodes them.
 pub mod kind {

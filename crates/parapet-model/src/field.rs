@@ -115,9 +115,10 @@ pub enum Field {
     Routing,
     /// Where the host's route back to the source leaves
     /// ([`crate::rev_path`]: through the input interface, another one, or
-    /// none): nft's `fib saddr [. iif] oif missing|exists`. Not in the
-    /// packet key: only the linear engine evaluates it (the compiled
-    /// engines refuse it, `apply` with them).
+    /// none): nft's `fib saddr [. iif] oif missing|exists`. Key word 56
+    /// (field id 29): the kernel dataplane fills it at XDP and tc with
+    /// `bpf_fib_lookup`; the netfilter hooks cannot (`apply` refuses it
+    /// there).
     RevPath,
     /// Whether TCP option kind `n` is among the segment's options, as
     /// xt_tcpudp's walk finds it ([`crate::tcp_option`]; `-m tcp
@@ -146,7 +147,7 @@ pub enum Field {
 
 impl Field {
     /// The fixed fields, in the order engines lay them out.
-    pub const FIXED: [Field; 29] = [
+    pub const FIXED: [Field; 30] = [
         Field::Family,
         Field::SrcAddr,
         Field::DstAddr,
@@ -176,6 +177,7 @@ impl Field {
         Field::SkGid,
         Field::TcpOptionsLow,
         Field::TcpOptionsHigh,
+        Field::RevPath,
     ];
 
     /// Width of the field in bits.

@@ -83,6 +83,9 @@ pub(crate) struct Installed {
     pub no_iface_chain: Option<String>,
     /// The hook chains' rules on the socket owner (`HookPlan::owner`).
     pub owner: Option<String>,
+    /// The hook chains' rules with a reverse-path check
+    /// (`HookPlan::rev_path`).
+    pub rev_path: Option<String>,
 }
 
 /// Makes `rs` live in `dp`: all or nothing (see
@@ -159,6 +162,7 @@ pub(crate) fn install(
         refused,
         no_iface_chain: iface.missing,
         owner: plan.owner,
+        rev_path: plan.rev_path,
     })
 }
 

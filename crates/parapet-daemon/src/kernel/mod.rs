@@ -241,6 +241,10 @@ pub struct Kernel {
     /// The hook chains' rules on the socket owner (`HookPlan::owner`):
     /// the tc placement refuses them.
     pub(crate) nf_owner: Option<String>,
+    /// The active ruleset's hook-chain rules with a reverse-path check:
+    /// `attach` at the netfilter hooks refuses them (the tc placement
+    /// takes them).
+    pub(crate) nf_rev_path: Option<String>,
     /// The active ruleset's hook chains match ctstate.
     pub(crate) nf_ct: bool,
     /// Why the active ruleset cannot go to the netfilter hooks (two chains
@@ -273,6 +277,7 @@ impl Kernel {
             ct_table: None,
             nf_plan: Vec::new(),
             nf_owner: None,
+            nf_rev_path: None,
             nf_ct: false,
             nf_refused: None,
             no_iface_chain: None,
@@ -410,6 +415,11 @@ impl Kernel {
                 return Err(ErrorReply::new(code::APPLY, why));
             }
         }
+        if let (Ok(p), true, false) = (&plan, self.nf_attached(), self.tc_placed()) {
+            if let Some(why) = hooks::nf_rev_path_refusal(p.rev_path.as_ref()) {
+                return Err(ErrorReply::new(code::APPLY, why));
+            }
+        }
         let nf_ct = plan.is_ok_and(|p| p.needs_ct);
         // the table first, so connections are tracked when the image
         // that reads their state goes live
@@ -455,6 +465,7 @@ impl Kernel {
         let r = r.and_then(|done| {
             self.nf_plan = done.links;
             self.nf_owner = done.owner;
+            self.nf_rev_path = done.rev_path;
             self.nf_ct = done.needs_ct;
             self.nf_refused = done.refused;
             self.no_iface_chain = done.no_iface_chain;
@@ -491,6 +502,15 @@ impl Kernel {
                     if let Some(why) = tc_placement::tc_refusal(&p.links)
                         .or_else(|| tc_placement::tc_owner_refusal(p.owner.as_ref()))
                     {
+                        return Err(ErrorReply::new(code::APPLY, why));
+                    }
+                }
+                if let (Ok(p), true, false) = (
+                    hooks::hook_plan(rs, compiled),
+                    self.nf_attached(),
+                    self.tc_placed(),
+                ) {
+                    if let Some(why) = hooks::nf_rev_path_refusal(p.rev_path.as_ref()) {
                         return Err(ErrorReply::new(code::APPLY, why));
                     }
                 }

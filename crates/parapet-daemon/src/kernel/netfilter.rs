@@ -87,6 +87,9 @@ impl Kernel {
         if self.tc_placement_with(dp) {
             return self.attach_tc_placement(mode);
         }
+        if let Some(why) = crate::hooks::nf_rev_path_refusal(self.nf_rev_path.as_ref()) {
+            return Err(ErrorReply::new(code::APPLY, why));
+        }
         if let Some(why) = dp.netfilter_note() {
             return Err(ErrorReply::new(
                 code::DATAPLANE,

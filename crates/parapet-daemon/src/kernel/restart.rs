@@ -62,6 +62,7 @@ impl Kernel {
             )?;
             self.nf_plan = done.links;
             self.nf_owner = done.owner;
+            self.nf_rev_path = done.rev_path;
             self.nf_ct = done.needs_ct;
             self.nf_refused = done.refused;
             self.no_iface_chain = done.no_iface_chain;

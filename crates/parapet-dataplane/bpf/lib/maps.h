@@ -128,7 +128,10 @@ struct {
 #define PARAPET_CFG_TCP_OPTIONS 4
 /* non-zero: the entries copy the datagram for -m string (lib/patterns.h) */
 #define PARAPET_CFG_PATTERNS 5
-#define PARAPET_CFG_WORDS 6
+/* non-zero: the XDP and tc ingress entries look each packet's source up
+ * in the host's routes (lib/rev_path.h) */
+#define PARAPET_CFG_REV_PATH 6
+#define PARAPET_CFG_WORDS 7
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, PARAPET_CFG_WORDS);

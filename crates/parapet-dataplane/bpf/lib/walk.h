@@ -45,6 +45,7 @@
 #include "addr_type.h"
 #include "tcp_options.h"
 #include "patterns.h"
+#include "rev_path.h"
 #include "image_read.h"
 #include "walk_key.h"
 #include "walk_tree.h"
@@ -119,6 +120,14 @@ static __always_inline long image_walk(__u32 idx, __u32 slot,
 	if ((H[PARAPET_HW_FLAGS] & PARAPET_IMG_FLAG_PATTERNS) &&
 	    patterns_begin(w)) {
 		w->err = 21;
+		return -1;
+	}
+	/* the route back to the source, for images that read it: a hook
+	 * that did not look it up (the netfilter hooks, a failed lookup)
+	 * abandons the walk rather than guess (rev_path.h) */
+	if ((H[PARAPET_HW_FLAGS] & PARAPET_IMG_FLAG_REV_PATH) &&
+	    w->key[PARAPET_KW_REVPATH] > PARAPET_REV_PATH_NONE) {
+		w->err = 24;
 		return -1;
 	}
 	/* nothing to do (not even the clock) for images without sets */

@@ -55,8 +55,9 @@ static const __u8 parapet_key_word_of[PARAPET_IMG_FIXED_FIELDS] = {
 	PARAPET_KW_SKGID,
 	PARAPET_KW_TCPOPT_LO | PARAPET_KW_WIDE,
 	PARAPET_KW_TCPOPT_HI | PARAPET_KW_WIDE,
+	PARAPET_KW_REVPATH,
 };
-_Static_assert(PARAPET_IMG_FIXED_FIELDS == 29, "one table entry per fixed field");
+_Static_assert(PARAPET_IMG_FIXED_FIELDS == 30, "one table entry per fixed field");
 _Static_assert(PARAPET_KW_TCPOPT_HI + 4 <= PARAPET_IMG_KEY_WORDS,
 	       "every entry's 4 words are inside the key");
 
@@ -147,6 +148,9 @@ static __always_inline void build_key(struct parapet_walk *w,
 #pragma unroll
 	for (k = 0; k < 4; k++)
 		w->key[PARAPET_KW_PATTERNS + k] = 0;
+	/* the route back to the source: the entry looked it up (XDP, tc
+	 * ingress: lib/rev_path.h) or left it 0, iif */
+	w->key[PARAPET_KW_REVPATH] = w->ext.rev_path;
 	w->key[PARAPET_KW_SETS] = 0; /* set_bits() fills these */
 	w->key[PARAPET_KW_SETS + 1] = 0;
 	w->ifn_done = 0;

@@ -269,6 +269,10 @@ fn c_and_rust_constants_agree() {
             (parapet_image::FLAG_PATTERNS) as u64,
         ),
         (
+            "PARAPET_IMG_FLAG_REV_PATH",
+            (parapet_image::FLAG_REV_PATH) as u64,
+        ),
+        (
             "PARAPET_IMG_PATTERN_FIELD",
             (parapet_image::patterns::FIELD) as u64,
         ),
@@ -610,6 +614,7 @@ fn c_and_rust_constants_agree() {
         ("PARAPET_KW_SKGID", (parapet_image::KEY_OFF[26]) as u64),
         ("PARAPET_KW_TCPOPT_LO", (parapet_image::KEY_OFF[27]) as u64),
         ("PARAPET_KW_TCPOPT_HI", (parapet_image::KEY_OFF[28]) as u64),
+        ("PARAPET_KW_REVPATH", (parapet_image::KEY_OFF[29]) as u64),
     ];
     assert_eq!(
         rust.len(),
