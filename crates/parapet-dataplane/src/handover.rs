@@ -30,8 +30,9 @@ use crate::objects::Objects;
 use crate::pin::{pin_err, read_dir_names, remove_handover, Pins};
 use crate::set_mirror::SetSizing;
 
-/// Name of the netfilter program's pin in a staging directory.
-const PROG_NF: &str = "parapet_nf";
+/// Name of the netfilter program's pin in a staging directory (and among
+/// the instance's program pins).
+pub(crate) const PROG_NF: &str = "parapet_nf";
 
 /// Hash of the raw object this kernel loads and the load-time constants
 /// both sides can compute without the kernel's BTF: the daemon checks the
@@ -218,21 +219,27 @@ impl Dataplane {
             map_fds.push((name, dup));
         }
         let opened = open_programs(staging, m.programs)?;
+        let (mut progs, mut prog_fds) = (Vec::new(), Vec::new());
+        for (name, prog, fd) in opened {
+            progs.push((name.to_string(), prog));
+            prog_fds.push((name, fd));
+        }
         let nf_prog = if features.interface_only {
             crate::netfilter::NfProgram::unavailable(crate::load::INTERFACE_ONLY_NOTE)
         } else if !m.programs.netfilter {
             crate::netfilter::NfProgram::awaiting_late_load()
         } else {
             match open_nf(staging, &m) {
-                Ok(fd) => crate::netfilter::NfProgram::loaded(fd),
+                Ok(fd) => {
+                    // pinned with the programs of this build: a load of the
+                    // netfilter program alone must still say which build
+                    // its links run (`finish_adoption`'s same-build test)
+                    prog_fds.push((PROG_NF, dup(&fd, PROG_NF)?));
+                    crate::netfilter::NfProgram::loaded(fd)
+                }
                 Err(why) => crate::netfilter::NfProgram::unavailable(&why),
             }
         };
-        let (mut progs, mut prog_fds) = (Vec::new(), Vec::new());
-        for (name, prog, fd) in opened {
-            progs.push((name.to_string(), prog));
-            prog_fds.push((name, fd));
-        }
         let pins = Pins {
             root: pin_dir.to_path_buf(),
             maps: map_fds,

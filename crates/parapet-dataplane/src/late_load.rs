@@ -224,20 +224,37 @@ impl Dataplane {
             if self.ebpf.program(name).is_some() {
                 continue;
             }
-            if let Some(pins) = &mut self.pins {
-                let dir = pins.root.join("progs");
-                std::fs::create_dir_all(&dir).map_err(|e| crate::pin::pin_err(&dir, e))?;
-                let path = dir.join(format!("{}-{name}", pins.build));
-                let _ = std::fs::remove_file(&path);
-                crate::bpf_sys::obj_pin(std::os::fd::AsFd::as_fd(&fd), &path)
-                    .map_err(|e| crate::pin::pin_err(&path, e))?;
-                pins.progs.push((name, fd));
-            }
+            self.pin_late_program(name, fd)?;
             self.ebpf.add_program(name, prog);
         }
         if let Some(nf) = late.nf {
+            if !self.nf_prog.awaits_late_load() {
+                return Ok(());
+            }
+            if let Ok(fd) = &nf {
+                let dup = fd
+                    .try_clone()
+                    .map_err(|e| Error::Pin(format!("dup of the netfilter program: {e}")))?;
+                self.pin_late_program(crate::handover::PROG_NF, dup)?;
+            }
             self.nf_prog.set_late(nf);
         }
+        Ok(())
+    }
+
+    /// With pinning, pins a program loaded late with the instance's
+    /// programs (`progs/<build>-<name>`), as the first load's are.
+    fn pin_late_program(&mut self, name: &'static str, fd: OwnedFd) -> Result<()> {
+        let Some(pins) = &mut self.pins else {
+            return Ok(());
+        };
+        let dir = pins.root.join("progs");
+        std::fs::create_dir_all(&dir).map_err(|e| crate::pin::pin_err(&dir, e))?;
+        let path = dir.join(format!("{}-{name}", pins.build));
+        let _ = std::fs::remove_file(&path);
+        crate::bpf_sys::obj_pin(std::os::fd::AsFd::as_fd(&fd), &path)
+            .map_err(|e| crate::pin::pin_err(&path, e))?;
+        pins.progs.push((name, fd));
         Ok(())
     }
 
