@@ -155,6 +155,9 @@ fn left_to_kernel(rs: &parapet_model::Ruleset) -> Value {
         .collect()
 }
 
+/// What a failed load of a program at its first use is reported as.
+const LATE_WHAT: &str = "loading the eBPF program this attach runs";
+
 /// `attach`: loads the program on first use (outside the state lock: it
 /// takes seconds of verifier time), installs the active ruleset in it,
 /// attaches, and journals the attachment so a restart makes it again.
@@ -164,10 +167,30 @@ fn attach(shared: &Shared, iface: String, hook: AttachPoint, mode: Mode) -> (Out
         (!st.kernel.loaded()).then(|| st.kernel.config.clone())
     };
     if let Some(config) = config {
-        let loaded =
-            Kernel::load(&config).and_then(|dp| shared.state.lock().unwrap().kernel_adopt(dp));
+        // what this attach runs; the other programs load at their first use
+        let want = Kernel::programs_for(&config, hook);
+        let loaded = Kernel::load(&config, want)
+            .and_then(|dp| shared.state.lock().unwrap().kernel_adopt(dp));
         if let Err(e) = loaded {
             return (Err(e), None);
+        }
+    }
+    // A program the first attach did not need is verified here, outside
+    // the state lock too; at most twice (under the `auto` placement the
+    // tc placement's programs follow a netfilter program the kernel
+    // refused).
+    for _ in 0..2 {
+        let plan = shared.state.lock().unwrap().kernel.late_load_plan(hook);
+        let Some((loader, missing)) = plan else { break };
+        let added = loader(missing).and_then(|late| {
+            let mut st = shared.state.lock().unwrap();
+            match st.kernel.dp.as_mut() {
+                Some(dp) => dp.add_late_programs(late),
+                None => Ok(()),
+            }
+        });
+        if let Err(e) = added {
+            return (Err(crate::kernel::dp_err(LATE_WHAT, e)), None);
         }
     }
     let mut st = shared.state.lock().unwrap();

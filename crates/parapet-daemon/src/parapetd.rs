@@ -125,6 +125,15 @@ pub struct ParapetdArgs {
     /// (`kernel/load_child.rs`): load, pin under DIR, report, exit.
     #[arg(long, hide = true, value_name = "DIR")]
     pub load_helper: Option<PathBuf>,
+    /// Internal, with --load-helper: the programs to load
+    /// (`xdp,tc,tc-hooks,netfilter`; the others load at their first use).
+    #[arg(
+        long,
+        hide = true,
+        value_name = "LIST",
+        default_value = "xdp,tc,tc-hooks,netfilter"
+    )]
+    pub load_programs: String,
     /// Serve Prometheus metrics at http://ADDR:PORT/metrics (loopback only
     /// unless --metrics-allow-remote; no listener without this flag).
     #[arg(long, value_name = "ADDR:PORT")]
@@ -216,8 +225,10 @@ fn kernel_config(a: &ParapetdArgs, pin_dir: PathBuf) -> crate::kernel::KernelCon
 
 /// `--load-helper DIR`: the loader child's main. Its report goes to
 /// standard output, an error to standard error (the parent's error text).
-fn load_helper(config: &crate::kernel::KernelConfig, staging: &std::path::Path) -> ExitCode {
-    match crate::kernel::run_load_helper(config, staging) {
+fn load_helper(a: &ParapetdArgs, pin_dir: PathBuf, staging: &std::path::Path) -> ExitCode {
+    let loaded = parapet_dataplane::Programs::parse(&a.load_programs)
+        .and_then(|want| crate::kernel::run_load_helper(&kernel_config(a, pin_dir), staging, want));
+    match loaded {
         Ok(report) => {
             print!("{report}");
             ExitCode::SUCCESS
@@ -237,7 +248,7 @@ pub fn parapetd_main(a: ParapetdArgs) -> ExitCode {
     }
     let pin_dir = pin_dir_of(&a);
     if let Some(staging) = &a.load_helper {
-        return load_helper(&kernel_config(&a, pin_dir), staging);
+        return load_helper(&a, pin_dir, staging);
     }
     let mut c = crate::server::Config::new(a.socket.clone(), a.state_dir.clone());
     c.kernel = kernel_config(&a, pin_dir);

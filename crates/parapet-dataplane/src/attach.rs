@@ -64,6 +64,10 @@ impl Dataplane {
     /// namespace). At XDP, [`Mode::Native`] falls back to [`Mode::Skb`] when
     /// the driver refuses, and the returned [`Attached::note`] says so.
     pub fn attach(&mut self, iface: &str, hook: AttachPoint, mode: Mode) -> Result<Attached> {
+        if hook != AttachPoint::Netfilter {
+            // loaded at its first attach (src/late_load.rs)
+            self.ensure_programs(crate::late_load::Programs::for_hook(hook))?;
+        }
         let (link, used, note) = match hook {
             AttachPoint::Xdp => {
                 self.refuse_foreign_xdp(iface)?;

@@ -58,6 +58,7 @@ pub mod frame;
 mod handover;
 #[doc(hidden)]
 pub mod kfunc;
+mod late_load;
 mod load;
 pub mod netfilter;
 mod netfilter_attach;
@@ -86,6 +87,7 @@ pub use codegen::{EngineWant, XdpEngine};
 pub use counters::{HookCount, LogEvent, Stats};
 pub use error::{BadImage, Error, Result};
 pub use floor::{PassFloor, TestRunner};
+pub use late_load::{LateLoader, LatePrograms, Programs};
 pub use load::{
     bpf_object_for_this_kernel, Dataplane, Features, LoadOptions, BPF_OBJECT, BPF_OBJECT_ITER,
     INTERFACE_ONLY_NOTE,

@@ -180,6 +180,9 @@ pub struct Dataplane {
     pub(crate) pins: Option<crate::pin::Pins>,
     /// The netfilter program (src/netfilter.rs), or why there is none.
     pub(crate) nf_prog: crate::netfilter::NfProgram,
+    /// Loads the programs a loader process left out, at their first use
+    /// (src/late_load.rs); `None` after an in-process load.
+    pub(crate) late_loader: Option<crate::late_load::LateLoader>,
     /// Pages of each image (src/slots.rs).
     pub(crate) image_pages: ImagePages,
     /// Images the image map holds: all (`abi::IMAGES`), or 1 with
@@ -289,17 +292,25 @@ impl Dataplane {
         features: &Features,
         pin_dir: Option<&std::path::Path>,
     ) -> Result<Self> {
-        let mut dp =
-            Self::load_unfinished(raw_object, stop_after, opts, sizing, features, pin_dir)?;
+        let mut dp = Self::load_unfinished(
+            raw_object,
+            stop_after,
+            opts,
+            sizing,
+            features,
+            pin_dir,
+            &[PROG_XDP, PROG_TC],
+        )?;
         dp.finish_load(features)?;
         Ok(dp)
     }
 
     /// The load itself: programs verified, maps created or reused, nothing
     /// written to the maps or taken from the pins yet (a loader process
-    /// hands this over, `src/handover.rs`). The netfilter program is left
-    /// out with [`Features::interface_only`] only; the tc placement's are
-    /// not loaded.
+    /// hands this over, `src/handover.rs`). Of the entry programs, `entry`
+    /// are verified (the others when first used); the netfilter program is
+    /// left out with [`Features::interface_only`] only and loads on first
+    /// use; the tc placement's are not loaded.
     pub(crate) fn load_unfinished(
         raw_object: &[u8],
         stop_after: Option<u32>,
@@ -307,6 +318,7 @@ impl Dataplane {
         sizing: &SetSizing,
         features: &Features,
         pin_dir: Option<&std::path::Path>,
+        entry: &[&'static str],
     ) -> Result<Self> {
         // aya 0.14 cannot link kfuncs: resolve them against this kernel's
         // BTF first (src/kfunc.rs).
@@ -389,9 +401,7 @@ impl Dataplane {
                 })
             }
         };
-        for (name, fd) in
-            load_programs_at_once(ebpf.programs_mut().collect(), &[PROG_XDP, PROG_TC], || ())?
-        {
+        for (name, fd) in load_programs_at_once(ebpf.programs_mut().collect(), entry, || ())? {
             if let Some(p) = &mut pins {
                 p.progs.push((name, fd));
             }
@@ -489,6 +499,7 @@ impl Dataplane {
             conntrack_note: a.conntrack_note,
             pins: a.pins,
             nf_prog: a.nf_prog,
+            late_loader: None,
             image_pages: Default::default(),
         })
     }

@@ -245,6 +245,10 @@ pub(crate) struct NfProgram {
     /// Every map of the object by name (duplicated fds of aya's maps).
     maps: Vec<(String, OwnedFd)>,
     prog: std::sync::OnceLock<std::result::Result<OwnedFd, String>>,
+    /// Loaded by a later loader process (src/late_load.rs) rather than
+    /// from `object`: a loader process handed the dataplane over without it.
+    awaiting_late: bool,
+    late: Option<crate::late_load::LateLoader>,
 }
 
 impl NfProgram {
@@ -266,6 +270,8 @@ impl NfProgram {
             object,
             maps,
             prog: std::sync::OnceLock::new(),
+            awaiting_late: false,
+            late: None,
         }
     }
 
@@ -276,6 +282,8 @@ impl NfProgram {
             object: Vec::new(),
             maps: Vec::new(),
             prog: std::sync::OnceLock::from(Ok(fd)),
+            awaiting_late: false,
+            late: None,
         }
     }
 
@@ -285,7 +293,42 @@ impl NfProgram {
             object: Vec::new(),
             maps: Vec::new(),
             prog: std::sync::OnceLock::from(Err(why.to_string())),
+            awaiting_late: false,
+            late: None,
         }
+    }
+
+    /// Not loaded by the loader process that loaded the dataplane: loaded
+    /// on first use by the late loader ([`NfProgram::set_late_loader`]).
+    pub(crate) fn awaiting_late_load() -> NfProgram {
+        NfProgram {
+            object: Vec::new(),
+            maps: Vec::new(),
+            prog: std::sync::OnceLock::new(),
+            awaiting_late: true,
+            late: None,
+        }
+    }
+
+    pub(crate) fn set_late_loader(&mut self, loader: crate::late_load::LateLoader) {
+        self.late = Some(loader);
+    }
+
+    /// Whether the program is still to be loaded by a late loader.
+    pub(crate) fn awaits_late_load(&self) -> bool {
+        self.awaiting_late && self.prog.get().is_none()
+    }
+
+    /// The program (or why there is none) a late loader handed over; kept
+    /// only when none is there yet.
+    pub(crate) fn set_late(&mut self, prog: std::result::Result<OwnedFd, String>) {
+        let _ = self.prog.set(prog);
+    }
+
+    /// The program, or why there is none, when a load was tried; `None`
+    /// before its first use.
+    pub(crate) fn peek(&self) -> Option<&std::result::Result<OwnedFd, String>> {
+        self.prog.get()
     }
 
     /// The program, loaded on the first call. The kernel's BTF is parsed
@@ -293,6 +336,21 @@ impl NfProgram {
     /// needs afterwards (a daemon kept it for good before).
     pub(crate) fn get(&self) -> &std::result::Result<OwnedFd, String> {
         self.prog.get_or_init(|| {
+            if self.awaiting_late {
+                let Some(loader) = &self.late else {
+                    return Err("no netfilter program: nothing can load it now".to_string());
+                };
+                let want = crate::late_load::Programs {
+                    netfilter: true,
+                    ..Default::default()
+                };
+                return match loader(want) {
+                    Ok(late) => late.nf.unwrap_or_else(|| {
+                        Err("the loader process handed over no netfilter program".to_string())
+                    }),
+                    Err(e) => Err(format!("loading the netfilter program: {e}")),
+                };
+            }
             let kernel_btf = Btf::from_sys_fs().ok();
             let fds: Vec<(String, RawFd)> = self
                 .maps

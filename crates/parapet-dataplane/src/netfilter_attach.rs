@@ -38,6 +38,15 @@ impl Dataplane {
         self.nf_prog.get().as_ref().err().map(String::as_str)
     }
 
+    /// [`Dataplane::netfilter_note`] without loading the program: `None`
+    /// while it has not been used (it loads at its first use), else
+    /// whether it is available, or why not.
+    pub fn netfilter_tried(&self) -> Option<std::result::Result<(), &str>> {
+        self.nf_prog
+            .peek()
+            .map(|r| r.as_ref().map(|_| ()).map_err(String::as_str))
+    }
+
     /// Enforce the hook's image (written with
     /// [`Dataplane::write_hook_image`]) at `hook` for `family`, at
     /// `priority` (0 = where iptables' filter table runs), or at the

@@ -31,6 +31,21 @@ impl Objects {
         }
     }
 
+    /// Whether aya's handle of the object is here: the programs not loaded
+    /// yet can then be loaded in this process.
+    pub(crate) fn is_loaded_in_process(&self) -> bool {
+        self.loaded.is_some()
+    }
+
+    /// Adds a program a later loader process handed over
+    /// (`src/late_load.rs`); after an in-process load, aya holds every
+    /// program already and this does nothing.
+    pub(crate) fn add_program(&mut self, name: &str, prog: Program) {
+        if self.loaded.is_none() && self.program(name).is_none() {
+            self.progs.push((name.to_string(), prog));
+        }
+    }
+
     pub(crate) fn program(&self, name: &str) -> Option<&Program> {
         match &self.loaded {
             Some(e) => e.program(name),

@@ -6,9 +6,11 @@
 //! ```text
 //! maps-v<PIN_ABI>/<map name>       every map of the object (image slots,
 //!                                  generation, counters, sets, config, …)
-//! progs/<build>-<program name>     the programs the links run; <build> is
-//!                                  the hash of the loaded object and its
-//!                                  load-time constants
+//! progs/<build>-<program name>     the programs the links run, as each
+//!                                  was loaded (at the first attach that
+//!                                  runs it: `src/late_load.rs`); <build>
+//!                                  is the hash of the loaded object and
+//!                                  its load-time constants
 //! links/<target>@<hook>            one bpf_link per attachment, e.g.
 //!                                  `eth0@xdp`, `eth0@tc`, and one per
 //!                                  netfilter hook and family, e.g.

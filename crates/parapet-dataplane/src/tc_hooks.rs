@@ -136,6 +136,11 @@ impl Dataplane {
     /// one more thread (the loader process verifies the netfilter program
     /// there).
     pub(crate) fn load_tc_programs_beside(&mut self, beside: impl FnOnce() + Send) -> Result<()> {
+        // handed over by a loader process, at their first use
+        self.ensure_programs(crate::late_load::Programs {
+            tc_hooks: true,
+            ..Default::default()
+        })?;
         let loaded =
             crate::load::load_programs_at_once(self.ebpf.programs_mut(), &TC_PROGRAMS, beside)?;
         if let Some(pins) = &mut self.pins {

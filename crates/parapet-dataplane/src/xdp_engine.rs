@@ -445,6 +445,14 @@ impl Dataplane {
     /// the main program keeps it (an adopted link keeps the program it was
     /// adopted with, as `finish_adoption` leaves it).
     fn swap_xdp_links(&self, prog: Option<&OwnedFd>) -> Result<()> {
+        let xdp_links = self.links.values().any(
+            |l| matches!(l, LinkId::Pinned(pin) if pin.hook == hook_pin_name(AttachPoint::Xdp)),
+        );
+        if !xdp_links {
+            // (a dataplane never attached at XDP may not have loaded the
+            // main program: src/late_load.rs)
+            return Ok(());
+        }
         let main = <&Xdp>::try_from(
             self.ebpf
                 .program(PROG_XDP)

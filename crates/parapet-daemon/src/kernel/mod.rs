@@ -29,7 +29,7 @@ use crate::hooks::{self, NfWant};
 use crate::proto::{code, ErrorReply};
 use parapet_dataplane::ct_table::ConntrackTable;
 use parapet_dataplane::{
-    bridge, AttachPoint, Dataplane, Features, LoadOptions, Mode, SetSizing, Stat,
+    bridge, AttachPoint, Dataplane, Features, LoadOptions, Mode, Programs, SetSizing, Stat,
 };
 use parapet_model::{Counters, Ruleset};
 use parapet_sets::{Element, SetStore};
@@ -299,14 +299,23 @@ impl Kernel {
         &self.attached
     }
 
-    /// Loads and verifies the program, sized by the config (seconds of
-    /// CPU: call it without the state lock, then [`Kernel::adopt`]).
-    pub fn load(config: &KernelConfig) -> Result<Dataplane, ErrorReply> {
+    /// Loads and verifies the programs `want` (what the attach that asks
+    /// runs), sized by the config: seconds of CPU per program, so call it
+    /// without the state lock, then [`Kernel::adopt`]. The links pinned
+    /// by an earlier parapetd add their programs (an adoption swaps them
+    /// to this load's), and a forced tc placement its own; the others load
+    /// at their first use ([`Kernel::late_load_plan`]).
+    pub fn load(config: &KernelConfig, want: Programs) -> Result<Dataplane, ErrorReply> {
         let (opts, sizing, features) = load_params(config);
         let pins = config.pin_dir.as_deref();
+        let mut want = want;
+        want.tc_hooks |= features.tc_hooks;
+        if let Some(root) = pins {
+            want = want.union(Programs::of_pinned_links(root));
+        }
         let mut dp = match (&config.load_child, pins) {
             (Some(argv), Some(pins)) => {
-                load_child::load_in_child(argv, &opts, &sizing, &features, pins)?
+                load_child::load_in_child(argv, &opts, &sizing, &features, pins, want)?
             }
             _ => load_with_fallback(&features, |f| {
                 Dataplane::load_pinned(&opts, &sizing, f, pins)
@@ -323,10 +332,12 @@ impl Kernel {
         dp.set_packet_stats(config.packet_stats)
             .map_err(|e| dp_err("setting the per-packet statistics switch", e))?;
         // The netfilter program loads on first use; here, outside the state
-        // lock, so a later `attach` without an interface does not verify it
-        // under the lock. A kernel without it just has no netfilter hooks.
-        if let Some(why) = dp.netfilter_note() {
-            eprintln!("parapetd: the netfilter hooks are not available: {why}");
+        // lock, when the attach that loads runs it. A kernel without it
+        // just has no netfilter hooks.
+        if want.netfilter {
+            if let Some(why) = dp.netfilter_note() {
+                eprintln!("parapetd: the netfilter hooks are not available: {why}");
+            }
         }
         // Loading parsed the kernel's BTF (twice: aya's loader and the
         // netfilter program's relocation) and the object: tens of MB of
@@ -337,6 +348,41 @@ impl Kernel {
             libc::malloc_trim(0);
         }
         Ok(dp)
+    }
+
+    /// The programs an attach at `hook` runs with this config: at the
+    /// netfilter hooks, the netfilter program, or the tc placement's when
+    /// it is forced (under `auto` they load when the netfilter program
+    /// turns out unavailable).
+    pub fn programs_for(config: &KernelConfig, hook: AttachPoint) -> Programs {
+        match (hook, config.hook_placement) {
+            (AttachPoint::Netfilter, HookPlacement::Tc) => Programs {
+                tc_hooks: true,
+                ..Default::default()
+            },
+            _ => Programs::for_hook(hook),
+        }
+    }
+
+    /// What an attach at `hook` needs that the loaded dataplane has not
+    /// loaded yet, and the loader that verifies it: for the caller to run
+    /// without the state lock, then add with
+    /// [`Dataplane::add_late_programs`]. `None` when nothing is to load
+    /// ahead (the dataplane loads in-process programs itself on use).
+    pub fn late_load_plan(
+        &self,
+        hook: AttachPoint,
+    ) -> Option<(parapet_dataplane::LateLoader, Programs)> {
+        let dp = self.dp.as_ref()?;
+        let mut want = Self::programs_for(&self.config, hook);
+        if hook == AttachPoint::Netfilter
+            && self.config.hook_placement == HookPlacement::Auto
+            && matches!(dp.netfilter_tried(), Some(Err(_)))
+        {
+            // the tc placement stands in for the netfilter hooks
+            want.tc_hooks = true;
+        }
+        dp.late_load_plan(want)
     }
 
     /// Whether the conntrack table should exist: the lookup is on, the

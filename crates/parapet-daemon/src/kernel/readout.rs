@@ -99,6 +99,14 @@ impl Kernel {
                 "packet_stats": self.config.packet_stats});
         };
         let s = dp.stats().unwrap_or_default();
+        // read without loading the netfilter program (seconds of verifier
+        // CPU under the state lock): it loads at its first use
+        let nf_tried = dp.netfilter_tried();
+        let placement = match (nf_tried, self.config.hook_placement) {
+            (None, HookPlacement::Auto) => Value::Null,
+            _ if self.tc_placement_with(dp) => Value::from("tc"),
+            _ => Value::from("netfilter"),
+        };
         let sets: Vec<Value> = dp
             .installed_sets()
             .into_iter()
@@ -119,9 +127,12 @@ impl Kernel {
             // was asked: a pinned program adopted at start says its own
             "packet_stats": dp.packet_stats().unwrap_or(self.config.packet_stats),
             "netfilter": {
-                "available": dp.netfilter_note().is_none(),
-                "note": dp.netfilter_note(),
-                "placement": if self.tc_placement_with(dp) { "tc" } else { "netfilter" },
+                "available": nf_tried.map(|t| t.is_ok()),
+                "note": match nf_tried {
+                    None => Some(NF_NOT_LOADED),
+                    Some(t) => t.err(),
+                },
+                "placement": placement,
                 "packets": {
                     "input": s.get(Stat::NfInput),
                     "forward": s.get(Stat::NfForward),
@@ -169,3 +180,6 @@ impl Kernel {
         })
     }
 }
+
+/// `stats`' netfilter note before the netfilter program's first use.
+const NF_NOT_LOADED: &str = "not loaded yet: verified at the first attach without an interface";

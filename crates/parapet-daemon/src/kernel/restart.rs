@@ -167,7 +167,9 @@ impl Kernel {
         let mut log = Vec::new();
         // On failure the attachments stay pending, so snapshots keep them
         // and the next start tries again.
-        let dp = match Self::load(&self.config) {
+        // every program: the journal's attachments and the pinned links
+        // are made or adopted now, before any client is served
+        let dp = match Self::load(&self.config, Programs::ALL) {
             Ok(dp) => dp,
             Err(e) => {
                 log.push(format!("cannot re-attach after restart: {}", e.msg));
