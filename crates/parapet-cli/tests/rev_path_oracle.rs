@@ -206,7 +206,32 @@ fn parapetd_iface(tag: &str, fam: &Fam, hook: &str) -> Vec<u32> {
         "parapet attach {hook}: {}",
         String::from_utf8_lossy(&o.stderr)
     );
+    if hook == "tc" {
+        forwarding_at_lo_comes_back(&pair.b);
+    }
     decisions(&pair, fam, &|| rule_counts(&d.sock, N_RULES))
+}
+
+/// Turns forwarding at `lo` off in `ns` (what writing `ip_forward=0`
+/// does to it) and waits, at most 10 s, until parapetd has turned it on
+/// again: without it every lookup fails and the probes that follow would
+/// not be decided by their outcome's rule.
+fn forwarding_at_lo_comes_back(ns: &Netns) {
+    let key = |f: &str| format!("net.{f}.conf.lo.forwarding");
+    for f in ["ipv4", "ipv6"] {
+        ns.exec(&["sysctl", "-qw", &format!("{}=0", key(f))])
+            .unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for f in ["ipv4", "ipv6"] {
+        while ns.exec(&["sysctl", "-n", &key(f)]).unwrap().trim() != "1" {
+            assert!(
+                Instant::now() < deadline,
+                "parapetd left forwarding off at lo ({f}) 10 s after it was turned off"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
 }
 
 /// parapetd in the receiver in the tc placement (prerouting at tc

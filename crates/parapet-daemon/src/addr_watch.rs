@@ -3,7 +3,8 @@
 //! and nft `fib … type` read) equal to the namespace's, so an address
 //! added or removed while parapetd runs changes the types at once, without
 //! an apply. One rtnetlink socket subscribed to the IPv4 and IPv6 address
-//! and route groups; any event, or a lost batch (`ENOBUFS`), re-reads the
+//! and route groups (and the netconf groups: forwarding at `lo`, which
+//! the reverse-path lookups need); any event, or a lost batch (`ENOBUFS`), re-reads the
 //! whole table ([`Kernel::refresh_addr_mirror`](crate::kernel::Kernel::refresh_addr_mirror)):
 //! a burst of events costs one dump. The socket plumbing is the link
 //! watcher's (src/link_watch.rs).
@@ -15,11 +16,16 @@ use std::thread;
 use crate::link_watch::{RtnlEvents, TICK};
 use crate::shared::Shared;
 
-/// The groups whose events can change the `local` table.
+/// The groups whose events can change the `local` table, and the netconf
+/// groups, whose forwarding changes can turn `lo`'s forwarding off under
+/// the reverse-path lookups ([`Kernel::refresh_addr_mirror`](crate::kernel::Kernel::refresh_addr_mirror)
+/// turns it on again).
 const GROUPS: u32 = (libc::RTMGRP_IPV4_IFADDR
     | libc::RTMGRP_IPV6_IFADDR
     | libc::RTMGRP_IPV4_ROUTE
-    | libc::RTMGRP_IPV6_ROUTE) as u32;
+    | libc::RTMGRP_IPV6_ROUTE) as u32
+    | 1 << (libc::RTNLGRP_IPV4_NETCONF - 1)
+    | 1 << (libc::RTNLGRP_IPV6_NETCONF - 1);
 
 /// The address watcher thread's body.
 pub(crate) fn watch_loop(shared: Arc<Shared>) {

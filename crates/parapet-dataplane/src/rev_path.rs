@@ -13,7 +13,9 @@
 //! every device's value, `lo`'s too: while it is off there, the lookups
 //! fail and the walker abandons every image that reads the outcome
 //! (never a guess; docs/dataplane.md, "Reverse path"), until the next
-//! apply turns it on again.
+//! apply turns it on again — or parapetd's address watcher, which hears
+//! the change (the netconf groups) and turns it on again at once
+//! (`Dataplane::reads_rev_path` says whether it must).
 
 use crate::{Error, Result};
 
@@ -42,7 +44,11 @@ pub fn lo_forwarding() -> Result<()> {
     Ok(())
 }
 
-/// Whether forwarding is on at `lo` for IPv4 (the lookups answer).
+/// Whether forwarding is on at `lo` for both families (the lookups
+/// answer; a host without IPv6 needs IPv4's only).
 pub fn lo_forwarding_on() -> bool {
-    std::fs::read_to_string(LO_FORWARDING[0]).is_ok_and(|v| v.trim() == "1")
+    LO_FORWARDING.iter().all(|path| match std::fs::read_to_string(path) {
+        Ok(v) => v.trim() == "1",
+        Err(_) => path.contains("ipv6") && !std::path::Path::new(path).exists(),
+    })
 }

@@ -52,6 +52,27 @@ impl Kernel {
         if let Some(dp) = self.dp.as_mut() {
             self.addr_mirror.fill(dp);
         }
+        self.keep_lo_forwarding();
+    }
+
+    /// While a live image reads the reverse-path outcome, forwarding at
+    /// `lo` stays on: writing `net.ipv4.ip_forward` (or `…all.forwarding`)
+    /// turns it off there too, and then every lookup fails and the walk
+    /// is abandoned (parapet_dataplane::rev_path). The address watcher
+    /// hears the netconf change and calls this.
+    fn keep_lo_forwarding(&mut self) {
+        let Some(dp) = self.dp.as_ref() else { return };
+        if !dp.reads_rev_path().unwrap_or(false) || parapet_dataplane::rev_path::lo_forwarding_on()
+        {
+            return;
+        }
+        match parapet_dataplane::rev_path::lo_forwarding() {
+            Ok(()) => eprintln!(
+                "parapetd: forwarding at lo was turned off (ip_forward written?): on again, \
+                 for the reverse-path lookups of the live ruleset"
+            ),
+            Err(e) => eprintln!("parapetd: {e}: the reverse-path checks abandon their walks"),
+        }
     }
 
     /// The address watcher could not subscribe to events: the mirror
