@@ -11,7 +11,7 @@ mod common;
 
 use common::classbench::classbench;
 use common::counted::{frames_of, run_counted, spec};
-use common::eligible::pure;
+use common::eligible::{pure, random_pure_cases, RandomCase};
 use common::lo::{dp_on_lo, LO};
 use common::wire::{frame_of, wire_packet};
 use common::Rng;
@@ -61,14 +61,8 @@ fn split_tree_programs_decide_and_count_as_the_linear_engine() {
     dp.set_packet_stats(true).unwrap();
     let mut rng = Rng::new(0x7370_6c69);
     let (mut frames_run, mut most_programs, mut lists_split) = (0, 0, 0);
-    for seed in 0..12u64 {
-        let spec_rs = RandomSpec {
-            rules: 40 + (seed as usize * 41) % 140,
-            ipv6: seed % 3 != 0,
-            ..RandomSpec::default()
-        };
-        let rs = random_ruleset_with_header_fields(seed, &spec_rs);
-        let list = pure(flatten(&rs, rs.select_chain(None).unwrap()).unwrap());
+    for RandomCase { seed, rs, list } in random_pure_cases(0..12, |s| 40 + (s as usize * 41) % 140)
+    {
         let opts = match seed % 2 {
             0 => CompileOptions::default(),
             _ => CompileOptions {
