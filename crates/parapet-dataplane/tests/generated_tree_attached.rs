@@ -13,7 +13,7 @@ mod common;
 
 use common::counted::{frames_of, run_counted, spec};
 use common::eligible::{random_pure_cases, RandomCase};
-use common::lo::{dp_on_lo, LO};
+use common::lo::{dp_on_lo, dp_on_lo_counting, LO};
 use common::wire::{frame_of, wire_packet};
 use common::Rng;
 use parapet_compile::{compile, CompileOptions};
@@ -21,7 +21,7 @@ use parapet_dataplane::codegen::{
     choose_with_image, generate_tree_attached, ineligible, tree_ineligible, verifier_log,
     EngineWant, XdpEngine,
 };
-use parapet_dataplane::{Dataplane, LoadOptions, Stat};
+use parapet_dataplane::{Dataplane, Stat};
 use parapet_gen::{packets_for, worst_case};
 use parapet_model::{flatten, DecisionList, Verdict};
 
@@ -135,13 +135,7 @@ fn the_attached_tree_program_decides_and_counts_as_the_linear_engine() {
 fn the_attached_tree_program_loads_for_25600_worst_case_rules() {
     let test = "the_attached_tree_program_loads_for_25600_worst_case_rules";
     // counters for every rule id of the list
-    let opts = LoadOptions {
-        debug: true,
-        slot_pages: 64,
-        max_rules: 32_767,
-    };
-    let mut dp = common::load_dataplane(test, &opts);
-    dp.set_ifname(LO, "lo").unwrap();
+    let mut dp = dp_on_lo_counting(test, 32_767);
     let rs = worst_case(25_600);
     let list = flatten(&rs, rs.select_chain(None).unwrap()).unwrap();
     let (image, _) = compile(&list, &CompileOptions::default()).unwrap();

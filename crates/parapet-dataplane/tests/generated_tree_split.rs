@@ -12,7 +12,7 @@ mod common;
 use common::classbench::classbench;
 use common::counted::{frames_of, run_counted, spec};
 use common::eligible::{pure, random_pure_cases, RandomCase};
-use common::lo::{dp_on_lo, LO};
+use common::lo::{dp_on_lo, dp_on_lo_counting, LO};
 use common::wire::{frame_of, wire_packet};
 use common::Rng;
 use parapet_compile::{compile, CompileOptions};
@@ -151,13 +151,7 @@ fn more_programs_than_the_tail_calls_allow_is_refused() {
 fn classbench_100k_split_tree_programs_agree_with_the_spec() {
     let test = "classbench_100k_split_tree_programs_agree_with_the_spec";
     // counters for every rule id of the lists
-    let opts = LoadOptions {
-        debug: true,
-        slot_pages: 64,
-        max_rules: 131_071,
-    };
-    let mut dp = common::load_dataplane(test, &opts);
-    dp.set_ifname(LO, "lo").unwrap();
+    let mut dp = dp_on_lo_counting(test, 131_071);
     dp.set_packet_stats(true).unwrap();
     let only = std::env::var("PARAPET_SPLIT_SETS").ok();
     for name in ["acl1_100k", "fw1_100k", "ipc1_100k"] {
