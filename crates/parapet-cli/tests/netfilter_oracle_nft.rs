@@ -197,6 +197,9 @@ fn twins_at(
         nft_load(&t.r, nat);
     }
     let dir = tempfile::tempdir().unwrap();
+    // the tc placement's pins outlive the daemon (host bpffs): removed at
+    // the end, also when an assertion fails
+    let pins = RemovePins::of(&t.r, dir.path());
     let sock = dir.path().join("parapetd.sock");
     let daemon = if tc {
         start_daemon_pinned(&t.r, dir.path(), &sock, &TC_PLACEMENT)
@@ -206,13 +209,10 @@ fn twins_at(
     let file = dir.path().join("rules.nft");
     std::fs::write(&file, text).unwrap();
     ok(&sock, &["apply", file.to_str().unwrap(), "--format", "nft"]);
-    let _pins = RemovePins(
-        stats(&sock)["dataplane"]["pin_dir"]
-            .as_str()
-            .filter(|_| tc)
-            .map(std::path::PathBuf::from),
-    );
     let said = ok(&sock, &["attach"]);
+    if tc {
+        pins.assert_daemon_pins_here(&sock);
+    }
     let placed = if tc {
         "attached in the tc placement"
     } else {

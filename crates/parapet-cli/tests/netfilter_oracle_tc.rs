@@ -35,6 +35,9 @@ fn tc_placement_as_the_kernel_where_they_agree_and_the_documented_differences() 
 
     let t = topo("nftcp");
     let dir = tempfile::tempdir().unwrap();
+    // the pins outlive the daemon (host bpffs): removed at the end, also
+    // when an assertion fails
+    let pins = RemovePins::of(&t.r, dir.path());
     let sock = dir.path().join("parapetd.sock");
     let flags = ["--hook-placement", "tc"];
     let daemon = start_daemon_pinned(&t.r, dir.path(), &sock, &flags);
@@ -47,13 +50,8 @@ fn tc_placement_as_the_kernel_where_they_agree_and_the_documented_differences() 
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr)
     );
-    // the pins outlive the daemon (host bpffs): removed at the end, also
-    // when an assertion fails
-    let pin_dir = stats(&sock)["dataplane"]["pin_dir"]
-        .as_str()
-        .map(std::path::PathBuf::from);
-    let _pins = RemovePins(pin_dir);
     assert!(o.status.success(), "attach: {said}");
+    pins.assert_daemon_pins_here(&sock);
     assert!(
         said.starts_with("attached in the tc placement") && said.contains("rl"),
         "attach names the placement: {said}"

@@ -111,7 +111,7 @@ fn links_made_ahead_of_the_takeover_survive_a_kill_and_are_adopted() {
         &["--hook-placement", "tc", "--test-apply-hold-ms", &hold],
     );
     let sock = bed.sock.clone();
-    let pins = bed.pin_dir().to_path_buf();
+    let pins = bed.pin_dir();
     let before = tc_links(&sock);
     assert!(
         !before.is_empty() && !before.contains_key("nw0"),
@@ -217,7 +217,7 @@ fn a_kill_between_a_new_interfaces_two_links_is_completed_by_the_restart() {
         true,
         &["--hook-placement", "tc", "--test-abort-between-tc-links"],
     );
-    let pins = bed.pin_dir().to_path_buf();
+    let pins = bed.pin_dir();
     fates_become(
         &bed.t,
         "before nw0 exists",

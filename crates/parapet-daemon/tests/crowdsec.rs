@@ -15,6 +15,8 @@ use fleet_support::elems;
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 fn cs_stats(d: &Daemon) -> Value {
@@ -44,18 +46,22 @@ fn wait_set(d: &Daemon, set: &str, want: &[&str]) {
 }
 
 fn start(dir: &Path, url: &str, key: &Path) -> Daemon {
+    start_with(dir, url, key, &[])
+}
+
+/// [`start`] with more parapetd flags.
+fn start_with(dir: &Path, url: &str, key: &Path, more: &[&str]) -> Daemon {
     let key = key.to_str().unwrap();
-    Daemon::start(
-        dir,
-        &[
-            "--crowdsec",
-            url,
-            "--crowdsec-key-file",
-            key,
-            "--crowdsec-interval",
-            "1",
-        ],
-    )
+    let mut flags = vec![
+        "--crowdsec",
+        url,
+        "--crowdsec-key-file",
+        key,
+        "--crowdsec-interval",
+        "1",
+    ];
+    flags.extend_from_slice(more);
+    Daemon::start(dir, &flags)
 }
 
 /// Waits for one more poll to have finished.
@@ -164,24 +170,65 @@ fn cscli_decisions_reach_the_sets_and_survive_restarts() {
     assert_eq!(s["decisions"], 3, "{s}");
 }
 
-/// A loopback server answering each connection with the next canned
-/// response (crafted bytes: not the real LAPI).
-fn serve(responses: Vec<Vec<u8>>) -> (u16, std::thread::JoinHandle<usize>) {
+/// A loopback LAPI stand-in (crafted bytes: not the real LAPI). Each
+/// connection's request is read to its blank line, its path recorded and
+/// answered with `answer(path)`; it ends after `limit` requests or when
+/// `stop` is set, and its thread returns how many it answered.
+struct StandIn {
+    port: u16,
+    paths: Arc<Mutex<Vec<String>>>,
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<usize>,
+}
+
+fn stand_in(limit: usize, mut answer: impl FnMut(&str) -> Vec<u8> + Send + 'static) -> StandIn {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.set_nonblocking(true).unwrap();
     let port = l.local_addr().unwrap().port();
-    let h = std::thread::spawn(move || {
+    let paths = Arc::new(Mutex::new(Vec::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let (p, st) = (paths.clone(), stop.clone());
+    let thread = std::thread::spawn(move || {
         let mut served = 0;
-        for r in responses {
-            let (mut s, _) = l.accept().unwrap();
+        while !st.load(Ordering::SeqCst) && served < limit {
+            let Ok((mut s, _)) = l.accept() else {
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
+            };
+            s.set_nonblocking(false).unwrap();
             s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-            let mut req = [0u8; 4096];
-            let _ = s.read(&mut req);
-            let _ = s.write_all(&r);
+            let mut req = Vec::new();
+            let mut buf = [0u8; 4096];
+            while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+                match s.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => req.extend_from_slice(&buf[..n]),
+                }
+            }
+            let line = String::from_utf8_lossy(&req);
+            let path = line.split(' ').nth(1).unwrap_or("").to_string();
+            let body = answer(&path);
+            p.lock().unwrap().push(path);
+            let _ = s.write_all(&body);
             served += 1;
         }
         served
     });
-    (port, h)
+    StandIn {
+        port,
+        paths,
+        stop,
+        thread,
+    }
+}
+
+/// A stand-in answering each connection with the next canned response;
+/// returns the port and its thread (how many it answered).
+fn serve(responses: Vec<Vec<u8>>) -> (u16, std::thread::JoinHandle<usize>) {
+    let limit = responses.len();
+    let mut next = responses.into_iter();
+    let s = stand_in(limit, move |_| next.next().unwrap_or_default());
+    (s.port, s.thread)
 }
 
 fn http(body: &str) -> Vec<u8> {
@@ -227,15 +274,11 @@ fn hostile_responses_are_rejected_counted_and_survived() {
     let key = dir.path().join("key");
     std::fs::write(&key, "0123456789abcdef\n").unwrap();
     let url = format!("http://127.0.0.1:{port}");
-    let d = Daemon::start(
+    let d = start_with(
         dir.path(),
+        &url,
+        &key,
         &[
-            "--crowdsec",
-            &url,
-            "--crowdsec-key-file",
-            key.to_str().unwrap(),
-            "--crowdsec-interval",
-            "1",
             "--crowdsec-max-decisions",
             "5",
             "--crowdsec-max-mib",
@@ -262,58 +305,26 @@ fn hostile_responses_are_rejected_counted_and_survived() {
     assert_eq!(elems(&d, "parapet-ban4"), ["192.0.2.1"]);
 }
 
-/// A loopback LAPI stand-in that answers by the request's `startup`
-/// parameter: full lists from `full(n)` (n: full polls before this one),
-/// deltas from `delta(n)`; returns the port, the request paths in order
-/// and a stop flag (bounded: it stops after 600 requests).
-#[allow(clippy::type_complexity)]
+/// A stand-in that answers by the request's `startup` parameter: full
+/// lists from `full(n)` (n: full polls before this one), deltas from
+/// `delta(n)`; returns the port, the request paths in order and a stop
+/// flag (bounded: it stops after 600 requests).
 fn serve_by_path(
     full: fn(usize) -> String,
     delta: fn(usize) -> String,
-) -> (
-    u16,
-    std::sync::Arc<std::sync::Mutex<Vec<String>>>,
-    std::sync::Arc<std::sync::atomic::AtomicBool>,
-) {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::{Arc, Mutex};
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.set_nonblocking(true).unwrap();
-    let port = l.local_addr().unwrap().port();
-    let paths = Arc::new(Mutex::new(Vec::new()));
-    let stop = Arc::new(AtomicBool::new(false));
-    let (p, st) = (paths.clone(), stop.clone());
-    std::thread::spawn(move || {
-        let (mut fulls, mut deltas) = (0, 0);
-        while !st.load(Ordering::SeqCst) && p.lock().unwrap().len() < 600 {
-            let Ok((mut s, _)) = l.accept() else {
-                std::thread::sleep(Duration::from_millis(10));
-                continue;
-            };
-            s.set_nonblocking(false).unwrap();
-            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-            let mut req = Vec::new();
-            let mut buf = [0u8; 4096];
-            while !req.windows(4).any(|w| w == b"\r\n\r\n") {
-                match s.read(&mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => req.extend_from_slice(&buf[..n]),
-                }
-            }
-            let line = String::from_utf8_lossy(&req);
-            let path = line.split(' ').nth(1).unwrap_or("").to_string();
-            let body = if path.ends_with("startup=true") {
-                fulls += 1;
-                full(fulls - 1)
-            } else {
-                deltas += 1;
-                delta(deltas - 1)
-            };
-            p.lock().unwrap().push(path);
-            let _ = s.write_all(&http(&body));
-        }
+) -> (u16, Arc<Mutex<Vec<String>>>, Arc<AtomicBool>) {
+    let (mut fulls, mut deltas) = (0, 0);
+    let s = stand_in(600, move |path| {
+        let body = if path.ends_with("startup=true") {
+            fulls += 1;
+            full(fulls - 1)
+        } else {
+            deltas += 1;
+            delta(deltas - 1)
+        };
+        http(&body)
     });
-    (port, paths, stop)
+    (s.port, s.paths, s.stop)
 }
 
 /// `n` ban decisions of 10.1.0.0/16 (ids 1..=n), plus `extra` as id 100000.
@@ -356,19 +367,7 @@ fn a_bulk_insert_is_completed_by_a_full_poll_when_its_deltas_end() {
     let key = dir.path().join("key");
     std::fs::write(&key, "0123456789abcdef\n").unwrap();
     let url = format!("http://127.0.0.1:{port}");
-    let d = Daemon::start(
-        dir.path(),
-        &[
-            "--crowdsec",
-            &url,
-            "--crowdsec-key-file",
-            key.to_str().unwrap(),
-            "--crowdsec-interval",
-            "1",
-            "--crowdsec-resync",
-            "0",
-        ],
-    );
+    let d = start_with(dir.path(), &url, &key, &["--crowdsec-resync", "0"]);
     let t0 = Instant::now();
     wait_until("the missed decision enforced", &d, || {
         elems(&d, "parapet-ban4").len() == 151
@@ -392,7 +391,7 @@ fn a_bulk_insert_is_completed_by_a_full_poll_when_its_deltas_end() {
         .filter(|p| p.ends_with("startup=true"))
         .count();
     assert_eq!(fulls, 2, "{:?}", paths.lock().unwrap());
-    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    stop.store(true, Ordering::SeqCst);
     // three polls 1 s apart, not a resync interval
     assert!(took < Duration::from_secs(10), "{took:?}");
 }

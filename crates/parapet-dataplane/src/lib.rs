@@ -94,8 +94,8 @@ pub use load::{
 };
 pub use netfilter::{NfAttached, NfFamily, NfFloor, NfHook, NfLink, PRIORITY_SEARCH};
 pub use pin::{
-    default_pin_dir, handover_dir, remove_handover, remove_pins, remove_stale_handovers,
-    PinnedAttachment,
+    default_pin_dir, handover_dir, pin_dir_in_netns, remove_handover, remove_pins,
+    remove_stale_handovers, PinnedAttachment,
 };
 pub use recent::{RecentAddress, RECENT_STAMPS};
 pub use reject_queue::{NfReject, RejectCounts, RejectQueue, RejectSender};

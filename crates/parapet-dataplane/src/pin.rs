@@ -91,6 +91,12 @@ pub fn default_pin_dir(state_dir: &Path) -> PathBuf {
     let netns = std::fs::metadata("/proc/self/ns/net")
         .map(|m| m.ino())
         .unwrap_or(0);
+    pin_dir_in_netns(netns, state_dir)
+}
+
+/// [`default_pin_dir`] of a daemon in the network namespace with inode
+/// `netns` (what a test finds from outside, e.g. from `/run/netns/NAME`).
+pub fn pin_dir_in_netns(netns: u64, state_dir: &Path) -> PathBuf {
     let abs = std::fs::canonicalize(state_dir).unwrap_or_else(|_| state_dir.to_path_buf());
     let h = stable_hash([abs.as_os_str().as_encoded_bytes()]);
     Path::new(BPFFS)

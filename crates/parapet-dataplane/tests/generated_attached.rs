@@ -12,14 +12,14 @@ mod common;
 
 use std::collections::HashMap;
 
-use common::eligible::eligible;
+use common::eligible::{eligible, random_cases, RandomCase};
 use common::lo::{dp_on_lo, LO};
 use common::wire::{frame_of, wire_packet};
 use common::Rng;
 use parapet_dataplane::codegen::{choose, rule_jumps, EngineWant, XdpEngine, AUTO_MAX_JUMPS};
 use parapet_dataplane::frame::parse_frame;
 use parapet_dataplane::{ParseStatus, Stat};
-use parapet_gen::{packets_for, random_ruleset_with_header_fields, worst_case, RandomSpec};
+use parapet_gen::{packets_for, worst_case};
 use parapet_model::{flatten, DecisionList, IfName, Verdict};
 
 /// The spec's fate of `frame`: `(passes, Some((rule ids counted, L3
@@ -58,14 +58,9 @@ fn the_attached_program_decides_and_counts_as_the_linear_engine() {
     dp.set_packet_stats(true).unwrap();
     let mut rng = Rng::new(0x6174_7461);
     let (mut frames_run, mut counted_rules, mut dropped, mut lists) = (0usize, 0, 0, 0);
-    for seed in 0..16u64 {
-        let spec_rs = RandomSpec {
-            rules: 5 + (seed as usize * 17) % 90,
-            ipv6: seed % 3 != 0,
-            ..RandomSpec::default()
-        };
-        let rs = random_ruleset_with_header_fields(seed, &spec_rs);
-        let list = eligible(flatten(&rs, rs.select_chain(None).unwrap()).unwrap());
+    for RandomCase { seed, rs, list } in
+        random_cases(0..16, |s| 5 + (s as usize * 17) % 90, eligible)
+    {
         let prog = dp
             .load_xdp_generated(&list)
             .unwrap_or_else(|e| panic!("seed {seed}: {e}"));

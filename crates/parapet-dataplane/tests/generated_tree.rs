@@ -12,7 +12,7 @@
 mod common;
 
 use common::classbench::classbench;
-use common::eligible::pure;
+use common::eligible::{pure, random_pure_cases, RandomCase};
 use common::lo::LO;
 use common::wire::{frame_of, wire_packet};
 use common::Rng;
@@ -62,6 +62,11 @@ fn odd_frames(rng: &mut Rng, base: &[Vec<u8>]) -> Vec<Vec<u8>> {
     out
 }
 
+/// The rules of seed `seed`'s random list: 5 to 154.
+fn tree_rules(seed: u64) -> usize {
+    5 + (seed as usize * 37) % 150
+}
+
 /// Compile options that make multi-way cuts and small leaves likely (so
 /// the trees are deep and wide), or the defaults.
 fn options(variant: u64) -> CompileOptions {
@@ -88,14 +93,7 @@ fn tree_programs_agree_with_the_spec_and_the_linear_program() {
     let (mut frames_checked, mut dropped, mut lists) = (0usize, 0usize, 0usize);
     let (mut nodes, mut elided, mut implied, mut multi_lists) = (0, 0, 0, 0);
     let (mut common, mut spilled_lists, mut guarded_lists) = (0, 0, 0);
-    for seed in 0..20u64 {
-        let spec = RandomSpec {
-            rules: 5 + (seed as usize * 37) % 150,
-            ipv6: seed % 3 != 0,
-            ..RandomSpec::default()
-        };
-        let rs = random_ruleset_with_header_fields(seed, &spec);
-        let list = pure(flatten(&rs, rs.select_chain(None).unwrap()).unwrap());
+    for RandomCase { seed, rs, list } in random_pure_cases(0..20, tree_rules) {
         let opts = options(seed);
         let (image, stats) = compile(&list, &opts).unwrap();
         assert_eq!(tree_ineligible(&list, &image), None, "seed {seed}");
@@ -318,14 +316,7 @@ fn the_verifier_recomputes_stack_liveness_a_few_times_not_once_per_leaf() {
         "worst case 256".to_string(),
         generate_tree(&list, &image).unwrap(),
     ));
-    for seed in 0..20u64 {
-        let spec = RandomSpec {
-            rules: 5 + (seed as usize * 37) % 150,
-            ipv6: seed % 3 != 0,
-            ..RandomSpec::default()
-        };
-        let rs = random_ruleset_with_header_fields(seed, &spec);
-        let list = pure(flatten(&rs, rs.select_chain(None).unwrap()).unwrap());
+    for RandomCase { seed, list, .. } in random_pure_cases(0..20, tree_rules) {
         let (image, _) = compile(&list, &options(seed)).unwrap();
         programs.push((
             format!("seed {seed}"),

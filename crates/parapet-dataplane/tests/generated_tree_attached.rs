@@ -12,8 +12,8 @@
 mod common;
 
 use common::counted::{frames_of, run_counted, spec};
-use common::eligible::pure;
-use common::lo::{dp_on_lo, LO};
+use common::eligible::{random_pure_cases, RandomCase};
+use common::lo::{dp_on_lo, dp_on_lo_counting, LO};
 use common::wire::{frame_of, wire_packet};
 use common::Rng;
 use parapet_compile::{compile, CompileOptions};
@@ -21,8 +21,8 @@ use parapet_dataplane::codegen::{
     choose_with_image, generate_tree_attached, ineligible, tree_ineligible, verifier_log,
     EngineWant, XdpEngine,
 };
-use parapet_dataplane::{Dataplane, LoadOptions, Stat};
-use parapet_gen::{packets_for, random_ruleset_with_header_fields, worst_case, RandomSpec};
+use parapet_dataplane::{Dataplane, Stat};
+use parapet_gen::{packets_for, worst_case};
 use parapet_model::{flatten, DecisionList, Verdict};
 
 /// Checks the attached tree program of `list` (compiled with `opts`)
@@ -78,14 +78,7 @@ fn the_attached_tree_program_decides_and_counts_as_the_linear_engine() {
     dp.set_packet_stats(true).unwrap();
     let mut rng = Rng::new(0x7472_6361);
     let (mut counted_rules, mut dropped, mut frames_run) = (0, 0, 0);
-    for seed in 0..12u64 {
-        let spec_rs = RandomSpec {
-            rules: 5 + (seed as usize * 37) % 150,
-            ipv6: seed % 3 != 0,
-            ..RandomSpec::default()
-        };
-        let rs = random_ruleset_with_header_fields(seed, &spec_rs);
-        let list = pure(flatten(&rs, rs.select_chain(None).unwrap()).unwrap());
+    for RandomCase { seed, rs, list } in random_pure_cases(0..12, |s| 5 + (s as usize * 37) % 150) {
         // small leaves and multi-way cuts too: deep, wide trees
         let opts = match seed % 2 {
             0 => CompileOptions::default(),
@@ -142,13 +135,7 @@ fn the_attached_tree_program_decides_and_counts_as_the_linear_engine() {
 fn the_attached_tree_program_loads_for_25600_worst_case_rules() {
     let test = "the_attached_tree_program_loads_for_25600_worst_case_rules";
     // counters for every rule id of the list
-    let opts = LoadOptions {
-        debug: true,
-        slot_pages: 64,
-        max_rules: 32_767,
-    };
-    let mut dp = common::load_dataplane(test, &opts);
-    dp.set_ifname(LO, "lo").unwrap();
+    let mut dp = dp_on_lo_counting(test, 32_767);
     let rs = worst_case(25_600);
     let list = flatten(&rs, rs.select_chain(None).unwrap()).unwrap();
     let (image, _) = compile(&list, &CompileOptions::default()).unwrap();
@@ -182,15 +169,7 @@ fn the_attached_tree_program_reruns_stack_liveness_a_few_times() {
     let mut lists = Vec::new();
     let rs = worst_case(256);
     lists.push(flatten(&rs, rs.select_chain(None).unwrap()).unwrap());
-    for seed in [4u64, 5, 7, 8] {
-        let spec = RandomSpec {
-            rules: 150,
-            ipv6: seed % 3 != 0,
-            ..RandomSpec::default()
-        };
-        let rs = random_ruleset_with_header_fields(seed, &spec);
-        lists.push(pure(flatten(&rs, rs.select_chain(None).unwrap()).unwrap()));
-    }
+    lists.extend(random_pure_cases([4, 5, 7, 8], |_| 150).map(|c| c.list));
     let (mut checks, mut any_pass) = (0, false);
     for (i, list) in lists.iter().enumerate() {
         let (image, _) = compile(list, &CompileOptions::default()).unwrap();

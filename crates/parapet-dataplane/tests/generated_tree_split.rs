@@ -11,8 +11,8 @@ mod common;
 
 use common::classbench::classbench;
 use common::counted::{frames_of, run_counted, spec};
-use common::eligible::pure;
-use common::lo::{dp_on_lo, LO};
+use common::eligible::{pure, random_pure_cases, RandomCase};
+use common::lo::{dp_on_lo, dp_on_lo_counting, LO};
 use common::wire::{frame_of, wire_packet};
 use common::Rng;
 use parapet_compile::{compile, CompileOptions};
@@ -61,14 +61,8 @@ fn split_tree_programs_decide_and_count_as_the_linear_engine() {
     dp.set_packet_stats(true).unwrap();
     let mut rng = Rng::new(0x7370_6c69);
     let (mut frames_run, mut most_programs, mut lists_split) = (0, 0, 0);
-    for seed in 0..12u64 {
-        let spec_rs = RandomSpec {
-            rules: 40 + (seed as usize * 41) % 140,
-            ipv6: seed % 3 != 0,
-            ..RandomSpec::default()
-        };
-        let rs = random_ruleset_with_header_fields(seed, &spec_rs);
-        let list = pure(flatten(&rs, rs.select_chain(None).unwrap()).unwrap());
+    for RandomCase { seed, rs, list } in random_pure_cases(0..12, |s| 40 + (s as usize * 41) % 140)
+    {
         let opts = match seed % 2 {
             0 => CompileOptions::default(),
             _ => CompileOptions {
@@ -157,13 +151,7 @@ fn more_programs_than_the_tail_calls_allow_is_refused() {
 fn classbench_100k_split_tree_programs_agree_with_the_spec() {
     let test = "classbench_100k_split_tree_programs_agree_with_the_spec";
     // counters for every rule id of the lists
-    let opts = LoadOptions {
-        debug: true,
-        slot_pages: 64,
-        max_rules: 131_071,
-    };
-    let mut dp = common::load_dataplane(test, &opts);
-    dp.set_ifname(LO, "lo").unwrap();
+    let mut dp = dp_on_lo_counting(test, 131_071);
     dp.set_packet_stats(true).unwrap();
     let only = std::env::var("PARAPET_SPLIT_SETS").ok();
     for name in ["acl1_100k", "fw1_100k", "ipc1_100k"] {

@@ -12,7 +12,7 @@ mod common;
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use common::eligible::eligible;
+use common::eligible::{eligible, random_cases, RandomCase};
 use common::lo::{dp_on_lo, LO};
 use common::wire::{frame_of, wire_packet};
 use common::Rng;
@@ -155,14 +155,9 @@ fn generated_programs_agree_with_the_spec_and_the_main_program() {
     let mut rng = Rng::new(0x6765_6e78);
     let (mut checked, mut dropped, mut by_parser, mut lists) = (0, 0, 0, 0);
     let mut counted_rules = 0;
-    for seed in 0..24u64 {
-        let spec = RandomSpec {
-            rules: 5 + (seed as usize * 23) % 120,
-            ipv6: seed % 3 != 0,
-            ..RandomSpec::default()
-        };
-        let rs = random_ruleset_with_header_fields(seed, &spec);
-        let list = eligible(flatten(&rs, rs.select_chain(None).unwrap()).unwrap());
+    for RandomCase { seed, rs, list } in
+        random_cases(0..24, |s| 5 + (s as usize * 23) % 120, eligible)
+    {
         if list.entries.len() > MAX_ENTRIES {
             continue;
         }

@@ -13,6 +13,12 @@ use std::time::{Duration, Instant};
 /// How long a packet may take to arrive before it counts as dropped.
 pub const WAIT: Duration = Duration::from_millis(1000);
 
+/// How long a TCP connect may take before its SYN counts as dropped:
+/// under the kernel's first SYN retransmission (1 s), or a dropped SYN
+/// may be sent and counted twice in one twin and once in the other (a
+/// CI run saw `{12: 2}` against `{12: 1}` when this was [`WAIT`]).
+const CONNECT_WAIT: Duration = Duration::from_millis(700);
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Side {
     L,
@@ -21,7 +27,68 @@ pub enum Side {
 }
 
 #[allow(unused_imports)]
-pub use parapet_testbed::router::{Family as Addrs, Router as Topo, V4, V6};
+pub use parapet_testbed::router::{Family as Addrs, V4, V6};
+
+/// The router bed ([`parapet_testbed::router::Router`]: `l`, `r`, `h`)
+/// whose teardown checks that nothing was left pinned on the host's bpffs
+/// by a daemon in one of its namespaces: pin directories are named by the
+/// netns inode ([`parapet_dataplane::default_pin_dir`]), and a namespace's
+/// inode is its own while it lives, so the check races no other test. A
+/// test that starts parapetd pinned drops a [`RemovePins`] before the bed.
+pub struct Topo(parapet_testbed::router::Router);
+
+impl std::ops::Deref for Topo {
+    type Target = parapet_testbed::router::Router;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl Topo {
+    /// The pin directories of daemons in the bed's namespaces.
+    fn pin_dirs(&self) -> Vec<std::path::PathBuf> {
+        [&self.l, &self.r, &self.h]
+            .into_iter()
+            .flat_map(pin_dirs_in)
+            .collect()
+    }
+}
+
+impl Drop for Topo {
+    fn drop(&mut self) {
+        let left = self.pin_dirs();
+        for d in &left {
+            let _ = parapet_dataplane::remove_pins(d);
+        }
+        // a failing test's pins are removed above; a passing test must
+        // have removed its own
+        if !left.is_empty() && !std::thread::panicking() {
+            panic!("pins left on the host's bpffs by the router bed's daemons: {left:?}");
+        }
+    }
+}
+
+/// The inode of a namespace (its `/run/netns` file).
+fn netns_inode(ns: &Netns) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(format!("/run/netns/{}", ns.name()))
+        .unwrap_or_else(|e| panic!("netns {}: {e}", ns.name()))
+        .ino()
+}
+
+/// The pin directories `/sys/fs/bpf/parapet/<inode of ns>-…`.
+fn pin_dirs_in(ns: &Netns) -> Vec<std::path::PathBuf> {
+    let root = Path::new(parapet_dataplane::pin::BPFFS).join("parapet");
+    let prefix = format!("{}-", netns_inode(ns));
+    std::fs::read_dir(&root)
+        .map(|r| {
+            r.flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+                .map(|e| e.path())
+                .collect()
+        })
+        .unwrap_or_default()
+}
 
 /// The namespace of one side of the bed.
 fn ns(t: &Topo, s: Side) -> &Netns {
@@ -34,7 +101,17 @@ fn ns(t: &Topo, s: Side) -> &Netns {
 
 /// A fresh router bed named after `tag`.
 pub fn topo(tag: &str) -> Topo {
-    Topo::create(tag).unwrap_or_else(|e| panic!("router bed {tag}: {e}"))
+    let t = Topo(
+        parapet_testbed::router::Router::create(tag)
+            .unwrap_or_else(|e| panic!("router bed {tag}: {e}")),
+    );
+    // a namespace's inode is reused once it is gone: pins named by it
+    // now were left by a dead namespace's daemon (links already gone
+    // with its interfaces), not by this bed
+    for d in t.pin_dirs() {
+        let _ = parapet_dataplane::remove_pins(&d);
+    }
+    t
 }
 
 /// One crafted packet: UDP from `from` (source port `sport`) to `to:port`,
@@ -86,15 +163,50 @@ impl Drop for Daemon {
     }
 }
 
-/// Removes a daemon's pins (links, maps, programs) on drop: they outlive
-/// the daemon (host bpffs), also when an assertion fails.
-pub struct RemovePins(pub Option<std::path::PathBuf>);
+/// Removes the pins (links, maps, programs) of a daemon started pinned
+/// ([`start_daemon_pinned`]) on drop: they outlive the daemon (host
+/// bpffs), also when an assertion fails. Made before the daemon starts,
+/// from where its pins will be (its namespace and state directory), so
+/// no step of the test can come before it; dropped after the daemon
+/// (declared before it) and before the bed, whose drop checks that
+/// nothing was left.
+pub struct RemovePins {
+    netns: u64,
+    state_dir: std::path::PathBuf,
+}
+
+impl RemovePins {
+    /// The pins of a daemon in `ns` with its state under `dir` (the
+    /// `dir` given to [`start_daemon_pinned`]).
+    pub fn of(ns: &Netns, dir: &Path) -> RemovePins {
+        RemovePins {
+            netns: netns_inode(ns),
+            state_dir: dir.join("state"),
+        }
+    }
+
+    /// The daemon's pin directory (its `stats` say the same once loaded).
+    pub fn dir(&self) -> std::path::PathBuf {
+        parapet_dataplane::pin_dir_in_netns(self.netns, &self.state_dir)
+    }
+
+    /// Asserts that the daemon on `sock` (loaded) pins where this guard
+    /// removes: its `stats` name the same directory.
+    pub fn assert_daemon_pins_here(&self, sock: &Path) {
+        let s = super::daemon::stats(sock);
+        assert_eq!(
+            s["dataplane"]["pin_dir"]
+                .as_str()
+                .map(std::path::PathBuf::from),
+            Some(self.dir()),
+            "the pins removed at the end are the daemon's: {s}"
+        );
+    }
+}
 
 impl Drop for RemovePins {
     fn drop(&mut self) {
-        if let Some(p) = &self.0 {
-            let _ = parapet_dataplane::remove_pins(p);
-        }
+        let _ = parapet_dataplane::remove_pins(&self.dir());
     }
 }
 
@@ -285,7 +397,7 @@ pub fn run_probes(
                 .or_insert_with(|| listen(ns(t, pr.at), v6, pr.at_port));
             let to = SocketAddr::new(pr.to.parse().unwrap(), pr.port);
             let r = in_netns(ns(t, pr.from).name(), || {
-                std::net::TcpStream::connect_timeout(&to, WAIT)
+                std::net::TcpStream::connect_timeout(&to, CONNECT_WAIT)
             });
             socks.push((bind(ns(t, pr.from), v6, 0), None, None));
             match r {

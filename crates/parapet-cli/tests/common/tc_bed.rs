@@ -20,13 +20,14 @@ pub const NEW_R: &str = "10.71.9.1";
 pub const NEW_L: &str = "10.71.9.2";
 
 /// A router bed with parapetd in R. Fields drop in order: the daemon is
-/// killed, then the namespaces go, then the pins and the state directory.
+/// killed, then its pins go, then the namespaces (whose drop checks that
+/// no pin is left), then the state directory.
 pub struct TcBed {
     pub daemon: Option<Daemon>,
-    pub t: Topo,
     /// The daemon's pins (host bpffs) when started pinned: removed on
     /// drop, also when an assertion fails.
-    pub pins: RemovePins,
+    pub pins: Option<RemovePins>,
+    pub t: Topo,
     /// The daemon's socket.
     pub sock: PathBuf,
     /// The ruleset file applied at the start.
@@ -48,8 +49,8 @@ impl TcBed {
         std::fs::write(&file, rules).unwrap();
         let mut bed = TcBed {
             daemon: None,
+            pins: pinned.then(|| RemovePins::of(&t.r, dir.path())),
             t,
-            pins: RemovePins(None),
             sock,
             rules: file,
             pinned,
@@ -58,14 +59,10 @@ impl TcBed {
         bed.start(flags);
         ok(&bed.sock, &["apply", bed.rules.to_str().unwrap()]);
         let o = parapet(&bed.sock, &["attach"]);
-        if pinned {
-            // known once the program is loaded
-            let pins = stats(&bed.sock)["dataplane"]["pin_dir"]
-                .as_str()
-                .map(PathBuf::from);
-            bed.pins = RemovePins(pins);
-        }
         assert!(o.status.success(), "{o:?}");
+        if let Some(pins) = &bed.pins {
+            pins.assert_daemon_pins_here(&bed.sock);
+        }
         bed
     }
 
@@ -80,8 +77,8 @@ impl TcBed {
     }
 
     /// The pin directory (started pinned).
-    pub fn pin_dir(&self) -> &Path {
-        self.pins.0.as_deref().expect("started pinned")
+    pub fn pin_dir(&self) -> PathBuf {
+        self.pins.as_ref().expect("started pinned").dir()
     }
 
     /// `parapet apply` of the bed's ruleset file, started and left running

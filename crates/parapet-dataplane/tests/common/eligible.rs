@@ -36,3 +36,43 @@ pub fn pure(mut list: DecisionList) -> DecisionList {
     }
     list
 }
+
+/// A random ruleset of `parapet-gen` (header fields only) and the
+/// decision list its default chain makes.
+pub struct RandomCase {
+    pub seed: u64,
+    pub rs: parapet_model::Ruleset,
+    pub list: DecisionList,
+}
+
+/// Per seed in `seeds`: [`random_ruleset_with_header_fields`] with
+/// `rules(seed)` rules, IPv6 in two seeds of three, its default chain
+/// flattened and made a list a generated program takes by `make`
+/// ([`pure`] or [`eligible`]).
+///
+/// [`random_ruleset_with_header_fields`]: parapet_gen::random_ruleset_with_header_fields
+pub fn random_cases(
+    seeds: impl IntoIterator<Item = u64>,
+    rules: impl Fn(u64) -> usize,
+    make: fn(DecisionList) -> DecisionList,
+) -> impl Iterator<Item = RandomCase> {
+    seeds.into_iter().map(move |seed| {
+        let spec = parapet_gen::RandomSpec {
+            rules: rules(seed),
+            ipv6: seed % 3 != 0,
+            ..parapet_gen::RandomSpec::default()
+        };
+        let rs = parapet_gen::random_ruleset_with_header_fields(seed, &spec);
+        let list = make(parapet_model::flatten(&rs, rs.select_chain(None).unwrap()).unwrap());
+        RandomCase { seed, rs, list }
+    })
+}
+
+/// [`random_cases`] made [`pure`]: the random pure first-match lists the
+/// tree form's tests decide.
+pub fn random_pure_cases(
+    seeds: impl IntoIterator<Item = u64>,
+    rules: impl Fn(u64) -> usize,
+) -> impl Iterator<Item = RandomCase> {
+    random_cases(seeds, rules, pure)
+}

@@ -8,12 +8,17 @@ pub const LO: u32 = 1;
 
 /// A dataplane for `test` that knows loopback's name.
 pub fn dp_on_lo(test: &str) -> Dataplane {
+    dp_on_lo_counting(test, 4095)
+}
+
+/// [`dp_on_lo`] with counters for rule ids up to `max_rules`.
+pub fn dp_on_lo_counting(test: &str, max_rules: u32) -> Dataplane {
     let mut dp = super::load_dataplane(
         test,
         &LoadOptions {
             debug: true,
             slot_pages: 64,
-            max_rules: 4095,
+            max_rules,
         },
     );
     dp.set_ifname(LO, "lo").unwrap();
