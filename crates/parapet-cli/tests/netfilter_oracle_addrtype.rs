@@ -178,20 +178,8 @@ fn pair(tag: &str, fam: &Fam) -> Pair {
         .unwrap();
         b.exec(&["sysctl", "-qw", "net.ipv6.conf.all.forwarding=1"])
             .unwrap();
-        pair.a.wait_local_route("2001:db8:250::1").unwrap();
-        b.wait_local_route("2001:db8:250::2").unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        for ns in [&pair.a, &pair.b] {
-            while !ns
-                .ip(&["-6", "addr", "show", "tentative"])
-                .unwrap()
-                .trim()
-                .is_empty()
-                && Instant::now() < deadline
-            {
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        }
+        pair.a.wait_ipv6_settled(&["2001:db8:250::1"]).unwrap();
+        b.wait_ipv6_settled(&["2001:db8:250::2"]).unwrap();
     } else {
         b.ip(&["addr", "add", "10.251.0.2/24", "brd", "+", "dev", v.b_dev])
             .unwrap();

@@ -127,18 +127,9 @@ fn pair(tag: &str, fam: &Fam) -> Pair {
         ] {
             b.ip(r).unwrap();
         }
-        let deadline = Instant::now() + Duration::from_secs(10);
-        for ns in [&pair.a, b] {
-            while !ns
-                .ip(&["-6", "addr", "show", "tentative"])
-                .unwrap()
-                .trim()
-                .is_empty()
-                && Instant::now() < deadline
-            {
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        }
+        pair.a.wait_ipv6_settled(&["2001:db8:250::1"]).unwrap();
+        b.wait_ipv6_settled(&["2001:db8:250::2", "2001:db8:240::1"])
+            .unwrap();
     } else {
         b.ip(&["addr", "add", "10.240.0.1/24", "dev", "d0"])
             .unwrap();

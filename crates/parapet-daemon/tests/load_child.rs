@@ -216,17 +216,9 @@ fn pinned_programs(inst: &Instance) -> Vec<String> {
 #[test]
 #[ignore = "needs root"]
 fn programs_left_out_of_the_first_load_load_at_their_first_use() {
-    use parapet_testbed::{Pair, Veth};
     parapet_testbed::require_root();
     let tag = "k17lazy";
-    parapet_testbed::remove_stale(tag);
-    let v = Veth {
-        disable_ipv6: true,
-        prefix_len: 24,
-        a_extra: &[BANNED],
-        ..Veth::default()
-    };
-    let pair = Pair::create(tag, &v).unwrap();
+    let (pair, v) = bed(tag);
     let dir = tempfile::tempdir().unwrap();
     let inst = Instance::new(&pair.b, dir.path(), tag);
     let _ = parapet_dataplane::remove_pins(&inst.pins);

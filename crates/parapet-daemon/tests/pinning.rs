@@ -30,18 +30,6 @@ fn xdp_prog_on(pair: &Pair, dev: &str) -> bool {
         .contains("prog/xdp")
 }
 
-/// Sender namespace a (with the banned address too), receiver b.
-fn bed(tag: &str) -> (Pair, Veth<'static>) {
-    parapet_testbed::remove_stale(tag);
-    let v = Veth {
-        disable_ipv6: true,
-        prefix_len: 24,
-        a_extra: &[BANNED],
-        ..Veth::default()
-    };
-    (Pair::create(tag, &v).unwrap(), v)
-}
-
 /// Without a daemon the port-9 packets arrive: the receiver counts them
 /// (so zero in a test means filtered, not unseen).
 fn assert_unfiltered(pair: &Pair, v: &Veth<'_>) {

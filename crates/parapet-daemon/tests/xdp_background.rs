@@ -231,14 +231,7 @@ fn decides_as_the_spec(inst: &Instance, pair: &Pair, v: &Veth<'_>, drop_7004: bo
 fn the_tree_form_loads_in_the_background() {
     parapet_testbed::require_root();
     let tag = "k15bg";
-    parapet_testbed::remove_stale(tag);
-    let v = Veth {
-        disable_ipv6: true,
-        prefix_len: 24,
-        a_extra: &[BANNED],
-        ..Veth::default()
-    };
-    let pair = Pair::create(tag, &v).unwrap();
+    let (pair, v) = bed(tag);
     let tmp = tempfile::tempdir().unwrap();
     let inst = Instance::new(&pair.b, tmp.path(), "k15bg");
     let _ = parapet_dataplane::remove_pins(&inst.pins);

@@ -213,14 +213,7 @@ fn swaps_lose_no_packet(inst: &Instance, pair: &Pair, v: &Veth<'_>, big: &str) {
 fn the_generated_program_is_attached_swapped_and_adopted() {
     parapet_testbed::require_root();
     let tag = "k15attach";
-    parapet_testbed::remove_stale(tag);
-    let v = Veth {
-        disable_ipv6: true,
-        prefix_len: 24,
-        a_extra: &[BANNED],
-        ..Veth::default()
-    };
-    let pair = Pair::create(tag, &v).unwrap();
+    let (pair, v) = bed(tag);
     let tmp = tempfile::tempdir().unwrap();
     let inst = Instance::new(&pair.b, tmp.path(), "k15attach");
     let _ = parapet_dataplane::remove_pins(&inst.pins);

@@ -47,8 +47,10 @@ pub fn lo_forwarding() -> Result<()> {
 /// Whether forwarding is on at `lo` for both families (the lookups
 /// answer; a host without IPv6 needs IPv4's only).
 pub fn lo_forwarding_on() -> bool {
-    LO_FORWARDING.iter().all(|path| match std::fs::read_to_string(path) {
-        Ok(v) => v.trim() == "1",
-        Err(_) => path.contains("ipv6") && !std::path::Path::new(path).exists(),
-    })
+    LO_FORWARDING
+        .iter()
+        .all(|path| match std::fs::read_to_string(path) {
+            Ok(v) => v.trim() == "1",
+            Err(_) => path.contains("ipv6") && !std::path::Path::new(path).exists(),
+        })
 }

@@ -9,16 +9,16 @@
 //! `ipporthash`, `setlist`) and `--option` spellings are all used.
 //! Malformed legacy lines fail with `FILE:LINE:COL`, as ipset refuses them.
 
+#[path = "common/ipset_kernel.rs"]
+mod ipset_kernel;
 #[path = "common/raw_out.rs"]
 mod raw_out;
 
-use parapet_model::{Family, LinearEngine, Packet, SetLookup, SetRef};
+use ipset_kernel::{ipset_restore, loopback_packets, Store};
+use parapet_model::{Family, LinearEngine};
 use parapet_parse::{check, parse, Format};
-use parapet_sets::SetStore;
 use parapet_testbed::{require_root, Netns};
 use raw_out::{iptables_decisions, Sender};
-use std::io::Write;
-use std::process::Stdio;
 
 const SETS: &str = "\
 -N a iphash --hashsize 64
@@ -46,46 +46,6 @@ const RULES: &str = "*filter
 COMMIT
 ";
 
-/// One packet from each of 127.0.0.1 … 127.0.0.32 to 127.0.0.1.
-fn packets() -> Vec<Packet> {
-    (1..=32u32)
-        .map(|k| {
-            let mut p = Packet::new(Family::V4, 0x7f00_0000 | k as u128, 0x7f00_0001, 253, 0, 0);
-            p.len = 60;
-            p
-        })
-        .collect()
-}
-
-struct Store(SetStore);
-
-impl SetLookup for Store {
-    fn contains(&self, r: &SetRef, pkt: &Packet) -> bool {
-        self.0
-            .ref_matches(r, pkt)
-            .expect("every referenced set is loaded")
-    }
-}
-
-fn ipset_restore(ns: &Netns, text: &str) {
-    let mut restore = ns
-        .command("ipset")
-        .arg("restore")
-        .stdin(Stdio::piped())
-        .spawn()
-        .expect("ipset");
-    restore
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    assert!(
-        restore.wait().unwrap().success(),
-        "ipset restore refused the legacy sets"
-    );
-}
-
 #[test]
 #[ignore = "needs root"]
 fn legacy_ipset_sets_agree_with_the_kernel() {
@@ -93,7 +53,7 @@ fn legacy_ipset_sets_agree_with_the_kernel() {
     let ns = Netns::create("p13-ipsetold").unwrap();
     ns.ip(&["link", "set", "lo", "up"]).unwrap();
     ipset_restore(&ns, SETS);
-    let p = packets();
+    let p = loopback_packets(32);
     let kernel = iptables_decisions(&ns, RULES, Family::V4, &p, Sender::Loopback);
     // The rules go before the namespace (and its sets) goes.
     ns.exec(&["iptables-legacy", "-F", "OUTPUT"]).unwrap();

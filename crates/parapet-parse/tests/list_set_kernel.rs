@@ -9,16 +9,17 @@
 //! and a direct reference with fewer flags than its set's dimensions,
 //! which the kernel never matches.
 
+#[path = "common/ipset_kernel.rs"]
+mod ipset_kernel;
 #[path = "common/raw_out.rs"]
 mod raw_out;
 
-use parapet_model::{Family, LinearEngine, Packet, SetLookup, SetRef};
+use ipset_kernel::{ipset_restore, loopback_packets, Store};
+use parapet_model::{Family, LinearEngine};
 use parapet_parse::{parse, Format};
 use parapet_sets::SetStore;
 use parapet_testbed::{require_root, Netns};
 use raw_out::{iptables_decisions, Sender};
-use std::io::Write;
-use std::process::Stdio;
 
 const SETS: &str = "\
 create a hash:ip family inet
@@ -57,46 +58,6 @@ const RULES: &str = "*filter
 COMMIT
 ";
 
-/// One packet from each of 127.0.0.1 … 127.0.0.41 to 127.0.0.1.
-fn packets() -> Vec<Packet> {
-    (1..=41u32)
-        .map(|k| {
-            let mut p = Packet::new(Family::V4, 0x7f00_0000 | k as u128, 0x7f00_0001, 253, 0, 0);
-            p.len = 60;
-            p
-        })
-        .collect()
-}
-
-struct Store(SetStore);
-
-impl SetLookup for Store {
-    fn contains(&self, r: &SetRef, pkt: &Packet) -> bool {
-        self.0
-            .ref_matches(r, pkt)
-            .expect("every referenced set is loaded")
-    }
-}
-
-fn ipset_restore(ns: &Netns, text: &str) {
-    let mut restore = ns
-        .command("ipset")
-        .arg("restore")
-        .stdin(Stdio::piped())
-        .spawn()
-        .expect("ipset");
-    restore
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    assert!(
-        restore.wait().unwrap().success(),
-        "ipset restore refused the sets"
-    );
-}
-
 #[test]
 #[ignore = "needs root"]
 fn list_set_matches_agree_with_iptables_legacy() {
@@ -104,7 +65,7 @@ fn list_set_matches_agree_with_iptables_legacy() {
     let ns = Netns::create("p13-listset").unwrap();
     ns.ip(&["link", "set", "lo", "up"]).unwrap();
     ipset_restore(&ns, SETS);
-    let p = packets();
+    let p = loopback_packets(41);
     let kernel = iptables_decisions(&ns, RULES, Family::V4, &p, Sender::Loopback);
     // The rules go before the namespace (and its sets) goes.
     ns.exec(&["iptables-legacy", "-F", "OUTPUT"]).unwrap();

@@ -174,6 +174,28 @@ impl Netns {
         wait_local_route(&self.name, addr)
     }
 
+    /// Waits (at most 10 s) until no IPv6 address of the namespace is
+    /// tentative and each of `addrs` (without a prefix length) has its
+    /// `local` route: no address event of the namespace's own comes
+    /// after, and packets to them are local.
+    pub fn wait_ipv6_settled(&self, addrs: &[&str]) -> Result<(), String> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !self
+            .ip(&["-6", "addr", "show", "tentative"])?
+            .trim()
+            .is_empty()
+        {
+            if std::time::Instant::now() > deadline {
+                return Err(format!(
+                    "{}: addresses still tentative after 10 s",
+                    self.name
+                ));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        addrs.iter().try_for_each(|a| self.wait_local_route(a))
+    }
+
     /// A permanent neighbour entry (`ip neigh replace ADDR lladdr MAC dev
     /// DEV nud permanent`), IPv4 or IPv6: no ARP or neighbour discovery
     /// delays or loses a test packet.

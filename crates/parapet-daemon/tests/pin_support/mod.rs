@@ -6,7 +6,7 @@
 #![allow(dead_code)]
 
 use parapet_daemon::Client;
-use parapet_testbed::Netns;
+use parapet_testbed::{Netns, Pair, Veth};
 use serde_json::{json, Value};
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::path::PathBuf;
@@ -438,4 +438,17 @@ pub fn restart_under_flood(
 /// Sleeps `ms` milliseconds (lets traffic and the daemon settle).
 pub fn settle_for(ms: u64) {
     std::thread::sleep(Duration::from_millis(ms));
+}
+
+/// A fresh pair named after `tag`: sender namespace a (with the banned
+/// address too), receiver b.
+pub fn bed(tag: &str) -> (Pair, Veth<'static>) {
+    parapet_testbed::remove_stale(tag);
+    let v = Veth {
+        disable_ipv6: true,
+        prefix_len: 24,
+        a_extra: &[BANNED],
+        ..Veth::default()
+    };
+    (Pair::create(tag, &v).unwrap(), v)
 }
