@@ -102,6 +102,8 @@ type Vals = [u64; SLOTS];
 
 /// Slots [`fill_values`] writes; the rest of a [`Vals`] stay zero.
 const FILLED: usize = 32;
+/// The first slot [`fill_values`] writes only for images that read it.
+const EXT_SLOT: u32 = 16;
 
 /// Writes the values a lookup compares into the first [`FILLED`] slots of
 /// `v`, in place. For a cut or bound below 2^32, comparing the saturated
@@ -112,8 +114,14 @@ const FILLED: usize = 32;
 /// lookup. In place, and only the filled slots: returning a whole `Vals`
 /// (built in a temporary, zero-padded to 32 slots, then copied into the
 /// batch's lane) stored 256 bytes per lookup where 160 are needed.
+///
+/// `ext`: also the slots from [`EXT_SLOT`] on (the fields added since
+/// session 8: TTL, DSCP, length, marks, address types, MAC, …). An image
+/// whose trees and fixed records read none of them leaves them zero and
+/// unread: half the stores per lookup (§76 measured the fill of all 32
+/// slots at 7–11 % of a walk).
 #[inline(always)]
-fn fill_values(key: &KeyWords, v: &mut Vals) {
+fn fill_values(key: &KeyWords, v: &mut Vals, ext: bool) {
     let w = &key.w;
     let low = |f: usize| w[KEY_OFF[f]] as u64;
     let sat = |f: usize| {
@@ -147,6 +155,9 @@ fn fill_values(key: &KeyWords, v: &mut Vals) {
     v[13] = low(2);
     v[14] = low(8);
     v[15] = low(9);
+    if !ext {
+        return;
+    }
     v[16] = low(12);
     v[17] = low(13);
     v[18] = low(14);
@@ -186,6 +197,9 @@ pub struct FastPath {
     recs: Vec<u32>,
     triples: usize,
     rule_ids: Vec<u32>,
+    /// Whether a node or fixed record reads a slot from [`EXT_SLOT`] on
+    /// (then lookups fill them).
+    ext: bool,
 }
 
 struct Builder<'a> {
@@ -395,9 +409,15 @@ impl FastPath {
             return None;
         }
         let (nodes_off, n_nodes) = (h(hw::NODES_OFF), h(hw::N_NODES));
-        if (0..n_nodes).any(|i| w[nodes_off + i * NODE_WORDS] & 0xff >= SLOTTED_FIELDS) {
+        let node_fields = || (0..n_nodes).map(|i| w[nodes_off + i * NODE_WORDS] & 0xff);
+        if node_fields().any(|f| f >= SLOTTED_FIELDS) {
             return None;
         }
+        // a node on a field from 12 on reads a slot from EXT_SLOT on (the
+        // 128-bit fields' low words, 12..16, are below it), as does a
+        // record's triple there
+        out.ext = node_fields().any(|f| slot_of(f) >= EXT_SLOT)
+            || parsed.iter().flatten().flatten().any(|t| t[0] >= EXT_SLOT);
         out.t.extend([K_LEAF << 24, 0, 0, 0, 0, 0, 0]);
         let mut b = Builder {
             w,
@@ -567,7 +587,7 @@ impl FastPath {
     #[inline(always)]
     fn walk(&self, image: &[u32], key: &KeyWords) -> (u32, usize) {
         let mut v = [0u64; SLOTS];
-        fill_values(key, &mut v);
+        fill_values(key, &mut v, self.ext);
         let (mut best, mut steps) = (u32::MAX, 0);
         for p in 0..self.roots.len() {
             if self.min_entry[p] >= best {
@@ -610,7 +630,7 @@ impl FastPath {
         for (keys, out) in keys.chunks(LANES).zip(out.chunks_mut(LANES)) {
             let n = keys.len();
             for (v, k) in vals.iter_mut().zip(keys) {
-                fill_values(k, v);
+                fill_values(k, v, self.ext);
             }
             let mut best = [u32::MAX; LANES];
             for (p, &root) in self.roots.iter().enumerate() {
