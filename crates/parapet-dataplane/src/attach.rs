@@ -66,7 +66,7 @@ impl Dataplane {
     pub fn attach(&mut self, iface: &str, hook: AttachPoint, mode: Mode) -> Result<Attached> {
         if hook != AttachPoint::Netfilter {
             // loaded at its first attach (src/late_load.rs)
-            self.ensure_programs(crate::late_load::Programs::for_hook(hook))?;
+            self.ensure_programs(crate::programs::Programs::for_hook(hook))?;
         }
         let (link, used, note) = match hook {
             AttachPoint::Xdp => {

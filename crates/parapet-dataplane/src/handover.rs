@@ -24,10 +24,10 @@ use aya_obj::programs::XdpAttachType;
 
 use crate::bpf_sys;
 use crate::error::{Error, Result};
-use crate::late_load::{LatePrograms, Programs};
 use crate::load::{Assembly, Dataplane, Features, LoadOptions, PROG_XDP};
 use crate::objects::Objects;
 use crate::pin::{pin_err, read_dir_names, remove_handover, Pins};
+use crate::programs::{LatePrograms, Programs};
 use crate::set_mirror::SetSizing;
 
 /// Name of the netfilter program's pin in a staging directory (and among

@@ -65,6 +65,7 @@ mod netfilter_attach;
 mod netlink;
 mod objects;
 pub mod pin;
+mod programs;
 mod recent;
 mod reject_queue;
 pub mod rev_path;
@@ -87,7 +88,6 @@ pub use codegen::{EngineWant, XdpEngine};
 pub use counters::{HookCount, LogEvent, Stats};
 pub use error::{BadImage, Error, Result};
 pub use floor::{PassFloor, TestRunner};
-pub use late_load::{LateLoader, LatePrograms, Programs};
 pub use load::{
     bpf_object_for_this_kernel, Dataplane, Features, LoadOptions, BPF_OBJECT, BPF_OBJECT_ITER,
     INTERFACE_ONLY_NOTE,
@@ -97,6 +97,7 @@ pub use pin::{
     default_pin_dir, handover_dir, pin_dir_in_netns, remove_handover, remove_pins,
     remove_stale_handovers, PinnedAttachment,
 };
+pub use programs::{LateLoader, LatePrograms, Programs};
 pub use recent::{RecentAddress, RECENT_STAMPS};
 pub use reject_queue::{NfReject, RejectCounts, RejectQueue, RejectSender};
 pub use set_mirror::{

@@ -182,7 +182,7 @@ pub struct Dataplane {
     pub(crate) nf_prog: crate::netfilter::NfProgram,
     /// Loads the programs a loader process left out, at their first use
     /// (src/late_load.rs); `None` after an in-process load.
-    pub(crate) late_loader: Option<crate::late_load::LateLoader>,
+    pub(crate) late_loader: Option<crate::programs::LateLoader>,
     /// Pages of each image (src/slots.rs).
     pub(crate) image_pages: ImagePages,
     /// Images the image map holds: all (`abi::IMAGES`), or 1 with

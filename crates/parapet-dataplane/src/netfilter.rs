@@ -248,7 +248,7 @@ pub(crate) struct NfProgram {
     /// Loaded by a later loader process (src/late_load.rs) rather than
     /// from `object`: a loader process handed the dataplane over without it.
     awaiting_late: bool,
-    late: Option<crate::late_load::LateLoader>,
+    late: Option<crate::programs::LateLoader>,
 }
 
 impl NfProgram {
@@ -310,7 +310,7 @@ impl NfProgram {
         }
     }
 
-    pub(crate) fn set_late_loader(&mut self, loader: crate::late_load::LateLoader) {
+    pub(crate) fn set_late_loader(&mut self, loader: crate::programs::LateLoader) {
         self.late = Some(loader);
     }
 
@@ -340,7 +340,7 @@ impl NfProgram {
                 let Some(loader) = &self.late else {
                     return Err("no netfilter program: nothing can load it now".to_string());
                 };
-                let want = crate::late_load::Programs {
+                let want = crate::programs::Programs {
                     netfilter: true,
                     ..Default::default()
                 };

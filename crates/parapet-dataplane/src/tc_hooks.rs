@@ -137,7 +137,7 @@ impl Dataplane {
     /// there).
     pub(crate) fn load_tc_programs_beside(&mut self, beside: impl FnOnce() + Send) -> Result<()> {
         // handed over by a loader process, at their first use
-        self.ensure_programs(crate::late_load::Programs {
+        self.ensure_programs(crate::programs::Programs {
             tc_hooks: true,
             ..Default::default()
         })?;
